@@ -1,0 +1,5 @@
+import sys
+
+from vramtui.cli import main
+
+sys.exit(main())

@@ -1,0 +1,84 @@
+"""The command line: one subcommand per pane, for scripts and SSH.
+
+Each subcommand lives in its own module with `HELP`, `add_arguments(parser)` and `run(args) -> int`.
+Modules here import only light things at the top: `vramtui --help` must never import torch,
+transformers or Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from vramtui import __version__
+from vramtui.core.errors import VramtuiError
+
+# Subcommand name -> module under vramtui.cli. Order is the order `--help` lists them.
+COMMANDS: dict[str, str] = {
+    "estimate": "estimate",
+    "diagnose": "diagnose",
+    "record": "record",
+    "replay": "replay",
+    "check": "check",
+    "wizard": "wizard",
+    "demo": "demo",
+    "run": "run",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vramtui",
+        description="Get a local LLM to start and stay up on the GPU you have. "
+        "Without a subcommand, opens the app (memory monitor and estimator; no model is launched).",
+    )
+    parser.add_argument("--version", action="version", version=f"vramtui {__version__}")
+    parser.add_argument("--log", metavar="FILE", help="open a saved model-server log in the log pane")
+    parser.add_argument("--replay", metavar="CSV", help="show a recorded nvidia-smi CSV in the memory pane")
+    parser.add_argument("--theme", metavar="NAME", help="colour theme (see themes/); remembered for next time")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        try:
+            module = importlib.import_module(f"vramtui.cli.{module_name}")
+        except ModuleNotFoundError as error:  # TEMPORARY while the subcommands are being written
+            if error.name != f"vramtui.cli.{module_name}":
+                raise
+            continue
+        command_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command_parser)
+        command_parser.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        module = getattr(args, "_module", None)
+        if module is None:
+            from vramtui.cli import app_entry
+
+            return app_entry.run(args)
+        return int(module.run(args) or 0)
+    except VramtuiError as error:
+        print(f"vramtui: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("vramtui: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `vramtui diagnose big.log | head` closes our stdout early; that is not an error.
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return 0
+    except Exception as error:  # the promise is: never a traceback for the user
+        if os.environ.get("VRAMTUI_DEBUG"):
+            raise
+        message = " ".join(f"{type(error).__name__}: {error}".split())
+        print(f"vramtui: internal error: {message} (set VRAMTUI_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 3

@@ -1,0 +1,1 @@
+"""The pure core of vramtui: no Textual import anywhere below this package."""
