@@ -38,7 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vramtui {__version__}")
     parser.add_argument("--log", metavar="FILE", help="open a saved model-server log in the log pane")
     parser.add_argument("--replay", metavar="CSV", help="show a recorded nvidia-smi CSV in the memory pane")
-    parser.add_argument("--theme", metavar="NAME", help="colour theme (see themes/); remembered for next time")
+    parser.add_argument(
+        "--theme", metavar="NAME", help="colour theme (see themes/); remembered for next time"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         try:

@@ -51,7 +51,7 @@ def parse_size(text: str | int | float, default_unit: str = "") -> int:
     result = value * factor
     if not math.isfinite(result) or result < 0:
         raise VramtuiError(f"not a memory size: {text!r}")
-    return int(round(result))
+    return round(result)
 
 
 _COUNT_SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -67,7 +67,7 @@ def parse_count(text: str | int | float) -> int:
     match = _COUNT_RE.match(str(text))
     if not match:
         raise VramtuiError(f"not a count: {text!r} (try 30B, 7.6e9 or 350M)")
-    return int(round(float(match.group(1)) * _COUNT_SUFFIX[match.group(2).lower()]))
+    return round(float(match.group(1)) * _COUNT_SUFFIX[match.group(2).lower()])
 
 
 def format_bytes(n: float, precision: int = 2) -> str:
