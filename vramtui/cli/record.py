@@ -1,0 +1,129 @@
+"""`vramtui record`: write the memory curve as nvidia-smi query CSV, at 10 Hz by default."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+from typing import TextIO
+
+from vramtui.core.errors import VramtuiError
+
+HELP = (
+    "Record GPU memory (NVML), host RAM and optionally one process tree as nvidia-smi CSV "
+    "(every row flushed: Ctrl-C keeps all of it)"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", metavar="FILE", help="write the CSV here (default: standard output)")
+    parser.add_argument(
+        "--interval-ms",
+        metavar="N",
+        type=int,
+        default=100,
+        help="sampling interval in milliseconds (default 100: a sub-second prefill spike shows)",
+    )
+    parser.add_argument(
+        "--pid",
+        metavar="PID",
+        type=int,
+        help="also record this process and its children: host RSS and the GPU memory NVML charges to them",
+    )
+    parser.add_argument(
+        "--duration", metavar="S", type=float, help="stop after S seconds (default: until Ctrl-C)"
+    )
+
+
+def _say(message: str) -> None:
+    print(f"vramtui record: {message}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from vramtui.core.sampling import HostSource, NvmlSource
+
+    if args.interval_ms is None or args.interval_ms <= 0:
+        raise VramtuiError("--interval-ms must be a positive number of milliseconds")
+    if args.duration is not None and not args.duration > 0:
+        raise VramtuiError("--duration must be a positive number of seconds")
+    host = HostSource(args.pid)
+    if args.pid is not None and not host.status().ok:
+        raise VramtuiError(f"--pid {args.pid}: {host.status().message}")
+    nvml = NvmlSource()
+    first = nvml.sample()
+    with_gpu = bool(first and first.gpus)
+    if not with_gpu:
+        status = nvml.status()
+        reason = status.message if not status.ok else "NVML sees no GPU"
+        _say(f"{reason}; recording host RAM only")
+    else:
+        _say(nvml.status().message)
+    if args.pid is not None:
+        _say(host.status().message)
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    out: TextIO
+    try:
+        if args.out:
+            try:
+                out = open(args.out, "w", encoding="utf-8")  # noqa: SIM115 - closed in finally
+            except OSError as error:
+                raise VramtuiError(f"cannot write {args.out}: {error.strerror or error}") from None
+        else:
+            out = sys.stdout
+        try:
+            rows, samples = _record(out, nvml, host, with_gpu, args, stop)
+        finally:
+            if out is not sys.stdout:
+                out.close()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        nvml.close()
+        host.close()
+    where = args.out or "standard output"
+    _say(f"recorded {samples} sample(s), {rows} row(s) to {where}")
+    return 0
+
+
+def _record(
+    out: TextIO, nvml, host, with_gpu: bool, args: argparse.Namespace, stop: threading.Event
+) -> tuple[int, int]:
+    from vramtui.core.nvsmi_csv import NvsmiWriter
+    from vramtui.core.sampling import merge_samples
+
+    writer = NvsmiWriter(out, with_gpu=with_gpu, with_process=args.pid is not None)
+    interval = args.interval_ms / 1000.0
+    started = time.monotonic()
+    deadline = None if args.duration is None else started + args.duration
+    next_tick = started
+    samples = 0
+    told_exit = False
+    while not stop.is_set():
+        t = time.time()
+        parts = [host.sample()] + ([nvml.sample()] if with_gpu else [])
+        sample = merge_samples(t, parts)
+        writer.write(sample)
+        samples += 1
+        if args.pid is not None and not told_exit and sample.host and not sample.host.tree_pids:
+            told_exit = True
+            _say(f"process {args.pid} and its children have exited; still recording (Ctrl-C to stop)")
+        next_tick += interval
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            break
+        delay = next_tick - now
+        if delay < 0:
+            next_tick, delay = now, 0.0
+        if deadline is not None:
+            delay = min(delay, max(deadline - now, 0.0))
+        stop.wait(delay)
+    return writer.rows, samples

@@ -1,0 +1,146 @@
+"""`vramtui replay FILE`: the readings of a recorded nvidia-smi (or `vramtui record`) CSV."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from vramtui.cli.common import print_json
+from vramtui.core.errors import VramtuiError
+
+HELP = (
+    "Read a recorded nvidia-smi CSV and print its readings: baseline, plateau, request peaks, "
+    "whether memory falls back, a rising floor, memory left after exit"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "file",
+        metavar="FILE",
+        help="CSV from `nvidia-smi --query-gpu=... --format=csv -l 1` "
+        "or `vramtui record` ('-' reads standard input)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _events_from_process_columns(data: Any) -> list[Any]:
+    """`vramtui record --pid` wrote the tree's RSS: launch is when it appears, exit when it is gone."""
+    from vramtui.core.readings import Event
+
+    host = data.host
+    alive = [rss is not None for rss in host.tree_rss]
+    if not any(alive):
+        return []
+    events = []
+    first = alive.index(True)
+    if first > 0:
+        events.append(Event(host.times[first], "launch", "process appears"))
+    gone = next((i for i in range(first, len(alive)) if not alive[i]), None)
+    if gone is not None:
+        events.append(Event(host.times[gone], "exit", "process gone"))
+    return events
+
+
+def analyse(data: Any) -> dict[str, Any]:
+    """Readings per GPU (and of the host curves), the GPU whose memory moved most first."""
+    from vramtui.core.readings import compute_readings
+
+    events = _events_from_process_columns(data)
+    gpus = []
+    for series in data.gpus.values():
+        known = [v for v in series.used if v is not None]
+        moved = (max(known) - min(known)) if known else -1.0
+        readings = compute_readings(series.times, series.used, events, total_bytes=_int(series.total))
+        gpus.append((moved, series, readings))
+    gpus.sort(key=lambda item: -item[0])
+    result: dict[str, Any] = {}
+    host = data.host
+    if gpus and gpus[0][0] >= 0:
+        primary = gpus[0][2]
+        result["series"] = f"{gpus[0][1].label} memory.used"
+    elif any(v is not None for v in host.tree_rss):
+        primary = compute_readings(host.times, host.tree_rss, events, total_bytes=_int(host.ram_total))
+        result["series"] = "process tree RSS (host)"
+    elif any(v is not None for v in host.ram_used):
+        primary = compute_readings(host.times, host.ram_used, events, total_bytes=_int(host.ram_total))
+        result["series"] = "host RAM used"
+    else:
+        raise VramtuiError("no memory figures in this file (every memory field is N/A)")
+    result.update(primary.to_dict())
+    result["gpus"] = [
+        {"index": s.index, "name": s.name, "uuid": s.uuid, "samples": len(s.times), **r.to_dict()}
+        for _moved, s, r in gpus
+    ]
+    if any(v is not None for v in host.tree_rss):
+        tree = compute_readings(host.times, host.tree_rss, events)
+        result["process_tree_rss"] = tree.to_dict()
+    result["rows"] = data.rows
+    result["skipped_rows"] = data.skipped
+    result["problems"] = list(data.problems)
+    return result
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _fmt(mib: float | None) -> str:
+    if mib is None:
+        return "n/a"
+    return f"{mib / 1024:.2f} GiB" if abs(mib) >= 1024 else f"{mib:.0f} MiB"
+
+
+def run(args: argparse.Namespace) -> int:
+    from vramtui.core.nvsmi_csv import read_nvsmi_csv
+
+    if args.file == "-":
+        data = read_nvsmi_csv(sys.stdin)
+    else:
+        path = Path(args.file)
+        if not path.is_file():
+            raise VramtuiError(f"no such file: {args.file}")
+        data = read_nvsmi_csv(path)
+    if data.rows == 0:
+        why = f"; {data.skipped} malformed row(s) skipped, first: {data.problems[0]}" if data.problems else ""
+        raise VramtuiError(f"no readable rows in {args.file}{why}")
+    result = analyse(data)
+    result = {"file": args.file, **result}
+    if args.json:
+        print_json(result)
+        return 0
+    lines = [
+        f"{args.file}: {result['series']}, {result['samples']} samples over {result['duration_s']:.0f} s",
+        f"  baseline (before launch)  {_fmt(result['baseline_mib'])}",
+        f"  plateau (resident)        {_fmt(result['plateau_mib'])}",
+        f"  peak                      {_fmt(result['peak_mib'])}",
+    ]
+    peaks = result["request_peaks_mib"]
+    if peaks:
+        shown = ", ".join(_fmt(p) for p in peaks[:8]) + (
+            f" ... ({len(peaks)} in all)" if len(peaks) > 8 else ""
+        )
+        lines.append(f"  request peaks             {shown}")
+        verdict = "yes" if result["falls_back"] else "no: memory stays up after requests"
+        lines.append(f"  falls back after          {verdict} (after: {_fmt(result['after_mib'])})")
+    else:
+        lines.append("  request peaks             none seen")
+    lines.append(f"  floor rising              {'YES: ' + result['notes'][0] if result['rising'] else 'no'}")
+    if result["leftover_mib"] is not None:
+        held = "yes" if result["leftover"] else "no"
+        lines.append(f"  held after exit           {held} ({_fmt(result['leftover_mib'])} above baseline)")
+    if result["total_mib"]:
+        over = " (peak is over it)" if result["over_safety_line"] else ""
+        lines.append(
+            f"  80% line                  {_fmt(result['safety_line_mib'])} of {_fmt(result['total_mib'])}{over}"
+        )
+    for gpu in result["gpus"][1:]:
+        lines.append(
+            f"  GPU {gpu['index']} {gpu['name']}: peak {_fmt(gpu['peak_mib'])}, plateau {_fmt(gpu['plateau_mib'])}"
+        )
+    if result["skipped_rows"]:
+        lines.append(f"  {result['skipped_rows']} malformed row(s) skipped, first: {result['problems'][0]}")
+    print("\n".join(lines))
+    return 0
