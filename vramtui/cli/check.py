@@ -1,0 +1,105 @@
+"""`vramtui check PROFILE [--json]`: launch, wait for ready, send the smallest request, stop, report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = (
+    "launch a profile, wait for ready, send the smallest request, stop, and report (exit 0 when it answered)"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "profile", metavar="PROFILE", help="launch profile (TOML), or a name in the config dir"
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    parser.add_argument(
+        "--timeout", type=float, metavar="S", help="seconds to wait for ready (default: profile, else 120)"
+    )
+    parser.add_argument(
+        "--log-dir", metavar="DIR", help="where the run's log file goes (default: the user data dir)"
+    )
+    parser.add_argument(
+        "--show-log", action="store_true", help="echo the server's output to stderr while it runs"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from vramtui.cli.common import print_json
+    from vramtui.core.launcher import build_command, run_check
+    from vramtui.core.profile import load_profile
+
+    profile = load_profile(args.profile)
+    plan = build_command(profile)
+    # The exact command before launch; stderr in --json mode so stdout stays one JSON object.
+    info = sys.stderr if args.json else sys.stdout
+    for warning in profile.warnings:
+        print(f"warning: {warning}", file=info)
+    print(f"$ {plan.command_line()}", file=info)
+    for note in plan.notes:
+        print(f"not passed: {note}", file=info)
+    info.flush()
+
+    on_line = None
+    if args.show_log:
+
+        def on_line(text: str) -> None:
+            print(f"  | {text}", file=sys.stderr, flush=True)
+
+    sample_source = _gpu_source()
+    result = run_check(
+        profile,
+        ready_timeout_s=args.timeout,
+        on_line=on_line,
+        log_dir=args.log_dir,
+        sample_source=sample_source,
+    )
+    if sample_source is not None:
+        sample_source.close()
+
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        _print_report(result)
+    return 0 if result.ok else 1
+
+
+def _gpu_source():  # type: ignore[no-untyped-def]
+    """NVML when a driver is there (per-process GPU bytes, the GPU budget); None on a CPU box."""
+    try:
+        from vramtui.core.sampling import NvmlSource
+    except ImportError:
+        return None
+    source = NvmlSource()
+    return source if source.available else None
+
+
+def _print_report(result) -> None:  # type: ignore[no-untyped-def]
+    state = "ready" if result.ready else "NOT ready"
+    print(f"{state}: {result.message}")
+    print(f"  stage reached: {result.stage or '-'}")
+    if result.failure:
+        print(f"  failure: {result.failure} at {result.failure_stage or '-'}")
+    if result.diagnosis is not None:
+        for line in getattr(result.diagnosis, "advice", [])[:3]:
+            print(f"  advice: {line}")
+    if result.smoke is not None:
+        smoke = result.smoke
+        print(
+            f"  smallest request: HTTP {smoke.status if smoke.status is not None else '-'}: {smoke.meaning}"
+        )
+        if smoke.text:
+            print(f"  answer: {smoke.text[:80]!r}")
+    if result.load_time_s is not None:
+        print(f"  load time: {result.load_time_s:.2f} s")
+    if result.ttft_s is not None:
+        rate = f", {result.tokens_per_s:.1f} tokens/s" if result.tokens_per_s else ""
+        print(f"  first token: {result.ttft_s * 1000:.0f} ms{rate}")
+    if result.peak_mib is not None:
+        print(f"  memory: peak {result.peak_mib:.0f} MiB, resident {result.resident_mib:.0f} MiB")
+    for warning in result.warnings:
+        print(f"  warning: {warning}")
+    if result.log_file:
+        print(f"  log: {result.log_file}")

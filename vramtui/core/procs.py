@@ -1,0 +1,277 @@
+"""Child processes that never outlive vramtui.
+
+Three layers, because each covers a way of dying the others miss:
+- every server starts as the leader of its own process group (a new session), so one signal reaches
+  the server and everything it started;
+- the child asks the kernel for SIGKILL when its parent dies (PR_SET_PDEATHSIG): that covers vramtui
+  itself being SIGKILLed or crashing hard, where no Python code runs;
+- atexit and SIGTERM/SIGHUP/SIGINT handlers kill every group still registered: quit, terminal closed,
+  SSH dropped.
+
+PR_SET_PDEATHSIG fires when the *thread* that forked exits, not the process. So every child is forked
+from one long-lived spawner thread, never from a short-lived worker thread that would take it down.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import errno
+import os
+import resource
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import psutil
+
+PR_SET_PDEATHSIG = 1
+
+_live_groups: set[int] = set()
+_lock = threading.Lock()
+_handlers_installed = False
+_previous_handlers: dict[int, object] = {}
+_spawner: ThreadPoolExecutor | None = None
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _child_setup(parent_pid: int, address_space_limit: int | None) -> Callable[[], None]:
+    """What runs in the child between fork and exec (async-signal-safe enough: no locks, no imports)."""
+    libc = _libc()
+
+    def setup() -> None:
+        if libc is not None:
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # The parent may have died before prctl took effect: then nobody would send the signal.
+        if os.getppid() != parent_pid:
+            os._exit(137)
+        if address_space_limit is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space_limit, address_space_limit))
+
+    return setup
+
+
+def _spawner_pool() -> ThreadPoolExecutor:
+    global _spawner
+    with _lock:
+        if _spawner is None:
+            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vramtui-spawner")
+        return _spawner
+
+
+def spawn(
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    address_space_limit: int | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start `argv` (a list, never a shell string) in its own process group, stdout+stderr merged.
+
+    Raises FileNotFoundError / PermissionError like Popen when the program cannot be run.
+    """
+    install_exit_handlers()
+    parent = os.getpid()
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,  # own session, own process group: pgid == pid
+            preexec_fn=_child_setup(parent, address_space_limit),
+            close_fds=True,
+        )
+
+    proc = _spawner_pool().submit(start).result()
+    with _lock:
+        _live_groups.add(proc.pid)
+    return proc
+
+
+def group_alive(pgid: int) -> bool:
+    """Is any process of the group still there (zombies included until reaped)?"""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    """The live (non-zombie) processes in a process group."""
+    members = []
+    for proc in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(proc)
+        except (ProcessLookupError, psutil.Error, OSError):
+            continue
+    return members
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def stop_group(
+    proc: subprocess.Popen[bytes], grace_s: float = 5.0, gone_timeout_s: float = 10.0
+) -> int | None:
+    """SIGTERM the whole group, wait `grace_s`, SIGKILL it, reap the leader, wait until no member is left.
+
+    Returns the leader's exit status.
+    """
+    pgid = proc.pid
+    if proc.poll() is None:
+        _signal_group(pgid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    # Members that ignored SIGTERM, or children left behind by a leader that did exit.
+    _signal_group(pgid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=gone_timeout_s)
+    except subprocess.TimeoutExpired:
+        pass
+    deadline = time.monotonic() + gone_timeout_s
+    while group_members(pgid) and time.monotonic() < deadline:
+        _signal_group(pgid, signal.SIGKILL)
+        time.sleep(0.05)
+    forget_group(pgid)
+    return proc.returncode
+
+
+def forget_group(pgid: int) -> None:
+    with _lock:
+        _live_groups.discard(pgid)
+
+
+def live_groups() -> set[int]:
+    with _lock:
+        return set(_live_groups)
+
+
+def kill_all_groups() -> None:
+    """Kill every process group we started and have not stopped yet (exit paths)."""
+    for pgid in live_groups():
+        _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline and any(group_alive(g) and group_members(g) for g in live_groups()):
+        time.sleep(0.05)
+    for pgid in live_groups():
+        _signal_group(pgid, signal.SIGKILL)
+        forget_group(pgid)
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    kill_all_groups()
+    previous = _previous_handlers.get(signum)
+    if callable(previous):
+        previous(signum, frame)
+        return
+    if previous == signal.SIG_IGN:
+        return
+    # Default action: die of the same signal, as the caller expects.
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def install_exit_handlers() -> None:
+    """atexit + SIGTERM/SIGHUP/SIGINT: kill our groups, then do what was going to happen anyway."""
+    global _handlers_installed
+    with _lock:
+        if _handlers_installed:
+            return
+        _handlers_installed = True
+    atexit.register(kill_all_groups)
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set from the main thread; PDEATHSIG and atexit still hold
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        try:
+            _previous_handlers[signum] = signal.getsignal(signum)
+            signal.signal(signum, _on_signal)
+        except (ValueError, OSError):
+            continue
+
+
+# --- memory of a process tree -------------------------------------------------------------------------
+
+
+def tree_pids(pid: int) -> list[int]:
+    """The process and all its descendants that still exist."""
+    try:
+        root = psutil.Process(pid)
+        return [root.pid, *(child.pid for child in root.children(recursive=True))]
+    except psutil.Error:
+        return []
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of a process and its descendants (0 when gone)."""
+    total = 0
+    for member in tree_pids(pid):
+        try:
+            proc = psutil.Process(member)
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            total += proc.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+# --- ports ------------------------------------------------------------------------------------------
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on now (the kernel's pick)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True when something already listens on host:port (TIME_WAIT leftovers do not count)."""
+    bind_host = "0.0.0.0" if host in {"", "0.0.0.0", "*"} else host
+    family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((bind_host, port))
+        except OSError as error:
+            return error.errno == errno.EADDRINUSE
+    return False
+
+
+def port_holder(port: int) -> str | None:
+    """'pid 1234 (python)' of the process listening on `port`, when the system lets us see it."""
+    try:
+        connections = psutil.net_connections(kind="inet")
+    except (psutil.Error, OSError):
+        return None
+    for conn in connections:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+            try:
+                name = psutil.Process(conn.pid).name()
+            except psutil.Error:
+                name = "?"
+            return f"pid {conn.pid} ({name})"
+    return None

@@ -1,0 +1,249 @@
+"""Launch profiles: a backend, a model and the shared vocabulary of parameters, in TOML.
+
+```toml
+backend = "llama-cpp-python"      # llama.cpp | llama-cpp-python | vllm | transformers | ollama
+model = "models/tiny.gguf"        # a path (relative to this file), or the backend's model name
+name = "tiny"                     # optional label
+host = "127.0.0.1"                # optional; port = 0 or "auto" picks a free one at launch
+port = 8000
+extra_args = ["--n_threads", "2"] # passed after the generated flags, as a list (never a shell string)
+ready_timeout = 120               # seconds to wait for ready
+[params]
+context = 8192
+parallel = 1
+kv_dtype = "f16"
+gpu_layers = 0
+[limits]
+memory_budget = "1500MiB"
+[env]
+CUDA_VISIBLE_DEVICES = "0"
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vramtui.core.backends import PARAMS, get_backend
+from vramtui.core.errors import VramtuiError
+from vramtui.core.units import parse_size
+
+_TOP_LEVEL = {
+    "backend",
+    "model",
+    "name",
+    "host",
+    "port",
+    "extra_args",
+    "env",
+    "params",
+    "limits",
+    "ready_timeout",
+}
+_PARAM_TYPES = (int, float, str, bool)
+
+
+@dataclass(frozen=True)
+class Profile:
+    backend: str
+    model: str
+    params: dict[str, object] = field(default_factory=dict)
+    memory_budget: int | None = None  # bytes
+    host: str = "127.0.0.1"
+    port: int | None = None  # None: the backend's default; 0: a free port picked at launch
+    extra_args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    name: str = ""
+    ready_timeout: float | None = None
+    source: Path | None = None  # the file it was read from
+    warnings: tuple[str, ...] = ()  # keys we did not know, said rather than ignored
+
+    def __post_init__(self) -> None:
+        # Canonical backend name, so "llama-server" and "llama.cpp" compare equal.
+        object.__setattr__(self, "backend", get_backend(self.backend).name)
+        if not self.model:
+            raise VramtuiError("the profile names no model")
+
+    @property
+    def label(self) -> str:
+        return self.name or Path(self.model).name or self.model
+
+    def param(self, name: str, default: object = None) -> object:
+        return self.params.get(name, default)
+
+    def with_param(self, name: str, value: object) -> Profile:
+        """A copy with one parameter changed (None removes it, giving the engine's default)."""
+        params = dict(self.params)
+        if value is None:
+            params.pop(name, None)
+        else:
+            params[name] = _checked_value(name, value)
+        return dataclasses.replace(self, params=params)
+
+    def with_changes(self, **changes: object) -> Profile:
+        """A copy with top-level fields changed (model, port, memory_budget ...)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, object]:
+        """The profile as TOML-ready data (no None values)."""
+        data: dict[str, object] = {"backend": self.backend, "model": self.model}
+        if self.name:
+            data["name"] = self.name
+        data["host"] = self.host
+        if self.port is not None:
+            data["port"] = self.port
+        if self.extra_args:
+            data["extra_args"] = list(self.extra_args)
+        if self.ready_timeout is not None:
+            data["ready_timeout"] = self.ready_timeout
+        if self.params:
+            data["params"] = dict(self.params)
+        if self.memory_budget is not None:
+            data["limits"] = {"memory_budget": f"{self.memory_budget // (1024 * 1024)}MiB"}
+        if self.env:
+            data["env"] = dict(self.env)
+        return data
+
+    def dumps(self) -> str:
+        import tomli_w
+
+        return tomli_w.dumps(self.to_dict())
+
+    def save(self, path: str | Path) -> Path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(self.dumps(), encoding="utf-8")
+        return target
+
+
+def _checked_value(name: str, value: object) -> object:
+    if not isinstance(value, _PARAM_TYPES):
+        raise VramtuiError(
+            f"parameter {name} must be a number, text or true/false, not {type(value).__name__}"
+        )
+    return value
+
+
+def _resolve_model(model: str, backend: str, folder: Path | None) -> str:
+    """Relative model paths are relative to the profile's folder; model names stay names."""
+    if backend == "ollama" or folder is None:
+        return model
+    path = Path(model).expanduser()
+    if path.is_absolute():
+        return str(path)
+    candidate = folder / path
+    # llama.cpp always takes a file; vLLM and transformers take a path or a hub name.
+    if backend in {"llama.cpp", "llama-cpp-python"} or candidate.exists() or model.startswith(("./", "../")):
+        return str(candidate.resolve())
+    return model
+
+
+def profile_from_dict(
+    data: dict[str, object], folder: Path | None = None, source: Path | None = None
+) -> Profile:
+    """Build a profile from parsed TOML (or any dict of the same shape)."""
+    warnings: list[str] = []
+    for key in data:
+        if key not in _TOP_LEVEL and key not in PARAMS and key != "memory_budget":
+            warnings.append(f"unknown profile key {key!r} (ignored)")
+    backend = data.get("backend")
+    model = data.get("model")
+    if not isinstance(backend, str) or not backend:
+        raise VramtuiError('the profile needs backend = "llama.cpp" | "llama-cpp-python" | "vllm" | ...')
+    if not isinstance(model, str) or not model:
+        raise VramtuiError('the profile needs model = "path/to/model" (or the backend\'s model name)')
+    canonical = get_backend(backend).name
+
+    params_raw = data.get("params", {})
+    if not isinstance(params_raw, dict):
+        raise VramtuiError("[params] must be a table of name = value")
+    params: dict[str, object] = {}
+    # Shared parameters are also accepted at the top level (quant = "bnb-4bit").
+    for key in PARAMS:
+        if key in data:
+            params[key] = _checked_value(key, data[key])
+    for key, value in params_raw.items():
+        params[str(key)] = _checked_value(str(key), value)
+
+    limits = data.get("limits", {})
+    if not isinstance(limits, dict):
+        raise VramtuiError('[limits] must be a table (memory_budget = "1500MiB")')
+    budget_raw = limits.get("memory_budget", data.get("memory_budget"))
+    memory_budget = None if budget_raw in (None, "", 0) else parse_size(budget_raw)  # type: ignore[arg-type]
+
+    port_raw = data.get("port")
+    if port_raw is None:
+        port = None
+    elif port_raw == "auto":
+        port = 0
+    elif isinstance(port_raw, int) and not isinstance(port_raw, bool) and 0 <= port_raw <= 65535:
+        port = port_raw
+    else:
+        raise VramtuiError(f'port must be a number from 1 to 65535 (or 0 / "auto"), not {port_raw!r}')
+
+    extra = data.get("extra_args", [])
+    if isinstance(extra, str):
+        raise VramtuiError('extra_args must be a list of arguments, e.g. ["--threads", "4"], not one string')
+    if not isinstance(extra, list) or not all(isinstance(a, str | int | float) for a in extra):
+        raise VramtuiError("extra_args must be a list of arguments")
+
+    env = data.get("env", {})
+    if not isinstance(env, dict):
+        raise VramtuiError('[env] must be a table of NAME = "value"')
+
+    host = data.get("host", "127.0.0.1")
+    if not isinstance(host, str) or not host:
+        raise VramtuiError('host must be text, e.g. "127.0.0.1"')
+    timeout = data.get("ready_timeout")
+    if timeout is not None and (
+        not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0
+    ):
+        raise VramtuiError(f"ready_timeout must be a number of seconds, not {timeout!r}")
+    name = data.get("name", "")
+
+    return Profile(
+        backend=canonical,
+        model=_resolve_model(model, canonical, folder),
+        params=params,
+        memory_budget=memory_budget,
+        host=host,
+        port=port,
+        extra_args=tuple(str(a) for a in extra),
+        env={str(k): str(v) for k, v in env.items()},
+        name=str(name),
+        ready_timeout=float(timeout) if timeout is not None else None,
+        source=source,
+        warnings=tuple(warnings),
+    )
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Read a launch profile (TOML). Errors are one clear line."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        hint = ""
+        if not file.suffix:
+            default = profiles_dir() / f"{file.name}.toml"
+            if default.is_file():
+                file = default
+            else:
+                hint = f" (nor {default})"
+        if not file.is_file():
+            raise VramtuiError(f"no such profile: {path}{hint}")
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise VramtuiError(f"{file}: not a text file") from None
+    except tomllib.TOMLDecodeError as error:
+        raise VramtuiError(f"{file}: not valid TOML: {error}") from None
+    return profile_from_dict(data, folder=file.resolve().parent, source=file.resolve())
+
+
+def profiles_dir() -> Path:
+    """Where named profiles live: the user's config dir (vramtui/profiles)."""
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("vramtui")) / "profiles"

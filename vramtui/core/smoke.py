@@ -1,0 +1,245 @@
+"""The smallest chat request ("ping", 16 tokens) and what its answer means for the person waiting.
+
+connection refused → the server is not up (see the log); 404 or "model not found" → the name differs
+from what the server registered (we list the names it has); 200 with empty text → the chat template
+does not match; 200 with garbled text → a warning (random weights answer like that, so do mismatched
+templates), not a failure; no answer before the timeout → queueing or cache pressure.
+Time to first token and tokens per second come from the streamed answer.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import unicodedata
+from dataclasses import dataclass, field
+
+PING = {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 16}
+
+
+@dataclass(frozen=True)
+class SmokeResult:
+    ok: bool  # the server answered with well-formed, non-empty text
+    status: int | None  # HTTP status; None when no HTTP answer came
+    meaning: str  # one line for the user
+    text: str = ""
+    kind: str = "answered"  # answered | garbled | empty | refused | model_not_found | timeout | http_error | bad_response
+    warning: str | None = None
+    ttft_s: float | None = None
+    tokens_per_s: float | None = None
+    completion_tokens: int | None = None
+    elapsed_s: float | None = None
+    models: list[str] = field(default_factory=list)  # what /v1/models lists (when we looked)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ok": self.ok,
+            "status": self.status,
+            "meaning": self.meaning,
+            "kind": self.kind,
+            "text": self.text,
+            "warning": self.warning,
+            "ttft_s": None if self.ttft_s is None else round(self.ttft_s, 4),
+            "tokens_per_s": None if self.tokens_per_s is None else round(self.tokens_per_s, 1),
+            "completion_tokens": self.completion_tokens,
+            "elapsed_s": None if self.elapsed_s is None else round(self.elapsed_s, 3),
+            "models": self.models,
+        }
+
+
+def list_models(base_url: str, timeout_s: float = 5.0) -> list[str]:
+    """The model names the server registered (/v1/models), or [] when it does not say."""
+    import httpx
+
+    try:
+        response = httpx.get(base_url.rstrip("/") + "/v1/models", timeout=timeout_s)
+        data = response.json()
+    except (httpx.HTTPError, ValueError):
+        return []
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return []
+    return [str(item["id"]) for item in items if isinstance(item, dict) and "id" in item]
+
+
+def looks_garbled(text: str) -> bool:
+    """Random-weight or template-mismatch output: mostly symbols, control or replacement characters."""
+    stripped = text.strip()
+    if not stripped:
+        return False
+    if "\ufffd" in stripped:
+        return True
+    normal = 0
+    for char in stripped:
+        category = unicodedata.category(char)
+        if char.isascii() and (char.isalnum() or char in " .,!?'\"-:;()\n"):
+            normal += 1
+        elif category.startswith("L") and not char.isascii():
+            normal += 1  # letters of other scripts are text too
+    if normal / len(stripped) < 0.8:
+        return True
+    words = stripped.split()
+    # Long runs without spaces and mixed-case noise ("YT1Og6O") read as garbage.
+    noisy = sum(1 for w in words if len(w) > 3 and _mixed(w))
+    return bool(words) and noisy / len(words) > 0.5
+
+
+def _mixed(word: str) -> bool:
+    has_upper_inside = any(c.isupper() for c in word[1:])
+    has_lower = any(c.islower() for c in word)
+    has_digit = any(c.isdigit() for c in word)
+    return (has_upper_inside and has_lower) or (has_digit and (has_lower or has_upper_inside))
+
+
+def _error_message(body: str) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.strip()[:200]
+    if isinstance(data, dict):
+        error = data.get("error", data.get("detail", data))
+        if isinstance(error, dict):
+            return str(error.get("message", error))[:200]
+        return str(error)[:200]
+    return str(data)[:200]
+
+
+def _not_found(status: int, body: str) -> bool:
+    lowered = body.lower()
+    return status == 404 or ("model" in lowered and ("not found" in lowered or "does not exist" in lowered))
+
+
+def smoke_request(
+    base_url: str,
+    model: str | None,
+    timeout_s: float = 30.0,
+    max_tokens: int = 16,
+    options: dict[str, object] | None = None,
+) -> SmokeResult:
+    """POST the smallest chat request (streamed) and interpret the answer."""
+    import httpx
+
+    url = base_url.rstrip("/") + "/v1/chat/completions"
+    payload: dict[str, object] = {**PING, "max_tokens": max_tokens, "stream": True}
+    if model:
+        payload["model"] = model
+    if options:
+        payload["options"] = options  # Ollama's per-request model options (num_gpu, num_batch)
+    started = time.monotonic()
+    first: float | None = None
+    pieces: list[str] = []
+    chunks = 0
+    usage_tokens: int | None = None
+    status: int | None = None
+    body = ""
+    try:
+        with (
+            httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0)) as client,
+            client.stream("POST", url, json=payload) as response,
+        ):
+            status = response.status_code
+            content_type = response.headers.get("content-type", "")
+            if status != 200 or "text/event-stream" not in content_type:
+                body = response.read().decode("utf-8", errors="replace")
+            else:
+                for line in response.iter_lines():
+                    if time.monotonic() - started > timeout_s:
+                        raise httpx.ReadTimeout("stream took too long")
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    try:
+                        event = json.loads(data)
+                    except ValueError:
+                        continue
+                    usage = event.get("usage") if isinstance(event, dict) else None
+                    if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
+                        usage_tokens = int(usage["completion_tokens"])
+                    for choice in event.get("choices", []) if isinstance(event, dict) else []:
+                        delta = choice.get("delta") or choice.get("message") or {}
+                        piece = delta.get("content") or ""
+                        if piece:
+                            if first is None:
+                                first = time.monotonic()
+                            pieces.append(piece)
+                            chunks += 1
+    except httpx.ConnectError:
+        return SmokeResult(
+            False, None, "connection refused: the server is not up (see the log)", kind="refused"
+        )
+    except httpx.TimeoutException:
+        return SmokeResult(
+            False,
+            status,
+            f"no answer within {timeout_s:g} s: the request is queued or the KV cache is under pressure (see the log)",
+            kind="timeout",
+            elapsed_s=time.monotonic() - started,
+        )
+    except httpx.HTTPError as error:
+        return SmokeResult(False, status, f"the connection failed: {error}", kind="bad_response")
+    finished = time.monotonic()
+
+    if status is not None and status != 200:
+        if _not_found(status, body):
+            names = list_models(base_url)
+            listed = ", ".join(names) if names else "none listed"
+            return SmokeResult(
+                False,
+                status,
+                f"model {model!r} not found: the server registered {listed}; use that name",
+                kind="model_not_found",
+                models=names,
+            )
+        return SmokeResult(
+            False,
+            status,
+            f"HTTP {status}: {_error_message(body)}",
+            kind="http_error",
+            elapsed_s=finished - started,
+        )
+
+    if body:  # a 200 that was not a stream: a plain JSON answer
+        try:
+            data = json.loads(body)
+            message = data["choices"][0].get("message") or {}
+            pieces = [message.get("content") or ""]
+            usage_tokens = (data.get("usage") or {}).get("completion_tokens")
+            first = finished
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            return SmokeResult(
+                False, status, "HTTP 200 but not a chat completion", text=body[:200], kind="bad_response"
+            )
+
+    text = "".join(pieces)
+    tokens = usage_tokens if usage_tokens is not None else chunks
+    ttft = (first - started) if first is not None else None
+    rate = None
+    if first is not None and tokens and tokens > 1 and finished > first:
+        rate = (tokens - 1) / (finished - first)  # decode rate after the first token
+    common = {
+        "text": text,
+        "ttft_s": ttft,
+        "tokens_per_s": rate,
+        "completion_tokens": tokens,
+        "elapsed_s": finished - started,
+    }
+    if not text.strip():
+        return SmokeResult(
+            False,
+            status,
+            "answered 200 with empty text: the chat template probably does not match the model",
+            kind="empty",
+            **common,  # type: ignore[arg-type]
+        )
+    if looks_garbled(text):
+        return SmokeResult(
+            True,
+            status,
+            "the server answers (the text looks garbled: random weights, or a chat template that does not match)",
+            kind="garbled",
+            warning="answer looks garbled: check the chat template (expected with random-weight models)",
+            **common,  # type: ignore[arg-type]
+        )
+    return SmokeResult(True, status, "the server answers", kind="answered", **common)  # type: ignore[arg-type]
