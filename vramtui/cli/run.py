@@ -1,0 +1,24 @@
+"""`vramtui run PROFILE`: open the app with a launch profile and launch it."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "open the app and launch a model from a profile (TOML); the log, memory and wizard panes follow it"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "profile", metavar="PROFILE", help="launch profile (TOML): backend, model, [params], [limits]"
+    )
+    parser.add_argument(
+        "--theme", dest="run_theme", metavar="NAME", help="colour theme (remembered for next time)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from vramtui.core.profile import load_profile
+    from vramtui.tui.app import run_app  # Textual loads only when the app opens
+
+    load_profile(args.profile)  # a bad profile is one clear line before the screen opens
+    return run_app(profile_path=args.profile, theme=args.run_theme or getattr(args, "theme", None))

@@ -1,0 +1,1 @@
+"""The Textual app. Import `vramtui.tui.app.run_app` lazily: Textual is not needed by the CLI."""

@@ -1,0 +1,444 @@
+"""The vramtui app: memory, log, estimator and wizard panes in one screen.
+
+All logic lives in `vramtui.core`; this module wires engines to widgets. Sampling and log tailing run
+in threads that post messages; message handlers own the UI state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Container, Horizontal, Vertical
+from textual.events import Resize
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Footer, Label, Static
+
+from vramtui.core.errors import VramtuiError
+from vramtui.tui import themes
+from vramtui.tui.estimator_pane import EstimatorPane
+from vramtui.tui.log_pane import LogPane
+from vramtui.tui.memory_pane import MemoryPane
+from vramtui.tui.pane import Pane
+from vramtui.tui.session import ModelSession, SessionState
+from vramtui.tui.wizard_pane import WizardPane
+
+# Below this size the four panes do not fit side by side: show one pane and a status line with tabs.
+WIDE_MIN_WIDTH = 140
+WIDE_MIN_HEIGHT = 34
+
+PANE_ORDER = ("memory", "log", "estimator", "wizard")
+
+
+class ConfirmQuit(ModalScreen[bool]):
+    """Asked before quitting while a model runs: quitting stops it."""
+
+    DEFAULT_CSS = """
+    ConfirmQuit { align: center middle; }
+    ConfirmQuit > Vertical {
+        width: 60; max-width: 95%; height: auto;
+        border: thick $warning; background: $surface; padding: 1 2;
+    }
+    ConfirmQuit Horizontal { height: auto; margin-top: 1; }
+    ConfirmQuit Button { margin-right: 2; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Stop it and quit"),
+        Binding("n,escape", "answer(False)", "Keep running"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self.question)
+            with Horizontal():
+                yield Button("Stop it and quit (y)", variant="error", id="yes")
+                yield Button("Keep running (n)", id="no")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+
+class VramtuiApp(App[int]):
+    TITLE = "vramtui"
+
+    CSS = """
+    Screen { layout: vertical; }
+    #panes {
+        layout: grid;
+        grid-size: 2 2;
+        grid-columns: 2fr 3fr;
+        grid-rows: 1fr 1fr;
+        height: 1fr;
+    }
+    Screen.-narrow #panes { layout: vertical; }
+    Screen.-narrow Pane { display: none; }
+    Screen.-narrow Pane.-active { display: block; height: 1fr; }
+    #status {
+        height: 1;
+        background: $panel;
+        color: $text;
+        padding: 0 1;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit_app", "Quit"),
+        Binding("1", "show_pane('memory')", "Memory", show=False),
+        Binding("2", "show_pane('log')", "Log", show=False),
+        Binding("3", "show_pane('estimator')", "Estimator", show=False),
+        Binding("4", "show_pane('wizard')", "Wizard", show=False),
+        Binding("e", "first_error", "First error"),
+        Binding("slash", "search_log", "Search"),
+        Binding("r", "relaunch", "Relaunch"),
+        Binding("n", "wizard_next", "Next step"),
+        Binding("p", "pause_graph", "Pause graph"),
+        Binding("t", "cycle_theme", "Theme"),
+        Binding("z", "zoom_graph", "Zoom graph", show=False),
+        Binding("g", "cycle_series", "Graph series", show=False),
+        Binding("x", "export_wizard", "Export steps", show=False),
+        Binding("s", "stop_model", "Stop model", show=False),
+    ]
+
+    # Every action the palette lists: (action, title, help). Keys are in BINDINGS.
+    ACTIONS: tuple[tuple[str, str, str], ...] = (
+        ("show_pane('memory')", "Show memory pane", "GPU, host and model-process memory with the graph (1)"),
+        ("show_pane('log')", "Show log pane", "The model server's log and its diagnosis (2)"),
+        (
+            "show_pane('estimator')",
+            "Show estimator pane",
+            "Will it fit? Arithmetic on the model's numbers (3)",
+        ),
+        ("show_pane('wizard')", "Show wizard pane", "The guided downgrade, one change at a time (4)"),
+        ("first_error", "Jump to first error", "Scroll the log to the first error line (e)"),
+        ("search_log", "Search the log", "Find text in the log (/)"),
+        ("relaunch", "Relaunch the model", "Stop the running model and start the profile again (r)"),
+        ("stop_model", "Stop the model", "Stop the running model server and its children (s)"),
+        ("wizard_next", "Wizard: next step", "Propose or apply the next single change (n)"),
+        ("export_wizard", "Wizard: export steps", "Write the steps as Markdown and CSV (x)"),
+        ("pause_graph", "Pause/resume the graph", "Freeze the memory graph; sampling goes on (p)"),
+        ("zoom_graph", "Zoom the graph", "All / 1 hour / 10 minutes / 1 minute (z)"),
+        ("cycle_series", "Graph another series", "GPU, model process or host RAM (g)"),
+        ("cycle_theme", "Next theme", "Switch to the next colour theme (t)"),
+        ("quit_app", "Quit vramtui", "Asks first when a model is running, and stops it (q)"),
+    )
+
+    def __init__(
+        self,
+        *,
+        profile_path: str | None = None,
+        log_file: str | None = None,
+        replay_csv: str | None = None,
+        demo: bool = False,
+        theme: str | None = None,
+        live_sampling: bool = True,
+        sample_interval_s: float = 0.1,
+        remember: bool = True,
+    ) -> None:
+        super().__init__()
+        self.profile_path = profile_path
+        self.log_file = log_file
+        self.replay_csv = replay_csv
+        self.demo = demo
+        self.live_sampling = live_sampling
+        self.sample_interval_s = sample_interval_s
+        self.remember = remember
+        self.sampler: Any = None
+        self.session: ModelSession | None = None
+        self.active_pane = "memory"
+        self._theme_names: list[str] = []
+        for compiled in themes.load_themes().values():
+            self.register_theme(compiled)
+            self._theme_names.append(compiled.name)
+        chosen = theme or themes.remembered_theme() or themes.DEFAULT_THEME
+        if chosen not in self.available_themes:
+            if theme:  # asked for by name on the command line: say what exists
+                raise VramtuiError(f"unknown theme {theme!r} (available: {', '.join(self.theme_names)})")
+            chosen = themes.DEFAULT_THEME if themes.DEFAULT_THEME in self.available_themes else "textual-dark"
+        self.theme = chosen
+        self._remember_theme_from_flag = theme is not None
+
+    @property
+    def theme_names(self) -> list[str]:
+        return self._theme_names or ["textual-dark", "textual-light"]
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(themes.VARIABLE_DEFAULTS)
+
+    # -- layout -----------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        with Container(id="panes"):
+            yield MemoryPane(id="memory")
+            yield LogPane(id="log")
+            yield EstimatorPane(id="estimator")
+            yield WizardPane(id="wizard")
+        yield Static(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+        if self._remember_theme_from_flag and self.remember:
+            themes.remember_theme(self.theme)
+        self._apply_layout(self.size.width, self.size.height)
+        self.action_show_pane(self.active_pane)
+        memory = self.query_one(MemoryPane)
+        if self.replay_csv:
+            memory.load_replay(Path(self.replay_csv))
+        if self.live_sampling:
+            self.start_sampling()
+        if self.log_file:
+            self.query_one(LogPane).open_file(Path(self.log_file))
+            if not self.replay_csv and not self.profile_path and not self.demo:
+                self.active_pane = "log"
+                self.action_show_pane("log")
+        if self.profile_path:
+            self.launch(self.profile_path)
+        elif self.demo:
+            self.query_one(WizardPane).start_demo()
+        self.update_status()
+
+    def on_resize(self, event: Resize) -> None:
+        self._apply_layout(event.size.width, event.size.height)
+
+    @property
+    def narrow(self) -> bool:
+        return self.screen.has_class("-narrow")
+
+    def _apply_layout(self, width: int, height: int) -> None:
+        narrow = width < WIDE_MIN_WIDTH or height < WIDE_MIN_HEIGHT
+        self.screen.set_class(narrow, "-narrow")
+        self.update_status()
+
+    def pane(self, name: str) -> Pane:
+        return self.query_one(f"#{name}", Pane)
+
+    def action_show_pane(self, name: str) -> None:
+        if name not in PANE_ORDER:
+            return
+        self.active_pane = name
+        for pane_name in PANE_ORDER:
+            self.pane(pane_name).set_class(pane_name == name, "-active")
+        pane = self.pane(name)
+        if self.focused is None or not self.focused.has_ancestor(pane):
+            focus_target = pane if pane.focusable else next((w for w in pane.query("*") if w.focusable), None)
+            if focus_target is not None:
+                focus_target.focus()
+        self.update_status()
+
+    @on(Pane.Activated)
+    def _pane_activated(self, message: Pane.Activated) -> None:
+        name = message.pane.id or ""
+        if name in PANE_ORDER and name != self.active_pane:
+            self.active_pane = name
+            for pane_name in PANE_ORDER:
+                self.pane(pane_name).set_class(pane_name == name, "-active")
+            self.update_status()
+
+    def update_status(self) -> None:
+        try:
+            status = self.query_one("#status", Static)
+        except Exception:
+            return  # not composed yet
+        from rich.text import Text
+
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if self.narrow:
+            for number, name in enumerate(PANE_ORDER, 1):
+                label = f" {number} {name.capitalize()} "
+                text.append(label, style="reverse bold" if name == self.active_pane else "")
+            text.append(" │ ")
+        session = self.session
+        text.append(session.describe() if session is not None else "no model launched")
+        memory = self.query_one(MemoryPane)
+        if memory.paused:
+            text.append(" │ graph paused")
+        status.update(text)
+
+    # -- sampling ---------------------------------------------------------------------------------
+
+    def start_sampling(self) -> None:
+        from vramtui.core.sampling import HostSource, NvmlSource, Sampler
+
+        memory = self.query_one(MemoryPane)
+        nvml = NvmlSource()
+        status = nvml.status()
+        memory.set_gpu_status(status.ok, status.message)
+        sources: list[Any] = [nvml, HostSource()] if status.ok else [HostSource()]
+        if not status.ok:
+            nvml.close()
+        self.sampler = Sampler(
+            sources, interval_s=self.sample_interval_s, on_sample=memory.ingest_from_thread
+        )
+        self.sampler.start()
+
+    def watch_pid(self, pid: int | None) -> None:
+        if self.sampler is not None:
+            self.sampler.watch_pid(pid)
+
+    # -- the model --------------------------------------------------------------------------------
+
+    def launch(self, profile_or_path: Any) -> None:
+        """Start a profile's server: its log goes to the log pane, its memory to the memory pane."""
+        if self.session is not None and self.session.running:
+            self.notify("A model is already running: relaunch with r.", severity="warning")
+            return
+        try:
+            self.session = ModelSession.from_profile(self, profile_or_path)
+        except VramtuiError as error:
+            self.notify(str(error), severity="error", timeout=8)
+            return
+        self.session.start()
+        self.update_status()
+
+    @on(SessionState)
+    def _session_state(self, message: SessionState) -> None:
+        self.update_status()
+        if message.pid is not None:
+            self.watch_pid(message.pid)
+        if message.event is not None:
+            self.query_one(MemoryPane).add_event(message.event)
+        self.query_one(WizardPane).session_changed(self.session)
+
+    def action_relaunch(self) -> None:
+        if self.session is None:
+            self.notify("No profile to relaunch: start with `vramtui run PROFILE` or the demo.", timeout=4)
+            return
+        self.session.relaunch()
+
+    def action_stop_model(self) -> None:
+        if self.session is not None and self.session.running:
+            self.session.stop_async()
+
+    # -- actions ----------------------------------------------------------------------------------
+
+    def action_first_error(self) -> None:
+        self.action_show_pane("log")
+        log = self.query_one(LogPane)
+        if log.jump_to_first_error():
+            log.view.focus()
+
+    def action_search_log(self) -> None:
+        self.action_show_pane("log")
+        self.query_one(LogPane).action_search()
+
+    def action_pause_graph(self) -> None:
+        paused = self.query_one(MemoryPane).toggle_pause()
+        self.notify("Graph paused (sampling goes on)." if paused else "Graph resumed.", timeout=2)
+        self.update_status()
+
+    def action_zoom_graph(self) -> None:
+        zoom = self.query_one(MemoryPane).cycle_zoom()
+        self.notify(f"Graph zoom: {zoom}", timeout=2)
+
+    def action_cycle_series(self) -> None:
+        key = self.query_one(MemoryPane).cycle_series()
+        if key is None:
+            self.notify("No memory series yet.", timeout=2)
+
+    def action_cycle_theme(self) -> None:
+        names = self.theme_names
+        current = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(current + 1) % len(names)]
+        self.notify(f"Theme: {self.theme}", timeout=2)
+
+    def action_set_theme(self, name: str) -> None:
+        if name in self.available_themes:
+            self.theme = name
+
+    def _theme_changed(self, theme: Any) -> None:
+        if self.remember and theme.name in self._theme_names:
+            themes.remember_theme(theme.name)
+
+    def action_wizard_next(self) -> None:
+        self.action_show_pane("wizard")
+        self.query_one(WizardPane).next_step()
+
+    def action_export_wizard(self) -> None:
+        self.query_one(WizardPane).export()
+
+    def action_quit_app(self) -> None:
+        session = self.session
+        if session is not None and session.running:
+            question = f"A model is running ({session.describe()}). Stop it and quit?"
+            self.push_screen(ConfirmQuit(question), self._quit_answer)
+            return
+        self.exit(0)
+
+    def _quit_answer(self, stop: bool | None) -> None:
+        if stop:
+            self._stop_and_exit()
+
+    @work(thread=True, exit_on_error=False, group="quit")
+    def _stop_and_exit(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+        self.call_from_thread(self.exit, 0)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        for action, title, help_text in self.ACTIONS:
+            yield SystemCommand(title, help_text, self._palette_callback(action))
+        for name in self.theme_names:
+            yield SystemCommand(
+                f"Theme: {name}", f"Use the {name} colour theme (remembered)", self._theme_callback(name)
+            )
+        for command in super().get_system_commands(screen):
+            if command.title not in ("Quit", "Theme"):
+                yield command
+
+    def _palette_callback(self, action: str):  # type: ignore[no-untyped-def]
+        async def run() -> None:
+            await self.run_action(action)
+
+        return run
+
+    def _theme_callback(self, name: str):  # type: ignore[no-untyped-def]
+        return lambda: self.action_set_theme(name)
+
+    def shutdown(self) -> None:
+        """Stop everything this app started: the sampler and any model server (with its children)."""
+        if self.sampler is not None:
+            self.sampler.close()
+            self.sampler = None
+        log = self.query(LogPane)
+        if log:
+            log.first().stop_feed()
+        if self.session is not None:
+            self.session.stop()
+
+    def on_unmount(self) -> None:
+        self.shutdown()
+
+
+def run_app(
+    *,
+    profile_path: str | None = None,
+    log_file: str | None = None,
+    replay_csv: str | None = None,
+    demo: bool = False,
+    theme: str | None = None,
+) -> int:
+    """Open the app; the CLI (`vramtui`, `vramtui run`, `vramtui demo`) calls exactly this."""
+    for label, value in (("log file", log_file), ("replay CSV", replay_csv), ("profile", profile_path)):
+        if value is not None and not Path(value).is_file():
+            raise VramtuiError(f"{label} not found: {value}")
+    app = VramtuiApp(
+        profile_path=profile_path, log_file=log_file, replay_csv=replay_csv, demo=demo, theme=theme
+    )
+    try:
+        result = app.run()
+    finally:
+        app.shutdown()
+    return int(result or 0)

@@ -1,0 +1,213 @@
+"""The log pane: the diagnosis with its advice pinned on top, the stage-coloured tail below, search."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import Input, Static
+
+from vramtui.tui.logview import LogLine, LogView
+from vramtui.tui.palette import theme_style
+from vramtui.tui.pane import Pane
+from vramtui.tui.tail import LogFeed
+from vramtui.tui.themes import STAGES, stage_variable
+
+
+class LogBatch(Message):
+    """Lines tagged in a feed's thread, with the diagnosis so far."""
+
+    def __init__(self, generation: int, lines: list[LogLine], diagnosis: Any, finished: bool) -> None:
+        super().__init__()
+        self.generation = generation
+        self.lines = lines
+        self.diagnosis = diagnosis
+        self.finished = finished
+
+
+def diagnosis_text(pane: Pane, diagnosis: Any, source: str, line_count: int, *, max_advice: int) -> Text:
+    """The pinned header: stage strip, verdict, first error, advice and quiet failures."""
+    app = pane.app
+    text = Text(no_wrap=False, overflow="fold")
+    if diagnosis is None:
+        text.append(
+            source or "no log yet: start a model (vramtui run PROFILE) or open one (vramtui --log FILE)"
+        )
+        return text
+    reached = diagnosis.stage if diagnosis.stage in STAGES else None
+    reached_index = STAGES.index(reached) if reached else -1
+    failing = diagnosis.failure_stage if diagnosis.failed else None
+    for index, stage in enumerate(STAGES):
+        if index:
+            text.append(" › ", style=theme_style(app, "log-gutter"))
+        label = stage.replace("_", " ")
+        if stage == failing:
+            text.append(f"✖ {label}", style=theme_style(app, "log-error", "log-error-background", bold=True))
+        elif index <= reached_index:
+            text.append(f"✔ {label}", style=theme_style(app, stage_variable(stage), bold=True))
+        else:
+            text.append(f"· {label}", style=theme_style(app, "log-gutter"))
+    text.append("\n")
+    backend = getattr(diagnosis, "backend", None) or "unknown backend"
+    if diagnosis.failed:
+        text.append("FAILED", style=theme_style(app, "verdict-fails", bold=True, reverse=True))
+        text.append(f" at {failing or '?'}: {diagnosis.failure} ({backend})")
+        if diagnosis.first_error_line:
+            text.append(f" — first error, line {diagnosis.first_error_line} (key e): ")
+            text.append((diagnosis.first_error_text or "").strip()[:300], style=theme_style(app, "log-error"))
+    else:
+        text.append("NO FAILURE", style=theme_style(app, "verdict-fits", bold=True, reverse=True))
+        text.append(f" reached {reached or 'no stage yet'} ({backend}), {line_count:,} lines")
+    for advice in list(getattr(diagnosis, "advice", []) or [])[:max_advice]:
+        text.append("\n→ ", style=theme_style(app, "accent", bold=True))
+        text.append(str(advice))
+    for warning in list(getattr(diagnosis, "warnings", []) or [])[:2]:
+        text.append("\n⚠ ", style=theme_style(app, "log-warning", bold=True))
+        text.append(str(warning))
+    return text
+
+
+class LogPane(Pane):
+    PANE_TITLE = "Log"
+    PANE_KEY = "2"
+
+    DEFAULT_CSS = """
+    LogPane #diagnosis {
+        height: auto;
+        max-height: 9;
+        border-bottom: hkey $panel-lighten-2;
+    }
+    LogPane #log-search {
+        display: none;
+        height: 1;
+        border: none;
+        padding: 0;
+    }
+    LogPane #log-search.-visible {
+        display: block;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "search", "Search", show=False),
+        Binding("escape", "close_search", "Close search", show=False),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.generation = 0
+        self.diagnosis: Any = None
+        self.source_label = ""
+        self.feed: LogFeed | None = None
+        self.finished = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="diagnosis")
+        yield Input(
+            placeholder="search the log (Enter: next, Shift+Enter: previous, Esc: close)", id="log-search"
+        )
+        yield LogView(id="log-view")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show_diagnosis())
+        self.show_diagnosis()
+
+    @property
+    def view(self) -> LogView:
+        return self.query_one(LogView)
+
+    # -- sources ----------------------------------------------------------------------------------
+
+    def _new_feed(self, label: str, backend: str | None = None) -> LogFeed:
+        if self.feed is not None:
+            self.feed.stop()
+        self.generation += 1
+        generation = self.generation
+        self.view.clear()
+        self.diagnosis = None
+        self.finished = False
+        self.source_label = label
+        self.border_subtitle = label
+
+        def deliver(lines: list[LogLine], diagnosis: Any, finished: bool) -> None:
+            self.post_message(LogBatch(generation, lines, diagnosis, finished))
+
+        self.feed = LogFeed(deliver, backend=backend)
+        self.show_diagnosis()
+        return self.feed
+
+    def open_file(self, path: Path, *, follow: bool = True) -> None:
+        feed = self._new_feed(str(path))
+        self._run_file(feed, path, follow)
+
+    @work(thread=True, group="log-feed", exit_on_error=False)
+    def _run_file(self, feed: LogFeed, path: Path, follow: bool) -> None:
+        feed.run_file(path, follow=follow)
+
+    def open_stream(self, label: str, backend: str | None = None) -> LogFeed:
+        """A live feed: the caller pushes lines (from any thread) and calls `end()` when done."""
+        feed = self._new_feed(label, backend)
+        self._run_queue(feed)
+        return feed
+
+    @work(thread=True, group="log-feed", exit_on_error=False)
+    def _run_queue(self, feed: LogFeed) -> None:
+        feed.run_queue()
+
+    def stop_feed(self) -> None:
+        if self.feed is not None:
+            self.feed.stop()
+
+    @on(LogBatch)
+    def _on_batch(self, message: LogBatch) -> None:
+        if message.generation != self.generation:
+            return  # a batch from a feed we already replaced
+        view = self.view
+        if message.diagnosis is not None:
+            self.diagnosis = message.diagnosis
+            view.failure_stage = message.diagnosis.failure_stage if message.diagnosis.failed else None
+        view.append(message.lines)
+        self.finished = message.finished
+        self.show_diagnosis()
+
+    def show_diagnosis(self) -> None:
+        max_advice = 4 if self.size.height >= 24 else 1
+        text = diagnosis_text(
+            self, self.diagnosis, self.source_label, len(self.view.lines), max_advice=max_advice
+        )
+        self.query_one("#diagnosis", Static).update(text)
+
+    # -- actions ----------------------------------------------------------------------------------
+
+    def jump_to_first_error(self) -> bool:
+        found = self.view.jump_to_first_error()
+        if not found:
+            self.notify("No error in this log (yet).", timeout=3)
+        return found
+
+    def action_search(self) -> None:
+        search = self.query_one("#log-search", Input)
+        search.add_class("-visible")
+        search.focus()
+
+    def action_close_search(self) -> None:
+        search = self.query_one("#log-search", Input)
+        search.remove_class("-visible")
+        self.view.search_text = ""
+        self.view.refresh()
+        self.view.focus()
+
+    @on(Input.Changed, "#log-search")
+    def _search_changed(self, event: Input.Changed) -> None:
+        self.view.find(event.value, from_index=(self.view.marked or 0) - 1 if self.view.marked else None)
+
+    @on(Input.Submitted, "#log-search")
+    def _search_next(self, event: Input.Submitted) -> None:
+        if self.view.find(event.value) is None and event.value:
+            self.notify(f"Not found: {event.value}", timeout=3)

@@ -1,0 +1,145 @@
+"""One model server the app launched: its lifecycle in a thread, its log into the log pane.
+
+The launcher (`core.launcher.ModelServer`) owns the process group, readiness, budgets and reaping;
+this adapter only runs it off the UI thread and tells the app what changed through messages.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual.message import Message
+
+from vramtui.core.errors import VramtuiError
+
+if TYPE_CHECKING:
+    from vramtui.tui.app import VramtuiApp
+
+READY_TIMEOUT_S = 300.0
+
+
+class SessionState(Message):
+    """The model's state changed (started, ready, failed, exited, stopped)."""
+
+    def __init__(self, state: str, pid: int | None = None, event: Any = None) -> None:
+        super().__init__()
+        self.state = state
+        self.pid = pid
+        self.event = event
+
+
+class ModelSession:
+    """Launch, watch, stop and relaunch one profile; the app holds at most one."""
+
+    def __init__(self, app: VramtuiApp, profile: Any) -> None:
+        self.app = app
+        self.profile = profile
+        self.server: Any = None
+        self.state = "idle"  # idle | starting | ready | failed | exited | stopped
+        self.returncode: int | None = None
+        self._lock = threading.Lock()
+        self._generation = 0
+
+    @classmethod
+    def from_profile(cls, app: VramtuiApp, profile_or_path: Any) -> ModelSession:
+        from vramtui.core.profile import load_profile
+
+        profile = (
+            load_profile(Path(profile_or_path))
+            if isinstance(profile_or_path, str | Path)
+            else profile_or_path
+        )
+        if profile is None:
+            raise VramtuiError("no profile to launch")
+        return cls(app, profile)
+
+    @property
+    def running(self) -> bool:
+        server = self.server
+        return server is not None and self.state in ("starting", "ready") and server.pid is not None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.server is None else self.server.pid
+
+    def describe(self) -> str:
+        label = getattr(self.profile, "name", None) or Path(str(getattr(self.profile, "model", "model"))).name
+        backend = getattr(self.profile, "backend", "")
+        where = f"{backend} {label}".strip()
+        if self.state in ("starting", "ready") and self.pid:
+            return f"{where}: {self.state} (pid {self.pid})"
+        if self.state == "exited" and self.returncode is not None:
+            return f"{where}: exited with {self.returncode}"
+        return f"{where}: {self.state}"
+
+    # -- lifecycle (threads) ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._generation += 1
+        log_pane = self.app.query_one("#log")
+        feed = log_pane.open_stream(self.describe(), backend=getattr(self.profile, "backend", None))  # type: ignore[attr-defined]
+        threading.Thread(
+            target=self._run, args=(feed, self._generation), name="vramtui-model", daemon=True
+        ).start()
+
+    def _post(self, state: str, pid: int | None = None, event: Any = None) -> None:
+        self.state = state
+        self.app.post_message(SessionState(state, pid, event))
+
+    def _run(self, feed: Any, generation: int) -> None:
+        from vramtui.core.launcher import ModelServer
+
+        def on_event(event: Any) -> None:
+            self.app.post_message(SessionState(self.state, self.pid, event))
+
+        try:
+            server = ModelServer(self.profile, on_line=feed.push, on_event=on_event)
+            with self._lock:
+                self.server = server
+            self._post("starting")
+            feed.push("vramtui: launching " + " ".join(server.command))
+            server.start()
+            self._post("starting", server.pid)
+            ready = server.wait_ready(READY_TIMEOUT_S)
+            if generation != self._generation:
+                return
+            self._post("ready" if ready else "failed", server.pid)
+            assert server.proc is not None
+            returncode = server.proc.wait()
+            stopped = server.stopped_by_us or generation != self._generation
+            if not stopped:
+                self.returncode = returncode
+                self._post("exited")
+            # A stop we asked for is not a crash: the log engine must not read 137 as the OOM killer.
+            feed.end(None if stopped else returncode)
+        except VramtuiError as error:
+            feed.push(f"vramtui: {error}")
+            feed.end(None)
+            self._post("failed")
+        except Exception as error:  # the app must survive a launcher failure and say why
+            feed.push(f"vramtui: could not launch: {type(error).__name__}: {error}")
+            feed.end(None)
+            self._post("failed")
+
+    def stop(self) -> None:
+        """Stop the server and its whole process group (blocks: call from a thread or at exit)."""
+        with self._lock:
+            server = self.server
+        if server is not None:
+            self.state = "stopped"
+            server.stop()
+            self.app.post_message(SessionState("stopped"))
+
+    def stop_async(self) -> None:
+        threading.Thread(target=self.stop, name="vramtui-stop", daemon=True).start()
+
+    def relaunch(self, profile: Any = None) -> None:
+        def restart() -> None:
+            self.stop()
+            if profile is not None:
+                self.profile = profile
+            self.app.call_from_thread(self.start)
+
+        threading.Thread(target=restart, name="vramtui-relaunch", daemon=True).start()

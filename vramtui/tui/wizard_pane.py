@@ -1,0 +1,223 @@
+"""The wizard pane: the proposed next change and why, confirm / skip / edit, run state, steps so far."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.widgets import Button, DataTable, Input, Static
+
+from vramtui.core.errors import VramtuiError
+from vramtui.tui.palette import theme_style
+from vramtui.tui.pane import Pane
+
+STEP_COLUMNS = ("#", "change", "outcome", "stage", "peak", "resident")
+
+
+class WizardUpdate(Message):
+    """Posted from the wizard's thread: state text, a new proposal, a finished step, the end."""
+
+    def __init__(
+        self,
+        state: str,
+        *,
+        proposal: Any = None,
+        step: Any = None,
+        done: bool = False,
+        error: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.state = state
+        self.proposal = proposal
+        self.step = step
+        self.done = done
+        self.error = error
+
+
+class WizardPane(Pane):
+    PANE_TITLE = "Wizard"
+    PANE_KEY = "4"
+
+    DEFAULT_CSS = """
+    WizardPane #wiz-state { height: auto; }
+    WizardPane #wiz-proposal { height: auto; margin-top: 1; }
+    WizardPane #wiz-buttons { height: 1; margin: 1 0 0 0; }
+    WizardPane #wiz-buttons Button { margin-right: 1; min-width: 10; }
+    WizardPane #wiz-edit { display: none; height: 1; border: none; padding: 0 1; background: $boost; }
+    WizardPane #wiz-edit.-visible { display: block; }
+    WizardPane DataTable { height: 1fr; margin-top: 1; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.driver: Any = None  # vramtui.tui.wizard_driver.WizardDriver
+        self.proposal: Any = None
+        self.steps: list[Any] = []
+        self.state_text = "no wizard running: `vramtui demo` walks through one; `vramtui run PROFILE` too"
+        self.busy = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="wiz-state")
+        yield Static(id="wiz-proposal")
+        with Horizontal(id="wiz-buttons"):
+            yield Button("Confirm (n)", id="wiz-confirm", compact=True, variant="primary")
+            yield Button("Skip", id="wiz-skip", compact=True)
+            yield Button("Edit", id="wiz-edit-button", compact=True)
+            yield Button("Export (x)", id="wiz-export", compact=True)
+        yield Input(
+            placeholder="value to try instead (Enter to apply, Esc to cancel)", id="wiz-edit", compact=True
+        )
+        table: DataTable[str] = DataTable(id="wiz-steps", zebra_stripes=True, cursor_type="row")
+        yield table
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one(DataTable).add_columns(*STEP_COLUMNS)
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show())
+        self.show()
+
+    # -- driving ----------------------------------------------------------------------------------
+
+    def attach(self, driver: Any) -> None:
+        self.driver = driver
+        self.show()
+
+    def start_demo(self) -> None:
+        from vramtui.tui.wizard_driver import WizardDriver
+
+        try:
+            driver = WizardDriver.for_demo(self)
+        except VramtuiError as error:
+            self.state_text = f"demo unavailable: {error}"
+            self.show()
+            return
+        self.attach(driver)
+        driver.launch_first()
+
+    def start_profile(self, profile: Any) -> None:
+        from vramtui.tui.wizard_driver import WizardDriver
+
+        self.attach(WizardDriver(self, profile))
+
+    def session_changed(self, session: Any) -> None:
+        """The app's model session changed state: a wizard with no run of its own follows it."""
+        if self.driver is None and session is not None:
+            self.start_profile(session.profile)
+        if self.driver is not None and session is not None:
+            self.driver.session_changed(session)
+
+    def next_step(self) -> None:
+        """`n`: confirm the proposal if there is one, else ask the wizard for one."""
+        if self.driver is None:
+            self.notify(
+                "No wizard running: start one with `vramtui demo` or `vramtui run PROFILE`.", timeout=4
+            )
+            return
+        if self.busy:
+            self.notify("The wizard is busy with the current step.", timeout=3)
+            return
+        if self.proposal is not None:
+            self.driver.apply(self.proposal)
+        else:
+            self.driver.propose()
+
+    def skip(self) -> None:
+        if self.driver is not None and self.proposal is not None and not self.busy:
+            self.driver.skip(self.proposal)
+
+    def export(self) -> None:
+        if self.driver is None:
+            self.notify("No wizard steps to export yet.", timeout=3)
+            return
+        try:
+            paths = self.driver.export()
+        except VramtuiError as error:
+            self.notify(str(error), severity="error", timeout=6)
+            return
+        self.notify("Exported: " + ", ".join(str(path) for path in paths), timeout=8)
+
+    @on(Button.Pressed, "#wiz-confirm")
+    def _confirm(self) -> None:
+        self.next_step()
+
+    @on(Button.Pressed, "#wiz-skip")
+    def _skip(self) -> None:
+        self.skip()
+
+    @on(Button.Pressed, "#wiz-export")
+    def _export(self) -> None:
+        self.export()
+
+    @on(Button.Pressed, "#wiz-edit-button")
+    def _edit(self) -> None:
+        if self.proposal is None:
+            self.notify("Nothing proposed to edit yet (press n).", timeout=3)
+            return
+        edit = self.query_one("#wiz-edit", Input)
+        edit.value = str(self.proposal.to)
+        edit.add_class("-visible")
+        edit.focus()
+
+    @on(Input.Submitted, "#wiz-edit")
+    def _edit_submitted(self, event: Input.Submitted) -> None:
+        event.input.remove_class("-visible")
+        if self.driver is not None and self.proposal is not None:
+            try:
+                self.proposal = self.driver.edited(self.proposal, event.value)
+            except VramtuiError as error:
+                self.notify(str(error), severity="error", timeout=5)
+                return
+            self.show()
+
+    def on_key(self, event: Any) -> None:
+        if event.key == "escape":
+            edit = self.query_one("#wiz-edit", Input)
+            if edit.has_class("-visible"):
+                edit.remove_class("-visible")
+                event.stop()
+
+    @on(WizardUpdate)
+    def _update(self, message: WizardUpdate) -> None:
+        self.state_text = message.state
+        self.busy = not message.done and message.proposal is None and message.step is None
+        if message.proposal is not None or message.step is not None or message.done:
+            self.proposal = message.proposal
+        if message.step is not None:
+            self.steps.append(message.step)
+            self._add_row(message.step)
+        if message.error:
+            self.notify(message.error, severity="error", timeout=8)
+        self.show()
+
+    # -- painting ---------------------------------------------------------------------------------
+
+    def _add_row(self, step: Any) -> None:
+        from vramtui.tui.wizard_driver import step_row
+
+        self.query_one(DataTable).add_row(*step_row(len(self.steps), step))
+
+    def show(self) -> None:
+        app = self.app
+        state = Text(self.state_text)
+        if self.busy:
+            state.stylize(theme_style(app, "accent", bold=True))
+        self.query_one("#wiz-state", Static).update(state)
+        proposal = Text()
+        if self.proposal is not None:
+            proposal.append("Next change: ", style="bold")
+            proposal.append(f"{self.proposal.param} ", style=theme_style(app, "accent", bold=True))
+            proposal.append(f"{self.proposal.from_} → {self.proposal.to}", style="bold")
+            proposal.append(f"\nwhy: {self.proposal.why}")
+            proposal.append(
+                "\nConfirm (n) relaunches with this one change; Skip tries the next rung.", style="dim"
+            )
+        self.query_one("#wiz-proposal", Static).update(proposal)
+        has_proposal = self.proposal is not None and not self.busy
+        self.query_one("#wiz-confirm", Button).disabled = self.driver is None or self.busy
+        self.query_one("#wiz-skip", Button).disabled = not has_proposal
+        self.query_one("#wiz-edit-button", Button).disabled = not has_proposal
+        self.query_one("#wiz-export", Button).disabled = not self.steps
