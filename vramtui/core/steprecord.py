@@ -1,0 +1,196 @@
+"""The wizard's record: one JSON line per event, appended, flushed and fsynced as it happens.
+
+A session file holds a `session` line (the starting profile), for every step a `step_start` line
+(written before the relaunch, so a crash mid-step still shows what was being tried) and a `step`
+line (its outcome and figures), and an `end` line. Nothing is rewritten: if vramtui or the machine
+dies, every step already taken is on disk. Finished (or interrupted) sessions reopen with
+`open_session`, and export as Markdown or CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vramtui.core.errors import VramtuiError
+
+# The columns of a step, in the order the exports show them.
+STEP_FIELDS: tuple[str, ...] = (
+    "step",
+    "param",
+    "from",
+    "to",
+    "why",
+    "outcome",
+    "stage",
+    "failure",
+    "resident_mib",
+    "peak_mib",
+    "load_time_s",
+    "ttft_s",
+    "tokens_per_s",
+    "log_file",
+)
+
+
+def wizard_dir() -> Path:
+    """Where session records live: the user's data dir, vramtui/wizard."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("vramtui")) / "wizard"
+
+
+def new_record_path(label: str = "session") -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in label)[:60] or "session"
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return wizard_dir() / f"{stamp}-{safe}-{os.getpid()}.jsonl"
+
+
+class StepRecorder:
+    """Append-only JSONL writer; every line is flushed and fsynced before `append` returns."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # O_APPEND: each line lands at the end even if another writer had the file open.
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._file = os.fdopen(fd, "a", encoding="utf-8")
+
+    def append(self, kind: str, **data: Any) -> dict[str, Any]:
+        entry = {"type": kind, "time": round(time.time(), 3), **data}
+        line = json.dumps(entry, default=str, ensure_ascii=False)
+        self._file.write(line + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        return entry
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+
+    def __enter__(self) -> StepRecorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class Session:
+    """A session read back from its record."""
+
+    path: Path
+    header: dict[str, Any] = field(default_factory=dict)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+    # Steps that started but never finished (vramtui died mid-step).
+    interrupted: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.end is not None
+
+    @property
+    def success(self) -> bool:
+        return bool(self.end and self.end.get("success"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "profile": self.header.get("profile"),
+            "finished": self.finished,
+            "success": self.success,
+            "steps": self.steps,
+            "interrupted": self.interrupted,
+            "end": self.end,
+        }
+
+
+def open_session(path: str | Path) -> Session:
+    """Read a record back. A torn last line (the machine died mid-write) is skipped, not fatal."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise VramtuiError(f"no such wizard record: {path}")
+    session = Session(path=file)
+    started: dict[int, dict[str, Any]] = {}
+    with file.open(encoding="utf-8", errors="replace") as handle:
+        for raw in handle:
+            raw = raw.strip()
+            if not raw:
+                continue
+            try:
+                entry = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(entry, dict):
+                continue
+            kind = entry.get("type")
+            if kind == "session":
+                session.header = entry
+            elif kind == "step_start":
+                started[int(entry.get("step", -1))] = entry
+            elif kind == "step":
+                started.pop(int(entry.get("step", -1)), None)
+                session.steps.append(entry)
+            elif kind == "end":
+                session.end = entry
+    if not session.header and not session.steps:
+        raise VramtuiError(f"{file}: not a vramtui wizard record")
+    session.interrupted = [dict(entry, outcome="interrupted") for _, entry in sorted(started.items())]
+    return session
+
+
+def list_sessions(folder: str | Path | None = None) -> list[Path]:
+    """Records in the wizard folder, newest first."""
+    base = Path(folder) if folder else wizard_dir()
+    if not base.is_dir():
+        return []
+    return sorted(base.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
+    return str(value)
+
+
+def _rows(session: Session) -> list[dict[str, Any]]:
+    return [*session.steps, *session.interrupted]
+
+
+def to_csv(session: Session) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(STEP_FIELDS), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in _rows(session):
+        writer.writerow({name: row.get(name) for name in STEP_FIELDS})
+    return out.getvalue()
+
+
+def to_markdown(session: Session) -> str:
+    profile = session.header.get("profile") or {}
+    title = profile.get("name") or Path(str(profile.get("model", "session"))).name
+    lines = [f"# vramtui wizard: {title}", ""]
+    lines.append(f"- backend: {profile.get('backend', '?')}")
+    lines.append(f"- model: {profile.get('model', '?')}")
+    start = session.header.get("params") or profile.get("params") or {}
+    lines.append(f"- starting parameters: {json.dumps(start, sort_keys=True)}")
+    if session.end:
+        verdict = "works" if session.end.get("success") else "not working yet"
+        lines.append(f"- result: {verdict}; {session.end.get('reason', '')}".rstrip("; "))
+        lines.append(f"- final parameters: {json.dumps(session.end.get('final_params', {}), sort_keys=True)}")
+    else:
+        lines.append("- result: the session did not finish (vramtui stopped mid-way)")
+    lines += ["", "| " + " | ".join(STEP_FIELDS) + " |", "|" + "---|" * len(STEP_FIELDS)]
+    for row in _rows(session):
+        cells = [_cell(row.get(name)).replace("|", "\\|").replace("\n", " ") for name in STEP_FIELDS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
