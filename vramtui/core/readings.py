@@ -113,6 +113,15 @@ def _densest_level(values: list[float], width: float) -> float:
     return median(ordered[best_lo : best_lo + best_count])
 
 
+def _first_settled(values: list[float], start: int, stop: int, width: int, noise: float) -> int | None:
+    """The first index in [start, stop) where `width` samples stay within `noise` of each other."""
+    for i in range(start, max(start, stop - width + 1)):
+        window = values[i : i + width]
+        if max(window) - min(window) <= noise:
+            return i
+    return None
+
+
 def compute_readings(
     times: Sequence[float],
     values_bytes: Sequence[float | None],
@@ -196,11 +205,18 @@ def compute_readings(
         window = vs[load_end:stop] or vs[max(load_end - 1, 0) : load_end + 1]
         plateau = median(window) if window else None
     elif rise_i < exit_i:
-        serving = vs[rise_i:exit_i]
-        plateau = _densest_level(serving, noise)
+        # The level the server idles at most; unless an earlier settled level was left by an
+        # overshoot above it (a request, then memory the allocator kept): that earlier one is resident.
+        plateau = _densest_level(vs[rise_i:exit_i], noise)
         load_end = rise_i
         while load_end < exit_i and abs(vs[load_end] - plateau) > noise:
             load_end += 1
+        step = (ts[-1] - ts[0]) / (n - 1) if n > 1 else 1.0
+        settle = max(3, int(2.0 / step) if step > 0 else 3)
+        first = _first_settled(vs, rise_i, load_end, settle, noise)
+        if first is not None and vs[first] < plateau - noise and max(vs[first:load_end]) > plateau + noise:
+            plateau = median(vs[first : first + settle])
+            load_end = first
     else:
         plateau, load_end = None, n
         if launch_t is None:
