@@ -1,0 +1,990 @@
+"""Read a model server's log: the stage of every line, the first error, the failure class, the advice.
+
+`LogDiagnoser` is fed one line at a time (the launcher and the log pane tail a live process);
+`diagnose_file` reads a whole file through the same state machine in big binary chunks, analysing
+each distinct line once (a bounded memo), so both give the same verdict. The wording of each backend
+lives in `vramtui.core.logstages` as data.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from vramtui.core import logstages as ls
+from vramtui.core.errors import VramtuiError
+from vramtui.core.logstages import STAGE_INDEX, STAGES, ErrorRule, NoticeRule
+from vramtui.core.textclean import clean_bytes_line, clean_line, iter_raw_lines
+
+__all__ = [
+    "STAGES",
+    "Diagnosis",
+    "LineTag",
+    "LogDiagnoser",
+    "detect_backend",
+    "diagnose_file",
+    "diagnose_lines",
+    "diagnose_text",
+    "read_kernel_oom_lines",
+]
+
+MAX_EVIDENCE = 10
+MAX_QUOTE = 400
+_MEMO_LIMIT = 65536
+
+# Where an error with no stage context happened, by class. An excerpt with no startup lines at all is
+# from a running server, so a bare out-of-memory there is a request's.
+_DEFAULT_STAGE: dict[str, str] = {
+    "cuda_oom": "inference",
+    "host_oom_killed": "load_weights",
+    "unsupported_quant": "load_weights",
+    "unknown_arch": "load_weights",
+    "shape_mismatch": "load_weights",
+    "dtype_unsupported": "load_weights",
+    "file_missing": "load_weights",
+    "network": "download",
+    "disk_full": "download",
+    "kv_cache_too_small": "kv_cache",
+    "context_too_long": "inference",
+    "other": "load_weights",
+}
+
+_ANCHOR_RE = re.compile("|".join(re.escape(anchor) for anchor in ls.all_anchors()))
+_FRAME_RE = re.compile(r'File "([^"]+)", line \d+, in (\S+)')
+_PREFIX_RES = (
+    re.compile(r"^\s*\d+\.\d+\.\d+\.\d+ [IWEDT] "),  # llama.cpp's timestamped log
+    re.compile(r"^[\w.\[\]-]+\s+\|\s?"),  # docker compose "name  | "
+    re.compile(r"^\([\w-]+(?: pid=\d+)?[^)]*\)\s?"),  # "(EngineCore_DP0 pid=1)" / Ray actors
+    re.compile(r"^\[rank\d+\]:\s?"),
+    re.compile(
+        r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|WARN)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]+\]|[\w.]+:\d+\])\s?"
+    ),
+    re.compile(r"^\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\s*(?:>\s?)?"),
+    re.compile(r"^\[\d{4}-\d\d-\d\d [\d:]+(?: [\w]+)?\]\s?"),
+    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.-]+(?:\[\d+\])?: "),
+)
+_EXCEPTION_RE = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)(?::\s|:?$)"
+)
+_WARNING_LEVEL_RE = re.compile(r"\bwarn(?:ing)?\b|^\s*\d+\.\d+\.\d+\.\d+ w |level=warn")
+_CHAINED = ("during handling of the above exception", "the above exception was the direct cause")
+_FORMAT_WORDS = ((".gguf", "gguf"), ("awq", "awq"), ("gptq", "gptq"))
+
+
+@dataclass(frozen=True, slots=True)
+class LineTag:
+    """What one fed line is: its number (1-based), the stage the log is in, its severity.
+
+    `is_first_error` marks the first line that names a cause (a generic error line before it, like a
+    "Traceback" header, is severity "error" but not the first error).
+    """
+
+    number: int
+    stage: str | None
+    severity: str  # "info" | "warning" | "error"
+    is_first_error: bool = False
+
+
+@dataclass
+class Diagnosis:
+    backend: str | None
+    stage: str | None  # furthest stage the log reached
+    failed: bool
+    failure_stage: str | None
+    failure: str  # a class from logstages.FAILURES, or "none"
+    first_error_line: int | None
+    first_error_text: str | None
+    evidence: list[str] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # Bytes the engine printed about its own memory (counts for *_tokens, *_blocks, *_cells, context;
+    # max_concurrency is a float).
+    engine_figures: dict[str, int | float] = field(default_factory=dict)
+    cause: str | None = None  # finer than `failure`: e.g. host_alloc, gated_repo, bad_magic
+    summary: str = ""
+    inferred: bool = False  # the class is inferred (no line names the cause)
+    lines: int = 0
+    exit_code: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class _LineInfo:
+    """Everything the rules say about one line; a pure function of its text (memoized)."""
+
+    stage: str | None = None
+    error: ErrorRule | None = None
+    frame: bool = False
+    frame_stage: str | None = None
+    memory_heavy: bool = False
+    exception: str | None = None
+    header: bool = False
+    chained: bool = False
+    warning_level: bool = False
+    notices: tuple[NoticeRule, ...] = ()
+    recovery: bool = False
+    figures: tuple[tuple[str, str | None, int | float, bool], ...] = ()
+    backends: tuple[str, ...] = ()
+    quant_words: bool = False
+    formats: tuple[str, ...] = ()
+
+
+def _strip_prefix(text: str) -> str:
+    for _ in range(4):
+        before = text
+        for regex in _PREFIX_RES:
+            text = regex.sub("", text, count=1)
+        if text == before:
+            break
+    return text
+
+
+def _number(value: str) -> float:
+    # "251,920" (thousands) and "26.91"; a lone comma with two or fewer digits after it is a decimal.
+    if "," in value and "." not in value and re.fullmatch(r"\d+,\d{1,2}", value):
+        return float(value.replace(",", "."))
+    return float(value.replace(",", ""))
+
+
+def _stage_of(low: str) -> str | None:
+    best = -1
+    for rule in ls.STAGE_RULES:
+        if rule.anchor in low and (rule.regex is None or rule.regex.search(low)):
+            best = max(best, STAGE_INDEX[rule.stage])
+    return STAGES[best] if best >= 0 else None
+
+
+def _analyze(text: str) -> _LineInfo | None:
+    low = text.lower()
+    if not _ANCHOR_RE.search(low):
+        return None
+    stage = _stage_of(low)
+    frame_match = _FRAME_RE.search(text) if 'file "' in low else None
+    stripped = _strip_prefix(text).strip()
+    exception_match = _EXCEPTION_RE.match(stripped) if frame_match is None else None
+    error: ErrorRule | None = None
+    warning_level = bool(_WARNING_LEVEL_RE.search(low))
+    if frame_match is None:
+        for rule in ls.ERROR_RULES:
+            if rule.anchor in low and (rule.regex is None or rule.regex.search(low)):
+                if not rule.strong and warning_level:
+                    continue
+                error = rule
+                break
+    notices = tuple(
+        rule
+        for rule in ls.NOTICE_RULES
+        if rule.anchor in low and (rule.regex is None or rule.regex.search(low))
+    )
+    recovery = any(
+        rule.anchor in low and (rule.regex is None or rule.regex.search(low)) for rule in ls.RECOVERY_RULES
+    )
+    figures: list[tuple[str, str | None, int | float, bool]] = []
+    for figure in ls.FIGURE_RULES:
+        if figure.anchor in low:
+            match = figure.regex.search(text) if figure.regex else None
+            if match:
+                groups = match.groupdict()
+                value = _number(groups["value"])
+                if not figure.count:
+                    unit = (groups.get("unit") or figure.unit_default).upper()
+                    value = int(round(value * ls.UNIT_BYTES.get(unit, 1)))
+                elif figure.key != "max_concurrency":
+                    value = int(value)
+                figures.append((figure.key, groups.get("device"), value, figure.per_device))
+    backends = tuple(dict.fromkeys(name for anchor, name in ls.BACKEND_MARKS if anchor in low))
+    formats = tuple(name for word, name in _FORMAT_WORDS if word in low)
+    info = _LineInfo(
+        stage=stage,
+        error=error,
+        frame=frame_match is not None,
+        frame_stage=stage if frame_match is not None else None,
+        memory_heavy=bool(ls.MEMORY_HEAVY_FRAME_RE.search(text)),
+        exception=exception_match.group("name") if exception_match else None,
+        header="traceback (most recent call last)" in low,
+        chained=any(marker in low for marker in _CHAINED),
+        warning_level=warning_level and error is None and exception_match is None,
+        notices=notices,
+        recovery=recovery,
+        figures=tuple(figures),
+        backends=backends,
+        quant_words=any(word in low for word in ls.QUANT_CONFIRM_ANCHORS),
+        formats=formats,
+    )
+    return info
+
+
+@dataclass
+class _Found:
+    number: int
+    text: str
+    rule: ErrorRule | None
+    stage: str
+    defaulted: bool = False  # no line said where: the stage is the class's default
+
+
+def detect_backend(scores: dict[str, int]) -> str | None:
+    """The backend whose marks the log carries; the one that embeds the others wins."""
+    for name in ls.BACKEND_PRECEDENCE:
+        if scores.get(name, 0) <= 0:
+            continue
+        if name == "sglang" and scores.get(name, 0) < 2 and scores.get("vllm", 0) > 2:
+            continue  # one "TP0]"-like mark does not outweigh a vLLM log
+        return name
+    return None
+
+
+def read_kernel_oom_lines(timeout_s: float = 2.0) -> str | None:
+    """The kernel's OOM-killer lines from `dmesg` or the journal, when this user may read them."""
+    commands = (["dmesg", "-T"], ["dmesg"], ["journalctl", "-k", "-n", "2000", "--no-pager", "-q"])
+    for command in commands:
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if done.returncode != 0:
+            continue
+        hits = [
+            line
+            for line in done.stdout.splitlines()
+            if re.search(r"out of memory: kill|killed process|oom-kill|oom_reaper", line, re.IGNORECASE)
+        ]
+        return "\n".join(hits[-5:]) if hits else ""
+    return None
+
+
+class LogDiagnoser:
+    """Stream a model server's log through the rules, one line at a time."""
+
+    def __init__(
+        self,
+        backend: str | None = None,
+        requested_quant: str | None = None,
+        kernel_log: Callable[[], str | None] | None = None,
+    ) -> None:
+        self.backend = _normalize_backend(backend) if backend else None
+        self.requested_quant = requested_quant.lower() if requested_quant else None
+        self._kernel_log = kernel_log if kernel_log is not None else read_kernel_oom_lines
+        self._kernel_text: str | None | bool = False  # False: not read yet
+        self._memo: dict[str, _LineInfo | None] = {}
+        self.lines = 0
+        self._current: str | None = None
+        self._furthest = -1
+        self._startup_seen = False
+        self._strong: _Found | None = None
+        self._weak: _Found | None = None
+        self._recovered: list[str] = []
+        self._last_stage_line: tuple[int, str] | None = None
+        # traceback state
+        self._tb_open = False
+        self._tb_start: tuple[int, str] | None = None
+        self._tb_frames = 0
+        self._tb_startup: str | None = None
+        self._tb_inference = False
+        self._tb_memory = False
+        self._after_frame = False
+        self._cut_tb: _Found | None = None
+        self._cut_memory = False
+        # other findings
+        self._notices: dict[str, tuple[int, str, str]] = {}
+        self._figures: dict[str, dict[str, int | float]] = {}
+        self._scores: dict[str, int] = {}
+        self._quant_lines: list[str] = []
+        self._formats: set[str] = set()
+        self._exit_code: int | None = None
+
+    # -- feeding -----------------------------------------------------------------------------------
+    def feed(self, line: str) -> LineTag:
+        """Take one line of output (with or without its newline) and say what it is."""
+        text = line if line.isprintable() else clean_line(line)
+        info = self._memo.get(text, _MISSING)
+        if info is _MISSING:
+            info = _analyze(text)
+            if len(self._memo) >= _MEMO_LIMIT:
+                self._memo.clear()
+            self._memo[text] = info
+        self.lines += 1
+        if info is None:
+            self._after_frame = False
+            return LineTag(self.lines, self._current, "info", False)
+        severity, first = self._step(self.lines, text, info)  # type: ignore[arg-type]
+        return LineTag(self.lines, self._current, severity, first)
+
+    def feed_lines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.feed(line)
+
+    def _feed_raw_stream(self, stream: BinaryIO) -> None:
+        """The fast path for files: bytes lines, one analysis per distinct line, no LineTag objects."""
+        memo: dict[bytes, tuple[str, _LineInfo] | None] = {}
+        step = self._step
+        number = self.lines
+        for raw in iter_raw_lines(stream):
+            number += 1
+            entry = memo.get(raw, _MISSING)
+            if entry is _MISSING:
+                text = clean_bytes_line(raw)
+                info = _analyze(text)
+                entry = (text, info) if info is not None else None
+                if len(memo) >= _MEMO_LIMIT:
+                    memo.clear()
+                memo[raw] = entry
+            if entry is None:
+                self._after_frame = False
+                continue
+            self.lines = number
+            step(number, entry[0], entry[1])  # type: ignore[index]
+        self.lines = number
+
+    def note_exit(self, returncode: int | None) -> None:
+        """The process ended with `returncode` (negative: killed by that signal)."""
+        self._exit_code = returncode
+
+    # -- the state machine ---------------------------------------------------------------------------
+    def _step(self, number: int, text: str, info: _LineInfo) -> tuple[str, bool]:
+        for name in info.backends:
+            self._scores[name] = self._scores.get(name, 0) + 1
+        if info.formats:
+            self._formats.update(info.formats)
+        if info.quant_words and len(self._quant_lines) < 64:
+            self._quant_lines.append(text.lower())
+        for key, device, value, per_device in info.figures:
+            self._add_figure(key, device, value, per_device)
+        for notice in info.notices:
+            if len(self._notices) < MAX_EVIDENCE:
+                self._notices.setdefault(f"{notice.kind}:{notice.message}", (number, text, notice.message))
+
+        after_frame, self._after_frame = self._after_frame, False
+        if info.frame:
+            if not self._tb_open:
+                self._open_traceback(number, text)
+            self._tb_frames += 1
+            self._tb_hint(info)
+            self._after_frame = True
+            return "error", False
+        if after_frame and self._tb_open:
+            # The code line under a frame: where it was, not a message of its own.
+            self._tb_hint(info)
+            return "error", False
+
+        if info.stage is not None:
+            self._current = info.stage
+            self._furthest = max(self._furthest, STAGE_INDEX[info.stage])
+            self._last_stage_line = (number, text)
+            if info.stage != "inference" or info.error is None:
+                self._startup_seen = True
+            if info.stage == "ready":
+                self._clear_startup_errors(number, text)
+        if info.recovery:
+            self._clear_startup_errors(number, text, always=True)
+
+        if info.header:
+            if self._tb_open and self._tb_frames:
+                self._note_cut_traceback()
+            self._open_traceback(number, text)
+        elif info.chained:
+            return "error", False
+
+        rule = info.error
+        if info.exception is not None or (rule is not None and self._tb_open and self._tb_frames):
+            stage = self._close_traceback(rule)
+        else:
+            stage = None
+        if rule is None and info.exception is not None:
+            rule = _EXCEPTION_RULE
+        if rule is None:
+            if info.header:
+                return "error", False
+            return ("warning" if info.warning_level or info.notices else "info"), False
+
+        if (
+            stage is not None
+            and self._weak is not None
+            and self._weak.defaulted
+            and self._tb_start is not None
+            and self._weak.number >= self._tb_start[0]
+        ):
+            self._weak.stage, self._weak.defaulted = stage, False  # the traceback it opened says where
+        known = rule.stage or stage or info.stage or self._current_or_none()
+        found = _Found(number, text, rule, known or _DEFAULT_STAGE[rule.failure], known is None)
+        if rule.strong:
+            if self._strong is None:
+                self._strong = found
+                return "error", True
+        elif self._weak is None:
+            self._weak = found
+        return "error", False
+
+    def _current_or_none(self) -> str | None:
+        return self._current if self._startup_seen or self._current == "inference" else None
+
+    def _open_traceback(self, number: int, text: str) -> None:
+        self._tb_open = True
+        self._tb_start = (number, text)
+        self._tb_frames = 0
+        self._tb_startup = None
+        self._tb_inference = False
+        self._tb_memory = False
+
+    def _tb_hint(self, info: _LineInfo) -> None:
+        if info.memory_heavy:
+            self._tb_memory = True
+        if info.stage is None:
+            return
+        if info.stage in ("inference", "ready"):
+            self._tb_inference = True
+        else:
+            self._tb_startup = info.stage  # the innermost startup frame wins
+
+    def _traceback_stage(self) -> str | None:
+        if self._tb_startup:
+            return self._tb_startup
+        return "inference" if self._tb_inference else None
+
+    def _close_traceback(self, rule: ErrorRule | None) -> str | None:
+        if not self._tb_open:
+            return None
+        stage = self._traceback_stage()
+        self._tb_open = False
+        return stage
+
+    def _note_cut_traceback(self) -> None:
+        if self._cut_tb is None and self._tb_start is not None:
+            stage = self._traceback_stage() or self._current_or_none() or "load_weights"
+            self._cut_tb = _Found(self._tb_start[0], self._tb_start[1], None, stage)
+            self._cut_memory = self._tb_memory
+
+    def _clear_startup_errors(self, number: int, text: str, always: bool = False) -> None:
+        cleared = False
+        for name in ("_strong", "_weak", "_cut_tb"):
+            found: _Found | None = getattr(self, name)
+            if found is not None and (always or STAGE_INDEX[found.stage] < STAGE_INDEX["ready"]):
+                setattr(self, name, None)
+                cleared = True
+        if cleared or always:
+            self._recovered.append(_quote(number, text))
+        if always:
+            self._tb_open = False
+
+    def _add_figure(self, key: str, device: str | None, value: int | float, per_device: bool) -> None:
+        if per_device:
+            devices = self._figures.setdefault(key, {})
+            name = device or "?"
+            if name in devices:
+                devices.clear()  # the same device again: a new load, start a new set
+            devices[name] = value
+        else:
+            self._figures[key] = {"": value}
+
+    # -- the verdict -------------------------------------------------------------------------------
+    def result(self) -> Diagnosis:
+        backend = self.backend or detect_backend(self._scores)
+        found = self._strong
+        inferred = False
+        cut = self._cut_tb
+        cut_memory = self._cut_memory
+        if cut is None and self._tb_open and self._tb_frames and self._tb_start is not None:
+            stage = self._traceback_stage() or self._current_or_none() or "load_weights"
+            cut = _Found(self._tb_start[0], self._tb_start[1], None, stage)
+            cut_memory = self._tb_memory
+        failure = "none"
+        cause: str | None = None
+        if found is not None and found.rule is not None:
+            failure, cause = found.rule.failure, found.rule.cause
+        elif self._weak is not None and self._weak.rule is not None:
+            found = self._weak
+            rule = self._weak.rule
+            if rule.hint:
+                failure, cause, inferred = rule.hint, rule.cause, True
+            elif cut is not None and cut_memory:
+                failure, cause, inferred = "cuda_oom", "cut_traceback", True
+            else:
+                failure, cause = rule.failure, rule.cause
+            if cut is not None and cut.number < found.number:
+                found = _Found(cut.number, cut.text, rule, cut.stage)
+            elif cut is not None and found.defaulted and cut.number >= found.number:
+                found = _Found(found.number, found.text, rule, cut.stage)
+        elif cut is not None:
+            found = cut
+            failure, cause, inferred = ("cuda_oom" if cut_memory else "other"), "cut_traceback", True
+
+        exit_code = self._exit_code
+        killed_by_signal = exit_code in (137, -9)
+        if found is None and exit_code not in (None, 0, 130, 143, -2, -15):
+            stage = self._current or "load_weights"
+            number = self.lines + 1
+            if killed_by_signal:
+                failure, cause = "host_oom_killed", "exit_137"
+                text = f"process killed (exit {exit_code}) with no error text"
+            else:
+                failure, cause = "other", "exit_code"
+                text = f"process exited with code {exit_code} with no error text"
+            found = _Found(number, text, None, stage)
+            inferred = killed_by_signal
+
+        failed = found is not None
+        failure_stage = found.stage if found is not None else None
+        furthest = self._furthest
+        if failure_stage is not None:
+            furthest = max(furthest, STAGE_INDEX[failure_stage])
+        stage = STAGES[furthest] if furthest >= 0 else None
+
+        evidence: list[str] = []
+        if found is not None:
+            evidence.append(_quote(found.number, found.text))
+            if self._strong is not None and self._weak is not None and self._weak is not found:
+                if self._weak.number < self._strong.number:
+                    evidence.append(_quote(self._weak.number, self._weak.text))
+            if cut is not None and cut is not found:
+                evidence.append(_quote(cut.number, cut.text))
+            if self._last_stage_line is not None and self._last_stage_line[0] < found.number:
+                evidence.append(_quote(*self._last_stage_line))
+        evidence.extend(f"recovered: {line}" for line in self._recovered[:3])
+
+        kernel_note: str | None = None
+        if failure == "host_oom_killed":
+            kernel_note = self._read_kernel()
+            if kernel_note:
+                evidence.extend(f"kernel: {line}" for line in kernel_note.splitlines()[:3])
+
+        warnings = self._quiet_failures()
+        figures = self._figures_flat()
+        diagnosis = Diagnosis(
+            backend=backend,
+            stage=stage,
+            failed=failed,
+            failure_stage=failure_stage,
+            failure=failure if failed else "none",
+            first_error_line=found.number if found is not None else None,
+            first_error_text=found.text[:MAX_QUOTE] if found is not None else None,
+            evidence=evidence[:MAX_EVIDENCE],
+            warnings=warnings,
+            engine_figures=figures,
+            cause=cause if failed else None,
+            inferred=inferred,
+            lines=self.lines,
+            exit_code=exit_code,
+        )
+        diagnosis.advice = advise(diagnosis, self._formats, kernel_note)
+        diagnosis.summary = summarize(diagnosis, kernel_note)
+        return diagnosis
+
+    def _read_kernel(self) -> str | None:
+        if self._kernel_text is False:
+            try:
+                self._kernel_text = self._kernel_log()
+            except Exception:  # reading the kernel log is a bonus, never a crash
+                self._kernel_text = None
+        return self._kernel_text if isinstance(self._kernel_text, str) else None
+
+    def _quiet_failures(self) -> list[str]:
+        warnings = [
+            f"{message} (line {number}: {_clip(text, 160)})"
+            for number, text, message in self._notices.values()
+        ]
+        wanted = self.requested_quant
+        if wanted:
+            words = ls.QUANT_SYNONYMS.get(wanted, (wanted.replace("-", "_"), wanted))
+            confirmed = any(any(word in line for word in words) for line in self._quant_lines)
+            if not confirmed:
+                warnings.append(
+                    f"quantization {wanted!r} was requested but no line of the log confirms it: "
+                    "the weights may be loading unquantized (16-bit)"
+                )
+        return warnings[:MAX_EVIDENCE]
+
+    def _figures_flat(self) -> dict[str, int | float]:
+        flat: dict[str, int | float] = {}
+        for key, devices in self._figures.items():
+            if list(devices) == [""]:
+                flat[key] = devices[""]
+                continue
+            flat[key] = sum(devices.values())
+            for device, value in devices.items():
+                flat[f"{key}.{device}"] = value
+        return flat
+
+
+_MISSING: object = object()
+_EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _quote(number: int, text: str) -> str:
+    return f"line {number}: {_clip(text, MAX_QUOTE)}"
+
+
+def _normalize_backend(name: str) -> str:
+    key = name.strip().lower()
+    if key in ls.BACKEND_NAMES:
+        return key
+    if key in ("text-generation-inference", "tgi"):
+        return "tgi"
+    if key == "sglang":
+        return "sglang"
+    from vramtui.core.backends import get_backend
+
+    try:
+        return get_backend(key).name
+    except VramtuiError as error:
+        known = ", ".join(ls.BACKEND_NAMES)
+        raise VramtuiError(f"unknown backend {name!r} (known: {known})") from error
+
+
+def diagnose_lines(lines: Iterable[str], backend: str | None = None, **kwargs: object) -> Diagnosis:
+    diagnoser = LogDiagnoser(backend, **kwargs)  # type: ignore[arg-type]
+    diagnoser.feed_lines(lines)
+    return diagnoser.result()
+
+
+def diagnose_text(text: str, backend: str | None = None, **kwargs: object) -> Diagnosis:
+    """Diagnose a whole log held in memory."""
+    # Split on newlines only, as the file reader does, so both give the same line numbers.
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return diagnose_lines(lines, backend, **kwargs)
+
+
+def diagnose_file(path: str | Path, backend: str | None = None, **kwargs: object) -> Diagnosis:
+    """Diagnose a log file ("-" is stdin), streaming in chunks: memory stays bounded."""
+    diagnoser = LogDiagnoser(backend, **kwargs)  # type: ignore[arg-type]
+    if str(path) == "-":
+        diagnoser._feed_raw_stream(sys.stdin.buffer)
+        return diagnoser.result()
+    file_path = Path(path)
+    if file_path.is_dir():
+        raise VramtuiError(f"{path} is a folder, not a log file")
+    try:
+        with file_path.open("rb") as stream:
+            diagnoser._feed_raw_stream(stream)
+    except FileNotFoundError as error:
+        raise VramtuiError(f"no such file: {path}") from error
+    except PermissionError as error:
+        raise VramtuiError(f"cannot read {path}: permission denied") from error
+    except OSError as error:
+        raise VramtuiError(f"cannot read {path}: {error.strerror or error}") from error
+    return diagnoser.result()
+
+
+# ------------------------------------------------------------------------------------------------
+# Advice: what to change, by failure class and stage, in the flags of the detected backend.
+# ------------------------------------------------------------------------------------------------
+_LLAMA_FAMILY = ("llama.cpp", "llama-cpp-python", "ollama")
+_TORCH_FAMILY = ("vllm", "transformers", "tgi", "sglang")
+
+FAILURE_WORDS: dict[str, str] = {
+    "cuda_oom": "the GPU ran out of memory",
+    "host_oom_killed": "the process was killed, most likely by the host's out-of-memory killer",
+    "unsupported_quant": "this build cannot read the file's format or quantization",
+    "unknown_arch": "the engine does not know this model architecture",
+    "shape_mismatch": "the weights do not have the shapes the loader expects",
+    "dtype_unsupported": "the data type is not supported on this GPU or build",
+    "file_missing": "the model file or repository was not found",
+    "network": "the download could not reach the server",
+    "disk_full": "the disk is full",
+    "kv_cache_too_small": "no room is left for the KV cache",
+    "context_too_long": "a request is longer than the context",
+    "other": "the run failed",
+}
+CAUSE_WORDS: dict[str, str] = {
+    "host_alloc": "a host-RAM allocation failed",
+    "host_ram_short": "the model needs more host RAM than is free",
+    "bad_magic": "the file is not a GGUF (bad magic number)",
+    "truncated_file": "the model file is cut short or corrupt",
+    "bad_file": "the model file could not be read",
+    "gated_repo": "the repository is gated or needs a token",
+    "download_failed": "the download step failed",
+    "bnb_cpu_dispatch": "the quantized model does not fit the GPU, so modules were sent to the CPU/disk",
+    "cut_traceback": "a traceback stops before its exception line",
+}
+
+
+def _knob(backend: str | None, param: str) -> str | None:
+    if backend is None:
+        return None
+    if backend in ls.EXTRA_KNOBS:
+        return ls.EXTRA_KNOBS[backend].get(param)
+    from vramtui.core.backends import get_backend
+
+    try:
+        return get_backend(backend).knob(param)
+    except VramtuiError:
+        return None
+
+
+def _say(template: str, backend: str | None, **params: str) -> str | None:
+    """Fill `{param}` with the backend's flag; drop the advice when the backend has no such knob."""
+    values: dict[str, str] = {}
+    for name in re.findall(r"\{(\w+)\}", template):
+        flag = _knob(backend, name) if name not in params else params[name]
+        if flag is None:
+            return None
+        values[name] = flag
+    return template.format(**values)
+
+
+def _advice_memory(
+    stage: str | None, backend: str | None, figures: dict[str, int | float]
+) -> list[str | None]:
+    b = backend
+    if stage in ("download", "load_weights"):
+        if b in ("llama.cpp", "llama-cpp-python"):
+            return [
+                _say(
+                    "The weights do not fit: put fewer layers on the GPU with {gpu_layers} N (the rest run from host RAM).",
+                    b,
+                ),
+                "Or use a smaller quantization of the same model (e.g. a Q4_K_M GGUF instead of Q8_0: the file is the quantization).",
+            ]
+        if b == "ollama":
+            return [
+                "The weights do not fit: lower the GPU layers with the model option num_gpu (API options or a Modelfile).",
+                "Or pull a smaller quantization tag of the model (e.g. :q4_K_M).",
+            ]
+        if b == "transformers":
+            return [
+                "Load a pre-quantized checkpoint (AWQ/GPTQ) instead of quantizing at load time: on-the-fly "
+                + (_say("{quant} bnb-4bit", b) or "bitsandbytes")
+                + " still reads the 16-bit weights first.",
+                _say(
+                    "Let accelerate place the model: device_map='auto' with a cap per device ({cpu_offload} / max_memory); the rest goes to host RAM.",
+                    b,
+                ),
+            ]
+        return [
+            _say(
+                "The weights do not fit: serve a pre-quantized checkpoint (AWQ/GPTQ/FP8) and pass {quant} if it is not detected.",
+                b,
+            ),
+            _say("Keep part of the weights in host RAM: {cpu_offload} N (GiB).", b),
+            "Or split the model over several GPUs (tensor parallelism), and make sure no other process holds GPU memory.",
+        ]
+    if stage == "inference":
+        if b in _LLAMA_FAMILY:
+            return [
+                _say(
+                    "A request needed more memory than was left: send shorter prompts or lower {context}.", b
+                ),
+                _say("Smaller batches: {batch} and {ubatch} (e.g. 256).", b),
+                _say("Fewer concurrent sequences: {parallel} 1.", b),
+            ]
+        return [
+            "A request needed more memory than was left: shorter inputs, fewer new tokens.",
+            _say("Fewer sequences at once: {parallel}.", b),
+            _say("Smaller prefill chunks: {batch}.", b),
+            _say("Leave headroom for activations: lower {mem_share} a little (e.g. 0.85).", b),
+            "PyTorch fragmentation: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
+            if b in _TORCH_FAMILY
+            else None,
+        ]
+    # kv_cache, ready or unknown: the context-sized buffers did not fit.
+    if b in _LLAMA_FAMILY:
+        return [
+            _say("Lower the context: {context} (the KV cache and the compute buffer grow with it).", b),
+            _say("Quantize the KV cache: {kv_dtype} q8_0 (set the V cache to the same type).", b),
+            _say("Turn on flash attention: {flash_attn} (a much smaller compute buffer at long context).", b),
+            _say("A smaller micro-batch shrinks the compute buffer: {ubatch} 256.", b),
+            _say("Fewer parallel slots: {parallel} 1 (each slot holds its own cache cells).", b),
+            _say("Or keep fewer layers on the GPU: {gpu_layers} N.", b),
+        ]
+    if b == "transformers":
+        return [
+            _say(
+                "Shorter sequences ({context}) and fewer at once ({parallel}): the dynamic KV cache grows with both.",
+                b,
+            ),
+            "PyTorch fragmentation: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+        ]
+    fit = figures.get("max_model_len_fit")
+    return [
+        _say(
+            f"Lower {{context}} {int(fit)} (the engine says that is what fits)."
+            if fit
+            else "Lower the context: {context}.",
+            b,
+        ),
+        _say(
+            "Fewer concurrent sequences: {parallel}, and a smaller {batch}: the profile run sizes activations by them.",
+            b,
+        ),
+        _say("Store the KV cache in fp8: {kv_dtype} fp8.", b),
+        _say(
+            "If other processes share the GPU, lower {mem_share}; the engine claims that share of the whole card.",
+            b,
+        ),
+        "--enforce-eager skips CUDA-graph memory." if b == "vllm" else None,
+    ]
+
+
+def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None) -> list[str | None]:
+    b = diagnosis.backend
+    failure, cause, stage = diagnosis.failure, diagnosis.cause, diagnosis.failure_stage
+    figures = diagnosis.engine_figures
+    if failure == "cuda_oom":
+        return _advice_memory(stage, b, figures)
+    if failure == "kv_cache_too_small":
+        fit = figures.get("max_model_len_fit")
+        return [
+            _say(
+                "Give the KV cache more room: raise {mem_share} (e.g. 0.95) if nothing else uses the GPU.", b
+            ),
+            _say(
+                f"Or lower the context to what fits: {{context}} {int(fit)}."
+                if fit
+                else "Or lower the context: {context}.",
+                b,
+            ),
+            _say("Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).", b),
+            _say("Move part of the weights to host RAM: {cpu_offload} N, or use a smaller quantization.", b),
+        ]
+    if failure == "context_too_long":
+        return [
+            _say(
+                "The request is longer than the context: send a shorter input or raise {context} (it costs KV-cache memory).",
+                b,
+            ),
+            "llama-server can drop old tokens instead of failing: --context-shift."
+            if b == "llama.cpp"
+            else None,
+            _say("Raise the input limit too: {input}.", b) if b == "tgi" else None,
+        ]
+    if failure == "host_oom_killed":
+        where = (
+            "The kernel log confirms the OOM killer."
+            if kernel_note
+            else "To confirm, look in the kernel log: `sudo dmesg -T | grep -i -E 'killed process|out of memory'` "
+            "or `journalctl -k | grep -i oom`; in Docker `docker inspect -f '{{.State.OOMKilled}}' NAME`; "
+            "in Kubernetes `kubectl describe pod` (Reason: OOMKilled)."
+        )
+        out: list[str | None] = [
+            where,
+            "Host RAM ran out while loading: close other programs, add swap, or raise the container's memory limit.",
+        ]
+        if b == "transformers":
+            out.append(
+                "Load shard by shard straight to the GPU: device_map='auto' (low_cpu_mem_usage) and safetensors files instead of .bin."
+            )
+        elif b in _LLAMA_FAMILY:
+            out.append("Keep memory-mapping on (do not pass --no-mmap) and pick a smaller quantization.")
+        else:
+            out.append(_say("Keep less in host RAM: lower {cpu_offload} or use a smaller checkpoint.", b))
+        return out
+    if failure == "unsupported_quant":
+        if cause == "old_format":
+            return [
+                "This build predates the file's format (GGUF): upgrade it (pip install -U llama-cpp-python / a newer llama.cpp), or use a file made for this version."
+            ]
+        return [
+            f"Upgrade {b or 'the engine'} or pick a quantization it supports.",
+            _say("Choose the method explicitly: {quant} (awq, gptq, fp8 ...).", b),
+        ]
+    if failure == "unknown_arch":
+        if b == "transformers":
+            return [
+                "Upgrade transformers (pip install -U transformers); for a model with its own code, pass trust_remote_code=True."
+            ]
+        if b == "vllm":
+            return ["Upgrade vLLM, or pass --trust-remote-code for a model that ships its own code."]
+        if b == "ollama":
+            return ["Update Ollama: this model needs a newer runner."]
+        return ["Use a newer llama.cpp build (or llama-cpp-python release) that knows this architecture."]
+    if failure == "shape_mismatch":
+        return [
+            "The file does not match the architecture the loader builds: re-convert it with the converter of this engine version, or re-download it.",
+            "Check that config.json matches the weights (e.g. num_key_value_heads for grouped-query attention).",
+        ]
+    if failure == "dtype_unsupported":
+        if b in ("vllm", "sglang", "tgi"):
+            return ["Use float16 on GPUs before compute capability 8.0: --dtype half (or float16)."]
+        return ["Load in float16 on the GPU (torch_dtype=torch.float16), float32 on the CPU."]
+    if failure == "file_missing":
+        if b == "ollama":
+            return ["Check the model name and tag, then `ollama pull NAME:TAG`."]
+        return ["Check the path or the repository id and revision (and a token for private repositories)."]
+    if failure == "network":
+        return [
+            "Check the connection, proxy and DNS (containers often need --network host or a DNS server).",
+            "Download once where it works (`huggingface-cli download` / `ollama pull`) and run offline (HF_HUB_OFFLINE=1), or set HF_ENDPOINT to a mirror.",
+        ]
+    if failure == "disk_full":
+        return ["Free disk space, or point the model cache at a bigger disk (HF_HOME, OLLAMA_MODELS)."]
+    # other: by cause
+    if cause in ("host_alloc", "host_ram_short"):
+        return [
+            "Host RAM could not hold the buffer: "
+            + (_say("lower {context}", b) or "lower the context")
+            + " or use a smaller quantization.",
+            "Close other programs or raise the container's memory limit.",
+        ]
+    if cause == "bad_magic":
+        return [
+            "The file is not a model (often an HTML page saved instead of the weights): download it again and check its size."
+        ]
+    if cause in ("truncated_file", "bad_file"):
+        return [
+            "The model file is incomplete or corrupt: download it again and compare its size or checksum."
+        ]
+    if cause == "gated_repo":
+        return [
+            "Accept the model's licence on its hub page and log in (`huggingface-cli login` or HF_TOKEN)."
+        ]
+    if cause == "download_failed":
+        return ["The download failed: check the token for gated models (HF_TOKEN) and the network."]
+    if cause == "bnb_cpu_dispatch":
+        return [
+            "The quantized model does not fit the GPU: use a smaller model, or allow CPU offload with "
+            "llm_int8_enable_fp32_cpu_offload=True and a custom device_map."
+        ]
+    return ["Read the first error line above; the lines before it say which step was running."]
+
+
+def advise(diagnosis: Diagnosis, formats: Iterable[str] = (), kernel_note: str | None = None) -> list[str]:
+    """Ordered advice for a diagnosis, naming the detected backend's own flags."""
+    if not diagnosis.failed:
+        return []
+    formats = set(formats)
+    advice: list[str | None] = []
+    if diagnosis.inferred and diagnosis.cause == "cut_traceback":
+        advice.append(
+            "The log stops before the exception line: the class is inferred from where it stopped; the full log would confirm it."
+        )
+    b = diagnosis.backend
+    if (
+        "gguf" in formats
+        and b in _TORCH_FAMILY
+        and diagnosis.failure in ("unsupported_quant", "unknown_arch", "file_missing", "other")
+    ):
+        advice.append("GGUF files need llama.cpp or Ollama (vLLM and transformers read them only partly).")
+    if (
+        formats & {"awq", "gptq"}
+        and b in _LLAMA_FAMILY
+        and diagnosis.failure in ("unsupported_quant", "other")
+    ):
+        advice.append("AWQ/GPTQ checkpoints need vLLM or TGI; llama.cpp and Ollama read GGUF.")
+    advice.extend(_advice_for(diagnosis, formats, kernel_note))
+    return [line for line in dict.fromkeys(advice) if line]
+
+
+def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
+    if not diagnosis.failed:
+        reached = diagnosis.stage or "no stage"
+        return f"No failure in the log (reached: {reached})."
+    words = CAUSE_WORDS.get(diagnosis.cause or "", "") or FAILURE_WORDS.get(diagnosis.failure, "it failed")
+    if diagnosis.failure == "host_oom_killed" and kernel_note:
+        words = "the kernel's out-of-memory killer ended the process"
+    where = f" at {diagnosis.failure_stage}" if diagnosis.failure_stage else ""
+    line = f" (line {diagnosis.first_error_line})" if diagnosis.first_error_line else ""
+    guess = " [inferred]" if diagnosis.inferred else ""
+    return f"Failed{where}: {words}{line}{guess}."

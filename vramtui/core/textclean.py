@@ -1,0 +1,146 @@
+"""Turn raw model-server output into safe, printable text lines.
+
+Server logs carry ANSI colour codes, carriage-return progress bars, stray binary bytes and invalid
+UTF-8, and sometimes one enormous line. The diagnosis and the log pane both read them through here:
+bytes are decoded without ever raising, control characters are dropped, and lines are capped so a
+50 MB line costs bounded memory.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import BinaryIO
+
+# Longest line kept, in bytes; the rest of a longer line is skipped (and the line marked as cut).
+MAX_LINE_BYTES = 16 * 1024
+READ_CHUNK_BYTES = 1 << 20
+
+# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ESC \), and two-byte escapes (ESC + one char).
+_ANSI_RE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]"
+)
+# C0 controls except tab, plus DEL and the C1 block; \r is handled separately (progress bars).
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# Rich/Textual markup tags, as rich.markup.escape finds them: "[" followed by a tag-like start.
+_MARKUP_RE = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
+
+CUT_MARK = " …[line cut]"
+
+
+def decode_bytes(data: bytes) -> str:
+    """Decode bytes as UTF-8, replacing what is not UTF-8; never raises."""
+    return data.decode("utf-8", errors="replace")
+
+
+def strip_ansi(text: str) -> str:
+    """Remove ANSI escape sequences (colours, cursor moves, terminal titles)."""
+    if "\x1b" not in text and "\x9b" not in text:
+        return text
+    return _ANSI_RE.sub("", text)
+
+
+def clean_line(text: str, *, last_segment: bool = False) -> str:
+    """One printable line: no ANSI codes, no control characters, no trailing newline.
+
+    A carriage return redraws a terminal line (progress bars). With `last_segment` only what the
+    terminal would finally show is kept; otherwise the segments are joined with spaces, so that a
+    line like "Loading shards: 0%|  | 0/2\\rKilled" still says both things.
+    """
+    text = text.rstrip("\r\n")
+    text = strip_ansi(text)
+    if "\r" in text:
+        segments = [segment for segment in text.split("\r") if segment.strip()]
+        if last_segment:
+            text = segments[-1] if segments else ""
+        else:
+            text = " ".join(segments)
+    if "\t" in text:
+        text = text.expandtabs(4)
+    return _CONTROL_RE.sub("", text)
+
+
+def clean_bytes_line(raw: bytes, *, last_segment: bool = False) -> str:
+    """decode_bytes + clean_line for one raw line."""
+    return clean_line(decode_bytes(raw), last_segment=last_segment)
+
+
+def escape_markup(text: str) -> str:
+    """Escape Rich/Textual markup so that `[bold red]` or `[/]` in a log line is shown, not applied."""
+
+    def escape(match: re.Match[str]) -> str:
+        backslashes, tag = match.groups()
+        return f"{backslashes}{backslashes}\\{tag}"
+
+    text = _MARKUP_RE.sub(escape, text)
+    # A trailing backslash would escape the closing tag a caller wraps around the text.
+    if text.endswith("\\") and not text.endswith("\\\\"):
+        text += "\\"
+    return text
+
+
+def looks_binary(sample: bytes) -> bool:
+    """True when a sample is mostly not text (NUL bytes or a high share of control bytes)."""
+    if not sample:
+        return False
+    if b"\x00" in sample[:8192]:
+        return True
+    head = sample[:8192]
+    controls = sum(1 for byte in head if byte < 9 or 13 < byte < 32)
+    return controls > len(head) * 0.3
+
+
+def iter_raw_lines(
+    stream: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES, chunk_bytes: int = READ_CHUNK_BYTES
+) -> Iterator[bytes]:
+    """Yield the lines of a binary stream without their newline, each at most `max_line_bytes` long.
+
+    Memory stays bounded by the chunk size plus one capped line, whatever the input: the rest of an
+    over-long line is read and dropped, and the kept part ends with CUT_MARK.
+    """
+    cut_mark = CUT_MARK.encode()
+    pending = b""
+    skipping = False  # inside an over-long line whose kept part was already yielded
+    while True:
+        chunk = stream.read(chunk_bytes)
+        if not chunk:
+            break
+        start = 0
+        if skipping:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                continue
+            skipping = False
+            start = newline + 1
+        if pending:
+            newline = chunk.find(b"\n", start)
+            end = newline if newline >= 0 else len(chunk)
+            room = max_line_bytes - len(pending)
+            if end - start > room:
+                yield pending + chunk[start : start + max(room, 0)] + cut_mark
+                pending = b""
+                if newline < 0:
+                    skipping = True
+                    continue
+                start = newline + 1
+            elif newline < 0:
+                pending += chunk[start:]
+                continue
+            else:
+                yield pending + chunk[start:newline]
+                pending = b""
+                start = newline + 1
+        lines = chunk[start:].split(b"\n")
+        tail = lines.pop()
+        for line in lines:
+            if len(line) > max_line_bytes:
+                yield line[:max_line_bytes] + cut_mark
+            else:
+                yield line
+        if len(tail) > max_line_bytes:
+            yield tail[:max_line_bytes] + cut_mark
+            skipping = True
+        else:
+            pending = tail
+    if pending:
+        yield pending
