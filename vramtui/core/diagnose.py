@@ -195,7 +195,7 @@ def _analyze(text: str) -> _LineInfo | None:
                 value = _number(groups["value"])
                 if not figure.count:
                     unit = (groups.get("unit") or figure.unit_default).upper()
-                    value = int(round(value * ls.UNIT_BYTES.get(unit, 1)))
+                    value = round(value * ls.UNIT_BYTES.get(unit, 1))
                 elif figure.key != "max_concurrency":
                     value = int(value)
                 figures.append((figure.key, groups.get("device"), value, figure.per_device))
@@ -272,7 +272,7 @@ class LogDiagnoser:
         self.backend = _normalize_backend(backend) if backend else None
         self.requested_quant = requested_quant.lower() if requested_quant else None
         self._kernel_log = kernel_log if kernel_log is not None else read_kernel_oom_lines
-        self._kernel_text: str | None | bool = False  # False: not read yet
+        self._kernel_text: str | bool | None = False  # False: not read yet
         self._memo: dict[str, _LineInfo | None] = {}
         self.lines = 0
         self._current: str | None = None
@@ -539,14 +539,20 @@ class LogDiagnoser:
         evidence: list[str] = []
         if found is not None:
             evidence.append(_quote(found.number, found.text))
-            if self._strong is not None and self._weak is not None and self._weak is not found:
-                if self._weak.number < self._strong.number:
-                    evidence.append(_quote(self._weak.number, self._weak.text))
+            weak = self._weak
+            if (
+                self._strong is not None
+                and weak is not None
+                and weak is not found
+                and weak.number < self._strong.number
+            ):
+                evidence.append(_quote(self._weak.number, self._weak.text))
             if cut is not None and cut is not found:
                 evidence.append(_quote(cut.number, cut.text))
             if self._last_stage_line is not None and self._last_stage_line[0] < found.number:
                 evidence.append(_quote(*self._last_stage_line))
         evidence.extend(f"recovered: {line}" for line in self._recovered[:3])
+        evidence = list(dict.fromkeys(evidence))
 
         kernel_note: str | None = None
         if failure == "host_oom_killed":
@@ -607,6 +613,10 @@ class LogDiagnoser:
                 flat[key] = devices[""]
                 continue
             flat[key] = sum(devices.values())
+            # What sits on accelerators (CPU, CPU_Mapped, CUDA_Host ... are host memory).
+            on_devices = [value for name, value in devices.items() if not _is_host_buffer(name)]
+            if on_devices:
+                flat[f"{key}_gpu"] = sum(on_devices)
             for device, value in devices.items():
                 flat[f"{key}.{device}"] = value
         return flat
@@ -614,6 +624,11 @@ class LogDiagnoser:
 
 _MISSING: object = object()
 _EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
+
+
+def _is_host_buffer(name: str) -> bool:
+    upper = name.upper()
+    return upper.startswith("CPU") or upper.endswith("_HOST") or upper in ("?", "HOST")
 
 
 def _clip(text: str, limit: int) -> str:
@@ -642,39 +657,65 @@ def _normalize_backend(name: str) -> str:
         raise VramtuiError(f"unknown backend {name!r} (known: {known})") from error
 
 
-def diagnose_lines(lines: Iterable[str], backend: str | None = None, **kwargs: object) -> Diagnosis:
-    diagnoser = LogDiagnoser(backend, **kwargs)  # type: ignore[arg-type]
+def diagnose_lines(
+    lines: Iterable[str],
+    backend: str | None = None,
+    *,
+    requested_quant: str | None = None,
+    exit_code: int | None = None,
+    kernel_log: Callable[[], str | None] | None = None,
+) -> Diagnosis:
+    """Diagnose lines one by one, exactly as a live log is fed."""
+    diagnoser = LogDiagnoser(backend, requested_quant=requested_quant, kernel_log=kernel_log)
     diagnoser.feed_lines(lines)
+    diagnoser.note_exit(exit_code)
     return diagnoser.result()
 
 
-def diagnose_text(text: str, backend: str | None = None, **kwargs: object) -> Diagnosis:
+def diagnose_text(
+    text: str,
+    backend: str | None = None,
+    *,
+    requested_quant: str | None = None,
+    exit_code: int | None = None,
+    kernel_log: Callable[[], str | None] | None = None,
+) -> Diagnosis:
     """Diagnose a whole log held in memory."""
     # Split on newlines only, as the file reader does, so both give the same line numbers.
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return diagnose_lines(lines, backend, **kwargs)
+    return diagnose_lines(
+        lines, backend, requested_quant=requested_quant, exit_code=exit_code, kernel_log=kernel_log
+    )
 
 
-def diagnose_file(path: str | Path, backend: str | None = None, **kwargs: object) -> Diagnosis:
+def diagnose_file(
+    path: str | Path,
+    backend: str | None = None,
+    *,
+    requested_quant: str | None = None,
+    exit_code: int | None = None,
+    kernel_log: Callable[[], str | None] | None = None,
+) -> Diagnosis:
     """Diagnose a log file ("-" is stdin), streaming in chunks: memory stays bounded."""
-    diagnoser = LogDiagnoser(backend, **kwargs)  # type: ignore[arg-type]
+    diagnoser = LogDiagnoser(backend, requested_quant=requested_quant, kernel_log=kernel_log)
     if str(path) == "-":
         diagnoser._feed_raw_stream(sys.stdin.buffer)
-        return diagnoser.result()
-    file_path = Path(path)
-    if file_path.is_dir():
-        raise VramtuiError(f"{path} is a folder, not a log file")
-    try:
-        with file_path.open("rb") as stream:
-            diagnoser._feed_raw_stream(stream)
-    except FileNotFoundError as error:
-        raise VramtuiError(f"no such file: {path}") from error
-    except PermissionError as error:
-        raise VramtuiError(f"cannot read {path}: permission denied") from error
-    except OSError as error:
-        raise VramtuiError(f"cannot read {path}: {error.strerror or error}") from error
+    else:
+        file_path = Path(path)
+        if file_path.is_dir():
+            raise VramtuiError(f"{path} is a folder, not a log file")
+        try:
+            with file_path.open("rb") as stream:
+                diagnoser._feed_raw_stream(stream)
+        except FileNotFoundError as error:
+            raise VramtuiError(f"no such file: {path}") from error
+        except PermissionError as error:
+            raise VramtuiError(f"cannot read {path}: permission denied") from error
+        except OSError as error:
+            raise VramtuiError(f"cannot read {path}: {error.strerror or error}") from error
+    diagnoser.note_exit(exit_code)
     return diagnoser.result()
 
 
@@ -791,8 +832,13 @@ def _advice_memory(
         ]
     # kv_cache, ready or unknown: the context-sized buffers did not fit.
     if b in _LLAMA_FAMILY:
+        context = int(figures.get("context") or figures.get("kv_cache_cells") or 0)
+        smaller = f" {max(context // 2, 512)} (now {context})" if context else ""
         return [
-            _say("Lower the context: {context} (the KV cache and the compute buffer grow with it).", b),
+            _say(
+                f"Lower the context: {{context}}{smaller} (the KV cache and the compute buffer grow with it).",
+                b,
+            ),
             _say("Quantize the KV cache: {kv_dtype} q8_0 (set the V cache to the same type).", b),
             _say("Turn on flash attention: {flash_attn} (a much smaller compute buffer at long context).", b),
             _say("A smaller micro-batch shrinks the compute buffer: {ubatch} 256.", b),
@@ -982,6 +1028,10 @@ def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
         reached = diagnosis.stage or "no stage"
         return f"No failure in the log (reached: {reached})."
     words = CAUSE_WORDS.get(diagnosis.cause or "", "") or FAILURE_WORDS.get(diagnosis.failure, "it failed")
+    if diagnosis.cause == "cut_traceback" and diagnosis.failure != "other":
+        words = (
+            f"most likely {FAILURE_WORDS[diagnosis.failure]} (the traceback stops before its exception line)"
+        )
     if diagnosis.failure == "host_oom_killed" and kernel_note:
         words = "the kernel's out-of-memory killer ended the process"
     where = f" at {diagnosis.failure_stage}" if diagnosis.failure_stage else ""

@@ -1,0 +1,122 @@
+"""`vramtui diagnose`: where a model server's startup stopped, the first error, why, and what to change."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from vramtui.core.errors import VramtuiError
+
+HELP = "read a model server's log: the stage it reached, the first error, the failure class and the way out"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="the log file, or - for standard input")
+    parser.add_argument(
+        "--backend",
+        metavar="B",
+        help="llama.cpp, llama-cpp-python, vllm, transformers, ollama, tgi or sglang (default: detected)",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout, for scripts")
+    parser.add_argument(
+        "--quant",
+        metavar="TYPE",
+        help="the quantization you asked for (bnb-4bit, awq, gptq, fp8 ...): warn when the log never confirms it",
+    )
+    parser.add_argument(
+        "--exit-code",
+        type=int,
+        metavar="N",
+        help="the server's exit status, when known (137 with no error text: host OOM killer)",
+    )
+
+
+def _peek(path: str) -> bytes:
+    if path == "-":
+        return b""
+    try:
+        with Path(path).open("rb") as stream:
+            return stream.read(8192)
+    except OSError:
+        return b""  # diagnose_file reports the reason in one line
+
+
+def run(args: argparse.Namespace) -> int:
+    from vramtui.core.diagnose import LogDiagnoser, diagnose_file
+    from vramtui.core.textclean import looks_binary
+
+    if args.backend:
+        LogDiagnoser(args.backend)  # an unknown backend name fails here, in one line
+    head = _peek(args.file)
+    diagnosis = diagnose_file(
+        args.file, backend=args.backend, requested_quant=args.quant, exit_code=args.exit_code
+    )
+    if not diagnosis.failed and looks_binary(head):
+        raise VramtuiError(f"{args.file} looks like binary data, not a text log")
+    if args.json:
+        from vramtui.cli.common import print_json
+
+        print_json(_json_view(diagnosis))
+    else:
+        sys.stdout.write(render_text(diagnosis, args.file))
+        sys.stdout.flush()
+    return 1 if diagnosis.failed else 0
+
+
+def _json_view(diagnosis: Any) -> dict[str, Any]:
+    data = diagnosis.to_dict()
+    ordered = {
+        key: data.pop(key)
+        for key in (
+            "backend",
+            "stage",
+            "failed",
+            "failure_stage",
+            "failure",
+            "first_error_line",
+            "first_error_text",
+            "evidence",
+            "advice",
+            "warnings",
+            "engine_figures",
+        )
+    }
+    ordered.update(data)
+    return ordered
+
+
+def render_text(diagnosis: Any, source: str) -> str:
+    from vramtui.core.units import format_bytes
+
+    name = "standard input" if source == "-" else source
+    backend = diagnosis.backend or "backend not recognised"
+    out = [f"{name}: {backend}, {diagnosis.lines} lines"]
+    if diagnosis.lines == 0:
+        out.append("The log is empty: nothing to diagnose.")
+        return "\n".join(out) + "\n"
+    out.append(diagnosis.summary)
+    if diagnosis.failed and diagnosis.first_error_line:
+        out.append(f"First error, line {diagnosis.first_error_line}:")
+        out.append(f"  {diagnosis.first_error_text}")
+    if diagnosis.stage:
+        out.append(f"Furthest stage reached: {diagnosis.stage}")
+    extra_evidence = [line for line in diagnosis.evidence[1:]] if diagnosis.failed else diagnosis.evidence
+    if extra_evidence:
+        out.append("Evidence:")
+        out.extend(f"  {line}" for line in extra_evidence)
+    if diagnosis.advice:
+        out.append("What to change:")
+        out.extend(f"  {index}. {line}" for index, line in enumerate(diagnosis.advice, 1))
+    if diagnosis.warnings:
+        out.append("Quiet failures:")
+        out.extend(f"  - {line}" for line in diagnosis.warnings)
+    figures = {key: value for key, value in diagnosis.engine_figures.items() if "." not in key}
+    if figures:
+        out.append("The engine's own figures:")
+        for key, value in figures.items():
+            counted = key.endswith(("_tokens", "_blocks", "_cells", "context", "_fit", "max_concurrency"))
+            shown = f"{value:g}" if counted or isinstance(value, float) else format_bytes(value)
+            out.append(f"  {key}: {shown}")
+    return "\n".join(out) + "\n"
