@@ -65,7 +65,7 @@ LOAD_WEIGHTS: tuple[Rung, ...] = (
         "model",
         "file",
         "a pre-quantized file of the same model",
-        "some answer quality; on-the-fly quantization loads near the 16-bit size first",
+        "some answer quality (and no near-16-bit load peak, unlike on-the-fly quantization)",
     ),
     Rung(
         "double_quant",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -149,6 +150,15 @@ class Observation:
         )
 
 
+# Our figure name -> the diagnosis' engine_figures key (bytes).
+_ENGINE_FIGURE_NAMES = {
+    "model_buffer": "model_buffer",
+    "kv_buffer": "kv_buffer",
+    "compute_buffer": "compute_buffer",
+    "failed_alloc": "oom_requested",
+}
+
+
 def observe(check: Any) -> Observation:
     """Turn a CheckResult (or anything shaped like one) into an Observation, reading its log file."""
     diagnosis = getattr(check, "diagnosis", None)
@@ -163,8 +173,11 @@ def observe(check: Any) -> Observation:
             size = handle.tell()
             handle.seek(max(0, size - 8 * MIB))
             figures, facts = read_log_facts(handle.read().decode("utf-8", "replace"))
-    for name, value in (getattr(diagnosis, "engine_figures", None) or {}).items():
-        if isinstance(value, int | float) and name not in figures:
+    # The diagnosis' figures fill what the log file could not give (a run without a log file).
+    engine = getattr(diagnosis, "engine_figures", None) or {}
+    for name, theirs in _ENGINE_FIGURE_NAMES.items():
+        value = engine.get(theirs)
+        if isinstance(value, int | float) and value > 0 and name not in figures:
             figures[name] = int(value)
     failure = getattr(check, "failure", None)
     if failure in ("none", ""):
@@ -644,7 +657,13 @@ class Wizard:
             return None
         rungs = list(self.ladders.get(stage, ())) if self.ladders else ladder_for(stage, self.backend)
         options: list[tuple[Rung, Proposal, Footprint | None]] = []
-        for rung in rungs:
+        # When the cache does not fit because the weights take the room, a smaller file helps too:
+        # after its own rungs, the kv_cache ladder looks at the weights' rungs (one change still).
+        fallback = (
+            ladder_for("load_weights", self.backend) if stage == "kv_cache" and not self.ladders else []
+        )
+        seen = {(r.param, r.move) for r in rungs}
+        for rung in [*rungs, *(r for r in fallback if (r.param, r.move) not in seen)]:
             if rung.move == "advice":
                 continue
             proposal, footprint = self._best_value(rung, obs)
@@ -827,14 +846,14 @@ class Wizard:
             fits = after.total <= room * self.model.margin
             verdict = "fits" if fits else "still does not fit"
             shown = Path(str(value)).name if rung.param == "model" else value
-            parts.append(
-                f"with {rung.param} = {shown} it needs about {after.total / MIB:.0f} MiB ({after.describe()}) "
-                f"of ~{room / MIB:.0f} MiB left for buffers under the "
-                f"{(self.model.budget or 0) / MIB:.0f} MiB budget — {verdict} with the "
-                f"{round((1 - self.model.margin) * 100)}% margin"
-            )
+            budget = (self.model.budget or 0) / MIB
             if before is not None:
-                parts.append(f"now it needs about {before.total / MIB:.0f} MiB")
+                parts.append(f"as it is it needs about {before.total / MIB:.0f} MiB")
+            parts.append(
+                f"~{room / MIB:.0f} MiB of the {budget:.0f} MiB budget are left for buffers; with "
+                f"{rung.param} = {shown} it needs about {after.total / MIB:.0f} MiB ({after.describe()}) — "
+                f"{verdict} with the {round((1 - self.model.margin) * 100)}% margin"
+            )
         elif after is None:
             parts.append(f"no estimate ({self.model.why_unavailable or 'no budget known'}): a cautious step")
         if rung.cost:
@@ -1106,3 +1125,106 @@ def _overridden_by_extra(profile: Profile, backend: Backend, param: str) -> str:
     if env_name and env_name in profile.env:
         return f"the profile's env sets {env_name}={profile.env[env_name]}"
     return ""
+
+
+# --- the stress check ------------------------------------------------------------------------------
+
+
+@dataclass
+class StressResult:
+    """N requests of the longest expected input, the memory floor after each, and whether it climbs."""
+
+    requests: int
+    answered: int
+    input_tokens: int
+    floors_mib: list[float]
+    peak_mib: float
+    rising: bool
+    verdict: str
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.answered == self.requests and not self.rising
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "requests": self.requests,
+            "answered": self.answered,
+            "input_tokens": self.input_tokens,
+            "floors_mib": [round(v, 1) for v in self.floors_mib],
+            "peak_mib": round(self.peak_mib, 1),
+            "rising": self.rising,
+            "verdict": self.verdict,
+            "failures": self.failures,
+        }
+
+
+def rising_floor(floors: list[float], tolerance_mib: float = 8.0) -> bool:
+    """A floor that climbs: the memory left after each request keeps growing (a leak or a cache that
+    never gives back), by more than `tolerance_mib` over the run and never falling back."""
+    if len(floors) < 3:
+        return False
+    steps = [b - a for a, b in itertools.pairwise(floors)]
+    return floors[-1] - floors[0] > tolerance_mib and all(step > -1.0 for step in steps)
+
+
+def stress_check(
+    profile: Profile,
+    requests: int = 5,
+    input_tokens: int | None = None,
+    max_tokens: int = 8,
+    timeout_s: float = 300.0,
+) -> StressResult:
+    """Launch `profile`, send `requests` chat requests of `input_tokens` tokens one after another while
+    the launcher samples the process tree, and flag a rising floor. The server is stopped at the end."""
+    import httpx
+
+    from vramtui.core import procs
+    from vramtui.core.launcher import ModelServer
+
+    context = int(
+        profile.params.get("context") or get_backend(profile.backend).defaults.get("context") or 2048
+    )  # type: ignore[call-overload]
+    # The longest input that leaves room for the answer and the chat template's own tokens.
+    tokens = input_tokens if input_tokens is not None else max(16, context - max_tokens - 64)
+    floors: list[float] = []
+    failures: list[str] = []
+    answered = 0
+    peak = 0
+    with ModelServer(profile) as server:
+        server.start()
+        if not server.wait_ready(profile.ready_timeout or 120):
+            raise VramtuiError("the stress check could not start the server: run the wizard first")
+        # The demo's byte-level vocabulary makes one token per character; real tokenizers give fewer.
+        body = {
+            "model": server.plan.model_name,
+            "messages": [{"role": "user", "content": ("a " * tokens)[: max(1, tokens)]}],
+            "max_tokens": max_tokens,
+        }
+        with httpx.Client(timeout=timeout_s) as client:
+            for number in range(requests):
+                try:
+                    reply = client.post(f"{server.base_url}/v1/chat/completions", json=body)
+                    if reply.status_code == 200:
+                        answered += 1
+                    else:
+                        failures.append(f"request {number + 1}: HTTP {reply.status_code} {reply.text[:120]}")
+                except httpx.HTTPError as error:
+                    failures.append(f"request {number + 1}: {type(error).__name__}: {error}")
+                    if not server.running:
+                        break
+                if server.pid is not None:
+                    floors.append(procs.tree_rss(server.pid) / MIB)
+                peak = max(peak, server.peak_bytes)
+    rising = rising_floor(floors)
+    if failures:
+        verdict = f"{len(failures)} of {requests} requests failed: {failures[0]}"
+    elif rising:
+        verdict = (
+            f"the memory floor climbs: {floors[0]:.0f} → {floors[-1]:.0f} MiB over {len(floors)} requests"
+        )
+    else:
+        verdict = f"{answered} requests of {tokens} tokens answered; the floor stays level"
+    return StressResult(requests, answered, tokens, floors, peak / MIB, rising, verdict, failures)

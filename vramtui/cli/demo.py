@@ -1,0 +1,50 @@
+"""`vramtui demo`: the embedded demo. Without flags it opens the app on it; `--auto --json` runs headless.
+
+A tiny model generated once and cached, served by llama-cpp-python on the CPU under a 1500 MiB budget,
+asked for its full 262,144-token context: the first launch fails for real at the KV-cache stage and the
+wizard brings it up.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "the embedded demo: a real failing launch that the wizard brings up (--auto --json: headless)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--auto", action="store_true", help="run the wizard headless, applying every proposal"
+    )
+    parser.add_argument("--json", action="store_true", help="headless, and print the result as JSON")
+    parser.add_argument(
+        "--max-steps", type=int, default=6, metavar="N", help="at most N changes (default: 6)"
+    )
+    parser.add_argument(
+        "--record", metavar="FILE", help="write the step record here (default: the user data dir)"
+    )
+    parser.add_argument(
+        "--export", metavar="FILE", help="also write the record as Markdown (.md) or CSV (.csv)"
+    )
+    parser.add_argument(
+        "--stress",
+        type=int,
+        default=0,
+        metavar="N",
+        help="once it runs: N requests of a long input while sampling",
+    )
+    parser.add_argument("--stress-tokens", type=int, metavar="T", help="input length of each stress request")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.auto and not args.json:
+        from vramtui.tui.app import run_app
+
+        return run_app(demo=True)
+    from vramtui.cli.wizard import run_wizard
+    from vramtui.core.demo import demo_profile
+
+    args.auto = True  # headless means nobody to ask
+    args.save = None
+    args.margin = 0.9
+    return run_wizard(demo_profile(), args)

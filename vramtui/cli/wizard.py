@@ -1,0 +1,221 @@
+"""`vramtui wizard PROFILE [--auto] [--max-steps N] [--json]`: the guided downgrade, without the TUI.
+
+Launch, diagnose, propose one change, relaunch, verify, record — until the profile runs. Without
+`--auto` each proposal is asked on the terminal (y / n / edit); with no terminal to ask and no `--auto`,
+the proposal is printed and the wizard stops. PROFILE may also be a wizard record (.jsonl): the
+finished session is reopened and shown (or exported with --export).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+HELP = "guided downgrade: one change at a time, relaunch, verify, record — until the profile runs"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "profile",
+        metavar="PROFILE",
+        help="launch profile (TOML) or a name in the config dir; a wizard record (.jsonl) reopens that session",
+    )
+    parser.add_argument("--auto", action="store_true", help="apply every proposal without asking")
+    parser.add_argument(
+        "--max-steps", type=int, default=8, metavar="N", help="at most N changes (default: 8)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the steps and the final profile as JSON")
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="write the step record here (default: the user data dir, vramtui/wizard)",
+    )
+    parser.add_argument(
+        "--export", metavar="FILE", help="also write the record as Markdown (.md) or CSV (.csv)"
+    )
+    parser.add_argument("--save", metavar="FILE", help="save the final profile (TOML) here when it runs")
+    parser.add_argument(
+        "--stress",
+        type=int,
+        default=0,
+        metavar="N",
+        help="once it runs: N requests of the longest expected input while sampling (flags a rising floor)",
+    )
+    parser.add_argument(
+        "--stress-tokens",
+        type=int,
+        metavar="T",
+        help="input length of each stress request (default: the context)",
+    )
+    parser.add_argument(
+        "--margin",
+        type=float,
+        default=0.9,
+        metavar="F",
+        help="share of the budget a proposal may fill (default 0.9)",
+    )
+
+
+def _parse_like(text: str, example: object) -> object:
+    """A value the user typed, in the type of the value it replaces."""
+    from vramtui.core.backends import switch, whole
+    from vramtui.core.errors import VramtuiError
+
+    text = text.strip()
+    if isinstance(example, bool):
+        return switch(text)
+    if isinstance(example, int):
+        return whole("value", text)
+    if isinstance(example, float):
+        try:
+            return float(text)
+        except ValueError:
+            raise VramtuiError(f"not a number: {text!r}") from None
+    return text
+
+
+def _ask(proposal: Any, out: Any) -> Any:
+    """y / n / edit on the terminal; returns the proposal to apply, or None."""
+    from vramtui.core.errors import VramtuiError
+
+    print(f"\nproposed: {proposal.describe()}", file=out)
+    while True:
+        print("apply it? [y]es / [n]o / [e]dit the value: ", end="", file=out, flush=True)
+        answer = sys.stdin.readline()
+        if not answer:  # end of input
+            return None
+        answer = answer.strip().lower()
+        if answer in ("y", "yes", ""):
+            return proposal
+        if answer in ("n", "no", "q"):
+            return None
+        if answer in ("e", "edit"):
+            print(f"new value for {proposal.param} (now {proposal.from_}): ", end="", file=out, flush=True)
+            typed = sys.stdin.readline()
+            if not typed.strip():
+                continue
+            try:
+                return proposal.edited(_parse_like(typed, proposal.to))
+            except VramtuiError as error:
+                print(f"vramtui: {error}", file=out)
+
+
+def _print_step(step: Any, out: Any) -> None:
+    data = step.to_dict()
+    figures = data.get("engine_figures_mib") or {}
+    figure_text = ", ".join(f"{k} {v:.0f}" for k, v in figures.items())
+    if data["step"] == 0:
+        head = "first launch"
+    else:
+        head = f"step {data['step']}: {data['param']} {data['from']} → {data['to']}"
+    where = data.get("failure_stage") or data.get("stage") or "?"
+    status = "runs and answers" if data["outcome"] == "works" else f"{data['outcome']} (stopped at {where})"
+    print(f"{head}: {status}" + (f" [{figure_text} MiB]" if figure_text else ""), file=out)
+    for note in data.get("verification") or []:
+        print(f"    {note}", file=out)
+    if data.get("log_file"):
+        print(f"    log: {data['log_file']}", file=out)
+
+
+def show_session(path: str, as_json: bool, export: str | None) -> int:
+    from vramtui.cli.common import print_json
+    from vramtui.core.steprecord import open_session, to_markdown
+
+    session = open_session(path)
+    if export:
+        _export(session, export)
+    if as_json:
+        print_json(session.to_dict())
+    else:
+        sys.stdout.write(to_markdown(session))
+    return 0 if session.success else 1
+
+
+def _export(session: Any, target: str) -> None:
+    from pathlib import Path
+
+    from vramtui.core.errors import VramtuiError
+    from vramtui.core.steprecord import to_csv, to_markdown
+
+    text = to_csv(session) if target.lower().endswith(".csv") else to_markdown(session)
+    try:
+        Path(target).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise VramtuiError(f"cannot write {target}: {error.strerror or error}") from None
+
+
+def report(result: Any, args: argparse.Namespace, stress: Any | None) -> int:
+    from vramtui.cli.common import print_json
+
+    if args.json:
+        data = result.to_dict()
+        if stress is not None:
+            data["stress"] = stress.to_dict()
+        print_json(data)
+    else:
+        final = result.final_profile
+        verdict = "it runs" if result.success else "not running yet"
+        print(f"\n{verdict}: {result.reason}")
+        print(f"final parameters: {dict(final.params)}" + (f", model {final.model}" if final.model else ""))
+        for line in result.advice:
+            print(f"advice: {line}")
+        if result.pending is not None:
+            print(f"next proposal (not applied): {result.pending.describe()}")
+        if stress is not None:
+            print(f"stress check: {stress.verdict}")
+        if result.record_path:
+            print(f"record: {result.record_path}")
+    if not result.success:
+        return 1
+    return 0 if stress is None or stress.ok else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    from vramtui.core.errors import VramtuiError
+
+    if args.profile.endswith(".jsonl"):
+        return show_session(args.profile, args.json, args.export)
+    if args.max_steps < 0:
+        raise VramtuiError("--max-steps must be 0 or more")
+    if not 0.1 <= args.margin <= 1.0:
+        raise VramtuiError("--margin must be a share between 0.1 and 1")
+
+    from vramtui.core.profile import load_profile
+
+    profile = load_profile(args.profile)
+    return run_wizard(profile, args)
+
+
+def run_wizard(profile: Any, args: argparse.Namespace) -> int:
+    """Shared by `vramtui wizard` and `vramtui demo --auto`."""
+    from vramtui.core.wizard import Wizard, stress_check
+
+    out = sys.stderr if args.json else sys.stdout
+    interactive = not args.auto and sys.stdin.isatty()
+    wizard = Wizard(
+        profile,
+        record_path=getattr(args, "record", None),
+        auto=args.auto,
+        margin=getattr(args, "margin", 0.9),
+        on_step=lambda step: _print_step(step, out),
+    )
+    if wizard.record_path:
+        print(f"recording to {wizard.record_path}", file=out)
+    confirm = (lambda proposal: _ask(proposal, out)) if interactive else None
+    result = wizard.run(max_steps=args.max_steps, confirm=confirm)
+    if result.pending is not None and not interactive and not args.auto:
+        print(f"proposed (run with --auto to apply): {result.pending.describe()}", file=out)
+    export = getattr(args, "export", None)
+    if export and result.record_path:
+        from vramtui.core.steprecord import open_session
+
+        _export(open_session(result.record_path), export)
+    save = getattr(args, "save", None)
+    if save and result.success:
+        result.final_profile.save(save)
+    stress = None
+    if result.success and getattr(args, "stress", 0):
+        print(f"stress check: {args.stress} requests ...", file=out)
+        stress = stress_check(result.final_profile, requests=args.stress, input_tokens=args.stress_tokens)
+    return report(result, args, stress)
