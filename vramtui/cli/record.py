@@ -8,9 +8,12 @@ import sys
 import threading
 import time
 from types import FrameType
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from vramtui.core.errors import VramtuiError
+
+if TYPE_CHECKING:
+    from vramtui.core.sampling import HostSource, NvmlSource
 
 HELP = (
     "Record GPU memory (NVML), host RAM and optionally one process tree as nvidia-smi CSV "
@@ -52,50 +55,49 @@ def run(args: argparse.Namespace) -> int:
     host = HostSource(args.pid)
     if args.pid is not None and not host.status().ok:
         raise VramtuiError(f"--pid {args.pid}: {host.status().message}")
-    nvml = NvmlSource()
-    first = nvml.sample()
-    with_gpu = bool(first and first.gpus)
-    if not with_gpu:
-        status = nvml.status()
-        reason = status.message if not status.ok else "NVML sees no GPU"
-        _say(f"{reason}; recording host RAM only")
-    else:
-        _say(nvml.status().message)
-    if args.pid is not None:
-        _say(host.status().message)
+    out: TextIO = sys.stdout
+    if args.out:
+        try:
+            out = open(args.out, "w", encoding="utf-8")  # noqa: SIM115 - closed in finally
+        except OSError as error:
+            raise VramtuiError(f"cannot write {args.out}: {error.strerror or error}") from None
 
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+        stop.set()  # finish the row being written, then stop: nothing recorded is lost
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    out: TextIO
+    nvml = NvmlSource()
     try:
-        if args.out:
-            try:
-                out = open(args.out, "w", encoding="utf-8")  # noqa: SIM115 - closed in finally
-            except OSError as error:
-                raise VramtuiError(f"cannot write {args.out}: {error.strerror or error}") from None
+        first = nvml.sample()
+        with_gpu = bool(first and first.gpus)
+        if with_gpu:
+            _say(nvml.status().message)
         else:
-            out = sys.stdout
-        try:
-            rows, samples = _record(out, nvml, host, with_gpu, args, stop)
-        finally:
-            if out is not sys.stdout:
-                out.close()
+            status = nvml.status()
+            _say(f"{status.message if not status.ok else 'NVML sees no GPU'}; recording host RAM only")
+        if args.pid is not None:
+            _say(host.status().message)
+        rows, samples = _record(out, nvml, host, with_gpu, args, stop)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if out is not sys.stdout:
+            out.close()
         nvml.close()
         host.close()
-    where = args.out or "standard output"
-    _say(f"recorded {samples} sample(s), {rows} row(s) to {where}")
+    _say(f"recorded {samples} sample(s), {rows} row(s) to {args.out or 'standard output'}")
     return 0
 
 
 def _record(
-    out: TextIO, nvml, host, with_gpu: bool, args: argparse.Namespace, stop: threading.Event
+    out: TextIO,
+    nvml: NvmlSource,
+    host: HostSource,
+    with_gpu: bool,
+    args: argparse.Namespace,
+    stop: threading.Event,
 ) -> tuple[int, int]:
     from vramtui.core.nvsmi_csv import NvsmiWriter
     from vramtui.core.sampling import merge_samples
@@ -121,7 +123,7 @@ def _record(
         if deadline is not None and now >= deadline:
             break
         delay = next_tick - now
-        if delay < 0:
+        if delay < 0:  # fell behind: skip ticks rather than burst
             next_tick, delay = now, 0.0
         if deadline is not None:
             delay = min(delay, max(deadline - now, 0.0))

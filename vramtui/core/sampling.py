@@ -244,7 +244,10 @@ class HostSource:
                 alive: list[int] = []
                 for pid, process in list(self._members.items()):
                     try:
-                        total += process.memory_info().rss
+                        rss = process.memory_info().rss
+                        if rss == 0 and process.status() == psutil.STATUS_ZOMBIE:
+                            raise psutil.ZombieProcess(pid)  # exited, not yet reaped: holds nothing
+                        total += rss
                         alive.append(pid)
                     except (psutil.NoSuchProcess, psutil.ZombieProcess):
                         del self._members[pid]
