@@ -261,7 +261,8 @@ class ModelServer:
     def preflight(self) -> list[str]:
         """Problems found before launch: a missing program, a busy port (raised), GPU memory already held."""
         program = self.plan.argv[0]
-        if shutil.which(program) is None:
+        search_path = {**os.environ, **self.profile.env}.get("PATH")
+        if shutil.which(program, path=search_path) is None:
             raise LaunchError(
                 COMMAND_NOT_FOUND, f"command not found: {program} (is {self.plan.backend} installed?)"
             )
