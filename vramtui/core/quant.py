@@ -1,0 +1,236 @@
+"""Bits per weight of every quantization users meet, and llama-quantize's per-tensor type choices.
+
+GGUF block types are exact (block size and bytes per block from the `gguf` package, which mirrors
+ggml). The mixed GGUF file types (Q4_K_M, Q5_K_M, ...) are not one type: llama-quantize picks a type per
+tensor (`llama_tensor_get_type`), so `gguf_tensor_type` reproduces its main rules; `FILE_TYPE_BPW` holds the
+averages measured on a Llama 8B for when only a parameter count is known. Hugging Face quantizations
+(bitsandbytes, GPTQ, AWQ, fp8) quantize the linear layers only; embeddings, lm_head and norms stay 16-bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from vramtui.core.errors import VramtuiError
+
+
+@cache
+def _ggml_sizes() -> dict[str, tuple[int, int]]:
+    """ggml type name (lower case) -> (elements per block, bytes per block)."""
+    import gguf
+
+    return {qtype.name.lower(): sizes for qtype, sizes in gguf.GGML_QUANT_SIZES.items()}
+
+
+def ggml_type_names() -> tuple[str, ...]:
+    return tuple(_ggml_sizes())
+
+
+def ggml_row_bytes(type_name: str, n_elements: int) -> int:
+    """Bytes ggml needs for `n_elements` of a block type, as ggml_row_size computes it."""
+    sizes = _ggml_sizes().get(type_name.lower())
+    if sizes is None:
+        raise VramtuiError(f"unknown ggml type {type_name!r}")
+    block, type_size = sizes
+    # ggml rounds down (rows are always whole blocks in real models); round up so odd test shapes stay safe
+    return -(-n_elements // block) * type_size
+
+
+def ggml_bits_per_weight(type_name: str) -> float:
+    block, type_size = _ggml_sizes()[type_name.lower()]
+    return type_size * 8 / block
+
+
+# Averages of the mixed file types over a whole model (measured on Llama 3 8B GGUFs): used only when a
+# parameter count is all we have. With the architecture known, `gguf_tensor_type` is used instead.
+FILE_TYPE_BPW: dict[str, float] = {
+    "q2_k": 3.35,
+    "q2_k_s": 3.20,
+    "q3_k_s": 3.64,
+    "q3_k_m": 4.00,
+    "q3_k_l": 4.27,
+    "q4_k_s": 4.67,
+    "q4_k_m": 4.89,
+    "q5_k_s": 5.57,
+    "q5_k_m": 5.70,
+    "iq3_m": 3.76,
+    "iq2_m": 2.93,
+}
+
+# General-purpose formats: bits per weight of the quantized (linear-layer) weights.
+#   nf4/fp4: 4-bit codes + one fp32 absmax per 64 weights = 4.5; double quantization stores the absmax in
+#   8 bits with an fp32 per 256 blocks: 4 + 8/64 + 32/(64*256) = 4.127.
+#   GPTQ/AWQ at group size g: 4-bit codes + fp16 scale and 4-bit zero per group = 4 + 20/g (4.156 at 128).
+_HF_BPW: dict[str, float] = {
+    "f32": 32.0,
+    "fp32": 32.0,
+    "f16": 16.0,
+    "fp16": 16.0,
+    "bf16": 16.0,
+    "fp8": 8.0,
+    "int8": 8.0,
+    "nf4": 4.5,
+    "fp4": 4.5,
+    "nf4-dq": 4 + 8 / 64 + 32 / (64 * 256),
+}
+
+ALIASES: dict[str, str] = {
+    "float16": "f16",
+    "half": "f16",
+    "float32": "f32",
+    "float": "f32",
+    "bfloat16": "bf16",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "float8": "fp8",
+    "compressed-tensors": "fp8",
+    "w8a8": "int8",
+    "bnb-8bit": "int8",
+    "bnb8": "int8",
+    "llm_int8": "int8",
+    "bnb-4bit": "nf4",
+    "bnb4": "nf4",
+    "nf4_dq": "nf4-dq",
+    "nf4-double-quant": "nf4-dq",
+    "auto": "f16",
+}
+
+
+def normalize_quant(name: str) -> str:
+    """Canonical lower-case name: 'Q4_K_M' -> 'q4_k_m', 'fp16' -> 'f16', 'awq' stays 'awq'."""
+    key = str(name).strip().lower().replace(" ", "")
+    key = ALIASES.get(key, key)
+    if key.startswith(("gptq", "awq")):
+        return key
+    if key in _HF_BPW or key in FILE_TYPE_BPW or key in _ggml_sizes():
+        return key
+    known = "q4_0, q4_k_m, q5_k_m, q6_k, q8_0, iq4_xs, f16, bf16, fp8, int8, nf4, nf4-dq, awq, gptq"
+    raise VramtuiError(f"unknown quantization {name!r} (known: {known}, ...)")
+
+
+def group_size_of(name: str, default: int = 128) -> int:
+    """'gptq-g32' / 'awq_g64' -> 32 / 64; plain 'gptq' -> 128."""
+    for sep in ("-g", "_g", ":g"):
+        if sep in name:
+            try:
+                return max(1, int(name.rsplit(sep, 1)[1]))
+            except ValueError:
+                break
+    return default
+
+
+def bits_per_weight(name: str, group_size: int | None = None) -> float:
+    """Average bits per weight of the quantized tensors of `name`."""
+    key = normalize_quant(name)
+    if key.startswith(("gptq", "awq")):
+        group = group_size or group_size_of(key)
+        bits = 8 if "8bit" in key or key.endswith("-8") else 4
+        return bits + 20 / group
+    if key in _HF_BPW:
+        return _HF_BPW[key]
+    if key in FILE_TYPE_BPW:
+        return FILE_TYPE_BPW[key]
+    return ggml_bits_per_weight(key)
+
+
+def is_hf_quant(name: str) -> bool:
+    """Quantizations that leave embeddings, lm_head and norms in 16-bit (bnb, GPTQ, AWQ, fp8, int8)."""
+    key = normalize_quant(name)
+    return key in ("fp8", "int8", "nf4", "fp4", "nf4-dq") or key.startswith(("gptq", "awq"))
+
+
+# KV cache element sizes (bytes per element). ggml block types: q8_0 is 34 bytes per 32, q4_0 18 per 32.
+def kv_bytes_per_element(kv_dtype: str) -> float:
+    key = str(kv_dtype).strip().lower()
+    key = {"fp16": "f16", "float16": "f16", "bfloat16": "bf16", "auto": "f16", "fp32": "f32"}.get(key, key)
+    if key.startswith("fp8") or key == "int8":
+        return 1.0
+    sizes = _ggml_sizes().get(key)
+    if sizes is None or key in ("q8_1", "q8_k") or (key.startswith("i") and key not in ("iq4_nl",)):
+        raise VramtuiError(f"unknown KV cache type {kv_dtype!r} (use f16, bf16, fp8, q8_0 or q4_0)")
+    block, type_size = sizes
+    return type_size / block
+
+
+def kv_row_bytes(kv_dtype: str, n_elements: int) -> int:
+    """Bytes of one cache row (one token, one layer, K or V) as ggml sizes it."""
+    key = str(kv_dtype).strip().lower()
+    if key.startswith("fp8") or key in ("int8",):
+        return n_elements
+    key = {"fp16": "f16", "float16": "f16", "bfloat16": "bf16", "auto": "f16", "fp32": "f32"}.get(key, key)
+    kv_bytes_per_element(key)  # validates
+    return ggml_row_bytes(key, n_elements)
+
+
+# --- llama-quantize's per-tensor choices (llama_tensor_get_type, main rules) -------------------------------
+
+# file type -> (default type of the big matrices, type of attn_v / ffn_down on "more bits" layers)
+_FILE_TYPE_BASE: dict[str, tuple[str, str | None]] = {
+    "f32": ("f32", None),
+    "f16": ("f16", None),
+    "bf16": ("bf16", None),
+    "q8_0": ("q8_0", None),
+    "q4_0": ("q4_0", None),
+    "q4_1": ("q4_1", None),
+    "q5_0": ("q5_0", None),
+    "q5_1": ("q5_1", None),
+    "q6_k": ("q6_k", None),
+    "q2_k": ("q2_k", "q4_k"),
+    "q3_k_s": ("q3_k", None),
+    "q3_k_m": ("q3_k", "q5_k"),
+    "q3_k_l": ("q3_k", "q5_k"),
+    "q4_k_s": ("q4_k", "q5_k"),
+    "q4_k_m": ("q4_k", "q6_k"),
+    "q5_k_s": ("q5_k", None),
+    "q5_k_m": ("q5_k", "q6_k"),
+    "iq4_xs": ("iq4_xs", None),
+    "iq4_nl": ("iq4_nl", None),
+}
+
+
+def _use_more_bits(layer: int, n_layers: int) -> bool:
+    # llama.cpp: i_layer < n/8 || i_layer >= 7n/8 || (i_layer - n/8) % 3 == 2
+    return layer < n_layers // 8 or layer >= 7 * n_layers // 8 or (layer - n_layers // 8) % 3 == 2
+
+
+@dataclass(frozen=True)
+class TensorRole:
+    """What a tensor is, in llama-quantize's terms."""
+
+    kind: str  # token_embd | output | attn_q | attn_k | attn_v | attn_qkv | attn_output | ffn_up | ffn_gate
+    # | ffn_down | ffn_*_exps | norm | bias
+    layer: int = -1
+
+
+def gguf_tensor_type(file_type: str, role: TensorRole, n_layers: int, tied: bool = False) -> str:
+    """The ggml type llama-quantize gives a tensor for a given file type (its main rules)."""
+    ftype = normalize_quant(file_type)
+    if role.kind in ("norm", "bias"):
+        return "f32"
+    base, more = _FILE_TYPE_BASE.get(ftype, (ftype if ftype in _ggml_sizes() else "q4_k", None))
+    if ftype in ("f32", "f16", "bf16"):
+        return base
+    if role.kind == "output" or (tied and role.kind == "token_embd"):
+        # the output matrix gets Q6_K unless the file is already Q8_0 / Q6_K-or-better
+        return base if base in ("q8_0", "q6_k") else "q6_k"
+    if role.kind == "token_embd":
+        return base
+    if role.kind == "attn_v" and more and _use_more_bits(role.layer, n_layers):
+        return more
+    if role.kind == "attn_v" and ftype in ("q3_k_m", "q3_k_l", "q2_k"):
+        return "q4_k" if ftype != "q3_k_l" else "q5_k"
+    if role.kind in ("ffn_down", "ffn_down_exps") and more and _use_more_bits(role.layer, n_layers):
+        return more
+    if role.kind == "attn_qkv" and ftype in ("q4_k_m", "q5_k_m", "q3_k_m", "q3_k_l"):
+        return {"q4_k_m": "q5_k", "q5_k_m": "q6_k"}.get(ftype, "q4_k")
+    if role.kind == "attn_output" and ftype in ("q3_k_m", "q3_k_l"):
+        return "q4_k" if ftype == "q3_k_m" else "q5_k"
+    return base
+
+
+def load_peak_note(quant: str) -> str:
+    return (
+        f"{quant} applied while loading: the weights pass through 16-bit first, so the load-time peak is "
+        "close to the 16-bit size; a pre-quantized checkpoint avoids it"
+    )
