@@ -968,10 +968,11 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
         return ["Free disk space, or point the model cache at a bigger disk (HF_HOME, OLLAMA_MODELS)."]
     # other: by cause
     if cause in ("host_alloc", "host_ram_short"):
+        context = int(figures.get("context") or 0)
+        smaller = f" {max(context // 2, 512)} (now {context})" if context else ""
+        lower = _say(f"lower {{context}}{smaller}", b) or "lower the context"
         return [
-            "Host RAM could not hold the buffer: "
-            + (_say("lower {context}", b) or "lower the context")
-            + " or use a smaller quantization.",
+            f"Host RAM could not hold the buffer: {lower} or use a smaller quantization.",
             "Close other programs or raise the container's memory limit.",
         ]
     if cause == "bad_magic":

@@ -861,6 +861,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("enginecore failed to start", "engine_failed", "other", strong=False, backend="vllm"),
     ErrorRule("engine core initialization failed", "engine_failed", "other", strong=False, backend="vllm"),
     ErrorRule("hit an exception", "worker_failed", "other", strong=False, backend="sglang"),
+    ErrorRule("llama runner process has terminated", "runner_failed", "other", strong=False, backend="ollama"),
     ErrorRule("webserver crashed", "engine_failed", "other", strong=False, backend="tgi"),
     ErrorRule(
         "shard",
@@ -1315,6 +1316,10 @@ BACKEND_MARKS: tuple[tuple[str, str], ...] = (
     ("llm_engine", "vllm"),
     ("scheduler.py", "vllm"),
     ("avg prompt throughput", "vllm"),
+    ("llm engine", "vllm"),
+    ("serving_chat.py", "vllm"),
+    ("serving_completion.py", "vllm"),
+    ("are not supported for now", "vllm"),
     ("gpu kv cache usage", "vllm"),
     ("bfloat16 is only supported on gpus with compute capability", "vllm"),
     ("llama_cpp/", "llama-cpp-python"),
