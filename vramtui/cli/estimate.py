@@ -111,19 +111,37 @@ def parse_flash(text: str | None) -> bool | None:
     return value[key]
 
 
+def _gpu_mem(text: str) -> int:
+    from vramtui.core.units import parse_size
+
+    try:
+        value = parse_size(text)
+    except VramtuiError as error:
+        raise VramtuiError(f"--gpu-mem: {error}") from None
+    if value <= 0:
+        raise VramtuiError("--gpu-mem: must be more than 0")
+    return value
+
+
 def build(args: argparse.Namespace) -> tuple[Any, Any]:
     """(ModelInfo, Settings) from the command line."""
     from vramtui.core import modelinfo as mi
     from vramtui.core.estimator import Settings
-    from vramtui.core.units import parse_count, parse_size
+    from vramtui.core.units import parse_count
 
     overrides: dict[str, Any] = {}
     for name in _SHAPE_FLAGS:
         overrides[name] = parse_int(getattr(args, name), "--" + name.replace("_", "-"), minimum=1)
-    overrides["params"] = parse_count(args.params) if args.params is not None else None
-    if overrides["params"] is not None and overrides["params"] <= 0:
-        raise VramtuiError("--params: must be positive")
-    overrides["quant"] = args.quant
+    overrides["params"] = None
+    if args.params is not None:
+        try:
+            overrides["params"] = parse_count(args.params)
+        except VramtuiError as error:
+            raise VramtuiError(f"--params: {error}") from None
+        if overrides["params"] <= 0:
+            raise VramtuiError("--params: must be positive")
+    # --quant goes to the settings: for vLLM/transformers it is what the engine applies while loading
+    # (with its 16-bit load peak), for llama.cpp the GGUF file type to size
     if args.model:
         info = mi.load_model_info(args.model, exact_params=not args.no_meta)
         info = mi.apply_overrides(info, **overrides)
@@ -139,7 +157,7 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         flash_attn=parse_flash(args.flash_attn),
         gpu_layers=parse_int(args.gpu_layers, "--gpu-layers"),
         quant=args.quant,
-        device_bytes=parse_size(args.gpu_mem),
+        device_bytes=_gpu_mem(args.gpu_mem),
         safety=parse_share(args.safety),
         on_gpu=not args.cpu,
     )

@@ -23,7 +23,7 @@ from typing import Any
 from vramtui.core import quant as q
 from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
-from vramtui.core.modelinfo import ModelInfo, TensorGroup, split_params, tensor_groups
+from vramtui.core.modelinfo import ModelInfo, TensorGroup, load_model_info, split_params, tensor_groups
 from vramtui.core.units import GIB, MIB, parse_size
 
 DEFAULT_DEVICE_BYTES = 24 * GIB
@@ -716,6 +716,7 @@ __all__ = [
     "fit_gpu_layers",
     "kv_bytes_per_token",
     "llama_cpp_weights",
+    "load_model_info",
     "max_context",
     "max_parallel",
 ]

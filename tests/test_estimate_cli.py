@@ -1,0 +1,167 @@
+"""`vramtui estimate` as users run it: JSON for scripts, a table for people, one line for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vramtui.cli import main
+
+REQUIRED_KEYS = (
+    "weights_bytes",
+    "kv_cache_bytes",
+    "kv_bytes_per_token",
+    "activations_bytes",
+    "overhead_bytes",
+    "fragmentation_bytes",
+    "total_bytes",
+    "device_bytes",
+    "usable_bytes",
+    "fits",
+    "max_context",
+)
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    code = main(["estimate", *argv, "--json"])
+    out = capsys.readouterr().out
+    data = json.loads(out)
+    assert code == (0 if data["fits"] else 1)
+    return data
+
+
+def test_json_from_flags_has_the_worked_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(
+        capsys,
+        "--params",
+        "70B",
+        "--layers",
+        "80",
+        "--kv-heads",
+        "8",
+        "--head-dim",
+        "128",
+        "--quant",
+        "q4_k_m",
+    )
+    for key in REQUIRED_KEYS:
+        assert key in data
+    assert data["kv_bytes_per_token"] == 327_680
+    assert data["device_bytes"] == 24 * 1024**3 and data["usable_bytes"] == int(24 * 1024**3 * 0.8)
+    assert not data["fits"]
+    halved = run_json(
+        capsys,
+        *("--params", "70B", "--layers", "80", "--kv-heads", "8", "--head-dim", "128", "--kv-dtype", "fp8"),
+    )
+    assert halved["kv_bytes_per_token"] == 327_680 // 2
+
+
+def test_gguf_path_with_flags_overriding(capsys: pytest.CaptureFixture[str], tiny_gguf: Path) -> None:
+    data = run_json(capsys, str(tiny_gguf), "--ctx", "8k", "--gpu-mem", "8G", "--backend", "llama.cpp")
+    assert data["context"] == 8192 and data["kv_cells"] == 8192
+    assert data["kv_bytes_per_token"] == 4 * 8 * 64 * 2 * 2
+    assert data["kv_cache_bytes"] == 8192 * data["kv_bytes_per_token"]
+    assert data["model"]["weights_source"] == "gguf"
+    more_heads = run_json(capsys, str(tiny_gguf), "--kv-heads", "2", "--ctx", "8192")
+    assert more_heads["kv_bytes_per_token"] == 4 * 2 * 64 * 2 * 2
+
+
+def test_vllm_and_transformers_backends(capsys: pytest.CaptureFixture[str]) -> None:
+    flags = ("--params", "8B", "--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--quant", "bf16")
+    vllm = run_json(
+        capsys, *flags, "--backend", "vllm", "--gpu-mem", "80GiB", "--ctx", "8192", "--safety", "0.9"
+    )
+    assert vllm["usable_bytes"] == int(80 * 1024**3 * 0.9)
+    assert vllm["kv_cache_tokens"] % 16 == 0 and vllm["max_concurrency"] > 1
+    hf = run_json(capsys, *flags[:-2], "--backend", "transformers", "--quant", "nf4", "--ctx", "2048")
+    assert hf["load_peak_bytes"] == 8_000_000_000 * 2
+
+
+def test_human_table_uses_binary_units(capsys: pytest.CaptureFixture[str], tiny_gguf: Path) -> None:
+    code = main(["estimate", str(tiny_gguf), "--ctx", "4096"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "MiB" in out and "GiB" in out
+    assert "KV cache" in out and "FITS" in out and "19.20 GiB" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--params", "8B", "--gpu-mem", "banana"], "not a memory size"),
+        (["--params", "8B", "--ctx", "lots"], "--ctx"),
+        (["--params", "8B", "--quant", "q9_z"], "unknown quantization"),
+        (["--params", "8B", "--backend", "tensorrt"], "unknown backend"),
+        (["--params", "8B", "--safety", "1.7"], "--safety"),
+        (["--params", "8B", "--kv-dtype", "q3_x"], "KV cache type"),
+        (["--params", "-5"], "--params"),
+        (["--params", "8B", "--layers", "zero"], "--layers"),
+        (["--params", "8B", "--flash-attn", "maybe"], "--flash-attn"),
+        ([], "--params"),
+    ],
+)
+def test_nonsense_flags_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code = main(["estimate", *argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("vramtui: ") and message in err
+    assert "Traceback" not in err
+
+
+def _bad_files(tmp_path: Path, tiny_gguf: Path) -> dict[str, Path]:
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(tiny_gguf.read_bytes()[:100_000])
+    foreign = tmp_path / "notes.gguf"
+    foreign.write_text("hello, I am not a model\n")
+    folder = tmp_path / "broken-config"
+    folder.mkdir()
+    (folder / "config.json").write_text("{'model_type': llama}")
+    liar = tmp_path / "liar"
+    liar.mkdir()
+    (liar / "config.json").write_text(
+        json.dumps(
+            {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4}
+        )
+    )
+    header = json.dumps({"w": {"dtype": "F16", "shape": [1024, 1024], "data_offsets": [0, 2097152]}}).encode()
+    (liar / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 64)
+    return {"truncated": truncated, "not a GGUF": foreign, "malformed JSON": folder, "safetensors": liar}
+
+
+def test_bad_model_files_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, tiny_gguf: Path
+) -> None:
+    for message, path in _bad_files(tmp_path, tiny_gguf).items():
+        code = main(["estimate", str(path), "--no-meta"])
+        err = capsys.readouterr().err
+        assert code == 2, path
+        assert err.count("\n") == 1 and message in err, err
+    assert main(["estimate", str(tmp_path / "missing.gguf")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_real_process_exit_code_and_no_traceback(tmp_path: Path, tiny_gguf: Path) -> None:
+    bad = _bad_files(tmp_path, tiny_gguf)["truncated"]
+    result = subprocess.run(
+        [sys.executable, "-m", "vramtui", "estimate", str(bad)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("vramtui: ") and result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_estimate_help_does_not_import_torch_or_transformers() -> None:
+    code = (
+        "import sys; from vramtui.cli import main\n"
+        "try:\n    main(['estimate', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print('torch' in sys.modules, 'transformers' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "--kv-heads" in result.stdout and "--gpu-mem" in result.stdout
+    assert result.stdout.strip().endswith("False False")
