@@ -28,10 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from vramtui.cli.common import print_json
-    from vramtui.core.launcher import build_command, run_check
+    from vramtui.core.launcher import build_command, pin_port, run_check
     from vramtui.core.profile import load_profile
 
-    profile = load_profile(args.profile)
+    profile = pin_port(load_profile(args.profile))
     plan = build_command(profile)
     # The exact command before launch; stderr in --json mode so stdout stays one JSON object.
     info = sys.stderr if args.json else sys.stdout

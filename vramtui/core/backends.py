@@ -488,6 +488,7 @@ TRANSFORMERS = Backend(
             "max_memory": "--max-memory",
             "attn_implementation": "--attn-implementation",
             "threads": "--threads",
+            "served_model_name": "--served-model-name",
         },
     ),
 )

@@ -137,6 +137,14 @@ def build_command(profile: Profile) -> LaunchPlan:
     )
 
 
+def pin_port(profile: Profile) -> Profile:
+    """A profile whose port 0 ("auto") is replaced by a free port now, so that the command shown
+    before launch is the command launched."""
+    if profile.port != 0:
+        return profile
+    return profile.with_changes(port=build_command(profile).port)
+
+
 def _flag_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
