@@ -51,13 +51,10 @@ def clean_line(text: str, *, last_segment: bool = False) -> str:
     text = strip_ansi(text)
     if "\r" in text:
         segments = [segment for segment in text.split("\r") if segment.strip()]
-        if last_segment:
-            text = segments[-1] if segments else ""
-        else:
-            text = " ".join(segments)
-    if "\t" in text:
-        text = text.expandtabs(4)
-    return _CONTROL_RE.sub("", text)
+        # Only the last segment is what the terminal finally shows.
+        text = (segments[-1] if segments else "") if last_segment else " ".join(segments)
+    text = _CONTROL_RE.sub("", text)
+    return text.expandtabs(4) if "\t" in text else text
 
 
 def clean_bytes_line(raw: bytes, *, last_segment: bool = False) -> str:
