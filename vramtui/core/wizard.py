@@ -1193,8 +1193,7 @@ def stress_check(
     failures: list[str] = []
     answered = 0
     peak = 0
-    with ModelServer(profile) as server:
-        server.start()
+    with ModelServer(profile) as server:  # entering starts it; leaving stops it, always
         if not server.wait_ready(profile.ready_timeout or 120):
             raise VramtuiError("the stress check could not start the server: run the wizard first")
         # The demo's byte-level vocabulary makes one token per character; real tokenizers give fewer.
