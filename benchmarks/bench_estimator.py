@@ -1,0 +1,362 @@
+"""Estimate vs what real engines printed: per case of the numbers corpus, each figure and its error.
+
+    python benchmarks/bench_estimator.py [--json]
+
+The corpus is ../shared/logs/numbers.jsonl (else tests/data/numbers.jsonl): memory figures printed by real
+llama.cpp, Ollama, vLLM and SGLang runs. The estimator gets only what a user would know before launching:
+the model's published shape (its config.json, the table below), the quantization, and the run settings the
+log printed (context, micro-batch, flash attention, memory share). Nothing here is fitted to the corpus:
+the rules are the engines' own (see vramtui/core/estimator.py).
+
+Goals: KV cache within 1%, weights within 3%, the whole footprint within 10%.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from vramtui.core.estimator import Settings, estimate, kv_bytes_per_token  # noqa: E402
+from vramtui.core.modelinfo import ModelInfo, count_params_arithmetic  # noqa: E402
+from vramtui.core.units import GIB, MIB  # noqa: E402
+
+# Published shapes (config.json of each model; for GGUF runs the log's own print_info lines agree).
+LLAMA = {"arch": "llama", "attn_bias": False, "ffn_gated": True}
+MODELS: dict[str, dict[str, Any]] = {
+    "llama-3.2-3b": {
+        **LLAMA,
+        **dict(n_layers=28, hidden=3072, n_heads=24, n_kv_heads=8, head_dim_k=128, intermediate=8192),
+        **dict(vocab=128256, tied_embeddings=True),
+    },
+    "phi-3-mini-4k": dict(
+        arch="phi3",
+        n_layers=32,
+        hidden=3072,
+        n_heads=32,
+        n_kv_heads=32,
+        head_dim_k=96,
+        intermediate=8192,
+        vocab=32064,
+        fused_qkv=True,
+    ),
+    "qwen2.5-vl-7b": dict(
+        arch="qwen2vl",
+        n_layers=28,
+        hidden=3584,
+        n_heads=28,
+        n_kv_heads=4,
+        head_dim_k=128,
+        intermediate=18944,
+        vocab=152064,
+        attn_bias=True,
+    ),
+    "pythia-1.4b": dict(
+        arch="gptneox",
+        n_layers=24,
+        hidden=2048,
+        n_heads=16,
+        n_kv_heads=16,
+        head_dim_k=128,
+        intermediate=8192,
+        vocab=50304,
+        attn_bias=True,
+        ffn_gated=False,
+        fused_qkv=True,
+    ),
+    "gemma-2b": dict(
+        arch="gemma",
+        n_layers=18,
+        hidden=2048,
+        n_heads=8,
+        n_kv_heads=1,
+        head_dim_k=256,
+        intermediate=16384,
+        vocab=256000,
+        tied_embeddings=True,
+    ),
+    "phi-4": dict(
+        arch="phi3",
+        n_layers=40,
+        hidden=5120,
+        n_heads=40,
+        n_kv_heads=10,
+        head_dim_k=128,
+        intermediate=17920,
+        vocab=100352,
+        fused_qkv=True,
+    ),
+    "llama-3-8b": {
+        **LLAMA,
+        **dict(n_layers=32, hidden=4096, n_heads=32, n_kv_heads=8, head_dim_k=128, intermediate=14336),
+        **dict(vocab=128256),
+    },
+    "llama-3.1-70b": {
+        **LLAMA,
+        **dict(n_layers=80, hidden=8192, n_heads=64, n_kv_heads=8, head_dim_k=128, intermediate=28672),
+        **dict(vocab=128256),
+    },
+    "mistral-large-2407": {
+        **LLAMA,
+        **dict(n_layers=88, hidden=12288, n_heads=96, n_kv_heads=8, head_dim_k=128, intermediate=28672),
+        **dict(vocab=32768),
+    },
+    "qwen3-235b-a22b": dict(
+        arch="qwen3moe",
+        n_layers=94,
+        hidden=4096,
+        n_heads=64,
+        n_kv_heads=4,
+        head_dim_k=128,
+        intermediate=12288,
+        vocab=151936,
+        is_moe=True,
+        n_experts=128,
+        n_experts_used=8,
+        moe_intermediate=1536,
+    ),
+}
+
+
+@dataclass
+class Case:
+    """How each corpus case ran, as its log printed it, and which published model it is."""
+
+    model: str
+    backend: str
+    quant: str | None = None
+    context: int = 4096
+    ubatch: int = 512
+    flash: bool = False
+    on_gpu: bool = True
+    device_gib: float | None = None
+    share: float | None = None
+    tp: int = 1
+    note: str = ""
+
+
+CASES: dict[str, Case] = {
+    "llama.cpp-n1": Case("llama-3.2-3b", "llama.cpp", "q4_0", 131072, on_gpu=False,
+                         note="Q4_0_4_4 is Q4_0 repacked: same 18 bytes per 32 weights"),
+    "llama.cpp-n3": Case("phi-3-mini-4k", "llama.cpp", "q4_k_m", 4096, ubatch=256),
+    "llama.cpp-n5": Case("qwen2.5-vl-7b", "llama.cpp", "bf16", 128000, flash=True, on_gpu=False,
+                         note="text model only (the vision tower is a separate mmproj file)"),
+    "llama.cpp-n7": Case("mistral-large-2407", "llama.cpp", None, 32768, ubatch=2048, flash=True, on_gpu=False,
+                         note="quantization not in the excerpt: weights not comparable"),
+    "llama.cpp-n9": Case("pythia-1.4b", "llama.cpp", "q8_0", 2048, on_gpu=False),
+    "ollama-n1": Case("gemma-2b", "ollama", "q4_0", 2048),
+    "ollama-n3": Case("phi-4", "ollama", "q4_k_m", 4096,
+                      note="model inferred from its printed shape: 40 layers, 10x128 K/V, ctx 16384, rope 250000"),
+    "vllm-n1": Case("llama-3-8b", "vllm", "bf16", 8192, device_gib=79.22, share=0.90),
+    "vllm-n3": Case("llama-3-8b", "vllm", "bf16", 20000, device_gib=23.58, share=0.90),
+    "vllm-n5": Case("llama-3.1-70b", "vllm", "int8", 2048, device_gib=80.0, share=0.98,
+                    note="compressed-tensors w8a8; card size not printed (an 80 GiB class GPU assumed)"),
+    "vllm-n7": Case("phi-4", "vllm", "gptq-g128", 2048, device_gib=79.25, share=0.15),
+    "vllm-n9": Case("phi-4", "vllm", "fp4", 512, device_gib=79.15, share=0.70),
+    "sglang-n1": Case("qwen3-235b-a22b", "sglang", "fp8", tp=4),
+}  # fmt: skip
+
+_SIZE = re.compile(r"([\d.]+)\s*(MiB|GiB|GB|KiB)")
+
+
+def size_of(text: Any) -> int | None:
+    """'1820.90 MiB' / '14.96GiB' / '14.9888 GB' (vLLM's GB are GiB) -> bytes."""
+    if text is None:
+        return None
+    if isinstance(text, list):
+        parts = [size_of(t) for t in text]
+        return sum(p for p in parts if p) if parts else None
+    match = _SIZE.search(str(text))
+    if not match:
+        return None
+    unit = {"MiB": MIB, "GiB": GIB, "GB": GIB, "KiB": 1024}[match.group(2)]
+    return int(float(match.group(1)) * unit)
+
+
+def corpus_path() -> Path:
+    shared = ROOT.parent / "shared" / "logs" / "numbers.jsonl"
+    return shared if shared.is_file() else ROOT / "tests" / "data" / "numbers.jsonl"
+
+
+def model_info(name: str) -> ModelInfo:
+    shape = dict(MODELS[name])
+    shape.setdefault("head_dim_v", shape["head_dim_k"])
+    info = ModelInfo(source=name, **shape)
+    info.n_params = count_params_arithmetic(info)
+    info.params_exact = True
+    return info
+
+
+def pct(estimated: float, measured: float) -> float:
+    return (estimated - measured) / measured * 100
+
+
+@dataclass
+class Row:
+    case: str
+    figure: str
+    estimated: float
+    measured: float
+    goal: float | None  # percent
+    is_bytes: bool = True
+
+    @property
+    def error(self) -> float:
+        return pct(self.estimated, self.measured)
+
+
+def llama_rows(case_id: str, case: Case, measured: dict[str, Any]) -> list[Row]:
+    info = model_info(case.model)
+    backend = "ollama" if case.backend == "ollama" else "llama.cpp"
+    settings = Settings(
+        backend=backend,
+        context=case.context,
+        ubatch=case.ubatch,
+        batch=max(case.ubatch, 512),
+        flash_attn=case.flash,
+        on_gpu=case.on_gpu,
+        quant=case.quant,
+        device_bytes=80 * GIB,  # large enough that every layer goes to the GPU, as these runs did
+    )
+    est = estimate(info, settings)
+    rows: list[Row] = []
+    model_keys = [
+        k
+        for k in measured
+        if "model_buffer" in k or k.endswith("CPU_buffer_size") or k == "CUDA0_buffer_size"
+    ]
+    model_keys += [k for k in measured if k == "CPU_Mapped_model_buffer_sizes"]
+    weights_measured = sum(size_of(measured[k]) or 0 for k in model_keys)
+    kv_measured = next((size_of(v) for k, v in measured.items() if "KV_buffer" in k), None)
+    compute_key = "CUDA0_compute_buffer_size" if case.on_gpu else "CPU_compute_buffer_size"
+    compute_measured = size_of(measured.get(compute_key))
+    weights_est = est.weights_bytes + est.weights_host_bytes
+    if case.quant and weights_measured:
+        rows.append(Row(case_id, "weights", weights_est, weights_measured, 3.0))
+    if kv_measured:
+        rows.append(Row(case_id, "KV cache", est.kv_cache_bytes, kv_measured, 1.0))
+    if compute_measured:
+        rows.append(Row(case_id, "compute buffer", est.compute_buffer_bytes, compute_measured, None))
+    if case.quant and weights_measured and kv_measured and compute_measured:
+        total_est = weights_est + est.kv_cache_bytes + est.compute_buffer_bytes
+        rows.append(
+            Row(
+                case_id, "whole footprint", total_est, weights_measured + kv_measured + compute_measured, 10.0
+            )
+        )
+    return rows
+
+
+def vllm_rows(case_id: str, case: Case, measured: dict[str, Any]) -> list[Row]:
+    info = model_info(case.model)
+    device = int((case.device_gib or 80) * GIB)
+    settings = Settings(
+        backend="vllm", context=case.context, quant=case.quant, device_bytes=device, safety=case.share
+    )
+    est = estimate(info, settings)
+    rows: list[Row] = []
+    weights_measured = size_of(measured.get("model_weights") or measured.get("model_weights_loaded"))
+    weights_measured = weights_measured or size_of(measured.get("model_loading"))
+    if weights_measured:
+        rows.append(Row(case_id, "weights", est.weights_bytes, weights_measured, 3.0))
+    budget = size_of(measured.get("usable_by_instance"))
+    if budget:
+        rows.append(Row(case_id, "budget (device x share)", est.usable_bytes, budget, 1.0))
+    activation = size_of(measured.get("pytorch_activation_peak_memory"))
+    if activation is None and measured.get("peak_torch_memory") and weights_measured:
+        activation = (size_of(measured["peak_torch_memory"]) or 0) - weights_measured
+    if activation:
+        rows.append(Row(case_id, "activation peak", est.activations_bytes, activation, None))
+    kv_memory = size_of(
+        measured.get("available_kv_cache_memory")
+        or measured.get("kv_cache_size")
+        or measured.get("kv_cache_memory")
+    )
+    blocks = measured.get("gpu_blocks") or measured.get("cuda_blocks")
+    per_token = kv_bytes_per_token(info, "bf16", "vllm")
+    if kv_memory and blocks:
+        # the KV rule alone: the memory it reported, cut into 16-token blocks of our bytes per token
+        predicted = kv_memory // (16 * per_token)
+        rows.append(Row(case_id, "KV blocks from its KV memory", predicted, blocks, 1.0, is_bytes=False))
+    elif blocks and not kv_memory:
+        concurrency = measured.get(f"max_concurrency_at_{case.context}_tokens")
+        if concurrency:
+            rows.append(Row(case_id, "max concurrency from its blocks", blocks * 16 / case.context,
+                            float(str(concurrency).rstrip("x")), 1.0, is_bytes=False))  # fmt: skip
+    if kv_memory and weights_measured:
+        rows.append(Row(case_id, "KV memory left (whole budget)", est.kv_cache_bytes, kv_memory, None))
+        fixed_est = est.weights_bytes + est.activations_bytes + 512 * MIB
+        non_torch = size_of(measured.get("non_torch_memory")) or 0
+        fixed_measured = weights_measured + (activation or 0) + non_torch
+        rows.append(Row(case_id, "whole footprint before KV", fixed_est, fixed_measured, 10.0))
+    return rows
+
+
+def sglang_rows(case_id: str, case: Case, measured: dict[str, Any]) -> list[Row]:
+    info = model_info(case.model)
+    tokens = measured.get("kv_tokens")
+    k_size = size_of(measured.get("k_size"))
+    if not tokens or not k_size:
+        return []
+    # per GPU with tensor parallelism: the KV heads are split across the ranks; SGLang keeps bf16 K/V here
+    per_rank = replace(info, n_kv_heads=info.n_kv_heads // case.tp)
+    k_bytes = kv_bytes_per_token(per_rank, "bf16", "vllm") // 2 * tokens
+    return [Row(case_id, "K cache per rank", k_bytes, k_size, 1.0)]
+
+
+def main() -> int:
+    rows: list[Row] = []
+    skipped: list[str] = []
+    for line in corpus_path().read_text().splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        case_id = record["id"]
+        case = CASES.get(case_id)
+        if case is None:
+            skipped.append(f"{case_id}: no published shape for {record.get('model')!r}")
+            continue
+        measured = record.get("measured", {})
+        if case.backend in ("llama.cpp", "ollama"):
+            rows += llama_rows(case_id, case, measured)
+        elif case.backend == "vllm":
+            rows += vllm_rows(case_id, case, measured)
+        else:
+            rows += sglang_rows(case_id, case, measured)
+    as_json = "--json" in sys.argv
+    if as_json:
+        print(json.dumps([{**r.__dict__, "error_pct": round(r.error, 2)} for r in rows], indent=2))
+        return 0
+    print(f"corpus: {corpus_path()}")
+    print(f"{'case':<14}{'figure':<32}{'estimate':>14}{'measured':>14}{'error':>9}  goal")
+    for r in rows:
+        est = f"{r.estimated / MIB:,.1f} MiB" if r.is_bytes else f"{r.estimated:,.2f}"
+        mea = f"{r.measured / MIB:,.1f} MiB" if r.is_bytes else f"{r.measured:,.2f}"
+        goal = "" if r.goal is None else ("ok" if abs(r.error) <= r.goal else "MISSED") + f" (±{r.goal:g}%)"
+        print(f"{r.case:<14}{r.figure:<32}{est:>14}{mea:>14}{r.error:>+8.2f}%  {goal}")
+    for case_id, case in CASES.items():
+        if case.note:
+            print(f"note {case_id}: {case.note}")
+    for line in skipped:
+        print(f"skipped {line}")
+    for figure, goal in (("KV", 1.0), ("weights", 3.0), ("whole footprint", 10.0)):
+        chosen = [
+            r
+            for r in rows
+            if r.goal == goal and (figure in r.figure or (figure == "KV" and "K cache" in r.figure))
+        ]
+        if chosen:
+            worst = max(abs(r.error) for r in chosen)
+            met = sum(abs(r.error) <= goal for r in chosen)
+            print(f"summary {figure:<16} {met}/{len(chosen)} within ±{goal:g}% (worst {worst:.2f}%)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
