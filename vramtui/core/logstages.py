@@ -1326,6 +1326,9 @@ BACKEND_MARKS: tuple[tuple[str, str], ...] = (
     ("llama_cpp\\", "llama-cpp-python"),
     ("llama_cpp.server", "llama-cpp-python"),
     ("[llama-cpp]", "llama-cpp-python"),
+    ("model metadata: {", "llama-cpp-python"),  # llama_cpp/llama.py, verbose
+    ("available chat formats from metadata", "llama-cpp-python"),
+    ("using gguf chat template", "llama-cpp-python"),
     ("llama_", "llama.cpp"),
     ("ggml_", "llama.cpp"),
     ("load_tensors", "llama.cpp"),
