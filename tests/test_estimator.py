@@ -253,6 +253,8 @@ def test_settings_from_a_launch_profile() -> None:
         True,
     )
     assert settings.gpu_layers == 20 and settings.share == 0.85 and settings.device_bytes == 24 * GIB
+    assert Settings.from_params({"gpu_layers": "all"}).gpu_layers is None
+    assert Settings.from_params({"gpu_layers": -1}).gpu_layers is None
     vllm = Settings.from_params({"context": 4096}, backend="vllm")
     assert vllm.share == 0.9
     with pytest.raises(VramtuiError):

@@ -99,7 +99,9 @@ class Settings:
 
         def as_int(name: str) -> int | None:
             value = params.get(name)
-            if value is None or value == "":
+            if value is None or value == "" or str(value).strip().lower() in ("all", "auto", "max"):
+                return None
+            if name == "gpu_layers" and str(value).strip() == "-1":  # llama.cpp's "all layers"
                 return None
             try:
                 return int(value)
