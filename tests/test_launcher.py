@@ -387,3 +387,26 @@ def test_gpu_budget_stops_the_run_as_out_of_memory(tiny_gguf: Path, tmp_path: Pa
     assert result.failure_stage is not None
     assert "budget" in Path(result.log_file or "").read_text()
     assert_nothing_left(*started)
+
+
+@pytest.mark.engine
+@needs_llama
+def test_started_from_a_short_lived_thread_the_server_stays_up(tiny_gguf: Path, tmp_path: Path) -> None:
+    """PDEATHSIG fires when the forking *thread* ends: a TUI worker thread must not take the server down."""
+    import threading
+
+    profile = Profile(backend="llama-cpp-python", model=str(tiny_gguf), port=0)
+    server = ModelServer(profile, log_dir=tmp_path, on_log_line=lambda line: records.append(line))
+    records: list = []
+    worker = threading.Thread(target=server.start)
+    worker.start()
+    worker.join()
+    try:
+        assert server.wait_ready(60)
+        time.sleep(0.5)
+        assert server.running, "the server died with the thread that started it"
+        assert records and all(r.t >= (server.started_at or 0) for r in records)
+        assert any(r.stage == "kv_cache" for r in records)  # the log engine tagged the lines as they came
+    finally:
+        server.stop()
+    assert_nothing_left(server.pid)

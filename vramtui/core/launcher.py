@@ -197,7 +197,8 @@ def _stage_index(stage: str | None) -> int:
 class ModelServer:
     """One run of a model server. Use as a context manager: the server is stopped on exit, always.
 
-    `on_line(text)` gets every output line as it arrives; `on_sample(sample)` every memory sample
+    `on_line(text)` gets every output line as it arrives (`on_log_line(LogLine)` the same with its
+    time, stage and severity from the log engine); `on_sample(sample)` every memory sample
     (host tree RSS, and GPU bytes when `sample_source` is an NVML source). `memory_budget` (from the
     profile) caps the run: an address-space limit on the host, or a watch on its GPU bytes.
     """
@@ -211,11 +212,13 @@ class ModelServer:
         on_sample: Callable[[Any], None] | None = None,
         on_event: Callable[[RunEvent], None] | None = None,
         sample_interval_s: float = 0.1,
+        on_log_line: Callable[[LogLine], None] | None = None,
     ) -> None:
         self.profile = profile
         self.plan = build_command(profile)
         self.log_dir = Path(log_dir) if log_dir is not None else default_log_dir()
         self.on_line = on_line
+        self.on_log_line = on_log_line
         self.on_sample = on_sample
         self.on_event = on_event
         self.sample_source = sample_source
@@ -410,7 +413,8 @@ class ModelServer:
                 if stage in {"kv_cache", "ready"} and _stage_index(self.stage) < STAGES.index("kv_cache"):
                     self._event("weights_loaded", "")
                 self.stage = stage
-            self.lines.append(LogLine(t, text, stage, severity))
+            record = LogLine(t, text, stage, severity)
+            self.lines.append(record)
             if self._log_handle is not None:
                 self._log_handle.write(text + "\n")
                 self._log_handle.flush()
@@ -420,6 +424,9 @@ class ModelServer:
         if self.on_line is not None:
             with contextlib.suppress(Exception):
                 self.on_line(text)
+        if self.on_log_line is not None:
+            with contextlib.suppress(Exception):
+                self.on_log_line(record)
 
     def _close_log(self) -> None:
         with self._lock:
@@ -662,6 +669,7 @@ def run_check(
     on_event: Callable[[RunEvent], None] | None = None,
     smoke_timeout_s: float = 30.0,
     on_start: Callable[[ModelServer], None] | None = None,
+    on_log_line: Callable[[LogLine], None] | None = None,
 ) -> CheckResult:
     """Launch `profile`, wait for ready (or failure), send the smallest request, stop, and report.
 
@@ -675,6 +683,7 @@ def run_check(
         sample_source=sample_source,
         on_sample=on_sample,
         on_event=on_event,
+        on_log_line=on_log_line,
     )
     smoke: SmokeResult | None = None
     launch_message = ""

@@ -35,6 +35,7 @@ PR_SET_PDEATHSIG = 1
 _live_groups: set[int] = set()
 _lock = threading.Lock()
 _handlers_installed = False
+_atexit_installed = False
 _previous_handlers: dict[int, object] = {}
 _spawner: ThreadPoolExecutor | None = None
 
@@ -194,15 +195,19 @@ def _on_signal(signum: int, frame: object) -> None:
 
 
 def install_exit_handlers() -> None:
-    """atexit + SIGTERM/SIGHUP/SIGINT: kill our groups, then do what was going to happen anyway."""
-    global _handlers_installed
+    """atexit + SIGTERM/SIGHUP/SIGINT: kill our groups, then do what was going to happen anyway.
+
+    Signal handlers can only be set from the main thread: the app should call this once at startup
+    (spawn calls it too; from a worker thread it sets atexit only and tries the signals again later).
+    """
+    global _atexit_installed, _handlers_installed
     with _lock:
-        if _handlers_installed:
+        if not _atexit_installed:
+            _atexit_installed = True
+            atexit.register(kill_all_groups)
+        if _handlers_installed or threading.current_thread() is not threading.main_thread():
             return
         _handlers_installed = True
-    atexit.register(kill_all_groups)
-    if threading.current_thread() is not threading.main_thread():
-        return  # signal handlers can only be set from the main thread; PDEATHSIG and atexit still hold
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         try:
             _previous_handlers[signum] = signal.getsignal(signum)
