@@ -146,7 +146,7 @@ def test_host_only_recording_and_replay_source(tmp_path: Path) -> None:
     path = tmp_path / "host.csv"
     path.write_text(out.getvalue())
     source = ReplaySource(path)
-    assert source.status().ok and "3 samples" in source.status().message
+    assert source.status().ok and "3 rows" in source.status().message
     got = []
     while (sample := source.sample()) is not None:
         got.append(sample)

@@ -159,3 +159,13 @@ def test_gaps_empty_and_flat_curves() -> None:
         "leftover_mib",
     ):
         assert key in data
+
+
+def test_a_dip_inside_a_noisy_request_does_not_split_it() -> None:
+    times, values = curve(
+        (300, 10), (8000, 30),
+        (10000, 2), (8500, 1), (10200, 2), (8600, 1), (9900, 2), (8000, 20),  # one bumpy request
+        (11000, 3), (8000, 20),
+    )  # fmt: skip
+    r = compute_readings(times, values)
+    assert r.request_peaks_mib == [10200, 11000] and r.falls_back is True

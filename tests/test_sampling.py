@@ -199,3 +199,34 @@ def test_watch_pid_switches_and_missing_pid_is_a_state() -> None:
     assert sample.host is not None and os.getpid() in sample.host.tree_pids
     with pytest.raises(ValueError):
         Sampler([source], interval_s=0)
+
+
+@pytest.mark.parametrize("children_files", [True, False])
+def test_tree_found_with_and_without_proc_children_files(
+    children_files: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Linux lists a tree through /proc/PID/task/TID/children; elsewhere psutil's ppid scan does it."""
+    from vramtui.core import sampling
+
+    if not children_files:
+        monkeypatch.setattr(sampling, "_descendants_linux", lambda members: None)
+    script = (
+        "import subprocess, sys\n"
+        "kid = subprocess.Popen([sys.executable, '-c', 'import sys; print(1, flush=True); sys.stdin.read()'],"
+        " stdin=subprocess.PIPE, stdout=subprocess.PIPE)\n"
+        "kid.stdout.readline()\n"
+        "print(kid.pid, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        kid = int(parent.stdout.readline())
+        host = HostSource(parent.pid, tree_refresh_s=0.0).sample().host
+        assert host is not None and host.tree_pids == tuple(sorted((parent.pid, kid)))
+        assert host.tree_rss is not None and host.tree_rss > 2 * 1024**2
+    finally:
+        parent.kill()  # the kid reads the parent's pipe: it ends with it
+        parent.wait()

@@ -63,14 +63,26 @@ def _is_na(text: str) -> bool:
 def _parse_amount(text: str, unit: str | None) -> float | None:
     """'1234 MiB' / '1234' (with the header's unit) -> bytes; '5 %' -> 5; N/A -> None."""
     t = text.strip()
-    if _is_na(t):
-        return None
-    parts = t.split()
+    # Fast paths for the shapes nvidia-smi writes a million times: "1234 MiB", "57 %", "1234".
     try:
-        number = float(parts[0])
-    except (ValueError, IndexError):
-        raise _Malformed(f"not a number: {text.strip()!r}") from None
-    value_unit = parts[1] if len(parts) > 1 else unit
+        if t.endswith(" MiB"):
+            return float(t[:-4]) * MIB
+        if t.endswith(" %"):
+            return float(t[:-2])
+        number = float(t)
+    except ValueError:
+        if _is_na(t):
+            return None
+        parts = t.split()
+        try:
+            number = float(parts[0])
+        except (ValueError, IndexError):
+            raise _Malformed(f"not a number: {t!r}") from None
+        value_unit = parts[1] if len(parts) > 1 else unit
+    else:
+        if number != number or number in (float("inf"), float("-inf")):
+            raise _Malformed(f"not a number: {t!r}")
+        value_unit = unit
     if value_unit is None or value_unit == "%":
         return number
     factor = _UNIT_BYTES.get(value_unit.lower())
@@ -130,6 +142,7 @@ class GpuSeries:
     times: list[float] = field(default_factory=list)
     used: list[float | None] = field(default_factory=list)
     util: list[float | None] = field(default_factory=list)
+    reserved: list[float | None] = field(default_factory=list)
     total: float | None = None
 
     @property
@@ -142,20 +155,10 @@ class HostSeries:
     times: list[float] = field(default_factory=list)
     ram_used: list[float | None] = field(default_factory=list)
     ram_total: float | None = None
+    swap_used: list[float | None] = field(default_factory=list)
+    swap_total: float | None = None
     tree_rss: list[float | None] = field(default_factory=list)
     tree_gpu: list[float | None] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _Row:
-    t: float
-    key: str | None
-    index: int | None
-    name: str
-    uuid: str
-    memory: dict[str, float | None]
-    util: float | None
-    host: dict[str, float | None]
 
 
 @dataclass(slots=True)
@@ -165,7 +168,8 @@ class NvsmiData:
     rows: int = 0
     skipped: int = 0
     problems: list[str] = field(default_factory=list)  # the first few skipped rows: "line 12: why"
-    _rows: list[_Row] = field(default_factory=list)
+    # Per readable row: (GPU key or None, position in that GPU's series or -1, position in host or -1)
+    _order: list[tuple[str | None, int, int]] = field(default_factory=list)
     _samples: list[Sample] | None = None
 
     @property
@@ -176,7 +180,7 @@ class NvsmiData:
     def samples(self) -> list[Sample]:
         """One Sample per tick (every GPU once), built on first use."""
         if self._samples is None:
-            self._samples = _build_samples(self._rows, self.gpus)
+            self._samples = list(iter_samples(self))
         return self._samples
 
 
@@ -255,12 +259,13 @@ def read_nvsmi_csv(source: str | Path | TextIO | Iterable[str], max_problems: in
     group_position = 0
     sequence = 0
     last_host_t: float | None = None
+    host = data.host
     for number, line in enumerate(_iter_lines(source), start=1):
         text = line.strip().lstrip("\ufeff")
-        if not text or text.startswith("#"):
+        if not text or text[0] == "#":
             continue
         fields = text.split(",")
-        if _is_header(fields):
+        if not text[0].isdigit() and _is_header(fields):  # rows start with a timestamp or a number
             columns = _Columns(fields)
             continue
         if columns is None:
@@ -276,47 +281,56 @@ def read_nvsmi_csv(source: str | Path | TextIO | Iterable[str], max_problems: in
             if len(data.problems) < max_problems:
                 data.problems.append(f"line {number}: {error}")
             continue
+        t, key, index, name, uuid, memory, util, host_values = row
         sequence += 1
         data.rows += 1
-        if row.key is None and row.memory:
-            # No identity column: GPUs are told apart by their order among rows sharing a timestamp.
-            group_position = group_position + 1 if row.t == group_t else 0
-            group_t = row.t
-            row.key = f"#{group_position}"
-            row.index = group_position
-        data._rows.append(row)
-        if row.memory:
-            series = data.gpus.get(row.key or "")
+        gpu_position = host_position = -1
+        if memory:
+            if key is None:
+                # No identity column: GPUs are told apart by their order among rows sharing a timestamp.
+                group_position = group_position + 1 if t == group_t else 0
+                group_t = t
+                key, index = f"#{group_position}", group_position
+            series = data.gpus.get(key)
             if series is None:
-                index = row.index if row.index is not None else len(data.gpus)
-                series = data.gpus[row.key or ""] = GpuSeries(row.key or "", index, row.name, row.uuid)
-            series.times.append(row.t)
-            series.used.append(row.memory.get("used"))
-            series.util.append(row.util)
-            if row.memory.get("total") is not None:
-                series.total = row.memory["total"]
-        if row.host and row.t != last_host_t:
-            last_host_t = row.t
-            host = data.host
-            host.times.append(row.t)
-            host.ram_used.append(row.host.get("ram_used"))
-            host.tree_rss.append(row.host.get("tree_rss"))
-            host.tree_gpu.append(row.host.get("tree_gpu"))
-            if row.host.get("ram_total") is not None:
-                host.ram_total = row.host["ram_total"]
+                series = data.gpus[key] = GpuSeries(
+                    key, index if index is not None else len(data.gpus), name, uuid
+                )
+            gpu_position = len(series.times)
+            series.times.append(t)
+            series.used.append(memory.get("used"))
+            series.util.append(util)
+            series.reserved.append(memory.get("reserved"))
+            total = memory.get("total")
+            if total is not None:
+                series.total = total
+        if host_values and t != last_host_t:  # one host reading per tick, not one per GPU row
+            last_host_t = t
+            host_position = len(host.times)
+            host.times.append(t)
+            host.ram_used.append(host_values.get("ram_used"))
+            host.swap_used.append(host_values.get("swap_used"))
+            host.tree_rss.append(host_values.get("tree_rss"))
+            host.tree_gpu.append(host_values.get("tree_gpu"))
+            for kind in ("ram_total", "swap_total"):
+                value = host_values.get(kind)
+                if value is not None:
+                    setattr(host, kind, value)
+        data._order.append((key if memory else None, gpu_position, host_position))
     return data
 
 
-def _parse_row(fields: list[str], columns: _Columns, sequence: int) -> _Row:
+_Parsed = tuple[
+    float, str | None, int | None, str, str, dict[str, float | None], float | None, dict[str, float | None]
+]
+
+
+def _parse_row(fields: list[str], columns: _Columns, sequence: int) -> _Parsed:
     # No clock in the file: assume `-l 1`.
     t = parse_timestamp(fields[columns.timestamp]) if columns.timestamp is not None else float(sequence)
     memory = {kind: _parse_amount(fields[i], unit) for i, kind, unit in columns.memory}
     host = {kind: _parse_amount(fields[i], unit) for i, kind, unit in columns.host}
-    if memory and all(v is None for v in memory.values()) and not host:
-        pass  # a GPU row that is all N/A is still a row: the GPU was there and said nothing
-    util = None
-    if columns.util is not None:
-        util = _parse_amount(fields[columns.util[0]], "%")
+    util = _parse_amount(fields[columns.util[0]], "%") if columns.util is not None else None
     key: str | None = None
     index: int | None = None
     if columns.identity is not None:
@@ -329,59 +343,57 @@ def _parse_row(fields: list[str], columns: _Columns, sequence: int) -> _Row:
             index = int(text)
     name = fields[columns.name].strip() if columns.name is not None else ""
     uuid = fields[columns.uuid].strip() if columns.uuid is not None else ""
-    return _Row(t, key, index, name, uuid, memory, util, host)
+    return t, key, index, name, uuid, memory, util, host
 
 
-def _build_samples(rows: list[_Row], gpus: dict[str, GpuSeries]) -> list[Sample]:
-    samples: list[Sample] = []
+def _whole(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def iter_samples(data: NvsmiData) -> Iterator[Sample]:
+    """One Sample per tick (every GPU once), built as they are asked for."""
     tick_t: float | None = None
     tick_gpus: list[GpuReading] = []
     tick_keys: set[str] = set()
     tick_host: HostReading | None = None
+    host = data.host
 
-    def flush() -> None:
-        if tick_t is not None:
-            samples.append(Sample(tick_t, tuple(tick_gpus), tick_host))
-
-    for row in rows:
-        key = row.key or ""
-        if tick_t is None or (row.memory and key in tick_keys) or (not row.memory and row.t != tick_t):
-            flush()
-            tick_t, tick_gpus, tick_keys, tick_host = row.t, [], set(), None
-        if row.memory:
+    for key, gpu_position, host_position in data._order:
+        if gpu_position >= 0 and key is not None:
+            series = data.gpus[key]
+            t = series.times[gpu_position]
+        else:
+            t = host.times[host_position] if host_position >= 0 else (tick_t or 0.0)
+        new_tick = tick_t is None or (key is not None and key in tick_keys) or (key is None and t != tick_t)
+        if new_tick:
+            if tick_t is not None:
+                yield Sample(tick_t, tuple(tick_gpus), tick_host)
+            tick_t, tick_gpus, tick_keys, tick_host = t, [], set(), None
+        if gpu_position >= 0 and key is not None:
             tick_keys.add(key)
-            series = gpus[key]
-            used = row.memory.get("used")
-            total = row.memory.get("total")
-            reserved = row.memory.get("reserved")
+            util = series.util[gpu_position]
             tick_gpus.append(
                 GpuReading(
                     index=series.index,
                     name=series.name,
                     uuid=series.uuid,
-                    used_bytes=None if used is None else int(used),
-                    total_bytes=None if total is None else int(total),
-                    reserved_bytes=None if reserved is None else int(reserved),
-                    util_percent=None if row.util is None else int(row.util),
+                    used_bytes=_whole(series.used[gpu_position]),
+                    total_bytes=_whole(series.total),
+                    reserved_bytes=_whole(series.reserved[gpu_position]),
+                    util_percent=None if util is None else int(util),
                 )
             )
-        if row.host and tick_host is None:
-            h = row.host
-
-            def whole(name: str, h: dict[str, float | None] = h) -> int:
-                value = h.get(name)
-                return int(value) if value is not None else 0
-
-            rss = h.get("tree_rss")
+        if host_position >= 0 and tick_host is None:
+            rss = host.tree_rss[host_position]
             tick_host = HostReading(
-                ram_used=whole("ram_used"),
-                ram_total=whole("ram_total"),
-                swap_used=whole("swap_used"),
-                swap_total=whole("swap_total"),
-                tree_rss=None if rss is None else int(rss),
+                ram_used=_whole(host.ram_used[host_position]) or 0,
+                ram_total=_whole(host.ram_total) or 0,
+                swap_used=_whole(host.swap_used[host_position]) or 0,
+                swap_total=_whole(host.swap_total) or 0,
+                tree_rss=_whole(rss),
             )
-    flush()
-    return samples
+    if tick_t is not None:
+        yield Sample(tick_t, tuple(tick_gpus), tick_host)
 
 
 # ---- writing ------------------------------------------------------------------------------------

@@ -174,6 +174,10 @@ def compute_readings(
                 hi = mid
         return lo
 
+    # Samples in about two seconds: how long a level must hold to count as settled.
+    step = (ts[-1] - ts[0]) / (n - 1) if n > 1 else 1.0
+    settle = max(3, int(2.0 / step) if step > 0 else 3)
+
     # ---- baseline: before launch ----
     launch_t = _first(events, "launch")
     if launch_t is not None:
@@ -211,8 +215,6 @@ def compute_readings(
         load_end = rise_i
         while load_end < exit_i and abs(vs[load_end] - plateau) > noise:
             load_end += 1
-        step = (ts[-1] - ts[0]) / (n - 1) if n > 1 else 1.0
-        settle = max(3, int(2.0 / step) if step > 0 else 3)
         first = _first_settled(vs, rise_i, load_end, settle, noise)
         if first is not None and vs[first] < plateau - noise and max(vs[first:load_end]) > plateau + noise:
             plateau = median(vs[first : first + settle])
@@ -255,12 +257,14 @@ def compute_readings(
             else:
                 still_high = True
     elif plateau is not None or launch_t is None:
-        # Excursions above a running floor; one ends when it falls back to its floor or gives back
-        # half of its height (a partial fall leaves a higher floor: the next floor shows it).
+        # Excursions above a running floor; one ends when it falls back to its floor, or when it has
+        # stayed below half its height for a couple of seconds (a partial fall leaves a higher floor:
+        # the next floor shows it; a dip inside a noisy request does not end it).
         first = load_end if plateau is not None else 0
         running_min = floor0
         high = False
         top = base = 0.0
+        below, below_min = 0, math.inf
         for i in range(first, exit_i):
             v = vs[i]
             if not high:
@@ -268,12 +272,22 @@ def compute_readings(
                     running_min = v
                 if v > running_min + noise:
                     high, top, base = True, v, running_min
+                    below, below_min = 0, math.inf
             else:
                 top = max(top, v)
-                if v <= base + noise or v < top - max(noise, 0.5 * (top - base)):
+                ended_at: float | None = None
+                if v <= base + noise:
+                    ended_at = v
+                elif v < top - max(noise, 0.5 * (top - base)):
+                    below, below_min = below + 1, min(below_min, v)
+                    if below >= settle:
+                        ended_at = below_min
+                else:
+                    below, below_min = 0, math.inf
+                if ended_at is not None:
                     peaks.append(top)
-                    floors.append(v)
-                    running_min = v
+                    floors.append(ended_at)
+                    running_min = ended_at
                     high = False
             if not high and peaks:
                 floors[-1] = min(floors[-1], v)  # the floor after the latest request
