@@ -279,3 +279,25 @@ def test_rising_floor() -> None:
     assert not rising_floor([100.0, 101.0, 100.5, 100.8])
     assert not rising_floor([100.0, 140.0, 100.0, 141.0])  # it falls back: not a climbing floor
     assert not rising_floor([100.0, 200.0])  # too few requests to say
+
+
+def test_terminal_answers_yes_no_edit(
+    demo_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from vramtui.cli.wizard import _ask
+
+    wizard = Wizard(_demo_profile(demo_model), runner=ReplayedRuns(tmp_path), record=False)
+    proposal = wizard.propose()
+    assert proposal is not None
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stdin", io.StringIO("maybe\ne\nlots\ne\n16384\n"))
+    edited = _ask(proposal, out)
+    assert edited is not None and edited.to == 16384 and "whole number" in out.getvalue()
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    assert _ask(proposal, out) is None
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    assert _ask(proposal, out) is proposal
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # end of input: stop, do not loop
+    assert _ask(proposal, out) is None

@@ -220,8 +220,8 @@ def test_cli_without_a_terminal_prints_the_proposal_and_stops(demo_cache: Path, 
 
 
 def test_stress_check_on_the_working_profile(demo_cache: Path) -> None:
-    profile = demo_profile(demo_cache).with_param("context", 4096)
-    result = stress_check(profile, requests=3, input_tokens=1500)
+    profile = demo_profile(demo_cache).with_param("context", 2048)
+    result = stress_check(profile, requests=3, input_tokens=600)
     assert result.answered == 3 and not result.failures
     assert len(result.floors_mib) == 3 and all(v > 50 for v in result.floors_mib)
     assert result.peak_mib >= max(result.floors_mib) * 0.5

@@ -164,6 +164,8 @@ def report(result: Any, args: argparse.Namespace, stress: Any | None) -> int:
             print(f"next proposal (not applied): {result.pending.describe()}")
         if stress is not None:
             print(f"stress check: {stress.verdict}")
+        elif result.success:
+            print("next: the stress check sends long requests while sampling (add --stress 5)")
         if result.record_path:
             print(f"record: {result.record_path}")
     if not result.success:

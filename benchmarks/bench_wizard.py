@@ -1,0 +1,125 @@
+"""How many relaunches the wizard needs after the first failure, beside blind halving.
+
+Every launch is real: llama-cpp-python's server on this CPU under an address-space budget, with
+tiny GGUF models generated here. Blind halving halves the context (KV scenarios) or the quantization
+(16 → 8 → 4 bit, weights scenarios) until the server comes up and answers. Goal: the wizard reaches
+a working configuration in at most two relaunches after the first failure.
+
+    python benchmarks/bench_wizard.py
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from vramtui.core.launcher import run_check
+from vramtui.core.profile import Profile
+from vramtui.core.tinygguf import TinyModelSpec, write_tiny_gguf
+from vramtui.core.units import MIB
+from vramtui.core.wizard import Wizard
+
+GOAL = 2
+
+
+@dataclass
+class Scenario:
+    name: str
+    profile: Profile
+    blind: str  # "context" | "quant"
+
+
+def blind_halving(profile: Profile, mode: str, limit: int = 8) -> tuple[int, str]:
+    """Relaunches until it answers, halving one thing each time; (relaunches, final value)."""
+    relaunches = 0
+    current = profile
+    quants = ["f16", "q8_0", "q4_0"]
+    while relaunches < limit:
+        if mode == "context":
+            context = int(current.params["context"]) // 2  # type: ignore[call-overload]
+            if context < 256:
+                return relaunches, "gave up"
+            current = current.with_param("context", context)
+            value = str(context)
+        else:
+            now = next(q for q in quants if current.model.endswith(f"-{q}.gguf"))
+            if now == quants[-1]:
+                return relaunches, "gave up"
+            lower = quants[quants.index(now) + 1]
+            current = current.with_changes(model=current.model.replace(f"-{now}.gguf", f"-{lower}.gguf"))
+            value = lower
+        relaunches += 1
+        if run_check(current).ok:
+            return relaunches, value
+    return relaunches, "gave up"
+
+
+def main() -> int:
+    folder = Path(tempfile.mkdtemp(prefix="vramtui-bench-wizard-"))
+    print(f"generating models in {folder} ...", file=sys.stderr)
+    tiny = write_tiny_gguf(folder / "tiny-f16.gguf", TinyModelSpec())
+    wide = write_tiny_gguf(
+        folder / "wide-f16.gguf", TinyModelSpec(n_layer=6, n_embd=768, n_head=12, n_head_kv=4)
+    )
+    spec = {"n_layer": 24, "n_embd": 1024, "n_head": 8, "n_head_kv": 8, "n_ff": 2816, "context_length": 4096}
+    for dtype in ("f16", "q8_0", "q4_0"):
+        write_tiny_gguf(folder / f"mid-{dtype}.gguf", TinyModelSpec(dtype=dtype, **spec))  # type: ignore[arg-type]
+
+    def llama(model: Path, budget_mib: int, **params: object) -> Profile:
+        return Profile(
+            backend="llama-cpp-python",
+            model=str(model),
+            params=params,
+            memory_budget=budget_mib * MIB,
+            port=0,
+        )
+
+    scenarios = [
+        Scenario("demo: kv_cache, ctx 262144, 1500 MiB", llama(tiny, 1500, context=262144), "context"),
+        Scenario("kv_cache, ctx 262144, 1000 MiB", llama(tiny, 1000, context=262144), "context"),
+        Scenario("kv_cache, ctx 131072, 2500 MiB", llama(tiny, 2500, context=131072), "context"),
+        Scenario("kv_cache, GQA 6x768, ctx 262144, 1200 MiB", llama(wide, 1200, context=262144), "context"),
+        Scenario(
+            "load_weights, f16 589 MiB, 700 MiB",
+            llama(folder / "mid-f16.gguf", 700, context=512, use_mmap=False),
+            "quant",
+        ),
+        Scenario(
+            "kv_cache behind big weights, 800 MiB",
+            llama(folder / "mid-f16.gguf", 800, context=512, use_mmap=False),
+            "quant",
+        ),
+    ]
+    header = f"{'scenario':44} {'wizard':>7} {'blind':>6}  {'wizard final':32} {'blind final':12} {'s':>5}"
+    print(header)
+    print("-" * len(header))
+    met = 0
+    for scenario in scenarios:
+        start = time.monotonic()
+        result = Wizard(scenario.profile, auto=True, record=False).run(max_steps=8)
+        elapsed = time.monotonic() - start
+        first = result.steps[0].observation
+        if first is not None and first.works:
+            print(f"{scenario.name:44} first launch already works: scenario is wrong")
+            continue
+        blind, blind_value = blind_halving(scenario.profile, scenario.blind)
+        changes = ", ".join(
+            f"{s.proposal.param}={Path(str(s.proposal.to)).name if s.proposal.param == 'model' else s.proposal.to}"
+            for s in result.steps
+            if s.proposal is not None
+        )
+        wizard_text = str(result.relaunches) if result.success else f"{result.relaunches}!"
+        met += result.success and result.relaunches <= GOAL
+        print(
+            f"{scenario.name:44} {wizard_text:>7} {blind:>6}  {changes[:32]:32} {blind_value:12} {elapsed:5.1f}"
+        )
+    print(f"\nwizard within {GOAL} relaunches after the first failure: {met}/{len(scenarios)} scenarios")
+    print("('!' after a count: the wizard did not bring it up)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
