@@ -48,12 +48,14 @@ def data_lines(path: Path) -> list[str]:
 def test_record_a_process_then_replay_it(tmp_path: Path) -> None:
     child = subprocess.Popen([sys.executable, "-c", ALLOCATOR])
     out = tmp_path / "run.csv"
+    proc = record("--out", str(out), "--interval-ms", "50", "--pid", str(child.pid))
     try:
-        proc = record("--out", str(out), "--interval-ms", "50", "--duration", "2.4", "--pid", str(child.pid))
-        _stdout, stderr = proc.communicate(timeout=30)
+        child.wait(30)  # the recorder outlives the process: what it holds after exit is recorded too
+        time.sleep(0.4)
     finally:
         child.kill()
-        child.wait()
+        proc.send_signal(signal.SIGTERM)
+        _stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0, stderr
     assert "Traceback" not in stderr
     from vramtui.core.sampling import NvmlSource
@@ -64,7 +66,7 @@ def test_record_a_process_then_replay_it(tmp_path: Path) -> None:
     header = out.read_text().splitlines()[0]
     assert "process.tree_rss [MiB]" in header and "host.ram_used [MiB]" in header
     rows = data_lines(out)
-    assert len(rows) >= 30  # 2.4 s at 50 ms, with slack for a loaded CI machine
+    assert len(rows) >= 25  # about 2.2 s at 50 ms, with slack for a loaded CI machine
     assert f"{len(rows)} row(s)" in stderr
     data = read_nvsmi_csv(out)
     assert data.skipped == 0

@@ -49,6 +49,9 @@ class GpuReading:
         return f"{where} {self.name}".strip()
 
 
+GpuSample = GpuReading  # the name docs/ARCHITECTURE.md's module map uses
+
+
 @dataclass(frozen=True, slots=True)
 class HostReading:
     ram_used: int  # total - available: what the OOM killer looks at, not "used" in free(1)
