@@ -293,3 +293,19 @@ def test_flags_only_model_and_to_dict_keys() -> None:
     )
     # Q4_K_M of a 70B is about 40 GiB (39.6 GiB published)
     assert (est.weights_bytes + est.weights_host_bytes) / GIB == pytest.approx(39.6, rel=0.04)
+
+
+def test_engine_probe_reads_llama_cpp_log_lines() -> None:
+    from vramtui.core.engine_probe import parse_probe_log
+
+    log = (
+        "llama_context:  CUDA_Host  output buffer size =     0.40 MiB\n"
+        "llama_kv_cache:      CUDA0 KV buffer size =   800.00 MiB\n"
+        "llama_kv_cache: size =  800.00 MiB (  4096 cells,  40 layers,  1/1 seqs), K (f16):  400.00 MiB, V (f16):  400.00 MiB\n"
+        "llama_context:      CUDA0 compute buffer size =   353.01 MiB\n"
+        "llama_context:  CUDA_Host compute buffer size =    23.01 MiB\n"
+    )
+    kv, cells, compute, output = parse_probe_log(log)
+    assert kv == 800 * MIB and cells == 4096
+    assert compute == {"CUDA0": round(353.01 * MIB), "CUDA_Host": round(23.01 * MIB)}
+    assert output == round(0.40 * MIB)

@@ -64,3 +64,37 @@ def test_estimate_matches_llama_cpp_buffers(
     assert est.kv_cache_bytes / MIB == pytest.approx(engine["KV"], abs=0.006)
     # the compute buffer is the graph allocator's peak; the estimate rebuilds it from the graph's phases
     assert est.compute_buffer_bytes / MIB == pytest.approx(engine["compute"], rel=0.10)
+
+
+def test_llama_cpp_dry_run_agrees_with_the_real_load_and_the_arithmetic(make_gguf) -> None:
+    from vramtui.core.engine_probe import probe_llama_cpp
+
+    pytest.importorskip("llama_cpp")
+    path = make_gguf(n_layer=4, n_embd=512, n_head=8, n_head_kv=8)
+    figures = probe_llama_cpp(path, context=3000, ubatch=256, batch=512, flash_attn=False, kv_dtype="f16")
+    assert figures is not None and figures.context_ok
+    real = engine_buffers(path, 3000, 256, False, "f16")
+    # the dry run allocates nothing yet sizes the cache and the graph as the real load does
+    assert figures.kv_bytes / MIB == pytest.approx(real["KV"], abs=0.006)
+    assert figures.compute_bytes["CPU"] / MIB == pytest.approx(real["compute"], abs=0.006)
+    est = estimate(
+        load_model_info(path), Settings(context=3000, ubatch=256, batch=512, flash_attn=False, on_gpu=False)
+    )
+    assert figures.kv_cells == est.kv_cells == 3072
+    assert est.kv_cache_bytes == figures.kv_bytes
+
+
+def test_estimate_cli_asks_the_engine(make_gguf, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from vramtui.cli import main
+
+    pytest.importorskip("llama_cpp")
+    path = make_gguf(n_layer=4, n_embd=512, n_head=8, n_head_kv=8)
+    assert (
+        main(["estimate", str(path), "--ctx", "2048", "--flash-attn", "off", "--cpu", "--engine", "--json"])
+        == 0
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert data["engine"]["kv_bytes"] == data["kv_cache_bytes"]
+    assert data["engine"]["compute_bytes"]["CPU"] == pytest.approx(data["compute_buffer_bytes"], rel=0.10)

@@ -59,6 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     card.add_argument("--cpu", action="store_true", help="size a CPU-only run (what goes to host RAM)")
     parser.add_argument(
+        "--engine",
+        action="store_true",
+        help="also ask llama.cpp itself (a no_alloc dry run through llama-cpp-python) for a .gguf",
+    )
+    parser.add_argument(
         "--no-meta", action="store_true", help="count parameters by arithmetic, not transformers"
     )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -219,11 +224,47 @@ def render(info: Any, est: Any) -> str:
     return "\n".join(lines)
 
 
+def _ask_engine(info: Any, est: Any, settings: Any) -> Any:
+    if info.weights_source != "gguf" or settings.accounting != "llama.cpp":
+        raise VramtuiError(
+            "--engine asks llama.cpp about a .gguf file: give one, with a llama.cpp-family backend"
+        )
+    from vramtui.core.engine_probe import llama_cpp_available, probe_llama_cpp
+
+    if not llama_cpp_available():
+        raise VramtuiError("--engine needs llama-cpp-python (pip install 'vramtui[llama]')")
+    return probe_llama_cpp(
+        info.source,
+        context=est.context,
+        ubatch=settings.ubatch or 512,
+        batch=settings.batch or 2048,
+        parallel=est.parallel,
+        flash_attn=settings.flash_attn,
+        kv_dtype=est.kv_dtype,
+        gpu_layers=settings.gpu_layers,
+    )
+
+
+def _render_engine(engine: Any) -> str:
+    from vramtui.core.units import format_bytes as fb
+
+    if engine is None:
+        return "engine    llama.cpp could not be asked (the dry run failed); the figures above are arithmetic"
+    if not engine.context_ok:
+        return "engine    llama.cpp's dry run could not create this context: it would fail at start-up"
+    compute = ", ".join(f"{name} {fb(size)}" for name, size in engine.compute_bytes.items())
+    return (
+        f"engine    llama.cpp dry run (no_alloc): weights {fb(engine.model_bytes)}, KV {fb(engine.kv_bytes)} "
+        f"({engine.kv_cells:,} cells), compute {compute}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from vramtui.core.estimator import estimate
 
     info, settings = build(args)
     est = estimate(info, settings)
+    engine = _ask_engine(info, est, settings) if args.engine else None
     if args.json:
         from vramtui.cli.common import print_json
 
@@ -233,7 +274,11 @@ def run(args: argparse.Namespace) -> int:
             for k, v in info.to_dict().items()
             if k not in ("notes", "weights_by_dtype", "kv_heads_per_layer")
         }
+        if args.engine:
+            out["engine"] = engine.to_dict() if engine else None
         print_json(out)
     else:
         print(render(info, est))
+        if args.engine:
+            print(_render_engine(engine))
     return 0 if est.fits else 1
