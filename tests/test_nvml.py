@@ -53,8 +53,10 @@ class FakeDriver:
         process_versions: tuple[str, ...] = ("_v3", "_v2", ""),
         driver_symbols: tuple[str, ...] = ("_v3", "_v2", ""),
         sentinel_raw: bool = False,
+        handle_errors: dict[int, int] | None = None,
     ) -> None:
         self.gpus = gpus
+        self.handle_errors = handle_errors or {}  # index -> NVML error code when asked for its handle
         self.init_error = init_error
         self.memory_v2 = memory_v2
         self.process_versions = process_versions  # functions this nvidia-ml-py defines
@@ -90,6 +92,8 @@ class FakeDriver:
         def nvmlDeviceGetHandleByIndex(index: int) -> FakeGpu:
             if index >= len(d.gpus):
                 raise nvml_error(real.NVML_ERROR_INVALID_ARGUMENT)
+            if index in d.handle_errors:
+                raise nvml_error(d.handle_errors[index])
             return d.gpus[index]
 
         def nvmlDeviceGetName(handle: FakeGpu) -> str:
@@ -309,6 +313,16 @@ def test_gpu_lost_mid_run_other_gpus_keep_working() -> None:
     status = source.status()
     assert status.ok and "GPU 0" in status.message and "lost" in status.message
     assert sample.gpu_used_bytes() == 5 * GIB
+
+
+def test_a_gpu_we_may_not_open_is_shown_and_the_rest_read() -> None:
+    """Containers restricted by cgroups: NVML counts every GPU but refuses a handle to some."""
+    source = NvmlSource(FakeDriver(two_gpus(), handle_errors={0: real.NVML_ERROR_NO_PERMISSION}).module())
+    hidden, visible = source.sample().gpus  # type: ignore[union-attr]
+    assert hidden.error == "no permission to read this GPU" and hidden.used_bytes is None
+    assert visible.used_bytes == GIB and visible.error is None
+    status = source.status()
+    assert status.ok and "GPU 0" in status.message and "no permission" in status.message
 
 
 @pytest.mark.parametrize(

@@ -96,28 +96,38 @@ class _Level:
             return self.ts[(self.head - self.count) % self.capacity]
         return self.open_t if self.open_count else None
 
-    def iter_buckets(self, since: float | None = None) -> list[Bucket]:
-        """Closed buckets oldest first, then the open one; those ending before `since` are left out."""
-        out: list[Bucket] = []
-        start = (self.head - self.count) % self.capacity
-        n = self.per_bucket
-        for k in range(self.count):
-            i = (start + k) % self.capacity
-            if since is not None and self.t_ends[i] < since:
-                continue
-            out.append(Bucket(self.mins[i], self.maxs[i], self.lasts[i], self.ts[i], self.t_ends[i], n))
+    def _first_ending_at_or_after(self, since: float) -> int:
+        """Logical position (0 = oldest closed bucket) of the first closed bucket ending at or after
+        `since`: a binary search over the ring (bucket end times only grow)."""
+        start, capacity = (self.head - self.count) % self.capacity, self.capacity
+        lo, hi = 0, self.count
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.t_ends[(start + mid) % capacity] < since:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def window(self, since: float | None = None) -> list[tuple[float, float, float, float, float, int]]:
+        """(min, max, last, t, t_end, count) of the closed buckets oldest first, then the open one;
+        those ending before `since` are left out."""
+        start, capacity, n = (self.head - self.count) % self.capacity, self.capacity, self.per_bucket
+        first = 0 if since is None else self._first_ending_at_or_after(since)
+        mins, maxs, lasts, ts, t_ends = self.mins, self.maxs, self.lasts, self.ts, self.t_ends
+        out = []
+        for k in range(first, self.count):
+            i = (start + k) % capacity
+            out.append((mins[i], maxs[i], lasts[i], ts[i], t_ends[i], n))
         if self.open_count and (since is None or self.open_t_end >= since):
             out.append(
-                Bucket(
-                    self.open_min,
-                    self.open_max,
-                    self.open_last,
-                    self.open_t,
-                    self.open_t_end,
-                    self.open_count,
-                )
+                (self.open_min, self.open_max, self.open_last, self.open_t, self.open_t_end, self.open_count)
             )
         return out
+
+    def iter_buckets(self, since: float | None = None) -> list[Bucket]:
+        """Closed buckets oldest first, then the open one; those ending before `since` are left out."""
+        return [Bucket(*row) for row in self.window(since)]
 
 
 def merge(buckets: list[Bucket]) -> Bucket:
@@ -205,21 +215,28 @@ class PeakHistory:
             if holds_all or (since is not None and oldest <= since):
                 chosen = level
                 break
-        source = chosen.iter_buckets(since)
-        if len(source) <= n:
-            return source
-        start = source[0].t if since is None else max(since, source[0].t)
+        rows = chosen.window(since)
+        if len(rows) <= n:
+            return [Bucket(*row) for row in rows]
+        start = rows[0][3] if since is None else max(since, rows[0][3])
         end = self.last_t
         width = (end - start) / n if end > start else 0.0
-        groups: list[list[Bucket]] = [[] for _ in range(n)]
-        for bucket in source:
-            if width > 0:
-                slot = int((bucket.t_end - start) / width)
-                slot = min(max(slot, 0), n - 1)
+        # Merge the rows into n slots of equal time width, by their end time (raw floats: this runs on
+        # every repaint of the graph).
+        slots: list[list[float] | None] = [None] * n
+        for lo, hi, last, t, t_end, count in rows:
+            slot = min(max(int((t_end - start) / width), 0), n - 1) if width > 0 else n - 1
+            acc = slots[slot]
+            if acc is None:
+                slots[slot] = [lo, hi, last, t, t_end, count]
             else:
-                slot = n - 1
-            groups[slot].append(bucket)
-        return [merge(group) for group in groups if group]
+                if lo < acc[0]:
+                    acc[0] = lo
+                if hi > acc[1]:
+                    acc[1] = hi
+                acc[2], acc[4] = last, t_end
+                acc[5] += count
+        return [Bucket(a[0], a[1], a[2], a[3], a[4], int(a[5])) for a in slots if a is not None]
 
     def max_since(self, since: float) -> float | None:
         """The max of everything added at or after `since` (exact at level 0, bucket-wide further back)."""

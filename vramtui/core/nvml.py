@@ -346,7 +346,11 @@ class NvmlApi:
                     _number(getattr(info, "reserved", None)),
                 )
             except Exception as error:
-                if error_code(error) not in (ERROR_FUNCTION_NOT_FOUND, ERROR_ARGUMENT_VERSION_MISMATCH):
+                if error_code(error) not in (
+                    ERROR_FUNCTION_NOT_FOUND,
+                    ERROR_ARGUMENT_VERSION_MISMATCH,
+                    ERROR_NOT_SUPPORTED,  # some vGPU / older boards answer only v1
+                ):
                     raise
                 self._probe.memory_v2 = False  # an older driver: v1 from now on
         info = nvml.nvmlDeviceGetMemoryInfo(handle)
