@@ -301,3 +301,69 @@ def test_terminal_answers_yes_no_edit(
     assert _ask(proposal, out) is proposal
     monkeypatch.setattr("sys.stdin", io.StringIO(""))  # end of input: stop, do not loop
     assert _ask(proposal, out) is None
+
+
+CUDA_KV_FAILURE_LOG = """\
+load_tensors:        CUDA0 model buffer size =    20.52 MiB
+llama_context: n_ctx                 = {n_ctx}
+ggml_backend_cuda_buffer_type_alloc_buffer: allocating {kv_mib:.2f} MiB on device 0: cudaMalloc failed: out of memory
+alloc_tensor_range: failed to allocate CUDA0 buffer of size {kv_bytes}
+llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache
+"""
+
+
+def test_on_a_gpu_the_card_is_the_budget(
+    demo_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # NVML is absent here: stand in for its answer (a 1.5 GiB card) where the wizard asks for it.
+    monkeypatch.setattr("vramtui.core.wizard._first_gpu_bytes", lambda: 1536 * MIB)
+
+    def cuda_oom(profile: Profile) -> Any:
+        n_ctx = int(profile.params["context"])  # type: ignore[call-overload]
+        log = tmp_path / f"cuda-{n_ctx}.log"
+        log.write_text(
+            CUDA_KV_FAILURE_LOG.format(n_ctx=n_ctx, kv_mib=n_ctx * 8192 / MIB, kv_bytes=n_ctx * 8192)
+        )
+        return SimpleNamespace(
+            ready=False, stage="kv_cache", failure_stage="kv_cache", failure="cuda_oom", diagnosis=None,
+            smoke=None, log_file=str(log),
+        )  # fmt: skip
+
+    profile = Profile(backend="llama.cpp", model=str(demo_model), params={"context": 262144})
+    wizard = Wizard(profile, runner=cuda_oom, record=False)
+    wizard.start()
+    assert wizard.last is not None and wizard.last.figures["failed_alloc"] == 262144 * 8192
+    assert not wizard.model.host and wizard.model.budget == 1536 * MIB
+    proposal = wizard.propose()
+    # Without logits arrays on the host, a q4_0 cache keeps the whole context on this card: the KV rung
+    # comes before the context rung, and flash attention (its prerequisite) comes first, alone.
+    assert proposal is not None and (proposal.param, proposal.to) == ("flash_attn", True)
+    assert proposal.then == ("kv_dtype", "q4_0")
+    room = 1536 * MIB - wizard.model.overhead
+    assert proposal.predicted_mib is not None and proposal.predicted_mib * MIB <= room * 0.9
+    assert wizard.model.overhead > 0 and "1536 MiB budget" in proposal.why
+
+
+def test_step_by_step_driving_ends_the_record(demo_model: Path, tmp_path: Path) -> None:
+    # The TUI drives start/propose/apply itself; finish() writes the end line.
+    record = tmp_path / "tui.jsonl"
+    wizard = Wizard(_demo_profile(demo_model), record_path=record, runner=ReplayedRuns(tmp_path))
+    wizard.start()
+    step = wizard.apply(wizard.propose())  # type: ignore[arg-type]
+    assert step.outcome == "works" and wizard.propose() is None
+    result = wizard.finish()
+    assert result.success and result.final_profile.params["context"] == 32768
+    session = open_session(record)
+    assert session.finished and session.success and [s["step"] for s in session.steps] == [0, 1]
+    assert wizard.finish().success  # a second call writes nothing more
+    assert len(open_session(record).steps) == 2
+
+
+def test_after_a_change_without_effect_nothing_more_is_proposed(demo_model: Path, tmp_path: Path) -> None:
+    wizard = Wizard(
+        _demo_profile(demo_model), runner=ReplayedRuns(tmp_path, honours_context=False), record=False
+    )
+    wizard.start()
+    step = wizard.apply(wizard.propose())  # type: ignore[arg-type]
+    assert step.outcome == "not_applied" and not step.counts_as_progress
+    assert wizard.propose() is None and "did not take effect" in wizard.stop_reason

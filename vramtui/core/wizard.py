@@ -12,6 +12,7 @@ effect stops the loop with that finding instead of walking further down the ladd
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import itertools
 import re
@@ -261,10 +262,15 @@ class MemoryModel:
     could not get is more than the room) and successes (what it held fitted).
     """
 
-    def __init__(self, profile: Profile, margin: float = DEFAULT_MARGIN) -> None:
+    def __init__(
+        self, profile: Profile, margin: float = DEFAULT_MARGIN, device_bytes: int | None = None
+    ) -> None:
         self.backend = get_backend(profile.backend)
         self.margin = margin
-        self.budget = profile.memory_budget
+        self.host = self.host_budget(profile)
+        # The budget: the profile's, else (a GPU run) the card's own memory.
+        self.budget = profile.memory_budget or (None if self.host else device_bytes or _first_gpu_bytes())
+        self.overhead = 512 * MIB  # the engine's own share of a GPU (CUDA context...): the estimator's figure
         self.factors: dict[str, float] = {}
         self.room_upper: int | None = None  # room for buffers is below this (a failure proved it)
         self.room_lower: int | None = None  # room is at least this (a success proved it)
@@ -321,6 +327,9 @@ class MemoryModel:
             self.why_unavailable = f"estimator failed: {error}"
             return None
         weights = int(getattr(result, "weights_bytes", 0) or 0)
+        overhead = getattr(result, "overhead_bytes", None)
+        if isinstance(overhead, int) and overhead > 0:
+            self.overhead = overhead
         if self.host_budget(profile):
             weights += int(getattr(result, "weights_host_bytes", 0) or 0)
         extra = 0
@@ -337,8 +346,9 @@ class MemoryModel:
 
     def host_budget(self, profile: Profile) -> bool:
         """A budget on the host process (everything counts) rather than a GPU's (only what sits there)."""
+        # As the launcher decides: no GPU to watch, or no layer on it, and the cap is the address space.
         gpu_layers = str(current_value(profile, "gpu_layers"))
-        return self.backend.name == "llama-cpp-python" and gpu_layers == "0"
+        return gpu_layers == "0" or _first_gpu_bytes() is None
 
     def predict(self, profile: Profile) -> Footprint | None:
         raw = self.raw(profile)
@@ -354,6 +364,8 @@ class MemoryModel:
         )
 
     def baseline(self) -> int:
+        if not self.host:
+            return self.overhead
         return HOST_BASELINE_BYTES.get(self.backend.name, 256 * MIB)
 
     def room(self) -> int | None:
@@ -571,12 +583,13 @@ class Wizard:
         on_start: Callable[[Any], None] | None = None,
         ladders: dict[str, tuple[Rung, ...]] | None = None,
         record: bool = True,
+        device_bytes: int | None = None,
     ) -> None:
         self.profile = profile
         self.start_profile = profile
         self.auto = auto
         self.backend = get_backend(profile.backend)
-        self.model = MemoryModel(profile, margin)
+        self.model = MemoryModel(profile, margin, device_bytes)
         self.on_step = on_step
         self.on_start = on_start
         self.ladders = ladders
@@ -651,6 +664,12 @@ class Wizard:
             self.start()
         obs = self.last
         if obs is None or obs.works:
+            return None
+        if self.steps and self.steps[-1].outcome == "not_applied":
+            # Going further down the ladder would stack changes on a setting that is not reaching the
+            # engine: stop here and say so.
+            notes = self.steps[-1].notes
+            self.stop_reason = notes[0] if notes else "the last change did not take effect"
             return None
         stage = self._failing_stage(obs)
         if stage is None:
@@ -733,11 +752,12 @@ class Wizard:
             ):
                 changes["flash_attn"] = True
             _, footprint = self._footprint_with(changes)
-            if footprint is None:
-                # No arithmetic: the gentlest step of this rung, and say so.
-                best = (candidates[len(candidates) // 2] if param == "context" else value, None, changes)
+            fits = self.model.fits(footprint) if footprint is not None else None
+            if fits is None:
+                # No arithmetic (no estimate, or no budget known): a cautious step, and the why says so.
+                cautious = _cautious(param, current, candidates)
+                best = (cautious, None, {**changes, param: cautious})
                 break
-            fits = self.model.fits(footprint)
             best = (value, footprint, changes)
             if fits:
                 break
@@ -1081,6 +1101,18 @@ class Wizard:
 
     _ended = False
 
+    def finish(self) -> WizardResult:
+        """End a session driven step by step (start/propose/apply): write the record's end line."""
+        if self._ended:
+            return WizardResult(
+                bool(self.last and self.last.works), list(self.steps), self.profile, self.stop_reason,
+                list(self.advice), None, self.record_path,
+            )  # fmt: skip
+        success = self.last is not None and self.last.works
+        if success:
+            self.stop_reason = "it runs and answers the smallest chat request"
+        return self._finish(success, None)
+
     def _finish(self, success: bool, pending: Proposal | None) -> WizardResult:
         result = WizardResult(
             success=success,
@@ -1105,6 +1137,36 @@ class Wizard:
             self.recorder.close()
             self._ended = True
         return result
+
+
+def _cautious(param: str, current: object, candidates: list[object]) -> object:
+    """Without arithmetic: half the context (the nearest round value), else the next value down."""
+    if param == "context":
+        try:
+            half = int(current) // 2  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            return candidates[0]
+        return next((c for c in candidates if int(c) <= half), candidates[-1])  # type: ignore[call-overload]
+    return candidates[0]
+
+
+@functools.cache
+def _first_gpu_bytes() -> int | None:
+    """Total memory of the first GPU NVML sees (None without NVML: the normal state on CPU machines)."""
+    try:
+        from vramtui.core.nvml import NvmlApi
+    except ImportError:
+        return None
+    api = NvmlApi()
+    try:
+        if not api.start():
+            return None
+        for device in api.snapshot():
+            if device.total_bytes:
+                return int(device.total_bytes)
+        return None
+    finally:
+        api.shutdown()
 
 
 def _stage_from_facts(obs: Observation) -> str:
