@@ -138,6 +138,7 @@ class Case:
     device_gib: float | None = None
     share: float | None = None
     tp: int = 1
+    parallel: int | None = None  # vLLM max_num_seqs when the log printed it
     note: str = ""
 
 
@@ -158,7 +159,16 @@ CASES: dict[str, Case] = {
     "vllm-n5": Case("llama-3.1-70b", "vllm", "int8", 2048, device_gib=80.0, share=0.98,
                     note="compressed-tensors w8a8; card size not printed (an 80 GiB class GPU assumed)"),
     "vllm-n7": Case("phi-4", "vllm", "gptq-g128", 2048, device_gib=79.25, share=0.15),
-    "vllm-n9": Case("phi-4", "vllm", "fp4", 512, device_gib=79.15, share=0.70),
+    "vllm-n9": Case(
+        "phi-4",
+        "vllm",
+        "fp4",
+        512,
+        device_gib=79.15,
+        share=0.70,
+        parallel=320,
+        note="bitsandbytes in flight: vLLM's loader quantizes NF4 with double quantization whatever the config says",
+    ),
     "sglang-n1": Case("qwen3-235b-a22b", "sglang", "fp8", tp=4),
 }  # fmt: skip
 
@@ -257,7 +267,12 @@ def vllm_rows(case_id: str, case: Case, measured: dict[str, Any]) -> list[Row]:
     info = model_info(case.model)
     device = int((case.device_gib or 80) * GIB)
     settings = Settings(
-        backend="vllm", context=case.context, quant=case.quant, device_bytes=device, safety=case.share
+        backend="vllm",
+        context=case.context,
+        parallel=case.parallel,
+        quant=case.quant,
+        device_bytes=device,
+        safety=case.share,
     )
     est = estimate(info, settings)
     rows: list[Row] = []

@@ -288,13 +288,19 @@ def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWei
     return LayerWeights(tuple(layers), token_embd, output, other)
 
 
-def hf_weights_bytes(info: ModelInfo, quant: str | None) -> tuple[int, int | None, list[str]]:
+def hf_weights_bytes(
+    info: ModelInfo, quant: str | None, accounting: str = "transformers"
+) -> tuple[int, int | None, list[str]]:
     """(runtime weight bytes, load-time peak or None, notes) for vLLM and transformers."""
     notes: list[str] = []
     wanted = q.normalize_quant(quant) if quant else None
     if info.weights_bytes is not None and (wanted is None or wanted == info.quant):
         return info.weights_bytes, None, notes
     method = wanted or info.quant
+    if accounting == "vllm" and wanted in ("nf4", "fp4") and info.quant is None:
+        # vLLM's in-flight bitsandbytes loader always quantizes to NF4 with double quantization
+        method = "nf4-dq"
+        notes.append("vLLM quantizes bitsandbytes in flight as NF4 with double quantization")
     n_params = info.n_params or 0
     unquantized = _dtype_bytes(info.dtype)
     if method is None or method in ("f16", "bf16", "f32"):
@@ -475,7 +481,7 @@ def _vllm(info: ModelInfo, settings: Settings) -> Estimate:
     context = settings.context or info.max_context or 4096
     max_seqs = settings.parallel or 256
     kv_dtype = _kv_dtype(info, settings)
-    weights, _peak, wnotes = hf_weights_bytes(info, settings.quant)
+    weights, _peak, wnotes = hf_weights_bytes(info, settings.quant, "vllm")
     notes += wnotes
     per_token = kv_bytes_per_token(info, kv_dtype, "vllm")
     budget = int(settings.device_bytes * settings.share)
@@ -487,10 +493,11 @@ def _vllm(info: ModelInfo, settings: Settings) -> Estimate:
         ff = max(
             ff if info.n_dense_layers else 0, (info.moe_intermediate or ff) * max(1, info.n_experts_used)
         )
-    # MLP: fused gate_up (2 ff) and its activation (ff) alive together; residual + hidden + norm + attn out
-    activation = tokens * (3 * ff + 4 * info.hidden) * act_bytes
-    # the sampler: fp32 logits and probabilities of the last token of every sequence in the batch
-    activation += min(max_seqs, tokens) * info.vocab * 4 * 2
+    # MLP: the fused gate_up output (2 ff) and its activation (ff) alive together, with the residual stream
+    activation = tokens * (3 * ff + 2 * info.hidden) * act_bytes
+    # the sampler's dummy run: fp32 logits, probabilities and logprobs of every sequence's last token, and the
+    # top-k/top-p sort (values + int64 indices) the profile asks for: 24 bytes per vocabulary entry
+    activation += min(max_seqs, tokens) * info.vocab * 24
     non_torch = VLLM_NON_TORCH_BYTES
     kv_available = budget - weights - non_torch - activation
     block_bytes = VLLM_BLOCK_TOKENS * per_token
