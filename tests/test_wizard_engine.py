@@ -172,26 +172,6 @@ def test_killing_vramtui_mid_step_loses_nothing(demo_cache: Path, tmp_path: Path
     assert not session.finished
 
 
-def test_demo_headless_json(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "vramtui", "demo", "--auto", "--json"],
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    data = json.loads(done.stdout)
-    assert data["success"] is True
-    assert data["steps"] and all({"param", "from", "to", "outcome"} <= set(step) for step in data["steps"])
-    assert data["steps"][-1]["outcome"] == "works"
-    assert data["final_params"]["context"] < DEMO_CONTEXT
-    assert data["first_run"]["failure_stage"] == "kv_cache"
-    assert "textual" not in done.stderr.lower()
-    assert Path(data["record"]).is_relative_to(tmp_path / "data" / "vramtui" / "wizard")
-    assert (tmp_path / "cache" / "vramtui" / "demo").is_dir()  # the model was generated and cached there
-
-
 def test_cli_without_a_terminal_prints_the_proposal_and_stops(demo_cache: Path, tmp_path: Path) -> None:
     profile_file = demo_profile(demo_cache).save(tmp_path / "demo.toml")
     done = subprocess.run(

@@ -947,6 +947,8 @@ class Wizard:
             seen = after.facts.get("file_type")
             if seen and expected:
                 notes.append(f"quantization confirmed in the log: file type {seen}")
+        if before is not None and before.peak_mib and after.peak_mib:
+            notes.append(f"peak memory {before.peak_mib:.0f} → {after.peak_mib:.0f} MiB")
         predicted = proposal.predicted_mib
         measured = after.allocated_bytes() / MIB
         if predicted is not None and measured:
@@ -1018,6 +1020,10 @@ class Wizard:
                 )
             if before is not None and before.facts.get("file_type") == facts["file_type"]:
                 return False, f"the log shows the same file type ({facts['file_type']}) as before"
+        if param == "quant":
+            unconfirmed = [w for w in after.warnings if "quantiz" in w.lower() and "confirm" in w.lower()]
+            if unconfirmed:
+                return False, f"asked for {value} quantization; the log never confirmed it ({unconfirmed[0]})"
         # Then the curve: an identical failure with identical figures means nothing changed.
         if before is None or after.works:
             return True, ""
