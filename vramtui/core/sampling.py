@@ -119,13 +119,15 @@ class NvmlSource:
         self._last: tuple[GpuReading, ...] = ()
 
     def _ensure_started(self) -> bool:
-        if not self._started:
-            self._started = True
-            if self.api.start():
-                env = self._cuda_env if self._cuda_env is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
-                devices = [(d.index, d.uuid, d.mig_index) for d in self.api.devices]
-                self._cuda_map = cuda_visible_map(devices, env)
-        return self.api.ok
+        if self._started:
+            return self.api.ok
+        ok = self.api.start()  # locked and idempotent: the UI thread and the sampler may race here
+        if ok:
+            env = self._cuda_env if self._cuda_env is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
+            devices = [(d.index, d.uuid, d.mig_index) for d in self.api.devices]
+            self._cuda_map = cuda_visible_map(devices, env)
+        self._started = True
+        return ok
 
     @property
     def available(self) -> bool:
