@@ -165,3 +165,17 @@ def test_estimate_help_does_not_import_torch_or_transformers() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "--kv-heads" in result.stdout and "--gpu-mem" in result.stdout
     assert result.stdout.strip().endswith("False False")
+
+
+def test_list_finds_models_on_disk(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_gguf: Path
+) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "ollama"))
+    assert main(["estimate", "--list", "--search", str(tiny_gguf.parent), "--json"]) == 0
+    models = json.loads(capsys.readouterr().out)["models"]
+    assert {"name": tiny_gguf.name, "kind": "gguf"}.items() <= next(
+        m for m in models if m["name"] == tiny_gguf.name
+    ).items()
+    assert main(["estimate", "--list"]) == 0
+    assert "no models found" in capsys.readouterr().out

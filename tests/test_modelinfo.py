@@ -309,3 +309,31 @@ def test_discovery_hf_cache_ollama_store_and_gguf_folders(
     assert load_model_info("tiny").weights_source == "gguf"
     assert load_model_info("tiny:latest").n_layers == 4
     assert load_model_info("acme/tiny-llama").weights_source == "safetensors"
+
+
+def test_split_gguf_is_read_across_its_files(tmp_path: Path) -> None:
+    import gguf
+
+    writer = gguf.GGUFWriter(str(tmp_path / "big.gguf"), "llama", split_max_tensors=3)
+    writer.add_block_count(2)
+    writer.add_embedding_length(32)
+    writer.add_head_count(4)
+    writer.add_head_count_kv(2)
+    names = ["token_embd.weight", "output.weight", "output_norm.weight"]
+    names += [f"blk.{i}.{t}.weight" for i in range(2) for t in ("attn_q", "attn_k", "ffn_up")]
+    for name in names:
+        writer.add_tensor(name, np.zeros((4, 32) if "norm" not in name else (32,), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    parts = sorted(tmp_path.glob("big-*-of-*.gguf"))
+    assert len(parts) == 3
+    for part in (parts[0], parts[2]):  # any part names the whole model
+        info = load_model_info(part)
+        assert info.weights_bytes == 8 * 4 * 32 * 4 + 32 * 4
+        assert info.layer_bytes == (3 * 4 * 32 * 4, 3 * 4 * 32 * 4)
+        assert (info.n_layers, info.n_kv_heads) == (2, 2)
+    parts[1].unlink()
+    with pytest.raises(VramtuiError, match="missing"):
+        load_model_info(parts[0])

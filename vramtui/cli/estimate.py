@@ -66,6 +66,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-meta", action="store_true", help="count parameters by arithmetic, not transformers"
     )
+    parser.add_argument(
+        "--list",
+        action="store_true",
+        help="list models already on disk (HF cache, Ollama store, GGUFs under --search folders) and exit",
+    )
+    parser.add_argument(
+        "--search", metavar="DIR", action="append", default=[], help="a folder with .gguf files (repeatable)"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
@@ -259,8 +267,32 @@ def _render_engine(engine: Any) -> str:
     )
 
 
+def list_models(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from vramtui.core.discover import discover_models
+    from vramtui.core.units import format_bytes
+
+    found = discover_models([Path(p) for p in args.search])
+    if args.json:
+        from vramtui.cli.common import print_json
+
+        print_json({"models": [m.to_dict() for m in found]})
+        return 0
+    if not found:
+        print("no models found (looked in the Hugging Face cache, Ollama's store and the --search folders)")
+        return 0
+    width = max(len(m.name) for m in found)
+    for m in found:
+        print(f"{m.kind:<7}{m.name:<{width + 2}}{format_bytes(m.size_bytes):>12}  {m.path}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from vramtui.core.estimator import estimate
+
+    if args.list:
+        return list_models(args)
 
     info, settings = build(args)
     est = estimate(info, settings)

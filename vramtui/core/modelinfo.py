@@ -522,8 +522,10 @@ def _gguf_int(reader: Any, key: str) -> int | None:
     return None
 
 
-def info_from_gguf(path: Path) -> ModelInfo:
-    """ModelInfo from a GGUF file's header and tensor table (no tensor data is read)."""
+_SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+
+def _open_gguf(path: Path) -> Any:
     import gguf
 
     try:
@@ -534,11 +536,40 @@ def info_from_gguf(path: Path) -> ModelInfo:
     if magic != b"GGUF":
         raise VramtuiError(f"{path}: not a GGUF file (it does not start with the GGUF magic)")
     try:
-        reader = gguf.GGUFReader(str(path), "r")
+        return gguf.GGUFReader(str(path), "r")
     except Exception as error:
         reason = " ".join(str(error).split())[:160] or type(error).__name__
         raise VramtuiError(f"{path}: truncated or damaged GGUF file ({reason})") from None
-    file_size = path.stat().st_size
+
+
+def _gguf_split_siblings(path: Path, reader: Any) -> list[tuple[Path, Any]]:
+    """The other files of a split GGUF (name-00001-of-00003.gguf); llama.cpp loads them all."""
+    count = _gguf_int(reader, "split.count") or 1
+    match = _SPLIT_NAME.match(path.name)
+    if count <= 1 or not match:
+        return []
+    siblings = []
+    for number in range(1, count + 1):
+        part = path.with_name(f"{match.group('stem')}-{number:05d}-of-{count:05d}.gguf")
+        if part == path:
+            continue
+        if not part.is_file():
+            raise VramtuiError(f"{path}: split GGUF is missing {part.name}")
+        siblings.append((part, _open_gguf(part)))
+    return siblings
+
+
+def info_from_gguf(path: Path) -> ModelInfo:
+    """ModelInfo from a GGUF file's header and tensor table (no tensor data is read)."""
+    import gguf
+
+    split = _SPLIT_NAME.match(path.name)
+    if split and split.group("no") != "00001":  # metadata lives in the first file
+        first = path.with_name(f"{split.group('stem')}-00001-of-{split.group('count')}.gguf")
+        if first.is_file():
+            path = first
+    reader = _open_gguf(path)
+    readers = [(path, reader), *_gguf_split_siblings(path, reader)]
     arch = str(_field(reader, "general.architecture") or "llama")
     a = arch
 
@@ -574,11 +605,12 @@ def info_from_gguf(path: Path) -> ModelInfo:
     n_elements = 0
     has_output = False
     by_type: dict[str, int] = {}
-    for tensor in reader.tensors:
+    all_tensors = [(part, part.stat().st_size, t) for part, r in readers for t in r.tensors]
+    for part, file_size, tensor in all_tensors:
         size = int(tensor.n_bytes)
         end = int(tensor.data_offset) + size
         if end > file_size:
-            raise VramtuiError(f"{path}: truncated GGUF file (tensor {tensor.name} ends past the file)")
+            raise VramtuiError(f"{part}: truncated GGUF file (tensor {tensor.name} ends past the file)")
         n_elements += int(tensor.n_elements)
         type_name = tensor.tensor_type.name.lower()
         by_type[type_name] = by_type.get(type_name, 0) + size
@@ -592,7 +624,7 @@ def info_from_gguf(path: Path) -> ModelInfo:
             has_output = True
         else:
             other += size
-    if not reader.tensors:
+    if not all_tensors:
         raise VramtuiError(f"{path}: GGUF file has no tensors (a vocabulary-only file?)")
     total = sum(layer_bytes) + token_embd + output + other
     info = ModelInfo(
