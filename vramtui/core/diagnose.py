@@ -19,7 +19,7 @@ from typing import BinaryIO
 from vramtui.core import logstages as ls
 from vramtui.core.errors import VramtuiError
 from vramtui.core.logstages import STAGE_INDEX, STAGES, ErrorRule, NoticeRule
-from vramtui.core.textclean import clean_bytes_line, clean_line, iter_raw_lines
+from vramtui.core.textclean import clean_bytes_line, clean_line, iter_raw_line_batches
 
 __all__ = [
     "STAGES",
@@ -54,7 +54,6 @@ _DEFAULT_STAGE: dict[str, str] = {
     "other": "load_weights",
 }
 
-_ANCHOR_RE = re.compile("|".join(re.escape(anchor) for anchor in ls.all_anchors()))
 _FRAME_RE = re.compile(r'File "([^"]+)", line \d+, in (\S+)')
 _PREFIX_RES = (
     re.compile(r"^\s*\d+\.\d+\.\d+\.\d+ [IWEDT] "),  # llama.cpp's timestamped log
@@ -134,6 +133,7 @@ class _LineInfo:
     backends: tuple[str, ...] = ()
     quant_words: bool = False
     formats: tuple[str, ...] = ()
+    simple: bool = False  # a stage marker and/or backend marks, nothing else
 
 
 def _strip_prefix(text: str) -> str:
@@ -153,72 +153,147 @@ def _number(value: str) -> float:
     return float(value.replace(",", ""))
 
 
-def _stage_of(low: str) -> str | None:
-    best = -1
-    for rule in ls.STAGE_RULES:
-        if rule.anchor in low and (rule.regex is None or rule.regex.search(low)):
-            best = max(best, STAGE_INDEX[rule.stage])
-    return STAGES[best] if best >= 0 else None
+# -- the prefilter -----------------------------------------------------------------------------------
+# Every rule is filed under one word of its anchor (the longest). A line's words are found with one
+# regex scan; only the rules filed under those words (plus the few substring anchors) are tried.
+_TOKEN_RE = re.compile(r"[a-z0-9]+")
+
+
+def _key_of(anchor: str) -> str:
+    tokens = _TOKEN_RE.findall(anchor)
+    return max(tokens, key=len) if tokens else anchor
+
+
+def _file(index: dict[str, list], anchor: str, item: object) -> None:
+    if anchor in ls.SUBSTRING_ANCHORS:
+        index.setdefault(f"\0{anchor}", []).append(item)
+    else:
+        index.setdefault(_key_of(anchor), []).append(item)
+
+
+_STAGE_INDEX: dict[str, list] = {}
+_ERROR_INDEX: dict[str, list] = {}
+_NOTICE_INDEX: dict[str, list] = {}
+_RECOVERY_INDEX: dict[str, list] = {}
+_FIGURE_INDEX: dict[str, list] = {}
+_MARK_INDEX: dict[str, list] = {}
+for _rule in ls.STAGE_RULES:
+    _file(_STAGE_INDEX, _rule.anchor, _rule)
+for _position, _error_rule in enumerate(ls.ERROR_RULES):
+    _file(_ERROR_INDEX, _error_rule.anchor, (_position, _error_rule))
+for _notice in ls.NOTICE_RULES:
+    _file(_NOTICE_INDEX, _notice.anchor, _notice)
+for _notice in ls.RECOVERY_RULES:
+    _file(_RECOVERY_INDEX, _notice.anchor, _notice)
+for _figure in ls.FIGURE_RULES:
+    _file(_FIGURE_INDEX, _figure.anchor, _figure)
+for _anchor, _name in ls.BACKEND_MARKS:
+    _file(_MARK_INDEX, _anchor, (_anchor, _name))
+# Words that matter outside the rule tables: frames, tracebacks, warning levels, formats.
+_OTHER_WORDS = {"file", "traceback", "handling", "above", "warn", "warning", "w", "gguf", "awq", "gptq"}
+_OTHER_WORDS.update(_key_of(word) for word in ls.QUANT_CONFIRM_ANCHORS)
+_KEYS: frozenset[str] = frozenset(
+    set(_STAGE_INDEX)
+    | set(_ERROR_INDEX)
+    | set(_NOTICE_INDEX)
+    | set(_RECOVERY_INDEX)
+    | set(_FIGURE_INDEX)
+    | set(_MARK_INDEX)
+    | _OTHER_WORDS
+)
+_SUBSTRINGS: tuple[str, ...] = (*ls.SUBSTRING_ANCHORS, "quant")
+
+
+def _matches(rule: object, low: str) -> bool:
+    regex = rule.regex  # type: ignore[attr-defined]
+    return rule.anchor in low and (regex is None or regex.search(low) is not None)  # type: ignore[attr-defined]
 
 
 def _analyze(text: str) -> _LineInfo | None:
     low = text.lower()
-    if not _ANCHOR_RE.search(low):
+    words = _KEYS.intersection(_TOKEN_RE.findall(low))
+    substrings = [f"\0{anchor}" for anchor in _SUBSTRINGS if anchor in low]
+    if not words and not substrings:
         return None
-    stage = _stage_of(low)
-    frame_match = _FRAME_RE.search(text) if 'file "' in low else None
-    stripped = _strip_prefix(text).strip()
-    exception_match = _EXCEPTION_RE.match(stripped) if frame_match is None else None
+    keys = (*sorted(words), *substrings)  # sorted: the same order in every process
+
+    best = -1
+    for key in keys:
+        for rule in _STAGE_INDEX.get(key, ()):
+            if _matches(rule, low):
+                best = max(best, STAGE_INDEX[rule.stage])
+    stage = STAGES[best] if best >= 0 else None
+
+    frame_match = _FRAME_RE.search(text) if "file" in words and 'file "' in low else None
+    exception_match = None
+    if frame_match is None and ("error" in low or "exception" in low or "interrupt" in low):
+        exception_match = _EXCEPTION_RE.match(_strip_prefix(text).strip())
+    warning_level = bool(words & _WARNING_WORDS) and bool(_WARNING_LEVEL_RE.search(low))
+
     error: ErrorRule | None = None
-    warning_level = bool(_WARNING_LEVEL_RE.search(low))
     if frame_match is None:
-        for rule in ls.ERROR_RULES:
-            if rule.anchor in low and (rule.regex is None or rule.regex.search(low)):
+        candidates = sorted(item for key in keys for item in _ERROR_INDEX.get(key, ()))
+        for _, rule in candidates:
+            if _matches(rule, low):
                 if not rule.strong and warning_level:
                     continue
                 error = rule
                 break
-    notices = tuple(
-        rule
-        for rule in ls.NOTICE_RULES
-        if rule.anchor in low and (rule.regex is None or rule.regex.search(low))
-    )
-    recovery = any(
-        rule.anchor in low and (rule.regex is None or rule.regex.search(low)) for rule in ls.RECOVERY_RULES
-    )
+
+    notices = tuple(rule for key in keys for rule in _NOTICE_INDEX.get(key, ()) if _matches(rule, low))
+    recovery = any(_matches(rule, low) for key in keys for rule in _RECOVERY_INDEX.get(key, ()))
     figures: list[tuple[str, str | None, int | float, bool]] = []
-    for figure in ls.FIGURE_RULES:
-        if figure.anchor in low:
-            match = figure.regex.search(text) if figure.regex else None
-            if match:
-                groups = match.groupdict()
-                value = _number(groups["value"])
-                if not figure.count:
-                    unit = (groups.get("unit") or figure.unit_default).upper()
-                    value = round(value * ls.UNIT_BYTES.get(unit, 1))
-                elif figure.key != "max_concurrency":
-                    value = int(value)
-                figures.append((figure.key, groups.get("device"), value, figure.per_device))
-    backends = tuple(dict.fromkeys(name for anchor, name in ls.BACKEND_MARKS if anchor in low))
-    formats = tuple(name for word, name in _FORMAT_WORDS if word in low)
+    for key in keys:
+        for figure in _FIGURE_INDEX.get(key, ()):
+            if figure.anchor not in low or figure.regex is None:
+                continue
+            match = figure.regex.search(text)
+            if match is None:
+                continue
+            groups = match.groupdict()
+            value: int | float = _number(groups["value"])
+            if not figure.count:
+                unit = (groups.get("unit") or figure.unit_default).upper()
+                value = round(value * ls.UNIT_BYTES.get(unit, 1))
+            elif figure.key != "max_concurrency":
+                value = int(value)
+            figures.append((figure.key, groups.get("device"), value, figure.per_device))
+    backends = tuple(
+        dict.fromkeys(name for key in keys for anchor, name in _MARK_INDEX.get(key, ()) if anchor in low)
+    )
+    frame = frame_match is not None
     info = _LineInfo(
         stage=stage,
         error=error,
-        frame=frame_match is not None,
-        frame_stage=stage if frame_match is not None else None,
-        memory_heavy=bool(ls.MEMORY_HEAVY_FRAME_RE.search(text)),
+        frame=frame,
+        frame_stage=stage if frame else None,
+        memory_heavy=(frame or "(" in low) and any(word in low for word in ls.MEMORY_HEAVY_FRAME_WORDS),
         exception=exception_match.group("name") if exception_match else None,
-        header="traceback (most recent call last)" in low,
-        chained=any(marker in low for marker in _CHAINED),
+        header="traceback" in words and "traceback (most recent call last)" in low,
+        chained=bool(words & _CHAIN_WORDS) and any(marker in low for marker in _CHAINED),
         warning_level=warning_level and error is None and exception_match is None,
         notices=notices,
         recovery=recovery,
         figures=tuple(figures),
         backends=backends,
-        quant_words=any(word in low for word in ls.QUANT_CONFIRM_ANCHORS),
-        formats=formats,
+        quant_words=bool(substrings or words & _QUANT_WORDS)
+        and any(w in low for w in ls.QUANT_CONFIRM_ANCHORS),
+        formats=tuple(name for word, name in _FORMAT_WORDS if word in low) if words & _FORMAT_KEYS else (),
     )
+    # A line that matched a word but no rule is as plain as one that matched nothing; code lines under
+    # a traceback frame still count (they say where the traceback was).
+    if info == _PLAIN and "(" not in low:
+        return None
+    if info == _LineInfo(stage=stage, backends=backends):
+        return _LineInfo(stage=stage, backends=backends, simple=True)
     return info
+
+
+_WARNING_WORDS = frozenset({"warn", "warning", "w"})
+_QUANT_WORDS = frozenset(_key_of(word) for word in ls.QUANT_CONFIRM_ANCHORS)
+_FORMAT_KEYS = frozenset({"gguf", "awq", "gptq"})
+_PLAIN = _LineInfo()
+_CHAIN_WORDS = frozenset({"handling", "above"})
 
 
 @dataclass
@@ -296,6 +371,7 @@ class LogDiagnoser:
         self._notices: dict[str, tuple[int, str, str]] = {}
         self._figures: dict[str, dict[str, int | float]] = {}
         self._scores: dict[str, int] = {}
+        self._saturated: set[str] = set()
         self._quant_lines: list[str] = []
         self._formats: set[str] = set()
         self._exit_code: int | None = None
@@ -311,7 +387,7 @@ class LogDiagnoser:
                 self._memo.clear()
             self._memo[text] = info
         self.lines += 1
-        if info is None:
+        if info is None or self._is_noop(info):  # type: ignore[arg-type]
             self._after_frame = False
             return LineTag(self.lines, self._current, "info", False)
         severity, first = self._step(self.lines, text, info)  # type: ignore[arg-type]
@@ -325,22 +401,24 @@ class LogDiagnoser:
         """The fast path for files: bytes lines, one analysis per distinct line, no LineTag objects."""
         memo: dict[bytes, tuple[str, _LineInfo] | None] = {}
         step = self._step
+        is_noop = self._is_noop
         number = self.lines
-        for raw in iter_raw_lines(stream):
-            number += 1
-            entry = memo.get(raw, _MISSING)
-            if entry is _MISSING:
-                text = clean_bytes_line(raw)
-                info = _analyze(text)
-                entry = (text, info) if info is not None else None
-                if len(memo) >= _MEMO_LIMIT:
-                    memo.clear()
-                memo[raw] = entry
-            if entry is None:
-                self._after_frame = False
-                continue
-            self.lines = number
-            step(number, entry[0], entry[1])  # type: ignore[index]
+        for batch in iter_raw_line_batches(stream):
+            for raw in batch:
+                number += 1
+                entry = memo.get(raw, _MISSING)
+                if entry is _MISSING:
+                    text = clean_bytes_line(raw)
+                    info = _analyze(text)
+                    entry = (text, info) if info is not None else None
+                    if len(memo) >= _MEMO_LIMIT:
+                        memo.clear()
+                    memo[raw] = entry
+                if entry is None or is_noop(entry[1]):  # type: ignore[index]
+                    self._after_frame = False
+                    continue
+                self.lines = number
+                step(number, entry[0], entry[1])  # type: ignore[index]
         self.lines = number
 
     def note_exit(self, returncode: int | None) -> None:
@@ -348,9 +426,25 @@ class LogDiagnoser:
         self._exit_code = returncode
 
     # -- the state machine ---------------------------------------------------------------------------
+    def _is_noop(self, info: _LineInfo) -> bool:
+        """True when feeding this line cannot change anything: the same stage again, marks counted."""
+        return (
+            info.simple
+            and (
+                info.stage is None
+                or (info.stage == self._current and info.stage != "ready" and self._startup_seen)
+            )
+            and not self._after_frame
+            and self._saturated.issuperset(info.backends)
+        )
+
     def _step(self, number: int, text: str, info: _LineInfo) -> tuple[str, bool]:
         for name in info.backends:
-            self._scores[name] = self._scores.get(name, 0) + 1
+            score = self._scores.get(name, 0)
+            if score < _SCORE_CAP:
+                self._scores[name] = score + 1
+            elif name not in self._saturated:
+                self._saturated.add(name)
         if info.formats:
             self._formats.update(info.formats)
         if info.quant_words and len(self._quant_lines) < 64:
@@ -375,9 +469,10 @@ class LogDiagnoser:
             return "error", False
 
         if info.stage is not None:
+            if info.stage != self._current or self._last_stage_line is None:
+                self._last_stage_line = (number, text)  # where the log entered this stage
             self._current = info.stage
             self._furthest = max(self._furthest, STAGE_INDEX[info.stage])
-            self._last_stage_line = (number, text)
             if info.stage != "inference" or info.error is None:
                 self._startup_seen = True
             if info.stage == "ready":
@@ -623,6 +718,7 @@ class LogDiagnoser:
 
 
 _MISSING: object = object()
+_SCORE_CAP = 3  # backend marks counted up to here: enough for detect_backend, and repeats cost nothing
 _EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
 
 

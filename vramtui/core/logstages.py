@@ -861,7 +861,9 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("enginecore failed to start", "engine_failed", "other", strong=False, backend="vllm"),
     ErrorRule("engine core initialization failed", "engine_failed", "other", strong=False, backend="vllm"),
     ErrorRule("hit an exception", "worker_failed", "other", strong=False, backend="sglang"),
-    ErrorRule("llama runner process has terminated", "runner_failed", "other", strong=False, backend="ollama"),
+    ErrorRule(
+        "llama runner process has terminated", "runner_failed", "other", strong=False, backend="ollama"
+    ),
     ErrorRule("webserver crashed", "engine_failed", "other", strong=False, backend="tgi"),
     ErrorRule(
         "shard",
@@ -891,12 +893,35 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
 
 # A traceback frame's code (`File ...` lines and the code line below them) that touches GPU memory:
 # a traceback cut off before its exception line in such code is presumed an out-of-memory.
-MEMORY_HEAVY_FRAME_RE = re.compile(
-    r"torch\.(?:empty|zeros|ones|full|cat|stack|randn|rand|empty_like|zeros_like)\(|\.cuda\(|\.to\(|"
-    r"create_weights|parameter\(|layer\(|_initialize_kv_caches|profile_run|_dummy_run|"
-    r"determine_num_available_blocks|determine_available_memory|capture_model|warmup|"
-    r"forward_batch_generation|execute_model|in forward\b|load_weights|get_model|allocate",
-    re.IGNORECASE,
+MEMORY_HEAVY_FRAME_WORDS: tuple[str, ...] = (
+    "torch.empty(",
+    "torch.zeros(",
+    "torch.ones(",
+    "torch.full(",
+    "torch.cat(",
+    "torch.stack(",
+    "torch.randn(",
+    "torch.rand(",
+    "torch.empty_like(",
+    "torch.zeros_like(",
+    ".cuda(",
+    ".to(",
+    "create_weights",
+    "parameter(",
+    "layer(",
+    "_initialize_kv_caches",
+    "profile_run",
+    "_dummy_run",
+    "determine_num_available_blocks",
+    "determine_available_memory",
+    "capture_model",
+    "warmup",
+    "forward_batch_generation",
+    "execute_model",
+    "in forward",
+    "load_weights",
+    "get_model",
+    "allocate",
 )
 
 # Lines that show the engine dealt with an earlier error itself and went on.
@@ -1383,6 +1408,11 @@ EXTRA_KNOBS: dict[str, dict[str, str]] = {
 }
 
 
+# Anchors that also occur inside longer words ("ValueError", "SomeException"): checked as substrings
+# of every line. Every other anchor is looked up through one of its words (see diagnose.py).
+SUBSTRING_ANCHORS: tuple[str, ...] = ("error", "exception", "connecttimeout", "readtimeout")
+
+
 def all_anchors() -> tuple[str, ...]:
     """Every literal the prefilter looks for, longest first (no duplicates)."""
     anchors: set[str] = set()
@@ -1391,5 +1421,6 @@ def all_anchors() -> tuple[str, ...]:
     anchors.update(anchor for anchor, _ in BACKEND_MARKS)
     anchors.update(QUANT_CONFIRM_ANCHORS)
     # Traceback frames, exception lines and cut-off-traceback evidence.
-    anchors.update(('file "', "error", "exception", "warning", "killed", "kill", ".gguf"))
+    anchors.update(('file "', "traceback", "during handling", "the above exception", "warn", "warning"))
+    anchors.update(SUBSTRING_ANCHORS)
     return tuple(sorted(anchors, key=lambda anchor: (-len(anchor), anchor)))

@@ -95,6 +95,14 @@ def iter_raw_lines(
     Memory stays bounded by the chunk size plus one capped line, whatever the input: the rest of an
     over-long line is read and dropped, and the kept part ends with CUT_MARK.
     """
+    for batch in iter_raw_line_batches(stream, max_line_bytes, chunk_bytes):
+        yield from batch
+
+
+def iter_raw_line_batches(
+    stream: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES, chunk_bytes: int = READ_CHUNK_BYTES
+) -> Iterator[list[bytes]]:
+    """iter_raw_lines, one list per chunk read (a loop over a list is cheaper than a generator)."""
     cut_mark = CUT_MARK.encode()
     pending = b""
     skipping = False  # inside an over-long line whose kept part was already yielded
@@ -102,6 +110,7 @@ def iter_raw_lines(
         chunk = stream.read(chunk_bytes)
         if not chunk:
             break
+        batch: list[bytes] = []
         start = 0
         if skipping:
             newline = chunk.find(b"\n")
@@ -114,30 +123,36 @@ def iter_raw_lines(
             end = newline if newline >= 0 else len(chunk)
             room = max_line_bytes - len(pending)
             if end - start > room:
-                yield pending + chunk[start : start + max(room, 0)] + cut_mark
+                batch.append(pending + chunk[start : start + max(room, 0)] + cut_mark)
                 pending = b""
                 if newline < 0:
                     skipping = True
+                    yield batch
                     continue
                 start = newline + 1
             elif newline < 0:
                 pending += chunk[start:]
                 continue
             else:
-                yield pending + chunk[start:newline]
+                batch.append(pending + chunk[start:newline])
                 pending = b""
                 start = newline + 1
         lines = chunk[start:].split(b"\n")
         tail = lines.pop()
-        for line in lines:
-            if len(line) > max_line_bytes:
-                yield line[:max_line_bytes] + cut_mark
-            else:
-                yield line
+        if any(len(line) > max_line_bytes for line in lines):
+            lines = [
+                line[:max_line_bytes] + cut_mark if len(line) > max_line_bytes else line for line in lines
+            ]
+        if batch:
+            batch.extend(lines)
+        else:
+            batch = lines
         if len(tail) > max_line_bytes:
-            yield tail[:max_line_bytes] + cut_mark
+            batch.append(tail[:max_line_bytes] + cut_mark)
             skipping = True
         else:
             pending = tail
+        if batch:
+            yield batch
     if pending:
-        yield pending
+        yield [pending]

@@ -1,0 +1,147 @@
+"""How fast the log diagnosis reads a million real lines, beside grep over the same file.
+
+Builds a log of 1,000,000 lines by repeating the real lines of ../shared/logs/corpus.jsonl (and a
+second file where every line carries a unique timestamp, as real server logs do), then measures in
+separate processes, so each peak RSS is its own:
+
+  * `diagnose_file` (the chunked file path: bounded reads, one analysis per distinct line),
+  * `LogDiagnoser.feed` line by line (the streaming path the TUI and launcher use),
+  * `grep -E -c -i` with a comparable alternation of keywords.
+
+Run: python benchmarks/bench_diagnose.py [--lines N] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS_CANDIDATES = (
+    ROOT.parent / "shared" / "logs" / "corpus.jsonl",
+    ROOT / "tests" / "data" / "corpus.jsonl",
+)
+
+GREP_PATTERN = (
+    "error|fail|out of memory|killed|exceed|traceback|buffer size|kv cache|loading|warn|"
+    "not found|unable|allocat|took|exception|ready|listening"
+)
+
+FILE_PATH_CODE = """
+import json, resource, sys, time
+from vramtui.core.diagnose import diagnose_file
+t = time.perf_counter()
+d = diagnose_file(sys.argv[1], kernel_log=lambda: None)
+elapsed = time.perf_counter() - t
+print(json.dumps({"s": elapsed, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "verdict": [d.failure, d.failure_stage, d.first_error_line, d.lines]}))
+"""
+
+FEED_PATH_CODE = """
+import json, resource, sys, time
+from vramtui.core.diagnose import LogDiagnoser
+t = time.perf_counter()
+diagnoser = LogDiagnoser(kernel_log=lambda: None)
+with open(sys.argv[1], encoding="utf-8", errors="replace", newline="\\n") as stream:
+    for line in stream:
+        diagnoser.feed(line)
+d = diagnoser.result()
+elapsed = time.perf_counter() - t
+print(json.dumps({"s": elapsed, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "verdict": [d.failure, d.failure_stage, d.first_error_line, d.lines]}))
+"""
+
+
+def corpus_lines() -> list[str]:
+    for path in CORPUS_CANDIDATES:
+        if path.is_file():
+            lines: list[str] = []
+            for row in path.read_text().splitlines():
+                if row.strip():
+                    lines.extend(json.loads(row)["log"].split("\n"))
+            return lines
+    sys.exit("no corpus.jsonl found")
+
+
+def build(path: Path, lines: list[str], count: int, unique: bool) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        written = 0
+        while written < count:
+            for line in lines:
+                if written >= count:
+                    break
+                if unique:
+                    # A real log's timestamp makes every line distinct.
+                    out.write(
+                        f"{written // 3600:02d}:{written // 60 % 60:02d}:{written % 60:02d}.{written:07d} {line}\n"
+                    )
+                else:
+                    out.write(line + "\n")
+                written += 1
+
+
+def run_python(code: str, path: Path) -> dict:
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def run_grep(path: Path) -> dict:
+    t = time.perf_counter()
+    done = subprocess.run(["grep", "-E", "-c", "-i", GREP_PATTERN, str(path)], capture_output=True, text=True)
+    elapsed = time.perf_counter() - t
+    # The largest child so far; grep runs before the Python children, so this is grep's own peak.
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {"s": elapsed, "rss_kib": rss, "count": done.stdout.strip()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--keep", metavar="DIR", help="write the generated logs here and keep them")
+    args = parser.parse_args()
+    if shutil.which("grep") is None:
+        sys.exit("grep not found")
+    lines = corpus_lines()
+    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="vramtui-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        for unique in (False, True):
+            path = folder / ("unique.log" if unique else "repeated.log")
+            build(path, lines, args.lines, unique)
+            size_mb = path.stat().st_size / 1e6
+            kind = "every line unique (timestamped)" if unique else "corpus lines repeated"
+            print(f"\n{args.lines:,} lines, {size_mb:.0f} MB: {kind}")
+            grep = run_grep(path)
+            chunked = run_python(FILE_PATH_CODE, path)
+            feed = run_python(FEED_PATH_CODE, path)
+            assert chunked["verdict"] == feed["verdict"], (chunked["verdict"], feed["verdict"])
+            for name, result in (
+                ("grep -E -c -i", grep),
+                ("diagnose_file (chunked)", chunked),
+                ("LogDiagnoser.feed", feed),
+            ):
+                rate = args.lines / result["s"]
+                ratio = result["s"] / grep["s"]
+                print(
+                    f"  {name:<26} {result['s']:7.2f} s  {rate:12,.0f} lines/s  "
+                    f"{ratio:5.1f}x grep  peak RSS {result['rss_kib'] / 1024:7.1f} MiB"
+                )
+            print(
+                f"  verdict {chunked['verdict']} (failure, stage, first error line, lines); grep matched {grep['count']}"
+            )
+    finally:
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    print(f"\n(python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
+
+
+if __name__ == "__main__":
+    main()
