@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -38,24 +37,24 @@ GREP_PATTERN = (
 FILE_PATH_CODE = """
 import json, resource, sys, time
 from vramtui.core.diagnose import diagnose_file
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 d = diagnose_file(sys.argv[1], kernel_log=lambda: None)
-elapsed = time.perf_counter() - t
-print(json.dumps({"s": elapsed, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+elapsed, cpu = time.perf_counter() - t, time.process_time() - c
+print(json.dumps({"s": elapsed, "cpu": cpu, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                   "verdict": [d.failure, d.failure_stage, d.first_error_line, d.lines]}))
 """
 
 FEED_PATH_CODE = """
 import json, resource, sys, time
 from vramtui.core.diagnose import LogDiagnoser
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 diagnoser = LogDiagnoser(kernel_log=lambda: None)
 with open(sys.argv[1], encoding="utf-8", errors="replace", newline="\\n") as stream:
     for line in stream:
         diagnoser.feed(line)
 d = diagnoser.result()
-elapsed = time.perf_counter() - t
-print(json.dumps({"s": elapsed, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+elapsed, cpu = time.perf_counter() - t, time.process_time() - c
+print(json.dumps({"s": elapsed, "cpu": cpu, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                   "verdict": [d.failure, d.failure_stage, d.first_error_line, d.lines]}))
 """
 
@@ -93,13 +92,23 @@ def run_python(code: str, path: Path) -> dict:
     return json.loads(done.stdout)
 
 
+GREP_CODE = """
+import json, resource, subprocess, sys, time
+t = time.perf_counter()
+done = subprocess.run(["grep", "-E", "-c", "-i", sys.argv[2], sys.argv[1]], capture_output=True, text=True)
+elapsed = time.perf_counter() - t
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"s": elapsed, "cpu": usage.ru_utime + usage.ru_stime, "rss_kib": usage.ru_maxrss,
+                  "count": done.stdout.strip()}))
+"""
+
+
 def run_grep(path: Path) -> dict:
-    t = time.perf_counter()
-    done = subprocess.run(["grep", "-E", "-c", "-i", GREP_PATTERN, str(path)], capture_output=True, text=True)
-    elapsed = time.perf_counter() - t
-    # The largest child so far; grep runs before the Python children, so this is grep's own peak.
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"s": elapsed, "rss_kib": rss, "count": done.stdout.strip()}
+    # In its own Python parent, so RUSAGE_CHILDREN is grep's alone.
+    done = subprocess.run(
+        [sys.executable, "-c", GREP_CODE, str(path), GREP_PATTERN], capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
 
 
 def main() -> None:
@@ -140,7 +149,10 @@ def main() -> None:
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
-    print(f"\n(python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
+    print(
+        f"\n(python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f};"
+    )
+    print(" CPU seconds are the fairer ratio when other work shares the machine)")
 
 
 if __name__ == "__main__":

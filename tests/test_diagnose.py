@@ -263,6 +263,11 @@ def test_exit_137_with_kernel_log_confirms_the_oom_killer() -> None:
     assert "kernel" in d.summary and "dmesg" not in " ".join(d.advice)
 
 
+def test_readable_kernel_log_without_oom_line_says_so() -> None:
+    d = diagnose_lines(LOAD_LINES, exit_code=137, kernel_log=lambda: "")
+    assert d.failure == "host_oom_killed" and "no OOM-killer line" in d.advice[0]
+
+
 def test_kernel_log_reader_never_raises() -> None:
     def broken() -> str:
         raise PermissionError("dmesg: read kernel buffer failed: Operation not permitted")

@@ -8,6 +8,7 @@ lives in `vramtui.core.logstages` as data.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -134,6 +135,7 @@ class _LineInfo:
     quant_words: bool = False
     formats: tuple[str, ...] = ()
     simple: bool = False  # a stage marker and/or backend marks, nothing else
+    extras: bool = False  # figures, notices, quantization words or file formats
 
 
 def _strip_prefix(text: str) -> str:
@@ -286,6 +288,8 @@ def _analyze(text: str) -> _LineInfo | None:
         return None
     if info == _LineInfo(stage=stage, backends=backends):
         return _LineInfo(stage=stage, backends=backends, simple=True)
+    if info.figures or info.notices or info.quant_words or info.formats:
+        return dataclasses.replace(info, extras=True)
     return info
 
 
@@ -414,11 +418,15 @@ class LogDiagnoser:
                     if len(memo) >= _MEMO_LIMIT:
                         memo.clear()
                     memo[raw] = entry
-                if entry is None or is_noop(entry[1]):  # type: ignore[index]
+                if entry is None:
+                    self._after_frame = False
+                    continue
+                info = entry[1]  # type: ignore[index]
+                if info.simple and is_noop(info):
                     self._after_frame = False
                     continue
                 self.lines = number
-                step(number, entry[0], entry[1])  # type: ignore[index]
+                step(number, entry[0], info)  # type: ignore[index]
         self.lines = number
 
     def note_exit(self, returncode: int | None) -> None:
@@ -439,21 +447,25 @@ class LogDiagnoser:
         )
 
     def _step(self, number: int, text: str, info: _LineInfo) -> tuple[str, bool]:
-        for name in info.backends:
-            score = self._scores.get(name, 0)
-            if score < _SCORE_CAP:
-                self._scores[name] = score + 1
-            elif name not in self._saturated:
-                self._saturated.add(name)
-        if info.formats:
-            self._formats.update(info.formats)
-        if info.quant_words and len(self._quant_lines) < 64:
-            self._quant_lines.append(text.lower())
-        for key, device, value, per_device in info.figures:
-            self._add_figure(key, device, value, per_device)
-        for notice in info.notices:
-            if len(self._notices) < MAX_EVIDENCE:
-                self._notices.setdefault(f"{notice.kind}:{notice.message}", (number, text, notice.message))
+        if info.backends and not self._saturated.issuperset(info.backends):
+            for name in info.backends:
+                score = self._scores.get(name, 0)
+                if score < _SCORE_CAP:
+                    self._scores[name] = score + 1
+                else:
+                    self._saturated.add(name)
+        if info.extras:
+            if info.formats:
+                self._formats.update(info.formats)
+            if info.quant_words and len(self._quant_lines) < 64:
+                self._quant_lines.append(text.lower())
+            for key, device, value, per_device in info.figures:
+                self._add_figure(key, device, value, per_device)
+            for notice in info.notices:
+                if len(self._notices) < MAX_EVIDENCE:
+                    self._notices.setdefault(
+                        f"{notice.kind}:{notice.message}", (number, text, notice.message)
+                    )
 
         after_frame, self._after_frame = self._after_frame, False
         if info.frame:
@@ -1006,6 +1018,9 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
         where = (
             "The kernel log confirms the OOM killer."
             if kernel_note
+            else "This machine's kernel log has no OOM-killer line: if the server ran elsewhere (another host, a "
+            "container, a pod) look there; otherwise a supervisor or a timeout may have sent the kill."
+            if kernel_note == ""
             else "To confirm, look in the kernel log: `sudo dmesg -T | grep -i -E 'killed process|out of memory'` "
             "or `journalctl -k | grep -i oom`; in Docker `docker inspect -f '{{.State.OOMKilled}}' NAME`; "
             "in Kubernetes `kubectl describe pod` (Reason: OOMKilled)."
