@@ -137,10 +137,10 @@ def main() -> None:
                 ("LogDiagnoser.feed", feed),
             ):
                 rate = args.lines / result["s"]
-                ratio = result["s"] / grep["s"]
                 print(
-                    f"  {name:<26} {result['s']:7.2f} s  {rate:12,.0f} lines/s  "
-                    f"{ratio:5.1f}x grep  peak RSS {result['rss_kib'] / 1024:7.1f} MiB"
+                    f"  {name:<24} {result['s']:6.2f} s wall {result['cpu']:6.2f} s CPU {rate:11,.0f} lines/s "
+                    f"{result['s'] / grep['s']:5.1f}x grep (wall) {result['cpu'] / max(grep['cpu'], 1e-3):5.1f}x (CPU) "
+                    f"peak RSS {result['rss_kib'] / 1024:5.1f} MiB"
                 )
             print(
                 f"  verdict {chunked['verdict']} (failure, stage, first error line, lines); grep matched {grep['count']}"
