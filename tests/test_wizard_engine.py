@@ -136,10 +136,10 @@ def test_killing_vramtui_mid_step_loses_nothing(demo_cache: Path, tmp_path: Path
         [sys.executable, "-m", "vramtui", "wizard", str(profile_file), "--auto", "--record", str(record)],
         env=_env(tmp_path),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=(tmp_path / "wizard.err").open("wb"),
     )
     server_pid = None
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     try:
         while time.monotonic() < deadline and server_pid is None:
             if record.is_file():
@@ -148,7 +148,12 @@ def test_killing_vramtui_mid_step_loses_nothing(demo_cache: Path, tmp_path: Path
                     if entry["type"] == "process" and entry["step"] == 1:
                         server_pid = entry["pid"]
             time.sleep(0.01)
-        assert server_pid is not None, "the wizard never reached its second launch"
+        assert server_pid is not None, (
+            f"the wizard never reached its second launch (exit {wizard.poll()}); record: "
+            + (record.read_text()[-1500:] if record.is_file() else "none")
+            + "; stderr: "
+            + (tmp_path / "wizard.err").read_text(errors="replace")[-1500:]
+        )
         assert psutil.pid_exists(server_pid)
         wizard.send_signal(signal.SIGKILL)  # mid-step: the relaunch is loading
         wizard.wait(10)
