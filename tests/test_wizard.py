@@ -367,3 +367,24 @@ def test_after_a_change_without_effect_nothing_more_is_proposed(demo_model: Path
     step = wizard.apply(wizard.propose())  # type: ignore[arg-type]
     assert step.outcome == "not_applied" and not step.counts_as_progress
     assert wizard.propose() is None and "did not take effect" in wizard.stop_reason
+
+
+def test_candidate_values_per_backend(demo_model: Path) -> None:
+    def candidates(
+        backend: str, stage: str, param: str, params: dict[str, object], model: str = "m"
+    ) -> list[object]:
+        wizard = Wizard(Profile(backend=backend, model=model, params=params), record=False)
+        rung = next(r for r in ladder_for(stage, backend) if r.param == param)
+        from vramtui.core.wizard import current_value
+
+        return wizard._candidates(rung, current_value(wizard.profile, param))
+
+    assert candidates("transformers", "load_weights", "quant", {}) == ["bnb-8bit", "bnb-4bit"]
+    assert candidates("transformers", "load_weights", "quant", {"quant": "bnb-8bit"}) == ["bnb-4bit"]
+    assert candidates("vllm", "kv_cache", "kv_dtype", {}) == ["fp8"]
+    assert candidates("vllm", "kv_cache", "mem_share", {"mem_share": 0.9}) == [0.92, 0.95]
+    assert candidates("vllm", "kv_cache", "parallel", {"parallel": 256})[:2] == [224, 192]
+    assert candidates("llama.cpp", "kv_cache", "kv_dtype", {"kv_dtype": "q8_0"}) == ["q4_0"]
+    assert candidates("llama.cpp", "kv_cache", "gpu_layers", {}, str(demo_model)) == [3, 2, 1, 0]
+    assert candidates("llama.cpp", "kv_cache", "gpu_layers", {"gpu_layers": 0}, str(demo_model)) == []
+    assert candidates("llama-cpp-python", "kv_cache", "flash_attn", {"flash_attn": True}) == []
