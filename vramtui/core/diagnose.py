@@ -194,6 +194,8 @@ for _anchor, _name in ls.BACKEND_MARKS:
 # Words that matter outside the rule tables: frames, tracebacks, warning levels, formats.
 _OTHER_WORDS = {"file", "traceback", "handling", "above", "warn", "warning", "w", "gguf", "awq", "gptq"}
 _OTHER_WORDS.update(_key_of(word) for word in ls.QUANT_CONFIRM_ANCHORS)
+# Code lines under a traceback frame that allocate (".to(" is left out: "to" is in every other line).
+_OTHER_WORDS.update(_key_of(word) for word in ls.MEMORY_HEAVY_FRAME_WORDS if word != ".to(")
 _KEYS: frozenset[str] = frozenset(
     set(_STAGE_INDEX)
     | set(_ERROR_INDEX)
@@ -425,7 +427,6 @@ class LogDiagnoser:
                 if info.simple and is_noop(info):
                     self._after_frame = False
                     continue
-                self.lines = number
                 step(number, entry[0], info)  # type: ignore[index]
         self.lines = number
 
@@ -484,7 +485,9 @@ class LogDiagnoser:
             if info.stage != self._current or self._last_stage_line is None:
                 self._last_stage_line = (number, text)  # where the log entered this stage
             self._current = info.stage
-            self._furthest = max(self._furthest, STAGE_INDEX[info.stage])
+            index = STAGE_INDEX[info.stage]
+            if index > self._furthest:
+                self._furthest = index
             if info.stage != "inference" or info.error is None:
                 self._startup_seen = True
             if info.stage == "ready":
@@ -519,14 +522,14 @@ class LogDiagnoser:
             and self._weak.number >= self._tb_start[0]
         ):
             self._weak.stage, self._weak.defaulted = stage, False  # the traceback it opened says where
+        if (self._strong if rule.strong else self._weak) is not None:
+            return "error", False  # not the first: the cause is already known
         known = rule.stage or stage or info.stage or self._current_or_none()
         found = _Found(number, text, rule, known or _DEFAULT_STAGE[rule.failure], known is None)
         if rule.strong:
-            if self._strong is None:
-                self._strong = found
-                return "error", True
-        elif self._weak is None:
-            self._weak = found
+            self._strong = found
+            return "error", True
+        self._weak = found
         return "error", False
 
     def _current_or_none(self) -> str | None:
