@@ -388,3 +388,26 @@ def test_candidate_values_per_backend(demo_model: Path) -> None:
     assert candidates("llama.cpp", "kv_cache", "gpu_layers", {}, str(demo_model)) == [3, 2, 1, 0]
     assert candidates("llama.cpp", "kv_cache", "gpu_layers", {"gpu_layers": 0}, str(demo_model)) == []
     assert candidates("llama-cpp-python", "kv_cache", "flash_attn", {"flash_attn": True}) == []
+
+
+@pytest.mark.parametrize(
+    ("peaks", "outcome"), [((1400.0, 1401.0), "not_applied"), ((1400.0, 900.0), "no_progress")]
+)
+def test_without_printed_sizes_the_curve_decides(
+    demo_model: Path, tmp_path: Path, peaks: tuple[float, float], outcome: str
+) -> None:
+    # A run stopped from outside at the budget prints no sizes: only the sampled peak shows a change.
+    runs = iter(peaks)
+
+    def stopped_at_budget(profile: Profile) -> Any:
+        return SimpleNamespace(
+            ready=False, stage="kv_cache", failure_stage="kv_cache", failure="cuda_oom", diagnosis=None,
+            smoke=None, log_file=None, peak_mib=next(runs),
+        )  # fmt: skip
+
+    wizard = Wizard(_demo_profile(demo_model), runner=stopped_at_budget, record=False)
+    wizard.start()
+    step = wizard.apply(wizard.propose())  # type: ignore[arg-type]
+    assert step.outcome == outcome
+    if outcome == "not_applied":
+        assert "peak 1400 → 1401 MiB" in step.notes[0]
