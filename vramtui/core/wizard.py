@@ -922,6 +922,10 @@ class Wizard:
                 **{"from": proposal.from_, "to": proposal.to},
                 why=proposal.why,
             )
+        if proposal.then is None:
+            # The user may have edited the value: predict for what is really launched.
+            footprint = self.model.predict(candidate)
+            proposal.predicted_mib = footprint.total / MIB if footprint is not None else None
         previous = self.last
         before_profile = self.profile
         try:
