@@ -706,15 +706,23 @@ class Wizard:
                 return proposal
             options.append((rung, proposal, footprint))
         if options:
-            predicted = [o for o in options if o[2] is not None]
+            now = self.model.predict(self.profile)
+            # Changes the arithmetic says free nothing are no step at all.
+            predicted = [
+                o for o in options if o[2] is not None and (now is None or o[2].total < 0.98 * now.total)
+            ]
             if predicted:
                 # Nothing fits in one step: take the change that frees most, then look again.
                 _, proposal, footprint = min(predicted, key=lambda o: o[2].total)  # type: ignore[union-attr]
                 proposal.why += " — not enough alone; the next step continues"
                 return proposal
-            return options[0][1]
+            unpredicted = [o for o in options if o[2] is None]
+            if unpredicted:
+                return unpredicted[0][1]
         self.advice = [f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"] or self.advice
-        self.stop_reason = f"no setting left on the {stage} ladder that this backend can change"
+        self.stop_reason = (
+            f"no setting left on the {stage} ladder that this backend can change and that frees memory"
+        )
         return None
 
     def _failing_stage(self, obs: Observation) -> str | None:
