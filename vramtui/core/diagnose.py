@@ -8,7 +8,6 @@ lives in `vramtui.core.logstages` as data.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import subprocess
 import sys
@@ -115,7 +114,7 @@ class Diagnosis:
         return asdict(self)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _LineInfo:
     """Everything the rules say about one line; a pure function of its text (memoized)."""
 
@@ -206,6 +205,18 @@ _KEYS: frozenset[str] = frozenset(
     | _OTHER_WORDS
 )
 _SUBSTRINGS: tuple[str, ...] = (*ls.SUBSTRING_ANCHORS, "quant")
+# word -> (stage rules, (position, error rule)s, notices, recoveries, figures, backend marks)
+_INDEX: dict[str, tuple[tuple, ...]] = {
+    key: tuple(
+        tuple(table.get(key, ()))
+        for table in (_STAGE_INDEX, _ERROR_INDEX, _NOTICE_INDEX, _RECOVERY_INDEX, _FIGURE_INDEX, _MARK_INDEX)
+    )
+    for key in {*_STAGE_INDEX, *_ERROR_INDEX, *_NOTICE_INDEX, *_RECOVERY_INDEX, *_FIGURE_INDEX, *_MARK_INDEX}
+}
+
+
+def _position(item: tuple[int, ErrorRule]) -> int:
+    return item[0]
 
 
 def _matches(rule: object, low: str) -> bool:
@@ -219,13 +230,16 @@ def _analyze(text: str) -> _LineInfo | None:
     substrings = [f"\0{anchor}" for anchor in _SUBSTRINGS if anchor in low]
     if not words and not substrings:
         return None
-    keys = (*sorted(words), *substrings)  # sorted: the same order in every process
+    # One look-up per word, sorted: the same order in every process.
+    filed = [_INDEX[key] for key in (*sorted(words), *substrings) if key in _INDEX]
 
     best = -1
-    for key in keys:
-        for rule in _STAGE_INDEX.get(key, ()):
+    for entry in filed:
+        for rule in entry[0]:
             if _matches(rule, low):
-                best = max(best, STAGE_INDEX[rule.stage])
+                index = STAGE_INDEX[rule.stage]
+                if index > best:
+                    best = index
     stage = STAGES[best] if best >= 0 else None
 
     frame_match = _FRAME_RE.search(text) if "file" in words and 'file "' in low else None
@@ -236,7 +250,9 @@ def _analyze(text: str) -> _LineInfo | None:
 
     error: ErrorRule | None = None
     if frame_match is None:
-        candidates = sorted(item for key in keys for item in _ERROR_INDEX.get(key, ()))
+        candidates = [item for entry in filed for item in entry[1]]
+        if len(candidates) > 1:
+            candidates.sort(key=_position)
         for _, rule in candidates:
             if _matches(rule, low):
                 if not rule.strong and warning_level:
@@ -244,11 +260,11 @@ def _analyze(text: str) -> _LineInfo | None:
                 error = rule
                 break
 
-    notices = tuple(rule for key in keys for rule in _NOTICE_INDEX.get(key, ()) if _matches(rule, low))
-    recovery = any(_matches(rule, low) for key in keys for rule in _RECOVERY_INDEX.get(key, ()))
+    notices = tuple(rule for entry in filed for rule in entry[2] if _matches(rule, low))
+    recovery = any(_matches(rule, low) for entry in filed for rule in entry[3])
     figures: list[tuple[str, str | None, int | float, bool]] = []
-    for key in keys:
-        for figure in _FIGURE_INDEX.get(key, ()):
+    for entry in filed:
+        for figure in entry[4]:
             if figure.anchor not in low or figure.regex is None:
                 continue
             match = figure.regex.search(text)
@@ -262,37 +278,50 @@ def _analyze(text: str) -> _LineInfo | None:
             elif figure.key != "max_concurrency":
                 value = int(value)
             figures.append((figure.key, groups.get("device"), value, figure.per_device))
-    backends = tuple(
-        dict.fromkeys(name for key in keys for anchor, name in _MARK_INDEX.get(key, ()) if anchor in low)
-    )
+    backends = tuple(dict.fromkeys(name for entry in filed for anchor, name in entry[5] if anchor in low))
     frame = frame_match is not None
-    info = _LineInfo(
+    memory_heavy = (frame or "(" in low) and any(word in low for word in ls.MEMORY_HEAVY_FRAME_WORDS)
+    exception = exception_match.group("name") if exception_match else None
+    header = "traceback" in words and "traceback (most recent call last)" in low
+    chained = bool(words & _CHAIN_WORDS) and any(marker in low for marker in _CHAINED)
+    warning_level = warning_level and error is None and exception is None
+    quant_words = bool(substrings or words & _QUANT_WORDS) and any(w in low for w in ls.QUANT_CONFIRM_ANCHORS)
+    formats = tuple(name for word, name in _FORMAT_WORDS if word in low) if words & _FORMAT_KEYS else ()
+    extras = bool(figures or notices or quant_words or formats)
+    bare = not (
+        error
+        or frame
+        or memory_heavy
+        or exception
+        or header
+        or chained
+        or warning_level
+        or recovery
+        or extras
+    )
+    if bare and stage is None and not backends:
+        # Matched a word but no rule: as plain as a line that matched nothing. Code lines under a
+        # traceback frame still count (they say where the traceback was).
+        return None if "(" not in low else _PLAIN
+    return _LineInfo(
         stage=stage,
         error=error,
         frame=frame,
         frame_stage=stage if frame else None,
-        memory_heavy=(frame or "(" in low) and any(word in low for word in ls.MEMORY_HEAVY_FRAME_WORDS),
-        exception=exception_match.group("name") if exception_match else None,
-        header="traceback" in words and "traceback (most recent call last)" in low,
-        chained=bool(words & _CHAIN_WORDS) and any(marker in low for marker in _CHAINED),
-        warning_level=warning_level and error is None and exception_match is None,
+        memory_heavy=memory_heavy,
+        exception=exception,
+        header=header,
+        chained=chained,
+        warning_level=warning_level,
         notices=notices,
         recovery=recovery,
         figures=tuple(figures),
         backends=backends,
-        quant_words=bool(substrings or words & _QUANT_WORDS)
-        and any(w in low for w in ls.QUANT_CONFIRM_ANCHORS),
-        formats=tuple(name for word, name in _FORMAT_WORDS if word in low) if words & _FORMAT_KEYS else (),
+        quant_words=quant_words,
+        formats=formats,
+        simple=bare,
+        extras=extras,
     )
-    # A line that matched a word but no rule is as plain as one that matched nothing; code lines under
-    # a traceback frame still count (they say where the traceback was).
-    if info == _PLAIN and "(" not in low:
-        return None
-    if info == _LineInfo(stage=stage, backends=backends):
-        return _LineInfo(stage=stage, backends=backends, simple=True)
-    if info.figures or info.notices or info.quant_words or info.formats:
-        return dataclasses.replace(info, extras=True)
-    return info
 
 
 _WARNING_WORDS = frozenset({"warn", "warning", "w"})
