@@ -109,6 +109,8 @@ def test_bad_records_are_one_clear_error(tmp_path: Path) -> None:
     junk.write_bytes(b"\x00\xff not json\n[1, 2]\n")
     with pytest.raises(VramtuiError, match="not a vramtui wizard record"):
         open_session(junk)
+    with pytest.raises(VramtuiError, match="cannot write the wizard record"):
+        StepRecorder(junk / "inside-a-file.jsonl")
 
 
 def test_records_live_in_the_user_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

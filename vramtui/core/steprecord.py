@@ -57,9 +57,14 @@ class StepRecorder:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # O_APPEND: each line lands at the end even if another writer had the file open.
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # O_APPEND: each line lands at the end even if another writer had the file open.
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as error:
+            raise VramtuiError(
+                f"cannot write the wizard record {self.path}: {error.strerror or error}"
+            ) from None
         self._file = os.fdopen(fd, "a", encoding="utf-8")
 
     def append(self, kind: str, **data: Any) -> dict[str, Any]:
