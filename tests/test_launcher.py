@@ -410,3 +410,21 @@ def test_started_from_a_short_lived_thread_the_server_stays_up(tiny_gguf: Path, 
     finally:
         server.stop()
     assert_nothing_left(server.pid)
+
+
+@pytest.mark.engine
+@needs_llama
+def test_replaying_the_long_request_that_failed(tiny_gguf: Path, tmp_path: Path) -> None:
+    """The smallest request answers; the saved long one is over the context: the check says so."""
+    profile = profile_next_to(tiny_gguf, "tiny-ok.toml", tmp_path / "p")
+    long_request = {"messages": [{"role": "user", "content": "a " * 1500}], "max_tokens": 32}
+    result = run_check(profile, tmp_path, replay=long_request)
+    assert result.ready and result.smoke is not None and result.smoke.ok
+    assert result.replay is not None and result.replay.kind == "context_too_long"
+    assert not result.ok and result.failure == "context_too_long" and result.failure_stage == "inference"
+    assert "maximum context length is 2048" in result.replay.meaning
+    assert result.to_dict()["replay"]["status"] == 400
+    fitting = run_check(
+        profile, tmp_path, replay={"messages": [{"role": "user", "content": "a " * 200}], "max_tokens": 16}
+    )
+    assert fitting.ok and fitting.replay is not None and fitting.replay.ok

@@ -184,3 +184,58 @@ def test_connection_refused_means_the_server_is_not_up() -> None:
 )
 def test_looks_garbled(text: str, garbled: bool) -> None:
     assert looks_garbled(text) is garbled
+
+
+def test_empty_stream_is_asked_again_without_streaming() -> None:
+    """llama-cpp-python answers a too-long streamed request with an empty 200 stream (seen here)."""
+    too_long = (
+        "This model's maximum context length is 2048 tokens. However, you requested 3660 tokens "
+        "(3628 in the messages, 32 in the completion). Please reduce the length of the messages or completion."
+    )
+
+    def like_llama_cpp_python(handler: BaseHTTPRequestHandler, request: dict) -> None:
+        if request.get("stream"):
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            handler.close_connection = True
+            return
+        error = {"message": too_long, "type": "invalid_request_error", "code": "context_length_exceeded"}
+        handler._json(400, {"error": error})  # type: ignore[attr-defined]
+
+    with serving(like_llama_cpp_python) as url:
+        result = smoke_request(url, "served-name")
+    assert not result.ok and result.status == 400 and result.kind == "context_too_long"
+    assert "maximum context length is 2048 tokens" in result.meaning
+
+
+def test_an_error_inside_the_stream_is_read() -> None:
+    def error_event(handler: BaseHTTPRequestHandler, request: dict) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        event = {"error": {"message": "CUDA out of memory. Tried to allocate 1.50 GiB", "code": 500}}
+        handler.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+        handler.close_connection = True
+
+    with serving(error_event) as url:
+        result = smoke_request(url, "served-name")
+    assert not result.ok and result.status == 500 and result.kind == "http_error"
+    assert "CUDA out of memory" in result.meaning
+
+
+def test_saved_request_is_loaded_and_checked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from vramtui.core.errors import VramtuiError
+    from vramtui.core.smoke import load_saved_request, replay_request
+
+    saved = tmp_path / "failed.json"
+    saved.write_text(json.dumps({"messages": [{"role": "user", "content": "ping"}], "max_tokens": 16}))
+    request = load_saved_request(saved)
+    with serving(chat("pong")) as url:
+        result = replay_request(url, request, model="served-name")
+    assert result.ok and result.text == "pong"
+    (tmp_path / "bad.json").write_text('{"prompt": "x"}')
+    with pytest.raises(VramtuiError, match="messages"):
+        load_saved_request(tmp_path / "bad.json")

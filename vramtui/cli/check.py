@@ -24,14 +24,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--show-log", action="store_true", help="echo the server's output to stderr while it runs"
     )
+    parser.add_argument(
+        "--replay-request",
+        metavar="JSON",
+        help="after the smallest request, send this saved chat request (the one that failed) again",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from vramtui.cli.common import print_json
     from vramtui.core.launcher import build_command, pin_port, run_check
     from vramtui.core.profile import load_profile
+    from vramtui.core.smoke import load_saved_request
 
     profile = pin_port(load_profile(args.profile))
+    replay = load_saved_request(args.replay_request) if args.replay_request else None
     plan = build_command(profile)
     # The exact command before launch; stderr in --json mode so stdout stays one JSON object.
     info = sys.stderr if args.json else sys.stdout
@@ -55,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         on_line=on_line,
         log_dir=args.log_dir,
         sample_source=sample_source,
+        replay=replay,
     )
     if sample_source is not None:
         sample_source.close()
@@ -92,6 +100,10 @@ def _print_report(result) -> None:  # type: ignore[no-untyped-def]
         )
         if smoke.text:
             print(f"  answer: {smoke.text[:80]!r}")
+    if result.replay is not None:
+        replayed = result.replay
+        status = replayed.status if replayed.status is not None else "-"
+        print(f"  saved request: HTTP {status}: {replayed.meaning}")
     if result.load_time_s is not None:
         print(f"  load time: {result.load_time_s:.2f} s")
     if result.ttft_s is not None:

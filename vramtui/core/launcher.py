@@ -26,7 +26,7 @@ from vramtui.core import procs
 from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.profile import Profile
-from vramtui.core.smoke import SmokeResult, smoke_request
+from vramtui.core.smoke import SmokeResult, replay_request, smoke_request
 from vramtui.core.units import MIB
 
 STAGES = ("download", "load_weights", "kv_cache", "ready", "inference")
@@ -609,11 +609,13 @@ class CheckResult:
     budget_mode: str | None = None
     released: bool | None = None
     events: list[RunEvent] = field(default_factory=list)
+    replay: SmokeResult | None = None  # the saved request, when one was replayed
 
     @property
     def ok(self) -> bool:
-        """Came up and answered."""
-        return self.ready and self.smoke is not None and self.smoke.ok
+        """Came up and answered (the saved request too, when one was replayed)."""
+        answered = self.ready and self.smoke is not None and self.smoke.ok
+        return answered and (self.replay is None or self.replay.ok)
 
     @property
     def engine_figures(self) -> dict[str, int]:
@@ -629,6 +631,7 @@ class CheckResult:
             "failure": self.failure,
             "message": self.message,
             "smoke": self.smoke.to_dict() if self.smoke is not None else None,
+            "replay": self.replay.to_dict() if self.replay is not None else None,
             "peak_mib": _round(self.peak_mib),
             "resident_mib": _round(self.resident_mib),
             "load_time_s": _round(self.load_time_s, 3),
@@ -670,11 +673,15 @@ def run_check(
     smoke_timeout_s: float = 30.0,
     on_start: Callable[[ModelServer], None] | None = None,
     on_log_line: Callable[[LogLine], None] | None = None,
+    replay: dict[str, object] | None = None,
+    replay_timeout_s: float = 300.0,
 ) -> CheckResult:
     """Launch `profile`, wait for ready (or failure), send the smallest request, stop, and report.
 
     Never raises for a server that fails: every way of failing is in the result.
     `on_start(server)` is called right after launch (the TUI follows the pid from there).
+    `replay`: a saved chat request (the long one that failed) sent after the smallest request
+    answered, to check a fix for an inference-stage failure.
     """
     server = ModelServer(
         profile,
@@ -686,6 +693,7 @@ def run_check(
         on_log_line=on_log_line,
     )
     smoke: SmokeResult | None = None
+    replayed: SmokeResult | None = None
     launch_message = ""
     try:
         try:
@@ -706,12 +714,20 @@ def run_check(
                 server._event("request_end", smoke.meaning)
                 if smoke.status is not None:
                     server.stage = "inference"
+                if replay is not None and smoke.ok and server.running:
+                    server._event("request_start", "saved request")
+                    replayed = replay_request(
+                        server.base_url, replay, model=server.plan.model_name, timeout_s=replay_timeout_s
+                    )
+                    server._event("request_end", replayed.meaning)
     finally:
         server.stop()
-    return _result(server, smoke, launch_message)
+    return _result(server, smoke, launch_message, replayed)
 
 
-def _result(server: ModelServer, smoke: SmokeResult | None, launch_message: str) -> CheckResult:
+def _result(
+    server: ModelServer, smoke: SmokeResult | None, launch_message: str, replayed: SmokeResult | None = None
+) -> CheckResult:
     diagnosis = server.diagnosis()
     failure = server.failure
     failure_stage = server.failure_stage
@@ -735,8 +751,14 @@ def _result(server: ModelServer, smoke: SmokeResult | None, launch_message: str)
         failure_stage = failure_stage or stage
     if server.ready and smoke is not None and not smoke.ok and failure is None:
         failure, failure_stage = f"smoke_{smoke.kind}", "inference"
+    if replayed is not None and not replayed.ok and failure is None:
+        # The saved request still fails: what the log says about it, else how the answer failed.
+        if diagnosis is not None and getattr(diagnosis, "failed", False):
+            failure, failure_stage = diagnosis.failure, diagnosis.failure_stage
+        else:
+            failure, failure_stage = f"replay_{replayed.kind}", "inference"
 
-    message = launch_message or _message(server, smoke, failure, failure_stage, diagnosis)
+    message = launch_message or _message(server, smoke, failure, failure_stage, diagnosis, replayed)
     budget = server.profile.memory_budget
     return CheckResult(
         ready=server.ready,
@@ -763,6 +785,7 @@ def _result(server: ModelServer, smoke: SmokeResult | None, launch_message: str)
         budget_mode=server.budget_mode,
         released=server.released,
         events=list(server.events),
+        replay=replayed,
     )
 
 
@@ -776,15 +799,20 @@ def _message(
     failure: str | None,
     stage: str | None,
     diagnosis: Any | None,
+    replayed: SmokeResult | None = None,
 ) -> str:
+    if failure == CUDA_OOM and server.budget_exceeded:
+        return f"out of memory at stage {stage}: GPU memory crossed the budget"
     if server.ready and smoke is not None and smoke.ok:
-        return f"up in {server.load_time_s or 0:.1f} s and answered: {smoke.meaning}"
+        answered = f"up in {server.load_time_s or 0:.1f} s and answered: {smoke.meaning}"
+        if replayed is not None:
+            verdict = "answered too" if replayed.ok else f"failed: {replayed.meaning}"
+            return f"{answered}; the saved request {verdict}"
+        return answered
     if server.ready and smoke is not None:
         return f"up, but the smallest request failed: {smoke.meaning}"
     if failure == READY_TIMEOUT:
         return f"not ready within the timeout; stuck at stage {stage}"
-    if failure == CUDA_OOM and server.budget_exceeded:
-        return f"out of memory at stage {stage}: GPU memory crossed the budget"
     first_error = getattr(diagnosis, "first_error_text", None) if diagnosis is not None else None
     where = f" at stage {stage}" if stage else ""
     detail = f": {first_error}" if first_error else ""

@@ -13,6 +13,7 @@ import json
 import time
 import unicodedata
 from dataclasses import dataclass, field
+from pathlib import Path
 
 PING = {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 16}
 
@@ -104,6 +105,25 @@ def _error_message(body: str) -> str:
     return str(data)[:200]
 
 
+def _error_status(event: dict[str, object], status: int | None) -> int | None:
+    error = event.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, int) and 400 <= code < 600 else status
+
+
+def _is_error_body(body: str) -> bool:
+    try:
+        data = json.loads(body) if body else None
+    except ValueError:
+        return False
+    return isinstance(data, dict) and bool(data.get("error")) and "choices" not in data
+
+
+def _too_long(body: str) -> bool:
+    lowered = body.lower()
+    return "maximum context length" in lowered or "context_length_exceeded" in lowered
+
+
 def _not_found(status: int, body: str) -> bool:
     lowered = body.lower()
     return status == 404 or ("model" in lowered and ("not found" in lowered or "does not exist" in lowered))
@@ -117,14 +137,56 @@ def smoke_request(
     options: dict[str, object] | None = None,
 ) -> SmokeResult:
     """POST the smallest chat request (streamed) and interpret the answer."""
-    import httpx
-
-    url = base_url.rstrip("/") + "/v1/chat/completions"
-    payload: dict[str, object] = {**PING, "max_tokens": max_tokens, "stream": True}
+    payload: dict[str, object] = {**PING, "max_tokens": max_tokens}
     if model:
         payload["model"] = model
     if options:
         payload["options"] = options  # Ollama's per-request model options (num_gpu, num_batch)
+    return chat_request(base_url, payload, timeout_s)
+
+
+def load_saved_request(path: str | Path) -> dict[str, object]:
+    """A saved chat request (the JSON body that failed), for replaying against a fixed server."""
+    from vramtui.core.errors import VramtuiError
+
+    file = Path(path)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise VramtuiError(f"cannot read the saved request {file}: {error.strerror}") from None
+    except ValueError:
+        raise VramtuiError(f"{file}: not a JSON chat request") from None
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        raise VramtuiError(f'{file}: a chat request needs a "messages" list')
+    return data
+
+
+def replay_request(
+    base_url: str, request: dict[str, object], model: str | None = None, timeout_s: float = 300.0
+) -> SmokeResult:
+    """Send a saved (long) request again, e.g. the one that failed at the inference stage."""
+    payload = dict(request)
+    if model and "model" not in payload:
+        payload["model"] = model
+    return chat_request(base_url, payload, timeout_s)
+
+
+def chat_request(base_url: str, payload: dict[str, object], timeout_s: float = 30.0) -> SmokeResult:
+    """POST one chat request (streamed, for the first-token time) and interpret the answer."""
+    streamed = _send(base_url, {**payload, "stream": True}, timeout_s)
+    if streamed.kind == "no_events":
+        # Some servers (llama-cpp-python) answer a refused streamed request with an empty 200 stream:
+        # ask once more without streaming to get the server's own error.
+        return _send(base_url, {**payload, "stream": False}, timeout_s)
+    return streamed
+
+
+def _send(base_url: str, payload: dict[str, object], timeout_s: float) -> SmokeResult:
+    import httpx
+
+    url = base_url.rstrip("/") + "/v1/chat/completions"
+    model = payload.get("model")
+    events = 0
     started = time.monotonic()
     first: float | None = None
     pieces: list[str] = []
@@ -154,6 +216,11 @@ def smoke_request(
                         event = json.loads(data)
                     except ValueError:
                         continue
+                    events += 1
+                    if isinstance(event, dict) and event.get("error"):
+                        body = json.dumps(event)  # an error sent inside the stream
+                        status = _error_status(event, status)
+                        break
                     usage = event.get("usage") if isinstance(event, dict) else None
                     if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
                         usage_tokens = int(usage["completion_tokens"])
@@ -181,7 +248,17 @@ def smoke_request(
         return SmokeResult(False, status, f"the connection failed: {error}", kind="bad_response")
     finished = time.monotonic()
 
-    if status is not None and status != 200:
+    if status == 200 and not body and events == 0:
+        return SmokeResult(False, status, "the stream ended without a single event", kind="no_events")
+    if status is not None and (status != 200 or _is_error_body(body)):
+        if _too_long(body):
+            return SmokeResult(
+                False,
+                status,
+                f"the request is longer than the server's context: {_error_message(body)}",
+                kind="context_too_long",
+                elapsed_s=finished - started,
+            )
         if _not_found(status, body):
             names = list_models(base_url)
             listed = ", ".join(names) if names else "none listed"
