@@ -104,7 +104,8 @@ def test_tiny_gguf_comes_up_answers_and_goes(tiny_gguf: Path, tmp_path: Path) ->
 @needs_llama
 def test_context_manager_stop_releases_memory(tiny_gguf: Path, tmp_path: Path) -> None:
     profile = profile_next_to(tiny_gguf, "tiny-ok.toml", tmp_path / "p")
-    with ModelServer(profile, log_dir=tmp_path / "runs") as server:
+    samples: list = []
+    with ModelServer(profile, log_dir=tmp_path / "runs", on_sample=samples.append) as server:
         assert server.wait_ready(60)
         pid = server.pid
         assert pid is not None and procs.tree_rss(pid) > 20 * MIB
@@ -112,6 +113,10 @@ def test_context_manager_stop_releases_memory(tiny_gguf: Path, tmp_path: Path) -
     assert server.released is True
     assert server.exit_code is not None and server.stopped_by_us
     assert procs.tree_rss(pid) == 0
+    # The memory samples followed the server's own tree, and their peak is the server's peak.
+    trees = [s.host.tree_rss for s in samples if s.host is not None and s.host.tree_pids]
+    assert trees and all(pid in s.host.tree_pids for s in samples if s.host is not None and s.host.tree_pids)
+    assert server.peak_bytes == max(trees)
     assert_nothing_left(pid)
 
 

@@ -116,3 +116,17 @@ def test_round_trip_through_toml(tmp_path: Path) -> None:
     again = load_profile(original.save(tmp_path / "again.toml"))
     for name in ("backend", "model", "params", "memory_budget", "host", "port", "extra_args", "env", "name"):
         assert getattr(again, name) == getattr(original, name), name
+
+
+def test_a_bare_name_is_looked_up_in_the_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vramtui.core.profile import profiles_dir
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.chdir(tmp_path)
+    folder = profiles_dir()
+    assert folder == tmp_path / "config" / "vramtui" / "profiles"
+    folder.mkdir(parents=True)
+    (folder / "tiny.toml").write_text('backend = "ollama"\nmodel = "llama3.1:8b"\n')
+    assert load_profile("tiny").model == "llama3.1:8b"
+    with pytest.raises(VramtuiError, match=r"nor .*other\.toml"):
+        load_profile("other")
