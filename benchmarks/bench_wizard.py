@@ -32,8 +32,8 @@ class Scenario:
     blind: str  # "context" | "quant"
 
 
-def blind_halving(profile: Profile, mode: str, limit: int = 8) -> tuple[int, str]:
-    """Relaunches until it answers, halving one thing each time; (relaunches, final value)."""
+def blind_halving(profile: Profile, mode: str, limit: int = 8) -> tuple[int, str, Profile]:
+    """Relaunches until it answers, halving one thing each time; (relaunches, final value, profile)."""
     relaunches = 0
     current = profile
     quants = ["f16", "q8_0", "q4_0"]
@@ -41,20 +41,20 @@ def blind_halving(profile: Profile, mode: str, limit: int = 8) -> tuple[int, str
         if mode == "context":
             context = int(current.params["context"]) // 2  # type: ignore[call-overload]
             if context < 256:
-                return relaunches, "gave up"
+                return relaunches, "gave up", current
             current = current.with_param("context", context)
             value = str(context)
         else:
             now = next(q for q in quants if current.model.endswith(f"-{q}.gguf"))
             if now == quants[-1]:
-                return relaunches, "gave up"
+                return relaunches, "gave up", current
             lower = quants[quants.index(now) + 1]
             current = current.with_changes(model=current.model.replace(f"-{now}.gguf", f"-{lower}.gguf"))
             value = lower
         relaunches += 1
         if run_check(current).ok:
-            return relaunches, value
-    return relaunches, "gave up"
+            return relaunches, value, current
+    return relaunches, "gave up", current
 
 
 def main() -> int:
@@ -93,7 +93,10 @@ def main() -> int:
             "quant",
         ),
     ]
-    header = f"{'scenario':44} {'wizard':>7} {'blind':>6}  {'wizard final':32} {'blind final':12} {'s':>5}"
+    header = (
+        f"{'scenario':44} {'wizard':>7} {'blind':>6}  {'wizard changes':32} {'blind final':12} "
+        f"{'ctx wizard/blind':>17} {'s':>5}"
+    )
     print(header)
     print("-" * len(header))
     met = 0
@@ -105,7 +108,8 @@ def main() -> int:
         if first is not None and first.works:
             print(f"{scenario.name:44} first launch already works: scenario is wrong")
             continue
-        blind, blind_value = blind_halving(scenario.profile, scenario.blind)
+        blind, blind_value, blind_profile = blind_halving(scenario.profile, scenario.blind)
+        contexts = f"{result.final_profile.params.get('context')}/{blind_profile.params.get('context')}"
         changes = ", ".join(
             f"{s.proposal.param}={Path(str(s.proposal.to)).name if s.proposal.param == 'model' else s.proposal.to}"
             for s in result.steps
@@ -114,7 +118,7 @@ def main() -> int:
         wizard_text = str(result.relaunches) if result.success else f"{result.relaunches}!"
         met += result.success and result.relaunches <= GOAL
         print(
-            f"{scenario.name:44} {wizard_text:>7} {blind:>6}  {changes[:32]:32} {blind_value:12} {elapsed:5.1f}"
+            f"{scenario.name:44} {wizard_text:>7} {blind:>6}  {changes[:32]:32} {blind_value:12} {contexts:>17} {elapsed:5.1f}"
         )
     print(f"\nwizard within {GOAL} relaunches after the first failure: {met}/{len(scenarios)} scenarios")
     print("('!' after a count: the wizard did not bring it up)")
