@@ -133,6 +133,7 @@ def test_ladders_follow_the_backend() -> None:
     assert [r.param for r in ladder_for("inference", "llama.cpp")] == [
         "input_length",
         "batch",
+        "ubatch",
         "parallel",
         "chunking",
     ]
@@ -411,3 +412,43 @@ def test_without_printed_sizes_the_curve_decides(
     assert step.outcome == outcome
     if outcome == "not_applied":
         assert "peak 1400 → 1401 MiB" in step.notes[0]
+
+
+def test_a_saved_request_that_fails_walks_the_inference_ladder(demo_model: Path, tmp_path: Path) -> None:
+    # The server starts and answers "ping", but the saved long request runs out of memory until the
+    # batch is smaller (what llama.cpp's server does when a prompt's batch does not fit).
+    def runs(profile: Profile) -> Any:
+        batch = int(profile.params.get("batch", 512))  # type: ignore[call-overload]
+        passes = batch <= 256
+        return SimpleNamespace(
+            ready=True, stage="inference", failure_stage=None if passes else "inference",
+            failure=None if passes else "cuda_oom", diagnosis=None, smoke=SimpleNamespace(ok=True),
+            replay=SimpleNamespace(ok=passes, meaning="answered" if passes else "HTTP 500: out of memory"),
+            log_file=None, peak_mib=900.0,
+        )  # fmt: skip
+
+    profile = Profile(backend="llama-cpp-python", model=str(demo_model), params={"context": 8192})
+    saved = {"messages": [{"role": "user", "content": "long " * 4000}]}
+    wizard = Wizard(profile, runner=runs, record=False, auto=True, replay=saved)
+    assert wizard.replay is saved
+    result = wizard.run(max_steps=4)
+    assert result.success
+    step = result.steps[-1]
+    assert (step.proposal.param, step.proposal.from_, step.proposal.to) == ("batch", 512, 256)  # type: ignore[union-attr]
+    assert "the saved failing request now passes" in step.notes
+    first = result.steps[0].observation
+    assert first is not None and first.ready and not first.works  # "ping" answering is not enough
+
+
+def test_a_saved_request_longer_than_the_context_gets_advice(demo_model: Path) -> None:
+    def runs(profile: Profile) -> Any:
+        return SimpleNamespace(
+            ready=True, stage="inference", failure_stage="inference", failure="replay_context_too_long",
+            diagnosis=None, smoke=SimpleNamespace(ok=True), replay=SimpleNamespace(ok=False, meaning="too long"),
+            log_file=None,
+        )  # fmt: skip
+
+    profile = Profile(backend="llama-cpp-python", model=str(demo_model), params={"context": 2048})
+    result = Wizard(profile, runner=runs, record=False, auto=True, replay={"messages": []}).run()
+    assert not result.success and len(result.steps) == 1
+    assert "raise context" in result.advice[0]

@@ -49,6 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="input length of each stress request (default: the context)",
     )
     parser.add_argument(
+        "--replay",
+        metavar="JSON",
+        help="a saved chat request (the long one that failed): every launch replays it after the smallest one",
+    )
+    parser.add_argument(
         "--margin",
         type=float,
         default=0.9,
@@ -195,8 +200,14 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
 
     out = sys.stderr if args.json else sys.stdout
     interactive = not args.auto and sys.stdin.isatty()
+    replay = None
+    if getattr(args, "replay", None):
+        from vramtui.core.smoke import load_saved_request
+
+        replay = load_saved_request(args.replay)
     wizard = Wizard(
         profile,
+        replay=replay,
         record_path=getattr(args, "record", None),
         auto=args.auto,
         margin=getattr(args, "margin", 0.9),

@@ -88,6 +88,7 @@ LOAD_WEIGHTS: tuple[Rung, ...] = (
 INFERENCE: tuple[Rung, ...] = (
     Rung("input_length", "advice", "a shorter input (replay the failing request shortened)", "less context"),
     Rung("batch", "down", "a smaller batch", "slower prompt processing"),
+    Rung("ubatch", "down", "a smaller micro-batch", "slower prompt processing", ("llama.cpp",)),
     Rung("parallel", "down", "fewer concurrent sequences", "fewer users served at once"),
     Rung(
         "chunking",

@@ -115,6 +115,8 @@ class Observation:
     figures: dict[str, int] = field(default_factory=dict)
     facts: dict[str, str] = field(default_factory=dict)
     engine: dict[str, int] = field(default_factory=dict)  # the diagnosis' engine_figures, as they are
+    replay_ok: bool | None = None  # the saved (long) request, when one was replayed
+    replay_meaning: str = ""
     advice: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     peak_mib: float | None = None
@@ -128,7 +130,8 @@ class Observation:
 
     @property
     def works(self) -> bool:
-        return self.ready and bool(self.smoke_ok)
+        """Up, answering the smallest request, and the saved failing request too when one was replayed."""
+        return self.ready and bool(self.smoke_ok) and self.replay_ok is not False
 
     @property
     def reached(self) -> int:
@@ -175,6 +178,7 @@ def observe(check: Any) -> Observation:
     """Turn a CheckResult (or anything shaped like one) into an Observation, reading its log file."""
     diagnosis = getattr(check, "diagnosis", None)
     smoke = getattr(check, "smoke", None)
+    replayed = getattr(check, "replay", None)
     figures: dict[str, int] = {}
     facts: dict[str, str] = {}
     log_file = getattr(check, "log_file", None)
@@ -197,6 +201,8 @@ def observe(check: Any) -> Observation:
     return Observation(
         ready=bool(getattr(check, "ready", False)),
         smoke_ok=None if smoke is None else bool(getattr(smoke, "ok", False)),
+        replay_ok=None if replayed is None else bool(getattr(replayed, "ok", False)),
+        replay_meaning=str(getattr(replayed, "meaning", "") or ""),
         stage=getattr(check, "stage", None),
         failure_stage=getattr(check, "failure_stage", None),
         failure=failure,
@@ -598,6 +604,7 @@ class Wizard:
         ladders: dict[str, tuple[Rung, ...]] | None = None,
         record: bool = True,
         device_bytes: int | None = None,
+        replay: dict[str, object] | None = None,
     ) -> None:
         self.profile = profile
         self.start_profile = profile
@@ -615,6 +622,8 @@ class Wizard:
         self.stop_reason = ""
         self.failing_stage: str | None = None
         self._runner = runner
+        # A saved chat request (the long one that failed at inference): every run replays it.
+        self.replay = replay
         if record:
             self.record_path = Path(record_path) if record_path else new_record_path(profile.label)
             self.recorder = StepRecorder(self.record_path)
@@ -634,7 +643,7 @@ class Wizard:
         else:
             from vramtui.core.launcher import run_check
 
-            check = run_check(profile, on_start=self._started)
+            check = run_check(profile, on_start=self._started, replay=self.replay)
         return observe(check)
 
     def _started(self, server: Any) -> None:
@@ -689,6 +698,8 @@ class Wizard:
         if stage is None:
             return None
         rungs = list(self.ladders.get(stage, ())) if self.ladders else ladder_for(stage, self.backend)
+        if stage == "inference":
+            return self._inference_proposal(rungs, obs)
         options: list[tuple[Rung, Proposal, Footprint | None]] = []
         # When the cache does not fit because the weights take the room, a smaller file helps too:
         # after its own rungs, the kv_cache ladder looks at the weights' rungs (one change still).
@@ -725,7 +736,40 @@ class Wizard:
         )
         return None
 
+    def _inference_proposal(self, rungs: list[Rung], obs: Observation) -> Proposal | None:
+        """A request failed on a running server: the start-up arithmetic does not see a request's peak,
+        so each rung halves its value, and the saved request (when given) tells whether it now passes."""
+        for rung in rungs:
+            if rung.move == "advice":
+                continue
+            current = current_value(self.profile, rung.param)
+            candidates = self._candidates(rung, current)
+            if not candidates:
+                continue
+            value = _cautious(rung.param, current, candidates)
+            why = (
+                f"the server runs but a request failed at inference ({obs.failure}"
+                + (f": {obs.replay_meaning}" if obs.replay_meaning else "")
+                + f"); halving {rung.param} lowers the memory each step of a request takes; cost: {rung.cost}"
+            )
+            return Proposal(rung.param, current, value, why, rung.label, rung.knob(self.backend))
+        self.advice = [f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"]
+        self.stop_reason = "no setting left on the inference ladder that this backend can change"
+        return None
+
     def _failing_stage(self, obs: Observation) -> str | None:
+        if obs.ready and obs.smoke_ok and obs.replay_ok is False:
+            failure = str(obs.failure or "")
+            if "context_too_long" in failure:
+                self.advice = [
+                    "the saved request is longer than the context: raise context and free the memory "
+                    "elsewhere (KV cache type, concurrency), or shorten the input",
+                    *obs.advice,
+                ]
+                self.stop_reason = "the saved request does not fit the context: lowering memory will not help"
+                return None
+            # It starts and answers a short request, but the long one fails: the inference ladder.
+            return "inference"
         if obs.ready and obs.smoke_ok is False:
             if obs.failure in MEMORY_FAILURES or "oom" in str(obs.failure):
                 return "inference"
@@ -823,11 +867,13 @@ class Wizard:
             except (TypeError, ValueError):
                 return []
             return list(_nice_below(now))
-        if param in ("parallel", "batch"):
+        if param in ("parallel", "batch", "ubatch"):
             try:
                 now = int(current)  # type: ignore[call-overload]
             except (TypeError, ValueError):
                 return []
+            if param == "ubatch":  # powers of two: what llama.cpp's kernels are tuned for
+                return [v for v in (256, 128, 64, 32) if v < now]
             return sorted({max(1, now * k // 8) for k in range(7, 0, -1)} - {now}, reverse=True)
         if param == "kv_dtype":
             order = KV_DTYPE_ORDER.get(backend.accounting, ())
@@ -983,11 +1029,15 @@ class Wizard:
             )
         if after.works:
             notes.append("it runs: the smallest chat request answered")
+            if after.replay_ok:
+                notes.append("the saved failing request now passes")
             if after.warnings:
                 notes.append("warnings: " + "; ".join(after.warnings[:3]))
             return "works", notes
         if after.ready and after.smoke_ok is False:
             notes.append("the server came up but the smallest chat request failed")
+        if after.ready and after.smoke_ok and after.replay_ok is False:
+            notes.append(f"the saved request still fails: {after.replay_meaning or after.failure}")
         if before is None:
             return "progress", notes
         if proposal.then is not None:
@@ -1178,8 +1228,8 @@ class Wizard:
 
 
 def _cautious(param: str, current: object, candidates: list[object]) -> object:
-    """Without arithmetic: half the context (the nearest round value), else the next value down."""
-    if param == "context":
+    """Without arithmetic: half the context, batch or concurrency (the nearest value), else the next down."""
+    if param in ("context", "batch", "ubatch", "parallel"):
         try:
             half = int(current) // 2  # type: ignore[call-overload]
         except (TypeError, ValueError):
