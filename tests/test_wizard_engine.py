@@ -212,3 +212,15 @@ def test_stress_check_on_the_working_profile(demo_cache: Path) -> None:
     assert result.peak_mib >= max(result.floors_mib) * 0.5
     assert result.ok == (not result.rising)
     assert not _servers_of(profile.model)
+
+
+def test_a_saved_request_longer_than_the_context_is_replayed_for_real(
+    demo_cache: Path, tmp_path: Path
+) -> None:
+    profile = demo_profile(demo_cache).with_param("context", 1024)
+    saved = {"messages": [{"role": "user", "content": "x" * 3000}], "max_tokens": 4}  # byte tokens: > 1024
+    result = Wizard(profile, record_path=tmp_path / "replay.jsonl", auto=True, replay=saved).run(max_steps=3)
+    first = result.steps[0].observation
+    assert first is not None and first.ready and first.smoke_ok and first.replay_ok is False
+    assert not result.success and len(result.steps) == 1  # no memory ladder for a too-long request
+    assert "context" in result.reason and "raise context" in result.advice[0]
