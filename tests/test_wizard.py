@@ -20,6 +20,7 @@ from vramtui.core.steprecord import open_session
 from vramtui.core.tinygguf import TinyModelSpec, write_tiny_gguf
 from vramtui.core.units import MIB
 from vramtui.core.wizard import (
+    Proposal,
     Wizard,
     _nice_below,
     read_log_facts,
@@ -452,3 +453,21 @@ def test_a_saved_request_longer_than_the_context_gets_advice(demo_model: Path) -
     result = Wizard(profile, runner=runs, record=False, auto=True, replay={"messages": []}).run()
     assert not result.success and len(result.steps) == 1
     assert "raise context" in result.advice[0]
+
+
+def test_a_parameter_the_backend_lacks_is_not_applied(demo_model: Path, tmp_path: Path) -> None:
+    # A hand-made ladder asks llama-cpp-python for fewer sequences; its launcher cannot pass that on.
+    runs = ReplayedRuns(tmp_path)
+
+    def with_unsupported(profile: Profile) -> Any:
+        result = runs(profile.with_param("parallel", None))
+        result.unsupported = ["parallel"] if "parallel" in profile.params else []
+        result.warnings = ["llama-cpp-python has no parallel setting: its server runs one sequence at a time"]
+        return result
+
+    ladder = {"kv_cache": (Rung("parallel", "down", "fewer sequences"),)}
+    profile = _demo_profile(demo_model).with_param("parallel", 4)
+    wizard = Wizard(profile, runner=with_unsupported, ladders=ladder, record=False)
+    wizard.start()
+    step = wizard.apply(Proposal("parallel", 4, 1, "test"))
+    assert step.outcome == "not_applied" and "runs one sequence at a time" in step.notes[0]

@@ -116,6 +116,7 @@ class Observation:
     facts: dict[str, str] = field(default_factory=dict)
     engine: dict[str, int] = field(default_factory=dict)  # the diagnosis' engine_figures, as they are
     replay_ok: bool | None = None  # the saved (long) request, when one was replayed
+    unsupported: list[str] = field(default_factory=list)  # parameters the launcher could not pass on
     replay_meaning: str = ""
     advice: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -203,6 +204,7 @@ def observe(check: Any) -> Observation:
         smoke_ok=None if smoke is None else bool(getattr(smoke, "ok", False)),
         replay_ok=None if replayed is None else bool(getattr(replayed, "ok", False)),
         replay_meaning=str(getattr(replayed, "meaning", "") or ""),
+        unsupported=[str(p) for p in getattr(check, "unsupported", None) or []],
         stage=getattr(check, "stage", None),
         failure_stage=getattr(check, "failure_stage", None),
         failure=failure,
@@ -1069,6 +1071,11 @@ class Wizard:
     ) -> tuple[bool, str]:
         facts = after.facts
         param, value = proposal.param, proposal.to
+        if param in after.unsupported:
+            said = next(
+                (w for w in after.warnings if param in w), f"{self.backend.name} has no {param} setting"
+            )
+            return False, f"the launcher could not pass {param} on: {said}"
         # First what the engine said about the setting itself.
         if param == "context" and "n_ctx" in facts:
             if int(facts["n_ctx"]) != int(value):  # type: ignore[call-overload]
