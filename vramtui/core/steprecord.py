@@ -75,6 +75,10 @@ class StepRecorder:
         os.fsync(self._file.fileno())
         return entry
 
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
     def close(self) -> None:
         if not self._file.closed:
             self._file.close()

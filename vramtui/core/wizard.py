@@ -624,6 +624,7 @@ class Wizard:
         self.stop_reason = ""
         self.failing_stage: str | None = None
         self._runner = runner
+        self._ended = False  # the record's end line is written
         # A saved chat request (the long one that failed at inference): every run replays it.
         self.replay = replay
         if record:
@@ -1165,7 +1166,9 @@ class Wizard:
                     decided = confirm(proposal) if confirm is not None else None
                     if decided is None:
                         pending = proposal
-                        self.stop_reason = self.stop_reason or "the proposal was not applied"
+                        self.stop_reason = (
+                            "proposed but not applied (declined, or no terminal to ask: --auto applies it)"
+                        )
                         break
                     proposal = decided
                 step = self.apply(proposal)
@@ -1188,13 +1191,11 @@ class Wizard:
                 self.stop_reason = "it runs and answers the smallest chat request"
             return self._finish(success, pending)
         finally:
-            if self.recorder is not None and self.recorder._file.closed is False and not self._ended:
+            if self.recorder is not None and not self.recorder.closed and not self._ended:
                 self.recorder.append(
                     "end", success=False, reason="interrupted", final_params=dict(self.profile.params)
                 )
                 self.recorder.close()
-
-    _ended = False
 
     def finish(self) -> WizardResult:
         """End a session driven step by step (start/propose/apply): write the record's end line."""
