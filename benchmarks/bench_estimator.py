@@ -1,6 +1,6 @@
 """Estimate vs what real engines printed: per case of the numbers corpus, each figure and its error.
 
-    python benchmarks/bench_estimator.py [--json]
+    python benchmarks/bench_estimator.py [--json] [--engine]
 
 The corpus is ../shared/logs/numbers.jsonl (else tests/data/numbers.jsonl): memory figures printed by real
 llama.cpp, Ollama, vLLM and SGLang runs. The estimator gets only what a user would know before launching:
@@ -9,6 +9,9 @@ log printed (context, micro-batch, flash attention, memory share). Nothing here 
 the rules are the engines' own (see vramtui/core/estimator.py).
 
 Goals: KV cache within 1%, weights within 3%, the whole footprint within 10%.
+
+With --engine it also loads generated GGUFs (shapes not in the corpus) with llama-cpp-python on this CPU and
+prints the estimate against the buffers llama.cpp allocated, and against its own no_alloc dry run.
 """
 
 from __future__ import annotations
@@ -325,6 +328,82 @@ def sglang_rows(case_id: str, case: Case, measured: dict[str, Any]) -> list[Row]
     return [Row(case_id, "K cache per rank", k_bytes, k_size, 1.0)]
 
 
+ENGINE_SHAPES = [
+    # (model shape, context, ubatch, flash attention, KV type)
+    (dict(n_layer=4, n_embd=512, n_head=8, n_head_kv=8), 2048, 512, False, "f16"),
+    (dict(n_layer=2, n_embd=256, n_head=4, n_head_kv=2, n_ff=2048), 1000, 512, True, "f16"),
+    (dict(n_layer=3, n_embd=512, n_head=8, n_head_kv=2, dtype="q8_0"), 3000, 256, True, "q8_0"),
+    (dict(n_layer=6, n_embd=384, n_head=6, n_head_kv=3, n_ff=1536, dtype="q4_0"), 5000, 128, False, "f16"),
+    (dict(n_layer=2, n_embd=512, n_head=8, n_head_kv=1, n_ff=4096, dtype="f32"), 700, 512, True, "q4_0"),
+    (dict(n_layer=8, n_embd=768, n_head=12, n_head_kv=4, n_ff=2048, dtype="q8_0"), 16384, 512, False, "f16"),
+    (dict(n_layer=8, n_embd=768, n_head=12, n_head_kv=4, n_ff=2048, dtype="q8_0"), 16384, 512, True, "q8_0"),
+]
+
+
+def engine_rows() -> list[Row]:
+    import subprocess
+    import tempfile
+
+    from vramtui.core.engine_probe import llama_cpp_available, probe_llama_cpp
+    from vramtui.core.modelinfo import load_model_info
+    from vramtui.core.tinygguf import TinyModelSpec, write_tiny_gguf
+
+    if not llama_cpp_available():
+        print("--engine: llama-cpp-python is not installed")
+        return []
+    load = (
+        "import sys, llama_cpp\n"
+        "p, c, u, f, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == '1', int(sys.argv[5])\n"
+        "llama_cpp.Llama(model_path=p, n_ctx=c, n_batch=max(512, u), n_ubatch=u, flash_attn=f, type_k=k,"
+        " type_v=k, n_threads=2, verbose=True)\n"
+    )
+    pattern = re.compile(r"(CPU_Mapped model|CPU KV|CPU compute) buffer size =\s+([\d.]+) MiB")
+    kv_types = {"f16": 1, "q8_0": 8, "q4_0": 2}
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for number, (shape, ctx, ubatch, flash, kv) in enumerate(ENGINE_SHAPES):
+            path = write_tiny_gguf(Path(tmp) / f"m{number}.gguf", TinyModelSpec(**shape))
+            args = [str(path), str(ctx), str(ubatch), "1" if flash else "0", str(kv_types[kv])]
+            result = subprocess.run([sys.executable, "-c", load, *args], capture_output=True, text=True)
+            real = {name.split()[-1]: float(mib) * MIB for name, mib in pattern.findall(result.stderr)}
+            if set(real) != {"model", "KV", "compute"}:
+                print(f"engine case {number}: llama.cpp did not load it")
+                continue
+            settings = Settings(
+                context=ctx,
+                ubatch=ubatch,
+                batch=max(512, ubatch),
+                flash_attn=flash,
+                kv_dtype=kv,
+                on_gpu=False,
+            )
+            est = estimate(load_model_info(path), settings)
+            label = f"tiny#{number}"
+            fa = "fa" if flash else "no-fa"
+            print(f"{label}: {shape} ctx {ctx} ubatch {ubatch} {fa} kv {kv}")
+            rows.append(Row(label, "weights (CPU_Mapped)", est.weights_host_bytes, real["model"], 3.0))
+            # llama.cpp prints MiB with two decimals: compare at the precision it prints
+            rows.append(Row(label, "KV cache", round(est.kv_cache_bytes / MIB, 2) * MIB, real["KV"], 1.0))
+            rows.append(Row(label, "compute buffer", est.compute_buffer_bytes, real["compute"], None))
+            total_real = real["model"] + real["KV"] + real["compute"]
+            total_est = est.weights_host_bytes + est.kv_cache_bytes + est.compute_buffer_bytes
+            rows.append(Row(label, "whole footprint", total_est, total_real, 10.0))
+            dry = probe_llama_cpp(
+                path, context=ctx, ubatch=ubatch, batch=max(512, ubatch), flash_attn=flash, kv_dtype=kv
+            )
+            if dry is not None and dry.context_ok:
+                rows.append(
+                    Row(
+                        label,
+                        "dry run compute (no_alloc)",
+                        dry.compute_bytes.get("CPU", 0),
+                        real["compute"],
+                        None,
+                    )
+                )
+    return rows
+
+
 def main() -> int:
     rows: list[Row] = []
     skipped: list[str] = []
@@ -344,6 +423,8 @@ def main() -> int:
             rows += vllm_rows(case_id, case, measured)
         else:
             rows += sglang_rows(case_id, case, measured)
+    if "--engine" in sys.argv:
+        rows += engine_rows()
     as_json = "--json" in sys.argv
     if as_json:
         print(json.dumps([{**r.__dict__, "error_pct": round(r.error, 2)} for r in rows], indent=2))

@@ -688,8 +688,12 @@ def load_model_info(path: str | Path, exact_params: bool = True) -> ModelInfo:
     candidate = Path(path).expanduser()
     if candidate.is_dir():
         ggufs = sorted(candidate.glob("*.gguf"))
-        if not (candidate / "config.json").is_file() and len(ggufs) == 1:
-            return info_from_gguf(ggufs[0])
+        if not (candidate / "config.json").is_file() and ggufs:
+            firsts = [g for g in ggufs if not _SPLIT_NAME.match(g.name) or "-00001-of-" in g.name]
+            if len(firsts) == 1:
+                return info_from_gguf(firsts[0])
+            names = ", ".join(g.name for g in firsts[:4])
+            raise VramtuiError(f"{candidate}: holds {len(firsts)} GGUF models ({names}...): name one")
         return info_from_hf_folder(candidate, exact_params=exact_params)
     if candidate.is_file():
         if candidate.suffix == ".json" or candidate.name == "config.json":
