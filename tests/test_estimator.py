@@ -309,3 +309,39 @@ def test_engine_probe_reads_llama_cpp_log_lines() -> None:
     assert kv == 800 * MIB and cells == 4096
     assert compute == {"CUDA0": round(353.01 * MIB), "CUDA_Host": round(23.01 * MIB)}
     assert output == round(0.40 * MIB)
+
+
+BASE_CONFIG = {"vocab_size": 32000, "max_position_embeddings": 32768}
+ARCHITECTURES = [
+    # published shapes -> K+V bytes per token in f16 for llama.cpp
+    ({"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+      "num_attention_heads": 28, "num_key_value_heads": 4}, 28 * 4 * 128 * 4),
+    ({"model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128}, 36 * 8 * 128 * 4),
+    ({"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "sliding_window": None}, 32 * 8 * 128 * 4),
+    ({"model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 32}, 32 * 32 * 96 * 4),
+    ({"model_type": "internlm2", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "bias": False}, 32 * 8 * 128 * 4),
+    ({"model_type": "deepseek_v2", "hidden_size": 2048, "intermediate_size": 10944, "num_hidden_layers": 27,
+      "num_attention_heads": 16, "num_key_value_heads": 16, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+      "qk_nope_head_dim": 128, "v_head_dim": 128, "n_routed_experts": 64, "n_shared_experts": 2,
+      "num_experts_per_tok": 6, "moe_intermediate_size": 1408, "first_k_dense_replace": 1},
+     27 * (576 + 512) * 2),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("config", "per_token"), ARCHITECTURES, ids=[c["model_type"] for c, _ in ARCHITECTURES]
+)
+def test_architectures_across_every_backend(config: dict, per_token: int) -> None:
+    info = info_from_config({**BASE_CONFIG, **config}, config["model_type"], exact_params=False)
+    assert kv_bytes_per_token(info, "f16", "llama.cpp") == per_token
+    for backend in ("llama.cpp", "ollama", "vllm", "transformers"):
+        est = estimate(info, Settings(backend=backend, context=8192, device_bytes=48 * GIB))
+        assert est.weights_bytes + est.weights_host_bytes > 0 and est.kv_cache_bytes > 0
+        assert est.total_bytes >= est.weights_bytes + est.kv_cache_bytes
+    if info.kv_lora_rank:  # DeepSeek-V2-Lite: vLLM caches the 576-wide latent only
+        assert kv_bytes_per_token(info, "bf16", "vllm") == 27 * 576 * 2
+        assert info.is_moe and info.n_params == pytest.approx(15.7e9, rel=0.02)
