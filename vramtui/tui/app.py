@@ -22,7 +22,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.tui import themes
 from vramtui.tui.estimator_pane import EstimatorPane
 from vramtui.tui.log_pane import LogPane
-from vramtui.tui.memory_pane import MemoryPane
+from vramtui.tui.memory_pane import GpuFound, MemoryPane
 from vramtui.tui.pane import Pane
 from vramtui.tui.session import ModelSession, SessionState
 from vramtui.tui.wizard_pane import WizardPane
@@ -157,6 +157,7 @@ class VramtuiApp(App[int]):
         self.remember = remember
         self.sampler: Any = None
         self.session: ModelSession | None = None
+        self.wizard_driver: Any = None  # set by the wizard pane; kept here so shutdown can reach it
         self.active_pane = "memory"
         self._theme_names: list[str] = []
         for compiled in themes.load_themes().values():
@@ -232,8 +233,8 @@ class VramtuiApp(App[int]):
         for pane_name in PANE_ORDER:
             self.pane(pane_name).set_class(pane_name == name, "-active")
         pane = self.pane(name)
-        if self.focused is None or not self.focused.has_ancestor(pane):
-            focus_target = pane if pane.focusable else next((w for w in pane.query("*") if w.focusable), None)
+        if self.focused is None or pane not in self.focused.ancestors_with_self:
+            focus_target = pane.focus_target()
             if focus_target is not None:
                 focus_target.focus()
         self.update_status()
@@ -300,6 +301,9 @@ class VramtuiApp(App[int]):
         except VramtuiError as error:
             self.notify(str(error), severity="error", timeout=8)
             return
+        budget = getattr(self.session.profile, "memory_budget", None)
+        if budget:
+            self.query_one(MemoryPane).budget = float(budget)
         self.session.start()
         self.update_status()
 
@@ -311,6 +315,10 @@ class VramtuiApp(App[int]):
         if message.event is not None:
             self.query_one(MemoryPane).add_event(message.event)
         self.query_one(WizardPane).session_changed(self.session)
+
+    @on(GpuFound)
+    def _gpu_found(self, message: GpuFound) -> None:
+        self.query_one(EstimatorPane).set_card_memory(message.total_bytes)
 
     def action_relaunch(self) -> None:
         if self.session is None:
@@ -369,10 +377,28 @@ class VramtuiApp(App[int]):
     def action_export_wizard(self) -> None:
         self.query_one(WizardPane).export()
 
+    def running_models(self) -> list[str]:
+        """What this app started that still runs: its session's server, the wizard's attempt."""
+        running = []
+        if self.session is not None and self.session.running:
+            running.append(self.session.describe())
+        driver = self.wizard_driver
+        if driver is not None and driver.running:
+            running.append(f"wizard attempt (pid {driver.server.pid})")
+        return running
+
+    def stop_models(self) -> None:
+        """Stop every server this app started (blocks until each process group is gone)."""
+        driver = self.wizard_driver
+        if driver is not None:
+            driver.stop_attempt()
+        if self.session is not None:
+            self.session.stop()
+
     def action_quit_app(self) -> None:
-        session = self.session
-        if session is not None and session.running:
-            question = f"A model is running ({session.describe()}). Stop it and quit?"
+        running = self.running_models()
+        if running:
+            question = f"A model is running ({'; '.join(running)}). Stop it and quit?"
             self.push_screen(ConfirmQuit(question), self._quit_answer)
             return
         self.exit(0)
@@ -383,8 +409,7 @@ class VramtuiApp(App[int]):
 
     @work(thread=True, exit_on_error=False, group="quit")
     def _stop_and_exit(self) -> None:
-        if self.session is not None:
-            self.session.stop()
+        self.stop_models()
         self.call_from_thread(self.exit, 0)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -415,8 +440,7 @@ class VramtuiApp(App[int]):
         log = self.query(LogPane)
         if log:
             log.first().stop_feed()
-        if self.session is not None:
-            self.session.stop()
+        self.stop_models()
 
     def on_unmount(self) -> None:
         self.shutdown()

@@ -206,15 +206,21 @@ class EstimatorPane(Pane):
 
     def _settings_kwargs(self) -> dict[str, Any]:
         def positive_int(text: str) -> int:
-            number = int(text.replace(",", "").replace("_", ""))
+            try:
+                number = int(text.replace(",", "").replace("_", ""))
+            except ValueError:
+                raise ValueError(f"{text!r} is not a whole number (e.g. 8192)") from None
             if number <= 0:
-                raise ValueError("must be a positive whole number")
+                raise ValueError("must be more than 0")
             return number
 
         def layers_or_all(text: str) -> int | None:
             if text.lower() in ("all", "-1"):
                 return None
-            number = int(text)
+            try:
+                number = int(text)
+            except ValueError:
+                raise ValueError(f"{text!r}: a number of layers, or 'all'") from None
             if number < 0:
                 raise ValueError("a number of layers, or 'all'")
             return number
@@ -250,8 +256,18 @@ class EstimatorPane(Pane):
                     return None
             return self._info
         params = self._checked("params", parse_count, optional=True)
+
+        def whole(text: str) -> int:
+            try:
+                number = int(text.replace(",", "").replace("_", ""))
+            except ValueError:
+                raise ValueError(f"{text!r} is not a whole number") from None
+            if number <= 0:
+                raise ValueError("must be more than 0")
+            return number
+
         numbers = {
-            name: self._checked(name, int, optional=True) for name in ("layers", "kv_heads", "head_dim")
+            name: self._checked(name, whole, optional=True) for name in ("layers", "kv_heads", "head_dim")
         }
         if params is None:
             if not self.errors:

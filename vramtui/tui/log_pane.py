@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
@@ -105,6 +106,7 @@ class LogPane(Pane):
         self.source_label = ""
         self.feed: LogFeed | None = None
         self.finished = False
+        self.batches_received = 0  # how many LogBatch messages the lines came in (benchmarks read it)
 
     def compose(self) -> ComposeResult:
         yield Static(id="diagnosis")
@@ -117,6 +119,9 @@ class LogPane(Pane):
         super().on_mount()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show_diagnosis())
         self.show_diagnosis()
+
+    def focus_target(self) -> LogView:
+        return self.view
 
     @property
     def view(self) -> LogView:
@@ -132,6 +137,7 @@ class LogPane(Pane):
         self.view.clear()
         self.diagnosis = None
         self.finished = False
+        self.batches_received = 0
         self.source_label = label
         self.border_subtitle = label
 
@@ -143,12 +149,21 @@ class LogPane(Pane):
         return self.feed
 
     def open_file(self, path: Path, *, follow: bool = True) -> None:
-        feed = self._new_feed(str(path))
+        feed = self._new_feed(path.name)
         self._run_file(feed, path, follow)
 
-    @work(thread=True, group="log-feed", exit_on_error=False)
     def _run_file(self, feed: LogFeed, path: Path, follow: bool) -> None:
-        feed.run_file(path, follow=follow)
+        # A daemon thread, not a Textual worker: a feed that follows a file never ends on its own, and
+        # it must never keep the process alive after the app is gone.
+        def run() -> None:
+            try:
+                feed.run_file(path, follow=follow)
+            except OSError as error:
+                feed.push(f"vramtui: cannot read {path}: {error.strerror or error}")
+                feed.end(None)
+                feed.run_queue()
+
+        threading.Thread(target=run, name="vramtui-log-file", daemon=True).start()
 
     def open_stream(self, label: str, backend: str | None = None) -> LogFeed:
         """A live feed: the caller pushes lines (from any thread) and calls `end()` when done."""
@@ -156,23 +171,31 @@ class LogPane(Pane):
         self._run_queue(feed)
         return feed
 
-    @work(thread=True, group="log-feed", exit_on_error=False)
     def _run_queue(self, feed: LogFeed) -> None:
-        feed.run_queue()
+        threading.Thread(target=feed.run_queue, name="vramtui-log-feed", daemon=True).start()
 
     def stop_feed(self) -> None:
         if self.feed is not None:
             self.feed.stop()
 
+    def on_unmount(self) -> None:
+        self.stop_feed()
+
     @on(LogBatch)
     def _on_batch(self, message: LogBatch) -> None:
         if message.generation != self.generation:
             return  # a batch from a feed we already replaced
+        self.batches_received += 1
         view = self.view
-        if message.diagnosis is not None:
-            self.diagnosis = message.diagnosis
-            view.failure_stage = message.diagnosis.failure_stage if message.diagnosis.failed else None
         view.append(message.lines)
+        diagnosis = message.diagnosis
+        if diagnosis is not None:
+            self.diagnosis = diagnosis
+            view.failure_stage = diagnosis.failure_stage if diagnosis.failed else None
+            # The diagnosis may settle on the first error after more lines came (a traceback's cause):
+            # its line number is the authority, and view lines are fed lines one to one.
+            if diagnosis.first_error_line:
+                view.first_error = diagnosis.first_error_line - 1
         self.finished = message.finished
         self.show_diagnosis()
 

@@ -124,6 +124,8 @@ class LogView(ScrollView, can_focus=True):
             self.lines.append(line)
             if line.is_first_error and self.first_error is None:
                 self.first_error = len(self.lines) - 1
+        if len(self.lines) == start:
+            return
         widest = max((cell_len(line.text) for line in self.lines[start:]), default=0)
         self._max_width = max(self._max_width, widest)
         self.virtual_size = Size(self._max_width + self.gutter_width, len(self.lines))
@@ -224,7 +226,7 @@ class LogView(ScrollView, can_focus=True):
             text_style, marker = self._style("warning"), "!"
         else:
             text_style, marker = stage_style, " "
-        if line.is_first_error:
+        if index == self.first_error:
             marker = "▶"
         number_width = self.gutter_width - 5
         bar = "┃" if line.stage is not None and line.stage == self.failure_stage else "│"

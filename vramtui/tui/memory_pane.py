@@ -34,6 +34,21 @@ def meter(used: float | None, total: float | None, width: int = 12) -> str:
     return "▕" + "█" * filled + "░" * (width - filled) + "▏"
 
 
+def short_gpu_name(name: str) -> str:
+    """'NVIDIA GeForce RTX 4090' -> 'RTX 4090': the words every card shares add nothing in a narrow pane."""
+    for prefix in ("NVIDIA ", "GeForce ", "Tesla "):
+        name = name.removeprefix(prefix)
+    return name
+
+
+class GpuFound(Message):
+    """The first GPU reading: the estimator pre-fills the card's memory from it."""
+
+    def __init__(self, total_bytes: int) -> None:
+        super().__init__()
+        self.total_bytes = total_bytes
+
+
 class ReplayLoaded(Message):
     def __init__(self, samples: list[Any], status: str) -> None:
         super().__init__()
@@ -65,6 +80,7 @@ class MemoryPane(Pane, can_focus=True):
         self._painted_version = -1
         self._readings_at = 0.0
         self._readings: Any = None
+        self._gpu_announced = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="mem-lines")
@@ -153,6 +169,10 @@ class MemoryPane(Pane, can_focus=True):
         if self.paused and not force:
             return
         self._painted_version = self.state.version
+        latest = self.state.latest
+        if not self._gpu_announced and latest is not None and latest.gpus and latest.gpus[0].total_bytes:
+            self._gpu_announced = True
+            self.post_message(GpuFound(latest.gpus[0].total_bytes))
         key = self.selected_key()
         self.query_one("#mem-lines", Static).update(self._lines_text(key))
         self.query_one("#mem-note", Static).update(self._note_text())
@@ -180,7 +200,13 @@ class MemoryPane(Pane, can_focus=True):
             if gpu.error:
                 extra = f" {gpu.error}"
             rows.append(
-                (f"gpu:{gpu.index}", f"GPU{gpu.index} {gpu.name}", gpu.used_bytes, gpu.total_bytes, extra)
+                (
+                    f"gpu:{gpu.index}",
+                    f"GPU{gpu.index} {short_gpu_name(gpu.name)}",
+                    gpu.used_bytes,
+                    gpu.total_bytes,
+                    extra,
+                )
             )
         host = sample.host
         if host is not None:

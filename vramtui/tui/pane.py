@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.containers import Vertical
 from textual.events import DescendantFocus
 from textual.message import Message
+from textual.widget import Widget
 
 
 class Pane(Vertical):
@@ -32,6 +33,17 @@ class Pane(Vertical):
         def __init__(self, pane: Pane) -> None:
             super().__init__()
             self.pane = pane
+
+    def focus_target(self) -> Widget | None:
+        """Where focus goes when the pane is shown: itself if focusable, else its first shown control."""
+        if self.focusable:
+            return self
+        for widget in self.query("*"):
+            if widget.focusable and all(
+                node.display for node in widget.ancestors_with_self if node is not self
+            ):
+                return widget
+        return None
 
     def on_mount(self) -> None:
         self.border_title = f"{self.PANE_KEY} {self.PANE_TITLE}".strip()

@@ -59,6 +59,7 @@ class WizardPane(Pane):
         self.steps: list[Any] = []
         self.state_text = "no wizard running: `vramtui demo` walks through one; `vramtui run PROFILE` too"
         self.busy = False
+        self.profile_hint: Any = None  # the profile of the app's model session, for a wizard started with n
 
     def compose(self) -> ComposeResult:
         yield Static(id="wiz-state")
@@ -84,6 +85,7 @@ class WizardPane(Pane):
 
     def attach(self, driver: Any) -> None:
         self.driver = driver
+        self.app.wizard_driver = driver  # type: ignore[attr-defined]
         self.show()
 
     def start_demo(self) -> None:
@@ -104,26 +106,32 @@ class WizardPane(Pane):
         self.attach(WizardDriver(self, profile))
 
     def session_changed(self, session: Any) -> None:
-        """The app's model session changed state: a wizard with no run of its own follows it."""
-        if self.driver is None and session is not None:
-            self.start_profile(session.profile)
-        if self.driver is not None and session is not None:
-            self.driver.session_changed(session)
+        """The app's model session changed: remember its profile for a wizard the user may start."""
+        if session is not None:
+            self.profile_hint = session.profile
+            if self.driver is None and session.state == "failed":
+                self.state_text = f"{session.describe()} — press n: the wizard proposes one change at a time"
+                self.show()
 
     def next_step(self) -> None:
         """`n`: confirm the proposal if there is one, else ask the wizard for one."""
         if self.driver is None:
-            self.notify(
-                "No wizard running: start one with `vramtui demo` or `vramtui run PROFILE`.", timeout=4
-            )
+            if self.profile_hint is None:
+                self.notify("No profile to work on: `vramtui run PROFILE` or `vramtui demo`.", timeout=4)
+                return
+            self.start_profile(self.profile_hint)
+            assert self.driver is not None
+            self.driver.launch_first()
             return
         if self.busy:
             self.notify("The wizard is busy with the current step.", timeout=3)
             return
         if self.proposal is not None:
             self.driver.apply(self.proposal)
-        else:
+        elif not self.driver.finished:
             self.driver.propose()
+        else:
+            self.notify("The wizard has finished: export (x) keeps its steps.", timeout=3)
 
     def skip(self) -> None:
         if self.driver is not None and self.proposal is not None and not self.busy:
