@@ -251,7 +251,6 @@ async def test_log_pane_diagnoses_a_corpus_log_and_jumps_to_its_first_error(
     shared_logs: Path, tmp_path: Path, case_id: str
 ) -> None:
     from vramtui.core.diagnose import diagnose_file
-
     from vramtui.tui.log_pane import LogPane
 
     cases = corpus_cases(shared_logs, (case_id,))

@@ -1,0 +1,138 @@
+"""The app with a real model server: llama-cpp-python on this CPU, launched, watched, quit, wizarded."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from test_tui_support import screen_text, wait_for
+
+from vramtui.tui.app import ConfirmQuit, VramtuiApp
+from vramtui.tui.log_pane import LogPane
+from vramtui.tui.memory_pane import MemoryPane
+from vramtui.tui.wizard_pane import WizardPane
+
+pytestmark = pytest.mark.engine
+
+PROFILES = Path(__file__).resolve().parent / "data" / "profiles"
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(tmp_path / "config"))
+    return tmp_path
+
+
+def tree_of(pid: int) -> list[int]:
+    try:
+        process = psutil.Process(pid)
+        return [pid, *(child.pid for child in process.children(recursive=True))]
+    except psutil.Error:
+        return [pid]
+
+
+def alive(pids: list[int]) -> list[int]:
+    left = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                left.append(pid)
+        except psutil.Error:
+            pass
+    return left
+
+
+async def test_run_profile_then_quit_asks_stops_the_server_and_leaves_nothing(
+    tiny_gguf: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "profile"
+    folder.mkdir()
+    shutil.copy(tiny_gguf, folder / "tiny.gguf")
+    profile = shutil.copy(PROFILES / "tiny-ok.toml", folder / "tiny-ok.toml")
+
+    app = VramtuiApp(profile_path=str(profile), live_sampling=True, remember=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.state == "ready", timeout_s=90)
+        pid = app.session.pid
+        assert pid is not None
+        pids = tree_of(pid)
+        memory = app.query_one(MemoryPane)
+        log = app.query_one(LogPane)
+        # the memory pane follows the model's process tree; the log pane its live output
+        await wait_for(
+            pilot, lambda: "process" in memory.state.series and memory.state.series["process"].history.peak
+        )
+        await wait_for(
+            pilot, lambda: log.diagnosis is not None and log.diagnosis.stage in ("kv_cache", "ready")
+        )
+        memory.repaint(force=True)
+        await pilot.pause()
+        text = screen_text(app)
+        assert "model process" in text
+        assert "ready (pid" in text  # the status line
+
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmQuit))
+        assert app.screen.question.endswith("Stop it and quit?")  # type: ignore[attr-defined]
+        assert f"pid {pid}" in app.screen.question  # type: ignore[attr-defined]
+        await pilot.press("n")  # keep it running
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmQuit))
+        assert alive([pid]) == [pid]
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmQuit))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not app.is_running or app.return_value == 0, timeout_s=30)
+    deadline = time.monotonic() + 10
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive(pids) == [], "the model server or one of its children outlived the app"
+    assert app.return_value == 0
+
+
+async def test_demo_wizard_brings_the_failing_demo_up_with_confirmed_steps() -> None:
+    """`vramtui demo` in the app: the first launch fails for real (budget too small for the KV
+    cache), the wizard proposes one change at a time, the user confirms with n, it runs."""
+    app = VramtuiApp(demo=True, live_sampling=False, remember=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        wizard = app.query_one(WizardPane)
+        log = app.query_one(LogPane)
+        await wait_for(
+            pilot,
+            lambda: wizard.proposal is not None or (wizard.driver and wizard.driver.finished),
+            timeout_s=150,
+        )
+        first = wizard.steps[0]
+        assert first.outcome == "first_run" and first.observation.failure  # it failed for real
+        assert log.diagnosis is not None and log.diagnosis.failed  # the log pane read that attempt
+        assert "Next change:" in screen_text(app)
+        for _ in range(4):
+            if wizard.driver.finished:
+                break
+            await pilot.press("n")
+            await wait_for(
+                pilot,
+                lambda: not wizard.busy and (wizard.proposal is not None or wizard.driver.finished),
+                timeout_s=150,
+            )
+        assert wizard.driver.finished
+        assert wizard.steps[-1].outcome == "works"
+        assert "IT RUNS" in screen_text(app)
+        assert len(wizard.steps) <= 4  # at most two relaunches after the first failure, plus margin
+        # the working profile is launched for the user and quitting stops it
+        await wait_for(pilot, lambda: app.session is not None and app.session.state == "ready", timeout_s=90)
+        pids = tree_of(app.session.pid)
+        paths = wizard.driver.export()
+        assert paths[0].read_text().count("|") > 10 and paths[1].read_text().count("\n") >= len(wizard.steps)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmQuit))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not app.is_running or app.return_value == 0, timeout_s=30)
+    deadline = time.monotonic() + 10
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive(pids) == []
