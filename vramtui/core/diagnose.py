@@ -121,7 +121,6 @@ class _LineInfo:
     stage: str | None = None
     error: ErrorRule | None = None
     frame: bool = False
-    frame_stage: str | None = None
     memory_heavy: bool = False
     exception: str | None = None
     header: bool = False
@@ -307,7 +306,6 @@ def _analyze(text: str) -> _LineInfo | None:
         stage=stage,
         error=error,
         frame=frame,
-        frame_stage=stage if frame else None,
         memory_heavy=memory_heavy,
         exception=exception,
         header=header,
@@ -533,7 +531,7 @@ class LogDiagnoser:
 
         rule = info.error
         if info.exception is not None or (rule is not None and self._tb_open and self._tb_frames):
-            stage = self._close_traceback(rule)
+            stage = self._close_traceback()
         else:
             stage = None
         if rule is None and info.exception is not None:
@@ -587,7 +585,7 @@ class LogDiagnoser:
             return self._tb_startup
         return "inference" if self._tb_inference else None
 
-    def _close_traceback(self, rule: ErrorRule | None) -> str | None:
+    def _close_traceback(self) -> str | None:
         if not self._tb_open:
             return None
         stage = self._traceback_stage()
