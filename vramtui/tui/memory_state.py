@@ -16,6 +16,8 @@ from vramtui.core.sampling import Sample
 
 # Raw points kept per series for the readings (baseline, plateau, peaks): about 1 hour at 10 Hz.
 READINGS_WINDOW = 36_000
+# Past this many points the readings are taken from the history's buckets instead of raw samples.
+READINGS_POINTS = 3_000
 
 
 @dataclass
@@ -107,5 +109,12 @@ class MemoryState:
             series = self.series.get(key)
             if series is None or len(series.values) < 2:
                 return None
-            times, values, events = list(series.times), list(series.values), list(self.events)
+            if len(series.values) <= READINGS_POINTS:
+                times, values = list(series.times), list(series.values)
+            else:
+                # A long curve goes in as the history's buckets (max of each): the readings cost stays
+                # bounded, and every peak is still in.
+                buckets = series.history.buckets(READINGS_POINTS)
+                times, values = [b.t for b in buckets], [b.max for b in buckets]
+            events = list(self.events)
         return compute_readings(times, values, events)

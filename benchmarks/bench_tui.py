@@ -1,0 +1,155 @@
+"""The app's start-up and idle cost: time to first frame, and CPU while the memory pane samples at 10 Hz.
+
+    python benchmarks/bench_tui.py [--seconds 10]
+
+Prints figures (goals: first frame under 1 s with no torch/transformers imported; idle CPU under 3% of
+one core with sampling at 10 Hz). Headless figures come from Textual's headless driver; when tmux is
+installed, the same app is also measured in a real 200x50 terminal, as a user runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FIRST_FRAME_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from vramtui.tui.app import VramtuiApp
+
+    class Timed(VramtuiApp):
+        def on_mount(self) -> None:
+            super().on_mount()
+            self.call_after_refresh(self._first_frame)
+
+        def _first_frame(self) -> None:
+            heavy = sorted(m for m in ("torch", "transformers", "llama_cpp") if m in sys.modules)
+            print(f"FRAME {time.time():.6f} {','.join(heavy) or '-'}", flush=True)
+            self.exit(0)
+
+    Timed(live_sampling=True, remember=False).run(headless=True, size=(200, 50))
+    """
+)
+
+IDLE_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from vramtui.tui.app import VramtuiApp
+
+    seconds = float(sys.argv[1])
+
+    class Idle(VramtuiApp):
+        def on_mount(self) -> None:
+            super().on_mount()
+            self.set_timer(seconds, lambda: self.exit(0))
+
+    app = Idle(live_sampling=True, sample_interval_s=0.1, remember=False)
+    app.run(headless=True, size=(200, 50))
+    print(f"SAMPLES {app.query_one('#memory').state.count if app.is_running else -1}", flush=True)
+    """
+)
+
+
+def first_frame(runs: int) -> None:
+    times = []
+    heavy = "-"
+    env = {**os.environ, "VRAMTUI_CONFIG_DIR": tempfile.mkdtemp(prefix="vramtui-bench-")}
+    for _ in range(runs):
+        start = time.time()
+        proc = subprocess.run(
+            [sys.executable, "-c", FIRST_FRAME_CHILD],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        line = next((x for x in proc.stdout.splitlines() if x.startswith("FRAME ")), None)
+        if line is None:
+            print("first frame: the app did not start:", proc.stderr.strip()[-500:])
+            return
+        _, stamp, heavy = line.split()
+        times.append(float(stamp) - start)
+    times.sort()
+    print(
+        f"time to first frame (process start -> first refresh, headless, {runs} runs): "
+        f"median {times[len(times) // 2]:.3f} s, best {times[0]:.3f} s, worst {times[-1]:.3f} s  (goal < 1 s)"
+    )
+    print(f"heavy modules imported before the first frame: {heavy}  (goal: none)")
+
+
+def cpu_share(pid: int, seconds: float) -> float:
+    process = psutil.Process(pid)
+    tree = [process, *process.children(recursive=True)]
+    before = sum(p.cpu_times().user + p.cpu_times().system for p in tree)
+    time.sleep(seconds)
+    after = sum(p.cpu_times().user + p.cpu_times().system for p in tree if p.is_running())
+    return (after - before) / seconds * 100
+
+
+def idle_headless(seconds: float) -> None:
+    env = {**os.environ, "VRAMTUI_CONFIG_DIR": tempfile.mkdtemp(prefix="vramtui-bench-")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", IDLE_CHILD, str(seconds + 4)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    time.sleep(3)  # start-up is not idle
+    share = cpu_share(proc.pid, seconds)
+    proc.wait(timeout=60)
+    print(
+        f"idle CPU, headless, memory pane sampling at 10 Hz: {share:.2f}% of one core over {seconds:g} s  (goal < 3%)"
+    )
+
+
+def idle_tmux(seconds: float) -> None:
+    tmux = shutil.which("tmux")
+    if tmux is None:
+        print("idle CPU in a real terminal: skipped (no tmux)")
+        return
+    session = f"vramtui-bench-{os.getpid()}"
+    config = tempfile.mkdtemp(prefix="vramtui-bench-")
+    command = f"VRAMTUI_CONFIG_DIR={config} {sys.executable} -m vramtui"
+    subprocess.run([tmux, "new-session", "-d", "-s", session, "-x", "200", "-y", "50", command], check=True)
+    try:
+        time.sleep(3)
+        pane_pid = int(
+            subprocess.run(
+                [tmux, "list-panes", "-t", session, "-F", "#{pane_pid}"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()[0]
+        )
+        share = cpu_share(pane_pid, seconds)
+        print(
+            f"idle CPU, real 200x50 terminal (tmux), sampling at 10 Hz: {share:.2f}% of one core over {seconds:g} s"
+        )
+    finally:
+        subprocess.run([tmux, "send-keys", "-t", session, "q"], check=False)
+        time.sleep(1)
+        subprocess.run([tmux, "kill-session", "-t", session], check=False, capture_output=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="idle measurement window (default 10)")
+    parser.add_argument("--runs", type=int, default=5, help="first-frame runs (default 5)")
+    args = parser.parse_args()
+    print(f"vramtui TUI benchmark on {os.cpu_count()} CPU(s), Python {sys.version.split()[0]}")
+    first_frame(args.runs)
+    idle_headless(args.seconds)
+    idle_tmux(args.seconds)
+
+
+if __name__ == "__main__":
+    main()
