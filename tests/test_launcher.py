@@ -235,6 +235,13 @@ time.sleep(600)
 """
 
 
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _wait_gone(pid: int, timeout_s: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -250,6 +257,7 @@ def _wait_gone(pid: int, timeout_s: float = 10.0) -> bool:
 @pytest.mark.engine
 @needs_llama
 def test_sigkill_of_vramtui_takes_the_server_with_it(tiny_gguf: Path, tmp_path: Path) -> None:
+    server_pid = 0
     parent = subprocess.Popen(
         [sys.executable, "-c", SIGKILLED_PARENT, str(tiny_gguf), str(tmp_path / "runs")],
         stdout=subprocess.PIPE,
@@ -265,6 +273,8 @@ def test_sigkill_of_vramtui_takes_the_server_with_it(tiny_gguf: Path, tmp_path: 
     finally:
         parent.kill()
         parent.wait()
+        if server_pid and _alive(server_pid):  # even a failing test leaves nothing behind
+            os.killpg(server_pid, signal.SIGKILL)
 
 
 GRANDCHILD_PARENT = """
@@ -279,6 +289,7 @@ time.sleep(600)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_terminal_signals_kill_the_whole_group(sig: signal.Signals) -> None:
     # `sleep` is a grandchild: PDEATHSIG does not reach it, only the group kill in the handler does.
+    grandchild = 0
     parent = subprocess.Popen([sys.executable, "-c", GRANDCHILD_PARENT], stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout is not None
@@ -293,6 +304,8 @@ def test_terminal_signals_kill_the_whole_group(sig: signal.Signals) -> None:
     finally:
         parent.kill()
         parent.wait()
+        if grandchild and _alive(grandchild):
+            os.kill(grandchild, signal.SIGKILL)
 
 
 def test_normal_exit_kills_the_group_too() -> None:
@@ -300,7 +313,11 @@ def test_normal_exit_kills_the_group_too() -> None:
     parent = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=True
     )
-    assert _wait_gone(int(parent.stdout.strip()))
+    grandchild = int(parent.stdout.strip())
+    gone = _wait_gone(grandchild)
+    if not gone:
+        os.kill(grandchild, signal.SIGKILL)
+    assert gone
 
 
 def test_build_command_picks_a_free_port_for_zero(tiny_gguf: Path) -> None:

@@ -308,7 +308,11 @@ class ModelServer:
             return False
         if self.plan.backend in {"llama.cpp", "llama-cpp-python", "ollama"}:
             layers = self.profile.params.get("gpu_layers")
-            return layers is None or str(layers).strip().lower() not in {"0"}
+            if layers is None:
+                # llama-cpp-python's server keeps every layer on the host unless told (n_gpu_layers=0);
+                # llama-server and Ollama offload by default.
+                return self.plan.backend != "llama-cpp-python"
+            return str(layers).strip().lower() != "0"
         return True
 
     def start(self) -> ModelServer:
