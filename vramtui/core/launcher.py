@@ -26,6 +26,7 @@ from vramtui.core import procs
 from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.profile import Profile
+from vramtui.core.readings import Event
 from vramtui.core.smoke import SmokeResult, replay_request, smoke_request
 from vramtui.core.units import MIB
 
@@ -167,13 +168,8 @@ class LogLine:
     severity: str = "info"
 
 
-@dataclass(frozen=True)
-class RunEvent:
-    """A moment on the memory curve (same fields as the memory pane's Event)."""
-
-    t: float
-    kind: str  # launch | weights_loaded | ready | request_start | request_end | exit
-    label: str = ""
+# The memory pane's Event (t, kind, label): launch | weights_loaded | ready | request_start | request_end | exit
+RunEvent = Event
 
 
 def default_log_dir() -> Path:
