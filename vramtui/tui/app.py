@@ -43,6 +43,7 @@ class ConfirmQuit(ModalScreen[bool]):
         width: 60; max-width: 95%; height: auto;
         border: thick $warning; background: $surface; padding: 1 2;
     }
+    ConfirmQuit Label { width: 100%; }
     ConfirmQuit Horizontal { height: auto; margin-top: 1; }
     ConfirmQuit Button { margin-right: 2; }
     """
@@ -175,6 +176,18 @@ class VramtuiApp(App[int]):
     def theme_names(self) -> list[str]:
         return self._theme_names or ["textual-dark", "textual-light"]
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Hide keys that cannot do anything yet, so the footer keeps room for the ones that can."""
+        if action == "relaunch":
+            return self.session is not None
+        if action == "wizard_next":
+            try:
+                wizard = self.query_one(WizardPane)
+            except Exception:
+                return True
+            return wizard.driver is not None or wizard.profile_hint is not None
+        return True
+
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(themes.VARIABLE_DEFAULTS)
 
@@ -286,8 +299,19 @@ class VramtuiApp(App[int]):
         self.sampler.start()
 
     def watch_pid(self, pid: int | None) -> None:
+        """Follow a new model process: its curve starts afresh (one run's readings, not several)."""
+        memory = self.query_one(MemoryPane)
+        if pid is not None and pid != memory.watched_pid:
+            memory.watched_pid = pid
+            memory.state.reset("process")
         if self.sampler is not None:
             self.sampler.watch_pid(pid)
+
+    def follow_profile(self, profile: Any) -> None:
+        """A profile is being launched: draw its budget on the graph, put its numbers in the estimator."""
+        budget = getattr(profile, "memory_budget", None)
+        self.query_one(MemoryPane).budget = float(budget) if budget else None
+        self.query_one(EstimatorPane).prefill_from_profile(profile)
 
     # -- the model --------------------------------------------------------------------------------
 
@@ -301,14 +325,13 @@ class VramtuiApp(App[int]):
         except VramtuiError as error:
             self.notify(str(error), severity="error", timeout=8)
             return
-        budget = getattr(self.session.profile, "memory_budget", None)
-        if budget:
-            self.query_one(MemoryPane).budget = float(budget)
+        self.follow_profile(self.session.profile)
         self.session.start()
         self.update_status()
 
     @on(SessionState)
     def _session_state(self, message: SessionState) -> None:
+        self.refresh_bindings()
         self.update_status()
         if message.pid is not None:
             self.watch_pid(message.pid)

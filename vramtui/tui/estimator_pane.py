@@ -148,6 +148,35 @@ class EstimatorPane(Pane):
             self.card_from_gpu = f"{total_bytes / GIB:.2f}GiB"
             card.value = self.card_from_gpu
 
+    def prefill_from_profile(self, profile: Any) -> None:
+        """The launched profile's model and settings, so the arithmetic sits beside the real run;
+        a memory budget stands for the card it emulates."""
+        from pathlib import Path
+
+        from vramtui.core.backends import get_backend
+
+        try:
+            accounting = get_backend(profile.backend).accounting
+        except VramtuiError:
+            return
+        model = str(getattr(profile, "model", "") or "")
+        if model and Path(model).exists():
+            self.set_value("model", model)
+        if accounting in BACKENDS:
+            self.query_one("#est-backend", Select).value = accounting
+        params = dict(getattr(profile, "params", {}) or {})
+        for name in ("context", "parallel"):
+            if isinstance(params.get(name), int):
+                self.set_value(name, str(params[name]))
+        gpu_layers = params.get("gpu_layers")
+        if isinstance(gpu_layers, int):
+            self.set_value("gpu_layers", str(gpu_layers))
+        if params.get("kv_dtype") in KV_DTYPES:
+            self.query_one("#est-kv_dtype", Select).value = str(params["kv_dtype"])
+        budget = getattr(profile, "memory_budget", None)
+        if budget:
+            self.set_value("card", f"{budget / 2**20:.0f}MiB")
+
     def value(self, name: str) -> str:
         widget = self.query_one(f"#est-{name}")
         if isinstance(widget, Select):

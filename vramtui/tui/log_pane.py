@@ -95,7 +95,7 @@ class LogPane(Pane):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "search", "Search", show=False),
+        Binding("slash", "search", "Search"),
         Binding("escape", "close_search", "Close search", show=False),
     ]
 

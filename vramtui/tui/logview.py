@@ -130,8 +130,13 @@ class LogView(ScrollView, can_focus=True):
         self._max_width = max(self._max_width, widest)
         self.virtual_size = Size(self._max_width + self.gutter_width, len(self.lines))
         if was_at_end or self.follow:
-            self.scroll_to(y=max(0, len(self.lines) - self.size.height), animate=False, immediate=True)
+            # After the next layout the new virtual size is known: scroll to the end then.
+            self.call_after_refresh(self._follow_tail)
         self.refresh()
+
+    def _follow_tail(self) -> None:
+        if self.follow:
+            self.scroll_to(y=max(0, len(self.lines) - self.scrollable_content_region.height), animate=False)
 
     @property
     def gutter_width(self) -> int:

@@ -82,6 +82,7 @@ class MemoryPane(Pane, can_focus=True):
         self._readings: Any = None
         self._gpu_announced = False
         self._shown: dict[str, str] = {}
+        self.watched_pid: int | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="mem-lines")

@@ -78,6 +78,12 @@ class MemoryState:
             if host.tree_rss is not None:
                 self._series("process", "model process").add(sample.t, host.tree_rss, host.ram_total)
 
+    def reset(self, key: str) -> None:
+        """Forget one series (a new model process starts its own curve)."""
+        with self.lock:
+            if self.series.pop(key, None) is not None:
+                self.version += 1
+
     def add_event(self, event: Any) -> None:
         with self.lock:
             self.events.append(event)

@@ -86,6 +86,7 @@ class WizardPane(Pane):
     def attach(self, driver: Any) -> None:
         self.driver = driver
         self.app.wizard_driver = driver  # type: ignore[attr-defined]
+        self.app.refresh_bindings()
         self.show()
 
     def start_demo(self) -> None:
