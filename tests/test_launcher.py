@@ -86,6 +86,11 @@ def test_tiny_gguf_comes_up_answers_and_goes(tiny_gguf: Path, tmp_path: Path) ->
     assert any("uvicorn running on" in line.lower() for line in lines)
     log = Path(result.log_file or "")
     assert log.parent == tmp_path / "runs" and "Uvicorn running on" in log.read_text()
+    import re
+
+    stamped = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} ")
+    assert all(stamped.match(line) for line in log.read_text().splitlines())
+    assert len(log.read_text().splitlines()) == len(lines)
     assert result.command[:3] == [sys.executable, "-m", "llama_cpp.server"]
     kinds = [e.kind for e in result.events]
     assert (
@@ -133,6 +138,12 @@ def test_budget_too_small_for_the_kv_cache(tiny_gguf: Path, tmp_path: Path) -> N
     assert "failed to allocate" in log  # llama.cpp's own words
     assert result.diagnosis is not None
     assert result.diagnosis.failed and result.diagnosis.failure_stage == "kv_cache"
+    # The saved log (timestamped lines) reads back to the same diagnosis as the live stream.
+    from vramtui.core.diagnose import diagnose_file
+
+    again = diagnose_file(result.log_file or "", backend="llama-cpp-python")
+    assert (again.failure, again.failure_stage) == (result.diagnosis.failure, result.diagnosis.failure_stage)
+    assert again.engine_figures == result.diagnosis.engine_figures
     assert_nothing_left(*started)
 
 

@@ -5,6 +5,9 @@ string) and lists what the backend cannot take. `ModelServer` owns one run: its 
 every output line timestamped into the log engine and a per-run log file, readiness by the backend's
 health endpoint, the memory of its process tree (host RSS and GPU bytes), the memory budget, and a stop
 that waits until the memory is given back. `run_check` is launch → ready → smallest request → stop.
+
+The per-run log file holds every line with its local time in front (`2026-11-30T04:21:00.123 ...`),
+a prefix the log engine strips: `vramtui diagnose` reads it like the raw output.
 """
 
 from __future__ import annotations
@@ -184,6 +187,11 @@ def _make_diagnoser(backend: str) -> Any | None:
     except ImportError:
         return None
     return LogDiagnoser(backend=backend)
+
+
+def _stamp(t: float) -> str:
+    """Local time with milliseconds, as servers print it: 2026-11-30T04:21:00.123."""
+    return datetime.fromtimestamp(t).isoformat(timespec="milliseconds")
 
 
 def _stage_index(stage: str | None) -> int:
@@ -416,7 +424,8 @@ class ModelServer:
             record = LogLine(t, text, stage, severity)
             self.lines.append(record)
             if self._log_handle is not None:
-                self._log_handle.write(text + "\n")
+                # ISO time first: the log engine strips that prefix (same diagnosis as the raw line).
+                self._log_handle.write(f"{_stamp(t)} {text}\n")
                 self._log_handle.flush()
         lowered = text.lower()
         if any(p in lowered for p in self.plan.ready_patterns):
