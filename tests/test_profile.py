@@ -130,3 +130,8 @@ def test_a_bare_name_is_looked_up_in_the_config_dir(tmp_path: Path, monkeypatch:
     assert load_profile("tiny").model == "llama3.1:8b"
     with pytest.raises(VramtuiError, match=r"nor .*other\.toml"):
         load_profile("other")
+
+
+def test_an_odd_budget_survives_the_round_trip(tmp_path: Path) -> None:
+    profile = Profile(backend="vllm", model="m", memory_budget=1500 * MIB + 1)
+    assert load_profile(profile.save(tmp_path / "p.toml")).memory_budget == 1500 * MIB + 1

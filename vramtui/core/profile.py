@@ -29,7 +29,7 @@ from pathlib import Path
 
 from vramtui.core.backends import PARAMS, get_backend
 from vramtui.core.errors import VramtuiError
-from vramtui.core.units import parse_size
+from vramtui.core.units import MIB, parse_size
 
 _TOP_LEVEL = {
     "backend",
@@ -102,7 +102,8 @@ class Profile:
         if self.params:
             data["params"] = dict(self.params)
         if self.memory_budget is not None:
-            data["limits"] = {"memory_budget": f"{self.memory_budget // (1024 * 1024)}MiB"}
+            budget = self.memory_budget
+            data["limits"] = {"memory_budget": f"{budget // MIB}MiB" if budget % MIB == 0 else budget}
         if self.env:
             data["env"] = dict(self.env)
         return data
