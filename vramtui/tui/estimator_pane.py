@@ -24,6 +24,8 @@ from vramtui.tui.pane import Pane
 
 BACKENDS = ("llama.cpp", "vllm", "transformers", "ollama")
 KV_DTYPES = ("f16", "bf16", "fp8", "q8_0", "q4_0")
+# "cpu": what the engine allocates on a CPU-only run (no CUDA context or workspaces), as the demo runs.
+RUNS_ON = ("gpu", "cpu")
 DEFAULT_CARD = "24GiB"
 
 # The breakdown's parts, in the order they stack, with the theme variable that colours each.
@@ -103,6 +105,7 @@ class EstimatorPane(Pane):
         self.estimate: Any = None
         self.errors: dict[str, str] = {}
         self.card_from_gpu: str | None = None
+        self.gpu_present = False  # set when the sampler finds a GPU
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
@@ -122,6 +125,8 @@ class EstimatorPane(Pane):
                         yield self._select_field("backend", "backend", BACKENDS)
                     if spec.name == "parallel":
                         yield self._select_field("kv_dtype", "KV dtype", KV_DTYPES)
+                    if spec.name == "card":
+                        yield self._select_field("runs_on", "runs on", RUNS_ON)
             yield Static(id="est-result")
 
     def _select_field(self, name: str, label: str, options: tuple[str, ...]) -> Vertical:
@@ -143,6 +148,7 @@ class EstimatorPane(Pane):
 
     def set_card_memory(self, total_bytes: int) -> None:
         """Pre-fill the card's memory from the GPU the sampler found (unless the user typed one)."""
+        self.gpu_present = True
         card = self.query_one("#est-card", Input)
         if card.value in ("", DEFAULT_CARD) and self.card_from_gpu is None:
             self.card_from_gpu = f"{total_bytes / GIB:.2f}GiB"
@@ -176,6 +182,8 @@ class EstimatorPane(Pane):
         budget = getattr(profile, "memory_budget", None)
         if budget:
             self.set_value("card", f"{budget / 2**20:.0f}MiB")
+        on_cpu = gpu_layers == 0 or not self.gpu_present
+        self.query_one("#est-runs_on", Select).value = "cpu" if on_cpu else "gpu"
 
     def value(self, name: str) -> str:
         widget = self.query_one(f"#est-{name}")
@@ -263,6 +271,7 @@ class EstimatorPane(Pane):
         kwargs: dict[str, Any] = {
             "backend": self.value("backend"),
             "kv_dtype": self.value("kv_dtype"),
+            "on_gpu": self.value("runs_on") == "gpu",
             "context": context,
             "parallel": parallel,
             "gpu_layers": gpu_layers,

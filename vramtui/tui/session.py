@@ -79,7 +79,8 @@ class ModelSession:
     def start(self) -> None:
         self._generation += 1
         log_pane = self.app.query_one("#log")
-        feed = log_pane.open_stream(self.describe(), backend=getattr(self.profile, "backend", None))  # type: ignore[attr-defined]
+        label = f"{getattr(self.profile, 'backend', '')} {getattr(self.profile, 'label', '')}".strip()
+        feed = log_pane.open_stream(label, backend=getattr(self.profile, "backend", None))  # type: ignore[attr-defined]
         threading.Thread(
             target=self._run, args=(feed, self._generation), name="vramtui-model", daemon=True
         ).start()
