@@ -352,3 +352,26 @@ async def test_a_100k_line_log_arrives_in_batches_and_the_app_stays_responsive(t
         assert "#24999" in screen_text(app)  # follows the tail
         batches = pane.batches_received
     assert 0 < batches < 2_000, batches  # coalesced: not one message per line
+
+
+# ---- the commands that open the app ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--theme", "nope"], "unknown theme 'nope' (available: "),
+        (["--log", "no-such.log"], "log file not found: no-such.log"),
+        (["--replay", "no-such.csv"], "replay CSV not found: no-such.csv"),
+        (["run", "no-such.toml"], "no-such.toml"),
+    ],
+)
+def test_bad_input_to_the_app_commands_is_one_line_before_the_screen_opens(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vramtui.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vramtui: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err

@@ -76,6 +76,15 @@ async def test_run_profile_then_quit_asks_stops_the_server_and_leaves_nothing(
         assert "model process" in text
         assert "ready (pid" in text  # the status line
 
+        # r relaunches: the old server goes, a new one comes up
+        await pilot.press("r")
+        await wait_for(
+            pilot, lambda: app.session.pid not in (None, pid) and app.session.state == "ready", timeout_s=90
+        )
+        await wait_for(pilot, lambda: not alive(pids), timeout_s=15)
+        pid = app.session.pid
+        pids = tree_of(pid)
+
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmQuit))
         assert app.screen.question.endswith("Stop it and quit?")  # type: ignore[attr-defined]
@@ -110,6 +119,13 @@ async def test_demo_wizard_brings_the_failing_demo_up_with_confirmed_steps() -> 
         assert first.outcome == "first_run" and first.observation.failure  # it failed for real
         assert log.diagnosis is not None and log.diagnosis.failed  # the log pane read that attempt
         assert "Next change:" in screen_text(app)
+        # edit the proposed value in place before confirming it
+        proposed = wizard.proposal
+        await pilot.click("#wiz-edit-button")
+        await pilot.pause()
+        await pilot.press(*"16384", "enter")  # the proposed value is selected: typing replaces it
+        await wait_for(pilot, lambda: wizard.proposal is not proposed)
+        assert wizard.proposal.param == proposed.param and wizard.proposal.to == 16384
         for _ in range(4):
             if wizard.driver.finished:
                 break
@@ -121,6 +137,7 @@ async def test_demo_wizard_brings_the_failing_demo_up_with_confirmed_steps() -> 
             )
         assert wizard.driver.finished
         assert wizard.steps[-1].outcome == "works"
+        assert wizard.steps[1].proposal.to == 16384  # the edited value is what ran
         assert "IT RUNS" in screen_text(app)
         assert len(wizard.steps) <= 4  # at most two relaunches after the first failure, plus margin
         # the working profile is launched for the user and quitting stops it

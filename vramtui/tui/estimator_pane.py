@@ -403,6 +403,8 @@ class EstimatorPane(Pane):
             details.append(f"max parallel {est.max_parallel}")
         if getattr(est, "gpu_layers_fit", None) is not None and not est.fits:
             details.append(f"GPU layers that fit {est.gpu_layers_fit}")
+        if getattr(est, "weights_host_bytes", 0):
+            details.append(f"weights on the host {format_bytes(est.weights_host_bytes, 1)}")
         if getattr(est, "host_bytes_needed", None):
             details.append(f"host RAM for the rest {format_bytes(est.host_bytes_needed, 1)}")
         if getattr(est, "kv_bytes_per_token", None):

@@ -170,6 +170,7 @@ class WizardPane(Pane):
         edit.value = str(self.proposal.to)
         edit.add_class("-visible")
         edit.focus()
+        edit.call_after_refresh(edit.action_select_all)  # typing replaces the proposed value
 
     @on(Input.Submitted, "#wiz-edit")
     def _edit_submitted(self, event: Input.Submitted) -> None:
