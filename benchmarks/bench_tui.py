@@ -61,6 +61,73 @@ IDLE_CHILD = textwrap.dedent(
 )
 
 
+FLOOD_CHILD = textwrap.dedent(
+    """
+    import sys, threading, time
+    from vramtui.tui.app import VramtuiApp
+
+    total = int(sys.argv[1])
+    line = "slot update_slots: id  0 | task 7 | prompt processing progress, n_past = 2048, n_tokens = 512 #"
+
+    class Flood(VramtuiApp):
+        def on_mount(self) -> None:
+            super().on_mount()
+            self.gaps = []
+            self.last_tick = time.perf_counter()
+            self.set_interval(0.02, self.tick)
+            self.call_after_refresh(self.start_flood)
+
+        def tick(self) -> None:
+            now = time.perf_counter()
+            self.gaps.append(now - self.last_tick)
+            self.last_tick = now
+            pane = self.query_one("#log")
+            if len(pane.view.lines) >= total:
+                self.done = now
+                self.exit(0)
+
+        def start_flood(self) -> None:
+            feed = self.query_one("#log").open_stream("flood")
+            self.started = time.perf_counter()
+
+            def push() -> None:
+                for i in range(total):
+                    feed.push(line + str(i))
+                self.pushed = time.perf_counter()
+
+            threading.Thread(target=push, daemon=True).start()
+
+    app = Flood(live_sampling=True, remember=False)
+    app.run(headless=True, size=(200, 50))
+    elapsed = app.done - app.started
+    gaps = sorted(app.gaps)
+    print(f"FLOOD {elapsed:.3f} {app.pushed - app.started:.3f} {gaps[len(gaps) // 2]:.4f} {gaps[int(len(gaps) * 0.99)]:.4f} {gaps[-1]:.4f}")
+    """
+)
+
+
+def log_flood(total: int) -> None:
+    env = {**os.environ, "VRAMTUI_CONFIG_DIR": tempfile.mkdtemp(prefix="vramtui-bench-")}
+    proc = subprocess.run(
+        [sys.executable, "-c", FLOOD_CHILD, str(total)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("FLOOD ")), None)
+    if line is None:
+        print("log flood: failed:", proc.stderr.strip()[-800:])
+        return
+    _, elapsed, pushed, median, p99, worst = (float(x) if i else x for i, x in enumerate(line.split()))
+    print(
+        f"log flood: {total:,} lines pushed by a server thread in {pushed:.2f} s, all tagged and shown in "
+        f"{elapsed:.2f} s ({total / elapsed:,.0f} lines/s); UI timer (20 ms) gaps meanwhile: median "
+        f"{median * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, worst {worst * 1000:.0f} ms"
+    )
+
+
 def first_frame(runs: int) -> None:
     times = []
     heavy = "-"
@@ -144,11 +211,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="idle measurement window (default 10)")
     parser.add_argument("--runs", type=int, default=5, help="first-frame runs (default 5)")
+    parser.add_argument(
+        "--flood-lines", type=int, default=200_000, help="lines for the log flood (default 200000)"
+    )
     args = parser.parse_args()
     print(f"vramtui TUI benchmark on {os.cpu_count()} CPU(s), Python {sys.version.split()[0]}")
     first_frame(args.runs)
     idle_headless(args.seconds)
     idle_tmux(args.seconds)
+    log_flood(args.flood_lines)
 
 
 if __name__ == "__main__":

@@ -126,7 +126,10 @@ class LogView(ScrollView, can_focus=True):
                 self.first_error = len(self.lines) - 1
         if len(self.lines) == start:
             return
-        widest = max((cell_len(line.text) for line in self.lines[start:]), default=0)
+        widest = max(
+            (len(line.text) if line.text.isascii() else cell_len(line.text) for line in self.lines[start:]),
+            default=0,
+        )
         self._max_width = max(self._max_width, widest)
         self.virtual_size = Size(self._max_width + self.gutter_width, len(self.lines))
         if was_at_end or self.follow:
