@@ -43,12 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
-        try:
-            module = importlib.import_module(f"vramtui.cli.{module_name}")
-        except ModuleNotFoundError as error:  # TEMPORARY while the subcommands are being written
-            if error.name != f"vramtui.cli.{module_name}":
-                raise
-            continue
+        module = importlib.import_module(f"vramtui.cli.{module_name}")
         command_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(command_parser)
         command_parser.set_defaults(_module=module)
