@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from vramtui.core.sampling import HostSource, NvmlSource
 
 HELP = (
-    "Record GPU memory (NVML), host RAM and optionally one process tree as nvidia-smi CSV "
+    "record GPU memory (NVML), host RAM and optionally one process tree as nvidia-smi CSV "
     "(every row flushed: Ctrl-C keeps all of it)"
 )
 

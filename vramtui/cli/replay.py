@@ -11,7 +11,7 @@ from vramtui.cli.common import print_json
 from vramtui.core.errors import VramtuiError
 
 HELP = (
-    "Read a recorded nvidia-smi CSV and print its readings: baseline, plateau, request peaks, "
+    "read a recorded nvidia-smi CSV and print its readings: baseline, plateau, request peaks, "
     "whether memory falls back, a rising floor, memory left after exit"
 )
 
