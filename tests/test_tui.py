@@ -81,6 +81,8 @@ async def test_memory_pane_shows_a_replayed_nvidia_smi_curve(curve_csv: Path) ->
         memory.repaint(force=True)
         await pilot.pause()
         text = screen_text(app)
+        # the estimator's card memory is pre-filled from the GPU the curve came from (24564 MiB)
+        await wait_for(pilot, lambda: app.query_one(EstimatorPane).value("card") == "23.99GiB")
     assert "GPU0 RTX 4090" in text
     assert "14.1 GiB / 24.0 GiB" in text  # the last sample, on the card's own total
     assert "plateau 14.1 GiB" in text
@@ -212,9 +214,12 @@ async def test_estimator_updates_as_you_type_and_marks_a_bad_field_in_place() ->
 
         await pilot.press("x")
         await wait_for(pilot, lambda: "context" in pane.errors)
-        assert pane.query_one("#est-context").has_class("-invalid")
+        assert pane.query_one("#est-context").has_class("-bad")
         assert "✖ '819200000x'" in screen_text(app)  # said by the field itself
         assert "is not a whole number" in pane.errors["context"]
+        await pilot.press("escape", "1")  # out of the field, then keys are commands again
+        assert app.active_pane == "memory"
+        assert pane.query_one("#est-context").has_class("-bad")  # still marked after leaving it
 
 
 async def test_estimator_reads_a_real_gguf(tiny_gguf: Path) -> None:

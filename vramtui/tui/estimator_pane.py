@@ -7,11 +7,12 @@ in a thread (a config.json without weights may import transformers to count para
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.timer import Timer
@@ -87,7 +88,7 @@ class EstimatorPane(Pane):
         background: $boost;
     }
     EstimatorPane Input:focus { background: $primary 25%; }
-    EstimatorPane Input.-invalid { background: $error 30%; }
+    EstimatorPane Input.-bad { background: $error 30%; }
     EstimatorPane .field-error { color: $error; height: auto; display: none; padding-left: 11; }
     EstimatorPane .field-error.-shown { display: block; }
     EstimatorPane .field.-model { column-span: 2; }
@@ -95,6 +96,10 @@ class EstimatorPane(Pane):
     EstimatorPane SelectCurrent { height: 1; border: none; padding: 0 1; background: $boost; }
     EstimatorPane #est-result { height: auto; margin-top: 1; }
     """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "leave_form", "Leave the form", show=False),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -145,6 +150,10 @@ class EstimatorPane(Pane):
         self.recompute()
 
     # -- input ------------------------------------------------------------------------------------
+
+    def action_leave_form(self) -> None:
+        """Escape: out of the field, so single-key commands (q, e, 1-4 ...) work again."""
+        self.query_one(VerticalScroll).focus()
 
     def set_card_memory(self, total_bytes: int) -> None:
         """Pre-fill the card's memory from the GPU the sampler found (unless the user typed one)."""
@@ -344,7 +353,7 @@ class EstimatorPane(Pane):
             error = self.query_one(f"#est-{spec.name}-error", Static)
             error.update(Text(f"✖ {message}") if message else "")
             error.set_class(bool(message), "-shown")
-            self.query_one(f"#est-{spec.name}", Input).set_class(bool(message), "-invalid")
+            self.query_one(f"#est-{spec.name}", Input).set_class(bool(message), "-bad")
 
     def show_result(self) -> None:
         result = self.query_one("#est-result", Static)

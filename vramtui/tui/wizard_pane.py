@@ -117,6 +117,14 @@ class WizardPane(Pane):
     def next_step(self) -> None:
         """`n`: confirm the proposal if there is one, else ask the wizard for one."""
         if self.driver is None:
+            session = getattr(self.app, "session", None)
+            if session is not None and session.running:
+                self.notify(
+                    "The model is running: the wizard is for a launch that fails. Stop it (s) to start the "
+                    "wizard on this profile anyway.",
+                    timeout=6,
+                )
+                return
             if self.profile_hint is None:
                 self.notify("No profile to work on: `vramtui run PROFILE` or `vramtui demo`.", timeout=4)
                 return
