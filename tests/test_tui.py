@@ -380,3 +380,27 @@ def test_bad_input_to_the_app_commands_is_one_line_before_the_screen_opens(
     err = capsys.readouterr().err
     assert err.startswith("vramtui: ") and message in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+async def test_stage_colours_come_from_the_theme_variables(tmp_path: Path) -> None:
+    from textual.color import Color
+
+    from vramtui.tui.log_pane import LogPane
+
+    log = tmp_path / "stages.log"
+    log.write_text("llama_kv_cache_init:      CUDA0 KV buffer size =   379.23 MiB\n")
+    app = quiet_app(log_file=str(log))
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(LogPane)
+        await wait_for(pilot, lambda: pane.finished)
+        seen = {}
+        for name in ("vramtui-dark", "vramtui-high-contrast"):
+            app.theme = name
+            await pilot.pause()
+            line = pane.view.lines[0]
+            assert line.stage == "kv_cache"
+            tag = next(seg for seg in pane.view.render_line(0) if seg.text == "KV")
+            expected = Color.parse(app.available_themes[name].variables["stage-kv-cache"]).rich_color
+            assert tag.style.color == expected
+            seen[name] = tag.style.color
+    assert seen["vramtui-dark"] != seen["vramtui-high-contrast"]
