@@ -404,3 +404,21 @@ async def test_stage_colours_come_from_the_theme_variables(tmp_path: Path) -> No
             assert tag.style.color == expected
             seen[name] = tag.style.color
     assert seen["vramtui-dark"] != seen["vramtui-high-contrast"]
+
+
+async def test_a_log_that_streamed_in_while_its_pane_was_hidden_shows_its_tail(tmp_path: Path) -> None:
+    from vramtui.tui.log_pane import LogPane
+
+    app = quiet_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert app.active_pane == "memory"  # the log pane is hidden on a small terminal
+        pane = app.query_one(LogPane)
+        feed = pane.open_stream("server")
+        for number in range(300):
+            feed.push(f"srv  log_server_r: request {number}")
+        feed.end(0)
+        await wait_for(pilot, lambda: pane.finished)
+        await pilot.press("2")
+        await pilot.pause()
+        text = screen_text(app)
+    assert "request 299" in text and "request 0\n" not in text

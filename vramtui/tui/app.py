@@ -220,8 +220,10 @@ class VramtuiApp(App[int]):
                 self.action_show_pane("log")
         if self.profile_path:
             self.launch(self.profile_path)
+            self.action_show_pane("log")  # on a small terminal, the launch is what to watch
         elif self.demo:
             self.query_one(WizardPane).start_demo()
+            self.action_show_pane("wizard")
         self.update_status()
 
     def on_resize(self, event: Resize) -> None:

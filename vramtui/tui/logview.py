@@ -137,6 +137,11 @@ class LogView(ScrollView, can_focus=True):
             self.call_after_refresh(self._follow_tail)
         self.refresh()
 
+    def on_resize(self) -> None:
+        # Shown again (narrow layout) or resized: a view that follows the tail shows the tail.
+        if self.follow:
+            self.call_after_refresh(self._follow_tail)
+
     def _follow_tail(self) -> None:
         if self.follow:
             self.scroll_to(y=max(0, len(self.lines) - self.scrollable_content_region.height), animate=False)
