@@ -108,6 +108,21 @@ async def test_no_gpu_is_said_in_the_app_and_the_host_curve_still_shows() -> Non
     assert "Showing host memory" in text
 
 
+async def test_pause_freezes_the_graph_while_sampling_goes_on() -> None:
+    app = quiet_app(live_sampling=True, sample_interval_s=0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        memory = app.query_one(MemoryPane)
+        await wait_for(pilot, lambda: memory.state.count >= 2)
+        await pilot.press("p")
+        assert memory.paused and "graph paused" in screen_text(app)
+        painted, count = memory._painted_version, memory.state.count
+        await wait_for(pilot, lambda: memory.state.count >= count + 10)
+        await pilot.pause(0.6)  # past a repaint tick
+        assert memory._painted_version == painted  # the picture stayed
+        await pilot.press("p")
+        await wait_for(pilot, lambda: memory._painted_version > painted)  # and catches up at once
+
+
 # ---- layout, keys, palette, themes -----------------------------------------------------------------
 
 
@@ -306,6 +321,25 @@ async def test_log_text_is_shown_as_text_never_as_markup_or_escape_codes(tmp_pat
     rendered = "".join(segment.text for strip in strips for segment in strip)
     assert "\x1b" not in rendered and "\x07" not in rendered
     assert "invalid utf-8" in text
+
+
+async def test_a_log_file_is_followed_as_it_grows(tmp_path: Path) -> None:
+    from vramtui.tui.log_pane import LogPane
+
+    log = tmp_path / "live.log"
+    log.write_text("llama_model_loader: loaded meta data with 22 key-value pairs\n")
+    app = quiet_app(log_file=str(log))
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(LogPane)
+        await wait_for(pilot, lambda: len(pane.view.lines) == 1)
+        with log.open("a") as handle:
+            handle.write("llama_kv_cache_init:      CUDA0 KV buffer size =   379.23 MiB\n")
+            handle.write(
+                "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 2048.00 MiB on device 0: cudaMalloc failed: out of memory\n"
+            )
+        await wait_for(pilot, lambda: len(pane.view.lines) == 3 and pane.diagnosis.failed)
+        assert pane.diagnosis.failure == "cuda_oom"
+        assert "cudaMalloc failed" in screen_text(app)
 
 
 async def test_search_marks_each_match_in_turn(tmp_path: Path) -> None:

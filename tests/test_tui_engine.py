@@ -153,3 +153,20 @@ async def test_demo_wizard_brings_the_failing_demo_up_with_confirmed_steps() -> 
     while alive(pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert alive(pids) == []
+
+
+async def test_skipping_a_proposal_asks_for_another_rung_without_a_relaunch() -> None:
+    app = VramtuiApp(demo=True, live_sampling=False, remember=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        wizard = app.query_one(WizardPane)
+        await wait_for(pilot, lambda: wizard.proposal is not None, timeout_s=150)
+        skipped = wizard.proposal
+        steps = len(wizard.steps)
+        await pilot.click("#wiz-skip")
+        await wait_for(pilot, lambda: not wizard.busy and wizard.proposal is not skipped, timeout_s=60)
+        assert len(wizard.steps) == steps  # skipping launches nothing
+        if wizard.proposal is not None:
+            assert wizard.proposal.param != skipped.param
+        else:
+            assert wizard.driver.finished and "stopped" in wizard.state_text
+        assert skipped.param in wizard.driver.skipped
