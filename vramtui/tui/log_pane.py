@@ -57,7 +57,9 @@ def diagnosis_text(pane: Pane, diagnosis: Any, source: str, line_count: int, *, 
     backend = getattr(diagnosis, "backend", None) or "unknown backend"
     if diagnosis.failed:
         text.append("FAILED", style=theme_style(app, "verdict-fails", bold=True, reverse=True))
-        text.append(f" at {failing or '?'}: {diagnosis.failure} ({backend})")
+        cause = getattr(diagnosis, "cause", None)
+        detail = f", {cause}" if cause and cause != diagnosis.failure else ""
+        text.append(f" at {failing or '?'}: {diagnosis.failure} ({backend}{detail})")
         if diagnosis.first_error_line:
             text.append(f" — first error, line {diagnosis.first_error_line} (key e): ")
             text.append((diagnosis.first_error_text or "").strip()[:300], style=theme_style(app, "log-error"))

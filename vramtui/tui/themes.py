@@ -8,6 +8,7 @@ Users may drop their own files into `<config dir>/themes/`.
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -62,8 +63,12 @@ def stage_variable(stage: str) -> str:
 
 
 def builtin_themes_dir() -> Path:
-    """The `themes/` folder at the top of the source tree (next to the `vramtui` package)."""
-    return Path(__file__).resolve().parents[2] / "themes"
+    """The `themes/` folder at the top of the source tree (next to the `vramtui` package); an installed
+    wheel carries the same files in `<prefix>/share/vramtui/themes` (setuptools data-files)."""
+    source_tree = Path(__file__).resolve().parents[2] / "themes"
+    if source_tree.is_dir():
+        return source_tree
+    return Path(sys.prefix) / "share" / "vramtui" / "themes"
 
 
 def config_dir() -> Path:
