@@ -127,19 +127,30 @@ class MemoryGraph(Widget):
             if self.budget is not None and self.total > 0 and self.budget < self.total
             else None
         )
+        # Cells of one style are merged into one segment: a 200-column row is a handful of segments.
         segments: list[Segment] = []
+        run_chars: list[str] = []
+        run_style: Style | None = None
+        blank = Style()
         for value, level in zip(self._columns, self._levels, strict=True):
             eighths = max(0, min(8, level - row * 8))
             if eighths:
-                segments.append(Segment(BLOCKS[eighths], self._bar_style(value)))
+                char, style = BLOCKS[eighths], self._bar_style(value)
             elif row == budget_row:
-                segments.append(Segment("━", self._style("budget")))
+                char, style = "━", self._style("budget")
             elif row == safety_row:
-                segments.append(Segment("╌", self._style("safety")))
+                char, style = "╌", self._style("safety")
             elif row == 0:
-                segments.append(Segment("▁", self._style("empty")))
+                char, style = "▁", self._style("empty")
             else:
-                segments.append(Segment(" "))
+                char, style = " ", blank
+            if style is not run_style and run_chars:
+                segments.append(Segment("".join(run_chars), run_style))
+                run_chars = []
+            run_style = style
+            run_chars.append(char)
+        if run_chars:
+            segments.append(Segment("".join(run_chars), run_style))
         strip = Strip(segments, width)
         label = self._row_label(row, height, safety_row, budget_row)
         if label and len(label) < width:

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.message import Message
-from textual.widgets import Static
+from textual.widget import Widget
 
 from vramtui.core.units import MIB, format_bytes
 from vramtui.tui.graph import MemoryGraph
@@ -39,6 +39,29 @@ def short_gpu_name(name: str) -> str:
     for prefix in ("NVIDIA ", "GeForce ", "Tesla "):
         name = name.removeprefix(prefix)
     return name
+
+
+class TextLines(Widget):
+    """A Text that re-lays its pane out only when its shape changes.
+
+    Static.update() asks for a layout of the whole screen on every call; the memory pane's figures
+    change twice a second with the same number of characters, which needs a repaint only.
+    """
+
+    DEFAULT_CSS = "TextLines { height: auto; }"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.text = Text()
+
+    def set_text(self, text: Text) -> None:
+        old = self.text.plain
+        self.text = text
+        same_shape = len(old) == len(text.plain) and old.count("\n") == text.plain.count("\n")
+        self.refresh(layout=not same_shape)
+
+    def render(self) -> Text:
+        return self.text
 
 
 class GpuFound(Message):
@@ -85,10 +108,10 @@ class MemoryPane(Pane, can_focus=True):
         self.watched_pid: int | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(id="mem-lines")
-        yield Static(id="mem-note")
+        yield TextLines(id="mem-lines")
+        yield TextLines(id="mem-note")
         yield MemoryGraph(id="mem-graph")
-        yield Static(id="mem-readings")
+        yield TextLines(id="mem-readings")
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -194,11 +217,11 @@ class MemoryPane(Pane, can_focus=True):
             self.border_subtitle = subtitle
 
     def _update_static(self, selector: str, text: Text, force: bool) -> None:
-        # A Static's update re-lays the pane out; skip it when the words did not change.
+        # Skip a redraw when the words did not change (the theme changing forces one).
         if not force and self._shown.get(selector) == text.plain:
             return
         self._shown[selector] = text.plain
-        self.query_one(selector, Static).update(text)
+        self.query_one(selector, TextLines).set_text(text)
 
     def _lines_text(self, selected: str | None) -> Text:
         app = self.app
