@@ -465,3 +465,20 @@ def test_saved_real_llama_cpp_python_logs(name: str) -> None:
         assert "ggml_aligned_malloc: insufficient memory" in (d.first_error_text or "")
         assert d.engine_figures["kv_buffer"] == 512 * MIB  # the KV cache fitted; the compute buffer did not
         assert "--n_ctx 32768 (now 65536)" in " ".join(d.advice)
+
+
+def test_a_host_budget_named_in_the_run_log_makes_allocation_failures_oom() -> None:
+    failing = [
+        "llama_kv_cache: attempting to allocate 2048.00 MiB",
+        "ggml_aligned_malloc: insufficient memory (attempted to allocate 2048.00 MB)",
+        "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 2147483648",
+        "llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache",
+    ]
+    plain = diagnose_text("\n".join(failing), backend="llama-cpp-python")
+    assert plain.failure == "other" and plain.cause == "host_alloc"  # a real host running out, as labelled
+    header = (
+        "2026-11-30T05:13:39.102 vramtui: memory budget 1500 MiB, enforced on the host (address-space limit)"
+    )
+    budgeted = diagnose_text("\n".join([header, *failing]), backend="llama-cpp-python")
+    assert budgeted.failure == "host_oom" and budgeted.failure_stage == "kv_cache"
+    assert any("lower" in advice for advice in budgeted.advice)

@@ -138,6 +138,7 @@ def test_budget_too_small_for_the_kv_cache(tiny_gguf: Path, tmp_path: Path) -> N
     assert "failed to allocate" in log  # llama.cpp's own words
     assert result.diagnosis is not None
     assert result.diagnosis.failed and result.diagnosis.failure_stage == "kv_cache"
+    assert result.diagnosis.failure == "host_oom"  # the log engine and the launcher name it alike
     # The saved log (timestamped lines) reads back to the same diagnosis as the live stream.
     from vramtui.core.diagnose import diagnose_file
 

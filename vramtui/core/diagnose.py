@@ -376,8 +376,12 @@ class LogDiagnoser:
         backend: str | None = None,
         requested_quant: str | None = None,
         kernel_log: Callable[[], str | None] | None = None,
+        host_budget: bool = False,
     ) -> None:
         self.backend = _normalize_backend(backend) if backend else None
+        # Under a host memory budget (an address-space cap standing in for a smaller card), a failed
+        # host allocation is that budget's out-of-memory, not an unexplained failure.
+        self.host_budget = host_budget
         self.requested_quant = requested_quant.lower() if requested_quant else None
         self._kernel_log = kernel_log if kernel_log is not None else read_kernel_oom_lines
         self._kernel_text: str | bool | None = False  # False: not read yet
@@ -652,6 +656,9 @@ class LogDiagnoser:
             found = cut
             failure, cause, inferred = ("cuda_oom" if cut_memory else "other"), "cut_traceback", True
 
+        if (self.host_budget or "host_budget" in self._figures) and cause in _HOST_ALLOCATION_CAUSES:
+            failure = "host_oom"
+
         exit_code = self._exit_code
         killed_by_signal = exit_code in (137, -9)
         if found is None and exit_code not in (None, 0, 130, 143, -2, -15):
@@ -802,9 +809,12 @@ def diagnose_lines(
     requested_quant: str | None = None,
     exit_code: int | None = None,
     kernel_log: Callable[[], str | None] | None = None,
+    host_budget: bool = False,
 ) -> Diagnosis:
     """Diagnose lines one by one, exactly as a live log is fed."""
-    diagnoser = LogDiagnoser(backend, requested_quant=requested_quant, kernel_log=kernel_log)
+    diagnoser = LogDiagnoser(
+        backend, requested_quant=requested_quant, kernel_log=kernel_log, host_budget=host_budget
+    )
     diagnoser.feed_lines(lines)
     diagnoser.note_exit(exit_code)
     return diagnoser.result()
@@ -863,8 +873,11 @@ def diagnose_file(
 _LLAMA_FAMILY = ("llama.cpp", "llama-cpp-python", "ollama")
 _TORCH_FAMILY = ("vllm", "transformers", "tgi", "sglang")
 
+_HOST_ALLOCATION_CAUSES = frozenset({"host_alloc", "host_ram_short"})
+
 FAILURE_WORDS: dict[str, str] = {
     "cuda_oom": "the GPU ran out of memory",
+    "host_oom": "an allocation failed under the memory budget",
     "host_oom_killed": "the process was killed, most likely by the host's out-of-memory killer",
     "unsupported_quant": "this build cannot read the file's format or quantization",
     "unknown_arch": "the engine does not know this model architecture",
@@ -1108,7 +1121,7 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
     if failure == "disk_full":
         return ["Free disk space, or point the model cache at a bigger disk (HF_HOME, OLLAMA_MODELS)."]
     # other: by cause
-    if cause in ("host_alloc", "host_ram_short"):
+    if failure == "host_oom" or cause in _HOST_ALLOCATION_CAUSES:
         context = int(figures.get("context") or 0)
         smaller = f" {max(context // 2, 512)} (now {context})" if context else ""
         lower = _say(f"lower {{context}}{smaller}", b) or "lower the context"

@@ -334,16 +334,23 @@ class ModelServer:
             self.budget_mode = "gpu" if self._uses_gpu() else "host"
             if self.budget_mode == "host":
                 address_limit = budget
+                if self.diagnoser is not None:
+                    self.diagnoser.host_budget = True  # its allocation failures are the budget's OOM
 
         self.log_dir.mkdir(parents=True, exist_ok=True)
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
         label = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.profile.label)[:60]
         self.log_file = self.log_dir / f"{stamp}-{label}.log"
         self._log_handle = self.log_file.open("w", encoding="utf-8", errors="replace")
+        self.started_at = time.time()
+        # The log says how the run was made: a saved log then reads back like the live run.
+        self._record_line(f"vramtui: launch {self.plan.command_line()}")
+        if budget is not None:
+            where = "on the host (address-space limit)" if self.budget_mode == "host" else "on the GPU"
+            self._record_line(f"vramtui: memory budget {budget / MIB:.0f} MiB, enforced {where}")
 
         env = {**os.environ, **self.profile.env, **self.plan.env}
         cwd = self.profile.source.parent if self.profile.source else None
-        self.started_at = time.time()
         try:
             self.proc = procs.spawn(self.plan.argv, env=env, cwd=cwd, address_space_limit=address_limit)
         except (FileNotFoundError, PermissionError) as error:

@@ -25,6 +25,7 @@ STAGE_INDEX: dict[str, int] = {stage: index for index, stage in enumerate(STAGES
 FAILURES: tuple[str, ...] = (
     "cuda_oom",
     "host_oom_killed",
+    "host_oom",  # an allocation failed under a host memory budget (the CPU stand-in for a smaller card)
     "unsupported_quant",
     "unknown_arch",
     "shape_mismatch",
@@ -1085,6 +1086,13 @@ QUANT_SYNONYMS: dict[str, tuple[str, ...]] = {
 _NUM = r"(?P<value>\d+(?:[.,]\d+)*)"
 _UNIT = r"\s*(?P<unit>[KMGT]i?B)"
 FIGURE_RULES: tuple[FigureRule, ...] = (
+    # vramtui's launcher heads each run log with the budget it enforced, so a saved log reads back
+    # the same as the live run: under a host budget, a failed allocation is that budget's OOM.
+    FigureRule(
+        "vramtui: memory budget",
+        "host_budget",
+        rf"vramtui: memory budget {_NUM}{_UNIT}, enforced on the host",
+    ),
     FigureRule(
         "model buffer size",
         "model_buffer",
