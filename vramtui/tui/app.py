@@ -483,6 +483,11 @@ def run_app(
     for label, value in (("log file", log_file), ("replay CSV", replay_csv), ("profile", profile_path)):
         if value is not None and not Path(value).is_file():
             raise VramtuiError(f"{label} not found: {value}")
+    # Signal handlers can only be set on the main thread, and servers start from worker threads: set
+    # them here, so a closed terminal (SIGHUP) or a kill (SIGTERM) still stops every server we started.
+    from vramtui.core.procs import install_exit_handlers
+
+    install_exit_handlers()
     app = VramtuiApp(
         profile_path=profile_path, log_file=log_file, replay_csv=replay_csv, demo=demo, theme=theme
     )
