@@ -10,6 +10,7 @@ import psutil
 import pytest
 from test_tui_support import screen_text, wait_for
 
+from vramtui.core.steprecord import open_session
 from vramtui.tui.app import ConfirmQuit, VramtuiApp
 from vramtui.tui.log_pane import LogPane
 from vramtui.tui.memory_pane import MemoryPane
@@ -145,6 +146,10 @@ async def test_demo_wizard_brings_the_failing_demo_up_with_confirmed_steps() -> 
         pids = tree_of(app.session.pid)
         paths = wizard.driver.export()
         assert paths[0].read_text().count("|") > 10 and paths[1].read_text().count("\n") >= len(wizard.steps)
+        # the record ends with its verdict: it reopens as a finished, successful session
+        record = open_session(wizard.driver.wizard.record_path)
+        assert record.finished and record.success
+        assert "- result: works" in paths[0].read_text()
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmQuit))
         await pilot.press("y")

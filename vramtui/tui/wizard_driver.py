@@ -206,6 +206,8 @@ class WizardDriver:
     def _finish(self, success: bool) -> None:
         self.finished = True
         wizard = self.wizard
+        # The record's end line: the session reopens as finished (and exports its verdict).
+        success = wizard.finish().success
         if success:
             final = wizard.profile
             params = ", ".join(f"{k}={v}" for k, v in sorted(final.params.items()))
