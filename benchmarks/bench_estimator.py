@@ -381,12 +381,12 @@ def engine_rows() -> list[Row]:
             label = f"tiny#{number}"
             fa = "fa" if flash else "no-fa"
             print(f"{label}: {shape} ctx {ctx} ubatch {ubatch} {fa} kv {kv}")
-            rows.append(Row(label, "weights (CPU_Mapped)", est.weights_host_bytes, real["model"], 3.0))
+            rows.append(Row(label, "weights (CPU_Mapped)", est.weights_bytes, real["model"], 3.0))
             # llama.cpp prints MiB with two decimals: compare at the precision it prints
             rows.append(Row(label, "KV cache", round(est.kv_cache_bytes / MIB, 2) * MIB, real["KV"], 1.0))
             rows.append(Row(label, "compute buffer", est.compute_buffer_bytes, real["compute"], None))
             total_real = real["model"] + real["KV"] + real["compute"]
-            total_est = est.weights_host_bytes + est.kv_cache_bytes + est.compute_buffer_bytes
+            total_est = est.weights_bytes + est.kv_cache_bytes + est.compute_buffer_bytes
             rows.append(Row(label, "whole footprint", total_est, total_real, 10.0))
             dry = probe_llama_cpp(
                 path, context=ctx, ubatch=ubatch, batch=max(512, ubatch), flash_attn=flash, kv_dtype=kv

@@ -188,7 +188,9 @@ def render(info: Any, est: Any) -> str:
     ]
     run = f"backend   {est.backend}: context {est.context}"
     run += f", {est.parallel} sequence{'s' if est.parallel != 1 else ''}, KV {est.kv_dtype}"
-    if est.gpu_layers is not None:
+    if est.device == "host":
+        run += ", CPU only (the card below is host RAM)"
+    elif est.gpu_layers is not None:
         run += f", {est.gpu_layers}/{est.n_layers + 1} layers on the GPU"
     lines.append(run)
     lines.append("")
@@ -196,13 +198,18 @@ def render(info: Any, est: Any) -> str:
         ("weights", est.weights_bytes, ""),
         ("KV cache", est.kv_cache_bytes, f"{est.kv_bytes_per_token:,} B/token, {est.kv_cells:,} cells"),
         ("activations / compute", est.activations_bytes, ""),
-        ("runtime overhead", est.overhead_bytes, "CUDA context, engine reservations"),
+        (
+            "runtime overhead",
+            est.overhead_bytes,
+            "CUDA context, engine reservations" if est.device == "gpu" else "",
+        ),
         ("fragmentation margin", est.fragmentation_bytes, ""),
     ]
     for label, value, note in rows:
         lines.append(f"  {label:<24}{fb(value):>12}   {note}".rstrip())
     lines.append(f"  {'-' * 36}")
-    lines.append(f"  {'total on the GPU':<24}{fb(est.total_bytes):>12}")
+    where = "in host RAM" if est.device == "host" else "on the GPU"
+    lines.append(f"  {'total ' + where:<24}{fb(est.total_bytes):>12}")
     share = est.usable_bytes / est.device_bytes if est.device_bytes else 0
     lines.append(f"  {'usable':<24}{fb(est.usable_bytes):>12}   {share:.0%} of {fb(est.device_bytes)}")
     if est.weights_host_bytes:
@@ -222,7 +229,7 @@ def render(info: Any, est: Any) -> str:
         solved.append(
             f"vLLM would print: KV capacity {est.kv_cache_tokens:,} tokens, max concurrency {est.max_concurrency:.2f}x"
         )
-    if est.gpu_layers_fit is not None:
+    if est.gpu_layers_fit is not None and est.device == "gpu":
         solved.append(f"GPU layers that fit {est.gpu_layers_fit}/{est.n_layers + 1}")
         if est.host_bytes_needed:
             solved.append(f"host RAM needed {fb(est.host_bytes_needed)}")

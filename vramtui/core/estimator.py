@@ -166,6 +166,8 @@ class Estimate:
     load_peak_bytes: int | None = None
     kv_cache_tokens: int | None = None  # vLLM: token capacity of the KV blocks
     max_concurrency: float | None = None  # vLLM: as it prints "Maximum concurrency ... x"
+    # Where the breakdown lives: "gpu", or "host" for a CPU-only run (then the device is host RAM).
+    device: str = "gpu"
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -469,6 +471,11 @@ def _llama_cpp(info: ModelInfo, settings: Settings, file_type: str | None) -> Es
         notes=notes,
     )
     if not settings.on_gpu:
+        # A CPU-only run: every row is host RAM, and the rows add up to the total.
+        est.device = "host"
+        est.weights_bytes, est.weights_host_bytes = w_host, 0
+        est.activations_bytes = compute + output_buffer
+        est.host_bytes_needed = est.total_bytes
         est.fits = est.total_bytes <= usable
     return est
 
