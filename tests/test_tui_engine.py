@@ -175,3 +175,7 @@ async def test_skipping_a_proposal_asks_for_another_rung_without_a_relaunch() ->
         else:
             assert wizard.driver.finished and "stopped" in wizard.state_text
         assert skipped.param in wizard.driver.skipped
+        # the core wizard skipped it: the record says so, and no step was taken for it
+        assert wizard.driver.wizard.skipped == [skipped]
+        lines = wizard.driver.wizard.record_path.read_text().splitlines()
+        assert any('"type": "skip"' in line and f'"param": "{skipped.param}"' in line for line in lines)

@@ -623,6 +623,7 @@ class Wizard:
         self.advice: list[str] = []
         self.stop_reason = ""
         self.failing_stage: str | None = None
+        self.skipped: list[Proposal] = []  # proposals the user turned down: their settings stay as they are
         self._runner = runner
         self._ended = False  # the record's end line is written
         # A saved chat request (the long one that failed at inference): every run replays it.
@@ -684,6 +685,20 @@ class Wizard:
 
     # --- proposing ------------------------------------------------------------------------------------
 
+    @property
+    def skipped_params(self) -> set[str]:
+        """Settings the user asked to leave alone (a step that prepares another skips that one too)."""
+        params = {proposal.param for proposal in self.skipped}
+        params.update(proposal.then[0] for proposal in self.skipped if proposal.then is not None)
+        return params
+
+    def skip(self, proposal: Proposal) -> None:
+        """The user turns this proposal down: it is recorded as skipped, nothing is launched, and
+        `propose` offers the next rung that changes another setting."""
+        self.skipped.append(proposal)
+        if self.recorder is not None and not self.recorder.closed:
+            self.recorder.append("skip", step=len(self.steps), **proposal.to_dict())
+
     def propose(self) -> Proposal | None:
         """The next single change, or None (it works, or no memory setting can help: see `advice`)."""
         if self.last is None:
@@ -701,6 +716,9 @@ class Wizard:
         if stage is None:
             return None
         rungs = list(self.ladders.get(stage, ())) if self.ladders else ladder_for(stage, self.backend)
+        skipped = self.skipped_params
+        if skipped:
+            rungs = [r for r in rungs if r.move == "advice" or r.param not in skipped]
         if stage == "inference":
             return self._inference_proposal(rungs, obs)
         options: list[tuple[Rung, Proposal, Footprint | None]] = []
@@ -710,7 +728,8 @@ class Wizard:
             ladder_for("load_weights", self.backend) if stage == "kv_cache" and not self.ladders else []
         )
         seen = {(r.param, r.move) for r in rungs}
-        for rung in [*rungs, *(r for r in fallback if (r.param, r.move) not in seen)]:
+        fallback = [r for r in fallback if (r.param, r.move) not in seen and r.param not in skipped]
+        for rung in [*rungs, *fallback]:
             if rung.move == "advice":
                 continue
             proposal, footprint = self._best_value(rung, obs)
@@ -736,6 +755,7 @@ class Wizard:
         self.advice = [f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"] or self.advice
         self.stop_reason = (
             f"no setting left on the {stage} ladder that this backend can change and that frees memory"
+            + (f" (skipped: {', '.join(sorted(skipped))})" if skipped else "")
         )
         return None
 

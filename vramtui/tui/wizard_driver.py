@@ -1,8 +1,8 @@
 """Runs `core.wizard.Wizard` off the UI thread for the wizard pane.
 
 Every launch the wizard makes goes through `run_check` with the log pane's feed and the memory pane's
-pid watch attached, so the user sees each attempt's log and curve. The core wizard has no "skip";
-skipping a proposal here drops its rung from the ladders the wizard is given (one small adapter).
+pid watch attached, so the user sees each attempt's log and curve. Skip, confirm and edit are the
+core wizard's own (`Wizard.skip`, `Wizard.apply`, `Proposal.edited`).
 """
 
 from __future__ import annotations
@@ -80,7 +80,6 @@ class WizardDriver:
         self.profile = profile
         self.wizard = Wizard(profile, record_path=record_path, runner=self._runner, on_step=None)
         self.server: Any = None  # the server of the attempt in progress
-        self.skipped: set[str] = set()
         self.finished = False
         self._lock = threading.Lock()
 
@@ -179,16 +178,18 @@ class WizardDriver:
         self._propose()
 
     def skip(self, proposal: Any) -> None:
-        """Leave this rung out and ask for the next one."""
-        from vramtui.core.ladders import ladder_for
+        """Turn this proposal down (the core records it) and ask for a change to another setting."""
+        self._post(f"skipped {proposal.param}: looking for a change to another setting…")
+        self._in_thread(self._skip, proposal)
 
-        self.skipped.add(proposal.param)
-        ladders = {}
-        for stage in ("load_weights", "kv_cache", "inference"):
-            rungs = ladder_for(stage, self.wizard.backend)
-            ladders[stage] = tuple(r for r in rungs if r.param not in self.skipped)
-        self.wizard.ladders = ladders
-        self.propose()
+    def _skip(self, proposal: Any) -> None:
+        self.wizard.skip(proposal)
+        self._propose()
+
+    @property
+    def skipped(self) -> set[str]:
+        """The settings the user asked the wizard to leave alone."""
+        return self.wizard.skipped_params
 
     def edited(self, proposal: Any, text: str) -> Any:
         return proposal.edited(parse_value(text))
