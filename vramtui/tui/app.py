@@ -101,11 +101,11 @@ class VramtuiApp(App[int]):
         Binding("2", "show_pane('log')", "Log", show=False),
         Binding("3", "show_pane('estimator')", "Estimator", show=False),
         Binding("4", "show_pane('wizard')", "Wizard", show=False),
-        Binding("e", "first_error", "First error"),
+        Binding("e", "first_error", "1st error"),  # short labels: every key fits at 80 columns
         Binding("slash", "search_log", "Search"),
         Binding("r", "relaunch", "Relaunch"),
         Binding("n", "wizard_next", "Next step"),
-        Binding("p", "pause_graph", "Pause graph"),
+        Binding("p", "pause_graph", "Pause"),
         Binding("t", "cycle_theme", "Theme"),
         Binding("z", "zoom_graph", "Zoom graph", show=False),
         Binding("g", "cycle_series", "Graph series", show=False),
@@ -236,6 +236,9 @@ class VramtuiApp(App[int]):
     def _apply_layout(self, width: int, height: int) -> None:
         narrow = width < WIDE_MIN_WIDTH or height < WIDE_MIN_HEIGHT
         self.screen.set_class(narrow, "-narrow")
+        # At 80 columns the footer's keys only fit without their spacing.
+        for footer in self.query(Footer):
+            footer.compact = width < WIDE_MIN_WIDTH
         self.update_status()
 
     def pane(self, name: str) -> Pane:

@@ -29,12 +29,28 @@ OUTCOME_WORDS = {
 }
 
 
+# The outcome in a word or two, for the steps table on a small terminal.
+SHORT_OUTCOME_WORDS = {
+    "first_run": "failed",
+    "works": "WORKS",
+    "progress": "further",
+    "no_progress": "no gain",
+    "not_applied": "no effect",
+    "worse": "worse",
+    "error": "error",
+    "advice": "advice",
+}
+
+
 def _mib(value: float | None) -> str:
     return "—" if value is None else format_bytes(value * MIB, 1)
 
 
-def step_row(number: int, step: Any) -> tuple[str, ...]:
-    """One row of the steps table: #, change, outcome, stage reached, peak, resident."""
+def step_row(number: int, step: Any, *, compact: bool = False) -> tuple[str, ...]:
+    """One row of the steps table: #, change, outcome, stage reached, peak, resident.
+
+    `compact` (a terminal under about 100 columns): the outcome in a word, no resident column.
+    """
     proposal = step.proposal
     change = "first launch" if proposal is None else f"{proposal.param} {proposal.from_} → {proposal.to}"
     obs = step.observation
@@ -43,6 +59,9 @@ def step_row(number: int, step: Any) -> tuple[str, ...]:
         stage = obs.stage or "—"
         if obs.failure:
             stage += f" ✖ {obs.failure}"
+    if compact:
+        outcome = SHORT_OUTCOME_WORDS.get(step.outcome, step.outcome)
+        return (str(step.index), change, outcome, stage, _mib(obs.peak_mib if obs else None))
     return (
         str(step.index),
         change,

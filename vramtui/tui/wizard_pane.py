@@ -8,6 +8,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.events import Resize
 from textual.message import Message
 from textual.widgets import Button, DataTable, Input, Static
 
@@ -16,6 +17,12 @@ from vramtui.tui.palette import theme_style
 from vramtui.tui.pane import Pane
 
 STEP_COLUMNS = ("#", "change", "outcome", "stage", "peak", "resident")
+# Under this many columns for the table the full one is cut at the right (its rows need about 94):
+# show the outcome in a word, no resident column, and the long texts cut to what is left.
+COMPACT_COLUMNS = ("#", "change", "outcome", "stage", "peak")
+COMPACT_BELOW = 96
+# Fixed widths of the compact table's short columns (#, outcome, peak); change and stage share the rest.
+COMPACT_FIXED = {"#": 2, "outcome": 9, "peak": 9}
 
 
 class WizardUpdate(Message):
@@ -77,7 +84,9 @@ class WizardPane(Pane):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.query_one(DataTable).add_columns(*STEP_COLUMNS)
+        self.compact: bool | None = None  # which table is shown; set on the first layout
+        self._table_width = 0
+        self._fit_table()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show())
         self.show()
 
@@ -213,10 +222,35 @@ class WizardPane(Pane):
 
     # -- painting ---------------------------------------------------------------------------------
 
-    def _add_row(self, step: Any) -> None:
+    def on_resize(self, event: Resize) -> None:
+        self._fit_table()
+
+    def _fit_table(self) -> None:
+        """The full steps table when it fits, else a compact one that never runs past the pane."""
+        width = self.content_size.width or self.app.size.width
+        compact = width < COMPACT_BELOW
+        if compact == self.compact and (not compact or width == self._table_width):
+            return
+        self.compact, self._table_width = compact, width
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        if compact:
+            # Each column takes its width plus one cell of padding on each side.
+            rest = width - sum(COMPACT_FIXED.values()) - 2 * len(COMPACT_COLUMNS) - 1
+            change_width = max(8, rest * 11 // 20)
+            widths = {**COMPACT_FIXED, "change": change_width, "stage": max(6, rest - change_width)}
+            for name in COMPACT_COLUMNS:
+                table.add_column(name, width=widths[name])
+        else:
+            table.add_columns(*STEP_COLUMNS)
+        for number, step in enumerate(self.steps, 1):
+            self._add_row(step, number)
+
+    def _add_row(self, step: Any, number: int | None = None) -> None:
         from vramtui.tui.wizard_driver import step_row
 
-        self.query_one(DataTable).add_row(*step_row(len(self.steps), step))
+        row = step_row(number or len(self.steps), step, compact=bool(self.compact))
+        self.query_one(DataTable).add_row(*row)
 
     def show(self) -> None:
         app = self.app
