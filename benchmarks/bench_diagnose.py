@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import re
 import shutil
 import subprocess
 import sys
@@ -86,6 +88,66 @@ def build(path: Path, lines: list[str], count: int, unique: bool) -> None:
                 written += 1
 
 
+# Prefixes real servers and vramtui's launcher put before each line (filled in per line).
+PREFIXES = (
+    "{h:01d}.{m:02d}.{s:03d}.{ms:03d} I ",  # llama-server
+    "INFO {mo:02d}-{d:02d} {h:02d}:{m:02d}:{s:02d} [engine.py:{ln}] ",  # vLLM
+    "2026-11-{d:02d}T{h:02d}:{m:02d}:{s:02d}.{ms:03d} ",  # vramtui's launcher
+)
+_DIGITS_RE = re.compile(r"\d+")
+
+
+def request_like(lines: list[str]) -> list[str]:
+    """The real lines a running server repeats: inference-stage lines with numbers in them."""
+    from vramtui.core.diagnose import _analyze
+
+    picked = []
+    for line in lines:
+        info = _analyze(line)
+        if info is not None and info.stage == "inference" and info.error is None and _DIGITS_RE.search(line):
+            picked.append(line)
+    return picked
+
+
+def build_realistic(path: Path, lines: list[str], count: int) -> None:
+    """A server that ran for days: every startup line once, then request lines whose numbers vary.
+
+    Every line gets a unique timestamp; each number in a request line is replaced by a varying one
+    (task ids, token counts, timings, ports), and one line in 50 is another real line with its
+    numbers varied too (figures, warnings, errors), as a long log has.
+    """
+    rng = random.Random(7)
+    requests = request_like(lines) or [line for line in lines if _DIGITS_RE.search(line)]
+
+    def number(match: re.Match[str]) -> str:
+        # Counters and timings keep their width most of the time; one in ten grows or shrinks.
+        width = len(match.group()) + (rng.choice((-1, 1)) if rng.random() < 0.1 else 0)
+        return "".join(rng.choice("0123456789") for _ in range(max(width, 1)))
+
+    def vary(line: str) -> str:
+        return _DIGITS_RE.sub(number, line)
+
+    with path.open("w", encoding="utf-8") as out:
+        for written in range(count):
+            if written < len(lines):
+                line = lines[written]
+            elif written % 50 == 0:
+                line = vary(rng.choice(lines))
+            else:
+                line = vary(rng.choice(requests))
+            second = written // 20
+            prefix = PREFIXES[(written // 1000) % len(PREFIXES)].format(
+                mo=11,
+                d=1 + second // 86400 % 28,
+                h=second // 3600 % 24,
+                m=second // 60 % 60,
+                s=second % 60,
+                ms=written % 1000,
+                ln=rng.randint(100, 999),
+            )
+            out.write(prefix + line + "\n")
+
+
 def run_python(code: str, path: Path) -> dict:
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
@@ -121,11 +183,21 @@ def main() -> None:
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="vramtui-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        for unique in (False, True):
-            path = folder / ("unique.log" if unique else "repeated.log")
-            build(path, lines, args.lines, unique)
+        cases = (
+            ("repeated.log", "corpus lines repeated"),
+            ("unique.log", "every line unique (timestamped)"),
+            (
+                "realistic.log",
+                "realistic: startup, then request lines with varying numbers, unique timestamps",
+            ),
+        )
+        for name, kind in cases:
+            path = folder / name
+            if name == "realistic.log":
+                build_realistic(path, lines, args.lines)
+            else:
+                build(path, lines, args.lines, unique=name == "unique.log")
             size_mb = path.stat().st_size / 1e6
-            kind = "every line unique (timestamped)" if unique else "corpus lines repeated"
             print(f"\n{args.lines:,} lines, {size_mb:.0f} MB: {kind}")
             grep = run_grep(path)
             chunked = run_python(FILE_PATH_CODE, path)

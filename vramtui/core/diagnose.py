@@ -9,10 +9,13 @@ lives in `vramtui.core.logstages` as data.
 from __future__ import annotations
 
 import re
+import re._compiler as _sre_compiler  # the mask rewrite of a rule's regex (see _masked_regex)
+import re._constants as _sre
+import re._parser as _sre_parser
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -224,11 +227,37 @@ def _matches(rule: object, low: str) -> bool:
 
 
 def _analyze(text: str) -> _LineInfo | None:
+    return _analyze_detail(text)[0]
+
+
+def _extract_figures(
+    text: str, rules: Iterable[ls.FigureRule]
+) -> tuple[list[tuple[str, str | None, int | float, bool]], list[ls.FigureRule]]:
+    figures: list[tuple[str, str | None, int | float, bool]] = []
+    matched: list[ls.FigureRule] = []
+    for figure in rules:
+        match = figure.regex.search(text)  # type: ignore[union-attr]
+        if match is None:
+            continue
+        groups = match.groupdict()
+        value: int | float = _number(groups["value"])
+        if not figure.count:
+            unit = (groups.get("unit") or figure.unit_default).upper()
+            value = round(value * ls.UNIT_BYTES.get(unit, 1))
+        elif figure.key != "max_concurrency":
+            value = int(value)
+        figures.append((figure.key, groups.get("device"), value, figure.per_device))
+        matched.append(figure)
+    return figures, matched
+
+
+def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, ...]]:
+    """The line's analysis, and the figure rules that matched it (their values are in the info)."""
     low = text.lower()
     words = _KEYS.intersection(_TOKEN_RE.findall(low))
     substrings = [f"\0{anchor}" for anchor in _SUBSTRINGS if anchor in low]
     if not words and not substrings:
-        return None
+        return None, ()
     # One look-up per word, sorted: the same order in every process.
     filed = [_INDEX[key] for key in (*sorted(words), *substrings) if key in _INDEX]
 
@@ -261,22 +290,15 @@ def _analyze(text: str) -> _LineInfo | None:
 
     notices = tuple(rule for entry in filed for rule in entry[2] if _matches(rule, low))
     recovery = any(_matches(rule, low) for entry in filed for rule in entry[3])
-    figures: list[tuple[str, str | None, int | float, bool]] = []
-    for entry in filed:
-        for figure in entry[4]:
-            if figure.anchor not in low or figure.regex is None:
-                continue
-            match = figure.regex.search(text)
-            if match is None:
-                continue
-            groups = match.groupdict()
-            value: int | float = _number(groups["value"])
-            if not figure.count:
-                unit = (groups.get("unit") or figure.unit_default).upper()
-                value = round(value * ls.UNIT_BYTES.get(unit, 1))
-            elif figure.key != "max_concurrency":
-                value = int(value)
-            figures.append((figure.key, groups.get("device"), value, figure.per_device))
+    figures, figure_rules = _extract_figures(
+        text,
+        (
+            figure
+            for entry in filed
+            for figure in entry[4]
+            if figure.anchor in low and figure.regex is not None
+        ),
+    )
     backends = tuple(dict.fromkeys(name for entry in filed for anchor, name in entry[5] if anchor in low))
     frame = frame_match is not None
     memory_heavy = (frame or "(" in low) and any(word in low for word in ls.MEMORY_HEAVY_FRAME_WORDS)
@@ -301,8 +323,8 @@ def _analyze(text: str) -> _LineInfo | None:
     if bare and stage is None and not backends:
         # Matched a word but no rule: as plain as a line that matched nothing. Code lines under a
         # traceback frame still count (they say where the traceback was).
-        return None if "(" not in low else _PLAIN
-    return _LineInfo(
+        return (None if "(" not in low else _PLAIN), ()
+    info = _LineInfo(
         stage=stage,
         error=error,
         frame=frame,
@@ -320,6 +342,7 @@ def _analyze(text: str) -> _LineInfo | None:
         simple=bare,
         extras=extras,
     )
+    return info, tuple(figure_rules)
 
 
 _WARNING_WORDS = frozenset({"warn", "warning", "w"})
@@ -327,6 +350,268 @@ _QUANT_WORDS = frozenset(_key_of(word) for word in ls.QUANT_CONFIRM_ANCHORS)
 _FORMAT_KEYS = frozenset({"gguf", "awq", "gptq"})
 _PLAIN = _LineInfo()
 _CHAIN_WORDS = frozenset({"handling", "above"})
+
+
+# -- lines that differ only in their digits ------------------------------------------------------------
+# Real logs make every line unique with timestamps, ids, token counts and timings. A line's analysis
+# hardly ever depends on which digits it holds, so lines are memoized by their *mask* (every ASCII digit
+# made "0", lengths kept): the token spans, the prefixes and every rule that treats all digits alike
+# give the same answer for every line of one mask. What does tell digits apart is derived from the
+# rule tables below (anchors and literals with digits, regexes with digit literals); a mask that may
+# touch one of them keeps a small table by the outcome of those checks on the real line. Figures are
+# re-read from each real line (their values differ), and the rare mask where a digit key could be the
+# line's only word, or an exception name holds digits, is analysed line by line.
+_DIGIT_MASK = bytes.maketrans(b"0123456789", b"0000000000")
+_DIGIT_RE = re.compile(r"[0-9]")
+_DIRTY_BYTES_RE = re.compile(rb"[^\x20-\x7e]")  # what clean_line could change: analysed line by line
+
+
+def _mask(text: str) -> str:
+    return _DIGIT_RE.sub("0", text)
+
+
+def _tells_digits_apart(items: list) -> bool:
+    """True when a parsed regex can match one digit and not another (a digit literal, a partial range)."""
+    for op, av in items:
+        if op in (_sre.LITERAL, _sre.NOT_LITERAL) and 48 <= av <= 57:
+            return True
+        if op is _sre.IN and any(_digit_item(item) for item in av):
+            return True
+        if op in (_sre.GROUPREF, _sre.GROUPREF_EXISTS):
+            return True
+        if any(_tells_digits_apart(sub) for sub in _subpatterns(op, av)):
+            return True
+    return False
+
+
+def _digit_item(item: tuple) -> bool:
+    op, av = item
+    if op in (_sre.LITERAL, _sre.NOT_LITERAL):
+        return 48 <= av <= 57
+    if op is _sre.RANGE:
+        low, high = av
+        return not (high < 48 or low > 57) and not (low <= 48 and high >= 57)
+    return False
+
+
+def _subpatterns(op: object, av: object) -> list:
+    if op is _sre.SUBPATTERN:
+        return [av[-1].data]  # type: ignore[index]
+    if op is _sre.BRANCH:
+        return [branch.data for branch in av[1]]  # type: ignore[index]
+    if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
+        return [av[2].data]  # type: ignore[index]
+    if op in (_sre.ASSERT, _sre.ASSERT_NOT):
+        return [av[1].data]  # type: ignore[index]
+    if op is _sre.ATOMIC_GROUP:
+        return [av.data]  # type: ignore[attr-defined]
+    return []
+
+
+def _mask_items(items: list) -> None:
+    """Rewrite a parsed regex in place so that it matches the mask of every line the original matches."""
+    out: list = []
+    for op, av in items:
+        if op is _sre.LITERAL and 48 <= av <= 57:
+            out.append((op, 48))
+            continue
+        if op is _sre.NOT_LITERAL and 48 <= av <= 57:
+            out.append((_sre.ANY, None))
+            continue
+        if op is _sre.IN:
+            negated = bool(av) and av[0][0] is _sre.NEGATE
+            kept = [item for item in av if not _digit_item(item) or not negated]
+            if not negated and any(_digit_item(item) for item in av):
+                kept.append((_sre.LITERAL, 48))
+            out.append((op, kept))
+            continue
+        if op is _sre.ASSERT_NOT and _tells_digits_apart(av[1].data):
+            continue  # a lookahead that rules out some digits: dropped, so the mask matches more
+        if op in (_sre.GROUPREF, _sre.GROUPREF_EXISTS):
+            raise ValueError("back-references compare text")
+        for sub in _subpatterns(op, av):
+            _mask_items(sub)
+        out.append((op, av))
+    items[:] = out
+
+
+def _masked_regex(regex: re.Pattern[str]) -> re.Pattern[str] | None:
+    """A regex that matches the mask of every line `regex` matches; None when it cannot be built."""
+    try:
+        parsed = _sre_parser.parse(regex.pattern, regex.flags)
+        _mask_items(parsed.data)
+        return _sre_compiler.compile(parsed, regex.flags)
+    except Exception:  # a construct the rewrite does not know: fall back on the anchor alone
+        return None
+
+
+def _word_regex(word: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])")
+
+
+@dataclass(frozen=True, slots=True)
+class _DigitCheck:
+    """One rule or literal that tells digits apart: can a line of this mask hit it, and does this one."""
+
+    anchor: str
+    masked_anchor: str
+    key: re.Pattern[str] | None = None  # the rule's prefilter word, when it holds digits
+    masked_key: re.Pattern[str] | None = None
+    regex: re.Pattern[str] | None = None
+    masked_regex: re.Pattern[str] | None = None
+    on_text: bool = False  # the regex runs on the original line (figures), not the lower-cased one
+
+    def may_hold(self, masked_low: str, masked_text: str) -> bool:
+        if self.masked_anchor not in masked_low:
+            return False
+        if self.masked_key is not None and self.masked_key.search(masked_low) is None:
+            return False
+        target = masked_text if self.on_text else masked_low
+        return self.masked_regex is None or self.masked_regex.search(target) is not None
+
+    def holds(self, low: str, text: str) -> bool:
+        if self.anchor not in low:
+            return False
+        if self.key is not None and self.key.search(low) is None:
+            return False
+        return self.regex is None or self.regex.search(text if self.on_text else low) is not None
+
+
+def _digit_check(anchor: str, regex: re.Pattern[str] | None, filed: bool, on_text: bool) -> _DigitCheck:
+    key = _key_of(anchor) if filed and anchor not in ls.SUBSTRING_ANCHORS else ""
+    digit_key = bool(_DIGIT_RE.search(key))
+    masked_regex = _masked_regex(regex) if regex is not None else None
+    return _DigitCheck(
+        anchor=anchor,
+        masked_anchor=_mask(anchor),
+        key=_word_regex(key) if digit_key else None,
+        masked_key=_word_regex(_mask(key)) if digit_key else None,
+        regex=regex,
+        # When the rewrite fails the anchor alone decides (a superset: the check then runs more often).
+        masked_regex=masked_regex,
+        on_text=on_text,
+    )
+
+
+def _build_digit_checks() -> tuple[_DigitCheck, ...]:
+    checks: list[_DigitCheck] = []
+    tables = (
+        (ls.STAGE_RULES, False),
+        (ls.ERROR_RULES, False),
+        (ls.NOTICE_RULES, False),
+        (ls.RECOVERY_RULES, False),
+        (ls.FIGURE_RULES, True),
+    )
+    for rules, on_text in tables:
+        for rule in rules:
+            regex = rule.regex
+            distinguishes = regex is not None and _tells_digits_apart(
+                _sre_parser.parse(regex.pattern, regex.flags).data
+            )
+            if _DIGIT_RE.search(rule.anchor) or distinguishes:
+                checks.append(_digit_check(rule.anchor, regex if distinguishes else None, True, on_text))
+    for anchor, _name in ls.BACKEND_MARKS:
+        if _DIGIT_RE.search(anchor):
+            checks.append(_digit_check(anchor, None, True, False))
+    # Literals and words the analysis tests outside the rule tables.
+    literals = (
+        *ls.QUANT_CONFIRM_ANCHORS,
+        *ls.MEMORY_HEAVY_FRAME_WORDS,
+        *_CHAINED,
+        *(word for word, _name in _FORMAT_WORDS),
+        *_SUBSTRINGS,
+    )
+    for literal in literals:
+        if _DIGIT_RE.search(literal):
+            checks.append(_digit_check(literal, None, False, False))
+    for word in (*_QUANT_WORDS, *_WARNING_WORDS, *_CHAIN_WORDS, *_FORMAT_KEYS, *_OTHER_WORDS):
+        if _DIGIT_RE.search(word):
+            checks.append(_DigitCheck(word, _mask(word), _word_regex(word), _word_regex(_mask(word))))
+    return tuple(dict.fromkeys(checks))
+
+
+_DIGIT_CHECKS = _build_digit_checks()
+# Digit-holding prefilter words: one can decide whether a line is analysed at all (its only word).
+_MASKED_DIGIT_KEYS = frozenset(_mask(key) for key in _KEYS if _DIGIT_RE.search(key))
+_PLAIN_KEYS = frozenset(key for key in _KEYS if not _DIGIT_RE.search(key))
+
+
+class _ByDigits:
+    """The analyses of one mask, by the outcome of its digit checks on the real line."""
+
+    __slots__ = ("checks", "found")
+
+    def __init__(self, checks: tuple[_DigitCheck, ...]) -> None:
+        self.checks = checks
+        self.found: dict[tuple[bool, ...], tuple[_LineInfo | None, tuple[ls.FigureRule, ...]]] = {}
+
+    def info(self, text: str) -> _LineInfo | None:
+        if self.checks:
+            low = text.lower()
+            outcome = tuple(check.holds(low, text) for check in self.checks)
+        else:
+            outcome = ()
+        known = self.found.get(outcome)
+        if known is None:
+            known = _analyze_detail(text)
+            if len(self.found) < 64:
+                self.found[outcome] = known
+            return known[0]
+        info, figure_rules = known
+        if figure_rules and info is not None:
+            figures, _ = _extract_figures(text, figure_rules)
+            return replace(info, figures=tuple(figures))
+        return info
+
+
+class _EachLine:
+    """A mask whose lines are analysed one by one (see above); `dirty`: raw bytes to clean first."""
+
+    __slots__ = ("dirty",)
+
+    def __init__(self, dirty: bool) -> None:
+        self.dirty = dirty
+
+
+_NO_INFO: object = object()  # a mask whose lines all analyse to None
+
+
+def _mask_entry(masked_text: str, text: str) -> object:
+    """What a mask's memo holds, from its mask and its first real (clean) line."""
+    masked_low = masked_text.lower()
+    tokens = _TOKEN_RE.findall(masked_low)
+    if (
+        "(" in masked_low
+        and _MASKED_DIGIT_KEYS.intersection(tokens)
+        and not _PLAIN_KEYS.intersection(tokens)
+        and not any(anchor in masked_low for anchor in _SUBSTRINGS)
+    ):
+        return _EACH_LINE  # a digit word may be the line's only word: None or _PLAIN by digits
+    checks = tuple(check for check in _DIGIT_CHECKS if check.may_hold(masked_low, masked_text))
+    info, figure_rules = _analyze_detail(text)
+    if info is not None and info.exception is not None and _DIGIT_RE.search(info.exception):
+        return _EACH_LINE
+    if not checks and not figure_rules:
+        return _NO_INFO if info is None else info
+    entry = _ByDigits(checks)
+    if not checks:
+        entry.found[()] = (info, figure_rules)
+    return entry
+
+
+_DIRTY = _EachLine(True)
+_EACH_LINE = _EachLine(False)
+
+
+def _resolve(entry: object, text: str) -> _LineInfo | None:
+    """The analysis of a clean line from its mask's memo entry."""
+    if entry.__class__ is _LineInfo:
+        return entry  # type: ignore[return-value]
+    if entry is _NO_INFO:
+        return None
+    if entry.__class__ is _ByDigits:
+        return entry.info(text)  # type: ignore[attr-defined]
+    return _analyze(text)
 
 
 @dataclass
@@ -385,7 +670,8 @@ class LogDiagnoser:
         self.requested_quant = requested_quant.lower() if requested_quant else None
         self._kernel_log = kernel_log if kernel_log is not None else read_kernel_oom_lines
         self._kernel_text: str | bool | None = False  # False: not read yet
-        self._memo: dict[str, _LineInfo | None] = {}
+        self._memo: dict[str, _LineInfo | None] = {}  # non-ASCII lines, by their text
+        self._masks: dict[bytes, object] = {}  # ASCII lines, by their digit mask (see _mask_entry)
         self.lines = 0
         self._current: str | None = None
         self._furthest = -1
@@ -417,48 +703,84 @@ class LogDiagnoser:
     def feed(self, line: str) -> LineTag:
         """Take one line of output (with or without its newline) and say what it is."""
         text = line if line.isprintable() else clean_line(line)
-        info = self._memo.get(text, _MISSING)
-        if info is _MISSING:
-            info = _analyze(text)
-            if len(self._memo) >= _MEMO_LIMIT:
-                self._memo.clear()
-            self._memo[text] = info
+        entry: object = _EACH_LINE
+        if text.isascii():
+            key = text.encode("ascii").translate(_DIGIT_MASK)
+            entry = self._masks.get(key)
+            if entry is None:
+                entry = self._new_mask(key, text)
+        if entry.__class__ is _LineInfo or entry is _NO_INFO:
+            info = _resolve(entry, text)
+        else:
+            # Digit-dependent or non-ASCII lines: by their exact text (repeats pay once).
+            info = self._memo.get(text, _MISSING)  # type: ignore[assignment]
+            if info is _MISSING:
+                info = _resolve(entry, text)
+                if len(self._memo) >= _MEMO_LIMIT:
+                    self._memo.clear()
+                self._memo[text] = info
         self.lines += 1
-        if info is None or self._is_noop(info):  # type: ignore[arg-type]
+        if info is None or self._is_noop(info):
             self._after_frame = False
             return LineTag(self.lines, self._current, "info", False)
-        severity, first = self._step(self.lines, text, info)  # type: ignore[arg-type]
+        severity, first = self._step(self.lines, text, info)
         return LineTag(self.lines, self._current, severity, first)
+
+    def _new_mask(self, key: bytes, text: str) -> object:
+        entry = _mask_entry(key.decode("ascii"), text)
+        if len(self._masks) >= _MEMO_LIMIT:
+            self._masks.clear()
+        self._masks[key] = entry
+        return entry
 
     def feed_lines(self, lines: Iterable[str]) -> None:
         for line in lines:
             self.feed(line)
 
     def _feed_raw_stream(self, stream: BinaryIO) -> None:
-        """The fast path for files: bytes lines, one analysis per distinct line, no LineTag objects."""
-        memo: dict[bytes, tuple[str, _LineInfo] | None] = {}
+        """The fast path for files: bytes lines memoized by their digit mask, no LineTag objects."""
+        masks = self._masks
+        exact_memo: dict[bytes, tuple[str, _LineInfo | None]] = {}
         step = self._step
         is_noop = self._is_noop
         number = self.lines
         for batch in iter_raw_line_batches(stream):
-            for raw in batch:
+            # One translate for the whole batch: each line's mask, the memo key.
+            keys = b"\n".join(batch).translate(_DIGIT_MASK).split(b"\n")
+            for raw, key in zip(batch, keys, strict=True):
                 number += 1
-                entry = memo.get(raw, _MISSING)
-                if entry is _MISSING:
-                    text = clean_bytes_line(raw)
-                    info = _analyze(text)
-                    entry = (text, info) if info is not None else None
-                    if len(memo) >= _MEMO_LIMIT:
-                        memo.clear()
-                    memo[raw] = entry
+                entry = masks.get(key)
                 if entry is None:
+                    if _DIRTY_BYTES_RE.search(key) is not None:
+                        entry = _DIRTY
+                        if len(masks) >= _MEMO_LIMIT:
+                            masks.clear()
+                        masks[key] = entry
+                    else:
+                        entry = self._new_mask(key, raw.decode("ascii"))
+                if entry is _NO_INFO:
                     self._after_frame = False
                     continue
-                info = entry[1]  # type: ignore[index]
-                if info.simple and is_noop(info):
+                if entry.__class__ is _LineInfo:
+                    if entry.simple and is_noop(entry):  # type: ignore[attr-defined]
+                        self._after_frame = False
+                        continue
+                    step(number, raw.decode("ascii"), entry)  # type: ignore[arg-type]
+                    continue
+                # Lines whose analysis depends on their digits (or on cleaning): by their exact bytes,
+                # so a log that repeats such lines verbatim pays once per distinct line.
+                known = exact_memo.get(raw)
+                if known is None:
+                    text = clean_bytes_line(raw) if entry is _DIRTY else raw.decode("ascii")
+                    known = (text, _resolve(entry, text) if entry is not _DIRTY else _analyze(text))
+                    if len(exact_memo) >= _MEMO_LIMIT:
+                        exact_memo.clear()
+                    exact_memo[raw] = known
+                text, info = known
+                if info is None or (info.simple and is_noop(info)):
                     self._after_frame = False
                     continue
-                step(number, entry[0], info)  # type: ignore[index]
+                step(number, text, info)
         self.lines = number
 
     def note_exit(self, returncode: int | None) -> None:
