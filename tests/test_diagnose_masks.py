@@ -1,0 +1,111 @@
+"""The digit-mask memo gives the verdict the line-by-line analysis gives, on logs whose lines differ.
+
+Real server logs prefix every line with a timestamp and carry ids, token counts and timings, so no two
+lines are equal; the log engine memoizes lines by their digit mask. Here every corpus log is rewritten
+with unique prefixes and varied numbers, and read three ways: the file path, the live `feed` path, and
+the reference where every line is analysed on its own text (the mask memo switched off).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from vramtui.core import diagnose
+from vramtui.core.diagnose import LogDiagnoser, diagnose_file, diagnose_lines
+
+DATA = Path(__file__).parent / "data"
+_DIGITS = re.compile(r"\d+")
+
+
+def _logs() -> dict[str, str]:
+    logs: dict[str, str] = {}
+    for row in (DATA / "corpus.jsonl").read_text().splitlines():
+        if row.strip():
+            case = json.loads(row)
+            logs[case["id"]] = case["log"]
+    for path in sorted((DATA / "logs").glob("*.log")):
+        logs[path.name] = path.read_text(errors="replace")
+    return logs
+
+
+LOGS = _logs()
+
+
+def _unique(text: str, seed: int, vary_numbers: bool) -> str:
+    rng = random.Random(seed)
+    prefixes = ("{a}.{b:02d}.{c:03d}.{d:03d} I ", "INFO 11-{b:02d} 18:{b:02d}:{a:02d} [engine.py:{c}] ", "")
+    out = []
+    for number, line in enumerate(text.split("\n")):
+        if vary_numbers:
+            line = _DIGITS.sub(lambda m: str(rng.randrange(10 ** len(m.group()))).zfill(len(m.group())), line)
+        prefix = prefixes[number % 3].format(
+            a=number % 60, b=number % 97, c=rng.randrange(1000), d=number % 1000
+        )
+        out.append(prefix + line)
+    # Repeat the log twice so that masks are met again with other digits.
+    return "\n".join(out + out[::-1]) + "\n"
+
+
+def _per_line(monkeypatch: pytest.MonkeyPatch, lines: list[str]) -> tuple[dict, list]:
+    with monkeypatch.context() as patch:
+        patch.setattr(diagnose, "_mask_entry", lambda masked, text: diagnose._EACH_LINE)
+        diagnoser = LogDiagnoser(kernel_log=lambda: None)
+        tags = [diagnoser.feed(line) for line in lines]
+        return asdict(diagnoser.result()), tags
+
+
+@pytest.mark.parametrize("name", sorted(LOGS))
+@pytest.mark.parametrize("vary_numbers", [False, True])
+def test_mask_memo_agrees_with_per_line_analysis(
+    name: str, vary_numbers: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = _unique(LOGS[name], seed=len(name), vary_numbers=vary_numbers)
+    lines = text.split("\n")[:-1]
+    expected, expected_tags = _per_line(monkeypatch, lines)
+    path = tmp_path / "unique.log"
+    path.write_text(text)
+    assert asdict(diagnose_file(path, kernel_log=lambda: None)) == expected
+    diagnoser = LogDiagnoser(kernel_log=lambda: None)
+    assert [diagnoser.feed(line) for line in lines] == expected_tags
+    assert asdict(diagnoser.result()) == expected
+
+
+def test_digits_that_matter_are_read_from_each_line(tmp_path: Path) -> None:
+    # Same mask, different meaning: exit code 137 is the OOM killer, 139 is not; figures differ by line.
+    lines = [
+        "llama_kv_cache:      CUDA0 KV buffer size =   256.00 MiB",
+        "llama_kv_cache:      CUDA1 KV buffer size =   512.00 MiB",
+        "worker exited with code 139",
+        "worker exited with code 137",
+    ]
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(lines) + "\n")
+    by_file = diagnose_file(path, kernel_log=lambda: None)
+    by_feed = diagnose_lines(lines, kernel_log=lambda: None)
+    assert by_file.to_dict() == by_feed.to_dict()
+    assert by_file.failure == "host_oom_killed" and by_file.first_error_line == 4
+    figures = {
+        key: value for key, value in by_file.engine_figures.items() if key.endswith((".CUDA0", ".CUDA1"))
+    }
+    assert sorted(figures.values()) == [256 * 2**20, 512 * 2**20]
+
+
+def test_masked_regex_matches_the_mask_of_what_the_rule_matches() -> None:
+    for check in diagnose._DIGIT_CHECKS:
+        if check.regex is None or check.masked_regex is None:
+            continue
+        for sample in (
+            "exit code 137",
+            "exited with status 137",
+            "get failed (401)",
+            "error: 0",
+            "error: 12",
+        ):
+            if check.regex.search(sample):
+                assert check.masked_regex.search(diagnose._mask(sample)), (check.anchor, sample)
