@@ -28,9 +28,9 @@ FIRST_FRAME_CHILD = textwrap.dedent(
     import sys, time
     from vramtui.tui.app import VramtuiApp
 
+    # Textual calls every on_mount along the class chain: no super() call, or the app mounts twice.
     class Timed(VramtuiApp):
         def on_mount(self) -> None:
-            super().on_mount()
             self.call_after_refresh(self._first_frame)
 
         def _first_frame(self) -> None:
@@ -51,7 +51,6 @@ IDLE_CHILD = textwrap.dedent(
 
     class Idle(VramtuiApp):
         def on_mount(self) -> None:
-            super().on_mount()
             self.set_timer(seconds, lambda: self.exit(0))
 
     app = Idle(live_sampling=True, sample_interval_s=0.1, remember=False)
@@ -71,7 +70,6 @@ FLOOD_CHILD = textwrap.dedent(
 
     class Flood(VramtuiApp):
         def on_mount(self) -> None:
-            super().on_mount()
             self.gaps = []
             self.last_tick = time.perf_counter()
             self.set_interval(0.02, self.tick)
@@ -104,6 +102,64 @@ FLOOD_CHILD = textwrap.dedent(
     print(f"FLOOD {elapsed:.3f} {app.pushed - app.started:.3f} {gaps[len(gaps) // 2]:.4f} {gaps[int(len(gaps) * 0.99)]:.4f} {gaps[-1]:.4f}")
     """
 )
+
+REPLAY_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from vramtui.tui.app import VramtuiApp
+
+    class Replay(VramtuiApp):
+        def on_mount(self) -> None:
+            self.set_interval(0.01, self.check)
+
+        def check(self) -> None:
+            memory = self.query_one("#memory")
+            if memory.state.count and memory.state.latest is not None:
+                self.call_after_refresh(self.shown)
+
+        def shown(self) -> None:
+            memory = self.query_one("#memory")
+            peak = max(s.history.peak or 0 for s in memory.state.series.values())
+            print(f"CURVE {time.time():.6f} {memory.state.count} {peak / 2**20:.0f}", flush=True)
+            self.exit(0)
+
+    Replay(replay_csv=sys.argv[1], live_sampling=False, remember=False).run(headless=True, size=(200, 50))
+    """
+)
+
+
+def replay_week(runs: int) -> None:
+    """Time from process start to the first frame that shows a week-long replayed curve."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_replay import ROWS, write_week
+
+    env = {**os.environ, "VRAMTUI_CONFIG_DIR": tempfile.mkdtemp(prefix="vramtui-bench-")}
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "week.csv"
+        write_week(path)
+        times = []
+        for _ in range(runs):
+            start = time.time()
+            proc = subprocess.run(
+                [sys.executable, "-c", REPLAY_CHILD, str(path)],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=300,
+                check=False,
+            )
+            line = next((x for x in proc.stdout.splitlines() if x.startswith("CURVE ")), None)
+            if line is None:
+                print("replay: the curve never showed:", proc.stderr.strip()[-500:])
+                return
+            _, stamp, count, peak = line.split()
+            times.append(float(stamp) - start)
+        times.sort()
+        print(
+            f"--replay of a week-long CSV ({ROWS:,} rows at 1 Hz, {path.stat().st_size / 2**20:.0f} MiB): "
+            f"process start -> first frame with the curve: median {times[len(times) // 2]:.2f} s, "
+            f"best {times[0]:.2f} s ({count} rows in, peak {peak} MiB)"
+        )
 
 
 def log_flood(total: int) -> None:
@@ -214,12 +270,18 @@ def main() -> None:
     parser.add_argument(
         "--flood-lines", type=int, default=200_000, help="lines for the log flood (default 200000)"
     )
+    parser.add_argument("--replay-runs", type=int, default=3, help="week-long replay runs (default 3)")
+    parser.add_argument("--only", choices=("replay",), help="run one case only")
     args = parser.parse_args()
     print(f"vramtui TUI benchmark on {os.cpu_count()} CPU(s), Python {sys.version.split()[0]}")
+    if args.only == "replay":
+        replay_week(args.replay_runs)
+        return
     first_frame(args.runs)
     idle_headless(args.seconds)
     idle_tmux(args.seconds)
     log_flood(args.flood_lines)
+    replay_week(args.replay_runs)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from textual.widget import Widget
 
 from vramtui.core.units import MIB, format_bytes
 from vramtui.tui.graph import MemoryGraph
-from vramtui.tui.memory_state import MemoryState
+from vramtui.tui.memory_state import MemoryState, gpu_key, gpu_label
 from vramtui.tui.palette import theme_style
 from vramtui.tui.pane import Pane
 
@@ -73,9 +73,10 @@ class GpuFound(Message):
 
 
 class ReplayLoaded(Message):
-    def __init__(self, samples: list[Any], status: str) -> None:
+    """A recorded CSV is in the memory state (or could not be read: `status` says why)."""
+
+    def __init__(self, status: str) -> None:
         super().__init__()
-        self.samples = samples
         self.status = status
 
 
@@ -136,15 +137,15 @@ class MemoryPane(Pane, can_focus=True):
         from vramtui.core.sampling import ReplaySource
 
         try:
-            source = ReplaySource(path)
-            samples, status = source.samples(), source.status().message
+            source = ReplaySource(path)  # reads the CSV into columns; no Sample per row
+            self.state.ingest_recorded(source.data)
+            status = source.status().message
         except Exception as error:  # a bad CSV is a message in the pane, never a crash
-            samples, status = [], f"cannot replay {path}: {error}"
-        self.post_message(ReplayLoaded(samples, status))
+            status = f"cannot replay {path}: {error}"
+        self.post_message(ReplayLoaded(status))
 
     @on(ReplayLoaded)
     def _replay_loaded(self, message: ReplayLoaded) -> None:
-        self.state.ingest_many(message.samples)
         self.source_notes.append(message.status)
         self.repaint(force=True)
 
@@ -237,8 +238,8 @@ class MemoryPane(Pane, can_focus=True):
                 extra = f" {gpu.error}"
             rows.append(
                 (
-                    f"gpu:{gpu.index}",
-                    f"GPU{gpu.index} {short_gpu_name(gpu.name)}",
+                    gpu_key(gpu.index, gpu.mig_index),
+                    gpu_label(gpu.index, gpu.mig_index, short_gpu_name(gpu.name)),
                     gpu.used_bytes,
                     gpu.total_bytes,
                     extra,
