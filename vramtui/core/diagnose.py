@@ -531,9 +531,58 @@ def _build_digit_checks() -> tuple[_DigitCheck, ...]:
 
 
 _DIGIT_CHECKS = _build_digit_checks()
+# Figure rules whose regex tells digits apart: their groups are found again on every line.
+_DIGIT_FIGURES = frozenset(
+    id(rule)
+    for rule in ls.FIGURE_RULES
+    if rule.regex is not None
+    and _tells_digits_apart(_sre_parser.parse(rule.regex.pattern, rule.regex.flags).data)
+)
 # Digit-holding prefilter words: one can decide whether a line is analysed at all (its only word).
 _MASKED_DIGIT_KEYS = frozenset(_mask(key) for key in _KEYS if _DIGIT_RE.search(key))
 _PLAIN_KEYS = frozenset(key for key in _KEYS if not _DIGIT_RE.search(key))
+
+
+class _Known:
+    """One analysis of a mask (for one outcome of its digit checks), and its figures by their text."""
+
+    __slots__ = ("by_figures", "figure_rules", "info", "spans")
+
+    def __init__(self, text: str, info: _LineInfo | None, figure_rules: tuple[ls.FigureRule, ...]) -> None:
+        self.info = info
+        self.figure_rules = figure_rules
+        # A regex that treats all digits alike matches every line of one mask at the same places, so
+        # the figures of a line are a function of the text in the groups it matched there.
+        self.spans = _figure_spans(text, figure_rules) if figure_rules and info is not None else None
+        self.by_figures: dict[tuple[str, ...], _LineInfo] = {}
+
+    def for_line(self, text: str) -> _LineInfo | None:
+        info = self.info
+        if not self.figure_rules or info is None:
+            return info
+        spans = self.spans
+        key = tuple(text[start:end] for start, end in spans) if spans is not None else None
+        if key is not None:
+            known = self.by_figures.get(key)
+            if known is not None:
+                return known
+        figures, _ = _extract_figures(text, self.figure_rules)
+        line_info = replace(info, figures=tuple(figures))
+        if key is not None and len(self.by_figures) < 256:
+            self.by_figures[key] = line_info
+        return line_info
+
+
+def _figure_spans(text: str, figure_rules: tuple[ls.FigureRule, ...]) -> tuple[tuple[int, int], ...] | None:
+    spans: list[tuple[int, int]] = []
+    for figure in figure_rules:
+        if id(figure) in _DIGIT_FIGURES or figure.regex is None:
+            return None
+        match = figure.regex.search(text)
+        if match is None:
+            return None
+        spans.extend(match.span(name) for name in figure.regex.groupindex)
+    return tuple(spans)
 
 
 class _ByDigits:
@@ -543,7 +592,7 @@ class _ByDigits:
 
     def __init__(self, checks: tuple[_DigitCheck, ...]) -> None:
         self.checks = checks
-        self.found: dict[tuple[bool, ...], tuple[_LineInfo | None, tuple[ls.FigureRule, ...]]] = {}
+        self.found: dict[tuple[bool, ...], _Known] = {}
 
     def info(self, text: str) -> _LineInfo | None:
         if self.checks:
@@ -553,15 +602,11 @@ class _ByDigits:
             outcome = ()
         known = self.found.get(outcome)
         if known is None:
-            known = _analyze_detail(text)
+            known = _Known(text, *_analyze_detail(text))
             if len(self.found) < 64:
                 self.found[outcome] = known
-            return known[0]
-        info, figure_rules = known
-        if figure_rules and info is not None:
-            figures, _ = _extract_figures(text, figure_rules)
-            return replace(info, figures=tuple(figures))
-        return info
+            return known.info
+        return known.for_line(text)
 
 
 class _EachLine:
@@ -595,7 +640,7 @@ def _mask_entry(masked_text: str, text: str) -> object:
         return _NO_INFO if info is None else info
     entry = _ByDigits(checks)
     if not checks:
-        entry.found[()] = (info, figure_rules)
+        entry.found[()] = _Known(text, info, figure_rules)
     return entry
 
 
