@@ -66,6 +66,7 @@ FLOOD_CHILD = textwrap.dedent(
     from vramtui.tui.app import VramtuiApp
 
     total = int(sys.argv[1])
+    tagged = sys.argv[2] == "tagged"  # a launched model's lines arrive tagged by the server's log engine
     line = "slot update_slots: id  0 | task 7 | prompt processing progress, n_past = 2048, n_tokens = 512 #"
 
     class Flood(VramtuiApp):
@@ -85,12 +86,18 @@ FLOOD_CHILD = textwrap.dedent(
                 self.exit(0)
 
         def start_flood(self) -> None:
-            feed = self.query_one("#log").open_stream("flood")
+            feed = self.query_one("#log").open_stream("flood", tagged=tagged)
             self.started = time.perf_counter()
 
             def push() -> None:
-                for i in range(total):
-                    feed.push(line + str(i))
+                if tagged:
+                    from vramtui.core.launcher import LogLine
+
+                    for i in range(total):
+                        feed.push_tagged(LogLine(time.time(), line + str(i), "inference", "info"))
+                else:
+                    for i in range(total):
+                        feed.push(line + str(i))
                 self.pushed = time.perf_counter()
 
             threading.Thread(target=push, daemon=True).start()
@@ -162,10 +169,12 @@ def replay_week(runs: int) -> None:
         )
 
 
-def log_flood(total: int) -> None:
+def log_flood(total: int, mode: str = "text") -> None:
+    """`text`: plain lines the pane's feed tags itself (`--log FILE`); `tagged`: a launched server's
+    lines, already tagged by its own log engine."""
     env = {**os.environ, "VRAMTUI_CONFIG_DIR": tempfile.mkdtemp(prefix="vramtui-bench-")}
     proc = subprocess.run(
-        [sys.executable, "-c", FLOOD_CHILD, str(total)],
+        [sys.executable, "-c", FLOOD_CHILD, str(total), mode],
         capture_output=True,
         text=True,
         env=env,
@@ -178,7 +187,7 @@ def log_flood(total: int) -> None:
         return
     _, elapsed, pushed, median, p99, worst = (float(x) if i else x for i, x in enumerate(line.split()))
     print(
-        f"log flood: {total:,} lines pushed by a server thread in {pushed:.2f} s, all tagged and shown in "
+        f"log flood ({mode}): {total:,} lines pushed by a server thread in {pushed:.2f} s, all shown in "
         f"{elapsed:.2f} s ({total / elapsed:,.0f} lines/s); UI timer (20 ms) gaps meanwhile: median "
         f"{median * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, worst {worst * 1000:.0f} ms"
     )
@@ -271,16 +280,21 @@ def main() -> None:
         "--flood-lines", type=int, default=200_000, help="lines for the log flood (default 200000)"
     )
     parser.add_argument("--replay-runs", type=int, default=3, help="week-long replay runs (default 3)")
-    parser.add_argument("--only", choices=("replay",), help="run one case only")
+    parser.add_argument("--only", choices=("replay", "flood"), help="run one case only")
     args = parser.parse_args()
     print(f"vramtui TUI benchmark on {os.cpu_count()} CPU(s), Python {sys.version.split()[0]}")
     if args.only == "replay":
         replay_week(args.replay_runs)
         return
+    if args.only == "flood":
+        log_flood(args.flood_lines)
+        log_flood(args.flood_lines, "tagged")
+        return
     first_frame(args.runs)
     idle_headless(args.seconds)
     idle_tmux(args.seconds)
     log_flood(args.flood_lines)
+    log_flood(args.flood_lines, "tagged")
     replay_week(args.replay_runs)
 
 

@@ -179,3 +179,40 @@ async def test_skipping_a_proposal_asks_for_another_rung_without_a_relaunch() ->
         assert wizard.driver.wizard.skipped == [skipped]
         lines = wizard.driver.wizard.record_path.read_text().splitlines()
         assert any('"type": "skip"' in line and f'"param": "{skipped.param}"' in line for line in lines)
+
+
+async def test_a_launched_models_log_pane_shows_the_servers_own_tags_and_diagnosis(
+    tiny_gguf: Path, tmp_path: Path
+) -> None:
+    """One log engine per run: the pane shows the lines as the server's engine tagged them and that
+    engine's diagnosis (a real failure: the KV cache does not fit the budget), the first error where
+    the server's engine found it, past the app's own notes."""
+    from vramtui.tui.logview import display_text
+
+    folder = tmp_path / "profile"
+    folder.mkdir()
+    shutil.copy(tiny_gguf, folder / "tiny.gguf")
+    profile = shutil.copy(PROFILES / "tiny-kv-too-big.toml", folder / "tiny-kv-too-big.toml")
+    app = VramtuiApp(profile_path=str(profile), live_sampling=False, remember=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        log = app.query_one(LogPane)
+        await wait_for(pilot, lambda: app.session is not None and app.session.state == "exited", timeout_s=90)
+        await wait_for(pilot, lambda: log.finished, timeout_s=30)
+        server = app.session.server
+        assert log.feed is not None and log.feed.diagnoser is None  # no second log engine in the pane
+        theirs = server.diagnosis()
+        assert theirs.failed and theirs.failure_stage == "kv_cache"
+        assert log.diagnosis.to_dict() == theirs.to_dict()
+
+        view = log.view
+        ours = [line for line in view.lines if not line.text.startswith("vramtui: ")]
+        served = [line for line in server.lines if not line.text.startswith("vramtui: ")]
+        assert len(view.lines) > len(ours)  # the app's own note is there, untagged
+        assert [(line.text, line.stage, line.severity) for line in ours] == [
+            (display_text(line.text), line.stage, line.severity) for line in served
+        ]
+        # The first error: the line the server's engine numbered, found past the app's note.
+        assert view.first_error is not None
+        assert view.lines[view.first_error].text == display_text(served[theirs.first_error_line - 1].text)
+        assert view.lines[view.first_error].severity == "error"
+        assert "FAILED" in screen_text(app)

@@ -21,14 +21,22 @@ from vramtui.tui.themes import STAGES, stage_variable
 
 
 class LogBatch(Message):
-    """Lines tagged in a feed's thread, with the diagnosis so far."""
+    """Tagged lines from a feed's thread, with the diagnosis so far and where its first error is."""
 
-    def __init__(self, generation: int, lines: list[LogLine], diagnosis: Any, finished: bool) -> None:
+    def __init__(
+        self,
+        generation: int,
+        lines: list[LogLine],
+        diagnosis: Any,
+        finished: bool,
+        first_error: int | None = None,
+    ) -> None:
         super().__init__()
         self.generation = generation
         self.lines = lines
         self.diagnosis = diagnosis
         self.finished = finished
+        self.first_error = first_error  # the view index of the diagnosis' first error line
 
 
 def diagnosis_text(pane: Pane, diagnosis: Any, source: str, line_count: int, *, max_advice: int) -> Text:
@@ -131,7 +139,7 @@ class LogPane(Pane):
 
     # -- sources ----------------------------------------------------------------------------------
 
-    def _new_feed(self, label: str, backend: str | None = None) -> LogFeed:
+    def _new_feed(self, label: str, backend: str | None = None, *, tagged: bool = False) -> LogFeed:
         if self.feed is not None:
             self.feed.stop()
         self.generation += 1
@@ -143,10 +151,10 @@ class LogPane(Pane):
         self.source_label = label
         self.border_subtitle = label
 
-        def deliver(lines: list[LogLine], diagnosis: Any, finished: bool) -> None:
-            self.post_message(LogBatch(generation, lines, diagnosis, finished))
+        def deliver(lines: list[LogLine], diagnosis: Any, finished: bool, first_error: int | None) -> None:
+            self.post_message(LogBatch(generation, lines, diagnosis, finished, first_error))
 
-        self.feed = LogFeed(deliver, backend=backend)
+        self.feed = LogFeed(deliver, backend=backend, tagged=tagged)
         self.show_diagnosis()
         return self.feed
 
@@ -167,9 +175,13 @@ class LogPane(Pane):
 
         threading.Thread(target=run, name="vramtui-log-file", daemon=True).start()
 
-    def open_stream(self, label: str, backend: str | None = None) -> LogFeed:
-        """A live feed: the caller pushes lines (from any thread) and calls `end()` when done."""
-        feed = self._new_feed(label, backend)
+    def open_stream(self, label: str, backend: str | None = None, *, tagged: bool = False) -> LogFeed:
+        """A live feed: the caller pushes lines (from any thread) and calls `end()` when done.
+
+        `tagged=True` for a launched model: the caller passes the server's tagged lines to
+        `feed.push_tagged` and the server to `feed.follow_server`; the pane shows that server's diagnosis.
+        """
+        feed = self._new_feed(label, backend, tagged=tagged)
         self._run_queue(feed)
         return feed
 
@@ -195,9 +207,9 @@ class LogPane(Pane):
             self.diagnosis = diagnosis
             view.failure_stage = diagnosis.failure_stage if diagnosis.failed else None
             # The diagnosis may settle on the first error after more lines came (a traceback's cause):
-            # its line number is the authority, and view lines are fed lines one to one.
-            if diagnosis.first_error_line:
-                view.first_error = diagnosis.first_error_line - 1
+            # its line number is the authority; the feed maps it past the lines it did not number.
+            if message.first_error is not None:
+                view.first_error = message.first_error
         self.finished = message.finished
         self.show_diagnosis()
 

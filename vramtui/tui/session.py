@@ -80,7 +80,8 @@ class ModelSession:
         self._generation += 1
         log_pane = self.app.query_one("#log")
         label = f"{getattr(self.profile, 'backend', '')} {getattr(self.profile, 'label', '')}".strip()
-        feed = log_pane.open_stream(label, backend=getattr(self.profile, "backend", None))  # type: ignore[attr-defined]
+        # The server's own log engine tags the lines and diagnoses the run: the pane shows that.
+        feed = log_pane.open_stream(label, backend=getattr(self.profile, "backend", None), tagged=True)  # type: ignore[attr-defined]
         threading.Thread(
             target=self._run, args=(feed, self._generation), name="vramtui-model", daemon=True
         ).start()
@@ -96,7 +97,8 @@ class ModelSession:
             self.app.post_message(SessionState(self.state, self.pid, event))
 
         try:
-            server = ModelServer(self.profile, on_line=feed.push, on_event=on_event)
+            server = ModelServer(self.profile, on_log_line=feed.push_tagged, on_event=on_event)
+            feed.follow_server(server)
             with self._lock:
                 self.server = server
             self._post("starting")
@@ -111,6 +113,9 @@ class ModelSession:
             returncode = server.proc.wait()
             stopped = server.stopped_by_us or generation != self._generation
             if not stopped:
+                # It ended on its own: stop() reaps what is left of its group and tells the server's log
+                # engine how it exited (137 with no error text: the OOM killer).
+                server.stop()
                 self.returncode = returncode
                 self._post("exited")
             # A stop we asked for is not a crash: the log engine must not read 137 as the OOM killer.

@@ -1,8 +1,13 @@
-"""Feeding log lines to the log pane from a thread: tag each line with the log engine, post in batches.
+"""Feeding log lines to the log pane from a thread: tagged lines, posted in batches.
 
 A server can print thousands of lines a second and a saved log can hold millions; posting one message
-per line would swamp the UI. The feed tags lines in its own thread and hands them over in batches at
-most every `budget_s` seconds (or every `max_batch` lines), each with the diagnosis so far.
+per line would swamp the UI. The feed works in its own thread and hands lines over in batches at most
+every `budget_s` seconds (or every `max_batch` lines), each with the diagnosis so far.
+
+Two sources of tags: a file (`--log FILE`) is read by the feed's own `LogDiagnoser`; a model server
+the app launched already runs one (`core.launcher.ModelServer`), so its lines arrive tagged
+(`push_tagged`) and the pane shows that server's diagnosis — one log engine per run, never two that
+could disagree.
 """
 
 from __future__ import annotations
@@ -16,14 +21,24 @@ from typing import Any
 
 from vramtui.tui.logview import LogLine, display_text
 
-# Called from the feed's thread with (new lines, diagnosis so far, finished?).
-Deliver = Callable[[list[LogLine], Any, bool], None]
+# Called from the feed's thread with (new lines, diagnosis so far, finished?, view index of the
+# diagnosis' first error line or None).
+Deliver = Callable[[list[LogLine], Any, bool, int | None], None]
 
 _END = object()
 
+# The launcher writes its own notes into a run's log ("vramtui: not ready after ...") without feeding
+# them to its log engine: they have no line number there.
+LAUNCHER_NOTE = "vramtui: "
+
 
 class LogFeed:
-    """Tags lines with a streaming `LogDiagnoser` and delivers them in time-budgeted batches."""
+    """Delivers tagged lines in time-budgeted batches.
+
+    `tagged=False`: lines are plain text, tagged here by a streaming `LogDiagnoser`.
+    `tagged=True`: lines come from a `ModelServer` already tagged (`push_tagged`), the diagnosis is the
+    server's (`follow_server`); plain text pushed meanwhile is our own note, shown untagged.
+    """
 
     def __init__(
         self,
@@ -32,10 +47,16 @@ class LogFeed:
         backend: str | None = None,
         budget_s: float = 0.05,
         max_batch: int = 20000,
+        tagged: bool = False,
     ) -> None:
-        from vramtui.core.diagnose import LogDiagnoser
+        self.diagnoser: Any = None
+        if not tagged:
+            from vramtui.core.diagnose import LogDiagnoser
 
-        self.diagnoser = LogDiagnoser(backend=backend)
+            self.diagnoser = LogDiagnoser(backend=backend)
+        self.server: Any = None  # the ModelServer whose diagnosis a tagged feed shows
+        # View positions of lines the log engine did not read (our notes): line numbers map past them.
+        self._unnumbered: list[int] = []
         self._deliver = deliver
         self._budget_s = budget_s
         self._max_batch = max_batch
@@ -51,6 +72,14 @@ class LogFeed:
     def push(self, line: str) -> None:
         self._queue.put(line)
 
+    def push_tagged(self, record: Any) -> None:
+        """A `core.launcher.LogLine` (t, text, stage, severity): the server's log engine tagged it."""
+        self._queue.put(record)
+
+    def follow_server(self, server: Any) -> None:
+        """Show this server's diagnosis (its own log engine read every line it printed)."""
+        self.server = server
+
     def end(self, returncode: int | None = None) -> None:
         """The source ended (the process exited with `returncode`)."""
         self._queue.put((_END, returncode))
@@ -62,9 +91,12 @@ class LogFeed:
     # -- the feed's own thread --------------------------------------------------------------------
 
     def _take(self, raw: str) -> None:
+        if self.diagnoser is None:  # our own note beside a server's lines: no tag, no line number
+            self._unnumbered.append(self.line_count)
+            self._add(LogLine(text=display_text(raw)))
+            return
         tag = self.diagnoser.feed(raw)
-        self.line_count += 1
-        self._pending.append(
+        self._add(
             LogLine(
                 text=display_text(raw),
                 stage=getattr(tag, "stage", None),
@@ -72,14 +104,42 @@ class LogFeed:
                 is_first_error=bool(getattr(tag, "is_first_error", False)),
             )
         )
+
+    def _take_tagged(self, record: Any) -> None:
+        text = str(record.text)
+        if text.startswith(LAUNCHER_NOTE):
+            self._unnumbered.append(self.line_count)
+        self._add(LogLine(text=display_text(text), stage=record.stage, severity=record.severity))
+
+    def _add(self, line: LogLine) -> None:
+        self.line_count += 1
+        self._pending.append(line)
         if len(self._pending) >= self._max_batch or time.monotonic() - self._last_flush >= self._budget_s:
             self._flush(False)
+
+    def diagnosis(self) -> Any:
+        """The diagnosis so far: the server's for a tagged feed, else this feed's own."""
+        if self.diagnoser is not None:
+            return self.diagnoser.result()
+        server = self.server
+        return None if server is None else server.diagnosis()
+
+    def view_index(self, number: int) -> int:
+        """Where the log engine's line `number` (1-based) sits in the view, past our own notes."""
+        index = number - 1
+        for position in self._unnumbered:
+            if position > index:
+                break
+            index += 1
+        return index
 
     def _flush(self, finished: bool) -> None:
         lines, self._pending = self._pending, []
         self._last_flush = time.monotonic()
         if lines or finished:
-            self._deliver(lines, self.diagnoser.result(), finished)
+            diagnosis = self.diagnosis()
+            number = getattr(diagnosis, "first_error_line", None)
+            self._deliver(lines, diagnosis, finished, self.view_index(number) if number else None)
 
     def run_queue(self) -> None:
         """Drain pushed lines until `end()`/`stop()`; blocks, so call it in a thread worker."""
@@ -91,11 +151,15 @@ class LogFeed:
                 if self._pending:
                     self._flush(False)
                 continue
-            if isinstance(item, tuple) and item and item[0] is _END:
+            if isinstance(item, str):
+                self._take(item)
+            elif isinstance(item, tuple) and item and item[0] is _END:
                 self.returncode = item[1]
-                self.diagnoser.note_exit(self.returncode)
+                if self.diagnoser is not None:  # a server's log engine notes its own exit
+                    self.diagnoser.note_exit(self.returncode)
                 break
-            self._take(str(item))
+            else:
+                self._take_tagged(item)
         self._flush(True)
 
     def run_file(self, path: Path, *, follow: bool = True, poll_s: float = 0.25) -> None:

@@ -116,18 +116,19 @@ class WizardDriver:
         log_pane = self.app.query_one("#log")
         label = f"wizard step {len(self.wizard.steps)}: {profile.label}"
         self.app.call_from_thread(self.app.follow_profile, profile)  # type: ignore[attr-defined]
-        feed = self.app.call_from_thread(log_pane.open_stream, label, profile.backend)  # type: ignore[attr-defined]
+        feed = self.app.call_from_thread(log_pane.open_stream, label, profile.backend, tagged=True)  # type: ignore[attr-defined]
         memory = self.app.query_one("#memory")
 
         def started(server: Any) -> None:
             self.server = server
+            feed.follow_server(server)  # the pane shows this attempt's own diagnosis
             feed.push("vramtui: launched " + " ".join(server.command))
             self.app.call_from_thread(self.app.watch_pid, server.pid)  # type: ignore[attr-defined]
 
         try:
             result = run_check(
                 profile,
-                on_line=feed.push,
+                on_log_line=feed.push_tagged,
                 on_event=memory.add_event,  # type: ignore[attr-defined]
                 on_start=started,
             )
