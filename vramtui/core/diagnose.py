@@ -789,6 +789,9 @@ class LogDiagnoser:
         step = self._step
         is_noop = self._is_noop
         number = self.lines
+        # Entries known to change nothing in the present state (a line with no rule, or the same stage
+        # again): skipped at the cost of one look-up until the next step changes the state.
+        quiet: dict[int, object] = {}
         for batch in iter_raw_line_batches(stream):
             # One translate for the whole batch: each line's mask, the memo key.
             keys = b"\n".join(batch).translate(_DIGIT_MASK).split(b"\n")
@@ -803,13 +806,18 @@ class LogDiagnoser:
                         masks[key] = entry
                     else:
                         entry = self._new_mask(key, raw.decode("ascii"))
+                elif id(entry) in quiet:
+                    continue
                 if entry is _NO_INFO:
                     self._after_frame = False
+                    quiet[id(entry)] = entry
                     continue
                 if entry.__class__ is _LineInfo:
                     if entry.simple and is_noop(entry):  # type: ignore[attr-defined]
                         self._after_frame = False
+                        quiet[id(entry)] = entry
                         continue
+                    quiet.clear()
                     step(number, raw.decode("ascii"), entry)  # type: ignore[arg-type]
                     continue
                 # Lines whose analysis depends on their digits (or on cleaning): by their exact bytes,
@@ -825,6 +833,7 @@ class LogDiagnoser:
                 if info is None or (info.simple and is_noop(info)):
                     self._after_frame = False
                     continue
+                quiet.clear()
                 step(number, text, info)
         self.lines = number
 
