@@ -98,10 +98,18 @@ def test_signal_to_the_app_stops_the_server_it_started(signum: int, tiny_gguf: P
         server_pgid = os.getpgid(server.pid)
         assert server_pgid != os.getpgid(app.pid)  # its own group: only vramtui's handler reaches it
 
+        seen = len(screen)
         app.send_signal(signum)
         returncode = app.wait(timeout=30)
-        # The handler stops the servers, then lets the signal do what it was going to do.
-        assert returncode == -signum
+        if signum == signal.SIGTERM:
+            # A kill from another shell: the servers go, then the app leaves the screen as the shell
+            # had it (out of the alternate screen) and exits 128 + 15.
+            assert returncode == 128 + signal.SIGTERM
+            reader.join(timeout=5)
+            assert b"\x1b[?1049l" in bytes(screen[seen:]), "the terminal was left in the app's screen"
+        else:
+            # The terminal is gone: the handler stops the servers, then vramtui dies of the signal.
+            assert returncode == -signum
 
         deadline = time.monotonic() + 10
         while _group_members(server_pgid) and time.monotonic() < deadline:

@@ -6,6 +6,9 @@ in threads that post messages; message handlers own the UI state.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -494,8 +497,42 @@ def run_app(
     app = VramtuiApp(
         profile_path=profile_path, log_file=log_file, replay_csv=replay_csv, demo=demo, theme=theme
     )
+    previous = _leave_cleanly_on_sigterm(app)
     try:
         result = app.run()
     finally:
+        signal.signal(signal.SIGTERM, previous)
         app.shutdown()
     return int(result or 0)
+
+
+def _leave_cleanly_on_sigterm(app: VramtuiApp) -> Any:
+    """SIGTERM (a kill from another shell): stop every server at once, then leave the screen the way
+    the shell had it (no raw mode, no alternate screen) and exit 143. A second SIGTERM, or one that
+    comes before the app runs, does what the exit handlers do: stop the servers and die of it."""
+    from vramtui.core.procs import kill_all_groups
+
+    previous = signal.getsignal(signal.SIGTERM)
+    asked = False
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        nonlocal asked
+        if not asked and app.is_running:
+            asked = True
+            kill_all_groups()
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            if loop is not None:
+                # Thread- and signal-safe: the app exits from its own loop, restoring the terminal.
+                loop.call_soon_threadsafe(app.exit, 128 + signum)
+                return
+        if callable(previous):
+            previous(signum, frame)
+            return
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    return previous
