@@ -104,7 +104,8 @@ def request_like(lines: list[str]) -> list[str]:
     picked = []
     for line in lines:
         info = _analyze(line)
-        if info is not None and info.stage == "inference" and info.error is None and _DIGITS_RE.search(line):
+        # A request line is a plain stage marker to the rules (not a traceback frame, not an error).
+        if info is not None and info.simple and info.stage == "inference" and _DIGITS_RE.search(line):
             picked.append(line)
     return picked
 
