@@ -205,14 +205,18 @@ async def test_a_launched_models_log_pane_shows_the_servers_own_tags_and_diagnos
         assert log.diagnosis.to_dict() == theirs.to_dict()
 
         view = log.view
-        ours = [line for line in view.lines if not line.text.startswith("vramtui: ")]
-        served = [line for line in server.lines if not line.text.startswith("vramtui: ")]
-        assert len(view.lines) > len(ours)  # the app's own note is there, untagged
-        assert [(line.text, line.stage, line.severity) for line in ours] == [
-            (display_text(line.text), line.stage, line.severity) for line in served
+        # The view: the app's own note first (untagged), then every line the server recorded, with
+        # the server's tags (its log engine read them all here: no budget watch or timeout notes).
+        note, *served = view.lines
+        assert note.text.startswith("vramtui: launching") and note.stage is None
+        assert [(line.text, line.stage, line.severity) for line in served] == [
+            (display_text(line.text), line.stage, line.severity) for line in server.lines
         ]
-        # The first error: the line the server's engine numbered, found past the app's note.
-        assert view.first_error is not None
-        assert view.lines[view.first_error].text == display_text(served[theirs.first_error_line - 1].text)
+        # The first error: the server's engine's line N, one further down in the view (past the note),
+        # and the header gives the number the gutter shows.
+        number = theirs.first_error_line
+        assert view.first_error == number  # index N: line N of the server is view line N + 1
+        assert view.lines[view.first_error].text == display_text(server.lines[number - 1].text)
         assert view.lines[view.first_error].severity == "error"
-        assert "FAILED" in screen_text(app)
+        text = screen_text(app)
+        assert "FAILED" in text and f"first error, line {number + 1} (key e)" in text

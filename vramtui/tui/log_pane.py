@@ -19,28 +19,34 @@ from vramtui.tui.pane import Pane
 from vramtui.tui.tail import LogFeed
 from vramtui.tui.themes import STAGES, stage_variable
 
+# How far past its own number a first error line may sit in the view (lines its engine did not read).
+FIRST_ERROR_SEARCH = 32
+
 
 class LogBatch(Message):
-    """Tagged lines from a feed's thread, with the diagnosis so far and where its first error is."""
+    """Tagged lines from a feed's thread, with the diagnosis so far."""
 
-    def __init__(
-        self,
-        generation: int,
-        lines: list[LogLine],
-        diagnosis: Any,
-        finished: bool,
-        first_error: int | None = None,
-    ) -> None:
+    def __init__(self, generation: int, lines: list[LogLine], diagnosis: Any, finished: bool) -> None:
         super().__init__()
         self.generation = generation
         self.lines = lines
         self.diagnosis = diagnosis
         self.finished = finished
-        self.first_error = first_error  # the view index of the diagnosis' first error line
 
 
-def diagnosis_text(pane: Pane, diagnosis: Any, source: str, line_count: int, *, max_advice: int) -> Text:
-    """The pinned header: stage strip, verdict, first error, advice and quiet failures."""
+def diagnosis_text(
+    pane: Pane,
+    diagnosis: Any,
+    source: str,
+    line_count: int,
+    *,
+    max_advice: int,
+    first_error_line: int | None = None,
+) -> Text:
+    """The pinned header: stage strip, verdict, first error, advice and quiet failures.
+
+    `first_error_line`: the first error's number as the view's gutter shows it (default: the
+    diagnosis' own numbering)."""
     app = pane.app
     text = Text(no_wrap=False, overflow="fold")
     if diagnosis is None:
@@ -69,7 +75,8 @@ def diagnosis_text(pane: Pane, diagnosis: Any, source: str, line_count: int, *, 
         detail = f", {cause}" if cause and cause != diagnosis.failure else ""
         text.append(f" at {failing or '?'}: {diagnosis.failure} ({backend}{detail})")
         if diagnosis.first_error_line:
-            text.append(f" — first error, line {diagnosis.first_error_line} (key e): ")
+            shown = first_error_line or diagnosis.first_error_line
+            text.append(f" — first error, line {shown} (key e): ")
             text.append((diagnosis.first_error_text or "").strip()[:300], style=theme_style(app, "log-error"))
     else:
         text.append("NO FAILURE", style=theme_style(app, "verdict-fits", bold=True, reverse=True))
@@ -151,8 +158,8 @@ class LogPane(Pane):
         self.source_label = label
         self.border_subtitle = label
 
-        def deliver(lines: list[LogLine], diagnosis: Any, finished: bool, first_error: int | None) -> None:
-            self.post_message(LogBatch(generation, lines, diagnosis, finished, first_error))
+        def deliver(lines: list[LogLine], diagnosis: Any, finished: bool) -> None:
+            self.post_message(LogBatch(generation, lines, diagnosis, finished))
 
         self.feed = LogFeed(deliver, backend=backend, tagged=tagged)
         self.show_diagnosis()
@@ -207,16 +214,42 @@ class LogPane(Pane):
             self.diagnosis = diagnosis
             view.failure_stage = diagnosis.failure_stage if diagnosis.failed else None
             # The diagnosis may settle on the first error after more lines came (a traceback's cause):
-            # its line number is the authority; the feed maps it past the lines it did not number.
-            if message.first_error is not None:
-                view.first_error = message.first_error
+            # its line is the authority, found in the view past the lines its engine did not number.
+            first_error = self._first_error_index(diagnosis)
+            if first_error is not None:
+                view.first_error = first_error
         self.finished = message.finished
         self.show_diagnosis()
 
+    def _first_error_index(self, diagnosis: Any) -> int | None:
+        """The view index of the diagnosis' first error line.
+
+        A log engine numbers the lines it read. The view also holds lines it never read (the app's
+        own notes, the launcher's notes on a run), so its line N sits at index N-1 or a little
+        further down: the first line from there that holds the quoted text is the one.
+        """
+        number = getattr(diagnosis, "first_error_line", None)
+        if not number:
+            return None
+        lines = self.view.lines
+        start = number - 1
+        quote = (getattr(diagnosis, "first_error_text", None) or "").strip()[:60]
+        if quote:
+            for index in range(start, min(len(lines), start + FIRST_ERROR_SEARCH)):
+                if quote in lines[index].text:
+                    return index
+        return start
+
     def show_diagnosis(self) -> None:
         max_advice = 4 if self.size.height >= 24 else 1
+        view = self.view
         text = diagnosis_text(
-            self, self.diagnosis, self.source_label, len(self.view.lines), max_advice=max_advice
+            self,
+            self.diagnosis,
+            self.source_label,
+            len(view.lines),
+            max_advice=max_advice,
+            first_error_line=None if view.first_error is None else view.first_error + 1,
         )
         self.query_one("#diagnosis", Static).update(text)
 

@@ -21,15 +21,10 @@ from typing import Any
 
 from vramtui.tui.logview import LogLine, display_text
 
-# Called from the feed's thread with (new lines, diagnosis so far, finished?, view index of the
-# diagnosis' first error line or None).
-Deliver = Callable[[list[LogLine], Any, bool, int | None], None]
+# Called from the feed's thread with (new lines, diagnosis so far, finished?).
+Deliver = Callable[[list[LogLine], Any, bool], None]
 
 _END = object()
-
-# The launcher writes its own notes into a run's log ("vramtui: not ready after ...") without feeding
-# them to its log engine: they have no line number there.
-LAUNCHER_NOTE = "vramtui: "
 
 
 class LogFeed:
@@ -55,8 +50,6 @@ class LogFeed:
 
             self.diagnoser = LogDiagnoser(backend=backend)
         self.server: Any = None  # the ModelServer whose diagnosis a tagged feed shows
-        # View positions of lines the log engine did not read (our notes): line numbers map past them.
-        self._unnumbered: list[int] = []
         self._deliver = deliver
         self._budget_s = budget_s
         self._max_batch = max_batch
@@ -91,8 +84,7 @@ class LogFeed:
     # -- the feed's own thread --------------------------------------------------------------------
 
     def _take(self, raw: str) -> None:
-        if self.diagnoser is None:  # our own note beside a server's lines: no tag, no line number
-            self._unnumbered.append(self.line_count)
+        if self.diagnoser is None:  # our own note beside a server's lines: no tag
             self._add(LogLine(text=display_text(raw)))
             return
         tag = self.diagnoser.feed(raw)
@@ -106,10 +98,7 @@ class LogFeed:
         )
 
     def _take_tagged(self, record: Any) -> None:
-        text = str(record.text)
-        if text.startswith(LAUNCHER_NOTE):
-            self._unnumbered.append(self.line_count)
-        self._add(LogLine(text=display_text(text), stage=record.stage, severity=record.severity))
+        self._add(LogLine(text=display_text(record.text), stage=record.stage, severity=record.severity))
 
     def _add(self, line: LogLine) -> None:
         self.line_count += 1
@@ -124,22 +113,11 @@ class LogFeed:
         server = self.server
         return None if server is None else server.diagnosis()
 
-    def view_index(self, number: int) -> int:
-        """Where the log engine's line `number` (1-based) sits in the view, past our own notes."""
-        index = number - 1
-        for position in self._unnumbered:
-            if position > index:
-                break
-            index += 1
-        return index
-
     def _flush(self, finished: bool) -> None:
         lines, self._pending = self._pending, []
         self._last_flush = time.monotonic()
         if lines or finished:
-            diagnosis = self.diagnosis()
-            number = getattr(diagnosis, "first_error_line", None)
-            self._deliver(lines, diagnosis, finished, self.view_index(number) if number else None)
+            self._deliver(lines, self.diagnosis(), finished)
 
     def run_queue(self) -> None:
         """Drain pushed lines until `end()`/`stop()`; blocks, so call it in a thread worker."""
