@@ -624,15 +624,19 @@ _NO_INFO: object = object()  # a mask whose lines all analyse to None
 def _mask_entry(masked_text: str, text: str) -> object:
     """What a mask's memo holds, from its mask and its first real (clean) line."""
     masked_low = masked_text.lower()
-    tokens = _TOKEN_RE.findall(masked_low)
-    if (
-        "(" in masked_low
-        and _MASKED_DIGIT_KEYS.intersection(tokens)
-        and not _PLAIN_KEYS.intersection(tokens)
-        and not any(anchor in masked_low for anchor in _SUBSTRINGS)
-    ):
-        return _EACH_LINE  # a digit word may be the line's only word: None or _PLAIN by digits
-    checks = tuple(check for check in _DIGIT_CHECKS if check.may_hold(masked_low, masked_text))
+    if "(" in masked_low:
+        tokens = _TOKEN_RE.findall(masked_low)
+        if (
+            _MASKED_DIGIT_KEYS.intersection(tokens)
+            and not _PLAIN_KEYS.intersection(tokens)
+            and not any(anchor in masked_low for anchor in _SUBSTRINGS)
+        ):
+            return _EACH_LINE  # a digit word may be the line's only word: None or _PLAIN by digits
+    checks = tuple(
+        check
+        for check in _DIGIT_CHECKS
+        if check.masked_anchor in masked_low and check.may_hold(masked_low, masked_text)
+    )
     info, figure_rules = _analyze_detail(text)
     if info is not None and info.exception is not None and _DIGIT_RE.search(info.exception):
         return _EACH_LINE
@@ -789,14 +793,16 @@ class LogDiagnoser:
         step = self._step
         is_noop = self._is_noop
         number = self.lines
-        # Entries known to change nothing in the present state (a line with no rule, or the same stage
-        # again): skipped at the cost of one look-up until the next step changes the state.
-        quiet: dict[int, object] = {}
+        mask = _DIGIT_MASK
+        # Masks known to change nothing in the present state (a line with no rule, or the same stage
+        # again): skipped at the cost of one set look-up until the next step changes the state.
+        quiet: set[bytes] = set()
         for batch in iter_raw_line_batches(stream):
-            # One translate for the whole batch: each line's mask, the memo key.
-            keys = b"\n".join(batch).translate(_DIGIT_MASK).split(b"\n")
-            for raw, key in zip(batch, keys, strict=True):
+            for raw in batch:
                 number += 1
+                key = raw.translate(mask)
+                if key in quiet:
+                    continue
                 entry = masks.get(key)
                 if entry is None:
                     if _DIRTY_BYTES_RE.search(key) is not None:
@@ -806,16 +812,14 @@ class LogDiagnoser:
                         masks[key] = entry
                     else:
                         entry = self._new_mask(key, raw.decode("ascii"))
-                elif id(entry) in quiet:
-                    continue
                 if entry is _NO_INFO:
                     self._after_frame = False
-                    quiet[id(entry)] = entry
+                    quiet.add(key)
                     continue
                 if entry.__class__ is _LineInfo:
                     if entry.simple and is_noop(entry):  # type: ignore[attr-defined]
                         self._after_frame = False
-                        quiet[id(entry)] = entry
+                        quiet.add(key)
                         continue
                     quiet.clear()
                     step(number, raw.decode("ascii"), entry)  # type: ignore[arg-type]
