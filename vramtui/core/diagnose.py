@@ -652,6 +652,21 @@ _DIRTY = _EachLine(True)
 _EACH_LINE = _EachLine(False)
 
 
+_INTERNED: dict[tuple, _LineInfo] = {}
+_INFO_FIELDS = tuple(_LineInfo.__slots__)  # type: ignore[attr-defined]
+
+
+def _intern(info: _LineInfo) -> _LineInfo:
+    """One object for equal analyses: many masks (request lines with numbers of other widths) share it."""
+    key = tuple(getattr(info, name) for name in _INFO_FIELDS)
+    known = _INTERNED.get(key)
+    if known is None:
+        if len(_INTERNED) >= _MEMO_LIMIT:
+            _INTERNED.clear()
+        _INTERNED[key] = known = info
+    return known
+
+
 def _resolve(entry: object, text: str) -> _LineInfo | None:
     """The analysis of a clean line from its mask's memo entry."""
     if entry.__class__ is _LineInfo:
@@ -777,6 +792,8 @@ class LogDiagnoser:
 
     def _new_mask(self, key: bytes, text: str) -> object:
         entry = _mask_entry(key.decode("ascii"), text)
+        if entry.__class__ is _LineInfo:
+            entry = _intern(entry)  # type: ignore[arg-type]
         if len(self._masks) >= _MEMO_LIMIT:
             self._masks.clear()
         self._masks[key] = entry
@@ -794,16 +811,17 @@ class LogDiagnoser:
         is_noop = self._is_noop
         number = self.lines
         mask = _DIGIT_MASK
-        # Masks known to change nothing in the present state (a line with no rule, or the same stage
-        # again): skipped at the cost of one set look-up until the next step changes the state.
-        quiet: set[bytes] = set()
+        # Entries known to change nothing in the present state (a line with no rule, or the same stage
+        # again): skipped at the cost of one look-up until the next step changes the state. Equal
+        # analyses are one object (see _intern), so this holds across masks.
+        quiet: dict[int, object] = {}
         for batch in iter_raw_line_batches(stream):
             for raw in batch:
                 number += 1
                 key = raw.translate(mask)
-                if key in quiet:
-                    continue
                 entry = masks.get(key)
+                if id(entry) in quiet:
+                    continue
                 if entry is None:
                     if _DIRTY_BYTES_RE.search(key) is not None:
                         entry = _DIRTY
@@ -814,12 +832,12 @@ class LogDiagnoser:
                         entry = self._new_mask(key, raw.decode("ascii"))
                 if entry is _NO_INFO:
                     self._after_frame = False
-                    quiet.add(key)
+                    quiet[id(entry)] = entry
                     continue
                 if entry.__class__ is _LineInfo:
                     if entry.simple and is_noop(entry):  # type: ignore[attr-defined]
                         self._after_frame = False
-                        quiet.add(key)
+                        quiet[id(entry)] = entry
                         continue
                     quiet.clear()
                     step(number, raw.decode("ascii"), entry)  # type: ignore[arg-type]
