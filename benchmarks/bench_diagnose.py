@@ -1,10 +1,12 @@
 """How fast the log diagnosis reads a million real lines, beside grep over the same file.
 
-Builds a log of 1,000,000 lines by repeating the real lines of ../shared/logs/corpus.jsonl (and a
-second file where every line carries a unique timestamp, as real server logs do), then measures in
+Builds logs of 1,000,000 lines from the real lines of ../shared/logs/corpus.jsonl: the lines
+repeated verbatim; the same lines each behind a unique timestamp; and a realistic one, a server that
+ran for days (every corpus line once as the startup, then request lines whose numbers vary, one line
+in 50 another real line, each behind a llama-server, vLLM or ISO timestamp). Then it measures in
 separate processes, so each peak RSS is its own:
 
-  * `diagnose_file` (the chunked file path: bounded reads, one analysis per distinct line),
+  * `diagnose_file` (the chunked file path: bounded reads, one analysis per digit mask of a line),
   * `LogDiagnoser.feed` line by line (the streaming path the TUI and launcher use),
   * `grep -E -c -i` with a comparable alternation of keywords.
 

@@ -1,9 +1,11 @@
 """Read a model server's log: the stage of every line, the first error, the failure class, the advice.
 
 `LogDiagnoser` is fed one line at a time (the launcher and the log pane tail a live process);
-`diagnose_file` reads a whole file through the same state machine in big binary chunks, analysing
-each distinct line once (a bounded memo), so both give the same verdict. The wording of each backend
-lives in `vramtui.core.logstages` as data.
+`diagnose_file` reads a whole file through the same state machine in big binary chunks, so both give
+the same verdict. Both analyse each *digit mask* of a line once (a bounded memo; see _mask_entry):
+real logs make every line unique with timestamps and counters, but the rules rarely care which digits
+a line holds, and where they do (derived from the rule tables) the real line decides. The wording of
+each backend lives in `vramtui.core.logstages` as data.
 """
 
 from __future__ import annotations
