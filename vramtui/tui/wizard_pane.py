@@ -67,6 +67,8 @@ class WizardPane(Pane):
         self.state_text = "no wizard running: `vramtui demo` walks through one; `vramtui run PROFILE` too"
         self.busy = False
         self.profile_hint: Any = None  # the profile of the app's model session, for a wizard started with n
+        self.compact: bool | None = None  # which steps table is shown (None: not laid out yet)
+        self._table_width = 0
 
     def compose(self) -> ComposeResult:
         yield Static(id="wiz-state")
@@ -84,8 +86,6 @@ class WizardPane(Pane):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.compact: bool | None = None  # which table is shown; set on the first layout
-        self._table_width = 0
         self._fit_table()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show())
         self.show()
