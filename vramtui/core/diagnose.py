@@ -597,11 +597,15 @@ class _ByDigits:
         self.found: dict[tuple[bool, ...], _Known] = {}
 
     def info(self, text: str) -> _LineInfo | None:
-        if self.checks:
-            low = text.lower()
-            outcome = tuple(check.holds(low, text) for check in self.checks)
+        checks = self.checks
+        if not checks:
+            outcome: tuple[bool, ...] = ()
         else:
-            outcome = ()
+            low = text.lower()
+            if len(checks) == 1:
+                outcome = (checks[0].holds(low, text),)
+            else:
+                outcome = tuple([check.holds(low, text) for check in checks])
         known = self.found.get(outcome)
         if known is None:
             known = _Known(text, *_analyze_detail(text))
@@ -854,8 +858,12 @@ class LogDiagnoser:
                         exact_memo.clear()
                     exact_memo[raw] = known
                 text, info = known
+                if id(info) in quiet:
+                    continue
                 if info is None or (info.simple and is_noop(info)):
                     self._after_frame = False
+                    if info is not None and info.__class__ is _LineInfo:
+                        quiet[id(info)] = info
                     continue
                 quiet.clear()
                 step(number, text, info)
