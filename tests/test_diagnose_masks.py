@@ -37,13 +37,15 @@ def _logs() -> dict[str, str]:
 LOGS = _logs()
 
 
-def _unique(text: str, seed: int, vary_numbers: bool) -> str:
+def _unique(text: str, seed: int, vary_numbers: str) -> str:
     rng = random.Random(seed)
     prefixes = ("{a}.{b:02d}.{c:03d}.{d:03d} I ", "INFO 11-{b:02d} 18:{b:02d}:{a:02d} [engine.py:{c}] ", "")
     out = []
     for number, line in enumerate(text.split("\n")):
-        if vary_numbers:
+        if vary_numbers == "same width":
             line = _DIGITS.sub(lambda m: str(rng.randrange(10 ** len(m.group()))).zfill(len(m.group())), line)
+        elif vary_numbers == "any width":
+            line = _DIGITS.sub(lambda m: str(rng.randrange(10 ** rng.randint(1, len(m.group()) + 1))), line)
         prefix = prefixes[number % 3].format(
             a=number % 60, b=number % 97, c=rng.randrange(1000), d=number % 1000
         )
@@ -55,15 +57,16 @@ def _unique(text: str, seed: int, vary_numbers: bool) -> str:
 def _per_line(monkeypatch: pytest.MonkeyPatch, lines: list[str]) -> tuple[dict, list]:
     with monkeypatch.context() as patch:
         patch.setattr(diagnose, "_mask_entry", lambda masked, text: diagnose._EACH_LINE)
+        patch.setattr(diagnose, "_COLLAPSED", {})
         diagnoser = LogDiagnoser(kernel_log=lambda: None)
         tags = [diagnoser.feed(line) for line in lines]
         return asdict(diagnoser.result()), tags
 
 
 @pytest.mark.parametrize("name", sorted(LOGS))
-@pytest.mark.parametrize("vary_numbers", [False, True])
+@pytest.mark.parametrize("vary_numbers", ["none", "same width", "any width"])
 def test_mask_memo_agrees_with_per_line_analysis(
-    name: str, vary_numbers: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    name: str, vary_numbers: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     text = _unique(LOGS[name], seed=len(name), vary_numbers=vary_numbers)
     lines = text.split("\n")[:-1]
@@ -109,3 +112,19 @@ def test_masked_regex_matches_the_mask_of_what_the_rule_matches() -> None:
         ):
             if check.regex.search(sample):
                 assert check.masked_regex.search(diagnose._mask(sample)), (check.anchor, sample)
+
+
+def test_numbers_of_other_widths_share_an_analysis_only_where_no_regex_reads_digits() -> None:
+    diagnose._COLLAPSED.clear()
+    diagnoser = LogDiagnoser(kernel_log=lambda: None)
+    for width in range(1, 8):
+        diagnoser.feed(
+            f"INFO 06-16 10:03:14 Engine {'7' * width}: Avg prompt throughput: {'3' * width}.4 tokens/s"
+        )
+    assert diagnose._COLLAPSED, "a line no digit-reading regex looks at is shared across widths"
+    # llama.cpp's context line is read by a figure regex (\d): never shared across widths.
+    assert not diagnose._run_blind("llama_context: n_ctx         = 4096")
+    assert not diagnose._run_blind('  File "x.py", line 12, in forward')
+    assert diagnose._sees_digits(re.compile(r"\d{3}")) and diagnose._sees_digits(re.compile(r"[^ ]+"))
+    assert not diagnose._sees_digits(re.compile(r"log_server_r: request: post"))
+    assert not diagnose._sees_digits(re.compile(r"[^0-9]+ done"))

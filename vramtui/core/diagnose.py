@@ -643,11 +643,21 @@ def _mask_entry(masked_text: str, text: str) -> object:
         for check in _DIGIT_CHECKS
         if check.masked_anchor in masked_low and check.may_hold(masked_low, masked_text)
     )
+    collapsed = _DIGIT_RUNS_RE.sub("0", masked_text) if not checks else None
+    if collapsed is not None:
+        known = _COLLAPSED.get(collapsed)
+        if known is not None:
+            return known
     info, figure_rules = _analyze_detail(text)
     if info is not None and info.exception is not None and _DIGIT_RE.search(info.exception):
         return _EACH_LINE
     if not checks and not figure_rules:
-        return _NO_INFO if info is None else info
+        entry = _NO_INFO if info is None else _intern(info)
+        if collapsed is not None and _run_blind(text):
+            if len(_COLLAPSED) >= _MEMO_LIMIT:
+                _COLLAPSED.clear()
+            _COLLAPSED[collapsed] = entry
+        return entry
     entry = _ByDigits(checks)
     if not checks:
         entry.found[()] = _Known(text, info, figure_rules)
@@ -656,6 +666,94 @@ def _mask_entry(masked_text: str, text: str) -> object:
 
 _DIRTY = _EachLine(True)
 _EACH_LINE = _EachLine(False)
+
+# -- numbers of other widths ---------------------------------------------------------------------------
+# A line's mask keeps the width of each number, so "task 9" and "task 10" are two masks. When no regex
+# the analysis ran on can match a digit at all (and no check or figure applies), the answer cannot
+# depend on how many digits a run has either: only the digit-free stretches between runs are read, and
+# a digit stays a word character for \b. Such an answer is shared by every mask with the same runs
+# collapsed to one digit.
+_DIGIT_RUNS_RE = re.compile(r"0+")
+_COLLAPSED: dict[str, object] = {}
+
+
+def _can_match_digit(items: list) -> bool:
+    """True when some part of a parsed regex can consume a digit (conservative: unknown parts can)."""
+    for op, av in items:
+        if op in (_sre.AT, _sre.SUBPATTERN, _sre.BRANCH, _sre.MAX_REPEAT, _sre.MIN_REPEAT):
+            if any(_can_match_digit(sub) for sub in _subpatterns(op, av)):
+                return True
+            continue
+        if op is _sre.LITERAL:
+            if 48 <= av <= 57:
+                return True
+            continue
+        if op is _sre.IN:
+            negated = bool(av) and av[0][0] is _sre.NEGATE
+            digits = any(
+                (kind is _sre.LITERAL and 48 <= value <= 57)
+                or (kind is _sre.RANGE and not (value[1] < 48 or value[0] > 57))
+                or (kind is _sre.CATEGORY and value in (_sre.CATEGORY_DIGIT, _sre.CATEGORY_WORD))
+                for kind, value in av
+            )
+            if negated:
+                # [^...] matches digits unless it names every one of them.
+                names_all = any(
+                    (kind is _sre.RANGE and value[0] <= 48 and value[1] >= 57)
+                    or (kind is _sre.CATEGORY and value in (_sre.CATEGORY_DIGIT, _sre.CATEGORY_WORD))
+                    for kind, value in av
+                )
+                if not names_all:
+                    return True
+            elif digits or any(kind is _sre.CATEGORY for kind, _ in av):
+                return True
+            continue
+        return True  # ANY, NOT_LITERAL, lookarounds, back-references ...: assume it can
+    return False
+
+
+def _sees_digits(regex: re.Pattern[str] | None) -> bool:
+    if regex is None:
+        return False
+    known = _SEES_DIGITS.get(id(regex))
+    if known is None:
+        try:
+            known = _can_match_digit(_sre_parser.parse(regex.pattern, regex.flags).data)
+        except Exception:
+            known = True
+        _SEES_DIGITS[id(regex)] = known
+    return known
+
+
+_SEES_DIGITS: dict[int, bool] = {}
+
+
+def _run_blind(text: str) -> bool:
+    """True when no regex that _analyze_detail may run on this line can match a digit.
+
+    Mirrors _analyze_detail's conditions, erring towards False: every rule filed under the line's
+    words whose anchor it holds counts as run, and so do the frame, exception and warning regexes
+    whenever their literal conditions hold.
+    """
+    low = text.lower()
+    if "error" in low or "exception" in low or "interrupt" in low or 'file "' in low:
+        return False
+    words = _KEYS.intersection(_TOKEN_RE.findall(low))
+    if words & _WARNING_WORDS:
+        return False
+    substrings = [f"\0{anchor}" for anchor in _SUBSTRINGS if anchor in low]
+    for key in (*words, *substrings):
+        entry = _INDEX.get(key)
+        if entry is None:
+            continue
+        for table in (entry[0], entry[2], entry[3], entry[4]):
+            for rule in table:
+                if rule.anchor in low and _sees_digits(rule.regex):
+                    return False
+        for _, rule in entry[1]:
+            if rule.anchor in low and _sees_digits(rule.regex):
+                return False
+    return True
 
 
 _INTERNED: dict[tuple, _LineInfo] = {}
