@@ -77,3 +77,26 @@ def test_skipping_the_step_that_prepares_a_quantized_cache_skips_that_cache_too(
     assert wizard.skipped_params == {"flash_attn", "kv_dtype"}
     after = wizard.propose()
     assert after is not None and after.param == "context"
+
+
+def test_a_reopened_session_and_its_exports_show_the_skipped_proposals(
+    demo_model: Path, tmp_path: Path
+) -> None:
+    from vramtui.core.steprecord import to_csv, to_markdown
+
+    runs = ReplayedRuns(tmp_path)
+    record = tmp_path / "rec.jsonl"
+    wizard = Wizard(_demo_profile(demo_model), record_path=record, runner=runs)
+    wizard.start()
+    first = wizard.propose()
+    assert first is not None
+    wizard.skip(first)
+    wizard.finish()
+
+    session = open_session(record)
+    assert [(s["param"], s["outcome"]) for s in session.skipped] == [(first.param, "skipped")]
+    assert session.to_dict()["skipped"][0]["to"] == first.to
+    csv_rows = to_csv(session).splitlines()
+    assert csv_rows[1].startswith("0,")  # the first launch, then the skipped proposal
+    assert csv_rows[2].startswith(f"1,{first.param},262144,{first.to},") and csv_rows[2].count("skipped") == 1
+    assert "skipped" in to_markdown(session)

@@ -100,6 +100,8 @@ class Session:
     end: dict[str, Any] | None = None
     # Steps that started but never finished (vramtui died mid-step).
     interrupted: list[dict[str, Any]] = field(default_factory=list)
+    # Proposals the user turned down: nothing was launched for them.
+    skipped: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
@@ -117,6 +119,7 @@ class Session:
             "success": self.success,
             "steps": self.steps,
             "interrupted": self.interrupted,
+            "skipped": self.skipped,
             "end": self.end,
         }
 
@@ -147,6 +150,8 @@ def open_session(path: str | Path) -> Session:
             elif kind == "step":
                 started.pop(int(entry.get("step", -1)), None)
                 session.steps.append(entry)
+            elif kind == "skip":
+                session.skipped.append(dict(entry, outcome="skipped"))
             elif kind == "end":
                 session.end = entry
     if not session.header and not session.steps:
@@ -172,7 +177,12 @@ def _cell(value: Any) -> str:
 
 
 def _rows(session: Session) -> list[dict[str, Any]]:
-    return [*session.steps, *session.interrupted]
+    # A skip is recorded with the number the next step would take: it reads before that step.
+    ordered = sorted(
+        [*session.steps, *session.skipped],
+        key=lambda row: (int(row.get("step") or 0), row.get("outcome") != "skipped"),
+    )
+    return [*ordered, *session.interrupted]
 
 
 def to_csv(session: Session) -> str:
