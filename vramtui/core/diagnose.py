@@ -919,9 +919,31 @@ class LogDiagnoser:
         # again): skipped at the cost of one look-up until the next step changes the state. Equal
         # analyses are one object (see _intern), so this holds across masks.
         quiet: dict[int, object] = {}
+        # A log that repeats lines verbatim is served by their exact bytes first (no mask to make, the
+        # text already decoded); whether that pays is measured per batch, and probed again every few.
+        by_bytes = True
+        batches = 0
         for batch in iter_raw_line_batches(stream):
+            batches += 1
+            probing = by_bytes or batches % 8 == 0
+            hits = 0
             for raw in batch:
                 number += 1
+                if probing:
+                    known = exact_memo.get(raw)
+                    if known is not None:
+                        hits += 1
+                        info = known[1]
+                        if id(info) in quiet:
+                            continue
+                        if info is None or (info.simple and is_noop(info)):
+                            self._after_frame = False
+                            if info is not None:
+                                quiet[id(info)] = info
+                            continue
+                        quiet.clear()
+                        step(number, known[0], info)
+                        continue
                 key = raw.translate(mask)
                 entry = masks.get(key)
                 if id(entry) in quiet:
@@ -939,6 +961,10 @@ class LogDiagnoser:
                     quiet[id(entry)] = entry
                     continue
                 if entry.__class__ is _LineInfo:
+                    if probing:
+                        if len(exact_memo) >= _MEMO_LIMIT:
+                            exact_memo.clear()
+                        exact_memo[raw] = (raw.decode("ascii"), entry)  # type: ignore[assignment]
                     if entry.simple and is_noop(entry):  # type: ignore[attr-defined]
                         self._after_frame = False
                         quiet[id(entry)] = entry
@@ -948,7 +974,7 @@ class LogDiagnoser:
                     continue
                 # Lines whose analysis depends on their digits (or on cleaning): by their exact bytes,
                 # so a log that repeats such lines verbatim pays once per distinct line.
-                known = exact_memo.get(raw)
+                known = exact_memo.get(raw) if not probing else None
                 if known is None:
                     text = clean_bytes_line(raw) if entry is _DIRTY else raw.decode("ascii")
                     known = (text, _resolve(entry, text) if entry is not _DIRTY else _analyze(text))
@@ -965,6 +991,8 @@ class LogDiagnoser:
                     continue
                 quiet.clear()
                 step(number, text, info)
+            if probing:
+                by_bytes = hits * 2 >= len(batch)
         self.lines = number
 
     def note_exit(self, returncode: int | None) -> None:
