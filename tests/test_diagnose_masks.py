@@ -8,6 +8,7 @@ the reference where every line is analysed on its own text (the mask memo switch
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from vramtui.core import diagnose
+from vramtui.core import diagnose, textclean
 from vramtui.core.diagnose import LogDiagnoser, diagnose_file, diagnose_lines
 
 DATA = Path(__file__).parent / "data"
@@ -74,6 +75,14 @@ def test_mask_memo_agrees_with_per_line_analysis(
     path = tmp_path / "unique.log"
     path.write_text(text)
     assert asdict(diagnose_file(path, kernel_log=lambda: None)) == expected
+    # Small reads: many batches, so the switch between the bytes memo and the masks is crossed too.
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            diagnose,
+            "iter_raw_line_batches",
+            functools.partial(textclean.iter_raw_line_batches, chunk_bytes=512),
+        )
+        assert asdict(diagnose_file(path, kernel_log=lambda: None)) == expected
     diagnoser = LogDiagnoser(kernel_log=lambda: None)
     assert [diagnoser.feed(line) for line in lines] == expected_tags
     assert asdict(diagnoser.result()) == expected
