@@ -169,6 +169,9 @@ class LogLine:
     text: str
     stage: str | None = None
     severity: str = "info"
+    # The log engine's number for this line (its diagnosis names lines by it); None for a line the
+    # engine did not read (a note about the run, like a budget crossing).
+    number: int | None = None
 
 
 # The memory pane's Event (t, kind, label): launch | weights_loaded | ready | request_start | request_end | exit
@@ -416,11 +419,11 @@ class ModelServer:
 
     def _record_line(self, text: str, feed: bool = True) -> None:
         t = time.time()
-        stage, severity = None, "info"
+        stage, severity, number = None, "info", None
         if feed and self.diagnoser is not None:
             try:
                 tag = self.diagnoser.feed(text)
-                stage, severity = tag.stage, tag.severity
+                stage, severity, number = tag.stage, tag.severity, tag.number
             except Exception:  # the log engine must never take the run down
                 pass
         with self._lock:
@@ -428,7 +431,7 @@ class ModelServer:
                 if stage in {"kv_cache", "ready"} and _stage_index(self.stage) < STAGES.index("kv_cache"):
                     self._event("weights_loaded", "")
                 self.stage = stage
-            record = LogLine(t, text, stage, severity)
+            record = LogLine(t, text, stage, severity, number)
             self.lines.append(record)
             if self._log_handle is not None:
                 # ISO time first: the log engine strips that prefix (same diagnosis as the raw line).
