@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 
@@ -169,3 +170,39 @@ def test_a_dip_inside_a_noisy_request_does_not_split_it() -> None:
     )  # fmt: skip
     r = compute_readings(times, values)
     assert r.request_peaks_mib == [10200, 11000] and r.falls_back is True
+
+
+def test_last_request_cut_off_by_the_exit_is_judged_from_the_earlier_ones() -> None:
+    """Five requests, each falling back ~4 GiB to a floor a little higher; the process exits right
+    at the last peak. "after" is the last settled floor, not the last peak."""
+    segments: list[tuple[float, int]] = [(300, 10), (16500, 30)]
+    floor = 16500
+    for k in range(5):
+        segments.append((floor + 4500, 3))
+        if k < 4:
+            floor += 300
+            segments.append((floor, 10))
+    times, values = curve(*segments, (300, 10))
+    r = compute_readings(times, values)
+    assert r.request_peaks_mib == [21000, 21300, 21600, 21900, 22200]
+    assert r.after_mib == 17700 and r.after_mib < r.request_peaks_mib[-1]
+    assert r.falls_back is False and r.rising is True  # 1.2 GiB over the plateau after four requests
+    assert any("ran until the exit" in note and "4 request(s)" in note for note in r.notes)
+    # The same with events pinning each request: the last one ends with the exit.
+    starts = [float(i) for i, (a, b) in enumerate(itertools.pairwise([0.0, *values])) if b > a + 2000 * MIB]
+    events = [Event(10.0, "launch"), Event(11.0, "ready")]
+    events += [Event(t, "request_start") for t in starts]
+    events += [Event(t + 2, "request_end") for t in starts[:-1]]
+    events.append(Event(float(len(values) - 10), "exit"))
+    pinned = compute_readings(times, values, events)
+    assert pinned.after_mib == 17700 and pinned.falls_back is False
+    assert any("ran until the exit" in note for note in pinned.notes)
+    # Requests that each fall right back: "yes", though the last one is cut off.
+    flat = [(300, 10), (16500, 30)] + [(21000, 3), (16500, 10)] * 3 + [(21000, 3), (300, 10)]
+    times, values = curve(*flat)
+    r = compute_readings(times, values)
+    assert r.falls_back is True and r.after_mib == 16500 and len(r.request_peaks_mib) == 4
+    # Only one request, cut off: not known either way, and said.
+    times, values = curve((300, 10), (16500, 30), (21000, 3), (300, 10))
+    r = compute_readings(times, values)
+    assert r.falls_back is None and any("not known" in note for note in r.notes)

@@ -174,3 +174,24 @@ def test_replay_reads_standard_input() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["peak_mib"] == 11800
+
+
+def test_replay_a_run_that_exits_at_its_last_peak(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Five requests on a rising floor, the process exiting right at the last peak (the QA curve)."""
+    levels = [300] * 10 + [16500] * 30
+    for k in range(5):
+        levels += [16500 + 300 * k + 4500] * 3 + ([16500 + 300 * (k + 1)] * 10 if k < 4 else [])
+    levels += [300] * 10
+    rows = ["timestamp, memory.used [MiB], memory.total [MiB], utilization.gpu [%]"]
+    rows += [
+        f"2025/01/01 10:{i // 60:02d}:{i % 60:02d}.000, {v} MiB, 24564 MiB, 0 %" for i, v in enumerate(levels)
+    ]
+    path = tmp_path / "exit_at_peak.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    assert main(["replay", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "falls back after          no: settles 1.17 GiB above the plateau (after: 17.29 GiB)" in text
+    assert "floor rising              YES: the floor climbs" in text
+    assert (
+        "note: the last request ran until the exit: falls back judged from the 4 request(s) before it" in text
+    )

@@ -123,11 +123,20 @@ def run(args: argparse.Namespace) -> int:
             f" ... ({len(peaks)} in all)" if len(peaks) > 8 else ""
         )
         lines.append(f"  request peaks             {shown}")
-        verdict = "yes" if result["falls_back"] else "no: memory stays up after requests"
+        if result["falls_back"] is None:
+            verdict = "unknown"
+        elif result["falls_back"]:
+            verdict = "yes"
+        elif result["after_mib"] is not None and result["plateau_mib"] is not None:
+            verdict = f"no: settles {_fmt(result['after_mib'] - result['plateau_mib'])} above the plateau"
+        else:
+            verdict = "no: memory stays up after requests"
         lines.append(f"  falls back after          {verdict} (after: {_fmt(result['after_mib'])})")
     else:
         lines.append("  request peaks             none seen")
-    lines.append(f"  floor rising              {'YES: ' + result['notes'][0] if result['rising'] else 'no'}")
+    notes = list(result["notes"])
+    leak = next((note for note in notes if "floor climbs" in note), "the floor climbs request after request")
+    lines.append(f"  floor rising              {'YES: ' + leak if result['rising'] else 'no'}")
     if result["leftover_mib"] is not None:
         held = "yes" if result["leftover"] else "no"
         lines.append(f"  held after exit           {held} ({_fmt(result['leftover_mib'])} above baseline)")
@@ -140,6 +149,9 @@ def run(args: argparse.Namespace) -> int:
         lines.append(
             f"  GPU {gpu['index']} {gpu['name']}: peak {_fmt(gpu['peak_mib'])}, plateau {_fmt(gpu['plateau_mib'])}"
         )
+    for note in notes:
+        if "floor climbs" not in note and "leftover process" not in note:
+            lines.append(f"  note: {note}")
     if result["skipped_rows"]:
         lines.append(f"  {result['skipped_rows']} malformed row(s) skipped, first: {result['problems'][0]}")
     print("\n".join(lines))

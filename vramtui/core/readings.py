@@ -254,8 +254,8 @@ def compute_readings(
             gap = vs[min(b + 1, n) : index_at(next_start) if k + 1 < len(starts) else exit_i]
             if gap:
                 floors.append(min(gap))
-            else:
-                still_high = True
+            elif k + 1 == len(starts):
+                still_high = True  # the last request ran until the exit or the end of the recording
     elif plateau is not None or launch_t is None:
         # Excursions above a running floor; one ends when it falls back to its floor, or when it has
         # stayed below half its height for a couple of seconds (a partial fall leaves a higher floor:
@@ -296,10 +296,29 @@ def compute_readings(
             still_high = True
     readings.request_peaks_mib = [p / MIB for p in peaks]
     readings.floors_mib = [f / MIB for f in floors]
-    if peaks:
-        last_floor = floors[-1] if not still_high else vs[exit_i - 1]
-        readings.after_mib = last_floor / MIB
-        readings.falls_back = (not still_high) and last_floor <= floor0 + noise
+    last_level = vs[exit_i - 1] if exit_i > 0 else vs[-1]
+    cut_off = still_high and bool(peaks) and last_level > peaks[-1] - noise
+    if peaks and not still_high:
+        readings.after_mib = floors[-1] / MIB
+        readings.falls_back = floors[-1] <= floor0 + noise
+    elif peaks and not cut_off:
+        # No end seen for the last request, but the curve came down from it: where it stands last.
+        readings.after_mib = last_level / MIB
+        readings.falls_back = last_level <= floor0 + noise
+    elif peaks and len(floors) > 1:
+        # The last request was cut off by the exit (or the recording's end) at its peak: the level
+        # after it never showed, so the last settled floor speaks for the requests before it.
+        readings.after_mib = floors[-1] / MIB
+        readings.falls_back = floors[-1] <= floor0 + noise
+        readings.notes.append(
+            f"the last request ran until the {'exit' if exit_i < n else 'end of the recording'}: "
+            f"falls back judged from the {len(peaks) - 1} request(s) before it"
+        )
+    elif peaks:
+        readings.notes.append(
+            f"the only request ran until the {'exit' if exit_i < n else 'end of the recording'}: "
+            "whether memory falls back after it is not known"
+        )
     elif load_end < exit_i:
         readings.after_mib = median(vs[max(load_end, exit_i - 5) : exit_i]) / MIB
 
