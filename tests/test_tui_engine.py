@@ -186,7 +186,7 @@ async def test_a_launched_models_log_pane_shows_the_servers_own_tags_and_diagnos
 ) -> None:
     """One log engine per run: the pane shows the lines as the server's engine tagged them and that
     engine's diagnosis (a real failure: the KV cache does not fit the budget), the first error where
-    the server's engine found it, past the app's own notes."""
+    the server's engine found it, under the same number."""
     from vramtui.tui.logview import display_text
 
     folder = tmp_path / "profile"
@@ -205,18 +205,48 @@ async def test_a_launched_models_log_pane_shows_the_servers_own_tags_and_diagnos
         assert log.diagnosis.to_dict() == theirs.to_dict()
 
         view = log.view
-        # The view: the app's own note first (untagged), then every line the server recorded, with
-        # the server's tags (its log engine read them all here: no budget watch or timeout notes).
-        note, *served = view.lines
-        assert note.text.startswith("vramtui: launching") and note.stage is None
-        assert [(line.text, line.stage, line.severity) for line in served] == [
-            (display_text(line.text), line.stage, line.severity) for line in server.lines
+        # The view: every line the server recorded, with the server's tags and numbers (its log engine
+        # read them all here: no budget watch or timeout notes), the launcher's own launch line first.
+        assert view.lines[0].text.startswith("vramtui: launch ")
+        assert [(line.text, line.stage, line.severity, line.number) for line in view.lines] == [
+            (display_text(line.text), line.stage, line.severity, line.number) for line in server.lines
         ]
-        # The first error: the server's engine's line N, one further down in the view (past the note),
-        # and the header gives the number the gutter shows.
+        assert [line.number for line in view.lines] == list(range(1, len(view.lines) + 1))
+        # The first error: the server's engine's line N is the view's line N, and the header says N.
         number = theirs.first_error_line
-        assert view.first_error == number  # index N: line N of the server is view line N + 1
+        assert view.first_error == number - 1
         assert view.lines[view.first_error].text == display_text(server.lines[number - 1].text)
         assert view.lines[view.first_error].severity == "error"
         text = screen_text(app)
-        assert "FAILED" in text and f"first error, line {number + 1} (key e)" in text
+        assert "FAILED" in text and f"first error, line {number} (key e)" in text
+
+
+async def test_e_lands_on_and_marks_the_first_error_of_a_real_failed_launch(tmp_path: Path) -> None:
+    """A profile whose model file is missing: llama-cpp-python's server dies with a traceback whose
+    last line is the cause. The header's line number, the gutter's and the log engine's are one
+    number, and `e` marks that very line with ▶ (not the `raise` line above it)."""
+    from vramtui.tui.logview import display_text
+
+    missing = tmp_path / "nope.gguf"
+    profile = tmp_path / "missing.toml"
+    profile.write_text(f'backend = "llama-cpp-python"\nmodel = "{missing}"\n', encoding="utf-8")
+    app = VramtuiApp(profile_path=str(profile), live_sampling=False, remember=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        log = app.query_one(LogPane)
+        await wait_for(pilot, lambda: app.session is not None and app.session.state == "exited", timeout_s=60)
+        await wait_for(pilot, lambda: log.finished, timeout_s=30)
+        diagnosis = app.session.server.diagnosis()
+        number = diagnosis.first_error_line
+        assert diagnosis.failed and number and "does not exist" in diagnosis.first_error_text
+        view = log.view
+        assert view.lines[number - 1].text == display_text(diagnosis.first_error_text)
+        assert view.lines[number - 2].text.lstrip().startswith("raise ")  # the line the old mapping chose
+
+        await pilot.press("e")
+        await pilot.pause()
+        assert view.marked == number - 1 == view.first_error
+        text = screen_text(app)
+        assert f"first error, line {number} (key e)" in text
+        marked_rows = [row for row in text.splitlines() if "▶" in row]
+        assert len(marked_rows) == 1
+        assert f"{number} " in marked_rows[0] and "Model path does not exist" in marked_rows[0]

@@ -19,9 +19,6 @@ from vramtui.tui.pane import Pane
 from vramtui.tui.tail import LogFeed
 from vramtui.tui.themes import STAGES, stage_variable
 
-# How far past its own number a first error line may sit in the view (lines its engine did not read).
-FIRST_ERROR_SEARCH = 32
-
 
 class LogBatch(Message):
     """Tagged lines from a feed's thread, with the diagnosis so far."""
@@ -214,31 +211,29 @@ class LogPane(Pane):
             self.diagnosis = diagnosis
             view.failure_stage = diagnosis.failure_stage if diagnosis.failed else None
             # The diagnosis may settle on the first error after more lines came (a traceback's cause):
-            # its line is the authority, found in the view past the lines its engine did not number.
-            first_error = self._first_error_index(diagnosis)
-            if first_error is not None:
-                view.first_error = first_error
+            # its line number is the authority, looked up among the lines its engine numbered.
+            view.first_error = self._first_error_index(diagnosis)
         self.finished = message.finished
         self.show_diagnosis()
 
     def _first_error_index(self, diagnosis: Any) -> int | None:
-        """The view index of the diagnosis' first error line.
+        """The view index of the diagnosis' first error line, or None while it has not arrived.
 
-        A log engine numbers the lines it read. The view also holds lines it never read (the app's
-        own notes, the launcher's notes on a run), so its line N sits at index N-1 or a little
-        further down: the first line from there that holds the quoted text is the one.
+        A log engine numbers the lines it read, and each view line keeps that number. The view may
+        also hold lines the engine never read (a launcher's note on a budget crossing, an app note
+        when a launch fails), so engine line N sits at index N-1 or further down, never above.
         """
         number = getattr(diagnosis, "first_error_line", None)
         if not number:
             return None
         lines = self.view.lines
-        start = number - 1
-        quote = (getattr(diagnosis, "first_error_text", None) or "").strip()[:60]
-        if quote:
-            for index in range(start, min(len(lines), start + FIRST_ERROR_SEARCH)):
-                if quote in lines[index].text:
-                    return index
-        return start
+        for index in range(max(0, number - 1), len(lines)):
+            found = lines[index].number
+            if found == number:
+                return index
+            if found is not None and found > number:
+                break
+        return None
 
     def show_diagnosis(self) -> None:
         max_advice = 4 if self.size.height >= 24 else 1

@@ -53,6 +53,7 @@ class LogLine:
     stage: str | None = None
     severity: str = "info"  # info | warning | error
     is_first_error: bool = False
+    number: int | None = None  # the log engine's number for it (None: a line it did not read)
 
 
 class LogView(ScrollView, can_focus=True):

@@ -102,7 +102,8 @@ class ModelSession:
             with self._lock:
                 self.server = server
             self._post("starting")
-            feed.push("vramtui: launching " + " ".join(server.command))
+            # No note of our own here: the launcher's first line says how it launched, so the pane's
+            # line numbers are the log engine's (and the saved log's) numbers.
             server.start()
             self._post("starting", server.pid)
             ready = server.wait_ready(READY_TIMEOUT_S)

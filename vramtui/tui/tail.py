@@ -66,7 +66,8 @@ class LogFeed:
         self._queue.put(line)
 
     def push_tagged(self, record: Any) -> None:
-        """A `core.launcher.LogLine` (t, text, stage, severity): the server's log engine tagged it."""
+        """A `core.launcher.LogLine` (t, text, stage, severity, number): the server's log engine tagged
+        and numbered it."""
         self._queue.put(record)
 
     def follow_server(self, server: Any) -> None:
@@ -94,11 +95,19 @@ class LogFeed:
                 stage=getattr(tag, "stage", None),
                 severity=getattr(tag, "severity", "info"),
                 is_first_error=bool(getattr(tag, "is_first_error", False)),
+                number=getattr(tag, "number", None),
             )
         )
 
     def _take_tagged(self, record: Any) -> None:
-        self._add(LogLine(text=display_text(record.text), stage=record.stage, severity=record.severity))
+        self._add(
+            LogLine(
+                text=display_text(record.text),
+                stage=record.stage,
+                severity=record.severity,
+                number=getattr(record, "number", None),
+            )
+        )
 
     def _add(self, line: LogLine) -> None:
         self.line_count += 1
