@@ -386,6 +386,17 @@ def _tells_digits_apart(items: list) -> bool:
     return False
 
 
+# A pattern can name a particular digit only with a digit in its text (a literal, a range, \x31, \061)
+# or a character name; the rest need no parse (which keeps the import quick).
+_NAMES_A_DIGIT_RE = re.compile(r"[0-9]|\\N\{")
+
+
+def _regex_tells_digits_apart(regex: re.Pattern[str]) -> bool:
+    if _NAMES_A_DIGIT_RE.search(regex.pattern) is None:
+        return False
+    return _tells_digits_apart(_sre_parser.parse(regex.pattern, regex.flags).data)
+
+
 def _digit_item(item: tuple) -> bool:
     op, av = item
     if op in (_sre.LITERAL, _sre.NOT_LITERAL):
@@ -507,9 +518,7 @@ def _build_digit_checks() -> tuple[_DigitCheck, ...]:
     for rules, on_text in tables:
         for rule in rules:
             regex = rule.regex
-            distinguishes = regex is not None and _tells_digits_apart(
-                _sre_parser.parse(regex.pattern, regex.flags).data
-            )
+            distinguishes = regex is not None and _regex_tells_digits_apart(regex)
             if _DIGIT_RE.search(rule.anchor) or distinguishes:
                 checks.append(_digit_check(rule.anchor, regex if distinguishes else None, True, on_text))
     for anchor, _name in ls.BACKEND_MARKS:
@@ -535,10 +544,7 @@ def _build_digit_checks() -> tuple[_DigitCheck, ...]:
 _DIGIT_CHECKS = _build_digit_checks()
 # Figure rules whose regex tells digits apart: their groups are found again on every line.
 _DIGIT_FIGURES = frozenset(
-    id(rule)
-    for rule in ls.FIGURE_RULES
-    if rule.regex is not None
-    and _tells_digits_apart(_sre_parser.parse(rule.regex.pattern, rule.regex.flags).data)
+    id(rule) for rule in ls.FIGURE_RULES if rule.regex is not None and _regex_tells_digits_apart(rule.regex)
 )
 # Digit-holding prefilter words: one can decide whether a line is analysed at all (its only word).
 _MASKED_DIGIT_KEYS = frozenset(_mask(key) for key in _KEYS if _DIGIT_RE.search(key))
@@ -1087,6 +1093,20 @@ class LogDiagnoser:
             and self._weak.number >= self._tb_start[0]
         ):
             self._weak.stage, self._weak.defaulted = stage, False  # the traceback it opened says where
+        weak = self._weak
+        if (
+            weak is not None
+            and not rule.strong
+            and info.exception is not None
+            and weak.rule is not None
+            and weak.rule.cause == "traceback"
+            and self._tb_start is not None
+            and self._tb_start[0] == weak.number
+        ):
+            # The exception line that ends the traceback says what failed; its header only that
+            # something did (in a chain, the first traceback's exception is the first error).
+            self._weak = _Found(number, text, rule, weak.stage, weak.defaulted)
+            return "error", False
         if (self._strong if rule.strong else self._weak) is not None:
             return "error", False  # not the first: the cause is already known
         known = rule.stage or stage or info.stage or self._current_or_none()
@@ -1434,6 +1454,8 @@ CAUSE_WORDS: dict[str, str] = {
     "download_failed": "the download step failed",
     "bnb_cpu_dispatch": "the quantized model does not fit the GPU, so modules were sent to the CPU/disk",
     "cut_traceback": "a traceback stops before its exception line",
+    "tokenizer_files": "the tokenizer could not be loaded (its files are missing or cannot be converted)",
+    "exception": "a Python exception stopped the run",
 }
 
 
@@ -1459,6 +1481,19 @@ def _say(template: str, backend: str | None, **params: str) -> str | None:
             return None
         values[name] = flag
     return template.format(**values)
+
+
+# A quantized V cache needs flash attention: llama.cpp refuses it otherwise ("V cache quantization
+# requires flash_attn"). Knob names as in vramtui.core.backends.
+_KV_QUANT_ADVICE: dict[str, str] = {
+    "llama.cpp": "Quantize the KV cache: --cache-type-k q8_0 --cache-type-v q8_0 together with "
+    "--flash-attn on (llama.cpp refuses a quantized V cache without flash attention).",
+    "llama-cpp-python": "Quantize the KV cache: --type_k 8 --type_v 8 (8 is q8_0) together with "
+    "--flash_attn true (llama.cpp refuses a quantized V cache without flash attention).",
+    "ollama": "Quantize the KV cache: OLLAMA_KV_CACHE_TYPE=q8_0 together with OLLAMA_FLASH_ATTENTION=1 "
+    "(Ollama applies the KV cache type only with flash attention on).",
+}
+_FLASH_ON: dict[str, str] = {"llama.cpp": " on", "llama-cpp-python": " true", "ollama": "=1"}
 
 
 def _advice_memory(
@@ -1524,8 +1559,12 @@ def _advice_memory(
                 f"Lower the context: {{context}}{smaller} (the KV cache and the compute buffer grow with it).",
                 b,
             ),
-            _say("Quantize the KV cache: {kv_dtype} q8_0 (set the V cache to the same type).", b),
-            _say("Turn on flash attention: {flash_attn} (a much smaller compute buffer at long context).", b),
+            _KV_QUANT_ADVICE.get(b or ""),
+            _say(
+                "Turn on flash attention: {flash_attn}{on} (a much smaller compute buffer at long context).",
+                b,
+                on=_FLASH_ON.get(b or "", " on"),
+            ),
             _say("A smaller micro-batch shrinks the compute buffer: {ubatch} 256.", b),
             _say("Fewer parallel slots: {parallel} 1 (each slot holds its own cache cells).", b),
             _say("Or keep fewer layers on the GPU: {gpu_layers} N.", b),
@@ -1643,6 +1682,14 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
         if b in ("vllm", "sglang", "tgi"):
             return ["Use float16 on GPUs before compute capability 8.0: --dtype half (or float16)."]
         return ["Load in float16 on the GPU (torch_dtype=torch.float16), float32 on the CPU."]
+    if cause == "tokenizer_files":
+        return [
+            "The tokenizer could not be built from the model folder: it needs tokenizer.json (or "
+            "tokenizer.model with tokenizer_config.json); copy the tokenizer files from the original "
+            "repository, or pass the tokenizer's repository/path separately.",
+            "Converting a slow (SentencePiece/tiktoken) tokenizer needs its library: pip install sentencepiece "
+            "(or tiktoken).",
+        ]
     if failure == "file_missing":
         if b == "ollama":
             return ["Check the model name and tag, then `ollama pull NAME:TAG`."]
