@@ -425,6 +425,31 @@ def test_bad_input_to_the_app_commands_is_one_line_before_the_screen_opens(
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+def test_the_app_refuses_what_the_cli_refuses_before_the_screen_opens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A binary file given as a log is refused by `vramtui --log` with the line `vramtui diagnose`
+    gives; a profile whose values cannot make a command line is refused by `vramtui run` (exit 2, one
+    line), not shown as the log pane's first line."""
+    from vramtui.cli import main
+
+    binary = tmp_path / "bin.log"
+    binary.write_bytes(bytes(range(256)) * 64)
+    assert main(["diagnose", str(binary)]) == 2
+    refused = capsys.readouterr().err
+    assert refused == f"vramtui: {binary} looks like binary data, not a text log\n"
+    assert main(["--log", str(binary)]) == 2
+    assert capsys.readouterr().err == refused
+
+    profile = tmp_path / "types.toml"
+    profile.write_text(
+        'backend = "llama-cpp-python"\nmodel = "m.gguf"\n[params]\ncontext = "lots"\n', encoding="utf-8"
+    )
+    assert main(["run", str(profile)]) == 2
+    err = capsys.readouterr().err
+    assert err == "vramtui: context must be a whole number, not 'lots'\n"
+
+
 async def test_stage_colours_come_from_the_theme_variables(tmp_path: Path) -> None:
     from textual.color import Color
 

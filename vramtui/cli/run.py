@@ -17,8 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramtui.core.profile import load_profile
     from vramtui.tui.app import run_app  # Textual loads only when the app opens
 
-    load_profile(args.profile)  # a bad profile is one clear line before the screen opens
+    # run_app reads the profile and builds its command first: a bad one is one line, exit 2.
     return run_app(profile_path=args.profile, theme=args.run_theme or getattr(args, "theme", None))

@@ -489,6 +489,10 @@ def run_app(
     for label, value in (("log file", log_file), ("replay CSV", replay_csv), ("profile", profile_path)):
         if value is not None and not Path(value).is_file():
             raise VramtuiError(f"{label} not found: {value}")
+    if log_file is not None:
+        refuse_binary_log(log_file)
+    if profile_path is not None:
+        check_profile(profile_path)
     # Signal handlers can only be set on the main thread, and servers start from worker threads: set
     # them here, so a closed terminal (SIGHUP) or a kill (SIGTERM) still stops every server we started.
     from vramtui.core.procs import install_exit_handlers
@@ -504,6 +508,33 @@ def run_app(
         signal.signal(signal.SIGTERM, previous)
         app.shutdown()
     return int(result or 0)
+
+
+def refuse_binary_log(path: str) -> None:
+    """Refuse a file that is not a text log, as `vramtui diagnose` does (the same test, the same line):
+    binary bytes at its head and no failure a log engine can read in it."""
+    from vramtui.core.textclean import looks_binary
+
+    try:
+        with Path(path).open("rb") as stream:
+            head = stream.read(8192)
+    except OSError as error:
+        raise VramtuiError(f"cannot read {path}: {error.strerror or error}") from None
+    if not looks_binary(head):
+        return
+    from vramtui.core.diagnose import diagnose_file
+
+    if not diagnose_file(path).failed:
+        raise VramtuiError(f"{path} looks like binary data, not a text log")
+
+
+def check_profile(path: str) -> None:
+    """Read the profile and build its command line now: a bad value is one line before the screen opens,
+    not a note in the log pane."""
+    from vramtui.core.launcher import build_command
+    from vramtui.core.profile import load_profile
+
+    build_command(load_profile(path))
 
 
 def _leave_cleanly_on_sigterm(app: VramtuiApp) -> Any:
