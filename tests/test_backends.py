@@ -207,10 +207,11 @@ def test_values_cannot_inject_commands() -> None:
     assert shlex.split(plan.command_line()) == plan.argv
 
 
-def test_unknown_parameter_is_listed_not_dropped() -> None:
-    plan = build_command(Profile(backend="llama.cpp", model="/m.gguf", params={"contxt": 4096}))
-    assert plan.unsupported == ["contxt"]
-    assert "--ctx-size" not in plan.argv
+def test_unknown_parameter_is_refused_and_backend_extras_pass() -> None:
+    with pytest.raises(VramtuiError, match="did you mean context"):
+        Profile(backend="llama.cpp", model="/m.gguf", params={"contxt": 4096})
+    plan = build_command(Profile(backend="llama.cpp", model="/m.gguf", params={"threads": 3}))
+    assert plan.argv[-2:] == ["--threads", "3"] and plan.unsupported == []
 
 
 def test_bad_values_are_one_line_errors() -> None:

@@ -71,7 +71,42 @@ def test_top_level_shared_parameters_and_auto_port() -> None:
 
 def test_unknown_keys_are_said(tmp_path: Path) -> None:
     profile = profile_from_dict({"backend": "vllm", "model": "m", "contxt": 4})
-    assert profile.warnings == ("unknown profile key 'contxt' (ignored)",)
+    assert profile.warnings == ("unknown profile key 'contxt' (ignored; did you mean context?)",)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        (
+            {"contxt": 512},
+            r"unknown parameter 'contxt' under \[params\] for llama-cpp-python: did you mean context\?",
+        ),
+        ({"n_gpu_layerz": 9}, r"did you mean gpu_layers\?"),
+        ({"zzz": 1}, r"unknown parameter 'zzz'.*extra_args"),
+        ({"port": 8000}, r"^port belongs at the top level, not under \[params\]$"),
+        ({"memory_budget": "1GiB"}, r"memory_budget belongs under \[limits\]"),
+    ],
+)
+def test_unknown_params_are_errors_with_a_suggestion(
+    tmp_path: Path, params: dict[str, object], message: str
+) -> None:
+    path = tmp_path / "typo.toml"
+    lines = ['backend = "llama-cpp-python"', 'model = "m.gguf"', "[params]"]
+    lines += [f"{key} = {value!r}".replace("'", '"') for key, value in params.items()]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(VramtuiError, match=message) as caught:
+        load_profile(path)
+    assert "\n" not in str(caught.value)
+    # The same check guards profiles built in code (the wizard's changes).
+    good = Profile(backend="llama-cpp-python", model="/m.gguf", params={"context": 512, "threads": 2})
+    with pytest.raises(VramtuiError, match=r"under \[params\]|belongs"):
+        good.with_param(next(iter(params)), 1)
+
+
+def test_backend_specific_params_pass_for_their_backend_only() -> None:
+    assert Profile(backend="vllm", model="m", params={"served_model_name": "x"}).params
+    with pytest.raises(VramtuiError, match="unknown parameter 'served_model_name'"):
+        Profile(backend="llama-cpp-python", model="/m.gguf", params={"served_model_name": "x"})
 
 
 @pytest.mark.parametrize(

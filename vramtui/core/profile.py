@@ -13,16 +13,22 @@ context = 8192
 parallel = 1
 kv_dtype = "f16"
 gpu_layers = 0
+threads = 4                       # a backend's own pass-through names (threads, alias, dtype ...)
 [limits]
 memory_budget = "1500MiB"
 [env]
 CUDA_VISIBLE_DEVICES = "0"
 ```
+
+A [params] name that is neither shared nor the backend's own is an error with a suggestion
+("did you mean context?"): a typo must not launch with the engine's default. Other engine flags go
+in extra_args.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +72,8 @@ class Profile:
         object.__setattr__(self, "backend", get_backend(self.backend).name)
         if not self.model:
             raise VramtuiError("the profile names no model")
+        for name in self.params:
+            check_param_name(self.backend, name)
 
     @property
     def label(self) -> str:
@@ -120,6 +128,30 @@ class Profile:
         return target
 
 
+def known_params(backend: str) -> tuple[str, ...]:
+    """The [params] names a backend takes: the shared vocabulary, then its own pass-through ones."""
+    launch = get_backend(backend).launch
+    extras = tuple(launch.extra_params) if launch is not None else ()
+    return PARAMS + tuple(name for name in extras if name not in PARAMS)
+
+
+def check_param_name(backend: str, name: str) -> None:
+    """A [params] key vramtui does not know is an error (a typo must not pass silently)."""
+    known = known_params(backend)
+    if name in known:
+        return
+    if name == "memory_budget":
+        raise VramtuiError("memory_budget belongs under [limits], not under [params]")
+    if name in _TOP_LEVEL:
+        raise VramtuiError(f"{name} belongs at the top level, not under [params]")
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise VramtuiError(
+        f"unknown parameter {name!r} under [params] for {get_backend(backend).name}: {hint}"
+        f"(known: {', '.join(known)}; other engine flags go in extra_args = [...])"
+    )
+
+
 def _checked_value(name: str, value: object) -> object:
     if not isinstance(value, _PARAM_TYPES):
         raise VramtuiError(
@@ -149,7 +181,9 @@ def profile_from_dict(
     warnings: list[str] = []
     for key in data:
         if key not in _TOP_LEVEL and key not in PARAMS and key != "memory_budget":
-            warnings.append(f"unknown profile key {key!r} (ignored)")
+            close = difflib.get_close_matches(str(key), [*_TOP_LEVEL, *PARAMS], n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            warnings.append(f"unknown profile key {key!r} (ignored{hint})")
     backend = data.get("backend")
     model = data.get("model")
     if not isinstance(backend, str) or not backend:
