@@ -76,6 +76,9 @@ async def test_run_profile_then_quit_asks_stops_the_server_and_leaves_nothing(
         text = screen_text(app)
         assert "model process" in text
         assert "ready (pid" in text  # the status line
+        # The wizard pane: n is for a launch that fails, so it says how to get there from a running model.
+        hint = app.query_one(WizardPane).state_text
+        assert "ready (pid" in hint and hint.endswith("stop the model (s), then press n")
 
         # r relaunches: the old server goes, a new one comes up
         await pilot.press("r")
@@ -250,3 +253,11 @@ async def test_e_lands_on_and_marks_the_first_error_of_a_real_failed_launch(tmp_
         marked_rows = [row for row in text.splitlines() if "▶" in row]
         assert len(marked_rows) == 1
         assert f"{number} " in marked_rows[0] and "Model path does not exist" in marked_rows[0]
+
+        # Inside `vramtui run`, the wizard pane says how to start the wizard on this very profile.
+        wizard = app.query_one(WizardPane)
+        assert wizard.driver is None
+        assert wizard.state_text.endswith(
+            "press n to start the wizard on this profile (one change at a time)"
+        )
+        assert "vramtui run PROFILE" not in screen_text(app)

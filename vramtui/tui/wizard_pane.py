@@ -45,6 +45,15 @@ class WizardUpdate(Message):
         self.error = error
 
 
+def session_wizard_hint(session: Any) -> str:
+    """What the wizard pane says while a profile is launched and no wizard runs: how to start one."""
+    where = session.describe()
+    if session.state in ("starting", "ready"):
+        # n is refused while the model runs (the wizard is for a launch that fails): say so up front.
+        return f"{where} — to start the wizard on this profile, stop the model (s), then press n"
+    return f"{where} — press n to start the wizard on this profile (one change at a time)"
+
+
 class WizardPane(Pane):
     PANE_TITLE = "Wizard"
     PANE_KEY = "4"
@@ -119,8 +128,8 @@ class WizardPane(Pane):
         """The app's model session changed: remember its profile for a wizard the user may start."""
         if session is not None:
             self.profile_hint = session.profile
-            if self.driver is None and session.state == "failed":
-                self.state_text = f"{session.describe()} — press n: the wizard proposes one change at a time"
+            if self.driver is None:
+                self.state_text = session_wizard_hint(session)
                 self.show()
 
     def next_step(self) -> None:
