@@ -697,6 +697,21 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ),
     ErrorRule("no such file or directory", "not_found_local", "file_missing"),
     ErrorRule("filenotfounderror", "not_found_local", "file_missing"),
+    # --- tokenizer files (transformers' PreTrainedTokenizerFast and AutoTokenizer wording) ---
+    ErrorRule(
+        "couldn't instantiate the backend tokenizer",
+        "tokenizer_files",
+        "other",
+        stage="load_weights",
+        backend="transformers",
+    ),
+    ErrorRule(
+        "can't load tokenizer for",
+        "tokenizer_files",
+        "file_missing",
+        stage="load_weights",
+        backend="transformers",
+    ),
     # --- network ---
     ErrorRule("localentrynotfounderror", "offline", "network", stage="download", backend="transformers"),
     ErrorRule(
@@ -786,6 +801,24 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         stage="load_weights",
         backend="ollama",
     ),
+    # --- llama.cpp's context buffers: the device allocator's own line (CUDA0 / CPU above) comes first
+    # and decides; alone, a KV-cache or compute-buffer failure is the accelerator's out-of-memory
+    # (llama_kv_cache_init / llama_kv_cache_unified / graph_reserve / llama_new_context_with_model).
+    ErrorRule(
+        "failed to allocate buffer for kv cache",
+        "kv_alloc_failed",
+        "cuda_oom",
+        stage="kv_cache",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "failed to allocate compute",
+        "compute_alloc_failed",
+        "cuda_oom",
+        r"failed to allocate compute(?: pp)? buffers?",
+        stage="kv_cache",
+        backend="llama.cpp",
+    ),
     # --- generic errors: count only when nothing more specific shows up ---
     ErrorRule(
         "error executing method",
@@ -808,22 +841,6 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         backend="vllm",
     ),
     ErrorRule("error executing method", "worker_method_failed", "other", strong=False, backend="vllm"),
-    ErrorRule(
-        "failed to allocate compute",
-        "alloc_failed",
-        "other",
-        stage="kv_cache",
-        strong=False,
-        backend="llama.cpp",
-    ),
-    ErrorRule(
-        "failed to allocate buffer for kv cache",
-        "alloc_failed",
-        "other",
-        stage="kv_cache",
-        strong=False,
-        backend="llama.cpp",
-    ),
     ErrorRule(
         "failed to create context",
         "context_failed",
@@ -1145,7 +1162,7 @@ FIGURE_RULES: tuple[FigureRule, ...] = (
     FigureRule(
         "n_ctx",
         "context",
-        rf"(?:llama_context|llama_new_context_with_model):\s+n_ctx\s*=\s*{_NUM}\s*$",
+        rf"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+n_ctx\s*=\s*{_NUM}\s*$",
         count=True,
         backend="llama.cpp",
     ),

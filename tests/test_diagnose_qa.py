@@ -1,0 +1,136 @@
+"""Cases a QA pass found: llama.cpp context-buffer failures, the first traceback's exception line,
+sub-step advice (CUDA-graph capture, transformers loading), quantization that was asked for but not
+applied, wrong formats per backend, a stage with no line behind it, and a context fitted to a budget."""
+
+from __future__ import annotations
+
+from vramtui.core.diagnose import Diagnosis, diagnose_text
+
+
+def no_kernel_log() -> None:
+    return None
+
+
+def _diagnose(text: str, **kwargs: object) -> Diagnosis:
+    return diagnose_text(text, kernel_log=no_kernel_log, **kwargs)  # type: ignore[arg-type]
+
+
+# -- 1. llama.cpp KV-cache and compute-buffer allocation failures --------------------------------------
+LLAMA_CONTEXT_HEAD = (
+    "llama_model_loader: loaded meta data with 29 key-value pairs and 292 tensors from /m/q8.gguf\n"
+    "load_tensors: offloaded 33/33 layers to GPU\n"
+    "load_tensors:        CUDA0 model buffer size =  7605.33 MiB\n"
+    "llama_init_from_model: n_ctx         = 131072\n"
+    "llama_init_from_model: flash_attn    = 0\n"
+)
+
+
+def test_kv_cache_allocation_failure_alone_is_a_gpu_oom_at_kv_cache() -> None:
+    diagnosis = _diagnose("llama_kv_cache_init: failed to allocate buffer for kv cache\n")
+    assert (diagnosis.failure, diagnosis.failure_stage) == ("cuda_oom", "kv_cache")
+    assert diagnosis.first_error_line == 1
+
+
+def test_kv_and_compute_failures_after_gpu_buffers_are_gpu_oom() -> None:
+    for line in (
+        "llama_kv_cache_init: failed to allocate buffer for kv cache",
+        "llama_kv_cache_unified: failed to allocate buffer for kv cache",
+        "llama_new_context_with_model: failed to allocate compute buffers",
+        "graph_reserve: failed to allocate compute buffers",
+    ):
+        text = LLAMA_CONTEXT_HEAD + line + "\nllama_init_from_model: failed to initialize the context\n"
+        diagnosis = _diagnose(text)
+        assert (diagnosis.failure, diagnosis.failure_stage) == ("cuda_oom", "kv_cache"), line
+        assert diagnosis.first_error_line == 6, line
+        # The context the log printed is read (llama_init_from_model's wording), so the advice halves it.
+        assert diagnosis.engine_figures["context"] == 131072
+        assert "--ctx-size 65536 (now 131072)" in diagnosis.advice[0]
+
+
+def test_a_cpu_buffer_failure_before_the_kv_line_stays_a_host_allocation() -> None:
+    text = (
+        "llama_kv_cache_init: kv_size = 1048576, offload = 1, type_k = 'f16', type_v = 'f16'\n"
+        "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 137438953504\n"
+        "llama_kv_cache_init: failed to allocate buffer for kv cache\n"
+    )
+    diagnosis = _diagnose(text)
+    assert (diagnosis.failure, diagnosis.cause) == ("other", "host_alloc")
+    assert diagnosis.first_error_line == 2
+
+
+# -- 6. a quantized V cache needs flash attention ----------------------------------------------------
+def test_llama_kv_quantization_advice_names_flash_attention_per_backend() -> None:
+    for backend, words in (
+        ("llama.cpp", ("--cache-type-k q8_0", "--cache-type-v q8_0", "--flash-attn on")),
+        ("llama-cpp-python", ("--type_k 8", "--type_v 8", "--flash_attn true")),
+        ("ollama", ("OLLAMA_KV_CACHE_TYPE=q8_0", "OLLAMA_FLASH_ATTENTION=1")),
+    ):
+        diagnosis = _diagnose(
+            LLAMA_CONTEXT_HEAD + "graph_reserve: failed to allocate compute buffers\n", backend=backend
+        )
+        kv = [line for line in diagnosis.advice if "KV cache" in line and "Quantize" in line]
+        assert len(kv) == 1, (backend, diagnosis.advice)
+        for word in words:
+            assert word in kv[0], (backend, kv[0])
+
+
+# -- 2. an unfamiliar exception: its own line, not the traceback header --------------------------------
+TRACEBACK = (
+    "2026-11-30T05:48:26.550 vramtui-runner: loading tokenizer from /models/tiny\n"
+    "2026-11-30T05:48:28.884 Traceback (most recent call last):\n"
+    '2026-11-30T05:48:28.885   File "/srv/run.py", line 94, in load\n'
+    "2026-11-30T05:48:28.885     self.tokenizer = transformers.AutoTokenizer.from_pretrained(path)\n"
+    '2026-11-30T05:48:28.890   File "/venv/transformers/tokenization_utils_tokenizers.py", line 422, in __init__\n'
+    "2026-11-30T05:48:28.890     raise ValueError(\n"
+    "2026-11-30T05:48:28.890 {exception}\n"
+    "2026-11-30T05:48:28.890 vramtui-runner: error: loading failed\n"
+)
+
+
+def test_an_unfamiliar_exception_is_reported_at_its_own_line() -> None:
+    diagnosis = _diagnose(
+        TRACEBACK.format(exception="ValueError: the frobnicator refused this checkpoint"),
+        backend="transformers",
+    )
+    assert diagnosis.failed and diagnosis.failure == "other"
+    assert diagnosis.first_error_line == 7
+    assert "ValueError: the frobnicator refused" in (diagnosis.first_error_text or "")
+    assert "ValueError: the frobnicator refused" in diagnosis.evidence[0]
+
+
+def test_chained_unfamiliar_exceptions_report_the_first_tracebacks_exception() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/a.py", line 3, in <module>\n'
+        "    load()\n"
+        "KeyError: 'model_type'\n"
+        "\n"
+        "During handling of the above exception, another exception occurred:\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/a.py", line 5, in <module>\n'
+        "    raise RuntimeError('giving up')\n"
+        "RuntimeError: giving up\n"
+    )
+    diagnosis = _diagnose(text)
+    assert diagnosis.first_error_line == 4
+    assert diagnosis.first_error_text == "KeyError: 'model_type'"
+
+
+def test_a_tokenizer_error_gets_tokenizer_file_advice() -> None:
+    exception = (
+        "ValueError: Couldn't instantiate the backend tokenizer from one of: (1) a `tokenizers` library "
+        "serialization file, (2) a slow tokenizer instance to convert or (3) an equivalent slow tokenizer "
+        "class to instantiate and convert. You need to have sentencepiece installed to convert a slow "
+        "tokenizer to a fast one."
+    )
+    diagnosis = _diagnose(TRACEBACK.format(exception=exception))
+    assert diagnosis.first_error_line == 7
+    assert diagnosis.cause == "tokenizer_files"
+    assert "tokenizer.json" in diagnosis.advice[0]
+    missing = _diagnose(
+        "OSError: Can't load tokenizer for 'org/model'. If you were trying to load it from "
+        "'https://huggingface.co/models', make sure you don't have a local directory with the same name.\n"
+    )
+    assert (missing.failure, missing.cause) == ("file_missing", "tokenizer_files")
+    assert "tokenizer.json" in missing.advice[0]
