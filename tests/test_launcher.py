@@ -21,12 +21,15 @@ import pytest
 
 from vramtui.core import procs
 from vramtui.core.launcher import (
+    BAD_ARGUMENTS,
     COMMAND_NOT_FOUND,
     PORT_IN_USE,
     READY_TIMEOUT,
     LaunchError,
+    LogLine,
     ModelServer,
     build_command,
+    refused_arguments,
 )
 from vramtui.core.launcher import run_check as _run_check
 from vramtui.core.profile import Profile, load_profile
@@ -173,6 +176,41 @@ def test_truncated_gguf(tiny_gguf: Path, tmp_path: Path) -> None:
     assert result.diagnosis is not None and result.diagnosis.failed
     assert result.failure_stage == "load_weights"
     assert_nothing_left(*started)
+
+
+@pytest.mark.engine
+@needs_llama
+def test_a_refused_command_line_is_a_launch_failure(tiny_gguf: Path, tmp_path: Path) -> None:
+    """llama_cpp.server's argparse refuses an extra argument: nothing loaded, the argument named."""
+    profile = Profile(backend="llama-cpp-python", model=str(tiny_gguf), port=0, extra_args=("$(id)",))
+    started: list[int] = []
+    result = run_check(profile, tmp_path, ready_timeout_s=60, on_start=lambda s: started.append(s.pid))
+    assert not result.ready and result.exit_code == 2
+    assert result.failure == BAD_ARGUMENTS and result.failure_stage == "launch" and result.stage is None
+    assert "unrecognized arguments: $(id)" in result.message and "check extra_args" in result.message
+    assert result.command[-1] == "$(id)"  # passed literally, never through a shell
+    assert_nothing_left(*started)
+
+
+@pytest.mark.parametrize(
+    ("line", "refused"),
+    [
+        ("__main__.py: error: unrecognized arguments: --bogus 3", "unrecognized arguments: --bogus 3"),
+        (
+            "api_server.py: error: argument --max-model-len: invalid int value: 'x'",
+            "argument --max-model-len: invalid int value: 'x'",
+        ),
+        ("error: invalid argument: --ctx-sise", "invalid argument: --ctx-sise"),
+        (
+            'error while handling argument "--ctx-size": stoi',
+            'error while handling argument "--ctx-size": stoi',
+        ),
+        ("Error: unknown flag: --bogus", "unknown flag: --bogus"),
+        ("llama_model_load: error loading model: unknown model architecture: 'x'", None),
+    ],
+)
+def test_refused_arguments_reads_each_parser(line: str, refused: str | None) -> None:
+    assert refused_arguments([LogLine(0.0, "usage: server [-h]"), LogLine(1.0, line)]) == refused
 
 
 def test_port_already_in_use(tiny_gguf: Path, tmp_path: Path) -> None:

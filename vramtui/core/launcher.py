@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -42,6 +43,18 @@ READY_TIMEOUT = "ready_timeout"
 EXITED = "exited"
 HOST_OOM = "host_oom"  # an allocation failed under the host memory budget (RLIMIT_AS)
 CUDA_OOM = "cuda_oom"  # the run crossed the GPU memory budget
+BAD_ARGUMENTS = "bad_arguments"  # the server refused its own command line before loading anything
+
+# How servers refuse a command line: argparse (llama_cpp.server, vLLM, the transformers runner),
+# llama.cpp's common arg parser, Go's cobra (Ollama). Group 1 is what was refused.
+_BAD_ARGUMENT_PATTERNS = (
+    re.compile(r"error: (unrecognized arguments?: .+)", re.IGNORECASE),
+    re.compile(r"error: (argument \S+: .+)", re.IGNORECASE),
+    re.compile(r"error: (the following arguments are required: .+)", re.IGNORECASE),
+    re.compile(r"error: ((?:invalid|unknown) argument: .+)", re.IGNORECASE),
+    re.compile(r"(error while handling argument .+)", re.IGNORECASE),
+    re.compile(r"Error: (unknown (?:shorthand )?flag: .+)"),
+)
 
 _ALLOCATION_WORDS = (
     "insufficient memory",
@@ -744,6 +757,22 @@ def run_check(
     return _result(server, smoke, launch_message, replayed)
 
 
+def refused_arguments(lines: list[LogLine]) -> str | None:
+    """What the server said when it refused its command line (argparse, llama.cpp, cobra), or None."""
+    for line in lines:
+        for pattern in _BAD_ARGUMENT_PATTERNS:
+            found = pattern.search(line.text)
+            if found:
+                return found.group(1).strip()
+    return None
+
+
+def _bad_arguments_message(refused: str, extra_args: tuple[str, ...]) -> str:
+    words = {word.strip("'\"") for word in refused.split(":", 1)[-1].split()}
+    source = "extra_args" if words & set(extra_args) else "the command line (extra_args and [params])"
+    return f"the server refused its command line before loading anything: {refused}; check {source}"
+
+
 def _result(
     server: ModelServer, smoke: SmokeResult | None, launch_message: str, replayed: SmokeResult | None = None
 ) -> CheckResult:
@@ -751,7 +780,16 @@ def _result(
     failure = server.failure
     failure_stage = server.failure_stage
     stage = server.stage
-    if diagnosis is not None:
+    refused = (
+        refused_arguments(server.lines)
+        if failure is None and not server.ready and server.exit_code not in (None, 0)
+        else None
+    )
+    if refused is not None:
+        # argparse prints its usage and exits: nothing was loaded, whatever the usage text resembles.
+        failure, failure_stage, stage = BAD_ARGUMENTS, "launch", None
+        launch_message = launch_message or _bad_arguments_message(refused, server.profile.extra_args)
+    elif diagnosis is not None:
         stage = _furthest(stage, getattr(diagnosis, "stage", None))
         if failure is None and getattr(diagnosis, "failed", False):
             failure = getattr(diagnosis, "failure", None)
