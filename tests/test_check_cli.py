@@ -95,6 +95,30 @@ def test_check_port_in_use_is_a_clear_failure(tmp_path: Path) -> None:
     assert report["failure"] == "port_in_use" and str(port) in report["message"]
 
 
+@pytest.mark.engine
+def test_check_without_a_port_picks_a_free_one_when_the_default_is_busy(tmp_path: Path) -> None:
+    import socket
+
+    pytest.importorskip("llama_cpp")
+    with socket.socket() as holder:
+        try:  # hold the default port; if something else already holds it, that is the case too
+            holder.bind(("127.0.0.1", 8000))
+            holder.listen()
+        except OSError:
+            pass
+        profile = tmp_path / "p.toml"
+        profile.write_text('backend = "llama-cpp-python"\nmodel = "missing.gguf"\n')
+        proc = vramtui("check", str(profile), "--json", "--log-dir", str(tmp_path / "runs"))
+    report = json.loads(proc.stdout)
+    assert report["failure"] != "port_in_use", report["message"]
+    port = int(report["command"][report["command"].index("--port") + 1])
+    assert port != 8000 and report["base_url"] == f"http://127.0.0.1:{port}"
+    shown = proc.stderr.splitlines()[0]
+    assert (
+        shown.startswith("$ ") and shlex.split(shown[2:]) == report["command"]
+    )  # the port launched is shown
+
+
 def test_check_bad_profile_is_one_line(tmp_path: Path) -> None:
     proc = vramtui("check", str(tmp_path / "missing.toml"))
     assert proc.returncode == 2

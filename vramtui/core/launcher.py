@@ -154,12 +154,14 @@ def build_command(profile: Profile) -> LaunchPlan:
     )
 
 
-def pin_port(profile: Profile) -> Profile:
+def pin_port(profile: Profile, unset_is_free: bool = True) -> Profile:
     """A profile whose port 0 ("auto") is replaced by a free port now, so that the command shown
-    before launch is the command launched."""
-    if profile.port != 0:
-        return profile
-    return profile.with_changes(port=build_command(profile).port)
+    before launch is the command launched. With `unset_is_free`, a profile that sets no port gets a
+    free one too (a check must not fail because something else sits on the engine's default port);
+    a port the profile sets stays, busy or not: the launch then names who holds it."""
+    if profile.port == 0 or (profile.port is None and unset_is_free):
+        return profile.with_changes(port=build_command(profile.with_changes(port=0)).port)
+    return profile
 
 
 def _flag_value(value: object) -> str:
