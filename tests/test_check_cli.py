@@ -128,3 +128,23 @@ def test_check_bad_profile_is_one_line(tmp_path: Path) -> None:
     proc = vramtui("check", str(bad))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "vramtui: context must be a whole number, not 'lots'"
+
+
+def test_wizard_refuses_a_bad_profile_like_check_and_writes_no_record(tmp_path: Path) -> None:
+    bad = tmp_path / "types.toml"
+    bad.write_text(
+        'backend = "llama-cpp-python"\nmodel = "m.gguf"\n[params]\ncontext = "lots"\nparallel = -2\n'
+    )
+    records = tmp_path / "records"
+    checked = vramtui("check", str(bad))
+    wizard = vramtui("wizard", str(bad), "--auto", "--record", str(records / "w.jsonl"))
+    for proc in (checked, wizard):
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert proc.stderr.strip().splitlines() == ["vramtui: context must be a whole number, not 'lots'"]
+    assert wizard.stdout == "" and not records.exists()  # no record for a profile that never launched
+    typo = tmp_path / "typo.toml"
+    typo.write_text('backend = "llama-cpp-python"\nmodel = "m.gguf"\n[params]\ncontxt = 512\n')
+    for command in ("check", "wizard"):
+        proc = vramtui(command, str(typo), "--auto") if command == "wizard" else vramtui(command, str(typo))
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+        assert "did you mean context?" in proc.stderr

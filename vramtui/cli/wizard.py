@@ -196,7 +196,12 @@ def run(args: argparse.Namespace) -> int:
 
 def run_wizard(profile: Any, args: argparse.Namespace) -> int:
     """Shared by `vramtui wizard` and `vramtui demo --auto`."""
+    from vramtui.core.launcher import build_command
     from vramtui.core.wizard import Wizard, stress_check
+
+    # A profile the launcher cannot turn into a command (a parameter of the wrong type) is the same
+    # one-line error as `check` gives, before any record file is opened.
+    build_command(profile)
 
     out = sys.stderr if args.json else sys.stdout
     interactive = not args.auto and sys.stdin.isatty()
