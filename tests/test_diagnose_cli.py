@@ -101,6 +101,20 @@ def test_exit_code_flag_for_a_bare_kill(tmp_path: Path, capsys: pytest.CaptureFi
     assert (data["failure"], data["failure_stage"]) == ("host_oom_killed", "load_weights")
 
 
+def test_text_report_says_the_stage_is_unknown_when_no_line_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "killed.log"
+    log.write_text("Killed\n")
+    assert main(["diagnose", str(log)]) == 1
+    out = capsys.readouterr().out
+    assert "stage unknown" in out and "Failed at" not in out
+    assert "Furthest stage reached: unknown" in out
+    assert main(["diagnose", str(log), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["failure_stage"] == "load_weights" and data["stage_inferred"] is True
+
+
 def test_stdin_in_a_real_process() -> None:
     log = "\x1b[31m[bold red]ERROR[/] 07-01\x1b[0m torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
     done = subprocess.run(

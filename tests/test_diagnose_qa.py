@@ -134,3 +134,55 @@ def test_a_tokenizer_error_gets_tokenizer_file_advice() -> None:
     )
     assert (missing.failure, missing.cause) == ("file_missing", "tokenizer_files")
     assert "tokenizer.json" in missing.advice[0]
+
+
+# -- 3. vLLM: out of memory while capturing CUDA graphs ----------------------------------------------
+VLLM_GRAPH = (
+    "INFO 06-01 12:00:10 [gpu_model_runner.py:1595] Model loading took 14.9889 GiB and 6.1 seconds\n"
+    "INFO 06-01 12:00:20 [kv_cache_utils.py:634] GPU KV cache size: 29,264 tokens\n"
+    "{capture}\n"
+    "ERROR 06-01 12:00:27 [core.py:515] EngineCore failed to start.\n"
+    "ERROR 06-01 12:00:27 [core.py:515] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+    "64.00 MiB. GPU 0 has a total capacity of 23.55 GiB of which 30.25 MiB is free.\n"
+)
+
+
+def test_oom_during_cuda_graph_capture_ranks_memory_share_and_eager_first() -> None:
+    for capture in (
+        "Capturing CUDA graph shapes:  43%|████▎     | 29/67 [00:05<00:07,  5.10it/s]",
+        "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  40%|████      | 27/67 [00:04<00:06]",
+        "INFO 06-01 12:00:21 [model_runner.py:1011] Capturing cudagraphs for decoding. This may lead to "
+        "unexpected consequences if the model is not static.",
+    ):
+        diagnosis = _diagnose(VLLM_GRAPH.format(capture=capture))
+        assert (diagnosis.failure, diagnosis.failure_stage) == ("cuda_oom", "kv_cache"), capture
+        assert diagnosis.cause == "cuda_graph_capture", capture
+        assert "--gpu-memory-utilization" in diagnosis.advice[0]
+        assert "--enforce-eager" in diagnosis.advice[1]
+        # The KV-budget knobs free nothing here.
+        assert not any("--max-model-len" in line or "fp8" in line for line in diagnosis.advice)
+        assert not diagnosis.warnings  # the capture mark is no quiet failure
+
+
+def test_oom_after_graph_capture_finished_keeps_the_kv_cache_advice() -> None:
+    finished = (
+        "Capturing CUDA graph shapes: 100%|██████████| 67/67 [00:09<00:00,  7.10it/s]\n"
+        "INFO 06-01 12:00:26 [gpu_model_runner.py:2020] Graph capturing finished in 9 secs, took 0.56 GiB"
+    )
+    diagnosis = _diagnose(VLLM_GRAPH.format(capture=finished))
+    assert diagnosis.failure == "cuda_oom"
+    assert diagnosis.cause != "cuda_graph_capture"
+    assert "--max-model-len" in diagnosis.advice[0]
+
+
+# -- 8. a stage nobody printed ---------------------------------------------------------------------
+def test_a_bare_killed_says_the_stage_is_unknown() -> None:
+    diagnosis = _diagnose("Killed\n")
+    assert diagnosis.failure == "host_oom_killed"
+    assert diagnosis.stage_inferred is True
+    assert diagnosis.failure_stage == "load_weights"  # the best guess, marked inferred
+    assert "stage unknown" in diagnosis.summary
+    assert "Failed at" not in diagnosis.summary
+    seen = _diagnose("llama_model_loader: loaded meta data with 29 key-value pairs\nKilled\n")
+    assert seen.stage_inferred is False
+    assert seen.summary.startswith("Failed at load_weights")

@@ -100,7 +100,9 @@ def render_text(diagnosis: Any, source: str) -> str:
     if diagnosis.failed and diagnosis.first_error_line:
         out.append(f"First error, line {diagnosis.first_error_line}:")
         out.append(f"  {diagnosis.first_error_text}")
-    if diagnosis.stage:
+    if getattr(diagnosis, "stage_inferred", False) and diagnosis.stage == diagnosis.failure_stage:
+        out.append(f"Furthest stage reached: unknown (no stage line; best guess {diagnosis.stage})")
+    elif diagnosis.stage:
         out.append(f"Furthest stage reached: {diagnosis.stage}")
     extra_evidence = [line for line in diagnosis.evidence[1:]] if diagnosis.failed else diagnosis.evidence
     if extra_evidence:

@@ -112,6 +112,7 @@ class Diagnosis:
     cause: str | None = None  # finer than `failure`: e.g. host_alloc, gated_repo, bad_magic
     summary: str = ""
     inferred: bool = False  # the class is inferred (no line names the cause)
+    stage_inferred: bool = False  # no line says where it failed: failure_stage is a best guess
     lines: int = 0
     exit_code: int | None = None
 
@@ -1210,8 +1211,18 @@ class LogDiagnoser:
             found = cut
             failure, cause, inferred = ("cuda_oom" if cut_memory else "other"), "cut_traceback", True
 
-        if (self.host_budget or "host_budget" in self._figures) and cause in _HOST_ALLOCATION_CAUSES:
+        if (self.host_budget or "host_budget" in self._figures) and cause in _BUDGET_ALLOCATION_CAUSES:
             failure = "host_oom"
+        if (
+            failure == "cuda_oom"
+            and found is not None
+            and found.stage == "kv_cache"
+            and "cuda_graphs" not in self._figures  # the engine's "capture finished" figure
+            and any(
+                key == "mark:graph_capture" and seen[0] < found.number for key, seen in self._notices.items()
+            )
+        ):
+            cause = "cuda_graph_capture"
 
         exit_code = self._exit_code
         killed_by_signal = exit_code in (137, -9)
@@ -1224,7 +1235,7 @@ class LogDiagnoser:
             else:
                 failure, cause = "other", "exit_code"
                 text = f"process exited with code {exit_code} with no error text"
-            found = _Found(number, text, None, stage)
+            found = _Found(number, text, None, stage, defaulted=self._current is None)
             inferred = killed_by_signal
 
         failed = found is not None
@@ -1273,6 +1284,7 @@ class LogDiagnoser:
             engine_figures=figures,
             cause=cause if failed else None,
             inferred=inferred,
+            stage_inferred=found is not None and found.defaulted,
             lines=self.lines,
             exit_code=exit_code,
         )
@@ -1291,7 +1303,8 @@ class LogDiagnoser:
     def _quiet_failures(self) -> list[str]:
         warnings = [
             f"{message} (line {number}: {_clip(text, 160)})"
-            for number, text, message in self._notices.values()
+            for key, (number, text, message) in self._notices.items()
+            if not key.startswith("mark:")
         ]
         wanted = self.requested_quant
         if wanted:
@@ -1428,6 +1441,8 @@ _LLAMA_FAMILY = ("llama.cpp", "llama-cpp-python", "ollama")
 _TORCH_FAMILY = ("vllm", "transformers", "tgi", "sglang")
 
 _HOST_ALLOCATION_CAUSES = frozenset({"host_alloc", "host_ram_short"})
+# Under vramtui's host budget (no GPU), llama.cpp's context buffers are host allocations too.
+_BUDGET_ALLOCATION_CAUSES = _HOST_ALLOCATION_CAUSES | {"kv_alloc_failed", "compute_alloc_failed"}
 
 FAILURE_WORDS: dict[str, str] = {
     "cuda_oom": "the GPU ran out of memory",
@@ -1454,6 +1469,7 @@ CAUSE_WORDS: dict[str, str] = {
     "download_failed": "the download step failed",
     "bnb_cpu_dispatch": "the quantized model does not fit the GPU, so modules were sent to the CPU/disk",
     "cut_traceback": "a traceback stops before its exception line",
+    "cuda_graph_capture": "the GPU ran out of memory while capturing CUDA graphs",
     "tokenizer_files": "the tokenizer could not be loaded (its files are missing or cannot be converted)",
     "exception": "a Python exception stopped the run",
 }
@@ -1598,10 +1614,33 @@ def _advice_memory(
     ]
 
 
+def _advice_graph_capture(backend: str | None) -> list[str | None]:
+    """CUDA graphs are captured after the KV cache is sized: a smaller context or KV dtype frees nothing."""
+    if backend == "sglang":
+        return [
+            "CUDA-graph capture ran out of memory: lower --mem-fraction-static (e.g. 0.8 or 0.7) to leave it room.",
+            "Or capture fewer batch sizes: a smaller --cuda-graph-max-bs (e.g. 16); or --disable-cuda-graph.",
+        ]
+    if backend == "tgi":
+        return [
+            "CUDA-graph capture ran out of memory: lower --cuda-memory-fraction to leave it room.",
+            "Or capture fewer batch sizes (--cuda-graphs 1,2,4) or none (--cuda-graphs 0).",
+        ]
+    return [
+        "CUDA-graph capture ran out of memory: the graphs are allocated after the KV cache, outside the "
+        '--gpu-memory-utilization share (vLLM: "CUDA graphs can take additional 1~3 GiB memory per GPU"); '
+        "lower --gpu-memory-utilization (e.g. 0.85) to leave them room.",
+        "Or skip the graphs: --enforce-eager (slower decoding, no graph memory).",
+        "Or capture fewer batch sizes: a smaller --max-num-seqs.",
+    ]
+
+
 def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None) -> list[str | None]:
     b = diagnosis.backend
     failure, cause, stage = diagnosis.failure, diagnosis.cause, diagnosis.failure_stage
     figures = diagnosis.engine_figures
+    if failure == "cuda_oom" and cause == "cuda_graph_capture":
+        return _advice_graph_capture(b)
     if failure == "cuda_oom":
         return _advice_memory(stage, b, figures)
     if failure == "kv_cache_too_small":
@@ -1771,6 +1810,9 @@ def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
     if diagnosis.failure == "host_oom_killed" and kernel_note:
         words = "the kernel's out-of-memory killer ended the process"
     where = f" at {diagnosis.failure_stage}" if diagnosis.failure_stage else ""
+    if diagnosis.stage_inferred:
+        guess_stage = f"; best guess {diagnosis.failure_stage}" if diagnosis.failure_stage else ""
+        where = f" (stage unknown: no line says which step was running{guess_stage})"
     line = f" (line {diagnosis.first_error_line})" if diagnosis.first_error_line else ""
     guess = " [inferred]" if diagnosis.inferred else ""
     return f"Failed{where}: {words}{line}{guess}."

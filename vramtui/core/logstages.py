@@ -1024,6 +1024,16 @@ NOTICE_RULES: tuple[NoticeRule, ...] = (
         r"cuda graph is turned off|enforce_eager=true.*(?:disable|turned off)",
         backend="vllm",
     ),
+    # marks (kind "mark"): where a step began, for the advice; never reported as quiet failures
+    NoticeRule(
+        "capturing cuda graph",
+        "mark",
+        "graph_capture",
+        r"capturing cuda graphs?\b",
+        backend="vllm",
+    ),
+    NoticeRule("capturing cudagraphs", "mark", "graph_capture", backend="vllm"),
+    NoticeRule("capture cuda graph begin", "mark", "graph_capture", backend="sglang"),
     # the GPU was not used at all, or only partly
     NoticeRule(
         "no usable gpu found",
