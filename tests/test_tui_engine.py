@@ -147,6 +147,14 @@ async def test_demo_wizard_brings_the_failing_demo_up_with_confirmed_steps() -> 
         # the working profile is launched for the user and quitting stops it
         await wait_for(pilot, lambda: app.session is not None and app.session.state == "ready", timeout_s=90)
         pids = tree_of(app.session.pid)
+        # At 80 columns the status line (tabs and the running model) fits whole, in shorter words.
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        status = [row for row in screen_text(app).splitlines() if " 1 Mem" in row]
+        assert len(status) == 1 and "…" not in status[0], status
+        assert f"{app.session.describe(short=True)}" in status[0] and f"(pid {app.session.pid})" in status[0]
+        await pilot.resize_terminal(200, 50)
+        await pilot.pause()
         paths = wizard.driver.export()
         assert paths[0].read_text().count("|") > 10 and paths[1].read_text().count("\n") >= len(wizard.steps)
         # the record ends with its verdict: it reopens as a finished, successful session

@@ -92,6 +92,8 @@ class VramtuiApp(App[int]):
     Screen.-narrow Pane.-active { display: block; height: 1fr; }
     #status {
         height: 1;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
         background: $panel;
         color: $text;
         padding: 0 1;
@@ -163,6 +165,7 @@ class VramtuiApp(App[int]):
         self.session: ModelSession | None = None
         self.wizard_driver: Any = None  # set by the wizard pane; kept here so shutdown can reach it
         self.active_pane = "memory"
+        self._screen_width = 0  # set by each layout pass; the status line's wording depends on it
         self._theme_names: list[str] = []
         for compiled in themes.load_themes().values():
             self.register_theme(compiled)
@@ -239,6 +242,7 @@ class VramtuiApp(App[int]):
     def _apply_layout(self, width: int, height: int) -> None:
         narrow = width < WIDE_MIN_WIDTH or height < WIDE_MIN_HEIGHT
         self.screen.set_class(narrow, "-narrow")
+        self._screen_width = width  # self.size may lag behind a resize here
         # At 80 columns the footer's keys only fit without their spacing.
         for footer in self.query(Footer):
             footer.compact = width < WIDE_MIN_WIDTH
@@ -276,17 +280,25 @@ class VramtuiApp(App[int]):
             return  # not composed yet
         from rich.text import Text
 
-        text = Text(no_wrap=True, overflow="ellipsis")
-        if self.narrow:
-            for number, name in enumerate(PANE_ORDER, 1):
-                label = f" {number} {name.capitalize()} "
-                text.append(label, style="reverse bold" if name == self.active_pane else "")
-            text.append(" │ ")
         session = self.session
-        text.append(session.describe() if session is not None else "no model launched")
-        memory = self.query_one(MemoryPane)
-        if memory.paused:
-            text.append(" │ graph paused")
+        paused = " │ graph paused" if self.query_one(MemoryPane).paused else ""
+        # The status line spans the screen, less its padding.
+        room = (self._screen_width or self.size.width) - 2
+        # Longest wording first; shorter ones (no backend name, short tab names) where it does not fit.
+        wordings = (
+            [(False, False), (False, True), (True, True)] if self.narrow else [(False, False), (False, True)]
+        )
+        for short_tabs, short_model in wordings:
+            text = Text(no_wrap=True, overflow="ellipsis")
+            if self.narrow:
+                for number, name in enumerate(PANE_ORDER, 1):
+                    label = f" {number} {name.capitalize()[:3] if short_tabs else name.capitalize()} "
+                    text.append(label, style="reverse bold" if name == self.active_pane else "")
+                text.append(" │ ")
+            text.append(session.describe(short=short_model) if session is not None else "no model launched")
+            text.append(paused)
+            if text.cell_len <= room:
+                break
         status.update(text)
 
     # -- sampling ---------------------------------------------------------------------------------

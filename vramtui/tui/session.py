@@ -64,9 +64,10 @@ class ModelSession:
     def pid(self) -> int | None:
         return None if self.server is None else self.server.pid
 
-    def describe(self) -> str:
+    def describe(self, *, short: bool = False) -> str:
+        """`llama-cpp-python tiny: ready (pid 123)`; `short` leaves the backend out (a narrow status line)."""
         label = getattr(self.profile, "name", None) or Path(str(getattr(self.profile, "model", "model"))).name
-        backend = getattr(self.profile, "backend", "")
+        backend = "" if short else getattr(self.profile, "backend", "")
         where = f"{backend} {label}".strip()
         if self.state in ("starting", "ready") and self.pid:
             return f"{where}: {self.state} (pid {self.pid})"
