@@ -102,6 +102,9 @@ def test_human_table_uses_binary_units(capsys: pytest.CaptureFixture[str], tiny_
         (["--params", "8B", "--layers", "zero"], "--layers"),
         (["--params", "8B", "--flash-attn", "maybe"], "--flash-attn"),
         ([], "--params"),
+        (["--params", "1e30", "--gpu-mem", "24G"], "1e30 is not a plausible parameter count"),
+        (["--params", "1e400"], "--params"),
+        (["--params", "8B", "--layers", "100000000"], "not a plausible model"),
     ],
 )
 def test_nonsense_flags_are_one_line_errors(
@@ -131,7 +134,17 @@ def _bad_files(tmp_path: Path, tiny_gguf: Path) -> dict[str, Path]:
     )
     header = json.dumps({"w": {"dtype": "F16", "shape": [1024, 1024], "data_offsets": [0, 2097152]}}).encode()
     (liar / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 64)
-    return {"truncated": truncated, "not a GGUF": foreign, "malformed JSON": folder, "safetensors": liar}
+    shard = tmp_path / "shard" / "model.safetensors"
+    shard.parent.mkdir()
+    shard.write_bytes((liar / "model.safetensors").read_bytes())
+    (shard.parent / "config.json").write_text((liar / "config.json").read_text())
+    return {
+        "truncated": truncated,
+        "not a GGUF": foreign,
+        "malformed JSON": folder,
+        "safetensors": liar,
+        "point at the folder that holds config.json": shard,
+    }
 
 
 def test_bad_model_files_are_one_line_errors(
@@ -154,6 +167,13 @@ def test_real_process_exit_code_and_no_traceback(tmp_path: Path, tiny_gguf: Path
     assert result.returncode == 2
     assert result.stderr.startswith("vramtui: ") and result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_help_states_the_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["estimate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "exit status: 0 the model fits, 1 it does not fit, 2 bad input" in text
 
 
 def test_estimate_help_does_not_import_torch_or_transformers() -> None:

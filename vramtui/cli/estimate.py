@@ -10,10 +10,18 @@ from vramtui.core.errors import VramtuiError
 
 HELP = "estimate a model's memory on a GPU (weights, KV cache, buffers) before launching it"
 
+# The largest published models have a few trillion parameters; far past that, the shape the flags imply
+# is nonsense (hundreds of millions of layers) and sizing it would take forever.
+MAX_PLAUSIBLE_PARAMS = 10**14
+
 _SHAPE_FLAGS = ("layers", "kv_heads", "head_dim", "hidden", "heads", "vocab")
 
 
+EXIT_STATUS = "exit status: 0 the model fits, 1 it does not fit, 2 bad input (a flag or a model file)"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EXIT_STATUS
     parser.add_argument(
         "model",
         nargs="?",
@@ -153,6 +161,8 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
             raise VramtuiError(f"--params: {error}") from None
         if overrides["params"] <= 0:
             raise VramtuiError("--params: must be positive")
+        if overrides["params"] > MAX_PLAUSIBLE_PARAMS:
+            raise VramtuiError(f"--params: {args.params} is not a plausible parameter count (at most 100T)")
     # --quant goes to the settings: for vLLM/transformers it is what the engine applies while loading
     # (with its 16-bit load peak), for llama.cpp the GGUF file type to size
     if args.model:

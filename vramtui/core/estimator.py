@@ -38,6 +38,8 @@ CUDA_CONTEXT_BYTES = 400 * MIB
 VLLM_NON_TORCH_BYTES = 512 * MIB
 # vLLM captures CUDA graphs for batch sizes up to 512 after the KV cache is allocated (outside the profile).
 VLLM_CUDA_GRAPH_BYTES = 256 * MIB
+# Far past any real model (the deepest have ~200 layers); bounds the per-layer loops the solvers repeat.
+MAX_LAYERS = 10_000
 # PyTorch's caching allocator keeps freed blocks; transformers runs grow by this share of the dynamic part.
 TORCH_FRAGMENTATION = 0.10
 
@@ -612,6 +614,9 @@ def _transformers(info: ModelInfo, settings: Settings) -> Estimate:
 def _estimate_core(info: ModelInfo, settings: Settings) -> Estimate:
     if info.n_layers <= 0 or info.n_heads <= 0:
         raise VramtuiError("the model has no layers or heads: give --layers and --heads")
+    if info.n_layers > MAX_LAYERS:
+        # every estimate walks the layers, and the solvers run dozens of estimates
+        raise VramtuiError(f"{info.n_layers} layers is not a plausible model (at most {MAX_LAYERS})")
     accounting = settings.accounting
     if accounting == "llama.cpp":
         file_type = settings.quant if settings.quant and settings.quant != info.quant else None

@@ -683,6 +683,9 @@ def info_from_gguf(path: Path) -> ModelInfo:
 # --- entry point ---------------------------------------------------------------------------------------------
 
 
+_HF_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+
+
 def load_model_info(path: str | Path, exact_params: bool = True) -> ModelInfo:
     """ModelInfo from an HF folder, a config.json, a .gguf file, an Ollama name or an HF repo id in the cache."""
     candidate = Path(path).expanduser()
@@ -698,6 +701,12 @@ def load_model_info(path: str | Path, exact_params: bool = True) -> ModelInfo:
     if candidate.is_file():
         if candidate.suffix == ".json" or candidate.name == "config.json":
             return info_from_config(read_config_file(candidate), str(candidate), exact_params=exact_params)
+        if candidate.suffix.lower() in _HF_WEIGHT_SUFFIXES:
+            # a shard of a Hugging Face checkpoint: the shapes live in the config.json beside it
+            raise VramtuiError(
+                f"{path}: a weights file, not a model: point at the folder that holds config.json"
+                f" ({candidate.parent})"
+            )
         return info_from_gguf(candidate)
     if candidate.suffix in (".gguf", ".json") or str(path).startswith(("/", ".", "~")):
         raise VramtuiError(f"{path}: no such file or folder")

@@ -67,7 +67,10 @@ def parse_count(text: str | int | float) -> int:
     match = _COUNT_RE.match(str(text))
     if not match:
         raise VramtuiError(f"not a count: {text!r} (try 30B, 7.6e9 or 350M)")
-    return round(float(match.group(1)) * _COUNT_SUFFIX[match.group(2).lower()])
+    value = float(match.group(1)) * _COUNT_SUFFIX[match.group(2).lower()]
+    if not math.isfinite(value):  # '1e400' reads as infinity
+        raise VramtuiError(f"not a count: {text!r} (too large)")
+    return round(value)
 
 
 def format_bytes(n: float, precision: int = 2) -> str:
