@@ -186,3 +186,76 @@ def test_a_bare_killed_says_the_stage_is_unknown() -> None:
     seen = _diagnose("llama_model_loader: loaded meta data with 29 key-value pairs\nKilled\n")
     assert seen.stage_inferred is False
     assert seen.summary.startswith("Failed at load_weights")
+
+
+# -- 4. transformers: a load-stage OOM gets transformers' own API ------------------------------------
+TF_LOAD_OOM = (
+    "{head}"
+    "Loading checkpoint shards:  50%|█████     | 2/4 [00:06<00:06,  3.05s/it]\n"
+    "Traceback (most recent call last):\n"
+    '  File "/home/u/run.py", line 8, in <module>\n'
+    '    model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float16, device_map="cuda")\n'
+    '  File "/venv/accelerate/utils/modeling.py", line 330, in set_module_tensor_to_device\n'
+    "    new_value = value.to(device)\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. GPU 0 has a total capacity "
+    "of 23.64 GiB of which 1.02 GiB is free.\n"
+)
+
+
+def test_transformers_load_oom_without_quantization_advises_bitsandbytes_config_first() -> None:
+    diagnosis = _diagnose(TF_LOAD_OOM.format(head=""))
+    assert (diagnosis.backend, diagnosis.failure, diagnosis.failure_stage) == (
+        "transformers",
+        "cuda_oom",
+        "load_weights",
+    )
+    first, second = diagnosis.advice[:2]
+    assert "quantization_config=BitsAndBytesConfig(load_in_4bit=True)" in first
+    assert "--quantization bnb-4bit" in first and "runner" in first  # says whose flag that is
+    assert 'device_map="auto"' in second and "max_memory" in second
+
+
+def test_transformers_load_oom_already_quantized_advises_placement_first() -> None:
+    head = "`low_cpu_mem_usage` was None, now default to True since model is quantized.\n"
+    diagnosis = _diagnose(TF_LOAD_OOM.format(head=head))
+    assert diagnosis.failure == "cuda_oom"
+    assert 'device_map="auto"' in diagnosis.advice[0]
+    assert not any("BitsAndBytesConfig(load_in_4bit=True)" in line for line in diagnosis.advice)
+
+
+# -- 5. a quantization asked for but never applied ---------------------------------------------------
+DEPRECATION = (
+    "The `load_in_4bit` and `load_in_8bit` arguments are deprecated and will be removed in the future "
+    "versions. Please, pass a `BitsAndBytesConfig` object in `quantization_config` argument instead.\n"
+)
+LOADED = "Loading checkpoint shards: 100%|██████████| 4/4 [00:10<00:00,  2.61s/it]\n"
+
+
+def _unconfirmed(diagnosis: Diagnosis) -> list[str]:
+    return [line for line in diagnosis.warnings if "no line of the log confirms it" in line]
+
+
+def test_a_deprecation_notice_of_the_request_is_no_confirmation() -> None:
+    assert _unconfirmed(_diagnose(DEPRECATION + LOADED, requested_quant="bnb-4bit"))
+    # Without --quant the notice itself shows bitsandbytes was asked for.
+    assert _unconfirmed(_diagnose(DEPRECATION + LOADED))
+
+
+def test_a_quantization_on_an_echoed_command_line_counts_as_requested() -> None:
+    for command, wanted in (
+        (
+            "$ python serve.py --model meta-llama/Meta-Llama-3-8B --load-in-4bit\n",
+            "'bnb-4bit'",
+        ),
+        (
+            "2026-11-30T05:48:23.423 vramtui: launch python -m vramtui.runners.transformers_server --model /m "
+            "--quantization bnb-8bit\n",
+            "'bnb-8bit'",
+        ),
+    ):
+        warnings = _unconfirmed(_diagnose(command + LOADED))
+        assert len(warnings) == 1 and wanted in warnings[0], command
+    # A line that shows the quantized layers confirms the request.
+    confirmed = "bitsandbytes: replaced 224 Linear layers with Linear4bit\n"
+    assert not _unconfirmed(_diagnose("$ python serve.py --load-in-4bit\n" + LOADED + confirmed))
+    assert not _unconfirmed(_diagnose(LOADED))  # nothing asked, nothing to warn about

@@ -1288,7 +1288,11 @@ class LogDiagnoser:
             lines=self.lines,
             exit_code=exit_code,
         )
-        diagnosis.advice = advise(diagnosis, self._formats, kernel_note)
+        formats = set(self._formats)
+        confirmations = self._quant_requests_and_confirmations()[1]
+        if any(word in line for line in confirmations for word in _QUANTIZED_WORDS):
+            formats.add("quantized")  # the log shows quantized weights (advice: no "quantize it" first)
+        diagnosis.advice = advise(diagnosis, formats, kernel_note)
         diagnosis.summary = summarize(diagnosis, kernel_note)
         return diagnosis
 
@@ -1306,16 +1310,33 @@ class LogDiagnoser:
             for key, (number, text, message) in self._notices.items()
             if not key.startswith("mark:")
         ]
-        wanted = self.requested_quant
+        requests, confirmations = self._quant_requests_and_confirmations()
+        wanted = self.requested_quant or (requests[0] if requests else None)
         if wanted:
             words = ls.QUANT_SYNONYMS.get(wanted, (wanted.replace("-", "_"), wanted))
-            confirmed = any(any(word in line for word in words) for line in self._quant_lines)
+            confirmed = any(any(word in line for word in words) for line in confirmations)
             if not confirmed:
+                where = "" if self.requested_quant else " (the log itself asks for it)"
                 warnings.append(
-                    f"quantization {wanted!r} was requested but no line of the log confirms it: "
+                    f"quantization {wanted!r} was requested{where} but no line of the log confirms it: "
                     "the weights may be loading unquantized (16-bit)"
                 )
         return warnings[:MAX_EVIDENCE]
+
+    def _quant_requests_and_confirmations(self) -> tuple[list[str], list[str]]:
+        """Quantizations the log asks for, and the quantization lines that are not such requests."""
+        requests: list[str] = []
+        confirmations: list[str] = []
+        for line in self._quant_lines:
+            asked = False
+            for regex, name in ls.QUANT_REQUESTS:
+                match = regex.search(line)
+                if match is not None:
+                    asked = True
+                    requests.append(name or match.group("name"))
+            if not asked and not any(word in line for word in ls.QUANT_NOT_CONFIRMING):
+                confirmations.append(line)
+        return requests, confirmations
 
     def _figures_flat(self) -> dict[str, int | float]:
         flat: dict[str, int | float] = {}
@@ -1441,6 +1462,8 @@ _LLAMA_FAMILY = ("llama.cpp", "llama-cpp-python", "ollama")
 _TORCH_FAMILY = ("vllm", "transformers", "tgi", "sglang")
 
 _HOST_ALLOCATION_CAUSES = frozenset({"host_alloc", "host_ram_short"})
+# Words on a (non-request) log line that show the weights are quantized.
+_QUANTIZED_WORDS = ("bitsandbytes", "linear4bit", "linear8bit", "bnb", "nf4", "awq", "gptq", "is quantized")
 # Under vramtui's host budget (no GPU), llama.cpp's context buffers are host allocations too.
 _BUDGET_ALLOCATION_CAUSES = _HOST_ALLOCATION_CAUSES | {"kv_alloc_failed", "compute_alloc_failed"}
 
@@ -1513,7 +1536,7 @@ _FLASH_ON: dict[str, str] = {"llama.cpp": " on", "llama-cpp-python": " true", "o
 
 
 def _advice_memory(
-    stage: str | None, backend: str | None, figures: dict[str, int | float]
+    stage: str | None, backend: str | None, figures: dict[str, int | float], quantized: bool = False
 ) -> list[str | None]:
     b = backend
     if stage in ("download", "load_weights"):
@@ -1531,14 +1554,23 @@ def _advice_memory(
                 "Or pull a smaller quantization tag of the model (e.g. :q4_K_M).",
             ]
         if b == "transformers":
+            place = (
+                'Let accelerate place the model: from_pretrained(..., device_map="auto", '
+                'max_memory={0: "20GiB", "cpu": "64GiB"}) caps each device and puts the rest in host RAM '
+                "(vramtui's transformers runner: --device-map auto --max-memory 0=20GiB,cpu=64GiB)."
+            )
+            prequantized = (
+                "load a pre-quantized checkpoint (AWQ/GPTQ): quantizing at load time still reads the "
+                "16-bit weights first."
+            )
+            if quantized:  # already quantized at load: the next steps are placement and a smaller file
+                return [place, f"Or {prequantized}"]
             return [
-                "Load a pre-quantized checkpoint (AWQ/GPTQ) instead of quantizing at load time: on-the-fly "
-                + (_say("{quant} bnb-4bit", b) or "bitsandbytes")
-                + " still reads the 16-bit weights first.",
-                _say(
-                    "Let accelerate place the model: device_map='auto' with a cap per device ({cpu_offload} / max_memory); the rest goes to host RAM.",
-                    b,
-                ),
+                "Quantize the weights while loading: from_pretrained(..., quantization_config="
+                "BitsAndBytesConfig(load_in_4bit=True)) holds about a quarter of the 16-bit weights "
+                "(vramtui's transformers runner: --quantization bnb-4bit).",
+                place,
+                f"Or {prequantized}",
             ]
         return [
             _say(
@@ -1642,7 +1674,7 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
     if failure == "cuda_oom" and cause == "cuda_graph_capture":
         return _advice_graph_capture(b)
     if failure == "cuda_oom":
-        return _advice_memory(stage, b, figures)
+        return _advice_memory(stage, b, figures, quantized="quantized" in formats)
     if failure == "kv_cache_too_small":
         fit = figures.get("max_model_len_fit")
         return [

@@ -1092,6 +1092,8 @@ QUANT_CONFIRM_ANCHORS: tuple[str, ...] = (
     "linear8bit",
     "load_in_4bit",
     "load_in_8bit",
+    "load-in-4bit",
+    "load-in-8bit",
     "awq",
     "gptq",
     "fp8",
@@ -1106,6 +1108,20 @@ QUANT_SYNONYMS: dict[str, tuple[str, ...]] = {
     "gptq": ("gptq",),
     "fp8": ("fp8",),
 }
+
+# Where a log *asks* for a quantization (an echoed command line, a from_pretrained call in a traceback,
+# transformers' deprecation notice of the load_in_Nbit arguments): the request, never its confirmation.
+# (regex on the lower-cased line, the quantization it asks for; "" takes the regex's `name` group).
+QUANT_REQUESTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"--load[-_]in[-_]4bit\b"), "bnb-4bit"),
+    (re.compile(r"--load[-_]in[-_]8bit\b"), "bnb-8bit"),
+    (re.compile(r"--quantiz(?:ation|e)(?:=|\s+)(?P<name>[\w.-]+)"), ""),
+    (re.compile(r"\bload_in_4bit\s*=\s*true"), "bnb-4bit"),
+    (re.compile(r"\bload_in_8bit\s*=\s*true"), "bnb-8bit"),
+    (re.compile(r"`load_in_4bit` and `load_in_8bit` arguments are deprecated"), "bitsandbytes"),
+)
+# Words that make a quantization line a notice about the request rather than proof it was applied.
+QUANT_NOT_CONFIRMING: tuple[str, ...] = ("deprecated", "will be removed", "deprecation")
 
 # ---------------------------------------------------------------------------------------------
 # Figures the engine printed about its own memory.
