@@ -128,3 +128,78 @@ async def test_replay_in_the_app_shows_the_recorded_curve(tmp_path: Path) -> Non
         assert "replay record.csv: 6000 rows, 2 GPU(s)" in text
         assert "GPU1" in text and "model process" in text
         assert memory.state.series["gpu:1"].history.peak == pytest.approx(42 * GIB, rel=0.01)
+
+
+async def test_a_budgeted_process_without_a_gpu_is_drawn_against_its_budget(tmp_path: Path) -> None:
+    """No GPU (this machine): a model process under a 1.5 GiB budget is drawn on 0..budget × 1.1, with
+    the budget line, not on 0..host RAM where a few hundred MiB are a flat line at the bottom. A new
+    peak over that top raises it; with a GPU in sight every series keeps its 0..total scale."""
+    import subprocess
+    import sys
+
+    from vramtui.tui.graph import MemoryGraph, threshold_row
+    from vramtui.tui.memory_pane import BUDGET_HEADROOM
+
+    budget = 1536 * MIB
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; x = bytearray(300 * 1024**2); x[::4096] = b'1' * len(x[::4096]); time.sleep(60)",
+        ]
+    )
+    try:
+        app = VramtuiApp(live_sampling=True, remember=False)
+        async with app.run_test(size=(200, 50)) as pilot:
+            memory = app.query_one(MemoryPane)
+            graph = app.query_one(MemoryGraph)
+            memory.budget = float(budget)
+            app.watch_pid(holder.pid)
+            await wait_for(
+                pilot,
+                lambda: (
+                    "process" in memory.state.series
+                    and (memory.state.series["process"].history.peak or 0) > 250 * MIB
+                ),
+                timeout_s=20,
+            )
+            memory.repaint(force=True)
+            await pilot.pause()
+            assert memory.selected_key() == "process"
+            host_total = memory.state.series["host"].total
+            assert graph.total == pytest.approx(budget * BUDGET_HEADROOM) and graph.total < host_total
+            assert graph.safety_share is None  # 80% of this top is no card's limit
+            text = screen_text(app)
+            assert "budget 1.5 GiB" in text and "80% " not in text
+            # The curve stands clear of the floor: ~300 MiB of ~1.65 GiB is about a fifth of the height.
+            height = graph.size.height
+            level = max(graph._levels)
+            assert level >= height * 8 * 0.15
+            assert threshold_row(budget / graph.total, height) == int(height / BUDGET_HEADROOM)
+
+            # A peak above budget × 1.1 raises the top to the peak (fixed: the top never follows the
+            # data back down).
+            series = memory.state.series["process"]
+            peak_t = series.times[-1] + 0.05
+            memory.state.ingest(
+                Sample(
+                    peak_t, (), HostReading(GIB, int(host_total), 0, 0, 2 * 1024 * MIB, (holder.pid,), True)
+                )
+            )
+            memory.repaint(force=True)
+            assert graph.total == 2 * 1024 * MIB
+
+            # The host series keeps 0..total, and so does everything once a GPU reports.
+            assert memory.graph_scale("host") == (host_total, 0.8)
+            memory.state.ingest(
+                Sample(
+                    peak_t + 0.1,
+                    (GpuReading(0, "NVIDIA GeForce RTX 4090", "GPU-1", 2 * GIB, 24 * GIB),),
+                    None,
+                )
+            )
+            assert memory.graph_scale("process") == (host_total, 0.8)
+            assert memory.graph_scale("gpu:0") == (24 * GIB, 0.8)
+    finally:
+        holder.kill()
+        holder.wait()

@@ -1,8 +1,9 @@
 """A memory graph on a fixed 0..total scale.
 
 Textual's Sparkline scales to its data's own min..max, so a 1% wobble fills the height. This widget
-draws each column as a bar whose height is the column's value over the card's total, with the 80%
-safety line and the budget as threshold rows. Columns come from a peak-preserving history (max per
+draws each column as a bar whose height is the column's value over a fixed top (the card's total, or
+for a budgeted model process on the host, a little over its budget), with the 80% safety line and
+the budget as threshold rows. Columns come from a peak-preserving history (max per
 bucket), so the true peak shows at every width.
 """
 
@@ -53,7 +54,7 @@ class MemoryGraph(Widget):
         super().__init__(id=id, classes=classes)
         self.source: ColumnSource | None = None
         self.total: float = 0.0
-        self.safety_share: float = 0.8
+        self.safety_share: float | None = 0.8  # None: no safety line (the top is not a card's total)
         self.budget: float | None = None
         self._columns: list[float | None] = []
         self._levels: list[int] = []
@@ -72,7 +73,7 @@ class MemoryGraph(Widget):
         source: ColumnSource | None,
         total: float,
         *,
-        safety_share: float = 0.8,
+        safety_share: float | None = 0.8,
         budget: float | None = None,
     ) -> None:
         self.source = source
@@ -121,7 +122,7 @@ class MemoryGraph(Widget):
         row = height - 1 - y  # counted from the bottom
         if len(self._columns) != width:  # rendered outside render_lines (tests, first frame)
             self._prepare()
-        safety_row = threshold_row(self.safety_share, height)
+        safety_row = None if self.safety_share is None else threshold_row(self.safety_share, height)
         budget_row = (
             threshold_row(self.budget / self.total, height)
             if self.budget is not None and self.total > 0 and self.budget < self.total
@@ -164,14 +165,14 @@ class MemoryGraph(Widget):
             return self._style("used")
         if self.budget is not None and value > self.budget:
             return self._style("over")
-        if self.total > 0 and value > self.total * self.safety_share:
+        if self.safety_share is not None and self.total > 0 and value > self.total * self.safety_share:
             return self._style("warn")
         return self._style("used")
 
-    def _row_label(self, row: int, height: int, safety_row: int, budget_row: int | None) -> str:
+    def _row_label(self, row: int, height: int, safety_row: int | None, budget_row: int | None) -> str:
         if row == budget_row and self.budget is not None:
             return f"budget {format_bytes(self.budget, 1)} "
-        if row == safety_row and height >= 3:
+        if row == safety_row and self.safety_share is not None and height >= 3:
             return f"{round(self.safety_share * 100)}% "
         if row == height - 1 and self.total > 0 and row not in (safety_row, budget_row):
             return f"{format_bytes(self.total, 1)} "

@@ -18,6 +18,9 @@ from vramtui.tui.memory_state import MemoryState, gpu_key, gpu_label
 from vramtui.tui.palette import theme_style
 from vramtui.tui.pane import Pane
 
+# A budgeted process's graph tops out this far over the budget, so the budget line sits below the top.
+BUDGET_HEADROOM = 1.1
+
 # Zoom levels the `z` key cycles through: the whole history, then the last hour, 10 and 1 minutes.
 ZOOMS: tuple[tuple[str, float | None], ...] = (
     ("all", None),
@@ -205,8 +208,8 @@ class MemoryPane(Pane, can_focus=True):
         self._update_static("#mem-lines", self._lines_text(key), force)
         self._update_static("#mem-note", self._note_text(), force)
         graph = self.query_one(MemoryGraph)
-        series = self.state.series.get(key) if key else None
-        graph.configure(self._columns, series.total if series else 0, budget=self.budget)
+        top, safety_share = self.graph_scale(key)
+        graph.configure(self._columns, top, safety_share=safety_share, budget=self.budget)
         now = time.monotonic()
         if force or now - self._readings_at >= 2.0:
             self._readings_at = now
@@ -216,6 +219,23 @@ class MemoryPane(Pane, can_focus=True):
         subtitle = f"{'PAUSED · ' if self.paused else ''}zoom {zoom} (z) · series (g)"
         if subtitle != self.border_subtitle:
             self.border_subtitle = subtitle
+
+    def graph_scale(self, key: str | None) -> tuple[float, float | None]:
+        """The graph's fixed top and its safety share for one series.
+
+        A GPU (or the host's RAM) is drawn on 0..its total with the 80% line. A model process under a
+        memory budget with no GPU in sight is drawn on 0..max(budget × 1.1, its peak): on 0..host RAM a
+        350 MiB process under a 1.5 GiB budget is a flat line at the bottom. The top still only moves
+        when a new peak passes it, never to the data's own min..max.
+        """
+        with self.state.lock:
+            series = self.state.series.get(key) if key else None
+            has_gpu = any(name.startswith("gpu:") for name in self.state.series)
+            total = series.total if series else 0.0
+            peak = series.history.peak if series else None
+        if key == "process" and self.budget and not has_gpu:
+            return max(self.budget * BUDGET_HEADROOM, peak or 0.0), None
+        return total, 0.8
 
     def _update_static(self, selector: str, text: Text, force: bool) -> None:
         # Skip a redraw when the words did not change (the theme changing forces one).
