@@ -259,3 +259,51 @@ def test_a_quantization_on_an_echoed_command_line_counts_as_requested() -> None:
     confirmed = "bitsandbytes: replaced 224 Linear layers with Linear4bit\n"
     assert not _unconfirmed(_diagnose("$ python serve.py --load-in-4bit\n" + LOADED + confirmed))
     assert not _unconfirmed(_diagnose(LOADED))  # nothing asked, nothing to warn about
+
+
+# -- 7. a model file in a format the backend does not read -------------------------------------------
+def test_safetensors_awq_given_to_llama_server_is_a_format_mismatch() -> None:
+    text = (
+        "$ llama-server -m /models/Qwen2.5-7B-Instruct-AWQ/model.safetensors -c 8192\n"
+        "gguf_init_from_file_impl: invalid magic characters: '\\x28\\x4e\\x00\\x00', expected 'GGUF'\n"
+        "llama_model_load: error loading model: llama_model_loader: failed to load model from "
+        "/models/Qwen2.5-7B-Instruct-AWQ/model.safetensors\n"
+        "llama_model_load_from_file_impl: failed to load model\n"
+    )
+    diagnosis = _diagnose(text)
+    assert (diagnosis.failure, diagnosis.cause, diagnosis.failure_stage) == (
+        "unsupported_quant",
+        "wrong_format",
+        "load_weights",
+    )
+    assert diagnosis.first_error_line == 2
+    assert "vLLM or TGI" in diagnosis.advice[0] and "GGUF" in diagnosis.advice[0]
+
+
+def test_a_bad_magic_in_a_gguf_file_stays_a_broken_download() -> None:
+    text = (
+        "gguf_init_from_file: invalid magic number 4f44213c\n"
+        "error loading model: llama_model_loader: failed to load model from /models/7b/llama-2-7b.Q4_0.gguf\n"
+    )
+    diagnosis = _diagnose(text)
+    assert (diagnosis.failure, diagnosis.cause) == ("other", "bad_magic")
+
+
+def test_a_gguf_given_to_vllm_is_a_format_mismatch() -> None:
+    text = (
+        "INFO 03-12 10:01:05 [api_server.py:981] vLLM API server version 0.8.1\n"
+        "INFO 03-12 10:01:05 [api_server.py:982] args: Namespace(model='/models/llama-3-8b.Q4_K_M.gguf')\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3/dist-packages/vllm/transformers_utils/config.py", line 245, in get_config\n'
+        "ValueError: Unrecognized model in /models/llama-3-8b.Q4_K_M.gguf. Should have a `model_type` key "
+        "in its config.json\n"
+    )
+    diagnosis = _diagnose(text)
+    assert diagnosis.backend == "vllm"
+    assert (diagnosis.failure, diagnosis.cause) == ("unsupported_quant", "wrong_format")
+    # The exception right under a frame with no code line is still the first error.
+    assert diagnosis.first_error_line == 5
+    assert "llama.cpp" in diagnosis.advice[0] and "Ollama" in diagnosis.advice[0]
+    # The same exception for a model folder is an unknown architecture, as before.
+    folder = _diagnose(text.replace("llama-3-8b.Q4_K_M.gguf", "my-model"))
+    assert folder.failure == "unknown_arch"

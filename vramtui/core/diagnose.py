@@ -77,7 +77,7 @@ _EXCEPTION_RE = re.compile(
 )
 _WARNING_LEVEL_RE = re.compile(r"\bwarn(?:ing)?\b|^\s*\d+\.\d+\.\d+\.\d+ w |level=warn")
 _CHAINED = ("during handling of the above exception", "the above exception was the direct cause")
-_FORMAT_WORDS = ((".gguf", "gguf"), ("awq", "awq"), ("gptq", "gptq"))
+_FORMAT_WORDS = ((".gguf", "gguf"), ("awq", "awq"), ("gptq", "gptq"), (".safetensors", "safetensors"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +197,7 @@ for _anchor, _name in ls.BACKEND_MARKS:
     _file(_MARK_INDEX, _anchor, (_anchor, _name))
 # Words that matter outside the rule tables: frames, tracebacks, warning levels, formats.
 _OTHER_WORDS = {"file", "traceback", "handling", "above", "warn", "warning", "w", "gguf", "awq", "gptq"}
+_OTHER_WORDS.add("safetensors")  # a model file's format (see _FORMAT_WORDS)
 _OTHER_WORDS.update(_key_of(word) for word in ls.QUANT_CONFIRM_ANCHORS)
 # Code lines under a traceback frame that allocate (".to(" is left out: "to" is in every other line).
 _OTHER_WORDS.update(_key_of(word) for word in ls.MEMORY_HEAVY_FRAME_WORDS if word != ".to(")
@@ -350,7 +351,7 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
 
 _WARNING_WORDS = frozenset({"warn", "warning", "w"})
 _QUANT_WORDS = frozenset(_key_of(word) for word in ls.QUANT_CONFIRM_ANCHORS)
-_FORMAT_KEYS = frozenset({"gguf", "awq", "gptq"})
+_FORMAT_KEYS = frozenset({"gguf", "awq", "gptq", "safetensors"})
 _PLAIN = _LineInfo()
 _CHAIN_WORDS = frozenset({"handling", "above"})
 
@@ -1048,7 +1049,7 @@ class LogDiagnoser:
             self._tb_hint(info)
             self._after_frame = True
             return "error", False
-        if after_frame and self._tb_open:
+        if after_frame and self._tb_open and info.exception is None:
             # The code line under a frame: where it was, not a message of its own.
             self._tb_hint(info)
             return "error", False
@@ -1211,6 +1212,8 @@ class LogDiagnoser:
             found = cut
             failure, cause, inferred = ("cuda_oom" if cut_memory else "other"), "cut_traceback", True
 
+        if _wrong_format(backend, failure, cause, self._formats):
+            failure, cause = "unsupported_quant", "wrong_format"
         if (self.host_budget or "host_budget" in self._figures) and cause in _BUDGET_ALLOCATION_CAUSES:
             failure = "host_oom"
         if (
@@ -1359,6 +1362,27 @@ _SCORE_CAP = 3  # backend marks counted up to here: enough for detect_backend, a
 _EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
 
 
+def _wrong_format(backend: str | None, failure: str, cause: str | None, formats: set[str]) -> bool:
+    """A file the backend cannot read by format: safetensors/AWQ/GPTQ to llama.cpp, a GGUF to a torch engine.
+
+    A bad magic in a file named .gguf stays a broken download ("other", as the corpus labels it).
+    """
+    if backend in _LLAMA_FAMILY:
+        return (
+            cause in ("bad_magic", "bad_file", "load_failed")
+            and "gguf" not in formats
+            and bool(formats & {"safetensors", "awq", "gptq"})
+        )
+    if backend in _TORCH_FAMILY and "gguf" in formats:
+        return failure == "unknown_arch" or (failure == "other" and cause in _GENERIC_CAUSES)
+    return False
+
+
+_GENERIC_CAUSES = frozenset(
+    {"exception", "traceback", "error", "engine_failed", "worker_failed", "load_failed", "cut_traceback"}
+)
+
+
 def _is_host_buffer(name: str) -> bool:
     upper = name.upper()
     return upper.startswith("CPU") or upper.endswith("_HOST") or upper in ("?", "HOST")
@@ -1493,6 +1517,7 @@ CAUSE_WORDS: dict[str, str] = {
     "bnb_cpu_dispatch": "the quantized model does not fit the GPU, so modules were sent to the CPU/disk",
     "cut_traceback": "a traceback stops before its exception line",
     "cuda_graph_capture": "the GPU ran out of memory while capturing CUDA graphs",
+    "wrong_format": "this backend does not read the model file's format",
     "tokenizer_files": "the tokenizer could not be loaded (its files are missing or cannot be converted)",
     "exception": "a Python exception stopped the run",
 }
@@ -1725,6 +1750,23 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
         else:
             out.append(_say("Keep less in host RAM: lower {cpu_offload} or use a smaller checkpoint.", b))
         return out
+    if failure == "unsupported_quant" and cause == "wrong_format":
+        if b in _LLAMA_FAMILY:
+            return [
+                "The file is not a GGUF: llama.cpp and Ollama read only GGUF. Serve a safetensors/AWQ/GPTQ "
+                "checkpoint with vLLM or TGI (or transformers), or download a GGUF build of the model "
+                "(or convert the original 16-bit checkpoint with llama.cpp's convert_hf_to_gguf.py)."
+            ]
+        return [
+            "GGUF is llama.cpp's format: serve this file with llama.cpp (llama-server -m FILE) or Ollama; "
+            f"for {b or 'this engine'} use the original safetensors checkpoint or its AWQ/GPTQ version."
+            + (
+                " (vLLM's GGUF support is experimental: a single-file GGUF of a supported architecture, "
+                "with --tokenizer pointing at the original model.)"
+                if b == "vllm"
+                else ""
+            )
+        ]
     if failure == "unsupported_quant":
         if cause == "old_format":
             return [
@@ -1814,14 +1856,17 @@ def advise(diagnosis: Diagnosis, formats: Iterable[str] = (), kernel_note: str |
             "The log stops before the exception line: the class is inferred from where it stopped; the full log would confirm it."
         )
     b = diagnosis.backend
+    generic_mismatch = diagnosis.cause != "wrong_format"  # wrong_format's own advice names the backend
     if (
-        "gguf" in formats
+        generic_mismatch
+        and "gguf" in formats
         and b in _TORCH_FAMILY
         and diagnosis.failure in ("unsupported_quant", "unknown_arch", "file_missing", "other")
     ):
         advice.append("GGUF files need llama.cpp or Ollama (vLLM and transformers read them only partly).")
     if (
-        formats & {"awq", "gptq"}
+        generic_mismatch
+        and formats & {"awq", "gptq"}
         and b in _LLAMA_FAMILY
         and diagnosis.failure in ("unsupported_quant", "other")
     ):
