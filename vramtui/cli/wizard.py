@@ -196,12 +196,14 @@ def run(args: argparse.Namespace) -> int:
 
 def run_wizard(profile: Any, args: argparse.Namespace) -> int:
     """Shared by `vramtui wizard` and `vramtui demo --auto`."""
-    from vramtui.core.launcher import build_command
+    from vramtui.core.launcher import build_command, pin_port
     from vramtui.core.wizard import Wizard, stress_check
 
     # A profile the launcher cannot turn into a command (a parameter of the wrong type) is the same
-    # one-line error as `check` gives, before any record file is opened.
+    # one-line error as `check` gives, before any record file is opened. A profile without a port
+    # gets a free one, as `check` does, so a server already on the default port is no obstacle.
     build_command(profile)
+    profile = pin_port(profile)
 
     out = sys.stderr if args.json else sys.stdout
     interactive = not args.auto and sys.stdin.isatty()
