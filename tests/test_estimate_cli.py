@@ -199,3 +199,19 @@ def test_list_finds_models_on_disk(
     ).items()
     assert main(["estimate", "--list"]) == 0
     assert "no models found" in capsys.readouterr().out
+
+
+def test_applied_quant_shows_in_header_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    flags = ["--params", "8B", "--layers", "32", "--kv-heads", "8", "--quant", "q4_k_m", "--gpu-mem", "12GiB"]
+    data = run_json(capsys, *flags)
+    assert data["model"]["quant"] == "q4_k_m" and data["model"]["bits_per_weight"] == pytest.approx(4.89)
+    main(["estimate", *flags])
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "q4_k_m (applied" in header and "4.89 bits/weight" in header and "16.00" not in header
+
+
+def test_cpu_run_prints_no_gpu_layer_advice(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["estimate", "--params", "70B", "--cpu", "--gpu-mem", "16GiB", "--ctx", "4096"])
+    out = capsys.readouterr().out
+    assert code == 1 and "DOES NOT FIT" in out
+    assert "--gpu-layers" not in out and "GPU layers" not in out

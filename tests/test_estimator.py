@@ -345,3 +345,38 @@ def test_architectures_across_every_backend(config: dict, per_token: int) -> Non
     if info.kv_lora_rank:  # DeepSeek-V2-Lite: vLLM caches the 576-wide latent only
         assert kv_bytes_per_token(info, "bf16", "vllm") == 27 * 576 * 2
         assert info.is_moe and info.n_params == pytest.approx(15.7e9, rel=0.02)
+
+
+# --- QA fixes ---------------------------------------------------------------------------------------------
+
+
+def test_ollama_gives_every_parallel_slot_the_full_num_ctx() -> None:
+    settings = Settings(backend="ollama", device_bytes=12 * GIB, quant="q4_k_m", context=4096)
+    one = estimate(LLAMA_8B, settings)
+    four = estimate(LLAMA_8B, replace(settings, parallel=4))
+    assert one.kv_cells == 4096 and four.kv_cells == 4 * 4096
+    assert four.kv_cache_bytes == 4 * one.kv_cache_bytes
+    # about what llama.cpp with the same total cells (and flash attention off, as Ollama runs) allows
+    llama = estimate(LLAMA_8B, replace(settings, backend="llama.cpp", flash_attn=False))
+    assert 2 <= one.max_parallel < 1024 and abs(one.max_parallel - llama.max_parallel) <= 1
+    assert estimate(LLAMA_8B, replace(settings, parallel=one.max_parallel, gpu_layers=33)).fits
+    assert not estimate(LLAMA_8B, replace(settings, parallel=one.max_parallel + 1, gpu_layers=33)).fits
+
+
+def test_applied_quant_is_reported_with_its_bits() -> None:
+    est = estimate(LLAMA_8B, Settings(quant="q4_k_m", device_bytes=12 * GIB))
+    assert est.quant == "q4_k_m" and est.quant_applied and est.bits_per_weight == pytest.approx(4.89)
+    own = estimate(replace(LLAMA_8B, dtype="bf16", bits_per_weight=16.0), Settings(device_bytes=24 * GIB))
+    assert own.quant == "bf16" and not own.quant_applied and own.bits_per_weight == 16.0
+
+
+def test_cpu_run_has_no_gpu_layer_advice() -> None:
+    est = estimate(LLAMA_70B, Settings(on_gpu=False, device_bytes=16 * GIB, context=4096))
+    assert not est.fits and est.device == "host"
+    assert est.gpu_layers_fit is None
+    assert not any("--gpu-layers" in note for note in est.notes)
+
+
+def test_implausible_layer_counts_are_refused_not_looped() -> None:
+    with pytest.raises(VramtuiError, match="not a plausible model"):
+        estimate(replace(LLAMA_8B, n_layers=10**8), Settings())

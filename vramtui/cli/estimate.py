@@ -191,8 +191,11 @@ def render(info: Any, est: Any) -> str:
     from vramtui.core.units import format_bytes as fb
 
     params = f"{info.n_params / 1e9:.2f} B params" if info.n_params else "unknown size"
-    quant = info.quant or info.dtype
-    bpw = f", {info.bits_per_weight:.2f} bits/weight" if info.bits_per_weight else ""
+    quant = est.quant or info.quant or info.dtype
+    if est.quant_applied:
+        quant += f" (applied; the files hold {info.quant or info.dtype})"
+    bits = est.bits_per_weight or info.bits_per_weight
+    bpw = f", {bits:.2f} bits/weight" if bits else ""
     lines = [
         f"model     {info.source}  ({info.arch}, {params}, {quant}{bpw}; weights from {info.weights_source})"
     ]
@@ -323,6 +326,8 @@ def run(args: argparse.Namespace) -> int:
             for k, v in info.to_dict().items()
             if k not in ("notes", "weights_by_dtype", "kv_heads_per_layer")
         }
+        if est.quant_applied:  # the model as sized, with the type --quant applied
+            out["model"].update(quant=est.quant, bits_per_weight=est.bits_per_weight, file_quant=info.quant)
         if args.engine:
             out["engine"] = engine.to_dict() if engine else None
         print_json(out)

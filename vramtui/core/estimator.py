@@ -168,6 +168,9 @@ class Estimate:
     load_peak_bytes: int | None = None
     kv_cache_tokens: int | None = None  # vLLM: token capacity of the KV blocks
     max_concurrency: float | None = None  # vLLM: as it prints "Maximum concurrency ... x"
+    quant: str | None = None  # the weights' type as sized: --quant when given, else the model's own
+    bits_per_weight: float | None = None
+    quant_applied: bool = False  # True when --quant changed the model's own type
     # Where the breakdown lives: "gpu", or "host" for a CPU-only run (then the device is host RAM).
     device: str = "gpu"
     notes: list[str] = field(default_factory=list)
@@ -337,8 +340,13 @@ def _llama_defaults(info: ModelInfo, settings: Settings) -> dict[str, Any]:
             context = int(backend.defaults.get("context", 4096))
     if context == 0:  # -c 0: the model's training context
         context = info.max_context or 4096
-    if info.max_context and ollama:
-        context = min(context, info.max_context)
+    parallel = settings.parallel or int(backend.defaults.get("parallel", 1))
+    if ollama:
+        # Ollama clamps num_ctx to the trained length, then gives the runner num_ctx x OLLAMA_NUM_PARALLEL
+        # cells (server/sched.go: NumCtx * numParallel): every slot gets the full num_ctx
+        if info.max_context:
+            context = min(context, info.max_context)
+        context *= parallel
     batch = settings.batch or int(backend.defaults.get("batch", 2048))
     ubatch = min(settings.ubatch or int(backend.defaults.get("ubatch", 512)), batch)
     flash = settings.flash_attn
@@ -347,7 +355,7 @@ def _llama_defaults(info: ModelInfo, settings: Settings) -> dict[str, Any]:
         flash = settings.on_gpu and not ollama
     return {
         "context": context,
-        "parallel": settings.parallel or int(backend.defaults.get("parallel", 1)),
+        "parallel": parallel,
         "ubatch": ubatch,
         "flash": flash,
         "kv_dtype": _kv_dtype(info, settings),
@@ -665,6 +673,8 @@ def max_parallel(info: ModelInfo, settings: Settings, limit: int = 1024) -> int:
     if settings.accounting == "vllm":
         est = _vllm(info, settings)
         return int(est.kv_cache_tokens // max(1, est.context)) if est.kv_cache_tokens else 0
+    if settings.backend == "ollama":  # the context is per sequence; Ollama multiplies it by parallel
+        return max(0, _largest(1, limit, lambda p: _fits(info, replace(settings, parallel=p))))
     if settings.accounting == "llama.cpp":
         per_seq = _llama_defaults(info, settings)["context"]
         # llama.cpp's context is the whole cache, split across the slots
@@ -687,14 +697,27 @@ def fit_gpu_layers(info: ModelInfo, settings: Settings) -> int:
 def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     """The breakdown and verdict, with the solvers' answers filled in."""
     settings = replace(settings)
+    requested_gpu_layers = settings.gpu_layers
     if get_backend(settings.backend).name == "ollama" and settings.gpu_layers is None and settings.on_gpu:
         # Ollama places as many layers as fit, like llama.cpp's --fit
         settings.gpu_layers = fit_gpu_layers(info, settings)
     est = _estimate_core(info, settings)
+    est.quant_applied = bool(settings.quant) and settings.quant != info.quant
+    if est.quant_applied:
+        est.quant, est.bits_per_weight = settings.quant, q.bits_per_weight(settings.quant)
+    else:
+        est.quant, est.bits_per_weight = info.quant or info.dtype, info.bits_per_weight
     est.max_context = max_context(info, settings)
     per_sequence = est.context if settings.accounting == "vllm" else est.context // max(1, est.parallel)
-    est.max_parallel = max_parallel(info, replace(settings, context=settings.context and per_sequence))
-    if settings.accounting == "llama.cpp":
+    # Ollama's layer placement shrinks as slots are added; the concurrency answer is for the layers asked
+    # for (all of them by default), not for the placement this one request got
+    est.max_parallel = max_parallel(
+        info,
+        replace(settings, context=settings.context and per_sequence, gpu_layers=requested_gpu_layers)
+        if settings.backend == "ollama"
+        else replace(settings, context=settings.context and per_sequence),
+    )
+    if settings.accounting == "llama.cpp" and settings.on_gpu:  # a CPU-only run places no layer
         est.gpu_layers_fit = fit_gpu_layers(info, settings)
         if not est.fits and est.gpu_layers_fit < info.n_layers + 1:
             part = replace(settings, gpu_layers=est.gpu_layers_fit)
