@@ -307,3 +307,59 @@ def test_a_gguf_given_to_vllm_is_a_format_mismatch() -> None:
     # The same exception for a model folder is an unknown architecture, as before.
     folder = _diagnose(text.replace("llama-3-8b.Q4_K_M.gguf", "my-model"))
     assert folder.failure == "unknown_arch"
+
+
+# -- 9. the context advice fitted to a host budget the run log names ------------------------------------
+# The demo's first launch (llama-cpp-python, a 4-layer 512-wide model, 8 heads, 1500 MiB address space).
+BUDGET_RUN = (
+    "2026-11-30T05:56:16.146 vramtui: launch python -m llama_cpp.server --model demo.gguf --n_ctx 262144\n"
+    "2026-11-30T05:56:16.154 vramtui: memory budget 1500 MiB, enforced on the host (address-space limit)\n"
+    "2026-11-30T05:56:17.819 print_info: n_head                = 8\n"
+    "2026-11-30T05:56:17.819 print_info: n_head_kv             = 8\n"
+    "2026-11-30T05:56:17.850 load_tensors:   CPU_Mapped model buffer size =    20.52 MiB\n"
+    "2026-11-30T05:56:17.850 llama_context: n_ctx                 = 262144\n"
+    "2026-11-30T05:56:17.850 llama_context: n_ubatch              = 512\n"
+    "2026-11-30T05:56:17.850 llama_context: flash_attn            = {flash}\n"
+    "2026-11-30T05:56:17.851 llama_context:        CPU  output buffer size =     0.00 MiB\n"
+    "2026-11-30T05:56:17.947 ggml_aligned_malloc: insufficient memory (attempted to allocate 2048.00 MB)\n"
+    "2026-11-30T05:56:17.947 ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 2147483648\n"
+    "2026-11-30T05:56:17.947 llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache\n"
+)
+
+
+def test_context_advice_fits_the_host_budget_instead_of_halving() -> None:
+    diagnosis = _diagnose(BUDGET_RUN.format(flash="disabled"))
+    assert (diagnosis.failure, diagnosis.failure_stage) == ("host_oom", "kv_cache")
+    assert diagnosis.engine_figures["attention_heads"] == 8
+    assert diagnosis.engine_figures["ubatch_tokens"] == 512
+    # KV 8 KiB/token (2048 MiB at 262144) + attention scores 512 x 8 x 4 B = 24 KiB/token in ~1480 MiB:
+    # 32768 (what `vramtui wizard` measures for the demo), not 131072 (half, which fails too).
+    first = diagnosis.advice[0]
+    assert "--n_ctx 32768 (now 262144" in first
+    assert "estimate" in first and "vramtui wizard" in first
+    # With flash attention the compute buffer hardly grows: only the KV cache is fitted.
+    flash = _diagnose(BUDGET_RUN.format(flash="enabled"))
+    assert "--n_ctx 131072 (now 262144" in flash.advice[0]
+
+
+def test_a_failed_compute_buffer_after_a_printed_kv_buffer_is_fitted_too() -> None:
+    text = BUDGET_RUN.format(flash="disabled").split("2026-11-30T05:56:17.947")[0] + (
+        "llama_kv_cache:        CPU KV buffer size =   256.00 MiB\n"
+        "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 4294967296\n"
+        "graph_reserve: failed to allocate compute buffers\n"
+    )
+    text = text.replace("262144", "32768")
+    diagnosis = _diagnose(text)
+    assert diagnosis.failure == "host_oom"
+    # KV 8 KiB/token + compute 128 KiB/token (4096 MiB at 32768) in ~1480 MiB: 8192.
+    assert "--n_ctx 8192 (now 32768" in diagnosis.advice[0]
+
+
+def test_without_a_budget_the_context_advice_halves() -> None:
+    text = BUDGET_RUN.format(flash="disabled").replace(
+        "2026-11-30T05:56:16.154 vramtui: memory budget 1500 MiB, enforced on the host (address-space limit)\n",
+        "",
+    )
+    diagnosis = _diagnose(text)
+    assert "131072 (now 262144)" in diagnosis.advice[0]
+    assert "estimate" not in diagnosis.advice[0]

@@ -1295,6 +1295,8 @@ class LogDiagnoser:
         confirmations = self._quant_requests_and_confirmations()[1]
         if any(word in line for line in confirmations for word in _QUANTIZED_WORDS):
             formats.add("quantized")  # the log shows quantized weights (advice: no "quantize it" first)
+        if "mark:flash_attn_on" in self._notices:
+            formats.add("flash_attn")  # llama.cpp's compute buffer then hardly grows with the context
         diagnosis.advice = advise(diagnosis, formats, kernel_note)
         diagnosis.summary = summarize(diagnosis, kernel_note)
         return diagnosis
@@ -1560,8 +1562,61 @@ _KV_QUANT_ADVICE: dict[str, str] = {
 _FLASH_ON: dict[str, str] = {"llama.cpp": " on", "llama-cpp-python": " true", "ollama": "=1"}
 
 
+def _fitted_context(figures: dict[str, int | float], flash_attn: bool) -> int | None:
+    """The context whose growing buffers fit the host budget the log names, from the engine's own figures.
+
+    The failed allocation is the KV cache when no KV buffer was printed (else the compute buffer); both
+    grow linearly with the context. Without flash attention llama.cpp's compute buffer holds the attention
+    scores, n_ctx x n_ubatch x n_head floats, when it was not printed; unknown, it is taken as large as
+    the KV cache. The process's own memory is not in the log: rounding down to a power of two leaves room.
+    """
+    budget = figures.get("host_budget")
+    context = int(figures.get("context") or 0)
+    failed = figures.get("oom_requested")
+    if not budget or not context or not failed:
+        return None
+    kv_printed = figures.get("kv_buffer")
+    kv_per_token = (kv_printed or failed) / context
+    if kv_printed:
+        compute_per_token = failed / context
+    elif flash_attn:
+        compute_per_token = 0.0
+    elif figures.get("ubatch_tokens") and figures.get("attention_heads"):
+        compute_per_token = figures["ubatch_tokens"] * figures["attention_heads"] * 4
+    else:
+        compute_per_token = kv_per_token
+    fixed = (figures.get("model_buffer") or 0) + (figures.get("output_buffer") or 0)
+    room = budget - fixed
+    if room <= 0:
+        return None
+    fits = room / (kv_per_token + compute_per_token)
+    power = 512
+    while power * 2 <= fits:
+        power *= 2
+    return power if power < context else None
+
+
+def _smaller_context(figures: dict[str, int | float], flash_attn: bool) -> str:
+    """The " N (now M)" of the context advice: fitted to a host budget the log names, else half."""
+    context = int(figures.get("context") or figures.get("kv_cache_cells") or 0)
+    if not context:
+        return ""
+    fitted = _fitted_context(figures, flash_attn)
+    if fitted is not None:
+        budget = int(figures["host_budget"]) >> 20
+        return (
+            f" {fitted} (now {context}; an estimate: the buffers that grow with the context fit the "
+            f"{budget} MiB budget at about that size; `vramtui wizard` measures it)"
+        )
+    return f" {max(context // 2, 512)} (now {context})"
+
+
 def _advice_memory(
-    stage: str | None, backend: str | None, figures: dict[str, int | float], quantized: bool = False
+    stage: str | None,
+    backend: str | None,
+    figures: dict[str, int | float],
+    quantized: bool = False,
+    flash_attn: bool = False,
 ) -> list[str | None]:
     b = backend
     if stage in ("download", "load_weights"):
@@ -1625,11 +1680,10 @@ def _advice_memory(
         ]
     # kv_cache, ready or unknown: the context-sized buffers did not fit.
     if b in _LLAMA_FAMILY:
-        context = int(figures.get("context") or figures.get("kv_cache_cells") or 0)
-        smaller = f" {max(context // 2, 512)} (now {context})" if context else ""
         return [
             _say(
-                f"Lower the context: {{context}}{smaller} (the KV cache and the compute buffer grow with it).",
+                f"Lower the context: {{context}}{_smaller_context(figures, flash_attn)} (the KV cache and the "
+                "compute buffer grow with it).",
                 b,
             ),
             _KV_QUANT_ADVICE.get(b or ""),
@@ -1699,7 +1753,9 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
     if failure == "cuda_oom" and cause == "cuda_graph_capture":
         return _advice_graph_capture(b)
     if failure == "cuda_oom":
-        return _advice_memory(stage, b, figures, quantized="quantized" in formats)
+        return _advice_memory(
+            stage, b, figures, quantized="quantized" in formats, flash_attn="flash_attn" in formats
+        )
     if failure == "kv_cache_too_small":
         fit = figures.get("max_model_len_fit")
         return [
@@ -1816,8 +1872,7 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
         return ["Free disk space, or point the model cache at a bigger disk (HF_HOME, OLLAMA_MODELS)."]
     # other: by cause
     if failure == "host_oom" or cause in _HOST_ALLOCATION_CAUSES:
-        context = int(figures.get("context") or 0)
-        smaller = f" {max(context // 2, 512)} (now {context})" if context else ""
+        smaller = _smaller_context(figures, "flash_attn" in formats) if figures.get("context") else ""
         lower = _say(f"lower {{context}}{smaller}", b) or "lower the context"
         return [
             f"Host RAM could not hold the buffer: {lower} or use a smaller quantization.",

@@ -1034,6 +1034,13 @@ NOTICE_RULES: tuple[NoticeRule, ...] = (
     ),
     NoticeRule("capturing cudagraphs", "mark", "graph_capture", backend="vllm"),
     NoticeRule("capture cuda graph begin", "mark", "graph_capture", backend="sglang"),
+    NoticeRule(
+        "flash_attn",
+        "mark",
+        "flash_attn_on",
+        r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+flash_attn\s*=\s*(?:1|enabled|true)\s*$",
+        backend="llama.cpp",
+    ),
     # the GPU was not used at all, or only partly
     NoticeRule(
         "no usable gpu found",
@@ -1189,6 +1196,20 @@ FIGURE_RULES: tuple[FigureRule, ...] = (
         "n_ctx",
         "context",
         rf"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+n_ctx\s*=\s*{_NUM}\s*$",
+        count=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "n_ubatch",
+        "ubatch_tokens",
+        rf"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+n_ubatch\s*=\s*{_NUM}\s*$",
+        count=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "n_head",
+        "attention_heads",
+        rf"(?:print_info|llm_load_print_meta):\s+n_head\s*=\s*{_NUM}\s*$",
         count=True,
         backend="llama.cpp",
     ),
