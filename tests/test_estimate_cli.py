@@ -215,3 +215,13 @@ def test_cpu_run_prints_no_gpu_layer_advice(capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert code == 1 and "DOES NOT FIT" in out
     assert "--gpu-layers" not in out and "GPU layers" not in out
+
+
+def test_load_peak_verdict_never_prints_a_negative_overshoot(capsys: pytest.CaptureFixture[str]) -> None:
+    flags = ["--params", "8B", "--layers", "32", "--kv-heads", "8", "--backend", "transformers"]
+    code = main(["estimate", *flags, "--quant", "nf4", "--gpu-mem", "12GiB"])
+    out = capsys.readouterr().out
+    assert code == 1
+    verdict = next(line for line in out.splitlines() if line.startswith("verdict"))
+    assert "loading quantizes on the fly: the load peak" in verdict and "over by" not in verdict
+    assert "largest context 0" not in out and "-" not in verdict.split("GiB")[0]

@@ -203,7 +203,9 @@ def test_transformers_bnb_keeps_embeddings_in_16_bit_and_peaks_at_load() -> None
 def test_transformers_logits_kv_and_eager_scores() -> None:
     sdpa = estimate(LLAMA_8B, Settings(backend="transformers", context=4096))
     assert sdpa.kv_cache_bytes == 4096 * 131072
-    assert sdpa.activations_bytes >= 128256 * 4096 * 4  # logits for every position in fp32
+    # generate() keeps the logits of the last position only (logits_to_keep=1): bf16, fp32 copy, scores
+    mlp = 4096 * 3 * 14336 * 2
+    assert sdpa.activations_bytes == mlp + 128256 * (2 + 4 + 4)
     eager = estimate(LLAMA_8B, Settings(backend="transformers", context=4096, flash_attn=False))
     assert eager.activations_bytes - sdpa.activations_bytes == 2 * 32 * 4096 * 4096 * 2
     assert sdpa.fragmentation_bytes > 0
@@ -380,3 +382,30 @@ def test_cpu_run_has_no_gpu_layer_advice() -> None:
 def test_implausible_layer_counts_are_refused_not_looped() -> None:
     with pytest.raises(VramtuiError, match="not a plausible model"):
         estimate(replace(LLAMA_8B, n_layers=10**8), Settings())
+
+
+def test_transformers_prefill_logits_are_for_the_last_token_only() -> None:
+    # Llama-3-8B at 8192 tokens: full-sequence fp32 logits would be 3.9 GiB and push it past a 24 GiB card
+    est = estimate(LLAMA_8B, Settings(backend="transformers", context=8192, device_bytes=24 * GIB))
+    assert est.fits
+    assert est.activations_bytes < 8192 * 3 * 14336 * 2 + 8 * MIB
+
+
+def test_load_peak_that_does_not_fit_is_the_stated_reason() -> None:
+    est = estimate(LLAMA_8B, Settings(backend="transformers", quant="nf4", device_bytes=12 * GIB))
+    assert not est.fits and est.load_peak_fits is False and est.total_bytes < est.usable_bytes
+    assert est.reason is not None and "load peak 14.96 GiB does not fit" in est.reason
+    assert f"pre-quantized checkpoint would need {est.total_bytes / GIB:.2f} GiB" in est.reason
+    assert est.max_context is None  # no context helps; not a misleading 0
+
+
+def test_context_past_the_trained_length_is_noted_and_the_solver_capped() -> None:
+    short = replace(LLAMA_8B, max_context=8192)
+    est = estimate(short, Settings(context=20000, device_bytes=48 * GIB))
+    assert est.past_trained_context and est.to_dict()["past_trained_context"] is True
+    assert any("past the model's trained length 8192" in note for note in est.notes)
+    assert est.max_context == 8192
+    assert any("capped at the model's trained length" in note for note in est.notes)
+    inside = estimate(short, Settings(context=8192, device_bytes=48 * GIB))
+    assert not inside.past_trained_context
+    assert not any("trained length" in note for note in inside.notes if "capped" not in note)

@@ -231,9 +231,14 @@ def render(info: Any, est: Any) -> str:
         lines.append(f"  {'load-time peak':<24}{fb(est.load_peak_bytes):>12}   quantizing while loading")
     lines.append("")
     headroom = est.usable_bytes - est.total_bytes
-    verdict = f"FITS, {fb(headroom)} to spare" if est.fits else f"DOES NOT FIT: over by {fb(-headroom)}"
-    if est.fits and headroom < 0:
-        verdict = "FITS"
+    if est.fits:
+        verdict = f"FITS, {fb(headroom)} to spare" if headroom >= 0 else "FITS"
+    elif est.reason:
+        verdict = f"DOES NOT FIT: {est.reason}"
+    elif headroom < 0:
+        verdict = f"DOES NOT FIT: over by {fb(-headroom)}"
+    else:  # the total would fit; a note says what does not (never a negative overshoot)
+        verdict = "DOES NOT FIT (see the notes)"
     lines.append(f"verdict   {verdict}")
     solved = [f"largest context {est.max_context:,}" if est.max_context is not None else ""]
     if est.max_parallel is not None:
@@ -246,9 +251,11 @@ def render(info: Any, est: Any) -> str:
         solved.append(f"GPU layers that fit {est.gpu_layers_fit}/{est.n_layers + 1}")
         if est.host_bytes_needed:
             solved.append(f"host RAM needed {fb(est.host_bytes_needed)}")
-    lines.append("solvers   " + "; ".join(s for s in solved if s))
+    if any(solved):
+        lines.append("solvers   " + "; ".join(s for s in solved if s))
     for note in est.notes:
-        lines.append(f"note      {note}")
+        if note != est.reason:  # already the verdict
+            lines.append(f"note      {note}")
     return "\n".join(lines)
 
 

@@ -168,6 +168,9 @@ class Estimate:
     load_peak_bytes: int | None = None
     kv_cache_tokens: int | None = None  # vLLM: token capacity of the KV blocks
     max_concurrency: float | None = None  # vLLM: as it prints "Maximum concurrency ... x"
+    load_peak_fits: bool | None = None  # transformers: None when there is no separate load peak
+    reason: str | None = None  # why it does not fit when the total is not the cause
+    past_trained_context: bool = False  # the context asked for exceeds max_position_embeddings/context_length
     quant: str | None = None  # the weights' type as sized: --quant when given, else the model's own
     bits_per_weight: float | None = None
     quant_applied: bool = False  # True when --quant changed the model's own type
@@ -577,7 +580,9 @@ def _transformers(info: ModelInfo, settings: Settings) -> Estimate:
         kv += tokens * batch * (q.kv_row_bytes(kv_dtype, k) + q.kv_row_bytes(kv_dtype, v))
     tokens = context * batch
     act = _dtype_bytes(info.dtype if info.dtype != "fp8" else "bf16")
-    logits = info.vocab * tokens * 4  # a plain forward returns fp32 logits for every position
+    # generate() passes logits_to_keep=1: the prefill projects only the last position of each sequence
+    # (lm_head output in the model dtype, then the fp32 copy and the processed scores generate() keeps)
+    logits = info.vocab * batch * (act + 4 + 4)
     ff = info.intermediate or 4 * info.hidden
     mlp = tokens * 3 * ff * act
     scores = 0
@@ -589,9 +594,15 @@ def _transformers(info: ModelInfo, settings: Settings) -> Estimate:
     fragmentation = int(TORCH_FRAGMENTATION * (kv + activations))
     total = weights + kv + activations + overhead + fragmentation
     usable = int(settings.device_bytes * settings.share)
-    fits = total <= usable and (peak is None or peak + overhead <= usable)
-    if peak is not None and peak + overhead > usable:
-        notes.append(f"load-time peak {peak / GIB:.2f} GiB does not fit although the quantized model would")
+    load_peak_fits = peak is None or peak + overhead <= usable
+    fits = total <= usable and load_peak_fits
+    reason = None
+    if not load_peak_fits:
+        reason = (
+            f"loading quantizes on the fly: the load peak {(peak or 0) / GIB:.2f} GiB does not fit; "
+            f"a pre-quantized checkpoint would need {total / GIB:.2f} GiB"
+        )
+        notes.append(reason)
     notes.append("dynamic cache: KV grows with the sequence; the figure is at the full context")
     return Estimate(
         backend=settings.backend,
@@ -612,6 +623,8 @@ def _transformers(info: ModelInfo, settings: Settings) -> Estimate:
         kv_dtype=kv_dtype,
         kv_cells=context,
         load_peak_bytes=peak,
+        load_peak_fits=load_peak_fits,
+        reason=reason,
         notes=notes,
     )
 
@@ -655,13 +668,37 @@ def _largest(lo: int, hi: int, ok: Any) -> int:
     return lo
 
 
+def _solver_step(settings: Settings) -> int:
+    return LLAMA_CPP_CELL_PAD if settings.accounting == "llama.cpp" else 256
+
+
+def _check_trained_context(info: ModelInfo, settings: Settings, est: Estimate) -> None:
+    """A context past the trained length is accepted by the engines but the model was never trained there."""
+    if not info.max_context or settings.context is None:
+        return
+    per_sequence = settings.context
+    if settings.accounting == "llama.cpp" and settings.backend != "ollama":
+        per_sequence = settings.context // max(1, est.parallel)  # llama.cpp splits its cache across slots
+    if per_sequence > info.max_context:
+        est.past_trained_context = True
+        est.notes.append(
+            f"context {per_sequence} is past the model's trained length {info.max_context}: "
+            "output degrades beyond it unless RoPE scaling is configured"
+            + (
+                " (vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)"
+                if settings.accounting == "vllm"
+                else ""
+            )
+        )
+
+
 def max_context(info: ModelInfo, settings: Settings) -> int:
     """The largest context that fits at the given concurrency (0 when none does)."""
     if settings.accounting == "vllm":
         est = _vllm(info, settings)
         tokens = est.kv_cache_tokens or 0
         return min(tokens, info.max_context) if info.max_context else tokens
-    step = LLAMA_CPP_CELL_PAD if settings.accounting == "llama.cpp" else 256
+    step = _solver_step(settings)
     # the model's trained context caps the answer; with no such figure, search up to 1M tokens
     limit = info.max_context or (1 << 20)
     found = _largest(1, limit // step, lambda k: _fits(info, replace(settings, context=k * step)))
@@ -707,7 +744,19 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
         est.quant, est.bits_per_weight = settings.quant, q.bits_per_weight(settings.quant)
     else:
         est.quant, est.bits_per_weight = info.quant or info.dtype, info.bits_per_weight
+    if est.load_peak_fits is False:
+        # no context or batch helps while the 16-bit load itself does not fit; the reason says so
+        est.notes = list(dict.fromkeys(info.notes + est.notes))
+        return est
+    _check_trained_context(info, settings, est)
     est.max_context = max_context(info, settings)
+    if info.max_context and est.max_context >= info.max_context - _solver_step(settings) + 1:
+        grown = replace(settings, context=info.max_context + _solver_step(settings))
+        if settings.accounting == "vllm" or _fits(info, grown):
+            est.notes.append(
+                f"largest context capped at the model's trained length {info.max_context}; "
+                "memory alone would allow more"
+            )
     per_sequence = est.context if settings.accounting == "vllm" else est.context // max(1, est.parallel)
     # Ollama's layer placement shrinks as slots are added; the concurrency answer is for the layers asked
     # for (all of them by default), not for the placement this one request got
