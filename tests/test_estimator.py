@@ -409,3 +409,23 @@ def test_context_past_the_trained_length_is_noted_and_the_solver_capped() -> Non
     inside = estimate(short, Settings(context=8192, device_bytes=48 * GIB))
     assert not inside.past_trained_context
     assert not any("trained length" in note for note in inside.notes if "capped" not in note)
+
+
+def test_vllm_breakdown_stays_within_its_budget_and_agrees_with_the_verdict() -> None:
+    info = replace(LLAMA_8B, weights_bytes=int(14.96 * GIB), dtype="bf16", max_context=32768)
+    est = estimate(info, Settings(backend="vllm", device_bytes=24 * GIB, context=32768))
+    assert est.total_bytes <= est.usable_bytes  # the KV cache takes what the budget leaves
+    assert est.fits == (est.kv_cache_tokens >= 32768)
+    if not est.fits:
+        assert est.reason and f"--max-model-len {est.kv_cache_tokens}" in est.reason
+
+
+def test_vllm_profile_peak_is_gate_up_plus_two_hidden_rows_and_the_sampler() -> None:
+    # vllm-n3 of the corpus: Llama-3.1-8B on an RTX 3090 (23.58 GiB), max_model_len 20000, V0 profile run
+    info = replace(LLAMA_8B, weights_bytes=int(14.9888 * GIB), dtype="bf16")
+    est = estimate(info, Settings(backend="vllm", device_bytes=int(23.58 * GIB), context=20000, safety=0.9))
+    forward = 20000 * (2 * 14336 + 2 * 4096) * 2
+    sampler = 256 * 128256 * 24  # the last token of max_num_seqs sequences, not of every token
+    assert est.activations_bytes == forward + sampler
+    assert est.activations_bytes == pytest.approx(2.07 * GIB, rel=0.03)  # peak_torch - weights it printed
+    assert est.kv_cache_bytes == pytest.approx(3.81 * GIB, rel=0.06)  # its kv_cache_size

@@ -513,8 +513,10 @@ def _vllm(info: ModelInfo, settings: Settings) -> Estimate:
         ff = max(
             ff if info.n_dense_layers else 0, (info.moe_intermediate or ff) * max(1, info.n_experts_used)
         )
-    # MLP: the fused gate_up output (2 ff) and its activation (ff) alive together, with the residual stream
-    activation = tokens * (3 * ff + 2 * info.hidden) * act_bytes
+    # the profile forward at `tokens`: its peak is the fused gate_up output (2 ff wide) with two hidden-width
+    # tensors (the residual and the normed input) alive; the two V0 runs of the corpus (8192 and 20000
+    # tokens, same model) differ by exactly that per token
+    activation = tokens * (2 * ff + 2 * info.hidden) * act_bytes
     # the sampler's dummy run: fp32 logits, probabilities and logprobs of every sequence's last token, and the
     # top-k/top-p sort (values + int64 indices) the profile asks for: 24 bytes per vocabulary entry
     activation += min(max_seqs, tokens) * info.vocab * 24
@@ -525,6 +527,7 @@ def _vllm(info: ModelInfo, settings: Settings) -> Estimate:
     kv_tokens = blocks * VLLM_BLOCK_TOKENS
     kv_bytes = blocks * block_bytes
     fits = kv_available > 0 and kv_tokens >= context
+    reason = None
     if kv_available <= 0:
         notes.append("weights and activations exceed the budget: vLLM fails before the KV cache")
     elif kv_tokens < context:
@@ -533,9 +536,21 @@ def _vllm(info: ModelInfo, settings: Settings) -> Estimate:
             f"{max(kv_available, 0) / GIB:.2f} GiB is left: vLLM refuses to start "
             f"(estimated maximum model length {kv_tokens})"
         )
+        reason = (
+            f"the KV cache left in the budget holds {kv_tokens} tokens, less than one {context}-token "
+            f"request: vLLM refuses to start; the longest that fits is --max-model-len {kv_tokens}"
+        )
     notes.append(f"profile run at {tokens} batched tokens; {blocks} KV blocks of {VLLM_BLOCK_TOKENS} tokens")
     concurrency = kv_tokens / context if context else None
-    total = weights + non_torch + activation + kv_bytes + VLLM_CUDA_GRAPH_BYTES
+    # the KV cache takes what the budget leaves, so the budget's rows add up to at most the budget; the CUDA
+    # graphs are captured afterwards, outside it, and only have to fit on the card
+    total = weights + non_torch + activation + kv_bytes
+    graphs_fit = budget + VLLM_CUDA_GRAPH_BYTES <= settings.device_bytes
+    if not graphs_fit:
+        notes.append(
+            f"CUDA graphs (~{VLLM_CUDA_GRAPH_BYTES // MIB} MiB) are captured outside the budget and would not "
+            "fit on the card: lower --safety (gpu-memory-utilization) or run with --enforce-eager"
+        )
     return Estimate(
         backend=settings.backend,
         context=context,
@@ -545,17 +560,18 @@ def _vllm(info: ModelInfo, settings: Settings) -> Estimate:
         kv_cache_bytes=kv_bytes,
         kv_bytes_per_token=per_token,
         activations_bytes=activation,
-        overhead_bytes=non_torch + VLLM_CUDA_GRAPH_BYTES,
+        overhead_bytes=non_torch,
         fragmentation_bytes=0,
         total_bytes=total,
         device_bytes=settings.device_bytes,
         usable_bytes=budget,
-        fits=fits and total <= settings.device_bytes,
+        fits=fits and graphs_fit,
         n_layers=info.n_layers,
         kv_dtype=kv_dtype,
         kv_cells=kv_tokens,
         kv_cache_tokens=kv_tokens,
         max_concurrency=round(concurrency, 2) if concurrency is not None else None,
+        reason=reason,
         notes=notes,
     )
 
