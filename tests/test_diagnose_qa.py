@@ -186,6 +186,8 @@ def test_a_bare_killed_says_the_stage_is_unknown() -> None:
     seen = _diagnose("llama_model_loader: loaded meta data with 29 key-value pairs\nKilled\n")
     assert seen.stage_inferred is False
     assert seen.summary.startswith("Failed at load_weights")
+    assert not any("while loading" in line for line in diagnosis.advice)
+    assert any("while loading" in line for line in seen.advice)
 
 
 # -- 4. transformers: a load-stage OOM gets transformers' own API ------------------------------------
@@ -363,3 +365,27 @@ def test_without_a_budget_the_context_advice_halves() -> None:
     diagnosis = _diagnose(text)
     assert "131072 (now 262144)" in diagnosis.advice[0]
     assert "estimate" not in diagnosis.advice[0]
+
+
+# The transformers runner's own lines (vramtui/runners/transformers_server.py): its echo of the
+# from_pretrained arguments is the request; the size it loaded settles whether it was applied.
+RUNNER_BNB = (
+    "2026-11-30T05:48:23.423 vramtui: launch python -m vramtui.runners.transformers_server --model /m "
+    "--quantization bnb-4bit\n"
+    "2026-11-30T05:48:26.550 vramtui-runner: loading weights from /m (device_map=auto, "
+    "quantization_config=bnb-4bit)\n"
+    "2026-11-30T05:48:36.550 vramtui-runner: weights loaded: {parameters} parameters, {mib} MiB on cuda:0 in 10.00 s\n"
+)
+
+
+def test_the_runners_loaded_size_settles_a_bitsandbytes_request() -> None:
+    # 16-bit: 2 bytes per parameter, whatever the echoed arguments say.
+    unquantized = _diagnose(RUNNER_BNB.format(parameters=8030261248, mib="15316.00"))
+    assert unquantized.engine_figures["model_parameters"] == 8030261248
+    assert [line for line in unquantized.warnings if "2.00 bytes per parameter" in line]
+    # 4-bit: bitsandbytes packs two weights a byte (numel counts bytes): about 1 byte per counted parameter.
+    quantized = _diagnose(RUNNER_BNB.format(parameters=4540600320, mib="5312.40"))
+    assert not [line for line in quantized.warnings if "quantization" in line]
+    # Without the size line the echo alone confirms nothing.
+    echo_only = RUNNER_BNB.split("2026-11-30T05:48:36.550")[0]
+    assert _unconfirmed(_diagnose(echo_only))

@@ -119,7 +119,16 @@ def render_text(diagnosis: Any, source: str) -> str:
         out.append("The engine's own figures:")
         for key, value in figures.items():
             counted = key.endswith(
-                ("_tokens", "_blocks", "_cells", "_heads", "context", "_fit", "max_concurrency")
+                (
+                    "_tokens",
+                    "_blocks",
+                    "_cells",
+                    "_heads",
+                    "_parameters",
+                    "context",
+                    "_fit",
+                    "max_concurrency",
+                )
             )
             shown = f"{value:g}" if counted or isinstance(value, float) else format_bytes(value)
             out.append(f"  {key}: {shown}")

@@ -1320,6 +1320,16 @@ class LogDiagnoser:
         if wanted:
             words = ls.QUANT_SYNONYMS.get(wanted, (wanted.replace("-", "_"), wanted))
             confirmed = any(any(word in line for word in words) for line in confirmations)
+            per_parameter = self._bytes_per_parameter()
+            if per_parameter is not None and wanted in _BNB_REQUESTS:
+                # The loaded size settles it (vramtui's transformers runner prints it).
+                confirmed = per_parameter < _UNQUANTIZED_BYTES_PER_PARAMETER
+                if not confirmed:
+                    warnings.append(
+                        f"quantization {wanted!r} was requested but the weights take {per_parameter:.2f} bytes "
+                        "per parameter: they were loaded unquantized"
+                    )
+                    return warnings[:MAX_EVIDENCE]
             if not confirmed:
                 where = "" if self.requested_quant else " (the log itself asks for it)"
                 warnings.append(
@@ -1327,6 +1337,11 @@ class LogDiagnoser:
                     "the weights may be loading unquantized (16-bit)"
                 )
         return warnings[:MAX_EVIDENCE]
+
+    def _bytes_per_parameter(self) -> float | None:
+        parameters = self._figures.get("model_parameters", {}).get("")
+        loaded = self._figures.get("weights_loaded", {}).get("")
+        return loaded / parameters if parameters and loaded else None
 
     def _quant_requests_and_confirmations(self) -> tuple[list[str], list[str]]:
         """Quantizations the log asks for, and the quantization lines that are not such requests."""
@@ -1488,6 +1503,11 @@ _LLAMA_FAMILY = ("llama.cpp", "llama-cpp-python", "ollama")
 _TORCH_FAMILY = ("vllm", "transformers", "tgi", "sglang")
 
 _HOST_ALLOCATION_CAUSES = frozenset({"host_alloc", "host_ram_short"})
+# Bytes per counted parameter from which a bitsandbytes load is taken as unquantized: 16-bit weights take
+# 2.0. (bitsandbytes packs two 4-bit weights in a byte and numel() counts the bytes, so a 4-bit load shows
+# about 1.0 on the linear layers, 8-bit 1.0; 16-bit embeddings and norms raise the mean, never to 2.0.)
+_UNQUANTIZED_BYTES_PER_PARAMETER = 1.9
+_BNB_REQUESTS = frozenset({"bnb-4bit", "bnb-8bit", "bitsandbytes"})
 # Words on a (non-request) log line that show the weights are quantized.
 _QUANTIZED_WORDS = ("bitsandbytes", "linear4bit", "linear8bit", "bnb", "nf4", "awq", "gptq", "is quantized")
 # Under vramtui's host budget (no GPU), llama.cpp's context buffers are host allocations too.
@@ -1746,6 +1766,17 @@ def _advice_graph_capture(backend: str | None) -> list[str | None]:
     ]
 
 
+def _while(diagnosis: Diagnosis) -> str:
+    """Where the host ran out, when a line says so."""
+    if diagnosis.stage_inferred or diagnosis.failure_stage is None:
+        return ""
+    return {
+        "download": " while loading",
+        "load_weights": " while loading",
+        "inference": " serving a request",
+    }.get(diagnosis.failure_stage, " while setting up the context")
+
+
 def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None) -> list[str | None]:
     b = diagnosis.backend
     failure, cause, stage = diagnosis.failure, diagnosis.cause, diagnosis.failure_stage
@@ -1795,7 +1826,8 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
         )
         out: list[str | None] = [
             where,
-            "Host RAM ran out while loading: close other programs, add swap, or raise the container's memory limit.",
+            f"Host RAM ran out{_while(diagnosis)}: close other programs, "
+            "add swap, or raise the container's memory limit.",
         ]
         if b == "transformers":
             out.append(

@@ -1126,6 +1126,8 @@ QUANT_REQUESTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bload_in_4bit\s*=\s*true"), "bnb-4bit"),
     (re.compile(r"\bload_in_8bit\s*=\s*true"), "bnb-8bit"),
     (re.compile(r"`load_in_4bit` and `load_in_8bit` arguments are deprecated"), "bitsandbytes"),
+    # vramtui's transformers runner echoes its from_pretrained arguments before loading
+    (re.compile(r"loading weights from .*\bquantization_config=(?P<name>bnb-[48]bit)"), ""),
 )
 # Words that make a quantization line a notice about the request rather than proof it was applied.
 QUANT_NOT_CONFIRMING: tuple[str, ...] = ("deprecated", "will be removed", "deprecation")
@@ -1318,6 +1320,20 @@ FIGURE_RULES: tuple[FigureRule, ...] = (
         rf"estimated maximum model length is {_NUM}",
         count=True,
         backend="vllm",
+    ),
+    # vramtui's transformers runner: "weights loaded: N parameters, X MiB on DEVICE" (get_memory_footprint)
+    FigureRule(
+        "weights loaded:",
+        "model_parameters",
+        r"weights loaded: (?P<value>\d+) parameters,",
+        count=True,
+        backend="transformers",
+    ),
+    FigureRule(
+        "weights loaded:",
+        "weights_loaded",
+        rf"weights loaded: \d+ parameters, {_NUM}{_UNIT}",
+        backend="transformers",
     ),
     FigureRule(
         "tried to allocate", "oom_requested", rf"tried to allocate {_NUM}{_UNIT}", backend="transformers"
