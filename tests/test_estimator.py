@@ -429,3 +429,12 @@ def test_vllm_profile_peak_is_gate_up_plus_two_hidden_rows_and_the_sampler() -> 
     assert est.activations_bytes == forward + sampler
     assert est.activations_bytes == pytest.approx(2.07 * GIB, rel=0.03)  # peak_torch - weights it printed
     assert est.kv_cache_bytes == pytest.approx(3.81 * GIB, rel=0.06)  # its kv_cache_size
+
+
+def test_ollama_and_vllm_say_what_they_do_past_the_trained_length() -> None:
+    short = replace(LLAMA_8B, max_context=8192)
+    ollama = estimate(short, Settings(backend="ollama", context=20000, device_bytes=48 * GIB, quant="q4_k_m"))
+    assert ollama.context == 8192 and ollama.past_trained_context
+    assert any("Ollama clamps num_ctx 20000 to the model's trained length 8192" in n for n in ollama.notes)
+    vllm = estimate(short, Settings(backend="vllm", context=20000, device_bytes=80 * GIB))
+    assert vllm.past_trained_context and any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in n for n in vllm.notes)

@@ -38,8 +38,10 @@ CUDA_CONTEXT_BYTES = 400 * MIB
 VLLM_NON_TORCH_BYTES = 512 * MIB
 # vLLM captures CUDA graphs for batch sizes up to 512 after the KV cache is allocated (outside the profile).
 VLLM_CUDA_GRAPH_BYTES = 256 * MIB
-# Far past any real model (the deepest have ~200 layers); bounds the per-layer loops the solvers repeat.
-MAX_LAYERS = 10_000
+# Far past any real model (the deepest have under 200 layers); bounds the per-layer loops the solvers repeat.
+MAX_LAYERS = 2048
+# The context solver searches no further than this (a trained length of 10**30 in a config is a typo).
+MAX_CONTEXT_SEARCH = 1 << 27
 # PyTorch's caching allocator keeps freed blocks; transformers runs grow by this share of the dynamic part.
 TORCH_FRAGMENTATION = 0.10
 
@@ -695,7 +697,12 @@ def _check_trained_context(info: ModelInfo, settings: Settings, est: Estimate) -
     per_sequence = settings.context
     if settings.accounting == "llama.cpp" and settings.backend != "ollama":
         per_sequence = settings.context // max(1, est.parallel)  # llama.cpp splits its cache across slots
-    if per_sequence > info.max_context:
+    if per_sequence > info.max_context and settings.backend == "ollama":
+        est.past_trained_context = True
+        est.notes.append(
+            f"Ollama clamps num_ctx {per_sequence} to the model's trained length {info.max_context}"
+        )
+    elif per_sequence > info.max_context:
         est.past_trained_context = True
         est.notes.append(
             f"context {per_sequence} is past the model's trained length {info.max_context}: "
@@ -716,7 +723,7 @@ def max_context(info: ModelInfo, settings: Settings) -> int:
         return min(tokens, info.max_context) if info.max_context else tokens
     step = _solver_step(settings)
     # the model's trained context caps the answer; with no such figure, search up to 1M tokens
-    limit = info.max_context or (1 << 20)
+    limit = min(info.max_context or (1 << 20), MAX_CONTEXT_SEARCH)
     found = _largest(1, limit // step, lambda k: _fits(info, replace(settings, context=k * step)))
     return max(0, found * step)
 
@@ -768,7 +775,11 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     est.max_context = max_context(info, settings)
     if info.max_context and est.max_context >= info.max_context - _solver_step(settings) + 1:
         grown = replace(settings, context=info.max_context + _solver_step(settings))
-        if settings.accounting == "vllm" or _fits(info, grown):
+        if settings.accounting == "vllm":
+            more = (est.kv_cache_tokens or 0) > info.max_context
+        else:
+            more = _fits(info, grown)
+        if more:
             est.notes.append(
                 f"largest context capped at the model's trained length {info.max_context}; "
                 "memory alone would allow more"
