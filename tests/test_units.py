@@ -47,3 +47,9 @@ def test_default_safety_share_of_a_24_gib_card_is_19_2_gib() -> None:
     assert settings.share == 0.8
     assert int(settings.device_bytes * settings.share) == int(19.2 * GIB)
     assert format_bytes(int(settings.device_bytes * settings.share)) == "19.20 GiB"
+
+
+def test_a_count_too_large_for_a_float_is_an_error_not_an_overflow() -> None:
+    with pytest.raises(VramtuiError, match="too large"):
+        parse_count("1e400")
+    assert parse_count("1e30") == round(1e30)  # large but finite: the CLI judges plausibility
