@@ -7,11 +7,13 @@ Each backend accounts memory its own way, so each has its own function:
   the KQ matrix when flash attention is off, or the logits of the micro-batch); layers not offloaded and
   the token embedding live in host RAM.
 - vLLM: the budget is device x gpu_memory_utilization; weights, non-torch memory and the activation peak of a
-  profile run at max_num_batched_tokens come off it; the rest is KV blocks of 16 tokens. Its token
+  profile run at max_num_batched_tokens come off it; the rest is KV blocks of 16 tokens (so the rows never
+  exceed the budget; CUDA graphs are captured outside it). Its token
   capacity and "maximum concurrency" are reported as it prints them.
 - transformers: weights with bitsandbytes/GPTQ/AWQ leaving embeddings, lm_head and norms in 16-bit (and the
   16-bit load-time peak of on-the-fly quantization); a dynamic KV cache that grows with the sequence;
-  logits for every position (vocab x tokens x 4 bytes) and, with eager attention, the score matrices.
+  generate()'s prefill: the MLP of every token, logits of the last position only (logits_to_keep=1) and,
+  with eager attention, the score matrices.
 """
 
 from __future__ import annotations
@@ -533,15 +535,12 @@ def _vllm(info: ModelInfo, settings: Settings) -> Estimate:
     if kv_available <= 0:
         notes.append("weights and activations exceed the budget: vLLM fails before the KV cache")
     elif kv_tokens < context:
-        notes.append(
-            f"one {context}-token request needs {context * per_token / GIB:.2f} GiB of KV cache but only "
-            f"{max(kv_available, 0) / GIB:.2f} GiB is left: vLLM refuses to start "
-            f"(estimated maximum model length {kv_tokens})"
-        )
         reason = (
-            f"the KV cache left in the budget holds {kv_tokens} tokens, less than one {context}-token "
-            f"request: vLLM refuses to start; the longest that fits is --max-model-len {kv_tokens}"
+            f"one {context}-token request needs {context * per_token / GIB:.2f} GiB of KV cache but only "
+            f"{max(kv_available, 0) / GIB:.2f} GiB is left in the budget: vLLM refuses to start; "
+            f"the longest that fits is --max-model-len {kv_tokens}"
         )
+        notes.append(reason)
     notes.append(f"profile run at {tokens} batched tokens; {blocks} KV blocks of {VLLM_BLOCK_TOKENS} tokens")
     concurrency = kv_tokens / context if context else None
     # the KV cache takes what the budget leaves, so the budget's rows add up to at most the budget; the CUDA
