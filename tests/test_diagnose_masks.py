@@ -137,3 +137,82 @@ def test_numbers_of_other_widths_share_an_analysis_only_where_no_regex_reads_dig
     assert diagnose._sees_digits(re.compile(r"\d{3}")) and diagnose._sees_digits(re.compile(r"[^ ]+"))
     assert not diagnose._sees_digits(re.compile(r"log_server_r: request: post"))
     assert not diagnose._sees_digits(re.compile(r"[^0-9]+ done"))
+
+
+def test_a_run_three_digits_wide_keeps_its_width_in_the_shared_key() -> None:
+    # An HTTP status (always three digits) is read by `\|\s*\d{3}\s*\|`; every other width is one.
+    assert diagnose._DIGIT_RUNS_RE.sub("0", "0 00 000 0000 00000|000|0") == "0 0 000 0 0|000|0"
+    assert not diagnose._sees_digits(re.compile(r"\|\s*\d{3}\s*\|.*\"/api/chat\""))
+    assert not diagnose._sees_digits(re.compile(r"^\s*panic:"))
+    # A run that is not fenced by non-digits on both sides, another width, \b, `.+`: still width-sensitive.
+    for pattern in (
+        r"x\d{3}",
+        r"\|\d{3}.*",
+        r".*\d{3}\s*\|",
+        r"\|\s*\d{3}\s*\d",
+        r"\|\d{3}\b",
+        r"a.+b",
+        r"\|\d{2}\|",
+    ):
+        assert diagnose._sees_digits(re.compile(pattern)), pattern
+
+
+def _other_widths(line: str, rng: random.Random) -> str:
+    """The line with every digit run but the three-wide ones made another width that is not three."""
+
+    def width(match: re.Match[str]) -> str:
+        if len(match.group()) == 3:
+            return str(rng.randrange(100, 1000))
+        return str(rng.randrange(1, 10)) * rng.choice((1, 2, 4, 5, 9))
+
+    return _DIGITS.sub(width, line)
+
+
+def test_regexes_let_through_answer_alike_for_every_width_the_key_merges() -> None:
+    from vramtui.core import logstages as ls
+
+    lenient = [
+        rule.regex
+        for table in (ls.STAGE_RULES, ls.ERROR_RULES, ls.NOTICE_RULES, ls.RECOVERY_RULES, ls.FIGURE_RULES)
+        for rule in table
+        if rule.regex is not None and not diagnose._sees_digits(rule.regex)
+    ]
+    rng = random.Random(7)
+    lines = [line.lower() for log in LOGS.values() for line in log.split("\n") if _DIGITS.search(line)]
+    lines += [
+        f'[gin] 2025/11/06 - 06:23:22 | {status} | {latency}s | 172.18.0.3 | post "/api/chat"'
+        for status in ("200", "500", "20", "5000")
+        for latency in ("2.859719514", "12.5", "1")
+    ]
+    hits = 0
+    for line in lines:
+        for regex in lenient:
+            answer = regex.search(line) is not None
+            hits += answer
+            for _ in range(3):
+                other = _other_widths(line, rng)
+                key = diagnose._DIGIT_RUNS_RE.sub("0", diagnose._mask(other))
+                assert key == diagnose._DIGIT_RUNS_RE.sub("0", diagnose._mask(line))
+                assert (regex.search(other) is not None) == answer, (regex.pattern, line, other)
+    assert hits, "some line is matched by a regex the shared key lets through"
+
+
+def test_ollama_request_lines_of_other_widths_share_one_analysis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(3)
+    lines = [
+        f"[GIN] 2025/11/{rng.randrange(1, 31):02d} - 06:23:22 | {rng.choice(('200', '500', '20', '5000'))} |"
+        f" {rng.randrange(10 ** rng.randint(1, 6))}.{rng.randrange(10 ** rng.randint(1, 9))}ms |"
+        f' 172.18.0.{rng.randrange(256)} | POST     "/api/chat"'
+        for _ in range(400)
+    ]
+    diagnose._COLLAPSED.clear()
+    path = tmp_path / "ollama.log"
+    path.write_text("\n".join(lines) + "\n")
+    expected, expected_tags = _per_line(monkeypatch, lines)
+    assert asdict(diagnose_file(path, kernel_log=lambda: None)) == expected
+    assert any("| 000 |" in key for key in diagnose._COLLAPSED)
+    diagnoser = LogDiagnoser(kernel_log=lambda: None)
+    assert [diagnoser.feed(line) for line in lines] == expected_tags
+    assert expected_tags[0].stage == "inference"

@@ -680,8 +680,11 @@ _EACH_LINE = _EachLine(False)
 # the analysis ran on can match a digit at all (and no check or figure applies), the answer cannot
 # depend on how many digits a run has either: only the digit-free stretches between runs are read, and
 # a digit stays a word character for \b. Such an answer is shared by every mask with the same runs
-# collapsed to one digit.
-_DIGIT_RUNS_RE = re.compile(r"0+")
+# collapsed to one digit. A run exactly _KEPT_RUN_WIDTH wide keeps its width in that key, so a regex
+# that reads such a run whole (an HTTP status: `\|\s*\d{3}\s*\|`) does not stop the sharing (see
+# _width_safe).
+_KEPT_RUN_WIDTH = 3
+_DIGIT_RUNS_RE = re.compile(r"0000+|(?<!0)00?(?!0)")  # every run but a 3-wide one, made one digit
 _COLLAPSED: dict[str, object] = {}
 
 
@@ -720,13 +723,97 @@ def _can_match_digit(items: list) -> bool:
     return False
 
 
+def _is_any_stretch(op: object, av: object) -> bool:
+    """`.*`: takes any stretch of a line (none holds a newline), so it takes a run of any width."""
+    return (
+        op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT)
+        and av[0] == 0  # type: ignore[index]
+        and av[1] == _sre.MAXREPEAT  # type: ignore[index]
+        and list(av[2]) == [(_sre.ANY, None)]  # type: ignore[index]
+    )
+
+
+def _is_kept_width_run(op: object, av: object) -> bool:
+    r"""`\d{3}` (or `[0-9]{3}`): exactly _KEPT_RUN_WIDTH digits."""
+    if op not in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) or av[0] != _KEPT_RUN_WIDTH or av[1] != _KEPT_RUN_WIDTH:  # type: ignore[index]
+        return False
+    body = list(av[2])  # type: ignore[index]
+    return body in (
+        [(_sre.IN, [(_sre.CATEGORY, _sre.CATEGORY_DIGIT)])],
+        [(_sre.IN, [(_sre.RANGE, (48, 57))])],
+    )
+
+
+def _takes_no_digit(op: object, av: object) -> bool:
+    """A part that never takes a digit (`\\s` too, which _can_match_digit, as any class, counts)."""
+    if op is _sre.IN and all(item == (_sre.CATEGORY, _sre.CATEGORY_SPACE) for item in av):  # type: ignore[attr-defined]
+        return True
+    if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and len(av[2]) == 1:  # type: ignore[index]
+        return _takes_no_digit(*av[2][0])  # type: ignore[index]
+    return not _can_match_digit([(op, av)])
+
+
+def _fenced(items: list, index: int, step: int) -> bool:
+    """True when the part at `index` always has a non-digit (or the line's edge) on the `step` side."""
+    index += step
+    while 0 <= index < len(items):
+        op, av = items[index]
+        if op is _sre.AT:
+            return av in (
+                (_sre.AT_BEGINNING, _sre.AT_BEGINNING_STRING)
+                if step < 0
+                else (_sre.AT_END, _sre.AT_END_STRING)
+            )
+        if not _takes_no_digit(op, av):
+            return False
+        if op in (_sre.LITERAL, _sre.IN):
+            return True
+        if (
+            op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT)
+            and len(av[2]) == 1
+            and av[2][0][0] in (_sre.LITERAL, _sre.IN)
+        ):
+            if av[0] >= 1:
+                return True
+            index += step  # may take nothing: the part beyond decides
+            continue
+        return False
+    return False
+
+
+def _width_safe(items: list) -> bool:
+    r"""True when whether a parsed regex matches a line cannot change with the widths of its digit runs,
+    as long as every run _KEPT_RUN_WIDTH wide stays so and no other run becomes so.
+
+    Conservative: digits may be read only by top-level `.*` parts and by `\d{3}` parts fenced on both
+    sides by parts that take a non-digit (so they take a whole run). A match then maps onto a line with
+    other widths: the digit-free parts take the same text, a fenced run the run of the same width, and
+    the `.*` parts stretch or shrink over the runs they share with each other or with the line's edges.
+    """
+    for index, (op, av) in enumerate(items):
+        if _is_any_stretch(op, av):
+            continue
+        if _is_kept_width_run(op, av):
+            if _fenced(items, index, -1) and _fenced(items, index, 1):
+                continue
+            return False
+        if not _takes_no_digit(op, av):
+            return False
+    return True
+
+
 def _sees_digits(regex: re.Pattern[str] | None) -> bool:
+    """True when a regex's answer on a line may change with the width of one of its digit runs."""
     if regex is None:
         return False
     known = _SEES_DIGITS.get(id(regex))
     if known is None:
         try:
-            known = _can_match_digit(_sre_parser.parse(regex.pattern, regex.flags).data)
+            items = _sre_parser.parse(regex.pattern, regex.flags).data
+            known = _can_match_digit(items)
+            # \b and \B next to a run that a `.*` splits: read where digits meet, so never waved through.
+            if known and "\\b" not in regex.pattern and "\\B" not in regex.pattern:
+                known = not _width_safe(items)
         except Exception:
             known = True
         _SEES_DIGITS[id(regex)] = known
