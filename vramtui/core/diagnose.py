@@ -651,7 +651,7 @@ def _mask_entry(masked_text: str, text: str) -> object:
         for check in _DIGIT_CHECKS
         if check.masked_anchor in masked_low and check.may_hold(masked_low, masked_text)
     )
-    collapsed = _DIGIT_RUNS_RE.sub("0", masked_text) if not checks else None
+    collapsed = _width_key(masked_text) if not checks else None
     if collapsed is not None:
         known = _COLLAPSED.get(collapsed)
         if known is not None:
@@ -680,11 +680,21 @@ _EACH_LINE = _EachLine(False)
 # the analysis ran on can match a digit at all (and no check or figure applies), the answer cannot
 # depend on how many digits a run has either: only the digit-free stretches between runs are read, and
 # a digit stays a word character for \b. Such an answer is shared by every mask with the same runs
-# collapsed to one digit. A run exactly _KEPT_RUN_WIDTH wide keeps its width in that key, so a regex
-# that reads such a run whole (an HTTP status: `\|\s*\d{3}\s*\|`) does not stop the sharing (see
-# _width_safe).
+# collapsed to one digit. A run exactly _KEPT_RUN_WIDTH wide between two "|" (spaces aside) is marked
+# apart in that key, so a regex that reads such a run whole (an HTTP status: `\|\s*\d{3}\s*\|`) does
+# not stop the sharing (see _width_safe).
 _KEPT_RUN_WIDTH = 3
-_DIGIT_RUNS_RE = re.compile(r"0000+|(?<!0)00?(?!0)")  # every run but a 3-wide one, made one digit
+_DIGIT_RUNS_RE = re.compile(r"00+")  # a lone digit is already one
+_FENCED_RUN_RE = re.compile(r"\|(\s*)000(?=\s*\|)")
+_FENCED_MARK = "|\\1\0"  # NUL: never in a masked line (lines with control bytes are analysed one by one)
+
+
+def _width_key(masked_text: str) -> str:
+    if "|" in masked_text:
+        masked_text = _FENCED_RUN_RE.sub(_FENCED_MARK, masked_text)
+    return _DIGIT_RUNS_RE.sub("0", masked_text)
+
+
 _COLLAPSED: dict[str, object] = {}
 
 
@@ -754,28 +764,18 @@ def _takes_no_digit(op: object, av: object) -> bool:
 
 
 def _fenced(items: list, index: int, step: int) -> bool:
-    """True when the part at `index` always has a non-digit (or the line's edge) on the `step` side."""
+    """True when the part at `index` has a "|" on the `step` side, spaces aside (as _FENCED_RUN_RE)."""
     index += step
     while 0 <= index < len(items):
         op, av = items[index]
-        if op is _sre.AT:
-            return av in (
-                (_sre.AT_BEGINNING, _sre.AT_BEGINNING_STRING)
-                if step < 0
-                else (_sre.AT_END, _sre.AT_END_STRING)
-            )
-        if not _takes_no_digit(op, av):
-            return False
-        if op in (_sre.LITERAL, _sre.IN):
+        if (op, av) == (_sre.LITERAL, 124):
             return True
         if (
-            op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT)
-            and len(av[2]) == 1
-            and av[2][0][0] in (_sre.LITERAL, _sre.IN)
+            op is _sre.MAX_REPEAT
+            and av[0] == 0
+            and list(av[2]) == [(_sre.IN, [(_sre.CATEGORY, _sre.CATEGORY_SPACE)])]
         ):
-            if av[0] >= 1:
-                return True
-            index += step  # may take nothing: the part beyond decides
+            index += step  # `\s*`: the part beyond decides
             continue
         return False
     return False
@@ -783,10 +783,10 @@ def _fenced(items: list, index: int, step: int) -> bool:
 
 def _width_safe(items: list) -> bool:
     r"""True when whether a parsed regex matches a line cannot change with the widths of its digit runs,
-    as long as every run _KEPT_RUN_WIDTH wide stays so and no other run becomes so.
+    as long as the runs _FENCED_RUN_RE marks stay so and no other run becomes one of them.
 
     Conservative: digits may be read only by top-level `.*` parts and by `\d{3}` parts fenced on both
-    sides by parts that take a non-digit (so they take a whole run). A match then maps onto a line with
+    sides by "|" (spaces aside: they take a whole run, one that _FENCED_RUN_RE marks). A match then maps onto a line with
     other widths: the digit-free parts take the same text, a fenced run the run of the same width, and
     the `.*` parts stretch or shrink over the runs they share with each other or with the line's edges.
     """
