@@ -41,7 +41,6 @@ COMMAND_NOT_FOUND = "command_not_found"
 PORT_IN_USE = "port_in_use"
 READY_TIMEOUT = "ready_timeout"
 EXITED = "exited"
-HOST_OOM = "host_oom"  # an allocation failed under the host memory budget (RLIMIT_AS)
 CUDA_OOM = "cuda_oom"  # the run crossed the GPU memory budget
 BAD_ARGUMENTS = "bad_arguments"  # the server refused its own command line before loading anything
 
@@ -54,16 +53,6 @@ _BAD_ARGUMENT_PATTERNS = (
     re.compile(r"error: ((?:invalid|unknown) argument: .+)", re.IGNORECASE),
     re.compile(r"(error while handling argument .+)", re.IGNORECASE),
     re.compile(r"Error: (unknown (?:shorthand )?flag: .+)"),
-)
-
-_ALLOCATION_WORDS = (
-    "insufficient memory",
-    "failed to allocate",
-    "cannot allocate memory",
-    "out of memory",
-    "std::bad_alloc",
-    "memoryerror",
-    "unable to allocate",
 )
 
 
@@ -692,10 +681,6 @@ def _round(value: float | None, digits: int = 1) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _allocation_failed(lines: list[LogLine]) -> bool:
-    return any(word in line.text.lower() for line in lines for word in _ALLOCATION_WORDS)
-
-
 def run_check(
     profile: Profile,
     ready_timeout_s: float | None = None,
@@ -798,16 +783,8 @@ def _result(
             failure_stage = getattr(diagnosis, "failure_stage", None)
     if failure is None and not server.ready and server.exit_code is not None:
         failure, failure_stage = EXITED, stage or "launch"
-    # Under a host budget, an allocation failure is the budget's out-of-memory, whatever words it used.
-    if (
-        server.budget_mode == "host"
-        and not server.ready
-        and failure not in {None, READY_TIMEOUT}
-        and "oom" not in str(failure)
-        and _allocation_failed(server.lines)
-    ):
-        failure = HOST_OOM
-        failure_stage = failure_stage or stage
+    # Under a host budget the log engine itself names a failed allocation host_oom (it is told the
+    # budget, and the run log's header says it): no second word scan here.
     if server.ready and smoke is not None and not smoke.ok and failure is None:
         failure, failure_stage = f"smoke_{smoke.kind}", "inference"
     if replayed is not None and not replayed.ok and failure is None:
