@@ -216,3 +216,54 @@ def test_ollama_request_lines_of_other_widths_share_one_analysis(
     diagnoser = LogDiagnoser(kernel_log=lambda: None)
     assert [diagnoser.feed(line) for line in lines] == expected_tags
     assert expected_tags[0].stage == "inference"
+
+
+def test_a_check_is_gated_by_a_word_every_line_holding_it_contains() -> None:
+    # "137" alone would send every line with a 3-digit number through the check; "exit" does not.
+    by_anchor = {check.anchor: check for check in diagnose._DIGIT_CHECKS}
+    assert by_anchor["137"].gate == "exit"
+    samples = [
+        "worker exited with code 137",
+        "process exit status 137",
+        "GET failed (401): unauthorized",
+        "404 Client Error: Not Found for url",
+        "error: 12 things went wrong",
+        'INFO:     127.0.0.1:55090 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        "load_in_8bit=True",
+        "llama_context: flash_attn = 1",
+        "dtype fp8 not supported",
+    ]
+    held = 0
+    for sample in samples:
+        low = sample.lower()
+        for check in diagnose._DIGIT_CHECKS:
+            if check.holds(low, sample):
+                held += 1
+                assert check.gate and check.gate in diagnose._mask(low), (check.anchor, sample)
+                # ... and the gate's collapsed form is in the line's shared key, at any width.
+                shared_key = diagnose._width_key(diagnose._mask(sample))
+                assert diagnose._may_hold_a_check(shared_key), (check.anchor, sample)
+    assert held >= len(samples)
+    assert not any("|" in gate for gate in diagnose._CHECK_GATES)
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["worker exited with code 1", "worker exited with code 13", "worker exited with code 137"],
+        ["step 4 client error: bad", "step 40 client error: bad", "step 404 client error: bad"],
+        ['"POST /v12/x HTTP/1.1" 200', '"POST /v1/x HTTP/1.1" 200'],
+        ["downloading part 7 of 10", "downloading part 13 of 10", "downloading part 137 of 10"],
+    ],
+)
+def test_a_shared_key_never_stands_for_a_width_that_holds_a_check(
+    lines: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    diagnose._COLLAPSED.clear()
+    path = tmp_path / "widths.log"
+    path.write_text("\n".join(lines) + "\n")
+    expected, expected_tags = _per_line(monkeypatch, lines)
+    assert asdict(diagnose_file(path, kernel_log=lambda: None)) == expected
+    diagnoser = LogDiagnoser(kernel_log=lambda: None)
+    assert [diagnoser.feed(line) for line in lines] == expected_tags
+    assert asdict(diagnoser.result()) == expected

@@ -475,6 +475,9 @@ class _DigitCheck:
     regex: re.Pattern[str] | None = None
     masked_regex: re.Pattern[str] | None = None
     on_text: bool = False  # the regex runs on the original line (figures), not the lower-cased one
+    # A literal every masked line that may hold the check contains (the masked anchor, or a longer
+    # word the masked regex requires: "exit" says more than the "000" of "137").
+    gate: str = ""
 
     def may_hold(self, masked_low: str, masked_text: str) -> bool:
         if self.masked_anchor not in masked_low:
@@ -496,6 +499,9 @@ def _digit_check(anchor: str, regex: re.Pattern[str] | None, filed: bool, on_tex
     key = _key_of(anchor) if filed and anchor not in ls.SUBSTRING_ANCHORS else ""
     digit_key = bool(_DIGIT_RE.search(key))
     masked_regex = _masked_regex(regex) if regex is not None else None
+    gates = [_mask(anchor)]
+    if regex is not None and masked_regex is not None and not on_text:
+        gates.extend(_mask(literal) for literal in _required_literals(regex))
     return _DigitCheck(
         anchor=anchor,
         masked_anchor=_mask(anchor),
@@ -505,7 +511,34 @@ def _digit_check(anchor: str, regex: re.Pattern[str] | None, filed: bool, on_tex
         # When the rewrite fails the anchor alone decides (a superset: the check then runs more often).
         masked_regex=masked_regex,
         on_text=on_text,
+        gate=max(gates, key=_gate_strength),
     )
+
+
+def _gate_strength(literal: str) -> tuple[int, int]:
+    return (len(literal) - literal.count("0"), len(literal))  # "0" is in most masked lines
+
+
+def _required_literals(regex: re.Pattern[str]) -> list[str]:
+    """Runs of literal characters at the top level of a regex: every match holds each of them.
+
+    Masked, they are as much a part of every match of the masked regex (the rewrite masks digit
+    literals in place and only drops lookaheads).
+    """
+    if regex.flags & re.IGNORECASE:
+        return []  # a literal then stands for its other cases too
+    runs: list[str] = []
+    run: list[str] = []
+    for op, av in _sre_parser.parse(regex.pattern, regex.flags).data:
+        if op is _sre.LITERAL:
+            run.append(chr(av))  # type: ignore[arg-type]
+            continue
+        if run:
+            runs.append("".join(run))
+            run = []
+    if run:
+        runs.append("".join(run))
+    return runs
 
 
 def _build_digit_checks() -> tuple[_DigitCheck, ...]:
@@ -539,11 +572,33 @@ def _build_digit_checks() -> tuple[_DigitCheck, ...]:
             checks.append(_digit_check(literal, None, False, False))
     for word in (*_QUANT_WORDS, *_WARNING_WORDS, *_CHAIN_WORDS, *_FORMAT_KEYS, *_OTHER_WORDS):
         if _DIGIT_RE.search(word):
-            checks.append(_DigitCheck(word, _mask(word), _word_regex(word), _word_regex(_mask(word))))
+            checks.append(
+                _DigitCheck(word, _mask(word), _word_regex(word), _word_regex(_mask(word)), gate=_mask(word))
+            )
     return tuple(dict.fromkeys(checks))
 
 
 _DIGIT_CHECKS = _build_digit_checks()
+# The checks by their gate: a new mask pays one substring test per distinct gate.
+_CHECK_GATES: tuple[str, ...] = tuple(dict.fromkeys(check.gate for check in _DIGIT_CHECKS))
+_CHECKS_BY_GATE: dict[str, tuple[_DigitCheck, ...]] = {
+    gate: tuple(check for check in _DIGIT_CHECKS if check.gate == gate) for gate in _CHECK_GATES
+}
+
+
+def _checks_of(masked_low: str, masked_text: str) -> tuple[_DigitCheck, ...]:
+    """The digit checks a line of this mask may hold (none for most lines: one C-level scan)."""
+    if not any(map(masked_low.__contains__, _CHECK_GATES)):
+        return ()
+    return tuple(
+        check
+        for gate in _CHECK_GATES
+        if gate in masked_low
+        for check in _CHECKS_BY_GATE[gate]
+        if check.masked_anchor in masked_low and check.may_hold(masked_low, masked_text)
+    )
+
+
 # Figure rules whose regex tells digits apart: their groups are found again on every line.
 _DIGIT_FIGURES = frozenset(
     id(rule) for rule in ls.FIGURE_RULES if rule.regex is not None and _regex_tells_digits_apart(rule.regex)
@@ -646,22 +701,18 @@ def _mask_entry(masked_text: str, text: str) -> object:
             and not any(anchor in masked_low for anchor in _SUBSTRINGS)
         ):
             return _EACH_LINE  # a digit word may be the line's only word: None or _PLAIN by digits
-    checks = tuple(
-        check
-        for check in _DIGIT_CHECKS
-        if check.masked_anchor in masked_low and check.may_hold(masked_low, masked_text)
-    )
-    collapsed = _width_key(masked_text) if not checks else None
-    if collapsed is not None:
-        known = _COLLAPSED.get(collapsed)
-        if known is not None:
-            return known
+    # Before the checks: a shared key is only ever stored where no line of its widths can hold one.
+    collapsed = _width_key(masked_text)
+    known = _COLLAPSED.get(collapsed)
+    if known is not None:
+        return known
+    checks = _checks_of(masked_low, masked_text)
     info, figure_rules = _analyze_detail(text)
     if info is not None and info.exception is not None and _DIGIT_RE.search(info.exception):
         return _EACH_LINE
     if not checks and not figure_rules:
         entry = _NO_INFO if info is None else _intern(info)
-        if collapsed is not None and _run_blind(text):
+        if _run_blind(text) and not _may_hold_a_check(collapsed):
             if len(_COLLAPSED) >= _MEMO_LIMIT:
                 _COLLAPSED.clear()
             _COLLAPSED[collapsed] = entry
@@ -692,10 +743,23 @@ _FENCED_MARK = "|\\1\0"  # NUL: never in a masked line (lines with control bytes
 def _width_key(masked_text: str) -> str:
     if "|" in masked_text:
         masked_text = _FENCED_RUN_RE.sub(_FENCED_MARK, masked_text)
-    return _DIGIT_RUNS_RE.sub("0", masked_text)
+    # Halving every run until none is left is a few C-level passes (a regex sub costs more).
+    while "00" in masked_text:
+        masked_text = masked_text.replace("00", "0")
+    return masked_text
 
 
 _COLLAPSED: dict[str, object] = {}
+# The checks' gates in the shared key's terms. A gate that a line holds leaves its collapsed form in
+# the line's key (collapsing a run inside the gate or at its edges leaves one digit, as in the line;
+# no gate holds "|", so none reaches into a run the key marks apart): a key free of them all is free
+# of checks at every width it stands for.
+_COLLAPSED_GATES: tuple[str, ...] = tuple(dict.fromkeys(_width_key(gate) for gate in _CHECK_GATES))
+
+
+def _may_hold_a_check(collapsed: str) -> bool:
+    low = collapsed.lower()
+    return any(gate in low for gate in _COLLAPSED_GATES)
 
 
 def _can_match_digit(items: list) -> bool:
@@ -990,9 +1054,7 @@ class LogDiagnoser:
         return LineTag(self.lines, self._current, severity, first)
 
     def _new_mask(self, key: bytes, text: str) -> object:
-        entry = _mask_entry(key.decode("ascii"), text)
-        if entry.__class__ is _LineInfo:
-            entry = _intern(entry)  # type: ignore[arg-type]
+        entry = _mask_entry(key.decode("ascii"), text)  # a _LineInfo comes interned
         if len(self._masks) >= _MEMO_LIMIT:
             self._masks.clear()
         self._masks[key] = entry

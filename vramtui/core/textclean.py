@@ -139,7 +139,7 @@ def iter_raw_line_batches(
                 start = newline + 1
         lines = chunk[start:].split(b"\n")
         tail = lines.pop()
-        if any(len(line) > max_line_bytes for line in lines):
+        if lines and max(map(len, lines)) > max_line_bytes:  # map/max run in C: no per-line bytecode
             lines = [
                 line[:max_line_bytes] + cut_mark if len(line) > max_line_bytes else line for line in lines
             ]
