@@ -653,11 +653,14 @@ def _figure_spans(text: str, figure_rules: tuple[ls.FigureRule, ...]) -> tuple[t
 class _ByDigits:
     """The analyses of one mask, by the outcome of its digit checks on the real line."""
 
-    __slots__ = ("checks", "found")
+    __slots__ = ("checks", "found", "shared")
 
-    def __init__(self, checks: tuple[_DigitCheck, ...]) -> None:
+    def __init__(self, checks: tuple[_DigitCheck, ...], shared: bool = False) -> None:
         self.checks = checks
         self.found: dict[tuple[bool, ...], _Known] = {}
+        # Stands for every width of a shared key: figures sit elsewhere at another width, so an outcome
+        # whose analysis reads figures is not kept (see _Known.spans).
+        self.shared = shared
 
     def info(self, text: str) -> _LineInfo | None:
         checks = self.checks
@@ -671,11 +674,15 @@ class _ByDigits:
                 outcome = tuple([check.holds(low, text) for check in checks])
         known = self.found.get(outcome)
         if known is None:
-            known = _Known(text, *_analyze_detail(text))
+            info, figure_rules = _analyze_detail(text)
+            if figure_rules and self.shared:
+                return info
             if len(self.found) < 64:
-                self.found[outcome] = known
-            return known.info
-        return known.for_line(text)
+                self.found[outcome] = _Known(text, info, figure_rules)
+            return info
+        if known.figure_rules:
+            return known.for_line(text)
+        return known.info
 
 
 class _EachLine:
@@ -717,6 +724,15 @@ def _mask_entry(masked_text: str, text: str) -> object:
                 _COLLAPSED.clear()
             _COLLAPSED[collapsed] = entry
         return entry
+    if not figure_rules and _DIGIT_RULES_WIDTH_BLIND and _run_blind(text):
+        # Shared across widths too: the outcome of every check any width may hold tells the lines apart
+        # where their digits matter (a request line's "/v1/" or an exit code); the rest of the analysis
+        # is width-blind as above.
+        shared = _ByDigits(_checks_at_any_width(collapsed), shared=True)
+        if len(_COLLAPSED) >= _MEMO_LIMIT:
+            _COLLAPSED.clear()
+        _COLLAPSED[collapsed] = shared
+        return shared
     entry = _ByDigits(checks)
     if not checks:
         entry.found[()] = _Known(text, info, figure_rules)
@@ -760,6 +776,33 @@ _COLLAPSED_GATES: tuple[str, ...] = tuple(dict.fromkeys(_width_key(gate) for gat
 def _may_hold_a_check(collapsed: str) -> bool:
     low = collapsed.lower()
     return any(gate in low for gate in _COLLAPSED_GATES)
+
+
+def _checks_at_any_width(collapsed: str) -> tuple[_DigitCheck, ...]:
+    """Every check a line of this shared key may hold, whatever the widths of its runs."""
+    low = collapsed.lower()
+    return tuple(check for check in _DIGIT_CHECKS if _width_key(check.gate) in low)
+
+
+def _digit_rules_width_blind() -> bool:
+    """True when no rule with a digit in its anchor has a regex that reads digits but not their value.
+
+    Such a rule would match a line at one width and not at another with the same outcome of its
+    check (which, for a regex that treats all digits alike, tests the anchor alone); sharing an
+    analysis that has checks across widths then stops.
+    """
+    tables = (ls.STAGE_RULES, ls.ERROR_RULES, ls.NOTICE_RULES, ls.RECOVERY_RULES)
+    return not any(
+        _DIGIT_RE.search(rule.anchor)
+        and not _regex_tells_digits_apart(rule.regex)
+        and _sees_digits(rule.regex)
+        for table in tables
+        for rule in table
+        if rule.regex is not None
+    )
+
+
+_DIGIT_RULES_WIDTH_BLIND = _digit_rules_width_blind()
 
 
 def _can_match_digit(items: list) -> bool:
@@ -1130,15 +1173,20 @@ class LogDiagnoser:
                     step(number, raw.decode("ascii"), entry)  # type: ignore[arg-type]
                     continue
                 # Lines whose analysis depends on their digits (or on cleaning): by their exact bytes,
-                # so a log that repeats such lines verbatim pays once per distinct line.
-                known = exact_memo.get(raw) if not probing else None
-                if known is None:
-                    text = clean_bytes_line(raw) if entry is _DIRTY else raw.decode("ascii")
-                    known = (text, _resolve(entry, text) if entry is not _DIRTY else _analyze(text))
-                    if len(exact_memo) >= _MEMO_LIMIT:
-                        exact_memo.clear()
-                    exact_memo[raw] = known
-                text, info = known
+                # so a log that repeats such lines verbatim pays once per distinct line. The digit
+                # checks are cheap: while the log does not repeat itself they run on every line.
+                if not probing and entry.__class__ is _ByDigits:
+                    text = raw.decode("ascii")
+                    info = entry.info(text)  # type: ignore[attr-defined]
+                else:
+                    known = exact_memo.get(raw) if not probing else None
+                    if known is None:
+                        text = clean_bytes_line(raw) if entry is _DIRTY else raw.decode("ascii")
+                        known = (text, _resolve(entry, text) if entry is not _DIRTY else _analyze(text))
+                        if len(exact_memo) >= _MEMO_LIMIT:
+                            exact_memo.clear()
+                        exact_memo[raw] = known
+                    text, info = known
                 if id(info) in quiet:
                     continue
                 if info is None or (info.simple and is_noop(info)):
