@@ -228,7 +228,6 @@ def test_a_check_is_gated_by_a_word_every_line_holding_it_contains() -> None:
         "GET failed (401): unauthorized",
         "404 Client Error: Not Found for url",
         "error: 12 things went wrong",
-        'INFO:     127.0.0.1:55090 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
         "load_in_8bit=True",
         "llama_context: flash_attn = 1",
         "dtype fp8 not supported",

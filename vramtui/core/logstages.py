@@ -238,7 +238,8 @@ STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("avg prompt throughput", "inference", backend="vllm"),
     StageRule("received request", "inference", backend="vllm"),
     StageRule("added request", "inference", backend="vllm"),
-    StageRule("post /v1/", "inference", backend="vllm"),
+    # "POST /v1/chat/completions HTTP/1.1": a request to any API version.
+    StageRule("post /v", "inference", backend="vllm"),
     StageRule("scheduler.py", "inference", r"scheduler\.py:\d+\].*(?:prompt|request)", backend="vllm"),
     StageRule("execute_model", "inference", backend="vllm"),
     # text-generation-inference
