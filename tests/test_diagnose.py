@@ -482,3 +482,21 @@ def test_a_host_budget_named_in_the_run_log_makes_allocation_failures_oom() -> N
     budgeted = diagnose_text("\n".join([header, *failing]), backend="llama-cpp-python")
     assert budgeted.failure == "host_oom" and budgeted.failure_stage == "kv_cache"
     assert any("lower" in advice for advice in budgeted.advice)
+
+
+def test_a_crash_loop_keeps_what_it_quotes_bounded(tmp_path: Path) -> None:
+    # A server in a restart loop: it fails to load, recovers, comes up, thousands of times over.
+    cycle = [
+        "llama_model_load: error loading model: failed to open model.gguf",
+        "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
+    ]
+    path = tmp_path / "loop.log"
+    path.write_text("\n".join(cycle * 5000) + "\n")
+    diagnoser = LogDiagnoser(kernel_log=lambda: None)
+    with path.open("rb") as stream:
+        diagnoser._feed_raw_stream(stream)
+    result = diagnoser.result()
+    assert not result.failed and result.stage == "ready"
+    recovered = [line for line in result.evidence if line.startswith("recovered:")]
+    assert 1 <= len(recovered) <= 3 and len(diagnoser._recovered) <= 3
+    assert recovered[0].startswith("recovered: line 2:")

@@ -1362,8 +1362,8 @@ class LogDiagnoser:
             if found is not None and (always or STAGE_INDEX[found.stage] < STAGE_INDEX["ready"]):
                 setattr(self, name, None)
                 cleared = True
-        if cleared or always:
-            self._recovered.append(_quote(number, text))
+        if (cleared or always) and len(self._recovered) < _RECOVERIES_QUOTED:
+            self._recovered.append(_quote(number, text))  # a crash loop recovers thousands of times
         if always:
             self._tb_open = False
 
@@ -1460,7 +1460,7 @@ class LogDiagnoser:
                 evidence.append(_quote(cut.number, cut.text))
             if self._last_stage_line is not None and self._last_stage_line[0] < found.number:
                 evidence.append(_quote(*self._last_stage_line))
-        evidence.extend(f"recovered: {line}" for line in self._recovered[:3])
+        evidence.extend(f"recovered: {line}" for line in self._recovered)
         evidence = list(dict.fromkeys(evidence))
 
         kernel_note: str | None = None
@@ -1572,6 +1572,7 @@ class LogDiagnoser:
 
 
 _MISSING: object = object()
+_RECOVERIES_QUOTED = 3
 _SCORE_CAP = 3  # backend marks counted up to here: enough for detect_backend, and repeats cost nothing
 _EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
 
