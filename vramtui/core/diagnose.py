@@ -16,7 +16,7 @@ import re._constants as _sre
 import re._parser as _sre_parser
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
@@ -120,7 +120,7 @@ class Diagnosis:
         return asdict(self)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # identity: equal analyses are one object (see _intern), sets hold them
 class _LineInfo:
     """Everything the rules say about one line; a pure function of its text (memoized)."""
 
@@ -1110,7 +1110,9 @@ class LogDiagnoser:
     def _feed_raw_stream(self, stream: BinaryIO) -> None:
         """The fast path for files: bytes lines memoized by their digit mask, no LineTag objects."""
         masks = self._masks
+        masks_get = masks.get
         exact_memo: dict[bytes, tuple[str, _LineInfo | None]] = {}
+        exact_get = exact_memo.get
         step = self._step
         is_noop = self._is_noop
         number = self.lines
@@ -1118,35 +1120,35 @@ class LogDiagnoser:
         # Entries known to change nothing in the present state (a line with no rule, or the same stage
         # again): skipped at the cost of one look-up until the next step changes the state. Equal
         # analyses are one object (see _intern), so this holds across masks.
-        quiet: dict[int, object] = {}
+        quiet: set[object] = set()
         # A log that repeats lines verbatim is served by their exact bytes first (no mask to make, the
         # text already decoded); whether that pays is measured per batch, and probed again every few.
         by_bytes = True
-        batches = 0
-        for batch in iter_raw_line_batches(stream):
-            batches += 1
-            probing = by_bytes or batches % 8 == 0
+        pieces = 0
+        for piece in _pieces(iter_raw_line_batches(stream)):
+            pieces += 1
+            probing = by_bytes or pieces % _PROBE_EVERY == 0
             hits = 0
-            for raw in batch:
+            for raw in piece:
                 number += 1
                 if probing:
-                    known = exact_memo.get(raw)
+                    known = exact_get(raw)
                     if known is not None:
                         hits += 1
                         info = known[1]
-                        if id(info) in quiet:
+                        if info in quiet:
                             continue
                         if info is None or (info.simple and is_noop(info)):
                             self._after_frame = False
                             if info is not None:
-                                quiet[id(info)] = info
+                                quiet.add(info)
                             continue
                         quiet.clear()
                         step(number, known[0], info)
                         continue
                 key = raw.translate(mask)
-                entry = masks.get(key)
-                if id(entry) in quiet:
+                entry = masks_get(key)
+                if entry in quiet:
                     continue
                 if entry is None:
                     if _DIRTY_BYTES_RE.search(key) is not None:
@@ -1158,7 +1160,7 @@ class LogDiagnoser:
                         entry = self._new_mask(key, raw.decode("ascii"))
                 if entry is _NO_INFO:
                     self._after_frame = False
-                    quiet[id(entry)] = entry
+                    quiet.add(entry)
                     continue
                 if entry.__class__ is _LineInfo:
                     if probing:
@@ -1167,7 +1169,7 @@ class LogDiagnoser:
                         exact_memo[raw] = (raw.decode("ascii"), entry)  # type: ignore[assignment]
                     if entry.simple and is_noop(entry):  # type: ignore[attr-defined]
                         self._after_frame = False
-                        quiet[id(entry)] = entry
+                        quiet.add(entry)
                         continue
                     quiet.clear()
                     step(number, raw.decode("ascii"), entry)  # type: ignore[arg-type]
@@ -1187,17 +1189,17 @@ class LogDiagnoser:
                             exact_memo.clear()
                         exact_memo[raw] = known
                     text, info = known
-                if id(info) in quiet:
+                if info in quiet:
                     continue
                 if info is None or (info.simple and is_noop(info)):
                     self._after_frame = False
                     if info is not None and info.__class__ is _LineInfo:
-                        quiet[id(info)] = info
+                        quiet.add(info)
                     continue
                 quiet.clear()
                 step(number, text, info)
             if probing:
-                by_bytes = hits * 2 >= len(batch)
+                by_bytes = hits * 2 >= len(piece)
         self.lines = number
 
     def note_exit(self, returncode: int | None) -> None:
@@ -1572,6 +1574,20 @@ class LogDiagnoser:
 
 
 _MISSING: object = object()
+# The exact-bytes memo is tried on a piece of lines every so often (and kept while it serves half).
+_PIECE_LINES = 1024
+_PROBE_EVERY = 32
+
+
+def _pieces(batches: Iterable[list[bytes]]) -> Iterator[list[bytes]]:
+    for batch in batches:
+        if len(batch) <= _PIECE_LINES:
+            yield batch
+            continue
+        for start in range(0, len(batch), _PIECE_LINES):
+            yield batch[start : start + _PIECE_LINES]
+
+
 _RECOVERIES_QUOTED = 3
 _SCORE_CAP = 3  # backend marks counted up to here: enough for detect_backend, and repeats cost nothing
 _EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
