@@ -476,7 +476,7 @@ class _DigitCheck:
     masked_regex: re.Pattern[str] | None = None
     on_text: bool = False  # the regex runs on the original line (figures), not the lower-cased one
     # A literal every masked line that may hold the check contains (the masked anchor, or a longer
-    # word the masked regex requires: "exit" says more than the "000" of "137").
+    # word the masked regex requires: "error: " says more than "0" would).
     gate: str = ""
 
     def may_hold(self, masked_low: str, masked_text: str) -> bool:

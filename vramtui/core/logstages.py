@@ -282,7 +282,9 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "host_oom_killed",
         r"(?:^|[|\]\s])killed\s*$|\[\d+\]\s+\d+\s+killed\s+\S|^\s*\d+\s+killed\s+\S|\bsignal: killed\b",
     ),
-    ErrorRule("137", "host_killed", "host_oom_killed", r"exit(?:ed)? (?:with )?(?:code|status) 137\b"),
+    # Filed under "code" and "status", not "137": a digit word would make every 3-digit number special.
+    ErrorRule("code 137", "host_killed", "host_oom_killed", r"exit(?:ed)? (?:with )?code 137\b"),
+    ErrorRule("status 137", "host_killed", "host_oom_killed", r"exit(?:ed)? (?:with )?status 137\b"),
     # --- device memory ---
     ErrorRule(
         "out of memory",
