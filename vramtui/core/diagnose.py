@@ -367,7 +367,7 @@ _CHAIN_WORDS = frozenset({"handling", "above"})
 # line's only word, or an exception name holds digits, is analysed line by line.
 _DIGIT_MASK = bytes.maketrans(b"0123456789", b"0000000000")
 _DIGIT_RE = re.compile(r"[0-9]")
-_DIRTY_BYTES_RE = re.compile(rb"[^\x20-\x7e]")  # what clean_line could change: analysed line by line
+_DIRTY_BYTES_RE = re.compile(rb"[^\x20-\x7e]")  # what clean_line could change: cleaned, then masked
 
 
 def _mask(text: str) -> str:
@@ -753,7 +753,7 @@ _EACH_LINE = _EachLine(False)
 _KEPT_RUN_WIDTH = 3
 _DIGIT_RUNS_RE = re.compile(r"00+")  # a lone digit is already one
 _FENCED_RUN_RE = re.compile(r"\|(\s*)000(?=\s*\|)")
-_FENCED_MARK = "|\\1\0"  # NUL: never in a masked line (lines with control bytes are analysed one by one)
+_FENCED_MARK = "|\\1\0"  # NUL: never in a masked line (control characters are cleaned away first)
 
 
 def _width_key(masked_text: str) -> str:
@@ -1040,8 +1040,9 @@ class LogDiagnoser:
         self.requested_quant = requested_quant.lower() if requested_quant else None
         self._kernel_log = kernel_log if kernel_log is not None else read_kernel_oom_lines
         self._kernel_text: str | bool | None = False  # False: not read yet
-        self._memo: dict[str, _LineInfo | None] = {}  # non-ASCII lines, by their text
+        self._memo: dict[str, _LineInfo | None] = {}  # digit-dependent lines, by their text
         self._masks: dict[bytes, object] = {}  # ASCII lines, by their digit mask (see _mask_entry)
+        self._text_masks: dict[bytes, object] = {}  # cleaned non-ASCII lines, by the mask of their UTF-8
         self.lines = 0
         self._current: str | None = None
         self._furthest = -1
@@ -1073,22 +1074,7 @@ class LogDiagnoser:
     def feed(self, line: str) -> LineTag:
         """Take one line of output (with or without its newline) and say what it is."""
         text = line if line.isprintable() else clean_line(line)
-        entry: object = _EACH_LINE
-        if text.isascii():
-            key = text.encode("ascii").translate(_DIGIT_MASK)
-            entry = self._masks.get(key)
-            if entry is None:
-                entry = self._new_mask(key, text)
-        if entry.__class__ is _LineInfo or entry is _NO_INFO:
-            info = _resolve(entry, text)
-        else:
-            # Digit-dependent or non-ASCII lines: by their exact text (repeats pay once).
-            info = self._memo.get(text, _MISSING)  # type: ignore[assignment]
-            if info is _MISSING:
-                info = _resolve(entry, text)
-                if len(self._memo) >= _MEMO_LIMIT:
-                    self._memo.clear()
-                self._memo[text] = info
+        info = self._info_of_text(text)
         self.lines += 1
         if info is None or self._is_noop(info):
             self._after_frame = False
@@ -1096,11 +1082,37 @@ class LogDiagnoser:
         severity, first = self._step(self.lines, text, info)
         return LineTag(self.lines, self._current, severity, first)
 
-    def _new_mask(self, key: bytes, text: str) -> object:
-        entry = _mask_entry(key.decode("ascii"), text)  # a _LineInfo comes interned
-        if len(self._masks) >= _MEMO_LIMIT:
-            self._masks.clear()
-        self._masks[key] = entry
+    def _info_of_text(self, text: str) -> _LineInfo | None:
+        """The analysis of a clean line, through the memo of its digit mask."""
+        if text.isascii():
+            key = text.encode("ascii").translate(_DIGIT_MASK)
+            masks = self._masks
+        else:
+            # Non-ASCII text has its own memo: in the file path raw non-ASCII bytes stand for "clean
+            # this line first" (_DIRTY), and the cleaned text is masked here like any other.
+            key = text.encode("utf-8", "surrogatepass").translate(_DIGIT_MASK)
+            masks = self._text_masks
+        entry = masks.get(key)
+        if entry is None:
+            entry = self._new_mask(key, text, masks)
+        if entry.__class__ is _LineInfo or entry is _NO_INFO:
+            return _resolve(entry, text)
+        # Digit-dependent lines: by their exact text (repeats pay once).
+        info = self._memo.get(text, _MISSING)
+        if info is _MISSING:
+            info = _resolve(entry, text)
+            if len(self._memo) >= _MEMO_LIMIT:
+                self._memo.clear()
+            self._memo[text] = info
+        return info  # type: ignore[return-value]
+
+    def _new_mask(self, key: bytes, text: str, masks: dict[bytes, object] | None = None) -> object:
+        entry = _mask_entry(key.decode("utf-8", "surrogatepass"), text)  # a _LineInfo comes interned
+        if masks is None:
+            masks = self._masks
+        if len(masks) >= _MEMO_LIMIT:
+            masks.clear()
+        masks[key] = entry
         return entry
 
     def feed_lines(self, lines: Iterable[str]) -> None:
@@ -1183,8 +1195,12 @@ class LogDiagnoser:
                 else:
                     known = exact_memo.get(raw) if not probing else None
                     if known is None:
-                        text = clean_bytes_line(raw) if entry is _DIRTY else raw.decode("ascii")
-                        known = (text, _resolve(entry, text) if entry is not _DIRTY else _analyze(text))
+                        if entry is _DIRTY:
+                            text = clean_bytes_line(raw)
+                            known = (text, self._info_of_text(text))
+                        else:
+                            text = raw.decode("ascii")
+                            known = (text, _resolve(entry, text))
                         if len(exact_memo) >= _MEMO_LIMIT:
                             exact_memo.clear()
                         exact_memo[raw] = known
