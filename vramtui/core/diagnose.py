@@ -611,22 +611,27 @@ _PLAIN_KEYS = frozenset(key for key in _KEYS if not _DIGIT_RE.search(key))
 class _Known:
     """One analysis of a mask (for one outcome of its digit checks), and its figures by their text."""
 
-    __slots__ = ("by_figures", "figure_rules", "info", "spans")
+    __slots__ = ("by_figures", "figure_rules", "info", "window")
 
     def __init__(self, text: str, info: _LineInfo | None, figure_rules: tuple[ls.FigureRule, ...]) -> None:
         self.info = info
         self.figure_rules = figure_rules
         # A regex that treats all digits alike matches every line of one mask at the same places, so
-        # the figures of a line are a function of the text in the groups it matched there.
-        self.spans = _figure_spans(text, figure_rules) if figure_rules and info is not None else None
-        self.by_figures: dict[tuple[str, ...], _LineInfo] = {}
+        # the figures of a line are a function of the text in the groups it matched there: of the
+        # stretch from the first group to the last, one slice.
+        spans = _figure_spans(text, figure_rules) if figure_rules and info is not None else None
+        self.window: tuple[int, int] | None = None
+        if spans is not None:
+            taken = [span for span in spans if span[0] >= 0]
+            self.window = (min(s for s, _ in taken), max(e for _, e in taken)) if taken else (0, 0)
+        self.by_figures: dict[str, _LineInfo] = {}
 
     def for_line(self, text: str) -> _LineInfo | None:
         info = self.info
         if not self.figure_rules or info is None:
             return info
-        spans = self.spans
-        key = tuple(text[start:end] for start, end in spans) if spans is not None else None
+        window = self.window
+        key = text[window[0] : window[1]] if window is not None else None
         if key is not None:
             known = self.by_figures.get(key)
             if known is not None:
