@@ -10,7 +10,7 @@ separate processes, so each peak RSS is its own:
   * `LogDiagnoser.feed` line by line (the streaming path the TUI and launcher use),
   * `grep -E -c -i` with a comparable alternation of keywords.
 
-Run: python benchmarks/bench_diagnose.py [--lines N] [--keep DIR]
+Run: python benchmarks/bench_diagnose.py [--lines N] [--keep DIR] [--repeat N]
 """
 
 from __future__ import annotations
@@ -151,6 +151,11 @@ def build_realistic(path: Path, lines: list[str], count: int) -> None:
             out.write(prefix + line + "\n")
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run with the median CPU time."""
+    return sorted(runs, key=lambda run: run["cpu"])[len(runs) // 2]
+
+
 def run_python(code: str, path: Path) -> dict:
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
@@ -179,6 +184,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--keep", metavar="DIR", help="write the generated logs here and keep them")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of grep and diagnose_file per log (median)"
+    )
     args = parser.parse_args()
     if shutil.which("grep") is None:
         sys.exit("grep not found")
@@ -202,8 +210,13 @@ def main() -> None:
                 build(path, lines, args.lines, unique=name == "unique.log")
             size_mb = path.stat().st_size / 1e6
             print(f"\n{args.lines:,} lines, {size_mb:.0f} MB: {kind}")
-            grep = run_grep(path)
-            chunked = run_python(FILE_PATH_CODE, path)
+            # The machine's speed drifts; each figure is the median of --repeat runs, taken in turn.
+            greps, chunks = [], []
+            for _ in range(args.repeat):
+                greps.append(run_grep(path))
+                chunks.append(run_python(FILE_PATH_CODE, path))
+            grep = median_run(greps)
+            chunked = median_run(chunks)
             feed = run_python(FEED_PATH_CODE, path)
             assert chunked["verdict"] == feed["verdict"], (chunked["verdict"], feed["verdict"])
             for name, result in (
