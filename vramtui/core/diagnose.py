@@ -4,8 +4,10 @@
 `diagnose_file` reads a whole file through the same state machine in big binary chunks, so both give
 the same verdict. Both analyse each *digit mask* of a line once (a bounded memo; see _mask_entry):
 real logs make every line unique with timestamps and counters, but the rules rarely care which digits
-a line holds, and where they do (derived from the rule tables) the real line decides. The wording of
-each backend lives in `vramtui.core.logstages` as data.
+a line holds, and where they do (derived from the rule tables) the real line decides. Masks that
+differ only in how wide their numbers are share one analysis where no rule reads a width (see
+_width_key); non-ASCII lines are cleaned first and masked the same way. The wording of each backend
+lives in `vramtui.core.logstages` as data.
 """
 
 from __future__ import annotations
@@ -752,9 +754,10 @@ _EACH_LINE = _EachLine(False)
 # the analysis ran on can match a digit at all (and no check or figure applies), the answer cannot
 # depend on how many digits a run has either: only the digit-free stretches between runs are read, and
 # a digit stays a word character for \b. Such an answer is shared by every mask with the same runs
-# collapsed to one digit. A run exactly _KEPT_RUN_WIDTH wide between two "|" (spaces aside) is marked
-# apart in that key, so a regex that reads such a run whole (an HTTP status: `\|\s*\d{3}\s*\|`) does
-# not stop the sharing (see _width_safe).
+# collapsed to one digit; so is an analysis with digit checks, by the outcome on each real line of
+# every check some width may hold. A run exactly _KEPT_RUN_WIDTH wide between two "|" (spaces aside)
+# is marked apart in that key, so a regex that reads such a run whole (an HTTP status:
+# `\|\s*\d{3}\s*\|`) does not stop the sharing (see _width_safe).
 _KEPT_RUN_WIDTH = 3
 _DIGIT_RUNS_RE = re.compile(r"00+")  # a lone digit is already one
 _FENCED_RUN_RE = re.compile(r"\|(\s*)000(?=\s*\|)")
