@@ -666,7 +666,7 @@ class _ByDigits:
         self.checks = checks
         self.found: dict[tuple[bool, ...], _Known] = {}
         # Stands for every width of a shared key: figures sit elsewhere at another width, so an outcome
-        # whose analysis reads figures is not kept (see _Known.spans).
+        # whose analysis reads figures is not kept (see _Known.window).
         self.shared = shared
 
     def info(self, text: str) -> _LineInfo | None:
@@ -759,7 +759,6 @@ _EACH_LINE = _EachLine(False)
 # is marked apart in that key, so a regex that reads such a run whole (an HTTP status:
 # `\|\s*\d{3}\s*\|`) does not stop the sharing (see _width_safe).
 _KEPT_RUN_WIDTH = 3
-_DIGIT_RUNS_RE = re.compile(r"00+")  # a lone digit is already one
 _FENCED_RUN_RE = re.compile(r"\|(\s*)000(?=\s*\|)")
 _FENCED_MARK = "|\\1\0"  # NUL: never in a masked line (control characters are cleaned away first)
 
@@ -781,6 +780,9 @@ _COLLAPSED: dict[str, object] = {}
 _COLLAPSED_GATES: tuple[str, ...] = tuple(dict.fromkeys(_width_key(gate) for gate in _CHECK_GATES))
 
 
+_CHECKS_BY_COLLAPSED_GATE = tuple((_width_key(check.gate), check) for check in _DIGIT_CHECKS)
+
+
 def _may_hold_a_check(collapsed: str) -> bool:
     low = collapsed.lower()
     return any(gate in low for gate in _COLLAPSED_GATES)
@@ -789,7 +791,7 @@ def _may_hold_a_check(collapsed: str) -> bool:
 def _checks_at_any_width(collapsed: str) -> tuple[_DigitCheck, ...]:
     """Every check a line of this shared key may hold, whatever the widths of its runs."""
     low = collapsed.lower()
-    return tuple(check for check in _DIGIT_CHECKS if _width_key(check.gate) in low)
+    return tuple(check for gate, check in _CHECKS_BY_COLLAPSED_GATE if gate in low)
 
 
 def _digit_rules_width_blind() -> bool:
