@@ -1144,7 +1144,7 @@ class LogDiagnoser:
         # analyses are one object (see _intern), so this holds across masks.
         quiet: set[object] = set()
         # A log that repeats lines verbatim is served by their exact bytes first (no mask to make, the
-        # text already decoded); whether that pays is measured per batch, and probed again every few.
+        # text already decoded); whether that pays is measured per piece of lines, probed every few.
         by_bytes = True
         pieces = 0
         for piece in _pieces(iter_raw_line_batches(stream)):
@@ -1203,7 +1203,7 @@ class LogDiagnoser:
                     text = raw.decode("ascii")
                     info = entry.info(text)  # type: ignore[attr-defined]
                 else:
-                    known = exact_memo.get(raw) if not probing else None
+                    known = exact_get(raw) if not probing else None
                     if known is None:
                         if entry is _DIRTY:
                             text = clean_bytes_line(raw)
