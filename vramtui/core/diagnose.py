@@ -478,8 +478,12 @@ class _DigitCheck:
     masked_regex: re.Pattern[str] | None = None
     on_text: bool = False  # the regex runs on the original line (figures), not the lower-cased one
     # A literal every masked line that may hold the check contains (the masked anchor, or a longer
-    # word the masked regex requires: "error: " says more than "0" would).
+    # word the masked regex requires: "error: " says more than "0" would). Default: the masked anchor.
     gate: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.gate:
+            object.__setattr__(self, "gate", self.masked_anchor)
 
     def may_hold(self, masked_low: str, masked_text: str) -> bool:
         if self.masked_anchor not in masked_low:
@@ -574,9 +578,7 @@ def _build_digit_checks() -> tuple[_DigitCheck, ...]:
             checks.append(_digit_check(literal, None, False, False))
     for word in (*_QUANT_WORDS, *_WARNING_WORDS, *_CHAIN_WORDS, *_FORMAT_KEYS, *_OTHER_WORDS):
         if _DIGIT_RE.search(word):
-            checks.append(
-                _DigitCheck(word, _mask(word), _word_regex(word), _word_regex(_mask(word)), gate=_mask(word))
-            )
+            checks.append(_DigitCheck(word, _mask(word), _word_regex(word), _word_regex(_mask(word))))
     return tuple(dict.fromkeys(checks))
 
 
@@ -621,11 +623,7 @@ class _Known:
         # A regex that treats all digits alike matches every line of one mask at the same places, so
         # the figures of a line are a function of the text in the groups it matched there: of the
         # stretch from the first group to the last, one slice.
-        spans = _figure_spans(text, figure_rules) if figure_rules and info is not None else None
-        self.window: tuple[int, int] | None = None
-        if spans is not None:
-            taken = [span for span in spans if span[0] >= 0]
-            self.window = (min(s for s, _ in taken), max(e for _, e in taken)) if taken else (0, 0)
+        self.window = _figure_window(text, figure_rules) if figure_rules and info is not None else None
         self.by_figures: dict[str, _LineInfo] = {}
 
     def for_line(self, text: str) -> _LineInfo | None:
@@ -645,29 +643,32 @@ class _Known:
         return line_info
 
 
-def _figure_spans(text: str, figure_rules: tuple[ls.FigureRule, ...]) -> tuple[tuple[int, int], ...] | None:
-    spans: list[tuple[int, int]] = []
+def _figure_window(text: str, figure_rules: tuple[ls.FigureRule, ...]) -> tuple[int, int] | None:
+    """Where the figure rules' groups sit in this line, first to last; None when they may move."""
+    starts: list[int] = []
+    ends: list[int] = []
     for figure in figure_rules:
         if id(figure) in _DIGIT_FIGURES or figure.regex is None:
             return None
         match = figure.regex.search(text)
         if match is None:
             return None
-        spans.extend(match.span(name) for name in figure.regex.groupindex)
-    return tuple(spans)
+        for name in figure.regex.groupindex:
+            start, end = match.span(name)
+            if start >= 0:  # a group that took no part stays out in every line of the mask
+                starts.append(start)
+                ends.append(end)
+    return (min(starts), max(ends)) if starts else (0, 0)
 
 
 class _ByDigits:
     """The analyses of one mask, by the outcome of its digit checks on the real line."""
 
-    __slots__ = ("checks", "found", "shared")
+    __slots__ = ("checks", "found")
 
-    def __init__(self, checks: tuple[_DigitCheck, ...], shared: bool = False) -> None:
+    def __init__(self, checks: tuple[_DigitCheck, ...]) -> None:
         self.checks = checks
         self.found: dict[tuple[bool, ...], _Known] = {}
-        # Stands for every width of a shared key: figures sit elsewhere at another width, so an outcome
-        # whose analysis reads figures is not kept (see _Known.window).
-        self.shared = shared
 
     def info(self, text: str) -> _LineInfo | None:
         checks = self.checks
@@ -682,8 +683,6 @@ class _ByDigits:
         known = self.found.get(outcome)
         if known is None:
             info, figure_rules = _analyze_detail(text)
-            if figure_rules and self.shared:
-                return info
             if len(self.found) < 64:
                 self.found[outcome] = _Known(text, info, figure_rules)
             return info
@@ -735,7 +734,7 @@ def _mask_entry(masked_text: str, text: str) -> object:
         # Shared across widths too: the outcome of every check any width may hold tells the lines apart
         # where their digits matter (a request line's "/v1/" or an exit code); the rest of the analysis
         # is width-blind as above.
-        shared = _ByDigits(_checks_at_any_width(collapsed), shared=True)
+        shared = _ByDigits(_checks_at_any_width(collapsed))
         if len(_COLLAPSED) >= _MEMO_LIMIT:
             _COLLAPSED.clear()
         _COLLAPSED[collapsed] = shared
@@ -777,10 +776,8 @@ _COLLAPSED: dict[str, object] = {}
 # the line's key (collapsing a run inside the gate or at its edges leaves one digit, as in the line;
 # no gate holds "|", so none reaches into a run the key marks apart): a key free of them all is free
 # of checks at every width it stands for.
-_COLLAPSED_GATES: tuple[str, ...] = tuple(dict.fromkeys(_width_key(gate) for gate in _CHECK_GATES))
-
-
 _CHECKS_BY_COLLAPSED_GATE = tuple((_width_key(check.gate), check) for check in _DIGIT_CHECKS)
+_COLLAPSED_GATES: tuple[str, ...] = tuple(dict.fromkeys(gate for gate, _ in _CHECKS_BY_COLLAPSED_GATE))
 
 
 def _may_hold_a_check(collapsed: str) -> bool:
@@ -795,12 +792,16 @@ def _checks_at_any_width(collapsed: str) -> tuple[_DigitCheck, ...]:
 
 
 def _digit_rules_width_blind() -> bool:
-    """True when no rule with a digit in its anchor has a regex that reads digits but not their value.
+    """True when no rule with a digit in its anchor has a regex that reads digits but not their value,
+    and no figure rule has a digit in its anchor.
 
     Such a rule would match a line at one width and not at another with the same outcome of its
-    check (which, for a regex that treats all digits alike, tests the anchor alone); sharing an
-    analysis that has checks across widths then stops.
+    check (which, for a regex that treats all digits alike, tests the anchor alone); a figure's
+    groups sit elsewhere at another width (see _Known.window). Sharing an analysis that has checks
+    across widths then stops.
     """
+    if any(_DIGIT_RE.search(figure.anchor) for figure in ls.FIGURE_RULES):
+        return False
     tables = (ls.STAGE_RULES, ls.ERROR_RULES, ls.NOTICE_RULES, ls.RECOVERY_RULES)
     return not any(
         _DIGIT_RE.search(rule.anchor)
@@ -1116,10 +1117,8 @@ class LogDiagnoser:
             self._memo[text] = info
         return info  # type: ignore[return-value]
 
-    def _new_mask(self, key: bytes, text: str, masks: dict[bytes, object] | None = None) -> object:
+    def _new_mask(self, key: bytes, text: str, masks: dict[bytes, object]) -> object:
         entry = _mask_entry(key.decode("utf-8", "surrogatepass"), text)  # a _LineInfo comes interned
-        if masks is None:
-            masks = self._masks
         if len(masks) >= _MEMO_LIMIT:
             masks.clear()
         masks[key] = entry
@@ -1179,7 +1178,7 @@ class LogDiagnoser:
                             masks.clear()
                         masks[key] = entry
                     else:
-                        entry = self._new_mask(key, raw.decode("ascii"))
+                        entry = self._new_mask(key, raw.decode("ascii"), masks)
                 if entry is _NO_INFO:
                     self._after_frame = False
                     quiet.add(entry)
