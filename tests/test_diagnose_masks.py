@@ -3,7 +3,9 @@
 Real server logs prefix every line with a timestamp and carry ids, token counts and timings, so no two
 lines are equal; the log engine memoizes lines by their digit mask. Here every corpus log is rewritten
 with unique prefixes and varied numbers, and read three ways: the file path, the live `feed` path, and
-the reference where every line is analysed on its own text (the mask memo switched off).
+the reference where every line is analysed on its own text (the mask memo switched off). Every build
+of the engine (pure Python, with the C line scanner, compiled by mypyc: see engines.py) is held to the
+reference; the memo's internals are checked on the pure-Python build, which is the same code.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ import random
 import re
 from dataclasses import asdict
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from vramtui.core import diagnose, textclean
-from vramtui.core.diagnose import LogDiagnoser, diagnose_file, diagnose_lines
+from vramtui.core import textclean
+
+from engines import ENGINE_NAMES, PURE, engine
+
+diagnose = PURE  # the memo's internals, and the reference
 
 DATA = Path(__file__).parent / "data"
 _DIGITS = re.compile(r"\d+")
@@ -55,40 +61,56 @@ def _unique(text: str, seed: int, vary_numbers: str) -> str:
     return "\n".join(out + out[::-1]) + "\n"
 
 
-def _per_line(monkeypatch: pytest.MonkeyPatch, lines: list[str]) -> tuple[dict, list]:
+def _per_line(monkeypatch: pytest.MonkeyPatch, lines: list[str]) -> tuple[dict, list[dict]]:
+    """The reference: every line analysed on its own text, by the pure-Python build."""
     with monkeypatch.context() as patch:
         patch.setattr(diagnose, "_mask_entry", lambda masked, text: diagnose._EACH_LINE)
         patch.setattr(diagnose, "_COLLAPSED", {})
-        diagnoser = LogDiagnoser(kernel_log=lambda: None)
-        tags = [diagnoser.feed(line) for line in lines]
+        diagnoser = diagnose.LogDiagnoser(kernel_log=lambda: None)
+        tags = [asdict(diagnoser.feed(line)) for line in lines]
         return asdict(diagnoser.result()), tags
+
+
+def _small_reads(patch: pytest.MonkeyPatch, build: ModuleType) -> None:
+    """Reads of 512 bytes: many blocks, so lines cross them and the memo switches are crossed too."""
+    patch.setattr(
+        build, "iter_raw_line_batches", functools.partial(textclean.iter_raw_line_batches, chunk_bytes=512)
+    )
+    patch.setattr(build, "iter_raw_blocks", functools.partial(textclean.iter_raw_blocks, chunk_bytes=512))
+
+
+def _agrees(
+    build: ModuleType, path: Path, lines: list[str], expected: dict, expected_tags: list[dict]
+) -> None:
+    assert asdict(build.diagnose_file(path, kernel_log=lambda: None)) == expected
+    diagnoser = build.LogDiagnoser(kernel_log=lambda: None)
+    assert [asdict(diagnoser.feed(line)) for line in lines] == expected_tags
+    assert asdict(diagnoser.result()) == expected
 
 
 @pytest.mark.parametrize("name", sorted(LOGS))
 @pytest.mark.parametrize("vary_numbers", ["none", "same width", "any width"])
+@pytest.mark.parametrize("build_name", ENGINE_NAMES)
 def test_mask_memo_agrees_with_per_line_analysis(
-    name: str, vary_numbers: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    name: str, vary_numbers: str, build_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    build = engine(build_name, monkeypatch)
     text = _unique(LOGS[name], seed=len(name), vary_numbers=vary_numbers)
     lines = text.split("\n")[:-1]
     expected, expected_tags = _per_line(monkeypatch, lines)
     path = tmp_path / "unique.log"
     path.write_text(text)
-    assert asdict(diagnose_file(path, kernel_log=lambda: None)) == expected
-    # Small reads: many batches, so the switch between the bytes memo and the masks is crossed too.
+    _agrees(build, path, lines, expected, expected_tags)
     with monkeypatch.context() as patch:
-        patch.setattr(
-            diagnose,
-            "iter_raw_line_batches",
-            functools.partial(textclean.iter_raw_line_batches, chunk_bytes=512),
-        )
-        assert asdict(diagnose_file(path, kernel_log=lambda: None)) == expected
-    diagnoser = LogDiagnoser(kernel_log=lambda: None)
-    assert [diagnoser.feed(line) for line in lines] == expected_tags
-    assert asdict(diagnoser.result()) == expected
+        _small_reads(patch, build)
+        assert asdict(build.diagnose_file(path, kernel_log=lambda: None)) == expected
 
 
-def test_digits_that_matter_are_read_from_each_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("build_name", ENGINE_NAMES)
+def test_digits_that_matter_are_read_from_each_line(
+    build_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build = engine(build_name, monkeypatch)
     # Same mask, different meaning: exit code 137 is the OOM killer, 139 is not; figures differ by line.
     lines = [
         "llama_kv_cache:      CUDA0 KV buffer size =   256.00 MiB",
@@ -98,8 +120,8 @@ def test_digits_that_matter_are_read_from_each_line(tmp_path: Path) -> None:
     ]
     path = tmp_path / "x.log"
     path.write_text("\n".join(lines) + "\n")
-    by_file = diagnose_file(path, kernel_log=lambda: None)
-    by_feed = diagnose_lines(lines, kernel_log=lambda: None)
+    by_file = build.diagnose_file(path, kernel_log=lambda: None)
+    by_feed = build.diagnose_lines(lines, kernel_log=lambda: None)
     assert by_file.to_dict() == by_feed.to_dict()
     assert by_file.failure == "host_oom_killed" and by_file.first_error_line == 4
     figures = {
@@ -125,7 +147,7 @@ def test_masked_regex_matches_the_mask_of_what_the_rule_matches() -> None:
 
 def test_numbers_of_other_widths_share_an_analysis_only_where_no_regex_reads_digits() -> None:
     diagnose._COLLAPSED.clear()
-    diagnoser = LogDiagnoser(kernel_log=lambda: None)
+    diagnoser = diagnose.LogDiagnoser(kernel_log=lambda: None)
     for width in range(1, 8):
         diagnoser.feed(
             f"INFO 06-16 10:03:14 Engine {'7' * width}: Avg prompt throughput: {'3' * width}.4 tokens/s"
@@ -197,9 +219,11 @@ def test_regexes_let_through_answer_alike_for_every_width_the_key_merges() -> No
     assert hits and compared, "some line is matched by a regex the shared key lets through"
 
 
+@pytest.mark.parametrize("build_name", ENGINE_NAMES)
 def test_ollama_request_lines_of_other_widths_share_one_analysis(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    build_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    build = engine(build_name, monkeypatch)
     rng = random.Random(3)
     lines = [
         f"[GIN] 2025/11/{rng.randrange(1, 31):02d} - 06:23:22 | {rng.choice(('200', '500', '20', '5000'))} |"
@@ -207,15 +231,14 @@ def test_ollama_request_lines_of_other_widths_share_one_analysis(
         f' 172.18.0.{rng.randrange(256)} | POST     "/api/chat"'
         for _ in range(400)
     ]
-    diagnose._COLLAPSED.clear()
+    build._COLLAPSED.clear()
     path = tmp_path / "ollama.log"
     path.write_text("\n".join(lines) + "\n")
     expected, expected_tags = _per_line(monkeypatch, lines)
-    assert asdict(diagnose_file(path, kernel_log=lambda: None)) == expected
-    assert any("| \0 |" in key for key in diagnose._COLLAPSED)
-    diagnoser = LogDiagnoser(kernel_log=lambda: None)
-    assert [diagnoser.feed(line) for line in lines] == expected_tags
-    assert expected_tags[0].stage == "inference"
+    assert asdict(build.diagnose_file(path, kernel_log=lambda: None)) == expected
+    assert any("| \0 |" in key for key in build._COLLAPSED)
+    _agrees(build, path, lines, expected, expected_tags)
+    assert expected_tags[0]["stage"] == "inference"
 
 
 def test_a_check_is_gated_by_a_word_every_line_holding_it_contains() -> None:
@@ -255,14 +278,13 @@ def test_a_check_is_gated_by_a_word_every_line_holding_it_contains() -> None:
         ["downloading part 7 of 10", "downloading part 13 of 10", "downloading part 137 of 10"],
     ],
 )
+@pytest.mark.parametrize("build_name", ENGINE_NAMES)
 def test_a_shared_key_never_stands_for_a_width_that_holds_a_check(
-    lines: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    lines: list[str], build_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    diagnose._COLLAPSED.clear()
+    build = engine(build_name, monkeypatch)
+    build._COLLAPSED.clear()
     path = tmp_path / "widths.log"
     path.write_text("\n".join(lines) + "\n")
     expected, expected_tags = _per_line(monkeypatch, lines)
-    assert asdict(diagnose_file(path, kernel_log=lambda: None)) == expected
-    diagnoser = LogDiagnoser(kernel_log=lambda: None)
-    assert [diagnoser.feed(line) for line in lines] == expected_tags
-    assert asdict(diagnoser.result()) == expected
+    _agrees(build, path, lines, expected, expected_tags)

@@ -12,21 +12,41 @@ lives in `vramtui.core.logstages` as data.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
-import re._compiler as _sre_compiler  # the mask rewrite of a rule's regex (see _masked_regex)
-import re._constants as _sre
-import re._parser as _sre_parser
+import re._compiler as _sre_compiler  # type: ignore[import-not-found]  # see _masked_regex
+import re._constants as _sre  # type: ignore[import-not-found]
+import re._parser as _sre_parser  # type: ignore[import-not-found]
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from types import ModuleType
 from typing import BinaryIO
 
 from vramtui.core import logstages as ls
 from vramtui.core.errors import VramtuiError
 from vramtui.core.logstages import STAGE_INDEX, STAGES, ErrorRule, NoticeRule
-from vramtui.core.textclean import clean_bytes_line, clean_line, iter_raw_line_batches
+from vramtui.core.textclean import (
+    MAX_LINE_BYTES,
+    clean_bytes_line,
+    clean_line,
+    cut_line,
+    iter_raw_blocks,
+    iter_raw_line_batches,
+)
+
+# The compiled line scanner (built at install where a C compiler is found); without it, or with
+# VRAMTUI_PURE_PYTHON=1, files are read by the pure-Python scanner, which gives the same verdicts.
+_LINESCAN: ModuleType | None
+try:
+    if os.environ.get("VRAMTUI_PURE_PYTHON"):
+        raise ImportError("VRAMTUI_PURE_PYTHON is set")
+    from vramtui.core import _linescan as _LINESCAN  # type: ignore[attr-defined, no-redef]
+except ImportError:
+    _LINESCAN = None
 
 __all__ = [
     "STAGES",
@@ -187,8 +207,8 @@ _FIGURE_INDEX: dict[str, list] = {}
 _MARK_INDEX: dict[str, list] = {}
 for _rule in ls.STAGE_RULES:
     _file(_STAGE_INDEX, _rule.anchor, _rule)
-for _position, _error_rule in enumerate(ls.ERROR_RULES):
-    _file(_ERROR_INDEX, _error_rule.anchor, (_position, _error_rule))
+for _rule_position, _error_rule in enumerate(ls.ERROR_RULES):
+    _file(_ERROR_INDEX, _error_rule.anchor, (_rule_position, _error_rule))
 for _notice in ls.NOTICE_RULES:
     _file(_NOTICE_INDEX, _notice.anchor, _notice)
 for _notice in ls.RECOVERY_RULES:
@@ -970,7 +990,7 @@ def _run_blind(text: str) -> bool:
 
 
 _INTERNED: dict[tuple, _LineInfo] = {}
-_INFO_FIELDS = tuple(_LineInfo.__slots__)  # type: ignore[attr-defined]
+_INFO_FIELDS = tuple(info_field.name for info_field in fields(_LineInfo))
 
 
 def _intern(info: _LineInfo) -> _LineInfo:
@@ -1130,6 +1150,9 @@ class LogDiagnoser:
 
     def _feed_raw_stream(self, stream: BinaryIO) -> None:
         """The fast path for files: bytes lines memoized by their digit mask, no LineTag objects."""
+        if _LINESCAN is not None:
+            self._feed_scanned(stream, _LINESCAN.MaskTable(_MEMO_LIMIT, MAX_LINE_BYTES))
+            return
         masks = self._masks
         masks_get = masks.get
         exact_memo: dict[bytes, tuple[str, _LineInfo | None]] = {}
@@ -1225,6 +1248,76 @@ class LogDiagnoser:
                 step(number, text, info)
             if probing:
                 by_bytes = hits * 2 >= len(piece)
+        self.lines = number
+
+    def _feed_scanned(self, stream: BinaryIO, table: object) -> None:
+        """_feed_raw_stream on the compiled scanner: lines whose mask's entry is quiet never reach Python.
+
+        The same steps as the pure-Python loop above (its reference), less the exact-bytes probing:
+        masking is done in C here, so a repeated line costs no more than by its exact bytes.
+        """
+        scan = table.scan  # type: ignore[attr-defined]
+        exact_memo: dict[bytes, tuple[str, _LineInfo | None]] = {}
+        exact_get = exact_memo.get
+        step = self._step
+        is_noop = self._is_noop
+        quiet: set[object] = set()  # as in _feed_raw_stream
+        number = self.lines
+        for block, start, end in iter_raw_blocks(stream):
+            table.start(block, start, end, number)  # type: ignore[attr-defined]
+            while (event := scan(quiet)) is not None:
+                number, raw, entry = event
+                if entry is None:
+                    if len(raw) > MAX_LINE_BYTES:
+                        raw = cut_line(raw)  # never stored: its cut mark makes it a line to clean
+                        entry = _DIRTY
+                    else:
+                        key = raw.translate(_DIGIT_MASK)
+                        if _DIRTY_BYTES_RE.search(key) is not None:
+                            entry = _DIRTY
+                        else:
+                            entry = _mask_entry(key.decode("ascii"), raw.decode("ascii"))
+                        table.add(raw, entry)  # type: ignore[attr-defined]
+                        if entry in quiet:
+                            continue
+                if entry is _NO_INFO:
+                    self._after_frame = False
+                    quiet.add(entry)
+                    continue
+                if entry.__class__ is _LineInfo:
+                    if entry.simple and is_noop(entry):
+                        self._after_frame = False
+                        quiet.add(entry)
+                        continue
+                    quiet.clear()
+                    step(number, raw.decode("ascii"), entry)
+                    continue
+                if entry.__class__ is _ByDigits:
+                    text = raw.decode("ascii")
+                    info = entry.info(text)
+                else:
+                    known = exact_get(raw)
+                    if known is None:
+                        if entry is _DIRTY:
+                            text = clean_bytes_line(raw)
+                            known = (text, self._info_of_text(text))
+                        else:
+                            text = raw.decode("ascii")
+                            known = (text, _resolve(entry, text))
+                        if len(exact_memo) >= _MEMO_LIMIT:
+                            exact_memo.clear()
+                        exact_memo[raw] = known
+                    text, info = known
+                if info in quiet:
+                    continue
+                if info is None or (info.simple and is_noop(info)):
+                    self._after_frame = False
+                    if info is not None:
+                        quiet.add(info)
+                    continue
+                quiet.clear()
+                step(number, text, info)
+            number = table.number  # type: ignore[attr-defined]
         self.lines = number
 
     def note_exit(self, returncode: int | None) -> None:
@@ -1412,8 +1505,8 @@ class LogDiagnoser:
         cut = self._cut_tb
         cut_memory = self._cut_memory
         if cut is None and self._tb_open and self._tb_frames and self._tb_start is not None:
-            stage = self._traceback_stage() or self._current_or_none() or "load_weights"
-            cut = _Found(self._tb_start[0], self._tb_start[1], None, stage)
+            cut_stage = self._traceback_stage() or self._current_or_none() or "load_weights"
+            cut = _Found(self._tb_start[0], self._tb_start[1], None, cut_stage)
             cut_memory = self._tb_memory
         failure = "none"
         cause: str | None = None
@@ -1454,7 +1547,7 @@ class LogDiagnoser:
         exit_code = self._exit_code
         killed_by_signal = exit_code in (137, -9)
         if found is None and exit_code not in (None, 0, 130, 143, -2, -15):
-            stage = self._current or "load_weights"
+            exit_stage = self._current or "load_weights"
             number = self.lines + 1
             if killed_by_signal:
                 failure, cause = "host_oom_killed", "exit_137"
@@ -1462,7 +1555,7 @@ class LogDiagnoser:
             else:
                 failure, cause = "other", "exit_code"
                 text = f"process exited with code {exit_code} with no error text"
-            found = _Found(number, text, None, stage, defaulted=self._current is None)
+            found = _Found(number, text, None, exit_stage, defaulted=self._current is None)
             inferred = killed_by_signal
 
         failed = found is not None
@@ -1482,7 +1575,7 @@ class LogDiagnoser:
                 and weak is not found
                 and weak.number < self._strong.number
             ):
-                evidence.append(_quote(self._weak.number, self._weak.text))
+                evidence.append(_quote(weak.number, weak.text))
             if cut is not None and cut is not found:
                 evidence.append(_quote(cut.number, cut.text))
             if self._last_stage_line is not None and self._last_stage_line[0] < found.number:
@@ -2219,3 +2312,41 @@ def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
     line = f" (line {diagnosis.first_error_line})" if diagnosis.first_error_line else ""
     guess = " [inferred]" if diagnosis.inferred else ""
     return f"Failed{where}: {words}{line}{guess}."
+
+
+# ------------------------------------------------------------------------------------------------
+# The compiled build: this file, compiled by mypyc at install (setup.py), stands in for it when present.
+# ------------------------------------------------------------------------------------------------
+_COMPILED_NAMES = (*__all__, "advise", "summarize")
+
+
+def _compiled_twin() -> ModuleType | None:
+    """This very file compiled by mypyc (vramtui.core._diagnose_native), if built from its present text.
+
+    An editable checkout edited since its last install keeps the pure-Python code it is reading, so a
+    compiled build can never run stale rules; VRAMTUI_PURE_PYTHON=1 keeps it too.
+    """
+    if __name__ != "vramtui.core.diagnose" or os.environ.get("VRAMTUI_PURE_PYTHON"):
+        return None  # the compiled build runs this too, under its own name
+    try:
+        from vramtui.core import _diagnose_native as twin  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    try:
+        digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    except OSError:
+        return None
+    return twin if getattr(twin, "_BUILT_FROM", None) == digest else None
+
+
+def implementation() -> dict[str, str]:
+    """Which build reads logs here: the state machine and the line scanner, compiled or pure Python."""
+    return {
+        "diagnosis": "mypyc" if _TWIN is not None else "python",
+        "scanner": "C" if (_TWIN or sys.modules[__name__])._LINESCAN is not None else "python",
+    }
+
+
+_TWIN = _compiled_twin()
+if _TWIN is not None:
+    globals().update({name: getattr(_TWIN, name) for name in _COMPILED_NAMES})

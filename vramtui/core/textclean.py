@@ -102,7 +102,30 @@ def iter_raw_lines(
 def iter_raw_line_batches(
     stream: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES, chunk_bytes: int = READ_CHUNK_BYTES
 ) -> Iterator[list[bytes]]:
-    """iter_raw_lines, one list per chunk read (a loop over a list is cheaper than a generator)."""
+    """iter_raw_lines, one list per block read (a loop over a list is cheaper than a generator)."""
+    cut_mark = CUT_MARK.encode()
+    for block, start, end in iter_raw_blocks(stream, max_line_bytes, chunk_bytes):
+        lines = block[start : end - 1].split(b"\n")
+        if max(map(len, lines)) > max_line_bytes:  # map/max run in C: no per-line bytecode
+            lines = [cut_line(line, max_line_bytes, cut_mark) for line in lines]
+        yield lines
+
+
+def cut_line(line: bytes, max_line_bytes: int = MAX_LINE_BYTES, cut_mark: bytes = CUT_MARK.encode()) -> bytes:
+    """The kept part of an over-long line, marked; a line already cut comes back unchanged."""
+    return line[:max_line_bytes] + cut_mark if len(line) > max_line_bytes else line
+
+
+def iter_raw_blocks(
+    stream: BinaryIO, max_line_bytes: int = MAX_LINE_BYTES, chunk_bytes: int = READ_CHUNK_BYTES
+) -> Iterator[tuple[bytes, int, int]]:
+    """The stream as (block, start, end): block[start:end] is whole lines, each ending in a newline.
+
+    Blocks are the chunks read, uncopied; a line that spans chunks comes as a block of its own, cut
+    to `max_line_bytes` (and marked) when longer, the rest of it read and dropped. A line inside a
+    chunk may still be longer than `max_line_bytes`: readers pass each line through cut_line, which
+    leaves lines already cut here unchanged. The last line gets a newline if it had none.
+    """
     cut_mark = CUT_MARK.encode()
     pending = b""
     skipping = False  # inside an over-long line whose kept part was already yielded
@@ -110,7 +133,6 @@ def iter_raw_line_batches(
         chunk = stream.read(chunk_bytes)
         if not chunk:
             break
-        batch: list[bytes] = []
         start = 0
         if skipping:
             newline = chunk.find(b"\n")
@@ -123,36 +145,32 @@ def iter_raw_line_batches(
             end = newline if newline >= 0 else len(chunk)
             room = max_line_bytes - len(pending)
             if end - start > room:
-                batch.append(pending + chunk[start : start + max(room, 0)] + cut_mark)
+                line = pending + chunk[start : start + max(room, 0)] + cut_mark + b"\n"
+                yield line, 0, len(line)
                 pending = b""
                 if newline < 0:
                     skipping = True
-                    yield batch
                     continue
                 start = newline + 1
             elif newline < 0:
                 pending += chunk[start:]
                 continue
             else:
-                batch.append(pending + chunk[start:newline])
+                line = pending + chunk[start : newline + 1]
+                yield line, 0, len(line)
                 pending = b""
                 start = newline + 1
-        lines = chunk[start:].split(b"\n")
-        tail = lines.pop()
-        if lines and max(map(len, lines)) > max_line_bytes:  # map/max run in C: no per-line bytecode
-            lines = [
-                line[:max_line_bytes] + cut_mark if len(line) > max_line_bytes else line for line in lines
-            ]
-        if batch:
-            batch.extend(lines)
+        last = chunk.rfind(b"\n", start) + 1
+        if last > start:
+            yield chunk, start, last
         else:
-            batch = lines
-        if len(tail) > max_line_bytes:
-            batch.append(tail[:max_line_bytes] + cut_mark)
+            last = start
+        if len(chunk) - last > max_line_bytes:
+            line = chunk[last : last + max_line_bytes] + cut_mark + b"\n"
+            yield line, 0, len(line)
             skipping = True
         else:
-            pending = tail
-        if batch:
-            yield batch
+            pending = chunk[last:]
     if pending:
-        yield [pending]
+        line = pending + b"\n"
+        yield line, 0, len(line)
