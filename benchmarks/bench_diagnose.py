@@ -6,8 +6,10 @@ ran for days (every corpus line once as the startup, then request lines whose nu
 in 50 another real line, each behind a llama-server, vLLM or ISO timestamp). Then it measures in
 separate processes, so each peak RSS is its own:
 
-  * `diagnose_file` (the chunked file path: bounded reads, one analysis per digit mask of a line),
-  * `LogDiagnoser.feed` line by line (the streaming path the TUI and launcher use),
+  * `diagnose_file` (the chunked file path: bounded reads, one analysis per digit mask of a line), as
+    installed (compiled at install where a C compiler is found) and as pure Python
+    (VRAMTUI_PURE_PYTHON=1),
+  * `LogDiagnoser.feed` line by line (the streaming path the TUI and launcher use), both builds,
   * `grep -E -c -i` with a comparable alternation of keywords.
 
 The goal is judged against the short grep (the stricter yardstick); --grep-every-anchor adds grep with
@@ -42,17 +44,17 @@ GREP_PATTERN = (
 
 FILE_PATH_CODE = """
 import json, resource, sys, time
-from vramtui.core.diagnose import diagnose_file
+from vramtui.core.diagnose import diagnose_file, implementation
 t, c = time.perf_counter(), time.process_time()
 d = diagnose_file(sys.argv[1], kernel_log=lambda: None)
 elapsed, cpu = time.perf_counter() - t, time.process_time() - c
 print(json.dumps({"s": elapsed, "cpu": cpu, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                  "verdict": [d.failure, d.failure_stage, d.first_error_line, d.lines]}))
+                  "verdict": [d.failure, d.failure_stage, d.first_error_line, d.lines], "build": implementation()}))
 """
 
 FEED_PATH_CODE = """
 import json, resource, sys, time
-from vramtui.core.diagnose import LogDiagnoser
+from vramtui.core.diagnose import LogDiagnoser, implementation
 t, c = time.perf_counter(), time.process_time()
 diagnoser = LogDiagnoser(kernel_log=lambda: None)
 with open(sys.argv[1], encoding="utf-8", errors="replace", newline="\\n") as stream:
@@ -61,7 +63,7 @@ with open(sys.argv[1], encoding="utf-8", errors="replace", newline="\\n") as str
 d = diagnoser.result()
 elapsed, cpu = time.perf_counter() - t, time.process_time() - c
 print(json.dumps({"s": elapsed, "cpu": cpu, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                  "verdict": [d.failure, d.failure_stage, d.first_error_line, d.lines]}))
+                  "verdict": [d.failure, d.failure_stage, d.first_error_line, d.lines], "build": implementation()}))
 """
 
 
@@ -159,9 +161,23 @@ def median_run(runs: list[dict]) -> dict:
     return sorted(runs, key=lambda run: run["cpu"])[len(runs) // 2]
 
 
-def run_python(code: str, path: Path) -> dict:
-    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+def run_python(code: str, path: Path, pure: bool = False) -> dict:
+    """One run in a fresh process; `pure`: the pure-Python build (VRAMTUI_PURE_PYTHON=1)."""
+    env = {key: value for key, value in os.environ.items() if key != "VRAMTUI_PURE_PYTHON"}
+    if pure:
+        env["VRAMTUI_PURE_PYTHON"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True, env=env
+    )
     return json.loads(done.stdout)
+
+
+def build_name(result: dict, scanner: bool = True) -> str:
+    """Which build ran; `scanner`: name the line scanner too (the file path uses it, feed does not)."""
+    build = result["build"]
+    if build["diagnosis"] == "python" and (build["scanner"] == "python" or not scanner):
+        return "pure Python"
+    return f"{build['diagnosis']} + {build['scanner']} scanner" if scanner else build["diagnosis"]
 
 
 GREP_CODE = """
@@ -226,31 +242,40 @@ def main() -> None:
             size_mb = path.stat().st_size / 1e6
             print(f"\n{args.lines:,} lines, {size_mb:.0f} MB: {kind}")
             # The machine's speed drifts; each figure is the median of --repeat runs, taken in turn.
-            greps, chunks = [], []
+            greps, chunks, pures = [], [], []
             for _ in range(args.repeat):
                 greps.append(run_grep(path))
                 chunks.append(run_python(FILE_PATH_CODE, path))
+                pures.append(run_python(FILE_PATH_CODE, path, pure=True))
             grep = median_run(greps)
             chunked = median_run(chunks)
+            pure = median_run(pures)
             feed = run_python(FEED_PATH_CODE, path)
-            assert chunked["verdict"] == feed["verdict"], (chunked["verdict"], feed["verdict"])
+            pure_feed = run_python(FEED_PATH_CODE, path, pure=True)
+            for other in (pure, feed, pure_feed):
+                assert chunked["verdict"] == other["verdict"], (chunked["verdict"], other["verdict"])
             rows = [
                 ("grep -E -c -i", grep),
-                ("diagnose_file (chunked)", chunked),
-                ("LogDiagnoser.feed", feed),
+                (f"diagnose_file ({build_name(chunked)})", chunked),
+                (f"diagnose_file ({build_name(pure)})", pure),
+                (f"LogDiagnoser.feed ({build_name(feed, scanner=False)})", feed),
+                (f"LogDiagnoser.feed ({build_name(pure_feed, scanner=False)})", pure_feed),
             ]
             if args.grep_every_anchor:
                 rows.insert(1, ("grep, every rule anchor", run_grep(path, every_anchor_pattern())))
             for name, result in rows:
                 rate = args.lines / result["s"]
                 print(
-                    f"  {name:<24} {result['s']:6.2f} s wall {result['cpu']:6.2f} s CPU {rate:11,.0f} lines/s "
+                    f"  {name:<45} {result['s']:6.2f} s wall {result['cpu']:6.2f} s CPU {rate:11,.0f} lines/s "
                     f"{result['s'] / grep['s']:5.1f}x grep (wall) {result['cpu'] / max(grep['cpu'], 1e-3):5.1f}x (CPU) "
                     f"peak RSS {result['rss_kib'] / 1024:5.1f} MiB"
                 )
+            ratio = chunked["cpu"] / max(grep["cpu"], 1e-3)
+            verdict = "within" if ratio <= 5 else "NOT within"
             print(
                 f"  verdict {chunked['verdict']} (failure, stage, first error line, lines); grep matched {grep['count']}"
             )
+            print(f"  goal: diagnose_file {verdict} 5x of grep ({ratio:.1f}x, CPU, {build_name(chunked)})")
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)

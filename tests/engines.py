@@ -47,7 +47,7 @@ ENGINE_NAMES = ("python", "python+C", "mypyc+C")
 
 
 def missing(what: str) -> None:
-    message = f"{what} was not built by this install"
+    message = f"{what} was not built by this install (`pip install -v -e .` says why)"
     if REQUIRE_COMPILED:
         pytest.fail(f"{message}, and VRAMTUI_REQUIRE_COMPILED is set")
     pytest.skip(message)

@@ -557,7 +557,7 @@ def _required_literals(regex: re.Pattern[str]) -> list[str]:
     run: list[str] = []
     for op, av in _sre_parser.parse(regex.pattern, regex.flags).data:
         if op is _sre.LITERAL:
-            run.append(chr(av))  # type: ignore[arg-type]
+            run.append(chr(av))
             continue
         if run:
             runs.append("".join(run))
@@ -1006,12 +1006,12 @@ def _intern(info: _LineInfo) -> _LineInfo:
 
 def _resolve(entry: object, text: str) -> _LineInfo | None:
     """The analysis of a clean line from its mask's memo entry."""
-    if entry.__class__ is _LineInfo:
-        return entry  # type: ignore[return-value]
+    if isinstance(entry, _LineInfo):
+        return entry
     if entry is _NO_INFO:
         return None
-    if entry.__class__ is _ByDigits:
-        return entry.info(text)  # type: ignore[attr-defined]
+    if isinstance(entry, _ByDigits):
+        return entry.info(text)
     return _analyze(text)
 
 
@@ -1126,7 +1126,7 @@ class LogDiagnoser:
         entry = masks.get(key)
         if entry is None:
             entry = self._new_mask(key, text, masks)
-        if entry.__class__ is _LineInfo or entry is _NO_INFO:
+        if isinstance(entry, _LineInfo) or entry is _NO_INFO:
             return _resolve(entry, text)
         # Digit-dependent lines: by their exact text (repeats pay once).
         info = self._memo.get(text, _MISSING)
@@ -1206,24 +1206,24 @@ class LogDiagnoser:
                     self._after_frame = False
                     quiet.add(entry)
                     continue
-                if entry.__class__ is _LineInfo:
+                if isinstance(entry, _LineInfo):
                     if probing:
                         if len(exact_memo) >= _MEMO_LIMIT:
                             exact_memo.clear()
-                        exact_memo[raw] = (raw.decode("ascii"), entry)  # type: ignore[assignment]
-                    if entry.simple and is_noop(entry):  # type: ignore[attr-defined]
+                        exact_memo[raw] = (raw.decode("ascii"), entry)
+                    if entry.simple and is_noop(entry):
                         self._after_frame = False
                         quiet.add(entry)
                         continue
                     quiet.clear()
-                    step(number, raw.decode("ascii"), entry)  # type: ignore[arg-type]
+                    step(number, raw.decode("ascii"), entry)
                     continue
                 # Lines whose analysis depends on their digits (or on cleaning): by their exact bytes,
                 # so a log that repeats such lines verbatim pays once per distinct line. The digit
                 # checks are cheap: while the log does not repeat itself they run on every line.
-                if not probing and entry.__class__ is _ByDigits:
+                if not probing and isinstance(entry, _ByDigits):
                     text = raw.decode("ascii")
-                    info = entry.info(text)  # type: ignore[attr-defined]
+                    info = entry.info(text)
                 else:
                     known = exact_get(raw) if not probing else None
                     if known is None:
@@ -1241,7 +1241,7 @@ class LogDiagnoser:
                     continue
                 if info is None or (info.simple and is_noop(info)):
                     self._after_frame = False
-                    if info is not None and info.__class__ is _LineInfo:
+                    if info is not None and isinstance(info, _LineInfo):
                         quiet.add(info)
                     continue
                 quiet.clear()
@@ -1258,11 +1258,11 @@ class LogDiagnoser:
         """
         scan = table.scan  # type: ignore[attr-defined]
         exact_memo: dict[bytes, tuple[str, _LineInfo | None]] = {}
-        exact_get = exact_memo.get
-        step = self._step
-        is_noop = self._is_noop
         quiet: set[object] = set()  # as in _feed_raw_stream
         number = self.lines
+        raw: bytes
+        entry: object
+        info: _LineInfo | None
         for block, start, end in iter_raw_blocks(stream):
             table.start(block, start, end, number)  # type: ignore[attr-defined]
             while (event := scan(quiet)) is not None:
@@ -1284,19 +1284,19 @@ class LogDiagnoser:
                     self._after_frame = False
                     quiet.add(entry)
                     continue
-                if entry.__class__ is _LineInfo:
-                    if entry.simple and is_noop(entry):
+                if isinstance(entry, _LineInfo):
+                    if entry.simple and self._is_noop(entry):
                         self._after_frame = False
                         quiet.add(entry)
                         continue
                     quiet.clear()
-                    step(number, raw.decode("ascii"), entry)
+                    self._step(number, raw.decode("ascii"), entry)
                     continue
-                if entry.__class__ is _ByDigits:
+                if isinstance(entry, _ByDigits):
                     text = raw.decode("ascii")
                     info = entry.info(text)
                 else:
-                    known = exact_get(raw)
+                    known = exact_memo.get(raw)
                     if known is None:
                         if entry is _DIRTY:
                             text = clean_bytes_line(raw)
@@ -1310,13 +1310,13 @@ class LogDiagnoser:
                     text, info = known
                 if info in quiet:
                     continue
-                if info is None or (info.simple and is_noop(info)):
+                if info is None or (info.simple and self._is_noop(info)):
                     self._after_frame = False
                     if info is not None:
                         quiet.add(info)
                     continue
                 quiet.clear()
-                step(number, text, info)
+                self._step(number, text, info)
             number = table.number  # type: ignore[attr-defined]
         self.lines = number
 
