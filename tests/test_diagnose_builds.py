@@ -238,3 +238,39 @@ def test_a_compiled_build_of_another_text_is_never_used(monkeypatch: pytest.Monk
     assert installed._compiled_twin() is fresh
     monkeypatch.setenv("VRAMTUI_PURE_PYTHON", "1")
     assert installed._compiled_twin() is None
+
+
+# -- memory ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("build_name", ENGINE_NAMES)
+def test_long_lines_are_analysed_each_time_and_never_kept(
+    build_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server that echoes each prompt in its request line: long lines, all different. Kept in the
+    # memos they would grow memory with the file; they are analysed one by one instead.
+    build = engine(build_name, monkeypatch)
+    rng = random.Random(5)
+    words = ["the", "model", "prompt", "tokens", "context", "answer", "x7", "42"]
+    long_lines = [
+        f"INFO 11-30 10:00:{number % 60:02d} Received request cmpl-{number}: prompt: '"
+        + " ".join(rng.choice(words) for _ in range(400))
+        + "'"
+        for number in range(300)
+    ]
+    lines = [
+        "llama_model_loader: loaded meta data",
+        *long_lines,
+        "CUDA out of memory. Tried to allocate 2 GiB",
+    ]
+    assert all(len(line) > build._MEMO_LINE_BYTES for line in long_lines)
+    path = tmp_path / "prompts.log"
+    path.write_text("\n".join(lines) + "\n")
+    build._COLLAPSED.clear()
+    expected = asdict(PURE.diagnose_lines(lines, kernel_log=lambda: None))
+    assert expected["failed"] and expected["first_error_line"] == len(lines)
+    assert asdict(build.diagnose_file(path, kernel_log=lambda: None)) == expected
+    diagnoser = build.LogDiagnoser(kernel_log=lambda: None)
+    for line in lines:
+        diagnoser.feed(line)
+    assert asdict(diagnoser.result()) == expected
+    kept = [*diagnoser._masks, *diagnoser._text_masks, *diagnoser._memo, *build._COLLAPSED]
+    assert kept and max(len(key) for key in kept) <= build._MEMO_LINE_BYTES

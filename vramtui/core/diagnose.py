@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from types import ModuleType
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from vramtui.core import logstages as ls
 from vramtui.core.errors import VramtuiError
@@ -62,7 +62,11 @@ __all__ = [
 
 MAX_EVIDENCE = 10
 MAX_QUOTE = 400
+# The memos that let lines share an analysis hold at most this many entries (then start over), and
+# never a line longer than _MEMO_LINE_BYTES: such lines (a prompt echoed in a request line, a config
+# dump) are rarely met twice, and memory stays bounded whatever the log (see _remember).
 _MEMO_LIMIT = 65536
+_MEMO_LINE_BYTES = 1024
 
 # Where an error with no stage context happened, by class. An excerpt with no startup lines at all is
 # from a running server, so a bare out-of-memory there is a request's.
@@ -746,18 +750,14 @@ def _mask_entry(masked_text: str, text: str) -> object:
     if not checks and not figure_rules:
         entry = _NO_INFO if info is None else _intern(info)
         if _run_blind(text) and not _may_hold_a_check(collapsed):
-            if len(_COLLAPSED) >= _MEMO_LIMIT:
-                _COLLAPSED.clear()
-            _COLLAPSED[collapsed] = entry
+            _remember(_COLLAPSED, collapsed, entry)
         return entry
     if not figure_rules and _DIGIT_RULES_WIDTH_BLIND and _run_blind(text):
         # Shared across widths too: the outcome of every check any width may hold tells the lines apart
         # where their digits matter (a request line's "/v1/" or an exit code); the rest of the analysis
         # is width-blind as above.
         shared = _ByDigits(_checks_at_any_width(collapsed))
-        if len(_COLLAPSED) >= _MEMO_LIMIT:
-            _COLLAPSED.clear()
-        _COLLAPSED[collapsed] = shared
+        _remember(_COLLAPSED, collapsed, shared)
         return shared
     entry = _ByDigits(checks)
     if not checks:
@@ -1004,6 +1004,15 @@ def _intern(info: _LineInfo) -> _LineInfo:
     return known
 
 
+def _remember(memo: dict[Any, Any], key: bytes | str, value: object) -> None:
+    """Store in one of the bounded memos (see _MEMO_LIMIT): a long line is analysed each time instead."""
+    if len(key) > _MEMO_LINE_BYTES:
+        return
+    if len(memo) >= _MEMO_LIMIT:
+        memo.clear()
+    memo[key] = value
+
+
 def _resolve(entry: object, text: str) -> _LineInfo | None:
     """The analysis of a clean line from its mask's memo entry."""
     if isinstance(entry, _LineInfo):
@@ -1132,16 +1141,14 @@ class LogDiagnoser:
         info = self._memo.get(text, _MISSING)
         if info is _MISSING:
             info = _resolve(entry, text)
-            if len(self._memo) >= _MEMO_LIMIT:
-                self._memo.clear()
-            self._memo[text] = info
+            _remember(self._memo, text, info)
         return info  # type: ignore[return-value]
 
     def _new_mask(self, key: bytes, text: str, masks: dict[bytes, object]) -> object:
+        if len(key) > _MEMO_LINE_BYTES:
+            return _EACH_LINE  # never stored (see _remember): no use working out what it would share
         entry = _mask_entry(key.decode("utf-8", "surrogatepass"), text)  # a _LineInfo comes interned
-        if len(masks) >= _MEMO_LIMIT:
-            masks.clear()
-        masks[key] = entry
+        _remember(masks, key, entry)
         return entry
 
     def feed_lines(self, lines: Iterable[str]) -> None:
@@ -1151,7 +1158,7 @@ class LogDiagnoser:
     def _feed_raw_stream(self, stream: BinaryIO) -> None:
         """The fast path for files: bytes lines memoized by their digit mask, no LineTag objects."""
         if _LINESCAN is not None:
-            self._feed_scanned(stream, _LINESCAN.MaskTable(_MEMO_LIMIT, MAX_LINE_BYTES))
+            self._feed_scanned(stream, _LINESCAN.MaskTable(_MEMO_LIMIT, _MEMO_LINE_BYTES))
             return
         masks = self._masks
         masks_get = masks.get
@@ -1197,9 +1204,7 @@ class LogDiagnoser:
                 if entry is None:
                     if _DIRTY_BYTES_RE.search(key) is not None:
                         entry = _DIRTY
-                        if len(masks) >= _MEMO_LIMIT:
-                            masks.clear()
-                        masks[key] = entry
+                        _remember(masks, key, entry)
                     else:
                         entry = self._new_mask(key, raw.decode("ascii"), masks)
                 if entry is _NO_INFO:
@@ -1208,9 +1213,7 @@ class LogDiagnoser:
                     continue
                 if isinstance(entry, _LineInfo):
                     if probing:
-                        if len(exact_memo) >= _MEMO_LIMIT:
-                            exact_memo.clear()
-                        exact_memo[raw] = (raw.decode("ascii"), entry)
+                        _remember(exact_memo, raw, (raw.decode("ascii"), entry))
                     if entry.simple and is_noop(entry):
                         self._after_frame = False
                         quiet.add(entry)
@@ -1233,9 +1236,7 @@ class LogDiagnoser:
                         else:
                             text = raw.decode("ascii")
                             known = (text, _resolve(entry, text))
-                        if len(exact_memo) >= _MEMO_LIMIT:
-                            exact_memo.clear()
-                        exact_memo[raw] = known
+                        _remember(exact_memo, raw, known)
                     text, info = known
                 if info in quiet:
                     continue
@@ -1275,11 +1276,14 @@ class LogDiagnoser:
                         key = raw.translate(_DIGIT_MASK)
                         if _DIRTY_BYTES_RE.search(key) is not None:
                             entry = _DIRTY
+                        elif len(raw) > _MEMO_LINE_BYTES:
+                            entry = _EACH_LINE  # as _new_mask: never stored
                         else:
                             entry = _mask_entry(key.decode("ascii"), raw.decode("ascii"))
-                        table.add(raw, entry)  # type: ignore[attr-defined]
-                        if entry in quiet:
-                            continue
+                        if len(raw) <= _MEMO_LINE_BYTES:
+                            table.add(raw, entry)  # type: ignore[attr-defined]
+                            if entry in quiet:
+                                continue
                 if entry is _NO_INFO:
                     self._after_frame = False
                     quiet.add(entry)
@@ -1304,9 +1308,7 @@ class LogDiagnoser:
                         else:
                             text = raw.decode("ascii")
                             known = (text, _resolve(entry, text))
-                        if len(exact_memo) >= _MEMO_LIMIT:
-                            exact_memo.clear()
-                        exact_memo[raw] = known
+                        _remember(exact_memo, raw, known)
                     text, info = known
                 if info in quiet:
                     continue
