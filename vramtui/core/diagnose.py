@@ -281,9 +281,28 @@ def _extract_figures(
     return figures, matched
 
 
+# Where the echoed text of a logged request or response starts (see ls.ECHO_CUTS): found in the
+# original text, so that the cut is right even where lower() changes a line's length.
+_ECHO_CUTS = tuple(
+    (anchor, re.compile(re.escape(anchor) + (f".*?(?={re.escape(marker)})" if marker else ""), re.I | re.S))
+    for anchor, marker in ls.ECHO_CUTS
+)
+
+
+def _without_echo(text: str, low: str) -> tuple[str, str]:
+    """The line up to the text it echoes from a request or a response, and its lower case."""
+    for anchor, regex in _ECHO_CUTS:
+        if anchor in low:
+            match = regex.search(text)
+            if match is not None:
+                kept = text[: match.end()]
+                return kept, kept.lower()
+    return text, low
+
+
 def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, ...]]:
     """The line's analysis, and the figure rules that matched it (their values are in the info)."""
-    low = text.lower()
+    text, low = _without_echo(text, text.lower())
     words = _KEYS.intersection(_TOKEN_RE.findall(low))
     substrings = [f"\0{anchor}" for anchor in _SUBSTRINGS if anchor in low]
     if not words and not substrings:

@@ -1499,6 +1499,23 @@ EXTRA_KNOBS: dict[str, dict[str, str]] = {
 }
 
 
+# Lines that echo what a user sent, or what the model answered, when the server logs requests. The
+# echoed text is theirs, not the server's: no rule reads it, so a prompt that asks about "CUDA out of
+# memory" is not a failure. (The line's anchor, the marker where the echo starts after it: "" for right
+# after the anchor), lower case.
+ECHO_CUTS: tuple[tuple[str, str], ...] = (
+    ("received request", " prompt: "),  # vLLM --enable-log-requests: prompt: %r, params: ...
+    ("generated response", " output: "),  # vLLM --enable-log-outputs
+    ("log_server_r: request:", "{"),  # llama-server --verbose: the request's JSON body
+    ("log_server_r: response:", '"choices"'),  # the answer; an error response ({"error": ...}) is read
+    ("converted request:", "{"),
+    ("| prompt token", " '"),  # llama-server, each prompt token: "prompt token 3: 151644 '<|im_start|>'"
+    ("receive: obj=", ""),  # SGLang --log-requests
+    ("finish: obj=", ""),
+    ('msg="chat request"', " prompt="),  # Ollama with OLLAMA_DEBUG=1
+    ('msg="generate request"', " prompt="),
+)
+
 # Anchors that also occur inside longer words ("ValueError", "SomeException"): checked as substrings
 # of every line. Every other anchor is looked up through one of its words (see diagnose.py).
 SUBSTRING_ANCHORS: tuple[str, ...] = ("error", "exception", "connecttimeout", "readtimeout")
