@@ -157,22 +157,30 @@ def build_realistic(path: Path, lines: list[str], count: int) -> None:
 
 
 def build_prompts(path: Path, lines: list[str], count: int) -> None:
-    """A server that echoes every prompt in its request line (vLLM's "Received request ... prompt:"):
-    `count` lines of about 4 KiB, all different, between the corpus lines. No memo can share them, so
-    this shows the memory bound (no memo keeps a line over 1 KiB) and the cost of reading long text.
+    """Long lines, all different, between the corpus lines: a server that echoes every prompt in its
+    request line (vLLM's "Received request ... prompt: ..."), and one that prints a long settings dump
+    (vLLM's "Initializing an LLM engine ... with config: ..."). `count` lines, half of them 2-4 KiB.
+    No memo can share them, so this shows the memory bound (no memo keeps a line over 1 KiB) and how
+    fast long text is read: an echo is cut before the rules read it, a settings dump is read whole.
     """
     rng = random.Random(11)
     words = [word for line in lines for word in line.split() if word.isalpha()][:5000] or ["token"]
     with path.open("w", encoding="utf-8") as out:
         for written in range(count):
+            stamp = f"INFO 11-30 10:{written // 60 % 60:02d}:{written % 60:02d}"
             if written % 2:
                 out.write(lines[written % len(lines)] + "\n")
-                continue
-            prompt = " ".join(rng.choice(words) for _ in range(600))
-            out.write(
-                f"INFO 11-30 10:{written // 60 % 60:02d}:{written % 60:02d} [logger.py:39] Received request "
-                f"cmpl-{rng.getrandbits(64):016x}: prompt: '{prompt}', params: SamplingParams(n=1)\n"
-            )
+            elif written % 4:
+                settings = ", ".join(
+                    f"{rng.choice(words).lower()}_{n}={rng.getrandbits(32)}" for n in range(120)
+                )
+                out.write(f"{stamp} [llm_engine.py:234] Initializing an LLM engine with config: {settings}\n")
+            else:
+                prompt = " ".join(rng.choice(words) for _ in range(600))
+                out.write(
+                    f"{stamp} [logger.py:39] Received request cmpl-{rng.getrandbits(64):016x}: "
+                    f"prompt: '{prompt}', params: SamplingParams(n=1)\n"
+                )
 
 
 def median_run(runs: list[dict]) -> dict:
@@ -251,7 +259,7 @@ def main() -> None:
                 "realistic.log",
                 "realistic: startup, then request lines with varying numbers, unique timestamps",
             ),
-            ("prompts.log", "long distinct lines: every other line a ~4 KiB prompt echo (memory bound)"),
+            ("prompts.log", "long distinct lines: prompt echoes and settings dumps, 2-4 KiB (memory bound)"),
         )
         for file_name, kind in cases:
             path = folder / file_name
