@@ -112,6 +112,54 @@ def _scan_range(table: object, block: bytes, start: int, end: int) -> list[tuple
     return list(iter(lambda: table.scan(set()), None))
 
 
+class _DictTable:
+    """What the C table does, in a few lines of Python: the model it is checked against."""
+
+    def __init__(self, limit: int, max_line: int) -> None:
+        self.limit, self.max_line, self.masks = limit, max_line, {}
+
+    def add(self, line: bytes, entry: object) -> None:
+        key = line.translate(bytes.maketrans(b"0123456789", b"0000000000"))
+        if len(self.masks) >= self.limit:  # full: start over, as diagnose._remember does
+            self.masks.clear()
+        self.masks[key] = entry
+
+    def get(self, line: bytes) -> object:
+        if len(line) > self.max_line:
+            return None
+        return self.masks.get(line.translate(bytes.maketrans(b"0123456789", b"0000000000")))
+
+    def scan(self, block: bytes, quiet: set) -> list[tuple[int, bytes, object]]:
+        return [
+            (number, line, self.get(line))
+            for number, line in enumerate(block.split(b"\n")[:-1], 1)
+            if self.get(line) is None or self.get(line) not in quiet
+        ]
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_the_table_answers_as_a_dict_of_masks_does(table_type: type, seed: int) -> None:
+    rng = random.Random(seed)
+    limit, max_line = rng.choice((1, 3, 50)), rng.choice((0, 4, 12))
+    table, model = table_type(limit, max_line), _DictTable(limit, max_line)
+    alphabet = b"ab07 \x00\xff\t"
+    for _ in range(40):
+        lines = [
+            bytes(rng.choice(alphabet) for _ in range(rng.randrange(0, 14)))
+            for _ in range(rng.randrange(1, 9))
+        ]
+        block = b"\n".join(lines) + b"\n"
+        quiet = {rng.choice("xyz") for _ in range(rng.randrange(0, 3))}
+        assert _scan_all(table, block, quiet) == model.scan(block, quiet)
+        for line in lines:
+            if len(line) <= max_line and rng.random() < 0.6:
+                entry = rng.choice("xyz")
+                table.add(line, entry)
+                model.add(line, entry)
+            assert table.get(line) == model.get(line)
+        assert len(table) == len(model.masks)
+
+
 # -- blocks of whole lines -----------------------------------------------------------------------------
 def _reference_lines(data: bytes, max_line: int) -> list[bytes]:
     lines = data.split(b"\n")

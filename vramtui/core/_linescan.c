@@ -42,8 +42,8 @@ typedef struct {
 static int
 ensure_scratch(MaskTable *self, Py_ssize_t length)
 {
-    if (length <= self->scratch_size) {
-        return 0;
+    if (self->scratch != NULL && length <= self->scratch_size) {
+        return 0; /* (allocated even for an empty line: memcmp is never handed NULL) */
     }
     Py_ssize_t size = self->scratch_size ? self->scratch_size : 256;
     while (size < length) {
