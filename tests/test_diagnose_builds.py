@@ -322,3 +322,18 @@ def test_long_lines_are_analysed_each_time_and_never_kept(
     assert asdict(diagnoser.result()) == expected
     kept = [*diagnoser._masks, *diagnoser._text_masks, *diagnoser._memo, *build._COLLAPSED]
     assert kept and max(len(key) for key in kept) <= build._MEMO_LINE_BYTES
+
+
+def test_version_says_which_build_reads_logs(capsys: pytest.CaptureFixture[str]) -> None:
+    from vramtui import __version__
+    from vramtui.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert text.startswith(f"vramtui {__version__}\n")
+    build = installed.implementation()
+    expected = "pure Python" if build["diagnosis"] == build["scanner"] == "python" else build["diagnosis"]
+    assert f"log diagnosis: {expected}" in text
