@@ -47,7 +47,12 @@ ENGINE_NAMES = ("python", "python+C", "mypyc+C")
 
 
 def missing(what: str) -> None:
-    message = f"{what} was not built by this install (`pip install -v -e .` says why)"
+    if os.environ.get("VRAMTUI_PURE_PYTHON"):
+        message = f"{what} is switched off by VRAMTUI_PURE_PYTHON"
+    else:
+        message = (
+            f"{what} was not built by this install, or diagnose.py changed since (`pip install -v -e .`)"
+        )
     if REQUIRE_COMPILED:
         pytest.fail(f"{message}, and VRAMTUI_REQUIRE_COMPILED is set")
     pytest.skip(message)

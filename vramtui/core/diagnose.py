@@ -1393,6 +1393,8 @@ class LogDiagnoser:
             return "error", False
 
         if info.stage is not None:
+            if self._last_stage_line is None and info.stage in _STARTUP_STAGES:
+                self._adopt_stage(number, info.stage)
             if info.stage != self._current or self._last_stage_line is None:
                 self._last_stage_line = (number, text)  # where the log entered this stage
             self._current = info.stage
@@ -1456,6 +1458,17 @@ class LogDiagnoser:
             return "error", True
         self._weak = found
         return "error", False
+
+    def _adopt_stage(self, number: int, stage: str) -> None:
+        """A first error that no stage line came before takes the first startup stage printed soon after.
+
+        Processes interleave their output: a worker's out-of-memory error can reach the log a line
+        before the loader's "Loading safetensors checkpoint shards" progress. Without this the error
+        would take its class's default stage (a request's, for out-of-memory).
+        """
+        for found in (self._strong, self._weak):
+            if found is not None and found.defaulted and number - found.number <= _ADOPT_WITHIN_LINES:
+                found.stage, found.defaulted = stage, False
 
     def _current_or_none(self) -> str | None:
         return self._current if self._startup_seen or self._current == "inference" else None
@@ -1728,6 +1741,8 @@ def _pieces(batches: Iterable[list[bytes]]) -> Iterator[list[bytes]]:
 
 
 _RECOVERIES_QUOTED = 3
+_STARTUP_STAGES = frozenset({"download", "load_weights", "kv_cache"})
+_ADOPT_WITHIN_LINES = 20  # how far after a stage-less first error its stage may still be told (_adopt_stage)
 _SCORE_CAP = 3  # backend marks counted up to here: enough for detect_backend, and repeats cost nothing
 _EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
 
@@ -1883,6 +1898,7 @@ FAILURE_WORDS: dict[str, str] = {
 }
 CAUSE_WORDS: dict[str, str] = {
     "host_alloc": "a host-RAM allocation failed",
+    "nccl_timeout": "a multi-GPU (NCCL) collective operation timed out: one GPU's process stalled or died",
     "host_ram_short": "the model needs more host RAM than is free",
     "bad_magic": "the file is not a GGUF (bad magic number)",
     "truncated_file": "the model file is cut short or corrupt",

@@ -173,6 +173,8 @@ STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("create_completion", "inference", backend="llama-cpp-python"),
     StageRule("create_chat_completion", "inference", backend="llama-cpp-python"),
     StageRule("llama runner started", "ready", backend="ollama"),
+    # Ollama plans the load (layers offloaded to each device) just before it starts the runner.
+    StageRule("offload to", "load_weights", r'msg="offload to \w+"', backend="ollama"),
     StageRule("while running the model", "inference", backend="ollama"),
     StageRule("pulling manifest", "download", backend="ollama"),
     StageRule("pulling ", "download", r"^(?:\S+\s+\|\s+)?pulling [0-9a-f]{6,}", backend="ollama"),
@@ -223,6 +225,9 @@ STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("# gpu blocks", "kv_cache", backend="vllm"),
     StageRule("# cuda blocks", "kv_cache", backend="vllm"),
     StageRule("available kv cache memory", "kv_cache", backend="vllm"),
+    # The HTTP server is up: vLLM lists its routes, then uvicorn starts (vLLM, SGLang).
+    StageRule("route:", "ready", r"\[launcher\.py:\d+\] route: /", backend="vllm"),
+    StageRule("started server process", "ready", backend="vllm"),
     StageRule("gpu kv cache size", "kv_cache", backend="vllm"),
     StageRule("maximum concurrency", "kv_cache", backend="vllm"),
     StageRule("cuda graph", "kv_cache", backend="vllm"),
@@ -285,6 +290,15 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     # Filed under "code" and "status", not "137": a digit word would make every 3-digit number special.
     ErrorRule("code 137", "host_killed", "host_oom_killed", r"exit(?:ed)? (?:with )?code 137\b"),
     ErrorRule("status 137", "host_killed", "host_oom_killed", r"exit(?:ed)? (?:with )?status 137\b"),
+    # text-generation-inference's launcher: a shard killed by signal 9 is the OOM killer's work.
+    ErrorRule(
+        "signaled to shutdown with signal",
+        "host_killed",
+        "host_oom_killed",
+        r"signaled to shutdown with signal 9\b",
+        backend="tgi",
+    ),
+    ErrorRule("signaled to shutdown with signal", "crash", "other", strong=False, backend="tgi"),
     # --- device memory ---
     ErrorRule(
         "out of memory",
@@ -347,6 +361,14 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ),
     ErrorRule("insufficient memory for kv cache", "kv_too_small", "kv_cache_too_small", stage="kv_cache"),
     ErrorRule(
+        "available kv cache memory",
+        "kv_too_small",
+        "kv_cache_too_small",
+        r"available kv cache memory:\s*-",  # negative: the weights and activations left nothing
+        stage="kv_cache",
+        backend="vllm",
+    ),
+    ErrorRule(
         "no gpu memory for the kv cache",
         "kv_no_room",
         "kv_cache_too_small",
@@ -362,6 +384,25 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         backend="sglang",
     ),
     # --- requests longer than the context ---
+    # llama-server: a request that does not fit its slot's share of the context (-c / --parallel).
+    ErrorRule(
+        "kv cache is full", "context_too_long", "context_too_long", stage="inference", backend="llama.cpp"
+    ),
+    ErrorRule(
+        "too big compared to kv size",
+        "context_too_long",
+        "context_too_long",
+        stage="inference",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "failed to decode the batch",
+        "context_too_long",
+        "context_too_long",
+        r"failed to decode the batch, n_batch = 1, ret = 1",  # older servers, after halving the batch to 1
+        stage="inference",
+        backend="llama.cpp",
+    ),
     ErrorRule(
         "exceeds the available context size",
         "context_too_long",
@@ -467,6 +508,13 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "unsupported_quant",
         r"(?:unsupported|does not support) (?:this )?quantization|quantization .*(?:is not supported|not supported yet)",
         stage="load_weights",
+    ),
+    ErrorRule(
+        "cuda setup: setup failed",
+        "bnb_missing",
+        "unsupported_quant",
+        stage="load_weights",
+        backend="transformers",
     ),
     ErrorRule(
         "bitsandbytes",
@@ -631,6 +679,9 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         backend="llama.cpp",
     ),
     # --- files that are not there ---
+    ErrorRule(
+        "cache directory not found", "not_found_local", "file_missing", stage="load_weights", backend="vllm"
+    ),
     ErrorRule("get failed (404)", "not_found_remote", "file_missing", stage="download", backend="llama.cpp"),
     ErrorRule(
         "repositorynotfounderror",
@@ -797,6 +848,13 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("std::bad_alloc", "host_alloc", "other"),
     ErrorRule("memoryerror", "host_alloc", "other", r"^\s*memoryerror\b"),
     ErrorRule(
+        "model request too large for system",
+        "host_ram_short",
+        "other",
+        stage="load_weights",
+        backend="ollama",
+    ),
+    ErrorRule(
         "more system memory",
         "host_ram_short",
         "other",
@@ -898,6 +956,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("panic:", "panic", "other", r"^\s*panic:", strong=False),
     ErrorRule("ggml_assert", "assert", "other", strong=False, backend="llama.cpp"),
     ErrorRule("ggml_abort", "assert", "other", strong=False, backend="llama.cpp"),
+    ErrorRule("watchdog caught collective operation timeout", "nccl_timeout", "other"),
     ErrorRule("segmentation fault", "crash", "other", strong=False),
     ErrorRule("core dumped", "crash", "other", strong=False),
     ErrorRule("terminate called", "crash", "other", strong=False),
@@ -1426,6 +1485,7 @@ BACKEND_MARKS: tuple[tuple[str, str], ...] = (
     ("enginecore", "vllm"),
     ("gpu_model_runner", "vllm"),
     ("model_runner.py", "vllm"),
+    ("[launcher.py:", "vllm"),  # vllm/entrypoints/launcher.py lists the routes as the server comes up
     ("kv_cache_utils", "vllm"),
     ("gpu_memory_utilization", "vllm"),
     ("worker_base.py", "vllm"),
