@@ -10,6 +10,7 @@ VRAMTUI_REQUIRE_COMPILED=1 (set by CI) makes that a failure.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -18,6 +19,7 @@ from types import ModuleType
 import pytest
 
 from vramtui.core import diagnose as installed
+from vramtui.core import textclean
 
 try:
     from vramtui.core import _linescan as LINESCAN
@@ -71,3 +73,9 @@ def engine(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
         missing("the mypyc build of diagnose.py")
     monkeypatch.setattr(NATIVE, "_LINESCAN", LINESCAN)
     return NATIVE
+
+
+def small_reads(patch: pytest.MonkeyPatch, build: ModuleType, chunk_bytes: int = 512) -> None:
+    """Reads of `chunk_bytes`: many blocks, so that lines cross them and the memo switches are crossed."""
+    for name in ("iter_raw_line_batches", "iter_raw_blocks"):
+        patch.setattr(build, name, functools.partial(getattr(textclean, name), chunk_bytes=chunk_bytes))

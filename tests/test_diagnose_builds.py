@@ -9,7 +9,6 @@ are compared across builds.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import io
 import json
@@ -25,7 +24,7 @@ import vramtui.core
 from vramtui.core import diagnose as installed
 from vramtui.core import textclean
 
-from engines import ENGINE_NAMES, LINESCAN, NATIVE, PURE, REQUIRE_COMPILED, engine, missing
+from engines import ENGINE_NAMES, LINESCAN, NATIVE, PURE, REQUIRE_COMPILED, engine, missing, small_reads
 
 DATA = Path(__file__).parent / "data"
 CUT = textclean.CUT_MARK.encode()
@@ -224,14 +223,7 @@ def test_every_build_gives_the_same_diagnosis_of_an_awkward_file(
     assert expected["lines"] == 6000
     assert asdict(build.diagnose_file(path, kernel_log=lambda: None)) == expected
     with monkeypatch.context() as patch:
-        patch.setattr(
-            build, "iter_raw_blocks", functools.partial(textclean.iter_raw_blocks, chunk_bytes=4096)
-        )
-        patch.setattr(
-            build,
-            "iter_raw_line_batches",
-            functools.partial(textclean.iter_raw_line_batches, chunk_bytes=4096),
-        )
+        small_reads(patch, build, chunk_bytes=4096)
         assert asdict(build.diagnose_file(path, kernel_log=lambda: None)) == expected
     # The live path reads the same lines (as the file reader cuts them).
     lines = [

@@ -10,7 +10,6 @@ reference; the memo's internals are checked on the pure-Python build, which is t
 
 from __future__ import annotations
 
-import functools
 import json
 import random
 import re
@@ -20,9 +19,7 @@ from types import ModuleType
 
 import pytest
 
-from vramtui.core import textclean
-
-from engines import ENGINE_NAMES, PURE, engine
+from engines import ENGINE_NAMES, PURE, engine, small_reads
 
 diagnose = PURE  # the memo's internals, and the reference
 
@@ -71,14 +68,6 @@ def _per_line(monkeypatch: pytest.MonkeyPatch, lines: list[str]) -> tuple[dict, 
         return asdict(diagnoser.result()), tags
 
 
-def _small_reads(patch: pytest.MonkeyPatch, build: ModuleType) -> None:
-    """Reads of 512 bytes: many blocks, so lines cross them and the memo switches are crossed too."""
-    patch.setattr(
-        build, "iter_raw_line_batches", functools.partial(textclean.iter_raw_line_batches, chunk_bytes=512)
-    )
-    patch.setattr(build, "iter_raw_blocks", functools.partial(textclean.iter_raw_blocks, chunk_bytes=512))
-
-
 def _agrees(
     build: ModuleType, path: Path, lines: list[str], expected: dict, expected_tags: list[dict]
 ) -> None:
@@ -102,7 +91,7 @@ def test_mask_memo_agrees_with_per_line_analysis(
     path.write_text(text)
     _agrees(build, path, lines, expected, expected_tags)
     with monkeypatch.context() as patch:
-        _small_reads(patch, build)
+        small_reads(patch, build)
         assert asdict(build.diagnose_file(path, kernel_log=lambda: None)) == expected
 
 

@@ -1240,23 +1240,14 @@ class LogDiagnoser:
                     quiet.clear()
                     step(number, raw.decode("ascii"), entry)
                     continue
-                # Lines whose analysis depends on their digits (or on cleaning): by their exact bytes,
-                # so a log that repeats such lines verbatim pays once per distinct line. The digit
-                # checks are cheap: while the log does not repeat itself they run on every line.
+                # Lines whose analysis depends on their digits (or on cleaning): by their exact bytes
+                # (_by_exact_bytes). The digit checks are cheap: while the log does not repeat itself
+                # they run on every line.
                 if not probing and isinstance(entry, _ByDigits):
                     text = raw.decode("ascii")
                     info = entry.info(text)
                 else:
-                    known = exact_get(raw) if not probing else None
-                    if known is None:
-                        if entry is _DIRTY:
-                            text = clean_bytes_line(raw)
-                            known = (text, self._info_of_text(text))
-                        else:
-                            text = raw.decode("ascii")
-                            known = (text, _resolve(entry, text))
-                        _remember(exact_memo, raw, known)
-                    text, info = known
+                    text, info = self._by_exact_bytes(raw, entry, exact_memo)
                 if info in quiet:
                     continue
                 if info is None or (info.simple and is_noop(info)):
@@ -1319,16 +1310,7 @@ class LogDiagnoser:
                     text = raw.decode("ascii")
                     info = entry.info(text)
                 else:
-                    known = exact_memo.get(raw)
-                    if known is None:
-                        if entry is _DIRTY:
-                            text = clean_bytes_line(raw)
-                            known = (text, self._info_of_text(text))
-                        else:
-                            text = raw.decode("ascii")
-                            known = (text, _resolve(entry, text))
-                        _remember(exact_memo, raw, known)
-                    text, info = known
+                    text, info = self._by_exact_bytes(raw, entry, exact_memo)
                 if info in quiet:
                     continue
                 if info is None or (info.simple and self._is_noop(info)):
@@ -1340,6 +1322,22 @@ class LogDiagnoser:
                 self._step(number, text, info)
             number = table.number  # type: ignore[attr-defined]
         self.lines = number
+
+    def _by_exact_bytes(
+        self, raw: bytes, entry: object, exact_memo: dict[bytes, tuple[str, _LineInfo | None]]
+    ) -> tuple[str, _LineInfo | None]:
+        """A line whose analysis depends on its digits (or on cleaning), by its exact bytes: a log that
+        repeats such lines verbatim pays once per distinct line."""
+        known = exact_memo.get(raw)
+        if known is None:
+            if entry is _DIRTY:
+                text = clean_bytes_line(raw)
+                known = (text, self._info_of_text(text))
+            else:
+                text = raw.decode("ascii")
+                known = (text, _resolve(entry, text))
+            _remember(exact_memo, raw, known)
+        return known
 
     def note_exit(self, returncode: int | None) -> None:
         """The process ended with `returncode` (negative: killed by that signal)."""
