@@ -46,10 +46,14 @@ def compiled_diagnosis() -> list[Extension]:
     source = (ROOT / DIAGNOSE).read_bytes()
     digest = hashlib.sha256(source).hexdigest()
     native = ROOT / NATIVE
-    native.write_bytes(source + f'\n_BUILT_FROM = "{digest}"\n'.encode())
+    try:
+        native.write_bytes(source + f'\n_BUILT_FROM = "{digest}"\n'.encode())
+    except OSError as error:  # a read-only checkout
+        say(f"cannot write {NATIVE} ({error.strerror}): the log diagnosis stays pure Python")
+        return []
     try:
         extensions = mypycify([str(NATIVE)], opt_level="3")
-    except BaseException as error:  # mypyc exits through SystemExit on a type error
+    except (Exception, SystemExit) as error:  # mypyc exits through SystemExit on a type error
         say(f"mypyc could not compile {DIAGNOSE} ({error!r}): the log diagnosis stays pure Python")
         return []
     finally:
