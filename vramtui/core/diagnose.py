@@ -85,6 +85,7 @@ _DEFAULT_STAGE: dict[str, str] = {
     "other": "load_weights",
 }
 
+_CARETS_RE = re.compile(r"\s*[\^~]+[\s\^~]*")
 _FRAME_RE = re.compile(r'File "([^"]+)", line \d+, in (\S+)')
 _PREFIX_RES = (
     re.compile(r"^\s*\d+\.\d+\.\d+\.\d+ [IWEDT] "),  # llama.cpp's timestamped log
@@ -319,6 +320,8 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
                     best = index
     stage = STAGES[best] if best >= 0 else None
 
+    if "^" in low and _CARETS_RE.fullmatch(_strip_prefix(text)):
+        return _PLAIN, ()  # Python's markers under a traceback's code line, behind an "ERROR" prefix
     frame_match = _FRAME_RE.search(text) if "file" in words and 'file "' in low else None
     exception_match = None
     if frame_match is None and ("error" in low or "exception" in low or "interrupt" in low):
@@ -1391,8 +1394,7 @@ class LogDiagnoser:
             return "error", False
 
         if info.stage is not None:
-            if self._last_stage_line is None and info.stage in _STARTUP_STAGES:
-                self._adopt_stage(number, info.stage)
+            self._adopt_stage(number, info.stage)
             if info.stage != self._current or self._last_stage_line is None:
                 self._last_stage_line = (number, text)  # where the log entered this stage
             self._current = info.stage
@@ -1416,6 +1418,8 @@ class LogDiagnoser:
         rule = info.error
         if info.exception is not None or (rule is not None and self._tb_open and self._tb_frames):
             stage = self._close_traceback()
+            if stage is not None:
+                self._adopt_stage(number, stage)  # the frames say where a stage-less first error was
         else:
             stage = None
         if rule is None and info.exception is not None:
@@ -1458,12 +1462,15 @@ class LogDiagnoser:
         return "error", False
 
     def _adopt_stage(self, number: int, stage: str) -> None:
-        """A first error that no stage line came before takes the first startup stage printed soon after.
+        """A first error that no stage line came before takes the first startup stage told soon after.
 
         Processes interleave their output: a worker's out-of-memory error can reach the log a line
-        before the loader's "Loading safetensors checkpoint shards" progress. Without this the error
-        would take its class's default stage (a request's, for out-of-memory).
+        before the loader's "Loading safetensors checkpoint shards" progress, or before the traceback
+        whose frames say it was in from_pretrained. Without this the error would take its class's
+        default stage (a request's, for out-of-memory).
         """
+        if self._last_stage_line is not None or stage not in _STARTUP_STAGES:
+            return
         for found in (self._strong, self._weak):
             if found is not None and found.defaulted and number - found.number <= _ADOPT_WITHIN_LINES:
                 found.stage, found.defaulted = stage, False
@@ -1897,6 +1904,7 @@ FAILURE_WORDS: dict[str, str] = {
 CAUSE_WORDS: dict[str, str] = {
     "host_alloc": "a host-RAM allocation failed",
     "nccl_timeout": "a multi-GPU (NCCL) collective operation timed out: one GPU's process stalled or died",
+    "gpu_share_short": "less GPU memory is free than the share the engine was asked to take",
     "host_ram_short": "the model needs more host RAM than is free",
     "bad_magic": "the file is not a GGUF (bad magic number)",
     "truncated_file": "the model file is cut short or corrupt",

@@ -173,6 +173,7 @@ STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("create_completion", "inference", backend="llama-cpp-python"),
     StageRule("create_chat_completion", "inference", backend="llama-cpp-python"),
     StageRule("llama runner started", "ready", backend="ollama"),
+    StageRule("error loading llama server", "load_weights", backend="ollama"),
     # Ollama plans the load (layers offloaded to each device) just before it starts the runner.
     StageRule("offload to", "load_weights", r'msg="offload to \w+"', backend="ollama"),
     StageRule("while running the model", "inference", backend="ollama"),
@@ -225,9 +226,11 @@ STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("# gpu blocks", "kv_cache", backend="vllm"),
     StageRule("# cuda blocks", "kv_cache", backend="vllm"),
     StageRule("available kv cache memory", "kv_cache", backend="vllm"),
+    StageRule("failed to load model", "load_weights"),  # on the error line itself: it was loading
+    StageRule("from_pretrained", "load_weights", backend="transformers"),  # a traceback's code line
     StageRule("init_memory_pool", "kv_cache", backend="sglang"),  # its frames in an allocation traceback
     # The HTTP server is up: vLLM lists its routes, then uvicorn starts (vLLM, SGLang).
-    StageRule("route:", "ready", r"\[launcher\.py:\d+\] route: /", backend="vllm"),
+    StageRule("route:", "ready", r"launcher\.py:\d+\] route: /", backend="vllm"),
     StageRule("started server process", "ready", backend="vllm"),
     StageRule("gpu kv cache size", "kv_cache", backend="vllm"),
     StageRule("maximum concurrency", "kv_cache", backend="vllm"),
@@ -301,6 +304,15 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ),
     ErrorRule("signaled to shutdown with signal", "crash", "other", strong=False, backend="tgi"),
     # --- device memory ---
+    # vLLM checks the share it was asked for (--gpu-memory-utilization) against what is free at start:
+    # another process holds GPU memory, or the share is set higher than the card has free.
+    ErrorRule(
+        "less than desired gpu memory utilization",
+        "gpu_share_short",
+        "cuda_oom",
+        stage="load_weights",
+        backend="vllm",
+    ),
     ErrorRule(
         "out of memory",
         "cuda_oom",
@@ -503,6 +515,13 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         backend="llama.cpp",
     ),
     ErrorRule(
+        "unrecognized tensor type",  # llama.cpp of 2023 on a newer quantization
+        "unknown_ggml_type",
+        "unsupported_quant",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
         "unknown type",
         "unknown_ggml_type",
         "unsupported_quant",
@@ -552,6 +571,14 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ),
     # --- architectures the engine does not know ---
     ErrorRule("unsupported model type", "unknown_arch", "unknown_arch", stage="load_weights", backend="tgi"),
+    ErrorRule(
+        "is not supported yet",
+        "unknown_arch",
+        "unknown_arch",
+        r"gguf model with architecture \S+ is not supported",
+        stage="load_weights",
+        backend="vllm",
+    ),
     ErrorRule(
         "unknown model architecture",
         "unknown_arch",
@@ -798,6 +825,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("couldn't connect to", "network", "network", stage="download", backend="transformers"),
     ErrorRule("max retries exceeded", "network", "network", stage="download"),
     ErrorRule("dial tcp", "network", "network", stage="download", backend="ollama"),
+    ErrorRule("connection timed out", "network", "network"),
     ErrorRule("i/o timeout", "network", "network", stage="download"),
     ErrorRule("tls handshake timeout", "network", "network", stage="download"),
     ErrorRule("temporary failure in name resolution", "network", "network", stage="download"),
@@ -833,7 +861,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ),
     ErrorRule("headertoolarge", "truncated_file", "other", stage="load_weights", backend="transformers"),
     ErrorRule("safetensorerror", "truncated_file", "other", stage="load_weights", backend="transformers"),
-    ErrorRule("downloaderror", "download_failed", "other", stage="download", backend="tgi"),
+    ErrorRule("downloaderror", "download_failed", "other", stage="download", strong=False, backend="tgi"),
     ErrorRule(
         "some modules are dispatched on the cpu or the disk",
         "bnb_cpu_dispatch",
@@ -1505,7 +1533,11 @@ BACKEND_MARKS: tuple[tuple[str, str], ...] = (
     ("enginecore", "vllm"),
     ("gpu_model_runner", "vllm"),
     ("model_runner.py", "vllm"),
-    ("[launcher.py:", "vllm"),  # vllm/entrypoints/launcher.py lists the routes as the server comes up
+    ("launcher.py:", "vllm"),
+    (
+        "gguf model with architecture",
+        "vllm",
+    ),  # vLLM's GGUF loader  # vllm/entrypoints/launcher.py lists the routes as the server comes up
     ("kv_cache_utils", "vllm"),
     ("gpu_memory_utilization", "vllm"),
     ("worker_base.py", "vllm"),
