@@ -536,3 +536,16 @@ def test_a_crash_loop_keeps_what_it_quotes_bounded(tmp_path: Path) -> None:
     recovered = [line for line in result.evidence if line.startswith("recovered:")]
     assert 1 <= len(recovered) <= 3 and len(diagnoser._recovered) <= 3
     assert recovered[0].startswith("recovered: line 2:")
+
+
+def test_a_gpu_held_by_others_is_not_told_to_quantize() -> None:
+    # vLLM refuses to start when less is free than its share: the weights were never the problem.
+    case = next(c for c in UNSEEN if c["id"] == "r3-19-vllm-3090-free-mem-less-than-util")
+    diagnosis = _diagnose_case(case)
+    assert (diagnosis.failure, diagnosis.cause, diagnosis.failure_stage) == (
+        "cuda_oom",
+        "gpu_share_short",
+        "load_weights",
+    )
+    assert any("--gpu-memory-utilization" in line for line in diagnosis.advice)
+    assert not any("do not fit" in line or "quantiz" in line for line in diagnosis.advice)

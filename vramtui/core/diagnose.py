@@ -2158,6 +2158,12 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
     figures = diagnosis.engine_figures
     if failure == "cuda_oom" and cause == "cuda_graph_capture":
         return _advice_graph_capture(b)
+    if failure == "cuda_oom" and cause == "gpu_share_short":
+        return [
+            "Something else holds GPU memory, or the share asked for is more than is free: stop what "
+            "holds the GPU (`vramtui check` names the holders), or ask for less.",
+            _say("Ask for no more than the free share the error names: {mem_share} (e.g. 0.90).", b),
+        ]
     if failure == "cuda_oom":
         return _advice_memory(
             stage, b, figures, quantized="quantized" in formats, flash_attn="flash_attn" in formats
