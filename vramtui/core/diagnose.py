@@ -93,6 +93,9 @@ _PREFIX_RES = (
     re.compile(r"^\([\w-]+(?: pid=\d+)?[^)]*\)\s?"),  # "(EngineCore_DP0 pid=1)" / Ray actors
     re.compile(r"^\[rank\d+\]:\s?"),
     re.compile(
+        r"^\|\s*(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s*\|\s*[\w.]+\s*\|\s?"
+    ),  # FastChat/LLaVA after the date
+    re.compile(
         r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|WARN)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]+\]|[\w.]+:\d+\])\s?"
     ),
     re.compile(r"^\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\s*(?:>\s?)?"),
@@ -1905,6 +1908,7 @@ CAUSE_WORDS: dict[str, str] = {
     "host_alloc": "a host-RAM allocation failed",
     "nccl_timeout": "a multi-GPU (NCCL) collective operation timed out: one GPU's process stalled or died",
     "gpu_share_short": "less GPU memory is free than the share the engine was asked to take",
+    "disk_offload": "the model does not fit GPU and host memory, so accelerate would put weights on disk",
     "host_ram_short": "the model needs more host RAM than is free",
     "bad_magic": "the file is not a GGUF (bad magic number)",
     "truncated_file": "the model file is cut short or corrupt",
@@ -2152,6 +2156,9 @@ def _while(diagnosis: Diagnosis) -> str:
     }.get(diagnosis.failure_stage, " while setting up the context")
 
 
+_SUPPORTED_LIST_RE = re.compile(r"must be one of \[([^\]]+)\]", re.IGNORECASE)
+
+
 def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None) -> list[str | None]:
     b = diagnosis.backend
     failure, cause, stage = diagnosis.failure, diagnosis.cause, diagnosis.failure_stage
@@ -2241,6 +2248,12 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
             return [
                 "This build predates the file's format (GGUF): upgrade it (pip install -U llama-cpp-python / a newer llama.cpp), or use a file made for this version."
             ]
+        supported = _SUPPORTED_LIST_RE.search(diagnosis.first_error_text or "")
+        if supported:  # the engine said what it reads: naming the method it refused would not help
+            return [
+                f"This build of {b or 'the engine'} reads only {supported.group(1).replace(chr(39), '')}: "
+                "use a checkpoint quantized that way, or upgrade it."
+            ]
         return [
             f"Upgrade {b or 'the engine'} or pick a quantization it supports.",
             _say("Choose the method explicitly: {quant} (awq, gptq, fp8 ...).", b),
@@ -2305,6 +2318,12 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
         ]
     if cause == "download_failed":
         return ["The download failed: check the token for gated models (HF_TOKEN) and the network."]
+    if cause == "disk_offload":
+        return [
+            "The model does not fit GPU and host memory: quantize it (load_in_4bit / a pre-quantized "
+            "checkpoint), raise max_memory if it was set low, or accept slow disk offload with "
+            'offload_folder="...".'
+        ]
     if cause == "bnb_cpu_dispatch":
         return [
             "The quantized model does not fit the GPU: use a smaller model, or allow CPU offload with "

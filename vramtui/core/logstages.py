@@ -174,6 +174,8 @@ STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("create_chat_completion", "inference", backend="llama-cpp-python"),
     StageRule("llama runner started", "ready", backend="ollama"),
     StageRule("error loading llama server", "load_weights", backend="ollama"),
+    StageRule("failed to start", "load_weights", r"shard \d+ failed to start", backend="tgi"),
+    StageRule("shardcannotstart", "load_weights", backend="tgi"),
     # Ollama plans the load (layers offloaded to each device) just before it starts the runner.
     StageRule("offload to", "load_weights", r'msg="offload to \w+"', backend="ollama"),
     StageRule("while running the model", "inference", backend="ollama"),
@@ -226,6 +228,7 @@ STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("# gpu blocks", "kv_cache", backend="vllm"),
     StageRule("# cuda blocks", "kv_cache", backend="vllm"),
     StageRule("available kv cache memory", "kv_cache", backend="vllm"),
+    StageRule("x gpu_memory_utilization", "kv_cache", backend="vllm"),  # V0's profile: total x share
     StageRule("failed to load model", "load_weights"),  # on the error line itself: it was loading
     StageRule("from_pretrained", "load_weights", backend="transformers"),  # a traceback's code line
     StageRule("init_memory_pool", "kv_cache", backend="sglang"),  # its frames in an allocation traceback
@@ -380,6 +383,14 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         r"available kv cache memory:\s*-",  # negative: the weights and activations left nothing
         stage="kv_cache",
         backend="vllm",
+    ),
+    ErrorRule(
+        "larger than the profiled value",
+        "kv_too_small",
+        "kv_cache_too_small",
+        r"larger than the profiled value -",  # SGLang: a negative budget of KV tokens
+        stage="kv_cache",
+        backend="sglang",
     ),
     ErrorRule(
         "reserved for kv cache is",
@@ -863,6 +874,13 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("safetensorerror", "truncated_file", "other", stage="load_weights", backend="transformers"),
     ErrorRule("downloaderror", "download_failed", "other", stage="download", strong=False, backend="tgi"),
     ErrorRule(
+        "offloaded to the disk",
+        "disk_offload",
+        "other",
+        stage="load_weights",
+        backend="transformers",
+    ),
+    ErrorRule(
         "some modules are dispatched on the cpu or the disk",
         "bnb_cpu_dispatch",
         "other",
@@ -1071,6 +1089,13 @@ RECOVERY_RULES: tuple[NoticeRule, ...] = (
 
 # Quiet failures: the run goes on, slower or bigger than the user thinks.
 NOTICE_RULES: tuple[NoticeRule, ...] = (
+    # a prompt cut to fit the context: the request "works", the model never sees all of it
+    NoticeRule(
+        "truncating input prompt",
+        "context_truncated",
+        "prompts were cut to fit the context: raise num_ctx (OLLAMA_CONTEXT_LENGTH) or the model misses part of each input",
+        backend="ollama",
+    ),
     # kernels and attention that fell back to a slower or hungrier path
     NoticeRule(
         "falling back to",
@@ -1144,6 +1169,8 @@ NOTICE_RULES: tuple[NoticeRule, ...] = (
     ),
     NoticeRule("capturing cudagraphs", "mark", "graph_capture", backend="vllm"),
     NoticeRule("capture cuda graph begin", "mark", "graph_capture", backend="sglang"),
+    # a traceback through torch's CUDA-graph capture (its frames, when the engine's own line is cut off)
+    NoticeRule("cuda/graphs.py", "mark", "graph_capture", r"torch[/\\]cuda[/\\]graphs\.py"),
     NoticeRule(
         "flash_attn",
         "mark",
@@ -1533,11 +1560,9 @@ BACKEND_MARKS: tuple[tuple[str, str], ...] = (
     ("enginecore", "vllm"),
     ("gpu_model_runner", "vllm"),
     ("model_runner.py", "vllm"),
-    ("launcher.py:", "vllm"),
-    (
-        "gguf model with architecture",
-        "vllm",
-    ),  # vLLM's GGUF loader  # vllm/entrypoints/launcher.py lists the routes as the server comes up
+    ("launcher.py:", "vllm"),  # vllm/entrypoints/launcher.py lists the routes as the server comes up
+    ("gguf model with architecture", "vllm"),  # vLLM's GGUF loader
+    ("offload_folder", "transformers"),  # accelerate's device_map asking where to put weights on disk
     ("kv_cache_utils", "vllm"),
     ("gpu_memory_utilization", "vllm"),
     ("worker_base.py", "vllm"),
