@@ -564,3 +564,10 @@ def test_an_engine_that_names_the_quantizations_it_reads_gets_them_back() -> Non
     advice = _diagnose_case(case).advice
     assert any("reads only awq, squeezellm" in line for line in advice)
     assert not any("--quantization" in line for line in advice)  # gptq is what it refused
+
+
+def test_a_model_larger_than_free_ram_is_told_to_shrink_the_weights_first() -> None:
+    case = next(c for c in UNSEEN if c["id"] == "r4-12-ollama-system-memory-deepseek671b")
+    diagnosis = _diagnose_case(case)
+    assert diagnosis.cause == "host_ram_short"
+    assert "smaller quantization" in diagnosis.advice[0] and "saves only the KV cache" in diagnosis.advice[0]

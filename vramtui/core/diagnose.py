@@ -2297,6 +2297,16 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
     if failure == "disk_full":
         return ["Free disk space, or point the model cache at a bigger disk (HF_HOME, OLLAMA_MODELS)."]
     # other: by cause
+    if failure != "host_oom" and cause == "host_ram_short":
+        # The engine compared the whole model with free RAM: the weights are what does not fit.
+        return [
+            "The model needs more host RAM than is free: use a smaller quantization or a smaller model "
+            + (
+                _say("(a shorter {context} saves only the KV cache).", b)
+                or "(a shorter context saves only the KV cache)."
+            ),
+            "Close other programs or raise the container's memory limit.",
+        ]
     if failure == "host_oom" or cause in _HOST_ALLOCATION_CAUSES:
         smaller = _smaller_context(figures, "flash_attn" in formats) if figures.get("context") else ""
         lower = _say(f"lower {{context}}{smaller}", b) or "lower the context"
