@@ -4,11 +4,13 @@ backend's own wording, and logs made on this machine by llama-cpp-python."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
 
-from vramtui.core import logstages
+from vramtui.core import diagnose, logstages
 from vramtui.core.backends import get_backend
 from vramtui.core.diagnose import (
     STAGES,
@@ -292,12 +294,50 @@ def test_exit_137_without_text_says_where_to_look() -> None:
     assert "dmesg" in d.advice[0]
 
 
-def test_exit_137_with_kernel_log_confirms_the_oom_killer() -> None:
-    kernel = "[Mon Jul  1 12:00:45 2025] Out of memory: Killed process 4242 (python3) total-vm:98765432kB"
-    d = diagnose_lines(LOAD_LINES, exit_code=-9, kernel_log=lambda: kernel)
+def _dmesg_time(when: float) -> str:
+    return time.strftime("[%a %b %d %H:%M:%S %Y]", time.localtime(when))
+
+
+def test_exit_137_with_a_kernel_kill_near_the_log_confirms_the_oom_killer(tmp_path: Path) -> None:
+    ended = time.time() - 3600
+    kernel = f"{_dmesg_time(ended + 2)} Out of memory: Killed process 4242 (python3) total-vm:98765432kB"
+    path = tmp_path / "server.log"
+    path.write_text("\n".join(LOAD_LINES) + "\n")
+    os.utime(path, (ended, ended))  # the log's last write: when the server died
+    d = diagnose_file(path, exit_code=-9, kernel_log=lambda: kernel)
     assert d.failure == "host_oom_killed"
     assert any(line.startswith("kernel: ") and "Killed process 4242" in line for line in d.evidence)
-    assert "kernel" in d.summary and "dmesg" not in " ".join(d.advice)
+    assert "kernel" in d.summary and d.advice[0] == "The kernel log confirms the OOM killer."
+
+
+def test_a_kernel_kill_at_another_time_is_not_called_a_confirmation(tmp_path: Path) -> None:
+    # This machine once killed something else: a log written hours later is not explained by it.
+    kernel = f"{_dmesg_time(time.time() - 5 * 3600)} Out of memory: Killed process 4242 (python3)"
+    path = tmp_path / "server.log"
+    path.write_text("\n".join(LOAD_LINES) + "\n")
+    d = diagnose_file(path, exit_code=-9, kernel_log=lambda: kernel)
+    assert d.failure == "host_oom_killed"
+    assert not any(line.startswith("kernel: ") for line in d.evidence)
+    assert "only at other times" in d.advice[0] and "confirms" not in d.advice[0]
+    assert "kernel" not in d.summary
+    # A log from a pipe has no time: the kills are shown, and not called a confirmation either.
+    untimed = diagnose_lines(LOAD_LINES, exit_code=-9, kernel_log=lambda: kernel)
+    assert any(line.startswith("kernel: ") for line in untimed.evidence)
+    assert "if one of them was this server" in untimed.advice[0]
+
+
+def test_kernel_log_times_are_read_in_each_format() -> None:
+    now = time.time()
+    stamp = time.localtime(now - 60)
+    assert (
+        abs(diagnose._kernel_line_time(time.strftime("[%a %b %d %H:%M:%S %Y] oom-kill", stamp)) - (now - 60))
+        < 2
+    )
+    journal = time.strftime("%b %d %H:%M:%S host kernel: Out of memory: Killed process 9", stamp)
+    assert abs(diagnose._kernel_line_time(journal) - (now - 60)) < 2
+    boot = diagnose._kernel_line_time("[  123.456789] Out of memory: Killed process 9 (python)")
+    assert boot is not None and boot < now
+    assert diagnose._kernel_line_time("no time here: Killed process 9") is None
 
 
 def test_readable_kernel_log_without_oom_line_says_so() -> None:

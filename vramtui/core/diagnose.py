@@ -20,6 +20,7 @@ import re._constants as _sre  # type: ignore[import-not-found]
 import re._parser as _sre_parser  # type: ignore[import-not-found]
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -1088,6 +1089,64 @@ def read_kernel_oom_lines(timeout_s: float = 2.0) -> str | None:
     return None
 
 
+# A kill this long before the log's last line, or this long after it, may be the server's (the log
+# stops when the process dies; a saved file's time is its last write).
+_KILL_BEFORE_S = 600.0
+_KILL_AFTER_S = 120.0
+_DMESG_T_RE = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]")  # dmesg -T
+_JOURNAL_TIME_RE = re.compile(r"^(\w{3} +\d+ \d\d:\d\d:\d\d) ")  # journalctl -k
+_DMESG_RE = re.compile(r"^\[\s*(\d+\.\d+)\]")  # dmesg: seconds since boot
+
+
+def _kernel_line_time(line: str) -> float | None:
+    """When a kernel log line was written (seconds since the epoch, local time), if it says."""
+    try:
+        if match := _DMESG_T_RE.match(line):
+            return time.mktime(time.strptime(" ".join(match.group(1).split()), "%a %b %d %H:%M:%S %Y"))
+        if match := _JOURNAL_TIME_RE.match(line):
+            year = time.localtime().tm_year
+            when = time.mktime(
+                time.strptime(f"{' '.join(match.group(1).split())} {year}", "%b %d %H:%M:%S %Y")
+            )
+            return when if when <= time.time() + 86400 else when - 365 * 86400  # last year's December
+        if match := _DMESG_RE.match(line):
+            import psutil  # type: ignore[import-untyped]
+
+            return psutil.boot_time() + float(match.group(1))
+    except (ValueError, OverflowError, OSError):
+        return None
+    return None
+
+
+def _kills_near(kernel_text: str, log_time: float | None) -> tuple[list[str], list[str]]:
+    """The kernel's OOM-kill lines that may be this log's process (by time), and the others.
+
+    With no time for the log (text from a pipe), none can be matched: all are "others".
+    """
+    near: list[str] = []
+    others: list[str] = []
+    for line in kernel_text.splitlines():
+        when = _kernel_line_time(line)
+        if (
+            log_time is not None
+            and when is not None
+            and log_time - _KILL_BEFORE_S <= when <= log_time + _KILL_AFTER_S
+        ):
+            near.append(line)
+        else:
+            others.append(line)
+    return near, others
+
+
+def _kill_times(lines: list[str]) -> str:
+    times = [
+        time.strftime("%b %d %H:%M:%S", time.localtime(when))
+        for line in lines
+        if (when := _kernel_line_time(line))
+    ]
+    return ", ".join(dict.fromkeys(times)) or "times it does not print"
+
+
 class LogDiagnoser:
     """Stream a model server's log through the rules, one line at a time."""
 
@@ -1105,6 +1164,9 @@ class LogDiagnoser:
         self.requested_quant = requested_quant.lower() if requested_quant else None
         self._kernel_log = kernel_log if kernel_log is not None else read_kernel_oom_lines
         self._kernel_text: str | bool | None = False  # False: not read yet
+        # When the log ended (seconds since the epoch): a saved file's last write, a live process's exit.
+        # Only a kernel OOM kill near it confirms that the OOM killer ended this process.
+        self.log_time: float | None = None
         self._memo: dict[str, _LineInfo | None] = {}  # digit-dependent lines, by their text
         self._masks: dict[bytes, object] = {}  # ASCII lines, by their digit mask (see _mask_entry)
         self._text_masks: dict[bytes, object] = {}  # cleaned non-ASCII lines, by the mask of their UTF-8
@@ -1626,10 +1688,29 @@ class LogDiagnoser:
         evidence = list(dict.fromkeys(evidence))
 
         kernel_note: str | None = None
+        kills_elsewhere: str | None = None
         if failure == "host_oom_killed":
-            kernel_note = self._read_kernel()
-            if kernel_note:
-                evidence.extend(f"kernel: {line}" for line in kernel_note.splitlines()[:3])
+            kernel_text = self._read_kernel()
+            kernel_note = kernel_text
+            if kernel_text:
+                near, others = _kills_near(kernel_text, self.log_time)
+                if near:
+                    kernel_note = "\n".join(near)
+                    evidence.extend(f"kernel: {line}" for line in near[:3])
+                else:  # kills at other times (or a log with no time): shown, never called a confirmation
+                    kernel_note = None
+                    if self.log_time is None:
+                        evidence.extend(f"kernel: {line}" for line in others[-3:])
+                        kills_elsewhere = (
+                            f"This machine's kernel log shows OOM kills ({_kill_times(others)}): if one of them "
+                            "was this server, that confirms it (the log does not say when it ran)."
+                        )
+                    else:
+                        kills_elsewhere = (
+                            f"This machine's kernel log shows OOM kills only at other times "
+                            f"({_kill_times(others)}), not when this log ends: look in the kernel log of the "
+                            "machine and the hour the server ran (`dmesg -T`)."
+                        )
 
         warnings = self._quiet_failures()
         figures = self._figures_flat()
@@ -1656,7 +1737,7 @@ class LogDiagnoser:
             formats.add("quantized")  # the log shows quantized weights (advice: no "quantize it" first)
         if "mark:flash_attn_on" in self._notices:
             formats.add("flash_attn")  # llama.cpp's compute buffer then hardly grows with the context
-        diagnosis.advice = advise(diagnosis, formats, kernel_note)
+        diagnosis.advice = advise(diagnosis, formats, kernel_note, kills_elsewhere)
         diagnosis.summary = summarize(diagnosis, kernel_note)
         return diagnosis
 
@@ -1861,6 +1942,7 @@ def diagnose_file(
             raise VramtuiError(f"{path} is a folder, not a log file")
         try:
             with file_path.open("rb") as stream:
+                diagnoser.log_time = os.fstat(stream.fileno()).st_mtime  # its last line's time, near enough
                 diagnoser._feed_raw_stream(stream)
         except FileNotFoundError as error:
             raise VramtuiError(f"no such file: {path}") from error
@@ -2159,7 +2241,9 @@ def _while(diagnosis: Diagnosis) -> str:
 _SUPPORTED_LIST_RE = re.compile(r"must be one of \[([^\]]+)\]", re.IGNORECASE)
 
 
-def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None) -> list[str | None]:
+def _advice_for(
+    diagnosis: Diagnosis, formats: set[str], kernel_note: str | None, kills_elsewhere: str | None = None
+) -> list[str | None]:
     b = diagnosis.backend
     failure, cause, stage = diagnosis.failure, diagnosis.cause, diagnosis.failure_stage
     figures = diagnosis.engine_figures
@@ -2203,7 +2287,9 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
         ]
     if failure == "host_oom_killed":
         where = (
-            "The kernel log confirms the OOM killer."
+            kills_elsewhere
+            if kills_elsewhere
+            else "The kernel log confirms the OOM killer."
             if kernel_note
             else "This machine's kernel log has no OOM-killer line: if the server ran elsewhere (another host, a "
             "container, a pod) look there; otherwise a supervisor or a timeout may have sent the kill."
@@ -2342,7 +2428,12 @@ def _advice_for(diagnosis: Diagnosis, formats: set[str], kernel_note: str | None
     return ["Read the first error line above; the lines before it say which step was running."]
 
 
-def advise(diagnosis: Diagnosis, formats: Iterable[str] = (), kernel_note: str | None = None) -> list[str]:
+def advise(
+    diagnosis: Diagnosis,
+    formats: Iterable[str] = (),
+    kernel_note: str | None = None,
+    kills_elsewhere: str | None = None,
+) -> list[str]:
     """Ordered advice for a diagnosis, naming the detected backend's own flags."""
     if not diagnosis.failed:
         return []
@@ -2368,7 +2459,7 @@ def advise(diagnosis: Diagnosis, formats: Iterable[str] = (), kernel_note: str |
         and diagnosis.failure in ("unsupported_quant", "other")
     ):
         advice.append("AWQ/GPTQ checkpoints need vLLM or TGI; llama.cpp and Ollama read GGUF.")
-    advice.extend(_advice_for(diagnosis, formats, kernel_note))
+    advice.extend(_advice_for(diagnosis, formats, kernel_note, kills_elsewhere))
     return [line for line in dict.fromkeys(advice) if line]
 
 

@@ -520,6 +520,7 @@ class ModelServer:
         if not self.stopped_by_us and self.diagnoser is not None:
             with contextlib.suppress(Exception):
                 self.diagnoser.note_exit(self.exit_code)
+                self.diagnoser.log_time = time.time()  # a kernel OOM kill about now is this process's
         self._event("exit", f"exit status {self.exit_code}")
 
     @property
