@@ -265,6 +265,9 @@ def _analyze(text: str) -> _LineInfo | None:
     return _analyze_detail(text)[0]
 
 
+_FRACTION_FIGURES = frozenset({"max_concurrency", "memory_share"})  # counts that are not whole numbers
+
+
 def _extract_figures(
     text: str, rules: Iterable[ls.FigureRule]
 ) -> tuple[list[tuple[str, str | None, int | float, bool]], list[ls.FigureRule]]:
@@ -279,7 +282,7 @@ def _extract_figures(
         if not figure.count:
             unit = (groups.get("unit") or figure.unit_default).upper()
             value = round(value * ls.UNIT_BYTES.get(unit, 1))
-        elif figure.key != "max_concurrency":
+        elif figure.key not in _FRACTION_FIGURES:
             value = int(value)
         figures.append((figure.key, groups.get("device"), value, figure.per_device))
         matched.append(figure)
@@ -1519,6 +1522,8 @@ class LogDiagnoser:
         if (self._strong if rule.strong else self._weak) is not None:
             return "error", False  # not the first: the cause is already known
         known = rule.stage or stage or info.stage or self._current_or_none()
+        if known is None and _SAYS_LOADING_RE.search(text):
+            known = "load_weights"  # no stage before it, but the error line says it was loading
         found = _Found(number, text, rule, known or _DEFAULT_STAGE[rule.failure], known is None)
         if rule.strong:
             self._strong = found
@@ -1829,6 +1834,11 @@ def _pieces(batches: Iterable[list[bytes]]) -> Iterator[list[bytes]]:
             yield batch[start : start + _PIECE_LINES]
 
 
+# An error line that says it happened while loading ("Failed to load model - not enough GPU memory",
+# Ollama's "error loading llama server"): its stage when no line before it says one.
+_SAYS_LOADING_RE = re.compile(
+    r"error loading|failed to load|while loading|loading (?:the )?model", re.IGNORECASE
+)
 _RECOVERIES_QUOTED = 3
 _STARTUP_STAGES = frozenset({"download", "load_weights", "kv_cache"})
 _ADOPT_WITHIN_LINES = 20  # how far after a stage-less first error its stage may still be told (_adopt_stage)
@@ -1990,6 +2000,8 @@ CAUSE_WORDS: dict[str, str] = {
     "host_alloc": "a host-RAM allocation failed",
     "nccl_timeout": "a multi-GPU (NCCL) collective operation timed out: one GPU's process stalled or died",
     "gpu_share_short": "less GPU memory is free than the share the engine was asked to take",
+    "prefill_warmup": "the warmup's largest prefill did not fit in GPU memory",
+    "removed_ggml_type": "the file uses a tensor type this llama.cpp build removed",
     "disk_offload": "the model does not fit GPU and host memory, so accelerate would put weights on disk",
     "host_ram_short": "the model needs more host RAM than is free",
     "bad_magic": "the file is not a GGUF (bad magic number)",
@@ -2006,9 +2018,22 @@ CAUSE_WORDS: dict[str, str] = {
 }
 
 
+# With no backend named in the log, the advice names the setting instead of a flag.
+_GENERIC_KNOBS: dict[str, str] = {
+    "context": "the context length",
+    "parallel": "the number of parallel requests",
+    "batch": "the batch size",
+    "mem_share": "the engine's GPU memory share",
+    "kv_dtype": "the KV-cache type",
+    "cpu_offload": "CPU offload",
+    "gpu_layers": "the layers on the GPU",
+    "quant": "the quantization",
+}
+
+
 def _knob(backend: str | None, param: str) -> str | None:
     if backend is None:
-        return None
+        return _GENERIC_KNOBS.get(param)
     if backend in ls.EXTRA_KNOBS:
         return ls.EXTRA_KNOBS[backend].get(param)
     from vramtui.core.backends import get_backend
@@ -2238,6 +2263,8 @@ def _while(diagnosis: Diagnosis) -> str:
     }.get(diagnosis.failure_stage, " while setting up the context")
 
 
+_HIGH_SHARE = 0.9  # a memory share at or above this leaves nothing to raise
+_FREE_OF_TOTAL_RE = re.compile(r"\((\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) GiB\)")
 _SUPPORTED_LIST_RE = re.compile(r"must be one of \[([^\]]+)\]", re.IGNORECASE)
 
 
@@ -2250,10 +2277,27 @@ def _advice_for(
     if failure == "cuda_oom" and cause == "cuda_graph_capture":
         return _advice_graph_capture(b)
     if failure == "cuda_oom" and cause == "gpu_share_short":
+        free = _FREE_OF_TOTAL_RE.search(diagnosis.first_error_text or "")
+        share = (
+            f"{max(int((float(free.group(1)) / float(free.group(2)) - 0.02) * 100), 1) / 100:.2f}"
+            if free and float(free.group(2)) > 0
+            else "0.80"
+        )
         return [
             "Something else holds GPU memory, or the share asked for is more than is free: stop what "
             "holds the GPU (`vramtui check` names the holders), or ask for less.",
-            _say("Ask for no more than the free share the error names: {mem_share} (e.g. 0.90).", b),
+            _say(
+                f"Ask for no more than the free share: {{mem_share}} {share} (the error says what is free).",
+                b,
+            ),
+        ]
+    if failure == "cuda_oom" and cause == "prefill_warmup":
+        return [
+            _say(
+                "The warmup's prefill does not fit: lower {batch} (the tokens of one prefill), and "
+                "{context} with it.",
+                b,
+            )
         ]
     if failure == "cuda_oom":
         return _advice_memory(
@@ -2261,18 +2305,33 @@ def _advice_for(
         )
     if failure == "kv_cache_too_small":
         fit = figures.get("max_model_len_fit")
+        context = _say(
+            f"Lower the context to what fits: {{context}} {int(fit)}."
+            if fit
+            else "Lower the context: {context}.",
+            b,
+        )
+        kv_dtype = _say("Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).", b)
+        offload = _say(
+            "Move part of the weights to host RAM: {cpu_offload} N, or use a smaller quantization.", b
+        )
+        memory_share = figures.get("memory_share")
+        if memory_share and memory_share >= _HIGH_SHARE:
+            # The engine already takes (nearly) the whole card: the room has to come from the weights.
+            taken = _say(f"The engine already takes {memory_share:g} of the card ({{mem_share}}): ", b) or ""
+            return [
+                taken + "the weights leave too little for the KV cache." if taken else None,
+                offload,
+                kv_dtype,
+                context,
+            ]
         return [
             _say(
                 "Give the KV cache more room: raise {mem_share} (e.g. 0.95) if nothing else uses the GPU.", b
             ),
-            _say(
-                f"Or lower the context to what fits: {{context}} {int(fit)}."
-                if fit
-                else "Or lower the context: {context}.",
-                b,
-            ),
-            _say("Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).", b),
-            _say("Move part of the weights to host RAM: {cpu_offload} N, or use a smaller quantization.", b),
+            context and "Or " + context[0].lower() + context[1:],
+            kv_dtype,
+            offload,
         ]
     if failure == "context_too_long":
         return [
@@ -2330,6 +2389,11 @@ def _advice_for(
             )
         ]
     if failure == "unsupported_quant":
+        if cause == "removed_ggml_type":
+            return [
+                "This build no longer reads the file's tensor type (the line names its replacement): get or "
+                "make the model in a current type; upgrading will not help, an older build would."
+            ]
         if cause == "old_format":
             return [
                 "This build predates the file's format (GGUF): upgrade it (pip install -U llama-cpp-python / a newer llama.cpp), or use a file made for this version."

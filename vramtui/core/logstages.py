@@ -173,7 +173,6 @@ STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("create_completion", "inference", backend="llama-cpp-python"),
     StageRule("create_chat_completion", "inference", backend="llama-cpp-python"),
     StageRule("llama runner started", "ready", backend="ollama"),
-    StageRule("error loading llama server", "load_weights", backend="ollama"),
     StageRule("failed to start", "load_weights", r"shard \d+ failed to start", backend="tgi"),
     StageRule("shardcannotstart", "load_weights", backend="tgi"),
     # Ollama plans the load (layers offloaded to each device) just before it starts the runner.
@@ -229,7 +228,6 @@ STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("# cuda blocks", "kv_cache", backend="vllm"),
     StageRule("available kv cache memory", "kv_cache", backend="vllm"),
     StageRule("x gpu_memory_utilization", "kv_cache", backend="vllm"),  # V0's profile: total x share
-    StageRule("failed to load model", "load_weights"),  # on the error line itself: it was loading
     StageRule("from_pretrained", "load_weights", backend="transformers"),  # a traceback's code line
     StageRule("init_memory_pool", "kv_cache", backend="sglang"),  # its frames in an allocation traceback
     # The HTTP server is up: vLLM lists its routes, then uvicorn starts (vLLM, SGLang).
@@ -307,6 +305,15 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ),
     ErrorRule("signaled to shutdown with signal", "crash", "other", strong=False, backend="tgi"),
     # --- device memory ---
+    # text-generation-inference's warmup runs one prefill of --max-batch-prefill-tokens tokens.
+    ErrorRule(
+        "not enough memory to handle",
+        "prefill_warmup",
+        "cuda_oom",
+        r"not enough memory to handle \d+ prefill tokens",
+        stage="kv_cache",
+        backend="tgi",
+    ),
     # vLLM checks the share it was asked for (--gpu-memory-utilization) against what is free at start:
     # another process holds GPU memory, or the share is set higher than the card has free.
     ErrorRule(
@@ -474,6 +481,13 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         backend="vllm",
     ),
     ErrorRule(
+        "is longer than the model's context length",
+        "context_too_long",
+        "context_too_long",
+        stage="inference",
+        backend="sglang",
+    ),
+    ErrorRule(
         "longer than the maximum model length",
         "context_too_long",
         "context_too_long",
@@ -522,6 +536,14 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "invalid ggml type",
         "unknown_ggml_type",
         "unsupported_quant",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "removed, use",  # a repacked type llama.cpp dropped: "of type 36 (TYPE_IQ4_NL_4_4 REMOVED, use IQ4_NL ...)"
+        "removed_ggml_type",
+        "unsupported_quant",
+        r"\(\s*type_\w+ removed, use ",
         stage="load_weights",
         backend="llama.cpp",
     ),
@@ -1169,6 +1191,7 @@ NOTICE_RULES: tuple[NoticeRule, ...] = (
     ),
     NoticeRule("capturing cudagraphs", "mark", "graph_capture", backend="vllm"),
     NoticeRule("capture cuda graph begin", "mark", "graph_capture", backend="sglang"),
+    NoticeRule("cuda_graph_runner", "mark", "graph_capture"),  # the graph runner's frames (SGLang, vLLM V0)
     # a traceback through torch's CUDA-graph capture (its frames, when the engine's own line is cut off)
     NoticeRule("cuda/graphs.py", "mark", "graph_capture", r"torch[/\\]cuda[/\\]graphs\.py"),
     NoticeRule(
@@ -1277,6 +1300,21 @@ _UNIT = r"\s*(?P<unit>[KMGT]i?B)"
 FIGURE_RULES: tuple[FigureRule, ...] = (
     # vramtui's launcher heads each run log with the budget it enforced, so a saved log reads back
     # the same as the live run: under a host budget, a failed allocation is that budget's OOM.
+    # The share of the card the engine was told to take, as its flags or its config dump print it.
+    FigureRule(
+        "memory",
+        "memory_share",
+        r"(?:--gpu-memory-utilization[= ]|gpu_memory_utilization[=:]\s*|gpu_memory_utilization \("
+        r"|--cuda-memory-fraction[= ])(?P<value>0?\.\d+|1(?:\.0+)?)\b",
+        count=True,
+    ),
+    FigureRule(
+        "fraction",
+        "memory_share",
+        r"(?:--mem-fraction-static[= ]|mem_fraction_static=)(?P<value>0?\.\d+|1(?:\.0+)?)\b",
+        count=True,
+        backend="sglang",
+    ),
     FigureRule(
         "vramtui: memory budget",
         "host_budget",
@@ -1562,6 +1600,9 @@ BACKEND_MARKS: tuple[tuple[str, str], ...] = (
     ("model_runner.py", "vllm"),
     ("launcher.py:", "vllm"),  # vllm/entrypoints/launcher.py lists the routes as the server comes up
     ("gguf model with architecture", "vllm"),  # vLLM's GGUF loader
+    ("cannot use flashattention-2 backend", "vllm"),  # vLLM's attention choice on older GPUs
+    ("using xformers backend", "vllm"),
+    ("is longer than the model's context length", "sglang"),
     ("offload_folder", "transformers"),  # accelerate's device_map asking where to put weights on disk
     ("kv_cache_utils", "vllm"),
     ("gpu_memory_utilization", "vllm"),
