@@ -634,3 +634,10 @@ def test_advice_names_the_flag_the_engine_itself_points_at() -> None:
     assert graphs.cause == "cuda_graph_capture" and "--mem-fraction-static" in graphs.advice[0]
     removed = _unseen("r5-24-llamacpp-bitnet-removed-type")
     assert removed.cause == "removed_ggml_type" and "upgrading will not help" in removed.advice[0]
+
+
+def test_slower_paths_the_engines_admit_to_are_quiet_failures() -> None:
+    moe = _unseen("r5-10-sglang-musa-moe-config-fallback")
+    assert not moe.failed and any("MoE kernel" in warning for warning in moe.warnings)
+    flash = _unseen("r5-21-lmstudio-llamacpp-fa-disabled-kv-cpu")
+    assert not flash.failed and any("flash attention is off" in warning for warning in flash.warnings)

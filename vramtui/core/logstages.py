@@ -1111,6 +1111,19 @@ RECOVERY_RULES: tuple[NoticeRule, ...] = (
 
 # Quiet failures: the run goes on, slower or bigger than the user thinks.
 NOTICE_RULES: tuple[NoticeRule, ...] = (
+    NoticeRule(
+        "performance might be sub-optimal",
+        "kernel_fallback",
+        "a MoE kernel runs without a tuned config for this GPU (slower)",
+        r"moe kernel config.*performance might be sub-optimal",
+        backend="sglang",
+    ),
+    NoticeRule(
+        "flash attention was auto, set to disabled",
+        "kernel_fallback",
+        "flash attention is off (auto turned it off): slower, and a bigger compute buffer at long context",
+        backend="llama.cpp",
+    ),
     # a prompt cut to fit the context: the request "works", the model never sees all of it
     NoticeRule(
         "truncating input prompt",
