@@ -93,9 +93,8 @@ _PREFIX_RES = (
     re.compile(r"^[\w.\[\]-]+\s+\|\s?"),  # docker compose "name  | "
     re.compile(r"^\([\w-]+(?: pid=\d+)?[^)]*\)\s?"),  # "(EngineCore_DP0 pid=1)" / Ray actors
     re.compile(r"^\[rank\d+\]:\s?"),
-    re.compile(
-        r"^\|\s*(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s*\|\s*[\w.]+\s*\|\s?"
-    ),  # FastChat/LLaVA after the date
+    # FastChat/LLaVA workers, after the date: "| ERROR | stderr | "
+    re.compile(r"^\|\s*(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s*\|\s*[\w.]+\s*\|\s?"),
     re.compile(
         r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|WARN)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]+\]|[\w.]+:\d+\])\s?"
     ),
