@@ -2001,6 +2001,7 @@ CAUSE_WORDS: dict[str, str] = {
     "gpu_share_short": "less GPU memory is free than the share the engine was asked to take",
     "prefill_warmup": "the warmup's largest prefill did not fit in GPU memory",
     "removed_ggml_type": "the file uses a tensor type this llama.cpp build removed",
+    "torch_checkpoint": "the file is a PyTorch checkpoint, and llama.cpp reads only GGUF",
     "disk_offload": "the model does not fit GPU and host memory, so accelerate would put weights on disk",
     "host_ram_short": "the model needs more host RAM than is free",
     "bad_magic": "the file is not a GGUF (bad magic number)",
@@ -2388,6 +2389,11 @@ def _advice_for(
             )
         ]
     if failure == "unsupported_quant":
+        if cause == "torch_checkpoint":
+            return [
+                "Convert the checkpoint to GGUF (llama.cpp's convert_hf_to_gguf.py on the Hugging Face "
+                "folder), or download a GGUF of the model."
+            ]
         if cause == "removed_ggml_type":
             return [
                 "This build no longer reads the file's tensor type (the line names its replacement): get or "

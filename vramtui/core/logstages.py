@@ -228,6 +228,9 @@ STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("# cuda blocks", "kv_cache", backend="vllm"),
     StageRule("available kv cache memory", "kv_cache", backend="vllm"),
     StageRule("x gpu_memory_utilization", "kv_cache", backend="vllm"),  # V0's profile: total x share
+    StageRule("_allocate_kv_cache", "kv_cache", backend="vllm"),  # frames of the KV allocation
+    StageRule("warming up sampler", "kv_cache", backend="vllm"),  # the startup profile's dummy requests
+    StageRule("dummy_metadata", "kv_cache", backend="vllm"),
     StageRule("from_pretrained", "load_weights", backend="transformers"),  # a traceback's code line
     StageRule("init_memory_pool", "kv_cache", backend="sglang"),  # its frames in an allocation traceback
     # The HTTP server is up: vLLM lists its routes, then uvicorn starts (vLLM, SGLang).
@@ -518,6 +521,15 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         stage="inference",
     ),
     # --- file formats and quantizations the build cannot read ---
+    ErrorRule(
+        "could not load llama model from path",
+        "old_format",
+        "unsupported_quant",
+        r"could not load llama model from path: \S*ggml\S*\.bin",  # a GGML .bin: read only as GGUF since 2023
+        stage="load_weights",
+        strong=False,  # the wrapper's summary: an error llama.cpp printed before it says more
+        backend="llama-cpp-python",
+    ),
     ErrorRule(
         "is this really a ggml file",
         "old_format",
@@ -871,6 +883,15 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("sslerror", "network", "network", stage="download"),
     ErrorRule("httpsconnectionpool", "network", "network", stage="download"),
     # --- broken or wrong files (reported as "other" with their own advice) ---
+    # A PyTorch checkpoint (pickle 80 02 8a 0a, or a zip) handed to llama.cpp: it reads only GGUF.
+    ErrorRule(
+        "invalid magic",
+        "torch_checkpoint",
+        "unsupported_quant",
+        r"invalid magic (?:number|characters):? ?(?:0x)?(?:0a8a0280|04034b50)\b",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
     ErrorRule("invalid magic", "bad_magic", "other", stage="load_weights", backend="llama.cpp"),
     ErrorRule(
         "not within the file bounds", "truncated_file", "other", stage="load_weights", backend="llama.cpp"
@@ -1046,6 +1067,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("ggml_abort", "assert", "other", strong=False, backend="llama.cpp"),
     ErrorRule("watchdog caught collective operation timeout", "nccl_timeout", "other"),
     ErrorRule("segmentation fault", "crash", "other", strong=False),
+    ErrorRule("core-dump", "crash", "other", r"result: core-dump", strong=False),  # systemd's unit status
     ErrorRule("core dumped", "crash", "other", strong=False),
     ErrorRule("terminate called", "crash", "other", strong=False),
     ErrorRule("error: ", "error", "other", r"^\s*error: |\berror: (?!0\b)", strong=False),
