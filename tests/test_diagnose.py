@@ -646,3 +646,10 @@ def test_slower_paths_the_engines_admit_to_are_quiet_failures() -> None:
 def test_files_llama_cpp_cannot_read_say_what_they_are() -> None:
     torch_file = _unseen("r6-17-llamacpp-nitro-pytorch-bin-magic")
     assert torch_file.cause == "torch_checkpoint" and "convert" in torch_file.advice[0].lower()
+
+
+def test_when_no_rule_knows_better_the_engines_own_hint_leads_the_advice() -> None:
+    mamba = _unseen("22-sglang-mamba-pingpong-inference")
+    assert mamba.failure == "other"
+    assert mamba.advice[0].startswith("The engine says what to change:")
+    assert "--mamba-full-memory-ratio" in mamba.advice[0]

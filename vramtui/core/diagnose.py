@@ -1169,6 +1169,7 @@ class LogDiagnoser:
         # When the log ended (seconds since the epoch): a saved file's last write, a live process's exit.
         # Only a kernel OOM kill near it confirms that the OOM killer ended this process.
         self.log_time: float | None = None
+        self._hint: str | None = None  # what the engine says to change, near the first error
         self._memo: dict[str, _LineInfo | None] = {}  # digit-dependent lines, by their text
         self._masks: dict[bytes, object] = {}  # ASCII lines, by their digit mask (see _mask_entry)
         self._text_masks: dict[bytes, object] = {}  # cleaned non-ASCII lines, by the mask of their UTF-8
@@ -1483,6 +1484,8 @@ class LogDiagnoser:
             return "error", False
 
         rule = info.error
+        if info.exception is not None and self._hint is None:
+            self._note_hint(number, text)
         if info.exception is not None or (rule is not None and self._tb_open and self._tb_frames):
             stage = self._close_traceback()
             if stage is not None:
@@ -1529,6 +1532,12 @@ class LogDiagnoser:
             return "error", True
         self._weak = found
         return "error", False
+
+    def _note_hint(self, number: int, text: str) -> None:
+        """An exception just after the first error that says what to change (the engine's own hint)."""
+        found = self._strong or self._weak
+        if found is not None and number - found.number <= _HINT_WITHIN_LINES:
+            self._hint = _engine_hint(text)
 
     def _adopt_stage(self, number: int, stage: str) -> None:
         """A first error that no stage line came before takes the first startup stage told soon after.
@@ -1741,7 +1750,7 @@ class LogDiagnoser:
             formats.add("quantized")  # the log shows quantized weights (advice: no "quantize it" first)
         if "mark:flash_attn_on" in self._notices:
             formats.add("flash_attn")  # llama.cpp's compute buffer then hardly grows with the context
-        diagnosis.advice = advise(diagnosis, formats, kernel_note, kills_elsewhere)
+        diagnosis.advice = advise(diagnosis, formats, kernel_note, kills_elsewhere, hint=self._hint)
         diagnosis.summary = summarize(diagnosis, kernel_note)
         return diagnosis
 
@@ -1840,6 +1849,7 @@ _SAYS_LOADING_RE = re.compile(
 )
 _RECOVERIES_QUOTED = 3
 _STARTUP_STAGES = frozenset({"download", "load_weights", "kv_cache"})
+_HINT_WITHIN_LINES = 60  # how far after the first error an exception's hint still belongs to it
 _ADOPT_WITHIN_LINES = 20  # how far after a stage-less first error its stage may still be told (_adopt_stage)
 _SCORE_CAP = 3  # backend marks counted up to here: enough for detect_backend, and repeats cost nothing
 _EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
@@ -2494,7 +2504,7 @@ def _advice_for(
             "The quantized model does not fit the GPU: use a smaller model, or allow CPU offload with "
             "llm_int8_enable_fp32_cpu_offload=True and a custom device_map."
         ]
-    return ["Read the first error line above; the lines before it say which step was running."]
+    return [_READ_THE_LINE]
 
 
 def advise(
@@ -2502,8 +2512,13 @@ def advise(
     formats: Iterable[str] = (),
     kernel_note: str | None = None,
     kills_elsewhere: str | None = None,
+    hint: str | None = None,
 ) -> list[str]:
-    """Ordered advice for a diagnosis, naming the detected backend's own flags."""
+    """Ordered advice for a diagnosis, naming the detected backend's own flags.
+
+    `hint`: a line near the first error in which the engine says what to change; it leads the advice
+    when the rules have nothing specific for the failure.
+    """
     if not diagnosis.failed:
         return []
     formats = set(formats)
@@ -2528,8 +2543,31 @@ def advise(
         and diagnosis.failure in ("unsupported_quant", "other")
     ):
         advice.append("AWQ/GPTQ checkpoints need vLLM or TGI; llama.cpp and Ollama read GGUF.")
-    advice.extend(_advice_for(diagnosis, formats, kernel_note, kills_elsewhere))
+    own = _advice_for(diagnosis, formats, kernel_note, kills_elsewhere)
+    hint = _engine_hint(diagnosis.first_error_text or "") or hint
+    if hint and own == [_READ_THE_LINE]:
+        own.insert(0, f"The engine says what to change: {hint}")  # better than our generic line
+    advice.extend(own)
     return [line for line in dict.fromkeys(advice) if line]
+
+
+_READ_THE_LINE = "Read the first error line above; the lines before it say which step was running."
+# A sentence in which the engine itself says what to change ("Please try lowering `max_num_seqs`",
+# "You need to decrease `--max-batch-prefill-tokens`", "try increasing --mamba-full-memory-ratio").
+_HINT_RE = re.compile(
+    r"\b(?:please|try|you (?:need|may need|should|must) to|consider|make sure)\b.{0,80}?"
+    r"(?:\b(?:lower|decrease|increase|raise|reduce|set|use|install|pass|add|upgrade|disable|enable|specify)"
+    r"|--[a-z][\w-]+)",
+    re.IGNORECASE,
+)
+
+
+def _engine_hint(text: str) -> str | None:
+    """The first sentence of the error line that tells the user what to change, if one does."""
+    for sentence in re.split(r"(?<=[.!?])\s+", _strip_prefix(text)):
+        if _HINT_RE.search(sentence):
+            return _clip(sentence.strip(), 240)
+    return None
 
 
 def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
