@@ -653,3 +653,21 @@ def test_when_no_rule_knows_better_the_engines_own_hint_leads_the_advice() -> No
     assert mamba.failure == "other"
     assert mamba.advice[0].startswith("The engine says what to change:")
     assert "--mamba-full-memory-ratio" in mamba.advice[0]
+
+
+def test_sglang_killing_its_own_processes_is_not_the_oom_killer() -> None:
+    # SGLang SIGKILLs its process tree after a failed launch; the shell then prints "Killed".
+    lines = [
+        "[2025-02-17 11:56:40 TP0] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=60.1 GB",
+        "[2025-02-17 11:56:43] Initialization failed. warmup error: Traceback (most recent call last):",
+        '  File "sglang/srt/entrypoints/http_server.py", line 548, in _wait_and_warmup',
+        '    assert res.status_code == 200, f"{res=}, {res.text=}"',
+        "AssertionError: res=<Response [403]>",
+        "",
+        "Killed",
+    ]
+    own = diagnose_lines(lines, "sglang", kernel_log=no_kernel_log)
+    assert own.failure != "host_oom_killed" and own.first_error_line in (2, 5)
+    # Any other engine's "Killed" is still the OOM killer's.
+    other = diagnose_lines(lines, "transformers", kernel_log=no_kernel_log)
+    assert other.failure == "host_oom_killed" and other.first_error_line == 7

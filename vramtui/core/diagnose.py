@@ -1618,6 +1618,17 @@ class LogDiagnoser:
     def result(self) -> Diagnosis:
         backend = self.backend or detect_backend(self._scores)
         found = self._strong
+        if (
+            backend == "sglang"
+            and found is not None
+            and found.rule is not None
+            and found.rule.cause == "host_killed"
+            and self._weak is not None
+            and self._weak.number < found.number
+        ):
+            # SGLang ends a failed launch by SIGKILLing its own process tree: the shell's "Killed" after
+            # an error is that, not the OOM killer; the error before it is the failure.
+            found = None
         inferred = False
         cut = self._cut_tb
         cut_memory = self._cut_memory
