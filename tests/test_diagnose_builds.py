@@ -38,12 +38,12 @@ def table_type() -> type:
     return LINESCAN.MaskTable
 
 
-def _scan_all(table: object, block: bytes, quiet: set) -> list[tuple[int, bytes, object]]:
-    table.start(block, 0, len(block), 0)
-    events = []
-    while (event := table.scan(quiet)) is not None:
-        events.append(event)
-    return events
+def _scan_all(
+    table: object, block: bytes, quiet: set, start: int = 0, end: int | None = None, number: int = 0
+) -> list[tuple[int, bytes, object]]:
+    """Every event of block[start:end], the line before it numbered `number`."""
+    table.start(block, start, len(block) if end is None else end, number)
+    return list(iter(lambda: table.scan(quiet), None))
 
 
 def test_lines_that_differ_only_in_their_digits_share_an_entry(table_type: type) -> None:
@@ -88,8 +88,14 @@ def test_scan_skips_quiet_entries_and_counts_every_line(table_type: type) -> Non
     assert events == [(2, b"loading", "stage"), (4, b"x" * 20, None), (5, b"new line", None)]
     assert table.number == 6
     # Nothing quiet: every line comes back, numbered from the start given.
-    table.start(block, 0, len(block), 100)
-    assert [event[0] for event in iter(lambda: table.scan(set()), None)] == [101, 102, 103, 104, 105, 106]
+    assert [event[0] for event in _scan_all(table, block, set(), number=100)] == [
+        101,
+        102,
+        103,
+        104,
+        105,
+        106,
+    ]
     with pytest.raises(TypeError):
         table.scan(["request"])
     with pytest.raises(ValueError):
@@ -103,12 +109,7 @@ def test_scan_reads_only_the_range_given(table_type: type) -> None:
     block = b"before\nfirst\nsecond\nafter"
     start = block.index(b"first")
     end = block.index(b"after")
-    assert [event[1] for event in _scan_range(table, block, start, end)] == [b"first", b"second"]
-
-
-def _scan_range(table: object, block: bytes, start: int, end: int) -> list[tuple[int, bytes, object]]:
-    table.start(block, start, end, 0)
-    return list(iter(lambda: table.scan(set()), None))
+    assert [event[1] for event in _scan_all(table, block, set(), start, end)] == [b"first", b"second"]
 
 
 class _DictTable:
