@@ -44,7 +44,7 @@ GREP_PATTERN = (
 
 FILE_PATH_CODE = """
 import json, resource, sys, time
-from vramtui.core.diagnose import diagnose_file, implementation
+from vramtui.core.logs.diagnose import diagnose_file, implementation
 t, c = time.perf_counter(), time.process_time()
 d = diagnose_file(sys.argv[1], kernel_log=lambda: None)
 elapsed, cpu = time.perf_counter() - t, time.process_time() - c
@@ -54,7 +54,7 @@ print(json.dumps({"s": elapsed, "cpu": cpu, "rss_kib": resource.getrusage(resour
 
 FEED_PATH_CODE = """
 import json, resource, sys, time
-from vramtui.core.diagnose import LogDiagnoser, implementation
+from vramtui.core.logs.diagnose import LogDiagnoser, implementation
 t, c = time.perf_counter(), time.process_time()
 diagnoser = LogDiagnoser(kernel_log=lambda: None)
 with open(sys.argv[1], encoding="utf-8", errors="replace", newline="\\n") as stream:
@@ -106,7 +106,7 @@ _DIGITS_RE = re.compile(r"\d+")
 
 def request_like(lines: list[str]) -> list[str]:
     """The real lines a running server repeats: inference-stage lines with numbers in them."""
-    from vramtui.core.diagnose import _analyze
+    from vramtui.core.logs.diagnose import _analyze
 
     picked = []
     for line in lines:
@@ -228,7 +228,7 @@ def run_grep(path: Path, pattern: str = GREP_PATTERN) -> dict:
 
 def every_anchor_pattern() -> str:
     """An alternation of every literal the rules look for (what the diagnosis itself searches)."""
-    from vramtui.core.logstages import all_anchors
+    from vramtui.core.logs.rules import all_anchors
 
     return "|".join(re.escape(anchor).replace("\\ ", " ") for anchor in all_anchors())
 

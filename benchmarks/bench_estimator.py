@@ -6,7 +6,7 @@ The corpus is ../shared/logs/numbers.jsonl (else tests/data/numbers.jsonl): memo
 llama.cpp, Ollama, vLLM and SGLang runs. The estimator gets only what a user would know before launching:
 the model's published shape (its config.json, the table below), the quantization, and the run settings the
 log printed (context, micro-batch, flash attention, memory share). Nothing here is fitted to the corpus:
-the rules are the engines' own (see vramtui/core/estimator.py).
+the rules are the engines' own (see vramtui/core/estimate/estimator.py).
 
 Goals: KV cache within 1%, weights within 3%, the whole footprint within 10%, and vLLM's KV memory left
 after the whole estimate (budget minus weights, activation peak, non-torch memory) within 10%.
@@ -27,8 +27,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vramtui.core.estimator import Settings, estimate, kv_bytes_per_token  # noqa: E402
-from vramtui.core.modelinfo import ModelInfo, count_params_arithmetic  # noqa: E402
+from vramtui.core.estimate.estimator import Settings, estimate, kv_bytes_per_token  # noqa: E402
+from vramtui.core.estimate.modelinfo import ModelInfo, count_params_arithmetic  # noqa: E402
 from vramtui.core.units import GIB, MIB  # noqa: E402
 
 # Published shapes (config.json of each model; for GGUF runs the log's own print_info lines agree).
@@ -347,9 +347,9 @@ def engine_rows() -> list[Row]:
     import subprocess
     import tempfile
 
-    from vramtui.core.engine_probe import llama_cpp_available, probe_llama_cpp
-    from vramtui.core.modelinfo import load_model_info
-    from vramtui.core.tinygguf import TinyModelSpec, write_tiny_gguf
+    from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
+    from vramtui.core.estimate.engine_probe import llama_cpp_available, probe_llama_cpp
+    from vramtui.core.estimate.modelinfo import load_model_info
 
     if not llama_cpp_available():
         print("--engine: llama-cpp-python is not installed")

@@ -9,7 +9,7 @@ import random
 import time
 import tracemalloc
 
-from vramtui.core.history import SAMPLES_24H_AT_10HZ, PeakHistory
+from vramtui.core.memory.history import SAMPLES_24H_AT_10HZ, PeakHistory
 
 MIB = 1024**2
 

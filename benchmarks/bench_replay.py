@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from vramtui.cli.replay import analyse
-from vramtui.core.nvsmi_csv import read_nvsmi_csv
+from vramtui.core.memory.nvsmi_csv import read_nvsmi_csv
 
 ROWS = 7 * 24 * 3600
 

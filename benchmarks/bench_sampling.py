@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from test_nvml import FakeDriver, FakeGpu  # noqa: E402  (the same fake the tests use)
 
-from vramtui.core.sampling import HostSource, NvmlSource, Sampler  # noqa: E402
+from vramtui.core.memory.sampling import HostSource, NvmlSource, Sampler  # noqa: E402
 
 GIB = 1024**3
 

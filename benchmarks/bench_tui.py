@@ -91,7 +91,7 @@ FLOOD_CHILD = textwrap.dedent(
 
             def push() -> None:
                 if tagged:
-                    from vramtui.core.launcher import LogLine
+                    from vramtui.core.launch.launcher import LogLine
 
                     for i in range(total):
                         feed.push_tagged(LogLine(time.time(), line + str(i), "inference", "info"))

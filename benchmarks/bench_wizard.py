@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vramtui.core.launcher import run_check
-from vramtui.core.profile import Profile
-from vramtui.core.tinygguf import TinyModelSpec, write_tiny_gguf
+from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
+from vramtui.core.launch.launcher import run_check
+from vramtui.core.launch.profile import Profile
 from vramtui.core.units import MIB
-from vramtui.core.wizard import Wizard
+from vramtui.core.wizard.wizard import Wizard
 
 GOAL = 2
 

@@ -28,8 +28,8 @@ def main() -> int:
     try:
         import torch
 
-        from vramtui.core.history import PeakHistory
-        from vramtui.core.sampling import HostSource, NvmlSource, Sampler, measure_process_tree
+        from vramtui.core.memory.history import PeakHistory
+        from vramtui.core.memory.sampling import HostSource, NvmlSource, Sampler, measure_process_tree
     except ImportError as error:
         print(json.dumps({"error": f"missing module: {error}"}))
         return 2

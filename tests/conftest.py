@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vramtui.core.tinygguf import TinyModelSpec, write_tiny_gguf
+from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 

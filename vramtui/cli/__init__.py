@@ -29,35 +29,13 @@ COMMANDS: dict[str, str] = {
 }
 
 
-class _VersionAction(argparse.Action):
-    """`--version`: the version, and which build of the log diagnosis runs (worked out only when asked)."""
-
-    def __init__(
-        self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object
-    ) -> None:
-        super().__init__(
-            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit"
-        )
-
-    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        from vramtui.core.diagnose import implementation
-
-        build = implementation()
-        diagnosis = (
-            "pure Python (VRAMTUI_PURE_PYTHON=1 or no C compiler at install)"
-            if build == {"diagnosis": "python", "scanner": "python"}
-            else f"{build['diagnosis']}, {build['scanner']} line scanner"
-        )
-        parser.exit(message=f"vramtui {__version__}\nlog diagnosis: {diagnosis}\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vramtui",
         description="Get a local LLM to start and stay up on the GPU you have. "
         "Without a subcommand, opens the app (memory monitor and estimator; no model is launched).",
     )
-    parser.add_argument("--version", action=_VersionAction)
+    parser.add_argument("--version", action="version", version=f"vramtui {__version__}")
     parser.add_argument("--log", metavar="FILE", help="open a saved model-server log in the log pane")
     parser.add_argument("--replay", metavar="CSV", help="show a recorded nvidia-smi CSV in the memory pane")
     parser.add_argument(

@@ -33,9 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from vramtui.cli.common import print_json
-    from vramtui.core.launcher import build_command, pin_port, run_check
-    from vramtui.core.profile import load_profile
-    from vramtui.core.smoke import load_saved_request
+    from vramtui.core.launch.launcher import build_command, pin_port, run_check
+    from vramtui.core.launch.profile import load_profile
+    from vramtui.core.launch.smoke import load_saved_request
 
     profile = pin_port(load_profile(args.profile))
     replay = load_saved_request(args.replay_request) if args.replay_request else None
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 def _gpu_source():  # type: ignore[no-untyped-def]
     """NVML when a driver is there (per-process GPU bytes, the GPU budget); None on a CPU box."""
     try:
-        from vramtui.core.sampling import NvmlSource
+        from vramtui.core.memory.sampling import NvmlSource
     except ImportError:
         return None
     source = NvmlSource()

@@ -44,8 +44,8 @@ def _peek(path: str) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramtui.core.diagnose import LogDiagnoser, diagnose_file
-    from vramtui.core.textclean import looks_binary
+    from vramtui.core.logs.diagnose import LogDiagnoser, diagnose_file
+    from vramtui.core.logs.textclean import looks_binary
 
     if args.backend:
         LogDiagnoser(args.backend)  # an unknown backend name fails here, in one line

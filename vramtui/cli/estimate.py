@@ -146,8 +146,8 @@ def _gpu_mem(text: str) -> int:
 
 def build(args: argparse.Namespace) -> tuple[Any, Any]:
     """(ModelInfo, Settings) from the command line."""
-    from vramtui.core import modelinfo as mi
-    from vramtui.core.estimator import Settings
+    from vramtui.core.estimate import modelinfo as mi
+    from vramtui.core.estimate.estimator import Settings
     from vramtui.core.units import parse_count
 
     overrides: dict[str, Any] = {}
@@ -264,7 +264,7 @@ def _ask_engine(info: Any, est: Any, settings: Any) -> Any:
         raise VramtuiError(
             "--engine asks llama.cpp about a .gguf file: give one, with a llama.cpp-family backend"
         )
-    from vramtui.core.engine_probe import llama_cpp_available, probe_llama_cpp
+    from vramtui.core.estimate.engine_probe import llama_cpp_available, probe_llama_cpp
 
     if not llama_cpp_available():
         raise VramtuiError("--engine needs llama-cpp-python (pip install 'vramtui[llama]')")
@@ -297,7 +297,7 @@ def _render_engine(engine: Any) -> str:
 def list_models(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from vramtui.core.discover import discover_models
+    from vramtui.core.estimate.discover import discover_models
     from vramtui.core.units import format_bytes
 
     found = discover_models([Path(p) for p in args.search])
@@ -316,7 +316,7 @@ def list_models(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramtui.core.estimator import estimate
+    from vramtui.core.estimate.estimator import estimate
 
     if args.list:
         return list_models(args)

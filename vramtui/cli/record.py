@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 from vramtui.core.errors import VramtuiError
 
 if TYPE_CHECKING:
-    from vramtui.core.sampling import HostSource, NvmlSource
+    from vramtui.core.memory.sampling import HostSource, NvmlSource
 
 HELP = (
     "record GPU memory (NVML), host RAM and optionally one process tree as nvidia-smi CSV "
@@ -46,7 +46,7 @@ def _say(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramtui.core.sampling import HostSource, NvmlSource
+    from vramtui.core.memory.sampling import HostSource, NvmlSource
 
     if args.interval_ms is None or args.interval_ms <= 0:
         raise VramtuiError("--interval-ms must be a positive number of milliseconds")
@@ -99,8 +99,8 @@ def _record(
     args: argparse.Namespace,
     stop: threading.Event,
 ) -> tuple[int, int]:
-    from vramtui.core.nvsmi_csv import NvsmiWriter
-    from vramtui.core.sampling import merge_samples
+    from vramtui.core.memory.nvsmi_csv import NvsmiWriter
+    from vramtui.core.memory.sampling import merge_samples
 
     writer = NvsmiWriter(out, with_gpu=with_gpu, with_process=args.pid is not None)
     interval = args.interval_ms / 1000.0

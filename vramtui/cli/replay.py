@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _events_from_process_columns(data: Any) -> list[Any]:
     """`vramtui record --pid` wrote the tree's RSS: launch is when it appears, exit when it is gone."""
-    from vramtui.core.readings import Event
+    from vramtui.core.memory.readings import Event
 
     host = data.host
     alive = [rss is not None for rss in host.tree_rss]
@@ -46,7 +46,7 @@ def _events_from_process_columns(data: Any) -> list[Any]:
 
 def analyse(data: Any) -> dict[str, Any]:
     """Readings per GPU (and of the host curves), the GPU whose memory moved most first."""
-    from vramtui.core.readings import compute_readings
+    from vramtui.core.memory.readings import compute_readings
 
     events = _events_from_process_columns(data)
     gpus = []
@@ -94,7 +94,7 @@ def _fmt(mib: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramtui.core.nvsmi_csv import read_nvsmi_csv
+    from vramtui.core.memory.nvsmi_csv import read_nvsmi_csv
 
     if args.file == "-":
         data = read_nvsmi_csv(sys.stdin)

@@ -125,7 +125,7 @@ def _print_step(step: Any, out: Any) -> None:
 
 def show_session(path: str, as_json: bool, export: str | None) -> int:
     from vramtui.cli.common import print_json
-    from vramtui.core.steprecord import open_session, to_markdown
+    from vramtui.core.wizard.steprecord import open_session, to_markdown
 
     session = open_session(path)
     if export:
@@ -141,7 +141,7 @@ def _export(session: Any, target: str) -> None:
     from pathlib import Path
 
     from vramtui.core.errors import VramtuiError
-    from vramtui.core.steprecord import to_csv, to_markdown
+    from vramtui.core.wizard.steprecord import to_csv, to_markdown
 
     text = to_csv(session) if target.lower().endswith(".csv") else to_markdown(session)
     try:
@@ -188,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0.1 <= args.margin <= 1.0:
         raise VramtuiError("--margin must be a share between 0.1 and 1")
 
-    from vramtui.core.profile import load_profile
+    from vramtui.core.launch.profile import load_profile
 
     profile = load_profile(args.profile)
     return run_wizard(profile, args)
@@ -196,8 +196,8 @@ def run(args: argparse.Namespace) -> int:
 
 def run_wizard(profile: Any, args: argparse.Namespace) -> int:
     """Shared by `vramtui wizard` and `vramtui demo --auto`."""
-    from vramtui.core.launcher import build_command, pin_port
-    from vramtui.core.wizard import Wizard, stress_check
+    from vramtui.core.launch.launcher import build_command, pin_port
+    from vramtui.core.wizard.wizard import Wizard, stress_check
 
     # A profile the launcher cannot turn into a command (a parameter of the wrong type) is the same
     # one-line error as `check` gives, before any record file is opened. A profile without a port
@@ -209,7 +209,7 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
     interactive = not args.auto and sys.stdin.isatty()
     replay = None
     if getattr(args, "replay", None):
-        from vramtui.core.smoke import load_saved_request
+        from vramtui.core.launch.smoke import load_saved_request
 
         replay = load_saved_request(args.replay)
     wizard = Wizard(
@@ -228,7 +228,7 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
         print(f"proposed (run with --auto to apply): {result.pending.describe()}", file=out)
     export = getattr(args, "export", None)
     if export and result.record_path:
-        from vramtui.core.steprecord import open_session
+        from vramtui.core.wizard.steprecord import open_session
 
         _export(open_session(result.record_path), export)
     save = getattr(args, "save", None)

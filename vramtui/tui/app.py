@@ -23,12 +23,12 @@ from textual.widgets import Button, Footer, Label, Static
 
 from vramtui.core.errors import VramtuiError
 from vramtui.tui import themes
-from vramtui.tui.estimator_pane import EstimatorPane
-from vramtui.tui.log_pane import LogPane
-from vramtui.tui.memory_pane import GpuFound, MemoryPane
-from vramtui.tui.pane import Pane
+from vramtui.tui.panes.base import Pane
+from vramtui.tui.panes.estimator import EstimatorPane
+from vramtui.tui.panes.log import LogPane
+from vramtui.tui.panes.memory import GpuFound, MemoryPane
+from vramtui.tui.panes.wizard import WizardPane
 from vramtui.tui.session import ModelSession, SessionState
-from vramtui.tui.wizard_pane import WizardPane
 
 # Below this size the four panes do not fit side by side: show one pane and a status line with tabs.
 WIDE_MIN_WIDTH = 140
@@ -304,7 +304,7 @@ class VramtuiApp(App[int]):
     # -- sampling ---------------------------------------------------------------------------------
 
     def start_sampling(self) -> None:
-        from vramtui.core.sampling import HostSource, NvmlSource, Sampler
+        from vramtui.core.memory.sampling import HostSource, NvmlSource, Sampler
 
         memory = self.query_one(MemoryPane)
         nvml = NvmlSource()
@@ -507,7 +507,7 @@ def run_app(
         check_profile(profile_path)
     # Signal handlers can only be set on the main thread, and servers start from worker threads: set
     # them here, so a closed terminal (SIGHUP) or a kill (SIGTERM) still stops every server we started.
-    from vramtui.core.procs import install_exit_handlers
+    from vramtui.core.launch.procs import install_exit_handlers
 
     install_exit_handlers()
     app = VramtuiApp(
@@ -525,7 +525,7 @@ def run_app(
 def refuse_binary_log(path: str) -> None:
     """Refuse a file that is not a text log, as `vramtui diagnose` does (the same test, the same line):
     binary bytes at its head and no failure a log engine can read in it."""
-    from vramtui.core.textclean import looks_binary
+    from vramtui.core.logs.textclean import looks_binary
 
     try:
         with Path(path).open("rb") as stream:
@@ -534,7 +534,7 @@ def refuse_binary_log(path: str) -> None:
         raise VramtuiError(f"cannot read {path}: {error.strerror or error}") from None
     if not looks_binary(head):
         return
-    from vramtui.core.diagnose import diagnose_file
+    from vramtui.core.logs.diagnose import diagnose_file
 
     if not diagnose_file(path).failed:
         raise VramtuiError(f"{path} looks like binary data, not a text log")
@@ -543,8 +543,8 @@ def refuse_binary_log(path: str) -> None:
 def check_profile(path: str) -> None:
     """Read the profile and build its command line now: a bad value is one line before the screen opens,
     not a note in the log pane."""
-    from vramtui.core.launcher import build_command
-    from vramtui.core.profile import load_profile
+    from vramtui.core.launch.launcher import build_command
+    from vramtui.core.launch.profile import load_profile
 
     build_command(load_profile(path))
 
@@ -553,7 +553,7 @@ def _leave_cleanly_on_sigterm(app: VramtuiApp) -> Any:
     """SIGTERM (a kill from another shell): stop every server at once, then leave the screen the way
     the shell had it (no raw mode, no alternate screen) and exit 143. A second SIGTERM, or one that
     comes before the app runs, does what the exit handlers do: stop the servers and die of it."""
-    from vramtui.core.procs import kill_all_groups
+    from vramtui.core.launch.procs import kill_all_groups
 
     previous = signal.getsignal(signal.SIGTERM)
     asked = False

@@ -44,7 +44,7 @@ class ModelSession:
 
     @classmethod
     def from_profile(cls, app: VramtuiApp, profile_or_path: Any) -> ModelSession:
-        from vramtui.core.profile import load_profile
+        from vramtui.core.launch.profile import load_profile
 
         profile = (
             load_profile(Path(profile_or_path))
@@ -92,7 +92,7 @@ class ModelSession:
         self.app.post_message(SessionState(state, pid, event))
 
     def _run(self, feed: Any, generation: int) -> None:
-        from vramtui.core.launcher import ModelServer
+        from vramtui.core.launch.launcher import ModelServer
 
         def on_event(event: Any) -> None:
             self.app.post_message(SessionState(self.state, self.pid, event))

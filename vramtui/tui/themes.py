@@ -19,7 +19,6 @@ from textual.theme import Theme
 from vramtui.core.errors import VramtuiError
 
 DEFAULT_THEME = "vramtui-dark"
-STAGES = ("download", "load_weights", "kv_cache", "ready", "inference")
 
 # Fallbacks for every variable vramtui's CSS and renderers use, so a user's theme may leave any out.
 VARIABLE_DEFAULTS: dict[str, str] = {

@@ -1,0 +1,150 @@
+"""`vramtui check PROFILE [--json]` end to end, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROFILES = Path(__file__).resolve().parents[1] / "data" / "profiles"
+REQUIRED_KEYS = {
+    "ready",
+    "stage",
+    "failure_stage",
+    "failure",
+    "smoke",
+    "peak_mib",
+    "resident_mib",
+    "command",
+    "log_file",
+}
+
+
+def vramtui(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vramtui", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def profile_here(tiny_gguf: Path, name: str, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tiny.gguf").symlink_to(tiny_gguf)
+    shutil.copy(PROFILES / name, folder / name)
+    return folder / name
+
+
+@pytest.mark.engine
+def test_check_json_for_a_profile_that_works(tiny_gguf: Path, tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    profile = profile_here(tiny_gguf, "tiny-ok.toml", tmp_path / "p")
+    proc = vramtui("check", str(profile), "--json", "--log-dir", str(tmp_path / "runs"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)  # stdout is exactly one JSON object
+    assert set(report) >= REQUIRED_KEYS
+    assert report["ready"] is True and report["stage"] == "inference" and report["failure"] is None
+    assert report["smoke"]["ok"] is True and report["smoke"]["status"] == 200 and report["smoke"]["meaning"]
+    assert report["peak_mib"] > 0 and report["resident_mib"] > 0
+    assert report["command"][:3] == [sys.executable, "-m", "llama_cpp.server"]
+    assert Path(report["log_file"]).is_file()
+    # The exact command line was shown before launch, on stderr in --json mode.
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("$ ") and shlex.split(first[2:]) == report["command"]
+
+
+@pytest.mark.engine
+def test_check_exits_1_with_the_diagnosis_when_it_fails(tiny_gguf: Path, tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    profile = profile_here(tiny_gguf, "tiny-kv-too-big.toml", tmp_path / "p")
+    proc = vramtui("check", str(profile), "--json", "--log-dir", str(tmp_path / "runs"))
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["ready"] is False and "oom" in report["failure"] and report["failure_stage"] == "kv_cache"
+    assert report["smoke"] is None
+    assert report["diagnosis"]["failed"] is True
+
+
+@pytest.mark.engine
+def test_check_human_report(tiny_gguf: Path, tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    profile = profile_here(tiny_gguf, "tiny-ok.toml", tmp_path / "p")
+    proc = vramtui("check", str(profile), "--log-dir", str(tmp_path / "runs"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("$ ") and "llama_cpp.server" in lines[0]
+    assert lines[1].startswith("ready:")
+    assert any(line.strip().startswith("memory: peak") for line in lines)
+
+
+def test_check_port_in_use_is_a_clear_failure(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        profile = tmp_path / "p.toml"
+        profile.write_text(f'backend = "llama-cpp-python"\nmodel = "m.gguf"\nport = {port}\n')
+        proc = vramtui("check", str(profile), "--json", "--log-dir", str(tmp_path / "runs"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["failure"] == "port_in_use" and str(port) in report["message"]
+
+
+@pytest.mark.engine
+def test_check_without_a_port_picks_a_free_one_when_the_default_is_busy(tmp_path: Path) -> None:
+    import socket
+
+    pytest.importorskip("llama_cpp")
+    with socket.socket() as holder:
+        try:  # hold the default port; if something else already holds it, that is the case too
+            holder.bind(("127.0.0.1", 8000))
+            holder.listen()
+        except OSError:
+            pass
+        profile = tmp_path / "p.toml"
+        profile.write_text('backend = "llama-cpp-python"\nmodel = "missing.gguf"\n')
+        proc = vramtui("check", str(profile), "--json", "--log-dir", str(tmp_path / "runs"))
+    report = json.loads(proc.stdout)
+    assert report["failure"] != "port_in_use", report["message"]
+    port = int(report["command"][report["command"].index("--port") + 1])
+    assert port != 8000 and report["base_url"] == f"http://127.0.0.1:{port}"
+    shown = proc.stderr.splitlines()[0]
+    assert (
+        shown.startswith("$ ") and shlex.split(shown[2:]) == report["command"]
+    )  # the port launched is shown
+
+
+def test_check_bad_profile_is_one_line(tmp_path: Path) -> None:
+    proc = vramtui("check", str(tmp_path / "missing.toml"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"vramtui: no such profile: {tmp_path / 'missing.toml'}"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('backend = "llama.cpp"\nmodel = "m.gguf"\n[params]\ncontext = "lots"\n')
+    proc = vramtui("check", str(bad))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "vramtui: context must be a whole number, not 'lots'"
+
+
+def test_wizard_refuses_a_bad_profile_like_check_and_writes_no_record(tmp_path: Path) -> None:
+    bad = tmp_path / "types.toml"
+    bad.write_text(
+        'backend = "llama-cpp-python"\nmodel = "m.gguf"\n[params]\ncontext = "lots"\nparallel = -2\n'
+    )
+    records = tmp_path / "records"
+    checked = vramtui("check", str(bad))
+    wizard = vramtui("wizard", str(bad), "--auto", "--record", str(records / "w.jsonl"))
+    for proc in (checked, wizard):
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert proc.stderr.strip().splitlines() == ["vramtui: context must be a whole number, not 'lots'"]
+    assert wizard.stdout == "" and not records.exists()  # no record for a profile that never launched
+    typo = tmp_path / "typo.toml"
+    typo.write_text('backend = "llama-cpp-python"\nmodel = "m.gguf"\n[params]\ncontxt = 512\n')
+    for command in ("check", "wizard"):
+        proc = vramtui(command, str(typo), "--auto") if command == "wizard" else vramtui(command, str(typo))
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+        assert "did you mean context?" in proc.stderr

@@ -1,0 +1,131 @@
+"""`vramtui diagnose FILE|- [--backend B] [--json]`: the report, the JSON, the exit status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vramtui.cli import main
+
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
+
+OOM_LOG = """llama_model_loader: loaded meta data with 24 key-value pairs
+load_tensors:        CUDA0 model buffer size =  4155.99 MiB
+llama_context: n_ctx         = 8192
+ggml_backend_cuda_buffer_type_alloc_buffer: allocating 1024.00 MiB on device 0: cudaMalloc failed: out of memory
+llama_init_from_model: failed to initialize the context: failed to allocate compute pp buffers
+"""
+
+
+@pytest.fixture
+def oom_log(tmp_path: Path) -> Path:
+    path = tmp_path / "server.log"
+    path.write_text(OOM_LOG)
+    return path
+
+
+def test_text_report_quotes_the_first_error_with_its_number(
+    oom_log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["diagnose", str(oom_log)]) == 1
+    out = capsys.readouterr().out
+    assert "line 4" in out
+    assert "cudaMalloc failed: out of memory" in out
+    assert "--ctx-size 4096" in out
+    assert "model_buffer: 4.06 GiB" in out
+
+
+def test_json_keys(oom_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", str(oom_log), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    for key in (
+        "backend",
+        "stage",
+        "failed",
+        "failure_stage",
+        "failure",
+        "first_error_line",
+        "evidence",
+        "advice",
+    ):
+        assert key in data
+    assert (data["backend"], data["failure"], data["failure_stage"], data["first_error_line"]) == (
+        "llama.cpp",
+        "cuda_oom",
+        "kv_cache",
+        4,
+    )
+    assert data["engine_figures"]["model_buffer"] == round(4155.99 * (1 << 20))
+
+
+def test_backend_flag_changes_the_advice(oom_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", str(oom_log), "--json", "--backend", "llama-cpp-python"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["backend"] == "llama-cpp-python" and "--n_ctx" in data["advice"][0]
+
+
+def test_ok_log_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", str(LOGS / "llama-cpp-python-ok.log")]) == 0
+    assert "No failure" in capsys.readouterr().out
+
+
+def test_unreadable_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", str(tmp_path / "nope.log")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vramtui: no such file") and err.count("\n") == 1
+    binary = tmp_path / "model.gguf"
+    binary.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(range(256)) * 40)
+    assert main(["diagnose", str(binary)]) == 2
+    assert "binary" in capsys.readouterr().err
+    assert main(["diagnose", str(tmp_path)]) == 2
+    assert main(["diagnose", str(binary), "--backend", "nosuch"]) == 2
+    assert "unknown backend" in capsys.readouterr().err
+
+
+def test_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    assert main(["diagnose", str(empty)]) == 0
+    assert "empty" in capsys.readouterr().out
+
+
+def test_exit_code_flag_for_a_bare_kill(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "load.log"
+    log.write_text("Loading checkpoint shards:  50%|█████     | 2/4 [00:10<00:10,  5.00s/it]\n")
+    assert main(["diagnose", str(log), "--exit-code", "137", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert (data["failure"], data["failure_stage"]) == ("host_oom_killed", "load_weights")
+
+
+def test_text_report_says_the_stage_is_unknown_when_no_line_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "killed.log"
+    log.write_text("Killed\n")
+    assert main(["diagnose", str(log)]) == 1
+    out = capsys.readouterr().out
+    assert "stage unknown" in out and "Failed at" not in out
+    assert "Furthest stage reached: unknown" in out
+    assert main(["diagnose", str(log), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["failure_stage"] == "load_weights" and data["stage_inferred"] is True
+
+
+def test_stdin_in_a_real_process() -> None:
+    log = "\x1b[31m[bold red]ERROR[/] 07-01\x1b[0m torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", "-", "--json"],
+        input=log.encode() + b"\xff\xfe\n",
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    assert data["failure"] == "cuda_oom" and data["first_error_line"] == 1
+    assert "[bold red]" in data["first_error_text"] and "\x1b" not in data["first_error_text"]
+    assert done.stderr == b""

@@ -1,0 +1,197 @@
+"""`vramtui record` and `vramtui replay` as users run them: real processes, real signals, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vramtui.cli import main
+from vramtui.core.memory.nvsmi_csv import read_nvsmi_csv
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "nvsmi"
+MIB = 1024**2
+
+# Idle, then 200 MiB touched for a while, freed, a while more, exit.
+ALLOCATOR = r"""
+import time
+time.sleep(0.6)
+block = bytearray(200 * 1024 ** 2)
+for i in range(0, len(block), 4096):
+    block[i] = 1
+time.sleep(0.6)
+del block
+time.sleep(0.6)
+"""
+
+
+def record(*args: str, **kwargs) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "vramtui", "record", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+def data_lines(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if line and not line.startswith("timestamp")]
+
+
+def test_record_a_process_then_replay_it(tmp_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", ALLOCATOR])
+    out = tmp_path / "run.csv"
+    proc = record("--out", str(out), "--interval-ms", "50", "--pid", str(child.pid))
+    try:
+        child.wait(30)  # the recorder outlives the process: what it holds after exit is recorded too
+        time.sleep(0.4)
+    finally:
+        child.kill()
+        proc.send_signal(signal.SIGTERM)
+        _stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    from vramtui.core.memory.sampling import NvmlSource
+
+    if not NvmlSource().status().ok:
+        assert "recording host RAM only" in stderr and "NVML not available" in stderr
+    assert f"process {child.pid}" in stderr and "have exited; still recording" in stderr
+    header = out.read_text().splitlines()[0]
+    assert "process.tree_rss [MiB]" in header and "host.ram_used [MiB]" in header
+    rows = data_lines(out)
+    assert len(rows) >= 25  # about 2.2 s at 50 ms, with slack for a loaded CI machine
+    assert f"{len(rows)} row(s)" in stderr
+    data = read_nvsmi_csv(out)
+    assert data.skipped == 0
+    rss = [v for v in data.host.tree_rss if v is not None]
+    assert max(rss) - min(rss) >= 190 * MIB
+    assert data.host.tree_rss[-1] is None  # recorded on after the process exited
+
+    result = subprocess.run(
+        [sys.executable, "-m", "vramtui", "replay", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    readings = json.loads(result.stdout)
+    if not data.gpus:
+        assert readings["series"] == "process tree RSS (host)"
+        assert 190 <= readings["peak_mib"] - readings["baseline_mib"] <= 260
+    assert readings["process_tree_rss"]["peak_mib"] - readings["process_tree_rss"]["baseline_mib"] >= 190
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_every_row_survives_an_interrupt(tmp_path: Path, sig: signal.Signals) -> None:
+    out = tmp_path / "interrupted.csv"
+    proc = record("--out", str(out), "--interval-ms", "20")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (not out.exists() or len(data_lines(out)) < 5):
+        time.sleep(0.05)
+    assert len(data_lines(out)) >= 5
+    proc.send_signal(sig)
+    _stdout, stderr = proc.communicate(timeout=15)
+    assert proc.returncode == 0, stderr
+    text = out.read_text()
+    assert text.endswith("\n")  # no half-written row
+    lines = text.splitlines()
+    width = len(lines[0].split(","))
+    assert all(len(line.split(",")) == width for line in lines)
+    rows = len(lines) - 1
+    assert f"{rows} row(s)" in stderr
+    assert read_nvsmi_csv(out).skipped == 0
+
+
+def test_record_to_stdout_and_bad_arguments() -> None:
+    proc = record("--interval-ms", "100", "--duration", "0.35")
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    assert stdout.startswith("timestamp, ")
+    assert 3 <= len(stdout.splitlines()) - 1 <= 6
+    assert "to standard output" in stderr
+    for args, words in (
+        (["--interval-ms", "0"], "--interval-ms"),
+        (["--duration", "-1"], "--duration"),
+        (["--pid", str(2**22 + 4321)], "not found"),
+        (["--out", "/nonexistent-dir/x.csv", "--duration", "0.1"], "cannot write"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "vramtui", "record", *args], capture_output=True, text=True, timeout=30
+        )
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith("vramtui: ") and words in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_replay_json_keys_and_values(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(DATA / "units.csv"), "--json"]) == 0
+    readings = json.loads(capsys.readouterr().out)
+    for key in ("baseline_mib", "plateau_mib", "peak_mib", "after_mib", "falls_back", "rising"):
+        assert key in readings
+    assert (
+        readings["baseline_mib"] == 1234 and readings["plateau_mib"] == 9800 and readings["peak_mib"] == 11800
+    )
+    assert readings["request_peaks_mib"] == [11800] and readings["falls_back"] is True
+    assert readings["rising"] is False and readings["leftover_mib"] == 0
+    assert readings["total_mib"] == 24564 and readings["skipped_rows"] == 0
+
+
+def test_replay_text_for_two_gpus_and_malformed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(DATA / "multi_index.csv")]) == 0
+    text = capsys.readouterr().out
+    assert "GPU 0 NVIDIA GeForce RTX 3090 memory.used" in text and "GPU 1 NVIDIA GeForce RTX 3060" in text
+    assert "9.57 GiB" in text  # the 9800 MiB plateau
+    assert main(["replay", str(DATA / "malformed.csv")]) == 0
+    assert "7 malformed row(s) skipped, first: line 4" in capsys.readouterr().out
+
+
+def test_replay_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(tmp_path / "missing.csv")]) == 2
+    assert capsys.readouterr().err.startswith("vramtui: no such file")
+    junk = tmp_path / "junk.csv"
+    junk.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00 binary, junk\nmore junk\n")
+    assert main(["replay", str(junk)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vramtui: no readable rows") and err.count("\n") == 1
+
+
+def test_replay_reads_standard_input() -> None:
+    text = (DATA / "nounits.csv").read_text()
+    result = subprocess.run(
+        [sys.executable, "-m", "vramtui", "replay", "-", "--json"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "VRAMTUI_DEBUG": ""},
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["peak_mib"] == 11800
+
+
+def test_replay_a_run_that_exits_at_its_last_peak(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Five requests on a rising floor, the process exiting right at the last peak (the QA curve)."""
+    levels = [300] * 10 + [16500] * 30
+    for k in range(5):
+        levels += [16500 + 300 * k + 4500] * 3 + ([16500 + 300 * (k + 1)] * 10 if k < 4 else [])
+    levels += [300] * 10
+    rows = ["timestamp, memory.used [MiB], memory.total [MiB], utilization.gpu [%]"]
+    rows += [
+        f"2025/01/01 10:{i // 60:02d}:{i % 60:02d}.000, {v} MiB, 24564 MiB, 0 %" for i, v in enumerate(levels)
+    ]
+    path = tmp_path / "exit_at_peak.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    assert main(["replay", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "falls back after          no: settles 1.17 GiB above the plateau (after: 17.29 GiB)" in text
+    assert "floor rising              YES: the floor climbs" in text
+    assert (
+        "note: the last request ran until the exit: falls back judged from the 4 request(s) before it" in text
+    )

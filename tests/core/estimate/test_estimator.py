@@ -1,0 +1,440 @@
+"""The arithmetic per backend: the worked numbers of the field, then each engine's own accounting."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from vramtui.core.errors import VramtuiError
+from vramtui.core.estimate.estimator import (
+    Settings,
+    estimate,
+    fit_gpu_layers,
+    kv_bytes_per_token,
+    llama_cpp_weights,
+    max_context,
+    max_parallel,
+)
+from vramtui.core.estimate.modelinfo import ModelInfo, info_from_config, info_from_flags
+from vramtui.core.units import GIB, MIB
+
+LLAMA_70B = ModelInfo(
+    source="llama-70b",
+    n_params=70_553_706_496,
+    n_layers=80,
+    hidden=8192,
+    n_heads=64,
+    n_kv_heads=8,
+    head_dim_k=128,
+    head_dim_v=128,
+    vocab=128256,
+    intermediate=28672,
+    max_context=131072,
+    params_exact=True,
+)
+LLAMA_8B = replace(LLAMA_70B, source="llama-8b", n_params=8_030_261_248, n_layers=32, hidden=4096, n_heads=32)
+LLAMA_8B = replace(LLAMA_8B, intermediate=14336)
+
+
+# --- the worked arithmetic -------------------------------------------------------------------------------
+
+
+def test_one_layer_of_8_kv_heads_of_128_in_fp16_is_4096_bytes_per_token() -> None:
+    one_layer = replace(LLAMA_70B, n_layers=1)
+    assert kv_bytes_per_token(one_layer, "f16") == 8 * 128 * 2 * 2 == 4096
+
+
+def test_80_layers_are_327680_bytes_per_token_and_8_bit_halves_it() -> None:
+    assert kv_bytes_per_token(LLAMA_70B, "f16") == 327_680
+    assert kv_bytes_per_token(LLAMA_70B, "fp8") == 327_680 // 2
+    # q8_0 stores 32 values in 34 bytes: half of f16 plus its scales
+    assert kv_bytes_per_token(LLAMA_70B, "q8_0") == 327_680 // 2 * 34 // 32
+    assert kv_bytes_per_token(LLAMA_70B, "q4_0") == 327_680 // 4 * 18 // 16
+
+
+def test_24_gib_card_at_the_default_safety_share_has_19_2_gib_usable() -> None:
+    est = estimate(LLAMA_8B, Settings(device_bytes=24 * GIB, context=4096))
+    assert est.usable_bytes == int(24 * GIB * 0.8)
+    assert est.usable_bytes / GIB == pytest.approx(19.2)
+
+
+# --- llama.cpp ----------------------------------------------------------------------------------------------
+
+
+def test_llama_cpp_pads_cells_to_256_and_sizes_kv_per_layer() -> None:
+    est = estimate(LLAMA_8B, Settings(context=1000, flash_attn=True))
+    assert est.kv_cells == 1024
+    assert est.kv_cache_bytes == 1024 * 32 * 8 * 128 * 2 * 2
+    q8 = estimate(LLAMA_8B, Settings(context=1000, flash_attn=True, kv_dtype="q8_0"))
+    assert q8.kv_cache_bytes == 1024 * 32 * 2 * (8 * 128 // 32 * 34)
+
+
+def test_sliding_window_layers_hold_window_plus_ubatch_cells() -> None:
+    gemma2 = info_from_config(
+        {
+            "model_type": "gemma2",
+            "hidden_size": 3584,
+            "intermediate_size": 14336,
+            "num_hidden_layers": 42,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 8,
+            "head_dim": 256,
+            "sliding_window": 4096,
+            "vocab_size": 256000,
+            "max_position_embeddings": 8192,
+        },
+        "gemma2-9b",
+        exact_params=False,
+    )
+    est = estimate(gemma2, Settings(context=32768, ubatch=512, flash_attn=True))
+    per_cell_layer = 8 * 256 * 2 * 2
+    # 21 global layers at 32768 cells, 21 sliding ones at pad(4096 + 512, 256) = 4608
+    assert est.kv_cache_bytes == 21 * 32768 * per_cell_layer + 21 * 4608 * per_cell_layer
+
+
+def test_compute_buffer_holds_the_kq_matrix_without_flash_attention() -> None:
+    no_fa = estimate(LLAMA_8B, Settings(context=16384, ubatch=512, flash_attn=False))
+    fa = estimate(LLAMA_8B, Settings(context=16384, ubatch=512, flash_attn=True))
+    kq = 32 * 16384 * 512 * 4  # heads x cells x ubatch x f32
+    assert no_fa.compute_buffer_bytes >= kq
+    assert fa.compute_buffer_bytes < kq / 2
+    # with a short context the logits of the micro-batch dominate: vocab x ubatch x 4
+    short = estimate(LLAMA_8B, Settings(context=512, ubatch=512, flash_attn=True))
+    assert short.compute_buffer_bytes == (128256 + 4096) * 512 * 4
+
+
+def test_gguf_file_type_plan_matches_published_file_sizes() -> None:
+    # Llama 3 8B Q4_K_M is 4.58 GiB and Q8_0 7.95 GiB as llama.cpp prints "model size"
+    q4 = llama_cpp_weights(LLAMA_8B, "q4_k_m")
+    total = sum(q4.layers) + q4.token_embd + q4.output + q4.other
+    assert total / GIB == pytest.approx(4.58, rel=0.02)
+    q8 = llama_cpp_weights(LLAMA_8B, "q8_0")
+    assert (sum(q8.layers) + q8.token_embd + q8.output + q8.other) / GIB == pytest.approx(7.95, rel=0.01)
+
+
+def test_partial_offload_moves_layers_and_their_kv_to_the_host() -> None:
+    info = replace(LLAMA_70B, quant="q4_k_m", file_type="q4_k_m")
+    settings = Settings(context=8192, flash_attn=True, device_bytes=24 * GIB)
+    full = estimate(info, settings)
+    assert not full.fits
+    n = fit_gpu_layers(info, settings)
+    assert 0 < n < 80
+    part = estimate(info, replace(settings, gpu_layers=n))
+    assert part.fits and part.total_bytes <= part.usable_bytes
+    assert not estimate(info, replace(settings, gpu_layers=n + 1)).fits
+    assert part.kv_cache_bytes == n * 8192 * 4096
+    weights = llama_cpp_weights(info, "q4_k_m")
+    host = weights.token_embd + sum(weights.layers[: 80 - n]) + weights.output + weights.other
+    assert part.weights_host_bytes == host
+    assert len(set(weights.layers)) == 2  # Q4_K_M: half the layers carry Q6_K attn_v / ffn_down
+    assert part.host_bytes_needed >= part.weights_host_bytes + (80 - n) * 8192 * 4096
+    assert full.gpu_layers_fit == n
+
+
+def test_max_context_and_max_parallel_are_the_edge_of_fitting() -> None:
+    settings = Settings(device_bytes=16 * GIB, flash_attn=True, quant="q8_0")
+    edge = max_context(LLAMA_8B, settings)
+    assert edge % 256 == 0 and 0 < edge < 131072
+    assert estimate(LLAMA_8B, replace(settings, context=edge)).fits
+    assert not estimate(LLAMA_8B, replace(settings, context=edge + 256)).fits
+    per_seq = replace(settings, context=4096)
+    p = max_parallel(LLAMA_8B, per_seq)
+    assert p >= 1
+    assert estimate(LLAMA_8B, replace(per_seq, parallel=p, context=4096 * p)).fits
+    assert not estimate(LLAMA_8B, replace(per_seq, parallel=p + 1, context=4096 * (p + 1))).fits
+
+
+def test_ollama_uses_its_defaults_and_places_layers_itself() -> None:
+    small = estimate(LLAMA_8B, Settings(backend="ollama", device_bytes=12 * GIB, quant="q4_k_m"))
+    big = estimate(LLAMA_8B, Settings(backend="ollama", device_bytes=24 * GIB, quant="q4_k_m"))
+    assert small.context == 4096 and big.context == 32768
+    assert big.compute_buffer_bytes > 32 * 32768 * 512 * 4  # flash attention off by default
+    huge = estimate(LLAMA_70B, Settings(backend="ollama", device_bytes=24 * GIB, quant="q4_k_m"))
+    assert huge.fits and 0 < huge.gpu_layers < 81 and huge.weights_host_bytes > 20 * GIB
+
+
+# --- vLLM -----------------------------------------------------------------------------------------------------
+
+
+def test_vllm_budget_blocks_and_concurrency() -> None:
+    info = replace(LLAMA_8B, weights_bytes=int(14.96 * GIB), dtype="bf16")
+    est = estimate(info, Settings(backend="vllm", device_bytes=int(79.22 * GIB), context=8192))
+    assert est.usable_bytes == int(79.22 * GIB * 0.9)  # its default gpu_memory_utilization
+    assert est.kv_bytes_per_token == 131072
+    available = est.usable_bytes - est.weights_bytes - est.activations_bytes - 512 * MIB
+    blocks = available // (16 * 131072)
+    assert est.kv_cache_tokens == blocks * 16
+    assert est.kv_cache_bytes == blocks * 16 * 131072
+    assert est.max_concurrency == pytest.approx(blocks * 16 / 8192, abs=0.01)
+    assert est.max_context == min(blocks * 16, 131072)
+    assert est.fits
+
+
+def test_vllm_refuses_when_one_request_does_not_fit() -> None:
+    info = replace(LLAMA_8B, weights_bytes=int(14.96 * GIB))
+    est = estimate(info, Settings(backend="vllm", device_bytes=24 * GIB, context=131072))
+    assert not est.fits
+    assert 0 < est.max_context < 131072
+    assert any("refuses" in note for note in est.notes)
+    assert estimate(info, Settings(backend="vllm", device_bytes=24 * GIB, context=est.max_context)).fits
+
+
+def test_vllm_mla_caches_one_latent_per_token() -> None:
+    ds = replace(LLAMA_8B, kv_lora_rank=512, qk_rope_head_dim=64, n_kv_heads=32, head_dim_k=192)
+    assert kv_bytes_per_token(ds, "bf16", "vllm") == 32 * (512 + 64) * 2
+    # transformers keeps decompressed per-head keys and values
+    assert kv_bytes_per_token(ds, "bf16", "transformers") == 32 * 32 * (192 + 128) * 2
+
+
+# --- transformers -------------------------------------------------------------------------------------------
+
+
+def test_transformers_bnb_keeps_embeddings_in_16_bit_and_peaks_at_load() -> None:
+    est = estimate(LLAMA_8B, Settings(backend="transformers", quant="nf4", context=2048))
+    embed = 128256 * 4096
+    linear = LLAMA_8B.n_params - 2 * embed - (2 * 32 + 1) * 4096
+    assert est.weights_bytes == int(linear * 4.5 / 8 + (2 * embed + 65 * 4096) * 2)
+    assert est.load_peak_bytes == LLAMA_8B.n_params * 2
+    prequantized = replace(LLAMA_8B, quant="nf4")
+    assert estimate(prequantized, Settings(backend="transformers", context=2048)).load_peak_bytes is None
+
+
+def test_transformers_logits_kv_and_eager_scores() -> None:
+    sdpa = estimate(LLAMA_8B, Settings(backend="transformers", context=4096))
+    assert sdpa.kv_cache_bytes == 4096 * 131072
+    # generate() keeps the logits of the last position only (logits_to_keep=1): bf16, fp32 copy, scores
+    mlp = 4096 * 3 * 14336 * 2
+    assert sdpa.activations_bytes == mlp + 128256 * (2 + 4 + 4)
+    eager = estimate(LLAMA_8B, Settings(backend="transformers", context=4096, flash_attn=False))
+    assert eager.activations_bytes - sdpa.activations_bytes == 2 * 32 * 4096 * 4096 * 2
+    assert sdpa.fragmentation_bytes > 0
+
+
+def test_moe_counts_every_expert() -> None:
+    mixtral = info_from_config(
+        {
+            "model_type": "mixtral",
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+            "vocab_size": 32000,
+        },
+        "mixtral",
+        exact_params=False,
+    )
+    assert mixtral.n_params == pytest.approx(46.7e9, rel=0.01)
+    est = estimate(mixtral, Settings(backend="vllm", device_bytes=80 * GIB, context=4096))
+    assert est.weights_bytes == mixtral.n_params * 2
+
+
+# --- settings -------------------------------------------------------------------------------------------------
+
+
+def test_settings_from_a_launch_profile() -> None:
+    settings = Settings.from_params(
+        {
+            "context": 8192,
+            "parallel": "4",
+            "kv_dtype": "q8_0",
+            "flash_attn": "on",
+            "gpu_layers": 20,
+            "mem_share": 0.85,
+        },
+        backend="llama.cpp",
+        device_bytes="24GiB",
+    )
+    assert (settings.context, settings.parallel, settings.kv_dtype, settings.flash_attn) == (
+        8192,
+        4,
+        "q8_0",
+        True,
+    )
+    assert settings.gpu_layers == 20 and settings.share == 0.85 and settings.device_bytes == 24 * GIB
+    assert Settings.from_params({"gpu_layers": "all"}).gpu_layers is None
+    assert Settings.from_params({"gpu_layers": -1}).gpu_layers is None
+    vllm = Settings.from_params({"context": 4096}, backend="vllm")
+    assert vllm.share == 0.9
+    with pytest.raises(VramtuiError):
+        Settings.from_params({"context": "lots"})
+    with pytest.raises(VramtuiError):
+        Settings(backend="tensorrt")
+    with pytest.raises(VramtuiError):
+        Settings(safety=1.5)
+
+
+def test_flags_only_model_and_to_dict_keys() -> None:
+    info = info_from_flags(params=70_000_000_000, layers=80, kv_heads=8, head_dim=128, quant="q4_k_m")
+    est = estimate(info, Settings(context=8192))
+    assert est.kv_bytes_per_token == 327_680
+    data = est.to_dict()
+    for key in (
+        "weights_bytes",
+        "kv_cache_bytes",
+        "kv_bytes_per_token",
+        "activations_bytes",
+        "overhead_bytes",
+        "fragmentation_bytes",
+        "total_bytes",
+        "device_bytes",
+        "usable_bytes",
+        "fits",
+        "max_context",
+        "max_parallel",
+        "gpu_layers_fit",
+        "host_bytes_needed",
+        "notes",
+    ):
+        assert key in data
+    assert data["total_bytes"] == sum(
+        data[k] for k in ("weights_bytes", "kv_cache_bytes", "activations_bytes", "overhead_bytes")
+    )
+    # Q4_K_M of a 70B is about 40 GiB (39.6 GiB published)
+    assert (est.weights_bytes + est.weights_host_bytes) / GIB == pytest.approx(39.6, rel=0.04)
+
+
+def test_engine_probe_reads_llama_cpp_log_lines() -> None:
+    from vramtui.core.estimate.engine_probe import parse_probe_log
+
+    log = (
+        "llama_context:  CUDA_Host  output buffer size =     0.40 MiB\n"
+        "llama_kv_cache:      CUDA0 KV buffer size =   800.00 MiB\n"
+        "llama_kv_cache: size =  800.00 MiB (  4096 cells,  40 layers,  1/1 seqs), K (f16):  400.00 MiB, V (f16):  400.00 MiB\n"
+        "llama_context:      CUDA0 compute buffer size =   353.01 MiB\n"
+        "llama_context:  CUDA_Host compute buffer size =    23.01 MiB\n"
+    )
+    kv, cells, compute, output = parse_probe_log(log)
+    assert kv == 800 * MIB and cells == 4096
+    assert compute == {"CUDA0": round(353.01 * MIB), "CUDA_Host": round(23.01 * MIB)}
+    assert output == round(0.40 * MIB)
+
+
+BASE_CONFIG = {"vocab_size": 32000, "max_position_embeddings": 32768}
+ARCHITECTURES = [
+    # published shapes -> K+V bytes per token in f16 for llama.cpp
+    ({"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+      "num_attention_heads": 28, "num_key_value_heads": 4}, 28 * 4 * 128 * 4),
+    ({"model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128}, 36 * 8 * 128 * 4),
+    ({"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "sliding_window": None}, 32 * 8 * 128 * 4),
+    ({"model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 32}, 32 * 32 * 96 * 4),
+    ({"model_type": "internlm2", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "bias": False}, 32 * 8 * 128 * 4),
+    ({"model_type": "deepseek_v2", "hidden_size": 2048, "intermediate_size": 10944, "num_hidden_layers": 27,
+      "num_attention_heads": 16, "num_key_value_heads": 16, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+      "qk_nope_head_dim": 128, "v_head_dim": 128, "n_routed_experts": 64, "n_shared_experts": 2,
+      "num_experts_per_tok": 6, "moe_intermediate_size": 1408, "first_k_dense_replace": 1},
+     27 * (576 + 512) * 2),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("config", "per_token"), ARCHITECTURES, ids=[c["model_type"] for c, _ in ARCHITECTURES]
+)
+def test_architectures_across_every_backend(config: dict, per_token: int) -> None:
+    info = info_from_config({**BASE_CONFIG, **config}, config["model_type"], exact_params=False)
+    assert kv_bytes_per_token(info, "f16", "llama.cpp") == per_token
+    for backend in ("llama.cpp", "ollama", "vllm", "transformers"):
+        est = estimate(info, Settings(backend=backend, context=8192, device_bytes=48 * GIB))
+        assert est.weights_bytes + est.weights_host_bytes > 0 and est.kv_cache_bytes > 0
+        assert est.total_bytes >= est.weights_bytes + est.kv_cache_bytes
+    if info.kv_lora_rank:  # DeepSeek-V2-Lite: vLLM caches the 576-wide latent only
+        assert kv_bytes_per_token(info, "bf16", "vllm") == 27 * 576 * 2
+        assert info.is_moe and info.n_params == pytest.approx(15.7e9, rel=0.02)
+
+
+# --- QA fixes ---------------------------------------------------------------------------------------------
+
+
+def test_ollama_gives_every_parallel_slot_the_full_num_ctx() -> None:
+    settings = Settings(backend="ollama", device_bytes=12 * GIB, quant="q4_k_m", context=4096)
+    one = estimate(LLAMA_8B, settings)
+    four = estimate(LLAMA_8B, replace(settings, parallel=4))
+    assert one.kv_cells == 4096 and four.kv_cells == 4 * 4096
+    assert four.kv_cache_bytes == 4 * one.kv_cache_bytes
+    # about what llama.cpp with the same total cells (and flash attention off, as Ollama runs) allows
+    llama = estimate(LLAMA_8B, replace(settings, backend="llama.cpp", flash_attn=False))
+    assert 2 <= one.max_parallel < 1024 and abs(one.max_parallel - llama.max_parallel) <= 1
+    assert estimate(LLAMA_8B, replace(settings, parallel=one.max_parallel, gpu_layers=33)).fits
+    assert not estimate(LLAMA_8B, replace(settings, parallel=one.max_parallel + 1, gpu_layers=33)).fits
+
+
+def test_applied_quant_is_reported_with_its_bits() -> None:
+    est = estimate(LLAMA_8B, Settings(quant="q4_k_m", device_bytes=12 * GIB))
+    assert est.quant == "q4_k_m" and est.quant_applied and est.bits_per_weight == pytest.approx(4.89)
+    own = estimate(replace(LLAMA_8B, dtype="bf16", bits_per_weight=16.0), Settings(device_bytes=24 * GIB))
+    assert own.quant == "bf16" and not own.quant_applied and own.bits_per_weight == 16.0
+
+
+def test_cpu_run_has_no_gpu_layer_advice() -> None:
+    est = estimate(LLAMA_70B, Settings(on_gpu=False, device_bytes=16 * GIB, context=4096))
+    assert not est.fits and est.device == "host"
+    assert est.gpu_layers_fit is None
+    assert not any("--gpu-layers" in note for note in est.notes)
+
+
+def test_implausible_layer_counts_are_refused_not_looped() -> None:
+    with pytest.raises(VramtuiError, match="not a plausible model"):
+        estimate(replace(LLAMA_8B, n_layers=10**8), Settings())
+
+
+def test_transformers_prefill_logits_are_for_the_last_token_only() -> None:
+    # Llama-3-8B at 8192 tokens: full-sequence fp32 logits would be 3.9 GiB and push it past a 24 GiB card
+    est = estimate(LLAMA_8B, Settings(backend="transformers", context=8192, device_bytes=24 * GIB))
+    assert est.fits
+    assert est.activations_bytes < 8192 * 3 * 14336 * 2 + 8 * MIB
+
+
+def test_load_peak_that_does_not_fit_is_the_stated_reason() -> None:
+    est = estimate(LLAMA_8B, Settings(backend="transformers", quant="nf4", device_bytes=12 * GIB))
+    assert not est.fits and est.load_peak_fits is False and est.total_bytes < est.usable_bytes
+    assert est.reason is not None and "load peak 14.96 GiB does not fit" in est.reason
+    assert f"pre-quantized checkpoint would need {est.total_bytes / GIB:.2f} GiB" in est.reason
+    assert est.max_context is None  # no context helps; not a misleading 0
+
+
+def test_context_past_the_trained_length_is_noted_and_the_solver_capped() -> None:
+    short = replace(LLAMA_8B, max_context=8192)
+    est = estimate(short, Settings(context=20000, device_bytes=48 * GIB))
+    assert est.past_trained_context and est.to_dict()["past_trained_context"] is True
+    assert any("past the model's trained length 8192" in note for note in est.notes)
+    assert est.max_context == 8192
+    assert any("capped at the model's trained length" in note for note in est.notes)
+    inside = estimate(short, Settings(context=8192, device_bytes=48 * GIB))
+    assert not inside.past_trained_context
+    assert not any("trained length" in note for note in inside.notes if "capped" not in note)
+
+
+def test_vllm_breakdown_stays_within_its_budget_and_agrees_with_the_verdict() -> None:
+    info = replace(LLAMA_8B, weights_bytes=int(14.96 * GIB), dtype="bf16", max_context=32768)
+    est = estimate(info, Settings(backend="vllm", device_bytes=24 * GIB, context=32768))
+    assert est.total_bytes <= est.usable_bytes  # the KV cache takes what the budget leaves
+    assert est.fits == (est.kv_cache_tokens >= 32768)
+    if not est.fits:
+        assert est.reason and f"--max-model-len {est.kv_cache_tokens}" in est.reason
+
+
+def test_vllm_profile_peak_is_gate_up_plus_two_hidden_rows_and_the_sampler() -> None:
+    # vllm-n3 of the corpus: Llama-3.1-8B on an RTX 3090 (23.58 GiB), max_model_len 20000, V0 profile run
+    info = replace(LLAMA_8B, weights_bytes=int(14.9888 * GIB), dtype="bf16")
+    est = estimate(info, Settings(backend="vllm", device_bytes=int(23.58 * GIB), context=20000, safety=0.9))
+    forward = 20000 * (2 * 14336 + 2 * 4096) * 2
+    sampler = 256 * 128256 * 24  # the last token of max_num_seqs sequences, not of every token
+    assert est.activations_bytes == forward + sampler
+    assert est.activations_bytes == pytest.approx(2.07 * GIB, rel=0.03)  # peak_torch - weights it printed
+    assert est.kv_cache_bytes == pytest.approx(3.81 * GIB, rel=0.06)  # its kv_cache_size
+
+
+def test_ollama_and_vllm_say_what_they_do_past_the_trained_length() -> None:
+    short = replace(LLAMA_8B, max_context=8192)
+    ollama = estimate(short, Settings(backend="ollama", context=20000, device_bytes=48 * GIB, quant="q4_k_m"))
+    assert ollama.context == 8192 and ollama.past_trained_context
+    assert any("Ollama clamps num_ctx 20000 to the model's trained length 8192" in n for n in ollama.notes)
+    vllm = estimate(short, Settings(backend="vllm", context=20000, device_bytes=80 * GIB))
+    assert vllm.past_trained_context and any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in n for n in vllm.notes)

@@ -1,0 +1,101 @@
+"""The llama.cpp estimate against llama.cpp itself: load generated GGUFs with llama-cpp-python on this CPU and
+compare the buffer sizes it prints (model, KV, compute) with what the estimator says it will allocate."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vramtui.core.estimate.estimator import Settings, estimate
+from vramtui.core.estimate.modelinfo import load_model_info
+from vramtui.core.units import MIB
+
+pytestmark = pytest.mark.engine
+
+GGML_TYPE = {"f16": 1, "q8_0": 8, "q4_0": 2}
+BUFFER = re.compile(r"(CPU_Mapped model|CPU KV|CPU compute) buffer size =\s+([\d.]+) MiB")
+LOAD = """
+import sys, llama_cpp
+path, n_ctx, n_ubatch, flash, kv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5])
+llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_batch=max(512, n_ubatch), n_ubatch=n_ubatch, flash_attn=flash,
+                type_k=kv, type_v=kv, n_threads=2, n_gpu_layers=0, verbose=True)
+"""
+
+
+def engine_buffers(path: Path, ctx: int, ubatch: int, flash: bool, kv: str) -> dict[str, float]:
+    """Load the model in a fresh process (its C code logs to the process's stderr) and read the buffers."""
+    pytest.importorskip("llama_cpp")
+    args = [str(path), str(ctx), str(ubatch), "1" if flash else "0", str(GGML_TYPE[kv])]
+    result = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = {name.split()[-1]: float(mib) for name, mib in BUFFER.findall(result.stderr)}
+    assert set(found) == {"model", "KV", "compute"}, result.stderr[-2000:]
+    return found
+
+
+CASES = [
+    # (model shape, context, ubatch, flash attention, KV type)
+    (dict(n_layer=4, n_embd=512, n_head=8, n_head_kv=8), 2048, 512, False, "f16"),
+    (dict(n_layer=2, n_embd=256, n_head=4, n_head_kv=2, n_ff=2048), 1000, 512, True, "f16"),
+    (dict(n_layer=3, n_embd=512, n_head=8, n_head_kv=2, dtype="q8_0"), 3000, 256, True, "q8_0"),
+    (dict(n_layer=6, n_embd=384, n_head=6, n_head_kv=3, n_ff=1536, dtype="q4_0"), 5000, 128, False, "f16"),
+    (dict(n_layer=2, n_embd=512, n_head=8, n_head_kv=1, n_ff=4096, dtype="f32"), 700, 512, True, "q4_0"),
+]
+
+
+@pytest.mark.parametrize(("shape", "ctx", "ubatch", "flash", "kv"), CASES)
+def test_estimate_matches_llama_cpp_buffers(
+    make_gguf, shape: dict, ctx: int, ubatch: int, flash: bool, kv: str
+) -> None:
+    path = make_gguf(**shape)
+    engine = engine_buffers(path, ctx, ubatch, flash, kv)
+    est = estimate(
+        load_model_info(path),
+        Settings(
+            context=ctx, ubatch=ubatch, batch=max(512, ubatch), flash_attn=flash, kv_dtype=kv, on_gpu=False
+        ),
+    )
+    # llama.cpp prints MiB with two decimals: model and KV must agree to that precision
+    assert est.device == "host"  # a CPU-only run: every row of the breakdown is host RAM
+    assert est.weights_bytes / MIB == pytest.approx(engine["model"], abs=0.006)
+    assert est.kv_cache_bytes / MIB == pytest.approx(engine["KV"], abs=0.006)
+    # the compute buffer is the graph allocator's peak; the estimate rebuilds it from the graph's phases
+    assert est.compute_buffer_bytes / MIB == pytest.approx(engine["compute"], rel=0.10)
+
+
+def test_llama_cpp_dry_run_agrees_with_the_real_load_and_the_arithmetic(make_gguf) -> None:
+    from vramtui.core.estimate.engine_probe import probe_llama_cpp
+
+    pytest.importorskip("llama_cpp")
+    path = make_gguf(n_layer=4, n_embd=512, n_head=8, n_head_kv=8)
+    figures = probe_llama_cpp(path, context=3000, ubatch=256, batch=512, flash_attn=False, kv_dtype="f16")
+    assert figures is not None and figures.context_ok
+    real = engine_buffers(path, 3000, 256, False, "f16")
+    # the dry run allocates nothing yet sizes the cache and the graph as the real load does
+    assert figures.kv_bytes / MIB == pytest.approx(real["KV"], abs=0.006)
+    assert figures.compute_bytes["CPU"] / MIB == pytest.approx(real["compute"], abs=0.006)
+    est = estimate(
+        load_model_info(path), Settings(context=3000, ubatch=256, batch=512, flash_attn=False, on_gpu=False)
+    )
+    assert figures.kv_cells == est.kv_cells == 3072
+    assert est.kv_cache_bytes == figures.kv_bytes
+
+
+def test_estimate_cli_asks_the_engine(make_gguf, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from vramtui.cli import main
+
+    pytest.importorskip("llama_cpp")
+    path = make_gguf(n_layer=4, n_embd=512, n_head=8, n_head_kv=8)
+    assert (
+        main(["estimate", str(path), "--ctx", "2048", "--flash-attn", "off", "--cpu", "--engine", "--json"])
+        == 0
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert data["engine"]["kv_bytes"] == data["kv_cache_bytes"]
+    assert data["engine"]["compute_bytes"]["CPU"] == pytest.approx(data["compute_buffer_bytes"], rel=0.10)

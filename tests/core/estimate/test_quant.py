@@ -1,0 +1,75 @@
+"""The quantization table: real bits per weight, KV element sizes, llama-quantize's per-tensor choices."""
+
+from __future__ import annotations
+
+import pytest
+
+from vramtui.core.errors import VramtuiError
+from vramtui.core.estimate import quant as q
+
+
+@pytest.mark.parametrize(
+    ("name", "bits"),
+    [
+        ("q4_0", 4.5),
+        ("Q4_K", 4.5),
+        ("q5_k", 5.5),
+        ("q6_k", 6.5625),
+        ("q8_0", 8.5),
+        ("iq4_xs", 4.25),
+        ("f16", 16),
+        ("fp16", 16),
+        ("bf16", 16),
+        ("f32", 32),
+        ("fp8", 8),
+        ("int8", 8),
+        ("nf4", 4.5),
+        ("q4_k_m", 4.89),
+        ("q5_k_m", 5.70),
+    ],
+)
+def test_bits_per_weight(name: str, bits: float) -> None:
+    assert q.bits_per_weight(name) == pytest.approx(bits)
+
+
+def test_nf4_double_quant_and_group_quant_overheads() -> None:
+    # absmax in 8 bits plus one fp32 per 256 blocks of 64
+    assert q.bits_per_weight("nf4-dq") == pytest.approx(4.127, abs=0.001)
+    # 4-bit codes + fp16 scale + 4-bit zero per group of 128
+    assert q.bits_per_weight("gptq") == pytest.approx(4.156, abs=0.001)
+    assert q.bits_per_weight("awq-g64") == pytest.approx(4 + 20 / 64)
+    assert q.bits_per_weight("gptq", group_size=32) > q.bits_per_weight("gptq")
+
+
+def test_kv_element_sizes_follow_ggml_blocks() -> None:
+    assert q.kv_bytes_per_element("f16") == 2
+    assert q.kv_bytes_per_element("q8_0") == 34 / 32
+    assert q.kv_bytes_per_element("q4_0") == 18 / 32
+    assert q.kv_bytes_per_element("fp8") == 1
+    assert q.kv_row_bytes("q8_0", 1024) == 1088
+    with pytest.raises(VramtuiError):
+        q.kv_bytes_per_element("q9_z")
+
+
+@pytest.mark.parametrize("bad", ["q9_z", "int3", "", "awesome"])
+def test_unknown_quant_is_a_user_error(bad: str) -> None:
+    with pytest.raises(VramtuiError):
+        q.normalize_quant(bad)
+
+
+def test_q4_k_m_gives_half_the_layers_more_bits() -> None:
+    n = 32
+    more = [i for i in range(n) if q.gguf_tensor_type("q4_k_m", q.TensorRole("ffn_down", i), n) == "q6_k"]
+    # first and last eighth, and every third layer in between (llama.cpp's use_more_bits)
+    assert more[:4] == [0, 1, 2, 3] and more[-4:] == [28, 29, 30, 31]
+    assert len(more) == 16
+    assert q.gguf_tensor_type("q4_k_m", q.TensorRole("attn_q", 5), n) == "q4_k"
+    assert q.gguf_tensor_type("q4_k_m", q.TensorRole("output"), n) == "q6_k"
+    assert q.gguf_tensor_type("q8_0", q.TensorRole("output"), n) == "q8_0"
+    assert q.gguf_tensor_type("q4_0", q.TensorRole("token_embd"), n, tied=True) == "q6_k"
+    assert q.gguf_tensor_type("q4_0", q.TensorRole("norm", 3), n) == "f32"
+
+
+def test_hf_quantizations_are_told_apart_from_gguf_types() -> None:
+    assert q.is_hf_quant("nf4") and q.is_hf_quant("gptq-g128") and q.is_hf_quant("fp8")
+    assert not q.is_hf_quant("q4_k_m") and not q.is_hf_quant("bf16")

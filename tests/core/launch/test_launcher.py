@@ -1,0 +1,502 @@
+"""The model server's whole life, for real: llama-cpp-python's server on a loopback port, real failures.
+
+Every test ends by checking that nothing it started is still running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from vramtui.core.launch import procs
+from vramtui.core.launch.launcher import (
+    BAD_ARGUMENTS,
+    COMMAND_NOT_FOUND,
+    PORT_IN_USE,
+    READY_TIMEOUT,
+    LaunchError,
+    LogLine,
+    ModelServer,
+    build_command,
+    refused_arguments,
+)
+from vramtui.core.launch.launcher import run_check as _run_check
+from vramtui.core.launch.profile import Profile, load_profile
+from vramtui.core.units import MIB
+
+PROFILES = Path(__file__).resolve().parents[2] / "data" / "profiles"
+needs_llama = pytest.mark.skipif(
+    subprocess.run(
+        [sys.executable, "-c", "import llama_cpp.server"], capture_output=True, check=False
+    ).returncode
+    != 0,
+    reason="llama-cpp-python[server] is not installed",
+)
+
+
+def run_check(profile: Profile, tmp_path: Path, **kwargs: object):  # type: ignore[no-untyped-def]
+    return _run_check(profile, log_dir=tmp_path / "runs", **kwargs)  # type: ignore[arg-type]
+
+
+def profile_next_to(model: Path, name: str, folder: Path) -> Profile:
+    """Copy a test profile into `folder`, with the model beside it as tiny.gguf."""
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / "tiny.gguf"
+    if not link.exists():
+        link.symlink_to(model)
+    shutil.copy(PROFILES / name, folder / name)
+    return load_profile(folder / name)
+
+
+def assert_nothing_left(*pids: int | None) -> None:
+    for pid in pids:
+        if pid is None:
+            continue
+        assert not procs.group_members(pid), f"process group {pid} still has members"
+        if psutil.pid_exists(pid):
+            assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not procs.live_groups()
+
+
+@pytest.mark.engine
+@needs_llama
+def test_tiny_gguf_comes_up_answers_and_goes(tiny_gguf: Path, tmp_path: Path) -> None:
+    profile = profile_next_to(tiny_gguf, "tiny-ok.toml", tmp_path / "p")
+    lines: list[str] = []
+    started: list[int] = []
+    result = run_check(profile, tmp_path, on_line=lines.append, on_start=lambda s: started.append(s.pid))
+    assert result.ready and result.ok, result.message
+    assert result.stage == "inference" and result.failure is None
+    assert result.smoke is not None and result.smoke.status == 200 and result.smoke.text
+    assert result.ttft_s is not None and result.ttft_s > 0
+    assert result.load_time_s is not None and 0 < result.load_time_s < 60
+    # The memory of the process tree was measured while it ran, and given back at the end.
+    assert result.peak_mib is not None and 20 < result.peak_mib < 1500
+    assert result.resident_mib is not None and 0 < result.resident_mib <= result.peak_mib
+    assert result.released is True
+    assert result.budget_mode == "host" and result.memory_budget_mib == 1500
+    assert any("uvicorn running on" in line.lower() for line in lines)
+    log = Path(result.log_file or "")
+    assert log.parent == tmp_path / "runs" and "Uvicorn running on" in log.read_text()
+    import re
+
+    stamped = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} ")
+    assert all(stamped.match(line) for line in log.read_text().splitlines())
+    assert len(log.read_text().splitlines()) == len(lines)
+    assert result.command[:3] == [sys.executable, "-m", "llama_cpp.server"]
+    kinds = [e.kind for e in result.events]
+    assert (
+        kinds.index("launch")
+        < kinds.index("ready")
+        < kinds.index("request_start")
+        < kinds.index("request_end")
+    )
+    data = result.to_dict()
+    json.dumps(data)
+    assert data["smoke"]["ok"] is True
+    assert_nothing_left(*started)
+
+
+@pytest.mark.engine
+@needs_llama
+def test_context_manager_stop_releases_memory(tiny_gguf: Path, tmp_path: Path) -> None:
+    profile = profile_next_to(tiny_gguf, "tiny-ok.toml", tmp_path / "p")
+    samples: list = []
+    with ModelServer(profile, log_dir=tmp_path / "runs", on_sample=samples.append) as server:
+        assert server.wait_ready(60)
+        pid = server.pid
+        assert pid is not None and procs.tree_rss(pid) > 20 * MIB
+        assert server.stage == "ready"
+    assert server.released is True
+    assert server.exit_code is not None and server.stopped_by_us
+    assert procs.tree_rss(pid) == 0
+    # The memory samples followed the server's own tree, and their peak is the server's peak.
+    trees = [s.host.tree_rss for s in samples if s.host is not None and s.host.tree_pids]
+    assert trees and all(pid in s.host.tree_pids for s in samples if s.host is not None and s.host.tree_pids)
+    assert server.peak_bytes == max(trees)
+    assert_nothing_left(pid)
+
+
+@pytest.mark.engine
+@needs_llama
+def test_budget_too_small_for_the_kv_cache(tiny_gguf: Path, tmp_path: Path) -> None:
+    profile = profile_next_to(tiny_gguf, "tiny-kv-too-big.toml", tmp_path / "p")
+    started: list[int] = []
+    result = run_check(profile, tmp_path, on_start=lambda s: started.append(s.pid))
+    assert not result.ready and not result.ok
+    assert result.failure_stage == "kv_cache"
+    assert "oom" in str(result.failure)
+    log = Path(result.log_file or "").read_text()
+    assert "failed to allocate" in log  # llama.cpp's own words
+    assert result.diagnosis is not None
+    assert result.diagnosis.failed and result.diagnosis.failure_stage == "kv_cache"
+    assert result.diagnosis.failure == "host_oom"  # the log engine and the launcher name it alike
+    # The saved log (timestamped lines) reads back to the same diagnosis as the live stream.
+    from vramtui.core.logs.diagnose import diagnose_file
+
+    again = diagnose_file(result.log_file or "", backend="llama-cpp-python")
+    assert (again.failure, again.failure_stage) == (result.diagnosis.failure, result.diagnosis.failure_stage)
+    assert again.engine_figures == result.diagnosis.engine_figures
+    assert_nothing_left(*started)
+
+
+@pytest.mark.engine
+@needs_llama
+def test_missing_model_file(tmp_path: Path) -> None:
+    profile = Profile(backend="llama-cpp-python", model=str(tmp_path / "nowhere.gguf"), port=0)
+    started: list[int] = []
+    result = run_check(profile, tmp_path, ready_timeout_s=60, on_start=lambda s: started.append(s.pid))
+    assert not result.ready and result.exit_code not in (None, 0)
+    assert result.diagnosis is not None and result.diagnosis.failed
+    assert result.failure == "file_missing", result.to_dict()
+    assert_nothing_left(*started)
+
+
+@pytest.mark.engine
+@needs_llama
+def test_truncated_gguf(tiny_gguf: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(tiny_gguf.read_bytes()[: tiny_gguf.stat().st_size // 3])
+    profile = Profile(backend="llama-cpp-python", model=str(broken), port=0)
+    started: list[int] = []
+    result = run_check(profile, tmp_path, ready_timeout_s=60, on_start=lambda s: started.append(s.pid))
+    assert not result.ready and result.exit_code not in (None, 0)
+    assert result.failure not in (None, READY_TIMEOUT)
+    assert result.diagnosis is not None and result.diagnosis.failed
+    assert result.failure_stage == "load_weights"
+    assert_nothing_left(*started)
+
+
+@pytest.mark.engine
+@needs_llama
+def test_a_refused_command_line_is_a_launch_failure(tiny_gguf: Path, tmp_path: Path) -> None:
+    """llama_cpp.server's argparse refuses an extra argument: nothing loaded, the argument named."""
+    profile = Profile(backend="llama-cpp-python", model=str(tiny_gguf), port=0, extra_args=("$(id)",))
+    started: list[int] = []
+    result = run_check(profile, tmp_path, ready_timeout_s=60, on_start=lambda s: started.append(s.pid))
+    assert not result.ready and result.exit_code == 2
+    assert result.failure == BAD_ARGUMENTS and result.failure_stage == "launch" and result.stage is None
+    assert "unrecognized arguments: $(id)" in result.message and "check extra_args" in result.message
+    assert result.command[-1] == "$(id)"  # passed literally, never through a shell
+    assert_nothing_left(*started)
+
+
+@pytest.mark.parametrize(
+    ("line", "refused"),
+    [
+        ("__main__.py: error: unrecognized arguments: --bogus 3", "unrecognized arguments: --bogus 3"),
+        (
+            "api_server.py: error: argument --max-model-len: invalid int value: 'x'",
+            "argument --max-model-len: invalid int value: 'x'",
+        ),
+        ("error: invalid argument: --ctx-sise", "invalid argument: --ctx-sise"),
+        (
+            'error while handling argument "--ctx-size": stoi',
+            'error while handling argument "--ctx-size": stoi',
+        ),
+        ("Error: unknown flag: --bogus", "unknown flag: --bogus"),
+        ("llama_model_load: error loading model: unknown model architecture: 'x'", None),
+    ],
+)
+def test_refused_arguments_reads_each_parser(line: str, refused: str | None) -> None:
+    assert refused_arguments([LogLine(0.0, "usage: server [-h]"), LogLine(1.0, line)]) == refused
+
+
+def test_port_already_in_use(tiny_gguf: Path, tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        profile = Profile(backend="llama-cpp-python", model=str(tiny_gguf), port=port)
+        server = ModelServer(profile, log_dir=tmp_path / "runs")
+        with pytest.raises(LaunchError, match=f"port {port}.*already in use") as caught:
+            server.start()
+        assert caught.value.failure == PORT_IN_USE
+        assert server.proc is None  # nothing was launched
+        result = run_check(profile, tmp_path)
+    assert not result.ready and result.failure == PORT_IN_USE and result.failure_stage == "launch"
+    assert str(port) in result.message and "pid" in result.message  # who holds it
+    assert not procs.live_groups()
+
+
+def test_command_not_found(tmp_path: Path) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0, env={"PATH": str(empty)})
+    result = run_check(profile, tmp_path)
+    assert not result.ready and result.failure == COMMAND_NOT_FOUND
+    assert "llama-server" in result.message
+    assert result.command[0] == "llama-server"
+    assert not procs.live_groups()
+
+
+HANGING_SERVER = """#!{python}
+# Prints what llama.cpp prints while loading, then never gets ready.
+import time
+print("llama_model_loader: loaded meta data with 23 key-value pairs and 39 tensors from m.gguf", flush=True)
+print("load_tensors: loading model tensors, this can take a while...", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.engine
+def test_server_that_hangs_before_ready_times_out_naming_the_stage(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "llama-server"
+    fake.write_text(HANGING_SERVER.replace("{python}", sys.executable))
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    profile = Profile(
+        backend="llama.cpp",
+        model=str(tmp_path / "m.gguf"),
+        port=0,
+        env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+    )
+    started: list[int] = []
+    t0 = time.monotonic()
+    result = run_check(profile, tmp_path, ready_timeout_s=3, on_start=lambda s: started.append(s.pid))
+    assert time.monotonic() - t0 < 20
+    assert not result.ready and result.failure == READY_TIMEOUT
+    assert result.failure_stage == "load_weights"
+    assert "load_weights" in result.message
+    assert_nothing_left(*started)
+
+
+SIGKILLED_PARENT = """
+import sys, time
+from vramtui.core.launch.launcher import ModelServer
+from vramtui.core.launch.profile import Profile
+server = ModelServer(Profile(backend="llama-cpp-python", model=sys.argv[1], port=0), log_dir=sys.argv[2])
+server.start()
+assert server.wait_ready(60)
+print(server.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait_gone(pid: int, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.engine
+@needs_llama
+def test_sigkill_of_vramtui_takes_the_server_with_it(tiny_gguf: Path, tmp_path: Path) -> None:
+    server_pid = 0
+    parent = subprocess.Popen(
+        [sys.executable, "-c", SIGKILLED_PARENT, str(tiny_gguf), str(tmp_path / "runs")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert parent.stdout is not None
+        server_pid = int(parent.stdout.readline())
+        assert psutil.Process(server_pid).ppid() == parent.pid
+        parent.send_signal(signal.SIGKILL)  # no Python code of the parent runs after this
+        parent.wait(10)
+        assert _wait_gone(server_pid), "the server outlived a SIGKILLed vramtui"
+    finally:
+        parent.kill()
+        parent.wait()
+        if server_pid and _alive(server_pid):  # even a failing test leaves nothing behind
+            os.killpg(server_pid, signal.SIGKILL)
+
+
+GRANDCHILD_PARENT = """
+import sys, time
+from vramtui.core.launch import procs
+proc = procs.spawn(["sh", "-c", "sleep 600 & echo $!; wait"])
+print(proc.stdout.readline().decode().strip(), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_terminal_signals_kill_the_whole_group(sig: signal.Signals) -> None:
+    # `sleep` is a grandchild: PDEATHSIG does not reach it, only the group kill in the handler does.
+    grandchild = 0
+    parent = subprocess.Popen([sys.executable, "-c", GRANDCHILD_PARENT], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        grandchild = int(parent.stdout.readline())
+        deadline = time.monotonic() + 5  # the forked shell becomes `sleep` at its exec
+        while psutil.Process(grandchild).name() != "sleep" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert psutil.Process(grandchild).name() == "sleep"
+        parent.send_signal(sig)
+        parent.wait(10)
+        assert _wait_gone(grandchild), f"a grandchild outlived {sig.name}"
+    finally:
+        parent.kill()
+        parent.wait()
+        if grandchild and _alive(grandchild):
+            os.kill(grandchild, signal.SIGKILL)
+
+
+def test_normal_exit_kills_the_group_too() -> None:
+    script = GRANDCHILD_PARENT.replace("time.sleep(600)", "sys.exit(0)")
+    parent = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=True
+    )
+    grandchild = int(parent.stdout.strip())
+    gone = _wait_gone(grandchild)
+    if not gone:
+        os.kill(grandchild, signal.SIGKILL)
+    assert gone
+
+
+def test_build_command_picks_a_free_port_for_zero(tiny_gguf: Path) -> None:
+    plan = build_command(Profile(backend="llama-cpp-python", model=str(tiny_gguf), port=0))
+    assert plan.port > 0 and not procs.port_in_use("127.0.0.1", plan.port)
+    assert plan.base_url == f"http://127.0.0.1:{plan.port}"
+
+
+def test_default_log_dir_is_under_the_user_data_dir() -> None:
+    import platformdirs
+
+    from vramtui.core.launch.launcher import default_log_dir
+
+    assert default_log_dir() == Path(platformdirs.user_data_dir("vramtui")) / "runs"
+
+
+def test_gpu_holders_are_reported_before_launch(tiny_gguf: Path, tmp_path: Path) -> None:
+    """NVML is absent here: a source with NVML's shapes (GpuReading.process_bytes) stands in."""
+    from vramtui.core.memory.sampling import GpuReading, Sample
+
+    class FixedGpu:
+        available = True
+
+        def sample(self) -> Sample:
+            gpu = GpuReading(0, "NVIDIA GeForce RTX 4090", "GPU-1", 9000 * MIB, 24564 * MIB,
+                             process_bytes={os.getpid(): 8800 * MIB})  # fmt: skip
+            return Sample(time.time(), (gpu,), None)
+
+        def close(self) -> None:
+            pass
+
+    profile = Profile(backend="llama-cpp-python", model=str(tiny_gguf), port=0, params={"gpu_layers": 0})
+    server = ModelServer(profile, log_dir=tmp_path, sample_source=FixedGpu())
+    notes = server.preflight()
+    assert notes == [f"GPU 0: pid {os.getpid()} ({psutil.Process().name()}) already holds 8800 MiB"]
+    assert not server._uses_gpu()  # gpu_layers = 0: a budget would apply to the host
+    assert ModelServer(
+        profile.with_param("gpu_layers", 99), log_dir=tmp_path, sample_source=FixedGpu()
+    )._uses_gpu()
+
+
+@pytest.mark.engine
+@needs_llama
+def test_gpu_budget_stops_the_run_as_out_of_memory(tiny_gguf: Path, tmp_path: Path) -> None:
+    """The GPU budget through the NVML interface: the source charges the server's real pid."""
+    from vramtui.core.memory.sampling import GpuReading, Sample
+
+    class ServerOnGpu:
+        """Charges every pid of the watched tree 200 MiB per second since launch (an allocation ramp)."""
+
+        available = True
+
+        def __init__(self) -> None:
+            self.pids: tuple[int, ...] = ()
+            self.t0 = time.monotonic()
+
+        def sample(self) -> Sample:
+            pids = procs.tree_pids(self.pids[0]) if self.pids else []
+            used = int((time.monotonic() - self.t0) * 200 * MIB)
+            gpu = GpuReading(
+                0, "NVIDIA L4", "GPU-1", used, 23034 * MIB, process_bytes=dict.fromkeys(pids, used)
+            )
+            return Sample(time.time(), (gpu,), None)
+
+        def status(self) -> object:
+            return None
+
+        def close(self) -> None:
+            pass
+
+    source = ServerOnGpu()
+    profile = Profile(
+        backend="llama-cpp-python",
+        model=str(tiny_gguf),
+        port=0,
+        params={"gpu_layers": 99},
+        memory_budget=20 * MIB,
+    )
+    started: list[int] = []
+
+    def on_start(server: ModelServer) -> None:
+        source.pids = (server.pid or 0,)
+        source.t0 = time.monotonic()
+        started.append(server.pid or 0)
+
+    result = run_check(profile, tmp_path, sample_source=source, on_start=on_start, ready_timeout_s=60)
+    assert result.budget_mode == "gpu"
+    assert result.failure == "cuda_oom" and not result.ok
+    assert result.failure_stage is not None
+    assert "budget" in Path(result.log_file or "").read_text()
+    assert_nothing_left(*started)
+
+
+@pytest.mark.engine
+@needs_llama
+def test_started_from_a_short_lived_thread_the_server_stays_up(tiny_gguf: Path, tmp_path: Path) -> None:
+    """PDEATHSIG fires when the forking *thread* ends: a TUI worker thread must not take the server down."""
+    import threading
+
+    profile = Profile(backend="llama-cpp-python", model=str(tiny_gguf), port=0)
+    server = ModelServer(profile, log_dir=tmp_path, on_log_line=lambda line: records.append(line))
+    records: list = []
+    worker = threading.Thread(target=server.start)
+    worker.start()
+    worker.join()
+    try:
+        assert server.wait_ready(60)
+        time.sleep(0.5)
+        assert server.running, "the server died with the thread that started it"
+        assert records and all(r.t >= (server.started_at or 0) for r in records)
+        assert any(r.stage == "kv_cache" for r in records)  # the log engine tagged the lines as they came
+    finally:
+        server.stop()
+    assert_nothing_left(server.pid)
+
+
+@pytest.mark.engine
+@needs_llama
+def test_replaying_the_long_request_that_failed(tiny_gguf: Path, tmp_path: Path) -> None:
+    """The smallest request answers; the saved long one is over the context: the check says so."""
+    profile = profile_next_to(tiny_gguf, "tiny-ok.toml", tmp_path / "p")
+    long_request = {"messages": [{"role": "user", "content": "a " * 1500}], "max_tokens": 32}
+    result = run_check(profile, tmp_path, replay=long_request)
+    assert result.ready and result.smoke is not None and result.smoke.ok
+    assert result.replay is not None and result.replay.kind == "context_too_long"
+    assert not result.ok and result.failure == "context_too_long" and result.failure_stage == "inference"
+    assert "maximum context length is 2048" in result.replay.meaning
+    assert result.to_dict()["replay"]["status"] == 400
+    fitting = run_check(
+        profile, tmp_path, replay={"messages": [{"role": "user", "content": "a " * 200}], "max_tokens": 16}
+    )
+    assert fitting.ok and fitting.replay is not None and fitting.replay.ok

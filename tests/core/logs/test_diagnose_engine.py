@@ -1,0 +1,151 @@
+"""Real llama-cpp-python runs on this CPU, diagnosed from their own output.
+
+A tiny random-weight GGUF (vramtui.core.demo.tinygguf) loads in well under a second; the failures are
+llama.cpp's own: an address-space cap on the child process, a path that does not exist, a file cut
+in half.
+"""
+
+from __future__ import annotations
+
+import resource
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vramtui.core.logs.diagnose import LogDiagnoser, diagnose_text
+
+pytestmark = pytest.mark.engine
+
+pytest.importorskip("llama_cpp")
+
+LOAD_SCRIPT = (
+    "import sys, llama_cpp\n"
+    "llm = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=int(sys.argv[2]), verbose=True)\n"
+    "print(llm('hi', max_tokens=4)['choices'][0]['text'] != None)\n"
+)
+
+
+def _run_load(model: Path | str, n_ctx: int, cap_mib: int | None = None) -> tuple[str, int]:
+    def limit() -> None:
+        if cap_mib is not None:
+            cap = cap_mib << 20
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_SCRIPT, str(model), str(n_ctx)],
+        preexec_fn=limit,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=120,
+        check=False,
+    )
+    return done.stdout + done.stderr, done.returncode
+
+
+def _diagnose(output: str, returncode: int):
+    diagnoser = LogDiagnoser(kernel_log=lambda: None)
+    for line in output.splitlines():
+        diagnoser.feed(line)
+    diagnoser.note_exit(returncode)
+    live = diagnoser.result()
+    assert live.to_dict() == diagnose_text(output, exit_code=returncode, kernel_log=lambda: None).to_dict()
+    return live
+
+
+def test_memory_cap_fails_at_the_kv_cache_stage(tiny_gguf: Path) -> None:
+    output, code = _run_load(tiny_gguf, 262144, cap_mib=1500)
+    assert code != 0
+    d = _diagnose(output, code)
+    assert (d.failed, d.failure_stage, d.failure, d.cause) == (True, "kv_cache", "other", "host_alloc")
+    assert "insufficient memory" in (d.first_error_text or "")
+    assert d.engine_figures["context"] == 262144
+    assert d.engine_figures["model_buffer"] > 0  # the weights were in before it failed
+    assert any("--n_ctx 131072" in line for line in d.advice) or any("context" in line for line in d.advice)
+
+
+def test_memory_cap_fails_at_the_compute_buffer(tiny_gguf: Path) -> None:
+    output, code = _run_load(tiny_gguf, 65536, cap_mib=1500)
+    assert code != 0
+    d = _diagnose(output, code)
+    assert (d.failure_stage, d.failure) == ("kv_cache", "other")
+    assert d.engine_figures["kv_buffer"] == 512 << 20  # the KV cache fitted; the compute buffer did not
+    assert "compute" in output[output.index(d.first_error_text or "") :]
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    output, code = _run_load(tmp_path / "nope.gguf", 2048)
+    d = _diagnose(output, code)
+    assert (d.failed, d.failure_stage, d.failure) == (True, "load_weights", "file_missing")
+    assert d.backend == "llama-cpp-python"
+
+
+def test_truncated_gguf(tiny_gguf: Path, tmp_path: Path) -> None:
+    data = tiny_gguf.read_bytes()
+    half = tmp_path / "half.gguf"
+    half.write_bytes(data[: len(data) // 2])
+    d = _diagnose(*_run_load(half, 2048))
+    assert (d.failed, d.failure_stage, d.failure, d.cause) == (
+        True,
+        "load_weights",
+        "other",
+        "truncated_file",
+    )
+    assert "download it again" in d.advice[0]
+    header_only = tmp_path / "header.gguf"
+    header_only.write_bytes(data[:100])
+    d = _diagnose(*_run_load(header_only, 2048))
+    assert (d.failure_stage, d.cause) == ("load_weights", "truncated_file")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_server_comes_up_answers_and_is_read_live(tiny_gguf: Path) -> None:
+    import httpx
+
+    port = _free_port()
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(tiny_gguf), "--n_ctx", "2048"]
+    command += ["--host", "127.0.0.1", "--port", str(port)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    )
+    diagnoser = LogDiagnoser(kernel_log=lambda: None)
+    lines: list[str] = []
+    try:
+        assert process.stdout is not None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            tag = diagnoser.feed(line)
+            if tag.stage == "ready":
+                break
+        assert diagnoser.result().stage == "ready", "".join(lines[-20:])
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}/v1/completions",
+            json={"prompt": "hello", "max_tokens": 4},
+            timeout=60,
+        )
+        assert reply.status_code == 200
+    finally:
+        process.terminate()
+        rest, _ = process.communicate(timeout=30)
+    for line in rest.splitlines(keepends=True):
+        lines.append(line)
+        diagnoser.feed(line)
+    diagnoser.note_exit(process.returncode)
+    d = diagnoser.result()
+    assert (d.failed, d.failure, d.stage) == (False, "none", "inference")
+    assert d.backend == "llama-cpp-python"
+    assert d.engine_figures["kv_buffer"] == 16 << 20  # 4 layers x 2048 cells x 512 x 2 (K,V) x f16
+    assert d == diagnose_text("".join(lines), exit_code=process.returncode)

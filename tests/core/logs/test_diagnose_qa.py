@@ -1,0 +1,391 @@
+"""Cases a QA pass found: llama.cpp context-buffer failures, the first traceback's exception line,
+sub-step advice (CUDA-graph capture, transformers loading), quantization that was asked for but not
+applied, wrong formats per backend, a stage with no line behind it, and a context fitted to a budget."""
+
+from __future__ import annotations
+
+from vramtui.core.logs.diagnose import Diagnosis, diagnose_text
+
+
+def no_kernel_log() -> None:
+    return None
+
+
+def _diagnose(text: str, **kwargs: object) -> Diagnosis:
+    return diagnose_text(text, kernel_log=no_kernel_log, **kwargs)  # type: ignore[arg-type]
+
+
+# -- 1. llama.cpp KV-cache and compute-buffer allocation failures --------------------------------------
+LLAMA_CONTEXT_HEAD = (
+    "llama_model_loader: loaded meta data with 29 key-value pairs and 292 tensors from /m/q8.gguf\n"
+    "load_tensors: offloaded 33/33 layers to GPU\n"
+    "load_tensors:        CUDA0 model buffer size =  7605.33 MiB\n"
+    "llama_init_from_model: n_ctx         = 131072\n"
+    "llama_init_from_model: flash_attn    = 0\n"
+)
+
+
+def test_kv_cache_allocation_failure_alone_is_a_gpu_oom_at_kv_cache() -> None:
+    diagnosis = _diagnose("llama_kv_cache_init: failed to allocate buffer for kv cache\n")
+    assert (diagnosis.failure, diagnosis.failure_stage) == ("cuda_oom", "kv_cache")
+    assert diagnosis.first_error_line == 1
+
+
+def test_kv_and_compute_failures_after_gpu_buffers_are_gpu_oom() -> None:
+    for line in (
+        "llama_kv_cache_init: failed to allocate buffer for kv cache",
+        "llama_kv_cache_unified: failed to allocate buffer for kv cache",
+        "llama_new_context_with_model: failed to allocate compute buffers",
+        "graph_reserve: failed to allocate compute buffers",
+    ):
+        text = LLAMA_CONTEXT_HEAD + line + "\nllama_init_from_model: failed to initialize the context\n"
+        diagnosis = _diagnose(text)
+        assert (diagnosis.failure, diagnosis.failure_stage) == ("cuda_oom", "kv_cache"), line
+        assert diagnosis.first_error_line == 6, line
+        # The context the log printed is read (llama_init_from_model's wording), so the advice halves it.
+        assert diagnosis.engine_figures["context"] == 131072
+        assert "--ctx-size 65536 (now 131072)" in diagnosis.advice[0]
+
+
+def test_a_cpu_buffer_failure_before_the_kv_line_stays_a_host_allocation() -> None:
+    text = (
+        "llama_kv_cache_init: kv_size = 1048576, offload = 1, type_k = 'f16', type_v = 'f16'\n"
+        "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 137438953504\n"
+        "llama_kv_cache_init: failed to allocate buffer for kv cache\n"
+    )
+    diagnosis = _diagnose(text)
+    assert (diagnosis.failure, diagnosis.cause) == ("other", "host_alloc")
+    assert diagnosis.first_error_line == 2
+
+
+# -- 6. a quantized V cache needs flash attention ----------------------------------------------------
+def test_llama_kv_quantization_advice_names_flash_attention_per_backend() -> None:
+    for backend, words in (
+        ("llama.cpp", ("--cache-type-k q8_0", "--cache-type-v q8_0", "--flash-attn on")),
+        ("llama-cpp-python", ("--type_k 8", "--type_v 8", "--flash_attn true")),
+        ("ollama", ("OLLAMA_KV_CACHE_TYPE=q8_0", "OLLAMA_FLASH_ATTENTION=1")),
+    ):
+        diagnosis = _diagnose(
+            LLAMA_CONTEXT_HEAD + "graph_reserve: failed to allocate compute buffers\n", backend=backend
+        )
+        kv = [line for line in diagnosis.advice if "KV cache" in line and "Quantize" in line]
+        assert len(kv) == 1, (backend, diagnosis.advice)
+        for word in words:
+            assert word in kv[0], (backend, kv[0])
+
+
+# -- 2. an unfamiliar exception: its own line, not the traceback header --------------------------------
+TRACEBACK = (
+    "2026-11-30T05:48:26.550 vramtui-runner: loading tokenizer from /models/tiny\n"
+    "2026-11-30T05:48:28.884 Traceback (most recent call last):\n"
+    '2026-11-30T05:48:28.885   File "/srv/run.py", line 94, in load\n'
+    "2026-11-30T05:48:28.885     self.tokenizer = transformers.AutoTokenizer.from_pretrained(path)\n"
+    '2026-11-30T05:48:28.890   File "/venv/transformers/tokenization_utils_tokenizers.py", line 422, in __init__\n'
+    "2026-11-30T05:48:28.890     raise ValueError(\n"
+    "2026-11-30T05:48:28.890 {exception}\n"
+    "2026-11-30T05:48:28.890 vramtui-runner: error: loading failed\n"
+)
+
+
+def test_an_unfamiliar_exception_is_reported_at_its_own_line() -> None:
+    diagnosis = _diagnose(
+        TRACEBACK.format(exception="ValueError: the frobnicator refused this checkpoint"),
+        backend="transformers",
+    )
+    assert diagnosis.failed and diagnosis.failure == "other"
+    assert diagnosis.first_error_line == 7
+    assert "ValueError: the frobnicator refused" in (diagnosis.first_error_text or "")
+    assert "ValueError: the frobnicator refused" in diagnosis.evidence[0]
+
+
+def test_chained_unfamiliar_exceptions_report_the_first_tracebacks_exception() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/a.py", line 3, in <module>\n'
+        "    load()\n"
+        "KeyError: 'model_type'\n"
+        "\n"
+        "During handling of the above exception, another exception occurred:\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/a.py", line 5, in <module>\n'
+        "    raise RuntimeError('giving up')\n"
+        "RuntimeError: giving up\n"
+    )
+    diagnosis = _diagnose(text)
+    assert diagnosis.first_error_line == 4
+    assert diagnosis.first_error_text == "KeyError: 'model_type'"
+
+
+def test_a_tokenizer_error_gets_tokenizer_file_advice() -> None:
+    exception = (
+        "ValueError: Couldn't instantiate the backend tokenizer from one of: (1) a `tokenizers` library "
+        "serialization file, (2) a slow tokenizer instance to convert or (3) an equivalent slow tokenizer "
+        "class to instantiate and convert. You need to have sentencepiece installed to convert a slow "
+        "tokenizer to a fast one."
+    )
+    diagnosis = _diagnose(TRACEBACK.format(exception=exception))
+    assert diagnosis.first_error_line == 7
+    assert diagnosis.cause == "tokenizer_files"
+    assert "tokenizer.json" in diagnosis.advice[0]
+    missing = _diagnose(
+        "OSError: Can't load tokenizer for 'org/model'. If you were trying to load it from "
+        "'https://huggingface.co/models', make sure you don't have a local directory with the same name.\n"
+    )
+    assert (missing.failure, missing.cause) == ("file_missing", "tokenizer_files")
+    assert "tokenizer.json" in missing.advice[0]
+
+
+# -- 3. vLLM: out of memory while capturing CUDA graphs ----------------------------------------------
+VLLM_GRAPH = (
+    "INFO 06-01 12:00:10 [gpu_model_runner.py:1595] Model loading took 14.9889 GiB and 6.1 seconds\n"
+    "INFO 06-01 12:00:20 [kv_cache_utils.py:634] GPU KV cache size: 29,264 tokens\n"
+    "{capture}\n"
+    "ERROR 06-01 12:00:27 [core.py:515] EngineCore failed to start.\n"
+    "ERROR 06-01 12:00:27 [core.py:515] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+    "64.00 MiB. GPU 0 has a total capacity of 23.55 GiB of which 30.25 MiB is free.\n"
+)
+
+
+def test_oom_during_cuda_graph_capture_ranks_memory_share_and_eager_first() -> None:
+    for capture in (
+        "Capturing CUDA graph shapes:  43%|████▎     | 29/67 [00:05<00:07,  5.10it/s]",
+        "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  40%|████      | 27/67 [00:04<00:06]",
+        "INFO 06-01 12:00:21 [model_runner.py:1011] Capturing cudagraphs for decoding. This may lead to "
+        "unexpected consequences if the model is not static.",
+    ):
+        diagnosis = _diagnose(VLLM_GRAPH.format(capture=capture))
+        assert (diagnosis.failure, diagnosis.failure_stage) == ("cuda_oom", "kv_cache"), capture
+        assert diagnosis.cause == "cuda_graph_capture", capture
+        assert "--gpu-memory-utilization" in diagnosis.advice[0]
+        assert "--enforce-eager" in diagnosis.advice[1]
+        # The KV-budget knobs free nothing here.
+        assert not any("--max-model-len" in line or "fp8" in line for line in diagnosis.advice)
+        assert not diagnosis.warnings  # the capture mark is no quiet failure
+
+
+def test_oom_after_graph_capture_finished_keeps_the_kv_cache_advice() -> None:
+    finished = (
+        "Capturing CUDA graph shapes: 100%|██████████| 67/67 [00:09<00:00,  7.10it/s]\n"
+        "INFO 06-01 12:00:26 [gpu_model_runner.py:2020] Graph capturing finished in 9 secs, took 0.56 GiB"
+    )
+    diagnosis = _diagnose(VLLM_GRAPH.format(capture=finished))
+    assert diagnosis.failure == "cuda_oom"
+    assert diagnosis.cause != "cuda_graph_capture"
+    assert "--max-model-len" in diagnosis.advice[0]
+
+
+# -- 8. a stage nobody printed ---------------------------------------------------------------------
+def test_a_bare_killed_says_the_stage_is_unknown() -> None:
+    diagnosis = _diagnose("Killed\n")
+    assert diagnosis.failure == "host_oom_killed"
+    assert diagnosis.stage_inferred is True
+    assert diagnosis.failure_stage == "load_weights"  # the best guess, marked inferred
+    assert "stage unknown" in diagnosis.summary
+    assert "Failed at" not in diagnosis.summary
+    seen = _diagnose("llama_model_loader: loaded meta data with 29 key-value pairs\nKilled\n")
+    assert seen.stage_inferred is False
+    assert seen.summary.startswith("Failed at load_weights")
+    assert not any("while loading" in line for line in diagnosis.advice)
+    assert any("while loading" in line for line in seen.advice)
+
+
+# -- 4. transformers: a load-stage OOM gets transformers' own API ------------------------------------
+TF_LOAD_OOM = (
+    "{head}"
+    "Loading checkpoint shards:  50%|█████     | 2/4 [00:06<00:06,  3.05s/it]\n"
+    "Traceback (most recent call last):\n"
+    '  File "/home/u/run.py", line 8, in <module>\n'
+    '    model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float16, device_map="cuda")\n'
+    '  File "/venv/accelerate/utils/modeling.py", line 330, in set_module_tensor_to_device\n'
+    "    new_value = value.to(device)\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. GPU 0 has a total capacity "
+    "of 23.64 GiB of which 1.02 GiB is free.\n"
+)
+
+
+def test_transformers_load_oom_without_quantization_advises_bitsandbytes_config_first() -> None:
+    diagnosis = _diagnose(TF_LOAD_OOM.format(head=""))
+    assert (diagnosis.backend, diagnosis.failure, diagnosis.failure_stage) == (
+        "transformers",
+        "cuda_oom",
+        "load_weights",
+    )
+    first, second = diagnosis.advice[:2]
+    assert "quantization_config=BitsAndBytesConfig(load_in_4bit=True)" in first
+    assert "--quantization bnb-4bit" in first and "runner" in first  # says whose flag that is
+    assert 'device_map="auto"' in second and "max_memory" in second
+
+
+def test_transformers_load_oom_already_quantized_advises_placement_first() -> None:
+    head = "`low_cpu_mem_usage` was None, now default to True since model is quantized.\n"
+    diagnosis = _diagnose(TF_LOAD_OOM.format(head=head))
+    assert diagnosis.failure == "cuda_oom"
+    assert 'device_map="auto"' in diagnosis.advice[0]
+    assert not any("BitsAndBytesConfig(load_in_4bit=True)" in line for line in diagnosis.advice)
+
+
+# -- 5. a quantization asked for but never applied ---------------------------------------------------
+DEPRECATION = (
+    "The `load_in_4bit` and `load_in_8bit` arguments are deprecated and will be removed in the future "
+    "versions. Please, pass a `BitsAndBytesConfig` object in `quantization_config` argument instead.\n"
+)
+LOADED = "Loading checkpoint shards: 100%|██████████| 4/4 [00:10<00:00,  2.61s/it]\n"
+
+
+def _unconfirmed(diagnosis: Diagnosis) -> list[str]:
+    return [line for line in diagnosis.warnings if "no line of the log confirms it" in line]
+
+
+def test_a_deprecation_notice_of_the_request_is_no_confirmation() -> None:
+    assert _unconfirmed(_diagnose(DEPRECATION + LOADED, requested_quant="bnb-4bit"))
+    # Without --quant the notice itself shows bitsandbytes was asked for.
+    assert _unconfirmed(_diagnose(DEPRECATION + LOADED))
+
+
+def test_a_quantization_on_an_echoed_command_line_counts_as_requested() -> None:
+    for command, wanted in (
+        (
+            "$ python serve.py --model meta-llama/Meta-Llama-3-8B --load-in-4bit\n",
+            "'bnb-4bit'",
+        ),
+        (
+            "2026-11-30T05:48:23.423 vramtui: launch python -m vramtui.runners.transformers_server --model /m "
+            "--quantization bnb-8bit\n",
+            "'bnb-8bit'",
+        ),
+    ):
+        warnings = _unconfirmed(_diagnose(command + LOADED))
+        assert len(warnings) == 1 and wanted in warnings[0], command
+    # A line that shows the quantized layers confirms the request.
+    confirmed = "bitsandbytes: replaced 224 Linear layers with Linear4bit\n"
+    assert not _unconfirmed(_diagnose("$ python serve.py --load-in-4bit\n" + LOADED + confirmed))
+    assert not _unconfirmed(_diagnose(LOADED))  # nothing asked, nothing to warn about
+
+
+# -- 7. a model file in a format the backend does not read -------------------------------------------
+def test_safetensors_awq_given_to_llama_server_is_a_format_mismatch() -> None:
+    text = (
+        "$ llama-server -m /models/Qwen2.5-7B-Instruct-AWQ/model.safetensors -c 8192\n"
+        "gguf_init_from_file_impl: invalid magic characters: '\\x28\\x4e\\x00\\x00', expected 'GGUF'\n"
+        "llama_model_load: error loading model: llama_model_loader: failed to load model from "
+        "/models/Qwen2.5-7B-Instruct-AWQ/model.safetensors\n"
+        "llama_model_load_from_file_impl: failed to load model\n"
+    )
+    diagnosis = _diagnose(text)
+    assert (diagnosis.failure, diagnosis.cause, diagnosis.failure_stage) == (
+        "unsupported_quant",
+        "wrong_format",
+        "load_weights",
+    )
+    assert diagnosis.first_error_line == 2
+    assert "vLLM or TGI" in diagnosis.advice[0] and "GGUF" in diagnosis.advice[0]
+
+
+def test_a_bad_magic_in_a_gguf_file_stays_a_broken_download() -> None:
+    text = (
+        "gguf_init_from_file: invalid magic number 4f44213c\n"
+        "error loading model: llama_model_loader: failed to load model from /models/7b/llama-2-7b.Q4_0.gguf\n"
+    )
+    diagnosis = _diagnose(text)
+    assert (diagnosis.failure, diagnosis.cause) == ("other", "bad_magic")
+
+
+def test_a_gguf_given_to_vllm_is_a_format_mismatch() -> None:
+    text = (
+        "INFO 03-12 10:01:05 [api_server.py:981] vLLM API server version 0.8.1\n"
+        "INFO 03-12 10:01:05 [api_server.py:982] args: Namespace(model='/models/llama-3-8b.Q4_K_M.gguf')\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3/dist-packages/vllm/transformers_utils/config.py", line 245, in get_config\n'
+        "ValueError: Unrecognized model in /models/llama-3-8b.Q4_K_M.gguf. Should have a `model_type` key "
+        "in its config.json\n"
+    )
+    diagnosis = _diagnose(text)
+    assert diagnosis.backend == "vllm"
+    assert (diagnosis.failure, diagnosis.cause) == ("unsupported_quant", "wrong_format")
+    # The exception right under a frame with no code line is still the first error.
+    assert diagnosis.first_error_line == 5
+    assert "llama.cpp" in diagnosis.advice[0] and "Ollama" in diagnosis.advice[0]
+    # The same exception for a model folder is an unknown architecture, as before.
+    folder = _diagnose(text.replace("llama-3-8b.Q4_K_M.gguf", "my-model"))
+    assert folder.failure == "unknown_arch"
+
+
+# -- 9. the context advice fitted to a host budget the run log names ------------------------------------
+# The demo's first launch (llama-cpp-python, a 4-layer 512-wide model, 8 heads, 1500 MiB address space).
+BUDGET_RUN = (
+    "2026-11-30T05:56:16.146 vramtui: launch python -m llama_cpp.server --model demo.gguf --n_ctx 262144\n"
+    "2026-11-30T05:56:16.154 vramtui: memory budget 1500 MiB, enforced on the host (address-space limit)\n"
+    "2026-11-30T05:56:17.819 print_info: n_head                = 8\n"
+    "2026-11-30T05:56:17.819 print_info: n_head_kv             = 8\n"
+    "2026-11-30T05:56:17.850 load_tensors:   CPU_Mapped model buffer size =    20.52 MiB\n"
+    "2026-11-30T05:56:17.850 llama_context: n_ctx                 = 262144\n"
+    "2026-11-30T05:56:17.850 llama_context: n_ubatch              = 512\n"
+    "2026-11-30T05:56:17.850 llama_context: flash_attn            = {flash}\n"
+    "2026-11-30T05:56:17.851 llama_context:        CPU  output buffer size =     0.00 MiB\n"
+    "2026-11-30T05:56:17.947 ggml_aligned_malloc: insufficient memory (attempted to allocate 2048.00 MB)\n"
+    "2026-11-30T05:56:17.947 ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 2147483648\n"
+    "2026-11-30T05:56:17.947 llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache\n"
+)
+
+
+def test_context_advice_fits_the_host_budget_instead_of_halving() -> None:
+    diagnosis = _diagnose(BUDGET_RUN.format(flash="disabled"))
+    assert (diagnosis.failure, diagnosis.failure_stage) == ("host_oom", "kv_cache")
+    assert diagnosis.engine_figures["attention_heads"] == 8
+    assert diagnosis.engine_figures["ubatch_tokens"] == 512
+    # KV 8 KiB/token (2048 MiB at 262144) + attention scores 512 x 8 x 4 B = 24 KiB/token in ~1480 MiB:
+    # 32768 (what `vramtui wizard` measures for the demo), not 131072 (half, which fails too).
+    first = diagnosis.advice[0]
+    assert "--n_ctx 32768 (now 262144" in first
+    assert "estimate" in first and "vramtui wizard" in first
+    # With flash attention the compute buffer hardly grows: only the KV cache is fitted.
+    flash = _diagnose(BUDGET_RUN.format(flash="enabled"))
+    assert "--n_ctx 131072 (now 262144" in flash.advice[0]
+
+
+def test_a_failed_compute_buffer_after_a_printed_kv_buffer_is_fitted_too() -> None:
+    text = BUDGET_RUN.format(flash="disabled").split("2026-11-30T05:56:17.947")[0] + (
+        "llama_kv_cache:        CPU KV buffer size =   256.00 MiB\n"
+        "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 4294967296\n"
+        "graph_reserve: failed to allocate compute buffers\n"
+    )
+    text = text.replace("262144", "32768")
+    diagnosis = _diagnose(text)
+    assert diagnosis.failure == "host_oom"
+    # KV 8 KiB/token + compute 128 KiB/token (4096 MiB at 32768) in ~1480 MiB: 8192.
+    assert "--n_ctx 8192 (now 32768" in diagnosis.advice[0]
+
+
+def test_without_a_budget_the_context_advice_halves() -> None:
+    text = BUDGET_RUN.format(flash="disabled").replace(
+        "2026-11-30T05:56:16.154 vramtui: memory budget 1500 MiB, enforced on the host (address-space limit)\n",
+        "",
+    )
+    diagnosis = _diagnose(text)
+    assert "131072 (now 262144)" in diagnosis.advice[0]
+    assert "estimate" not in diagnosis.advice[0]
+
+
+# The transformers runner's own lines (vramtui/runners/transformers_server.py): its echo of the
+# from_pretrained arguments is the request; the size it loaded settles whether it was applied.
+RUNNER_BNB = (
+    "2026-11-30T05:48:23.423 vramtui: launch python -m vramtui.runners.transformers_server --model /m "
+    "--quantization bnb-4bit\n"
+    "2026-11-30T05:48:26.550 vramtui-runner: loading weights from /m (device_map=auto, "
+    "quantization_config=bnb-4bit)\n"
+    "2026-11-30T05:48:36.550 vramtui-runner: weights loaded: {parameters} parameters, {mib} MiB on cuda:0 in 10.00 s\n"
+)
+
+
+def test_the_runners_loaded_size_settles_a_bitsandbytes_request() -> None:
+    # 16-bit: 2 bytes per parameter, whatever the echoed arguments say.
+    unquantized = _diagnose(RUNNER_BNB.format(parameters=8030261248, mib="15316.00"))
+    assert unquantized.engine_figures["model_parameters"] == 8030261248
+    assert [line for line in unquantized.warnings if "2.00 bytes per parameter" in line]
+    # 4-bit: bitsandbytes packs two weights a byte (numel counts bytes): about 1 byte per counted parameter.
+    quantized = _diagnose(RUNNER_BNB.format(parameters=4540600320, mib="5312.40"))
+    assert not [line for line in quantized.warnings if "quantization" in line]
+    # Without the size line the echo alone confirms nothing.
+    echo_only = RUNNER_BNB.split("2026-11-30T05:48:36.550")[0]
+    assert _unconfirmed(_diagnose(echo_only))

@@ -1,0 +1,102 @@
+"""`Wizard.skip`: a proposal the user turns down is recorded, launches nothing, and the next proposal
+changes another setting. Runs are replayed from logs llama-cpp-python really printed (see test_wizard)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_wizard import ReplayedRuns, _demo_profile
+
+from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
+from vramtui.core.wizard.ladders import Rung
+from vramtui.core.wizard.steprecord import open_session
+from vramtui.core.wizard.wizard import Wizard
+
+
+@pytest.fixture(scope="module")
+def demo_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_gguf(tmp_path_factory.mktemp("skip-models") / "tiny-f16.gguf", TinyModelSpec())
+
+
+def test_a_skipped_proposal_is_recorded_and_the_next_one_changes_another_setting(
+    demo_model: Path, tmp_path: Path
+) -> None:
+    runs = ReplayedRuns(tmp_path)
+    record = tmp_path / "rec.jsonl"
+    wizard = Wizard(_demo_profile(demo_model), record_path=record, runner=runs)
+    wizard.start()
+    first = wizard.propose()
+    assert first is not None and first.param == "context"
+
+    wizard.skip(first)
+    assert len(runs.profiles) == 1  # skipping launches nothing
+    assert wizard.skipped_params == {"context"}
+    second = wizard.propose()
+    assert second is not None and second.param != "context"
+    assert second.then is None or second.then[0] != "context"
+    assert wizard.profile.params["context"] == 262144  # the skipped setting is left as it was
+
+    # Skip every proposal: the wizard stops and says which settings were left alone.
+    skipped = [first]
+    proposal = second
+    while proposal is not None and len(skipped) < 10:
+        wizard.skip(proposal)
+        skipped.append(proposal)
+        proposal = wizard.propose()
+    assert proposal is None
+    assert "skipped: " in wizard.stop_reason and "context" in wizard.stop_reason
+    wizard.finish()
+
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    skips = [line for line in lines if line["type"] == "skip"]
+    assert [(s["param"], s["to"]) for s in skips] == [(p.param, p.to) for p in skipped]
+    assert skips[0] == skips[0] | {"step": 1, "from": 262144, "to": first.to, "why": first.why}
+    session = open_session(record)
+    assert session.finished and not session.success
+    assert [s["step"] for s in session.steps] == [0]  # a skip is no step: nothing ran
+
+
+def test_skipping_the_step_that_prepares_a_quantized_cache_skips_that_cache_too(
+    demo_model: Path, tmp_path: Path
+) -> None:
+    ladder = {
+        "kv_cache": (
+            Rung("kv_dtype", "down", "a smaller KV cache type", "quality"),
+            Rung("context", "down", "a shorter context", "shorter prompts"),
+        )
+    }
+    profile = _demo_profile(demo_model).with_param("context", 65536)
+    runs = ReplayedRuns(tmp_path, fits_up_to=0)
+    wizard = Wizard(profile, runner=runs, ladders=ladder, record=False)
+    wizard.start()
+    prepare = wizard.propose()
+    assert prepare is not None and prepare.param == "flash_attn" and prepare.then is not None
+    wizard.skip(prepare)
+    assert wizard.skipped_params == {"flash_attn", "kv_dtype"}
+    after = wizard.propose()
+    assert after is not None and after.param == "context"
+
+
+def test_a_reopened_session_and_its_exports_show_the_skipped_proposals(
+    demo_model: Path, tmp_path: Path
+) -> None:
+    from vramtui.core.wizard.steprecord import to_csv, to_markdown
+
+    runs = ReplayedRuns(tmp_path)
+    record = tmp_path / "rec.jsonl"
+    wizard = Wizard(_demo_profile(demo_model), record_path=record, runner=runs)
+    wizard.start()
+    first = wizard.propose()
+    assert first is not None
+    wizard.skip(first)
+    wizard.finish()
+
+    session = open_session(record)
+    assert [(s["param"], s["outcome"]) for s in session.skipped] == [(first.param, "skipped")]
+    assert session.to_dict()["skipped"][0]["to"] == first.to
+    csv_rows = to_csv(session).splitlines()
+    assert csv_rows[1].startswith("0,")  # the first launch, then the skipped proposal
+    assert csv_rows[2].startswith(f"1,{first.param},262144,{first.to},") and csv_rows[2].count("skipped") == 1
+    assert "skipped" in to_markdown(session)

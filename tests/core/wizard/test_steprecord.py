@@ -1,0 +1,126 @@
+"""The wizard's record: append-only JSONL, fsynced per line, reopened, exported."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from vramtui.core.errors import VramtuiError
+from vramtui.core.wizard.steprecord import (
+    STEP_FIELDS,
+    StepRecorder,
+    list_sessions,
+    new_record_path,
+    open_session,
+    to_csv,
+    to_markdown,
+    wizard_dir,
+)
+
+
+def _step(n: int, outcome: str = "progress", **extra: object) -> dict[str, object]:
+    return {
+        "step": n,
+        "param": "context",
+        "from": 262144 // (n or 1),
+        "to": 32768,
+        "why": "KV | buffer did not fit",
+        "outcome": outcome,
+        "stage": "kv_cache",
+        "failure": "host_oom",
+        "resident_mib": 71.2,
+        "peak_mib": 1188.7,
+        "load_time_s": 0.78,
+        "ttft_s": 0.05,
+        "tokens_per_s": 292.6,
+        "log_file": f"/tmp/run{n}.log",
+        **extra,
+    }
+
+
+def test_each_line_is_on_disk_when_append_returns(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "rec.jsonl"
+    recorder = StepRecorder(path)
+    recorder.append("session", profile={"backend": "llama-cpp-python", "model": "m.gguf", "params": {}})
+    recorder.append("step", **_step(0, "first_run"))
+    # Read through a second descriptor while the writer is still open: nothing is buffered.
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["session", "step"]
+    assert json.loads(lines[1])["peak_mib"] == 1188.7
+    recorder.close()
+
+
+def test_reopen_a_finished_session_and_export(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl"
+    with StepRecorder(path) as recorder:
+        recorder.append(
+            "session", profile={"backend": "llama-cpp-python", "model": "/m/tiny.gguf", "params": {}}
+        )
+        recorder.append("step_start", step=0)
+        recorder.append("step", **_step(0, "first_run"))
+        recorder.append("step_start", step=1, param="context")
+        recorder.append("step", **_step(1, "works"))
+        recorder.append("end", success=True, reason="it runs", final_params={"context": 32768})
+    session = open_session(path)
+    assert session.finished and session.success
+    assert [s["step"] for s in session.steps] == [0, 1]
+    assert session.interrupted == []
+
+    rows = list(csv.DictReader(io.StringIO(to_csv(session))))
+    assert list(rows[0]) == list(STEP_FIELDS)
+    assert (
+        rows[1]["outcome"] == "works" and rows[1]["to"] == "32768" and rows[1]["log_file"] == "/tmp/run1.log"
+    )
+
+    markdown = to_markdown(session)
+    assert "tiny.gguf" in markdown and "final parameters" in markdown and '"context": 32768' in markdown
+    table = [line for line in markdown.splitlines() if line.startswith("| ")]
+    assert len(table) == 1 + 2  # header + two steps
+    assert "KV \\| buffer" in markdown  # a pipe inside a cell does not break the table
+
+
+def test_a_torn_last_line_and_an_unfinished_step_survive(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl"
+    with StepRecorder(path) as recorder:
+        recorder.append("session", profile={"backend": "llama.cpp", "model": "m.gguf"})
+        recorder.append("step", **_step(0, "first_run"))
+        recorder.append("step_start", step=1, param="kv_dtype", to="q8_0")
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write('{"type": "step", "step": 1, "outc')  # the machine died mid-write
+    session = open_session(path)
+    assert not session.finished
+    assert [s["step"] for s in session.steps] == [0]
+    assert (
+        session.interrupted[0]["param"] == "kv_dtype" and session.interrupted[0]["outcome"] == "interrupted"
+    )
+    assert "did not finish" in to_markdown(session)
+    assert "interrupted" in to_csv(session)
+
+
+def test_bad_records_are_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(VramtuiError, match="no such wizard record"):
+        open_session(tmp_path / "missing.jsonl")
+    junk = tmp_path / "junk.jsonl"
+    junk.write_bytes(b"\x00\xff not json\n[1, 2]\n")
+    with pytest.raises(VramtuiError, match="not a vramtui wizard record"):
+        open_session(junk)
+    with pytest.raises(VramtuiError, match="cannot write the wizard record"):
+        StepRecorder(junk / "inside-a-file.jsonl")
+
+
+def test_records_live_in_the_user_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert wizard_dir() == tmp_path / "vramtui" / "wizard"
+    first = new_record_path("my model/../x")
+    assert first.parent == wizard_dir() and "/" not in first.name and first.suffix == ".jsonl"
+    with StepRecorder(first) as recorder:
+        recorder.append("session", profile={})
+    older = wizard_dir() / "older.jsonl"
+    older.write_text('{"type": "session"}\n')
+    os.utime(older, (1, 1))
+    assert list_sessions() == [first, older]

@@ -1,0 +1,473 @@
+"""Wizard logic without an engine: ladders, log facts, proposals and verification.
+
+Runs are replayed from logs that llama-cpp-python really printed on this machine (a 4-layer, 512-wide
+tiny GGUF under a 1500 MiB address-space cap); the real engine runs in test_wizard_engine.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from vramtui.core.backends import get_backend
+from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
+from vramtui.core.launch.profile import Profile
+from vramtui.core.units import MIB
+from vramtui.core.wizard.ladders import NOT_MEMORY, Rung, ladder_for, quantized_v_needs_flash_attn
+from vramtui.core.wizard.steprecord import open_session
+from vramtui.core.wizard.wizard import (
+    Proposal,
+    Wizard,
+    _nice_below,
+    read_log_facts,
+    rising_floor,
+    sibling_files,
+)
+
+# Real lines, llama-cpp-python 0.3.36: context 262144 under a 1500 MiB cap.
+KV_FAILURE_LOG = """\
+print_info: file type   = F16
+load_tensors:   CPU_Mapped model buffer size =    20.52 MiB
+llama_context: n_ctx                 = {n_ctx}
+llama_context: flash_attn            = disabled
+llama_context:        CPU  output buffer size =     0.00 MiB
+ggml_aligned_malloc: insufficient memory (attempted to allocate {kv_mib:.2f} MB)
+ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size {kv_bytes}
+alloc_tensor_range: failed to allocate CPU buffer of size {kv_bytes}
+llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache
+ValueError: Failed to create llama_context
+"""
+# Real lines: context 32768, same model and cap: it comes up.
+READY_LOG = """\
+print_info: file type   = F16
+load_tensors:   CPU_Mapped model buffer size =    20.52 MiB
+llama_context: n_ctx                 = {n_ctx}
+llama_context: flash_attn            = disabled
+llama_context:        CPU  output buffer size =     0.00 MiB
+llama_kv_cache:        CPU KV buffer size =   {kv_mib:.2f} MiB
+llama_kv_cache: size =  {kv_mib:.2f} MiB ( {n_ctx} cells,   4 layers,  1/1 seqs), K (f16):  128.00 MiB, V (f16):  128.00 MiB
+sched_reserve:        CPU compute buffer size =   583.01 MiB
+INFO:     Uvicorn running on http://127.0.0.1:46345 (Press CTRL+C to quit)
+"""
+WEIGHTS_FAILURE_LOG = """\
+print_info: file type   = F16
+ggml_aligned_malloc: insufficient memory (attempted to allocate 589.20 MB)
+ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 617824256
+alloc_tensor_range: failed to allocate CPU buffer of size 617824256
+llama_model_load: error loading model: unable to allocate CPU buffer
+llama_model_load_from_file_impl: failed to load model
+"""
+
+
+@pytest.fixture(scope="module")
+def demo_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_gguf(tmp_path_factory.mktemp("wizard-models") / "tiny-f16.gguf", TinyModelSpec())
+
+
+class ReplayedRuns:
+    """A runner that answers like the real engine did, from the recorded logs, by context size.
+
+    `honours_context=False` replays an engine that ignores the context setting (always 262144)."""
+
+    def __init__(self, folder: Path, fits_up_to: int = 32768, honours_context: bool = True) -> None:
+        self.folder = folder
+        self.fits_up_to = fits_up_to
+        self.honours_context = honours_context
+        self.profiles: list[Profile] = []
+
+    def __call__(self, profile: Profile) -> Any:
+        self.profiles.append(profile)
+        n_ctx = int(profile.params.get("context", 2048)) if self.honours_context else 262144  # type: ignore[call-overload]
+        kv_bytes = n_ctx * 8192
+        log = self.folder / f"run{len(self.profiles)}.log"
+        fits = n_ctx <= self.fits_up_to
+        template = READY_LOG if fits else KV_FAILURE_LOG
+        log.write_text(template.format(n_ctx=n_ctx, kv_mib=kv_bytes / MIB, kv_bytes=kv_bytes))
+        return SimpleNamespace(
+            ready=fits,
+            stage="inference" if fits else "kv_cache",
+            failure_stage=None if fits else "kv_cache",
+            failure=None if fits else "host_oom",
+            diagnosis=None,
+            smoke=SimpleNamespace(ok=True) if fits else None,
+            peak_mib=1188.7 if fits else 71.0,
+            resident_mib=1188.7 if fits else 71.0,
+            load_time_s=0.8 if fits else None,
+            ttft_s=0.05 if fits else None,
+            tokens_per_s=290.0 if fits else None,
+            log_file=str(log),
+            command=["python", "-m", "llama_cpp.server", "--n_ctx", str(n_ctx)],
+            warnings=[],
+            message="",
+        )
+
+
+def _demo_profile(model: Path, **changes: Any) -> Profile:
+    profile = Profile(
+        backend="llama-cpp-python",
+        model=str(model),
+        params={"context": 262144},
+        memory_budget=1500 * MIB,
+        port=0,
+    )
+    return profile.with_changes(**changes) if changes else profile
+
+
+def test_ladders_follow_the_backend() -> None:
+    kv_python = [r.param for r in ladder_for("kv_cache", "llama-cpp-python")]
+    # Its server runs one sequence: no parallel rung; no mem_share (vLLM only); gpu layers last.
+    assert kv_python == ["kv_dtype", "context", "flash_attn", "gpu_layers"]
+    assert [r.param for r in ladder_for("kv_cache", "vllm")] == [
+        "parallel",
+        "kv_dtype",
+        "context",
+        "mem_share",
+        "flash_attn",
+    ]
+    weights_tf = [r.param for r in ladder_for("load_weights", "transformers")]
+    assert weights_tf[:3] == ["quant", "model", "double_quant"]
+    assert ladder_for("load_weights", "transformers")[2].move == "advice"  # said, not applied
+    assert [r.param for r in ladder_for("inference", "llama.cpp")] == [
+        "input_length",
+        "batch",
+        "ubatch",
+        "parallel",
+        "chunking",
+    ]
+    assert ladder_for("download", "llama.cpp") == []
+    offload = ladder_for("kv_cache", "llama.cpp")[-1]
+    assert offload.param == "gpu_layers" and "slower" in offload.cost
+    assert offload.knob(get_backend("llama.cpp")) == "--n-gpu-layers"
+    assert quantized_v_needs_flash_attn("llama-cpp-python", "q8_0")
+    assert not quantized_v_needs_flash_attn("llama-cpp-python", "f16")
+    assert not quantized_v_needs_flash_attn("vllm", "fp8")
+
+
+def test_log_facts_from_real_llama_cpp_lines() -> None:
+    figures, facts = read_log_facts(KV_FAILURE_LOG.format(n_ctx=262144, kv_mib=2048.0, kv_bytes=2147483648))
+    assert figures == {"model_buffer": int(20.52 * MIB), "failed_alloc": 2147483648}
+    assert facts == {"file_type": "f16", "n_ctx": "262144", "flash_attn": "disabled"}
+    figures, facts = read_log_facts(READY_LOG.format(n_ctx=32768, kv_mib=256.0))
+    assert figures["kv_buffer"] == 256 * MIB and figures["compute_buffer"] == int(583.01 * MIB)
+    assert facts["kv_type"] == "f16" and facts["n_ctx"] == "32768"
+    # The destructor's "compute buffer size is ..." line must not count twice.
+    figures, _ = read_log_facts(
+        "~llama_context:        CPU compute buffer size is 265.0449 MiB, matches expectation"
+    )
+    assert figures == {}
+
+
+def test_nice_context_values_and_sibling_files(tmp_path: Path) -> None:
+    assert _nice_below(262144)[:3] == [196608, 131072, 98304]
+    assert _nice_below(1024) == [768, 512]
+    for name in ("m-f16.gguf", "m-q8_0.gguf", "m-Q4_0.gguf", "other-q4_0.gguf", "m-q8_0.gguf.part"):
+        (tmp_path / name).write_bytes(b"GGUF")
+    found = sibling_files(str(tmp_path / "m-f16.gguf"))
+    assert [quant for quant, _ in found] == ["q8_0", "q4_0"]
+    assert sibling_files(str(tmp_path / "nothing.gguf")) == []
+
+
+def test_kv_failure_gets_one_change_that_fits(demo_model: Path, tmp_path: Path) -> None:
+    runs = ReplayedRuns(tmp_path)
+    wizard = Wizard(_demo_profile(demo_model), record_path=tmp_path / "rec.jsonl", auto=True, runner=runs)
+    first = wizard.start()
+    assert first.outcome == "first_run" and not first.observation.works  # type: ignore[union-attr]
+    proposal = wizard.propose()
+    assert proposal is not None
+    # The estimator (KV 8 KiB/token, compute ~16 KiB/token without flash attention) says 32768 fits
+    # in what the process leaves of 1500 MiB; a blind halving would try 131072 first.
+    assert (proposal.param, proposal.from_, proposal.to) == ("context", 262144, 32768)
+    assert "2048 MiB" in proposal.why and "fits" in proposal.why and proposal.predicted_mib < 1500
+    result = wizard.run(max_steps=4)
+    assert result.success and result.relaunches == 1
+    assert result.final_profile.params["context"] == 32768
+    step = result.steps[-1]
+    assert step.outcome == "works" and any("n_ctx = 32768" in note for note in step.notes)
+    session = open_session(tmp_path / "rec.jsonl")
+    assert session.finished and session.success and [s["step"] for s in session.steps] == [0, 1]
+    assert session.end["final_params"] == {"context": 32768}  # type: ignore[index]
+
+
+def test_an_ignored_setting_is_caught_not_counted(demo_model: Path, tmp_path: Path) -> None:
+    # The engine keeps n_ctx = 262144 whatever the profile says (as when extra_args override it).
+    runs = ReplayedRuns(tmp_path, honours_context=False)
+    profile = _demo_profile(demo_model, extra_args=("--n_ctx", "262144"))
+    result = Wizard(profile, record_path=tmp_path / "rec.jsonl", auto=True, runner=runs).run(max_steps=5)
+    assert not result.success
+    assert [s.outcome for s in result.steps] == ["first_run", "not_applied"]
+    assert len(runs.profiles) == 2  # it stopped instead of walking further down the ladder
+    assert "did not take effect" in result.reason and "n_ctx = 262144" in result.reason
+    assert "extra_args" in result.reason
+    assert result.final_profile.params["context"] == 262144  # the change is not kept as progress
+    recorded = [json.loads(line) for line in (tmp_path / "rec.jsonl").read_text().splitlines()]
+    assert recorded[-1]["type"] == "end" and recorded[-1]["success"] is False
+
+
+def test_same_failure_same_sizes_means_no_effect(demo_model: Path, tmp_path: Path) -> None:
+    # No n_ctx line to compare (a failure before the context is built): the figures decide.
+    runs = ReplayedRuns(tmp_path, honours_context=False)
+
+    def without_context_line(profile: Profile) -> Any:
+        result = runs(profile)
+        log = Path(result.log_file)
+        log.write_text("\n".join(line for line in log.read_text().splitlines() if "n_ctx" not in line))
+        return result
+
+    wizard = Wizard(_demo_profile(demo_model), auto=True, runner=without_context_line, record=False)
+    result = wizard.run(max_steps=5)
+    assert [s.outcome for s in result.steps] == ["first_run", "not_applied"]
+    assert "same allocation sizes" in result.reason
+
+
+def test_quantized_kv_needs_flash_attention_first(demo_model: Path, tmp_path: Path) -> None:
+    ladder = {"kv_cache": (Rung("kv_dtype", "down", "a smaller KV cache type", "quality"),)}
+    profile = _demo_profile(demo_model).with_param("context", 65536)
+    wizard = Wizard(
+        profile, auto=True, runner=ReplayedRuns(tmp_path, fits_up_to=0), ladders=ladder, record=False
+    )
+    wizard.start()
+    proposal = wizard.propose()
+    assert proposal is not None and proposal.param == "flash_attn" and proposal.to is True
+    assert proposal.then is not None and proposal.then[0] == "kv_dtype"
+    assert "flash attention for a quantized V cache" in proposal.why
+
+
+@pytest.mark.parametrize(
+    ("failure", "words"),
+    [("file_missing", "model path"), ("unsupported_quant", "backend"), ("unknown_arch", "architecture")],
+)
+def test_non_memory_failures_get_advice_not_a_ladder(
+    demo_model: Path, tmp_path: Path, failure: str, words: str
+) -> None:
+    def failing(profile: Profile) -> Any:
+        return SimpleNamespace(
+            ready=False,
+            stage="load_weights",
+            failure_stage="load_weights",
+            failure=failure,
+            diagnosis=None,
+            smoke=None,
+            log_file=None,
+        )
+
+    result = Wizard(_demo_profile(demo_model), auto=True, runner=failing, record=False).run(max_steps=5)
+    assert not result.success and len(result.steps) == 1
+    assert result.advice[0] == NOT_MEMORY[failure] and words in result.advice[0]
+    assert "not a memory problem" in result.reason
+
+
+def test_without_auto_and_nobody_to_ask_it_stops_with_the_proposal(demo_model: Path, tmp_path: Path) -> None:
+    runs = ReplayedRuns(tmp_path)
+    result = Wizard(_demo_profile(demo_model), auto=False, runner=runs, record=False).run(max_steps=5)
+    assert not result.success and len(runs.profiles) == 1
+    assert result.pending is not None and result.pending.param == "context"
+    assert result.to_dict()["pending"]["to"] == 32768
+
+
+def test_the_user_can_edit_a_proposal(demo_model: Path, tmp_path: Path) -> None:
+    runs = ReplayedRuns(tmp_path)
+    wizard = Wizard(_demo_profile(demo_model), auto=False, runner=runs, record=False)
+    result = wizard.run(max_steps=3, confirm=lambda proposal: proposal.edited(16384))
+    assert result.success and result.final_profile.params["context"] == 16384
+    assert "edited by the user" in result.steps[-1].proposal.why  # type: ignore[union-attr]
+
+
+def test_rising_floor() -> None:
+    assert rising_floor([100.0, 110.0, 121.0, 130.0])
+    assert not rising_floor([100.0, 101.0, 100.5, 100.8])
+    assert not rising_floor([100.0, 140.0, 100.0, 141.0])  # it falls back: not a climbing floor
+    assert not rising_floor([100.0, 200.0])  # too few requests to say
+
+
+def test_terminal_answers_yes_no_edit(
+    demo_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from vramtui.cli.wizard import _ask
+
+    wizard = Wizard(_demo_profile(demo_model), runner=ReplayedRuns(tmp_path), record=False)
+    proposal = wizard.propose()
+    assert proposal is not None
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stdin", io.StringIO("maybe\ne\nlots\ne\n16384\n"))
+    edited = _ask(proposal, out)
+    assert edited is not None and edited.to == 16384 and "whole number" in out.getvalue()
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    assert _ask(proposal, out) is None
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    assert _ask(proposal, out) is proposal
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # end of input: stop, do not loop
+    assert _ask(proposal, out) is None
+
+
+CUDA_KV_FAILURE_LOG = """\
+load_tensors:        CUDA0 model buffer size =    20.52 MiB
+llama_context: n_ctx                 = {n_ctx}
+ggml_backend_cuda_buffer_type_alloc_buffer: allocating {kv_mib:.2f} MiB on device 0: cudaMalloc failed: out of memory
+alloc_tensor_range: failed to allocate CUDA0 buffer of size {kv_bytes}
+llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache
+"""
+
+
+def test_on_a_gpu_the_card_is_the_budget(
+    demo_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # NVML is absent here: stand in for its answer (a 1.5 GiB card) where the wizard asks for it.
+    monkeypatch.setattr("vramtui.core.wizard.wizard._first_gpu_bytes", lambda: 1536 * MIB)
+
+    def cuda_oom(profile: Profile) -> Any:
+        n_ctx = int(profile.params["context"])  # type: ignore[call-overload]
+        log = tmp_path / f"cuda-{n_ctx}.log"
+        log.write_text(
+            CUDA_KV_FAILURE_LOG.format(n_ctx=n_ctx, kv_mib=n_ctx * 8192 / MIB, kv_bytes=n_ctx * 8192)
+        )
+        return SimpleNamespace(
+            ready=False, stage="kv_cache", failure_stage="kv_cache", failure="cuda_oom", diagnosis=None,
+            smoke=None, log_file=str(log),
+        )  # fmt: skip
+
+    profile = Profile(backend="llama.cpp", model=str(demo_model), params={"context": 262144})
+    wizard = Wizard(profile, runner=cuda_oom, record=False)
+    wizard.start()
+    assert wizard.last is not None and wizard.last.figures["failed_alloc"] == 262144 * 8192
+    assert not wizard.model.host and wizard.model.budget == 1536 * MIB
+    proposal = wizard.propose()
+    # Without logits arrays on the host, a q4_0 cache keeps the whole context on this card: the KV rung
+    # comes before the context rung, and flash attention (its prerequisite) comes first, alone.
+    assert proposal is not None and (proposal.param, proposal.to) == ("flash_attn", True)
+    assert proposal.then == ("kv_dtype", "q4_0")
+    room = 1536 * MIB - wizard.model.overhead
+    assert proposal.predicted_mib is not None and proposal.predicted_mib * MIB <= room * 0.9
+    assert wizard.model.overhead > 0 and "1536 MiB budget" in proposal.why
+
+
+def test_step_by_step_driving_ends_the_record(demo_model: Path, tmp_path: Path) -> None:
+    # The TUI drives start/propose/apply itself; finish() writes the end line.
+    record = tmp_path / "tui.jsonl"
+    wizard = Wizard(_demo_profile(demo_model), record_path=record, runner=ReplayedRuns(tmp_path))
+    wizard.start()
+    step = wizard.apply(wizard.propose())  # type: ignore[arg-type]
+    assert step.outcome == "works" and wizard.propose() is None
+    result = wizard.finish()
+    assert result.success and result.final_profile.params["context"] == 32768
+    session = open_session(record)
+    assert session.finished and session.success and [s["step"] for s in session.steps] == [0, 1]
+    assert wizard.finish().success  # a second call writes nothing more
+    assert len(open_session(record).steps) == 2
+
+
+def test_after_a_change_without_effect_nothing_more_is_proposed(demo_model: Path, tmp_path: Path) -> None:
+    wizard = Wizard(
+        _demo_profile(demo_model), runner=ReplayedRuns(tmp_path, honours_context=False), record=False
+    )
+    wizard.start()
+    step = wizard.apply(wizard.propose())  # type: ignore[arg-type]
+    assert step.outcome == "not_applied" and not step.counts_as_progress
+    assert wizard.propose() is None and "did not take effect" in wizard.stop_reason
+
+
+def test_candidate_values_per_backend(demo_model: Path) -> None:
+    def candidates(
+        backend: str, stage: str, param: str, params: dict[str, object], model: str = "m"
+    ) -> list[object]:
+        wizard = Wizard(Profile(backend=backend, model=model, params=params), record=False)
+        rung = next(r for r in ladder_for(stage, backend) if r.param == param)
+        from vramtui.core.wizard.wizard import current_value
+
+        return wizard._candidates(rung, current_value(wizard.profile, param))
+
+    assert candidates("transformers", "load_weights", "quant", {}) == ["bnb-8bit", "bnb-4bit"]
+    assert candidates("transformers", "load_weights", "quant", {"quant": "bnb-8bit"}) == ["bnb-4bit"]
+    assert candidates("vllm", "kv_cache", "kv_dtype", {}) == ["fp8"]
+    assert candidates("vllm", "kv_cache", "mem_share", {"mem_share": 0.9}) == [0.92, 0.95]
+    assert candidates("vllm", "kv_cache", "parallel", {"parallel": 256})[:2] == [224, 192]
+    assert candidates("llama.cpp", "kv_cache", "kv_dtype", {"kv_dtype": "q8_0"}) == ["q4_0"]
+    assert candidates("llama.cpp", "kv_cache", "gpu_layers", {}, str(demo_model)) == [3, 2, 1, 0]
+    assert candidates("llama.cpp", "kv_cache", "gpu_layers", {"gpu_layers": 0}, str(demo_model)) == []
+    assert candidates("llama-cpp-python", "kv_cache", "flash_attn", {"flash_attn": True}) == []
+
+
+@pytest.mark.parametrize(
+    ("peaks", "outcome"), [((1400.0, 1401.0), "not_applied"), ((1400.0, 900.0), "no_progress")]
+)
+def test_without_printed_sizes_the_curve_decides(
+    demo_model: Path, tmp_path: Path, peaks: tuple[float, float], outcome: str
+) -> None:
+    # A run stopped from outside at the budget prints no sizes: only the sampled peak shows a change.
+    runs = iter(peaks)
+
+    def stopped_at_budget(profile: Profile) -> Any:
+        return SimpleNamespace(
+            ready=False, stage="kv_cache", failure_stage="kv_cache", failure="cuda_oom", diagnosis=None,
+            smoke=None, log_file=None, peak_mib=next(runs),
+        )  # fmt: skip
+
+    wizard = Wizard(_demo_profile(demo_model), runner=stopped_at_budget, record=False)
+    wizard.start()
+    step = wizard.apply(wizard.propose())  # type: ignore[arg-type]
+    assert step.outcome == outcome
+    if outcome == "not_applied":
+        assert "peak 1400 → 1401 MiB" in step.notes[0]
+
+
+def test_a_saved_request_that_fails_walks_the_inference_ladder(demo_model: Path, tmp_path: Path) -> None:
+    # The server starts and answers "ping", but the saved long request runs out of memory until the
+    # batch is smaller (what llama.cpp's server does when a prompt's batch does not fit).
+    def runs(profile: Profile) -> Any:
+        batch = int(profile.params.get("batch", 512))  # type: ignore[call-overload]
+        passes = batch <= 256
+        return SimpleNamespace(
+            ready=True, stage="inference", failure_stage=None if passes else "inference",
+            failure=None if passes else "cuda_oom", diagnosis=None, smoke=SimpleNamespace(ok=True),
+            replay=SimpleNamespace(ok=passes, meaning="answered" if passes else "HTTP 500: out of memory"),
+            log_file=None, peak_mib=900.0,
+        )  # fmt: skip
+
+    profile = Profile(backend="llama-cpp-python", model=str(demo_model), params={"context": 8192})
+    saved = {"messages": [{"role": "user", "content": "long " * 4000}]}
+    wizard = Wizard(profile, runner=runs, record=False, auto=True, replay=saved)
+    assert wizard.replay is saved
+    result = wizard.run(max_steps=4)
+    assert result.success
+    step = result.steps[-1]
+    assert (step.proposal.param, step.proposal.from_, step.proposal.to) == ("batch", 512, 256)  # type: ignore[union-attr]
+    assert "the saved failing request now passes" in step.notes
+    first = result.steps[0].observation
+    assert first is not None and first.ready and not first.works  # "ping" answering is not enough
+
+
+def test_a_saved_request_longer_than_the_context_gets_advice(demo_model: Path) -> None:
+    def runs(profile: Profile) -> Any:
+        return SimpleNamespace(
+            ready=True, stage="inference", failure_stage="inference", failure="replay_context_too_long",
+            diagnosis=None, smoke=SimpleNamespace(ok=True), replay=SimpleNamespace(ok=False, meaning="too long"),
+            log_file=None,
+        )  # fmt: skip
+
+    profile = Profile(backend="llama-cpp-python", model=str(demo_model), params={"context": 2048})
+    result = Wizard(profile, runner=runs, record=False, auto=True, replay={"messages": []}).run()
+    assert not result.success and len(result.steps) == 1
+    assert "raise context" in result.advice[0]
+
+
+def test_a_parameter_the_backend_lacks_is_not_applied(demo_model: Path, tmp_path: Path) -> None:
+    # A hand-made ladder asks llama-cpp-python for fewer sequences; its launcher cannot pass that on.
+    runs = ReplayedRuns(tmp_path)
+
+    def with_unsupported(profile: Profile) -> Any:
+        result = runs(profile.with_param("parallel", None))
+        result.unsupported = ["parallel"] if "parallel" in profile.params else []
+        result.warnings = ["llama-cpp-python has no parallel setting: its server runs one sequence at a time"]
+        return result
+
+    ladder = {"kv_cache": (Rung("parallel", "down", "fewer sequences"),)}
+    profile = _demo_profile(demo_model).with_param("parallel", 4)
+    wizard = Wizard(profile, runner=with_unsupported, ladders=ladder, record=False)
+    wizard.start()
+    step = wizard.apply(Proposal("parallel", 4, 1, "test"))
+    assert step.outcome == "not_applied" and "runs one sequence at a time" in step.notes[0]

@@ -1,0 +1,137 @@
+"""The transformers runner for real, on the CPU, with a tiny random Llama built from a config.
+
+The tokenizer is a byte-level BPE with no merges, built offline with `tokenizers` and saved as a
+PreTrainedTokenizerFast: any text round-trips, nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from vramtui.core.launch import procs
+from vramtui.core.launch.launcher import ModelServer, run_check
+from vramtui.core.launch.profile import Profile
+from vramtui.core.launch.smoke import smoke_request
+from vramtui.runners.transformers_server import parse_max_memory
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<s>{{ m['role'] }}\n{{ m['content'] }}</s>\n{% endfor %}"
+    "{% if add_generation_prompt %}<s>assistant\n{% endif %}"
+)
+
+needs_transformers = pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None or importlib.util.find_spec("torch") is None,
+    reason="transformers and torch are not installed",
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_hf_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    folder = tmp_path_factory.mktemp("hf") / "tiny-llama"
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for symbol in sorted(pre_tokenizers.ByteLevel.alphabet()):
+        vocab[symbol] = len(vocab)
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<unk>"
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    LlamaForCausalLM(config).save_pretrained(folder)
+    return folder
+
+
+def test_parse_max_memory() -> None:
+    assert parse_max_memory("0=10GiB, cpu=30GiB") == {0: "10GiB", "cpu": "30GiB"}
+    with pytest.raises(ValueError, match="DEVICE=SIZE"):
+        parse_max_memory("10GiB")
+
+
+@pytest.mark.engine
+@needs_transformers
+def test_runner_comes_up_and_answers_through_run_check(tiny_hf_model: Path, tmp_path: Path) -> None:
+    profile = Profile(
+        backend="transformers",
+        model=str(tiny_hf_model),
+        port=0,
+        params={"context": 256, "parallel": 2, "dtype": "float32", "threads": 1},
+        ready_timeout=120,
+    )
+    lines: list[str] = []
+    started: list[int] = []
+    result = run_check(
+        profile, log_dir=tmp_path, on_line=lines.append, on_start=lambda s: started.append(s.pid or 0)
+    )
+    assert result.ready and result.ok, result.to_dict()
+    assert result.stage == "inference"
+    assert result.smoke is not None and result.smoke.status == 200 and result.smoke.completion_tokens
+    assert result.ttft_s is not None and result.tokens_per_s is not None
+    # Stage lines as real servers print them, in order
+    stages = [line for line in lines if line.startswith("vramtui-runner: ")]
+    order = ["loading tokenizer", "loading weights", "weights loaded", "ready: serving"]
+    positions = [next(i for i, line in enumerate(stages) if key in line) for key in order]
+    assert positions == sorted(positions)
+    assert result.peak_mib is not None and result.peak_mib > 50  # torch alone is that much
+    assert result.released is True
+    assert not procs.group_members(started[0])
+
+
+@pytest.mark.engine
+@needs_transformers
+def test_runner_names_context_and_model_mismatches(tiny_hf_model: Path, tmp_path: Path) -> None:
+    profile = Profile(
+        backend="transformers",
+        model=str(tiny_hf_model),
+        port=0,
+        params={"context": 64, "served_model_name": "tiny", "threads": 1},
+        ready_timeout=120,
+    )
+    with ModelServer(profile, log_dir=tmp_path) as server:
+        assert server.wait_ready(120), server.lines[-5:]
+        assert server.plan.model_name == "tiny"
+        good = smoke_request(server.base_url, "tiny")
+        assert good.ok and good.status == 200
+        wrong = smoke_request(server.base_url, str(tiny_hf_model / "other"))
+        assert not wrong.ok and wrong.status == 404 and wrong.kind == "model_not_found"
+        assert wrong.models == ["tiny"] and "tiny" in wrong.meaning
+        too_long = smoke_request(server.base_url, "tiny", max_tokens=100)
+        assert too_long.status == 400 and "maximum context length is 64 tokens" in too_long.meaning
+        pid = server.pid
+    assert server.released is True and pid is not None and not procs.group_members(pid)
+
+
+@pytest.mark.engine
+@needs_transformers
+@pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is not None, reason="bitsandbytes is installed")
+def test_bnb_without_bitsandbytes_fails_with_the_library_error(tiny_hf_model: Path, tmp_path: Path) -> None:
+    profile = Profile(
+        backend="transformers", model=str(tiny_hf_model), port=0, params={"quant": "bnb-4bit", "threads": 1}
+    )
+    result = run_check(profile, log_dir=tmp_path, ready_timeout_s=120)
+    assert not result.ready and result.exit_code == 1
+    assert result.failure not in (None, "ready_timeout")
+    assert result.failure_stage == "load_weights"
+    log = Path(result.log_file or "").read_text()
+    assert "bitsandbytes" in log.lower() and "vramtui-runner: error: loading failed" in log

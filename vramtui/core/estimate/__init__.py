@@ -1,0 +1,1 @@
+"""Memory as computed: the model's numbers, quantizations, and the estimate per backend."""

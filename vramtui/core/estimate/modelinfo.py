@@ -1,0 +1,804 @@
+"""What the estimator needs to know about a model, read from the model's own files or from flags.
+
+Sources, most exact first:
+- a `.gguf` file: metadata and the tensor table through `gguf.GGUFReader` (exact bytes per tensor, so per
+  layer, per embedding and for the output matrix);
+- a Hugging Face folder: `config.json` (the text config of multimodal models), the `*.safetensors` headers
+  read through `safetensors` without loading a tensor (or the index's `total_size` while shards are
+  missing), `quantization_config`;
+- a bare `config.json` (before downloading): the parameter count comes from building the model on PyTorch's
+  meta device through transformers (lazily imported), with a pure-arithmetic fallback;
+- flags alone (`--params 30B --layers 48 ...`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from vramtui.core.errors import VramtuiError
+from vramtui.core.estimate import quant as q
+
+# safetensors dtype -> bytes per element
+_ST_DTYPE_BYTES: dict[str, float] = {
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+    "F32": 4,
+    "I32": 4,
+    "U32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I16": 2,
+    "U16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "F4": 0.5,
+}
+
+# Architectures whose sliding-window layers come in a fixed pattern (llama.cpp's and transformers' own).
+# pattern n: every n-th layer is global, the others slide (Gemma 2: 2, Gemma 3: 6, Cohere 2: 4).
+_SWA_PATTERN: dict[str, int] = {
+    "gemma2": 2,
+    "gemma3": 6,
+    "gemma3_text": 6,
+    "cohere2": 4,
+    "gpt_oss": 2,
+    "gpt-oss": 2,
+}
+_TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3", "gemma3_text", "gpt_neox_japanese")
+_QKV_BIAS = ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "gpt_neox", "internlm2")
+_FUSED_QKV = ("phi3", "internlm2", "gpt_neox", "phi3small")
+
+
+@dataclass
+class ModelInfo:
+    """A model's shape and stored size. Sizes in bytes; None where the source does not say."""
+
+    source: str
+    arch: str = "llama"
+    n_params: int | None = None
+    n_layers: int = 0
+    hidden: int = 0
+    n_heads: int = 0
+    n_kv_heads: int = 0
+    head_dim_k: int = 0
+    head_dim_v: int = 0
+    vocab: int = 32000
+    tied_embeddings: bool = False
+    max_context: int | None = None
+    sliding_window: int | None = None
+    swa_layers: int = 0  # how many layers use the sliding window
+    weights_bytes: int | None = None  # exact stored bytes, when files say so
+    quant: str | None = None  # f16, bf16, q4_k_m, nf4, gptq-g128, ...
+    bits_per_weight: float | None = None
+    is_moe: bool = False
+    n_experts: int = 0
+    n_experts_used: int = 0
+    n_shared_experts: int = 0
+    n_dense_layers: int = 0  # leading dense layers of a MoE (DeepSeek)
+    kv_lora_rank: int = 0  # MLA latent width (DeepSeek V2/V3); 0: plain per-head K/V
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    q_lora_rank: int = 0
+    intermediate: int | None = None
+    moe_intermediate: int | None = None
+    shared_intermediate: int | None = None
+    attn_bias: bool = False
+    ffn_gated: bool = True
+    fused_qkv: bool = False
+    dtype: str = "bf16"  # stored dtype of unquantized tensors
+    file_type: str | None = None  # GGUF file type, lower case (q4_k_m)
+    kv_heads_per_layer: tuple[int, ...] | None = None
+    # GGUF: exact bytes per repeating layer, token embedding, output matrix (None: tied) and the rest
+    layer_bytes: tuple[int, ...] | None = None
+    token_embd_bytes: int | None = None
+    output_bytes: int | None = None
+    other_bytes: int = 0
+    weights_by_dtype: dict[str, int] = field(default_factory=dict)
+    weights_source: str = "params"  # gguf | safetensors | index | params
+    params_exact: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def kv_heads_at(self, layer: int) -> int:
+        if self.kv_heads_per_layer and layer < len(self.kv_heads_per_layer):
+            return self.kv_heads_per_layer[layer]
+        return self.n_kv_heads
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k not in ("layer_bytes",)}
+        out["kv_heads_per_layer"] = list(self.kv_heads_per_layer) if self.kv_heads_per_layer else None
+        return out
+
+
+# --- shapes and parameter arithmetic -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TensorGroup:
+    """Tensors of one role: `count` matrices of `rows x cols` (rows = output features)."""
+
+    kind: str
+    layer: int
+    rows: int
+    cols: int
+    count: int = 1
+
+    @property
+    def n_elements(self) -> int:
+        return self.rows * self.cols * self.count
+
+
+def tensor_groups(info: ModelInfo) -> list[TensorGroup]:
+    """The tensors a decoder of this shape has, as llama.cpp and transformers lay them out."""
+    h, v = info.hidden, info.vocab
+    groups = [TensorGroup("token_embd", -1, v, h)]
+    if not info.tied_embeddings:
+        groups.append(TensorGroup("output", -1, v, h))
+    groups.append(TensorGroup("norm", -1, 1, h))
+    ff = info.intermediate or 4 * h
+    for layer in range(info.n_layers):
+        groups.append(TensorGroup("norm", layer, 1, 2 * h))
+        if info.kv_lora_rank:
+            nope = info.qk_nope_head_dim or info.head_dim_k - info.qk_rope_head_dim
+            rope, hv = info.qk_rope_head_dim, info.head_dim_v
+            if info.q_lora_rank:
+                groups.append(TensorGroup("attn_q_a", layer, info.q_lora_rank, h))
+                groups.append(TensorGroup("attn_q_b", layer, info.n_heads * (nope + rope), info.q_lora_rank))
+            else:
+                groups.append(TensorGroup("attn_q", layer, info.n_heads * (nope + rope), h))
+            groups.append(TensorGroup("attn_kv_a_mqa", layer, info.kv_lora_rank + rope, h))
+            groups.append(TensorGroup("attn_kv_b", layer, info.n_heads * (nope + hv), info.kv_lora_rank))
+            groups.append(TensorGroup("attn_output", layer, h, info.n_heads * hv))
+        else:
+            q_rows = info.n_heads * info.head_dim_k
+            k_rows = info.kv_heads_at(layer) * info.head_dim_k
+            v_rows = info.kv_heads_at(layer) * info.head_dim_v
+            if info.fused_qkv:
+                groups.append(TensorGroup("attn_qkv", layer, q_rows + k_rows + v_rows, h))
+            else:
+                groups.append(TensorGroup("attn_q", layer, q_rows, h))
+                groups.append(TensorGroup("attn_k", layer, k_rows, h))
+                groups.append(TensorGroup("attn_v", layer, v_rows, h))
+            groups.append(TensorGroup("attn_output", layer, h, info.n_heads * info.head_dim_v))
+            if info.attn_bias:
+                groups.append(TensorGroup("bias", layer, 1, q_rows + k_rows + v_rows))
+        if info.is_moe and layer >= info.n_dense_layers:
+            moe_ff = info.moe_intermediate or ff
+            groups.append(TensorGroup("ffn_gate_inp", layer, info.n_experts, h))
+            groups.append(TensorGroup("ffn_gate_exps", layer, moe_ff, h, info.n_experts))
+            groups.append(TensorGroup("ffn_up_exps", layer, moe_ff, h, info.n_experts))
+            groups.append(TensorGroup("ffn_down_exps", layer, h, moe_ff, info.n_experts))
+            shared = info.shared_intermediate or (moe_ff * info.n_shared_experts)
+            if shared:
+                groups.append(TensorGroup("ffn_gate_shexp", layer, shared, h))
+                groups.append(TensorGroup("ffn_up_shexp", layer, shared, h))
+                groups.append(TensorGroup("ffn_down_shexp", layer, h, shared))
+        else:
+            if info.ffn_gated:
+                groups.append(TensorGroup("ffn_gate", layer, ff, h))
+            groups.append(TensorGroup("ffn_up", layer, ff, h))
+            groups.append(TensorGroup("ffn_down", layer, h, ff))
+            if not info.ffn_gated and info.attn_bias:  # GPT-NeoX style: biases everywhere
+                groups.append(TensorGroup("bias", layer, 1, ff + 2 * h))
+    return groups
+
+
+def count_params_arithmetic(info: ModelInfo) -> int:
+    """Parameters from the shape alone (embeddings once when tied, lm_head otherwise)."""
+    return sum(g.n_elements for g in tensor_groups(info))
+
+
+_LINEAR_KINDS_EXCLUDED = ("token_embd", "output", "norm", "bias", "ffn_gate_inp")
+
+
+def split_params(info: ModelInfo) -> tuple[int, int]:
+    """(parameters in quantizable linear layers, parameters kept 16-bit: embeddings, lm_head, norms)."""
+    linear = kept = 0
+    for g in tensor_groups(info):
+        if g.kind in _LINEAR_KINDS_EXCLUDED:
+            kept += g.n_elements
+        else:
+            linear += g.n_elements
+    if info.n_params and linear + kept:
+        # scale to the exact count when we have it (keeps the split, fixes what the shapes miss)
+        linear = max(0, info.n_params - kept)
+    return linear, kept
+
+
+def count_params_meta(config: dict[str, Any]) -> int | None:
+    """Exact parameter count: build the model on PyTorch's meta device (no memory) through transformers.
+
+    Tied weights are one Parameter, so they count once; an untied lm_head counts (accelerate's estimator
+    forgets it). Returns None when transformers or torch are missing or do not know the architecture.
+    """
+    model_type = config.get("model_type")
+    if not model_type:
+        return None
+    try:
+        import torch
+        import transformers
+    except Exception:
+        return None
+    try:
+        conf = transformers.AutoConfig.for_model(
+            model_type, **{k: v for k, v in config.items() if k != "model_type"}
+        )
+    except Exception:
+        return None
+    builders = ("AutoModelForCausalLM", "AutoModelForImageTextToText", "AutoModel")
+    for builder_name in builders:
+        builder = getattr(transformers, builder_name, None)
+        if builder is None:
+            continue
+        try:
+            with torch.device("meta"):
+                model = builder.from_config(conf)
+        except Exception:
+            continue
+        return int(sum(p.numel() for p in model.parameters()))
+    return None
+
+
+# --- Hugging Face config.json ------------------------------------------------------------------------------
+
+
+def _text_config(config: dict[str, Any]) -> dict[str, Any]:
+    for key in ("text_config", "llm_config", "language_config"):
+        sub = config.get(key)
+        if isinstance(sub, dict) and sub.get("num_hidden_layers"):
+            merged = dict(sub)
+            merged.setdefault("model_type", sub.get("model_type") or config.get("model_type"))
+            if "tie_word_embeddings" not in merged and "tie_word_embeddings" in config:
+                merged["tie_word_embeddings"] = config["tie_word_embeddings"]
+            if "quantization_config" in config:
+                merged.setdefault("quantization_config", config["quantization_config"])
+            for k in ("torch_dtype", "dtype"):
+                if k in config:
+                    merged.setdefault(k, config[k])
+            return merged
+    return config
+
+
+def _int(cfg: dict[str, Any], *keys: str, default: int | None = None) -> int | None:
+    for key in keys:
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise VramtuiError(f"config.json: {key} should be a number, not {value!r}")
+        if value < 0 or not math.isfinite(value):
+            raise VramtuiError(f"config.json: {key} is {value!r}")
+        return int(value)
+    return default
+
+
+def quant_from_config(qc: dict[str, Any] | None) -> str | None:
+    """quantization_config -> nf4 / nf4-dq / int8 / gptq-g128 / awq-g128 / fp8."""
+    if not isinstance(qc, dict):
+        return None
+    method = str(qc.get("quant_method", "")).lower()
+    if method == "bitsandbytes":
+        if qc.get("load_in_4bit") or qc.get("_load_in_4bit"):
+            kind = "fp4" if str(qc.get("bnb_4bit_quant_type", "nf4")).lower() == "fp4" else "nf4"
+            return f"{kind}-dq" if qc.get("bnb_4bit_use_double_quant") and kind == "nf4" else kind
+        return "int8"
+    if method in ("gptq", "awq"):
+        group = qc.get("group_size", qc.get("q_group_size", 128))
+        group = 128 if not isinstance(group, int) or group <= 0 else group
+        bits = qc.get("bits", qc.get("w_bit", 4))
+        return f"{method}-g{group}" if bits == 4 else f"{method}-8bit-g{group}"
+    if method in ("fp8", "fbgemm_fp8"):
+        return "fp8"
+    if method == "compressed-tensors":
+        groups = qc.get("config_groups") or {}
+        for group in groups.values() if isinstance(groups, dict) else []:
+            weights = group.get("weights") or {}
+            bits, kind = weights.get("num_bits", 8), str(weights.get("type", "int"))
+            if bits == 8:
+                return "fp8" if kind == "float" else "int8"
+            if bits == 4:
+                size = weights.get("group_size") or 128
+                return f"gptq-g{size}"
+        return "int8"
+    if method:
+        return method
+    return None
+
+
+def info_from_config(config: Any, source: str, exact_params: bool = True) -> ModelInfo:
+    """ModelInfo from a parsed config.json (the text part of multimodal models)."""
+    if not isinstance(config, dict):
+        raise VramtuiError(f"{source}: config.json is not a JSON object")
+    cfg = _text_config(config)
+    model_type = str(cfg.get("model_type") or config.get("model_type") or "llama")
+    n_layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
+    n_heads = _int(cfg, "num_attention_heads", "n_head")
+    if not n_layers or not hidden or not n_heads:
+        raise VramtuiError(
+            f"{source}: config.json lacks num_hidden_layers / hidden_size / num_attention_heads"
+        )
+    n_kv = _int(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", default=n_heads) or n_heads
+    head_dim = _int(cfg, "head_dim") or hidden // n_heads
+    vocab = _int(cfg, "vocab_size", default=32000) or 32000
+    tied = cfg.get("tie_word_embeddings")
+    if tied is None:
+        tied = model_type in _TIED_BY_DEFAULT
+    info = ModelInfo(
+        source=source,
+        arch=model_type,
+        n_layers=n_layers,
+        hidden=hidden,
+        n_heads=n_heads,
+        n_kv_heads=n_kv,
+        head_dim_k=head_dim,
+        head_dim_v=head_dim,
+        vocab=vocab,
+        tied_embeddings=bool(tied),
+        max_context=_int(cfg, "max_position_embeddings", "n_positions", "seq_length"),
+        intermediate=_int(cfg, "intermediate_size", "ffn_hidden_size", "n_inner"),
+        attn_bias=bool(cfg.get("attention_bias", cfg.get("bias", model_type in _QKV_BIAS))),
+        ffn_gated=model_type not in ("gpt_neox", "gpt2", "phi", "falcon", "starcoder2"),
+        fused_qkv=model_type in _FUSED_QKV,
+    )
+    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
+    info.dtype = q.ALIASES.get(dtype.replace("torch.", ""), "bf16")
+    # sliding window: explicit layer_types first, then the architecture's fixed pattern
+    window = _int(cfg, "sliding_window")
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and window:
+        info.swa_layers = sum(1 for t in layer_types[:n_layers] if "sliding" in str(t))
+    elif window and model_type in _SWA_PATTERN:
+        pattern = _int(cfg, "sliding_window_pattern") or _SWA_PATTERN[model_type]
+        info.swa_layers = n_layers - n_layers // pattern
+    elif window and cfg.get("use_sliding_window"):
+        info.swa_layers = n_layers - (_int(cfg, "max_window_layers", default=0) or 0)
+    if info.swa_layers:
+        info.sliding_window = window
+    # mixture of experts: every expert is resident
+    experts = _int(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=0) or 0
+    if experts > 1:
+        info.is_moe = True
+        info.n_experts = experts
+        info.n_experts_used = _int(cfg, "num_experts_per_tok", "moe_topk", default=2) or 2
+        info.moe_intermediate = _int(cfg, "moe_intermediate_size") or info.intermediate
+        info.n_shared_experts = _int(cfg, "n_shared_experts", default=0) or 0
+        info.shared_intermediate = _int(cfg, "shared_expert_intermediate_size")
+        info.n_dense_layers = _int(cfg, "first_k_dense_replace", default=0) or 0
+    # DeepSeek MLA: the cache holds one latent per token, not per-head K/V
+    kv_lora = _int(cfg, "kv_lora_rank", default=0) or 0
+    if kv_lora:
+        info.kv_lora_rank = kv_lora
+        info.qk_rope_head_dim = _int(cfg, "qk_rope_head_dim", default=64) or 64
+        info.qk_nope_head_dim = _int(cfg, "qk_nope_head_dim", default=128) or 128
+        info.q_lora_rank = _int(cfg, "q_lora_rank", default=0) or 0
+        info.head_dim_k = info.qk_nope_head_dim + info.qk_rope_head_dim
+        info.head_dim_v = _int(cfg, "v_head_dim", default=128) or 128
+        info.n_kv_heads = n_heads
+    qc = cfg.get("quantization_config")
+    info.quant = quant_from_config(qc)
+    if (
+        info.quant
+        and info.quant not in ("fp8", "int8", "nf4", "nf4-dq", "fp4")
+        and not info.quant.startswith(("gptq", "awq"))
+    ):
+        info.notes.append(f"unknown quant_method {info.quant!r}: sized as 16-bit")
+        info.quant = None
+    if exact_params:
+        meta = count_params_meta({**cfg, "quantization_config": None} if qc else cfg)
+        if meta:
+            info.n_params, info.params_exact = meta, True
+    if not info.n_params:
+        info.n_params = count_params_arithmetic(info)
+        if exact_params:
+            info.notes.append("parameter count from the config's shapes (transformers could not build it)")
+    info.bits_per_weight = q.bits_per_weight(info.quant) if info.quant else q.bits_per_weight(info.dtype)
+    return info
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise VramtuiError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise VramtuiError(f"{path}: cannot read ({error})") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise VramtuiError(f"{path}: malformed JSON at line {error.lineno} ({error.msg})") from None
+    if not isinstance(config, dict):
+        raise VramtuiError(f"{path}: config.json is not a JSON object")
+    return config
+
+
+# --- safetensors headers -----------------------------------------------------------------------------------
+
+
+def read_safetensors_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """name -> (dtype, shape) from one file's header; no tensor is loaded."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            out = {}
+            for name in handle.keys():  # noqa: SIM118 - safe_open is not a mapping
+                tensor = handle.get_slice(name)
+                out[name] = (str(tensor.get_dtype()), tuple(int(d) for d in tensor.get_shape()))
+            return out
+    except SafetensorError as error:
+        raise VramtuiError(f"{path}: bad safetensors header ({error})") from None
+    except OSError as error:
+        raise VramtuiError(f"{path}: cannot read ({error})") from None
+
+
+def safetensors_bytes(files: Iterable[Path]) -> tuple[int, int, dict[str, int]]:
+    """(total bytes, total elements, bytes per dtype) over the given files' headers."""
+    total = elements = 0
+    by_dtype: dict[str, int] = {}
+    for path in files:
+        for dtype, shape in read_safetensors_header(path).values():
+            n = math.prod(shape)
+            size = math.ceil(n * _ST_DTYPE_BYTES.get(dtype, 2))
+            total += size
+            elements += n
+            by_dtype[dtype] = by_dtype.get(dtype, 0) + size
+    return total, elements, by_dtype
+
+
+def info_from_hf_folder(folder: Path, exact_params: bool = True) -> ModelInfo:
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise VramtuiError(f"{folder}: no config.json in this folder (is it a Hugging Face model?)")
+    config = read_config_file(config_path)
+    index_path = folder / "model.safetensors.index.json"
+    shards = sorted(folder.glob("*.safetensors"))
+    # with weights on disk the exact count comes from them; skip building the model
+    info = info_from_config(config, str(folder), exact_params=exact_params and not shards)
+    if index_path.is_file():
+        index = read_config_file(index_path)
+        weight_map = index.get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise VramtuiError(f"{index_path}: no weight_map")
+        names = sorted(set(map(str, weight_map.values())))
+        missing = [n for n in names if not (folder / n).is_file()]
+        total_size = (index.get("metadata") or {}).get("total_size")
+        if not missing:
+            shards = [folder / n for n in names]
+        elif isinstance(total_size, int | float) and total_size > 0:
+            info.weights_bytes = int(total_size)
+            info.weights_source = "index"
+            info.notes.append(f"{len(missing)} of {len(names)} shards not on disk: size from the index")
+            return info
+        else:
+            shards = []
+    if shards:
+        total, elements, by_dtype = safetensors_bytes(shards)
+        info.weights_bytes = total
+        info.weights_by_dtype = by_dtype
+        info.weights_source = "safetensors"
+        if not info.quant:
+            info.n_params, info.params_exact = elements, True
+            big = max(by_dtype, key=lambda k: by_dtype[k]) if by_dtype else "BF16"
+            info.dtype = {"F32": "f32", "F16": "f16", "BF16": "bf16", "F8_E4M3": "fp8"}.get(big, info.dtype)
+        if info.n_params:
+            info.bits_per_weight = total * 8 / info.n_params
+    return info
+
+
+# --- GGUF ----------------------------------------------------------------------------------------------------
+
+_BLK = re.compile(r"^blk\.(\d+)\.")
+
+
+def _field(reader: Any, key: str) -> Any:
+    fld = reader.fields.get(key)
+    if fld is None:
+        return None
+    try:
+        value = fld.contents()
+    except Exception:
+        return None
+    return value
+
+
+def _gguf_int(reader: Any, key: str) -> int | None:
+    value = _field(reader, key)
+    if isinstance(value, list):
+        nums = [int(v) for v in value if isinstance(v, int | float)]
+        return max(nums) if nums else None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return int(value)
+    return None
+
+
+_SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+
+def _open_gguf(path: Path) -> Any:
+    import gguf
+
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as error:
+        raise VramtuiError(f"{path}: cannot read ({error})") from None
+    if magic != b"GGUF":
+        raise VramtuiError(f"{path}: not a GGUF file (it does not start with the GGUF magic)")
+    try:
+        return gguf.GGUFReader(str(path), "r")
+    except Exception as error:
+        reason = " ".join(str(error).split())[:160] or type(error).__name__
+        raise VramtuiError(f"{path}: truncated or damaged GGUF file ({reason})") from None
+
+
+def _gguf_split_siblings(path: Path, reader: Any) -> list[tuple[Path, Any]]:
+    """The other files of a split GGUF (name-00001-of-00003.gguf); llama.cpp loads them all."""
+    count = _gguf_int(reader, "split.count") or 1
+    match = _SPLIT_NAME.match(path.name)
+    if count <= 1 or not match:
+        return []
+    siblings = []
+    for number in range(1, count + 1):
+        part = path.with_name(f"{match.group('stem')}-{number:05d}-of-{count:05d}.gguf")
+        if part == path:
+            continue
+        if not part.is_file():
+            raise VramtuiError(f"{path}: split GGUF is missing {part.name}")
+        siblings.append((part, _open_gguf(part)))
+    return siblings
+
+
+def info_from_gguf(path: Path) -> ModelInfo:
+    """ModelInfo from a GGUF file's header and tensor table (no tensor data is read)."""
+    import gguf
+
+    split = _SPLIT_NAME.match(path.name)
+    if split and split.group("no") != "00001":  # metadata lives in the first file
+        first = path.with_name(f"{split.group('stem')}-00001-of-{split.group('count')}.gguf")
+        if first.is_file():
+            path = first
+    reader = _open_gguf(path)
+    readers = [(path, reader), *_gguf_split_siblings(path, reader)]
+    arch = str(_field(reader, "general.architecture") or "llama")
+    a = arch
+
+    def key(name: str) -> int | None:
+        return _gguf_int(reader, f"{a}.{name}")
+
+    n_layers = key("block_count")
+    hidden = key("embedding_length")
+    n_heads = key("attention.head_count")
+    if not n_layers or not hidden or not n_heads:
+        raise VramtuiError(f"{path}: GGUF metadata lacks {a}.block_count / embedding_length / head_count")
+    kv_field = _field(reader, f"{a}.attention.head_count_kv")
+    kv_per_layer: tuple[int, ...] | None = None
+    if isinstance(kv_field, list) and kv_field:
+        kv_per_layer = tuple(int(v) for v in kv_field)
+        n_kv = max(kv_per_layer)
+    else:
+        n_kv = key("attention.head_count_kv") or n_heads
+    head_dim_k = key("attention.key_length") or hidden // n_heads
+    head_dim_v = key("attention.value_length") or head_dim_k
+    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    vocab = key("vocab_size") or (len(tokens.data) if tokens is not None else 0) or 32000
+    ftype_num = _gguf_int(reader, "general.file_type")
+    file_type = None
+    if ftype_num is not None:
+        try:
+            file_type = gguf.LlamaFileType(ftype_num).name.lower().replace("mostly_", "").replace("all_", "")
+        except ValueError:
+            file_type = None
+
+    layer_bytes = [0] * n_layers
+    token_embd = output = other = 0
+    n_elements = 0
+    has_output = False
+    by_type: dict[str, int] = {}
+    all_tensors = [(part, part.stat().st_size, t) for part, r in readers for t in r.tensors]
+    for part, file_size, tensor in all_tensors:
+        size = int(tensor.n_bytes)
+        end = int(tensor.data_offset) + size
+        if end > file_size:
+            raise VramtuiError(f"{part}: truncated GGUF file (tensor {tensor.name} ends past the file)")
+        n_elements += int(tensor.n_elements)
+        type_name = tensor.tensor_type.name.lower()
+        by_type[type_name] = by_type.get(type_name, 0) + size
+        match = _BLK.match(tensor.name)
+        if match and int(match.group(1)) < n_layers:
+            layer_bytes[int(match.group(1))] += size
+        elif tensor.name == "token_embd.weight":
+            token_embd += size
+        elif tensor.name == "output.weight":
+            output += size
+            has_output = True
+        else:
+            other += size
+    if not all_tensors:
+        raise VramtuiError(f"{path}: GGUF file has no tensors (a vocabulary-only file?)")
+    total = sum(layer_bytes) + token_embd + output + other
+    info = ModelInfo(
+        source=str(path),
+        arch=arch,
+        n_params=n_elements,
+        n_layers=n_layers,
+        hidden=hidden,
+        n_heads=n_heads,
+        n_kv_heads=n_kv,
+        head_dim_k=head_dim_k,
+        head_dim_v=head_dim_v,
+        vocab=vocab,
+        tied_embeddings=not has_output,
+        max_context=key("context_length"),
+        weights_bytes=total,
+        quant=file_type,
+        file_type=file_type,
+        bits_per_weight=total * 8 / n_elements if n_elements else None,
+        intermediate=key("feed_forward_length"),
+        kv_heads_per_layer=kv_per_layer,
+        layer_bytes=tuple(layer_bytes),
+        token_embd_bytes=token_embd,
+        output_bytes=output if has_output else None,
+        other_bytes=other,
+        weights_by_dtype=by_type,
+        weights_source="gguf",
+        params_exact=True,
+    )
+    experts = key("expert_count") or 0
+    if experts > 1:
+        info.is_moe, info.n_experts = True, experts
+        info.n_experts_used = key("expert_used_count") or 0
+        info.moe_intermediate = key("expert_feed_forward_length")
+        info.n_shared_experts = key("expert_shared_count") or 0
+        info.n_dense_layers = key("leading_dense_block_count") or 0
+    kv_lora = key("attention.kv_lora_rank") or 0
+    if kv_lora:
+        # llama.cpp's MLA cache: K holds latent + rope part, V the latent (key/value_length say so)
+        info.kv_lora_rank = kv_lora
+        info.qk_rope_head_dim = key("rope.dimension_count") or 64
+    window = key("attention.sliding_window")
+    if window:
+        pattern_field = _field(reader, f"{a}.attention.sliding_window_pattern")
+        if isinstance(pattern_field, list):
+            info.swa_layers = sum(1 for flag in pattern_field[:n_layers] if flag)
+        elif isinstance(pattern_field, int) and pattern_field > 0:
+            info.swa_layers = n_layers - n_layers // pattern_field
+        elif arch in _SWA_PATTERN:
+            info.swa_layers = n_layers - n_layers // _SWA_PATTERN[arch]
+        if info.swa_layers:
+            info.sliding_window = window
+    return info
+
+
+# --- entry point ---------------------------------------------------------------------------------------------
+
+
+_HF_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+
+
+def load_model_info(path: str | Path, exact_params: bool = True) -> ModelInfo:
+    """ModelInfo from an HF folder, a config.json, a .gguf file, an Ollama name or an HF repo id in the cache."""
+    candidate = Path(path).expanduser()
+    if candidate.is_dir():
+        ggufs = sorted(candidate.glob("*.gguf"))
+        if not (candidate / "config.json").is_file() and ggufs:
+            firsts = [g for g in ggufs if not _SPLIT_NAME.match(g.name) or "-00001-of-" in g.name]
+            if len(firsts) == 1:
+                return info_from_gguf(firsts[0])
+            names = ", ".join(g.name for g in firsts[:4])
+            raise VramtuiError(f"{candidate}: holds {len(firsts)} GGUF models ({names}...): name one")
+        return info_from_hf_folder(candidate, exact_params=exact_params)
+    if candidate.is_file():
+        if candidate.suffix == ".json" or candidate.name == "config.json":
+            return info_from_config(read_config_file(candidate), str(candidate), exact_params=exact_params)
+        if candidate.suffix.lower() in _HF_WEIGHT_SUFFIXES:
+            # a shard of a Hugging Face checkpoint: the shapes live in the config.json beside it
+            raise VramtuiError(
+                f"{path}: a weights file, not a model: point at the folder that holds config.json"
+                f" ({candidate.parent})"
+            )
+        return info_from_gguf(candidate)
+    if candidate.suffix in (".gguf", ".json") or str(path).startswith(("/", ".", "~")):
+        raise VramtuiError(f"{path}: no such file or folder")
+    from vramtui.core.estimate.discover import resolve_model_name
+
+    resolved = resolve_model_name(str(path))
+    if resolved is None:
+        raise VramtuiError(
+            f"{path}: not a file, a folder, an Ollama model or a Hugging Face repo in the local cache"
+        )
+    return load_model_info(resolved, exact_params=exact_params)
+
+
+def info_from_flags(
+    *,
+    params: int | None = None,
+    layers: int | None = None,
+    hidden: int | None = None,
+    heads: int | None = None,
+    kv_heads: int | None = None,
+    head_dim: int | None = None,
+    vocab: int | None = None,
+    quant: str | None = None,
+) -> ModelInfo:
+    """A model described by flags only. Missing shape numbers are derived the way Llama-family models are."""
+    if not params and not (layers and hidden):
+        raise VramtuiError(
+            "give a model path, or at least --params (with --layers/--kv-heads for the KV cache)"
+        )
+    # Llama-family proportions fill in what is missing: MLP width 3.5 x hidden, head dim 128, about
+    # 12.5 x hidden^2 parameters per layer, and about hidden/110 layers (8B: 4096 x 32, 70B: 8192 x 80)
+    if hidden is None and params:
+        hidden = math.sqrt(params / (12.5 * layers)) if layers else (params * 110 / 12.5) ** (1 / 3)
+        hidden = max(256, round(hidden / 256) * 256)
+    hidden = hidden or 4096
+    if layers is None and params:
+        layers = max(1, round(params / (12.5 * hidden * hidden)))
+    heads = heads or max(1, hidden // (head_dim or 128))
+    head_dim = head_dim or hidden // heads
+    info = ModelInfo(
+        source="flags",
+        n_layers=int(layers or 1),
+        hidden=hidden,
+        n_heads=heads,
+        n_kv_heads=kv_heads or heads,
+        head_dim_k=head_dim,
+        head_dim_v=head_dim,
+        vocab=vocab or 32000,
+        intermediate=round(hidden * 3.5 / 256) * 256,
+    )
+    info.notes.append("shape not given in full: Llama-family proportions assumed for what is missing")
+    return apply_overrides(info, params=params, quant=quant)
+
+
+def apply_overrides(info: ModelInfo, **flags: Any) -> ModelInfo:
+    """Flags override what the files say. Keys: params, layers, hidden, heads, kv_heads, head_dim, vocab, quant."""
+    changes: dict[str, Any] = {}
+    mapping = {
+        "layers": "n_layers",
+        "hidden": "hidden",
+        "heads": "n_heads",
+        "kv_heads": "n_kv_heads",
+        "vocab": "vocab",
+    }
+    for flag, attr in mapping.items():
+        value = flags.get(flag)
+        if value is not None:
+            changes[attr] = int(value)
+    if flags.get("head_dim") is not None:
+        changes["head_dim_k"] = changes["head_dim_v"] = int(flags["head_dim"])
+    if "n_kv_heads" in changes:
+        changes["kv_heads_per_layer"] = None
+    shape_changed = bool(changes)
+    if flags.get("params") is not None:
+        changes["n_params"] = int(flags["params"])
+        changes["params_exact"] = False
+    if shape_changed or "n_params" in changes:
+        # the file's exact per-layer bytes no longer describe this model
+        changes.update(layer_bytes=None, token_embd_bytes=None, output_bytes=None, other_bytes=0)
+        changes.update(weights_bytes=None, weights_source="params")
+    quant = flags.get("quant")
+    if quant:
+        key = q.normalize_quant(quant)
+        if key != info.quant:
+            changes.update(quant=key, weights_bytes=None, weights_source="params", layer_bytes=None)
+            changes.update(token_embd_bytes=None, output_bytes=None, other_bytes=0)
+            changes["file_type"] = key if info.weights_source == "gguf" or key in q.FILE_TYPE_BPW else None
+            changes["bits_per_weight"] = q.bits_per_weight(key)
+    new = replace(info, **changes, notes=list(info.notes))
+    if not new.n_params:
+        new.n_params = count_params_arithmetic(new)
+    for value in (new.n_layers, new.hidden, new.n_heads, new.n_kv_heads, new.head_dim_k, new.vocab):
+        if value <= 0:
+            raise VramtuiError("layers, hidden, heads, kv heads, head dim and vocab must be positive")
+    return new

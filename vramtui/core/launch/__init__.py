@@ -1,0 +1,1 @@
+"""Launching a model server: profiles, the process, readiness, the smallest request."""

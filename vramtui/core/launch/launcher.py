@@ -1,0 +1,855 @@
+"""Launch a model server from a profile, watch it come up, measure it, stop it; `run_check` does all four.
+
+`build_command(profile)` turns the shared vocabulary into the backend's argument list (never a shell
+string) and lists what the backend cannot take. `ModelServer` owns one run: its own process group,
+every output line timestamped into the log engine and a per-run log file, readiness by the backend's
+health endpoint, the memory of its process tree (host RSS and GPU bytes), the memory budget, and a stop
+that waits until the memory is given back. `run_check` is launch → ready → smallest request → stop.
+
+The per-run log file holds every line with its local time in front (`2026-11-30T04:21:00.123 ...`),
+a prefix the log engine strips: `vramtui diagnose` reads it like the raw output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+from vramtui.core.backends import get_backend
+from vramtui.core.errors import VramtuiError
+from vramtui.core.launch import procs
+from vramtui.core.launch.profile import Profile
+from vramtui.core.launch.smoke import SmokeResult, replay_request, smoke_request
+from vramtui.core.logs.stages import STAGES
+from vramtui.core.memory.readings import Event
+from vramtui.core.units import MIB
+
+# Failures the launcher itself names (the log engine names the rest).
+COMMAND_NOT_FOUND = "command_not_found"
+PORT_IN_USE = "port_in_use"
+READY_TIMEOUT = "ready_timeout"
+EXITED = "exited"
+CUDA_OOM = "cuda_oom"  # the run crossed the GPU memory budget
+BAD_ARGUMENTS = "bad_arguments"  # the server refused its own command line before loading anything
+
+# How servers refuse a command line: argparse (llama_cpp.server, vLLM, the transformers runner),
+# llama.cpp's common arg parser, Go's cobra (Ollama). Group 1 is what was refused.
+_BAD_ARGUMENT_PATTERNS = (
+    re.compile(r"error: (unrecognized arguments?: .+)", re.IGNORECASE),
+    re.compile(r"error: (argument \S+: .+)", re.IGNORECASE),
+    re.compile(r"error: (the following arguments are required: .+)", re.IGNORECASE),
+    re.compile(r"error: ((?:invalid|unknown) argument: .+)", re.IGNORECASE),
+    re.compile(r"(error while handling argument .+)", re.IGNORECASE),
+    re.compile(r"Error: (unknown (?:shorthand )?flag: .+)"),
+)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    argv: list[str]
+    env: dict[str, str]  # only what the plan sets; the launch merges it over the current environment
+    unsupported: list[str]  # shared parameters this backend does not take (see notes for why)
+    notes: list[str] = field(default_factory=list)
+    request_options: dict[str, object] = field(default_factory=dict)
+    backend: str = ""
+    host: str = "127.0.0.1"
+    port: int = 0
+    model_name: str = ""  # the name to send in requests
+    health_paths: tuple[str, ...] = ()
+    ready_patterns: tuple[str, ...] = ()
+
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.host in {"0.0.0.0", "", "*"} else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    def command_line(self) -> str:
+        """The exact command, as a user would paste it into a shell (environment first)."""
+        assignments = [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
+        return " ".join([*assignments, shlex.join(self.argv)])
+
+
+def build_command(profile: Profile) -> LaunchPlan:
+    """The argument list, environment and unsupported parameters for launching `profile`."""
+    backend = get_backend(profile.backend)
+    launch = backend.launch
+    if launch is None:
+        raise VramtuiError(f"vramtui cannot launch {backend.name}")
+    port = profile.port if profile.port is not None else launch.default_port
+    if port == 0:
+        port = procs.free_port(profile.host if profile.host not in {"0.0.0.0", ""} else "127.0.0.1")
+
+    argv = launch.argv_prefix()
+    env: dict[str, str] = {}
+    if not launch.model_at_request:
+        argv += [launch.model_flag, profile.model] if launch.model_flag else [profile.model]
+    if launch.host_flag and launch.port_flag:
+        argv += [launch.host_flag, profile.host, launch.port_flag, str(port)]
+    if launch.host_port_env:
+        env[launch.host_port_env] = f"{profile.host}:{port}"
+
+    unsupported: list[str] = []
+    notes: list[str] = []
+    request_options: dict[str, object] = {}
+    for param, value in profile.params.items():
+        if param in launch.extra_params:
+            flag = launch.extra_params[param]
+            argv += [flag, _flag_value(value)]
+            continue
+        if param not in backend.flags and param not in backend.env:
+            unsupported.append(param)
+            notes.append(f"{param}: not a parameter vramtui knows for {backend.name}")
+            continue
+        translation = backend.translate(param, value)
+        if translation.problem:
+            unsupported.append(param)
+            notes.append(translation.problem)
+            continue
+        argv += list(translation.args)
+        env.update(translation.env)
+        request_options.update(translation.request_options)
+    argv += list(profile.extra_args)
+
+    model_name = profile.model
+    for alias_param in ("model_alias", "alias", "served_model_name"):
+        if alias_param in profile.params and alias_param in launch.extra_params:
+            model_name = str(profile.params[alias_param])
+    return LaunchPlan(
+        argv=argv,
+        env=env,
+        unsupported=unsupported,
+        notes=notes,
+        request_options=request_options,
+        backend=backend.name,
+        host=profile.host,
+        port=port,
+        model_name=model_name,
+        health_paths=launch.health_paths,
+        ready_patterns=launch.ready_patterns,
+    )
+
+
+def pin_port(profile: Profile, unset_is_free: bool = True) -> Profile:
+    """A profile whose port 0 ("auto") is replaced by a free port now, so that the command shown
+    before launch is the command launched. With `unset_is_free`, a profile that sets no port gets a
+    free one too (a check must not fail because something else sits on the engine's default port);
+    a port the profile sets stays, busy or not: the launch then names who holds it."""
+    if profile.port == 0 or (profile.port is None and unset_is_free):
+        return profile.with_changes(port=build_command(profile.with_changes(port=0)).port)
+    return profile
+
+
+def _flag_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class LaunchError(VramtuiError):
+    """The server could not be started at all; `failure` names why (command_not_found, port_in_use)."""
+
+    def __init__(self, failure: str, message: str) -> None:
+        super().__init__(message, exit_code=1)
+        self.failure = failure
+
+
+@dataclass(frozen=True)
+class LogLine:
+    t: float  # seconds since the epoch
+    text: str
+    stage: str | None = None
+    severity: str = "info"
+    # The log engine's number for this line (its diagnosis names lines by it); None for a line the
+    # engine did not read (a note about the run, like a budget crossing).
+    number: int | None = None
+
+
+# The memory pane's Event (t, kind, label): launch | weights_loaded | ready | request_start | request_end | exit
+RunEvent = Event
+
+
+def default_log_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("vramtui")) / "runs"
+
+
+def _make_diagnoser(backend: str) -> Any | None:
+    try:
+        from vramtui.core.logs.diagnose import LogDiagnoser
+    except ImportError:
+        return None
+    return LogDiagnoser(backend=backend)
+
+
+def _stamp(t: float) -> str:
+    """Local time with milliseconds, as servers print it: 2026-11-30T04:21:00.123."""
+    return datetime.fromtimestamp(t).isoformat(timespec="milliseconds")
+
+
+def _stage_index(stage: str | None) -> int:
+    return STAGES.index(stage) if stage in STAGES else -1
+
+
+class ModelServer:
+    """One run of a model server. Use as a context manager: the server is stopped on exit, always.
+
+    `on_line(text)` gets every output line as it arrives (`on_log_line(LogLine)` the same with its
+    time, stage and severity from the log engine); `on_sample(sample)` every memory sample
+    (host tree RSS, and GPU bytes when `sample_source` is an NVML source). `memory_budget` (from the
+    profile) caps the run: an address-space limit on the host, or a watch on its GPU bytes.
+    """
+
+    def __init__(
+        self,
+        profile: Profile,
+        log_dir: str | Path | None = None,
+        on_line: Callable[[str], None] | None = None,
+        sample_source: Any | None = None,
+        on_sample: Callable[[Any], None] | None = None,
+        on_event: Callable[[RunEvent], None] | None = None,
+        sample_interval_s: float = 0.1,
+        on_log_line: Callable[[LogLine], None] | None = None,
+    ) -> None:
+        self.profile = profile
+        self.plan = build_command(profile)
+        self.log_dir = Path(log_dir) if log_dir is not None else default_log_dir()
+        self.on_line = on_line
+        self.on_log_line = on_log_line
+        self.on_sample = on_sample
+        self.on_event = on_event
+        self.sample_source = sample_source
+        self.sample_interval_s = sample_interval_s
+        self.diagnoser = _make_diagnoser(self.plan.backend)
+
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_file: Path | None = None
+        self.lines: list[LogLine] = []
+        self.events: list[RunEvent] = []
+        self.warnings: list[str] = []
+        self.stage: str | None = None  # furthest stage reached
+        self.failure: str | None = None  # set by the launcher (timeout, budget, launch errors)
+        self.failure_stage: str | None = None
+        self.ready = False
+        self.started_at: float | None = None
+        self.ready_at: float | None = None
+        self.exit_code: int | None = None
+        self.stopped_by_us = False
+        self.peak_bytes = 0
+        self.resident_bytes = 0
+        self.peak_gpu_bytes: int | None = None
+        self.released: bool | None = None
+        self.budget_mode: str | None = None  # "host" | "gpu"
+        self.budget_exceeded = False
+        self._log_handle: IO[str] | None = None
+        self._reader: threading.Thread | None = None
+        self._watch: Any | None = None
+        self._lock = threading.Lock()
+        self._ready_seen = threading.Event()
+        self._last_pids: tuple[int, ...] = ()
+
+    # --- properties the panes read -------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    @property
+    def base_url(self) -> str:
+        return self.plan.base_url
+
+    @property
+    def command(self) -> list[str]:
+        return list(self.plan.argv)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    # --- start ---------------------------------------------------------------------------------------
+    def preflight(self) -> list[str]:
+        """Problems found before launch: a missing program, a busy port (raised), GPU memory already held."""
+        program = self.plan.argv[0]
+        search_path = {**os.environ, **self.profile.env}.get("PATH")
+        if shutil.which(program, path=search_path) is None:
+            raise LaunchError(
+                COMMAND_NOT_FOUND, f"command not found: {program} (is {self.plan.backend} installed?)"
+            )
+        if procs.port_in_use(self.plan.host, self.plan.port):
+            holder = procs.port_holder(self.plan.port)
+            who = f" by {holder}" if holder else ""
+            raise LaunchError(
+                PORT_IN_USE,
+                f"port {self.plan.port} on {self.plan.host} is already in use{who}: stop it or set another port",
+            )
+        return self._gpu_holders()
+
+    def _gpu_holders(self) -> list[str]:
+        source = self.sample_source
+        if source is None:
+            return []
+        try:
+            sample = source.sample()
+        except Exception:  # a monitor problem must not stop a launch
+            return []
+        notes = []
+        for gpu in getattr(sample, "gpus", ()) or ():
+            for pid, used in sorted(gpu.process_bytes.items()):
+                name = _process_name(pid)
+                notes.append(f"GPU {gpu.index}: pid {pid} ({name}) already holds {used / MIB:.0f} MiB")
+        return notes
+
+    def _uses_gpu(self) -> bool:
+        """Is the GPU where the budget applies? Only with GPUs visible and layers (or all) on them."""
+        source = self.sample_source
+        if source is None or not getattr(source, "available", False):
+            return False
+        if self.plan.backend in {"llama.cpp", "llama-cpp-python", "ollama"}:
+            layers = self.profile.params.get("gpu_layers")
+            if layers is None:
+                # llama-cpp-python's server keeps every layer on the host unless told (n_gpu_layers=0);
+                # llama-server and Ollama offload by default.
+                return self.plan.backend != "llama-cpp-python"
+            return str(layers).strip().lower() != "0"
+        return True
+
+    def start(self) -> ModelServer:
+        """Launch. Raises LaunchError when it cannot start at all (the failure is also recorded)."""
+        try:
+            self.warnings.extend(self.preflight())
+        except LaunchError as error:
+            self.failure = error.failure
+            self.failure_stage = "launch"
+            raise
+        self.warnings.extend(self.plan.notes)
+        budget = self.profile.memory_budget
+        address_limit = None
+        if budget is not None:
+            self.budget_mode = "gpu" if self._uses_gpu() else "host"
+            if self.budget_mode == "host":
+                address_limit = budget
+                if self.diagnoser is not None:
+                    self.diagnoser.host_budget = True  # its allocation failures are the budget's OOM
+
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+        label = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.profile.label)[:60]
+        self.log_file = self.log_dir / f"{stamp}-{label}.log"
+        self._log_handle = self.log_file.open("w", encoding="utf-8", errors="replace")
+        self.started_at = time.time()
+        # The log says how the run was made: a saved log then reads back like the live run.
+        self._record_line(f"vramtui: launch {self.plan.command_line()}")
+        if budget is not None:
+            where = "on the host (address-space limit)" if self.budget_mode == "host" else "on the GPU"
+            self._record_line(f"vramtui: memory budget {budget / MIB:.0f} MiB, enforced {where}")
+
+        env = {**os.environ, **self.profile.env, **self.plan.env}
+        cwd = self.profile.source.parent if self.profile.source else None
+        try:
+            self.proc = procs.spawn(self.plan.argv, env=env, cwd=cwd, address_space_limit=address_limit)
+        except (FileNotFoundError, PermissionError) as error:
+            self._close_log()
+            self.failure, self.failure_stage = COMMAND_NOT_FOUND, "launch"
+            raise LaunchError(
+                COMMAND_NOT_FOUND, f"cannot run {self.plan.argv[0]}: {error.strerror}"
+            ) from None
+        self._event("launch", self.profile.label)
+        self._reader = threading.Thread(target=self._read_output, name="vramtui-server-log", daemon=True)
+        self._reader.start()
+        self._start_watch()
+        return self
+
+    def _start_watch(self) -> None:
+        from vramtui.core.memory.sampling import TreeWatch
+
+        assert self.proc is not None
+        nvml: Any = self.sample_source if self.sample_source is not None else False
+        self._watch = TreeWatch(self.proc.pid, self.sample_interval_s, nvml=nvml, on_sample=self._on_sample)
+        self._watch.start()
+
+    def _on_sample(self, sample: Any) -> None:
+        host = sample.host
+        rss = host.tree_rss if host is not None and host.tree_pids else None
+        gpu = sample.tree_gpu_bytes()
+        if host is not None and host.tree_pids:
+            self._last_pids = host.tree_pids
+        total = (rss or 0) + (gpu or 0)
+        with self._lock:
+            if rss:  # a dying tree reads 0: keep the last figure it held
+                self.peak_bytes = max(self.peak_bytes, total)
+                self.resident_bytes = total
+            if gpu is not None:
+                self.peak_gpu_bytes = gpu if self.peak_gpu_bytes is None else max(self.peak_gpu_bytes, gpu)
+        budget = self.profile.memory_budget
+        if self.budget_mode == "gpu" and budget is not None and gpu is not None and gpu > budget:
+            self._over_gpu_budget(gpu, budget)
+        if self.on_sample is not None:
+            with contextlib.suppress(Exception):
+                self.on_sample(sample)
+
+    def _over_gpu_budget(self, gpu: int, budget: int) -> None:
+        with self._lock:
+            if self.budget_exceeded:
+                return
+            self.budget_exceeded = True
+            self.failure = CUDA_OOM
+            self.failure_stage = self.stage or "load_weights"
+        message = (
+            f"vramtui: GPU memory {gpu / MIB:.0f} MiB crossed the budget of {budget / MIB:.0f} MiB "
+            f"at stage {self.failure_stage}: stopping the run (emulated out of memory)"
+        )
+        self._record_line(message, feed=False)
+        if self.proc is not None:
+            threading.Thread(target=procs.stop_group, args=(self.proc, 2.0), daemon=True).start()
+
+    def _read_output(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            self._record_line(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+        self._close_log()
+
+    def _record_line(self, text: str, feed: bool = True) -> None:
+        t = time.time()
+        stage, severity, number = None, "info", None
+        if feed and self.diagnoser is not None:
+            try:
+                tag = self.diagnoser.feed(text)
+                stage, severity, number = tag.stage, tag.severity, tag.number
+            except Exception:  # the log engine must never take the run down
+                pass
+        with self._lock:
+            if stage is not None and _stage_index(stage) > _stage_index(self.stage):
+                if stage in {"kv_cache", "ready"} and _stage_index(self.stage) < STAGES.index("kv_cache"):
+                    self._event("weights_loaded", "")
+                self.stage = stage
+            record = LogLine(t, text, stage, severity, number)
+            self.lines.append(record)
+            if self._log_handle is not None:
+                # ISO time first: the log engine strips that prefix (same diagnosis as the raw line).
+                self._log_handle.write(f"{_stamp(t)} {text}\n")
+                self._log_handle.flush()
+        lowered = text.lower()
+        if any(p in lowered for p in self.plan.ready_patterns):
+            self._ready_seen.set()
+        if self.on_line is not None:
+            with contextlib.suppress(Exception):
+                self.on_line(text)
+        if self.on_log_line is not None:
+            with contextlib.suppress(Exception):
+                self.on_log_line(record)
+
+    def _close_log(self) -> None:
+        with self._lock:
+            if self._log_handle is not None:
+                self._log_handle.close()
+                self._log_handle = None
+
+    def _event(self, kind: str, label: str) -> None:
+        event = RunEvent(time.time(), kind, label)
+        self.events.append(event)
+        if self.on_event is not None:
+            with contextlib.suppress(Exception):
+                self.on_event(event)
+
+    # --- ready ---------------------------------------------------------------------------------------
+    def _health_ok(self) -> bool:
+        import httpx
+
+        for path in self.plan.health_paths:
+            try:
+                response = httpx.get(self.base_url + path, timeout=2.0)
+            except httpx.HTTPError:
+                return False
+            if response.status_code == 200:
+                return True
+        return False
+
+    def wait_ready(self, timeout_s: float | None = None) -> bool:
+        """Wait until the backend answers its health check; False when it exited, crossed a budget or timed out."""
+        if self.proc is None:
+            return False
+        if timeout_s is None:
+            timeout_s = self.profile.ready_timeout or 120.0
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.budget_exceeded:
+                return False
+            if self.proc.poll() is not None:
+                self._note_exit()
+                return False
+            # The process could have died in the same instant; a dead server is not ready.
+            if self._health_ok() and self.proc.poll() is None:
+                self.ready = True
+                self.ready_at = time.time()
+                with self._lock:
+                    if _stage_index(self.stage) < STAGES.index("ready"):
+                        self.stage = "ready"
+                self._event("ready", "")
+                return True
+            if time.monotonic() >= deadline:
+                self.failure = READY_TIMEOUT
+                self.failure_stage = self.stage or "launch"
+                self._record_line(
+                    f"vramtui: not ready after {timeout_s:g} s; stuck at stage {self.failure_stage}",
+                    feed=False,
+                )
+                return False
+            # A ready line in the log: look again at once instead of sleeping.
+            self._ready_seen.wait(0.25)
+            self._ready_seen.clear()
+
+    def _note_exit(self) -> None:
+        if self.proc is None or self.exit_code is not None:
+            return
+        self.exit_code = self.proc.wait()
+        if self._reader is not None:
+            self._reader.join(timeout=5.0)
+        if not self.stopped_by_us and self.diagnoser is not None:
+            with contextlib.suppress(Exception):
+                self.diagnoser.note_exit(self.exit_code)
+                self.diagnoser.log_time = time.time()  # a kernel OOM kill about now is this process's
+        self._event("exit", f"exit status {self.exit_code}")
+
+    @property
+    def load_time_s(self) -> float | None:
+        if self.ready_at is None or self.started_at is None:
+            return None
+        return self.ready_at - self.started_at
+
+    # --- stop ----------------------------------------------------------------------------------------
+    def stop(self, grace_s: float = 5.0, release_timeout_s: float = 15.0) -> None:
+        """SIGTERM the group, grace, SIGKILL; then wait until its memory is released."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.stopped_by_us = True
+        procs.stop_group(self.proc, grace_s=grace_s)
+        self._note_exit()
+        if self._reader is not None:
+            self._reader.join(timeout=5.0)
+        self._close_log()
+        if self._watch is not None:
+            self._watch.stop()
+        self.released = self._wait_released(release_timeout_s)
+
+    def _wait_released(self, timeout_s: float) -> bool:
+        """True when no process of the run is left and no GPU memory is charged to its pids."""
+        assert self.proc is not None
+        pids = set(self._last_pids) | {self.proc.pid}
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            alive = [p for p in pids if _pid_alive(p)]
+            gpu_left = self._gpu_bytes_of(pids)
+            if not alive and not gpu_left:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def _gpu_bytes_of(self, pids: set[int]) -> int:
+        source = self.sample_source
+        if source is None:
+            return 0
+        try:
+            sample = source.sample()
+        except Exception:
+            return 0
+        if sample is None:
+            return 0
+        return int(sample.tree_gpu_bytes(pids) or 0)
+
+    # --- results -------------------------------------------------------------------------------------
+    def diagnosis(self) -> Any | None:
+        if self.diagnoser is None:
+            return None
+        try:
+            return self.diagnoser.result()
+        except Exception:
+            return None
+
+    def __enter__(self) -> ModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _pid_alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _process_name(pid: int) -> str:
+    import psutil
+
+    try:
+        return psutil.Process(pid).name()
+    except psutil.Error:
+        return "?"
+
+
+# --- run_check -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class CheckResult:
+    ready: bool
+    stage: str | None  # furthest stage reached
+    failure_stage: str | None
+    failure: str | None  # the log engine's class, or the launcher's own (command_not_found ...)
+    diagnosis: Any | None
+    smoke: SmokeResult | None
+    peak_mib: float | None
+    resident_mib: float | None
+    command: list[str]
+    log_file: str | None
+    load_time_s: float | None = None
+    ttft_s: float | None = None
+    tokens_per_s: float | None = None
+    command_line: str = ""
+    backend: str = ""
+    base_url: str = ""
+    unsupported: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    message: str = ""  # one line for people: what happened
+    exit_code: int | None = None
+    memory_budget_mib: float | None = None
+    budget_mode: str | None = None
+    released: bool | None = None
+    events: list[RunEvent] = field(default_factory=list)
+    replay: SmokeResult | None = None  # the saved request, when one was replayed
+
+    @property
+    def ok(self) -> bool:
+        """Came up and answered (the saved request too, when one was replayed)."""
+        answered = self.ready and self.smoke is not None and self.smoke.ok
+        return answered and (self.replay is None or self.replay.ok)
+
+    @property
+    def engine_figures(self) -> dict[str, int]:
+        return dict(getattr(self.diagnosis, "engine_figures", {}) or {})
+
+    def to_dict(self) -> dict[str, object]:
+        diagnosis = self.diagnosis.to_dict() if self.diagnosis is not None else None
+        return {
+            "ready": self.ready,
+            "ok": self.ok,
+            "stage": self.stage,
+            "failure_stage": self.failure_stage,
+            "failure": self.failure,
+            "message": self.message,
+            "smoke": self.smoke.to_dict() if self.smoke is not None else None,
+            "replay": self.replay.to_dict() if self.replay is not None else None,
+            "peak_mib": _round(self.peak_mib),
+            "resident_mib": _round(self.resident_mib),
+            "load_time_s": _round(self.load_time_s, 3),
+            "ttft_s": _round(self.ttft_s, 4),
+            "tokens_per_s": _round(self.tokens_per_s, 1),
+            "command": self.command,
+            "command_line": self.command_line,
+            "backend": self.backend,
+            "base_url": self.base_url,
+            "log_file": self.log_file,
+            "unsupported": self.unsupported,
+            "warnings": self.warnings,
+            "exit_code": self.exit_code,
+            "memory_budget_mib": _round(self.memory_budget_mib),
+            "budget_mode": self.budget_mode,
+            "released": self.released,
+            "engine_figures": self.engine_figures,
+            "diagnosis": diagnosis,
+            "events": [{"t": e.t, "kind": e.kind, "label": e.label} for e in self.events],
+        }
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def run_check(
+    profile: Profile,
+    ready_timeout_s: float | None = None,
+    on_line: Callable[[str], None] | None = None,
+    log_dir: str | Path | None = None,
+    sample_source: Any | None = None,
+    on_sample: Callable[[Any], None] | None = None,
+    on_event: Callable[[RunEvent], None] | None = None,
+    smoke_timeout_s: float = 30.0,
+    on_start: Callable[[ModelServer], None] | None = None,
+    on_log_line: Callable[[LogLine], None] | None = None,
+    replay: dict[str, object] | None = None,
+    replay_timeout_s: float = 300.0,
+) -> CheckResult:
+    """Launch `profile`, wait for ready (or failure), send the smallest request, stop, and report.
+
+    Never raises for a server that fails: every way of failing is in the result.
+    `on_start(server)` is called right after launch (the TUI follows the pid from there).
+    `replay`: a saved chat request (the long one that failed) sent after the smallest request
+    answered, to check a fix for an inference-stage failure.
+    """
+    server = ModelServer(
+        profile,
+        log_dir=log_dir,
+        on_line=on_line,
+        sample_source=sample_source,
+        on_sample=on_sample,
+        on_event=on_event,
+        on_log_line=on_log_line,
+    )
+    smoke: SmokeResult | None = None
+    replayed: SmokeResult | None = None
+    launch_message = ""
+    try:
+        try:
+            server.start()
+        except LaunchError as error:
+            launch_message = str(error)
+        else:
+            if on_start is not None:
+                on_start(server)
+            if server.wait_ready(ready_timeout_s):
+                server._event("request_start", "smallest request")
+                smoke = smoke_request(
+                    server.base_url,
+                    server.plan.model_name,
+                    timeout_s=smoke_timeout_s,
+                    options=server.plan.request_options or None,
+                )
+                server._event("request_end", smoke.meaning)
+                if smoke.status is not None:
+                    server.stage = "inference"
+                if replay is not None and smoke.ok and server.running:
+                    server._event("request_start", "saved request")
+                    replayed = replay_request(
+                        server.base_url, replay, model=server.plan.model_name, timeout_s=replay_timeout_s
+                    )
+                    server._event("request_end", replayed.meaning)
+    finally:
+        server.stop()
+    return _result(server, smoke, launch_message, replayed)
+
+
+def refused_arguments(lines: list[LogLine]) -> str | None:
+    """What the server said when it refused its command line (argparse, llama.cpp, cobra), or None."""
+    for line in lines:
+        for pattern in _BAD_ARGUMENT_PATTERNS:
+            found = pattern.search(line.text)
+            if found:
+                return found.group(1).strip()
+    return None
+
+
+def _bad_arguments_message(refused: str, extra_args: tuple[str, ...]) -> str:
+    words = {word.strip("'\"") for word in refused.split(":", 1)[-1].split()}
+    source = "extra_args" if words & set(extra_args) else "the command line (extra_args and [params])"
+    return f"the server refused its command line before loading anything: {refused}; check {source}"
+
+
+def _result(
+    server: ModelServer, smoke: SmokeResult | None, launch_message: str, replayed: SmokeResult | None = None
+) -> CheckResult:
+    diagnosis = server.diagnosis()
+    failure = server.failure
+    failure_stage = server.failure_stage
+    stage = server.stage
+    refused = (
+        refused_arguments(server.lines)
+        if failure is None and not server.ready and server.exit_code not in (None, 0)
+        else None
+    )
+    if refused is not None:
+        # argparse prints its usage and exits: nothing was loaded, whatever the usage text resembles.
+        failure, failure_stage, stage = BAD_ARGUMENTS, "launch", None
+        launch_message = launch_message or _bad_arguments_message(refused, server.profile.extra_args)
+    elif diagnosis is not None:
+        stage = _furthest(stage, getattr(diagnosis, "stage", None))
+        if failure is None and getattr(diagnosis, "failed", False):
+            failure = getattr(diagnosis, "failure", None)
+            failure_stage = getattr(diagnosis, "failure_stage", None)
+    if failure is None and not server.ready and server.exit_code is not None:
+        failure, failure_stage = EXITED, stage or "launch"
+    # Under a host budget the log engine itself names a failed allocation host_oom (it is told the
+    # budget, and the run log's header says it): no second word scan here.
+    if server.ready and smoke is not None and not smoke.ok and failure is None:
+        failure, failure_stage = f"smoke_{smoke.kind}", "inference"
+    if replayed is not None and not replayed.ok and failure is None:
+        # The saved request still fails: what the log says about it, else how the answer failed.
+        if diagnosis is not None and getattr(diagnosis, "failed", False):
+            failure, failure_stage = diagnosis.failure, diagnosis.failure_stage
+        else:
+            failure, failure_stage = f"replay_{replayed.kind}", "inference"
+
+    message = launch_message or _message(server, smoke, failure, failure_stage, diagnosis, replayed)
+    budget = server.profile.memory_budget
+    return CheckResult(
+        ready=server.ready,
+        stage=stage,
+        failure_stage=failure_stage,
+        failure=failure,
+        diagnosis=diagnosis,
+        smoke=smoke,
+        peak_mib=server.peak_bytes / MIB if server.proc is not None else None,
+        resident_mib=server.resident_bytes / MIB if server.proc is not None else None,
+        command=server.command,
+        log_file=str(server.log_file) if server.log_file else None,
+        load_time_s=server.load_time_s,
+        ttft_s=smoke.ttft_s if smoke else None,
+        tokens_per_s=smoke.tokens_per_s if smoke else None,
+        command_line=server.plan.command_line(),
+        backend=server.plan.backend,
+        base_url=server.base_url,
+        unsupported=list(server.plan.unsupported),
+        warnings=list(server.warnings) + ([smoke.warning] if smoke and smoke.warning else []),
+        message=message,
+        exit_code=server.exit_code,
+        memory_budget_mib=budget / MIB if budget is not None else None,
+        budget_mode=server.budget_mode,
+        released=server.released,
+        events=list(server.events),
+        replay=replayed,
+    )
+
+
+def _furthest(a: str | None, b: str | None) -> str | None:
+    return a if _stage_index(a) >= _stage_index(b) else b
+
+
+def _message(
+    server: ModelServer,
+    smoke: SmokeResult | None,
+    failure: str | None,
+    stage: str | None,
+    diagnosis: Any | None,
+    replayed: SmokeResult | None = None,
+) -> str:
+    if failure == CUDA_OOM and server.budget_exceeded:
+        return f"out of memory at stage {stage}: GPU memory crossed the budget"
+    if server.ready and smoke is not None and smoke.ok:
+        answered = f"up in {server.load_time_s or 0:.1f} s and answered: {smoke.meaning}"
+        if replayed is not None:
+            verdict = "answered too" if replayed.ok else f"failed: {replayed.meaning}"
+            return f"{answered}; the saved request {verdict}"
+        return answered
+    if server.ready and smoke is not None:
+        return f"up, but the smallest request failed: {smoke.meaning}"
+    if failure == READY_TIMEOUT:
+        return f"not ready within the timeout; stuck at stage {stage}"
+    first_error = getattr(diagnosis, "first_error_text", None) if diagnosis is not None else None
+    where = f" at stage {stage}" if stage else ""
+    detail = f": {first_error}" if first_error else ""
+    return f"failed{where} ({failure}){detail}"

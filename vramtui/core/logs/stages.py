@@ -1,0 +1,26 @@
+"""The stages of a model server's start, in order, and the failure classes the log engine names.
+
+Defined here once; every part of vramtui (the log engine, the launcher, the wizard, the panes) imports
+them from here.
+"""
+
+from __future__ import annotations
+
+STAGES: tuple[str, ...] = ("download", "load_weights", "kv_cache", "ready", "inference")
+STAGE_INDEX: dict[str, int] = {stage: index for index, stage in enumerate(STAGES)}
+
+FAILURES: tuple[str, ...] = (
+    "cuda_oom",
+    "host_oom_killed",
+    "host_oom",  # an allocation failed under a host memory budget (the CPU stand-in for a smaller card)
+    "unsupported_quant",
+    "unknown_arch",
+    "shape_mismatch",
+    "dtype_unsupported",
+    "file_missing",
+    "network",
+    "disk_full",
+    "kv_cache_too_small",
+    "context_too_long",
+    "other",
+)

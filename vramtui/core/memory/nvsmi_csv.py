@@ -1,0 +1,468 @@
+"""Read and write the CSV of `nvidia-smi --query-gpu=... --format=csv [-l 1 | -lms N]`.
+
+Reading takes what users actually have: values with units ("1234 MiB", "5 %") or `nounits`, `[N/A]`
+and `[Not Supported]` fields, several GPUs interleaved (told apart by an index / uuid / pci.bus_id
+column, or without one by their order among rows sharing a timestamp), extra columns in any order,
+headers repeated when runs were appended, no header at all (`noheader`). A row that cannot be read
+is skipped and counted, never a traceback.
+
+Writing (`vramtui record`) starts with nvidia-smi's own columns, so tools that read
+`timestamp, memory.used, memory.total, utilization.gpu` read it, and adds GPU identity, host RAM
+and, with a watched process, its tree's RSS and GPU bytes.
+"""
+
+from __future__ import annotations
+
+import calendar
+import io
+import re
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from vramtui.core.errors import VramtuiError
+from vramtui.core.memory.sampling import GpuReading, HostReading, Sample
+from vramtui.core.units import MIB
+
+_UNIT_BYTES = {"b": 1, "kib": 1024, "mib": MIB, "gib": 1024**3, "kb": 1024, "mb": MIB, "gb": 1024**3}
+
+# The columns nvidia-smi prints when asked without a header (`--format=csv,noheader`) for the
+# documented query; any other headerless shape is unreadable.
+DEFAULT_COLUMNS = ("timestamp", "memory.used [MiB]", "memory.total [MiB]", "utilization.gpu [%]")
+
+_HEADER_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(\s*\[[^\]]*\])?$")
+_NAME_UNIT = re.compile(r"^\s*([^\[]+?)\s*(?:\[([^\]]*)\])?\s*$")
+_IDENTITY_COLUMNS = ("index", "uuid", "pci.bus_id", "gpu_uuid", "gpu_bus_id")
+_MEMORY_COLUMNS = {
+    "memory.used": "used",
+    "memory.total": "total",
+    "memory.reserved": "reserved",
+    "memory.free": "free",
+}
+_HOST_COLUMNS = {
+    "host.ram_used": "ram_used",
+    "host.ram_total": "ram_total",
+    "host.swap_used": "swap_used",
+    "host.swap_total": "swap_total",
+    "process.tree_rss": "tree_rss",
+    "process.tree_gpu": "tree_gpu",
+}
+
+
+class _Malformed(ValueError):
+    pass
+
+
+def _is_na(text: str) -> bool:
+    t = text.strip().lower()
+    return not t or t.startswith("[") or t in ("n/a", "not supported", "unknown error")
+
+
+def _parse_amount(text: str, unit: str | None) -> float | None:
+    """'1234 MiB' / '1234' (with the header's unit) -> bytes; '5 %' -> 5; N/A -> None."""
+    t = text.strip()
+    # Fast paths for the shapes nvidia-smi writes a million times: "1234 MiB", "57 %", "1234".
+    try:
+        if t.endswith(" MiB"):
+            return float(t[:-4]) * MIB
+        if t.endswith(" %"):
+            return float(t[:-2])
+        number = float(t)
+    except ValueError:
+        if _is_na(t):
+            return None
+        parts = t.split()
+        try:
+            number = float(parts[0])
+        except (ValueError, IndexError):
+            raise _Malformed(f"not a number: {t!r}") from None
+        value_unit = parts[1] if len(parts) > 1 else unit
+    else:
+        if number != number or number in (float("inf"), float("-inf")):
+            raise _Malformed(f"not a number: {t!r}")
+        value_unit = unit
+    if value_unit is None or value_unit == "%":
+        return number
+    factor = _UNIT_BYTES.get(value_unit.lower())
+    if factor is None:
+        raise _Malformed(f"unknown unit {value_unit!r}")
+    return number * factor
+
+
+_day_cache: dict[str, int] = {}
+
+
+def parse_timestamp(text: str) -> float:
+    """'2024/05/01 12:00:00.123' (nvidia-smi, local time) -> seconds, read as if UTC.
+
+    Only differences between timestamps matter to the readings; `format_timestamp` writes them back
+    in the same shape. Epoch seconds and ISO 8601 are accepted too.
+    """
+    t = text.strip()
+    if len(t) >= 19 and t[4] in "/-" and t[7] in "/-" and t[10] in " T":
+        date = t[:10]
+        day = _day_cache.get(date)
+        if day is None:
+            try:
+                day = calendar.timegm((int(t[0:4]), int(t[5:7]), int(t[8:10]), 0, 0, 0, 0, 0, 0))
+            except ValueError:
+                raise _Malformed(f"bad timestamp {t!r}") from None
+            if len(_day_cache) > 10000:
+                _day_cache.clear()
+            _day_cache[date] = day
+        try:
+            hours, minutes, seconds = int(t[11:13]), int(t[14:16]), float(t[17:].rstrip("Z"))
+        except ValueError:
+            raise _Malformed(f"bad timestamp {t!r}") from None
+        if t[13] != ":" or t[16] != ":" or hours > 23 or minutes > 59 or seconds >= 61:
+            raise _Malformed(f"bad timestamp {t!r}")
+        return day + hours * 3600 + minutes * 60 + seconds
+    try:
+        return float(t)
+    except ValueError:
+        raise _Malformed(f"bad timestamp {t!r}") from None
+
+
+def format_timestamp(t: float) -> str:
+    """nvidia-smi's shape, in local time: '2024/05/01 12:00:00.123'."""
+    whole = int(t)
+    return time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(whole)) + f".{int((t - whole) * 1000):03d}"
+
+
+@dataclass(slots=True)
+class GpuSeries:
+    """One GPU's curve from the file; memory in bytes, None where the file said N/A."""
+
+    key: str
+    index: int
+    name: str = ""
+    uuid: str = ""
+    times: list[float] = field(default_factory=list)
+    used: list[float | None] = field(default_factory=list)
+    util: list[float | None] = field(default_factory=list)
+    reserved: list[float | None] = field(default_factory=list)
+    total: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"GPU {self.index}" + (f" {self.name}" if self.name else "")
+
+
+@dataclass(slots=True)
+class HostSeries:
+    times: list[float] = field(default_factory=list)
+    ram_used: list[float | None] = field(default_factory=list)
+    ram_total: float | None = None
+    swap_used: list[float | None] = field(default_factory=list)
+    swap_total: float | None = None
+    tree_rss: list[float | None] = field(default_factory=list)
+    tree_gpu: list[float | None] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class NvsmiData:
+    gpus: dict[str, GpuSeries] = field(default_factory=dict)
+    host: HostSeries = field(default_factory=HostSeries)
+    rows: int = 0
+    skipped: int = 0
+    problems: list[str] = field(default_factory=list)  # the first few skipped rows: "line 12: why"
+    # Per readable row: (GPU key or None, position in that GPU's series or -1, position in host or -1)
+    _order: list[tuple[str | None, int, int]] = field(default_factory=list)
+    _samples: list[Sample] | None = None
+
+    @property
+    def gpu_keys(self) -> list[str]:
+        return list(self.gpus)
+
+    @property
+    def samples(self) -> list[Sample]:
+        """One Sample per tick (every GPU once), built on first use."""
+        if self._samples is None:
+            self._samples = list(iter_samples(self))
+        return self._samples
+
+
+class _Columns:
+    def __init__(self, names: list[str]) -> None:
+        self.count = len(names)
+        self.timestamp: int | None = None
+        self.identity: tuple[int, str] | None = None
+        self.index: int | None = None
+        self.uuid: int | None = None
+        self.name: int | None = None
+        self.util: tuple[int, str | None] | None = None
+        self.memory: list[tuple[int, str, str | None]] = []
+        self.host: list[tuple[int, str, str | None]] = []
+        identities: dict[str, int] = {}
+        for position, raw in enumerate(names):
+            match = _NAME_UNIT.match(raw)
+            name = (match.group(1) if match else raw).strip().lower()
+            unit = match.group(2).strip() if match and match.group(2) else None
+            if name == "timestamp":
+                self.timestamp = position
+            elif name in _IDENTITY_COLUMNS:
+                identities.setdefault(name, position)
+                if name == "index":
+                    self.index = position
+                elif name in ("uuid", "gpu_uuid"):
+                    self.uuid = position
+            elif name in ("name", "gpu_name"):
+                self.name = position
+            elif name == "utilization.gpu":
+                self.util = (position, unit)
+            elif name in _MEMORY_COLUMNS:
+                self.memory.append((position, _MEMORY_COLUMNS[name], unit or "MiB"))
+            elif name in _HOST_COLUMNS:
+                self.host.append((position, _HOST_COLUMNS[name], unit or "MiB"))
+        for name in _IDENTITY_COLUMNS:
+            if name in identities:
+                self.identity = (identities[name], name)
+                break
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.memory or self.host)
+
+
+_PLAIN_FIELD_NAMES = {"timestamp", "index", "name", "uuid", "pstate", "count", "serial", "driver_version"}
+
+
+def _is_header(fields: list[str]) -> bool:
+    """Every field is a bare field name (with an optional [unit]) and one of them is nvidia-smi's."""
+    names = [f.strip() for f in fields]
+    if not all(_HEADER_FIELD.match(name) for name in names if name):
+        return False
+    bare = [name.split("[")[0].strip().lower() for name in names]
+    return any("." in name or name in _PLAIN_FIELD_NAMES for name in bare)
+
+
+def _iter_lines(source: str | Path | TextIO | Iterable[str]) -> Iterator[str]:
+    if isinstance(source, Path):
+        try:
+            with source.open(encoding="utf-8", errors="replace", newline="") as handle:
+                yield from handle
+        except OSError as error:
+            raise VramtuiError(f"cannot read {source}: {error.strerror or error}") from None
+    elif isinstance(source, str):
+        yield from io.StringIO(source)
+    else:
+        yield from source
+
+
+def read_nvsmi_csv(source: str | Path | TextIO | Iterable[str], max_problems: int = 5) -> NvsmiData:
+    """Parse nvidia-smi query CSV (a Path, the text itself, or lines). Never raises on bad rows."""
+    data = NvsmiData()
+    columns: _Columns | None = None
+    group_t: float | None = None
+    group_position = 0
+    sequence = 0
+    last_host_t: float | None = None
+    host = data.host
+    for number, line in enumerate(_iter_lines(source), start=1):
+        text = line.strip().lstrip("\ufeff")
+        if not text or text[0] == "#":
+            continue
+        fields = text.split(",")
+        if not text[0].isdigit() and _is_header(fields):  # rows start with a timestamp or a number
+            columns = _Columns(fields)
+            continue
+        if columns is None:
+            columns = _Columns(list(DEFAULT_COLUMNS))
+        try:
+            if not columns.usable:
+                raise _Malformed("the header names no memory column")
+            if len(fields) != columns.count:
+                raise _Malformed(f"{len(fields)} fields where the header has {columns.count}")
+            row = _parse_row(fields, columns, sequence)
+        except _Malformed as error:
+            data.skipped += 1
+            if len(data.problems) < max_problems:
+                data.problems.append(f"line {number}: {error}")
+            continue
+        t, key, index, name, uuid, memory, util, host_values = row
+        sequence += 1
+        data.rows += 1
+        gpu_position = host_position = -1
+        if memory:
+            if key is None:
+                # No identity column: GPUs are told apart by their order among rows sharing a timestamp.
+                group_position = group_position + 1 if t == group_t else 0
+                group_t = t
+                key, index = f"#{group_position}", group_position
+            series = data.gpus.get(key)
+            if series is None:
+                series = data.gpus[key] = GpuSeries(
+                    key, index if index is not None else len(data.gpus), name, uuid
+                )
+            gpu_position = len(series.times)
+            series.times.append(t)
+            series.used.append(memory.get("used"))
+            series.util.append(util)
+            series.reserved.append(memory.get("reserved"))
+            total = memory.get("total")
+            if total is not None:
+                series.total = total
+        if host_values and t != last_host_t:  # one host reading per tick, not one per GPU row
+            last_host_t = t
+            host_position = len(host.times)
+            host.times.append(t)
+            host.ram_used.append(host_values.get("ram_used"))
+            host.swap_used.append(host_values.get("swap_used"))
+            host.tree_rss.append(host_values.get("tree_rss"))
+            host.tree_gpu.append(host_values.get("tree_gpu"))
+            for kind in ("ram_total", "swap_total"):
+                value = host_values.get(kind)
+                if value is not None:
+                    setattr(host, kind, value)
+        data._order.append((key if memory else None, gpu_position, host_position))
+    return data
+
+
+_Parsed = tuple[
+    float, str | None, int | None, str, str, dict[str, float | None], float | None, dict[str, float | None]
+]
+
+
+def _parse_row(fields: list[str], columns: _Columns, sequence: int) -> _Parsed:
+    # No clock in the file: assume `-l 1`.
+    t = parse_timestamp(fields[columns.timestamp]) if columns.timestamp is not None else float(sequence)
+    memory = {kind: _parse_amount(fields[i], unit) for i, kind, unit in columns.memory}
+    host = {kind: _parse_amount(fields[i], unit) for i, kind, unit in columns.host}
+    util = _parse_amount(fields[columns.util[0]], "%") if columns.util is not None else None
+    key: str | None = None
+    index: int | None = None
+    if columns.identity is not None:
+        key = fields[columns.identity[0]].strip()
+        if _is_na(key):
+            key = None
+    if columns.index is not None:
+        text = fields[columns.index].strip()
+        if text.isdigit():
+            index = int(text)
+    name = fields[columns.name].strip() if columns.name is not None else ""
+    uuid = fields[columns.uuid].strip() if columns.uuid is not None else ""
+    return t, key, index, name, uuid, memory, util, host
+
+
+def _whole(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def iter_samples(data: NvsmiData) -> Iterator[Sample]:
+    """One Sample per tick (every GPU once), built as they are asked for."""
+    tick_t: float | None = None
+    tick_gpus: list[GpuReading] = []
+    tick_keys: set[str] = set()
+    tick_host: HostReading | None = None
+    host = data.host
+
+    for key, gpu_position, host_position in data._order:
+        if gpu_position >= 0 and key is not None:
+            series = data.gpus[key]
+            t = series.times[gpu_position]
+        else:
+            t = host.times[host_position] if host_position >= 0 else (tick_t or 0.0)
+        new_tick = tick_t is None or (key is not None and key in tick_keys) or (key is None and t != tick_t)
+        if new_tick:
+            if tick_t is not None:
+                yield Sample(tick_t, tuple(tick_gpus), tick_host)
+            tick_t, tick_gpus, tick_keys, tick_host = t, [], set(), None
+        if gpu_position >= 0 and key is not None:
+            tick_keys.add(key)
+            util = series.util[gpu_position]
+            tick_gpus.append(
+                GpuReading(
+                    index=series.index,
+                    name=series.name,
+                    uuid=series.uuid,
+                    used_bytes=_whole(series.used[gpu_position]),
+                    total_bytes=_whole(series.total),
+                    reserved_bytes=_whole(series.reserved[gpu_position]),
+                    util_percent=None if util is None else int(util),
+                )
+            )
+        if host_position >= 0 and tick_host is None:
+            rss = host.tree_rss[host_position]
+            tick_host = HostReading(
+                ram_used=_whole(host.ram_used[host_position]) or 0,
+                ram_total=_whole(host.ram_total) or 0,
+                swap_used=_whole(host.swap_used[host_position]) or 0,
+                swap_total=_whole(host.swap_total) or 0,
+                tree_rss=_whole(rss),
+            )
+    if tick_t is not None:
+        yield Sample(tick_t, tuple(tick_gpus), tick_host)
+
+
+# ---- writing ------------------------------------------------------------------------------------
+
+GPU_HEADER = (
+    "timestamp",
+    "memory.used [MiB]",
+    "memory.total [MiB]",
+    "utilization.gpu [%]",
+    "index",
+    "name",
+    "uuid",
+    "memory.reserved [MiB]",
+)
+HOST_HEADER = ("host.ram_used [MiB]", "host.ram_total [MiB]", "host.swap_used [MiB]")
+PROCESS_HEADER = ("process.tree_rss [MiB]", "process.tree_gpu [MiB]", "process.pids")
+
+
+def _mib(value: int | float | None) -> str:
+    return "[N/A]" if value is None else f"{round(value / MIB)} MiB"
+
+
+class NvsmiWriter:
+    """Writes samples as nvidia-smi query CSV: one row per GPU per sample (one per sample without a
+    GPU), flushed per row so an interrupted recording keeps every row it wrote."""
+
+    def __init__(self, out: TextIO, with_gpu: bool, with_process: bool) -> None:
+        self.out = out
+        self.with_gpu = with_gpu
+        self.with_process = with_process
+        self.rows = 0
+        header = (GPU_HEADER if with_gpu else ("timestamp",)) + HOST_HEADER
+        if with_process:
+            header += PROCESS_HEADER
+        self._write(", ".join(header))
+
+    def _write(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def write(self, sample: Sample) -> int:
+        """Write one sample; returns the rows written."""
+        host = sample.host
+        tail = [
+            _mib(host.ram_used if host else None),
+            _mib(host.ram_total if host else None),
+            _mib(host.swap_used if host else None),
+        ]
+        if self.with_process:
+            alive = bool(host and host.tree_pids)
+            tail += [
+                _mib(host.tree_rss if host and alive else None),
+                _mib(sample.tree_gpu_bytes() if alive else None),
+                str(len(host.tree_pids) if host else 0),
+            ]
+        stamp = format_timestamp(sample.t)
+        written = 0
+        if self.with_gpu:
+            for gpu in sample.gpus:
+                if gpu.mig_index is not None:
+                    continue  # nvidia-smi --query-gpu lists physical GPUs
+                util = "[N/A]" if gpu.util_percent is None else f"{gpu.util_percent} %"
+                name = gpu.name.replace(",", " ") or "[N/A]"
+                head = [stamp, _mib(gpu.used_bytes), _mib(gpu.total_bytes), util, str(gpu.index), name]
+                head += [gpu.uuid or "[N/A]", _mib(gpu.reserved_bytes)]
+                self._write(", ".join(head + tail))
+                written += 1
+        else:
+            self._write(", ".join([stamp, *tail]))
+            written = 1
+        self.rows += written
+        return written

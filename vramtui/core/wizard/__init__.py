@@ -1,0 +1,1 @@
+"""The guided downgrade: one change at a time, verified and recorded."""

@@ -1,0 +1,1 @@
+"""The four panes of the app; each draws what the core computes."""

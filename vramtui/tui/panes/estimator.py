@@ -1,0 +1,425 @@
+"""The estimator pane: a form whose breakdown bar and verdict update as you type.
+
+The arithmetic is `core.estimator.estimate`; model files are read by `core.modelinfo.load_model_info`
+in a thread (a config.json without weights may import transformers to count parameters).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.timer import Timer
+from textual.widgets import Input, Label, Select, Static
+
+from vramtui.core.errors import VramtuiError
+from vramtui.core.units import GIB, format_bytes, parse_count, parse_size
+from vramtui.tui.palette import theme_style
+from vramtui.tui.panes.base import Pane
+
+BACKENDS = ("llama.cpp", "vllm", "transformers", "ollama")
+KV_DTYPES = ("f16", "bf16", "fp8", "q8_0", "q4_0")
+# "cpu": what the engine allocates on a CPU-only run (no CUDA context or workspaces), as the demo runs.
+RUNS_ON = ("gpu", "cpu")
+DEFAULT_CARD = "24GiB"
+
+# The breakdown's parts, in the order they stack, with the theme variable that colours each.
+PARTS = (
+    ("weights_bytes", "weights", "stage-load-weights"),
+    ("kv_cache_bytes", "KV cache", "stage-kv-cache"),
+    ("activations_bytes", "activations", "stage-inference"),
+    ("overhead_bytes", "overhead", "stage-download"),
+    ("fragmentation_bytes", "fragmentation", "log-gutter"),
+)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    label: str
+    placeholder: str
+    value: str = ""
+
+
+FIELDS = (
+    FieldSpec("model", "model", "path: .gguf, HF folder, config.json — or the numbers below"),
+    FieldSpec("params", "params", "e.g. 8B"),
+    FieldSpec("layers", "layers", "e.g. 32"),
+    FieldSpec("kv_heads", "KV heads", "e.g. 8"),
+    FieldSpec("head_dim", "head dim", "e.g. 128"),
+    FieldSpec("quant", "quant", "q4_k_m, q8_0, f16, nf4, awq…"),
+    FieldSpec("context", "context", "tokens", "8192"),
+    FieldSpec("parallel", "parallel", "concurrent sequences", "1"),
+    FieldSpec("gpu_layers", "GPU layers", "all"),
+    FieldSpec("card", "card mem", "e.g. 24GiB", DEFAULT_CARD),
+)
+
+
+class InfoLoaded(Message):
+    def __init__(self, path: str, info: Any, error: str | None) -> None:
+        super().__init__()
+        self.path = path
+        self.info = info
+        self.error = error
+
+
+class EstimatorPane(Pane):
+    PANE_TITLE = "Estimator"
+    PANE_KEY = "3"
+
+    DEFAULT_CSS = """
+    EstimatorPane #est-form {
+        grid-size: 2;
+        grid-gutter: 0 2;
+        grid-rows: auto;
+        height: auto;
+    }
+    EstimatorPane .field { height: auto; }
+    EstimatorPane .field-row { height: 1; }
+    EstimatorPane .field Label { width: 11; color: $text-muted; }
+    EstimatorPane Input {
+        height: 1; border: none; padding: 0 1; width: 1fr;
+        background: $boost;
+    }
+    EstimatorPane Input:focus { background: $primary 25%; }
+    EstimatorPane Input.-bad { background: $error 30%; }
+    EstimatorPane .field-error { color: $error; height: auto; display: none; padding-left: 11; }
+    EstimatorPane .field-error.-shown { display: block; }
+    EstimatorPane .field.-model { column-span: 2; }
+    EstimatorPane Select { height: 1; width: 1fr; }
+    EstimatorPane SelectCurrent { height: 1; border: none; padding: 0 1; background: $boost; }
+    EstimatorPane #est-result { height: auto; margin-top: 1; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "leave_form", "Leave the form", show=False),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._debounce: Timer | None = None
+        self._info: Any = None
+        self._info_path: str | None = None
+        self._info_error: str | None = None
+        self.estimate: Any = None
+        self.errors: dict[str, str] = {}
+        self.card_from_gpu: str | None = None
+        self.gpu_present = False  # set when the sampler finds a GPU
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            with Grid(id="est-form"):
+                for spec in FIELDS:
+                    with Vertical(classes=f"field -{spec.name}"):
+                        with Horizontal(classes="field-row"):
+                            yield Label(spec.label)
+                            yield Input(
+                                value=spec.value,
+                                placeholder=spec.placeholder,
+                                id=f"est-{spec.name}",
+                                compact=True,
+                            )
+                        yield Static(classes="field-error", id=f"est-{spec.name}-error")
+                    if spec.name == "head_dim":
+                        yield self._select_field("backend", "backend", BACKENDS)
+                    if spec.name == "parallel":
+                        yield self._select_field("kv_dtype", "KV dtype", KV_DTYPES)
+                    if spec.name == "card":
+                        yield self._select_field("runs_on", "runs on", RUNS_ON)
+            yield Static(id="est-result")
+
+    def _select_field(self, name: str, label: str, options: tuple[str, ...]) -> Vertical:
+        select: Select[str] = Select(
+            [(option, option) for option in options],
+            value=options[0],
+            allow_blank=False,
+            id=f"est-{name}",
+            compact=True,
+        )
+        return Vertical(Horizontal(Label(label), select, classes="field-row"), classes=f"field -{name}")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show_result())
+        self.recompute()
+
+    # -- input ------------------------------------------------------------------------------------
+
+    def action_leave_form(self) -> None:
+        """Escape: out of the field, so single-key commands (q, e, 1-4 ...) work again."""
+        self.query_one(VerticalScroll).focus()
+
+    def set_card_memory(self, total_bytes: int) -> None:
+        """Pre-fill the card's memory from the GPU the sampler found (unless the user typed one)."""
+        self.gpu_present = True
+        card = self.query_one("#est-card", Input)
+        if card.value in ("", DEFAULT_CARD) and self.card_from_gpu is None:
+            self.card_from_gpu = f"{total_bytes / GIB:.2f}GiB"
+            card.value = self.card_from_gpu
+
+    def prefill_from_profile(self, profile: Any) -> None:
+        """The launched profile's model and settings, so the arithmetic sits beside the real run;
+        a memory budget stands for the card it emulates."""
+        from pathlib import Path
+
+        from vramtui.core.backends import get_backend
+
+        try:
+            accounting = get_backend(profile.backend).accounting
+        except VramtuiError:
+            return
+        model = str(getattr(profile, "model", "") or "")
+        if model and Path(model).exists():
+            self.set_value("model", model)
+        if accounting in BACKENDS:
+            self.query_one("#est-backend", Select).value = accounting
+        params = dict(getattr(profile, "params", {}) or {})
+        for name in ("context", "parallel"):
+            if isinstance(params.get(name), int):
+                self.set_value(name, str(params[name]))
+        gpu_layers = params.get("gpu_layers")
+        if isinstance(gpu_layers, int):
+            self.set_value("gpu_layers", str(gpu_layers))
+        if params.get("kv_dtype") in KV_DTYPES:
+            self.query_one("#est-kv_dtype", Select).value = str(params["kv_dtype"])
+        budget = getattr(profile, "memory_budget", None)
+        if budget:
+            self.set_value("card", f"{budget / 2**20:.0f}MiB")
+        on_cpu = gpu_layers == 0 or not self.gpu_present
+        self.query_one("#est-runs_on", Select).value = "cpu" if on_cpu else "gpu"
+
+    def value(self, name: str) -> str:
+        widget = self.query_one(f"#est-{name}")
+        if isinstance(widget, Select):
+            return str(widget.value)
+        return widget.value.strip()  # type: ignore[attr-defined]
+
+    def set_value(self, name: str, value: str) -> None:
+        widget = self.query_one(f"#est-{name}")
+        widget.value = value  # type: ignore[attr-defined]
+
+    @on(Input.Changed)
+    @on(Select.Changed)
+    def _changed(self, event: Message) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+        self._debounce = self.set_timer(0.15, self.recompute)
+
+    # -- arithmetic -------------------------------------------------------------------------------
+
+    def recompute(self) -> None:
+        """Validate every field in place, then estimate (model files are read in a thread)."""
+        from vramtui.core.estimate.estimator import Settings, estimate
+
+        self.errors = {}
+        path = self.value("model")
+        if path and path != self._info_path:
+            self._info_path, self._info, self._info_error = path, None, None
+            self._load_info(path)
+        if not path:
+            self._info_path, self._info, self._info_error = None, None, None
+        settings_kwargs = self._settings_kwargs()
+        info = self._model_info(path)
+        self._show_errors()
+        if info is None or self.errors:
+            self.estimate = None
+            self.show_result()
+            return
+        try:
+            self.estimate = estimate(info, Settings(**settings_kwargs))
+        except VramtuiError as error:
+            self.estimate = None
+            self.errors["_"] = str(error)
+        self.show_result()
+
+    def _checked(self, name: str, parse: Any, *, optional: bool = False) -> Any:
+        text = self.value(name)
+        if not text:
+            if not optional:
+                self.errors[name] = "required"
+            return None
+        try:
+            return parse(text)
+        except (VramtuiError, ValueError) as error:
+            self.errors[name] = str(error)
+            return None
+
+    def _settings_kwargs(self) -> dict[str, Any]:
+        def positive_int(text: str) -> int:
+            try:
+                number = int(text.replace(",", "").replace("_", ""))
+            except ValueError:
+                raise ValueError(f"{text!r} is not a whole number (e.g. 8192)") from None
+            if number <= 0:
+                raise ValueError("must be more than 0")
+            return number
+
+        def layers_or_all(text: str) -> int | None:
+            if text.lower() in ("all", "-1"):
+                return None
+            try:
+                number = int(text)
+            except ValueError:
+                raise ValueError(f"{text!r}: a number of layers, or 'all'") from None
+            if number < 0:
+                raise ValueError("a number of layers, or 'all'")
+            return number
+
+        context = self._checked("context", positive_int)
+        parallel = self._checked("parallel", positive_int)
+        gpu_layers = self._checked("gpu_layers", layers_or_all, optional=True)
+        card = self._checked("card", parse_size)
+        if card is not None and card <= 0:
+            self.errors["card"] = "card memory must be more than 0"
+        kwargs: dict[str, Any] = {
+            "backend": self.value("backend"),
+            "kv_dtype": self.value("kv_dtype"),
+            "on_gpu": self.value("runs_on") == "gpu",
+            "context": context,
+            "parallel": parallel,
+            "gpu_layers": gpu_layers,
+            "device_bytes": card,
+        }
+        return {key: value for key, value in kwargs.items() if value is not None}
+
+    def _model_info(self, path: str) -> Any:
+        from vramtui.core.estimate.modelinfo import apply_overrides, info_from_flags
+
+        quant = self.value("quant") or None
+        if path:
+            if self._info_error:
+                self.errors["model"] = self._info_error
+            if self._info is not None and quant:
+                try:
+                    return apply_overrides(self._info, quant=quant)
+                except VramtuiError as error:
+                    self.errors["quant"] = str(error)
+                    return None
+            return self._info
+        params = self._checked("params", parse_count, optional=True)
+
+        def whole(text: str) -> int:
+            try:
+                number = int(text.replace(",", "").replace("_", ""))
+            except ValueError:
+                raise ValueError(f"{text!r} is not a whole number") from None
+            if number <= 0:
+                raise ValueError("must be more than 0")
+            return number
+
+        numbers = {
+            name: self._checked(name, whole, optional=True) for name in ("layers", "kv_heads", "head_dim")
+        }
+        if params is None:
+            if not self.errors:
+                self.errors["_"] = "give a model path, or at least the parameter count"
+            return None
+        try:
+            return info_from_flags(params=params, quant=quant, **numbers)
+        except VramtuiError as error:
+            self.errors["params"] = str(error)
+            return None
+
+    @work(thread=True, exclusive=True, group="model-info", exit_on_error=False)
+    def _load_info(self, path: str) -> None:
+        from vramtui.core.estimate.modelinfo import load_model_info
+
+        try:
+            info, error = load_model_info(path), None
+        except VramtuiError as problem:
+            info, error = None, str(problem)
+        except Exception as problem:  # a broken file is a message by the field, never a crash
+            info, error = None, f"cannot read it: {type(problem).__name__}: {problem}"
+        self.post_message(InfoLoaded(path, info, error))
+
+    @on(InfoLoaded)
+    def _info_loaded(self, message: InfoLoaded) -> None:
+        if message.path != self.value("model"):
+            return  # the user typed on
+        self._info, self._info_error = message.info, message.error
+        self.recompute()
+
+    # -- output -----------------------------------------------------------------------------------
+
+    def _show_errors(self) -> None:
+        for spec in FIELDS:
+            message = self.errors.get(spec.name)
+            error = self.query_one(f"#est-{spec.name}-error", Static)
+            error.update(Text(f"✖ {message}") if message else "")
+            error.set_class(bool(message), "-shown")
+            self.query_one(f"#est-{spec.name}", Input).set_class(bool(message), "-bad")
+
+    def show_result(self) -> None:
+        result = self.query_one("#est-result", Static)
+        app = self.app
+        text = Text()
+        if self.estimate is None:
+            if self.value("model") and self._info is None and not self._info_error:
+                text.append("reading the model's files…", style="dim")
+            elif "_" in self.errors:
+                text.append(self.errors["_"], style=theme_style(app, "log-warning"))
+            elif self.errors:
+                text.append(
+                    "fix the fields marked ✖ to see the estimate", style=theme_style(app, "log-warning")
+                )
+            result.update(text)
+            return
+        est = self.estimate
+        width = max(10, self.size.width - 4)
+        device = float(est.device_bytes or 1)
+        scale = max(device, float(est.total_bytes))
+        usable_col = round(est.usable_bytes / scale * width)
+        cells: list[tuple[int, str]] = []
+        for attribute, _label, variable in PARTS:
+            value = float(getattr(est, attribute, 0) or 0)
+            cells.append((round(value / scale * width), variable))
+        column = 0
+        for count, variable in cells:
+            for _ in range(count):
+                if column >= width:
+                    break
+                char = "┃" if column == usable_col else "█"
+                text.append(char, style=theme_style(app, variable))
+                column += 1
+        while column < width:
+            char = "┃" if column == usable_col else "░"
+            text.append(char, style=theme_style(app, "graph-safety" if char == "┃" else "graph-empty"))
+            column += 1
+        text.append("\n")
+        for attribute, label, variable in PARTS:
+            value = getattr(est, attribute, 0) or 0
+            text.append("■ ", style=theme_style(app, variable))
+            text.append(f"{label} {format_bytes(value, 2)}  ")
+        text.append("\n")
+        if est.fits:
+            text.append(" FITS ✔ ", style=theme_style(app, "verdict-fits", bold=True, reverse=True))
+        else:
+            text.append(" DOES NOT FIT ✖ ", style=theme_style(app, "verdict-fails", bold=True, reverse=True))
+        text.append(
+            f" needs {format_bytes(est.total_bytes, 2)} of {format_bytes(est.usable_bytes, 2)} usable "
+            f"({format_bytes(est.device_bytes, 2)} card)"
+        )
+        details = []
+        if getattr(est, "max_context", None):
+            details.append(f"max context {est.max_context:,}")
+        if getattr(est, "max_parallel", None):
+            details.append(f"max parallel {est.max_parallel}")
+        if getattr(est, "gpu_layers_fit", None) is not None and not est.fits:
+            details.append(f"GPU layers that fit {est.gpu_layers_fit}")
+        if getattr(est, "weights_host_bytes", 0):
+            details.append(f"weights on the host {format_bytes(est.weights_host_bytes, 1)}")
+        if getattr(est, "host_bytes_needed", None):
+            details.append(f"host RAM for the rest {format_bytes(est.host_bytes_needed, 1)}")
+        if getattr(est, "kv_bytes_per_token", None):
+            details.append(f"KV {format_bytes(est.kv_bytes_per_token, 1)}/token")
+        if details:
+            text.append("\n" + " · ".join(details), style="dim")
+        for note in list(getattr(est, "notes", []) or [])[:2]:
+            text.append(f"\n• {note}", style="dim")
+        result.update(text)

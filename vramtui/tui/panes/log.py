@@ -1,0 +1,279 @@
+"""The log pane: the diagnosis with its advice pinned on top, the stage-coloured tail below, search."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import Input, Static
+
+from vramtui.core.logs.stages import STAGES
+from vramtui.tui.palette import theme_style
+from vramtui.tui.panes.base import Pane
+from vramtui.tui.themes import stage_variable
+from vramtui.tui.widgets.logview import LogLine, LogView
+from vramtui.tui.widgets.tail import LogFeed
+
+
+class LogBatch(Message):
+    """Tagged lines from a feed's thread, with the diagnosis so far."""
+
+    def __init__(self, generation: int, lines: list[LogLine], diagnosis: Any, finished: bool) -> None:
+        super().__init__()
+        self.generation = generation
+        self.lines = lines
+        self.diagnosis = diagnosis
+        self.finished = finished
+
+
+def diagnosis_text(
+    pane: Pane,
+    diagnosis: Any,
+    source: str,
+    line_count: int,
+    *,
+    max_advice: int,
+    first_error_line: int | None = None,
+) -> Text:
+    """The pinned header: stage strip, verdict, first error, advice and quiet failures.
+
+    `first_error_line`: the first error's number as the view's gutter shows it (default: the
+    diagnosis' own numbering)."""
+    app = pane.app
+    text = Text(no_wrap=False, overflow="fold")
+    if diagnosis is None:
+        text.append(
+            source or "no log yet: start a model (vramtui run PROFILE) or open one (vramtui --log FILE)"
+        )
+        return text
+    reached = diagnosis.stage if diagnosis.stage in STAGES else None
+    reached_index = STAGES.index(reached) if reached else -1
+    failing = diagnosis.failure_stage if diagnosis.failed else None
+    for index, stage in enumerate(STAGES):
+        if index:
+            text.append(" › ", style=theme_style(app, "log-gutter"))
+        label = stage.replace("_", " ")
+        if stage == failing:
+            text.append(f"✖ {label}", style=theme_style(app, "log-error", "log-error-background", bold=True))
+        elif index <= reached_index:
+            text.append(f"✔ {label}", style=theme_style(app, stage_variable(stage), bold=True))
+        else:
+            text.append(f"· {label}", style=theme_style(app, "log-gutter"))
+    text.append("\n")
+    backend = getattr(diagnosis, "backend", None) or "unknown backend"
+    if diagnosis.failed:
+        text.append("FAILED", style=theme_style(app, "verdict-fails", bold=True, reverse=True))
+        cause = getattr(diagnosis, "cause", None)
+        detail = f", {cause}" if cause and cause != diagnosis.failure else ""
+        text.append(f" at {failing or '?'}: {diagnosis.failure} ({backend}{detail})")
+        if diagnosis.first_error_line:
+            shown = first_error_line or diagnosis.first_error_line
+            text.append(f" — first error, line {shown} (key e): ")
+            text.append((diagnosis.first_error_text or "").strip()[:300], style=theme_style(app, "log-error"))
+    else:
+        text.append("NO FAILURE", style=theme_style(app, "verdict-fits", bold=True, reverse=True))
+        text.append(f" reached {reached or 'no stage yet'} ({backend}), {line_count:,} lines")
+    for advice in list(getattr(diagnosis, "advice", []) or [])[:max_advice]:
+        text.append("\n→ ", style=theme_style(app, "accent", bold=True))
+        text.append(str(advice))
+    for warning in list(getattr(diagnosis, "warnings", []) or [])[:2]:
+        text.append("\n⚠ ", style=theme_style(app, "log-warning", bold=True))
+        text.append(str(warning))
+    return text
+
+
+class LogPane(Pane):
+    PANE_TITLE = "Log"
+    PANE_KEY = "2"
+
+    DEFAULT_CSS = """
+    LogPane #diagnosis {
+        height: auto;
+        max-height: 9;
+        border-bottom: hkey $panel-lighten-2;
+    }
+    LogPane #log-search {
+        display: none;
+        height: 1;
+        border: none;
+        padding: 0;
+    }
+    LogPane #log-search.-visible {
+        display: block;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "search", "Search"),
+        Binding("escape", "close_search", "Close search", show=False),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.generation = 0
+        self.diagnosis: Any = None
+        self.source_label = ""
+        self.feed: LogFeed | None = None
+        self.finished = False
+        self.batches_received = 0  # how many LogBatch messages the lines came in (benchmarks read it)
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="diagnosis")
+        yield Input(
+            placeholder="search the log (Enter: next, Shift+Enter: previous, Esc: close)", id="log-search"
+        )
+        yield LogView(id="log-view")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show_diagnosis())
+        self.show_diagnosis()
+
+    def focus_target(self) -> LogView:
+        return self.view
+
+    @property
+    def view(self) -> LogView:
+        return self.query_one(LogView)
+
+    # -- sources ----------------------------------------------------------------------------------
+
+    def _new_feed(self, label: str, backend: str | None = None, *, tagged: bool = False) -> LogFeed:
+        if self.feed is not None:
+            self.feed.stop()
+        self.generation += 1
+        generation = self.generation
+        self.view.clear()
+        self.diagnosis = None
+        self.finished = False
+        self.batches_received = 0
+        self.source_label = label
+        self.border_subtitle = label
+
+        def deliver(lines: list[LogLine], diagnosis: Any, finished: bool) -> None:
+            self.post_message(LogBatch(generation, lines, diagnosis, finished))
+
+        self.feed = LogFeed(deliver, backend=backend, tagged=tagged)
+        self.show_diagnosis()
+        return self.feed
+
+    def open_file(self, path: Path, *, follow: bool = True) -> None:
+        feed = self._new_feed(path.name)
+        self._run_file(feed, path, follow)
+
+    def _run_file(self, feed: LogFeed, path: Path, follow: bool) -> None:
+        # A daemon thread, not a Textual worker: a feed that follows a file never ends on its own, and
+        # it must never keep the process alive after the app is gone.
+        def run() -> None:
+            try:
+                feed.run_file(path, follow=follow)
+            except OSError as error:
+                feed.push(f"vramtui: cannot read {path}: {error.strerror or error}")
+                feed.end(None)
+                feed.run_queue()
+
+        threading.Thread(target=run, name="vramtui-log-file", daemon=True).start()
+
+    def open_stream(self, label: str, backend: str | None = None, *, tagged: bool = False) -> LogFeed:
+        """A live feed: the caller pushes lines (from any thread) and calls `end()` when done.
+
+        `tagged=True` for a launched model: the caller passes the server's tagged lines to
+        `feed.push_tagged` and the server to `feed.follow_server`; the pane shows that server's diagnosis.
+        """
+        feed = self._new_feed(label, backend, tagged=tagged)
+        self._run_queue(feed)
+        return feed
+
+    def _run_queue(self, feed: LogFeed) -> None:
+        threading.Thread(target=feed.run_queue, name="vramtui-log-feed", daemon=True).start()
+
+    def stop_feed(self) -> None:
+        if self.feed is not None:
+            self.feed.stop()
+
+    def on_unmount(self) -> None:
+        self.stop_feed()
+
+    @on(LogBatch)
+    def _on_batch(self, message: LogBatch) -> None:
+        if message.generation != self.generation:
+            return  # a batch from a feed we already replaced
+        self.batches_received += 1
+        view = self.view
+        view.append(message.lines)
+        diagnosis = message.diagnosis
+        if diagnosis is not None:
+            self.diagnosis = diagnosis
+            view.failure_stage = diagnosis.failure_stage if diagnosis.failed else None
+            # The diagnosis may settle on the first error after more lines came (a traceback's cause):
+            # its line number is the authority, looked up among the lines its engine numbered.
+            view.first_error = self._first_error_index(diagnosis)
+        self.finished = message.finished
+        self.show_diagnosis()
+
+    def _first_error_index(self, diagnosis: Any) -> int | None:
+        """The view index of the diagnosis' first error line, or None while it has not arrived.
+
+        A log engine numbers the lines it read, and each view line keeps that number. The view may
+        also hold lines the engine never read (a launcher's note on a budget crossing, an app note
+        when a launch fails), so engine line N sits at index N-1 or further down, never above.
+        """
+        number = getattr(diagnosis, "first_error_line", None)
+        if not number:
+            return None
+        lines = self.view.lines
+        for index in range(max(0, number - 1), len(lines)):
+            found = lines[index].number
+            if found == number:
+                return index
+            if found is not None and found > number:
+                break
+        return None
+
+    def show_diagnosis(self) -> None:
+        max_advice = 4 if self.size.height >= 24 else 1
+        view = self.view
+        text = diagnosis_text(
+            self,
+            self.diagnosis,
+            self.source_label,
+            len(view.lines),
+            max_advice=max_advice,
+            first_error_line=None if view.first_error is None else view.first_error + 1,
+        )
+        self.query_one("#diagnosis", Static).update(text)
+
+    # -- actions ----------------------------------------------------------------------------------
+
+    def jump_to_first_error(self) -> bool:
+        found = self.view.jump_to_first_error()
+        if not found:
+            self.notify("No error in this log (yet).", timeout=3)
+        return found
+
+    def action_search(self) -> None:
+        search = self.query_one("#log-search", Input)
+        search.add_class("-visible")
+        search.focus()
+
+    def action_close_search(self) -> None:
+        search = self.query_one("#log-search", Input)
+        search.remove_class("-visible")
+        self.view.search_text = ""
+        self.view.refresh()
+        self.view.focus()
+
+    @on(Input.Changed, "#log-search")
+    def _search_changed(self, event: Input.Changed) -> None:
+        self.view.find(event.value, from_index=(self.view.marked or 0) - 1 if self.view.marked else None)
+
+    @on(Input.Submitted, "#log-search")
+    def _search_next(self, event: Input.Submitted) -> None:
+        if self.view.find(event.value) is None and event.value:
+            self.notify(f"Not found: {event.value}", timeout=3)

@@ -1,0 +1,216 @@
+"""What the memory pane shows, kept apart from the widgets: one peak-preserving history per series.
+
+Samples arrive on the sampler thread and are ingested there (under a lock); the pane only reads the
+state when it repaints, a few times a second, however fast the sampling runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from vramtui.core.memory.history import PeakHistory
+from vramtui.core.memory.sampling import GpuReading, HostReading, Sample
+
+if TYPE_CHECKING:
+    from vramtui.core.memory.nvsmi_csv import NvsmiData
+
+# Raw points kept per series for the readings (baseline, plateau, peaks): about 1 hour at 10 Hz.
+READINGS_WINDOW = 36_000
+# Past this many points the readings are taken from the history's buckets instead of raw samples.
+READINGS_POINTS = 3_000
+
+
+def gpu_key(index: int, mig_index: int | None = None) -> str:
+    """A GPU's series key; a MIG instance has its own, so it never overwrites its parent's curve."""
+    return f"gpu:{index}" if mig_index is None else f"gpu:{index}:mig{mig_index}"
+
+
+def gpu_label(index: int, mig_index: int | None, name: str) -> str:
+    where = f"GPU{index}" + (f" MIG{mig_index}" if mig_index is not None else "")
+    return f"{where} {name}".strip()
+
+
+def _key_order(key: str) -> tuple[int, int, int, str]:
+    """GPUs by number (MIG instances after their parent), then the model process, then the host."""
+    if key.startswith("gpu:"):
+        index, _, mig = key[4:].partition(":mig")
+        try:
+            return (0, int(index), int(mig) if mig else -1, key)
+        except ValueError:
+            return (0, 0, 0, key)
+    return (1 if key == "process" else 2, 0, 0, key)
+
+
+def _whole(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+@dataclass
+class Series:
+    key: str  # "gpu:0", "gpu:0:mig1", "host", "process"
+    label: str
+    total: float = 0.0
+    history: PeakHistory = field(default_factory=PeakHistory)
+    times: deque[float] = field(default_factory=lambda: deque(maxlen=READINGS_WINDOW))
+    values: deque[float] = field(default_factory=lambda: deque(maxlen=READINGS_WINDOW))
+
+    def add(self, t: float, value: float | None, total: float | None) -> None:
+        if total:
+            self.total = float(total)
+        if value is None:
+            return
+        self.history.add(t, value)
+        self.times.append(t)
+        self.values.append(float(value))
+
+    def extend(self, times: list[float], values: list[float | None], total: float | None) -> None:
+        """A whole recorded column at once (a replayed CSV): no Sample object per row."""
+        if total:
+            self.total = float(total)
+        self.history.extend(times, values)
+        window = self.times.maxlen or len(times)
+        for t, value in zip(times[-window:], values[-window:], strict=True):
+            if value is not None:
+                self.times.append(t)
+                self.values.append(float(value))
+
+
+class MemoryState:
+    """Histories for every GPU, the host's RAM and the model's process tree, plus the latest sample."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.series: dict[str, Series] = {}
+        self.latest: Sample | None = None
+        self.events: list[Any] = []  # core.readings.Event, laid on the curve
+        self.count = 0
+        self.version = 0  # bumps on every change: the pane repaints only when it moved
+
+    def ingest(self, sample: Sample) -> None:
+        with self.lock:
+            self._ingest(sample)
+
+    def ingest_many(self, samples: list[Sample]) -> None:
+        with self.lock:
+            for sample in samples:
+                self._ingest(sample)
+
+    def _series(self, key: str, label: str) -> Series:
+        series = self.series.get(key)
+        if series is None:
+            series = self.series[key] = Series(key, label)
+        return series
+
+    def _ingest(self, sample: Sample) -> None:
+        self.latest = sample
+        self.count += 1
+        self.version += 1
+        for gpu in sample.gpus:
+            key = gpu_key(gpu.index, gpu.mig_index)
+            series = self.series.get(key) or self._series(key, gpu_label(gpu.index, gpu.mig_index, gpu.name))
+            series.add(sample.t, gpu.used_bytes, gpu.total_bytes)
+        host = sample.host
+        if host is not None:
+            self._series("host", "host RAM").add(sample.t, host.ram_used, host.ram_total)
+            if host.tree_rss is not None:
+                self._series("process", "model process").add(sample.t, host.tree_rss, host.ram_total)
+
+    def ingest_recorded(self, data: NvsmiData) -> None:
+        """A recorded nvidia-smi / `vramtui record` CSV, read by `read_nvsmi_csv`: its columns go
+        straight into the histories. Building one Sample per row first costs seconds for a week."""
+        built: dict[str, Series] = {}
+        gpus: list[GpuReading] = []
+        last_t: float | None = None
+        for gpu in data.gpus.values():
+            if not gpu.times:
+                continue
+            key = gpu_key(gpu.index)
+            series = built[key] = Series(key, gpu_label(gpu.index, None, gpu.name))
+            series.extend(gpu.times, gpu.used, gpu.total)
+            util = gpu.util[-1]
+            gpus.append(
+                GpuReading(
+                    index=gpu.index,
+                    name=gpu.name,
+                    uuid=gpu.uuid,
+                    used_bytes=_whole(gpu.used[-1]),
+                    total_bytes=_whole(gpu.total),
+                    reserved_bytes=_whole(gpu.reserved[-1]),
+                    util_percent=None if util is None else int(util),
+                )
+            )
+            last_t = max(last_t or gpu.times[-1], gpu.times[-1])
+        host_reading: HostReading | None = None
+        host = data.host
+        if host.times:
+            built["host"] = Series("host", "host RAM")
+            built["host"].extend(host.times, host.ram_used, host.ram_total)
+            if any(value is not None for value in host.tree_rss):
+                built["process"] = Series("process", "model process")
+                built["process"].extend(host.times, host.tree_rss, host.ram_total)
+            host_reading = HostReading(
+                ram_used=_whole(host.ram_used[-1]) or 0,
+                ram_total=_whole(host.ram_total) or 0,
+                swap_used=_whole(host.swap_used[-1]) or 0,
+                swap_total=_whole(host.swap_total) or 0,
+                tree_rss=_whole(host.tree_rss[-1]),
+            )
+            last_t = max(last_t or host.times[-1], host.times[-1])
+        if last_t is None:
+            return
+        # The histories are built above without the lock: the pane keeps repainting meanwhile.
+        with self.lock:
+            self.series.update(built)
+            self.latest = Sample(last_t, tuple(gpus), host_reading)
+            self.count += data.rows
+            self.version += 1
+
+    def reset(self, key: str) -> None:
+        """Forget one series (a new model process starts its own curve)."""
+        with self.lock:
+            if self.series.pop(key, None) is not None:
+                self.version += 1
+
+    def add_event(self, event: Any) -> None:
+        with self.lock:
+            self.events.append(event)
+            self.version += 1
+
+    def keys(self) -> list[str]:
+        """Series in the order users look for them: GPUs, then the model process, then the host."""
+        with self.lock:
+            keys = list(self.series)
+        return sorted(keys, key=_key_order)
+
+    def default_key(self) -> str | None:
+        keys = self.keys()
+        return keys[0] if keys else None
+
+    def columns(self, key: str, n: int, span_s: float | None = None) -> list[float | None]:
+        """`n` columns for the graph: the max of each bucket, so no peak is lost at any zoom."""
+        with self.lock:
+            series = self.series.get(key)
+            if series is None:
+                return []
+            return [bucket.max for bucket in series.history.buckets(n, span_s)]
+
+    def readings(self, key: str) -> Any:
+        """The four readings of a series (baseline, plateau, last peak, fell back) from the core."""
+        from vramtui.core.memory.readings import compute_readings
+
+        with self.lock:
+            series = self.series.get(key)
+            if series is None or len(series.values) < 2:
+                return None
+            if len(series.values) <= READINGS_POINTS:
+                times, values = list(series.times), list(series.values)
+            else:
+                # A long curve goes in as the history's buckets (max of each): the readings cost stays
+                # bounded, and every peak is still in.
+                buckets = series.history.buckets(READINGS_POINTS)
+                times, values = [b.t for b in buckets], [b.max for b in buckets]
+            events = list(self.events)
+        return compute_readings(times, values, events)

@@ -1,0 +1,284 @@
+"""The wizard pane: the proposed next change and why, confirm / skip / edit, run state, steps so far."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.events import Resize
+from textual.message import Message
+from textual.widgets import Button, DataTable, Input, Static
+
+from vramtui.core.errors import VramtuiError
+from vramtui.tui.palette import theme_style
+from vramtui.tui.panes.base import Pane
+
+STEP_COLUMNS = ("#", "change", "outcome", "stage", "peak", "resident")
+# Under this many columns for the table the full one is cut at the right (its rows need about 94):
+# show the outcome in a word, no resident column, and the long texts cut to what is left.
+COMPACT_COLUMNS = ("#", "change", "outcome", "stage", "peak")
+COMPACT_BELOW = 96
+# Fixed widths of the compact table's short columns (#, outcome, peak); change and stage share the rest.
+COMPACT_FIXED = {"#": 2, "outcome": 9, "peak": 9}
+
+
+class WizardUpdate(Message):
+    """Posted from the wizard's thread: state text, a new proposal, a finished step, the end."""
+
+    def __init__(
+        self,
+        state: str,
+        *,
+        proposal: Any = None,
+        step: Any = None,
+        done: bool = False,
+        error: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.state = state
+        self.proposal = proposal
+        self.step = step
+        self.done = done
+        self.error = error
+
+
+def session_wizard_hint(session: Any) -> str:
+    """What the wizard pane says while a profile is launched and no wizard runs: how to start one."""
+    where = session.describe()
+    if session.state in ("starting", "ready"):
+        # n is refused while the model runs (the wizard is for a launch that fails): say so up front.
+        return f"{where} — to start the wizard on this profile, stop the model (s), then press n"
+    return f"{where} — press n to start the wizard on this profile (one change at a time)"
+
+
+class WizardPane(Pane):
+    PANE_TITLE = "Wizard"
+    PANE_KEY = "4"
+
+    DEFAULT_CSS = """
+    WizardPane #wiz-state { height: auto; }
+    WizardPane #wiz-proposal { height: auto; margin-top: 1; }
+    WizardPane #wiz-buttons { height: 1; margin: 1 0 0 0; }
+    WizardPane #wiz-buttons Button { margin-right: 1; min-width: 10; }
+    WizardPane #wiz-edit { display: none; height: 1; border: none; padding: 0 1; background: $boost; }
+    WizardPane #wiz-edit.-visible { display: block; }
+    WizardPane DataTable { height: 1fr; margin-top: 1; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.driver: Any = None  # vramtui.tui.wizard_driver.WizardDriver
+        self.proposal: Any = None
+        self.steps: list[Any] = []
+        self.state_text = "no wizard running: `vramtui demo` walks through one; `vramtui run PROFILE` too"
+        self.busy = False
+        self.profile_hint: Any = None  # the profile of the app's model session, for a wizard started with n
+        self.compact: bool | None = None  # which steps table is shown (None: not laid out yet)
+        self._table_width = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="wiz-state")
+        yield Static(id="wiz-proposal")
+        with Horizontal(id="wiz-buttons"):
+            yield Button("Confirm (n)", id="wiz-confirm", compact=True, variant="primary")
+            yield Button("Skip", id="wiz-skip", compact=True)
+            yield Button("Edit", id="wiz-edit-button", compact=True)
+            yield Button("Export (x)", id="wiz-export", compact=True)
+        yield Input(
+            placeholder="value to try instead (Enter to apply, Esc to cancel)", id="wiz-edit", compact=True
+        )
+        table: DataTable[str] = DataTable(id="wiz-steps", zebra_stripes=True, cursor_type="row")
+        yield table
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self._fit_table()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show())
+        self.show()
+
+    # -- driving ----------------------------------------------------------------------------------
+
+    def attach(self, driver: Any) -> None:
+        self.driver = driver
+        self.app.wizard_driver = driver  # type: ignore[attr-defined]
+        self.app.refresh_bindings()
+        self.show()
+
+    def start_demo(self) -> None:
+        from vramtui.tui.panes.wizard_driver import WizardDriver
+
+        try:
+            driver = WizardDriver.for_demo(self)
+        except VramtuiError as error:
+            self.state_text = f"demo unavailable: {error}"
+            self.show()
+            return
+        self.attach(driver)
+        driver.launch_first()
+
+    def start_profile(self, profile: Any) -> None:
+        from vramtui.tui.panes.wizard_driver import WizardDriver
+
+        self.attach(WizardDriver(self, profile))
+
+    def session_changed(self, session: Any) -> None:
+        """The app's model session changed: remember its profile for a wizard the user may start."""
+        if session is not None:
+            self.profile_hint = session.profile
+            if self.driver is None:
+                self.state_text = session_wizard_hint(session)
+                self.show()
+
+    def next_step(self) -> None:
+        """`n`: confirm the proposal if there is one, else ask the wizard for one."""
+        if self.driver is None:
+            session = getattr(self.app, "session", None)
+            if session is not None and session.running:
+                self.notify(
+                    "The model is running: the wizard is for a launch that fails. Stop it (s) to start the "
+                    "wizard on this profile anyway.",
+                    timeout=6,
+                )
+                return
+            if self.profile_hint is None:
+                self.notify("No profile to work on: `vramtui run PROFILE` or `vramtui demo`.", timeout=4)
+                return
+            self.start_profile(self.profile_hint)
+            assert self.driver is not None
+            self.driver.launch_first()
+            return
+        if self.busy:
+            self.notify("The wizard is busy with the current step.", timeout=3)
+            return
+        if self.proposal is not None:
+            self.driver.apply(self.proposal)
+        elif not self.driver.finished:
+            self.driver.propose()
+        else:
+            self.notify("The wizard has finished: export (x) keeps its steps.", timeout=3)
+
+    def skip(self) -> None:
+        if self.driver is not None and self.proposal is not None and not self.busy:
+            self.driver.skip(self.proposal)
+
+    def export(self) -> None:
+        if self.driver is None:
+            self.notify("No wizard steps to export yet.", timeout=3)
+            return
+        try:
+            paths = self.driver.export()
+        except VramtuiError as error:
+            self.notify(str(error), severity="error", timeout=6)
+            return
+        self.notify("Exported: " + ", ".join(str(path) for path in paths), timeout=8)
+
+    @on(Button.Pressed, "#wiz-confirm")
+    def _confirm(self) -> None:
+        self.next_step()
+
+    @on(Button.Pressed, "#wiz-skip")
+    def _skip(self) -> None:
+        self.skip()
+
+    @on(Button.Pressed, "#wiz-export")
+    def _export(self) -> None:
+        self.export()
+
+    @on(Button.Pressed, "#wiz-edit-button")
+    def _edit(self) -> None:
+        if self.proposal is None:
+            self.notify("Nothing proposed to edit yet (press n).", timeout=3)
+            return
+        edit = self.query_one("#wiz-edit", Input)
+        edit.value = str(self.proposal.to)
+        edit.add_class("-visible")
+        edit.focus()
+        edit.call_after_refresh(edit.action_select_all)  # typing replaces the proposed value
+
+    @on(Input.Submitted, "#wiz-edit")
+    def _edit_submitted(self, event: Input.Submitted) -> None:
+        event.input.remove_class("-visible")
+        if self.driver is not None and self.proposal is not None:
+            try:
+                self.proposal = self.driver.edited(self.proposal, event.value)
+            except VramtuiError as error:
+                self.notify(str(error), severity="error", timeout=5)
+                return
+            self.show()
+
+    def on_key(self, event: Any) -> None:
+        if event.key == "escape":
+            edit = self.query_one("#wiz-edit", Input)
+            if edit.has_class("-visible"):
+                edit.remove_class("-visible")
+                event.stop()
+
+    @on(WizardUpdate)
+    def _update(self, message: WizardUpdate) -> None:
+        self.state_text = message.state
+        self.busy = not message.done and message.proposal is None and message.step is None
+        if message.proposal is not None or message.step is not None or message.done:
+            self.proposal = message.proposal
+        if message.step is not None:
+            self.steps.append(message.step)
+            self._add_row(message.step)
+        if message.error:
+            self.notify(message.error, severity="error", timeout=8)
+        self.show()
+
+    # -- painting ---------------------------------------------------------------------------------
+
+    def on_resize(self, event: Resize) -> None:
+        self._fit_table()
+
+    def _fit_table(self) -> None:
+        """The full steps table when it fits, else a compact one that never runs past the pane."""
+        width = self.content_size.width or self.app.size.width
+        compact = width < COMPACT_BELOW
+        if compact == self.compact and (not compact or width == self._table_width):
+            return
+        self.compact, self._table_width = compact, width
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        if compact:
+            # Each column takes its width plus one cell of padding on each side.
+            rest = width - sum(COMPACT_FIXED.values()) - 2 * len(COMPACT_COLUMNS) - 1
+            change_width = max(8, rest * 11 // 20)
+            widths = {**COMPACT_FIXED, "change": change_width, "stage": max(6, rest - change_width)}
+            for name in COMPACT_COLUMNS:
+                table.add_column(name, width=widths[name])
+        else:
+            table.add_columns(*STEP_COLUMNS)
+        for number, step in enumerate(self.steps, 1):
+            self._add_row(step, number)
+
+    def _add_row(self, step: Any, number: int | None = None) -> None:
+        from vramtui.tui.panes.wizard_driver import step_row
+
+        row = step_row(number or len(self.steps), step, compact=bool(self.compact))
+        self.query_one(DataTable).add_row(*row)
+
+    def show(self) -> None:
+        app = self.app
+        state = Text(self.state_text)
+        if self.busy:
+            state.stylize(theme_style(app, "accent", bold=True))
+        self.query_one("#wiz-state", Static).update(state)
+        proposal = Text()
+        if self.proposal is not None:
+            proposal.append("Next change: ", style="bold")
+            proposal.append(f"{self.proposal.param} ", style=theme_style(app, "accent", bold=True))
+            proposal.append(f"{self.proposal.from_} → {self.proposal.to}", style="bold")
+            proposal.append(f"\nwhy: {self.proposal.why}")
+            proposal.append(
+                "\nConfirm (n) relaunches with this one change; Skip tries the next rung.", style="dim"
+            )
+        self.query_one("#wiz-proposal", Static).update(proposal)
+        has_proposal = self.proposal is not None and not self.busy
+        self.query_one("#wiz-confirm", Button).disabled = self.driver is None or self.busy
+        self.query_one("#wiz-skip", Button).disabled = not has_proposal
+        self.query_one("#wiz-edit-button", Button).disabled = not has_proposal
+        self.query_one("#wiz-export", Button).disabled = not self.steps

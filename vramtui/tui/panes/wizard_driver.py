@@ -1,0 +1,265 @@
+"""Runs `core.wizard.Wizard` off the UI thread for the wizard pane.
+
+Every launch the wizard makes goes through `run_check` with the log pane's feed and the memory pane's
+pid watch attached, so the user sees each attempt's log and curve. Skip, confirm and edit are the
+core wizard's own (`Wizard.skip`, `Wizard.apply`, `Proposal.edited`).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vramtui.core.errors import VramtuiError
+from vramtui.core.units import MIB, format_bytes
+
+if TYPE_CHECKING:
+    from vramtui.tui.panes.wizard import WizardPane
+
+OUTCOME_WORDS = {
+    "first_run": "failed (first launch)",
+    "works": "WORKS",
+    "progress": "got further",
+    "no_progress": "no progress",
+    "not_applied": "did not take effect",
+    "worse": "worse",
+    "error": "error",
+    "advice": "advice only",
+}
+
+
+# The outcome in a word or two, for the steps table on a small terminal.
+SHORT_OUTCOME_WORDS = {
+    "first_run": "failed",
+    "works": "WORKS",
+    "progress": "further",
+    "no_progress": "no gain",
+    "not_applied": "no effect",
+    "worse": "worse",
+    "error": "error",
+    "advice": "advice",
+}
+
+
+def _mib(value: float | None) -> str:
+    return "—" if value is None else format_bytes(value * MIB, 1)
+
+
+def step_row(number: int, step: Any, *, compact: bool = False) -> tuple[str, ...]:
+    """One row of the steps table: #, change, outcome, stage reached, peak, resident.
+
+    `compact` (a terminal under about 100 columns): the outcome in a word, no resident column.
+    """
+    proposal = step.proposal
+    change = "first launch" if proposal is None else f"{proposal.param} {proposal.from_} → {proposal.to}"
+    obs = step.observation
+    stage = "—"
+    if obs is not None:
+        stage = obs.stage or "—"
+        if obs.failure:
+            stage += f" ✖ {obs.failure}"
+    if compact:
+        outcome = SHORT_OUTCOME_WORDS.get(step.outcome, step.outcome)
+        return (str(step.index), change, outcome, stage, _mib(obs.peak_mib if obs else None))
+    return (
+        str(step.index),
+        change,
+        OUTCOME_WORDS.get(step.outcome, step.outcome),
+        stage,
+        _mib(obs.peak_mib if obs else None),
+        _mib(obs.resident_mib if obs else None),
+    )
+
+
+def parse_value(text: str) -> object:
+    """A value the user typed for a parameter: whole numbers as int, on/off as bool, else the text."""
+    text = text.strip()
+    if not text:
+        raise VramtuiError("type a value to try")
+    lowered = text.lower()
+    if lowered in ("on", "true", "yes"):
+        return True
+    if lowered in ("off", "false", "no"):
+        return False
+    try:
+        return int(text.replace(",", "").replace("_", ""))
+    except ValueError:
+        return text
+
+
+class WizardDriver:
+    """One wizard session for the pane: first launch, proposals, confirmed steps, export."""
+
+    def __init__(self, pane: WizardPane, profile: Any, record_path: str | Path | None = None) -> None:
+        from vramtui.core.wizard.wizard import Wizard
+
+        self.pane = pane
+        self.app = pane.app
+        self.profile = profile
+        self.wizard = Wizard(profile, record_path=record_path, runner=self._runner, on_step=None)
+        self.server: Any = None  # the server of the attempt in progress
+        self.finished = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_demo(cls, pane: WizardPane) -> WizardDriver:
+        from vramtui.core.demo import demo_profile
+
+        return cls(pane, demo_profile())
+
+    # -- the wizard's runner: one attempt, shown live -----------------------------------------------
+
+    def _runner(self, profile: Any) -> Any:
+        from vramtui.core.launch.launcher import run_check
+
+        log_pane = self.app.query_one("#log")
+        label = f"wizard step {len(self.wizard.steps)}: {profile.label}"
+        self.app.call_from_thread(self.app.follow_profile, profile)  # type: ignore[attr-defined]
+        feed = self.app.call_from_thread(log_pane.open_stream, label, profile.backend, tagged=True)  # type: ignore[attr-defined]
+        memory = self.app.query_one("#memory")
+
+        def started(server: Any) -> None:
+            self.server = server
+            feed.follow_server(server)  # the pane shows this attempt's own diagnosis
+            feed.push("vramtui: launched " + " ".join(server.command))
+            self.app.call_from_thread(self.app.watch_pid, server.pid)  # type: ignore[attr-defined]
+
+        try:
+            result = run_check(
+                profile,
+                on_log_line=feed.push_tagged,
+                on_event=memory.add_event,  # type: ignore[attr-defined]
+                on_start=started,
+            )
+        finally:
+            self.server = None
+        server_exit = getattr(result, "exit_code", None)
+        feed.end(server_exit)
+        return result
+
+    # -- steps (each in a thread; the pane learns through WizardUpdate messages) --------------------
+
+    def _post(self, state: str, **kwargs: Any) -> None:
+        from vramtui.tui.panes.wizard import WizardUpdate
+
+        self.pane.post_message(WizardUpdate(state, **kwargs))
+
+    def _in_thread(self, work: Any, *args: Any) -> None:
+        if not self._lock.acquire(blocking=False):
+            return
+
+        def run() -> None:
+            try:
+                work(*args)
+            except VramtuiError as error:
+                self._post(f"stopped: {error}", done=True, error=str(error))
+            except Exception as error:  # the app survives a wizard failure and says why
+                self._post(f"stopped: {type(error).__name__}: {error}", done=True, error=str(error))
+            finally:
+                self._lock.release()
+
+        threading.Thread(target=run, name="vramtui-wizard", daemon=True).start()
+
+    def launch_first(self) -> None:
+        self._post(f"launching {self.profile.label} as given (step 0)…")
+        self._in_thread(self._first)
+
+    def _first(self) -> None:
+        step = self.wizard.start()
+        self._post(self._state_after(step), step=step)
+        self._propose()
+
+    def propose(self) -> None:
+        self._post("looking for the next single change…")
+        self._in_thread(self._propose)
+
+    def _propose(self) -> None:
+        if not self.wizard.steps:
+            self._first()
+            return
+        last = self.wizard.last
+        if last is not None and last.works:
+            self._finish(True)
+            return
+        proposal = self.wizard.propose()
+        if proposal is None:
+            self._finish(False)
+            return
+        self._post("proposed — confirm (n), skip, or edit the value", proposal=proposal)
+
+    def apply(self, proposal: Any) -> None:
+        self._post(f"relaunching with {proposal.param} = {proposal.to}…")
+        self._in_thread(self._apply, proposal)
+
+    def _apply(self, proposal: Any) -> None:
+        step = self.wizard.apply(proposal)
+        self._post(self._state_after(step), step=step)
+        self._propose()
+
+    def skip(self, proposal: Any) -> None:
+        """Turn this proposal down (the core records it) and ask for a change to another setting."""
+        self._post(f"skipped {proposal.param}: looking for a change to another setting…")
+        self._in_thread(self._skip, proposal)
+
+    def _skip(self, proposal: Any) -> None:
+        self.wizard.skip(proposal)
+        self._propose()
+
+    @property
+    def skipped(self) -> set[str]:
+        """The settings the user asked the wizard to leave alone."""
+        return self.wizard.skipped_params
+
+    def edited(self, proposal: Any, text: str) -> Any:
+        return proposal.edited(parse_value(text))
+
+    def _state_after(self, step: Any) -> str:
+        obs = step.observation
+        words = OUTCOME_WORDS.get(step.outcome, step.outcome)
+        if obs is None:
+            return f"step {step.index}: {words}" + (f" — {step.notes[0]}" if step.notes else "")
+        where = f"reached {obs.stage or 'nothing'}"
+        if obs.failure:
+            where += f", failed at {obs.failure_stage}: {obs.failure}"
+        return f"step {step.index}: {words} — {where}"
+
+    def _finish(self, success: bool) -> None:
+        self.finished = True
+        wizard = self.wizard
+        # The record's end line: the session reopens as finished (and exports its verdict).
+        success = wizard.finish().success
+        if success:
+            final = wizard.profile
+            params = ", ".join(f"{k}={v}" for k, v in sorted(final.params.items()))
+            self._post(f"IT RUNS with {params} — export (x) to keep the steps", done=True)
+            self.app.call_from_thread(self.app.launch, final)  # type: ignore[attr-defined]
+        else:
+            reason = wizard.stop_reason or "no change left to propose"
+            advice = "; ".join(wizard.advice[:2])
+            self._post(f"stopped: {reason}" + (f" — {advice}" if advice else ""), done=True)
+
+    def stop_attempt(self) -> None:
+        """Stop the server of the attempt in progress (quitting); the wizard records what it saw."""
+        server = self.server
+        if server is not None:
+            server.stop()
+
+    @property
+    def running(self) -> bool:
+        server = self.server
+        return server is not None and server.running
+
+    def export(self) -> list[Path]:
+        """Write the steps as Markdown and CSV next to the wizard's record."""
+        from vramtui.core.wizard.steprecord import open_session, to_csv, to_markdown
+
+        record = self.wizard.record_path
+        if record is None or not record.is_file():
+            raise VramtuiError("this wizard keeps no record to export")
+        session = open_session(record)
+        markdown = record.with_suffix(".md")
+        table = record.with_suffix(".csv")
+        markdown.write_text(to_markdown(session), encoding="utf-8")
+        table.write_text(to_csv(session), encoding="utf-8")
+        return [markdown, table]

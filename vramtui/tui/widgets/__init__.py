@@ -1,0 +1,1 @@
+"""Widgets the panes are built from."""

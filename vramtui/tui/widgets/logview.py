@@ -1,0 +1,279 @@
+"""A log view for very long, fast logs: lines are stored as plain strings and only visible rows render.
+
+Log text is shown as text: each row is built from Segments with styles, never parsed as markup, and
+escape/control characters are made visible before they can reach the terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from vramtui.core.logs.stages import STAGES
+from vramtui.core.logs.textclean import clean_line
+from vramtui.tui.palette import theme_style
+from vramtui.tui.themes import stage_variable
+
+# Lines longer than this are cut for display (the full text stays in the log file); keeps rendering
+# and width bookkeeping cheap when a server prints a megabyte of JSON on one line.
+MAX_DISPLAY_CHARS = 2000
+
+STAGE_TAGS = {
+    "download": "DL",
+    "load_weights": "LW",
+    "kv_cache": "KV",
+    "ready": "RD",
+    "inference": "IN",
+}
+
+
+def display_text(line: str) -> str:
+    """What a log line looks like on screen: colour codes and control characters dropped (core
+    textclean), very long lines cut for display."""
+    line = clean_line(line)
+    if len(line) > MAX_DISPLAY_CHARS:
+        line = line[:MAX_DISPLAY_CHARS] + f" … ({len(line) - MAX_DISPLAY_CHARS} more characters)"
+    return line
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One line as the view keeps it: the text and the log engine's tag for it."""
+
+    text: str
+    stage: str | None = None
+    severity: str = "info"  # info | warning | error
+    is_first_error: bool = False
+    number: int | None = None  # the log engine's number for it (None: a line it did not read)
+
+
+class LogView(ScrollView, can_focus=True):
+    """Scrollable, searchable, stage-coloured log; follows the tail unless the user scrolled away."""
+
+    DEFAULT_CSS = """
+    LogView {
+        height: 1fr;
+        scrollbar-size-vertical: 1;
+        scrollbar-size-horizontal: 1;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "scroll_up", "Up", show=False),
+        Binding("down", "scroll_down", "Down", show=False),
+        Binding("left", "scroll_left", "Left", show=False),
+        Binding("right", "scroll_right", "Right", show=False),
+        Binding("home", "scroll_home", "Top", show=False),
+        Binding("end", "scroll_end", "Follow", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+    ]
+
+    class Marked(Message):
+        """The marked line changed (search hit, first error); the pane shows where we are."""
+
+        def __init__(self, index: int | None, total: int) -> None:
+            super().__init__()
+            self.index = index
+            self.total = total
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.lines: list[LogLine] = []
+        self.first_error: int | None = None  # 0-based index
+        self.failure_stage: str | None = None
+        self.marked: int | None = None
+        self.search_text: str = ""
+        self.follow: bool = True
+        self._max_width = 0
+        self._styles: dict[str, Style] = {}
+
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._restyle())
+
+    def _restyle(self) -> None:
+        self._styles.clear()
+        self.refresh()
+
+    # -- data -------------------------------------------------------------------------------------
+
+    def clear(self) -> None:
+        self.lines.clear()
+        self.first_error = None
+        self.failure_stage = None
+        self.marked = None
+        self.follow = True
+        self._max_width = 0
+        self.virtual_size = Size(0, 0)
+        self.scroll_to(0, 0, animate=False, immediate=True)
+        self.refresh()
+
+    def append(self, lines: Iterable[LogLine]) -> None:
+        """Add a batch of lines (one refresh per batch, however many lines)."""
+        was_at_end = self.follow and self.scroll_offset.y >= self.max_scroll_y
+        start = len(self.lines)
+        for line in lines:
+            self.lines.append(line)
+            if line.is_first_error and self.first_error is None:
+                self.first_error = len(self.lines) - 1
+        if len(self.lines) == start:
+            return
+        widest = max(
+            (len(line.text) if line.text.isascii() else cell_len(line.text) for line in self.lines[start:]),
+            default=0,
+        )
+        self._max_width = max(self._max_width, widest)
+        self.virtual_size = Size(self._max_width + self.gutter_width, len(self.lines))
+        if was_at_end or self.follow:
+            # After the next layout the new virtual size is known: scroll to the end then.
+            self.call_after_refresh(self._follow_tail)
+        self.refresh()
+
+    def on_resize(self) -> None:
+        # Shown again (narrow layout) or resized: a view that follows the tail shows the tail.
+        if self.follow:
+            self.call_after_refresh(self._follow_tail)
+
+    def _follow_tail(self) -> None:
+        if self.follow:
+            self.scroll_to(y=max(0, len(self.lines) - self.scrollable_content_region.height), animate=False)
+
+    @property
+    def gutter_width(self) -> int:
+        return len(str(max(1, len(self.lines)))) + 5
+
+    # -- navigation -------------------------------------------------------------------------------
+
+    def mark(self, index: int | None) -> None:
+        """Highlight one line and bring it into view (stops following the tail)."""
+        self.marked = index
+        if index is not None:
+            self.follow = False
+            top = max(0, index - self.size.height // 3)
+            self.scroll_to(y=top, animate=False, immediate=True)
+        self.refresh()
+        self.post_message(self.Marked(index, len(self.lines)))
+
+    def jump_to_first_error(self) -> bool:
+        if self.first_error is None:
+            return False
+        self.mark(self.first_error)
+        return True
+
+    def find(self, text: str, *, forward: bool = True, from_index: int | None = None) -> int | None:
+        """Mark the next line containing `text` (case-insensitive), wrapping around."""
+        self.search_text = text
+        if not text or not self.lines:
+            self.refresh()
+            return None
+        needle = text.lower()
+        count = len(self.lines)
+        start = from_index if from_index is not None else self.marked
+        if start is None:
+            start = -1 if forward else count
+        step = 1 if forward else -1
+        index = start
+        for _ in range(count):
+            index = (index + step) % count
+            if needle in self.lines[index].text.lower():
+                self.mark(index)
+                return index
+        self.refresh()
+        return None
+
+    def action_scroll_end(self) -> None:
+        self.follow = True
+        self.marked = None
+        self.scroll_end(animate=False, immediate=True)
+
+    def action_scroll_up(self) -> None:
+        self.follow = False
+        super().action_scroll_up()
+
+    def action_page_up(self) -> None:
+        self.follow = False
+        super().action_page_up()
+
+    def action_scroll_home(self) -> None:
+        self.follow = False
+        super().action_scroll_home()
+
+    def _on_mouse_scroll_up(self, event) -> None:  # type: ignore[no-untyped-def]
+        self.follow = False
+
+    # -- rendering --------------------------------------------------------------------------------
+
+    def _style(self, name: str) -> Style:
+        if not self._styles:
+            app = self.app
+            styles = {stage: theme_style(app, stage_variable(stage)) for stage in STAGES}
+            styles["none"] = theme_style(app, "foreground")
+            styles["gutter"] = theme_style(app, "log-gutter")
+            styles["error"] = theme_style(app, "log-error", "log-error-background", bold=True)
+            styles["warning"] = theme_style(app, "log-warning")
+            styles["match"] = theme_style(app, None, "log-match-background", bold=True)
+            styles["marked"] = Style(reverse=True)
+            styles["failing"] = theme_style(app, "log-error", bold=True)
+            self._styles = styles
+        return self._styles[name]
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.size.width
+        if index >= len(self.lines) or width <= 0:
+            return Strip.blank(width, self.rich_style)
+        line = self.lines[index]
+        stage_style = self._style(line.stage) if line.stage in STAGE_TAGS else self._style("none")
+        if line.severity == "error":
+            text_style, marker = self._style("error"), "✖"
+        elif line.severity == "warning":
+            text_style, marker = self._style("warning"), "!"
+        else:
+            text_style, marker = stage_style, " "
+        if index == self.first_error:
+            marker = "▶"
+        number_width = self.gutter_width - 5
+        bar = "┃" if line.stage is not None and line.stage == self.failure_stage else "│"
+        gutter = [
+            Segment(f"{index + 1:>{number_width}} ", self._style("gutter")),
+            Segment(STAGE_TAGS.get(line.stage or "", "··"), stage_style),
+            Segment(marker, text_style if marker != " " else stage_style),
+            Segment(bar, self._style("failing") if bar == "┃" else self._style("gutter")),
+        ]
+        body = Strip(self._body_segments(line.text, text_style))
+        body = body.crop(scroll_x, scroll_x + max(0, width - self.gutter_width))
+        strip = Strip.join([Strip(gutter), body])
+        if index == self.marked:
+            strip = strip.apply_style(self._style("marked"))
+        return strip.adjust_cell_length(width, self.rich_style)
+
+    def _body_segments(self, text: str, style: Style) -> list[Segment]:
+        if not self.search_text:
+            return [Segment(text, style)]
+        needle = self.search_text.lower()
+        lowered = text.lower()
+        segments: list[Segment] = []
+        position = 0
+        match_style = style + self._style("match")
+        while True:
+            found = lowered.find(needle, position)
+            if found < 0:
+                break
+            if found > position:
+                segments.append(Segment(text[position:found], style))
+            segments.append(Segment(text[found : found + len(needle)], match_style))
+            position = found + len(needle)
+        if position < len(text):
+            segments.append(Segment(text[position:], style))
+        return segments
