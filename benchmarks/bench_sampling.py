@@ -7,13 +7,15 @@ versioned-function probing, psutil reads of the tree); a real driver adds its io
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "core" / "memory"))
 
 from test_nvml import FakeDriver, FakeGpu  # noqa: E402  (the same fake the tests use)
 
@@ -48,7 +50,8 @@ def per_call_us(fn, n: int = 2000) -> float:
 
 def main() -> None:
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
-    tree = subprocess.Popen([sys.executable, "-c", TREE])
+    # Its own process group, so that the workers go with it: they outlive a parent killed alone.
+    tree = subprocess.Popen([sys.executable, "-c", TREE], start_new_session=True)
     time.sleep(1.0)  # let the workers start
     try:
         gpus = [
@@ -77,9 +80,8 @@ def main() -> None:
         share, count = cpu_share([NvmlSource(), HostSource(tree.pid)], seconds / 2)
         print(f"10 Hz, real pynvml without driver + tree: {share:.2f}% of one core ({count} samples)")
     finally:
-        tree.kill()
+        os.killpg(tree.pid, signal.SIGKILL)
         tree.wait()
-        subprocess.run(["pkill", "-P", str(tree.pid)], check=False)
 
 
 if __name__ == "__main__":
