@@ -195,3 +195,46 @@ def test_replay_a_run_that_exits_at_its_last_peak(tmp_path: Path, capsys: pytest
     assert (
         "note: the last request ran until the exit: falls back judged from the 4 request(s) before it" in text
     )
+
+
+def stairs_csv(path: Path) -> Path:
+    """`nvidia-smi --query-gpu=timestamp,memory.used,memory.total,utilization.gpu --format=csv -l 1`
+    over a run whose floor climbs: idle, the weights stream in to ~15.0 GiB, then four requests, each
+    leaving the floor ~800 MiB higher; the server still runs when the recording stops."""
+    import random
+
+    rng = random.Random(13)
+    levels = [420.0] * 15 + [420 + (15360 - 420) * k / 8 for k in range(1, 8)] + [15360.0] * 30
+    floor = 15360.0
+    for k in range(4):
+        levels += [floor + 1100, floor + 1800, floor + 1600, floor + 900]  # prefill, decode, settling
+        floor += 800
+        levels += [floor] * (25 if k < 3 else 90)  # it idles longest on the last floor
+    rows = ["timestamp, memory.used [MiB], memory.total [MiB], utilization.gpu [%]"]
+    for i, level in enumerate(levels):
+        used = round(level + rng.uniform(-6, 6))
+        rows.append(
+            f"2025/03/02 14:{i // 60:02d}:{i % 60:02d}.117, {used} MiB, 24564 MiB, {rng.randint(0, 9)} %"
+        )
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_replay_a_floor_that_climbs_after_each_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 13: the plateau is the level right after loading (not the last floor), the floor rises,
+    and memory does not fall back."""
+    path = stairs_csv(tmp_path / "stairs.csv")
+    assert main(["replay", str(path), "--json"]) == 0
+    readings = json.loads(capsys.readouterr().out)
+    assert readings["plateau_mib"] == pytest.approx(15360, abs=10)
+    assert readings["rising"] is True and readings["falls_back"] is False
+    assert [round(f / 100) for f in readings["floors_mib"]] == [154, 162, 170, 178, 186]
+    assert len(readings["request_peaks_mib"]) == 4
+    assert readings["leftover_mib"] is None  # never exited
+    assert main(["replay", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "plateau (resident)        15.00 GiB" in text
+    assert "falls back after          no: settles 3.1" in text and "settles higher after each request" in text
+    assert "floor rising              YES" in text

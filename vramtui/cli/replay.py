@@ -131,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
             verdict = f"no: settles {_fmt(result['after_mib'] - result['plateau_mib'])} above the plateau"
         else:
             verdict = "no: memory stays up after requests"
-        lines.append(f"  falls back after          {verdict} (after: {_fmt(result['after_mib'])})")
+        higher = "; it settles higher after each request" if result["rising"] else ""
+        lines.append(f"  falls back after          {verdict} (after: {_fmt(result['after_mib'])}){higher}")
     else:
         lines.append("  request peaks             none seen")
     notes = list(result["notes"])
