@@ -195,3 +195,121 @@ def test_replay_a_run_that_exits_at_its_last_peak(tmp_path: Path, capsys: pytest
     assert (
         "note: the last request ran until the exit: falls back judged from the 4 request(s) before it" in text
     )
+
+
+def stairs_csv(path: Path) -> Path:
+    """`nvidia-smi --query-gpu=timestamp,memory.used,memory.total,utilization.gpu --format=csv -l 1`
+    over a run whose floor climbs: idle, the weights stream in to ~15.0 GiB, then four requests, each
+    leaving the floor ~800 MiB higher; the server still runs when the recording stops."""
+    import random
+
+    rng = random.Random(13)
+    levels = [420.0] * 15 + [420 + (15360 - 420) * k / 8 for k in range(1, 8)] + [15360.0] * 30
+    floor = 15360.0
+    for k in range(4):
+        levels += [floor + 1100, floor + 1800, floor + 1600, floor + 900]  # prefill, decode, settling
+        floor += 800
+        levels += [floor] * (25 if k < 3 else 90)  # it idles longest on the last floor
+    rows = ["timestamp, memory.used [MiB], memory.total [MiB], utilization.gpu [%]"]
+    for i, level in enumerate(levels):
+        used = round(level + rng.uniform(-6, 6))
+        rows.append(
+            f"2025/03/02 14:{i // 60:02d}:{i % 60:02d}.117, {used} MiB, 24564 MiB, {rng.randint(0, 9)} %"
+        )
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_replay_a_floor_that_climbs_after_each_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 13: the plateau is the level right after loading (not the last floor), the floor rises,
+    and memory does not fall back."""
+    path = stairs_csv(tmp_path / "stairs.csv")
+    assert main(["replay", str(path), "--json"]) == 0
+    readings = json.loads(capsys.readouterr().out)
+    assert readings["plateau_mib"] == pytest.approx(15360, abs=10)
+    assert readings["rising"] is True and readings["falls_back"] is False
+    assert [round(f / 100) for f in readings["floors_mib"]] == [154, 162, 170, 178, 186]
+    assert len(readings["request_peaks_mib"]) == 4
+    assert readings["leftover_mib"] is None  # never exited
+    assert main(["replay", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "plateau (resident)        15.00 GiB" in text
+    assert "falls back after          no: settles 3.1" in text and "settles higher after each request" in text
+    assert "floor rising              YES" in text
+
+
+def _recorded_run() -> str:
+    """What `vramtui record --pid` writes for a CPU model server (no GPU): idle host, the process
+    appears and loads to ~354 MiB, answers three requests (~+70 MiB each, back to its floor), exits."""
+    import io
+
+    from vramtui.core.memory.nvsmi_csv import NvsmiWriter
+    from vramtui.core.memory.sampling import HostReading, Sample
+
+    levels: list[float | None] = [None] * 20 + [35.0] * 3 + [35 + 319 * k / 6 for k in range(1, 6)]
+    levels += [354.0] * 40
+    for _ in range(3):
+        levels += [380.0, 424.0, 410.0] + [354.0] * 25
+    levels += [None] * 15
+    out = io.StringIO()
+    writer = NvsmiWriter(out, with_gpu=False, with_process=True)
+    for i, level in enumerate(levels):
+        rss = None if level is None else int(level * MIB)
+        host = HostReading(
+            int((6000 + (level or 0)) * MIB), 64 * 1024 * MIB, 0, 0, rss, (4242,) if rss else (), bool(rss)
+        )
+        writer.write(Sample(1_764_475_200 + i * 0.5, (), host))
+    return out.getvalue()
+
+
+def test_pane_replay_and_wizard_read_one_run_alike() -> None:
+    """Issue 13: the pane, the wizard table and `replay` give the same figures for the same run."""
+    import io
+
+    from vramtui.cli.replay import _events_from_process_columns, analyse
+    from vramtui.core.wizard.wizard import step_memory
+    from vramtui.tui.panes.memory_state import MemoryState
+
+    data = read_nvsmi_csv(io.StringIO(_recorded_run()))
+    events = _events_from_process_columns(data)
+    replayed = analyse(data)
+    state = MemoryState()
+    state.ingest_recorded(data)
+    for event in events:
+        state.add_event(event)
+    key = state.primary_key()
+    assert key == "process" and replayed["series"] == "process tree RSS (host)"
+    pane = state.readings(key)
+
+    from types import SimpleNamespace
+
+    # What run_check hands the wizard: the run's own samples and events.
+    check = SimpleNamespace(samples=list(data.samples), events=events, peak_mib=None, resident_mib=None)
+    wizard_peak, wizard_plateau = step_memory(check)
+    assert pane.plateau_mib == replayed["plateau_mib"] == wizard_plateau == pytest.approx(354, abs=1)
+    assert pane.peak_mib == replayed["peak_mib"] == wizard_peak == pytest.approx(424, abs=1)
+    assert [round(p) for p in pane.request_peaks_mib] == [round(p) for p in replayed["request_peaks_mib"]]
+    assert pane.falls_back is replayed["falls_back"] is True
+
+
+def test_memory_is_not_called_left_over_while_the_model_runs() -> None:
+    """Issue 13: the host series dropped while the model still ran; that is no leftover."""
+    from vramtui.core.memory.readings import Event
+    from vramtui.core.memory.sampling import HostReading, Sample
+    from vramtui.tui.panes.memory_state import MemoryState
+
+    state = MemoryState()
+    levels = [6000] * 10 + [7200] * 30 + [6539] * 20  # page cache let go after loading
+    for i, level in enumerate(levels):
+        host = HostReading(level * MIB, 64 * 1024 * MIB, 0, 0, 354 * MIB, (4242,), True)
+        state.ingest(Sample(100.0 + i, (), host))
+    state.add_event(Event(109.5, "launch"))
+    running = state.readings("host")
+    assert running.leftover_mib is None and not running.leftover
+    # The same curve once the process is gone (and with the exit event): now it is said.
+    state.ingest(Sample(161.0, (), HostReading(6539 * MIB, 64 * 1024 * MIB, 0, 0, None, (), False)))
+    state.add_event(Event(140.5, "exit"))
+    gone = state.readings("host")
+    assert gone.leftover and gone.leftover_mib == pytest.approx(539, abs=1)

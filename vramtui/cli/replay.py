@@ -45,37 +45,44 @@ def _events_from_process_columns(data: Any) -> list[Any]:
 
 
 def analyse(data: Any) -> dict[str, Any]:
-    """Readings per GPU (and of the host curves), the GPU whose memory moved most first."""
+    """Readings per GPU (and of the host curves); the series they speak for is chosen as the memory
+    pane and the wizard choose it (core.memory.series.primary_key)."""
     from vramtui.core.memory.readings import compute_readings
+    from vramtui.core.memory.series import moved, primary_key
 
     events = _events_from_process_columns(data)
+    host = data.host
+    # Recorded with --pid: the process still ran at the last row, or was gone.
+    running = (host.tree_rss[-1] is not None) if any(v is not None for v in host.tree_rss) else None
     gpus = []
     for series in data.gpus.values():
-        known = [v for v in series.used if v is not None]
-        moved = (max(known) - min(known)) if known else -1.0
-        readings = compute_readings(series.times, series.used, events, total_bytes=_int(series.total))
-        gpus.append((moved, series, readings))
+        readings = compute_readings(
+            series.times, series.used, events, total_bytes=_int(series.total), running=running
+        )
+        gpus.append((moved(series.used), series, readings))
     gpus.sort(key=lambda item: -item[0])
+    columns: dict[str, Any] = {f"gpu:{s.index}": s.used for _m, s, _r in gpus}
+    columns.update(process=host.tree_rss, host=host.ram_used)
+    key = primary_key(columns)
     result: dict[str, Any] = {}
-    host = data.host
-    if gpus and gpus[0][0] >= 0:
-        primary = gpus[0][2]
-        result["series"] = f"{gpus[0][1].label} memory.used"
-    elif any(v is not None for v in host.tree_rss):
-        primary = compute_readings(host.times, host.tree_rss, events, total_bytes=_int(host.ram_total))
-        result["series"] = "process tree RSS (host)"
-    elif any(v is not None for v in host.ram_used):
-        primary = compute_readings(host.times, host.ram_used, events, total_bytes=_int(host.ram_total))
-        result["series"] = "host RAM used"
-    else:
+    if key is None:
         raise VramtuiError("no memory figures in this file (every memory field is N/A)")
+    if key.startswith("gpu:"):
+        _moved, chosen, primary = next(item for item in gpus if f"gpu:{item[1].index}" == key)
+        result["series"] = f"{chosen.label} memory.used"
+    else:
+        values = host.tree_rss if key == "process" else host.ram_used
+        primary = compute_readings(
+            host.times, values, events, total_bytes=_int(host.ram_total), running=running
+        )
+        result["series"] = "process tree RSS (host)" if key == "process" else "host RAM used"
     result.update(primary.to_dict())
     result["gpus"] = [
         {"index": s.index, "name": s.name, "uuid": s.uuid, "samples": len(s.times), **r.to_dict()}
         for _moved, s, r in gpus
     ]
     if any(v is not None for v in host.tree_rss):
-        tree = compute_readings(host.times, host.tree_rss, events)
+        tree = compute_readings(host.times, host.tree_rss, events, running=running)
         result["process_tree_rss"] = tree.to_dict()
     result["rows"] = data.rows
     result["skipped_rows"] = data.skipped
@@ -131,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
             verdict = f"no: settles {_fmt(result['after_mib'] - result['plateau_mib'])} above the plateau"
         else:
             verdict = "no: memory stays up after requests"
-        lines.append(f"  falls back after          {verdict} (after: {_fmt(result['after_mib'])})")
+        higher = "; it settles higher after each request" if result["rising"] else ""
+        lines.append(f"  falls back after          {verdict} (after: {_fmt(result['after_mib'])}){higher}")
     else:
         lines.append("  request peaks             none seen")
     notes = list(result["notes"])

@@ -206,3 +206,19 @@ def test_last_request_cut_off_by_the_exit_is_judged_from_the_earlier_ones() -> N
     times, values = curve((300, 10), (16500, 30), (21000, 3), (300, 10))
     r = compute_readings(times, values)
     assert r.falls_back is None and any("not known" in note for note in r.notes)
+
+
+def test_an_earlier_runs_events_do_not_pin_a_later_run() -> None:
+    """Issue 13: the wizard's second attempt read with the first attempt's events showed the plateau
+    at the new process's first sample (35 MiB) while it sat flat at 354 MiB."""
+    first = [
+        Event(0.0, "launch"),
+        Event(5.0, "ready"),
+        Event(6.0, "request_start"),
+        Event(7.0, "request_end"),
+    ]
+    second = [Event(20.0, "launch"), Event(30.0, "ready")]
+    times, values = curve((35, 3), (200, 4), (354, 40))
+    times = [t + 21.0 for t in times]  # the second process's curve, reset at its launch
+    r = compute_readings(times, values, [*first, Event(10.0, "exit"), *second])
+    assert r.plateau_mib == 354 and r.leftover_mib is None

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -250,6 +251,8 @@ class ModelServer:
         self.stopped_by_us = False
         self.peak_bytes = 0
         self.resident_bytes = 0
+        # The run's own samples: the wizard's readings (core.memory.series.run_readings) come from them.
+        self.samples: deque[Any] = deque(maxlen=36_000)
         self.peak_gpu_bytes: int | None = None
         self.released: bool | None = None
         self.budget_mode: str | None = None  # "host" | "gpu"
@@ -386,6 +389,7 @@ class ModelServer:
         if host is not None and host.tree_pids:
             self._last_pids = host.tree_pids
         total = (rss or 0) + (gpu or 0)
+        self.samples.append(sample)
         with self._lock:
             if rss:  # a dying tree reads 0: keep the last figure it held
                 self.peak_bytes = max(self.peak_bytes, total)
@@ -633,6 +637,7 @@ class CheckResult:
     released: bool | None = None
     events: list[RunEvent] = field(default_factory=list)
     replay: SmokeResult | None = None  # the saved request, when one was replayed
+    samples: list[Any] = field(default_factory=list, repr=False)  # the run's memory samples
 
     @property
     def ok(self) -> bool:
@@ -822,6 +827,7 @@ def _result(
         released=server.released,
         events=list(server.events),
         replay=replayed,
+        samples=list(server.samples),
     )
 
 

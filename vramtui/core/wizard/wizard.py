@@ -174,6 +174,19 @@ _ENGINE_FIGURE_NAMES = {
 }
 
 
+def step_memory(check: Any) -> tuple[float | None, float | None]:
+    """A step's peak and resident (plateau) figures: the readings of its own samples, taken as the
+    memory pane and `vramtui replay` take them; the launcher's running figures when none were kept."""
+    from vramtui.core.memory.series import run_readings
+
+    readings = run_readings(getattr(check, "samples", None) or [], getattr(check, "events", None) or [])
+    peak = getattr(check, "peak_mib", None)
+    resident = getattr(check, "resident_mib", None)
+    if readings is None:
+        return peak, resident
+    return readings.peak_mib, readings.plateau_mib if readings.plateau_mib is not None else resident
+
+
 def observe(check: Any) -> Observation:
     """Turn a CheckResult (or anything shaped like one) into an Observation, reading its log file."""
     diagnosis = getattr(check, "diagnosis", None)
@@ -198,6 +211,7 @@ def observe(check: Any) -> Observation:
     failure = getattr(check, "failure", None)
     if failure in ("none", ""):
         failure = None
+    peak_mib, resident_mib = step_memory(check)
     return Observation(
         ready=bool(getattr(check, "ready", False)),
         smoke_ok=None if smoke is None else bool(getattr(smoke, "ok", False)),
@@ -216,8 +230,8 @@ def observe(check: Any) -> Observation:
         advice=list(getattr(diagnosis, "advice", None) or []),
         warnings=list(getattr(diagnosis, "warnings", None) or [])
         + list(getattr(check, "warnings", None) or []),
-        peak_mib=getattr(check, "peak_mib", None),
-        resident_mib=getattr(check, "resident_mib", None),
+        peak_mib=peak_mib,
+        resident_mib=resident_mib,
         load_time_s=getattr(check, "load_time_s", None),
         ttft_s=getattr(check, "ttft_s", None),
         tokens_per_s=getattr(check, "tokens_per_s", None),

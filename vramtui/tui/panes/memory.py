@@ -184,7 +184,7 @@ class MemoryPane(Pane, can_focus=True):
         keys = self.state.keys()
         if self.selected in keys:
             return self.selected
-        return keys[0] if keys else None
+        return self.state.primary_key()
 
     def _columns(self, n: int) -> list[float | None]:
         key = self.selected_key()

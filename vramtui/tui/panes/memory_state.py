@@ -186,8 +186,7 @@ class MemoryState:
         return sorted(keys, key=_key_order)
 
     def default_key(self) -> str | None:
-        keys = self.keys()
-        return keys[0] if keys else None
+        return self.primary_key()
 
     def columns(self, key: str, n: int, span_s: float | None = None) -> list[float | None]:
         """`n` columns for the graph: the max of each bucket, so no peak is lost at any zoom."""
@@ -213,4 +212,15 @@ class MemoryState:
                 buckets = series.history.buckets(READINGS_POINTS)
                 times, values = [b.t for b in buckets], [b.max for b in buckets]
             events = list(self.events)
-        return compute_readings(times, values, events)
+            host = self.latest.host if self.latest is not None else None
+            # Memory "held after the exit" only once the process is gone (or an exit event says so).
+            running = None if host is None else host.root_alive
+        return compute_readings(times, values, events, running=running)
+
+    def primary_key(self) -> str | None:
+        """The series the readings speak for unless the user picks one: the same choice as
+        `vramtui replay` and the wizard make (core.memory.series)."""
+        from vramtui.core.memory.series import primary_key
+
+        with self.lock:
+            return primary_key({key: list(series.values) for key, series in self.series.items()})

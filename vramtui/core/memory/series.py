@@ -1,0 +1,63 @@
+"""Which curve a run's readings are taken from, the same for the memory pane, the wizard and
+`vramtui replay`: the GPU whose memory moved most, else the model's process tree (host RSS), else
+the host's RAM. One function, so the three never read different series for the same run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from vramtui.core.memory.readings import Readings, compute_readings
+
+
+def moved(values: Iterable[float | None]) -> float:
+    """How far a series moved (max - min); -1 for one with no figure."""
+    known = [v for v in values if v is not None]
+    return max(known) - min(known) if known else -1.0
+
+
+def primary_key(columns: Mapping[str, Sequence[float | None]]) -> str | None:
+    """`columns`: series key ("gpu:0", "process", "host") -> values. GPUs first, by how far they moved."""
+    gpus = [(moved(values), key) for key, values in columns.items() if key.startswith("gpu:")]
+    gpus = [(m, key) for m, key in gpus if m >= 0]
+    if gpus:
+        return max(gpus, key=lambda item: (item[0], -len(item[1])))[1]
+    for key in ("process", "host"):
+        if moved(columns.get(key, ())) >= 0:
+            return key
+    return None
+
+
+def sample_columns(samples: Iterable[Any]) -> dict[str, tuple[list[float], list[float | None]]]:
+    """Times and values per series key from Samples (what the pane's state and the launcher hold)."""
+    columns: dict[str, tuple[list[float], list[float | None]]] = {}
+
+    def add(key: str, t: float, value: float | None) -> None:
+        if value is not None:
+            times, values = columns.setdefault(key, ([], []))
+            times.append(t)
+            values.append(float(value))
+
+    for sample in samples:
+        for gpu in sample.gpus:
+            key = f"gpu:{gpu.index}" if gpu.mig_index is None else f"gpu:{gpu.index}:mig{gpu.mig_index}"
+            add(key, sample.t, gpu.used_bytes)
+        host = sample.host
+        if host is not None:
+            add("host", sample.t, host.ram_used)
+            add("process", sample.t, host.tree_rss)
+    return columns
+
+
+def run_readings(samples: Sequence[Any], events: Sequence[Any] = ()) -> Readings | None:
+    """The readings of one run from its samples: the wizard's peak and plateau per step."""
+    if not samples:
+        return None
+    columns = sample_columns(samples)
+    key = primary_key({k: v for k, (_t, v) in columns.items()})
+    if key is None:
+        return None
+    times, values = columns[key]
+    host = samples[-1].host
+    running = None if host is None else host.root_alive
+    return compute_readings(times, values, events, running=running)
