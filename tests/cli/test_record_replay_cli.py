@@ -18,9 +18,12 @@ from vramtui.core.memory.nvsmi_csv import read_nvsmi_csv
 DATA = Path(__file__).resolve().parents[1] / "data" / "nvsmi"
 MIB = 1024**2
 
-# Idle, then 200 MiB touched for a while, freed, a while more, exit.
+# Idle until told to go (the recorder has its first rows: a loaded machine starts it late), then
+# 200 MiB touched for a while, freed, a while more, exit.
 ALLOCATOR = r"""
-import time
+import os, sys, time
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.02)
 time.sleep(0.6)
 block = bytearray(200 * 1024 ** 2)
 for i in range(0, len(block), 4096):
@@ -46,10 +49,15 @@ def data_lines(path: Path) -> list[str]:
 
 
 def test_record_a_process_then_replay_it(tmp_path: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", ALLOCATOR])
+    go = tmp_path / "go"
+    child = subprocess.Popen([sys.executable, "-c", ALLOCATOR, str(go)])
     out = tmp_path / "run.csv"
     proc = record("--out", str(out), "--interval-ms", "50", "--pid", str(child.pid))
     try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not out.is_file() or len(data_lines(out)) < 3):
+            time.sleep(0.05)
+        go.touch()
         child.wait(30)  # the recorder outlives the process: what it holds after exit is recorded too
         time.sleep(0.4)
     finally:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Protocol
 
-MIB = 1024**2
+from vramtui.core.units import MIB
 
 
 class EventLike(Protocol):
