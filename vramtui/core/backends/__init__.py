@@ -48,9 +48,7 @@ __all__ = [
 ]
 
 # Registry order: the order `--help` and error messages list them in.
-BACKENDS: dict[str, Backend] = {
-    b.name: b for b in (LLAMA_CPP, LLAMA_CPP_PYTHON, VLLM, TRANSFORMERS, OLLAMA)
-}
+BACKENDS: dict[str, Backend] = {b.name: b for b in (LLAMA_CPP, LLAMA_CPP_PYTHON, VLLM, TRANSFORMERS, OLLAMA)}
 
 
 def get_backend(name: str | Backend) -> Backend:

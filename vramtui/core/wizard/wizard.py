@@ -1,0 +1,422 @@
+"""The guided downgrade: launch, diagnose, propose ONE change, relaunch, verify, record — until it runs.
+
+The loop joins the other engines: the launcher runs the profile (an injected callable, by default
+`launcher.run_check`), the log diagnosis says where it stopped (`observe`), the budget model — the
+estimator corrected by the sizes the engine printed and by what earlier runs proved about the
+budget — and the backend's ladder say which one change comes next (`propose`), and every step is
+verified before the next (`verify`): did it get further, did the log confirm the change, did the
+memory move as predicted? A change that did not take effect stops the loop with that finding
+instead of walking further down the ladder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vramtui.core.backends import Backend
+from vramtui.core.errors import VramtuiError
+from vramtui.core.launch.profile import Profile
+from vramtui.core.units import MIB
+from vramtui.core.wizard.budget import DEFAULT_MARGIN, MemoryModel, current_value, needed_bytes
+from vramtui.core.wizard.ladders import Rung
+from vramtui.core.wizard.observe import Observation, observe
+from vramtui.core.wizard.propose import Findings, Proposal, Proposer, _nice_below, sibling_files
+from vramtui.core.wizard.steprecord import StepRecorder, new_record_path
+from vramtui.core.wizard.stress import StressResult, rising_floor, stress_check
+from vramtui.core.wizard.verify import verify
+
+__all__ = [
+    "DEFAULT_MARGIN",
+    "MemoryModel",
+    "Observation",
+    "Proposal",
+    "Step",
+    "StressResult",
+    "Wizard",
+    "WizardResult",
+    "_nice_below",
+    "current_value",
+    "observe",
+    "rising_floor",
+    "sibling_files",
+    "stress_check",
+]
+
+Runner = Callable[[Profile], Any]
+
+
+@dataclass
+class Step:
+    index: int
+    proposal: Proposal | None
+    outcome: str  # first_run | works | progress | no_progress | not_applied | worse | error
+    observation: Observation | None
+    notes: list[str] = field(default_factory=list)
+    profile_params: dict[str, object] = field(default_factory=dict)
+    model: str = ""
+
+    @property
+    def counts_as_progress(self) -> bool:
+        return self.outcome in ("works", "progress")
+
+    def to_dict(self) -> dict[str, Any]:
+        obs = self.observation
+        proposal = self.proposal
+        data: dict[str, Any] = {
+            "step": self.index,
+            "param": proposal.param if proposal else None,
+            "from": proposal.from_ if proposal else None,
+            "to": proposal.to if proposal else None,
+            "why": proposal.why if proposal else "first launch of the profile as given",
+            "outcome": self.outcome,
+            "stage": (obs.stage if obs else None),
+            "failure_stage": obs.failure_stage if obs else None,
+            "failure": obs.failure if obs else None,
+            "first_error": obs.first_error if obs else None,
+            "ready": obs.ready if obs else False,
+            "smoke_ok": obs.smoke_ok if obs else None,
+            "resident_mib": obs.resident_mib if obs else None,
+            "peak_mib": obs.peak_mib if obs else None,
+            "load_time_s": obs.load_time_s if obs else None,
+            "ttft_s": obs.ttft_s if obs else None,
+            "tokens_per_s": obs.tokens_per_s if obs else None,
+            "log_file": obs.log_file if obs else None,
+            "predicted_mib": proposal.predicted_mib if proposal else None,
+            "engine_figures_mib": {k: round(v / MIB, 2) for k, v in (obs.figures if obs else {}).items()},
+            "verification": self.notes,
+            "params": self.profile_params,
+            "model": self.model,
+        }
+        return data
+
+
+@dataclass
+class WizardResult:
+    success: bool
+    steps: list[Step]
+    final_profile: Profile
+    reason: str = ""
+    advice: list[str] = field(default_factory=list)
+    pending: Proposal | None = None  # proposed but not applied (declined, or no terminal to ask)
+    record_path: Path | None = None
+
+    @property
+    def relaunches(self) -> int:
+        """Launches after the first one."""
+        return sum(1 for step in self.steps if step.index > 0 and step.observation is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        first = next((s for s in self.steps if s.index == 0), None)
+        final = self.final_profile
+        return {
+            "success": self.success,
+            "reason": self.reason,
+            "first_run": first.to_dict() if first else None,
+            "steps": [s.to_dict() for s in self.steps if s.index > 0],
+            "relaunches": self.relaunches,
+            "final_params": dict(final.params),
+            "final_model": final.model,
+            "final_profile": final.to_dict(),
+            "advice": self.advice,
+            "pending": self.pending.to_dict() if self.pending else None,
+            "record": str(self.record_path) if self.record_path else None,
+        }
+
+
+class Wizard:
+    """One change at a time until the profile runs. `runner(profile)` returns a CheckResult-shaped object."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        record_path: str | Path | None = None,
+        auto: bool = False,
+        runner: Runner | None = None,
+        margin: float = DEFAULT_MARGIN,
+        on_step: Callable[[Step], None] | None = None,
+        on_start: Callable[[Any], None] | None = None,
+        ladders: dict[str, tuple[Rung, ...]] | None = None,
+        record: bool = True,
+        device_bytes: int | None = None,
+        replay: dict[str, object] | None = None,
+    ) -> None:
+        self.profile = profile
+        self.start_profile = profile
+        self.auto = auto
+        self.backend: Backend = profile.backend
+        self.model = MemoryModel(profile, margin, device_bytes)
+        self.findings = Findings()
+        self.proposer = Proposer(self.model, self.findings, ladders)
+        self.on_step = on_step
+        self.on_start = on_start
+        self.ladders = ladders
+        self.steps: list[Step] = []
+        self.last: Observation | None = None
+        self.record_path: Path | None = None
+        self.recorder: StepRecorder | None = None
+        self.skipped: list[Proposal] = []  # proposals the user turned down: their settings stay as they are
+        self._runner = runner
+        self._ended = False  # the record's end line is written
+        # A saved chat request (the long one that failed at inference): every run replays it.
+        self.replay = replay
+        if record:
+            self.record_path = Path(record_path) if record_path else new_record_path(profile.label)
+            self.recorder = StepRecorder(self.record_path)
+            self.recorder.append(
+                "session", profile=profile.to_dict(), params=dict(profile.params), auto=auto, margin=margin
+            )
+
+    # What the wizard concluded, kept in `findings` (the proposer writes there too).
+    @property
+    def advice(self) -> list[str]:
+        return self.findings.advice
+
+    @advice.setter
+    def advice(self, value: list[str]) -> None:
+        self.findings.advice = value
+
+    @property
+    def stop_reason(self) -> str:
+        return self.findings.stop_reason
+
+    @stop_reason.setter
+    def stop_reason(self, value: str) -> None:
+        self.findings.stop_reason = value
+
+    @property
+    def failing_stage(self) -> str | None:
+        return self.findings.failing_stage
+
+    # --- running --------------------------------------------------------------------------------------
+
+    def _run(self, profile: Profile) -> Observation:
+        if self._runner is not None:
+            check = self._runner(profile)
+        else:
+            from vramtui.core.launch.launcher import run_check
+
+            check = run_check(profile, on_start=self._started, replay=self.replay)
+        return observe(check)
+
+    def _started(self, server: Any) -> None:
+        if self.recorder is not None:
+            self.recorder.append("process", step=len(self.steps), pid=getattr(server, "pid", None))
+        if self.on_start is not None:
+            self.on_start(server)
+
+    def _record(self, step: Step) -> None:
+        self.steps.append(step)
+        if self.recorder is not None:
+            self.recorder.append("step", **step.to_dict())
+        if self.on_step is not None:
+            self.on_step(step)
+
+    def start(self) -> Step:
+        """The first launch, as the profile is: step 0."""
+        if self.steps:
+            return self.steps[0]
+        if self.recorder is not None:
+            self.recorder.append("step_start", step=0, param=None, why="first launch")
+        try:
+            obs = self._run(self.profile)
+        except VramtuiError as error:
+            step = Step(0, None, "error", None, [str(error)], dict(self.profile.params), self.profile.model)
+            self._record(step)
+            self.stop_reason = str(error)
+            return step
+        self.model.learn(self.profile, obs)
+        self.last = obs
+        step = Step(0, None, "works" if obs.works else "first_run", obs, [], dict(self.profile.params))
+        step.model = self.profile.model
+        self._record(step)
+        return step
+
+    # --- proposing ------------------------------------------------------------------------------------
+
+    @property
+    def skipped_params(self) -> set[str]:
+        """Settings the user asked to leave alone (a step that prepares another skips that one too)."""
+        params = {proposal.param for proposal in self.skipped}
+        params.update(proposal.then[0] for proposal in self.skipped if proposal.then is not None)
+        return params
+
+    def skip(self, proposal: Proposal) -> None:
+        """The user turns this proposal down: it is recorded as skipped, nothing is launched, and
+        `propose` offers the next rung that changes another setting."""
+        self.skipped.append(proposal)
+        if self.recorder is not None and not self.recorder.closed:
+            self.recorder.append("skip", step=len(self.steps), **proposal.to_dict())
+
+    def propose(self) -> Proposal | None:
+        """The next single change, or None (it works, or no memory setting can help: see `advice`)."""
+        if self.last is None:
+            self.start()
+        obs = self.last
+        if obs is None or obs.works:
+            return None
+        if self.steps and self.steps[-1].outcome == "not_applied":
+            # Going further down the ladder would stack changes on a setting that is not reaching the
+            # engine: stop here and say so.
+            notes = self.steps[-1].notes
+            self.stop_reason = notes[0] if notes else "the last change did not take effect"
+            return None
+        return self.proposer.propose(self.profile, obs, self.skipped_params)
+
+    # --- applying and verifying ----------------------------------------------------------------------
+
+    def apply(self, proposal: Proposal) -> Step:
+        """Relaunch with this one change, verify it, record it."""
+        index = len(self.steps)
+        if proposal.advice_only:
+            notes = ["advice only: nothing to relaunch"]
+            step = Step(index, proposal, "advice", None, notes, dict(self.profile.params))
+            self._record(step)
+            return step
+        if proposal.param == "model":
+            candidate = self.profile.with_changes(model=str(proposal.to))
+        else:
+            candidate = self.profile.with_param(proposal.param, proposal.to)
+        if self.recorder is not None:
+            self.recorder.append(
+                "step_start",
+                step=index,
+                param=proposal.param,
+                **{"from": proposal.from_, "to": proposal.to},
+                why=proposal.why,
+            )
+        if proposal.then is None:
+            # The user may have edited the value: predict for what is really launched.
+            bill = self.model.predict(candidate)
+            proposal.predicted_mib = needed_bytes(bill) / MIB if bill is not None else None
+        previous = self.last
+        before_profile = self.profile
+        try:
+            obs = self._run(candidate)
+        except VramtuiError as error:
+            step = Step(index, proposal, "error", None, [str(error)], dict(candidate.params), candidate.model)
+            self._record(step)
+            self.stop_reason = str(error)
+            return step
+        outcome, notes = self.verify(proposal, previous, obs, before_profile, candidate)
+        if outcome != "not_applied":
+            self.profile = candidate
+            self.model.learn(candidate, obs)
+            self.last = obs
+        step = Step(index, proposal, outcome, obs, notes, dict(candidate.params), candidate.model)
+        self._record(step)
+        return step
+
+    def verify(
+        self,
+        proposal: Proposal,
+        before: Observation | None,
+        after: Observation,
+        before_profile: Profile,
+        after_profile: Profile,
+    ) -> tuple[str, list[str]]:
+        """Did the change take effect, did it get further, did the memory move as predicted, does it answer?"""
+        return verify(self.model, proposal, before, after, before_profile, after_profile)
+
+    # --- the loop ------------------------------------------------------------------------------------
+
+    def run(
+        self,
+        max_steps: int = 8,
+        confirm: Callable[[Proposal], Proposal | None] | None = None,
+    ) -> WizardResult:
+        """Launch, then propose/apply until it runs, `max_steps` changes were made, or nothing is left.
+
+        `confirm(proposal)` returns the proposal to apply (possibly edited) or None to stop; with
+        `auto` every proposal is applied.
+        """
+        try:
+            first = self.start()
+            if first.outcome == "error":
+                return self._finish(False, None)
+            pending = self._loop(max_steps, confirm)
+            success = self.last is not None and self.last.works
+            if success:
+                self.stop_reason = "it runs and answers the smallest chat request"
+            return self._finish(success, pending)
+        finally:
+            if self.recorder is not None and not self.recorder.closed and not self._ended:
+                self.recorder.append(
+                    "end", success=False, reason="interrupted", final_params=dict(self.profile.params)
+                )
+                self.recorder.close()
+
+    def _loop(self, max_steps: int, confirm: Callable[[Proposal], Proposal | None] | None) -> Proposal | None:
+        """Propose and apply until it works or a stop; returns the proposal left pending, if any."""
+        changes = 0
+        stalls = 0
+        while self.last is not None and not self.last.works:
+            if changes >= max_steps:
+                self.stop_reason = f"stopped after {max_steps} changes"
+                return None
+            proposal = self.propose()
+            if proposal is None:
+                return None
+            if not self.auto:
+                decided = confirm(proposal) if confirm is not None else None
+                if decided is None:
+                    self.stop_reason = (
+                        "proposed but not applied (declined, or no terminal to ask: --auto applies it)"
+                    )
+                    return proposal
+                proposal = decided
+            step = self.apply(proposal)
+            changes += 1
+            if step.outcome == "error":
+                return None
+            if step.outcome == "not_applied":
+                self.stop_reason = step.notes[0] if step.notes else "the change did not take effect"
+                self.advice = [
+                    f"check how {self.backend.name} receives {proposal.param}: extra_args or env in the "
+                    "profile, a config file, or a build that ignores it",
+                ]
+                return None
+            stalls = stalls + 1 if step.outcome in ("no_progress", "worse") else 0
+            if stalls >= 2:
+                self.stop_reason = "two changes in a row did not help"
+                return None
+        return None
+
+    def finish(self) -> WizardResult:
+        """End a session driven step by step (start/propose/apply): write the record's end line."""
+        if self._ended:
+            return WizardResult(
+                bool(self.last and self.last.works), list(self.steps), self.profile, self.stop_reason,
+                list(self.advice), None, self.record_path,
+            )  # fmt: skip
+        success = self.last is not None and self.last.works
+        if success:
+            self.stop_reason = "it runs and answers the smallest chat request"
+        return self._finish(success, None)
+
+    def _finish(self, success: bool, pending: Proposal | None) -> WizardResult:
+        result = WizardResult(
+            success=success,
+            steps=list(self.steps),
+            final_profile=self.profile,
+            reason=self.stop_reason,
+            advice=list(self.advice),
+            pending=pending,
+            record_path=self.record_path,
+        )
+        if self.recorder is not None:
+            self.recorder.append(
+                "end",
+                success=success,
+                reason=self.stop_reason,
+                final_params=dict(self.profile.params),
+                final_model=self.profile.model,
+                final_profile=self.profile.to_dict(),
+                advice=self.advice,
+                pending=pending.to_dict() if pending else None,
+            )
+            self.recorder.close()
+            self._ended = True
+        return result
