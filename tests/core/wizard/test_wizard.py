@@ -18,8 +18,8 @@ from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 from vramtui.core.launch.profile import Profile
 from vramtui.core.units import MIB
 from vramtui.core.wizard.ladders import NOT_MEMORY, Rung, ladder_for, quantized_v_needs_flash_attn
-from vramtui.core.wizard.steprecord import open_session
 from vramtui.core.wizard.observe import observe
+from vramtui.core.wizard.steprecord import open_session
 from vramtui.core.wizard.wizard import (
     Proposal,
     Wizard,
