@@ -277,7 +277,7 @@ def test_pane_replay_and_wizard_read_one_run_alike() -> None:
     import io
 
     from vramtui.cli.replay import _events_from_process_columns, analyse
-    from vramtui.core.wizard.wizard import step_memory
+    from vramtui.core.wizard.observe import step_memory
     from vramtui.tui.panes.memory_state import MemoryState
 
     data = read_nvsmi_csv(io.StringIO(_recorded_run()))

@@ -67,7 +67,7 @@ class ModelSession:
     def describe(self, *, short: bool = False) -> str:
         """`llama-cpp-python tiny: ready (pid 123)`; `short` leaves the backend out (a narrow status line)."""
         label = getattr(self.profile, "name", None) or Path(str(getattr(self.profile, "model", "model"))).name
-        backend = "" if short else getattr(self.profile, "backend", "")
+        backend = "" if short else getattr(getattr(self.profile, "backend", None), "name", "")
         where = f"{backend} {label}".strip()
         if self.state in ("starting", "ready") and self.pid:
             return f"{where}: {self.state} (pid {self.pid})"
@@ -80,9 +80,10 @@ class ModelSession:
     def start(self) -> None:
         self._generation += 1
         log_pane = self.app.query_one("#log")
-        label = f"{getattr(self.profile, 'backend', '')} {getattr(self.profile, 'label', '')}".strip()
+        backend = getattr(getattr(self.profile, "backend", None), "name", None)
+        label = f"{backend or ''} {getattr(self.profile, 'label', '')}".strip()
         # The server's own log engine tags the lines and diagnoses the run: the pane shows that.
-        feed = log_pane.open_stream(label, backend=getattr(self.profile, "backend", None), tagged=True)  # type: ignore[attr-defined]
+        feed = log_pane.open_stream(label, backend=backend, tagged=True)  # type: ignore[attr-defined]
         threading.Thread(
             target=self._run, args=(feed, self._generation), name="vramtui-model", daemon=True
         ).start()

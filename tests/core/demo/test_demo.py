@@ -30,7 +30,7 @@ def test_a_broken_cached_model_is_made_again(tmp_path: Path) -> None:
 
 def test_the_demo_profile_asks_for_more_than_the_budget_holds(tmp_path: Path) -> None:
     profile = demo_profile(tmp_path)
-    assert profile.backend == "llama-cpp-python" and profile.port == 0
+    assert profile.backend.name == "llama-cpp-python" and profile.port == 0
     assert profile.params == {"context": DEMO_CONTEXT} and profile.memory_budget == DEMO_BUDGET
     # The KV cache alone (4 layers x 2 x 512 x f16 per token) is more than the whole budget.
     assert DEMO_CONTEXT * 4 * 2 * 512 * 2 > DEMO_BUDGET

@@ -31,7 +31,7 @@ def test_the_issue_example_loads(tmp_path: Path) -> None:
     path.parent.mkdir()
     path.write_text(ISSUE_EXAMPLE)
     profile = load_profile(path)
-    assert profile.backend == "llama-cpp-python"
+    assert profile.backend.name == "llama-cpp-python"
     # relative to the profile's folder, not to the current directory
     assert profile.model == str((tmp_path / "conf" / "models" / "tiny.gguf").resolve())
     assert profile.params == {"context": 8192, "parallel": 1, "kv_dtype": "f16", "gpu_layers": 0}

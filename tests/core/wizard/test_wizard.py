@@ -18,12 +18,12 @@ from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 from vramtui.core.launch.profile import Profile
 from vramtui.core.units import MIB
 from vramtui.core.wizard.ladders import NOT_MEMORY, Rung, ladder_for, quantized_v_needs_flash_attn
+from vramtui.core.wizard.observe import observe
 from vramtui.core.wizard.steprecord import open_session
 from vramtui.core.wizard.wizard import (
     Proposal,
     Wizard,
     _nice_below,
-    read_log_facts,
     rising_floor,
     sibling_files,
 )
@@ -147,16 +147,29 @@ def test_ladders_follow_the_backend() -> None:
     assert not quantized_v_needs_flash_attn("vllm", "fp8")
 
 
-def test_log_facts_from_real_llama_cpp_lines() -> None:
-    figures, facts = read_log_facts(KV_FAILURE_LOG.format(n_ctx=262144, kv_mib=2048.0, kv_bytes=2147483648))
-    assert figures == {"model_buffer": int(20.52 * MIB), "failed_alloc": 2147483648}
+def _read_log(tmp_path: Path, text: str) -> tuple[dict[str, int], dict[str, str]]:
+    # The sizes come from the log diagnosis of the run's log file, the settings from its echo.
+    log = tmp_path / "run.log"
+    log.write_text(text)
+    obs = observe(SimpleNamespace(ready=False, diagnosis=None, smoke=None, log_file=str(log)))
+    return obs.figures, obs.facts
+
+
+def test_log_facts_from_real_llama_cpp_lines(tmp_path: Path) -> None:
+    figures, facts = _read_log(
+        tmp_path, KV_FAILURE_LOG.format(n_ctx=262144, kv_mib=2048.0, kv_bytes=2147483648)
+    )
+    assert figures == {
+        "model_buffer": round(20.52 * MIB),
+        "failed_alloc": 2147483648,
+    }  # rounded, as the diagnosis reads it
     assert facts == {"file_type": "f16", "n_ctx": "262144", "flash_attn": "disabled"}
-    figures, facts = read_log_facts(READY_LOG.format(n_ctx=32768, kv_mib=256.0))
-    assert figures["kv_buffer"] == 256 * MIB and figures["compute_buffer"] == int(583.01 * MIB)
+    figures, facts = _read_log(tmp_path, READY_LOG.format(n_ctx=32768, kv_mib=256.0))
+    assert figures["kv_buffer"] == 256 * MIB and figures["compute_buffer"] == round(583.01 * MIB)
     assert facts["kv_type"] == "f16" and facts["n_ctx"] == "32768"
     # The destructor's "compute buffer size is ..." line must not count twice.
-    figures, _ = read_log_facts(
-        "~llama_context:        CPU compute buffer size is 265.0449 MiB, matches expectation"
+    figures, _ = _read_log(
+        tmp_path, "~llama_context:        CPU compute buffer size is 265.0449 MiB, matches expectation"
     )
     assert figures == {}
 
@@ -318,7 +331,7 @@ def test_on_a_gpu_the_card_is_the_budget(
     demo_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # NVML is absent here: stand in for its answer (a 1.5 GiB card) where the wizard asks for it.
-    monkeypatch.setattr("vramtui.core.wizard.wizard._first_gpu_bytes", lambda: 1536 * MIB)
+    monkeypatch.setattr("vramtui.core.wizard.budget._first_gpu_bytes", lambda: 1536 * MIB)
 
     def cuda_oom(profile: Profile) -> Any:
         n_ctx = int(profile.params["context"])  # type: ignore[call-overload]
@@ -379,7 +392,7 @@ def test_candidate_values_per_backend(demo_model: Path) -> None:
         rung = next(r for r in ladder_for(stage, backend) if r.param == param)
         from vramtui.core.wizard.wizard import current_value
 
-        return wizard._candidates(rung, current_value(wizard.profile, param))
+        return wizard.proposer.candidates(rung, current_value(wizard.profile, param), wizard.profile)
 
     assert candidates("transformers", "load_weights", "quant", {}) == ["bnb-8bit", "bnb-4bit"]
     assert candidates("transformers", "load_weights", "quant", {"quant": "bnb-8bit"}) == ["bnb-4bit"]

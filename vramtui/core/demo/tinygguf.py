@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +56,32 @@ def _vocab() -> tuple[list[bytes], list[float], list[int]]:
     return tokens, scores, types
 
 
+def _add_metadata(writer: Any, spec: TinyModelSpec, file_type: Any) -> None:
+    """The Llama header: shapes, rope, the byte-level vocabulary and the chat template."""
+    writer.add_name(spec.name)
+    writer.add_context_length(spec.context_length)
+    writer.add_embedding_length(spec.n_embd)
+    writer.add_block_count(spec.n_layer)
+    writer.add_feed_forward_length(spec.n_ff)
+    writer.add_head_count(spec.n_head)
+    writer.add_head_count_kv(spec.n_head_kv)
+    writer.add_rope_dimension_count(spec.head_dim)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_vocab_size(spec.n_vocab)
+    writer.add_file_type(file_type)
+    writer.add_tokenizer_model("llama")
+    tokens, scores, types = _vocab()
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types(types)
+    writer.add_unk_token_id(0)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_add_bos_token(True)
+    writer.add_chat_template(CHAT_TEMPLATE)
+
+
 def write_tiny_gguf(path: str | os.PathLike[str], spec: TinyModelSpec | None = None) -> Path:
     """Write a random-weight Llama GGUF to `path` (atomically) and return the path."""
     import gguf  # light, but only needed here
@@ -80,28 +107,7 @@ def write_tiny_gguf(path: str | os.PathLike[str], spec: TinyModelSpec | None = N
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
 
     writer = gguf.GGUFWriter(str(tmp), "llama")
-    writer.add_name(spec.name)
-    writer.add_context_length(spec.context_length)
-    writer.add_embedding_length(spec.n_embd)
-    writer.add_block_count(spec.n_layer)
-    writer.add_feed_forward_length(spec.n_ff)
-    writer.add_head_count(spec.n_head)
-    writer.add_head_count_kv(spec.n_head_kv)
-    writer.add_rope_dimension_count(spec.head_dim)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_rope_freq_base(10000.0)
-    writer.add_vocab_size(spec.n_vocab)
-    writer.add_file_type(file_type)
-    writer.add_tokenizer_model("llama")
-    tokens, scores, types = _vocab()
-    writer.add_token_list(tokens)
-    writer.add_token_scores(scores)
-    writer.add_token_types(types)
-    writer.add_unk_token_id(0)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
-    writer.add_add_bos_token(True)
-    writer.add_chat_template(CHAT_TEMPLATE)
+    _add_metadata(writer, spec, file_type)
 
     def weight(name: str, shape: tuple[int, ...], quantize: bool = True) -> None:
         # numpy shape is (rows, cols) = GGUF's (ne1, ne0) reversed

@@ -27,7 +27,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch import procs
 from vramtui.core.launch.profile import Profile
@@ -63,7 +62,7 @@ class LaunchPlan:
     unsupported: list[str]  # shared parameters this backend does not take (see notes for why)
     notes: list[str] = field(default_factory=list)
     request_options: dict[str, object] = field(default_factory=dict)
-    backend: str = ""
+    backend: str = ""  # the backend's name, as printed and saved
     host: str = "127.0.0.1"
     port: int = 0
     model_name: str = ""  # the name to send in requests
@@ -85,7 +84,7 @@ class LaunchPlan:
 
 def build_command(profile: Profile) -> LaunchPlan:
     """The argument list, environment and unsupported parameters for launching `profile`."""
-    backend = get_backend(profile.backend)
+    backend = profile.backend
     launch = backend.launch
     if launch is None:
         raise VramtuiError(f"vramtui cannot launch {backend.name}")
@@ -319,12 +318,11 @@ class ModelServer:
         source = self.sample_source
         if source is None or not getattr(source, "available", False):
             return False
-        if self.plan.backend in {"llama.cpp", "llama-cpp-python", "ollama"}:
-            layers = self.profile.params.get("gpu_layers")
-            if layers is None:
-                # llama-cpp-python's server keeps every layer on the host unless told (n_gpu_layers=0);
-                # llama-server and Ollama offload by default.
-                return self.plan.backend != "llama-cpp-python"
+        backend = self.profile.backend
+        if backend.offloads_layers:
+            # The engine's default when unset: llama-cpp-python's server keeps every layer on the host
+            # (n_gpu_layers=0); llama-server and Ollama offload by default.
+            layers = self.profile.params.get("gpu_layers", backend.default("gpu_layers"))
             return str(layers).strip().lower() != "0"
         return True
 
@@ -626,7 +624,7 @@ class CheckResult:
     ttft_s: float | None = None
     tokens_per_s: float | None = None
     command_line: str = ""
-    backend: str = ""
+    backend: str = ""  # the backend's name, as printed and saved
     base_url: str = ""
     unsupported: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

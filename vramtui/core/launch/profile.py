@@ -33,7 +33,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vramtui.core.backends import PARAMS, get_backend
+from vramtui.core.backends import PARAMS, Backend, get_backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.units import MIB, parse_size
 
@@ -54,7 +54,8 @@ _PARAM_TYPES = (int, float, str, bool)
 
 @dataclass(frozen=True)
 class Profile:
-    backend: str
+    # The engine, resolved once from its name; a name given here is looked up (str(backend) is the name).
+    backend: Backend
     model: str
     params: dict[str, object] = field(default_factory=dict)
     memory_budget: int | None = None  # bytes
@@ -68,8 +69,8 @@ class Profile:
     warnings: tuple[str, ...] = ()  # keys we did not know, said rather than ignored
 
     def __post_init__(self) -> None:
-        # Canonical backend name, so "llama-server" and "llama.cpp" compare equal.
-        object.__setattr__(self, "backend", get_backend(self.backend).name)
+        # A name ("llama-server") becomes its Backend here, once: callers ask the object, never the name.
+        object.__setattr__(self, "backend", get_backend(self.backend))
         if not self.model:
             raise VramtuiError("the profile names no model")
         for name in self.params:
@@ -97,7 +98,7 @@ class Profile:
 
     def to_dict(self) -> dict[str, object]:
         """The profile as TOML-ready data (no None values)."""
-        data: dict[str, object] = {"backend": self.backend, "model": self.model}
+        data: dict[str, object] = {"backend": self.backend.name, "model": self.model}
         if self.name:
             data["name"] = self.name
         data["host"] = self.host
@@ -128,14 +129,14 @@ class Profile:
         return target
 
 
-def known_params(backend: str) -> tuple[str, ...]:
+def known_params(backend: Backend) -> tuple[str, ...]:
     """The [params] names a backend takes: the shared vocabulary, then its own pass-through ones."""
-    launch = get_backend(backend).launch
+    launch = backend.launch
     extras = tuple(launch.extra_params) if launch is not None else ()
     return PARAMS + tuple(name for name in extras if name not in PARAMS)
 
 
-def check_param_name(backend: str, name: str) -> None:
+def check_param_name(backend: Backend, name: str) -> None:
     """A [params] key vramtui does not know is an error (a typo must not pass silently)."""
     known = known_params(backend)
     if name in known:
@@ -147,7 +148,7 @@ def check_param_name(backend: str, name: str) -> None:
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]}? " if close else ""
     raise VramtuiError(
-        f"unknown parameter {name!r} under [params] for {get_backend(backend).name}: {hint}"
+        f"unknown parameter {name!r} under [params] for {backend.name}: {hint}"
         f"(known: {', '.join(known)}; other engine flags go in extra_args = [...])"
     )
 
@@ -160,16 +161,16 @@ def _checked_value(name: str, value: object) -> object:
     return value
 
 
-def _resolve_model(model: str, backend: str, folder: Path | None) -> str:
+def _resolve_model(model: str, backend: Backend, folder: Path | None) -> str:
     """Relative model paths are relative to the profile's folder; model names stay names."""
-    if backend == "ollama" or folder is None:
+    if backend.model_at_request or folder is None:
         return model
     path = Path(model).expanduser()
     if path.is_absolute():
         return str(path)
     candidate = folder / path
     # llama.cpp always takes a file; vLLM and transformers take a path or a hub name.
-    if backend in {"llama.cpp", "llama-cpp-python"} or candidate.exists() or model.startswith(("./", "../")):
+    if backend.model_is_file or candidate.exists() or model.startswith(("./", "../")):
         return str(candidate.resolve())
     return model
 
@@ -190,7 +191,7 @@ def profile_from_dict(
         raise VramtuiError('the profile needs backend = "llama.cpp" | "llama-cpp-python" | "vllm" | ...')
     if not isinstance(model, str) or not model:
         raise VramtuiError('the profile needs model = "path/to/model" (or the backend\'s model name)')
-    canonical = get_backend(backend).name
+    engine = get_backend(backend)  # the one lookup: an unknown name fails here, in one line
 
     params_raw = data.get("params", {})
     if not isinstance(params_raw, dict):
@@ -240,8 +241,8 @@ def profile_from_dict(
     name = data.get("name", "")
 
     return Profile(
-        backend=canonical,
-        model=_resolve_model(model, canonical, folder),
+        backend=engine,
+        model=_resolve_model(model, engine, folder),
         params=params,
         memory_budget=memory_budget,
         host=host,

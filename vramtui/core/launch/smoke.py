@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,57 +182,78 @@ def chat_request(base_url: str, payload: dict[str, object], timeout_s: float = 3
     return streamed
 
 
-def _send(base_url: str, payload: dict[str, object], timeout_s: float) -> SmokeResult:
+@dataclass
+class _Reply:
+    """What came back for one chat request, as it arrived (a stream's pieces, or a plain body)."""
+
+    status: int | None = None
+    body: str = ""
+    events: int = 0
+    pieces: list[str] = field(default_factory=list)
+    chunks: int = 0
+    usage_tokens: int | None = None
+    first: float | None = None  # when the first piece arrived (monotonic)
+
+
+def _read_event(reply: _Reply, event: object) -> bool:
+    """Fold one stream event into the reply; False when it was an error (the stream stops there)."""
+    reply.events += 1
+    if not isinstance(event, dict):
+        return True
+    if event.get("error"):
+        reply.body = json.dumps(event)  # an error sent inside the stream
+        reply.status = _error_status(event, reply.status)
+        return False
+    usage = event.get("usage")
+    if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
+        reply.usage_tokens = int(usage["completion_tokens"])
+    for choice in event.get("choices", []):
+        delta = choice.get("delta") or choice.get("message") or {}
+        piece = delta.get("content") or ""
+        if piece:
+            if reply.first is None:
+                reply.first = time.monotonic()
+            reply.pieces.append(piece)
+            reply.chunks += 1
+    return True
+
+
+def _read_stream(reply: _Reply, lines: Iterator[str], started: float, timeout_s: float) -> None:
+    """Server-sent events until [DONE], an error event, or the time is up (httpx.ReadTimeout)."""
     import httpx
 
-    url = base_url.rstrip("/") + "/v1/chat/completions"
-    model = payload.get("model")
-    events = 0
-    started = time.monotonic()
-    first: float | None = None
-    pieces: list[str] = []
-    chunks = 0
-    usage_tokens: int | None = None
-    status: int | None = None
-    body = ""
+    for line in lines:
+        if time.monotonic() - started > timeout_s:
+            raise httpx.ReadTimeout("stream took too long")
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        try:
+            event = json.loads(data)
+        except ValueError:
+            continue
+        if not _read_event(reply, event):
+            return
+
+
+def _post(url: str, payload: dict[str, object], timeout_s: float, started: float) -> _Reply | SmokeResult:
+    """Send the request and read the answer; a SmokeResult when the connection itself failed."""
+    import httpx
+
+    reply = _Reply()
     try:
         with (
             httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0)) as client,
             client.stream("POST", url, json=payload) as response,
         ):
-            status = response.status_code
+            reply.status = response.status_code
             content_type = response.headers.get("content-type", "")
-            if status != 200 or "text/event-stream" not in content_type:
-                body = response.read().decode("utf-8", errors="replace")
+            if reply.status != 200 or "text/event-stream" not in content_type:
+                reply.body = response.read().decode("utf-8", errors="replace")
             else:
-                for line in response.iter_lines():
-                    if time.monotonic() - started > timeout_s:
-                        raise httpx.ReadTimeout("stream took too long")
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    try:
-                        event = json.loads(data)
-                    except ValueError:
-                        continue
-                    events += 1
-                    if isinstance(event, dict) and event.get("error"):
-                        body = json.dumps(event)  # an error sent inside the stream
-                        status = _error_status(event, status)
-                        break
-                    usage = event.get("usage") if isinstance(event, dict) else None
-                    if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
-                        usage_tokens = int(usage["completion_tokens"])
-                    for choice in event.get("choices", []) if isinstance(event, dict) else []:
-                        delta = choice.get("delta") or choice.get("message") or {}
-                        piece = delta.get("content") or ""
-                        if piece:
-                            if first is None:
-                                first = time.monotonic()
-                            pieces.append(piece)
-                            chunks += 1
+                _read_stream(reply, response.iter_lines(), started, timeout_s)
     except httpx.ConnectError:
         return SmokeResult(
             False, None, "connection refused: the server is not up (see the log)", kind="refused"
@@ -239,65 +261,76 @@ def _send(base_url: str, payload: dict[str, object], timeout_s: float) -> SmokeR
     except httpx.TimeoutException:
         return SmokeResult(
             False,
-            status,
+            reply.status,
             f"no answer within {timeout_s:g} s: the request is queued or the KV cache is under pressure (see the log)",
             kind="timeout",
             elapsed_s=time.monotonic() - started,
         )
     except httpx.HTTPError as error:
-        return SmokeResult(False, status, f"the connection failed: {error}", kind="bad_response")
-    finished = time.monotonic()
+        return SmokeResult(False, reply.status, f"the connection failed: {error}", kind="bad_response")
+    return reply
 
-    if status == 200 and not body and events == 0:
+
+def _refusal(reply: _Reply, base_url: str, model: object, elapsed_s: float) -> SmokeResult | None:
+    """The server said no (an HTTP error, an error body, an empty stream), or None when it answered."""
+    status, body = reply.status, reply.body
+    if status == 200 and not body and reply.events == 0:
         return SmokeResult(False, status, "the stream ended without a single event", kind="no_events")
-    if status is not None and (status != 200 or _is_error_body(body)):
-        if _too_long(body):
-            return SmokeResult(
-                False,
-                status,
-                f"the request is longer than the server's context: {_error_message(body)}",
-                kind="context_too_long",
-                elapsed_s=finished - started,
-            )
-        if _not_found(status, body):
-            names = list_models(base_url)
-            listed = ", ".join(names) if names else "none listed"
-            return SmokeResult(
-                False,
-                status,
-                f"model {model!r} not found: the server registered {listed}; use that name",
-                kind="model_not_found",
-                models=names,
-            )
+    if status is None or (status == 200 and not _is_error_body(body)):
+        return None
+    if _too_long(body):
         return SmokeResult(
             False,
             status,
-            f"HTTP {status}: {_error_message(body)}",
-            kind="http_error",
-            elapsed_s=finished - started,
+            f"the request is longer than the server's context: {_error_message(body)}",
+            kind="context_too_long",
+            elapsed_s=elapsed_s,
         )
+    if _not_found(status, body):
+        names = list_models(base_url)
+        listed = ", ".join(names) if names else "none listed"
+        return SmokeResult(
+            False,
+            status,
+            f"model {model!r} not found: the server registered {listed}; use that name",
+            kind="model_not_found",
+            models=names,
+        )
+    return SmokeResult(
+        False, status, f"HTTP {status}: {_error_message(body)}", kind="http_error", elapsed_s=elapsed_s
+    )
 
-    if body:  # a 200 that was not a stream: a plain JSON answer
-        try:
-            data = json.loads(body)
-            message = data["choices"][0].get("message") or {}
-            pieces = [message.get("content") or ""]
-            usage_tokens = (data.get("usage") or {}).get("completion_tokens")
-            first = finished
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            return SmokeResult(
-                False, status, "HTTP 200 but not a chat completion", text=body[:200], kind="bad_response"
-            )
 
-    text = "".join(pieces)
-    tokens = usage_tokens if usage_tokens is not None else chunks
-    ttft = (first - started) if first is not None else None
+def _read_plain(reply: _Reply, finished: float) -> SmokeResult | None:
+    """A 200 that was not a stream: take its JSON answer into the reply (or say it is not one)."""
+    try:
+        data = json.loads(reply.body)
+        message = data["choices"][0].get("message") or {}
+        reply.pieces = [message.get("content") or ""]
+        reply.usage_tokens = (data.get("usage") or {}).get("completion_tokens")
+        reply.first = finished
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return SmokeResult(
+            False,
+            reply.status,
+            "HTTP 200 but not a chat completion",
+            text=reply.body[:200],
+            kind="bad_response",
+        )
+    return None
+
+
+def _answer(reply: _Reply, started: float, finished: float) -> SmokeResult:
+    """An answer: its timings, and whether its text is empty or looks garbled."""
+    text = "".join(reply.pieces)
+    tokens = reply.usage_tokens if reply.usage_tokens is not None else reply.chunks
+    first = reply.first
     rate = None
     if first is not None and tokens and tokens > 1 and finished > first:
         rate = (tokens - 1) / (finished - first)  # decode rate after the first token
     common = {
         "text": text,
-        "ttft_s": ttft,
+        "ttft_s": (first - started) if first is not None else None,
         "tokens_per_s": rate,
         "completion_tokens": tokens,
         "elapsed_s": finished - started,
@@ -305,7 +338,7 @@ def _send(base_url: str, payload: dict[str, object], timeout_s: float) -> SmokeR
     if not text.strip():
         return SmokeResult(
             False,
-            status,
+            reply.status,
             "answered 200 with empty text: the chat template probably does not match the model",
             kind="empty",
             **common,  # type: ignore[arg-type]
@@ -313,10 +346,27 @@ def _send(base_url: str, payload: dict[str, object], timeout_s: float) -> SmokeR
     if looks_garbled(text):
         return SmokeResult(
             True,
-            status,
+            reply.status,
             "the server answers (the text looks garbled: random weights, or a chat template that does not match)",
             kind="garbled",
             warning="answer looks garbled: check the chat template (expected with random-weight models)",
             **common,  # type: ignore[arg-type]
         )
-    return SmokeResult(True, status, "the server answers", kind="answered", **common)  # type: ignore[arg-type]
+    return SmokeResult(True, reply.status, "the server answers", kind="answered", **common)  # type: ignore[arg-type]
+
+
+def _send(base_url: str, payload: dict[str, object], timeout_s: float) -> SmokeResult:
+    """POST one chat request (streamed when the server streams) and say what the answer means."""
+    started = time.monotonic()
+    reply = _post(base_url.rstrip("/") + "/v1/chat/completions", payload, timeout_s, started)
+    if isinstance(reply, SmokeResult):
+        return reply
+    finished = time.monotonic()
+    refused = _refusal(reply, base_url, payload.get("model"), finished - started)
+    if refused is not None:
+        return refused
+    if reply.body:
+        not_chat = _read_plain(reply, finished)
+        if not_chat is not None:
+            return not_chat
+    return _answer(reply, started, finished)

@@ -168,11 +168,8 @@ class EstimatorPane(Pane):
         a memory budget stands for the card it emulates."""
         from pathlib import Path
 
-        from vramtui.core.backends import get_backend
-
-        try:
-            accounting = get_backend(profile.backend).accounting
-        except VramtuiError:
+        accounting = getattr(getattr(profile, "backend", None), "accounting", None)
+        if accounting is None:
             return
         model = str(getattr(profile, "model", "") or "")
         if model and Path(model).exists():

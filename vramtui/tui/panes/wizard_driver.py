@@ -116,7 +116,7 @@ class WizardDriver:
         log_pane = self.app.query_one("#log")
         label = f"wizard step {len(self.wizard.steps)}: {profile.label}"
         self.app.call_from_thread(self.app.follow_profile, profile)  # type: ignore[attr-defined]
-        feed = self.app.call_from_thread(log_pane.open_stream, label, profile.backend, tagged=True)  # type: ignore[attr-defined]
+        feed = self.app.call_from_thread(log_pane.open_stream, label, profile.backend.name, tagged=True)  # type: ignore[attr-defined]
         memory = self.app.query_one("#memory")
 
         def started(server: Any) -> None:

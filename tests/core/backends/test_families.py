@@ -1,0 +1,95 @@
+"""One package per engine family: what each Backend answers, so callers never compare its name."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from vramtui.core.backends import BACKENDS, get_backend, llama_cpp, transformers, vllm
+from vramtui.core.errors import VramtuiError
+from vramtui.core.launch.profile import Profile, profile_from_dict
+
+PACKAGE = Path(__file__).resolve().parents[3] / "vramtui"
+NAMES = {b.name for b in BACKENDS.values()} | {"llama_cpp", "sglang", "tgi"}
+# The parts of vramtui that hold a Backend and ask it (the log and estimate engines name backends in
+# their own rules and are checked where they live).
+ASKING = (
+    "core/launch",
+    "core/wizard",
+    "core/demo",
+    *(f"cli/{name}.py" for name in ("check", "run", "wizard", "demo", "common", "app_entry", "__init__")),
+)
+
+
+def test_every_backend_lives_in_its_family_package() -> None:
+    families = {module.FAMILY: module for module in (llama_cpp, vllm, transformers)}
+    for backend in BACKENDS.values():
+        module = families[backend.family]
+        assert backend in module.BACKENDS
+        assert str(backend) == backend.name and backend.launchable
+    assert {b.name for b in llama_cpp.BACKENDS} == {"llama.cpp", "llama-cpp-python", "ollama"}
+
+
+def test_rungs_come_from_the_family_ladder_and_the_knobs() -> None:
+    python = get_backend("llama-cpp-python")
+    assert [r.param for r in python.rungs("kv_cache")] == ["kv_dtype", "context", "flash_attn", "gpu_layers"]
+    assert python.rungs("kv_cache") == [r for r in llama_cpp.LADDER["kv_cache"] if r.param != "parallel"]
+    assert "mem_share" in [r.param for r in get_backend("vllm").rungs("kv_cache")]
+    assert "double_quant" in [r.param for r in get_backend("transformers").rungs("load_weights")]
+    assert get_backend("vllm").rungs(None) == [] and get_backend("vllm").rungs("download") == []
+
+
+def test_what_callers_ask_instead_of_the_name() -> None:
+    server, python, ollama = (get_backend(n) for n in ("llama-server", "llama-cpp-python", "ollama"))
+    vllm_backend = get_backend("vllm")
+    assert python.default("gpu_layers") == 0 and server.default("gpu_layers") == "all"
+    assert all(b.default("flash_attn") is False for b in BACKENDS.values())
+    assert python.host_baseline_bytes > ollama.host_baseline_bytes > server.host_baseline_bytes
+    assert python.keeps_all_logits and not server.keeps_all_logits
+    assert server.offloads_layers and ollama.offloads_layers and not vllm_backend.offloads_layers
+    assert python.needs_flash_attn_for("q8_0") and not python.needs_flash_attn_for("f16")
+    assert not vllm_backend.needs_flash_attn_for("fp8")
+    assert ollama.model_at_request and not server.model_at_request
+    assert server.model_is_file and not vllm_backend.model_is_file
+    assert vllm_backend.kv_dtype_order == ("auto", "fp8") and server.quant_order == ()
+
+
+def test_a_profile_holds_its_backend_resolved_once(tmp_path: Path) -> None:
+    profile = profile_from_dict({"backend": "llama-server", "model": "m.gguf"}, folder=tmp_path)
+    assert profile.backend is get_backend("llama.cpp")
+    assert profile.to_dict()["backend"] == "llama.cpp"  # saved by name
+    assert Profile(backend="hf", model="gpt2").backend is get_backend("transformers")
+    with pytest.raises(VramtuiError, match=r"unknown backend 'lama\.cpp'"):
+        profile_from_dict({"backend": "lama.cpp", "model": "m.gguf"})
+
+
+def _name_comparisons(path: Path) -> list[int]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        values = [s.value for s in sides if isinstance(s, ast.Constant)]
+        values += [
+            e.value
+            for s in sides
+            if isinstance(s, ast.Tuple | ast.List | ast.Set)
+            for e in s.elts
+            if isinstance(e, ast.Constant)
+        ]
+        if any(isinstance(v, str) and v in NAMES for v in values):
+            found.append(node.lineno)
+    return found
+
+
+def test_no_backend_name_comparisons_where_a_backend_is_held() -> None:
+    files = [
+        p
+        for part in ASKING
+        for p in ([PACKAGE / part] if part.endswith(".py") else (PACKAGE / part).rglob("*.py"))
+    ]
+    assert len(files) > 10
+    offenders = {str(f.relative_to(PACKAGE)): lines for f in files if (lines := _name_comparisons(f))}
+    assert offenders == {}

@@ -1,0 +1,301 @@
+"""What every engine family fills in: the shared parameters, how a backend launches, its ladder rungs.
+
+The shared vocabulary (what a profile, the estimator, the diagnosis and the wizard speak):
+
+    context      tokens of context per sequence (llama.cpp: the whole cache, split across slots)
+    parallel     concurrent sequences (slots / max-num-seqs / OLLAMA_NUM_PARALLEL)
+    batch        logical batch size
+    ubatch       micro-batch (llama.cpp's n_ubatch; vLLM's max-num-batched-tokens is the nearest)
+    kv_dtype     KV cache element type (f16, bf16, fp8, q8_0, q4_0)
+    gpu_layers   layers on the GPU (llama.cpp family); the rest run from host RAM
+    mem_share    share of the card the engine may take (vLLM's gpu-memory-utilization)
+    quant        quantization the engine applies at load (vLLM --quantization, transformers bnb-4bit...)
+    flash_attn   flash attention on/off
+    cpu_offload  GiB of weights kept in host RAM (vLLM --cpu-offload-gb; transformers max_memory)
+
+A parameter a backend does not have maps to None here, and the launcher says so instead of dropping it.
+This module imports nothing heavier than the error type: the log rules import the family packages.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from vramtui.core.errors import VramtuiError
+
+PARAMS: tuple[str, ...] = (
+    "context",
+    "parallel",
+    "batch",
+    "ubatch",
+    "kv_dtype",
+    "gpu_layers",
+    "mem_share",
+    "quant",
+    "flash_attn",
+    "cpu_offload",
+)
+MIB = 1 << 20  # kept local: base.py stays free of imports (vramtui.core.units has the same)
+
+
+@dataclass(frozen=True)
+class Translation:
+    """What one shared parameter becomes for one backend."""
+
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    # Options a backend takes per request, not per launch (Ollama's num_gpu, num_batch).
+    request_options: dict[str, object] = field(default_factory=dict)
+    # Set when the backend cannot take this parameter or this value: said, never dropped.
+    problem: str | None = None
+
+
+Translator = Callable[["Backend", str, object], Translation]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How a backend's server is started and how it says it is ready."""
+
+    # The program and its fixed leading arguments; "{python}" is the interpreter vramtui runs on.
+    program: tuple[str, ...]
+    # The flag that names the model; None: the model is the first positional argument.
+    model_flag: str | None
+    host_flag: str | None
+    port_flag: str | None
+    default_port: int
+    # GET paths that answer 200 once the model is loaded (tried in order).
+    health_paths: tuple[str, ...]
+    # Lowercase substrings of the log line the server prints when it listens.
+    ready_patterns: tuple[str, ...]
+    # Shared parameter (and value) -> arguments/environment for this backend.
+    translate: Translator
+    # Backend-specific profile parameters that pass straight through as flags.
+    extra_params: dict[str, str] = field(default_factory=dict)
+    # Ollama takes host:port from its environment, not a flag.
+    host_port_env: str | None = None
+    # The model is named at request time, not at launch (Ollama).
+    model_at_request: bool = False
+
+    def argv_prefix(self) -> list[str]:
+        return [sys.executable if part == "{python}" else part for part in self.program]
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One step of a downgrade ladder: one parameter and the direction it moves."""
+
+    param: str  # a shared parameter, "model" (another file), or a request-side name (input_length ...)
+    move: str  # "down" | "on" | "off" | "up" | "file" | "advice"
+    label: str  # what the user reads
+    cost: str = ""  # what it costs, said plainly
+
+    def knob(self, backend: Backend) -> str | None:
+        """The flag or environment variable a user changes for this rung on `backend` (None: none)."""
+        if self.param == "model":
+            return backend.launch.model_flag if backend.launch else None
+        return backend.knob(self.param)
+
+    def applies_to(self, backend: Backend) -> bool:
+        if self.move == "advice" or self.param == "model":
+            return True
+        if self.param in backend.fixed:
+            return False  # the engine cannot change it (llama-cpp-python: one sequence)
+        return self.knob(backend) is not None
+
+
+Ladder = Mapping[str, tuple[Rung, ...]]  # failing stage -> rungs, in the order users are taught
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    # How the estimator accounts memory for it: "llama.cpp", "vllm" or "transformers".
+    accounting: str
+    # Shared parameter -> the backend's own command-line flag (None: the backend has no such knob).
+    flags: dict[str, str | None]
+    # The engine family package it lives in: "llama_cpp", "vllm" or "transformers".
+    family: str = ""
+    # Shared parameter -> environment variable, for knobs a backend only takes from its environment.
+    env: dict[str, str] = field(default_factory=dict)
+    # Values the engine uses when the user says nothing (what the wizard and estimator assume).
+    defaults: dict[str, object] = field(default_factory=dict)
+    # KV cache types the backend accepts, in the user's spelling.
+    kv_dtypes: tuple[str, ...] = ("f16",)
+    aliases: tuple[str, ...] = ()
+    # How its server is launched; None: vramtui reads its logs but cannot start it.
+    launch: Launch | None = None
+    # Values the engine always has: asking for exactly that value is no unsupported parameter.
+    fixed: dict[str, object] = field(default_factory=dict)
+    # The downgrade ladder per failing stage (its family's ladder.py).
+    ladder: Ladder = field(default_factory=dict)
+    # KV cache types from largest to smallest element, as the wizard walks them down.
+    kv_dtype_order: tuple[str, ...] = ()
+    # On-the-fly quantization from largest to smallest (None: 16-bit); empty: the file is the quantization.
+    quant_order: tuple[str | None, ...] = ()
+    # llama.cpp refuses a quantized V cache without flash attention.
+    quantized_v_needs_flash_attn: bool = False
+    # The model is a file on disk (a GGUF), never a hub name.
+    model_is_file: bool = False
+    # What the engine process itself holds of a host budget before any model buffer.
+    host_baseline_bytes: int = 256 * MIB
+    # Its server keeps logits for every position plus the token ids, per context (logits_all).
+    keeps_all_logits: bool = False
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def launchable(self) -> bool:
+        return self.launch is not None
+
+    @property
+    def model_at_request(self) -> bool:
+        """The model is a name the server is asked for (Ollama), not a file or folder it loads."""
+        return self.launch is not None and self.launch.model_at_request
+
+    @property
+    def offloads_layers(self) -> bool:
+        """It places layers on the GPU by count (llama.cpp family): gpu_layers = 0 keeps all on the host."""
+        return self.knob("gpu_layers") is not None
+
+    def flag(self, param: str) -> str | None:
+        return self.flags.get(param)
+
+    def knob(self, param: str) -> str | None:
+        """What a user changes for `param`: the flag, else the environment variable, else None."""
+        return self.flags.get(param) or self.env.get(param)
+
+    def default(self, param: str) -> object:
+        """The value `param` has when the profile says nothing."""
+        return self.defaults.get(param)
+
+    def rungs(self, stage: str | None) -> list[Rung]:
+        """The rungs for a failing stage that this backend can take, in the order users are taught."""
+        return [rung for rung in self.ladder.get(stage or "", ()) if rung.applies_to(self)]
+
+    def needs_flash_attn_for(self, kv_dtype: object) -> bool:
+        """Does this KV cache type need flash attention on first ("quantized V cache requires flash_attn")?"""
+        return self.quantized_v_needs_flash_attn and str(kv_dtype).lower().startswith(("q", "iq"))
+
+    def translate(self, param: str, value: object) -> Translation:
+        """The arguments/environment that give this backend `param = value` (or why it cannot)."""
+        if self.launch is None:
+            return Translation(problem=f"{self.name} cannot be launched by vramtui")
+        if param in self.fixed and _same(self.fixed[param], value):
+            return Translation()  # the engine always behaves this way: nothing to pass
+        return self.launch.translate(self, param, value)
+
+
+# --- value spellings shared by the translators -------------------------------------------------------
+
+_KV_ALIASES = {
+    "fp16": "f16",
+    "float16": "f16",
+    "half": "f16",
+    "bfloat16": "bf16",
+    "fp32": "f32",
+    "float32": "f32",
+}
+_TRUE = {"1", "true", "on", "yes", "enabled"}
+_FALSE = {"0", "false", "off", "no", "disabled"}
+
+
+def _same(a: object, b: object) -> bool:
+    return str(a).strip().lower() == str(b).strip().lower()
+
+
+def kv_dtype_name(value: object) -> str:
+    """The user's KV cache type in llama.cpp's spelling (f16, q8_0 ...)."""
+    text = str(value).strip().lower()
+    return _KV_ALIASES.get(text, text)
+
+
+def switch(value: object) -> bool | str:
+    """flash_attn and friends: True, False or "auto"."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    if text == "auto":
+        return "auto"
+    raise VramtuiError(f"not an on/off value: {value!r} (use true, false or auto)")
+
+
+def whole(param: str, value: object) -> int:
+    """An integer parameter; a clear error for anything else."""
+    if isinstance(value, bool):
+        raise VramtuiError(f"{param} must be a whole number, not {value!r}")
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise VramtuiError(f"{param} must be a whole number, not {value!r}") from None
+    if not number.is_integer():
+        raise VramtuiError(f"{param} must be a whole number, not {value!r}")
+    return int(number)
+
+
+def gib(param: str, value: object) -> float:
+    """cpu_offload: a number of GiB or a size string ("4GiB")."""
+    from vramtui.core.units import GIB, parse_size
+
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return parse_size(str(value)) / GIB
+
+
+def is_all(value: object) -> bool:
+    return str(value).strip().lower() in {"all", "-1"}
+
+
+def no_such(backend: Backend, param: str, why: str = "") -> Translation:
+    return Translation(problem=f"{backend.name} has no {param} setting" + (f": {why}" if why else ""))
+
+
+def bad_value(backend: Backend, param: str, value: object, accepted: str) -> Translation:
+    return Translation(problem=f"{backend.name} does not take {param}={value!r} (it takes {accepted})")
+
+
+def kv_check(backend: Backend, value: object) -> str | Translation:
+    """The KV type in llama.cpp's spelling, or the Translation that refuses it."""
+    name = kv_dtype_name(value)
+    if name not in backend.kv_dtypes:
+        return bad_value(backend, "kv_dtype", value, ", ".join(backend.kv_dtypes))
+    return name
+
+
+# --- rungs every family's ladder shares -------------------------------------------------------------
+# Each family's ladder.py lists its own order; the rungs they have in common are spelled once here.
+
+PARALLEL_DOWN = Rung("parallel", "down", "fewer concurrent sequences", "fewer users served at once")
+KV_DTYPE_DOWN = Rung(
+    "kv_dtype", "down", "a smaller KV cache type", "slightly lower answer quality (q4_0 more than q8_0)"
+)
+CONTEXT_DOWN = Rung("context", "down", "a shorter context", "long prompts and long chats no longer fit")
+FLASH_ATTN_ON = Rung("flash_attn", "on", "flash attention on", "none on most GPUs; some older cards lack it")
+QUANT_DOWN = Rung("quant", "down", "a lower quantization level (16 → 8 → 4 bit)", "some answer quality")
+PREQUANTIZED_FILE = Rung(
+    "model",
+    "file",
+    "a pre-quantized file of the same model",
+    "some answer quality (and no near-16-bit load peak, unlike on-the-fly quantization)",
+)
+CPU_OFFLOAD_UP = Rung(
+    "cpu_offload", "up", "keep part of the weights in host RAM", "much slower for the offloaded part"
+)
+SMALLER_MODEL = Rung("smaller_model", "advice", "a smaller model", "a less capable model")
+SHORTER_INPUT = Rung(
+    "input_length", "advice", "a shorter input (replay the failing request shortened)", "less context"
+)
+BATCH_DOWN = Rung("batch", "down", "a smaller batch", "slower prompt processing")
+CHUNKING = Rung(
+    "chunking",
+    "advice",
+    "split the input into chunks",
+    "the model no longer sees the whole input at once",
+)

@@ -1,0 +1,244 @@
+"""The llama.cpp family: llama-server, llama-cpp-python's server and Ollama (which runs llama-server).
+
+How each names the shared parameters, its defaults, how it launches and says it is ready, and
+(ladder.py) the rungs it has. Flags checked against each program's own source; see
+tests/core/backends/test_backends.py for where from.
+"""
+
+from __future__ import annotations
+
+from vramtui.core.backends.base import (
+    MIB,
+    PARAMS,
+    Backend,
+    Launch,
+    Translation,
+    bad_value,
+    is_all,
+    kv_check,
+    no_such,
+    switch,
+    whole,
+)
+from vramtui.core.backends.llama_cpp.ladder import KV_DTYPE_ORDER, LADDER
+
+FAMILY = "llama_cpp"
+_GGUF_IS_THE_QUANT = "the GGUF file is the quantization: pick another file"
+
+
+def _translate_llama_cpp(backend: Backend, param: str, value: object) -> Translation:
+    flag = backend.flags.get(param)
+    if flag is None:
+        return no_such(backend, param, _GGUF_IS_THE_QUANT if param == "quant" else "")
+    if param == "kv_dtype":
+        name = kv_check(backend, value)
+        if isinstance(name, Translation):
+            return name
+        return Translation(args=("--cache-type-k", name, "--cache-type-v", name))
+    if param == "flash_attn":
+        state = switch(value)
+        return Translation(args=(flag, "auto" if state == "auto" else ("on" if state else "off")))
+    if param == "gpu_layers":
+        # 999 rather than "all": every build takes a number, only new ones take "all".
+        return Translation(args=(flag, "999" if is_all(value) else str(whole(param, value))))
+    return Translation(args=(flag, str(whole(param, value))))
+
+
+# ggml_type numbers: llama-cpp-python's server takes --type_k/--type_v as integers (llama_cpp.py enum).
+GGML_TYPES = {
+    "f32": 0,
+    "f16": 1,
+    "q4_0": 2,
+    "q4_1": 3,
+    "q5_0": 6,
+    "q5_1": 7,
+    "q8_0": 8,
+    "iq4_nl": 20,
+    "bf16": 30,
+}
+
+
+def _translate_llama_cpp_python(backend: Backend, param: str, value: object) -> Translation:
+    flag = backend.flags.get(param)
+    if flag is None:
+        why = {"parallel": "its server runs one sequence at a time", "quant": _GGUF_IS_THE_QUANT}
+        return no_such(backend, param, why.get(param, ""))
+    if param == "kv_dtype":
+        name = kv_check(backend, value)
+        if isinstance(name, Translation):
+            return name
+        number = str(GGML_TYPES[name])
+        return Translation(args=("--type_k", number, "--type_v", number))
+    if param == "flash_attn":
+        state = switch(value)
+        if state == "auto":
+            return bad_value(backend, param, value, "true or false")
+        return Translation(args=(flag, "true" if state else "false"))
+    if param == "gpu_layers":
+        return Translation(args=(flag, "-1" if is_all(value) else str(whole(param, value))))
+    return Translation(args=(flag, str(whole(param, value))))
+
+
+def _translate_ollama(backend: Backend, param: str, value: object) -> Translation:
+    knob = backend.env.get(param)
+    if knob is None:
+        return no_such(backend, param)
+    if not knob.isupper():  # a model option (num_gpu, num_batch): sent with each request
+        amount = -1 if param == "gpu_layers" and is_all(value) else whole(param, value)
+        return Translation(request_options={knob: amount})
+    if param == "kv_dtype":
+        name = kv_check(backend, value)
+        if isinstance(name, Translation):
+            return name
+        return Translation(env={knob: name})
+    if param == "flash_attn":
+        state = switch(value)
+        if state == "auto":
+            return bad_value(backend, param, value, "true or false")
+        return Translation(env={knob: "1" if state else "0"})
+    return Translation(env={knob: str(whole(param, value))})
+
+
+# What the family shares: GGUF files, llama.cpp's accounting, its ladder, its KV types' order.
+_FAMILY = {
+    "accounting": "llama.cpp",
+    "family": FAMILY,
+    "ladder": LADDER,
+    "kv_dtype_order": KV_DTYPE_ORDER,
+    "quantized_v_needs_flash_attn": True,
+}
+
+LLAMA_CPP = Backend(
+    name="llama.cpp",
+    flags={
+        "context": "--ctx-size",
+        "parallel": "--parallel",
+        "batch": "--batch-size",
+        "ubatch": "--ubatch-size",
+        "kv_dtype": "--cache-type-k",  # and --cache-type-v with the same value
+        "gpu_layers": "--n-gpu-layers",
+        "mem_share": None,
+        "quant": None,  # the GGUF file is the quantization: pick another file
+        "flash_attn": "--flash-attn",
+        "cpu_offload": None,
+    },
+    # flash_attn: the wizard counts it off unless the profile turns it on (a compute buffer as if off).
+    defaults={
+        "context": 4096,
+        "parallel": 1,
+        "batch": 2048,
+        "ubatch": 512,
+        "kv_dtype": "f16",
+        "gpu_layers": "all",
+        "flash_attn": False,
+    },
+    kv_dtypes=("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"),
+    aliases=("llama-server", "llamacpp", "llama_cpp", "llama-cli"),
+    launch=Launch(
+        program=("llama-server",),
+        model_flag="--model",
+        host_flag="--host",
+        port_flag="--port",
+        default_port=8080,
+        # /health answers 503 while loading and 200 once the model is loaded (tools/server/README.md).
+        health_paths=("/health",),
+        ready_patterns=("server is listening on", "all slots are idle"),
+        translate=_translate_llama_cpp,
+        extra_params={"threads": "--threads", "alias": "--alias", "fit": "--fit", "mmap": "--mmap"},
+    ),
+    model_is_file=True,
+    host_baseline_bytes=96 * MIB,  # llama-server: little besides its buffers
+    **_FAMILY,  # type: ignore[arg-type]
+)
+
+LLAMA_CPP_PYTHON = Backend(
+    name="llama-cpp-python",
+    flags={
+        "context": "--n_ctx",
+        "parallel": None,  # its server runs one sequence at a time
+        "batch": "--n_batch",
+        "ubatch": "--n_ubatch",
+        "kv_dtype": "--type_k",  # and --type_v; it takes ggml type numbers
+        "gpu_layers": "--n_gpu_layers",
+        "mem_share": None,
+        "quant": None,
+        "flash_attn": "--flash_attn",
+        "cpu_offload": None,
+    },
+    # Its server keeps every layer on the host unless told (n_gpu_layers = 0).
+    defaults={
+        "context": 2048,
+        "parallel": 1,
+        "batch": 512,
+        "ubatch": 512,
+        "kv_dtype": "f16",
+        "gpu_layers": 0,
+        "flash_attn": False,
+    },
+    kv_dtypes=("f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"),
+    aliases=("llama_cpp_python", "llama_cpp.server", "llama-cpp-python-server"),
+    launch=Launch(
+        program=("{python}", "-m", "llama_cpp.server"),
+        model_flag="--model",
+        host_flag="--host",
+        port_flag="--port",
+        default_port=8000,
+        # No health endpoint: the model is loaded before uvicorn starts, so /v1/models answering means ready.
+        health_paths=("/v1/models",),
+        ready_patterns=("uvicorn running on", "application startup complete"),
+        translate=_translate_llama_cpp_python,
+        extra_params={
+            "threads": "--n_threads",
+            "chat_format": "--chat_format",
+            "model_alias": "--model_alias",
+            "use_mmap": "--use_mmap",
+        },
+    ),
+    fixed={"parallel": 1},
+    model_is_file=True,
+    # Measured here: 290-380 MiB of address space besides its buffers (Python, numpy, uvicorn,
+    # thread stacks and malloc arenas).
+    host_baseline_bytes=352 * MIB,
+    keeps_all_logits=True,
+    **_FAMILY,  # type: ignore[arg-type]
+)
+
+OLLAMA = Backend(
+    name="ollama",
+    # Ollama takes model options through its API and the rest from its server's environment.
+    flags={param: None for param in PARAMS},
+    env={
+        "context": "OLLAMA_CONTEXT_LENGTH",
+        "parallel": "OLLAMA_NUM_PARALLEL",
+        "kv_dtype": "OLLAMA_KV_CACHE_TYPE",
+        "flash_attn": "OLLAMA_FLASH_ATTENTION",
+        "gpu_layers": "num_gpu",  # a model option (API / Modelfile), not an environment variable
+        "batch": "num_batch",
+    },
+    defaults={
+        "context": 4096,
+        "parallel": 1,
+        "kv_dtype": "f16",
+        "ubatch": 512,
+        "gpu_layers": "all",
+        "flash_attn": False,
+    },
+    kv_dtypes=("f16", "q8_0", "q4_0"),
+    aliases=(),
+    launch=Launch(
+        program=("ollama", "serve"),
+        model_flag=None,
+        host_flag=None,
+        port_flag=None,
+        default_port=11434,
+        health_paths=("/api/version",),
+        ready_patterns=("listening on",),
+        translate=_translate_ollama,
+        host_port_env="OLLAMA_HOST",
+        model_at_request=True,
+    ),
+    host_baseline_bytes=128 * MIB,
+    **_FAMILY,  # type: ignore[arg-type]
+)
+
+BACKENDS: tuple[Backend, ...] = (LLAMA_CPP, LLAMA_CPP_PYTHON, OLLAMA)

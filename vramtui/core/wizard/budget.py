@@ -1,0 +1,226 @@
+"""The budget model: what a configuration needs, as a MemoryBill, and how much room the budget leaves.
+
+The estimator gives each part (weights, KV cache, compute buffers, and llama-cpp-python's logits
+arrays as the output part); each is scaled by measured/estimated from the last run that printed it.
+The room the engine process leaves for buffers is learned from failures (what it had plus what it
+could not get is more than the room) and successes (what it held fitted).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from pathlib import Path
+from typing import Any
+
+from vramtui.core.backends import Backend, kv_dtype_name, switch
+from vramtui.core.launch.profile import Profile
+from vramtui.core.memory.parts import HOST, MemoryBill, Part, Place
+from vramtui.core.units import MIB
+from vramtui.core.wizard.ladders import MEMORY_FAILURES
+from vramtui.core.wizard.observe import Observation, part_bytes
+
+DEFAULT_MARGIN = 0.9  # a proposal must fit in 90% of what is left for buffers
+_ESTIMATED_PARTS: tuple[Part, ...] = ("weights", "kv_cache", "compute", "output")
+
+
+def needed_bytes(bill: MemoryBill) -> int:
+    """Everything a predicted bill holds: the budget counts every part wherever the bill put it."""
+    return sum(bill.total(place) for place in bill.places)
+
+
+def current_value(profile: Profile, param: str) -> object:
+    """The value a parameter has in a run of this profile: the profile's, else the engine's default."""
+    if param == "model":
+        return profile.model
+    if param in profile.params:
+        return profile.params[param]
+    return profile.backend.default(param)
+
+
+def _int_param(profile: Profile, name: str, fallback: int) -> int:
+    value = profile.params.get(name, profile.backend.defaults.get(name, fallback))
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return fallback
+
+
+def _flash_on(profile: Profile) -> bool:
+    return switch(current_value(profile, "flash_attn") or False) is True
+
+
+class MemoryModel:
+    """The estimator, corrected by what earlier runs measured."""
+
+    def __init__(
+        self, profile: Profile, margin: float = DEFAULT_MARGIN, device_bytes: int | None = None
+    ) -> None:
+        self.backend: Backend = profile.backend
+        self.margin = margin
+        self.host = self.host_budget(profile)
+        # The budget: the profile's, else (a GPU run) the card's own memory.
+        self.budget = profile.memory_budget or (None if self.host else device_bytes or _first_gpu_bytes())
+        self.overhead = 512 * MIB  # the engine's own share of a GPU (CUDA context...): the estimator's figure
+        self.factors: dict[str, float] = {}
+        self.room_upper: int | None = None  # room for buffers is below this (a failure proved it)
+        self.room_lower: int | None = None  # room is at least this (a success proved it)
+        self._info_cache: dict[str, Any] = {}
+        self.available = True
+        self.why_unavailable = ""
+
+    @property
+    def place(self) -> Place:
+        """Where the budget applies: the host (a CPU run) or the first GPU."""
+        return HOST if self.host else 0
+
+    # The estimator is imported lazily: the wizard still proposes (by halving) when it is missing.
+    def info(self, model: str) -> Any | None:
+        if model not in self._info_cache:
+            try:
+                from vramtui.core.estimate.modelinfo import load_model_info
+
+                self._info_cache[model] = load_model_info(model)
+            except Exception as error:
+                self._info_cache[model] = None
+                self.why_unavailable = f"no estimate for {Path(model).name}: {error}"
+        return self._info_cache[model]
+
+    def _settings(self, profile: Profile, info: Any) -> dict[str, object]:
+        """The estimator's settings for this profile (the engine's defaults where it says nothing)."""
+        gpu_layers = current_value(profile, "gpu_layers")
+        wanted: dict[str, object] = {
+            "backend": self.backend.accounting,
+            "context": _int_param(profile, "context", int(getattr(info, "max_context", None) or 4096)),
+            "parallel": _int_param(profile, "parallel", 1),
+            "batch": _int_param(profile, "batch", 512),
+            "ubatch": _int_param(profile, "ubatch", 512),
+            "kv_dtype": kv_dtype_name(current_value(profile, "kv_dtype") or "f16"),
+            "flash_attn": _flash_on(profile),
+            "gpu_layers": None if str(gpu_layers) in ("all", "-1", "None") else int(gpu_layers),  # type: ignore[call-overload]
+            "quant": profile.params.get("quant"),
+        }
+        if self.budget:
+            wanted["device_bytes"] = self.budget
+        if self.host_budget(profile):
+            wanted["on_gpu"] = False  # a CPU run: no CUDA context, weights in host RAM
+        return wanted
+
+    def raw(self, profile: Profile) -> MemoryBill | None:
+        """The estimator's bill for this profile, every part where the budget applies."""
+        info = self.info(profile.model)
+        if info is None:
+            return None
+        try:
+            from vramtui.core.estimate.estimator import Settings, estimate
+        except ImportError as error:
+            self.why_unavailable = f"estimator not available: {error}"
+            return None
+        wanted = self._settings(profile, info)
+        accepted = inspect.signature(Settings).parameters
+        try:
+            result = estimate(info, Settings(**{k: v for k, v in wanted.items() if k in accepted}))
+        except Exception as error:
+            self.why_unavailable = f"estimator failed: {error}"
+            return None
+        weights = int(getattr(result, "weights_bytes", 0) or 0)
+        overhead = getattr(result, "overhead_bytes", None)
+        if isinstance(overhead, int) and overhead > 0:
+            self.overhead = overhead
+        if self.host_budget(profile):
+            weights += int(getattr(result, "weights_host_bytes", 0) or 0)
+        bill = MemoryBill()
+        place = self.place
+        bill.add(place, "weights", weights)
+        bill.add(place, "kv_cache", int(getattr(result, "kv_cache_bytes", 0) or 0))
+        bill.add(place, "compute", int(getattr(result, "activations_bytes", 0) or 0))
+        if self.backend.keeps_all_logits:
+            # Its server keeps logits for every position (logits_all) plus the token ids, per context.
+            vocab = int(getattr(info, "vocab", 0) or 0)
+            bill.add(place, "output", int(wanted["context"]) * (vocab * 4 + 4))  # type: ignore[call-overload]
+        return bill
+
+    def host_budget(self, profile: Profile) -> bool:
+        """A budget on the host process (everything counts) rather than a GPU's (only what sits there)."""
+        # As the launcher decides: no GPU to watch, or no layer on it, and the cap is the address space.
+        gpu_layers = str(current_value(profile, "gpu_layers"))
+        return gpu_layers == "0" or _first_gpu_bytes() is None
+
+    def _factor_keys(self, profile: Profile) -> dict[Part, str]:
+        """Which learned correction applies to each part (weights per model file, compute per flash)."""
+        return {
+            "weights": f"weights:{profile.model}",
+            "kv_cache": "kv",
+            "compute": f"compute:{_flash_on(profile)}",
+        }
+
+    def predict(self, profile: Profile) -> MemoryBill | None:
+        raw = self.raw(profile)
+        if raw is None:
+            return None
+        keys = self._factor_keys(profile)
+        bill = MemoryBill()
+        for part in _ESTIMATED_PARTS:
+            factor = self.factors.get(keys[part], 1.0) if part in keys else 1.0
+            bill.add(self.place, part, int(raw.get(part, self.place) * factor))
+        return bill
+
+    def baseline(self) -> int:
+        return self.backend.host_baseline_bytes if self.host else self.overhead
+
+    def room(self) -> int | None:
+        """Bytes left for the model's buffers under the budget, as far as we know."""
+        if not self.budget:
+            return None
+        room = self.budget - self.baseline()
+        if self.room_upper is not None:
+            room = min(room, self.room_upper)
+        if self.room_lower is not None:
+            room = max(room, self.room_lower)
+        return room
+
+    def fits(self, bill: MemoryBill) -> bool | None:
+        room = self.room()
+        if room is None:
+            return None
+        return needed_bytes(bill) <= room * self.margin
+
+    def learn(self, profile: Profile, obs: Observation) -> None:
+        """Fold one run's measurements into the corrections."""
+        raw = self.raw(profile)
+        measured = obs.measured
+        if raw is not None:
+            for part, key in self._factor_keys(profile).items():
+                printed, estimated = part_bytes(measured, part), raw.get(part, self.place)
+                if printed and estimated > MIB:
+                    self.factors[key] = min(2.0, max(0.5, printed / estimated))
+        output = raw.get("output", self.place) if raw is not None else 0
+        if obs.works:
+            self.room_lower = max(self.room_lower or 0, obs.held_bytes() + output)
+        elif obs.failure in MEMORY_FAILURES or "oom" in str(obs.failure):
+            attempted = obs.allocated_bytes()
+            if "failed_alloc" not in obs.figures and raw is not None and obs.failure_stage == "load_weights":
+                attempted = max(
+                    attempted, raw.get("weights", self.place)
+                )  # an mmap that failed prints no size
+            if attempted:
+                self.room_upper = attempted if self.room_upper is None else min(self.room_upper, attempted)
+
+
+@functools.cache
+def _first_gpu_bytes() -> int | None:
+    """Total memory of the first GPU NVML sees (None without NVML: the normal state on CPU machines)."""
+    try:
+        from vramtui.core.memory.nvml import NvmlApi
+    except ImportError:
+        return None
+    api = NvmlApi()
+    try:
+        if not api.start():
+            return None
+        for device in api.snapshot():
+            if device.total_bytes:
+                return int(device.total_bytes)
+        return None
+    finally:
+        api.shutdown()

@@ -1,0 +1,205 @@
+"""What one run showed, as the wizard reasons about it: an `Observation` built from a CheckResult.
+
+The sizes come from the log diagnosis (`Diagnosis.engine_figures`, the one parser of the engine's
+buffer lines) and are read as the one memory vocabulary (`vramtui.core.memory.parts`). Besides the
+sizes, verification compares a few settings the engine echoes (file type, flash attention, KV type).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vramtui.core.logs.stages import STAGES
+from vramtui.core.memory.parts import MemoryBill, Part, bill_from_figures
+from vramtui.core.units import MIB
+
+# The parts a run's buffers are compared by (what the wizard predicts and the engine prints).
+BUFFER_PARTS: tuple[Part, ...] = ("weights", "kv_cache", "compute")
+
+# Our figure name -> the diagnosis' engine_figures key (bytes); names as the step record saves them.
+ENGINE_FIGURE_NAMES = {
+    "model_buffer": "model_buffer",
+    "weights_loaded": "weights_loaded",  # vLLM's "Loading model weights took X GiB"
+    "kv_buffer": "kv_buffer",
+    "compute_buffer": "compute_buffer",
+    "failed_alloc": "oom_requested",
+}
+
+# Settings llama.cpp echoes at start-up (not sizes: those are the diagnosis' figures).
+_FILE_TYPE = re.compile(r"file type\s*=\s*(\S+)", re.I)
+_FLASH = re.compile(r"llama_context:\s*flash_attn\s*=\s*(\w+)")
+_KV_TYPE = re.compile(r"K \((\w+)\):.*V \((\w+)\):")
+_TAIL_BYTES = 8 * MIB  # startup logs are small; a runaway one is read from its tail, where the failure is
+
+
+def read_settings(text: str) -> dict[str, str]:
+    """The settings the engine printed: file_type, flash_attn, kv_type, mmap_failed (last one wins)."""
+    facts: dict[str, str] = {}
+    for line in text.splitlines():
+        for key, pattern in (("file_type", _FILE_TYPE), ("flash_attn", _FLASH)):
+            match = pattern.search(line)
+            if match:
+                facts[key] = match.group(1).lower()
+        kv = _KV_TYPE.search(line)
+        if kv:
+            facts["kv_type"] = kv.group(2).lower()
+        if "mmap failed" in line.lower():
+            facts["mmap_failed"] = "1"
+    return facts
+
+
+def part_bytes(bill: MemoryBill, part: Part) -> int:
+    """One part's bytes wherever it sits (every device and the host)."""
+    return sum(bill.get(part, place) for place in bill.places)
+
+
+@dataclass
+class Observation:
+    """One run, as the wizard reasons about it."""
+
+    ready: bool
+    smoke_ok: bool | None
+    stage: str | None
+    failure_stage: str | None
+    failure: str | None
+    first_error: str | None = None
+    figures: dict[str, int] = field(default_factory=dict)  # ENGINE_FIGURE_NAMES, in bytes
+    facts: dict[str, str] = field(default_factory=dict)
+    engine: dict[str, int] = field(default_factory=dict)  # the diagnosis' engine_figures, as they are
+    replay_ok: bool | None = None  # the saved (long) request, when one was replayed
+    unsupported: list[str] = field(default_factory=list)  # parameters the launcher could not pass on
+    replay_meaning: str = ""
+    advice: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    peak_mib: float | None = None
+    resident_mib: float | None = None
+    load_time_s: float | None = None
+    ttft_s: float | None = None
+    tokens_per_s: float | None = None
+    log_file: str | None = None
+    command: list[str] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def works(self) -> bool:
+        """Up, answering the smallest request, and the saved failing request too when one was replayed."""
+        return self.ready and bool(self.smoke_ok) and self.replay_ok is not False
+
+    @property
+    def reached(self) -> int:
+        """How far it got, as a number: the failing stage's index, or past `ready` when it answered."""
+        if self.works:
+            return len(STAGES) + 1
+        if self.ready:
+            return STAGES.index("ready")
+        stage = self.failure_stage or self.stage
+        return STAGES.index(stage) if stage in STAGES else -1
+
+    @property
+    def signature(self) -> tuple[object, ...]:
+        """Where and how it failed, with every size the engine printed: equal means nothing changed."""
+        return (
+            self.failure_stage,
+            self.failure,
+            tuple(sorted(self.figures.items())),
+            tuple(sorted(self.engine.items())),
+        )
+
+    @property
+    def has_sizes(self) -> bool:
+        return bool(self.figures or self.engine)
+
+    @property
+    def measured(self) -> MemoryBill:
+        """What the engine printed it holds, by part and place (the memory vocabulary)."""
+        return bill_from_figures(self.engine)
+
+    def held_bytes(self) -> int:
+        """The buffers the engine printed (weights, KV cache, compute), wherever they sit."""
+        measured = self.measured
+        return sum(part_bytes(measured, part) for part in BUFFER_PARTS)
+
+    def allocated_bytes(self) -> int:
+        """What the engine had allocated (printed) plus the allocation that failed."""
+        return self.held_bytes() + self.figures.get("failed_alloc", 0)
+
+
+def _diagnosis_of(check: Any) -> Any | None:
+    """The run's diagnosis; a check without one (a replayed run) has its log file diagnosed here."""
+    diagnosis = getattr(check, "diagnosis", None)
+    log_file = getattr(check, "log_file", None)
+    if diagnosis is None and log_file and Path(log_file).is_file():
+        from vramtui.core.logs.diagnose import diagnose_file
+
+        diagnosis = diagnose_file(log_file)
+    return diagnosis
+
+
+def _settings_of(log_file: str | None) -> dict[str, str]:
+    if not log_file or not Path(log_file).is_file():
+        return {}
+    with open(log_file, "rb") as handle:
+        handle.seek(0, 2)
+        handle.seek(max(0, handle.tell() - _TAIL_BYTES))
+        return read_settings(handle.read().decode("utf-8", "replace"))
+
+
+def _engine_figures(diagnosis: Any | None) -> dict[str, int]:
+    engine = getattr(diagnosis, "engine_figures", None) or {}
+    return {k: int(v) for k, v in engine.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def step_memory(check: Any) -> tuple[float | None, float | None]:
+    """A step's peak and resident (plateau) figures: the readings of its own samples, taken as the
+    memory pane and `vramtui replay` take them; the launcher's running figures when none were kept."""
+    from vramtui.core.memory.series import run_readings
+
+    readings = run_readings(getattr(check, "samples", None) or [], getattr(check, "events", None) or [])
+    peak = getattr(check, "peak_mib", None)
+    resident = getattr(check, "resident_mib", None)
+    if readings is None:
+        return peak, resident
+    return readings.peak_mib, readings.plateau_mib if readings.plateau_mib is not None else resident
+
+
+def observe(check: Any) -> Observation:
+    """Turn a CheckResult (or anything shaped like one) into an Observation."""
+    diagnosis = _diagnosis_of(check)
+    smoke = getattr(check, "smoke", None)
+    replayed = getattr(check, "replay", None)
+    log_file = getattr(check, "log_file", None)
+    engine = _engine_figures(diagnosis)
+    figures = {name: engine[key] for name, key in ENGINE_FIGURE_NAMES.items() if engine.get(key, 0) > 0}
+    facts = _settings_of(log_file)
+    if engine.get("context"):
+        facts["n_ctx"] = str(engine["context"])  # llama.cpp's "n_ctx = ...", as the diagnosis read it
+    failure = getattr(check, "failure", None)
+    peak_mib, resident_mib = step_memory(check)
+    return Observation(
+        ready=bool(getattr(check, "ready", False)),
+        smoke_ok=None if smoke is None else bool(getattr(smoke, "ok", False)),
+        replay_ok=None if replayed is None else bool(getattr(replayed, "ok", False)),
+        replay_meaning=str(getattr(replayed, "meaning", "") or ""),
+        unsupported=[str(p) for p in getattr(check, "unsupported", None) or []],
+        stage=getattr(check, "stage", None),
+        failure_stage=getattr(check, "failure_stage", None),
+        failure=None if failure in ("none", "") else failure,
+        first_error=getattr(getattr(check, "diagnosis", None), "first_error_text", None),
+        figures=figures,
+        facts=facts,
+        engine=engine,
+        advice=list(getattr(getattr(check, "diagnosis", None), "advice", None) or []),
+        warnings=list(getattr(getattr(check, "diagnosis", None), "warnings", None) or [])
+        + list(getattr(check, "warnings", None) or []),
+        peak_mib=peak_mib,
+        resident_mib=resident_mib,
+        load_time_s=getattr(check, "load_time_s", None),
+        ttft_s=getattr(check, "ttft_s", None),
+        tokens_per_s=getattr(check, "tokens_per_s", None),
+        log_file=log_file,
+        command=list(getattr(check, "command", None) or []),
+        message=str(getattr(check, "message", "") or ""),
+    )

@@ -1,0 +1,418 @@
+"""Proposing the next rung: which one change, to which value, and why.
+
+The ladder comes from the backend (`backend.rungs(stage)`); the value is the least drastic one the
+budget model says fits with the margin (else the one that frees most), or, without arithmetic, a
+cautious halving. When nothing on the ladder helps, the findings say why and what to do instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vramtui.core.backends import Backend, kv_dtype_name, switch
+from vramtui.core.launch.profile import Profile
+from vramtui.core.memory.parts import MemoryBill
+from vramtui.core.units import MIB
+from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes
+from vramtui.core.wizard.ladders import GGUF_QUANT_ORDER, MEMORY_FAILURES, NOT_MEMORY, Rung
+from vramtui.core.wizard.observe import Observation
+
+
+@dataclass
+class Proposal:
+    param: str
+    from_: object
+    to: object
+    why: str
+    rung: str = ""
+    knob: str | None = None
+    predicted_mib: float | None = None
+    advice_only: bool = False
+    # Set when this step only prepares the next (flash attention before a quantized V cache).
+    then: tuple[str, object] | None = None
+
+    def edited(self, value: object) -> Proposal:
+        return dataclasses.replace(self, to=value, why=self.why + f" (edited by the user to {value})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "param": self.param,
+            "from": self.from_,
+            "to": self.to,
+            "why": self.why,
+            "rung": self.rung,
+            "knob": self.knob,
+            "predicted_mib": None if self.predicted_mib is None else round(self.predicted_mib, 1),
+            "advice_only": self.advice_only,
+        }
+
+    def describe(self) -> str:
+        knob = f" ({self.knob})" if self.knob else ""
+        return f"{self.param}{knob}: {self.from_} → {self.to} — {self.why}"
+
+
+@dataclass
+class Findings:
+    """What the wizard concluded when it proposes nothing (or stops): shared by proposer and loop."""
+
+    advice: list[str] = field(default_factory=list)
+    stop_reason: str = ""
+    failing_stage: str | None = None
+
+
+# --- candidate values ------------------------------------------------------------------------------
+
+
+def _nice_below(current: int, floor: int = 512) -> list[int]:
+    """Round context sizes below `current`, largest first: powers of two and 1.5× powers of two."""
+    values = set()
+    power = 256
+    while power < current:
+        values.update((power, power * 3 // 2))
+        power *= 2
+    return sorted((v for v in values if floor <= v < current), reverse=True)
+
+
+_QUANT_TAG = re.compile(
+    r"(?i)(?<![a-z0-9])(f32|bf16|f16|fp16|q\d(?:_k)?(?:_[a-z0-9]+)?|iq\d_[a-z]+)(?![a-z0-9])"
+)
+
+
+def sibling_files(model: str) -> list[tuple[str, str]]:
+    """Other quantizations of the same GGUF next to it: [(quant, path)], largest quant first."""
+    path = Path(model)
+    match = _QUANT_TAG.search(path.stem)
+    if not match or not path.parent.is_dir():
+        return []
+    prefix, suffix = path.stem[: match.start()], path.stem[match.end() :]
+    found: list[tuple[str, str]] = []
+    for other in path.parent.glob("*.gguf"):
+        if other.resolve() == path.resolve():
+            continue
+        m = _QUANT_TAG.search(other.stem)
+        if not m or other.stem[: m.start()] != prefix or other.stem[m.end() :] != suffix:
+            continue
+        quant = m.group(1).lower().replace("fp16", "f16")
+        if quant in GGUF_QUANT_ORDER:
+            found.append((quant, str(other)))
+    return sorted(found, key=lambda item: GGUF_QUANT_ORDER.index(item[0]))
+
+
+def quant_of(model: str) -> str | None:
+    match = _QUANT_TAG.search(Path(model).stem)
+    return match.group(1).lower().replace("fp16", "f16") if match else None
+
+
+def _cautious(param: str, current: object, candidates: list[object]) -> object:
+    """Without arithmetic: half the context, batch or concurrency (the nearest value), else the next down."""
+    if param in ("context", "batch", "ubatch", "parallel"):
+        try:
+            half = int(current) // 2  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            return candidates[0]
+        return next((c for c in candidates if int(c) <= half), candidates[-1])  # type: ignore[call-overload]
+    return candidates[0]
+
+
+def _whole_or_none(value: object) -> int | None:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
+
+
+def _smaller_counts(param: str, current: object) -> list[object]:
+    now = _whole_or_none(current)
+    if now is None:
+        return []
+    if param == "context":
+        return list(_nice_below(now))
+    if param == "ubatch":  # powers of two: what llama.cpp's kernels are tuned for
+        return [v for v in (256, 128, 64, 32) if v < now]
+    return sorted({max(1, now * k // 8) for k in range(7, 0, -1)} - {now}, reverse=True)
+
+
+def _smaller_files(model: str) -> list[object]:
+    mine = quant_of(model)
+    if mine not in GGUF_QUANT_ORDER:
+        return []
+    rank = GGUF_QUANT_ORDER.index(mine)
+    return [path for quant, path in sibling_files(model) if GGUF_QUANT_ORDER.index(quant) > rank]
+
+
+def candidates(rung: Rung, current: object, profile: Profile, n_layers: int) -> list[object]:
+    """The values this rung can take from `current`, least drastic first."""
+    param, backend = rung.param, profile.backend
+    if param in ("context", "parallel", "batch", "ubatch"):
+        return _smaller_counts(param, current)
+    if param == "kv_dtype":
+        order = backend.kv_dtype_order
+        name = kv_dtype_name(current or "f16")
+        if name not in order:
+            return []
+        return [t for t in order[order.index(name) + 1 :] if t in backend.kv_dtypes]
+    if param == "flash_attn":
+        return [] if switch(current or False) is True else [True]
+    if param == "mem_share":
+        share = float(current or 0.9)  # type: ignore[arg-type]
+        return [v for v in (0.92, 0.95) if v > share]
+    if param == "gpu_layers":
+        if str(current) in ("0", "None"):
+            return []
+        now = n_layers if str(current) in ("all", "-1", "999") else int(current)  # type: ignore[call-overload]
+        return list(range(now - 1, -1, -1))
+    if param == "quant":
+        order = backend.quant_order
+        if not order or backend.knob("quant") is None:
+            return []
+        now = current if current in order else None
+        return list(order[order.index(now) + 1 :])
+    if param == "model":
+        return _smaller_files(profile.model)
+    return []
+
+
+def stage_from_facts(obs: Observation) -> str:
+    """The failing stage from llama.cpp's own words when the diagnosis named none."""
+    if obs.facts.get("mmap_failed") or ("kv_buffer" not in obs.figures and "model_buffer" not in obs.figures):
+        return "load_weights"
+    return "kv_cache"
+
+
+def _is_memory(failure: str | None) -> bool:
+    return failure in MEMORY_FAILURES or "oom" in str(failure)
+
+
+Option = tuple[Rung, Proposal, MemoryBill | None]
+
+
+class Proposer:
+    """Picks the next single change for a failed run; what it concludes otherwise goes to `findings`."""
+
+    def __init__(
+        self,
+        model: MemoryModel,
+        findings: Findings,
+        ladders: dict[str, tuple[Rung, ...]] | None = None,
+    ) -> None:
+        self.model = model
+        self.backend: Backend = model.backend
+        self.findings = findings
+        self.ladders = ladders  # a hand-made ladder (tests, experiments) instead of the backend's
+
+    def rungs(self, stage: str) -> list[Rung]:
+        return list(self.ladders.get(stage, ())) if self.ladders else self.backend.rungs(stage)
+
+    def candidates(self, rung: Rung, current: object, profile: Profile) -> list[object]:
+        n_layers = 0
+        if rung.param == "gpu_layers" and str(current) not in ("0", "None"):
+            n_layers = int(getattr(self.model.info(profile.model), "n_layers", 0) or 0)
+        return candidates(rung, current, profile, n_layers)
+
+    def propose(self, profile: Profile, obs: Observation, skipped: set[str]) -> Proposal | None:
+        """The next single change, or None (no memory setting can help: see the findings)."""
+        stage = self.failing_stage(obs)
+        if stage is None:
+            return None
+        rungs = self.rungs(stage)
+        if skipped:
+            rungs = [r for r in rungs if r.move == "advice" or r.param not in skipped]
+        if stage == "inference":
+            return self._inference_proposal(profile, rungs, obs)
+        # When the cache does not fit because the weights take the room, a smaller file helps too:
+        # after its own rungs, the kv_cache ladder looks at the weights' rungs (one change still).
+        fallback = self.backend.rungs("load_weights") if stage == "kv_cache" and not self.ladders else []
+        seen = {(r.param, r.move) for r in rungs}
+        fallback = [r for r in fallback if (r.param, r.move) not in seen and r.param not in skipped]
+        options: list[Option] = []
+        for rung in [*rungs, *fallback]:
+            if rung.move == "advice":
+                continue
+            proposal, bill = self._best_value(profile, rung, obs)
+            if proposal is None:
+                continue
+            if bill is not None and self.model.fits(bill):
+                return proposal
+            options.append((rung, proposal, bill))
+        chosen = self._best_of(profile, options)
+        if chosen is not None:
+            return chosen
+        self.findings.advice = [
+            f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"
+        ] or self.findings.advice
+        self.findings.stop_reason = (
+            f"no setting left on the {stage} ladder that this backend can change and that frees memory"
+            + (f" (skipped: {', '.join(sorted(skipped))})" if skipped else "")
+        )
+        return None
+
+    def _best_of(self, profile: Profile, options: list[Option]) -> Proposal | None:
+        """Nothing fits in one step: the change that frees most (then look again), else an unpredicted one."""
+        if not options:
+            return None
+        now = self.model.predict(profile)
+        # Changes the arithmetic says free nothing are no step at all.
+        predicted = [
+            (needed_bytes(bill), proposal)
+            for _, proposal, bill in options
+            if bill is not None and (now is None or needed_bytes(bill) < 0.98 * needed_bytes(now))
+        ]
+        if predicted:
+            _, proposal = min(predicted, key=lambda option: option[0])
+            proposal.why += " — not enough alone; the next step continues"
+            return proposal
+        return next((proposal for _, proposal, bill in options if bill is None), None)
+
+    def _inference_proposal(self, profile: Profile, rungs: list[Rung], obs: Observation) -> Proposal | None:
+        """A request failed on a running server: the start-up arithmetic does not see a request's peak,
+        so each rung halves its value, and the saved request (when given) tells whether it now passes."""
+        for rung in rungs:
+            if rung.move == "advice":
+                continue
+            current = current_value(profile, rung.param)
+            values = self.candidates(rung, current, profile)
+            if not values:
+                continue
+            value = _cautious(rung.param, current, values)
+            why = (
+                f"the server runs but a request failed at inference ({obs.failure}"
+                + (f": {obs.replay_meaning}" if obs.replay_meaning else "")
+                + f"); halving {rung.param} lowers the memory each step of a request takes; cost: {rung.cost}"
+            )
+            return Proposal(rung.param, current, value, why, rung.label, rung.knob(self.backend))
+        self.findings.advice = [f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"]
+        self.findings.stop_reason = "no setting left on the inference ladder that this backend can change"
+        return None
+
+    def failing_stage(self, obs: Observation) -> str | None:
+        """The ladder to walk, or None with the reason in the findings (not a memory problem ...)."""
+        findings = self.findings
+        if obs.ready and obs.smoke_ok and obs.replay_ok is False:
+            if "context_too_long" in str(obs.failure or ""):
+                findings.advice = [
+                    "the saved request is longer than the context: raise context and free the memory "
+                    "elsewhere (KV cache type, concurrency), or shorten the input",
+                    *obs.advice,
+                ]
+                findings.stop_reason = (
+                    "the saved request does not fit the context: lowering memory will not help"
+                )
+                return None
+            # It starts and answers a short request, but the long one fails: the inference ladder.
+            return "inference"
+        if obs.ready and obs.smoke_ok is False:
+            if _is_memory(obs.failure):
+                return "inference"
+            findings.advice = [obs.message or "the server is up but the smallest request failed", *obs.advice]
+            findings.stop_reason = "the server came up but did not answer; not a memory problem"
+            return None
+        failure = obs.failure or ""
+        if not _is_memory(failure):
+            findings.advice = [NOT_MEMORY.get(failure, NOT_MEMORY["other"]), *obs.advice]
+            findings.stop_reason = (
+                f"{failure or 'unknown'} failure: not a memory problem, no memory ladder helps"
+            )
+            return None
+        stage = obs.failure_stage or obs.stage
+        if stage not in ("load_weights", "kv_cache", "inference"):
+            stage = stage_from_facts(obs)
+        findings.failing_stage = stage
+        return stage
+
+    def _with(self, profile: Profile, changes: dict[str, object]) -> MemoryBill | None:
+        for param, value in changes.items():
+            profile = (
+                profile.with_changes(model=str(value))
+                if param == "model"
+                else profile.with_param(param, value)
+            )
+        return self.model.predict(profile)
+
+    def _pick_value(
+        self, profile: Profile, rung: Rung, current: object, values: list[object]
+    ) -> tuple[object, MemoryBill | None, dict[str, object]]:
+        """The least drastic value that should fit (else the most drastic); cautious without arithmetic."""
+        param = rung.param
+        best: tuple[object, MemoryBill | None, dict[str, object]] | None = None
+        flash_off = switch(current_value(profile, "flash_attn") or False) is not True
+        for value in values:
+            changes: dict[str, object] = {param: value}
+            if param == "kv_dtype" and self.backend.needs_flash_attn_for(value) and flash_off:
+                changes["flash_attn"] = True
+            bill = self._with(profile, changes)
+            fits = self.model.fits(bill) if bill is not None else None
+            if fits is None:
+                # No arithmetic (no estimate, or no budget known): a cautious step, and the why says so.
+                cautious = _cautious(param, current, values)
+                return cautious, None, {**changes, param: cautious}
+            best = (value, bill, changes)
+            if fits:
+                break
+        assert best is not None
+        return best
+
+    def _best_value(
+        self, profile: Profile, rung: Rung, obs: Observation
+    ) -> tuple[Proposal | None, MemoryBill | None]:
+        """This rung's proposal at the value `_pick_value` chose (flash attention first when needed)."""
+        param = rung.param
+        current = current_value(profile, param)
+        values = self.candidates(rung, current, profile)
+        if not values:
+            return None, None
+        before = self.model.predict(profile)
+        value, bill, changes = self._pick_value(profile, rung, current, values)
+        predicted = needed_bytes(bill) / MIB if bill is not None else None
+        why = self._why(rung, obs, value, before, bill)
+        if "flash_attn" in changes and param == "kv_dtype":
+            # llama.cpp refuses a quantized V cache without flash attention: that comes first, alone.
+            why = (
+                f"llama.cpp needs flash attention for a quantized V cache; turning it on first, "
+                f"then the KV cache type goes {current} → {value}. " + why
+            )
+            label = "flash attention on (needed for a quantized KV cache)"
+            flash = Proposal(
+                "flash_attn", current_value(profile, "flash_attn"), True, why, label,
+                self.backend.knob("flash_attn"), predicted, then=(param, value),
+            )  # fmt: skip
+            return flash, bill
+        return Proposal(param, current, value, why, rung.label, rung.knob(self.backend), predicted), bill
+
+    def _why(
+        self,
+        rung: Rung,
+        obs: Observation,
+        value: object,
+        before: MemoryBill | None,
+        after: MemoryBill | None,
+    ) -> str:
+        model = self.model
+        room = model.room()
+        where = self.findings.failing_stage or obs.failure_stage or obs.stage or "start-up"
+        attempt = obs.figures.get("failed_alloc")
+        if attempt:
+            parts = [f"it failed at {where}: the engine could not allocate {attempt / MIB:.0f} MiB"]
+        elif obs.first_error:
+            parts = [f"it failed at {where}: {obs.first_error.strip()[:160]}"]
+        else:
+            parts = [f"it failed at {where} ({obs.failure})"]
+        if after is not None and room is not None:
+            need = needed_bytes(after)
+            verdict = "fits" if need <= room * model.margin else "still does not fit"
+            shown = Path(str(value)).name if rung.param == "model" else value
+            if before is not None:
+                parts.append(f"as it is it needs about {needed_bytes(before) / MIB:.0f} MiB")
+            parts.append(
+                f"~{room / MIB:.0f} MiB of the {(model.budget or 0) / MIB:.0f} MiB budget are left for buffers; "
+                f"with {rung.param} = {shown} it needs about {need / MIB:.0f} MiB "
+                f"({after.describe(model.place)}) — {verdict} with the {round((1 - model.margin) * 100)}% margin"
+            )
+        elif after is None:
+            parts.append(f"no estimate ({model.why_unavailable or 'no budget known'}): a cautious step")
+        if rung.cost:
+            parts.append(f"cost: {rung.cost}")
+        return "; ".join(parts)

@@ -1,0 +1,179 @@
+"""Verifying one applied step: did the change take effect, did it get further, did memory move?
+
+A change the engine never saw (a flag overridden by extra_args, a knob the launcher could not pass,
+a log that shows the old value) is `not_applied`: the loop stops there instead of walking further
+down the ladder on a setting that is not reaching the engine.
+"""
+
+from __future__ import annotations
+
+from vramtui.core.backends import Backend, kv_dtype_name, switch
+from vramtui.core.launch.profile import Profile
+from vramtui.core.units import MIB
+from vramtui.core.wizard.budget import MemoryModel, needed_bytes
+from vramtui.core.wizard.observe import Observation
+from vramtui.core.wizard.propose import Proposal, quant_of
+
+
+def verify(
+    model: MemoryModel,
+    proposal: Proposal,
+    before: Observation | None,
+    after: Observation,
+    before_profile: Profile,
+    after_profile: Profile,
+) -> tuple[str, list[str]]:
+    """Did the change take effect, did it get further, did the memory move as predicted, does it answer?"""
+    notes: list[str] = []
+    applied, reason = took_effect(model, proposal, before, after, before_profile, after_profile)
+    if not applied:
+        notes.append(f"the change did not take effect: {reason}")
+        return "not_applied", notes
+    if reason:
+        notes.append(reason)
+    if proposal.param == "model":
+        expected = quant_of(str(proposal.to))
+        seen = after.facts.get("file_type")
+        if seen and expected:
+            notes.append(f"quantization confirmed in the log: file type {seen}")
+    if before is not None and before.peak_mib and after.peak_mib:
+        notes.append(f"peak memory {before.peak_mib:.0f} → {after.peak_mib:.0f} MiB")
+    predicted = proposal.predicted_mib
+    measured = after.allocated_bytes() / MIB
+    if predicted is not None and measured:
+        notes.append(f"predicted ~{predicted:.0f} MiB for the buffers; the engine printed {measured:.0f} MiB")
+    if after.works:
+        notes.append("it runs: the smallest chat request answered")
+        if after.replay_ok:
+            notes.append("the saved failing request now passes")
+        if after.warnings:
+            notes.append("warnings: " + "; ".join(after.warnings[:3]))
+        return "works", notes
+    if after.ready and after.smoke_ok is False:
+        notes.append("the server came up but the smallest chat request failed")
+    if after.ready and after.smoke_ok and after.replay_ok is False:
+        notes.append(f"the saved request still fails: {after.replay_meaning or after.failure}")
+    return _progress(proposal, before, after, notes)
+
+
+def _progress(
+    proposal: Proposal, before: Observation | None, after: Observation, notes: list[str]
+) -> tuple[str, list[str]]:
+    """A run that still fails: further, less far, or asking for less than before?"""
+    if before is None:
+        return "progress", notes
+    if proposal.then is not None:
+        # A prerequisite (flash attention before a quantized V cache): it frees nothing by itself.
+        notes.append(f"prepares the next step: {proposal.then[0]} → {proposal.then[1]}")
+        return "progress", notes
+    if after.reached > before.reached:
+        notes.append(f"got further: now fails at {after.failure_stage or after.stage}")
+        return "progress", notes
+    if after.reached < before.reached:
+        notes.append(f"got less far than before: fails at {after.failure_stage or after.stage}")
+        return "worse", notes
+    if after.allocated_bytes() < before.allocated_bytes():
+        notes.append(
+            f"same stage, but it asks for less: {after.allocated_bytes() / MIB:.0f} MiB "
+            f"instead of {before.allocated_bytes() / MIB:.0f} MiB"
+        )
+        return "progress", notes
+    notes.append("fails at the same place asking for no less memory")
+    return "no_progress", notes
+
+
+def _echoed(
+    proposal: Proposal, before: Observation | None, after: Observation, profile: Profile
+) -> tuple[bool, str] | None:
+    """What the engine said about the setting itself (n_ctx, KV type, flash attention, file type)."""
+    facts = after.facts
+    param, value = proposal.param, proposal.to
+    if param == "context" and "n_ctx" in facts:
+        if int(facts["n_ctx"]) != int(value):  # type: ignore[call-overload]
+            overridden = overridden_by_extra(profile, profile.backend, param)
+            return False, (
+                f"asked for context {value}, the log shows n_ctx = {facts['n_ctx']}"
+                + (f" ({overridden})" if overridden else " (a setting elsewhere overrides it)")
+            )
+        return True, f"the log confirms n_ctx = {facts['n_ctx']}"
+    if param == "kv_dtype" and "kv_type" in facts:
+        if facts["kv_type"] != kv_dtype_name(value):
+            return False, f"asked for a {value} KV cache, the log shows {facts['kv_type']}"
+        return True, f"the log confirms a {facts['kv_type']} KV cache"
+    if param == "flash_attn" and "flash_attn" in facts:
+        wanted = "enabled" if switch(value) is True else "disabled"
+        if facts["flash_attn"] not in (wanted, "auto"):
+            return False, f"asked for flash attention {wanted}, the log shows {facts['flash_attn']}"
+        return True, f"the log confirms flash_attn = {facts['flash_attn']}"
+    if param == "model" and "file_type" in facts:
+        expected = quant_of(str(value))
+        if expected and facts["file_type"] != expected:
+            return False, f"switched to a {expected} file but the log shows file type {facts['file_type']}"
+        if before is not None and before.facts.get("file_type") == facts["file_type"]:
+            return False, f"the log shows the same file type ({facts['file_type']}) as before"
+    if param == "quant":
+        unconfirmed = [w for w in after.warnings if "quantiz" in w.lower() and "confirm" in w.lower()]
+        if unconfirmed:
+            return False, f"asked for {value} quantization; the log never confirmed it ({unconfirmed[0]})"
+    return None
+
+
+def took_effect(
+    model: MemoryModel,
+    proposal: Proposal,
+    before: Observation | None,
+    after: Observation,
+    before_profile: Profile,
+    after_profile: Profile,
+) -> tuple[bool, str]:
+    param = proposal.param
+    backend = after_profile.backend
+    if param in after.unsupported:
+        said = next((w for w in after.warnings if param in w), f"{backend.name} has no {param} setting")
+        return False, f"the launcher could not pass {param} on: {said}"
+    echoed = _echoed(proposal, before, after, after_profile)
+    if echoed is not None:
+        return echoed
+    # Then the curve: an identical failure with identical figures means nothing changed.
+    if before is None or after.works:
+        return True, ""
+    predicted_before = model.predict(before_profile)
+    predicted_after = model.predict(after_profile)
+    expected_move = (
+        predicted_before is not None
+        and predicted_after is not None
+        and abs(needed_bytes(predicted_before) - needed_bytes(predicted_after))
+        > 0.05 * max(needed_bytes(predicted_before), 1)
+    )
+    same_failure = after.signature == before.signature and after.reached == before.reached
+    if same_failure and not after.has_sizes:
+        # No sizes printed (a run stopped at the budget from outside): the sampled curve decides.
+        peaks = (before.peak_mib, after.peak_mib)
+        if not all(peaks):
+            return True, "could not verify the change: no sizes in the log and no memory curve"
+        same_failure = abs(peaks[0] - peaks[1]) <= 0.02 * max(peaks)  # type: ignore[operator,type-var]
+    if same_failure and (expected_move or predicted_after is None):
+        peak_note = ""
+        if before.peak_mib and after.peak_mib:
+            peak_note = f"; peak {before.peak_mib:.0f} → {after.peak_mib:.0f} MiB"
+        cause = overridden_by_extra(after_profile, backend, param) or (
+            "the setting is ignored, unsupported or overridden"
+        )
+        return (
+            False,
+            f"the same failure with the same allocation sizes after changing {param}{peak_note}: {cause}",
+        )
+    return True, ""
+
+
+def overridden_by_extra(profile: Profile, backend: Backend, param: str) -> str:
+    """Say so when the profile's extra_args or env set the same knob again (they come last and win)."""
+    flag = backend.flag(param)
+    if flag and flag in profile.extra_args:
+        position = profile.extra_args.index(flag)
+        value = profile.extra_args[position + 1] if position + 1 < len(profile.extra_args) else ""
+        return f"extra_args in the profile pass {flag} {value} after it and win"
+    env_name = backend.env.get(param)
+    if env_name and env_name in profile.env:
+        return f"the profile's env sets {env_name}={profile.env[env_name]}"
+    return ""
