@@ -1,0 +1,1 @@
+"""The llama_cpp engine family."""

@@ -1,0 +1,1 @@
+"""The vllm engine family."""
