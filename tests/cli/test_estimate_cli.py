@@ -236,7 +236,9 @@ SAME_INPUTS = [
 
 
 @pytest.mark.parametrize("typed", SAME_INPUTS, ids=lambda typed: typed["context"])
-async def test_cli_and_estimator_pane_take_the_same_inputs_to_the_same_settings(typed: dict[str, str]) -> None:
+async def test_cli_and_estimator_pane_take_the_same_inputs_to_the_same_settings(
+    typed: dict[str, str],
+) -> None:
     import argparse
 
     from vramtui.cli import estimate as cli

@@ -51,7 +51,14 @@ def test_to_dict_keeps_the_scripted_keys_and_adds_every_part(backend: str) -> No
     est = estimate(MODEL, Settings(backend=backend, context=8192))
     data = est.to_dict()
     legacy = ("weights_bytes", "weights_host_bytes", "kv_cache_bytes", "activations_bytes", "total_bytes")
-    legacy += ("compute_buffer_bytes", "usable_bytes", "fits", "max_context", "max_parallel", "gpu_layers_fit")
+    legacy += (
+        "compute_buffer_bytes",
+        "usable_bytes",
+        "fits",
+        "max_context",
+        "max_parallel",
+        "gpu_layers_fit",
+    )
     legacy += ("overhead_bytes", "fragmentation_bytes")
     assert all(key in data for key in legacy)
     assert all(JSON_KEYS[part] in data for part in PARTS)
