@@ -225,3 +225,44 @@ def test_load_peak_verdict_never_prints_a_negative_overshoot(capsys: pytest.Capt
     verdict = next(line for line in out.splitlines() if line.startswith("verdict"))
     assert "loading quantizes on the fly: the load peak" in verdict and "over by" not in verdict
     assert "largest context 0" not in out and "-" not in verdict.split("GiB")[0]
+
+
+# The same strings typed into the CLI and into the TUI's estimator form: both accept them, with the same Settings.
+SAME_INPUTS = [
+    {"context": "32k", "parallel": "4", "card": "12GiB", "gpu_layers": "all"},
+    {"context": "32,768", "parallel": "1", "card": "24576MiB", "gpu_layers": "20", "quant": "q4_k_m"},
+    {"context": "8192", "parallel": "2", "card": "80G", "gpu_layers": "-1", "backend": "vllm"},
+]
+
+
+@pytest.mark.parametrize("typed", SAME_INPUTS, ids=lambda typed: typed["context"])
+async def test_cli_and_estimator_pane_take_the_same_inputs_to_the_same_settings(
+    typed: dict[str, str],
+) -> None:
+    import argparse
+
+    from vramtui.cli import estimate as cli
+    from vramtui.tui.app import VramtuiApp
+    from vramtui.tui.panes.estimator import EstimatorPane
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    argv = ["--params", "8B", "--ctx", typed["context"], "--parallel", typed["parallel"]]
+    argv += ["--gpu-mem", typed["card"], "--gpu-layers", typed["gpu_layers"], "--kv-dtype", "f16"]
+    argv += ["--backend", typed.get("backend", "llama.cpp")]
+    argv += ["--quant", typed["quant"]] if "quant" in typed else []
+    _info, from_cli = cli.build(parser.parse_args(argv))
+
+    app = VramtuiApp(live_sampling=False, remember=False)  # type: ignore[arg-type]
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(EstimatorPane)
+        for name, text in {"params": "8B", **typed}.items():
+            if name == "backend":
+                pane.query_one("#est-backend").value = text  # type: ignore[attr-defined]
+            else:
+                pane.set_value(name, text)
+        await pilot.pause()
+        pane.recompute()
+        assert pane.errors == {}
+        assert pane._settings(pane._parsed()) == from_cli
+        assert pane.estimate is not None

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import re
 from typing import Any
 
 from vramtui.core.errors import VramtuiError
+from vramtui.core.memory.parts import HOST, LABELS, PARTS
 
 HELP = "estimate a model's memory on a GPU (weights, KV cache, buffers) before launching it"
-
-# The largest published models have a few trillion parameters; far past that, the shape the flags imply
-# is nonsense (hundreds of millions of layers) and sizing it would take forever.
-MAX_PLAUSIBLE_PARAMS = 10**14
-
-_SHAPE_FLAGS = ("layers", "kv_heads", "head_dim", "hidden", "heads", "vocab")
-
 
 EXIT_STATUS = "exit status: 0 the model fits, 1 it does not fit, 2 bad input (a flag or a model file)"
 
@@ -85,84 +78,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
-_TOKENS_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
+def _texts(args: argparse.Namespace) -> dict[str, str | None]:
+    """The flags as typed, by input name (core/estimate/inputs.py parses them, as it does the pane's)."""
+    from vramtui.core.estimate.inputs import PARSERS
 
-
-def parse_tokens(text: str, flag: str) -> int:
-    """'8192' -> 8192, '32k' -> 32768 (context sizes are powers of two in users' mouths)."""
-    match = _TOKENS_RE.match(str(text))
-    if not match:
-        raise VramtuiError(f"{flag}: not a token count: {text!r} (try 8192 or 32k)")
-    factor = {"": 1, "k": 1024, "m": 1024 * 1024}[match.group(2).lower()]
-    return int(float(match.group(1)) * factor)
-
-
-def parse_int(text: str | None, flag: str, minimum: int = 0) -> int | None:
-    if text is None:
-        return None
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        raise VramtuiError(f"{flag}: not a whole number: {text!r}") from None
-    if value < minimum:
-        raise VramtuiError(f"{flag}: must be at least {minimum}, not {value}")
-    return value
-
-
-def parse_share(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(str(text).strip().rstrip("%")) / (100 if str(text).strip().endswith("%") else 1)
-    except ValueError:
-        raise VramtuiError(f"--safety: not a share: {text!r} (try 0.8 or 80%)") from None
-    if not 0 < value <= 1:
-        raise VramtuiError(f"--safety: must be between 0 and 1, not {text}")
-    return value
-
-
-def parse_flash(text: str | None) -> bool | None:
-    if text is None:
-        return None
-    value = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False}
-    value.update({"no": False, "auto": None})  # type: ignore[dict-item]
-    key = str(text).strip().lower()
-    if key not in value:
-        raise VramtuiError(f"--flash-attn: use on or off, not {text!r}")
-    return value[key]
-
-
-def _gpu_mem(text: str) -> int:
-    from vramtui.core.units import parse_size
-
-    try:
-        value = parse_size(text)
-    except VramtuiError as error:
-        raise VramtuiError(f"--gpu-mem: {error}") from None
-    if value <= 0:
-        raise VramtuiError("--gpu-mem: must be more than 0")
-    return value
+    names = {"context": "ctx", "card": "gpu_mem"}
+    return {name: getattr(args, names.get(name, name), None) for name in PARSERS}
 
 
 def build(args: argparse.Namespace) -> tuple[Any, Any]:
     """(ModelInfo, Settings) from the command line."""
     from vramtui.core.estimate import modelinfo as mi
-    from vramtui.core.estimate.estimator import Settings
-    from vramtui.core.units import parse_count
+    from vramtui.core.estimate.inputs import model_overrides, parse_value, settings_from
 
-    overrides: dict[str, Any] = {}
-    for name in _SHAPE_FLAGS:
-        overrides[name] = parse_int(getattr(args, name), "--" + name.replace("_", "-"), minimum=1)
-    overrides["params"] = None
-    if args.params is not None:
-        try:
-            overrides["params"] = parse_count(args.params)
-        except VramtuiError as error:
-            raise VramtuiError(f"--params: {error}") from None
-        if overrides["params"] <= 0:
-            raise VramtuiError("--params: must be positive")
-        if overrides["params"] > MAX_PLAUSIBLE_PARAMS:
-            raise VramtuiError(f"--params: {args.params} is not a plausible parameter count (at most 100T)")
+    values = {name: parse_value(name, text) for name, text in _texts(args).items()}
+    overrides = model_overrides(values)
     # --quant goes to the settings: for vLLM/transformers it is what the engine applies while loading
     # (with its 16-bit load peak), for llama.cpp the GGUF file type to size
     if args.model:
@@ -170,21 +100,23 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         info = mi.apply_overrides(info, **overrides)
     else:
         info = mi.info_from_flags(**overrides)
-    settings = Settings(
-        backend=args.backend,
-        context=parse_tokens(args.ctx, "--ctx") if args.ctx is not None else None,
-        parallel=parse_int(args.parallel, "--parallel", minimum=1),
-        batch=parse_int(args.batch, "--batch", minimum=1),
-        ubatch=parse_int(args.ubatch, "--ubatch", minimum=1),
-        kv_dtype=args.kv_dtype,
-        flash_attn=parse_flash(args.flash_attn),
-        gpu_layers=parse_int(args.gpu_layers, "--gpu-layers"),
-        quant=args.quant,
-        device_bytes=_gpu_mem(args.gpu_mem),
-        safety=parse_share(args.safety),
-        on_gpu=not args.cpu,
-    )
-    return info, settings
+    return info, settings_from(values, on_gpu=not args.cpu)
+
+
+def _rows(est: Any) -> list[tuple[str, int, str]]:
+    """(label, bytes, note) of each memory part where the breakdown lives, in the vocabulary's order."""
+    notes = {
+        "kv_cache": f"{est.kv_bytes_per_token:,} B/token, {est.kv_cells:,} cells",
+        "runtime": "engine reservations outside the model" if est.device == "gpu" else "",
+        "cuda_graphs": "captured after the KV cache, outside the budget",
+        "margin": "allocator fragmentation",
+    }
+    shown = []
+    for part in PARTS:
+        value = est.bill.get(part, est.place)
+        if value or part in ("weights", "kv_cache"):
+            shown.append((LABELS[part], value, notes.get(part, "")))
+    return shown
 
 
 def render(info: Any, est: Any) -> str:
@@ -207,18 +139,7 @@ def render(info: Any, est: Any) -> str:
         run += f", {est.gpu_layers}/{est.n_layers + 1} layers on the GPU"
     lines.append(run)
     lines.append("")
-    rows = [
-        ("weights", est.weights_bytes, ""),
-        ("KV cache", est.kv_cache_bytes, f"{est.kv_bytes_per_token:,} B/token, {est.kv_cells:,} cells"),
-        ("activations / compute", est.activations_bytes, ""),
-        (
-            "runtime overhead",
-            est.overhead_bytes,
-            "CUDA context, engine reservations" if est.device == "gpu" else "",
-        ),
-        ("fragmentation margin", est.fragmentation_bytes, ""),
-    ]
-    for label, value, note in rows:
+    for label, value, note in _rows(est):
         lines.append(f"  {label:<24}{fb(value):>12}   {note}".rstrip())
     lines.append(f"  {'-' * 36}")
     where = "in host RAM" if est.device == "host" else "on the GPU"
@@ -227,6 +148,8 @@ def render(info: Any, est: Any) -> str:
     lines.append(f"  {'usable':<24}{fb(est.usable_bytes):>12}   {share:.0%} of {fb(est.device_bytes)}")
     if est.weights_host_bytes:
         lines.append(f"  {'weights in host RAM':<24}{fb(est.weights_host_bytes):>12}")
+    if est.device == "gpu" and est.bill.total(HOST):
+        lines.append(f"  {'host RAM':<24}{fb(est.bill.total(HOST)):>12}   {est.bill.describe(HOST)}")
     if est.load_peak_bytes:
         lines.append(f"  {'load-time peak':<24}{fb(est.load_peak_bytes):>12}   quantizing while loading")
     lines.append("")
@@ -260,7 +183,7 @@ def render(info: Any, est: Any) -> str:
 
 
 def _ask_engine(info: Any, est: Any, settings: Any) -> Any:
-    if info.weights_source != "gguf" or settings.accounting != "llama.cpp":
+    if info.weights_source != "gguf" or not settings.memory.engine_probe:
         raise VramtuiError(
             "--engine asks llama.cpp about a .gguf file: give one, with a llama.cpp-family backend"
         )

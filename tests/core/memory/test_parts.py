@@ -49,3 +49,17 @@ def test_bill_from_a_printed_log_splits_devices_and_host() -> None:
     assert bill.get("kv_cache") == 768 * MIB
     assert bill.get("compute", HOST) == round(72.01 * MIB)
     assert bill.devices() == [0, 1]
+
+
+def test_bill_by_place_is_json_ready_devices_first() -> None:
+    bill = MemoryBill()
+    bill.add(HOST, "output", 2 * MIB)
+    bill.add(1, "kv_cache", 8 * MIB)
+    bill.add(0, "weights", 100 * MIB)
+    bill.add(0, "margin", 0)  # nothing to bill: no key
+    assert bill.by_place() == {
+        "0": {"weights_bytes": 100 * MIB},
+        "1": {"kv_cache_bytes": 8 * MIB},
+        "host": {"output_buffer_bytes": 2 * MIB},
+    }
+    assert list(bill.by_place()) == ["0", "1", "host"]

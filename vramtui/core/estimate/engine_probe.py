@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vramtui.core.memory.parts import HOST, MemoryBill, bill_from_figures
 from vramtui.core.units import MIB
 
 _PROBE = r"""
@@ -42,9 +43,10 @@ print(json.dumps({"model_bytes": int(L.llama_model_size(model)), "context_ok": b
 sys.stdout.flush()
 """
 
+# The KV cache's "size =" lines, summed: an iSWA model prints one per cache, and the log diagnosis's
+# figures keep the last cache's only.
 _KV_SIZE = re.compile(r"llama_kv_cache(?:_iswa)?: size =\s*([\d.]+) MiB \(\s*(\d+) cells")
-_COMPUTE = re.compile(r"(\S+) compute buffer size =\s*([\d.]+) MiB")
-_OUTPUT = re.compile(r"(\S+)\s+output buffer size =\s*([\d.]+) MiB")
+_COMPUTE = "compute_buffer."
 
 
 @dataclass
@@ -58,6 +60,8 @@ class EngineFigures:
     output_bytes: int = 0
     context_ok: bool = True
     log_tail: list[str] = field(default_factory=list)
+    # The buffers as printed, by place and part (the log diagnosis's figures, `parts.bill_from_figures`).
+    bill: MemoryBill = field(default_factory=MemoryBill)
 
     @property
     def compute_total(self) -> int:
@@ -90,17 +94,24 @@ def _ggml_type(kv_dtype: str) -> int:
     return int(gguf.GGMLQuantizationType[key].value)
 
 
+def probe_bill(stderr: str) -> tuple[MemoryBill, dict[str, int]]:
+    """The buffers llama.cpp printed, read by the log diagnosis's figure rules: (the bill by place and
+    part, compute bytes per buffer type)."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    figures = diagnose_text(stderr).engine_figures
+    compute = {key[len(_COMPUTE) :]: int(value) for key, value in figures.items() if key.startswith(_COMPUTE)}
+    return bill_from_figures(figures), compute
+
+
 def parse_probe_log(stderr: str) -> tuple[int, int, dict[str, int], int]:
     """(KV bytes, KV cells, compute bytes per buffer type, output bytes) from llama.cpp's log lines."""
-    kv_bytes = kv_cells = output = 0
+    kv_bytes = kv_cells = 0
     for match in _KV_SIZE.finditer(stderr):  # iSWA models print one line per cache
         kv_bytes += round(float(match.group(1)) * MIB)
         kv_cells = max(kv_cells, int(match.group(2)))
-    compute: dict[str, int] = {}
-    for name, mib in _COMPUTE.findall(stderr):
-        compute[name] = round(float(mib) * MIB)
-    for _name, mib in _OUTPUT.findall(stderr):
-        output += round(float(mib) * MIB)
+    bill, compute = probe_bill(stderr)
+    output = bill.get("output") + bill.get("output", HOST)
     return kv_bytes, kv_cells, compute, output
 
 
@@ -146,6 +157,7 @@ def probe_llama_cpp(
         return None
     kv_bytes, kv_cells, compute, output = parse_probe_log(result.stderr)
     return EngineFigures(
+        bill=probe_bill(result.stderr)[0],
         model_bytes=int(answer["model_bytes"]),
         kv_bytes=kv_bytes,
         kv_cells=kv_cells,

@@ -353,7 +353,16 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
     )
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     info.dtype = q.ALIASES.get(dtype.replace("torch.", ""), "bf16")
-    # sliding window: explicit layer_types first, then the architecture's fixed pattern
+    _config_sliding_window(info, cfg)
+    _config_experts(info, cfg)
+    _config_mla(info, cfg)
+    _config_quant_and_params(info, cfg, exact_params)
+    return info
+
+
+def _config_sliding_window(info: ModelInfo, cfg: dict[str, Any]) -> None:
+    """Explicit layer_types first, then the architecture's fixed pattern."""
+    n_layers, model_type = info.n_layers, info.arch
     window = _int(cfg, "sliding_window")
     layer_types = cfg.get("layer_types")
     if isinstance(layer_types, list) and window:
@@ -365,7 +374,10 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
         info.swa_layers = n_layers - (_int(cfg, "max_window_layers", default=0) or 0)
     if info.swa_layers:
         info.sliding_window = window
-    # mixture of experts: every expert is resident
+
+
+def _config_experts(info: ModelInfo, cfg: dict[str, Any]) -> None:
+    """Mixture of experts: every expert is resident."""
     experts = _int(cfg, "num_local_experts", "num_experts", "n_routed_experts", default=0) or 0
     if experts > 1:
         info.is_moe = True
@@ -375,7 +387,10 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
         info.n_shared_experts = _int(cfg, "n_shared_experts", default=0) or 0
         info.shared_intermediate = _int(cfg, "shared_expert_intermediate_size")
         info.n_dense_layers = _int(cfg, "first_k_dense_replace", default=0) or 0
-    # DeepSeek MLA: the cache holds one latent per token, not per-head K/V
+
+
+def _config_mla(info: ModelInfo, cfg: dict[str, Any]) -> None:
+    """DeepSeek MLA: the cache holds one latent per token, not per-head K/V."""
     kv_lora = _int(cfg, "kv_lora_rank", default=0) or 0
     if kv_lora:
         info.kv_lora_rank = kv_lora
@@ -384,7 +399,10 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
         info.q_lora_rank = _int(cfg, "q_lora_rank", default=0) or 0
         info.head_dim_k = info.qk_nope_head_dim + info.qk_rope_head_dim
         info.head_dim_v = _int(cfg, "v_head_dim", default=128) or 128
-        info.n_kv_heads = n_heads
+        info.n_kv_heads = info.n_heads
+
+
+def _config_quant_and_params(info: ModelInfo, cfg: dict[str, Any], exact_params: bool) -> None:
     qc = cfg.get("quantization_config")
     info.quant = quant_from_config(qc)
     if (
@@ -403,7 +421,6 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
         if exact_params:
             info.notes.append("parameter count from the config's shapes (transformers could not build it)")
     info.bits_per_weight = q.bits_per_weight(info.quant) if info.quant else q.bits_per_weight(info.dtype)
-    return info
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -559,15 +576,101 @@ def _gguf_split_siblings(path: Path, reader: Any) -> list[tuple[Path, Any]]:
     return siblings
 
 
-def info_from_gguf(path: Path) -> ModelInfo:
-    """ModelInfo from a GGUF file's header and tensor table (no tensor data is read)."""
+@dataclass
+class _GgufTensors:
+    """A GGUF's tensor table summed the way the estimator reads it: bytes per layer, embedding, output."""
+
+    layer_bytes: list[int]
+    token_embd: int = 0
+    output: int = 0
+    other: int = 0
+    n_elements: int = 0
+    has_output: bool = False
+    by_type: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.layer_bytes) + self.token_embd + self.output + self.other
+
+
+def _gguf_tensors(path: Path, readers: list[tuple[Path, Any]], n_layers: int) -> _GgufTensors:
+    found = _GgufTensors(layer_bytes=[0] * n_layers)
+    all_tensors = [(part, part.stat().st_size, t) for part, r in readers for t in r.tensors]
+    for part, file_size, tensor in all_tensors:
+        size = int(tensor.n_bytes)
+        end = int(tensor.data_offset) + size
+        if end > file_size:
+            raise VramtuiError(f"{part}: truncated GGUF file (tensor {tensor.name} ends past the file)")
+        found.n_elements += int(tensor.n_elements)
+        type_name = tensor.tensor_type.name.lower()
+        found.by_type[type_name] = found.by_type.get(type_name, 0) + size
+        match = _BLK.match(tensor.name)
+        if match and int(match.group(1)) < n_layers:
+            found.layer_bytes[int(match.group(1))] += size
+        elif tensor.name == "token_embd.weight":
+            found.token_embd += size
+        elif tensor.name == "output.weight":
+            found.output += size
+            found.has_output = True
+        else:
+            found.other += size
+    if not all_tensors:
+        raise VramtuiError(f"{path}: GGUF file has no tensors (a vocabulary-only file?)")
+    return found
+
+
+def _gguf_file_type(reader: Any) -> str | None:
     import gguf
 
+    ftype_num = _gguf_int(reader, "general.file_type")
+    if ftype_num is None:
+        return None
+    try:
+        return gguf.LlamaFileType(ftype_num).name.lower().replace("mostly_", "").replace("all_", "")
+    except ValueError:
+        return None
+
+
+def _gguf_first_split(path: Path) -> Path:
     split = _SPLIT_NAME.match(path.name)
     if split and split.group("no") != "00001":  # metadata lives in the first file
         first = path.with_name(f"{split.group('stem')}-00001-of-{split.group('count')}.gguf")
         if first.is_file():
-            path = first
+            return first
+    return path
+
+
+def _gguf_experts_mla_swa(info: ModelInfo, reader: Any, key: Any) -> None:
+    """Mixture of experts, DeepSeek's MLA cache and sliding-window layers, as the GGUF's metadata says."""
+    n_layers = info.n_layers
+    experts = key("expert_count") or 0
+    if experts > 1:
+        info.is_moe, info.n_experts = True, experts
+        info.n_experts_used = key("expert_used_count") or 0
+        info.moe_intermediate = key("expert_feed_forward_length")
+        info.n_shared_experts = key("expert_shared_count") or 0
+        info.n_dense_layers = key("leading_dense_block_count") or 0
+    kv_lora = key("attention.kv_lora_rank") or 0
+    if kv_lora:
+        # llama.cpp's MLA cache: K holds latent + rope part, V the latent (key/value_length say so)
+        info.kv_lora_rank = kv_lora
+        info.qk_rope_head_dim = key("rope.dimension_count") or 64
+    window = key("attention.sliding_window")
+    if window:
+        pattern_field = _field(reader, f"{info.arch}.attention.sliding_window_pattern")
+        if isinstance(pattern_field, list):
+            info.swa_layers = sum(1 for flag in pattern_field[:n_layers] if flag)
+        elif isinstance(pattern_field, int) and pattern_field > 0:
+            info.swa_layers = n_layers - n_layers // pattern_field
+        elif info.arch in _SWA_PATTERN:
+            info.swa_layers = n_layers - n_layers // _SWA_PATTERN[info.arch]
+        if info.swa_layers:
+            info.sliding_window = window
+
+
+def info_from_gguf(path: Path) -> ModelInfo:
+    """ModelInfo from a GGUF file's header and tensor table (no tensor data is read)."""
+    path = _gguf_first_split(path)
     reader = _open_gguf(path)
     readers = [(path, reader), *_gguf_split_siblings(path, reader)]
     arch = str(_field(reader, "general.architecture") or "llama")
@@ -592,45 +695,13 @@ def info_from_gguf(path: Path) -> ModelInfo:
     head_dim_v = key("attention.value_length") or head_dim_k
     tokens = reader.fields.get("tokenizer.ggml.tokens")
     vocab = key("vocab_size") or (len(tokens.data) if tokens is not None else 0) or 32000
-    ftype_num = _gguf_int(reader, "general.file_type")
-    file_type = None
-    if ftype_num is not None:
-        try:
-            file_type = gguf.LlamaFileType(ftype_num).name.lower().replace("mostly_", "").replace("all_", "")
-        except ValueError:
-            file_type = None
-
-    layer_bytes = [0] * n_layers
-    token_embd = output = other = 0
-    n_elements = 0
-    has_output = False
-    by_type: dict[str, int] = {}
-    all_tensors = [(part, part.stat().st_size, t) for part, r in readers for t in r.tensors]
-    for part, file_size, tensor in all_tensors:
-        size = int(tensor.n_bytes)
-        end = int(tensor.data_offset) + size
-        if end > file_size:
-            raise VramtuiError(f"{part}: truncated GGUF file (tensor {tensor.name} ends past the file)")
-        n_elements += int(tensor.n_elements)
-        type_name = tensor.tensor_type.name.lower()
-        by_type[type_name] = by_type.get(type_name, 0) + size
-        match = _BLK.match(tensor.name)
-        if match and int(match.group(1)) < n_layers:
-            layer_bytes[int(match.group(1))] += size
-        elif tensor.name == "token_embd.weight":
-            token_embd += size
-        elif tensor.name == "output.weight":
-            output += size
-            has_output = True
-        else:
-            other += size
-    if not all_tensors:
-        raise VramtuiError(f"{path}: GGUF file has no tensors (a vocabulary-only file?)")
-    total = sum(layer_bytes) + token_embd + output + other
+    file_type = _gguf_file_type(reader)
+    found = _gguf_tensors(path, readers, n_layers)
+    total = found.total
     info = ModelInfo(
         source=str(path),
         arch=arch,
-        n_params=n_elements,
+        n_params=found.n_elements,
         n_layers=n_layers,
         hidden=hidden,
         n_heads=n_heads,
@@ -638,45 +709,23 @@ def info_from_gguf(path: Path) -> ModelInfo:
         head_dim_k=head_dim_k,
         head_dim_v=head_dim_v,
         vocab=vocab,
-        tied_embeddings=not has_output,
+        tied_embeddings=not found.has_output,
         max_context=key("context_length"),
         weights_bytes=total,
         quant=file_type,
         file_type=file_type,
-        bits_per_weight=total * 8 / n_elements if n_elements else None,
+        bits_per_weight=total * 8 / found.n_elements if found.n_elements else None,
         intermediate=key("feed_forward_length"),
         kv_heads_per_layer=kv_per_layer,
-        layer_bytes=tuple(layer_bytes),
-        token_embd_bytes=token_embd,
-        output_bytes=output if has_output else None,
-        other_bytes=other,
-        weights_by_dtype=by_type,
+        layer_bytes=tuple(found.layer_bytes),
+        token_embd_bytes=found.token_embd,
+        output_bytes=found.output if found.has_output else None,
+        other_bytes=found.other,
+        weights_by_dtype=found.by_type,
         weights_source="gguf",
         params_exact=True,
     )
-    experts = key("expert_count") or 0
-    if experts > 1:
-        info.is_moe, info.n_experts = True, experts
-        info.n_experts_used = key("expert_used_count") or 0
-        info.moe_intermediate = key("expert_feed_forward_length")
-        info.n_shared_experts = key("expert_shared_count") or 0
-        info.n_dense_layers = key("leading_dense_block_count") or 0
-    kv_lora = key("attention.kv_lora_rank") or 0
-    if kv_lora:
-        # llama.cpp's MLA cache: K holds latent + rope part, V the latent (key/value_length say so)
-        info.kv_lora_rank = kv_lora
-        info.qk_rope_head_dim = key("rope.dimension_count") or 64
-    window = key("attention.sliding_window")
-    if window:
-        pattern_field = _field(reader, f"{a}.attention.sliding_window_pattern")
-        if isinstance(pattern_field, list):
-            info.swa_layers = sum(1 for flag in pattern_field[:n_layers] if flag)
-        elif isinstance(pattern_field, int) and pattern_field > 0:
-            info.swa_layers = n_layers - n_layers // pattern_field
-        elif arch in _SWA_PATTERN:
-            info.swa_layers = n_layers - n_layers // _SWA_PATTERN[arch]
-        if info.swa_layers:
-            info.sliding_window = window
+    _gguf_experts_mla_swa(info, reader, key)
     return info
 
 

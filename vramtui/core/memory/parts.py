@@ -94,6 +94,17 @@ class MemoryBill:
         shown = [(LABELS[part], self.get(part, place)) for part in PARTS]
         return ", ".join(f"{label} {format_bytes(value)}" for label, value in shown if value)
 
+    def by_place(self) -> dict[str, dict[str, int]]:
+        """`{"0": {"weights_bytes": ..}, "host": {..}}`: each place's parts under their JSON keys (devices
+        first, then the host), for `--json`."""
+        order = [*self.devices(), *([HOST] if HOST in self.places else [])]
+        return {
+            str(place): {
+                JSON_KEYS[part]: self.places[place][part] for part in PARTS if part in self.places[place]
+            }
+            for place in order
+        }
+
     def to_dict(self) -> dict[str, int]:
         """The device parts under their JSON keys (every device summed), and the host's total."""
         out = {JSON_KEYS[part]: self.get(part) for part in PARTS}

@@ -19,7 +19,8 @@ from textual.timer import Timer
 from textual.widgets import Input, Label, Select, Static
 
 from vramtui.core.errors import VramtuiError
-from vramtui.core.units import GIB, format_bytes, parse_count, parse_size
+from vramtui.core.memory.parts import LABELS, PARTS, Part
+from vramtui.core.units import GIB, format_bytes
 from vramtui.tui.palette import theme_style
 from vramtui.tui.panes.base import Pane
 
@@ -28,15 +29,20 @@ KV_DTYPES = ("f16", "bf16", "fp8", "q8_0", "q4_0")
 # "cpu": what the engine allocates on a CPU-only run (no CUDA context or workspaces), as the demo runs.
 RUNS_ON = ("gpu", "cpu")
 DEFAULT_CARD = "24GiB"
+# Fields the form cannot do without (the others fall back to the model's or the backend's own).
+REQUIRED = ("context", "parallel", "card")
 
-# The breakdown's parts, in the order they stack, with the theme variable that colours each.
-PARTS = (
-    ("weights_bytes", "weights", "stage-load-weights"),
-    ("kv_cache_bytes", "KV cache", "stage-kv-cache"),
-    ("activations_bytes", "activations", "stage-inference"),
-    ("overhead_bytes", "overhead", "stage-download"),
-    ("fragmentation_bytes", "fragmentation", "log-gutter"),
-)
+# The theme variable that colours each memory part (core/memory/parts.py), in the order they stack.
+PART_COLOURS: dict[Part, str] = {
+    "weights": "stage-load-weights",
+    "kv_cache": "stage-kv-cache",
+    "recurrent_state": "stage-kv-cache",
+    "compute": "stage-inference",
+    "output": "stage-inference",
+    "runtime": "stage-download",
+    "cuda_graphs": "stage-download",
+    "margin": "log-gutter",
+}
 
 
 @dataclass(frozen=True)
@@ -212,7 +218,7 @@ class EstimatorPane(Pane):
 
     def recompute(self) -> None:
         """Validate every field in place, then estimate (model files are read in a thread)."""
-        from vramtui.core.estimate.estimator import Settings, estimate
+        from vramtui.core.estimate.estimator import estimate
 
         self.errors = {}
         path = self.value("model")
@@ -221,104 +227,52 @@ class EstimatorPane(Pane):
             self._load_info(path)
         if not path:
             self._info_path, self._info, self._info_error = None, None, None
-        settings_kwargs = self._settings_kwargs()
-        info = self._model_info(path)
+        values = self._parsed()
+        info = self._model_info(path, values)
         self._show_errors()
         if info is None or self.errors:
             self.estimate = None
             self.show_result()
             return
         try:
-            self.estimate = estimate(info, Settings(**settings_kwargs))
+            self.estimate = estimate(info, self._settings(values))
         except VramtuiError as error:
             self.estimate = None
             self.errors["_"] = str(error)
         self.show_result()
 
-    def _checked(self, name: str, parse: Any, *, optional: bool = False) -> Any:
-        text = self.value(name)
-        if not text:
-            if not optional:
+    def _parsed(self) -> dict[str, Any]:
+        """Every field through the estimator's one input parser (core/estimate/inputs.py), as the CLI."""
+        from vramtui.core.estimate.inputs import parse_inputs
+
+        texts = {spec.name: self.value(spec.name) for spec in FIELDS if spec.name != "model"}
+        texts.update(backend=self.value("backend"), kv_dtype=self.value("kv_dtype"))
+        values, problems = parse_inputs(texts)
+        self.errors.update(problems)
+        for name in REQUIRED:
+            if not texts[name] and name not in self.errors:
                 self.errors[name] = "required"
-            return None
-        try:
-            return parse(text)
-        except (VramtuiError, ValueError) as error:
-            self.errors[name] = str(error)
-            return None
+        return values
 
-    def _settings_kwargs(self) -> dict[str, Any]:
-        def positive_int(text: str) -> int:
-            try:
-                number = int(text.replace(",", "").replace("_", ""))
-            except ValueError:
-                raise ValueError(f"{text!r} is not a whole number (e.g. 8192)") from None
-            if number <= 0:
-                raise ValueError("must be more than 0")
-            return number
+    def _settings(self, values: dict[str, Any]) -> Any:
+        from vramtui.core.estimate.inputs import settings_from
 
-        def layers_or_all(text: str) -> int | None:
-            if text.lower() in ("all", "-1"):
-                return None
-            try:
-                number = int(text)
-            except ValueError:
-                raise ValueError(f"{text!r}: a number of layers, or 'all'") from None
-            if number < 0:
-                raise ValueError("a number of layers, or 'all'")
-            return number
+        return settings_from(values, on_gpu=self.value("runs_on") == "gpu")
 
-        context = self._checked("context", positive_int)
-        parallel = self._checked("parallel", positive_int)
-        gpu_layers = self._checked("gpu_layers", layers_or_all, optional=True)
-        card = self._checked("card", parse_size)
-        if card is not None and card <= 0:
-            self.errors["card"] = "card memory must be more than 0"
-        kwargs: dict[str, Any] = {
-            "backend": self.value("backend"),
-            "kv_dtype": self.value("kv_dtype"),
-            "on_gpu": self.value("runs_on") == "gpu",
-            "context": context,
-            "parallel": parallel,
-            "gpu_layers": gpu_layers,
-            "device_bytes": card,
-        }
-        return {key: value for key, value in kwargs.items() if value is not None}
+    def _model_info(self, path: str, values: dict[str, Any]) -> Any:
+        from vramtui.core.estimate.inputs import model_overrides
+        from vramtui.core.estimate.modelinfo import info_from_flags
 
-    def _model_info(self, path: str) -> Any:
-        from vramtui.core.estimate.modelinfo import apply_overrides, info_from_flags
-
-        quant = self.value("quant") or None
         if path:
             if self._info_error:
                 self.errors["model"] = self._info_error
-            if self._info is not None and quant:
-                try:
-                    return apply_overrides(self._info, quant=quant)
-                except VramtuiError as error:
-                    self.errors["quant"] = str(error)
-                    return None
             return self._info
-        params = self._checked("params", parse_count, optional=True)
-
-        def whole(text: str) -> int:
-            try:
-                number = int(text.replace(",", "").replace("_", ""))
-            except ValueError:
-                raise ValueError(f"{text!r} is not a whole number") from None
-            if number <= 0:
-                raise ValueError("must be more than 0")
-            return number
-
-        numbers = {
-            name: self._checked(name, whole, optional=True) for name in ("layers", "kv_heads", "head_dim")
-        }
-        if params is None:
+        if values.get("params") is None:
             if not self.errors:
                 self.errors["_"] = "give a model path, or at least the parameter count"
             return None
         try:
-            return info_from_flags(params=params, quant=quant, **numbers)
+            return info_from_flags(**model_overrides(values))
         except VramtuiError as error:
             self.errors["params"] = str(error)
             return None
@@ -372,10 +326,9 @@ class EstimatorPane(Pane):
         device = float(est.device_bytes or 1)
         scale = max(device, float(est.total_bytes))
         usable_col = round(est.usable_bytes / scale * width)
-        cells: list[tuple[int, str]] = []
-        for attribute, _label, variable in PARTS:
-            value = float(getattr(est, attribute, 0) or 0)
-            cells.append((round(value / scale * width), variable))
+        shown = [(part, est.bill.get(part, est.place)) for part in PARTS]
+        shown = [(part, value) for part, value in shown if value or part in ("weights", "kv_cache")]
+        cells = [(round(value / scale * width), PART_COLOURS[part]) for part, value in shown]
         column = 0
         for count, variable in cells:
             for _ in range(count):
@@ -389,10 +342,9 @@ class EstimatorPane(Pane):
             text.append(char, style=theme_style(app, "graph-safety" if char == "┃" else "graph-empty"))
             column += 1
         text.append("\n")
-        for attribute, label, variable in PARTS:
-            value = getattr(est, attribute, 0) or 0
-            text.append("■ ", style=theme_style(app, variable))
-            text.append(f"{label} {format_bytes(value, 2)}  ")
+        for part, value in shown:
+            text.append("■ ", style=theme_style(app, PART_COLOURS[part]))
+            text.append(f"{LABELS[part]} {format_bytes(value, 2)}  ")
         text.append("\n")
         if est.fits:
             text.append(" FITS ✔ ", style=theme_style(app, "verdict-fits", bold=True, reverse=True))

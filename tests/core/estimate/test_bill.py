@@ -1,0 +1,88 @@
+"""The estimate in the one memory vocabulary: its bill by place adds up to the legacy figures, and nothing
+in the estimator asks a backend's name."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from vramtui.core.estimate.estimator import Settings, estimate
+from vramtui.core.estimate.modelinfo import info_from_flags
+from vramtui.core.memory.parts import HOST, JSON_KEYS, PARTS
+from vramtui.core.units import GIB, MIB
+
+ROOT = Path(__file__).resolve().parents[3]
+MODEL = info_from_flags(params=8e9, layers=32, kv_heads=8, head_dim=128)
+
+
+def test_llama_cpp_bill_splits_the_device_and_the_host() -> None:
+    est = estimate(MODEL, Settings(context=8192, gpu_layers=20, device_bytes=16 * GIB))
+    assert est.fits  # (when it does not, host_bytes_needed is for the placement that would)
+    assert est.bill.total(0) == est.total_bytes
+    assert est.bill.total(HOST) == est.host_bytes_needed > 0
+    assert est.bill.get("weights", HOST) == est.weights_host_bytes
+    assert est.bill.get("output", HOST) == est.output_buffer_bytes == MODEL.vocab * 4
+    assert est.bill.get("runtime", 0) == est.overhead_bytes == 400 * MIB
+
+
+def test_cpu_only_run_is_all_host() -> None:
+    est = estimate(MODEL, Settings(context=4096, on_gpu=False))
+    assert est.bill.devices() == [] and est.bill.total(HOST) == est.total_bytes
+    assert est.to_dict()["runtime_bytes"] == 0
+
+
+def test_vllm_cuda_graphs_are_on_the_card_outside_the_budget() -> None:
+    est = estimate(MODEL, Settings(backend="vllm", context=8192, device_bytes=80 * GIB))
+    assert est.bill.get("cuda_graphs") == 256 * MIB
+    assert est.bill.total(0) == est.total_bytes + 256 * MIB
+    assert est.total_bytes <= est.usable_bytes
+
+
+def test_transformers_fragmentation_is_the_margin() -> None:
+    est = estimate(MODEL, Settings(backend="transformers", context=4096))
+    assert est.bill.get("margin") == est.fragmentation_bytes > 0
+    assert est.bill.total(0) == est.total_bytes
+
+
+@pytest.mark.parametrize("backend", ["llama.cpp", "ollama", "vllm", "transformers"])
+def test_to_dict_keeps_the_scripted_keys_and_adds_every_part(backend: str) -> None:
+    est = estimate(MODEL, Settings(backend=backend, context=8192))
+    data = est.to_dict()
+    legacy = ("weights_bytes", "weights_host_bytes", "kv_cache_bytes", "activations_bytes", "total_bytes")
+    legacy += (
+        "compute_buffer_bytes",
+        "usable_bytes",
+        "fits",
+        "max_context",
+        "max_parallel",
+        "gpu_layers_fit",
+    )
+    legacy += ("overhead_bytes", "fragmentation_bytes")
+    assert all(key in data for key in legacy)
+    assert all(JSON_KEYS[part] in data for part in PARTS)
+    assert data["runtime_bytes"] == est.overhead_bytes
+    device = data["bill"]["0"]
+    assert device["weights_bytes"] == est.weights_bytes and device["kv_cache_bytes"] == est.kv_cache_bytes
+    assert sum(device.values()) == est.bill.total(0)
+
+
+def _name_comparisons(path: Path) -> list[str]:
+    """`backend == "vllm"`, `x.accounting != "llama.cpp"`, `name in ("ollama", ...)`: a backend's name
+    compared with a string literal."""
+    names = {"llama.cpp", "llama-cpp-python", "vllm", "transformers", "ollama"}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Compare):
+            continue
+        for side in [node.left, *node.comparators]:
+            literals = side.elts if isinstance(side, ast.Tuple | ast.List | ast.Set) else [side]
+            if any(isinstance(lit, ast.Constant) and lit.value in names for lit in literals):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_no_backend_name_is_compared_in_the_estimator() -> None:
+    files = [*sorted((ROOT / "vramtui/core/estimate").glob("*.py")), ROOT / "vramtui/cli/estimate.py"]
+    assert files and not [hit for path in files for hit in _name_comparisons(path)]

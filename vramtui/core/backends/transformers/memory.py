@@ -1,0 +1,106 @@
+"""How transformers (generate() on a PyTorch model) accounts memory.
+
+Weights with bitsandbytes/GPTQ/AWQ leaving embeddings, lm_head and norms in 16-bit (and the 16-bit
+load-time peak of on-the-fly quantization); a dynamic KV cache that grows with the sequence; generate()'s
+prefill: the MLP of every token, logits of the last position only (logits_to_keep=1) and, with eager
+attention, the score matrices.
+"""
+
+from __future__ import annotations
+
+from vramtui.core.estimate.accounting import MLA_DECOMPRESSED, MemoryAccounting
+from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settings
+from vramtui.core.estimate.kvcache import is_swa, kv_bytes_per_token, kv_layer_bytes
+from vramtui.core.estimate.modelinfo import ModelInfo
+from vramtui.core.estimate.weights import dtype_bytes, hf_weights_bytes
+from vramtui.core.memory.parts import MemoryBill
+from vramtui.core.units import GIB
+
+# PyTorch's caching allocator keeps freed blocks; transformers runs grow by this share of the dynamic part.
+TORCH_FRAGMENTATION = 0.10
+DEFAULT_CONTEXT = 4096
+
+
+def kv_cache_bytes(info: ModelInfo, context: int, batch: int, kv_dtype: str) -> int:
+    """The dynamic cache at the full context; sliding-window layers keep the window only."""
+    kv = 0
+    for layer in range(info.n_layers):
+        window = info.sliding_window if is_swa(info, layer) else None
+        tokens = min(context, window) if window else context
+        kv += tokens * batch * kv_layer_bytes(info, layer, kv_dtype, MLA_DECOMPRESSED)
+    return kv
+
+
+def prefill_activations(info: ModelInfo, settings: Settings, context: int, batch: int) -> int:
+    act = dtype_bytes(info.dtype if info.dtype != "fp8" else "bf16")
+    # generate() passes logits_to_keep=1: the prefill projects only the last position of each sequence
+    # (lm_head output in the model dtype, then the fp32 copy and the processed scores generate() keeps)
+    logits = info.vocab * batch * (act + 4 + 4)
+    ff = info.intermediate or 4 * info.hidden
+    mlp = context * batch * 3 * ff * act
+    scores = 0
+    if settings.flash_attn is False:  # eager attention materialises heads x q x k scores (and softmax)
+        scores = 2 * info.n_heads * context * context * batch * act
+    return logits + mlp + scores
+
+
+class TransformersMemory(MemoryAccounting):
+    mla_layout = MLA_DECOMPRESSED
+
+    def run_context(self, info: ModelInfo, settings: Settings) -> int:
+        return settings.context or min(info.max_context or DEFAULT_CONTEXT, DEFAULT_CONTEXT)
+
+    def size(self, info: ModelInfo, settings: Settings) -> Estimate:
+        context = self.run_context(info, settings)
+        batch = settings.parallel or 1
+        kv_dtype = self.kv_dtype(info, settings)
+        weights, peak, notes = hf_weights_bytes(info, settings.quant)
+        kv = kv_cache_bytes(info, context, batch, kv_dtype)
+        activations = prefill_activations(info, settings, context, batch)
+        if settings.flash_attn is False:
+            notes.append("eager attention: score matrices grow with context squared")
+        bill = MemoryBill()
+        bill.add(0, "weights", weights)
+        bill.add(0, "kv_cache", kv)
+        bill.add(0, "compute", activations)
+        bill.add(0, "runtime", CUDA_CONTEXT_BYTES)
+        bill.add(0, "margin", int(TORCH_FRAGMENTATION * (kv + activations)))
+        total = bill.total(0)
+        usable = int(settings.device_bytes * settings.share)
+        load_peak_fits = peak is None or peak + CUDA_CONTEXT_BYTES <= usable
+        reason = None
+        if not load_peak_fits:
+            reason = (
+                f"loading quantizes on the fly: the load peak {(peak or 0) / GIB:.2f} GiB does not fit; "
+                f"a pre-quantized checkpoint would need {total / GIB:.2f} GiB"
+            )
+            notes.append(reason)
+        notes.append("dynamic cache: KV grows with the sequence; the figure is at the full context")
+        return Estimate(
+            backend=settings.backend,
+            context=context,
+            parallel=batch,
+            weights_bytes=weights,
+            weights_host_bytes=0,
+            kv_cache_bytes=kv,
+            kv_bytes_per_token=kv_bytes_per_token(info, kv_dtype, "transformers"),
+            activations_bytes=activations,
+            overhead_bytes=CUDA_CONTEXT_BYTES,
+            fragmentation_bytes=bill.get("margin", 0),
+            total_bytes=total,
+            device_bytes=settings.device_bytes,
+            usable_bytes=usable,
+            fits=total <= usable and load_peak_fits,
+            n_layers=info.n_layers,
+            kv_dtype=kv_dtype,
+            kv_cells=context,
+            load_peak_bytes=peak,
+            load_peak_fits=load_peak_fits,
+            reason=reason,
+            notes=notes,
+            bill=bill,
+        )
+
+
+TRANSFORMERS = TransformersMemory()
+MEMORY: dict[str, MemoryAccounting] = {"transformers": TRANSFORMERS}

@@ -1,0 +1,85 @@
+"""The interface of an engine's memory accounting, and the table that finds one by backend name.
+
+The estimator, its solvers and the CLI ask this object what differs per engine (is the context per
+sequence, how far apart the context solver steps, what share of the card is usable by default ...);
+each engine family's `vramtui/core/backends/<family>/memory.py` says it and sizes a run.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vramtui.core.estimate.estimator import Estimate, Settings
+    from vramtui.core.estimate.modelinfo import ModelInfo
+
+DEFAULT_SAFETY = 0.8
+
+# How an MLA model's cache (DeepSeek's kv_lora_rank) is laid out per token.
+MLA_LATENT = "latent"  # one joint latent (vLLM)
+MLA_LATENT_AND_V = "latent+v"  # the latent as K, the compressed KV as V (llama.cpp)
+MLA_DECOMPRESSED = "decompressed"  # per-head keys and values (transformers)
+
+
+class MemoryAccounting:
+    """What one engine family does with memory. Subclasses size a run; the attributes tell the solvers."""
+
+    # Usable share of the card when the user gives none (vLLM: its gpu_memory_utilization default).
+    default_safety: float = DEFAULT_SAFETY
+    # The context solver's step (llama.cpp pads its cache to this many cells).
+    solver_step: int = 256
+    # False: the context is the whole cache, split across the parallel slots (llama.cpp).
+    context_is_per_sequence: bool = True
+    # The engine takes a number of layers on the GPU; the rest run from host RAM.
+    places_layers: bool = False
+    # With no layer count given, the engine places as many layers as fit (Ollama).
+    auto_places_layers: bool = False
+    # The KV cache takes whatever the budget leaves (vLLM): context and concurrency are read off its
+    # token capacity instead of searched for.
+    kv_from_budget: bool = False
+    # llama.cpp's no_alloc dry run (`--engine`) can check the figures of this engine.
+    engine_probe: bool = False
+    mla_layout: str = MLA_DECOMPRESSED
+    # The in-flight bitsandbytes loader always quantizes as NF4 with double quantization (vLLM).
+    bnb_as_nf4_dq: bool = False
+
+    def size(self, info: ModelInfo, settings: Settings) -> Estimate:
+        raise NotImplementedError
+
+    def default_kv_dtype(self, info: ModelInfo) -> str:
+        return info.dtype if info.dtype in ("f16", "bf16", "f32") else "bf16"
+
+    def kv_dtype(self, info: ModelInfo, settings: Settings) -> str:
+        return settings.kv_dtype.lower() if settings.kv_dtype else self.default_kv_dtype(info)
+
+    def run_context(self, info: ModelInfo, settings: Settings) -> int:
+        """The context the engine sizes when `settings.context` may be None (its own default)."""
+        return settings.context or info.max_context or 4096
+
+    def per_sequence(self, est: Estimate) -> int:
+        """One sequence's share of the estimate's context (the solvers size concurrency at it)."""
+        return est.context // max(1, est.parallel)
+
+    def past_trained_note(self, per_sequence: int, trained: int) -> str:
+        return (
+            f"context {per_sequence} is past the model's trained length {trained}: "
+            "output degrades beyond it unless RoPE scaling is configured"
+        )
+
+
+@cache
+def _table() -> dict[str, MemoryAccounting]:
+    # imported here: each memory module builds on core/estimate, which reaches this table lazily
+    from vramtui.core.backends.llama_cpp import memory as llama_cpp
+    from vramtui.core.backends.transformers import memory as transformers
+    from vramtui.core.backends.vllm import memory as vllm
+
+    return {**llama_cpp.MEMORY, **vllm.MEMORY, **transformers.MEMORY}
+
+
+def accounting_for(backend: str) -> MemoryAccounting:
+    """The memory accounting of a backend (its name or an alias)."""
+    from vramtui.core.backends import get_backend
+
+    return _table()[get_backend(backend).name]

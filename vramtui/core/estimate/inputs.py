@@ -1,0 +1,208 @@
+"""The estimator's inputs as a user types them, one parser for the CLI and the TUI's form.
+
+Strings in ("32k", "32,768", "12GiB", "8B", "all", "q8_0", "on" ...), Settings and ModelInfo overrides
+out. A bad value is an `InputError`: a one-line VramtuiError that names the field the way the CLI spells
+it (`--ctx: 'lots' is not a whole number of tokens ...`); the form shows the problem beside its field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from vramtui.core.errors import VramtuiError
+from vramtui.core.estimate.estimator import DEFAULT_DEVICE_BYTES, Settings
+from vramtui.core.units import parse_count, parse_size
+
+# The largest published models have a few trillion parameters; far past that, the shape the flags imply
+# is nonsense (hundreds of millions of layers) and sizing it would take forever.
+MAX_PLAUSIBLE_PARAMS = 10**14
+
+# Each input by name, as the CLI spells it (error messages name the flag).
+FLAGS: dict[str, str] = {
+    "backend": "--backend",
+    "context": "--ctx",
+    "parallel": "--parallel",
+    "batch": "--batch",
+    "ubatch": "--ubatch",
+    "kv_dtype": "--kv-dtype",
+    "flash_attn": "--flash-attn",
+    "gpu_layers": "--gpu-layers",
+    "quant": "--quant",
+    "card": "--gpu-mem",
+    "safety": "--safety",
+    "params": "--params",
+    "layers": "--layers",
+    "kv_heads": "--kv-heads",
+    "head_dim": "--head-dim",
+    "hidden": "--hidden",
+    "heads": "--heads",
+    "vocab": "--vocab",
+}
+SHAPE_FIELDS = ("layers", "kv_heads", "head_dim", "hidden", "heads", "vocab")
+MODEL_FIELDS = ("params", *SHAPE_FIELDS)
+
+_TOKENS_RE = re.compile(r"^(\d+(?:\.\d+)?)([km]?)$")
+_ON = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False}
+_SWITCH: dict[str, bool | None] = {**_ON, "no": False, "auto": None}
+
+
+class InputError(VramtuiError):
+    """A value the user typed that is not one: which field, and what is wrong with it."""
+
+    def __init__(self, name: str, problem: str) -> None:
+        super().__init__(f"{FLAGS.get(name, name)}: {problem}")
+        self.name = name
+        self.problem = problem
+
+
+def _digits(text: str) -> str:
+    """'32,768' and '32_768' are 32768 (thousands separators as people write them)."""
+    return text.strip().replace(",", "").replace("_", "")
+
+
+def parse_tokens(text: str) -> int:
+    """'8192' -> 8192, '32k' -> 32768, '32,768' -> 32768 (context sizes are powers of two in users' mouths)."""
+    match = _TOKENS_RE.match(_digits(text).replace(" ", "").lower())
+    if not match:
+        raise ValueError(f"{text!r} is not a whole number of tokens (try 8192 or 32k)")
+    factor = {"": 1, "k": 1024, "m": 1024 * 1024}[match.group(2)]
+    return int(float(match.group(1)) * factor)
+
+
+def _whole(text: str, minimum: int) -> int:
+    try:
+        value = int(_digits(text))
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number") from None
+    if value < minimum:
+        raise ValueError(f"must be at least {minimum}, not {value}")
+    return value
+
+
+def _at_least_one(text: str) -> int:
+    return _whole(text, 1)
+
+
+def parse_layers(text: str) -> int | None:
+    """A number of layers on the GPU, or 'all' (also -1, llama.cpp's spelling): None."""
+    if text.strip().lower() in ("all", "-1"):
+        return None
+    try:
+        return _whole(text, 0)
+    except ValueError:
+        raise ValueError(f"{text!r}: a number of layers, or 'all'") from None
+
+
+def parse_share(text: str) -> float:
+    """'0.8' or '80%'."""
+    stripped = text.strip()
+    try:
+        value = float(stripped.rstrip("%")) / (100 if stripped.endswith("%") else 1)
+    except ValueError:
+        raise ValueError(f"not a share: {text!r} (try 0.8 or 80%)") from None
+    if not 0 < value <= 1:
+        raise ValueError(f"must be between 0 and 1, not {text}")
+    return value
+
+
+def parse_flash(text: str) -> bool | None:
+    """on / off (also true, 1, yes ...); auto: the backend's own choice (None)."""
+    key = text.strip().lower()
+    if key not in _SWITCH:
+        raise ValueError(f"use on or off, not {text!r}")
+    return _SWITCH[key]
+
+
+def parse_card(text: str) -> int:
+    """Device memory: '24GiB', '24G', '24576MiB'."""
+    value = parse_size(text)
+    if value <= 0:
+        raise ValueError("must be more than 0")
+    return value
+
+
+def parse_params(text: str) -> int:
+    """A parameter count: '8B', '7.6e9', '350M'."""
+    value = parse_count(text)
+    if value <= 0:
+        raise ValueError("must be positive")
+    if value > MAX_PLAUSIBLE_PARAMS:
+        raise ValueError(f"{text} is not a plausible parameter count (at most 100T)")
+    return value
+
+
+def _text(text: str) -> str:
+    return text.strip()
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "backend": _text,
+    "context": parse_tokens,
+    "parallel": _at_least_one,
+    "batch": _at_least_one,
+    "ubatch": _at_least_one,
+    "kv_dtype": _text,
+    "flash_attn": parse_flash,
+    "gpu_layers": parse_layers,
+    "quant": _text,
+    "card": parse_card,
+    "safety": parse_share,
+    "params": parse_params,
+    **{name: _at_least_one for name in SHAPE_FIELDS},
+}
+
+
+def parse_value(name: str, text: str | None) -> Any:
+    """One input: None when it is blank, else its value; an InputError naming the field when it is bad."""
+    if text is None or not str(text).strip():
+        return None
+    try:
+        return PARSERS[name](str(text))
+    except (VramtuiError, ValueError, OverflowError) as error:
+        raise InputError(name, str(error)) from None
+
+
+def parse_inputs(texts: Mapping[str, str | None]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every input at once: (values by name, problems by name), so a form can mark each bad field."""
+    values: dict[str, Any] = {}
+    problems: dict[str, str] = {}
+    for name, text in texts.items():
+        if name not in PARSERS:
+            continue
+        try:
+            values[name] = parse_value(name, text)
+        except InputError as error:
+            problems[name] = error.problem
+    return values, problems
+
+
+def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
+    """Settings from parsed inputs (`parse_inputs`); what is missing is the backend's own default."""
+    card = values.get("card")
+    return Settings(
+        backend=values.get("backend") or "llama.cpp",
+        context=values.get("context"),
+        parallel=values.get("parallel"),
+        batch=values.get("batch"),
+        ubatch=values.get("ubatch"),
+        kv_dtype=values.get("kv_dtype"),
+        flash_attn=values.get("flash_attn"),
+        gpu_layers=values.get("gpu_layers"),
+        quant=values.get("quant"),
+        device_bytes=card if card is not None else DEFAULT_DEVICE_BYTES,
+        safety=values.get("safety"),
+        on_gpu=on_gpu,
+    )
+
+
+def model_overrides(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The ModelInfo overrides (`modelinfo.apply_overrides` / `info_from_flags`): params and the shape."""
+    return {name: values.get(name) for name in MODEL_FIELDS}
+
+
+def parse_settings(texts: Mapping[str, str | None], on_gpu: bool = True) -> Settings:
+    """Settings from the strings typed; the first bad one is an InputError."""
+    values = {name: parse_value(name, text) for name, text in texts.items() if name in PARSERS}
+    return settings_from(values, on_gpu=on_gpu)

@@ -1,0 +1,104 @@
+"""Weights as each loader sizes them: llama.cpp's per-tensor types from the tensor groups, and the
+Hugging Face loaders' (vLLM, transformers) bytes with the quantization they apply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramtui.core.estimate import quant as q
+from vramtui.core.estimate.modelinfo import ModelInfo, TensorGroup, split_params, tensor_groups
+
+
+def dtype_bytes(dtype: str) -> int:
+    return 4 if dtype == "f32" else 2
+
+
+_KQUANT_FALLBACK = {"q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0", "q2_k": "iq4_nl", "q3_k": "iq4_nl"}
+
+
+def _group_bytes(group: TensorGroup, type_name: str) -> int:
+    block = q._ggml_sizes()[type_name][0]
+    if group.cols % block:
+        type_name = _KQUANT_FALLBACK.get(type_name, "f16")  # llama-quantize's fallback for odd rows
+        if group.cols % q._ggml_sizes()[type_name][0]:
+            type_name = "f16"
+    return q.ggml_row_bytes(type_name, group.cols) * group.rows * group.count
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    layers: tuple[int, ...]
+    token_embd: int
+    output: int  # what the output layer puts on the GPU (the embedding again when tied)
+    other: int
+
+
+def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWeights:
+    """Bytes per layer as llama.cpp loads them: exact from a GGUF, else llama-quantize's choices."""
+    if info.layer_bytes is not None and info.token_embd_bytes is not None and file_type is None:
+        output = info.output_bytes if info.output_bytes is not None else info.token_embd_bytes
+        return LayerWeights(info.layer_bytes, info.token_embd_bytes, output, info.other_bytes)
+    ftype = (
+        file_type or info.file_type or info.quant or ("f16" if info.dtype in ("bf16", "f32") else info.dtype)
+    )
+    ftype = q.normalize_quant(ftype)
+    if q.is_hf_quant(ftype):
+        ftype = "q4_0" if q.bits_per_weight(ftype) < 6 else "q8_0"
+    layers = [0] * info.n_layers
+    token_embd = output = other = 0
+    planned_params = 0
+    for group in tensor_groups(info):
+        type_name = q.gguf_tensor_type(
+            ftype, q.TensorRole(group.kind, group.layer), info.n_layers, info.tied_embeddings
+        )
+        size = _group_bytes(group, type_name)
+        planned_params += group.n_elements
+        if group.layer >= 0:
+            layers[group.layer] += size
+        elif group.kind == "token_embd":
+            token_embd = size
+        elif group.kind == "output":
+            output = size
+        else:
+            other += size
+    if info.tied_embeddings:
+        output = token_embd
+    # a parameter count given by the user rules over the shapes we guessed
+    if info.n_params and not info.params_exact and planned_params:
+        scale = info.n_params / planned_params
+        if abs(scale - 1) > 0.01:
+            layers = [int(b * scale) for b in layers]
+            token_embd, output, other = int(token_embd * scale), int(output * scale), int(other * scale)
+    return LayerWeights(tuple(layers), token_embd, output, other)
+
+
+def hf_weights_bytes(
+    info: ModelInfo, quant: str | None, bnb_as_nf4_dq: bool = False
+) -> tuple[int, int | None, list[str]]:
+    """(runtime weight bytes, load-time peak or None, notes) for vLLM and transformers.
+
+    `bnb_as_nf4_dq`: the engine's in-flight bitsandbytes loader always quantizes to NF4 with double
+    quantization (vLLM's does)."""
+    notes: list[str] = []
+    wanted = q.normalize_quant(quant) if quant else None
+    if info.weights_bytes is not None and (wanted is None or wanted == info.quant):
+        return info.weights_bytes, None, notes
+    method = wanted or info.quant
+    if bnb_as_nf4_dq and wanted in ("nf4", "fp4") and info.quant is None:
+        method = "nf4-dq"
+        notes.append("vLLM quantizes bitsandbytes in flight as NF4 with double quantization")
+    n_params = info.n_params or 0
+    unquantized = dtype_bytes(info.dtype)
+    if method is None or method in ("f16", "bf16", "f32"):
+        size = n_params * (dtype_bytes(method) if method else unquantized)
+        return size, None, notes
+    linear, kept = split_params(info)
+    if q.is_hf_quant(method):
+        size = int(linear * q.bits_per_weight(method) / 8 + kept * 2)
+    else:  # a GGUF type through vLLM's GGUF loader: everything at that width
+        size = int(n_params * q.bits_per_weight(method) / 8)
+    peak = None
+    if wanted and info.quant is None and info.weights_source != "gguf":
+        peak = n_params * 2
+        notes.append(q.load_peak_note(method))
+    return size, peak, notes
