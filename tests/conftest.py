@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,11 @@ import pytest
 from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+# Test modules whose fakes other folders' tests reuse (FakeDriver, ReplayedRuns, the TUI helpers):
+# importable whichever folder pytest is pointed at.
+for _folder in ("core/memory", "core/wizard", "tui"):
+    sys.path.insert(0, str(Path(__file__).resolve().parent / _folder))
 
 
 @pytest.fixture(scope="session")
