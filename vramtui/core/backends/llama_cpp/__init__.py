@@ -1,0 +1,1 @@
+"""llama.cpp, llama-cpp-python and Ollama."""
