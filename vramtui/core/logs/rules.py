@@ -34,7 +34,9 @@ from vramtui.core.logs.ruletypes import (  # noqa: F401  (re-exported: callers a
     UNIT,
     ErrorRule,
     FigureRule,
+    LogProfile,
     NoticeRule,
+    Say,
     StageRule,
 )
 from vramtui.core.logs.stages import FAILURES, STAGE_INDEX, STAGES  # noqa: F401  (re-exported)
@@ -49,8 +51,13 @@ BACKEND_NAMES: tuple[str, ...] = (
     "tgi",
     "sglang",
 )
+# What the diagnosis asks of each engine beyond its rules (see LogProfile), by the name it reports.
+LOG_PROFILES: dict[str, LogProfile] = {
+    profile.name: profile
+    for profile in (*llama_cpp.PROFILES, vllm.PROFILE, transformers.PROFILE, tgi.PROFILE, sglang.PROFILE)
+}
 # Which corpus family a backend belongs to (llama-cpp-python prints llama.cpp's own log).
-FAMILY: dict[str, str] = {"llama-cpp-python": "llama.cpp"}
+FAMILY: dict[str, str] = {name: p.prints_log_of for name, p in LOG_PROFILES.items() if p.prints_log_of}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,31 +434,6 @@ BACKEND_PRECEDENCE: tuple[str, ...] = (
     "llama.cpp",
     "transformers",
 )
-
-# Flags of the two backends vramtui.core.backends does not model (their own CLI spelling).
-EXTRA_KNOBS: dict[str, dict[str, str]] = {
-    "tgi": {
-        "context": "--max-total-tokens",
-        "input": "--max-input-tokens",
-        "parallel": "--max-concurrent-requests",
-        "batch": "--max-batch-prefill-tokens",
-        "quant": "--quantize",
-        "mem_share": "--cuda-memory-fraction",
-        "kv_dtype": "--kv-cache-dtype",
-        "dtype": "--dtype",
-    },
-    "sglang": {
-        "context": "--context-length",
-        "parallel": "--max-running-requests",
-        "batch": "--chunked-prefill-size",
-        "quant": "--quantization",
-        "mem_share": "--mem-fraction-static",
-        "kv_dtype": "--kv-cache-dtype",
-        "cpu_offload": "--cpu-offload-gb",
-        "dtype": "--dtype",
-    },
-}
-
 
 # Lines that echo what a user sent, or what the model answered, when the server logs requests. The
 # echoed text is theirs, not the server's: no rule reads it, so a prompt that asks about "CUDA out of

@@ -8,6 +8,7 @@ rule says otherwise.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 # Pieces of patterns several tables share.
@@ -93,3 +94,43 @@ class FigureRule:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "regex", re.compile(self.pattern, re.IGNORECASE))
+
+
+@dataclass(frozen=True)
+class Say:
+    """One line of advice: a template, said when a condition of vramtui.core.logs.advice holds.
+
+    `{name}` is filled with a value the diagnosis computed (a context that fits, the free share) or
+    else with the engine's own flag for that shared parameter; a line that names a flag the engine
+    does not have is dropped, or `otherwise` is said. A line "@topic" stands for the engine's lines
+    for that topic (LogProfile.advice), else the default ones.
+    """
+
+    template: str
+    when: str = ""  # a condition's name ("!name": unless it holds); "" always
+    otherwise: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class LogProfile:
+    """What the diagnosis asks of one engine beyond its rules, as data (looked up by name).
+
+    `advice` holds the engine's own lines for a topic of vramtui.core.logs.advice (they replace the
+    default lines for that topic); a line is a template whose `{knob}` is filled with the engine's
+    own flag (see advice.Say).
+    """
+
+    name: str  # as the diagnosis reports it
+    prints_log_of: str = ""  # the engine whose log it prints (llama-cpp-python prints llama.cpp's)
+    aliases: tuple[str, ...] = ()  # other names a user may give it
+    reads_gguf: bool = False  # GGUF is the one format it reads (llama.cpp and what embeds it)
+    is_torch: bool = False  # a PyTorch engine: safetensors/AWQ/GPTQ, PyTorch's caching allocator
+    # Its flags, for an engine vramtui.core.backends does not model; None: ask its Backend.
+    knobs: Mapping[str, str] | None = None
+    # When its marks are few (under two) and these engines' many (over two), the log is theirs: one
+    # "TP0]"-like mark of SGLang does not outweigh a vLLM log.
+    outweighed_by: tuple[str, ...] = ()
+    # It ends a failed launch by SIGKILLing its own process tree: the shell's "Killed" after an error
+    # is that, not the OOM killer.
+    kills_own_tree: bool = False
+    advice: Mapping[str, tuple[str | Say, ...]] = field(default_factory=dict)

@@ -8,7 +8,99 @@ decides its cause).
 
 from __future__ import annotations
 
-from vramtui.core.logs.ruletypes import DEVICE, NUM, UNIT, ErrorRule, FigureRule, NoticeRule, StageRule
+from vramtui.core.logs.ruletypes import (
+    DEVICE,
+    NUM,
+    UNIT,
+    ErrorRule,
+    FigureRule,
+    LogProfile,
+    NoticeRule,
+    Say,
+    StageRule,
+)
+
+
+def _context_oom(kv_quant: str, flash_on: str) -> tuple[str, ...]:
+    """The context-sized buffers did not fit: what shrinks them, in this engine's flags."""
+    return (
+        "Lower the context: {context}{smaller} (the KV cache and the compute buffer grow with it).",
+        kv_quant,
+        "Turn on flash attention: {flash_attn}"
+        + flash_on
+        + " (a much smaller compute buffer at long context).",
+        "A smaller micro-batch shrinks the compute buffer: {ubatch} 256.",
+        "Fewer parallel slots: {parallel} 1 (each slot holds its own cache cells).",
+        "Or keep fewer layers on the GPU: {gpu_layers} N.",
+    )
+
+
+# What the three engines that run llama.cpp have in common in the advice.
+_LLAMA_ADVICE: dict[str, tuple[str | Say, ...]] = {
+    "weights_oom": (
+        "The weights do not fit: put fewer layers on the GPU with {gpu_layers} N (the rest run from host RAM).",
+        "Or use a smaller quantization of the same model (e.g. a Q4_K_M GGUF instead of Q8_0: the file is the quantization).",
+    ),
+    "request_oom": (
+        "A request needed more memory than was left: send shorter prompts or lower {context}.",
+        "Smaller batches: {batch} and {ubatch} (e.g. 256).",
+        "Fewer concurrent sequences: {parallel} 1.",
+    ),
+    "host_killed": ("Keep memory-mapping on (do not pass --no-mmap) and pick a smaller quantization.",),
+    "wrong_format": (
+        "The file is not a GGUF: llama.cpp and Ollama read only GGUF. Serve a safetensors/AWQ/GPTQ "
+        "checkpoint with vLLM or TGI (or transformers), or download a GGUF build of the model "
+        "(or convert the original 16-bit checkpoint with llama.cpp's convert_hf_to_gguf.py).",
+    ),
+}
+# A quantized V cache needs flash attention: llama.cpp refuses it otherwise ("V cache quantization
+# requires flash_attn").
+LLAMA_CPP = LogProfile(
+    "llama.cpp",
+    reads_gguf=True,
+    advice={
+        **_LLAMA_ADVICE,
+        "context_oom": _context_oom(
+            "Quantize the KV cache: --cache-type-k q8_0 --cache-type-v q8_0 together with "
+            "--flash-attn on (llama.cpp refuses a quantized V cache without flash attention).",
+            " on",
+        ),
+        "context_too_long": ("llama-server can drop old tokens instead of failing: --context-shift.",),
+    },
+)
+LLAMA_CPP_PYTHON = LogProfile(
+    "llama-cpp-python",
+    prints_log_of="llama.cpp",
+    reads_gguf=True,
+    advice={
+        **_LLAMA_ADVICE,
+        "context_oom": _context_oom(
+            "Quantize the KV cache: --type_k 8 --type_v 8 (8 is q8_0) together with "
+            "--flash_attn true (llama.cpp refuses a quantized V cache without flash attention).",
+            " true",
+        ),
+    },
+)
+OLLAMA = LogProfile(
+    "ollama",
+    reads_gguf=True,
+    advice={
+        **_LLAMA_ADVICE,
+        "weights_oom": (
+            "The weights do not fit: lower the GPU layers with the model option num_gpu (API options or a Modelfile).",
+            "Or pull a smaller quantization tag of the model (e.g. :q4_K_M).",
+        ),
+        "context_oom": _context_oom(
+            "Quantize the KV cache: OLLAMA_KV_CACHE_TYPE=q8_0 together with OLLAMA_FLASH_ATTENTION=1 "
+            "(Ollama applies the KV cache type only with flash attention on).",
+            "=1",
+        ),
+        "unknown_arch": ("Update Ollama: this model needs a newer runner.",),
+        "file_missing": ("Check the model name and tag, then `ollama pull NAME:TAG`.",),
+    },
+)
+PROFILES: tuple[LogProfile, ...] = (LLAMA_CPP, LLAMA_CPP_PYTHON, OLLAMA)
+
 
 STAGES: tuple[StageRule, ...] = (
     # llama.cpp / llama-server / llama-cpp-python / Ollama's runner

@@ -7,7 +7,32 @@ decides its cause).
 
 from __future__ import annotations
 
-from vramtui.core.logs.ruletypes import NUM, ErrorRule, FigureRule, NoticeRule, StageRule
+from vramtui.core.logs.ruletypes import NUM, ErrorRule, FigureRule, LogProfile, NoticeRule, StageRule
+
+PROFILE = LogProfile(
+    "sglang",
+    is_torch=True,
+    knobs={
+        "context": "--context-length",
+        "parallel": "--max-running-requests",
+        "batch": "--chunked-prefill-size",
+        "quant": "--quantization",
+        "mem_share": "--mem-fraction-static",
+        "kv_dtype": "--kv-cache-dtype",
+        "cpu_offload": "--cpu-offload-gb",
+        "dtype": "--dtype",
+    },
+    outweighed_by=("vllm",),
+    kills_own_tree=True,
+    advice={
+        "graph_capture": (
+            "CUDA-graph capture ran out of memory: lower --mem-fraction-static (e.g. 0.8 or 0.7) to leave it room.",
+            "Or capture fewer batch sizes: a smaller --cuda-graph-max-bs (e.g. 16); or --disable-cuda-graph.",
+        ),
+        "dtype": ("Use float16 on GPUs before compute capability 8.0: --dtype half (or float16).",),
+    },
+)
+
 
 STAGES: tuple[StageRule, ...] = (
     StageRule("init_memory_pool", "kv_cache", backend="sglang"),  # its frames in an allocation traceback

@@ -8,7 +8,31 @@ decides its cause).
 
 from __future__ import annotations
 
-from vramtui.core.logs.ruletypes import NUM, ErrorRule, FigureRule, StageRule
+from vramtui.core.logs.ruletypes import NUM, ErrorRule, FigureRule, LogProfile, StageRule
+
+PROFILE = LogProfile(
+    "tgi",
+    aliases=("text-generation-inference",),
+    is_torch=True,
+    knobs={
+        "context": "--max-total-tokens",
+        "input": "--max-input-tokens",
+        "parallel": "--max-concurrent-requests",
+        "batch": "--max-batch-prefill-tokens",
+        "quant": "--quantize",
+        "mem_share": "--cuda-memory-fraction",
+        "kv_dtype": "--kv-cache-dtype",
+        "dtype": "--dtype",
+    },
+    advice={
+        "graph_capture": (
+            "CUDA-graph capture ran out of memory: lower --cuda-memory-fraction to leave it room.",
+            "Or capture fewer batch sizes (--cuda-graphs 1,2,4) or none (--cuda-graphs 0).",
+        ),
+        "dtype": ("Use float16 on GPUs before compute capability 8.0: --dtype half (or float16).",),
+    },
+)
+
 
 STAGES: tuple[StageRule, ...] = (
     StageRule("failed to start", "load_weights", r"shard \d+ failed to start", backend="tgi"),

@@ -8,7 +8,51 @@ decides its cause).
 
 from __future__ import annotations
 
-from vramtui.core.logs.ruletypes import NUM, UNIT, ErrorRule, FigureRule, NoticeRule, StageRule
+from vramtui.core.logs.ruletypes import (
+    NUM,
+    UNIT,
+    ErrorRule,
+    FigureRule,
+    LogProfile,
+    NoticeRule,
+    Say,
+    StageRule,
+)
+
+_PREQUANTIZED = (
+    "load a pre-quantized checkpoint (AWQ/GPTQ): quantizing at load time still reads the "
+    "16-bit weights first."
+)
+PROFILE = LogProfile(
+    "transformers",
+    is_torch=True,
+    advice={
+        "weights_oom": (
+            # Already quantized at load: the next steps are placement and a smaller file.
+            Say(
+                "Quantize the weights while loading: from_pretrained(..., quantization_config="
+                "BitsAndBytesConfig(load_in_4bit=True)) holds about a quarter of the 16-bit weights "
+                "(vramtui's transformers runner: --quantization bnb-4bit).",
+                when="!quantized",
+            ),
+            'Let accelerate place the model: from_pretrained(..., device_map="auto", '
+            'max_memory={0: "20GiB", "cpu": "64GiB"}) caps each device and puts the rest in host RAM '
+            "(vramtui's transformers runner: --device-map auto --max-memory 0=20GiB,cpu=64GiB).",
+            f"Or {_PREQUANTIZED}",
+        ),
+        "context_oom": (
+            "Shorter sequences ({context}) and fewer at once ({parallel}): the dynamic KV cache grows with both.",
+            "PyTorch fragmentation: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+        ),
+        "host_killed": (
+            "Load shard by shard straight to the GPU: device_map='auto' (low_cpu_mem_usage) and safetensors files instead of .bin.",
+        ),
+        "unknown_arch": (
+            "Upgrade transformers (pip install -U transformers); for a model with its own code, pass trust_remote_code=True.",
+        ),
+    },
+)
+
 
 STAGES: tuple[StageRule, ...] = (
     # huggingface_hub / transformers / accelerate / bitsandbytes

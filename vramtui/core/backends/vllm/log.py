@@ -7,7 +7,24 @@ decides its cause).
 
 from __future__ import annotations
 
-from vramtui.core.logs.ruletypes import NUM, UNIT, ErrorRule, FigureRule, NoticeRule, StageRule
+from vramtui.core.logs.ruletypes import NUM, UNIT, ErrorRule, FigureRule, LogProfile, NoticeRule, StageRule
+
+PROFILE = LogProfile(
+    "vllm",
+    is_torch=True,
+    advice={
+        "context_oom_extra": ("--enforce-eager skips CUDA-graph memory.",),
+        "wrong_format": (
+            "GGUF is llama.cpp's format: serve this file with llama.cpp (llama-server -m FILE) or Ollama; "
+            "for {this_engine} use the original safetensors checkpoint or its AWQ/GPTQ version."
+            " (vLLM's GGUF support is experimental: a single-file GGUF of a supported architecture, "
+            "with --tokenizer pointing at the original model.)",
+        ),
+        "unknown_arch": ("Upgrade vLLM, or pass --trust-remote-code for a model that ships its own code.",),
+        "dtype": ("Use float16 on GPUs before compute capability 8.0: --dtype half (or float16).",),
+    },
+)
+
 
 STAGES: tuple[StageRule, ...] = (
     # vLLM (V0 and V1 engine)
