@@ -220,13 +220,6 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     # --- llama.cpp's context buffers: the device allocator's own line (CUDA0 / CPU above) comes first
     # and decides; alone, a KV-cache or compute-buffer failure is the accelerator's out-of-memory
     # (llama_kv_cache_init / llama_kv_cache_unified / graph_reserve / llama_new_context_with_model).
-    ErrorRule(
-        "failed to allocate buffer for kv cache",
-        "kv_alloc_failed",
-        "cuda_oom",
-        stage="kv_cache",
-        backend="llama.cpp",
-    ),
     *llama_cpp.CONTEXT_BUFFER_ERRORS,
     # --- generic errors: count only when nothing more specific shows up ---
     *vllm.GENERIC_ERRORS,

@@ -442,6 +442,13 @@ HOST_ALLOC_ERRORS_2: tuple[ErrorRule, ...] = (
 
 CONTEXT_BUFFER_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule(
+        "failed to allocate buffer for kv cache",
+        "kv_alloc_failed",
+        "cuda_oom",
+        stage="kv_cache",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
         "failed to allocate compute",
         "compute_alloc_failed",
         "cuda_oom",
