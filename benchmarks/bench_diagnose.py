@@ -4,13 +4,14 @@ Builds logs of 1,000,000 lines from the real lines of ../shared/logs/corpus.json
 repeated verbatim; the same lines each behind a unique timestamp; and a realistic one, a server that
 ran for days (every corpus line once as the startup, then request lines whose numbers vary, one line
 in 50 another real line, each behind a llama-server, vLLM or ISO timestamp). Then it measures in
-separate processes, so each peak RSS is its own:
+separate processes, so each peak RSS is its own (the child's maximum resident set):
 
-  * `diagnose_file` (the chunked file path: bounded reads, one analysis per digit mask of a line), as
-    installed (compiled at install where a C compiler is found) and as pure Python
-    (VRAMTUI_PURE_PYTHON=1),
-  * `LogDiagnoser.feed` line by line (the streaming path the TUI and launcher use), both builds,
+  * `diagnose_file` (the chunked file path: bounded reads, one analysis per digit mask of a line),
+    pure Python (the only build),
+  * `LogDiagnoser.feed` line by line (the streaming path the TUI and launcher use),
   * `grep -E -c -i` with a comparable alternation of keywords.
+
+The goal for the realistic log: diagnose_file in at most 2 s and under 100 MiB peak RSS.
 
 The goal is judged against the short grep (the stricter yardstick); --grep-every-anchor adds grep with
 every literal the rules search for, which is the comparable job but lets GNU grep's DFA thrash.
@@ -37,6 +38,9 @@ CORPUS_CANDIDATES = (
     ROOT / "tests" / "data" / "corpus.jsonl",
 )
 
+GOAL_S = 2.0  # diagnose_file on the realistic million lines
+GOAL_MIB = 100
+
 GREP_PATTERN = (
     "error|fail|out of memory|killed|exceed|traceback|buffer size|kv cache|loading|warn|"
     "not found|unable|allocat|took|exception|ready|listening"
@@ -44,17 +48,17 @@ GREP_PATTERN = (
 
 FILE_PATH_CODE = """
 import json, resource, sys, time
-from vramtui.core.logs.diagnose import diagnose_file, implementation
+from vramtui.core.logs.diagnose import diagnose_file
 t, c = time.perf_counter(), time.process_time()
 d = diagnose_file(sys.argv[1], kernel_log=lambda: None)
 elapsed, cpu = time.perf_counter() - t, time.process_time() - c
 print(json.dumps({"s": elapsed, "cpu": cpu, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                  "verdict": [d.failure, d.failure_stage, d.first_error_line, d.lines], "build": implementation()}))
+                  "verdict": [d.failure, d.failure_stage, d.first_error_line, d.lines]}))
 """
 
 FEED_PATH_CODE = """
 import json, resource, sys, time
-from vramtui.core.logs.diagnose import LogDiagnoser, implementation
+from vramtui.core.logs.diagnose import LogDiagnoser
 t, c = time.perf_counter(), time.process_time()
 diagnoser = LogDiagnoser(kernel_log=lambda: None)
 with open(sys.argv[1], encoding="utf-8", errors="replace", newline="\\n") as stream:
@@ -63,7 +67,7 @@ with open(sys.argv[1], encoding="utf-8", errors="replace", newline="\\n") as str
 d = diagnoser.result()
 elapsed, cpu = time.perf_counter() - t, time.process_time() - c
 print(json.dumps({"s": elapsed, "cpu": cpu, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                  "verdict": [d.failure, d.failure_stage, d.first_error_line, d.lines], "build": implementation()}))
+                  "verdict": [d.failure, d.failure_stage, d.first_error_line, d.lines]}))
 """
 
 
@@ -188,23 +192,10 @@ def median_run(runs: list[dict]) -> dict:
     return sorted(runs, key=lambda run: run["cpu"])[len(runs) // 2]
 
 
-def run_python(code: str, path: Path, pure: bool = False) -> dict:
-    """One run in a fresh process; `pure`: the pure-Python build (VRAMTUI_PURE_PYTHON=1)."""
-    env = {key: value for key, value in os.environ.items() if key != "VRAMTUI_PURE_PYTHON"}
-    if pure:
-        env["VRAMTUI_PURE_PYTHON"] = "1"
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True, env=env
-    )
+def run_python(code: str, path: Path) -> dict:
+    """One run in a fresh process: its peak RSS is its own."""
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
-
-
-def build_name(result: dict, scanner: bool = True) -> str:
-    """Which build ran; `scanner`: name the line scanner too (the file path uses it, feed does not)."""
-    build = result["build"]
-    if build["diagnosis"] == "python" and (build["scanner"] == "python" or not scanner):
-        return "pure Python"
-    return f"{build['diagnosis']} + {build['scanner']} scanner" if scanner else build["diagnosis"]
 
 
 GREP_CODE = """
@@ -231,6 +222,47 @@ def every_anchor_pattern() -> str:
     from vramtui.core.logs.rules import all_anchors
 
     return "|".join(re.escape(anchor).replace("\\ ", " ") for anchor in all_anchors())
+
+
+def measure(file_name: str, path: Path, count: int, size_mb: float, args: argparse.Namespace) -> None:
+    """Time grep, diagnose_file and LogDiagnoser.feed on one log, each in its own process, and print them."""
+    # The machine's speed drifts; each figure is the median of --repeat runs, taken in turn.
+    greps, chunks = [], []
+    for _ in range(args.repeat):
+        greps.append(run_grep(path))
+        chunks.append(run_python(FILE_PATH_CODE, path))
+    grep = median_run(greps)
+    chunked = median_run(chunks)
+    feed = run_python(FEED_PATH_CODE, path)
+    assert chunked["verdict"] == feed["verdict"], (chunked["verdict"], feed["verdict"])
+    rows = [
+        ("grep -E -c -i", grep),
+        ("diagnose_file", chunked),
+        ("LogDiagnoser.feed", feed),
+    ]
+    if args.grep_every_anchor:
+        rows.insert(1, ("grep, every rule anchor", run_grep(path, every_anchor_pattern())))
+    for name, result in rows:
+        rate = count / result["s"]
+        print(
+            f"  {name:<25} {result['s']:6.2f} s wall {result['cpu']:6.2f} s CPU {rate:11,.0f} lines/s "
+            f"{result['s'] / grep['s']:5.1f}x grep (wall) {result['cpu'] / max(grep['cpu'], 1e-3):5.1f}x (CPU) "
+            f"peak RSS {result['rss_kib'] / 1024:5.1f} MiB"
+        )
+    print(
+        f"  verdict {chunked['verdict']} (failure, stage, first error line, lines); grep matched {grep['count']}"
+    )
+    if file_name == "prompts.log":
+        rate_mb = size_mb / max(chunked["cpu"], 1e-3)
+        print(f"  not the speed goal (lines of ordinary length are): long text is read at {rate_mb:.0f} MB/s")
+    elif file_name == "realistic.log":
+        # CPU seconds: on a shared machine the wall clock also counts the time spent waiting for a CPU.
+        seconds, mib = chunked["cpu"], chunked["rss_kib"] / 1024
+        met = "met" if seconds <= GOAL_S and mib < GOAL_MIB else "NOT met"
+        print(
+            f"  goal (<= {GOAL_S:g} s, < {GOAL_MIB} MiB): {met} "
+            f"(diagnose_file {seconds:.2f} s CPU, {chunked['s']:.2f} s wall, peak RSS {mib:.1f} MiB)"
+        )
 
 
 def main() -> None:
@@ -272,49 +304,7 @@ def main() -> None:
                 build(path, lines, count, unique=file_name == "unique.log")
             size_mb = path.stat().st_size / 1e6
             print(f"\n{count:,} lines, {size_mb:.0f} MB: {kind}")
-            # The machine's speed drifts; each figure is the median of --repeat runs, taken in turn.
-            greps, chunks, pures = [], [], []
-            for _ in range(args.repeat):
-                greps.append(run_grep(path))
-                chunks.append(run_python(FILE_PATH_CODE, path))
-                pures.append(run_python(FILE_PATH_CODE, path, pure=True))
-            grep = median_run(greps)
-            chunked = median_run(chunks)
-            pure = median_run(pures)
-            feed = run_python(FEED_PATH_CODE, path)
-            pure_feed = run_python(FEED_PATH_CODE, path, pure=True)
-            for other in (pure, feed, pure_feed):
-                assert chunked["verdict"] == other["verdict"], (chunked["verdict"], other["verdict"])
-            rows = [
-                ("grep -E -c -i", grep),
-                (f"diagnose_file ({build_name(chunked)})", chunked),
-                (f"diagnose_file ({build_name(pure)})", pure),
-                (f"LogDiagnoser.feed ({build_name(feed, scanner=False)})", feed),
-                (f"LogDiagnoser.feed ({build_name(pure_feed, scanner=False)})", pure_feed),
-            ]
-            if args.grep_every_anchor:
-                rows.insert(1, ("grep, every rule anchor", run_grep(path, every_anchor_pattern())))
-            for name, result in rows:
-                rate = count / result["s"]
-                print(
-                    f"  {name:<45} {result['s']:6.2f} s wall {result['cpu']:6.2f} s CPU {rate:11,.0f} lines/s "
-                    f"{result['s'] / grep['s']:5.1f}x grep (wall) {result['cpu'] / max(grep['cpu'], 1e-3):5.1f}x (CPU) "
-                    f"peak RSS {result['rss_kib'] / 1024:5.1f} MiB"
-                )
-            ratio = chunked["cpu"] / max(grep["cpu"], 1e-3)
-            verdict = "within" if ratio <= 5 else "NOT within"
-            print(
-                f"  verdict {chunked['verdict']} (failure, stage, first error line, lines); grep matched {grep['count']}"
-            )
-            if file_name == "prompts.log":
-                rate_mb = size_mb / max(chunked["cpu"], 1e-3)
-                print(
-                    f"  not the speed goal (lines of ordinary length are): long text is read at {rate_mb:.0f} MB/s"
-                )
-            else:
-                print(
-                    f"  goal: diagnose_file {verdict} 5x of grep ({ratio:.1f}x, CPU, {build_name(chunked)})"
-                )
+            measure(file_name, path, count, size_mb, args)
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)

@@ -12,7 +12,7 @@ import pytest
 
 from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
-from vramtui.core.logs import diagnose
+from vramtui.core.logs import kernel
 from vramtui.core.logs import rules as logstages
 from vramtui.core.logs.diagnose import (
     STAGES,
@@ -331,14 +331,13 @@ def test_kernel_log_times_are_read_in_each_format() -> None:
     now = time.time()
     stamp = time.localtime(now - 60)
     assert (
-        abs(diagnose._kernel_line_time(time.strftime("[%a %b %d %H:%M:%S %Y] oom-kill", stamp)) - (now - 60))
-        < 2
+        abs(kernel.kernel_line_time(time.strftime("[%a %b %d %H:%M:%S %Y] oom-kill", stamp)) - (now - 60)) < 2
     )
     journal = time.strftime("%b %d %H:%M:%S host kernel: Out of memory: Killed process 9", stamp)
-    assert abs(diagnose._kernel_line_time(journal) - (now - 60)) < 2
-    boot = diagnose._kernel_line_time("[  123.456789] Out of memory: Killed process 9 (python)")
+    assert abs(kernel.kernel_line_time(journal) - (now - 60)) < 2
+    boot = kernel.kernel_line_time("[  123.456789] Out of memory: Killed process 9 (python)")
     assert boot is not None and boot < now
-    assert diagnose._kernel_line_time("no time here: Killed process 9") is None
+    assert kernel.kernel_line_time("no time here: Killed process 9") is None
 
 
 def test_readable_kernel_log_without_oom_line_says_so() -> None:
@@ -576,7 +575,7 @@ def test_a_crash_loop_keeps_what_it_quotes_bounded(tmp_path: Path) -> None:
     result = diagnoser.result()
     assert not result.failed and result.stage == "ready"
     recovered = [line for line in result.evidence if line.startswith("recovered:")]
-    assert 1 <= len(recovered) <= 3 and len(diagnoser._recovered) <= 3
+    assert 1 <= len(recovered) <= 3 and len(diagnoser.recovered) <= 3
     assert recovered[0].startswith("recovered: line 2:")
 
 

@@ -1,7 +1,7 @@
 """The digit-mask memo gives the verdict the line-by-line analysis gives, on logs whose lines differ.
 
 Real server logs prefix every line with a timestamp and carry ids, token counts and timings, so no two
-lines are equal; the log engine memoizes lines by their digit mask. Here every corpus log is rewritten
+lines are equal; the log diagnosis memoizes lines by their digit mask. Here every corpus log is rewritten
 with unique prefixes and varied numbers, and read three ways: the file path, the live `feed` path, and
 the reference where every line is analysed on its own text (the mask memo switched off).
 """
@@ -18,7 +18,7 @@ from types import ModuleType
 
 import pytest
 
-from vramtui.core.logs import diagnose, textclean
+from vramtui.core.logs import diagnose, memo, textclean
 
 
 def small_reads(patch: pytest.MonkeyPatch, build: ModuleType, chunk_bytes: int = 512) -> None:
@@ -66,10 +66,10 @@ def _unique(text: str, seed: int, vary_numbers: str) -> str:
 
 
 def _per_line(monkeypatch: pytest.MonkeyPatch, lines: list[str]) -> tuple[dict, list[dict]]:
-    """The reference: every line analysed on its own text, by the pure-Python build."""
+    """The reference: every line analysed on its own text (the mask memo switched off)."""
     with monkeypatch.context() as patch:
-        patch.setattr(diagnose, "_mask_entry", lambda masked, text: diagnose._EACH_LINE)
-        patch.setattr(diagnose, "_COLLAPSED", {})
+        patch.setattr(diagnose, "_mask_entry", lambda masked, text: memo._EACH_LINE)
+        patch.setattr(memo, "_COLLAPSED", {})
         diagnoser = diagnose.LogDiagnoser(kernel_log=lambda: None)
         tags = [asdict(diagnoser.feed(line)) for line in lines]
         return asdict(diagnoser.result()), tags
@@ -123,7 +123,7 @@ def test_digits_that_matter_are_read_from_each_line(tmp_path: Path, monkeypatch:
 
 
 def test_masked_regex_matches_the_mask_of_what_the_rule_matches() -> None:
-    for check in diagnose._DIGIT_CHECKS:
+    for check in memo._DIGIT_CHECKS:
         if check.regex is None or check.masked_regex is None:
             continue
         for sample in (
@@ -134,31 +134,31 @@ def test_masked_regex_matches_the_mask_of_what_the_rule_matches() -> None:
             "error: 12",
         ):
             if check.regex.search(sample):
-                assert check.masked_regex.search(diagnose._mask(sample)), (check.anchor, sample)
+                assert check.masked_regex.search(memo._mask(sample)), (check.anchor, sample)
 
 
 def test_numbers_of_other_widths_share_an_analysis_only_where_no_regex_reads_digits() -> None:
-    diagnose._COLLAPSED.clear()
+    memo._COLLAPSED.clear()
     diagnoser = diagnose.LogDiagnoser(kernel_log=lambda: None)
     for width in range(1, 8):
         diagnoser.feed(
             f"INFO 06-16 10:03:14 Engine {'7' * width}: Avg prompt throughput: {'3' * width}.4 tokens/s"
         )
-    assert diagnose._COLLAPSED, "a line no digit-reading regex looks at is shared across widths"
+    assert memo._COLLAPSED, "a line no digit-reading regex looks at is shared across widths"
     # llama.cpp's context line is read by a figure regex (\d): never shared across widths.
-    assert not diagnose._run_blind("llama_context: n_ctx         = 4096")
-    assert not diagnose._run_blind('  File "x.py", line 12, in forward')
-    assert diagnose._sees_digits(re.compile(r"\d{3}")) and diagnose._sees_digits(re.compile(r"[^ ]+"))
-    assert not diagnose._sees_digits(re.compile(r"log_server_r: request: post"))
-    assert not diagnose._sees_digits(re.compile(r"[^0-9]+ done"))
+    assert not memo._run_blind("llama_context: n_ctx         = 4096")
+    assert not memo._run_blind('  File "x.py", line 12, in forward')
+    assert memo._sees_digits(re.compile(r"\d{3}")) and memo._sees_digits(re.compile(r"[^ ]+"))
+    assert not memo._sees_digits(re.compile(r"log_server_r: request: post"))
+    assert not memo._sees_digits(re.compile(r"[^0-9]+ done"))
 
 
 def test_a_run_three_digits_wide_keeps_its_width_in_the_shared_key() -> None:
     # An HTTP status (always three digits) is read by `\|\s*\d{3}\s*\|`; every other width is one.
-    key = diagnose._width_key("0 00 000 0000 00000|000|0| 000 |000| 0000 |00")
+    key = memo._width_key("0 00 000 0000 00000|000|0| 000 |000| 0000 |00")
     assert key == "0 0 0 0 0|\0|0| \0 |\0| 0 |0"
-    assert not diagnose._sees_digits(re.compile(r"\|\s*\d{3}\s*\|.*\"/api/chat\""))
-    assert not diagnose._sees_digits(re.compile(r"^\s*panic:"))
+    assert not memo._sees_digits(re.compile(r"\|\s*\d{3}\s*\|.*\"/api/chat\""))
+    assert not memo._sees_digits(re.compile(r"^\s*panic:"))
     # A run that is not fenced by non-digits on both sides, another width, \b, `.+`: still width-sensitive.
     for pattern in (
         r"x\d{3}",
@@ -169,7 +169,7 @@ def test_a_run_three_digits_wide_keeps_its_width_in_the_shared_key() -> None:
         r"a.+b",
         r"\|\d{2}\|",
     ):
-        assert diagnose._sees_digits(re.compile(pattern)), pattern
+        assert memo._sees_digits(re.compile(pattern)), pattern
 
 
 def _other_widths(line: str, rng: random.Random) -> str:
@@ -188,7 +188,7 @@ def test_regexes_let_through_answer_alike_for_every_width_the_key_merges() -> No
         rule.regex
         for table in (ls.STAGE_RULES, ls.ERROR_RULES, ls.NOTICE_RULES, ls.RECOVERY_RULES, ls.FIGURE_RULES)
         for rule in table
-        if rule.regex is not None and not diagnose._sees_digits(rule.regex)
+        if rule.regex is not None and not memo._sees_digits(rule.regex)
     ]
     rng = random.Random(7)
     lines = [line.lower() for log in LOGS.values() for line in log.split("\n") if _DIGITS.search(line)]
@@ -199,9 +199,9 @@ def test_regexes_let_through_answer_alike_for_every_width_the_key_merges() -> No
     ]
     hits = compared = 0
     for line in lines:
-        key = diagnose._width_key(diagnose._mask(line))
+        key = memo._width_key(memo._mask(line))
         others = [other for other in (_other_widths(line, rng) for _ in range(12)) if other != line]
-        others = [other for other in others if diagnose._width_key(diagnose._mask(other)) == key]
+        others = [other for other in others if memo._width_key(memo._mask(other)) == key]
         for regex in lenient:
             answer = regex.search(line) is not None
             hits += answer
@@ -222,20 +222,20 @@ def test_ollama_request_lines_of_other_widths_share_one_analysis(
         f' 172.18.0.{rng.randrange(256)} | POST     "/api/chat"'
         for _ in range(400)
     ]
-    build._COLLAPSED.clear()
+    memo._COLLAPSED.clear()
     path = tmp_path / "ollama.log"
     path.write_text("\n".join(lines) + "\n")
     expected, expected_tags = _per_line(monkeypatch, lines)
     assert asdict(build.diagnose_file(path, kernel_log=lambda: None)) == expected
-    assert any("| \0 |" in key for key in build._COLLAPSED)
+    assert any("| \0 |" in key for key in memo._COLLAPSED)
     _agrees(build, path, lines, expected, expected_tags)
     assert expected_tags[0]["stage"] == "inference"
 
 
 def test_a_check_is_gated_by_a_word_every_line_holding_it_contains() -> None:
     # A 3-digit number alone never sends a line through a check, nor makes a word of it.
-    assert not any(diagnose._mask(check.gate) == "000" for check in diagnose._DIGIT_CHECKS)
-    assert "000" not in diagnose._MASKED_DIGIT_KEYS
+    assert not any(memo._mask(check.gate) == "000" for check in memo._DIGIT_CHECKS)
+    assert "000" not in memo._MASKED_DIGIT_KEYS
     samples = [
         "worker exited with code 137",
         "process exit status 137",
@@ -249,15 +249,15 @@ def test_a_check_is_gated_by_a_word_every_line_holding_it_contains() -> None:
     held = 0
     for sample in samples:
         low = sample.lower()
-        for check in diagnose._DIGIT_CHECKS:
+        for check in memo._DIGIT_CHECKS:
             if check.holds(low, sample):
                 held += 1
-                assert check.gate and check.gate in diagnose._mask(low), (check.anchor, sample)
+                assert check.gate and check.gate in memo._mask(low), (check.anchor, sample)
                 # ... and the gate's collapsed form is in the line's shared key, at any width.
-                shared_key = diagnose._width_key(diagnose._mask(sample))
-                assert diagnose._may_hold_a_check(shared_key), (check.anchor, sample)
+                shared_key = memo._width_key(memo._mask(sample))
+                assert memo._may_hold_a_check(shared_key), (check.anchor, sample)
     assert held >= len(samples)
-    assert not any("|" in gate for gate in diagnose._CHECK_GATES)
+    assert not any("|" in gate for gate in memo._CHECK_GATES)
 
 
 @pytest.mark.parametrize(
@@ -273,7 +273,7 @@ def test_a_shared_key_never_stands_for_a_width_that_holds_a_check(
     lines: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     build = diagnose
-    build._COLLAPSED.clear()
+    memo._COLLAPSED.clear()
     path = tmp_path / "widths.log"
     path.write_text("\n".join(lines) + "\n")
     expected, expected_tags = _per_line(monkeypatch, lines)

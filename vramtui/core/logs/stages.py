@@ -1,6 +1,6 @@
-"""The stages of a model server's start, in order, and the failure classes the log engine names.
+"""The stages of a model server's start, in order, and the failure classes the log diagnosis names.
 
-Defined here once; every part of vramtui (the log engine, the launcher, the wizard, the panes) imports
+Defined here once; every part of vramtui (the log diagnosis, the launcher, the wizard, the panes) imports
 them from here.
 """
 

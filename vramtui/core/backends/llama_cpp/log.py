@@ -1,0 +1,721 @@
+"""How llama.cpp words its log: llama-server, llama-cpp-python (which prints llama.cpp's own log) and
+Ollama (whose runner is llama.cpp) — stages, errors, notices, figures and the marks that name them.
+
+The diagnosis (vramtui.core.logs) reads every table of every engine on every log; vramtui.core.logs.rules
+splices these pieces into its tables in their order of precedence (the first error rule that matches a line
+decides its cause).
+"""
+
+from __future__ import annotations
+
+from vramtui.core.logs.ruletypes import (
+    DEVICE,
+    NUM,
+    UNIT,
+    ErrorRule,
+    FigureRule,
+    LogProfile,
+    NoticeRule,
+    Say,
+    StageRule,
+)
+
+
+def _context_oom(kv_quant: str, flash_on: str) -> tuple[str, ...]:
+    """The context-sized buffers did not fit: what shrinks them, in this engine's flags."""
+    return (
+        "Lower the context: {context}{smaller} (the KV cache and the compute buffer grow with it).",
+        kv_quant,
+        "Turn on flash attention: {flash_attn}"
+        + flash_on
+        + " (a much smaller compute buffer at long context).",
+        "A smaller micro-batch shrinks the compute buffer: {ubatch} 256.",
+        "Fewer parallel slots: {parallel} 1 (each slot holds its own cache cells).",
+        "Or keep fewer layers on the GPU: {gpu_layers} N.",
+    )
+
+
+# What the three engines that run llama.cpp have in common in the advice.
+_LLAMA_ADVICE: dict[str, tuple[str | Say, ...]] = {
+    "weights_oom": (
+        "The weights do not fit: put fewer layers on the GPU with {gpu_layers} N (the rest run from host RAM).",
+        "Or use a smaller quantization of the same model (e.g. a Q4_K_M GGUF instead of Q8_0: the file is the quantization).",
+    ),
+    "request_oom": (
+        "A request needed more memory than was left: send shorter prompts or lower {context}.",
+        "Smaller batches: {batch} and {ubatch} (e.g. 256).",
+        "Fewer concurrent sequences: {parallel} 1.",
+    ),
+    "host_killed": ("Keep memory-mapping on (do not pass --no-mmap) and pick a smaller quantization.",),
+    "wrong_format": (
+        "The file is not a GGUF: llama.cpp and Ollama read only GGUF. Serve a safetensors/AWQ/GPTQ "
+        "checkpoint with vLLM or TGI (or transformers), or download a GGUF build of the model "
+        "(or convert the original 16-bit checkpoint with llama.cpp's convert_hf_to_gguf.py).",
+    ),
+}
+# A quantized V cache needs flash attention: llama.cpp refuses it otherwise ("V cache quantization
+# requires flash_attn").
+LLAMA_CPP = LogProfile(
+    "llama.cpp",
+    reads_gguf=True,
+    advice={
+        **_LLAMA_ADVICE,
+        "context_oom": _context_oom(
+            "Quantize the KV cache: --cache-type-k q8_0 --cache-type-v q8_0 together with "
+            "--flash-attn on (llama.cpp refuses a quantized V cache without flash attention).",
+            " on",
+        ),
+        "context_too_long": ("llama-server can drop old tokens instead of failing: --context-shift.",),
+    },
+)
+LLAMA_CPP_PYTHON = LogProfile(
+    "llama-cpp-python",
+    prints_log_of="llama.cpp",
+    reads_gguf=True,
+    advice={
+        **_LLAMA_ADVICE,
+        "context_oom": _context_oom(
+            "Quantize the KV cache: --type_k 8 --type_v 8 (8 is q8_0) together with "
+            "--flash_attn true (llama.cpp refuses a quantized V cache without flash attention).",
+            " true",
+        ),
+    },
+)
+OLLAMA = LogProfile(
+    "ollama",
+    reads_gguf=True,
+    advice={
+        **_LLAMA_ADVICE,
+        "weights_oom": (
+            "The weights do not fit: lower the GPU layers with the model option num_gpu (API options or a Modelfile).",
+            "Or pull a smaller quantization tag of the model (e.g. :q4_K_M).",
+        ),
+        "context_oom": _context_oom(
+            "Quantize the KV cache: OLLAMA_KV_CACHE_TYPE=q8_0 together with OLLAMA_FLASH_ATTENTION=1 "
+            "(Ollama applies the KV cache type only with flash attention on).",
+            "=1",
+        ),
+        "unknown_arch": ("Update Ollama: this model needs a newer runner.",),
+        "file_missing": ("Check the model name and tag, then `ollama pull NAME:TAG`.",),
+    },
+)
+PROFILES: tuple[LogProfile, ...] = (LLAMA_CPP, LLAMA_CPP_PYTHON, OLLAMA)
+
+
+STAGES: tuple[StageRule, ...] = (
+    # llama.cpp / llama-server / llama-cpp-python / Ollama's runner
+    StageRule("common_download_file", "download", backend="llama.cpp"),
+    StageRule("get_repo_commit", "download", backend="llama.cpp"),
+    StageRule("get_repo_files", "download", backend="llama.cpp"),
+    StageRule("curl_perform_with_retry", "download", backend="llama.cpp"),
+    StageRule("llama_load_model_from_url", "download", backend="llama.cpp"),
+    StageRule("llama_model_loader", "load_weights", backend="llama.cpp"),
+    StageRule("print_info:", "load_weights", backend="llama.cpp"),
+    StageRule("llm_load_print_meta", "load_weights", backend="llama.cpp"),
+    StageRule("load_tensors", "load_weights", backend="llama.cpp"),
+    StageRule("llm_load_tensors", "load_weights", backend="llama.cpp"),
+    StageRule("llama_model_load", "load_weights", backend="llama.cpp"),
+    StageRule("llama_load_model_from_file", "load_weights", backend="llama.cpp"),
+    StageRule("gguf_init_from_file", "load_weights", backend="llama.cpp"),
+    StageRule(
+        "loading model", "load_weights", r"(?:load_model|main|llama\.cpp): loading model", backend="llama.cpp"
+    ),
+    StageRule("llama_context", "kv_cache", backend="llama.cpp"),
+    StageRule("llama_new_context_with_model", "kv_cache", backend="llama.cpp"),
+    StageRule("llama_init_from_model", "kv_cache", backend="llama.cpp"),
+    StageRule("llama_kv_cache", "kv_cache", backend="llama.cpp"),
+    StageRule("kv buffer size", "kv_cache", backend="llama.cpp"),
+    StageRule("compute buffer size", "kv_cache", backend="llama.cpp"),
+    StageRule("graph_reserve", "kv_cache", backend="llama.cpp"),
+    StageRule("sched_reserve", "kv_cache", backend="llama.cpp"),
+    StageRule("failed to create context", "kv_cache", backend="llama.cpp"),
+    StageRule("server is listening on", "ready", backend="llama.cpp"),
+    StageRule("model loaded", "ready", r"\bmain: model loaded", backend="llama.cpp"),
+    StageRule("all slots are idle", "ready", backend="llama.cpp"),
+    StageRule("launch_slot_", "inference", backend="llama.cpp"),
+    StageRule("update_slots", "inference", r"update_slots: id", backend="llama.cpp"),
+    StageRule("log_server_r", "inference", r"log_server_r: request: post", backend="llama.cpp"),
+    StageRule("prompt eval time", "inference", backend="llama.cpp"),
+    StageRule("llama_perf_context_print", "inference", backend="llama.cpp"),
+    StageRule("create_completion", "inference", backend="llama-cpp-python"),
+    StageRule("create_chat_completion", "inference", backend="llama-cpp-python"),
+    StageRule("llama runner started", "ready", backend="ollama"),
+)
+
+STAGES_2: tuple[StageRule, ...] = (
+    # Ollama plans the load (layers offloaded to each device) just before it starts the runner.
+    StageRule("offload to", "load_weights", r'msg="offload to \w+"', backend="ollama"),
+    StageRule("while running the model", "inference", backend="ollama"),
+    StageRule("pulling manifest", "download", backend="ollama"),
+    StageRule("pulling ", "download", r"^(?:\S+\s+\|\s+)?pulling [0-9a-f]{6,}", backend="ollama"),
+    StageRule("starting llama server", "load_weights", backend="ollama"),
+    StageRule("/api/chat", "inference", r"\|\s*\d{3}\s*\|.*\"/api/chat\"", backend="ollama"),
+    StageRule("/api/generate", "inference", r"\|\s*\d{3}\s*\|.*\"/api/generate\"", backend="ollama"),
+)
+
+DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "failed to allocate",
+        "device_alloc",
+        "cuda_oom",
+        rf"failed to allocate {DEVICE}(?:_host)? buffer",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "unable to allocate",
+        "device_alloc",
+        "cuda_oom",
+        rf"unable to allocate {DEVICE} buffer",
+        backend="llama.cpp",
+    ),
+    ErrorRule("insufficient vram", "cuda_oom", "cuda_oom", backend="ollama"),
+    ErrorRule("memory layout cannot be allocated", "cuda_oom", "cuda_oom", backend="ollama"),
+)
+
+CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
+    # llama-server: a request that does not fit its slot's share of the context (-c / --parallel).
+    ErrorRule(
+        "kv cache is full", "context_too_long", "context_too_long", stage="inference", backend="llama.cpp"
+    ),
+    ErrorRule(
+        "too big compared to kv size",
+        "context_too_long",
+        "context_too_long",
+        stage="inference",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "failed to decode the batch",
+        "context_too_long",
+        "context_too_long",
+        r"failed to decode the batch, n_batch = 1, ret = 1",  # older servers, after halving the batch to 1
+        stage="inference",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "exceeds the available context size",
+        "context_too_long",
+        "context_too_long",
+        stage="inference",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "exceed context window",
+        "context_too_long",
+        "context_too_long",
+        r"requested tokens \(\d+\) exceed context window",
+        stage="inference",
+        backend="llama-cpp-python",
+    ),
+)
+
+FORMAT_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "could not load llama model from path",
+        "old_format",
+        "unsupported_quant",
+        r"could not load llama model from path: \S*ggml\S*\.bin",  # a GGML .bin: read only as GGUF since 2023
+        stage="load_weights",
+        strong=False,  # the wrapper's summary: an error llama.cpp printed before it says more
+        backend="llama-cpp-python",
+    ),
+    ErrorRule(
+        "is this really a ggml file",
+        "old_format",
+        "unsupported_quant",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "unknown (magic, version)",
+        "old_format",
+        "unsupported_quant",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "invalid ggml type",
+        "unknown_ggml_type",
+        "unsupported_quant",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "removed, use",  # a repacked type llama.cpp dropped: "of type 36 (TYPE_IQ4_NL_4_4 REMOVED, use IQ4_NL ...)"
+        "removed_ggml_type",
+        "unsupported_quant",
+        r"\(\s*type_\w+ removed, use ",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "unrecognized tensor type",  # llama.cpp of 2023 on a newer quantization
+        "unknown_ggml_type",
+        "unsupported_quant",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "unknown type",
+        "unknown_ggml_type",
+        "unsupported_quant",
+        r"tensor '[^']+' has (?:invalid|unknown) (?:ggml )?type",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+)
+
+ARCH_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "unknown model architecture",
+        "unknown_arch",
+        "unknown_arch",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+)
+
+ARCH_ERRORS_2: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "requires a newer version of ollama",
+        "unknown_arch",
+        "unknown_arch",
+        stage="download",
+        backend="ollama",
+    ),
+    ErrorRule(
+        "not supported by your version of ollama",
+        "unknown_arch",
+        "unknown_arch",
+        stage="load_weights",
+        backend="ollama",
+    ),
+)
+
+SHAPE_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "has wrong shape", "shape_mismatch", "shape_mismatch", stage="load_weights", backend="llama.cpp"
+    ),
+    ErrorRule(
+        "wrong number of tensors",
+        "shape_mismatch",
+        "shape_mismatch",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "missing tensor",
+        "missing_tensor",
+        "shape_mismatch",
+        r"missing tensor '",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+)
+
+HUB_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "get failed (40",
+        "gated_repo",
+        "other",
+        r"get failed \(40[13]\)",
+        stage="download",
+        backend="llama.cpp",
+    ),
+)
+
+MISSING_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule("get failed (404)", "not_found_remote", "file_missing", stage="download", backend="llama.cpp"),
+)
+
+MISSING_ERRORS_2: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "file does not exist",
+        "not_found_remote",
+        "file_missing",
+        r"pull model manifest: file does not exist",
+        stage="download",
+        backend="ollama",
+    ),
+    ErrorRule(
+        "not found, try pulling it first",
+        "not_found_remote",
+        "file_missing",
+        stage="download",
+        backend="ollama",
+    ),
+    ErrorRule(
+        "model path does not exist",
+        "not_found_local",
+        "file_missing",
+        stage="load_weights",
+        backend="llama-cpp-python",
+    ),
+    ErrorRule(
+        "failed to open",
+        "not_found_local",
+        "file_missing",
+        r"(?:gguf_init_from_file\w*|llama_model_load\w*|fopen): failed to open .*(?:no such file|not found)?|failed to open gguf file",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+)
+
+NETWORK_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule("dial tcp", "network", "network", stage="download", backend="ollama"),
+)
+
+BROKEN_FILE_ERRORS: tuple[ErrorRule, ...] = (
+    # A PyTorch checkpoint (pickle 80 02 8a 0a, or a zip) handed to llama.cpp: it reads only GGUF.
+    ErrorRule(
+        "invalid magic",
+        "torch_checkpoint",
+        "unsupported_quant",
+        r"invalid magic (?:number|characters):? ?(?:0x)?(?:0a8a0280|04034b50)\b",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+    ErrorRule("invalid magic", "bad_magic", "other", stage="load_weights", backend="llama.cpp"),
+    ErrorRule(
+        "not within the file bounds", "truncated_file", "other", stage="load_weights", backend="llama.cpp"
+    ),
+    ErrorRule(
+        "failed to read",
+        "truncated_file",
+        "other",
+        r"gguf_init_from_file\w*: failed to read|failed to read (?:tensor|key|magic|header)",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "failed to load model from",
+        "bad_file",
+        "other",
+        r"llama_model_loader: failed to load model from",
+        stage="load_weights",
+        strong=False,
+        backend="llama.cpp",
+    ),
+)
+
+HOST_ALLOC_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "insufficient memory",
+        "host_alloc",
+        "other",
+        r"ggml_aligned_malloc: insufficient memory",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "failed to allocate",
+        "host_alloc",
+        "other",
+        r"cpu_buffer_type_alloc_buffer: failed to allocate|failed to allocate cpu(?:_\w+)? buffer",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "unable to allocate",
+        "host_alloc",
+        "other",
+        r"unable to allocate cpu(?:_\w+)? buffer",
+        backend="llama.cpp",
+    ),
+)
+
+HOST_ALLOC_ERRORS_2: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "model request too large for system",
+        "host_ram_short",
+        "other",
+        stage="load_weights",
+        backend="ollama",
+    ),
+    ErrorRule(
+        "more system memory",
+        "host_ram_short",
+        "other",
+        r"model requires more system memory .* than is available",
+        stage="load_weights",
+        backend="ollama",
+    ),
+)
+
+CONTEXT_BUFFER_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "failed to allocate buffer for kv cache",
+        "kv_alloc_failed",
+        "cuda_oom",
+        stage="kv_cache",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "failed to allocate compute",
+        "compute_alloc_failed",
+        "cuda_oom",
+        r"failed to allocate compute(?: pp)? buffers?",
+        stage="kv_cache",
+        backend="llama.cpp",
+    ),
+)
+
+GENERIC_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "failed to create context",
+        "context_failed",
+        "other",
+        stage="kv_cache",
+        strong=False,
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "failed to initialize the context",
+        "context_failed",
+        "other",
+        stage="kv_cache",
+        strong=False,
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "error loading model", "load_failed", "other", stage="load_weights", strong=False, backend="llama.cpp"
+    ),
+    ErrorRule(
+        "failed to load model",
+        "load_failed",
+        "other",
+        stage="load_weights",
+        strong=False,
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "unable to load model",
+        "load_failed",
+        "other",
+        stage="load_weights",
+        strong=False,
+        backend="llama.cpp",
+    ),
+)
+
+GENERIC_ERRORS_2: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "llama runner process has terminated", "runner_failed", "other", strong=False, backend="ollama"
+    ),
+)
+
+GENERIC_ERRORS_3: tuple[ErrorRule, ...] = (
+    ErrorRule("ggml_assert", "assert", "other", strong=False, backend="llama.cpp"),
+    ErrorRule("ggml_abort", "assert", "other", strong=False, backend="llama.cpp"),
+)
+
+RECOVERIES: tuple[NoticeRule, ...] = (
+    NoticeRule(
+        "retrying without pipeline parallelism",
+        "recovery",
+        "llama.cpp retried without pipeline parallelism",
+        backend="llama.cpp",
+    ),
+    NoticeRule(
+        "retrying with",
+        "recovery",
+        "the engine retried",
+        r"(?:compute buffer|allocation) .*retrying with",
+        backend="llama.cpp",
+    ),
+)
+
+NOTICES: tuple[NoticeRule, ...] = (
+    NoticeRule(
+        "flash attention was auto, set to disabled",
+        "kernel_fallback",
+        "flash attention is off (auto turned it off): slower, and a bigger compute buffer at long context",
+        backend="llama.cpp",
+    ),
+    # a prompt cut to fit the context: the request "works", the model never sees all of it
+    NoticeRule(
+        "truncating input prompt",
+        "context_truncated",
+        "prompts were cut to fit the context: raise num_ctx (OLLAMA_CONTEXT_LENGTH) or the model misses part of each input",
+        backend="ollama",
+    ),
+)
+
+NOTICES_2: tuple[NoticeRule, ...] = (
+    NoticeRule(
+        "flash_attn",
+        "kernel_fallback",
+        "flash attention was turned off",
+        r"flash_attn is not compatible|flash attention (?:not|is not) supported|flash_attn requires|auto, set to disabled",
+        backend="llama.cpp",
+    ),
+)
+
+NOTICES_3: tuple[NoticeRule, ...] = (
+    NoticeRule(
+        "flash_attn",
+        "mark",
+        "flash_attn_on",
+        r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+flash_attn\s*=\s*(?:1|enabled|true)\s*$",
+        backend="llama.cpp",
+    ),
+    # the GPU was not used at all, or only partly
+    NoticeRule(
+        "no usable gpu found",
+        "cpu_fallback",
+        "no usable GPU: the GPU-layers setting is ignored and the model runs on the CPU",
+        backend="llama.cpp",
+    ),
+)
+
+NOTICES_4: tuple[NoticeRule, ...] = (
+    NoticeRule(
+        "offloaded 0/",
+        "cpu_fallback",
+        "no layer was offloaded to the GPU: the model runs on the CPU",
+        backend="llama.cpp",
+    ),
+    NoticeRule(
+        "no compatible gpus were discovered",
+        "cpu_fallback",
+        "Ollama found no compatible GPU: the model runs on the CPU",
+        backend="ollama",
+    ),
+    NoticeRule(
+        "library=cpu",
+        "cpu_fallback",
+        "Ollama runs the model on the CPU",
+        r"inference compute.*library=cpu",
+        backend="ollama",
+    ),
+)
+
+FIGURES: tuple[FigureRule, ...] = (
+    FigureRule(
+        "model buffer size",
+        "model_buffer",
+        rf"(?P<device>[\w-]+)\s+model buffer size\s*=\s*{NUM}{UNIT}",
+        per_device=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "buffer size",
+        "model_buffer",
+        rf"llm_load_tensors:\s+(?P<device>[\w-]+)\s+buffer size\s*=\s*{NUM}{UNIT}",
+        per_device=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "kv buffer size",
+        "kv_buffer",
+        rf"(?P<device>[\w-]+)\s+kv buffer size\s*=\s*{NUM}{UNIT}",
+        per_device=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "compute buffer size",
+        "compute_buffer",
+        rf"(?P<device>[\w-]+)\s+compute buffer size\s*=\s*{NUM}{UNIT}",
+        per_device=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "output buffer size",
+        "output_buffer",
+        rf"(?P<device>[\w-]+)\s+output buffer size\s*=\s*{NUM}{UNIT}",
+        per_device=True,
+        backend="llama.cpp",
+    ),
+    FigureRule("kv self size", "kv_cache_size", rf"kv self size\s*=\s*{NUM}{UNIT}", backend="llama.cpp"),
+    FigureRule(
+        "llama_kv_cache",
+        "kv_cache_size",
+        rf"llama_kv_cache\w*: size\s*=\s*{NUM}{UNIT}",
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "cells",
+        "kv_cache_cells",
+        rf"llama_kv_cache\w*: size\s*=.*\(\s*{NUM} cells",
+        count=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "n_ctx",
+        "context",
+        rf"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+n_ctx\s*=\s*{NUM}\s*$",
+        count=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "n_ubatch",
+        "ubatch_tokens",
+        rf"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+n_ubatch\s*=\s*{NUM}\s*$",
+        count=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "n_head",
+        "attention_heads",
+        rf"(?:print_info|llm_load_print_meta):\s+n_head\s*=\s*{NUM}\s*$",
+        count=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "cudamalloc failed",
+        "oom_requested",
+        rf"allocating {NUM}{UNIT} on device \d+: cudamalloc failed",
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "failed to allocate",
+        "oom_requested",
+        rf"failed to allocate (?:[\w-]+ )?buffer of size {NUM}(?P<unit>)",
+        unit_default="B",
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "insufficient memory",
+        "oom_requested",
+        rf"insufficient memory \(attempted to allocate {NUM}(?:\s*(?P<unit>MB|MiB|GB))?",
+        unit_default="MiB",
+        backend="llama.cpp",
+    ),
+)
+
+MARKS: tuple[tuple[str, str], ...] = (
+    ("ollama", "ollama"),
+    ("source=server.go", "ollama"),
+    ("source=sched.go", "ollama"),
+    ("[gin]", "ollama"),
+    ("pulling manifest", "ollama"),
+)
+
+MARKS_2: tuple[tuple[str, str], ...] = (
+    ("llama_cpp/", "llama-cpp-python"),
+    ("llama_cpp\\", "llama-cpp-python"),
+    ("llama_cpp.server", "llama-cpp-python"),
+    ("[llama-cpp]", "llama-cpp-python"),
+    ("model metadata: {", "llama-cpp-python"),  # llama_cpp/llama.py, verbose
+    ("available chat formats from metadata", "llama-cpp-python"),
+    ("using gguf chat template", "llama-cpp-python"),
+    ("llama_", "llama.cpp"),
+    ("ggml_", "llama.cpp"),
+    ("load_tensors", "llama.cpp"),
+    ("print_info:", "llama.cpp"),
+    ("gguf", "llama.cpp"),
+    ("llama-server", "llama.cpp"),
+    ("llama.cpp", "llama.cpp"),
+    ("update_slots", "llama.cpp"),
+    ("srv ", "llama.cpp"),
+)
+
+ECHO_CUTS: tuple[tuple[str, str], ...] = (
+    ("log_server_r: request:", "{"),  # llama-server --verbose: the request's JSON body
+    ("log_server_r: response:", '"choices"'),  # the answer; an error response ({"error": ...}) is read
+    ("converted request:", "{"),
+    ("| prompt token", " '"),  # llama-server, each prompt token: "prompt token 3: 151644 '<|im_start|>'"
+)
+
+ECHO_CUTS_2: tuple[tuple[str, str], ...] = (
+    ('msg="chat request"', " prompt="),  # Ollama with OLLAMA_DEBUG=1
+    ('msg="generate request"', " prompt="),
+)

@@ -1,0 +1,176 @@
+"""How SGLang words its log: stages, errors, notices, figures and the marks that name it.
+
+The diagnosis (vramtui.core.logs) reads every table of every engine on every log; vramtui.core.logs.rules
+splices these pieces into its tables in their order of precedence (the first error rule that matches a line
+decides its cause).
+"""
+
+from __future__ import annotations
+
+from vramtui.core.logs.ruletypes import NUM, ErrorRule, FigureRule, LogProfile, NoticeRule, StageRule
+
+PROFILE = LogProfile(
+    "sglang",
+    is_torch=True,
+    knobs={
+        "context": "--context-length",
+        "parallel": "--max-running-requests",
+        "batch": "--chunked-prefill-size",
+        "quant": "--quantization",
+        "mem_share": "--mem-fraction-static",
+        "kv_dtype": "--kv-cache-dtype",
+        "cpu_offload": "--cpu-offload-gb",
+        "dtype": "--dtype",
+    },
+    outweighed_by=("vllm",),
+    kills_own_tree=True,
+    advice={
+        "graph_capture": (
+            "CUDA-graph capture ran out of memory: lower --mem-fraction-static (e.g. 0.8 or 0.7) to leave it room.",
+            "Or capture fewer batch sizes: a smaller --cuda-graph-max-bs (e.g. 16); or --disable-cuda-graph.",
+        ),
+        "dtype": ("Use float16 on GPUs before compute capability 8.0: --dtype half (or float16).",),
+    },
+)
+
+
+STAGES: tuple[StageRule, ...] = (
+    StageRule("init_memory_pool", "kv_cache", backend="sglang"),  # its frames in an allocation traceback
+)
+
+STAGES_2: tuple[StageRule, ...] = (
+    # SGLang
+    StageRule("load weight begin", "load_weights", backend="sglang"),
+    StageRule("load weight end", "load_weights", backend="sglang"),
+    StageRule("kv cache is allocated", "kv_cache", backend="sglang"),
+    StageRule("memory pool end", "kv_cache", backend="sglang"),
+    StageRule("capture cuda graph", "kv_cache", backend="sglang"),
+    StageRule("max_total_num_tokens", "kv_cache", backend="sglang"),
+    StageRule("the server is fired up and ready", "ready", backend="sglang"),
+    StageRule("prefill batch", "inference", backend="sglang"),
+    StageRule("decode batch", "inference", backend="sglang"),
+    StageRule("forward_batch_generation", "inference", backend="sglang"),
+)
+
+KV_CACHE_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "larger than the profiled value",
+        "kv_too_small",
+        "kv_cache_too_small",
+        r"larger than the profiled value -",  # SGLang: a negative budget of KV tokens
+        stage="kv_cache",
+        backend="sglang",
+    ),
+)
+
+KV_CACHE_ERRORS_2: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "no gpu memory for the kv cache",
+        "kv_no_room",
+        "kv_cache_too_small",
+        stage="kv_cache",
+        backend="sglang",
+    ),
+    ErrorRule(
+        "not enough memory",
+        "kv_no_room",
+        "kv_cache_too_small",
+        r"not enough memory\. please try to increase --mem-fraction-static",
+        stage="kv_cache",
+        backend="sglang",
+    ),
+)
+
+CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "is longer than the model's context length",
+        "context_too_long",
+        "context_too_long",
+        stage="inference",
+        backend="sglang",
+    ),
+)
+
+GENERIC_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule("hit an exception", "worker_failed", "other", strong=False, backend="sglang"),
+)
+
+NOTICES: tuple[NoticeRule, ...] = (
+    NoticeRule(
+        "performance might be sub-optimal",
+        "kernel_fallback",
+        "a MoE kernel runs without a tuned config for this GPU (slower)",
+        r"moe kernel config.*performance might be sub-optimal",
+        backend="sglang",
+    ),
+)
+
+NOTICES_2: tuple[NoticeRule, ...] = (
+    NoticeRule("capture cuda graph begin", "mark", "graph_capture", backend="sglang"),
+)
+
+FIGURES: tuple[FigureRule, ...] = (
+    FigureRule(
+        "fraction",
+        "memory_share",
+        r"(?:--mem-fraction-static[= ]|mem_fraction_static=)(?P<value>0?\.\d+|1(?:\.0+)?)\b",
+        count=True,
+        backend="sglang",
+    ),
+)
+
+FIGURES_2: tuple[FigureRule, ...] = (
+    FigureRule(
+        "load weight end",
+        "weights_loaded",
+        rf"load weight end\..*mem usage={NUM}\s*(?P<unit>GB|GiB)",
+        backend="sglang",
+    ),
+    FigureRule(
+        "kv cache is allocated",
+        "kv_cache_tokens",
+        rf"kv cache is allocated\. #tokens:\s*{NUM}",
+        count=True,
+        backend="sglang",
+    ),
+    FigureRule(
+        "k size",
+        "kv_cache_k",
+        rf"kv cache is allocated\..*k size:\s*{NUM}\s*(?P<unit>GB|GiB)",
+        backend="sglang",
+    ),
+    FigureRule(
+        "v size",
+        "kv_cache_v",
+        rf"kv cache is allocated\..*v size:\s*{NUM}\s*(?P<unit>GB|GiB)",
+        backend="sglang",
+    ),
+    FigureRule(
+        "max_total_num_tokens",
+        "kv_cache_tokens",
+        rf"max_total_num_tokens={NUM}",
+        count=True,
+        backend="sglang",
+    ),
+    FigureRule(
+        "capture cuda graph end",
+        "cuda_graphs",
+        rf"capture cuda graph end\..*mem usage={NUM}\s*(?P<unit>GB|GiB)",
+        backend="sglang",
+    ),
+)
+
+MARKS: tuple[tuple[str, str], ...] = (
+    ("sglang", "sglang"),
+    ("mem-fraction-static", "sglang"),
+    ("max_total_num_tokens", "sglang"),
+    ("load weight end", "sglang"),
+    ("tp0]", "sglang"),
+)
+
+MARKS_2: tuple[tuple[str, str], ...] = (("is longer than the model's context length", "sglang"),)
+
+ECHO_CUTS: tuple[tuple[str, str], ...] = (
+    ("receive: obj=", ""),  # SGLang --log-requests
+    ("finish: obj=", ""),
+)

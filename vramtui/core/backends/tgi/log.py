@@ -1,0 +1,149 @@
+"""How text-generation-inference (launcher, router, server) words its log: stages, errors, figures and
+the marks that name it.
+
+The diagnosis (vramtui.core.logs) reads every table of every engine on every log; vramtui.core.logs.rules
+splices these pieces into its tables in their order of precedence (the first error rule that matches a line
+decides its cause).
+"""
+
+from __future__ import annotations
+
+from vramtui.core.logs.ruletypes import NUM, ErrorRule, FigureRule, LogProfile, StageRule
+
+PROFILE = LogProfile(
+    "tgi",
+    aliases=("text-generation-inference",),
+    is_torch=True,
+    knobs={
+        "context": "--max-total-tokens",
+        "input": "--max-input-tokens",
+        "parallel": "--max-concurrent-requests",
+        "batch": "--max-batch-prefill-tokens",
+        "quant": "--quantize",
+        "mem_share": "--cuda-memory-fraction",
+        "kv_dtype": "--kv-cache-dtype",
+        "dtype": "--dtype",
+    },
+    advice={
+        "graph_capture": (
+            "CUDA-graph capture ran out of memory: lower --cuda-memory-fraction to leave it room.",
+            "Or capture fewer batch sizes (--cuda-graphs 1,2,4) or none (--cuda-graphs 0).",
+        ),
+        "dtype": ("Use float16 on GPUs before compute capability 8.0: --dtype half (or float16).",),
+    },
+)
+
+
+STAGES: tuple[StageRule, ...] = (
+    StageRule("failed to start", "load_weights", r"shard \d+ failed to start", backend="tgi"),
+    StageRule("shardcannotstart", "load_weights", backend="tgi"),
+)
+
+STAGES_2: tuple[StageRule, ...] = (
+    # text-generation-inference
+    StageRule("starting check and download process", "download", backend="tgi"),
+    StageRule("download: text_generation_launcher", "download", backend="tgi"),
+    StageRule("starting shard", "load_weights", backend="tgi"),
+    StageRule("get_model", "load_weights", backend="tgi"),
+    StageRule("warming up model", "kv_cache", backend="tgi"),
+    StageRule("warmup", "kv_cache", backend="tgi"),
+    StageRule("setting max batch total tokens", "kv_cache", backend="tgi"),
+    StageRule("connected", "ready", r"text_generation_router.*: connected\s*$", backend="tgi"),
+    StageRule("input validation error", "inference", backend="tgi"),
+    StageRule("generate_stream", "inference", backend="tgi"),
+)
+
+HOST_OOM_ERRORS: tuple[ErrorRule, ...] = (
+    # text-generation-inference's launcher: a shard killed by signal 9 is the OOM killer's work.
+    ErrorRule(
+        "signaled to shutdown with signal",
+        "host_killed",
+        "host_oom_killed",
+        r"signaled to shutdown with signal 9\b",
+        backend="tgi",
+    ),
+    ErrorRule("signaled to shutdown with signal", "crash", "other", strong=False, backend="tgi"),
+)
+
+DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
+    # text-generation-inference's warmup runs one prefill of --max-batch-prefill-tokens tokens.
+    ErrorRule(
+        "not enough memory to handle",
+        "prefill_warmup",
+        "cuda_oom",
+        r"not enough memory to handle \d+ prefill tokens",
+        stage="kv_cache",
+        backend="tgi",
+    ),
+)
+
+DEVICE_OOM_ERRORS_2: tuple[ErrorRule, ...] = (
+    ErrorRule("would exceed allowed memory", "cuda_oom", "cuda_oom", backend="tgi"),
+)
+
+DEVICE_OOM_ERRORS_3: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "not enough memory",
+        "kv_prefill_oom",
+        "cuda_oom",
+        r"not enough memory to handle \d+ (?:prefill|total) tokens",
+        stage="kv_cache",
+        backend="tgi",
+    ),
+)
+
+CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "must be <=",
+        "context_too_long",
+        "context_too_long",
+        r"tokens? \+ `?max_new_tokens`? must be <= \d+",
+        stage="inference",
+        backend="tgi",
+    ),
+    ErrorRule(
+        "input validation error",
+        "context_too_long",
+        "context_too_long",
+        r"input validation error:.*(?:must be <=|must have less than)",
+        stage="inference",
+        backend="tgi",
+    ),
+)
+
+ARCH_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule("unsupported model type", "unknown_arch", "unknown_arch", stage="load_weights", backend="tgi"),
+)
+
+BROKEN_FILE_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule("downloaderror", "download_failed", "other", stage="download", strong=False, backend="tgi"),
+)
+
+GENERIC_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule("webserver crashed", "engine_failed", "other", strong=False, backend="tgi"),
+    ErrorRule(
+        "shard",
+        "engine_failed",
+        "other",
+        r"shard \d+ failed to start|error when initializing model",
+        strong=False,
+        backend="tgi",
+    ),
+)
+
+FIGURES: tuple[FigureRule, ...] = (
+    FigureRule(
+        "max batch total tokens",
+        "kv_cache_tokens",
+        rf"setting max batch total tokens to {NUM}",
+        count=True,
+        backend="tgi",
+    ),
+)
+
+MARKS: tuple[tuple[str, str], ...] = (
+    ("text_generation_launcher", "tgi"),
+    ("text_generation_router", "tgi"),
+    ("text_generation_server", "tgi"),
+    ("input validation error", "tgi"),
+)

@@ -1,0 +1,343 @@
+"""How transformers (with accelerate, bitsandbytes and huggingface_hub) words its log: stages, errors,
+notices, figures and the marks that name it.
+
+The diagnosis (vramtui.core.logs) reads every table of every engine on every log; vramtui.core.logs.rules
+splices these pieces into its tables in their order of precedence (the first error rule that matches a line
+decides its cause).
+"""
+
+from __future__ import annotations
+
+from vramtui.core.logs.ruletypes import (
+    NUM,
+    UNIT,
+    ErrorRule,
+    FigureRule,
+    LogProfile,
+    NoticeRule,
+    Say,
+    StageRule,
+)
+
+_PREQUANTIZED = (
+    "load a pre-quantized checkpoint (AWQ/GPTQ): quantizing at load time still reads the "
+    "16-bit weights first."
+)
+PROFILE = LogProfile(
+    "transformers",
+    is_torch=True,
+    advice={
+        "weights_oom": (
+            # Already quantized at load: the next steps are placement and a smaller file.
+            Say(
+                "Quantize the weights while loading: from_pretrained(..., quantization_config="
+                "BitsAndBytesConfig(load_in_4bit=True)) holds about a quarter of the 16-bit weights "
+                "(vramtui's transformers runner: --quantization bnb-4bit).",
+                when="!quantized",
+            ),
+            'Let accelerate place the model: from_pretrained(..., device_map="auto", '
+            'max_memory={0: "20GiB", "cpu": "64GiB"}) caps each device and puts the rest in host RAM '
+            "(vramtui's transformers runner: --device-map auto --max-memory 0=20GiB,cpu=64GiB).",
+            f"Or {_PREQUANTIZED}",
+        ),
+        "context_oom": (
+            "Shorter sequences ({context}) and fewer at once ({parallel}): the dynamic KV cache grows with both.",
+            "PyTorch fragmentation: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+        ),
+        "host_killed": (
+            "Load shard by shard straight to the GPU: device_map='auto' (low_cpu_mem_usage) and safetensors files instead of .bin.",
+        ),
+        "unknown_arch": (
+            "Upgrade transformers (pip install -U transformers); for a model with its own code, pass trust_remote_code=True.",
+        ),
+    },
+)
+
+
+STAGES: tuple[StageRule, ...] = (
+    # huggingface_hub / transformers / accelerate / bitsandbytes
+    StageRule("hf_hub_download", "download", backend="transformers"),
+    StageRule("snapshot_download", "download", backend="transformers"),
+    StageRule("cached_file", "download", backend="transformers"),
+    StageRule("get_hf_file_metadata", "download", backend="transformers"),
+    StageRule("fetching ", "download", r"fetching \d+ files", backend="transformers"),
+    StageRule(
+        "downloading",
+        "download",
+        r"^(?:.*\]\s*)?downloading\b|downloading (?:shards|model|weights)",
+        backend="transformers",
+    ),
+    StageRule("from_pretrained", "load_weights", backend="transformers"),
+    StageRule("checkpoint shards", "load_weights", backend="transformers"),
+    StageRule("modeling_utils", "load_weights", backend="transformers"),
+    StageRule("configuration_auto", "load_weights", backend="transformers"),
+    StageRule("load_state_dict", "load_weights", backend="transformers"),
+    StageRule("dispatch_model", "load_weights", backend="transformers"),
+    StageRule("setting `pad_token_id`", "inference", backend="transformers"),
+    StageRule("generate(", "inference", backend="transformers"),
+    StageRule("in generate", "inference", backend="transformers"),
+    StageRule("past_key_value", "inference", backend="transformers"),
+    StageRule("output generated in", "inference", backend="transformers"),
+)
+
+STAGES_2: tuple[StageRule, ...] = (
+    StageRule("from_pretrained", "load_weights", backend="transformers"),  # a traceback's code line
+)
+
+FORMAT_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "cuda setup: setup failed",
+        "bnb_missing",
+        "unsupported_quant",
+        stage="load_weights",
+        backend="transformers",
+    ),
+    ErrorRule(
+        "bitsandbytes",
+        "bnb_missing",
+        "unsupported_quant",
+        r"requires? .*bitsandbytes|please install bitsandbytes"
+        r"|bitsandbytes .*(?:not installed|was compiled without gpu support).*error",
+        stage="load_weights",
+        backend="transformers",
+    ),
+    ErrorRule(
+        "gptq",
+        "gptq_missing",
+        "unsupported_quant",
+        r"(?:install|requires?) .*(?:auto-gptq|auto_gptq|gptqmodel|optimum)",
+        stage="load_weights",
+        backend="transformers",
+    ),
+)
+
+ARCH_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "does not recognize this architecture",
+        "unknown_arch",
+        "unknown_arch",
+        stage="load_weights",
+        backend="transformers",
+    ),
+    ErrorRule(
+        "unrecognized configuration class",
+        "unknown_arch",
+        "unknown_arch",
+        stage="load_weights",
+        backend="transformers",
+    ),
+    ErrorRule(
+        "unrecognized model in", "unknown_arch", "unknown_arch", stage="load_weights", backend="transformers"
+    ),
+    ErrorRule(
+        "trust_remote_code",
+        "remote_code",
+        "unknown_arch",
+        r"(?:set|pass) the option `?trust_remote_code=true|requires you to execute the configuration file",
+        stage="load_weights",
+        backend="transformers",
+    ),
+)
+
+SHAPE_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "size mismatch for", "shape_mismatch", "shape_mismatch", stage="load_weights", backend="transformers"
+    ),
+)
+
+SHAPE_ERRORS_2: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "whose dimensions in the model are",
+        "shape_mismatch",
+        "shape_mismatch",
+        stage="load_weights",
+        backend="transformers",
+    ),
+    ErrorRule(
+        "trying to set a tensor of shape",
+        "shape_mismatch",
+        "shape_mismatch",
+        stage="load_weights",
+        backend="transformers",
+    ),
+)
+
+DTYPE_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule("not implemented for 'half'", "half_on_cpu", "dtype_unsupported", backend="transformers"),
+    ErrorRule(
+        "not implemented for 'bfloat16'", "bf16_unsupported", "dtype_unsupported", backend="transformers"
+    ),
+)
+
+HUB_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule("gatedrepoerror", "gated_repo", "other", stage="download", backend="transformers"),
+    ErrorRule("cannot access gated repo", "gated_repo", "other", stage="download", backend="transformers"),
+    ErrorRule(
+        "repositorynotfounderror",
+        "not_found_remote",
+        "file_missing",
+        stage="download",
+        backend="transformers",
+    ),
+    ErrorRule(
+        "repository not found", "not_found_remote", "file_missing", stage="download", backend="transformers"
+    ),
+    ErrorRule("401 client error", "gated_repo", "other", stage="download", backend="transformers"),
+    ErrorRule("403 client error", "gated_repo", "other", stage="download", backend="transformers"),
+)
+
+MISSING_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule("localentrynotfounderror", "offline", "network", stage="download", backend="transformers"),
+    ErrorRule(
+        "cannot find the requested files in the local cache",
+        "offline",
+        "network",
+        stage="download",
+        backend="transformers",
+    ),
+    ErrorRule(
+        "entrynotfounderror", "not_found_remote", "file_missing", stage="download", backend="transformers"
+    ),
+    ErrorRule(
+        "is not a valid model identifier",
+        "not_found_remote",
+        "file_missing",
+        stage="download",
+        backend="transformers",
+    ),
+    ErrorRule(
+        "does not appear to have a file named",
+        "not_found_local",
+        "file_missing",
+        stage="download",
+        backend="transformers",
+    ),
+)
+
+TOKENIZER_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "couldn't instantiate the backend tokenizer",
+        "tokenizer_files",
+        "other",
+        stage="load_weights",
+        backend="transformers",
+    ),
+    ErrorRule(
+        "can't load tokenizer for",
+        "tokenizer_files",
+        "file_missing",
+        stage="load_weights",
+        backend="transformers",
+    ),
+)
+
+NETWORK_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule("localentrynotfounderror", "offline", "network", stage="download", backend="transformers"),
+    ErrorRule(
+        "cannot find the requested files in the local cache",
+        "offline",
+        "network",
+        stage="download",
+        backend="transformers",
+    ),
+    ErrorRule("couldn't connect to", "network", "network", stage="download", backend="transformers"),
+)
+
+BROKEN_FILE_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule("headertoolarge", "truncated_file", "other", stage="load_weights", backend="transformers"),
+    ErrorRule("safetensorerror", "truncated_file", "other", stage="load_weights", backend="transformers"),
+)
+
+BROKEN_FILE_ERRORS_2: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "offloaded to the disk",
+        "disk_offload",
+        "other",
+        stage="load_weights",
+        backend="transformers",
+    ),
+    ErrorRule(
+        "some modules are dispatched on the cpu or the disk",
+        "bnb_cpu_dispatch",
+        "other",
+        stage="load_weights",
+        backend="transformers",
+    ),
+)
+
+HOST_ALLOC_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule("can't allocate memory", "host_alloc", "other", backend="transformers"),
+)
+
+NOTICES: tuple[NoticeRule, ...] = (
+    NoticeRule(
+        "flash attention 2 is not installed",
+        "kernel_fallback",
+        "FlashAttention 2 is not installed: attention runs on a slower path",
+        backend="transformers",
+    ),
+    NoticeRule(
+        "flashattention2 has been toggled on, but it cannot be used",
+        "kernel_fallback",
+        "FlashAttention 2 was requested but cannot be used",
+        backend="transformers",
+    ),
+)
+
+NOTICES_2: tuple[NoticeRule, ...] = (
+    NoticeRule(
+        "torch not compiled with cuda",
+        "cpu_fallback",
+        "this torch has no CUDA: the model runs on the CPU",
+        backend="transformers",
+    ),
+)
+
+NOTICES_3: tuple[NoticeRule, ...] = (
+    # quantization that did not happen
+    NoticeRule(
+        "compiled without gpu support",
+        "quant_unconfirmed",
+        "bitsandbytes has no GPU support: 4/8-bit quantization does not run",
+        r"bitsandbytes.*compiled without gpu support",
+        backend="transformers",
+    ),
+)
+
+FIGURES: tuple[FigureRule, ...] = (
+    # vramtui's transformers runner: "weights loaded: N parameters, X MiB on DEVICE" (get_memory_footprint)
+    FigureRule(
+        "weights loaded:",
+        "model_parameters",
+        r"weights loaded: (?P<value>\d+) parameters,",
+        count=True,
+        backend="transformers",
+    ),
+    FigureRule(
+        "weights loaded:",
+        "weights_loaded",
+        rf"weights loaded: \d+ parameters, {NUM}{UNIT}",
+        backend="transformers",
+    ),
+    FigureRule(
+        "tried to allocate", "oom_requested", rf"tried to allocate {NUM}{UNIT}", backend="transformers"
+    ),
+    FigureRule(
+        "total capacity of", "device_total", rf"total capacity of {NUM}{UNIT}", backend="transformers"
+    ),
+)
+
+MARKS: tuple[tuple[str, str], ...] = (
+    ("offload_folder", "transformers"),  # accelerate's device_map asking where to put weights on disk
+)
+
+MARKS_2: tuple[tuple[str, str], ...] = (
+    ("transformers", "transformers"),
+    ("huggingface_hub", "transformers"),
+    ("checkpoint shards", "transformers"),
+    ("from_pretrained", "transformers"),
+    ("bitsandbytes", "transformers"),
+    ("accelerate", "transformers"),
+    ("pad_token_id", "transformers"),
+    ("torch.cuda.outofmemoryerror", "transformers"),
+)

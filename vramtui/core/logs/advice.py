@@ -1,0 +1,615 @@
+"""Advice: what to change, as a table keyed by failure and cause, in the detected engine's own flags.
+
+Each row names a failure class and a cause (None: any), optionally the stages it holds at, and its
+lines. A line is a template (vramtui.core.logs.ruletypes.Say): `{knob}` is the engine's own flag for a
+shared parameter, `{value}` a figure the diagnosis computed, "@topic" the engine's own lines for that
+topic (its LogProfile.advice) or else the default ones here. The first row that matches decides.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from vramtui.core.errors import VramtuiError
+from vramtui.core.logs import rules as ls
+from vramtui.core.logs.analysis import _engine_hint
+from vramtui.core.logs.rules import LogProfile, Say
+from vramtui.core.logs.verdict import Diagnosis
+
+FAILURE_WORDS: dict[str, str] = {
+    "cuda_oom": "the GPU ran out of memory",
+    "host_oom": "an allocation failed under the memory budget",
+    "host_oom_killed": "the process was killed, most likely by the host's out-of-memory killer",
+    "unsupported_quant": "this build cannot read the file's format or quantization",
+    "unknown_arch": "the engine does not know this model architecture",
+    "shape_mismatch": "the weights do not have the shapes the loader expects",
+    "dtype_unsupported": "the data type is not supported on this GPU or build",
+    "file_missing": "the model file or repository was not found",
+    "network": "the download could not reach the server",
+    "disk_full": "the disk is full",
+    "kv_cache_too_small": "no room is left for the KV cache",
+    "context_too_long": "a request is longer than the context",
+    "other": "the run failed",
+}
+CAUSE_WORDS: dict[str, str] = {
+    "host_alloc": "a host-RAM allocation failed",
+    "nccl_timeout": "a multi-GPU (NCCL) collective operation timed out: one GPU's process stalled or died",
+    "gpu_share_short": "less GPU memory is free than the share the engine was asked to take",
+    "prefill_warmup": "the warmup's largest prefill did not fit in GPU memory",
+    "removed_ggml_type": "the file uses a tensor type this llama.cpp build removed",
+    "torch_checkpoint": "the file is a PyTorch checkpoint, and llama.cpp reads only GGUF",
+    "disk_offload": "the model does not fit GPU and host memory, so accelerate would put weights on disk",
+    "host_ram_short": "the model needs more host RAM than is free",
+    "bad_magic": "the file is not a GGUF (bad magic number)",
+    "truncated_file": "the model file is cut short or corrupt",
+    "bad_file": "the model file could not be read",
+    "gated_repo": "the repository is gated or needs a token",
+    "download_failed": "the download step failed",
+    "bnb_cpu_dispatch": "the quantized model does not fit the GPU, so modules were sent to the CPU/disk",
+    "cut_traceback": "a traceback stops before its exception line",
+    "cuda_graph_capture": "the GPU ran out of memory while capturing CUDA graphs",
+    "wrong_format": "this backend does not read the model file's format",
+    "tokenizer_files": "the tokenizer could not be loaded (its files are missing or cannot be converted)",
+    "exception": "a Python exception stopped the run",
+}
+
+
+# With no backend named in the log, the advice names the setting instead of a flag.
+_GENERIC_KNOBS: dict[str, str] = {
+    "context": "the context length",
+    "parallel": "the number of parallel requests",
+    "batch": "the batch size",
+    "mem_share": "the engine's GPU memory share",
+    "kv_dtype": "the KV-cache type",
+    "cpu_offload": "CPU offload",
+    "gpu_layers": "the layers on the GPU",
+    "quant": "the quantization",
+}
+
+
+def _knob(backend: str | None, param: str) -> str | None:
+    """The engine's own flag for a shared parameter (None: it has none)."""
+    if backend is None:
+        return _GENERIC_KNOBS.get(param)
+    profile = ls.LOG_PROFILES.get(backend)
+    if profile is not None and profile.knobs is not None:
+        return profile.knobs.get(param)
+    from vramtui.core.backends import get_backend
+
+    try:
+        return get_backend(backend).knob(param)
+    except VramtuiError:
+        return None
+
+
+_PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
+
+
+def _fill(template: str, backend: str | None, values: Mapping[str, str]) -> str | None:
+    """Fill `{name}` with a computed value, else the engine's flag; None when the engine has no such flag."""
+    names = _PLACEHOLDER_RE.findall(template)
+    if not names:
+        return template  # plain text: braces in it are the text's own
+    filled: dict[str, str] = {}
+    for name in names:
+        flag = values[name] if name in values else _knob(backend, name)
+        if flag is None:
+            return None
+        filled[name] = flag
+    return template.format(**filled)
+
+
+@dataclass(frozen=True)
+class AdviceRow:
+    """Advice for a failure class and a cause (None: any), at some stages (None: any)."""
+
+    failure: str | None
+    cause: str | None
+    lines: tuple[str | Say, ...]
+    stages: frozenset[str] | None = None
+
+    def matches(self, failure: str, cause: str | None, stage: str | None) -> bool:
+        return (
+            (self.failure is None or self.failure == failure)
+            and (self.cause is None or self.cause == cause)
+            and (self.stages is None or stage in self.stages)
+        )
+
+
+_READ_THE_LINE = "Read the first error line above; the lines before it say which step was running."
+_TORCH_FRAGMENTATION = "PyTorch fragmentation: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
+_LOADING = frozenset({"download", "load_weights"})
+_HOST_ALLOCATION = (
+    Say(
+        "Host RAM could not hold the buffer: lower {context}{budget_fit} or use a smaller quantization.",
+        otherwise="Host RAM could not hold the buffer: lower the context or use a smaller quantization.",
+    ),
+    "Close other programs or raise the container's memory limit.",
+)
+_BROKEN_FILE = (
+    "The model file is incomplete or corrupt: download it again and compare its size or checksum.",
+)
+
+# The lines of a topic where the engine has none of its own (see LogProfile.advice).
+DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
+    # CUDA graphs are captured after the KV cache is sized: a smaller context or KV dtype frees nothing.
+    "graph_capture": (
+        "CUDA-graph capture ran out of memory: the graphs are allocated after the KV cache, outside the "
+        '--gpu-memory-utilization share (vLLM: "CUDA graphs can take additional 1~3 GiB memory per GPU"); '
+        "lower --gpu-memory-utilization (e.g. 0.85) to leave them room.",
+        "Or skip the graphs: --enforce-eager (slower decoding, no graph memory).",
+        "Or capture fewer batch sizes: a smaller --max-num-seqs.",
+    ),
+    "weights_oom": (
+        "The weights do not fit: serve a pre-quantized checkpoint (AWQ/GPTQ/FP8) and pass {quant} if it is not detected.",
+        "Keep part of the weights in host RAM: {cpu_offload} N (GiB).",
+        "Or split the model over several GPUs (tensor parallelism), and make sure no other process holds GPU memory.",
+    ),
+    "request_oom": (
+        "A request needed more memory than was left: shorter inputs, fewer new tokens.",
+        "Fewer sequences at once: {parallel}.",
+        "Smaller prefill chunks: {batch}.",
+        "Leave headroom for activations: lower {mem_share} a little (e.g. 0.85).",
+        Say(_TORCH_FRAGMENTATION, when="is_torch"),
+    ),
+    # kv_cache, ready or unknown: the context-sized buffers did not fit.
+    "context_oom": (
+        Say("Lower {context} {fit_tokens} (the engine says that is what fits).", when="fit_known"),
+        Say("Lower the context: {context}.", when="!fit_known"),
+        "Fewer concurrent sequences: {parallel}, and a smaller {batch}: the profile run sizes activations by them.",
+        "Store the KV cache in fp8: {kv_dtype} fp8.",
+        "If other processes share the GPU, lower {mem_share}; the engine claims that share of the whole card.",
+        "@context_oom_extra",
+    ),
+    "host_killed": ("Keep less in host RAM: lower {cpu_offload} or use a smaller checkpoint.",),
+    "wrong_format": (
+        "GGUF is llama.cpp's format: serve this file with llama.cpp (llama-server -m FILE) or Ollama; "
+        "for {this_engine} use the original safetensors checkpoint or its AWQ/GPTQ version.",
+    ),
+    "unknown_arch": (
+        "Use a newer llama.cpp build (or llama-cpp-python release) that knows this architecture.",
+    ),
+    "dtype": ("Load in float16 on the GPU (torch_dtype=torch.float16), float32 on the CPU.",),
+    "file_missing": (
+        "Check the path or the repository id and revision (and a token for private repositories).",
+    ),
+}
+
+ADVICE: tuple[AdviceRow, ...] = (
+    AdviceRow("cuda_oom", "cuda_graph_capture", ("@graph_capture",)),
+    AdviceRow(
+        "cuda_oom",
+        "gpu_share_short",
+        (
+            "Something else holds GPU memory, or the share asked for is more than is free: stop what "
+            "holds the GPU (`vramtui check` names the holders), or ask for less.",
+            "Ask for no more than the free share: {mem_share} {free_share} (the error says what is free).",
+        ),
+    ),
+    AdviceRow(
+        "cuda_oom",
+        "prefill_warmup",
+        (
+            "The warmup's prefill does not fit: lower {batch} (the tokens of one prefill), and {context} with it.",
+        ),
+    ),
+    AdviceRow("cuda_oom", None, ("@weights_oom",), stages=_LOADING),
+    AdviceRow("cuda_oom", None, ("@request_oom",), stages=frozenset({"inference"})),
+    AdviceRow("cuda_oom", None, ("@context_oom",)),
+    AdviceRow(
+        "kv_cache_too_small",
+        None,
+        (
+            # The engine already takes (nearly) the whole card: the room has to come from the weights.
+            Say(
+                "The engine already takes {share_taken} of the card ({mem_share}): the weights leave too "
+                "little for the KV cache.",
+                when="high_share",
+            ),
+            Say(
+                "Move part of the weights to host RAM: {cpu_offload} N, or use a smaller quantization.",
+                when="high_share",
+            ),
+            Say("Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).", when="high_share"),
+            Say("Lower the context{to_fit}: {context}{fit}.", when="high_share"),
+            Say(
+                "Give the KV cache more room: raise {mem_share} (e.g. 0.95) if nothing else uses the GPU.",
+                when="!high_share",
+            ),
+            Say("Or lower the context{to_fit}: {context}{fit}.", when="!high_share"),
+            Say("Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).", when="!high_share"),
+            Say(
+                "Move part of the weights to host RAM: {cpu_offload} N, or use a smaller quantization.",
+                when="!high_share",
+            ),
+        ),
+    ),
+    AdviceRow(
+        "context_too_long",
+        None,
+        (
+            "The request is longer than the context: send a shorter input or raise {context} (it costs KV-cache memory).",
+            "@context_too_long",
+            "Raise the input limit too: {input}.",
+        ),
+    ),
+    AdviceRow(
+        "host_oom_killed",
+        None,
+        (
+            "{kernel_word}",
+            "Host RAM ran out{while_doing}: close other programs, add swap, or raise the container's memory limit.",
+            "@host_killed",
+        ),
+    ),
+    AdviceRow("unsupported_quant", "wrong_format", ("@wrong_format",)),
+    AdviceRow(
+        "unsupported_quant",
+        "torch_checkpoint",
+        (
+            "Convert the checkpoint to GGUF (llama.cpp's convert_hf_to_gguf.py on the Hugging Face "
+            "folder), or download a GGUF of the model.",
+        ),
+    ),
+    AdviceRow(
+        "unsupported_quant",
+        "removed_ggml_type",
+        (
+            "This build no longer reads the file's tensor type (the line names its replacement): get or "
+            "make the model in a current type; upgrading will not help, an older build would.",
+        ),
+    ),
+    AdviceRow(
+        "unsupported_quant",
+        "old_format",
+        (
+            "This build predates the file's format (GGUF): upgrade it (pip install -U llama-cpp-python / a newer llama.cpp), or use a file made for this version.",
+        ),
+    ),
+    AdviceRow(
+        "unsupported_quant",
+        None,
+        (
+            # The engine said what it reads: naming the method it refused would not help.
+            Say(
+                "This build of {the_engine} reads only {supported}: use a checkpoint quantized that way, or upgrade it.",
+                when="supported_list",
+            ),
+            Say("Upgrade {the_engine} or pick a quantization it supports.", when="!supported_list"),
+            Say("Choose the method explicitly: {quant} (awq, gptq, fp8 ...).", when="!supported_list"),
+        ),
+    ),
+    AdviceRow("unknown_arch", None, ("@unknown_arch",)),
+    AdviceRow(
+        "shape_mismatch",
+        None,
+        (
+            "The file does not match the architecture the loader builds: re-convert it with the converter of this engine version, or re-download it.",
+            "Check that config.json matches the weights (e.g. num_key_value_heads for grouped-query attention).",
+        ),
+    ),
+    AdviceRow("dtype_unsupported", None, ("@dtype",)),
+    AdviceRow(
+        None,
+        "tokenizer_files",
+        (
+            "The tokenizer could not be built from the model folder: it needs tokenizer.json (or "
+            "tokenizer.model with tokenizer_config.json); copy the tokenizer files from the original "
+            "repository, or pass the tokenizer's repository/path separately.",
+            "Converting a slow (SentencePiece/tiktoken) tokenizer needs its library: pip install sentencepiece "
+            "(or tiktoken).",
+        ),
+    ),
+    AdviceRow("file_missing", None, ("@file_missing",)),
+    AdviceRow(
+        "network",
+        None,
+        (
+            "Check the connection, proxy and DNS (containers often need --network host or a DNS server).",
+            "Download once where it works (`huggingface-cli download` / `ollama pull`) and run offline (HF_HUB_OFFLINE=1), or set HF_ENDPOINT to a mirror.",
+        ),
+    ),
+    AdviceRow(
+        "disk_full",
+        None,
+        ("Free disk space, or point the model cache at a bigger disk (HF_HOME, OLLAMA_MODELS).",),
+    ),
+    AdviceRow("host_oom", None, _HOST_ALLOCATION),
+    # The engine compared the whole model with free RAM: the weights are what does not fit.
+    AdviceRow(
+        None,
+        "host_ram_short",
+        (
+            Say(
+                "The model needs more host RAM than is free: use a smaller quantization or a smaller model "
+                "(a shorter {context} saves only the KV cache).",
+                otherwise="The model needs more host RAM than is free: use a smaller quantization or a smaller "
+                "model (a shorter context saves only the KV cache).",
+            ),
+            "Close other programs or raise the container's memory limit.",
+        ),
+    ),
+    AdviceRow(None, "host_alloc", _HOST_ALLOCATION),
+    AdviceRow(
+        None,
+        "bad_magic",
+        (
+            "The file is not a model (often an HTML page saved instead of the weights): download it again and check its size.",
+        ),
+    ),
+    AdviceRow(None, "truncated_file", _BROKEN_FILE),
+    AdviceRow(None, "bad_file", _BROKEN_FILE),
+    AdviceRow(
+        None,
+        "gated_repo",
+        ("Accept the model's licence on its hub page and log in (`huggingface-cli login` or HF_TOKEN).",),
+    ),
+    AdviceRow(
+        None,
+        "download_failed",
+        ("The download failed: check the token for gated models (HF_TOKEN) and the network.",),
+    ),
+    AdviceRow(
+        None,
+        "disk_offload",
+        (
+            "The model does not fit GPU and host memory: quantize it (load_in_4bit / a pre-quantized "
+            "checkpoint), raise max_memory if it was set low, or accept slow disk offload with "
+            'offload_folder="...".',
+        ),
+    ),
+    AdviceRow(
+        None,
+        "bnb_cpu_dispatch",
+        (
+            "The quantized model does not fit the GPU: use a smaller model, or allow CPU offload with "
+            "llm_int8_enable_fp32_cpu_offload=True and a custom device_map.",
+        ),
+    ),
+    AdviceRow(None, None, (_READ_THE_LINE,)),
+)
+
+
+def _fitted_context(figures: dict[str, int | float], flash_attn: bool) -> int | None:
+    """The context whose growing buffers fit the host budget the log names, from the engine's own figures.
+
+    The failed allocation is the KV cache when no KV buffer was printed (else the compute buffer); both
+    grow linearly with the context. Without flash attention llama.cpp's compute buffer holds the attention
+    scores, n_ctx x n_ubatch x n_head floats, when it was not printed; unknown, it is taken as large as
+    the KV cache. The process's own memory is not in the log: rounding down to a power of two leaves room.
+    """
+    budget = figures.get("host_budget")
+    context = int(figures.get("context") or 0)
+    failed = figures.get("oom_requested")
+    if not budget or not context or not failed:
+        return None
+    kv_printed = figures.get("kv_buffer")
+    kv_per_token = (kv_printed or failed) / context
+    if kv_printed:
+        compute_per_token = failed / context
+    elif flash_attn:
+        compute_per_token = 0.0
+    elif figures.get("ubatch_tokens") and figures.get("attention_heads"):
+        compute_per_token = figures["ubatch_tokens"] * figures["attention_heads"] * 4
+    else:
+        compute_per_token = kv_per_token
+    fixed = (figures.get("model_buffer") or 0) + (figures.get("output_buffer") or 0)
+    room = budget - fixed
+    if room <= 0:
+        return None
+    fits = room / (kv_per_token + compute_per_token)
+    power = 512
+    while power * 2 <= fits:
+        power *= 2
+    return power if power < context else None
+
+
+def _smaller_context(figures: dict[str, int | float], flash_attn: bool) -> str:
+    """The " N (now M)" of the context advice: fitted to a host budget the log names, else half."""
+    context = int(figures.get("context") or figures.get("kv_cache_cells") or 0)
+    if not context:
+        return ""
+    fitted = _fitted_context(figures, flash_attn)
+    if fitted is not None:
+        budget = int(figures["host_budget"]) >> 20
+        return (
+            f" {fitted} (now {context}; an estimate: the buffers that grow with the context fit the "
+            f"{budget} MiB budget at about that size; `vramtui wizard` measures it)"
+        )
+    return f" {max(context // 2, 512)} (now {context})"
+
+
+def _while(diagnosis: Diagnosis) -> str:
+    """Where the host ran out, when a line says so."""
+    if diagnosis.stage_inferred or diagnosis.failure_stage is None:
+        return ""
+    return {
+        "download": " while loading",
+        "load_weights": " while loading",
+        "inference": " serving a request",
+    }.get(diagnosis.failure_stage, " while setting up the context")
+
+
+_HIGH_SHARE = 0.9  # a memory share at or above this leaves nothing to raise
+_FREE_OF_TOTAL_RE = re.compile(r"\((\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) GiB\)")
+_SUPPORTED_LIST_RE = re.compile(r"must be one of \[([^\]]+)\]", re.IGNORECASE)
+
+
+def _kernel_word(kernel_note: str | None, kills_elsewhere: str | None) -> str:
+    """What the kernel log says of an OOM kill, or where to look."""
+    if kills_elsewhere:
+        return kills_elsewhere
+    if kernel_note:
+        return "The kernel log confirms the OOM killer."
+    if kernel_note == "":
+        return (
+            "This machine's kernel log has no OOM-killer line: if the server ran elsewhere (another host, a "
+            "container, a pod) look there; otherwise a supervisor or a timeout may have sent the kill."
+        )
+    return (
+        "To confirm, look in the kernel log: `sudo dmesg -T | grep -i -E 'killed process|out of memory'` "
+        "or `journalctl -k | grep -i oom`; in Docker `docker inspect -f '{{.State.OOMKilled}}' NAME`; "
+        "in Kubernetes `kubectl describe pod` (Reason: OOMKilled)."
+    )
+
+
+def _free_share(error_text: str) -> str:
+    """The share of the card that is free, from vLLM's "(free/total GiB)", less a little; else 0.80."""
+    free = _FREE_OF_TOTAL_RE.search(error_text)
+    if free and float(free.group(2)) > 0:
+        return f"{max(int((float(free.group(1)) / float(free.group(2)) - 0.02) * 100), 1) / 100:.2f}"
+    return "0.80"
+
+
+def _values(
+    diagnosis: Diagnosis, formats: set[str], kernel_note: str | None, kills_elsewhere: str | None
+) -> dict[str, str]:
+    """The computed values the templates name (the rest of their names are the engine's flags)."""
+    figures = diagnosis.engine_figures
+    flash_attn = "flash_attn" in formats
+    fit = figures.get("max_model_len_fit")
+    memory_share = figures.get("memory_share")
+    supported = _SUPPORTED_LIST_RE.search(diagnosis.first_error_text or "")
+    values = {
+        "free_share": _free_share(diagnosis.first_error_text or ""),
+        "fit": f" {int(fit)}" if fit else "",
+        "to_fit": " to what fits" if fit else "",
+        "smaller": _smaller_context(figures, flash_attn),
+        "budget_fit": _smaller_context(figures, flash_attn) if figures.get("context") else "",
+        "the_engine": diagnosis.backend or "the engine",
+        "this_engine": diagnosis.backend or "this engine",
+        "while_doing": _while(diagnosis),
+        "kernel_word": _kernel_word(kernel_note, kills_elsewhere),
+    }
+    if fit:
+        values["fit_tokens"] = str(int(fit))
+    if memory_share:
+        values["share_taken"] = f"{memory_share:g}"
+    if supported:
+        values["supported"] = supported.group(1).replace("'", "")
+    return values
+
+
+# The conditions a line may be said under (Say.when), on the diagnosis, its formats and the engine.
+_CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]] = {
+    "quantized": lambda diagnosis, formats, profile: "quantized" in formats,
+    "fit_known": lambda diagnosis, formats, profile: bool(diagnosis.engine_figures.get("max_model_len_fit")),
+    "high_share": lambda diagnosis, formats, profile: (
+        bool(diagnosis.engine_figures.get("memory_share"))
+        and diagnosis.engine_figures["memory_share"] >= _HIGH_SHARE
+    ),
+    "supported_list": lambda diagnosis, formats, profile: (
+        _SUPPORTED_LIST_RE.search(diagnosis.first_error_text or "") is not None
+    ),
+    "is_torch": lambda diagnosis, formats, profile: profile is not None and profile.is_torch,
+    "reads_gguf": lambda diagnosis, formats, profile: profile is not None and profile.reads_gguf,
+}
+
+
+@dataclass
+class _Reading:
+    """One diagnosis as the table reads it."""
+
+    diagnosis: Diagnosis
+    formats: set[str]
+    profile: LogProfile | None
+    values: dict[str, str]
+
+    def holds(self, when: str) -> bool:
+        if not when:
+            return True
+        negated = when.startswith("!")
+        held = _CONDITIONS[when.lstrip("!")](self.diagnosis, self.formats, self.profile)
+        return held != negated
+
+    def topic(self, name: str) -> tuple[str | Say, ...]:
+        own = self.profile.advice.get(name) if self.profile is not None else None
+        return own if own is not None else DEFAULT_TOPICS.get(name, ())
+
+    def say(self, lines: Iterable[str | Say]) -> list[str]:
+        """The lines that are said, filled, in order; "@topic" stands for that topic's lines."""
+        said: list[str] = []
+        backend = self.diagnosis.backend
+        for line in lines:
+            item = line if isinstance(line, Say) else Say(line)
+            if item.template.startswith("@"):
+                said.extend(self.say(self.topic(item.template[1:])))
+                continue
+            if not self.holds(item.when):
+                continue
+            text = _fill(item.template, backend, self.values)
+            if text is None and item.otherwise is not None:
+                text = _fill(item.otherwise, backend, self.values)
+            if text:
+                said.append(text)
+        return said
+
+
+def advise(
+    diagnosis: Diagnosis,
+    formats: Iterable[str] = (),
+    kernel_note: str | None = None,
+    kills_elsewhere: str | None = None,
+    hint: str | None = None,
+) -> list[str]:
+    """Ordered advice for a diagnosis, naming the detected backend's own flags.
+
+    `hint`: a line near the first error in which the engine says what to change; it leads the advice
+    when the rules have nothing specific for the failure.
+    """
+    if not diagnosis.failed:
+        return []
+    formats = set(formats)
+    profile = ls.LOG_PROFILES.get(diagnosis.backend or "")
+    reading = _Reading(diagnosis, formats, profile, _values(diagnosis, formats, kernel_note, kills_elsewhere))
+    advice: list[str] = []
+    if diagnosis.inferred and diagnosis.cause == "cut_traceback":
+        advice.append(
+            "The log stops before the exception line: the class is inferred from where it stopped; the full log would confirm it."
+        )
+    generic_mismatch = diagnosis.cause != "wrong_format"  # wrong_format's own advice names the backend
+    if (
+        generic_mismatch
+        and "gguf" in formats
+        and reading.holds("is_torch")
+        and diagnosis.failure in ("unsupported_quant", "unknown_arch", "file_missing", "other")
+    ):
+        advice.append("GGUF files need llama.cpp or Ollama (vLLM and transformers read them only partly).")
+    if (
+        generic_mismatch
+        and formats & {"awq", "gptq"}
+        and reading.holds("reads_gguf")
+        and diagnosis.failure in ("unsupported_quant", "other")
+    ):
+        advice.append("AWQ/GPTQ checkpoints need vLLM or TGI; llama.cpp and Ollama read GGUF.")
+    row = next(
+        row for row in ADVICE if row.matches(diagnosis.failure, diagnosis.cause, diagnosis.failure_stage)
+    )
+    own = reading.say(row.lines)
+    hint = _engine_hint(diagnosis.first_error_text or "") or hint
+    if hint and own == [_READ_THE_LINE]:
+        own.insert(0, f"The engine says what to change: {hint}")  # better than our generic line
+    advice.extend(own)
+    return [line for line in dict.fromkeys(advice) if line]
+
+
+def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
+    if not diagnosis.failed:
+        reached = diagnosis.stage or "no stage"
+        return f"No failure in the log (reached: {reached})."
+    words = CAUSE_WORDS.get(diagnosis.cause or "", "") or FAILURE_WORDS.get(diagnosis.failure, "it failed")
+    if diagnosis.cause == "cut_traceback" and diagnosis.failure != "other":
+        words = (
+            f"most likely {FAILURE_WORDS[diagnosis.failure]} (the traceback stops before its exception line)"
+        )
+    if diagnosis.failure == "host_oom_killed" and kernel_note:
+        words = "the kernel's out-of-memory killer ended the process"
+    where = f" at {diagnosis.failure_stage}" if diagnosis.failure_stage else ""
+    if diagnosis.stage_inferred:
+        guess_stage = f"; best guess {diagnosis.failure_stage}" if diagnosis.failure_stage else ""
+        where = f" (stage unknown: no line says which step was running{guess_stage})"
+    line = f" (line {diagnosis.first_error_line})" if diagnosis.first_error_line else ""
+    guess = " [inferred]" if diagnosis.inferred else ""
+    return f"Failed{where}: {words}{line}{guess}."

@@ -1,0 +1,136 @@
+"""The kinds of rule the log diagnosis reads, so that each engine's log module can declare its own.
+
+Every rule has an `anchor`: a lower-case literal that must occur in the lower-cased line before the
+rule's regular expression is tried (the cheap prefilter). Regexes run on the lower-cased line unless a
+rule says otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# Pieces of patterns several tables share.
+DEVICE = r"(?:cuda|rocm|hip|vulkan|metal|sycl|cann|musa)\d*"
+NUM = r"(?P<value>\d+(?:[.,]\d+)*)"
+UNIT = r"\s*(?P<unit>[KMGT]i?B)"
+
+
+def _rx(pattern: str | None, flags: int = 0) -> re.Pattern[str] | None:
+    return re.compile(pattern, flags) if pattern else None
+
+
+@dataclass(frozen=True)
+class StageRule:
+    """A line that shows the server is in `stage`."""
+
+    anchor: str
+    stage: str
+    pattern: str | None = None
+    backend: str = ""  # whose wording this is (documentation and tests; all rules apply to all logs)
+    regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "regex", _rx(self.pattern))
+
+
+@dataclass(frozen=True)
+class ErrorRule:
+    """A line that says why the run failed.
+
+    `cause` is a finer name than the failure class (the advice keys on it). `stage` pins the stage
+    when the wording itself says where it happened. `strong=False` marks a generic error ("failed to
+    load model") that only counts when no specific cause shows up; its `hint` is the class to assume
+    then. `case_sensitive` regexes run on the original line.
+    """
+
+    anchor: str
+    cause: str
+    failure: str
+    pattern: str | None = None
+    stage: str | None = None
+    strong: bool = True
+    hint: str | None = None
+    backend: str = ""
+    case_sensitive: bool = False
+    regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "regex", _rx(self.pattern))
+
+
+@dataclass(frozen=True)
+class NoticeRule:
+    """A quiet failure (`kind`: kernel_fallback, cpu_fallback, quant_unconfirmed), a recovery, or a mark."""
+
+    anchor: str
+    kind: str
+    message: str
+    pattern: str | None = None
+    backend: str = ""
+    regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "regex", _rx(self.pattern))
+
+
+@dataclass(frozen=True)
+class FigureRule:
+    """A number the engine printed about its own memory. Regex on the original line, case-insensitive.
+
+    Groups: `device` (optional), `value`, `unit` (optional; `unit_default` otherwise). `per_device`
+    figures are summed over devices; a device seen again starts a new set (a new load).
+    """
+
+    anchor: str
+    key: str
+    pattern: str
+    unit_default: str = "MiB"
+    per_device: bool = False
+    count: bool = False  # a count (tokens, blocks), not bytes
+    backend: str = ""
+    regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "regex", re.compile(self.pattern, re.IGNORECASE))
+
+
+@dataclass(frozen=True)
+class Say:
+    """One line of advice: a template, said when a condition of vramtui.core.logs.advice holds.
+
+    `{name}` is filled with a value the diagnosis computed (a context that fits, the free share) or
+    else with the engine's own flag for that shared parameter; a line that names a flag the engine
+    does not have is dropped, or `otherwise` is said. A line "@topic" stands for the engine's lines
+    for that topic (LogProfile.advice), else the default ones.
+    """
+
+    template: str
+    when: str = ""  # a condition's name ("!name": unless it holds); "" always
+    otherwise: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class LogProfile:
+    """What the diagnosis asks of one engine beyond its rules, as data (looked up by name).
+
+    `advice` holds the engine's own lines for a topic of vramtui.core.logs.advice (they replace the
+    default lines for that topic); a line is a template whose `{knob}` is filled with the engine's
+    own flag (see advice.Say).
+    """
+
+    name: str  # as the diagnosis reports it
+    prints_log_of: str = ""  # the engine whose log it prints (llama-cpp-python prints llama.cpp's)
+    aliases: tuple[str, ...] = ()  # other names a user may give it
+    reads_gguf: bool = False  # GGUF is the one format it reads (llama.cpp and what embeds it)
+    is_torch: bool = False  # a PyTorch engine: safetensors/AWQ/GPTQ, PyTorch's caching allocator
+    # Its flags, for an engine vramtui.core.backends does not model; None: ask its Backend.
+    knobs: Mapping[str, str] | None = None
+    # When its marks are few (under two) and these engines' many (over two), the log is theirs: one
+    # "TP0]"-like mark of SGLang does not outweigh a vLLM log.
+    outweighed_by: tuple[str, ...] = ()
+    # It ends a failed launch by SIGKILLing its own process tree: the shell's "Killed" after an error
+    # is that, not the OOM killer.
+    kills_own_tree: bool = False
+    advice: Mapping[str, tuple[str | Say, ...]] = field(default_factory=dict)

@@ -1,0 +1,322 @@
+"""The streaming state machine of the diagnosis: stages, tracebacks, the first error, the findings.
+
+Each line's analysis (vramtui.core.logs.analysis) steps it; what it holds at the end is what the
+verdict reads.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from vramtui.core.logs.analysis import _clip, _engine_hint, _LineInfo
+from vramtui.core.logs.rules import STAGE_INDEX, ErrorRule
+
+MAX_EVIDENCE = 10
+MAX_QUOTE = 400
+
+
+# Where an error with no stage context happened, by class. An excerpt with no startup lines at all is
+# from a running server, so a bare out-of-memory there is a request's.
+_DEFAULT_STAGE: dict[str, str] = {
+    "cuda_oom": "inference",
+    "host_oom_killed": "load_weights",
+    "unsupported_quant": "load_weights",
+    "unknown_arch": "load_weights",
+    "shape_mismatch": "load_weights",
+    "dtype_unsupported": "load_weights",
+    "file_missing": "load_weights",
+    "network": "download",
+    "disk_full": "download",
+    "kv_cache_too_small": "kv_cache",
+    "context_too_long": "inference",
+    "other": "load_weights",
+}
+
+
+@dataclass
+class _Found:
+    number: int
+    text: str
+    rule: ErrorRule | None
+    stage: str
+    defaulted: bool = False  # no line said where: the stage is the class's default
+
+
+# An error line that says it happened while loading ("Failed to load model - not enough GPU memory",
+# Ollama's "error loading llama server"): its stage when no line before it says one.
+_SAYS_LOADING_RE = re.compile(
+    r"error loading|failed to load|while loading|loading (?:the )?model", re.IGNORECASE
+)
+_RECOVERIES_QUOTED = 3
+_STARTUP_STAGES = frozenset({"download", "load_weights", "kv_cache"})
+_HINT_WITHIN_LINES = 60  # how far after the first error an exception's hint still belongs to it
+_ADOPT_WITHIN_LINES = 20  # how far after a stage-less first error its stage may still be told (_adopt_stage)
+_SCORE_CAP = 3  # backend marks counted up to here: enough for detect_backend, and repeats cost nothing
+_EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
+
+
+def _quote(number: int, text: str) -> str:
+    return f"line {number}: {_clip(text, MAX_QUOTE)}"
+
+
+class LogState:
+    """The streaming state machine: the stage the log is in, tracebacks, the first error, findings.
+
+    Fed one analysed line at a time (`_step`); the verdict (vramtui.core.logs.verdict) reads it.
+    """
+
+    def __init__(self, requested_quant: str | None = None, host_budget: bool = False) -> None:
+        # Under a host memory budget (an address-space cap standing in for a smaller card), a failed
+        # host allocation is that budget's out-of-memory, not an unexplained failure.
+        self.host_budget = host_budget
+        self.requested_quant = requested_quant.lower() if requested_quant else None
+        # When the log ended (seconds since the epoch): a saved file's last write, a live process's exit.
+        # Only a kernel OOM kill near it confirms that the OOM killer ended this process.
+        self.log_time: float | None = None
+        self.hint: str | None = None  # what the engine says to change, near the first error
+        self.lines = 0
+        self.current: str | None = None
+        self.furthest = -1
+        self.startup_seen = False
+        self.strong: _Found | None = None
+        self.weak: _Found | None = None
+        self.recovered: list[str] = []
+        self.last_stage_line: tuple[int, str] | None = None
+        # traceback state
+        self.tb_open = False
+        self.tb_start: tuple[int, str] | None = None
+        self.tb_frames = 0
+        self.tb_startup: str | None = None
+        self.tb_inference = False
+        self.tb_memory = False
+        self.after_frame = False
+        self.cut_tb: _Found | None = None
+        self.cut_memory = False
+        # other findings
+        self.notices: dict[str, tuple[int, str, str]] = {}
+        self.figures: dict[str, dict[str, int | float]] = {}
+        self.scores: dict[str, int] = {}
+        self.saturated: set[str] = set()
+        self.quant_lines: list[str] = []
+        self.formats: set[str] = set()
+        self.exit_code: int | None = None
+
+    def note_exit(self, returncode: int | None) -> None:
+        """The process ended with `returncode` (negative: killed by that signal)."""
+        self.exit_code = returncode
+
+    # -- the state machine ---------------------------------------------------------------------------
+    def _is_noop(self, info: _LineInfo) -> bool:
+        """True when feeding this line cannot change anything: the same stage again, marks counted."""
+        return (
+            info.simple
+            and (
+                info.stage is None
+                or (info.stage == self.current and info.stage != "ready" and self.startup_seen)
+            )
+            and not self.after_frame
+            and self.saturated.issuperset(info.backends)
+        )
+
+    def _step(self, number: int, text: str, info: _LineInfo) -> tuple[str, bool]:
+        """Take one line's analysis; its severity, and whether it is the first error."""
+        if info.backends and not self.saturated.issuperset(info.backends):
+            self._count_marks(info.backends)
+        if info.extras:
+            self._take_findings(number, text, info)
+
+        after_frame, self.after_frame = self.after_frame, False
+        if info.frame:
+            if not self.tb_open:
+                self._open_traceback(number, text)
+            self.tb_frames += 1
+            self._tb_hint(info)
+            self.after_frame = True
+            return "error", False
+        if after_frame and self.tb_open and info.exception is None:
+            # The code line under a frame: where it was, not a message of its own.
+            self._tb_hint(info)
+            return "error", False
+
+        if info.stage is not None:
+            self._enter_stage(number, text, info.stage, info.error is not None)
+        if info.recovery:
+            self._clear_startup_errors(number, text, always=True)
+
+        if info.header:
+            if self.tb_open and self.tb_frames:
+                self._note_cut_traceback()
+            self._open_traceback(number, text)
+        elif info.chained:
+            return "error", False
+
+        rule = info.error
+        if info.exception is not None and self.hint is None:
+            self._note_hint(number, text)
+        if info.exception is not None or (rule is not None and self.tb_open and self.tb_frames):
+            stage = self._close_traceback()
+            if stage is not None:
+                self._adopt_stage(number, stage)  # the frames say where a stage-less first error was
+        else:
+            stage = None
+        if rule is None and info.exception is not None:
+            rule = _EXCEPTION_RULE
+        if rule is None:
+            if info.header:
+                return "error", False
+            return ("warning" if info.warning_level or info.notices else "info"), False
+
+        return self._note_error(number, text, info, rule, stage)
+
+    def _note_error(
+        self, number: int, text: str, info: _LineInfo, rule: ErrorRule, stage: str | None
+    ) -> tuple[str, bool]:
+        """An error line: the first error (of its strength) is kept, with the stage it happened at."""
+        if (
+            stage is not None
+            and self.weak is not None
+            and self.weak.defaulted
+            and self.tb_start is not None
+            and self.weak.number >= self.tb_start[0]
+        ):
+            self.weak.stage, self.weak.defaulted = stage, False  # the traceback it opened says where
+        weak = self.weak
+        if (
+            weak is not None
+            and not rule.strong
+            and info.exception is not None
+            and weak.rule is not None
+            and weak.rule.cause == "traceback"
+            and self.tb_start is not None
+            and self.tb_start[0] == weak.number
+        ):
+            # The exception line that ends the traceback says what failed; its header only that
+            # something did (in a chain, the first traceback's exception is the first error).
+            self.weak = _Found(number, text, rule, weak.stage, weak.defaulted)
+            return "error", False
+        if (self.strong if rule.strong else self.weak) is not None:
+            return "error", False  # not the first: the cause is already known
+        known = rule.stage or stage or info.stage or self.current_or_none()
+        if known is None and _SAYS_LOADING_RE.search(text):
+            known = "load_weights"  # no stage before it, but the error line says it was loading
+        found = _Found(number, text, rule, known or _DEFAULT_STAGE[rule.failure], known is None)
+        if rule.strong:
+            self.strong = found
+            return "error", True
+        self.weak = found
+        return "error", False
+
+    def _count_marks(self, backends: tuple[str, ...]) -> None:
+        for name in backends:
+            score = self.scores.get(name, 0)
+            if score < _SCORE_CAP:
+                self.scores[name] = score + 1
+            else:
+                self.saturated.add(name)
+
+    def _take_findings(self, number: int, text: str, info: _LineInfo) -> None:
+        """File formats, quantization lines, figures and notices: kept for the verdict."""
+        if info.formats:
+            self.formats.update(info.formats)
+        if info.quant_words and len(self.quant_lines) < 64:
+            self.quant_lines.append(text.lower())
+        for key, device, value, per_device in info.figures:
+            self._add_figure(key, device, value, per_device)
+        for notice in info.notices:
+            if len(self.notices) < MAX_EVIDENCE:
+                self.notices.setdefault(f"{notice.kind}:{notice.message}", (number, text, notice.message))
+
+    def _enter_stage(self, number: int, text: str, stage: str, is_error: bool) -> None:
+        self._adopt_stage(number, stage)
+        if stage != self.current or self.last_stage_line is None:
+            self.last_stage_line = (number, text)  # where the log entered this stage
+        self.current = stage
+        index = STAGE_INDEX[stage]
+        if index > self.furthest:
+            self.furthest = index
+        if stage != "inference" or not is_error:
+            self.startup_seen = True
+        if stage == "ready":
+            self._clear_startup_errors(number, text)
+
+    def _note_hint(self, number: int, text: str) -> None:
+        """An exception just after the first error that says what to change (the engine's own hint)."""
+        found = self.strong or self.weak
+        if found is not None and number - found.number <= _HINT_WITHIN_LINES:
+            self.hint = _engine_hint(text)
+
+    def _adopt_stage(self, number: int, stage: str) -> None:
+        """A first error that no stage line came before takes the first startup stage told soon after.
+
+        Processes interleave their output: a worker's out-of-memory error can reach the log a line
+        before the loader's "Loading safetensors checkpoint shards" progress, or before the traceback
+        whose frames say it was in from_pretrained. Without this the error would take its class's
+        default stage (a request's, for out-of-memory).
+        """
+        if self.last_stage_line is not None or stage not in _STARTUP_STAGES:
+            return
+        for found in (self.strong, self.weak):
+            if found is not None and found.defaulted and number - found.number <= _ADOPT_WITHIN_LINES:
+                found.stage, found.defaulted = stage, False
+
+    def current_or_none(self) -> str | None:
+        return self.current if self.startup_seen or self.current == "inference" else None
+
+    def _open_traceback(self, number: int, text: str) -> None:
+        self.tb_open = True
+        self.tb_start = (number, text)
+        self.tb_frames = 0
+        self.tb_startup = None
+        self.tb_inference = False
+        self.tb_memory = False
+
+    def _tb_hint(self, info: _LineInfo) -> None:
+        if info.memory_heavy:
+            self.tb_memory = True
+        if info.stage is None:
+            return
+        if info.stage in ("inference", "ready"):
+            self.tb_inference = True
+        else:
+            self.tb_startup = info.stage  # the innermost startup frame wins
+
+    def traceback_stage(self) -> str | None:
+        if self.tb_startup:
+            return self.tb_startup
+        return "inference" if self.tb_inference else None
+
+    def _close_traceback(self) -> str | None:
+        if not self.tb_open:
+            return None
+        stage = self.traceback_stage()
+        self.tb_open = False
+        return stage
+
+    def _note_cut_traceback(self) -> None:
+        if self.cut_tb is None and self.tb_start is not None:
+            stage = self.traceback_stage() or self.current_or_none() or "load_weights"
+            self.cut_tb = _Found(self.tb_start[0], self.tb_start[1], None, stage)
+            self.cut_memory = self.tb_memory
+
+    def _clear_startup_errors(self, number: int, text: str, always: bool = False) -> None:
+        cleared = False
+        for name in ("strong", "weak", "cut_tb"):
+            found: _Found | None = getattr(self, name)
+            if found is not None and (always or STAGE_INDEX[found.stage] < STAGE_INDEX["ready"]):
+                setattr(self, name, None)
+                cleared = True
+        if (cleared or always) and len(self.recovered) < _RECOVERIES_QUOTED:
+            self.recovered.append(_quote(number, text))  # a crash loop recovers thousands of times
+        if always:
+            self.tb_open = False
+
+    def _add_figure(self, key: str, device: str | None, value: int | float, per_device: bool) -> None:
+        if per_device:
+            devices = self.figures.setdefault(key, {})
+            name = device or "?"
+            if name in devices:
+                devices.clear()  # the same device again: a new load, start a new set
+            devices[name] = value
+        else:
+            self.figures[key] = {"": value}

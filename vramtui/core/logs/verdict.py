@@ -1,0 +1,354 @@
+"""The verdict: from what the state machine saw to a Diagnosis (the failure class, its cause, where).
+
+Also the checks a verdict needs beyond the first error: the kernel's confirmation of an OOM kill, a
+file in a format the engine cannot read, and the quiet failures (a quantization that did not take).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from vramtui.core.logs import rules as ls
+from vramtui.core.logs.analysis import _clip
+from vramtui.core.logs.kernel import kill_times, kills_near
+from vramtui.core.logs.rules import STAGE_INDEX, STAGES, LogProfile
+from vramtui.core.logs.state import MAX_EVIDENCE, MAX_QUOTE, LogState, _Found, _quote
+
+
+@dataclass
+class Diagnosis:
+    backend: str | None
+    stage: str | None  # furthest stage the log reached
+    failed: bool
+    failure_stage: str | None
+    failure: str  # a class from stages.FAILURES, or "none"
+    first_error_line: int | None
+    first_error_text: str | None
+    evidence: list[str] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # Bytes the engine printed about its own memory (counts for *_tokens, *_blocks, *_cells, context;
+    # max_concurrency is a float).
+    engine_figures: dict[str, int | float] = field(default_factory=dict)
+    cause: str | None = None  # finer than `failure`: e.g. host_alloc, gated_repo, bad_magic
+    summary: str = ""
+    inferred: bool = False  # the class is inferred (no line names the cause)
+    stage_inferred: bool = False  # no line says where it failed: failure_stage is a best guess
+    lines: int = 0
+    exit_code: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def detect_backend(scores: dict[str, int]) -> str | None:
+    """The backend whose marks the log carries; the one that embeds the others wins."""
+    for name in ls.BACKEND_PRECEDENCE:
+        score = scores.get(name, 0)
+        if score <= 0:
+            continue
+        profile = ls.LOG_PROFILES.get(name)
+        if (
+            profile is not None
+            and score < 2
+            and any(scores.get(other, 0) > 2 for other in profile.outweighed_by)
+        ):
+            continue  # one mark does not outweigh a log full of another engine's
+        return name
+    return None
+
+
+@dataclass
+class Verdict:
+    """What the verdict found, before the advice: the diagnosis, and what the advice reads beside it."""
+
+    diagnosis: Diagnosis
+    formats: set[str]  # file formats the log names, "quantized" and "flash_attn" when it shows them
+    kernel_note: str | None  # the kernel's OOM-kill lines near the log's end ("" none; None unread)
+    kills_elsewhere: str | None  # a note on OOM kills at other times
+    hint: str | None  # what the engine says to change, near the first error
+
+
+@dataclass
+class _Pick:
+    found: _Found | None
+    failure: str = "none"
+    cause: str | None = None
+    inferred: bool = False
+    cut: _Found | None = None
+
+
+def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | None]) -> Verdict:
+    """The verdict on everything `state` was fed (`backend`: named or detected)."""
+    profile = ls.LOG_PROFILES.get(backend or "")
+    pick = _first_failure(state, profile)
+    _refine(pick, state, profile)
+    _exit_failure(pick, state)
+    found = pick.found
+    failed = found is not None
+    failure_stage = found.stage if found is not None else None
+    furthest = state.furthest
+    if failure_stage is not None:
+        furthest = max(furthest, STAGE_INDEX[failure_stage])
+    evidence = _evidence(state, pick)
+    kernel_note, kills_elsewhere = (
+        _kernel_confirmation(read_kernel(), state.log_time, evidence)
+        if pick.failure == "host_oom_killed"
+        else (None, None)
+    )
+    diagnosis = Diagnosis(
+        backend=backend,
+        stage=STAGES[furthest] if furthest >= 0 else None,
+        failed=failed,
+        failure_stage=failure_stage,
+        failure=pick.failure if failed else "none",
+        first_error_line=found.number if found is not None else None,
+        first_error_text=found.text[:MAX_QUOTE] if found is not None else None,
+        evidence=evidence[:MAX_EVIDENCE],
+        warnings=_quiet_failures(state),
+        engine_figures=_figures_flat(state.figures),
+        cause=pick.cause if failed else None,
+        inferred=pick.inferred,
+        stage_inferred=found is not None and found.defaulted,
+        lines=state.lines,
+        exit_code=state.exit_code,
+    )
+    return Verdict(diagnosis, _shown_formats(state), kernel_note, kills_elsewhere, state.hint)
+
+
+def _first_failure(state: LogState, profile: LogProfile | None) -> _Pick:
+    """The first error that names a cause; else a generic one, a cut-off traceback, or nothing."""
+    found = state.strong
+    if (
+        profile is not None
+        and profile.kills_own_tree
+        and found is not None
+        and found.rule is not None
+        and found.rule.cause == "host_killed"
+        and state.weak is not None
+        and state.weak.number < found.number
+    ):
+        found = None  # its own SIGKILL after an error: the error before it is the failure
+    cut = state.cut_tb
+    cut_memory = state.cut_memory
+    if cut is None and state.tb_open and state.tb_frames and state.tb_start is not None:
+        cut_stage = state.traceback_stage() or state.current_or_none() or "load_weights"
+        cut = _Found(state.tb_start[0], state.tb_start[1], None, cut_stage)
+        cut_memory = state.tb_memory
+    if found is not None and found.rule is not None:
+        return _Pick(found, found.rule.failure, found.rule.cause, cut=cut)
+    weak = state.weak
+    if weak is not None and weak.rule is not None:
+        rule = weak.rule
+        pick = _Pick(weak, rule.failure, rule.cause, cut=cut)
+        if rule.hint:
+            pick.failure, pick.inferred = rule.hint, True
+        elif cut is not None and cut_memory:
+            pick.failure, pick.cause, pick.inferred = "cuda_oom", "cut_traceback", True
+        if cut is not None and cut.number < weak.number:
+            pick.found = _Found(cut.number, cut.text, rule, cut.stage)
+        elif cut is not None and weak.defaulted and cut.number >= weak.number:
+            pick.found = _Found(weak.number, weak.text, rule, cut.stage)
+        return pick
+    if cut is not None:
+        return _Pick(cut, "cuda_oom" if cut_memory else "other", "cut_traceback", True, cut)
+    return _Pick(found, cut=cut)
+
+
+def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
+    """Classes the first error alone does not tell: a wrong format, a host budget, graph capture."""
+    if _wrong_format(profile, pick.failure, pick.cause, state.formats):
+        pick.failure, pick.cause = "unsupported_quant", "wrong_format"
+    if (state.host_budget or "host_budget" in state.figures) and pick.cause in _BUDGET_ALLOCATION_CAUSES:
+        pick.failure = "host_oom"
+    found = pick.found
+    if (
+        pick.failure == "cuda_oom"
+        and found is not None
+        and found.stage == "kv_cache"
+        and "cuda_graphs" not in state.figures  # the engine's "capture finished" figure
+        and any(key == "mark:graph_capture" and seen[0] < found.number for key, seen in state.notices.items())
+    ):
+        pick.cause = "cuda_graph_capture"
+
+
+def _exit_failure(pick: _Pick, state: LogState) -> None:
+    """No error line, but the process exited with an error code (137: killed, most likely for memory)."""
+    exit_code = state.exit_code
+    if pick.found is not None or exit_code in (None, 0, 130, 143, -2, -15):
+        return
+    killed_by_signal = exit_code in (137, -9)
+    if killed_by_signal:
+        pick.failure, pick.cause = "host_oom_killed", "exit_137"
+        text = f"process killed (exit {exit_code}) with no error text"
+    else:
+        pick.failure, pick.cause = "other", "exit_code"
+        text = f"process exited with code {exit_code} with no error text"
+    exit_stage = state.current or "load_weights"
+    pick.found = _Found(state.lines + 1, text, None, exit_stage, defaulted=state.current is None)
+    pick.inferred = killed_by_signal
+
+
+def _evidence(state: LogState, pick: _Pick) -> list[str]:
+    """The lines that show the verdict: the first error, the generic one before it, where it was."""
+    evidence: list[str] = []
+    found = pick.found
+    if found is not None:
+        evidence.append(_quote(found.number, found.text))
+        weak = state.weak
+        if (
+            state.strong is not None
+            and weak is not None
+            and weak is not found
+            and weak.number < state.strong.number
+        ):
+            evidence.append(_quote(weak.number, weak.text))
+        if pick.cut is not None and pick.cut is not found:
+            evidence.append(_quote(pick.cut.number, pick.cut.text))
+        if state.last_stage_line is not None and state.last_stage_line[0] < found.number:
+            evidence.append(_quote(*state.last_stage_line))
+    evidence.extend(f"recovered: {line}" for line in state.recovered)
+    return list(dict.fromkeys(evidence))
+
+
+def _kernel_confirmation(
+    kernel_text: str | None, log_time: float | None, evidence: list[str]
+) -> tuple[str | None, str | None]:
+    """The kernel's OOM-kill lines that confirm a kill (added to `evidence`), and a note on others."""
+    if not kernel_text:
+        return kernel_text, None
+    near, others = kills_near(kernel_text, log_time)
+    if near:
+        evidence.extend(f"kernel: {line}" for line in near[:3])
+        return "\n".join(near), None
+    # Kills at other times (or a log with no time): shown, never called a confirmation.
+    if log_time is None:
+        evidence.extend(f"kernel: {line}" for line in others[-3:])
+        return None, (
+            f"This machine's kernel log shows OOM kills ({kill_times(others)}): if one of them "
+            "was this server, that confirms it (the log does not say when it ran)."
+        )
+    return None, (
+        f"This machine's kernel log shows OOM kills only at other times "
+        f"({kill_times(others)}), not when this log ends: look in the kernel log of the "
+        "machine and the hour the server ran (`dmesg -T`)."
+    )
+
+
+def _shown_formats(state: LogState) -> set[str]:
+    formats = set(state.formats)
+    confirmations = _quant_requests_and_confirmations(state.quant_lines)[1]
+    if any(word in line for line in confirmations for word in _QUANTIZED_WORDS):
+        formats.add("quantized")  # the log shows quantized weights (advice: no "quantize it" first)
+    if "mark:flash_attn_on" in state.notices:
+        formats.add("flash_attn")  # llama.cpp's compute buffer then hardly grows with the context
+    return formats
+
+
+def _quiet_failures(state: LogState) -> list[str]:
+    warnings = [
+        f"{message} (line {number}: {_clip(text, 160)})"
+        for key, (number, text, message) in state.notices.items()
+        if not key.startswith("mark:")
+    ]
+    requests, confirmations = _quant_requests_and_confirmations(state.quant_lines)
+    wanted = state.requested_quant or (requests[0] if requests else None)
+    if wanted:
+        words = ls.QUANT_SYNONYMS.get(wanted, (wanted.replace("-", "_"), wanted))
+        confirmed = any(any(word in line for word in words) for line in confirmations)
+        per_parameter = _bytes_per_parameter(state.figures)
+        if per_parameter is not None and wanted in _BNB_REQUESTS:
+            # The loaded size settles it (vramtui's transformers runner prints it).
+            confirmed = per_parameter < _UNQUANTIZED_BYTES_PER_PARAMETER
+            if not confirmed:
+                warnings.append(
+                    f"quantization {wanted!r} was requested but the weights take {per_parameter:.2f} bytes "
+                    "per parameter: they were loaded unquantized"
+                )
+                return warnings[:MAX_EVIDENCE]
+        if not confirmed:
+            where = "" if state.requested_quant else " (the log itself asks for it)"
+            warnings.append(
+                f"quantization {wanted!r} was requested{where} but no line of the log confirms it: "
+                "the weights may be loading unquantized (16-bit)"
+            )
+    return warnings[:MAX_EVIDENCE]
+
+
+def _bytes_per_parameter(figures: dict[str, dict[str, int | float]]) -> float | None:
+    parameters = figures.get("model_parameters", {}).get("")
+    loaded = figures.get("weights_loaded", {}).get("")
+    return loaded / parameters if parameters and loaded else None
+
+
+def _quant_requests_and_confirmations(quant_lines: list[str]) -> tuple[list[str], list[str]]:
+    """Quantizations the log asks for, and the quantization lines that are not such requests."""
+    requests: list[str] = []
+    confirmations: list[str] = []
+    for line in quant_lines:
+        asked = False
+        for regex, name in ls.QUANT_REQUESTS:
+            match = regex.search(line)
+            if match is not None:
+                asked = True
+                requests.append(name or match.group("name"))
+        if not asked and not any(word in line for word in ls.QUANT_NOT_CONFIRMING):
+            confirmations.append(line)
+    return requests, confirmations
+
+
+def _figures_flat(figures: dict[str, dict[str, int | float]]) -> dict[str, int | float]:
+    flat: dict[str, int | float] = {}
+    for key, devices in figures.items():
+        if list(devices) == [""]:
+            flat[key] = devices[""]
+            continue
+        flat[key] = sum(devices.values())
+        # What sits on accelerators (CPU, CPU_Mapped, CUDA_Host ... are host memory).
+        on_devices = [value for name, value in devices.items() if not _is_host_buffer(name)]
+        if on_devices:
+            flat[f"{key}_gpu"] = sum(on_devices)
+        for device, value in devices.items():
+            flat[f"{key}.{device}"] = value
+    return flat
+
+
+def _wrong_format(profile: LogProfile | None, failure: str, cause: str | None, formats: set[str]) -> bool:
+    """A file the backend cannot read by format: safetensors/AWQ/GPTQ to llama.cpp, a GGUF to a torch engine.
+
+    A bad magic in a file named .gguf stays a broken download ("other", as the corpus labels it).
+    """
+    if profile is None:
+        return False
+    if profile.reads_gguf:
+        return (
+            cause in ("bad_magic", "bad_file", "load_failed")
+            and "gguf" not in formats
+            and bool(formats & {"safetensors", "awq", "gptq"})
+        )
+    if profile.is_torch and "gguf" in formats:
+        return failure == "unknown_arch" or (failure == "other" and cause in _GENERIC_CAUSES)
+    return False
+
+
+_GENERIC_CAUSES = frozenset(
+    {"exception", "traceback", "error", "engine_failed", "worker_failed", "load_failed", "cut_traceback"}
+)
+
+
+def _is_host_buffer(name: str) -> bool:
+    upper = name.upper()
+    return upper.startswith("CPU") or upper.endswith("_HOST") or upper in ("?", "HOST")
+
+
+_HOST_ALLOCATION_CAUSES = frozenset({"host_alloc", "host_ram_short"})
+# Bytes per counted parameter from which a bitsandbytes load is taken as unquantized: 16-bit weights take
+# 2.0. (bitsandbytes packs two 4-bit weights in a byte and numel() counts the bytes, so a 4-bit load shows
+# about 1.0 on the linear layers, 8-bit 1.0; 16-bit embeddings and norms raise the mean, never to 2.0.)
+_UNQUANTIZED_BYTES_PER_PARAMETER = 1.9
+_BNB_REQUESTS = frozenset({"bnb-4bit", "bnb-8bit", "bitsandbytes"})
+# Words on a (non-request) log line that show the weights are quantized.
+_QUANTIZED_WORDS = ("bitsandbytes", "linear4bit", "linear8bit", "bnb", "nf4", "awq", "gptq", "is quantized")
+# Under vramtui's host budget (no GPU), llama.cpp's context buffers are host allocations too.
+_BUDGET_ALLOCATION_CAUSES = _HOST_ALLOCATION_CAUSES | {"kv_alloc_failed", "compute_alloc_failed"}
