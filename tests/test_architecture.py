@@ -54,3 +54,60 @@ def test_importing_every_core_module_loads_no_ui_library() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+BACKEND_NAMES = {
+    "llama.cpp",
+    "llama-cpp-python",
+    "vllm",
+    "transformers",
+    "ollama",
+    "sglang",
+    "tgi",
+    "llama_cpp",
+}
+
+
+def _names_compared(tree: ast.AST) -> list[tuple[int, str]]:
+    """Backend names written as string literals in a comparison (==, !=, in, not in)."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        for side in (node.left, *node.comparators):
+            items = side.elts if isinstance(side, ast.Tuple | ast.List | ast.Set) else [side]
+            found += [
+                (node.lineno, item.value)
+                for item in items
+                if isinstance(item, ast.Constant) and item.value in BACKEND_NAMES
+            ]
+    return found
+
+
+def test_the_check_sees_a_name_comparison() -> None:
+    tree = ast.parse('b == "vllm" or b in ("ollama", "tgi") or b.name != "llama.cpp"')
+    assert [name for _, name in _names_compared(tree)] == ["vllm", "ollama", "tgi", "llama.cpp"]
+
+
+def test_no_backend_name_is_compared_outside_core_backends() -> None:
+    """One place per engine family: everywhere else asks the Backend (or its log/memory profile)."""
+    backends = PACKAGE / "core" / "backends"
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line} compares with {name!r}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if backends not in path.parents
+        for line, name in _names_compared(ast.parse(path.read_text(), str(path)))
+    ]
+    assert offenders == []
+
+
+def test_units_of_one_concern() -> None:
+    """No function over 100 lines and no class over 450 (the aim is 80 and 400)."""
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            size = (node.end_lineno or node.lineno) - node.lineno + 1 if hasattr(node, "lineno") else 0
+            is_function = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            if (is_function and size > 100) or (isinstance(node, ast.ClassDef) and size > 450):
+                too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({size} lines)")
+    assert too_long == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
@@ -63,33 +62,3 @@ def test_a_profile_holds_its_backend_resolved_once(tmp_path: Path) -> None:
     assert Profile(backend="hf", model="gpt2").backend is get_backend("transformers")
     with pytest.raises(VramtuiError, match=r"unknown backend 'lama\.cpp'"):
         profile_from_dict({"backend": "lama.cpp", "model": "m.gguf"})
-
-
-def _name_comparisons(path: Path) -> list[int]:
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if not isinstance(node, ast.Compare):
-            continue
-        sides = [node.left, *node.comparators]
-        values = [s.value for s in sides if isinstance(s, ast.Constant)]
-        values += [
-            e.value
-            for s in sides
-            if isinstance(s, ast.Tuple | ast.List | ast.Set)
-            for e in s.elts
-            if isinstance(e, ast.Constant)
-        ]
-        if any(isinstance(v, str) and v in NAMES for v in values):
-            found.append(node.lineno)
-    return found
-
-
-def test_no_backend_name_comparisons_where_a_backend_is_held() -> None:
-    files = [
-        p
-        for part in ASKING
-        for p in ([PACKAGE / part] if part.endswith(".py") else (PACKAGE / part).rglob("*.py"))
-    ]
-    assert len(files) > 10
-    offenders = {str(f.relative_to(PACKAGE)): lines for f in files if (lines := _name_comparisons(f))}
-    assert offenders == {}

@@ -3,7 +3,6 @@ in the estimator asks a backend's name."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
@@ -66,23 +65,3 @@ def test_to_dict_keeps_the_scripted_keys_and_adds_every_part(backend: str) -> No
     device = data["bill"]["0"]
     assert device["weights_bytes"] == est.weights_bytes and device["kv_cache_bytes"] == est.kv_cache_bytes
     assert sum(device.values()) == est.bill.total(0)
-
-
-def _name_comparisons(path: Path) -> list[str]:
-    """`backend == "vllm"`, `x.accounting != "llama.cpp"`, `name in ("ollama", ...)`: a backend's name
-    compared with a string literal."""
-    names = {"llama.cpp", "llama-cpp-python", "vllm", "transformers", "ollama"}
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if not isinstance(node, ast.Compare):
-            continue
-        for side in [node.left, *node.comparators]:
-            literals = side.elts if isinstance(side, ast.Tuple | ast.List | ast.Set) else [side]
-            if any(isinstance(lit, ast.Constant) and lit.value in names for lit in literals):
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-    return found
-
-
-def test_no_backend_name_is_compared_in_the_estimator() -> None:
-    files = [*sorted((ROOT / "vramtui/core/estimate").glob("*.py")), ROOT / "vramtui/cli/estimate.py"]
-    assert files and not [hit for path in files for hit in _name_comparisons(path)]
