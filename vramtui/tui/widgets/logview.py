@@ -12,6 +12,7 @@ from typing import ClassVar
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding, BindingType
+from textual.events import MouseScrollUp
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
@@ -171,7 +172,7 @@ class LogView(ScrollView, can_focus=True):
         self.follow = False
         super().action_scroll_home()
 
-    def _on_mouse_scroll_up(self, event) -> None:  # type: ignore[no-untyped-def]
+    def _on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
         self.follow = False
 
     # -- rendering --------------------------------------------------------------------------------
