@@ -159,7 +159,7 @@ LOG_OPEN_CHILD = textwrap.dedent(
             pane = self.query_one("#log")
             header = str(self.query_one("#diagnosis").render())
             if not pane.finished:
-                self.reading_seen += "reading" in header
+                self.reading_seen += "reading" in header.lower()
                 self.wrong_while_reading += "NO FAILURE" in header
                 return
             d = pane.diagnosis

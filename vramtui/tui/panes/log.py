@@ -53,10 +53,10 @@ def diagnosis_text(
     app = pane.app
     text = Text(no_wrap=False, overflow="fold")
     if progress is not None:
-        text.append("READING", style=theme_style(app, "accent", bold=True, reverse=True))
+        text.append(f"READING {progress.percent}%", style=theme_style(app, "accent", bold=True, reverse=True))
         text.append(
-            f" reading {progress.percent}% of {source or 'the log'} ({line_count:,} lines so far);"
-            " the verdict comes once the whole file is read"
+            f" of {source or 'the log'}: {line_count:,} lines so far; the verdict comes once the whole"
+            " file is read"
         )
         return text
     if diagnosis is None:
@@ -166,7 +166,8 @@ class LogPane(Pane):
         self.view.clear(None if path is None else str(path))
         self.diagnosis = None
         self.finished = False
-        self.progress = None
+        # A file says it is being read from the first frame, before its first batch.
+        self.progress = None if path is None else Progress(0, path.stat().st_size if path.is_file() else 0)
         self.batches_received = 0
         self.source_label = feed.label
         self.border_subtitle = feed.label

@@ -183,9 +183,9 @@ class LogFeed:
 
     def run_file(self, path: Path, *, follow: bool = True, poll_s: float = 0.25) -> None:
         """Read a log file from the start, then keep following what is appended (as `tail -f`)."""
-        self._in_memory = False
-        self._pending = RowChunk()
         with open(path, "rb") as handle:
+            self._in_memory = False  # the text stays in the file: chunks carry offsets only
+            self._pending = RowChunk()
             status = os.fstat(handle.fileno())
             self._reading = status.st_size  # the first read: batches say how far it got
             if self.diagnoser is not None:  # as `vramtui diagnose FILE`: the log ended at its last write
