@@ -16,10 +16,13 @@ from array import array
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from vramtui.core.launch.launcher import LogLine
 from vramtui.core.logs.stages import STAGE_INDEX, STAGES
 from vramtui.core.logs.textclean import clean_line
+
+if TYPE_CHECKING:
+    from vramtui.core.launch.launcher import LogLine
 
 # Lines longer than this are cut for display (the full text stays in the log file); keeps rendering
 # and width bookkeeping cheap when a server prints a megabyte of JSON on one line.
@@ -152,6 +155,9 @@ class LineStore:
             self._rows.move_to_end(index)
             return row
         # A saved log's lines carry no time of their own: t is NaN ("not known").
+        # Imported here: the launcher's module is not needed before a row is drawn (first frame).
+        from vramtui.core.launch.launcher import LogLine
+
         text = display_text(self.raw(index))
         row = LogLine(math.nan, text, self.stage(index), self.severity(index), self.number(index))
         self._rows[index] = row

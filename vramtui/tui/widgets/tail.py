@@ -24,7 +24,10 @@ from typing import Any
 
 from rich.cells import cell_len
 
-from vramtui.tui.widgets.linestore import MAX_DISPLAY_CHARS, RowChunk, display_text
+from vramtui.core.logs.stages import STAGES
+from vramtui.tui.widgets.linestore import MAX_DISPLAY_CHARS, SEVERITY_CODE, RowChunk, display_text
+
+STAGE_CODES: dict[str | None, int] = {None: 0, **{stage: code for code, stage in enumerate(STAGES, 1)}}
 
 
 @dataclass(frozen=True)
@@ -214,12 +217,37 @@ class LogFeed:
         """Take the whole lines in `data`; what follows the last newline is returned (None: stopped)."""
         pieces = data.split(b"\n")
         partial = pieces.pop()
-        take = self._take
-        for piece in pieces:
-            take(piece.decode("utf-8", errors="replace"), len(piece) + 1)
-            if self._stop.is_set():
-                return None
+        if self.diagnoser is None:  # a feed that only shows a server's tagged lines reads no file
+            return partial
+        self._tag_pieces(pieces)
+        if self._stop.is_set():
+            return None
         if len(partial) > 1 << 22:  # a runaway line with no newline: show what we have
-            take(partial.decode("utf-8", errors="replace"), len(partial))
+            self._take(partial.decode("utf-8", errors="replace"), len(partial))
             partial = b""
+        elif len(self._pending) >= self._max_batch or time.monotonic() - self._last_flush >= self._budget_s:
+            self._flush(False)
         return partial
+
+    def _tag_pieces(self, pieces: list[bytes]) -> None:
+        """The hot loop of reading a file: each line tagged by the log engine and stored as its end
+        offset and tag bytes in the pending chunk (no object kept per line)."""
+        chunk = self._pending
+        ends, stages, severities, numbers = chunk.ends, chunk.stages, chunk.severities, chunk.numbers
+        feed = self.diagnoser.feed
+        offset = self._offset
+        widest = chunk.widest
+        for piece in pieces:
+            offset += len(piece) + 1
+            raw = piece.decode("utf-8", errors="replace")
+            tag = feed(raw)
+            ends.append(offset)
+            stages.append(STAGE_CODES[tag.stage])
+            severities.append(SEVERITY_CODE[tag.severity])
+            numbers.append(tag.number)
+            # Cleaning never widens a line but for its tabs: most lines need no measuring.
+            if len(raw) > widest or "\t" in raw:
+                widest = max(widest, shown_width(raw))
+        self._offset = offset
+        self.line_count += len(pieces)
+        chunk.widest = widest
