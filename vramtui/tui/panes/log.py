@@ -181,7 +181,10 @@ class LogPane(Pane):
         # A daemon thread, not a Textual worker: a feed that follows a file never ends on its own, and
         # it must never keep the process alive after the app is gone.
         target = feed.run_queue if path is None else lambda: self._read_file(feed, path, follow)
-        threading.Thread(target=target, name="vramtui-log-feed", daemon=True).start()
+        thread = threading.Thread(target=target, name="vramtui-log-feed", daemon=True)
+        # Started after the next frame: a big file's read must not hold the GIL while the screen is
+        # first drawn (lines pushed meanwhile wait in the feed's queue).
+        self.call_after_refresh(thread.start)
 
     @staticmethod
     def _read_file(feed: LogFeed, path: Path, follow: bool) -> None:
