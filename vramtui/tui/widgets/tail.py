@@ -77,11 +77,11 @@ class LogFeed:
         max_batch: int = 20000,
         tagged: bool = False,
     ) -> None:
+        # An untagged feed's own log engine, made in the feed's thread (`_start`): importing and
+        # building it is not the first frame's work.
         self.diagnoser: Any = None
-        if not tagged:
-            from vramtui.core.logs.diagnose import LogDiagnoser
-
-            self.diagnoser = LogDiagnoser(backend=backend)
+        self._backend = backend if not tagged else None
+        self._tagging = not tagged
         self.label = label
         self.server: Any = None  # the ModelServer whose diagnosis a tagged feed shows
         self.deliver = deliver
@@ -163,8 +163,15 @@ class LogFeed:
             diagnosis = None if reading else self.diagnosis()
             self.deliver(chunk, diagnosis, finished, progress)
 
+    def _start(self) -> None:
+        if self._tagging and self.diagnoser is None:
+            from vramtui.core.logs.diagnose import LogDiagnoser
+
+            self.diagnoser = LogDiagnoser(backend=self._backend)
+
     def run_queue(self) -> None:
         """Drain pushed lines until `end()`/`stop()`; blocks, so call it in a thread."""
+        self._start()
         while not self._stop.is_set():
             timeout = max(0.0, self._budget_s - (time.monotonic() - self._last_flush))
             try:
@@ -186,6 +193,7 @@ class LogFeed:
 
     def run_file(self, path: Path, *, follow: bool = True, poll_s: float = 0.25) -> None:
         """Read a log file from the start, then keep following what is appended (as `tail -f`)."""
+        self._start()
         with open(path, "rb") as handle:
             self._in_memory = False  # the text stays in the file: chunks carry offsets only
             self._pending = RowChunk()
