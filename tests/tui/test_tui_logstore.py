@@ -153,3 +153,15 @@ def test_search_finds_lines_across_blocks_of_a_file(tmp_path: Path) -> None:
     finally:
         linestore.SEARCH_BLOCK = saved
         store.close()
+
+
+async def test_a_log_that_cannot_be_read_is_one_note_not_a_crash(tmp_path: Path) -> None:
+    folder = tmp_path / "not-a-file.log"
+    folder.mkdir()
+    app = quiet_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(LogPane)
+        pane.open_file(folder)
+        await wait_for(pilot, lambda: pane.finished)
+        assert len(pane.view.lines) == 1
+        assert pane.view.lines[0].text.startswith(f"vramtui: cannot read {folder}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
@@ -86,8 +87,16 @@ class LineStore:
         self.severities = bytearray()
         self.numbers = array("I")
         self.widest = 0
-        self._data: bytearray | None = None if path is not None else bytearray()
-        self._fd: int | None = os.open(path, os.O_RDONLY) if path is not None else None
+        self._fd: int | None = None
+        if path is not None:
+            try:
+                self._fd = os.open(path, os.O_RDONLY)
+                if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+                    self.close()
+            except OSError:
+                self.close()
+            # No file to read rows from: the feed says why in a note, which this store keeps in memory.
+        self._data: bytearray | None = None if self._fd is not None else bytearray()
         self._rows: OrderedDict[int, LogLine] = OrderedDict()
 
     def close(self) -> None:
@@ -136,7 +145,10 @@ class LineStore:
             return bytes(self._data[start:end])
         if self._fd is None:
             return b""
-        return os.pread(self._fd, end - start, start)
+        try:
+            return os.pread(self._fd, end - start, start)
+        except OSError:  # the file went away or cannot be read now: an empty row, not a crash
+            return b""
 
     def raw(self, index: int) -> str:
         data = self._read(*self._span(index))
