@@ -225,9 +225,11 @@ class LogFeed:
         """Take the whole lines in `data`; what follows the last newline is returned (None: stopped)."""
         pieces = data.split(b"\n")
         partial = pieces.pop()
-        if self.diagnoser is None:  # a feed that only shows a server's tagged lines reads no file
-            return partial
-        self._tag_pieces(pieces)
+        if self.diagnoser is None:  # a tagged feed made to read a file: its lines, untagged
+            for piece in pieces:
+                self._take(piece.decode("utf-8", errors="replace"), len(piece) + 1)
+        else:
+            self._tag_pieces(pieces)
         if self._stop.is_set():
             return None
         if len(partial) > 1 << 22:  # a runaway line with no newline: show what we have
