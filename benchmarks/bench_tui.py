@@ -2,7 +2,8 @@
 
     python benchmarks/bench_tui.py [--seconds 10]
 
-Prints figures (goals: first frame under 1 s with no torch/transformers imported; idle CPU under 3% of
+Prints figures (goals: first frame under 1 s with no torch/transformers imported; `--log` on a million-line
+log under 100 MiB resident with the right verdict once read; idle CPU under 3% of
 one core with sampling at 10 Hz). Headless figures come from Textual's headless driver; when tmux is
 installed, the same app is also measured in a real 200x50 terminal, as a user runs it.
 """
@@ -135,6 +136,45 @@ REPLAY_CHILD = textwrap.dedent(
 )
 
 
+LOG_OPEN_CHILD = textwrap.dedent(
+    """
+    import resource, sys, time
+    import psutil
+    from vramtui.tui.app import VramtuiApp
+
+    start = float(sys.argv[2])
+
+    class Open(VramtuiApp):
+        def on_mount(self) -> None:
+            self.wrong_while_reading = 0  # header frames that gave a verdict before the end of the file
+            self.reading_seen = 0
+            self.first_frame = None
+            self.call_after_refresh(self._frame)
+            self.set_interval(0.05, self._check)
+
+        def _frame(self) -> None:
+            self.first_frame = time.time() - start
+
+        def _check(self) -> None:
+            pane = self.query_one("#log")
+            header = str(self.query_one("#diagnosis").render())
+            if not pane.finished:
+                self.reading_seen += "reading" in header.lower()
+                self.wrong_while_reading += "NO FAILURE" in header
+                return
+            d = pane.diagnosis
+            rss = psutil.Process().memory_info().rss / 2**20
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            print(f"OPEN {self.first_frame:.3f} {time.time() - start:.3f} {rss:.0f} {peak:.0f} "
+                  f"{len(pane.view.lines)} {self.reading_seen} {self.wrong_while_reading} "
+                  f"{d.failed}|{d.failure}|{d.failure_stage}|{d.first_error_line}|{d.stage}", flush=True)
+            self.exit(0)
+
+    Open(log_file=sys.argv[1], live_sampling=False, remember=False).run(headless=True, size=(200, 50))
+    """
+)
+
+
 def replay_week(runs: int) -> None:
     """Time from process start to the first frame that shows a week-long replayed curve."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -191,6 +231,47 @@ def log_flood(total: int, mode: str = "text") -> None:
         f"{elapsed:.2f} s ({total / elapsed:,.0f} lines/s); UI timer (20 ms) gaps meanwhile: median "
         f"{median * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, worst {worst * 1000:.0f} ms"
     )
+
+
+def open_log(total: int) -> None:
+    """`vramtui --log FILE` on a realistic million-line log: resident memory once read, time to read it,
+    time to first frame, and the verdict against `vramtui diagnose FILE`."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_diagnose import build_realistic, corpus_lines
+
+    from vramtui.core.logs.diagnose import diagnose_file
+
+    env = {**os.environ, "VRAMTUI_CONFIG_DIR": tempfile.mkdtemp(prefix="vramtui-bench-")}
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "realistic.log"
+        build_realistic(path, corpus_lines(), total)
+        expected = diagnose_file(path)
+        start = time.time()
+        proc = subprocess.run(
+            [sys.executable, "-c", LOG_OPEN_CHILD, str(path), f"{start:.6f}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+            check=False,
+        )
+        line = next((x for x in proc.stdout.splitlines() if x.startswith("OPEN ")), None)
+        if line is None:
+            print("--log: the app never finished reading:", proc.stderr.strip()[-800:])
+            return
+        _, frame, done, rss, peak, shown, reading, wrong, verdict = line.split()
+        want = (
+            f"{expected.failed}|{expected.failure}|{expected.failure_stage}|"
+            f"{expected.first_error_line}|{expected.stage}"
+        )
+        size = path.stat().st_size / 2**20
+        print(
+            f"--log on {total:,} realistic lines ({size:.0f} MiB): first frame {float(frame):.2f} s (goal < 1 s), "
+            f"read in {float(done):.2f} s, resident {rss} MiB once read, peak {peak} MiB (goal <= 100 MiB); "
+            f"{int(shown):,} lines shown; header said 'reading' in {reading} checks and gave a verdict "
+            f"before the end in {wrong} (goal 0); verdict {'same as' if verdict == want else 'DIFFERS from'} "
+            f"`vramtui diagnose` ({verdict})"
+        )
 
 
 def first_frame(runs: int) -> None:
@@ -280,17 +361,28 @@ def main() -> None:
         "--flood-lines", type=int, default=200_000, help="lines for the log flood (default 200000)"
     )
     parser.add_argument("--replay-runs", type=int, default=3, help="week-long replay runs (default 3)")
-    parser.add_argument("--only", choices=("replay", "flood"), help="run one case only")
+    parser.add_argument(
+        "--log-lines",
+        type=int,
+        default=1_000_000,
+        help="lines of the log opened with --log (default 1000000)",
+    )
+    parser.add_argument("--only", choices=("replay", "flood", "log"), help="run one case only")
     args = parser.parse_args()
     print(f"vramtui TUI benchmark on {os.cpu_count()} CPU(s), Python {sys.version.split()[0]}")
     if args.only == "replay":
         replay_week(args.replay_runs)
+        return
+    if args.only == "log":
+        open_log(args.log_lines)
+        first_frame(args.runs)
         return
     if args.only == "flood":
         log_flood(args.flood_lines)
         log_flood(args.flood_lines, "tagged")
         return
     first_frame(args.runs)
+    open_log(args.log_lines)
     idle_headless(args.seconds)
     idle_tmux(args.seconds)
     log_flood(args.flood_lines)

@@ -11,12 +11,16 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from textual.pilot import Pilot
 
 from vramtui.tui.app import VramtuiApp
 
 
-async def _until(pilot, condition, timeout_s: float) -> None:  # type: ignore[no-untyped-def]
+async def _until(pilot: Pilot[Any], condition: Callable[[], object], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:

@@ -30,6 +30,14 @@ class SessionState(Message):
         self.event = event
 
 
+class SessionRestart(Message):
+    """The old server is stopped (a relaunch): start this session again, on the UI thread."""
+
+    def __init__(self, session: ModelSession) -> None:
+        super().__init__()
+        self.session = session
+
+
 class ModelSession:
     """Launch, watch, stop and relaunch one profile; the app holds at most one."""
 
@@ -78,12 +86,14 @@ class ModelSession:
     # -- lifecycle (threads) ----------------------------------------------------------------------
 
     def start(self) -> None:
+        """Launch in a thread; runs on the UI thread (the log pane starts a new feed)."""
+        from vramtui.tui.panes.log import LogPane
+
         self._generation += 1
-        log_pane = self.app.query_one("#log")
-        backend = getattr(getattr(self.profile, "backend", None), "name", None)
-        label = f"{backend or ''} {getattr(self.profile, 'label', '')}".strip()
+        backend = getattr(getattr(self.profile, "backend", None), "name", "")
+        label = f"{backend} {getattr(self.profile, 'label', '')}".strip()
         # The server's own log engine tags the lines and diagnoses the run: the pane shows that.
-        feed = log_pane.open_stream(label, backend=backend, tagged=True)  # type: ignore[attr-defined]
+        feed = self.app.query_one(LogPane).open_stream(label, tagged=True)
         threading.Thread(
             target=self._run, args=(feed, self._generation), name="vramtui-model", daemon=True
         ).start()
@@ -149,6 +159,6 @@ class ModelSession:
             self.stop()
             if profile is not None:
                 self.profile = profile
-            self.app.call_from_thread(self.start)
+            self.app.post_message(SessionRestart(self))
 
         threading.Thread(target=restart, name="vramtui-relaunch", daemon=True).start()

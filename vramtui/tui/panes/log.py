@@ -17,19 +17,23 @@ from vramtui.core.logs.stages import STAGES
 from vramtui.tui.palette import theme_style
 from vramtui.tui.panes.base import Pane
 from vramtui.tui.themes import stage_variable
-from vramtui.tui.widgets.logview import LogLine, LogView
-from vramtui.tui.widgets.tail import LogFeed
+from vramtui.tui.widgets.linestore import RowChunk
+from vramtui.tui.widgets.logview import LogView
+from vramtui.tui.widgets.tail import LogFeed, Progress
 
 
 class LogBatch(Message):
-    """Tagged lines from a feed's thread, with the diagnosis so far."""
+    """Tagged lines from a feed's thread, with the diagnosis so far (None while a file is first read)."""
 
-    def __init__(self, generation: int, lines: list[LogLine], diagnosis: Any, finished: bool) -> None:
+    def __init__(
+        self, feed: LogFeed, chunk: RowChunk, diagnosis: Any, finished: bool, progress: Progress | None
+    ) -> None:
         super().__init__()
-        self.generation = generation
-        self.lines = lines
+        self.feed = feed
+        self.chunk = chunk
         self.diagnosis = diagnosis
         self.finished = finished
+        self.progress = progress
 
 
 def diagnosis_text(
@@ -40,13 +44,21 @@ def diagnosis_text(
     *,
     max_advice: int,
     first_error_line: int | None = None,
+    progress: Progress | None = None,
 ) -> Text:
     """The pinned header: stage strip, verdict, first error, advice and quiet failures.
 
     `first_error_line`: the first error's number as the view's gutter shows it (default: the
-    diagnosis' own numbering)."""
+    diagnosis' own numbering). `progress`: a file still being read, so no verdict yet."""
     app = pane.app
     text = Text(no_wrap=False, overflow="fold")
+    if progress is not None:
+        text.append(f"READING {progress.percent}%", style=theme_style(app, "accent", bold=True, reverse=True))
+        text.append(
+            f" of {source or 'the log'}: {line_count:,} lines so far; the verdict comes once the whole"
+            " file is read"
+        )
+        return text
     if diagnosis is None:
         text.append(
             source or "no log yet: start a model (vramtui run PROFILE) or open one (vramtui --log FILE)"
@@ -116,8 +128,8 @@ class LogPane(Pane):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.generation = 0
         self.diagnosis: Any = None
+        self.progress: Progress | None = None  # a file still being read
         self.source_label = ""
         self.feed: LogFeed | None = None
         self.finished = False
@@ -144,41 +156,47 @@ class LogPane(Pane):
 
     # -- sources ----------------------------------------------------------------------------------
 
-    def _new_feed(self, label: str, backend: str | None = None, *, tagged: bool = False) -> LogFeed:
+    def attach_feed(self, feed: LogFeed, path: Path | None = None, *, follow: bool = True) -> None:
+        """Show this feed from now on (the one before it stops): its batches come as LogBatch messages.
+
+        A feed may be made and pushed to on any thread; its lines wait until it is attached here. With
+        `path` the feed reads that file in its thread, else it drains what is pushed to it."""
         if self.feed is not None:
             self.feed.stop()
-        self.generation += 1
-        generation = self.generation
-        self.view.clear()
+        self.view.clear(None if path is None else str(path))
         self.diagnosis = None
         self.finished = False
+        # A file says it is being read from the first frame, before its first batch.
+        self.progress = None if path is None else Progress(0, path.stat().st_size if path.is_file() else 0)
         self.batches_received = 0
-        self.source_label = label
-        self.border_subtitle = label
+        self.source_label = feed.label
+        self.border_subtitle = feed.label
 
-        def deliver(lines: list[LogLine], diagnosis: Any, finished: bool) -> None:
-            self.post_message(LogBatch(generation, lines, diagnosis, finished))
+        def deliver(chunk: RowChunk, diagnosis: Any, finished: bool, progress: Progress | None) -> None:
+            self.post_message(LogBatch(feed, chunk, diagnosis, finished, progress))
 
-        self.feed = LogFeed(deliver, backend=backend, tagged=tagged)
+        feed.deliver = deliver
+        self.feed = feed
         self.show_diagnosis()
-        return self.feed
-
-    def open_file(self, path: Path, *, follow: bool = True) -> None:
-        feed = self._new_feed(path.name)
-        self._run_file(feed, path, follow)
-
-    def _run_file(self, feed: LogFeed, path: Path, follow: bool) -> None:
         # A daemon thread, not a Textual worker: a feed that follows a file never ends on its own, and
         # it must never keep the process alive after the app is gone.
-        def run() -> None:
-            try:
-                feed.run_file(path, follow=follow)
-            except OSError as error:
-                feed.push(f"vramtui: cannot read {path}: {error.strerror or error}")
-                feed.end(None)
-                feed.run_queue()
+        target = feed.run_queue if path is None else lambda: self._read_file(feed, path, follow)
+        thread = threading.Thread(target=target, name="vramtui-log-feed", daemon=True)
+        # Started after the next frame: a big file's read must not hold the GIL while the screen is
+        # first drawn (lines pushed meanwhile wait in the feed's queue).
+        self.call_after_refresh(thread.start)
 
-        threading.Thread(target=run, name="vramtui-log-file", daemon=True).start()
+    @staticmethod
+    def _read_file(feed: LogFeed, path: Path, follow: bool) -> None:
+        try:
+            feed.run_file(path, follow=follow)
+        except OSError as error:
+            feed.push(f"vramtui: cannot read {path}: {error.strerror or error}")
+            feed.end(None)
+            feed.run_queue()
+
+    def open_file(self, path: Path, *, follow: bool = True) -> None:
+        self.attach_feed(LogFeed(label=path.name), path, follow=follow)
 
     def open_stream(self, label: str, backend: str | None = None, *, tagged: bool = False) -> LogFeed:
         """A live feed: the caller pushes lines (from any thread) and calls `end()` when done.
@@ -186,12 +204,9 @@ class LogPane(Pane):
         `tagged=True` for a launched model: the caller passes the server's tagged lines to
         `feed.push_tagged` and the server to `feed.follow_server`; the pane shows that server's diagnosis.
         """
-        feed = self._new_feed(label, backend, tagged=tagged)
-        self._run_queue(feed)
+        feed = LogFeed(backend=backend, label=label, tagged=tagged)
+        self.attach_feed(feed)
         return feed
-
-    def _run_queue(self, feed: LogFeed) -> None:
-        threading.Thread(target=feed.run_queue, name="vramtui-log-feed", daemon=True).start()
 
     def stop_feed(self) -> None:
         if self.feed is not None:
@@ -202,11 +217,12 @@ class LogPane(Pane):
 
     @on(LogBatch)
     def _on_batch(self, message: LogBatch) -> None:
-        if message.generation != self.generation:
+        if message.feed is not self.feed:
             return  # a batch from a feed we already replaced
         self.batches_received += 1
         view = self.view
-        view.append(message.lines)
+        view.append(message.chunk)
+        self.progress = None if message.finished else message.progress
         diagnosis = message.diagnosis
         if diagnosis is not None:
             self.diagnosis = diagnosis
@@ -218,23 +234,9 @@ class LogPane(Pane):
         self.show_diagnosis()
 
     def _first_error_index(self, diagnosis: Any) -> int | None:
-        """The view index of the diagnosis' first error line, or None while it has not arrived.
-
-        A log engine numbers the lines it read, and each view line keeps that number. The view may
-        also hold lines the engine never read (a launcher's note on a budget crossing, an app note
-        when a launch fails), so engine line N sits at index N-1 or further down, never above.
-        """
+        """The view index of the diagnosis' first error line, or None while it has not arrived."""
         number = getattr(diagnosis, "first_error_line", None)
-        if not number:
-            return None
-        lines = self.view.lines
-        for index in range(max(0, number - 1), len(lines)):
-            found = lines[index].number
-            if found == number:
-                return index
-            if found is not None and found > number:
-                break
-        return None
+        return self.view.lines.index_of_number(number) if number else None
 
     def show_diagnosis(self) -> None:
         max_advice = 4 if self.size.height >= 24 else 1
@@ -246,6 +248,7 @@ class LogPane(Pane):
             len(view.lines),
             max_advice=max_advice,
             first_error_line=None if view.first_error is None else view.first_error + 1,
+            progress=self.progress,
         )
         self.query_one("#diagnosis", Static).update(text)
 

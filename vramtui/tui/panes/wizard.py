@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on
@@ -15,6 +15,9 @@ from textual.widgets import Button, DataTable, Input, Static
 from vramtui.core.errors import VramtuiError
 from vramtui.tui.palette import theme_style
 from vramtui.tui.panes.base import Pane
+
+if TYPE_CHECKING:
+    from vramtui.tui.panes.wizard_driver import WizardDriver
 
 STEP_COLUMNS = ("#", "change", "outcome", "stage", "peak", "resident")
 # Under this many columns for the table the full one is cut at the right (its rows need about 94):
@@ -70,7 +73,7 @@ class WizardPane(Pane):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.driver: Any = None  # vramtui.tui.wizard_driver.WizardDriver
+        self.driver: WizardDriver | None = None
         self.proposal: Any = None
         self.steps: list[Any] = []
         self.state_text = "no wizard running: `vramtui demo` walks through one; `vramtui run PROFILE` too"
@@ -103,7 +106,6 @@ class WizardPane(Pane):
 
     def attach(self, driver: Any) -> None:
         self.driver = driver
-        self.app.wizard_driver = driver  # type: ignore[attr-defined]
         self.app.refresh_bindings()
         self.show()
 

@@ -111,25 +111,26 @@ class WizardDriver:
     # -- the wizard's runner: one attempt, shown live -----------------------------------------------
 
     def _runner(self, profile: Any) -> Any:
+        """Runs on the wizard's thread: the app learns of the attempt through messages."""
         from vramtui.core.launch.launcher import run_check
+        from vramtui.tui.messages import AttemptStarted, ProcessStarted, RunEventSeen
+        from vramtui.tui.widgets.tail import LogFeed
 
-        log_pane = self.app.query_one("#log")
-        label = f"wizard step {len(self.wizard.steps)}: {profile.label}"
-        self.app.call_from_thread(self.app.follow_profile, profile)  # type: ignore[attr-defined]
-        feed = self.app.call_from_thread(log_pane.open_stream, label, profile.backend.name, tagged=True)  # type: ignore[attr-defined]
-        memory = self.app.query_one("#memory")
+        app = self.app
+        feed = LogFeed(label=f"wizard step {len(self.wizard.steps)}: {profile.label}", tagged=True)
+        app.post_message(AttemptStarted(profile, feed))
 
         def started(server: Any) -> None:
             self.server = server
             feed.follow_server(server)  # the pane shows this attempt's own diagnosis
             feed.push("vramtui: launched " + " ".join(server.command))
-            self.app.call_from_thread(self.app.watch_pid, server.pid)  # type: ignore[attr-defined]
+            app.post_message(ProcessStarted(server.pid))
 
         try:
             result = run_check(
                 profile,
                 on_log_line=feed.push_tagged,
-                on_event=memory.add_event,  # type: ignore[attr-defined]
+                on_event=lambda event: app.post_message(RunEventSeen(event)),
                 on_start=started,
             )
         finally:
@@ -233,7 +234,9 @@ class WizardDriver:
             final = wizard.profile
             params = ", ".join(f"{k}={v}" for k, v in sorted(final.params.items()))
             self._post(f"IT RUNS with {params} — export (x) to keep the steps", done=True)
-            self.app.call_from_thread(self.app.launch, final)  # type: ignore[attr-defined]
+            from vramtui.tui.messages import LaunchRequested
+
+            self.app.post_message(LaunchRequested(final))
         else:
             reason = wizard.stop_reason or "no change left to propose"
             advice = "; ".join(wizard.advice[:2])

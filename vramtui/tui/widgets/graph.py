@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -96,7 +97,7 @@ class MemoryGraph(Widget):
             }
         return self._styles[name]
 
-    def render_lines(self, crop):  # type: ignore[no-untyped-def]
+    def render_lines(self, crop: Region) -> list[Strip]:
         self._prepare()
         return super().render_lines(crop)
 

@@ -1,4 +1,5 @@
-"""A log view for very long, fast logs: lines are stored as plain strings and only visible rows render.
+"""A log view for very long, fast logs: lines are offsets and tag bytes (`LineStore`), and only the
+visible rows are read, cleaned and drawn.
 
 Log text is shown as text: each row is built from Segments with styles, never parsed as markup, and
 escape/control characters are made visible before they can reach the terminal.
@@ -6,27 +7,23 @@ escape/control characters are made visible before they can reach the terminal.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import ClassVar
 
-from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding, BindingType
+from textual.events import MouseScrollUp
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from vramtui.core.logs.stages import STAGES
-from vramtui.core.logs.textclean import clean_line
 from vramtui.tui.palette import theme_style
 from vramtui.tui.themes import stage_variable
+from vramtui.tui.widgets.linestore import LineStore, RowChunk, display_text
 
-# Lines longer than this are cut for display (the full text stays in the log file); keeps rendering
-# and width bookkeeping cheap when a server prints a megabyte of JSON on one line.
-MAX_DISPLAY_CHARS = 2000
+__all__ = ["STAGE_TAGS", "LogView", "display_text"]
 
 STAGE_TAGS = {
     "download": "DL",
@@ -35,26 +32,6 @@ STAGE_TAGS = {
     "ready": "RD",
     "inference": "IN",
 }
-
-
-def display_text(line: str) -> str:
-    """What a log line looks like on screen: colour codes and control characters dropped (core
-    textclean), very long lines cut for display."""
-    line = clean_line(line)
-    if len(line) > MAX_DISPLAY_CHARS:
-        line = line[:MAX_DISPLAY_CHARS] + f" … ({len(line) - MAX_DISPLAY_CHARS} more characters)"
-    return line
-
-
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    """One line as the view keeps it: the text and the log engine's tag for it."""
-
-    text: str
-    stage: str | None = None
-    severity: str = "info"  # info | warning | error
-    is_first_error: bool = False
-    number: int | None = None  # the log engine's number for it (None: a line it did not read)
 
 
 class LogView(ScrollView, can_focus=True):
@@ -89,7 +66,7 @@ class LogView(ScrollView, can_focus=True):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self.lines: list[LogLine] = []
+        self.lines = LineStore()
         self.first_error: int | None = None  # 0-based index
         self.failure_stage: str | None = None
         self.marked: int | None = None
@@ -107,8 +84,10 @@ class LogView(ScrollView, can_focus=True):
 
     # -- data -------------------------------------------------------------------------------------
 
-    def clear(self) -> None:
-        self.lines.clear()
+    def clear(self, path: str | None = None) -> None:
+        """Start afresh: a file's lines (`path`, read from it when drawn) or a stream's."""
+        self.lines.close()
+        self.lines = LineStore(path)
         self.first_error = None
         self.failure_stage = None
         self.marked = None
@@ -118,21 +97,13 @@ class LogView(ScrollView, can_focus=True):
         self.scroll_to(0, 0, animate=False, immediate=True)
         self.refresh()
 
-    def append(self, lines: Iterable[LogLine]) -> None:
+    def append(self, chunk: RowChunk) -> None:
         """Add a batch of lines (one refresh per batch, however many lines)."""
-        was_at_end = self.follow and self.scroll_offset.y >= self.max_scroll_y
-        start = len(self.lines)
-        for line in lines:
-            self.lines.append(line)
-            if line.is_first_error and self.first_error is None:
-                self.first_error = len(self.lines) - 1
-        if len(self.lines) == start:
+        if not len(chunk):
             return
-        widest = max(
-            (len(line.text) if line.text.isascii() else cell_len(line.text) for line in self.lines[start:]),
-            default=0,
-        )
-        self._max_width = max(self._max_width, widest)
+        was_at_end = self.follow and self.scroll_offset.y >= self.max_scroll_y
+        self.lines.extend(chunk)
+        self._max_width = max(self._max_width, chunk.widest)
         self.virtual_size = Size(self._max_width + self.gutter_width, len(self.lines))
         if was_at_end or self.follow:
             # After the next layout the new virtual size is known: scroll to the end then.
@@ -173,23 +144,16 @@ class LogView(ScrollView, can_focus=True):
     def find(self, text: str, *, forward: bool = True, from_index: int | None = None) -> int | None:
         """Mark the next line containing `text` (case-insensitive), wrapping around."""
         self.search_text = text
-        if not text or not self.lines:
-            self.refresh()
-            return None
-        needle = text.lower()
         count = len(self.lines)
         start = from_index if from_index is not None else self.marked
         if start is None:
             start = -1 if forward else count
-        step = 1 if forward else -1
-        index = start
-        for _ in range(count):
-            index = (index + step) % count
-            if needle in self.lines[index].text.lower():
-                self.mark(index)
-                return index
-        self.refresh()
-        return None
+        found = self.lines.find(text, start, forward=forward)
+        if found is None:
+            self.refresh()
+            return None
+        self.mark(found)
+        return found
 
     def action_scroll_end(self) -> None:
         self.follow = True
@@ -208,7 +172,7 @@ class LogView(ScrollView, can_focus=True):
         self.follow = False
         super().action_scroll_home()
 
-    def _on_mouse_scroll_up(self, event) -> None:  # type: ignore[no-untyped-def]
+    def _on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
         self.follow = False
 
     # -- rendering --------------------------------------------------------------------------------

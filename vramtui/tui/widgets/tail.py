@@ -1,30 +1,59 @@
-"""Feeding log lines to the log pane from a thread: tagged lines, posted in batches.
+"""Feeding log lines to the log pane from a thread: tagged lines, posted in compact batches.
 
 A server can print thousands of lines a second and a saved log can hold millions; posting one message
-per line would swamp the UI. The feed works in its own thread and hands lines over in batches at most
-every `budget_s` seconds (or every `max_batch` lines), each with the diagnosis so far.
+per line would swamp the UI, and one Python object per line would fill memory. The feed works in its
+own thread and hands lines over as `RowChunk`s (offsets and tag bytes) at most every `budget_s`
+seconds (or every `max_batch` lines), each with the diagnosis so far.
 
-Two sources of tags: a file (`--log FILE`) is read by the feed's own `LogDiagnoser`; a model server
-the app launched already runs one (`core.launcher.ModelServer`), so its lines arrive tagged
-(`push_tagged`) and the pane shows that server's diagnosis — one log engine per run, never two that
-could disagree.
+Two sources of tags: a file (`--log FILE`) is read by the feed's own `LogDiagnoser`, and its text
+stays in the file; a model server the app launched already runs one (`core.launcher.ModelServer`), so
+its lines arrive tagged (`push_tagged`) and the pane shows that server's diagnosis — one log engine per
+run, never two that could disagree. A stream's text is kept as bytes in the pane's store.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vramtui.tui.widgets.logview import LogLine, display_text
+from rich.cells import cell_len
 
-# Called from the feed's thread with (new lines, diagnosis so far, finished?).
-Deliver = Callable[[list[LogLine], Any, bool], None]
+from vramtui.core.logs.stages import STAGES
+from vramtui.tui.widgets.linestore import MAX_DISPLAY_CHARS, SEVERITY_CODE, RowChunk, display_text
+
+STAGE_CODES: dict[str | None, int] = {None: 0, **{stage: code for code, stage in enumerate(STAGES, 1)}}
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far the first read of a file has got (bytes), for the pane's "reading 42%"."""
+
+    done: int
+    total: int
+
+    @property
+    def percent(self) -> int:
+        return 100 if self.total <= 0 else min(100, self.done * 100 // self.total)
+
+
+# Called from the feed's thread with (new lines, diagnosis so far, finished?, progress of a file's read).
+Deliver = Callable[[RowChunk, Any, bool, Progress | None], None]
 
 _END = object()
+
+
+def shown_width(raw: str) -> int:
+    """Cells the line takes on screen once cleaned (cheap for the common printable line)."""
+    if raw.isprintable() and len(raw) <= MAX_DISPLAY_CHARS:
+        return len(raw) if raw.isascii() else cell_len(raw)
+    text = display_text(raw)
+    return len(text) if text.isascii() else cell_len(text)
 
 
 class LogFeed:
@@ -33,29 +62,37 @@ class LogFeed:
     `tagged=False`: lines are plain text, tagged here by a streaming `LogDiagnoser`.
     `tagged=True`: lines come from a `ModelServer` already tagged (`push_tagged`), the diagnosis is the
     server's (`follow_server`); plain text pushed meanwhile is our own note, shown untagged.
+
+    Any thread may make a feed and push to it; lines wait in its queue until the pane attaches it
+    (`LogPane.attach_feed`), which sets `deliver` and starts the feed's thread.
     """
 
     def __init__(
         self,
-        deliver: Deliver,
+        deliver: Deliver | None = None,
         *,
         backend: str | None = None,
+        label: str = "",
         budget_s: float = 0.05,
         max_batch: int = 20000,
         tagged: bool = False,
     ) -> None:
+        # An untagged feed's own log engine, made in the feed's thread (`_start`): importing and
+        # building it is not the first frame's work.
         self.diagnoser: Any = None
-        if not tagged:
-            from vramtui.core.logs.diagnose import LogDiagnoser
-
-            self.diagnoser = LogDiagnoser(backend=backend)
+        self._backend = backend if not tagged else None
+        self._tagging = not tagged
+        self.label = label
         self.server: Any = None  # the ModelServer whose diagnosis a tagged feed shows
-        self._deliver = deliver
+        self.deliver = deliver
         self._budget_s = budget_s
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._stop = threading.Event()
-        self._pending: list[LogLine] = []
+        self._in_memory = True  # False while reading a file: the text stays there
+        self._pending = RowChunk(data=bytearray())
+        self._offset = 0  # bytes of the source so far: the next line starts here
+        self._reading: int | None = None  # a file's size while it is first read
         self._last_flush = time.monotonic()
         self.returncode: int | None = None
         self.line_count = 0
@@ -84,34 +121,27 @@ class LogFeed:
 
     # -- the feed's own thread --------------------------------------------------------------------
 
-    def _take(self, raw: str) -> None:
+    def _take(self, raw: str, size: int = 0) -> None:
+        """One line of text; `size`: its bytes in the file being read (0: a streamed line)."""
         if self.diagnoser is None:  # our own note beside a server's lines: no tag
-            self._add(LogLine(text=display_text(raw)))
+            self._add(raw, size, None, "info", None)
             return
         tag = self.diagnoser.feed(raw)
-        self._add(
-            LogLine(
-                text=display_text(raw),
-                stage=getattr(tag, "stage", None),
-                severity=getattr(tag, "severity", "info"),
-                is_first_error=bool(getattr(tag, "is_first_error", False)),
-                number=getattr(tag, "number", None),
-            )
-        )
+        self._add(raw, size, tag.stage, tag.severity, tag.number)
 
     def _take_tagged(self, record: Any) -> None:
-        self._add(
-            LogLine(
-                text=display_text(record.text),
-                stage=record.stage,
-                severity=record.severity,
-                number=getattr(record, "number", None),
-            )
-        )
+        self._add(record.text, 0, record.stage, record.severity, getattr(record, "number", None))
 
-    def _add(self, line: LogLine) -> None:
+    def _add(self, raw: str, size: int, stage: str | None, severity: str, number: int | None) -> None:
+        if size:
+            self._offset += size
+        else:  # a streamed line: its text goes with the chunk
+            data = (raw.rstrip("\n") + "\n").encode("utf-8", errors="replace")
+            assert self._pending.data is not None
+            self._pending.data += data
+            self._offset += len(data)
         self.line_count += 1
-        self._pending.append(line)
+        self._pending.add(self._offset, stage, severity, number, shown_width(raw))
         if len(self._pending) >= self._max_batch or time.monotonic() - self._last_flush >= self._budget_s:
             self._flush(False)
 
@@ -123,19 +153,31 @@ class LogFeed:
         return None if server is None else server.diagnosis()
 
     def _flush(self, finished: bool) -> None:
-        lines, self._pending = self._pending, []
+        chunk = self._pending
+        reading = self._reading is not None and not finished
+        progress = Progress(self._offset, self._reading) if self._reading is not None else None
+        self._pending = RowChunk(data=bytearray() if self._in_memory else None)
         self._last_flush = time.monotonic()
-        if lines or finished:
-            self._deliver(lines, self.diagnosis(), finished)
+        if (len(chunk) or finished) and self.deliver is not None:
+            # While a file is first read a verdict would be early: the diagnosis waits for its end.
+            diagnosis = None if reading else self.diagnosis()
+            self.deliver(chunk, diagnosis, finished, progress)
+
+    def _start(self) -> None:
+        if self._tagging and self.diagnoser is None:
+            from vramtui.core.logs.diagnose import LogDiagnoser
+
+            self.diagnoser = LogDiagnoser(backend=self._backend)
 
     def run_queue(self) -> None:
-        """Drain pushed lines until `end()`/`stop()`; blocks, so call it in a thread worker."""
+        """Drain pushed lines until `end()`/`stop()`; blocks, so call it in a thread."""
+        self._start()
         while not self._stop.is_set():
             timeout = max(0.0, self._budget_s - (time.monotonic() - self._last_flush))
             try:
-                item = self._queue.get(timeout=timeout if self._pending else 0.5)
+                item = self._queue.get(timeout=timeout if len(self._pending) else 0.5)
             except queue.Empty:
-                if self._pending:
+                if len(self._pending):
                     self._flush(False)
                 continue
             if isinstance(item, str):
@@ -151,31 +193,71 @@ class LogFeed:
 
     def run_file(self, path: Path, *, follow: bool = True, poll_s: float = 0.25) -> None:
         """Read a log file from the start, then keep following what is appended (as `tail -f`)."""
+        self._start()
         with open(path, "rb") as handle:
+            self._in_memory = False  # the text stays in the file: chunks carry offsets only
+            self._pending = RowChunk()
+            status = os.fstat(handle.fileno())
+            self._reading = status.st_size  # the first read: batches say how far it got
+            if self.diagnoser is not None:  # as `vramtui diagnose FILE`: the log ended at its last write
+                self.diagnoser.log_time = status.st_mtime
             partial = b""
-            delivered_end = False
             while not self._stop.is_set():
                 chunk = handle.read(1 << 20)
                 if chunk:
-                    data = partial + chunk
-                    pieces = data.split(b"\n")
-                    partial = pieces.pop()
-                    if len(partial) > 1 << 22:  # a runaway line with no newline: show what we have
-                        pieces.append(partial)
-                        partial = b""
-                    for piece in pieces:
-                        self._take(piece.decode("utf-8", errors="replace"))
-                        if self._stop.is_set():
-                            return
+                    partial = self._take_lines(partial + chunk)
+                    if partial is None:
+                        return
                     continue
-                if not delivered_end:
+                if self._reading is not None:
                     if partial:
-                        self._take(partial.decode("utf-8", errors="replace"))
+                        self._take(partial.decode("utf-8", errors="replace"), len(partial))
                         partial = b""
                     self._flush(True)
-                    delivered_end = True
-                elif self._pending:
+                    self._reading = None
+                elif len(self._pending):
                     self._flush(True)
                 if not follow:
                     return
                 self._stop.wait(poll_s)
+
+    def _take_lines(self, data: bytes) -> bytes | None:
+        """Take the whole lines in `data`; what follows the last newline is returned (None: stopped)."""
+        pieces = data.split(b"\n")
+        partial = pieces.pop()
+        if self.diagnoser is None:  # a tagged feed made to read a file: its lines, untagged
+            for piece in pieces:
+                self._take(piece.decode("utf-8", errors="replace"), len(piece) + 1)
+        else:
+            self._tag_pieces(pieces)
+        if self._stop.is_set():
+            return None
+        if len(partial) > 1 << 22:  # a runaway line with no newline: show what we have
+            self._take(partial.decode("utf-8", errors="replace"), len(partial))
+            partial = b""
+        elif len(self._pending) >= self._max_batch or time.monotonic() - self._last_flush >= self._budget_s:
+            self._flush(False)
+        return partial
+
+    def _tag_pieces(self, pieces: list[bytes]) -> None:
+        """The hot loop of reading a file: each line tagged by the log engine and stored as its end
+        offset and tag bytes in the pending chunk (no object kept per line)."""
+        chunk = self._pending
+        ends, stages, severities, numbers = chunk.ends, chunk.stages, chunk.severities, chunk.numbers
+        feed = self.diagnoser.feed
+        offset = self._offset
+        widest = chunk.widest
+        for piece in pieces:
+            offset += len(piece) + 1
+            raw = piece.decode("utf-8", errors="replace")
+            tag = feed(raw)
+            ends.append(offset)
+            stages.append(STAGE_CODES[tag.stage])
+            severities.append(SEVERITY_CODE[tag.severity])
+            numbers.append(tag.number)
+            # Cleaning never widens a line but for its tabs: most lines need no measuring.
+            if len(raw) > widest or "\t" in raw:
+                widest = max(widest, shown_width(raw))
+        self._offset = offset
+        self.line_count += len(pieces)
+        chunk.widest = widest

@@ -1,0 +1,50 @@
+"""Messages that worker threads post to the app: the app and its panes own the UI state.
+
+`post_message` is thread-safe: a thread never calls into a widget, it says what happened and the
+handler on the UI thread (in `VramtuiApp`) updates the panes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.message import Message
+
+from vramtui.tui.widgets.tail import LogFeed
+
+
+class AttemptStarted(Message):
+    """A launch the app did not start itself (a wizard attempt) begins: show its log and its budget."""
+
+    def __init__(self, profile: Any, feed: LogFeed) -> None:
+        super().__init__()
+        self.profile = profile
+        self.feed = feed
+
+
+class ProcessStarted(Message):
+    """A model process started: the memory pane follows its process tree."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__()
+        self.pid = pid
+
+
+class RunEventSeen(Message):
+    """A launcher event (launch, weights loaded, ready, requests, exit) for the memory graph."""
+
+    def __init__(self, event: Any) -> None:
+        super().__init__()
+        self.event = event
+
+
+class LaunchRequested(Message):
+    """Launch this profile as the app's model session (the wizard found one that runs)."""
+
+    def __init__(self, profile: Any) -> None:
+        super().__init__()
+        self.profile = profile
+
+
+class ModelsStopped(Message):
+    """Every server the app started is stopped (quitting): the app can exit."""

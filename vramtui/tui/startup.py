@@ -1,0 +1,108 @@
+"""What `run_app` checks and sets up before the screen opens: a bad file or profile is one line on
+stderr (exit 2), and SIGTERM leaves the terminal clean."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from textual.app import App
+
+from vramtui.core.errors import VramtuiError
+
+
+def refuse_binary_log(path: str) -> None:
+    """Refuse a file that is not a text log, as `vramtui diagnose` does (the same test, the same line):
+    binary bytes at its head and no failure a log engine can read in it."""
+    from vramtui.core.logs.textclean import looks_binary
+
+    try:
+        with Path(path).open("rb") as stream:
+            head = stream.read(8192)
+    except OSError as error:
+        raise VramtuiError(f"cannot read {path}: {error.strerror or error}") from None
+    if not looks_binary(head):
+        return
+    from vramtui.core.logs.diagnose import diagnose_file
+
+    if not diagnose_file(path).failed:
+        raise VramtuiError(f"{path} looks like binary data, not a text log")
+
+
+def check_profile(path: str) -> None:
+    """Read the profile and build its command line now: a bad value is one line before the screen opens,
+    not a note in the log pane."""
+    from vramtui.core.launch.launcher import build_command
+    from vramtui.core.launch.profile import load_profile
+
+    build_command(load_profile(path))
+
+
+def leave_cleanly_on_sigterm(app: App[int]) -> Any:
+    """SIGTERM (a kill from another shell): stop every server at once, then leave the screen the way
+    the shell had it (no raw mode, no alternate screen) and exit 143. A second SIGTERM, or one that
+    comes before the app runs, does what the exit handlers do: stop the servers and die of it."""
+    from vramtui.core.launch.procs import kill_all_groups
+
+    previous = signal.getsignal(signal.SIGTERM)
+    asked = False
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        nonlocal asked
+        if not asked and app.is_running:
+            asked = True
+            kill_all_groups()
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            if loop is not None:
+                # Thread- and signal-safe: the app exits from its own loop, restoring the terminal.
+                loop.call_soon_threadsafe(app.exit, 128 + signum)
+                return
+        if callable(previous):
+            previous(signum, frame)
+            return
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    return previous
+
+
+def run_app(
+    *,
+    profile_path: str | None = None,
+    log_file: str | None = None,
+    replay_csv: str | None = None,
+    demo: bool = False,
+    theme: str | None = None,
+) -> int:
+    """Open the app; the CLI (`vramtui`, `vramtui run`, `vramtui demo`) calls exactly this."""
+    for label, value in (("log file", log_file), ("replay CSV", replay_csv), ("profile", profile_path)):
+        if value is not None and not Path(value).is_file():
+            raise VramtuiError(f"{label} not found: {value}")
+    if log_file is not None:
+        refuse_binary_log(log_file)
+    if profile_path is not None:
+        check_profile(profile_path)
+    # Signal handlers can only be set on the main thread, and servers start from worker threads: set
+    # them here, so a closed terminal (SIGHUP) or a kill (SIGTERM) still stops every server we started.
+    from vramtui.core.launch.procs import install_exit_handlers
+
+    install_exit_handlers()
+    from vramtui.tui.app import VramtuiApp
+
+    app = VramtuiApp(
+        profile_path=profile_path, log_file=log_file, replay_csv=replay_csv, demo=demo, theme=theme
+    )
+    previous = leave_cleanly_on_sigterm(app)
+    try:
+        result = app.run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        app.shutdown()
+    return int(result or 0)
