@@ -41,10 +41,11 @@ def _corpus(shared_logs: Path) -> list[dict]:
 
 CORPUS_IDS = [case["id"] for case in _cases(DATA / "corpus.jsonl")]
 EXTRA = _cases(LOGS / "extra.jsonl")
-# Real logs from public issues, gathered and labelled by someone who had not read the rules, in six
+# Real logs from public issues, gathered and labelled by someone who had not read the rules, in seven
 # rounds after the rules were written, each after the last one's fixes: 21 of 35 read right, then 20 of
-# 31, 22 of 29, 23 of 30, 23 of 28, 19 of 30. The rules were fixed where the log itself was clear; the
-# known misses say why they stay.
+# 31, 22 of 29, 23 of 30, 23 of 28, 19 of 30, 46 of 70 (stage, class and first error all right; 64 of 70
+# after round 7's fixes). The rules were fixed where the log itself was clear; the known misses say why
+# they stay.
 UNSEEN = _cases(LOGS / "unseen.jsonl")
 
 
@@ -142,10 +143,15 @@ def test_real_logs_nobody_here_wrote_name_their_backend() -> None:
         if _family((d := _diagnose_case(case)).backend)
         not in {_family(b) for b in case["backend"].split("|")}
     ]
-    # Eight excerpts hold no words of their engine: NCCL and libc lines only (tgi), llama.cpp's lines as
-    # Ollama runs them (twice), hub tracebacks from vLLM and SGLang, vLLM's layers inside SGLang,
-    # uvicorn's lines alone, a TGI shard's transformers traceback.
-    assert len(wrong) <= 8, wrong
+    earlier = [item for item in wrong if not item[0].startswith("r7-")]
+    # Eight excerpts of rounds 1-6 hold no words of their engine: NCCL and libc lines only (tgi),
+    # llama.cpp's lines as Ollama runs them (twice), hub tracebacks from vLLM and SGLang, vLLM's layers
+    # inside SGLang, uvicorn's lines alone, a TGI shard's transformers traceback.
+    assert len(earlier) <= 8, earlier
+    # Round 7 adds ten: one-line quotes (a hub OSError, Rust's hf-hub, Ollama's client errors, llama-server's
+    # JSON bodies, LM Studio's dialog), torchrun's agent alone, vLLM's CRITICAL lines alone, and llama.cpp's
+    # own lines as Ollama prints them (three; Ollama >= 0.30 runs llama-server).
+    assert len(wrong) - len(earlier) <= 10, wrong
 
 
 @pytest.mark.parametrize("case", EXTRA, ids=[case["id"] for case in EXTRA])
@@ -671,3 +677,77 @@ def test_sglang_killing_its_own_processes_is_not_the_oom_killer() -> None:
     # Any other engine's "Killed" is still the OOM killer's.
     other = diagnose_lines(lines, "transformers", kernel_log=no_kernel_log)
     assert other.failure == "host_oom_killed" and other.first_error_line == 7
+
+
+def _r7(case_id: str) -> Diagnosis:
+    return _diagnose_case(next(case for case in UNSEEN if case["id"] == case_id))
+
+
+def test_quiet_failures_of_round_7_are_warned() -> None:
+    """Each log the gatherer marked "quiet" (a run that starts, on the CPU) gets a warning saying so."""
+    quiet = [case for case in UNSEEN if case.get("quiet")]
+    assert len(quiet) >= 3
+    for case in quiet:
+        warnings = _diagnose_case(case).warnings
+        assert any("CPU" in warning for warning in warnings), (case["id"], warnings)
+
+
+def test_a_bare_killed_is_not_headlined_as_the_oom_killer() -> None:
+    d = _r7("r7-other-2-bare-killed-after-gpu-blocks")
+    assert d.failure == "host_oom_killed"
+    assert "most likely" not in d.summary and "one possible cause" in d.summary
+
+
+def test_a_torchrun_rank_killed_by_sigkill_is_the_first_error() -> None:
+    d = _r7("r7-host_oom_killed-1-torchrun-minicpm-shards")
+    assert (d.failure, d.cause, d.first_error_line) == ("host_oom_killed", "worker_killed", 4)
+
+
+def test_runs_but_slow_names_the_share_on_the_host() -> None:
+    """On the real printouts: partial offload by llama.cpp (19 of 49 layers) and by Ollama (44 of 81)."""
+    printouts = {case["id"]: case for case in _cases(LOGS / "printouts.jsonl")}
+    moe = diagnose_text(printouts["moe-1-qwen3-30b-a3b-partial-ngl"]["log"], kernel_log=no_kernel_log)
+    assert "runs but slow: 19 of 49 layers (39% of the model) run on the host CPU" in moe.warnings
+    split = diagnose_text(printouts["split-2-ollama-4gpu-tensor-split-plan"]["log"], kernel_log=no_kernel_log)
+    assert any("37 of 81 layers" in warning for warning in split.warnings)
+    fit = diagnose_text(printouts["fit-1-mimo-v25-2xmi50-breakdown"]["log"], kernel_log=no_kernel_log)
+    assert not any("fit lowered" in warning for warning in fit.warnings)  # it printed no such change
+
+
+def test_fit_lowering_the_context_is_a_quiet_change() -> None:
+    # llama_params_fit's wording (llama.cpp PR #16653; common_params_fit_impl in newer builds)
+    text = (
+        "0.00.202.240 I common_init_result: fitting params to device memory ...\n"
+        "0.00.300.000 I common_params_fit_impl: context size reduced from 262144 to 65536 -> need 9802 MiB less memory in total\n"
+        "0.01.000.000 I load_tensors: offloaded 30/49 layers to GPU\n"
+        "0.02.000.000 I main: model loaded\n"
+    )
+    d = diagnose_text(text, kernel_log=no_kernel_log)
+    assert not d.failed and d.stage == "ready"
+    assert "llama.cpp's fit lowered the context from 262144 to 65536" in d.warnings
+    assert "fit kept 30 of 49 layers on the GPU" in d.warnings
+
+
+def test_llama_server_default_verbosity_stages_and_levels() -> None:
+    """Today's llama-server at verbosity 3: level letters count, context buffers are kv_cache."""
+    kv = diagnose_text(
+        "0.00.100.000 I srv    load_model: loading model 'm.gguf'\n"
+        "0.00.900.000 E ggml_aligned_malloc: insufficient memory (attempted to allocate 2048.00 MB)\n"
+        "0.00.900.001 E llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache\n",
+        kernel_log=no_kernel_log,
+    )
+    assert (kv.failure_stage, kv.first_error_line) == ("kv_cache", 2)
+    port = diagnose_text(
+        "0.00.100.000 I main: HTTP server is listening, hostname: 127.0.0.1, port: 8080\n"
+        "0.00.100.001 E main: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080\n",
+        kernel_log=no_kernel_log,
+    )
+    assert port.failed and port.first_error_line == 2
+    fa = diagnose_text(
+        "0.00.100.000 I srv    load_model: loading model 'm.gguf'\n"
+        "0.00.500.000 E llama_init_from_model: quantized V cache requires flash_attn\n",
+        kernel_log=no_kernel_log,
+    )
+    assert (fa.failure_stage, fa.cause, fa.first_error_line) == ("kv_cache", "v_cache_needs_flash_attn", 2)
+    ready = diagnose_text("0.01.000.000 I main: model loaded\n", kernel_log=no_kernel_log)
+    assert ready.stage == "ready" and not ready.failed

@@ -21,7 +21,7 @@ from vramtui.core.logs.verdict import Diagnosis
 FAILURE_WORDS: dict[str, str] = {
     "cuda_oom": "the GPU ran out of memory",
     "host_oom": "an allocation failed under the memory budget",
-    "host_oom_killed": "the process was killed, most likely by the host's out-of-memory killer",
+    "host_oom_killed": "the process was killed (SIGKILL) and nothing here says by whom: the host's out-of-memory killer is one possible cause",
     "unsupported_quant": "this build cannot read the file's format or quantization",
     "unknown_arch": "the engine does not know this model architecture",
     "shape_mismatch": "the weights do not have the shapes the loader expects",
@@ -35,6 +35,10 @@ FAILURE_WORDS: dict[str, str] = {
 }
 CAUSE_WORDS: dict[str, str] = {
     "host_alloc": "a host-RAM allocation failed",
+    "worker_killed": "a worker process was killed with SIGKILL while loading: most often the host's out-of-memory killer",
+    "unknown_projector": "this build does not know the vision projector's type (--mmproj)",
+    "v_cache_needs_flash_attn": "a quantized V cache needs flash attention",
+    "gpu_full_at_start": "the GPU was already full before loading (a device memory query failed)",
     "nccl_timeout": "a multi-GPU (NCCL) collective operation timed out: one GPU's process stalled or died",
     "gpu_share_short": "less GPU memory is free than the share the engine was asked to take",
     "prefill_warmup": "the warmup's largest prefill did not fit in GPU memory",

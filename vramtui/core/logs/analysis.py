@@ -207,15 +207,27 @@ def _stage_of(filed: list[tuple[tuple, ...]], low: str) -> str | None:
     return STAGES[best] if best >= 0 else None
 
 
+# A hint that mentions running out of memory is advice, not the error: vLLM's "If you are running out of
+# memory, consider decreasing `gpu_memory_utilization`" at every start, llama.cpp's "try reducing
+# --n-gpu-layers if you're running out of VRAM" after any load failure.
+_MEMORY_HINT_RE = re.compile(
+    r"\bif (?:you(?:'re| are) running out of (?:memory|vram)|out-of-memory (?:error )?occurs)"
+)
+_MEMORY_FAILURES = frozenset({"cuda_oom", "host_oom", "host_oom_killed"})
+
+
 def _error_of(filed: list[tuple[tuple, ...]], low: str, warning_level: bool) -> ErrorRule | None:
     """The first error rule (in table order) the line matches; a generic one not on a warning line."""
     candidates = [item for entry in filed for item in entry[1]]
     if len(candidates) > 1:
         candidates.sort(key=_position)
+    hint = "out of" in low and _MEMORY_HINT_RE.search(low) is not None
     for _, rule in candidates:
         if _matches(rule, low):
             if not rule.strong and warning_level:
                 continue
+            if hint and rule.failure in _MEMORY_FAILURES:
+                continue  # the hint's memory words; a rule that names the line's own failure may follow
             return rule
     return None
 

@@ -91,6 +91,9 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "host_oom_killed",
         r"(?:^|[|\]\s])killed\s*$|\[\d+\]\s+\d+\s+killed\s+\S|^\s*\d+\s+killed\s+\S|\bsignal: killed\b",
     ),
+    # torchrun's agent: a rank died of SIGKILL ("failed (exitcode: -9) local_rank: 2"), the OOM killer's
+    # usual work while the ranks load their shards; the SIGTERMs it then sends the others are consequences.
+    ErrorRule("exitcode", "worker_killed", "host_oom_killed", r"failed \(exitcode: -9\)"),
     # Filed under "code" and "status", not "137": a digit word would make every 3-digit number special.
     ErrorRule("code 137", "host_killed", "host_oom_killed", r"exit(?:ed)? (?:with )?code 137\b"),
     ErrorRule("status 137", "host_killed", "host_oom_killed", r"exit(?:ed)? (?:with )?status 137\b"),

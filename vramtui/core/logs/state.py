@@ -21,6 +21,7 @@ MAX_QUOTE = 400
 _DEFAULT_STAGE: dict[str, str] = {
     "cuda_oom": "inference",
     "host_oom_killed": "load_weights",
+    "host_oom": "load_weights",
     "unsupported_quant": "load_weights",
     "unknown_arch": "load_weights",
     "shape_mismatch": "load_weights",
@@ -51,6 +52,7 @@ _SAYS_LOADING_RE = re.compile(
 _RECOVERIES_QUOTED = 3
 _STARTUP_STAGES = frozenset({"download", "load_weights", "kv_cache"})
 _HINT_WITHIN_LINES = 60  # how far after the first error an exception's hint still belongs to it
+_BURST_LINES = 3  # error lines this close after the first error are its own report (_pin_burst_stage)
 _ADOPT_WITHIN_LINES = 20  # how far after a stage-less first error its stage may still be told (_adopt_stage)
 _SCORE_CAP = 3  # backend marks counted up to here: enough for detect_backend, and repeats cost nothing
 _EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
@@ -195,6 +197,7 @@ class LogState:
             # something did (in a chain, the first traceback's exception is the first error).
             self.weak = _Found(number, text, rule, weak.stage, weak.defaulted)
             return "error", False
+        self._pin_burst_stage(number, rule)
         if (self.strong if rule.strong else self.weak) is not None:
             return "error", False  # not the first: the cause is already known
         known = rule.stage or stage or info.stage or self.current_or_none()
@@ -206,6 +209,26 @@ class LogState:
             return "error", True
         self.weak = found
         return "error", False
+
+    def _pin_burst_stage(self, number: int, rule: ErrorRule) -> None:
+        """A stage-less first error takes the later stage the error lines right after it name.
+
+        At llama-server's default verbosity no llama_context line comes before a context buffer fails:
+        `ggml_aligned_malloc: insufficient memory` would keep the loader's stage, but the next lines
+        ("failed to allocate buffer for kv cache", "failed to allocate compute buffers") say where.
+        """
+        if rule.stage is None:
+            return
+        for found in (self.strong, self.weak):
+            if (
+                found is not None
+                and found.rule is not None
+                and found.rule.stage is None
+                and 0 < number - found.number <= _BURST_LINES
+                and STAGE_INDEX[rule.stage] > STAGE_INDEX[found.stage]
+                and STAGE_INDEX[rule.stage] < STAGE_INDEX["ready"]
+            ):
+                found.stage, found.defaulted = rule.stage, False
 
     def _count_marks(self, backends: tuple[str, ...]) -> None:
         for name in backends:

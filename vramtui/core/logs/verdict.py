@@ -252,6 +252,7 @@ def _quiet_failures(state: LogState) -> list[str]:
         for key, (number, text, message) in state.notices.items()
         if not key.startswith("mark:")
     ]
+    warnings.extend(_placement_warnings(state))
     requests, confirmations = _quant_requests_and_confirmations(state.quant_lines)
     wanted = state.requested_quant or (requests[0] if requests else None)
     if wanted:
@@ -274,6 +275,36 @@ def _quiet_failures(state: LogState) -> list[str]:
                 "the weights may be loading unquantized (16-bit)"
             )
     return warnings[:MAX_EVIDENCE]
+
+
+_HOST_SHARE_WARNED = 0.10  # a host part of the model at least this large (of all its buffers) is "slow"
+
+
+def _placement_warnings(state: LogState) -> list[str]:
+    """Quiet changes in where the model runs: fit's own changes, layers and weights left on the host."""
+    figures = {key: devices.get("") for key, devices in state.figures.items()}
+    warnings: list[str] = []
+    before, after = figures.get("fit_context_from"), figures.get("fit_context_to")
+    if before and after:
+        warnings.append(f"llama.cpp's fit lowered the context from {before:.0f} to {after:.0f}")
+    on_gpu, layers = figures.get("layers_offloaded"), figures.get("layers_total")
+    if on_gpu and layers and on_gpu < layers:  # 0 of M is the CPU fallback's own warning
+        if "mark:fit" in state.notices:
+            warnings.append(f"fit kept {on_gpu:.0f} of {layers:.0f} layers on the GPU")
+        warnings.append(
+            f"runs but slow: {layers - on_gpu:.0f} of {layers:.0f} layers "
+            f"({(layers - on_gpu) / layers:.0%} of the model) run on the host CPU"
+        )
+        return warnings
+    buffers = state.figures.get("model_buffer", {})
+    host = sum(value for name, value in buffers.items() if _is_host_buffer(name))
+    devices = sum(value for name, value in buffers.items() if not _is_host_buffer(name))
+    if devices and host / (host + devices) >= _HOST_SHARE_WARNED:
+        warnings.append(
+            f"runs but slow: {host / 2**30:.2f} GiB of the model's {(host + devices) / 2**30:.2f} GiB "
+            f"({host / (host + devices):.0%}) sit in host memory (CPU buffers): layers or experts run on the CPU"
+        )
+    return warnings
 
 
 def _bytes_per_parameter(figures: dict[str, dict[str, int | float]]) -> float | None:

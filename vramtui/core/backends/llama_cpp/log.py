@@ -128,6 +128,8 @@ STAGES: tuple[StageRule, ...] = (
     StageRule("compute buffer size", "kv_cache", backend="llama.cpp"),
     StageRule("graph_reserve", "kv_cache", backend="llama.cpp"),
     StageRule("sched_reserve", "kv_cache", backend="llama.cpp"),
+    # ggml's graph allocator reserving the compute buffer (the context's last buffer)
+    StageRule("ggml_gallocr_reserve", "kv_cache", backend="llama.cpp"),
     StageRule("failed to create context", "kv_cache", backend="llama.cpp"),
     StageRule("server is listening on", "ready", backend="llama.cpp"),
     StageRule("model loaded", "ready", r"\bmain: model loaded", backend="llama.cpp"),
@@ -199,6 +201,14 @@ CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
         stage="inference",
         backend="llama.cpp",
     ),
+    # llama-server's answer when a request outgrows its slot ("Context size has been exceeded.", a 500).
+    ErrorRule(
+        "context size has been exceeded",
+        "context_too_long",
+        "context_too_long",
+        stage="inference",
+        backend="llama.cpp",
+    ),
     ErrorRule(
         "exceed context window",
         "context_too_long",
@@ -249,6 +259,14 @@ FORMAT_ERRORS: tuple[ErrorRule, ...] = (
         backend="llama.cpp",
     ),
     ErrorRule(
+        "deprecated",  # a type id ggml retired: "of type 4 (DEPRECATED) has 2880 elements per row"
+        "removed_ggml_type",
+        "unsupported_quant",
+        r"tensor '[^']+' of type \d+ \(deprecated\)",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
         "unrecognized tensor type",  # llama.cpp of 2023 on a newer quantization
         "unknown_ggml_type",
         "unsupported_quant",
@@ -269,6 +287,14 @@ ARCH_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule(
         "unknown model architecture",
         "unknown_arch",
+        "unknown_arch",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+    # A vision projector (--mmproj) of a kind this build does not know (clip.cpp's load_hparams).
+    ErrorRule(
+        "unknown projector type",
+        "unknown_projector",
         "unknown_arch",
         stage="load_weights",
         backend="llama.cpp",
@@ -406,10 +432,11 @@ HOST_ALLOC_ERRORS: tuple[ErrorRule, ...] = (
         r"ggml_aligned_malloc: insufficient memory",
         backend="llama.cpp",
     ),
+    # ggml's CPU buffer: host memory could not hold a model, KV or compute buffer (host_oom).
     ErrorRule(
         "failed to allocate",
         "host_alloc",
-        "other",
+        "host_oom",
         r"cpu_buffer_type_alloc_buffer: failed to allocate|failed to allocate cpu(?:_\w+)? buffer",
         backend="llama.cpp",
     ),
@@ -441,6 +468,15 @@ HOST_ALLOC_ERRORS_2: tuple[ErrorRule, ...] = (
 )
 
 CONTEXT_BUFFER_ERRORS: tuple[ErrorRule, ...] = (
+    # llama_init_from_model refuses a quantized V cache without flash attention.
+    ErrorRule(
+        "requires flash_attn",
+        "v_cache_needs_flash_attn",
+        "other",
+        r"v cache (?:quantization )?requires flash_attn|quantized v cache requires flash_attn",
+        stage="kv_cache",
+        backend="llama.cpp",
+    ),
     ErrorRule(
         "failed to allocate buffer for kv cache",
         "kv_alloc_failed",
@@ -503,6 +539,23 @@ GENERIC_ERRORS_2: tuple[ErrorRule, ...] = (
 )
 
 GENERIC_ERRORS_3: tuple[ErrorRule, ...] = (
+    # common/arg.cpp: a flag it refuses ('error while handling argument "--spec-type": ...'), before anything runs
+    ErrorRule(
+        "error while handling argument", "bad_argument", "other", stage="download", backend="llama.cpp"
+    ),
+    # Today's llama-server prints a level letter on each line ("0.01.234.567 E func: ...", "[pid] E func: ..."):
+    # an E line is an error even when its words name no cause (a port already in use).
+    ErrorRule(
+        "e",
+        "error",
+        "other",
+        r"^\s*(?:\[\d+\]\s+)?(?:\d+\.\d+\.\d+\.\d+\s+)?e [a-z_][\w.]*(?: [a-z_][\w.]*)?: ",
+        strong=False,
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "llama-server process has terminated", "runner_failed", "other", strong=False, backend="ollama"
+    ),
     ErrorRule("ggml_assert", "assert", "other", strong=False, backend="llama.cpp"),
     ErrorRule("ggml_abort", "assert", "other", strong=False, backend="llama.cpp"),
 )
@@ -559,6 +612,20 @@ NOTICES_3: tuple[NoticeRule, ...] = (
     ),
     # the GPU was not used at all, or only partly
     NoticeRule(
+        "not compiled with gpu offload support",
+        "cpu_fallback",
+        "this build has no GPU support: the GPU-layers setting is ignored and the model runs on the CPU",
+        backend="llama.cpp",
+    ),
+    NoticeRule(
+        "failed to initialize",
+        "cpu_fallback",
+        "CUDA failed to initialize: the model runs on the CPU, whatever the offload lines say",
+        r"ggml_cuda_init: failed to initialize",
+        backend="llama.cpp",
+    ),
+    NoticeRule("params_fit", "mark", "fit", backend="llama.cpp"),
+    NoticeRule(
         "no usable gpu found",
         "cpu_fallback",
         "no usable GPU: the GPU-layers setting is ignored and the model runs on the CPU",
@@ -589,6 +656,41 @@ NOTICES_4: tuple[NoticeRule, ...] = (
 )
 
 FIGURES: tuple[FigureRule, ...] = (
+    # Layers on the GPU and in all ("offloaded 30/49 layers to GPU"): the rest run on the host.
+    FigureRule(
+        "offloaded",
+        "layers_offloaded",
+        r"offloaded (?P<value>\d+)/\d+ layers to gpu",
+        count=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "offloaded",
+        "layers_total",
+        r"offloaded \d+/(?P<value>\d+) layers to gpu",
+        count=True,
+        backend="llama.cpp",
+    ),
+    # Ollama's plan: "offload to cuda" ... layers.model=31 layers.offload=20
+    FigureRule(
+        "layers.offload", "layers_offloaded", r"layers\.offload=(?P<value>\d+)", count=True, backend="ollama"
+    ),
+    FigureRule("layers.model", "layers_total", r"layers\.model=(?P<value>\d+)", count=True, backend="ollama"),
+    # fit's own words: "context size reduced from 262144 to 65536 -> need 9802 MiB less memory"
+    FigureRule(
+        "context size reduced from",
+        "fit_context_from",
+        r"params_fit\w*: context size reduced from (?P<value>\d+) to \d+",
+        count=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "context size reduced from",
+        "fit_context_to",
+        r"params_fit\w*: context size reduced from \d+ to (?P<value>\d+)",
+        count=True,
+        backend="llama.cpp",
+    ),
     FigureRule(
         "model buffer size",
         "model_buffer",

@@ -61,6 +61,10 @@ STAGES_2: tuple[StageRule, ...] = (
     StageRule("gpu kv cache size", "kv_cache", backend="vllm"),
     StageRule("maximum concurrency", "kv_cache", backend="vllm"),
     StageRule("cuda graph", "kv_cache", backend="vllm"),
+    # a traceback frame in torch's CUDA-graph capture (vLLM captures its graphs after the KV cache)
+    StageRule("cuda/graphs.py", "kv_cache", backend="vllm"),
+    # the offline LLM's progress bar (vllm/entrypoints/llm.py): requests are being served
+    StageRule("processed prompts", "inference", backend="vllm"),
     StageRule("graph capturing", "kv_cache", backend="vllm"),
     StageRule("capture_model", "kv_cache", backend="vllm"),
     StageRule("torch.compile takes", "kv_cache", backend="vllm"),
