@@ -129,3 +129,17 @@ def test_stdin_in_a_real_process() -> None:
     assert data["failure"] == "cuda_oom" and data["first_error_line"] == 1
     assert "[bold red]" in data["first_error_text"] and "\x1b" not in data["first_error_text"]
     assert done.stderr == b""
+
+
+def test_counts_the_engine_printed_are_shown_without_a_unit(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(
+        "load_tensors: offloaded 30/49 layers to GPU\n"
+        "load_tensors:        CUDA0 model buffer size =  8148.38 MiB\n"
+        "llama_context: n_ctx         = 32768\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", str(log)], capture_output=True, text=True, timeout=60
+    ).stdout
+    assert "layers_offloaded: 30\n" in out and "layers_total: 49\n" in out
+    assert "context: 32768\n" in out and "model_buffer: 7.96 GiB" in out

@@ -88,6 +88,7 @@ def _json_view(diagnosis: Any) -> dict[str, Any]:
 
 
 def render_text(diagnosis: Any, source: str) -> str:
+    from vramtui.core.logs.rules import COUNT_FIGURES
     from vramtui.core.units import format_bytes
 
     name = "standard input" if source == "-" else source
@@ -118,18 +119,7 @@ def render_text(diagnosis: Any, source: str) -> str:
     if figures:
         out.append("The engine's own figures:")
         for key, value in figures.items():
-            counted = key.endswith(
-                (
-                    "_tokens",
-                    "_blocks",
-                    "_cells",
-                    "_heads",
-                    "_parameters",
-                    "context",
-                    "_fit",
-                    "max_concurrency",
-                )
-            )
+            counted = key in COUNT_FIGURES
             shown = f"{value:g}" if counted or isinstance(value, float) else format_bytes(value)
             out.append(f"  {key}: {shown}")
     return "\n".join(out) + "\n"

@@ -394,6 +394,9 @@ FIGURE_RULES: tuple[FigureRule, ...] = (
 )
 
 # GiB-valued units: vLLM's and SGLang's "GB" are GiB (they divide by 2**30).
+# Figures that are counts (tokens, layers, heads), not bytes: what a reader prints without a unit.
+COUNT_FIGURES: frozenset[str] = frozenset(rule.key for rule in FIGURE_RULES if rule.count)
+
 UNIT_BYTES: dict[str, int] = {
     "B": 1,
     "KB": 1 << 10,
