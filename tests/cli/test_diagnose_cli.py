@@ -65,7 +65,9 @@ def test_json_keys(oom_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_backend_flag_changes_the_advice(oom_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagnose", str(oom_log), "--json", "--backend", "llama-cpp-python"]) == 1
     data = json.loads(capsys.readouterr().out)
-    assert data["backend"] == "llama-cpp-python" and "--n_ctx" in data["advice"][0]
+    # A compute-buffer failure: flash attention, the micro-batch, then the context, in its own flags.
+    assert data["backend"] == "llama-cpp-python" and "--flash_attn" in data["advice"][0]
+    assert "--n_ubatch" in data["advice"][1] and "--n_ctx" in data["advice"][2]
 
 
 def test_ok_log_exits_0(capsys: pytest.CaptureFixture[str]) -> None:

@@ -528,7 +528,7 @@ def test_feed_accepts_raw_terminal_lines() -> None:
 REAL = {
     "llama-cpp-python-ok.log": (False, None, "none", None),
     "llama-cpp-python-rlimit-kv.log": (True, "kv_cache", "other", "host_alloc"),
-    "llama-cpp-python-rlimit-compute.log": (True, "kv_cache", "other", "host_alloc"),
+    "llama-cpp-python-rlimit-compute.log": (True, "kv_cache", "other", "compute_alloc_failed"),
     "llama-cpp-python-missing.log": (True, "load_weights", "file_missing", "not_found_local"),
     "llama-cpp-python-truncated.log": (True, "load_weights", "other", "truncated_file"),
     "llama-cpp-python-bad-header.log": (True, "load_weights", "other", "truncated_file"),

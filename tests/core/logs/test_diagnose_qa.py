@@ -44,7 +44,12 @@ def test_kv_and_compute_failures_after_gpu_buffers_are_gpu_oom() -> None:
         assert diagnosis.first_error_line == 6, line
         # The context the log printed is read (llama_init_from_model's wording), so the advice halves it.
         assert diagnosis.engine_figures["context"] == 131072
-        assert "--ctx-size 65536 (now 131072)" in diagnosis.advice[0]
+        # A KV-cache failure leads with the context; a compute buffer's own advice (issue 14) puts flash
+        # attention and the micro-batch first, the context third.
+        at = 0 if "kv cache" in line else 2
+        assert "--ctx-size 65536 (now 131072)" in diagnosis.advice[at], line
+        if at:
+            assert "--flash-attn on" in diagnosis.advice[0] and "--ubatch-size" in diagnosis.advice[1]
 
 
 def test_a_cpu_buffer_failure_before_the_kv_line_is_host_out_of_memory() -> None:
@@ -67,7 +72,9 @@ def test_llama_kv_quantization_advice_names_flash_attention_per_backend() -> Non
         ("ollama", ("OLLAMA_KV_CACHE_TYPE=q8_0", "OLLAMA_FLASH_ATTENTION=1")),
     ):
         diagnosis = _diagnose(
-            LLAMA_CONTEXT_HEAD + "graph_reserve: failed to allocate compute buffers\n", backend=backend
+            # The KV cache's own failure: the compute buffer's advice does not quantize the KV cache.
+            LLAMA_CONTEXT_HEAD + "llama_kv_cache_init: failed to allocate buffer for kv cache\n",
+            backend=backend,
         )
         kv = [line for line in diagnosis.advice if "KV cache" in line and "Quantize" in line]
         assert len(kv) == 1, (backend, diagnosis.advice)
@@ -355,7 +362,9 @@ def test_a_failed_compute_buffer_after_a_printed_kv_buffer_is_fitted_too() -> No
     diagnosis = _diagnose(text)
     assert diagnosis.failure == "host_oom"
     # KV 8 KiB/token + compute 128 KiB/token (4096 MiB at 32768) in ~1480 MiB: 8192.
-    assert "--n_ctx 8192 (now 32768" in diagnosis.advice[0]
+    assert diagnosis.cause == "compute_alloc_failed"
+    assert "--flash_attn true" in diagnosis.advice[0]
+    assert "--n_ctx 8192 (now 32768" in diagnosis.advice[2]
 
 
 def test_without_a_budget_the_context_advice_halves() -> None:

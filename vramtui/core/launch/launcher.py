@@ -537,6 +537,8 @@ class ModelServer:
             return
         if self.proc.poll() is None:
             self.stopped_by_us = True
+            # Into the run log: a kill after this line is ours, not the OOM killer's (the diagnosis reads it).
+            self._record_line(f"vramtui: stopping the server (SIGTERM, then SIGKILL after {grace_s:g} s)")
         procs.stop_group(self.proc, grace_s=grace_s)
         self._note_exit()
         if self._reader is not None:

@@ -57,6 +57,8 @@ CAUSE_WORDS: dict[str, str] = {
     "wrong_format": "this backend does not read the model file's format",
     "tokenizer_files": "the tokenizer could not be loaded (its files are missing or cannot be converted)",
     "exception": "a Python exception stopped the run",
+    "compute_alloc_failed": "the compute buffer (the graph's scratch memory, sized by the context and the micro-batch) could not be allocated",
+    "budget_import": "the memory budget is too small to even import the engine",
 }
 
 
@@ -125,12 +127,21 @@ class AdviceRow:
 _READ_THE_LINE = "Read the first error line above; the lines before it say which step was running."
 _TORCH_FRAGMENTATION = "PyTorch fragmentation: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
 _LOADING = frozenset({"download", "load_weights"})
+# The limit that was hit is the profile's own memory_budget (vramtui's header says so), or the machine's.
+_RAISE_THE_LIMIT = (
+    Say("Close other programs or raise the container's memory limit.", when="!own_budget"),
+    Say(
+        "The limit is the profile's own memory budget ({budget_mib} MiB): raise `memory_budget` under "
+        "[limits] in the profile, or shrink the model.",
+        when="own_budget",
+    ),
+)
 _HOST_ALLOCATION = (
     Say(
         "Host RAM could not hold the buffer: lower {context}{budget_fit} or use a smaller quantization.",
         otherwise="Host RAM could not hold the buffer: lower the context or use a smaller quantization.",
     ),
-    "Close other programs or raise the container's memory limit.",
+    *_RAISE_THE_LIMIT,
 )
 _BROKEN_FILE = (
     "The model file is incomplete or corrupt: download it again and compare its size or checksum.",
@@ -159,6 +170,11 @@ DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
         Say(_TORCH_FRAGMENTATION, when="is_torch"),
     ),
     # kv_cache, ready or unknown: the context-sized buffers did not fit.
+    "compute_oom": (
+        Say("Turn on flash attention: {flash_attn} (a much smaller compute buffer).", when="!flash_on"),
+        "A smaller micro-batch: {ubatch} (the compute buffer grows with it).",
+        "Then a shorter context: {context}{smaller}.",
+    ),
     "context_oom": (
         Say("Lower {context} {fit_tokens} (the engine says that is what fits).", when="fit_known"),
         Say("Lower the context: {context}.", when="!fit_known"),
@@ -183,6 +199,32 @@ DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
 
 ADVICE: tuple[AdviceRow, ...] = (
     AdviceRow("cuda_oom", "cuda_graph_capture", ("@graph_capture",)),
+    AdviceRow(
+        "cuda_oom",
+        "gpu_full_at_start",
+        (
+            "The GPU was already full before the model loaded (asking the device for its free memory "
+            "failed): free it, `nvidia-smi` shows the processes that hold it (another server, a notebook, "
+            "a stale run).",
+            "Or run on another card: CUDA_VISIBLE_DEVICES=N (the one nvidia-smi shows as free).",
+        ),
+    ),
+    AdviceRow(
+        "host_oom",
+        "budget_import",
+        (
+            Say(
+                "The memory budget of {budget_mib} MiB is too small to even import {the_engine}: the "
+                "MemoryError came while importing its modules, before any weights were read.",
+                otherwise="The memory budget is too small to even import {the_engine}: the MemoryError "
+                "came while importing its modules, before any weights were read.",
+            ),
+            "Raise `memory_budget` under [limits] in the profile well above what the engine takes before "
+            "loading anything (importing PyTorch alone maps about {torch_import_mib} MiB of address "
+            "space), or run without a budget.",
+        ),
+    ),
+    AdviceRow(None, "compute_alloc_failed", ("@compute_oom", *_RAISE_THE_LIMIT)),
     AdviceRow(
         "cuda_oom",
         "gpu_share_short",
@@ -244,7 +286,15 @@ ADVICE: tuple[AdviceRow, ...] = (
         None,
         (
             "{kernel_word}",
-            "Host RAM ran out{while_doing}: close other programs, add swap, or raise the container's memory limit.",
+            Say(
+                "Host RAM ran out{while_doing}: close other programs, add swap, or raise the container's memory limit.",
+                when="!own_budget",
+            ),
+            Say(
+                "Host RAM ran out{while_doing} under the profile's own memory budget ({budget_mib} MiB): raise "
+                "`memory_budget` under [limits] in the profile, or shrink the model.",
+                when="own_budget",
+            ),
             "@host_killed",
         ),
     ),
@@ -332,7 +382,7 @@ ADVICE: tuple[AdviceRow, ...] = (
                 otherwise="The model needs more host RAM than is free: use a smaller quantization or a smaller "
                 "model (a shorter context saves only the KV cache).",
             ),
-            "Close other programs or raise the container's memory limit.",
+            *_RAISE_THE_LIMIT,
         ),
     ),
     AdviceRow(None, "host_alloc", _HOST_ALLOCATION),
@@ -436,7 +486,10 @@ def _while(diagnosis: Diagnosis) -> str:
     }.get(diagnosis.failure_stage, " while setting up the context")
 
 
-_HIGH_SHARE = 0.9  # a memory share at or above this leaves nothing to raise
+_HIGH_SHARE = 0.9
+# The address space (VmPeak) of `python -c "import torch"` with the CPU build of PyTorch 2 here; CUDA
+# builds map more. Said as an order of magnitude, not a limit.
+_TORCH_IMPORT_MIB = 630  # a memory share at or above this leaves nothing to raise
 _FREE_OF_TOTAL_RE = re.compile(r"\((\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) GiB\)")
 _SUPPORTED_LIST_RE = re.compile(r"must be one of \[([^\]]+)\]", re.IGNORECASE)
 
@@ -487,6 +540,9 @@ def _values(
         "while_doing": _while(diagnosis),
         "kernel_word": _kernel_word(kernel_note, kills_elsewhere),
     }
+    if figures.get("host_budget"):
+        values["budget_mib"] = f"{int(figures['host_budget']) >> 20}"
+    values["torch_import_mib"] = str(_TORCH_IMPORT_MIB)
     if fit:
         values["fit_tokens"] = str(int(fit))
     if memory_share:
@@ -499,6 +555,8 @@ def _values(
 # The conditions a line may be said under (Say.when), on the diagnosis, its formats and the engine.
 _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]] = {
     "quantized": lambda diagnosis, formats, profile: "quantized" in formats,
+    "flash_on": lambda diagnosis, formats, profile: "flash_attn" in formats,
+    "own_budget": lambda diagnosis, formats, profile: bool(diagnosis.engine_figures.get("host_budget")),
     "fit_known": lambda diagnosis, formats, profile: bool(diagnosis.engine_figures.get("max_model_len_fit")),
     "high_share": lambda diagnosis, formats, profile: (
         bool(diagnosis.engine_figures.get("memory_share"))
@@ -602,6 +660,8 @@ def advise(
 def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
     if not diagnosis.failed:
         reached = diagnosis.stage or "no stage"
+        if diagnosis.stopped_by_vramtui:
+            return f"No failure in the log (reached: {reached}); vramtui stopped the server itself."
         return f"No failure in the log (reached: {reached})."
     words = CAUSE_WORDS.get(diagnosis.cause or "", "") or FAILURE_WORDS.get(diagnosis.failure, "it failed")
     if diagnosis.cause == "cut_traceback" and diagnosis.failure != "other":

@@ -218,7 +218,10 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     *transformers.HOST_ALLOC_ERRORS,
     ErrorRule("cannot allocate memory", "host_alloc", "other"),
     ErrorRule("std::bad_alloc", "host_alloc", "other"),
-    ErrorRule("memoryerror", "host_alloc", "other", r"^\s*memoryerror\b"),
+    # An exception line, after a saved log's time stamp at most (vramtui's run logs have one).
+    ErrorRule(
+        "memoryerror", "host_alloc", "other", r"^(?:\d{4}-\d\d-\d\d[t ][\d:.,]+z?\s+)?\s*memoryerror\b"
+    ),
     *llama_cpp.HOST_ALLOC_ERRORS_2,
     # --- llama.cpp's context buffers: the device allocator's own line (CUDA0 / CPU above) comes first
     # and decides; alone, a KV-cache or compute-buffer failure is the accelerator's out-of-memory
@@ -308,6 +311,8 @@ NOTICE_RULES: tuple[NoticeRule, ...] = (
     *llama_cpp.NOTICES_2,
     *vllm.NOTICES_2,
     *sglang.NOTICES_2,
+    # vramtui's launcher writes this line when it stops the server itself: a kill after it is ours.
+    NoticeRule("vramtui: stop", "mark", "own_stop", r"vramtui: stop(?:ped|ping) the server"),
     NoticeRule("cuda_graph_runner", "mark", "graph_capture"),  # the graph runner's frames (SGLang, vLLM V0)
     # a traceback through torch's CUDA-graph capture (its frames, when the engine's own line is cut off)
     NoticeRule("cuda/graphs.py", "mark", "graph_capture", r"torch[/\\]cuda[/\\]graphs\.py"),

@@ -56,6 +56,8 @@ _BURST_LINES = 3  # error lines this close after the first error are its own rep
 _ADOPT_WITHIN_LINES = 20  # how far after a stage-less first error its stage may still be told (_adopt_stage)
 _SCORE_CAP = 3  # backend marks counted up to here: enough for detect_backend, and repeats cost nothing
 _EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
+# A frame of an installed package's module body: the traceback is an import (`import torch`) failing.
+_IMPORT_FRAME_RE = re.compile(r"[/\\](?:site|dist)-packages[/\\].*\", line \d+, in <module>")
 
 
 def _quote(number: int, text: str) -> str:
@@ -92,6 +94,8 @@ class LogState:
         self.tb_startup: str | None = None
         self.tb_inference = False
         self.tb_memory = False
+        self.tb_import = False  # a frame of the traceback is a package's module body
+        self.import_exceptions: set[int] = set()  # exception lines that ended an import's traceback
         self.after_frame = False
         self.cut_tb: _Found | None = None
         self.cut_memory = False
@@ -133,6 +137,8 @@ class LogState:
             if not self.tb_open:
                 self._open_traceback(number, text)
             self.tb_frames += 1
+            if not self.tb_import and _IMPORT_FRAME_RE.search(text):
+                self.tb_import = True
             self._tb_hint(info)
             self.after_frame = True
             return "error", False
@@ -157,6 +163,8 @@ class LogState:
         if info.exception is not None and self.hint is None:
             self._note_hint(number, text)
         if info.exception is not None or (rule is not None and self.tb_open and self.tb_frames):
+            if self.tb_open and self.tb_import:
+                self.import_exceptions.add(number)
             stage = self._close_traceback()
             if stage is not None:
                 self._adopt_stage(number, stage)  # the frames say where a stage-less first error was
@@ -247,7 +255,8 @@ class LogState:
         for key, device, value, per_device in info.figures:
             self._add_figure(key, device, value, per_device)
         for notice in info.notices:
-            if len(self.notices) < MAX_EVIDENCE:
+            # Marks are few and the verdict reads them: kept even past the warnings' limit.
+            if notice.kind == "mark" or len(self.notices) < MAX_EVIDENCE:
                 self.notices.setdefault(f"{notice.kind}:{notice.message}", (number, text, notice.message))
 
     def _enter_stage(self, number: int, text: str, stage: str, is_error: bool) -> None:
@@ -293,6 +302,7 @@ class LogState:
         self.tb_startup = None
         self.tb_inference = False
         self.tb_memory = False
+        self.tb_import = False
 
     def _tb_hint(self, info: _LineInfo) -> None:
         if info.memory_heavy:

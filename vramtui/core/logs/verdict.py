@@ -37,6 +37,7 @@ class Diagnosis:
     stage_inferred: bool = False  # no line says where it failed: failure_stage is a best guess
     lines: int = 0
     exit_code: int | None = None
+    stopped_by_vramtui: bool = False  # vramtui stopped the server itself (its "stopping the server" line)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -85,6 +86,7 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
     pick = _first_failure(state, profile)
     _refine(pick, state, profile)
     _exit_failure(pick, state)
+    _own_stop(pick, state)
     found = pick.found
     failed = found is not None
     failure_stage = found.stage if found is not None else None
@@ -113,6 +115,7 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
         stage_inferred=found is not None and found.defaulted,
         lines=state.lines,
         exit_code=state.exit_code,
+        stopped_by_vramtui="mark:own_stop" in state.notices,
     )
     return Verdict(diagnosis, _shown_formats(state), kernel_note, kills_elsewhere, state.hint)
 
@@ -160,9 +163,13 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
     """Classes the first error alone does not tell: a wrong format, a host budget, graph capture."""
     if _wrong_format(profile, pick.failure, pick.cause, state.formats):
         pick.failure, pick.cause = "unsupported_quant", "wrong_format"
-    if (state.host_budget or "host_budget" in state.figures) and pick.cause in _BUDGET_ALLOCATION_CAUSES:
-        pick.failure = "host_oom"
     found = pick.found
+    _refine_buffer(pick, state)
+    under_budget = state.host_budget or "host_budget" in state.figures
+    if under_budget and pick.cause in _BUDGET_ALLOCATION_CAUSES:
+        pick.failure = "host_oom"
+        if found is not None and found.number in state.import_exceptions:
+            pick.cause = "budget_import"  # it failed importing the engine, before any weights
     if (
         pick.failure == "cuda_oom"
         and found is not None
@@ -171,6 +178,48 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         and any(key == "mark:graph_capture" and seen[0] < found.number for key, seen in state.notices.items())
     ):
         pick.cause = "cuda_graph_capture"
+
+
+def _mark_soon_after(state: LogState, mark: str, number: int) -> bool:
+    """The mark's first line comes within a few lines after line `number` (the same error report)."""
+    seen = state.notices.get(f"mark:{mark}")
+    return seen is not None and 0 <= seen[0] - number <= _SAME_REPORT_LINES
+
+
+def _mark_before(state: LogState, mark: str, number: int) -> bool:
+    seen = state.notices.get(f"mark:{mark}")
+    return seen is not None and seen[0] < number
+
+
+def _refine_buffer(pick: _Pick, state: LogState) -> None:
+    """Which buffer an out-of-memory was, from the lines of the same report after the first error.
+
+    ggml reports a failed allocation first (`ggml_aligned_malloc`, `cudaMalloc failed`) and only then
+    whose it was: the compute buffer (`graph_reserve`), or a device memory query that ran out because
+    the GPU was already full before loading.
+    """
+    found = pick.found
+    if found is None:
+        return
+    if pick.cause == "compute_alloc_failed" or (
+        pick.cause in _BUFFER_CAUSES and _mark_soon_after(state, "compute_buffer", found.number)
+    ):
+        pick.cause = "compute_alloc_failed"
+    elif pick.failure == "cuda_oom" and _mark_soon_after(state, "device_query", found.number):
+        pick.cause = "gpu_full_at_start"
+    elif pick.failure == "cuda_oom" and found.defaulted and _mark_before(state, "llama_banner", found.number):
+        # Out of memory after llama.cpp's banner and before any load line: its device enumeration
+        # failed (ggml_cuda_init), before a byte of the model was allocated.
+        pick.cause = "gpu_full_at_start"
+        found.stage = "load_weights"
+
+
+def _own_stop(pick: _Pick, state: LogState) -> None:
+    """vramtui stopped the server itself: a kill or an exit after that line is its stop, not a failure."""
+    stop = state.notices.get("mark:own_stop")
+    found = pick.found
+    if stop is not None and found is not None and found.number > stop[0]:
+        pick.found, pick.failure, pick.cause, pick.inferred = None, "none", None, False
 
 
 def _exit_failure(pick: _Pick, state: LogState) -> None:
@@ -383,3 +432,6 @@ _BNB_REQUESTS = frozenset({"bnb-4bit", "bnb-8bit", "bitsandbytes"})
 _QUANTIZED_WORDS = ("bitsandbytes", "linear4bit", "linear8bit", "bnb", "nf4", "awq", "gptq", "is quantized")
 # Under vramtui's host budget (no GPU), llama.cpp's context buffers are host allocations too.
 _BUDGET_ALLOCATION_CAUSES = _HOST_ALLOCATION_CAUSES | {"kv_alloc_failed", "compute_alloc_failed"}
+# The first error of a failed buffer allocation, before the line that says whose buffer it was.
+_BUFFER_CAUSES = frozenset({"host_alloc", "cuda_oom"})
+_SAME_REPORT_LINES = 5

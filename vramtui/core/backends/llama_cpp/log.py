@@ -35,6 +35,24 @@ def _context_oom(kv_quant: str, flash_on: str) -> tuple[str, ...]:
     )
 
 
+def _compute_oom(flash_on: str) -> tuple[str | Say, ...]:
+    """The compute buffer (the graph's scratch memory) did not fit: what shrinks it, in this engine's flags.
+
+    Without flash attention it holds the n_ctx x n_ubatch attention scores, so flash attention and a
+    smaller micro-batch shrink it without giving up context; the context comes last.
+    """
+    return (
+        Say(
+            "Turn on flash attention: {flash_attn}"
+            + flash_on
+            + " (without it the compute buffer holds the context x micro-batch attention scores).",
+            when="!flash_on",
+        ),
+        "A smaller micro-batch shrinks the compute buffer: {ubatch} 256 (or 128).",
+        "Then a shorter context: {context}{smaller}.",
+    )
+
+
 # What the three engines that run llama.cpp have in common in the advice.
 _LLAMA_ADVICE: dict[str, tuple[str | Say, ...]] = {
     "weights_oom": (
@@ -65,6 +83,7 @@ LLAMA_CPP = LogProfile(
             "--flash-attn on (llama.cpp refuses a quantized V cache without flash attention).",
             " on",
         ),
+        "compute_oom": _compute_oom(" on"),
         "context_too_long": ("llama-server can drop old tokens instead of failing: --context-shift.",),
     },
 )
@@ -79,6 +98,7 @@ LLAMA_CPP_PYTHON = LogProfile(
             "--flash_attn true (llama.cpp refuses a quantized V cache without flash attention).",
             " true",
         ),
+        "compute_oom": _compute_oom(" true"),
     },
 )
 OLLAMA = LogProfile(
@@ -95,6 +115,7 @@ OLLAMA = LogProfile(
             "(Ollama applies the KV cache type only with flash attention on).",
             "=1",
         ),
+        "compute_oom": _compute_oom("=1"),
         "unknown_arch": ("Update Ollama: this model needs a newer runner.",),
         "file_missing": ("Check the model name and tag, then `ollama pull NAME:TAG`.",),
     },
@@ -603,6 +624,28 @@ NOTICES_2: tuple[NoticeRule, ...] = (
 )
 
 NOTICES_3: tuple[NoticeRule, ...] = (
+    # The buffer that failed was the compute buffer (ggml's graph allocator reserving it): the first
+    # error before these lines (a malloc, a cudaMalloc) was that buffer's.
+    NoticeRule(
+        "failed to allocate",
+        "mark",
+        "compute_buffer",
+        r"graph_reserve: failed to allocate compute buffers|failed to allocate compute pp buffers"
+        r"|ggml_gallocr_reserve_n\w*: failed to allocate \w+ buffer",
+        backend="llama.cpp",
+    ),
+    # llama.cpp's own banner, printed before it touches a device or a file.
+    NoticeRule("main: seed", "mark", "llama_banner", backend="llama.cpp"),
+    # ggml's CUDA error report names the call that failed: a device memory query, or the device
+    # enumeration of ggml_cuda_init, fails "out of memory" only when the GPU was already full.
+    NoticeRule(
+        "cuda",
+        "mark",
+        "device_query",
+        r"in function (?:ggml_backend_cuda_get_device_memory|ggml_backend_cuda_device_get_memory"
+        r"|ggml_cuda_init)\b|^\s*(?:cudamemgetinfo|cudagetdevicecount|cudasetdevice)\(",
+        backend="llama.cpp",
+    ),
     NoticeRule(
         "flash_attn",
         "mark",
