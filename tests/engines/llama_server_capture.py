@@ -28,7 +28,8 @@ from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "llama-server"
 BUILD_SCRIPT = ROOT / "scripts" / "build_llama_server.sh"
-READY = "server is listening"
+# Seen with 0.5.0-dev: "I srv  llama_server: listening on http://127.0.0.1:18181".
+READY = "listening on http://"
 HEADER = "# "
 MIB = 1 << 20
 # The verbosity that prints the llama_context lines, the buffer sizes, n_ctx and fit's lines (README.md).
@@ -48,14 +49,27 @@ class Scenario:
 
 
 SCENARIOS = (
-    Scenario("healthy", ("-c", "2048"), note="comes up: stopped with SIGINT after 'server is listening'"),
+    Scenario(
+        "healthy", ("-c", "2048"), note="comes up: stopped with SIGINT once it prints 'listening on http://'"
+    ),
     Scenario(
         "healthy-defaults",
         (),
         note="every setting at llama-server's default (context 0 = the model's 262144)",
     ),
     Scenario("kv-too-big", ("-c", "262144"), as_limit_mib=1500, note="the KV cache (2 GiB) under 1500 MiB"),
-    Scenario("compute-too-big", ("-c", "65536"), as_limit_mib=1500, note="the compute buffer under 1500 MiB"),
+    Scenario(
+        "compute-too-big",
+        ("-c", "65536", "-fa", "off"),
+        as_limit_mib=1500,
+        note="the compute buffer (KQ of 65536 cells without flash attention) under 1500 MiB",
+    ),
+    Scenario(
+        "compute-fits-fa-auto",
+        ("-c", "65536"),
+        as_limit_mib=1500,
+        note="the same under flash attention auto (on for the CPU): comes up",
+    ),
     Scenario("port-in-use", ("-c", "2048"), hold_port=True, note="another socket listens on the port"),
     Scenario(
         "quantized-v-no-fa",

@@ -7,6 +7,7 @@ is the live binary's, and each failure rerun live prints the saved log's error a
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -106,14 +107,20 @@ def test_starts_answers_health_and_stops_leaving_nothing(llama_server_bin: Path,
         httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
 
 
+# A line is "<elapsed time> <level letter> <module> <text>", e.g. "0.00.049.738 E srv  ...".
+_LINE = re.compile(r"^\d+\.\d+\.\d+\.\d+ ([EW]) (.*)$")
+
+
 def _marked_lines(output: str, paths: dict[str, str]) -> list[str]:
-    """The error and warning lines, with this run's paths and port replaced by names."""
+    """The error and warning lines, without their times, with this run's paths and port replaced by names."""
     marked = []
     for line in output.splitlines():
-        if line[:2] in ("E ", "W "):
+        match = _LINE.match(line)
+        if match:
+            text = f"{match[1]} {match[2]}"
             for value, name in paths.items():
-                line = line.replace(value, name)
-            marked.append(line)
+                text = text.replace(value, name)
+            marked.append(text)
     return marked
 
 
