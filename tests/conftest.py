@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,6 +13,7 @@ import pytest
 from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+BUILD_LLAMA_SERVER = Path(__file__).resolve().parents[1] / "scripts" / "build_llama_server.sh"
 
 # Test modules whose fakes other folders' tests reuse (FakeDriver, ReplayedRuns, the TUI helpers):
 # importable whichever folder pytest is pointed at.
@@ -47,3 +51,41 @@ def shared_logs() -> Path:
     if (path / "corpus.jsonl").is_file():
         return path
     return Path(__file__).resolve().parent / "data"
+
+
+def _runs(binary: Path) -> bool:
+    try:
+        proc = subprocess.run([binary, "--version"], capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def _cached_llama_server() -> Path | None:
+    """Where scripts/build_llama_server.sh caches the binary for this version and CPU (it owns the key)."""
+    try:
+        proc = subprocess.run(
+            ["bash", BUILD_LLAMA_SERVER, "--path"], capture_output=True, text=True, timeout=30, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Path(proc.stdout.strip())
+
+
+@pytest.fixture(scope="session")
+def llama_server_bin() -> Path:
+    """A real llama-server: $VRAMTUI_LLAMA_SERVER, else the build script's cached one, else PATH's.
+
+    Skips where there is none; fails under CI, which builds it first (.ci/run)."""
+    named = os.environ.get("VRAMTUI_LLAMA_SERVER")
+    if named:
+        binary = Path(named)
+        if not _runs(binary):
+            pytest.fail(f"VRAMTUI_LLAMA_SERVER={named} does not run --version")
+        return binary
+    for candidate in (_cached_llama_server(), shutil.which("llama-server")):
+        if candidate and _runs(Path(candidate)):
+            return Path(candidate)
+    if os.environ.get("CI"):
+        pytest.fail("no llama-server under CI: .ci/run builds it with scripts/build_llama_server.sh")
+    pytest.skip("no llama-server: run scripts/build_llama_server.sh or set VRAMTUI_LLAMA_SERVER")
