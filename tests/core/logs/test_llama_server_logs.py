@@ -30,15 +30,15 @@ def test_quantized_v_without_flash_attention_is_its_error_first() -> None:
     assert "quantized v cache requires flash_attn" in (diagnosis.first_error_text or "").lower()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="today's llama-server ready lines at default verbosity are not read yet"
-)
-def test_healthy_reaches_ready() -> None:
-    assert diagnose_file(SERVER_LOGS / "healthy.log").stage in ("ready", "inference")
+@pytest.mark.parametrize("name", ["healthy.log", "healthy-defaults.log", "compute-fits-fa-auto.log"])
+def test_healthy_reaches_ready(name: str) -> None:
+    """`llama_server: model loaded` / `listening on http://` at default verbosity are `ready`."""
+    diagnosis = diagnose_file(SERVER_LOGS / name)
+    assert diagnosis.stage == "ready" and not diagnosis.failed
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the E-level bind failure of a port in use is not read as a failure yet"
-)
 def test_port_in_use_is_a_failure() -> None:
-    assert diagnose_file(SERVER_LOGS / "port-in-use.log").failed
+    diagnosis = diagnose_file(SERVER_LOGS / "port-in-use.log")
+    assert diagnosis.failed and diagnosis.cause == "port_in_use"
+    assert "couldn't bind" in (diagnosis.first_error_text or "")
+    assert any("another port" in line for line in diagnosis.advice)

@@ -39,6 +39,7 @@ CAUSE_WORDS: dict[str, str] = {
     "unknown_projector": "this build does not know the vision projector's type (--mmproj)",
     "v_cache_needs_flash_attn": "a quantized V cache needs flash attention",
     "gpu_full_at_start": "the GPU was already full before loading (a device memory query failed)",
+    "port_in_use": "the server could not listen: another process already holds its port",
     "nccl_timeout": "a multi-GPU (NCCL) collective operation timed out: one GPU's process stalled or died",
     "gpu_share_short": "less GPU memory is free than the share the engine was asked to take",
     "prefill_warmup": "the warmup's largest prefill did not fit in GPU memory",
@@ -199,6 +200,14 @@ DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
 
 ADVICE: tuple[AdviceRow, ...] = (
     AdviceRow("cuda_oom", "cuda_graph_capture", ("@graph_capture",)),
+    AdviceRow(
+        None,
+        "port_in_use",
+        (
+            "Another process listens on that port (another server, or an earlier run still up): stop it, "
+            "or start this one on another port.",
+        ),
+    ),
     AdviceRow(
         "cuda_oom",
         "gpu_full_at_start",

@@ -153,7 +153,11 @@ STAGES: tuple[StageRule, ...] = (
     StageRule("ggml_gallocr_reserve", "kv_cache", backend="llama.cpp"),
     StageRule("failed to create context", "kv_cache", backend="llama.cpp"),
     StageRule("server is listening on", "ready", backend="llama.cpp"),
-    StageRule("model loaded", "ready", r"\bmain: model loaded", backend="llama.cpp"),
+    # Today's llama-server names its own function: "I srv  llama_server: model loaded", "... listening on http://".
+    StageRule("model loaded", "ready", r"\b(?:main|llama_server): model loaded", backend="llama.cpp"),
+    StageRule(
+        "listening on http", "ready", r"\b(?:main|llama_server): listening on https?://", backend="llama.cpp"
+    ),
     StageRule("all slots are idle", "ready", backend="llama.cpp"),
     StageRule("launch_slot_", "inference", backend="llama.cpp"),
     StageRule("update_slots", "inference", r"update_slots: id", backend="llama.cpp"),
@@ -564,13 +568,17 @@ GENERIC_ERRORS_3: tuple[ErrorRule, ...] = (
     ErrorRule(
         "error while handling argument", "bad_argument", "other", stage="download", backend="llama.cpp"
     ),
+    # tools/server: another process holds the port ("E srv  start: couldn't bind HTTP server socket, ...").
+    ErrorRule(
+        "couldn't bind http server socket", "port_in_use", "other", stage="download", backend="llama.cpp"
+    ),
     # Today's llama-server prints a level letter on each line ("0.01.234.567 E func: ...", "[pid] E func: ..."):
     # an E line is an error even when its words name no cause (a port already in use).
     ErrorRule(
         "e",
         "error",
         "other",
-        r"^\s*(?:\[\d+\]\s+)?(?:\d+\.\d+\.\d+\.\d+\s+)?e [a-z_][\w.]*(?: [a-z_][\w.]*)?: ",
+        r"^\s*(?:\[\d+\]\s+)?(?:\d+\.\d+\.\d+\.\d+\s+)?e [a-z_][\w.]*(?:\s+[a-z_][\w.]*)?: ",
         strong=False,
         backend="llama.cpp",
     ),
