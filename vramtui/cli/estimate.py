@@ -119,13 +119,25 @@ def _rows(est: Any) -> list[tuple[str, int, str]]:
     return shown
 
 
+def format_count(n: int) -> str:
+    """A parameter count as people say it: 107K, 350M, 7.62B (never "0.00 B")."""
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.2f}{suffix}" if value < 100 else f"{value:.0f}{suffix}"
+    return str(n)
+
+
 def render(info: Any, est: Any) -> str:
     from vramtui.core.units import format_bytes as fb
 
-    params = f"{info.n_params / 1e9:.2f} B params" if info.n_params else "unknown size"
+    params = f"{format_count(info.n_params)} params" if info.n_params else "unknown size"
     quant = est.quant or info.quant or info.dtype
     if est.quant_applied:
-        quant += f" (applied; the files hold {info.quant or info.dtype})"
+        if info.weights_source == "params":  # a shape from flags: no files to speak of
+            quant += " (applied)"
+        else:
+            quant += f" (applied; the files hold {info.quant or info.dtype})"
     bits = est.bits_per_weight or info.bits_per_weight
     bpw = f", {bits:.2f} bits/weight" if bits else ""
     lines = [
@@ -223,7 +235,13 @@ def list_models(args: argparse.Namespace) -> int:
     from vramtui.core.estimate.discover import discover_models
     from vramtui.core.units import format_bytes
 
-    found = discover_models([Path(p) for p in args.search])
+    folders = [Path(p).expanduser() for p in args.search]
+    for folder in folders:
+        if not folder.exists():
+            raise VramtuiError(f"--search {folder}: no such folder")
+        if not folder.is_dir() and folder.suffix != ".gguf":
+            raise VramtuiError(f"--search {folder}: not a folder (nor a .gguf file)")
+    found = discover_models(folders)
     if args.json:
         from vramtui.cli.common import print_json
 

@@ -41,6 +41,8 @@ class MemoryAccounting:
     # llama.cpp's no_alloc dry run (`--engine`) can check the figures of this engine.
     engine_probe: bool = False
     mla_layout: str = MLA_DECOMPRESSED
+    # A context past the model's trained length is a refusal to start, not a quality warning (vLLM).
+    refuses_past_trained: bool = False
     # The in-flight bitsandbytes loader always quantizes as NF4 with double quantization (vLLM).
     bnb_as_nf4_dq: bool = False
 

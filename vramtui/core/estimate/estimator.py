@@ -222,8 +222,17 @@ def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     return lo
 
 
+def trained_context(info: ModelInfo) -> int:
+    """The model's own trained context, what a context of 0 means (llama-server's `-c 0`)."""
+    if not info.max_context:
+        raise VramtuiError(
+            "context 0 means the model's own trained context, and this model does not say it: give --ctx"
+        )
+    return info.max_context
+
+
 def _check_trained_context(info: ModelInfo, settings: Settings, est: Estimate) -> None:
-    """A context past the trained length is accepted by the engines but the model was never trained there."""
+    """A context past the trained length: llama.cpp accepts it (RoPE scaling), vLLM refuses to start."""
     if not info.max_context or settings.context is None:
         return
     memory = settings.memory
@@ -232,7 +241,10 @@ def _check_trained_context(info: ModelInfo, settings: Settings, est: Estimate) -
         per_sequence = settings.context // max(1, est.parallel)  # llama.cpp splits its cache across slots
     if per_sequence > info.max_context:
         est.past_trained_context = True
-        est.notes.append(memory.past_trained_note(per_sequence, info.max_context))
+        note = memory.past_trained_note(per_sequence, info.max_context)
+        est.notes.append(note)
+        if memory.refuses_past_trained:
+            est.fits, est.reason = False, note
 
 
 def max_context(info: ModelInfo, settings: Settings) -> int:
@@ -312,11 +324,17 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     """The breakdown and verdict, with the solvers' answers filled in."""
     settings = replace(settings)
     memory = settings.memory
+    context_note = None
+    if settings.context == 0:
+        settings.context = trained_context(info)
+        context_note = f"context 0: the model's own trained context, {settings.context:,} tokens"
     requested_gpu_layers = settings.gpu_layers
     if memory.auto_places_layers and settings.gpu_layers is None and settings.on_gpu:
         # Ollama places as many layers as fit, like llama.cpp's --fit
         settings.gpu_layers = fit_gpu_layers(info, settings)
     est = _estimate_core(info, settings)
+    if context_note:
+        est.notes.insert(0, context_note)
     _applied_quant(info, settings, est)
     if est.load_peak_fits is False:
         # no context or batch helps while the 16-bit load itself does not fit; the reason says so

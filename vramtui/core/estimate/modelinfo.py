@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -215,6 +215,76 @@ def split_params(info: ModelInfo) -> tuple[int, int]:
     return linear, kept
 
 
+def _per_layer_norms(info: ModelInfo) -> int:
+    """Per-head q/k norms (Qwen3's q_norm and k_norm over head_dim)."""
+    return 2 * info.head_dim_k
+
+
+# Parameters transformers' modules hold beyond `tensor_groups`' matrices, per layer, for the architectures
+# where the arithmetic then equals the meta-device count exactly (a test checks each against transformers).
+_EXTRA_LAYER_PARAMS: dict[str, Callable[[ModelInfo], int]] = {
+    "llama": lambda info: 0,
+    "mistral": lambda info: 0,
+    "qwen2": lambda info: 0,
+    "gemma": lambda info: 0,
+    "mixtral": lambda info: 0,
+    "granite": lambda info: 0,
+    "qwen3": _per_layer_norms,
+    "qwen3_moe": _per_layer_norms,
+    # pre/post feed-forward norms beside the attention ones
+    "gemma2": lambda info: 2 * info.hidden,
+    "gemma3_text": lambda info: 2 * info.hidden + _per_layer_norms(info),
+    # q_norm over every query head, k_norm over the KV heads
+    "olmo2": lambda info: (info.n_heads + info.n_kv_heads) * info.head_dim_k,
+    # the shared expert's gate (one row of hidden) in every MoE layer
+    "qwen2_moe": lambda info: info.hidden if info.shared_intermediate or info.n_shared_experts else 0,
+}
+# config.json keys that add tensors the arithmetic does not lay out: let transformers count those.
+_UNCOUNTED_KEYS = ("mlp_bias", "text_config", "vision_config", "audio_config", "rope_scaling_layers")
+
+
+def count_params_exact(config: dict[str, Any], info: ModelInfo) -> int | None:
+    """The exact parameter count from the shapes, for the architectures whose every tensor the arithmetic
+    lays out; None when transformers has to build the model to know."""
+    extra = _EXTRA_LAYER_PARAMS.get(info.arch)
+    if extra is None or any(config.get(key) for key in _UNCOUNTED_KEYS):
+        return None
+    if info.attn_bias and info.arch not in ("qwen2", "qwen2_moe"):  # o_proj gets a bias too: not laid out
+        return None
+    return count_params_arithmetic(info) + info.n_layers * extra(info)
+
+
+def _params_cache_path() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("vramtui")) / "param_counts.json"
+
+
+def cached_count_params_meta(config: dict[str, Any]) -> int | None:
+    """`count_params_meta`, remembered per config (its hash) in the user cache dir: importing torch and
+    transformers takes seconds, the second estimate of the same config.json should not."""
+    import hashlib
+
+    key = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+    path = _params_cache_path()
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+        known = known if isinstance(known, dict) else {}
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known.get(key), int):
+        return int(known[key])
+    count = count_params_meta(config)
+    if count:
+        known[key] = count
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(known), encoding="utf-8")
+        except OSError:
+            pass  # a read-only cache costs time, never the answer
+    return count
+
+
 def count_params_meta(config: dict[str, Any]) -> int | None:
     """Exact parameter count: build the model on PyTorch's meta device (no memory) through transformers.
 
@@ -315,6 +385,24 @@ def quant_from_config(qc: dict[str, Any] | None) -> str | None:
     return None
 
 
+_SHAPE_ALIASES = {
+    "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_attention_heads": ("num_attention_heads", "n_head"),
+}
+
+
+def _require_shape(cfg: dict[str, Any], source: str, **values: int | None) -> None:
+    """A field given as 0 is named on its own; the ones missing are listed (only those)."""
+    for name, value in values.items():
+        if value == 0:
+            given = next(key for key in _SHAPE_ALIASES[name] if cfg.get(key) is not None)
+            raise VramtuiError(f"{source}: config.json gives {given} as 0; it must be at least 1")
+    missing = [name for name, value in values.items() if value is None]
+    if missing:
+        raise VramtuiError(f"{source}: config.json lacks {' / '.join(missing)}")
+
+
 def info_from_config(config: Any, source: str, exact_params: bool = True) -> ModelInfo:
     """ModelInfo from a parsed config.json (the text part of multimodal models)."""
     if not isinstance(config, dict):
@@ -324,10 +412,7 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
     n_layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
     hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
     n_heads = _int(cfg, "num_attention_heads", "n_head")
-    if not n_layers or not hidden or not n_heads:
-        raise VramtuiError(
-            f"{source}: config.json lacks num_hidden_layers / hidden_size / num_attention_heads"
-        )
+    _require_shape(cfg, source, num_hidden_layers=n_layers, hidden_size=hidden, num_attention_heads=n_heads)
     n_kv = _int(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", default=n_heads) or n_heads
     head_dim = _int(cfg, "head_dim") or hidden // n_heads
     vocab = _int(cfg, "vocab_size", default=32000) or 32000
@@ -413,13 +498,21 @@ def _config_quant_and_params(info: ModelInfo, cfg: dict[str, Any], exact_params:
         info.notes.append(f"unknown quant_method {info.quant!r}: sized as 16-bit")
         info.quant = None
     if exact_params:
-        meta = count_params_meta({**cfg, "quantization_config": None} if qc else cfg)
-        if meta:
-            info.n_params, info.params_exact = meta, True
+        exact = count_params_exact(cfg, info)
+        if exact:
+            info.n_params, info.params_exact = exact, True
+            info.notes.append("parameters counted exactly from the config's shapes")
+        else:
+            meta = cached_count_params_meta({**cfg, "quantization_config": None} if qc else cfg)
+            if meta:
+                info.n_params, info.params_exact = meta, True
+                info.notes.append("parameters counted by building the model on the meta device (cached)")
     if not info.n_params:
         info.n_params = count_params_arithmetic(info)
         if exact_params:
             info.notes.append("parameter count from the config's shapes (transformers could not build it)")
+        else:
+            info.notes.append("parameter count computed from the config's shapes (--no-meta)")
     info.bits_per_weight = q.bits_per_weight(info.quant) if info.quant else q.bits_per_weight(info.dtype)
 
 
