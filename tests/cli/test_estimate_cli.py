@@ -313,3 +313,45 @@ def test_small_models_and_flags_only_estimates_are_described_truly(
     header = capsys.readouterr().out.splitlines()[0]
     assert "8.03B params" not in header and "8.00B params" in header
     assert "the files hold" not in header  # there are no files
+
+
+async def test_estimator_pane_flash_attention_default_context_all_notes_and_the_assumed_card() -> None:
+    import argparse
+
+    from textual.widgets import Select, Static
+
+    from vramtui.cli import estimate as cli
+    from vramtui.tui.app import VramtuiApp
+    from vramtui.tui.panes.estimator import EstimatorPane
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    argv = ["--params", "70B", "--layers", "80", "--kv-heads", "8", "--flash-attn", "off"]
+    info, from_cli = cli.build(parser.parse_args(argv))
+    assert from_cli.context is None  # the CLI sizes the backend's default ...
+
+    app = VramtuiApp(live_sampling=False, remember=False)  # type: ignore[arg-type]
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(EstimatorPane)
+        for name, text in {"params": "70B", "layers": "80", "kv_heads": "8"}.items():
+            pane.set_value(name, text)
+        pane.query_one("#est-flash_attn", Select).value = "off"
+        await pilot.pause()
+        pane.recompute()
+        settings = pane._settings(pane._parsed())
+        assert settings.flash_attn is False
+        # ... and the pane starts at the same context, so both size the same run
+        from vramtui.core.estimate.estimator import estimate
+
+        cli_est = estimate(info, from_cli)
+        assert pane.estimate is not None and pane.estimate.context == cli_est.context
+        assert pane.estimate.total_bytes == cli_est.total_bytes
+        assert len(pane.estimate.notes) > 2
+        shown = str(pane.query_one("#est-result", Static).render())
+        for note in pane.estimate.notes:
+            assert note in shown
+        assert "no GPU found: sized for a 24 GiB card" in shown
+        pane.set_card_memory(80 * 2**30)  # a GPU found: the card is its size, nothing assumed
+        await pilot.pause()
+        pane.recompute()
+        assert "no GPU found" not in str(pane.query_one("#est-result", Static).render())

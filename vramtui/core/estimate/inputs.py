@@ -19,6 +19,10 @@ from vramtui.core.units import parse_count, parse_size
 # is nonsense (hundreds of millions of layers) and sizing it would take forever.
 MAX_PLAUSIBLE_PARAMS = 10**14
 
+# The context sized when none is given: llama-server's own default (what `vramtui estimate` sizes
+# without --ctx, and what the estimator pane starts with).
+DEFAULT_CONTEXT = 4096
+
 # Each input by name, as the CLI spells it (error messages name the flag).
 FLAGS: dict[str, str] = {
     "backend": "--backend",
