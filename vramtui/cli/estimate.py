@@ -49,6 +49,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--kv-dtype", metavar="TYPE", help="KV cache type: f16, bf16, fp8, q8_0, q4_0")
     run.add_argument("--gpu-layers", metavar="N", help="llama.cpp: layers on the GPU (default all)")
+    run.add_argument(
+        "--cpu-moe", action="store_true", help="llama.cpp, MoE models: every expert tensor in host RAM"
+    )
+    run.add_argument(
+        "--n-cpu-moe",
+        metavar="N",
+        help="llama.cpp, MoE models: the experts of the first N layers in host RAM",
+    )
+    run.add_argument(
+        "-ot",
+        "--override-tensor",
+        metavar="PATTERN=DEVICE",
+        action="append",
+        default=[],
+        help="llama.cpp: tensors whose name matches PATTERN go to DEVICE (CPU for host RAM; repeatable)",
+    )
     card = parser.add_argument_group("the card")
     card.add_argument(
         "--gpu-mem", metavar="SIZE", default="24GiB", help="device memory: 24GiB, 24G, 24576MiB"
@@ -83,7 +99,10 @@ def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     from vramtui.core.estimate.inputs import PARSERS
 
     names = {"context": "ctx", "card": "gpu_mem"}
-    return {name: getattr(args, names.get(name, name), None) for name in PARSERS}
+    texts = {name: getattr(args, names.get(name, name), None) for name in PARSERS}
+    texts["override_tensor"] = ",".join(args.override_tensor or [])
+    texts["cpu_moe"] = "on" if args.cpu_moe else None
+    return texts
 
 
 def build(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -182,6 +201,8 @@ def render(info: Any, est: Any) -> str:
         solved.append(
             f"vLLM would print: KV capacity {est.kv_cache_tokens:,} tokens, max concurrency {est.max_concurrency:.2f}x"
         )
+    if est.n_cpu_moe_fit is not None and est.device == "gpu":
+        solved.append(f"smallest --n-cpu-moe that fits {est.n_cpu_moe_fit}")
     if est.gpu_layers_fit is not None and est.device == "gpu":
         solved.append(f"GPU layers that fit {est.gpu_layers_fit}/{est.n_layers + 1}")
         if est.host_bytes_needed:

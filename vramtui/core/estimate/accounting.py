@@ -38,6 +38,8 @@ class MemoryAccounting:
     # The KV cache takes whatever the budget leaves (vLLM): context and concurrency are read off its
     # token capacity instead of searched for.
     kv_from_budget: bool = False
+    # The engine can place single tensors on the host (llama.cpp's --cpu-moe, --n-cpu-moe, -ot).
+    offloads_tensors: bool = False
     # llama.cpp's no_alloc dry run (`--engine`) can check the figures of this engine.
     engine_probe: bool = False
     mla_layout: str = MLA_DECOMPRESSED

@@ -101,6 +101,8 @@ class ModelInfo:
     kv_heads_per_layer: tuple[int, ...] | None = None
     # GGUF: exact bytes per repeating layer, token embedding, output matrix (None: tied) and the rest
     layer_bytes: tuple[int, ...] | None = None
+    # GGUF: (name, bytes) of every repeating-layer tensor, so --override-tensor patterns can place each one
+    layer_tensors: tuple[tuple[str, int], ...] | None = None
     token_embd_bytes: int | None = None
     output_bytes: int | None = None
     other_bytes: int = 0
@@ -115,7 +117,7 @@ class ModelInfo:
         return self.n_kv_heads
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k not in ("layer_bytes",)}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("layer_bytes", "layer_tensors")}
         out["kv_heads_per_layer"] = list(self.kv_heads_per_layer) if self.kv_heads_per_layer else None
         return out
 
@@ -674,6 +676,7 @@ class _GgufTensors:
     """A GGUF's tensor table summed the way the estimator reads it: bytes per layer, embedding, output."""
 
     layer_bytes: list[int]
+    layer_tensors: list[tuple[str, int]] = field(default_factory=list)
     token_embd: int = 0
     output: int = 0
     other: int = 0
@@ -700,6 +703,7 @@ def _gguf_tensors(path: Path, readers: list[tuple[Path, Any]], n_layers: int) ->
         match = _BLK.match(tensor.name)
         if match and int(match.group(1)) < n_layers:
             found.layer_bytes[int(match.group(1))] += size
+            found.layer_tensors.append((tensor.name, size))
         elif tensor.name == "token_embd.weight":
             found.token_embd += size
         elif tensor.name == "output.weight":
@@ -811,6 +815,7 @@ def info_from_gguf(path: Path) -> ModelInfo:
         intermediate=key("feed_forward_length"),
         kv_heads_per_layer=kv_per_layer,
         layer_bytes=tuple(found.layer_bytes),
+        layer_tensors=tuple(found.layer_tensors),
         token_embd_bytes=found.token_embd,
         output_bytes=found.output if found.has_output else None,
         other_bytes=found.other,
@@ -927,13 +932,15 @@ def apply_overrides(info: ModelInfo, **flags: Any) -> ModelInfo:
         changes["params_exact"] = False
     if shape_changed or "n_params" in changes:
         # the file's exact per-layer bytes no longer describe this model
-        changes.update(layer_bytes=None, token_embd_bytes=None, output_bytes=None, other_bytes=0)
+        changes.update(layer_bytes=None, layer_tensors=None, token_embd_bytes=None, output_bytes=None)
+        changes["other_bytes"] = 0
         changes.update(weights_bytes=None, weights_source="params")
     quant = flags.get("quant")
     if quant:
         key = q.normalize_quant(quant)
         if key != info.quant:
             changes.update(quant=key, weights_bytes=None, weights_source="params", layer_bytes=None)
+            changes["layer_tensors"] = None
             changes.update(token_embd_bytes=None, output_bytes=None, other_bytes=0)
             changes["file_type"] = key if info.weights_source == "gguf" or key in q.FILE_TYPE_BPW else None
             changes["bits_per_weight"] = q.bits_per_weight(key)

@@ -31,13 +31,20 @@ class LayerWeights:
     token_embd: int
     output: int  # what the output layer puts on the GPU (the embedding again when tied)
     other: int
+    # (name, layer, bytes) of each repeating-layer tensor, as GGUF names them (blk.3.ffn_up_exps.weight)
+    tensors: tuple[tuple[str, int, int], ...] = ()
+
+
+def _layer_of(name: str) -> int:
+    return int(name.split(".", 2)[1])
 
 
 def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWeights:
     """Bytes per layer as llama.cpp loads them: exact from a GGUF, else llama-quantize's choices."""
     if info.layer_bytes is not None and info.token_embd_bytes is not None and file_type is None:
         output = info.output_bytes if info.output_bytes is not None else info.token_embd_bytes
-        return LayerWeights(info.layer_bytes, info.token_embd_bytes, output, info.other_bytes)
+        named = tuple((name, _layer_of(name), size) for name, size in info.layer_tensors or ())
+        return LayerWeights(info.layer_bytes, info.token_embd_bytes, output, info.other_bytes, named)
     ftype = (
         file_type or info.file_type or info.quant or ("f16" if info.dtype in ("bf16", "f32") else info.dtype)
     )
@@ -47,6 +54,7 @@ def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWei
     layers = [0] * info.n_layers
     token_embd = output = other = 0
     planned_params = 0
+    named: list[tuple[str, int, int]] = []
     for group in tensor_groups(info):
         type_name = q.gguf_tensor_type(
             ftype, q.TensorRole(group.kind, group.layer), info.n_layers, info.tied_embeddings
@@ -55,6 +63,7 @@ def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWei
         planned_params += group.n_elements
         if group.layer >= 0:
             layers[group.layer] += size
+            named.append((f"blk.{group.layer}.{group.kind}.weight", group.layer, size))
         elif group.kind == "token_embd":
             token_embd = size
         elif group.kind == "output":
@@ -69,7 +78,8 @@ def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWei
         if abs(scale - 1) > 0.01:
             layers = [int(b * scale) for b in layers]
             token_embd, output, other = int(token_embd * scale), int(output * scale), int(other * scale)
-    return LayerWeights(tuple(layers), token_embd, output, other)
+            named = [(name, layer, int(size * scale)) for name, layer, size in named]
+    return LayerWeights(tuple(layers), token_embd, output, other, tuple(named))
 
 
 def hf_weights_bytes(
