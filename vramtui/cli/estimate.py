@@ -193,6 +193,8 @@ def render(info: Any, est: Any) -> str:
         verdict = f"DOES NOT FIT: over by {fb(-headroom)}"
     else:  # the total would fit; a note says what does not (never a negative overshoot)
         verdict = "DOES NOT FIT (see the notes)"
+    if est.weights_unknown:
+        verdict = f"WEIGHTS UNKNOWN (quant_method {est.weights_unknown!r}, sized as 16-bit): {verdict}"
     lines.append(f"verdict   {verdict}")
     solved = [f"largest context {est.max_context:,}" if est.max_context is not None else ""]
     if est.max_parallel is not None:

@@ -186,6 +186,7 @@ class Estimate:
     max_concurrency: float | None = None  # vLLM: as it prints "Maximum concurrency ... x"
     load_peak_fits: bool | None = None  # transformers: None when there is no separate load peak
     reason: str | None = None  # why it does not fit when the total is not the cause
+    weights_unknown: str | None = None  # config.json's quant_method vramtui does not know (16-bit sized)
     past_trained_context: bool = False  # the context asked for exceeds max_position_embeddings/context_length
     quant: str | None = None  # the weights' type as sized: --quant when given, else the model's own
     bits_per_weight: float | None = None
@@ -240,6 +241,13 @@ def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
         else:
             hi = mid - 1
     return lo
+
+
+def unknown_weights_note(method: str) -> str:
+    return (
+        f"the weights are unknown: quant_method {method!r} is not one vramtui knows, so they are sized as "
+        "16-bit (an upper bound); give --quant for the real figure"
+    )
 
 
 def trained_context(info: ModelInfo) -> int:
@@ -397,6 +405,9 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     est = _estimate_core(info, settings)
     if context_note:
         est.notes.insert(0, context_note)
+    if info.unknown_quant and not settings.quant:
+        est.weights_unknown = info.unknown_quant
+        est.notes.insert(0, unknown_weights_note(info.unknown_quant))
     _applied_quant(info, settings, est)
     if est.load_peak_fits is False:
         # no context or batch helps while the 16-bit load itself does not fit; the reason says so

@@ -109,6 +109,8 @@ class ModelInfo:
     weights_by_dtype: dict[str, int] = field(default_factory=dict)
     weights_source: str = "params"  # gguf | safetensors | index | params
     params_exact: bool = False
+    # a quant_method in config.json vramtui does not know: its weights are sized as 16-bit, an upper bound
+    unknown_quant: str | None = None
     notes: list[str] = field(default_factory=list)
 
     def kv_heads_at(self, layer: int) -> int:
@@ -201,6 +203,11 @@ def count_params_arithmetic(info: ModelInfo) -> int:
 
 
 _LINEAR_KINDS_EXCLUDED = ("token_embd", "output", "norm", "bias", "ffn_gate_inp")
+
+
+def expert_params(info: ModelInfo) -> int:
+    """Parameters in the routed experts' matrices (ffn_{gate,up,down}_exps)."""
+    return sum(g.n_elements for g in tensor_groups(info) if g.kind.endswith("_exps"))
 
 
 def split_params(info: ModelInfo) -> tuple[int, int]:
@@ -371,6 +378,8 @@ def quant_from_config(qc: dict[str, Any] | None) -> str | None:
         return f"{method}-g{group}" if bits == 4 else f"{method}-8bit-g{group}"
     if method in ("fp8", "fbgemm_fp8"):
         return "fp8"
+    if method == "mxfp4":
+        return "mxfp4"
     if method == "compressed-tensors":
         groups = qc.get("config_groups") or {}
         for group in groups.values() if isinstance(groups, dict) else []:
@@ -494,11 +503,10 @@ def _config_quant_and_params(info: ModelInfo, cfg: dict[str, Any], exact_params:
     info.quant = quant_from_config(qc)
     if (
         info.quant
-        and info.quant not in ("fp8", "int8", "nf4", "nf4-dq", "fp4")
+        and info.quant not in ("fp8", "int8", "nf4", "nf4-dq", "fp4", *q.EXPERTS_ONLY)
         and not info.quant.startswith(("gptq", "awq"))
     ):
-        info.notes.append(f"unknown quant_method {info.quant!r}: sized as 16-bit")
-        info.quant = None
+        info.unknown_quant, info.quant = info.quant, None
     if exact_params:
         exact = count_params_exact(cfg, info)
         if exact:
@@ -516,6 +524,11 @@ def _config_quant_and_params(info: ModelInfo, cfg: dict[str, Any], exact_params:
         else:
             info.notes.append("parameter count computed from the config's shapes (--no-meta)")
     info.bits_per_weight = q.bits_per_weight(info.quant) if info.quant else q.bits_per_weight(info.dtype)
+    if info.quant in q.EXPERTS_ONLY and info.n_params:  # the average over experts and 16-bit rest
+        experts = expert_params(info)
+        info.bits_per_weight = (
+            experts * info.bits_per_weight + (info.n_params - experts) * 16
+        ) / info.n_params
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

@@ -6,7 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramtui.core.estimate import quant as q
-from vramtui.core.estimate.modelinfo import ModelInfo, TensorGroup, split_params, tensor_groups
+from vramtui.core.estimate.modelinfo import (
+    ModelInfo,
+    TensorGroup,
+    expert_params,
+    split_params,
+    tensor_groups,
+)
 
 
 def dtype_bytes(dtype: str) -> int:
@@ -49,6 +55,8 @@ def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWei
         file_type or info.file_type or info.quant or ("f16" if info.dtype in ("bf16", "f32") else info.dtype)
     )
     ftype = q.normalize_quant(ftype)
+    if ftype in q.EXPERTS_ONLY:  # gpt-oss's MXFP4 checkpoint converts to the MXFP4 MoE file type
+        ftype = "mxfp4_moe"
     if q.is_hf_quant(ftype):
         ftype = "q4_0" if q.bits_per_weight(ftype) < 6 else "q8_0"
     layers = [0] * info.n_layers
@@ -103,7 +111,10 @@ def hf_weights_bytes(
         size = n_params * (dtype_bytes(method) if method else unquantized)
         return size, None, notes
     linear, kept = split_params(info)
-    if q.is_hf_quant(method):
+    if method in q.EXPERTS_ONLY:  # the experts at the method's width, everything else 16-bit
+        experts = min(expert_params(info), n_params)
+        size = int(experts * q.bits_per_weight(method) / 8 + (n_params - experts) * 2)
+    elif q.is_hf_quant(method):
         size = int(linear * q.bits_per_weight(method) / 8 + kept * 2)
     else:  # a GGUF type through vLLM's GGUF loader: everything at that width
         size = int(n_params * q.bits_per_weight(method) / 8)
