@@ -266,3 +266,92 @@ async def test_cli_and_estimator_pane_take_the_same_inputs_to_the_same_settings(
         assert pane.errors == {}
         assert pane._settings(pane._parsed()) == from_cli
         assert pane.estimate is not None
+
+
+# --- issue 13: what a new user hit -----------------------------------------------------------------------
+
+
+def test_ctx_zero_sizes_the_trained_context_or_refuses(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "config.json"
+    shape = dict(model_type="llama", hidden_size=512, intermediate_size=1024, num_hidden_layers=4)
+    config.write_text(json.dumps({**shape, "num_attention_heads": 8, "max_position_embeddings": 12288}))
+    data = run_json(capsys, str(config), "--ctx", "0")
+    assert data["context"] == 12288
+    # flags only: no trained length to mean, so one line and exit 2
+    assert main(["estimate", "--params", "1B", "--ctx", "0"]) == 2
+    assert "context 0 means the model's own trained context" in capsys.readouterr().err
+
+
+def test_search_in_a_missing_folder_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["estimate", "--list", "--search", str(tmp_path / "no" / "such" / "dir")]) == 2
+    err = capsys.readouterr().err
+    assert "no such folder" in err and "Traceback" not in err
+
+
+def test_vllm_past_the_trained_length_does_not_fit(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "config.json"
+    shape = dict(model_type="llama", hidden_size=512, intermediate_size=1024, num_hidden_layers=4)
+    config.write_text(json.dumps({**shape, "num_attention_heads": 8, "max_position_embeddings": 32768}))
+    assert main(["estimate", str(config), "--backend", "vllm", "--ctx", "131072", "--gpu-mem", "80GiB"]) == 1
+    out = capsys.readouterr().out
+    assert "DOES NOT FIT: --max-model-len 131072 is past the model's trained length 32768" in out
+    assert main(["estimate", str(config), "--ctx", "131072", "--gpu-mem", "80GiB"]) == 0  # llama.cpp: a note
+    assert "unless RoPE scaling is configured" in capsys.readouterr().out
+
+
+def test_small_models_and_flags_only_estimates_are_described_truly(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    main(["estimate", "--params", "107K", "--layers", "2", "--hidden", "64"])
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "107K params" in header and "0.00 B" not in header
+    main(["estimate", "--params", "8B", "--quant", "q4_k_m"])
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "8.03B params" not in header and "8.00B params" in header
+    assert "the files hold" not in header  # there are no files
+
+
+async def test_estimator_pane_flash_attention_default_context_all_notes_and_the_assumed_card() -> None:
+    import argparse
+
+    from textual.widgets import Select, Static
+
+    from vramtui.cli import estimate as cli
+    from vramtui.tui.app import VramtuiApp
+    from vramtui.tui.panes.estimator import EstimatorPane
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    argv = ["--params", "70B", "--layers", "80", "--kv-heads", "8", "--flash-attn", "off"]
+    info, from_cli = cli.build(parser.parse_args(argv))
+    assert from_cli.context is None  # the CLI sizes the backend's default ...
+
+    app = VramtuiApp(live_sampling=False, remember=False)  # type: ignore[arg-type]
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(EstimatorPane)
+        for name, text in {"params": "70B", "layers": "80", "kv_heads": "8"}.items():
+            pane.set_value(name, text)
+        pane.query_one("#est-flash_attn", Select).value = "off"
+        await pilot.pause()
+        pane.recompute()
+        settings = pane._settings(pane._parsed())
+        assert settings.flash_attn is False
+        # ... and the pane starts at the same context, so both size the same run
+        from vramtui.core.estimate.estimator import estimate
+
+        cli_est = estimate(info, from_cli)
+        assert pane.estimate is not None and pane.estimate.context == cli_est.context
+        assert pane.estimate.total_bytes == cli_est.total_bytes
+        assert len(pane.estimate.notes) > 2
+        shown = str(pane.query_one("#est-result", Static).render())
+        for note in pane.estimate.notes:
+            assert note in shown
+        assert "no GPU found: sized for a 24 GiB card" in shown
+        pane.set_card_memory(80 * 2**30)  # a GPU found: the card is its size, nothing assumed
+        await pilot.pause()
+        pane.recompute()
+        assert "no GPU found" not in str(pane.query_one("#est-result", Static).render())

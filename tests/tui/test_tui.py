@@ -222,7 +222,7 @@ async def test_estimator_updates_as_you_type_and_marks_a_bad_field_in_place() ->
         expected = estimate(
             info_from_flags(params=8_000_000_000, layers=32, kv_heads=8, head_dim=128),
             Settings(
-                backend="llama.cpp", context=8192, parallel=1, kv_dtype="f16", device_bytes=24 * 1024**3
+                backend="llama.cpp", context=4096, parallel=1, kv_dtype="f16", device_bytes=24 * 1024**3
             ),
         )
         # the last keystroke's estimate is the core's answer for the whole form
@@ -233,14 +233,14 @@ async def test_estimator_updates_as_you_type_and_marks_a_bad_field_in_place() ->
 
         # a context the card cannot hold turns the verdict, as you type
         app.query_one("#est-context").focus()
-        await pilot.press("end", *"00000")  # 8192 -> 819200000
+        await pilot.press("end", *"00000")  # 4096 -> 409600000
         await wait_for(pilot, lambda: pane.estimate is not None and not pane.estimate.fits)
         assert "DOES NOT FIT" in screen_text(app)
 
         await pilot.press("x")
         await wait_for(pilot, lambda: "context" in pane.errors)
         assert pane.query_one("#est-context").has_class("-bad")
-        assert "✖ '819200000x'" in screen_text(app)  # said by the field itself
+        assert "✖ '409600000x'" in screen_text(app)  # said by the field itself
         assert "is not a whole number" in pane.errors["context"]
         await pilot.press("escape", "1")  # out of the field, then keys are commands again
         assert app.active_pane == "memory"
@@ -256,7 +256,7 @@ async def test_estimator_reads_a_real_gguf(tiny_gguf: Path) -> None:
         pane = app.query_one(EstimatorPane)
         pane.set_value("model", str(tiny_gguf))
         await wait_for(pilot, lambda: pane.estimate is not None)
-        expected = estimate(load_model_info(tiny_gguf), Settings(context=8192, parallel=1, kv_dtype="f16"))
+        expected = estimate(load_model_info(tiny_gguf), Settings(context=4096, parallel=1, kv_dtype="f16"))
         assert pane.estimate.weights_bytes == expected.weights_bytes
         pane.set_value("model", str(tiny_gguf) + ".missing")
         await wait_for(pilot, lambda: "model" in pane.errors)

@@ -49,6 +49,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--kv-dtype", metavar="TYPE", help="KV cache type: f16, bf16, fp8, q8_0, q4_0")
     run.add_argument("--gpu-layers", metavar="N", help="llama.cpp: layers on the GPU (default all)")
+    run.add_argument(
+        "--cpu-moe", action="store_true", help="llama.cpp, MoE models: every expert tensor in host RAM"
+    )
+    run.add_argument(
+        "--n-cpu-moe",
+        metavar="N",
+        help="llama.cpp, MoE models: the experts of the first N layers in host RAM",
+    )
+    run.add_argument(
+        "-ot",
+        "--override-tensor",
+        metavar="PATTERN=DEVICE",
+        action="append",
+        default=[],
+        help="llama.cpp: tensors whose name matches PATTERN go to DEVICE (CPU for host RAM; repeatable)",
+    )
     card = parser.add_argument_group("the card")
     card.add_argument(
         "--gpu-mem", metavar="SIZE", default="24GiB", help="device memory: 24GiB, 24G, 24576MiB"
@@ -83,7 +99,10 @@ def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     from vramtui.core.estimate.inputs import PARSERS
 
     names = {"context": "ctx", "card": "gpu_mem"}
-    return {name: getattr(args, names.get(name, name), None) for name in PARSERS}
+    texts = {name: getattr(args, names.get(name, name), None) for name in PARSERS}
+    texts["override_tensor"] = ",".join(args.override_tensor or [])
+    texts["cpu_moe"] = "on" if args.cpu_moe else None
+    return texts
 
 
 def build(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -119,13 +138,25 @@ def _rows(est: Any) -> list[tuple[str, int, str]]:
     return shown
 
 
+def format_count(n: int) -> str:
+    """A parameter count as people say it: 107K, 350M, 7.62B (never "0.00 B")."""
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.2f}{suffix}" if value < 100 else f"{value:.0f}{suffix}"
+    return str(n)
+
+
 def render(info: Any, est: Any) -> str:
     from vramtui.core.units import format_bytes as fb
 
-    params = f"{info.n_params / 1e9:.2f} B params" if info.n_params else "unknown size"
+    params = f"{format_count(info.n_params)} params" if info.n_params else "unknown size"
     quant = est.quant or info.quant or info.dtype
     if est.quant_applied:
-        quant += f" (applied; the files hold {info.quant or info.dtype})"
+        if info.weights_source == "params":  # a shape from flags: no files to speak of
+            quant += " (applied)"
+        else:
+            quant += f" (applied; the files hold {info.quant or info.dtype})"
     bits = est.bits_per_weight or info.bits_per_weight
     bpw = f", {bits:.2f} bits/weight" if bits else ""
     lines = [
@@ -162,6 +193,8 @@ def render(info: Any, est: Any) -> str:
         verdict = f"DOES NOT FIT: over by {fb(-headroom)}"
     else:  # the total would fit; a note says what does not (never a negative overshoot)
         verdict = "DOES NOT FIT (see the notes)"
+    if est.weights_unknown:
+        verdict = f"WEIGHTS UNKNOWN (quant_method {est.weights_unknown!r}, sized as 16-bit): {verdict}"
     lines.append(f"verdict   {verdict}")
     solved = [f"largest context {est.max_context:,}" if est.max_context is not None else ""]
     if est.max_parallel is not None:
@@ -170,6 +203,8 @@ def render(info: Any, est: Any) -> str:
         solved.append(
             f"vLLM would print: KV capacity {est.kv_cache_tokens:,} tokens, max concurrency {est.max_concurrency:.2f}x"
         )
+    if est.n_cpu_moe_fit is not None and est.device == "gpu":
+        solved.append(f"smallest --n-cpu-moe that fits {est.n_cpu_moe_fit}")
     if est.gpu_layers_fit is not None and est.device == "gpu":
         solved.append(f"GPU layers that fit {est.gpu_layers_fit}/{est.n_layers + 1}")
         if est.host_bytes_needed:
@@ -223,7 +258,13 @@ def list_models(args: argparse.Namespace) -> int:
     from vramtui.core.estimate.discover import discover_models
     from vramtui.core.units import format_bytes
 
-    found = discover_models([Path(p) for p in args.search])
+    folders = [Path(p).expanduser() for p in args.search]
+    for folder in folders:
+        if not folder.exists():
+            raise VramtuiError(f"--search {folder}: no such folder")
+        if not folder.is_dir() and folder.suffix != ".gguf":
+            raise VramtuiError(f"--search {folder}: not a folder (nor a .gguf file)")
+    found = discover_models(folders)
     if args.json:
         from vramtui.cli.common import print_json
 

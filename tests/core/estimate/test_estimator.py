@@ -438,3 +438,42 @@ def test_ollama_and_vllm_say_what_they_do_past_the_trained_length() -> None:
     assert any("Ollama clamps num_ctx 20000 to the model's trained length 8192" in n for n in ollama.notes)
     vllm = estimate(short, Settings(backend="vllm", context=20000, device_bytes=80 * GIB))
     assert vllm.past_trained_context and any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in n for n in vllm.notes)
+
+
+# --- issue 13: what a new user hit -----------------------------------------------------------------------
+
+
+def test_context_zero_is_the_models_own_trained_context() -> None:
+    short = replace(LLAMA_8B, max_context=16384)
+    for backend in ("llama.cpp", "vllm", "transformers"):
+        est = estimate(short, Settings(backend=backend, context=0, device_bytes=80 * GIB))
+        assert est.context == 16384, backend
+        assert est.notes[0] == "context 0: the model's own trained context, 16,384 tokens"
+    # a model that does not say its trained length: never a silent 4096
+    with pytest.raises(VramtuiError, match="context 0 means the model's own trained context"):
+        estimate(replace(LLAMA_8B, max_context=None), Settings(context=0))
+
+
+def test_vllm_refuses_a_context_past_the_trained_length_llama_cpp_notes_it() -> None:
+    short = replace(LLAMA_8B, max_context=32768)
+    vllm = estimate(short, Settings(backend="vllm", context=131072, device_bytes=80 * GIB))
+    assert not vllm.fits and vllm.past_trained_context
+    assert vllm.reason is not None and "vLLM refuses to start" in vllm.reason
+    assert "--max-model-len 131072 is past the model's trained length 32768" in vllm.reason
+    # the same length on the same card fits by memory alone: the refusal is the reason, not the bytes
+    memory_only = estimate(
+        replace(short, max_context=None), Settings(backend="vllm", context=131072, device_bytes=80 * GIB)
+    )
+    assert memory_only.fits
+    llama = estimate(short, Settings(backend="llama.cpp", context=65536, device_bytes=80 * GIB))
+    assert llama.fits and llama.past_trained_context and llama.reason is None
+    assert any("unless RoPE scaling is configured" in note for note in llama.notes)
+
+
+def test_zero_attention_heads_is_one_error_about_that_field() -> None:
+    config = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 0}
+    with pytest.raises(VramtuiError) as caught:
+        info_from_config(config, "cfg")
+    assert str(caught.value) == "cfg: config.json gives num_attention_heads as 0; it must be at least 1"
+    with pytest.raises(VramtuiError, match=r"lacks hidden_size$"):
+        info_from_config({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4}, "cfg")

@@ -38,9 +38,13 @@ class MemoryAccounting:
     # The KV cache takes whatever the budget leaves (vLLM): context and concurrency are read off its
     # token capacity instead of searched for.
     kv_from_budget: bool = False
+    # The engine can place single tensors on the host (llama.cpp's --cpu-moe, --n-cpu-moe, -ot).
+    offloads_tensors: bool = False
     # llama.cpp's no_alloc dry run (`--engine`) can check the figures of this engine.
     engine_probe: bool = False
     mla_layout: str = MLA_DECOMPRESSED
+    # A context past the model's trained length is a refusal to start, not a quality warning (vLLM).
+    refuses_past_trained: bool = False
     # The in-flight bitsandbytes loader always quantizes as NF4 with double quantization (vLLM).
     bnb_as_nf4_dq: bool = False
 

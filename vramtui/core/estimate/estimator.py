@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
+from vramtui.core.estimate import offload
 from vramtui.core.estimate import quant as q
 from vramtui.core.estimate.accounting import MLA_LATENT_AND_V, accounting_for
 from vramtui.core.estimate.kvcache import kv_bytes_per_token, kv_layer_bytes
@@ -52,10 +53,15 @@ class Settings:
     device_bytes: int = DEFAULT_DEVICE_BYTES
     safety: float | None = None  # usable share (vLLM: gpu_memory_utilization); None: 0.8 (vLLM 0.9)
     on_gpu: bool = True  # False: what the engine allocates on a CPU-only run (no CUDA context)
+    # llama.cpp family's expert offload: every expert to the host (--cpu-moe), those of the first N layers
+    # (--n-cpu-moe N), and -ot PATTERN=DEVICE rules (core/estimate/offload.py)
+    cpu_moe: bool = False
+    n_cpu_moe: int | None = None
+    override_tensor: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.backend = get_backend(self.backend).name
-        for name in ("context", "parallel", "batch", "ubatch", "gpu_layers"):
+        for name in ("context", "parallel", "batch", "ubatch", "gpu_layers", "n_cpu_moe"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise VramtuiError(f"{name} must be a non-negative whole number, not {value!r}")
@@ -69,6 +75,13 @@ class Settings:
             q.kv_bytes_per_element(self.kv_dtype)  # validates
         if self.quant is not None:
             self.quant = q.normalize_quant(self.quant)
+        self.override_tensor = tuple(self.override_tensor)
+        offload.rules(self.override_tensor, self.cpu_moe, self.n_cpu_moe)  # validates
+
+    @property
+    def offload_rules(self) -> list[offload.TensorOverride]:
+        """The tensor placement rules, in llama.cpp's order."""
+        return offload.rules(self.override_tensor, self.cpu_moe, self.n_cpu_moe)
 
     @property
     def accounting(self) -> str:
@@ -118,7 +131,12 @@ class Settings:
             except (TypeError, ValueError):
                 raise VramtuiError(f"mem_share must be a share such as 0.9, not {share!r}") from None
         kv = params.get("kv_dtype")
+        overrides = params.get("override_tensor") or ()
+        overrides = [overrides] if isinstance(overrides, str) else list(overrides)
         return cls(
+            cpu_moe=str(params.get("cpu_moe", "")).strip().lower() in ("1", "true", "on", "yes"),
+            n_cpu_moe=as_int("n_cpu_moe"),
+            override_tensor=tuple(str(rule) for rule in overrides),
             backend=backend,
             context=as_int("context"),
             parallel=as_int("parallel"),
@@ -154,6 +172,8 @@ class Estimate:
     max_context: int | None = None
     max_parallel: int | None = None
     gpu_layers_fit: int | None = None
+    n_cpu_moe_fit: int | None = None  # the fewest layers whose experts go to the host for it to fit
+    expert_host_bytes: int = 0  # of weights_host_bytes: the tensors the offload rules put in host RAM
     host_bytes_needed: int = 0
     gpu_layers: int | None = None
     n_layers: int = 0
@@ -166,6 +186,7 @@ class Estimate:
     max_concurrency: float | None = None  # vLLM: as it prints "Maximum concurrency ... x"
     load_peak_fits: bool | None = None  # transformers: None when there is no separate load peak
     reason: str | None = None  # why it does not fit when the total is not the cause
+    weights_unknown: str | None = None  # config.json's quant_method vramtui does not know (16-bit sized)
     past_trained_context: bool = False  # the context asked for exceeds max_position_embeddings/context_length
     quant: str | None = None  # the weights' type as sized: --quant when given, else the model's own
     bits_per_weight: float | None = None
@@ -222,8 +243,24 @@ def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     return lo
 
 
+def unknown_weights_note(method: str) -> str:
+    return (
+        f"the weights are unknown: quant_method {method!r} is not one vramtui knows, so they are sized as "
+        "16-bit (an upper bound); give --quant for the real figure"
+    )
+
+
+def trained_context(info: ModelInfo) -> int:
+    """The model's own trained context, what a context of 0 means (llama-server's `-c 0`)."""
+    if not info.max_context:
+        raise VramtuiError(
+            "context 0 means the model's own trained context, and this model does not say it: give --ctx"
+        )
+    return info.max_context
+
+
 def _check_trained_context(info: ModelInfo, settings: Settings, est: Estimate) -> None:
-    """A context past the trained length is accepted by the engines but the model was never trained there."""
+    """A context past the trained length: llama.cpp accepts it (RoPE scaling), vLLM refuses to start."""
     if not info.max_context or settings.context is None:
         return
     memory = settings.memory
@@ -232,7 +269,10 @@ def _check_trained_context(info: ModelInfo, settings: Settings, est: Estimate) -
         per_sequence = settings.context // max(1, est.parallel)  # llama.cpp splits its cache across slots
     if per_sequence > info.max_context:
         est.past_trained_context = True
-        est.notes.append(memory.past_trained_note(per_sequence, info.max_context))
+        note = memory.past_trained_note(per_sequence, info.max_context)
+        est.notes.append(note)
+        if memory.refuses_past_trained:
+            est.fits, est.reason = False, note
 
 
 def max_context(info: ModelInfo, settings: Settings) -> int:
@@ -271,6 +311,48 @@ def fit_gpu_layers(info: ModelInfo, settings: Settings) -> int:
         0, info.n_layers + 1, lambda n: _fits(info, replace(settings, gpu_layers=n, on_gpu=True))
     )
     return max(0, found)
+
+
+def fit_n_cpu_moe(info: ModelInfo, settings: Settings) -> int | None:
+    """llama.cpp family, MoE models: the smallest --n-cpu-moe that fits (None when even every layer's
+    experts on the host does not)."""
+    if not (info.is_moe and settings.memory.offloads_tensors and settings.on_gpu):
+        return None
+
+    def ok(n: int) -> bool:
+        return _fits(info, replace(settings, n_cpu_moe=n, cpu_moe=False))
+
+    lo, hi = 0, info.n_layers
+    if not ok(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _solve_experts(info: ModelInfo, settings: Settings, est: Estimate) -> None:
+    if settings.cpu_moe:  # every expert is already on the host: nothing left to move
+        return
+    est.n_cpu_moe_fit = fit_n_cpu_moe(info, settings)
+    if not est.fits and est.n_cpu_moe_fit is not None:
+        moved = _estimate_core(info, replace(settings, n_cpu_moe=est.n_cpu_moe_fit)).expert_host_bytes
+        est.notes.append(
+            f"with --n-cpu-moe {est.n_cpu_moe_fit} it fits: the experts of the first {est.n_cpu_moe_fit} "
+            f"layers ({moved / GIB:.2f} GiB) go to host RAM, at some speed cost (measure tokens/s)"
+        )
+
+
+def _moe_note(info: ModelInfo, est: Estimate) -> str:
+    if est.expert_host_bytes:
+        return (
+            f"MoE: {info.n_experts} experts, {info.n_experts_used} active per token; "
+            f"{est.expert_host_bytes / GIB:.2f} GiB of them in host RAM"
+        )
+    return f"MoE: all {info.n_experts} experts are resident, {info.n_experts_used} active per token"
 
 
 def _applied_quant(info: ModelInfo, settings: Settings, est: Estimate) -> None:
@@ -312,11 +394,20 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     """The breakdown and verdict, with the solvers' answers filled in."""
     settings = replace(settings)
     memory = settings.memory
+    context_note = None
+    if settings.context == 0:
+        settings.context = trained_context(info)
+        context_note = f"context 0: the model's own trained context, {settings.context:,} tokens"
     requested_gpu_layers = settings.gpu_layers
     if memory.auto_places_layers and settings.gpu_layers is None and settings.on_gpu:
         # Ollama places as many layers as fit, like llama.cpp's --fit
         settings.gpu_layers = fit_gpu_layers(info, settings)
     est = _estimate_core(info, settings)
+    if context_note:
+        est.notes.insert(0, context_note)
+    if info.unknown_quant and not settings.quant:
+        est.weights_unknown = info.unknown_quant
+        est.notes.insert(0, unknown_weights_note(info.unknown_quant))
     _applied_quant(info, settings, est)
     if est.load_peak_fits is False:
         # no context or batch helps while the 16-bit load itself does not fit; the reason says so
@@ -331,13 +422,13 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
         info, replace(settings, context=settings.context and per_sequence, gpu_layers=requested_gpu_layers)
     )
     if memory.places_layers and settings.on_gpu:  # a CPU-only run places no layer
+        if info.is_moe and memory.offloads_tensors:  # experts to the host first: cheaper than layers
+            _solve_experts(info, settings, est)
         _solve_layers(info, settings, est)
     if not est.fits and est.max_context:
         est.notes.append(f"largest context that fits: {est.max_context}")
     if info.is_moe:
-        est.notes.append(
-            f"MoE: all {info.n_experts} experts are resident, {info.n_experts_used} active per token"
-        )
+        est.notes.append(_moe_note(info, est))
     if info.kv_lora_rank:
         est.notes.append("MLA: the cache holds a latent per token, not per-head K/V")
     est.notes = list(dict.fromkeys(info.notes + est.notes))

@@ -19,6 +19,10 @@ from vramtui.core.units import parse_count, parse_size
 # is nonsense (hundreds of millions of layers) and sizing it would take forever.
 MAX_PLAUSIBLE_PARAMS = 10**14
 
+# The context sized when none is given: llama-server's own default (what `vramtui estimate` sizes
+# without --ctx, and what the estimator pane starts with).
+DEFAULT_CONTEXT = 4096
+
 # Each input by name, as the CLI spells it (error messages name the flag).
 FLAGS: dict[str, str] = {
     "backend": "--backend",
@@ -29,6 +33,9 @@ FLAGS: dict[str, str] = {
     "kv_dtype": "--kv-dtype",
     "flash_attn": "--flash-attn",
     "gpu_layers": "--gpu-layers",
+    "cpu_moe": "--cpu-moe",
+    "n_cpu_moe": "--n-cpu-moe",
+    "override_tensor": "--override-tensor",
     "quant": "--quant",
     "card": "--gpu-mem",
     "safety": "--safety",
@@ -137,6 +144,24 @@ def _text(text: str) -> str:
     return text.strip()
 
 
+def parse_switch(text: str) -> bool:
+    """on / off (a bare CLI flag arrives as True)."""
+    key = text.strip().lower()
+    if key not in _ON and key != "no":
+        raise ValueError(f"use on or off, not {text!r}")
+    return _SWITCH[key] is True
+
+
+def parse_overrides(text: str) -> tuple[str, ...]:
+    """`PATTERN=DEVICE[,PATTERN=DEVICE...]`, split on commas as llama.cpp splits -ot."""
+    from vramtui.core.estimate.offload import parse_override
+
+    found = tuple(rule.strip() for rule in text.split(",") if rule.strip())
+    for rule in found:
+        parse_override(rule)  # validates: one line naming the rule
+    return found
+
+
 PARSERS: dict[str, Callable[[str], Any]] = {
     "backend": _text,
     "context": parse_tokens,
@@ -146,6 +171,9 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "kv_dtype": _text,
     "flash_attn": parse_flash,
     "gpu_layers": parse_layers,
+    "cpu_moe": parse_switch,
+    "n_cpu_moe": lambda text: _whole(text, 0),
+    "override_tensor": parse_overrides,
     "quant": _text,
     "card": parse_card,
     "safety": parse_share,
@@ -190,6 +218,9 @@ def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
         kv_dtype=values.get("kv_dtype"),
         flash_attn=values.get("flash_attn"),
         gpu_layers=values.get("gpu_layers"),
+        cpu_moe=bool(values.get("cpu_moe")),
+        n_cpu_moe=values.get("n_cpu_moe"),
+        override_tensor=values.get("override_tensor") or (),
         quant=values.get("quant"),
         device_bytes=card if card is not None else DEFAULT_DEVICE_BYTES,
         safety=values.get("safety"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -101,12 +101,16 @@ class ModelInfo:
     kv_heads_per_layer: tuple[int, ...] | None = None
     # GGUF: exact bytes per repeating layer, token embedding, output matrix (None: tied) and the rest
     layer_bytes: tuple[int, ...] | None = None
+    # GGUF: (name, bytes) of every repeating-layer tensor, so --override-tensor patterns can place each one
+    layer_tensors: tuple[tuple[str, int], ...] | None = None
     token_embd_bytes: int | None = None
     output_bytes: int | None = None
     other_bytes: int = 0
     weights_by_dtype: dict[str, int] = field(default_factory=dict)
     weights_source: str = "params"  # gguf | safetensors | index | params
     params_exact: bool = False
+    # a quant_method in config.json vramtui does not know: its weights are sized as 16-bit, an upper bound
+    unknown_quant: str | None = None
     notes: list[str] = field(default_factory=list)
 
     def kv_heads_at(self, layer: int) -> int:
@@ -115,7 +119,7 @@ class ModelInfo:
         return self.n_kv_heads
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k not in ("layer_bytes",)}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("layer_bytes", "layer_tensors")}
         out["kv_heads_per_layer"] = list(self.kv_heads_per_layer) if self.kv_heads_per_layer else None
         return out
 
@@ -201,6 +205,11 @@ def count_params_arithmetic(info: ModelInfo) -> int:
 _LINEAR_KINDS_EXCLUDED = ("token_embd", "output", "norm", "bias", "ffn_gate_inp")
 
 
+def expert_params(info: ModelInfo) -> int:
+    """Parameters in the routed experts' matrices (ffn_{gate,up,down}_exps)."""
+    return sum(g.n_elements for g in tensor_groups(info) if g.kind.endswith("_exps"))
+
+
 def split_params(info: ModelInfo) -> tuple[int, int]:
     """(parameters in quantizable linear layers, parameters kept 16-bit: embeddings, lm_head, norms)."""
     linear = kept = 0
@@ -213,6 +222,76 @@ def split_params(info: ModelInfo) -> tuple[int, int]:
         # scale to the exact count when we have it (keeps the split, fixes what the shapes miss)
         linear = max(0, info.n_params - kept)
     return linear, kept
+
+
+def _per_layer_norms(info: ModelInfo) -> int:
+    """Per-head q/k norms (Qwen3's q_norm and k_norm over head_dim)."""
+    return 2 * info.head_dim_k
+
+
+# Parameters transformers' modules hold beyond `tensor_groups`' matrices, per layer, for the architectures
+# where the arithmetic then equals the meta-device count exactly (a test checks each against transformers).
+_EXTRA_LAYER_PARAMS: dict[str, Callable[[ModelInfo], int]] = {
+    "llama": lambda info: 0,
+    "mistral": lambda info: 0,
+    "qwen2": lambda info: 0,
+    "gemma": lambda info: 0,
+    "mixtral": lambda info: 0,
+    "granite": lambda info: 0,
+    "qwen3": _per_layer_norms,
+    "qwen3_moe": _per_layer_norms,
+    # pre/post feed-forward norms beside the attention ones
+    "gemma2": lambda info: 2 * info.hidden,
+    "gemma3_text": lambda info: 2 * info.hidden + _per_layer_norms(info),
+    # q_norm over every query head, k_norm over the KV heads
+    "olmo2": lambda info: (info.n_heads + info.n_kv_heads) * info.head_dim_k,
+    # the shared expert's gate (one row of hidden) in every MoE layer
+    "qwen2_moe": lambda info: info.hidden if info.shared_intermediate or info.n_shared_experts else 0,
+}
+# config.json keys that add tensors the arithmetic does not lay out: let transformers count those.
+_UNCOUNTED_KEYS = ("mlp_bias", "text_config", "vision_config", "audio_config", "rope_scaling_layers")
+
+
+def count_params_exact(config: dict[str, Any], info: ModelInfo) -> int | None:
+    """The exact parameter count from the shapes, for the architectures whose every tensor the arithmetic
+    lays out; None when transformers has to build the model to know."""
+    extra = _EXTRA_LAYER_PARAMS.get(info.arch)
+    if extra is None or any(config.get(key) for key in _UNCOUNTED_KEYS):
+        return None
+    if info.attn_bias and info.arch not in ("qwen2", "qwen2_moe"):  # o_proj gets a bias too: not laid out
+        return None
+    return count_params_arithmetic(info) + info.n_layers * extra(info)
+
+
+def _params_cache_path() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("vramtui")) / "param_counts.json"
+
+
+def cached_count_params_meta(config: dict[str, Any]) -> int | None:
+    """`count_params_meta`, remembered per config (its hash) in the user cache dir: importing torch and
+    transformers takes seconds, the second estimate of the same config.json should not."""
+    import hashlib
+
+    key = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+    path = _params_cache_path()
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+        known = known if isinstance(known, dict) else {}
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known.get(key), int):
+        return int(known[key])
+    count = count_params_meta(config)
+    if count:
+        known[key] = count
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(known), encoding="utf-8")
+        except OSError:
+            pass  # a read-only cache costs time, never the answer
+    return count
 
 
 def count_params_meta(config: dict[str, Any]) -> int | None:
@@ -299,6 +378,8 @@ def quant_from_config(qc: dict[str, Any] | None) -> str | None:
         return f"{method}-g{group}" if bits == 4 else f"{method}-8bit-g{group}"
     if method in ("fp8", "fbgemm_fp8"):
         return "fp8"
+    if method == "mxfp4":
+        return "mxfp4"
     if method == "compressed-tensors":
         groups = qc.get("config_groups") or {}
         for group in groups.values() if isinstance(groups, dict) else []:
@@ -315,6 +396,24 @@ def quant_from_config(qc: dict[str, Any] | None) -> str | None:
     return None
 
 
+_SHAPE_ALIASES = {
+    "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_attention_heads": ("num_attention_heads", "n_head"),
+}
+
+
+def _require_shape(cfg: dict[str, Any], source: str, **values: int | None) -> None:
+    """A field given as 0 is named on its own; the ones missing are listed (only those)."""
+    for name, value in values.items():
+        if value == 0:
+            given = next(key for key in _SHAPE_ALIASES[name] if cfg.get(key) is not None)
+            raise VramtuiError(f"{source}: config.json gives {given} as 0; it must be at least 1")
+    missing = [name for name, value in values.items() if value is None]
+    if missing:
+        raise VramtuiError(f"{source}: config.json lacks {' / '.join(missing)}")
+
+
 def info_from_config(config: Any, source: str, exact_params: bool = True) -> ModelInfo:
     """ModelInfo from a parsed config.json (the text part of multimodal models)."""
     if not isinstance(config, dict):
@@ -324,10 +423,7 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
     n_layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
     hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
     n_heads = _int(cfg, "num_attention_heads", "n_head")
-    if not n_layers or not hidden or not n_heads:
-        raise VramtuiError(
-            f"{source}: config.json lacks num_hidden_layers / hidden_size / num_attention_heads"
-        )
+    _require_shape(cfg, source, num_hidden_layers=n_layers, hidden_size=hidden, num_attention_heads=n_heads)
     n_kv = _int(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", default=n_heads) or n_heads
     head_dim = _int(cfg, "head_dim") or hidden // n_heads
     vocab = _int(cfg, "vocab_size", default=32000) or 32000
@@ -407,20 +503,32 @@ def _config_quant_and_params(info: ModelInfo, cfg: dict[str, Any], exact_params:
     info.quant = quant_from_config(qc)
     if (
         info.quant
-        and info.quant not in ("fp8", "int8", "nf4", "nf4-dq", "fp4")
+        and info.quant not in ("fp8", "int8", "nf4", "nf4-dq", "fp4", *q.EXPERTS_ONLY)
         and not info.quant.startswith(("gptq", "awq"))
     ):
-        info.notes.append(f"unknown quant_method {info.quant!r}: sized as 16-bit")
-        info.quant = None
+        info.unknown_quant, info.quant = info.quant, None
     if exact_params:
-        meta = count_params_meta({**cfg, "quantization_config": None} if qc else cfg)
-        if meta:
-            info.n_params, info.params_exact = meta, True
+        exact = count_params_exact(cfg, info)
+        if exact:
+            info.n_params, info.params_exact = exact, True
+            info.notes.append("parameters counted exactly from the config's shapes")
+        else:
+            meta = cached_count_params_meta({**cfg, "quantization_config": None} if qc else cfg)
+            if meta:
+                info.n_params, info.params_exact = meta, True
+                info.notes.append("parameters counted by building the model on the meta device (cached)")
     if not info.n_params:
         info.n_params = count_params_arithmetic(info)
         if exact_params:
             info.notes.append("parameter count from the config's shapes (transformers could not build it)")
+        else:
+            info.notes.append("parameter count computed from the config's shapes (--no-meta)")
     info.bits_per_weight = q.bits_per_weight(info.quant) if info.quant else q.bits_per_weight(info.dtype)
+    if info.quant in q.EXPERTS_ONLY and info.n_params:  # the average over experts and 16-bit rest
+        experts = expert_params(info)
+        info.bits_per_weight = (
+            experts * info.bits_per_weight + (info.n_params - experts) * 16
+        ) / info.n_params
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -581,6 +689,7 @@ class _GgufTensors:
     """A GGUF's tensor table summed the way the estimator reads it: bytes per layer, embedding, output."""
 
     layer_bytes: list[int]
+    layer_tensors: list[tuple[str, int]] = field(default_factory=list)
     token_embd: int = 0
     output: int = 0
     other: int = 0
@@ -607,6 +716,7 @@ def _gguf_tensors(path: Path, readers: list[tuple[Path, Any]], n_layers: int) ->
         match = _BLK.match(tensor.name)
         if match and int(match.group(1)) < n_layers:
             found.layer_bytes[int(match.group(1))] += size
+            found.layer_tensors.append((tensor.name, size))
         elif tensor.name == "token_embd.weight":
             found.token_embd += size
         elif tensor.name == "output.weight":
@@ -718,6 +828,7 @@ def info_from_gguf(path: Path) -> ModelInfo:
         intermediate=key("feed_forward_length"),
         kv_heads_per_layer=kv_per_layer,
         layer_bytes=tuple(found.layer_bytes),
+        layer_tensors=tuple(found.layer_tensors),
         token_embd_bytes=found.token_embd,
         output_bytes=found.output if found.has_output else None,
         other_bytes=found.other,
@@ -834,13 +945,15 @@ def apply_overrides(info: ModelInfo, **flags: Any) -> ModelInfo:
         changes["params_exact"] = False
     if shape_changed or "n_params" in changes:
         # the file's exact per-layer bytes no longer describe this model
-        changes.update(layer_bytes=None, token_embd_bytes=None, output_bytes=None, other_bytes=0)
+        changes.update(layer_bytes=None, layer_tensors=None, token_embd_bytes=None, output_bytes=None)
+        changes["other_bytes"] = 0
         changes.update(weights_bytes=None, weights_source="params")
     quant = flags.get("quant")
     if quant:
         key = q.normalize_quant(quant)
         if key != info.quant:
             changes.update(quant=key, weights_bytes=None, weights_source="params", layer_bytes=None)
+            changes["layer_tensors"] = None
             changes.update(token_embd_bytes=None, output_bytes=None, other_bytes=0)
             changes["file_type"] = key if info.weights_source == "gguf" or key in q.FILE_TYPE_BPW else None
             changes["bits_per_weight"] = q.bits_per_weight(key)

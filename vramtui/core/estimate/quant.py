@@ -56,6 +56,8 @@ FILE_TYPE_BPW: dict[str, float] = {
     "q5_k_m": 5.70,
     "iq3_m": 3.76,
     "iq2_m": 2.93,
+    # gpt-oss-20b's published GGUF (MXFP4 experts, Q8_0 elsewhere): 11.27 GiB for 20.9B parameters
+    "mxfp4_moe": 4.63,
 }
 
 # General-purpose formats: bits per weight of the quantized (linear-layer) weights.
@@ -105,7 +107,7 @@ def normalize_quant(name: str) -> str:
         return key
     if key in _HF_BPW or key in FILE_TYPE_BPW or key in _ggml_sizes():
         return key
-    known = "q4_0, q4_k_m, q5_k_m, q6_k, q8_0, iq4_xs, f16, bf16, fp8, int8, nf4, nf4-dq, awq, gptq"
+    known = "q4_0, q4_k_m, q5_k_m, q6_k, q8_0, iq4_xs, mxfp4, f16, bf16, fp8, int8, nf4, nf4-dq, awq, gptq"
     raise VramtuiError(f"unknown quantization {name!r} (known: {known}, ...)")
 
 
@@ -186,7 +188,13 @@ _FILE_TYPE_BASE: dict[str, tuple[str, str | None]] = {
     "q5_k_m": ("q5_k", "q6_k"),
     "iq4_xs": ("iq4_xs", None),
     "iq4_nl": ("iq4_nl", None),
+    # MXFP4 for the routed experts (below); the other matrices Q8_0, as gpt-oss's published GGUFs hold them
+    "mxfp4_moe": ("q8_0", None),
 }
+
+# Quantizations that apply to the routed experts only (gpt-oss's MXFP4: attention, router, embeddings and
+# lm_head stay 16-bit, as its quantization_config's modules_to_not_convert says).
+EXPERTS_ONLY = ("mxfp4",)
 
 
 def _use_more_bits(layer: int, n_layers: int) -> bool:
@@ -211,6 +219,8 @@ def gguf_tensor_type(file_type: str, role: TensorRole, n_layers: int, tied: bool
     base, more = _FILE_TYPE_BASE.get(ftype, (ftype if ftype in _ggml_sizes() else "q4_k", None))
     if ftype in ("f32", "f16", "bf16"):
         return base
+    if ftype == "mxfp4_moe" and role.kind.endswith("_exps"):
+        return "mxfp4"
     if role.kind == "output" or (tied and role.kind == "token_embd"):
         # the output matrix gets Q6_K unless the file is already Q8_0 / Q6_K-or-better
         return base if base in ("q8_0", "q6_k") else "q6_k"

@@ -6,7 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramtui.core.estimate import quant as q
-from vramtui.core.estimate.modelinfo import ModelInfo, TensorGroup, split_params, tensor_groups
+from vramtui.core.estimate.modelinfo import (
+    ModelInfo,
+    TensorGroup,
+    expert_params,
+    split_params,
+    tensor_groups,
+)
 
 
 def dtype_bytes(dtype: str) -> int:
@@ -31,22 +37,32 @@ class LayerWeights:
     token_embd: int
     output: int  # what the output layer puts on the GPU (the embedding again when tied)
     other: int
+    # (name, layer, bytes) of each repeating-layer tensor, as GGUF names them (blk.3.ffn_up_exps.weight)
+    tensors: tuple[tuple[str, int, int], ...] = ()
+
+
+def _layer_of(name: str) -> int:
+    return int(name.split(".", 2)[1])
 
 
 def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWeights:
     """Bytes per layer as llama.cpp loads them: exact from a GGUF, else llama-quantize's choices."""
     if info.layer_bytes is not None and info.token_embd_bytes is not None and file_type is None:
         output = info.output_bytes if info.output_bytes is not None else info.token_embd_bytes
-        return LayerWeights(info.layer_bytes, info.token_embd_bytes, output, info.other_bytes)
+        named = tuple((name, _layer_of(name), size) for name, size in info.layer_tensors or ())
+        return LayerWeights(info.layer_bytes, info.token_embd_bytes, output, info.other_bytes, named)
     ftype = (
         file_type or info.file_type or info.quant or ("f16" if info.dtype in ("bf16", "f32") else info.dtype)
     )
     ftype = q.normalize_quant(ftype)
+    if ftype in q.EXPERTS_ONLY:  # gpt-oss's MXFP4 checkpoint converts to the MXFP4 MoE file type
+        ftype = "mxfp4_moe"
     if q.is_hf_quant(ftype):
         ftype = "q4_0" if q.bits_per_weight(ftype) < 6 else "q8_0"
     layers = [0] * info.n_layers
     token_embd = output = other = 0
     planned_params = 0
+    named: list[tuple[str, int, int]] = []
     for group in tensor_groups(info):
         type_name = q.gguf_tensor_type(
             ftype, q.TensorRole(group.kind, group.layer), info.n_layers, info.tied_embeddings
@@ -55,6 +71,7 @@ def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWei
         planned_params += group.n_elements
         if group.layer >= 0:
             layers[group.layer] += size
+            named.append((f"blk.{group.layer}.{group.kind}.weight", group.layer, size))
         elif group.kind == "token_embd":
             token_embd = size
         elif group.kind == "output":
@@ -69,7 +86,8 @@ def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWei
         if abs(scale - 1) > 0.01:
             layers = [int(b * scale) for b in layers]
             token_embd, output, other = int(token_embd * scale), int(output * scale), int(other * scale)
-    return LayerWeights(tuple(layers), token_embd, output, other)
+            named = [(name, layer, int(size * scale)) for name, layer, size in named]
+    return LayerWeights(tuple(layers), token_embd, output, other, tuple(named))
 
 
 def hf_weights_bytes(
@@ -93,7 +111,10 @@ def hf_weights_bytes(
         size = n_params * (dtype_bytes(method) if method else unquantized)
         return size, None, notes
     linear, kept = split_params(info)
-    if q.is_hf_quant(method):
+    if method in q.EXPERTS_ONLY:  # the experts at the method's width, everything else 16-bit
+        experts = min(expert_params(info), n_params)
+        size = int(experts * q.bits_per_weight(method) / 8 + (n_params - experts) * 2)
+    elif q.is_hf_quant(method):
         size = int(linear * q.bits_per_weight(method) / 8 + kept * 2)
     else:  # a GGUF type through vLLM's GGUF loader: everything at that width
         size = int(n_params * q.bits_per_weight(method) / 8)

@@ -19,6 +19,7 @@ from textual.timer import Timer
 from textual.widgets import Input, Label, Select, Static
 
 from vramtui.core.errors import VramtuiError
+from vramtui.core.estimate.inputs import DEFAULT_CONTEXT
 from vramtui.core.memory.parts import LABELS, PARTS, Part
 from vramtui.core.units import GIB, format_bytes
 from vramtui.tui.palette import theme_style
@@ -26,6 +27,8 @@ from vramtui.tui.panes.base import Pane
 
 BACKENDS = ("llama.cpp", "vllm", "transformers", "ollama")
 KV_DTYPES = ("f16", "bf16", "fp8", "q8_0", "q4_0")
+# auto: the backend's own choice (llama.cpp turns it on where the GPU supports it), as the CLI's default.
+FLASH_ATTN = ("auto", "on", "off")
 # "cpu": what the engine allocates on a CPU-only run (no CUDA context or workspaces), as the demo runs.
 RUNS_ON = ("gpu", "cpu")
 DEFAULT_CARD = "24GiB"
@@ -60,7 +63,7 @@ FIELDS = (
     FieldSpec("kv_heads", "KV heads", "e.g. 8"),
     FieldSpec("head_dim", "head dim", "e.g. 128"),
     FieldSpec("quant", "quant", "q4_k_m, q8_0, f16, nf4, awq…"),
-    FieldSpec("context", "context", "tokens", "8192"),
+    FieldSpec("context", "context", "tokens", str(DEFAULT_CONTEXT)),
     FieldSpec("parallel", "parallel", "concurrent sequences", "1"),
     FieldSpec("gpu_layers", "GPU layers", "all"),
     FieldSpec("card", "card mem", "e.g. 24GiB", DEFAULT_CARD),
@@ -136,6 +139,7 @@ class EstimatorPane(Pane):
                         yield self._select_field("backend", "backend", BACKENDS)
                     if spec.name == "parallel":
                         yield self._select_field("kv_dtype", "KV dtype", KV_DTYPES)
+                        yield self._select_field("flash_attn", "flash attn", FLASH_ATTN)
                     if spec.name == "card":
                         yield self._select_field("runs_on", "runs on", RUNS_ON)
             yield Static(id="est-result")
@@ -189,6 +193,10 @@ class EstimatorPane(Pane):
         gpu_layers = params.get("gpu_layers")
         if isinstance(gpu_layers, int):
             self.set_value("gpu_layers", str(gpu_layers))
+        flash = params.get("flash_attn")
+        flash = {True: "on", False: "off"}.get(flash, str(flash).lower()) if flash is not None else None
+        if flash in FLASH_ATTN:
+            self.query_one("#est-flash_attn", Select).value = flash
         if params.get("kv_dtype") in KV_DTYPES:
             self.query_one("#est-kv_dtype", Select).value = str(params["kv_dtype"])
         budget = getattr(profile, "memory_budget", None)
@@ -246,7 +254,11 @@ class EstimatorPane(Pane):
         from vramtui.core.estimate.inputs import parse_inputs
 
         texts = {spec.name: self.value(spec.name) for spec in FIELDS if spec.name != "model"}
-        texts.update(backend=self.value("backend"), kv_dtype=self.value("kv_dtype"))
+        texts.update(
+            backend=self.value("backend"),
+            kv_dtype=self.value("kv_dtype"),
+            flash_attn=self.value("flash_attn"),
+        )
         values, problems = parse_inputs(texts)
         self.errors.update(problems)
         for name in REQUIRED:
@@ -369,6 +381,10 @@ class EstimatorPane(Pane):
             details.append(f"KV {format_bytes(est.kv_bytes_per_token, 1)}/token")
         if details:
             text.append("\n" + " · ".join(details), style="dim")
-        for note in list(getattr(est, "notes", []) or [])[:2]:
+        if not self.gpu_present and self.value("card") == DEFAULT_CARD:
+            text.append(
+                f"\n• no GPU found: sized for a {DEFAULT_CARD.replace('GiB', ' GiB')} card", style="dim"
+            )
+        for note in list(getattr(est, "notes", []) or []):
             text.append(f"\n• {note}", style="dim")
         result.update(text)

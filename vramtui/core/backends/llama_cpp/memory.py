@@ -17,6 +17,7 @@ from vramtui.core.estimate.accounting import MLA_LATENT_AND_V, MemoryAccounting
 from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settings
 from vramtui.core.estimate.kvcache import is_swa, kv_bytes_per_token, kv_layer_bytes, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
+from vramtui.core.estimate.offload import moved_bytes
 from vramtui.core.estimate.weights import LayerWeights, llama_cpp_weights
 from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.units import GIB
@@ -46,6 +47,7 @@ class Placement:
     w_host: int
     kv_gpu: int
     kv_host: int
+    moved_to_host: int = 0  # layer tensors --cpu-moe / --n-cpu-moe / -ot put in host RAM
 
 
 def kv_cells(info: ModelInfo, context: int, parallel: int, ubatch: int) -> tuple[int, int]:
@@ -108,10 +110,14 @@ def _place(info: ModelInfo, settings: Settings, weights: LayerWeights, run: RunS
     w_host = weights.token_embd + sum(weights.layers[:first_gpu_layer])
     if not output_on_gpu:
         w_host += weights.other + (0 if info.tied_embeddings else weights.output)
+    to_host = 0
+    if settings.on_gpu:
+        to_host, to_gpu = moved_bytes(weights.tensors, first_gpu_layer, settings.offload_rules)
+        w_gpu, w_host = w_gpu - to_host + to_gpu, w_host + to_host - to_gpu
     if not settings.on_gpu:
         w_host = weights.token_embd + sum(weights.layers) + weights.other
         w_host += 0 if info.tied_embeddings else weights.output
-    return Placement(gpu_layers, first_gpu_layer, output_on_gpu, w_gpu, w_host, kv_gpu, kv_host)
+    return Placement(gpu_layers, first_gpu_layer, output_on_gpu, w_gpu, w_host, kv_gpu, kv_host, to_host)
 
 
 def _notes(info: ModelInfo, settings: Settings, run: RunShape, where: Placement) -> list[str]:
@@ -122,6 +128,11 @@ def _notes(info: ModelInfo, settings: Settings, run: RunShape, where: Placement)
         notes.append("llama.cpp refuses a quantized V cache without flash attention: add --flash-attn")
     if not run.flash and settings.on_gpu:
         notes.append("flash attention off: the compute buffer holds the KQ matrix (heads x cells x ubatch)")
+    if where.moved_to_host:
+        notes.append(
+            f"{where.moved_to_host / GIB:.2f} GiB of layer tensors (experts) in host RAM by the override rules: "
+            "the CPU computes them each token, slower than on the GPU"
+        )
     if info.swa_layers and info.sliding_window:
         cells, swa_cells = kv_cells(info, run.context, run.parallel, run.ubatch)
         notes.append(f"{info.swa_layers} sliding-window layers keep {swa_cells} cells, the others {cells}")
@@ -150,6 +161,7 @@ class LlamaCppMemory(MemoryAccounting):
     solver_step = CELL_PAD
     context_is_per_sequence = False
     places_layers = True
+    offloads_tensors = True
     engine_probe = True
     mla_layout = MLA_LATENT_AND_V
 
@@ -191,7 +203,12 @@ class LlamaCppMemory(MemoryAccounting):
         if settings.quant and info.weights_source == "gguf" and file_type:
             # another file type than the GGUF's: size it from the shapes, as llama-quantize would
             info = replace(
-                info, layer_bytes=None, token_embd_bytes=None, output_bytes=None, params_exact=False
+                info,
+                layer_bytes=None,
+                layer_tensors=None,
+                token_embd_bytes=None,
+                output_bytes=None,
+                params_exact=False,
             )
         run = self.run_shape(info, settings)
         where = _place(info, settings, llama_cpp_weights(info, file_type), run)
@@ -201,6 +218,7 @@ class LlamaCppMemory(MemoryAccounting):
         bill = _bill(settings, where, compute, output_buffer)
         est = _estimate(info, settings, run, where, bill)
         est.kv_cells, est.compute_buffer_bytes, est.output_buffer_bytes = cells, compute, output_buffer
+        est.expert_host_bytes = where.moved_to_host
         est.notes = _notes(info, settings, run, where)
         return est
 
@@ -247,6 +265,7 @@ class OllamaMemory(LlamaCppMemory):
 
     context_is_per_sequence = True
     auto_places_layers = True
+    offloads_tensors = False  # Ollama has no tensor override knob
 
     def default_context(self, settings: Settings) -> int:
         dev = settings.device_bytes

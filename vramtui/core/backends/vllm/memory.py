@@ -59,6 +59,7 @@ def _refusal(context: int, per_token: int, kv_available: int, kv_tokens: int) ->
 class VllmMemory(MemoryAccounting):
     default_safety = DEFAULT_UTILIZATION
     kv_from_budget = True
+    refuses_past_trained = True
     mla_layout = MLA_LATENT
     bnb_as_nf4_dq = True
 
@@ -67,8 +68,8 @@ class VllmMemory(MemoryAccounting):
 
     def past_trained_note(self, per_sequence: int, trained: int) -> str:
         return (
-            super().past_trained_note(per_sequence, trained)
-            + " (vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)"
+            f"--max-model-len {per_sequence} is past the model's trained length {trained} "
+            "(max_position_embeddings): vLLM refuses to start unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
         )
 
     def size(self, info: ModelInfo, settings: Settings) -> Estimate:

@@ -1,0 +1,170 @@
+"""Expert offload (issue 15): --cpu-moe, --n-cpu-moe N and -ot PATTERN=DEVICE place the expert tensors of a
+real (tiny, qwen3moe-shaped) GGUF in host RAM, byte for byte as its tensor table says, and the solver finds
+the fewest layers to offload."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vramtui.cli import main
+from vramtui.core.errors import VramtuiError
+from vramtui.core.estimate.estimator import Settings, estimate
+from vramtui.core.estimate.modelinfo import load_model_info
+from vramtui.core.memory.parts import HOST
+from vramtui.core.units import MIB
+
+LAYERS, EMBD, HEADS, KV_HEADS, HEAD_DIM, EXPERTS, USED, FF_EXP, VOCAB = 6, 256, 4, 2, 64, 8, 2, 128, 512
+
+
+@pytest.fixture(scope="module")
+def moe_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A qwen3moe GGUF as convert_hf_to_gguf.py lays it out (3-D expert tensors, q/k norms, a router)."""
+    import gguf
+
+    path = tmp_path_factory.mktemp("moe") / "tiny-qwen3moe-f16.gguf"
+    rng = np.random.default_rng(0)
+    writer = gguf.GGUFWriter(str(path), "qwen3moe")
+    writer.add_name("tiny-qwen3moe")
+    writer.add_context_length(4096)
+    writer.add_embedding_length(EMBD)
+    writer.add_block_count(LAYERS)
+    writer.add_feed_forward_length(FF_EXP * 6)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(KV_HEADS)
+    writer.add_key_length(HEAD_DIM)
+    writer.add_value_length(HEAD_DIM)
+    writer.add_expert_count(EXPERTS)
+    writer.add_expert_used_count(USED)
+    writer.add_expert_feed_forward_length(FF_EXP)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_vocab_size(VOCAB)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+
+    def weight(name: str, shape: tuple[int, ...]) -> None:
+        writer.add_tensor(name, (rng.standard_normal(shape) * 0.02).astype(np.float16))
+
+    def norm(name: str, width: int) -> None:
+        writer.add_tensor(name, np.ones(width, dtype=np.float32))
+
+    weight("token_embd.weight", (VOCAB, EMBD))
+    for i in range(LAYERS):
+        norm(f"blk.{i}.attn_norm.weight", EMBD)
+        weight(f"blk.{i}.attn_q.weight", (HEADS * HEAD_DIM, EMBD))
+        weight(f"blk.{i}.attn_k.weight", (KV_HEADS * HEAD_DIM, EMBD))
+        weight(f"blk.{i}.attn_v.weight", (KV_HEADS * HEAD_DIM, EMBD))
+        norm(f"blk.{i}.attn_q_norm.weight", HEAD_DIM)
+        norm(f"blk.{i}.attn_k_norm.weight", HEAD_DIM)
+        weight(f"blk.{i}.attn_output.weight", (EMBD, HEADS * HEAD_DIM))
+        norm(f"blk.{i}.ffn_norm.weight", EMBD)
+        writer.add_tensor(f"blk.{i}.ffn_gate_inp.weight", np.zeros((EXPERTS, EMBD), dtype=np.float32))
+        weight(f"blk.{i}.ffn_gate_exps.weight", (EXPERTS, FF_EXP, EMBD))
+        weight(f"blk.{i}.ffn_up_exps.weight", (EXPERTS, FF_EXP, EMBD))
+        weight(f"blk.{i}.ffn_down_exps.weight", (EXPERTS, EMBD, FF_EXP))
+    norm("output_norm.weight", EMBD)
+    weight("output.weight", (VOCAB, EMBD))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def tensor_bytes(path: Path, pattern: str) -> int:
+    """What the file itself says: the bytes of the tensors whose name matches."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    return sum(int(t.n_bytes) for t in reader.tensors if re.search(pattern, t.name))
+
+
+def test_the_moe_gguf_reads_as_a_mixture_of_experts(moe_gguf: Path) -> None:
+    info = load_model_info(moe_gguf)
+    assert info.is_moe and info.n_experts == EXPERTS and info.n_experts_used == USED
+    assert info.layer_tensors is not None and len(info.layer_tensors) == LAYERS * 12
+
+
+def test_n_cpu_moe_moves_the_first_layers_experts_to_the_host(moe_gguf: Path) -> None:
+    info = load_model_info(moe_gguf)
+    base = estimate(info, Settings())
+    assert base.expert_host_bytes == 0
+    two = estimate(info, Settings(n_cpu_moe=2))
+    moved = tensor_bytes(moe_gguf, r"^blk\.[01]\.ffn_(gate|up|down)_exps")
+    assert moved == 2 * 3 * EXPERTS * FF_EXP * EMBD * 2  # f16
+    assert two.expert_host_bytes == moved
+    assert two.weights_bytes == base.weights_bytes - moved
+    assert two.weights_host_bytes == base.weights_host_bytes + moved
+    assert two.bill.get("weights", HOST) == base.bill.get("weights", HOST) + moved
+    assert two.kv_cache_bytes == base.kv_cache_bytes  # the KV cache stays with its layers
+    assert any("in host RAM by the override rules" in note for note in two.notes)
+
+
+def test_cpu_moe_and_override_tensor_place_what_their_patterns_match(moe_gguf: Path) -> None:
+    info = load_model_info(moe_gguf)
+    base = estimate(info, Settings())
+    every = estimate(info, Settings(cpu_moe=True))
+    assert every.expert_host_bytes == tensor_bytes(moe_gguf, r"_exps\.")
+    assert every.weights_bytes == base.weights_bytes - every.expert_host_bytes
+    one = estimate(info, Settings(override_tensor=(r"blk\.1\.ffn_up_exps=CPU",)))
+    assert one.expert_host_bytes == tensor_bytes(moe_gguf, r"^blk\.1\.ffn_up_exps")
+    # the first rule that matches wins, as in llama.cpp: a CUDA0 rule ahead of --cpu-moe keeps layer 5's
+    kept = estimate(info, Settings(cpu_moe=True, override_tensor=(r"blk\.5\.=CUDA0",)))
+    assert kept.expert_host_bytes == every.expert_host_bytes - tensor_bytes(moe_gguf, r"^blk\.5\.ffn_.*_exps")
+    with pytest.raises(VramtuiError, match="PATTERN=DEVICE"):
+        Settings(override_tensor=("exps",))
+    with pytest.raises(VramtuiError, match="not a regular expression"):
+        Settings(override_tensor=("blk.(=CPU",))
+
+
+def test_the_solver_finds_the_fewest_layers_whose_experts_must_leave(moe_gguf: Path) -> None:
+    info = load_model_info(moe_gguf)
+    full = estimate(info, Settings(device_bytes=1 << 40))
+    per_layer = tensor_bytes(moe_gguf, r"^blk\.0\.ffn_(gate|up|down)_exps")
+    # a card whose usable share holds everything but 2.5 layers' experts
+    card = int((full.total_bytes - 2.5 * per_layer) / 0.8)
+    est = estimate(info, Settings(device_bytes=card))
+    assert not est.fits and est.n_cpu_moe_fit == 3
+    assert estimate(info, Settings(device_bytes=card, n_cpu_moe=3)).fits
+    assert not estimate(info, Settings(device_bytes=card, n_cpu_moe=2)).fits
+    assert any(note.startswith("with --n-cpu-moe 3 it fits") for note in est.notes)
+    assert est.to_dict()["n_cpu_moe_fit"] == 3
+    # a dense model has no experts to move
+    assert estimate(replace(info, is_moe=False), Settings(device_bytes=card)).n_cpu_moe_fit is None
+
+
+def test_the_cli_takes_llama_cpp_spellings(moe_gguf: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["estimate", str(moe_gguf), "--n-cpu-moe", "2", "--json"])
+    two = json.loads(capsys.readouterr().out)
+    main(
+        [
+            "estimate",
+            str(moe_gguf),
+            "-ot",
+            r"blk\.0\.ffn_.*_exps=CPU",
+            "--override-tensor",
+            r"blk\.1\.ffn_.*_exps=CPU",
+            "--json",
+        ]
+    )
+    same = json.loads(capsys.readouterr().out)
+    assert two["expert_host_bytes"] == same["expert_host_bytes"] > 0
+    assert two["bill"]["host"]["weights_bytes"] == same["bill"]["host"]["weights_bytes"]
+    main(["estimate", str(moe_gguf), "--cpu-moe"])
+    out = capsys.readouterr().out
+    assert "of them in host RAM" in out and f"{EXPERTS} experts" in out
+    assert main(["estimate", str(moe_gguf), "--n-cpu-moe", "-1"]) == 2
+    assert "--n-cpu-moe" in capsys.readouterr().err
+    assert main(["estimate", str(moe_gguf), "-ot", "exps"]) == 2
+    assert "PATTERN=DEVICE" in capsys.readouterr().err
+
+
+def test_profile_params_carry_the_offload(moe_gguf: Path) -> None:
+    settings = Settings.from_params({"n_cpu_moe": 2, "override_tensor": [r"blk\.5\.=CPU"], "cpu_moe": "off"})
+    assert settings.n_cpu_moe == 2 and settings.override_tensor == (r"blk\.5\.=CPU",) and not settings.cpu_moe
+    est = estimate(load_model_info(moe_gguf), settings)
+    assert est.expert_host_bytes > tensor_bytes(moe_gguf, r"^blk\.[01]\.ffn_.*_exps") > 1 * MIB

@@ -1,0 +1,83 @@
+"""Which tensors go to host RAM: llama.cpp's `--cpu-moe`, `--n-cpu-moe N` and `-ot PATTERN=DEVICE`.
+
+llama.cpp keeps one list of (regex, buffer type) overrides; each tensor takes the first rule whose regex
+is found in its name (`std::regex_search`), else the place its layer gets (`--gpu-layers`). `--cpu-moe`
+and `--n-cpu-moe N` add the rules below after the `-ot` ones, as `common/arg.cpp` does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+
+from vramtui.core.errors import VramtuiError
+
+# llama.cpp's own pattern for the routed experts (gate, up and down; "chexps" in some conversions).
+EXPERTS_PATTERN = r"\.ffn_(up|down|gate)_(ch|)exps"
+
+
+@dataclass(frozen=True)
+class TensorOverride:
+    """One `-ot` rule: tensors whose name the pattern is found in go to `device` (CPU, CUDA0 ...)."""
+
+    pattern: str
+    device: str
+
+    @property
+    def to_host(self) -> bool:
+        return self.device.upper().startswith("CPU")
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def parse_override(text: str) -> TensorOverride:
+    """`PATTERN=DEVICE` as llama.cpp takes it; a bad regex or a missing device is a one-line error."""
+    pattern, sep, device = str(text).strip().rpartition("=")
+    if not sep or not pattern or not device.strip():
+        raise VramtuiError(f"--override-tensor {text!r}: use PATTERN=DEVICE, e.g. 'exps=CPU'")
+    try:
+        _compiled(pattern)
+    except re.error as error:
+        raise VramtuiError(f"--override-tensor {text!r}: not a regular expression ({error})") from None
+    return TensorOverride(pattern, device.strip())
+
+
+def rules(overrides: Iterable[str], cpu_moe: bool, n_cpu_moe: int | None) -> list[TensorOverride]:
+    """The override list in llama.cpp's order: the `-ot` rules, then the expert rules."""
+    found = [parse_override(text) for text in overrides]
+    if cpu_moe:
+        found.append(TensorOverride(EXPERTS_PATTERN, "CPU"))
+    for layer in range(n_cpu_moe or 0):
+        found.append(TensorOverride(rf"blk\.{layer}{EXPERTS_PATTERN}", "CPU"))
+    return found
+
+
+def placed_on_host(name: str, on_host_by_layer: bool, chosen: list[TensorOverride]) -> bool:
+    """Where one tensor lands: the first rule found in its name, else its layer's place."""
+    for rule in chosen:
+        if _compiled(rule.pattern).search(name):
+            return rule.to_host
+    return on_host_by_layer
+
+
+def moved_bytes(
+    tensors: Iterable[tuple[str, int, int]], first_gpu_layer: int, chosen: list[TensorOverride]
+) -> tuple[int, int]:
+    """(bytes the rules move from the GPU to the host, bytes they move from the host to the GPU) over the
+    repeating layers' tensors (name, layer, bytes)."""
+    to_host = to_gpu = 0
+    if not chosen:
+        return 0, 0
+    for name, layer, nbytes in tensors:
+        by_layer = layer < first_gpu_layer
+        on_host = placed_on_host(name, by_layer, chosen)
+        if on_host and not by_layer:
+            to_host += nbytes
+        elif by_layer and not on_host:
+            to_gpu += nbytes
+    return to_host, to_gpu
