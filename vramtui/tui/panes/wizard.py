@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.events import Resize
 from textual.message import Message
@@ -61,6 +62,12 @@ class WizardPane(Pane):
     PANE_TITLE = "Wizard"
     PANE_KEY = "4"
 
+    # Skip and Edit without tabbing through the buttons: active while the wizard pane has focus.
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("k", "skip", "Skip"),
+        Binding("v", "edit", "Edit"),
+    ]
+
     DEFAULT_CSS = """
     WizardPane #wiz-state { height: auto; }
     WizardPane #wiz-proposal { height: auto; margin-top: 1; }
@@ -87,8 +94,8 @@ class WizardPane(Pane):
         yield Static(id="wiz-proposal")
         with Horizontal(id="wiz-buttons"):
             yield Button("Confirm (n)", id="wiz-confirm", compact=True, variant="primary")
-            yield Button("Skip", id="wiz-skip", compact=True)
-            yield Button("Edit", id="wiz-edit-button", compact=True)
+            yield Button("Skip (k)", id="wiz-skip", compact=True)
+            yield Button("Edit (v)", id="wiz-edit-button", compact=True)
             yield Button("Export (x)", id="wiz-export", compact=True)
         yield Input(
             placeholder="value to try instead (Enter to apply, Esc to cancel)", id="wiz-edit", compact=True
@@ -162,6 +169,17 @@ class WizardPane(Pane):
         else:
             self.notify("The wizard has finished: export (x) keeps its steps.", timeout=3)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("skip", "edit"):
+            return self.proposal is not None and not self.busy
+        return True
+
+    def action_skip(self) -> None:
+        self.skip()
+
+    def action_edit(self) -> None:
+        self._edit()
+
     def skip(self) -> None:
         if self.driver is not None and self.proposal is not None and not self.busy:
             self.driver.skip(self.proposal)
@@ -229,6 +247,7 @@ class WizardPane(Pane):
             self._add_row(message.step)
         if message.error:
             self.notify(message.error, severity="error", timeout=8)
+        self.app.refresh_bindings()  # Skip, Edit and Export come and go with the proposal and the steps
         self.show()
 
     # -- painting ---------------------------------------------------------------------------------
