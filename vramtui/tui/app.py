@@ -17,7 +17,14 @@ from textual.widgets import Footer, Static
 
 from vramtui.core.errors import VramtuiError
 from vramtui.tui.commands import CommandsApp
-from vramtui.tui.messages import AttemptStarted, LaunchRequested, ModelsStopped, ProcessStarted, RunEventSeen
+from vramtui.tui.messages import (
+    AttemptStarted,
+    LaunchRequested,
+    ModelsStopped,
+    ProcessStarted,
+    RunEventSeen,
+    ServerVerified,
+)
 from vramtui.tui.panes.base import Pane
 from vramtui.tui.panes.estimator import EstimatorPane
 from vramtui.tui.panes.log import LogPane
@@ -94,6 +101,7 @@ class VramtuiApp(CommandsApp):
         self.sampler: Any = None
         self.session: ModelSession | None = None
         self.active_pane = "memory"
+        self.launch_note: str | None = None  # the status line's words for a launch with no session
         self._screen_width = 0  # set by each layout pass; the status line's wording depends on it
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -204,7 +212,9 @@ class VramtuiApp(CommandsApp):
         # The status line spans the screen, less its padding.
         room = (self._screen_width or self.size.width) - 2
         tabs = PANE_ORDER if self.narrow else ()
-        text = status_text(self.session, tabs, self.active_pane, paused=paused, room=room)
+        text = status_text(
+            self.session, tabs, self.active_pane, paused=paused, room=room, note=self.launch_note
+        )
         status.update(text)
 
     # -- sampling ---------------------------------------------------------------------------------
@@ -250,6 +260,8 @@ class VramtuiApp(CommandsApp):
             self.session = ModelSession.from_profile(self, profile_or_path)
         except VramtuiError as error:
             self.notify(str(error), severity="error", timeout=8)
+            self.launch_note = f"launch failed: {error}"
+            self.update_status()
             return
         self.follow_profile(self.session.profile)
         self.session.start()
@@ -286,6 +298,15 @@ class VramtuiApp(CommandsApp):
     @on(LaunchRequested)
     def _launch_requested(self, message: LaunchRequested) -> None:
         self.launch(message.profile)
+
+    @on(ServerVerified)
+    def _server_verified(self, message: ServerVerified) -> None:
+        if self.session is not None and self.session.running:
+            self.session.stop_async()  # n is refused while a model runs; still, never two sessions
+        self.launch_note = None
+        self.session = ModelSession.adopt(self, message.profile, message.server, message.feed)
+        self.follow_profile(message.profile)
+        self.update_status()
 
     @on(GpuFound)
     def _gpu_found(self, message: GpuFound) -> None:

@@ -26,7 +26,7 @@ STEP_COLUMNS = ("#", "change", "outcome", "stage", "peak", "resident")
 COMPACT_COLUMNS = ("#", "change", "outcome", "stage", "peak")
 COMPACT_BELOW = 96
 # Fixed widths of the compact table's short columns (#, outcome, peak); change and stage share the rest.
-COMPACT_FIXED = {"#": 2, "outcome": 9, "peak": 9}
+COMPACT_FIXED = {"#": 2, "outcome": 11, "peak": 9}
 
 
 class WizardUpdate(Message):
@@ -128,10 +128,11 @@ class WizardPane(Pane):
         self.attach(driver)
         driver.launch_first()
 
-    def start_profile(self, profile: Any) -> None:
+    def start_profile(self, profile: Any, first_check: Any = None) -> None:
+        """A wizard on this profile; `first_check`: its launch that already failed (step 0 as is)."""
         from vramtui.tui.panes.wizard_driver import WizardDriver
 
-        self.attach(WizardDriver(self, profile))
+        self.attach(WizardDriver(self, profile, first_check=first_check))
 
     def session_changed(self, session: Any) -> None:
         """The app's model session changed: remember its profile for a wizard the user may start."""
@@ -155,7 +156,10 @@ class WizardPane(Pane):
             if self.profile_hint is None:
                 self.notify("No profile to work on: `vramtui run PROFILE` or `vramtui demo`.", timeout=4)
                 return
-            self.start_profile(self.profile_hint)
+            failed = (
+                session.failed_check if session is not None and session.profile is self.profile_hint else None
+            )
+            self.start_profile(self.profile_hint, first_check=failed)
             assert self.driver is not None
             self.driver.launch_first()
             return
@@ -245,6 +249,10 @@ class WizardPane(Pane):
         if message.step is not None:
             self.steps.append(message.step)
             self._add_row(message.step)
+            if self.app.session is None:  # type: ignore[attr-defined]
+                # The status line tells the attempt's fate, not "no model launched".
+                self.app.launch_note = f"wizard {message.state}"  # type: ignore[attr-defined]
+                self.app.update_status()  # type: ignore[attr-defined]
         if message.error:
             self.notify(message.error, severity="error", timeout=8)
         self.app.refresh_bindings()  # Skip, Edit and Export come and go with the proposal and the steps
