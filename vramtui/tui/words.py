@@ -29,6 +29,24 @@ FAILURE_WORDS: dict[str, str] = {
     "bad_arguments": "command line refused",
 }
 
+# The same in a word or two, for the wizard's steps table on a small terminal.
+SHORT_FAILURE_WORDS: dict[str, str] = {
+    "cuda_oom": "GPU OOM",
+    "host_oom_killed": "OOM-killed",
+    "host_oom": "host OOM",
+    "unsupported_quant": "bad quant",
+    "unknown_arch": "unknown arch",
+    "shape_mismatch": "bad shapes",
+    "dtype_unsupported": "bad dtype",
+    "file_missing": "no file",
+    "kv_cache_too_small": "KV too small",
+    "context_too_long": "ctx too long",
+    "command_not_found": "no engine",
+    "port_in_use": "port busy",
+    "ready_timeout": "timed out",
+    "bad_arguments": "bad flags",
+}
+
 # Causes are finer than classes; the frequent ones have words, the rest read with spaces.
 CAUSE_WORDS: dict[str, str] = {
     "kv_no_room": "no memory left for the cache blocks",
@@ -71,10 +89,12 @@ def spaced(code: str) -> str:
     return code.replace("_", " ")
 
 
-def failure_words(code: str | None) -> str:
+def failure_words(code: str | None, *, short: bool = False) -> str:
     """`host_oom` -> "host out of memory"; the smoke and replay failures by what failed."""
     if not code:
         return "no failure"
+    if short and code in SHORT_FAILURE_WORDS:
+        return SHORT_FAILURE_WORDS[code]
     if code in FAILURE_WORDS:
         return FAILURE_WORDS[code]
     for prefix, what in (("smoke_", "the smallest request"), ("replay_", "the saved request")):

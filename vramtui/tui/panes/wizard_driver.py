@@ -35,7 +35,7 @@ def step_row(number: int, step: Any, *, compact: bool = False) -> tuple[str, ...
     if obs is not None:
         stage = stage_words(obs.stage) if obs.stage else "—"
         if obs.failure:
-            stage += f" ✖ {failure_words(obs.failure)}"
+            stage += f" ✖ {failure_words(obs.failure, short=compact)}"
     if compact:
         outcome = outcome_words(step.outcome, short=True)
         return (str(step.index), change, outcome, stage, _mib(obs.peak_mib if obs else None))
