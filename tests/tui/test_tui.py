@@ -16,6 +16,7 @@ from vramtui.tui.app import PANE_ORDER, VramtuiApp
 from vramtui.tui.panes.estimator import EstimatorPane
 from vramtui.tui.panes.memory import MemoryPane
 from vramtui.tui.widgets.graph import BLOCKS, MemoryGraph
+from vramtui.tui.words import failure_words, stage_words
 
 
 @pytest.fixture(autouse=True)
@@ -300,7 +301,10 @@ async def test_log_pane_diagnoses_a_corpus_log_and_jumps_to_its_first_error(
         assert pane.diagnosis.failure == expected.failure == case["failure"]
         assert pane.diagnosis.failure_stage == expected.failure_stage
         header = screen_text(app)
-        assert f"FAILED at {expected.failure_stage}: {expected.failure}" in header
+        # In words, not codes (issue 13 defect 11): the table the screen reads them through.
+        words = f"FAILED at {stage_words(expected.failure_stage)}: {failure_words(expected.failure)}"
+        assert words in header
+        assert "_" not in expected.failure or expected.failure not in header
         assert f"first error, line {expected.first_error_line}" in header
         assert "✖ " + expected.failure_stage.replace("_", " ") in header  # the failing stage is highlighted
         await pilot.press("e")
@@ -396,7 +400,8 @@ async def test_a_100k_line_log_arrives_in_batches_and_the_app_stays_responsive(t
         assert app.active_pane == "estimator"
         await wait_for(pilot, lambda: pane.finished, timeout_s=120)
         assert len(pane.view.lines) == 100_000
-        await pilot.press("2", "end")
+        # 3 put the cursor in the estimator's first field (issue 13 defect 13): Esc leaves it first.
+        await pilot.press("escape", "2", "end")
         await pilot.pause()
         assert "#24999" in screen_text(app)  # follows the tail
         batches = pane.batches_received

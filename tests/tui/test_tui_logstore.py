@@ -15,6 +15,7 @@ from vramtui.tui.app import VramtuiApp
 from vramtui.tui.panes.log import LogPane
 from vramtui.tui.widgets.linestore import CACHED_ROWS, LineStore, RowChunk
 from vramtui.tui.widgets.tail import LogFeed
+from vramtui.tui.words import failure_words, stage_words
 
 BLOCK = (
     "load_tensors: offloading 32 repeating layers to GPU",
@@ -71,7 +72,8 @@ async def test_a_big_log_says_reading_until_it_is_read_then_gives_the_cli_verdic
             expected.stage,
         )
         shown = screen_text(app)
-        assert f"FAILED at {expected.failure_stage}: {expected.failure}" in shown
+        # The CLI's verdict in the screen's words (issue 13 defect 11).
+        assert f"FAILED at {stage_words(expected.failure_stage)}: {failure_words(expected.failure)}" in shown
         assert "READING" not in shown
         await pilot.press("e")
         await pilot.pause()

@@ -75,15 +75,19 @@ async def test_the_steps_table_fits_80_columns_and_is_full_when_wide(tiny_gguf: 
         assert pane.compact and [str(c.label) for c in table.columns.values()] == list(COMPACT_COLUMNS)
         assert _table_fits(table), (table.virtual_size, table.scrollable_content_region)
         text = screen_text(app)
-        assert "context 262144 → 32768" in text and "WORKS" in text and "kv_cache ✖ host_oom" in text
+        # Codes in words (issue 13 defect 11), short ones in the compact table.
+        assert "context 262144 → 32768" in text and "WORKS" in text and "kv cache ✖ host OOM" in text
+        assert "host_oom" not in text and "kv_cache" not in text
         assert "peak" in text and "1.2 GiB" in text  # the last column is on screen, not cut
         assert "^p palette" in text and "t Theme" in text  # every footer key fits too
+        assert "1234 Pane" in text and "x Export" in text
 
         await pilot.resize_terminal(200, 50)
         await wait_for(pilot, lambda: pane.compact is False)
         await pilot.pause()
         assert [str(c.label) for c in table.columns.values()] == list(STEP_COLUMNS)
         assert table.row_count == 2 and _table_fits(table)
+        await wait_for(pilot, lambda: "first launch" in screen_text(app))  # the rows are drawn again
         text = screen_text(app)
         assert "resident" in text and "failed (first launch)" in text
 

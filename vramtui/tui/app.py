@@ -17,7 +17,14 @@ from textual.widgets import Footer, Static
 
 from vramtui.core.errors import VramtuiError
 from vramtui.tui.commands import CommandsApp
-from vramtui.tui.messages import AttemptStarted, LaunchRequested, ModelsStopped, ProcessStarted, RunEventSeen
+from vramtui.tui.messages import (
+    AttemptStarted,
+    LaunchRequested,
+    ModelsStopped,
+    ProcessStarted,
+    RunEventSeen,
+    ServerVerified,
+)
 from vramtui.tui.panes.base import Pane
 from vramtui.tui.panes.estimator import EstimatorPane
 from vramtui.tui.panes.log import LogPane
@@ -35,6 +42,14 @@ WIDE_MIN_WIDTH = 140
 WIDE_MIN_HEIGHT = 34
 
 PANE_ORDER = ("memory", "log", "estimator", "wizard")
+# Keys that act on one pane: on a small screen they only show (and act) while it is on screen.
+PANE_ACTIONS = {
+    "pause_graph": "memory",
+    "zoom_graph": "memory",
+    "cycle_series": "memory",
+    "search_log": "log",
+    "export_wizard": "wizard",
+}
 
 
 class VramtuiApp(CommandsApp):
@@ -52,6 +67,8 @@ class VramtuiApp(CommandsApp):
     Screen.-narrow #panes { layout: vertical; }
     Screen.-narrow Pane { display: none; }
     Screen.-narrow Pane.-active { display: block; height: 1fr; }
+    /* Textual's compact footer runs a group's label into the next key ("1234 Panee Error"). */
+    Footer.-compact FooterLabel { margin: 0 1 0 0; }
     #status {
         height: 1;
         text-wrap: nowrap;
@@ -84,18 +101,29 @@ class VramtuiApp(CommandsApp):
         self.sampler: Any = None
         self.session: ModelSession | None = None
         self.active_pane = "memory"
+        self.launch_note: str | None = None  # the status line's words for a launch with no session
         self._screen_width = 0  # set by each layout pass; the status line's wording depends on it
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Hide keys that cannot do anything yet, so the footer keeps room for the ones that can."""
+        """Hide keys that cannot do anything now, so the footer keeps room for the ones that can; on a
+        small screen a pane's own keys (the graph's, search, export) show with that pane only."""
         if action == "relaunch":
             return self.session is not None
+        if action == "stop_model":
+            return self.session is not None and self.session.running
+        if self.narrow and action in PANE_ACTIONS and self.active_pane != PANE_ACTIONS[action]:
+            return False
+        try:
+            wizard = self.query_one(WizardPane)
+        except Exception:
+            return True
         if action == "wizard_next":
-            try:
-                wizard = self.query_one(WizardPane)
-            except Exception:
-                return True
-            return wizard.driver is not None or wizard.profile_hint is not None
+            if wizard.driver is not None:
+                return not wizard.driver.finished
+            # While the model runs the wizard pane says how to start one (stop it first).
+            return wizard.profile_hint is not None and not (self.session and self.session.running)
+        if action == "export_wizard":
+            return bool(wizard.steps)
         return True
 
     # -- layout -----------------------------------------------------------------------------------
@@ -145,6 +173,7 @@ class VramtuiApp(CommandsApp):
         # At 80 columns the footer's keys only fit without their spacing.
         for footer in self.query(Footer):
             footer.compact = width < WIDE_MIN_WIDTH
+        self.refresh_bindings()
         self.update_status()
 
     def pane(self, name: str) -> Pane:
@@ -161,6 +190,7 @@ class VramtuiApp(CommandsApp):
             focus_target = pane.focus_target()
             if focus_target is not None:
                 focus_target.focus()
+        self.refresh_bindings()
         self.update_status()
 
     @on(Pane.Activated)
@@ -170,6 +200,7 @@ class VramtuiApp(CommandsApp):
             self.active_pane = name
             for pane_name in PANE_ORDER:
                 self.pane(pane_name).set_class(pane_name == name, "-active")
+            self.refresh_bindings()
             self.update_status()
 
     def update_status(self) -> None:
@@ -181,7 +212,9 @@ class VramtuiApp(CommandsApp):
         # The status line spans the screen, less its padding.
         room = (self._screen_width or self.size.width) - 2
         tabs = PANE_ORDER if self.narrow else ()
-        text = status_text(self.session, tabs, self.active_pane, paused=paused, room=room)
+        text = status_text(
+            self.session, tabs, self.active_pane, paused=paused, room=room, note=self.launch_note
+        )
         status.update(text)
 
     # -- sampling ---------------------------------------------------------------------------------
@@ -227,6 +260,8 @@ class VramtuiApp(CommandsApp):
             self.session = ModelSession.from_profile(self, profile_or_path)
         except VramtuiError as error:
             self.notify(str(error), severity="error", timeout=8)
+            self.launch_note = f"launch failed: {error}"
+            self.update_status()
             return
         self.follow_profile(self.session.profile)
         self.session.start()
@@ -263,6 +298,15 @@ class VramtuiApp(CommandsApp):
     @on(LaunchRequested)
     def _launch_requested(self, message: LaunchRequested) -> None:
         self.launch(message.profile)
+
+    @on(ServerVerified)
+    def _server_verified(self, message: ServerVerified) -> None:
+        if self.session is not None and self.session.running:
+            self.session.stop_async()  # n is refused while a model runs; still, never two sessions
+        self.launch_note = None
+        self.session = ModelSession.adopt(self, message.profile, message.server, message.feed)
+        self.follow_profile(message.profile)
+        self.update_status()
 
     @on(GpuFound)
     def _gpu_found(self, message: GpuFound) -> None:

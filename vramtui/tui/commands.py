@@ -16,22 +16,27 @@ from vramtui.tui import themes
 class CommandsApp(App[int]):
     """Keys, palette entries and themes; the actions themselves are `VramtuiApp`'s."""
 
+    # Short descriptions: at 80 columns the footer holds the keys that apply (see `check_action`).
+    PANES = Binding.Group("Pane", compact=True)
+    GRAPH = Binding.Group("Graph", compact=True)
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit_app", "Quit"),
-        Binding("1", "show_pane('memory')", "Memory", show=False),
-        Binding("2", "show_pane('log')", "Log", show=False),
-        Binding("3", "show_pane('estimator')", "Estimator", show=False),
-        Binding("4", "show_pane('wizard')", "Wizard", show=False),
-        Binding("e", "first_error", "1st error"),  # short labels: every key fits at 80 columns
-        Binding("slash", "search_log", "Search"),
-        Binding("r", "relaunch", "Relaunch"),
-        Binding("n", "wizard_next", "Next step"),
-        Binding("p", "pause_graph", "Pause"),
+        # Textual's own ctrl+q quits at once: here it asks first, as q does, while a model runs.
+        Binding("ctrl+q", "quit_app", "Quit", show=False, priority=True),
+        Binding("1", "show_pane('memory')", "Memory", group=PANES),
+        Binding("2", "show_pane('log')", "Log", group=PANES),
+        Binding("3", "show_pane('estimator')", "Estimator", group=PANES),
+        Binding("4", "show_pane('wizard')", "Wizard", group=PANES),
+        Binding("e", "first_error", "Error"),
+        Binding("slash", "search_log", "Find"),
+        Binding("r", "relaunch", "Rerun"),
+        Binding("s", "stop_model", "Stop"),
+        Binding("n", "wizard_next", "Next"),
+        Binding("x", "export_wizard", "Export"),
+        Binding("p", "pause_graph", "Pause", group=GRAPH),
+        Binding("z", "zoom_graph", "Zoom", group=GRAPH),
+        Binding("g", "cycle_series", "Series", group=GRAPH),
         Binding("t", "cycle_theme", "Theme"),
-        Binding("z", "zoom_graph", "Zoom graph", show=False),
-        Binding("g", "cycle_series", "Graph series", show=False),
-        Binding("x", "export_wizard", "Export steps", show=False),
-        Binding("s", "stop_model", "Stop model", show=False),
     ]
 
     # Every action the palette lists: (action, title, help). Keys are in BINDINGS.

@@ -48,3 +48,13 @@ class LaunchRequested(Message):
 
 class ModelsStopped(Message):
     """Every server the app started is stopped (quitting): the app can exit."""
+
+
+class ServerVerified(Message):
+    """The wizard's attempt works and its server is left running: it becomes the app's model session."""
+
+    def __init__(self, profile: Any, server: Any, feed: LogFeed) -> None:
+        super().__init__()
+        self.profile = profile
+        self.server = server
+        self.feed = feed

@@ -13,11 +13,20 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 from vramtui.core.errors import VramtuiError
+from vramtui.tui.words import failure_words, stage_words
 
 if TYPE_CHECKING:
     from vramtui.tui.app import VramtuiApp
 
 READY_TIMEOUT_S = 300.0
+
+
+def finished_check(server: Any, message: str = "") -> Any:
+    """The verdict `vramtui run` gives a server that failed or ended (a CheckResult): the status line
+    says it, and the wizard takes it as its first step instead of launching the same profile again."""
+    from vramtui.core.launch.launcher import _result
+
+    return _result(server, None, message)
 
 
 class SessionState(Message):
@@ -47,6 +56,7 @@ class ModelSession:
         self.server: Any = None
         self.state = "idle"  # idle | starting | ready | failed | exited | stopped
         self.returncode: int | None = None
+        self.check: Any = None  # the launcher's verdict once the launch failed or the server ended
         self._lock = threading.Lock()
         self._generation = 0
 
@@ -79,9 +89,22 @@ class ModelSession:
         where = f"{backend} {label}".strip()
         if self.state in ("starting", "ready") and self.pid:
             return f"{where}: {self.state} (pid {self.pid})"
+        failure = getattr(self.check, "failure", None)
+        if self.state in ("failed", "exited") and failure:
+            stage = getattr(self.check, "failure_stage", None)
+            at = f" at {stage_words(stage)}" if stage else ""
+            return f"{where}: failed{at}: {failure_words(failure)}"
         if self.state == "exited" and self.returncode is not None:
             return f"{where}: exited with {self.returncode}"
         return f"{where}: {self.state}"
+
+    @property
+    def failed_check(self) -> Any:
+        """The verdict of a launch that failed and whose server is gone, else None."""
+        server = self.server
+        if self.check is None or not getattr(self.check, "failure", None):
+            return None
+        return None if server is not None and server.running else self.check
 
     # -- lifecycle (threads) ----------------------------------------------------------------------
 
@@ -90,6 +113,7 @@ class ModelSession:
         from vramtui.tui.panes.log import LogPane
 
         self._generation += 1
+        self.check, self.returncode = None, None
         backend = getattr(getattr(self.profile, "backend", None), "name", "")
         label = f"{backend} {getattr(self.profile, 'label', '')}".strip()
         # The server's own log engine tags the lines and diagnoses the run: the pane shows that.
@@ -121,26 +145,47 @@ class ModelSession:
             ready = server.wait_ready(READY_TIMEOUT_S)
             if generation != self._generation:
                 return
+            if not ready:
+                self.check = finished_check(server)
             self._post("ready" if ready else "failed", server.pid)
-            assert server.proc is not None
-            returncode = server.proc.wait()
-            stopped = server.stopped_by_us or generation != self._generation
-            if not stopped:
-                # It ended on its own: stop() reaps what is left of its group and tells the server's log
-                # engine how it exited (137 with no error text: the OOM killer).
-                server.stop()
-                self.returncode = returncode
-                self._post("exited")
-            # A stop we asked for is not a crash: the log engine must not read 137 as the OOM killer.
-            feed.end(None if stopped else returncode)
+            self._follow(server, feed, generation)
         except VramtuiError as error:
             feed.push(f"vramtui: {error}")
             feed.end(None)
+            if self.server is not None:
+                self.check = finished_check(self.server, str(error))
             self._post("failed")
         except Exception as error:  # the app must survive a launcher failure and say why
             feed.push(f"vramtui: could not launch: {type(error).__name__}: {error}")
             feed.end(None)
             self._post("failed")
+
+    def _follow(self, server: Any, feed: Any, generation: int) -> None:
+        """Wait for the server to end; one that ends on its own is reaped and its verdict kept."""
+        assert server.proc is not None
+        returncode = server.proc.wait()
+        stopped = server.stopped_by_us or generation != self._generation
+        if not stopped:
+            # It ended on its own: stop() reaps what is left of its group and tells the server's log
+            # engine how it exited (137 with no error text: the OOM killer).
+            server.stop()
+            self.returncode = returncode
+            self.check = finished_check(server)
+            self._post("exited")
+        # A stop we asked for is not a crash: the log engine must not read 137 as the OOM killer.
+        feed.end(None if stopped else returncode)
+
+    @classmethod
+    def adopt(cls, app: VramtuiApp, profile: Any, server: Any, feed: Any) -> ModelSession:
+        """The wizard's verified server becomes the app's session as it runs: no second launch."""
+        session = cls(app, profile)
+        session.server = server
+        session._generation = 1
+        session._post("ready", server.pid)
+        threading.Thread(
+            target=session._follow, args=(server, feed, 1), name="vramtui-model", daemon=True
+        ).start()
+        return session
 
     def stop(self) -> None:
         """Stop the server and its whole process group (blocks: call from a thread or at exit)."""

@@ -7,9 +7,12 @@ from typing import Any
 from rich.text import Text
 
 
-def status_text(session: Any, tabs: tuple[str, ...], active: str, *, paused: bool, room: int) -> Text:
+def status_text(
+    session: Any, tabs: tuple[str, ...], active: str, *, paused: bool, room: int, note: str | None = None
+) -> Text:
     """The longest wording that fits in `room` cells; shorter ones drop the backend name, then cut
-    the tab names (`tabs`: the panes as tabs, shown on a narrow screen)."""
+    the tab names (`tabs`: the panes as tabs, shown on a narrow screen). `note`: what the last launch
+    with no session of its own came to (a refused profile, a wizard attempt)."""
     suffix = " │ graph paused" if paused else ""
     wordings = [(False, False), (False, True), (True, True)] if tabs else [(False, False), (False, True)]
     text = Text()
@@ -20,7 +23,10 @@ def status_text(session: Any, tabs: tuple[str, ...], active: str, *, paused: boo
             text.append(label, style="reverse bold" if name == active else "")
         if tabs:
             text.append(" │ ")
-        text.append(session.describe(short=short_model) if session is not None else "no model launched")
+        if session is not None:
+            text.append(session.describe(short=short_model))
+        else:
+            text.append(note or "no model launched")
         text.append(suffix)
         if text.cell_len <= room:
             break

@@ -699,6 +699,7 @@ def run_check(
     on_log_line: Callable[[LogLine], None] | None = None,
     replay: dict[str, object] | None = None,
     replay_timeout_s: float = 300.0,
+    keep_if_works: bool = False,
 ) -> CheckResult:
     """Launch `profile`, wait for ready (or failure), send the smallest request, stop, and report.
 
@@ -706,6 +707,8 @@ def run_check(
     `on_start(server)` is called right after launch (the TUI follows the pid from there).
     `replay`: a saved chat request (the long one that failed) sent after the smallest request
     answered, to check a fix for an inference-stage failure.
+    `keep_if_works`: a server that answered (and passed the replay) is left running for the caller,
+    who got it from `on_start` and now owns its stop (the TUI keeps the verified server on screen).
     """
     server = ModelServer(
         profile,
@@ -745,7 +748,9 @@ def run_check(
                     )
                     server._event("request_end", replayed.meaning)
     finally:
-        server.stop()
+        answered = smoke is not None and smoke.ok and (replayed is None or replayed.ok)
+        if not (keep_if_works and answered and server.running):
+            server.stop()
     return _result(server, smoke, launch_message, replayed)
 
 

@@ -16,6 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static
 
 from vramtui.core.errors import VramtuiError
@@ -62,7 +63,7 @@ FIELDS = (
     FieldSpec("layers", "layers", "e.g. 32"),
     FieldSpec("kv_heads", "KV heads", "e.g. 8"),
     FieldSpec("head_dim", "head dim", "e.g. 128"),
-    FieldSpec("quant", "quant", "q4_k_m, q8_0, f16, nf4, awq…"),
+    FieldSpec("quant", "quant", "q4_k_m, q8_0, nf4…"),  # whole at 80 columns
     FieldSpec("context", "context", "tokens", str(DEFAULT_CONTEXT)),
     FieldSpec("parallel", "parallel", "concurrent sequences", "1"),
     FieldSpec("gpu_layers", "GPU layers", "all"),
@@ -160,6 +161,10 @@ class EstimatorPane(Pane):
         self.recompute()
 
     # -- input ------------------------------------------------------------------------------------
+
+    def focus_target(self) -> Widget | None:
+        """`3` lands in the first field, so what the user types next goes into it."""
+        return self.query_one(f"#est-{FIELDS[0].name}", Input)
 
     def action_leave_form(self) -> None:
         """Escape: out of the field, so single-key commands (q, e, 1-4 ...) work again."""

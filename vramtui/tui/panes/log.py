@@ -20,6 +20,7 @@ from vramtui.tui.themes import stage_variable
 from vramtui.tui.widgets.linestore import RowChunk
 from vramtui.tui.widgets.logview import LogView
 from vramtui.tui.widgets.tail import LogFeed, Progress
+from vramtui.tui.words import cause_words, failure_words, stage_words
 
 
 class LogBatch(Message):
@@ -82,15 +83,18 @@ def diagnosis_text(
     if diagnosis.failed:
         text.append("FAILED", style=theme_style(app, "verdict-fails", bold=True, reverse=True))
         cause = getattr(diagnosis, "cause", None)
-        detail = f", {cause}" if cause and cause != diagnosis.failure else ""
-        text.append(f" at {failing or '?'}: {diagnosis.failure} ({backend}{detail})")
+        detail = f", {cause_words(cause)}" if cause and cause != diagnosis.failure else ""
+        where = stage_words(failing) if failing else "?"
+        text.append(f" at {where}: {failure_words(diagnosis.failure)} ({backend}{detail})")
         if diagnosis.first_error_line:
             shown = first_error_line or diagnosis.first_error_line
             text.append(f" — first error, line {shown} (key e): ")
             text.append((diagnosis.first_error_text or "").strip()[:300], style=theme_style(app, "log-error"))
     else:
         text.append("NO FAILURE", style=theme_style(app, "verdict-fits", bold=True, reverse=True))
-        text.append(f" reached {reached or 'no stage yet'} ({backend}), {line_count:,} lines")
+        text.append(
+            f" reached {stage_words(reached) if reached else 'no stage yet'} ({backend}), {line_count:,} lines"
+        )
     for advice in list(getattr(diagnosis, "advice", []) or [])[:max_advice]:
         text.append("\n→ ", style=theme_style(app, "accent", bold=True))
         text.append(str(advice))
@@ -230,8 +234,16 @@ class LogPane(Pane):
             # The diagnosis may settle on the first error after more lines came (a traceback's cause):
             # its line number is the authority, looked up among the lines its engine numbered.
             view.first_error = self._first_error_index(diagnosis)
+        if message.finished and not self.finished and view.follow and self._failed_with_error():
+            # A run that ended in failure: show where it went wrong, not the traceback's tail
+            # (unless the user scrolled away meanwhile).
+            view.jump_to_first_error()
         self.finished = message.finished
         self.show_diagnosis()
+
+    def _failed_with_error(self) -> bool:
+        diagnosis = self.diagnosis
+        return bool(diagnosis is not None and diagnosis.failed and self.view.first_error is not None)
 
     def _first_error_index(self, diagnosis: Any) -> int | None:
         """The view index of the diagnosis' first error line, or None while it has not arrived."""

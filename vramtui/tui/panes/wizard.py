@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.events import Resize
 from textual.message import Message
@@ -25,7 +26,7 @@ STEP_COLUMNS = ("#", "change", "outcome", "stage", "peak", "resident")
 COMPACT_COLUMNS = ("#", "change", "outcome", "stage", "peak")
 COMPACT_BELOW = 96
 # Fixed widths of the compact table's short columns (#, outcome, peak); change and stage share the rest.
-COMPACT_FIXED = {"#": 2, "outcome": 9, "peak": 9}
+COMPACT_FIXED = {"#": 2, "outcome": 11, "peak": 9}
 
 
 class WizardUpdate(Message):
@@ -61,6 +62,12 @@ class WizardPane(Pane):
     PANE_TITLE = "Wizard"
     PANE_KEY = "4"
 
+    # Skip and Edit without tabbing through the buttons: active while the wizard pane has focus.
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("k", "skip", "Skip"),
+        Binding("v", "edit", "Edit"),
+    ]
+
     DEFAULT_CSS = """
     WizardPane #wiz-state { height: auto; }
     WizardPane #wiz-proposal { height: auto; margin-top: 1; }
@@ -87,8 +94,8 @@ class WizardPane(Pane):
         yield Static(id="wiz-proposal")
         with Horizontal(id="wiz-buttons"):
             yield Button("Confirm (n)", id="wiz-confirm", compact=True, variant="primary")
-            yield Button("Skip", id="wiz-skip", compact=True)
-            yield Button("Edit", id="wiz-edit-button", compact=True)
+            yield Button("Skip (k)", id="wiz-skip", compact=True)
+            yield Button("Edit (v)", id="wiz-edit-button", compact=True)
             yield Button("Export (x)", id="wiz-export", compact=True)
         yield Input(
             placeholder="value to try instead (Enter to apply, Esc to cancel)", id="wiz-edit", compact=True
@@ -121,10 +128,11 @@ class WizardPane(Pane):
         self.attach(driver)
         driver.launch_first()
 
-    def start_profile(self, profile: Any) -> None:
+    def start_profile(self, profile: Any, first_check: Any = None) -> None:
+        """A wizard on this profile; `first_check`: its launch that already failed (step 0 as is)."""
         from vramtui.tui.panes.wizard_driver import WizardDriver
 
-        self.attach(WizardDriver(self, profile))
+        self.attach(WizardDriver(self, profile, first_check=first_check))
 
     def session_changed(self, session: Any) -> None:
         """The app's model session changed: remember its profile for a wizard the user may start."""
@@ -148,7 +156,10 @@ class WizardPane(Pane):
             if self.profile_hint is None:
                 self.notify("No profile to work on: `vramtui run PROFILE` or `vramtui demo`.", timeout=4)
                 return
-            self.start_profile(self.profile_hint)
+            failed = (
+                session.failed_check if session is not None and session.profile is self.profile_hint else None
+            )
+            self.start_profile(self.profile_hint, first_check=failed)
             assert self.driver is not None
             self.driver.launch_first()
             return
@@ -161,6 +172,17 @@ class WizardPane(Pane):
             self.driver.propose()
         else:
             self.notify("The wizard has finished: export (x) keeps its steps.", timeout=3)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("skip", "edit"):
+            return self.proposal is not None and not self.busy
+        return True
+
+    def action_skip(self) -> None:
+        self.skip()
+
+    def action_edit(self) -> None:
+        self._edit()
 
     def skip(self) -> None:
         if self.driver is not None and self.proposal is not None and not self.busy:
@@ -227,8 +249,13 @@ class WizardPane(Pane):
         if message.step is not None:
             self.steps.append(message.step)
             self._add_row(message.step)
+            if self.app.session is None:  # type: ignore[attr-defined]
+                # The status line tells the attempt's fate, not "no model launched".
+                self.app.launch_note = f"wizard {message.state}"  # type: ignore[attr-defined]
+                self.app.update_status()  # type: ignore[attr-defined]
         if message.error:
             self.notify(message.error, severity="error", timeout=8)
+        self.app.refresh_bindings()  # Skip, Edit and Export come and go with the proposal and the steps
         self.show()
 
     # -- painting ---------------------------------------------------------------------------------

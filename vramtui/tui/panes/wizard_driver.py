@@ -13,33 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from vramtui.core.errors import VramtuiError
 from vramtui.core.units import MIB, format_bytes
+from vramtui.tui.words import failure_words, outcome_words, stage_words
 
 if TYPE_CHECKING:
     from vramtui.tui.panes.wizard import WizardPane
-
-OUTCOME_WORDS = {
-    "first_run": "failed (first launch)",
-    "works": "WORKS",
-    "progress": "got further",
-    "no_progress": "no progress",
-    "not_applied": "did not take effect",
-    "worse": "worse",
-    "error": "error",
-    "advice": "advice only",
-}
-
-
-# The outcome in a word or two, for the steps table on a small terminal.
-SHORT_OUTCOME_WORDS = {
-    "first_run": "failed",
-    "works": "WORKS",
-    "progress": "further",
-    "no_progress": "no gain",
-    "not_applied": "no effect",
-    "worse": "worse",
-    "error": "error",
-    "advice": "advice",
-}
 
 
 def _mib(value: float | None) -> str:
@@ -56,16 +33,16 @@ def step_row(number: int, step: Any, *, compact: bool = False) -> tuple[str, ...
     obs = step.observation
     stage = "—"
     if obs is not None:
-        stage = obs.stage or "—"
+        stage = stage_words(obs.stage) if obs.stage else "—"
         if obs.failure:
-            stage += f" ✖ {obs.failure}"
+            stage += f" ✖ {failure_words(obs.failure, short=compact)}"
     if compact:
-        outcome = SHORT_OUTCOME_WORDS.get(step.outcome, step.outcome)
+        outcome = outcome_words(step.outcome, short=True)
         return (str(step.index), change, outcome, stage, _mib(obs.peak_mib if obs else None))
     return (
         str(step.index),
         change,
-        OUTCOME_WORDS.get(step.outcome, step.outcome),
+        outcome_words(step.outcome),
         stage,
         _mib(obs.peak_mib if obs else None),
         _mib(obs.resident_mib if obs else None),
@@ -91,15 +68,25 @@ def parse_value(text: str) -> object:
 class WizardDriver:
     """One wizard session for the pane: first launch, proposals, confirmed steps, export."""
 
-    def __init__(self, pane: WizardPane, profile: Any, record_path: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        pane: WizardPane,
+        profile: Any,
+        record_path: str | Path | None = None,
+        first_check: Any = None,
+    ) -> None:
         from vramtui.core.wizard.wizard import Wizard
 
         self.pane = pane
         self.app = pane.app
         self.profile = profile
+        # A launch of this profile that already failed (`vramtui run`): the wizard's step 0, not relaunched.
+        self._first_check = first_check
+        self._kept: tuple[Any, Any] | None = None  # (server, feed) of an attempt that answered
         self.wizard = Wizard(profile, record_path=record_path, runner=self._runner, on_step=None)
         self.server: Any = None  # the server of the attempt in progress
         self.finished = False
+        self.verified = False  # a working attempt's server was handed to the app
         self._lock = threading.Lock()
 
     @classmethod
@@ -116,6 +103,9 @@ class WizardDriver:
         from vramtui.tui.messages import AttemptStarted, ProcessStarted, RunEventSeen
         from vramtui.tui.widgets.tail import LogFeed
 
+        if self._first_check is not None:
+            check, self._first_check = self._first_check, None
+            return check
         app = self.app
         feed = LogFeed(label=f"wizard step {len(self.wizard.steps)}: {profile.label}", tagged=True)
         app.post_message(AttemptStarted(profile, feed))
@@ -132,12 +122,30 @@ class WizardDriver:
                 on_log_line=feed.push_tagged,
                 on_event=lambda event: app.post_message(RunEventSeen(event)),
                 on_start=started,
+                keep_if_works=True,
             )
         finally:
-            self.server = None
-        server_exit = getattr(result, "exit_code", None)
-        feed.end(server_exit)
+            server, self.server = self.server, None
+        if server is not None and server.running:
+            self._kept = (server, feed)  # it answered: kept until the wizard says whether it works
+        else:
+            feed.end(getattr(result, "exit_code", None))
         return result
+
+    def _settle(self, step: Any) -> None:
+        """A step that works keeps its server as the app's session; any other stops the kept one."""
+        kept, self._kept = self._kept, None
+        if kept is None:
+            return
+        server, feed = kept
+        if step.outcome == "works":
+            from vramtui.tui.messages import ServerVerified
+
+            self.app.post_message(ServerVerified(self.wizard.profile, server, feed))
+            self.verified = True
+            return
+        server.stop()
+        feed.end(None)
 
     # -- steps (each in a thread; the pane learns through WizardUpdate messages) --------------------
 
@@ -163,11 +171,15 @@ class WizardDriver:
         threading.Thread(target=run, name="vramtui-wizard", daemon=True).start()
 
     def launch_first(self) -> None:
-        self._post(f"launching {self.profile.label} as given (step 0)…")
+        if self._first_check is not None:
+            self._post(f"{self.profile.label} failed as given (step 0): looking for one change…")
+        else:
+            self._post(f"launching {self.profile.label} as given (step 0)…")
         self._in_thread(self._first)
 
     def _first(self) -> None:
         step = self.wizard.start()
+        self._settle(step)
         self._post(self._state_after(step), step=step)
         self._propose()
 
@@ -195,6 +207,7 @@ class WizardDriver:
 
     def _apply(self, proposal: Any) -> None:
         step = self.wizard.apply(proposal)
+        self._settle(step)
         self._post(self._state_after(step), step=step)
         self._propose()
 
@@ -217,12 +230,12 @@ class WizardDriver:
 
     def _state_after(self, step: Any) -> str:
         obs = step.observation
-        words = OUTCOME_WORDS.get(step.outcome, step.outcome)
+        words = outcome_words(step.outcome)
         if obs is None:
             return f"step {step.index}: {words}" + (f" — {step.notes[0]}" if step.notes else "")
-        where = f"reached {obs.stage or 'nothing'}"
+        where = f"reached {stage_words(obs.stage) if obs.stage else 'nothing'}"
         if obs.failure:
-            where += f", failed at {obs.failure_stage}: {obs.failure}"
+            where += f", failed at {stage_words(obs.failure_stage)}: {failure_words(obs.failure)}"
         return f"step {step.index}: {words} — {where}"
 
     def _finish(self, success: bool) -> None:
@@ -234,9 +247,10 @@ class WizardDriver:
             final = wizard.profile
             params = ", ".join(f"{k}={v}" for k, v in sorted(final.params.items()))
             self._post(f"IT RUNS with {params} — export (x) to keep the steps", done=True)
-            from vramtui.tui.messages import LaunchRequested
+            if not self.verified:  # the verified server runs on as the app's session: no second launch
+                from vramtui.tui.messages import LaunchRequested
 
-            self.app.post_message(LaunchRequested(final))
+                self.app.post_message(LaunchRequested(final))
         else:
             reason = wizard.stop_reason or "no change left to propose"
             advice = "; ".join(wizard.advice[:2])
@@ -247,6 +261,9 @@ class WizardDriver:
         server = self.server
         if server is not None:
             server.stop()
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            kept[0].stop()
 
     @property
     def running(self) -> bool:

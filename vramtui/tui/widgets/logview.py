@@ -40,6 +40,7 @@ class LogView(ScrollView, can_focus=True):
     DEFAULT_CSS = """
     LogView {
         height: 1fr;
+        background: $background;  /* its own: a light terminal must not show through the lines */
         scrollbar-size-vertical: 1;
         scrollbar-size-horizontal: 1;
     }
@@ -185,7 +186,7 @@ class LogView(ScrollView, can_focus=True):
             styles["gutter"] = theme_style(app, "log-gutter")
             styles["error"] = theme_style(app, "log-error", "log-error-background", bold=True)
             styles["warning"] = theme_style(app, "log-warning")
-            styles["match"] = theme_style(app, None, "log-match-background", bold=True)
+            styles["match"] = theme_style(app, "log-match-foreground", "log-match-background", bold=True)
             styles["marked"] = Style(reverse=True)
             styles["failing"] = theme_style(app, "log-error", bold=True)
             self._styles = styles
@@ -217,7 +218,9 @@ class LogView(ScrollView, can_focus=True):
         ]
         body = Strip(self._body_segments(line.text, text_style))
         body = body.crop(scroll_x, scroll_x + max(0, width - self.gutter_width))
-        strip = Strip.join([Strip(gutter), body])
+        # Every segment on the view's own background and colours (a segment without a background
+        # would show the terminal's through it).
+        strip = Strip.join([Strip(gutter), body]).apply_style(self.rich_style)
         if index == self.marked:
             strip = strip.apply_style(self._style("marked"))
         return strip.adjust_cell_length(width, self.rich_style)

@@ -1,0 +1,117 @@
+"""The words the screen uses for the codes the core keeps: failure classes, causes, wizard outcomes.
+
+Records, JSON and the CLI's `--json` keep the codes (`host_oom`, `first_run`); only the panes and the
+status line read them through this table, so no internal code reaches the screen.
+"""
+
+from __future__ import annotations
+
+FAILURE_WORDS: dict[str, str] = {
+    # The log diagnosis's classes (core/logs/stages.FAILURES).
+    "cuda_oom": "GPU out of memory",
+    "host_oom_killed": "killed by the host's OOM killer",
+    "host_oom": "host out of memory",
+    "unsupported_quant": "quantization not supported",
+    "unknown_arch": "model architecture not supported",
+    "shape_mismatch": "weights do not match the model",
+    "dtype_unsupported": "data type not supported",
+    "file_missing": "model file not found",
+    "network": "network error",
+    "disk_full": "disk full",
+    "kv_cache_too_small": "no room for the KV cache",
+    "context_too_long": "context longer than the model's",
+    "other": "an error",
+    # The launcher's own (core/launch/launcher.py).
+    "command_not_found": "engine not installed",
+    "port_in_use": "port already in use",
+    "ready_timeout": "not ready in time",
+    "exited": "the server exited",
+    "bad_arguments": "command line refused",
+}
+
+# The same in a word or two, for the wizard's steps table on a small terminal.
+SHORT_FAILURE_WORDS: dict[str, str] = {
+    "cuda_oom": "GPU OOM",
+    "host_oom_killed": "OOM-killed",
+    "host_oom": "host OOM",
+    "unsupported_quant": "bad quant",
+    "unknown_arch": "unknown arch",
+    "shape_mismatch": "bad shapes",
+    "dtype_unsupported": "bad dtype",
+    "file_missing": "no file",
+    "kv_cache_too_small": "KV too small",
+    "context_too_long": "ctx too long",
+    "command_not_found": "no engine",
+    "port_in_use": "port busy",
+    "ready_timeout": "timed out",
+    "bad_arguments": "bad flags",
+}
+
+# Causes are finer than classes; the frequent ones have words, the rest read with spaces.
+CAUSE_WORDS: dict[str, str] = {
+    "kv_no_room": "no memory left for the cache blocks",
+    "kv_alloc_failed": "KV cache allocation failed",
+    "kv_too_small": "KV cache too small",
+    "kv_prefill_oom": "out of memory in prefill",
+    "host_alloc": "a host allocation failed",
+    "device_alloc": "a GPU allocation failed",
+    "host_oom_killer": "the OOM killer",
+    "host_killed": "killed",
+    "compute_alloc_failed": "compute buffer allocation failed",
+    "traceback": "Python exception",
+}
+
+OUTCOME_WORDS: dict[str, str] = {
+    "first_run": "failed (first launch)",
+    "works": "WORKS",
+    "progress": "got further",
+    "no_progress": "no progress",
+    "not_applied": "did not take effect",
+    "worse": "worse",
+    "error": "error",
+    "advice": "advice only",
+}
+
+# The outcome in a word or two, for the steps table on a small terminal.
+SHORT_OUTCOME_WORDS: dict[str, str] = {
+    "first_run": "failed",
+    "works": "WORKS",
+    "progress": "got further",
+    "no_progress": "no gain",
+    "not_applied": "no effect",
+    "worse": "worse",
+    "error": "error",
+    "advice": "advice",
+}
+
+
+def spaced(code: str) -> str:
+    return code.replace("_", " ")
+
+
+def failure_words(code: str | None, *, short: bool = False) -> str:
+    """`host_oom` -> "host out of memory"; the smoke and replay failures by what failed."""
+    if not code:
+        return "no failure"
+    if short and code in SHORT_FAILURE_WORDS:
+        return SHORT_FAILURE_WORDS[code]
+    if code in FAILURE_WORDS:
+        return FAILURE_WORDS[code]
+    for prefix, what in (("smoke_", "the smallest request"), ("replay_", "the saved request")):
+        if code.startswith(prefix):
+            return f"{what} failed ({spaced(code[len(prefix) :])})"
+    return spaced(code)
+
+
+def cause_words(code: str) -> str:
+    return CAUSE_WORDS.get(code) or FAILURE_WORDS.get(code) or spaced(code)
+
+
+def stage_words(stage: str | None) -> str:
+    """`load_weights` -> "load weights"."""
+    return spaced(stage) if stage else "no stage"
+
+
+def outcome_words(code: str, *, short: bool = False) -> str:
+    table = SHORT_OUTCOME_WORDS if short else OUTCOME_WORDS
+    return table.get(code) or spaced(code)
