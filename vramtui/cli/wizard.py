@@ -188,9 +188,9 @@ def run(args: argparse.Namespace) -> int:
     if not 0.1 <= args.margin <= 1.0:
         raise VramtuiError("--margin must be a share between 0.1 and 1")
 
-    from vramtui.core.launch.profile import load_profile
+    from vramtui.core.launch.profile import load_launch_profile
 
-    profile = load_profile(args.profile)
+    profile = load_launch_profile(args.profile)
     return run_wizard(profile, args)
 
 
