@@ -153,6 +153,8 @@ class Backend:
     keeps_all_logits: bool = False
     # context = 0 means the model's own trained length (llama.cpp's `-c 0`), not an impossible value.
     context_zero_is_trained: bool = False
+    # parallel = "auto" (-1): the engine picks this many slots (llama-server: 4); None: no such value.
+    parallel_auto_slots: int | None = None
     # flash_attn = "auto" turns it on wherever this engine runs (llama-server: GPUs and the CPU alike).
     flash_attn_auto_is_on: bool = False
     # Bytes of the weights that get a second, repacked host copy (llama.cpp's CPU_REPACK of q4_0 on

@@ -200,7 +200,7 @@ def check_param_value(backend: Backend, name: str, value: object) -> None:
         if not is_all(value) and whole(name, value) < 0:
             raise VramtuiError(f'gpu_layers must be 0 or more (or "all"), not {value!r}')
         return
-    if name == "parallel" and backend.default("parallel") == "auto" and str(value).lower() in {"auto", "-1"}:
+    if name == "parallel" and backend.parallel_auto_slots and str(value).strip().lower() in {"auto", "-1"}:
         return
     lowest = {"context": 0 if backend.context_zero_is_trained else 1, "parallel": 1, "batch": 1, "ubatch": 1}
     if name in lowest and whole(name, value) < lowest[name]:

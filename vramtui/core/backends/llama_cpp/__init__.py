@@ -161,6 +161,7 @@ LLAMA_CPP = Backend(
     # budget limits. `host_footprint` measures the binary at hand and caches it.
     host_baseline_bytes=240 * MIB,
     context_zero_is_trained=True,
+    parallel_auto_slots=4,
     flash_attn_auto_is_on=True,
     # q4_0 weights on x86 get a CPU_REPACK copy (the host bill of those weights doubles).
     host_repack_share={"q4_0": 1.0},
