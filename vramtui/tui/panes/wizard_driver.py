@@ -121,6 +121,7 @@ class WizardDriver:
 
         def started(server: Any) -> None:
             self.server = server
+            self.wizard.attempt_started(server)  # the record names this attempt's pid and log
             feed.follow_server(server)  # the pane shows this attempt's own diagnosis
             feed.push("vramtui: launched " + " ".join(server.command))
             self.app.call_from_thread(self.app.watch_pid, server.pid)  # type: ignore[attr-defined]
@@ -244,6 +245,7 @@ class WizardDriver:
         server = self.server
         if server is not None:
             server.stop()
+            self.wizard.abandon("quit during an attempt")  # the record gets its end line
 
     @property
     def running(self) -> bool:
