@@ -3,18 +3,26 @@ a busy port and a saved profile. Skipped where no llama-server binary was built.
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 import time
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_llama_server_flags import BINARY  # tests/conftest.py puts core/backends on the path
 
 from vramtui.core.launch import procs
-from vramtui.core.launch.launcher import PORT_IN_USE, STOPPED_BY_VRAMTUI, ModelServer, run_check
+from vramtui.core.launch.launcher import (
+    PORT_IN_USE,
+    STOPPED_BY_VRAMTUI,
+    ModelServer,
+    build_command,
+    run_check,
+)
 from vramtui.core.launch.profile import Profile
 
 needs_binary = pytest.mark.skipif(BINARY is None, reason="no llama-server binary built here")
@@ -105,3 +113,76 @@ def test_a_process_that_exits_on_its_own_was_not_signalled_by_us() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     proc.wait()
     assert not procs.signalled_by_us(proc.pid)
+
+
+@needs_binary
+@pytest.mark.engine
+def test_the_wizard_fixes_a_kv_failure_without_proposing_what_auto_already_did(
+    tiny_gguf: Path, tmp_path: Path
+) -> None:
+    # Issue 14: context 0 (the tiny model's 262144) under a 1500 MiB host budget fails at the KV cache;
+    # flash attention is already on (auto): the wizard must not spend a relaunch turning it on.
+    from vramtui.core.units import MIB
+    from vramtui.core.wizard.wizard import Wizard
+
+    profile = _profile(tiny_gguf, memory_budget=1500 * MIB)
+    assert build_command(profile).env["LLAMA_ARG_LOG_VERBOSITY"] == "4"  # so the buffers are printed
+    result = Wizard(profile, auto=True, record=False).run(max_steps=4)
+    first = result.steps[0].observation
+    assert first is not None and first.failure_stage == "kv_cache", first
+    assert result.success and result.relaunches <= 2, result.reason
+    assert all(step.proposal is None or step.proposal.param != "flash_attn" for step in result.steps)
+
+
+def test_flash_attention_auto_is_never_proposed_on() -> None:
+    from vramtui.core.backends.base import FLASH_ATTN_ON
+    from vramtui.core.wizard.propose import candidates
+
+    server = Profile(backend="llama.cpp", model="/m.gguf")
+    assert candidates(FLASH_ATTN_ON, None, server, 4) == []  # default auto: on, the CPU included
+    assert candidates(FLASH_ATTN_ON, "auto", server, 4) == []
+    assert candidates(FLASH_ATTN_ON, False, server, 4) == [True]
+    python = Profile(backend="llama-cpp-python", model="/m.gguf")
+    assert candidates(FLASH_ATTN_ON, None, python, 4) == [True]  # its default is off
+
+
+@needs_binary
+@pytest.mark.engine
+def test_the_idle_footprint_is_measured_once_per_binary_and_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vramtui.core.launch import footprint
+    from vramtui.core.units import MIB
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    profile = _profile(tmp_path / "any.gguf", memory_budget=1500 * MIB)
+    first = footprint.host_footprint(profile)
+    cached = json.loads(footprint.cache_file().read_text())
+    assert len(cached) == 1 and next(iter(cached.values()))["address_space"] == first
+    assert 150 * MIB < first < 1024 * MIB  # llama-server's own idle address space, tiny model included
+    t0 = time.monotonic()
+    assert footprint.host_footprint(profile) == first and time.monotonic() - t0 < 0.5  # from the cache
+    # Without a budget nothing is measured: the backend's own figure.
+    assert footprint.host_footprint(profile.with_changes(memory_budget=None)) == 240 * MIB
+
+
+def test_q4_0_weights_count_twice_on_the_host_budget(make_gguf: Any, tmp_path: Path) -> None:
+    # CPU_REPACK: llama.cpp keeps a repacked copy of q4_0 weights for the x86 CPU.
+    import platform
+
+    from vramtui.core.units import MIB
+    from vramtui.core.wizard.budget import MemoryModel
+
+    q4 = make_gguf(dtype="q4_0")
+    q4_profile = Profile(backend="llama-cpp-python", model=str(q4), memory_budget=1500 * MIB)
+    q4_bill = MemoryModel(q4_profile).raw(q4_profile)
+    assert q4_bill is not None
+    from vramtui.core.estimate.estimator import Settings, estimate
+    from vramtui.core.estimate.modelinfo import load_model_info
+
+    plain = estimate(load_model_info(str(q4)), Settings(backend="llama.cpp", on_gpu=False)).weights_bytes
+    host = q4_bill.get("weights", "host")
+    if platform.machine().lower() in {"x86_64", "amd64"}:
+        assert host >= 2 * plain * 0.99, (host, plain)
+    else:
+        assert host < 2 * plain * 0.9

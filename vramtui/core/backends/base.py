@@ -81,6 +81,9 @@ class Launch:
     # Pass-through on/off parameters and the arguments each state becomes ((), when the engine's own
     # default is that state): llama-server has no `--mmap false`, only `--load-mode none`.
     switches: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
+    # Environment that makes the server print what the diagnosis reads (buffer sizes, context, fit's
+    # lines) when vramtui launches it; an environment variable, so a build that lacks it ignores it.
+    log_env: dict[str, str] = field(default_factory=dict)
 
     def switch_args(self, param: str, value: object) -> tuple[str, ...]:
         """The arguments for an on/off pass-through parameter (`switches`)."""
@@ -149,6 +152,8 @@ class Backend:
     model_is_file: bool = False
     # What the engine process itself holds of a host budget before any model buffer.
     host_baseline_bytes: int = 256 * MIB
+    # Its binary's idle footprint is measured once and cached (core.launch.footprint) under a host budget.
+    measures_footprint: bool = False
     # Its server keeps logits for every position plus the token ids, per context (logits_all).
     keeps_all_logits: bool = False
     # context = 0 means the model's own trained length (llama.cpp's `-c 0`), not an impossible value.

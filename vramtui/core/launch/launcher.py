@@ -105,6 +105,7 @@ def build_command(profile: Profile) -> LaunchPlan:
         argv += [launch.host_flag, profile.host, launch.port_flag, str(port)]
     if launch.host_port_env:
         env[launch.host_port_env] = f"{profile.host}:{port}"
+    env.update({k: v for k, v in launch.log_env.items() if k not in profile.env})
 
     unsupported: list[str] = []
     notes: list[str] = []

@@ -108,6 +108,9 @@ _FAMILY = {
     "ladder": LADDER,
     "kv_dtype_order": KV_DTYPE_ORDER,
     "quantized_v_needs_flash_attn": True,
+    # llama.cpp's CPU backend keeps a CPU_REPACK (or AMX) copy of q4_0 weights on x86 (seen with llama-server
+    # 0.5.0-dev and llama-cpp-python 0.3.36): the host bill of those weights doubles.
+    "host_repack_share": {"q4_0": 1.0},
 }
 
 LLAMA_CPP = Backend(
@@ -154,17 +157,19 @@ LLAMA_CPP = Backend(
         # No `--mmap true|false` in today's llama-server: mmap is its default load mode, and
         # `--load-mode none` turns it off. `--fit` takes on|off.
         switches={"mmap": ((), ("--load-mode", "none")), "fit": (("--fit", "on"), ("--fit", "off"))},
+        # At its default verbosity (3) llama-server prints no buffer sizes, n_ctx, flash attention or
+        # fit lines; 4 prints them (checked on 0.5.0-dev). A flag on the command line still wins.
+        log_env={"LLAMA_ARG_LOG_VERBOSITY": "4"},
     ),
     model_is_file=True,
     # llama-server's own idle footprint, measured here (0.5.0-dev, context 2048): about 200 MiB RSS and
     # 240 MiB of address space (it dies under a 240 MiB RLIMIT_AS); the address space is what a host
     # budget limits. `host_footprint` measures the binary at hand and caches it.
     host_baseline_bytes=240 * MIB,
+    measures_footprint=True,
     context_zero_is_trained=True,
     parallel_auto_slots=4,
     flash_attn_auto_is_on=True,
-    # q4_0 weights on x86 get a CPU_REPACK copy (the host bill of those weights doubles).
-    host_repack_share={"q4_0": 1.0},
     **_FAMILY,  # type: ignore[arg-type]
 )
 
