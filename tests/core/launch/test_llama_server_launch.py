@@ -186,3 +186,18 @@ def test_q4_0_weights_count_twice_on_the_host_budget(make_gguf: Any, tmp_path: P
         assert host >= 2 * plain * 0.99, (host, plain)
     else:
         assert host < 2 * plain * 0.9
+
+
+def test_an_exit_with_no_error_text_quotes_the_last_error_looking_line(tmp_path: Path) -> None:
+    # Issue 13 #3: pydantic's refusal is no line the rules know; the verdict must still quote it.
+    program = tmp_path / "llama-server"
+    program.write_text(
+        "#!/bin/sh\necho 'starting up'\necho '  Input should be greater than or equal to 0'\n"
+        "echo '    For further information visit https://errors.pydantic.dev'\nexit 1\n"
+    )
+    program.chmod(0o755)
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0, program=str(program))
+    result = run_check(profile, log_dir=tmp_path / "runs", ready_timeout_s=20)
+    assert not result.ready and result.exit_code == 1
+    assert "Input should be greater than or equal to 0" in result.message, result.message
