@@ -10,6 +10,8 @@ def run(args: argparse.Namespace) -> int:
 
     # Refused here as `vramtui replay` and `vramtui diagnose` refuse them, before the screen opens.
     if getattr(args, "replay", None):
+        if args.replay != "-":
+            input_file(args.replay, "replay CSV")
         read_replay_csv(args.replay)
     if getattr(args, "log", None):
         input_file(args.log, "log file")
