@@ -17,7 +17,7 @@ BUILD_LLAMA_SERVER = Path(__file__).resolve().parents[1] / "scripts" / "build_ll
 
 # Test modules whose fakes other folders' tests reuse (FakeDriver, ReplayedRuns, the TUI helpers):
 # importable whichever folder pytest is pointed at.
-for _folder in ("core/memory", "core/wizard", "tui"):
+for _folder in ("core/memory", "core/wizard", "core/backends", "tui"):
     sys.path.insert(0, str(Path(__file__).resolve().parent / _folder))
 
 

@@ -88,11 +88,16 @@ def test_check_port_in_use_is_a_clear_failure(tmp_path: Path) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         profile = tmp_path / "p.toml"
+        (tmp_path / "m.gguf").write_bytes(b"GGUF")  # a model file that is there (a missing one is exit 2)
         profile.write_text(f'backend = "llama-cpp-python"\nmodel = "m.gguf"\nport = {port}\n')
         proc = vramtui("check", str(profile), "--json", "--log-dir", str(tmp_path / "runs"))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     report = json.loads(proc.stdout)
     assert report["failure"] == "port_in_use" and str(port) in report["message"]
+    # Issue 13 #6: the diagnosis (what the log pane's header shows) says the same failure, not "no failure".
+    diagnosis = report["diagnosis"]
+    assert diagnosis["failed"] and diagnosis["failure"] == "port_in_use", diagnosis
+    assert str(port) in diagnosis["first_error_text"] and "NO FAILURE" not in diagnosis["summary"].upper()
 
 
 @pytest.mark.engine
@@ -107,7 +112,8 @@ def test_check_without_a_port_picks_a_free_one_when_the_default_is_busy(tmp_path
         except OSError:
             pass
         profile = tmp_path / "p.toml"
-        profile.write_text('backend = "llama-cpp-python"\nmodel = "missing.gguf"\n')
+        (tmp_path / "broken.gguf").write_bytes(b"not a gguf")  # launched, then refused by the engine
+        profile.write_text('backend = "llama-cpp-python"\nmodel = "broken.gguf"\n')
         proc = vramtui("check", str(profile), "--json", "--log-dir", str(tmp_path / "runs"))
     report = json.loads(proc.stdout)
     assert report["failure"] != "port_in_use", report["message"]

@@ -6,6 +6,16 @@ import argparse
 
 
 def run(args: argparse.Namespace) -> int:
+    from vramtui.cli.common import input_file, read_replay_csv
+
+    # Refused here as `vramtui replay` and `vramtui diagnose` refuse them, before the screen opens.
+    if getattr(args, "replay", None):
+        if args.replay != "-":
+            input_file(args.replay, "replay CSV")
+        read_replay_csv(args.replay)
+    if getattr(args, "log", None):
+        input_file(args.log, "log file")
+
     from vramtui.tui.app import run_app  # Textual loads only when the app opens
 
     return run_app(

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
+
+from vramtui.core.errors import VramtuiError
 
 
 def print_json(obj: Any) -> None:
@@ -12,3 +15,32 @@ def print_json(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=str)
     sys.stdout.write("\n")
     sys.stdout.flush()
+
+
+def input_file(path: str, label: str) -> Path:
+    """A file the user named: "not found" and "is a folder" are one line each (exit 2)."""
+    file = Path(path).expanduser()
+    if file.is_dir():
+        raise VramtuiError(f"{label} is a folder, not a file: {path}")
+    if not file.is_file():
+        raise VramtuiError(f"{label} not found: {path}")
+    return file
+
+
+def read_replay_csv(path: str) -> Any:
+    """A recorded nvidia-smi (or `vramtui record`) CSV with rows in it; the same refusal everywhere."""
+    from vramtui.core.memory.nvsmi_csv import read_nvsmi_csv
+
+    if path == "-":
+        data = read_nvsmi_csv(sys.stdin)
+    else:
+        file = Path(path).expanduser()
+        if file.is_dir():
+            raise VramtuiError(f"{path} is a folder, not a file")
+        if not file.is_file():
+            raise VramtuiError(f"no such file: {path}")
+        data = read_nvsmi_csv(file)
+    if data.rows == 0:
+        why = f"; {data.skipped} malformed row(s) skipped, first: {data.problems[0]}" if data.problems else ""
+        raise VramtuiError(f"no readable rows in {path}{why}")
+    return data

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
 from vramtui.cli.common import print_json
@@ -101,18 +99,9 @@ def _fmt(mib: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramtui.core.memory.nvsmi_csv import read_nvsmi_csv
+    from vramtui.cli.common import read_replay_csv
 
-    if args.file == "-":
-        data = read_nvsmi_csv(sys.stdin)
-    else:
-        path = Path(args.file)
-        if not path.is_file():
-            raise VramtuiError(f"no such file: {args.file}")
-        data = read_nvsmi_csv(path)
-    if data.rows == 0:
-        why = f"; {data.skipped} malformed row(s) skipped, first: {data.problems[0]}" if data.problems else ""
-        raise VramtuiError(f"no readable rows in {args.file}{why}")
+    data = read_replay_csv(args.file)  # the app's --replay refuses a file with the same line
     result = analyse(data)
     result = {"file": args.file, **result}
     if args.json:

@@ -188,9 +188,9 @@ def run(args: argparse.Namespace) -> int:
     if not 0.1 <= args.margin <= 1.0:
         raise VramtuiError("--margin must be a share between 0.1 and 1")
 
-    from vramtui.core.launch.profile import load_profile
+    from vramtui.core.launch.profile import load_launch_profile
 
-    profile = load_profile(args.profile)
+    profile = load_launch_profile(args.profile)
     return run_wizard(profile, args)
 
 
@@ -203,6 +203,7 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
     # one-line error as `check` gives, before any record file is opened. A profile without a port
     # gets a free one, as `check` does, so a server already on the default port is no obstacle.
     build_command(profile)
+    own_port = profile.port  # 0 ("auto") or none: what --save writes back, not the port this run used
     profile = pin_port(profile)
 
     out = sys.stderr if args.json else sys.stdout
@@ -233,7 +234,7 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
         _export(open_session(result.record_path), export)
     save = getattr(args, "save", None)
     if save and result.success:
-        result.final_profile.save(save)
+        result.final_profile.with_changes(port=own_port).save(save)
     stress = None
     if result.success and getattr(args, "stress", 0):
         print(f"stress check: {args.stress} requests ...", file=out)

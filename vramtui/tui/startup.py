@@ -36,9 +36,9 @@ def check_profile(path: str) -> None:
     """Read the profile and build its command line now: a bad value is one line before the screen opens,
     not a note in the log pane."""
     from vramtui.core.launch.launcher import build_command
-    from vramtui.core.launch.profile import load_profile
+    from vramtui.core.launch.profile import load_launch_profile
 
-    build_command(load_profile(path))
+    build_command(load_launch_profile(path))
 
 
 def leave_cleanly_on_sigterm(app: App[int]) -> Any:

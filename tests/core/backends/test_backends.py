@@ -204,7 +204,9 @@ def test_values_cannot_inject_commands() -> None:
     # The shown command line quotes them: pasted into a shell, they stay single words.
     import shlex
 
-    assert shlex.split(plan.command_line()) == plan.argv
+    shown = shlex.split(plan.command_line())  # the environment first (LLAMA_ARG_LOG_VERBOSITY=4), then argv
+    assert shown[: len(plan.env)] == [f"{k}={v}" for k, v in plan.env.items()]
+    assert shown[len(plan.env) :] == plan.argv
 
 
 def test_unknown_parameter_is_refused_and_backend_extras_pass() -> None:

@@ -44,8 +44,11 @@ def test_what_callers_ask_instead_of_the_name() -> None:
     server, python, ollama = (get_backend(n) for n in ("llama-server", "llama-cpp-python", "ollama"))
     vllm_backend = get_backend("vllm")
     assert python.default("gpu_layers") == 0 and server.default("gpu_layers") == "all"
-    assert all(b.default("flash_attn") is False for b in BACKENDS.values())
-    assert python.host_baseline_bytes > ollama.host_baseline_bytes > server.host_baseline_bytes
+    # Issue 14: today's llama-server defaults to -fa auto (on wherever it runs); the others to off.
+    assert server.default("flash_attn") == "auto" and server.flash_attn_effective(None)
+    assert all(b.default("flash_attn") is False for b in BACKENDS.values() if b is not server)
+    # llama-server's own idle footprint (240 MiB of address space) is above Ollama's, below Python's.
+    assert python.host_baseline_bytes > server.host_baseline_bytes > ollama.host_baseline_bytes
     assert python.keeps_all_logits and not server.keeps_all_logits
     assert server.offloads_layers and ollama.offloads_layers and not vllm_backend.offloads_layers
     assert python.needs_flash_attn_for("q8_0") and not python.needs_flash_attn_for("f16")

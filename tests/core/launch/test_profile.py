@@ -69,9 +69,12 @@ def test_top_level_shared_parameters_and_auto_port() -> None:
     assert profile.port == 0 and profile.ready_timeout == 30.0
 
 
-def test_unknown_keys_are_said(tmp_path: Path) -> None:
-    profile = profile_from_dict({"backend": "vllm", "model": "m", "contxt": 4})
-    assert profile.warnings == ("unknown profile key 'contxt' (ignored; did you mean context?)",)
+def test_unknown_top_level_keys_are_errors(tmp_path: Path) -> None:
+    # Issue 13 #2: a top-level typo is refused like a [params] one (it was a warning, and launched).
+    with pytest.raises(
+        VramtuiError, match=r"unknown profile key 'contxt' at the top level: did you mean context\?"
+    ):
+        profile_from_dict({"backend": "vllm", "model": "m", "contxt": 4})
 
 
 @pytest.mark.parametrize(

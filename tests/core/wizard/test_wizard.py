@@ -344,7 +344,14 @@ def test_on_a_gpu_the_card_is_the_budget(
             smoke=None, log_file=str(log),
         )  # fmt: skip
 
-    profile = Profile(backend="llama.cpp", model=str(demo_model), params={"context": 262144})
+    # flash attention off: llama-server's default (auto) would have it on already (see below).
+    profile = Profile(
+        backend="llama.cpp", model=str(demo_model), params={"context": 262144, "flash_attn": False}
+    )
+    auto = Wizard(profile.with_param("flash_attn", None), runner=cuda_oom, record=False)
+    auto.start()
+    direct = auto.propose()  # auto turned it on: no step spent on it, the KV cache type comes at once
+    assert direct is not None and (direct.param, direct.to, direct.then) == ("kv_dtype", "q4_0", None)
     wizard = Wizard(profile, runner=cuda_oom, record=False)
     wizard.start()
     assert wizard.last is not None and wizard.last.figures["failed_alloc"] == 262144 * 8192

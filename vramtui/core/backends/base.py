@@ -78,6 +78,17 @@ class Launch:
     host_port_env: str | None = None
     # The model is named at request time, not at launch (Ollama).
     model_at_request: bool = False
+    # Pass-through on/off parameters and the arguments each state becomes ((), when the engine's own
+    # default is that state): llama-server has no `--mmap false`, only `--load-mode none`.
+    switches: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
+    # Environment that makes the server print what the diagnosis reads (buffer sizes, context, fit's
+    # lines) when vramtui launches it; an environment variable, so a build that lacks it ignores it.
+    log_env: dict[str, str] = field(default_factory=dict)
+
+    def switch_args(self, param: str, value: object) -> tuple[str, ...]:
+        """The arguments for an on/off pass-through parameter (`switches`)."""
+        when_on, when_off = self.switches[param]
+        return when_on if switch(value) is True else when_off
 
     def argv_prefix(self) -> list[str]:
         return [sys.executable if part == "{python}" else part for part in self.program]
@@ -141,8 +152,19 @@ class Backend:
     model_is_file: bool = False
     # What the engine process itself holds of a host budget before any model buffer.
     host_baseline_bytes: int = 256 * MIB
+    # Its binary's idle footprint is measured once and cached (core.launch.footprint) under a host budget.
+    measures_footprint: bool = False
     # Its server keeps logits for every position plus the token ids, per context (logits_all).
     keeps_all_logits: bool = False
+    # context = 0 means the model's own trained length (llama.cpp's `-c 0`), not an impossible value.
+    context_zero_is_trained: bool = False
+    # parallel = "auto" (-1): the engine picks this many slots (llama-server: 4); None: no such value.
+    parallel_auto_slots: int | None = None
+    # flash_attn = "auto" turns it on wherever this engine runs (llama-server: GPUs and the CPU alike).
+    flash_attn_auto_is_on: bool = False
+    # Bytes of the weights that get a second, repacked host copy (llama.cpp's CPU_REPACK of q4_0 on
+    # x86), per byte of weights the host holds: 1.0 doubles the host bill of those weights.
+    host_repack_share: dict[str, float] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return self.name
@@ -175,6 +197,11 @@ class Backend:
     def rungs(self, stage: str | None) -> list[Rung]:
         """The rungs for a failing stage that this backend can take, in the order users are taught."""
         return [rung for rung in self.ladder.get(stage or "", ()) if rung.applies_to(self)]
+
+    def flash_attn_effective(self, value: object) -> bool:
+        """Is flash attention on in a run where it is set to `value` (None: the engine's default)?"""
+        state = switch(self.default("flash_attn") if value is None else value)
+        return state is True or (state == "auto" and self.flash_attn_auto_is_on)
 
     def needs_flash_attn_for(self, kv_dtype: object) -> bool:
         """Does this KV cache type need flash attention on first ("quantized V cache requires flash_attn")?"""

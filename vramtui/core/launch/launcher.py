@@ -13,6 +13,7 @@ a prefix the log engine strips: `vramtui diagnose` reads it like the raw output.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shlex
@@ -42,6 +43,8 @@ READY_TIMEOUT = "ready_timeout"
 EXITED = "exited"
 CUDA_OOM = "cuda_oom"  # the run crossed the GPU memory budget
 BAD_ARGUMENTS = "bad_arguments"  # the server refused its own command line before loading anything
+MODEL_NOT_FOUND = "file_missing"  # the profile's model file is not there (the log class of the same name)
+STOPPED_BY_VRAMTUI = "stopped_by_vramtui"  # we stopped it before it was ready (ctrl-c, quit, a budget)
 
 # How servers refuse a command line: argparse (llama_cpp.server, vLLM, the transformers runner),
 # llama.cpp's common arg parser, Go's cobra (Ollama). Group 1 is what was refused.
@@ -93,6 +96,8 @@ def build_command(profile: Profile) -> LaunchPlan:
         port = procs.free_port(profile.host if profile.host not in {"0.0.0.0", ""} else "127.0.0.1")
 
     argv = launch.argv_prefix()
+    if profile.program:  # the profile names the binary (a build of its own, not the one on PATH)
+        argv[0] = profile.program
     env: dict[str, str] = {}
     if not launch.model_at_request:
         argv += [launch.model_flag, profile.model] if launch.model_flag else [profile.model]
@@ -100,6 +105,7 @@ def build_command(profile: Profile) -> LaunchPlan:
         argv += [launch.host_flag, profile.host, launch.port_flag, str(port)]
     if launch.host_port_env:
         env[launch.host_port_env] = f"{profile.host}:{port}"
+    env.update({k: v for k, v in launch.log_env.items() if k not in profile.env})
 
     unsupported: list[str] = []
     notes: list[str] = []
@@ -108,6 +114,9 @@ def build_command(profile: Profile) -> LaunchPlan:
         if param in launch.extra_params:
             flag = launch.extra_params[param]
             argv += [flag, _flag_value(value)]
+            continue
+        if param in launch.switches:
+            argv += list(launch.switch_args(param, value))
             continue
         if param not in backend.flags and param not in backend.env:
             unsupported.append(param)
@@ -243,6 +252,7 @@ class ModelServer:
         self.stage: str | None = None  # furthest stage reached
         self.failure: str | None = None  # set by the launcher (timeout, budget, launch errors)
         self.failure_stage: str | None = None
+        self.failure_message = ""  # the launcher's own words for `failure`
         self.ready = False
         self.started_at: float | None = None
         self.ready_at: float | None = None
@@ -333,6 +343,7 @@ class ModelServer:
         except LaunchError as error:
             self.failure = error.failure
             self.failure_stage = "launch"
+            self.failure_message = str(error)
             raise
         self.warnings.extend(self.plan.notes)
         budget = self.profile.memory_budget
@@ -363,9 +374,8 @@ class ModelServer:
         except (FileNotFoundError, PermissionError) as error:
             self._close_log()
             self.failure, self.failure_stage = COMMAND_NOT_FOUND, "launch"
-            raise LaunchError(
-                COMMAND_NOT_FOUND, f"cannot run {self.plan.argv[0]}: {error.strerror}"
-            ) from None
+            self.failure_message = f"cannot run {self.plan.argv[0]}: {error.strerror}"
+            raise LaunchError(COMMAND_NOT_FOUND, self.failure_message) from None
         self._event("launch", self.profile.label)
         self._reader = threading.Thread(target=self._read_output, name="vramtui-server-log", daemon=True)
         self._reader.start()
@@ -408,10 +418,12 @@ class ModelServer:
             self.budget_exceeded = True
             self.failure = CUDA_OOM
             self.failure_stage = self.stage or "load_weights"
+            self.stopped_by_us = True  # the kill that follows is ours: its exit is no OOM killer's
         message = (
             f"vramtui: GPU memory {gpu / MIB:.0f} MiB crossed the budget of {budget / MIB:.0f} MiB "
             f"at stage {self.failure_stage}: stopping the run (emulated out of memory)"
         )
+        self.failure_message = message.removeprefix("vramtui: ")
         self._record_line(message, feed=False)
         if self.proc is not None:
             threading.Thread(target=procs.stop_group, args=(self.proc, 2.0), daemon=True).start()
@@ -503,10 +515,8 @@ class ModelServer:
             if time.monotonic() >= deadline:
                 self.failure = READY_TIMEOUT
                 self.failure_stage = self.stage or "launch"
-                self._record_line(
-                    f"vramtui: not ready after {timeout_s:g} s; stuck at stage {self.failure_stage}",
-                    feed=False,
-                )
+                self.failure_message = f"not ready after {timeout_s:g} s; stuck at stage {self.failure_stage}"
+                self._record_line(f"vramtui: {self.failure_message}", feed=False)
                 return False
             # A ready line in the log: look again at once instead of sleeping.
             self._ready_seen.wait(0.25)
@@ -518,6 +528,12 @@ class ModelServer:
         self.exit_code = self.proc.wait()
         if self._reader is not None:
             self._reader.join(timeout=5.0)
+        # A group vramtui signalled (stop(), a budget crossing, the exit handlers) died of our signal.
+        self.stopped_by_us = self.stopped_by_us or procs.signalled_by_us(self.proc.pid)
+        if self.stopped_by_us and not self.ready and self.failure is None:
+            self.failure, self.failure_stage = STOPPED_BY_VRAMTUI, self.stage or "launch"
+            self.failure_message = f"stopped by vramtui at stage {self.failure_stage}, before it was ready"
+            self._record_line(f"vramtui: {self.failure_message}", feed=False)
         if not self.stopped_by_us and self.diagnoser is not None:
             with contextlib.suppress(Exception):
                 self.diagnoser.note_exit(self.exit_code)
@@ -575,12 +591,31 @@ class ModelServer:
 
     # --- results -------------------------------------------------------------------------------------
     def diagnosis(self) -> Any | None:
+        """The log engine's diagnosis; when the launcher itself named the failure (a busy port, a
+        missing program, our own stop), one that says that failure, wherever a verdict is shown."""
         if self.diagnoser is None:
             return None
         try:
-            return self.diagnoser.result()
+            diagnosis = self.diagnoser.result()
         except Exception:
             return None
+        failure, stage, message = self.launcher_failure()
+        if failure is None:
+            return diagnosis
+        return launcher_diagnosis(diagnosis, failure, stage, message)
+
+    def launcher_failure(self) -> tuple[str | None, str | None, str]:
+        """The failure the launcher names itself: (failure, stage, its message), or (None, None, "")."""
+        if self.failure is not None and self.failure != CUDA_OOM:
+            return self.failure, self.failure_stage, self.failure_message
+        if self.failure == CUDA_OOM and self.budget_exceeded:
+            return self.failure, self.failure_stage, self.failure_message
+        if not self.ready and self.exit_code not in (None, 0):
+            refused = refused_arguments(self.lines)
+            if refused is not None:
+                # argparse prints its usage and exits: nothing was loaded, whatever the usage resembles.
+                return BAD_ARGUMENTS, "launch", _bad_arguments_message(refused, self.profile.extra_args)
+        return None, None, ""
 
     def __enter__(self) -> ModelServer:
         return self.start()
@@ -777,15 +812,10 @@ def _result(
     failure = server.failure
     failure_stage = server.failure_stage
     stage = server.stage
-    refused = (
-        refused_arguments(server.lines)
-        if failure is None and not server.ready and server.exit_code not in (None, 0)
-        else None
-    )
-    if refused is not None:
-        # argparse prints its usage and exits: nothing was loaded, whatever the usage text resembles.
-        failure, failure_stage, stage = BAD_ARGUMENTS, "launch", None
-        launch_message = launch_message or _bad_arguments_message(refused, server.profile.extra_args)
+    own, own_stage, own_message = server.launcher_failure()
+    if own == BAD_ARGUMENTS:
+        failure, failure_stage, stage = BAD_ARGUMENTS, own_stage, None
+        launch_message = launch_message or own_message
     elif diagnosis is not None:
         stage = _furthest(stage, getattr(diagnosis, "stage", None))
         if failure is None and getattr(diagnosis, "failed", False):
@@ -793,6 +823,8 @@ def _result(
             failure_stage = getattr(diagnosis, "failure_stage", None)
     if failure is None and not server.ready and server.exit_code is not None:
         failure, failure_stage = EXITED, stage or "launch"
+        if diagnosis is not None:
+            diagnosis = launcher_diagnosis(diagnosis, failure, failure_stage, last_error_line(server.lines))
     # Under a host budget the log engine itself names a failed allocation host_oom (it is told the
     # budget, and the run log's header says it): no second word scan here.
     if server.ready and smoke is not None and not smoke.ok and failure is None:
@@ -836,6 +868,54 @@ def _result(
     )
 
 
+# What to do about a failure the launcher names itself (the log engine advises on the rest).
+_LAUNCHER_ADVICE = {
+    PORT_IN_USE: "Stop the process holding the port, or set another port in the profile (port = 0 picks a free one).",
+    COMMAND_NOT_FOUND: 'Install the engine, or name its binary in the profile: program = "/path/to/llama-server".',
+    MODEL_NOT_FOUND: "Fix the model path in the profile (a relative path is relative to the profile's folder).",
+    BAD_ARGUMENTS: "Remove or fix the refused argument (extra_args, or the [params] value behind it).",
+    READY_TIMEOUT: "Raise ready_timeout in the profile if the model is large, or look at the last lines.",
+    STOPPED_BY_VRAMTUI: "vramtui stopped the server itself (ctrl-c, quit, or a budget): not an engine failure.",
+    CUDA_OOM: "The run crossed the profile's memory_budget: lower the settings or raise the budget.",
+}
+
+
+def launcher_diagnosis(diagnosis: Any, failure: str, stage: str | None, message: str) -> Any:
+    """The log's diagnosis, told the failure the launcher named: what the log header and `--json` show."""
+    if failure == EXITED and getattr(diagnosis, "failed", False):
+        return diagnosis
+    changes: dict[str, object] = {
+        "failed": True,
+        "failure": failure,
+        "failure_stage": stage,
+        "first_error_text": message or getattr(diagnosis, "first_error_text", None),
+        "first_error_line": None if message else getattr(diagnosis, "first_error_line", None),
+        "cause": "launcher",
+        "inferred": False,
+        "stage_inferred": False,
+        "summary": f"Failed at {stage or 'launch'}: {message or failure.replace('_', ' ')}.",
+        "advice": [_LAUNCHER_ADVICE.get(failure, "See the last lines of the log.")],
+    }
+    try:
+        return dataclasses.replace(diagnosis, **changes)
+    except (TypeError, ValueError):
+        return diagnosis
+
+
+_ERROR_LOOKING = re.compile(
+    r"(?i)\b(error|exception|invalid|refused|must be|should be|not allowed|cannot|can't|failed|fatal)\b"
+)
+
+
+def last_error_line(lines: list[LogLine]) -> str:
+    """The last line that looks like an error ("Input should be greater than or equal to 0"), or ""."""
+    for line in reversed(lines):
+        text = line.text.strip()
+        if text and not text.startswith("vramtui:") and _ERROR_LOOKING.search(text):
+            return text[:300]
+    return ""
+
+
 def _furthest(a: str | None, b: str | None) -> str | None:
     return a if _stage_index(a) >= _stage_index(b) else b
 
@@ -861,6 +941,10 @@ def _message(
     if failure == READY_TIMEOUT:
         return f"not ready within the timeout; stuck at stage {stage}"
     first_error = getattr(diagnosis, "first_error_text", None) if diagnosis is not None else None
+    if first_error and "with no error text" in first_error:
+        # The engine exited without a line the rules know: quote the last one that reads like an error.
+        said = last_error_line(server.lines)
+        first_error = f"{first_error}; its last error-looking line: {said}" if said else first_error
     where = f" at stage {stage}" if stage else ""
     detail = f": {first_error}" if first_error else ""
     return f"failed{where} ({failure}){detail}"

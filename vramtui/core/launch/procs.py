@@ -126,9 +126,20 @@ def group_members(pgid: int) -> list[psutil.Process]:
     return members
 
 
+_signalled: set[int] = set()  # groups vramtui itself signalled: their deaths are our stops, not OOM kills
+
+
 def _signal_group(pgid: int, sig: int) -> None:
+    with _lock:
+        _signalled.add(pgid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def signalled_by_us(pgid: int) -> bool:
+    """Did vramtui send this group a signal (a polite stop, a group kill, an exit handler)?"""
+    with _lock:
+        return pgid in _signalled
 
 
 def stop_group(

@@ -4,6 +4,7 @@
 backend = "llama-cpp-python"      # llama.cpp | llama-cpp-python | vllm | transformers | ollama
 model = "models/tiny.gguf"        # a path (relative to this file), or the backend's model name
 name = "tiny"                     # optional label
+program = "/opt/llama.cpp/build/bin/llama-server"  # optional: the binary (else the backend's, on PATH)
 host = "127.0.0.1"                # optional; port = 0 or "auto" picks a free one at launch
 port = 8000
 extra_args = ["--n_threads", "2"] # passed after the generated flags, as a list (never a shell string)
@@ -20,9 +21,10 @@ memory_budget = "1500MiB"
 CUDA_VISIBLE_DEVICES = "0"
 ```
 
-A [params] name that is neither shared nor the backend's own is an error with a suggestion
+A key vramtui does not know, in any table but the free-form [env], is an error with a suggestion
 ("did you mean context?"): a typo must not launch with the engine's default. Other engine flags go
-in extra_args.
+in extra_args. Impossible values (context = -5, parallel = 0, mem_share = 1.5) are refused at load,
+and so are a model file or a program that is not there.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vramtui.core.backends import PARAMS, Backend, get_backend
+from vramtui.core.backends.base import gib, is_all, switch, whole
 from vramtui.core.errors import VramtuiError
 from vramtui.core.units import MIB, parse_size
 
@@ -48,7 +51,9 @@ _TOP_LEVEL = {
     "params",
     "limits",
     "ready_timeout",
+    "program",
 }
+_LIMITS = ("memory_budget",)
 _PARAM_TYPES = (int, float, str, bool)
 
 
@@ -66,15 +71,17 @@ class Profile:
     name: str = ""
     ready_timeout: float | None = None
     source: Path | None = None  # the file it was read from
-    warnings: tuple[str, ...] = ()  # keys we did not know, said rather than ignored
+    warnings: tuple[str, ...] = ()  # things worth saying that do not stop a launch
+    program: str | None = None  # the binary to run in place of the backend's own (a path or a name)
 
     def __post_init__(self) -> None:
         # A name ("llama-server") becomes its Backend here, once: callers ask the object, never the name.
         object.__setattr__(self, "backend", get_backend(self.backend))
         if not self.model:
             raise VramtuiError("the profile names no model")
-        for name in self.params:
+        for name, value in self.params.items():
             check_param_name(self.backend, name)
+            check_param_value(self.backend, name, value)
 
     @property
     def label(self) -> str:
@@ -101,6 +108,8 @@ class Profile:
         data: dict[str, object] = {"backend": self.backend.name, "model": self.model}
         if self.name:
             data["name"] = self.name
+        if self.program:
+            data["program"] = self.program
         data["host"] = self.host
         if self.port is not None:
             data["port"] = self.port
@@ -132,7 +141,7 @@ class Profile:
 def known_params(backend: Backend) -> tuple[str, ...]:
     """The [params] names a backend takes: the shared vocabulary, then its own pass-through ones."""
     launch = backend.launch
-    extras = tuple(launch.extra_params) if launch is not None else ()
+    extras = (*launch.extra_params, *launch.switches) if launch is not None else ()
     return PARAMS + tuple(name for name in extras if name not in PARAMS)
 
 
@@ -153,12 +162,91 @@ def check_param_name(backend: Backend, name: str) -> None:
     )
 
 
+def check_unknown_keys(table: str, keys: object, known: tuple[str, ...]) -> None:
+    """A key a table does not have is an error naming the nearest one: the same rule in every table."""
+    for key in keys:  # type: ignore[attr-defined]
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+        hint = f": did you mean {close[0]}?" if close else f" (known: {', '.join(known)})"
+        raise VramtuiError(f"unknown profile key {key!r} {table}{hint}")
+
+
 def _checked_value(name: str, value: object) -> object:
     if not isinstance(value, _PARAM_TYPES):
         raise VramtuiError(
             f"parameter {name} must be a number, text or true/false, not {type(value).__name__}"
         )
     return value
+
+
+def check_param_value(backend: Backend, name: str, value: object) -> None:
+    """Refuse a value no engine can run with (context = -5, parallel = 0, mem_share = 1.5), at load."""
+    _checked_value(name, value)
+    launch = backend.launch
+    if name == "flash_attn" or (launch is not None and name in launch.switches):
+        switch(value)  # on, off or auto; anything else is one line here
+        return
+    if name == "mem_share":
+        share = _number(name, value)
+        if not 0 < share <= 1:
+            raise VramtuiError(f"mem_share must be a share of the card above 0 and at most 1, not {value!r}")
+        return
+    if name == "cpu_offload":
+        if gib(name, value) < 0:
+            raise VramtuiError(f"cpu_offload must be 0 or more GiB, not {value!r}")
+        return
+    if name == "gpu_layers":
+        if not is_all(value) and whole(name, value) < 0:
+            raise VramtuiError(f'gpu_layers must be 0 or more (or "all"), not {value!r}')
+        return
+    if name == "parallel" and backend.parallel_auto_slots and str(value).strip().lower() in {"auto", "-1"}:
+        return
+    lowest = {"context": 0 if backend.context_zero_is_trained else 1, "parallel": 1, "batch": 1, "ubatch": 1}
+    if name in lowest and whole(name, value) < lowest[name]:
+        meaning = " (0: the model's own trained length)" if lowest[name] == 0 else ""
+        raise VramtuiError(f"{name} must be {lowest[name]} or more{meaning}, not {value!r}")
+
+
+def _number(name: str, value: object) -> float:
+    if isinstance(value, bool):
+        raise VramtuiError(f"{name} must be a number, not {value!r}")
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise VramtuiError(f"{name} must be a number, not {value!r}") from None
+
+
+def check_files(profile: Profile) -> None:
+    """Before any launch: the model file and the program the profile names must be there."""
+    model = profile.model
+    if not profile.backend.model_at_request:
+        path = Path(model).expanduser()
+        looks_like_path = path.is_absolute() or model.startswith(("./", "../", "~")) or path.suffix == ".gguf"
+        if (profile.backend.model_is_file or looks_like_path) and not path.exists():
+            raise VramtuiError(f"model file not found: {model}")
+        if profile.backend.model_is_file and path.is_dir():
+            raise VramtuiError(f"model is a folder, not a file: {model}")
+    if profile.program:
+        resolve_program(profile.program, profile.env.get("PATH"))
+
+
+def resolve_program(program: str, search_path: str | None = None) -> str:
+    """The program as an executable path: a path must exist and be executable, a bare name be on PATH."""
+    import os
+    import shutil
+
+    if os.sep in program or program.startswith("~"):
+        path = Path(program).expanduser()
+        if not path.exists():
+            raise VramtuiError(f"program not found: {program}")
+        if path.is_dir() or not os.access(path, os.X_OK):
+            raise VramtuiError(f"program is not an executable file: {program}")
+        return str(path)
+    found = shutil.which(program, path=search_path or os.environ.get("PATH"))
+    if found is None:
+        raise VramtuiError(f"program not found on PATH: {program}")
+    return found
 
 
 def _resolve_model(model: str, backend: Backend, folder: Path | None) -> str:
@@ -180,11 +268,7 @@ def profile_from_dict(
 ) -> Profile:
     """Build a profile from parsed TOML (or any dict of the same shape)."""
     warnings: list[str] = []
-    for key in data:
-        if key not in _TOP_LEVEL and key not in PARAMS and key != "memory_budget":
-            close = difflib.get_close_matches(str(key), [*_TOP_LEVEL, *PARAMS], n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            warnings.append(f"unknown profile key {key!r} (ignored{hint})")
+    check_unknown_keys("at the top level", data, (*sorted(_TOP_LEVEL), *PARAMS, *_LIMITS))
     backend = data.get("backend")
     model = data.get("model")
     if not isinstance(backend, str) or not backend:
@@ -207,6 +291,7 @@ def profile_from_dict(
     limits = data.get("limits", {})
     if not isinstance(limits, dict):
         raise VramtuiError('[limits] must be a table (memory_budget = "1500MiB")')
+    check_unknown_keys("under [limits]", limits, _LIMITS)
     budget_raw = limits.get("memory_budget", data.get("memory_budget"))
     memory_budget = None if budget_raw in (None, "", 0) else parse_size(budget_raw)  # type: ignore[arg-type]
 
@@ -239,6 +324,14 @@ def profile_from_dict(
     ):
         raise VramtuiError(f"ready_timeout must be a number of seconds, not {timeout!r}")
     name = data.get("name", "")
+    program = data.get("program")
+    if program is not None:
+        if not isinstance(program, str) or not program:
+            raise VramtuiError(
+                'program must be a path or a name, e.g. "/opt/llama.cpp/build/bin/llama-server"'
+            )
+        if program.startswith(("./", "../")) and folder is not None:
+            program = str((folder / program).resolve())
 
     return Profile(
         backend=engine,
@@ -253,6 +346,7 @@ def profile_from_dict(
         ready_timeout=float(timeout) if timeout is not None else None,
         source=source,
         warnings=tuple(warnings),
+        program=program,
     )
 
 
@@ -276,6 +370,13 @@ def load_profile(path: str | Path) -> Profile:
     except tomllib.TOMLDecodeError as error:
         raise VramtuiError(f"{file}: not valid TOML: {error}") from None
     return profile_from_dict(data, folder=file.resolve().parent, source=file.resolve())
+
+
+def load_launch_profile(path: str | Path) -> Profile:
+    """A profile about to be launched: read it, then make sure its model file and program are there."""
+    profile = load_profile(path)
+    check_files(profile)
+    return profile
 
 
 def profiles_dir() -> Path:

@@ -13,7 +13,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from vramtui.core.backends import Backend, kv_dtype_name, switch
+from vramtui.core.backends import Backend, kv_dtype_name
 from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import HOST, MemoryBill, Part, Place
 from vramtui.core.units import MIB
@@ -47,7 +47,8 @@ def _int_param(profile: Profile, name: str, fallback: int) -> int:
 
 
 def _flash_on(profile: Profile) -> bool:
-    return switch(current_value(profile, "flash_attn") or False) is True
+    # "auto" counts as the engine resolves it (llama-server: on, the CPU included).
+    return profile.backend.flash_attn_effective(current_value(profile, "flash_attn"))
 
 
 class MemoryModel:
@@ -66,6 +67,9 @@ class MemoryModel:
         self.room_upper: int | None = None  # room for buffers is below this (a failure proved it)
         self.room_lower: int | None = None  # room is at least this (a success proved it)
         self._info_cache: dict[str, Any] = {}
+        # The engine's own idle host footprint: measured once per binary where one can be run, else
+        # the backend's figure (see core.launch.footprint).
+        self.host_baseline = _host_baseline(profile) if self.host else profile.backend.host_baseline_bytes
         self.available = True
         self.why_unavailable = ""
 
@@ -129,6 +133,7 @@ class MemoryModel:
             self.overhead = overhead
         if self.host_budget(profile):
             weights += int(getattr(result, "weights_host_bytes", 0) or 0)
+            weights += self.repack_bytes(info, weights, result)
         bill = MemoryBill()
         place = self.place
         bill.add(place, "weights", weights)
@@ -139,6 +144,14 @@ class MemoryModel:
             vocab = int(getattr(info, "vocab", 0) or 0)
             bill.add(place, "output", int(wanted["context"]) * (vocab * 4 + 4))  # type: ignore[call-overload]
         return bill
+
+    def repack_bytes(self, info: Any, host_weights: int, result: Any) -> int:
+        """The second host copy llama.cpp makes of some weights on x86 (CPU_REPACK of q4_0): under a
+        host budget the weights then count twice. Not added when the estimate already counts it."""
+        share = self.backend.host_repack_share.get(str(getattr(info, "quant", "") or "").lower(), 0.0)
+        if not share or getattr(result, "counts_repack", False) or not _repacks_here():
+            return 0
+        return int(host_weights * share)
 
     def host_budget(self, profile: Profile) -> bool:
         """A budget on the host process (everything counts) rather than a GPU's (only what sits there)."""
@@ -166,7 +179,7 @@ class MemoryModel:
         return bill
 
     def baseline(self) -> int:
-        return self.backend.host_baseline_bytes if self.host else self.overhead
+        return self.host_baseline if self.host else self.overhead
 
     def room(self) -> int | None:
         """Bytes left for the model's buffers under the budget, as far as we know."""
@@ -205,6 +218,22 @@ class MemoryModel:
                 )  # an mmap that failed prints no size
             if attempted:
                 self.room_upper = attempted if self.room_upper is None else min(self.room_upper, attempted)
+
+
+def _host_baseline(profile: Profile) -> int:
+    try:
+        from vramtui.core.launch.footprint import host_footprint
+    except ImportError:
+        return profile.backend.host_baseline_bytes
+    return host_footprint(profile)
+
+
+@functools.cache
+def _repacks_here() -> bool:
+    """llama.cpp repacks q4_0 for the CPU's wide instructions on x86 (AVX2 and up), not elsewhere."""
+    import platform
+
+    return platform.machine().lower() in {"x86_64", "amd64"}
 
 
 @functools.cache

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vramtui.core.backends import Backend, kv_dtype_name, switch
+from vramtui.core.backends import Backend, kv_dtype_name
 from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import MemoryBill
 from vramtui.core.units import MIB
@@ -155,8 +155,8 @@ def candidates(rung: Rung, current: object, profile: Profile, n_layers: int) -> 
         if name not in order:
             return []
         return [t for t in order[order.index(name) + 1 :] if t in backend.kv_dtypes]
-    if param == "flash_attn":
-        return [] if switch(current or False) is True else [True]
+    if param == "flash_attn":  # never "on" when the run already has it (auto turned it on)
+        return [] if backend.flash_attn_effective(current) else [True]
     if param == "mem_share":
         share = float(current or 0.9)  # type: ignore[arg-type]
         return [v for v in (0.92, 0.95) if v > share]
@@ -174,6 +174,22 @@ def candidates(rung: Rung, current: object, profile: Profile, n_layers: int) -> 
     if param == "model":
         return _smaller_files(profile.model)
     return []
+
+
+def _printed_flash(obs: Observation) -> bool | None:
+    """Flash attention as the engine printed it (llama_context: flash_attn = enabled/auto/1), or None."""
+    said = obs.facts.get("flash_attn")
+    if said is None:
+        return None
+    if said in {"1", "true", "on", "enabled", "yes"}:
+        return True
+    if said in {"0", "false", "off", "disabled", "no"}:
+        return False
+    return None
+
+
+def _same_value(a: object, b: object) -> bool:
+    return str(a).strip().lower() == str(b).strip().lower()
 
 
 def stage_from_facts(obs: Observation) -> str:
@@ -203,6 +219,7 @@ class Proposer:
         self.backend: Backend = model.backend
         self.findings = findings
         self.ladders = ladders  # a hand-made ladder (tests, experiments) instead of the backend's
+        self._printed_flash: bool | None = None  # flash attention as the last run's log printed it
 
     def rungs(self, stage: str) -> list[Rung]:
         return list(self.ladders.get(stage, ())) if self.ladders else self.backend.rungs(stage)
@@ -332,13 +349,20 @@ class Proposer:
             )
         return self.model.predict(profile)
 
+    def _flash_in_effect(self, profile: Profile) -> bool:
+        """Flash attention as the last run had it: what the engine printed, else what its setting means."""
+        printed = self._printed_flash
+        if printed is not None:
+            return printed
+        return self.backend.flash_attn_effective(current_value(profile, "flash_attn"))
+
     def _pick_value(
         self, profile: Profile, rung: Rung, current: object, values: list[object]
     ) -> tuple[object, MemoryBill | None, dict[str, object]]:
         """The least drastic value that should fit (else the most drastic); cautious without arithmetic."""
         param = rung.param
         best: tuple[object, MemoryBill | None, dict[str, object]] | None = None
-        flash_off = switch(current_value(profile, "flash_attn") or False) is not True
+        flash_off = not self._flash_in_effect(profile)
         for value in values:
             changes: dict[str, object] = {param: value}
             if param == "kv_dtype" and self.backend.needs_flash_attn_for(value) and flash_off:
@@ -361,7 +385,11 @@ class Proposer:
         """This rung's proposal at the value `_pick_value` chose (flash attention first when needed)."""
         param = rung.param
         current = current_value(profile, param)
+        self._printed_flash = _printed_flash(obs)
         values = self.candidates(rung, current, profile)
+        if param == "flash_attn" and self._flash_in_effect(profile):
+            values = []  # the engine said it is on already: proposing it would change nothing
+        values = [v for v in values if not _same_value(v, current)]  # never the value the run has
         if not values:
             return None, None
         before = self.model.predict(profile)

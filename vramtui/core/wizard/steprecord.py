@@ -69,6 +69,8 @@ class StepRecorder:
 
     def append(self, kind: str, **data: Any) -> dict[str, Any]:
         entry = {"type": kind, "time": round(time.time(), 3), **data}
+        if self._file.closed:  # the end line is written (a quit mid-step): a record ends there
+            return entry
         line = json.dumps(entry, default=str, ensure_ascii=False)
         self._file.write(line + "\n")
         self._file.flush()
@@ -147,6 +149,9 @@ def open_session(path: str | Path) -> Session:
                 session.header = entry
             elif kind == "step_start":
                 started[int(entry.get("step", -1))] = entry
+            elif kind == "process" and int(entry.get("step", -1)) in started:
+                # the launch of a step in progress: an interrupted step still names its log
+                started[int(entry.get("step", -1))]["log_file"] = entry.get("log_file")
             elif kind == "step":
                 started.pop(int(entry.get("step", -1)), None)
                 session.steps.append(entry)

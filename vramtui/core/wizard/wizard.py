@@ -160,6 +160,7 @@ class Wizard:
         self.skipped: list[Proposal] = []  # proposals the user turned down: their settings stay as they are
         self._runner = runner
         self._ended = False  # the record's end line is written
+        self._running_log: str | None = None  # the run log of the launch in progress
         # A saved chat request (the long one that failed at inference): every run replays it.
         self.replay = replay
         if record:
@@ -198,12 +199,17 @@ class Wizard:
         else:
             from vramtui.core.launch.launcher import run_check
 
-            check = run_check(profile, on_start=self._started, replay=self.replay)
+            check = run_check(profile, on_start=self.attempt_started, replay=self.replay)
         return observe(check)
 
-    def _started(self, server: Any) -> None:
+    def attempt_started(self, server: Any) -> None:
+        """A launch of this session began (a runner of its own calls this too): the record names it."""
+        log_file = getattr(server, "log_file", None)
+        self._running_log = str(log_file) if log_file else None  # an interrupted step still names it
         if self.recorder is not None:
-            self.recorder.append("process", step=len(self.steps), pid=getattr(server, "pid", None))
+            self.recorder.append(
+                "process", step=len(self.steps), pid=getattr(server, "pid", None), log_file=self._running_log
+            )
         if self.on_start is not None:
             self.on_start(server)
 
@@ -342,11 +348,23 @@ class Wizard:
                 self.stop_reason = "it runs and answers the smallest chat request"
             return self._finish(success, pending)
         finally:
-            if self.recorder is not None and not self.recorder.closed and not self._ended:
-                self.recorder.append(
-                    "end", success=False, reason="interrupted", final_params=dict(self.profile.params)
-                )
-                self.recorder.close()
+            self.abandon("interrupted")
+
+    def abandon(self, reason: str = "interrupted") -> None:
+        """End the record of a session stopped mid-step (ctrl-c, quitting the app): the end line names
+        the step that was running and its log. Nothing to do when the session already ended."""
+        if self.recorder is None or self.recorder.closed or self._ended:
+            return
+        self.recorder.append(
+            "end",
+            success=False,
+            reason=reason,
+            final_params=dict(self.profile.params),
+            interrupted_step=len(self.steps),
+            log_file=self._running_log,
+        )
+        self.recorder.close()
+        self._ended = True
 
     def _loop(self, max_steps: int, confirm: Callable[[Proposal], Proposal | None] | None) -> Proposal | None:
         """Propose and apply until it works or a stop; returns the proposal left pending, if any."""

@@ -112,6 +112,7 @@ class WizardDriver:
 
         def started(server: Any) -> None:
             self.server = server
+            self.wizard.attempt_started(server)  # the record names this attempt's pid and log
             feed.follow_server(server)  # the pane shows this attempt's own diagnosis
             feed.push("vramtui: launched " + " ".join(server.command))
             app.post_message(ProcessStarted(server.pid))
@@ -261,6 +262,7 @@ class WizardDriver:
         server = self.server
         if server is not None:
             server.stop()
+            self.wizard.abandon("quit during an attempt")  # the record gets its end line
         kept, self._kept = self._kept, None
         if kept is not None:
             kept[0].stop()

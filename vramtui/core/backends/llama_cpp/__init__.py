@@ -41,6 +41,8 @@ def _translate_llama_cpp(backend: Backend, param: str, value: object) -> Transla
     if param == "gpu_layers":
         # 999 rather than "all": every build takes a number, only new ones take "all".
         return Translation(args=(flag, "999" if is_all(value) else str(whole(param, value))))
+    if param == "parallel" and str(value).strip().lower() in {"auto", "-1"}:
+        return Translation(args=(flag, "-1"))  # -1: llama-server picks the slots (4, one unified cache)
     return Translation(args=(flag, str(whole(param, value))))
 
 
@@ -106,6 +108,9 @@ _FAMILY = {
     "ladder": LADDER,
     "kv_dtype_order": KV_DTYPE_ORDER,
     "quantized_v_needs_flash_attn": True,
+    # llama.cpp's CPU backend keeps a CPU_REPACK (or AMX) copy of q4_0 weights on x86 (seen with llama-server
+    # 0.5.0-dev and llama-cpp-python 0.3.36): the host bill of those weights doubles.
+    "host_repack_share": {"q4_0": 1.0},
 }
 
 LLAMA_CPP = Backend(
@@ -122,15 +127,19 @@ LLAMA_CPP = Backend(
         "flash_attn": "--flash-attn",
         "cpu_offload": None,
     },
-    # flash_attn: the wizard counts it off unless the profile turns it on (a compute buffer as if off).
+    # Today's llama-server (`llama-server --help`, 0.5.0-dev): -c 0 is the model's trained length;
+    # -np -1 (auto) is 4 slots sharing one unified KV cache (the context is the whole cache, so the
+    # slots do not multiply it); -fa auto is on wherever the backend supports it, the CPU included;
+    # --fit on. The estimator and the wizard start from these.
     defaults={
-        "context": 4096,
-        "parallel": 1,
+        "context": 0,
+        "parallel": 4,
         "batch": 2048,
         "ubatch": 512,
         "kv_dtype": "f16",
         "gpu_layers": "all",
-        "flash_attn": False,
+        "flash_attn": "auto",
+        "fit": "on",
     },
     kv_dtypes=("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"),
     aliases=("llama-server", "llamacpp", "llama_cpp", "llama-cli"),
@@ -144,10 +153,23 @@ LLAMA_CPP = Backend(
         health_paths=("/health",),
         ready_patterns=("server is listening on", "all slots are idle"),
         translate=_translate_llama_cpp,
-        extra_params={"threads": "--threads", "alias": "--alias", "fit": "--fit", "mmap": "--mmap"},
+        extra_params={"threads": "--threads", "alias": "--alias"},
+        # No `--mmap true|false` in today's llama-server: mmap is its default load mode, and
+        # `--load-mode none` turns it off. `--fit` takes on|off.
+        switches={"mmap": ((), ("--load-mode", "none")), "fit": (("--fit", "on"), ("--fit", "off"))},
+        # At its default verbosity (3) llama-server prints no buffer sizes, n_ctx, flash attention or
+        # fit lines; 4 prints them (checked on 0.5.0-dev). A flag on the command line still wins.
+        log_env={"LLAMA_ARG_LOG_VERBOSITY": "4"},
     ),
     model_is_file=True,
-    host_baseline_bytes=96 * MIB,  # llama-server: little besides its buffers
+    # llama-server's own idle footprint, measured here (0.5.0-dev, context 2048): about 200 MiB RSS and
+    # 240 MiB of address space (it dies under a 240 MiB RLIMIT_AS); the address space is what a host
+    # budget limits. `host_footprint` measures the binary at hand and caches it.
+    host_baseline_bytes=240 * MIB,
+    measures_footprint=True,
+    context_zero_is_trained=True,
+    parallel_auto_slots=4,
+    flash_attn_auto_is_on=True,
     **_FAMILY,  # type: ignore[arg-type]
 )
 
@@ -196,6 +218,7 @@ LLAMA_CPP_PYTHON = Backend(
     ),
     fixed={"parallel": 1},
     model_is_file=True,
+    context_zero_is_trained=True,
     # Measured here: 290-380 MiB of address space besides its buffers (Python, numpy, uvicorn,
     # thread stacks and malloc arenas).
     host_baseline_bytes=352 * MIB,

@@ -1,0 +1,203 @@
+"""Launching the real llama-server (issue 13 #5/#6, issue 14): what vramtui says about its own stops,
+a busy port and a saved profile. Skipped where no llama-server binary was built."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_llama_server_flags import BINARY  # tests/conftest.py puts core/backends on the path
+
+from vramtui.core.launch import procs
+from vramtui.core.launch.launcher import (
+    PORT_IN_USE,
+    STOPPED_BY_VRAMTUI,
+    ModelServer,
+    build_command,
+    run_check,
+)
+from vramtui.core.launch.profile import Profile
+
+needs_binary = pytest.mark.skipif(BINARY is None, reason="no llama-server binary built here")
+
+
+def _profile(model: Path, **changes: object) -> Profile:
+    return Profile(backend="llama.cpp", model=str(model), port=0, program=str(BINARY), **changes)  # type: ignore[arg-type]
+
+
+@needs_binary
+@pytest.mark.engine
+def test_our_own_stop_is_stopped_by_vramtui_not_an_oom_kill(tiny_gguf: Path, tmp_path: Path) -> None:
+    # A stop before ready with a grace too short for a polite exit: the group kill is ours (SIGKILL).
+    server = ModelServer(_profile(tiny_gguf, params={"context": 512}), log_dir=tmp_path)
+    server.start()
+    pid = server.pid
+    time.sleep(0.3)
+    server.stop(grace_s=0.0)
+    assert pid is not None and server.exit_code is not None and not server.ready
+    assert server.failure == STOPPED_BY_VRAMTUI
+    diagnosis = server.diagnosis()
+    assert diagnosis.failure == STOPPED_BY_VRAMTUI and diagnosis.failure != "host_oom_killed"
+    assert "stopped by vramtui" in diagnosis.first_error_text
+    assert not procs.group_members(pid)
+
+
+@needs_binary
+@pytest.mark.engine
+def test_a_kill_by_the_exit_handlers_is_ours_too(tiny_gguf: Path, tmp_path: Path) -> None:
+    server = ModelServer(_profile(tiny_gguf, params={"context": 512}), log_dir=tmp_path)
+    server.start()
+    time.sleep(0.3)
+    procs.kill_all_groups()  # what SIGHUP / SIGTERM to vramtui does: the server is not told stop()
+    assert not server.wait_ready(10)
+    assert server.failure == STOPPED_BY_VRAMTUI and server.diagnosis().failure == STOPPED_BY_VRAMTUI
+    server.stop()
+
+
+@needs_binary
+@pytest.mark.engine
+def test_a_busy_port_is_the_verdict_the_log_pane_gets(tiny_gguf: Path, tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        profile = _profile(tiny_gguf).with_changes(port=port)
+        server = ModelServer(profile, log_dir=tmp_path)
+        with pytest.raises(Exception, match="already in use"):
+            server.start()
+        diagnosis = server.diagnosis()  # what the TUI's tail hands the log pane
+        result = run_check(profile, log_dir=tmp_path)
+    assert diagnosis.failed and diagnosis.failure == PORT_IN_USE and str(port) in diagnosis.first_error_text
+    assert result.failure == result.diagnosis.failure == PORT_IN_USE
+
+
+@needs_binary
+@pytest.mark.engine
+def test_check_on_the_real_binary_answers(tiny_gguf: Path, tmp_path: Path) -> None:
+    result = run_check(_profile(tiny_gguf, params={"context": 512}), log_dir=tmp_path, ready_timeout_s=60)
+    assert result.ok, result.to_dict()
+    assert result.command[0] == str(BINARY) and result.failure is None
+    assert result.released
+
+
+@needs_binary
+@pytest.mark.engine
+def test_wizard_save_writes_the_profiles_own_port(tiny_gguf: Path, tmp_path: Path) -> None:
+    (tmp_path / "m.gguf").symlink_to(tiny_gguf)
+    path = tmp_path / "p.toml"
+    path.write_text(
+        f'backend = "llama.cpp"\nmodel = "m.gguf"\nport = 0\nprogram = "{BINARY}"\n[params]\ncontext = 512\n'
+    )
+    saved = tmp_path / "saved.toml"
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "wizard", str(path), "--auto", "--save", str(saved)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = tomllib.loads(saved.read_text())
+    assert data["port"] == 0 and data["program"] == str(BINARY)
+
+
+def test_a_process_that_exits_on_its_own_was_not_signalled_by_us() -> None:
+    # signalled_by_us only names groups vramtui signalled: a process that exits on its own is not one.
+    proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    proc.wait()
+    assert not procs.signalled_by_us(proc.pid)
+
+
+@needs_binary
+@pytest.mark.engine
+def test_the_wizard_fixes_a_kv_failure_without_proposing_what_auto_already_did(
+    tiny_gguf: Path, tmp_path: Path
+) -> None:
+    # Issue 14: context 0 (the tiny model's 262144) under a 1500 MiB host budget fails at the KV cache;
+    # flash attention is already on (auto): the wizard must not spend a relaunch turning it on.
+    from vramtui.core.units import MIB
+    from vramtui.core.wizard.wizard import Wizard
+
+    profile = _profile(tiny_gguf, memory_budget=1500 * MIB)
+    assert build_command(profile).env["LLAMA_ARG_LOG_VERBOSITY"] == "4"  # so the buffers are printed
+    result = Wizard(profile, auto=True, record=False).run(max_steps=4)
+    first = result.steps[0].observation
+    assert first is not None and first.failure_stage == "kv_cache", first
+    assert result.success and result.relaunches <= 2, result.reason
+    assert all(step.proposal is None or step.proposal.param != "flash_attn" for step in result.steps)
+
+
+def test_flash_attention_auto_is_never_proposed_on() -> None:
+    from vramtui.core.backends.base import FLASH_ATTN_ON
+    from vramtui.core.wizard.propose import candidates
+
+    server = Profile(backend="llama.cpp", model="/m.gguf")
+    assert candidates(FLASH_ATTN_ON, None, server, 4) == []  # default auto: on, the CPU included
+    assert candidates(FLASH_ATTN_ON, "auto", server, 4) == []
+    assert candidates(FLASH_ATTN_ON, False, server, 4) == [True]
+    python = Profile(backend="llama-cpp-python", model="/m.gguf")
+    assert candidates(FLASH_ATTN_ON, None, python, 4) == [True]  # its default is off
+
+
+@needs_binary
+@pytest.mark.engine
+def test_the_idle_footprint_is_measured_once_per_binary_and_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vramtui.core.launch import footprint
+    from vramtui.core.units import MIB
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    profile = _profile(tmp_path / "any.gguf", memory_budget=1500 * MIB)
+    first = footprint.host_footprint(profile)
+    cached = json.loads(footprint.cache_file().read_text())
+    assert len(cached) == 1 and next(iter(cached.values()))["address_space"] == first
+    assert 150 * MIB < first < 1024 * MIB  # llama-server's own idle address space, tiny model included
+    t0 = time.monotonic()
+    assert footprint.host_footprint(profile) == first and time.monotonic() - t0 < 0.5  # from the cache
+    # Without a budget nothing is measured: the backend's own figure.
+    assert footprint.host_footprint(profile.with_changes(memory_budget=None)) == 240 * MIB
+
+
+def test_q4_0_weights_count_twice_on_the_host_budget(make_gguf: Any, tmp_path: Path) -> None:
+    # CPU_REPACK: llama.cpp keeps a repacked copy of q4_0 weights for the x86 CPU.
+    import platform
+
+    from vramtui.core.units import MIB
+    from vramtui.core.wizard.budget import MemoryModel
+
+    q4 = make_gguf(dtype="q4_0")
+    q4_profile = Profile(backend="llama-cpp-python", model=str(q4), memory_budget=1500 * MIB)
+    q4_bill = MemoryModel(q4_profile).raw(q4_profile)
+    assert q4_bill is not None
+    from vramtui.core.estimate.estimator import Settings, estimate
+    from vramtui.core.estimate.modelinfo import load_model_info
+
+    plain = estimate(load_model_info(str(q4)), Settings(backend="llama.cpp", on_gpu=False)).weights_bytes
+    host = q4_bill.get("weights", "host")
+    if platform.machine().lower() in {"x86_64", "amd64"}:
+        assert host >= 2 * plain * 0.99, (host, plain)
+    else:
+        assert host < 2 * plain * 0.9
+
+
+def test_an_exit_with_no_error_text_quotes_the_last_error_looking_line(tmp_path: Path) -> None:
+    # Issue 13 #3: pydantic's refusal is no line the rules know; the verdict must still quote it.
+    program = tmp_path / "llama-server"
+    program.write_text(
+        "#!/bin/sh\necho 'starting up'\necho '  Input should be greater than or equal to 0'\n"
+        "echo '    For further information visit https://errors.pydantic.dev'\nexit 1\n"
+    )
+    program.chmod(0o755)
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0, program=str(program))
+    result = run_check(profile, log_dir=tmp_path / "runs", ready_timeout_s=20)
+    assert not result.ready and result.exit_code == 1
+    assert "Input should be greater than or equal to 0" in result.message, result.message

@@ -1,0 +1,176 @@
+"""Issue 13 #2-#4 and issue 14's `program`: every mistake in a profile is one line and exit 2, before launch."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vramtui.core.errors import VramtuiError
+from vramtui.core.launch.launcher import build_command
+from vramtui.core.launch.profile import load_launch_profile, load_profile, profile_from_dict
+
+
+def vramtui(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vramtui", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def write(folder: Path, body: str, model: str = "m.gguf") -> Path:
+    (folder / "m.gguf").write_bytes(b"GGUF")
+    path = folder / "p.toml"
+    path.write_text(f'backend = "llama.cpp"\nmodel = "{model}"\n{body}', encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("body", "nearest"),
+    [
+        ('[limits]\nmemory_budgt = "1GiB"\n', "memory_budget"),
+        ("[params]\ncontxt = 512\n", "context"),
+        ("contxt = 512\n", "context"),
+        ('hots = "127.0.0.1"\n', "host"),
+        ("[param]\ncontext = 512\n", "params"),
+        ("[limit]\nmemory_budget = 1\n", "limits"),
+    ],
+)
+def test_a_typo_in_any_table_is_refused_naming_the_nearest_key(
+    tmp_path: Path, body: str, nearest: str
+) -> None:
+    path = write(tmp_path, body)
+    with pytest.raises(VramtuiError, match=rf"did you mean {nearest}\?"):
+        load_profile(path)
+
+
+def test_the_limits_typo_is_exit_2_on_the_command_line(tmp_path: Path) -> None:
+    done = vramtui("check", str(write(tmp_path, '[limits]\nmemory_budgt = "1GiB"\n')))
+    assert done.returncode == 2, done
+    assert done.stderr.strip().splitlines() == [
+        "vramtui: unknown profile key 'memory_budgt' under [limits]: did you mean memory_budget?"
+    ]
+
+
+def test_env_stays_free_form(tmp_path: Path) -> None:
+    profile = load_profile(write(tmp_path, '[env]\nANYTHING_AT_ALL = "1"\n'))
+    assert profile.env == {"ANYTHING_AT_ALL": "1"}
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"context": -5}, r"context must be 0 or more"),
+        ({"parallel": 0}, r"parallel must be 1 or more"),
+        ({"batch": -1}, r"batch must be 1 or more"),
+        ({"ubatch": 0}, r"ubatch must be 1 or more"),
+        ({"gpu_layers": -3}, r"gpu_layers must be 0 or more"),
+        ({"flash_attn": "sometimes"}, r"not an on/off value"),
+    ],
+)
+def test_impossible_values_are_refused_at_load(params: dict[str, object], message: str) -> None:
+    with pytest.raises(VramtuiError, match=message):
+        profile_from_dict({"backend": "llama.cpp", "model": "m.gguf", "params": params})
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"mem_share": 1.5}, r"mem_share must be a share of the card above 0 and at most 1"),
+        ({"mem_share": 0}, r"mem_share must be"),
+        ({"context": 0}, r"context must be 1 or more"),  # vLLM has no "0 = the trained length"
+        ({"cpu_offload": -2}, r"cpu_offload must be 0 or more"),
+    ],
+)
+def test_impossible_values_for_vllm(params: dict[str, object], message: str) -> None:
+    with pytest.raises(VramtuiError, match=message):
+        profile_from_dict({"backend": "vllm", "model": "org/model", "params": params})
+
+
+def test_context_zero_is_the_trained_length_for_llama_server() -> None:
+    profile = profile_from_dict({"backend": "llama.cpp", "model": "m.gguf", "params": {"context": 0}})
+    assert "--ctx-size" in (argv := build_command(profile).argv) and argv[argv.index("--ctx-size") + 1] == "0"
+
+
+def test_a_wizard_change_to_an_impossible_value_is_refused_too() -> None:
+    profile = profile_from_dict({"backend": "llama.cpp", "model": "m.gguf"})
+    with pytest.raises(VramtuiError, match="parallel must be 1 or more"):
+        profile.with_param("parallel", 0)
+
+
+def test_context_minus_5_is_exit_2_one_line(tmp_path: Path) -> None:
+    done = vramtui("check", str(write(tmp_path, "[params]\ncontext = -5\n")))
+    assert done.returncode == 2, done
+    assert len(done.stderr.strip().splitlines()) == 1 and "context must be 0 or more" in done.stderr
+
+
+# --- the model file ---------------------------------------------------------------------------------
+
+
+def test_a_missing_model_file_is_exit_2_before_any_launch(tmp_path: Path) -> None:
+    path = write(tmp_path, "", model="nowhere.gguf")
+    done = vramtui("check", str(path), "--log-dir", str(tmp_path / "runs"))
+    assert done.returncode == 2, done
+    assert done.stderr.strip().splitlines() == [f"vramtui: model file not found: {tmp_path / 'nowhere.gguf'}"]
+    assert not (tmp_path / "runs").exists()  # nothing was launched, no run log was opened
+
+
+def test_the_wizard_refuses_it_the_same_way(tmp_path: Path) -> None:
+    done = vramtui("wizard", str(write(tmp_path, "", model="nowhere.gguf")))
+    assert done.returncode == 2 and "model file not found" in done.stderr, done
+
+
+@pytest.mark.parametrize(
+    ("backend", "model"),
+    [("vllm", "Qwen/Qwen2.5-0.5B-Instruct"), ("ollama", "llama3.2:1b"), ("transformers", "gpt2")],
+)
+def test_names_that_are_no_files_pass(tmp_path: Path, backend: str, model: str) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(f'backend = "{backend}"\nmodel = "{model}"\n', encoding="utf-8")
+    assert load_launch_profile(path).model == model
+
+
+def test_a_path_looking_model_that_is_not_there_is_an_error_for_vllm_too(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text('backend = "vllm"\nmodel = "./models/qwen"\n', encoding="utf-8")
+    with pytest.raises(VramtuiError, match="model file not found"):
+        load_launch_profile(path)
+
+
+# --- program ----------------------------------------------------------------------------------------
+
+
+def test_the_program_key_names_the_binary(tmp_path: Path) -> None:
+    binary = tmp_path / "bin" / "llama-server"
+    binary.parent.mkdir()
+    binary.write_text("#!/bin/sh\nexit 0\n")
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    profile = load_launch_profile(write(tmp_path, f'program = "{binary}"\n'))
+    assert build_command(profile).argv[0] == str(binary)
+    assert profile.to_dict()["program"] == str(binary)  # and a saved profile keeps it
+
+
+def test_a_relative_program_is_relative_to_the_profile(tmp_path: Path) -> None:
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\nexit 0\n")
+    binary.chmod(0o755)
+    profile = load_launch_profile(write(tmp_path, 'program = "./llama-server"\n'))
+    assert build_command(profile).argv[0] == str(binary)
+
+
+def test_a_missing_program_is_exit_2(tmp_path: Path) -> None:
+    done = vramtui("check", str(write(tmp_path, 'program = "/opt/nowhere/llama-server"\n')))
+    assert done.returncode == 2, done
+    assert done.stderr.strip().splitlines() == ["vramtui: program not found: /opt/nowhere/llama-server"]
+
+
+def test_a_program_that_is_not_executable_is_exit_2(tmp_path: Path) -> None:
+    binary = tmp_path / "llama-server"
+    binary.write_text("not a program")
+    os.chmod(binary, 0o644)
+    done = vramtui("check", str(write(tmp_path, f'program = "{binary}"\n')))
+    assert done.returncode == 2, done
+    assert done.stderr.strip().splitlines() == [f"vramtui: program is not an executable file: {binary}"]

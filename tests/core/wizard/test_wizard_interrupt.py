@@ -1,0 +1,90 @@
+"""Issue 13 #14: a wizard session stopped mid-step still has a whole record: the step's log, an end line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from vramtui.core.launch.launcher import ModelServer
+from vramtui.core.launch.profile import Profile
+from vramtui.core.wizard.steprecord import open_session
+from vramtui.core.wizard.wizard import Wizard
+
+# A server that prints a line and never becomes ready: the step is still running when we interrupt.
+SLOW_SERVER = "#!/bin/sh\necho 'llama_model_loader: loaded meta data'\nexec sleep 60\n"
+
+
+def slow_profile(tmp_path: Path) -> Path:
+    program = tmp_path / "llama-server"
+    program.write_text(SLOW_SERVER)
+    program.chmod(0o755)
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    path = tmp_path / "p.toml"
+    path.write_text(
+        f'backend = "llama.cpp"\nmodel = "m.gguf"\nport = 0\nprogram = "{program}"\nready_timeout = 60\n'
+    )
+    return path
+
+
+def _lines(record: Path) -> list[dict[str, object]]:
+    if not record.is_file():
+        return []
+    return [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
+
+
+def test_ctrl_c_mid_step_records_the_steps_log(tmp_path: Path) -> None:
+    record = tmp_path / "w.jsonl"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vramtui",
+            "wizard",
+            str(slow_profile(tmp_path)),
+            "--auto",
+            "--record",
+            str(record),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not any(e["type"] == "process" for e in _lines(record)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.3)
+    os.kill(proc.pid, signal.SIGINT)  # what ctrl-c in the terminal sends vramtui
+    proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    end = _lines(record)[-1]
+    assert end["type"] == "end" and end["reason"] == "interrupted" and end["interrupted_step"] == 0
+    log_file = Path(str(end["log_file"]))
+    assert log_file.is_file() and "llama_model_loader" in log_file.read_text()
+    session = open_session(record)
+    assert session.finished and session.interrupted[0]["log_file"] == str(log_file)
+
+
+def test_quitting_mid_attempt_writes_the_end_line(tmp_path: Path) -> None:
+    # What the TUI does on quit: the attempt's server is stopped, then the wizard abandons the session.
+    from vramtui.core.launch.profile import load_launch_profile
+
+    profile: Profile = load_launch_profile(slow_profile(tmp_path))
+    record = tmp_path / "tui.jsonl"
+    wizard = Wizard(profile, record_path=record)
+    server = ModelServer(profile, log_dir=tmp_path / "runs")
+    server.start()
+    wizard.attempt_started(server)
+    server.stop(grace_s=1.0)
+    wizard.abandon("quit during an attempt")
+    session = open_session(record)
+    assert session.finished and session.end is not None
+    assert session.end["reason"] == "quit during an attempt" and session.end["log_file"] == str(
+        server.log_file
+    )
+    wizard.abandon("again")  # a second call (the wizard thread's own finally) adds nothing
+    assert open_session(record).end == session.end

@@ -1,0 +1,126 @@
+"""An engine's own idle host footprint, measured once per binary and cached.
+
+Under a host memory budget (an address-space limit), what the server process holds before any model
+buffer decides whether a step fits: llama-server holds about 200 MiB RSS and 240 MiB of address space
+at idle (0.5.0-dev), not the 96 MiB once assumed. The figure moves with the build, so it is measured
+on the binary at hand: the server is started on a tiny model it writes itself, at context 2048, and its
+resident and virtual sizes are read once it is ready. The result is cached per binary (path, size,
+modification time) in the user cache dir; a binary that cannot be measured gets the backend's figure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from vramtui.core.launch.profile import Profile
+
+_MEASURE_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class Footprint:
+    rss_bytes: int
+    address_space_bytes: int
+    binary: str
+
+
+def cache_file() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("vramtui")) / "footprint.json"
+
+
+def binary_of(profile: Profile) -> Path | None:
+    """The program a launch of `profile` runs, resolved to a file (None: not found)."""
+    launch = profile.backend.launch
+    if launch is None:
+        return None
+    program = profile.program or launch.program[0]
+    found = shutil.which(program, path=profile.env.get("PATH") or os.environ.get("PATH"))
+    return Path(found).resolve() if found else None
+
+
+def _key(binary: Path) -> str:
+    stat = binary.stat()
+    return f"{binary}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def _read_cache() -> dict[str, dict[str, int]]:
+    try:
+        data = json.loads(cache_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_cache(data: dict[str, dict[str, int]]) -> None:
+    target = cache_file()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_suffix(".tmp")
+        temporary.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        temporary.replace(target)
+    except OSError:
+        pass  # a cache we cannot write only costs a measurement next time
+
+
+def host_footprint(profile: Profile) -> int:
+    """The address space the engine holds at idle (what a host budget limits), in bytes."""
+    fallback = profile.backend.host_baseline_bytes
+    if not profile.backend.measures_footprint or profile.memory_budget is None:
+        return fallback
+    binary = binary_of(profile)
+    if binary is None:
+        return fallback
+    cache = _read_cache()
+    key = _key(binary)
+    if key not in cache:
+        measured = measure(profile, binary)
+        # A failed measurement is remembered too (0): once per binary, not once per wizard step.
+        cache[key] = (
+            {"rss": measured.rss_bytes, "address_space": measured.address_space_bytes} if measured else {}
+        )
+        _write_cache(cache)
+    address_space = cache[key].get("address_space", 0)
+    return int(address_space) if address_space else fallback
+
+
+def measure(profile: Profile, binary: Path) -> Footprint | None:
+    """Start `binary` on a tiny model, read its idle RSS and address space once it is ready, stop it."""
+    import psutil
+
+    from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
+    from vramtui.core.launch.launcher import LaunchError, ModelServer
+
+    with tempfile.TemporaryDirectory(prefix="vramtui-footprint-") as folder:
+        model = write_tiny_gguf(Path(folder) / "tiny.gguf", TinyModelSpec(n_layer=2, n_embd=64, n_ff=128))
+        probe = Profile(
+            backend=profile.backend,
+            model=str(model),
+            params={"context": 2048, "parallel": 1},
+            port=0,
+            program=str(binary),
+            env=dict(profile.env),
+        )
+        server = ModelServer(probe, log_dir=Path(folder) / "runs")
+        try:
+            server.start()
+            if not server.wait_ready(_MEASURE_TIMEOUT_S) or server.pid is None:
+                return None
+            process = psutil.Process(server.pid)
+            rss = address_space = 0
+            for _ in range(5):  # idle threads map their stacks and arenas a moment after ready: the most
+                memory = process.memory_info()
+                rss, address_space = max(rss, memory.rss), max(address_space, memory.vms)
+                time.sleep(0.1)
+            return Footprint(int(rss), int(address_space), str(binary))
+        except (LaunchError, psutil.Error, OSError):
+            return None
+        finally:
+            server.stop(grace_s=2.0, release_timeout_s=5.0)
