@@ -17,7 +17,7 @@ MODEL = info_from_flags(params=8e9, layers=32, kv_heads=8, head_dim=128)
 
 
 def test_llama_cpp_bill_splits_the_device_and_the_host() -> None:
-    est = estimate(MODEL, Settings(context=8192, gpu_layers=20, device_bytes=16 * GIB))
+    est = estimate(MODEL, Settings(context=8192, parallel=1, gpu_layers=20, device_bytes=16 * GIB))
     assert est.fits  # (when it does not, host_bytes_needed is for the placement that would)
     assert est.bill.total(0) == est.total_bytes
     assert est.bill.total(HOST) == est.host_bytes_needed > 0

@@ -87,7 +87,7 @@ def test_sliding_window_layers_hold_window_plus_ubatch_cells() -> None:
         "gemma2-9b",
         exact_params=False,
     )
-    est = estimate(gemma2, Settings(context=32768, ubatch=512, flash_attn=True))
+    est = estimate(gemma2, Settings(context=32768, parallel=1, ubatch=512, flash_attn=True))
     per_cell_layer = 8 * 256 * 2 * 2
     # 21 global layers at 32768 cells, 21 sliding ones at pad(4096 + 512, 256) = 4608
     assert est.kv_cache_bytes == 21 * 32768 * per_cell_layer + 21 * 4608 * per_cell_layer
@@ -359,7 +359,7 @@ def test_ollama_gives_every_parallel_slot_the_full_num_ctx() -> None:
     assert one.kv_cells == 4096 and four.kv_cells == 4 * 4096
     assert four.kv_cache_bytes == 4 * one.kv_cache_bytes
     # about what llama.cpp with the same total cells (and flash attention off, as Ollama runs) allows
-    llama = estimate(LLAMA_8B, replace(settings, backend="llama.cpp", flash_attn=False))
+    llama = estimate(LLAMA_8B, replace(settings, backend="llama.cpp", parallel=1, flash_attn=False))
     assert 2 <= one.max_parallel < 1024 and abs(one.max_parallel - llama.max_parallel) <= 1
     assert estimate(LLAMA_8B, replace(settings, parallel=one.max_parallel, gpu_layers=33)).fits
     assert not estimate(LLAMA_8B, replace(settings, parallel=one.max_parallel + 1, gpu_layers=33)).fits
@@ -401,7 +401,7 @@ def test_load_peak_that_does_not_fit_is_the_stated_reason() -> None:
 
 def test_context_past_the_trained_length_is_noted_and_the_solver_capped() -> None:
     short = replace(LLAMA_8B, max_context=8192)
-    est = estimate(short, Settings(context=20000, device_bytes=48 * GIB))
+    est = estimate(short, Settings(context=20000, parallel=1, device_bytes=48 * GIB))
     assert est.past_trained_context and est.to_dict()["past_trained_context"] is True
     assert any("past the model's trained length 8192" in note for note in est.notes)
     assert est.max_context == 8192
@@ -465,7 +465,7 @@ def test_vllm_refuses_a_context_past_the_trained_length_llama_cpp_notes_it() -> 
         replace(short, max_context=None), Settings(backend="vllm", context=131072, device_bytes=80 * GIB)
     )
     assert memory_only.fits
-    llama = estimate(short, Settings(backend="llama.cpp", context=65536, device_bytes=80 * GIB))
+    llama = estimate(short, Settings(backend="llama.cpp", context=65536, parallel=1, device_bytes=80 * GIB))
     assert llama.fits and llama.past_trained_context and llama.reason is None
     assert any("unless RoPE scaling is configured" in note for note in llama.notes)
 

@@ -93,7 +93,21 @@ def test_estimate_cli_asks_the_engine(make_gguf, capsys: pytest.CaptureFixture[s
     pytest.importorskip("llama_cpp")
     path = make_gguf(n_layer=4, n_embd=512, n_head=8, n_head_kv=8)
     assert (
-        main(["estimate", str(path), "--ctx", "2048", "--flash-attn", "off", "--cpu", "--engine", "--json"])
+        main(
+            [
+                "estimate",
+                str(path),
+                "--ctx",
+                "2048",
+                "--parallel",
+                "1",
+                "--flash-attn",
+                "off",
+                "--cpu",
+                "--engine",
+                "--json",
+            ]
+        )
         == 0
     )
     data = json.loads(capsys.readouterr().out)
