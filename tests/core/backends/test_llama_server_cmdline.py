@@ -1,7 +1,7 @@
 """Issue 14: every flag the llama-server backend emits is one today's llama-server accepts.
 
 The flags come from the real binary's `--help` when one is at hand ($VRAMTUI_LLAMA_SERVER, or the
-project's build under ~/.cache/vramtui/llama-server/*/bin/), else from tests/data/llama_server_help.txt:
+project's build under ~/.cache/vramtui/llama-server/*/bin/), else from tests/data/llama-server/help.txt:
 the `--help` of 0.5.0-dev (commit 0c1e570, the llama.cpp llama-cpp-python 0.3.36 vendors). With a binary,
 its own parser also reads each command line we build.
 """
@@ -19,7 +19,7 @@ from vramtui.core.backends import get_backend
 from vramtui.core.launch.launcher import build_command
 from vramtui.core.launch.profile import Profile
 
-SAVED_HELP = Path(__file__).resolve().parents[2] / "data" / "llama_server_help.txt"
+SAVED_HELP = Path(__file__).resolve().parents[2] / "data" / "llama-server" / "help.txt"
 _FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 
 
