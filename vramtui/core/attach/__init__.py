@@ -11,8 +11,8 @@ Attach only reads: it never signals, stops or restarts the process it watches.
 
 from __future__ import annotations
 
-from vramtui.core.attach.container import Container, container_from_cgroup, container_of
 from vramtui.core.attach.cmdline import ServerCommand, find_backend, read_command
+from vramtui.core.attach.container import Container, container_from_cgroup, container_of
 from vramtui.core.attach.endpoints import Endpoint, parse_prometheus, probe
 from vramtui.core.attach.target import Target, parse_target, resolve
 from vramtui.core.attach.watch import Attached, attach
