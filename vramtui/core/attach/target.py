@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from vramtui.core.backends import OLLAMA
+from vramtui.core.backends import Backend, get_backend
 from vramtui.core.errors import VramtuiError
 
 TOOL_TIMEOUT_S = 5.0
@@ -19,7 +19,7 @@ TOOL_TIMEOUT_S = 5.0
 @dataclass
 class Target:
     text: str  # what the user typed
-    kind: str  # "pid" | "url" | "ollama" | "docker" | "systemd"
+    kind: str  # "pid" | "url" | "engine" (ollama: its default local URL) | "docker" | "systemd"
     pid: int | None = None
     url: str | None = None
     name: str | None = None  # the container or unit
@@ -37,9 +37,10 @@ def parse_target(text: str) -> Target:
         if not psutil.pid_exists(pid):
             raise VramtuiError(f"no process with PID {pid}")
         return Target(value, "pid", pid=pid)
-    if value.lower() == "ollama":
-        assert OLLAMA.launch is not None
-        return Target(value, "ollama", url=f"http://127.0.0.1:{OLLAMA.launch.default_port}")
+    engine = _engine_named(value)
+    if engine is not None and engine.launch is not None:
+        # `attach ollama`: that engine's local server at its default port (Ollama: 11434, /api/ps).
+        return Target(value, "engine", url=f"http://127.0.0.1:{engine.launch.default_port}")
     scheme, _, rest = value.partition(":")
     if scheme in ("docker", "systemd") and rest:
         return Target(value, scheme, name=rest)
@@ -54,6 +55,15 @@ def parse_target(text: str) -> Target:
         f"cannot attach to {text!r}: give a PID, a server URL (http://127.0.0.1:8080), "
         "ollama, docker:NAME or systemd:UNIT"
     )
+
+
+def _engine_named(text: str) -> Backend | None:
+    if not text or ":" in text or "/" in text:
+        return None
+    try:
+        return get_backend(text)
+    except VramtuiError:
+        return None
 
 
 def url_port(url: str) -> int:
