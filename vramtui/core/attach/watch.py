@@ -50,8 +50,8 @@ class Attached:
         host = self.samples[-1].host
         total = None
         if key.startswith("gpu:"):
-            gpu = next(g for g in self.samples[-1].gpus if key == f"gpu:{g.index}")
-            total = gpu.total_bytes
+            gpu = next((g for g in self.samples[-1].gpus if key == f"gpu:{g.index}"), None)
+            total = gpu.total_bytes if gpu is not None else None
         running = None if host is None else host.root_alive
         # It was serving before we came: the whole watch is its resident level, no load step to find.
         serving = any(e.answered for e in self.endpoints.values())
@@ -219,8 +219,9 @@ def _read_log(result: Attached, log: str | None) -> None:
 
     target = result.target
     path = log
+    scratch = None
     if path is None and target.log_once is not None:
-        path = _log_once(target.log_once)
+        path = scratch = _log_once(target.log_once)
         result.log_source = " ".join(target.log_follow or target.log_once)
     elif path is None and target.pid is not None:
         path = implied_log(target.pid)
@@ -232,4 +233,8 @@ def _read_log(result: Attached, log: str | None) -> None:
         result.notes.append("no log read: pass --log FILE (its output goes to no file vramtui can see)")
         return
     backend = result.command.backend if result.command else None
-    result.diagnosis = diagnose_file(path, backend=backend.name if backend else None)
+    try:
+        result.diagnosis = diagnose_file(path, backend=backend.name if backend else None)
+    finally:
+        if scratch is not None:
+            os.unlink(scratch)
