@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "wizard": "wizard",
     "demo": "demo",
     "run": "run",
+    "attach": "attach",
 }
 
 

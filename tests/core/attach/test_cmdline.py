@@ -1,0 +1,60 @@
+"""A server's command line read back through its Backend's own flags."""
+
+from __future__ import annotations
+
+import sys
+
+from vramtui.core.attach.cmdline import find_backend, read_command
+from vramtui.core.backends import BACKENDS, LLAMA_CPP, LLAMA_CPP_PYTHON, VLLM
+
+
+def test_llama_server_long_and_short_flags() -> None:
+    argv = ["/opt/llama/bin/llama-server", "-m", "/m/q.gguf", "-c", "8192", "-np", "4", "--port", "8081"]
+    argv += ["-fa", "on", "--cache-type-k", "q8_0", "--cache-type-v", "q8_0", "-ngl", "99", "--threads=6"]
+    command = read_command(argv)
+    assert command.backend is LLAMA_CPP
+    assert command.model == "/m/q.gguf"
+    assert command.port == 8081
+    assert command.params == {
+        "context": 8192,
+        "parallel": 4,
+        "flash_attn": True,
+        "kv_dtype": "q8_0",
+        "gpu_layers": 99,
+    }
+    assert command.extra == {"threads": 6}
+
+
+def test_llama_cpp_python_kv_type_numbers_become_names() -> None:
+    argv = [sys.executable, "-m", "llama_cpp.server", "--model", "/m/t.gguf", "--n_ctx", "1024"]
+    argv += ["--type_k", "8", "--type_v", "8", "--n_gpu_layers", "-1", "--flash_attn", "false"]
+    command = read_command(argv)
+    assert command.backend is LLAMA_CPP_PYTHON
+    assert command.params == {"context": 1024, "kv_dtype": "q8_0", "gpu_layers": "all", "flash_attn": False}
+
+
+def test_vllm_serve_positional_model_and_switch() -> None:
+    argv = ["/venv/bin/vllm", "serve", "Qwen/Qwen2.5-0.5B", "--max-model-len", "8192"]
+    argv += ["--gpu-memory-utilization", "0.85", "--enforce-eager", "--kv-cache-dtype", "fp8"]
+    command = read_command(argv)
+    assert command.backend is VLLM
+    assert command.model == "Qwen/Qwen2.5-0.5B"
+    assert command.params == {"context": 8192, "mem_share": 0.85, "kv_dtype": "fp8"}
+    assert command.extra == {"enforce_eager": True}
+
+
+def test_every_backends_flags_read_back_what_its_translator_writes() -> None:
+    # Generic: for each launchable backend, the translation of a context of 3072 reads back as 3072.
+    for backend in BACKENDS.values():
+        if backend.launch is None or backend.flag("context") is None:
+            continue
+        argv = backend.launch.argv_prefix() + list(backend.translate("context", 3072).args)
+        assert find_backend(argv)[0] is backend
+        assert read_command(argv).params == {"context": 3072}, backend.name
+
+
+def test_an_unknown_program_says_so() -> None:
+    command = read_command(["/usr/bin/python3", "-m", "http.server", "8000"])
+    assert command.backend is None
+    assert command.params == {}
+    assert command.problems

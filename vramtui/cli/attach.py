@@ -1,0 +1,91 @@
+"""`vramtui attach TARGET`: watch a model server vramtui did not start (it never stops it)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+HELP = (
+    "watch a running model server vramtui did not start (a PID, http://HOST:PORT, ollama, "
+    "docker:NAME or systemd:UNIT): its engine, model and parameters from its command line, the "
+    "endpoints it answers, its memory readings and its log's diagnosis; it never stops the server"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "target", metavar="TARGET", help="a PID, a server URL, ollama, docker:NAME or systemd:UNIT"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object after watching (the app view is to come)"
+    )
+    parser.add_argument(
+        "--duration", metavar="S", type=float, default=3.0, help="watch for S seconds (default 3)"
+    )
+    parser.add_argument(
+        "--log",
+        metavar="FILE",
+        help="the server's log (default: the file its output goes to, or docker/journald)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from vramtui.cli.common import print_json
+    from vramtui.cli.diagnose import _json_view
+    from vramtui.core.attach import attach
+
+    attached = attach(args.target, duration_s=args.duration, log=args.log)
+    report = attached.to_dict(_json_view)
+    if args.json:
+        print_json(report)
+    else:
+        print(render_text(report))
+    return 0
+
+
+def _mib(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value / 1024:.2f} GiB" if abs(value) >= 1024 else f"{value:.0f} MiB"
+
+
+def render_text(report: dict[str, Any]) -> str:
+    """The report as lines (the app view of an attached server is to come)."""
+    lines = [
+        f"{report['target']}: {report['backend'] or 'unknown engine'}, PID {report['pid'] or 'not seen'}"
+        + (
+            f" in {report['container']['runtime']} {report['container']['id']}" if report["container"] else ""
+        ),
+        f"  model       {report['model'] or 'n/a'}",
+    ]
+    params = ", ".join(f"{k}={v}" for k, v in report["params"].items()) or "none on the command line"
+    lines.append(f"  parameters  {params}")
+    if report["params_assumed"]:
+        assumed = ", ".join(f"{k}={v}" for k, v in report["params_assumed"].items())
+        lines.append(f"  defaults    {assumed}")
+    found = ", ".join(report["endpoints_found"]) or "none"
+    lines.append(f"  endpoints   {found}" + (f" at {report['url']}" if report["url"] else ""))
+    for path, endpoint in report["endpoints"].items():
+        said = {k: v for k, v in endpoint.items() if k not in ("status", "answered", "problem")}
+        if endpoint["problem"]:
+            lines.append(f"    {path}: {endpoint['problem']}")
+        elif said and endpoint["answered"]:
+            lines.append(f"    {path}: " + ", ".join(f"{k}={v}" for k, v in said.items()))
+    readings = report["readings"]
+    if readings:
+        lines.append(
+            f"  memory      {readings['series']}: plateau {_mib(readings['plateau_mib'])}, "
+            f"peak {_mib(readings['peak_mib'])} over {readings['samples']} samples"
+        )
+    for row in report["gpu_processes"]:
+        box = f" ({row['container']['runtime']} {row['container']['id']})" if row["container"] else ""
+        lines.append(f"    GPU {row['gpu']} PID {row['pid']}{box}: {_mib(row['used_mib'])}")
+    diagnosis = report["diagnosis"]
+    if diagnosis is not None:
+        failed = diagnosis.get("failed")
+        verdict = diagnosis.get("summary") or (diagnosis.get("failure") if failed else diagnosis.get("stage"))
+        lines.append(f"  log         {report['log_source']}: {verdict}")
+    for note in report["notes"]:
+        lines.append(f"  note: {note}")
+    lines.append("  (vramtui did not start this server and leaves it running)")
+    return "\n".join(lines)

@@ -1,0 +1,240 @@
+"""Attach to a running server: resolve it, read its command line and endpoints, sample its memory
+for a while, read its log. Everything here only reads: the process is never signalled."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from vramtui.core.attach.cmdline import ServerCommand, read_command
+from vramtui.core.attach.container import container_of
+from vramtui.core.attach.endpoints import Endpoint, Unreachable, probe
+from vramtui.core.attach.target import Target, parse_target, resolve
+from vramtui.core.errors import VramtuiError
+from vramtui.core.memory.readings import Event, compute_readings
+from vramtui.core.memory.sampling import HostSource, NvmlSource, Sample, Sampler, Source
+from vramtui.core.memory.series import primary_key, sample_columns
+
+MIB = 1 << 20
+SERIES_NAMES = {"process": "process tree RSS (host)", "host": "host RAM used"}
+
+
+@dataclass
+class Attached:
+    """What attach saw; `to_dict(diagnosis_view)` is the JSON (the CLI supplies diagnose's view)."""
+
+    target: Target
+    command: ServerCommand | None
+    endpoints: dict[str, Endpoint]
+    samples: list[Sample]
+    log_source: str | None
+    diagnosis: Any = None  # a core.logs Diagnosis when a log was read
+    nvml_status: str = ""
+    notes: list[str] = field(default_factory=list)
+    still_running: bool | None = None
+
+    def readings(self) -> dict[str, Any] | None:
+        """The same keys as `vramtui replay --json`, over the series the memory pane would choose."""
+        columns = sample_columns(self.samples)
+        key = primary_key({k: values for k, (_t, values) in columns.items()})
+        if key is None:
+            return None
+        times, values = columns[key]
+        host = self.samples[-1].host
+        total = None
+        if key.startswith("gpu:"):
+            gpu = next((g for g in self.samples[-1].gpus if key == f"gpu:{g.index}"), None)
+            total = gpu.total_bytes if gpu is not None else None
+        running = None if host is None else host.root_alive
+        # It was serving before we came: the whole watch is its resident level, no load step to find.
+        serving = any(e.answered for e in self.endpoints.values())
+        events = [Event(times[0], "ready", "attached to a serving server")] if serving else []
+        readings = compute_readings(times, values, events, total_bytes=total, running=running)
+        return {"series": SERIES_NAMES.get(key, f"{key} memory.used"), **readings.to_dict()}
+
+    def gpu_processes(self) -> list[dict[str, Any]]:
+        """Every process NVML charges GPU memory to, with its container (NVML gives host PIDs)."""
+        if not self.samples:
+            return []
+        last = self.samples[-1]
+        tree = set(last.host.tree_pids) if last.host else set()
+        rows = []
+        for gpu in last.gpus:
+            for pid, used in sorted(gpu.process_bytes.items()):
+                box = container_of(pid)
+                rows.append(
+                    {
+                        "gpu": gpu.index,
+                        "pid": pid,
+                        "used_mib": round(used / MIB, 1),
+                        "attached_tree": pid in tree,
+                        "container": box.to_dict() if box else None,
+                    }
+                )
+        return rows
+
+    def to_dict(self, diagnosis_view: Any = None) -> dict[str, Any]:
+        command = self.command
+        backend = command.backend if command else None
+        pid = self.target.pid
+        box = container_of(pid) if pid is not None else None
+        model = command.model if command else None
+        diagnosis = None
+        if self.diagnosis is not None:
+            diagnosis = diagnosis_view(self.diagnosis) if diagnosis_view else self.diagnosis.to_dict()
+        return {
+            "target": self.target.text,
+            "pid": pid,
+            "url": self.target.url,
+            "backend": backend.name if backend else None,
+            "model": model or _model_from_endpoints(self.endpoints),
+            "command_line": command.argv if command else None,
+            "params": dict(command.params) if command else {},
+            "params_assumed": _assumed(command),
+            "backend_params": dict(command.extra) if command else {},
+            "endpoints": {path: e.to_dict() for path, e in self.endpoints.items()},
+            "endpoints_found": [path for path, e in self.endpoints.items() if e.answered],
+            "container": box.to_dict() if box else None,
+            "readings": self.readings(),
+            "gpu_processes": self.gpu_processes(),
+            "memory_sources": self.nvml_status,
+            "log_source": self.log_source,
+            "log_follow": " ".join(self.target.log_follow) if self.target.log_follow else None,
+            "diagnosis": diagnosis,
+            "still_running": self.still_running,
+            "notes": [*self.target.notes, *(command.problems if command else []), *self.notes],
+        }
+
+
+def _assumed(command: ServerCommand | None) -> dict[str, object]:
+    """The engine's defaults for what its command line leaves unsaid (what it runs with)."""
+    if command is None or command.backend is None:
+        return {}
+    return {k: v for k, v in command.backend.defaults.items() if k not in command.params}
+
+
+def _model_from_endpoints(endpoints: dict[str, Endpoint]) -> str | None:
+    for path in ("/props", "/api/ps", "/v1/models"):
+        found = endpoints.get(path)
+        if found is None or not found.answered:
+            continue
+        if path == "/props" and found.found.get("model_path"):
+            return str(found.found["model_path"])
+        models = found.found.get("models") or []
+        if models:
+            first = models[0]
+            return str(first.get("name") if isinstance(first, dict) else first)
+    return None
+
+
+def _command_line(pid: int) -> ServerCommand | None:
+    try:
+        argv = psutil.Process(pid).cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        raise VramtuiError(f"process {pid} exited") from None
+    except psutil.AccessDenied:
+        return None
+    return read_command(argv) if argv else None
+
+
+def implied_log(pid: int) -> str | None:
+    """The file its stderr (else stdout) goes to, when that is a regular file: `server > log 2>&1`."""
+    for fd in (2, 1):
+        try:
+            path = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if path.startswith("/") and Path(path).is_file():
+            return path
+    return None
+
+
+def _sample(pid: int | None, duration_s: float, interval_s: float) -> tuple[list[Sample], str]:
+    host = HostSource(pid)
+    nvml = NvmlSource()
+    samples: list[Sample] = []
+    sources: list[Source] = [host, nvml]
+    sampler = Sampler(sources, interval_s, samples.append)
+    sampler.start()
+    try:
+        time.sleep(duration_s)
+    finally:
+        sampler.stop()
+        status = nvml.status().message
+        sampler.close()
+    return samples, status
+
+
+def _log_once(argv: list[str]) -> str:
+    """Read a docker/journald log once into a temporary file the diagnosis reads."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise VramtuiError(f"cannot read the log with {' '.join(argv)}: {error}") from None
+    handle, path = tempfile.mkstemp(prefix="vramtui-attach-", suffix=".log")
+    with os.fdopen(handle, "wb") as out:
+        out.write(proc.stdout + proc.stderr)
+    return path
+
+
+def attach(text: str, duration_s: float = 3.0, log: str | None = None, interval_s: float = 0.1) -> Attached:
+    """Watch TARGET for `duration_s` seconds and report what it is and what it does."""
+    if not duration_s > 0:
+        raise VramtuiError("--duration must be a positive number of seconds")
+    target = resolve(parse_target(text))
+    command = _command_line(target.pid) if target.pid is not None else None
+    if command is not None and command.port is not None and target.kind == "pid":
+        target.url = f"http://127.0.0.1:{command.port}"
+    endpoints: dict[str, Endpoint] = {}
+    if target.url is not None:
+        try:
+            endpoints = probe(target.url)
+        except Unreachable as error:
+            if target.pid is None:
+                raise VramtuiError(f"nothing answers at {target.url}: {error}") from None
+            target.notes.append(f"{target.url} does not answer: {error}")
+    known = command is not None and command.backend is not None
+    if not known and not any(e.answered for e in endpoints.values()):
+        what = target.url if target.pid is None else f"process {target.pid}"
+        raise VramtuiError(
+            f"{what} is no model server vramtui knows (no engine's program, no endpoint answers)"
+        )
+    samples, nvml_status = _sample(target.pid, duration_s, interval_s)
+    result = Attached(target, command, endpoints, samples, None, nvml_status=nvml_status)
+    _read_log(result, log)
+    if target.pid is not None:
+        result.still_running = psutil.pid_exists(target.pid)
+    return result
+
+
+def _read_log(result: Attached, log: str | None) -> None:
+    from vramtui.core.logs.diagnose import diagnose_file
+
+    target = result.target
+    path = log
+    scratch = None
+    if path is None and target.log_once is not None:
+        path = scratch = _log_once(target.log_once)
+        result.log_source = " ".join(target.log_follow or target.log_once)
+    elif path is None and target.pid is not None:
+        path = implied_log(target.pid)
+        if path is not None:
+            result.log_source = path
+    else:
+        result.log_source = path
+    if path is None:
+        result.notes.append("no log read: pass --log FILE (its output goes to no file vramtui can see)")
+        return
+    backend = result.command.backend if result.command else None
+    try:
+        result.diagnosis = diagnose_file(path, backend=backend.name if backend else None)
+    finally:
+        if scratch is not None:
+            os.unlink(scratch)
