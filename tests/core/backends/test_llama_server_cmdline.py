@@ -65,7 +65,21 @@ PROFILES: list[dict[str, object]] = [
     {"context": 4096, "parallel": 1, "gpu_layers": 0, "flash_attn": True, "threads": 2, "alias": "m"},
     {"flash_attn": False, "mmap": False, "fit": False},
     {"flash_attn": "auto", "mmap": True, "fit": True, "kv_dtype": "q4_0"},
+    {"cpu_moe": True, "override_tensor": ["blk\\.1\\.ffn_.*_exps=CPU", "token_embd=CPU"]},
+    {"n_cpu_moe": 20, "cpu_moe": False},
 ]
+
+
+def test_expert_offload_becomes_llama_servers_own_flags() -> None:
+    def argv(**params: object) -> list[str]:
+        return build_command(Profile(backend="llama.cpp", model="/m.gguf", params=params, port=8080)).argv
+
+    assert "--cpu-moe" in argv(cpu_moe=True) and "--cpu-moe" not in argv(cpu_moe=False)
+    assert argv(n_cpu_moe=20)[-2:] == ["--n-cpu-moe", "20"]
+    tail = argv(override_tensor=["a=CPU", "b=CUDA0"])[-4:]
+    assert tail == ["--override-tensor", "a=CPU", "--override-tensor", "b=CUDA0"]
+    plan = build_command(Profile(backend="vllm", model="m", params={"n_cpu_moe": 2}, port=8000))
+    assert plan.unsupported == ["n_cpu_moe"]  # said, never dropped
 
 
 def _flags(argv: list[str]) -> set[str]:

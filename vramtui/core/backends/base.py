@@ -36,6 +36,11 @@ PARAMS: tuple[str, ...] = (
     "quant",
     "flash_attn",
     "cpu_offload",
+    # Expert offload (llama.cpp): every expert tensor to the host, the experts of the first N layers,
+    # or any tensor by a name pattern (`-ot PATTERN=DEVICE`, one or a list).
+    "cpu_moe",
+    "n_cpu_moe",
+    "override_tensor",
 )
 MIB = 1 << 20  # kept local: base.py stays free of imports (vramtui.core.units has the same)
 

@@ -172,7 +172,13 @@ def check_unknown_keys(table: str, keys: object, known: tuple[str, ...]) -> None
         raise VramtuiError(f"unknown profile key {key!r} {table}{hint}")
 
 
+# Parameters that repeat a flag (llama.cpp's `-ot PATTERN=DEVICE`): a list of texts as well.
+_LIST_PARAMS = frozenset({"override_tensor"})
+
+
 def _checked_value(name: str, value: object) -> object:
+    if name in _LIST_PARAMS and isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return value
     if not isinstance(value, _PARAM_TYPES):
         raise VramtuiError(
             f"parameter {name} must be a number, text or true/false, not {type(value).__name__}"

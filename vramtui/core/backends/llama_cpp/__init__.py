@@ -43,6 +43,13 @@ def _translate_llama_cpp(backend: Backend, param: str, value: object) -> Transla
         return Translation(args=(flag, "999" if is_all(value) else str(whole(param, value))))
     if param == "parallel" and str(value).strip().lower() in {"auto", "-1"}:
         return Translation(args=(flag, "-1"))  # -1: llama-server picks the slots (4, one unified cache)
+    if param == "cpu_moe":
+        return Translation(args=(flag,) if switch(value) is True else ())
+    if param == "override_tensor":
+        rules = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+        if not all(isinstance(rule, str) and "=" in rule for rule in rules):
+            return bad_value(backend, param, value, "PATTERN=DEVICE, or a list of them")
+        return Translation(args=tuple(part for rule in rules for part in (flag, rule)))
     return Translation(args=(flag, str(whole(param, value))))
 
 
@@ -126,6 +133,9 @@ LLAMA_CPP = Backend(
         "quant": None,  # the GGUF file is the quantization: pick another file
         "flash_attn": "--flash-attn",
         "cpu_offload": None,
+        "cpu_moe": "--cpu-moe",
+        "n_cpu_moe": "--n-cpu-moe",
+        "override_tensor": "--override-tensor",
     },
     # Today's llama-server (`llama-server --help`, 0.5.0-dev): -c 0 is the model's trained length;
     # -np -1 (auto) is 4 slots sharing one unified KV cache (the context is the whole cache, so the
