@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_llama_server_flags import BINARY  # tests/conftest.py puts core/backends on the path
+from test_llama_server_cmdline import BINARY  # tests/conftest.py puts core/backends on the path
 
 from vramtui.core.launch import procs
 from vramtui.core.launch.launcher import (
