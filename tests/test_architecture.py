@@ -111,3 +111,19 @@ def test_units_of_one_concern() -> None:
             if (is_function and size > 100) or (isinstance(node, ast.ClassDef) and size > 450):
                 too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({size} lines)")
     assert too_long == []
+
+
+def test_each_shared_name_is_defined_once() -> None:
+    """STAGES, MIB, GIB and LogLine mean one thing: one definition each, imported everywhere else."""
+    wanted = {"STAGES", "MIB", "GIB", "LogLine"}
+    where: dict[str, list[str]] = {name: [] for name in wanted}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            targets = [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                targets.append(node.target.id)
+            if isinstance(node, ast.ClassDef):
+                targets.append(node.name)
+            for name in wanted.intersection(targets):
+                where[name].append(str(path.relative_to(ROOT)))
+    assert {name: len(files) for name, files in where.items()} == dict.fromkeys(wanted, 1), where

@@ -21,8 +21,8 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.memory.readings import Event, compute_readings
 from vramtui.core.memory.sampling import HostSource, NvmlSource, Sample, Sampler, Source
 from vramtui.core.memory.series import primary_key, sample_columns
+from vramtui.core.units import MIB
 
-MIB = 1 << 20
 SERIES_NAMES = {"process": "process tree RSS (host)", "host": "host RAM used"}
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from vramtui.core.errors import VramtuiError
+from vramtui.core.units import MIB
 
 PARAMS: tuple[str, ...] = (
     "context",
@@ -42,7 +43,6 @@ PARAMS: tuple[str, ...] = (
     "n_cpu_moe",
     "override_tensor",
 )
-MIB = 1 << 20  # kept local: base.py stays free of imports (vramtui.core.units has the same)
 
 
 @dataclass(frozen=True)

@@ -65,16 +65,16 @@ FAMILY: dict[str, str] = {name: p.prints_log_of for name, p in LOG_PROFILES.item
 # vLLM's serving stats line is still serving).
 # ---------------------------------------------------------------------------------------------
 STAGE_RULES: tuple[StageRule, ...] = (
-    *llama_cpp.STAGES,
-    *tgi.STAGES,
-    *llama_cpp.STAGES_2,
-    *transformers.STAGES,
-    *vllm.STAGES,
-    *transformers.STAGES_2,
-    *sglang.STAGES,
-    *vllm.STAGES_2,
-    *tgi.STAGES_2,
-    *sglang.STAGES_2,
+    *llama_cpp.STAGE_RULES_1,
+    *tgi.STAGE_RULES_1,
+    *llama_cpp.STAGE_RULES_2,
+    *transformers.STAGE_RULES_1,
+    *vllm.STAGE_RULES_1,
+    *transformers.STAGE_RULES_2,
+    *sglang.STAGE_RULES_1,
+    *vllm.STAGE_RULES_2,
+    *tgi.STAGE_RULES_2,
+    *sglang.STAGE_RULES_2,
 )
 
 # ---------------------------------------------------------------------------------------------

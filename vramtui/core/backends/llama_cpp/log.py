@@ -123,7 +123,7 @@ OLLAMA = LogProfile(
 PROFILES: tuple[LogProfile, ...] = (LLAMA_CPP, LLAMA_CPP_PYTHON, OLLAMA)
 
 
-STAGES: tuple[StageRule, ...] = (
+STAGE_RULES_1: tuple[StageRule, ...] = (
     # llama.cpp / llama-server / llama-cpp-python / Ollama's runner
     StageRule("common_download_file", "download", backend="llama.cpp"),
     StageRule("get_repo_commit", "download", backend="llama.cpp"),
@@ -169,7 +169,7 @@ STAGES: tuple[StageRule, ...] = (
     StageRule("llama runner started", "ready", backend="ollama"),
 )
 
-STAGES_2: tuple[StageRule, ...] = (
+STAGE_RULES_2: tuple[StageRule, ...] = (
     # Ollama plans the load (layers offloaded to each device) just before it starts the runner.
     StageRule("offload to", "load_weights", r'msg="offload to \w+"', backend="ollama"),
     StageRule("while running the model", "inference", backend="ollama"),

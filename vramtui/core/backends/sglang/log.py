@@ -34,11 +34,11 @@ PROFILE = LogProfile(
 )
 
 
-STAGES: tuple[StageRule, ...] = (
+STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("init_memory_pool", "kv_cache", backend="sglang"),  # its frames in an allocation traceback
 )
 
-STAGES_2: tuple[StageRule, ...] = (
+STAGE_RULES_2: tuple[StageRule, ...] = (
     # SGLang
     StageRule("load weight begin", "load_weights", backend="sglang"),
     StageRule("load weight end", "load_weights", backend="sglang"),

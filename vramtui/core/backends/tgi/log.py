@@ -34,12 +34,12 @@ PROFILE = LogProfile(
 )
 
 
-STAGES: tuple[StageRule, ...] = (
+STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("failed to start", "load_weights", r"shard \d+ failed to start", backend="tgi"),
     StageRule("shardcannotstart", "load_weights", backend="tgi"),
 )
 
-STAGES_2: tuple[StageRule, ...] = (
+STAGE_RULES_2: tuple[StageRule, ...] = (
     # text-generation-inference
     StageRule("starting check and download process", "download", backend="tgi"),
     StageRule("download: text_generation_launcher", "download", backend="tgi"),

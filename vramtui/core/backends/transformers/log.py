@@ -54,7 +54,7 @@ PROFILE = LogProfile(
 )
 
 
-STAGES: tuple[StageRule, ...] = (
+STAGE_RULES_1: tuple[StageRule, ...] = (
     # huggingface_hub / transformers / accelerate / bitsandbytes
     StageRule("hf_hub_download", "download", backend="transformers"),
     StageRule("snapshot_download", "download", backend="transformers"),
@@ -80,7 +80,7 @@ STAGES: tuple[StageRule, ...] = (
     StageRule("output generated in", "inference", backend="transformers"),
 )
 
-STAGES_2: tuple[StageRule, ...] = (
+STAGE_RULES_2: tuple[StageRule, ...] = (
     StageRule("from_pretrained", "load_weights", backend="transformers"),  # a traceback's code line
 )
 

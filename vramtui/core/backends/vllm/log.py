@@ -26,7 +26,7 @@ PROFILE = LogProfile(
 )
 
 
-STAGES: tuple[StageRule, ...] = (
+STAGE_RULES_1: tuple[StageRule, ...] = (
     # vLLM (V0 and V1 engine)
     StageRule("starting to load model", "load_weights", backend="vllm"),
     StageRule("loading model weights", "load_weights", backend="vllm"),
@@ -54,7 +54,7 @@ STAGES: tuple[StageRule, ...] = (
     StageRule("dummy_metadata", "kv_cache", backend="vllm"),
 )
 
-STAGES_2: tuple[StageRule, ...] = (
+STAGE_RULES_2: tuple[StageRule, ...] = (
     # The HTTP server is up: vLLM lists its routes, then uvicorn starts (vLLM, SGLang).
     StageRule("route:", "ready", r"launcher\.py:\d+\] route: /", backend="vllm"),
     StageRule("started server process", "ready", backend="vllm"),
