@@ -500,3 +500,30 @@ def test_replaying_the_long_request_that_failed(tiny_gguf: Path, tmp_path: Path)
         profile, tmp_path, replay={"messages": [{"role": "user", "content": "a " * 200}], "max_tokens": 16}
     )
     assert fitting.ok and fitting.replay is not None and fitting.replay.ok
+
+
+def _fitting(backend: str, budget_mode: str, monkeypatch: pytest.MonkeyPatch, **params: object):
+    monkeypatch.setattr("vramtui.core.memory.nvml.first_gpu_total_bytes", lambda: 24 * 1024 * MIB)
+    profile = Profile(
+        backend=backend, model="/m.gguf", params=params, memory_budget=12 * 1024 * MIB, port=8080
+    )
+    server = ModelServer(profile)
+    server.budget_mode = budget_mode
+    return server, server._fit_to_budget(profile.memory_budget)
+
+
+def test_llama_servers_fit_targets_a_gpu_budget_not_the_whole_card(monkeypatch: pytest.MonkeyPatch) -> None:
+    server, note = _fitting("llama.cpp", "gpu", monkeypatch)
+    assert server.plan.argv[1:3] == ["--fit-target", "12288"]  # leaves free what the budget takes away
+    assert note is not None and "--fit-target 12288 MiB" in note
+
+
+def test_fit_under_a_host_budget_is_said_and_fit_off_or_no_fit_is_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server, note = _fitting("llama.cpp", "host", monkeypatch)
+    assert "--fit-target" not in server.plan.argv and note is not None and "host budget" in note
+    server, note = _fitting("llama.cpp", "gpu", monkeypatch, fit=False)
+    assert note is None and "--fit-target" not in server.plan.argv
+    server, note = _fitting("llama-cpp-python", "gpu", monkeypatch)
+    assert note is None and "--fit-target" not in server.plan.argv

@@ -89,6 +89,10 @@ class Launch:
     # Environment that makes the server print what the diagnosis reads (buffer sizes, context, fit's
     # lines) when vramtui launches it; an environment variable, so a build that lacks it ignores it.
     log_env: dict[str, str] = field(default_factory=dict)
+    # The flag that sets the engine's own fit margin per device, in MiB (llama-server's `--fit-target`):
+    # under a GPU budget vramtui passes the card's memory above the budget through it, so the engine's
+    # fit sizes for the budget and not for the whole card. None: the engine fits nothing itself.
+    fit_target_flag: str | None = None
 
     def switch_args(self, param: str, value: object) -> tuple[str, ...]:
         """The arguments for an on/off pass-through parameter (`switches`)."""

@@ -468,3 +468,17 @@ def cuda_order_warning(names: list[str], env: dict[str, str] | None = None) -> s
     if len(set(names)) > 1 and env.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST") != "PCI_BUS_ID":
         return "GPUs differ and CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA's device numbers may not match nvidia-smi's"
     return None
+
+
+def first_gpu_total_bytes() -> int | None:
+    """Total memory of the first GPU NVML sees (None without NVML: the normal state on CPU machines)."""
+    api = NvmlApi()
+    try:
+        if not api.start():
+            return None
+        for device in api.snapshot():
+            if device.total_bytes:
+                return int(device.total_bytes)
+        return None
+    finally:
+        api.shutdown()

@@ -238,18 +238,7 @@ def _repacks_here() -> bool:
 
 @functools.cache
 def _first_gpu_bytes() -> int | None:
-    """Total memory of the first GPU NVML sees (None without NVML: the normal state on CPU machines)."""
-    try:
-        from vramtui.core.memory.nvml import NvmlApi
-    except ImportError:
-        return None
-    api = NvmlApi()
-    try:
-        if not api.start():
-            return None
-        for device in api.snapshot():
-            if device.total_bytes:
-                return int(device.total_bytes)
-        return None
-    finally:
-        api.shutdown()
+    """Total memory of the first GPU NVML sees (None without NVML)."""
+    from vramtui.core.memory.nvml import first_gpu_total_bytes
+
+    return first_gpu_total_bytes()

@@ -167,6 +167,7 @@ LLAMA_CPP = Backend(
         # No `--mmap true|false` in today's llama-server: mmap is its default load mode, and
         # `--load-mode none` turns it off. `--fit` takes on|off.
         switches={"mmap": ((), ("--load-mode", "none")), "fit": (("--fit", "on"), ("--fit", "off"))},
+        fit_target_flag="--fit-target",
         # At its default verbosity (3) llama-server prints no buffer sizes, n_ctx, flash attention or
         # fit lines; 4 prints them (checked on 0.5.0-dev). A flag on the command line still wins.
         log_env={"LLAMA_ARG_LOG_VERBOSITY": "4"},
