@@ -14,6 +14,7 @@ from vramtui.core.logs.analysis import _clip
 from vramtui.core.logs.kernel import kill_times, kills_near
 from vramtui.core.logs.rules import STAGE_INDEX, STAGES, LogProfile
 from vramtui.core.logs.state import MAX_EVIDENCE, MAX_QUOTE, LogState, _Found, _quote
+from vramtui.core.memory.parts import is_host_buffer
 
 
 @dataclass
@@ -346,8 +347,8 @@ def _placement_warnings(state: LogState) -> list[str]:
         )
         return warnings
     buffers = state.figures.get("model_buffer", {})
-    host = sum(value for name, value in buffers.items() if _is_host_buffer(name))
-    devices = sum(value for name, value in buffers.items() if not _is_host_buffer(name))
+    host = sum(value for name, value in buffers.items() if is_host_buffer(name))
+    devices = sum(value for name, value in buffers.items() if not is_host_buffer(name))
     if devices and host / (host + devices) >= _HOST_SHARE_WARNED:
         warnings.append(
             f"runs but slow: {host / 2**30:.2f} GiB of the model's {(host + devices) / 2**30:.2f} GiB "
@@ -386,7 +387,7 @@ def _figures_flat(figures: dict[str, dict[str, int | float]]) -> dict[str, int |
             continue
         flat[key] = sum(devices.values())
         # What sits on accelerators (CPU, CPU_Mapped, CUDA_Host ... are host memory).
-        on_devices = [value for name, value in devices.items() if not _is_host_buffer(name)]
+        on_devices = [value for name, value in devices.items() if not is_host_buffer(name)]
         if on_devices:
             flat[f"{key}_gpu"] = sum(on_devices)
         for device, value in devices.items():
@@ -415,11 +416,6 @@ def _wrong_format(profile: LogProfile | None, failure: str, cause: str | None, f
 _GENERIC_CAUSES = frozenset(
     {"exception", "traceback", "error", "engine_failed", "worker_failed", "load_failed", "cut_traceback"}
 )
-
-
-def _is_host_buffer(name: str) -> bool:
-    upper = name.upper()
-    return upper.startswith("CPU") or upper.endswith("_HOST") or upper in ("?", "HOST")
 
 
 _HOST_ALLOCATION_CAUSES = frozenset({"host_alloc", "host_ram_short"})

@@ -131,11 +131,16 @@ def bill_from_figures(figures: Mapping[str, int | float], host_devices: Iterable
     return bill
 
 
+def is_host_buffer(device: str) -> bool:
+    """A buffer llama.cpp keeps in host memory: CPU, CPU_Mapped, CPU_REPACK, CUDA_Host, the AMX copy."""
+    upper = device.upper()
+    return upper.startswith(("CPU", "AMX")) or upper.endswith("_HOST") or upper in ("?", "HOST")
+
+
 def _place_of(device: str, host_names: set[str]) -> Place:
-    low = device.lower()
     if not device:
         return 0
-    if low in host_names or low.startswith("cpu") or low.endswith("_host"):
+    if device.lower() in host_names or is_host_buffer(device):
         return HOST
     digits = "".join(ch for ch in device if ch.isdigit())
     return int(digits) if digits else 0

@@ -10,6 +10,7 @@ every slot the full num_ctx and places as many layers as fit.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from vramtui.core.backends import get_backend
@@ -155,6 +156,34 @@ def _bill(settings: Settings, where: Placement, compute: int, output_buffer: int
     return bill
 
 
+# Weights llama.cpp's CPU backend copies into a repacked layout for its wide instructions on x86, by
+# file type (share of the CPU-resident weights but the token embedding, which is only looked up): q4_0
+# everywhere from AVX2 up (CPU_REPACK); f16 too where the CPU has AMX (seen here: an `AMX model buffer`
+# of 20.00 MiB beside a 20.52 MiB file). Other types are not counted: not measured.
+_REPACKED = {"q4_0": 1.0}
+_REPACKED_WITH_AMX = {"q4_0": 1.0, "f16": 1.0}
+
+
+def repack_copy_bytes(info: ModelInfo, settings: Settings, where: Placement) -> int:
+    """The second host copy of the weights a CPU-resident llama.cpp run keeps (CPU_REPACK / AMX)."""
+    if settings.on_gpu and where.gpu_layers > 0:
+        return 0  # offloaded layers are not repacked; a mixed run's host layers are left out too
+    shares = _REPACKED_WITH_AMX if _cpu_has("amx_tile") else _REPACKED if _cpu_has("avx2") else {}
+    share = shares.get(str(info.quant or info.dtype or "").lower(), 0.0)
+    embedding = int(info.token_embd_bytes or 0)
+    return int(max(where.w_host - embedding, 0) * share)
+
+
+@functools.cache
+def _cpu_has(flag: str) -> bool:
+    """A flag of this machine's CPU (x86 /proc/cpuinfo); False elsewhere."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
+            return any(line.startswith("flags") and flag in line.split() for line in cpuinfo)
+    except OSError:
+        return False
+
+
 class LlamaCppMemory(MemoryAccounting):
     """llama-server and llama-cpp-python: the context is the whole cache, split across the slots."""
 
@@ -172,8 +201,10 @@ class LlamaCppMemory(MemoryAccounting):
         return int(get_backend(settings.backend).defaults.get("context", 4096))
 
     def default_flash(self, settings: Settings) -> bool:
-        # llama.cpp's "auto" turns flash attention on where the GPU backend supports it
-        return settings.on_gpu
+        """The engine's own default: llama-server's `auto` is on wherever the backend supports it, the
+        CPU included (its log says `Flash Attention enabled`); llama-cpp-python's server leaves it off."""
+        default = get_backend(settings.backend).default("flash_attn")
+        return default is True or str(default).strip().lower() in {"auto", "on", "true", "1"}
 
     def slot_cells(self, info: ModelInfo, context: int, parallel: int) -> int:
         """The cells asked for, from the context given (llama.cpp: the whole cache already)."""
@@ -216,7 +247,10 @@ class LlamaCppMemory(MemoryAccounting):
         compute = compute_bytes(info, cells, run.ubatch, run.flash)
         output_buffer = info.vocab * run.parallel * 4
         bill = _bill(settings, where, compute, output_buffer)
+        repacked = repack_copy_bytes(info, settings, where)
+        bill.add(HOST, "weights", repacked)
         est = _estimate(info, settings, run, where, bill)
+        est.counts_repack = True  # the wizard's budget then adds no copy of its own
         est.kv_cells, est.compute_buffer_bytes, est.output_buffer_bytes = cells, compute, output_buffer
         est.expert_host_bytes = where.moved_to_host
         est.notes = _notes(info, settings, run, where)

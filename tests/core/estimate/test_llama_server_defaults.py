@@ -1,0 +1,65 @@
+"""The estimate at today's llama-server defaults against what a real llama-server printed.
+
+tests/data/llama-server/*.verbose.log are real runs of the built binary (see their headers) on the
+machine that captured them: an x86 CPU with AMX (its log prints an `AMX model buffer`), flash attention
+left on `auto` (which this build turns on for the CPU too)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vramtui.core.backends.llama_cpp import memory
+from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
+from vramtui.core.estimate.estimator import Settings, estimate
+from vramtui.core.estimate.modelinfo import load_model_info
+from vramtui.core.logs.diagnose import diagnose_file
+from vramtui.core.memory.parts import HOST, bill_from_figures
+
+LOGS = Path(__file__).resolve().parents[2] / "data" / "llama-server"
+
+
+@pytest.fixture
+def amx_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU the logs came from (AMX, so AVX2 too): the repacked copy depends on it."""
+    monkeypatch.setattr(memory, "_cpu_has", lambda flag: flag in {"amx_tile", "avx2"})
+
+
+def _printed(name: str):
+    return bill_from_figures(diagnose_file(LOGS / name).engine_figures)
+
+
+def test_the_estimate_at_the_defaults_matches_the_printed_buffers(amx_machine: None, tmp_path: Path) -> None:
+    # The model of healthy.verbose.log's header, written again (the writer is deterministic in shape).
+    model = write_tiny_gguf(tmp_path / "l4.gguf", TinyModelSpec(n_layer=4, n_embd=512, n_head=8, n_head_kv=8))
+    est = estimate(load_model_info(model), Settings(backend="llama.cpp", context=2048, on_gpu=False)).bill
+    printed = _printed("healthy.verbose.log")
+    assert est.get("kv_cache", HOST) == printed.get("kv_cache", HOST)  # KV exactly
+    weights = printed.get("weights", HOST)  # the mapped file and its AMX copy
+    assert abs(est.get("weights", HOST) - weights) <= 0.03 * weights
+    compute = printed.get("compute", HOST)  # with flash attention on, as `auto` gave it
+    assert abs(est.get("compute", HOST) - compute) <= 0.25 * compute
+
+
+def test_flash_attention_defaults_follow_the_engine(tmp_path: Path) -> None:
+    info = load_model_info(write_tiny_gguf(tmp_path / "f16.gguf", TinyModelSpec()))
+    server = estimate(info, Settings(backend="llama.cpp", context=8192, on_gpu=False))
+    python = estimate(info, Settings(backend="llama-cpp-python", context=8192, on_gpu=False))
+    off = estimate(info, Settings(backend="llama.cpp", context=8192, on_gpu=False, flash_attn=False))
+    assert server.compute_buffer_bytes < off.compute_buffer_bytes  # auto is on: no KQ matrix
+    assert python.compute_buffer_bytes == off.compute_buffer_bytes  # its server leaves it off
+
+
+def test_the_repacked_copy_is_counted_on_the_cpu_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(memory, "_cpu_has", lambda flag: flag == "avx2")  # x86 without AMX
+    q4 = load_model_info(write_tiny_gguf(tmp_path / "q4.gguf", TinyModelSpec(dtype="q4_0")))
+    f16 = load_model_info(write_tiny_gguf(tmp_path / "f16.gguf", TinyModelSpec()))
+    cpu = estimate(q4, Settings(backend="llama.cpp", context=4096, on_gpu=False))
+    assert cpu.counts_repack and cpu.bill.get("weights", HOST) > 1.9 * (q4.weights_bytes or 0) * 0.95
+    plain = estimate(f16, Settings(backend="llama.cpp", context=4096, on_gpu=False))
+    assert plain.bill.get("weights", HOST) <= (f16.weights_bytes or 0) * 1.01  # f16 is repacked only by AMX
+    gpu = estimate(q4, Settings(backend="llama.cpp", context=4096))
+    assert gpu.bill.get("weights", HOST) < (q4.weights_bytes or 0)  # offloaded layers get no copy
