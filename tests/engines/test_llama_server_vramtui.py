@@ -65,3 +65,30 @@ def test_compute_buffer_too_big_is_kv_cache_with_its_own_advice(on_path: Path, t
     assert not result.ready and result.failure_stage == "kv_cache"
     assert result.diagnosis.cause == "compute_alloc_failed"
     assert "flash" in result.diagnosis.advice[0].lower() or "ubatch" in result.diagnosis.advice[0].lower()
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"context": 262144}, {"context": 65536, "flash_attn": False}],
+    ids=["defaults (context 0 = trained 262144)", "kv cache too big", "compute buffer too big"],
+)
+def test_the_wizard_brings_each_failure_up_in_two_relaunches(
+    on_path: Path, tiny_gguf: Path, tmp_path: Path, params: dict[str, object]
+) -> None:
+    from vramtui.core.wizard.budget import current_value
+    from vramtui.core.wizard.wizard import Wizard
+
+    profile = Profile(backend="llama.cpp", model=str(tiny_gguf), params=params, memory_budget=BUDGET, port=0)
+    result = Wizard(profile, record_path=tmp_path / "steps.jsonl", auto=True).run(max_steps=4)
+    first = result.steps[0].observation
+    assert first is not None and first.failure_stage == "kv_cache"
+    assert result.success, result.reason
+    assert result.relaunches <= 2
+    tried = profile
+    for step in result.steps[1:]:
+        proposal = step.proposal
+        assert proposal is not None
+        # Never a value the run already had (flash attention `auto` is already on here).
+        assert str(current_value(tried, proposal.param)).lower() != str(proposal.to).lower()
+        tried = tried.with_param(proposal.param, proposal.to)
+    assert not _servers_of(tiny_gguf)
