@@ -1,7 +1,8 @@
 """How many relaunches the wizard needs after the first failure, beside blind halving.
 
-Every launch is real: llama-cpp-python's server on this CPU under an address-space budget, with
-tiny GGUF models generated here. Blind halving halves the context (KV scenarios) or the quantization
+Every launch is real: llama-cpp-python's server, and the real llama-server that
+scripts/build_llama_server.sh builds (or $VRAMTUI_LLAMA_SERVER), on this CPU under an address-space
+budget, with tiny GGUF models generated here; each scenario runs on both. Blind halving halves the context (KV scenarios) or the quantization
 (16 → 8 → 4 bit, weights scenarios) until the server comes up and answers. Goal: the wizard reaches
 a working configuration in at most two relaunches after the first failure.
 
@@ -10,6 +11,8 @@ a working configuration in at most two relaunches after the first failure.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,6 +60,41 @@ def blind_halving(profile: Profile, mode: str, limit: int = 8) -> tuple[int, str
     return relaunches, "gave up", current
 
 
+def llama_server_on_path() -> bool:
+    """The built llama-server first on PATH (as `llama-server`, the name the backend launches)."""
+    built = (
+        os.environ.get("VRAMTUI_LLAMA_SERVER")
+        or subprocess.run(
+            [
+                "bash",
+                str(Path(__file__).resolve().parents[1] / "scripts" / "build_llama_server.sh"),
+                "--path",
+            ],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    if not built or not Path(built).is_file():
+        return False
+    os.environ["PATH"] = f"{Path(built).parent}{os.pathsep}{os.environ['PATH']}"
+    return True
+
+
+def on_llama_server(scenarios: list[Scenario]) -> list[Scenario]:
+    """The same scenarios on llama-server (its own spelling of mmap), when a binary is there."""
+    if not llama_server_on_path():
+        print("no llama-server built: its scenarios are left out", file=sys.stderr)
+        return []
+    out = []
+    for scenario in scenarios:
+        params = dict(scenario.profile.params)
+        if "use_mmap" in params:
+            params["mmap"] = params.pop("use_mmap")
+        profile = scenario.profile.with_changes(backend="llama.cpp", params=params)
+        out.append(Scenario(f"llama-server {scenario.name}", profile, scenario.blind))
+    return out
+
+
 def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="vramtui-bench-wizard-"))
     print(f"generating models in {folder} ...", file=sys.stderr)
@@ -77,7 +115,7 @@ def main() -> int:
             port=0,
         )
 
-    scenarios = [
+    python_server = [
         Scenario("demo: kv_cache, ctx 262144, 1500 MiB", llama(tiny, 1500, context=262144), "context"),
         Scenario("kv_cache, ctx 262144, 1000 MiB", llama(tiny, 1000, context=262144), "context"),
         Scenario("kv_cache, ctx 131072, 2500 MiB", llama(tiny, 2500, context=131072), "context"),
@@ -93,8 +131,9 @@ def main() -> int:
             "quant",
         ),
     ]
+    scenarios = [*python_server, *on_llama_server(python_server)]
     header = (
-        f"{'scenario':44} {'wizard':>7} {'blind':>6}  {'wizard changes':32} {'blind final':12} "
+        f"{'scenario':58} {'wizard':>7} {'blind':>6}  {'wizard changes':32} {'blind final':12} "
         f"{'ctx wizard/blind':>17} {'s':>5}"
     )
     print(header)
@@ -106,7 +145,7 @@ def main() -> int:
         elapsed = time.monotonic() - start
         first = result.steps[0].observation
         if first is not None and first.works:
-            print(f"{scenario.name:44} first launch already works: scenario is wrong")
+            print(f"{scenario.name:58} first launch already works: scenario is wrong")
             continue
         blind, blind_value, blind_profile = blind_halving(scenario.profile, scenario.blind)
         contexts = f"{result.final_profile.params.get('context')}/{blind_profile.params.get('context')}"
@@ -118,7 +157,7 @@ def main() -> int:
         wizard_text = str(result.relaunches) if result.success else f"{result.relaunches}!"
         met += result.success and result.relaunches <= GOAL
         print(
-            f"{scenario.name:44} {wizard_text:>7} {blind:>6}  {changes[:32]:32} {blind_value:12} {contexts:>17} {elapsed:5.1f}"
+            f"{scenario.name:58} {wizard_text:>7} {blind:>6}  {changes[:32]:32} {blind_value:12} {contexts:>17} {elapsed:5.1f}"
         )
     print(f"\nwizard within {GOAL} relaunches after the first failure: {met}/{len(scenarios)} scenarios")
     print("('!' after a count: the wizard did not bring it up)")
