@@ -17,6 +17,7 @@ from textual.widgets import Button, DataTable, Input, Static
 from vramtui.core.errors import VramtuiError
 from vramtui.tui.palette import theme_style
 from vramtui.tui.panes.base import Pane
+from vramtui.tui.words import in_words
 
 if TYPE_CHECKING:
     from vramtui.tui.panes.wizard_driver import WizardDriver
@@ -307,7 +308,7 @@ class WizardPane(Pane):
             proposal.append("Next change: ", style="bold")
             proposal.append(f"{self.proposal.param} ", style=theme_style(app, "accent", bold=True))
             proposal.append(f"{self.proposal.from_} → {self.proposal.to}", style="bold")
-            proposal.append(f"\nwhy: {self.proposal.why}")
+            proposal.append(f"\nwhy: {in_words(self.proposal.why)}")
             proposal.append(
                 "\nConfirm (n) relaunches with this one change; Skip tries the next rung.", style="dim"
             )
