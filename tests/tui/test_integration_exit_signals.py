@@ -62,8 +62,23 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
-@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
-def test_signal_to_the_app_stops_the_server_it_started(signum: int, tiny_gguf: Path, tmp_path: Path) -> None:
+# Started as a shell under `nohup` starts it: SIGHUP inherited as ignored (exec keeps SIG_IGN, and the pid).
+IGNORING_SIGHUP = (
+    "import os, signal, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'vramtui', 'run', sys.argv[1]])"
+)
+
+
+@pytest.mark.parametrize(
+    ("signum", "ignored_before"),
+    [(signal.SIGHUP, False), (signal.SIGHUP, True), (signal.SIGTERM, False)],
+    ids=["SIGHUP", "SIGHUP-inherited-ignored", "SIGTERM"],
+)
+def test_signal_to_the_app_stops_the_server_it_started(
+    signum: int, ignored_before: bool, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    """A closed terminal ends the app even when it inherited SIGHUP ignored (a test suite or a shell
+    under nohup): the exit handlers alone stopped the servers and left the app running (issue 13, 16)."""
     folder = tmp_path / "profile"
     folder.mkdir()
     shutil.copy(tiny_gguf, folder / "tiny.gguf")
@@ -75,8 +90,11 @@ def test_signal_to_the_app_stops_the_server_it_started(signum: int, tiny_gguf: P
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    argv = [sys.executable, "-m", "vramtui", "run", str(profile)]
+    if ignored_before:
+        argv = [sys.executable, "-c", IGNORING_SIGHUP, str(profile)]
     app = subprocess.Popen(
-        [sys.executable, "-m", "vramtui", "run", str(profile)],
+        argv,
         stdin=slave,
         stdout=slave,
         stderr=slave,

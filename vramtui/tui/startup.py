@@ -1,5 +1,5 @@
 """What `run_app` checks and sets up before the screen opens: a bad file or profile is one line on
-stderr (exit 2), and SIGTERM leaves the terminal clean."""
+stderr (exit 2), SIGTERM leaves the terminal clean, and SIGHUP never leaves the app running."""
 
 from __future__ import annotations
 
@@ -73,6 +73,23 @@ def leave_cleanly_on_sigterm(app: App[int]) -> Any:
     return previous
 
 
+def die_with_the_servers_on_hangup() -> Any:
+    """SIGHUP (the terminal closed): stop every server, then die of the signal, whatever disposition
+    vramtui inherited. A full-screen app whose terminal hung up has nobody left to show anything to: under
+    `nohup` (SIGHUP ignored) the exit handlers alone would stop the servers and leave the app running."""
+    from vramtui.core.launch.procs import kill_all_groups
+
+    previous = signal.getsignal(signal.SIGHUP)
+
+    def on_sighup(signum: int, frame: Any) -> None:
+        kill_all_groups()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGHUP, on_sighup)
+    return previous
+
+
 def run_app(
     *,
     profile_path: str | None = None,
@@ -100,9 +117,11 @@ def run_app(
         profile_path=profile_path, log_file=log_file, replay_csv=replay_csv, demo=demo, theme=theme
     )
     previous = leave_cleanly_on_sigterm(app)
+    previous_hangup = die_with_the_servers_on_hangup()
     try:
         result = app.run()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGHUP, previous_hangup)
         app.shutdown()
     return int(result or 0)

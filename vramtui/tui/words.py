@@ -6,6 +6,8 @@ status line read them through this table, so no internal code reaches the screen
 
 from __future__ import annotations
 
+import re
+
 FAILURE_WORDS: dict[str, str] = {
     # The log diagnosis's classes (core/logs/stages.FAILURES).
     "cuda_oom": "GPU out of memory",
@@ -115,3 +117,30 @@ def stage_words(stage: str | None) -> str:
 def outcome_words(code: str, *, short: bool = False) -> str:
     table = SHORT_OUTCOME_WORDS if short else OUTCOME_WORDS
     return table.get(code) or spaced(code)
+
+
+def _code_pattern() -> re.Pattern[str]:
+    from vramtui.core.logs.stages import STAGES
+
+    codes = {*STAGES, *FAILURE_WORDS, *CAUSE_WORDS}
+    # Only the codes no English word spells (with an underscore); the longest first (host_oom_killed).
+    spelled = sorted((code for code in codes if "_" in code), key=len, reverse=True)
+    return re.compile(r"\b(" + "|".join(map(re.escape, spelled)) + r")\b")
+
+
+_CODES = _code_pattern()
+
+
+def in_words(text: str) -> str:
+    """A sentence the core wrote for records and the CLI (`it failed at kv_cache`), for the screen:
+    each stage, failure or cause code in it read as words."""
+
+    def words(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code in FAILURE_WORDS:
+            return FAILURE_WORDS[code]
+        if code in CAUSE_WORDS:
+            return CAUSE_WORDS[code]
+        return stage_words(code)
+
+    return _CODES.sub(words, text)

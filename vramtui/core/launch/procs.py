@@ -33,7 +33,9 @@ import psutil
 PR_SET_PDEATHSIG = 1
 
 _live_groups: set[int] = set()
-_lock = threading.Lock()
+# Re-entrant: the exit handlers take it from a signal handler, which may run on the main thread while
+# that thread already holds it (a stop in progress); a plain Lock would hang the exit there for good.
+_lock = threading.RLock()
 _handlers_installed = False
 _atexit_installed = False
 _previous_handlers: dict[int, object] = {}

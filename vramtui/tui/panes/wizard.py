@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -16,6 +17,7 @@ from textual.widgets import Button, DataTable, Input, Static
 from vramtui.core.errors import VramtuiError
 from vramtui.tui.palette import theme_style
 from vramtui.tui.panes.base import Pane
+from vramtui.tui.words import in_words
 
 if TYPE_CHECKING:
     from vramtui.tui.panes.wizard_driver import WizardDriver
@@ -248,7 +250,7 @@ class WizardPane(Pane):
             self.proposal = message.proposal
         if message.step is not None:
             self.steps.append(message.step)
-            self._add_row(message.step)
+            self._fit_table(rows_changed=True)
             if self.app.session is None:  # type: ignore[attr-defined]
                 # The status line tells the attempt's fate, not "no model launched".
                 self.app.launch_note = f"wizard {message.state}"  # type: ignore[attr-defined]
@@ -263,32 +265,37 @@ class WizardPane(Pane):
     def on_resize(self, event: Resize) -> None:
         self._fit_table()
 
-    def _fit_table(self) -> None:
+    def _fit_table(self, *, rows_changed: bool = False) -> None:
         """The full steps table when it fits, else a compact one that never runs past the pane."""
         width = self.content_size.width or self.app.size.width
         compact = width < COMPACT_BELOW
-        if compact == self.compact and (not compact or width == self._table_width):
+        same_layout = compact == self.compact and (not compact or width == self._table_width)
+        if same_layout and not rows_changed:
             return
         self.compact, self._table_width = compact, width
+        from vramtui.tui.panes.wizard_driver import step_row
+
+        rows = [step_row(number, step, compact=compact) for number, step in enumerate(self.steps, 1)]
         table = self.query_one(DataTable)
         table.clear(columns=True)
-        if compact:
+        # Every column gets an explicit width: an auto-width column is measured on the table's next
+        # idle, after a resize may already have drawn (and cached) the rows cut at the label's width.
+        for name, column_width in self._column_widths(width, rows).items():
+            table.add_column(name, width=column_width)
+        for row in rows:
+            table.add_row(*row)
+
+    def _column_widths(self, width: int, rows: list[tuple[str, ...]]) -> dict[str, int]:
+        if self.compact:
             # Each column takes its width plus one cell of padding on each side.
             rest = width - sum(COMPACT_FIXED.values()) - 2 * len(COMPACT_COLUMNS) - 1
             change_width = max(8, rest * 11 // 20)
             widths = {**COMPACT_FIXED, "change": change_width, "stage": max(6, rest - change_width)}
-            for name in COMPACT_COLUMNS:
-                table.add_column(name, width=widths[name])
-        else:
-            table.add_columns(*STEP_COLUMNS)
-        for number, step in enumerate(self.steps, 1):
-            self._add_row(step, number)
-
-    def _add_row(self, step: Any, number: int | None = None) -> None:
-        from vramtui.tui.panes.wizard_driver import step_row
-
-        row = step_row(number or len(self.steps), step, compact=bool(self.compact))
-        self.query_one(DataTable).add_row(*row)
+            return {name: widths[name] for name in COMPACT_COLUMNS}
+        return {
+            name: max([cell_len(name)] + [cell_len(row[index]) for row in rows])
+            for index, name in enumerate(STEP_COLUMNS)
+        }
 
     def show(self) -> None:
         app = self.app
@@ -301,7 +308,7 @@ class WizardPane(Pane):
             proposal.append("Next change: ", style="bold")
             proposal.append(f"{self.proposal.param} ", style=theme_style(app, "accent", bold=True))
             proposal.append(f"{self.proposal.from_} → {self.proposal.to}", style="bold")
-            proposal.append(f"\nwhy: {self.proposal.why}")
+            proposal.append(f"\nwhy: {in_words(self.proposal.why)}")
             proposal.append(
                 "\nConfirm (n) relaunches with this one change; Skip tries the next rung.", style="dim"
             )
