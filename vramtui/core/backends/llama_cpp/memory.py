@@ -286,7 +286,8 @@ def _estimate(
     if not settings.on_gpu:
         # A CPU-only run: every row is host RAM, and the rows add up to the total.
         est.device = "host"
-        est.weights_bytes, est.weights_host_bytes = where.w_host, 0
+        # the weights row holds the repacked copy too (the bill's host weights)
+        est.weights_bytes, est.weights_host_bytes = bill.get("weights", HOST), 0
         est.kv_cache_bytes = where.kv_host
         est.activations_bytes = bill.get("compute", HOST) + bill.get("output", HOST)
         est.total_bytes = est.host_bytes_needed = bill.total(HOST)
