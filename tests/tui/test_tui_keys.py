@@ -1,0 +1,184 @@
+"""Issue 13 defect 13, the keys: what the footer shows, Skip and Edit keys, `3` into a field,
+`ctrl+q` asking first, the quant hint whole at 80 columns.
+
+Each test fails on the code before the fix (`git show 520d9c7:vramtui/tui/app.py` and the panes):
+there `s`, `x`, `z`, `g` and `1`-`4` were bound with `show=False`, the wizard pane had no bindings
+(its buttons read "Skip" and "Edit"), `Pane.focus_target` gave the estimator its focusable scroll
+container rather than a field, `ctrl+q` was Textual's own quit (no confirmation), and the quant
+placeholder read "q4_k_m, q8_0, f16, nf4, awq…", wider than its field at 80 columns.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from test_tui_support import screen_text, wait_for
+from test_wizard import ReplayedRuns, _demo_profile
+from textual.pilot import Pilot
+from textual.widgets import Footer, Input
+from textual.widgets._footer import FooterKey
+
+from vramtui.tui.app import ConfirmQuit, VramtuiApp
+from vramtui.tui.panes.estimator import FIELDS, EstimatorPane
+from vramtui.tui.panes.wizard import WizardPane
+
+PROFILES = Path(__file__).resolve().parents[1] / "data" / "profiles"
+PANE_KEYS = {"1", "2", "3", "4"}
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(tmp_path / "config"))
+    return tmp_path
+
+
+def quiet_app(**kwargs: object) -> VramtuiApp:
+    kwargs.setdefault("live_sampling", False)
+    kwargs.setdefault("remember", False)
+    return VramtuiApp(**kwargs)  # type: ignore[arg-type]
+
+
+def footer_keys(app: VramtuiApp) -> set[str]:
+    """The keys the footer draws: its key widgets that are shown inside the screen."""
+    screen = app.screen.region
+    return {
+        key.key
+        for key in app.screen.query(FooterKey)
+        if key.display and key.region.width > 0 and screen.contains_region(key.region)
+    }
+
+
+def footer_row(app: VramtuiApp) -> str:
+    return screen_text(app).splitlines()[-1]
+
+
+def footer_fits(app: VramtuiApp) -> bool:
+    """One row, and nothing scrolled off to the right."""
+    footer = app.screen.query_one(Footer)
+    return footer.size.height == 1 and footer.virtual_size.width <= footer.size.width
+
+
+def running_app(tiny_gguf: Path, tmp_path: Path) -> VramtuiApp:
+    """The app on the smallest real profile: llama-cpp-python serving the tiny GGUF on the CPU."""
+    folder = tmp_path / "profile"
+    folder.mkdir()
+    shutil.copy(tiny_gguf, folder / "tiny.gguf")
+    profile = shutil.copy(PROFILES / "tiny-ok.toml", folder / "tiny-ok.toml")
+    return quiet_app(profile_path=str(profile))
+
+
+async def wizard_with_a_proposal(app: VramtuiApp, pilot: Pilot, tiny_gguf: Path, folder: Path) -> WizardPane:
+    """The wizard pane after a failed first run (a real llama-cpp-python log, replayed) and its
+    first proposal from the real core wizard."""
+    pane = app.query_one(WizardPane)
+    folder.mkdir(exist_ok=True)
+    profile = _demo_profile(tiny_gguf)
+    pane.start_profile(profile, first_check=ReplayedRuns(folder)(profile))
+    pane.driver.launch_first()  # type: ignore[union-attr]
+    await wait_for(pilot, lambda: pane.proposal is not None and not pane.busy, timeout_s=30)
+    return pane
+
+
+async def test_the_footer_shows_the_pane_and_graph_keys_and_fits_one_line_at_80x24() -> None:
+    app = quiet_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        keys = footer_keys(app)
+        assert PANE_KEYS | {"z", "g"} <= keys, keys
+        assert "Pane" in footer_row(app) and "Graph" in footer_row(app)
+        assert footer_fits(app)
+    app = quiet_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.narrow
+        # One pane at a time: its own keys (the graph's with the memory pane) and the pane keys.
+        assert PANE_KEYS | {"z", "g"} <= footer_keys(app)
+        assert footer_fits(app), (app.screen.query_one(Footer).virtual_size, footer_row(app))
+
+
+async def test_the_footer_shows_export_once_the_wizard_has_a_step(tiny_gguf: Path, tmp_path: Path) -> None:
+    for size in ((200, 50), (80, 24)):
+        app = quiet_app()
+        async with app.run_test(size=size) as pilot:
+            await pilot.press("4")
+            await wizard_with_a_proposal(app, pilot, tiny_gguf, tmp_path / f"runs-{size[0]}")
+            keys = footer_keys(app)
+            assert {"x", "k", "v"} <= keys, (size, keys)
+            assert "Export" in footer_row(app)
+            assert footer_fits(app), (size, footer_row(app))
+
+
+async def test_k_skips_and_v_edits_the_proposal_in_the_wizard_pane(tiny_gguf: Path, tmp_path: Path) -> None:
+    app = quiet_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.press("4")
+        pane = await wizard_with_a_proposal(app, pilot, tiny_gguf, tmp_path)
+        proposal = pane.proposal
+        assert app.focused is not None and pane in app.focused.ancestors_with_self
+
+        await pilot.press("v")  # Edit: the value field opens, focused, holding the proposed value
+        edit = pane.query_one("#wiz-edit", Input)
+        await wait_for(pilot, lambda: edit.has_class("-visible") and app.focused is edit)
+        assert edit.value == str(proposal.to)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not edit.has_class("-visible"))
+
+        pane.query_one("#wiz-confirm").focus()  # back on the pane's buttons, as after tabbing there
+        await pilot.press("k")  # Skip: the core wizard records the setting as turned down
+        await wait_for(pilot, lambda: proposal.param in pane.driver.skipped and not pane.busy)  # type: ignore[union-attr]
+        assert pane.proposal is not proposal
+
+
+async def test_3_focuses_the_first_estimator_field_and_typing_lands_in_it() -> None:
+    app = quiet_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.press("3")
+        first = app.query_one(EstimatorPane).query_one(f"#est-{FIELDS[0].name}", Input)
+        assert app.focused is first
+        await pilot.press(*"abc")
+        assert first.value == "abc"
+
+
+async def test_the_quant_hint_is_whole_at_80_columns() -> None:
+    quant = next(spec for spec in FIELDS if spec.name == "quant")
+    assert quant.placeholder
+    app = quiet_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        field = app.query_one("#est-quant", Input)
+        assert field.value == "" and field.region.width > 0
+        assert quant.placeholder in screen_text(app)
+
+
+@pytest.mark.engine
+async def test_ctrl_q_asks_like_q_while_a_model_runs(tiny_gguf: Path, tmp_path: Path) -> None:
+    app = running_app(tiny_gguf, tmp_path)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_for(pilot, lambda: app.session is not None and app.session.running, timeout_s=60)
+        pid = app.session.pid  # type: ignore[union-attr]
+
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmQuit))
+        question = app.screen.question  # type: ignore[attr-defined]
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmQuit))
+
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmQuit))
+        assert app.screen.question == question and f"pid {pid}" in question  # type: ignore[attr-defined]
+        await pilot.press("n")  # keep it running: the app is still there, the model too
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmQuit))
+        assert app.is_running and app.session.running  # type: ignore[union-attr]
+        await wait_for(pilot, lambda: "s" in footer_keys(app))  # Stop shows while it runs
+        assert "Stop" in footer_row(app)
+
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmQuit))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not app.is_running or app.return_value == 0, timeout_s=30)
+    assert app.return_value == 0
