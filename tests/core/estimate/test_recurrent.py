@@ -325,3 +325,16 @@ def test_lfm2_short_convolution_state_is_hidden_times_cache_minus_one() -> None:
     one = estimate(info, Settings(context=4096, parallel=1)).bill.get("recurrent_state", 0)
     four = estimate(info, Settings(context=4096, parallel=4)).bill.get("recurrent_state", 0)
     assert four == 4 * one == 4 * 4 * 1024 * 2 * 4
+
+
+def test_cli_shows_the_recurrent_state_row_and_json_key(mamba2_gguf: Path) -> None:
+    args = [sys.executable, "-m", "vramtui", "estimate", str(mamba2_gguf), "--ctx", "8192", "--parallel", "4"]
+    text = subprocess.run(args, capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "recurrent state" in text and "whatever the context" in text
+    out = json.loads(
+        subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=120, check=True).stdout
+    )
+    info = load_model_info(mamba2_gguf)
+    expected = 3 * (info.rs_conv_elements + info.rs_state_elements) * 4 * 4  # layers x f32 x 4 sequences
+    assert out["recurrent_state_bytes"] == out["bill"]["0"]["recurrent_state_bytes"] == expected
+    assert out["kv_cache_bytes"] == 0

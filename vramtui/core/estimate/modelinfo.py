@@ -978,7 +978,10 @@ def apply_overrides(info: ModelInfo, **flags: Any) -> ModelInfo:
     new = replace(info, **changes, notes=list(info.notes))
     if not new.n_params:
         new.n_params = count_params_arithmetic(new)
-    for value in (new.n_layers, new.hidden, new.n_heads, new.n_kv_heads, new.head_dim_k, new.vocab):
+    attention = (new.n_heads, new.n_kv_heads, new.head_dim_k)
+    if new.n_recurrent_layers >= new.n_layers:  # Mamba / RWKV: no attention shape to check
+        attention = ()
+    for value in (new.n_layers, new.hidden, *attention, new.vocab):
         if value <= 0:
             raise VramtuiError("layers, hidden, heads, kv heads, head dim and vocab must be positive")
     return new
