@@ -219,7 +219,7 @@ class Estimate:
 
 
 def _estimate_core(info: ModelInfo, settings: Settings) -> Estimate:
-    if info.n_layers <= 0 or info.n_heads <= 0:
+    if info.n_layers <= 0 or (info.n_heads <= 0 and info.n_recurrent_layers < info.n_layers):
         raise VramtuiError("the model has no layers or heads: give --layers and --heads")
     if info.n_layers > MAX_LAYERS:
         # every estimate walks the layers, and the solvers run dozens of estimates

@@ -27,7 +27,10 @@ def is_swa(info: ModelInfo, layer: int) -> bool:
 
 
 def kv_row_elements(info: ModelInfo, layer: int, mla_layout: str = MLA_LATENT_AND_V) -> tuple[int, int]:
-    """(K elements, V elements) one token stores in one layer; an MLA cache is laid out as the engine does."""
+    """(K elements, V elements) one token stores in one layer; an MLA cache is laid out as the engine does.
+    A recurrent layer (Mamba, linear attention, short convolution) stores none: it keeps a per-sequence state."""
+    if info.is_recurrent(layer):
+        return 0, 0
     if info.kv_lora_rank:
         latent = info.kv_lora_rank + info.qk_rope_head_dim
         if mla_layout == MLA_LATENT:

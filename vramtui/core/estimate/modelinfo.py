@@ -23,6 +23,7 @@ from typing import Any
 
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import quant as q
+from vramtui.core.estimate import recurrent
 
 # safetensors dtype -> bytes per element
 _ST_DTYPE_BYTES: dict[str, float] = {
@@ -99,6 +100,11 @@ class ModelInfo:
     dtype: str = "bf16"  # stored dtype of unquantized tensors
     file_type: str | None = None  # GGUF file type, lower case (q4_k_m)
     kv_heads_per_layer: tuple[int, ...] | None = None
+    # hybrid / recurrent models (core/estimate/recurrent.py): which layers keep a recurrent state instead of
+    # a KV cache, and its f32 conv and SSM elements per layer and sequence (llama.cpp's n_embd_r, n_embd_s)
+    recurrent_flags: tuple[bool, ...] | None = None
+    rs_conv_elements: int = 0
+    rs_state_elements: int = 0
     # GGUF: exact bytes per repeating layer, token embedding, output matrix (None: tied) and the rest
     layer_bytes: tuple[int, ...] | None = None
     # GGUF: (name, bytes) of every repeating-layer tensor, so --override-tensor patterns can place each one
@@ -118,9 +124,18 @@ class ModelInfo:
             return self.kv_heads_per_layer[layer]
         return self.n_kv_heads
 
+    def is_recurrent(self, layer: int) -> bool:
+        flags = self.recurrent_flags
+        return bool(flags) and layer < len(flags) and flags[layer]
+
+    @property
+    def n_recurrent_layers(self) -> int:
+        return sum(1 for flag in (self.recurrent_flags or ())[: self.n_layers] if flag)
+
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k not in ("layer_bytes", "layer_tensors")}
         out["kv_heads_per_layer"] = list(self.kv_heads_per_layer) if self.kv_heads_per_layer else None
+        out["recurrent_flags"] = list(self.recurrent_flags) if self.recurrent_flags else None
         return out
 
 
@@ -452,6 +467,7 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
     _config_sliding_window(info, cfg)
     _config_experts(info, cfg)
     _config_mla(info, cfg)
+    recurrent.from_config(info, cfg)
     _config_quant_and_params(info, cfg, exact_params)
     return info
 
@@ -792,7 +808,8 @@ def info_from_gguf(path: Path) -> ModelInfo:
     n_layers = key("block_count")
     hidden = key("embedding_length")
     n_heads = key("attention.head_count")
-    if not n_layers or not hidden or not n_heads:
+    attention_free = arch in recurrent.ALL_RECURRENT  # Mamba / RWKV: may have no attention head at all
+    if not n_layers or not hidden or not (n_heads or attention_free):
         raise VramtuiError(f"{path}: GGUF metadata lacks {a}.block_count / embedding_length / head_count")
     kv_field = _field(reader, f"{a}.attention.head_count_kv")
     kv_per_layer: tuple[int, ...] | None = None
@@ -800,8 +817,8 @@ def info_from_gguf(path: Path) -> ModelInfo:
         kv_per_layer = tuple(int(v) for v in kv_field)
         n_kv = max(kv_per_layer)
     else:
-        n_kv = key("attention.head_count_kv") or n_heads
-    head_dim_k = key("attention.key_length") or hidden // n_heads
+        n_kv = key("attention.head_count_kv") or n_heads or 0
+    head_dim_k = key("attention.key_length") or (hidden // n_heads if n_heads else 0)
     head_dim_v = key("attention.value_length") or head_dim_k
     tokens = reader.fields.get("tokenizer.ggml.tokens")
     vocab = key("vocab_size") or (len(tokens.data) if tokens is not None else 0) or 32000
@@ -814,7 +831,7 @@ def info_from_gguf(path: Path) -> ModelInfo:
         n_params=found.n_elements,
         n_layers=n_layers,
         hidden=hidden,
-        n_heads=n_heads,
+        n_heads=n_heads or 0,
         n_kv_heads=n_kv,
         head_dim_k=head_dim_k,
         head_dim_v=head_dim_v,
@@ -837,6 +854,7 @@ def info_from_gguf(path: Path) -> ModelInfo:
         params_exact=True,
     )
     _gguf_experts_mla_swa(info, reader, key)
+    recurrent.from_gguf(info, lambda name: _field(reader, f"{a}.{name}"), key)
     return info
 
 
@@ -960,7 +978,10 @@ def apply_overrides(info: ModelInfo, **flags: Any) -> ModelInfo:
     new = replace(info, **changes, notes=list(info.notes))
     if not new.n_params:
         new.n_params = count_params_arithmetic(new)
-    for value in (new.n_layers, new.hidden, new.n_heads, new.n_kv_heads, new.head_dim_k, new.vocab):
+    attention = (new.n_heads, new.n_kv_heads, new.head_dim_k)
+    if new.n_recurrent_layers >= new.n_layers:  # Mamba / RWKV: no attention shape to check
+        attention = ()
+    for value in (new.n_layers, new.hidden, *attention, new.vocab):
         if value <= 0:
             raise VramtuiError("layers, hidden, heads, kv heads, head dim and vocab must be positive")
     return new

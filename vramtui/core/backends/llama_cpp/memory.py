@@ -14,6 +14,7 @@ import functools
 from dataclasses import dataclass, replace
 
 from vramtui.core.backends import get_backend
+from vramtui.core.estimate import recurrent
 from vramtui.core.estimate.accounting import MLA_LATENT_AND_V, MemoryAccounting
 from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settings
 from vramtui.core.estimate.kvcache import is_swa, kv_bytes_per_token, kv_layer_bytes, round_up
@@ -49,6 +50,8 @@ class Placement:
     kv_gpu: int
     kv_host: int
     moved_to_host: int = 0  # layer tensors --cpu-moe / --n-cpu-moe / -ot put in host RAM
+    rs_gpu: int = 0  # recurrent state (RS buffer) of the recurrent layers on the GPU / in host RAM
+    rs_host: int = 0
 
 
 def kv_cells(info: ModelInfo, context: int, parallel: int, ubatch: int) -> tuple[int, int]:
@@ -118,7 +121,13 @@ def _place(info: ModelInfo, settings: Settings, weights: LayerWeights, run: RunS
     if not settings.on_gpu:
         w_host = weights.token_embd + sum(weights.layers) + weights.other
         w_host += 0 if info.tied_embeddings else weights.output
-    return Placement(gpu_layers, first_gpu_layer, output_on_gpu, w_gpu, w_host, kv_gpu, kv_host, to_host)
+    # the RS buffer lives with its layer, like the KV cache: one row per sequence (llama.cpp's n_seq_max)
+    on_gpu_layers = range(first_gpu_layer, n) if settings.on_gpu else range(0)
+    rs_gpu = recurrent.recurrent_state_bytes(info, run.parallel, on_gpu_layers)
+    rs_host = recurrent.recurrent_state_bytes(info, run.parallel) - rs_gpu
+    return Placement(
+        gpu_layers, first_gpu_layer, output_on_gpu, w_gpu, w_host, kv_gpu, kv_host, to_host, rs_gpu, rs_host
+    )
 
 
 def _notes(info: ModelInfo, settings: Settings, run: RunShape, where: Placement) -> list[str]:
@@ -134,6 +143,8 @@ def _notes(info: ModelInfo, settings: Settings, run: RunShape, where: Placement)
             f"{where.moved_to_host / GIB:.2f} GiB of layer tensors (experts) in host RAM by the override rules: "
             "the CPU computes them each token, slower than on the GPU"
         )
+    if info.n_recurrent_layers:
+        notes.append(recurrent.describe(info, run.parallel))
     if info.swa_layers and info.sliding_window:
         cells, swa_cells = kv_cells(info, run.context, run.parallel, run.ubatch)
         notes.append(f"{info.swa_layers} sliding-window layers keep {swa_cells} cells, the others {cells}")
@@ -146,10 +157,12 @@ def _bill(settings: Settings, where: Placement, compute: int, output_buffer: int
     if on_device:
         bill.add(0, "weights", where.w_gpu)
         bill.add(0, "kv_cache", where.kv_gpu)
+        bill.add(0, "recurrent_state", where.rs_gpu)
         bill.add(0, "compute", compute)
         bill.add(0, "runtime", CUDA_CONTEXT_BYTES)
     bill.add(HOST, "weights", where.w_host)
     bill.add(HOST, "kv_cache", where.kv_host)
+    bill.add(HOST, "recurrent_state", where.rs_host)
     if not (on_device and where.output_on_gpu):  # the host keeps a compute buffer of its own
         bill.add(HOST, "compute", compute)
     bill.add(HOST, "output", output_buffer)  # logits of the last token of each sequence, host side
