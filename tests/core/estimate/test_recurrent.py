@@ -121,7 +121,9 @@ def test_mamba2_rs_buffer_and_weights_match_llama_cpp_python(mamba2_gguf: Path) 
     assert run.returncode == 0, run.stderr[-2000:]
     rs_mib = float(RS_BUFFER.search(run.stderr).group(1))
     model_mib = float(MODEL_BUFFER.search(run.stderr).group(1))
-    est = estimate(load_model_info(mamba2_gguf), Settings(context=1024, on_gpu=False))
+    est = estimate(
+        load_model_info(mamba2_gguf), Settings(backend="llama-cpp-python", context=1024, on_gpu=False)
+    )
     assert est.bill.get("recurrent_state", HOST) / MIB == pytest.approx(rs_mib, rel=0.01, abs=0.006)
     assert est.weights_bytes / MIB == pytest.approx(model_mib, rel=0.03)
     assert est.to_dict()["recurrent_state_bytes"] == est.bill.get("recurrent_state", HOST)

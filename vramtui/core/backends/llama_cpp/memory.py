@@ -171,20 +171,21 @@ def _bill(settings: Settings, where: Placement, compute: int, output_buffer: int
 
 # Weights llama.cpp's CPU backend copies into a repacked layout for its wide instructions on x86, by
 # file type (share of the CPU-resident weights but the token embedding, which is only looked up): q4_0
-# everywhere from AVX2 up (CPU_REPACK); f16 too where the CPU has AMX (seen here: an `AMX model buffer`
-# of 20.00 MiB beside a 20.52 MiB file). Other types are not counted: not measured.
+# in every x86 build from AVX2 up (CPU_REPACK). A build with AMX compiled in repacks f16 and q8_0 too
+# (seen here: an `AMX model buffer` of 20.00 MiB beside a 20.52 MiB f16 file), but whether a build has
+# AMX cannot be told from the model or the CPU, so those copies are not counted.
 _REPACKED = {"q4_0": 1.0}
-_REPACKED_WITH_AMX = {"q4_0": 1.0, "f16": 1.0}
 
 
 def repack_copy_bytes(info: ModelInfo, settings: Settings, where: Placement) -> int:
     """The second host copy of the weights a CPU-resident llama.cpp run keeps (CPU_REPACK / AMX)."""
     if settings.on_gpu and where.gpu_layers > 0:
         return 0  # offloaded layers are not repacked; a mixed run's host layers are left out too
-    shares = _REPACKED_WITH_AMX if _cpu_has("amx_tile") else _REPACKED if _cpu_has("avx2") else {}
-    share = shares.get(str(info.quant or info.dtype or "").lower(), 0.0)
-    embedding = int(info.token_embd_bytes or 0)
-    return int(max(where.w_host - embedding, 0) * share)
+    share = _REPACKED.get(str(info.quant or info.dtype or "").lower(), 0.0) if _cpu_has("avx2") else 0.0
+    kept = int(info.token_embd_bytes or 0)  # only looked up, never multiplied: not repacked
+    if info.vocab % 8:  # the repacked layouts interleave rows by 8: an output of odd rows stays as it is
+        kept += int(info.output_bytes or 0)
+    return int(max(where.w_host - kept, 0) * share)
 
 
 @functools.cache
