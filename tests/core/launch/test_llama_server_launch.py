@@ -186,7 +186,7 @@ def test_q4_0_weights_count_twice_on_the_host_budget(make_gguf: Any, tmp_path: P
     assert cpu.counts_repack == (platform.machine().lower() in {"x86_64", "amd64"})
     host = q4_bill.get("weights", "host")
     if platform.machine().lower() in {"x86_64", "amd64"}:
-        assert host >= 2 * plain * 0.99, (host, plain)
+        assert host >= 1.9 * plain, (host, plain)  # all but the embedding (and an output of odd rows)
     else:
         assert host < 2 * plain * 0.9
 
