@@ -171,9 +171,6 @@ class Backend:
     parallel_auto_slots: int | None = None
     # flash_attn = "auto" turns it on wherever this engine runs (llama-server: GPUs and the CPU alike).
     flash_attn_auto_is_on: bool = False
-    # Bytes of the weights that get a second, repacked host copy (llama.cpp's CPU_REPACK of q4_0 on
-    # x86), per byte of weights the host holds: 1.0 doubles the host bill of those weights.
-    host_repack_share: dict[str, float] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return self.name

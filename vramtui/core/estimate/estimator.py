@@ -188,7 +188,7 @@ class Estimate:
     reason: str | None = None  # why it does not fit when the total is not the cause
     weights_unknown: str | None = None  # config.json's quant_method vramtui does not know (16-bit sized)
     past_trained_context: bool = False  # the context asked for exceeds max_position_embeddings/context_length
-    counts_repack: bool = False  # the host bill holds llama.cpp's repacked copy of the weights (CPU runs)
+    counts_repack: bool = False  # the host weights include llama.cpp's repacked copy (a CPU-resident run)
     quant: str | None = None  # the weights' type as sized: --quant when given, else the model's own
     bits_per_weight: float | None = None
     quant_applied: bool = False  # True when --quant changed the model's own type

@@ -132,8 +132,8 @@ class MemoryModel:
         if isinstance(overhead, int) and overhead > 0:
             self.overhead = overhead
         if self.host_budget(profile):
+            # The estimate's host weights hold llama.cpp's repacked copy (CPU_REPACK of q4_0) already.
             weights += int(getattr(result, "weights_host_bytes", 0) or 0)
-            weights += self.repack_bytes(info, weights, result)
         bill = MemoryBill()
         place = self.place
         bill.add(place, "weights", weights)
@@ -144,14 +144,6 @@ class MemoryModel:
             vocab = int(getattr(info, "vocab", 0) or 0)
             bill.add(place, "output", int(wanted["context"]) * (vocab * 4 + 4))  # type: ignore[call-overload]
         return bill
-
-    def repack_bytes(self, info: Any, host_weights: int, result: Any) -> int:
-        """The second host copy llama.cpp makes of some weights on x86 (CPU_REPACK of q4_0): under a
-        host budget the weights then count twice. Not added when the estimate already counts it."""
-        share = self.backend.host_repack_share.get(str(getattr(info, "quant", "") or "").lower(), 0.0)
-        if not share or getattr(result, "counts_repack", False) or not _repacks_here():
-            return 0
-        return int(host_weights * share)
 
     def host_budget(self, profile: Profile) -> bool:
         """A budget on the host process (everything counts) rather than a GPU's (only what sits there)."""
@@ -226,14 +218,6 @@ def _host_baseline(profile: Profile) -> int:
     except ImportError:
         return profile.backend.host_baseline_bytes
     return host_footprint(profile)
-
-
-@functools.cache
-def _repacks_here() -> bool:
-    """llama.cpp repacks q4_0 for the CPU's wide instructions on x86 (AVX2 and up), not elsewhere."""
-    import platform
-
-    return platform.machine().lower() in {"x86_64", "amd64"}
 
 
 @functools.cache

@@ -115,9 +115,6 @@ _FAMILY = {
     "ladder": LADDER,
     "kv_dtype_order": KV_DTYPE_ORDER,
     "quantized_v_needs_flash_attn": True,
-    # llama.cpp's CPU backend keeps a CPU_REPACK (or AMX) copy of q4_0 weights on x86 (seen with llama-server
-    # 0.5.0-dev and llama-cpp-python 0.3.36): the host bill of those weights doubles.
-    "host_repack_share": {"q4_0": 1.0},
 }
 
 LLAMA_CPP = Backend(

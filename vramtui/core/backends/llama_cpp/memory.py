@@ -217,8 +217,11 @@ class LlamaCppMemory(MemoryAccounting):
     def default_flash(self, settings: Settings) -> bool:
         """The engine's own default: llama-server's `auto` is on wherever the backend supports it, the
         CPU included (its log says `Flash Attention enabled`); llama-cpp-python's server leaves it off."""
-        default = get_backend(settings.backend).default("flash_attn")
-        return default is True or str(default).strip().lower() in {"auto", "on", "true", "1"}
+        backend = get_backend(settings.backend)
+        default = backend.default("flash_attn")
+        if str(default).strip().lower() == "auto":
+            return backend.flash_attn_auto_is_on
+        return default is True
 
     def slot_cells(self, info: ModelInfo, context: int, parallel: int) -> int:
         """The cells asked for, from the context given (llama.cpp: the whole cache already)."""
@@ -264,7 +267,7 @@ class LlamaCppMemory(MemoryAccounting):
         repacked = repack_copy_bytes(info, settings, where)
         bill.add(HOST, "weights", repacked)
         est = _estimate(info, settings, run, where, bill)
-        est.counts_repack = True  # the wizard's budget then adds no copy of its own
+        est.counts_repack = repacked > 0
         est.kv_cells, est.compute_buffer_bytes, est.output_buffer_bytes = cells, compute, output_buffer
         est.expert_host_bytes = where.moved_to_host
         est.notes = _notes(info, settings, run, where)
@@ -281,7 +284,7 @@ def _estimate(
         context=run.context,
         parallel=run.parallel,
         weights_bytes=where.w_gpu,
-        weights_host_bytes=where.w_host,
+        weights_host_bytes=bill.get("weights", HOST),  # with the repacked copy of a CPU-resident run
         kv_cache_bytes=where.kv_gpu,
         kv_bytes_per_token=kv_bytes_per_token(info, run.kv_dtype, "llama.cpp"),
         activations_bytes=bill.get("compute", 0),
