@@ -29,6 +29,7 @@ from vramtui.core.launch.launcher import (
     LogLine,
     ModelServer,
     build_command,
+    fit_to_budget,
     refused_arguments,
 )
 from vramtui.core.launch.launcher import run_check as _run_check
@@ -508,8 +509,7 @@ def _fitting(backend: str, budget_mode: str, monkeypatch: pytest.MonkeyPatch, **
         backend=backend, model="/m.gguf", params=params, memory_budget=12 * 1024 * MIB, port=8080
     )
     server = ModelServer(profile)
-    server.budget_mode = budget_mode
-    return server, server._fit_to_budget(profile.memory_budget)
+    return server, fit_to_budget(server.plan, profile, budget_mode, profile.memory_budget)
 
 
 def test_llama_servers_fit_targets_a_gpu_budget_not_the_whole_card(monkeypatch: pytest.MonkeyPatch) -> None:

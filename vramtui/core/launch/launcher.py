@@ -213,6 +213,32 @@ def _stage_index(stage: str | None) -> int:
     return STAGES.index(stage) if stage in STAGES else -1
 
 
+def fit_to_budget(
+    plan: LaunchPlan, profile: Profile, budget_mode: str | None, budget: int | None
+) -> str | None:
+    """An engine that fits itself to the card (llama-server's --fit) measures the real card, not the
+    budget vramtui emulates: under a GPU budget give it the margin that leaves only the budget (added to
+    `plan.argv`); under a host budget say that its fit does not see the address-space limit. Returns the
+    note to log, or None."""
+    launch = profile.backend.launch
+    flag = launch.fit_target_flag if launch is not None else None
+    fit = str(profile.params.get("fit", profile.backend.default("fit") or "")).strip().lower()
+    if budget is None or flag is None or fit in {"off", "false", "0", "no"}:
+        return None
+    if budget_mode != "gpu":
+        return "the engine's fit measures physical memory: it does not see the host budget"
+    if flag in plan.argv:
+        return None  # the user set the margin: theirs wins
+    from vramtui.core.memory.nvml import first_gpu_total_bytes
+
+    total = first_gpu_total_bytes()
+    if total is None or total <= budget:
+        return None
+    margin = max(1024, int((total - budget) / MIB))
+    plan.argv[1:1] = [flag, str(margin)]
+    return f"the engine's fit targets the budget: {flag} {margin} MiB left free on the card"
+
+
 class ModelServer:
     """One run of a model server. Use as a context manager: the server is stopped on exit, always.
 
@@ -336,28 +362,6 @@ class ModelServer:
             return str(layers).strip().lower() != "0"
         return True
 
-    def _fit_to_budget(self, budget: int | None) -> str | None:
-        """An engine that fits itself to the card (llama-server's --fit) measures the real card, not the
-        budget vramtui emulates: under a GPU budget give it the margin that leaves only the budget; under
-        a host budget say that its fit does not see the address-space limit. Returns the note to log."""
-        launch = self.profile.backend.launch
-        flag = launch.fit_target_flag if launch is not None else None
-        fit = str(self.profile.params.get("fit", self.profile.backend.default("fit") or "")).strip().lower()
-        if budget is None or flag is None or fit in {"off", "false", "0", "no"}:
-            return None
-        if self.budget_mode != "gpu":
-            return "the engine's fit measures physical memory: it does not see the host budget"
-        if flag in self.plan.argv:
-            return None  # the user set the margin: theirs wins
-        from vramtui.core.memory.nvml import first_gpu_total_bytes
-
-        total = first_gpu_total_bytes()
-        if total is None or total <= budget:
-            return None
-        margin = max(1024, int((total - budget) / MIB))
-        self.plan.argv[1:1] = [flag, str(margin)]
-        return f"the engine's fit targets the budget: {flag} {margin} MiB left free on the card"
-
     def start(self) -> ModelServer:
         """Launch. Raises LaunchError when it cannot start at all (the failure is also recorded)."""
         try:
@@ -383,7 +387,7 @@ class ModelServer:
         self.log_file = self.log_dir / f"{stamp}-{label}.log"
         self._log_handle = self.log_file.open("w", encoding="utf-8", errors="replace")
         self.started_at = time.time()
-        fit_note = self._fit_to_budget(budget)
+        fit_note = fit_to_budget(self.plan, self.profile, self.budget_mode, budget)
         # The log says how the run was made: a saved log then reads back like the live run.
         self._record_line(f"vramtui: launch {self.plan.command_line()}")
         if fit_note:
