@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build llama-server (and llama-fit-params) from the llama.cpp that llama-cpp-python vendors, once per
-# version and CPU, into the user cache dir. Prints the binary's path last; does nothing when the cached
+# version and build flags, into the user cache dir. Prints the binary's path last; does nothing when the cached
 # binary is there and runs.
 #   scripts/build_llama_server.sh [--path] [LLAMA_CPP_PYTHON_VERSION]
 # --path only prints where the binary of this version and CPU lives (or would), and builds nothing.
@@ -14,20 +14,15 @@ fi
 version="${1:-${LLAMA_CPP_PYTHON_VERSION:-0.3.36}}"
 say() { echo "build_llama_server: $*" >&2; }
 
-# GGML_NATIVE=ON compiles for this CPU's instruction set: a binary cached on another CPU (a shared home, a
-# restored CI cache) could die of SIGILL, so the cache is keyed by the CPU's feature flags.
-cpu_flags() {
-    if [[ -r /proc/cpuinfo ]]; then
-        grep -m1 -E '^(flags|Features)' /proc/cpuinfo || true
-    elif command -v sysctl >/dev/null; then
-        sysctl -n machdep.cpu.features machdep.cpu.leaf7_features hw.optional 2>/dev/null || true
-    fi
-    uname -m
-}
+# A portable build (AVX2/FMA/F16C, no AMX, no -march=native), as scripts/install_llama_cpp_python.sh does:
+# a native build on a VM that reports AMX but traps its instructions dies of SIGILL on every quantized
+# matmul, and a native binary restored from a cache on another CPU could too. The cache is keyed by
+# these flags, so a change of flags builds afresh.
+FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON)
 sha() { if command -v sha256sum >/dev/null; then sha256sum; else shasum -a 256; fi | cut -c1-12; }
 
 root="${XDG_CACHE_HOME:-$HOME/.cache}/vramtui/llama-server"
-key="${version}-$(cpu_flags | sha)"
+key="${version}-portable-$(printf '%s ' "${FLAGS[@]}" "$(uname -m)" | sha)"
 dest="$root/$key"
 bin="$dest/bin/llama-server"
 if ((path_only)); then
@@ -77,7 +72,7 @@ start=$SECONDS
 # Static libraries make the binary self-contained, so it can be copied out of the build folder.
 # Without the two UI flags the build tries to download the web UI (there is no network but PyPI).
 cmake -S "$src" -B "$work/build" -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=ON \
+    -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF "${FLAGS[@]}" \
     -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DBUILD_SHARED_LIBS=OFF >&2
 cmake --build "$work/build" --target llama-server llama-fit-params -j"$jobs" >&2
 say "built in $((SECONDS - start)) s with -j$jobs"
