@@ -32,10 +32,13 @@ def render_table(table: Any, est: Any, calibration_line: str | None = None) -> s
     usable = f"{format_bytes(est.usable_bytes)} usable of {format_bytes(est.device_bytes)}"
     where = "host RAM" if est.device == "host" else "the GPU"
     asked = f"{table.parallel} sequence{'s' if table.parallel != 1 else ''} asked for"
-    more = "; ! fewer than asked" if table.parallel > 1 else ""
     lines = [
-        f"grid      sequences of each context that fit at once in {where}",
-        f"          ({usable}, {est.backend}, {asked}; -- not even one{more})",
+        f"grid      sequences of each context that fit at once in {where}; -- not even one",
+        f"          {usable}, {est.backend}, {asked}",
+    ]
+    if table.parallel > 1:
+        lines.append("          ! fewer than asked for fit")
+    lines += [
         "",
     ]
     header = f"  {'quant':<{width}}{'source':<9}{'weights':>11}"
