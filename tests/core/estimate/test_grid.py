@@ -68,7 +68,7 @@ def test_a_lone_file_gets_the_typical_types(
 ) -> None:
     lone = tmp_path / "lone-f16.gguf"
     shutil.copy(quant_folder / "grid-tiny-f16.gguf", lone)
-    code, data = _json(capsys, str(lone), "--gpu-mem", "600MiB")
+    _code, data = _json(capsys, str(lone), "--gpu-mem", "600MiB")
     rows = {row["quant"]: row for row in data["table"]["rows"]}
     assert rows["f16"]["source"] == "file"
     assert {"q4_k_m", "q8_0", "q2_k"} <= {q for q, row in rows.items() if row["source"] == "typical"}
