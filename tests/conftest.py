@@ -21,6 +21,13 @@ for _folder in ("core/memory", "core/wizard", "core/backends", "tui"):
     sys.path.insert(0, str(Path(__file__).resolve().parent / _folder))
 
 
+@pytest.fixture(autouse=True)
+def _own_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own run store (logs and calibration records, core/estimate/calibrate.py): the runs
+    one test launches never calibrate another's estimate, nor land in the user's data dir."""
+    monkeypatch.setenv("VRAMTUI_DATA_DIR", str(tmp_path_factory.mktemp("vramtui-data")))
+
+
 @pytest.fixture(scope="session")
 def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo-sized model: 4 layers, 512 wide, f16 (about 21 MB)."""

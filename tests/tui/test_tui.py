@@ -496,3 +496,27 @@ async def test_a_log_that_streamed_in_while_its_pane_was_hidden_shows_its_tail(t
         await pilot.pause()
         text = screen_text(app)
     assert "request 299" in text and "request 0\n" not in text
+
+
+async def test_estimator_grid_view_at_80x24(tiny_gguf: Path) -> None:
+    """The grid view shows `estimate --table`'s grid for the model in the form, inside 80 columns."""
+    from vramtui.core.estimate.estimator import Settings
+    from vramtui.core.estimate.grid import build_table
+    from vramtui.core.estimate.modelinfo import load_model_info
+
+    app = quiet_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        pane = app.query_one(EstimatorPane)
+        pane.set_value("model", str(tiny_gguf))
+        await wait_for(pilot, lambda: pane.estimate is not None)
+        assert pane.table is None  # the breakdown first
+        pane.query_one("#est-view").value = "grid"
+        await wait_for(pilot, lambda: pane.table is not None)
+        expected = build_table(load_model_info(tiny_gguf), Settings(context=4096, parallel=1, kv_dtype="f16"))
+        assert [[c.max_parallel for c in row.cells] for row in pane.table.rows] == [
+            [c.max_parallel for c in row.cells] for row in expected.rows
+        ]
+        shown = str(pane.query_one("#est-result").render())
+        assert "quant" in shown and "q4_k_m" in shown
+        assert all(len(line) <= 80 for line in shown.splitlines())

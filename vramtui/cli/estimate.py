@@ -91,6 +91,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--search", metavar="DIR", action="append", default=[], help="a folder with .gguf files (repeatable)"
     )
+    parser.add_argument(
+        "--table",
+        action="store_true",
+        help="a grid: which quantization (files beside the model, else the usual ones) fits at which "
+        "context (4k up to the trained length), with the sequences that fit at once",
+    )
+    parser.add_argument(
+        "--no-calibrate",
+        action="store_true",
+        help="leave out what earlier runs on this machine measured (runtime overhead, compute buffers)",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
@@ -279,6 +290,33 @@ def list_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def json_out(args: argparse.Namespace, info: Any, est: Any, engine: Any, calibration: Any) -> dict[str, Any]:
+    """The --json object: the estimate's keys, the model, the engine's dry run, the calibration."""
+    out = est.to_dict()
+    out["model"] = {
+        k: v
+        for k, v in info.to_dict().items()
+        if k not in ("notes", "weights_by_dtype", "kv_heads_per_layer")
+    }
+    if est.quant_applied:  # the model as sized, with the type --quant applied
+        out["model"].update(quant=est.quant, bits_per_weight=est.bits_per_weight, file_quant=info.quant)
+    if args.engine:
+        out["engine"] = engine.to_dict() if engine else None
+    out["calibration"] = calibration.to_dict() if calibration is not None else None
+    return out
+
+
+def _calibrate(args: argparse.Namespace, settings: Any) -> tuple[Any, list[str]]:
+    """Earlier runs' terms for these settings (core/estimate/calibrate.py); none with --no-calibrate."""
+    if args.no_calibrate:
+        return None, []
+    from vramtui.core.estimate.calibrate import calibration_for
+
+    calibration, notes = calibration_for(settings)
+    settings.calibration = calibration
+    return calibration, notes
+
+
 def run(args: argparse.Namespace) -> int:
     from vramtui.core.estimate.estimator import estimate
 
@@ -286,24 +324,22 @@ def run(args: argparse.Namespace) -> int:
         return list_models(args)
 
     info, settings = build(args)
+    calibration, store_notes = _calibrate(args, settings)
     est = estimate(info, settings)
+    est.notes.extend(store_notes)  # a run record that could not be read: ignored, and said so
+    if args.table:
+        from vramtui.cli.estimate_table import run_table
+
+        return run_table(args, info, settings, est, calibration)
     engine = _ask_engine(info, est, settings) if args.engine else None
     if args.json:
         from vramtui.cli.common import print_json
 
-        out = est.to_dict()
-        out["model"] = {
-            k: v
-            for k, v in info.to_dict().items()
-            if k not in ("notes", "weights_by_dtype", "kv_heads_per_layer")
-        }
-        if est.quant_applied:  # the model as sized, with the type --quant applied
-            out["model"].update(quant=est.quant, bits_per_weight=est.bits_per_weight, file_quant=info.quant)
-        if args.engine:
-            out["engine"] = engine.to_dict() if engine else None
-        print_json(out)
+        print_json(json_out(args, info, est, engine, calibration))
     else:
         print(render(info, est))
+        if calibration is not None:
+            print(f"calibration {calibration.describe()}")
         if args.engine:
             print(_render_engine(engine))
     return 0 if est.fits else 1

@@ -377,12 +377,15 @@ def test_build_command_picks_a_free_port_for_zero(tiny_gguf: Path) -> None:
     assert plan.base_url == f"http://127.0.0.1:{plan.port}"
 
 
-def test_default_log_dir_is_under_the_user_data_dir() -> None:
+def test_default_log_dir_is_under_the_user_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import platformdirs
 
     from vramtui.core.launch.launcher import default_log_dir
 
+    monkeypatch.delenv("VRAMTUI_DATA_DIR")  # the conftest gives each test its own
     assert default_log_dir() == Path(platformdirs.user_data_dir("vramtui")) / "runs"
+    monkeypatch.setenv("VRAMTUI_DATA_DIR", str(tmp_path))
+    assert default_log_dir() == tmp_path / "runs"
 
 
 def test_gpu_holders_are_reported_before_launch(tiny_gguf: Path, tmp_path: Path) -> None:

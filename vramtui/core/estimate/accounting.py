@@ -48,6 +48,10 @@ class MemoryAccounting:
     # The in-flight bitsandbytes loader always quantizes as NF4 with double quantization (vLLM).
     bnb_as_nf4_dq: bool = False
 
+    # The quantizations `estimate --table` offers when no other file of the model is on disk (GGUF file
+    # types for the llama.cpp family; the HF engines add the checkpoint's own 16-bit type first).
+    typical_quants: tuple[str, ...] = ("q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "f16")
+
     def size(self, info: ModelInfo, settings: Settings) -> Estimate:
         raise NotImplementedError
 

@@ -9,9 +9,11 @@ largest concurrency, layers on the GPU) that ask the accounting what differs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
@@ -58,6 +60,9 @@ class Settings:
     cpu_moe: bool = False
     n_cpu_moe: int | None = None
     override_tensor: tuple[str, ...] = ()
+    # Terms measured on earlier runs of this engine build on this device (core/estimate/calibrate.py's
+    # Calibration); None: the estimate as computed, nothing measured added.
+    calibration: Any = None
 
     def __post_init__(self) -> None:
         self.backend = get_backend(self.backend).name
@@ -215,6 +220,36 @@ class Estimate:
         return out
 
 
+# --- a memo for many estimates of one model (the grid) ---------------------------------------------------
+
+_T = TypeVar("_T")
+_SIZING_MEMO: ContextVar[dict[tuple[Any, ...], tuple[object, Any]] | None] = ContextVar(
+    "vramtui_sizing_memo", default=None
+)
+
+
+@contextmanager
+def sizing_memo() -> Iterator[None]:
+    """Within it, what does not move with the context or the sequences (a model's weights at one
+    quantization) is sized once; `estimate --table` makes hundreds of estimates of each row."""
+    token = _SIZING_MEMO.set({})
+    try:
+        yield
+    finally:
+        _SIZING_MEMO.reset(token)
+
+
+def memoized(key: tuple[Any, ...], keep: object, compute: Callable[[], _T]) -> _T:
+    """compute() once per key inside `sizing_memo()`, every time outside it. `keep` (the ModelInfo the
+    key names by id) is held with the value, so its id is not reused while the memo lives."""
+    memo = _SIZING_MEMO.get()
+    if memo is None:
+        return compute()
+    if key not in memo:
+        memo[key] = (keep, compute())
+    return memo[key][1]  # type: ignore[no-any-return]
+
+
 # --- entry points ---------------------------------------------------------------------------------------------
 
 
@@ -224,7 +259,15 @@ def _estimate_core(info: ModelInfo, settings: Settings) -> Estimate:
     if info.n_layers > MAX_LAYERS:
         # every estimate walks the layers, and the solvers run dozens of estimates
         raise VramtuiError(f"{info.n_layers} layers is not a plausible model (at most {MAX_LAYERS})")
-    return settings.memory.size(info, settings)
+    est = settings.memory.size(info, settings)
+    if settings.calibration is not None:
+        settings.calibration.apply(est)
+    return est
+
+
+def size(info: ModelInfo, settings: Settings) -> Estimate:
+    """The breakdown and verdict at exactly these settings, without the solvers (the grid's cells)."""
+    return _estimate_core(info, settings)
 
 
 def _fits(info: ModelInfo, settings: Settings) -> bool:

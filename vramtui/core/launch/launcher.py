@@ -191,9 +191,10 @@ RunEvent = Event
 
 
 def default_log_dir() -> Path:
-    import platformdirs
+    """The run store: logs and their records ($VRAMTUI_DATA_DIR/runs, else the user data dir's)."""
+    from vramtui.core.estimate.calibrate import runs_dir
 
-    return Path(platformdirs.user_data_dir("vramtui")) / "runs"
+    return runs_dir()
 
 
 def _make_diagnoser(backend: str) -> Any | None:
@@ -298,6 +299,7 @@ class ModelServer:
         self._lock = threading.Lock()
         self._ready_seen = threading.Event()
         self._last_pids: tuple[int, ...] = ()
+        self.record_file: Path | None = None  # the run's record in the store (core/launch/runrecord.py)
 
     # --- properties the panes read -------------------------------------------------------------------
     @property
@@ -592,6 +594,10 @@ class ModelServer:
         if self._watch is not None:
             self._watch.stop()
         self.released = self._wait_released(release_timeout_s)
+        if self.record_file is None:  # once per run: its calibration record (estimate --no-calibrate)
+            from vramtui.core.launch.runrecord import keep_run
+
+            self.record_file = keep_run(self)
 
     def _wait_released(self, timeout_s: float) -> bool:
         """True when no process of the run is left and no GPU memory is charged to its pids."""

@@ -32,6 +32,8 @@ KV_DTYPES = ("f16", "bf16", "fp8", "q8_0", "q4_0")
 FLASH_ATTN = ("auto", "on", "off")
 # "cpu": what the engine allocates on a CPU-only run (no CUDA context or workspaces), as the demo runs.
 RUNS_ON = ("gpu", "cpu")
+# "grid": which quantization x context fits (core/estimate/grid.py), as `vramtui estimate --table`.
+VIEWS = ("breakdown", "grid")
 DEFAULT_CARD = "24GiB"
 # Fields the form cannot do without (the others fall back to the model's or the backend's own).
 REQUIRED = ("context", "parallel", "card")
@@ -118,6 +120,7 @@ class EstimatorPane(Pane):
         self._info_path: str | None = None
         self._info_error: str | None = None
         self.estimate: Any = None
+        self.table: Any = None  # the quant x context grid, in the "grid" view
         self.errors: dict[str, str] = {}
         self.card_from_gpu: str | None = None
         self.gpu_present = False  # set when the sampler finds a GPU
@@ -143,6 +146,7 @@ class EstimatorPane(Pane):
                         yield self._select_field("flash_attn", "flash attn", FLASH_ATTN)
                     if spec.name == "card":
                         yield self._select_field("runs_on", "runs on", RUNS_ON)
+                        yield self._select_field("view", "view", VIEWS)
             yield Static(id="est-result")
 
     def _select_field(self, name: str, label: str, options: tuple[str, ...]) -> Vertical:
@@ -248,11 +252,20 @@ class EstimatorPane(Pane):
             self.show_result()
             return
         try:
-            self.estimate = estimate(info, self._settings(values))
+            settings = self._settings(values)
+            self.estimate = estimate(info, settings)
+            self.table = self._grid(info, settings, path)
         except VramtuiError as error:
-            self.estimate = None
+            self.estimate = self.table = None
             self.errors["_"] = str(error)
         self.show_result()
+
+    def _grid(self, info: Any, settings: Any, path: str) -> Any:
+        if self.value("view") != "grid":
+            return None
+        from vramtui.core.estimate.grid import build_table
+
+        return build_table(info, settings, path or None)
 
     def _parsed(self) -> dict[str, Any]:
         """Every field through the estimator's one input parser (core/estimate/inputs.py), as the CLI."""
@@ -339,6 +352,11 @@ class EstimatorPane(Pane):
             result.update(text)
             return
         est = self.estimate
+        if self.table is not None:
+            from vramtui.cli.estimate_table import render_table
+
+            result.update(Text(render_table(self.table, est)))  # the pane scrolls when it is taller
+            return
         width = max(10, self.size.width - 4)
         device = float(est.device_bytes or 1)
         scale = max(device, float(est.total_bytes))

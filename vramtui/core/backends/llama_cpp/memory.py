@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from vramtui.core.backends import get_backend
 from vramtui.core.estimate import recurrent
 from vramtui.core.estimate.accounting import MLA_LATENT_AND_V, MemoryAccounting
-from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settings
+from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settings, memoized
 from vramtui.core.estimate.kvcache import is_swa, kv_bytes_per_token, kv_layer_bytes, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.offload import moved_bytes
@@ -248,6 +248,8 @@ class LlamaCppMemory(MemoryAccounting):
 
     def size(self, info: ModelInfo, settings: Settings) -> Estimate:
         file_type = settings.quant if settings.quant and settings.quant != info.quant else None
+        weights_key = ("llama_cpp_weights", id(info), file_type)  # the grid's memo (estimator.sizing_memo)
+        given = info
         if settings.quant and info.weights_source == "gguf" and file_type:
             # another file type than the GGUF's: size it from the shapes, as llama-quantize would
             info = replace(
@@ -259,7 +261,8 @@ class LlamaCppMemory(MemoryAccounting):
                 params_exact=False,
             )
         run = self.run_shape(info, settings)
-        where = _place(info, settings, llama_cpp_weights(info, file_type), run)
+        weights = memoized(weights_key, given, lambda: llama_cpp_weights(info, file_type))
+        where = _place(info, settings, weights, run)
         cells, _swa_cells = kv_cells(info, run.context, run.parallel, run.ubatch)
         compute = compute_bytes(info, cells, run.ubatch, run.flash)
         output_buffer = info.vocab * run.parallel * 4

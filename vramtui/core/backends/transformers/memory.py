@@ -46,6 +46,7 @@ def prefill_activations(info: ModelInfo, settings: Settings, context: int, batch
 
 class TransformersMemory(MemoryAccounting):
     mla_layout = MLA_DECOMPRESSED
+    typical_quants = ("int8", "nf4", "awq", "gptq")  # bitsandbytes at load; AWQ/GPTQ checkpoints
 
     def run_context(self, info: ModelInfo, settings: Settings) -> int:
         return settings.context or min(info.max_context or DEFAULT_CONTEXT, DEFAULT_CONTEXT)

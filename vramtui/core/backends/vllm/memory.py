@@ -59,6 +59,7 @@ def _refusal(context: int, per_token: int, kv_available: int, kv_tokens: int) ->
 class VllmMemory(MemoryAccounting):
     default_safety = DEFAULT_UTILIZATION
     kv_from_budget = True
+    typical_quants = ("fp8", "int8", "awq", "gptq", "nf4")  # the checkpoints vLLM loads (bnb as NF4)
     refuses_past_trained = True
     mla_layout = MLA_LATENT
     bnb_as_nf4_dq = True

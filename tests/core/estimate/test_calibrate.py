@@ -1,0 +1,95 @@
+"""Calibration from earlier runs: real llama-server runs on this CPU fill the run store, and a later
+estimate that reads it lands closer to the footprint a new run measures than the uncalibrated one."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from vramtui.cli import main
+from vramtui.core.estimate.calibrate import derive, load_records, runs_dir
+from vramtui.core.launch.launcher import run_check
+from vramtui.core.launch.profile import Profile
+from vramtui.core.units import MIB
+
+
+@pytest.fixture
+def on_path(llama_server_bin: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PATH", f"{llama_server_bin.parent}{os.pathsep}{os.environ['PATH']}")
+    return llama_server_bin
+
+
+def _run(model: Path, context: int):
+    result = run_check(Profile(backend="llama.cpp", model=str(model), params={"context": context}, port=0))
+    assert result.ready, result.diagnosis.first_error_text
+    return result
+
+
+def _estimate(capsys: pytest.CaptureFixture[str], model: Path, *flags: str) -> dict:
+    main(["estimate", str(model), "--cpu", "--ctx", "4096", "--json", *flags])
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.engine
+def test_earlier_runs_bring_the_estimate_closer(
+    on_path: Path, tiny_gguf: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = _estimate(capsys, tiny_gguf)
+    assert before["calibration"] is None  # no run yet: the estimate as computed
+    for _ in range(2):  # the runs this machine made before, at the settings estimated next
+        _run(tiny_gguf, 4096)
+    records, notes = load_records()
+    assert len(records) == 2 and not notes
+    assert all(r["device"]["name"] == "cpu" and r["printed"]["bill"]["host"] for r in records)
+
+    calibrated = _estimate(capsys, tiny_gguf)
+    plain = _estimate(capsys, tiny_gguf, "--no-calibrate")
+    assert plain == {**before, "notes": plain["notes"]}  # --no-calibrate is the estimate without runs
+    calibration = calibrated["calibration"]
+    assert calibration["runs"] == 2 and calibration["device"] == "cpu"
+    assert calibration["engine"]["backend"] == "llama.cpp" and calibration["engine"]["build"]
+    assert calibration["terms"]["runtime_bytes"] is not None
+
+    measured = _run(tiny_gguf, 4096).peak_mib * MIB  # what a run at those settings holds
+    off_plain = abs(plain["total_bytes"] - measured)
+    off_calibrated = abs(calibrated["total_bytes"] - measured)
+    with capsys.disabled():  # the figures, for the record
+        print(
+            f"\nmeasured {measured / MIB:.2f} MiB: estimate {plain['total_bytes'] / MIB:.2f}, "
+            f"calibrated {calibrated['total_bytes'] / MIB:.2f}"
+        )
+    assert off_calibrated < off_plain
+
+    main(["estimate", str(tiny_gguf), "--cpu", "--ctx", "4096"])
+    assert "calibration calibrated from 3 runs on cpu" in capsys.readouterr().out
+
+
+def test_a_corrupt_store_is_ignored_with_a_note(capsys: pytest.CaptureFixture[str], tiny_gguf: Path) -> None:
+    store = runs_dir()
+    store.mkdir(parents=True)
+    (store / "a.run.json").write_text("{not json")
+    (store / "b.run.json").write_text(json.dumps({"version": 1, "device": "cpu"}))
+    (store / "c.run.json").write_bytes(b"\xff\xfe\x00")
+    records, notes = load_records()
+    assert records == [] and len(notes) == 3
+    code = main(["estimate", str(tiny_gguf), "--cpu", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["calibration"] is None
+    assert sum("ignored" in note for note in data["notes"]) == 3
+
+
+def test_other_devices_and_builds_are_not_mixed() -> None:
+    def record(device: str, build: str, peak: int) -> dict:
+        return {
+            "version": 1, "ready": True, "place": "host", "time": peak,
+            "device": {"name": device}, "engine": {"backend": "llama.cpp", "build": build},
+            "printed": {"bill": {"host": {"weights_bytes": 100}}}, "peak": {"bytes": peak},
+        }  # fmt: skip
+
+    runs = [record("cpu", "old", 150), record("other", "new", 900), record("cpu", "new", 130)]
+    found = derive(runs, "cpu", "llama.cpp")
+    assert found is not None and (found.runs, found.build, found.runtime_bytes) == (1, "new", 30)
+    assert derive(runs, "cpu", "ollama") is None

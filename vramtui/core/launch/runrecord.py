@@ -1,0 +1,134 @@
+"""The record the launcher keeps of every run it starts, for calibration (core/estimate/calibrate.py).
+
+Written when a ModelServer stops, into the run store beside the run logs: the device (the GPU the run's
+processes held memory on, else "cpu"), the engine and its build, the model, the settings, the buffers the
+engine printed, the estimate at those settings (without calibration), and the sampled peak. A record
+that cannot be made or written is skipped: keeping it must never take a run down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vramtui.core.estimate.calibrate import CPU_DEVICE, RECORD_VERSION, save_record
+from vramtui.core.memory.parts import HOST, bill_from_figures
+
+if TYPE_CHECKING:
+    from vramtui.core.launch.launcher import ModelServer
+    from vramtui.core.launch.profile import Profile
+
+
+def engine_build(profile: Profile, argv: list[str]) -> tuple[str | None, str | None]:
+    """(identity, label) of the engine build a run used: its binary by path, size and modification
+    time, with the version of the Python package a `python -m MODULE` launch runs."""
+    from vramtui.core.launch.footprint import binary_of
+
+    binary = binary_of(profile)
+    if binary is None:
+        return None, None
+    try:
+        stat = binary.stat()
+    except OSError:
+        return None, None
+    identity = f"{binary}:{stat.st_size}:{stat.st_mtime_ns}"
+    label = binary.name
+    if "-m" in argv[:-1]:
+        module = argv[argv.index("-m") + 1].split(".")[0]
+        version = _package_version(module)
+        if version:
+            identity += f":{module}=={version}"
+            label = f"{module} {version}"
+    digest = hashlib.sha1(identity.encode()).hexdigest()[:8]
+    return identity, f"{label} build {digest}"
+
+
+def _package_version(module: str) -> str | None:
+    from importlib import metadata
+
+    with contextlib.suppress(Exception):
+        for dist in metadata.packages_distributions().get(module, []):
+            return metadata.version(dist)
+    return None
+
+
+def _gpu_of(server: ModelServer) -> dict[str, Any] | None:
+    """The GPU the run's processes held memory on (the first), from its own samples."""
+    pids = set(server._last_pids) | ({server.pid} if server.pid else set())
+    for sample in reversed(server.samples):
+        for gpu in getattr(sample, "gpus", ()) or ():
+            if any(pid in pids and used for pid, used in gpu.process_bytes.items()):
+                return {"name": gpu.name, "total_bytes": gpu.total_bytes, "index": gpu.index}
+    return None
+
+
+def _estimate_at(profile: Profile, on_gpu: bool) -> dict[str, int] | None:
+    """The estimator's bill at the run's settings, uncalibrated (what a compute ratio compares with)."""
+    from vramtui.core.estimate.estimator import Settings, size
+    from vramtui.core.estimate.modelinfo import load_model_info
+
+    try:
+        info = load_model_info(profile.model)
+        settings = replace(Settings.from_params(profile.params, backend=profile.backend.name), on_gpu=on_gpu)
+        est = size(info, settings)
+    except Exception:  # a model the estimator cannot read still has a runtime residual worth keeping
+        return None
+    place = 0 if on_gpu else HOST
+    return {
+        "compute_buffer_bytes": est.bill.get("compute", place),
+        "runtime_bytes": est.bill.get("runtime", place),
+        "total_bytes": est.bill.total(place),
+    }
+
+
+def _jsonable(params: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: v if isinstance(v, str | int | float | bool) or v is None else str(v) for k, v in params.items()
+    }
+
+
+def run_record(server: ModelServer) -> dict[str, Any] | None:
+    """The record of a finished run (None: it never started)."""
+    if server.proc is None or server.log_file is None:
+        return None
+    diagnosis = server.diagnosis()
+    figures = {k: int(v) for k, v in (getattr(diagnosis, "engine_figures", None) or {}).items()}
+    gpu = _gpu_of(server) if server.peak_gpu_bytes else None
+    place = "0" if gpu else HOST
+    identity, label = engine_build(server.profile, server.command)
+    model = Path(server.profile.model).expanduser()
+    return {
+        "version": RECORD_VERSION,
+        "time": time.time(),
+        "log": str(server.log_file),
+        "ready": server.ready,
+        "stage": server.stage,
+        "failure": getattr(diagnosis, "failure", None),
+        "device": gpu or {"name": CPU_DEVICE, "total_bytes": None},
+        "place": place,
+        "engine": {"backend": server.profile.backend.name, "build": identity, "label": label},
+        "model": {"path": str(model), "size_bytes": model.stat().st_size if model.is_file() else None},
+        "settings": _jsonable(dict(server.profile.params)),
+        "printed": {"figures": figures, "bill": bill_from_figures(figures).by_place()},
+        "peak": {
+            "bytes": server.peak_gpu_bytes if gpu else server.peak_bytes,
+            "gpu_bytes": server.peak_gpu_bytes,
+            "host_bytes": server.peak_bytes,
+        },
+        "estimate": _estimate_at(server.profile, on_gpu=gpu is not None),
+    }
+
+
+def keep_run(server: ModelServer) -> Path | None:
+    """Write the run's record beside its log's name in the run store; None when there is none."""
+    try:
+        record = run_record(server)
+        if record is None or server.log_file is None:
+            return None
+        return save_record(record, server.log_file.stem)
+    except Exception:  # the record is a by-product: a run is never lost to it
+        return None
