@@ -65,6 +65,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="llama.cpp: tensors whose name matches PATTERN go to DEVICE (CPU for host RAM; repeatable)",
     )
+    _add_extras(parser)
+    card = parser.add_argument_group("the card")
+    card.add_argument(
+        "--gpu-mem", metavar="SIZE", default="24GiB", help="device memory: 24GiB, 24G, 24576MiB"
+    )
+    card.add_argument(
+        "--safety",
+        metavar="SHARE",
+        help="usable share of the card (default 0.8; for vLLM its gpu-memory-utilization, default 0.9)",
+    )
+    card.add_argument("--cpu", action="store_true", help="size a CPU-only run (what goes to host RAM)")
+    parser.add_argument(
+        "--engine",
+        action="store_true",
+        help="also ask llama.cpp itself (a no_alloc dry run through llama-cpp-python) for a .gguf",
+    )
+    parser.add_argument(
+        "--no-meta", action="store_true", help="count parameters by arithmetic, not transformers"
+    )
+    parser.add_argument(
+        "--list",
+        action="store_true",
+        help="list models already on disk (HF cache, Ollama store, GGUFs under --search folders) and exit",
+    )
+    parser.add_argument(
+        "--search", metavar="DIR", action="append", default=[], help="a folder with .gguf files (repeatable)"
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+
+def _add_extras(parser: argparse.ArgumentParser) -> None:
+    """The flags of what rides along with the model, spelled as llama-server (and vLLM) spell them."""
     extra = parser.add_argument_group("what rides along (llama.cpp's spelling; vLLM's LoRA slots)")
     extra.add_argument("-mm", "--mmproj", metavar="FILE", help="llama.cpp: a vision projector GGUF")
     extra.add_argument("-md", "--model-draft", metavar="FILE", help="llama.cpp: a draft model GGUF")
@@ -100,33 +132,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     extra.add_argument(
         "--mtp", action="store_true", help="the model's own MTP layers speculate (an extra layer)"
     )
-    card = parser.add_argument_group("the card")
-    card.add_argument(
-        "--gpu-mem", metavar="SIZE", default="24GiB", help="device memory: 24GiB, 24G, 24576MiB"
-    )
-    card.add_argument(
-        "--safety",
-        metavar="SHARE",
-        help="usable share of the card (default 0.8; for vLLM its gpu-memory-utilization, default 0.9)",
-    )
-    card.add_argument("--cpu", action="store_true", help="size a CPU-only run (what goes to host RAM)")
-    parser.add_argument(
-        "--engine",
-        action="store_true",
-        help="also ask llama.cpp itself (a no_alloc dry run through llama-cpp-python) for a .gguf",
-    )
-    parser.add_argument(
-        "--no-meta", action="store_true", help="count parameters by arithmetic, not transformers"
-    )
-    parser.add_argument(
-        "--list",
-        action="store_true",
-        help="list models already on disk (HF cache, Ollama store, GGUFs under --search folders) and exit",
-    )
-    parser.add_argument(
-        "--search", metavar="DIR", action="append", default=[], help="a folder with .gguf files (repeatable)"
-    )
-    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
 def _texts(args: argparse.Namespace) -> dict[str, str | None]:
