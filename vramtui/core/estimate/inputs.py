@@ -204,7 +204,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "model_draft": _text,
     "gpu_layers_draft": parse_layers,
     "device_draft": _text,
-    "ctx_size_draft": lambda text: _whole(text, 0),
+    "ctx_size_draft": parse_tokens,
     "cache_ram": parse_cache_ram,
     "lora": parse_files,
     "max_loras": _at_least_one,
