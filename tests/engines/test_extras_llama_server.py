@@ -51,11 +51,11 @@ def _run_until_listening(binary: Path, args: list[str], timeout_s: float = 120.0
                 break
     finally:
         proc.terminate()
-        try:
-            proc.wait(timeout=30)
+        try:  # keep reading: a server blocked on a full pipe never gets to exit
+            proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
+            proc.communicate()
     return "".join(lines)
 
 
