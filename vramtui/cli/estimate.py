@@ -65,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="llama.cpp: tensors whose name matches PATTERN go to DEVICE (CPU for host RAM; repeatable)",
     )
+    _add_extras(parser)
     card = parser.add_argument_group("the card")
     card.add_argument(
         "--gpu-mem", metavar="SIZE", default="24GiB", help="device memory: 24GiB, 24G, 24576MiB"
@@ -105,6 +106,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
+def _add_extras(parser: argparse.ArgumentParser) -> None:
+    """The flags of what rides along with the model, spelled as llama-server (and vLLM) spell them."""
+    extra = parser.add_argument_group("what rides along (llama.cpp's spelling; vLLM's LoRA slots)")
+    extra.add_argument("-mm", "--mmproj", metavar="FILE", help="llama.cpp: a vision projector GGUF")
+    extra.add_argument("-md", "--model-draft", metavar="FILE", help="llama.cpp: a draft model GGUF")
+    extra.add_argument(
+        "-ngld",
+        "--gpu-layers-draft",
+        metavar="N",
+        help="llama.cpp: the draft's layers on the GPU (default all)",
+    )
+    extra.add_argument(
+        "-devd", "--device-draft", metavar="DEV", help="llama.cpp: the draft's device (none: host)"
+    )
+    extra.add_argument(
+        "--ctx-size-draft",
+        metavar="TOKENS",
+        help="the draft's context (default the model's; older llama-server)",
+    )
+    extra.add_argument(
+        "-cram",
+        "--cache-ram",
+        metavar="MiB",
+        help="llama-server's host prompt cache limit (-1 no limit, 0 off)",
+    )
+    extra.add_argument(
+        "--lora",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="llama.cpp: a LoRA adapter GGUF (repeatable)",
+    )
+    extra.add_argument("--max-loras", metavar="N", help="vLLM: LoRA adapters served at once (its slots)")
+    extra.add_argument("--max-lora-rank", metavar="N", help="vLLM: the largest LoRA rank (default 16)")
+    extra.add_argument(
+        "--mtp", action="store_true", help="the model's own MTP layers speculate (an extra layer)"
+    )
+
+
 def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     """The flags as typed, by input name (core/estimate/inputs.py parses them, as it does the pane's)."""
     from vramtui.core.estimate.inputs import PARSERS
@@ -113,6 +153,8 @@ def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     texts = {name: getattr(args, names.get(name, name), None) for name in PARSERS}
     texts["override_tensor"] = ",".join(args.override_tensor or [])
     texts["cpu_moe"] = "on" if args.cpu_moe else None
+    texts["lora"] = ",".join(args.lora or [])
+    texts["mtp"] = "on" if args.mtp else None
     return texts
 
 
@@ -192,6 +234,9 @@ def render(info: Any, est: Any) -> str:
         lines.append(f"  {'weights in host RAM':<24}{fb(est.weights_host_bytes):>12}")
     if est.device == "gpu" and est.bill.total(HOST):
         lines.append(f"  {'host RAM':<24}{fb(est.bill.total(HOST)):>12}   {est.bill.describe(HOST)}")
+    for entry in est.extras:  # what rides along, already in the rows above: where it sits
+        on_device = fb(entry["device_bytes"]) if entry["device_bytes"] else ""
+        lines.append(f"  {'+ ' + entry['label']:<24}{on_device:>12}   {describe_extra(entry)}")
     if est.load_peak_bytes:
         lines.append(f"  {'load-time peak':<24}{fb(est.load_peak_bytes):>12}   quantizing while loading")
     lines.append("")
@@ -226,6 +271,12 @@ def render(info: Any, est: Any) -> str:
         if note != est.reason:  # already the verdict
             lines.append(f"note      {note}")
     return "\n".join(lines)
+
+
+def describe_extra(entry: dict[str, Any]) -> str:
+    from vramtui.core.estimate.extras import describe
+
+    return describe(entry)
 
 
 def _ask_engine(info: Any, est: Any, settings: Any) -> Any:

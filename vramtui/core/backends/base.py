@@ -42,6 +42,19 @@ PARAMS: tuple[str, ...] = (
     "cpu_moe",
     "n_cpu_moe",
     "override_tensor",
+    # What rides along (core/estimate/extras.py): llama.cpp's vision projector, draft model (its GPU
+    # layers, device and context), host prompt cache (MiB; -1 no limit, 0 off) and LoRA files (one or a
+    # list); vLLM's LoRA slots; the model's own MTP layers used to speculate.
+    "mmproj",
+    "model_draft",
+    "gpu_layers_draft",
+    "device_draft",
+    "ctx_size_draft",
+    "cache_ram",
+    "lora",
+    "max_loras",
+    "max_lora_rank",
+    "mtp",
 )
 
 

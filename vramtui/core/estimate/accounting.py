@@ -55,6 +55,10 @@ class MemoryAccounting:
     def size(self, info: ModelInfo, settings: Settings) -> Estimate:
         raise NotImplementedError
 
+    def flash_on(self, info: ModelInfo, settings: Settings) -> bool:
+        """Is flash attention on in this run (what the projector's attention is sized with)?"""
+        return settings.flash_attn is not False
+
     def default_kv_dtype(self, info: ModelInfo) -> str:
         return info.dtype if info.dtype in ("f16", "bf16", "f32") else "bf16"
 

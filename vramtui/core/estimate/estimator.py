@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
-from vramtui.core.estimate import offload
+from vramtui.core.estimate import extras, offload
 from vramtui.core.estimate import quant as q
 from vramtui.core.estimate.accounting import MLA_LATENT_AND_V, accounting_for
 from vramtui.core.estimate.kvcache import kv_bytes_per_token, kv_layer_bytes
@@ -63,10 +63,24 @@ class Settings:
     # Terms measured on earlier runs of this engine build on this device (core/estimate/calibrate.py's
     # Calibration); None: the estimate as computed, nothing measured added.
     calibration: Any = None
+    # What rides along (core/estimate/extras.py): llama.cpp's vision projector, draft model (its layers on
+    # the GPU, its device, its context), LoRA files and host prompt cache (MiB; -1 no limit, 0 off);
+    # vLLM's LoRA slots; the model's own MTP layers used for speculation.
+    mmproj: str | None = None
+    model_draft: str | None = None
+    gpu_layers_draft: int | None = None
+    device_draft: str | None = None
+    ctx_size_draft: int | None = None
+    cache_ram: int | None = None
+    lora: tuple[str, ...] = ()
+    max_loras: int | None = None
+    max_lora_rank: int | None = None
+    mtp: bool = False
 
     def __post_init__(self) -> None:
         self.backend = get_backend(self.backend).name
-        for name in ("context", "parallel", "batch", "ubatch", "gpu_layers", "n_cpu_moe"):
+        names = ("context", "parallel", "batch", "ubatch", "gpu_layers", "n_cpu_moe", "gpu_layers_draft")
+        for name in (*names, "ctx_size_draft", "max_loras", "max_lora_rank"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise VramtuiError(f"{name} must be a non-negative whole number, not {value!r}")
@@ -81,7 +95,17 @@ class Settings:
         if self.quant is not None:
             self.quant = q.normalize_quant(self.quant)
         self.override_tensor = tuple(self.override_tensor)
+        self.lora = tuple(self.lora)
+        if self.cache_ram is not None and (isinstance(self.cache_ram, bool) or self.cache_ram < -1):
+            raise VramtuiError(f"cache_ram must be MiB, -1 (no limit) or 0 (off), not {self.cache_ram!r}")
         offload.rules(self.override_tensor, self.cpu_moe, self.n_cpu_moe)  # validates
+
+    @property
+    def asks_extras(self) -> bool:
+        """A projector, a draft, adapters, a prompt cache limit or MTP layers to add (extras.py)."""
+        return bool(self.mmproj or self.model_draft or self.lora or self.max_loras or self.mtp) or (
+            self.cache_ram is not None
+        )
 
     @property
     def offload_rules(self) -> list[offload.TensorOverride]:
@@ -138,7 +162,19 @@ class Settings:
         kv = params.get("kv_dtype")
         overrides = params.get("override_tensor") or ()
         overrides = [overrides] if isinstance(overrides, str) else list(overrides)
+        loras = params.get("lora") or ()
+        loras = [loras] if isinstance(loras, str) else list(loras)
+        text = {name: str(params[name]) if params.get(name) else None for name in ("mmproj", "model_draft")}
         return cls(
+            **text,
+            gpu_layers_draft=as_int("gpu_layers_draft"),
+            device_draft=str(params["device_draft"]) if params.get("device_draft") else None,
+            ctx_size_draft=as_int("ctx_size_draft"),
+            cache_ram=as_int("cache_ram"),
+            lora=tuple(str(path) for path in loras),
+            max_loras=as_int("max_loras"),
+            max_lora_rank=as_int("max_lora_rank"),
+            mtp=str(params.get("mtp", "")).strip().lower() in ("1", "true", "on", "yes"),
             cpu_moe=str(params.get("cpu_moe", "")).strip().lower() in ("1", "true", "on", "yes"),
             n_cpu_moe=as_int("n_cpu_moe"),
             override_tensor=tuple(str(rule) for rule in overrides),
@@ -200,6 +236,9 @@ class Estimate:
     # Where the breakdown lives: "gpu", or "host" for a CPU-only run (then the device is host RAM).
     device: str = "gpu"
     notes: list[str] = field(default_factory=list)
+    # What rides along (core/estimate/extras.py): one entry per projector, draft, adapter or cache, each
+    # with its own bill by place; already inside `bill` and the totals.
+    extras: list[dict[str, Any]] = field(default_factory=list)
     # Every part by place (device 0, HOST) in the one memory vocabulary; the fields above are its legacy
     # views, kept as users script against them.
     bill: MemoryBill = field(default_factory=MemoryBill)
@@ -260,6 +299,8 @@ def _estimate_core(info: ModelInfo, settings: Settings) -> Estimate:
         # every estimate walks the layers, and the solvers run dozens of estimates
         raise VramtuiError(f"{info.n_layers} layers is not a plausible model (at most {MAX_LAYERS})")
     est = settings.memory.size(info, settings)
+    if settings.asks_extras:
+        extras.apply(info, settings, est, settings.memory.flash_on(info, settings))
     if settings.calibration is not None:
         settings.calibration.apply(est)
     return est

@@ -36,6 +36,16 @@ FLAGS: dict[str, str] = {
     "cpu_moe": "--cpu-moe",
     "n_cpu_moe": "--n-cpu-moe",
     "override_tensor": "--override-tensor",
+    "mmproj": "--mmproj",
+    "model_draft": "--model-draft",
+    "gpu_layers_draft": "--gpu-layers-draft",
+    "device_draft": "--device-draft",
+    "ctx_size_draft": "--ctx-size-draft",
+    "cache_ram": "--cache-ram",
+    "lora": "--lora",
+    "max_loras": "--max-loras",
+    "max_lora_rank": "--max-lora-rank",
+    "mtp": "--mtp",
     "quant": "--quant",
     "card": "--gpu-mem",
     "safety": "--safety",
@@ -162,6 +172,22 @@ def parse_overrides(text: str) -> tuple[str, ...]:
     return found
 
 
+def parse_cache_ram(text: str) -> int:
+    """llama-server's prompt cache limit in MiB: -1 no limit, 0 off."""
+    try:
+        value = int(_digits(text))
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of MiB (-1: no limit, 0: off)") from None
+    if value < -1:
+        raise ValueError(f"must be -1 (no limit), 0 (off) or MiB, not {value}")
+    return value
+
+
+def parse_files(text: str) -> tuple[str, ...]:
+    """One or more files, comma-separated as llama-server's --lora takes them."""
+    return tuple(path.strip() for path in text.split(",") if path.strip())
+
+
 PARSERS: dict[str, Callable[[str], Any]] = {
     "backend": _text,
     "context": parse_tokens,
@@ -174,6 +200,16 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "cpu_moe": parse_switch,
     "n_cpu_moe": lambda text: _whole(text, 0),
     "override_tensor": parse_overrides,
+    "mmproj": _text,
+    "model_draft": _text,
+    "gpu_layers_draft": parse_layers,
+    "device_draft": _text,
+    "ctx_size_draft": parse_tokens,
+    "cache_ram": parse_cache_ram,
+    "lora": parse_files,
+    "max_loras": _at_least_one,
+    "max_lora_rank": _at_least_one,
+    "mtp": parse_switch,
     "quant": _text,
     "card": parse_card,
     "safety": parse_share,
@@ -221,6 +257,16 @@ def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
         cpu_moe=bool(values.get("cpu_moe")),
         n_cpu_moe=values.get("n_cpu_moe"),
         override_tensor=values.get("override_tensor") or (),
+        mmproj=values.get("mmproj"),
+        model_draft=values.get("model_draft"),
+        gpu_layers_draft=values.get("gpu_layers_draft"),
+        device_draft=values.get("device_draft"),
+        ctx_size_draft=values.get("ctx_size_draft"),
+        cache_ram=values.get("cache_ram"),
+        lora=values.get("lora") or (),
+        max_loras=values.get("max_loras"),
+        max_lora_rank=values.get("max_lora_rank"),
+        mtp=bool(values.get("mtp")),
         quant=values.get("quant"),
         device_bytes=card if card is not None else DEFAULT_DEVICE_BYTES,
         safety=values.get("safety"),

@@ -173,7 +173,7 @@ def check_unknown_keys(table: str, keys: object, known: tuple[str, ...]) -> None
 
 
 # Parameters that repeat a flag (llama.cpp's `-ot PATTERN=DEVICE`): a list of texts as well.
-_LIST_PARAMS = frozenset({"override_tensor"})
+_LIST_PARAMS = frozenset({"override_tensor", "lora"})
 
 
 def _checked_value(name: str, value: object) -> object:
@@ -202,13 +202,19 @@ def check_param_value(backend: Backend, name: str, value: object) -> None:
         if gib(name, value) < 0:
             raise VramtuiError(f"cpu_offload must be 0 or more GiB, not {value!r}")
         return
-    if name == "gpu_layers":
+    if name in ("gpu_layers", "gpu_layers_draft"):
         if not is_all(value) and whole(name, value) < 0:
-            raise VramtuiError(f'gpu_layers must be 0 or more (or "all"), not {value!r}')
+            raise VramtuiError(f'{name} must be 0 or more (or "all"), not {value!r}')
+        return
+    if name == "cache_ram" and whole(name, value) < -1:
+        raise VramtuiError(f"cache_ram must be MiB, -1 (no limit) or 0 (off), not {value!r}")
+    if name == "mtp":
+        switch(value)
         return
     if name == "parallel" and backend.parallel_auto_slots and str(value).strip().lower() in {"auto", "-1"}:
         return
     lowest = {"context": 0 if backend.context_zero_is_trained else 1, "parallel": 1, "batch": 1, "ubatch": 1}
+    lowest.update(ctx_size_draft=0, max_loras=1, max_lora_rank=1)
     if name in lowest and whole(name, value) < lowest[name]:
         meaning = " (0: the model's own trained length)" if lowest[name] == 0 else ""
         raise VramtuiError(f"{name} must be {lowest[name]} or more{meaning}, not {value!r}")

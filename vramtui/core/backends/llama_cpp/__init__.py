@@ -50,7 +50,29 @@ def _translate_llama_cpp(backend: Backend, param: str, value: object) -> Transla
         if not all(isinstance(rule, str) and "=" in rule for rule in rules):
             return bad_value(backend, param, value, "PATTERN=DEVICE, or a list of them")
         return Translation(args=tuple(part for rule in rules for part in (flag, rule)))
+    extra = _translate_extra(backend, flag, param, value)
+    if extra is not None:
+        return extra
     return Translation(args=(flag, str(whole(param, value))))
+
+
+def _translate_extra(backend: Backend, flag: str, param: str, value: object) -> Translation | None:
+    """The projector, draft, LoRA, prompt cache and MTP parameters (None: a plain whole number)."""
+    if param in ("mmproj", "model_draft", "device_draft"):
+        return Translation(args=(flag, str(value)))
+    if param == "lora":  # llama-server takes several adapters comma-separated
+        files = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+        return Translation(args=(flag, ",".join(str(path) for path in files)))
+    if param == "gpu_layers_draft":
+        return Translation(args=(flag, "999" if is_all(value) else str(whole(param, value))))
+    if param == "cache_ram":
+        mib = whole(param, value)
+        if mib < -1:
+            return bad_value(backend, param, value, "MiB, -1 (no limit) or 0 (off)")
+        return Translation(args=(flag, str(mib)))
+    if param == "mtp":  # the model's own MTP layers as the speculative drafter
+        return Translation(args=(flag, "draft-mtp") if switch(value) is True else ())
+    return None
 
 
 # ggml_type numbers: llama-cpp-python's server takes --type_k/--type_v as integers (llama_cpp.py enum).
@@ -133,6 +155,16 @@ LLAMA_CPP = Backend(
         "cpu_moe": "--cpu-moe",
         "n_cpu_moe": "--n-cpu-moe",
         "override_tensor": "--override-tensor",
+        "mmproj": "--mmproj",
+        "model_draft": "--model-draft",
+        "gpu_layers_draft": "--gpu-layers-draft",
+        "device_draft": "--device-draft",
+        "ctx_size_draft": None,  # today's llama-server sizes the draft at the main context
+        "cache_ram": "--cache-ram",
+        "lora": "--lora",
+        "max_loras": None,
+        "max_lora_rank": None,
+        "mtp": "--spec-type",
     },
     # Today's llama-server (`llama-server --help`, 0.5.0-dev): -c 0 is the model's trained length;
     # -np -1 (auto) is 4 slots sharing one unified KV cache (the context is the whole cache, so the

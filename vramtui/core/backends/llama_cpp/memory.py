@@ -246,6 +246,9 @@ class LlamaCppMemory(MemoryAccounting):
     def run_context(self, info: ModelInfo, settings: Settings) -> int:
         return self.run_shape(info, settings).context
 
+    def flash_on(self, info: ModelInfo, settings: Settings) -> bool:
+        return self.run_shape(info, settings).flash  # mtmd follows -fa: auto tries it on
+
     def size(self, info: ModelInfo, settings: Settings) -> Estimate:
         file_type = settings.quant if settings.quant and settings.quant != info.quant else None
         weights_key = ("llama_cpp_weights", id(info), file_type)  # the grid's memo (estimator.sizing_memo)

@@ -59,6 +59,8 @@ def _translate_vllm(backend: Backend, param: str, value: object) -> Translation:
         return Translation(args=(flag, f"{gib(param, value):g}"))
     if param == "quant":
         return Translation(args=(flag, str(value)))
+    if param in ("max_loras", "max_lora_rank"):  # LoRA slots exist only with --enable-lora
+        return Translation(args=("--enable-lora", flag, str(whole(param, value))))
     return Translation(args=(flag, str(whole(param, value))))
 
 
@@ -77,6 +79,8 @@ VLLM = Backend(
         "quant": "--quantization",
         "flash_attn": None,  # chosen through VLLM_ATTENTION_BACKEND
         "cpu_offload": "--cpu-offload-gb",
+        "max_loras": "--max-loras",
+        "max_lora_rank": "--max-lora-rank",
     },
     env={"flash_attn": "VLLM_ATTENTION_BACKEND"},
     # gpu_layers "all": every layer sits on the GPU (it has no per-layer knob).
