@@ -26,8 +26,12 @@ import struct
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from vramtui.core.errors import VramtuiError
+
+if TYPE_CHECKING:
+    from vramtui.core.estimate.modelinfo import ModelInfo
 
 SPLIT_MODES = ("layer", "row", "none")
 # ggml-backend.cpp: the copies the scheduler keeps of each split's inputs with pipeline parallelism.
@@ -249,3 +253,56 @@ def llama_cpp_rows(
         if plan.gpu_layers:
             row.runtime_bytes = plan.runtime
     return [row.settle(share) for row in rows]
+
+
+# --- vLLM ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankShare:
+    """What one vLLM rank (tensor-parallel rank `tp_rank` of pipeline stage `stage`) holds."""
+
+    index: int  # the card: stage * tp + tp_rank
+    stage: int
+    layers: range  # the decoder layers of its stage
+    weights_bytes: int
+    kv_bytes_per_token: int
+
+
+def vllm_ranks(
+    info: ModelInfo, weights: int, kv_dtype: str, mla_layout: str, tp: int, pp: int
+) -> list[RankShare]:
+    """Each rank's weights and KV bytes per token under tensor parallel `tp` x pipeline parallel `pp`."""
+    from vramtui.core.estimate.kvcache import kv_layer_bytes
+
+    n = max(1, info.n_layers)
+    width = weights / max(1, info.n_params or 1)  # bytes per parameter as loaded
+    embedding = int(info.vocab * info.hidden * width)
+    head = 0 if info.tied_embeddings else embedding
+    body = max(0, weights - embedding - head)
+    counts = pp_layer_counts(n, pp)
+    shares: list[RankShare] = []
+    start = 0
+    for stage, count in enumerate(counts):
+        layers = range(start, start + count)
+        start += count
+        stage_bytes = body * count / n
+        stage_bytes += embedding if stage == 0 else 0
+        stage_bytes += (head or (embedding if pp > 1 else 0)) if stage == pp - 1 else 0
+        per_token = 0
+        replicated = 0
+        for layer in layers:
+            full = kv_layer_bytes(info, layer, kv_dtype, mla_layout)
+            heads = info.kv_heads_at(layer)
+            if info.kv_lora_rank or not heads:  # an MLA latent is not split by heads: every rank keeps it
+                per_token += full
+                continue
+            kept = kv_heads_per_rank(heads, tp)
+            per_token += full * kept // heads
+            # a rank keeps `kept` heads of the K and V projections, more than its 1/tp share when replicated
+            replicated += max(0, kept - heads / tp) * info.head_dim_k * 2 * info.hidden * width
+        for tp_rank in range(tp):
+            shares.append(
+                RankShare(stage * tp + tp_rank, stage, layers, int(stage_bytes / tp + replicated), per_token)
+            )
+    return shares

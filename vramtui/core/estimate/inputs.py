@@ -38,6 +38,11 @@ FLAGS: dict[str, str] = {
     "override_tensor": "--override-tensor",
     "quant": "--quant",
     "card": "--gpu-mem",
+    "tensor_split": "--tensor-split",
+    "split_mode": "--split-mode",
+    "main_gpu": "--main-gpu",
+    "tensor_parallel_size": "--tensor-parallel-size",
+    "pipeline_parallel_size": "--pipeline-parallel-size",
     "safety": "--safety",
     "params": "--params",
     "layers": "--layers",
@@ -130,6 +135,27 @@ def parse_card(text: str) -> int:
     return value
 
 
+def parse_cards(text: str) -> tuple[int, ...]:
+    """One card or several: '24GiB' or '24GiB,12GiB' (one size per GPU, in device order)."""
+    return tuple(parse_card(part) for part in text.split(",") if part.strip()) or (parse_card(text),)
+
+
+def parse_split_mode(text: str) -> str:
+    """llama.cpp's --split-mode: layer, row or none."""
+    from vramtui.core.estimate.devices import SPLIT_MODES
+
+    mode = text.strip().lower()
+    if mode not in SPLIT_MODES:
+        raise ValueError(f"use layer, row or none, not {text!r}")
+    return mode
+
+
+def _tensor_split(text: str) -> tuple[float, ...]:
+    from vramtui.core.estimate.devices import parse_split
+
+    return parse_split(text)
+
+
 def parse_params(text: str) -> int:
     """A parameter count: '8B', '7.6e9', '350M'."""
     value = parse_count(text)
@@ -175,7 +201,12 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "n_cpu_moe": lambda text: _whole(text, 0),
     "override_tensor": parse_overrides,
     "quant": _text,
-    "card": parse_card,
+    "card": parse_cards,
+    "tensor_split": _tensor_split,
+    "split_mode": parse_split_mode,
+    "main_gpu": lambda text: _whole(text, 0),
+    "tensor_parallel_size": _at_least_one,
+    "pipeline_parallel_size": _at_least_one,
     "safety": parse_share,
     "params": parse_params,
     **{name: _at_least_one for name in SHAPE_FIELDS},
@@ -208,8 +239,16 @@ def parse_inputs(texts: Mapping[str, str | None]) -> tuple[dict[str, Any], dict[
 
 def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
     """Settings from parsed inputs (`parse_inputs`); what is missing is the backend's own default."""
-    card = values.get("card")
+    cards = values.get("card")
+    if isinstance(cards, int):
+        cards = (cards,)
     return Settings(
+        gpus=tuple(cards) if cards and len(cards) > 1 else (),
+        tensor_split=values.get("tensor_split") or (),
+        split_mode=values.get("split_mode"),
+        main_gpu=values.get("main_gpu") or 0,
+        tensor_parallel_size=values.get("tensor_parallel_size") or 1,
+        pipeline_parallel_size=values.get("pipeline_parallel_size") or 1,
         backend=values.get("backend") or "llama.cpp",
         context=values.get("context"),
         parallel=values.get("parallel"),
@@ -222,7 +261,7 @@ def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
         n_cpu_moe=values.get("n_cpu_moe"),
         override_tensor=values.get("override_tensor") or (),
         quant=values.get("quant"),
-        device_bytes=card if card is not None else DEFAULT_DEVICE_BYTES,
+        device_bytes=cards[0] if cards else DEFAULT_DEVICE_BYTES,
         safety=values.get("safety"),
         on_gpu=on_gpu,
     )
