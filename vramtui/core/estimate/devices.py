@@ -306,3 +306,83 @@ def vllm_ranks(
                 RankShare(stage * tp + tp_rank, stage, layers, int(stage_bytes / tp + replicated), per_token)
             )
     return shares
+
+
+# --- the wizard: moving the split off a full card ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SplitMove:
+    """Move `layers` layers from device `source` to device `target`: `--tensor-split split`."""
+
+    split: tuple[int, ...]
+    layers: int
+    source: int
+    target: int
+
+    def describe(self) -> str:
+        shown = ",".join(str(part) for part in self.split)
+        return (
+            f"move {self.layers} layers from CUDA{self.source} to CUDA{self.target} (--tensor-split {shown})"
+        )
+
+
+def _device_index(name: str) -> int | None:
+    digits = "".join(ch for ch in name if ch.isdigit())
+    is_gpu = (
+        name.upper().startswith(("CUDA", "ROCM", "VULKAN", "SYCL", "METAL")) and "HOST" not in name.upper()
+    )
+    return int(digits) if digits and is_gpu and "_" not in name else None
+
+
+def printed_by_device(figures: dict[str, int | float], key: str) -> dict[int, int]:
+    """A per-device figure the engine printed (`model_buffer.CUDA1`), by device index (GPUs only)."""
+    found: dict[int, int] = {}
+    for name, value in figures.items():
+        figure, _, device = name.partition(".")
+        index = _device_index(device) if figure == key and device else None
+        if index is not None:
+            found[index] = found.get(index, 0) + int(value)
+    return found
+
+
+def split_moves(
+    figures: dict[str, int | float], n_layers: int, current: Sequence[float] = (), limit: int = 4
+) -> list[SplitMove]:
+    """Splits that move layers off the device that ran out (`oom_device`) to the least loaded other one.
+
+    From what the failed run printed: each device's model and KV buffers (their layers' bytes) and the
+    allocation that failed; as many layers move as that allocation's bytes, then one more at each step.
+    The split is given in layers (the output layer counted on the last device), so llama.cpp places
+    exactly these counts."""
+    source = figures.get("oom_device")
+    weights = printed_by_device(figures, "model_buffer")
+    if source is None or n_layers <= 0 or len(weights) < 2 or int(source) not in weights:
+        return []
+    source = int(source)
+    kv = printed_by_device(figures, "kv_buffer")
+    compute = printed_by_device(figures, "compute_buffer")
+    n_dev = max(weights) + 1
+    basis = kv if len(kv) >= 2 else weights  # KV buffers grow by layer alone (no output, no embedding)
+    if current:
+        slots = layer_devices(n_layers, 0, n_layers + 1, shares_for([1] * n_dev, current))[:n_layers]
+        counts = [sum(1 for d in slots if d == i) for i in range(n_dev)]
+    else:
+        total = sum(basis.values())
+        counts = [round(n_layers * basis.get(i, 0) / total) for i in range(n_dev)]
+        counts[-1] += n_layers - sum(counts)
+    if counts[source] <= 1:
+        return []
+    load = {i: weights.get(i, 0) + kv.get(i, 0) + compute.get(i, 0) for i in range(n_dev) if i != source}
+    target = min(load, key=lambda i: load[i])
+    per_layer = (weights[source] + kv.get(source, 0)) / counts[source]
+    needed = int(figures.get("oom_requested", per_layer))
+    first = max(1, -(-needed // max(1, int(per_layer))))
+    moves = []
+    for moved in range(first, min(counts[source], first + limit)):
+        new = list(counts)
+        new[source] -= moved
+        new[target] += moved
+        new[-1] += 1  # the output layer's slot
+        moves.append(SplitMove(tuple(new), moved, source, target))
+    return moves

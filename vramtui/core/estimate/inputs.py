@@ -135,9 +135,10 @@ def parse_card(text: str) -> int:
     return value
 
 
-def parse_cards(text: str) -> tuple[int, ...]:
-    """One card or several: '24GiB' or '24GiB,12GiB' (one size per GPU, in device order)."""
-    return tuple(parse_card(part) for part in text.split(",") if part.strip()) or (parse_card(text),)
+def parse_cards(text: str) -> int | tuple[int, ...]:
+    """One card's bytes ('24GiB'), or several cards' in device order ('24GiB,12GiB')."""
+    cards = tuple(parse_card(part) for part in text.split(",") if part.strip()) or (parse_card(text),)
+    return cards[0] if len(cards) == 1 else cards
 
 
 def parse_split_mode(text: str) -> str:

@@ -50,6 +50,13 @@ def _translate_llama_cpp(backend: Backend, param: str, value: object) -> Transla
         if not all(isinstance(rule, str) and "=" in rule for rule in rules):
             return bad_value(backend, param, value, "PATTERN=DEVICE, or a list of them")
         return Translation(args=tuple(part for rule in rules for part in (flag, rule)))
+    if param == "tensor_split":
+        parts = value if isinstance(value, list | tuple) else str(value).split(",")
+        return Translation(args=(flag, ",".join(f"{float(part):g}" for part in parts)))
+    if param == "split_mode":
+        if str(value).strip().lower() not in ("layer", "row", "none", "tensor"):
+            return bad_value(backend, param, value, "layer, row or none")
+        return Translation(args=(flag, str(value).strip().lower()))
     return Translation(args=(flag, str(whole(param, value))))
 
 
@@ -133,6 +140,9 @@ LLAMA_CPP = Backend(
         "cpu_moe": "--cpu-moe",
         "n_cpu_moe": "--n-cpu-moe",
         "override_tensor": "--override-tensor",
+        "tensor_split": "--tensor-split",
+        "split_mode": "--split-mode",
+        "main_gpu": "--main-gpu",
     },
     # Today's llama-server (`llama-server --help`, 0.5.0-dev): -c 0 is the model's trained length;
     # -np -1 (auto) is 4 slots sharing one unified KV cache (the context is the whole cache, so the

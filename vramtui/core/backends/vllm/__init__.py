@@ -77,6 +77,8 @@ VLLM = Backend(
         "quant": "--quantization",
         "flash_attn": None,  # chosen through VLLM_ATTENTION_BACKEND
         "cpu_offload": "--cpu-offload-gb",
+        "tensor_parallel_size": "--tensor-parallel-size",
+        "pipeline_parallel_size": "--pipeline-parallel-size",
     },
     env={"flash_attn": "VLLM_ATTENTION_BACKEND"},
     # gpu_layers "all": every layer sits on the GPU (it has no per-layer knob).
