@@ -357,3 +357,42 @@ async def test_estimator_pane_flash_attention_default_context_all_notes_and_the_
         await pilot.pause()
         pane.recompute()
         assert "no GPU found" not in str(pane.query_one("#est-result", Static).render())
+
+
+def test_several_gpus_json_has_a_row_per_device_and_the_tightest_decides(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = [
+        "estimate",
+        "--params",
+        "8B",
+        "--layers",
+        "32",
+        "--heads",
+        "32",
+        "--kv-heads",
+        "8",
+        "--hidden",
+        "4096",
+    ]
+    code = main(
+        [*argv, "--quant", "q4_k_m", "--ctx", "8192", "--gpu-mem", "24GiB,3GiB", "-ts", "1,1", "--json"]
+    )
+    out = json.loads(capsys.readouterr().out)
+    keys = {
+        "index",
+        "weights_bytes",
+        "kv_cache_bytes",
+        "compute_buffer_bytes",
+        "total_bytes",
+        "usable_bytes",
+        "fits",
+    }
+    assert [row["index"] for row in out["devices"]] == [0, 1] and keys <= set(out["devices"][0])
+    assert [row["fits"] for row in out["devices"]] == [True, False] and out["fits"] is False and code == 1
+    # one card: no devices key, as before
+    main([*argv, "--quant", "q4_k_m", "--ctx", "8192", "--gpu-mem", "24GiB", "--json"])
+    assert "devices" not in json.loads(capsys.readouterr().out)
+    # a split for more cards than given: one line, exit 2
+    assert main([*argv, "--gpu-mem", "24GiB", "-ts", "1,1"]) == 2
+    assert "--tensor-split names 2 devices" in capsys.readouterr().err

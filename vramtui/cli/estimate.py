@@ -68,8 +68,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_extras(parser)
     card = parser.add_argument_group("the card")
     card.add_argument(
-        "--gpu-mem", metavar="SIZE", default="24GiB", help="device memory: 24GiB, 24G, 24576MiB"
+        "--gpu-mem",
+        metavar="SIZE[,SIZE...]",
+        help="device memory: 24GiB, 24G, 24576MiB; several GPUs: 24GiB,12GiB (default: every GPU NVML "
+        "sees, else 24GiB)",
     )
+    gpus = parser.add_argument_group("several GPUs")
+    gpus.add_argument(
+        "-ts", "--tensor-split", metavar="N0,N1,...", help="llama.cpp: share of the model per GPU"
+    )
+    gpus.add_argument("-sm", "--split-mode", metavar="layer|row|none", help="llama.cpp: how to split (layer)")
+    gpus.add_argument("-mg", "--main-gpu", metavar="INDEX", help="llama.cpp: the GPU of -sm none / row (0)")
+    gpus.add_argument("-tp", "--tensor-parallel-size", metavar="N", help="vLLM: tensor-parallel ranks")
+    gpus.add_argument("-pp", "--pipeline-parallel-size", metavar="N", help="vLLM: pipeline stages")
     card.add_argument(
         "--safety",
         metavar="SHARE",
@@ -155,7 +166,17 @@ def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     texts["cpu_moe"] = "on" if args.cpu_moe else None
     texts["lora"] = ",".join(args.lora or [])
     texts["mtp"] = "on" if args.mtp else None
+    if not texts.get("card"):
+        texts["card"] = _default_cards()
     return texts
+
+
+def _default_cards() -> str:
+    """Every GPU NVML sees (its total memory), else 24GiB: the size sized when --gpu-mem is not given."""
+    from vramtui.core.memory.nvml import gpu_total_bytes
+
+    found = gpu_total_bytes()
+    return ",".join(f"{size}B" for size in found) if found else "24GiB"
 
 
 def build(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -184,11 +205,27 @@ def _rows(est: Any) -> list[tuple[str, int, str]]:
         "margin": "allocator fragmentation",
     }
     shown = []
+    place = None if est.devices else est.place  # several GPUs: every device together
     for part in PARTS:
-        value = est.bill.get(part, est.place)
+        value = est.bill.get(part, place)
         if value or part in ("weights", "kv_cache"):
             shown.append((LABELS[part], value, notes.get(part, "")))
     return shown
+
+
+def device_lines(est: Any) -> list[str]:
+    """A row per GPU when several are sized (none for one card: its output stays as it was)."""
+    from vramtui.core.units import format_bytes as fb
+
+    lines = []
+    for row in est.devices:
+        parts = f"weights {fb(row.weights_bytes)}, KV {fb(row.kv_cache_bytes)}, compute {fb(row.compute_buffer_bytes)}"
+        verdict = "fits" if row.fits else f"OVER by {fb(row.total_bytes - row.usable_bytes)}"
+        label = f"GPU {row.index} ({row.layers} layers)"
+        lines.append(
+            f"  {label:<24}{fb(row.total_bytes):>12}   of {fb(row.usable_bytes)}: {verdict}; {parts}"
+        )
+    return lines
 
 
 def format_count(n: int) -> str:
@@ -230,6 +267,7 @@ def render(info: Any, est: Any) -> str:
     lines.append(f"  {'total ' + where:<24}{fb(est.total_bytes):>12}")
     share = est.usable_bytes / est.device_bytes if est.device_bytes else 0
     lines.append(f"  {'usable':<24}{fb(est.usable_bytes):>12}   {share:.0%} of {fb(est.device_bytes)}")
+    lines += device_lines(est)
     if est.weights_host_bytes:
         lines.append(f"  {'weights in host RAM':<24}{fb(est.weights_host_bytes):>12}")
     if est.device == "gpu" and est.bill.total(HOST):
@@ -241,6 +279,8 @@ def render(info: Any, est: Any) -> str:
         lines.append(f"  {'load-time peak':<24}{fb(est.load_peak_bytes):>12}   quantizing while loading")
     lines.append("")
     headroom = est.usable_bytes - est.total_bytes
+    if est.devices:  # several GPUs: the tightest card's room
+        headroom = min(row.usable_bytes - row.total_bytes for row in est.devices)
     if est.fits:
         verdict = f"FITS, {fb(headroom)} to spare" if headroom >= 0 else "FITS"
     elif est.reason:

@@ -34,7 +34,10 @@ def test_every_backend_lives_in_its_family_package() -> None:
 def test_rungs_come_from_the_family_ladder_and_the_knobs() -> None:
     python = get_backend("llama-cpp-python")
     assert [r.param for r in python.rungs("kv_cache")] == ["kv_dtype", "context", "flash_attn", "gpu_layers"]
-    assert python.rungs("kv_cache") == [r for r in llama_cpp.LADDER["kv_cache"] if r.param != "parallel"]
+    # it has neither slots nor a tensor split knob vramtui passes
+    no_knob = ("parallel", "tensor_split")
+    assert python.rungs("kv_cache") == [r for r in llama_cpp.LADDER["kv_cache"] if r.param not in no_knob]
+    assert get_backend("llama.cpp").rungs("kv_cache")[0].param == "tensor_split"
     assert "mem_share" in [r.param for r in get_backend("vllm").rungs("kv_cache")]
     assert "double_quant" in [r.param for r in get_backend("transformers").rungs("load_weights")]
     assert get_backend("vllm").rungs(None) == [] and get_backend("vllm").rungs("download") == []

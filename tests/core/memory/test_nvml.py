@@ -428,3 +428,11 @@ def test_tree_gpu_bytes_sums_the_tree_pids_over_gpus() -> None:
     assert with_host.tree_gpu_bytes([5000]) == 512 * MIB
     assert with_host.tree_gpu_bytes([99999]) == 0
     assert Sample(0.0, (), host).tree_gpu_bytes() is None  # no GPU figures at all: unknown, not zero
+
+
+def test_every_gpu_total_for_the_estimator_default() -> None:
+    """`vramtui estimate` with no --gpu-mem sizes every GPU NVML sees; none without NVML."""
+    from vramtui.core.memory.nvml import gpu_total_bytes
+
+    assert gpu_total_bytes(FakeDriver(two_gpus()).module()) == (24 * GIB, 48 * GIB)
+    assert gpu_total_bytes(FakeDriver([], init_error=real.NVML_ERROR_LIBRARY_NOT_FOUND).module()) == ()

@@ -12,6 +12,8 @@ The shared vocabulary (what a profile, the estimator, the diagnosis and the wiza
     quant        quantization the engine applies at load (vLLM --quantization, transformers bnb-4bit...)
     flash_attn   flash attention on/off
     cpu_offload  GiB of weights kept in host RAM (vLLM --cpu-offload-gb; transformers max_memory)
+    tensor_split, split_mode, main_gpu   several GPUs, llama.cpp (-ts 3,1; -sm layer|row|none; -mg N)
+    tensor_parallel_size, pipeline_parallel_size   several GPUs, vLLM
 
 A parameter a backend does not have maps to None here, and the launcher says so instead of dropping it.
 This module imports nothing heavier than the error type: the log rules import the family packages.
@@ -55,6 +57,13 @@ PARAMS: tuple[str, ...] = (
     "max_loras",
     "max_lora_rank",
     "mtp",
+    # Several GPUs: llama.cpp's split (proportions per device, layer|row|none, the main device) and vLLM's
+    # tensor and pipeline parallel sizes.
+    "tensor_split",
+    "split_mode",
+    "main_gpu",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
 )
 
 
@@ -339,6 +348,12 @@ SHORTER_INPUT = Rung(
     "input_length", "advice", "a shorter input (replay the failing request shortened)", "less context"
 )
 BATCH_DOWN = Rung("batch", "down", "a smaller batch", "slower prompt processing")
+TENSOR_SPLIT_MOVE = Rung(
+    "tensor_split",
+    "move",
+    "move layers off the GPU that ran out to one with room (--tensor-split)",
+    "none while the other card has room; an uneven split",
+)
 CHUNKING = Rung(
     "chunking",
     "advice",

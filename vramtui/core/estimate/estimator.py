@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
-from vramtui.core.estimate import extras, offload
+from vramtui.core.estimate import devices, extras, offload
 from vramtui.core.estimate import quant as q
 from vramtui.core.estimate.accounting import MLA_LATENT_AND_V, accounting_for
+from vramtui.core.estimate.devices import DeviceRow
 from vramtui.core.estimate.kvcache import kv_bytes_per_token, kv_layer_bytes
 from vramtui.core.estimate.modelinfo import ModelInfo, load_model_info
 from vramtui.core.estimate.weights import hf_weights_bytes, llama_cpp_weights
@@ -76,6 +77,14 @@ class Settings:
     max_loras: int | None = None
     max_lora_rank: int | None = None
     mtp: bool = False
+    # Several GPUs (core/estimate/devices.py): every card's bytes when more than one is given (device_bytes is
+    # then the first); llama.cpp's --tensor-split / --split-mode / --main-gpu; vLLM's parallel sizes
+    gpus: tuple[int, ...] = ()
+    tensor_split: tuple[float, ...] = ()
+    split_mode: str | None = None
+    main_gpu: int = 0
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
 
     def __post_init__(self) -> None:
         self.backend = get_backend(self.backend).name
@@ -99,6 +108,29 @@ class Settings:
         if self.cache_ram is not None and (isinstance(self.cache_ram, bool) or self.cache_ram < -1):
             raise VramtuiError(f"cache_ram must be MiB, -1 (no limit) or 0 (off), not {self.cache_ram!r}")
         offload.rules(self.override_tensor, self.cpu_moe, self.n_cpu_moe)  # validates
+        self.gpus, self.tensor_split = tuple(int(b) for b in self.gpus), tuple(self.tensor_split)
+        if any(card <= 0 for card in self.gpus):
+            raise VramtuiError("device memory must be positive")
+        if self.gpus:
+            self.device_bytes = self.gpus[0]
+        devices.check_layout(
+            len(self.cards),
+            self.tensor_split,
+            self.split_mode,
+            self.main_gpu,
+            self.tensor_parallel_size,
+            self.pipeline_parallel_size,
+        )
+
+    @property
+    def cards(self) -> tuple[int, ...]:
+        """Every card's bytes (one: device_bytes)."""
+        return self.gpus if len(self.gpus) > 1 else (self.device_bytes,)
+
+    @property
+    def several(self) -> bool:
+        """More than one card is sized (each gets its own row and must fit on its own)."""
+        return len(self.cards) > 1
 
     @property
     def asks_extras(self) -> bool:
@@ -165,6 +197,14 @@ class Settings:
         loras = params.get("lora") or ()
         loras = [loras] if isinstance(loras, str) else list(loras)
         text = {name: str(params[name]) if params.get(name) else None for name in ("mmproj", "model_draft")}
+        split = params.get("tensor_split")
+        if isinstance(split, list | tuple):
+            split = ",".join(str(part) for part in split)
+        try:
+            tensor_split = devices.parse_split(str(split)) if split not in (None, "") else ()
+        except ValueError as error:
+            raise VramtuiError(f"tensor_split: {error}") from None
+        mode = params.get("split_mode")
         return cls(
             **text,
             gpu_layers_draft=as_int("gpu_layers_draft"),
@@ -175,6 +215,11 @@ class Settings:
             max_loras=as_int("max_loras"),
             max_lora_rank=as_int("max_lora_rank"),
             mtp=str(params.get("mtp", "")).strip().lower() in ("1", "true", "on", "yes"),
+            tensor_split=tensor_split,
+            split_mode=str(mode).strip().lower() if mode not in (None, "") else None,
+            main_gpu=as_int("main_gpu") or 0,
+            tensor_parallel_size=as_int("tensor_parallel_size") or as_int("tensor_parallel") or 1,
+            pipeline_parallel_size=as_int("pipeline_parallel_size") or 1,
             cpu_moe=str(params.get("cpu_moe", "")).strip().lower() in ("1", "true", "on", "yes"),
             n_cpu_moe=as_int("n_cpu_moe"),
             override_tensor=tuple(str(rule) for rule in overrides),
@@ -242,6 +287,9 @@ class Estimate:
     # Every part by place (device 0, HOST) in the one memory vocabulary; the fields above are its legacy
     # views, kept as users script against them.
     bill: MemoryBill = field(default_factory=MemoryBill)
+    # Several GPUs: one row per device (core/estimate/devices.DeviceRow); empty for one card, whose output
+    # stays as it was
+    devices: list[DeviceRow] = field(default_factory=list)
 
     @property
     def place(self) -> int | str:
@@ -249,13 +297,15 @@ class Estimate:
         return HOST if self.device == "host" else 0
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(replace(self, bill=MemoryBill()))
-        del out["bill"]
+        out = asdict(replace(self, bill=MemoryBill(), devices=[]))
+        del out["bill"], out["devices"]
         out["usable_share"] = round(self.usable_bytes / self.device_bytes, 4) if self.device_bytes else None
         out["headroom_bytes"] = self.usable_bytes - self.total_bytes
         for part in PARTS:  # the parts without a legacy key, at the breakdown's place
             out.setdefault(JSON_KEYS[part], self.bill.get(part, self.place))
         out["bill"] = self.bill.by_place()
+        if self.devices:
+            out["devices"] = [row.to_dict() for row in self.devices]
         return out
 
 

@@ -48,6 +48,11 @@ FLAGS: dict[str, str] = {
     "mtp": "--mtp",
     "quant": "--quant",
     "card": "--gpu-mem",
+    "tensor_split": "--tensor-split",
+    "split_mode": "--split-mode",
+    "main_gpu": "--main-gpu",
+    "tensor_parallel_size": "--tensor-parallel-size",
+    "pipeline_parallel_size": "--pipeline-parallel-size",
     "safety": "--safety",
     "params": "--params",
     "layers": "--layers",
@@ -140,6 +145,28 @@ def parse_card(text: str) -> int:
     return value
 
 
+def parse_cards(text: str) -> int | tuple[int, ...]:
+    """One card's bytes ('24GiB'), or several cards' in device order ('24GiB,12GiB')."""
+    cards = tuple(parse_card(part) for part in text.split(",") if part.strip()) or (parse_card(text),)
+    return cards[0] if len(cards) == 1 else cards
+
+
+def parse_split_mode(text: str) -> str:
+    """llama.cpp's --split-mode: layer, row or none."""
+    from vramtui.core.estimate.devices import SPLIT_MODES
+
+    mode = text.strip().lower()
+    if mode not in SPLIT_MODES:
+        raise ValueError(f"use layer, row or none, not {text!r}")
+    return mode
+
+
+def _tensor_split(text: str) -> tuple[float, ...]:
+    from vramtui.core.estimate.devices import parse_split
+
+    return parse_split(text)
+
+
 def parse_params(text: str) -> int:
     """A parameter count: '8B', '7.6e9', '350M'."""
     value = parse_count(text)
@@ -211,7 +238,12 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "max_lora_rank": _at_least_one,
     "mtp": parse_switch,
     "quant": _text,
-    "card": parse_card,
+    "card": parse_cards,
+    "tensor_split": _tensor_split,
+    "split_mode": parse_split_mode,
+    "main_gpu": lambda text: _whole(text, 0),
+    "tensor_parallel_size": _at_least_one,
+    "pipeline_parallel_size": _at_least_one,
     "safety": parse_share,
     "params": parse_params,
     **{name: _at_least_one for name in SHAPE_FIELDS},
@@ -244,8 +276,16 @@ def parse_inputs(texts: Mapping[str, str | None]) -> tuple[dict[str, Any], dict[
 
 def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
     """Settings from parsed inputs (`parse_inputs`); what is missing is the backend's own default."""
-    card = values.get("card")
+    cards = values.get("card")
+    if isinstance(cards, int):
+        cards = (cards,)
     return Settings(
+        gpus=tuple(cards) if cards and len(cards) > 1 else (),
+        tensor_split=values.get("tensor_split") or (),
+        split_mode=values.get("split_mode"),
+        main_gpu=values.get("main_gpu") or 0,
+        tensor_parallel_size=values.get("tensor_parallel_size") or 1,
+        pipeline_parallel_size=values.get("pipeline_parallel_size") or 1,
         backend=values.get("backend") or "llama.cpp",
         context=values.get("context"),
         parallel=values.get("parallel"),
@@ -268,7 +308,7 @@ def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
         max_lora_rank=values.get("max_lora_rank"),
         mtp=bool(values.get("mtp")),
         quant=values.get("quant"),
-        device_bytes=card if card is not None else DEFAULT_DEVICE_BYTES,
+        device_bytes=cards[0] if cards else DEFAULT_DEVICE_BYTES,
         safety=values.get("safety"),
         on_gpu=on_gpu,
     )

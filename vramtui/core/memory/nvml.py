@@ -482,3 +482,15 @@ def first_gpu_total_bytes() -> int | None:
         return None
     finally:
         api.shutdown()
+
+
+def gpu_total_bytes(module: ModuleType | Any | None = None) -> tuple[int, ...]:
+    """Total memory of every GPU NVML sees, in its order (MIG instances in place of their parent);
+    empty without NVML (the normal state on CPU machines)."""
+    api = NvmlApi(module)
+    try:
+        if not api.start():
+            return ()
+        return tuple(int(d.total_bytes) for d in api.snapshot() if d.total_bytes and not d.mig_enabled)
+    finally:
+        api.shutdown()

@@ -249,6 +249,11 @@ class Proposer:
         for rung in [*rungs, *fallback]:
             if rung.move == "advice":
                 continue
+            if rung.param == "tensor_split":  # several GPUs: from the per-device bill the run printed
+                moved = self._split_proposal(profile, rung, obs)
+                if moved is not None:
+                    return moved
+                continue
             proposal, bill = self._best_value(profile, rung, obs)
             if proposal is None:
                 continue
@@ -339,6 +344,30 @@ class Proposer:
             stage = stage_from_facts(obs)
         findings.failing_stage = stage
         return stage
+
+    def _split_proposal(self, profile: Profile, rung: Rung, obs: Observation) -> Proposal | None:
+        """Layers off the card that ran out (the log names it) onto the least loaded other one, when the
+        run printed its buffers per device: the least drastic move that frees the failed allocation."""
+        from vramtui.core.estimate.devices import parse_split, split_moves
+
+        current = current_value(profile, "tensor_split")
+        try:
+            split = parse_split(
+                ",".join(map(str, current)) if isinstance(current, list | tuple) else str(current)
+            )
+        except ValueError:
+            split = ()
+        n_layers = int(getattr(self.model.info(profile.model), "n_layers", 0) or 0)
+        moves = split_moves(dict(obs.engine), n_layers, split)
+        if not moves:
+            return None
+        move = moves[0]
+        why = (
+            f"CUDA{move.source} ran out of memory while CUDA{move.target} holds the least; "
+            f"{move.describe()} frees about the allocation that failed there"
+        )
+        value = ",".join(str(part) for part in move.split)
+        return Proposal("tensor_split", current, value, why, move.describe(), rung.knob(self.backend))
 
     def _with(self, profile: Profile, changes: dict[str, object]) -> MemoryBill | None:
         for param, value in changes.items():

@@ -361,7 +361,8 @@ class EstimatorPane(Pane):
         device = float(est.device_bytes or 1)
         scale = max(device, float(est.total_bytes))
         usable_col = round(est.usable_bytes / scale * width)
-        shown = [(part, est.bill.get(part, est.place)) for part in PARTS]
+        place = None if est.devices else est.place  # several GPUs: every device together, then a row each
+        shown = [(part, est.bill.get(part, place)) for part in PARTS]
         shown = [(part, value) for part, value in shown if value or part in ("weights", "kv_cache")]
         cells = [(round(value / scale * width), PART_COLOURS[part]) for part, value in shown]
         column = 0
@@ -389,6 +390,14 @@ class EstimatorPane(Pane):
             f" needs {format_bytes(est.total_bytes, 2)} of {format_bytes(est.usable_bytes, 2)} usable "
             f"({format_bytes(est.device_bytes, 2)} card)"
         )
+        for row in est.devices:  # several GPUs: the tightest one decides the verdict above
+            mark = "✔" if row.fits else "✖"
+            text.append(
+                f"\n  GPU {row.index} {mark} {format_bytes(row.total_bytes, 2)} of {format_bytes(row.usable_bytes, 2)}"
+                f" ({row.layers} layers; weights {format_bytes(row.weights_bytes, 1)}, KV "
+                f"{format_bytes(row.kv_cache_bytes, 1)})",
+                style="" if row.fits else theme_style(app, "log-warning"),
+            )
         details = []
         if getattr(est, "max_context", None):
             details.append(f"max context {est.max_context:,}")

@@ -53,6 +53,13 @@ def _translate_llama_cpp(backend: Backend, param: str, value: object) -> Transla
     extra = _translate_extra(backend, flag, param, value)
     if extra is not None:
         return extra
+    if param == "tensor_split":
+        parts = value if isinstance(value, list | tuple) else str(value).split(",")
+        return Translation(args=(flag, ",".join(f"{float(part):g}" for part in parts)))
+    if param == "split_mode":
+        if str(value).strip().lower() not in ("layer", "row", "none", "tensor"):
+            return bad_value(backend, param, value, "layer, row or none")
+        return Translation(args=(flag, str(value).strip().lower()))
     return Translation(args=(flag, str(whole(param, value))))
 
 
@@ -165,6 +172,9 @@ LLAMA_CPP = Backend(
         "max_loras": None,
         "max_lora_rank": None,
         "mtp": "--spec-type",
+        "tensor_split": "--tensor-split",
+        "split_mode": "--split-mode",
+        "main_gpu": "--main-gpu",
     },
     # Today's llama-server (`llama-server --help`, 0.5.0-dev): -c 0 is the model's trained length;
     # -np -1 (auto) is 4 slots sharing one unified KV cache (the context is the whole cache, so the

@@ -19,6 +19,7 @@ from vramtui.core.backends.base import (
     QUANT_DOWN,
     SHORTER_INPUT,
     SMALLER_MODEL,
+    TENSOR_SPLIT_MOVE,
     Ladder,
     Rung,
 )
@@ -32,8 +33,24 @@ GPU_LAYERS_DOWN = Rung(
 UBATCH_DOWN = Rung("ubatch", "down", "a smaller micro-batch", "slower prompt processing")
 
 LADDER: Ladder = {
-    "kv_cache": (PARALLEL_DOWN, KV_DTYPE_DOWN, CONTEXT_DOWN, FLASH_ATTN_ON, GPU_LAYERS_DOWN),
-    "load_weights": (QUANT_DOWN, PREQUANTIZED_FILE, CPU_OFFLOAD_UP, GPU_LAYERS_DOWN, SMALLER_MODEL),
+    # With several GPUs, moving layers off the card that ran out comes first: it costs nothing while
+    # another card has room (the rung has no value on one GPU, so it is skipped there).
+    "kv_cache": (
+        TENSOR_SPLIT_MOVE,
+        PARALLEL_DOWN,
+        KV_DTYPE_DOWN,
+        CONTEXT_DOWN,
+        FLASH_ATTN_ON,
+        GPU_LAYERS_DOWN,
+    ),
+    "load_weights": (
+        TENSOR_SPLIT_MOVE,
+        QUANT_DOWN,
+        PREQUANTIZED_FILE,
+        CPU_OFFLOAD_UP,
+        GPU_LAYERS_DOWN,
+        SMALLER_MODEL,
+    ),
     "inference": (SHORTER_INPUT, BATCH_DOWN, UBATCH_DOWN, PARALLEL_DOWN, CHUNKING),
 }
 # KV cache types from largest to smallest element.

@@ -818,6 +818,22 @@ FIGURES: tuple[FigureRule, ...] = (
         rf"allocating {NUM}{UNIT} on device \d+: cudamalloc failed",
         backend="llama.cpp",
     ),
+    # Which device ran out: "allocating N MiB on device 1: cudaMalloc failed", "failed to allocate CUDA1
+    # buffer" (the wizard moves layers off it when another card has room)
+    FigureRule(
+        "cudamalloc failed",
+        "oom_device",
+        r"on device (?P<value>\d+): cudamalloc failed",
+        count=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "failed to allocate",
+        "oom_device",
+        r"failed to allocate (?:cuda|rocm)(?P<value>\d+) buffer",
+        count=True,
+        backend="llama.cpp",
+    ),
     FigureRule(
         "failed to allocate",
         "oom_requested",

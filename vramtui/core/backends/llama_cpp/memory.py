@@ -14,12 +14,12 @@ import functools
 from dataclasses import dataclass, replace
 
 from vramtui.core.backends import get_backend
-from vramtui.core.estimate import recurrent
+from vramtui.core.estimate import devices, recurrent
 from vramtui.core.estimate.accounting import MLA_LATENT_AND_V, MemoryAccounting
 from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settings, memoized
 from vramtui.core.estimate.kvcache import is_swa, kv_bytes_per_token, kv_layer_bytes, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
-from vramtui.core.estimate.offload import moved_bytes
+from vramtui.core.estimate.offload import moved_bytes, placed_on_host
 from vramtui.core.estimate.weights import LayerWeights, llama_cpp_weights
 from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.units import GIB
@@ -63,14 +63,14 @@ def kv_cells(info: ModelInfo, context: int, parallel: int, ubatch: int) -> tuple
     return cells, swa_cells
 
 
-def compute_bytes(info: ModelInfo, cells: int, ubatch: int, flash: bool) -> int:
+def compute_bytes(info: ModelInfo, cells: int, ubatch: int, flash: bool, with_output: bool = True) -> int:
     """The graph allocator's peak for one micro-batch: the largest set of f32 tensors alive at once.
 
     The KQ mask (cells x ubatch; f16 with flash attention, else f32) is an input every layer reads, so it
     stays alive through the layers. Phases: attention (residual, normed input, Q, K, V, and without flash
     attention the KQ scores of all heads; soft_max runs in place), the MLP (gate, up and their product,
     residual and normed input) and the output (logits of every token of the micro-batch, as the worst
-    case llama.cpp reserves for).
+    case llama.cpp reserves for; `with_output` False: a device of a split that holds layers only).
     """
     f32 = 4
     h = info.hidden
@@ -88,7 +88,7 @@ def compute_bytes(info: ModelInfo, cells: int, ubatch: int, flash: bool) -> int:
             ff if info.n_dense_layers else 0, (info.moe_intermediate or ff) * max(1, info.n_experts_used)
         )
     ffn_phase = mask + (3 * ff + 4 * h) * ub * f32
-    return max(out_phase, attn_phase, ffn_phase)
+    return max(out_phase if with_output else 0, attn_phase, ffn_phase)
 
 
 def _place(info: ModelInfo, settings: Settings, weights: LayerWeights, run: RunShape) -> Placement:
@@ -198,6 +198,118 @@ def _cpu_has(flag: str) -> bool:
         return False
 
 
+# Tensors a row split leaves with their layer: 3D experts (no split buffer takes them), norms and biases.
+_NOT_ROW_SPLIT = ("_exps", "norm", ".bias")
+
+
+def _layer_plan(
+    info: ModelInfo, settings: Settings, run: RunShape, weights: LayerWeights, where: Placement
+) -> devices.LayerPlan:
+    """The single-device placement, layer by layer, for the split over several GPUs."""
+    n, first = info.n_layers, where.first_gpu_layer
+    gpu = [weights.layers[il] if il >= first else 0 for il in range(n)]
+    matrices = list(gpu)
+    rules = settings.offload_rules
+    if weights.tensors:
+        matrices = [0] * n
+        for name, layer, nbytes in weights.tensors:
+            by_layer = layer < first
+            on_host = placed_on_host(name, by_layer, rules) if rules else by_layer
+            if on_host != by_layer:  # an override moved it: off its layer's GPU, or onto one
+                gpu[layer] += nbytes if by_layer else -nbytes
+            if not on_host and not any(word in name for word in _NOT_ROW_SPLIT):
+                matrices[layer] += nbytes
+    cells, swa_cells = kv_cells(info, run.context, run.parallel, run.ubatch)
+    kv = [
+        (swa_cells if is_swa(info, il) else cells) * kv_layer_bytes(info, il, run.kv_dtype, MLA_LATENT_AND_V)
+        if il >= first
+        else 0
+        for il in range(n)
+    ]
+    rs = [recurrent.recurrent_state_bytes(info, run.parallel, [il]) if il >= first else 0 for il in range(n)]
+    ub = min(run.ubatch, cells)
+    mask = cells * round_up(ub, 64) * (2 if run.flash else 4)
+    return devices.LayerPlan(
+        layer_weights=gpu,
+        layer_matrices=matrices,
+        layer_kv=kv,
+        layer_rs=rs,
+        output_weights=weights.output + weights.other if where.output_on_gpu else 0,
+        first_gpu_layer=first,
+        gpu_layers=where.gpu_layers,
+        compute_layers=compute_bytes(info, cells, run.ubatch, run.flash, with_output=False),
+        compute_output=compute_bytes(info, cells, run.ubatch, run.flash),
+        split_inputs=info.hidden * ub * 4 + mask + ub * 4,
+        runtime=CUDA_CONTEXT_BYTES,
+    )
+
+
+def pipeline_parallel(info: ModelInfo, settings: Settings, where: Placement) -> bool:
+    """llama-context.cpp's condition: several devices, every layer and the output offloaded, layer split,
+    the KV cache offloaded (vramtui sizes it so) and no tensor override."""
+    return (
+        settings.several
+        and where.gpu_layers > info.n_layers
+        and (settings.split_mode or "layer") == "layer"
+        and not settings.offload_rules
+    )
+
+
+_SPLIT_PARTS = ("weights", "kv_cache", "recurrent_state", "compute", "runtime")
+
+
+def _split_devices(
+    info: ModelInfo, settings: Settings, run: RunShape, weights: LayerWeights, where: Placement, est: Estimate
+) -> None:
+    """Spread the device part of the estimate over every card, and let the tightest one decide."""
+    plan = _layer_plan(info, settings, run, weights, where)
+    pipelined = pipeline_parallel(info, settings, where)
+    rows = devices.llama_cpp_rows(
+        plan,
+        settings.cards,
+        settings.tensor_split,
+        settings.split_mode,
+        settings.main_gpu,
+        pipelined,
+        settings.share,
+    )
+    old = est.bill.places.pop(0, {})
+    bill = est.bill
+    for row in rows:
+        for part, value in zip(_SPLIT_PARTS, _row_parts(row), strict=True):
+            bill.add(row.index, part, value)  # type: ignore[arg-type]
+    extra = {part: value for part, value in old.items() if part not in _SPLIT_PARTS}
+    for part, value in extra.items():  # parts the split does not place stay with the main card
+        bill.add(settings.main_gpu, part, value)
+    rows[settings.main_gpu].settle(settings.share, sum(extra.values()))
+    est.devices = rows
+    est.weights_bytes = sum(row.weights_bytes for row in rows)
+    est.kv_cache_bytes = sum(row.kv_cache_bytes for row in rows)
+    est.activations_bytes = est.compute_buffer_bytes = sum(row.compute_buffer_bytes for row in rows)
+    est.overhead_bytes = sum(row.runtime_bytes for row in rows)
+    est.total_bytes = sum(row.total_bytes for row in rows)
+    est.device_bytes = sum(settings.cards)
+    est.usable_bytes = sum(row.usable_bytes for row in rows)
+    est.fits = all(row.fits for row in rows)
+    if not est.fits:
+        est.reason = devices.describe_rows(rows)
+    if pipelined:
+        est.notes.append(
+            f"pipeline parallelism on: each device keeps {devices.GGML_SCHED_MAX_COPIES} copies of its "
+            "split's inputs (hidden state, KQ mask) in its compute buffer"
+        )
+
+
+def _row_parts(row: devices.DeviceRow) -> tuple[int, ...]:
+    return (
+        row.weights_bytes,
+        row.kv_cache_bytes,
+        row.recurrent_state_bytes,
+        row.compute_buffer_bytes,
+        row.runtime_bytes,
+    )
+
+
 class LlamaCppMemory(MemoryAccounting):
     """llama-server and llama-cpp-python: the context is the whole cache, split across the slots."""
 
@@ -277,6 +389,8 @@ class LlamaCppMemory(MemoryAccounting):
         est.kv_cells, est.compute_buffer_bytes, est.output_buffer_bytes = cells, compute, output_buffer
         est.expert_host_bytes = where.moved_to_host
         est.notes = _notes(info, settings, run, where)
+        if settings.several and settings.on_gpu:
+            _split_devices(info, settings, run, weights, where, est)
         return est
 
 

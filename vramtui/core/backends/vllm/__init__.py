@@ -81,6 +81,8 @@ VLLM = Backend(
         "cpu_offload": "--cpu-offload-gb",
         "max_loras": "--max-loras",
         "max_lora_rank": "--max-lora-rank",
+        "tensor_parallel_size": "--tensor-parallel-size",
+        "pipeline_parallel_size": "--pipeline-parallel-size",
     },
     env={"flash_attn": "VLLM_ATTENTION_BACKEND"},
     # gpu_layers "all": every layer sits on the GPU (it has no per-layer knob).

@@ -8,6 +8,7 @@ reported as it prints them.
 
 from __future__ import annotations
 
+from vramtui.core.estimate import devices
 from vramtui.core.estimate.accounting import MLA_LATENT, MemoryAccounting
 from vramtui.core.estimate.estimator import Estimate, Settings
 from vramtui.core.estimate.kvcache import kv_bytes_per_token
@@ -30,8 +31,8 @@ def profile_tokens(context: int, settings: Settings) -> int:
     return settings.batch or (max(context, 2048) if context <= 32768 else 8192)
 
 
-def activation_peak(info: ModelInfo, tokens: int, max_seqs: int) -> int:
-    """The profile forward at `tokens`, and the sampler's dummy run."""
+def activation_peak(info: ModelInfo, tokens: int, max_seqs: int, tp: int = 1) -> int:
+    """The profile forward at `tokens`, and the sampler's dummy run (the MLP's width split over `tp` ranks)."""
     act_bytes = 2
     ff = info.intermediate or 4 * info.hidden
     if info.is_moe:
@@ -41,7 +42,7 @@ def activation_peak(info: ModelInfo, tokens: int, max_seqs: int) -> int:
     # its peak is the fused gate_up output (2 ff wide) with two hidden-width tensors (the residual and the
     # normed input) alive; the two V0 runs of the corpus (8192 and 20000 tokens, same model) differ by
     # exactly that per token
-    activation = tokens * (2 * ff + 2 * info.hidden) * act_bytes
+    activation = tokens * (2 * ff // max(1, tp) + 2 * info.hidden) * act_bytes
     # the sampler's dummy run: fp32 logits, probabilities and logprobs of every sequence's last token, and the
     # top-k/top-p sort (values + int64 indices) the profile asks for: 24 bytes per vocabulary entry
     activation += min(max_seqs, tokens) * info.vocab * 24
@@ -83,6 +84,10 @@ class VllmMemory(MemoryAccounting):
         per_token = kv_bytes_per_token(info, kv_dtype, "vllm")
         budget = int(settings.device_bytes * settings.share)
         tokens = profile_tokens(context, settings)
+        if settings.tensor_parallel_size * settings.pipeline_parallel_size > 1:
+            est = _size_parallel(info, settings, weights, kv_dtype, context, tokens, max_seqs)
+            est.notes = notes + est.notes
+            return est
         activation = activation_peak(info, tokens, max_seqs)
         kv_available = budget - weights - NON_TORCH_BYTES - activation
         block_bytes = BLOCK_TOKENS * per_token
@@ -137,6 +142,80 @@ class VllmMemory(MemoryAccounting):
             notes=notes,
             bill=bill,
         )
+
+
+def _size_parallel(
+    info: ModelInfo, settings: Settings, weights: int, kv_dtype: str, context: int, tokens: int, max_seqs: int
+) -> Estimate:
+    """Tensor x pipeline parallel: each rank's own budget, weights and KV heads; the KV cache has as many
+    blocks as the tightest rank leaves room for (vLLM takes the smallest count over the workers)."""
+    tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
+    ranks = devices.vllm_ranks(info, weights, kv_dtype, MLA_LATENT, tp, pp)
+    activation = activation_peak(info, tokens, max_seqs, tp)
+    cards = settings.cards
+    budgets = [int(cards[rank.index] * settings.share) for rank in ranks]
+    free = [b - r.weights_bytes - NON_TORCH_BYTES - activation for b, r in zip(budgets, ranks, strict=True)]
+    blocks = min(
+        max(0, room) // (BLOCK_TOKENS * r.kv_bytes_per_token) for room, r in zip(free, ranks, strict=True)
+    )
+    kv_tokens = blocks * BLOCK_TOKENS
+    graphs_fit = all(b + CUDA_GRAPH_BYTES <= cards[r.index] for b, r in zip(budgets, ranks, strict=True))
+    rows, bill = [], MemoryBill()
+    for rank, room in zip(ranks, free, strict=True):
+        row = devices.DeviceRow(
+            index=rank.index,
+            weights_bytes=rank.weights_bytes,
+            kv_cache_bytes=blocks * BLOCK_TOKENS * rank.kv_bytes_per_token,
+            compute_buffer_bytes=activation,
+            runtime_bytes=NON_TORCH_BYTES,
+            device_bytes=cards[rank.index],
+            layers=len(rank.layers),
+        ).settle(settings.share)
+        row.fits = room > 0 and kv_tokens >= context and graphs_fit
+        rows.append(row)
+        for part, nbytes in (("weights", row.weights_bytes), ("kv_cache", row.kv_cache_bytes)):
+            bill.add(rank.index, part, nbytes)  # type: ignore[arg-type]
+        bill.add(rank.index, "compute", activation)
+        bill.add(rank.index, "runtime", NON_TORCH_BYTES)
+        bill.add(rank.index, "cuda_graphs", CUDA_GRAPH_BYTES)
+    per_token = ranks[0].kv_bytes_per_token
+    notes = [
+        f"tensor parallel {tp} x pipeline parallel {pp}: {len(ranks)} ranks; KV {per_token:,} B/token per rank "
+        f"({devices.kv_heads_per_rank(info.n_kv_heads, tp)} KV head(s) each)",
+        f"profile run at {tokens} batched tokens; {blocks} KV blocks of {BLOCK_TOKENS} tokens on each rank",
+    ]
+    reason = None
+    if min(free) <= 0:
+        notes.append("weights and activations exceed a rank's budget: vLLM fails before the KV cache")
+    elif kv_tokens < context:
+        reason = _refusal(context, per_token, min(free), kv_tokens)
+        notes.append(reason)
+    concurrency = kv_tokens / context if context else None
+    return Estimate(
+        backend=settings.backend,
+        context=context,
+        parallel=max_seqs,
+        weights_bytes=sum(row.weights_bytes for row in rows),
+        weights_host_bytes=0,
+        kv_cache_bytes=sum(row.kv_cache_bytes for row in rows),
+        kv_bytes_per_token=sum(r.kv_bytes_per_token for r in ranks),
+        activations_bytes=activation * len(rows),
+        overhead_bytes=NON_TORCH_BYTES * len(rows),
+        fragmentation_bytes=0,
+        total_bytes=sum(row.total_bytes for row in rows),
+        device_bytes=sum(cards[r.index] for r in ranks),
+        usable_bytes=sum(budgets),
+        fits=all(row.fits for row in rows),
+        n_layers=info.n_layers,
+        kv_dtype=kv_dtype,
+        kv_cells=kv_tokens,
+        kv_cache_tokens=kv_tokens,
+        max_concurrency=round(concurrency, 2) if concurrency is not None else None,
+        reason=reason,
+        notes=notes,
+        bill=bill,
+        devices=rows,
+    )
 
 
 VLLM = VllmMemory()

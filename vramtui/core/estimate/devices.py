@@ -1,0 +1,388 @@
+"""Several GPUs: which device each layer, tensor and buffer lands on, and the verdict of the tightest card.
+
+llama.cpp (`--split-mode layer`, its default) gives each device a contiguous run of layers, apportioned by
+`--tensor-split` (else by each card's memory) with the same float arithmetic as llama-model.cpp
+(`std::upper_bound(splits, (il - i_gpu_start) / act_gpu_layers)` over the normalised prefix sums, the output
+layer counted as one more slot); each layer's KV cache and recurrent state live with it, every device with
+layers holds a compute buffer, and the output layer (with the logits phase of the graph) sits on the last
+one. With every layer offloaded, layer split, the KV cache offloaded and no tensor override, llama-context.cpp
+turns pipeline parallelism on: the scheduler then keeps GGML_SCHED_MAX_COPIES (4) copies of each split's
+inputs (the hidden state handed from device to device, the KQ mask, the positions) so micro-batches overlap.
+`--split-mode row` spreads each layer's 2D matrices over every device by rows (the CUDA split buffer, which
+takes no 3D expert tensor); the rest stays with the layer's device. `--split-mode none` puts everything on
+`--main-gpu`.
+
+vLLM: tensor parallelism divides the weights over the ranks and the KV heads with them (a rank keeps at
+least one head: with fewer KV heads than ranks they are replicated); pipeline parallelism gives each stage a
+run of layers as vllm/distributed/utils.py's get_pp_indices does (the remainder to the stages before the
+last), the embedding to the first stage and the LM head to the last.
+
+Engine-neutral parts only: the families' memory.py call these with their own per-layer figures.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from vramtui.core.errors import VramtuiError
+
+if TYPE_CHECKING:
+    from vramtui.core.estimate.modelinfo import ModelInfo
+
+SPLIT_MODES = ("layer", "row", "none")
+# ggml-backend.cpp: the copies the scheduler keeps of each split's inputs with pipeline parallelism.
+GGML_SCHED_MAX_COPIES = 4
+
+
+@dataclass
+class DeviceRow:
+    """One device's share of the estimate (bytes), as `--json` `devices` lists it."""
+
+    index: int
+    weights_bytes: int = 0
+    kv_cache_bytes: int = 0
+    recurrent_state_bytes: int = 0
+    compute_buffer_bytes: int = 0
+    runtime_bytes: int = 0
+    total_bytes: int = 0
+    device_bytes: int = 0
+    usable_bytes: int = 0
+    fits: bool = True
+    layers: int = 0  # repeating layers placed here (the output layer not counted)
+
+    def settle(self, share: float, extra: int = 0) -> DeviceRow:
+        """Fill the total (plus `extra`, parts with no column of their own), the usable bytes and the verdict."""
+        self.total_bytes = (
+            self.weights_bytes
+            + self.kv_cache_bytes
+            + self.recurrent_state_bytes
+            + self.compute_buffer_bytes
+            + self.runtime_bytes
+            + extra
+        )
+        self.usable_bytes = int(self.device_bytes * share)
+        self.fits = self.total_bytes <= self.usable_bytes
+        return self
+
+    def to_dict(self) -> dict[str, int | bool]:
+        return asdict(self)
+
+
+def _f32(value: float) -> float:
+    """The value as a C float holds it (llama.cpp computes the split points in single precision)."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def split_points(shares: Sequence[float]) -> list[float]:
+    """llama-model.cpp's normalised prefix sums of the split proportions, in float."""
+    total = 0.0
+    points = []
+    for share in shares:
+        total = _f32(total + _f32(share))
+        points.append(total)
+    if total <= 0:
+        raise VramtuiError("--tensor-split: the proportions add up to 0")
+    return [_f32(point / total) for point in points]
+
+
+def layer_devices(
+    n_layers: int, first_gpu_layer: int, gpu_layers: int, shares: Sequence[float]
+) -> list[int | None]:
+    """The device of each layer 0..n_layers (the last slot is the output layer); None: the host.
+
+    `first_gpu_layer` and `gpu_layers` as the estimate places them (the output counts as one more layer)."""
+    points = split_points(shares)
+    act = min(gpu_layers, n_layers + 1)
+    found: list[int | None] = []
+    for il in range(n_layers + 1):
+        if il < first_gpu_layer or il - first_gpu_layer >= act or act <= 0:
+            found.append(None)
+            continue
+        ratio = _f32(_f32(il - first_gpu_layer) / act)
+        found.append(min(bisect_right(points, ratio), len(points) - 1))
+    return found
+
+
+def parse_split(text: str) -> tuple[float, ...]:
+    """`3,1` or `0.75,0.25` (llama.cpp's -ts; also `3/1`): non-negative proportions."""
+    parts = [part.strip() for part in str(text).replace("/", ",").split(",") if part.strip()]
+    if not parts:
+        raise ValueError("give proportions such as 3,1")
+    try:
+        values = tuple(float(part) for part in parts)
+    except ValueError:
+        raise ValueError(f"{text!r}: proportions such as 3,1") from None
+    if any(value < 0 or value != value for value in values) or not sum(values) > 0:
+        raise ValueError(f"{text!r}: proportions must be non-negative and not all 0")
+    return values
+
+
+def check_layout(
+    n_devices: int, tensor_split: Sequence[float], split_mode: str | None, main_gpu: int, tp: int, pp: int
+) -> None:
+    """The multi-GPU settings agree with each other and with the cards given; a one-line error if not."""
+    if split_mode is not None and split_mode not in SPLIT_MODES:
+        raise VramtuiError(f"--split-mode {split_mode!r}: use layer, row or none")
+    if tp < 1 or pp < 1:
+        raise VramtuiError("--tensor-parallel-size and --pipeline-parallel-size must be at least 1")
+    if tensor_split and len(tensor_split) > n_devices:
+        raise VramtuiError(
+            f"--tensor-split names {len(tensor_split)} devices but {n_devices} card(s) are given: "
+            "give one --gpu-mem size per card (24GiB,24GiB)"
+        )
+    if not 0 <= main_gpu < max(n_devices, 1):
+        raise VramtuiError(f"--main-gpu {main_gpu}: there are {n_devices} card(s) (0..{n_devices - 1})")
+    if tp * pp > 1 and tp * pp > n_devices:
+        raise VramtuiError(
+            f"tensor x pipeline parallel = {tp * pp} ranks need as many cards; {n_devices} given "
+            "(--gpu-mem 24GiB,24GiB,...)"
+        )
+
+
+def shares_for(cards: Sequence[int], tensor_split: Sequence[float]) -> list[float]:
+    """The split proportions: --tensor-split (missing devices 0), else each card's memory, as llama.cpp
+    splits by free memory when no split is given."""
+    if tensor_split:
+        return [float(tensor_split[i]) if i < len(tensor_split) else 0.0 for i in range(len(cards))]
+    return [float(card) for card in cards]
+
+
+def pp_layer_counts(n_layers: int, stages: int) -> list[int]:
+    """vLLM's get_pp_indices: n // pp layers per stage, the remainder to the stages before the last."""
+    counts = [n_layers // stages] * stages
+    for i in range(2, n_layers % stages + 2):
+        counts[-i] += 1
+    return counts
+
+
+def kv_heads_per_rank(kv_heads: int, tp: int) -> int:
+    """vLLM: a rank holds kv_heads / tp heads, at least one (replicated when there are fewer than ranks)."""
+    return max(1, kv_heads // max(1, tp))
+
+
+def tightest(rows: Sequence[DeviceRow]) -> DeviceRow | None:
+    """The card with the least room left (the one that decides the verdict)."""
+    return min(rows, key=lambda row: row.usable_bytes - row.total_bytes) if rows else None
+
+
+def describe_rows(rows: Sequence[DeviceRow]) -> str:
+    """`device 1 over by 2.1 GiB` for the cards that do not fit (empty when all do)."""
+    from vramtui.core.units import format_bytes
+
+    over = [row for row in rows if not row.fits]
+    return "; ".join(
+        f"device {row.index} over by {format_bytes(row.total_bytes - row.usable_bytes)}" for row in over
+    )
+
+
+# --- llama.cpp ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """One llama.cpp run's figures per layer, as its accounting sized them for a single device."""
+
+    layer_weights: Sequence[int]  # bytes of each repeating layer that go to a GPU (0: a host layer)
+    layer_matrices: Sequence[int]  # of which 2D matrices (what a row split spreads over every device)
+    layer_kv: Sequence[int]  # KV cache of each layer on the GPU
+    layer_rs: Sequence[int]  # recurrent state of each layer on the GPU
+    output_weights: int  # the output layer's bytes when it is on a GPU
+    first_gpu_layer: int
+    gpu_layers: int  # the output counts as one more
+    compute_layers: int  # the compute buffer of a device that holds layers only
+    compute_output: int  # ... and of the device with the output layer (the logits phase)
+    split_inputs: int  # one copy of a split's inputs: hidden state, KQ mask, positions
+    runtime: int  # CUDA context per device
+
+
+def llama_cpp_rows(
+    plan: LayerPlan,
+    cards: Sequence[int],
+    tensor_split: Sequence[float],
+    split_mode: str | None,
+    main_gpu: int,
+    pipeline: bool,
+    share: float,
+) -> list[DeviceRow]:
+    """Each device's bill for a llama.cpp run over `cards` (bytes of each card)."""
+    rows = [DeviceRow(index=i, device_bytes=card) for i, card in enumerate(cards)]
+    n = len(plan.layer_weights)
+    mode = split_mode or "layer"
+    if mode == "none":  # one GPU only: everything on the main one, the others untouched
+        main = rows[main_gpu]
+        main.weights_bytes = sum(plan.layer_weights) + plan.output_weights
+        main.kv_cache_bytes, main.recurrent_state_bytes = sum(plan.layer_kv), sum(plan.layer_rs)
+        main.layers = sum(1 for il in range(n) if il >= plan.first_gpu_layer)
+        if plan.gpu_layers:
+            main.compute_buffer_bytes, main.runtime_bytes = plan.compute_output, plan.runtime
+        return [row.settle(share) for row in rows]
+    shares = shares_for(cards, tensor_split)
+    where = layer_devices(n, plan.first_gpu_layer, plan.gpu_layers, shares)
+    points_total = sum(shares)
+    for il in range(n):
+        device = where[il]
+        if device is None:  # a host layer; a tensor an override put on a GPU goes to the main one
+            rows[main_gpu].weights_bytes += plan.layer_weights[il]
+            continue
+        row = rows[device]
+        row.layers += 1
+        weights = plan.layer_weights[il]
+        if mode == "row":  # the matrices by rows over every device, the rest with the layer
+            matrices = min(plan.layer_matrices[il], weights)
+            weights -= matrices
+            for other, part in zip(rows, shares, strict=True):
+                other.weights_bytes += int(matrices * part / points_total)
+        row.weights_bytes += weights
+        row.kv_cache_bytes += plan.layer_kv[il]
+        row.recurrent_state_bytes += plan.layer_rs[il]
+    out_device = where[n]
+    if out_device is not None:
+        rows[out_device].weights_bytes += plan.output_weights
+    copies = GGML_SCHED_MAX_COPIES if pipeline else 1
+    for row in rows:
+        holds = row.layers > 0 or row.index == out_device
+        if mode == "row" and plan.gpu_layers:
+            row.compute_buffer_bytes = plan.compute_output  # every device multiplies every layer's rows
+        elif holds:
+            row.compute_buffer_bytes = plan.compute_output if row.index == out_device else plan.compute_layers
+            row.compute_buffer_bytes += (copies - 1) * plan.split_inputs
+        if plan.gpu_layers:
+            row.runtime_bytes = plan.runtime
+    return [row.settle(share) for row in rows]
+
+
+# --- vLLM ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankShare:
+    """What one vLLM rank (tensor-parallel rank `tp_rank` of pipeline stage `stage`) holds."""
+
+    index: int  # the card: stage * tp + tp_rank
+    stage: int
+    layers: range  # the decoder layers of its stage
+    weights_bytes: int
+    kv_bytes_per_token: int
+
+
+def vllm_ranks(
+    info: ModelInfo, weights: int, kv_dtype: str, mla_layout: str, tp: int, pp: int
+) -> list[RankShare]:
+    """Each rank's weights and KV bytes per token under tensor parallel `tp` x pipeline parallel `pp`."""
+    from vramtui.core.estimate.kvcache import kv_layer_bytes
+
+    n = max(1, info.n_layers)
+    width = weights / max(1, info.n_params or 1)  # bytes per parameter as loaded
+    embedding = int(info.vocab * info.hidden * width)
+    head = 0 if info.tied_embeddings else embedding
+    body = max(0, weights - embedding - head)
+    counts = pp_layer_counts(n, pp)
+    shares: list[RankShare] = []
+    start = 0
+    for stage, count in enumerate(counts):
+        layers = range(start, start + count)
+        start += count
+        stage_bytes = body * count / n
+        stage_bytes += embedding if stage == 0 else 0
+        stage_bytes += (head or (embedding if pp > 1 else 0)) if stage == pp - 1 else 0
+        per_token = 0
+        replicated = 0
+        for layer in layers:
+            full = kv_layer_bytes(info, layer, kv_dtype, mla_layout)
+            heads = info.kv_heads_at(layer)
+            if info.kv_lora_rank or not heads:  # an MLA latent is not split by heads: every rank keeps it
+                per_token += full
+                continue
+            kept = kv_heads_per_rank(heads, tp)
+            per_token += full * kept // heads
+            # a rank keeps `kept` heads of the K and V projections, more than its 1/tp share when replicated
+            replicated += max(0, kept - heads / tp) * info.head_dim_k * 2 * info.hidden * width
+        for tp_rank in range(tp):
+            shares.append(
+                RankShare(stage * tp + tp_rank, stage, layers, int(stage_bytes / tp + replicated), per_token)
+            )
+    return shares
+
+
+# --- the wizard: moving the split off a full card ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SplitMove:
+    """Move `layers` layers from device `source` to device `target`: `--tensor-split split`."""
+
+    split: tuple[int, ...]
+    layers: int
+    source: int
+    target: int
+
+    def describe(self) -> str:
+        shown = ",".join(str(part) for part in self.split)
+        return (
+            f"move {self.layers} layers from CUDA{self.source} to CUDA{self.target} (--tensor-split {shown})"
+        )
+
+
+def _device_index(name: str) -> int | None:
+    digits = "".join(ch for ch in name if ch.isdigit())
+    is_gpu = (
+        name.upper().startswith(("CUDA", "ROCM", "VULKAN", "SYCL", "METAL")) and "HOST" not in name.upper()
+    )
+    return int(digits) if digits and is_gpu and "_" not in name else None
+
+
+def printed_by_device(figures: dict[str, int | float], key: str) -> dict[int, int]:
+    """A per-device figure the engine printed (`model_buffer.CUDA1`), by device index (GPUs only)."""
+    found: dict[int, int] = {}
+    for name, value in figures.items():
+        figure, _, device = name.partition(".")
+        index = _device_index(device) if figure == key and device else None
+        if index is not None:
+            found[index] = found.get(index, 0) + int(value)
+    return found
+
+
+def split_moves(
+    figures: dict[str, int | float], n_layers: int, current: Sequence[float] = (), limit: int = 4
+) -> list[SplitMove]:
+    """Splits that move layers off the device that ran out (`oom_device`) to the least loaded other one.
+
+    From what the failed run printed: each device's model and KV buffers (their layers' bytes) and the
+    allocation that failed; as many layers move as that allocation's bytes, then one more at each step.
+    The split is given in layers (the output layer counted on the last device), so llama.cpp places
+    exactly these counts."""
+    source = figures.get("oom_device")
+    weights = printed_by_device(figures, "model_buffer")
+    if source is None or n_layers <= 0 or len(weights) < 2 or int(source) not in weights:
+        return []
+    source = int(source)
+    kv = printed_by_device(figures, "kv_buffer")
+    compute = printed_by_device(figures, "compute_buffer")
+    n_dev = max(weights) + 1
+    basis = kv if len(kv) >= 2 else weights  # KV buffers grow by layer alone (no output, no embedding)
+    if current:
+        slots = layer_devices(n_layers, 0, n_layers + 1, shares_for([1] * n_dev, current))[:n_layers]
+        counts = [sum(1 for d in slots if d == i) for i in range(n_dev)]
+    else:
+        total = sum(basis.values())
+        counts = [round(n_layers * basis.get(i, 0) / total) for i in range(n_dev)]
+        counts[-1] += n_layers - sum(counts)
+    if counts[source] <= 1:
+        return []
+    load = {i: weights.get(i, 0) + kv.get(i, 0) + compute.get(i, 0) for i in range(n_dev) if i != source}
+    target = min(load, key=lambda i: load[i])
+    per_layer = (weights[source] + kv.get(source, 0)) / counts[source]
+    needed = int(figures.get("oom_requested", per_layer))
+    first = max(1, -(-needed // max(1, int(per_layer))))
+    moves = []
+    for moved in range(first, min(counts[source], first + limit)):
+        new = list(counts)
+        new[source] -= moved
+        new[target] += moved
+        new[-1] += 1  # the output layer's slot
+        moves.append(SplitMove(tuple(new), moved, source, target))
+    return moves
