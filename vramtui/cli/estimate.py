@@ -73,14 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="device memory: 24GiB, 24G, 24576MiB; several GPUs: 24GiB,12GiB (default: every GPU NVML "
         "sees, else 24GiB)",
     )
-    gpus = parser.add_argument_group("several GPUs")
-    gpus.add_argument(
-        "-ts", "--tensor-split", metavar="N0,N1,...", help="llama.cpp: share of the model per GPU"
-    )
-    gpus.add_argument("-sm", "--split-mode", metavar="layer|row|none", help="llama.cpp: how to split (layer)")
-    gpus.add_argument("-mg", "--main-gpu", metavar="INDEX", help="llama.cpp: the GPU of -sm none / row (0)")
-    gpus.add_argument("-tp", "--tensor-parallel-size", metavar="N", help="vLLM: tensor-parallel ranks")
-    gpus.add_argument("-pp", "--pipeline-parallel-size", metavar="N", help="vLLM: pipeline stages")
+    _add_several_gpus(parser)
     card.add_argument(
         "--safety",
         metavar="SHARE",
@@ -115,6 +108,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="leave out what earlier runs on this machine measured (runtime overhead, compute buffers)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+
+def _add_several_gpus(parser: argparse.ArgumentParser) -> None:
+    """llama.cpp's split and vLLM's parallel sizes, spelled as the engines spell them."""
+    gpus = parser.add_argument_group("several GPUs")
+    gpus.add_argument(
+        "-ts", "--tensor-split", metavar="N0,N1,...", help="llama.cpp: share of the model per GPU"
+    )
+    gpus.add_argument("-sm", "--split-mode", metavar="layer|row|none", help="llama.cpp: how to split (layer)")
+    gpus.add_argument("-mg", "--main-gpu", metavar="INDEX", help="llama.cpp: the GPU of -sm none / row (0)")
+    gpus.add_argument("-tp", "--tensor-parallel-size", metavar="N", help="vLLM: tensor-parallel ranks")
+    gpus.add_argument("-pp", "--pipeline-parallel-size", metavar="N", help="vLLM: pipeline stages")
 
 
 def _add_extras(parser: argparse.ArgumentParser) -> None:
