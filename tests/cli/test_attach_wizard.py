@@ -211,3 +211,39 @@ def test_bad_attach_input_is_one_line_and_exit_2(args: list[str], says: str) -> 
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and says in proc.stderr
+
+
+def test_take_over_with_yes_relaunches_the_change_under_vramtui(llama_server_8k, tmp_path: Path) -> None:
+    proc, port = llama_server_8k
+    budget = int(_rss_mib(proc.pid) - 15)
+    wizard = _wizard(
+        "--attach", f"http://127.0.0.1:{port}", "--budget", f"{budget}MiB", "--keep", "kv_dtype",
+        "--take-over", "--yes", "--json", "--record", str(tmp_path / "r.jsonl"),
+    )  # fmt: skip
+    lines = _lines(wizard.stderr)
+    seen: list[str] = []
+    argv = _printed_command(lines, seen)
+    deadline = time.monotonic() + 120
+    while not any("it runs under vramtui as PID" in line for line in seen) and time.monotonic() < deadline:
+        try:
+            seen.append(lines.get(timeout=1))
+        except queue.Empty:
+            continue
+    assert any("it runs under vramtui as PID" in line for line in seen), "".join(seen)
+    assert proc.wait(5) is not None  # stopped: the user said yes
+    owner = next(
+        c.pid
+        for c in psutil.net_connections(kind="tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+    )
+    ours = psutil.Process(owner)
+    assert ours.ppid() == wizard.pid  # it runs under vramtui now
+    assert read_command(ours.cmdline()).params == read_command(argv).params
+    assert read_command(argv).params["context"] < 8192
+    wizard.send_signal(signal.SIGTERM)  # vramtui's end stops the server it now owns
+    wizard.wait(30)
+    data = json.loads(wizard.stdout.read())
+    assert data["success"] is True and data["attached"]["taken_over"] is True
+    assert data["steps"][0]["outcome"] == "works"
+    psutil.wait_procs([ours], timeout=15)
+    assert not ours.is_running()

@@ -14,6 +14,7 @@ process's own command line is read first, so a restart without the change is `no
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 import time
@@ -148,8 +149,34 @@ class AttachedRunner:
             stop_process(self.running.pid)
             self.notes.append(f"stopped PID {self.running.pid} (taken over with your yes)")
         self.last_command = None
-        check = run_check(profile, on_start=self._started, replay=self.replay, keep_if_works=True)
-        return check
+        if self.on_command is not None and self.last_change is not None:
+            self.on_command(self.last_change)
+        # The budget as the attached server was judged by it, measured (the launcher's host budget is an
+        # address-space cap, a different measure): launched without the cap, judged on its samples.
+        check = run_check(
+            profile.with_changes(memory_budget=None),
+            on_start=self._started,
+            replay=self.replay,
+            keep_if_works=True,
+        )
+        return self._judged(profile, check)
+
+    def _judged(self, profile: Profile, check: CheckResult) -> CheckResult:
+        budget = profile.memory_budget
+        readings = run_readings(check.samples, check.events)
+        peak = readings.peak_mib if readings is not None else None
+        if not (budget and check.ok and peak is not None and peak * MIB > budget):
+            return check
+        if self.server is not None:
+            self.server.stop()  # over the budget: not a server to keep
+            self.server = None
+        what = "GPU memory" if _place(check.samples) == "gpu" else "process tree RSS"
+        message = f"{what} {peak:.0f} MiB is over the budget of {budget / MIB:.0f} MiB"
+        failure = "cuda_oom" if _place(check.samples) == "gpu" else "host_oom"
+        return dataclasses.replace(
+            check, ready=False, failure=failure, failure_stage="kv_cache", message=message,
+            memory_budget_mib=budget / MIB, budget_mode=_place(check.samples),
+        )  # fmt: skip
 
     def _started(self, server: ModelServer) -> None:
         self.server = server
