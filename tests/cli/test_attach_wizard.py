@@ -9,6 +9,8 @@ own launches and records the step. The take-over way without a yes never stops t
 from __future__ import annotations
 
 import json
+import os
+import pty
 import queue
 import shlex
 import signal
@@ -247,3 +249,47 @@ def test_take_over_with_yes_relaunches_the_change_under_vramtui(llama_server_8k,
     assert data["steps"][0]["outcome"] == "works"
     psutil.wait_procs([ours], timeout=15)
     assert not ours.is_running()
+
+
+def test_at_the_prompt_take_over_needs_a_typed_yes(llama_server_8k, tmp_path: Path) -> None:
+    """On a terminal: [t]ake it over, then anything but "yes" stops nothing; [n]o ends the session."""
+    proc, port = llama_server_8k
+    budget = int(_rss_mib(proc.pid) - 15)
+    leader, follower = pty.openpty()
+    wizard = subprocess.Popen(
+        [sys.executable, "-m", "vramtui", "wizard", "--attach", f"http://127.0.0.1:{port}",
+         "--budget", f"{budget}MiB", "--keep", "kv_dtype", "--record", str(tmp_path / "r.jsonl")],
+        stdin=follower, stdout=follower, stderr=follower,
+    )  # fmt: skip
+    os.close(follower)
+    screen = b""
+
+    def until(text: bytes) -> None:
+        nonlocal screen
+        deadline = time.monotonic() + 90
+        while text not in screen and time.monotonic() < deadline:
+            try:
+                screen += os.read(leader, 65536)
+            except OSError:
+                break
+        assert text in screen, screen.decode(errors="replace")
+
+    until(b"[t]ake it over")
+    os.write(leader, b"t\n")
+    until(b"type yes: ")
+    os.write(leader, b"y\n")  # not the word: nothing is stopped
+    until(b"not stopped.")
+    os.write(leader, b"n\n")
+    assert wizard.wait(60) == 1
+    os.close(leader)
+    assert proc.poll() is None and b"--ctx-size" in screen  # the changed command was shown
+
+
+def test_keep_names_a_parameter_of_the_engine(llama_server_8k) -> None:
+    proc, _port = llama_server_8k
+    run = subprocess.run(
+        [sys.executable, "-m", "vramtui", "wizard", "--attach", str(proc.pid), "--keep", "ctx"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert run.returncode == 2 and run.stderr == "vramtui: --keep ctx: not a parameter of llama.cpp\n"
+    assert proc.poll() is None

@@ -134,6 +134,11 @@ def run_attached(args: argparse.Namespace) -> int:
     attached = attach(args.attach, duration_s=0.3, log=args.log)
     running = running_from(attached)
     profile = attached_profile(running, budget)
+    from vramtui.core.launch.profile import known_params
+
+    for name in args.keep:
+        if name not in (*known_params(profile.backend), "model"):
+            raise VramtuiError(f"--keep {name}: not a parameter of {profile.backend.name}")
     out = sys.stderr if args.json else sys.stdout
     interactive = sys.stdin.isatty() and not args.auto
     runner = AttachedRunner(
