@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 HELP = (
     "watch a running model server vramtui did not start (a PID, http://HOST:PORT, ollama, "
-    "docker:NAME or systemd:UNIT): its engine, model and parameters from its command line, the "
-    "endpoints it answers, its memory readings and its log's diagnosis; it never stops the server"
+    "docker:NAME or systemd:UNIT) in the app: its memory, its log's diagnosis and its parameters from "
+    "its command line (--json or --text: one report); it never stops the server"
 )
 
 
@@ -16,8 +17,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "target", metavar="TARGET", help="a PID, a server URL, ollama, docker:NAME or systemd:UNIT"
     )
+    parser.add_argument("--json", action="store_true", help="print one JSON object after watching (no app)")
     parser.add_argument(
-        "--json", action="store_true", help="print one JSON object after watching (the app view is to come)"
+        "--text",
+        action="store_true",
+        help="print the report as text (no app; also when stdout is no terminal)",
     )
     parser.add_argument(
         "--duration", metavar="S", type=float, default=3.0, help="watch for S seconds (default 3)"
@@ -34,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from vramtui.cli.diagnose import _json_view
     from vramtui.core.attach import attach
 
+    if not args.json and not args.text and sys.stdout.isatty():
+        return open_app(args)
     attached = attach(args.target, duration_s=args.duration, log=args.log)
     report = attached.to_dict(_json_view)
     if args.json:
@@ -41,6 +47,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render_text(report))
     return 0
+
+
+def open_app(args: argparse.Namespace) -> int:
+    """The app on the attached server: its tree in the memory pane, its log in the log pane."""
+    from vramtui.core.attach import attach
+
+    # A short look first: a bad target is one line before the screen opens; the app samples after.
+    attached = attach(args.target, duration_s=0.3, log=args.log)
+    from vramtui.tui.app import run_app
+    from vramtui.tui.attached import view_from
+
+    return run_app(attached=view_from(attached), theme=getattr(args, "theme", None))
 
 
 def _mib(value: Any) -> str:

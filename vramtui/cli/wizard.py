@@ -19,7 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "profile",
         metavar="PROFILE",
-        help="launch profile (TOML) or a name in the config dir; a wizard record (.jsonl) reopens that session",
+        nargs="?",
+        help="launch profile (TOML) or a name in the config dir; a wizard record (.jsonl) reopens that "
+        "session; none with --attach",
     )
     parser.add_argument("--auto", action="store_true", help="apply every proposal without asking")
     parser.add_argument(
@@ -60,6 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="F",
         help="share of the budget a proposal may fill (default 0.9)",
     )
+    from vramtui.cli import wizard_attach
+
+    wizard_attach.add_arguments(parser)
 
 
 def _parse_like(text: str, example: object) -> object:
@@ -150,13 +155,16 @@ def _export(session: Any, target: str) -> None:
         raise VramtuiError(f"cannot write {target}: {error.strerror or error}") from None
 
 
-def report(result: Any, args: argparse.Namespace, stress: Any | None) -> int:
+def report(
+    result: Any, args: argparse.Namespace, stress: Any | None, extra: dict[str, Any] | None = None
+) -> int:
     from vramtui.cli.common import print_json
 
     if args.json:
         data = result.to_dict()
         if stress is not None:
             data["stress"] = stress.to_dict()
+        data.update(extra or {})
         print_json(data)
     else:
         final = result.final_profile
@@ -181,6 +189,16 @@ def report(result: Any, args: argparse.Namespace, stress: Any | None) -> int:
 def run(args: argparse.Namespace) -> int:
     from vramtui.core.errors import VramtuiError
 
+    if getattr(args, "attach", None):
+        if args.profile:
+            raise VramtuiError("give a PROFILE or --attach TARGET, not both")
+        from vramtui.cli.wizard_attach import run_attached
+
+        return run_attached(args)
+    if not args.profile:
+        raise VramtuiError("give a PROFILE (TOML) or --attach TARGET")
+    if getattr(args, "take_over", False):
+        raise VramtuiError("--take-over is for --attach: vramtui starts a profile's server itself")
     if args.profile.endswith(".jsonl"):
         return show_session(args.profile, args.json, args.export)
     if args.max_steps < 0:

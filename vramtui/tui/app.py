@@ -90,8 +90,11 @@ class VramtuiApp(CommandsApp):
         live_sampling: bool = True,
         sample_interval_s: float = 0.1,
         remember: bool = True,
+        attached: Any = None,
     ) -> None:
         super().__init__(theme=theme, remember=remember)
+        self.attached = attached  # a tui.attached.AttachedView: a server vramtui did not start
+        self.follower: Any = None
         self.profile_path = profile_path
         self.log_file = log_file
         self.replay_csv = replay_csv
@@ -151,6 +154,8 @@ class VramtuiApp(CommandsApp):
             if not self.replay_csv and not self.profile_path and not self.demo:
                 self.active_pane = "log"
                 self.action_show_pane("log")
+        if self.attached is not None:
+            self._follow_attached()
         if self.profile_path:
             self.launch(self.profile_path)
             self.action_show_pane("log")  # on a small terminal, the launch is what to watch
@@ -158,6 +163,13 @@ class VramtuiApp(CommandsApp):
             self.query_one(WizardPane).start_demo()
             self.action_show_pane("wizard")
         self.update_status()
+
+    def _follow_attached(self) -> None:
+        from vramtui.tui.attached import AttachedFollower
+
+        self.follower = AttachedFollower(self, self.attached)
+        self.launch_note = self.attached.describe()  # the status line: its current parameters
+        self.follower.start()
 
     def on_resize(self, event: Resize) -> None:
         self._apply_layout(event.size.width, event.size.height)
@@ -400,6 +412,8 @@ class VramtuiApp(CommandsApp):
         if self.sampler is not None:
             self.sampler.close()
             self.sampler = None
+        if self.follower is not None:
+            self.follower.stop()  # its log command only: the attached server keeps running
         log = self.query(LogPane)
         if log:
             log.first().stop_feed()

@@ -97,8 +97,10 @@ def run_app(
     replay_csv: str | None = None,
     demo: bool = False,
     theme: str | None = None,
+    attached: Any = None,
 ) -> int:
-    """Open the app; the CLI (`vramtui`, `vramtui run`, `vramtui demo`) calls exactly this."""
+    """Open the app; the CLI (`vramtui`, `vramtui run`, `vramtui demo`, `vramtui attach`) calls exactly
+    this. `attached`: a `tui.attached.AttachedView`, a server vramtui did not start (never stopped)."""
     for label, value in (("log file", log_file), ("replay CSV", replay_csv), ("profile", profile_path)):
         if value is not None and not Path(value).is_file():
             raise VramtuiError(f"{label} not found: {value}")
@@ -114,7 +116,12 @@ def run_app(
     from vramtui.tui.app import VramtuiApp
 
     app = VramtuiApp(
-        profile_path=profile_path, log_file=log_file, replay_csv=replay_csv, demo=demo, theme=theme
+        profile_path=profile_path,
+        log_file=log_file,
+        replay_csv=replay_csv,
+        demo=demo,
+        theme=theme,
+        attached=attached,
     )
     previous = leave_cleanly_on_sigterm(app)
     previous_hangup = die_with_the_servers_on_hangup()

@@ -43,6 +43,9 @@ class ServerCommand:
     port: int | None = None
     host: str | None = None
     problems: list[str] = field(default_factory=list)
+    # The words no Backend flag reads (--metrics, --slots, a switch), kept verbatim: a command rebuilt
+    # from the parameters passes them on unchanged.
+    unread: list[str] = field(default_factory=list)
 
 
 def _program_matches(program: Sequence[str], argv: Sequence[str]) -> int:
@@ -141,6 +144,7 @@ def read_command(argv: Sequence[str]) -> ServerCommand:
         if not flag:
             positionals.append(raw or "")
             continue
+        typed = flag
         flag = SHORT_FLAGS.get(flag, flag) if SHORT_FLAGS.get(flag) in _known(backend) else flag
         if flag == launch.model_flag:
             command.model = raw
@@ -152,8 +156,11 @@ def read_command(argv: Sequence[str]) -> ServerCommand:
             command.params[params_by_flag[flag]] = _value(params_by_flag[flag], raw)
         elif flag in extra_by_flag:
             command.extra[extra_by_flag[flag]] = _value(extra_by_flag[flag], raw)
+        else:
+            command.unread += [typed] if raw is None else [typed, raw]
     if command.model is None and launch.model_flag is None and positionals:
-        command.model = positionals[0]  # `vllm serve MODEL`
+        command.model = positionals.pop(0)  # `vllm serve MODEL`
+    command.unread += positionals
     return command
 
 
