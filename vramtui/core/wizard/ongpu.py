@@ -222,7 +222,9 @@ def info_from_figures(figures: Mapping[str, float], given: Mapping[str, int] | N
     missing = [key for key in ("layers", "hidden", "heads", "kv_heads") if not shape[key]]
     if missing:
         raise VramtuiError(
-            f"the log does not print the model's {', '.join(missing)}: give them (or the model)"
+            f"the log does not print the model's {', '.join(missing)}: give "
+            + ", ".join("--" + key.replace("_", "-") for key in missing)
+            + " or --model"
         )
     layers, hidden, heads = int(shape["layers"]), int(shape["hidden"]), int(shape["heads"])  # type: ignore[arg-type]
     head_k = int(shape["head_dim_k"] or hidden // heads)
