@@ -900,6 +900,22 @@ FIGURES_2: tuple[FigureRule, ...] = (
         per_device=True,
         backend="llama.cpp",
     ),
+    # fit's projection before it loads: "projected to use 2313 MiB of host memory vs. 24151 MiB of total
+    # host memory" (a CPU run), "... MiB of device memory vs. N MiB of free device memory" (all GPUs)
+    FigureRule(
+        "projected to use",
+        "fit_projected_device",
+        rf"params_fit\w*: projected to use {NUM}(?P<unit>) MiB of device memory",
+        unit_default="MiB",
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "projected to use",
+        "fit_projected_host",
+        rf"params_fit\w*: projected to use {NUM}(?P<unit>) MiB of host memory",
+        unit_default="MiB",
+        backend="llama.cpp",
+    ),
     FigureRule(
         "memory.available",
         "device_free",
