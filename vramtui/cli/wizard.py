@@ -65,6 +65,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from vramtui.cli import wizard_attach
 
     wizard_attach.add_arguments(parser)
+    parser.add_argument(
+        "--goal",
+        choices=("start", "on-gpu"),
+        default="start",
+        help="start: until it runs (default); on-gpu: the fastest setup that keeps every layer on the GPU "
+        "(PROFILE may then be a saved log)",
+    )
+    parser.add_argument(
+        "--gpu-mem", metavar="SIZE", help="on-gpu: the card's memory (default: the free memory the log shows)"
+    )
+    parser.add_argument(
+        "--model",
+        metavar="PATH",
+        help="on-gpu: the model (GGUF, config.json) when the log does not print its shape",
+    )
+    for flag, what in (
+        ("--heads", "attention heads"),
+        ("--kv-heads", "KV heads"),
+        ("--head-dim", "head size"),
+    ):
+        parser.add_argument(
+            flag, type=int, metavar="N", help=f"on-gpu: the model's {what}, when the log lacks them"
+        )
 
 
 def _parse_like(text: str, example: object) -> object:
@@ -201,6 +224,10 @@ def run(args: argparse.Namespace) -> int:
         raise VramtuiError("--take-over is for --attach: vramtui starts a profile's server itself")
     if args.profile.endswith(".jsonl"):
         return show_session(args.profile, args.json, args.export)
+    if getattr(args, "goal", "start") == "on-gpu":
+        from vramtui.cli.wizard_ongpu import run_on_gpu
+
+        return run_on_gpu(args)
     if args.max_steps < 0:
         raise VramtuiError("--max-steps must be 0 or more")
     if not 0.1 <= args.margin <= 1.0:

@@ -392,6 +392,7 @@ FIGURE_RULES: tuple[FigureRule, ...] = (
         rf"vramtui: memory budget {NUM}{UNIT}, enforced on the host",
     ),
     *llama_cpp.FIGURES,
+    *llama_cpp.FIGURES_2,
     *vllm.FIGURES,
     *transformers.FIGURES,
     *sglang.FIGURES_2,

@@ -8,6 +8,8 @@ decides its cause).
 
 from __future__ import annotations
 
+import re
+
 from vramtui.core.logs.ruletypes import (
     DEVICE,
     NUM,
@@ -849,6 +851,94 @@ FIGURES: tuple[FigureRule, ...] = (
         backend="llama.cpp",
     ),
 )
+
+# The model's shape as llama.cpp prints it (print_info / llm_load_print_meta, and the GGUF header's
+# "- kv  6: qwen3moe.block_count u32 = 48"): enough for the estimator to size a run from its log alone.
+_SHAPE_FIGURES: tuple[tuple[str, str, str], ...] = (
+    ("n_layer", "model_layers", "block_count"),
+    ("n_embd", "model_hidden", "embedding_length"),
+    ("n_head_kv", "model_kv_heads", "attention.head_count_kv"),
+    ("n_embd_head_k", "model_head_dim_k", "attention.key_length"),
+    ("n_embd_head_v", "model_head_dim_v", "attention.value_length"),
+    ("n_vocab", "model_vocab", "vocab_size"),
+    ("n_ctx_train", "model_trained_context", "context_length"),
+    ("n_expert", "model_experts", "expert_count"),
+    ("n_expert_used", "model_experts_used", "expert_used_count"),
+    ("n_ff_exp", "model_moe_ff", "expert_feed_forward_length"),
+)
+
+
+def _shape_rules() -> tuple[FigureRule, ...]:
+    rules: list[FigureRule] = []
+    for printed, key, gguf_key in _SHAPE_FIGURES:
+        rules.append(
+            FigureRule(
+                printed,
+                key,
+                rf"(?:print_info|llm_load_print_meta):\s+{printed}\s*=\s*{NUM}\s*$",
+                count=True,
+                backend="llama.cpp",
+            )
+        )
+        rules.append(
+            FigureRule(
+                gguf_key.rsplit(".", 1)[-1],
+                key,
+                rf"- kv\s+\d+:\s+\w+\.{re.escape(gguf_key)}\s+u32\s*=\s*{NUM}\s*$",
+                count=True,
+                backend="llama.cpp",
+            )
+        )
+    return tuple(rules)
+
+
+FIGURES_2: tuple[FigureRule, ...] = (
+    *_shape_rules(),
+    FigureRule(
+        "n_head", "model_heads", rf"(?:print_info|llm_load_print_meta):\s+n_head\s*=\s*{NUM}\s*$",
+        count=True, backend="llama.cpp",
+    ),
+    FigureRule(
+        "head_count", "model_heads", rf"- kv\s+\d+:\s+\w+\.attention\.head_count\s+u32\s*=\s*{NUM}\s*$",
+        count=True, backend="llama.cpp",
+    ),
+    # "print_info: file size = 17.28 GiB (4.86 BPW)" (older: "llm_load_print_meta: model size = ...")
+    FigureRule(
+        "size", "model_file", rf"(?:print_info|llm_load_print_meta):\s+(?:file|model) size\s*=\s*{NUM}{UNIT}",
+        backend="llama.cpp",
+    ),
+    # The card's free memory when the model loads: "using device CUDA0 (NVIDIA GeForce RTX 4080 SUPER)
+    # - 15035 MiB free"; Ollama's plan: memory.available="[22.0 GiB 22.0 GiB]" (the first card's).
+    FigureRule(
+        "using device",
+        "device_free",
+        rf"using device (?P<device>[\w-]+) \(.*\)\s*-\s*{NUM}{UNIT} free",
+        per_device=True,
+        backend="llama.cpp",
+    ),
+    # fit's projection before it loads: "projected to use 2313 MiB of host memory vs. 24151 MiB of total
+    # host memory" (a CPU run), "... MiB of device memory vs. N MiB of free device memory" (all GPUs)
+    FigureRule(
+        "projected to use",
+        "fit_projected_device",
+        rf"params_fit\w*: projected to use {NUM}(?P<unit>) MiB of device memory",
+        unit_default="MiB",
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "projected to use",
+        "fit_projected_host",
+        rf"params_fit\w*: projected to use {NUM}(?P<unit>) MiB of host memory",
+        unit_default="MiB",
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "memory.available",
+        "device_free",
+        rf'memory\.available="?\[{NUM}{UNIT}',
+        backend="ollama",
+    ),
+)  # fmt: skip
 
 MARKS: tuple[tuple[str, str], ...] = (
     ("ollama", "ollama"),

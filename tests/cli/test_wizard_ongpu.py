@@ -1,0 +1,53 @@
+"""`vramtui wizard LOG --goal on-gpu` on a real GPU log from a public issue (llama.cpp#13729)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENTRY = json.loads((ROOT / "tests/data/logs/offloaded.jsonl").read_text().splitlines()[0])
+
+
+def _wizard(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "vramtui", "wizard", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_on_gpu_from_a_saved_log(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text(ENTRY["log"])
+    # the heads are not in this excerpt: Qwen3-30B-A3B's own print_info gives them (ollama#10458)
+    proc = _wizard(
+        str(log), "--goal", "on-gpu", "--heads", "32", "--kv-heads", "4", "--head-dim", "128", "--json"
+    )
+    assert proc.returncode == 1, proc.stderr  # no single change: the weights alone are too big
+    data = json.loads(proc.stdout)
+    assert data["goal"] == "on-gpu" and data["chosen"] is None
+    assert (data["layers_on_gpu"], data["layers_total"]) == (30, 49)
+    assert data["usable_mib"] < data["weights_mib"]
+    assert data["runs_but_slow"] and "19 of 49 layers" in data["runs_but_slow"][0]
+    # on a card twice as large, every layer fits as it is: the proposal is only the layer count
+    proc = _wizard(
+        str(log), "--goal", "on-gpu", "--heads", "32", "--kv-heads", "4", "--gpu-mem", "32GiB", "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["fits_as_is"] is True
+
+
+def test_on_gpu_without_the_shape_is_one_line_and_exit_2(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text(ENTRY["log"])
+    proc = _wizard(str(log), "--goal", "on-gpu")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "--heads" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,78 @@
+"""`vramtui wizard PROFILE|LOG --goal on-gpu`: the fastest setup that keeps every layer on the GPU.
+
+From a saved log (a run on the user's GPU), or from one launch of the profile: when layers or experts
+ended on the host ("runs but slow"), the one change the estimator says frees enough device memory for
+all of them (core/wizard/ongpu.py). It proposes; applying it is the user's (or `--save`'s) step.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+_LOG_SUFFIXES = (".log", ".txt", ".out")
+
+
+def _plan_from_log(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
+    from vramtui.core.estimate.modelinfo import load_model_info
+    from vramtui.core.logs.diagnose import diagnose_file
+    from vramtui.core.units import parse_size
+    from vramtui.core.wizard.ongpu import plan_from_figures, plan_on_gpu, settings_from_figures
+
+    diagnosis = diagnose_file(path)
+    figures = diagnosis.engine_figures
+    device = parse_size(args.gpu_mem) if args.gpu_mem else None
+    backend = diagnosis.backend or "llama.cpp"  # a log that names no engine: llama.cpp prints these lines
+    if args.model:
+        plan = plan_on_gpu(load_model_info(args.model), settings_from_figures(figures, backend, device))
+        plan.layers_on_gpu = int(figures["layers_offloaded"]) if figures.get("layers_offloaded") else None
+        plan.layers_total = int(figures["layers_total"]) if figures.get("layers_total") else None
+    else:
+        given = {"heads": args.heads, "kv_heads": args.kv_heads, "head_dim_k": args.head_dim}
+        plan = plan_from_figures(figures, backend, device, {k: v for k, v in given.items() if v})
+    return diagnosis, plan
+
+
+def _plan_from_profile(args: argparse.Namespace) -> tuple[Any, Any]:
+    from vramtui.core.estimate.estimator import Settings
+    from vramtui.core.estimate.modelinfo import load_model_info
+    from vramtui.core.launch.launcher import pin_port, run_check
+    from vramtui.core.launch.profile import load_launch_profile
+    from vramtui.core.units import parse_size
+    from vramtui.core.wizard.ongpu import plan_on_gpu
+
+    profile = pin_port(load_launch_profile(args.profile))
+    result = run_check(profile)
+    diagnosis = result.diagnosis
+    figures = diagnosis.engine_figures if diagnosis is not None else {}
+    free = figures.get("device_free.CUDA0") or figures.get("device_free")
+    device = parse_size(args.gpu_mem) if args.gpu_mem else (int(free) if free else None)
+    if device is None:
+        from vramtui.core.errors import VramtuiError
+
+        raise VramtuiError("the run's log does not show the card's memory: give --gpu-mem")
+    settings = Settings.from_params(profile.params, profile.backend.name, device_bytes=device)
+    return diagnosis, plan_on_gpu(load_model_info(args.model or profile.model), settings)
+
+
+def _slow(diagnosis: Any) -> list[str]:
+    return [w for w in (getattr(diagnosis, "warnings", None) or []) if w.startswith("runs but slow")]
+
+
+def run_on_gpu(args: argparse.Namespace) -> int:
+    from vramtui.cli.common import print_json
+
+    is_log = Path(args.profile).suffix.lower() in _LOG_SUFFIXES
+    diagnosis, plan = _plan_from_log(args.profile, args) if is_log else _plan_from_profile(args)
+    slow = _slow(diagnosis)
+    if args.json:
+        print_json({**plan.to_dict(), "runs_but_slow": slow})
+    else:
+        for line in slow or ["the log shows no layer or expert on the host CPU"]:
+            print(line)
+        for line in plan.lines():
+            print(line)
+        if plan.chosen is not None:
+            print(f"proposed: {plan.chosen.describe()}")
+    return 0 if plan.chosen is not None or plan.fits_as_is else 1
