@@ -199,3 +199,16 @@ def test_pid_and_source_together_are_refused() -> None:
         timeout=60,
     )
     assert result.returncode == 2 and "--source" in result.stderr
+
+
+def test_the_app_refuses_a_source_it_cannot_read_before_the_screen_opens() -> None:
+    with PayloadServer(recorded("llama-server.prom")) as server:
+        result = subprocess.run(
+            [sys.executable, "-m", "vramtui", "--source", server.url + "/metrics"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    assert result.returncode == 2 and "no GPU memory figures" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "\x1b[" not in result.stdout  # no screen drawn

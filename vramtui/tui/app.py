@@ -90,11 +90,13 @@ class VramtuiApp(CommandsApp):
         live_sampling: bool = True,
         sample_interval_s: float = 0.1,
         remember: bool = True,
+        source_url: str | None = None,
     ) -> None:
         super().__init__(theme=theme, remember=remember)
         self.profile_path = profile_path
         self.log_file = log_file
         self.replay_csv = replay_csv
+        self.source_url = source_url  # a remote box's Prometheus endpoint instead of NVML (--source)
         self.demo = demo
         self.live_sampling = live_sampling
         self.sample_interval_s = sample_interval_s
@@ -223,6 +225,11 @@ class VramtuiApp(CommandsApp):
         from vramtui.core.memory.sampling import HostSource, NvmlSource, Sampler
 
         memory = self.query_one(MemoryPane)
+        if self.source_url:
+            from vramtui.tui.remote import remote_sampler
+
+            self.sampler = remote_sampler(memory, self.source_url, self.sample_interval_s)
+            return
         nvml = NvmlSource()
         status = nvml.status()
         memory.set_gpu_status(status.ok, status.message)

@@ -97,6 +97,7 @@ def run_app(
     replay_csv: str | None = None,
     demo: bool = False,
     theme: str | None = None,
+    source_url: str | None = None,
 ) -> int:
     """Open the app; the CLI (`vramtui`, `vramtui run`, `vramtui demo`) calls exactly this."""
     for label, value in (("log file", log_file), ("replay CSV", replay_csv), ("profile", profile_path)):
@@ -114,7 +115,12 @@ def run_app(
     from vramtui.tui.app import VramtuiApp
 
     app = VramtuiApp(
-        profile_path=profile_path, log_file=log_file, replay_csv=replay_csv, demo=demo, theme=theme
+        profile_path=profile_path,
+        log_file=log_file,
+        replay_csv=replay_csv,
+        demo=demo,
+        theme=theme,
+        source_url=source_url,
     )
     previous = leave_cleanly_on_sigterm(app)
     previous_hangup = die_with_the_servers_on_hangup()

@@ -16,11 +16,13 @@ Parsing is `prometheus_client`'s text parser, never our own.
 
 from __future__ import annotations
 
+import http.client
+import socket
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-import httpx
 
 from vramtui.core.errors import VramtuiError
 from vramtui.core.memory.sampling import GpuReading, Sample, SourceStatus
@@ -176,27 +178,36 @@ class FetchError(Exception):
     """The endpoint did not give a usable answer this time: why, in words."""
 
 
-def fetch_text(client: httpx.Client, url: str, timeout_s: float) -> str:
-    """One GET with a deadline over the whole answer (a server that drips bytes cannot stall us)."""
+def fetch_text(url: str, timeout_s: float) -> str:
+    """One GET with a deadline over the whole answer (a server that drips bytes cannot stall us).
+
+    urllib, not httpx: importing httpx loads rich (its command line), and the core loads no UI library.
+    """
     deadline = time.monotonic() + timeout_s
+    request = urllib.request.Request(url, headers={"Accept": "text/plain"})
+    chunks: list[bytes] = []
     try:
-        with client.stream("GET", url, timeout=timeout_s) as response:
-            if response.status_code != 200:
-                raise FetchError(f"HTTP {response.status_code} {response.reason_phrase}".strip())
-            chunks: list[bytes] = []
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
             size = 0
-            for chunk in response.iter_bytes():
+            while chunk := response.read(1 << 16):
                 size += len(chunk)
                 if size > MAX_BODY:
                     raise FetchError(f"answer over {MAX_BODY >> 20} MiB: not a metrics page")
                 if time.monotonic() > deadline:
                     raise FetchError(f"answer not complete within {timeout_s:g} s")
                 chunks.append(chunk)
-    except httpx.TimeoutException:
+    except urllib.error.HTTPError as error:
+        raise FetchError(f"HTTP {error.code} {error.reason}".strip()) from None
+    except TimeoutError:
         raise FetchError(f"no answer within {timeout_s:g} s") from None
-    except httpx.HTTPError as error:
-        words = str(error) or type(error).__name__
+    except urllib.error.URLError as error:
+        reason = error.reason
+        if isinstance(reason, TimeoutError | socket.timeout):
+            raise FetchError(f"no answer within {timeout_s:g} s") from None
+        words = getattr(reason, "strerror", None) or str(reason)
         raise FetchError(f"cannot connect: {words}") from None
+    except (http.client.HTTPException, OSError) as error:  # reset mid-answer, a listener that is no HTTP
+        raise FetchError(f"cannot read the answer: {error.__class__.__name__} {error}".strip()) from None
     body = b"".join(chunks)
     if b"\x00" in body[:4096]:
         raise FetchError("answered binary data, not the Prometheus text format")
@@ -211,10 +222,9 @@ class PrometheusSource:
     an error, never dropped silently, and comes back under its own index if it returns.
     """
 
-    def __init__(self, url: str, timeout_s: float = TIMEOUT_S, client: httpx.Client | None = None) -> None:
+    def __init__(self, url: str, timeout_s: float = TIMEOUT_S) -> None:
         self.url = normalise_url(url)
         self.timeout_s = timeout_s
-        self._client = client or httpx.Client(follow_redirects=True, headers={"Accept": "text/plain"})
         self._indices: dict[DeviceKey, int] = {}
         self._names: dict[DeviceKey, tuple[str, str]] = {}
         self._hosts: set[str] = set()
@@ -226,7 +236,7 @@ class PrometheusSource:
     # -- one answer --------------------------------------------------------------------------------
 
     def _read(self) -> Payload:
-        text = fetch_text(self._client, self.url, self.timeout_s)
+        text = fetch_text(self.url, self.timeout_s)
         try:
             payload = parse_payload(text)
         except ValueError as error:
@@ -324,7 +334,7 @@ class PrometheusSource:
         return SourceStatus(bool(self._indices), message)
 
     def close(self) -> None:
-        self._client.close()
+        self._gone = []  # one request per sample: no connection is held between them
 
 
 def _has_memory(payload: Payload) -> bool:
