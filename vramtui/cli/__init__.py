@@ -40,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log", metavar="FILE", help="open a saved model-server log in the log pane")
     parser.add_argument("--replay", metavar="CSV", help="show a recorded nvidia-smi CSV in the memory pane")
     parser.add_argument(
+        "--source",
+        metavar="URL",
+        help="show a remote box's GPU memory from its DCGM exporter (http://box:9400/metrics) "
+        "or a Prometheus server's /federate",
+    )
+    parser.add_argument(
         "--theme", metavar="NAME", help="colour theme (see themes/); remembered for next time"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

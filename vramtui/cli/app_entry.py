@@ -15,6 +15,8 @@ def run(args: argparse.Namespace) -> int:
         read_replay_csv(args.replay)
     if getattr(args, "log", None):
         input_file(args.log, "log file")
+    if getattr(args, "source", None):
+        _check_source(args.source)
 
     from vramtui.tui.app import run_app  # Textual loads only when the app opens
 
@@ -22,4 +24,16 @@ def run(args: argparse.Namespace) -> int:
         log_file=getattr(args, "log", None),
         replay_csv=getattr(args, "replay", None),
         theme=getattr(args, "theme", None),
+        source_url=getattr(args, "source", None),
     )
+
+
+def _check_source(url: str) -> None:
+    """A --source that cannot be read is one line before the screen opens, as `record --source` says."""
+    from vramtui.core.memory.prometheus import PrometheusSource
+
+    source = PrometheusSource(url)
+    try:
+        source.check()
+    finally:
+        source.close()

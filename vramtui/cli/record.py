@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, TextIO
 from vramtui.core.errors import VramtuiError
 
 if TYPE_CHECKING:
-    from vramtui.core.memory.sampling import HostSource, NvmlSource
+    from vramtui.core.memory.prometheus import PrometheusSource
+    from vramtui.core.memory.sampling import HostSource, Source
 
 HELP = (
-    "record GPU memory (NVML), host RAM and optionally one process tree as nvidia-smi CSV "
-    "(every row flushed: Ctrl-C keeps all of it)"
+    "record GPU memory (NVML, or a remote box's DCGM exporter with --source), host RAM and optionally "
+    "one process tree as nvidia-smi CSV (every row flushed: Ctrl-C keeps all of it)"
 )
 
 
@@ -39,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--duration", metavar="S", type=float, help="stop after S seconds (default: until Ctrl-C)"
     )
+    parser.add_argument(
+        "--source",
+        metavar="URL",
+        help="read GPU memory from a Prometheus text endpoint instead of NVML: a DCGM exporter "
+        "(http://box:9400/metrics) or a Prometheus server's /federate for a fleet",
+    )
 
 
 def _say(message: str) -> None:
@@ -52,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
         raise VramtuiError("--interval-ms must be a positive number of milliseconds")
     if args.duration is not None and not args.duration > 0:
         raise VramtuiError("--duration must be a positive number of seconds")
+    if args.source is not None and args.pid is not None:
+        raise VramtuiError("--pid watches a local process; it cannot go with --source (a remote box)")
+    gpu_source = _remote_source(args.source) if args.source is not None else None
     host = HostSource(args.pid)
     if args.pid is not None and not host.status().ok:
         raise VramtuiError(f"--pid {args.pid}: {host.status().message}")
@@ -68,18 +78,23 @@ def run(args: argparse.Namespace) -> int:
         stop.set()  # finish the row being written, then stop: nothing recorded is lost
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    nvml = NvmlSource()
+    nvml: Source = gpu_source if gpu_source is not None else NvmlSource()
     try:
-        first = nvml.sample()
-        with_gpu = bool(first and first.gpus)
-        if with_gpu:
-            _say(nvml.status().message)
+        if gpu_source is not None:
+            with_gpu = True
+            _say(gpu_source.status().message)
         else:
-            status = nvml.status()
-            _say(f"{status.message if not status.ok else 'NVML sees no GPU'}; recording host RAM only")
+            first = nvml.sample()
+            with_gpu = bool(first and first.gpus)
+            if with_gpu:
+                _say(nvml.status().message)
+            else:
+                status = nvml.status()
+                _say(f"{status.message if not status.ok else 'NVML sees no GPU'}; recording host RAM only")
         if args.pid is not None:
             _say(host.status().message)
-        rows, samples = _record(out, nvml, host, with_gpu, args, stop)
+        # A remote box's GPUs with this machine's RAM beside them would mix two machines in one row.
+        rows, samples = _record(out, nvml, None if gpu_source else host, with_gpu, args, stop)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -91,10 +106,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _remote_source(url: str) -> PrometheusSource:
+    """The endpoint, fetched once now: one line and exit 2 when it cannot be used."""
+    from vramtui.core.memory.prometheus import PrometheusSource
+
+    source = PrometheusSource(url)
+    try:
+        source.check()
+    except VramtuiError:
+        source.close()
+        raise
+    return source
+
+
 def _record(
     out: TextIO,
-    nvml: NvmlSource,
-    host: HostSource,
+    nvml: Source,
+    host: HostSource | None,
     with_gpu: bool,
     args: argparse.Namespace,
     stop: threading.Event,
@@ -109,12 +137,14 @@ def _record(
     next_tick = started
     samples = 0
     told_exit = False
+    told_status = nvml.status().message
     while not stop.is_set():
         t = time.time()
-        parts = [host.sample()] + ([nvml.sample()] if with_gpu else [])
+        parts = ([host.sample()] if host is not None else []) + ([nvml.sample()] if with_gpu else [])
         sample = merge_samples(t, parts)
         writer.write(sample)
         samples += 1
+        told_status = _tell_change(nvml, told_status) if host is None else told_status
         if args.pid is not None and not told_exit and sample.host and not sample.host.tree_pids:
             told_exit = True
             _say(f"process {args.pid} and its children have exited; still recording (Ctrl-C to stop)")
@@ -129,3 +159,12 @@ def _record(
             delay = min(delay, max(deadline - now, 0.0))
         stop.wait(delay)
     return writer.rows, samples
+
+
+def _tell_change(source: Source, told: str) -> str:
+    """A remote endpoint that stops answering, or a GPU that leaves its answer: one line when it
+    changes (not one per row); the rows go on, with [N/A] where a figure is missing."""
+    message = source.status().message
+    if message != told:
+        _say(message + ("" if source.status().ok else "; still recording (Ctrl-C to stop)"))
+    return message

@@ -91,6 +91,7 @@ class VramtuiApp(CommandsApp):
         sample_interval_s: float = 0.1,
         remember: bool = True,
         attached: Any = None,
+        source_url: str | None = None,
     ) -> None:
         super().__init__(theme=theme, remember=remember)
         self.attached = attached  # a tui.attached.AttachedView: a server vramtui did not start
@@ -98,6 +99,7 @@ class VramtuiApp(CommandsApp):
         self.profile_path = profile_path
         self.log_file = log_file
         self.replay_csv = replay_csv
+        self.source_url = source_url  # a remote box's Prometheus endpoint instead of NVML (--source)
         self.demo = demo
         self.live_sampling = live_sampling
         self.sample_interval_s = sample_interval_s
@@ -235,6 +237,11 @@ class VramtuiApp(CommandsApp):
         from vramtui.core.memory.sampling import HostSource, NvmlSource, Sampler
 
         memory = self.query_one(MemoryPane)
+        if self.source_url:
+            from vramtui.tui.remote import remote_sampler
+
+            self.sampler = remote_sampler(memory, self.source_url, self.sample_interval_s)
+            return
         nvml = NvmlSource()
         status = nvml.status()
         memory.set_gpu_status(status.ok, status.message)

@@ -98,6 +98,7 @@ def run_app(
     demo: bool = False,
     theme: str | None = None,
     attached: Any = None,
+    source_url: str | None = None,
 ) -> int:
     """Open the app; the CLI (`vramtui`, `vramtui run`, `vramtui demo`, `vramtui attach`) calls exactly
     this. `attached`: a `tui.attached.AttachedView`, a server vramtui did not start (never stopped)."""
@@ -122,6 +123,7 @@ def run_app(
         demo=demo,
         theme=theme,
         attached=attached,
+        source_url=source_url,
     )
     previous = leave_cleanly_on_sigterm(app)
     previous_hangup = die_with_the_servers_on_hangup()
