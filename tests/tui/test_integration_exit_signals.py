@@ -87,6 +87,7 @@ def test_signal_to_the_app_stops_the_server_it_started(
     for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
         env[name] = str(tmp_path / name.lower())
     env["VRAMTUI_CONFIG_DIR"] = str(tmp_path / "config")
+    env.pop("VRAMTUI_DATA_DIR", None)  # the run's log lands where a user's would: the XDG data dir
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))

@@ -13,6 +13,7 @@ from test_tui_support import screen_text, wait_for
 from textual.widget import Widget
 from textual.widgets import Static
 
+from vramtui.core.launch.launcher import default_log_dir
 from vramtui.core.logs.stages import STAGES
 from vramtui.tui.app import VramtuiApp
 from vramtui.tui.panes.log import LogPane
@@ -37,9 +38,10 @@ def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def run_logs(root: Path) -> list[Path]:
-    """The launcher keeps one log per launch: their count is the number of model loads."""
-    return sorted((root / "xdg_data_home").rglob("*.log"))
+def run_logs() -> list[Path]:
+    """The launcher keeps one log per launch (in the test's own data dir, tests/conftest.py): their count
+    is the number of model loads."""
+    return sorted(default_log_dir().rglob("*.log"))
 
 
 def codes_on(text: str) -> list[str]:
@@ -74,7 +76,7 @@ async def test_a_failed_run_lands_on_its_error_and_n_proposes_without_relaunchin
             pilot, lambda: app.session is not None and app.session.state in ("failed", "exited"), timeout_s=90
         )
         await wait_for(pilot, lambda: log.finished, timeout_s=30)
-        assert len(run_logs(tmp_path)) == 1
+        assert len(run_logs()) == 1
 
         # The log view sits on the first error by itself (no `e`), not on the traceback's tail.
         view = log.view
@@ -96,7 +98,7 @@ async def test_a_failed_run_lands_on_its_error_and_n_proposes_without_relaunchin
             lambda: wizard.proposal is not None or (wizard.driver is not None and wizard.driver.finished),
             timeout_s=60,
         )
-        assert len(run_logs(tmp_path)) == 1, "n launched the failing profile again"
+        assert len(run_logs()) == 1, "n launched the failing profile again"
         assert [step.outcome for step in wizard.steps] == ["first_run"]
         assert wizard.proposal is not None and "Next change:" in screen_text(app)
         assert codes_on(words_on_screen(app)) == [], words_on_screen(app)
@@ -114,7 +116,7 @@ async def test_a_failed_run_lands_on_its_error_and_n_proposes_without_relaunchin
         assert wizard.steps[-1].outcome == "works" and wizard.driver.verified
         await wait_for(pilot, lambda: app.session is not None and app.session.state == "ready", timeout_s=30)
         await pilot.pause(1.0)  # time for a second launch to show, if the app made one
-        logs = run_logs(tmp_path)
+        logs = run_logs()
         assert len(logs) == len(wizard.steps), "the verified server was stopped and launched again"
         assert app.session.server.log_file == logs[-1] or str(app.session.server.log_file) == str(logs[-1])
         assert app.session.server.running
