@@ -105,6 +105,9 @@ class ModelInfo:
     recurrent_flags: tuple[bool, ...] | None = None
     rs_conv_elements: int = 0
     rs_state_elements: int = 0
+    rs_ssm_f32: bool = (
+        False  # config.json's mamba_ssm_dtype float32: the HF engines keep the SSM state in f32
+    )
     # GGUF: exact bytes per repeating layer, token embedding, output matrix (None: tied) and the rest
     layer_bytes: tuple[int, ...] | None = None
     # GGUF: (name, bytes) of every repeating-layer tensor, so --override-tensor patterns can place each one
