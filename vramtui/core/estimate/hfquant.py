@@ -96,6 +96,9 @@ def matrix_bytes(spec: QuantSpec, rows: int, cols: int) -> int:
         g_idx = cols * 4 if method == "gptq" else 0
         return codes + zeros + groups * rows * 2 + g_idx
     # compressed-tensors
+    if spec.block:
+        b0, b1 = spec.block
+        return n + math.ceil(rows / b0) * math.ceil(cols / b1) * spec.scale_bytes
     scales = (1 if spec.group_size == 0 else groups * rows) * spec.scale_bytes
     zeros = 0 if spec.symmetric else math.ceil((1 if spec.group_size == 0 else groups * rows) * spec.bits / 8)
     shape = 16 if spec.bits < 8 else 0  # pack-quantized keeps the int64[2] weight_shape
@@ -209,8 +212,23 @@ def _compressed_tensors(qc: dict[str, Any]) -> QuantSpec | None:
     bits = _positive(chosen.get("num_bits"), 8)
     kind = "float" if str(chosen.get("type", "int")).lower() == "float" else "int"
     strategy = str(chosen.get("strategy", "channel")).lower()
+    block = chosen.get("block_structure")
+    if strategy == "block" and bits == 8 and isinstance(block, list) and len(block) == 2:
+        # FP8-block: one scale in the model dtype per block, as block fp8 but 2-byte scales
+        return QuantSpec(
+            "compressed-tensors",
+            bits=8,
+            kind=kind,
+            block=(int(block[0]), int(block[1])),
+            group_size=0,
+            skip=_names(qc, "ignore"),
+            skip_style="ct",
+            quantizes_router=True,
+            quantizes_lm_head=True,
+            name="fp8" if kind == "float" else "int8",
+        )
     if bits not in (4, 8) or strategy in ("block", "tensor_group"):
-        return None  # NVFP4 / block-quantized schemes: not laid out here
+        return None  # NVFP4 (tensor_group) and other schemes: not laid out here
     group_size = _positive(chosen.get("group_size"), 128) if strategy == "group" else None
     if strategy == "tensor":
         group_size = 0
