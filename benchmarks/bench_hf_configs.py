@@ -4,7 +4,7 @@ For every config (and every quantization_config applied to the Qwen3-30B-A3B sha
 vLLM would hold as the estimator sizes them, the quantization layout it read, and the real size where one is
 published (gpt-oss-20b's index total_size) or exact (a BF16 checkpoint: 2 bytes x the real model class's
 parameters). Then the device/host split with every expert on the host (`--cpu-moe`) against the split of
-the real files by tensor name, and the recurrent state of the Qwen3.5 hybrid per engine.
+the real files by tensor name, and the recurrent state of the published hybrids per engine (vLLM's KV is the budget it leaves).
 
 Run: python benchmarks/bench_hf_configs.py
 """
@@ -71,23 +71,26 @@ def split_table() -> None:
         )
 
 
+HYBRIDS = (
+    ("Qwen3.5-9B", "Qwen--Qwen3.5-9B.text_config.json"),
+    ("Qwen3-Next-80B-A3B", "Qwen--Qwen3-Next-80B-A3B.config.json"),
+    ("LFM2.5-2.6B", "LiquidAI--LFM2.5-2.6B.config.json"),
+)
+
+
 def recurrent_table() -> None:
-    print("\nQwen3.5-9B (24 Gated DeltaNet + 8 attention layers), context 8192, 4 sequences")
-    info = load("Qwen--Qwen3.5-9B.text_config.json")
-    for backend in ("llama.cpp", "vllm", "transformers"):
-        est = estimate(
-            info,
-            Settings(
-                backend=backend,
-                context=8192 * (4 if backend == "llama.cpp" else 1),
-                parallel=4,
-                device_bytes=CARD,
-            ),
-        )
-        state = est.bill.get("recurrent_state", 0) + est.bill.get("recurrent_state", HOST)
-        print(
-            f"  {backend:12} KV {est.kv_cache_bytes / MIB:10.1f} MiB   recurrent state {state / MIB:8.1f} MiB"
-        )
+    print("\nhybrids: KV and recurrent state at context 8192 per sequence, 4 sequences")
+    for label, name in HYBRIDS:
+        info = load(name)
+        print(f"  {label} ({info.n_recurrent_layers} recurrent of {info.n_layers} layers)")
+        for backend in ("llama.cpp", "vllm", "transformers"):
+            context = 8192 * (4 if backend == "llama.cpp" else 1)  # llama.cpp's context is every slot's
+            est = estimate(
+                info, Settings(backend=backend, context=context, parallel=4, device_bytes=200 * GIB)
+            )
+            state = est.bill.get("recurrent_state", 0) + est.bill.get("recurrent_state", HOST)
+            kv = est.kv_cache_bytes / MIB
+            print(f"    {backend:12} KV {kv:10.1f} MiB   recurrent state {state / MIB:8.1f} MiB")
 
 
 def main() -> None:

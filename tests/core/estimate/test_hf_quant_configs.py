@@ -191,3 +191,26 @@ def test_qwen35_vllm_reserves_a_state_per_running_request(qwen35: dict) -> None:
     # a card too small for the weights and one request's state does not fit
     small = estimate(info, Settings(backend="vllm", context=8192, device_bytes=18 * GIB))
     assert not small.fits
+
+
+def test_qwen3_next_keeps_kv_in_12_layers_and_its_parameters_match_the_hub() -> None:
+    info = mi.load_model_info(CONFIGS / "Qwen--Qwen3-Next-80B-A3B.config.json")
+    # the hub's parameter total of Qwen/Qwen3-Coder-Next, the same shapes (README): the BF16 files are twice it
+    assert info.n_params == pytest.approx(79_674_391_296, rel=0.01)
+    assert info.n_recurrent_layers == 36 and sum(1 for h in info.kv_heads_per_layer or () if h) == 12
+    per_request = 36 * gdn_state_per_layer(2, 2)  # 16 key / 32 value heads of 128, as Qwen3.5-9B
+    vllm = estimate(info, Settings(backend="vllm", context=4096, parallel=1, device_bytes=200 * GIB))
+    assert vllm.bill.get("recurrent_state", 0) == per_request
+    assert vllm.weights_bytes == info.n_params * 2
+    hf = estimate(info, Settings(backend="transformers", context=4096, device_bytes=200 * GIB))
+    assert hf.kv_cache_bytes == 4096 * 12 * 2 * 256 * 2 * 2  # 12 layers x 2 KV heads x 256, K and V, bf16
+
+
+def test_lfm2_short_convolutions_keep_two_columns_of_hidden_per_sequence() -> None:
+    info = mi.load_model_info(CONFIGS / "LiquidAI--LFM2.5-2.6B.config.json")
+    conv_layers = config("LiquidAI--LFM2.5-2.6B.config.json")["layer_types"].count("conv")
+    assert info.n_recurrent_layers == conv_layers == 22
+    for backend in ("vllm", "transformers"):
+        est = estimate(info, Settings(backend=backend, context=4096, parallel=3, device_bytes=80 * GIB))
+        # vLLM's short_conv_state_shape: (conv_L_cache - 1) x hidden in the model dtype, per request
+        assert est.bill.get("recurrent_state", 0) == 3 * conv_layers * 2 * 2048 * 2, backend
