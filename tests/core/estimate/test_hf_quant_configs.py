@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vramtui.core.estimate import hfquant
+from vramtui.core.estimate import hfquant, recurrent
 from vramtui.core.estimate import modelinfo as mi
 from vramtui.core.estimate.estimator import Settings, estimate
 from vramtui.core.estimate.modelinfo import info_from_config
@@ -214,3 +214,20 @@ def test_lfm2_short_convolutions_keep_two_columns_of_hidden_per_sequence() -> No
         est = estimate(info, Settings(backend=backend, context=4096, parallel=3, device_bytes=80 * GIB))
         # vLLM's short_conv_state_shape: (conv_L_cache - 1) x hidden in the model dtype, per request
         assert est.bill.get("recurrent_state", 0) == 3 * conv_layers * 2 * 2048 * 2, backend
+
+
+def test_nemotron_h_pattern_keeps_kv_in_its_attention_layers_and_a_mamba2_state_in_the_m_layers() -> None:
+    cfg = config("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B.config-fields.json")
+    pattern = cfg["hybrid_override_pattern"]
+    info = info_from_config(cfg, "Nemotron-3-Super", exact_params=False)
+    assert info.n_recurrent_layers == pattern.count("M") == 40
+    assert sum(1 for heads in info.kv_heads_per_layer or () if heads) == pattern.count("*") == 8
+    # vLLM's mamba2_state_shape: conv (d_conv - 1) x (heads x head_dim + 2 n_groups d_state), temporal
+    # heads x head_dim x d_state, bf16
+    per_layer = (3 * (128 * 64 + 2 * 8 * 128) + 128 * 64 * 128) * 2
+    assert recurrent.hf_state_bytes_per_sequence(info, 2) == 40 * per_layer
+    # these fields do not give the parameters (the whole config.json and the meta device do): the state and
+    # KV do not depend on them
+    est = estimate(info, Settings(backend="transformers", context=4096, parallel=2, device_bytes=400 * GIB))
+    assert est.bill.get("recurrent_state", 0) == 2 * 40 * per_layer
+    assert est.kv_bytes_per_token == 8 * 2 * 128 * 2 * 2  # 8 attention layers x 2 KV heads x 128, K and V
