@@ -264,6 +264,28 @@ async def test_estimator_reads_a_real_gguf(tiny_gguf: Path) -> None:
         assert pane.estimate is None
 
 
+async def test_estimator_shows_a_hybrids_recurrent_state_row() -> None:
+    """Qwen3.5-9B's published text config on transformers: the legend and the details name the state its 24
+    Gated DeltaNet layers keep per sequence (tests/data/configs)."""
+    from textual.widgets import Select
+
+    config = Path(__file__).resolve().parents[1] / "data" / "configs" / "Qwen--Qwen3.5-9B.text_config.json"
+    app = quiet_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        pane = app.query_one(EstimatorPane)
+        pane.query_one("#est-backend", Select).value = "transformers"
+        pane.set_value("card", "80GiB")
+        pane.set_value("model", str(config))
+        await wait_for(
+            pilot, lambda: pane.estimate is not None and pane.estimate.bill.get("recurrent_state") > 0
+        )
+        await pilot.pause()
+        text = str(pane.query_one("#est-result").render())
+    state = pane.estimate.bill.get("recurrent_state")
+    assert "recurrent state" in text and "/sequence" in text
+    assert state == 24 * (3 * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 4)  # one sequence, SSM in f32
+
+
 # ---- log -------------------------------------------------------------------------------------------
 
 

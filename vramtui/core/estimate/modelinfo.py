@@ -17,13 +17,13 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from vramtui.core.errors import VramtuiError
+from vramtui.core.estimate import hfquant, recurrent
 from vramtui.core.estimate import quant as q
-from vramtui.core.estimate import recurrent
 
 # safetensors dtype -> bytes per element
 _ST_DTYPE_BYTES: dict[str, float] = {
@@ -105,6 +105,9 @@ class ModelInfo:
     recurrent_flags: tuple[bool, ...] | None = None
     rs_conv_elements: int = 0
     rs_state_elements: int = 0
+    rs_ssm_f32: bool = (
+        False  # config.json's mamba_ssm_dtype float32: the HF engines keep the SSM state in f32
+    )
     # GGUF: exact bytes per repeating layer, token embedding, output matrix (None: tied) and the rest
     layer_bytes: tuple[int, ...] | None = None
     # GGUF: (name, bytes) of every repeating-layer tensor, so --override-tensor patterns can place each one
@@ -117,6 +120,8 @@ class ModelInfo:
     params_exact: bool = False
     # a quant_method in config.json vramtui does not know: its weights are sized as 16-bit, an upper bound
     unknown_quant: str | None = None
+    # the checkpoint's quantization layout from config.json (core/estimate/hfquant.py), when it has one
+    quant_spec: hfquant.QuantSpec | None = None
     notes: list[str] = field(default_factory=list)
 
     def kv_heads_at(self, layer: int) -> int:
@@ -136,6 +141,7 @@ class ModelInfo:
         out = {k: v for k, v in self.__dict__.items() if k not in ("layer_bytes", "layer_tensors")}
         out["kv_heads_per_layer"] = list(self.kv_heads_per_layer) if self.kv_heads_per_layer else None
         out["recurrent_flags"] = list(self.recurrent_flags) if self.recurrent_flags else None
+        out["quant_spec"] = asdict(self.quant_spec) if self.quant_spec else None
         return out
 
 
@@ -377,38 +383,15 @@ def _int(cfg: dict[str, Any], *keys: str, default: int | None = None) -> int | N
 
 
 def quant_from_config(qc: dict[str, Any] | None) -> str | None:
-    """quantization_config -> nf4 / nf4-dq / int8 / gptq-g128 / awq-g128 / fp8."""
+    """quantization_config -> nf4 / nf4-dq / int8 / gptq-g128 / awq-g128 / fp8 / mxfp4; a method vramtui
+    does not know comes back as its own name (the caller marks it unknown)."""
+    spec = hfquant.spec_from_config(qc)
+    if spec is not None:
+        return spec.name
     if not isinstance(qc, dict):
         return None
     method = str(qc.get("quant_method", "")).lower()
-    if method == "bitsandbytes":
-        if qc.get("load_in_4bit") or qc.get("_load_in_4bit"):
-            kind = "fp4" if str(qc.get("bnb_4bit_quant_type", "nf4")).lower() == "fp4" else "nf4"
-            return f"{kind}-dq" if qc.get("bnb_4bit_use_double_quant") and kind == "nf4" else kind
-        return "int8"
-    if method in ("gptq", "awq"):
-        group = qc.get("group_size", qc.get("q_group_size", 128))
-        group = 128 if not isinstance(group, int) or group <= 0 else group
-        bits = qc.get("bits", qc.get("w_bit", 4))
-        return f"{method}-g{group}" if bits == 4 else f"{method}-8bit-g{group}"
-    if method in ("fp8", "fbgemm_fp8"):
-        return "fp8"
-    if method == "mxfp4":
-        return "mxfp4"
-    if method == "compressed-tensors":
-        groups = qc.get("config_groups") or {}
-        for group in groups.values() if isinstance(groups, dict) else []:
-            weights = group.get("weights") or {}
-            bits, kind = weights.get("num_bits", 8), str(weights.get("type", "int"))
-            if bits == 8:
-                return "fp8" if kind == "float" else "int8"
-            if bits == 4:
-                size = weights.get("group_size") or 128
-                return f"gptq-g{size}"
-        return "int8"
-    if method:
-        return method
-    return None
+    return method or None
 
 
 _SHAPE_ALIASES = {
@@ -516,13 +499,12 @@ def _config_mla(info: ModelInfo, cfg: dict[str, Any]) -> None:
 
 def _config_quant_and_params(info: ModelInfo, cfg: dict[str, Any], exact_params: bool) -> None:
     qc = cfg.get("quantization_config")
+    info.quant_spec = hfquant.spec_from_config(qc)
     info.quant = quant_from_config(qc)
-    if (
-        info.quant
-        and info.quant not in ("fp8", "int8", "nf4", "nf4-dq", "fp4", *q.EXPERTS_ONLY)
-        and not info.quant.startswith(("gptq", "awq"))
-    ):
+    if info.quant and info.quant_spec is None:
         info.unknown_quant, info.quant = info.quant, None
+        if isinstance(qc, dict) and str(qc.get("quant_method", "")).lower() == "compressed-tensors":
+            info.unknown_quant = "compressed-tensors (a scheme vramtui does not lay out)"
     if exact_params:
         exact = count_params_exact(cfg, info)
         if exact:
@@ -540,11 +522,12 @@ def _config_quant_and_params(info: ModelInfo, cfg: dict[str, Any], exact_params:
         else:
             info.notes.append("parameter count computed from the config's shapes (--no-meta)")
     info.bits_per_weight = q.bits_per_weight(info.quant) if info.quant else q.bits_per_weight(info.dtype)
-    if info.quant in q.EXPERTS_ONLY and info.n_params:  # the average over experts and 16-bit rest
-        experts = expert_params(info)
-        info.bits_per_weight = (
-            experts * info.bits_per_weight + (info.n_params - experts) * 16
-        ) / info.n_params
+    if info.quant_spec is not None and info.n_params:  # the average over the quantized and 16-bit parts
+        from vramtui.core.estimate.weights import hf_quantized_bytes
+
+        sized = hf_quantized_bytes(info, info.quant_spec)
+        info.bits_per_weight = sized.total * 8 / info.n_params
+        info.notes.append(f"quantization_config: {info.quant_spec.describe()}")
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -972,6 +955,7 @@ def apply_overrides(info: ModelInfo, **flags: Any) -> ModelInfo:
         if key != info.quant:
             changes.update(quant=key, weights_bytes=None, weights_source="params", layer_bytes=None)
             changes["layer_tensors"] = None
+            changes["quant_spec"] = None  # the user's --quant replaces the checkpoint's layout
             changes.update(token_embd_bytes=None, output_bytes=None, other_bytes=0)
             changes["file_type"] = key if info.weights_source == "gguf" or key in q.FILE_TYPE_BPW else None
             changes["bits_per_weight"] = q.bits_per_weight(key)

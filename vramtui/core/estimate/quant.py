@@ -214,7 +214,8 @@ class TensorRole:
 def gguf_tensor_type(file_type: str, role: TensorRole, n_layers: int, tied: bool = False) -> str:
     """The ggml type llama-quantize gives a tensor for a given file type (its main rules)."""
     ftype = normalize_quant(file_type)
-    if role.kind in ("norm", "bias"):
+    # llama-quantize never quantizes the MoE router (ffn_gate_inp), which convert_hf_to_gguf writes as f32
+    if role.kind in ("norm", "bias", "ffn_gate_inp"):
         return "f32"
     base, more = _FILE_TYPE_BASE.get(ftype, (ftype if ftype in _ggml_sizes() else "q4_k", None))
     if ftype in ("f32", "f16", "bf16"):

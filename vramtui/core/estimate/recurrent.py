@@ -60,6 +60,18 @@ def recurrent_state_bytes(
     return count * state_bytes_per_layer(info) * max(1, sequences)
 
 
+def hf_state_bytes_per_sequence(info: ModelInfo, model_dtype_bytes: int, ssm_f32: bool = False) -> int:
+    """One sequence's state over every recurrent layer as vLLM and transformers keep it: the same conv and
+    SSM elements as llama.cpp (vLLM's MambaStateShapeCalculator: mamba2 conv (d_conv - 1) x (d_inner +
+    2 n_groups d_state), temporal n_heads x head_dim x d_state; gated delta net conv (kernel - 1) x
+    (2 k_heads k_dim + v_heads v_dim), temporal v_heads x v_dim x k_dim; short conv (L - 1) x hidden), in the
+    model dtype (its mamba_cache_dtype "auto"); `ssm_f32`: the temporal state in float32 (a
+    `mamba_ssm_cache_dtype` / config `mamba_ssm_dtype` of float32)."""
+    ssm_bytes = 4 if ssm_f32 else model_dtype_bytes
+    per_layer = info.rs_conv_elements * model_dtype_bytes + info.rs_state_elements * ssm_bytes
+    return info.n_recurrent_layers * per_layer
+
+
 def describe(info: ModelInfo, sequences: int) -> str:
     n = info.n_recurrent_layers
     per_layer = state_bytes_per_layer(info)
@@ -167,6 +179,7 @@ def from_config(info: ModelInfo, cfg: dict[str, Any]) -> None:
         return
     recurrent, attention = layout
     info.recurrent_flags = tuple(recurrent)
+    info.rs_ssm_f32 = str(cfg.get("mamba_ssm_dtype", "")).lower() in ("float32", "fp32")
     info.kv_heads_per_layer = tuple(info.kv_heads_at(i) if attention[i] else 0 for i in range(n))
     hidden = info.hidden
     if "linear_key_head_dim" in cfg:  # Gated DeltaNet (Qwen3-Next, Qwen3.5)

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vramtui.core.estimate import hfquant
 from vramtui.core.estimate import quant as q
 from vramtui.core.estimate.modelinfo import (
     ModelInfo,
     TensorGroup,
-    expert_params,
-    split_params,
     tensor_groups,
 )
 
@@ -90,6 +89,96 @@ def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWei
     return LayerWeights(tuple(layers), token_embd, output, other, tuple(named))
 
 
+# The Hugging Face module each tensor group is (Llama / Qwen / DeepSeek names), for matching a config's
+# lists of modules kept unquantized; an expert group is named by its first expert.
+_HF_MODULES: dict[str, str] = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_qkv": "self_attn.qkv_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_a": "self_attn.q_a_proj",
+    "attn_q_b": "self_attn.q_b_proj",
+    "attn_kv_a_mqa": "self_attn.kv_a_proj_with_mqa",
+    "attn_kv_b": "self_attn.kv_b_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+    "ffn_gate_inp": "mlp.gate",
+    "ffn_gate_exps": "mlp.experts.0.gate_proj",
+    "ffn_up_exps": "mlp.experts.0.up_proj",
+    "ffn_down_exps": "mlp.experts.0.down_proj",
+    "ffn_gate_shexp": "mlp.shared_expert.gate_proj",
+    "ffn_up_shexp": "mlp.shared_expert.up_proj",
+    "ffn_down_shexp": "mlp.shared_expert.down_proj",
+}
+_KEPT_KINDS = ("token_embd", "norm", "bias")
+
+
+def hf_module_name(group: TensorGroup) -> str:
+    if group.kind == "token_embd":
+        return "model.embed_tokens"
+    if group.kind == "output":
+        return "lm_head"
+    return f"model.layers.{group.layer}.{_HF_MODULES.get(group.kind, group.kind)}"
+
+
+def _is_quantized(spec: hfquant.QuantSpec, group: TensorGroup) -> bool:
+    if group.kind in _KEPT_KINDS:
+        return False
+    if spec.experts_only:
+        quantized = group.kind.endswith("_exps")
+    elif group.kind == "output":
+        quantized = spec.quantizes_lm_head
+    elif group.kind == "ffn_gate_inp":
+        quantized = spec.quantizes_router
+    else:
+        quantized = True
+    return quantized and not hfquant.is_skipped(spec, hf_module_name(group))
+
+
+@dataclass(frozen=True)
+class HfWeights:
+    """A quantized checkpoint's bytes, summed per tensor group as its layout stores them."""
+
+    total: int
+    quantized_params: int
+    kept_params: int  # 16-bit: embeddings, norms, skipped modules
+    experts: int  # bytes of the routed experts (ffn_*_exps)
+
+
+def hf_quantized_bytes(info: ModelInfo, spec: hfquant.QuantSpec) -> HfWeights:
+    """Bytes of every tensor as the method lays it out; parameters the shapes do not lay out (a hybrid's
+    recurrent mixers, gpt-oss's sinks and biases) at the rate of the quantized share, or 16-bit for an
+    experts-only method."""
+    unquantized = dtype_bytes(info.dtype if info.dtype in ("f32", "f16", "bf16") else "bf16")
+    total = experts = quantized = kept = 0
+    quantized_bytes = 0
+    for group in tensor_groups(info):
+        if _is_quantized(spec, group):
+            size = hfquant.matrix_bytes(spec, group.rows, group.cols) * group.count
+            quantized += group.n_elements
+            quantized_bytes += size
+        else:
+            size = group.n_elements * unquantized
+            kept += group.n_elements
+        if group.kind.endswith("_exps"):
+            experts += size
+        total += size
+    rest = (info.n_params or 0) - quantized - kept
+    if rest > 0:
+        rate = unquantized if spec.experts_only or not quantized else quantized_bytes / quantized
+        total += int(rest * rate)
+        kept += rest if spec.experts_only else 0
+    return HfWeights(total, quantized, kept, experts)
+
+
+def _spec_for(info: ModelInfo, method: str, wanted: str | None) -> hfquant.QuantSpec | None:
+    if wanted in (None, info.quant) and info.quant_spec is not None:
+        return info.quant_spec
+    return hfquant.spec_from_name(method)
+
+
 def hf_weights_bytes(
     info: ModelInfo, quant: str | None, bnb_as_nf4_dq: bool = False
 ) -> tuple[int, int | None, list[str]]:
@@ -110,12 +199,9 @@ def hf_weights_bytes(
     if method is None or method in ("f16", "bf16", "f32"):
         size = n_params * (dtype_bytes(method) if method else unquantized)
         return size, None, notes
-    linear, kept = split_params(info)
-    if method in q.EXPERTS_ONLY:  # the experts at the method's width, everything else 16-bit
-        experts = min(expert_params(info), n_params)
-        size = int(experts * q.bits_per_weight(method) / 8 + (n_params - experts) * 2)
-    elif q.is_hf_quant(method):
-        size = int(linear * q.bits_per_weight(method) / 8 + kept * 2)
+    spec = _spec_for(info, method, wanted) if q.is_hf_quant(method) or method in q.EXPERTS_ONLY else None
+    if spec is not None:
+        size = hf_quantized_bytes(info, spec).total
     else:  # a GGUF type through vLLM's GGUF loader: everything at that width
         size = int(n_params * q.bits_per_weight(method) / 8)
     peak = None

@@ -21,7 +21,7 @@ from textual.widgets import Input, Label, Select, Static
 
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate.inputs import DEFAULT_CONTEXT
-from vramtui.core.memory.parts import LABELS, PARTS, Part
+from vramtui.core.memory.parts import HOST, LABELS, PARTS, Part
 from vramtui.core.units import GIB, format_bytes
 from vramtui.tui.palette import theme_style
 from vramtui.tui.panes.base import Pane
@@ -411,6 +411,9 @@ class EstimatorPane(Pane):
             details.append(f"host RAM for the rest {format_bytes(est.host_bytes_needed, 1)}")
         if getattr(est, "kv_bytes_per_token", None):
             details.append(f"KV {format_bytes(est.kv_bytes_per_token, 1)}/token")
+        state = est.bill.get("recurrent_state") + est.bill.get("recurrent_state", HOST)
+        if state:  # a hybrid's Mamba / linear-attention state: per sequence, whatever the context
+            details.append(f"recurrent state {format_bytes(state // max(1, est.parallel), 1)}/sequence")
         if details:
             text.append("\n" + " · ".join(details), style="dim")
         if not self.gpu_present and self.value("card") == DEFAULT_CARD:

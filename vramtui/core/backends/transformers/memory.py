@@ -8,6 +8,7 @@ attention, the score matrices.
 
 from __future__ import annotations
 
+from vramtui.core.estimate import recurrent
 from vramtui.core.estimate.accounting import MLA_DECOMPRESSED, MemoryAccounting
 from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settings
 from vramtui.core.estimate.kvcache import is_swa, kv_bytes_per_token, kv_layer_bytes
@@ -57,12 +58,17 @@ class TransformersMemory(MemoryAccounting):
         kv_dtype = self.kv_dtype(info, settings)
         weights, peak, notes = hf_weights_bytes(info, settings.quant)
         kv = kv_cache_bytes(info, context, batch, kv_dtype)
+        # a hybrid's Mamba / linear-attention layers keep a conv and SSM state per sequence instead of KV
+        state = batch * recurrent.hf_state_bytes_per_sequence(
+            info, dtype_bytes(info.dtype if info.dtype != "fp8" else "bf16"), info.rs_ssm_f32
+        )
         activations = prefill_activations(info, settings, context, batch)
         if settings.flash_attn is False:
             notes.append("eager attention: score matrices grow with context squared")
         bill = MemoryBill()
         bill.add(0, "weights", weights)
         bill.add(0, "kv_cache", kv)
+        bill.add(0, "recurrent_state", state)
         bill.add(0, "compute", activations)
         bill.add(0, "runtime", CUDA_CONTEXT_BYTES)
         bill.add(0, "margin", int(TORCH_FRAGMENTATION * (kv + activations)))

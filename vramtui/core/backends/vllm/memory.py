@@ -8,12 +8,12 @@ reported as it prints them.
 
 from __future__ import annotations
 
-from vramtui.core.estimate import devices
+from vramtui.core.estimate import devices, recurrent
 from vramtui.core.estimate.accounting import MLA_LATENT, MemoryAccounting
 from vramtui.core.estimate.estimator import Estimate, Settings
 from vramtui.core.estimate.kvcache import kv_bytes_per_token
 from vramtui.core.estimate.modelinfo import ModelInfo
-from vramtui.core.estimate.weights import hf_weights_bytes
+from vramtui.core.estimate.weights import dtype_bytes, hf_weights_bytes
 from vramtui.core.memory.parts import MemoryBill
 from vramtui.core.units import GIB, MIB
 
@@ -57,6 +57,27 @@ def _refusal(context: int, per_token: int, kv_available: int, kv_tokens: int) ->
     )
 
 
+def _recurrent_reservation(
+    info: ModelInfo, context: int, per_token: int, max_seqs: int, kv_available: int
+) -> tuple[int, int]:
+    """(bytes, sequences) of the Mamba / linear-attention state vLLM keeps out of the KV budget: one state
+    per running request in the model dtype, for as many requests as fit at the full context (at most
+    max_num_seqs). vLLM's hybrid allocator pages both out of one pool; this reads its capacity the same."""
+    per_seq = recurrent.hf_state_bytes_per_sequence(info, dtype_bytes(info.dtype))
+    if not per_seq or kv_available <= 0:
+        return 0, 0
+    seqs = min(max_seqs, kv_available // (per_seq + context * per_token))
+    return seqs * per_seq, seqs
+
+
+def _state_note(info: ModelInfo, state: int, seqs: int) -> str:
+    return (
+        f"hybrid/recurrent: {info.n_recurrent_layers} of {info.n_layers} layers keep a per-request state "
+        f"(conv + SSM, model dtype) instead of KV: {state / max(1, seqs) / MIB:.1f} MiB a request, "
+        f"{seqs} request(s) at the full context"
+    )
+
+
 class VllmMemory(MemoryAccounting):
     default_safety = DEFAULT_UTILIZATION
     kv_from_budget = True
@@ -90,9 +111,14 @@ class VllmMemory(MemoryAccounting):
             return est
         activation = activation_peak(info, tokens, max_seqs)
         kv_available = budget - weights - NON_TORCH_BYTES - activation
+        state, state_seqs = _recurrent_reservation(info, context, per_token, max_seqs, kv_available)
+        if state:
+            notes.append(_state_note(info, state, state_seqs))
         block_bytes = BLOCK_TOKENS * per_token
-        blocks = max(0, kv_available // block_bytes) if block_bytes else 0
-        kv_tokens = blocks * BLOCK_TOKENS
+        blocks = max(0, (kv_available - state) // block_bytes) if block_bytes else 0
+        kv_tokens = blocks * BLOCK_TOKENS if block_bytes else state_seqs * context
+        if info.n_recurrent_layers and not state_seqs:
+            kv_tokens = 0  # not even one request's state fits
         reason = None
         if kv_available <= 0:
             notes.append("weights and activations exceed the budget: vLLM fails before the KV cache")
@@ -112,6 +138,7 @@ class VllmMemory(MemoryAccounting):
         for part, nbytes in (
             ("weights", weights),
             ("kv_cache", blocks * block_bytes),
+            ("recurrent_state", state),
             ("compute", activation),
             ("runtime", NON_TORCH_BYTES),
             ("cuda_graphs", CUDA_GRAPH_BYTES),

@@ -1,0 +1,233 @@
+"""Published config.json files (tests/data/configs, sources in its README) sized by the estimator: each
+quantization method's on-disk layout, the real file sizes where they are published, the device/host split of
+an all-experts-on-the-host run, and the recurrent state of a hybrid on the Hugging Face engines."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from vramtui.core.estimate import hfquant, recurrent
+from vramtui.core.estimate import modelinfo as mi
+from vramtui.core.estimate.estimator import Settings, estimate
+from vramtui.core.estimate.modelinfo import info_from_config
+from vramtui.core.estimate.weights import hf_quantized_bytes
+from vramtui.core.memory.parts import HOST
+from vramtui.core.units import GIB
+
+CONFIGS = Path(__file__).resolve().parents[2] / "data" / "configs"
+# openai/gpt-oss-20b's model.safetensors.index.json metadata.total_size (README)
+GPT_OSS_20B_TOTAL_SIZE = 13_761_264_768
+
+
+def config(name: str) -> dict:
+    return json.loads((CONFIGS / name).read_text())
+
+
+@pytest.fixture(autouse=True)
+def _private_param_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mi, "_params_cache_path", lambda: tmp_path / "param_counts.json")
+
+
+@pytest.fixture(scope="module")
+def qwen3_moe() -> dict:
+    return config("Qwen--Qwen3-30B-A3B.config.json")
+
+
+def with_quant(cfg: dict, name: str) -> dict:
+    return {**cfg, "quantization_config": config(name)}
+
+
+def test_gpt_oss_20b_weights_match_the_published_total_size() -> None:
+    info = mi.load_model_info(CONFIGS / "openai--gpt-oss-20b.config.json")
+    est = estimate(info, Settings(backend="vllm", device_bytes=80 * GIB))
+    # MXFP4's layout is exact (17 bytes per 32 expert weights) and the rest is BF16, so the only error left
+    # is the parameter count; 1% is the tolerance for tensors the count might miss (it misses none here)
+    assert est.weights_bytes == pytest.approx(GPT_OSS_20B_TOTAL_SIZE, rel=0.01)
+
+
+def test_qwen3_30b_a3b_all_experts_on_the_host_splits_as_its_files(qwen3_moe: dict) -> None:
+    info = info_from_config(qwen3_moe, "Qwen3-30B-A3B")
+    total = info.n_params * 2  # BF16 throughout
+    # the real split, by the index's tensor names: 48 x 128 x 3 expert matrices of 768 x 2048, and
+    # model.embed_tokens (151936 x 2048) on the host; everything else on the device
+    experts = 48 * 128 * 3 * 768 * 2048 * 2
+    host = experts + 151936 * 2048 * 2
+    device = total - host
+    est = estimate(info, Settings(cpu_moe=True, device_bytes=24 * GIB))
+    assert est.bill.get("weights", HOST) == pytest.approx(host, rel=0.10)
+    assert est.bill.get("weights", 0) == pytest.approx(device, rel=0.10)
+    assert est.expert_host_bytes == experts
+
+
+def test_block_fp8_keeps_the_router_and_lm_head_and_adds_a_float32_scale_per_block(qwen3_moe: dict) -> None:
+    cfg = with_quant(qwen3_moe, "Qwen--Qwen3-30B-A3B-Thinking-2507-FP8.quantization_config.json")
+    info = info_from_config(cfg, "Qwen3-30B-A3B-FP8")
+    spec = info.quant_spec
+    assert info.quant == "fp8" and spec is not None and spec.block == (128, 128)
+    assert hfquant.is_skipped(spec, "model.layers.7.mlp.gate")
+    assert not hfquant.is_skipped(spec, "model.layers.7.mlp.experts.0.gate_proj")
+    sized = hf_quantized_bytes(info, spec)
+    # an expert's gate: 768 x 2048 e4m3 codes and ceil(768/128) x ceil(2048/128) float32 scales
+    gate = 768 * 2048 + 6 * 16 * 4
+    expert_down = 2048 * 768 + 16 * 6 * 4
+    assert sized.experts == 48 * 128 * (2 * gate + expert_down)
+    # the router (128 x 2048), embeddings and lm_head stay BF16
+    kept = 48 * 128 * 2048 + 2 * 151936 * 2048
+    assert sized.kept_params >= kept
+    bf16 = info.n_params * 2
+    assert 0.50 < sized.total / bf16 < 0.53
+
+
+def test_awq_modules_to_not_convert_match_as_substrings(qwen3_moe: dict) -> None:
+    cfg = with_quant(qwen3_moe, "QuantTrio--Qwen3.6-35B-A3B-AWQ.quantization_config.json")
+    info = info_from_config(cfg, "AWQ")
+    spec = info.quant_spec
+    assert spec is not None and info.quant == "awq-g128"
+    for kept in (
+        "model.layers.3.self_attn.q_proj",
+        "model.layers.3.mlp.gate",
+        "model.layers.0.mlp.experts.0.up_proj",
+    ):
+        assert hfquant.is_skipped(spec, kept), kept
+    assert not hfquant.is_skipped(spec, "model.layers.3.mlp.experts.0.up_proj")
+    # AWQ's GEMM layout: qweight 4 bits a weight, qzeros 4 bits and an fp16 scale per group of 128, no g_idx
+    assert hfquant.matrix_bytes(spec, 768, 2048) == 768 * 2048 // 2 + 16 * 768 // 2 + 16 * 768 * 2
+    est = estimate(info, Settings(backend="vllm", device_bytes=80 * GIB))
+    # experts of 47 layers quantized, layer 0 and every attention 16-bit
+    assert 15 * GIB < est.weights_bytes < 18 * GIB
+
+
+def test_gptq_saves_g_idx_and_its_group_size(qwen3_moe: dict) -> None:
+    qc = {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": True, "sym": True}
+    info = info_from_config({**qwen3_moe, "quantization_config": qc}, "GPTQ")
+    assert info.quant == "gptq-g32"
+    spec = info.quant_spec
+    assert spec is not None
+    rows, cols = 2048, 768
+    assert (
+        hfquant.matrix_bytes(spec, rows, cols) == rows * cols // 2 + 24 * rows // 2 + 24 * rows * 2 + cols * 4
+    )
+
+
+def test_compressed_tensors_w4a16_packs_int4_with_a_bf16_scale_per_group(qwen3_moe: dict) -> None:
+    cfg = with_quant(qwen3_moe, "llm-compressor-W4A16.quantization_config.json")
+    info = info_from_config(cfg, "W4A16")
+    spec = info.quant_spec
+    assert spec is not None and spec.method == "compressed-tensors" and spec.group_size == 128
+    assert hfquant.is_skipped(spec, "lm_head") and hfquant.is_skipped(spec, "model.layers.9.mlp.gate")
+    assert not hfquant.is_skipped(spec, "model.layers.9.mlp.gate_proj")  # re: matches from the start, $ ends
+    # weight_packed int32 (8 codes each), weight_scale bf16 per group, weight_shape int64[2]
+    assert hfquant.matrix_bytes(spec, 768, 2048) == 768 * 2048 // 2 + 768 * 16 * 2 + 16
+    # w8a8 int8 per channel: a byte a weight and a scale per row
+    w8a8 = json.loads(json.dumps(config("llm-compressor-W4A16.quantization_config.json")))
+    w8a8["config_groups"]["group_0"]["weights"].update(num_bits=8, strategy="channel", group_size=None)
+    spec8 = hfquant.spec_from_config(w8a8)
+    assert spec8 is not None and spec8.name == "int8"
+    assert hfquant.matrix_bytes(spec8, 768, 2048) == 768 * 2048 + 768 * 2
+
+
+def test_bitsandbytes_nf4_double_quant_and_its_skip_modules(qwen3_moe: dict) -> None:
+    qc = {
+        "quant_method": "bitsandbytes",
+        "load_in_4bit": True,
+        "bnb_4bit_quant_type": "nf4",
+        "bnb_4bit_use_double_quant": True,
+        "llm_int8_skip_modules": ["lm_head", "mlp.gate"],
+    }
+    info = info_from_config({**qwen3_moe, "quantization_config": qc}, "bnb")
+    spec = info.quant_spec
+    assert info.quant == "nf4-dq" and spec is not None
+    n = 768 * 2048
+    assert hfquant.matrix_bytes(spec, 768, 2048) == n // 2 + n // 64 + math.ceil(n / 64 / 256) * 4
+    single = hfquant.spec_from_config({**qc, "bnb_4bit_use_double_quant": False})
+    assert single is not None and hfquant.matrix_bytes(single, 768, 2048) == n // 2 + n // 64 * 4
+    assert info.bits_per_weight is not None and 4.1 < info.bits_per_weight < 5
+
+
+def test_a_scheme_vramtui_does_not_lay_out_stays_unknown(qwen3_moe: dict) -> None:
+    nvfp4 = json.loads((CONFIGS / "llm-compressor-W4A16.quantization_config.json").read_text())
+    nvfp4["config_groups"]["group_0"]["weights"].update(type="float", strategy="tensor_group", group_size=16)
+    info = info_from_config({**qwen3_moe, "quantization_config": nvfp4}, "nvfp4", exact_params=False)
+    assert info.quant is None and info.quant_spec is None
+    assert info.unknown_quant and info.unknown_quant.startswith("compressed-tensors")
+    assert estimate(info, Settings()).weights_unknown == info.unknown_quant
+
+
+# --- hybrid / recurrent state on the Hugging Face engines ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def qwen35() -> dict:
+    return config("Qwen--Qwen3.5-9B.text_config.json")
+
+
+def gdn_state_per_layer(conv_bytes: int, ssm_bytes: int) -> int:
+    # vLLM's gated_delta_net_state_shape: conv (kernel - 1) x (2 k_heads k_dim + v_heads v_dim),
+    # temporal v_heads x v_dim x k_dim, for Qwen3.5-9B's 16 key / 32 value heads of 128
+    conv = 3 * (2 * 16 * 128 + 32 * 128)
+    temporal = 32 * 128 * 128
+    return conv * conv_bytes + temporal * ssm_bytes
+
+
+def test_qwen35_transformers_keeps_kv_for_8_layers_and_a_state_for_24(qwen35: dict) -> None:
+    info = info_from_config(qwen35, "Qwen3.5-9B", exact_params=False)
+    assert info.n_recurrent_layers == 24 and info.rs_ssm_f32  # mamba_ssm_dtype float32
+    est = estimate(info, Settings(backend="transformers", context=4096, parallel=2, device_bytes=80 * GIB))
+    # KV: 8 attention layers x 4 KV heads x 256 x (K and V) x bf16, per token and sequence
+    assert est.kv_cache_bytes == 4096 * 2 * 8 * 4 * 256 * 2 * 2
+    assert est.bill.get("recurrent_state", 0) == 2 * 24 * gdn_state_per_layer(2, 4)
+    assert est.to_dict()["recurrent_state_bytes"] == 2 * 24 * gdn_state_per_layer(2, 4)
+
+
+def test_qwen35_vllm_reserves_a_state_per_running_request(qwen35: dict) -> None:
+    info = info_from_config(qwen35, "Qwen3.5-9B", exact_params=False)
+    est = estimate(info, Settings(backend="vllm", context=8192, parallel=4, device_bytes=80 * GIB))
+    assert est.bill.get("recurrent_state", 0) == 4 * 24 * gdn_state_per_layer(2, 2)
+    assert any("per-request state" in note for note in est.notes)
+    # a card too small for the weights and one request's state does not fit
+    small = estimate(info, Settings(backend="vllm", context=8192, device_bytes=18 * GIB))
+    assert not small.fits
+
+
+def test_qwen3_next_keeps_kv_in_12_layers_and_its_parameters_match_the_hub() -> None:
+    info = mi.load_model_info(CONFIGS / "Qwen--Qwen3-Next-80B-A3B.config.json")
+    # the hub's parameter total of Qwen/Qwen3-Coder-Next, the same shapes (README): the BF16 files are twice it
+    assert info.n_params == pytest.approx(79_674_391_296, rel=0.01)
+    assert info.n_recurrent_layers == 36 and sum(1 for h in info.kv_heads_per_layer or () if h) == 12
+    per_request = 36 * gdn_state_per_layer(2, 2)  # 16 key / 32 value heads of 128, as Qwen3.5-9B
+    vllm = estimate(info, Settings(backend="vllm", context=4096, parallel=1, device_bytes=200 * GIB))
+    assert vllm.bill.get("recurrent_state", 0) == per_request
+    assert vllm.weights_bytes == info.n_params * 2
+    hf = estimate(info, Settings(backend="transformers", context=4096, device_bytes=200 * GIB))
+    assert hf.kv_cache_bytes == 4096 * 12 * 2 * 256 * 2 * 2  # 12 layers x 2 KV heads x 256, K and V, bf16
+
+
+def test_lfm2_short_convolutions_keep_two_columns_of_hidden_per_sequence() -> None:
+    info = mi.load_model_info(CONFIGS / "LiquidAI--LFM2.5-2.6B.config.json")
+    conv_layers = config("LiquidAI--LFM2.5-2.6B.config.json")["layer_types"].count("conv")
+    assert info.n_recurrent_layers == conv_layers == 22
+    for backend in ("vllm", "transformers"):
+        est = estimate(info, Settings(backend=backend, context=4096, parallel=3, device_bytes=80 * GIB))
+        # vLLM's short_conv_state_shape: (conv_L_cache - 1) x hidden in the model dtype, per request
+        assert est.bill.get("recurrent_state", 0) == 3 * conv_layers * 2 * 2048 * 2, backend
+
+
+def test_nemotron_h_pattern_keeps_kv_in_its_attention_layers_and_a_mamba2_state_in_the_m_layers() -> None:
+    cfg = config("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B.config-fields.json")
+    pattern = cfg["hybrid_override_pattern"]
+    info = info_from_config(cfg, "Nemotron-3-Super", exact_params=False)
+    assert info.n_recurrent_layers == pattern.count("M") == 40
+    assert sum(1 for heads in info.kv_heads_per_layer or () if heads) == pattern.count("*") == 8
+    # vLLM's mamba2_state_shape: conv (d_conv - 1) x (heads x head_dim + 2 n_groups d_state), temporal
+    # heads x head_dim x d_state, bf16
+    per_layer = (3 * (128 * 64 + 2 * 8 * 128) + 128 * 64 * 128) * 2
+    assert recurrent.hf_state_bytes_per_sequence(info, 2) == 40 * per_layer
+    # these fields do not give the parameters (the whole config.json and the meta device do): the state and
+    # KV do not depend on them
+    est = estimate(info, Settings(backend="transformers", context=4096, parallel=2, device_bytes=400 * GIB))
+    assert est.bill.get("recurrent_state", 0) == 2 * 40 * per_layer
+    assert est.kv_bytes_per_token == 8 * 2 * 128 * 2 * 2  # 8 attention layers x 2 KV heads x 128, K and V
