@@ -138,15 +138,18 @@ def main() -> int:
     )
     print(header)
     print("-" * len(header))
-    met = 0
+    met = considered = 0
     for scenario in scenarios:
         start = time.monotonic()
         result = Wizard(scenario.profile, auto=True, record=False).run(max_steps=8)
         elapsed = time.monotonic() - start
         first = result.steps[0].observation
         if first is not None and first.works:
-            print(f"{scenario.name:58} first launch already works: scenario is wrong")
+            # llama-server turns flash attention on by itself (auto), so a scenario built to fail on
+            # llama-cpp-python's defaults may start: it has nothing to measure, and is not counted
+            print(f"{scenario.name:58} first launch already works: nothing to fix (not counted)")
             continue
+        considered += 1
         blind, blind_value, blind_profile = blind_halving(scenario.profile, scenario.blind)
         contexts = f"{result.final_profile.params.get('context')}/{blind_profile.params.get('context')}"
         changes = ", ".join(
@@ -159,7 +162,7 @@ def main() -> int:
         print(
             f"{scenario.name:58} {wizard_text:>7} {blind:>6}  {changes[:32]:32} {blind_value:12} {contexts:>17} {elapsed:5.1f}"
         )
-    print(f"\nwizard within {GOAL} relaunches after the first failure: {met}/{len(scenarios)} scenarios")
+    print(f"\nwizard within {GOAL} relaunches after the first failure: {met}/{considered} failing scenarios")
     print("('!' after a count: the wizard did not bring it up)")
     return 0
 
