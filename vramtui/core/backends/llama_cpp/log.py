@@ -892,6 +892,8 @@ def _shape_rules() -> tuple[FigureRule, ...]:
     return tuple(rules)
 
 
+_FA_PREFIX = r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+flash_attn"
+
 FIGURES_2: tuple[FigureRule, ...] = (
     *_shape_rules(),
     FigureRule(
@@ -930,6 +932,19 @@ FIGURES_2: tuple[FigureRule, ...] = (
         "fit_projected_host",
         rf"params_fit\w*: projected to use {NUM}(?P<unit>) MiB of host memory",
         unit_default="MiB",
+        backend="llama.cpp",
+    ),
+    # Flash attention as the context was made: "llama_context: flash_attn = auto" (auto: no figure, the
+    # engine's own default), "= disabled" / "= enabled" (today), "= 0" / "= 1" (older builds).
+    FigureRule(
+        "flash_attn", "flash_attn", rf"{_FA_PREFIX}\s*=\s*(?P<value>[01])\s*$", count=True, backend="llama.cpp"
+    ),
+    FigureRule(
+        "flash_attn", "flash_attn", rf"{_FA_PREFIX}\s*=\s*(?:enabled|true)\s*$", count=True, constant=1,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "flash_attn", "flash_attn", rf"{_FA_PREFIX}\s*=\s*(?:disabled|false)\s*$", count=True, constant=0,
         backend="llama.cpp",
     ),
     FigureRule(
