@@ -64,6 +64,22 @@ class FitComparison:
             out.append(f"  (no vramtui estimate: {self.reason})")
         return out
 
+    def summary(self) -> str:
+        """One line for a pane: `fit projected 2313 MiB host; vramtui estimates 2361 MiB (+2%)`."""
+        said = []
+        for place in _PLACES:
+            if place not in self.projected:
+                continue
+            words = f"fit projected {self.projected[place] / MIB:.0f} MiB {place}"
+            delta = self.delta(place)
+            if place in self.estimated:
+                share = f" ({delta:+.0%})" if delta is not None else ""
+                words += f"; vramtui estimates {self.estimated[place] / MIB:.0f} MiB{share}"
+            said.append(words)
+        if not self.estimated and self.reason:
+            said.append("no vramtui estimate: the log lacks the model's shape")
+        return " · ".join(said)
+
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
         for place in _PLACES:
