@@ -288,6 +288,8 @@ class LogPane(Pane):
             progress=self.progress,
         )
         self.query_one("#diagnosis", Static).update(text)
+        for pane in self.app.query("WizardPane"):  # by name: the wizard offers the on-GPU goal
+            pane.diagnosis_changed(self.diagnosis)  # type: ignore[attr-defined]
 
     # -- actions ----------------------------------------------------------------------------------
 
