@@ -918,6 +918,27 @@ FIGURES_2: tuple[FigureRule, ...] = (
         per_device=True,
         backend="llama.cpp",
     ),
+    # Each device's free memory as fit's breakdown table prints it (llama-server, and Ollama >= 0.30 which
+    # runs it): "common_memory_breakdown_print: |   - CUDA0 (V100-SXM2-32GB) | 32501 = 32192 + (15708 = ...",
+    # total = free + (self ...), in MiB; the Host row names no device in parentheses and is not read.
+    FigureRule(
+        "memory_breakdown_print",
+        "device_free",
+        rf"memory_breakdown_print:\s*\|\s*-\s*(?P<device>[\w-]+) \([^|]*\)\s*\|\s*\d+\s*=\s*{NUM}(?P<unit>)\s*\+",
+        unit_default="MiB",
+        per_device=True,
+        backend="llama.cpp",
+    ),
+    # llama-server's device list (also in Ollama >= 0.30's discovery output):
+    # "  Vulkan0: AMD Radeon 890M Graphics (RADV STRIX1) (33392 MiB, 33234 MiB free)"
+    FigureRule(
+        "mib free)",
+        "device_free",
+        rf"^\s*(?P<device>[A-Za-z]+\d+): .*\(\d+ MiB, {NUM}(?P<unit>) MiB free\)\s*$",
+        unit_default="MiB",
+        per_device=True,
+        backend="llama.cpp",
+    ),
     # fit's projection before it loads: "projected to use 2313 MiB of host memory vs. 24151 MiB of total
     # host memory" (a CPU run), "... MiB of device memory vs. N MiB of free device memory" (all GPUs)
     FigureRule(
