@@ -141,10 +141,13 @@ def compare_fit(figures: Mapping[str, float], backend: str | None = None) -> Fit
     try:
         info = info_from_figures(figures)
         settings = _settings(figures, name, on_gpu)
+        bill = comparison.bill = estimate(info, settings).bill
     except VramtuiError as error:
         comparison.reason = str(error)
         return comparison
-    bill = comparison.bill = estimate(info, settings).bill
+    except (ArithmeticError, ValueError) as error:  # a log's figures no real model has: say so, no traceback
+        comparison.reason = f"the log's model figures do not make a model ({error})"
+        return comparison
     comparison.context, comparison.gpu_layers = settings.context, settings.gpu_layers
     if on_gpu:
         comparison.estimated["device"] = bill.total()
