@@ -1,10 +1,12 @@
 """`vramtui run PROFILE` in a real terminal (tmux) on a real llama-server that vramtui launches itself
 (the profile names the binary by `program =`): the log pane's stage bar reaches `ready`, and quitting
-with `q` (then `y`: stop it) leaves no llama-server behind."""
+with `q` (then `y`: stop it) leaves no llama-server behind. The diagnosis block also puts fit's printed
+projection beside vramtui's estimate."""
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -90,6 +92,8 @@ def test_run_profile_in_tmux_reaches_ready_and_q_leaves_no_server(
     try:
         screen = _wait_for(session, READY_BAR, "NO FAILURE", "reached ready")
         assert "(llama.cpp)" in screen  # the log read as llama-server's
+        # vramtui asked for the verbosity that prints fit's lines: its projection beside the estimate
+        assert re.search(r"fit projected \d+ MiB host; vramtui estimates \d+ MiB", screen), screen
         servers = _servers_of(model)
         assert servers, "no llama-server of this profile's model is running"
         assert any(str(llama_server_bin) in " ".join(p.cmdline()) for p in servers)  # `program =` ran
