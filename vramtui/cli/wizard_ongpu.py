@@ -68,6 +68,12 @@ def run_on_gpu(args: argparse.Namespace) -> int:
     is_log = Path(args.profile).suffix.lower() in _LOG_SUFFIXES
     if is_log:
         diagnosis, plan = _plan_from_log(args.profile, args)
+        if args.auto:
+            import sys
+
+            print(
+                "note: a saved log is planned only; --auto applies the change to a PROFILE", file=sys.stderr
+            )
     else:
         diagnosis, plan, profile, first = _plan_from_profile(args)
         if args.auto:
