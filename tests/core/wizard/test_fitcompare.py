@@ -62,7 +62,7 @@ def test_a_gpu_log_without_the_shape_gives_the_projection_and_says_why_no_estima
     comparison = compare_fit(diagnosis.engine_figures, diagnosis.backend)
     assert comparison is not None
     assert comparison.projected["device"] == int(PROJECTED.search(entry["log"]).group(1)) * MIB
-    assert not comparison.estimated and "layers" in comparison.reason
+    assert not comparison.estimated and "layer count" in comparison.reason
     assert comparison.to_dict()["projected_device_mib"] == comparison.projected["device"] / MIB
 
 

@@ -22,6 +22,12 @@ from vramtui.core.units import MIB
 from vramtui.core.wizard.ongpu import flash_attn_of, info_from_figures
 
 _PLACES = ("device", "host")
+_SHAPE_WORDS = (
+    ("model_layers", "layer count"),
+    ("model_hidden", "hidden size"),
+    ("model_heads", "attention heads"),
+    ("model_kv_heads", "KV heads"),
+)
 
 
 @dataclass
@@ -134,10 +140,18 @@ def compare_fit(figures: Mapping[str, float], backend: str | None = None) -> Fit
     if not projected:
         return None
     name = backend or "llama.cpp"
-    if not get_backend(name).offloads_layers:  # a log read as another engine's: llama.cpp's sizing
+    try:
+        offloads = get_backend(name).offloads_layers
+    except VramtuiError:  # a log-only engine (TGI, SGLang): fit's lines are llama.cpp's
+        offloads = False
+    if not offloads:  # a log read as another engine's: llama.cpp's sizing
         name = "llama.cpp"
     on_gpu = "device" in projected
     comparison = FitComparison(projected=projected, estimated={})
+    missing = [words for key, words in _SHAPE_WORDS if not figures.get(key)]
+    if missing:  # said here in the log's terms: info_from_figures would name the wizard's flags
+        comparison.reason = f"the log does not print the model's {', '.join(missing)}"
+        return comparison
     try:
         info = info_from_figures(figures)
         settings = _settings(figures, name, on_gpu)
