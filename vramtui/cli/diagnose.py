@@ -129,8 +129,8 @@ def render_text(diagnosis: Any, source: str) -> str:
     figures = {
         key: value
         for key, value in diagnosis.engine_figures.items()
-        if "." not in key and key not in SHAPE_FIGURES
-    }
+        if "." not in key and key not in SHAPE_FIGURES and not key.startswith("fit_breakdown")
+    }  # the model's shape and fit's breakdown have their own lines above
     if figures:
         out.append("The engine's own figures:")
         for key, value in figures.items():

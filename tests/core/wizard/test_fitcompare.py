@@ -71,3 +71,23 @@ def test_no_projection_in_the_log_is_none():
     for log in [DATA / "llama-server" / "healthy-defaults.log", *(p for p in LOGS if p not in VERBOSE)]:
         diagnosis = diagnose_file(log)
         assert compare_fit(diagnosis.engine_figures, diagnosis.backend) is None, log.name
+
+
+ROW = re.compile(
+    r"memory_breakdown_print:\s*\|\s*-\s*([\w-]+)(?: \([^|]*\))?\s*\|\s*(?:\d+\s*=\s*\d+\s*\+\s*\()?"
+    r"\s*\d+\s*=\s*(\d+)\s*\+\s*(\d+)\s*\+\s*(\d+)"
+)
+
+
+@pytest.mark.parametrize("log", VERBOSE, ids=[path.name for path in VERBOSE])
+def test_fits_breakdown_rows_are_the_last_the_log_printed(log: Path):
+    rows: dict[str, dict[str, int]] = {}
+    for row, model, context, compute in ROW.findall(log.read_text()):
+        rows[row] = {"model": int(model) * MIB, "context": int(context) * MIB, "compute": int(compute) * MIB}
+    diagnosis = diagnose_file(log)
+    comparison = compare_fit(diagnosis.engine_figures, diagnosis.backend)
+    assert comparison is not None and rows and comparison.breakdown == rows
+    assert "fit's breakdown" in "\n".join(comparison.lines())
+    # fit's host projection is its Host row as first printed (before loading: the mapped file counts 0)
+    first_host = next(m for m in ROW.finditer(log.read_text()) if m.group(1) == "Host")
+    assert comparison.projected["host"] == sum(int(first_host.group(i)) for i in (2, 3, 4)) * MIB

@@ -41,6 +41,8 @@ class FitComparison:
     reason: str = ""  # why there is no estimate
     parts: dict[str, str] = field(default_factory=dict)  # each estimated place's parts, in words
     bill: MemoryBill | None = None  # the estimate's bill, every place
+    # fit's own breakdown table, by row (CUDA0, Host, AMX ...): model / context / compute bytes
+    breakdown: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def delta(self, place: str) -> float | None:
         """vramtui's estimate against fit's projection, as a share of the projection (+0.05: 5% above)."""
@@ -62,6 +64,12 @@ class FitComparison:
                 if self.parts.get(place):
                     line += f": {self.parts[place]}"
             out.append(line)
+        if self.breakdown:
+            rows = "; ".join(
+                f"{row} " + " + ".join(f"{part} {value / MIB:.0f}" for part, value in parts.items())
+                for row, parts in self.breakdown.items()
+            )
+            out.append(f"  fit's breakdown (the last it printed, MiB): {rows}")
         if self.estimated:
             layers = "every layer" if self.gpu_layers is None else f"{self.gpu_layers} layers"
             where = "on the CPU" if "device" not in self.projected else f"{layers} on the GPU"
@@ -95,6 +103,11 @@ class FitComparison:
                 data[f"estimated_{place}_mib"] = round(self.estimated[place] / MIB, 1)
                 delta = self.delta(place)
                 data[f"{place}_delta"] = round(delta, 4) if delta is not None else None
+        if self.breakdown:
+            data["breakdown_mib"] = {
+                row: {part: round(value / MIB, 1) for part, value in parts.items()}
+                for row, parts in self.breakdown.items()
+            }
         data["context"] = self.context
         data["gpu_layers"] = self.gpu_layers
         if self.reason:
@@ -130,6 +143,19 @@ def _settings(figures: Mapping[str, float], backend: str, on_gpu: bool) -> Setti
     )
 
 
+def _breakdown(figures: Mapping[str, float]) -> dict[str, dict[str, int]]:
+    rows: dict[str, dict[str, int]] = {}
+    for part in _BREAKDOWN_PARTS:
+        prefix = f"fit_breakdown_{part}."
+        for key, value in figures.items():
+            if key.startswith(prefix):
+                rows.setdefault(key[len(prefix) :], {})[part] = int(value)
+    return rows
+
+
+_BREAKDOWN_PARTS = ("model", "context", "compute")
+
+
 def compare_fit(figures: Mapping[str, float], backend: str | None = None) -> FitComparison | None:
     """fit's printed projection beside vramtui's estimate; None when the log prints no projection."""
     projected = {
@@ -147,7 +173,7 @@ def compare_fit(figures: Mapping[str, float], backend: str | None = None) -> Fit
     if not offloads:  # a log read as another engine's: llama.cpp's sizing
         name = "llama.cpp"
     on_gpu = "device" in projected
-    comparison = FitComparison(projected=projected, estimated={})
+    comparison = FitComparison(projected=projected, estimated={}, breakdown=_breakdown(figures))
     missing = [words for key, words in _SHAPE_WORDS if not figures.get(key)]
     if missing:  # said here in the log's terms: info_from_figures would name the wizard's flags
         comparison.reason = f"the log does not print the model's {', '.join(missing)}"

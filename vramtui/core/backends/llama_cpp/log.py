@@ -892,6 +892,26 @@ def _shape_rules() -> tuple[FigureRule, ...]:
     return tuple(rules)
 
 
+def _breakdown_rules() -> tuple[FigureRule, ...]:
+    """fit's breakdown of each row (MiB): `self = model + context + compute`. A device row puts it in
+    parentheses after `total = free +`; the Host row and the CPU's extra buffers (AMX, CPU_REPACK) have it
+    alone: "|   - Host   |   27 =     0 +      16 +      11   |" (the mapped file counts 0 there). Printed
+    again at each of fit's tries: the last one read is the run's."""
+    row = r"memory_breakdown_print:\s*\|\s*-\s*(?P<device>[\w-]+)(?: \([^|]*\))?\s*\|\s*(?:\d+\s*=\s*\d+\s*\+\s*\()?\s*\d+\s*=\s*"
+    parts = (
+        r"(?P<value>\d+)\s*\+\s*\d+\s*\+\s*\d+",
+        r"\d+\s*\+\s*(?P<value>\d+)\s*\+\s*\d+",
+        r"\d+\s*\+\s*\d+\s*\+\s*(?P<value>\d+)",
+    )
+    keys = ("fit_breakdown_model", "fit_breakdown_context", "fit_breakdown_compute")
+    return tuple(
+        FigureRule(
+            "memory_breakdown_print", key, row + part + r"(?P<unit>)", per_device=True, backend="llama.cpp"
+        )
+        for key, part in zip(keys, parts, strict=True)
+    )
+
+
 _FA_PREFIX = r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+flash_attn"
 
 FIGURES_2: tuple[FigureRule, ...] = (
@@ -929,6 +949,7 @@ FIGURES_2: tuple[FigureRule, ...] = (
         per_device=True,
         backend="llama.cpp",
     ),
+    *_breakdown_rules(),
     # llama-server's device list (also in Ollama >= 0.30's discovery output):
     # "  Vulkan0: AMD Radeon 890M Graphics (RADV STRIX1) (33392 MiB, 33234 MiB free)"
     FigureRule(
