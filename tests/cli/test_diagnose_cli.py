@@ -158,6 +158,7 @@ def test_the_models_shape_is_one_line_and_fits_projection_sits_beside_the_estima
     out = capsys.readouterr().out
     assert "Model: 4 layers, 512 hidden, 8 heads / 8 KV heads of 64" in out
     assert "model_layers:" not in out and "model_heads:" not in out  # not a dozen lines of them
+    assert "fit's breakdown (the last it printed, MiB): Host model" in out  # fit's own table, by row
     assert "fit projected 2313 MiB of host memory; vramtui estimates" in out  # the log's own 2313 MiB
     assert main(["diagnose", "--json", str(log)]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -98,7 +98,7 @@ def _json_view(diagnosis: Any) -> dict[str, Any]:
 
 def render_text(diagnosis: Any, source: str) -> str:
     from vramtui.core.logs.rules import COUNT_FIGURES
-    from vramtui.core.logs.shape import SHAPE_FIGURES
+    from vramtui.core.logs.shape import DEVICE_FIGURES, SHAPE_FIGURES
     from vramtui.core.units import format_bytes
 
     name = "standard input" if source == "-" else source
@@ -129,8 +129,11 @@ def render_text(diagnosis: Any, source: str) -> str:
     figures = {
         key: value
         for key, value in diagnosis.engine_figures.items()
-        if "." not in key and key not in SHAPE_FIGURES and not key.startswith("fit_breakdown")
-    }  # the model's shape and fit's breakdown have their own lines above
+        if "." not in key
+        and key not in SHAPE_FIGURES
+        and key not in DEVICE_FIGURES
+        and not key.startswith("fit_breakdown")
+    }  # the model's shape, the devices and fit's breakdown have their own lines above
     if figures:
         out.append("The engine's own figures:")
         for key, value in figures.items():
@@ -141,12 +144,15 @@ def render_text(diagnosis: Any, source: str) -> str:
 
 
 def _fit_and_shape_lines(diagnosis: Any) -> list[str]:
-    from vramtui.core.logs.shape import shape_words
+    from vramtui.core.logs.shape import devices_words, shape_words
 
     out = []
     shape = shape_words(diagnosis.engine_figures)
     if shape:
         out.append(f"Model: {shape}")
+    devices = devices_words(diagnosis.engine_figures)
+    if devices:
+        out.append(f"Devices: {devices}")
     fit = fit_view(diagnosis)
     if fit is not None:
         out.append("llama.cpp's fit projection beside vramtui's estimate:")

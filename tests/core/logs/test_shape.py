@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from vramtui.core.logs.diagnose import diagnose_text
-from vramtui.core.logs.shape import SHAPE_FIGURES, shape_words
+from vramtui.core.logs.shape import SHAPE_FIGURES, devices_words, shape_words
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "logs" / "offloaded.jsonl"
 
@@ -34,3 +34,10 @@ def test_layers_and_hidden_from_the_gguf_header():
 
 def test_no_shape_is_none():
     assert shape_words({"kv_buffer": 1.0}) is None
+
+
+def test_the_cards_free_memory_reads_as_one_devices_line():
+    # llama.cpp#13729: "using device CUDA0 (NVIDIA GeForce RTX 4080 SUPER) - 15035 MiB free"
+    figures = _figures("gpu-1-qwen3-30b-a3b-4080s-30of49")
+    assert devices_words(figures) == f"CUDA0 {figures['device_free.CUDA0'] / 2**20:.0f} MiB free"
+    assert devices_words({"kv_buffer": 1.0}) is None

@@ -58,4 +58,16 @@ def shape_words(figures: Mapping[str, float]) -> str | None:
     return ", ".join(parts) or None
 
 
-__all__ = ["SHAPE_FIGURES", "shape_words"]
+# The device figures devices_words says (each device's free memory, and their sums).
+DEVICE_FIGURES = frozenset({"device_free", "device_free_gpu"})
+
+
+def devices_words(figures: Mapping[str, float]) -> str | None:
+    """`CUDA0 32192 MiB free, CUDA1 ...`: each device's free memory as the log printed it."""
+    free = {key.split(".", 1)[1]: value for key, value in figures.items() if key.startswith("device_free.")}
+    if not free and figures.get("device_free"):
+        free = {"GPU": figures["device_free"]}
+    return ", ".join(f"{name} {value / 2**20:.0f} MiB free" for name, value in free.items()) or None
+
+
+__all__ = ["DEVICE_FIGURES", "SHAPE_FIGURES", "devices_words", "shape_words"]
