@@ -145,3 +145,32 @@ def test_counts_the_engine_printed_are_shown_without_a_unit(tmp_path: Path) -> N
     ).stdout
     assert "layers_offloaded: 30\n" in out and "layers_total: 49\n" in out
     assert "context: 32768\n" in out and "model_buffer: 7.96 GiB" in out
+
+
+SERVER_LOGS = Path(__file__).resolve().parents[1] / "data" / "llama-server"
+
+
+def test_the_models_shape_is_one_line_and_fits_projection_sits_beside_the_estimate(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    log = SERVER_LOGS / "healthy-defaults.verbose.log"  # a real llama-server log at --verbosity 4
+    assert main(["diagnose", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "Model: 4 layers, 512 hidden, 8 heads / 8 KV heads of 64" in out
+    assert "model_layers:" not in out and "model_heads:" not in out  # not a dozen lines of them
+    assert "fit's breakdown (the last it printed, MiB): Host model" in out  # fit's own table, by row
+    assert "fit projected 2313 MiB of host memory; vramtui estimates" in out  # the log's own 2313 MiB
+    assert main(["diagnose", "--json", str(log)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["engine_figures"]["model_layers"] == 4  # the JSON keeps every figure
+    fit = data["fit"]
+    assert fit["projected_host_mib"] == 2313.0
+    assert fit["estimated_host_mib"] > 0 and fit["context"] == data["engine_figures"]["context"]
+    assert fit["host_delta"] == pytest.approx(
+        (fit["estimated_host_mib"] - fit["projected_host_mib"]) / fit["projected_host_mib"], abs=1e-3
+    )
+
+
+def test_no_projection_is_fit_null(oom_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["diagnose", "--json", str(oom_log)])
+    assert json.loads(capsys.readouterr().out)["fit"] is None

@@ -68,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
         sample_source.close()
 
     if args.json:
-        print_json(result.to_dict())
+        data, fit = result.to_dict(), _fit(result)
+        data["fit"] = fit.to_dict() if fit is not None else None
+        print_json(data)
     else:
         _print_report(result)
     return 0 if result.ok else 1
@@ -82,6 +84,13 @@ def _gpu_source():  # type: ignore[no-untyped-def]
         return None
     source = NvmlSource()
     return source if source.available else None
+
+
+def _fit(result):  # type: ignore[no-untyped-def]
+    """llama.cpp's fit projection in the run's log beside vramtui's estimate, or None."""
+    from vramtui.cli.diagnose import fit_view
+
+    return fit_view(result.diagnosis) if result.diagnosis is not None else None
 
 
 def _print_report(result) -> None:  # type: ignore[no-untyped-def]
@@ -111,6 +120,9 @@ def _print_report(result) -> None:  # type: ignore[no-untyped-def]
         print(f"  first token: {result.ttft_s * 1000:.0f} ms{rate}")
     if result.peak_mib is not None:
         print(f"  memory: peak {result.peak_mib:.0f} MiB, resident {result.resident_mib:.0f} MiB")
+    fit = _fit(result)
+    for line in fit.lines() if fit is not None else []:
+        print(f"  {line.strip()}")
     for warning in result.warnings:
         print(f"  warning: {warning}")
     if result.log_file:

@@ -65,8 +65,17 @@ def run(args: argparse.Namespace) -> int:
     return 1 if diagnosis.failed else 0
 
 
+def fit_view(diagnosis: Any) -> Any:
+    """llama.cpp's fit projection beside vramtui's estimate (a FitComparison), or None."""
+    from vramtui.core.wizard.fitcompare import compare_fit
+
+    return compare_fit(diagnosis.engine_figures, diagnosis.backend)
+
+
 def _json_view(diagnosis: Any) -> dict[str, Any]:
     data = diagnosis.to_dict()
+    fit = fit_view(diagnosis)
+    data["fit"] = fit.to_dict() if fit is not None else None
     ordered = {
         key: data.pop(key)
         for key in (
@@ -89,6 +98,7 @@ def _json_view(diagnosis: Any) -> dict[str, Any]:
 
 def render_text(diagnosis: Any, source: str) -> str:
     from vramtui.core.logs.rules import COUNT_FIGURES
+    from vramtui.core.logs.shape import DEVICE_FIGURES, SHAPE_FIGURES
     from vramtui.core.units import format_bytes
 
     name = "standard input" if source == "-" else source
@@ -115,7 +125,15 @@ def render_text(diagnosis: Any, source: str) -> str:
     if diagnosis.warnings:
         out.append("Quiet failures:")
         out.extend(f"  - {line}" for line in diagnosis.warnings)
-    figures = {key: value for key, value in diagnosis.engine_figures.items() if "." not in key}
+    out.extend(_fit_and_shape_lines(diagnosis))
+    figures = {
+        key: value
+        for key, value in diagnosis.engine_figures.items()
+        if "." not in key
+        and key not in SHAPE_FIGURES
+        and key not in DEVICE_FIGURES
+        and not key.startswith("fit_breakdown")
+    }  # the model's shape, the devices and fit's breakdown have their own lines above
     if figures:
         out.append("The engine's own figures:")
         for key, value in figures.items():
@@ -123,3 +141,20 @@ def render_text(diagnosis: Any, source: str) -> str:
             shown = f"{value:g}" if counted or isinstance(value, float) else format_bytes(value)
             out.append(f"  {key}: {shown}")
     return "\n".join(out) + "\n"
+
+
+def _fit_and_shape_lines(diagnosis: Any) -> list[str]:
+    from vramtui.core.logs.shape import devices_words, shape_words
+
+    out = []
+    shape = shape_words(diagnosis.engine_figures)
+    if shape:
+        out.append(f"Model: {shape}")
+    devices = devices_words(diagnosis.engine_figures)
+    if devices:
+        out.append(f"Devices: {devices}")
+    fit = fit_view(diagnosis)
+    if fit is not None:
+        out.append("llama.cpp's fit projection beside vramtui's estimate:")
+        out.extend(f"  {line}" for line in fit.lines())
+    return out

@@ -147,6 +147,9 @@ def _print_step(step: Any, out: Any) -> None:
     print(f"{head}: {status}" + (f" [{figure_text} MiB]" if figure_text else ""), file=out)
     for note in data.get("verification") or []:
         print(f"    {note}", file=out)
+    fit = step.fit()
+    for line in fit.lines() if fit is not None else []:
+        print(f"    {line.strip()}", file=out)
     if data.get("log_file"):
         print(f"    log: {data['log_file']}", file=out)
 

@@ -2,7 +2,9 @@
 
 From a saved log (a run on the user's GPU), or from one launch of the profile: when layers or experts
 ended on the host ("runs but slow"), the one change the estimator says frees enough device memory for
-all of them (core/wizard/ongpu.py). It proposes; applying it is the user's (or `--save`'s) step.
+all of them (core/wizard/ongpu.py). It proposes; on a profile, `--auto` applies it, relaunches, checks
+that every layer is on the GPU now and compares the tokens per second (core/wizard/ongpu_apply.py), and
+records both launches as a wizard session (`--save` keeps the changed profile when it works).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def _plan_from_log(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
     return diagnosis, plan
 
 
-def _plan_from_profile(args: argparse.Namespace) -> tuple[Any, Any]:
+def _plan_from_profile(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     from vramtui.core.estimate.estimator import Settings
     from vramtui.core.estimate.modelinfo import load_model_info
     from vramtui.core.launch.launcher import pin_port, run_check
@@ -53,7 +55,7 @@ def _plan_from_profile(args: argparse.Namespace) -> tuple[Any, Any]:
 
         raise VramtuiError("the run's log does not show the card's memory: give --gpu-mem")
     settings = Settings.from_params(profile.params, profile.backend.name, device_bytes=device)
-    return diagnosis, plan_on_gpu(load_model_info(args.model or profile.model), settings)
+    return diagnosis, plan_on_gpu(load_model_info(args.model or profile.model), settings), profile, result
 
 
 def _slow(diagnosis: Any) -> list[str]:
@@ -64,7 +66,18 @@ def run_on_gpu(args: argparse.Namespace) -> int:
     from vramtui.cli.common import print_json
 
     is_log = Path(args.profile).suffix.lower() in _LOG_SUFFIXES
-    diagnosis, plan = _plan_from_log(args.profile, args) if is_log else _plan_from_profile(args)
+    if is_log:
+        diagnosis, plan = _plan_from_log(args.profile, args)
+        if args.auto:
+            import sys
+
+            print(
+                "note: a saved log is planned only; --auto applies the change to a PROFILE", file=sys.stderr
+            )
+    else:
+        diagnosis, plan, profile, first = _plan_from_profile(args)
+        if args.auto:
+            return _apply(args, plan, profile, first, _slow(diagnosis))
     slow = _slow(diagnosis)
     if args.json:
         print_json({**plan.to_dict(), "runs_but_slow": slow})
@@ -76,3 +89,31 @@ def run_on_gpu(args: argparse.Namespace) -> int:
         if plan.chosen is not None:
             print(f"proposed: {plan.chosen.describe()}")
     return 0 if plan.chosen is not None or plan.fits_as_is else 1
+
+
+def _apply(args: argparse.Namespace, plan: Any, profile: Any, first: Any, slow: list[str]) -> int:
+    """--auto on a profile: the one change applied, relaunched, verified, recorded."""
+    import sys
+
+    from vramtui.cli.common import print_json
+    from vramtui.core.wizard.ongpu_apply import apply_on_gpu
+
+    out = sys.stderr if args.json else sys.stdout
+    for line in [*slow, *plan.lines()]:
+        print(line, file=out)
+    outcome = apply_on_gpu(profile, plan, first, record_path=getattr(args, "record", None))
+    if outcome.changes:
+        print(f"applied: {', '.join(f'{k} = {v}' for k, v in outcome.changes.items())}", file=out)
+    for note in outcome.notes:
+        print(f"  {note}", file=out)
+    save = getattr(args, "save", None)
+    if save and outcome.success and outcome.profile is not None:
+        outcome.profile.with_changes(port=0).save(save)
+    if args.json:
+        print_json({**plan.to_dict(), "runs_but_slow": slow, "applied": outcome.to_dict()})
+    else:
+        verdict = "not reached"
+        if outcome.success:
+            verdict = "every layer on the GPU" if outcome.all_on_device else "the change works"
+        print(f"{verdict}; record: {outcome.record_path}")
+    return 0 if outcome.success else 1

@@ -165,7 +165,7 @@ def _extract_figures(
         if match is None:
             continue
         groups = match.groupdict()
-        value: int | float = _number(groups["value"])
+        value: int | float = figure.constant if figure.constant is not None else _number(groups["value"])
         if not figure.count:
             unit = (groups.get("unit") or figure.unit_default).upper()
             value = round(value * ls.UNIT_BYTES.get(unit, 1))

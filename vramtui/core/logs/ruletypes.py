@@ -91,6 +91,7 @@ class FigureRule:
     count: bool = False  # a count (tokens, blocks), not bytes
     backend: str = ""
     regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+    constant: float | None = None  # the value when the line says it in words ("disabled": 0), no group
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "regex", re.compile(self.pattern, re.IGNORECASE))

@@ -287,6 +287,12 @@ def _weights_from_buffers(info: ModelInfo, figures: Mapping[str, float]) -> None
     info.notes.append("weights per layer read from the log's model buffers")
 
 
+def flash_attn_of(figures: Mapping[str, float]) -> bool | None:
+    """Flash attention as the log printed it (on / off); None where it said `auto` or nothing."""
+    value = figures.get("flash_attn")
+    return None if value is None else bool(value)
+
+
 def settings_from_figures(
     figures: Mapping[str, float], backend: str = "llama.cpp", device_bytes: int | None = None
 ) -> Settings:
@@ -303,7 +309,7 @@ def settings_from_figures(
         context=context,
         parallel=1 if context else None,
         ubatch=_figure(figures, "ubatch_tokens"),
-        flash_attn=True if figures.get("flash_attn_on") else None,
+        flash_attn=flash_attn_of(figures),
         device_bytes=device_bytes,
     )
 

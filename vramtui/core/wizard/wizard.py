@@ -90,7 +90,15 @@ class Step:
             "params": self.profile_params,
             "model": self.model,
         }
+        fit = self.fit()
+        data["fit"] = fit.to_dict() if fit is not None else None
         return data
+
+    def fit(self) -> Any:
+        """llama.cpp's fit projection in this run's log beside vramtui's estimate (FitComparison), or None."""
+        from vramtui.core.wizard.fitcompare import compare_fit
+
+        return compare_fit(self.observation.engine) if self.observation is not None else None
 
 
 @dataclass

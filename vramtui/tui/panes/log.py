@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 from typing import Any, ClassVar
@@ -101,7 +102,31 @@ def diagnosis_text(
     for warning in list(getattr(diagnosis, "warnings", []) or [])[:2]:
         text.append("\n⚠ ", style=theme_style(app, "log-warning", bold=True))
         text.append(str(warning))
+    fit = _fit_summary(getattr(diagnosis, "engine_figures", None) or {}, backend)
+    if fit:
+        text.append("\n≈ ", style=theme_style(app, "accent", bold=True))
+        text.append(fit)
     return text
+
+
+_FIT_KEYS = ("fit_", "model_", "context", "ubatch", "layers_", "device_free", "flash_attn")  # compare_fit's
+
+
+@functools.lru_cache(maxsize=32)
+def _fit_for(figures: tuple[tuple[str, float], ...], backend: str) -> str:
+    from vramtui.core.wizard.fitcompare import compare_fit
+
+    comparison = compare_fit(dict(figures), backend if backend != "unknown backend" else None)
+    return comparison.summary() if comparison is not None else ""
+
+
+def _fit_summary(figures: dict[str, Any], backend: str) -> str:
+    """llama.cpp's fit projection beside vramtui's estimate, one line; the estimate is made once per
+    set of figures (the header repaints as lines arrive)."""
+    if not any(key.startswith("fit_projected") for key in figures):
+        return ""
+    key = tuple(sorted((k, v) for k, v in figures.items() if k.startswith(_FIT_KEYS)))
+    return _fit_for(key, backend)
 
 
 class LogPane(Pane):
@@ -263,6 +288,8 @@ class LogPane(Pane):
             progress=self.progress,
         )
         self.query_one("#diagnosis", Static).update(text)
+        for pane in self.app.query("WizardPane"):  # by name: the wizard offers the on-GPU goal
+            pane.diagnosis_changed(self.diagnosis)  # type: ignore[attr-defined]
 
     # -- actions ----------------------------------------------------------------------------------
 

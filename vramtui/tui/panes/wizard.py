@@ -68,6 +68,7 @@ class WizardPane(Pane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("k", "skip", "Skip"),
         Binding("v", "edit", "Edit"),
+        Binding("o", "on_gpu", "On GPU"),
     ]
 
     DEFAULT_CSS = """
@@ -77,6 +78,8 @@ class WizardPane(Pane):
     WizardPane #wiz-buttons Button { margin-right: 1; min-width: 10; }
     WizardPane #wiz-edit { display: none; height: 1; border: none; padding: 0 1; background: $boost; }
     WizardPane #wiz-edit.-visible { display: block; }
+    WizardPane #wiz-ongpu { display: none; }
+    WizardPane #wiz-ongpu.-visible { display: block; }
     WizardPane DataTable { height: 1fr; margin-top: 1; }
     """
 
@@ -89,6 +92,9 @@ class WizardPane(Pane):
         self.busy = False
         self.profile_hint: Any = None  # the profile of the app's model session, for a wizard started with n
         self.compact: bool | None = None  # which steps table is shown (None: not laid out yet)
+        self.slow: list[str] = []  # the log's "runs but slow" warnings: the on-GPU goal is offered
+        self.slow_diagnosis: Any = None
+        self.on_gpu_text: list[str] = []  # the on-GPU plan, once asked for (o)
         self._table_width = 0
 
     def compose(self) -> ComposeResult:
@@ -99,6 +105,7 @@ class WizardPane(Pane):
             yield Button("Skip (k)", id="wiz-skip", compact=True)
             yield Button("Edit (v)", id="wiz-edit-button", compact=True)
             yield Button("Export (x)", id="wiz-export", compact=True)
+            yield Button("On GPU (o)", id="wiz-ongpu", compact=True)
         yield Input(
             placeholder="value to try instead (Enter to apply, Esc to cancel)", id="wiz-edit", compact=True
         )
@@ -178,6 +185,8 @@ class WizardPane(Pane):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("skip", "edit"):
             return self.proposal is not None and not self.busy
+        if action == "on_gpu":
+            return bool(self.slow)  # offered (and in the footer) only while the log says "runs but slow"
         return True
 
     def action_skip(self) -> None:
@@ -200,6 +209,28 @@ class WizardPane(Pane):
             self.notify(str(error), severity="error", timeout=6)
             return
         self.notify("Exported: " + ", ".join(str(path) for path in paths), timeout=8)
+
+    def diagnosis_changed(self, diagnosis: Any) -> None:
+        """The log pane's diagnosis changed: offer the on-GPU goal while it says "runs but slow"."""
+        from vramtui.tui.panes.wizard_ongpu import slow_warnings
+
+        slow = slow_warnings(diagnosis)
+        self.slow_diagnosis = diagnosis if slow else None
+        if slow != self.slow:
+            self.slow, self.on_gpu_text = slow, []
+            self.app.refresh_bindings()
+            self.show()
+
+    @on(Button.Pressed, "#wiz-ongpu")
+    def action_on_gpu(self) -> None:
+        if not self.slow:
+            self.notify("The log shows no layer or expert on the host CPU: nothing to move.", timeout=4)
+            return
+        from vramtui.tui.panes.wizard_ongpu import on_gpu_lines
+
+        profile_path = getattr(self.app, "profile_path", None)
+        self.on_gpu_text = on_gpu_lines(self.slow_diagnosis, self.profile_hint, profile_path)
+        self.show()
 
     @on(Button.Pressed, "#wiz-confirm")
     def _confirm(self) -> None:
@@ -312,6 +343,13 @@ class WizardPane(Pane):
             proposal.append(
                 "\nConfirm (n) relaunches with this one change; Skip tries the next rung.", style="dim"
             )
+        if self.slow:
+            proposal.append("\n" if proposal else "")
+            proposal.append("⚠ ", style=theme_style(app, "log-warning", bold=True))
+            proposal.append(f"{self.slow[0]} — press o for the fastest setup that stays on the GPU")
+            for line in self.on_gpu_text:
+                proposal.append(f"\n{line}")
+        self.query_one("#wiz-ongpu", Button).set_class(bool(self.slow), "-visible")
         self.query_one("#wiz-proposal", Static).update(proposal)
         has_proposal = self.proposal is not None and not self.busy
         self.query_one("#wiz-confirm", Button).disabled = self.driver is None or self.busy

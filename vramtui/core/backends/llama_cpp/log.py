@@ -892,6 +892,28 @@ def _shape_rules() -> tuple[FigureRule, ...]:
     return tuple(rules)
 
 
+def _breakdown_rules() -> tuple[FigureRule, ...]:
+    """fit's breakdown of each row (MiB): `self = model + context + compute`. A device row puts it in
+    parentheses after `total = free +`; the Host row and the CPU's extra buffers (AMX, CPU_REPACK) have it
+    alone: "|   - Host   |   27 =     0 +      16 +      11   |" (the mapped file counts 0 there). Printed
+    again at each of fit's tries: the last one read is the run's."""
+    row = r"memory_breakdown_print:\s*\|\s*-\s*(?P<device>[\w-]+)(?: \([^|]*\))?\s*\|\s*(?:\d+\s*=\s*\d+\s*\+\s*\()?\s*\d+\s*=\s*"
+    parts = (
+        r"(?P<value>\d+)\s*\+\s*\d+\s*\+\s*\d+",
+        r"\d+\s*\+\s*(?P<value>\d+)\s*\+\s*\d+",
+        r"\d+\s*\+\s*\d+\s*\+\s*(?P<value>\d+)",
+    )
+    keys = ("fit_breakdown_model", "fit_breakdown_context", "fit_breakdown_compute")
+    return tuple(
+        FigureRule(
+            "memory_breakdown_print", key, row + part + r"(?P<unit>)", per_device=True, backend="llama.cpp"
+        )
+        for key, part in zip(keys, parts, strict=True)
+    )
+
+
+_FA_PREFIX = r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+flash_attn"
+
 FIGURES_2: tuple[FigureRule, ...] = (
     *_shape_rules(),
     FigureRule(
@@ -916,6 +938,28 @@ FIGURES_2: tuple[FigureRule, ...] = (
         per_device=True,
         backend="llama.cpp",
     ),
+    # Each device's free memory as fit's breakdown table prints it (llama-server, and Ollama >= 0.30 which
+    # runs it): "common_memory_breakdown_print: |   - CUDA0 (V100-SXM2-32GB) | 32501 = 32192 + (15708 = ...",
+    # total = free + (self ...), in MiB; the Host row names no device in parentheses and is not read.
+    FigureRule(
+        "memory_breakdown_print",
+        "device_free",
+        rf"memory_breakdown_print:\s*\|\s*-\s*(?P<device>[\w-]+) \([^|]*\)\s*\|\s*\d+\s*=\s*{NUM}(?P<unit>)\s*\+",
+        unit_default="MiB",
+        per_device=True,
+        backend="llama.cpp",
+    ),
+    *_breakdown_rules(),
+    # llama-server's device list (also in Ollama >= 0.30's discovery output):
+    # "  Vulkan0: AMD Radeon 890M Graphics (RADV STRIX1) (33392 MiB, 33234 MiB free)"
+    FigureRule(
+        "mib free)",
+        "device_free",
+        rf"^\s*(?P<device>[A-Za-z]+\d+): .*\(\d+ MiB, {NUM}(?P<unit>) MiB free\)\s*$",
+        unit_default="MiB",
+        per_device=True,
+        backend="llama.cpp",
+    ),
     # fit's projection before it loads: "projected to use 2313 MiB of host memory vs. 24151 MiB of total
     # host memory" (a CPU run), "... MiB of device memory vs. N MiB of free device memory" (all GPUs)
     FigureRule(
@@ -930,6 +974,19 @@ FIGURES_2: tuple[FigureRule, ...] = (
         "fit_projected_host",
         rf"params_fit\w*: projected to use {NUM}(?P<unit>) MiB of host memory",
         unit_default="MiB",
+        backend="llama.cpp",
+    ),
+    # Flash attention as the context was made: "llama_context: flash_attn = auto" (auto: no figure, the
+    # engine's own default), "= disabled" / "= enabled" (today), "= 0" / "= 1" (older builds).
+    FigureRule(
+        "flash_attn", "flash_attn", rf"{_FA_PREFIX}\s*=\s*(?P<value>[01])\s*$", count=True, backend="llama.cpp"
+    ),
+    FigureRule(
+        "flash_attn", "flash_attn", rf"{_FA_PREFIX}\s*=\s*(?:enabled|true)\s*$", count=True, constant=1,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "flash_attn", "flash_attn", rf"{_FA_PREFIX}\s*=\s*(?:disabled|false)\s*$", count=True, constant=0,
         backend="llama.cpp",
     ),
     FigureRule(

@@ -1,0 +1,93 @@
+"""llama.cpp's fit projection beside vramtui's estimate, on real llama-server logs (tests/data/llama-server,
+made by tests/engines/llama_server_capture.py) and a real GPU log from a public PR (unseen.jsonl)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from vramtui.core.logs.diagnose import diagnose_file, diagnose_text
+from vramtui.core.memory.parts import HOST
+from vramtui.core.units import MIB
+from vramtui.core.wizard.fitcompare import compare_fit
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+LOGS = sorted((DATA / "llama-server").glob("*.verbose.log"))
+VERBOSE = [path for path in LOGS if "projected to use" in path.read_text()]  # fit ran before it stopped
+PROJECTED = re.compile(r"projected to use (\d+) MiB of (host|device) memory")
+
+
+def _printed(path: Path) -> dict[str, int]:
+    return {place: int(mib) * MIB for mib, place in PROJECTED.findall(path.read_text())}
+
+
+@pytest.mark.parametrize("log", VERBOSE, ids=[path.name for path in VERBOSE])
+def test_every_verbose_cpu_log_puts_the_projection_beside_an_estimate_for_its_own_settings(log: Path):
+    diagnosis = diagnose_file(log)
+    comparison = compare_fit(diagnosis.engine_figures, diagnosis.backend)
+    assert comparison is not None
+    assert comparison.projected == _printed(log)  # fit's own figure, as printed
+    assert set(comparison.estimated) == {"host"}  # a CPU run: fit projects host memory only
+    assert comparison.context == diagnosis.engine_figures["context"]  # the log's n_ctx
+    # The estimate's KV cache is the one the log printed (or asked for, where it failed there), so the
+    # two stand for the same run.
+    figures = diagnosis.engine_figures
+    printed_kv = figures.get("kv_buffer") or figures["oom_requested"]
+    assert comparison.bill is not None and comparison.bill.get("kv_cache", HOST) == printed_kv
+    delta = comparison.delta("host")
+    assert delta == pytest.approx(
+        (comparison.estimated["host"] - comparison.projected["host"]) / comparison.projected["host"]
+    )
+    text = "\n".join(comparison.lines())
+    assert f"fit projected {comparison.projected['host'] / MIB:.0f} MiB of host memory" in text
+    assert f"vramtui estimates {comparison.estimated['host'] / MIB:.0f} MiB" in text
+
+
+def test_flash_attention_off_in_the_log_is_the_estimates_too():
+    # compute-too-big ran with -fa off: its compute buffer (1159 MiB asked) is the estimate's too
+    log = DATA / "llama-server" / "compute-too-big.verbose.log"
+    diagnosis = diagnose_file(log)
+    assert diagnosis.engine_figures["flash_attn"] == 0  # "llama_context: flash_attn = disabled"
+    comparison = compare_fit(diagnosis.engine_figures, diagnosis.backend)
+    assert comparison is not None and abs(comparison.delta("host")) < 0.10
+
+
+def test_a_gpu_log_without_the_shape_gives_the_projection_and_says_why_no_estimate():
+    entries = [json.loads(line) for line in (DATA / "logs" / "unseen.jsonl").read_text().splitlines()]
+    entry = next(e for e in entries if "projected to use" in e["log"] and "device memory" in e["log"])
+    diagnosis = diagnose_text(entry["log"], backend=entry["backend"])
+    comparison = compare_fit(diagnosis.engine_figures, diagnosis.backend)
+    assert comparison is not None
+    assert comparison.projected["device"] == int(PROJECTED.search(entry["log"]).group(1)) * MIB
+    assert not comparison.estimated and "layer count" in comparison.reason
+    assert comparison.to_dict()["projected_device_mib"] == comparison.projected["device"] / MIB
+
+
+def test_no_projection_in_the_log_is_none():
+    assert len(VERBOSE) >= 4  # the captures: healthy, defaults, kv and compute failures)
+    for log in [DATA / "llama-server" / "healthy-defaults.log", *(p for p in LOGS if p not in VERBOSE)]:
+        diagnosis = diagnose_file(log)
+        assert compare_fit(diagnosis.engine_figures, diagnosis.backend) is None, log.name
+
+
+ROW = re.compile(
+    r"memory_breakdown_print:\s*\|\s*-\s*([\w-]+)(?: \([^|]*\))?\s*\|\s*(?:\d+\s*=\s*\d+\s*\+\s*\()?"
+    r"\s*\d+\s*=\s*(\d+)\s*\+\s*(\d+)\s*\+\s*(\d+)"
+)
+
+
+@pytest.mark.parametrize("log", VERBOSE, ids=[path.name for path in VERBOSE])
+def test_fits_breakdown_rows_are_the_last_the_log_printed(log: Path):
+    rows: dict[str, dict[str, int]] = {}
+    for row, model, context, compute in ROW.findall(log.read_text()):
+        rows[row] = {"model": int(model) * MIB, "context": int(context) * MIB, "compute": int(compute) * MIB}
+    diagnosis = diagnose_file(log)
+    comparison = compare_fit(diagnosis.engine_figures, diagnosis.backend)
+    assert comparison is not None and rows and comparison.breakdown == rows
+    assert "fit's breakdown" in "\n".join(comparison.lines())
+    # fit's host projection is its Host row as first printed (before loading: the mapped file counts 0)
+    first_host = next(m for m in ROW.finditer(log.read_text()) if m.group(1) == "Host")
+    assert comparison.projected["host"] == sum(int(first_host.group(i)) for i in (2, 3, 4)) * MIB
