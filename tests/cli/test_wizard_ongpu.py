@@ -51,3 +51,17 @@ def test_on_gpu_without_the_shape_is_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--heads" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_every_flag_the_missing_shape_names_is_a_flag_of_the_wizard(tmp_path):
+    # ollama#10458's print_info names heads and experts but no layer count or hidden size: the one line
+    # asks for --layers and --hidden, and the wizard takes them (the next thing it lacks is the weights)
+    entry = json.loads((ROOT / "tests/data/logs/offloaded.jsonl").read_text().splitlines()[1])
+    log = tmp_path / "run.log"
+    log.write_text(entry["log"])
+    proc = _wizard(str(log), "--goal", "on-gpu")
+    assert proc.returncode == 2 and "--layers" in proc.stderr and "--hidden" in proc.stderr
+    proc = _wizard(str(log), "--goal", "on-gpu", "--layers", "48", "--hidden", "2048")
+    assert proc.returncode == 2, proc.stderr
+    assert "unrecognized arguments" not in proc.stderr and "--layers" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr

@@ -81,6 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="on-gpu: the model (GGUF, config.json) when the log does not print its shape",
     )
     for flag, what in (
+        ("--layers", "layer count"),
+        ("--hidden", "hidden size"),
         ("--heads", "attention heads"),
         ("--kv-heads", "KV heads"),
         ("--head-dim", "head size"),

@@ -31,7 +31,13 @@ def _plan_from_log(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
         plan.layers_on_gpu = int(figures["layers_offloaded"]) if figures.get("layers_offloaded") else None
         plan.layers_total = int(figures["layers_total"]) if figures.get("layers_total") else None
     else:
-        given = {"heads": args.heads, "kv_heads": args.kv_heads, "head_dim_k": args.head_dim}
+        given = {
+            "layers": args.layers,
+            "hidden": args.hidden,
+            "heads": args.heads,
+            "kv_heads": args.kv_heads,
+            "head_dim_k": args.head_dim,
+        }
         plan = plan_from_figures(figures, backend, device, {k: v for k, v in given.items() if v})
     return diagnosis, plan
 
