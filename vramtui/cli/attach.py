@@ -31,6 +31,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the server's log (default: the file its output goes to, or docker/journald)",
     )
+    wizard = parser.add_argument_group("the app's wizard on it (n in the wizard pane)")
+    wizard.add_argument(
+        "--budget", metavar="SIZE", help="the memory it may hold (e.g. 6GiB): over it, the wizard proposes"
+    )
+    wizard.add_argument(
+        "--keep",
+        action="append",
+        default=[],
+        metavar="PARAM",
+        help="a setting the wizard must leave as it is (repeatable), e.g. --keep kv_dtype",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,13 +63,27 @@ def run(args: argparse.Namespace) -> int:
 def open_app(args: argparse.Namespace) -> int:
     """The app on the attached server: its tree in the memory pane, its log in the log pane."""
     from vramtui.core.attach import attach
+    from vramtui.core.errors import VramtuiError
+    from vramtui.core.units import parse_size
 
+    budget = parse_size(args.budget) if args.budget else None
     # A short look first: a bad target is one line before the screen opens; the app samples after.
     attached = attach(args.target, duration_s=0.3, log=args.log)
     from vramtui.tui.app import run_app
     from vramtui.tui.attached import view_from
 
-    return run_app(attached=view_from(attached), theme=getattr(args, "theme", None))
+    view = view_from(attached, budget=budget, keep=tuple(args.keep), log=args.log)
+    if args.keep and view.profile is None:
+        raise VramtuiError(
+            f"--keep: vramtui cannot rebuild {args.target}'s command line, so it proposes nothing"
+        )
+    if view.profile is not None:
+        from vramtui.core.launch.profile import known_params
+
+        for name in args.keep:
+            if name not in (*known_params(view.profile.backend), "model"):
+                raise VramtuiError(f"--keep {name}: not a parameter of {view.profile.backend.name}")
+    return run_app(attached=view, theme=getattr(args, "theme", None))
 
 
 def _mib(value: Any) -> str:

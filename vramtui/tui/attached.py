@@ -32,6 +32,9 @@ class AttachedView:
     log_file: str | None = None  # a file it writes to (followed)
     log_follow: list[str] | None = None  # docker logs -f NAME, journalctl -fu UNIT -o cat
     profile: Any = None  # a core Profile when its command line could be rebuilt
+    running: Any = None  # the core.attach Running the wizard restarts or takes over (with `profile`)
+    keep: tuple[str, ...] = ()  # settings the wizard leaves as they are (--keep)
+    log_given: str | None = None  # --log FILE: the wizard reads each restart's lines from it
 
     def describe(self) -> str:
         """`attached: llama.cpp tiny.gguf, PID 123 (context=1024, parallel=2)`: the status line."""
@@ -41,15 +44,18 @@ class AttachedView:
         return f"attached: {self.backend or 'unknown engine'} {name}, {pid} ({params})"
 
 
-def view_from(attached: Any) -> AttachedView:
-    """The app's view of a `core.attach.Attached`."""
+def view_from(
+    attached: Any, *, budget: int | None = None, keep: tuple[str, ...] = (), log: str | None = None
+) -> AttachedView:
+    """The app's view of a `core.attach.Attached`; `budget` (bytes): what the wizard holds it to."""
     from vramtui.core.attach.restart import attached_profile, running_from
     from vramtui.core.errors import VramtuiError
 
     report = attached.to_dict()
-    profile = None
+    profile = running = None
     try:
-        profile = attached_profile(running_from(attached))
+        running = running_from(attached)
+        profile = attached_profile(running, budget)
     except VramtuiError:
         pass  # an engine vramtui cannot rebuild: the params shown are still what its command line said
     log_file = report["log_source"] if attached.target.log_follow is None else None
@@ -63,6 +69,9 @@ def view_from(attached: Any) -> AttachedView:
         log_file=log_file,
         log_follow=attached.target.log_follow,
         profile=profile,
+        running=running if profile is not None else None,
+        keep=tuple(keep),
+        log_given=log,
     )
 
 
@@ -86,12 +95,7 @@ class AttachedFollower:
             self.app.watch_pid(view.pid)
         if view.profile is not None:
             self.app.query_one(EstimatorPane).prefill_from_profile(view.profile)
-        wizard = self.app.query_one(WizardPane)
-        wizard.state_text = (
-            f"attached to {view.target}: vramtui did not start it. Its wizard runs from a shell: "
-            f"vramtui wizard --attach {view.target} (you restart it, or it is taken over after your yes)"
-        )
-        wizard.show()
+        self.app.query_one(WizardPane).attach_server(view)  # n: its wizard, the two ways
         log = self.app.query_one(LogPane)
         if view.log_file is not None and Path(view.log_file).is_file():
             log.open_file(Path(view.log_file), follow=True)

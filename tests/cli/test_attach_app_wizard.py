@@ -1,0 +1,127 @@
+"""The wizard pane on a server vramtui did not start (`vramtui attach TARGET`), driven with Textual's
+pilot on a real llama-server the test starts itself, outside vramtui, logging to a file.
+
+The pane shows the proposed change and the exact changed command; "take it over" asks first and a
+no leaves the process running; "restart it yourself" waits while the test (as a user would) stops
+the server and starts the shown command; the pane sees the new PID on the same port and verifies it
+with the same core code as `vramtui wizard --attach`, and the record keeps the step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import psutil
+import pytest
+from test_attach_cli import _free_port, _start
+from test_attach_wizard import _rss_mib
+from test_tui_support import screen_text, wait_for
+
+from vramtui.core.attach import attach
+from vramtui.core.attach.cmdline import read_command
+from vramtui.core.wizard.steprecord import open_session
+from vramtui.tui.app import VramtuiApp
+from vramtui.tui.attached import view_from
+from vramtui.tui.panes.wizard import WizardPane
+from vramtui.tui.screens import ConfirmTakeOver
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(tmp_path / "config"))
+
+
+@pytest.fixture
+def server_8k(llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path):
+    port = _free_port()
+    argv = [str(llama_server_bin), "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--ctx-size", "8192", "--parallel", "1"]
+    for proc in _start(argv, tmp_path / "server.log", "/health", port):
+        yield proc, port
+
+
+def _proposal_text(pane: WizardPane) -> str:
+    return str(pane.query_one("#wiz-proposal").content)
+
+
+async def test_the_pane_proposes_asks_before_a_take_over_and_verifies_your_restart(
+    server_8k, tmp_path: Path
+) -> None:
+    proc, port = server_8k
+    budget = int(_rss_mib(proc.pid) - 15)  # over it now; a smaller context brings it under
+    view = view_from(
+        attach(f"http://127.0.0.1:{port}", duration_s=0.3), budget=budget * 2**20, keep=("kv_dtype",)
+    )
+    record = tmp_path / "session.jsonl"
+    app = VramtuiApp(live_sampling=False, remember=False, attached=view)
+    restarted: list = []
+    try:
+        await _drive(app, proc, port, record, tmp_path, restarted)
+    finally:
+        for gen in restarted:
+            gen.close()  # the test stops what it started
+
+
+async def _drive(app, proc, port: int, record: Path, tmp_path: Path, restarted: list) -> None:
+    view = app.attached
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(WizardPane)
+        assert "press n" in pane.state_text
+        app.action_show_pane("wizard")  # what n does first; the pane's keys act while it has focus
+        pane.start_attached(record_path=record, restart_timeout_s=120)
+        await wait_for(pilot, lambda: pane.proposal is not None and not pane.busy, timeout_s=90)
+        proposal = pane.proposal
+        assert proposal.param == "context" and proposal.from_ == 8192 and proposal.to < 8192
+        change = pane.driver.change_for(proposal)
+        changed = read_command(change.argv)
+        assert changed.params == {"context": proposal.to, "parallel": 1} and changed.port == port
+        shown = _proposal_text(pane)
+        assert f"command: {change.shell}" in shown  # the exact command, whole, to copy
+        assert f"waits for a new PID on port {port}" in shown
+        assert "Restart it yourself (n)" in screen_text(app) and "Take it over (o)" in screen_text(app)
+        await pilot.press("c")
+        assert app.clipboard == change.shell
+
+        # Take it over, then no: nothing is stopped, the same proposal stays.
+        await pilot.press("o")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmTakeOver))
+        assert f"Stop PID {proc.pid}, which vramtui did not start" in app.screen.question
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmTakeOver))
+        await pilot.pause(1.0)
+        assert proc.poll() is None and psutil.pid_exists(proc.pid)
+        assert pane.proposal is proposal and not pane.busy and not pane.driver.runner.allowed
+
+        # Restart it yourself: the pane waits; the test restarts it with the shown command.
+        await pilot.press("n")
+        await wait_for(pilot, lambda: pane.driver.busy_waiting and "waiting for you" in pane.state_text)
+        assert proc.poll() is None  # waiting stops nothing
+        proc.send_signal(signal.SIGINT)
+        await asyncio.to_thread(proc.wait, 15)
+        assert change.env == {}  # llama-server: the command line carries the change
+        restarted.append(_start(change.argv, tmp_path / "restarted.log", "/health", port))
+        new = await asyncio.to_thread(next, restarted[0])
+        await wait_for(pilot, lambda: len(pane.steps) == 2, timeout_s=120)
+        step = pane.steps[1]
+        assert step.outcome == "works", (step.notes, pane.state_text)
+        seen = f"new process {new.pid}: its command line sets context = {proposal.to}"
+        assert seen in step.notes
+        await wait_for(pilot, lambda: pane.driver.finished, timeout_s=30)
+        assert seen in pane.state_text
+        assert f"IT RUNS with context={proposal.to}" in pane.state_text
+        assert f"as PID {new.pid}, which vramtui leaves running" in pane.state_text
+        # The status line and the memory pane follow the new process; the log pane its new file.
+        status = screen_text(app)
+        assert f"PID {new.pid} (context={proposal.to}, parallel=1)" in status
+        assert app.query_one("#memory").watched_pid == new.pid
+        assert view.log_file == str(tmp_path / "restarted.log")
+        assert new.poll() is None
+    assert new.poll() is None  # quitting the app leaves the restarted server running
+    session = open_session(record)
+    assert session.success and [s["outcome"] for s in session.steps] == ["first_run", "works"]
