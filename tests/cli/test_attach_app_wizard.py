@@ -10,6 +10,7 @@ with the same core code as `vramtui wizard --attach`, and the record keeps the s
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from pathlib import Path
 
@@ -125,3 +126,33 @@ async def _drive(app, proc, port: int, record: Path, tmp_path: Path, restarted: 
     assert new.poll() is None  # quitting the app leaves the restarted server running
     session = open_session(record)
     assert session.success and [s["outcome"] for s in session.steps] == ["first_run", "works"]
+
+
+async def test_take_it_over_with_a_yes_relaunches_under_vramtui_as_the_apps_model(
+    server_8k, tmp_path: Path
+) -> None:
+    proc, port = server_8k
+    budget = int(_rss_mib(proc.pid) - 15)
+    view = view_from(attach(str(proc.pid), duration_s=0.3), budget=budget * 2**20, keep=("kv_dtype",))
+    app = VramtuiApp(live_sampling=False, remember=False, attached=view)
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(WizardPane)
+        await pilot.press("n")  # the app's key: the wizard pane, step 0 on the running server
+        await wait_for(pilot, lambda: pane.proposal is not None and not pane.busy, timeout_s=90)
+        proposal = pane.proposal
+        await pilot.press("o")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmTakeOver))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: pane.driver.finished, timeout_s=120)
+        assert proc.wait(5) is not None  # stopped: the user said yes
+        assert pane.steps[-1].outcome == "works", pane.state_text
+        assert "under vramtui, as the app's model" in pane.state_text
+        await wait_for(pilot, lambda: app.session is not None and app.session.running)
+        ours = psutil.Process(app.session.pid)
+        assert ours.ppid() == os.getpid()  # launched by vramtui (this test's process is the app)
+        assert read_command(ours.cmdline()).params == {"context": proposal.to, "parallel": 1}
+        assert any(c.laddr.port == port for c in ours.net_connections(kind="tcp"))  # the same port
+        assert any("taken over" in n for n in pane.driver.runner.notes)
+        assert app.running_models()  # quitting asks first: it stops what vramtui now runs
+    psutil.wait_procs([ours], timeout=15)
+    assert not ours.is_running()  # the app's end stopped the server it took over
