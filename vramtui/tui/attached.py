@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,6 +76,14 @@ def view_from(
     )
 
 
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent to reap it has exited: it holds no memory)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 class AttachedFollower:
     """Follows one attached server inside the app; `stop()` ends only what vramtui started (the log
     command), never the server."""
@@ -129,10 +138,20 @@ class AttachedFollower:
 
     def _check_alive(self) -> None:
         pid = self.view.pid
-        if pid is None or self.exited or psutil.pid_exists(pid):
+        if pid is None or self.exited or _alive(pid):
             return
         self.exited = True
-        self.app.launch_note = f"{self.view.describe()}: the process exited"
+        from vramtui.core.memory.readings import Event
+        from vramtui.tui.panes.memory import MemoryPane
+
+        now = time.time()
+        # On the curve: the readings then tell what stayed held after it (a leak, another process).
+        self.app.query_one(MemoryPane).add_event(Event(now, "exit", f"attached PID {pid} exited"))
+        when = time.strftime("%H:%M:%S", time.localtime(now))
+        self.app.launch_note = (
+            f"{self.view.describe()}: the process exited at {when} (not by vramtui); its memory history "
+            "and log stay on screen"
+        )
         self.app.update_status()
 
     def stop(self) -> None:
