@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from vramtui.tui.app import VramtuiApp
 from vramtui.tui.attached import view_from
 from vramtui.tui.panes.log import LogPane
 from vramtui.tui.panes.memory import MemoryPane
+from vramtui.tui.panes.wizard import WizardPane
 
 pytestmark = pytest.mark.engine
 
@@ -53,3 +55,29 @@ async def _exit_seen(proc: subprocess.Popen[bytes]) -> None:
         assert [e.kind for e in memory.state.events][-1:] == ["exit"]
         assert memory.selected_key() == "process"  # the graph still shows its curve
         assert len(app.query_one(LogPane).view.lines) >= lines_before
+
+
+async def test_the_wizard_on_a_server_that_stopped_answering_says_so_in_the_pane(
+    llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    port = _free_port()
+    argv = [str(llama_server_bin), "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port)]
+    for proc in _start(argv, tmp_path / "server.log", "/health", port):
+        view = view_from(attach(f"http://127.0.0.1:{port}", duration_s=0.3))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        await _pane_says_it_does_not_answer(view, port)
+
+
+async def _pane_says_it_does_not_answer(view, port: int) -> None:
+    app = VramtuiApp(live_sampling=False, remember=False, attached=view)
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(WizardPane)
+        started = time.monotonic()
+        await pilot.press("n")
+        await wait_for(pilot, lambda: pane.driver is not None and pane.driver.finished, timeout_s=20)
+        assert time.monotonic() - started < 15  # bounded: the health check's short timeout
+        said = f"http://127.0.0.1:{port} does not answer its health check"
+        assert said in pane.state_text and "Traceback" not in pane.state_text
+        assert pane.steps[0].outcome == "error" and pane.proposal is None
+        assert said in screen_text(app)

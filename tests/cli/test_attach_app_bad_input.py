@@ -1,0 +1,169 @@
+"""`vramtui attach TARGET` on a terminal (the app's path) with bad input: one line on stderr and exit 2
+before the screen opens, within a short time, never a traceback. Real processes and sockets: a PID
+that does not exist, a port nobody listens on, a plain `python -m http.server`, a server answering
+garbage to every path, and a listener that accepts and never answers."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_attach_cli import _free_port
+
+GARBAGE = textwrap.dedent(
+    """
+    import sys
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Garbage(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"\\x00\\xffgarbage {{{ not json"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    HTTPServer(("127.0.0.1", int(sys.argv[1])), Garbage).serve_forever()
+    """
+)
+SILENT = textwrap.dedent(
+    """
+    import socket, sys
+    server = socket.socket()
+    server.bind(("127.0.0.1", int(sys.argv[1])))
+    server.listen(8)
+    held = []
+    while True:
+        held.append(server.accept()[0])  # accepted, never answered
+    """
+)
+
+
+def _listening(port: int, timeout: float = 20) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    pytest.fail(f"nothing listens on {port}")
+
+
+def _serve(argv: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _listening(port)
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.fixture
+def http_server() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    port = _free_port()
+    argv = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+    for proc in _serve(argv, port):
+        yield proc, port
+
+
+@pytest.fixture
+def garbage_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    port = _free_port()
+    script = tmp_path / "garbage_server.py"
+    script.write_text(GARBAGE)
+    for proc in _serve([sys.executable, str(script), str(port)], port):
+        yield proc, port
+
+
+@pytest.fixture
+def silent_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    port = _free_port()
+    script = tmp_path / "silent_server.py"
+    script.write_text(SILENT)
+    for proc in _serve([sys.executable, str(script), str(port)], port):
+        yield proc, port
+
+
+def attach_on_a_terminal(target: str) -> tuple[int, str, bytes, float]:
+    """Run `vramtui attach TARGET` with its stdout on a terminal, as a user does: the app's path.
+    Returns (exit status, stderr, what reached the terminal, seconds)."""
+    leader, follower = pty.openpty()
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vramtui", "attach", target],
+        stdin=follower,
+        stdout=follower,
+        stderr=subprocess.PIPE,
+    )
+    os.close(follower)
+    try:
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    took = time.monotonic() - started
+    screen = b""
+    os.set_blocking(leader, False)
+    try:
+        screen = os.read(leader, 65536)
+    except OSError:
+        pass
+    os.close(leader)
+    return proc.returncode, err.decode("utf-8", "replace"), screen, took
+
+
+def _check_refused(target: str, says: str) -> str:
+    code, err, screen, took = attach_on_a_terminal(target)
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("vramtui: ") and says in err, err
+    assert "Traceback" not in err
+    assert b"\x1b[?1049h" not in screen  # the app never took the screen
+    assert took < 15, took  # refused within a short timeout, no hang
+    return err
+
+
+def test_a_pid_that_does_not_exist() -> None:
+    _check_refused("999999999", "no process with PID 999999999")
+
+
+def test_a_url_nobody_answers() -> None:
+    port = _free_port()
+    _check_refused(f"http://127.0.0.1:{port}", f"nothing answers at http://127.0.0.1:{port}")
+
+
+def test_a_port_held_by_a_plain_http_server(http_server) -> None:
+    proc, port = http_server
+    err = _check_refused(f"http://127.0.0.1:{port}", f"(process {proc.pid}) is no model server")
+    assert "'python" in err or "http.server" in err  # it names what holds the port
+    assert "its endpoints answer HTTP 404" in err
+    assert proc.poll() is None  # attach stops nothing
+
+
+def test_an_endpoint_that_answers_garbage(garbage_server) -> None:
+    proc, port = garbage_server
+    err = _check_refused(f"http://127.0.0.1:{port}", "is no model server")
+    assert "answered garbage: not JSON" in err
+    by_pid = _check_refused(str(proc.pid), f"process {proc.pid} is no model server")
+    assert "answered garbage" in by_pid
+    assert proc.poll() is None
+
+
+def test_a_listener_that_never_answers(silent_server) -> None:
+    proc, port = silent_server
+    err = _check_refused(f"http://127.0.0.1:{port}", "does not answer: no answer within 2 s")
+    assert proc.poll() is None
+    assert err.count("\n") == 1
