@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 
 from vramtui.core.attach.cmdline import ServerCommand, read_command
-from vramtui.core.attach.container import container_of
+from vramtui.core.attach.container import Container, container_of, named
 from vramtui.core.attach.endpoints import Endpoint, Unreachable, probe
 from vramtui.core.attach.target import Target, parse_target, resolve
 from vramtui.core.errors import VramtuiError
@@ -68,7 +68,7 @@ class Attached:
         rows = []
         for gpu in last.gpus:
             for pid, used in sorted(gpu.process_bytes.items()):
-                box = container_of(pid)
+                box = named(container_of(pid))
                 rows.append(
                     {
                         "gpu": gpu.index,
@@ -84,7 +84,9 @@ class Attached:
         command = self.command
         backend = command.backend if command else None
         pid = self.target.pid
-        box = container_of(pid) if pid is not None else None
+        box = named(container_of(pid)) if pid is not None else None
+        if box is not None and not box.name and self.target.kind == "docker" and self.target.name:
+            box = Container(box.runtime, box.id, self.target.name)  # the name it was attached by
         model = command.model if command else None
         diagnosis = None
         if self.diagnosis is not None:
