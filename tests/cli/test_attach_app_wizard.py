@@ -156,3 +156,29 @@ async def test_take_it_over_with_a_yes_relaunches_under_vramtui_as_the_apps_mode
         assert app.running_models()  # quitting asks first: it stops what vramtui now runs
     psutil.wait_procs([ours], timeout=15)
     assert not ours.is_running()  # the app's end stopped the server it took over
+
+
+async def test_k_stops_waiting_for_a_restart_and_the_change_is_proposed_again(
+    server_8k, tmp_path: Path
+) -> None:
+    proc, port = server_8k
+    budget = int(_rss_mib(proc.pid) - 15)
+    view = view_from(attach(str(proc.pid), duration_s=0.3), budget=budget * 2**20, keep=("kv_dtype",))
+    record = tmp_path / "r.jsonl"
+    app = VramtuiApp(live_sampling=False, remember=False, attached=view)
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(WizardPane)
+        app.action_show_pane("wizard")
+        pane.start_attached(record_path=record)
+        await wait_for(pilot, lambda: pane.proposal is not None and not pane.busy, timeout_s=90)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: pane.driver.busy_waiting)
+        await pilot.press("k")  # the footer's Skip: while waiting, it stops waiting
+        await wait_for(pilot, lambda: len(pane.steps) == 2 and pane.proposal is not None, timeout_s=10)
+        step = pane.steps[-1]
+        assert step.outcome == "error"
+        assert f"stopped waiting for a restart at http://127.0.0.1:{port}" in step.notes[0]
+        assert pane.proposal.param == "context"  # proposed again: nothing was applied
+        assert proc.poll() is None  # nothing was stopped
+    session = open_session(record)
+    assert [s["outcome"] for s in session.steps] == ["first_run", "error"]

@@ -80,6 +80,7 @@ class WizardPane(Pane):
     WizardPane #wiz-buttons Button { margin-right: 1; min-width: 10; }
     WizardPane #wiz-buttons .-attached { display: none; }
     WizardPane.-attached #wiz-buttons .-attached { display: block; }
+    WizardPane.-attached #wiz-export { display: none; }  /* x still exports: room for the two ways */
     WizardPane #wiz-edit { display: none; height: 1; border: none; padding: 0 1; background: $boost; }
     WizardPane #wiz-edit.-visible { display: block; }
     WizardPane DataTable { height: 1fr; margin-top: 1; }
@@ -105,7 +106,7 @@ class WizardPane(Pane):
             yield Button("Skip (k)", id="wiz-skip", compact=True)
             yield Button("Edit (v)", id="wiz-edit-button", compact=True)
             yield Button("Take it over (o)", id="wiz-take-over", compact=True, classes="-attached")
-            yield Button("Copy command (c)", id="wiz-copy", compact=True, classes="-attached")
+            yield Button("Copy (c)", id="wiz-copy", compact=True, classes="-attached")
             yield Button("Export (x)", id="wiz-export", compact=True)
         yield Input(
             placeholder="value to try instead (Enter to apply, Esc to cancel)", id="wiz-edit", compact=True
@@ -237,6 +238,10 @@ class WizardPane(Pane):
         if proposal is None or self.busy or self.driver is None:
             return
         driver: Any = self.driver
+        target = driver.runner.running.target
+        if driver.runner.running.in_box:  # docker or systemd restarts it: vramtui never takes it over
+            self.notify(f"{target.text} is run by {target.kind}: apply the change there (n).", timeout=6)
+            return
         change = driver.change_for(proposal)
         question = (
             f"Stop PID {driver.pid}, which vramtui did not start, and relaunch it under vramtui with "
@@ -411,7 +416,11 @@ class WizardPane(Pane):
                 )
         self.query_one("#wiz-proposal", Static).update(proposal)
         restart = self._attached_proposal() is not None
-        self.query_one("#wiz-confirm", Button).label = "Restart it yourself (n)" if restart else "Confirm (n)"
+        confirm = self.query_one("#wiz-confirm", Button)
+        label = "Restart it yourself (n)" if restart else "Confirm (n)"
+        if str(confirm.label) != label:
+            confirm.label = label
+            confirm.refresh(layout=True)  # its width follows the label
         has_proposal = self.proposal is not None and not self.busy
         self.query_one("#wiz-confirm", Button).disabled = self.driver is None or self.busy
         self.query_one("#wiz-skip", Button).disabled = not has_proposal

@@ -56,6 +56,8 @@ def attached_hint(view: AttachedView) -> str:
 class AttachedDriver(WizardDriver):
     """One wizard session on an attached server, for the pane."""
 
+    PROPOSED = "proposed — restart it yourself (n) or take it over (o); skip (k) or edit the value (v)"
+
     def __init__(
         self,
         pane: WizardPane,

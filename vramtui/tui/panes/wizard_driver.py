@@ -68,6 +68,8 @@ def parse_value(text: str) -> object:
 class WizardDriver:
     """One wizard session for the pane: first launch, proposals, confirmed steps, export."""
 
+    PROPOSED = "proposed — confirm (n), skip, or edit the value"  # the pane's state line with a proposal
+
     def __init__(
         self,
         pane: WizardPane,
@@ -202,7 +204,7 @@ class WizardDriver:
         if proposal is None:
             self._finish(False)
             return
-        self._post("proposed — confirm (n), skip, or edit the value", proposal=proposal)
+        self._post(self.PROPOSED, proposal=proposal)
 
     def apply(self, proposal: Any) -> None:
         self._post(f"relaunching with {proposal.param} = {proposal.to}…")
