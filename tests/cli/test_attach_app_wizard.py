@@ -121,6 +121,8 @@ async def _drive(app, proc, port: int, record: Path, tmp_path: Path, restarted: 
         status = screen_text(app)
         assert f"PID {new.pid} (context={proposal.to}, parallel=1)" in status
         assert app.query_one("#memory").watched_pid == new.pid
+        estimator = app.query_one("#est-context").value  # the estimator holds what it runs now
+        assert estimator.replace(",", "") == str(proposal.to)
         assert view.log_file == str(tmp_path / "restarted.log")
         assert new.poll() is None
     assert new.poll() is None  # quitting the app leaves the restarted server running

@@ -31,11 +31,14 @@ class AttachedProcess(Message):
     """Posted from the wizard's thread: another process serves now (restarted by the user, or launched
     by the take-over); the memory pane, the log pane and the status line follow it."""
 
-    def __init__(self, pid: int | None, log_file: str | None, params: dict[str, object] | None) -> None:
+    def __init__(
+        self, pid: int | None, log_file: str | None, params: dict[str, object] | None, profile: Any = None
+    ) -> None:
         super().__init__()
         self.pid = pid
         self.log_file = log_file
         self.params = params  # what its command line sets (None: not read, or ours after a take-over)
+        self.profile = profile  # what it runs as a profile (the estimator's fields, the budget line)
 
 
 def attached_hint(view: AttachedView) -> str:
@@ -159,7 +162,8 @@ class AttachedDriver(WizardDriver):
             self._feed.follow_server(server)
         seen = self.runner.last_command
         params = dict(seen.params) if seen is not None and server is None else None
-        self.pane.post_message(AttachedProcess(process.pid, process.log_file, params))
+        profile = self.runner.current if params is not None else None
+        self.pane.post_message(AttachedProcess(process.pid, process.log_file, params, profile))
 
     def _runner(self, profile: Any) -> Any:  # the AttachedRunner runs every step instead
         raise AssertionError("an attached wizard runs through its AttachedRunner")
@@ -255,6 +259,8 @@ def follow_process(app: Any, message: AttachedProcess) -> None:
         follower.exited = False  # the old PID is gone by design: the new one is watched
     if message.params is not None:
         view.params = dict(message.params)
+    if message.profile is not None:
+        app.follow_profile(message.profile)  # the estimator's fields: what it runs now
     if app.session is None:
         app.launch_note = view.describe()
         app.update_status()
