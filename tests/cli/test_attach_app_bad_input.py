@@ -97,13 +97,13 @@ def silent_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int
         yield proc, port
 
 
-def attach_on_a_terminal(target: str) -> tuple[int, str, bytes, float]:
+def attach_on_a_terminal(target: str, *args: str) -> tuple[int, str, bytes, float]:
     """Run `vramtui attach TARGET` with its stdout on a terminal, as a user does: the app's path.
     Returns (exit status, stderr, what reached the terminal, seconds)."""
     leader, follower = pty.openpty()
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vramtui", "attach", target],
+        [sys.executable, "-m", "vramtui", "attach", target, *args],
         stdin=follower,
         stdout=follower,
         stderr=subprocess.PIPE,
@@ -167,3 +167,30 @@ def test_a_listener_that_never_answers(silent_server) -> None:
     err = _check_refused(f"http://127.0.0.1:{port}", "does not answer: no answer within 2 s")
     assert proc.poll() is None
     assert err.count("\n") == 1
+
+
+def test_a_budget_that_is_no_size() -> None:
+    _check_refused_args(["999999999", "--budget", "lots"], "lots")
+
+
+def _check_refused_args(args: list[str], says: str) -> str:
+    code, err, screen, took = attach_on_a_terminal(*args)
+    assert code == 2 and err.count("\n") == 1 and says in err and "Traceback" not in err, err
+    assert b"\x1b[?1049h" not in screen and took < 15
+    return err
+
+
+@pytest.mark.engine
+def test_keep_names_a_parameter_of_the_attached_engine(
+    llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    from test_attach_cli import _start
+
+    port = _free_port()
+    argv = [str(llama_server_bin), "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port)]
+    for server in _start(argv, tmp_path / "server.log", "/health", port):
+        err = _check_refused_args(
+            [str(server.pid), "--keep", "ctx"], "--keep ctx: not a parameter of llama.cpp"
+        )
+        assert err == "vramtui: --keep ctx: not a parameter of llama.cpp\n"
+        assert server.poll() is None
