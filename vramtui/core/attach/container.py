@@ -19,6 +19,7 @@ source). The container's name is not in the cgroup: the runtime's own CLI names 
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -93,6 +94,7 @@ NAMING_CLI = {"docker": "docker", "podman": "podman"}
 NAME_TIMEOUT_S = 2.0
 
 
+@functools.lru_cache(maxsize=256)  # one `inspect` per container, however many of its processes use a GPU
 def container_name(container: Container, timeout_s: float = NAME_TIMEOUT_S) -> str | None:
     """Its name from its runtime's CLI (`docker inspect`): None when the CLI is not installed, not
     permitted, or does not answer in time (the id still identifies it)."""
