@@ -174,7 +174,7 @@ async def test_k_stops_waiting_for_a_restart_and_the_change_is_proposed_again(
         pane.start_attached(record_path=record)
         await wait_for(pilot, lambda: pane.proposal is not None and not pane.busy, timeout_s=90)
         await pilot.press("n")
-        await wait_for(pilot, lambda: pane.driver.busy_waiting)
+        await wait_for(pilot, lambda: pane.driver.busy_waiting and "Stop waiting (k)" in screen_text(app))
         await pilot.press("k")  # the footer's Skip: while waiting, it stops waiting
         await wait_for(pilot, lambda: len(pane.steps) == 2 and pane.proposal is not None, timeout_s=10)
         step = pane.steps[-1]

@@ -287,7 +287,7 @@ class WizardPane(Pane):
 
     @on(Button.Pressed, "#wiz-skip")
     def _skip(self) -> None:
-        self.skip()
+        self.action_skip()  # while waiting for a restart: stop waiting
 
     @on(Button.Pressed, "#wiz-take-over")
     def _take_over(self) -> None:
@@ -423,7 +423,12 @@ class WizardPane(Pane):
             confirm.refresh(layout=True)  # its width follows the label
         has_proposal = self.proposal is not None and not self.busy
         self.query_one("#wiz-confirm", Button).disabled = self.driver is None or self.busy
-        self.query_one("#wiz-skip", Button).disabled = not has_proposal
+        skip = self.query_one("#wiz-skip", Button)
+        waiting = bool(getattr(self.driver, "busy_waiting", False))  # k stops waiting for a restart
+        if str(skip.label) != ("Stop waiting (k)" if waiting else "Skip (k)"):
+            skip.label = "Stop waiting (k)" if waiting else "Skip (k)"
+            skip.refresh(layout=True)
+        skip.disabled = not (has_proposal or waiting)
         self.query_one("#wiz-edit-button", Button).disabled = not has_proposal
         self.query_one("#wiz-export", Button).disabled = not self.steps
         self.query_one("#wiz-take-over", Button).disabled = not (restart and not self.busy)
