@@ -92,13 +92,21 @@ def _mib(value: Any) -> str:
     return f"{value / 1024:.2f} GiB" if abs(value) >= 1024 else f"{value:.0f} MiB"
 
 
+def _box(container: dict[str, Any]) -> str:
+    """`docker llama (3f2a9c0d1e4b)`, or `docker 3f2a9c0d1e4b` when its runtime gave no name."""
+    name = container.get("name")
+    return (
+        f"{container['runtime']} {name} ({container['id']})"
+        if name
+        else f"{container['runtime']} {container['id']}"
+    )
+
+
 def render_text(report: dict[str, Any]) -> str:
     """The report as lines (the app view of an attached server is to come)."""
     lines = [
         f"{report['target']}: {report['backend'] or 'unknown engine'}, PID {report['pid'] or 'not seen'}"
-        + (
-            f" in {report['container']['runtime']} {report['container']['id']}" if report["container"] else ""
-        ),
+        + (f" in {_box(report['container'])}" if report["container"] else ""),
         f"  model       {report['model'] or 'n/a'}",
     ]
     params = ", ".join(f"{k}={v}" for k, v in report["params"].items()) or "none on the command line"
@@ -121,7 +129,7 @@ def render_text(report: dict[str, Any]) -> str:
             f"peak {_mib(readings['peak_mib'])} over {readings['samples']} samples"
         )
     for row in report["gpu_processes"]:
-        box = f" ({row['container']['runtime']} {row['container']['id']})" if row["container"] else ""
+        box = f" ({_box(row['container'])})" if row["container"] else ""
         lines.append(f"    GPU {row['gpu']} PID {row['pid']}{box}: {_mib(row['used_mib'])}")
     diagnosis = report["diagnosis"]
     if diagnosis is not None:
