@@ -93,6 +93,7 @@ class AttachedFollower:
         self.view = view
         self._log_proc: subprocess.Popen[bytes] | None = None
         self.exited = False
+        self.taken_over = False  # the wizard stops it with the user's yes: its exit is ours
 
     def start(self) -> None:
         from vramtui.tui.panes.estimator import EstimatorPane
@@ -148,9 +149,10 @@ class AttachedFollower:
         # On the curve: the readings then tell what stayed held after it (a leak, another process).
         self.app.query_one(MemoryPane).add_event(Event(now, "exit", f"attached PID {pid} exited"))
         when = time.strftime("%H:%M:%S", time.localtime(now))
+        who = "stopped by vramtui with your yes, to relaunch it" if self.taken_over else "not by vramtui"
         self.app.launch_note = (
-            f"{self.view.describe()}: the process exited at {when} (not by vramtui); its memory history "
-            "and log stay on screen"
+            f"{self.view.describe()}: the process exited at {when} ({who}); its memory history and log "
+            "stay on screen"
         )
         self.app.update_status()
 

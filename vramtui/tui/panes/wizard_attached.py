@@ -117,6 +117,9 @@ class AttachedDriver(WizardDriver):
     def take_over(self, proposal: Any) -> None:
         """After the user's yes: stop the process vramtui did not start and launch the change."""
         self.runner.way, self.runner.allowed = "take_over", True
+        follower = getattr(self.app, "follower", None)
+        if follower is not None:
+            follower.taken_over = True  # the status line says who stopped it
         self.runner.cancel.clear()
         self._launch_feed(proposal)
         self._post(
