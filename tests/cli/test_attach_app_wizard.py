@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from pathlib import Path
 
 import psutil
@@ -63,13 +64,37 @@ async def test_the_pane_proposes_asks_before_a_take_over_and_verifies_your_resta
     app = VramtuiApp(live_sampling=False, remember=False, attached=view)
     restarted: list = []
     try:
-        await _drive(app, proc, port, record, tmp_path, restarted)
+        await _drive(app, proc, port, record, tmp_path, restarted, "/health", {"parallel": 1})
     finally:
         for gen in restarted:
             gen.close()  # the test stops what it started
 
 
-async def _drive(app, proc, port: int, record: Path, tmp_path: Path, restarted: list) -> None:
+async def test_the_pane_verifies_your_restart_of_a_llama_cpp_python_server_by_pid(
+    tiny_gguf: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("llama_cpp.server.app")
+    port = _free_port()
+    argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(tiny_gguf), "--host", "127.0.0.1"]
+    argv += ["--port", str(port), "--n_ctx", "8192"]
+    restarted: list = []
+    for proc in _start(argv, tmp_path / "server.log", "/v1/models", port):
+        budget = int(_rss_mib(proc.pid) - 15)
+        view = view_from(
+            attach(str(proc.pid), duration_s=0.3), budget=budget * 2**20, keep=("kv_dtype", "flash_attn")
+        )
+        app = VramtuiApp(live_sampling=False, remember=False, attached=view)
+        try:
+            await _drive(app, proc, port, tmp_path / "session.jsonl", tmp_path, restarted, "/v1/models", {})
+        finally:
+            for gen in restarted:
+                gen.close()
+
+
+async def _drive(
+    app, proc, port: int, record: Path, tmp_path: Path, restarted: list, ready: str, others: dict
+) -> None:
+    """Propose, copy, take over and say no, restart it yourself: the whole first test's path."""
     view = app.attached
     async with app.run_test(size=(200, 50)) as pilot:
         pane = app.query_one(WizardPane)
@@ -81,7 +106,7 @@ async def _drive(app, proc, port: int, record: Path, tmp_path: Path, restarted: 
         assert proposal.param == "context" and proposal.from_ == 8192 and proposal.to < 8192
         change = pane.driver.change_for(proposal)
         changed = read_command(change.argv)
-        assert changed.params == {"context": proposal.to, "parallel": 1} and changed.port == port
+        assert changed.params == {"context": proposal.to, **others} and changed.port == port
         shown = _proposal_text(pane)
         assert f"command: {change.shell}" in shown  # the exact command, whole, to copy
         assert f"waits for a new PID on port {port}" in shown
@@ -105,8 +130,8 @@ async def _drive(app, proc, port: int, record: Path, tmp_path: Path, restarted: 
         assert proc.poll() is None  # waiting stops nothing
         proc.send_signal(signal.SIGINT)
         await asyncio.to_thread(proc.wait, 15)
-        assert change.env == {}  # llama-server: the command line carries the change
-        restarted.append(_start(change.argv, tmp_path / "restarted.log", "/health", port))
+        assert change.env == {}  # the command line carries the change
+        restarted.append(_start(change.argv, tmp_path / "restarted.log", ready, port))
         new = await asyncio.to_thread(next, restarted[0])
         await wait_for(pilot, lambda: len(pane.steps) == 2, timeout_s=120)
         step = pane.steps[1]
@@ -119,7 +144,8 @@ async def _drive(app, proc, port: int, record: Path, tmp_path: Path, restarted: 
         assert f"as PID {new.pid}, which vramtui leaves running" in pane.state_text
         # The status line and the memory pane follow the new process; the log pane its new file.
         status = screen_text(app)
-        assert f"PID {new.pid} (context={proposal.to}, parallel=1)" in status
+        runs_with = ", ".join(f"{k}={v}" for k, v in changed.params.items())
+        assert f"PID {new.pid} ({runs_with})" in status
         assert app.query_one("#memory").watched_pid == new.pid
         estimator = app.query_one("#est-context").value  # the estimator holds what it runs now
         assert estimator.replace(",", "") == str(proposal.to)
