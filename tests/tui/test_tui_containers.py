@@ -63,4 +63,10 @@ async def test_each_gpu_process_row_shows_its_container(tmp_path: Path) -> None:
         assert f"docker {docker_v1['full_id'][:12]} · model" in rows["4242"]
         assert f"podman {podman_v2['full_id'][:12]}" in rows["5000"]
         assert "on the host" in rows["777"]
+        memory.watched_pid = 4242  # the attached server: its tree's row names its container too
+        memory.ingest_from_thread(dataclasses.replace(sample, t=sample.t + 0.1))
+        rows_text = lambda: memory._shown.get("#mem-lines", "")  # noqa: E731 - the rows as painted
+        await wait_for(pilot, lambda: f"in docker {docker_v1['full_id'][:12]}" in rows_text())
+        (tree_row,) = [line for line in rows_text().splitlines() if "model process" in line]
+        assert tree_row.endswith(f"1 process, GPU 9.0 GiB in docker {docker_v1['full_id'][:12]}")
         assert "9.0 GiB" in rows["4242"] and "512" in rows["5000"]  # each process's own figure

@@ -283,6 +283,9 @@ class MemoryPane(Pane, can_focus=True):
                     extra += f", GPU {format_bytes(gpu_bytes, 1)}"
                 if host.root_alive is False:
                     extra += " (exited)"
+                box = self.containers.of(self.watched_pid) if self.watched_pid is not None else None
+                if box is not None:
+                    extra += f" in {box.label}"
                 rows.append(("process", "model process", host.tree_rss, host.ram_total, extra))
             swap = f" swap {format_bytes(host.swap_used, 1)}" if host.swap_total else ""
             rows.append(("host", "host RAM", host.ram_used, host.ram_total, swap))
