@@ -169,8 +169,9 @@ def test_a_listener_that_never_answers(silent_server) -> None:
     assert err.count("\n") == 1
 
 
-def test_a_budget_that_is_no_size() -> None:
+def test_a_budget_that_is_no_size_and_a_timeout_that_is_no_time() -> None:
     _check_refused_args(["999999999", "--budget", "lots"], "lots")
+    _check_refused_args(["999999999", "--restart-timeout", "0"], "--restart-timeout must be a positive")
 
 
 def _check_refused_args(args: list[str], says: str) -> str:

@@ -192,6 +192,7 @@ async def test_k_stops_waiting_for_a_restart_and_the_change_is_proposed_again(
     proc, port = server_8k
     budget = int(_rss_mib(proc.pid) - 15)
     view = view_from(attach(str(proc.pid), duration_s=0.3), budget=budget * 2**20, keep=("kv_dtype",))
+    view.restart_timeout_s = 45  # attach --restart-timeout 45
     record = tmp_path / "r.jsonl"
     app = VramtuiApp(live_sampling=False, remember=False, attached=view)
     async with app.run_test(size=(200, 50)) as pilot:
@@ -201,6 +202,7 @@ async def test_k_stops_waiting_for_a_restart_and_the_change_is_proposed_again(
         await wait_for(pilot, lambda: pane.proposal is not None and not pane.busy, timeout_s=90)
         await pilot.press("n")
         await wait_for(pilot, lambda: pane.driver.busy_waiting and "Stop waiting (k)" in screen_text(app))
+        assert "(up to 45 s; k stops waiting)" in pane.state_text
         await pilot.press("k")  # the footer's Skip: while waiting, it stops waiting
         await wait_for(pilot, lambda: len(pane.steps) == 2 and pane.proposal is not None, timeout_s=10)
         step = pane.steps[-1]

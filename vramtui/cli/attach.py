@@ -42,6 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PARAM",
         help="a setting the wizard must leave as it is (repeatable), e.g. --keep kv_dtype",
     )
+    wizard.add_argument(
+        "--restart-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="how long the wizard pane waits for you to restart it with the shown command (default 300)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,12 +74,15 @@ def open_app(args: argparse.Namespace) -> int:
     from vramtui.core.units import parse_size
 
     budget = parse_size(args.budget) if args.budget else None
+    if not args.restart_timeout > 0:
+        raise VramtuiError("--restart-timeout must be a positive number of seconds")
     # A short look first: a bad target is one line before the screen opens; the app samples after.
     attached = attach(args.target, duration_s=0.3, log=args.log)
     from vramtui.tui.app import run_app
     from vramtui.tui.attached import view_from
 
     view = view_from(attached, budget=budget, keep=tuple(args.keep), log=args.log)
+    view.restart_timeout_s = args.restart_timeout
     if args.keep and view.profile is None:
         raise VramtuiError(
             f"--keep: vramtui cannot rebuild {args.target}'s command line, so it proposes nothing"

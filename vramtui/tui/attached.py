@@ -36,6 +36,7 @@ class AttachedView:
     running: Any = None  # the core.attach Running the wizard restarts or takes over (with `profile`)
     keep: tuple[str, ...] = ()  # settings the wizard leaves as they are (--keep)
     log_given: str | None = None  # --log FILE: the wizard reads each restart's lines from it
+    restart_timeout_s: float = 300.0  # how long the wizard waits for the user's restart
 
     def describe(self) -> str:
         """`attached: llama.cpp tiny.gguf, PID 123 (context=1024, parallel=2)`: the status line."""

@@ -66,12 +66,13 @@ class AttachedDriver(WizardDriver):
         pane: WizardPane,
         view: AttachedView,
         record_path: str | Path | None = None,
-        restart_timeout_s: float = 300.0,
+        restart_timeout_s: float | None = None,
     ) -> None:
         from vramtui.core.attach.guided import AttachedRunner, AttachedWizard
 
         self.view = view
-        self.runner = AttachedRunner(view.running, log=view.log_given, restart_timeout_s=restart_timeout_s)
+        timeout = restart_timeout_s if restart_timeout_s is not None else view.restart_timeout_s
+        self.runner = AttachedRunner(view.running, log=view.log_given, restart_timeout_s=timeout)
         wizard = AttachedWizard(view.profile, self.runner, keep=set(view.keep), record_path=record_path)
         super().__init__(pane, view.profile, wizard=wizard)
         self.runner.on_process = self._process
