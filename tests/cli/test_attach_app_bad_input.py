@@ -195,3 +195,15 @@ def test_keep_names_a_parameter_of_the_attached_engine(
         )
         assert err == "vramtui: --keep ctx: not a parameter of llama.cpp\n"
         assert server.poll() is None
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("docker:vramtui-no-such-container", "docker:vramtui-no-such-container: docker"),
+        ("systemd:vramtui-no-such.service", "systemd:vramtui-no-such.service: systemctl"),
+    ],
+)
+def test_a_container_or_unit_whose_tool_is_missing_or_refuses(target: str, says: str) -> None:
+    """docker not installed here; systemctl either missing or without that unit: one line either way."""
+    _check_refused(target, says)
