@@ -212,3 +212,35 @@ async def test_k_stops_waiting_for_a_restart_and_the_change_is_proposed_again(
         assert proc.poll() is None  # nothing was stopped
     session = open_session(record)
     assert [s["outcome"] for s in session.steps] == ["first_run", "error"]
+
+
+async def test_a_restart_without_the_change_is_not_applied_in_the_pane(server_8k, tmp_path: Path) -> None:
+    """The user restarts the server as it was: the new PID is seen, its command line read, and the
+    step is `not_applied` (the wizard stops there, as `wizard --attach` does)."""
+    proc, port = server_8k
+    budget = int(_rss_mib(proc.pid) - 15)
+    view = view_from(attach(str(proc.pid), duration_s=0.3), budget=budget * 2**20, keep=("kv_dtype",))
+    app = VramtuiApp(live_sampling=False, remember=False, attached=view)
+    restarted: list = []
+    try:
+        async with app.run_test(size=(200, 50)) as pilot:
+            pane = app.query_one(WizardPane)
+            app.action_show_pane("wizard")
+            pane.start_attached(record_path=tmp_path / "r.jsonl", restart_timeout_s=120)
+            await wait_for(pilot, lambda: pane.proposal is not None and not pane.busy, timeout_s=90)
+            proposal = pane.proposal
+            await pilot.press("n")
+            await wait_for(pilot, lambda: pane.driver.busy_waiting)
+            proc.send_signal(signal.SIGINT)
+            await asyncio.to_thread(proc.wait, 15)
+            restarted.append(_start(list(proc.args), tmp_path / "same.log", "/health", port))  # unchanged
+            same = await asyncio.to_thread(next, restarted[0])
+            await wait_for(pilot, lambda: len(pane.steps) == 2 and pane.driver.finished, timeout_s=120)
+            step = pane.steps[1]
+            assert step.outcome == "not_applied"
+            assert f"(PID {same.pid}) runs with context = 8192, not {proposal.to}" in step.notes[0]
+            assert "the change was not made" in pane.state_text
+            assert same.poll() is None
+    finally:
+        for gen in restarted:
+            gen.close()
