@@ -26,6 +26,7 @@ from vramtui.core.attach.cmdline import read_command
 from vramtui.core.wizard.steprecord import open_session
 from vramtui.tui.app import VramtuiApp
 from vramtui.tui.attached import view_from
+from vramtui.tui.panes.log import LogPane
 from vramtui.tui.panes.wizard import WizardPane
 from vramtui.tui.screens import ConfirmTakeOver
 
@@ -214,6 +215,21 @@ async def test_k_stops_waiting_for_a_restart_and_the_change_is_proposed_again(
     assert [s["outcome"] for s in session.steps] == ["first_run", "error"]
 
 
+def _lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n")
+
+
+def _requests(port: int, count: int) -> None:
+    import json
+    import urllib.request
+
+    for _ in range(count):
+        body = json.dumps({"prompt": "hi", "n_predict": 2}).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=body)
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            answer.read()
+
+
 async def test_a_restart_without_the_change_is_not_applied_in_the_pane(server_8k, tmp_path: Path) -> None:
     """The user restarts the server as it was: the new PID is seen, its command line read, and the
     step is `not_applied` (the wizard stops there, as `wizard --attach` does)."""
@@ -231,15 +247,23 @@ async def test_a_restart_without_the_change_is_not_applied_in_the_pane(server_8k
             proposal = pane.proposal
             await pilot.press("n")
             await wait_for(pilot, lambda: pane.driver.busy_waiting)
+            await asyncio.to_thread(_requests, port, 6)  # the old log grows longer than the new one
+            log = app.query_one(LogPane)
+            await wait_for(pilot, lambda: len(log.view.lines) == _lines(tmp_path / "server.log"))
+            old_lines = len(log.view.lines)
             proc.send_signal(signal.SIGINT)
             await asyncio.to_thread(proc.wait, 15)
-            restarted.append(_start(list(proc.args), tmp_path / "same.log", "/health", port))  # unchanged
+            # Unchanged, and `> server.log` again: the same file, truncated for the new process.
+            restarted.append(_start(list(proc.args), tmp_path / "server.log", "/health", port))
             same = await asyncio.to_thread(next, restarted[0])
             await wait_for(pilot, lambda: len(pane.steps) == 2 and pane.driver.finished, timeout_s=120)
             step = pane.steps[1]
             assert step.outcome == "not_applied"
             assert f"(PID {same.pid}) runs with context = 8192, not {proposal.to}" in step.notes[0]
             assert "the change was not made" in pane.state_text
+            # Read afresh from its start: a reader left at the old end would still count the old lines.
+            await wait_for(pilot, lambda: len(log.view.lines) == _lines(tmp_path / "server.log"))
+            assert len(log.view.lines) < old_lines
             assert same.poll() is None
     finally:
         for gen in restarted:

@@ -249,7 +249,7 @@ def two_ways(text: Any, driver: Any, proposal: Any) -> None:
 
 def follow_process(app: Any, message: AttachedProcess) -> None:
     """On the UI thread: the memory pane follows the new process tree, the status line names it, and
-    the log pane opens its log when it writes to another file."""
+    the log pane opens the log the restarted process writes."""
     from vramtui.tui.panes.log import LogPane
 
     if message.pid is not None:
@@ -269,6 +269,7 @@ def follow_process(app: Any, message: AttachedProcess) -> None:
         app.launch_note = view.describe()
         app.update_status()
     log = message.log_file
-    if message.params is not None and log and log != view.log_file and Path(log).is_file():
+    if message.params is not None and log and Path(log).is_file():
+        # Opened afresh even when it is the same file: `server > log` truncated it for the new process.
         view.log_file = log
         app.query_one(LogPane).open_file(Path(log), follow=True)
