@@ -86,3 +86,50 @@ def test_attached_app_shows_memory_log_and_parameters(
             assert server.poll() is None  # quitting the app leaves the attached server running
         finally:
             _tmux("kill-server")
+
+
+def test_attached_app_wizard_proposes_and_a_no_leaves_it_running(
+    llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    """`vramtui attach URL --budget SIZE --keep kv_dtype` in tmux: n proposes one change with the exact
+    command; o asks before stopping the server, and n (no) leaves it serving."""
+    if shutil.which("tmux") is None:
+        pytest.skip("no tmux")
+    import psutil
+
+    port = _free_port()
+    log = tmp_path / "llama-server.log"
+    argv = [str(llama_server_bin), "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--ctx-size", "8192", "--parallel", "1"]
+    session = f"vramtui-attach-wizard-{port}"
+    for server in _start(argv, log, "/health", port):
+        budget = int(psutil.Process(server.pid).memory_info().rss / 2**20 - 15)
+        app = shlex.join(
+            [sys.executable, "-m", "vramtui", "attach", f"http://127.0.0.1:{port}",
+             "--budget", f"{budget}MiB", "--keep", "kv_dtype"]
+        )  # fmt: skip
+        done = tmp_path / "app-exited"
+        path = shlex.quote(os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+        command = (
+            f"cd {shlex.quote(str(REPO))} && unset COLUMNS LINES && PYTHONPATH={path} {app}; "
+            f"echo $? > {shlex.quote(str(done))}"
+        )
+        _tmux("new-session", "-d", "-s", session, "-x", str(WIDTH), "-y", str(HEIGHT), command)
+        try:
+            _wait_for(session, "press n to check it runs")
+            _tmux("send-keys", "-t", session, "n")
+            screen = _wait_for(session, "Next change: context 8192 →", "Restart it yourself (n)", timeout=90)
+            assert "--ctx-size" in screen and f"--port {port}" in screen  # the changed command, shown
+            _tmux("send-keys", "-t", session, "o")
+            _wait_for(session, f"Stop PID {server.pid}, which vramtui did not start")
+            _tmux("send-keys", "-t", session, "n")
+            _wait_for(session, f"Not taken over: PID {server.pid} runs as it did")
+            assert server.poll() is None
+            _tmux("send-keys", "-t", session, "q")
+            deadline = time.monotonic() + 20
+            while not done.exists() and time.monotonic() < deadline:
+                time.sleep(0.3)
+            assert done.read_text().strip() == "0"
+            assert server.poll() is None  # never stopped without a yes
+        finally:
+            _tmux("kill-server")

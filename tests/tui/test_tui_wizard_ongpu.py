@@ -46,9 +46,9 @@ async def test_runs_but_slow_offers_the_on_gpu_goal_and_o_plans_it(tmp_path: Pat
         assert wizard.query_one("#wiz-ongpu", Button).display  # the button shows with the offer
         await pilot.press("4")  # the wizard pane
         await pilot.pause()
-        assert "press o for the fastest setup" in screen_text(app)
+        assert "press f for the fastest setup" in screen_text(app)
         wizard.focus()
-        await pilot.press("o")
+        await pilot.press("f")
         await wait_for(pilot, lambda: bool(wizard.on_gpu_text))
         # This excerpt lacks the heads: the pane says what the CLI would, in one line.
         with pytest.raises(VramtuiError) as error:
@@ -67,6 +67,6 @@ async def test_a_healthy_log_offers_nothing(tmp_path: Path) -> None:
         wizard = app.query_one(WizardPane)
         assert not wizard.slow and not wizard.query_one("#wiz-ongpu", Button).display
         wizard.focus()
-        await pilot.press("o")
+        await pilot.press("f")
         await pilot.pause()
         assert not wizard.on_gpu_text

@@ -31,6 +31,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the server's log (default: the file its output goes to, or docker/journald)",
     )
+    wizard = parser.add_argument_group("the app's wizard on it (n in the wizard pane)")
+    wizard.add_argument(
+        "--budget", metavar="SIZE", help="the memory it may hold (e.g. 6GiB): over it, the wizard proposes"
+    )
+    wizard.add_argument(
+        "--keep",
+        action="append",
+        default=[],
+        metavar="PARAM",
+        help="a setting the wizard must leave as it is (repeatable), e.g. --keep kv_dtype",
+    )
+    wizard.add_argument(
+        "--restart-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="how long the wizard pane waits for you to restart it with the shown command (default 300)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,13 +70,30 @@ def run(args: argparse.Namespace) -> int:
 def open_app(args: argparse.Namespace) -> int:
     """The app on the attached server: its tree in the memory pane, its log in the log pane."""
     from vramtui.core.attach import attach
+    from vramtui.core.errors import VramtuiError
+    from vramtui.core.units import parse_size
 
+    budget = parse_size(args.budget) if args.budget else None
+    if not args.restart_timeout > 0:
+        raise VramtuiError("--restart-timeout must be a positive number of seconds")
     # A short look first: a bad target is one line before the screen opens; the app samples after.
     attached = attach(args.target, duration_s=0.3, log=args.log)
     from vramtui.tui.app import run_app
     from vramtui.tui.attached import view_from
 
-    return run_app(attached=view_from(attached), theme=getattr(args, "theme", None))
+    view = view_from(attached, budget=budget, keep=tuple(args.keep), log=args.log)
+    view.restart_timeout_s = args.restart_timeout
+    if args.keep and view.profile is None:
+        raise VramtuiError(
+            f"--keep: vramtui cannot rebuild {args.target}'s command line, so it proposes nothing"
+        )
+    if view.profile is not None:
+        from vramtui.core.launch.profile import known_params
+
+        for name in args.keep:
+            if name not in (*known_params(view.profile.backend), "model"):
+                raise VramtuiError(f"--keep {name}: not a parameter of {view.profile.backend.name}")
+    return run_app(attached=view, theme=getattr(args, "theme", None))
 
 
 def _mib(value: Any) -> str:
@@ -67,13 +102,21 @@ def _mib(value: Any) -> str:
     return f"{value / 1024:.2f} GiB" if abs(value) >= 1024 else f"{value:.0f} MiB"
 
 
+def _box(container: dict[str, Any]) -> str:
+    """`docker llama (3f2a9c0d1e4b)`, or `docker 3f2a9c0d1e4b` when its runtime gave no name."""
+    name = container.get("name")
+    return (
+        f"{container['runtime']} {name} ({container['id']})"
+        if name
+        else f"{container['runtime']} {container['id']}"
+    )
+
+
 def render_text(report: dict[str, Any]) -> str:
     """The report as lines (the app view of an attached server is to come)."""
     lines = [
         f"{report['target']}: {report['backend'] or 'unknown engine'}, PID {report['pid'] or 'not seen'}"
-        + (
-            f" in {report['container']['runtime']} {report['container']['id']}" if report["container"] else ""
-        ),
+        + (f" in {_box(report['container'])}" if report["container"] else ""),
         f"  model       {report['model'] or 'n/a'}",
     ]
     params = ", ".join(f"{k}={v}" for k, v in report["params"].items()) or "none on the command line"
@@ -96,7 +139,7 @@ def render_text(report: dict[str, Any]) -> str:
             f"peak {_mib(readings['peak_mib'])} over {readings['samples']} samples"
         )
     for row in report["gpu_processes"]:
-        box = f" ({row['container']['runtime']} {row['container']['id']})" if row["container"] else ""
+        box = f" ({_box(row['container'])})" if row["container"] else ""
         lines.append(f"    GPU {row['gpu']} PID {row['pid']}{box}: {_mib(row['used_mib'])}")
     diagnosis = report["diagnosis"]
     if diagnosis is not None:

@@ -50,12 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _candidate(profile: Any, proposal: Any) -> Any:
-    if proposal.param == "model":
-        return profile.with_changes(model=str(proposal.to))
-    return profile.with_param(proposal.param, proposal.to)
-
-
 def _print_change(change: Any, out: Any, way: str, pid: int | None) -> None:
     moves = ", ".join(f"{k} {a} → {b}" for k, (a, b) in change.changes.items())
     if way == "take_over":
@@ -69,10 +63,10 @@ def _print_change(change: Any, out: Any, way: str, pid: int | None) -> None:
 
 def _ask_way(wizard: Any, proposal: Any, out: Any) -> str | None:
     """On a terminal: restart it yourself, take it over (then a second, explicit yes), or no."""
-    from vramtui.core.attach.restart import changed_command
+    from vramtui.core.attach.restart import proposed_command
 
     runner = wizard.attached
-    change = changed_command(runner.running, wizard.profile, _candidate(wizard.profile, proposal))
+    change = proposed_command(runner.running, wizard.profile, proposal)
     print(f"\nproposed: {proposal.describe()}\n  command: {change.shell}", file=out)
     pid = runner.running.pid
     while True:

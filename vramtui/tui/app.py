@@ -125,6 +125,8 @@ class VramtuiApp(CommandsApp):
         if action == "wizard_next":
             if wizard.driver is not None:
                 return not wizard.driver.finished
+            if wizard.attached_view is not None:
+                return wizard.attached_view.profile is not None
             # While the model runs the wizard pane says how to start one (stop it first).
             return wizard.profile_hint is not None and not (self.session and self.session.running)
         if action == "export_wizard":

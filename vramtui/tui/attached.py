@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,10 @@ class AttachedView:
     log_file: str | None = None  # a file it writes to (followed)
     log_follow: list[str] | None = None  # docker logs -f NAME, journalctl -fu UNIT -o cat
     profile: Any = None  # a core Profile when its command line could be rebuilt
+    running: Any = None  # the core.attach Running the wizard restarts or takes over (with `profile`)
+    keep: tuple[str, ...] = ()  # settings the wizard leaves as they are (--keep)
+    log_given: str | None = None  # --log FILE: the wizard reads each restart's lines from it
+    restart_timeout_s: float = 300.0  # how long the wizard waits for the user's restart
 
     def describe(self) -> str:
         """`attached: llama.cpp tiny.gguf, PID 123 (context=1024, parallel=2)`: the status line."""
@@ -41,15 +46,18 @@ class AttachedView:
         return f"attached: {self.backend or 'unknown engine'} {name}, {pid} ({params})"
 
 
-def view_from(attached: Any) -> AttachedView:
-    """The app's view of a `core.attach.Attached`."""
+def view_from(
+    attached: Any, *, budget: int | None = None, keep: tuple[str, ...] = (), log: str | None = None
+) -> AttachedView:
+    """The app's view of a `core.attach.Attached`; `budget` (bytes): what the wizard holds it to."""
     from vramtui.core.attach.restart import attached_profile, running_from
     from vramtui.core.errors import VramtuiError
 
     report = attached.to_dict()
-    profile = None
+    profile = running = None
     try:
-        profile = attached_profile(running_from(attached))
+        running = running_from(attached)
+        profile = attached_profile(running, budget)
     except VramtuiError:
         pass  # an engine vramtui cannot rebuild: the params shown are still what its command line said
     log_file = report["log_source"] if attached.target.log_follow is None else None
@@ -63,7 +71,18 @@ def view_from(attached: Any) -> AttachedView:
         log_file=log_file,
         log_follow=attached.target.log_follow,
         profile=profile,
+        running=running if profile is not None else None,
+        keep=tuple(keep),
+        log_given=log,
     )
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent to reap it has exited: it holds no memory)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 class AttachedFollower:
@@ -75,6 +94,7 @@ class AttachedFollower:
         self.view = view
         self._log_proc: subprocess.Popen[bytes] | None = None
         self.exited = False
+        self.taken_over = False  # the wizard stops it with the user's yes: its exit is ours
 
     def start(self) -> None:
         from vramtui.tui.panes.estimator import EstimatorPane
@@ -86,12 +106,7 @@ class AttachedFollower:
             self.app.watch_pid(view.pid)
         if view.profile is not None:
             self.app.query_one(EstimatorPane).prefill_from_profile(view.profile)
-        wizard = self.app.query_one(WizardPane)
-        wizard.state_text = (
-            f"attached to {view.target}: vramtui did not start it. Its wizard runs from a shell: "
-            f"vramtui wizard --attach {view.target} (you restart it, or it is taken over after your yes)"
-        )
-        wizard.show()
+        self.app.query_one(WizardPane).attach_server(view)  # n: its wizard, the two ways
         log = self.app.query_one(LogPane)
         if view.log_file is not None and Path(view.log_file).is_file():
             log.open_file(Path(view.log_file), follow=True)
@@ -125,10 +140,21 @@ class AttachedFollower:
 
     def _check_alive(self) -> None:
         pid = self.view.pid
-        if pid is None or self.exited or psutil.pid_exists(pid):
+        if pid is None or self.exited or _alive(pid):
             return
         self.exited = True
-        self.app.launch_note = f"{self.view.describe()}: the process exited"
+        from vramtui.core.memory.readings import Event
+        from vramtui.tui.panes.memory import MemoryPane
+
+        now = time.time()
+        # On the curve: the readings then tell what stayed held after it (a leak, another process).
+        self.app.query_one(MemoryPane).add_event(Event(now, "exit", f"attached PID {pid} exited"))
+        when = time.strftime("%H:%M:%S", time.localtime(now))
+        who = "stopped by vramtui with your yes, to relaunch it" if self.taken_over else "not by vramtui"
+        self.app.launch_note = (
+            f"{self.view.describe()}: the process exited at {when} ({who}); its memory history and log "
+            "stay on screen"
+        )
         self.app.update_status()
 
     def stop(self) -> None:

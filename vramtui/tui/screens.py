@@ -48,3 +48,30 @@ class ConfirmQuit(ModalScreen[bool]):
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")
+
+
+class ConfirmTakeOver(ConfirmQuit):
+    """Asked before the wizard stops a server vramtui did not start: only a yes stops it."""
+
+    DEFAULT_CSS = """
+    ConfirmTakeOver { align: center middle; }
+    ConfirmTakeOver > Vertical {
+        width: 90; max-width: 95%; height: auto;
+        border: thick $error; background: $surface; padding: 1 2;
+    }
+    ConfirmTakeOver Label { width: 100%; }
+    ConfirmTakeOver Horizontal { height: auto; margin-top: 1; }
+    ConfirmTakeOver Button { margin-right: 2; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Stop it and take it over"),
+        Binding("n,escape", "answer(False)", "Leave it running"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self.question)
+            with Horizontal():
+                yield Button("Stop it and take it over (y)", variant="error", id="yes")
+                yield Button("Leave it running (n)", id="no")

@@ -65,3 +65,74 @@ def test_this_test_process_is_read_without_error() -> None:
 
     found = container_of(os.getpid())
     assert found is None or len(found.id) == 64
+
+
+RECORDED = Path(__file__).resolve().parents[2] / "data" / "attach" / "cgroups.jsonl"
+
+
+def _recorded() -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in RECORDED.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("record", _recorded(), ids=lambda r: r["source"].split("github.com/")[1])
+def test_recorded_cgroup_printouts_name_their_container(record: dict) -> None:
+    """Real /proc/PID/cgroup contents from public reports (docker's and podman's cgroup v1 and v2
+    shapes, containerd under Kubernetes, dockerd itself on the host)."""
+    found = container_from_cgroup(record["cgroup"])
+    if record["runtime"] is None:
+        assert found is None
+        return
+    assert found is not None and (found.runtime, found.id) == (record["runtime"], record["full_id"])
+    assert found.label == f"{record['runtime']} {record['full_id'][:12]}"  # no runtime CLI asked here
+
+
+def test_container_names_reads_each_cgroup_once_and_names_without_the_cli(tmp_path: Path) -> None:
+    from vramtui.core.attach.container import ContainerNames
+
+    docker = next(r for r in _recorded() if r["runtime"] == "docker")
+    (tmp_path / "10").mkdir()
+    (tmp_path / "10" / "cgroup").write_text(docker["cgroup"])
+    names = ContainerNames(proc=tmp_path, ask_names=False)
+    first = names.of(10)
+    assert first is not None and first.runtime == "docker" and first.name is None
+    (tmp_path / "10" / "cgroup").write_text("0::/user.slice/user-1000.slice/session-2.scope\n")
+    assert names.of(10) == first  # read once per PID: a repaint costs no file read
+    assert names.of(11) is None  # no such process: on no container, no error
+
+
+def test_attach_json_names_each_gpu_process_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`attach --json`'s gpu_processes and container: NVML's host PIDs (through vramtui's NVML code
+    on a pynvml-shaped driver) mapped through recorded docker and podman cgroups."""
+    from test_nvml import GIB, MIB, FakeDriver, FakeGpu
+
+    from vramtui.core.attach import container as container_module
+    from vramtui.core.attach.target import Target
+    from vramtui.core.attach.watch import Attached
+    from vramtui.core.memory.sampling import NvmlSource
+
+    docker = next(r for r in _recorded() if "ctrsploit" in r["source"])  # v1 cgroupfs + the v2 line
+    podman = next(r for r in _recorded() if "podman/issues/10602" in r["source"])
+    for pid, record in ((4242, docker), (5000, podman)):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "cgroup").write_text(record["cgroup"])
+    monkeypatch.setattr(container_module, "PROC", tmp_path)
+    gpu = FakeGpu(compute=[(4242, 9 * GIB), (5000, 512 * MIB), (31337, 64 * MIB)])
+    sample = NvmlSource(FakeDriver([gpu]).module(), cuda_visible_devices=None).sample()
+    target = Target("http://127.0.0.1:8080", "url", pid=4242, url="http://127.0.0.1:8080")
+    report = Attached(target, None, {}, [sample], None).to_dict()
+    rows = {row["pid"]: row for row in report["gpu_processes"]}
+    assert rows[4242]["container"] == {
+        "runtime": "docker",
+        "id": docker["full_id"][:12],
+        "full_id": docker["full_id"],
+    }
+    assert (
+        rows[5000]["container"]["runtime"] == "podman"
+        and rows[5000]["container"]["full_id"] == podman["full_id"]
+    )
+    assert rows[31337]["container"] is None  # no cgroup to read: on the host as far as vramtui can see
+    assert report["container"]["full_id"] == docker["full_id"]  # the attached process's own

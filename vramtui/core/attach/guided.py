@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -87,6 +88,10 @@ class AttachedRunner:
     watch_s: float = 2.0
     on_command: Callable[[ChangedCommand], None] | None = None
     on_process: Callable[[Process], None] | None = None
+    # A take-over's launch, shown live (the app's log pane and memory graph); the CLI passes none.
+    on_log_line: Callable[[Any], None] | None = None
+    on_event: Callable[[Any], None] | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)  # set: stop waiting for a restart
     calls: int = 0
     current: Profile | None = None  # what serves now, as a profile
     last_command: ServerCommand | None = None  # the restarted process's command line
@@ -123,7 +128,7 @@ class AttachedRunner:
             self.on_command(self.last_change)
         launch = profile.backend.launch
         health = launch.health_paths if launch is not None else ()
-        pid = wait_for_restart(self.running, health, self.restart_timeout_s)
+        pid = wait_for_restart(self.running, health, self.restart_timeout_s, cancel=self.cancel)
         self.running.pid = pid
         self.last_command = command_of(pid)
         log = source or LogSource(self._log_path(pid))
@@ -158,6 +163,8 @@ class AttachedRunner:
             on_start=self._started,
             replay=self.replay,
             keep_if_works=True,
+            on_log_line=self.on_log_line,
+            on_event=self.on_event,
         )
         return self._judged(profile, check)
 

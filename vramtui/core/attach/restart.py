@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -188,6 +190,18 @@ def changed_command(running: Running, before: Profile, after: Profile) -> Change
     return ChangedCommand(plan.argv, env, changes, how)
 
 
+def candidate_profile(profile: Profile, proposal: Any) -> Profile:
+    """The profile with the wizard's proposed change applied (a parameter, or the model file)."""
+    if proposal.param == "model":
+        return profile.with_changes(model=str(proposal.to))
+    return profile.with_param(proposal.param, proposal.to)
+
+
+def proposed_command(running: Running, profile: Profile, proposal: Any) -> ChangedCommand:
+    """The command a proposal asks the user to restart with: what the CLI prints and the pane shows."""
+    return changed_command(running, profile, candidate_profile(profile, proposal))
+
+
 def _how(running: Running, argv: list[str], env: dict[str, str], options: dict[str, object]) -> list[str]:
     """The instructions for this kind of target; the exact command is always among them."""
     target = running.target
@@ -243,16 +257,23 @@ def wait_for_restart(
     timeout_s: float,
     on_wait: object = None,
     poll_s: float = POLL_S,
+    cancel: threading.Event | None = None,
 ) -> int:
     """Wait for a new process serving where the old one did (the same port, or the same container or
-    unit); returns its PID once it answers its health check. The old PID answering is no restart."""
+    unit); returns its PID once it answers its health check. The old PID answering is no restart.
+    `cancel` set (the app's user stopped waiting, or quit) ends the wait with a VramtuiError."""
     deadline = time.monotonic() + timeout_s
     old = running.pid
     while time.monotonic() < deadline:
         pid = _current_pid(running)
         if pid is not None and pid != old and answers_health(running.url, health_paths):
             return pid
-        time.sleep(poll_s)
+        if cancel is not None and cancel.wait(poll_s):
+            raise VramtuiError(
+                f"stopped waiting for a restart at {running.url}: nothing was verified or recorded as applied"
+            )
+        if cancel is None:
+            time.sleep(poll_s)
     still = "still serves" if old is not None and psutil.pid_exists(old) else "is gone"
     raise VramtuiError(
         f"no new server answered at {running.url} within {timeout_s:g} s (PID {old} {still}): "

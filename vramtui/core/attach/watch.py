@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 
 from vramtui.core.attach.cmdline import ServerCommand, read_command
-from vramtui.core.attach.container import container_of
+from vramtui.core.attach.container import Container, container_of, named
 from vramtui.core.attach.endpoints import Endpoint, Unreachable, probe
 from vramtui.core.attach.target import Target, parse_target, resolve
 from vramtui.core.errors import VramtuiError
@@ -68,7 +68,7 @@ class Attached:
         rows = []
         for gpu in last.gpus:
             for pid, used in sorted(gpu.process_bytes.items()):
-                box = container_of(pid)
+                box = named(container_of(pid))
                 rows.append(
                     {
                         "gpu": gpu.index,
@@ -84,7 +84,9 @@ class Attached:
         command = self.command
         backend = command.backend if command else None
         pid = self.target.pid
-        box = container_of(pid) if pid is not None else None
+        box = named(container_of(pid)) if pid is not None else None
+        if box is not None and not box.name and self.target.kind == "docker" and self.target.name:
+            box = Container(box.runtime, box.id, self.target.name)  # the name it was attached by
         model = command.model if command else None
         diagnosis = None
         if self.diagnosis is not None:
@@ -111,6 +113,32 @@ class Attached:
             "still_running": self.still_running,
             "notes": [*self.target.notes, *(command.problems if command else []), *self.notes],
         }
+
+
+def _why_no_server(
+    command: ServerCommand | None, endpoints: dict[str, Endpoint], silent: str | None = None
+) -> str:
+    """What was seen instead of a model server: its program, and what its endpoints said."""
+    said = []
+    if command is not None and command.argv:
+        words = [Path(command.argv[0]).name, *command.argv[1:3]]
+        said.append(f"its program {' '.join(words)!r} is no engine's")
+    else:
+        said.append("no engine's program")
+    garbage = [f"{e.path} {e.problem}" for e in endpoints.values() if e.problem and e.status]
+    stopped = [e.problem for e in endpoints.values() if e.problem and not e.status]
+    statuses = sorted({e.status for e in endpoints.values() if e.status and not 200 <= e.status < 300})
+    if garbage:
+        said.append(garbage[0])
+    elif statuses:
+        said.append(f"its endpoints answer HTTP {', '.join(map(str, statuses))}")
+    elif silent:
+        said.append(silent)
+    elif stopped:
+        said.append(f"it stopped answering: {stopped[0]}")
+    else:
+        said.append("no endpoint answers")
+    return "; ".join(said)
 
 
 def _assumed(command: ServerCommand | None) -> dict[str, object]:
@@ -193,6 +221,7 @@ def attach(text: str, duration_s: float = 3.0, log: str | None = None, interval_
     if command is not None and command.port is not None and target.kind == "pid":
         target.url = f"http://127.0.0.1:{command.port}"
     endpoints: dict[str, Endpoint] = {}
+    silent: str | None = None
     if target.url is not None:
         try:
             endpoints = probe(target.url)
@@ -200,11 +229,14 @@ def attach(text: str, duration_s: float = 3.0, log: str | None = None, interval_
             if target.pid is None:
                 raise VramtuiError(f"nothing answers at {target.url}: {error}") from None
             target.notes.append(f"{target.url} does not answer: {error}")
+            silent = f"{target.url} does not answer: {error}"
     known = command is not None and command.backend is not None
     if not known and not any(e.answered for e in endpoints.values()):
         what = target.url if target.pid is None else f"process {target.pid}"
+        if target.pid is not None and target.url is not None and target.kind == "url":
+            what = f"{target.url} (process {target.pid})"
         raise VramtuiError(
-            f"{what} is no model server vramtui knows (no engine's program, no endpoint answers)"
+            f"{what} is no model server vramtui knows ({_why_no_server(command, endpoints, silent)})"
         )
     samples, nvml_status = _sample(target.pid, duration_s, interval_s)
     result = Attached(target, command, endpoints, samples, None, nvml_status=nvml_status)

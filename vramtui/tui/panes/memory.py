@@ -30,6 +30,9 @@ ZOOMS: tuple[tuple[str, float | None], ...] = (
 )
 
 
+PROCESS_ROWS = 4  # GPU processes listed per GPU; the rest as one row
+
+
 def meter(used: float | None, total: float | None, width: int = 12) -> str:
     if not used or not total:
         return "▕" + " " * width + "▏"
@@ -110,6 +113,10 @@ class MemoryPane(Pane, can_focus=True):
         self._gpu_announced = False
         self._shown: dict[str, str] = {}
         self.watched_pid: int | None = None
+        # Each GPU process's container (NVML gives host PIDs): cgroups read once per PID.
+        from vramtui.core.attach.container import ContainerNames
+
+        self.containers = ContainerNames()
 
     def compose(self) -> ComposeResult:
         yield TextLines(id="mem-lines")
@@ -265,6 +272,7 @@ class MemoryPane(Pane, can_focus=True):
                     extra,
                 )
             )
+            rows.extend(self._process_rows(gpu, sample))
         host = sample.host
         if host is not None:
             if host.tree_rss is not None:
@@ -275,6 +283,9 @@ class MemoryPane(Pane, can_focus=True):
                     extra += f", GPU {format_bytes(gpu_bytes, 1)}"
                 if host.root_alive is False:
                     extra += " (exited)"
+                box = self.containers.of(self.watched_pid) if self.watched_pid is not None else None
+                if box is not None:
+                    extra += f" in {box.label}"
                 rows.append(("process", "model process", host.tree_rss, host.ram_total, extra))
             swap = f" swap {format_bytes(host.swap_used, 1)}" if host.swap_total else ""
             rows.append(("host", "host RAM", host.ram_used, host.ram_total, swap))
@@ -286,9 +297,26 @@ class MemoryPane(Pane, can_focus=True):
             text.append(meter(used, total, 10), style=theme_style(app, "graph-used"))
             used_text = format_bytes(used, 1) if used is not None else "N/A"
             total_text = format_bytes(total, 1) if total else "N/A"
-            text.append(f" {used_text} / {total_text}")
+            # A GPU process's share of its card: the card's total is on the GPU's row above.
+            text.append(f" {used_text}" if key.startswith("pid:") else f" {used_text} / {total_text}")
             text.append(extra, style=theme_style(app, "log-gutter"))
         return text
+
+    def _process_rows(self, gpu: Any, sample: Any) -> list[tuple[str, str, float | None, float | None, str]]:
+        """One row per process NVML charges this GPU's memory to, the largest first, with its container."""
+        tree = set(sample.host.tree_pids) if sample.host is not None else set()
+        rows = []
+        biggest = sorted(gpu.process_bytes.items(), key=lambda item: -item[1])
+        for pid, used in biggest[:PROCESS_ROWS]:
+            box = self.containers.of(pid)
+            extra = f" {box.label}" if box is not None else " on the host"
+            if pid in tree:
+                extra += " · model"
+            rows.append((f"pid:{pid}", f"  PID {pid}", used, gpu.total_bytes, extra))
+        if len(biggest) > PROCESS_ROWS:
+            rest = sum(used for _pid, used in biggest[PROCESS_ROWS:])
+            rows.append(("pid:rest", f"  {len(biggest) - PROCESS_ROWS} more", rest, gpu.total_bytes, ""))
+        return rows
 
     def _note_text(self) -> Text:
         text = Text()

@@ -68,7 +68,10 @@ class WizardPane(Pane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("k", "skip", "Skip"),
         Binding("v", "edit", "Edit"),
-        Binding("o", "on_gpu", "On GPU"),
+        Binding("f", "on_gpu", "On GPU"),
+        # On a server vramtui did not start (wizard_attached.py): the second way, and the command.
+        Binding("o", "take_over", "Take over"),
+        Binding("c", "copy_command", "Copy command"),
     ]
 
     DEFAULT_CSS = """
@@ -76,6 +79,9 @@ class WizardPane(Pane):
     WizardPane #wiz-proposal { height: auto; margin-top: 1; }
     WizardPane #wiz-buttons { height: 1; margin: 1 0 0 0; }
     WizardPane #wiz-buttons Button { margin-right: 1; min-width: 10; }
+    WizardPane #wiz-buttons .-attached { display: none; }
+    WizardPane.-attached #wiz-buttons .-attached { display: block; }
+    WizardPane.-attached #wiz-export { display: none; }  /* x still exports: room for the two ways */
     WizardPane #wiz-edit { display: none; height: 1; border: none; padding: 0 1; background: $boost; }
     WizardPane #wiz-edit.-visible { display: block; }
     WizardPane #wiz-ongpu { display: none; }
@@ -94,7 +100,8 @@ class WizardPane(Pane):
         self.compact: bool | None = None  # which steps table is shown (None: not laid out yet)
         self.slow: list[str] = []  # the log's "runs but slow" warnings: the on-GPU goal is offered
         self.slow_diagnosis: Any = None
-        self.on_gpu_text: list[str] = []  # the on-GPU plan, once asked for (o)
+        self.on_gpu_text: list[str] = []  # the on-GPU plan, once asked for (f)
+        self.attached_view: Any = None  # a tui.attached.AttachedView: a server vramtui did not start
         self._table_width = 0
 
     def compose(self) -> ComposeResult:
@@ -104,8 +111,10 @@ class WizardPane(Pane):
             yield Button("Confirm (n)", id="wiz-confirm", compact=True, variant="primary")
             yield Button("Skip (k)", id="wiz-skip", compact=True)
             yield Button("Edit (v)", id="wiz-edit-button", compact=True)
+            yield Button("Take it over (o)", id="wiz-take-over", compact=True, classes="-attached")
+            yield Button("Copy (c)", id="wiz-copy", compact=True, classes="-attached")
             yield Button("Export (x)", id="wiz-export", compact=True)
-            yield Button("On GPU (o)", id="wiz-ongpu", compact=True)
+            yield Button("On GPU (f)", id="wiz-ongpu", compact=True)
         yield Input(
             placeholder="value to try instead (Enter to apply, Esc to cancel)", id="wiz-edit", compact=True
         )
@@ -143,6 +152,28 @@ class WizardPane(Pane):
 
         self.attach(WizardDriver(self, profile, first_check=first_check))
 
+    def attach_server(self, view: Any) -> None:
+        """The app watches a server vramtui did not start: n starts the wizard on it (two ways)."""
+        from vramtui.tui.panes.wizard_attached import attached_hint
+
+        self.attached_view = view
+        self.add_class("-attached")
+        if self.driver is None:
+            self.state_text = attached_hint(view)
+            self.show()
+
+    def start_attached(self, **options: Any) -> bool:
+        from vramtui.tui.panes.wizard_attached import AttachedDriver
+
+        view = self.attached_view
+        if view is None or view.profile is None:
+            self.notify("vramtui cannot rebuild this server's command line: no change to propose.", timeout=5)
+            return False
+        self.attach(AttachedDriver(self, view, **options))
+        assert self.driver is not None
+        self.driver.launch_first()
+        return True
+
     def session_changed(self, session: Any) -> None:
         """The app's model session changed: remember its profile for a wizard the user may start."""
         if session is not None:
@@ -153,6 +184,9 @@ class WizardPane(Pane):
 
     def next_step(self) -> None:
         """`n`: confirm the proposal if there is one, else ask the wizard for one."""
+        if self.driver is None and self.attached_view is not None:
+            self.start_attached()
+            return
         if self.driver is None:
             session = getattr(self.app, "session", None)
             if session is not None and session.running:
@@ -184,13 +218,59 @@ class WizardPane(Pane):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("skip", "edit"):
-            return self.proposal is not None and not self.busy
+            waiting = action == "skip" and getattr(self.driver, "busy_waiting", False)
+            return waiting or (self.proposal is not None and not self.busy)
+        if action in ("take_over", "copy_command"):
+            return self._attached_proposal() is not None and (action == "copy_command" or not self.busy)
         if action == "on_gpu":
             return bool(self.slow)  # offered (and in the footer) only while the log says "runs but slow"
         return True
 
     def action_skip(self) -> None:
+        if getattr(self.driver, "busy_waiting", False):
+            self.driver.stop_waiting()  # type: ignore[union-attr]
+            return
         self.skip()
+
+    def _attached_proposal(self) -> Any:
+        """The proposal on a server vramtui did not start (and has not taken over), else None."""
+        driver = self.driver
+        if self.proposal is None or not getattr(driver, "view", None) or driver.taken_over:  # type: ignore[union-attr]
+            return None
+        return self.proposal
+
+    def action_take_over(self) -> None:
+        """Ask first: a process vramtui did not start is stopped only after the user's yes."""
+        from vramtui.tui.screens import ConfirmTakeOver
+
+        proposal = self._attached_proposal()
+        if proposal is None or self.busy or self.driver is None:
+            return
+        driver: Any = self.driver
+        target = driver.runner.running.target
+        if driver.runner.running.in_box:  # docker or systemd restarts it: vramtui never takes it over
+            self.notify(f"{target.text} is run by {target.kind}: apply the change there (n).", timeout=6)
+            return
+        change = driver.change_for(proposal)
+        question = (
+            f"Stop PID {driver.pid}, which vramtui did not start, and relaunch it under vramtui with "
+            f"{proposal.param} = {proposal.to}?\n{change.shell}"
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes and self.proposal is proposal and not self.busy:
+                driver.take_over(proposal)
+            elif not yes:
+                self.notify(f"Not taken over: PID {driver.pid} runs as it did.", timeout=5)
+
+        self.app.push_screen(ConfirmTakeOver(question), answered)
+
+    def action_copy_command(self) -> None:
+        proposal = self._attached_proposal()
+        if proposal is not None:
+            shell = self.driver.change_for(proposal).shell  # type: ignore[union-attr]
+            self.app.copy_to_clipboard(shell)
+            self.notify("Copied the changed command (your terminal's clipboard).", timeout=3)
 
     def action_edit(self) -> None:
         self._edit()
@@ -238,7 +318,15 @@ class WizardPane(Pane):
 
     @on(Button.Pressed, "#wiz-skip")
     def _skip(self) -> None:
-        self.skip()
+        self.action_skip()  # while waiting for a restart: stop waiting
+
+    @on(Button.Pressed, "#wiz-take-over")
+    def _take_over(self) -> None:
+        self.action_take_over()
+
+    @on(Button.Pressed, "#wiz-copy")
+    def _copy(self) -> None:
+        self.action_copy_command()
 
     @on(Button.Pressed, "#wiz-export")
     def _export(self) -> None:
@@ -284,12 +372,21 @@ class WizardPane(Pane):
             self._fit_table(rows_changed=True)
             if self.app.session is None:  # type: ignore[attr-defined]
                 # The status line tells the attempt's fate, not "no model launched".
-                self.app.launch_note = f"wizard {message.state}"  # type: ignore[attr-defined]
+                note = f"wizard {message.state}"
+                if self.attached_view is not None:  # which process serves comes first
+                    note = f"{self.attached_view.describe()} · {note}"
+                self.app.launch_note = note  # type: ignore[attr-defined]
                 self.app.update_status()  # type: ignore[attr-defined]
         if message.error:
             self.notify(message.error, severity="error", timeout=8)
         self.app.refresh_bindings()  # Skip, Edit and Export come and go with the proposal and the steps
         self.show()
+
+    def on_attached_process(self, message: Any) -> None:
+        """Another process serves the attached server now: the app's panes follow it."""
+        from vramtui.tui.panes.wizard_attached import follow_process
+
+        follow_process(self.app, message)
 
     # -- painting ---------------------------------------------------------------------------------
 
@@ -340,19 +437,37 @@ class WizardPane(Pane):
             proposal.append(f"{self.proposal.param} ", style=theme_style(app, "accent", bold=True))
             proposal.append(f"{self.proposal.from_} → {self.proposal.to}", style="bold")
             proposal.append(f"\nwhy: {in_words(self.proposal.why)}")
-            proposal.append(
-                "\nConfirm (n) relaunches with this one change; Skip tries the next rung.", style="dim"
-            )
+            if self._attached_proposal() is not None:
+                from vramtui.tui.panes.wizard_attached import two_ways
+
+                two_ways(proposal, self.driver, self.proposal)
+            else:
+                proposal.append(
+                    "\nConfirm (n) relaunches with this one change; Skip tries the next rung.", style="dim"
+                )
         if self.slow:
             proposal.append("\n" if proposal else "")
             proposal.append("⚠ ", style=theme_style(app, "log-warning", bold=True))
-            proposal.append(f"{self.slow[0]} — press o for the fastest setup that stays on the GPU")
+            proposal.append(f"{self.slow[0]} — press f for the fastest setup that stays on the GPU")
             for line in self.on_gpu_text:
                 proposal.append(f"\n{line}")
         self.query_one("#wiz-ongpu", Button).set_class(bool(self.slow), "-visible")
         self.query_one("#wiz-proposal", Static).update(proposal)
+        restart = self._attached_proposal() is not None
+        confirm = self.query_one("#wiz-confirm", Button)
+        label = "Restart it yourself (n)" if restart else "Confirm (n)"
+        if str(confirm.label) != label:
+            confirm.label = label
+            confirm.refresh(layout=True)  # its width follows the label
         has_proposal = self.proposal is not None and not self.busy
         self.query_one("#wiz-confirm", Button).disabled = self.driver is None or self.busy
-        self.query_one("#wiz-skip", Button).disabled = not has_proposal
+        skip = self.query_one("#wiz-skip", Button)
+        waiting = bool(getattr(self.driver, "busy_waiting", False))  # k stops waiting for a restart
+        if str(skip.label) != ("Stop waiting (k)" if waiting else "Skip (k)"):
+            skip.label = "Stop waiting (k)" if waiting else "Skip (k)"
+            skip.refresh(layout=True)
+        skip.disabled = not (has_proposal or waiting)
         self.query_one("#wiz-edit-button", Button).disabled = not has_proposal
         self.query_one("#wiz-export", Button).disabled = not self.steps
+        self.query_one("#wiz-take-over", Button).disabled = not (restart and not self.busy)
+        self.query_one("#wiz-copy", Button).disabled = not restart

@@ -68,12 +68,15 @@ def parse_value(text: str) -> object:
 class WizardDriver:
     """One wizard session for the pane: first launch, proposals, confirmed steps, export."""
 
+    PROPOSED = "proposed — confirm (n), skip, or edit the value"  # the pane's state line with a proposal
+
     def __init__(
         self,
         pane: WizardPane,
         profile: Any,
         record_path: str | Path | None = None,
         first_check: Any = None,
+        wizard: Any = None,
     ) -> None:
         from vramtui.core.wizard.wizard import Wizard
 
@@ -83,7 +86,8 @@ class WizardDriver:
         # A launch of this profile that already failed (`vramtui run`): the wizard's step 0, not relaunched.
         self._first_check = first_check
         self._kept: tuple[Any, Any] | None = None  # (server, feed) of an attempt that answered
-        self.wizard = Wizard(profile, record_path=record_path, runner=self._runner, on_step=None)
+        # `wizard`: one with a runner of its own (a server vramtui did not start: wizard_attached.py).
+        self.wizard = wizard or Wizard(profile, record_path=record_path, runner=self._runner, on_step=None)
         self.server: Any = None  # the server of the attempt in progress
         self.finished = False
         self.verified = False  # a working attempt's server was handed to the app
@@ -200,7 +204,7 @@ class WizardDriver:
         if proposal is None:
             self._finish(False)
             return
-        self._post("proposed — confirm (n), skip, or edit the value", proposal=proposal)
+        self._post(self.PROPOSED, proposal=proposal)
 
     def apply(self, proposal: Any) -> None:
         self._post(f"relaunching with {proposal.param} = {proposal.to}…")
