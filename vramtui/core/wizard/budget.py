@@ -13,7 +13,8 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from vramtui.core.backends import Backend, kv_dtype_name
+from vramtui.core.backends import Backend, kv_dtype_name, switch
+from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import HOST, MemoryBill, Part, Place
 from vramtui.core.units import MIB
@@ -103,6 +104,7 @@ class MemoryModel:
             "flash_attn": _flash_on(profile),
             "gpu_layers": None if str(gpu_layers) in ("all", "-1", "None") else int(gpu_layers),  # type: ignore[call-overload]
             "quant": profile.params.get("quant"),
+            **_offload_settings(profile),
         }
         if self.budget:
             wanted["device_bytes"] = self.budget
@@ -196,7 +198,10 @@ class MemoryModel:
         measured = obs.measured
         if raw is not None:
             for part, key in self._factor_keys(profile).items():
-                printed, estimated = part_bytes(measured, part), raw.get(part, self.place)
+                # On a GPU budget only what the engine printed on the card compares with the card's
+                # estimate: experts (or layers) in host RAM print beside it (CPU_Mapped, CUDA_Host).
+                printed = part_bytes(measured, part) if self.host else measured.get(part, self.place)
+                estimated = raw.get(part, self.place)
                 if printed and estimated > MIB:
                     self.factors[key] = min(2.0, max(0.5, printed / estimated))
         output = raw.get("output", self.place) if raw is not None else 0
@@ -210,6 +215,23 @@ class MemoryModel:
                 )  # an mmap that failed prints no size
             if attempted:
                 self.room_upper = attempted if self.room_upper is None else min(self.room_upper, attempted)
+
+
+def _offload_settings(profile: Profile) -> dict[str, object]:
+    """The profile's expert offload (--cpu-moe, --n-cpu-moe, -ot) in the estimator's terms."""
+    wanted: dict[str, object] = {}
+    n_cpu_moe = _int_param(profile, "n_cpu_moe", 0)
+    if n_cpu_moe > 0:
+        wanted["n_cpu_moe"] = n_cpu_moe
+    try:
+        if switch(profile.params.get("cpu_moe", False)) is True:
+            wanted["cpu_moe"] = True
+    except VramtuiError:
+        pass  # the launcher says what it cannot pass on; the estimate sizes the experts resident
+    rules = profile.params.get("override_tensor")
+    if rules:
+        wanted["override_tensor"] = (rules,) if isinstance(rules, str) else tuple(rules)  # type: ignore[arg-type]
+    return wanted
 
 
 def _host_baseline(profile: Profile) -> int:
