@@ -65,6 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="llama.cpp: tensors whose name matches PATTERN go to DEVICE (CPU for host RAM; repeatable)",
     )
+    run.add_argument(
+        "--cpu-offload-gb",
+        metavar="GiB",
+        help="vLLM: GiB of the decoder layers' weights kept in host RAM, per GPU (much slower)",
+    )
     _add_extras(parser)
     card = parser.add_argument_group("the card")
     card.add_argument(

@@ -36,6 +36,7 @@ FLAGS: dict[str, str] = {
     "cpu_moe": "--cpu-moe",
     "n_cpu_moe": "--n-cpu-moe",
     "override_tensor": "--override-tensor",
+    "cpu_offload_gb": "--cpu-offload-gb",
     "mmproj": "--mmproj",
     "model_draft": "--model-draft",
     "gpu_layers_draft": "--gpu-layers-draft",
@@ -210,6 +211,20 @@ def parse_cache_ram(text: str) -> int:
     return value
 
 
+def parse_gib(text: str) -> float:
+    """vLLM's --cpu-offload-gb: a number of GiB (4, 2.5) or a size (4GiB, 512MiB)."""
+    from vramtui.core.units import GIB
+
+    plain = text.strip()
+    try:
+        value = float(plain)
+    except ValueError:
+        value = parse_size(plain) / GIB
+    if not value >= 0:
+        raise ValueError(f"must be 0 or more GiB, not {text!r}")
+    return value
+
+
 def parse_files(text: str) -> tuple[str, ...]:
     """One or more files, comma-separated as llama-server's --lora takes them."""
     return tuple(path.strip() for path in text.split(",") if path.strip())
@@ -227,6 +242,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "cpu_moe": parse_switch,
     "n_cpu_moe": lambda text: _whole(text, 0),
     "override_tensor": parse_overrides,
+    "cpu_offload_gb": lambda text: parse_gib(text),
     "mmproj": _text,
     "model_draft": _text,
     "gpu_layers_draft": parse_layers,
@@ -297,6 +313,7 @@ def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
         cpu_moe=bool(values.get("cpu_moe")),
         n_cpu_moe=values.get("n_cpu_moe"),
         override_tensor=values.get("override_tensor") or (),
+        cpu_offload_gb=values.get("cpu_offload_gb") or 0.0,
         mmproj=values.get("mmproj"),
         model_draft=values.get("model_draft"),
         gpu_layers_draft=values.get("gpu_layers_draft"),

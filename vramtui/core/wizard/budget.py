@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtui.core.backends import Backend, kv_dtype_name, switch
+from vramtui.core.backends.base import gib
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import HOST, MemoryBill, Part, Place
@@ -22,7 +23,7 @@ from vramtui.core.wizard.ladders import MEMORY_FAILURES
 from vramtui.core.wizard.observe import Observation, part_bytes
 
 DEFAULT_MARGIN = 0.9  # a proposal must fit in 90% of what is left for buffers
-_ESTIMATED_PARTS: tuple[Part, ...] = ("weights", "kv_cache", "compute", "output")
+_ESTIMATED_PARTS: tuple[Part, ...] = ("weights", "kv_cache", "compute", "output", "margin")
 
 
 def needed_bytes(bill: MemoryBill) -> int:
@@ -139,7 +140,13 @@ class MemoryModel:
         bill = MemoryBill()
         place = self.place
         bill.add(place, "weights", weights)
-        bill.add(place, "kv_cache", int(getattr(result, "kv_cache_bytes", 0) or 0))
+        kv = int(getattr(result, "kv_cache_bytes", 0) or 0)
+        if getattr(result, "kv_cache_tokens", None) is not None:
+            # vLLM: the KV cache takes whatever its share of the card leaves, so what a run needs is one
+            # request of the full length, and the share it leaves to others is out of reach as well
+            kv = int(result.kv_bytes_per_token) * int(result.context)
+            bill.add(place, "margin", max(0, int(result.device_bytes) - int(result.usable_bytes)))
+        bill.add(place, "kv_cache", kv)
         bill.add(place, "compute", int(getattr(result, "activations_bytes", 0) or 0))
         if self.backend.keeps_all_logits:
             # Its server keeps logits for every position (logits_all) plus the token ids, per context.
@@ -209,10 +216,12 @@ class MemoryModel:
             self.room_lower = max(self.room_lower or 0, obs.held_bytes() + output)
         elif obs.failure in MEMORY_FAILURES or "oom" in str(obs.failure):
             attempted = obs.allocated_bytes()
-            if "failed_alloc" not in obs.figures and raw is not None and obs.failure_stage == "load_weights":
-                attempted = max(
-                    attempted, raw.get("weights", self.place)
-                )  # an mmap that failed prints no size
+            weights = raw.get("weights", self.place) if raw is not None else 0
+            failed = obs.figures.get("failed_alloc", 0)
+            # An mmap that failed prints no size; a loader that allocates tensor by tensor (PyTorch:
+            # "Tried to allocate 80 MiB") prints only the last piece: the weights as a whole were asked for.
+            if obs.failure_stage == "load_weights" and (not failed or failed < weights // 2):
+                attempted = max(attempted, weights)
             if attempted:
                 self.room_upper = attempted if self.room_upper is None else min(self.room_upper, attempted)
 
@@ -228,6 +237,12 @@ def _offload_settings(profile: Profile) -> dict[str, object]:
             wanted["cpu_moe"] = True
     except VramtuiError:
         pass  # the launcher says what it cannot pass on; the estimate sizes the experts resident
+    offload = profile.params.get("cpu_offload")
+    if offload not in (None, "", 0):
+        try:
+            wanted["cpu_offload_gb"] = gib("cpu_offload", offload)
+        except (VramtuiError, ValueError):
+            pass
     rules = profile.params.get("override_tensor")
     if rules:
         wanted["override_tensor"] = (rules,) if isinstance(rules, str) else tuple(rules)  # type: ignore[arg-type]

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from vramtui.core.backends import Backend, kv_dtype_name, switch
+from vramtui.core.backends.base import gib
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import MemoryBill
-from vramtui.core.units import MIB
+from vramtui.core.units import GIB, MIB
 from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes
 from vramtui.core.wizard.ladders import GGUF_QUANT_ORDER, MEMORY_FAILURES, NOT_MEMORY, Rung
 from vramtui.core.wizard.observe import Observation
@@ -206,7 +207,7 @@ def _is_memory(failure: str | None) -> bool:
 
 Option = tuple[Rung, Proposal, MemoryBill | None]
 # Settings whose every step up frees more memory: the smallest value that fits is bisected for.
-_ASCENDING = frozenset({"n_cpu_moe"})
+_ASCENDING = frozenset({"n_cpu_moe", "cpu_offload"})
 
 
 class Proposer:
@@ -230,6 +231,8 @@ class Proposer:
     def candidates(self, rung: Rung, current: object, profile: Profile) -> list[object]:
         if rung.param == "n_cpu_moe":
             return self._expert_layers(profile, current)
+        if rung.param == "cpu_offload":
+            return self._offload_gib(profile, current)
         n_layers = 0
         if rung.param == "gpu_layers" and str(current) not in ("0", "None"):
             n_layers = int(getattr(self.model.info(profile.model), "n_layers", 0) or 0)
@@ -248,6 +251,19 @@ class Proposer:
             pass
         now = _whole_or_none(current) or 0
         return list(range(now + 1, int(getattr(info, "n_layers", 0) or 0) + 1))
+
+    def _offload_gib(self, profile: Profile, current: object) -> list[object]:
+        """Whole GiB of weights to keep in host RAM (vLLM's --cpu-offload-gb), above the current value
+        and up to what the card holds of the weights now."""
+        bill = self.model.predict(profile)
+        if bill is None:
+            return []
+        try:
+            now = gib("cpu_offload", current or 0)
+        except (VramtuiError, ValueError):
+            return []
+        on_card = bill.get("weights", self.model.place) / GIB
+        return [float(v) for v in range(int(now) + 1, int(now + on_card) + 2)]
 
     def propose(self, profile: Profile, obs: Observation, skipped: set[str]) -> Proposal | None:
         """The next single change, or None (no memory setting can help: see the findings)."""
