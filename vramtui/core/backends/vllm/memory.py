@@ -189,8 +189,12 @@ def _size_parallel(
     cards = settings.cards
     body = layer_weights(info, weights)
     # each rank moves up to N GiB of its own layers' shard
-    hosted = [offloaded_bytes(settings, int(body * len(r.layers) / max(1, info.n_layers) / tp)) for r in ranks]
-    ranks = [replace(r, weights_bytes=r.weights_bytes - moved) for r, moved in zip(ranks, hosted, strict=True)]
+    hosted = [
+        offloaded_bytes(settings, int(body * len(r.layers) / max(1, info.n_layers) / tp)) for r in ranks
+    ]
+    ranks = [
+        replace(r, weights_bytes=r.weights_bytes - moved) for r, moved in zip(ranks, hosted, strict=True)
+    ]
     budgets = [int(cards[rank.index] * settings.share) for rank in ranks]
     free = [b - r.weights_bytes - NON_TORCH_BYTES - activation for b, r in zip(budgets, ranks, strict=True)]
     blocks = min(
