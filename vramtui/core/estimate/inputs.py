@@ -290,6 +290,50 @@ def parse_inputs(texts: Mapping[str, str | None]) -> tuple[dict[str, Any], dict[
     return values, problems
 
 
+# What rides along and where tensors go, typed as the engine's own flags in one field (the estimator
+# pane's "extras"): `--mmproj FILE --n-cpu-moe 4 -ot exps=CPU --cpu-offload-gb 4 ...`.
+FLAG_FIELDS = (
+    "mmproj", "model_draft", "gpu_layers_draft", "device_draft", "ctx_size_draft", "cache_ram", "lora",
+    "max_loras", "max_lora_rank", "mtp", "cpu_moe", "n_cpu_moe", "override_tensor", "cpu_offload_gb",
+    "tensor_split", "split_mode", "main_gpu", "tensor_parallel_size", "pipeline_parallel_size",
+)  # fmt: skip
+_SHORT_FLAGS = {"-ot": "override_tensor", "-cram": "cache_ram", "-md": "model_draft", "-ts": "tensor_split"}
+_BARE_FLAGS = frozenset({"cpu_moe", "mtp"})  # switches: present means on
+_REPEATED_FLAGS = frozenset({"lora", "override_tensor"})  # each use adds one, joined by commas
+
+
+def split_flags(text: str, field: str = "extras") -> dict[str, str]:
+    """`--mmproj F --n-cpu-moe 4 -ot a=CPU -ot b=CPU` -> {name: text} for `parse_inputs`; an unknown flag
+    or a missing value is an InputError naming `field`."""
+    import shlex
+
+    names = {FLAGS[name]: name for name in FLAG_FIELDS} | _SHORT_FLAGS
+    try:
+        words = shlex.split(text)
+    except ValueError as error:
+        raise InputError(field, str(error)) from None
+    found: dict[str, list[str]] = {}
+    position = 0
+    while position < len(words):
+        flag, _, inline = words[position].partition("=")
+        name = names.get(flag)
+        if name is None:
+            raise InputError(field, f"{words[position]!r} is not one of {', '.join(sorted(names))}")
+        position += 1
+        if name in _BARE_FLAGS:
+            value = inline or "on"
+        elif inline:
+            value = inline
+        elif position < len(words):
+            value, position = words[position], position + 1
+        else:
+            raise InputError(field, f"{flag} needs a value")
+        found.setdefault(name, []).append(value)
+    return {
+        name: ",".join(values) if name in _REPEATED_FLAGS else values[-1] for name, values in found.items()
+    }
+
+
 def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
     """Settings from parsed inputs (`parse_inputs`); what is missing is the backend's own default."""
     cards = values.get("card")
