@@ -17,13 +17,13 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import quant as q
-from vramtui.core.estimate import recurrent
+from vramtui.core.estimate import recurrent, vision
 
 # safetensors dtype -> bytes per element
 _ST_DTYPE_BYTES: dict[str, float] = {
@@ -118,6 +118,8 @@ class ModelInfo:
     # a quant_method in config.json vramtui does not know: its weights are sized as 16-bit, an upper bound
     unknown_quant: str | None = None
     notes: list[str] = field(default_factory=list)
+    # a multimodal config.json's vision tower (core/estimate/vision.py): vLLM's profile run sizes it
+    vision: Any = None
 
     def kv_heads_at(self, layer: int) -> int:
         if self.kv_heads_per_layer and layer < len(self.kv_heads_per_layer):
@@ -133,7 +135,8 @@ class ModelInfo:
         return sum(1 for flag in (self.recurrent_flags or ())[: self.n_layers] if flag)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k not in ("layer_bytes", "layer_tensors")}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("layer_bytes", "layer_tensors", "vision")}
+        out["vision"] = asdict(self.vision) if self.vision is not None else None
         out["kv_heads_per_layer"] = list(self.kv_heads_per_layer) if self.kv_heads_per_layer else None
         out["recurrent_flags"] = list(self.recurrent_flags) if self.recurrent_flags else None
         return out
@@ -469,6 +472,7 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
     _config_mla(info, cfg)
     recurrent.from_config(info, cfg)
     _config_quant_and_params(info, cfg, exact_params)
+    info.vision = vision.from_config(config, source, hidden)
     return info
 
 

@@ -77,6 +77,19 @@ def _offload_note(moved: int, asked: float, ranks: int = 1) -> str:
     return said
 
 
+def _vision_share(info: ModelInfo, tokens: int, activation: int, notes: list[str], max_seqs: int) -> int:
+    """The vision encoder's share of the profile run's peak (core/estimate/vision.py), with its note."""
+    from vramtui.core.estimate.vision import profile_share
+
+    if info.vision is None:
+        return 0
+    share = profile_share(info.vision, tokens, activation, max_seqs)
+    notes.append(share.note())
+    if any("exactly from the config's shapes" in note for note in info.notes):  # the text shapes only
+        notes.append("the vision tower's own weights are not in a count made from the text config's shapes")
+    return share.added_bytes
+
+
 def _refusal(context: int, per_token: int, kv_available: int, kv_tokens: int) -> str:
     return (
         f"one {context}-token request needs {context * per_token / GIB:.2f} GiB of KV cache but only "
@@ -118,6 +131,7 @@ class VllmMemory(MemoryAccounting):
             est.notes = notes + est.notes
             return est
         activation = activation_peak(info, tokens, max_seqs)
+        activation += _vision_share(info, tokens, activation, notes, max_seqs)
         host = offloaded_bytes(settings, layer_weights(info, weights))
         if host:
             notes.append(_offload_note(host, settings.cpu_offload_gb))
@@ -186,6 +200,7 @@ def _size_parallel(
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
     ranks = devices.vllm_ranks(info, weights, kv_dtype, MLA_LATENT, tp, pp)
     activation = activation_peak(info, tokens, max_seqs, tp)
+    activation += _vision_share(info, tokens, activation, [], max_seqs)  # each rank profiles the tower
     cards = settings.cards
     body = layer_weights(info, weights)
     # each rank moves up to N GiB of its own layers' shard
