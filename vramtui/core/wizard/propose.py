@@ -117,6 +117,8 @@ def _cautious(param: str, current: object, candidates: list[object]) -> object:
         except (TypeError, ValueError):
             return candidates[0]
         return next((c for c in candidates if int(c) <= half), candidates[-1])  # type: ignore[call-overload]
+    if param in _ASCENDING:  # half of what is left to move: one layer (or GiB) at a time takes too many runs
+        return candidates[(len(candidates) - 1) // 2]
     return candidates[0]
 
 
