@@ -102,14 +102,21 @@ def test_llama_server_prints_what_the_estimate_says(
     assert close(est.kv_cache_bytes, shown["kv_cache"], 0.01), (est.kv_cache_bytes / MIB, shown)
 
 
-@pytest.mark.parametrize("dtype", ["f16", "q8_0"])
+@pytest.mark.parametrize("dtype", ["f16", "q8_0", "q4_0"])
 def test_read_without_mmap_the_buffer_is_cpu_and_the_same_size(
     llama_server_bin: Path, moe_files: dict[str, Path], dtype: str
 ) -> None:
     log = _llama_server_log(llama_server_bin, moe_files[dtype], ["--cpu-moe", "--load-mode", "none"])
-    assert re.findall(r"(\S+) model buffer size", log) == ["CPU"]
-    est = estimate(load_model_info(moe_files[dtype]), Settings(context=CONTEXT, on_gpu=False, cpu_moe=True))
-    assert close(est.weights_bytes, printed(log)["weights"], 0.03)
+    # q4_0: the repacked tensors replace their file copies, beside a small CPU buffer of the rest
+    assert re.findall(r"(\S+) model buffer size", log) == (
+        ["CPU", "CPU_REPACK"] if dtype == "q4_0" else ["CPU"]
+    )
+    info = load_model_info(moe_files[dtype])
+    est = estimate(info, Settings(context=CONTEXT, on_gpu=False, cpu_moe=True, mmap=False))
+    assert close(est.weights_bytes, printed(log)["weights"], 0.03), (est.weights_bytes / MIB, printed(log))
+    assert not est.counts_repack
+    mapped = estimate(info, Settings(context=CONTEXT, on_gpu=False, cpu_moe=True))
+    assert (mapped.weights_bytes > est.weights_bytes) == (dtype == "q4_0")  # mmapped: both copies
 
 
 LOAD = """

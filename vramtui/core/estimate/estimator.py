@@ -64,6 +64,8 @@ class Settings:
     override_tensor: tuple[str, ...] = ()
     # vLLM's --cpu-offload-gb: GiB of the decoder layers' weights kept in pinned host RAM, per GPU
     cpu_offload_gb: float = 0.0
+    # llama.cpp reads the file by mmap (its default); False: --load-mode none / use_mmap=False
+    mmap: bool = True
     # Terms measured on earlier runs of this engine build on this device (core/estimate/calibrate.py's
     # Calibration); None: the estimate as computed, nothing measured added.
     calibration: Any = None
@@ -230,6 +232,7 @@ class Settings:
             n_cpu_moe=as_int("n_cpu_moe"),
             override_tensor=tuple(str(rule) for rule in overrides),
             cpu_offload_gb=_offload_gib(params.get("cpu_offload", params.get("cpu_offload_gb"))),
+            mmap=mmap_from_params(params),
             backend=backend,
             context=as_int("context"),
             parallel=as_int("parallel"),
@@ -242,6 +245,15 @@ class Settings:
             device_bytes=parse_size(device_bytes) if device_bytes is not None else DEFAULT_DEVICE_BYTES,
             safety=safety,
         )
+
+
+def mmap_from_params(params: Mapping[str, Any]) -> bool:
+    """llama.cpp's load mode from a profile: `mmap` (llama-server) or `use_mmap` (llama-cpp-python)."""
+    for name in ("mmap", "use_mmap"):
+        value = params.get(name)
+        if value is not None and str(value).strip().lower() in ("0", "false", "off", "no", "none"):
+            return False
+    return True
 
 
 def _offload_gib(value: object) -> float:

@@ -22,6 +22,14 @@ from vramtui.core.units import MIB
 from vramtui.core.wizard.ladders import MEMORY_FAILURES
 from vramtui.core.wizard.observe import Observation, part_bytes
 
+
+def _mmap_of(params: dict[str, object]) -> bool:
+    """llama.cpp's load mode from the profile (the estimator reads it the same way)."""
+    from vramtui.core.estimate.estimator import mmap_from_params
+
+    return mmap_from_params(params)
+
+
 DEFAULT_MARGIN = 0.9  # a proposal must fit in 90% of what is left for buffers
 _ESTIMATED_PARTS: tuple[Part, ...] = ("weights", "kv_cache", "compute", "output", "margin")
 
@@ -106,6 +114,7 @@ class MemoryModel:
             "gpu_layers": None if str(gpu_layers) in ("all", "-1", "None") else int(gpu_layers),  # type: ignore[call-overload]
             "quant": profile.params.get("quant"),
             **_offload_settings(profile),
+            "mmap": _mmap_of(profile.params),
         }
         if self.budget:
             wanted["device_bytes"] = self.budget
