@@ -104,8 +104,10 @@ def test_llama_server_prints_what_the_estimate_says(
 
 @pytest.mark.parametrize("dtype", ["f16", "q8_0", "q4_0"])
 def test_read_without_mmap_the_buffer_is_cpu_and_the_same_size(
-    llama_server_bin: Path, moe_files: dict[str, Path], dtype: str
+    llama_server_bin: Path, moe_files: dict[str, Path], dtype: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from vramtui.cli import main
+
     log = _llama_server_log(llama_server_bin, moe_files[dtype], ["--cpu-moe", "--load-mode", "none"])
     # q4_0: the repacked tensors replace their file copies, beside a small CPU buffer of the rest
     assert re.findall(r"(\S+) model buffer size", log) == (
@@ -117,6 +119,18 @@ def test_read_without_mmap_the_buffer_is_cpu_and_the_same_size(
     assert not est.counts_repack
     mapped = estimate(info, Settings(context=CONTEXT, on_gpu=False, cpu_moe=True))
     assert (mapped.weights_bytes > est.weights_bytes) == (dtype == "q4_0")  # mmapped: both copies
+    argv = [
+        "estimate",
+        str(moe_files[dtype]),
+        "--cpu",
+        "--ctx",
+        str(CONTEXT),
+        "--cpu-moe",
+        "--no-mmap",
+        "--json",
+    ]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["weights_bytes"] == est.weights_bytes
 
 
 LOAD = """

@@ -66,6 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="llama.cpp: tensors whose name matches PATTERN go to DEVICE (CPU for host RAM; repeatable)",
     )
     run.add_argument(
+        "--no-mmap",
+        action="store_true",
+        help="llama.cpp: the file is read, not mapped (--load-mode none): q4_0's repacked copy replaces it",
+    )
+    run.add_argument(
         "--cpu-offload-gb",
         metavar="GiB",
         help="vLLM: GiB of the decoder layers' weights kept in host RAM, per GPU (much slower)",
@@ -176,6 +181,7 @@ def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     texts["cpu_moe"] = "on" if args.cpu_moe else None
     texts["lora"] = ",".join(args.lora or [])
     texts["mtp"] = "on" if args.mtp else None
+    texts["mmap"] = "off" if args.no_mmap else None
     if not texts.get("card"):
         texts["card"] = _default_cards()
     return texts
