@@ -188,3 +188,34 @@ def test_under_a_host_budget_the_rung_frees_nothing(moe_folder: Path) -> None:
     assert wizard.model.host
     kept, moved = (wizard.model.predict(profile.with_param("n_cpu_moe", n)) for n in (0, SPEC.n_layer))
     assert kept is not None and moved is not None and needed_bytes(kept) == needed_bytes(moved)
+
+
+def test_when_the_cache_has_no_room_experts_go_before_the_context(
+    moe_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The weights fit, the KV cache does not, and no smaller KV type makes room: the experts go to the
+    CPU before the context is cut (what the user asked for stays); turned down, the context comes next."""
+    model = moe_folder / "tiny-moe-f16.gguf"
+    context = 16384
+    kv = context * SPEC.n_layer * 2 * SPEC.n_head_kv * SPEC.head_dim * 2
+    compute = 5 * MIB
+    room = card_weights(model, 0) + kv // 2 + compute  # half the cache short
+    profile = Profile(backend="llama.cpp", model=str(model), params={"context": context}, port=0)
+    card = [1 << 40]
+    monkeypatch.setattr("vramtui.core.wizard.budget._first_gpu_bytes", lambda: card[0])
+    probe = Wizard(profile, record=False)
+    probe.model.raw(profile)
+    card[0] = probe.model.overhead + room
+    wizard = Wizard(profile, record=False, runner=StandInCard(room, kv, compute, tmp_path))
+    first = wizard.start().observation
+    assert first is not None and first.failure_stage == "kv_cache"
+    smallest_kv = wizard.model.predict(profile.with_param("kv_dtype", "q4_0"))
+    assert smallest_kv is not None and not wizard.model.fits(smallest_kv)  # the weights take the room
+    experts = wizard.propose()
+    assert experts is not None and experts.param == "n_cpu_moe", experts
+    bill = wizard.model.predict(profile.with_param("n_cpu_moe", experts.to))
+    assert bill is not None and wizard.model.fits(bill)
+    assert bill.get("kv_cache", 0) == kv  # the whole context kept
+    wizard.skip(experts)
+    shorter = wizard.propose()
+    assert shorter is not None and shorter.param == "context"

@@ -50,6 +50,8 @@ LADDER: Ladder = {
         TENSOR_SPLIT_MOVE,
         PARALLEL_DOWN,
         KV_DTYPE_DOWN,
+        # a MoE model whose weights leave the cache no room: experts out keep the context it asked for
+        N_CPU_MOE_UP,
         CONTEXT_DOWN,
         FLASH_ATTN_ON,
         GPU_LAYERS_DOWN,
