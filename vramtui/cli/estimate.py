@@ -65,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="llama.cpp: tensors whose name matches PATTERN go to DEVICE (CPU for host RAM; repeatable)",
     )
+    _add_host_weights(run)
     _add_extras(parser)
     card = parser.add_argument_group("the card")
     card.add_argument(
@@ -108,6 +109,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="leave out what earlier runs on this machine measured (runtime overhead, compute buffers)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+
+def _add_host_weights(run: Any) -> None:
+    """How the weights sit in host RAM: llama.cpp's load mode, vLLM's CPU offload."""
+    run.add_argument(
+        "--no-mmap",
+        action="store_true",
+        help="llama.cpp: the file is read, not mapped (--load-mode none): q4_0's repacked copy replaces it",
+    )
+    run.add_argument(
+        "--cpu-offload-gb",
+        metavar="GiB",
+        help="vLLM: GiB of the decoder layers' weights kept in host RAM, per GPU (much slower)",
+    )
 
 
 def _add_several_gpus(parser: argparse.ArgumentParser) -> None:
@@ -171,6 +186,7 @@ def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     texts["cpu_moe"] = "on" if args.cpu_moe else None
     texts["lora"] = ",".join(args.lora or [])
     texts["mtp"] = "on" if args.mtp else None
+    texts["mmap"] = "off" if args.no_mmap else None
     if not texts.get("card"):
         texts["card"] = _default_cards()
     return texts

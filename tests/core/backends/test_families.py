@@ -34,8 +34,8 @@ def test_every_backend_lives_in_its_family_package() -> None:
 def test_rungs_come_from_the_family_ladder_and_the_knobs() -> None:
     python = get_backend("llama-cpp-python")
     assert [r.param for r in python.rungs("kv_cache")] == ["kv_dtype", "context", "flash_attn", "gpu_layers"]
-    # it has neither slots nor a tensor split knob vramtui passes
-    no_knob = ("parallel", "tensor_split")
+    # it has no slots, tensor split or expert-offload (--n-cpu-moe) knob vramtui passes
+    no_knob = ("parallel", "tensor_split", "n_cpu_moe")
     assert python.rungs("kv_cache") == [r for r in llama_cpp.LADDER["kv_cache"] if r.param not in no_knob]
     assert get_backend("llama.cpp").rungs("kv_cache")[0].param == "tensor_split"
     assert "mem_share" in [r.param for r in get_backend("vllm").rungs("kv_cache")]

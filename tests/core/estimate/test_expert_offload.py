@@ -9,70 +9,30 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from vramtui.cli import main
+from vramtui.core.demo.tinygguf import TinyMoESpec, write_tiny_moe_gguf
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate.estimator import Settings, estimate
 from vramtui.core.estimate.modelinfo import load_model_info
 from vramtui.core.memory.parts import HOST
 from vramtui.core.units import MIB
 
-LAYERS, EMBD, HEADS, KV_HEADS, HEAD_DIM, EXPERTS, USED, FF_EXP, VOCAB = 6, 256, 4, 2, 64, 8, 2, 128, 512
+SPEC = TinyMoESpec()  # 6 layers, 256 wide, 8 experts (2 active) of 128, f16
+LAYERS, EMBD, EXPERTS, USED, FF_EXP = (
+    SPEC.n_layer,
+    SPEC.n_embd,
+    SPEC.n_expert,
+    SPEC.n_expert_used,
+    SPEC.n_ff_exp,
+)
 
 
 @pytest.fixture(scope="module")
 def moe_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A qwen3moe GGUF as convert_hf_to_gguf.py lays it out (3-D expert tensors, q/k norms, a router)."""
-    import gguf
-
-    path = tmp_path_factory.mktemp("moe") / "tiny-qwen3moe-f16.gguf"
-    rng = np.random.default_rng(0)
-    writer = gguf.GGUFWriter(str(path), "qwen3moe")
-    writer.add_name("tiny-qwen3moe")
-    writer.add_context_length(4096)
-    writer.add_embedding_length(EMBD)
-    writer.add_block_count(LAYERS)
-    writer.add_feed_forward_length(FF_EXP * 6)
-    writer.add_head_count(HEADS)
-    writer.add_head_count_kv(KV_HEADS)
-    writer.add_key_length(HEAD_DIM)
-    writer.add_value_length(HEAD_DIM)
-    writer.add_expert_count(EXPERTS)
-    writer.add_expert_used_count(USED)
-    writer.add_expert_feed_forward_length(FF_EXP)
-    writer.add_layer_norm_rms_eps(1e-6)
-    writer.add_vocab_size(VOCAB)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-
-    def weight(name: str, shape: tuple[int, ...]) -> None:
-        writer.add_tensor(name, (rng.standard_normal(shape) * 0.02).astype(np.float16))
-
-    def norm(name: str, width: int) -> None:
-        writer.add_tensor(name, np.ones(width, dtype=np.float32))
-
-    weight("token_embd.weight", (VOCAB, EMBD))
-    for i in range(LAYERS):
-        norm(f"blk.{i}.attn_norm.weight", EMBD)
-        weight(f"blk.{i}.attn_q.weight", (HEADS * HEAD_DIM, EMBD))
-        weight(f"blk.{i}.attn_k.weight", (KV_HEADS * HEAD_DIM, EMBD))
-        weight(f"blk.{i}.attn_v.weight", (KV_HEADS * HEAD_DIM, EMBD))
-        norm(f"blk.{i}.attn_q_norm.weight", HEAD_DIM)
-        norm(f"blk.{i}.attn_k_norm.weight", HEAD_DIM)
-        weight(f"blk.{i}.attn_output.weight", (EMBD, HEADS * HEAD_DIM))
-        norm(f"blk.{i}.ffn_norm.weight", EMBD)
-        writer.add_tensor(f"blk.{i}.ffn_gate_inp.weight", np.zeros((EXPERTS, EMBD), dtype=np.float32))
-        weight(f"blk.{i}.ffn_gate_exps.weight", (EXPERTS, FF_EXP, EMBD))
-        weight(f"blk.{i}.ffn_up_exps.weight", (EXPERTS, FF_EXP, EMBD))
-        weight(f"blk.{i}.ffn_down_exps.weight", (EXPERTS, EMBD, FF_EXP))
-    norm("output_norm.weight", EMBD)
-    weight("output.weight", (VOCAB, EMBD))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    return write_tiny_moe_gguf(tmp_path_factory.mktemp("moe") / "tiny-qwen3moe-f16.gguf", SPEC)
 
 
 def tensor_bytes(path: Path, pattern: str) -> int:

@@ -40,6 +40,8 @@ class MemoryAccounting:
     kv_from_budget: bool = False
     # The engine can place single tensors on the host (llama.cpp's --cpu-moe, --n-cpu-moe, -ot).
     offloads_tensors: bool = False
+    # vLLM's --cpu-offload-gb: a number of GiB of the layers' weights kept in host RAM, per GPU
+    offloads_by_size: bool = False
     # llama.cpp's no_alloc dry run (`--engine`) can check the figures of this engine.
     engine_probe: bool = False
     mla_layout: str = MLA_DECOMPRESSED

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from vramtui.core.backends import get_backend
+from vramtui.core.backends.base import gib
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import devices, extras, offload
 from vramtui.core.estimate import quant as q
@@ -61,6 +62,10 @@ class Settings:
     cpu_moe: bool = False
     n_cpu_moe: int | None = None
     override_tensor: tuple[str, ...] = ()
+    # vLLM's --cpu-offload-gb: GiB of the decoder layers' weights kept in pinned host RAM, per GPU
+    cpu_offload_gb: float = 0.0
+    # llama.cpp reads the file by mmap (its default); False: --load-mode none / use_mmap=False
+    mmap: bool = True
     # Terms measured on earlier runs of this engine build on this device (core/estimate/calibrate.py's
     # Calibration); None: the estimate as computed, nothing measured added.
     calibration: Any = None
@@ -99,6 +104,9 @@ class Settings:
             raise VramtuiError(f"safety must be a share between 0 and 1, not {self.safety!r}")
         if self.device_bytes <= 0:
             raise VramtuiError("device memory must be positive")
+        if isinstance(self.cpu_offload_gb, bool) or not float(self.cpu_offload_gb) >= 0:
+            raise VramtuiError(f"cpu_offload_gb must be 0 or more GiB, not {self.cpu_offload_gb!r}")
+        self.cpu_offload_gb = float(self.cpu_offload_gb)
         if self.kv_dtype is not None:
             q.kv_bytes_per_element(self.kv_dtype)  # validates
         if self.quant is not None:
@@ -223,6 +231,8 @@ class Settings:
             cpu_moe=str(params.get("cpu_moe", "")).strip().lower() in ("1", "true", "on", "yes"),
             n_cpu_moe=as_int("n_cpu_moe"),
             override_tensor=tuple(str(rule) for rule in overrides),
+            cpu_offload_gb=_offload_gib(params.get("cpu_offload", params.get("cpu_offload_gb"))),
+            mmap=mmap_from_params(params),
             backend=backend,
             context=as_int("context"),
             parallel=as_int("parallel"),
@@ -235,6 +245,25 @@ class Settings:
             device_bytes=parse_size(device_bytes) if device_bytes is not None else DEFAULT_DEVICE_BYTES,
             safety=safety,
         )
+
+
+def mmap_from_params(params: Mapping[str, Any]) -> bool:
+    """llama.cpp's load mode from a profile: `mmap` (llama-server) or `use_mmap` (llama-cpp-python)."""
+    for name in ("mmap", "use_mmap"):
+        value = params.get(name)
+        if value is not None and str(value).strip().lower() in ("0", "false", "off", "no", "none"):
+            return False
+    return True
+
+
+def _offload_gib(value: object) -> float:
+    """A profile's cpu_offload (GiB, or a size such as "4GiB"), as vLLM's --cpu-offload-gb takes it."""
+    if value in (None, ""):
+        return 0.0
+    try:
+        return gib("cpu_offload", value)
+    except (TypeError, ValueError):
+        raise VramtuiError(f"cpu_offload must be GiB such as 4, not {value!r}") from None
 
 
 @dataclass
@@ -538,6 +567,8 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
         # Ollama places as many layers as fit, like llama.cpp's --fit
         settings.gpu_layers = fit_gpu_layers(info, settings)
     est = _estimate_core(info, settings)
+    if settings.cpu_offload_gb and not memory.offloads_by_size:
+        est.notes.append(f"--cpu-offload-gb is vLLM's: {settings.backend} keeps those weights where they are")
     if context_note:
         est.notes.insert(0, context_note)
     if info.unknown_quant and not settings.quant:

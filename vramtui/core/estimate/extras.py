@@ -216,9 +216,35 @@ def _device_place(settings: Settings, device: str | None) -> int | str:
     return int(digits) if digits else 0
 
 
+def _layer_places(info: ModelInfo, settings: Settings, est: Estimate) -> list[int | str]:
+    """Where each layer of the model sits (0..n, the last slot the output layer): its device on several
+    GPUs, as llama.cpp splits them; device 0 or the host on one."""
+    from vramtui.core.estimate import devices
+
+    n = info.n_layers
+    on_gpu = n + 1 if est.gpu_layers is None else est.gpu_layers
+    first = n - min(on_gpu, n)
+    if est.device != "gpu":
+        return [HOST] * (n + 1)
+    if not est.devices:
+        return [0 if il >= first and (il < n or on_gpu > n) else HOST for il in range(n + 1)]
+    if (settings.split_mode or "layer") == "none":
+        return [settings.main_gpu if il >= first else HOST for il in range(n + 1)]
+    shares = devices.shares_for(settings.cards, settings.tensor_split)
+    found = devices.layer_devices(n, first, on_gpu, shares)
+    return [HOST if where is None else where for where in found]
+
+
 def _projector(settings: Settings, est: Estimate, flash: bool) -> dict[str, Any]:
     proj = read_projector(settings.mmproj or "")
+    # clip.cpp takes the first GPU (ggml_backend_init_by_type(GPU)) whatever --main-gpu says, unless
+    # MTMD_BACKEND_DEVICE (newer builds: --mmproj-device) names another
     place = _device_place(settings, None)
+    if settings.several and settings.main_gpu != 0 and place != HOST:
+        est.notes.append(
+            "the projector goes to the first GPU (CUDA0), not --main-gpu: MTMD_BACKEND_DEVICE=CUDAn "
+            "(newer llama-server: --mmproj-device) moves it"
+        )
     main, image = projector_compute(proj, flash)
     bill = MemoryBill()
     bill.add(place, "weights", proj.weights_bytes)
@@ -245,6 +271,10 @@ def _draft(info: ModelInfo, settings: Settings, est: Estimate) -> dict[str, Any]
             "llama-server refuses a draft that is not compatible"
         )
     place = _device_place(settings, settings.device_draft)
+    # llama-server copies the model's parameters for the draft: on several GPUs it is split as the model
+    # is (--tensor-split, --split-mode), unless --device-draft names one device
+    alone = settings.several and bool(settings.device_draft) and place != HOST
+    cards = settings.cards
     ask = replace(
         settings,
         context=settings.ctx_size_draft or est.context,
@@ -261,6 +291,9 @@ def _draft(info: ModelInfo, settings: Settings, est: Estimate) -> dict[str, Any]
         lora=(),
         cache_ram=None,
     )
+    if alone:
+        card = cards[int(place)] if int(place) < len(cards) else cards[0]
+        ask = replace(ask, gpus=(), device_bytes=card, tensor_split=(), split_mode=None, main_gpu=0)
     sized = settings.memory.size(draft, ask)
     bill = MemoryBill()
     for where, parts in sized.bill.places.items():
@@ -281,16 +314,15 @@ def _draft(info: ModelInfo, settings: Settings, est: Estimate) -> dict[str, Any]
 
 
 def _lora_llama_cpp(info: ModelInfo, settings: Settings, est: Estimate) -> list[dict[str, Any]]:
-    n = info.n_layers
-    layers_on_gpu = n + 1 if est.gpu_layers is None else est.gpu_layers
-    first_gpu = n - min(layers_on_gpu, n)
+    # an adapter's tensors go to the buffer of the model tensor they modify: their layer's device
+    places = _layer_places(info, settings, est)
     out = []
     for path in settings.lora:
         bill = MemoryBill()
         for name, size in _lora_tensors(*_stamp(path)):
             match = _LAYER_RE.match(name)
-            on_gpu = (int(match.group(1)) >= first_gpu) if match else layers_on_gpu > n
-            bill.add(0 if on_gpu and est.device == "gpu" else HOST, "weights", size)
+            layer = int(match.group(1)) if match else len(places) - 1
+            bill.add(places[min(layer, len(places) - 1)], "weights", size)
         out.append(_entry("lora", "LoRA adapter", bill, file=path))
     return out
 
@@ -314,11 +346,10 @@ def _mtp(info: ModelInfo, settings: Settings, est: Estimate, count: int) -> dict
             f"{count} MTP layer(s) in the GGUF: their weights and KV cache are in the figures above"
         )
         return None
-    place = 0 if est.device == "gpu" else HOST
-    per_layer_weights = (est.bill.get("weights", place) + est.bill.get("weights", HOST)) // max(
-        1, info.n_layers
-    )
-    per_layer_kv = (est.bill.get("kv_cache", place)) // max(1, info.n_layers)
+    place = _layer_places(info, settings, est)[-1]  # after the last layer: with the output layer
+    every = [*est.bill.places]
+    per_layer_weights = sum(est.bill.get("weights", where) for where in every) // max(1, info.n_layers)
+    per_layer_kv = sum(est.bill.get("kv_cache", where) for where in every) // max(1, info.n_layers)
     bill = MemoryBill()
     bill.add(place, "weights", per_layer_weights * count)
     bill.add(place, "kv_cache", per_layer_kv * count)
@@ -380,6 +411,9 @@ def apply(info: ModelInfo, settings: Settings, est: Estimate, flash: bool) -> No
             for part_key, nbytes in parts.items():
                 est.bill.add(key, _PART_OF_KEY[part_key], nbytes)
     est.extras = entries
+    if est.devices:
+        _onto_devices(entries, settings, est)
+        return
     device_total = est.bill.total(place)
     est.total_bytes = device_total
     est.host_bytes_needed = est.bill.total(HOST)
@@ -391,6 +425,43 @@ def apply(info: ModelInfo, settings: Settings, est: Estimate, flash: bool) -> No
     if place != HOST:
         est.weights_host_bytes = est.bill.get("weights", HOST)
     est.fits = est.fits and device_total <= est.usable_bytes
+
+
+_ROW_FIELDS = {
+    "weights_bytes": "weights_bytes",
+    "kv_cache_bytes": "kv_cache_bytes",
+    "recurrent_state_bytes": "recurrent_state_bytes",
+    "compute_buffer_bytes": "compute_buffer_bytes",
+}
+
+
+def _onto_devices(entries: list[dict[str, Any]], settings: Settings, est: Estimate) -> None:
+    """Several GPUs: each extra's device bytes onto its card's row; the tightest card decides again."""
+    from vramtui.core.estimate import devices
+
+    rows = {row.index: row for row in est.devices}
+    for entry in entries:
+        for where, parts in entry["bill"].items():
+            if where == HOST or int(where) not in rows:
+                continue
+            row = rows[int(where)]
+            for key, nbytes in parts.items():
+                field = _ROW_FIELDS.get(key)
+                if field:
+                    setattr(row, field, getattr(row, field) + nbytes)
+                row.total_bytes += nbytes
+            row.fits = row.total_bytes <= row.usable_bytes
+    cards = est.devices
+    est.weights_bytes = sum(row.weights_bytes for row in cards)
+    est.kv_cache_bytes = sum(row.kv_cache_bytes for row in cards)
+    est.activations_bytes = est.compute_buffer_bytes = sum(row.compute_buffer_bytes for row in cards)
+    est.total_bytes = sum(row.total_bytes for row in cards)
+    est.host_bytes_needed = est.bill.total(HOST)
+    est.weights_host_bytes = est.bill.get("weights", HOST)
+    fits = all(row.fits for row in cards)
+    if est.fits and not fits:
+        est.reason = devices.describe_rows(cards)
+    est.fits = est.fits and fits
 
 
 def describe(entry: dict[str, Any]) -> str:

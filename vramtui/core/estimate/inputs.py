@@ -36,6 +36,8 @@ FLAGS: dict[str, str] = {
     "cpu_moe": "--cpu-moe",
     "n_cpu_moe": "--n-cpu-moe",
     "override_tensor": "--override-tensor",
+    "cpu_offload_gb": "--cpu-offload-gb",
+    "mmap": "--no-mmap",
     "mmproj": "--mmproj",
     "model_draft": "--model-draft",
     "gpu_layers_draft": "--gpu-layers-draft",
@@ -210,6 +212,20 @@ def parse_cache_ram(text: str) -> int:
     return value
 
 
+def parse_gib(text: str) -> float:
+    """vLLM's --cpu-offload-gb: a number of GiB (4, 2.5) or a size (4GiB, 512MiB)."""
+    from vramtui.core.units import GIB
+
+    plain = text.strip()
+    try:
+        value = float(plain)
+    except ValueError:
+        value = parse_size(plain) / GIB
+    if not value >= 0:
+        raise ValueError(f"must be 0 or more GiB, not {text!r}")
+    return value
+
+
 def parse_files(text: str) -> tuple[str, ...]:
     """One or more files, comma-separated as llama-server's --lora takes them."""
     return tuple(path.strip() for path in text.split(",") if path.strip())
@@ -227,6 +243,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "cpu_moe": parse_switch,
     "n_cpu_moe": lambda text: _whole(text, 0),
     "override_tensor": parse_overrides,
+    "cpu_offload_gb": lambda text: parse_gib(text),
+    "mmap": parse_switch,
     "mmproj": _text,
     "model_draft": _text,
     "gpu_layers_draft": parse_layers,
@@ -274,6 +292,50 @@ def parse_inputs(texts: Mapping[str, str | None]) -> tuple[dict[str, Any], dict[
     return values, problems
 
 
+# What rides along and where tensors go, typed as the engine's own flags in one field (the estimator
+# pane's "extras"): `--mmproj FILE --n-cpu-moe 4 -ot exps=CPU --cpu-offload-gb 4 ...`.
+FLAG_FIELDS = (
+    "mmproj", "model_draft", "gpu_layers_draft", "device_draft", "ctx_size_draft", "cache_ram", "lora",
+    "max_loras", "max_lora_rank", "mtp", "cpu_moe", "n_cpu_moe", "override_tensor", "cpu_offload_gb",
+    "tensor_split", "split_mode", "main_gpu", "tensor_parallel_size", "pipeline_parallel_size",
+)  # fmt: skip
+_SHORT_FLAGS = {"-ot": "override_tensor", "-cram": "cache_ram", "-md": "model_draft", "-ts": "tensor_split"}
+_BARE_FLAGS = frozenset({"cpu_moe", "mtp"})  # switches: present means on
+_REPEATED_FLAGS = frozenset({"lora", "override_tensor"})  # each use adds one, joined by commas
+
+
+def split_flags(text: str, field: str = "extras") -> dict[str, str]:
+    """`--mmproj F --n-cpu-moe 4 -ot a=CPU -ot b=CPU` -> {name: text} for `parse_inputs`; an unknown flag
+    or a missing value is an InputError naming `field`."""
+    import shlex
+
+    names = {FLAGS[name]: name for name in FLAG_FIELDS} | _SHORT_FLAGS
+    try:
+        words = shlex.split(text)
+    except ValueError as error:
+        raise InputError(field, str(error)) from None
+    found: dict[str, list[str]] = {}
+    position = 0
+    while position < len(words):
+        flag, _, inline = words[position].partition("=")
+        name = names.get(flag)
+        if name is None:
+            raise InputError(field, f"{words[position]!r} is not one of {', '.join(sorted(names))}")
+        position += 1
+        if name in _BARE_FLAGS:
+            value = inline or "on"
+        elif inline:
+            value = inline
+        elif position < len(words):
+            value, position = words[position], position + 1
+        else:
+            raise InputError(field, f"{flag} needs a value")
+        found.setdefault(name, []).append(value)
+    return {
+        name: ",".join(values) if name in _REPEATED_FLAGS else values[-1] for name, values in found.items()
+    }
+
+
 def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
     """Settings from parsed inputs (`parse_inputs`); what is missing is the backend's own default."""
     cards = values.get("card")
@@ -297,6 +359,8 @@ def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
         cpu_moe=bool(values.get("cpu_moe")),
         n_cpu_moe=values.get("n_cpu_moe"),
         override_tensor=values.get("override_tensor") or (),
+        cpu_offload_gb=values.get("cpu_offload_gb") or 0.0,
+        mmap=values.get("mmap") is not False,
         mmproj=values.get("mmproj"),
         model_draft=values.get("model_draft"),
         gpu_layers_draft=values.get("gpu_layers_draft"),

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtui.core.errors import VramtuiError
-from vramtui.core.estimate import hfquant, recurrent
+from vramtui.core.estimate import hfquant, recurrent, vision
 from vramtui.core.estimate import quant as q
 
 # safetensors dtype -> bytes per element
@@ -123,6 +123,8 @@ class ModelInfo:
     # the checkpoint's quantization layout from config.json (core/estimate/hfquant.py), when it has one
     quant_spec: hfquant.QuantSpec | None = None
     notes: list[str] = field(default_factory=list)
+    # a multimodal config.json's vision tower (core/estimate/vision.py): vLLM's profile run sizes it
+    vision: Any = None
 
     def kv_heads_at(self, layer: int) -> int:
         if self.kv_heads_per_layer and layer < len(self.kv_heads_per_layer):
@@ -138,7 +140,8 @@ class ModelInfo:
         return sum(1 for flag in (self.recurrent_flags or ())[: self.n_layers] if flag)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k not in ("layer_bytes", "layer_tensors")}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("layer_bytes", "layer_tensors", "vision")}
+        out["vision"] = asdict(self.vision) if self.vision is not None else None
         out["kv_heads_per_layer"] = list(self.kv_heads_per_layer) if self.kv_heads_per_layer else None
         out["recurrent_flags"] = list(self.recurrent_flags) if self.recurrent_flags else None
         out["quant_spec"] = asdict(self.quant_spec) if self.quant_spec else None
@@ -452,6 +455,7 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
     _config_mla(info, cfg)
     recurrent.from_config(info, cfg)
     _config_quant_and_params(info, cfg, exact_params)
+    info.vision = vision.from_config(config, source, hidden)
     return info
 
 

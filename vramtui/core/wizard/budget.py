@@ -13,15 +13,25 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from vramtui.core.backends import Backend, kv_dtype_name
+from vramtui.core.backends import Backend, kv_dtype_name, switch
+from vramtui.core.backends.base import gib
+from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import HOST, MemoryBill, Part, Place
 from vramtui.core.units import MIB
 from vramtui.core.wizard.ladders import MEMORY_FAILURES
 from vramtui.core.wizard.observe import Observation, part_bytes
 
+
+def _mmap_of(params: dict[str, object]) -> bool:
+    """llama.cpp's load mode from the profile (the estimator reads it the same way)."""
+    from vramtui.core.estimate.estimator import mmap_from_params
+
+    return mmap_from_params(params)
+
+
 DEFAULT_MARGIN = 0.9  # a proposal must fit in 90% of what is left for buffers
-_ESTIMATED_PARTS: tuple[Part, ...] = ("weights", "kv_cache", "compute", "output")
+_ESTIMATED_PARTS: tuple[Part, ...] = ("weights", "kv_cache", "compute", "output", "margin")
 
 
 def needed_bytes(bill: MemoryBill) -> int:
@@ -103,6 +113,8 @@ class MemoryModel:
             "flash_attn": _flash_on(profile),
             "gpu_layers": None if str(gpu_layers) in ("all", "-1", "None") else int(gpu_layers),  # type: ignore[call-overload]
             "quant": profile.params.get("quant"),
+            **_offload_settings(profile),
+            "mmap": _mmap_of(profile.params),
         }
         if self.budget:
             wanted["device_bytes"] = self.budget
@@ -137,7 +149,13 @@ class MemoryModel:
         bill = MemoryBill()
         place = self.place
         bill.add(place, "weights", weights)
-        bill.add(place, "kv_cache", int(getattr(result, "kv_cache_bytes", 0) or 0))
+        kv = int(getattr(result, "kv_cache_bytes", 0) or 0)
+        if getattr(result, "kv_cache_tokens", None) is not None:
+            # vLLM: the KV cache takes whatever its share of the card leaves, so what a run needs is one
+            # request of the full length, and the share it leaves to others is out of reach as well
+            kv = int(result.kv_bytes_per_token) * int(result.context)
+            bill.add(place, "margin", max(0, int(result.device_bytes) - int(result.usable_bytes)))
+        bill.add(place, "kv_cache", kv)
         bill.add(place, "compute", int(getattr(result, "activations_bytes", 0) or 0))
         if self.backend.keeps_all_logits:
             # Its server keeps logits for every position (logits_all) plus the token ids, per context.
@@ -196,7 +214,10 @@ class MemoryModel:
         measured = obs.measured
         if raw is not None:
             for part, key in self._factor_keys(profile).items():
-                printed, estimated = part_bytes(measured, part), raw.get(part, self.place)
+                # On a GPU budget only what the engine printed on the card compares with the card's
+                # estimate: experts (or layers) in host RAM print beside it (CPU_Mapped, CUDA_Host).
+                printed = part_bytes(measured, part) if self.host else measured.get(part, self.place)
+                estimated = raw.get(part, self.place)
                 if printed and estimated > MIB:
                     self.factors[key] = min(2.0, max(0.5, printed / estimated))
         output = raw.get("output", self.place) if raw is not None else 0
@@ -204,12 +225,37 @@ class MemoryModel:
             self.room_lower = max(self.room_lower or 0, obs.held_bytes() + output)
         elif obs.failure in MEMORY_FAILURES or "oom" in str(obs.failure):
             attempted = obs.allocated_bytes()
-            if "failed_alloc" not in obs.figures and raw is not None and obs.failure_stage == "load_weights":
-                attempted = max(
-                    attempted, raw.get("weights", self.place)
-                )  # an mmap that failed prints no size
+            weights = raw.get("weights", self.place) if raw is not None else 0
+            failed = obs.figures.get("failed_alloc", 0)
+            # An mmap that failed prints no size; a loader that allocates tensor by tensor (PyTorch:
+            # "Tried to allocate 80 MiB") prints only the last piece: the weights as a whole were asked for.
+            if obs.failure_stage == "load_weights" and (not failed or failed < weights // 2):
+                attempted = max(attempted, weights)
             if attempted:
                 self.room_upper = attempted if self.room_upper is None else min(self.room_upper, attempted)
+
+
+def _offload_settings(profile: Profile) -> dict[str, object]:
+    """The profile's expert offload (--cpu-moe, --n-cpu-moe, -ot) in the estimator's terms."""
+    wanted: dict[str, object] = {}
+    n_cpu_moe = _int_param(profile, "n_cpu_moe", 0)
+    if n_cpu_moe > 0:
+        wanted["n_cpu_moe"] = n_cpu_moe
+    try:
+        if switch(profile.params.get("cpu_moe", False)) is True:
+            wanted["cpu_moe"] = True
+    except VramtuiError:
+        pass  # the launcher says what it cannot pass on; the estimate sizes the experts resident
+    offload = profile.params.get("cpu_offload")
+    if offload not in (None, "", 0):
+        try:
+            wanted["cpu_offload_gb"] = gib("cpu_offload", offload)
+        except (VramtuiError, ValueError):
+            pass
+    rules = profile.params.get("override_tensor")
+    if rules:
+        wanted["override_tensor"] = (rules,) if isinstance(rules, str) else tuple(rules)  # type: ignore[arg-type]
+    return wanted
 
 
 def _host_baseline(profile: Profile) -> int:

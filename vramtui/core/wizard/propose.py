@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vramtui.core.backends import Backend, kv_dtype_name
+from vramtui.core.backends import Backend, kv_dtype_name, switch
+from vramtui.core.backends.base import gib
+from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import MemoryBill
-from vramtui.core.units import MIB
+from vramtui.core.units import GIB, MIB
 from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes
 from vramtui.core.wizard.ladders import GGUF_QUANT_ORDER, MEMORY_FAILURES, NOT_MEMORY, Rung
 from vramtui.core.wizard.observe import Observation
@@ -115,6 +117,8 @@ def _cautious(param: str, current: object, candidates: list[object]) -> object:
         except (TypeError, ValueError):
             return candidates[0]
         return next((c for c in candidates if int(c) <= half), candidates[-1])  # type: ignore[call-overload]
+    if param in _ASCENDING:  # half of what is left to move: one layer (or GiB) at a time takes too many runs
+        return candidates[(len(candidates) - 1) // 2]
     return candidates[0]
 
 
@@ -204,6 +208,8 @@ def _is_memory(failure: str | None) -> bool:
 
 
 Option = tuple[Rung, Proposal, MemoryBill | None]
+# Settings whose every step up frees more memory: the smallest value that fits is bisected for.
+_ASCENDING = frozenset({"n_cpu_moe", "cpu_offload"})
 
 
 class Proposer:
@@ -225,10 +231,41 @@ class Proposer:
         return list(self.ladders.get(stage, ())) if self.ladders else self.backend.rungs(stage)
 
     def candidates(self, rung: Rung, current: object, profile: Profile) -> list[object]:
+        if rung.param == "n_cpu_moe":
+            return self._expert_layers(profile, current)
+        if rung.param == "cpu_offload":
+            return self._offload_gib(profile, current)
         n_layers = 0
         if rung.param == "gpu_layers" and str(current) not in ("0", "None"):
             n_layers = int(getattr(self.model.info(profile.model), "n_layers", 0) or 0)
         return candidates(rung, current, profile, n_layers)
+
+    def _expert_layers(self, profile: Profile, current: object) -> list[object]:
+        """--n-cpu-moe values above the current one, for a MoE model whose experts are not all on the
+        host already (--cpu-moe); nothing for a dense model."""
+        info = self.model.info(profile.model)
+        if info is None or not getattr(info, "is_moe", False):
+            return []
+        try:
+            if switch(current_value(profile, "cpu_moe") or False) is True:
+                return []
+        except VramtuiError:
+            pass
+        now = _whole_or_none(current) or 0
+        return list(range(now + 1, int(getattr(info, "n_layers", 0) or 0) + 1))
+
+    def _offload_gib(self, profile: Profile, current: object) -> list[object]:
+        """Whole GiB of weights to keep in host RAM (vLLM's --cpu-offload-gb), above the current value
+        and up to what the card holds of the weights now."""
+        bill = self.model.predict(profile)
+        if bill is None:
+            return []
+        try:
+            now = gib("cpu_offload", current or 0)
+        except (VramtuiError, ValueError):
+            return []
+        on_card = bill.get("weights", self.model.place) / GIB
+        return [float(v) for v in range(int(now) + 1, int(now + on_card) + 2)]
 
     def propose(self, profile: Profile, obs: Observation, skipped: set[str]) -> Proposal | None:
         """The next single change, or None (no memory setting can help: see the findings)."""
@@ -390,6 +427,8 @@ class Proposer:
     ) -> tuple[object, MemoryBill | None, dict[str, object]]:
         """The least drastic value that should fit (else the most drastic); cautious without arithmetic."""
         param = rung.param
+        if param in _ASCENDING:
+            return self._smallest_fitting(profile, param, current, values)
         best: tuple[object, MemoryBill | None, dict[str, object]] | None = None
         flash_off = not self._flash_in_effect(profile)
         for value in values:
@@ -408,6 +447,35 @@ class Proposer:
         assert best is not None
         return best
 
+    def _smallest_fitting(
+        self, profile: Profile, param: str, current: object, values: list[object]
+    ) -> tuple[object, MemoryBill | None, dict[str, object]]:
+        """The estimator's solver under the wizard's budget, for a setting whose every step up frees more
+        (--n-cpu-moe): bisect for the smallest value that fits; the largest when none does."""
+        bills: dict[int, MemoryBill | None] = {}
+
+        def bill_at(index: int) -> MemoryBill | None:
+            if index not in bills:
+                bills[index] = self._with(profile, {param: values[index]})
+            return bills[index]
+
+        top = len(values) - 1
+        last = bill_at(top)
+        if last is None or self.model.fits(last) is None:
+            cautious = _cautious(param, current, values)
+            return cautious, None, {param: cautious}
+        if not self.model.fits(last):
+            return values[top], last, {param: values[top]}
+        lo, hi = 0, top  # values[hi] fits
+        while lo < hi:
+            mid = (lo + hi) // 2
+            bill = bill_at(mid)
+            if bill is not None and self.model.fits(bill):
+                hi = mid
+            else:
+                lo = mid + 1
+        return values[lo], bill_at(lo), {param: values[lo]}
+
     def _best_value(
         self, profile: Profile, rung: Rung, obs: Observation
     ) -> tuple[Proposal | None, MemoryBill | None]:
@@ -424,7 +492,7 @@ class Proposer:
         before = self.model.predict(profile)
         value, bill, changes = self._pick_value(profile, rung, current, values)
         predicted = needed_bytes(bill) / MIB if bill is not None else None
-        why = self._why(rung, obs, value, before, bill)
+        why = self._why(rung, obs, value, before, bill, profile)
         if "flash_attn" in changes and param == "kv_dtype":
             # llama.cpp refuses a quantized V cache without flash attention: that comes first, alone.
             why = (
@@ -446,6 +514,7 @@ class Proposer:
         value: object,
         before: MemoryBill | None,
         after: MemoryBill | None,
+        profile: Profile | None = None,
     ) -> str:
         model = self.model
         room = model.room()
@@ -470,6 +539,22 @@ class Proposer:
             )
         elif after is None:
             parts.append(f"no estimate ({model.why_unavailable or 'no budget known'}): a cautious step")
+        if rung.param == "n_cpu_moe" and before is not None and after is not None and profile is not None:
+            parts.append(self._experts_moved(profile, value, before, after))
         if rung.cost:
             parts.append(f"cost: {rung.cost}")
         return "; ".join(parts)
+
+    def _experts_moved(self, profile: Profile, value: object, before: MemoryBill, after: MemoryBill) -> str:
+        """What --n-cpu-moe moves, and what each generated token then reads from host RAM."""
+        place = self.model.place
+        moved = max(0, before.get("weights", place) - after.get("weights", place))
+        info = self.model.info(profile.model)
+        used, experts = getattr(info, "n_experts_used", 0) or 0, getattr(info, "n_experts", 0) or 0
+        said = f"the experts of the first {value} layers ({moved / MIB:.0f} MiB) go to host RAM"
+        if used and experts and moved:
+            said += (
+                f"; with {used} of {experts} experts active per token, each token reads about "
+                f"{moved * used / experts / MIB:.1f} MiB of them on the CPU"
+            )
+        return said

@@ -44,6 +44,9 @@ def verify(
         notes.append(f"predicted ~{predicted:.0f} MiB for the buffers; the engine printed {measured:.0f} MiB")
     if after.works:
         notes.append("it runs: the smallest chat request answered")
+        speed = speed_note(proposal, before, after)
+        if speed:
+            notes.append(speed)
         if after.replay_ok:
             notes.append("the saved failing request now passes")
         if after.warnings:
@@ -54,6 +57,23 @@ def verify(
     if after.ready and after.smoke_ok and after.replay_ok is False:
         notes.append(f"the saved request still fails: {after.replay_meaning or after.failure}")
     return _progress(proposal, before, after, notes)
+
+
+# Rungs that buy memory with speed: their verification says what generation measured.
+SPEED_COST_PARAMS = frozenset({"n_cpu_moe", "gpu_layers", "cpu_offload"})
+
+
+def speed_note(proposal: Proposal, before: Observation | None, after: Observation) -> str:
+    """The measured generation speed after a change that costs speed, against the run before it."""
+    if proposal.param not in SPEED_COST_PARAMS or not after.tokens_per_s:
+        return ""
+    now = after.tokens_per_s
+    said = f"generation measured at {now:.1f} tokens/s with {proposal.param} = {proposal.to}"
+    was = before.tokens_per_s if before is not None else None
+    if not was:
+        return said + " (the run before did not answer, so no speed to compare with)"
+    change = (now - was) / was * 100
+    return said + f", against {was:.1f} tokens/s before ({change:+.0f}%)"
 
 
 def _progress(

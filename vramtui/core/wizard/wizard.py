@@ -57,6 +57,8 @@ class Step:
     notes: list[str] = field(default_factory=list)
     profile_params: dict[str, object] = field(default_factory=dict)
     model: str = ""
+    # The run before this step's, for rungs that trade speed for memory (None: it did not answer).
+    tokens_per_s_before: float | None = None
 
     @property
     def counts_as_progress(self) -> bool:
@@ -83,6 +85,7 @@ class Step:
             "load_time_s": obs.load_time_s if obs else None,
             "ttft_s": obs.ttft_s if obs else None,
             "tokens_per_s": obs.tokens_per_s if obs else None,
+            "tokens_per_s_before": self.tokens_per_s_before,
             "log_file": obs.log_file if obs else None,
             "predicted_mib": proposal.predicted_mib if proposal else None,
             "engine_figures_mib": {k: round(v / MIB, 2) for k, v in (obs.figures if obs else {}).items()},
@@ -320,6 +323,7 @@ class Wizard:
             self.model.learn(candidate, obs)
             self.last = obs
         step = Step(index, proposal, outcome, obs, notes, dict(candidate.params), candidate.model)
+        step.tokens_per_s_before = previous.tokens_per_s if previous is not None else None
         self._record(step)
         return step
 

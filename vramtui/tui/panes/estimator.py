@@ -20,7 +20,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static
 
 from vramtui.core.errors import VramtuiError
-from vramtui.core.estimate.inputs import DEFAULT_CONTEXT
+from vramtui.core.estimate.inputs import DEFAULT_CONTEXT, FLAG_FIELDS, FLAGS
 from vramtui.core.memory.parts import HOST, LABELS, PARTS, Part
 from vramtui.core.units import GIB, format_bytes
 from vramtui.tui.palette import theme_style
@@ -51,6 +51,28 @@ PART_COLOURS: dict[Part, str] = {
 }
 
 
+def _flags_of(params: dict[str, Any]) -> str:
+    """A profile's extras as the form's "extras" field spells them (`--mmproj F --n-cpu-moe 4`)."""
+    import shlex
+
+    words: list[str] = []
+    named = {**params, "cpu_offload_gb": params.get("cpu_offload")}
+    for name in FLAG_FIELDS:
+        value = named.get(name)
+        if value in (None, "", False, 0):  # unset, off, or the engine's own default
+            continue
+        if name in ("cpu_moe", "mtp"):  # switches: the bare flag when on
+            if str(value).strip().lower() in ("1", "true", "on", "yes"):
+                words.append(FLAGS[name])
+            continue
+        for one in (
+            value if isinstance(value, list | tuple) and name in ("lora", "override_tensor") else [value]
+        ):
+            text = ",".join(map(str, one)) if isinstance(one, list | tuple) else str(one)
+            words += [FLAGS[name], shlex.quote(text)]
+    return " ".join(words)
+
+
 @dataclass(frozen=True)
 class FieldSpec:
     name: str
@@ -70,6 +92,8 @@ FIELDS = (
     FieldSpec("parallel", "parallel", "concurrent sequences", "1"),
     FieldSpec("gpu_layers", "GPU layers", "all"),
     FieldSpec("card", "card mem", "e.g. 24GiB", DEFAULT_CARD),
+    # What rides along and where tensors go, as the engine's own flags (core/estimate/inputs.split_flags)
+    FieldSpec("extras", "extras", "--mmproj F --model-draft F --lora F --cache-ram MiB --n-cpu-moe N …"),
 )
 
 
@@ -104,6 +128,7 @@ class EstimatorPane(Pane):
     EstimatorPane .field-error { color: $error; height: auto; display: none; padding-left: 11; }
     EstimatorPane .field-error.-shown { display: block; }
     EstimatorPane .field.-model { column-span: 2; }
+    EstimatorPane .field.-extras { column-span: 2; }
     EstimatorPane Select { height: 1; width: 1fr; }
     EstimatorPane SelectCurrent { height: 1; border: none; padding: 0 1; background: $boost; }
     EstimatorPane #est-result { height: auto; margin-top: 1; }
@@ -208,6 +233,9 @@ class EstimatorPane(Pane):
             self.query_one("#est-flash_attn", Select).value = flash
         if params.get("kv_dtype") in KV_DTYPES:
             self.query_one("#est-kv_dtype", Select).value = str(params["kv_dtype"])
+        extras = _flags_of(params)
+        if extras:
+            self.set_value("extras", extras)
         budget = getattr(profile, "memory_budget", None)
         if budget:
             self.set_value("card", f"{budget / 2**20:.0f}MiB")
@@ -277,8 +305,15 @@ class EstimatorPane(Pane):
             kv_dtype=self.value("kv_dtype"),
             flash_attn=self.value("flash_attn"),
         )
+        from vramtui.core.estimate.inputs import InputError, split_flags
+
+        try:
+            texts.update(split_flags(texts.pop("extras", "")))
+        except InputError as error:
+            self.errors["extras"] = error.problem
         values, problems = parse_inputs(texts)
-        self.errors.update(problems)
+        for name, problem in problems.items():  # a bad value typed in the extras is marked there
+            self.errors["extras" if name in FLAG_FIELDS else name] = problem
         for name in REQUIRED:
             if not texts[name] and name not in self.errors:
                 self.errors[name] = "required"
@@ -398,6 +433,10 @@ class EstimatorPane(Pane):
                 f"{format_bytes(row.kv_cache_bytes, 1)})",
                 style="" if row.fits else theme_style(app, "log-warning"),
             )
+        for entry in getattr(est, "extras", None) or []:  # what rides along, as the CLI prints it
+            from vramtui.core.estimate.extras import describe
+
+            text.append(f"\n  + {entry['label']}: {describe(entry)}")
         details = []
         if getattr(est, "max_context", None):
             details.append(f"max context {est.max_context:,}")

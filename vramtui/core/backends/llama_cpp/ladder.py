@@ -2,7 +2,8 @@
 
 Whether a backend has a rung's knob is read from its Backend entry (`Backend.rungs`), so
 llama-cpp-python's one-sequence server never sees the parallel rung. Layers off the GPU come last:
-they work, but the offloaded layers run on the CPU.
+they work, but the offloaded layers run on the CPU. A MoE model's experts go to the CPU first
+(`--n-cpu-moe`): only the few active experts per token are read there.
 """
 
 from __future__ import annotations
@@ -30,6 +31,16 @@ GPU_LAYERS_DOWN = Rung(
     "fewer layers on the GPU",
     "much slower: the offloaded layers run from host RAM on the CPU",
 )
+# MoE models: the routed experts of the first N layers go to host RAM (llama.cpp's --n-cpu-moe), the
+# attention, router and KV cache stay on the GPU. Cheaper than a lower quantization (no quality lost)
+# and than whole layers off the GPU (only the active experts of each token are read on the CPU).
+N_CPU_MOE_UP = Rung(
+    "n_cpu_moe",
+    "up",
+    "experts of N more layers to the CPU (--n-cpu-moe N)",
+    "slower generation: each token the CPU reads the active experts of those layers from host RAM "
+    "(tokens/s drops with the share of experts moved); no quality lost",
+)
 UBATCH_DOWN = Rung("ubatch", "down", "a smaller micro-batch", "slower prompt processing")
 
 LADDER: Ladder = {
@@ -39,12 +50,15 @@ LADDER: Ladder = {
         TENSOR_SPLIT_MOVE,
         PARALLEL_DOWN,
         KV_DTYPE_DOWN,
+        # a MoE model whose weights leave the cache no room: experts out keep the context it asked for
+        N_CPU_MOE_UP,
         CONTEXT_DOWN,
         FLASH_ATTN_ON,
         GPU_LAYERS_DOWN,
     ),
     "load_weights": (
         TENSOR_SPLIT_MOVE,
+        N_CPU_MOE_UP,  # MoE models only (no candidates otherwise): before any quality is given up
         QUANT_DOWN,
         PREQUANTIZED_FILE,
         CPU_OFFLOAD_UP,

@@ -383,9 +383,11 @@ class LlamaCppMemory(MemoryAccounting):
         output_buffer = info.vocab * run.parallel * 4
         bill = _bill(settings, where, compute, output_buffer)
         repacked = repack_copy_bytes(info, settings, where)
-        bill.add(HOST, "weights", repacked)
+        # mmapped, the file's pages stay beside the repacked copy; read without mmap, the repacked
+        # tensors replace their file copies (a small CPU buffer beside CPU_REPACK)
+        bill.add(HOST, "weights", repacked if settings.mmap else 0)
         est = _estimate(info, settings, run, where, bill)
-        est.counts_repack = repacked > 0
+        est.counts_repack = repacked > 0 and settings.mmap
         est.kv_cells, est.compute_buffer_bytes, est.output_buffer_bytes = cells, compute, output_buffer
         est.expert_host_bytes = where.moved_to_host
         est.notes = _notes(info, settings, run, where)

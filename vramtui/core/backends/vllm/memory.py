@@ -8,13 +8,15 @@ reported as it prints them.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from vramtui.core.estimate import devices, recurrent
 from vramtui.core.estimate.accounting import MLA_LATENT, MemoryAccounting
 from vramtui.core.estimate.estimator import Estimate, Settings
 from vramtui.core.estimate.kvcache import kv_bytes_per_token
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.weights import dtype_bytes, hf_weights_bytes
-from vramtui.core.memory.parts import MemoryBill
+from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.units import GIB, MIB
 
 DEFAULT_UTILIZATION = 0.9
@@ -47,6 +49,45 @@ def activation_peak(info: ModelInfo, tokens: int, max_seqs: int, tp: int = 1) ->
     # top-k/top-p sort (values + int64 indices) the profile asks for: 24 bytes per vocabulary entry
     activation += min(max_seqs, tokens) * info.vocab * 24
     return activation
+
+
+def layer_weights(info: ModelInfo, weights: int) -> int:
+    """The decoder layers' share of the weights: all but the embedding and (untied) lm_head, which
+    `make_layers` does not build and so `--cpu-offload-gb` never moves (as devices.vllm_ranks splits)."""
+    width = weights / max(1, info.n_params or 1)
+    embedding = int(info.vocab * info.hidden * width)
+    head = 0 if info.tied_embeddings else embedding
+    return max(0, weights - embedding - head)
+
+
+def offloaded_bytes(settings: Settings, layers_bytes: int) -> int:
+    """vLLM's --cpu-offload-gb on one rank: `maybe_offload_to_cpu` moves the parameters of the first layers
+    to pinned host RAM, one parameter at a time, until N GiB have moved (per GPU); at most every layer."""
+    return min(int(settings.cpu_offload_gb * GIB), layers_bytes)
+
+
+def _offload_note(moved: int, asked: float, ranks: int = 1) -> str:
+    each = " on each GPU" if ranks > 1 else ""
+    said = (
+        f"--cpu-offload-gb {asked:g}: {moved / GIB:.2f} GiB of the first layers' weights{each} stay in pinned "
+        "host RAM and cross PCIe on every forward pass (much slower generation)"
+    )
+    if moved < asked * GIB:
+        said += "; that is every decoder layer: the embedding and lm_head always stay on the GPU"
+    return said
+
+
+def _vision_share(info: ModelInfo, tokens: int, activation: int, notes: list[str], max_seqs: int) -> int:
+    """The vision encoder's share of the profile run's peak (core/estimate/vision.py), with its note."""
+    from vramtui.core.estimate.vision import profile_share
+
+    if info.vision is None:
+        return 0
+    share = profile_share(info.vision, tokens, activation, max_seqs)
+    notes.append(share.note())
+    if any("exactly from the config's shapes" in note for note in info.notes):  # the text shapes only
+        notes.append("the vision tower's own weights are not in a count made from the text config's shapes")
+    return share.added_bytes
 
 
 def _refusal(context: int, per_token: int, kv_available: int, kv_tokens: int) -> str:
@@ -85,6 +126,7 @@ class VllmMemory(MemoryAccounting):
     refuses_past_trained = True
     mla_layout = MLA_LATENT
     bnb_as_nf4_dq = True
+    offloads_by_size = True
 
     def per_sequence(self, est: Estimate) -> int:
         return est.context  # --max-model-len is per request
@@ -110,6 +152,11 @@ class VllmMemory(MemoryAccounting):
             est.notes = notes + est.notes
             return est
         activation = activation_peak(info, tokens, max_seqs)
+        activation += _vision_share(info, tokens, activation, notes, max_seqs)
+        host = offloaded_bytes(settings, layer_weights(info, weights))
+        if host:
+            notes.append(_offload_note(host, settings.cpu_offload_gb))
+        weights -= host
         kv_available = budget - weights - NON_TORCH_BYTES - activation
         state, state_seqs = _recurrent_reservation(info, context, per_token, max_seqs, kv_available)
         if state:
@@ -144,13 +191,14 @@ class VllmMemory(MemoryAccounting):
             ("cuda_graphs", CUDA_GRAPH_BYTES),
         ):
             bill.add(0, part, nbytes)  # type: ignore[arg-type]
+        bill.add(HOST, "weights", host)
         concurrency = kv_tokens / context if context else None
         return Estimate(
             backend=settings.backend,
             context=context,
             parallel=max_seqs,
             weights_bytes=weights,
-            weights_host_bytes=0,
+            weights_host_bytes=host,
             kv_cache_bytes=blocks * block_bytes,
             kv_bytes_per_token=per_token,
             activations_bytes=activation,
@@ -179,7 +227,16 @@ def _size_parallel(
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
     ranks = devices.vllm_ranks(info, weights, kv_dtype, MLA_LATENT, tp, pp)
     activation = activation_peak(info, tokens, max_seqs, tp)
+    activation += _vision_share(info, tokens, activation, [], max_seqs)  # each rank profiles the tower
     cards = settings.cards
+    body = layer_weights(info, weights)
+    # each rank moves up to N GiB of its own layers' shard
+    hosted = [
+        offloaded_bytes(settings, int(body * len(r.layers) / max(1, info.n_layers) / tp)) for r in ranks
+    ]
+    ranks = [
+        replace(r, weights_bytes=r.weights_bytes - moved) for r, moved in zip(ranks, hosted, strict=True)
+    ]
     budgets = [int(cards[rank.index] * settings.share) for rank in ranks]
     free = [b - r.weights_bytes - NON_TORCH_BYTES - activation for b, r in zip(budgets, ranks, strict=True)]
     blocks = min(
@@ -211,6 +268,9 @@ def _size_parallel(
         f"({devices.kv_heads_per_rank(info.n_kv_heads, tp)} KV head(s) each)",
         f"profile run at {tokens} batched tokens; {blocks} KV blocks of {BLOCK_TOKENS} tokens on each rank",
     ]
+    if any(hosted):
+        notes.append(_offload_note(max(hosted), settings.cpu_offload_gb, len(ranks)))
+        bill.add(HOST, "weights", sum(hosted))
     reason = None
     if min(free) <= 0:
         notes.append("weights and activations exceed a rank's budget: vLLM fails before the KV cache")
@@ -223,7 +283,7 @@ def _size_parallel(
         context=context,
         parallel=max_seqs,
         weights_bytes=sum(row.weights_bytes for row in rows),
-        weights_host_bytes=0,
+        weights_host_bytes=sum(hosted),
         kv_cache_bytes=sum(row.kv_cache_bytes for row in rows),
         kv_bytes_per_token=sum(r.kv_bytes_per_token for r in ranks),
         activations_bytes=activation * len(rows),
