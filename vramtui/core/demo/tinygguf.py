@@ -56,6 +56,20 @@ def _vocab() -> tuple[list[bytes], list[float], list[int]]:
     return tokens, scores, types
 
 
+def _add_vocab(writer: Any) -> None:
+    """The byte-level SentencePiece vocabulary and the chat template every tiny model is served with."""
+    writer.add_tokenizer_model("llama")
+    tokens, scores, types = _vocab()
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types(types)
+    writer.add_unk_token_id(0)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_add_bos_token(True)
+    writer.add_chat_template(CHAT_TEMPLATE)
+
+
 def _add_metadata(writer: Any, spec: TinyModelSpec, file_type: Any) -> None:
     """The Llama header: shapes, rope, the byte-level vocabulary and the chat template."""
     writer.add_name(spec.name)
@@ -70,16 +84,7 @@ def _add_metadata(writer: Any, spec: TinyModelSpec, file_type: Any) -> None:
     writer.add_rope_freq_base(10000.0)
     writer.add_vocab_size(spec.n_vocab)
     writer.add_file_type(file_type)
-    writer.add_tokenizer_model("llama")
-    tokens, scores, types = _vocab()
-    writer.add_token_list(tokens)
-    writer.add_token_scores(scores)
-    writer.add_token_types(types)
-    writer.add_unk_token_id(0)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
-    writer.add_add_bos_token(True)
-    writer.add_chat_template(CHAT_TEMPLATE)
+    _add_vocab(writer)
 
 
 def _types(dtype: str) -> tuple[Any, Any]:
@@ -206,16 +211,7 @@ def _add_moe_metadata(writer: Any, spec: TinyMoESpec, file_type: Any) -> None:
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_vocab_size(spec.n_vocab)
     writer.add_file_type(file_type)
-    writer.add_tokenizer_model("llama")
-    tokens, scores, types = _vocab()
-    writer.add_token_list(tokens)
-    writer.add_token_scores(scores)
-    writer.add_token_types(types)
-    writer.add_unk_token_id(0)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
-    writer.add_add_bos_token(True)
-    writer.add_chat_template(CHAT_TEMPLATE)
+    _add_vocab(writer)
 
 
 def write_tiny_moe_gguf(path: str | os.PathLike[str], spec: TinyMoESpec | None = None) -> Path:
