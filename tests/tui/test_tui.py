@@ -19,15 +19,6 @@ from vramtui.tui.widgets.graph import BLOCKS, MemoryGraph
 from vramtui.tui.words import failure_words, stage_words
 
 
-@pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Config, data and cache dirs under tmp: tests never touch the user's real ones."""
-    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(tmp_path / "config"))
-    return tmp_path
-
-
 @pytest.fixture
 def curve_csv(tmp_path: Path) -> Path:
     return write_nvsmi_csv(tmp_path / "curve.csv", bring_up_curve_mib())

@@ -21,14 +21,6 @@ pytestmark = pytest.mark.engine
 PROFILES = Path(__file__).resolve().parents[1] / "data" / "profiles"
 
 
-@pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(tmp_path / "config"))
-    return tmp_path
-
-
 def tree_of(pid: int) -> list[int]:
     try:
         process = psutil.Process(pid)

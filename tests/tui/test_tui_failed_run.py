@@ -30,14 +30,6 @@ INTERNAL_CODES = sorted(
 )
 
 
-@pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(tmp_path / "config"))
-    return tmp_path
-
-
 def run_logs() -> list[Path]:
     """The launcher keeps one log per launch (in the test's own data dir, tests/conftest.py): their count
     is the number of model loads."""

@@ -16,13 +16,6 @@ from vramtui.tui.panes.log import LogPane
 DATA = Path(__file__).resolve().parents[1] / "data" / "llama-server"
 
 
-@pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(tmp_path / "config"))
-
-
 @pytest.mark.parametrize("name", ["healthy-defaults.verbose.log", "compute-too-big.verbose.log"])
 async def test_the_log_panes_header_shows_fits_projection_and_the_estimate(name: str) -> None:
     log = DATA / name

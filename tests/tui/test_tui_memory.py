@@ -20,14 +20,6 @@ from vramtui.tui.panes.memory_state import MemoryState
 MIB = 1024**2
 
 
-@pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(tmp_path / "config"))
-    return tmp_path
-
-
 def mig_card() -> tuple[FakeGpu, FakeGpu, FakeGpu]:
     instance_a = FakeGpu(name="NVIDIA A100 MIG 3g.40gb", uuid="MIG-1111", total=40 * GIB, used=GIB, util=None)
     instance_b = FakeGpu(name="NVIDIA A100 MIG 3g.40gb", uuid="MIG-2222", total=40 * GIB, used=GIB, util=None)

@@ -19,13 +19,6 @@ from vramtui.tui.panes.memory import MemoryPane
 CORPUS_CASE = "llama.cpp-1"
 
 
-@pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(tmp_path / "config"))
-
-
 @pytest.fixture
 def frozen_inputs(tmp_path: Path) -> tuple[Path, Path]:
     """The curve and the log every snapshot uses; the tests' own copy of the corpus keeps them fixed."""

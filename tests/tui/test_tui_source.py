@@ -4,9 +4,6 @@ and 80% line as a local GPU, and says so when the endpoint stops answering."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from prometheus_server import PayloadServer, recorded, with_memory
 from test_tui_support import screen_text, wait_for
 
@@ -16,14 +13,6 @@ from vramtui.tui.panes.memory import MemoryPane
 
 T4 = "GPU-6d5c0ac5-74d7-3130-46f1-e93ed57f469a"
 TOTAL_MIB = 5120 + 9791 + 447  # the recorded used + free + reserved
-
-
-@pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(tmp_path / "config"))
-    return tmp_path
 
 
 async def test_the_memory_pane_follows_a_remote_box_through_its_exporter() -> None:

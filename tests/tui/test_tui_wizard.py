@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from test_tui_support import screen_text, wait_for
 from test_wizard import ReplayedRuns, _demo_profile
 from textual.widgets import DataTable
@@ -15,14 +14,6 @@ from vramtui.core.wizard.steprecord import open_session
 from vramtui.core.wizard.wizard import Wizard
 from vramtui.tui.app import VramtuiApp
 from vramtui.tui.panes.wizard import COMPACT_COLUMNS, STEP_COLUMNS, WizardPane, WizardUpdate
-
-
-@pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(tmp_path / "config"))
-    return tmp_path
 
 
 async def test_a_wizard_that_ends_writes_its_end_line_and_reopens_as_finished(tmp_path: Path) -> None:

@@ -20,13 +20,6 @@ from vramtui.tui.panes.wizard import WizardPane
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-@pytest.fixture(autouse=True)
-def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    monkeypatch.setenv("VRAMTUI_CONFIG_DIR", str(tmp_path / "config"))
-
-
 def _gpu_log(tmp_path: Path) -> Path:
     entry = json.loads((DATA / "logs" / "offloaded.jsonl").read_text().splitlines()[0])
     path = tmp_path / "qwen3-30b-a3b.log"
