@@ -396,3 +396,21 @@ def test_several_gpus_json_has_a_row_per_device_and_the_tightest_decides(
     # a split for more cards than given: one line, exit 2
     assert main([*argv, "--gpu-mem", "24GiB", "-ts", "1,1"]) == 2
     assert "--tensor-split names 2 devices" in capsys.readouterr().err
+
+
+def test_the_assumed_card_is_said_when_no_gpu_is_found(
+    capsys: pytest.CaptureFixture[str], tiny_gguf: Path
+) -> None:
+    from vramtui.core.memory.nvml import gpu_total_bytes
+
+    if gpu_total_bytes():
+        pytest.skip("a GPU is visible here: nothing is assumed")
+    main(["estimate", str(tiny_gguf), "--ctx", "8k"])
+    assert "no GPU found: sized for a 24 GiB card" in capsys.readouterr().out
+    data = run_json(capsys, str(tiny_gguf), "--ctx", "8k")
+    assert any(note.startswith("no GPU found") for note in data["notes"])
+    main(["estimate", str(tiny_gguf), "--table"])
+    assert "no GPU found: sized for a 24 GiB card" in capsys.readouterr().out
+    # a card given is no assumption
+    main(["estimate", str(tiny_gguf), "--ctx", "8k", "--gpu-mem", "24GiB"])
+    assert "no GPU found" not in capsys.readouterr().out

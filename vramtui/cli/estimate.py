@@ -176,12 +176,17 @@ def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     return texts
 
 
+NO_GPU_CARD = "24GiB"
+# said whenever that card is assumed (the estimator pane says the same): a FITS for a card not there misleads
+NO_GPU_NOTE = "no GPU found: sized for a 24 GiB card (give yours with --gpu-mem SIZE)"
+
+
 def _default_cards() -> str:
     """Every GPU NVML sees (its total memory), else 24GiB: the size sized when --gpu-mem is not given."""
     from vramtui.core.memory.nvml import gpu_total_bytes
 
     found = gpu_total_bytes()
-    return ",".join(f"{size}B" for size in found) if found else "24GiB"
+    return ",".join(f"{size}B" for size in found) if found else NO_GPU_CARD
 
 
 def build(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -419,10 +424,16 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         return list_models(args)
 
+    assumed_card = not args.gpu_mem and not args.cpu
+    if assumed_card:  # asked once here, so the note below knows whether a card was found
+        args.gpu_mem = _default_cards()
+        assumed_card = args.gpu_mem == NO_GPU_CARD
     info, settings = build(args)
     calibration, store_notes = _calibrate(args, settings)
     est = estimate(info, settings)
     est.notes.extend(store_notes)  # a run record that could not be read: ignored, and said so
+    if assumed_card:
+        est.notes.insert(0, NO_GPU_NOTE)
     if args.table:
         from vramtui.cli.estimate_table import run_table
 
