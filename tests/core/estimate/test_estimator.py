@@ -477,3 +477,15 @@ def test_zero_attention_heads_is_one_error_about_that_field() -> None:
     assert str(caught.value) == "cfg: config.json gives num_attention_heads as 0; it must be at least 1"
     with pytest.raises(VramtuiError, match=r"lacks hidden_size$"):
         info_from_config({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4}, "cfg")
+
+
+def test_largest_concurrency_is_the_same_whether_the_default_context_is_typed_or_not() -> None:
+    # llama-server with no -c sizes the trained context; typing that same -c must not change the answer
+    for backend in ("llama.cpp", "ollama", "vllm", "transformers"):
+        default = estimate(LLAMA_8B, Settings(backend=backend, device_bytes=24 * GIB, quant="q4_k_m"))
+        typed = estimate(
+            LLAMA_8B,
+            Settings(backend=backend, device_bytes=24 * GIB, quant="q4_k_m", context=default.context),
+        )
+        assert typed.context == default.context and typed.parallel == default.parallel, backend
+        assert default.max_parallel == typed.max_parallel, backend

@@ -551,10 +551,16 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     _check_trained_context(info, settings, est)
     _solve_context(info, settings, est)
     # the concurrency answer is for the layers asked for (all of them by default), not for the placement
-    # this one request got (Ollama's shrinks as slots are added)
+    # this one request got (Ollama's shrinks as slots are added); sequences of this run's own share, so
+    # the answer is the same whether the engine's default context was typed or left out
     per_sequence = memory.per_sequence(est)
     est.max_parallel = max_parallel(
-        info, replace(settings, context=settings.context and per_sequence, gpu_layers=requested_gpu_layers)
+        info,
+        replace(
+            settings,
+            context=per_sequence if est.context else settings.context,
+            gpu_layers=requested_gpu_layers,
+        ),
     )
     if memory.places_layers and settings.on_gpu:  # a CPU-only run places no layer
         if info.is_moe and memory.offloads_tensors:  # experts to the host first: cheaper than layers
