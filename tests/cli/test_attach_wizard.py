@@ -91,6 +91,7 @@ def _restart_yourself(target: str, server, log_dir: Path, ready_path: str, keep:
     lines = _lines(wizard.stderr)
     seen: list[str] = []
     argv = _printed_command(lines, seen)
+    assert lines.get(timeout=30).startswith("waiting up to 120 s")  # a silent wait would look like a hang
     changed = read_command(argv)
     assert changed.backend is before.backend
     assert changed.model == before.model and changed.port == port
