@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
 from typing import Any
 
 from vramtui.core.errors import VramtuiError
@@ -323,6 +325,27 @@ def render(info: Any, est: Any) -> str:
     return "\n".join(lines)
 
 
+def fit_terminal(text: str, width: int) -> str:
+    """Long lines wrapped at word boundaries, each continuation under its own text: a 'note      ...'
+    line under its words, a breakdown row under its description (a terminal breaks them mid-word)."""
+    import re
+    import textwrap
+
+    lines = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        keyed = re.match(r"[a-z]+ +(?=\S)", line)  # 'note      ', 'solvers   ', 'model     '
+        row = re.match(r"  .{24}.{12}   (?=\S)", line)  # '  label', its figure, then its description
+        indent = len(keyed.group(0)) if keyed else len(row.group(0)) if row else 2
+        indent = indent if indent <= width - 30 else 10  # a narrow terminal: under the label
+        glued = re.sub(r"(\d) (?=[KMG]?i?B\b)", "\\1\u00a0", line)  # '2.32 MiB' stays on one line
+        wrapped = textwrap.wrap(glued, width, subsequent_indent=" " * indent, break_on_hyphens=False)
+        lines += [part.replace("\u00a0", " ") for part in wrapped] or [line]
+    return "\n".join(lines)
+
+
 def describe_extra(entry: dict[str, Any]) -> str:
     from vramtui.core.estimate.extras import describe
 
@@ -444,7 +467,10 @@ def run(args: argparse.Namespace) -> int:
 
         print_json(json_out(args, info, est, engine, calibration))
     else:
-        print(render(info, est))
+        text = render(info, est)
+        if sys.stdout.isatty():  # piped, every item stays one line for grep
+            text = fit_terminal(text, shutil.get_terminal_size().columns)
+        print(text)
         if calibration is not None:
             print(f"calibration {calibration.describe()}")
         if args.engine:
