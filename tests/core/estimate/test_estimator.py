@@ -489,3 +489,24 @@ def test_largest_concurrency_is_the_same_whether_the_default_context_is_typed_or
         )
         assert typed.context == default.context and typed.parallel == default.parallel, backend
         assert default.max_parallel == typed.max_parallel, backend
+
+
+def test_another_engines_flags_are_left_out_and_said() -> None:
+    # vLLM's -tp under llama.cpp, llama.cpp's --cpu-moe under vLLM or Ollama: sized without, and a note
+    moe = replace(LLAMA_8B, is_moe=True, n_experts=8, n_experts_used=2)
+    cases = [
+        ("llama.cpp", {"tensor_parallel_size": 2}, "--tensor-parallel-size"),
+        ("vllm", {"cpu_moe": True, "tensor_split": (1.0, 1.0)}, "--tensor-split, --cpu-moe"),
+        ("ollama", {"n_cpu_moe": 4}, "--n-cpu-moe"),
+        ("transformers", {"pipeline_parallel_size": 2}, "--pipeline-parallel-size"),
+    ]
+    for backend, given, flags in cases:
+        plain = Settings(
+            backend=backend, device_bytes=24 * GIB, gpus=(24 * GIB, 24 * GIB), quant="q4_k_m", context=8192
+        )
+        est = estimate(moe, replace(plain, **given))
+        assert est.notes[0] == f"{flags}: not a {backend} setting, left out"
+        assert est.to_dict() | {"notes": []} == estimate(moe, plain).to_dict() | {"notes": []}
+    # an engine's own flag is no such note
+    own = estimate(moe, Settings(device_bytes=24 * GIB, quant="q4_k_m", context=8192, cpu_moe=True))
+    assert not any("left out" in note for note in own.notes) and own.weights_host_bytes > 0

@@ -525,10 +525,23 @@ def _solve_layers(info: ModelInfo, settings: Settings, est: Estimate) -> None:
         )
 
 
+def _drop_ignored(settings: Settings) -> str | None:
+    """Reset what the engine has no knob for (its accounting's `ignores`) and say which flags those were."""
+    defaults = Settings()
+    given = [name for name in settings.memory.ignores if getattr(settings, name) != getattr(defaults, name)]
+    for name in given:
+        setattr(settings, name, getattr(defaults, name))
+    if not given:
+        return None
+    flags = ", ".join("--" + name.replace("_", "-") for name in given)
+    return f"{flags}: not a {settings.backend} setting, left out"
+
+
 def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     """The breakdown and verdict, with the solvers' answers filled in."""
     settings = replace(settings)
     memory = settings.memory
+    ignored_note = _drop_ignored(settings)
     context_note = None
     if settings.context == 0:
         settings.context = trained_context(info)
@@ -540,6 +553,8 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     est = _estimate_core(info, settings)
     if context_note:
         est.notes.insert(0, context_note)
+    if ignored_note:
+        est.notes.insert(0, ignored_note)
     if info.unknown_quant and not settings.quant:
         est.weights_unknown = info.unknown_quant
         est.notes.insert(0, unknown_weights_note(info.unknown_quant))
