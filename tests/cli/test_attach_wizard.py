@@ -122,6 +122,8 @@ def _restart_yourself(target: str, server, log_dir: Path, ready_path: str, keep:
         assert data["attached"]["pid"] == new.pid and data["attached"]["way"] == "restart"
         session = open_session(record)
         assert session.success and [s["outcome"] for s in session.steps] == ["first_run", "works"]
+        if before.backend.measures_footprint:  # its idle RSS measured: the room is in the budget's measure
+            assert "budget are left" in session.steps[-1]["why"] and "~-" not in session.steps[-1]["why"]
         assert new.poll() is None  # it never stops what it did not start
 
 
