@@ -196,6 +196,9 @@ def report(
     else:
         final = result.final_profile
         verdict = "it runs" if result.success else "not running yet"
+        last = result.steps[-1].observation if result.steps else None
+        if not result.success and last is not None and last.smoke_ok and not last.ready:
+            verdict = "it answers, still over the budget"  # an attached server: up, judged by its peak
         print(f"\n{verdict}: {result.reason}")
         print(f"final parameters: {dict(final.params)}" + (f", model {final.model}" if final.model else ""))
         for line in result.advice:

@@ -453,6 +453,17 @@ def test_a_server_that_answers_over_the_budget_makes_progress_when_its_peak_fall
     step = wizard.apply(wizard.propose())  # type: ignore[arg-type]
     assert step.outcome == "progress" and step.counts_as_progress
     assert "fails at the same place asking for no less memory" not in step.notes
+    # and at the end it is said to answer, still over the budget, not to be "not running yet"
+    import argparse
+    import contextlib
+    import io
+
+    from vramtui.cli.wizard import report
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        report(wizard.finish(), argparse.Namespace(json=False), None)
+    assert out.getvalue().splitlines()[1].startswith("it answers, still over the budget: ")
 
 
 def test_a_saved_request_that_fails_walks_the_inference_ladder(demo_model: Path, tmp_path: Path) -> None:
