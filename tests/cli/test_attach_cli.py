@@ -173,6 +173,7 @@ def test_a_log_given_with_log_is_diagnosed(llama_server, tmp_path: Path) -> None
         ("999999999", "no process with PID"),
         ("banana", "cannot attach to 'banana'"),
         ("http://127.0.0.1:notaport", "the port is not a number"),
+        ("http://[::1", "not a URL"),
         ("docker:vramtui-no-such-container", "docker:vramtui-no-such-container: docker"),
         ("systemd:vramtui-no-such.service", "systemd:vramtui-no-such.service: systemctl"),
     ],

@@ -91,6 +91,7 @@ def _restart_yourself(target: str, server, log_dir: Path, ready_path: str, keep:
     lines = _lines(wizard.stderr)
     seen: list[str] = []
     argv = _printed_command(lines, seen)
+    assert lines.get(timeout=30).startswith("waiting up to 120 s")  # a silent wait would look like a hang
     changed = read_command(argv)
     assert changed.backend is before.backend
     assert changed.model == before.model and changed.port == port
@@ -121,6 +122,8 @@ def _restart_yourself(target: str, server, log_dir: Path, ready_path: str, keep:
         assert data["attached"]["pid"] == new.pid and data["attached"]["way"] == "restart"
         session = open_session(record)
         assert session.success and [s["outcome"] for s in session.steps] == ["first_run", "works"]
+        if before.backend.measures_footprint:  # its idle RSS measured: the room is in the budget's measure
+            assert "budget are left" in session.steps[-1]["why"] and "~-" not in session.steps[-1]["why"]
         assert new.poll() is None  # it never stops what it did not start
 
 

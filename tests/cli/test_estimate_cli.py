@@ -396,3 +396,53 @@ def test_several_gpus_json_has_a_row_per_device_and_the_tightest_decides(
     # a split for more cards than given: one line, exit 2
     assert main([*argv, "--gpu-mem", "24GiB", "-ts", "1,1"]) == 2
     assert "--tensor-split names 2 devices" in capsys.readouterr().err
+
+
+def test_the_assumed_card_is_said_when_no_gpu_is_found(
+    capsys: pytest.CaptureFixture[str], tiny_gguf: Path
+) -> None:
+    from vramtui.core.memory.nvml import gpu_total_bytes
+
+    if gpu_total_bytes():
+        pytest.skip("a GPU is visible here: nothing is assumed")
+    main(["estimate", str(tiny_gguf), "--ctx", "8k"])
+    assert "no GPU found: sized for a 24 GiB card" in capsys.readouterr().out
+    data = run_json(capsys, str(tiny_gguf), "--ctx", "8k")
+    assert any(note.startswith("no GPU found") for note in data["notes"])
+    main(["estimate", str(tiny_gguf), "--table"])
+    assert "no GPU found: sized for a 24 GiB card" in capsys.readouterr().out
+    # a card given is no assumption
+    main(["estimate", str(tiny_gguf), "--ctx", "8k", "--gpu-mem", "24GiB"])
+    assert "no GPU found" not in capsys.readouterr().out
+
+
+def test_on_an_80_column_terminal_long_lines_wrap_under_their_text() -> None:
+    import os
+    import pty
+
+    config = str(Path(__file__).parents[1] / "data" / "configs" / "Qwen--Qwen3-30B-A3B.config.json")
+    argv = [sys.executable, "-m", "vramtui", "estimate", config, "--quant", "q4_k_m", "--ctx", "32k"]
+    argv += ["--gpu-mem", "24GiB"]
+    piped = subprocess.run(argv, capture_output=True, text=True, timeout=120).stdout
+    assert max(len(line) for line in piped.splitlines()) > 80  # piped: one line per item, for grep
+    main_fd, child_fd = pty.openpty()
+    env = {**os.environ, "COLUMNS": "80", "LINES": "24"}
+    proc = subprocess.Popen(argv, stdout=child_fd, stderr=subprocess.DEVNULL, env=env)
+    os.close(child_fd)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(main_fd, 65536)
+        except OSError:  # the child closed its end
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    proc.wait(60)
+    os.close(main_fd)
+    shown = b"".join(chunks).decode().replace("\r\n", "\n").splitlines()
+    assert shown and all(len(line) <= 80 for line in shown), [line for line in shown if len(line) > 80]
+    # the same words, only the line breaks differ
+    assert " ".join(" ".join(shown).split()) == " ".join(piped.split())
+    # a wrapped note or solvers line goes on under its own text (column 10), not at column 0
+    assert any(line.startswith(" " * 10) and line[10] != " " for line in shown)

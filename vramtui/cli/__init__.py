@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from vramtui import __version__
 from vramtui.core.errors import VramtuiError
@@ -30,8 +31,16 @@ COMMANDS: dict[str, str] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with bad input as one line and exit 2, as every other bad input is (not the usage text);
+    its subcommands' parsers are of this class too (add_subparsers takes the parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="vramtui",
         description="Get a local LLM to start and stay up on the GPU you have. "
         "Without a subcommand, opens the app (memory monitor and estimator; no model is launched).",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
 from typing import Any
 
 from vramtui.core.errors import VramtuiError
@@ -192,12 +194,17 @@ def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     return texts
 
 
+NO_GPU_CARD = "24GiB"
+# said whenever that card is assumed (the estimator pane says the same): a FITS for a card not there misleads
+NO_GPU_NOTE = "no GPU found: sized for a 24 GiB card (give yours with --gpu-mem SIZE)"
+
+
 def _default_cards() -> str:
     """Every GPU NVML sees (its total memory), else 24GiB: the size sized when --gpu-mem is not given."""
     from vramtui.core.memory.nvml import gpu_total_bytes
 
     found = gpu_total_bytes()
-    return ",".join(f"{size}B" for size in found) if found else "24GiB"
+    return ",".join(f"{size}B" for size in found) if found else NO_GPU_CARD
 
 
 def build(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -334,6 +341,27 @@ def render(info: Any, est: Any) -> str:
     return "\n".join(lines)
 
 
+def fit_terminal(text: str, width: int) -> str:
+    """Long lines wrapped at word boundaries, each continuation under its own text: a 'note      ...'
+    line under its words, a breakdown row under its description (a terminal breaks them mid-word)."""
+    import re
+    import textwrap
+
+    lines = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        keyed = re.match(r"[a-z]+ +(?=\S)", line)  # 'note      ', 'solvers   ', 'model     '
+        row = re.match(r"  .{24}.{12}   (?=\S)", line)  # '  label', its figure, then its description
+        indent = len(keyed.group(0)) if keyed else len(row.group(0)) if row else 2
+        indent = indent if indent <= width - 30 else 10  # a narrow terminal: under the label
+        glued = re.sub(r"(\d) (?=[KMG]?i?B\b)", "\\1\u00a0", line)  # '2.32 MiB' stays on one line
+        wrapped = textwrap.wrap(glued, width, subsequent_indent=" " * indent, break_on_hyphens=False)
+        lines += [part.replace("\u00a0", " ") for part in wrapped] or [line]
+    return "\n".join(lines)
+
+
 def describe_extra(entry: dict[str, Any]) -> str:
     from vramtui.core.estimate.extras import describe
 
@@ -435,10 +463,16 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         return list_models(args)
 
+    assumed_card = not args.gpu_mem and not args.cpu
+    if assumed_card:  # asked once here, so the note below knows whether a card was found
+        args.gpu_mem = _default_cards()
+        assumed_card = args.gpu_mem == NO_GPU_CARD
     info, settings = build(args)
     calibration, store_notes = _calibrate(args, settings)
     est = estimate(info, settings)
     est.notes.extend(store_notes)  # a run record that could not be read: ignored, and said so
+    if assumed_card:
+        est.notes.insert(0, NO_GPU_NOTE)
     if args.table:
         from vramtui.cli.estimate_table import run_table
 
@@ -449,7 +483,10 @@ def run(args: argparse.Namespace) -> int:
 
         print_json(json_out(args, info, est, engine, calibration))
     else:
-        print(render(info, est))
+        text = render(info, est)
+        if sys.stdout.isatty():  # piped, every item stays one line for grep
+            text = fit_terminal(text, shutil.get_terminal_size().columns)
+        print(text)
         if calibration is not None:
             print(f"calibration {calibration.describe()}")
         if args.engine:

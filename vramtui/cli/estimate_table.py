@@ -66,10 +66,12 @@ def render_table(table: Any, est: Any, calibration_line: str | None = None) -> s
 
 def run_table(args: Any, info: Any, settings: Any, est: Any, calibration: Any = None) -> int:
     """Print the grid (or add it to the JSON); exit 0 when some cell fits, 1 when none does."""
-    from vramtui.cli.estimate import render
+    from vramtui.cli.estimate import NO_GPU_NOTE, render
     from vramtui.core.estimate.grid import build_table
 
     table = build_table(info, settings, args.model)
+    if NO_GPU_NOTE in est.notes:  # the grid's cells are for that assumed card too
+        table.notes.insert(0, NO_GPU_NOTE)
     fits_somewhere = any(cell.fits for row in table.rows for cell in row.cells)
     if args.json:
         from vramtui.cli.common import print_json

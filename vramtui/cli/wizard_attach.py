@@ -50,8 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _print_change(change: Any, out: Any, way: str, pid: int | None) -> None:
-    moves = ", ".join(f"{k} {a} → {b}" for k, (a, b) in change.changes.items())
+def _print_change(change: Any, out: Any, way: str, pid: int | None, timeout_s: float | None = None) -> None:
+    # a setting its command line leaves out is the engine's own default, not "None"
+    moves = ", ".join(f"{k} {'(default)' if a is None else a} → {b}" for k, (a, b) in change.changes.items())
     if way == "take_over":
         print(f"relaunching under vramtui ({moves}):\n  command: {change.shell}", file=out, flush=True)
         return
@@ -59,6 +60,10 @@ def _print_change(change: Any, out: Any, way: str, pid: int | None) -> None:
     for line in change.how:
         print(f"  {line}", file=out)
     print(f"  command: {change.shell}", file=out, flush=True)
+    if timeout_s is not None:  # else a silent wait looks like a hang
+        print(
+            f"waiting up to {timeout_s:.0f} s for the restarted server (ctrl-c to stop)", file=out, flush=True
+        )
 
 
 def _ask_way(wizard: Any, proposal: Any, out: Any) -> str | None:
@@ -157,7 +162,9 @@ def run_attached(args: argparse.Namespace) -> int:
         replay=replay,
         on_step=lambda step: _print_step(step, out),
     )
-    runner.on_command = lambda change: _print_change(change, out, runner.way, running.pid)
+    runner.on_command = lambda change: _print_change(
+        change, out, runner.way, running.pid, runner.restart_timeout_s
+    )
     print(f"attached to PID {running.pid} at {running.url}: {shown(profile)}", file=out)
     if wizard.record_path:
         print(f"recording to {wizard.record_path}", file=out)

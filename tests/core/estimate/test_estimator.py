@@ -477,3 +477,36 @@ def test_zero_attention_heads_is_one_error_about_that_field() -> None:
     assert str(caught.value) == "cfg: config.json gives num_attention_heads as 0; it must be at least 1"
     with pytest.raises(VramtuiError, match=r"lacks hidden_size$"):
         info_from_config({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4}, "cfg")
+
+
+def test_largest_concurrency_is_the_same_whether_the_default_context_is_typed_or_not() -> None:
+    # llama-server with no -c sizes the trained context; typing that same -c must not change the answer
+    for backend in ("llama.cpp", "ollama", "vllm", "transformers"):
+        default = estimate(LLAMA_8B, Settings(backend=backend, device_bytes=24 * GIB, quant="q4_k_m"))
+        typed = estimate(
+            LLAMA_8B,
+            Settings(backend=backend, device_bytes=24 * GIB, quant="q4_k_m", context=default.context),
+        )
+        assert typed.context == default.context and typed.parallel == default.parallel, backend
+        assert default.max_parallel == typed.max_parallel, backend
+
+
+def test_another_engines_flags_are_left_out_and_said() -> None:
+    # vLLM's -tp under llama.cpp, llama.cpp's --cpu-moe under vLLM or Ollama: sized without, and a note
+    moe = replace(LLAMA_8B, is_moe=True, n_experts=8, n_experts_used=2)
+    cases = [
+        ("llama.cpp", {"tensor_parallel_size": 2}, "--tensor-parallel-size"),
+        ("vllm", {"cpu_moe": True, "tensor_split": (1.0, 1.0)}, "--tensor-split, --cpu-moe"),
+        ("ollama", {"n_cpu_moe": 4}, "--n-cpu-moe"),
+        ("transformers", {"pipeline_parallel_size": 2}, "--pipeline-parallel-size"),
+    ]
+    for backend, given, flags in cases:
+        plain = Settings(
+            backend=backend, device_bytes=24 * GIB, gpus=(24 * GIB, 24 * GIB), quant="q4_k_m", context=8192
+        )
+        est = estimate(moe, replace(plain, **given))
+        assert est.notes[0] == f"{flags}: not a {backend} setting, left out"
+        assert est.to_dict() | {"notes": []} == estimate(moe, plain).to_dict() | {"notes": []}
+    # an engine's own flag is no such note
+    own = estimate(moe, Settings(device_bytes=24 * GIB, quant="q4_k_m", context=8192, cpu_moe=True))
+    assert not any("left out" in note for note in own.notes) and own.weights_host_bytes > 0

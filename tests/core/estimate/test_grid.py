@@ -127,3 +127,21 @@ def test_grid_is_fast_for_an_8b_model() -> None:
     table = build_table(info, Settings())
     assert len(table.rows) == 7 and len(table.contexts) == 6
     assert table.elapsed_s < 2.0, table.elapsed_s  # 0.12 s here; 0.36 s without the sizing memo
+
+
+def test_a_quantized_config_is_a_row_of_its_own_for_the_engines_that_load_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # gpt-oss-20b as published: MXFP4 experts, the rest BF16 (13.76 GB of safetensors); vLLM loads that
+    config = Path(__file__).parents[2] / "data" / "configs" / "openai--gpt-oss-20b.config.json"
+    for backend in ("vllm", "transformers"):
+        _code, data = _json(capsys, str(config), "--backend", backend, "--gpu-mem", "24GiB")
+        rows = {row["quant"]: row for row in data["table"]["rows"]}
+        assert rows["mxfp4"]["source"] == "config" and rows["mxfp4"]["file"] is None
+        info = load_model_info(config)
+        settings = Settings(backend=backend, device_bytes=24 * 2**30)
+        _check_cells(rows["mxfp4"], info, settings, parallel=1)
+        assert rows["mxfp4"]["weights_bytes"] < rows["bf16"]["weights_bytes"]
+    # llama.cpp runs a GGUF, a conversion: its rows stay the GGUF types
+    _code, data = _json(capsys, str(config), "--gpu-mem", "24GiB")
+    assert all(row["source"] == "typical" for row in data["table"]["rows"])

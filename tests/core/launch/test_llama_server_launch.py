@@ -163,6 +163,9 @@ def test_the_idle_footprint_is_measured_once_per_binary_and_cached(
     assert 150 * MIB < first < 1024 * MIB  # llama-server's own idle address space, tiny model included
     t0 = time.monotonic()
     assert footprint.host_footprint(profile) == first and time.monotonic() - t0 < 0.5  # from the cache
+    # its resident share, from the same measurement: what an attached server's RSS budget is judged by
+    resident = footprint.host_footprint(profile, "rss")
+    assert resident == next(iter(cached.values()))["rss"] and 0 < resident < first
     # Without a budget nothing is measured: the backend's own figure.
     assert footprint.host_footprint(profile.with_changes(memory_budget=None)) == 240 * MIB
 

@@ -196,7 +196,7 @@ def test_a_bare_federate_asks_for_the_memory_metrics() -> None:
     assert "DCGM_FI_DEV_FB_USED" in FEDERATE_MATCH
 
 
-@pytest.mark.parametrize("bad", ["", "ftp://box/metrics", "http://"])
+@pytest.mark.parametrize("bad", ["", "ftp://box/metrics", "http://", "http://[::1", "gpu-box:abc"])
 def test_a_url_that_is_no_http_url_is_one_line(bad: str) -> None:
     with pytest.raises(VramtuiError):
         normalise_url(bad)

@@ -435,6 +435,37 @@ def test_without_printed_sizes_the_curve_decides(
         assert "peak 1400 → 1401 MiB" in step.notes[0]
 
 
+def test_a_server_that_answers_over_the_budget_makes_progress_when_its_peak_falls(
+    demo_model: Path, tmp_path: Path
+) -> None:
+    # An attached server judged by its sampled peak: up and answering each time, over the budget, and
+    # its build prints no buffer sizes; a change that lowers the peak is progress, not "no less memory".
+    runs = iter((56.0, 44.0))
+
+    def over_budget(profile: Profile) -> Any:
+        return SimpleNamespace(
+            ready=False, stage="inference", failure_stage="kv_cache", failure="host_oom", diagnosis=None,
+            smoke=SimpleNamespace(ok=True), log_file=None, peak_mib=next(runs),
+        )  # fmt: skip
+
+    wizard = Wizard(_demo_profile(demo_model), runner=over_budget, record=False)
+    wizard.start()
+    step = wizard.apply(wizard.propose())  # type: ignore[arg-type]
+    assert step.outcome == "progress" and step.counts_as_progress
+    assert "fails at the same place asking for no less memory" not in step.notes
+    # and at the end it is said to answer, still over the budget, not to be "not running yet"
+    import argparse
+    import contextlib
+    import io
+
+    from vramtui.cli.wizard import report
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        report(wizard.finish(), argparse.Namespace(json=False), None)
+    assert out.getvalue().splitlines()[1].startswith("it answers, still over the budget: ")
+
+
 def test_a_saved_request_that_fails_walks_the_inference_ladder(demo_model: Path, tmp_path: Path) -> None:
     # The server starts and answers "ping", but the saved long request runs out of memory until the
     # batch is smaller (what llama.cpp's server does when a prompt's batch does not fit).

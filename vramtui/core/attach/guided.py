@@ -343,6 +343,12 @@ class AttachedWizard(Wizard):
 
     def __init__(self, profile: Profile, runner: AttachedRunner, keep: set[str] | None = None, **kw: Any):
         super().__init__(profile, runner=runner, **kw)
+        if self.model.host:
+            # its budget is judged on the process tree's RSS, not on address space (the launcher's cap):
+            # the engine's idle share of it is its idle RSS
+            from vramtui.core.launch.footprint import host_footprint
+
+            self.model.host_baseline = host_footprint(profile, "rss")
         self.attached = runner
         self.keep = set(keep or ())
         runner.on_process = self._process_started

@@ -44,17 +44,34 @@ def parse_target(text: str) -> Target:
     scheme, _, rest = value.partition(":")
     if scheme in ("docker", "systemd") and rest:
         return Target(value, scheme, name=rest)
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError as error:  # an unclosed [ of an IPv6 address
+        raise VramtuiError(f"{text}: not a URL ({error})") from None
     if parts.scheme in ("http", "https") and parts.hostname:
         try:
             parts.port  # noqa: B018 - raises on a port that is no number
         except ValueError:
             raise VramtuiError(f"{text}: the port is not a number") from None
-        return Target(value, "url", url=value.rstrip("/"))
+        return Target(value, "url", url=server_root(value))
     raise VramtuiError(
         f"cannot attach to {text!r}: give a PID, a server URL (http://127.0.0.1:8080), "
         "ollama, docker:NAME or systemd:UNIT"
     )
+
+
+# What people paste after the server's address: the OpenAI base URL, or one endpoint of it. The server is
+# probed from its root, so these come off (any other path, a reverse proxy's prefix, stays).
+_ENDPOINT_TAILS = ("/v1/models", "/v1", "/health", "/props", "/slots", "/metrics", "/api/ps", "/api")
+
+
+def server_root(url: str) -> str:
+    """The URL the endpoints hang from: http://host:8080/v1 -> http://host:8080."""
+    url = url.rstrip("/")
+    for tail in _ENDPOINT_TAILS:
+        if urlsplit(url).path.endswith(tail):
+            return url.removesuffix(tail).rstrip("/")
+    return url
 
 
 def _engine_named(text: str) -> Backend | None:

@@ -49,6 +49,9 @@ class MemoryAccounting:
     refuses_past_trained: bool = False
     # The in-flight bitsandbytes loader always quantizes as NF4 with double quantization (vLLM).
     bnb_as_nf4_dq: bool = False
+    # Settings fields another engine's flags set that this engine has no knob for (vLLM's -tp under
+    # llama.cpp, llama.cpp's --cpu-moe under vLLM): left out of the sizing, and a note says so.
+    ignores: tuple[str, ...] = ()
 
     # The quantizations `estimate --table` offers when no other file of the model is on disk (GGUF file
     # types for the llama.cpp family; the HF engines add the checkpoint's own 16-bit type first).

@@ -554,10 +554,23 @@ def _solve_layers(info: ModelInfo, settings: Settings, est: Estimate) -> None:
         )
 
 
+def _drop_ignored(settings: Settings) -> str | None:
+    """Reset what the engine has no knob for (its accounting's `ignores`) and say which flags those were."""
+    defaults = Settings()
+    given = [name for name in settings.memory.ignores if getattr(settings, name) != getattr(defaults, name)]
+    for name in given:
+        setattr(settings, name, getattr(defaults, name))
+    if not given:
+        return None
+    flags = ", ".join("--" + name.replace("_", "-") for name in given)
+    return f"{flags}: not a {settings.backend} setting, left out"
+
+
 def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     """The breakdown and verdict, with the solvers' answers filled in."""
     settings = replace(settings)
     memory = settings.memory
+    ignored_note = _drop_ignored(settings)
     context_note = None
     if settings.context == 0:
         settings.context = trained_context(info)
@@ -571,6 +584,8 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
         est.notes.append(f"--cpu-offload-gb is vLLM's: {settings.backend} keeps those weights where they are")
     if context_note:
         est.notes.insert(0, context_note)
+    if ignored_note:
+        est.notes.insert(0, ignored_note)
     if info.unknown_quant and not settings.quant:
         est.weights_unknown = info.unknown_quant
         est.notes.insert(0, unknown_weights_note(info.unknown_quant))
@@ -582,10 +597,16 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     _check_trained_context(info, settings, est)
     _solve_context(info, settings, est)
     # the concurrency answer is for the layers asked for (all of them by default), not for the placement
-    # this one request got (Ollama's shrinks as slots are added)
+    # this one request got (Ollama's shrinks as slots are added); sequences of this run's own share, so
+    # the answer is the same whether the engine's default context was typed or left out
     per_sequence = memory.per_sequence(est)
     est.max_parallel = max_parallel(
-        info, replace(settings, context=settings.context and per_sequence, gpu_layers=requested_gpu_layers)
+        info,
+        replace(
+            settings,
+            context=per_sequence if est.context else settings.context,
+            gpu_layers=requested_gpu_layers,
+        ),
     )
     if memory.places_layers and settings.on_gpu:  # a CPU-only run places no layer
         if info.is_moe and memory.offloads_tensors:  # experts to the host first: cheaper than layers

@@ -46,7 +46,9 @@ class Cell:
 @dataclass
 class Row:
     quant: str
-    source: str  # "file": a file on disk; "typical": the model's shape at a usual type (not on disk)
+    # "file": a file on disk; "config": the checkpoint its config.json describes (not on disk);
+    # "typical": the model's shape at a usual type (not on disk)
+    source: str
     file: str | None
     weights_bytes: int  # every weight, device and host
     cells: list[Cell] = field(default_factory=list)
@@ -167,6 +169,11 @@ def _rows_to_size(
     if len(rows) > 1:
         return rows  # other quantizations are on disk: those are the choice
     own = {row[0] for row in rows}
+    if not rows and info.quant and info.quant_spec is not None and not settings.memory.places_layers:
+        # a config.json that declares its quantization (gpt-oss's MXFP4, an FP8 or AWQ release): vLLM and
+        # transformers load that checkpoint as published, so it is a row of its own, sized as it stands
+        rows.append((info.quant, "config", None, info, None))
+        own.add(info.quant)
     typical = list(settings.memory.typical_quants)
     if not settings.memory.places_layers and info.dtype in ("f16", "bf16"):
         typical.insert(0, info.dtype)  # the checkpoint as published comes first

@@ -70,8 +70,9 @@ def _write_cache(data: dict[str, dict[str, int]]) -> None:
         pass  # a cache we cannot write only costs a measurement next time
 
 
-def host_footprint(profile: Profile) -> int:
-    """The address space the engine holds at idle (what a host budget limits), in bytes."""
+def host_footprint(profile: Profile, kind: str = "address_space") -> int:
+    """The address space the engine holds at idle (what a host budget limits), in bytes; `kind="rss"`:
+    its resident memory instead (what an attached server's budget is judged by)."""
     fallback = profile.backend.host_baseline_bytes
     if not profile.backend.measures_footprint or profile.memory_budget is None:
         return fallback
@@ -87,8 +88,8 @@ def host_footprint(profile: Profile) -> int:
             {"rss": measured.rss_bytes, "address_space": measured.address_space_bytes} if measured else {}
         )
         _write_cache(cache)
-    address_space = cache[key].get("address_space", 0)
-    return int(address_space) if address_space else fallback
+    measured_bytes = cache[key].get(kind, 0)
+    return int(measured_bytes) if measured_bytes else fallback
 
 
 def measure(profile: Profile, binary: Path) -> Footprint | None:

@@ -164,7 +164,11 @@ def normalise_url(url: str) -> str:
         raise VramtuiError("--source needs a URL (e.g. http://gpu-box:9400/metrics)")
     if "://" not in text:
         text = "http://" + text
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises on a port that is no number
+    except ValueError as error:  # an unclosed [ of an IPv6 address, a port that is no number
+        raise VramtuiError(f"--source {url}: not a URL ({error})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise VramtuiError(f"--source {url}: not an http(s) URL")
     path = parts.path if parts.path not in ("", "/") else "/metrics"

@@ -318,6 +318,7 @@ class LlamaCppMemory(MemoryAccounting):
     places_layers = True
     offloads_tensors = True
     engine_probe = True
+    ignores = ("tensor_parallel_size", "pipeline_parallel_size")  # vLLM's
     mla_layout = MLA_LATENT_AND_V
 
     def default_kv_dtype(self, info: ModelInfo) -> str:
@@ -440,6 +441,7 @@ class OllamaMemory(LlamaCppMemory):
     context_is_per_sequence = True
     auto_places_layers = True
     offloads_tensors = False  # Ollama has no tensor override knob
+    ignores = ("tensor_parallel_size", "pipeline_parallel_size", "cpu_moe", "n_cpu_moe", "override_tensor")
 
     def default_context(self, settings: Settings) -> int:
         dev = settings.device_bytes

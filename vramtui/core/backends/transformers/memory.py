@@ -48,6 +48,10 @@ def prefill_activations(info: ModelInfo, settings: Settings, context: int, batch
 class TransformersMemory(MemoryAccounting):
     mla_layout = MLA_DECOMPRESSED
     typical_quants = ("int8", "nf4", "awq", "gptq")  # bitsandbytes at load; AWQ/GPTQ checkpoints
+    ignores = (
+        "tensor_split", "split_mode", "main_gpu", "cpu_moe", "n_cpu_moe", "override_tensor",
+        "tensor_parallel_size", "pipeline_parallel_size",
+    )  # fmt: skip
 
     def run_context(self, info: ModelInfo, settings: Settings) -> int:
         return settings.context or min(info.max_context or DEFAULT_CONTEXT, DEFAULT_CONTEXT)

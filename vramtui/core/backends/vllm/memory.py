@@ -127,6 +127,8 @@ class VllmMemory(MemoryAccounting):
     mla_layout = MLA_LATENT
     bnb_as_nf4_dq = True
     offloads_by_size = True
+    # llama.cpp's split and tensor placement
+    ignores = ("tensor_split", "split_mode", "main_gpu", "cpu_moe", "n_cpu_moe", "override_tensor")
 
     def per_sequence(self, est: Estimate) -> int:
         return est.context  # --max-model-len is per request

@@ -1,0 +1,26 @@
+"""A flag argparse itself refuses is bad input like any other: one line on stderr, exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["record", "--interval-ms", "abc"], "vramtui record: argument --interval-ms: invalid int value"),
+        (["estimate", "--gpu-mem"], "vramtui estimate: argument --gpu-mem: expected one argument"),
+        (["wizard", "--goal", "fastest"], "vramtui wizard: argument --goal: invalid choice: 'fastest'"),
+        (["no-such-command"], "vramtui: argument COMMAND: invalid choice: 'no-such-command'"),
+    ],
+)
+def test_a_flag_argparse_refuses_is_one_line_and_exit_2(argv: list[str], says: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "vramtui", *argv], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(says), proc.stderr
+    assert "--help" in proc.stderr  # where the usage is, instead of printing it
