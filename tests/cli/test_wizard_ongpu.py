@@ -65,3 +65,20 @@ def test_every_flag_the_missing_shape_names_is_a_flag_of_the_wizard(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "unrecognized arguments" not in proc.stderr and "--layers" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
+
+
+def test_a_config_json_gives_the_shape_and_the_log_the_weights(tmp_path):
+    # the run loaded a Q4_K_M file; the published config.json (bf16) only says the shape: the weights are
+    # the log's own buffers, not 57 GiB of bf16
+    log = tmp_path / "run.log"
+    log.write_text(ENTRY["log"])
+    config = ROOT / "tests/data/configs/Qwen--Qwen3-30B-A3B.config.json"
+    proc = _wizard(str(log), "--goal", "on-gpu", "--model", str(config), "--json")
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(proc.stdout)
+    from_heads = _wizard(
+        str(log), "--goal", "on-gpu", "--heads", "32", "--kv-heads", "4", "--head-dim", "128", "--json"
+    )
+    assert data["weights_mib"] == json.loads(from_heads.stdout)["weights_mib"] < 20 * 1024
+    # the config names the experts (the excerpt does not): the MoE way out is offered
+    assert 0 < data["n_cpu_moe"] <= 48 and json.loads(from_heads.stdout)["n_cpu_moe"] is None

@@ -20,16 +20,24 @@ def _plan_from_log(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
     from vramtui.core.estimate.modelinfo import load_model_info
     from vramtui.core.logs.diagnose import diagnose_file
     from vramtui.core.units import parse_size
-    from vramtui.core.wizard.ongpu import plan_from_figures, plan_on_gpu, settings_from_figures
+    from vramtui.core.wizard.ongpu import (
+        plan_from_figures,
+        plan_on_gpu,
+        settings_from_figures,
+        shape_of,
+    )
 
     diagnosis = diagnose_file(path)
     figures = diagnosis.engine_figures
     device = parse_size(args.gpu_mem) if args.gpu_mem else None
     backend = diagnosis.backend or "llama.cpp"  # a log that names no engine: llama.cpp prints these lines
-    if args.model:
-        plan = plan_on_gpu(load_model_info(args.model), settings_from_figures(figures, backend, device))
+    info = load_model_info(args.model) if args.model else None
+    if info is not None and info.weights_source == "gguf":  # the file the run loaded: its own tensors
+        plan = plan_on_gpu(info, settings_from_figures(figures, backend, device))
         plan.layers_on_gpu = int(figures["layers_offloaded"]) if figures.get("layers_offloaded") else None
         plan.layers_total = int(figures["layers_total"]) if figures.get("layers_total") else None
+    elif info is not None:  # a config.json: its shape, and the weights the log's buffers show
+        plan = plan_from_figures(figures, backend, device, shape_of(info))
     else:
         given = {
             "layers": args.layers,

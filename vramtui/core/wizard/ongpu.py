@@ -179,7 +179,7 @@ def plan_on_gpu(info: ModelInfo, settings: Settings) -> OnGpuPlan:
         return plan
     weights_only = est.bill.get("weights", 0) + est.bill.get("runtime", 0)
     plan.reason = (
-        f"no single change keeps every layer on the GPU: the weights alone take about "
+        f"no single change keeps every layer on the GPU: the weights and the runtime alone take about "
         f"{weights_only / MIB:.0f} MiB of the {est.usable_bytes / MIB:.0f} MiB usable"
         if weights_only > est.usable_bytes
         else "no single change keeps every layer on the GPU: two at once, or a smaller file"
@@ -253,6 +253,25 @@ _SHAPE = (
     "layers", "hidden", "heads", "kv_heads", "head_dim_k", "head_dim_v", "vocab", "trained_context",
     "experts", "experts_used", "moe_ff",
 )  # fmt: skip
+
+
+def shape_of(info: ModelInfo) -> dict[str, int]:
+    """A model file's shape in `info_from_figures`'s keys: the shape from the file, the weights from the
+    log (a config.json says nothing of the quantization the run loaded)."""
+    shape = {
+        "layers": info.n_layers,
+        "hidden": info.hidden,
+        "heads": info.n_heads,
+        "kv_heads": info.n_kv_heads,
+        "head_dim_k": info.head_dim_k,
+        "head_dim_v": info.head_dim_v,
+        "vocab": info.vocab,
+        "trained_context": info.max_context or 0,
+        "experts": info.n_experts if info.is_moe else 0,
+        "experts_used": info.n_experts_used if info.is_moe else 0,
+        "moe_ff": info.moe_intermediate or 0,
+    }
+    return {key: int(value) for key, value in shape.items() if value}
 
 
 def _weights_from_buffers(info: ModelInfo, figures: Mapping[str, float]) -> None:
