@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
 import pytest
 
-from vramtui.core.attach.target import parse_target
+from vramtui.core.attach.target import parse_target, resolve
 from vramtui.core.errors import VramtuiError
 
 
@@ -29,3 +36,44 @@ def test_a_url_is_probed_from_the_server_root(typed: str, url: str) -> None:
 def test_an_unclosed_ipv6_bracket_is_a_one_line_error() -> None:
     with pytest.raises(VramtuiError, match="not a URL"):
         parse_target("http://[::1")
+
+
+def _shell_running(command: str) -> subprocess.Popen[bytes]:
+    """A shell that stays the parent of what it runs (`; :` keeps it from exec'ing the last command)."""
+    return subprocess.Popen(["sh", "-c", f"{command}; :"], start_new_session=True)
+
+
+def _children(pid: int, count: int) -> list[psutil.Process]:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        found = psutil.Process(pid).children(recursive=True)
+        if len(found) >= count:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"PID {pid} never started {count} processes")
+
+
+def test_a_shell_pid_stands_for_the_one_server_below_it(llama_server_bin: Path, tiny_gguf: Path) -> None:
+    shell = _shell_running(f"'{llama_server_bin}' -m '{tiny_gguf}' --port 0 -c 256")
+    try:
+        (server,) = _children(shell.pid, 1)
+        target = resolve(parse_target(str(shell.pid)))
+        assert target.pid == server.pid
+        assert any(f"watching its PID {server.pid}" in note for note in target.notes)
+    finally:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait()
+
+
+def test_a_pid_with_two_servers_below_it_asks_for_one(llama_server_bin: Path, tiny_gguf: Path) -> None:
+    run = f"'{llama_server_bin}' -m '{tiny_gguf}' --port 0 -c 256"
+    shell = _shell_running(f"{run} & {run} & wait")
+    try:
+        servers = _children(shell.pid, 2)
+        with pytest.raises(VramtuiError, match="2 model servers below it") as error:
+            resolve(parse_target(str(shell.pid)))
+        assert all(str(server.pid) in str(error.value) for server in servers)
+        assert "\n" not in str(error.value)
+    finally:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait()

@@ -134,8 +134,47 @@ def _tool(argv: list[str], what: str) -> str:
     return proc.stdout.strip()
 
 
+def _serves(process: psutil.Process) -> bool:
+    """Does this process run an engine vramtui knows (by its command line)?"""
+    from vramtui.core.attach.cmdline import find_backend
+
+    try:
+        return find_backend(process.cmdline())[0] is not None
+    except psutil.Error:
+        return False
+
+
+def _server_in_tree(target: Target) -> None:
+    """A PID that is not itself a model server (a shell, a supervisor, init) stands for the one server
+    below it: watched with a note. None below it and PID 1 is the whole machine: refused."""
+    try:
+        root = psutil.Process(target.pid)
+        if _serves(root):
+            return
+        servers = [p for p in root.children(recursive=True) if _serves(p) and not _serves(p.parent())]
+        name = root.name()
+    except psutil.Error:
+        return
+    if len(servers) == 1:
+        target.notes.append(
+            f"PID {target.pid} ({name}) runs no engine itself: watching its PID {servers[0].pid}"
+        )
+        target.pid = servers[0].pid
+    elif len(servers) > 1:
+        pids = ", ".join(str(p.pid) for p in servers[:6])
+        raise VramtuiError(
+            f"PID {target.pid} ({name}) has {len(servers)} model servers below it ({pids}): give one"
+        )
+    elif target.pid == 1:
+        raise VramtuiError(
+            f"PID 1 ({name}) is the whole machine, and no model server runs: give the server's PID or URL"
+        )
+
+
 def resolve(target: Target) -> Target:
     """Fill in the PID, the URL and the log commands the target implies."""
+    if target.kind == "pid":
+        _server_in_tree(target)
     if target.kind == "docker":
         name = target.name or ""
         out = _tool(["docker", "inspect", "--format", "{{.State.Pid}}", name], target.text)
