@@ -35,9 +35,11 @@ def test_a_step_that_answers_over_the_budget_is_not_called_stopped_at_a_stage() 
         "engine_figures_mib": {}, "verification": ["peak memory 55 → 44 MiB"], "log_file": None,
     }  # fmt: skip
     out = io.StringIO()
-    _print_step(SimpleNamespace(to_dict=lambda: data), out)
+    _print_step(SimpleNamespace(to_dict=lambda: data, fit=lambda: None), out)  # fit printed no projection
     first = out.getvalue().splitlines()[0]
     assert first == "step 1: context 2048 → 512: progress (it answers, but over the budget)"
     out = io.StringIO()
-    _print_step(SimpleNamespace(to_dict=lambda: {**data, "smoke_ok": None}), out)  # it did not come up
+    _print_step(
+        SimpleNamespace(to_dict=lambda: {**data, "smoke_ok": None}, fit=lambda: None), out
+    )  # it did not come up
     assert out.getvalue().splitlines()[0].endswith("progress (stopped at kv_cache)")
