@@ -7,6 +7,11 @@ budget, with tiny GGUF models generated here; each scenario runs on both. Blind 
 a working configuration in at most two relaunches after the first failure.
 
     python benchmarks/bench_wizard.py
+
+Measured here (2 cores, the portable llama-server): 11/11 failing scenarios within 2 relaunches, each in
+one (blind halving: 1 to 4); llama-server's 131072-context scenario starts as given (its flash attention
+is auto). Before the portable build, llama-server met 3/6: its native build died of SIGILL on the
+quantized files. On a machine loaded by other work one llama-server smoke request once timed out (`1!`).
 """
 
 from __future__ import annotations
