@@ -137,3 +137,20 @@ def test_cli_json_names_each_extra_and_a_missing_file_is_one_line(files: dict[st
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
     not_clip = _cli(str(files["model"]), "--mmproj", str(files["model"]))
     assert not_clip.returncode == 2 and "not a projector" in not_clip.stderr
+
+
+def test_llama_servers_default_prompt_cache_is_said_not_billed(files: dict[str, Path]) -> None:
+    # the default limit is llama-server's own, as its --help prints it
+    help_text = (Path(__file__).resolve().parents[2] / "data/llama-server/help.txt").read_text()
+    assert "--cache-ram N" in help_text and "(default: 8192," in help_text
+    info = load_model_info(files["model"])
+    unset = estimate(info, Settings(context=2048))
+    assert any("prompt cache grows to 8192 MiB" in note for note in unset.notes)
+    off = estimate(info, Settings(context=2048, cache_ram=0))
+    assert not any("prompt cache" in note for note in off.notes)
+    assert unset.bill.get("kv_cache", HOST) == off.bill.get("kv_cache", HOST)  # it fills with use: no bill
+    given = estimate(info, Settings(context=2048, cache_ram=4096))
+    assert given.bill.get("kv_cache", HOST) - off.bill.get("kv_cache", HOST) == 4096 * 2**20
+    # an engine without llama-server's prompt cache says nothing of it
+    python_server = estimate(info, Settings(backend="llama-cpp-python", context=2048))
+    assert not any("prompt cache" in note for note in python_server.notes)

@@ -566,6 +566,17 @@ def _drop_ignored(settings: Settings) -> str | None:
     return f"{flags}: not a {settings.backend} setting, left out"
 
 
+def _default_cache_note(settings: Settings, est: Estimate) -> None:
+    """llama-server's prompt cache grows in host RAM up to its default limit: not a load-time bill (it
+    fills with use), but the host RAM a long session takes, so it is said (extras.py bills a given one)."""
+    limit = get_backend(settings.backend).defaults.get("cache_ram")
+    if settings.cache_ram is None and isinstance(limit, int) and limit > 0:
+        est.notes.append(
+            f"host RAM: the prompt cache grows to {limit} MiB with use (--cache-ram, its default; 0 turns "
+            "it off); not in the totals"
+        )
+
+
 def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     """The breakdown and verdict, with the solvers' answers filled in."""
     settings = replace(settings)
@@ -582,6 +593,7 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     est = _estimate_core(info, settings)
     if settings.cpu_offload_gb and not memory.offloads_by_size:
         est.notes.append(f"--cpu-offload-gb is vLLM's: {settings.backend} keeps those weights where they are")
+    _default_cache_note(settings, est)
     if context_note:
         est.notes.insert(0, context_note)
     if ignored_note:

@@ -189,6 +189,7 @@ LLAMA_CPP = Backend(
         "gpu_layers": "all",
         "flash_attn": "auto",
         "fit": "on",
+        "cache_ram": 8192,  # MiB of prompt cache in host RAM (-1 no limit, 0 off)
     },
     kv_dtypes=("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"),
     aliases=("llama-server", "llamacpp", "llama_cpp", "llama-cli"),
