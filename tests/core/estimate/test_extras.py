@@ -145,7 +145,7 @@ def test_llama_servers_default_prompt_cache_is_said_not_billed(files: dict[str, 
     assert "--cache-ram N" in help_text and "(default: 8192," in help_text
     info = load_model_info(files["model"])
     unset = estimate(info, Settings(context=2048))
-    assert any("prompt cache grows to 8192 MiB" in note for note in unset.notes)
+    assert any("prompt cache fills up to 8192 MiB" in note for note in unset.notes)
     off = estimate(info, Settings(context=2048, cache_ram=0))
     assert not any("prompt cache" in note for note in off.notes)
     assert unset.bill.get("kv_cache", HOST) == off.bill.get("kv_cache", HOST)  # it fills with use: no bill

@@ -572,8 +572,8 @@ def _default_cache_note(settings: Settings, est: Estimate) -> None:
     limit = get_backend(settings.backend).defaults.get("cache_ram")
     if settings.cache_ram is None and isinstance(limit, int) and limit > 0:
         est.notes.append(
-            f"host RAM: the prompt cache grows to {limit} MiB with use (--cache-ram, its default; 0 turns "
-            "it off); not in the totals"
+            f"host RAM: llama-server's prompt cache fills up to {limit} MiB with use (--cache-ram; 0 "
+            "turns it off); not in the totals"
         )
 
 
