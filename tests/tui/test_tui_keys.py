@@ -151,7 +151,8 @@ async def test_the_quant_hint_is_whole_at_80_columns() -> None:
 async def test_ctrl_q_asks_like_q_while_a_model_runs(tiny_gguf: Path, tmp_path: Path) -> None:
     app = running_app(tiny_gguf, tmp_path)
     async with app.run_test(size=(200, 50)) as pilot:
-        await wait_for(pilot, lambda: app.session is not None and app.session.running, timeout_s=60)
+        # ready, not only starting: the question names the state, which must not change between the two
+        await wait_for(pilot, lambda: app.session is not None and app.session.state == "ready", timeout_s=60)
         pid = app.session.pid  # type: ignore[union-attr]
 
         await pilot.press("q")
