@@ -188,3 +188,17 @@ def test_bad_device_maps_are_one_line_errors(tmp_path: Path) -> None:
         settings = Settings(backend="transformers", gpus=cards, device_map=device_map, max_memory=max_memory)
         with pytest.raises(VramtuiError, match=message):
             estimate(info, settings)
+
+
+def test_the_cli_and_the_pane_parse_the_map_alike(tmp_path: Path) -> None:
+    from vramtui.core.estimate.inputs import InputError, parse_settings, split_flags
+
+    typed = split_flags("--device-map Balanced_Low_0 --max-memory 0=10GiB,cpu=32GiB")
+    settings = parse_settings({**typed, "backend": "transformers", "card": "24GiB,24GiB"})
+    assert (settings.device_map, settings.max_memory) == ("balanced_low_0", "0=10GiB,cpu=32GiB")
+    with pytest.raises(InputError, match="--max-memory"):
+        parse_settings({"max_memory": "gpu0=10GiB"})
+    # another engine has no device map: left out, and a note says so
+    info = _info(tmp_path, **QWEN25_32B)
+    est = estimate(info, Settings(backend="vllm", device_bytes=80 * GIB, device_map="auto"))
+    assert "--device-map: not a vllm setting, left out" in est.notes
