@@ -202,3 +202,24 @@ def test_the_cli_and_the_pane_parse_the_map_alike(tmp_path: Path) -> None:
     info = _info(tmp_path, **QWEN25_32B)
     est = estimate(info, Settings(backend="vllm", device_bytes=80 * GIB, device_map="auto"))
     assert "--device-map: not a vllm setting, left out" in est.notes
+
+
+def test_bitsandbytes_leaves_each_card_a_tenth_of_its_cap(tmp_path: Path) -> None:
+    """transformers' bitsandbytes quantizers (adjust_max_memory) scale every cap by 0.9 before the map."""
+    info = _info(tmp_path, **QWEN25_32B)
+    cap = 8 * GIB
+    settings = Settings(
+        backend="transformers", quant="nf4", gpus=(24 * GIB, 24 * GIB), device_map="sequential",
+        max_memory=f"0={cap}B,1=20GiB",
+    )  # fmt: skip
+    est = estimate(info, settings)
+    weights, _peak, _notes = hf_weights_bytes(info, "nf4")
+    modules = hf_module_bytes(info, "nf4", weights)
+    assert modules.bitsandbytes
+    first = est.devices[0]
+    # card 0 keeps room for the largest module still to place (the lm_head, 16-bit under bitsandbytes)
+    assert first.weights_bytes <= 0.9 * cap - modules.lm_head
+    one_more = first.weights_bytes + modules.layers[first.layers]
+    assert one_more > 0.9 * cap - modules.lm_head  # and takes as many layers as that leaves room for
+    plain = estimate(info, Settings(**{**settings.__dict__, "quant": "awq"}))
+    assert not hf_module_bytes(info, "awq", plain.weights_bytes).bitsandbytes
