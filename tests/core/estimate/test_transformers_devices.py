@@ -76,7 +76,15 @@ def _accelerates_map(config: dict[str, object], strategy: str, caps: dict[object
 @pytest.mark.parametrize("strategy", ["auto", "balanced_low_0", "sequential"])
 @pytest.mark.parametrize(
     "shares",  # each card's cap as a share of the model's bytes, then host RAM's
-    [(2, 2, 10), (0.7, 0.7, 10), (0.35, 0.9, 10), (0.3, 0.3, 10), (0.45, 0.45, 0.45, 10), (0.4, 0.4, 0.1)],
+    [
+        (2, 2, 10),
+        (0.7, 0.7, 10),
+        (0.35, 0.9, 10),
+        (0.3, 0.3, 10),
+        (0.45, 0.45, 0.45, 10),
+        (0.4, 0.4, 0.1),
+        (0.6, 10),
+    ],
 )
 def test_the_map_is_accelerates(tmp_path: Path, tied: bool, strategy: str, shares: tuple[float, ...]) -> None:
     config = _llama(1024, 24, 32000, tied)
@@ -223,3 +231,19 @@ def test_bitsandbytes_leaves_each_card_a_tenth_of_its_cap(tmp_path: Path) -> Non
     assert one_more > 0.9 * cap - modules.lm_head  # and takes as many layers as that leaves room for
     plain = estimate(info, Settings(**{**settings.__dict__, "quant": "awq"}))
     assert not hf_module_bytes(info, "awq", plain.weights_bytes).bitsandbytes
+
+
+def test_one_card_with_max_memory_offloads_as_accelerate_does(tmp_path: Path) -> None:
+    info = _info(tmp_path, **QWEN25_32B)
+    plain = estimate(info, Settings(backend="transformers", context=4096, device_bytes=48 * GIB))
+    assert not plain.fits and plain.devices == []  # no caps given: today's one-card verdict
+    capped = Settings(
+        backend="transformers", context=4096, device_bytes=48 * GIB, max_memory="0=30GiB,cpu=64GiB"
+    )
+    est = estimate(info, capped)
+    (card,) = est.devices
+    modules = hf_module_bytes(info, None, plain.weights_bytes)
+    # the card takes layers up to its cap less the largest module left; the rest runs from host RAM
+    assert 0 < card.layers < info.n_layers and est.weights_host_bytes > 0
+    assert card.weights_bytes - max(modules.layers) <= 30 * GIB
+    assert est.fits and any("CPU offload" in note for note in est.notes)

@@ -85,7 +85,8 @@ class TransformersMemory(MemoryAccounting):
         batch = settings.parallel or 1
         kv_dtype = self.kv_dtype(info, settings)
         weights, peak, notes = hf_weights_bytes(info, settings.quant)
-        if settings.several and settings.on_gpu:
+        # several cards, or one with the profile's max_memory (its caps and host RAM offload): the device map
+        if (settings.several or settings.max_memory) and settings.on_gpu:
             from vramtui.core.backends.transformers.placement import size_device_map
 
             return size_device_map(info, settings, Run(context, batch, kv_dtype, weights, peak), notes)
