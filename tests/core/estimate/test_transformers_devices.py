@@ -192,6 +192,7 @@ def test_bad_device_maps_are_one_line_errors(tmp_path: Path) -> None:
         (None, "0=lots", "not a size"),
         (None, "3=10GiB", "names GPU 3"),
         ("cuda:5", None, "device_map cuda:5"),
+        (None, "cpu=4GiB", "names no GPU"),
     ):
         settings = Settings(backend="transformers", gpus=cards, device_map=device_map, max_memory=max_memory)
         with pytest.raises(VramtuiError, match=message):

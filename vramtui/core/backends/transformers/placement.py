@@ -32,6 +32,11 @@ def _caps(settings: Settings, modules: HfModules, strategy: str) -> devices.Cap:
     cards = settings.cards
     if settings.max_memory:
         caps = devices.parse_max_memory(settings.max_memory)
+        if not any(isinstance(key, int) for key in caps):  # accelerate then uses no GPU at all
+            raise VramtuiError(
+                f"max_memory {settings.max_memory!r} names no GPU: accelerate would load the whole model in "
+                "host RAM; name the cards too (0=20GiB,1=20GiB,cpu=64GiB)"
+            )
         wrong = [key for key in caps if isinstance(key, int) and key >= len(cards)]
         if wrong:
             raise VramtuiError(
