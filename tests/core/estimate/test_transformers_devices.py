@@ -54,9 +54,8 @@ def _accelerates_map(config: dict[str, object], strategy: str, caps: dict[object
 
     fields = {k: v for k, v in config.items() if k not in ("architectures", "model_type", "torch_dtype")}
     with init_empty_weights():
-        model = transformers.AutoModelForCausalLM.from_config(
-            transformers.LlamaConfig(**fields), dtype=torch.bfloat16
-        )
+        shape = transformers.AutoConfig.for_model(str(config["model_type"]), **fields)
+        model = transformers.AutoModelForCausalLM.from_config(shape, dtype=torch.bfloat16)
     found = _get_device_map(model, strategy, dict(caps), None)
     # expand the cleaned map (`model`: 0 when everything went there) to each module vramtui places
     n = int(config["num_hidden_layers"])  # type: ignore[call-overload]
@@ -87,7 +86,26 @@ def _accelerates_map(config: dict[str, object], strategy: str, caps: dict[object
     ],
 )
 def test_the_map_is_accelerates(tmp_path: Path, tied: bool, strategy: str, shares: tuple[float, ...]) -> None:
-    config = _llama(1024, 24, 32000, tied)
+    _check_map(tmp_path, _llama(1024, 24, 32000, tied), strategy, shares)
+
+
+# a small Qwen3-MoE: the layers' fused experts are a leaf module of their own
+QWEN3_MOE = dict(
+    architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", hidden_size=512, intermediate_size=1376,
+    moe_intermediate_size=256, num_experts=16, num_experts_per_tok=2, head_dim=64, num_attention_heads=8,
+    num_key_value_heads=2, num_hidden_layers=12, vocab_size=20000, max_position_embeddings=4096,
+    tie_word_embeddings=False, torch_dtype="bfloat16",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("strategy", ["auto", "sequential"])
+@pytest.mark.parametrize("shares", [(0.7, 0.7, 10), (0.3, 0.5, 10)])
+def test_the_map_of_a_moe_is_accelerates(tmp_path: Path, strategy: str, shares: tuple[float, ...]) -> None:
+    _check_map(tmp_path, QWEN3_MOE, strategy, shares)
+
+
+def _check_map(tmp_path: Path, config: dict[str, object], strategy: str, shares: tuple[float, ...]) -> None:
+    tied = bool(config["tie_word_embeddings"])
     info = _info(tmp_path, **config)
     total, _peak, _notes = hf_weights_bytes(info, None)
     caps: dict[object, int] = {i: int(share * total) for i, share in enumerate(shares[:-1])}
@@ -99,8 +117,7 @@ def test_the_map_is_accelerates(tmp_path: Path, tied: bool, strategy: str, share
         device_map=strategy,
         max_memory=_caps_text(caps),
     )
-    weights, _peak, _notes = hf_weights_bytes(info, None)
-    where = module_map(settings, hf_module_bytes(info, None, weights), tied)
+    where = module_map(settings, hf_module_bytes(info, None, total), tied)
     ours = {
         "model.embed_tokens": where.embedding,
         **{f"model.layers.{il}": device for il, device in enumerate(where.layers)},
