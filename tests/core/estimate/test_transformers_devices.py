@@ -265,3 +265,24 @@ def test_one_card_with_max_memory_offloads_as_accelerate_does(tmp_path: Path) ->
     assert 0 < card.layers < info.n_layers and est.weights_host_bytes > 0
     assert card.weights_bytes - max(modules.layers) <= 30 * GIB
     assert est.fits and any("CPU offload" in note for note in est.notes)
+
+
+@pytest.mark.parametrize("config", [_llama(512, 6, 20000, True), _llama(512, 6, 20000, False), QWEN3_MOE])
+def test_each_modules_bytes_are_what_transformers_builds(tmp_path: Path, config: dict[str, object]) -> None:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from accelerate import init_empty_weights
+    from transformers.integrations.accelerate import compute_module_sizes
+
+    fields = {k: v for k, v in config.items() if k not in ("architectures", "model_type", "torch_dtype")}
+    with init_empty_weights():
+        shape = transformers.AutoConfig.for_model(str(config["model_type"]), **fields)
+        model = transformers.AutoModelForCausalLM.from_config(shape, dtype=torch.bfloat16)
+    sizes, _leaves = compute_module_sizes(model)
+    info = _info(tmp_path, **config)
+    total, _peak, _notes = hf_weights_bytes(info, None)
+    ours = hf_module_bytes(info, None, total)
+    assert ours.embedding == sizes["model.embed_tokens"] and ours.norm == sizes["model.norm"]
+    assert ours.lm_head == sizes.get("lm_head", 0)  # a tied lm_head is not counted twice
+    assert list(ours.layers) == [sizes[f"model.layers.{il}"] for il in range(info.n_layers)]
