@@ -446,3 +446,30 @@ def test_on_an_80_column_terminal_long_lines_wrap_under_their_text() -> None:
     assert " ".join(" ".join(shown).split()) == " ".join(piped.split())
     # a wrapped note or solvers line goes on under its own text (column 10), not at column 0
     assert any(line.startswith(" " * 10) and line[10] != " " for line in shown)
+
+
+def test_transformers_over_two_cards(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Qwen2.5-32B's config.json: over on one 48 GiB card, a row per card on two (device_map="auto")."""
+    config = tmp_path / "config.json"
+    shape = dict(
+        architectures=["Qwen2ForCausalLM"], model_type="qwen2", hidden_size=5120, intermediate_size=27648,
+        num_attention_heads=40, num_key_value_heads=8, num_hidden_layers=64, vocab_size=152064,
+        max_position_embeddings=32768, tie_word_embeddings=False, torch_dtype="bfloat16",
+    )  # fmt: skip
+    config.write_text(json.dumps(shape))
+    argv = (str(config), "--backend", "transformers", "--ctx", "8192")
+    one = run_json(capsys, *argv, "--gpu-mem", "48GiB")
+    assert not one["fits"] and "devices" not in one
+    two = run_json(capsys, *argv, "--gpu-mem", "48GiB,48GiB")
+    assert two["fits"] and [row["index"] for row in two["devices"]] == [0, 1]
+    assert sum(row["layers"] for row in two["devices"]) == 64
+    assert sum(row["weights_bytes"] for row in two["devices"]) == one["weights_bytes"]
+    # the profile's caps, typed as the runner takes them: card 0 holds at most its cap
+    capped = run_json(capsys, *argv, "--gpu-mem", "48GiB,48GiB", "--max-memory", "0=10GiB,1=47GiB")
+    assert capped["devices"][0]["weights_bytes"] <= 10 * 1024**3 and not capped["fits"]
+    main(["estimate", *argv, "--gpu-mem", "48GiB,48GiB", "--device-map", "sequential"])
+    text = capsys.readouterr().out
+    assert "GPU 0 (" in text and "GPU 1 (" in text and 'device_map="sequential"' in text
+    assert main(["estimate", *argv, "--gpu-mem", "48GiB,48GiB", "--device-map", "everywhere"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vramtui: --device-map:") and err.count("\n") == 1

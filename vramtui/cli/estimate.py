@@ -137,6 +137,14 @@ def _add_several_gpus(parser: argparse.ArgumentParser) -> None:
     gpus.add_argument("-mg", "--main-gpu", metavar="INDEX", help="llama.cpp: the GPU of -sm none / row (0)")
     gpus.add_argument("-tp", "--tensor-parallel-size", metavar="N", help="vLLM: tensor-parallel ranks")
     gpus.add_argument("-pp", "--pipeline-parallel-size", metavar="N", help="vLLM: pipeline stages")
+    gpus.add_argument(
+        "--device-map",
+        metavar="auto|balanced|balanced_low_0|sequential|cuda:N",
+        help="transformers: accelerate's device map (auto when several GPUs are given)",
+    )
+    gpus.add_argument(
+        "--max-memory", metavar="0=20GiB,1=46GiB,cpu=64GiB", help="transformers: per-device caps for the map"
+    )
 
 
 def _add_extras(parser: argparse.ArgumentParser) -> None:

@@ -84,6 +84,30 @@ def test_reopen_a_finished_session_and_export(tmp_path: Path) -> None:
     assert "KV \\| buffer" in markdown  # a pipe inside a cell does not break the table
 
 
+def test_the_exports_carry_the_speed_before_the_step(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl"
+    with StepRecorder(path) as recorder:
+        recorder.append("session", profile={"backend": "llama.cpp", "model": "m.gguf", "params": {}})
+        recorder.append("step", **_step(0, "first_run"))
+        recorder.append("step", **_step(1, "works", tokens_per_s=181.4, tokens_per_s_before=292.6))
+    session = open_session(path)
+    rows = list(csv.DictReader(io.StringIO(to_csv(session))))
+    # the earlier columns keep their names and order; the new one stands beside tokens_per_s
+    columns = list(rows[0])
+    assert columns[: columns.index("tokens_per_s") + 1] == [
+        "step", "param", "from", "to", "why", "outcome", "stage", "failure",
+        "resident_mib", "peak_mib", "load_time_s", "ttft_s", "tokens_per_s",
+    ]  # fmt: skip
+    assert columns[columns.index("tokens_per_s") + 1] == "tokens_per_s_before"
+    assert columns[-1] == "log_file"
+    assert rows[0]["tokens_per_s_before"] == ""  # the first run has nothing before it
+    assert rows[1]["tokens_per_s"] == "181.4" and rows[1]["tokens_per_s_before"] == "292.6"
+    header = next(line for line in to_markdown(session).splitlines() if line.startswith("| step"))
+    assert "| tokens_per_s | tokens_per_s_before |" in header
+    step_line = next(line for line in to_markdown(session).splitlines() if line.startswith("| 1 |"))
+    assert "| 181.4 | 292.6 |" in step_line
+
+
 def test_a_torn_last_line_and_an_unfinished_step_survive(tmp_path: Path) -> None:
     path = tmp_path / "rec.jsonl"
     with StepRecorder(path) as recorder:

@@ -17,6 +17,15 @@ least one head: with fewer KV heads than ranks they are replicated); pipeline pa
 run of layers as vllm/distributed/utils.py's get_pp_indices does (the remainder to the stages before the
 last), the embedding to the first stage and the LM head to the last.
 
+transformers (accelerate's `device_map="auto"`, transformers/integrations/accelerate.py): every card's free
+memory is a cap; "auto"/"balanced" (get_balanced_memory) lower every cap but the last card's to
+total / cards + 1.25 x the largest block (a decoder layer, kept whole by no_split_module_classes, or the
+embedding), "balanced_low_0" leaves card 0 only what the others cannot take, "sequential" keeps the caps;
+bitsandbytes takes 90% of each. infer_auto_device_map then walks the modules in order (embed_tokens, the
+layers, norm, lm_head; a tied lm_head goes with the embedding), fills a card up to its cap and moves on,
+keeping room on the first card (and in host RAM) for the largest module still to place; what no card takes
+goes to host RAM (its layers run on the first card, their weights copied in on every forward pass).
+
 Engine-neutral parts only: the families' memory.py call these with their own per-layer figures.
 """
 
@@ -306,6 +315,116 @@ def vllm_ranks(
                 RankShare(stage * tp + tp_rank, stage, layers, int(stage_bytes / tp + replicated), per_token)
             )
     return shares
+
+
+# --- transformers: accelerate's device map -------------------------------------------------------------------
+
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+# get_balanced_memory: a card's share grows by this many of the largest block, so no layer is left over
+BALANCED_BUFFER = 1.25
+# bitsandbytes' adjust_max_memory: room for the buffers quantizing creates
+BNB_CAP_SHARE = 0.9
+HOST_DEVICES = ("cpu", "disk")
+
+Cap = dict[int | str, int | None]  # accelerate's max_memory: a card index or "cpu" -> bytes (None: no limit)
+
+
+@dataclass(frozen=True)
+class ModuleMap:
+    """Where accelerate puts each module: a card index, or None for host RAM (cpu, disk)."""
+
+    embedding: int | None
+    layers: tuple[int | None, ...]
+    norm: int | None
+    lm_head: int | None
+
+    def on_host(self) -> list[int]:
+        """The layers no card took."""
+        return [il for il, device in enumerate(self.layers) if device is None]
+
+
+def parse_max_memory(text: str) -> Cap:
+    """`0=20GiB,1=46GiB,cpu=64GiB` (the runner's --max-memory, a profile's max_memory) as accelerate reads it."""
+    from vramtui.core.units import parse_size
+
+    caps: Cap = {}
+    for part in str(text).split(","):
+        if not part.strip():
+            continue
+        device, sep, size = part.partition("=")
+        key = device.strip().lower()
+        if not sep or not (key.isdigit() or key in HOST_DEVICES):
+            raise VramtuiError(f"max_memory: {part.strip()!r} is not DEVICE=SIZE (0=20GiB,1=46GiB,cpu=64GiB)")
+        try:
+            caps[int(key) if key.isdigit() else key] = parse_size(size.strip())
+        except (ValueError, VramtuiError):
+            raise VramtuiError(f"max_memory: {size.strip()!r} is not a size such as 20GiB") from None
+    if not caps:
+        raise VramtuiError("max_memory: give DEVICE=SIZE pairs such as 0=20GiB,1=46GiB")
+    return caps
+
+
+def balanced_caps(caps: Cap, layers: Sequence[int], leaves: Sequence[int], total: int, low_zero: bool) -> Cap:
+    """get_balanced_memory: each card but the last capped at its share of the model plus a buffer."""
+    gpus = sorted(key for key, cap in caps.items() if isinstance(key, int) and (cap or 0) > 0)
+    if len(gpus) < 2:
+        return dict(caps)
+    out = dict(caps)
+    per_gpu = total // (len(gpus) - 1 if low_zero else len(gpus))
+    per_gpu += int(BALANCED_BUFFER * max([*layers, *leaves, 0]))
+    for idx in gpus[:-1]:
+        out[idx] = min(per_gpu, out[idx] or 0) if not (low_zero and idx == gpus[0]) else out[idx]
+    if low_zero:  # card 0 keeps only what the others cannot hold
+        others = sum(out[i] or 0 for i in gpus[1:])
+        out[gpus[0]] = min(max(0, total - others), out[gpus[0]] or 0)
+    return out
+
+
+def _unit(item: tuple[str, int, int, list]) -> int:
+    """The largest module of an item that would not be split (the item itself when it has no parts)."""
+    _key, _layer, size, parts = item
+    return max((_unit(part) for part in parts), default=0) if parts else size
+
+
+def accelerate_map(
+    embedding: int, layers: Sequence[int], norm: int, lm_head: int, tied: bool, caps: Cap
+) -> ModuleMap:
+    """infer_auto_device_map over `model` (embed_tokens, layers, norm) and `lm_head`, in that order."""
+    body = [("embedding", -1, embedding, []), *(("layer", il, size, []) for il, size in enumerate(layers))]
+    body.append(("norm", -1, norm, []))
+    items: list[tuple[str, int, int, list]] = [("model", -1, embedding + sum(layers) + norm, body)]
+    if not tied:
+        items.append(("lm_head", -1, lm_head, []))
+    gpus = sorted(key for key in caps if isinstance(key, int))
+    order: list[int | str] = [*gpus, "cpu", "disk"]
+    main = {order[0], "cpu"}
+    used = dict.fromkeys(order, 0)
+    found: dict[tuple[str, int], int | None] = {}
+    current = 0
+    while items:
+        item = items.pop(0)
+        _key, _layer, size, parts = item
+        device = order[current]
+        cap = caps.get(device) if device != "disk" else None
+        reserve = max((_unit(other) for other in items), default=0) if device in main else 0
+        if cap is None or used[device] + size <= cap - reserve:
+            used[device] += size
+            place = device if isinstance(device, int) else None
+            for part in parts or [item]:
+                found[(part[0], part[1])] = place
+            continue
+        if parts:  # too big for this card: place its modules one by one
+            items = parts + items
+            continue
+        current += 1  # a module that is not split: on to the next device
+        items.insert(0, item)
+    embedding_at = found[("embedding", -1)]
+    return ModuleMap(
+        embedding=embedding_at,
+        layers=tuple(found[("layer", il)] for il in range(len(layers))),
+        norm=found[("norm", -1)],
+        lm_head=embedding_at if tied else found[("lm_head", -1)],
+    )
 
 
 # --- the wizard: moving the split off a full card ----------------------------------------------------------

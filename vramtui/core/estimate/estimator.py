@@ -90,6 +90,10 @@ class Settings:
     main_gpu: int = 0
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    # transformers: accelerate's device map (auto, balanced, balanced_low_0, sequential; cpu, cuda:N) and its
+    # per-device caps (0=20GiB,1=46GiB,cpu=64GiB), the runner's --device-map / --max-memory
+    device_map: str | None = None
+    max_memory: str | None = None
 
     def __post_init__(self) -> None:
         self.backend = get_backend(self.backend).name
@@ -213,7 +217,10 @@ class Settings:
         except ValueError as error:
             raise VramtuiError(f"tensor_split: {error}") from None
         mode = params.get("split_mode")
+        device_map, max_memory = params.get("device_map"), params.get("max_memory")
         return cls(
+            device_map=str(device_map).strip() if device_map not in (None, "") else None,
+            max_memory=str(max_memory).strip() if max_memory not in (None, "") else None,
             **text,
             gpu_layers_draft=as_int("gpu_layers_draft"),
             device_draft=str(params["device_draft"]) if params.get("device_draft") else None,

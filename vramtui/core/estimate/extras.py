@@ -327,15 +327,44 @@ def _lora_llama_cpp(info: ModelInfo, settings: Settings, est: Estimate) -> list[
     return out
 
 
+def vllm_lora_layer_bytes(info: ModelInfo, rank: int, tp: int = 1, dtype_bytes: int = 2) -> int:
+    """One adapter slot's A and B in one decoder layer on one tensor-parallel rank (vLLM's lora/layers):
+    a column-parallel layer (the merged qkv_proj: 3 slices, gate_up_proj: 2) keeps every slice's A whole
+    (rank x hidden) and its B's rows for this rank's outputs; a row-parallel one (o_proj, down_proj) keeps
+    A's columns for this rank's inputs and B whole (hidden x rank)."""
+    from vramtui.core.estimate.devices import kv_heads_per_rank
+
+    h, tp = info.hidden, max(1, tp)
+    q = info.n_heads * info.head_dim_k // tp
+    kept = kv_heads_per_rank(info.n_kv_heads, tp) if info.n_kv_heads else 0
+    kv = kept * (info.head_dim_k + info.head_dim_v)
+    ff = (info.intermediate or 4 * h) // tp
+    lora_a = 3 * h + q + 2 * h + ff  # qkv, o, gate_up, down
+    lora_b = (q + kv) + h + 2 * ff + h
+    return rank * (lora_a + lora_b) * dtype_bytes
+
+
 def vllm_lora_bytes(info: ModelInfo, max_loras: int, rank: int, dtype_bytes: int = 2) -> int:
-    """vLLM's preallocated LoRA slots: A (rank x in) and B (out x rank) per LoRA-able linear layer
-    (qkv, o, gate_up, down) of every layer, for each of max_loras adapters, in the model's dtype."""
-    h = info.hidden
-    q = info.n_heads * info.head_dim_k
-    kv = info.n_kv_heads * (info.head_dim_k + info.head_dim_v)
-    ff = info.intermediate or 4 * h
-    per_layer = (h + q + kv) + (q + h) + (h + 2 * ff) + (ff + h)  # in + out of each linear layer
-    return max_loras * rank * per_layer * info.n_layers * dtype_bytes
+    """vLLM's preallocated LoRA slots on one GPU: every layer's A and B for each of max_loras adapters."""
+    return max_loras * vllm_lora_layer_bytes(info, rank, 1, dtype_bytes) * info.n_layers
+
+
+def _lora_slots(info: ModelInfo, settings: Settings) -> dict[str, Any]:
+    """vLLM's --max-loras slots: on one GPU, or each tensor-parallel rank's shard of its stage's layers."""
+    from vramtui.core.estimate.devices import pp_layer_counts
+
+    rank = settings.max_lora_rank or 16  # vLLM's default max_lora_rank
+    loras = settings.max_loras or 0
+    tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
+    bill = MemoryBill()
+    if tp * pp > 1:
+        per_layer = vllm_lora_layer_bytes(info, rank, tp)
+        for stage, count in enumerate(pp_layer_counts(max(1, info.n_layers), pp)):
+            for tp_rank in range(tp):
+                bill.add(stage * tp + tp_rank, "weights", loras * per_layer * count)
+    else:
+        bill.add(0, "weights", vllm_lora_bytes(info, loras, rank))
+    return _entry("lora_slots", "LoRA slots (--max-loras)", bill, max_loras=loras, rank=rank)
 
 
 def _mtp(info: ModelInfo, settings: Settings, est: Estimate, count: int) -> dict[str, Any] | None:
@@ -385,12 +414,7 @@ def collect(info: ModelInfo, settings: Settings, est: Estimate, flash: bool) -> 
     if settings.lora:
         found.extend(_lora_llama_cpp(info, settings, est))
     if settings.max_loras:
-        bill = MemoryBill()
-        rank = settings.max_lora_rank or 16  # vLLM's default max_lora_rank
-        bill.add(0, "weights", vllm_lora_bytes(info, settings.max_loras, rank))
-        found.append(
-            _entry("lora_slots", "LoRA slots (--max-loras)", bill, max_loras=settings.max_loras, rank=rank)
-        )
+        found.append(_lora_slots(info, settings))
     if settings.cache_ram is not None and memory.offloads_tensors:
         found.append(_cache_ram(settings, est))
     count = mtp_layers(info) if settings.mtp else 0

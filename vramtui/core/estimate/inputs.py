@@ -55,6 +55,8 @@ FLAGS: dict[str, str] = {
     "main_gpu": "--main-gpu",
     "tensor_parallel_size": "--tensor-parallel-size",
     "pipeline_parallel_size": "--pipeline-parallel-size",
+    "device_map": "--device-map",
+    "max_memory": "--max-memory",
     "safety": "--safety",
     "params": "--params",
     "layers": "--layers",
@@ -163,6 +165,24 @@ def parse_split_mode(text: str) -> str:
     return mode
 
 
+def parse_device_map(text: str) -> str:
+    """transformers' device_map: auto, balanced, balanced_low_0, sequential, or one card (cuda:N)."""
+    from vramtui.core.estimate.devices import DEVICE_MAPS
+
+    value = text.strip().lower()
+    if value not in DEVICE_MAPS and not value.removeprefix("cuda:").isdigit() and value != "cuda":
+        raise ValueError(f"use {', '.join(DEVICE_MAPS)} or cuda:N, not {text!r}")
+    return value
+
+
+def parse_max_memory(text: str) -> str:
+    """transformers' max_memory as the runner takes it (0=20GiB,1=46GiB,cpu=64GiB), checked, kept as typed."""
+    from vramtui.core.estimate.devices import parse_max_memory as caps
+
+    caps(text)
+    return text.strip()
+
+
 def _tensor_split(text: str) -> tuple[float, ...]:
     from vramtui.core.estimate.devices import parse_split
 
@@ -262,6 +282,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "main_gpu": lambda text: _whole(text, 0),
     "tensor_parallel_size": _at_least_one,
     "pipeline_parallel_size": _at_least_one,
+    "device_map": parse_device_map,
+    "max_memory": parse_max_memory,
     "safety": parse_share,
     "params": parse_params,
     **{name: _at_least_one for name in SHAPE_FIELDS},
@@ -298,6 +320,7 @@ FLAG_FIELDS = (
     "mmproj", "model_draft", "gpu_layers_draft", "device_draft", "ctx_size_draft", "cache_ram", "lora",
     "max_loras", "max_lora_rank", "mtp", "cpu_moe", "n_cpu_moe", "override_tensor", "cpu_offload_gb",
     "tensor_split", "split_mode", "main_gpu", "tensor_parallel_size", "pipeline_parallel_size",
+    "device_map", "max_memory",
 )  # fmt: skip
 _SHORT_FLAGS = {"-ot": "override_tensor", "-cram": "cache_ram", "-md": "model_draft", "-ts": "tensor_split"}
 _BARE_FLAGS = frozenset({"cpu_moe", "mtp"})  # switches: present means on
@@ -348,6 +371,8 @@ def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
         main_gpu=values.get("main_gpu") or 0,
         tensor_parallel_size=values.get("tensor_parallel_size") or 1,
         pipeline_parallel_size=values.get("pipeline_parallel_size") or 1,
+        device_map=values.get("device_map"),
+        max_memory=values.get("max_memory"),
         backend=values.get("backend") or "llama.cpp",
         context=values.get("context"),
         parallel=values.get("parallel"),

@@ -209,3 +209,56 @@ def hf_weights_bytes(
         peak = n_params * 2
         notes.append(q.load_peak_note(method))
     return size, peak, notes
+
+
+@dataclass(frozen=True)
+class HfModules:
+    """A causal LM's weights by the modules transformers builds, as accelerate's device map places them:
+    model.embed_tokens, each model.layers.i (kept whole: no_split_module_classes), model.norm, lm_head
+    (0 when tied: the embedding's weight, not counted twice)."""
+
+    embedding: int
+    layers: tuple[int, ...]
+    norm: int
+    lm_head: int
+    bitsandbytes: bool = False  # quantized at load by bitsandbytes (its quantizer caps each device at 90%)
+
+    @property
+    def total(self) -> int:
+        return self.embedding + sum(self.layers) + self.norm + self.lm_head
+
+
+def hf_module_bytes(info: ModelInfo, quant: str | None, total: int) -> HfModules:
+    """Each module's bytes, tensor group by tensor group as `hf_weights_bytes` sizes them, the layers
+    scaled so that the modules add up to `total` (what the shapes do not lay out, a hybrid's mixers or a
+    file's exact size, is in the layers)."""
+    wanted = q.normalize_quant(quant) if quant else None
+    method = wanted or info.quant
+    spec = None
+    if method and (q.is_hf_quant(method) or method in q.EXPERTS_ONLY):
+        spec = _spec_for(info, method, wanted)
+    width = dtype_bytes(info.dtype if info.dtype in ("f32", "f16", "bf16") else "bf16")
+    if method in ("f16", "bf16", "f32"):
+        width = dtype_bytes(method)
+    layers = [0] * info.n_layers
+    embedding = norm = lm_head = 0
+    for group in tensor_groups(info):
+        if spec is not None and _is_quantized(spec, group):
+            size = hfquant.matrix_bytes(spec, group.rows, group.cols) * group.count
+        elif spec is None and method and method not in ("f16", "bf16", "f32"):
+            size = int(group.n_elements * q.bits_per_weight(method) / 8)  # a GGUF type: all at that width
+        else:
+            size = group.n_elements * width
+        if group.layer >= 0:
+            layers[group.layer] += size
+        elif group.kind == "token_embd":
+            embedding = size
+        elif group.kind == "output":
+            lm_head = size
+        else:
+            norm += size
+    body = max(0, total - embedding - norm - lm_head)
+    planned = sum(layers)
+    scaled = tuple(int(size * body / planned) for size in layers) if planned else tuple(layers)
+    bnb = spec is not None and spec.method == "bitsandbytes"
+    return HfModules(embedding, scaled, norm, lm_head, bnb)

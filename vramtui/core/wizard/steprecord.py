@@ -20,7 +20,8 @@ from typing import Any
 
 from vramtui.core.errors import VramtuiError
 
-# The columns of a step, in the order the exports show them.
+# The columns of a step, in the order the exports show them (tokens_per_s_before: the run this step
+# changed, so a step's speed cost reads beside its own figure).
 STEP_FIELDS: tuple[str, ...] = (
     "step",
     "param",
@@ -35,6 +36,7 @@ STEP_FIELDS: tuple[str, ...] = (
     "load_time_s",
     "ttft_s",
     "tokens_per_s",
+    "tokens_per_s_before",
     "log_file",
 )
 

@@ -318,7 +318,7 @@ class LlamaCppMemory(MemoryAccounting):
     places_layers = True
     offloads_tensors = True
     engine_probe = True
-    ignores = ("tensor_parallel_size", "pipeline_parallel_size")  # vLLM's
+    ignores = ("tensor_parallel_size", "pipeline_parallel_size", "device_map", "max_memory")  # vLLM's, HF's
     mla_layout = MLA_LATENT_AND_V
 
     def default_kv_dtype(self, info: ModelInfo) -> str:

@@ -8,6 +8,8 @@ attention, the score matrices.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from vramtui.core.estimate import recurrent
 from vramtui.core.estimate.accounting import MLA_DECOMPRESSED, MemoryAccounting
 from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settings
@@ -22,17 +24,24 @@ TORCH_FRAGMENTATION = 0.10
 DEFAULT_CONTEXT = 4096
 
 
-def kv_cache_bytes(info: ModelInfo, context: int, batch: int, kv_dtype: str) -> int:
-    """The dynamic cache at the full context; sliding-window layers keep the window only."""
-    kv = 0
+def layer_kv_bytes(info: ModelInfo, context: int, batch: int, kv_dtype: str) -> list[int]:
+    """Each layer's dynamic cache at the full context; sliding-window layers keep the window only."""
+    found = []
     for layer in range(info.n_layers):
         window = info.sliding_window if is_swa(info, layer) else None
         tokens = min(context, window) if window else context
-        kv += tokens * batch * kv_layer_bytes(info, layer, kv_dtype, MLA_DECOMPRESSED)
-    return kv
+        found.append(tokens * batch * kv_layer_bytes(info, layer, kv_dtype, MLA_DECOMPRESSED))
+    return found
 
 
-def prefill_activations(info: ModelInfo, settings: Settings, context: int, batch: int) -> int:
+def kv_cache_bytes(info: ModelInfo, context: int, batch: int, kv_dtype: str) -> int:
+    """The dynamic cache at the full context; sliding-window layers keep the window only."""
+    return sum(layer_kv_bytes(info, context, batch, kv_dtype))
+
+
+def prefill_parts(info: ModelInfo, settings: Settings, context: int, batch: int) -> tuple[int, int]:
+    """(the logits of the last positions, on lm_head's device; the work of a layer, on each device that runs
+    layers: the MLP of every token and, with eager attention, the score matrices)."""
     act = dtype_bytes(info.dtype if info.dtype != "fp8" else "bf16")
     # generate() passes logits_to_keep=1: the prefill projects only the last position of each sequence
     # (lm_head output in the model dtype, then the fp32 copy and the processed scores generate() keeps)
@@ -42,7 +51,22 @@ def prefill_activations(info: ModelInfo, settings: Settings, context: int, batch
     scores = 0
     if settings.flash_attn is False:  # eager attention materialises heads x q x k scores (and softmax)
         scores = 2 * info.n_heads * context * context * batch * act
-    return logits + mlp + scores
+    return logits, mlp + scores
+
+
+def prefill_activations(info: ModelInfo, settings: Settings, context: int, batch: int) -> int:
+    return sum(prefill_parts(info, settings, context, batch))
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one transformers run sizes before its memory is placed."""
+
+    context: int
+    batch: int
+    kv_dtype: str
+    weights: int
+    load_peak: int | None
 
 
 class TransformersMemory(MemoryAccounting):
@@ -61,6 +85,11 @@ class TransformersMemory(MemoryAccounting):
         batch = settings.parallel or 1
         kv_dtype = self.kv_dtype(info, settings)
         weights, peak, notes = hf_weights_bytes(info, settings.quant)
+        # several cards, or one with the profile's max_memory (its caps and host RAM offload): the device map
+        if (settings.several or settings.max_memory) and settings.on_gpu:
+            from vramtui.core.backends.transformers.placement import size_device_map
+
+            return size_device_map(info, settings, Run(context, batch, kv_dtype, weights, peak), notes)
         kv = kv_cache_bytes(info, context, batch, kv_dtype)
         # a hybrid's Mamba / linear-attention layers keep a conv and SSM state per sequence instead of KV
         state = batch * recurrent.hf_state_bytes_per_sequence(

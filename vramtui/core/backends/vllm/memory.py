@@ -127,8 +127,11 @@ class VllmMemory(MemoryAccounting):
     mla_layout = MLA_LATENT
     bnb_as_nf4_dq = True
     offloads_by_size = True
-    # llama.cpp's split and tensor placement
-    ignores = ("tensor_split", "split_mode", "main_gpu", "cpu_moe", "n_cpu_moe", "override_tensor")
+    # llama.cpp's split and tensor placement; transformers' device map
+    ignores = (
+        "tensor_split", "split_mode", "main_gpu", "cpu_moe", "n_cpu_moe", "override_tensor",
+        "device_map", "max_memory",
+    )  # fmt: skip
 
     def per_sequence(self, est: Estimate) -> int:
         return est.context  # --max-model-len is per request
