@@ -135,3 +135,13 @@ def test_bnb_without_bitsandbytes_fails_with_the_library_error(tiny_hf_model: Pa
     assert result.failure_stage == "load_weights"
     log = Path(result.log_file or "").read_text()
     assert "bitsandbytes" in log.lower() and "vramtui-runner: error: loading failed" in log
+
+
+def test_a_host_only_cap_keeps_every_gpu_in_the_device_map() -> None:
+    from vramtui.runners.transformers_server import with_every_gpu
+
+    # vramtui's cpu_offload = 8 becomes --max-memory cpu=8GiB: accelerate would read the GPUs as 0 bytes
+    caps = with_every_gpu(parse_max_memory("cpu=8GiB"), [20 * 2**30, 10 * 2**30 + 5])
+    assert caps == {0: "20480MiB", 1: "10240MiB", "cpu": "8GiB"}
+    assert with_every_gpu(parse_max_memory("0=10GiB,cpu=8GiB"), [20 * 2**30]) == {0: "10GiB", "cpu": "8GiB"}
+    assert with_every_gpu({"cpu": "8GiB"}, []) == {"cpu": "8GiB"}  # no GPU: the host is all there is

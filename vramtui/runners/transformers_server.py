@@ -69,6 +69,15 @@ def parse_max_memory(text: str) -> dict[Any, str]:
     return caps
 
 
+def with_every_gpu(caps: dict[Any, str], free_bytes: list[int]) -> dict[Any, str]:
+    """A cap that names only the host (vramtui's cpu_offload: `cpu=NGiB`) also gives every GPU its free
+    memory: accelerate reads a missing GPU as 0 bytes and would load the whole model in host RAM."""
+    if any(isinstance(key, int) for key in caps) or not free_bytes:
+        return caps
+    gpus: dict[Any, str] = {index: f"{free // 2**20}MiB" for index, free in enumerate(free_bytes)}
+    return {**gpus, **caps}
+
+
 class Engine:
     """The loaded model and tokenizer, and a lock-free way to run at most N generations at once."""
 
@@ -112,7 +121,8 @@ class Engine:
         if args.device_map:
             kwargs["device_map"] = args.device_map
         if args.max_memory:
-            kwargs["max_memory"] = parse_max_memory(args.max_memory)
+            free = [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
+            kwargs["max_memory"] = with_every_gpu(parse_max_memory(args.max_memory), free)
             kwargs.setdefault("device_map", "auto")
         if args.attn_implementation:
             kwargs["attn_implementation"] = args.attn_implementation

@@ -209,11 +209,21 @@ def test_bad_device_maps_are_one_line_errors(tmp_path: Path) -> None:
         (None, "0=lots", "not a size"),
         (None, "3=10GiB", "names GPU 3"),
         ("cuda:5", None, "device_map cuda:5"),
-        (None, "cpu=4GiB", "names no GPU"),
     ):
         settings = Settings(backend="transformers", gpus=cards, device_map=device_map, max_memory=max_memory)
         with pytest.raises(VramtuiError, match=message):
             estimate(info, settings)
+
+
+def test_a_host_only_cap_keeps_the_cards_as_the_runner_does(tmp_path: Path) -> None:
+    # cpu_offload = 4 is `--max-memory cpu=4GiB`: the runner adds every GPU's free memory, so the
+    # estimate places on the cards as with no cap, and the host may take what they cannot
+    info = _info(tmp_path, **QWEN25_32B)
+    cards = (24 * GIB, 24 * GIB)
+    host_only = estimate(info, Settings(backend="transformers", gpus=cards, max_memory="cpu=4GiB"))
+    no_cap = estimate(info, Settings(backend="transformers", gpus=cards))
+    assert [d.layers for d in host_only.devices] == [d.layers for d in no_cap.devices]
+    assert sum(d.layers for d in host_only.devices) > 0
 
 
 def test_the_cli_and_the_pane_parse_the_map_alike(tmp_path: Path) -> None:

@@ -32,11 +32,10 @@ def _caps(settings: Settings, modules: HfModules, strategy: str) -> devices.Cap:
     cards = settings.cards
     if settings.max_memory:
         caps = devices.parse_max_memory(settings.max_memory)
-        if not any(isinstance(key, int) for key in caps):  # accelerate then uses no GPU at all
-            raise VramtuiError(
-                f"max_memory {settings.max_memory!r} names no GPU: accelerate would load the whole model in "
-                "host RAM; name the cards too (0=20GiB,1=20GiB,cpu=64GiB)"
-            )
+        if not any(isinstance(key, int) for key in caps):
+            # a host-only cap (cpu_offload's `cpu=NGiB`): the runner gives every GPU its free memory too
+            # (runners/transformers_server.py with_every_gpu), as accelerate would read them as 0 bytes
+            caps = {**{i: max(0, card - CUDA_CONTEXT_BYTES) for i, card in enumerate(cards)}, **caps}
         wrong = [key for key in caps if isinstance(key, int) and key >= len(cards)]
         if wrong:
             raise VramtuiError(
