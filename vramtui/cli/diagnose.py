@@ -96,8 +96,16 @@ def _json_view(diagnosis: Any) -> dict[str, Any]:
     return ordered
 
 
+def _own(key: str) -> str:
+    """A draft model's figure (draft_kv_buffer) is worded as the model's own (kv_buffer)."""
+    from vramtui.core.logs.ruletypes import DRAFT_PREFIX
+
+    return key.removeprefix(DRAFT_PREFIX)
+
+
 def render_text(diagnosis: Any, source: str) -> str:
     from vramtui.core.logs.rules import COUNT_FIGURES
+    from vramtui.core.logs.ruletypes import DRAFT_MARK
     from vramtui.core.logs.shape import DEVICE_FIGURES, SHAPE_FIGURES
     from vramtui.core.units import format_bytes
 
@@ -130,14 +138,15 @@ def render_text(diagnosis: Any, source: str) -> str:
         key: value
         for key, value in diagnosis.engine_figures.items()
         if "." not in key
-        and key not in SHAPE_FIGURES
+        and key != DRAFT_MARK
+        and _own(key) not in SHAPE_FIGURES
         and key not in DEVICE_FIGURES
         and not key.startswith("fit_breakdown")
-    }  # the model's shape, the devices and fit's breakdown have their own lines above
+    }  # the model's (and a draft's) shape, the devices and fit's breakdown have their own lines above
     if figures:
         out.append("The engine's own figures:")
         for key, value in figures.items():
-            counted = key in COUNT_FIGURES
+            counted = _own(key) in COUNT_FIGURES
             shown = f"{value:g}" if counted or isinstance(value, float) else format_bytes(value)
             out.append(f"  {key}: {shown}")
     return "\n".join(out) + "\n"
@@ -147,9 +156,16 @@ def _fit_and_shape_lines(diagnosis: Any) -> list[str]:
     from vramtui.core.logs.shape import devices_words, shape_words
 
     out = []
-    shape = shape_words(diagnosis.engine_figures)
+    from vramtui.core.logs.ruletypes import DRAFT_PREFIX
+
+    figures = diagnosis.engine_figures
+    shape = shape_words(figures)
     if shape:
         out.append(f"Model: {shape}")
+    draft = {key.removeprefix(DRAFT_PREFIX): v for key, v in figures.items() if key.startswith(DRAFT_PREFIX)}
+    draft_shape = shape_words(draft) if draft else None
+    if draft_shape:
+        out.append(f"Draft model: {draft_shape}")
     devices = devices_words(diagnosis.engine_figures)
     if devices:
         out.append(f"Devices: {devices}")

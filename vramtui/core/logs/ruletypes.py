@@ -75,6 +75,12 @@ class NoticeRule:
         object.__setattr__(self, "regex", _rx(self.pattern))
 
 
+# The figure an engine's rule sets where a second model's load begins (llama-server's speculative draft):
+# every figure after it is that model's, filed as draft_<key>, and the model's own stay as they were.
+DRAFT_MARK = "draft_model"
+DRAFT_PREFIX = "draft_"
+
+
 @dataclass(frozen=True)
 class FigureRule:
     """A number the engine printed about its own memory. Regex on the original line, case-insensitive.

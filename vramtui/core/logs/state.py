@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from vramtui.core.logs.analysis import _clip, _engine_hint, _LineInfo
 from vramtui.core.logs.rules import STAGE_INDEX, ErrorRule
+from vramtui.core.logs.ruletypes import DRAFT_MARK, DRAFT_PREFIX
 
 MAX_EVIDENCE = 10
 MAX_QUOTE = 400
@@ -253,6 +254,8 @@ class LogState:
         if info.quant_words and len(self.quant_lines) < 64:
             self.quant_lines.append(text.lower())
         for key, device, value, per_device in info.figures:
+            if DRAFT_MARK in self.figures and key != DRAFT_MARK:
+                key = DRAFT_PREFIX + key  # the draft model's buffers: the model's own figures stay
             self._add_figure(key, device, value, per_device)
         for notice in info.notices:
             # Marks are few and the verdict reads them: kept even past the warnings' limit.

@@ -12,6 +12,7 @@ import re
 
 from vramtui.core.logs.ruletypes import (
     DEVICE,
+    DRAFT_MARK,
     NUM,
     UNIT,
     ErrorRule,
@@ -988,6 +989,12 @@ FIGURES_2: tuple[FigureRule, ...] = (
     FigureRule(
         "flash_attn", "flash_attn", rf"{_FA_PREFIX}\s*=\s*(?:disabled|false)\s*$", count=True, constant=0,
         backend="llama.cpp",
+    ),
+    # llama-server loads a speculative draft model after the model ("common_speculative_init_result:
+    # loading draft model 'x.gguf'"): the buffers printed after it are the draft's (core/logs/state.py
+    # files them under draft_*), not a new load of the model.
+    FigureRule(
+        "loading draft model", DRAFT_MARK, r"loading draft model\b", count=True, constant=1, backend="llama.cpp"
     ),
     FigureRule(
         "memory.available",
