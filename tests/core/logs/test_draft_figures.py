@@ -41,3 +41,16 @@ def test_the_bill_holds_the_model_and_the_text_names_the_draft() -> None:
     text = render_text(diagnosis, str(LOG))
     assert "Draft model: 2 layers, 256 hidden" in text
     assert "draft_context: 2048\n" in text  # a count, worded as the model's own is
+
+
+def test_fits_projection_holds_both_models_and_says_so() -> None:
+    from vramtui.core.wizard.fitcompare import compare_fit
+
+    diagnosis = diagnose_file(LOG)
+    comparison = compare_fit(diagnosis.engine_figures, diagnosis.backend)
+    assert comparison is not None and comparison.with_draft
+    # fit's two Host rows (the model's, then the draft's) add up to its projection, within its MiB rounding
+    rows = [line for line in LOG.read_text().splitlines() if "memory_breakdown_print: |   - Host" in line]
+    totals = [int(line.split("|")[2].split("=")[0]) for line in rows]
+    assert len(totals) == 2 and abs(sum(totals) - comparison.projected["host"] / MIB) <= 2
+    assert any("holds the draft model too" in line for line in comparison.lines())

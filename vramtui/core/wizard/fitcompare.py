@@ -17,6 +17,7 @@ from typing import Any
 from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate.estimator import DEFAULT_DEVICE_BYTES, Settings, estimate
+from vramtui.core.logs.ruletypes import DRAFT_MARK
 from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.units import MIB
 from vramtui.core.wizard.ongpu import flash_attn_of, info_from_figures
@@ -43,6 +44,7 @@ class FitComparison:
     bill: MemoryBill | None = None  # the estimate's bill, every place
     # fit's own breakdown table, by row (CUDA0, Host, AMX ...): model / context / compute bytes
     breakdown: dict[str, dict[str, int]] = field(default_factory=dict)
+    with_draft: bool = False  # the run loaded a speculative draft: fit projected both models
 
     def delta(self, place: str) -> float | None:
         """vramtui's estimate against fit's projection, as a share of the projection (+0.05: 5% above)."""
@@ -76,6 +78,10 @@ class FitComparison:
             out.append(f"  (both for context {self.context or 'default'}, {where})")
         elif self.reason:
             out.append(f"  (no vramtui estimate: {self.reason})")
+        if self.with_draft:
+            out.append(
+                "  (fit's projection holds the draft model too; vramtui's estimate is the model's alone)"
+            )
         return out
 
     def summary(self) -> str:
@@ -173,7 +179,9 @@ def compare_fit(figures: Mapping[str, float], backend: str | None = None) -> Fit
     if not offloads:  # a log read as another engine's: llama.cpp's sizing
         name = "llama.cpp"
     on_gpu = "device" in projected
-    comparison = FitComparison(projected=projected, estimated={}, breakdown=_breakdown(figures))
+    comparison = FitComparison(
+        projected=projected, estimated={}, breakdown=_breakdown(figures), with_draft=DRAFT_MARK in figures
+    )
     missing = [words for key, words in _SHAPE_WORDS if not figures.get(key)]
     if missing:  # said here in the log's terms: info_from_figures would name the wizard's flags
         comparison.reason = f"the log does not print the model's {', '.join(missing)}"
