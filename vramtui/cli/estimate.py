@@ -83,6 +83,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="usable share of the card (default 0.8; for vLLM its gpu-memory-utilization, default 0.9)",
     )
     card.add_argument("--cpu", action="store_true", help="size a CPU-only run (what goes to host RAM)")
+    _add_modes(parser)
+
+
+def _add_modes(parser: argparse.ArgumentParser) -> None:
+    """What else to ask and how to answer: the engine's dry run, the disk's models, the grid, the JSON."""
     parser.add_argument(
         "--engine",
         action="store_true",

@@ -180,18 +180,6 @@ class Settings:
     ) -> Settings:
         """From a launch profile's shared vocabulary (context, parallel, batch, ubatch, kv_dtype, gpu_layers,
         mem_share, quant, flash_attn). Unknown keys are ignored; mem_share becomes the usable share."""
-
-        def as_int(name: str) -> int | None:
-            value = params.get(name)
-            if value is None or value == "" or str(value).strip().lower() in ("all", "auto", "max"):
-                return None
-            if name == "gpu_layers" and str(value).strip() == "-1":  # llama.cpp's "all layers"
-                return None
-            try:
-                return int(value)
-            except (TypeError, ValueError):
-                raise VramtuiError(f"{name} must be a whole number, not {value!r}") from None
-
         flash = params.get("flash_attn")
         if isinstance(flash, str):
             flash = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}.get(
@@ -206,52 +194,89 @@ class Settings:
         kv = params.get("kv_dtype")
         overrides = params.get("override_tensor") or ()
         overrides = [overrides] if isinstance(overrides, str) else list(overrides)
-        loras = params.get("lora") or ()
-        loras = [loras] if isinstance(loras, str) else list(loras)
-        text = {name: str(params[name]) if params.get(name) else None for name in ("mmproj", "model_draft")}
-        split = params.get("tensor_split")
-        if isinstance(split, list | tuple):
-            split = ",".join(str(part) for part in split)
-        try:
-            tensor_split = devices.parse_split(str(split)) if split not in (None, "") else ()
-        except ValueError as error:
-            raise VramtuiError(f"tensor_split: {error}") from None
-        mode = params.get("split_mode")
-        device_map, max_memory = params.get("device_map"), params.get("max_memory")
         return cls(
-            device_map=str(device_map).strip() if device_map not in (None, "") else None,
-            max_memory=str(max_memory).strip() if max_memory not in (None, "") else None,
-            **text,
-            gpu_layers_draft=as_int("gpu_layers_draft"),
-            device_draft=str(params["device_draft"]) if params.get("device_draft") else None,
-            ctx_size_draft=as_int("ctx_size_draft"),
-            cache_ram=as_int("cache_ram"),
-            lora=tuple(str(path) for path in loras),
-            max_loras=as_int("max_loras"),
-            max_lora_rank=as_int("max_lora_rank"),
-            mtp=str(params.get("mtp", "")).strip().lower() in ("1", "true", "on", "yes"),
-            tensor_split=tensor_split,
-            split_mode=str(mode).strip().lower() if mode not in (None, "") else None,
-            main_gpu=as_int("main_gpu") or 0,
-            tensor_parallel_size=as_int("tensor_parallel_size") or as_int("tensor_parallel") or 1,
-            pipeline_parallel_size=as_int("pipeline_parallel_size") or 1,
-            cpu_moe=str(params.get("cpu_moe", "")).strip().lower() in ("1", "true", "on", "yes"),
-            n_cpu_moe=as_int("n_cpu_moe"),
+            **_extras_params(params),
+            **_split_params(params),
+            cpu_moe=_is_on(params.get("cpu_moe")),
+            n_cpu_moe=_as_int(params, "n_cpu_moe"),
             override_tensor=tuple(str(rule) for rule in overrides),
             cpu_offload_gb=_offload_gib(params.get("cpu_offload", params.get("cpu_offload_gb"))),
             mmap=mmap_from_params(params),
             backend=backend,
-            context=as_int("context"),
-            parallel=as_int("parallel"),
-            batch=as_int("batch"),
-            ubatch=as_int("ubatch"),
+            context=_as_int(params, "context"),
+            parallel=_as_int(params, "parallel"),
+            batch=_as_int(params, "batch"),
+            ubatch=_as_int(params, "ubatch"),
             kv_dtype=str(kv) if kv not in (None, "", "auto") else None,
             flash_attn=flash if isinstance(flash, bool) else None,
-            gpu_layers=as_int("gpu_layers"),
+            gpu_layers=_as_int(params, "gpu_layers"),
             quant=str(params["quant"]) if params.get("quant") else None,
             device_bytes=parse_size(device_bytes) if device_bytes is not None else DEFAULT_DEVICE_BYTES,
             safety=safety,
         )
+
+
+def _as_int(params: Mapping[str, Any], name: str) -> int | None:
+    """A whole-number param; "all", "auto", "max" (and llama.cpp's -1 GPU layers) leave it to the engine."""
+    value = params.get(name)
+    if value is None or value == "" or str(value).strip().lower() in ("all", "auto", "max"):
+        return None
+    if name == "gpu_layers" and str(value).strip() == "-1":  # llama.cpp's "all layers"
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise VramtuiError(f"{name} must be a whole number, not {value!r}") from None
+
+
+def _is_on(value: object) -> bool:
+    return str(value if value is not None else "").strip().lower() in ("1", "true", "on", "yes")
+
+
+def _text(params: Mapping[str, Any], name: str) -> str | None:
+    value = params.get(name)
+    return str(value).strip() if value not in (None, "") else None
+
+
+def _extras_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """What rides along (extras.py): the projector, the draft, LoRA, the prompt cache, MTP."""
+    loras = params.get("lora") or ()
+    loras = [loras] if isinstance(loras, str) else list(loras)
+    return {
+        "mmproj": str(params["mmproj"]) if params.get("mmproj") else None,
+        "model_draft": str(params["model_draft"]) if params.get("model_draft") else None,
+        "gpu_layers_draft": _as_int(params, "gpu_layers_draft"),
+        "device_draft": str(params["device_draft"]) if params.get("device_draft") else None,
+        "ctx_size_draft": _as_int(params, "ctx_size_draft"),
+        "cache_ram": _as_int(params, "cache_ram"),
+        "lora": tuple(str(path) for path in loras),
+        "max_loras": _as_int(params, "max_loras"),
+        "max_lora_rank": _as_int(params, "max_lora_rank"),
+        "mtp": _is_on(params.get("mtp")),
+    }
+
+
+def _split_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Several GPUs (devices.py): llama.cpp's split, vLLM's parallel sizes, transformers' device map."""
+    split = params.get("tensor_split")
+    if isinstance(split, list | tuple):
+        split = ",".join(str(part) for part in split)
+    try:
+        tensor_split = devices.parse_split(str(split)) if split not in (None, "") else ()
+    except ValueError as error:
+        raise VramtuiError(f"tensor_split: {error}") from None
+    mode = _text(params, "split_mode")
+    return {
+        "device_map": _text(params, "device_map"),
+        "max_memory": _text(params, "max_memory"),
+        "tensor_split": tensor_split,
+        "split_mode": mode.lower() if mode else None,
+        "main_gpu": _as_int(params, "main_gpu") or 0,
+        "tensor_parallel_size": _as_int(params, "tensor_parallel_size")
+        or _as_int(params, "tensor_parallel")
+        or 1,
+        "pipeline_parallel_size": _as_int(params, "pipeline_parallel_size") or 1,
+    }
 
 
 def mmap_from_params(params: Mapping[str, Any]) -> bool:

@@ -371,6 +371,31 @@ class EstimatorPane(Pane):
             error.set_class(bool(message), "-shown")
             self.query_one(f"#est-{spec.name}", Input).set_class(bool(message), "-bad")
 
+    def _bar(self, text: Text, est: Any) -> list[tuple[str, int]]:
+        """The bill as one bar of the pane's width, the usable line marked; the parts shown."""
+        app = self.app
+        width = max(10, self.size.width - 4)
+        device = float(est.device_bytes or 1)
+        scale = max(device, float(est.total_bytes))
+        usable_col = round(est.usable_bytes / scale * width)
+        place = None if est.devices else est.place  # several GPUs: every device together, then a row each
+        shown = [(part, est.bill.get(part, place)) for part in PARTS]
+        shown = [(part, value) for part, value in shown if value or part in ("weights", "kv_cache")]
+        cells = [(round(value / scale * width), PART_COLOURS[part]) for part, value in shown]
+        column = 0
+        for count, variable in cells:
+            for _ in range(count):
+                if column >= width:
+                    break
+                char = "┃" if column == usable_col else "█"
+                text.append(char, style=theme_style(app, variable))
+                column += 1
+        while column < width:
+            char = "┃" if column == usable_col else "░"
+            text.append(char, style=theme_style(app, "graph-safety" if char == "┃" else "graph-empty"))
+            column += 1
+        return shown
+
     def show_result(self) -> None:
         result = self.query_one("#est-result", Static)
         app = self.app
@@ -392,26 +417,7 @@ class EstimatorPane(Pane):
 
             result.update(Text(render_table(self.table, est)))  # the pane scrolls when it is taller
             return
-        width = max(10, self.size.width - 4)
-        device = float(est.device_bytes or 1)
-        scale = max(device, float(est.total_bytes))
-        usable_col = round(est.usable_bytes / scale * width)
-        place = None if est.devices else est.place  # several GPUs: every device together, then a row each
-        shown = [(part, est.bill.get(part, place)) for part in PARTS]
-        shown = [(part, value) for part, value in shown if value or part in ("weights", "kv_cache")]
-        cells = [(round(value / scale * width), PART_COLOURS[part]) for part, value in shown]
-        column = 0
-        for count, variable in cells:
-            for _ in range(count):
-                if column >= width:
-                    break
-                char = "┃" if column == usable_col else "█"
-                text.append(char, style=theme_style(app, variable))
-                column += 1
-        while column < width:
-            char = "┃" if column == usable_col else "░"
-            text.append(char, style=theme_style(app, "graph-safety" if char == "┃" else "graph-empty"))
-            column += 1
+        shown = self._bar(text, est)
         text.append("\n")
         for part, value in shown:
             text.append("■ ", style=theme_style(app, PART_COLOURS[part]))
@@ -437,22 +443,7 @@ class EstimatorPane(Pane):
             from vramtui.core.estimate.extras import describe
 
             text.append(f"\n  + {entry['label']}: {describe(entry)}")
-        details = []
-        if getattr(est, "max_context", None):
-            details.append(f"max context {est.max_context:,}")
-        if getattr(est, "max_parallel", None):
-            details.append(f"max parallel {est.max_parallel}")
-        if getattr(est, "gpu_layers_fit", None) is not None and not est.fits:
-            details.append(f"GPU layers that fit {est.gpu_layers_fit}")
-        if getattr(est, "weights_host_bytes", 0):
-            details.append(f"weights on the host {format_bytes(est.weights_host_bytes, 1)}")
-        if getattr(est, "host_bytes_needed", None):
-            details.append(f"host RAM for the rest {format_bytes(est.host_bytes_needed, 1)}")
-        if getattr(est, "kv_bytes_per_token", None):
-            details.append(f"KV {format_bytes(est.kv_bytes_per_token, 1)}/token")
-        state = est.bill.get("recurrent_state") + est.bill.get("recurrent_state", HOST)
-        if state:  # a hybrid's Mamba / linear-attention state: per sequence, whatever the context
-            details.append(f"recurrent state {format_bytes(state // max(1, est.parallel), 1)}/sequence")
+        details = _details(est)
         if details:
             text.append("\n" + " · ".join(details), style="dim")
         if not self.gpu_present and self.value("card") == DEFAULT_CARD:
@@ -462,3 +453,24 @@ class EstimatorPane(Pane):
         for note in list(getattr(est, "notes", []) or []):
             text.append(f"\n• {note}", style="dim")
         result.update(text)
+
+
+def _details(est: Any) -> list[str]:
+    """The solvers' answers and the per-token and per-sequence figures, in one dim line."""
+    details: list[str] = []
+    if getattr(est, "max_context", None):
+        details.append(f"max context {est.max_context:,}")
+    if getattr(est, "max_parallel", None):
+        details.append(f"max parallel {est.max_parallel}")
+    if getattr(est, "gpu_layers_fit", None) is not None and not est.fits:
+        details.append(f"GPU layers that fit {est.gpu_layers_fit}")
+    if getattr(est, "weights_host_bytes", 0):
+        details.append(f"weights on the host {format_bytes(est.weights_host_bytes, 1)}")
+    if getattr(est, "host_bytes_needed", None):
+        details.append(f"host RAM for the rest {format_bytes(est.host_bytes_needed, 1)}")
+    if getattr(est, "kv_bytes_per_token", None):
+        details.append(f"KV {format_bytes(est.kv_bytes_per_token, 1)}/token")
+    state = est.bill.get("recurrent_state") + est.bill.get("recurrent_state", HOST)
+    if state:  # a hybrid's Mamba / linear-attention state: per sequence, whatever the context
+        details.append(f"recurrent state {format_bytes(state // max(1, est.parallel), 1)}/sequence")
+    return details
