@@ -103,6 +103,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def log_until_listening(binary: Path, args: list[str], timeout_s: float = 120.0) -> str:
+    """Start llama-server (verbosity 4: its buffers), read its log until it listens or exits, stop it."""
+    argv = [str(binary), "--host", "127.0.0.1", "--port", str(free_port()), "-lv", "4", *args]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if "listening on http://" in line or time.monotonic() > deadline:
+                break
+    finally:
+        proc.kill()  # the log is read: no graceful shutdown to wait for (SIGTERM can take 30 s here)
+        proc.communicate()
+    return "".join(lines)
+
+
 def command(
     binary: Path, scenario: Scenario, model: Path, port: int, verbose: tuple[str, ...] = ()
 ) -> list[str]:

@@ -8,12 +8,10 @@ this machine): every buffer is host RAM, which is where the estimate puts them f
 from __future__ import annotations
 
 import re
-import socket
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from llama_server_capture import log_until_listening
 
 from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 from vramtui.core.demo.tinymmproj import TinyProjectorSpec, write_tiny_mmproj
@@ -29,34 +27,6 @@ PROJECTORS = {
     "wide": TinyProjectorSpec(image_size=448, n_embd=256, n_ff=1024, n_head=4),
     "deep": TinyProjectorSpec(image_size=336, n_embd=192, n_ff=768, n_head=6, n_layer=3),
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _run_until_listening(binary: Path, args: list[str], timeout_s: float = 120.0) -> str:
-    """Start llama-server, wait for it to listen (or exit), stop it; its whole log."""
-    cmd = [str(binary), "--host", "127.0.0.1", "--port", str(_free_port()), "-lv", "4", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout_s
-    assert proc.stdout is not None
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            if "listening on http://" in line or time.monotonic() > deadline:
-                break
-    finally:
-        proc.terminate()
-        try:  # keep reading: a server blocked on a full pipe never gets to exit
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-    return "".join(lines)
 
 
 def _mib(pattern: str, text: str) -> list[float]:
@@ -84,7 +54,7 @@ def _extra(est, name: str) -> dict:
 def test_projector_weights_and_compute_match_llama_server(
     llama_server_bin: Path, models: dict[str, Path], shape: str, flash: str
 ) -> None:
-    log = _run_until_listening(
+    log = log_until_listening(
         llama_server_bin,
         ["-m", str(models["model"]), "--mmproj", str(models[shape]), "-c", "2048", "-fa", flash],
     )
@@ -100,7 +70,7 @@ def test_projector_weights_and_compute_match_llama_server(
 
 
 def test_draft_weights_and_kv_match_llama_server(llama_server_bin: Path, models: dict[str, Path]) -> None:
-    log = _run_until_listening(
+    log = log_until_listening(
         llama_server_bin, ["-m", str(models["model"]), "--model-draft", str(models["draft"]), "-c", "2048"]
     )
     assert "loading draft model" in log, log[-2000:]

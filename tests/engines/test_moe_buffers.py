@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from llama_server_capture import log_until_listening
 
 from vramtui.core.demo.tinygguf import TinyMoESpec, write_tiny_moe_gguf
 from vramtui.core.estimate.estimator import Settings, estimate
@@ -59,27 +58,8 @@ def close(estimated: int, shown: float, share: float) -> bool:
     return abs(estimated / MIB - shown) <= share * shown + 0.005
 
 
-def _llama_server_log(binary: Path, model: Path, args: list[str], timeout_s: float = 120.0) -> str:
-    """Start llama-server on the model, wait for it to listen (or exit), stop it; its whole log."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    cmd = [str(binary), "--host", "127.0.0.1", "--port", str(port), "-lv", "4", "-m", str(model)]
-    proc = subprocess.Popen(
-        [*cmd, "-c", str(CONTEXT), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout_s
-    assert proc.stdout is not None
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            if "listening on http://" in line or time.monotonic() > deadline:
-                break
-    finally:
-        proc.kill()  # the log is read: no graceful shutdown to wait for (SIGTERM can take 30 s here)
-        proc.communicate()
-    return "".join(lines)
+def _llama_server_log(binary: Path, model: Path, args: list[str]) -> str:
+    return log_until_listening(binary, ["-m", str(model), "-c", str(CONTEXT), *args])
 
 
 @pytest.mark.parametrize("offload", sorted(OFFLOADS))
