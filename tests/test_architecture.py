@@ -101,6 +101,43 @@ def test_no_backend_name_is_compared_outside_core_backends() -> None:
     assert offenders == []
 
 
+def _engine_imports(path: Path) -> list[str]:
+    """The engine packages (vramtui.core.backends.<family>) a module imports, at any depth of the file."""
+    families = {child.name for child in (PACKAGE / "core" / "backends").iterdir() if child.is_dir()}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[:3] == ["vramtui", "core", "backends"] and len(parts) > 3 and parts[3] in families:
+                found.append(".".join(parts[:4]))
+    return sorted(set(found))
+
+
+def test_the_mechanisms_never_import_an_engine() -> None:
+    """core/logs and core/estimate take each engine's wording and accounting from the registry
+    (vramtui.core.backends), which is the one place that names every engine."""
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for folder in ("logs", "estimate")
+        for path in sorted((PACKAGE / "core" / folder).rglob("*.py"))
+        for name in _engine_imports(path)
+    ]
+    assert offenders == []
+
+
+def test_the_engine_import_check_sees_one(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from vramtui.core.backends.vllm import memory\nfrom vramtui.core.backends import get_backend\n"
+    )
+    assert _engine_imports(module) == ["vramtui.core.backends.vllm"]
+
+
 def test_units_of_one_concern() -> None:
     """No function over 100 lines and no class over 450 (the aim is 80 and 400)."""
     too_long = []

@@ -11,6 +11,8 @@ package compares a backend's name: callers hold a `Backend` and ask it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from vramtui.core.backends.base import (
     PARAMS,
     Backend,
@@ -26,6 +28,7 @@ from vramtui.core.backends.llama_cpp import GGML_TYPES, LLAMA_CPP, LLAMA_CPP_PYT
 from vramtui.core.backends.transformers import TRANSFORMERS
 from vramtui.core.backends.vllm import VLLM
 from vramtui.core.errors import VramtuiError
+from vramtui.core.logs.ruletypes import EngineLog
 
 __all__ = [
     "BACKENDS",
@@ -37,10 +40,13 @@ __all__ = [
     "TRANSFORMERS",
     "VLLM",
     "Backend",
+    "EngineLog",
     "Launch",
     "Rung",
     "Translation",
     "Translator",
+    "engine_logs",
+    "engine_memory",
     "get_backend",
     "kv_dtype_name",
     "switch",
@@ -49,6 +55,28 @@ __all__ = [
 
 # Registry order: the order `--help` and error messages list them in.
 BACKENDS: dict[str, Backend] = {b.name: b for b in (LLAMA_CPP, LLAMA_CPP_PYTHON, VLLM, TRANSFORMERS, OLLAMA)}
+
+
+def engine_logs() -> tuple[EngineLog, ...]:
+    """Every engine family's log wording, the log-only engines (SGLang, TGI) included: the one place that
+    names them all. vramtui.core.logs splices them into its tables and never imports an engine itself."""
+    from vramtui.core.backends.llama_cpp import log as llama_cpp
+    from vramtui.core.backends.sglang import log as sglang
+    from vramtui.core.backends.tgi import log as tgi
+    from vramtui.core.backends.transformers import log as transformers
+    from vramtui.core.backends.vllm import log as vllm
+
+    return (llama_cpp.LOG, vllm.LOG, transformers.LOG, sglang.LOG, tgi.LOG)
+
+
+def engine_memory() -> dict[str, Any]:
+    """Every launchable engine's memory accounting (its family's memory.py), by backend name: what
+    vramtui.core.estimate sizes with. Imported when first asked (each builds on core/estimate)."""
+    from vramtui.core.backends.llama_cpp import memory as llama_cpp
+    from vramtui.core.backends.transformers import memory as transformers
+    from vramtui.core.backends.vllm import memory as vllm
+
+    return {**llama_cpp.MEMORY, **vllm.MEMORY, **transformers.MEMORY}
 
 
 def get_backend(name: str | Backend) -> Backend:

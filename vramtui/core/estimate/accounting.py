@@ -87,12 +87,10 @@ class MemoryAccounting:
 
 @cache
 def _table() -> dict[str, MemoryAccounting]:
-    # imported here: each memory module builds on core/estimate, which reaches this table lazily
-    from vramtui.core.backends.llama_cpp import memory as llama_cpp
-    from vramtui.core.backends.transformers import memory as transformers
-    from vramtui.core.backends.vllm import memory as vllm
+    # asked of the registry here, not at import: each memory module builds on core/estimate
+    from vramtui.core.backends import engine_memory
 
-    return {**llama_cpp.MEMORY, **vllm.MEMORY, **transformers.MEMORY}
+    return engine_memory()
 
 
 def accounting_for(backend: str) -> MemoryAccounting:

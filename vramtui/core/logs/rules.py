@@ -23,11 +23,7 @@ from __future__ import annotations
 
 import re
 
-from vramtui.core.backends.llama_cpp import log as llama_cpp
-from vramtui.core.backends.sglang import log as sglang
-from vramtui.core.backends.tgi import log as tgi
-from vramtui.core.backends.transformers import log as transformers
-from vramtui.core.backends.vllm import log as vllm
+from vramtui.core.backends import engine_logs
 from vramtui.core.logs.ruletypes import (  # noqa: F401  (re-exported: callers and tests name them here)
     DEVICE,
     NUM,
@@ -36,26 +32,27 @@ from vramtui.core.logs.ruletypes import (  # noqa: F401  (re-exported: callers a
     FigureRule,
     LogProfile,
     NoticeRule,
+    ProgressRule,
     Say,
     StageRule,
 )
 from vramtui.core.logs.stages import FAILURES, STAGE_INDEX, STAGES  # noqa: F401  (re-exported)
 
-# Backend names the diagnosis reports; the first five are the ones in vramtui.core.backends.
-BACKEND_NAMES: tuple[str, ...] = (
-    "llama.cpp",
-    "llama-cpp-python",
-    "vllm",
-    "transformers",
-    "ollama",
-    "tgi",
-    "sglang",
-)
+# Every engine's wording, from the registry (the one place that names them all).
+ENGINES = engine_logs()
+
+
+def _engines(table: str, slot: str) -> tuple:
+    """Every engine's rules for one slot of one table, in registry order."""
+    return tuple(rule for engine in ENGINES for rule in engine.slot(table, slot))
+
+
 # What the diagnosis asks of each engine beyond its rules (see LogProfile), by the name it reports.
 LOG_PROFILES: dict[str, LogProfile] = {
-    profile.name: profile
-    for profile in (*llama_cpp.PROFILES, vllm.PROFILE, transformers.PROFILE, tgi.PROFILE, sglang.PROFILE)
+    profile.name: profile for engine in ENGINES for profile in engine.profiles
 }
+# Backend names the diagnosis reports.
+BACKEND_NAMES: tuple[str, ...] = tuple(LOG_PROFILES)
 # Which corpus family a backend belongs to (llama-cpp-python prints llama.cpp's own log).
 FAMILY: dict[str, str] = {name: p.prints_log_of for name, p in LOG_PROFILES.items() if p.prints_log_of}
 
@@ -64,18 +61,7 @@ FAMILY: dict[str, str] = {name: p.prints_log_of for name, p in LOG_PROFILES.item
 # Stages. A line takes the furthest stage among the rules it matches ("GPU KV cache usage" inside
 # vLLM's serving stats line is still serving).
 # ---------------------------------------------------------------------------------------------
-STAGE_RULES: tuple[StageRule, ...] = (
-    *llama_cpp.STAGE_RULES_1,
-    *tgi.STAGE_RULES_1,
-    *llama_cpp.STAGE_RULES_2,
-    *transformers.STAGE_RULES_1,
-    *vllm.STAGE_RULES_1,
-    *transformers.STAGE_RULES_2,
-    *sglang.STAGE_RULES_1,
-    *vllm.STAGE_RULES_2,
-    *tgi.STAGE_RULES_2,
-    *sglang.STAGE_RULES_2,
-)
+STAGE_RULES: tuple[StageRule, ...] = (*_engines("stages", "first"), *_engines("stages", "second"))
 
 # ---------------------------------------------------------------------------------------------
 # Errors: most specific first; the first rule that matches a line decides its cause.
@@ -97,10 +83,9 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     # Filed under "code" and "status", not "137": a digit word would make every 3-digit number special.
     ErrorRule("code 137", "host_killed", "host_oom_killed", r"exit(?:ed)? (?:with )?code 137\b"),
     ErrorRule("status 137", "host_killed", "host_oom_killed", r"exit(?:ed)? (?:with )?status 137\b"),
-    *tgi.HOST_OOM_ERRORS,
+    *_engines("errors", "host_oom"),
     # --- device memory ---
-    *tgi.DEVICE_OOM_ERRORS,
-    *vllm.DEVICE_OOM_ERRORS,
+    *_engines("errors", "device_oom.share"),
     ErrorRule(
         "out of memory",
         "cuda_oom",
@@ -113,22 +98,12 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("hiperroroutofmemory", "cuda_oom", "cuda_oom"),
     ErrorRule("cublas_status_alloc_failed", "cuda_oom", "cuda_oom"),
     ErrorRule("erroroutofdevicememory", "cuda_oom", "cuda_oom"),
-    *tgi.DEVICE_OOM_ERRORS_2,
-    *llama_cpp.DEVICE_OOM_ERRORS,
-    *tgi.DEVICE_OOM_ERRORS_3,
+    *_engines("errors", "device_oom"),
     # --- vLLM / SGLang: the KV cache has no room left ---
-    *vllm.KV_CACHE_ERRORS,
+    *_engines("errors", "kv_cache"),
     ErrorRule("insufficient memory for kv cache", "kv_too_small", "kv_cache_too_small", stage="kv_cache"),
-    *vllm.KV_CACHE_ERRORS_2,
-    *sglang.KV_CACHE_ERRORS,
-    *vllm.KV_CACHE_ERRORS_3,
-    *sglang.KV_CACHE_ERRORS_2,
     # --- requests longer than the context ---
-    *llama_cpp.CONTEXT_ERRORS,
-    *vllm.CONTEXT_ERRORS,
-    *sglang.CONTEXT_ERRORS,
-    *vllm.CONTEXT_ERRORS_2,
-    *tgi.CONTEXT_ERRORS,
+    *_engines("errors", "context"),
     ErrorRule(
         "context length",
         "context_too_long",
@@ -137,8 +112,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         stage="inference",
     ),
     # --- file formats and quantizations the build cannot read ---
-    *llama_cpp.FORMAT_ERRORS,
-    *vllm.FORMAT_ERRORS,
+    *_engines("errors", "format"),
     ErrorRule("unknown quantization", "quant_unsupported", "unsupported_quant", stage="load_weights"),
     ErrorRule(
         "quantization",
@@ -147,23 +121,14 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         r"(?:unsupported|does not support) (?:this )?quantization|quantization .*(?:is not supported|not supported yet)",
         stage="load_weights",
     ),
-    *transformers.FORMAT_ERRORS,
+    *_engines("errors", "format.after"),
     # --- architectures the engine does not know ---
-    *tgi.ARCH_ERRORS,
-    *vllm.ARCH_ERRORS,
-    *llama_cpp.ARCH_ERRORS,
-    *transformers.ARCH_ERRORS,
-    *vllm.ARCH_ERRORS_2,
-    *llama_cpp.ARCH_ERRORS_2,
+    *_engines("errors", "arch"),
     # --- weights that do not fit the model's shape ---
-    *llama_cpp.SHAPE_ERRORS,
-    *transformers.SHAPE_ERRORS,
+    *_engines("errors", "shape"),
     ErrorRule("shape mismatch", "shape_mismatch", "shape_mismatch", stage="load_weights"),
-    *transformers.SHAPE_ERRORS_2,
-    *vllm.SHAPE_ERRORS,
     # --- data types the GPU or the build cannot run ---
-    *vllm.DTYPE_ERRORS,
-    *transformers.DTYPE_ERRORS,
+    *_engines("errors", "dtype"),
     ErrorRule("does not support bf16", "bf16_unsupported", "dtype_unsupported"),
     ErrorRule("bf16 is not supported", "bf16_unsupported", "dtype_unsupported"),
     ErrorRule(
@@ -180,22 +145,18 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("not enough free disk space", "disk_full", "disk_full", stage="download"),
     # --- the hub: a gated repository, then "not found" (which the hub also answers, with 401, for a
     # private repository and no token: the advice says so), then other refusals ---
-    *transformers.HUB_ERRORS,
-    *llama_cpp.HUB_ERRORS,
+    *_engines("errors", "hub"),
     # --- files that are not there ---
-    *vllm.MISSING_ERRORS,
-    *llama_cpp.MISSING_ERRORS,
-    *transformers.MISSING_ERRORS,
+    *_engines("errors", "missing"),
     ErrorRule("404 client error", "not_found_remote", "file_missing", stage="download"),
-    *llama_cpp.MISSING_ERRORS_2,
+    *_engines("errors", "missing.after"),
     ErrorRule("no such file or directory", "not_found_local", "file_missing"),
     ErrorRule("filenotfounderror", "not_found_local", "file_missing"),
     # --- tokenizer files (transformers' PreTrainedTokenizerFast and AutoTokenizer wording) ---
-    *transformers.TOKENIZER_ERRORS,
+    *_engines("errors", "tokenizer"),
     # --- network ---
-    *transformers.NETWORK_ERRORS,
+    *_engines("errors", "network"),
     ErrorRule("max retries exceeded", "network", "network", stage="download"),
-    *llama_cpp.NETWORK_ERRORS,
     ErrorRule("connection timed out", "network", "network"),
     ErrorRule("i/o timeout", "network", "network", stage="download"),
     ErrorRule("tls handshake timeout", "network", "network", stage="download"),
@@ -209,34 +170,25 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("sslerror", "network", "network", stage="download"),
     ErrorRule("httpsconnectionpool", "network", "network", stage="download"),
     # --- broken or wrong files (reported as "other" with their own advice) ---
-    *llama_cpp.BROKEN_FILE_ERRORS,
-    *transformers.BROKEN_FILE_ERRORS,
-    *tgi.BROKEN_FILE_ERRORS,
-    *transformers.BROKEN_FILE_ERRORS_2,
+    *_engines("errors", "broken_file"),
     # --- host allocations (malloc, ggml CPU buffers, torch's CPU allocator) ---
-    *llama_cpp.HOST_ALLOC_ERRORS,
-    *transformers.HOST_ALLOC_ERRORS,
+    *_engines("errors", "host_alloc"),
     ErrorRule("cannot allocate memory", "host_alloc", "other"),
     ErrorRule("std::bad_alloc", "host_alloc", "other"),
     # An exception line, after a saved log's time stamp at most (vramtui's run logs have one).
     ErrorRule(
         "memoryerror", "host_alloc", "other", r"^(?:\d{4}-\d\d-\d\d[t ][\d:.,]+z?\s+)?\s*memoryerror\b"
     ),
-    *llama_cpp.HOST_ALLOC_ERRORS_2,
+    *_engines("errors", "host_alloc.after"),
     # --- llama.cpp's context buffers: the device allocator's own line (CUDA0 / CPU above) comes first
     # and decides; alone, a KV-cache or compute-buffer failure is the accelerator's out-of-memory
     # (llama_kv_cache_init / llama_kv_cache_unified / graph_reserve / llama_new_context_with_model).
-    *llama_cpp.CONTEXT_BUFFER_ERRORS,
+    *_engines("errors", "context_buffer"),
     # --- generic errors: count only when nothing more specific shows up ---
-    *vllm.GENERIC_ERRORS,
-    *llama_cpp.GENERIC_ERRORS,
-    *vllm.GENERIC_ERRORS_2,
-    *sglang.GENERIC_ERRORS,
-    *llama_cpp.GENERIC_ERRORS_2,
-    *tgi.GENERIC_ERRORS,
+    *_engines("errors", "generic"),
     ErrorRule("panicked at", "panic", "other", strong=False),
     ErrorRule("panic:", "panic", "other", r"^\s*panic:", strong=False),
-    *llama_cpp.GENERIC_ERRORS_3,
+    *_engines("errors", "generic.after"),
     ErrorRule("watchdog caught collective operation timeout", "nccl_timeout", "other"),
     ErrorRule("segmentation fault", "crash", "other", strong=False),
     ErrorRule("core-dump", "crash", "other", r"result: core-dump", strong=False),  # systemd's unit status
@@ -287,12 +239,11 @@ MEMORY_HEAVY_FRAME_WORDS: tuple[str, ...] = (
 )
 
 # Lines that show the engine dealt with an earlier error itself and went on.
-RECOVERY_RULES: tuple[NoticeRule, ...] = (*llama_cpp.RECOVERIES,)
+RECOVERY_RULES: tuple[NoticeRule, ...] = tuple(rule for engine in ENGINES for rule in engine.recoveries)
 
 # Quiet failures: the run goes on, slower or bigger than the user thinks.
 NOTICE_RULES: tuple[NoticeRule, ...] = (
-    *sglang.NOTICES,
-    *llama_cpp.NOTICES,
+    *_engines("notices", "notices"),
     # kernels and attention that fell back to a slower or hungrier path
     NoticeRule(
         "falling back to",
@@ -306,26 +257,18 @@ NOTICE_RULES: tuple[NoticeRule, ...] = (
         "a kernel fell back to a slower path",
         r"(?:kernel|attention|flash|sdpa).*fall back to",
     ),
-    *transformers.NOTICES,
-    *vllm.NOTICES,
-    *llama_cpp.NOTICES_2,
-    *vllm.NOTICES_2,
-    *sglang.NOTICES_2,
     # vramtui's launcher writes this line when it stops the server itself: a kill after it is ours.
     NoticeRule("vramtui: stop", "mark", "own_stop", r"vramtui: stop(?:ped|ping) the server"),
     NoticeRule("cuda_graph_runner", "mark", "graph_capture"),  # the graph runner's frames (SGLang, vLLM V0)
     # a traceback through torch's CUDA-graph capture (its frames, when the engine's own line is cut off)
     NoticeRule("cuda/graphs.py", "mark", "graph_capture", r"torch[/\\]cuda[/\\]graphs\.py"),
-    *llama_cpp.NOTICES_3,
+    *_engines("notices", "notices.after"),
     NoticeRule(
         "compiled without gpu support",
         "cpu_fallback",
         "this build has no GPU support: everything runs on the CPU",
     ),
-    *llama_cpp.NOTICES_4,
-    *transformers.NOTICES_2,
     NoticeRule("cuda is not available", "cpu_fallback", "CUDA is not available: the model runs on the CPU"),
-    *transformers.NOTICES_3,
 )
 
 # Lines that confirm a quantization really took effect (kept to compare with a requested one).
@@ -385,18 +328,13 @@ FIGURE_RULES: tuple[FigureRule, ...] = (
         r"|--cuda-memory-fraction[= ])(?P<value>0?\.\d+|1(?:\.0+)?)\b",
         count=True,
     ),
-    *sglang.FIGURES,
+    *_engines("figures", "figures.first"),
     FigureRule(
         "vramtui: memory budget",
         "host_budget",
         rf"vramtui: memory budget {NUM}{UNIT}, enforced on the host",
     ),
-    *llama_cpp.FIGURES,
-    *llama_cpp.FIGURES_2,
-    *vllm.FIGURES,
-    *transformers.FIGURES,
-    *sglang.FIGURES_2,
-    *tgi.FIGURES,
+    *_engines("figures", "figures"),
 )
 
 # GiB-valued units: vLLM's and SGLang's "GB" are GiB (they divide by 2**30).
@@ -418,38 +356,19 @@ UNIT_BYTES: dict[str, int] = {
 # ---------------------------------------------------------------------------------------------
 # Which backend wrote the log: (anchor, backend). Scored; see diagnose.detect_backend.
 # ---------------------------------------------------------------------------------------------
-BACKEND_MARKS: tuple[tuple[str, str], ...] = (
-    *llama_cpp.MARKS,
-    *tgi.MARKS,
-    *sglang.MARKS,
-    *vllm.MARKS,
-    *sglang.MARKS_2,
-    *transformers.MARKS,
-    *vllm.MARKS_2,
-    *llama_cpp.MARKS_2,
-    *transformers.MARKS_2,
-)
+BACKEND_MARKS: tuple[tuple[str, str], ...] = tuple(mark for engine in ENGINES for mark in engine.marks)
 # When marks of several backends show up, the one that embeds the others wins.
-BACKEND_PRECEDENCE: tuple[str, ...] = (
-    "ollama",
-    "tgi",
-    "sglang",
-    "vllm",
-    "llama-cpp-python",
-    "llama.cpp",
-    "transformers",
+BACKEND_PRECEDENCE: tuple[str, ...] = tuple(
+    sorted(LOG_PROFILES, key=lambda name: -LOG_PROFILES[name].precedence)
 )
 
 # Lines that echo what a user sent, or what the model answered, when the server logs requests. The
 # echoed text is theirs, not the server's: no rule reads it, so a prompt that asks about "CUDA out of
 # memory" is not a failure. (The line's anchor, the marker where the echo starts after it: "" for right
 # after the anchor), lower case.
-ECHO_CUTS: tuple[tuple[str, str], ...] = (
-    *vllm.ECHO_CUTS,
-    *llama_cpp.ECHO_CUTS,
-    *sglang.ECHO_CUTS,
-    *llama_cpp.ECHO_CUTS_2,
-)
+ECHO_CUTS: tuple[tuple[str, str], ...] = tuple(cut for engine in ENGINES for cut in engine.echo_cuts)
+# Lines that prove how far the run got (milestones), a new load, or a deliberate stop.
+PROGRESS_RULES: tuple[ProgressRule, ...] = tuple(rule for engine in ENGINES for rule in engine.progress)
 
 # Anchors that also occur inside longer words ("ValueError", "SomeException"): checked as substrings
 # of every line. Every other anchor is looked up through one of its words (see diagnose.py).

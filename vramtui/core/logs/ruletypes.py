@@ -137,7 +137,72 @@ class LogProfile:
     # When its marks are few (under two) and these engines' many (over two), the log is theirs: one
     # "TP0]"-like mark of SGLang does not outweigh a vLLM log.
     outweighed_by: tuple[str, ...] = ()
+    # When marks of several engines show up, the one with the highest precedence wins: an engine that
+    # embeds others (Ollama runs llama.cpp, TGI and SGLang print torch's lines) outranks them.
+    precedence: int = 0
     # It ends a failed launch by SIGKILLing its own process tree: the shell's "Killed" after an error
     # is that, not the OOM killer.
     kills_own_tree: bool = False
     advice: Mapping[str, tuple[str | Say, ...]] = field(default_factory=dict)
+
+
+# The milestones a log can prove the run got past, in order, and the earliest stage a failure after each
+# can be at: an error after the weights loaded is not a load failure, one after a request was served is
+# the request's (the issue's "stage = how far the log proves the run got").
+MILESTONES: tuple[str, ...] = ("files", "weights", "cache", "listening", "served")
+MILESTONE_FLOOR: dict[str, str] = {
+    "files": "load_weights",
+    "weights": "kv_cache",
+    "cache": "kv_cache",
+    "listening": "inference",
+    "served": "inference",
+}
+
+
+@dataclass(frozen=True)
+class ProgressRule:
+    """A line that proves the run got past a milestone (MILESTONES), or that a new load began (`restart`:
+    the milestones before it no longer bound a failure after it), or that the server is being stopped on
+    purpose (`stop`: errors after it are the stop's consequences, not failures)."""
+
+    anchor: str
+    milestone: str  # one of MILESTONES, "restart" or "stop"
+    pattern: str | None = None
+    backend: str = ""
+    regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.milestone not in (*MILESTONES, "restart", "stop"):
+            raise ValueError(f"unknown milestone {self.milestone!r}")
+        object.__setattr__(self, "regex", _rx(self.pattern))
+
+
+Slots = tuple[tuple[str, tuple], ...]  # (slot, rules): where in a table an engine's rules go
+
+
+@dataclass(frozen=True, eq=False)
+class EngineLog:
+    """One engine family's wording, table by table: what vramtui.core.logs.rules splices into its tables.
+
+    The error, stage, notice and figure pieces are named by the slot of the table they go in (the slots
+    and their order are the mechanism's, in rules.py: an engine adds its words to a family of failures,
+    it does not decide precedence). The registry (vramtui.core.backends.engine_logs) hands them over.
+    """
+
+    name: str
+    profiles: tuple[LogProfile, ...]
+    stages: Slots = ()
+    errors: Slots = ()
+    notices: Slots = ()
+    recoveries: tuple[NoticeRule, ...] = ()
+    figures: Slots = ()
+    marks: tuple[tuple[str, str], ...] = ()
+    echo_cuts: tuple[tuple[str, str], ...] = ()
+    progress: tuple[ProgressRule, ...] = ()
+
+    def slot(self, table: str, name: str) -> tuple:
+        """This engine's rules for one slot of one table (empty when it has none there)."""
+        return tuple(rule for slot, rules in getattr(self, table) for rule in rules if slot == name)
+
+    def slot_names(self, table: str) -> set[str]:
+        return {slot for slot, _ in getattr(self, table)}

@@ -15,6 +15,7 @@ from vramtui.core.logs.ruletypes import (
     DRAFT_MARK,
     NUM,
     UNIT,
+    EngineLog,
     ErrorRule,
     FigureRule,
     LogProfile,
@@ -78,6 +79,7 @@ _LLAMA_ADVICE: dict[str, tuple[str | Say, ...]] = {
 # requires flash_attn").
 LLAMA_CPP = LogProfile(
     "llama.cpp",
+    precedence=20,
     reads_gguf=True,
     advice={
         **_LLAMA_ADVICE,
@@ -92,6 +94,7 @@ LLAMA_CPP = LogProfile(
 )
 LLAMA_CPP_PYTHON = LogProfile(
     "llama-cpp-python",
+    precedence=30,
     prints_log_of="llama.cpp",
     reads_gguf=True,
     advice={
@@ -106,6 +109,7 @@ LLAMA_CPP_PYTHON = LogProfile(
 )
 OLLAMA = LogProfile(
     "ollama",
+    precedence=70,
     reads_gguf=True,
     advice={
         **_LLAMA_ADVICE,
@@ -1041,4 +1045,33 @@ ECHO_CUTS: tuple[tuple[str, str], ...] = (
 ECHO_CUTS_2: tuple[tuple[str, str], ...] = (
     ('msg="chat request"', " prompt="),  # Ollama with OLLAMA_DEBUG=1
     ('msg="generate request"', " prompt="),
+)
+
+
+LOG = EngineLog(
+    "llama.cpp",
+    PROFILES,
+    stages=(("first", STAGE_RULES_1), ("second", STAGE_RULES_2)),
+    errors=(
+        ("device_oom", DEVICE_OOM_ERRORS),
+        ("context", CONTEXT_ERRORS),
+        ("format", FORMAT_ERRORS),
+        ("arch", ARCH_ERRORS + ARCH_ERRORS_2),
+        ("shape", SHAPE_ERRORS),
+        ("hub", HUB_ERRORS),
+        ("missing", MISSING_ERRORS),
+        ("missing.after", MISSING_ERRORS_2),
+        ("network", NETWORK_ERRORS),
+        ("broken_file", BROKEN_FILE_ERRORS),
+        ("host_alloc", HOST_ALLOC_ERRORS),
+        ("host_alloc.after", HOST_ALLOC_ERRORS_2),
+        ("context_buffer", CONTEXT_BUFFER_ERRORS),
+        ("generic", GENERIC_ERRORS + GENERIC_ERRORS_2),
+        ("generic.after", GENERIC_ERRORS_3),
+    ),
+    notices=(("notices", NOTICES + NOTICES_2), ("notices.after", NOTICES_3 + NOTICES_4)),
+    recoveries=RECOVERIES,
+    figures=(("figures", FIGURES + FIGURES_2),),
+    marks=MARKS + MARKS_2,
+    echo_cuts=ECHO_CUTS + ECHO_CUTS_2,
 )

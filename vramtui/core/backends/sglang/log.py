@@ -7,10 +7,19 @@ decides its cause).
 
 from __future__ import annotations
 
-from vramtui.core.logs.ruletypes import NUM, ErrorRule, FigureRule, LogProfile, NoticeRule, StageRule
+from vramtui.core.logs.ruletypes import (
+    NUM,
+    EngineLog,
+    ErrorRule,
+    FigureRule,
+    LogProfile,
+    NoticeRule,
+    StageRule,
+)
 
 PROFILE = LogProfile(
     "sglang",
+    precedence=50,
     is_torch=True,
     knobs={
         "context": "--context-length",
@@ -173,4 +182,20 @@ MARKS_2: tuple[tuple[str, str], ...] = (("is longer than the model's context len
 ECHO_CUTS: tuple[tuple[str, str], ...] = (
     ("receive: obj=", ""),  # SGLang --log-requests
     ("finish: obj=", ""),
+)
+
+
+LOG = EngineLog(
+    "sglang",
+    (PROFILE,),
+    stages=(("first", STAGE_RULES_1), ("second", STAGE_RULES_2)),
+    errors=(
+        ("kv_cache", KV_CACHE_ERRORS + KV_CACHE_ERRORS_2),
+        ("context", CONTEXT_ERRORS),
+        ("generic", GENERIC_ERRORS),
+    ),
+    notices=(("notices", NOTICES + NOTICES_2),),
+    figures=(("figures.first", FIGURES), ("figures", FIGURES_2)),
+    marks=MARKS + MARKS_2,
+    echo_cuts=ECHO_CUTS,
 )

@@ -8,10 +8,11 @@ decides its cause).
 
 from __future__ import annotations
 
-from vramtui.core.logs.ruletypes import NUM, ErrorRule, FigureRule, LogProfile, StageRule
+from vramtui.core.logs.ruletypes import NUM, EngineLog, ErrorRule, FigureRule, LogProfile, StageRule
 
 PROFILE = LogProfile(
     "tgi",
+    precedence=60,
     aliases=("text-generation-inference",),
     is_torch=True,
     knobs={
@@ -146,4 +147,22 @@ MARKS: tuple[tuple[str, str], ...] = (
     ("text_generation_router", "tgi"),
     ("text_generation_server", "tgi"),
     ("input validation error", "tgi"),
+)
+
+
+LOG = EngineLog(
+    "tgi",
+    (PROFILE,),
+    stages=(("first", STAGE_RULES_1), ("second", STAGE_RULES_2)),
+    errors=(
+        ("host_oom", HOST_OOM_ERRORS),
+        ("device_oom.share", DEVICE_OOM_ERRORS),
+        ("device_oom", DEVICE_OOM_ERRORS_2 + DEVICE_OOM_ERRORS_3),
+        ("context", CONTEXT_ERRORS),
+        ("arch", ARCH_ERRORS),
+        ("broken_file", BROKEN_FILE_ERRORS),
+        ("generic", GENERIC_ERRORS),
+    ),
+    figures=(("figures", FIGURES),),
+    marks=MARKS,
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 from vramtui.core.logs.ruletypes import (
     NUM,
     UNIT,
+    EngineLog,
     ErrorRule,
     FigureRule,
     LogProfile,
@@ -25,6 +26,7 @@ _PREQUANTIZED = (
 )
 PROFILE = LogProfile(
     "transformers",
+    precedence=10,
     is_torch=True,
     advice={
         "weights_oom": (
@@ -340,4 +342,26 @@ MARKS_2: tuple[tuple[str, str], ...] = (
     ("accelerate", "transformers"),
     ("pad_token_id", "transformers"),
     ("torch.cuda.outofmemoryerror", "transformers"),
+)
+
+
+LOG = EngineLog(
+    "transformers",
+    (PROFILE,),
+    stages=(("first", STAGE_RULES_1), ("second", STAGE_RULES_2)),
+    errors=(
+        ("format.after", FORMAT_ERRORS),
+        ("arch", ARCH_ERRORS),
+        ("shape", SHAPE_ERRORS + SHAPE_ERRORS_2),
+        ("dtype", DTYPE_ERRORS),
+        ("hub", HUB_ERRORS),
+        ("missing", MISSING_ERRORS),
+        ("tokenizer", TOKENIZER_ERRORS),
+        ("network", NETWORK_ERRORS),
+        ("broken_file", BROKEN_FILE_ERRORS + BROKEN_FILE_ERRORS_2),
+        ("host_alloc", HOST_ALLOC_ERRORS),
+    ),
+    notices=(("notices", NOTICES), ("notices.after", NOTICES_2 + NOTICES_3)),
+    figures=(("figures", FIGURES),),
+    marks=MARKS + MARKS_2,
 )

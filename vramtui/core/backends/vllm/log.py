@@ -7,10 +7,20 @@ decides its cause).
 
 from __future__ import annotations
 
-from vramtui.core.logs.ruletypes import NUM, UNIT, ErrorRule, FigureRule, LogProfile, NoticeRule, StageRule
+from vramtui.core.logs.ruletypes import (
+    NUM,
+    UNIT,
+    EngineLog,
+    ErrorRule,
+    FigureRule,
+    LogProfile,
+    NoticeRule,
+    StageRule,
+)
 
 PROFILE = LogProfile(
     "vllm",
+    precedence=40,
     is_torch=True,
     advice={
         "context_oom_extra": ("--enforce-eager skips CUDA-graph memory.",),
@@ -437,4 +447,26 @@ MARKS_2: tuple[tuple[str, str], ...] = (
 ECHO_CUTS: tuple[tuple[str, str], ...] = (
     ("received request", " prompt: "),  # vLLM --enable-log-requests: prompt: %r, params: ...
     ("generated response", " output: "),  # vLLM --enable-log-outputs
+)
+
+
+LOG = EngineLog(
+    "vllm",
+    (PROFILE,),
+    stages=(("first", STAGE_RULES_1), ("second", STAGE_RULES_2)),
+    errors=(
+        ("device_oom.share", DEVICE_OOM_ERRORS),
+        ("kv_cache", KV_CACHE_ERRORS + KV_CACHE_ERRORS_2 + KV_CACHE_ERRORS_3),
+        ("context", CONTEXT_ERRORS + CONTEXT_ERRORS_2),
+        ("format", FORMAT_ERRORS),
+        ("arch", ARCH_ERRORS + ARCH_ERRORS_2),
+        ("shape", SHAPE_ERRORS),
+        ("dtype", DTYPE_ERRORS),
+        ("missing", MISSING_ERRORS),
+        ("generic", GENERIC_ERRORS + GENERIC_ERRORS_2),
+    ),
+    notices=(("notices", NOTICES + NOTICES_2),),
+    figures=(("figures", FIGURES),),
+    marks=MARKS + MARKS_2,
+    echo_cuts=ECHO_CUTS,
 )
