@@ -14,6 +14,7 @@ from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 BUILD_LLAMA_SERVER = Path(__file__).resolve().parents[1] / "scripts" / "build_llama_server.sh"
+INSTALL_VLLM = Path(__file__).resolve().parents[1] / "scripts" / "install_vllm.sh"
 
 # Test modules whose fakes other folders' tests reuse (FakeDriver, ReplayedRuns, the TUI helpers):
 # importable whichever folder pytest is pointed at.
@@ -96,3 +97,34 @@ def llama_server_bin() -> Path:
     if os.environ.get("CI"):
         pytest.fail("no llama-server under CI: .ci/run builds it with scripts/build_llama_server.sh")
     pytest.skip("no llama-server: run scripts/build_llama_server.sh or set VRAMTUI_LLAMA_SERVER")
+
+
+def _installed_vllm() -> Path | None:
+    """Where scripts/install_vllm.sh keeps the vllm program of this version (it owns the path)."""
+    try:
+        proc = subprocess.run(
+            ["bash", INSTALL_VLLM, "--path"], capture_output=True, text=True, timeout=30, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    program = Path(proc.stdout.strip())
+    complete = program.parent.parent / ".vramtui-complete"
+    return program if program.is_file() and complete.is_file() else None
+
+
+@pytest.fixture(scope="session")
+def vllm_program() -> Path:
+    """A real vLLM (its CPU build, in its own venv): $VRAMTUI_VLLM, else scripts/install_vllm.sh's.
+
+    Skips where there is none; fails under CI, which installs it first (.ci/run)."""
+    named = os.environ.get("VRAMTUI_VLLM")
+    if named:
+        if not Path(named).is_file():
+            pytest.fail(f"VRAMTUI_VLLM={named} is not a file")
+        return Path(named)
+    installed = _installed_vllm()
+    if installed is not None:
+        return installed
+    if os.environ.get("CI"):
+        pytest.fail("no vLLM under CI: .ci/run installs it with scripts/install_vllm.sh")
+    pytest.skip("no vLLM: run scripts/install_vllm.sh or set VRAMTUI_VLLM")

@@ -21,6 +21,7 @@ below with where they came from:
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -40,11 +41,20 @@ LLAMA_SERVER_FLAGS = {
     "-fa", "--flash-attn", "-m", "--model", "--host", "--port", "-a", "--alias", "-t", "--threads",
     "-fit", "--fit", "--mmap", "--no-mmap",
 }  # fmt: skip
-VLLM_FLAGS = {
-    "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens", "--kv-cache-dtype",
-    "--gpu-memory-utilization", "--quantization", "-q", "--cpu-offload-gb", "--dtype",
-    "--served-model-name", "--enforce-eager", "--tensor-parallel-size", "--host", "--port",
-}  # fmt: skip
+VLLM_HELP = Path(__file__).resolve().parents[2] / "data" / "vllm" / "help.txt"
+
+
+def _vllm_help_flags() -> set[str]:
+    """Every flag spelling of `vllm serve --help=all` (vLLM 0.32's own printout, tests/data/vllm)."""
+    flags: set[str] = set()
+    for line in VLLM_HELP.read_text().splitlines():
+        option = re.match(r"^  (-[^ ].*?)(?:\s{2,}|$)", line)
+        if option:
+            flags.update(re.findall(r"(?<![\w-])(--?[A-Za-z0-9][\w.-]*)", option.group(1)))
+    return flags
+
+
+VLLM_FLAGS = _vllm_help_flags()
 VLLM_KV_CACHE_DTYPES = {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"}
 OLLAMA_ENV = {
     "OLLAMA_HOST",
@@ -105,7 +115,8 @@ def test_vllm_command_uses_only_real_flags_and_says_what_it_lacks() -> None:
     assert _value_after(plan.argv, "--cpu-offload-gb") == "2"
     assert _value_after(plan.argv, "--dtype") == "bfloat16"
     assert plan.argv[-1] == "--enforce-eager"  # extra_args come last, as given
-    assert plan.env == {"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"}
+    assert _value_after(plan.argv, "--attention-backend") == "FLASH_ATTN"  # VLLM_ATTENTION_BACKEND is gone
+    assert plan.env == {}
     assert plan.unsupported == ["gpu_layers"]
     assert "cpu_offload" in plan.notes[0]
 

@@ -49,7 +49,13 @@ def test_what_callers_ask_instead_of_the_name() -> None:
     assert python.default("gpu_layers") == 0 and server.default("gpu_layers") == "all"
     # Issue 14: today's llama-server defaults to -fa auto (on wherever it runs); the others to off.
     assert server.default("flash_attn") == "auto" and server.flash_attn_effective(None)
-    assert all(b.default("flash_attn") is False for b in BACKENDS.values() if b is not server)
+    # vLLM picks its attention backend itself (--attention-backend auto); the others default to off.
+    assert vllm_backend.default("flash_attn") == "auto" and not vllm_backend.flash_attn_effective(None)
+    assert all(b.default("flash_attn") is False for b in BACKENDS.values() if b not in (server, vllm_backend))
+    # vLLM sizes its batch by the device (engine/arg_utils.py get_batch_defaults): the CPU, a 24 GiB card,
+    # an 80 GiB one.
+    assert vllm_backend.default("parallel", on_cpu=True) == 128 and vllm_backend.default("batch") == 2048
+    assert vllm_backend.default("batch", 80 << 30) == 8192 and vllm_backend.default("mem_share") == 0.92
     # llama-server's own idle footprint (240 MiB of address space) is above Ollama's, below Python's.
     assert python.host_baseline_bytes > server.host_baseline_bytes > ollama.host_baseline_bytes
     assert python.keeps_all_logits and not server.keeps_all_logits

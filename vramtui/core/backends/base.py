@@ -12,6 +12,8 @@ The shared vocabulary (what a profile, the estimator, the diagnosis and the wiza
     quant        quantization the engine applies at load (vLLM --quantization, transformers bnb-4bit...)
     flash_attn   flash attention on/off
     cpu_offload  GiB of weights kept in host RAM (vLLM --cpu-offload-gb; transformers max_memory)
+    kv_cache_memory  bytes of KV cache per device, set outright (vLLM --kv-cache-memory-bytes: the share
+                 is then ignored for the KV cache; on vLLM's CPU build the usual way to size it)
     tensor_split, split_mode, main_gpu   several GPUs, llama.cpp (-ts 3,1; -sm layer|row|none; -mg N)
     tensor_parallel_size, pipeline_parallel_size   several GPUs, vLLM
 
@@ -39,6 +41,7 @@ PARAMS: tuple[str, ...] = (
     "quant",
     "flash_attn",
     "cpu_offload",
+    "kv_cache_memory",
     # Expert offload (llama.cpp): every expert tensor to the host, the experts of the first N layers,
     # or any tensor by a name pattern (`-ot PATTERN=DEVICE`, one or a list).
     "cpu_moe",
@@ -193,6 +196,11 @@ class Backend:
     parallel_auto_slots: int | None = None
     # flash_attn = "auto" turns it on wherever this engine runs (llama-server: GPUs and the CPU alike).
     flash_attn_auto_is_on: bool = False
+    # Defaults that depend on the device it runs on (vLLM sizes its batch by the card, and differs on the
+    # CPU): (device bytes or None, on the CPU) -> {param: value}, over `defaults`.
+    device_defaults: Callable[[int | None, bool], Mapping[str, object]] | None = None
+    # context = "auto": the engine picks the largest context that fits (vLLM's --max-model-len auto).
+    context_auto: bool = False
 
     def __str__(self) -> str:
         return self.name
@@ -218,8 +226,12 @@ class Backend:
         """What a user changes for `param`: the flag, else the environment variable, else None."""
         return self.flags.get(param) or self.env.get(param)
 
-    def default(self, param: str) -> object:
-        """The value `param` has when the profile says nothing."""
+    def default(self, param: str, device_bytes: int | None = None, on_cpu: bool = False) -> object:
+        """The value `param` has when the profile says nothing (on that device, where it matters)."""
+        if self.device_defaults is not None:
+            by_device = self.device_defaults(device_bytes, on_cpu)
+            if param in by_device:
+                return by_device[param]
         return self.defaults.get(param)
 
     def rungs(self, stage: str | None) -> list[Rung]:
@@ -302,6 +314,19 @@ def gib(param: str, value: object) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     return parse_size(str(value)) / GIB
+
+
+def size_bytes(param: str, value: object) -> int:
+    """A size parameter as bytes: a number with its unit ("256MiB", "1.5GiB"); a bare number is refused
+    (is 600 bytes, MiB or GiB?)."""
+    from vramtui.core.units import parse_size
+
+    if isinstance(value, bool | int | float) or str(value).strip().isdigit():
+        raise VramtuiError(f'{param} needs a unit, e.g. "256MiB" or "4GiB", not {value!r}')
+    size = parse_size(str(value))
+    if size <= 0:
+        raise VramtuiError(f"{param} must be more than 0 bytes, not {value!r}")
+    return size
 
 
 def is_all(value: object) -> bool:

@@ -286,7 +286,10 @@ class ModelServer:
         self.exit_code: int | None = None
         self.stopped_by_us = False
         self.peak_bytes = 0
+        # What the tree holds while it runs: the last sample before a stop began (a tree being torn down
+        # reads what is left of it: vLLM's API server alone after its engine and worker were killed).
         self.resident_bytes = 0
+        self._stopping = False
         # The run's own samples: the wizard's readings (core.memory.series.run_readings) come from them.
         self.samples: deque[Any] = deque(maxlen=36_000)
         self.peak_gpu_bytes: int | None = None
@@ -432,7 +435,8 @@ class ModelServer:
         with self._lock:
             if rss:  # a dying tree reads 0: keep the last figure it held
                 self.peak_bytes = max(self.peak_bytes, total)
-                self.resident_bytes = total
+                if not self._stopping:
+                    self.resident_bytes = total
             if gpu is not None:
                 self.peak_gpu_bytes = gpu if self.peak_gpu_bytes is None else max(self.peak_gpu_bytes, gpu)
         budget = self.profile.memory_budget
@@ -582,6 +586,8 @@ class ModelServer:
         """SIGTERM the group, grace, SIGKILL; then wait until its memory is released."""
         if self.proc is None:
             return
+        with self._lock:
+            self._stopping = True
         if self.proc.poll() is None:
             self.stopped_by_us = True
             # Into the run log: a kill after this line is ours, not the OOM killer's (the diagnosis reads it).

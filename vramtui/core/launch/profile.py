@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vramtui.core.backends import PARAMS, Backend, get_backend
-from vramtui.core.backends.base import gib, is_all, switch, whole
+from vramtui.core.backends.base import gib, is_all, size_bytes, switch, whole
 from vramtui.core.errors import VramtuiError
 from vramtui.core.units import MIB, parse_size
 
@@ -211,6 +211,11 @@ def check_param_value(backend: Backend, name: str, value: object) -> None:
     if name == "mtp":
         switch(value)
         return
+    if name == "kv_cache_memory":
+        size_bytes(name, value)
+        return
+    if name == "context" and backend.context_auto and str(value).strip().lower() in {"auto", "-1"}:
+        return  # the engine picks the largest context that fits
     if name == "parallel" and backend.parallel_auto_slots and str(value).strip().lower() in {"auto", "-1"}:
         return
     lowest = {"context": 0 if backend.context_zero_is_trained else 1, "parallel": 1, "batch": 1, "ubatch": 1}

@@ -1,9 +1,12 @@
 """vLLM (`vllm serve MODEL`): how it names the shared parameters, its defaults, how it launches.
 
-Flags from vllm/engine/arg_utils.py; the rungs it has are in ladder.py.
+Flags and defaults as vLLM 0.32 has them (`vllm serve --help=all`, vllm/engine/arg_utils.py; checked
+against the real parser by tests/engines/test_vllm_flags.py); the rungs it has are in ladder.py.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from vramtui.core.backends.base import (
     Backend,
@@ -13,12 +16,17 @@ from vramtui.core.backends.base import (
     gib,
     kv_dtype_name,
     no_such,
+    size_bytes,
     switch,
     whole,
 )
 from vramtui.core.backends.vllm.ladder import KV_DTYPE_ORDER, LADDER, QUANT_ORDER
+from vramtui.core.units import GIB
 
 FAMILY = "vllm"
+# --gpu-memory-utilization when unset (0.9 before 0.11). On the CPU build the same flag is the share of
+# NUMA node 0's memory the worker may take, checked against what is free at start.
+DEFAULT_SHARE = 0.92
 
 _VLLM_KV = {
     "auto": "auto",
@@ -28,16 +36,30 @@ _VLLM_KV = {
     "fp8_e4m3": "fp8_e4m3",
     "fp8_e5m2": "fp8_e5m2",
 }
+# flash_attn on/off as --attention-backend names them (VLLM_ATTENTION_BACKEND is gone since 0.11).
+_ATTENTION = {True: "FLASH_ATTN", False: "TRITON_ATTN", "auto": "auto"}
+
+
+def serve_defaults(device_bytes: int | None, on_cpu: bool, world_size: int = 1) -> dict[str, object]:
+    """`vllm serve`'s max-num-seqs and max-num-batched-tokens when unset (EngineArgs.get_batch_defaults).
+
+    V1 always chunks prefill: the profile run and every step take at most max-num-batched-tokens tokens.
+    """
+    if on_cpu:
+        return {"parallel": 128 * world_size, "batch": 2048 * world_size}
+    memory = device_bytes or 0
+    if memory >= 160 * GIB:
+        return {"parallel": 1024, "batch": 16384}
+    if memory >= 70 * GIB:  # an A100 80GB keeps the smaller batch; its name is not known here
+        return {"parallel": 1024, "batch": 8192}
+    return {"parallel": 256, "batch": 2048}
 
 
 def _translate_vllm(backend: Backend, param: str, value: object) -> Translation:
     if param == "flash_attn":
-        state = switch(value)
-        if state is True:
-            return Translation(env={"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"})
-        return no_such(
-            backend, "flash_attn=off", "vLLM picks its attention backend: set VLLM_ATTENTION_BACKEND in [env]"
-        )
+        return Translation(args=("--attention-backend", _ATTENTION[switch(value)]))
+    if param == "context" and str(value).strip().lower() in ("auto", "-1"):
+        return Translation(args=("--max-model-len", "auto"))  # the largest length that fits
     flag = backend.flags.get(param)
     if flag is None:
         why = {
@@ -57,11 +79,17 @@ def _translate_vllm(backend: Backend, param: str, value: object) -> Translation:
         return Translation(args=(flag, f"{share:g}"))
     if param == "cpu_offload":
         return Translation(args=(flag, f"{gib(param, value):g}"))
+    if param == "kv_cache_memory":
+        return Translation(args=(flag, str(size_bytes(param, value))))
     if param == "quant":
         return Translation(args=(flag, str(value)))
     if param in ("max_loras", "max_lora_rank"):  # LoRA slots exist only with --enable-lora
         return Translation(args=("--enable-lora", flag, str(whole(param, value))))
     return Translation(args=(flag, str(whole(param, value))))
+
+
+def _device_defaults(device_bytes: int | None, on_cpu: bool) -> Mapping[str, object]:
+    return serve_defaults(device_bytes, on_cpu)
 
 
 VLLM = Backend(
@@ -77,23 +105,26 @@ VLLM = Backend(
         "gpu_layers": None,  # vLLM offloads by size, not by layer: see cpu_offload
         "mem_share": "--gpu-memory-utilization",
         "quant": "--quantization",
-        "flash_attn": None,  # chosen through VLLM_ATTENTION_BACKEND
+        "flash_attn": "--attention-backend",
         "cpu_offload": "--cpu-offload-gb",
+        "kv_cache_memory": "--kv-cache-memory-bytes",
         "max_loras": "--max-loras",
         "max_lora_rank": "--max-lora-rank",
         "tensor_parallel_size": "--tensor-parallel-size",
         "pipeline_parallel_size": "--pipeline-parallel-size",
     },
-    env={"flash_attn": "VLLM_ATTENTION_BACKEND"},
-    # gpu_layers "all": every layer sits on the GPU (it has no per-layer knob).
+    # gpu_layers "all": every layer sits on the GPU (it has no per-layer knob). parallel and batch are
+    # those of a card under 70 GiB; serve_defaults has them for every device.
     defaults={
         "parallel": 256,
-        "mem_share": 0.9,
+        "mem_share": DEFAULT_SHARE,
         "kv_dtype": "auto",
         "batch": 2048,
         "gpu_layers": "all",
-        "flash_attn": False,
+        "flash_attn": "auto",
     },
+    device_defaults=_device_defaults,
+    context_auto=True,
     kv_dtypes=("auto", "fp8", "fp8_e4m3", "fp8_e5m2"),
     aliases=("vllm-serve",),
     launch=Launch(
@@ -109,7 +140,12 @@ VLLM = Backend(
             "dtype": "--dtype",
             "served_model_name": "--served-model-name",
             "tensor_parallel": "--tensor-parallel-size",
-            "enforce_eager": "--enforce-eager",
+            "block_size": "--block-size",
+        },
+        switches={
+            "enforce_eager": (("--enforce-eager",), ()),
+            "trust_remote_code": (("--trust-remote-code",), ()),
+            "enable_prefix_caching": (("--enable-prefix-caching",), ("--no-enable-prefix-caching",)),
         },
     ),
     ladder=LADDER,

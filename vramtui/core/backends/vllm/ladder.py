@@ -6,7 +6,6 @@ from vramtui.core.backends.base import (
     BATCH_DOWN,
     CHUNKING,
     CONTEXT_DOWN,
-    FLASH_ATTN_ON,
     KV_DTYPE_DOWN,
     PARALLEL_DOWN,
     PREQUANTIZED_FILE,
@@ -33,7 +32,8 @@ CPU_OFFLOAD_GB_UP = Rung(
 )
 
 LADDER: Ladder = {
-    "kv_cache": (PARALLEL_DOWN, KV_DTYPE_DOWN, CONTEXT_DOWN, MEM_SHARE_UP, FLASH_ATTN_ON),
+    # No flash-attention rung: the attention backend changes neither the paged KV cache nor the profile.
+    "kv_cache": (PARALLEL_DOWN, KV_DTYPE_DOWN, CONTEXT_DOWN, MEM_SHARE_UP),
     "load_weights": (QUANT_DOWN, PREQUANTIZED_FILE, CPU_OFFLOAD_GB_UP, SMALLER_MODEL),
     "inference": (SHORTER_INPUT, BATCH_DOWN, PARALLEL_DOWN, CHUNKING),
 }
