@@ -108,10 +108,13 @@ def _is_number(word: str) -> bool:
     return True
 
 
-def _value(param: str, raw: str | None) -> object:
-    """A flag's text as the shared vocabulary holds it: numbers as numbers, switches as booleans."""
+def _value(param: str, raw: str | None, names: dict[str, object] | None = None) -> object:
+    """A flag's text as the shared vocabulary holds it: numbers as numbers, switches as booleans, the
+    engine's own names for a value as the value (`names`)."""
     if raw is None:
         return True
+    if names and raw in names:
+        return names[raw]
     if param == "kv_dtype":
         return _GGML_NAMES.get(raw, kv_dtype_name(raw))  # llama-cpp-python takes ggml type numbers
     if param == "flash_attn":
@@ -139,6 +142,13 @@ def read_command(argv: Sequence[str]) -> ServerCommand:
     launch = backend.launch
     params_by_flag = {flag: param for param, flag in backend.flags.items() if flag}
     extra_by_flag = {flag: name for name, flag in launch.extra_params.items()}
+    # on/off pass-through switches: `--enforce-eager` is enforce_eager = true, its --no- form false
+    switch_by_flag = {
+        args[0]: (name, state)
+        for name, (on, off) in launch.switches.items()
+        for args, state in ((on, True), (off, False))
+        if len(args) == 1
+    }
     positionals: list[str] = []
     for flag, raw in _split(argv[covered:]):
         if not flag:
@@ -153,7 +163,11 @@ def read_command(argv: Sequence[str]) -> ServerCommand:
         elif flag == launch.host_flag:
             command.host = raw
         elif flag in params_by_flag:
-            command.params[params_by_flag[flag]] = _value(params_by_flag[flag], raw)
+            param = params_by_flag[flag]
+            command.params[param] = _value(param, raw, launch.value_names.get(param))
+        elif flag in switch_by_flag and raw is None:
+            name, state = switch_by_flag[flag]
+            command.extra[name] = state
         elif flag in extra_by_flag:
             command.extra[extra_by_flag[flag]] = _value(extra_by_flag[flag], raw)
         else:
@@ -168,4 +182,5 @@ def _known(backend: Backend) -> set[str]:
     launch = backend.launch
     assert launch is not None
     flags = {flag for flag in backend.flags.values() if flag} | set(launch.extra_params.values())
+    flags |= {args[0] for on_off in launch.switches.values() for args in on_off if len(args) == 1}
     return flags | {f for f in (launch.model_flag, launch.port_flag, launch.host_flag) if f}

@@ -86,6 +86,22 @@ Translator = Callable[["Backend", str, object], Translation]
 
 
 @dataclass(frozen=True)
+class FailedRun:
+    """What the wizard knows of a failed run, as an engine's named fix reads it."""
+
+    failure: str | None
+    cause: str | None
+    stage: str | None
+    figures: Mapping[str, float]  # the diagnosis' engine_figures
+    params: Mapping[str, object]  # the profile's parameters as launched
+    peak_bytes: int | None = None  # the tree's peak memory
+    weights_rss_bytes: int | None = None  # its resident memory once the weights had loaded
+
+
+NamedFix = Callable[[FailedRun], "tuple[str, object, str] | None"]
+
+
+@dataclass(frozen=True)
 class Launch:
     """How a backend's server is started and how it says it is ready."""
 
@@ -114,6 +130,9 @@ class Launch:
     # Environment that makes the server print what the diagnosis reads (buffer sizes, context, fit's
     # lines) when vramtui launches it; an environment variable, so a build that lacks it ignores it.
     log_env: dict[str, str] = field(default_factory=dict)
+    # How a flag's value reads back into the shared vocabulary where the engine names values its own way
+    # (vLLM's --attention-backend FLASH_ATTN is flash_attn on): param -> {engine's word: value}.
+    value_names: dict[str, dict[str, object]] = field(default_factory=dict)
     # The flag that sets the engine's own fit margin per device, in MiB (llama-server's `--fit-target`):
     # under a GPU budget vramtui passes the card's memory above the budget through it, so the engine's
     # fit sizes for the budget and not for the whole card. None: the engine fits nothing itself.
@@ -201,6 +220,9 @@ class Backend:
     device_defaults: Callable[[int | None, bool], Mapping[str, object]] | None = None
     # context = "auto": the engine picks the largest context that fits (vLLM's --max-model-len auto).
     context_auto: bool = False
+    # The one change the engine's own failure message names, with its value (see NamedFix): the wizard's
+    # first move when it applies, before any ladder.
+    named_fix: NamedFix | None = None
 
     def __str__(self) -> str:
         return self.name

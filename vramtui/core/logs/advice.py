@@ -60,6 +60,12 @@ CAUSE_WORDS: dict[str, str] = {
     "exception": "a Python exception stopped the run",
     "compute_alloc_failed": "the compute buffer (the graph's scratch memory, sized by the context and the micro-batch) could not be allocated",
     "budget_import": "the memory budget is too small to even import the engine",
+    "cpu_share_short": "less host memory is free than the share the engine was asked to take",
+    "kv_bytes_over_free": "the KV cache asked for is more than the host memory that is free",
+    "max_len_over_model": "the context asked for is longer than the model's own length",
+    "quant_not_in_checkpoint": "the quantization asked for is not the checkpoint's",
+    "worker_died": "a worker process died without an error of its own",
+    "oom_killer": "the kernel's out-of-memory killer ended the process",
 }
 
 
@@ -148,8 +154,37 @@ _BROKEN_FILE = (
     "The model file is incomplete or corrupt: download it again and compare its size or checksum.",
 )
 
+# The KV cache has no room for one request: the engine takes a share of the card, and the rest is what it
+# leaves for the cache.
+_KV_TOO_SMALL_GPU: tuple[str | Say, ...] = (
+    # The engine already takes (nearly) the whole card: the room has to come from the weights.
+    Say(
+        "The engine already takes {share_taken} of the card ({mem_share}): the weights leave too "
+        "little for the KV cache.",
+        when="high_share",
+    ),
+    Say(
+        "Move part of the weights to host RAM: {cpu_offload} N, or use a smaller quantization.",
+        when="high_share",
+    ),
+    Say("Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).", when="high_share"),
+    Say("Lower the context{to_fit}: {context}{fit}.", when="high_share"),
+    Say(
+        "Give the KV cache more room: raise {mem_share} (e.g. 0.95) if nothing else uses the GPU.",
+        when="!high_share",
+    ),
+    Say("Or lower the context{to_fit}: {context}{fit}.", when="!high_share"),
+    Say("Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).", when="!high_share"),
+    Say(
+        "Move part of the weights to host RAM: {cpu_offload} N, or use a smaller quantization.",
+        when="!high_share",
+    ),
+)
+
 # The lines of a topic where the engine has none of its own (see LogProfile.advice).
 DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
+    "kv_too_small": ("@kv_too_small_gpu",),
+    "kv_too_small_gpu": _KV_TOO_SMALL_GPU,
     # CUDA graphs are captured after the KV cache is sized: a smaller context or KV dtype frees nothing.
     "graph_capture": (
         "CUDA-graph capture ran out of memory: the graphs are allocated after the KV cache, outside the "
@@ -253,34 +288,13 @@ ADVICE: tuple[AdviceRow, ...] = (
     AdviceRow("cuda_oom", None, ("@weights_oom",), stages=_LOADING),
     AdviceRow("cuda_oom", None, ("@request_oom",), stages=frozenset({"inference"})),
     AdviceRow("cuda_oom", None, ("@context_oom",)),
-    AdviceRow(
-        "kv_cache_too_small",
-        None,
-        (
-            # The engine already takes (nearly) the whole card: the room has to come from the weights.
-            Say(
-                "The engine already takes {share_taken} of the card ({mem_share}): the weights leave too "
-                "little for the KV cache.",
-                when="high_share",
-            ),
-            Say(
-                "Move part of the weights to host RAM: {cpu_offload} N, or use a smaller quantization.",
-                when="high_share",
-            ),
-            Say("Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).", when="high_share"),
-            Say("Lower the context{to_fit}: {context}{fit}.", when="high_share"),
-            Say(
-                "Give the KV cache more room: raise {mem_share} (e.g. 0.95) if nothing else uses the GPU.",
-                when="!high_share",
-            ),
-            Say("Or lower the context{to_fit}: {context}{fit}.", when="!high_share"),
-            Say("Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).", when="!high_share"),
-            Say(
-                "Move part of the weights to host RAM: {cpu_offload} N, or use a smaller quantization.",
-                when="!high_share",
-            ),
-        ),
-    ),
+    AdviceRow("kv_cache_too_small", None, ("@kv_too_small",)),
+    # An engine's own causes, each its topic (LogProfile.advice): the knob its message points at.
+    AdviceRow(None, "cpu_share_short", ("@cpu_share_short",)),
+    AdviceRow(None, "kv_bytes_over_free", ("@kv_bytes_over_free",)),
+    AdviceRow(None, "max_len_over_model", ("@max_len_over_model",)),
+    AdviceRow(None, "quant_not_in_checkpoint", ("@quant_not_in_checkpoint",)),
+    AdviceRow("other", "worker_died", ("@worker_died",)),
     AdviceRow(
         "context_too_long",
         None,
@@ -558,6 +572,51 @@ def _values(
         values["share_taken"] = f"{memory_share:g}"
     if supported:
         values["supported"] = supported.group(1).replace("'", "")
+    values.update(_memory_values(diagnosis))
+    return values
+
+
+_QUANT_ASKED_RE = re.compile(r"config file for (\w+)", re.IGNORECASE)
+
+
+def engine_size(size: float) -> str:
+    """A size as engines parse it in their flags ("16M", "1.5G": binary units), rounded up a little."""
+    mib = size / (1 << 20)
+    if mib < 1024:
+        return f"{max(1, int(-(-mib // 1)))}M"
+    return f"{-(-mib * 10 // 1024) / 10:g}G"
+
+
+def _memory_values(diagnosis: Diagnosis) -> dict[str, str]:
+    """Sizes the memory advice names: the KV cache asked for and needed, the host memory free and in all."""
+    figures, values = diagnosis.engine_figures, {}
+    kv_bytes, context = figures.get("kv_cache_memory_bytes"), figures.get("context")
+    fit = figures.get("max_model_len_fit")
+    if kv_bytes:
+        values["kv_bytes"] = engine_size(kv_bytes)
+        if context and fit:
+            # the cache grows with the longest request: what holds `fit` tokens, scaled to the context
+            needed = kv_bytes * context / fit
+            power = 1 << 20
+            while power < needed:
+                power *= 2
+            values["kv_needed"] = engine_size(power)
+    if context:
+        values["context_now"] = str(int(context))
+    free, total = figures.get("node_free_memory"), figures.get("node_memory")
+    if free:
+        values["node_free"] = f"{free / (1 << 30):.2f}"
+        # leave the worker half of what is free: its weights, runtime and activations live there too
+        values["kv_fit"] = engine_size(free / 2)
+    if total:
+        values["node_total"] = f"{total / (1 << 30):.2f}"
+    if figures.get("kv_cache_requested"):
+        values["kv_requested"] = f"{figures['kv_cache_requested'] / (1 << 30):.1f}"
+    if figures.get("max_model_len_derived"):
+        values["derived_len"] = str(int(figures["max_model_len_derived"]))
+    asked = _QUANT_ASKED_RE.search(diagnosis.first_error_text or "")
+    if asked:
+        values["quant_asked"] = asked.group(1)
     return values
 
 
@@ -575,6 +634,10 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
         _SUPPORTED_LIST_RE.search(diagnosis.first_error_text or "") is not None
     ),
     "is_torch": lambda diagnosis, formats, profile: profile is not None and profile.is_torch,
+    "kv_bytes_set": lambda diagnosis, formats, profile: bool(
+        diagnosis.engine_figures.get("kv_cache_memory_bytes")
+    ),
+    "cpu_platform": lambda diagnosis, formats, profile: "cpu_platform" in formats,
     "reads_gguf": lambda diagnosis, formats, profile: profile is not None and profile.reads_gguf,
 }
 
@@ -589,11 +652,13 @@ class _Reading:
     values: dict[str, str]
 
     def holds(self, when: str) -> bool:
-        if not when:
-            return True
-        negated = when.startswith("!")
-        held = _CONDITIONS[when.lstrip("!")](self.diagnosis, self.formats, self.profile)
-        return held != negated
+        """Every condition named holds ("a !b": a and not b; "": always)."""
+        for condition in when.split():
+            negated = condition.startswith("!")
+            held = _CONDITIONS[condition.lstrip("!")](self.diagnosis, self.formats, self.profile)
+            if held == negated:
+                return False
+        return True
 
     def topic(self, name: str) -> tuple[str | Say, ...]:
         own = self.profile.advice.get(name) if self.profile is not None else None
@@ -605,10 +670,10 @@ class _Reading:
         backend = self.diagnosis.backend
         for line in lines:
             item = line if isinstance(line, Say) else Say(line)
+            if not self.holds(item.when):
+                continue
             if item.template.startswith("@"):
                 said.extend(self.say(self.topic(item.template[1:])))
-                continue
-            if not self.holds(item.when):
                 continue
             text = _fill(item.template, backend, self.values)
             if text is None and item.otherwise is not None:

@@ -33,6 +33,9 @@ _PREFIX_RES = (
 _EXCEPTION_RE = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)(?::\s|:?$)"
 )
+# pydantic's message under "ValidationError: 1 validation error for ModelConfig" (vLLM's config checks):
+# the line that says what is wrong.
+_PYDANTIC_RE = re.compile(r"^(?P<name>Value|Assertion|Type) error, ")
 _WARNING_LEVEL_RE = re.compile(r"\bwarn(?:ing)?\b|^\s*\d+\.\d+\.\d+\.\d+ w |level=warn")
 _CHAINED = ("during handling of the above exception", "the above exception was the direct cause")
 _FORMAT_WORDS = ((".gguf", "gguf"), ("awq", "awq"), ("gptq", "gptq"), (".safetensors", "safetensors"))
@@ -56,8 +59,10 @@ class _LineInfo:
     backends: tuple[str, ...] = ()
     quant_words: bool = False
     formats: tuple[str, ...] = ()
-    simple: bool = False  # a stage marker and/or backend marks, nothing else
+    simple: bool = False  # a stage marker, backend marks and/or progress, nothing else
     extras: bool = False  # figures, notices, quantization words or file formats
+    # Milestones the line proves (ruletypes.MILESTONES), "restart" (a new load) or "stop" (a stop on purpose)
+    progress: tuple[str, ...] = ()
 
 
 def _strip_prefix(text: str) -> str:
@@ -101,6 +106,7 @@ _NOTICE_INDEX: dict[str, list] = {}
 _RECOVERY_INDEX: dict[str, list] = {}
 _FIGURE_INDEX: dict[str, list] = {}
 _MARK_INDEX: dict[str, list] = {}
+_PROGRESS_INDEX: dict[str, list] = {}
 for _rule in ls.STAGE_RULES:
     _file(_STAGE_INDEX, _rule.anchor, _rule)
 for _rule_position, _error_rule in enumerate(ls.ERROR_RULES):
@@ -113,6 +119,8 @@ for _figure in ls.FIGURE_RULES:
     _file(_FIGURE_INDEX, _figure.anchor, _figure)
 for _anchor, _name in ls.BACKEND_MARKS:
     _file(_MARK_INDEX, _anchor, (_anchor, _name))
+for _progress in ls.PROGRESS_RULES:
+    _file(_PROGRESS_INDEX, _progress.anchor, _progress)
 # Words that matter outside the rule tables: frames, tracebacks, warning levels, formats.
 _OTHER_WORDS = {"file", "traceback", "handling", "above", "warn", "warning", "w", "gguf", "awq", "gptq"}
 _OTHER_WORDS.add("safetensors")  # a model file's format (see _FORMAT_WORDS)
@@ -126,16 +134,22 @@ _KEYS: frozenset[str] = frozenset(
     | set(_RECOVERY_INDEX)
     | set(_FIGURE_INDEX)
     | set(_MARK_INDEX)
+    | set(_PROGRESS_INDEX)
     | _OTHER_WORDS
 )
 _SUBSTRINGS: tuple[str, ...] = (*ls.SUBSTRING_ANCHORS, "quant")
-# word -> (stage rules, (position, error rule)s, notices, recoveries, figures, backend marks)
+# word -> (stage rules, (position, error rule)s, notices, recoveries, figures, backend marks, progress)
+_TABLES = (
+    _STAGE_INDEX,
+    _ERROR_INDEX,
+    _NOTICE_INDEX,
+    _RECOVERY_INDEX,
+    _FIGURE_INDEX,
+    _MARK_INDEX,
+    _PROGRESS_INDEX,
+)
 _INDEX: dict[str, tuple[tuple, ...]] = {
-    key: tuple(
-        tuple(table.get(key, ()))
-        for table in (_STAGE_INDEX, _ERROR_INDEX, _NOTICE_INDEX, _RECOVERY_INDEX, _FIGURE_INDEX, _MARK_INDEX)
-    )
-    for key in {*_STAGE_INDEX, *_ERROR_INDEX, *_NOTICE_INDEX, *_RECOVERY_INDEX, *_FIGURE_INDEX, *_MARK_INDEX}
+    key: tuple(tuple(table.get(key, ())) for table in _TABLES) for table_ in _TABLES for key in table_
 }
 
 
@@ -249,7 +263,8 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
     frame_match = _FRAME_RE.search(text) if "file" in words and 'file "' in low else None
     exception_match = None
     if frame_match is None and ("error" in low or "exception" in low or "interrupt" in low):
-        exception_match = _EXCEPTION_RE.match(_strip_prefix(text).strip())
+        stripped = _strip_prefix(text).strip()
+        exception_match = _EXCEPTION_RE.match(stripped) or _PYDANTIC_RE.match(stripped)
     warning_level = bool(words & _WARNING_WORDS) and bool(_WARNING_LEVEL_RE.search(low))
 
     error = _error_of(filed, low, warning_level) if frame_match is None else None
@@ -266,9 +281,14 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
         ),
     )
     backends = tuple(dict.fromkeys(name for entry in filed for anchor, name in entry[5] if anchor in low))
+    progress = tuple(
+        dict.fromkeys(rule.milestone for entry in filed for rule in entry[6] if _matches(rule, low))
+    )
     frame = frame_match is not None
     memory_heavy = (frame or "(" in low) and any(word in low for word in ls.MEMORY_HEAVY_FRAME_WORDS)
     exception = exception_match.group("name") if exception_match else None
+    if exception in ("Value", "Assertion", "Type"):
+        exception += "Error"  # pydantic's "Value error, ..."
     header = "traceback" in words and "traceback (most recent call last)" in low
     chained = bool(words & _CHAIN_WORDS) and any(marker in low for marker in _CHAINED)
     warning_level = warning_level and error is None and exception is None
@@ -286,7 +306,7 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
         or recovery
         or extras
     )
-    if bare and stage is None and not backends:
+    if bare and stage is None and not backends and not progress:
         # Matched a word but no rule: as plain as a line that matched nothing. Code lines under a
         # traceback frame still count (they say where the traceback was).
         return (None if "(" not in low else _PLAIN), ()
@@ -307,6 +327,7 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
         formats=formats,
         simple=bare,
         extras=extras,
+        progress=progress,
     )
     return info, tuple(figure_rules)
 

@@ -240,6 +240,7 @@ def _build_digit_checks() -> tuple[_DigitCheck, ...]:
         (ls.NOTICE_RULES, False),
         (ls.RECOVERY_RULES, False),
         (ls.FIGURE_RULES, True),
+        (ls.PROGRESS_RULES, False),
     )
     for rules, on_text in tables:
         for rule in rules:
@@ -640,7 +641,7 @@ def _run_blind(text: str) -> bool:
         entry = _INDEX.get(key)
         if entry is None:
             continue
-        for table in (entry[0], entry[2], entry[3], entry[4]):
+        for table in (entry[0], entry[2], entry[3], entry[4], entry[6]):
             for rule in table:
                 if rule.anchor in low and _sees_digits(rule.regex):
                     return False

@@ -38,6 +38,9 @@ from vramtui.core.logs.ruletypes import (  # noqa: F401  (re-exported: callers a
 )
 from vramtui.core.logs.stages import FAILURES, STAGE_INDEX, STAGES  # noqa: F401  (re-exported)
 
+# The accelerators' own names in their out-of-memory lines.
+_ACCELERATORS = r"cuda|hip|rocm|gpu|device|npu|xpu|mps|metal|vulkan|ggml_vulkan|sycl|musa|hpu|cann"
+
 # Every engine's wording, from the registry (the one place that names them all).
 ENGINES = engine_logs()
 
@@ -86,12 +89,28 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     *_engines("errors", "host_oom"),
     # --- device memory ---
     *_engines("errors", "device_oom.share"),
+    # Every accelerator's words: CUDA, ROCm/HIP, Ascend's NPU, Intel's XPU, Apple's MPS/Metal, Vulkan, SYCL,
+    # Moore Threads' MUSA, Habana's HPU ("device" and "gpu" for the rest).
     ErrorRule(
         "out of memory",
         "cuda_oom",
         "cuda_oom",
-        r"(?:cuda|hip|cudamalloc|hipmalloc|cublas|gpu|device)\b.*out of memory|out of memory.*\b(?:cuda|hip|gpu|device)",
+        rf"(?:{_ACCELERATORS}|cudamalloc|hipmalloc|cublas)\b.*out of memory|out of memory.*\b(?:{_ACCELERATORS})\b",
     ),
+    ErrorRule(
+        "outofmemory",
+        "cuda_oom",
+        "cuda_oom",
+        r"kiogpucommandbuffercallbackerroroutofmemory|erroroutofmemory\b",
+    ),
+    # a device buffer the driver would not give (Vulkan's per-allocation limit, Metal's working set)
+    ErrorRule(
+        "memory allocation of size",
+        "cuda_oom",
+        "cuda_oom",
+        rf"(?:{_ACCELERATORS}):? memory allocation of size \d+ failed",
+    ),
+    ErrorRule("maxmemoryallocationsize", "cuda_oom", "cuda_oom"),
     ErrorRule("outofmemoryerror", "cuda_oom", "cuda_oom"),
     ErrorRule("cuda error: out of memory", "cuda_oom", "cuda_oom"),
     ErrorRule("cudaerrormemoryallocation", "cuda_oom", "cuda_oom"),
@@ -111,6 +130,8 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         r"input (?:length|tokens?) .*exceeds? (?:the )?(?:maximum )?context length",
         stage="inference",
     ),
+    # an embedding server's batch (llama-server's physical batch is its longest input)
+    ErrorRule("input is too large to process", "context_too_long", "context_too_long", stage="inference"),
     # --- file formats and quantizations the build cannot read ---
     *_engines("errors", "format"),
     ErrorRule("unknown quantization", "quant_unsupported", "unsupported_quant", stage="load_weights"),
@@ -149,6 +170,16 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     # --- files that are not there ---
     *_engines("errors", "missing"),
     ErrorRule("404 client error", "not_found_remote", "file_missing", stage="download"),
+    # huggingface_hub takes a folder that does not exist for a repo id: "Repo id must be in the form
+    # 'repo_name' or 'namespace/repo_name': '/models/typo'" (HFValidationError)
+    ErrorRule(
+        "repo id must be",
+        "not_found_local",
+        "file_missing",
+        r"repo id must be .*: '(?:/|\.{1,2}/|~|[a-z]:\\)",
+        stage="download",
+    ),
+    ErrorRule("is not a local folder", "not_found_local", "file_missing", stage="download"),
     *_engines("errors", "missing.after"),
     ErrorRule("no such file or directory", "not_found_local", "file_missing"),
     ErrorRule("filenotfounderror", "not_found_local", "file_missing"),
@@ -324,8 +355,8 @@ FIGURE_RULES: tuple[FigureRule, ...] = (
     FigureRule(
         "memory",
         "memory_share",
-        r"(?:--gpu-memory-utilization[= ]|gpu_memory_utilization[=:]\s*|gpu_memory_utilization \("
-        r"|--cuda-memory-fraction[= ])(?P<value>0?\.\d+|1(?:\.0+)?)\b",
+        r"(?<!e\.g\. `)(?:--gpu-memory-utilization[= ]|gpu_memory_utilization'?[=:]\s*"
+        r"|gpu_memory_utilization \(|--cuda-memory-fraction[= ])(?P<value>0?\.\d+|1(?:\.0+)?)\b",
         count=True,
     ),
     *_engines("figures", "figures.first"),

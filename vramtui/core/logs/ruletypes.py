@@ -69,6 +69,9 @@ class NoticeRule:
     message: str
     pattern: str | None = None
     backend: str = ""
+    # A mark (another notice's message, kind "mark") under which this one is not said: an eager run on
+    # vLLM's CPU build has no CUDA graphs to miss.
+    unless: str = ""
     regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:

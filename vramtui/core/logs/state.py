@@ -61,6 +61,27 @@ _EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
 _IMPORT_FRAME_RE = re.compile(r"[/\\](?:site|dist)-packages[/\\].*\", line \d+, in <module>")
 
 
+# A line that only wraps another error ("EngineCore failed to start", "See root cause above",
+# pydantic's "1 validation error for ModelConfig"): it says that something failed, not what.
+_WRAPPER_RE = re.compile(
+    r"see (?:the )?(?:root cause|stack trace)|failed to start\b|hit an exception|validation errors? for "
+    r"|encountered an issue|initialization failed|exception in worker|error executing method"
+    r"|traceback \(most recent call last\)",
+    re.IGNORECASE,
+)
+_GENERIC_WEAK = frozenset({"error", "traceback", "engine_failed", "worker_failed", "worker_method_failed"})
+
+
+def _weak_rank(rule: ErrorRule, text: str, exception: str | None = None) -> int:
+    """How much a generic error line says: a wrapper or header (0), a generic error line (1), the
+    statement of an exception (2)."""
+    if _WRAPPER_RE.search(text):
+        return 0
+    if exception is not None or rule.cause == "exception":
+        return 2
+    return 1 if rule.cause in _GENERIC_WEAK else 2
+
+
 def _quote(number: int, text: str) -> str:
     return f"line {number}: {_clip(text, MAX_QUOTE)}"
 
@@ -102,12 +123,19 @@ class LogState:
         self.cut_memory = False
         # other findings
         self.notices: dict[str, tuple[int, str, str]] = {}
+        self.notice_unless: dict[str, str] = {}  # a notice's key -> the mark that silences it
         self.figures: dict[str, dict[str, int | float]] = {}
         self.scores: dict[str, int] = {}
         self.saturated: set[str] = set()
         self.quant_lines: list[str] = []
         self.formats: set[str] = set()
         self.exit_code: int | None = None
+        # How far the run got: each milestone's first line since the last new load (see ruletypes.MILESTONES),
+        # the lines where a new load began, and the first line that says the server is stopped on purpose.
+        self.progress_seen: set[str] = set()
+        self.milestones: list[tuple[int, str]] = []
+        self.restarts: list[int] = []
+        self.stop_line: int | None = None
 
     def note_exit(self, returncode: int | None) -> None:
         """The process ended with `returncode` (negative: killed by that signal)."""
@@ -115,7 +143,8 @@ class LogState:
 
     # -- the state machine ---------------------------------------------------------------------------
     def _is_noop(self, info: _LineInfo) -> bool:
-        """True when feeding this line cannot change anything: the same stage again, marks counted."""
+        """True when feeding this line cannot change anything: the same stage again, marks counted,
+        milestones already known."""
         return (
             info.simple
             and (
@@ -124,12 +153,29 @@ class LogState:
             )
             and not self.after_frame
             and self.saturated.issuperset(info.backends)
+            and (not info.progress or self.progress_seen.issuperset(info.progress))
         )
+
+    def _take_progress(self, number: int, progress: tuple[str, ...]) -> None:
+        """Milestones proven, a new load (earlier milestones no longer bound what follows), a stop."""
+        for milestone in progress:
+            if milestone == "restart":
+                self.restarts.append(number)
+                self.progress_seen.clear()
+            elif milestone == "stop":
+                if self.stop_line is None:
+                    self.stop_line = number
+                self.progress_seen.add("stop")
+            elif milestone not in self.progress_seen:
+                self.progress_seen.add(milestone)
+                self.milestones.append((number, milestone))
 
     def _step(self, number: int, text: str, info: _LineInfo) -> tuple[str, bool]:
         """Take one line's analysis; its severity, and whether it is the first error."""
         if info.backends and not self.saturated.issuperset(info.backends):
             self._count_marks(info.backends)
+        if info.progress:
+            self._take_progress(number, info.progress)
         if info.extras:
             self._take_findings(number, text, info)
 
@@ -192,19 +238,7 @@ class LogState:
             and self.weak.number >= self.tb_start[0]
         ):
             self.weak.stage, self.weak.defaulted = stage, False  # the traceback it opened says where
-        weak = self.weak
-        if (
-            weak is not None
-            and not rule.strong
-            and info.exception is not None
-            and weak.rule is not None
-            and weak.rule.cause == "traceback"
-            and self.tb_start is not None
-            and self.tb_start[0] == weak.number
-        ):
-            # The exception line that ends the traceback says what failed; its header only that
-            # something did (in a chain, the first traceback's exception is the first error).
-            self.weak = _Found(number, text, rule, weak.stage, weak.defaulted)
+        if not rule.strong and self._restate(number, text, info, rule):
             return "error", False
         self._pin_burst_stage(number, rule)
         if (self.strong if rule.strong else self.weak) is not None:
@@ -218,6 +252,20 @@ class LogState:
             return "error", True
         self.weak = found
         return "error", False
+
+    def _restate(self, number: int, text: str, info: _LineInfo, rule: ErrorRule) -> bool:
+        """A generic first error (a traceback's header, a wrapper's "failed to start ... see root cause")
+        gives way to the line after it that states the failure (the exception's own message) within the
+        same report: that line is the first error. The wrapper's stage, and the class its words hint
+        at, are kept."""
+        weak = self.weak
+        if weak is None or weak.rule is None or number - weak.number > _HINT_WITHIN_LINES:
+            return False
+        if _weak_rank(weak.rule, weak.text) > 0 or _weak_rank(rule, text, info.exception) == 0:
+            return False  # only a wrapper or a header gives way (a generic line with words of its own stays)
+        kept = weak.rule if weak.rule.hint and not rule.hint else rule
+        self.weak = _Found(number, text, kept, weak.stage, weak.defaulted)
+        return True
 
     def _pin_burst_stage(self, number: int, rule: ErrorRule) -> None:
         """A stage-less first error takes the later stage the error lines right after it name.
@@ -260,7 +308,10 @@ class LogState:
         for notice in info.notices:
             # Marks are few and the verdict reads them: kept even past the warnings' limit.
             if notice.kind == "mark" or len(self.notices) < MAX_EVIDENCE:
-                self.notices.setdefault(f"{notice.kind}:{notice.message}", (number, text, notice.message))
+                key = f"{notice.kind}:{notice.message}"
+                self.notices.setdefault(key, (number, text, notice.message))
+                if notice.unless:
+                    self.notice_unless[key] = f"mark:{notice.unless}"
 
     def _enter_stage(self, number: int, text: str, stage: str, is_error: bool) -> None:
         self._adopt_stage(number, stage)

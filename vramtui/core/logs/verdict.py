@@ -13,6 +13,7 @@ from vramtui.core.logs import rules as ls
 from vramtui.core.logs.analysis import _clip
 from vramtui.core.logs.kernel import kill_times, kills_near
 from vramtui.core.logs.rules import STAGE_INDEX, STAGES, LogProfile
+from vramtui.core.logs.ruletypes import MILESTONE_FLOOR
 from vramtui.core.logs.state import MAX_EVIDENCE, MAX_QUOTE, LogState, _Found, _quote
 from vramtui.core.memory.parts import is_host_buffer
 
@@ -39,6 +40,9 @@ class Diagnosis:
     lines: int = 0
     exit_code: int | None = None
     stopped_by_vramtui: bool = False  # vramtui stopped the server itself (its "stopping the server" line)
+    # No error, but the log stops before the server was ready: still loading, or killed without a message.
+    incomplete: bool = False
+    stopped: bool = False  # the engine says it was stopped on purpose (a signal, ctrl-c)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -88,18 +92,25 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
     _refine(pick, state, profile)
     _exit_failure(pick, state)
     _own_stop(pick, state)
+    _engine_stop(pick, state)
+    _floor_stage(pick, state)
     found = pick.found
     failed = found is not None
     failure_stage = found.stage if found is not None else None
     furthest = state.furthest
     if failure_stage is not None:
         furthest = max(furthest, STAGE_INDEX[failure_stage])
+    incomplete = _incomplete(state, failed, furthest)
     evidence = _evidence(state, pick)
-    kernel_note, kills_elsewhere = (
-        _kernel_confirmation(read_kernel(), state.log_time, evidence)
-        if pick.failure == "host_oom_killed"
-        else (None, None)
-    )
+    kernel_note, kills_elsewhere = None, None
+    if pick.failure == "host_oom_killed" or incomplete or pick.cause == "worker_died":
+        kernel_note, kills_elsewhere = _kernel_confirmation(read_kernel(), state.log_time, evidence)
+        if kernel_note and (incomplete or pick.cause == "worker_died"):
+            # The log stops without a word (or a worker died without one) and the kernel killed a
+            # process just then: that kill is the failure.
+            pick, failed, incomplete = _killed_then(pick, state, furthest), True, False
+            found = pick.found
+            failure_stage = found.stage if found is not None else None
     diagnosis = Diagnosis(
         backend=backend,
         stage=STAGES[furthest] if furthest >= 0 else None,
@@ -117,6 +128,8 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
         lines=state.lines,
         exit_code=state.exit_code,
         stopped_by_vramtui="mark:own_stop" in state.notices,
+        incomplete=incomplete,
+        stopped=state.stop_line is not None and not failed,
     )
     return Verdict(diagnosis, _shown_formats(state), kernel_note, kills_elsewhere, state.hint)
 
@@ -223,6 +236,59 @@ def _own_stop(pick: _Pick, state: LogState) -> None:
         pick.found, pick.failure, pick.cause, pick.inferred = None, "none", None, False
 
 
+def _engine_stop(pick: _Pick, state: LogState) -> None:
+    """The engine says it is being stopped on purpose (a signal, ctrl-c): what fails after that line is
+    the stop's doing (vLLM's engine dies under its API server's output handler), unless a new load began."""
+    stop, found = state.stop_line, pick.found
+    if stop is None or found is None or found.number <= stop:
+        return
+    if any(stop < restart < found.number for restart in state.restarts):
+        return
+    pick.found, pick.failure, pick.cause, pick.inferred = None, "none", None, False
+
+
+def stage_floor(state: LogState, number: int) -> str | None:
+    """The earliest stage a failure at line `number` can be at: past the furthest milestone the log proved
+    before it, since the last new load (weights loaded: not a load failure; a request served: the
+    request's)."""
+    start = max((line for line in state.restarts if line < number), default=0)
+    best = -1
+    for line, milestone in state.milestones:
+        if start < line < number:
+            best = max(best, STAGE_INDEX[MILESTONE_FLOOR[milestone]])
+    return STAGES[best] if best >= 0 else None
+
+
+def _floor_stage(pick: _Pick, state: LogState) -> None:
+    found = pick.found
+    if found is None:
+        return
+    floor = stage_floor(state, found.number)
+    if floor is not None and STAGE_INDEX[floor] > STAGE_INDEX[found.stage]:
+        found.stage, found.defaulted = floor, False
+
+
+def _incomplete(state: LogState, failed: bool, furthest: int) -> bool:
+    """No error and no sign the server came up, in a log that shows a start: still loading, or killed
+    without a message (what an OOM-killed llama-server leaves behind)."""
+    if failed or state.stop_line is not None or "mark:own_stop" in state.notices:
+        return False
+    if state.exit_code not in (None, 0):
+        return False
+    came_up = furthest >= STAGE_INDEX["ready"] or state.progress_seen & {"listening", "served"}
+    return state.startup_seen and not came_up
+
+
+def _killed_then(pick: _Pick, state: LogState, furthest: int) -> _Pick:
+    """The failure of a log that stops (or a worker that died) when the kernel's OOM killer struck."""
+    found = pick.found
+    if found is None:
+        stage = STAGES[furthest] if 0 <= furthest < STAGE_INDEX["ready"] else "load_weights"
+        text = "the log stops without an error while the kernel's OOM killer ended a process"
+        found = _Found(state.lines + 1, text, None, stage)
+    return _Pick(found, "host_oom_killed", "oom_killer", inferred=True, cut=pick.cut)
+
+
 def _exit_failure(pick: _Pick, state: LogState) -> None:
     """No error line, but the process exited with an error code (137: killed, most likely for memory)."""
     exit_code = state.exit_code
@@ -293,6 +359,8 @@ def _shown_formats(state: LogState) -> set[str]:
         formats.add("quantized")  # the log shows quantized weights (advice: no "quantize it" first)
     if "mark:flash_attn_on" in state.notices:
         formats.add("flash_attn")  # llama.cpp's compute buffer then hardly grows with the context
+    if "mark:cpu_platform" in state.notices:
+        formats.add("cpu_platform")  # the engine runs on the CPU: its memory knobs are the host's
     return formats
 
 
@@ -300,7 +368,7 @@ def _quiet_failures(state: LogState) -> list[str]:
     warnings = [
         f"{message} (line {number}: {_clip(text, 160)})"
         for key, (number, text, message) in state.notices.items()
-        if not key.startswith("mark:")
+        if not key.startswith("mark:") and state.notice_unless.get(key) not in state.notices
     ]
     warnings.extend(_placement_warnings(state))
     requests, confirmations = _quant_requests_and_confirmations(state.quant_lines)

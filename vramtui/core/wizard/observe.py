@@ -82,6 +82,10 @@ class Observation:
     log_file: str | None = None
     command: list[str] = field(default_factory=list)
     message: str = ""
+    cause: str | None = None  # the diagnosis' finer cause (cpu_share_short, kv_bytes_over_free ...)
+    # The tree's resident memory when the weights had loaded (before the KV cache and the profile run):
+    # what a failure after it had left to grow into is its peak minus this.
+    weights_rss_mib: float | None = None
 
     @property
     def works(self) -> bool:
@@ -202,4 +206,21 @@ def observe(check: Any) -> Observation:
         log_file=log_file,
         command=list(getattr(check, "command", None) or []),
         message=str(getattr(check, "message", "") or ""),
+        cause=getattr(diagnosis, "cause", None),
+        weights_rss_mib=_rss_at(check, "weights_loaded"),
     )
+
+
+def _rss_at(check: Any, kind: str) -> float | None:
+    """The tree's resident MiB at the run's first event of `kind` (the last sample before it)."""
+    at = next((event.t for event in getattr(check, "events", None) or [] if event.kind == kind), None)
+    if at is None:
+        return None
+    rss = None
+    for sample in getattr(check, "samples", None) or []:
+        host = getattr(sample, "host", None)
+        if sample.t > at:
+            break
+        if host is not None and host.tree_rss:
+            rss = host.tree_rss
+    return rss / MIB if rss else None

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtui.core.backends import Backend, kv_dtype_name, switch
-from vramtui.core.backends.base import gib
+from vramtui.core.backends.base import FailedRun, gib
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import MemoryBill
@@ -269,6 +269,9 @@ class Proposer:
 
     def propose(self, profile: Profile, obs: Observation, skipped: set[str]) -> Proposal | None:
         """The next single change, or None (no memory setting can help: see the findings)."""
+        named = self._named_fix(profile, obs, skipped)
+        if named is not None:
+            return named
         stage = self.failing_stage(obs)
         if stage is None:
             return None
@@ -308,6 +311,31 @@ class Proposer:
             + (f" (skipped: {', '.join(sorted(skipped))})" if skipped else "")
         )
         return None
+
+    def _named_fix(self, profile: Profile, obs: Observation, skipped: set[str]) -> Proposal | None:
+        """The change the engine's own failure message names, with the figure it gives (its Backend's
+        named_fix): the first move, before any ladder, unless the user keeps that setting."""
+        fix = self.backend.named_fix
+        if fix is None or self.ladders or obs.works:
+            return None
+        run = FailedRun(
+            failure=obs.failure,
+            cause=obs.cause,
+            stage=obs.failure_stage or obs.stage,
+            figures=dict(obs.engine),
+            params=dict(profile.params),
+            peak_bytes=int(obs.peak_mib * MIB) if obs.peak_mib else None,
+            weights_rss_bytes=int(obs.weights_rss_mib * MIB) if obs.weights_rss_mib else None,
+        )
+        named = fix(run)
+        if named is None or named[0] in skipped:
+            return None
+        param, value, why = named
+        current = current_value(profile, param)
+        if _same_value(value, current):
+            return None
+        label = f"the change {self.backend.name}'s own message names"
+        return Proposal(param, current, value, why, label, self.backend.knob(param))
 
     def _best_of(self, profile: Profile, options: list[Option]) -> Proposal | None:
         """Nothing fits in one step: the change that frees most (then look again), else an unpredicted one."""

@@ -20,6 +20,7 @@ from vramtui.core.logs.ruletypes import (
     FigureRule,
     LogProfile,
     NoticeRule,
+    ProgressRule,
     Say,
     StageRule,
 )
@@ -1048,6 +1049,37 @@ ECHO_CUTS_2: tuple[tuple[str, str], ...] = (
 )
 
 
+# How far a run got (core/logs/ruletypes.MILESTONES): each line proves a step is behind it.
+PROGRESS: tuple[ProgressRule, ...] = (
+    ProgressRule("loaded meta data", "files", backend="llama.cpp"),
+    # the context is being set up: every tensor of the model is in its buffers
+    ProgressRule("llama_context:", "weights", r"^(?:.*\s)?llama_context:\s", backend="llama.cpp"),
+    ProgressRule("llama_new_context_with_model", "weights", backend="llama.cpp"),
+    ProgressRule("llama_init_from_model", "weights", r"llama_init_from_model: n_ctx", backend="llama.cpp"),
+    ProgressRule("kv self size", "cache", backend="llama.cpp"),
+    ProgressRule("kv buffer size", "cache", backend="llama.cpp"),
+    # (b6428's "main: HTTP server is listening, hostname: ..." comes before the model loads: not this)
+    ProgressRule("server is listening on http", "listening", backend="llama.cpp"),
+    ProgressRule("listening on http", "listening", r"llama_server: listening on http", backend="llama.cpp"),
+    ProgressRule("model loaded", "listening", r"\b(?:main|llama_server): model loaded", backend="llama.cpp"),
+    ProgressRule("all slots are idle", "listening", backend="llama.cpp"),
+    ProgressRule("uvicorn running on", "listening", backend="llama-cpp-python"),
+    ProgressRule("llama runner started", "listening", backend="ollama"),
+    ProgressRule("prompt eval time", "served", backend="llama.cpp"),
+    ProgressRule("slot release", "served", backend="llama.cpp"),
+    ProgressRule("print_timing", "served", backend="llama.cpp"),
+    ProgressRule("done request", "served", r"done request: post .* 200\b", backend="llama.cpp"),
+    # a new model load (a runner started again, a draft model): milestones before it bound nothing after
+    ProgressRule("starting llama server", "restart", backend="ollama"),
+    ProgressRule("loading draft model", "restart", backend="llama.cpp"),
+    # a vision projector loads as a model of its own after the text model (mtmd / clip)
+    ProgressRule("clip_model_loader", "restart", r"clip_model_loader: model name", backend="llama.cpp"),
+    ProgressRule("cleaning up before exit", "stop", backend="llama.cpp"),
+    ProgressRule("received sigint", "stop", backend="llama.cpp"),
+    ProgressRule("received sigterm", "stop", backend="llama.cpp"),
+)
+
+
 LOG = EngineLog(
     "llama.cpp",
     PROFILES,
@@ -1074,4 +1106,5 @@ LOG = EngineLog(
     figures=(("figures", FIGURES + FIGURES_2),),
     marks=MARKS + MARKS_2,
     echo_cuts=ECHO_CUTS + ECHO_CUTS_2,
+    progress=PROGRESS,
 )

@@ -14,6 +14,7 @@ from vramtui.core.logs.ruletypes import (
     FigureRule,
     LogProfile,
     NoticeRule,
+    ProgressRule,
     StageRule,
 )
 
@@ -185,6 +186,17 @@ ECHO_CUTS: tuple[tuple[str, str], ...] = (
 )
 
 
+# How far a run got (core/logs/ruletypes.MILESTONES): each line proves a step is behind it.
+PROGRESS: tuple[ProgressRule, ...] = (
+    ProgressRule("load weight end", "weights", backend="sglang"),
+    ProgressRule("kv cache is allocated", "cache", backend="sglang"),
+    ProgressRule("memory pool end", "cache", backend="sglang"),
+    ProgressRule("the server is fired up and ready", "listening", backend="sglang"),
+    ProgressRule("decode batch", "served", backend="sglang"),
+    ProgressRule("prefill batch", "served", r"prefill batch.*#new-token", backend="sglang"),
+)
+
+
 LOG = EngineLog(
     "sglang",
     (PROFILE,),
@@ -198,4 +210,5 @@ LOG = EngineLog(
     figures=(("figures.first", FIGURES), ("figures", FIGURES_2)),
     marks=MARKS + MARKS_2,
     echo_cuts=ECHO_CUTS,
+    progress=PROGRESS,
 )

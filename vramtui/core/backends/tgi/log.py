@@ -8,7 +8,15 @@ decides its cause).
 
 from __future__ import annotations
 
-from vramtui.core.logs.ruletypes import NUM, EngineLog, ErrorRule, FigureRule, LogProfile, StageRule
+from vramtui.core.logs.ruletypes import (
+    NUM,
+    EngineLog,
+    ErrorRule,
+    FigureRule,
+    LogProfile,
+    ProgressRule,
+    StageRule,
+)
 
 PROFILE = LogProfile(
     "tgi",
@@ -150,6 +158,16 @@ MARKS: tuple[tuple[str, str], ...] = (
 )
 
 
+# How far a run got (core/logs/ruletypes.MILESTONES): each line proves a step is behind it.
+PROGRESS: tuple[ProgressRule, ...] = (
+    ProgressRule("shard ready in", "weights", backend="tgi"),
+    ProgressRule("setting max batch total tokens", "cache", backend="tgi"),
+    ProgressRule("connected", "listening", r"text_generation_router.*: connected\s*$", backend="tgi"),
+    ProgressRule("starting http server", "listening", backend="tgi"),
+    ProgressRule("success", "served", r"text_generation_router.*\bsuccess\s*$", backend="tgi"),
+)
+
+
 LOG = EngineLog(
     "tgi",
     (PROFILE,),
@@ -165,4 +183,5 @@ LOG = EngineLog(
     ),
     figures=(("figures", FIGURES),),
     marks=MARKS,
+    progress=PROGRESS,
 )

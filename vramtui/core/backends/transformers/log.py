@@ -16,6 +16,7 @@ from vramtui.core.logs.ruletypes import (
     FigureRule,
     LogProfile,
     NoticeRule,
+    ProgressRule,
     Say,
     StageRule,
 )
@@ -345,6 +346,16 @@ MARKS_2: tuple[tuple[str, str], ...] = (
 )
 
 
+# How far a run got (core/logs/ruletypes.MILESTONES): each line proves a step is behind it.
+PROGRESS: tuple[ProgressRule, ...] = (
+    ProgressRule("checkpoint shards", "weights", r"loading checkpoint shards: 100%", backend="transformers"),
+    ProgressRule("weights loaded", "weights", r"vramtui-runner: weights loaded", backend="transformers"),
+    ProgressRule("ready: serving", "listening", backend="transformers"),
+    ProgressRule("running on local url", "listening", backend="transformers"),
+    ProgressRule("post /v1/", "served", r"\"post /v1/[^\"]*\" 200\b", backend="transformers"),
+)
+
+
 LOG = EngineLog(
     "transformers",
     (PROFILE,),
@@ -364,4 +375,5 @@ LOG = EngineLog(
     notices=(("notices", NOTICES), ("notices.after", NOTICES_2 + NOTICES_3)),
     figures=(("figures", FIGURES),),
     marks=MARKS + MARKS_2,
+    progress=PROGRESS,
 )

@@ -20,7 +20,7 @@ from vramtui.core.backends.base import (
     switch,
     whole,
 )
-from vramtui.core.backends.vllm.ladder import KV_DTYPE_ORDER, LADDER, QUANT_ORDER
+from vramtui.core.backends.vllm.ladder import KV_DTYPE_ORDER, LADDER, QUANT_ORDER, named_fix
 from vramtui.core.units import GIB
 
 FAMILY = "vllm"
@@ -124,6 +124,7 @@ VLLM = Backend(
         "flash_attn": "auto",
     },
     device_defaults=_device_defaults,
+    named_fix=named_fix,
     context_auto=True,
     kv_dtypes=("auto", "fp8", "fp8_e4m3", "fp8_e5m2"),
     aliases=("vllm-serve",),
@@ -142,6 +143,7 @@ VLLM = Backend(
             "tensor_parallel": "--tensor-parallel-size",
             "block_size": "--block-size",
         },
+        value_names={"flash_attn": {name: state for state, name in _ATTENTION.items()}},
         switches={
             "enforce_eager": (("--enforce-eager",), ()),
             "trust_remote_code": (("--trust-remote-code",), ()),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from vramtui.core.backends.base import (
     BATCH_DOWN,
     CHUNKING,
@@ -12,6 +14,7 @@ from vramtui.core.backends.base import (
     QUANT_DOWN,
     SHORTER_INPUT,
     SMALLER_MODEL,
+    FailedRun,
     Ladder,
     Rung,
 )
@@ -40,3 +43,91 @@ LADDER: Ladder = {
 KV_DTYPE_ORDER: tuple[str, ...] = ("auto", "fp8")
 # On-the-fly quantization from largest to smallest (None: 16-bit).
 QUANT_ORDER: tuple[str | None, ...] = (None, "fp8")
+
+
+# --- the change vLLM's own failure message names ------------------------------------------------------
+
+_MIB = 1 << 20
+
+
+def _size(nbytes: float) -> str:
+    """A kv_cache_memory value: whole MiB, at least 16."""
+    return f"{max(16, int(nbytes // _MIB))}MiB"
+
+
+def _power_above(nbytes: float) -> int:
+    size = 16 * _MIB
+    while size < nbytes:
+        size *= 2
+    return size
+
+
+def named_fix(run: FailedRun) -> tuple[str, object, str] | None:
+    """(param, value, why) for the failures whose message says what to change, with the figure it gives.
+
+    - the CPU build's share of NUMA node 0 is more than is free: ask for what is free;
+    - the KV bytes asked for are more than is free: ask for about half of what is free;
+    - the KV cache (sized outright) cannot hold one request of --max-model-len: raise it to hold one;
+      sized by the share, lower --max-model-len to the length vLLM says fits;
+    - the kernel killed the worker while its KV cache was being set up: size the cache to the room the
+      tree still had once the weights were in (its peak less its memory then);
+    - --max-model-len past the model's own length: the model's own length.
+    """
+    figures, params = run.figures, run.params
+    kv_bytes = figures.get("kv_cache_memory_bytes")
+    if run.cause == "cpu_share_short" and figures.get("node_free_memory") and figures.get("node_memory"):
+        share = int((figures["node_free_memory"] / figures["node_memory"] - 0.02) * 100) / 100
+        if share > 0:
+            why = (
+                f"vLLM's CPU build takes --gpu-memory-utilization of NUMA node 0's memory, and only "
+                f"{figures['node_free_memory'] / 2**30:.2f} of {figures['node_memory'] / 2**30:.2f} GiB was "
+                "free at start: its message says to ask for less"
+            )
+            return "mem_share", share, why
+    if run.cause == "kv_bytes_over_free" and figures.get("node_free_memory"):
+        why = (
+            f"--kv-cache-memory-bytes asked for more than the {figures['node_free_memory'] / 2**30:.2f} GiB "
+            "node 0 had free: half of that leaves the worker room for the rest"
+        )
+        return "kv_cache_memory", _size(figures["node_free_memory"] / 2), why
+    if run.failure == "kv_cache_too_small":
+        return _kv_too_small(figures, kv_bytes)
+    if run.failure == "host_oom_killed" and run.stage == "kv_cache" and kv_bytes:
+        return _killed_kv(run, kv_bytes)
+    if run.cause == "max_len_over_model" and figures.get("max_model_len_derived"):
+        derived = int(figures["max_model_len_derived"])
+        return "context", derived, f"the model's own length is {derived} tokens (max_position_embeddings)"
+    del params
+    return None
+
+
+def _kv_too_small(figures: Mapping[str, float], kv_bytes: float | None) -> tuple[str, object, str] | None:
+    context, fit = figures.get("context"), figures.get("max_model_len_fit")
+    if kv_bytes and context and fit:
+        needed = _power_above(kv_bytes * context / fit)
+        why = (
+            f"the KV cache is set outright ({kv_bytes / _MIB:.0f} MiB) and holds {int(fit)} tokens, not one "
+            f"{int(context)}-token request: {needed // _MIB} MiB holds one (the share does not count here)"
+        )
+        return "kv_cache_memory", _size(needed), why
+    if fit and context:
+        why = f"vLLM says the KV cache holds a request of {int(fit)} tokens at most: its message names --max-model-len"
+        return "context", int(fit), why
+    return None
+
+
+def _killed_kv(run: FailedRun, kv_bytes: float) -> tuple[str, object, str] | None:
+    """The worker was killed while its KV cache was set up: the room left after the weights is the cap."""
+    if run.peak_bytes and run.weights_rss_bytes and run.peak_bytes > run.weights_rss_bytes:
+        room = run.peak_bytes - run.weights_rss_bytes
+        size = min(kv_bytes / 2, room * 0.6)
+        why = (
+            f"the kernel killed the worker while {kv_bytes / _MIB:.0f} MiB of KV cache was being set up; the "
+            f"tree had about {room / _MIB:.0f} MiB to grow into once the weights were in"
+        )
+    else:
+        size = kv_bytes / 2
+        why = (
+            f"the kernel killed the worker while {kv_bytes / _MIB:.0f} MiB of KV cache was being set up: half"
+        )
+    return "kv_cache_memory", _size(size), why

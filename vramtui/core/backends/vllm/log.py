@@ -15,6 +15,8 @@ from vramtui.core.logs.ruletypes import (
     FigureRule,
     LogProfile,
     NoticeRule,
+    ProgressRule,
+    Say,
     StageRule,
 )
 
@@ -32,6 +34,76 @@ PROFILE = LogProfile(
         ),
         "unknown_arch": ("Upgrade vLLM, or pass --trust-remote-code for a model that ships its own code.",),
         "dtype": ("Use float16 on GPUs before compute capability 8.0: --dtype half (or float16).",),
+        # The KV cache cannot hold one request of --max-model-len: the knob that sized it is the fix. Set
+        # outright (--kv-cache-memory-bytes), the share does not count; on the CPU build the share is of
+        # NUMA node 0's memory, not of a card.
+        "kv_too_small": (
+            Say(
+                "The KV cache is set outright ({kv_cache_memory} {kv_bytes}; the memory share does not "
+                "count then): raise it to {kv_cache_memory} {kv_needed} for one {context_now}-token request.",
+                when="kv_bytes_set",
+            ),
+            Say("Or lower the context to what fits: {context} {fit_tokens}.", when="fit_known"),
+            Say(
+                "On the CPU build the KV cache is sized by {mem_share} as a share of NUMA node 0's memory: "
+                "size it outright instead, {kv_cache_memory} 1G (or more).",
+                when="cpu_platform !kv_bytes_set",
+            ),
+            Say("@kv_too_small_gpu", when="!cpu_platform !kv_bytes_set"),
+        ),
+        "cpu_share_short": (
+            Say(
+                "On vLLM's CPU build {mem_share} is the share of NUMA node 0's memory: {share_taken} of "
+                "{node_total} GiB is more than the {node_free} GiB free at start. Ask for what is free: "
+                "{mem_share} {free_share}.",
+                otherwise="On vLLM's CPU build {mem_share} is the share of NUMA node 0's memory, and more "
+                "was asked than is free at start: ask for less, {mem_share} {free_share}.",
+            ),
+            "Or size the KV cache outright, which leaves the share out: {kv_cache_memory} 1G.",
+            "Or free host RAM: stop what else runs on this machine.",
+        ),
+        "kv_bytes_over_free": (
+            Say(
+                "{kv_cache_memory} asks for {kv_requested} GiB of KV cache, but only {node_free} GiB of "
+                "node 0's memory is free: ask for less, {kv_cache_memory} {kv_fit}.",
+                otherwise="{kv_cache_memory} asks for more KV cache than node 0 has free: ask for less.",
+            ),
+            "Or free host RAM: stop what else runs on this machine.",
+        ),
+        "max_len_over_model": (
+            Say(
+                "The model's own length is {derived_len} tokens: {context} {derived_len} (or less).",
+                otherwise="Lower {context} to the model's own length (max_position_embeddings).",
+            ),
+            "Past it only with RoPE scaling in the model's config and VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.",
+        ),
+        "quant_not_in_checkpoint": (
+            Say(
+                "The checkpoint is not quantized with {quant_asked}: drop {quant} {quant_asked} (vLLM reads "
+                "a checkpoint's own quantization from its config), or serve a checkpoint quantized with {quant_asked}.",
+                otherwise="The checkpoint is not quantized that way: drop {quant}, or serve a checkpoint "
+                "quantized with that method.",
+            ),
+        ),
+        "worker_died": (
+            "A worker process died without a word of its own: most often the kernel's out-of-memory "
+            "killer. Look: `dmesg -T | grep -i 'killed process'`.",
+            Say(
+                "If it was: lower what the worker holds, {kv_cache_memory} (on the CPU build the KV cache "
+                "is the worker's own memory) or {mem_share}.",
+            ),
+        ),
+        "host_killed": (
+            Say(
+                "Lower what the worker holds: {kv_cache_memory} (on the CPU build the KV cache is the "
+                "worker's own memory), or a smaller {context}.",
+                when="cpu_platform",
+            ),
+            Say(
+                "Keep less in host RAM: lower {cpu_offload} or use a smaller checkpoint.",
+                when="!cpu_platform",
+            ),
+        ),
     },
 )
 
@@ -91,6 +163,26 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
     StageRule("post /v", "inference", backend="vllm"),
     StageRule("scheduler.py", "inference", r"scheduler\.py:\d+\].*(?:prompt|request)", backend="vllm"),
     StageRule("execute_model", "inference", backend="vllm"),
+)
+
+# The CPU build: the worker's memory checks on NUMA node 0 (vllm/v1/worker/cpu_worker.py). The share of the
+# node (--gpu-memory-utilization, despite its name) is more than is free at start; the KV bytes asked
+# (--kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE) are more than is free when the cache is allocated.
+HOST_OOM_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "less than desired cpu memory utilization",
+        "cpu_share_short",
+        "host_oom",
+        stage="load_weights",
+        backend="vllm",
+    ),
+    ErrorRule(
+        "less than requested memory for kv",
+        "kv_bytes_over_free",
+        "host_oom",
+        stage="kv_cache",
+        backend="vllm",
+    ),
 )
 
 DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
@@ -178,6 +270,14 @@ CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
 )
 
 CONTEXT_ERRORS_2: tuple[ErrorRule, ...] = (
+    # --max-model-len past the model's own length (max_position_embeddings), refused at config validation
+    ErrorRule(
+        "is greater than the derived max_model_len",
+        "max_len_over_model",
+        "context_too_long",
+        stage="load_weights",
+        backend="vllm",
+    ),
     ErrorRule(
         "longer than the maximum model length",
         "context_too_long",
@@ -188,6 +288,14 @@ CONTEXT_ERRORS_2: tuple[ErrorRule, ...] = (
 )
 
 FORMAT_ERRORS: tuple[ErrorRule, ...] = (
+    # --quantization METHOD on a checkpoint that was not quantized that way (no METHOD config beside it)
+    ErrorRule(
+        "cannot find the config file for",
+        "quant_not_in_checkpoint",
+        "unsupported_quant",
+        stage="load_weights",
+        backend="vllm",
+    ),
     ErrorRule(
         "quantization method",
         "quant_unsupported",
@@ -278,6 +386,10 @@ GENERIC_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule("error executing method", "worker_method_failed", "other", strong=False, backend="vllm"),
 )
 
+# A worker (or the engine core) died without a word of its own: the kernel's OOM killer most often (the
+# verdict looks in the kernel log), a segfault otherwise.
+DIED_ERRORS: tuple[ErrorRule, ...] = (ErrorRule("died unexpectedly", "worker_died", "other", backend="vllm"),)
+
 GENERIC_ERRORS_2: tuple[ErrorRule, ...] = (
     ErrorRule("enginecore failed to start", "engine_failed", "other", strong=False, backend="vllm"),
     ErrorRule("engine core initialization failed", "engine_failed", "other", strong=False, backend="vllm"),
@@ -317,7 +429,12 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         "CUDA graphs are off (eager mode): slower decoding",
         r"cuda graph is turned off|enforce_eager=true.*(?:disable|turned off)",
         backend="vllm",
+        unless="cpu_platform",  # the CPU build has no CUDA graphs to turn off
     ),
+    # marks: the run is vLLM's CPU build (its KV cache and workers are the host's)
+    NoticeRule("cpu kv cache size", "mark", "cpu_platform", backend="vllm"),
+    NoticeRule("cpu_worker.py", "mark", "cpu_platform", backend="vllm"),
+    NoticeRule("cpu_model_runner", "mark", "cpu_platform", backend="vllm"),
     # marks (kind "mark"): where a step began, for the advice; never reported as quiet failures
     NoticeRule(
         "capturing cuda graph",
@@ -378,9 +495,78 @@ FIGURES: tuple[FigureRule, ...] = (
         backend="vllm",
     ),
     FigureRule(
-        "gpu kv cache size",
+        "kv cache size",
         "kv_cache_tokens",
-        rf"gpu kv cache size:\s*{NUM} tokens",
+        rf"(?:gpu|cpu|xpu|npu) kv cache size:\s*{NUM} tokens",
+        count=True,
+        backend="vllm",
+    ),
+    # the CPU build: "Explicitly set (0.25/8.96) GiB for KV cache on node 0." / "Auto set (4.62/10.34) GiB
+    # for KV cache on node 0, with 5.17 GiB requested memory for the worker. 0.55 GiB memory was consumed
+    # by non-kv usages."
+    FigureRule(
+        "for kv cache on node",
+        "kv_cache_available",
+        rf"set \({NUM}/[\d.]+\) GiB for kv cache on node",
+        unit_default="GiB",
+        backend="vllm",
+    ),
+    FigureRule(
+        "for kv cache on node",
+        "node_memory",
+        rf"set \([\d.]+/{NUM}\) GiB for kv cache on node",
+        unit_default="GiB",
+        backend="vllm",
+    ),
+    FigureRule(
+        "consumed by non-kv usages",
+        "non_kv_memory",
+        rf"{NUM} GiB memory was consumed by non-kv usages",
+        unit_default="GiB",
+        backend="vllm",
+    ),
+    # the memory a refusal names: "Available memory on node 0 (8.1/10.21 GiB) ..."
+    FigureRule(
+        "available memory on node",
+        "node_free_memory",
+        rf"available memory on node \d+ \({NUM}/[\d.]+ GiB\)",
+        unit_default="GiB",
+        backend="vllm",
+    ),
+    FigureRule(
+        "available memory on node",
+        "node_memory",
+        rf"available memory on node \d+ \([\d.]+/{NUM} GiB\)",
+        unit_default="GiB",
+        backend="vllm",
+    ),
+    FigureRule(
+        "less than requested memory for kv",
+        "kv_cache_requested",
+        rf"less than requested memory for kv \({NUM}(?:/[\d.]+)? GiB\)",
+        unit_default="GiB",
+        backend="vllm",
+    ),
+    FigureRule(
+        "memory utilization (",
+        "memory_share",
+        r"desired (?:cpu|gpu) memory utilization \((?P<value>0?\.\d+|1(?:\.0+)?)[,)]",
+        count=True,
+        backend="vllm",
+    ),
+    # the launch's own settings, from its "non-default args: {...}" line
+    FigureRule(
+        "kv_cache_memory_bytes",
+        "kv_cache_memory_bytes",
+        r"'kv_cache_memory_bytes': (?P<value>\d+)",
+        unit_default="B",
+        backend="vllm",
+    ),
+    FigureRule("using max model len", "context", rf"using max model len {NUM}", count=True, backend="vllm"),
+    FigureRule(
+        "derived max_model_len",
+        "max_model_len_derived",
+        r"derived max_model_len \(max_position_embeddings=(?P<value>\d+)",
         count=True,
         backend="vllm",
     ),
@@ -450,11 +636,33 @@ ECHO_CUTS: tuple[tuple[str, str], ...] = (
 )
 
 
+# How far a run got (core/logs/ruletypes.MILESTONES): each line proves a step is behind it.
+PROGRESS: tuple[ProgressRule, ...] = (
+    ProgressRule("resolved architecture", "files", backend="vllm"),
+    ProgressRule("loading weights took", "weights", backend="vllm"),
+    ProgressRule("model loading took", "weights", backend="vllm"),
+    ProgressRule("loading model weights took", "weights", backend="vllm"),
+    ProgressRule("kv cache size", "cache", r"(?:gpu|cpu|xpu|npu) kv cache size", backend="vllm"),
+    ProgressRule("available kv cache memory", "cache", r"available kv cache memory:\s*\d", backend="vllm"),
+    ProgressRule("init engine (profile, create kv cache", "cache", backend="vllm"),
+    ProgressRule("application startup complete", "listening", backend="vllm"),
+    ProgressRule("starting vllm server on", "listening", backend="vllm"),
+    ProgressRule("uvicorn running on", "listening", backend="vllm"),
+    ProgressRule("post /v", "served", r"\"post /v\d[^\"]*\" 200\b", backend="vllm"),
+    ProgressRule("processed prompts", "served", r"processed prompts: 100%", backend="vllm"),
+    # ctrl-c, or a SIGTERM from a supervisor: the errors its engine's teardown prints are not failures
+    ProgressRule("received signal", "stop", r"trigger received signal=sig(?:int|term)", backend="vllm"),
+    ProgressRule("shutdown triggered", "stop", backend="vllm"),
+    ProgressRule("shutting down", "stop", r"^(?:info:\s+)?shutting down\s*$", backend="vllm"),
+)
+
+
 LOG = EngineLog(
     "vllm",
     (PROFILE,),
     stages=(("first", STAGE_RULES_1), ("second", STAGE_RULES_2)),
     errors=(
+        ("host_oom", HOST_OOM_ERRORS),
         ("device_oom.share", DEVICE_OOM_ERRORS),
         ("kv_cache", KV_CACHE_ERRORS + KV_CACHE_ERRORS_2 + KV_CACHE_ERRORS_3),
         ("context", CONTEXT_ERRORS + CONTEXT_ERRORS_2),
@@ -463,10 +671,11 @@ LOG = EngineLog(
         ("shape", SHAPE_ERRORS),
         ("dtype", DTYPE_ERRORS),
         ("missing", MISSING_ERRORS),
-        ("generic", GENERIC_ERRORS + GENERIC_ERRORS_2),
+        ("generic", DIED_ERRORS + GENERIC_ERRORS + GENERIC_ERRORS_2),
     ),
     notices=(("notices", NOTICES + NOTICES_2),),
     figures=(("figures", FIGURES),),
     marks=MARKS + MARKS_2,
     echo_cuts=ECHO_CUTS,
+    progress=PROGRESS,
 )
