@@ -122,7 +122,12 @@ def test_ladders_follow_the_backend() -> None:
     # Its server runs one sequence: no parallel rung; no mem_share (vLLM only); gpu layers last.
     assert kv_python == ["kv_dtype", "context", "flash_attn", "gpu_layers"]
     # vLLM's attention backend changes neither its paged KV cache nor its profile run: no such rung.
-    assert [r.param for r in ladder_for("kv_cache", "vllm")] == ["parallel", "kv_dtype", "context", "mem_share"]
+    assert [r.param for r in ladder_for("kv_cache", "vllm")] == [
+        "parallel",
+        "kv_dtype",
+        "context",
+        "mem_share",
+    ]
     weights_tf = [r.param for r in ladder_for("load_weights", "transformers")]
     assert weights_tf[:3] == ["quant", "model", "double_quant"]
     assert ladder_for("load_weights", "transformers")[2].move == "advice"  # said, not applied
