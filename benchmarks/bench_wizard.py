@@ -2,7 +2,9 @@
 
 Every launch is real: llama-cpp-python's server, and the real llama-server that
 scripts/build_llama_server.sh builds (or $VRAMTUI_LLAMA_SERVER), on this CPU under an address-space
-budget, with tiny GGUF models generated here; each scenario runs on both. Blind halving halves the context (KV scenarios) or the quantization
+budget, with tiny GGUF models generated here; each scenario runs on both. Then vLLM's CPU build
+(scripts/install_vllm.sh's), failing by its own memory checks on a tiny HF checkpoint: blind halving
+halves its share, context or KV bytes. Blind halving halves the context (KV scenarios) or the quantization
 (16 → 8 → 4 bit, weights scenarios) until the server comes up and answers. Goal: the wizard reaches
 a working configuration in at most two relaunches after the first failure.
 
@@ -27,7 +29,7 @@ from pathlib import Path
 from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 from vramtui.core.launch.launcher import run_check
 from vramtui.core.launch.profile import Profile
-from vramtui.core.units import MIB
+from vramtui.core.units import MIB, parse_size
 from vramtui.core.wizard.wizard import Wizard
 
 GOAL = 2
@@ -52,6 +54,16 @@ def blind_halving(profile: Profile, mode: str, limit: int = 8) -> tuple[int, str
                 return relaunches, "gave up", current
             current = current.with_param("context", context)
             value = str(context)
+        elif mode == "share":
+            share = round(float(current.params["mem_share"]) / 2, 3)  # type: ignore[arg-type]
+            current = current.with_param("mem_share", share)
+            value = str(share)
+        elif mode == "kv_bytes":
+            size = parse_size(str(current.params["kv_cache_memory"])) // 2
+            if size < 16 * MIB:
+                return relaunches, "gave up", current
+            current = current.with_param("kv_cache_memory", f"{size // MIB}MiB")
+            value = f"{size // MIB}MiB"
         else:
             now = next(q for q in quants if current.model.endswith(f"-{q}.gguf"))
             if now == quants[-1]:
@@ -100,6 +112,31 @@ def on_llama_server(scenarios: list[Scenario]) -> list[Scenario]:
     return out
 
 
+def on_vllm(folder: Path) -> list[Scenario]:
+    """vLLM's CPU build (scripts/install_vllm.sh's, or $VRAMTUI_VLLM) failing the ways it does on its own
+    (no budget: its own memory checks refuse), one process for the engine and its worker."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "engines"))
+    from vllm_capture import default_program
+    from vllm_support import vllm_profile
+
+    program = Path(default_program())
+    if not program.is_file():
+        print("no vLLM installed (scripts/install_vllm.sh): its scenarios are left out", file=sys.stderr)
+        return []
+    from vramtui.core.demo.tinyhf import write_tiny_hf
+
+    model = write_tiny_hf(folder / "tiny-qwen2")
+
+    def vllm(**params: object) -> Profile:
+        return vllm_profile(program, model, folder, one_process=True, **params)
+
+    return [
+        Scenario("vllm: CPU share 0.99 of node 0 (free less)", vllm(kv_cache_memory=None, mem_share=0.99), "share"),
+        Scenario("vllm: KV 1 MiB for max-model-len 4096", vllm(kv_cache_memory="1MiB", context=4096), "context"),
+        Scenario("vllm: KV 200 GiB above the free RAM", vllm(kv_cache_memory="200GiB"), "kv_bytes"),
+    ]  # fmt: skip
+
+
 def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="vramtui-bench-wizard-"))
     print(f"generating models in {folder} ...", file=sys.stderr)
@@ -136,7 +173,7 @@ def main() -> int:
             "quant",
         ),
     ]
-    scenarios = [*python_server, *on_llama_server(python_server)]
+    scenarios = [*python_server, *on_llama_server(python_server), *on_vllm(folder)]
     header = (
         f"{'scenario':58} {'wizard':>7} {'blind':>6}  {'wizard changes':32} {'blind final':12} "
         f"{'ctx wizard/blind':>17} {'s':>5}"

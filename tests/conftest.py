@@ -18,7 +18,7 @@ INSTALL_VLLM = Path(__file__).resolve().parents[1] / "scripts" / "install_vllm.s
 
 # Test modules whose fakes other folders' tests reuse (FakeDriver, ReplayedRuns, the TUI helpers):
 # importable whichever folder pytest is pointed at.
-for _folder in ("core/memory", "core/wizard", "core/backends", "tui"):
+for _folder in ("core/memory", "core/wizard", "core/backends", "tui", "engines"):
     sys.path.insert(0, str(Path(__file__).resolve().parent / _folder))
 
 

@@ -274,6 +274,13 @@ def capture(program: str, scenario: Scenario, models: Path, port: int) -> Captur
         return run(argv, env, scenario, f"http://127.0.0.1:{port}")
 
 
+def kernel_kills() -> list[str]:
+    """The kernel's last OOM-kill line of a vLLM worker (dmesg -T), for the log's header."""
+    done = subprocess.run(["dmesg", "-T"], capture_output=True, text=True, timeout=30, check=False)
+    kills = [line for line in done.stdout.splitlines() if "Killed process" in line and "VLLM::" in line]
+    return kills[-1:]
+
+
 def version(program: str) -> str:
     python = Path(program).parent / "python"
     proc = subprocess.run(
@@ -314,6 +321,7 @@ def save(program: str, scenario: Scenario, models: Path, port: int, out: Path) -
     ]
     if scenario.memory_limit_mib is not None:
         lines.append(f"memory cgroup: {scenario.memory_limit_mib} MiB")
+        lines.extend(f"kernel: {line}" for line in kernel_kills())
     if result.client:
         lines.append(f"client: {' '.join(result.client.split())}")
     path = out / f"{scenario.name}.log"

@@ -62,7 +62,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_text(diagnosis, args.file))
         sys.stdout.flush()
-    return 1 if diagnosis.failed else 0
+    return exit_status(diagnosis)
+
+
+# diagnose's exit status: 0 no failure, 1 a failure, 3 no error but no ready either (2 is bad input)
+INCOMPLETE_STATUS = 3
+
+
+def exit_status(diagnosis: Any) -> int:
+    """0 when the log shows the server up with no failure; 1 a failure; 3 a log that stops before the
+    server was ready without an error (still loading, or killed without a message): `diagnose && deploy`
+    must not pass it."""
+    if diagnosis.failed:
+        return 1
+    return INCOMPLETE_STATUS if getattr(diagnosis, "incomplete", False) else 0
 
 
 def fit_view(diagnosis: Any) -> Any:
@@ -82,6 +95,7 @@ def _json_view(diagnosis: Any) -> dict[str, Any]:
             "backend",
             "stage",
             "failed",
+            "incomplete",
             "failure_stage",
             "failure",
             "first_error_line",

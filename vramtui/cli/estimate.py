@@ -130,6 +130,11 @@ def _add_host_weights(run: Any) -> None:
         metavar="GiB",
         help="vLLM: GiB of the decoder layers' weights kept in host RAM, per GPU (much slower)",
     )
+    run.add_argument(
+        "--kv-cache-memory",
+        metavar="SIZE",
+        help="vLLM: the KV cache set outright (--kv-cache-memory-bytes, e.g. 4GiB); the share then does not count",
+    )
 
 
 def _add_several_gpus(parser: argparse.ArgumentParser) -> None:

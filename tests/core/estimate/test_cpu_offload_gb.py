@@ -57,14 +57,14 @@ def test_the_gib_asked_leave_the_card_and_the_kv_cache_takes_their_room(qwen14b:
     base = estimate(info, _vllm())
     four = estimate(info, _vllm(cpu_offload_gb=4))
     ten = estimate(info, _vllm(cpu_offload_gb=10))
-    # 27.5 GiB of bf16 weights against 90% of a 24 GiB card: 4 GiB off it are not enough, 10 are
+    # 27.5 GiB of bf16 weights against 92% of a 24 GiB card: 4 GiB off it are not enough, 10 are
     # (with the profile run's activations and 8192 tokens of KV cache)
     assert not base.fits and not four.fits and ten.fits
     assert four.weights_host_bytes == 4 * GIB and four.bill.get("weights", HOST) == 4 * GIB
     assert four.weights_bytes == base.weights_bytes - 4 * GIB
     # what the 10 GiB free goes to the KV cache, in whole blocks
     per_block = BLOCK_TOKENS * ten.kv_bytes_per_token
-    room_before = 0.9 * 24 * GIB - base.weights_bytes - base.activations_bytes - base.overhead_bytes
+    room_before = 0.92 * 24 * GIB - base.weights_bytes - base.activations_bytes - base.overhead_bytes
     assert ten.kv_cache_bytes // per_block == (room_before + 10 * GIB) // per_block
     assert any("--cpu-offload-gb 4" in note and "slower" in note for note in four.notes)
     # more than the layers hold: every decoder layer moves, the embedding and lm_head stay

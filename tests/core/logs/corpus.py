@@ -114,13 +114,15 @@ def judge_case(case: dict, diagnosis) -> dict[str, bool | None]:
         else None,
         "first_error": (diagnosis.first_error_line in lines) if lines else None,
         "quiet": (failure == "none" and bool(diagnosis.warnings)) if quiet else None,
+        # a healthy run with nothing wrong that is warned about anyway (the quiet rules' false alarms)
+        "calm": (not diagnosis.warnings) if case["stage"] == "ok" and not quiet else None,
         "all": stage == case["stage"]
         and failure == case["failure"]
         and (not lines or diagnosis.first_error_line in lines),
     }
 
 
-MEASURES = ("stage", "class", "memory", "first_error", "quiet", "all")
+MEASURES = ("stage", "class", "memory", "first_error", "quiet", "calm", "all")
 
 
 def score(rows: list[tuple[dict, dict[str, bool | None]]]) -> dict[str, tuple[int, int]]:

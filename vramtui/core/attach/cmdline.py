@@ -63,9 +63,20 @@ def _program_matches(program: Sequence[str], argv: Sequence[str]) -> int:
 
 
 def find_backend(argv: Sequence[str]) -> tuple[Backend | None, int]:
-    """The Backend whose program this is, and how many argv words its program takes."""
+    """The Backend whose program this is, and how many argv words its program takes.
+
+    A console script shows up as its interpreter and its path (`python .../bin/vllm serve ...`, the
+    kernel's view of a script started by its shebang): the interpreter is skipped."""
     if not argv:
         return None, 0
+    if len(argv) > 1 and os.path.basename(argv[0]).startswith("python") and not argv[1].startswith("-"):
+        found, covered = _find_program(argv[1:])
+        if found is not None and found.launch is not None and found.launch.program[0] != "{python}":
+            return found, covered + 1
+    return _find_program(argv)
+
+
+def _find_program(argv: Sequence[str]) -> tuple[Backend | None, int]:
     for backend in BACKENDS.values():
         if backend.launch is None:
             continue

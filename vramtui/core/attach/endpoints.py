@@ -130,7 +130,12 @@ def read_models(body: bytes) -> dict[str, Any]:
     entries = data.get("data") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise ValueError("no 'data' list: not an OpenAI /v1/models")
-    return {"models": [e.get("id") for e in entries if isinstance(e, dict)]}
+    found: dict[str, Any] = {"models": [e.get("id") for e in entries if isinstance(e, dict)]}
+    # vLLM says each model's context (--max-model-len, or what it derived) beside its id
+    lengths = [e.get("max_model_len") for e in entries if isinstance(e, dict)]
+    if lengths and isinstance(lengths[0], int) and not isinstance(lengths[0], bool):
+        found["max_model_len"] = lengths[0]
+    return found
 
 
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')

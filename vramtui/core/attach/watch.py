@@ -99,7 +99,7 @@ class Attached:
             "model": model or _model_from_endpoints(self.endpoints),
             "command_line": command.argv if command else None,
             "params": dict(command.params) if command else {},
-            "params_assumed": _assumed(command),
+            "params_assumed": _assumed(command, self.endpoints),
             "backend_params": dict(command.extra) if command else {},
             "endpoints": {path: e.to_dict() for path, e in self.endpoints.items()},
             "endpoints_found": [path for path, e in self.endpoints.items() if e.answered],
@@ -141,11 +141,24 @@ def _why_no_server(
     return "; ".join(said)
 
 
-def _assumed(command: ServerCommand | None) -> dict[str, object]:
-    """The engine's defaults for what its command line leaves unsaid (what it runs with)."""
+def _assumed(
+    command: ServerCommand | None, endpoints: dict[str, Endpoint] | None = None
+) -> dict[str, object]:
+    """What the server runs with where its command line says nothing: what its endpoints say (vLLM's
+    /v1/models names the context it took), else the engine's defaults."""
     if command is None or command.backend is None:
         return {}
-    return {k: v for k, v in command.backend.defaults.items() if k not in command.params}
+    from vramtui.core.memory.nvml import first_gpu_total_bytes
+
+    card = first_gpu_total_bytes()  # no GPU here: an engine that runs anyway runs on the CPU
+    backend = command.backend
+    assumed = {k: backend.default(k, card, card is None) for k in backend.defaults if k not in command.params}
+    models = (endpoints or {}).get("/v1/models")
+    if "context" not in command.params and models is not None and models.answered:
+        length = models.found.get("max_model_len")
+        if length:
+            assumed["context"] = length
+    return assumed
 
 
 def _model_from_endpoints(endpoints: dict[str, Endpoint]) -> str | None:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from vramtui.core.backends import get_backend
-from vramtui.core.backends.base import gib
+from vramtui.core.backends.base import gib, size_bytes
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import devices, extras, offload
 from vramtui.core.estimate import quant as q
@@ -64,6 +64,8 @@ class Settings:
     override_tensor: tuple[str, ...] = ()
     # vLLM's --cpu-offload-gb: GiB of the decoder layers' weights kept in pinned host RAM, per GPU
     cpu_offload_gb: float = 0.0
+    # vLLM's --kv-cache-memory-bytes: the KV cache per device, set outright (the share then does not count)
+    kv_cache_memory: int | None = None
     # llama.cpp reads the file by mmap (its default); False: --load-mode none / use_mmap=False
     mmap: bool = True
     # Terms measured on earlier runs of this engine build on this device (core/estimate/calibrate.py's
@@ -201,6 +203,11 @@ class Settings:
             n_cpu_moe=_as_int(params, "n_cpu_moe"),
             override_tensor=tuple(str(rule) for rule in overrides),
             cpu_offload_gb=_offload_gib(params.get("cpu_offload", params.get("cpu_offload_gb"))),
+            kv_cache_memory=(
+                size_bytes("kv_cache_memory", params["kv_cache_memory"])
+                if params.get("kv_cache_memory")
+                else None
+            ),
             mmap=mmap_from_params(params),
             backend=backend,
             context=_as_int(params, "context"),

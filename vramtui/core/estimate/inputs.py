@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from vramtui.core.backends.base import size_bytes
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate.estimator import DEFAULT_DEVICE_BYTES, Settings
 from vramtui.core.units import parse_count, parse_size
@@ -37,6 +38,7 @@ FLAGS: dict[str, str] = {
     "n_cpu_moe": "--n-cpu-moe",
     "override_tensor": "--override-tensor",
     "cpu_offload_gb": "--cpu-offload-gb",
+    "kv_cache_memory": "--kv-cache-memory",
     "mmap": "--no-mmap",
     "mmproj": "--mmproj",
     "model_draft": "--model-draft",
@@ -264,6 +266,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "n_cpu_moe": lambda text: _whole(text, 0),
     "override_tensor": parse_overrides,
     "cpu_offload_gb": lambda text: parse_gib(text),
+    "kv_cache_memory": lambda text: size_bytes("kv_cache_memory", text),
     "mmap": parse_switch,
     "mmproj": _text,
     "model_draft": _text,
@@ -319,6 +322,7 @@ def parse_inputs(texts: Mapping[str, str | None]) -> tuple[dict[str, Any], dict[
 FLAG_FIELDS = (
     "mmproj", "model_draft", "gpu_layers_draft", "device_draft", "ctx_size_draft", "cache_ram", "lora",
     "max_loras", "max_lora_rank", "mtp", "cpu_moe", "n_cpu_moe", "override_tensor", "cpu_offload_gb",
+    "kv_cache_memory",
     "tensor_split", "split_mode", "main_gpu", "tensor_parallel_size", "pipeline_parallel_size",
     "device_map", "max_memory",
 )  # fmt: skip
@@ -385,6 +389,7 @@ def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
         n_cpu_moe=values.get("n_cpu_moe"),
         override_tensor=values.get("override_tensor") or (),
         cpu_offload_gb=values.get("cpu_offload_gb") or 0.0,
+        kv_cache_memory=values.get("kv_cache_memory"),
         mmap=values.get("mmap") is not False,
         mmproj=values.get("mmproj"),
         model_draft=values.get("model_draft"),

@@ -18,6 +18,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -290,6 +291,7 @@ class ModelServer:
         # reads what is left of it: vLLM's API server alone after its engine and worker were killed).
         self.resident_bytes = 0
         self._stopping = False
+        self._died_on_its_own = False
         # The run's own samples: the wizard's readings (core.memory.series.run_readings) come from them.
         self.samples: deque[Any] = deque(maxlen=36_000)
         self.peak_gpu_bytes: int | None = None
@@ -563,8 +565,12 @@ class ModelServer:
         self.exit_code = self.proc.wait()
         if self._reader is not None:
             self._reader.join(timeout=5.0)
-        # A group vramtui signalled (stop(), a budget crossing, the exit handlers) died of our signal.
-        self.stopped_by_us = self.stopped_by_us or procs.signalled_by_us(self.proc.pid)
+        # A group vramtui signalled (stop(), a budget crossing, the exit handlers) died of our signal; a
+        # server that died before that (the OOM killer, a crash) did not, whatever vramtui sent after.
+        if not self._died_on_its_own:
+            self.stopped_by_us = self.stopped_by_us or procs.signalled_by_us(self.proc.pid)
+        if not self.stopped_by_us and self.exit_code is not None and self.exit_code < 0:
+            self._record_line(f"vramtui: {self.exit_words()}")
         if self.stopped_by_us and not self.ready and self.failure is None:
             self.failure, self.failure_stage = STOPPED_BY_VRAMTUI, self.stage or "launch"
             self.failure_message = f"stopped by vramtui at stage {self.failure_stage}, before it was ready"
@@ -574,6 +580,25 @@ class ModelServer:
                 self.diagnoser.note_exit(self.exit_code)
                 self.diagnoser.log_time = time.time()  # a kernel OOM kill about now is this process's
         self._event("exit", f"exit status {self.exit_code}")
+
+    def exit_words(self) -> str:
+        """How it ended, by the signal's name, and when against ready: "the server was killed by SIGKILL
+        (signal 9) 42 s after it was ready"."""
+        code = self.exit_code
+        if code is None:
+            return "the server is still running"
+        if code >= 0:
+            return f"the server exited with status {code}"
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        when = ""
+        if self.ready_at is not None:
+            when = f" {time.time() - self.ready_at:.0f} s after it was ready"
+        elif self.started_at is not None:
+            when = f" {time.time() - self.started_at:.0f} s after launch, before it was ready"
+        return f"the server was killed by {name} (signal {-code}){when}"
 
     @property
     def load_time_s(self) -> float | None:
@@ -588,6 +613,8 @@ class ModelServer:
             return
         with self._lock:
             self._stopping = True
+        if self.proc.poll() is not None and self.exit_code is None:
+            self._died_on_its_own = True  # what stop_group sends now reaches only what it left behind
         if self.proc.poll() is None:
             self.stopped_by_us = True
             # Into the run log: a kill after this line is ours, not the OOM killer's (the diagnosis reads it).

@@ -66,6 +66,7 @@ CAUSE_WORDS: dict[str, str] = {
     "quant_not_in_checkpoint": "the quantization asked for is not the checkpoint's",
     "worker_died": "a worker process died without an error of its own",
     "oom_killer": "the kernel's out-of-memory killer ended the process",
+    "killed_signal": "the server was killed (SIGKILL) without a stop of vramtui's: the host's out-of-memory killer is the usual cause",
 }
 
 
@@ -736,6 +737,15 @@ def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
         reached = diagnosis.stage or "no stage"
         if diagnosis.stopped_by_vramtui:
             return f"No failure in the log (reached: {reached}); vramtui stopped the server itself."
+        if diagnosis.incomplete:
+            return (
+                f"Incomplete: no error, but the log stops before the server was ready (reached: {reached}): "
+                "still loading, or killed without a message."
+            )
+        if diagnosis.stopped:
+            return (
+                f"No failure in the log (reached: {reached}); it was stopped on purpose (a signal, ctrl-c)."
+            )
         return f"No failure in the log (reached: {reached})."
     words = CAUSE_WORDS.get(diagnosis.cause or "", "") or FAILURE_WORDS.get(diagnosis.failure, "it failed")
     if diagnosis.cause == "cut_traceback" and diagnosis.failure != "other":

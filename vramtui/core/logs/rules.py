@@ -86,6 +86,8 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     # Filed under "code" and "status", not "137": a digit word would make every 3-digit number special.
     ErrorRule("code 137", "host_killed", "host_oom_killed", r"exit(?:ed)? (?:with )?code 137\b"),
     ErrorRule("status 137", "host_killed", "host_oom_killed", r"exit(?:ed)? (?:with )?status 137\b"),
+    # vramtui's launcher says how a server it started died when no stop of its own did it
+    ErrorRule("vramtui: the server was killed by sigkill", "killed_signal", "host_oom_killed"),
     *_engines("errors", "host_oom"),
     # --- device memory ---
     *_engines("errors", "device_oom.share"),
@@ -145,6 +147,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     *_engines("errors", "format.after"),
     # --- architectures the engine does not know ---
     *_engines("errors", "arch"),
+    ErrorRule("unsupported architecture", "unknown_arch", "unknown_arch", stage="load_weights"),
     # --- weights that do not fit the model's shape ---
     *_engines("errors", "shape"),
     ErrorRule("shape mismatch", "shape_mismatch", "shape_mismatch", stage="load_weights"),
@@ -221,6 +224,10 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("panic:", "panic", "other", r"^\s*panic:", strong=False),
     *_engines("errors", "generic.after"),
     ErrorRule("watchdog caught collective operation timeout", "nccl_timeout", "other"),
+    # a GPU kernel fault: with no line around it, most often while serving (start-up faults have stage lines)
+    ErrorRule("illegal memory access", "kernel_fault", "other", default_stage="inference"),
+    ErrorRule("device lost", "kernel_fault", "other", r"\bdevice lost\b", default_stage="inference"),
+    ErrorRule("vramtui: the server was killed by sig", "crash", "other"),  # SIGSEGV, SIGABRT ...
     ErrorRule("segmentation fault", "crash", "other", strong=False),
     ErrorRule("core-dump", "crash", "other", r"result: core-dump", strong=False),  # systemd's unit status
     ErrorRule("core dumped", "crash", "other", strong=False),
@@ -280,7 +287,43 @@ NOTICE_RULES: tuple[NoticeRule, ...] = (
         "falling back to",
         "kernel_fallback",
         "a kernel fell back to a slower path",
-        r"(?:kernel|attention|flash|sdpa|triton|marlin|punica|sgmv|cuda graph).*falling back to|falling back to (?:the )?(?:eager|manual|math|naive|loop|slow|default|torch|xformers|sdpa)",
+        r"(?:kernel|attention|flash|sdpa|triton|marlin|punica|sgmv|cuda graph|all-?reduce).*falling back to"
+        r"|falling back to (?:the )?(?:eager|manual|math|naive|loop|slow|default|torch|xformers|sdpa|v0\b)",
+    ),
+    NoticeRule(
+        "fell back to",
+        "kernel_fallback",
+        "a kernel fell back to a slower path",
+        r"(?:all-?reduce|kernel|attention|flash).*fell back to|fell back to (?:a |the )?slower",
+    ),
+    # an engine saying so itself: "Performance might be sub-optimal!", "This may slow down the performance"
+    NoticeRule(
+        "optimal",
+        "kernel_fallback",
+        "the engine says it runs a slower, untuned path (performance might be sub-optimal)",
+        r"performance (?:might|may|will) be sub-?optimal|\bsub-?optimal performance",
+    ),
+    NoticeRule(
+        "slow down",
+        "kernel_fallback",
+        "the engine says this setup slows it down",
+        r"may slow down the performance",
+    ),
+    NoticeRule(
+        "not compiled with flash attention",
+        "kernel_fallback",
+        "PyTorch was built without flash attention: attention takes a slower kernel",
+    ),
+    NoticeRule(
+        "could not import flash attention",
+        "kernel_fallback",
+        "the flash-attention models could not be imported: the engine runs its slower path",
+    ),
+    NoticeRule(
+        "offloaded to the",
+        "cpu_fallback",
+        "part of the model was offloaded to the CPU or the disk (device_map auto): those layers run slowly",
+        r"offloaded to the (?:cpu|disk)",
     ),
     NoticeRule(
         "fall back to",

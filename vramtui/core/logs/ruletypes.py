@@ -54,6 +54,8 @@ class ErrorRule:
     hint: str | None = None
     backend: str = ""
     case_sensitive: bool = False
+    # Where it most likely happened when no line says (a kernel fault: while serving); None: the class's
+    default_stage: str | None = None
     regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -72,6 +74,9 @@ class NoticeRule:
     # A mark (another notice's message, kind "mark") under which this one is not said: an eager run on
     # vLLM's CPU build has no CUDA graphs to miss.
     unless: str = ""
+    # A mark this one is said only with: every layer on the CPU is news only where a GPU was found or
+    # asked for (a CPU-only machine runs there on purpose).
+    requires: str = ""
     regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -48,7 +48,8 @@ class _Found:
 # An error line that says it happened while loading ("Failed to load model - not enough GPU memory",
 # Ollama's "error loading llama server"): its stage when no line before it says one.
 _SAYS_LOADING_RE = re.compile(
-    r"error loading|failed to load|while loading|loading (?:the )?model", re.IGNORECASE
+    r"error loading|failed to load|while loading|loading (?:the )?model|failed to initiali[sz]e",
+    re.IGNORECASE,
 )
 _RECOVERIES_QUOTED = 3
 _STARTUP_STAGES = frozenset({"download", "load_weights", "kv_cache"})
@@ -124,6 +125,7 @@ class LogState:
         # other findings
         self.notices: dict[str, tuple[int, str, str]] = {}
         self.notice_unless: dict[str, str] = {}  # a notice's key -> the mark that silences it
+        self.notice_requires: dict[str, str] = {}  # a notice's key -> the mark it needs to be said
         self.figures: dict[str, dict[str, int | float]] = {}
         self.scores: dict[str, int] = {}
         self.saturated: set[str] = set()
@@ -246,7 +248,9 @@ class LogState:
         known = rule.stage or stage or info.stage or self.current_or_none()
         if known is None and _SAYS_LOADING_RE.search(text):
             known = "load_weights"  # no stage before it, but the error line says it was loading
-        found = _Found(number, text, rule, known or _DEFAULT_STAGE[rule.failure], known is None)
+        found = _Found(
+            number, text, rule, known or rule.default_stage or _DEFAULT_STAGE[rule.failure], known is None
+        )
         if rule.strong:
             self.strong = found
             return "error", True
@@ -312,6 +316,8 @@ class LogState:
                 self.notices.setdefault(key, (number, text, notice.message))
                 if notice.unless:
                     self.notice_unless[key] = f"mark:{notice.unless}"
+                if notice.requires:
+                    self.notice_requires[key] = f"mark:{notice.requires}"
 
     def _enter_stage(self, number: int, text: str, stage: str, is_error: bool) -> None:
         self._adopt_stage(number, stage)

@@ -368,7 +368,9 @@ def _quiet_failures(state: LogState) -> list[str]:
     warnings = [
         f"{message} (line {number}: {_clip(text, 160)})"
         for key, (number, text, message) in state.notices.items()
-        if not key.startswith("mark:") and state.notice_unless.get(key) not in state.notices
+        if not key.startswith("mark:")
+        and state.notice_unless.get(key) not in state.notices
+        and state.notice_requires.get(key, "mark:") in (*state.notices, "mark:")
     ]
     warnings.extend(_placement_warnings(state))
     requests, confirmations = _quant_requests_and_confirmations(state.quant_lines)
@@ -414,6 +416,8 @@ def _placement_warnings(state: LogState) -> list[str]:
             f"({(layers - on_gpu) / layers:.0%} of the model) run on the host CPU"
         )
         return warnings
+    if on_gpu and layers and on_gpu >= layers:
+        return warnings  # every layer on the GPU: the host part is the token embeddings llama.cpp keeps there
     buffers = state.figures.get("model_buffer", {})
     host = sum(value for name, value in buffers.items() if is_host_buffer(name))
     devices = sum(value for name, value in buffers.items() if not is_host_buffer(name))

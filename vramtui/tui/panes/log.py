@@ -91,6 +91,12 @@ def diagnosis_text(
             shown = first_error_line or diagnosis.first_error_line
             text.append(f" — first error, line {shown} (key e): ")
             text.append((diagnosis.first_error_text or "").strip()[:300], style=theme_style(app, "log-error"))
+    elif getattr(diagnosis, "incomplete", False):
+        text.append("NOT READY", style=theme_style(app, "log-warning", bold=True, reverse=True))
+        text.append(
+            f" no error, reached {stage_words(reached) if reached else 'no stage yet'} ({backend}), "
+            f"{line_count:,} lines: still loading, or stopped without a message"
+        )
     else:
         text.append("NO FAILURE", style=theme_style(app, "verdict-fits", bold=True, reverse=True))
         text.append(

@@ -189,6 +189,16 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
 )
 
 DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
+    # Metal's failed command buffer: most often its out-of-memory (the next line says so when it can)
+    ErrorRule(
+        "failed with status 5",
+        "metal_command_failed",
+        "other",
+        r"command buffer \d+ failed with status 5",
+        strong=False,
+        hint="cuda_oom",
+        backend="llama.cpp",
+    ),
     ErrorRule(
         "failed to allocate",
         "device_alloc",
@@ -208,6 +218,14 @@ DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
 )
 
 CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
+    # the KV cache has no cells left for a batch while serving (too many slots or tokens in flight)
+    ErrorRule(
+        "failed to find a memory slot",
+        "kv_full",
+        "kv_cache_too_small",
+        stage="inference",
+        backend="llama.cpp",
+    ),
     # llama-server: a request that does not fit its slot's share of the context (-c / --parallel).
     ErrorRule(
         "kv cache is full", "context_too_long", "context_too_long", stage="inference", backend="llama.cpp"
@@ -431,6 +449,15 @@ BROKEN_FILE_ERRORS: tuple[ErrorRule, ...] = (
         "torch_checkpoint",
         "unsupported_quant",
         r"invalid magic (?:number|characters):? ?(?:0x)?(?:0a8a0280|04034b50)\b",
+        stage="load_weights",
+        backend="llama.cpp",
+    ),
+    # GGML's magics before GGUF (ggml, ggmf, ggjt, written little-endian as they print): an old .bin file
+    ErrorRule(
+        "invalid magic",
+        "old_format",
+        "unsupported_quant",
+        r"invalid magic (?:characters|number):? ?'?(?:lmgg|fmgg|tjgg|ggml|ggmf|ggjt)'?",
         stage="load_weights",
         backend="llama.cpp",
     ),
@@ -693,6 +720,56 @@ NOTICES_3: tuple[NoticeRule, ...] = (
 )
 
 NOTICES_4: tuple[NoticeRule, ...] = (
+    # a GPU found or asked for: what lands on the CPU after this is news (a CPU-only machine means it)
+    NoticeRule(
+        "gpu",
+        "mark",
+        "gpu_intent",
+        r"\boffload = 1\b|offloading \d+ repeating layers to gpu|found \d+ (?:cuda|rocm|vulkan|sycl) devices"
+        r"|library=(?:cuda|rocm|vulkan|metal)|\b(?:cuda|rocm|vulkan|sycl)\d\b|n_gpu_layers|--gpu-layers|num_gpu",
+        backend="llama.cpp",
+    ),
+    NoticeRule(
+        "assigned to device cpu",
+        "cpu_fallback",
+        "layers are assigned to the CPU although a GPU was found or asked for: they run there (slow)",
+        r"layer\s+\d+ assigned to device cpu",
+        backend="llama.cpp",
+        requires="gpu_intent",
+    ),
+    NoticeRule(
+        "dev = cpu",
+        "cpu_fallback",
+        "the KV cache of some layers sits in host RAM (dev = CPU) although a GPU was found or asked for",
+        r"layer\s+\d+: dev = cpu",
+        backend="llama.cpp",
+        requires="gpu_intent",
+    ),
+    NoticeRule(
+        "flash attention not supported",
+        "kernel_fallback",
+        "flash attention is not supported on this device for this model: it runs without (more memory, slower)",
+        backend="llama.cpp",
+    ),
+    NoticeRule(
+        "failed to mlock",
+        "memory_lock",
+        "the weights could not be locked in RAM (mlock failed, RLIMIT_MEMLOCK): they can be swapped out",
+        backend="llama.cpp",
+    ),
+    NoticeRule(
+        "offload to cpu",
+        "cpu_fallback",
+        "Ollama found no GPU to use and offloads to the CPU: the model runs there",
+        r'msg="offload to cpu"',
+        backend="ollama",
+    ),
+    NoticeRule(
+        "kv cache type not supported by model",
+        "setting_ignored",
+        "the quantized KV cache type asked for (OLLAMA_KV_CACHE_TYPE) is not used: this model does not support it, the cache stays f16",
+        backend="ollama",
+    ),
     NoticeRule(
         "offloaded 0/",
         "cpu_fallback",

@@ -107,6 +107,13 @@ GENERIC_ERRORS: tuple[ErrorRule, ...] = (
 
 NOTICES: tuple[NoticeRule, ...] = (
     NoticeRule(
+        "token usage",
+        "kv_full",
+        "the KV cache pool is full while requests wait: they queue or are retracted (throughput falls)",
+        r"\btoken usage: 1\.00\b.*#queue-req: [1-9]",
+        backend="sglang",
+    ),
+    NoticeRule(
         "performance might be sub-optimal",
         "kernel_fallback",
         "a MoE kernel runs without a tuned config for this GPU (slower)",

@@ -49,6 +49,8 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
 )
 
 STAGE_RULES_2: tuple[StageRule, ...] = (
+    # the router panicking in its request path: it was serving
+    StageRule("panicked at", "inference", r"panicked at .*router/src/(?:infer|server)", backend="tgi"),
     # text-generation-inference
     StageRule("starting check and download process", "download", backend="tgi"),
     StageRule("download: text_generation_launcher", "download", backend="tgi"),
@@ -102,6 +104,14 @@ DEVICE_OOM_ERRORS_3: tuple[ErrorRule, ...] = (
 )
 
 CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "must be <",
+        "length_settings",
+        "context_too_long",
+        r"`max_(?:input_tokens|input_length|total_tokens|batch_prefill_tokens)`\s*\(\d+\) must be <",
+        stage="load_weights",
+        backend="tgi",
+    ),
     ErrorRule(
         "must be <=",
         "context_too_long",

@@ -176,6 +176,9 @@ HUB_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule("gatedrepoerror", "gated_repo", "other", stage="download", backend="transformers"),
     ErrorRule("cannot access gated repo", "gated_repo", "other", stage="download", backend="transformers"),
     ErrorRule(
+        "trying to access a gated repo", "gated_repo", "other", stage="download", backend="transformers"
+    ),
+    ErrorRule(
         "repositorynotfounderror",
         "not_found_remote",
         "file_missing",

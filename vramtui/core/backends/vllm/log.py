@@ -339,6 +339,22 @@ SHAPE_ERRORS: tuple[ErrorRule, ...] = (
 )
 
 DTYPE_ERRORS: tuple[ErrorRule, ...] = (
+    # config validation: a dtype the quantization method or the model type refuses
+    ErrorRule(
+        "is not supported for quantization method",
+        "dtype_for_quant",
+        "dtype_unsupported",
+        stage="load_weights",
+        backend="vllm",
+    ),
+    ErrorRule(
+        "does not support float16",
+        "dtype_unsupported",
+        "dtype_unsupported",
+        r"does not support (?:float16|bfloat16|half)\b",
+        stage="load_weights",
+        backend="vllm",
+    ),
     ErrorRule(
         "bfloat16 is only supported on gpus",
         "bf16_unsupported",
@@ -432,6 +448,32 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         unless="cpu_platform",  # the CPU build has no CUDA graphs to turn off
     ),
     # marks: the run is vLLM's CPU build (its KV cache and workers are the host's)
+    NoticeRule(
+        "max_model_len",
+        "context_truncated",
+        "vLLM lowered the context to what fits (--max-model-len auto): longer requests are refused",
+        r"auto-fit max_model_len: reduced from",
+        backend="vllm",
+    ),
+    NoticeRule(
+        "cudagraphmode",
+        "kernel_fallback",
+        "vLLM downgraded its CUDA-graph mode (a feature or backend does not support the full graphs): slower",
+        r"cudagraphmode\.\w+ is not supported",
+        backend="vllm",
+    ),
+    NoticeRule(
+        "weight-only fp8",
+        "kernel_fallback",
+        "this GPU has no native FP8: vLLM runs the FP8 weights weight-only through Marlin (slower than native)",
+        backend="vllm",
+    ),
+    NoticeRule(
+        "uncalibrated",
+        "quality",
+        "FP8 attention or KV cache with uncalibrated scales (1.0): answers may lose accuracy",
+        backend="vllm",
+    ),
     NoticeRule("cpu kv cache size", "mark", "cpu_platform", backend="vllm"),
     NoticeRule("cpu_worker.py", "mark", "cpu_platform", backend="vllm"),
     NoticeRule("cpu_model_runner", "mark", "cpu_platform", backend="vllm"),

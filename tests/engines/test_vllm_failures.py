@@ -1,0 +1,160 @@
+"""The real vLLM (its CPU build) failing the ways a user meets on the first day, read at its default
+verbosity: each launch's verdict, the line that states it, the advice with vLLM's own knob and the number
+from its log; and the wizard bringing each memory failure up with the change vLLM's message names.
+
+Config refusals die in 12-15 s; the memory ones get as far as the KV cache. Each test launches what it reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from vllm_capture import memory_cgroups_usable, model_for
+from vllm_support import vllm_processes, vllm_profile
+
+from vramtui.core.demo.tinyhf import write_tiny_hf
+from vramtui.core.launch.launcher import run_check
+from vramtui.core.logs.diagnose import diagnose_file
+from vramtui.core.wizard.wizard import Wizard
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("hf")
+    write_tiny_hf(folder / "tiny-qwen2")
+    return folder
+
+
+# (name, model kind, params, stage, failure, words of the first error, words of the first advice line).
+# The other refusals (an unknown architecture, a missing path, an offline repo id) are read from the real
+# server's saved logs in tests/core/logs/test_vllm_logs.py: one launch each would cost CI 20 s apiece.
+REFUSALS = [
+    (
+        "max-model-len past the model's",
+        "dense",
+        {"context": 8192},
+        "load_weights",
+        "context_too_long",
+        "greater than the derived max_model_len",
+        "--max-model-len 4096",
+    ),
+    (
+        "a quantization the checkpoint lacks",
+        "dense",
+        {"quant": "awq"},
+        "load_weights",
+        "unsupported_quant",
+        "Cannot find the config file for awq",
+        "drop --quantization awq",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("model_kind", "params", "stage", "failure", "error_words", "advice_words"),
+    [case[1:] for case in REFUSALS],
+    ids=[case[0] for case in REFUSALS],
+)
+def test_a_refused_launch_is_read_where_and_why_it_failed(
+    vllm_program: Path,
+    models: Path,
+    tmp_path: Path,
+    model_kind: str,
+    params: dict[str, object],
+    stage: str,
+    failure: str,
+    error_words: str,
+    advice_words: str,
+) -> None:
+    model = model_for(model_kind, models)
+    profile = vllm_profile(vllm_program, model, tmp_path, one_process=True, **params)
+    result = run_check(profile, log_dir=tmp_path)
+    diagnosis = result.diagnosis
+    assert not result.ready
+    assert (result.failure_stage, result.failure) == (stage, failure), diagnosis.first_error_text
+    assert error_words in (diagnosis.first_error_text or "")
+    assert advice_words in " ".join(diagnosis.advice)
+    saved = diagnose_file(result.log_file)
+    assert (saved.failure_stage, saved.failure, saved.first_error_line) == (
+        diagnosis.failure_stage,
+        diagnosis.failure,
+        diagnosis.first_error_line,
+    )
+    assert not vllm_processes(model)
+
+
+# (name, params, the failure it starts with, the change vLLM's message names). The share refusal and the
+# KV bytes above the free RAM get their named change checked on the real server's saved logs
+# (tests/core/logs/test_vllm_logs.py); a run of each with its fix costs CI two minutes apiece.
+MEMORY_FAILURES = [
+    ("a KV cache too small for max-model-len", {"kv_cache_memory": "1MiB", "context": 4096},
+     ("kv_cache", "kv_cache_too_small"), "kv_cache_memory"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("params", "first", "changed"),
+    [case[1:] for case in MEMORY_FAILURES],
+    ids=[case[0] for case in MEMORY_FAILURES],
+)
+def test_the_wizard_brings_a_memory_failure_up_in_one_relaunch(
+    vllm_program: Path,
+    models: Path,
+    tmp_path: Path,
+    params: dict[str, object],
+    first: tuple[str, str],
+    changed: str,
+) -> None:
+    model = model_for("dense", models)
+    profile = vllm_profile(vllm_program, model, tmp_path, one_process=True, **params)
+    record = tmp_path / "wizard.jsonl"
+    result = Wizard(profile, record_path=record, auto=True).run(max_steps=2)
+    steps = result.steps
+    assert (steps[0].observation.failure_stage, steps[0].observation.failure) == first
+    assert result.success, result.to_dict()
+    assert result.relaunches == 1
+    assert steps[1].proposal.param == changed and "message names" in steps[1].proposal.rung
+    recorded = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [row["type"] for row in recorded].count("step") == 2
+    assert not vllm_processes(model)
+
+
+def test_a_worker_the_oom_killer_ended_is_read_and_its_kv_cache_shrunk(
+    vllm_program: Path, models: Path, tmp_path: Path
+) -> None:
+    """A memory cgroup around the whole wizard: the kernel kills vLLM's worker while its 2 GiB KV cache is
+    set up; the log says only that the worker died, the kernel log says who; the wizard sizes the cache to
+    the room the tree had left once the weights were in."""
+    why_not = memory_cgroups_usable()
+    if why_not:
+        pytest.skip(why_not)
+    from vllm_capture import memory_cgroup
+
+    model = model_for("dense", models)
+    profile = vllm_profile(vllm_program, model, tmp_path, kv_cache_memory="2GiB")
+    path = profile.save(tmp_path / "vllm.toml")
+    with memory_cgroup(2400) as group:
+        assert group is not None
+        done = subprocess.run(
+            [sys.executable, "-m", "vramtui", "wizard", str(path), "--auto", "--max-steps", "3", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={**os.environ, "VRAMTUI_DATA_DIR": str(tmp_path / "data")},
+            preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())),
+            check=False,
+        )
+    report = json.loads(done.stdout)
+    first = report["first_run"]
+    assert (first["failure_stage"], first["failure"]) == ("kv_cache", "host_oom_killed"), first
+    assert report["success"], report
+    assert report["relaunches"] <= 2
+    assert report["steps"][0]["param"] == "kv_cache_memory"
+    assert not vllm_processes(model)
