@@ -4,7 +4,7 @@ applied, wrong formats per backend, a stage with no line behind it, and a contex
 
 from __future__ import annotations
 
-from vramtui.core.logs.diagnose import Diagnosis, diagnose_text
+from vramtui.core.logs.diagnose import Diagnosis, diagnose_lines, diagnose_text
 
 
 def no_kernel_log() -> None:
@@ -399,3 +399,48 @@ def test_the_runners_loaded_size_settles_a_bitsandbytes_request() -> None:
     # Without the size line the echo alone confirms nothing.
     echo_only = RUNNER_BNB.split("2026-11-30T05:48:36.550")[0]
     assert _unconfirmed(_diagnose(echo_only))
+
+
+def test_a_failed_load_reached_no_further_than_the_load_whatever_the_front_end_answered() -> None:
+    """Issue 22 #9: Ollama's front end is up from the start and answers 500 while its runner never
+    loaded: that is no "reached inference", and no "runs but slow" for a model that never ran."""
+    lines = [
+        'time=2025-06-05T17:54:30.100Z level=INFO source=server.go:438 msg="starting llama server" cmd="ollama runner"',
+        "load_tensors: offloaded 20/33 layers to GPU",
+        "load_tensors:        CUDA0 model buffer size =  2900.00 MiB",
+        "load_tensors:   CPU_Mapped model buffer size =  1900.00 MiB",
+        'time=2025-06-05T17:54:37.891Z level=ERROR source=sched.go:489 msg="error loading llama server"'
+        ' error="llama runner process has terminated: cudaMalloc failed: out of memory"',
+        '[GIN] 2025/06/05 - 17:54:37 | 500 |  7.8s |  127.0.0.1 | POST     "/api/chat"',
+    ]
+    diagnosis = diagnose_lines(lines, kernel_log=lambda: None)
+    assert diagnosis.failed and diagnosis.failure == "cuda_oom"
+    assert diagnosis.stage == diagnosis.failure_stage == "load_weights"
+    assert not any(warning.startswith("runs but slow") for warning in diagnosis.warnings)
+
+
+def test_an_oom_kill_of_another_process_is_no_confirmation() -> None:
+    """Issue 22 #39: the kernel killed a browser when the log ended: that is not this server's kill, and
+    its line is no evidence for it."""
+    import time
+
+    from vramtui.core.logs.diagnose import LogDiagnoser
+
+    stamp = time.strftime("%a %b %d %H:%M:%S %Y")
+    kernel = f"[{stamp}] Out of memory: Killed process 4242 (chrome) total-vm:9000000kB, anon-rss:800000kB"
+    diagnoser = LogDiagnoser("llama.cpp", kernel_log=lambda: kernel)
+    for line in ("llama_model_loader: loaded meta data with 30 key-value pairs", "Killed"):
+        diagnoser.feed(line)
+    diagnoser.log_time = time.time()
+    diagnosis = diagnoser.result()
+    assert diagnosis.failure == "host_oom_killed"
+    assert not any("chrome" in line for line in diagnosis.evidence)
+    assert any("chrome" in line and "not one of this engine's" in line for line in diagnosis.advice)
+    ours = kernel.replace("(chrome)", "(llama-server)")
+    diagnoser = LogDiagnoser("llama.cpp", kernel_log=lambda: ours)
+    for line in ("llama_model_loader: loaded meta data with 30 key-value pairs", "Killed"):
+        diagnoser.feed(line)
+    diagnoser.log_time = time.time()
+    confirmed = diagnoser.result()
+    assert any("llama-server" in line for line in confirmed.evidence)
+    assert "kernel's out-of-memory killer" in confirmed.summary

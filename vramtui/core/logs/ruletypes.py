@@ -148,6 +148,9 @@ class LogProfile:
     # When marks of several engines show up, the one with the highest precedence wins: an engine that
     # embeds others (Ollama runs llama.cpp, TGI and SGLang print torch's lines) outranks them.
     precedence: int = 0
+    # The names its processes have in the kernel's OOM-kill lines ("Killed process 123 (VLLM::Worker)",
+    # cut to 15 characters): a kill of another process near the log's end is no confirmation.
+    process_names: tuple[str, ...] = ()
     # It ends a failed launch by SIGKILLing its own process tree: the shell's "Killed" after an error
     # is that, not the OOM killer.
     kills_own_tree: bool = False

@@ -6,6 +6,7 @@ file in a format the engine cannot read, and the quiet failures (a quantization 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -97,14 +98,13 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
     found = pick.found
     failed = found is not None
     failure_stage = found.stage if found is not None else None
-    furthest = state.furthest
-    if failure_stage is not None:
-        furthest = max(furthest, STAGE_INDEX[failure_stage])
+    furthest = _furthest(state, found)
     incomplete = _incomplete(state, failed, furthest)
     evidence = _evidence(state, pick)
     kernel_note, kills_elsewhere = None, None
     if pick.failure == "host_oom_killed" or incomplete or pick.cause == "worker_died":
-        kernel_note, kills_elsewhere = _kernel_confirmation(read_kernel(), state.log_time, evidence)
+        names = profile.process_names if profile is not None else ()
+        kernel_note, kills_elsewhere = _kernel_confirmation(read_kernel(), state.log_time, evidence, names)
         if kernel_note and (incomplete or pick.cause == "worker_died"):
             # The log stops without a word (or a worker died without one) and the kernel killed a
             # process just then: that kill is the failure.
@@ -120,7 +120,10 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
         first_error_line=found.number if found is not None else None,
         first_error_text=found.text[:MAX_QUOTE] if found is not None else None,
         evidence=evidence[:MAX_EVIDENCE],
-        warnings=_quiet_failures(state),
+        warnings=_quiet_failures(
+            state,
+            failed_starting=failure_stage is not None and STAGE_INDEX[failure_stage] < STAGE_INDEX["ready"],
+        ),
         engine_figures=_figures_flat(state.figures),
         cause=pick.cause if failed else None,
         inferred=pick.inferred,
@@ -247,6 +250,21 @@ def _engine_stop(pick: _Pick, state: LogState) -> None:
     pick.found, pick.failure, pick.cause, pick.inferred = None, "none", None, False
 
 
+def _furthest(state: LogState, found: _Found | None) -> int:
+    """How far the run got: its furthest stage line, and at least where it failed. A run that failed
+    while starting got no further, whatever later lines name (Ollama's front end answers requests with
+    500 while its runner never loaded), unless it came up after all (a listening or served line after the
+    failure: a retry)."""
+    furthest = state.furthest
+    if found is None:
+        return furthest
+    failed_at = STAGE_INDEX[found.stage]
+    if failed_at < STAGE_INDEX["ready"]:
+        came_up = any(line > found.number and m in ("listening", "served") for line, m in state.milestones)
+        return max(furthest, failed_at) if came_up else failed_at
+    return max(furthest, failed_at)
+
+
 def stage_floor(state: LogState, number: int) -> str | None:
     """The earliest stage a failure at line `number` can be at: past the furthest milestone the log proved
     before it, since the last new load (weights loaded: not a load failure; a request served: the
@@ -329,12 +347,23 @@ def _evidence(state: LogState, pick: _Pick) -> list[str]:
 
 
 def _kernel_confirmation(
-    kernel_text: str | None, log_time: float | None, evidence: list[str]
+    kernel_text: str | None, log_time: float | None, evidence: list[str], names: tuple[str, ...] = ()
 ) -> tuple[str | None, str | None]:
-    """The kernel's OOM-kill lines that confirm a kill (added to `evidence`), and a note on others."""
+    """The kernel's OOM-kill lines that confirm a kill (added to `evidence`), and a note on others.
+
+    `names`: the engine's process names; a kill near the log's end of a process named otherwise (a
+    browser, a build) is no confirmation, and is not listed as evidence."""
     if not kernel_text:
         return kernel_text, None
     near, others = kills_near(kernel_text, log_time)
+    if near and names:
+        mine = [line for line in near if _kills_one_of(line, names)]
+        if not mine:
+            return "", (
+                f"The kernel killed other processes when this log ends ({', '.join(_killed_names(near))}), "
+                "not one of this engine's: a supervisor, a timeout or a crash may have ended this one."
+            )
+        near = mine
     if near:
         evidence.extend(f"kernel: {line}" for line in near[:3])
         return "\n".join(near), None
@@ -352,6 +381,22 @@ def _kernel_confirmation(
     )
 
 
+_KILLED_NAME_RE = re.compile(r"killed process \d+ \(([^)]*)\)", re.IGNORECASE)
+
+
+def _killed_names(lines: list[str]) -> list[str]:
+    return list(dict.fromkeys(m.group(1) for line in lines if (m := _KILLED_NAME_RE.search(line))))
+
+
+def _kills_one_of(line: str, names: tuple[str, ...]) -> bool:
+    """The kernel's line names a process of this engine (or names none: then it may be)."""
+    found = _KILLED_NAME_RE.search(line)
+    if found is None:
+        return True
+    killed = found.group(1).lower()
+    return any(name.lower() in killed or killed in name.lower() for name in names)
+
+
 def _shown_formats(state: LogState) -> set[str]:
     formats = set(state.formats)
     confirmations = _quant_requests_and_confirmations(state.quant_lines)[1]
@@ -364,7 +409,9 @@ def _shown_formats(state: LogState) -> set[str]:
     return formats
 
 
-def _quiet_failures(state: LogState) -> list[str]:
+def _quiet_failures(state: LogState, failed_starting: bool = False) -> list[str]:
+    """What went wrong quietly; where the run failed while starting, not where its model would run (it
+    never ran: "runs but slow" would be wrong)."""
     warnings = [
         f"{message} (line {number}: {_clip(text, 160)})"
         for key, (number, text, message) in state.notices.items()
@@ -372,7 +419,8 @@ def _quiet_failures(state: LogState) -> list[str]:
         and state.notice_unless.get(key) not in state.notices
         and state.notice_requires.get(key, "mark:") in (*state.notices, "mark:")
     ]
-    warnings.extend(_placement_warnings(state))
+    if not failed_starting:
+        warnings.extend(_placement_warnings(state))
     requests, confirmations = _quant_requests_and_confirmations(state.quant_lines)
     wanted = state.requested_quant or (requests[0] if requests else None)
     if wanted:

@@ -81,6 +81,7 @@ _LLAMA_ADVICE: dict[str, tuple[str | Say, ...]] = {
 LLAMA_CPP = LogProfile(
     "llama.cpp",
     precedence=20,
+    process_names=("llama-server", "llama-cli", "llama"),
     reads_gguf=True,
     advice={
         **_LLAMA_ADVICE,
@@ -96,6 +97,7 @@ LLAMA_CPP = LogProfile(
 LLAMA_CPP_PYTHON = LogProfile(
     "llama-cpp-python",
     precedence=30,
+    process_names=("python",),
     prints_log_of="llama.cpp",
     reads_gguf=True,
     advice={
@@ -111,6 +113,7 @@ LLAMA_CPP_PYTHON = LogProfile(
 OLLAMA = LogProfile(
     "ollama",
     precedence=70,
+    process_names=("ollama", "llama-server", "llama"),
     reads_gguf=True,
     advice={
         **_LLAMA_ADVICE,

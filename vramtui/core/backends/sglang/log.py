@@ -21,6 +21,7 @@ from vramtui.core.logs.ruletypes import (
 PROFILE = LogProfile(
     "sglang",
     precedence=50,
+    process_names=("sglang", "python", "scheduler"),
     is_torch=True,
     knobs={
         "context": "--context-length",

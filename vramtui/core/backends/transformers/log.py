@@ -28,6 +28,7 @@ _PREQUANTIZED = (
 PROFILE = LogProfile(
     "transformers",
     precedence=10,
+    process_names=("python", "pt_main_thread"),
     is_torch=True,
     advice={
         "weights_oom": (

@@ -23,6 +23,7 @@ from vramtui.core.logs.ruletypes import (
 PROFILE = LogProfile(
     "vllm",
     precedence=40,
+    process_names=("vllm", "python", "pt_main_thread"),
     is_torch=True,
     advice={
         "context_oom_extra": ("--enforce-eager skips CUDA-graph memory.",),
