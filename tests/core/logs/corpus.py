@@ -17,12 +17,13 @@ from pathlib import Path
 
 LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
 DATA = LOGS.parent
-# Every labelled file, in the order its rounds were gathered (round 9 is the first gathered after the split).
+# Every labelled file, in the order its rounds were gathered (rounds 9 and 10 were gathered after the split).
 FILES = (
     DATA / "corpus.jsonl",
     LOGS / "unseen.jsonl",
     LOGS / "extra.jsonl",
     LOGS / "round9.jsonl",
+    LOGS / "round10.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -444,3 +444,17 @@ def test_an_oom_kill_of_another_process_is_no_confirmation() -> None:
     confirmed = diagnoser.result()
     assert any("llama-server" in line for line in confirmed.evidence)
     assert "kernel's out-of-memory killer" in confirmed.summary
+
+
+def test_no_room_for_one_layer_is_a_quiet_cpu_fallback_not_an_oom() -> None:
+    """Issue 21 (g): Ollama with 0 B of VRAM to spare loads the model in host RAM and serves: a quiet CPU
+    fallback, not an out-of-memory."""
+    lines = [
+        'time=2025-01-01T10:00:00.001Z level=INFO source=memory.go:356 msg="insufficient VRAM to load any model layers"',
+        'time=2025-01-01T10:00:00.002Z level=INFO source=server.go:376 msg="starting llama server" cmd="ollama runner"',
+        'time=2025-01-01T10:00:05.000Z level=INFO source=server.go:601 msg="llama runner started in 5.00 seconds"',
+        '[GIN] 2025/01/01 - 10:00:06 | 200 |  6.0s |       127.0.0.1 | POST     "/api/chat"',
+    ]
+    diagnosis = diagnose_lines(lines, kernel_log=lambda: None)
+    assert not diagnosis.failed and diagnosis.stage == "inference"
+    assert any("host RAM" in warning for warning in diagnosis.warnings)

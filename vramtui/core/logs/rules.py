@@ -110,7 +110,14 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "memory allocation of size",
         "cuda_oom",
         "cuda_oom",
-        rf"(?:{_ACCELERATORS}):? memory allocation of size \d+ failed",
+        rf"(?:{_ACCELERATORS}):? (?:device )?memory allocation of size \d+ failed",
+        default_stage="load_weights",  # most often a weights buffer, when no line around says otherwise
+    ),
+    ErrorRule(
+        "out_of",
+        "cuda_oom",
+        "cuda_oom",
+        r"pi_error_out_of_(?:host_)?memory|ur_result_error_out_of_(?:device|host)_memory",  # SYCL
     ),
     ErrorRule("maxmemoryallocationsize", "cuda_oom", "cuda_oom"),
     ErrorRule("outofmemoryerror", "cuda_oom", "cuda_oom"),
@@ -226,6 +233,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("watchdog caught collective operation timeout", "nccl_timeout", "other"),
     # a GPU kernel fault: with no line around it, most often while serving (start-up faults have stage lines)
     ErrorRule("illegal memory access", "kernel_fault", "other", default_stage="inference"),
+    ErrorRule("invalid device function", "kernel_fault", "other", default_stage="inference"),
     ErrorRule("device lost", "kernel_fault", "other", r"\bdevice lost\b", default_stage="inference"),
     ErrorRule("vramtui: the server was killed by sig", "crash", "other"),  # SIGSEGV, SIGABRT ...
     ErrorRule("segmentation fault", "crash", "other", strong=False),

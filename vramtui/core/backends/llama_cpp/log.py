@@ -193,6 +193,15 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
 
 DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
     # Metal's failed command buffer: most often its out-of-memory (the next line says so when it can)
+    # Metal hands out no buffer past its working set: "ggml_metal_get_buffer: error: buffer is nil"
+    ErrorRule(
+        "buffer is nil",
+        "metal_buffer_nil",
+        "other",
+        strong=False,
+        hint="cuda_oom",
+        backend="llama.cpp",
+    ),
     ErrorRule(
         "failed with status 5",
         "metal_command_failed",
@@ -216,18 +225,35 @@ DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
         rf"unable to allocate {DEVICE} buffer",
         backend="llama.cpp",
     ),
-    ErrorRule("insufficient vram", "cuda_oom", "cuda_oom", backend="ollama"),
+    # ("insufficient VRAM to load any model layers" is no failure: Ollama then loads the model in host RAM,
+    # a quiet CPU fallback; see NOTICES_4)
+    ErrorRule(
+        "insufficient vram",
+        "cuda_oom",
+        "cuda_oom",
+        r"insufficient vram(?! to load any model layers)",
+        backend="ollama",
+    ),
     ErrorRule("memory layout cannot be allocated", "cuda_oom", "cuda_oom", backend="ollama"),
 )
 
 CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
     # the KV cache has no cells left for a batch while serving (too many slots or tokens in flight)
+    # the KV cache (the context, shared by the slots) has no cells left for a batch while serving: as
+    # "KV cache is full", the corpus files it with the requests too long for the context
     ErrorRule(
-        "failed to find a memory slot",
+        "failed to find a memory slot", "kv_full", "context_too_long", stage="inference", backend="llama.cpp"
+    ),
+    ErrorRule(
+        "free space in the kv cache", "kv_full", "context_too_long", stage="inference", backend="llama.cpp"
+    ),
+    ErrorRule(
+        "kv cache slot",
         "kv_full",
-        "kv_cache_too_small",
+        "context_too_long",
+        r"could not find a kv cache slot",
         stage="inference",
-        backend="llama.cpp",
+        backend="ollama",
     ),
     # llama-server: a request that does not fit its slot's share of the context (-c / --parallel).
     ErrorRule(
@@ -759,6 +785,25 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         "memory_lock",
         "the weights could not be locked in RAM (mlock failed, RLIMIT_MEMLOCK): they can be swapped out",
         backend="llama.cpp",
+    ),
+    NoticeRule(
+        "insufficient vram to load any model layers",
+        "cpu_fallback",
+        "the GPU had no room for a single layer: Ollama loads the whole model in host RAM and runs it on the CPU",
+        backend="ollama",
+    ),
+    NoticeRule(
+        "cudart init failure",
+        "cpu_fallback",
+        "Ollama could not initialize CUDA (cudart init failure): the model runs on the CPU",
+        backend="ollama",
+    ),
+    NoticeRule(
+        "not supported",
+        "cpu_fallback",
+        "this AMD GPU is not supported by the ROCm build: it is skipped, the model runs on the CPU",
+        r"amdgpu(?: is)? (?:is )?not supported|gfx\d+\w* (?:is )?not supported|unsupported amd gpu",
+        backend="ollama",
     ),
     NoticeRule(
         "offload to cpu",

@@ -464,6 +464,13 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         backend="vllm",
     ),
     NoticeRule(
+        "dispatch keys",
+        "kernel_fallback",
+        "vLLM serves without its CUDA graphs (their dispatch keys are not set up): eager, slower decoding",
+        r"cudagraph dispatch keys (?:are )?not initialized",
+        backend="vllm",
+    ),
+    NoticeRule(
         "weight-only fp8",
         "kernel_fallback",
         "this GPU has no native FP8: vLLM runs the FP8 weights weight-only through Marlin (slower than native)",
