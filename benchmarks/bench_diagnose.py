@@ -305,8 +305,10 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
         for engine in sorted({corpus.family_of(case["backend"]) for case, _ in rows[part]}):
             mine = [(c, m) for c, m in rows[part] if corpus.family_of(c["backend"]) == engine]
             _print_scores(f"{engine} ({len(mine)})", corpus.score(mine), False)
-    fresh = [(c, m) for c, m in rows["heldout"] if c["file"] == "round9.jsonl"]
-    print(f"\nheld-out logs of round 9 alone (gathered for this split, never seen by a rule: {len(fresh)})")
+    fresh = [(c, m) for c, m in rows["heldout"] if c["file"] in ("round9.jsonl", "round10.jsonl")]
+    print(
+        f"\nheld-out logs of rounds 9 and 10 alone (gathered for this split, never seen by a rule: {len(fresh)})"
+    )
     _print_scores("all engines", corpus.score(fresh), False)
 
 
