@@ -100,3 +100,60 @@ def test_a_reopened_session_and_its_exports_show_the_skipped_proposals(
     assert csv_rows[1].startswith("0,")  # the first launch, then the skipped proposal
     assert csv_rows[2].startswith(f"1,{first.param},262144,{first.to},") and csv_rows[2].count("skipped") == 1
     assert "skipped" in to_markdown(session)
+
+
+def test_no_proposal_is_a_change_the_estimate_says_frees_nothing(demo_model: Path, tmp_path: Path) -> None:
+    """Issue 22 #7: llama-server's slots share one KV cache of --ctx-size cells: fewer slots free nothing,
+    so after the context is skipped the wizard never proposes `parallel` (it once did, predicting 239 →
+    239 MiB), and nothing it proposes predicts the same memory as the run it replaces."""
+    runs = ReplayedRuns(tmp_path)
+    profile = _demo_profile(demo_model).with_changes(backend="llama.cpp").with_param("parallel", 4)
+    wizard = Wizard(profile, record_path=tmp_path / "rec.jsonl", runner=runs)
+    wizard.start()
+    seen = []
+    proposal = wizard.propose()
+    while proposal is not None and len(seen) < 10:
+        seen.append(proposal)
+        wizard.skip(proposal)
+        proposal = wizard.propose()
+    assert seen, "the wizard proposed nothing at all"
+    assert "parallel" not in [p.param for p in seen]
+    # the case the issue met: the estimate says the run as it is fits (it underestimated), so the first
+    # rung that "fits" would win: that is fewer slots, which changes nothing
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.propose import Findings, Proposer
+
+    roomy = MemoryModel(profile.with_changes(memory_budget=64 << 30))
+    failed = Observation(
+        ready=False, smoke_ok=None, stage="kv_cache", failure_stage="kv_cache", failure="host_oom"
+    )
+    first = Proposer(roomy, Findings()).propose(profile, failed, set())
+    assert first is not None and first.param != "parallel", first
+    from vramtui.core.wizard.budget import needed_bytes
+
+    before = wizard.model.predict(profile)
+    assert before is not None
+    for proposal in seen:
+        # (flash attention before a quantized V cache is the engine's precondition for the next step)
+        if proposal.predicted_mib is not None and proposal.then is None:
+            assert proposal.predicted_mib < 0.99 * needed_bytes(before) / (1 << 20), proposal.describe()
+    wizard.finish()
+
+
+def test_the_flash_attention_step_says_what_it_does_itself(demo_model: Path, tmp_path: Path) -> None:
+    """Issue 22 #36: the step that turns flash attention on before a quantized V cache predicts and
+    explains flash attention on, and names the KV change as the next step (it described that one)."""
+    runs = ReplayedRuns(tmp_path)
+    wizard = Wizard(_demo_profile(demo_model), record_path=tmp_path / "rec.jsonl", runner=runs)
+    wizard.start()
+    proposal = wizard.propose()
+    while proposal is not None and proposal.param != "flash_attn":
+        wizard.skip(proposal)
+        proposal = wizard.propose()
+    assert proposal is not None and proposal.then is not None and proposal.then[0] == "kv_dtype"
+    assert proposal.why.startswith("flash attention first")
+    said = proposal.why
+    assert "with flash_attn = True it needs" in said  # what this step itself does
+    assert said.index("with flash_attn = True") < said.index("then with kv_dtype")  # the next step after
+    wizard.finish()

@@ -519,21 +519,44 @@ class Proposer:
             return None, None
         before = self.model.predict(profile)
         value, bill, changes = self._pick_value(profile, rung, current, values)
+        if before is not None and bill is not None and needed_bytes(bill) >= 0.99 * needed_bytes(before):
+            # the estimate says it frees nothing (llama-server's slots share one KV cache of --ctx-size
+            # cells): no relaunch is spent on it
+            return None, None
         predicted = needed_bytes(bill) / MIB if bill is not None else None
         why = self._why(rung, obs, value, before, bill, profile)
         if "flash_attn" in changes and param == "kv_dtype":
-            # llama.cpp refuses a quantized V cache without flash attention: that comes first, alone.
-            why = (
-                f"llama.cpp needs flash attention for a quantized V cache; turning it on first, "
-                f"then the KV cache type goes {current} → {value}. " + why
-            )
-            label = "flash attention on (needed for a quantized KV cache)"
-            flash = Proposal(
-                "flash_attn", current_value(profile, "flash_attn"), True, why, label,
-                self.backend.knob("flash_attn"), predicted, then=(param, value),
-            )  # fmt: skip
-            return flash, bill
+            return self._flash_first(profile, rung, obs, current, value, before, bill), bill
         return Proposal(param, current, value, why, rung.label, rung.knob(self.backend), predicted), bill
+
+    def _flash_first(
+        self,
+        profile: Profile,
+        rung: Rung,
+        obs: Observation,
+        current: object,
+        value: object,
+        before: Any,
+        planned: MemoryBill | None,
+    ) -> Proposal:
+        """llama.cpp refuses a quantized V cache without flash attention: that step comes first, alone.
+        Its why says what it does itself (what flash attention on frees), then the step it prepares; its
+        prediction is the plan's (both steps), which is what decides that the plan fits."""
+        flash_rung = next((r for r in self.rungs("kv_cache") if r.param == "flash_attn"), rung)
+        alone = self._with(profile, {"flash_attn": True})
+        why = (
+            f"flash attention first: llama.cpp needs it for a quantized V cache, which comes next "
+            f"(the KV cache type {current} → {value}). "
+            + self._why(flash_rung, obs, True, before, alone, profile)
+        )
+        if planned is not None:
+            why += f"; then with kv_dtype = {value} too it needs about {needed_bytes(planned) / MIB:.0f} MiB"
+        predicted = needed_bytes(planned) / MIB if planned is not None else None
+        label = "flash attention on (needed for a quantized KV cache)"
+        return Proposal(
+            "flash_attn", current_value(profile, "flash_attn"), True, why, label,
+            self.backend.knob("flash_attn"), predicted, then=(rung.param, value),
+        )  # fmt: skip
 
     def _why(
         self,

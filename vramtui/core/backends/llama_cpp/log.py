@@ -35,7 +35,7 @@ def _context_oom(kv_quant: str, flash_on: str) -> tuple[str, ...]:
         + flash_on
         + " (a much smaller compute buffer at long context).",
         "A smaller micro-batch shrinks the compute buffer: {ubatch} 256.",
-        "Fewer parallel slots: {parallel} 1 (each slot holds its own cache cells).",
+        # (no fewer slots: llama.cpp's slots share the --ctx-size cells, -np does not change the cache)
         "Or keep fewer layers on the GPU: {gpu_layers} N.",
     )
 
