@@ -422,13 +422,36 @@ def test_vllm_breakdown_stays_within_its_budget_and_agrees_with_the_verdict() ->
 
 def test_vllm_profile_peak_is_gate_up_plus_two_hidden_rows_and_the_sampler() -> None:
     # vllm-n3 of the corpus: Llama-3.1-8B on an RTX 3090 (23.58 GiB), max_model_len 20000, V0 profile run
+    # (V0 ran its profile at the model length: batch 20000 says so; V1 chunks prefill, see the next test)
     info = replace(LLAMA_8B, weights_bytes=int(14.9888 * GIB), dtype="bf16")
-    est = estimate(info, Settings(backend="vllm", device_bytes=int(23.58 * GIB), context=20000, safety=0.9))
+    settings = Settings(backend="vllm", device_bytes=int(23.58 * GIB), context=20000, safety=0.9, batch=20000)
+    est = estimate(info, settings)
     forward = 20000 * (2 * 14336 + 2 * 4096) * 2
     sampler = 256 * 128256 * 24  # the last token of max_num_seqs sequences, not of every token
     assert est.activations_bytes == forward + sampler
     assert est.activations_bytes == pytest.approx(2.07 * GIB, rel=0.03)  # peak_torch - weights it printed
     assert est.kv_cache_bytes == pytest.approx(3.81 * GIB, rel=0.06)  # its kv_cache_size
+
+
+def test_vllm_v1_profiles_at_its_chunked_prefill_budget_by_card() -> None:
+    """V1 always chunks prefill: its profile run is max_num_batched_tokens (2048 under 70 GiB, 8192 above),
+    not the model length as V0's was: 2.75 GiB of compute less for a 7B-class model at 32k on 24 GiB."""
+    info = replace(LLAMA_8B, weights_bytes=int(14.96 * GIB), dtype="bf16")
+    small = estimate(info, Settings(backend="vllm", device_bytes=24 * GIB, context=32768))
+    big = estimate(info, Settings(backend="vllm", device_bytes=80 * GIB, context=32768))
+    per_token = (2 * 14336 + 2 * 4096) * 2
+    assert small.activations_bytes - 256 * 128256 * 24 == 2048 * per_token
+    assert big.activations_bytes - 1024 * 128256 * 24 == 8192 * per_token
+    v0 = estimate(info, Settings(backend="vllm", device_bytes=24 * GIB, context=32768, batch=32768))
+    assert v0.activations_bytes - small.activations_bytes == (32768 - 2048) * per_token
+    assert any("profile run at 2048 batched tokens" in note for note in small.notes)
+
+
+def test_vllm_online_quantization_needs_room_for_the_16_bit_load() -> None:
+    """Issue 22 #20: fp8 in flight reads the 16-bit weights first: the verdict says so (it said FITS)."""
+    big = replace(LLAMA_70B, weights_bytes=None, dtype="bf16")
+    est = estimate(big, Settings(backend="vllm", device_bytes=96 * GIB, context=4096, quant="fp8"))
+    assert not est.fits and est.reason is not None and "load peak" in est.reason
 
 
 def test_ollama_and_vllm_say_what_they_do_past_the_trained_length() -> None:

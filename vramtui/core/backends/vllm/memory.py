@@ -34,8 +34,13 @@ CUDA_GRAPH_BYTES = 256 * MIB
 
 
 def profile_tokens(context: int, settings: Settings) -> int:
-    """max_num_batched_tokens of the profile run (V0 without chunked prefill: the model length)."""
-    return settings.batch or (max(context, 2048) if context <= 32768 else 8192)
+    """The tokens of the profile run: V1 always chunks prefill, so it is max_num_batched_tokens (2048 on
+    cards under 70 GiB, 8192 above, 16384 from 160 GiB; 2048 on the CPU), never the model length."""
+    from vramtui.core.backends.vllm import serve_defaults
+
+    if settings.batch:
+        return settings.batch
+    return int(serve_defaults(settings.device_bytes, not settings.on_gpu)["batch"])  # type: ignore[call-overload]
 
 
 def activation_peak(info: ModelInfo, tokens: int, max_seqs: int, tp: int = 1) -> int:
@@ -152,9 +157,11 @@ class VllmMemory(MemoryAccounting):
         context = self.run_context(info, settings)
         if not settings.on_gpu:
             return _size_cpu(info, settings, context)
-        max_seqs = settings.parallel or DEFAULT_MAX_SEQS
+        from vramtui.core.backends.vllm import serve_defaults
+
+        max_seqs = settings.parallel or int(serve_defaults(settings.device_bytes, False)["parallel"])  # type: ignore[call-overload]
         kv_dtype = self.kv_dtype(info, settings)
-        weights, _peak, wnotes = hf_weights_bytes(info, settings.quant, self.bnb_as_nf4_dq)
+        weights, load_peak, wnotes = hf_weights_bytes(info, settings.quant, self.bnb_as_nf4_dq)
         notes += wnotes
         per_token = kv_bytes_per_token(info, kv_dtype, "vllm")
         budget = int(settings.device_bytes * settings.share)
@@ -196,6 +203,14 @@ class VllmMemory(MemoryAccounting):
         # the KV cache takes what the budget leaves, so the budget's rows add up to at most the budget; the
         # CUDA graphs are captured afterwards, outside it, and only have to fit on the card
         graphs_fit = budget + CUDA_GRAPH_BYTES <= settings.device_bytes
+        # quantizing in flight (fp8, bitsandbytes) reads the 16-bit weights first: that peak must fit too
+        peak_fits = load_peak is None or load_peak + NON_TORCH_BYTES <= budget
+        if not peak_fits:
+            reason = reason or (
+                f"the load peak (the {load_peak / GIB:.1f} GiB of 16-bit weights read before they are quantized) "
+                f"does not fit the {budget / GIB:.1f} GiB budget: use a checkpoint quantized ahead"
+            )
+            notes.append(reason)
         if not graphs_fit:
             notes.append(
                 f"CUDA graphs (~{CUDA_GRAPH_BYTES // MIB} MiB) are captured outside the budget and would not "
@@ -227,7 +242,7 @@ class VllmMemory(MemoryAccounting):
             total_bytes=bill.total(0) - CUDA_GRAPH_BYTES,  # the budget's rows
             device_bytes=settings.device_bytes,
             usable_bytes=budget,
-            fits=kv_available > 0 and kv_tokens >= context and graphs_fit,
+            fits=kv_available > 0 and kv_tokens >= context and graphs_fit and peak_fits,
             n_layers=info.n_layers,
             kv_dtype=kv_dtype,
             kv_cells=kv_tokens,
