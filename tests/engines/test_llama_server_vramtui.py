@@ -48,6 +48,35 @@ def test_healthy_check_reaches_ready_and_answers(on_path: Path, tiny_gguf: Path)
     assert not result.diagnosis.failed
     saved = diagnose_file(result.log_file)
     assert saved.stage in ("ready", "inference") and not saved.failed
+    # the bill reconciled: each term llama-server printed beside the estimate, the tree measured
+    bill = result.to_dict()["bill"]
+    host = bill["places"]["host"]
+    terms = {term["term"]: term for term in host["terms"]}
+    assert terms["kv_cache_bytes"]["estimate_bytes"] == terms["kv_cache_bytes"]["actual_bytes"] == 16 * MIB
+    assert host["measured_bytes"] >= host["printed_bytes"] > 0
+    assert bill["off"] is None, bill["verdict"]
+    assert bill["estimate_note"].startswith("uncalibrated")  # this test's own, empty, run store
+
+
+def test_the_bill_names_the_term_the_estimate_got_wrong(on_path: Path, tiny_gguf: Path) -> None:
+    # a quantized KV cache through extra_args, which the estimate does not read: it sizes f16
+    profile = Profile(
+        backend="llama.cpp",
+        model=str(tiny_gguf),
+        params={"context": 8192},
+        port=0,
+        extra_args=("-ctk", "q8_0", "-ctv", "q8_0"),
+    )
+    result = run_check(profile, ready_timeout_s=120)
+    assert result.ready and result.bill is not None
+    off = result.bill.to_dict()["off"]
+    assert off == {
+        "place": "host",
+        "term": "kv_cache_bytes",
+        "estimate_bytes": 64 * MIB,
+        "actual_bytes": 34 * MIB,
+    }
+    assert "off: KV cache on the host" in "\n".join(result.bill.lines())
 
 
 def test_kv_cache_too_big_for_the_budget_is_kv_cache(on_path: Path, tiny_gguf: Path) -> None:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -97,6 +98,23 @@ def _api_server(model: Path) -> psutil.Process:
     pytest.fail("no vLLM API server for the model")
 
 
+def _ps_lists_it_as_one_server(server: psutil.Process, tmp_path: Path) -> None:
+    """`vramtui ps`: the API server, its engine core and worker are one server, billed from the run log
+    the app writes (found by the server's PID), in host RAM (the CPU build)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "ps", "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    listed = [row for row in json.loads(done.stdout)["servers"] if row["engine"] == "vllm"]
+    row = next(row for row in listed if row["pid"] == server.pid)
+    assert {child.pid for child in server.children(recursive=True)} <= set(row["pids"])
+    assert not any(other["pid"] in row["pids"] for other in listed if other is not row)
+    assert row["params"]["kv_cache_memory"] == 256 << 20
+    assert row["bill_source"] == "log" and row["log"] is not None and row["log"].startswith(str(tmp_path))
+    assert row["bill"]["host"]["kv_cache_bytes"] == 256 << 20  # "Available KV cache memory: 0.25 GiB"
+    assert row["host_mib"] > 1200  # three Python processes with torch
+
+
 def test_run_in_tmux_follows_the_tree_attach_reads_it_and_a_killed_api_server_leaves_nothing(
     vllm_program: Path, tiny_model: Path, tmp_path: Path
 ) -> None:
@@ -129,6 +147,7 @@ def test_run_in_tmux_follows_the_tree_attach_reads_it_and_a_killed_api_server_le
         by_pid = attach(str(server.pid), duration_s=1.0).to_dict()
         assert by_pid["backend"] == "vllm" and by_pid["url"] == f"http://127.0.0.1:{port}"
         assert by_pid["readings"] is not None
+        _ps_lists_it_as_one_server(server, tmp_path)
         os.kill(server.pid, signal.SIGKILL)  # as the kernel's OOM killer ends the largest process
         deadline = time.monotonic() + 60
         while vllm_processes(tiny_model) and time.monotonic() < deadline:

@@ -63,6 +63,15 @@ async def test_run_profile_then_quit_asks_stops_the_server_and_leaves_nothing(
         await wait_for(
             pilot, lambda: log.diagnosis is not None and log.diagnosis.stage in ("kv_cache", "ready")
         )
+        # the bill reconciled at ready, under the log's diagnosis: llama.cpp's printed KV cache (2048
+        # cells of f16, 4 layers of 512) beside the estimate's, and what the process tree held
+        bill = log.query_one("#bill")
+        await wait_for(pilot, lambda: bill.has_class("-shown"), timeout_s=20)
+        shown = str(bill.content)
+        assert "the bill at ready" in shown and "measured" in shown
+        kv_row = next(line for line in shown.splitlines() if line.strip().startswith("KV cache"))
+        assert kv_row.split()[2:6] == ["16.0", "MiB", "16.0", "MiB"], kv_row
+        assert "uncalibrated" in shown  # this test's own run store is empty
         memory.repaint(force=True)
         await pilot.pause()
         text = screen_text(app)

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "demo": "demo",
     "run": "run",
     "attach": "attach",
+    "ps": "ps",
 }
 
 

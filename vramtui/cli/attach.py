@@ -64,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print(render_text(report))
+        bill = attached.bill()
+        if bill is not None:
+            print("  bill (estimate for its settings, what its log printed, what it held):")
+            print("\n".join(f"    {line}" for line in bill.lines()))
     return 0
 
 

@@ -120,6 +120,10 @@ def _print_report(result) -> None:  # type: ignore[no-untyped-def]
         print(f"  first token: {result.ttft_s * 1000:.0f} ms{rate}")
     if result.peak_mib is not None:
         print(f"  memory: peak {result.peak_mib:.0f} MiB, resident {result.resident_mib:.0f} MiB")
+    if result.bill is not None:
+        print("  bill (estimate, what the engine printed, what it held):")
+        for line in result.bill.lines():
+            print(f"    {line}")
     fit = _fit(result)
     for line in fit.lines() if fit is not None else []:
         print(f"  {line.strip()}")

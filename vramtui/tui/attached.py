@@ -37,6 +37,7 @@ class AttachedView:
     keep: tuple[str, ...] = ()  # settings the wizard leaves as they are (--keep)
     log_given: str | None = None  # --log FILE: the wizard reads each restart's lines from it
     restart_timeout_s: float = 300.0  # how long the wizard waits for the user's restart
+    bill_lines: list[str] = field(default_factory=list)  # its bill reconciled over the attach's watch
 
     def describe(self) -> str:
         """`attached: llama.cpp tiny.gguf, PID 123 (context=1024, parallel=2)`: the status line."""
@@ -61,6 +62,7 @@ def view_from(
     except VramtuiError:
         pass  # an engine vramtui cannot rebuild: the params shown are still what its command line said
     log_file = report["log_source"] if attached.target.log_follow is None else None
+    bill = attached.bill()
     return AttachedView(
         target=report["target"],
         pid=report["pid"],
@@ -74,6 +76,7 @@ def view_from(
         running=running if profile is not None else None,
         keep=tuple(keep),
         log_given=log,
+        bill_lines=bill.lines() if bill is not None else [],
     )
 
 
@@ -116,6 +119,11 @@ class AttachedFollower:
         else:
             feed = log.open_stream(view.target)
             feed.push(f"vramtui: no log for {view.target}: pass --log FILE (its output goes to no file)")
+        if view.bill_lines:  # after the feed: a new feed clears the pane's last bill
+            from vramtui.tui.messages import BillReconciled
+
+            title = "the bill at attach — estimate for its settings, what its log printed, what it holds:"
+            log.post_message(BillReconciled(view.bill_lines, title))
         self.app.set_interval(1.0, self._check_alive)
 
     def _pump(self, feed: Any) -> None:

@@ -58,3 +58,12 @@ class ServerVerified(Message):
         self.profile = profile
         self.server = server
         self.feed = feed
+
+
+class BillReconciled(Message):
+    """A launched or attached server's bill, reconciled (core/memory/reconcile.py): the log pane shows it."""
+
+    def __init__(self, lines: list[str], title: str) -> None:
+        super().__init__()
+        self.lines = lines
+        self.title = title

@@ -7,6 +7,7 @@ this adapter only runs it off the UI thread and tells the app what changed throu
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from vramtui.tui.app import VramtuiApp
 
 READY_TIMEOUT_S = 300.0
+BILL_AFTER_READY_S = 3.0  # the plateau after ready: compute buffers and warm-up allocations are in
 
 
 def finished_check(server: Any, message: str = "") -> Any:
@@ -117,16 +119,17 @@ class ModelSession:
         backend = getattr(getattr(self.profile, "backend", None), "name", "")
         label = f"{backend} {getattr(self.profile, 'label', '')}".strip()
         # The server's own log engine tags the lines and diagnoses the run: the pane shows that.
-        feed = self.app.query_one(LogPane).open_stream(label, tagged=True)
+        pane = self.app.query_one(LogPane)
+        feed = pane.open_stream(label, tagged=True)
         threading.Thread(
-            target=self._run, args=(feed, self._generation), name="vramtui-model", daemon=True
+            target=self._run, args=(feed, self._generation, pane), name="vramtui-model", daemon=True
         ).start()
 
     def _post(self, state: str, pid: int | None = None, event: Any = None) -> None:
         self.state = state
         self.app.post_message(SessionState(state, pid, event))
 
-    def _run(self, feed: Any, generation: int) -> None:
+    def _run(self, feed: Any, generation: int, pane: Any = None) -> None:
         from vramtui.core.launch.launcher import ModelServer
 
         def on_event(event: Any) -> None:
@@ -148,6 +151,8 @@ class ModelSession:
             if not ready:
                 self.check = finished_check(server)
             self._post("ready" if ready else "failed", server.pid)
+            if ready and pane is not None:
+                self._bill_later(server, pane, generation)
             self._follow(server, feed, generation)
         except VramtuiError as error:
             feed.push(f"vramtui: {error}")
@@ -159,6 +164,21 @@ class ModelSession:
             feed.push(f"vramtui: could not launch: {type(error).__name__}: {error}")
             feed.end(None)
             self._post("failed")
+
+    def _bill_later(self, server: Any, pane: Any, generation: int) -> None:
+        """The bill reconciled once the server settles after ready (its plateau), into the log pane."""
+        from vramtui.tui.messages import BillReconciled
+
+        def post() -> None:
+            time.sleep(BILL_AFTER_READY_S)
+            if generation != self._generation or not server.running:
+                return
+            bill = server.bill()
+            if bill is not None:
+                title = "the bill at ready — estimate, what the engine printed, what it holds:"
+                pane.post_message(BillReconciled(bill.lines(), title))
+
+        threading.Thread(target=post, name="vramtui-bill", daemon=True).start()
 
     def _follow(self, server: Any, feed: Any, generation: int) -> None:
         """Wait for the server to end; one that ends on its own is reaped and its verdict kept."""

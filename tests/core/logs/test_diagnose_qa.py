@@ -458,3 +458,20 @@ def test_no_room_for_one_layer_is_a_quiet_cpu_fallback_not_an_oom() -> None:
     diagnosis = diagnose_lines(lines, kernel_log=lambda: None)
     assert not diagnosis.failed and diagnosis.stage == "inference"
     assert any("host RAM" in warning for warning in diagnosis.warnings)
+
+
+def test_layers_on_the_cpu_are_no_fallback_when_none_were_asked_for_the_gpu() -> None:
+    """`--n_gpu_layers 0` in the launch line asks for the CPU: layers and KV cache there are no news (the
+    count 0 had read as a GPU asked for); a count above 0 does make them a quiet CPU fallback."""
+
+    def warned(layers: str) -> list[str]:
+        lines = [
+            f"2026-12-02T01:00:00.000 vramtui: launch python -m llama_cpp.server --model t.gguf --n_gpu_layers {layers}",
+            "load_tensors: layer   0 assigned to device CPU, is_swa = 0",
+            "llama_kv_cache: layer   0: dev = CPU",
+            "INFO:     Uvicorn running on http://127.0.0.1:8000 (Press CTRL+C to quit)",
+        ]
+        return diagnose_lines(lines, backend="llama-cpp-python", kernel_log=lambda: None).warnings
+
+    assert not any("CPU" in warning for warning in warned("0")), warned("0")
+    assert any("assigned to the CPU" in warning for warning in warned("99"))

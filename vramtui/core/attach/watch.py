@@ -39,6 +39,14 @@ class Attached:
     nvml_status: str = ""
     notes: list[str] = field(default_factory=list)
     still_running: bool | None = None
+    estimate: Any = None  # a launch.billcheck.LaunchEstimate for its command line's settings
+
+    def bill(self) -> Any:
+        """Its bill reconciled: the estimate for its settings, what its log printed, what it held."""
+        from vramtui.core.launch.billcheck import run_bill
+
+        figures = dict(getattr(self.diagnosis, "engine_figures", None) or {})
+        return run_bill(self.estimate, figures, self.samples)
 
     def readings(self) -> dict[str, Any] | None:
         """The same keys as `vramtui replay --json`, over the series the memory pane would choose."""
@@ -111,6 +119,7 @@ class Attached:
             "log_follow": " ".join(self.target.log_follow) if self.target.log_follow else None,
             "diagnosis": diagnosis,
             "still_running": self.still_running,
+            "bill": bill.to_dict() if (bill := self.bill()) is not None else None,
             "notes": [*self.target.notes, *(command.problems if command else []), *self.notes],
         }
 
@@ -197,6 +206,31 @@ def implied_log(pid: int) -> str | None:
     return None
 
 
+def server_log(pid: int) -> str | None:
+    """The server's log: the file its output goes to (`server > log 2>&1`), else, for a server vramtui
+    launched (its output goes to a pipe), the run log its parent writes, which names its PID."""
+    from vramtui.core.launch.launcher import SERVER_PID_LINE
+
+    path = implied_log(pid)
+    if path is not None:
+        return path
+    marker = f"{SERVER_PID_LINE}{pid}\n".encode()
+    try:
+        files = psutil.Process(pid).parent().open_files()  # type: ignore[union-attr]
+    except (psutil.Error, AttributeError):
+        return None
+    for opened in files:
+        if not opened.path.endswith(".log"):
+            continue
+        try:
+            with open(opened.path, "rb") as handle:
+                if marker in handle.read(16384):
+                    return opened.path
+        except OSError:
+            continue
+    return None
+
+
 def _sample(pid: int | None, duration_s: float, interval_s: float) -> tuple[list[Sample], str]:
     host = HostSource(pid)
     nvml = NvmlSource()
@@ -251,12 +285,26 @@ def attach(text: str, duration_s: float = 3.0, log: str | None = None, interval_
         raise VramtuiError(
             f"{what} is no model server vramtui knows ({_why_no_server(command, endpoints, silent)})"
         )
+    estimate = _estimate_of(command)  # made while it is watched
     samples, nvml_status = _sample(target.pid, duration_s, interval_s)
     result = Attached(target, command, endpoints, samples, None, nvml_status=nvml_status)
+    result.estimate = estimate
     _read_log(result, log)
     if target.pid is not None:
         result.still_running = psutil.pid_exists(target.pid)
     return result
+
+
+def _estimate_of(command: ServerCommand | None) -> Any:
+    """The estimate for the model and settings its command line says, started in the background."""
+    from vramtui.core.launch.billcheck import LaunchEstimate
+
+    if command is None or command.backend is None or not command.model:
+        return None
+    source = NvmlSource()
+    on_gpu = source.available  # a GPU here: its engine offloads to it unless its settings say not
+    source.close()
+    return LaunchEstimate(command.model, dict(command.params), command.backend.name, on_gpu, None)
 
 
 def _read_log(result: Attached, log: str | None) -> None:
@@ -269,7 +317,7 @@ def _read_log(result: Attached, log: str | None) -> None:
         path = scratch = _log_once(target.log_once)
         result.log_source = " ".join(target.log_follow or target.log_once)
     elif path is None and target.pid is not None:
-        path = implied_log(target.pid)
+        path = server_log(target.pid)
         if path is not None:
             result.log_source = path
     else:

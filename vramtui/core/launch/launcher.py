@@ -31,10 +31,12 @@ from typing import IO, Any
 
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch import procs
+from vramtui.core.launch.billcheck import LaunchEstimate, run_bill
 from vramtui.core.launch.profile import Profile
 from vramtui.core.launch.smoke import SmokeResult, replay_request, smoke_request
 from vramtui.core.logs.stages import STAGES
 from vramtui.core.memory.readings import Event
+from vramtui.core.memory.reconcile import Reconciliation
 from vramtui.core.units import MIB
 
 # Failures the launcher itself names (the log engine names the rest).
@@ -44,6 +46,7 @@ READY_TIMEOUT = "ready_timeout"
 EXITED = "exited"
 CUDA_OOM = "cuda_oom"  # the run crossed the GPU memory budget
 BAD_ARGUMENTS = "bad_arguments"  # the server refused its own command line before loading anything
+SERVER_PID_LINE = "vramtui: server PID "  # the run log's line naming the process it launched
 MODEL_NOT_FOUND = "file_missing"  # the profile's model file is not there (the log class of the same name)
 STOPPED_BY_VRAMTUI = "stopped_by_vramtui"  # we stopped it before it was ready (ctrl-c, quit, a budget)
 
@@ -305,6 +308,7 @@ class ModelServer:
         self._ready_seen = threading.Event()
         self._last_pids: tuple[int, ...] = ()
         self.record_file: Path | None = None  # the run's record in the store (core/launch/runrecord.py)
+        self.launch_estimate: LaunchEstimate | None = None  # the estimate as it stood at launch
 
     # --- properties the panes read -------------------------------------------------------------------
     @property
@@ -339,22 +343,15 @@ class ModelServer:
                 PORT_IN_USE,
                 f"port {self.plan.port} on {self.plan.host} is already in use{who}: stop it or set another port",
             )
-        return self._gpu_holders()
+        return gpu_holders(self.sample_source)
 
-    def _gpu_holders(self) -> list[str]:
-        source = self.sample_source
-        if source is None:
-            return []
-        try:
-            sample = source.sample()
-        except Exception:  # a monitor problem must not stop a launch
-            return []
-        notes = []
-        for gpu in getattr(sample, "gpus", ()) or ():
-            for pid, used in sorted(gpu.process_bytes.items()):
-                name = _process_name(pid)
-                notes.append(f"GPU {gpu.index}: pid {pid} ({name}) already holds {used / MIB:.0f} MiB")
-        return notes
+    def bill(self) -> Reconciliation | None:
+        """The estimate at launch, the buffers the engine printed and the memory measured, per term and
+        device (core/memory/reconcile.py); None before launch."""
+        if self.proc is None:
+            return None
+        figures = dict(getattr(self.diagnosis(), "engine_figures", None) or {})
+        return run_bill(self.launch_estimate, figures, list(self.samples))
 
     def _uses_gpu(self) -> bool:
         """Is the GPU where the budget applies? Only with GPUs visible and layers (or all) on them."""
@@ -412,7 +409,17 @@ class ModelServer:
             self.failure, self.failure_stage = COMMAND_NOT_FOUND, "launch"
             self.failure_message = f"cannot run {self.plan.argv[0]}: {error.strerror}"
             raise LaunchError(COMMAND_NOT_FOUND, self.failure_message) from None
+        # `vramtui ps` finds this log by it: the server's own output goes to our pipe, not to a file.
+        self._record_line(f"{SERVER_PID_LINE}{self.proc.pid}")
         self._event("launch", self.profile.label)
+        profile = self.profile
+        self.launch_estimate = LaunchEstimate(
+            profile.model,
+            dict(profile.params),
+            profile.backend.name,
+            self._uses_gpu(),
+            first_card_bytes(self.sample_source),
+        )
         self._reader = threading.Thread(target=self._read_output, name="vramtui-server-log", daemon=True)
         self._reader.start()
         self._start_watch()
@@ -692,6 +699,32 @@ class ModelServer:
         self.stop()
 
 
+def gpu_holders(source: Any) -> list[str]:
+    """What other processes hold on each GPU before a launch (said, never stopped)."""
+    if source is None:
+        return []
+    try:
+        sample = source.sample()
+    except Exception:  # a monitor problem must not stop a launch
+        return []
+    notes = []
+    for gpu in getattr(sample, "gpus", ()) or ():
+        for pid, used in sorted(gpu.process_bytes.items()):
+            name = _process_name(pid)
+            notes.append(f"GPU {gpu.index}: pid {pid} ({name}) already holds {used / MIB:.0f} MiB")
+    return notes
+
+
+def first_card_bytes(source: Any) -> int | None:
+    """The first card's size (what a share of the card is of), None without NVML."""
+    try:
+        sample = source.sample() if source is not None else None
+    except Exception:  # a monitor problem must not stop a launch
+        return None
+    gpus = getattr(sample, "gpus", ()) or ()
+    return gpus[0].total_bytes if gpus else None
+
+
 def _pid_alive(pid: int) -> bool:
     import psutil
 
@@ -741,6 +774,7 @@ class CheckResult:
     events: list[RunEvent] = field(default_factory=list)
     replay: SmokeResult | None = None  # the saved request, when one was replayed
     samples: list[Any] = field(default_factory=list, repr=False)  # the run's memory samples
+    bill: Reconciliation | None = None  # estimate, printout and measurement per term and device
 
     @property
     def ok(self) -> bool:
@@ -780,6 +814,7 @@ class CheckResult:
             "budget_mode": self.budget_mode,
             "released": self.released,
             "engine_figures": self.engine_figures,
+            "bill": self.bill.to_dict() if self.bill is not None else None,
             "diagnosis": diagnosis,
             "events": [{"t": e.t, "kind": e.kind, "label": e.label} for e in self.events],
         }
@@ -933,6 +968,7 @@ def _result(
         events=list(server.events),
         replay=replayed,
         samples=list(server.samples),
+        bill=server.bill(),
     )
 
 

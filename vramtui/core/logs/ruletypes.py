@@ -148,6 +148,9 @@ class LogProfile:
     # When marks of several engines show up, the one with the highest precedence wins: an engine that
     # embeds others (Ollama runs llama.cpp, TGI and SGLang print torch's lines) outranks them.
     precedence: int = 0
+    # Words of its server's command line, for an engine vramtui reads but does not launch (SGLang, TGI):
+    # `vramtui ps` finds its servers by them (a Backend's own program says it for the others).
+    command_words: tuple[str, ...] = ()
     # The names its processes have in the kernel's OOM-kill lines ("Killed process 123 (VLLM::Worker)",
     # cut to 15 characters): a kill of another process near the log's end is no confirmation.
     process_names: tuple[str, ...] = ()

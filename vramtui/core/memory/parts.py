@@ -56,6 +56,7 @@ FIGURE_PARTS: dict[str, Part] = {
     "activation_peak": "compute",
     "output_buffer": "output",
     "non_torch_memory": "runtime",
+    "kv_cache_available": "kv_cache",  # vLLM's "Available KV cache memory": what it gives the KV cache
     "cuda_graphs": "cuda_graphs",
 }
 
@@ -93,6 +94,15 @@ class MemoryBill:
 
         shown = [(LABELS[part], self.get(part, place)) for part in PARTS]
         return ", ".join(f"{label} {format_bytes(value)}" for label, value in shown if value)
+
+    def on_host(self) -> MemoryBill:
+        """The same parts with every device's moved to the host: an engine that printed them without a
+        device ran on the CPU (vLLM's CPU build, a llama.cpp without a GPU backend)."""
+        moved = MemoryBill()
+        for parts in self.places.values():
+            for part, nbytes in parts.items():
+                moved.add(HOST, part, nbytes)
+        return moved
 
     def by_place(self) -> dict[str, dict[str, int]]:
         """`{"0": {"weights_bytes": ..}, "host": {..}}`: each place's parts under their JSON keys (devices

@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.widgets import Input, Static
 
 from vramtui.core.logs.stages import STAGES
+from vramtui.tui.messages import BillReconciled
 from vramtui.tui.palette import theme_style
 from vramtui.tui.panes.base import Pane
 from vramtui.tui.themes import stage_variable
@@ -145,6 +146,15 @@ class LogPane(Pane):
         max-height: 9;
         border-bottom: hkey $panel-lighten-2;
     }
+    LogPane #bill {
+        display: none;
+        height: auto;
+        max-height: 14;
+        border-bottom: hkey $panel-lighten-2;
+    }
+    LogPane #bill.-shown {
+        display: block;
+    }
     LogPane #log-search {
         display: none;
         height: 1;
@@ -172,6 +182,7 @@ class LogPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Static(id="diagnosis")
+        yield Static(id="bill", markup=False)
         yield Input(
             placeholder="search the log (Enter: next, Shift+Enter: previous, Esc: close)", id="log-search"
         )
@@ -199,6 +210,7 @@ class LogPane(Pane):
         if self.feed is not None:
             self.feed.stop()
         self.view.clear(None if path is None else str(path))
+        self.query_one("#bill", Static).remove_class("-shown")  # the bill was the last run's
         self.diagnosis = None
         self.finished = False
         # A file says it is being read from the first frame, before its first batch.
@@ -271,6 +283,13 @@ class LogPane(Pane):
             view.jump_to_first_error()
         self.finished = message.finished
         self.show_diagnosis()
+
+    @on(BillReconciled)
+    def _on_bill(self, message: BillReconciled) -> None:
+        """The estimate, the engine's printout and the measurement per term: under the diagnosis."""
+        bill = self.query_one("#bill", Static)
+        bill.update("\n".join([message.title, *message.lines]))
+        bill.add_class("-shown")
 
     def _failed_with_error(self) -> bool:
         diagnosis = self.diagnosis

@@ -755,7 +755,9 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         "mark",
         "gpu_intent",
         r"\boffload = 1\b|offloading \d+ repeating layers to gpu|found \d+ (?:cuda|rocm|vulkan|sycl) devices"
-        r"|library=(?:cuda|rocm|vulkan|metal)|\b(?:cuda|rocm|vulkan|sycl)\d\b|n_gpu_layers|--gpu-layers|num_gpu",
+        r"|library=(?:cuda|rocm|vulkan|metal)|\b(?:cuda|rocm|vulkan|sycl)\d\b"
+        # layers asked for on the GPU: a count that is not 0 (`--n_gpu_layers 0` asks for the CPU)
+        r"|(?:n_gpu_layers|n-gpu-layers|--gpu-layers|-ngl|num_gpu)[\s=:\"']+(?:-1|[1-9]\d*|all|auto)\b",
         backend="llama.cpp",
     ),
     NoticeRule(

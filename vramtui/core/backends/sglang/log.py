@@ -21,6 +21,7 @@ from vramtui.core.logs.ruletypes import (
 PROFILE = LogProfile(
     "sglang",
     precedence=50,
+    command_words=("sglang.launch_server", "-m sglang", "sglang serve"),
     process_names=("sglang", "python", "scheduler"),
     is_torch=True,
     knobs={

@@ -21,6 +21,7 @@ from vramtui.core.logs.ruletypes import (
 PROFILE = LogProfile(
     "tgi",
     precedence=60,
+    command_words=("text-generation-launcher",),
     process_names=("text-generation", "python"),
     aliases=("text-generation-inference",),
     is_torch=True,

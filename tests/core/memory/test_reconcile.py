@@ -1,0 +1,89 @@
+"""The bill reconciled: estimate, printout and measurement per term and device, and the term that was off.
+
+The printed side is a real llama.cpp printout (ggml-org/llama.cpp#13661, four CUDA devices, in
+tests/data/printouts/devices.jsonl) read by the log engine as any log is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from vramtui.core.logs.diagnose import diagnose_text
+from vramtui.core.memory.parts import HOST, MemoryBill, bill_from_figures
+from vramtui.core.memory.reconcile import UNPRINTED, measured_peaks, reconcile
+from vramtui.core.memory.sampling import GpuReading, HostReading, Sample
+
+MIB = 1 << 20
+PRINTOUTS = Path(__file__).resolve().parents[2] / "data" / "printouts" / "devices.jsonl"
+
+
+def _printed() -> MemoryBill:
+    row = next(json.loads(line) for line in PRINTOUTS.open() if "13661" in line)
+    diagnosis = diagnose_text(row["log"], backend="llama.cpp")
+    return bill_from_figures(diagnosis.engine_figures)
+
+
+def _estimate_like(printed: MemoryBill, compute_share: float = 1.0, runtime: int = 300 * MIB) -> MemoryBill:
+    estimate = MemoryBill()
+    for place, parts in printed.places.items():
+        for part, nbytes in parts.items():
+            estimate.add(place, part, round(nbytes * (compute_share if part == "compute" else 1.0)))
+        estimate.add(place, "runtime", runtime)
+    return estimate
+
+
+def test_a_compute_buffer_the_estimate_halved_is_named_with_its_device() -> None:
+    printed = _printed()
+    assert printed.get("compute", 0) > 1900 * MIB  # "CUDA0 compute buffer size = 1958.63 MiB"
+    result = reconcile(_estimate_like(printed, compute_share=0.5), printed, {})
+    off = result.off
+    assert off is not None and off.part == "compute" and off.miss < 0
+    assert "compute buffers on GPU" in result.verdict() and "short by" in result.verdict()
+    assert result.to_dict()["off"]["term"] == "compute_buffer_bytes"
+
+
+def test_an_estimate_that_matches_every_printed_term_is_said_to_hold() -> None:
+    printed = _printed()
+    result = reconcile(_estimate_like(printed), printed, {})
+    assert result.off is None
+    assert result.verdict().startswith("the estimate held within 10%")
+
+
+def test_what_a_card_holds_above_the_printed_terms_is_set_against_the_runtime() -> None:
+    printed = _printed()
+    on_card0 = sum(printed.places[0].values())
+    # NVML charged 2 GiB more than llama.cpp printed on GPU 0: the estimate's 300 MiB runtime was short
+    result = reconcile(_estimate_like(printed), printed, {0: on_card0 + 2048 * MIB})
+    off = result.off
+    assert off is not None and off.part == UNPRINTED and off.place == 0
+    assert off.actual == 2048 * MIB and off.estimate == 300 * MIB
+    assert result.to_dict()["places"]["0"]["measured_bytes"] == on_card0 + 2048 * MIB
+    table = "\n".join(result.lines())
+    assert "GPU 0" in table and "the rest (runtime, not printed)" in table
+
+
+def test_without_a_printout_each_estimated_term_is_listed() -> None:
+    estimate = MemoryBill()
+    estimate.add(HOST, "weights", 100 * MIB)
+    estimate.add(HOST, "kv_cache", 20 * MIB)
+    result = reconcile(estimate, None, {HOST: 150 * MIB})
+    assert [term.part for term in result.terms] == ["weights", "kv_cache"]
+    assert result.off is None and result.verdict().startswith("nothing to compare")
+
+
+def _sample(t: float, tree: tuple[int, ...], rss: int, on_gpu: dict[int, int], cuda_index: int = 0) -> Sample:
+    gpu = GpuReading(
+        1, "NVIDIA RTX A6000", "GPU-1", None, 48 << 30, process_bytes=on_gpu, cuda_index=cuda_index
+    )
+    return Sample(t, (gpu,), HostReading(0, 1, 0, 0, tree_rss=rss, tree_pids=tree))
+
+
+def test_measured_peaks_are_per_cuda_device_and_only_the_trees_processes() -> None:
+    samples = [
+        _sample(0, (10, 11), 500 * MIB, {11: 3000 * MIB, 99: 9000 * MIB}),
+        _sample(1, (10, 11), 400 * MIB, {11: 5000 * MIB, 99: 9000 * MIB}),
+        _sample(2, (10,), 450 * MIB, {99: 9000 * MIB}),
+    ]
+    # NVML's GPU 1 is CUDA device 0 under CUDA_VISIBLE_DEVICES=1: engines print CUDA0
+    assert measured_peaks(samples) == {HOST: 500 * MIB, 0: 5000 * MIB}

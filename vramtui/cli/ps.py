@@ -1,0 +1,176 @@
+"""`vramtui ps`: every model server on this machine, who holds what on which card, and what fits next.
+
+`vramtui ps [--json] [--watch S]` lists the servers (engine, model, settings read back from each command
+line, memory per GPU and on the host, the bill by term and where it comes from) and each GPU's shares;
+`vramtui ps --fits MODEL|PROFILE [estimate flags]` sizes one more model against what is free now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from vramtui.core.errors import VramtuiError
+
+HELP = (
+    "every model server running here (llama-server, llama-cpp-python, vLLM, Ollama, transformers, SGLang, "
+    "TGI): its settings, its memory per GPU and on the host, its bill by term; --fits: does one more fit"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from vramtui.cli import estimate
+
+    estimate.add_arguments(parser)  # --fits sizes a model as `estimate` does, with the same flags
+    parser.add_argument(
+        "--fits",
+        action="store_true",
+        help="size MODEL (a model file, folder or config.json, or a launch profile .toml) against the "
+        "memory that is free now on each card, not the card's total",
+    )
+    parser.add_argument("--watch", metavar="S", type=float, help="refresh every S seconds (ctrl-c stops)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from vramtui.core.attach.servers import snapshot
+
+    if args.fits:
+        return _fits(args)
+    if args.model:
+        raise VramtuiError(f"a model ({args.model}) is only read with --fits: vramtui ps --fits {args.model}")
+    if args.watch is not None and not args.watch > 0:
+        raise VramtuiError("--watch must be a positive number of seconds")
+    while True:
+        shot = snapshot()
+        if args.json:
+            from vramtui.cli.common import print_json
+
+            print_json(shot.to_dict())
+        else:
+            if args.watch is not None and sys.stdout.isatty():
+                print("\033[2J\033[H", end="")
+            print(render(shot))
+        if args.watch is None:
+            return 0
+        try:
+            time.sleep(args.watch)
+        except KeyboardInterrupt:
+            return 0
+
+
+def _size(value: int | None) -> str:
+    from vramtui.core.units import format_bytes
+
+    return "—" if value is None else format_bytes(value, 1)
+
+
+_SETTING_WORDS = (("context", "ctx"), ("parallel", "slots"), ("kv_dtype", "KV"), ("gpu_layers", "layers"))
+
+
+def _settings(server: Any) -> str:
+    shown = []
+    for name, word in _SETTING_WORDS:
+        value = server.params.get(name, server.assumed.get(name))
+        if value is not None:
+            mark = "" if name in server.params else "*"  # the engine's default, not its command line's
+            shown.append(f"{word} {value}{mark}")
+    return ", ".join(shown) or "—"
+
+
+_SOURCES = {"log": "printed", "endpoints": "its endpoints", "estimate": "estimate"}
+
+
+def render(shot: Any) -> str:
+    """The servers, one per row, then each GPU's shares and the host."""
+    servers = shot.servers
+    lines = [f"{len(servers)} model server{'s' if len(servers) != 1 else ''} running here"]
+    gpu_indexes = [gpu.index for gpu in shot.gpus]
+    for server in servers:
+        name = Path(server.model).name if server.model else "?"
+        on_gpus = " ".join(f"GPU{i} {_size(server.gpu_bytes.get(i))}" for i in gpu_indexes) or "no GPU"
+        where = f":{server.ports[0]}" if server.ports else ""
+        lines.append(
+            f"  {server.pid:>7}  {server.engine:16} {name[:40]:40} {where:7} {_settings(server)}"
+            f"\n           memory: {on_gpus}; host {_size(server.host_bytes)} ({len(server.pids)} processes)"
+        )
+        if server.bill is not None:
+            lines.append(
+                f"           bill ({_SOURCES.get(server.bill_source, server.bill_source)}): {_bill(server.bill)}"
+            )
+        lines.extend(f"           note: {note}" for note in server.notes)
+    if servers:
+        lines.append("  (* the engine's default: the command line does not say)")
+    lines.extend(_gpu_lines(shot))
+    lines.append(f"host: {_size(shot.host_total_bytes)}, {_size(shot.host_available_bytes)} available")
+    return "\n".join(lines)
+
+
+def _bill(bill: Any) -> str:
+    from vramtui.core.memory.parts import HOST
+
+    parts = [f"GPU{place} {bill.describe(place)}" for place in bill.devices()]
+    if bill.total(HOST):
+        parts.append(f"host {bill.describe(HOST)}")
+    return "; ".join(parts)
+
+
+def _gpu_lines(shot: Any) -> list[str]:
+    if not shot.gpus:
+        return [f"no GPU: {shot.gpu_status}" if shot.gpu_status else "no GPU"]
+    lines = []
+    for gpu in shot.gpus:
+        held = [f"{_engine_of(shot, pid)} {pid} {_size(used)}" for pid, used in gpu.servers.items()]
+        held += [f"{name} ({pid}) {_size(used)}" for pid, (name, used) in gpu.others.items()]
+        lines.append(
+            f"GPU {gpu.index} {gpu.name}: {_size(gpu.total_bytes)}; "
+            + ("; ".join(held) + "; " if held else "")
+            + f"free {_size(gpu.free_bytes)}"
+        )
+    return lines
+
+
+def _engine_of(shot: Any, pid: int) -> str:
+    return next((server.engine for server in shot.servers if server.pid == pid), "?")
+
+
+# --- does one more fit? ----------------------------------------------------------------------------------
+
+
+def _fits(args: argparse.Namespace) -> int:
+    """Size the model against each card's free memory now (no GPU: the host's available memory)."""
+    from vramtui.core.attach.servers import snapshot
+    from vramtui.core.estimate.fitnow import fits_now
+
+    if not args.model:
+        raise VramtuiError("--fits needs a model (a file, folder or config.json) or a launch profile")
+    info, settings = _sized(args)
+    shot = snapshot(bills=False)
+    answers = fits_now(info, settings, shot)
+    if args.json:
+        from vramtui.cli.common import print_json
+
+        print_json({"fits": [answer.to_dict() for answer in answers], "now": shot.to_dict()})
+    else:
+        for answer in answers:
+            print(answer.describe())
+    return 0 if any(answer.fits for answer in answers) else 1
+
+
+def _sized(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The model and its settings: a profile's (its backend and parameters), else the estimate flags'."""
+    from vramtui.cli import estimate
+
+    if str(args.model).endswith(".toml"):
+        from vramtui.core.estimate.estimator import Settings
+        from vramtui.core.estimate.modelinfo import load_model_info
+        from vramtui.core.launch.profile import load_profile
+
+        profile = load_profile(args.model)
+        info = load_model_info(profile.model)
+        return info, Settings.from_params(profile.params, backend=profile.backend.name)
+    if not args.gpu_mem:
+        args.gpu_mem = "24GiB"  # replaced by each card's free memory
+    return estimate.build(args)

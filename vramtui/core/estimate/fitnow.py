@@ -1,0 +1,109 @@
+"""Does one more model fit in what is free now (`vramtui ps --fits`): the estimator against each card's free
+memory, not its total; on a machine without a GPU, against the host's available memory.
+
+An engine that takes a share of the whole card (vLLM's --gpu-memory-utilization) needs that share free:
+its answer names the share that fits in what is free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from vramtui.core.estimate.estimator import Estimate, Settings, estimate, max_context, max_parallel
+from vramtui.core.estimate.modelinfo import ModelInfo
+from vramtui.core.units import GIB, MIB, format_bytes
+
+# What a share asked of a whole card leaves free for the rest (the CUDA context of other processes).
+_SHARE_SLACK = 512 * MIB
+
+
+@dataclass
+class FitAnswer:
+    """One place (a GPU, or the host) and whether the model fits there now, with which settings."""
+
+    place: str
+    free_bytes: int
+    total_bytes: int | None
+    fits: bool
+    context: int
+    max_context: int | None
+    max_parallel: int | None
+    share: float | None = None  # for an engine that takes a share of the card: the one that fits
+    needs_bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "place": self.place,
+            "free_mib": round(self.free_bytes / MIB, 1),
+            "total_mib": None if self.total_bytes is None else round(self.total_bytes / MIB, 1),
+            "fits": self.fits,
+            "context": self.context,
+            "max_context": self.max_context,
+            "max_parallel": self.max_parallel,
+            "share": self.share,
+            "needs_mib": round(self.needs_bytes / MIB, 1),
+            "notes": self.notes,
+        }
+
+    def describe(self) -> str:
+        verdict = "FITS" if self.fits else "does not fit"
+        said = (
+            f"{self.place}: {format_bytes(self.free_bytes, 1)} free now — {verdict} at context {self.context:,} "
+            f"(needs {format_bytes(self.needs_bytes, 1)})"
+        )
+        if self.max_context:
+            said += f"; the largest context that fits: {self.max_context:,}"
+        if self.max_parallel and self.fits:
+            said += f", {self.max_parallel} at once"
+        if self.share is not None:
+            said += f"; with a share of {self.share:.2f} of the card (what is free of it)"
+        return "\n".join([said, *(f"  note: {note}" for note in self.notes)])
+
+
+def fits_now(info: ModelInfo, settings: Settings, now: Any) -> list[FitAnswer]:
+    """An answer per GPU (`now`: a servers.Snapshot), or one for the host when there is none."""
+    gpus = [gpu for gpu in now.gpus if gpu.free_bytes is not None]
+    if not gpus:
+        host = replace(settings, device_bytes=max(now.host_available_bytes, MIB), on_gpu=False, gpus=())
+        return [_answer("host (no GPU here)", now.host_available_bytes, now.host_total_bytes, info, host)]
+    answers = []
+    for gpu in gpus:
+        free = max(int(gpu.free_bytes), 0)
+        answers.append(_on_card(f"GPU {gpu.index} {gpu.name}", free, gpu.total_bytes, info, settings))
+    return sorted(answers, key=lambda answer: (not answer.fits, -answer.free_bytes))
+
+
+def _on_card(place: str, free: int, total: int | None, info: ModelInfo, settings: Settings) -> FitAnswer:
+    if settings.memory.kv_from_budget and total:
+        # it takes its share of the whole card, and refuses to start when that share is not free
+        share = min(settings.share, (free - _SHARE_SLACK) / total)
+        if share <= 0:
+            answer = FitAnswer(place, free, total, False, settings.context or 0, None, None, share=None)
+            answer.notes.append("less is free than the engine's runtime needs alone")
+            return answer
+        sized = replace(settings, device_bytes=total, safety=share, gpus=())
+        answer = _answer(place, free, total, info, sized)
+        answer.share = round(share, 2)
+        return answer
+    return _answer(place, free, total, info, replace(settings, device_bytes=max(free, MIB), gpus=()))
+
+
+def _answer(place: str, free: int, total: int | None, info: ModelInfo, settings: Settings) -> FitAnswer:
+    est: Estimate = estimate(info, settings)
+    answer = FitAnswer(
+        place,
+        free,
+        total,
+        est.fits,
+        est.context,
+        max_context(info, settings) or None,
+        max_parallel(info, settings) or None,
+        needs_bytes=est.total_bytes,
+    )
+    if est.reason:
+        answer.notes.append(est.reason)
+    if free < GIB // 4:
+        answer.notes.append("almost nothing is free here")
+    return answer

@@ -1,0 +1,69 @@
+"""The bill of a run vramtui launched, reconciled: the estimate as it stood at launch (calibrated by earlier
+runs, as `vramtui estimate` is), the buffers the engine printed, and the memory measured per device.
+
+The estimate is made in a thread when the server starts, so it never delays the launch, and before this
+run's own record joins the calibration store (a run must not calibrate the estimate it is checked against).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import Any
+
+from vramtui.core.memory.parts import MemoryBill, bill_from_figures
+from vramtui.core.memory.reconcile import Reconciliation, measured_peaks, reconcile
+
+
+class LaunchEstimate:
+    """The estimator's bill for a model and its settings (the shared parameter names of a profile, or of
+    a command line read back), made in the background; `result()` waits for it."""
+
+    def __init__(
+        self, model: str, params: dict[str, Any], backend: str, on_gpu: bool, device_bytes: int | None
+    ) -> None:
+        self.bill: MemoryBill | None = None
+        self.note = ""
+        args = (model, params, backend, on_gpu, device_bytes)
+        self._thread = threading.Thread(target=self._make, args=args, name="vramtui-estimate", daemon=True)
+        self._thread.start()
+
+    def _make(
+        self, model: str, params: dict[str, Any], backend: str, on_gpu: bool, device_bytes: int | None
+    ) -> None:
+        from vramtui.core.estimate.calibrate import calibration_for
+        from vramtui.core.estimate.estimator import Settings, estimate
+        from vramtui.core.estimate.modelinfo import load_model_info
+
+        try:
+            info = load_model_info(model)
+            settings = Settings.from_params(params, backend=backend, device_bytes=device_bytes)
+            settings = replace(settings, on_gpu=on_gpu)
+            calibration, _ = calibration_for(settings)
+            settings.calibration = calibration
+            self.bill = estimate(info, settings).bill
+            self.note = (
+                calibration.describe() if calibration is not None else "uncalibrated (no earlier run here)"
+            )
+        except Exception as error:  # an estimate that cannot be made must never take the run down
+            self.note = f"no estimate: {error}"
+
+    def result(self, timeout_s: float = 30.0) -> tuple[MemoryBill | None, str]:
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            return None, "no estimate: the estimator took too long"
+        return self.bill, self.note
+
+
+def run_bill(
+    launched: LaunchEstimate | None, figures: dict[str, Any], samples: list[Any], pids: Any = None
+) -> Reconciliation | None:
+    """The estimate, the printout and the measurement of one run side by side (None: nothing to set)."""
+    measured = measured_peaks(samples, pids)
+    estimate_bill, note = launched.result() if launched is not None else (None, "no estimate")
+    printed = bill_from_figures(figures)
+    if not any(isinstance(place, int) for place in measured):
+        printed = printed.on_host()  # nothing on a card: what it printed sits in host RAM
+    if estimate_bill is None and not printed.places and not measured:
+        return None
+    return reconcile(estimate_bill, printed, measured, note)
