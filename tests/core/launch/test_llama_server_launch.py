@@ -208,3 +208,26 @@ def test_an_exit_with_no_error_text_quotes_the_last_error_looking_line(tmp_path:
     result = run_check(profile, log_dir=tmp_path / "runs", ready_timeout_s=20)
     assert not result.ready and result.exit_code == 1
     assert "Input should be greater than or equal to 0" in result.message, result.message
+
+
+@needs_binary
+@pytest.mark.engine
+def test_a_budget_too_small_for_the_engine_to_start_stops_the_wizard_with_that_reason(
+    tiny_gguf: Path, tmp_path: Path
+) -> None:
+    # Issue 22 #10: under 60 MiB the real llama-server dies before loading (std::system_error, EAGAIN; or
+    # a crash before its first line): the budget's doing, and no engine setting the wizard has helps.
+    from vramtui.core.units import MIB
+    from vramtui.core.wizard.wizard import Wizard
+
+    profile = _profile(tiny_gguf, params={"context": 512}, memory_budget=60 * MIB)
+    result = run_check(profile, log_dir=tmp_path)
+    assert not result.ready and result.failure == "host_oom", result.message
+    assert result.diagnosis.cause == "budget_start"
+    assert "too small for the engine to start" in result.diagnosis.summary
+    wizard = Wizard(profile, auto=True, record=False).run(max_steps=2)
+    assert not wizard.success and wizard.relaunches == 0
+    assert (
+        "too small for the engine to start" in wizard.reason and "not a memory problem" not in wizard.reason
+    )
+    assert any("memory_budget" in line for line in wizard.advice)

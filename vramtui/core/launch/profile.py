@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vramtui.core.backends import PARAMS, Backend, get_backend
-from vramtui.core.backends.base import gib, is_all, size_bytes, switch, whole
+from vramtui.core.backends.base import gib, is_all, kv_dtype_name, size_bytes, switch, whole
 from vramtui.core.errors import VramtuiError
-from vramtui.core.units import MIB, parse_size
+from vramtui.core.units import MIB, parse_size_with_unit
 
 _TOP_LEVEL = {
     "backend",
@@ -121,7 +121,7 @@ class Profile:
             data["params"] = dict(self.params)
         if self.memory_budget is not None:
             budget = self.memory_budget
-            data["limits"] = {"memory_budget": f"{budget // MIB}MiB" if budget % MIB == 0 else budget}
+            data["limits"] = {"memory_budget": f"{budget // MIB}MiB" if budget % MIB == 0 else f"{budget}B"}
         if self.env:
             data["env"] = dict(self.env)
         return data
@@ -186,9 +186,20 @@ def _checked_value(name: str, value: object) -> object:
     return value
 
 
+# llama.cpp reads its numbers with std::stoi (a C int): past this `context = 1000000000000` kills the
+# engine with "stoi" before it logs a line. No model is trained anywhere near it, and no engine takes more.
+MAX_WHOLE = 2**31 - 1
+
+
 def check_param_value(backend: Backend, name: str, value: object) -> None:
-    """Refuse a value no engine can run with (context = -5, parallel = 0, mem_share = 1.5), at load."""
+    """Refuse a value no engine can run with (context = -5, parallel = 0, mem_share = 1.5, kv_dtype =
+    "q3_k", context = 10**12), at load."""
     _checked_value(name, value)
+    if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) > MAX_WHOLE:
+        raise VramtuiError(f"{name} must be at most {MAX_WHOLE} (no engine takes more), not {value!r}")
+    if name == "kv_dtype":
+        _check_kv_dtype(backend, value)
+        return
     launch = backend.launch
     if name == "flash_attn" or (launch is not None and name in launch.switches):
         switch(value)  # on, off or auto; anything else is one line here
@@ -223,6 +234,24 @@ def check_param_value(backend: Backend, name: str, value: object) -> None:
     if name in lowest and whole(name, value) < lowest[name]:
         meaning = " (0: the model's own trained length)" if lowest[name] == 0 else ""
         raise VramtuiError(f"{name} must be {lowest[name]} or more{meaning}, not {value!r}")
+    if name in lowest and whole(name, value) > MAX_WHOLE:  # typed as text: "1000000000000"
+        raise VramtuiError(f"{name} must be at most {MAX_WHOLE} (no engine takes more), not {value!r}")
+
+
+def _check_kv_dtype(backend: Backend, value: object) -> None:
+    """A KV cache type the engine does not take is refused here, not launched with its default after a
+    "not passed" line. The engine's translation knows its types (vLLM takes f16 as its `auto`); an engine
+    with no KV knob is checked against the types its Backend lists."""
+    if not isinstance(value, str) or not value.strip():
+        raise VramtuiError(f'kv_dtype must be a type name such as "f16" or "q8_0", not {value!r}')
+    if backend.launch is not None and backend.knob("kv_dtype") is not None:
+        problem = backend.translate("kv_dtype", value).problem
+    elif kv_dtype_name(value) not in backend.kv_dtypes:
+        problem = f"{backend.name} does not take kv_dtype={value!r} (it takes {', '.join(backend.kv_dtypes)})"
+    else:
+        problem = None
+    if problem:
+        raise VramtuiError(problem)
 
 
 def _number(name: str, value: object) -> float:
@@ -280,6 +309,26 @@ def _resolve_model(model: str, backend: Backend, folder: Path | None) -> str:
     return model
 
 
+def _memory_budget(raw: object) -> int | None:
+    """[limits] memory_budget: a size with its unit. A bare number is refused (600 would be 600 bytes, and
+    the engine dies before it prints a line), and so is a zero, which is no budget at all."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str | int | float) or isinstance(raw, bool):
+        raise VramtuiError(f'memory_budget must be a size such as "1500MiB", not {raw!r}')
+    try:
+        size = parse_size_with_unit(raw)
+    except VramtuiError as error:
+        if "is no size" not in str(error):
+            raise VramtuiError(f"memory_budget: {error}") from None
+        size = 0
+    if size == 0:
+        raise VramtuiError(
+            f'memory_budget = {raw!r} is no budget: leave it out to run without one, or give a size such as "1500MiB"'
+        )
+    return size
+
+
 def profile_from_dict(
     data: dict[str, object], folder: Path | None = None, source: Path | None = None
 ) -> Profile:
@@ -309,8 +358,7 @@ def profile_from_dict(
     if not isinstance(limits, dict):
         raise VramtuiError('[limits] must be a table (memory_budget = "1500MiB")')
     check_unknown_keys("under [limits]", limits, _LIMITS)
-    budget_raw = limits.get("memory_budget", data.get("memory_budget"))
-    memory_budget = None if budget_raw in (None, "", 0) else parse_size(budget_raw)  # type: ignore[arg-type]
+    memory_budget = _memory_budget(limits.get("memory_budget", data.get("memory_budget")))
 
     port_raw = data.get("port")
     if port_raw is None:
