@@ -211,9 +211,58 @@ def test_the_wizard_refuses_it_the_same_way(tmp_path: Path) -> None:
     [("vllm", "Qwen/Qwen2.5-0.5B-Instruct"), ("ollama", "llama3.2:1b"), ("transformers", "gpt2")],
 )
 def test_names_that_are_no_files_pass(tmp_path: Path, backend: str, model: str) -> None:
+    # the engine's own program must be on PATH (its [env] PATH here): vllm and ollama, as stand-ins
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("vllm", "ollama"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / name).chmod(0o755)
     path = tmp_path / "p.toml"
-    path.write_text(f'backend = "{backend}"\nmodel = "{model}"\n', encoding="utf-8")
+    path.write_text(
+        f'backend = "{backend}"\nmodel = "{model}"\n[env]\nPATH = "{bin_dir}"\n', encoding="utf-8"
+    )
     assert load_launch_profile(path).model == model
+
+
+@pytest.mark.parametrize(
+    ("backend", "model", "said"),
+    [
+        (
+            "vllm",
+            "org/model",
+            "vllm not found on PATH: vllm's server is not installed (pip install vllm; with no GPU, its CPU "
+            "build: scripts/install_vllm.sh in vramtui's repository); or name it in the profile: "
+            'program = "/path/to/vllm"',
+        ),
+        (
+            "ollama",
+            "llama3.2:1b",
+            "ollama not found on PATH: ollama's server is not installed (https://ollama.com/download; on Linux: "
+            'curl -fsSL https://ollama.com/install.sh | sh); or name it in the profile: program = "/path/to/ollama"',
+        ),
+        (
+            "llama.cpp",
+            "m.gguf",
+            "llama-server not found on PATH: llama.cpp's server is not installed (a release",
+        ),
+    ],
+)
+def test_an_engine_that_is_not_installed_is_named_with_how_to_get_it_exit_2(
+    tmp_path: Path, backend: str, model: str, said: str
+) -> None:
+    # Issue 22 #30: a missing vLLM or Ollama got llama-server's advice and exit status 1 after a launch;
+    # the README promises a program that is not there is one line and exit 2 before anything is launched.
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "empty").mkdir()
+    path = tmp_path / "p.toml"
+    path.write_text(f'backend = "{backend}"\nmodel = "{model}"\n[env]\nPATH = "{tmp_path / "empty"}"\n')
+    for argv in (("check", str(path), "--log-dir", str(tmp_path / "runs")), ("wizard", str(path))):
+        done = vramtui(*argv)
+        assert done.returncode == 2, done
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"vramtui: {said}"), lines
+        assert "llama-server" not in lines[0] or backend == "llama.cpp"
+    assert not (tmp_path / "runs").exists()
 
 
 def test_a_path_looking_model_that_is_not_there_is_an_error_for_vllm_too(tmp_path: Path) -> None:

@@ -275,6 +275,25 @@ def check_files(profile: Profile) -> None:
             raise VramtuiError(f"model is a folder, not a file: {model}")
     if profile.program:
         resolve_program(profile.program, profile.env.get("PATH"))
+        return
+    launch = profile.backend.launch
+    if launch is not None and launch.binary is not None:
+        import os
+        import shutil
+
+        if shutil.which(launch.binary, path=profile.env.get("PATH") or os.environ.get("PATH")) is None:
+            raise VramtuiError(missing_program(profile.backend))
+
+
+def missing_program(backend: Backend) -> str:
+    """One line for an engine whose server is not on PATH: which engine, and how to get it."""
+    launch = backend.launch
+    binary = launch.binary if launch is not None else None
+    get = f" ({launch.install})" if launch is not None and launch.install else ""
+    return (
+        f"{binary or backend.name} not found on PATH: {backend.name}'s server is not installed{get}; "
+        f'or name it in the profile: program = "/path/to/{binary or "server"}"'
+    )
 
 
 def resolve_program(program: str, search_path: str | None = None) -> str:
