@@ -60,6 +60,9 @@ def _plan_from_profile(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
 
     given = parse_size_with_unit(args.gpu_mem) if args.gpu_mem else None  # a bad size before any launch
     profile = pin_port(load_launch_profile(args.profile))
+    from vramtui.cli.wizard import refuse_saving_over_the_source
+
+    refuse_saving_over_the_source(args, profile)
     result = run_check(profile)
     diagnosis = result.diagnosis
     figures = diagnosis.engine_figures if diagnosis is not None else {}
