@@ -495,3 +495,14 @@ def test_a_size_without_a_unit_is_refused_in_one_line(
     )
     err = capsys.readouterr().err
     assert code == 2 and err.startswith(said) and err.count("\n") == 1, err
+
+
+def test_tensor_parallel_under_llama_cpp_on_one_card_is_left_out_with_a_note(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Issue 22 #34: the README says a flag of another engine is left out of the sizing with a note
+    shape = ["--params", "8B", "--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--quant", "q4_k_m"]
+    data = run_json(capsys, *shape, "-tp", "2", "--gpu-mem", "24GiB", "--ctx", "8192")
+    assert "--tensor-parallel-size: not a llama.cpp setting, left out" in data["notes"]
+    plain = run_json(capsys, *shape, "--gpu-mem", "24GiB", "--ctx", "8192")
+    assert data["total_bytes"] == plain["total_bytes"] and data["fits"] == plain["fits"]
