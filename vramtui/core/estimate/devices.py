@@ -358,10 +358,10 @@ def parse_max_memory(text: str) -> Cap:
         try:
             # a bare number is refused as accelerate refuses it ("20": 20GiB?), never read as bytes
             caps[int(key) if key.isdigit() else key] = parse_size_with_unit(size.strip())
-        except VramtuiError as error:
-            raise VramtuiError(f"max_memory: {error}") from None
-        except ValueError:
-            raise VramtuiError(f"max_memory: {size.strip()!r} is not a size such as 20GiB") from None
+        except (ValueError, VramtuiError) as error:
+            bare = "unit" in str(error) or "no size" in str(error)  # a number without its unit: say which
+            said = str(error) if bare else f"{size.strip()!r} is not a size such as 20GiB"
+            raise VramtuiError(f"max_memory: {said}") from None
     if not caps:
         raise VramtuiError("max_memory: give DEVICE=SIZE pairs such as 0=20GiB,1=46GiB")
     return caps
