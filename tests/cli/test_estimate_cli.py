@@ -473,3 +473,36 @@ def test_transformers_over_two_cards(capsys: pytest.CaptureFixture[str], tmp_pat
     assert main(["estimate", *argv, "--gpu-mem", "48GiB,48GiB", "--device-map", "everywhere"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("vramtui: --device-map:") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--gpu-mem", "12"], "vramtui: --gpu-mem: '12' has no unit: 12GiB?"),
+        (["--gpu-mem", "24GiB,12"], "vramtui: --gpu-mem: '12' has no unit: 12GiB?"),
+        (
+            ["--gpu-mem", "24GiB", "--kv-cache-memory", "4"],
+            "vramtui: --kv-cache-memory: kv_cache_memory needs a unit",
+        ),
+    ],
+)
+def test_a_size_without_a_unit_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    # issue 22 #12: `estimate --gpu-mem 12` sized a 12-byte card
+    code = main(
+        ["estimate", "--params", "8B", "--layers", "32", "--kv-heads", "8", "--head-dim", "128", *argv]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(said) and err.count("\n") == 1, err
+
+
+def test_tensor_parallel_under_llama_cpp_on_one_card_is_left_out_with_a_note(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Issue 22 #34: the README says a flag of another engine is left out of the sizing with a note
+    shape = ["--params", "8B", "--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--quant", "q4_k_m"]
+    data = run_json(capsys, *shape, "-tp", "2", "--gpu-mem", "24GiB", "--ctx", "8192")
+    assert "--tensor-parallel-size: not a llama.cpp setting, left out" in data["notes"]
+    plain = run_json(capsys, *shape, "--gpu-mem", "24GiB", "--ctx", "8192")
+    assert data["total_bytes"] == plain["total_bytes"] and data["fits"] == plain["fits"]

@@ -82,3 +82,12 @@ def test_a_config_json_gives_the_shape_and_the_log_the_weights(tmp_path):
     assert data["weights_mib"] == json.loads(from_heads.stdout)["weights_mib"] < 20 * 1024
     # the config names the experts (the excerpt does not): the MoE way out is offered
     assert 0 < data["n_cpu_moe"] <= 48 and json.loads(from_heads.stdout)["n_cpu_moe"] is None
+
+
+def test_a_gpu_mem_without_a_unit_is_one_line_and_exit_2(tmp_path):
+    # issue 22 #12: every size the CLI takes needs its unit ("12" is not 12 bytes)
+    log = tmp_path / "run.log"
+    log.write_text(ENTRY["log"])
+    proc = _wizard(str(log), "--goal", "on-gpu", "--heads", "32", "--kv-heads", "4", "--gpu-mem", "12")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["vramtui: '12' has no unit: 12GiB? (B, KiB, MiB, GiB or TiB)"]

@@ -75,9 +75,9 @@ def open_app(args: argparse.Namespace) -> int:
     """The app on the attached server: its tree in the memory pane, its log in the log pane."""
     from vramtui.core.attach import attach
     from vramtui.core.errors import VramtuiError
-    from vramtui.core.units import parse_size
+    from vramtui.core.units import parse_size_with_unit
 
-    budget = parse_size(args.budget) if args.budget else None
+    budget = parse_size_with_unit(args.budget) if args.budget else None
     if not args.restart_timeout > 0:
         raise VramtuiError("--restart-timeout must be a positive number of seconds")
     # A short look first: a bad target is one line before the screen opens; the app samples after.

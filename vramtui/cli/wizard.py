@@ -38,6 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--save", metavar="FILE", help="save the final profile (TOML) here when it runs")
     parser.add_argument(
+        "--force",
+        action="store_true",
+        help="let --save overwrite the profile the wizard reads (its comments are not kept)",
+    )
+    parser.add_argument(
         "--stress",
         type=int,
         default=0,
@@ -248,7 +253,25 @@ def run(args: argparse.Namespace) -> int:
     from vramtui.core.launch.profile import load_launch_profile
 
     profile = load_launch_profile(args.profile)
+    refuse_saving_over_the_source(args, profile)
     return run_wizard(profile, args)
+
+
+def refuse_saving_over_the_source(args: argparse.Namespace, profile: Any) -> None:
+    """--save onto the profile being read rewrites it without its comments: only with --force, and said
+    before anything is launched."""
+    from pathlib import Path
+
+    from vramtui.core.errors import VramtuiError
+
+    save = getattr(args, "save", None)
+    if not save or getattr(args, "force", False) or profile.source is None:
+        return
+    if Path(save).expanduser().resolve() == Path(profile.source).resolve():
+        raise VramtuiError(
+            f"--save {save} is the profile the wizard reads: saving would drop its comments; "
+            "save to another file, or add --force to overwrite it"
+        )
 
 
 def run_wizard(profile: Any, args: argparse.Namespace) -> int:

@@ -125,11 +125,11 @@ def run_attached(args: argparse.Namespace) -> int:
     from vramtui.core.attach.guided import AttachedRunner, AttachedWizard
     from vramtui.core.attach.restart import attached_profile, running_from
     from vramtui.core.errors import VramtuiError
-    from vramtui.core.units import parse_size
+    from vramtui.core.units import parse_size_with_unit
 
     if args.restart_timeout <= 0:
         raise VramtuiError("--restart-timeout must be a positive number of seconds")
-    budget = parse_size(args.budget) if args.budget else None
+    budget = parse_size_with_unit(args.budget) if args.budget else None
     attached = attach(args.attach, duration_s=0.3, log=args.log)
     running = running_from(attached)
     profile = attached_profile(running, budget)

@@ -19,7 +19,7 @@ _LOG_SUFFIXES = (".log", ".txt", ".out")
 def _plan_from_log(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
     from vramtui.core.estimate.modelinfo import load_model_info
     from vramtui.core.logs.diagnose import diagnose_file
-    from vramtui.core.units import parse_size
+    from vramtui.core.units import parse_size_with_unit
     from vramtui.core.wizard.ongpu import (
         plan_from_figures,
         plan_on_gpu,
@@ -29,7 +29,7 @@ def _plan_from_log(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
 
     diagnosis = diagnose_file(path)
     figures = diagnosis.engine_figures
-    device = parse_size(args.gpu_mem) if args.gpu_mem else None
+    device = parse_size_with_unit(args.gpu_mem) if args.gpu_mem else None
     backend = diagnosis.backend or "llama.cpp"  # a log that names no engine: llama.cpp prints these lines
     info = load_model_info(args.model) if args.model else None
     if info is not None and info.weights_source == "gguf":  # the file the run loaded: its own tensors
@@ -55,15 +55,19 @@ def _plan_from_profile(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     from vramtui.core.estimate.modelinfo import load_model_info
     from vramtui.core.launch.launcher import pin_port, run_check
     from vramtui.core.launch.profile import load_launch_profile
-    from vramtui.core.units import parse_size
+    from vramtui.core.units import parse_size_with_unit
     from vramtui.core.wizard.ongpu import plan_on_gpu
 
+    given = parse_size_with_unit(args.gpu_mem) if args.gpu_mem else None  # a bad size before any launch
     profile = pin_port(load_launch_profile(args.profile))
+    from vramtui.cli.wizard import refuse_saving_over_the_source
+
+    refuse_saving_over_the_source(args, profile)
     result = run_check(profile)
     diagnosis = result.diagnosis
     figures = diagnosis.engine_figures if diagnosis is not None else {}
     free = figures.get("device_free.CUDA0") or figures.get("device_free")
-    device = parse_size(args.gpu_mem) if args.gpu_mem else (int(free) if free else None)
+    device = given or (int(free) if free else None)
     if device is None:
         from vramtui.core.errors import VramtuiError
 

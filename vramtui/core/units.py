@@ -54,6 +54,31 @@ def parse_size(text: str | int | float, default_unit: str = "") -> int:
     return round(result)
 
 
+def guessed_unit(value: float) -> str:
+    """The unit a bare number most likely meant, for a hint: '12' a card in GiB, '600' a budget in MiB."""
+    number = f"{value:g}"
+    return f"{number}GiB" if value < 512 else f"{number}MiB"
+
+
+def parse_size_with_unit(text: str | int | float) -> int:
+    """A size a user typed, which must carry its unit: '12' is refused ("12GiB?"), never read as 12 bytes.
+
+    Sizes printed by vramtui itself carry theirs ('25769803776B'); a bare number only comes from a person,
+    and a person who types 12 for a card or 600 for a budget does not mean bytes."""
+    if isinstance(text, bool):
+        raise VramtuiError(f"not a memory size: {text!r}")
+    if isinstance(text, int | float):
+        value: float | None = float(text)
+    else:
+        match = _SIZE_RE.match(str(text))
+        value = float(match.group(1)) if match and not match.group(2) else None
+    if value == 0:
+        raise VramtuiError(f"{text!r} is no size: give one with its unit, e.g. 12GiB")
+    if value is not None:
+        raise VramtuiError(f"{text!r} has no unit: {guessed_unit(value)}? (B, KiB, MiB, GiB or TiB)")
+    return parse_size(text)
+
+
 _COUNT_SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 _COUNT_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?\d+)?)\s*([kmbgt]?)\s*$", re.IGNORECASE)
 

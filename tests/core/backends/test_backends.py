@@ -121,14 +121,12 @@ def test_vllm_command_uses_only_real_flags_and_says_what_it_lacks() -> None:
     assert "cpu_offload" in plan.notes[0]
 
 
-def test_vllm_rejects_a_llama_cpp_kv_type_instead_of_passing_it() -> None:
-    profile = Profile(backend="vllm", model="m", params={"kv_dtype": "q4_0"})
-    plan = build_command(profile)
-    assert "--kv-cache-dtype" not in plan.argv
-    assert plan.unsupported == ["kv_dtype"]
-    assert "fp8" in plan.notes[0]
+def test_vllm_refuses_a_llama_cpp_kv_type_at_load_instead_of_passing_it() -> None:
+    # issue 22 #11: refused when the profile is read (exit 2), not launched with the default after a note
+    with pytest.raises(VramtuiError, match=r"vllm does not take kv_dtype='q4_0' \(it takes auto, fp8"):
+        Profile(backend="vllm", model="m", params={"kv_dtype": "q4_0"})
     # f16 is vLLM's "auto" (the model's dtype)
-    assert "auto" in build_command(profile.with_param("kv_dtype", "f16")).argv
+    assert "auto" in build_command(Profile(backend="vllm", model="m", params={"kv_dtype": "f16"})).argv
 
 
 def test_ollama_takes_environment_and_request_options() -> None:

@@ -533,3 +533,33 @@ def test_another_engines_flags_are_left_out_and_said() -> None:
     # an engine's own flag is no such note
     own = estimate(moe, Settings(device_bytes=24 * GIB, quant="q4_k_m", context=8192, cpu_moe=True))
     assert not any("left out" in note for note in own.notes) and own.weights_host_bytes > 0
+
+
+def test_another_engines_multi_gpu_flags_on_one_card_are_left_out_not_refused() -> None:
+    # Issue 22 #34: `-tp 2` under llama.cpp with one card was "2 ranks need as many cards", exit 2
+    cases = [
+        ("llama.cpp", {"tensor_parallel_size": 2}, "--tensor-parallel-size"),
+        (
+            "llama.cpp",
+            {"tensor_parallel_size": 2, "pipeline_parallel_size": 2},
+            "--tensor-parallel-size, --pipeline-parallel-size",
+        ),
+        ("vllm", {"tensor_split": (3.0, 1.0), "main_gpu": 1}, "--tensor-split, --main-gpu"),
+        ("transformers", {"tensor_parallel_size": 4}, "--tensor-parallel-size"),
+    ]
+    for backend, given, flags in cases:
+        plain = Settings(backend=backend, device_bytes=24 * GIB, quant="q4_k_m", context=8192)
+        est = estimate(LLAMA_8B, replace(plain, **given))
+        assert est.notes[0] == f"{flags}: not a {backend} setting, left out"
+        assert est.to_dict() | {"notes": []} == estimate(LLAMA_8B, plain).to_dict() | {"notes": []}
+    # the engine's own flag is still checked against the cards
+    with pytest.raises(VramtuiError, match="2 ranks need as many cards; 1 given"):
+        Settings(backend="vllm", device_bytes=24 * GIB, tensor_parallel_size=2)
+    with pytest.raises(VramtuiError, match="--tensor-split names 2 devices but 1 card"):
+        Settings(backend="llama.cpp", device_bytes=24 * GIB, tensor_split=(3.0, 1.0))
+
+
+def test_an_engines_own_flag_is_no_left_out_note() -> None:
+    moe = replace(LLAMA_8B, is_moe=True, n_experts=8, n_experts_used=2)
+    own = estimate(moe, Settings(device_bytes=24 * GIB, quant="q4_k_m", context=8192, cpu_moe=True))
+    assert not any("left out" in note for note in own.notes) and own.weights_host_bytes > 0

@@ -54,6 +54,25 @@ def test_bad_values_are_one_line_errors_naming_the_flag(name: str, text: str, sa
     assert caught.value.name == name and not caught.value.problem.startswith("--")
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        ("card", "12", "--gpu-mem: '12' has no unit: 12GiB?"),
+        ("card", "24GiB,12", "--gpu-mem: '12' has no unit: 12GiB?"),
+        ("card", "24576", "--gpu-mem: '24576' has no unit: 24576MiB?"),
+        ("card", "0", "--gpu-mem: '0' is no size"),
+        ("max_memory", "0=20,cpu=64GiB", "--max-memory: max_memory: '20' has no unit: 20GiB?"),
+    ],
+)
+def test_a_size_without_its_unit_is_refused_not_read_as_bytes(name: str, text: str, said: str) -> None:
+    # issue 22 #12: `--gpu-mem 12` was a 12-byte card; the estimator pane reads its fields the same way
+    with pytest.raises(InputError) as caught:
+        parse_value(name, text)
+    assert str(caught.value).startswith(said) and "\n" not in str(caught.value)
+    values, problems = parse_inputs({name: text})
+    assert name not in values and problems[name].startswith(said.split(": ", 1)[1])
+
+
 def test_a_form_gets_every_problem_at_once_and_the_good_values() -> None:
     values, problems = parse_inputs({"context": "32k", "parallel": "x", "card": "0GiB", "layers": "32"})
     assert values == {"context": 32768, "layers": 32}

@@ -208,10 +208,60 @@ def test_a_refused_command_line_is_a_launch_failure(tiny_gguf: Path, tmp_path: P
         ),
         ("Error: unknown flag: --bogus", "unknown flag: --bogus"),
         ("llama_model_load: error loading model: unknown model architecture: 'x'", None),
+        # a program that is no model server: GNU getopt (coreutils), busybox, BSD, Go's flag package, click
+        ("/bin/sleep: unrecognized option '--model'", "unrecognized option '--model'"),
+        ("sleep: invalid option -- 'm'", "invalid option -- 'm'"),
+        ("cat: option '--model' requires an argument", "option '--model' requires an argument"),
+        ("sleep: unrecognized option: model", "unrecognized option: model"),
+        ("sleep: illegal option -- -", "illegal option -- -"),
+        ("flag provided but not defined: -model", "flag provided but not defined: -model"),
+        ("Error: No such option: --model", "No such option: --model"),
     ],
 )
 def test_refused_arguments_reads_each_parser(line: str, refused: str | None) -> None:
     assert refused_arguments([LogLine(0.0, "usage: server [-h]"), LogLine(1.0, line)]) == refused
+
+
+def test_a_program_that_is_not_the_engines_server_is_a_bad_arguments_failure(tmp_path: Path) -> None:
+    # Issue 22 #14: program = "/bin/sleep" was "failed at load_weights ... with no error text" while its
+    # log's line 2 is "/bin/sleep: unrecognized option '--model'".
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0, program=sleep)
+    started: list[int] = []
+    result = run_check(profile, tmp_path, ready_timeout_s=30, on_start=lambda s: started.append(s.pid))
+    assert not result.ready and result.exit_code not in (None, 0)
+    assert result.failure == BAD_ARGUMENTS and result.failure_stage == "launch" and result.stage is None
+    assert f"{sleep} is not llama.cpp's server" in result.message and "'--model'" in result.message
+    advice = result.diagnosis.advice
+    assert advice == [
+        f"program = {sleep!r} is not llama.cpp's server: name llama-server there "
+        '(program = "/path/to/llama-server"), or leave program out to run the one on PATH.'
+    ]
+    assert_nothing_left(*started)
+
+
+def test_a_refused_flag_of_the_users_own_is_not_called_another_program(tmp_path: Path) -> None:
+    # a server that takes --model, --host and --port but refuses one of extra_args, as argparse does:
+    # the argument's fault, not the program's
+    server = tmp_path / "llama-server"
+    server.write_text('#!/bin/sh\necho "server.py: error: unrecognized arguments: --bogus" >&2\nexit 2\n')
+    server.chmod(0o755)
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    profile = Profile(
+        backend="llama.cpp",
+        model=str(tmp_path / "m.gguf"),
+        port=0,
+        program=str(server),
+        extra_args=("--bogus",),
+    )
+    result = run_check(profile, tmp_path, ready_timeout_s=30)
+    assert result.failure == BAD_ARGUMENTS and "not llama.cpp's server" not in result.message
+    assert "unrecognized arguments: --bogus; check extra_args" in result.message
+    assert result.diagnosis.advice == [
+        "Remove or fix the refused argument (extra_args, or the [params] value behind it)."
+    ]
 
 
 def test_port_already_in_use(tiny_gguf: Path, tmp_path: Path) -> None:
@@ -240,6 +290,25 @@ def test_command_not_found(tmp_path: Path) -> None:
     assert "llama-server" in result.message
     assert result.command[0] == "llama-server"
     assert not procs.live_groups()
+
+
+@pytest.mark.parametrize(
+    ("backend", "binary", "how"),
+    [("vllm", "vllm", "pip install vllm"), ("ollama", "ollama", "https://ollama.com/download")],
+)
+def test_a_missing_engine_is_named_with_how_to_get_it_not_llama_server(
+    tmp_path: Path, backend: str, binary: str, how: str
+) -> None:
+    # Issue 22 #30: the app's launch (no load-time check there) said "program = /path/to/llama-server"
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    profile = Profile(backend=backend, model="org/m", port=0, env={"PATH": str(empty)})
+    result = run_check(profile, tmp_path)
+    assert not result.ready and result.failure == COMMAND_NOT_FOUND
+    assert result.message.startswith(f"{binary} not found on PATH: {backend}'s server is not installed")
+    advice = result.diagnosis.advice
+    assert len(advice) == 1 and advice[0].startswith(f"Install {backend}'s server ({how}")
+    assert f'program = "/path/to/{binary}"' in advice[0] and "llama-server" not in advice[0]
 
 
 HANGING_SERVER = """#!{python}

@@ -109,6 +109,30 @@ def test_wizard_save_writes_the_profiles_own_port(tiny_gguf: Path, tmp_path: Pat
     assert data["port"] == 0 and data["program"] == str(BINARY)
 
 
+@needs_binary
+@pytest.mark.engine
+def test_wizard_save_onto_its_own_profile_with_force_keeps_the_relative_model(
+    tiny_gguf: Path, tmp_path: Path
+) -> None:
+    # Issue 22 #29: it resolved "m.gguf" (a symlink here) to its target and wrote ready_timeout = 60.0
+    (tmp_path / "m.gguf").symlink_to(tiny_gguf)
+    path = tmp_path / "p.toml"
+    path.write_text(
+        f'# mine\nbackend = "llama.cpp"\nmodel = "m.gguf"\nport = 0\nprogram = "{BINARY}"\nready_timeout = 60\n'
+        "[params]\ncontext = 512\n"
+    )
+    argv = [sys.executable, "-m", "vramtui", "wizard", str(path), "--auto", "--save", str(path)]
+    refused = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2 and "--force" in refused.stderr
+    done = subprocess.run([*argv, "--force"], capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = tomllib.loads(path.read_text())
+    assert (
+        data["model"] == "m.gguf" and data["ready_timeout"] == 60 and isinstance(data["ready_timeout"], int)
+    )
+    assert data["params"] == {"context": 512}
+
+
 def test_a_process_that_exits_on_its_own_was_not_signalled_by_us() -> None:
     # signalled_by_us only names groups vramtui signalled: a process that exits on its own is not one.
     proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
@@ -208,3 +232,26 @@ def test_an_exit_with_no_error_text_quotes_the_last_error_looking_line(tmp_path:
     result = run_check(profile, log_dir=tmp_path / "runs", ready_timeout_s=20)
     assert not result.ready and result.exit_code == 1
     assert "Input should be greater than or equal to 0" in result.message, result.message
+
+
+@needs_binary
+@pytest.mark.engine
+def test_a_budget_too_small_for_the_engine_to_start_stops_the_wizard_with_that_reason(
+    tiny_gguf: Path, tmp_path: Path
+) -> None:
+    # Issue 22 #10: under 60 MiB the real llama-server dies before loading (std::system_error, EAGAIN; or
+    # a crash before its first line): the budget's doing, and no engine setting the wizard has helps.
+    from vramtui.core.units import MIB
+    from vramtui.core.wizard.wizard import Wizard
+
+    profile = _profile(tiny_gguf, params={"context": 512}, memory_budget=60 * MIB)
+    result = run_check(profile, log_dir=tmp_path)
+    assert not result.ready and result.failure == "host_oom", result.message
+    assert result.diagnosis.cause == "budget_start"
+    assert "too small for the engine to start" in result.diagnosis.summary
+    wizard = Wizard(profile, auto=True, record=False).run(max_steps=2)
+    assert not wizard.success and wizard.relaunches == 0
+    assert (
+        "too small for the engine to start" in wizard.reason and "not a memory problem" not in wizard.reason
+    )
+    assert any("memory_budget" in line for line in wizard.advice)

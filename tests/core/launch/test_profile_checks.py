@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -107,6 +108,88 @@ def test_context_minus_5_is_exit_2_one_line(tmp_path: Path) -> None:
     assert len(done.stderr.strip().splitlines()) == 1 and "context must be 0 or more" in done.stderr
 
 
+# --- issue 22 #10, #11: a budget, a KV type and a context no engine can run with ----------------------
+
+
+@pytest.mark.parametrize(
+    ("budget", "said"),
+    [
+        ('"0"', """memory_budget = '0' is no budget: leave it out to run without one"""),
+        ("0", "memory_budget = 0 is no budget: leave it out to run without one"),
+        ('"0MiB"', """memory_budget = '0MiB' is no budget"""),
+        ("600", "memory_budget: 600 has no unit: 600MiB?"),
+        ('"600"', "memory_budget: '600' has no unit: 600MiB?"),
+        ("1.5", "memory_budget: 1.5 has no unit: 1.5GiB?"),
+    ],
+)
+def test_a_budget_without_a_unit_or_of_zero_is_exit_2_one_line(
+    tmp_path: Path, budget: str, said: str
+) -> None:
+    # both were launched: "0" as a 0-byte address-space limit, 600 as 600 bytes (the engine dies unheard)
+    path = write(tmp_path, f"[limits]\nmemory_budget = {budget}\n")
+    with pytest.raises(VramtuiError, match=re.escape(said)):
+        load_profile(path)
+    done = vramtui("check", str(path), "--log-dir", str(tmp_path / "runs"))
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"vramtui: {said}"), lines
+    assert not (tmp_path / "runs").exists()  # nothing was launched
+
+
+def test_a_budget_with_its_unit_still_loads_and_an_odd_one_round_trips(tmp_path: Path) -> None:
+    assert load_profile(write(tmp_path, '[limits]\nmemory_budget = "600MiB"\n')).memory_budget == 600 * 2**20
+    odd = load_profile(write(tmp_path, '[limits]\nmemory_budget = "1000001B"\n'))
+    assert odd.memory_budget == 1000001
+    assert load_profile(odd.save(tmp_path / "again.toml")).memory_budget == 1000001
+
+
+@pytest.mark.parametrize(
+    ("backend", "kv", "said"),
+    [
+        ("llama.cpp", "q3_k", "llama.cpp does not take kv_dtype='q3_k' (it takes f32, f16, bf16, q8_0"),
+        ("llama-cpp-python", "bf16", "llama-cpp-python does not take kv_dtype='bf16'"),
+        ("ollama", "q5_0", "ollama does not take kv_dtype='q5_0' (it takes f16, q8_0, q4_0)"),
+        ("vllm", "q8_0", "vllm does not take kv_dtype='q8_0' (it takes auto, fp8"),
+        ("transformers", "fp8", "transformers does not take kv_dtype='fp8' (it takes f16, bf16, f32)"),
+    ],
+)
+def test_a_kv_type_the_engine_does_not_take_is_refused_at_load(backend: str, kv: str, said: str) -> None:
+    # q3_k was launched with llama-server's f16 cache after a "not passed" line, and rc 0
+    with pytest.raises(VramtuiError, match=re.escape(said)):
+        profile_from_dict({"backend": backend, "model": "m.gguf", "params": {"kv_dtype": kv}})
+
+
+@pytest.mark.parametrize(
+    ("backend", "kv"),
+    [("llama.cpp", "q8_0"), ("llama.cpp", "F16"), ("vllm", "f16"), ("vllm", "fp8"), ("ollama", "q4_0")],
+)
+def test_the_kv_types_each_engine_takes_still_load(backend: str, kv: str) -> None:
+    profile = profile_from_dict({"backend": backend, "model": "m.gguf", "params": {"kv_dtype": kv}})
+    assert not build_command(profile).notes  # passed to the engine, no "not passed" line
+
+
+@pytest.mark.parametrize("context", [1000000000000, "1000000000000", 2**31])
+def test_a_context_past_what_any_engine_takes_is_refused_at_load(context: object) -> None:
+    # 10**12 reached llama-server, which died in std::stoi before a line of its own
+    for backend in ("llama.cpp", "vllm"):
+        with pytest.raises(
+            VramtuiError, match=r"context must be at most 2147483647 \(no engine takes more\)"
+        ):
+            profile_from_dict({"backend": backend, "model": "m.gguf", "params": {"context": context}})
+    assert profile_from_dict({"backend": "llama.cpp", "model": "m.gguf", "params": {"context": 2**31 - 1}})
+
+
+def test_the_kv_type_and_the_context_are_exit_2_on_the_command_line(tmp_path: Path) -> None:
+    for body, said in (
+        ('[params]\nkv_dtype = "q3_k"\n', "llama.cpp does not take kv_dtype='q3_k'"),
+        ("[params]\ncontext = 1000000000000\n", "context must be at most 2147483647"),
+    ):
+        done = vramtui("check", str(write(tmp_path, body)), "--log-dir", str(tmp_path / "runs"))
+        assert done.returncode == 2, done
+        assert len(done.stderr.strip().splitlines()) == 1 and said in done.stderr, done.stderr
+        assert not (tmp_path / "runs").exists()
+
+
 # --- the model file ---------------------------------------------------------------------------------
 
 
@@ -128,9 +211,58 @@ def test_the_wizard_refuses_it_the_same_way(tmp_path: Path) -> None:
     [("vllm", "Qwen/Qwen2.5-0.5B-Instruct"), ("ollama", "llama3.2:1b"), ("transformers", "gpt2")],
 )
 def test_names_that_are_no_files_pass(tmp_path: Path, backend: str, model: str) -> None:
+    # the engine's own program must be on PATH (its [env] PATH here): vllm and ollama, as stand-ins
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("vllm", "ollama"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / name).chmod(0o755)
     path = tmp_path / "p.toml"
-    path.write_text(f'backend = "{backend}"\nmodel = "{model}"\n', encoding="utf-8")
+    path.write_text(
+        f'backend = "{backend}"\nmodel = "{model}"\n[env]\nPATH = "{bin_dir}"\n', encoding="utf-8"
+    )
     assert load_launch_profile(path).model == model
+
+
+@pytest.mark.parametrize(
+    ("backend", "model", "said"),
+    [
+        (
+            "vllm",
+            "org/model",
+            "vllm not found on PATH: vllm's server is not installed (pip install vllm; with no GPU, its CPU "
+            "build: scripts/install_vllm.sh in vramtui's repository); or name it in the profile: "
+            'program = "/path/to/vllm"',
+        ),
+        (
+            "ollama",
+            "llama3.2:1b",
+            "ollama not found on PATH: ollama's server is not installed (https://ollama.com/download; on Linux: "
+            'curl -fsSL https://ollama.com/install.sh | sh); or name it in the profile: program = "/path/to/ollama"',
+        ),
+        (
+            "llama.cpp",
+            "m.gguf",
+            "llama-server not found on PATH: llama.cpp's server is not installed (a release",
+        ),
+    ],
+)
+def test_an_engine_that_is_not_installed_is_named_with_how_to_get_it_exit_2(
+    tmp_path: Path, backend: str, model: str, said: str
+) -> None:
+    # Issue 22 #30: a missing vLLM or Ollama got llama-server's advice and exit status 1 after a launch;
+    # the README promises a program that is not there is one line and exit 2 before anything is launched.
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "empty").mkdir()
+    path = tmp_path / "p.toml"
+    path.write_text(f'backend = "{backend}"\nmodel = "{model}"\n[env]\nPATH = "{tmp_path / "empty"}"\n')
+    for argv in (("check", str(path), "--log-dir", str(tmp_path / "runs")), ("wizard", str(path))):
+        done = vramtui(*argv)
+        assert done.returncode == 2, done
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"vramtui: {said}"), lines
+        assert "llama-server" not in lines[0] or backend == "llama.cpp"
+    assert not (tmp_path / "runs").exists()
 
 
 def test_a_path_looking_model_that_is_not_there_is_an_error_for_vllm_too(tmp_path: Path) -> None:

@@ -34,6 +34,45 @@ def test_the_same_memory_error_without_a_budget_header_is_no_budget_verdict() ->
     assert "memory_budget" not in " ".join(diagnosis.advice)
 
 
+def test_a_budget_too_small_for_llama_server_to_start_is_the_budgets_doing() -> None:
+    # Issue 22 #10: `vramtui check` of a real llama-server under memory_budget = "60MiB": std::thread cannot
+    # map a stack (EAGAIN) before the model loads. It was "other ... Read the first error line", and the
+    # wizard said "not a memory problem".
+    diagnosis = diagnose_file(LOGS / "llama-server-budget-60-start.log")
+    assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "budget_start")
+    assert "the memory budget is too small for the engine to start" in diagnosis.summary
+    assert "Resource temporarily unavailable" in (diagnosis.first_error_text or "")
+    advice = " ".join(diagnosis.advice)
+    assert "60 MiB is too small for llama.cpp to start" in advice and "`memory_budget`" in advice
+    assert "--ctx-size" not in advice and CONTAINER not in advice  # no engine setting helps
+
+
+def test_the_same_thread_failure_without_a_budget_names_the_thread_limit() -> None:
+    text = (LOGS / "llama-server-budget-60-start.log").read_text()
+    without = "\n".join(line for line in text.splitlines() if "memory budget" not in line)
+    diagnosis = diagnose_text(without)
+    assert (diagnosis.failure, diagnosis.cause) == ("other", "thread_start")
+    assert "could not start a thread" in diagnosis.summary
+    assert "ulimit -u" in " ".join(diagnosis.advice) and "memory_budget" not in " ".join(diagnosis.advice)
+
+
+def test_a_crash_before_the_engine_printed_a_line_under_a_budget_is_the_budgets_doing() -> None:
+    # Under a 10 MiB budget the real llama-server dies of SIGSEGV before a line of its own: the run log is
+    # vramtui's header and the launcher's line for the signal.
+    header = (
+        "vramtui: launch llama-server --model /m.gguf --port 8080\n"
+        "vramtui: memory budget 10 MiB, enforced on the host (address-space limit)\n"
+    )
+    crash = "vramtui: the server was killed by SIGSEGV (signal 11) 0 s after launch, before it was ready\n"
+    diagnosis = diagnose_text(header + crash)
+    assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "budget_start")
+    assert "10 MiB is too small" in " ".join(diagnosis.advice)
+    # after the engine's own lines a crash is a crash, budget or not
+    started = "0.00.016.027 I cmn  common_param: common_params_print_info: build 1 (0c1e570)\n"
+    assert diagnose_text(header + started + crash).cause == "crash"
+    assert diagnose_text(header.splitlines()[0] + "\n" + crash).cause == "crash"
+
+
 def test_a_budget_failure_names_the_profiles_memory_budget_not_the_container() -> None:
     # The real KV-cache failure under RLIMIT_AS, headed as vramtui heads its run logs.
     log = (LOGS / "llama-cpp-python-rlimit-kv.log").read_text()

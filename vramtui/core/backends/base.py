@@ -137,6 +137,8 @@ class Launch:
     # under a GPU budget vramtui passes the card's memory above the budget through it, so the engine's
     # fit sizes for the budget and not for the whole card. None: the engine fits nothing itself.
     fit_target_flag: str | None = None
+    # How to get its server where it is missing (said with "not found", naming this engine, not another).
+    install: str = ""
 
     def switch_args(self, param: str, value: object) -> tuple[str, ...]:
         """The arguments for an on/off pass-through parameter (`switches`)."""
@@ -145,6 +147,11 @@ class Launch:
 
     def argv_prefix(self) -> list[str]:
         return [sys.executable if part == "{python}" else part for part in self.program]
+
+    @property
+    def binary(self) -> str | None:
+        """The program it runs when the profile names none, looked up on PATH (None: vramtui's own Python)."""
+        return None if self.program[0] == "{python}" else self.program[0]
 
 
 @dataclass(frozen=True)

@@ -345,7 +345,7 @@ class ModuleMap:
 
 def parse_max_memory(text: str) -> Cap:
     """`0=20GiB,1=46GiB,cpu=64GiB` (the runner's --max-memory, a profile's max_memory) as accelerate reads it."""
-    from vramtui.core.units import parse_size
+    from vramtui.core.units import parse_size_with_unit
 
     caps: Cap = {}
     for part in str(text).split(","):
@@ -356,9 +356,12 @@ def parse_max_memory(text: str) -> Cap:
         if not sep or not (key.isdigit() or key in HOST_DEVICES):
             raise VramtuiError(f"max_memory: {part.strip()!r} is not DEVICE=SIZE (0=20GiB,1=46GiB,cpu=64GiB)")
         try:
-            caps[int(key) if key.isdigit() else key] = parse_size(size.strip())
-        except (ValueError, VramtuiError):
-            raise VramtuiError(f"max_memory: {size.strip()!r} is not a size such as 20GiB") from None
+            # a bare number is refused as accelerate refuses it ("20": 20GiB?), never read as bytes
+            caps[int(key) if key.isdigit() else key] = parse_size_with_unit(size.strip())
+        except (ValueError, VramtuiError) as error:
+            bare = "unit" in str(error) or "no size" in str(error)  # a number without its unit: say which
+            said = str(error) if bare else f"{size.strip()!r} is not a size such as 20GiB"
+            raise VramtuiError(f"max_memory: {said}") from None
     if not caps:
         raise VramtuiError("max_memory: give DEVICE=SIZE pairs such as 0=20GiB,1=46GiB")
     return caps

@@ -127,13 +127,16 @@ class Settings:
             raise VramtuiError("device memory must be positive")
         if self.gpus:
             self.device_bytes = self.gpus[0]
+        # Only the layout flags this engine has are checked against the cards: another engine's (-tp under
+        # llama.cpp, -ts under vLLM) is left out of the sizing with a note (estimate's _drop_ignored).
+        ignored = self.memory.ignores
         devices.check_layout(
             len(self.cards),
-            self.tensor_split,
-            self.split_mode,
-            self.main_gpu,
-            self.tensor_parallel_size,
-            self.pipeline_parallel_size,
+            () if "tensor_split" in ignored else self.tensor_split,
+            None if "split_mode" in ignored else self.split_mode,
+            0 if "main_gpu" in ignored else self.main_gpu,
+            1 if "tensor_parallel_size" in ignored else self.tensor_parallel_size,
+            1 if "pipeline_parallel_size" in ignored else self.pipeline_parallel_size,
         )
 
     @property

@@ -14,7 +14,7 @@ from typing import Any
 from vramtui.core.backends.base import size_bytes
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate.estimator import DEFAULT_DEVICE_BYTES, Settings
-from vramtui.core.units import parse_count, parse_size
+from vramtui.core.units import parse_count, parse_size, parse_size_with_unit
 
 # The largest published models have a few trillion parameters; far past that, the shape the flags imply
 # is nonsense (hundreds of millions of layers) and sizing it would take forever.
@@ -144,8 +144,8 @@ def parse_flash(text: str) -> bool | None:
 
 
 def parse_card(text: str) -> int:
-    """Device memory: '24GiB', '24G', '24576MiB'."""
-    value = parse_size(text)
+    """Device memory: '24GiB', '24G', '24576MiB'; a bare number is refused ('12': 12GiB?), not read as bytes."""
+    value = parse_size_with_unit(text)
     if value <= 0:
         raise ValueError("must be more than 0")
     return value

@@ -32,7 +32,7 @@ from typing import IO, Any
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch import procs
 from vramtui.core.launch.billcheck import LaunchEstimate, run_bill
-from vramtui.core.launch.profile import Profile
+from vramtui.core.launch.profile import Profile, missing_program
 from vramtui.core.launch.smoke import SmokeResult, replay_request, smoke_request
 from vramtui.core.logs.stages import STAGES
 from vramtui.core.memory.readings import Event
@@ -51,7 +51,9 @@ MODEL_NOT_FOUND = "file_missing"  # the profile's model file is not there (the l
 STOPPED_BY_VRAMTUI = "stopped_by_vramtui"  # we stopped it before it was ready (ctrl-c, quit, a budget)
 
 # How servers refuse a command line: argparse (llama_cpp.server, vLLM, the transformers runner),
-# llama.cpp's common arg parser, Go's cobra (Ollama). Group 1 is what was refused.
+# llama.cpp's common arg parser, Go's cobra (Ollama); and how a program that is no model server refuses
+# the flags vramtui passes: GNU getopt ("sleep: unrecognized option '--model'", "invalid option -- 'x'"),
+# BSD and busybox getopt, Go's flag package, click. Group 1 is what was refused.
 _BAD_ARGUMENT_PATTERNS = (
     re.compile(r"error: (unrecognized arguments?: .+)", re.IGNORECASE),
     re.compile(r"error: (argument \S+: .+)", re.IGNORECASE),
@@ -59,6 +61,11 @@ _BAD_ARGUMENT_PATTERNS = (
     re.compile(r"error: ((?:invalid|unknown) argument: .+)", re.IGNORECASE),
     re.compile(r"(error while handling argument .+)", re.IGNORECASE),
     re.compile(r"Error: (unknown (?:shorthand )?flag: .+)"),
+    re.compile(r"(?:^|: )((?:unrecognized|unknown|invalid|illegal) option\b.+)", re.IGNORECASE),
+    re.compile(r"(?:^|: )(option '[^']+' (?:requires an argument|is ambiguous|doesn't allow an argument).*)"),
+    re.compile(r"(?:^|: )(option requires an argument -- .+)"),
+    re.compile(r"(flag provided but not defined: .+)"),
+    re.compile(r"Error: (no such option: .+)", re.IGNORECASE),
 )
 
 
@@ -333,9 +340,8 @@ class ModelServer:
         program = self.plan.argv[0]
         search_path = {**os.environ, **self.profile.env}.get("PATH")
         if shutil.which(program, path=search_path) is None:
-            raise LaunchError(
-                COMMAND_NOT_FOUND, f"command not found: {program} (is {self.plan.backend} installed?)"
-            )
+            said = missing_program(self.profile.backend) if not self.profile.program else None
+            raise LaunchError(COMMAND_NOT_FOUND, said or f"program not found: {program}")
         if procs.port_in_use(self.plan.host, self.plan.port):
             holder = procs.port_holder(self.plan.port)
             who = f" by {holder}" if holder else ""
@@ -633,36 +639,13 @@ class ModelServer:
         self._close_log()
         if self._watch is not None:
             self._watch.stop()
-        self.released = self._wait_released(release_timeout_s)
+        assert self.proc is not None
+        pids = set(self._last_pids) | {self.proc.pid}
+        self.released = wait_released(pids, self.sample_source, release_timeout_s)
         if self.record_file is None:  # once per run: its calibration record (estimate --no-calibrate)
             from vramtui.core.launch.runrecord import keep_run
 
             self.record_file = keep_run(self)
-
-    def _wait_released(self, timeout_s: float) -> bool:
-        """True when no process of the run is left and no GPU memory is charged to its pids."""
-        assert self.proc is not None
-        pids = set(self._last_pids) | {self.proc.pid}
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            alive = [p for p in pids if _pid_alive(p)]
-            gpu_left = self._gpu_bytes_of(pids)
-            if not alive and not gpu_left:
-                return True
-            time.sleep(0.1)
-        return False
-
-    def _gpu_bytes_of(self, pids: set[int]) -> int:
-        source = self.sample_source
-        if source is None:
-            return 0
-        try:
-            sample = source.sample()
-        except Exception:
-            return 0
-        if sample is None:
-            return 0
-        return int(sample.tree_gpu_bytes(pids) or 0)
 
     # --- results -------------------------------------------------------------------------------------
     def diagnosis(self) -> Any | None:
@@ -677,7 +660,7 @@ class ModelServer:
         failure, stage, message = self.launcher_failure()
         if failure is None:
             return diagnosis
-        return launcher_diagnosis(diagnosis, failure, stage, message)
+        return launcher_diagnosis(diagnosis, failure, stage, message, launcher_advice(failure, self))
 
     def launcher_failure(self) -> tuple[str | None, str | None, str]:
         """The failure the launcher names itself: (failure, stage, its message), or (None, None, "")."""
@@ -689,7 +672,7 @@ class ModelServer:
             refused = refused_arguments(self.lines)
             if refused is not None:
                 # argparse prints its usage and exits: nothing was loaded, whatever the usage resembles.
-                return BAD_ARGUMENTS, "launch", _bad_arguments_message(refused, self.profile.extra_args)
+                return BAD_ARGUMENTS, "launch", _bad_arguments_message(refused, self.profile, self.plan)
         return None, None, ""
 
     def __enter__(self) -> ModelServer:
@@ -723,6 +706,27 @@ def first_card_bytes(source: Any) -> int | None:
         return None
     gpus = getattr(sample, "gpus", ()) or ()
     return gpus[0].total_bytes if gpus else None
+
+
+def wait_released(pids: set[int], source: Any, timeout_s: float) -> bool:
+    """True when no process of the run is left and no GPU memory is charged to its pids."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if _pid_alive(p)]
+        if not alive and not _gpu_bytes_of(pids, source):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _gpu_bytes_of(pids: set[int], source: Any) -> int:
+    if source is None:
+        return 0
+    try:
+        sample = source.sample()
+    except Exception:  # a monitor problem reads as nothing held
+        return 0
+    return int(sample.tree_gpu_bytes(pids) or 0) if sample is not None else 0
 
 
 def _pid_alive(pid: int) -> bool:
@@ -902,10 +906,26 @@ def refused_arguments(lines: list[LogLine]) -> str | None:
     return None
 
 
-def _bad_arguments_message(refused: str, extra_args: tuple[str, ...]) -> str:
+def _bad_arguments_message(refused: str, profile: Profile, plan: LaunchPlan) -> str:
     words = {word.strip("'\"") for word in refused.split(":", 1)[-1].split()}
-    source = "extra_args" if words & set(extra_args) else "the command line (extra_args and [params])"
+    if not_the_server(refused, profile):
+        return (
+            f"{plan.argv[0]} is not {profile.backend.name}'s server: it refused {refused}, a flag "
+            f"{profile.backend.name}'s server always takes; check program in the profile"
+        )
+    source = "extra_args" if words & set(profile.extra_args) else "the command line (extra_args and [params])"
     return f"the server refused its command line before loading anything: {refused}; check {source}"
+
+
+def not_the_server(refused: str, profile: Profile) -> bool:
+    """The program refused a flag vramtui always passes and the engine's server always takes (its model,
+    host or port flag): whatever it is, it is not that engine's server (`program = "/bin/sleep"`)."""
+    launch = profile.backend.launch
+    if launch is None:
+        return False
+    always = {flag for flag in (launch.model_flag, launch.host_flag, launch.port_flag) if flag}
+    said = {word.strip("'\"`,.") for word in re.split(r"[\s:=]+", refused)}
+    return bool(always & said)
 
 
 def _result(
@@ -975,7 +995,7 @@ def _result(
 # What to do about a failure the launcher names itself (the log engine advises on the rest).
 _LAUNCHER_ADVICE = {
     PORT_IN_USE: "Stop the process holding the port, or set another port in the profile (port = 0 picks a free one).",
-    COMMAND_NOT_FOUND: 'Install the engine, or name its binary in the profile: program = "/path/to/llama-server".',
+    COMMAND_NOT_FOUND: 'Install the engine, or name its binary in the profile: program = "/path/to/server".',
     MODEL_NOT_FOUND: "Fix the model path in the profile (a relative path is relative to the profile's folder).",
     BAD_ARGUMENTS: "Remove or fix the refused argument (extra_args, or the [params] value behind it).",
     READY_TIMEOUT: "Raise ready_timeout in the profile if the model is large, or look at the last lines.",
@@ -984,7 +1004,27 @@ _LAUNCHER_ADVICE = {
 }
 
 
-def launcher_diagnosis(diagnosis: Any, failure: str, stage: str | None, message: str) -> Any:
+def launcher_advice(failure: str, server: ModelServer) -> str:
+    """What to do about a failure the launcher names itself, in the words of this profile's engine: the
+    engine that is missing and how to get it; the program that is not the engine's server."""
+    profile = server.profile
+    launch, engine = profile.backend.launch, profile.backend.name
+    wanted = (launch.binary if launch is not None else None) or f"a Python with {engine}'s server installed"
+    where = f'program = "/path/to/{launch.binary}"' if launch is not None and launch.binary else "program"
+    if failure == COMMAND_NOT_FOUND and launch is not None and launch.install:
+        return f"Install {engine}'s server ({launch.install}), or name its binary in the profile: {where}."
+    refused = refused_arguments(server.lines) if failure == BAD_ARGUMENTS else None
+    if refused is not None and not_the_server(refused, profile):
+        return (
+            f"program = {profile.program or server.command[0]!r} is not {engine}'s server: name {wanted} "
+            f"there ({where}), or leave program out to run the one on PATH."
+        )
+    return _LAUNCHER_ADVICE.get(failure, "See the last lines of the log.")
+
+
+def launcher_diagnosis(
+    diagnosis: Any, failure: str, stage: str | None, message: str, advice: str | None = None
+) -> Any:
     """The log's diagnosis, told the failure the launcher named: what the log header and `--json` show."""
     if failure == EXITED and getattr(diagnosis, "failed", False):
         return diagnosis
@@ -998,7 +1038,7 @@ def launcher_diagnosis(diagnosis: Any, failure: str, stage: str | None, message:
         "inferred": False,
         "stage_inferred": False,
         "summary": f"Failed at {stage or 'launch'}: {message or failure.replace('_', ' ')}.",
-        "advice": [_LAUNCHER_ADVICE.get(failure, "See the last lines of the log.")],
+        "advice": [advice or _LAUNCHER_ADVICE.get(failure, "See the last lines of the log.")],
     }
     try:
         return dataclasses.replace(diagnosis, **changes)

@@ -31,14 +31,15 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from vramtui.core.backends import PARAMS, Backend, get_backend
-from vramtui.core.backends.base import gib, is_all, size_bytes, switch, whole
+from vramtui.core.backends.base import gib, is_all, kv_dtype_name, size_bytes, switch, whole
 from vramtui.core.errors import VramtuiError
-from vramtui.core.units import MIB, parse_size
+from vramtui.core.units import MIB, parse_size_with_unit
 
 _TOP_LEVEL = {
     "backend",
@@ -73,6 +74,9 @@ class Profile:
     source: Path | None = None  # the file it was read from
     warnings: tuple[str, ...] = ()  # things worth saying that do not stop a launch
     program: str | None = None  # the binary to run in place of the backend's own (a path or a name)
+    # The model and program as the file spells them when they are relative ("models/x.gguf"): a saved
+    # profile writes them so again, not the absolute paths they were resolved to.
+    written: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         # A name ("llama-server") becomes its Backend here, once: callers ask the object, never the name.
@@ -103,39 +107,65 @@ class Profile:
         """A copy with top-level fields changed (model, port, memory_budget ...)."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
-    def to_dict(self) -> dict[str, object]:
-        """The profile as TOML-ready data (no None values)."""
-        data: dict[str, object] = {"backend": self.backend.name, "model": self.model}
+    def to_dict(self, folder: Path | None = None) -> dict[str, object]:
+        """The profile as TOML-ready data (no None values). With the `folder` it is saved in, a model or
+        program the file spelled relative stays relative (as written, when it is the same folder)."""
+        data: dict[str, object] = {"backend": self.backend.name, "model": self._spelled("model", folder)}
         if self.name:
             data["name"] = self.name
         if self.program:
-            data["program"] = self.program
+            data["program"] = self._spelled("program", folder)
         data["host"] = self.host
         if self.port is not None:
             data["port"] = self.port
         if self.extra_args:
             data["extra_args"] = list(self.extra_args)
         if self.ready_timeout is not None:
-            data["ready_timeout"] = self.ready_timeout
+            data["ready_timeout"] = _whole_as_int(self.ready_timeout)
         if self.params:
-            data["params"] = dict(self.params)
+            data["params"] = {name: _whole_as_int(value) for name, value in self.params.items()}
         if self.memory_budget is not None:
             budget = self.memory_budget
-            data["limits"] = {"memory_budget": f"{budget // MIB}MiB" if budget % MIB == 0 else budget}
+            data["limits"] = {"memory_budget": f"{budget // MIB}MiB" if budget % MIB == 0 else f"{budget}B"}
         if self.env:
             data["env"] = dict(self.env)
         return data
 
-    def dumps(self) -> str:
+    def _spelled(self, key: str, folder: Path | None) -> str:
+        """The model or program as a file in `folder` should spell it: the written relative path while it
+        still names what was resolved from it (a wizard's other file is written whole)."""
+        value = str(getattr(self, key))
+        written = self.written.get(key)
+        if folder is None or written is None or self.source is None:
+            return value
+        origin = self.source.parent
+        if key == "model":
+            resolved = _resolve_model(written, self.backend, origin)
+        else:
+            resolved = _resolve_program(written, origin)
+        if resolved != value:
+            return value
+        if folder.resolve() == origin.resolve():
+            return written
+        return os.path.relpath(os.path.abspath(origin / Path(written).expanduser()), folder.resolve())
+
+    def dumps(self, folder: Path | None = None) -> str:
         import tomli_w
 
-        return tomli_w.dumps(self.to_dict())
+        return tomli_w.dumps(self.to_dict(folder))
 
     def save(self, path: str | Path) -> Path:
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(self.dumps(), encoding="utf-8")
+        target.write_text(self.dumps(target.parent), encoding="utf-8")
         return target
+
+
+def _whole_as_int(value: object) -> object:
+    """60.0 is written 60: a whole number stays one through a save (TOML keeps 60.0 a float)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def known_params(backend: Backend) -> tuple[str, ...]:
@@ -186,9 +216,20 @@ def _checked_value(name: str, value: object) -> object:
     return value
 
 
+# llama.cpp reads its numbers with std::stoi (a C int): past this `context = 1000000000000` kills the
+# engine with "stoi" before it logs a line. No model is trained anywhere near it, and no engine takes more.
+MAX_WHOLE = 2**31 - 1
+
+
 def check_param_value(backend: Backend, name: str, value: object) -> None:
-    """Refuse a value no engine can run with (context = -5, parallel = 0, mem_share = 1.5), at load."""
+    """Refuse a value no engine can run with (context = -5, parallel = 0, mem_share = 1.5, kv_dtype =
+    "q3_k", context = 10**12), at load."""
     _checked_value(name, value)
+    if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) > MAX_WHOLE:
+        raise VramtuiError(f"{name} must be at most {MAX_WHOLE} (no engine takes more), not {value!r}")
+    if name == "kv_dtype":
+        _check_kv_dtype(backend, value)
+        return
     launch = backend.launch
     if name == "flash_attn" or (launch is not None and name in launch.switches):
         switch(value)  # on, off or auto; anything else is one line here
@@ -223,6 +264,24 @@ def check_param_value(backend: Backend, name: str, value: object) -> None:
     if name in lowest and whole(name, value) < lowest[name]:
         meaning = " (0: the model's own trained length)" if lowest[name] == 0 else ""
         raise VramtuiError(f"{name} must be {lowest[name]} or more{meaning}, not {value!r}")
+    if name in lowest and whole(name, value) > MAX_WHOLE:  # typed as text: "1000000000000"
+        raise VramtuiError(f"{name} must be at most {MAX_WHOLE} (no engine takes more), not {value!r}")
+
+
+def _check_kv_dtype(backend: Backend, value: object) -> None:
+    """A KV cache type the engine does not take is refused here, not launched with its default after a
+    "not passed" line. The engine's translation knows its types (vLLM takes f16 as its `auto`); an engine
+    with no KV knob is checked against the types its Backend lists."""
+    if not isinstance(value, str) or not value.strip():
+        raise VramtuiError(f'kv_dtype must be a type name such as "f16" or "q8_0", not {value!r}')
+    if backend.launch is not None and backend.knob("kv_dtype") is not None:
+        problem = backend.translate("kv_dtype", value).problem
+    elif kv_dtype_name(value) not in backend.kv_dtypes:
+        problem = f"{backend.name} does not take kv_dtype={value!r} (it takes {', '.join(backend.kv_dtypes)})"
+    else:
+        problem = None
+    if problem:
+        raise VramtuiError(problem)
 
 
 def _number(name: str, value: object) -> float:
@@ -246,6 +305,24 @@ def check_files(profile: Profile) -> None:
             raise VramtuiError(f"model is a folder, not a file: {model}")
     if profile.program:
         resolve_program(profile.program, profile.env.get("PATH"))
+        return
+    launch = profile.backend.launch
+    if launch is not None and launch.binary is not None:
+        import shutil
+
+        if shutil.which(launch.binary, path=profile.env.get("PATH") or os.environ.get("PATH")) is None:
+            raise VramtuiError(missing_program(profile.backend))
+
+
+def missing_program(backend: Backend) -> str:
+    """One line for an engine whose server is not on PATH: which engine, and how to get it."""
+    launch = backend.launch
+    binary = launch.binary if launch is not None else None
+    get = f" ({launch.install})" if launch is not None and launch.install else ""
+    return (
+        f"{binary or backend.name} not found on PATH: {backend.name}'s server is not installed{get}; "
+        f'or name it in the profile: program = "/path/to/{binary or "server"}"'
+    )
 
 
 def resolve_program(program: str, search_path: str | None = None) -> str:
@@ -266,6 +343,11 @@ def resolve_program(program: str, search_path: str | None = None) -> str:
     return found
 
 
+def _resolve_program(program: str, folder: Path) -> str:
+    """A program given as ./x or ../x is relative to the profile's folder."""
+    return str((folder / program).resolve())
+
+
 def _resolve_model(model: str, backend: Backend, folder: Path | None) -> str:
     """Relative model paths are relative to the profile's folder; model names stay names."""
     if backend.model_at_request or folder is None:
@@ -280,11 +362,54 @@ def _resolve_model(model: str, backend: Backend, folder: Path | None) -> str:
     return model
 
 
+def _memory_budget(raw: object) -> int | None:
+    """[limits] memory_budget: a size with its unit. A bare number is refused (600 would be 600 bytes, and
+    the engine dies before it prints a line), and so is a zero, which is no budget at all."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str | int | float) or isinstance(raw, bool):
+        raise VramtuiError(f'memory_budget must be a size such as "1500MiB", not {raw!r}')
+    try:
+        size = parse_size_with_unit(raw)
+    except VramtuiError as error:
+        if "is no size" not in str(error):
+            raise VramtuiError(f"memory_budget: {error}") from None
+        size = 0
+    if size == 0:
+        raise VramtuiError(
+            f'memory_budget = {raw!r} is no budget: leave it out to run without one, or give a size such as "1500MiB"'
+        )
+    return size
+
+
+def _port(raw: object) -> int | None:
+    if raw is None:
+        return None
+    if raw == "auto":
+        return 0
+    if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw <= 65535:
+        return raw
+    raise VramtuiError(f'port must be a number from 1 to 65535 (or 0 / "auto"), not {raw!r}')
+
+
+def _program(raw: object, folder: Path | None, written: dict[str, str]) -> str | None:
+    """The program: ./x or ../x is relative to the profile's folder (and noted as written)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw:
+        raise VramtuiError('program must be a path or a name, e.g. "/opt/llama.cpp/build/bin/llama-server"')
+    if folder is None or not raw.startswith(("./", "../")):
+        return raw
+    written["program"] = raw
+    return _resolve_program(raw, folder)
+
+
 def profile_from_dict(
     data: dict[str, object], folder: Path | None = None, source: Path | None = None
 ) -> Profile:
     """Build a profile from parsed TOML (or any dict of the same shape)."""
     warnings: list[str] = []
+    written: dict[str, str] = {}
     check_unknown_keys("at the top level", data, (*sorted(_TOP_LEVEL), *PARAMS, *_LIMITS))
     backend = data.get("backend")
     model = data.get("model")
@@ -309,18 +434,9 @@ def profile_from_dict(
     if not isinstance(limits, dict):
         raise VramtuiError('[limits] must be a table (memory_budget = "1500MiB")')
     check_unknown_keys("under [limits]", limits, _LIMITS)
-    budget_raw = limits.get("memory_budget", data.get("memory_budget"))
-    memory_budget = None if budget_raw in (None, "", 0) else parse_size(budget_raw)  # type: ignore[arg-type]
+    memory_budget = _memory_budget(limits.get("memory_budget", data.get("memory_budget")))
 
-    port_raw = data.get("port")
-    if port_raw is None:
-        port = None
-    elif port_raw == "auto":
-        port = 0
-    elif isinstance(port_raw, int) and not isinstance(port_raw, bool) and 0 <= port_raw <= 65535:
-        port = port_raw
-    else:
-        raise VramtuiError(f'port must be a number from 1 to 65535 (or 0 / "auto"), not {port_raw!r}')
+    port = _port(data.get("port"))
 
     extra = data.get("extra_args", [])
     if isinstance(extra, str):
@@ -341,18 +457,14 @@ def profile_from_dict(
     ):
         raise VramtuiError(f"ready_timeout must be a number of seconds, not {timeout!r}")
     name = data.get("name", "")
-    program = data.get("program")
-    if program is not None:
-        if not isinstance(program, str) or not program:
-            raise VramtuiError(
-                'program must be a path or a name, e.g. "/opt/llama.cpp/build/bin/llama-server"'
-            )
-        if program.startswith(("./", "../")) and folder is not None:
-            program = str((folder / program).resolve())
+    program = _program(data.get("program"), folder, written)
 
+    resolved_model = _resolve_model(model, engine, folder)
+    if resolved_model != model and not Path(model).expanduser().is_absolute() and not model.startswith("~"):
+        written["model"] = model
     return Profile(
         backend=engine,
-        model=_resolve_model(model, engine, folder),
+        model=resolved_model,
         params=params,
         memory_budget=memory_budget,
         host=host,
@@ -364,6 +476,7 @@ def profile_from_dict(
         source=source,
         warnings=tuple(warnings),
         program=program,
+        written=written,
     )
 
 

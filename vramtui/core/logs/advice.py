@@ -60,6 +60,8 @@ CAUSE_WORDS: dict[str, str] = {
     "exception": "a Python exception stopped the run",
     "compute_alloc_failed": "the compute buffer (the graph's scratch memory, sized by the context and the micro-batch) could not be allocated",
     "budget_import": "the memory budget is too small to even import the engine",
+    "budget_start": "the memory budget is too small for the engine to start",
+    "thread_start": "the engine could not start a thread (a limit on threads or processes, or on memory)",
     "cpu_share_short": "less host memory is free than the share the engine was asked to take",
     "kv_bytes_over_free": "the KV cache asked for is more than the host memory that is free",
     "max_len_over_model": "the context asked for is longer than the model's own length",
@@ -267,6 +269,28 @@ ADVICE: tuple[AdviceRow, ...] = (
             "Raise `memory_budget` under [limits] in the profile well above what the engine takes before "
             "loading anything (importing PyTorch alone maps about {torch_import_mib} MiB of address "
             "space), or run without a budget.",
+        ),
+    ),
+    AdviceRow(
+        "host_oom",
+        "budget_start",
+        (
+            Say(
+                "The memory budget of {budget_mib} MiB is too small for {the_engine} to start: it died "
+                "before reading any weights (no room for its threads or libraries); no engine setting helps.",
+                otherwise="The memory budget is too small for {the_engine} to start: it died before reading "
+                "any weights (no room for its threads or libraries); no engine setting helps.",
+            ),
+            "Raise `memory_budget` under [limits] in the profile well above what the engine holds before it "
+            "loads anything (a few hundred MiB of address space), or run without a budget.",
+        ),
+    ),
+    AdviceRow(
+        "other",
+        "thread_start",
+        (
+            "The engine could not start a thread: raise the limit on processes (`ulimit -u`) or the "
+            "container's pids limit, or free memory; then launch it again.",
         ),
     ),
     AdviceRow(None, "compute_alloc_failed", ("@compute_oom", *_RAISE_THE_LIMIT)),

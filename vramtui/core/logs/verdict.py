@@ -183,6 +183,10 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
     found = pick.found
     _refine_buffer(pick, state)
     under_budget = state.host_budget or "host_budget" in state.figures
+    # Under the budget, a thread the engine could not start (no room for its stack), or a crash before the
+    # engine printed a line of its own (the loader could not map its libraries): the budget's doing.
+    if under_budget and (pick.cause == "thread_start" or (pick.cause == "crash" and not state.startup_seen)):
+        pick.failure, pick.cause = "host_oom", "budget_start"
     if under_budget and pick.cause in _BUDGET_ALLOCATION_CAUSES:
         pick.failure = "host_oom"
         if found is not None and found.number in state.import_exceptions:

@@ -398,6 +398,13 @@ class Proposer:
             findings.stop_reason = "the server came up but did not answer; not a memory problem"
             return None
         failure = obs.failure or ""
+        if obs.cause == "budget_start":  # the budget leaves the engine no room to start: no setting helps
+            findings.advice = list(obs.advice) or ["raise memory_budget under [limits] in the profile"]
+            findings.stop_reason = (
+                "the memory budget is too small for the engine to start: raise memory_budget, "
+                "no engine setting helps"
+            )
+            return None
         if not _is_memory(failure):
             findings.advice = [NOT_MEMORY.get(failure, NOT_MEMORY["other"]), *obs.advice]
             findings.stop_reason = (

@@ -211,6 +211,7 @@ LLAMA_CPP = Backend(
         # At its default verbosity (3) llama-server prints no buffer sizes, n_ctx, flash attention or
         # fit lines; 4 prints them (checked on 0.5.0-dev). A flag on the command line still wins.
         log_env={"LLAMA_ARG_LOG_VERBOSITY": "4"},
+        install="a release from github.com/ggml-org/llama.cpp/releases, or build it with cmake",
     ),
     model_is_file=True,
     # llama-server's own idle footprint, measured here (0.5.0-dev, context 2048): about 200 MiB RSS and
@@ -266,6 +267,7 @@ LLAMA_CPP_PYTHON = Backend(
             "model_alias": "--model_alias",
             "use_mmap": "--use_mmap",
         },
+        install="pip install 'llama-cpp-python[server]' into the Python vramtui runs on",
     ),
     fixed={"parallel": 1},
     model_is_file=True,
@@ -310,6 +312,7 @@ OLLAMA = Backend(
         translate=_translate_ollama,
         host_port_env="OLLAMA_HOST",
         model_at_request=True,
+        install="https://ollama.com/download; on Linux: curl -fsSL https://ollama.com/install.sh | sh",
     ),
     host_baseline_bytes=128 * MIB,
     **_FAMILY,  # type: ignore[arg-type]

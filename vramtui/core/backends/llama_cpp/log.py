@@ -539,6 +539,16 @@ HOST_ALLOC_ERRORS: tuple[ErrorRule, ...] = (
 )
 
 HOST_ALLOC_ERRORS_2: tuple[ErrorRule, ...] = (
+    # std::thread could not start a thread (EAGAIN): llama-server's HTTP pool and workers start before the
+    # model loads. Under vramtui's address-space budget that is the budget leaving no room for a thread's
+    # stack (core/logs/verdict.py reads it so); elsewhere a limit on threads (ulimit -u, a pids cgroup).
+    ErrorRule(
+        "resource temporarily unavailable",
+        "thread_start",
+        "other",
+        r"what\(\):\s+resource temporarily unavailable",
+        backend="llama.cpp",
+    ),
     ErrorRule(
         "model request too large for system",
         "host_ram_short",

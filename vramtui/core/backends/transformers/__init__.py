@@ -76,6 +76,7 @@ TRANSFORMERS = Backend(
             "threads": "--threads",
             "served_model_name": "--served-model-name",
         },
+        install="pip install 'vramtui[transformers]'",
     ),
     ladder=LADDER,
     quant_order=QUANT_ORDER,

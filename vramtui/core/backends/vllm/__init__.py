@@ -149,6 +149,7 @@ VLLM = Backend(
             "trust_remote_code": (("--trust-remote-code",), ()),
             "enable_prefix_caching": (("--enable-prefix-caching",), ("--no-enable-prefix-caching",)),
         },
+        install="pip install vllm; with no GPU, its CPU build: scripts/install_vllm.sh in vramtui's repository",
     ),
     ladder=LADDER,
     kv_dtype_order=KV_DTYPE_ORDER,

@@ -1,0 +1,73 @@
+"""Issue 22 #29: `wizard --save` onto the profile it reads, and what a saved profile keeps."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from vramtui.core.launch.profile import load_profile
+
+SOURCE = """# my bring-up profile: the comments are mine
+backend = "llama.cpp"
+model = "models/m.gguf"   # relative to this file
+program = "./bin/llama-server"
+port = 0
+ready_timeout = 60
+[params]
+context = 512
+"""
+
+
+def _folder(tmp_path: Path) -> Path:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "bin").mkdir()
+    server = tmp_path / "bin" / "llama-server"
+    server.write_text("#!/bin/sh\nexit 1\n")
+    server.chmod(0o755)
+    (tmp_path / "p.toml").write_text(SOURCE, encoding="utf-8")
+    return tmp_path / "p.toml"
+
+
+def test_save_onto_the_source_profile_is_refused_without_force(tmp_path: Path) -> None:
+    source = _folder(tmp_path)
+    for target in (str(source), str(tmp_path / "." / "p.toml")):
+        done = subprocess.run(
+            [sys.executable, "-m", "vramtui", "wizard", str(source), "--auto", "--save", target],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, done
+        assert done.stderr.strip().splitlines() == [
+            f"vramtui: --save {target} is the profile the wizard reads: saving would drop its comments; "
+            "save to another file, or add --force to overwrite it"
+        ]
+        assert done.stdout == ""  # nothing launched, no record opened
+    assert source.read_text(encoding="utf-8") == SOURCE
+
+
+def test_a_saved_profile_keeps_relative_paths_as_written_and_whole_numbers(tmp_path: Path) -> None:
+    source = _folder(tmp_path)
+    profile = load_profile(source)
+    assert profile.model == str(tmp_path / "models" / "m.gguf")  # resolved to launch
+    again = profile.with_param("context", 256).save(tmp_path / "saved.toml")
+    data = tomllib.loads(again.read_text(encoding="utf-8"))
+    assert data["model"] == "models/m.gguf" and data["program"] == "./bin/llama-server"
+    assert data["ready_timeout"] == 60 and isinstance(data["ready_timeout"], int)  # not 60.0
+    assert data["params"] == {"context": 256}
+    reread = load_profile(again)
+    assert (reread.model, reread.program) == (profile.model, profile.program)
+    # saved in another folder: still relative, to where it now lies
+    elsewhere = profile.save(tmp_path / "sub" / "p.toml")
+    data = tomllib.loads(elsewhere.read_text(encoding="utf-8"))
+    assert data["model"] == "../models/m.gguf" and data["program"] == "../bin/llama-server"
+    assert load_profile(elsewhere).model == profile.model
+    # a model the wizard changed to another file is written whole
+    other = tmp_path / "models" / "m-q4_0.gguf"
+    other.write_bytes(b"GGUF")
+    changed = profile.with_changes(model=str(other)).save(tmp_path / "changed.toml")
+    assert tomllib.loads(changed.read_text(encoding="utf-8"))["model"] == str(other)
