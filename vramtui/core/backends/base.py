@@ -137,6 +137,17 @@ class Launch:
     # under a GPU budget vramtui passes the card's memory above the budget through it, so the engine's
     # fit sizes for the budget and not for the whole card. None: the engine fits nothing itself.
     fit_target_flag: str | None = None
+    # Other spellings the engine takes for a flag it is given (llama-server's `-c` for `--ctx-size`,
+    # `-ngl` and `--gpu-layers` for `--n-gpu-layers`): a command line is read back through them, and a
+    # rebuilt command replaces the server's own flag whichever way it was spelled.
+    spellings: dict[str, str] = field(default_factory=dict)
+    # Flags a parameter's translation sets beside its own flag, with the same value (llama-server's
+    # kv_dtype is `--cache-type-k` and `--cache-type-v`): read back as that parameter too.
+    also_flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def canonical(self, flag: str) -> str:
+        """The flag as this Backend writes it, whichever spelling the command line used."""
+        return self.spellings.get(flag, flag)
 
     def switch_args(self, param: str, value: object) -> tuple[str, ...]:
         """The arguments for an on/off pass-through parameter (`switches`)."""

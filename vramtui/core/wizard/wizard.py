@@ -87,6 +87,7 @@ class Step:
             "tokens_per_s": obs.tokens_per_s if obs else None,
             "tokens_per_s_before": self.tokens_per_s_before,
             "log_file": obs.log_file if obs else None,
+            "log_offset": obs.log_offset if obs else 0,  # this run's lines start there (a shared log)
             "predicted_mib": proposal.predicted_mib if proposal else None,
             "engine_figures_mib": {k: round(v / MIB, 2) for k, v in (obs.figures if obs else {}).items()},
             "verification": self.notes,
