@@ -577,3 +577,24 @@ def test_the_settings_are_this_runs_from_its_offset_in_a_shared_log(tmp_path: Pa
     assert "kv_type" not in seen.facts and seen.log_offset == offset
     whole = observe(SimpleNamespace(ready=True, diagnosis=None, smoke=None, log_file=str(log)))
     assert whole.facts["kv_type"] == "q4_0"
+
+
+def test_an_ollama_context_is_verified_against_its_runners_cells() -> None:
+    """Ollama's runner gets num_ctx x parallel cells: a context of 2048 with 4 parallel requests prints
+    n_ctx = 8192, and that is the change applied."""
+    from vramtui.core.logs.diagnose import diagnose_text
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.verify import took_effect
+
+    runner = (
+        'time=2024-09-20T14:35:02.053+02:00 level=INFO source=server.go:395 msg="starting llama server" '
+        'cmd="/usr/lib/ollama/runners/cuda_v12/ollama_llama_server --model /m --ctx-size 8192 --batch-size 512 '
+        '--n-gpu-layers 999 --parallel 4 --port 36611"\nllama_new_context_with_model: n_ctx      = 8192\n'
+    )
+    after = observe(SimpleNamespace(ready=True, diagnosis=diagnose_text(runner), smoke=None, log_file=None))
+    before_profile = Profile(backend="ollama", model="qwen2.5:7b", params={"context": 4096})
+    for asked, applied in ((2048, True), (8192, False)):
+        after_profile = before_profile.with_param("context", asked)
+        model = MemoryModel(before_profile, device_bytes=8 << 30)
+        proposal = Proposal("context", 4096, asked, "test")
+        assert took_effect(model, proposal, None, after, before_profile, after_profile)[0] is applied

@@ -115,7 +115,9 @@ def _echoed(
     facts = after.facts
     param, value = proposal.param, proposal.to
     if param == "context" and "n_ctx" in facts:
-        if int(facts["n_ctx"]) != int(value):  # type: ignore[call-overload]
+        # Ollama's runner gets the context times its parallel requests (its `--parallel`, when printed).
+        slots = int(after.engine.get("runner_parallel", 1) or 1)
+        if int(facts["n_ctx"]) != int(value) * slots:  # type: ignore[call-overload]
             overridden = overridden_by_extra(profile, profile.backend, param)
             return False, (
                 f"asked for context {value}, the log shows n_ctx = {facts['n_ctx']}"
