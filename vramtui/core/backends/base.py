@@ -234,6 +234,9 @@ class Backend:
     # The one change the engine's own failure message names, with its value (see NamedFix): the wizard's
     # first move when it applies, before any ladder.
     named_fix: NamedFix | None = None
+    # The most sequences it runs at once, whatever memory holds (llama.cpp's LLAMA_MAX_SEQ: 256; more and
+    # it refuses to start, "n_seq_max must be <= 256"); None: no limit vramtui knows.
+    max_sequences: int | None = None
 
     def __str__(self) -> str:
         return self.name

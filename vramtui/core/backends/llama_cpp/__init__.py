@@ -176,6 +176,9 @@ _FAMILY = {
     "ladder": LADDER,
     "kv_dtype_order": KV_DTYPE_ORDER,
     "quantized_v_needs_flash_attn": True,
+    # LLAMA_MAX_SEQ (src/llama-cparams.h); checked on llama-server 0.5.0-dev: `-np 300` exits with
+    # "n_seq_max must be <= 256". Ollama's runner is llama.cpp: the same limit.
+    "max_sequences": 256,
 }
 
 LLAMA_CPP = Backend(
