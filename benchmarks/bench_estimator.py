@@ -1,6 +1,6 @@
 """Estimate vs what real engines printed: per case of the numbers corpus, each figure and its error.
 
-    python benchmarks/bench_estimator.py [--json] [--engine]
+    python benchmarks/bench_estimator.py [--json] [--engine] [--gguf]
 
 The corpus is ../shared/logs/numbers.jsonl (else tests/data/numbers.jsonl): memory figures printed by real
 llama.cpp, Ollama, vLLM and SGLang runs. The estimator gets only what a user would know before launching:
@@ -10,6 +10,10 @@ the rules are the engines' own (see vramtui/core/estimate/estimator.py).
 
 Goals: KV cache within 1%, weights within 3%, the whole footprint within 10%, and vLLM's KV memory left
 after the whole estimate (budget minus weights, activation peak, non-torch memory) within 10%.
+
+With --gguf it times reading a GGUF with a real-size vocabulary (Qwen's 151,936 tokens and their merges,
+generated): the gguf package's reader, which parses every token, against vramtui's header reader, which
+keeps the tokenizer arrays as their length, and an estimate and `estimate --table` on it.
 
 With --engine it also loads generated GGUFs (shapes not in the corpus) with llama-cpp-python on this CPU and
 prints the estimate against the buffers llama.cpp allocated, and against its own no_alloc dry run.
@@ -407,7 +411,40 @@ def engine_rows() -> list[Row]:
     return rows
 
 
+def gguf_speed() -> None:
+    """Seconds to read a GGUF with Qwen's vocabulary size, printed (see the module's doc)."""
+    import tempfile
+    import time
+
+    import gguf
+
+    from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
+    from vramtui.core.estimate.grid import build_table
+    from vramtui.core.estimate.modelinfo import load_model_info
+
+    with tempfile.TemporaryDirectory(prefix="vramtui-bench-") as folder:
+        spec = TinyModelSpec(n_embd=64, n_head=8, n_head_kv=2, n_ff=128, vocab_size=151_936)
+        path = write_tiny_gguf(Path(folder) / "qwen-vocab.gguf", spec)
+        timings: list[tuple[str, float]] = []
+        for what, call in (
+            ("gguf.GGUFReader (every token parsed)", lambda: gguf.GGUFReader(str(path), "r")),
+            ("load_model_info, first read", lambda: load_model_info(path)),
+            ("load_model_info, again (memoized)", lambda: load_model_info(path)),
+            ("estimate at 8192", lambda: estimate(load_model_info(path), Settings(context=8192))),
+            ("estimate --table", lambda: build_table(load_model_info(path), Settings(device_bytes=24 * GIB))),
+        ):
+            started = time.perf_counter()
+            call()
+            timings.append((what, time.perf_counter() - started))
+    print("GGUF with a 151,936-token vocabulary and its merges (a 64-wide, 4-layer network):")
+    for what, seconds in timings:
+        print(f"  {what:<40}{seconds:>8.3f} s")
+
+
 def main() -> int:
+    if "--gguf" in sys.argv:
+        gguf_speed()
+        return 0
     rows: list[Row] = []
     skipped: list[str] = []
     for line in corpus_path().read_text().splitlines():

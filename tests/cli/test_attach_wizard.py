@@ -296,3 +296,63 @@ def test_keep_names_a_parameter_of_the_engine(llama_server_8k) -> None:
     )  # fmt: skip
     assert run.returncode == 2 and run.stderr == "vramtui: --keep ctx: not a parameter of llama.cpp\n"
     assert proc.poll() is None
+
+
+def _serve(argv: list[str], log: Path, port: int, env: dict[str, str]):
+    """A llama-server the user starts, its output appended to `log` (`>> server.log 2>&1`)."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, **env}
+        )
+    from test_attach_cli import _wait_answers
+
+    _wait_answers(f"http://127.0.0.1:{port}/health", proc, log)
+    time.sleep(0.5)  # its "listening" lines reach the file
+    return proc
+
+
+def test_a_kv_change_replaces_the_servers_short_flags_and_is_verified_on_what_it_printed(
+    llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    """Issue 22 #1 and #33: started with `-c 8192 -ctk f16 -ctv f16` at the verbosity that prints its KV
+    line, restarted by the user with the printed command appended to the same log (`--log` names it).
+    The command sets each cache type once, the step is verified on the K and V types the engine printed,
+    and the step records the server's own log (where this run's lines start), no copy in the temp folder."""
+    port = _free_port()
+    log = tmp_path / "server.log"
+    verbose = {"LLAMA_ARG_LOG_VERBOSITY": "4"}  # prints `llama_kv_cache: ... K (f16) ..., V (f16) ...`
+    argv = [str(llama_server_bin), "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["-c", "8192", "-np", "1", "-ctk", "f16", "-ctv", "f16"]
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    servers = [_serve(argv, log, port, verbose)]
+    try:
+        budget = int(_rss_mib(servers[0].pid) - 15)
+        wizard = subprocess.Popen(
+            [sys.executable, "-m", "vramtui", "wizard", "--attach", f"http://127.0.0.1:{port}",
+             "--budget", f"{budget}MiB", "--keep", "context", "--keep", "parallel", "--log", str(log),
+             "--restart-timeout", "120", "--json", "--record", str(tmp_path / "r.jsonl")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "TMPDIR": str(scratch)},
+        )  # fmt: skip
+        seen: list[str] = []
+        printed = _printed_command(_lines(wizard.stderr), seen)
+        changed = read_command(printed)
+        wanted = changed.params["kv_dtype"]
+        assert wanted != "f16" and not changed.unread, "".join(seen)
+        v_flags = [printed[i + 1] for i, w in enumerate(printed) if w in ("-ctv", "--cache-type-v")]
+        assert v_flags == [wanted], shlex.join(printed)  # one V flag: the server's own -ctv is gone
+        offset = log.stat().st_size
+        _stop(servers[0])
+        servers.append(_serve(printed, log, port, verbose))
+        out, err = wizard.communicate(timeout=180)
+        assert wizard.returncode == 0, "".join(seen) + err
+        (step,) = json.loads(out)["steps"]
+        assert (step["param"], step["to"], step["outcome"]) == ("kv_dtype", wanted, "works")
+        assert f"the log confirms a {wanted} KV cache (K ({wanted}), V ({wanted}))" in step["verification"]
+        assert step["log_file"] == str(log) and step["log_offset"] >= offset  # the server's own log
+        assert list(scratch.iterdir()) == []  # no copy of it left in the temp folder
+    finally:
+        for proc in servers:
+            if proc.poll() is None:
+                _stop(proc)

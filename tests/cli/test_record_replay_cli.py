@@ -321,3 +321,41 @@ def test_memory_is_not_called_left_over_while_the_model_runs() -> None:
     state.add_event(Event(140.5, "exit"))
     gone = state.readings("host")
     assert gone.leftover and gone.leftover_mib == pytest.approx(539, abs=1)
+
+
+def up_from_start_csv(path: Path, then_exit: bool = False) -> Path:
+    """`nvidia-smi --query-gpu=timestamp,index,name,memory.used,memory.total --format=csv -l 1` started
+    on a box whose server is already up (the README's `record --source` use): a floor of 15405 MiB,
+    three requests of +500 MiB that each fall back to it, and (`then_exit`) the server's exit."""
+    import random
+
+    rng = random.Random(22)
+    levels = [15405] * 20
+    for _ in range(3):
+        levels += [15905] * 4 + [15405] * 15
+    levels += [380] * 10 if then_exit else []
+    rows = ["timestamp, index, name, memory.used [MiB], memory.total [MiB]"]
+    for i, level in enumerate(levels):
+        used = round(level + rng.uniform(-2, 2))
+        rows.append(
+            f"2025/04/07 09:{i // 60:02d}:{i % 60:02d}.250, 0, NVIDIA GeForce RTX 4090, {used} MiB, 24564 MiB"
+        )
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_replay_a_server_up_from_the_first_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 22 #3: the starting level is the plateau, not an idle baseline; each +500 MiB is a request;
+    memory falling back to the floor is no exit."""
+    path = up_from_start_csv(tmp_path / "up.csv")
+    assert main(["replay", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "baseline (before launch)  n/a" in text and "plateau (resident)        15.04 GiB" in text
+    assert "request peaks             15.53 GiB, 15.53 GiB, 15.53 GiB" in text
+    assert "falls back after          yes (after: 15.04 GiB)" in text and "held after exit" not in text
+    assert "note: the recording starts with the model loaded" in text
+    assert main(["replay", str(up_from_start_csv(tmp_path / "exit.csv", then_exit=True)), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert round(data["plateau_mib"] / 1024, 2) == 15.04 and len(data["request_peaks_mib"]) == 3
+    assert data["falls_back"] is True and data["baseline_mib"] is None
+    assert data["leftover_mib"] is None  # an exit seen, but no idle level before the launch to compare with

@@ -102,3 +102,43 @@ def test_ollama_is_told_through_its_environment() -> None:
 def test_a_command_that_is_no_engine_cannot_be_rebuilt() -> None:
     with pytest.raises(VramtuiError, match="no engine vramtui knows"):
         attached_profile(_running(["python3", "-m", "http.server", "9000"]))
+
+
+def _v_types(argv: list[str]) -> list[str]:
+    """Every V cache type an argv sets, in order, in either of llama-server's spellings."""
+    return [argv[i + 1] for i, word in enumerate(argv) if word in ("-ctv", "--cache-type-v")]
+
+
+@pytest.mark.parametrize("kv_dtype", ["q4_0", "f16"])
+def test_every_rebuilt_flag_replaces_the_servers_own_in_either_spelling(kv_dtype: str) -> None:
+    # Issue 22 #1: started with `-c 65536 -ctk f16 -ctv f16`, the server's own `-ctv f16` came after the
+    # rebuilt `--cache-type-v q4_0`, and llama-server takes the last value: V stayed f16.
+    argv = shlex.split("/opt/llama/bin/llama-server -m /m/q.gguf -c 65536 -ctk f16 -ctv f16 --port 9000")
+    running = _running(argv)
+    before = attached_profile(running)
+    assert before.params == {"context": 65536, "kv_dtype": "f16"} and before.extra_args == ()
+    for after in (before.with_param("kv_dtype", kv_dtype), before.with_param("context", 512)):
+        change = changed_command(running, before, after)
+        wanted = str(after.params["kv_dtype"])
+        assert _v_types(change.argv) == [wanted], change.shell
+        assert read_command(change.argv).params == after.params and not read_command(change.argv).unread
+
+
+def test_pass_through_words_that_set_a_rebuilt_flag_are_dropped() -> None:
+    # A profile whose pass-through words set the same knobs again (a reading that missed a spelling):
+    # the rebuild's own flags win, never the stale words after them.
+    running = _running(LLAMA)
+    before = attached_profile(running)
+    stale = before.with_changes(extra_args=("--metrics", "-ctv", "f16", "--ctx-size=4096", "--jinja"))
+    change = changed_command(running, stale, stale.with_param("kv_dtype", "q4_0"))
+    assert _v_types(change.argv) == ["q4_0"]
+    sizes = [w for w in change.argv if w in ("-c", "--ctx-size") or w.startswith("--ctx-size=")]
+    assert sizes == ["--ctx-size"] and change.argv[change.argv.index("--ctx-size") + 1] == "16384"
+    assert read_command(change.argv).unread == ["--metrics", "--jinja"]
+
+
+def test_k_and_v_types_that_differ_read_as_the_larger_and_say_so() -> None:
+    argv = shlex.split("/opt/llama/bin/llama-server -m /m/q.gguf --cache-type-k q8_0 --cache-type-v f16")
+    command = read_command(argv)
+    assert command.params == {"kv_dtype": "f16"} and not command.unread
+    assert any("--cache-type-k q8_0, --cache-type-v f16 differ" in p for p in command.problems)

@@ -563,3 +563,25 @@ def test_an_engines_own_flag_is_no_left_out_note() -> None:
     moe = replace(LLAMA_8B, is_moe=True, n_experts=8, n_experts_used=2)
     own = estimate(moe, Settings(device_bytes=24 * GIB, quant="q4_k_m", context=8192, cpu_moe=True))
     assert not any("left out" in note for note in own.notes) and own.weights_host_bytes > 0
+
+
+def test_llama_cpp_runs_at_most_256_sequences_whatever_memory_holds() -> None:
+    """Issue 22 #25: llama.cpp refuses more than 256 sequences ("n_seq_max must be <= 256", LLAMA_MAX_SEQ),
+    so a small model on a big card gets 256 as its concurrency, said in a note, and 300 does not run."""
+    from vramtui.core.estimate.grid import build_table
+
+    info = info_from_flags(params=500_000_000, layers=24, kv_heads=2, head_dim=64, quant="q4_k_m")
+    small = Settings(backend="llama.cpp", context=2048, parallel=1, device_bytes=80 * GIB)
+    est = estimate(info, small)
+    assert est.max_parallel == 256 and est.fits
+    assert any("at most 256 sequences at once: llama.cpp runs no more" in note for note in est.notes)
+    # memory alone would hold more: vLLM, whose scheduler has no such limit here, gets more
+    assert estimate(info, replace(small, backend="vllm")).max_parallel > 256
+    over = estimate(info, replace(small, parallel=300))
+    assert not over.fits and "at most 256 sequences at once, not 300" in (over.reason or "")
+    assert (
+        estimate(info, replace(small, backend="ollama", parallel=300)).fits is False
+    )  # its runner is llama.cpp
+    table = build_table(info, small, contexts=[1024, 2048])
+    assert max(cell.max_parallel for row in table.rows for cell in row.cells) == 256
+    assert any("at most 256 sequences" in note for note in table.notes)

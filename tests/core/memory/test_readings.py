@@ -222,3 +222,17 @@ def test_an_earlier_runs_events_do_not_pin_a_later_run() -> None:
     times = [t + 21.0 for t in times]  # the second process's curve, reset at its launch
     r = compute_readings(times, values, [*first, Event(10.0, "exit"), *second])
     assert r.plateau_mib == 354 and r.leftover_mib is None
+
+
+def test_a_recording_of_a_server_already_up_starts_at_its_plateau() -> None:
+    """Issue 22 #3: no launch in the recording. What rises above the first level is smaller than it and
+    falls back to it: requests on a loaded model, not a load from an idle card followed by an exit."""
+    requests = [(15905, 4), (15405, 15)] * 3
+    for start in ([(15405, 20)], [(15905, 2), (15405, 20)]):  # the second starts inside a request
+        r = compute_readings(*curve(*start, *requests))
+        assert r.baseline_mib is None and r.plateau_mib == 15405
+        assert r.request_peaks_mib[-3:] == [15905] * 3 and r.falls_back is True and r.after_mib == 15405
+        assert r.leftover_mib is None and any("starts with the model loaded" in n for n in r.notes)
+    # A load from idle rises by more than the idle level: still baseline, load, exit, whatever follows.
+    r = compute_readings(*curve((300, 20), (8000, 30), (300, 10), (8000, 30), (300, 10)))
+    assert r.baseline_mib == 300 and r.plateau_mib == 8000

@@ -522,3 +522,79 @@ def test_a_parameter_the_backend_lacks_is_not_applied(demo_model: Path, tmp_path
     wizard.start()
     step = wizard.apply(Proposal("parallel", 4, 1, "test"))
     assert step.outcome == "not_applied" and "runs one sequence at a time" in step.notes[0]
+
+
+# Real lines, llama-server 0.5.0-dev at verbosity 4: started `-ctk f16 -ctv q4_0 -fa on` (the first), then
+# `--cache-type-v q4_0 -fa on -ctv f16` (the second: the last V flag wins).
+KV_PRINTED = (
+    "llama_kv_cache: size =   20.50 MiB (  4096 cells,   4 layers,  4/1 seqs), "
+    "K (f16):   16.00 MiB, V (q4_0):    4.50 MiB\n"
+)
+KV_PRINTED_AFTER = (
+    "llama_kv_cache: size =   32.00 MiB (  4096 cells,   4 layers,  4/1 seqs), "
+    "K (f16):   16.00 MiB, V (f16):   16.00 MiB\n"
+)
+
+
+@pytest.mark.parametrize("printed", [KV_PRINTED, KV_PRINTED_AFTER], ids=["K-f16-V-q4_0", "K-f16-V-f16"])
+def test_a_kv_change_is_verified_on_both_halves_the_engine_printed(
+    demo_model: Path, tmp_path: Path, printed: str
+) -> None:
+    # Issue 22 #1: a q4_0 step whose V stayed f16 (or whose K did) is not applied, whatever the command says.
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.verify import took_effect
+
+    log = tmp_path / "run.log"
+    log.write_text(printed)
+    after = observe(SimpleNamespace(ready=True, diagnosis=None, smoke=None, log_file=str(log)))
+    before_profile = Profile(backend="llama.cpp", model=str(demo_model), params={"kv_dtype": "f16"})
+    to = "q4_0"
+    after_profile = before_profile.with_param("kv_dtype", to)
+    model = MemoryModel(before_profile, device_bytes=8 << 30)
+    applied, why = took_effect(
+        model, Proposal("kv_dtype", "f16", to, "test"), None, after, before_profile, after_profile
+    )
+    k_type, v_type = after.facts["kv_type_k"], after.facts["kv_type"]
+    assert not applied and why == f"asked for a q4_0 KV cache, the engine printed K ({k_type}), V ({v_type})"
+    log.write_text(printed.replace("(f16)", "(q4_0)"))
+    after = observe(SimpleNamespace(ready=True, diagnosis=None, smoke=None, log_file=str(log)))
+    applied, why = took_effect(
+        model, Proposal("kv_dtype", "f16", to, "test"), None, after, before_profile, after_profile
+    )
+    assert applied and why.startswith("the log confirms a q4_0 KV cache")
+
+
+def test_the_settings_are_this_runs_from_its_offset_in_a_shared_log(tmp_path: Path) -> None:
+    # A restarted server appending to the log the one before it wrote: the older run's KV line is not its.
+    log = tmp_path / "server.log"
+    log.write_text(KV_PRINTED)
+    offset = log.stat().st_size
+    with log.open("a") as out:
+        out.write("srv  llama_server: model loaded\n")
+    seen = observe(
+        SimpleNamespace(ready=True, diagnosis=None, smoke=None, log_file=str(log), log_offset=offset)
+    )
+    assert "kv_type" not in seen.facts and seen.log_offset == offset
+    whole = observe(SimpleNamespace(ready=True, diagnosis=None, smoke=None, log_file=str(log)))
+    assert whole.facts["kv_type"] == "q4_0"
+
+
+def test_an_ollama_context_is_verified_against_its_runners_cells() -> None:
+    """Ollama's runner gets num_ctx x parallel cells: a context of 2048 with 4 parallel requests prints
+    n_ctx = 8192, and that is the change applied."""
+    from vramtui.core.logs.diagnose import diagnose_text
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.verify import took_effect
+
+    runner = (
+        'time=2024-09-20T14:35:02.053+02:00 level=INFO source=server.go:395 msg="starting llama server" '
+        'cmd="/usr/lib/ollama/runners/cuda_v12/ollama_llama_server --model /m --ctx-size 8192 --batch-size 512 '
+        '--n-gpu-layers 999 --parallel 4 --port 36611"\nllama_new_context_with_model: n_ctx      = 8192\n'
+    )
+    after = observe(SimpleNamespace(ready=True, diagnosis=diagnose_text(runner), smoke=None, log_file=None))
+    before_profile = Profile(backend="ollama", model="qwen2.5:7b", params={"context": 4096})
+    for asked, applied in ((2048, True), (8192, False)):
+        after_profile = before_profile.with_param("context", asked)
+        model = MemoryModel(before_profile, device_bytes=8 << 30)
+        proposal = Proposal("context", 4096, asked, "test")
+        assert took_effect(model, proposal, None, after, before_profile, after_profile)[0] is applied

@@ -10,6 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+import pytest
+
 from vramtui.core.launch.launcher import ModelServer
 from vramtui.core.launch.profile import Profile
 from vramtui.core.wizard.steprecord import open_session
@@ -88,3 +91,39 @@ def test_quitting_mid_attempt_writes_the_end_line(tmp_path: Path) -> None:
     )
     wizard.abandon("again")  # a second call (the wizard thread's own finally) adds nothing
     assert open_session(record).end == session.end
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
+def test_a_hangup_mid_attempt_still_ends_the_record(tmp_path: Path, sig: signal.Signals) -> None:
+    """Issue 22 #28: the terminal closed (SIGHUP) or a stop (SIGTERM) during an attempt: the server is
+    stopped, the record gets its end line naming the signal and the step's log, and vramtui still dies of
+    that signal, as its caller expects."""
+    record = tmp_path / "w.jsonl"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vramtui",
+            "wizard",
+            str(slow_profile(tmp_path)),
+            "--auto",
+            "--record",
+            str(record),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not any(e["type"] == "process" for e in _lines(record)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    server_pid = next(int(str(e["pid"])) for e in _lines(record) if e["type"] == "process")
+    os.kill(proc.pid, sig)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -sig
+    end = _lines(record)[-1]
+    assert end["type"] == "end" and end["success"] is False and end["interrupted_step"] == 0
+    assert end["reason"] == f"interrupted by {sig.name}"
+    assert Path(str(end["log_file"])).is_file()
+    assert open_session(record).finished
+    assert not psutil.pid_exists(server_pid) or psutil.Process(server_pid).status() == psutil.STATUS_ZOMBIE

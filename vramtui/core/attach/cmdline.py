@@ -13,21 +13,6 @@ from dataclasses import dataclass, field
 
 from vramtui.core.backends import BACKENDS, GGML_TYPES, Backend, kv_dtype_name, switch
 
-# Short spellings of long flags (llama.cpp's common arg parser): read when a Backend has the long one.
-SHORT_FLAGS: dict[str, str] = {
-    "-c": "--ctx-size",
-    "-np": "--parallel",
-    "-b": "--batch-size",
-    "-ub": "--ubatch-size",
-    "-ngl": "--n-gpu-layers",
-    "--gpu-layers": "--n-gpu-layers",
-    "-fa": "--flash-attn",
-    "-ctk": "--cache-type-k",
-    "-ctv": "--cache-type-v",
-    "-m": "--model",
-    "-t": "--threads",
-    "-a": "--alias",
-}
 _GGML_NAMES = {str(number): name for name, number in GGML_TYPES.items()}
 
 
@@ -92,23 +77,47 @@ def _find_program(argv: Sequence[str]) -> tuple[Backend | None, int]:
 
 def _split(args: Sequence[str]) -> list[tuple[str, str | None]]:
     """(flag, value) pairs and (positional, None)... flags are `--x v`, `--x=v` or a bare `--x`."""
-    pairs: list[tuple[str, str | None]] = []
+    return [(flag, value) for flag, value, _words in _groups(args)]
+
+
+def _groups(args: Sequence[str]) -> list[tuple[str, str | None, list[str]]]:
+    """Each flag with its value and the words it took (`--x v`, `--x=v`, a bare `--x`), or ("", word)."""
+    groups: list[tuple[str, str | None, list[str]]] = []
     i = 0
     while i < len(args):
         word = args[i]
         if word.startswith("-") and len(word) > 1 and not _is_number(word):
             flag, eq, value = word.partition("=")
             if eq:
-                pairs.append((flag, value))
+                groups.append((flag, value, [word]))
             elif i + 1 < len(args) and (not args[i + 1].startswith("-") or _is_number(args[i + 1])):
-                pairs.append((flag, args[i + 1]))
+                groups.append((flag, args[i + 1], [word, args[i + 1]]))
                 i += 1
             else:
-                pairs.append((flag, None))  # a switch: --enforce-eager, --flash-attn on old builds
+                groups.append((flag, None, [word]))  # a switch: --enforce-eager, --flash-attn on old builds
         else:
-            pairs.append(("", word))
+            groups.append(("", word, [word]))
         i += 1
-    return pairs
+    return groups
+
+
+def flags_set(backend: Backend, argv: Sequence[str]) -> set[str]:
+    """The flags an argv sets, each in the Backend's own spelling."""
+    launch = backend.launch
+    assert launch is not None
+    return {launch.canonical(flag) for flag, _value, _words in _groups(argv) if flag}
+
+
+def without_flags(backend: Backend, args: Sequence[str], flags: set[str]) -> tuple[list[str], list[str]]:
+    """`args` less every flag in `flags` (in any spelling the engine takes) with its value; and what
+    was taken out."""
+    launch = backend.launch
+    assert launch is not None
+    kept: list[str] = []
+    dropped: list[str] = []
+    for flag, _value, words in _groups(args):
+        (dropped if flag and launch.canonical(flag) in flags else kept).extend(words)
+    return kept, dropped
 
 
 def _is_number(word: str) -> bool:
@@ -143,7 +152,10 @@ def _value(param: str, raw: str | None, names: dict[str, object] | None = None) 
 
 
 def read_command(argv: Sequence[str]) -> ServerCommand:
-    """The engine, model, shared parameters, host and port a server's argv names."""
+    """The engine, model, shared parameters, host and port a server's argv names.
+
+    Every spelling the engine takes for a flag is read (`-ctv` and `--cache-type-v`), and the last
+    value of a flag wins, as the engine itself takes it."""
     command = ServerCommand(list(argv))
     backend, covered = find_backend(argv)
     command.backend = backend
@@ -151,7 +163,7 @@ def read_command(argv: Sequence[str]) -> ServerCommand:
         command.problems.append("the program is no engine vramtui knows: parameters not read")
         return command
     launch = backend.launch
-    params_by_flag = {flag: param for param, flag in backend.flags.items() if flag}
+    params_by_flag = _params_by_flag(backend)
     extra_by_flag = {flag: name for name, flag in launch.extra_params.items()}
     # on/off pass-through switches: `--enforce-eager` is enforce_eager = true, its --no- form false
     switch_by_flag = {
@@ -161,12 +173,12 @@ def read_command(argv: Sequence[str]) -> ServerCommand:
         if len(args) == 1
     }
     positionals: list[str] = []
-    for flag, raw in _split(argv[covered:]):
-        if not flag:
+    by_flag: dict[str, dict[str, object]] = {}  # param -> {flag: its last value}
+    for typed, raw in _split(argv[covered:]):
+        if not typed:
             positionals.append(raw or "")
             continue
-        typed = flag
-        flag = SHORT_FLAGS.get(flag, flag) if SHORT_FLAGS.get(flag) in _known(backend) else flag
+        flag = launch.canonical(typed)
         if flag == launch.model_flag:
             command.model = raw
         elif flag == launch.port_flag and raw is not None and raw.isdigit():
@@ -175,7 +187,7 @@ def read_command(argv: Sequence[str]) -> ServerCommand:
             command.host = raw
         elif flag in params_by_flag:
             param = params_by_flag[flag]
-            command.params[param] = _value(param, raw, launch.value_names.get(param))
+            by_flag.setdefault(param, {})[flag] = _value(param, raw, launch.value_names.get(param))
         elif flag in switch_by_flag and raw is None:
             name, state = switch_by_flag[flag]
             command.extra[name] = state
@@ -183,15 +195,32 @@ def read_command(argv: Sequence[str]) -> ServerCommand:
             command.extra[extra_by_flag[flag]] = _value(extra_by_flag[flag], raw)
         else:
             command.unread += [typed] if raw is None else [typed, raw]
+    for param, values in by_flag.items():
+        command.params[param] = _one_value(backend, param, values, command.problems)
     if command.model is None and launch.model_flag is None and positionals:
         command.model = positionals.pop(0)  # `vllm serve MODEL`
     command.unread += positionals
     return command
 
 
-def _known(backend: Backend) -> set[str]:
+def _params_by_flag(backend: Backend) -> dict[str, str]:
+    """Every flag that sets a shared parameter: its own, and those its translation sets beside it."""
     launch = backend.launch
     assert launch is not None
-    flags = {flag for flag in backend.flags.values() if flag} | set(launch.extra_params.values())
-    flags |= {args[0] for on_off in launch.switches.values() for args in on_off if len(args) == 1}
-    return flags | {f for f in (launch.model_flag, launch.port_flag, launch.host_flag) if f}
+    found = {flag: param for param, flag in backend.flags.items() if flag}
+    for param, flags in launch.also_flags.items():
+        found.update({flag: param for flag in flags})
+    return found
+
+
+def _one_value(backend: Backend, param: str, values: dict[str, object], problems: list[str]) -> object:
+    """A parameter set through several flags (K and V cache types): one value when they agree; else
+    the largest KV type of them (what memory and a verification must assume), said in a problem."""
+    distinct = list(dict.fromkeys(values.values()))
+    if len(distinct) == 1:
+        return distinct[0]
+    order = [str(v) for v in backend.kv_dtype_order]
+    ranked = sorted(distinct, key=lambda v: order.index(str(v)) if str(v) in order else len(order))
+    said = ", ".join(f"{flag} {value}" for flag, value in values.items())
+    problems.append(f"{said} differ: read as {param} = {ranked[0]}; a rebuilt command sets one value")
+    return ranked[0]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from vramtui.core.attach.restart import (
     answers_health,
     changed_command,
     command_of,
+    rebuilt,
     stop_process,
     wait_for_restart,
 )
@@ -71,7 +71,9 @@ class LogSource:
         with open(self.path, "rb") as handle:
             handle.seek(0, 2)
             size = handle.tell()
-            handle.seek(self.offset if self.offset <= size else 0)  # truncated: a new log
+            if self.offset > size:
+                self.offset = 0  # truncated: a new log
+            handle.seek(self.offset)
             return handle.read().decode("utf-8", "replace")
 
 
@@ -108,6 +110,7 @@ class AttachedRunner:
                 self.on_process(Process(pid, self._log_path(pid)))
             return self.observe(profile, LogSource(self._log_path(pid)))
         before = self.current or profile
+        profile = rebuilt(profile)  # the server's own spelling of a rebuilt flag must not come after it
         self.last_change = changed_command(self.running, before, profile)
         self.current = profile
         if self.way == "take_over":
@@ -123,7 +126,9 @@ class AttachedRunner:
 
     def _restart(self, profile: Profile) -> CheckResult:
         assert self.last_change is not None
-        source = LogSource(self.log, _size(self.log)) if self.log else None
+        # Where the old process's log ends: a restart that appends to the same file starts there.
+        old_log = self._log_path(self.running.pid)
+        old_size = _size(old_log)
         if self.on_command is not None:
             self.on_command(self.last_change)
         launch = profile.backend.launch
@@ -131,7 +136,8 @@ class AttachedRunner:
         pid = wait_for_restart(self.running, health, self.restart_timeout_s, cancel=self.cancel)
         self.running.pid = pid
         self.last_command = command_of(pid)
-        log = source or LogSource(self._log_path(pid))
+        path = self._log_path(pid)
+        log = LogSource(path, old_size if path is not None and path == old_log else 0)
         if self.on_process is not None:
             self.on_process(Process(pid, log.path))
         return self.observe(profile, log)
@@ -203,7 +209,7 @@ class AttachedRunner:
         if not ready and self.calls == 1:
             raise VramtuiError(f"{url} does not answer its health check: nothing to tune until it serves")
         samples, events, smoke, replayed = self._watch(url, plan.model_name, plan.request_options, ready)
-        diagnosis, log_file = _diagnose(log, profile)
+        diagnosis = _diagnose(log, profile)
         readings = run_readings(samples, events)
         failure, failure_stage, message = _verdict(
             profile, ready, smoke, replayed, diagnosis, samples, readings
@@ -224,7 +230,8 @@ class AttachedRunner:
             peak_mib=readings.peak_mib if readings else None,
             resident_mib=readings.plateau_mib if readings else None,
             command=argv,
-            log_file=log_file,
+            log_file=log.path if diagnosis is not None else None,
+            log_offset=log.offset,
             ttft_s=smoke.ttft_s if smoke else None,
             tokens_per_s=smoke.tokens_per_s if smoke else None,
             command_line=" ".join(argv),
@@ -283,21 +290,13 @@ def _furthest(a: str | None, b: str | None) -> str | None:
     return furthest(a, b)
 
 
-def _diagnose(log: LogSource, profile: Profile) -> tuple[Any, str | None]:
-    """The log's diagnosis from where this run's lines start; the file the observation names."""
+def _diagnose(log: LogSource, profile: Profile) -> Any:
+    """The diagnosis of this run's lines: from where they start in the server's own log file (the
+    step records that file and the offset, never a copy)."""
     from vramtui.core.logs.diagnose import diagnose_text
 
     text = log.text()
-    if text is None:
-        return None, None
-    diagnosis = diagnose_text(text, backend=profile.backend.name)
-    if log.offset == 0:
-        return diagnosis, log.path
-    # This run's lines only, in a file of their own: the verifier reads settings from the named file.
-    handle, path = tempfile.mkstemp(prefix="vramtui-attached-", suffix=".log")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(text)
-    return diagnosis, path
+    return None if text is None else diagnose_text(text, backend=profile.backend.name)
 
 
 def _place(samples: list[Sample]) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 import psutil
 
-from vramtui.core.attach.cmdline import ServerCommand, read_command
+from vramtui.core.attach.cmdline import ServerCommand, flags_set, read_command, without_flags
 from vramtui.core.attach.endpoints import Unreachable, fetch
 from vramtui.core.attach.target import Target, parse_target, pid_listening_on, resolve, url_port
 from vramtui.core.attach.watch import Attached, _model_from_endpoints
@@ -174,8 +174,22 @@ def _launch_env(profile: Profile) -> dict[str, str]:
     return env
 
 
+def rebuilt(profile: Profile) -> Profile:
+    """The profile whose pass-through words set none of the flags its parameters are rebuilt into:
+    the engine takes a flag's last value, so a server's own `-ctv f16` left after a rebuilt
+    `--cache-type-v q4_0` would undo the change. Removed in whichever spelling the server used."""
+    launch = profile.backend.launch
+    if launch is None or not profile.extra_args:
+        return profile
+    plan = build_command(profile.with_changes(extra_args=(), port=profile.port or launch.default_port))
+    sets = flags_set(profile.backend, plan.argv[len(launch.argv_prefix()) :])
+    kept, dropped = without_flags(profile.backend, profile.extra_args, sets)
+    return profile.with_changes(extra_args=tuple(kept)) if dropped else profile
+
+
 def changed_command(running: Running, before: Profile, after: Profile) -> ChangedCommand:
     """`after`'s command as the Backend builds it, and what to change where the server runs."""
+    after = rebuilt(after)
     plan = build_command(after)
     env_before, env_after = _launch_env(before), _launch_env(after)
     env = {k: v for k, v in env_after.items() if env_before.get(k) != v}

@@ -139,6 +139,17 @@ class Launch:
     fit_target_flag: str | None = None
     # How to get its server where it is missing (said with "not found", naming this engine, not another).
     install: str = ""
+    # Other spellings the engine takes for a flag it is given (llama-server's `-c` for `--ctx-size`,
+    # `-ngl` and `--gpu-layers` for `--n-gpu-layers`): a command line is read back through them, and a
+    # rebuilt command replaces the server's own flag whichever way it was spelled.
+    spellings: dict[str, str] = field(default_factory=dict)
+    # Flags a parameter's translation sets beside its own flag, with the same value (llama-server's
+    # kv_dtype is `--cache-type-k` and `--cache-type-v`): read back as that parameter too.
+    also_flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def canonical(self, flag: str) -> str:
+        """The flag as this Backend writes it, whichever spelling the command line used."""
+        return self.spellings.get(flag, flag)
 
     def switch_args(self, param: str, value: object) -> tuple[str, ...]:
         """The arguments for an on/off pass-through parameter (`switches`)."""
@@ -230,6 +241,9 @@ class Backend:
     # The one change the engine's own failure message names, with its value (see NamedFix): the wizard's
     # first move when it applies, before any ladder.
     named_fix: NamedFix | None = None
+    # The most sequences it runs at once, whatever memory holds (llama.cpp's LLAMA_MAX_SEQ: 256; more and
+    # it refuses to start, "n_seq_max must be <= 256"); None: no limit vramtui knows.
+    max_sequences: int | None = None
 
     def __str__(self) -> str:
         return self.name

@@ -36,6 +36,10 @@ class TinyModelSpec:
     dtype: str = "f16"  # f32 | f16 | q8_0 | q4_0 (q types need n_embd and n_ff multiples of 32)
     seed: int = 0
     name: str = "vramtui-tiny"
+    # 0: the byte-level SentencePiece vocabulary (259 tokens); more: a byte-level BPE vocabulary of that
+    # many tokens with its merges, as Qwen's (151,936) and Llama 3's (128,256) files carry: what makes a
+    # real GGUF's header large (see bpe_vocab).
+    vocab_size: int = 0
 
     @property
     def head_dim(self) -> int:
@@ -43,7 +47,7 @@ class TinyModelSpec:
 
     @property
     def n_vocab(self) -> int:
-        return 3 + 256
+        return self.vocab_size or 3 + 256
 
 
 def _vocab() -> tuple[list[bytes], list[float], list[int]]:
@@ -56,11 +60,44 @@ def _vocab() -> tuple[list[bytes], list[float], list[int]]:
     return tokens, scores, types
 
 
-def _add_vocab(writer: Any) -> None:
-    """The byte-level SentencePiece vocabulary and the chat template every tiny model is served with."""
+def bpe_vocab(size: int) -> tuple[list[str], list[str], list[int]]:
+    """A GPT-2-style byte-level BPE vocabulary of `size` tokens: the 256 byte symbols, then each new token
+    the merge of two earlier ones (its merge rule listed, as convert_hf_to_gguf.py writes them), the last
+    three control tokens. (tokens, merges, token types)."""
+    symbols = [chr(c) for c in range(0x21, 0x7F)] + [chr(c) for c in range(0xA1, 0x100) if c != 0xAD]
+    symbols += [chr(0x100 + i) for i in range(256 - len(symbols))]  # the bytes GPT-2 maps past U+0100
+    tokens, seen, merges = list(symbols), set(symbols), []
+    left = 0
+    while len(tokens) < size - 3:
+        for right in range(min(len(tokens), 4096)):
+            if len(tokens) >= size - 3:
+                break
+            merged = tokens[left] + tokens[right]
+            if merged not in seen:
+                seen.add(merged)
+                tokens.append(merged)
+                merges.append(f"{tokens[left]} {tokens[right]}")
+        left += 1
+    tokens += ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    return tokens, merges, [_NORMAL] * (len(tokens) - 3) + [_CONTROL] * 3
+
+
+def _add_vocab(writer: Any, spec: TinyModelSpec | None = None) -> None:
+    """The vocabulary (the byte-level SentencePiece one, or a BPE one of spec.vocab_size tokens) and the
+    chat template every tiny model is served with."""
+    if spec is not None and spec.vocab_size:
+        tokens, merges, types = bpe_vocab(spec.vocab_size)
+        writer.add_tokenizer_model("gpt2")
+        writer.add_token_list(tokens)
+        writer.add_token_types(types)
+        writer.add_token_merges(merges)
+        writer.add_bos_token_id(len(tokens) - 3)
+        writer.add_eos_token_id(len(tokens) - 1)
+        writer.add_chat_template(CHAT_TEMPLATE)
+        return
     writer.add_tokenizer_model("llama")
-    tokens, scores, types = _vocab()
-    writer.add_token_list(tokens)
+    tokens_spm, scores, types = _vocab()
+    writer.add_token_list(tokens_spm)
     writer.add_token_scores(scores)
     writer.add_token_types(types)
     writer.add_unk_token_id(0)
@@ -84,7 +121,7 @@ def _add_metadata(writer: Any, spec: TinyModelSpec, file_type: Any) -> None:
     writer.add_rope_freq_base(10000.0)
     writer.add_vocab_size(spec.n_vocab)
     writer.add_file_type(file_type)
-    _add_vocab(writer)
+    _add_vocab(writer, spec)
 
 
 def _types(dtype: str) -> tuple[Any, Any]:

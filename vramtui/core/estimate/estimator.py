@@ -619,6 +619,24 @@ def _default_cache_note(settings: Settings, est: Estimate) -> None:
         )
 
 
+def _sequence_limit(settings: Settings, est: Estimate, cap: int | None) -> None:
+    """The engine's own limit on sequences at once (llama.cpp's 256): the concurrency answer stops
+    there, and more asked for does not run, whatever memory holds."""
+    if cap is None:
+        return
+    if est.max_parallel is not None and est.max_parallel > cap:
+        est.max_parallel = cap
+        est.notes.append(
+            f"at most {cap} sequences at once: {settings.backend} runs no more (memory would hold more)"
+        )
+    if settings.parallel is not None and settings.parallel > cap:
+        est.fits = False
+        est.reason = (
+            f"{settings.backend} runs at most {cap} sequences at once, not {settings.parallel} "
+            f'(it refuses to start: "n_seq_max must be <= {cap}")'
+        )
+
+
 def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     """The breakdown and verdict, with the solvers' answers filled in."""
     settings = replace(settings)
@@ -654,6 +672,7 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     # this one request got (Ollama's shrinks as slots are added); sequences of this run's own share, so
     # the answer is the same whether the engine's default context was typed or left out
     per_sequence = memory.per_sequence(est)
+    cap = get_backend(settings.backend).max_sequences
     est.max_parallel = max_parallel(
         info,
         replace(
@@ -661,7 +680,9 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
             context=per_sequence if est.context else settings.context,
             gpu_layers=requested_gpu_layers,
         ),
+        limit=cap + 1 if cap else 1024,  # one past the engine's limit: whether the limit binds
     )
+    _sequence_limit(settings, est, cap)
     if memory.places_layers and settings.on_gpu:  # a CPU-only run places no layer
         if info.is_moe and memory.offloads_tensors:  # experts to the host first: cheaper than layers
             _solve_experts(info, settings, est)

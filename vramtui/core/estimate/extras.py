@@ -48,30 +48,26 @@ DEFAULT_CACHE_RAM_MIB = 8192
 
 
 def _reader(path: str) -> Any:
-    import gguf
+    """The GGUF's header and tensor table (read once per file; its tokenizer arrays skipped)."""
+    from vramtui.core.estimate.ggufheader import read_header
 
     file = Path(path).expanduser()
     if not file.is_file():
         raise VramtuiError(f"no such file: {path}")
-    try:
-        return gguf.GGUFReader(str(file), "r")
-    except Exception as error:  # a GGUF reader raises anything on a file that is not one
-        raise VramtuiError(f"{path} is not a GGUF file ({type(error).__name__})") from None
+    return read_header(file)  # a file that is not one is said with its path and what is wrong
 
 
 def _field(reader: Any, key: str) -> Any:
-    field = reader.fields.get(key)
-    if field is None or not field.data:
-        return None
-    value = field.parts[field.data[0]]
-    if field.types and field.types[0].name == "STRING":
-        return bytes(value).decode("utf-8", "replace")
-    return value.tolist()[0] if hasattr(value, "tolist") else value
+    """A key's value; an array's first element (None: absent, empty or too long to have been read)."""
+    value = reader.get(key)
+    if isinstance(value, list):
+        return value[0] if value else None
+    return None if value is not None and not isinstance(value, str | int | float) else value
 
 
 def _tensor_bytes(reader: Any) -> dict[str, tuple[int, str]]:
     """Each tensor's stored bytes and type name (ggml_nbytes: the data as stored)."""
-    return {t.name: (int(t.n_bytes), t.tensor_type.name.lower()) for t in reader.tensors}
+    return {t.name: (t.n_bytes, t.type_name) for t in reader.tensors}
 
 
 def _stamp(path: str) -> tuple[str, int, int]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import quant as q
 from vramtui.core.estimate.estimator import Settings, max_parallel, size, sizing_memo
@@ -141,7 +142,8 @@ def _row_cells(info: ModelInfo, settings: Settings, contexts: list[int], paralle
     """One row's cells. Concurrency only falls as the context grows, so each cell's search is bounded
     by the cell before it (and a context where not one sequence fits ends the searches)."""
     memory = settings.memory
-    cells, limit = [], 1024
+    # no more than the engine runs at once (llama.cpp: 256), whatever memory holds
+    cells, limit = [], get_backend(settings.backend).max_sequences or 1024
     for context in contexts:
         whole = context if memory.context_is_per_sequence else context * parallel
         est = size(info, replace(settings, context=whole, parallel=parallel))
@@ -210,5 +212,8 @@ def build_table(
             weights = _all_weights(row_info, row_settings)
             table.rows.append(Row(quant, source, file, weights, cells))
     table.rows.sort(key=lambda row: row.weights_bytes)
+    cap = get_backend(settings.backend).max_sequences
+    if cap and any(cell.max_parallel >= cap for row in table.rows for cell in row.cells):
+        table.notes.append(f"at most {cap} sequences at once: {settings.backend} runs no more")
     table.elapsed_s = time.perf_counter() - started
     return table

@@ -1,7 +1,7 @@
 """What the estimator needs to know about a model, read from the model's own files or from flags.
 
 Sources, most exact first:
-- a `.gguf` file: metadata and the tensor table through `gguf.GGUFReader` (exact bytes per tensor, so per
+- a `.gguf` file: metadata and the tensor table through `ggufheader` (exact bytes per tensor, so per
   layer, per embedding and for the output matrix);
 - a Hugging Face folder: `config.json` (the text config of multimodal models), the `*.safetensors` headers
   read through `safetensors` without loading a tensor (or the index's `total_size` while shards are
@@ -630,14 +630,8 @@ _BLK = re.compile(r"^blk\.(\d+)\.")
 
 
 def _field(reader: Any, key: str) -> Any:
-    fld = reader.fields.get(key)
-    if fld is None:
-        return None
-    try:
-        value = fld.contents()
-    except Exception:
-        return None
-    return value
+    """A key's value as the header holds it (a long array, such as the token list, as its count only)."""
+    return reader.fields.get(key)
 
 
 def _gguf_int(reader: Any, key: str) -> int | None:
@@ -654,20 +648,10 @@ _SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf
 
 
 def _open_gguf(path: Path) -> Any:
-    import gguf
+    """The file's header and tensor table (ggufheader: read once per file, tokenizer arrays skipped)."""
+    from vramtui.core.estimate.ggufheader import read_header
 
-    try:
-        with path.open("rb") as handle:
-            magic = handle.read(4)
-    except OSError as error:
-        raise VramtuiError(f"{path}: cannot read ({error})") from None
-    if magic != b"GGUF":
-        raise VramtuiError(f"{path}: not a GGUF file (it does not start with the GGUF magic)")
-    try:
-        return gguf.GGUFReader(str(path), "r")
-    except Exception as error:
-        reason = " ".join(str(error).split())[:160] or type(error).__name__
-        raise VramtuiError(f"{path}: truncated or damaged GGUF file ({reason})") from None
+    return read_header(path)
 
 
 def _gguf_split_siblings(path: Path, reader: Any) -> list[tuple[Path, Any]]:
@@ -714,7 +698,7 @@ def _gguf_tensors(path: Path, readers: list[tuple[Path, Any]], n_layers: int) ->
         if end > file_size:
             raise VramtuiError(f"{part}: truncated GGUF file (tensor {tensor.name} ends past the file)")
         found.n_elements += int(tensor.n_elements)
-        type_name = tensor.tensor_type.name.lower()
+        type_name = tensor.type_name
         found.by_type[type_name] = found.by_type.get(type_name, 0) + size
         match = _BLK.match(tensor.name)
         if match and int(match.group(1)) < n_layers:
@@ -807,8 +791,8 @@ def info_from_gguf(path: Path) -> ModelInfo:
         n_kv = key("attention.head_count_kv") or n_heads or 0
     head_dim_k = key("attention.key_length") or (hidden // n_heads if n_heads else 0)
     head_dim_v = key("attention.value_length") or head_dim_k
-    tokens = reader.fields.get("tokenizer.ggml.tokens")
-    vocab = key("vocab_size") or (len(tokens.data) if tokens is not None else 0) or 32000
+    tokens = reader.fields.get("tokenizer.ggml.tokens")  # its length only: the tokens are not read
+    vocab = key("vocab_size") or (len(tokens) if tokens is not None else 0) or 32000
     file_type = _gguf_file_type(reader)
     found = _gguf_tensors(path, readers, n_layers)
     total = found.total

@@ -763,6 +763,7 @@ class CheckResult:
     command: list[str]
     log_file: str | None
     load_time_s: float | None = None
+    log_offset: int = 0  # where this run's lines start in log_file (a restarted server may append)
     ttft_s: float | None = None
     tokens_per_s: float | None = None
     command_line: str = ""

@@ -6,7 +6,8 @@ Three layers, because each covers a way of dying the others miss:
 - the child asks the kernel for SIGKILL when its parent dies (PR_SET_PDEATHSIG): that covers vramtui
   itself being SIGKILLed or crashing hard, where no Python code runs;
 - atexit and SIGTERM/SIGHUP/SIGINT handlers kill every group still registered: quit, terminal closed,
-  SSH dropped.
+  SSH dropped. A signal that ends vramtui without unwinding its stack (SIGHUP, SIGTERM) then runs the
+  exit hooks (`add_exit_hook`: the wizard's record gets its end line) before it dies of that signal.
 
 PR_SET_PDEATHSIG fires when the *thread* that forked exits, not the process. So every child is forked
 from one long-lived spawner thread, never from a short-lived worker thread that would take it down.
@@ -25,6 +26,7 @@ import socket
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -39,6 +41,8 @@ _lock = threading.RLock()
 _handlers_installed = False
 _atexit_installed = False
 _previous_handlers: dict[int, object] = {}
+# What must still happen when a signal ends vramtui (see add_exit_hook); weak: a dropped owner is gone.
+_exit_hooks: list[weakref.WeakMethod[Callable[[str], None]]] = []
 _spawner: ThreadPoolExecutor | None = None
 
 
@@ -194,14 +198,37 @@ def kill_all_groups() -> None:
         forget_group(pgid)
 
 
+def add_exit_hook(method: Callable[[str], None]) -> None:
+    """Call `method(signal name)` when a signal ends vramtui without unwinding its stack (its `finally`
+    blocks never run then): after our servers are stopped, before it dies. A bound method, held weakly."""
+    with _lock:
+        _exit_hooks.append(weakref.WeakMethod(method))  # type: ignore[arg-type]
+
+
+def remove_exit_hook(method: Callable[[str], None]) -> None:
+    with _lock:
+        _exit_hooks[:] = [ref for ref in _exit_hooks if ref() is not None and ref() != method]
+
+
+def _run_exit_hooks(signum: int) -> None:
+    with _lock:
+        hooks = [ref() for ref in _exit_hooks]
+        _exit_hooks.clear()
+    for hook in hooks:
+        if hook is not None:
+            with contextlib.suppress(Exception):  # one failing hook must not keep the others from running
+                hook(signal.Signals(signum).name)
+
+
 def _on_signal(signum: int, frame: object) -> None:
     kill_all_groups()
     previous = _previous_handlers.get(signum)
     if callable(previous):
-        previous(signum, frame)
+        previous(signum, frame)  # SIGINT's raises KeyboardInterrupt: the stack unwinds, finally runs
         return
     if previous == signal.SIG_IGN:
         return
+    _run_exit_hooks(signum)
     # Default action: die of the same signal, as the caller expects.
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)

@@ -598,7 +598,22 @@ def _values(
     if supported:
         values["supported"] = supported.group(1).replace("'", "")
     values.update(_memory_values(diagnosis))
+    values.update(_slot_values(figures))
     return values
+
+
+def _slot_values(figures: dict[str, int | float]) -> dict[str, str]:
+    """The context per request where an engine gives its runner the context times the parallel requests
+    (Ollama's `--parallel` on its runner line): the setting a user lowers is that share, not the cells."""
+    context, slots = int(figures.get("context") or 0), int(figures.get("runner_parallel") or 1)
+    if not context or slots < 1:
+        return {}
+    share = context // slots
+    return {
+        "runner_parallel": str(slots),
+        "slot_context": str(share),
+        "slot_context_smaller": str(max(share // 2, 256)),
+    }
 
 
 _QUANT_ASKED_RE = re.compile(r"config file for (\w+)", re.IGNORECASE)
@@ -664,6 +679,9 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
     ),
     "cpu_platform": lambda diagnosis, formats, profile: "cpu_platform" in formats,
     "reads_gguf": lambda diagnosis, formats, profile: profile is not None and profile.reads_gguf,
+    "shared_context": lambda diagnosis, formats, profile: (
+        diagnosis.engine_figures.get("runner_parallel", 1) > 1
+    ),
 }
 
 

@@ -209,12 +209,52 @@ def exit_from_curve(curve: Curve, phases: Phases) -> int:
     return curve.n
 
 
+# -- a server already up at the first row ---------------------------------------------------------
+
+
+def loaded_from_start(curve: Curve) -> Level | None:
+    """The level a recording of a server already up starts at (`record --source` on a running box),
+    or None. Told from an idle card by its shape: what rises above the starting level is smaller
+    than that level, and falls back to it (requests on a loaded model), where a load from idle rises
+    by more than the idle level and holds."""
+    noise, vs = curve.noise, curve.vs
+    # The first settled level nothing before it is below (a recording may start inside a request);
+    # one with lower samples before it was climbed to.
+    start = next(
+        (lv for lv in settled_levels(curve, 0, curve.n) if min(vs[: lv.start + 1]) >= lv.value - noise), None
+    )
+    if start is None:
+        return None
+    rises = [i for i in range(start.stop, curve.n) if vs[i] > start.value + noise]
+    if not rises or max(vs) - start.value >= start.value:
+        return None  # flat (an idle card looks the same), or a rise bigger than where it started
+    back = any(abs(v - start.value) <= noise for v in vs[rises[0] :])
+    return start if back else None
+
+
+def _final_drop(curve: Curve, level: float) -> int:
+    """Where the curve falls below a loaded level for good (the server's exit); n: it never does."""
+    i = curve.n
+    while i > 0 and curve.vs[i - 1] < level - curve.noise:
+        i -= 1
+    return i
+
+
 def find_phases(curve: Curve, events: Sequence[EventLike], running: bool | None) -> tuple[Phases, list[str]]:
     """Baseline, plateau and exit of one curve. Memory held after the exit is only judged when the
     exit is known: an exit event, or (without any event, and no word that the process still runs)
     the curve's own final drop."""
     notes: list[str] = []
     launch_t = first_time(events, "launch")
+    up = None if events else loaded_from_start(curve)
+    if up is not None:
+        # No launch in the recording: no idle level before it, and a fall back is no exit.
+        notes.append("the recording starts with the model loaded: no baseline before launch")
+        phases = Phases(None, 0, plateau=up.value, load_end=up.start, exit_i=curve.n)
+        if running is not True:
+            phases.exit_i = _final_drop(curve, up.value)
+            phases.exit_seen = phases.exit_i < curve.n
+        return phases, notes
     baseline, rise_i = find_baseline(curve, launch_t)
     if launch_t is not None and baseline is None:
         notes.append("no sample before launch: baseline unknown")

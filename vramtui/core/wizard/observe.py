@@ -36,7 +36,8 @@ _TAIL_BYTES = 8 * MIB  # startup logs are small; a runaway one is read from its 
 
 
 def read_settings(text: str) -> dict[str, str]:
-    """The settings the engine printed: file_type, flash_attn, kv_type, mmap_failed (last one wins)."""
+    """The settings the engine printed: file_type, flash_attn, kv_type (V's) and kv_type_k, mmap_failed
+    (last one wins)."""
     facts: dict[str, str] = {}
     for line in text.splitlines():
         for key, pattern in (("file_type", _FILE_TYPE), ("flash_attn", _FLASH)):
@@ -45,6 +46,7 @@ def read_settings(text: str) -> dict[str, str]:
                 facts[key] = match.group(1).lower()
         kv = _KV_TYPE.search(line)
         if kv:
+            facts["kv_type_k"] = kv.group(1).lower()
             facts["kv_type"] = kv.group(2).lower()
         if "mmap failed" in line.lower():
             facts["mmap_failed"] = "1"
@@ -80,6 +82,7 @@ class Observation:
     ttft_s: float | None = None
     tokens_per_s: float | None = None
     log_file: str | None = None
+    log_offset: int = 0  # where this run's lines start in log_file (a restart that appended to it)
     command: list[str] = field(default_factory=list)
     message: str = ""
     cause: str | None = None  # the diagnosis' finer cause (cpu_share_short, kv_bytes_over_free ...)
@@ -142,12 +145,15 @@ def _diagnosis_of(check: Any) -> Any | None:
     return diagnosis
 
 
-def _settings_of(log_file: str | None) -> dict[str, str]:
+def _settings_of(log_file: str | None, offset: int = 0) -> dict[str, str]:
+    """The settings printed in this run's part of the log (from `offset`: a restarted server may append
+    to the file the one before it wrote)."""
     if not log_file or not Path(log_file).is_file():
         return {}
     with open(log_file, "rb") as handle:
         handle.seek(0, 2)
-        handle.seek(max(0, handle.tell() - _TAIL_BYTES))
+        size = handle.tell()
+        handle.seek(max(offset if offset <= size else 0, size - _TAIL_BYTES))
         return read_settings(handle.read().decode("utf-8", "replace"))
 
 
@@ -177,7 +183,8 @@ def observe(check: Any) -> Observation:
     log_file = getattr(check, "log_file", None)
     engine = _engine_figures(diagnosis)
     figures = {name: engine[key] for name, key in ENGINE_FIGURE_NAMES.items() if engine.get(key, 0) > 0}
-    facts = _settings_of(log_file)
+    log_offset = int(getattr(check, "log_offset", 0) or 0)
+    facts = _settings_of(log_file, log_offset)
     if engine.get("context"):
         facts["n_ctx"] = str(engine["context"])  # llama.cpp's "n_ctx = ...", as the diagnosis read it
     failure = getattr(check, "failure", None)
@@ -204,6 +211,7 @@ def observe(check: Any) -> Observation:
         ttft_s=getattr(check, "ttft_s", None),
         tokens_per_s=getattr(check, "tokens_per_s", None),
         log_file=log_file,
+        log_offset=log_offset,
         command=list(getattr(check, "command", None) or []),
         message=str(getattr(check, "message", "") or ""),
         cause=getattr(diagnosis, "cause", None),

@@ -115,7 +115,9 @@ def _echoed(
     facts = after.facts
     param, value = proposal.param, proposal.to
     if param == "context" and "n_ctx" in facts:
-        if int(facts["n_ctx"]) != int(value):  # type: ignore[call-overload]
+        # Ollama's runner gets the context times its parallel requests (its `--parallel`, when printed).
+        slots = int(after.engine.get("runner_parallel", 1) or 1)
+        if int(facts["n_ctx"]) != int(value) * slots:  # type: ignore[call-overload]
             overridden = overridden_by_extra(profile, profile.backend, param)
             return False, (
                 f"asked for context {value}, the log shows n_ctx = {facts['n_ctx']}"
@@ -123,9 +125,11 @@ def _echoed(
             )
         return True, f"the log confirms n_ctx = {facts['n_ctx']}"
     if param == "kv_dtype" and "kv_type" in facts:
-        if facts["kv_type"] != kv_dtype_name(value):
-            return False, f"asked for a {value} KV cache, the log shows {facts['kv_type']}"
-        return True, f"the log confirms a {facts['kv_type']} KV cache"
+        # Both halves: the engine takes each of its K and V flags' last value, so one can lag behind.
+        k_type, v_type = facts.get("kv_type_k", facts["kv_type"]), facts["kv_type"]
+        if not k_type == v_type == kv_dtype_name(value):
+            return False, f"asked for a {value} KV cache, the engine printed K ({k_type}), V ({v_type})"
+        return True, f"the log confirms a {v_type} KV cache (K ({k_type}), V ({v_type}))"
     if param == "flash_attn" and "flash_attn" in facts:
         wanted = "enabled" if switch(value) is True else "disabled"
         if facts["flash_attn"] not in (wanted, "auto"):

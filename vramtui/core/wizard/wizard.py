@@ -18,6 +18,7 @@ from typing import Any
 
 from vramtui.core.backends import Backend
 from vramtui.core.errors import VramtuiError
+from vramtui.core.launch import procs
 from vramtui.core.launch.profile import Profile
 from vramtui.core.units import MIB
 from vramtui.core.wizard.budget import DEFAULT_MARGIN, MemoryModel, current_value, needed_bytes
@@ -87,6 +88,7 @@ class Step:
             "tokens_per_s": obs.tokens_per_s if obs else None,
             "tokens_per_s_before": self.tokens_per_s_before,
             "log_file": obs.log_file if obs else None,
+            "log_offset": obs.log_offset if obs else 0,  # this run's lines start there (a shared log)
             "predicted_mib": proposal.predicted_mib if proposal else None,
             "engine_figures_mib": {k: round(v / MIB, 2) for k, v in (obs.figures if obs else {}).items()},
             "verification": self.notes,
@@ -180,6 +182,9 @@ class Wizard:
             self.recorder.append(
                 "session", profile=profile.to_dict(), params=dict(profile.params), auto=auto, margin=margin
             )
+            # A hangup or a stop mid-session ends vramtui without unwinding: the record still ends.
+            procs.install_exit_handlers()
+            procs.add_exit_hook(self._on_exit_signal)
 
     # What the wizard concluded, kept in `findings` (the proposer writes there too).
     @property
@@ -362,6 +367,9 @@ class Wizard:
         finally:
             self.abandon("interrupted")
 
+    def _on_exit_signal(self, name: str) -> None:
+        self.abandon(f"interrupted by {name}")
+
     def abandon(self, reason: str = "interrupted") -> None:
         """End the record of a session stopped mid-step (ctrl-c, quitting the app): the end line names
         the step that was running and its log. Nothing to do when the session already ended."""
@@ -377,6 +385,7 @@ class Wizard:
         )
         self.recorder.close()
         self._ended = True
+        procs.remove_exit_hook(self._on_exit_signal)
 
     def _loop(self, max_steps: int, confirm: Callable[[Proposal], Proposal | None] | None) -> Proposal | None:
         """Propose and apply until it works or a stop; returns the proposal left pending, if any."""
@@ -449,4 +458,5 @@ class Wizard:
             )
             self.recorder.close()
             self._ended = True
+            procs.remove_exit_hook(self._on_exit_signal)
         return result

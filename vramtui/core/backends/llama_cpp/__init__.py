@@ -137,6 +137,38 @@ def _translate_ollama(backend: Backend, param: str, value: object) -> Translatio
     return Translation(env={knob: str(whole(param, value))})
 
 
+# llama-server's other spellings of the flags vramtui writes (`llama-server --help`, 0.5.0-dev: each
+# option's names side by side).
+LLAMA_SERVER_SPELLINGS = {
+    "-c": "--ctx-size",
+    "-np": "--parallel",
+    "-b": "--batch-size",
+    "-ub": "--ubatch-size",
+    "-ngl": "--n-gpu-layers",
+    "--gpu-layers": "--n-gpu-layers",
+    "-fa": "--flash-attn",
+    "-ctk": "--cache-type-k",
+    "-ctv": "--cache-type-v",
+    "-m": "--model",
+    "-t": "--threads",
+    "-a": "--alias",
+    "-ot": "--override-tensor",
+    "-cmoe": "--cpu-moe",
+    "-ncmoe": "--n-cpu-moe",
+    "-sm": "--split-mode",
+    "-ts": "--tensor-split",
+    "-mg": "--main-gpu",
+    "-mm": "--mmproj",
+    "-cram": "--cache-ram",
+    "-md": "--model-draft",
+    "--spec-draft-model": "--model-draft",
+    "-ngld": "--gpu-layers-draft",
+    "--n-gpu-layers-draft": "--gpu-layers-draft",
+    "--spec-draft-ngl": "--gpu-layers-draft",
+    "-devd": "--device-draft",
+    "--spec-draft-device": "--device-draft",
+}
+
 # What the family shares: GGUF files, llama.cpp's accounting, its ladder, its KV types' order.
 _FAMILY = {
     "accounting": "llama.cpp",
@@ -144,6 +176,9 @@ _FAMILY = {
     "ladder": LADDER,
     "kv_dtype_order": KV_DTYPE_ORDER,
     "quantized_v_needs_flash_attn": True,
+    # LLAMA_MAX_SEQ (src/llama-cparams.h); checked on llama-server 0.5.0-dev: `-np 300` exits with
+    # "n_seq_max must be <= 256". Ollama's runner is llama.cpp: the same limit.
+    "max_sequences": 256,
 }
 
 LLAMA_CPP = Backend(
@@ -208,6 +243,8 @@ LLAMA_CPP = Backend(
         # `--load-mode none` turns it off. `--fit` takes on|off.
         switches={"mmap": ((), ("--load-mode", "none")), "fit": (("--fit", "on"), ("--fit", "off"))},
         fit_target_flag="--fit-target",
+        spellings=LLAMA_SERVER_SPELLINGS,
+        also_flags={"kv_dtype": ("--cache-type-v",)},
         # At its default verbosity (3) llama-server prints no buffer sizes, n_ctx, flash attention or
         # fit lines; 4 prints them (checked on 0.5.0-dev). A flag on the command line still wins.
         log_env={"LLAMA_ARG_LOG_VERBOSITY": "4"},
@@ -261,6 +298,7 @@ LLAMA_CPP_PYTHON = Backend(
         health_paths=("/v1/models",),
         ready_patterns=("uvicorn running on", "application startup complete"),
         translate=_translate_llama_cpp_python,
+        also_flags={"kv_dtype": ("--type_v",)},
         extra_params={
             "threads": "--n_threads",
             "chat_format": "--chat_format",

@@ -110,6 +110,24 @@ LLAMA_CPP_PYTHON = LogProfile(
         "compute_oom": _compute_oom(" true"),
     },
 )
+# Ollama gives its runner num_ctx x OLLAMA_NUM_PARALLEL cells (its `--ctx-size` and the n_ctx it prints):
+# the setting a user changes is that count over the parallel requests, and one request at a time divides
+# the cache by them. Its knobs are environment variables, spelled NAME=value.
+_OLLAMA_ONE_AT_A_TIME = Say(
+    "One request at a time: OLLAMA_NUM_PARALLEL=1 (now {runner_parallel}): Ollama gives its runner the context "
+    "times the parallel requests ({context_now} cells for a context of {slot_context}), so this divides the "
+    "KV cache by {runner_parallel}.",
+    when="shared_context",
+)
+_OLLAMA_SHORTER = Say(
+    "A shorter context: OLLAMA_CONTEXT_LENGTH={slot_context_smaller} (now {slot_context}; num_ctx in a request "
+    "or a Modelfile sets it per model): the KV cache and the compute buffer grow with it.",
+    otherwise="A shorter context: a lower OLLAMA_CONTEXT_LENGTH (or num_ctx in a request or a Modelfile): the "
+    "KV cache and the compute buffer grow with it.",
+)
+_OLLAMA_FEWER_LAYERS = (
+    "Or keep fewer layers on the GPU: the model option num_gpu (API options or a Modelfile)."
+)
 OLLAMA = LogProfile(
     "ollama",
     precedence=70,
@@ -121,12 +139,29 @@ OLLAMA = LogProfile(
             "The weights do not fit: lower the GPU layers with the model option num_gpu (API options or a Modelfile).",
             "Or pull a smaller quantization tag of the model (e.g. :q4_K_M).",
         ),
-        "context_oom": _context_oom(
+        "context_oom": (
+            _OLLAMA_ONE_AT_A_TIME,
+            _OLLAMA_SHORTER,
             "Quantize the KV cache: OLLAMA_KV_CACHE_TYPE=q8_0 together with OLLAMA_FLASH_ATTENTION=1 "
             "(Ollama applies the KV cache type only with flash attention on).",
-            "=1",
+            "Turn on flash attention: OLLAMA_FLASH_ATTENTION=1 (a much smaller compute buffer at long context).",
+            _OLLAMA_FEWER_LAYERS,
         ),
-        "compute_oom": _compute_oom("=1"),
+        "compute_oom": (
+            Say(
+                "Turn on flash attention: OLLAMA_FLASH_ATTENTION=1 (without it the compute buffer holds the "
+                "context x micro-batch attention scores).",
+                when="!flash_on",
+            ),
+            _OLLAMA_ONE_AT_A_TIME,
+            _OLLAMA_SHORTER,
+        ),
+        "request_oom": (
+            "A request needed more memory than was left: send shorter prompts.",
+            _OLLAMA_ONE_AT_A_TIME,
+            _OLLAMA_SHORTER,
+            "Smaller batches: the model option num_batch (e.g. 256, in API options or a Modelfile).",
+        ),
         "unknown_arch": ("Update Ollama: this model needs a newer runner.",),
         "file_missing": ("Check the model name and tag, then `ollama pull NAME:TAG`.",),
     },
@@ -872,6 +907,21 @@ FIGURES: tuple[FigureRule, ...] = (
         "layers.offload", "layers_offloaded", r"layers\.offload=(?P<value>\d+)", count=True, backend="ollama"
     ),
     FigureRule("layers.model", "layers_total", r"layers\.model=(?P<value>\d+)", count=True, backend="ollama"),
+    # Ollama's runner command: its cells (num_ctx x parallel) and the parallel requests they are shared by.
+    FigureRule(
+        "starting llama server",
+        "context",
+        r"starting llama server.*--ctx-size (?P<value>\d+)",
+        count=True,
+        backend="ollama",
+    ),
+    FigureRule(
+        "starting llama server",
+        "runner_parallel",
+        r"starting llama server.*--parallel (?P<value>\d+)",
+        count=True,
+        backend="ollama",
+    ),
     # fit's own words: "context size reduced from 262144 to 65536 -> need 9802 MiB less memory"
     FigureRule(
         "context size reduced from",
