@@ -67,19 +67,6 @@ def _size(value: int | None) -> str:
     return "—" if value is None else format_bytes(value, 1)
 
 
-_SETTING_WORDS = (("context", "ctx"), ("parallel", "slots"), ("kv_dtype", "KV"), ("gpu_layers", "layers"))
-
-
-def _settings(server: Any) -> str:
-    shown = []
-    for name, word in _SETTING_WORDS:
-        value = server.params.get(name, server.assumed.get(name))
-        if value is not None:
-            mark = "" if name in server.params else "*"  # the engine's default, not its command line's
-            shown.append(f"{word} {value}{mark}")
-    return ", ".join(shown) or "—"
-
-
 _SOURCES = {"log": "printed", "endpoints": "its endpoints", "estimate": "estimate"}
 
 
@@ -93,7 +80,7 @@ def render(shot: Any) -> str:
         on_gpus = " ".join(f"GPU{i} {_size(server.gpu_bytes.get(i))}" for i in gpu_indexes) or "no GPU"
         where = f":{server.ports[0]}" if server.ports else ""
         lines.append(
-            f"  {server.pid:>7}  {server.engine:16} {name[:40]:40} {where:7} {_settings(server)}"
+            f"  {server.pid:>7}  {server.engine:16} {name[:40]:40} {where:7} {server.settings_line()}"
             f"\n           memory: {on_gpus}; host {_size(server.host_bytes)} ({len(server.pids)} processes)"
         )
         if server.bill is not None:

@@ -18,6 +18,7 @@ from textual.widgets import Footer, Static
 from vramtui.core.errors import VramtuiError
 from vramtui.tui.commands import CommandsApp
 from vramtui.tui.messages import (
+    AttachReady,
     AttemptStarted,
     LaunchRequested,
     ModelsStopped,
@@ -34,6 +35,7 @@ from vramtui.tui.screens import ConfirmQuit
 from vramtui.tui.session import ModelSession, SessionRestart, SessionState
 from vramtui.tui.startup import check_profile, refuse_binary_log, run_app
 from vramtui.tui.status import status_text
+from vramtui.tui.widgets.servertable import AttachRequested, scan_here
 
 __all__ = ["PANE_ORDER", "ConfirmQuit", "VramtuiApp", "check_profile", "refuse_binary_log", "run_app"]
 
@@ -108,6 +110,9 @@ class VramtuiApp(CommandsApp):
         self.active_pane = "memory"
         self.launch_note: str | None = None  # the status line's words for a launch with no session
         self._screen_width = 0  # set by each layout pass; the status line's wording depends on it
+        # The memory pane's table of every model server here: scanned on this machine when it samples
+        # this machine (None: no table; tests give a scan with recorded NVML data).
+        self.server_scan: Any = scan_here if live_sampling and source_url is None else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Hide keys that cannot do anything now, so the footer keeps room for the ones that can; on a
@@ -166,6 +171,33 @@ class VramtuiApp(CommandsApp):
         elif self.demo:
             self.query_one(WizardPane).start_demo()
             self.action_show_pane("wizard")
+        self.update_status()
+
+    @on(AttachRequested)
+    def _attach_requested(self, message: AttachRequested) -> None:
+        self.launch_note = f"attaching to {message.label}…"
+        self.update_status()
+        self._look_at(message.pid)
+
+    @work(thread=True, exit_on_error=False, group="attach", exclusive=True)
+    def _look_at(self, pid: int) -> None:
+        from vramtui.tui.attached import attach_view
+
+        try:
+            self.post_message(AttachReady(attach_view(pid)))
+        except VramtuiError as error:
+            self.post_message(AttachReady(None, str(error)))
+
+    @on(AttachReady)
+    def _attach_ready(self, message: AttachReady) -> None:
+        if message.view is None:
+            self.launch_note = f"cannot attach: {message.problem}"
+            self.update_status()
+            return
+        if self.follower is not None:
+            self.follower.stop()  # the server followed before keeps running: only its log command stops
+        self.attached = message.view
+        self._follow_attached()
         self.update_status()
 
     def _follow_attached(self) -> None:

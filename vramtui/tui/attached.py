@@ -80,6 +80,13 @@ def view_from(
     )
 
 
+def attach_view(pid: int) -> AttachedView:
+    """The view of a server picked in the memory pane's table (a short look; the app samples after)."""
+    from vramtui.core.attach import attach
+
+    return view_from(attach(str(pid), duration_s=0.3))
+
+
 def _alive(pid: int) -> bool:
     """Running (a zombie waiting for its parent to reap it has exited: it holds no memory)."""
     try:

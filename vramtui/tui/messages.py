@@ -67,3 +67,12 @@ class BillReconciled(Message):
         super().__init__()
         self.lines = lines
         self.title = title
+
+
+class AttachReady(Message):
+    """A server picked in the table was looked at: follow it (`view`), or say why not (`problem`)."""
+
+    def __init__(self, view: Any, problem: str = "") -> None:
+        super().__init__()
+        self.view = view
+        self.problem = problem

@@ -21,6 +21,8 @@ from vramtui.core.attach.cmdline import ServerCommand, find_backend, read_comman
 from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.memory.sampling import GpuReading, Sample
 
+_SETTING_WORDS = (("context", "ctx"), ("parallel", "slots"), ("kv_dtype", "KV"), ("gpu_layers", "layers"))
+
 
 @dataclass
 class Server:
@@ -41,6 +43,15 @@ class Server:
     log: str | None = None
     container: str | None = None
     notes: list[str] = field(default_factory=list)
+
+    def settings_line(self) -> str:
+        """`ctx 4096, slots 2, KV q8_0, layers 99*`: what it runs with (* the engine's default)."""
+        shown = []
+        for name, word in _SETTING_WORDS:
+            value = self.params.get(name, self.assumed.get(name))
+            if value is not None:
+                shown.append(f"{word} {value}{'' if name in self.params else '*'}")
+        return ", ".join(shown) or "—"
 
     @property
     def url(self) -> str | None:
@@ -314,7 +325,12 @@ def snapshot(nvml: Any = None, bills: bool = True) -> Snapshot:
     from vramtui.core.memory.sampling import NvmlSource
 
     source = nvml if nvml is not None else NvmlSource()
-    sample = source.sample() if getattr(source, "available", True) else None
+    try:
+        sample = source.sample() if getattr(source, "available", True) else None
+        status = source.status().message if hasattr(source, "status") else ""
+    finally:
+        if nvml is None:
+            source.close()  # ours: NVML's init is counted, each scan must give it back
     servers = find_servers()
     for server in servers:
         server.ports = _ports(server.pids)
@@ -325,7 +341,6 @@ def snapshot(nvml: Any = None, bills: bool = True) -> Snapshot:
         for server in servers:
             bill_of(server, card, estimated_bill)
     memory = psutil.virtual_memory()
-    status = source.status().message if hasattr(source, "status") else ""
     return Snapshot(servers, gpus, memory.total, memory.available, status)
 
 

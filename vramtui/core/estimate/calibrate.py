@@ -242,3 +242,21 @@ def calibration_for(settings: Any, folder: Path | None = None) -> tuple[Calibrat
     if found is not None:
         found.notes = notes
     return found, notes
+
+
+_NOW: dict[tuple[Any, ...], tuple[Calibration | None, list[str]]] = {}
+
+
+def calibration_now(settings: Any) -> tuple[Calibration | None, list[str]]:
+    """`calibration_for`, kept until the store changes (a new record changes its folder's mtime): the
+    estimator pane asks on every keystroke, and reading the store and NVML each time would lag it."""
+    folder = runs_dir()
+    try:
+        stamp = folder.stat().st_mtime_ns
+    except OSError:
+        stamp = None
+    key = (str(folder), stamp, settings.backend, settings.on_gpu, settings.memory.kv_from_budget)
+    if key not in _NOW:
+        _NOW.clear()
+        _NOW[key] = calibration_for(settings)
+    return _NOW[key]

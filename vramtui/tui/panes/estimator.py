@@ -146,6 +146,7 @@ class EstimatorPane(Pane):
         self._info_error: str | None = None
         self.estimate: Any = None
         self.table: Any = None  # the quant x context grid, in the "grid" view
+        self.calibration: Any = None  # earlier runs here (core/estimate/calibrate.py), shown when applied
         self.errors: dict[str, str] = {}
         self.card_from_gpu: str | None = None
         self.gpu_present = False  # set when the sampler finds a GPU
@@ -263,6 +264,7 @@ class EstimatorPane(Pane):
 
     def recompute(self) -> None:
         """Validate every field in place, then estimate (model files are read in a thread)."""
+        from vramtui.core.estimate.calibrate import calibration_now
         from vramtui.core.estimate.estimator import estimate
 
         self.errors = {}
@@ -281,6 +283,9 @@ class EstimatorPane(Pane):
             return
         try:
             settings = self._settings(values)
+            # earlier runs' measured terms on this machine, as `vramtui estimate` applies them
+            self.calibration, _ = calibration_now(settings)
+            settings.calibration = self.calibration
             self.estimate = estimate(info, settings)
             self.table = self._grid(info, settings, path)
         except VramtuiError as error:
@@ -415,7 +420,8 @@ class EstimatorPane(Pane):
         if self.table is not None:
             from vramtui.cli.estimate_table import render_table
 
-            result.update(Text(render_table(self.table, est)))  # the pane scrolls when it is taller
+            line = self.calibration.describe() if self.calibration is not None else None
+            result.update(Text(render_table(self.table, est, line)))  # the pane scrolls when it is taller
             return
         shown = self._bar(text, est)
         text.append("\n")
@@ -452,6 +458,8 @@ class EstimatorPane(Pane):
             )
         for note in list(getattr(est, "notes", []) or []):
             text.append(f"\n• {note}", style="dim")
+        if self.calibration is not None:
+            text.append(f"\n• {self.calibration.describe()} (as vramtui estimate does)", style="dim")
         result.update(text)
 
 

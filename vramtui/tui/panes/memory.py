@@ -123,6 +123,11 @@ class MemoryPane(Pane, can_focus=True):
         yield TextLines(id="mem-note")
         yield MemoryGraph(id="mem-graph")
         yield TextLines(id="mem-readings")
+        scan = getattr(self.app, "server_scan", None)
+        if scan is not None:  # every model server here, under the curve (Enter on one attaches)
+            from vramtui.tui.widgets.servertable import ServerTable
+
+            yield ServerTable(scan, id="mem-servers")
 
     def on_mount(self) -> None:
         super().on_mount()
