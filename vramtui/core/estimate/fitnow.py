@@ -7,6 +7,7 @@ its answer names the share that fits in what is free.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -78,14 +79,15 @@ def fits_now(info: ModelInfo, settings: Settings, now: Any) -> list[FitAnswer]:
 def _on_card(place: str, free: int, total: int | None, info: ModelInfo, settings: Settings) -> FitAnswer:
     if settings.memory.kv_from_budget and total:
         # it takes its share of the whole card, and refuses to start when that share is not free
-        share = min(settings.share, (free - _SHARE_SLACK) / total)
+        # rounded down: --gpu-memory-utilization 0.37 of 80 GiB is more than 0.3687 of it
+        share = math.floor(min(settings.share, (free - _SHARE_SLACK) / total) * 100) / 100
         if share <= 0:
             answer = FitAnswer(place, free, total, False, settings.context or 0, None, None, share=None)
             answer.notes.append("less is free than the engine's runtime needs alone")
             return answer
         sized = replace(settings, device_bytes=total, safety=share, gpus=())
         answer = _answer(place, free, total, info, sized)
-        answer.share = round(share, 2)
+        answer.share = share
         return answer
     return _answer(place, free, total, info, replace(settings, device_bytes=max(free, MIB), gpus=()))
 

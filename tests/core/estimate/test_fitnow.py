@@ -1,0 +1,50 @@
+"""`vramtui ps --fits`: the estimator against what is free on each card now, not the card's total."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vramtui.core.attach.servers import GpuShare, Snapshot
+from vramtui.core.estimate.estimator import Settings, estimate
+from vramtui.core.estimate.fitnow import fits_now
+from vramtui.core.estimate.modelinfo import load_model_info
+
+GIB = 1 << 30
+GPT_OSS = Path(__file__).resolve().parents[2] / "data" / "configs" / "openai--gpt-oss-20b.config.json"
+
+
+def _now(*free_and_total: tuple[int, int]) -> Snapshot:
+    gpus = [
+        GpuShare(index, "NVIDIA H100 80GB HBM3", total, total - free, free)
+        for index, (free, total) in enumerate(free_and_total)
+    ]
+    return Snapshot([], gpus, 128 * GIB, 100 * GIB)
+
+
+def test_vllm_gets_the_share_of_the_card_that_is_free_now() -> None:
+    info = load_model_info(str(GPT_OSS))
+    settings = Settings.from_params({"context": 8192}, backend="vllm", device_bytes=80 * GIB)
+    # another server holds 50 GiB of the 80: vLLM's default 0.92 would refuse to start
+    (answer,) = fits_now(info, settings, _now((30 * GIB, 80 * GIB)))
+    assert answer.share == 0.36  # (30 GiB - 512 MiB) / 80 GiB = 0.3687, rounded down
+    whole = estimate(info, settings)
+    assert answer.fits and answer.needs_bytes <= 30 * GIB < whole.total_bytes
+    # with 12 GiB free, the weights alone (about 13 GiB of MXFP4 experts and bf16 rest) do not fit
+    (short,) = fits_now(info, settings, _now((12 * GIB, 80 * GIB)))
+    assert not short.fits
+
+
+def test_the_card_with_room_comes_first_whatever_its_size() -> None:
+    info = load_model_info(str(GPT_OSS))
+    settings = Settings.from_params({"context": 8192}, backend="llama.cpp", device_bytes=24 * GIB)
+    big_but_full, small_but_free = (2 * GIB, 80 * GIB), (20 * GIB, 24 * GIB)
+    first, second = fits_now(info, settings, _now(big_but_full, small_but_free))
+    assert first.place.startswith("GPU 1") and first.fits
+    assert second.place.startswith("GPU 0") and not second.fits
+
+
+def test_without_a_gpu_it_answers_for_the_host_memory_available() -> None:
+    info = load_model_info(str(GPT_OSS))
+    settings = Settings.from_params({"context": 8192}, backend="llama.cpp", device_bytes=24 * GIB)
+    (answer,) = fits_now(info, settings, Snapshot([], [], 32 * GIB, 8 * GIB))
+    assert answer.place == "host (no GPU here)" and answer.free_bytes == 8 * GIB and not answer.fits
