@@ -79,6 +79,8 @@ def render(shot: Any) -> str:
         name = Path(server.model).name if server.model else "?"
         on_gpus = " ".join(f"GPU{i} {_size(server.gpu_bytes.get(i))}" for i in gpu_indexes) or "no GPU"
         where = f":{server.ports[0]}" if server.ports else ""
+        if server.container:
+            name += f" (in {server.container})"
         lines.append(
             f"  {server.pid:>7}  {server.engine:16} {name[:40]:40} {where:7} {server.settings_line()}"
             f"\n           memory: {on_gpus}; host {_size(server.host_bytes)} ({len(server.pids)} processes)"

@@ -321,6 +321,7 @@ class Snapshot:
 
 def snapshot(nvml: Any = None, bills: bool = True) -> Snapshot:
     """Find the servers, measure them, and bill each (`nvml`: an NvmlSource; None: this machine's)."""
+    from vramtui.core.attach.container import container_of, named
     from vramtui.core.attach.watch import _assumed
     from vramtui.core.memory.sampling import NvmlSource
 
@@ -335,6 +336,8 @@ def snapshot(nvml: Any = None, bills: bool = True) -> Snapshot:
     for server in servers:
         server.ports = _ports(server.pids)
         server.assumed = _assumed(server.command, {})
+        box = named(container_of(server.pid))  # a server in docker or podman: its container, by cgroup
+        server.container = box.label if box is not None else None
     gpus = measure(servers, sample)
     if bills:
         card = gpus[0].total_bytes if gpus else None
