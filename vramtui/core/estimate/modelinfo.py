@@ -655,11 +655,21 @@ def safetensors_bytes(files: Iterable[Path]) -> tuple[int, int, dict[str, int]]:
     return total, elements, by_dtype
 
 
+def _with_modelopt_file(config: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """ModelOpt checkpoints may say how they are quantized in hf_quant_config.json alone (vLLM reads it
+    there): the config gets it as its quantization_config."""
+    quant_file = folder / "hf_quant_config.json"
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    if "quantization_config" in config or "quantization_config" in text or not quant_file.is_file():
+        return config
+    return {**config, "quantization_config": {"quant_method": "modelopt", **read_config_file(quant_file)}}
+
+
 def info_from_hf_folder(folder: Path, exact_params: bool = True) -> ModelInfo:
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise VramtuiError(f"{folder}: no config.json in this folder (is it a Hugging Face model?)")
-    config = read_config_file(config_path)
+    config = _with_modelopt_file(read_config_file(config_path), folder)
     index_path = folder / "model.safetensors.index.json"
     shards = sorted(folder.glob("*.safetensors"))
     # with weights on disk the exact count comes from them; skip building the model
