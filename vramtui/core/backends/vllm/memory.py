@@ -13,7 +13,7 @@ from dataclasses import replace
 from vramtui.core.estimate import devices, recurrent
 from vramtui.core.estimate.accounting import MLA_LATENT, MemoryAccounting
 from vramtui.core.estimate.estimator import Estimate, Settings
-from vramtui.core.estimate.kvcache import kv_bytes_per_token
+from vramtui.core.estimate.kvcache import kv_bytes_per_token, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.weights import dtype_bytes, hf_weights_bytes
 from vramtui.core.memory.parts import HOST, MemoryBill
@@ -59,6 +59,46 @@ def activation_peak(info: ModelInfo, tokens: int, max_seqs: int, tp: int = 1) ->
     # top-k/top-p sort (values + int64 indices) the profile asks for: 24 bytes per vocabulary entry
     activation += min(max_seqs, tokens) * info.vocab * 24
     return activation
+
+
+# vLLM's MXFP4 MoE kernels allocate each expert's matrices padded (Mxfp4MoEMethod.create_weights in
+# vllm/model_executor/layers/quantization/mxfp4.py): Marlin, the kernel of Ampere, Ada and the consumer
+# Blackwell cards (Triton's MXFP4 kernels run on SM 9.0-10.x only), needs n % 256 and k % 128, so the
+# intermediate size per rank is rounded up to 128 and the hidden size to 256 (gpt-oss-20b: w13_weight
+# [32, 5888, 1536] for 2880). Hopper's Triton kernels round only the intermediate size, to 64; datacenter
+# Blackwell's FlashInfer both, to 256. The biases are allocated bf16 at the padded sizes too.
+MXFP4_MARLIN_ALIGN = (128, 256)  # (intermediate per rank, hidden)
+MXFP4_BLOCK = 32
+
+
+def _mxfp4_expert_bytes(inter: int, hidden: int) -> int:
+    """One expert as vLLM allocates it: w13 (2 x inter rows of hidden), w2 (hidden rows of inter), their e2m1
+    codes (half a byte), e8m0 scales (a byte per 32) and bf16 biases."""
+    matrices = 3 * inter * hidden
+    return matrices // 2 + matrices // MXFP4_BLOCK + (2 * inter + hidden) * 2
+
+
+def mxfp4_padding(info: ModelInfo, quant: str | None, tp: int = 1) -> int:
+    """Bytes vLLM's MXFP4 MoE kernels add to a checkpoint's MXFP4 experts by padding them (Marlin's
+    alignment); 0 for any other checkpoint."""
+    spec = info.quant_spec
+    if spec is None or spec.method != "mxfp4" or not spec.experts_only or quant not in (None, info.quant):
+        return 0
+    inter = -(-(info.moe_intermediate or info.intermediate or 0) // max(1, tp))
+    if not info.is_moe or not inter:
+        return 0
+    align_inter, align_hidden = MXFP4_MARLIN_ALIGN
+    padded = _mxfp4_expert_bytes(round_up(inter, align_inter), round_up(info.hidden, align_hidden))
+    stored = _mxfp4_expert_bytes(inter, info.hidden)
+    moe_layers = max(0, info.n_layers - info.n_dense_layers)
+    return (padded - stored) * info.n_experts * moe_layers * max(1, tp)
+
+
+def _mxfp4_note(added: int) -> str:
+    return (
+        f"MXFP4 experts: vLLM's Marlin MoE kernel pads them (intermediate size to 128, hidden size to 256): "
+        f"{added / GIB:.2f} GiB over the checkpoint (Hopper's Triton kernel pads less, B200's FlashInfer more)"
+    )
 
 
 def layer_weights(info: ModelInfo, weights: int) -> int:
@@ -163,6 +203,10 @@ class VllmMemory(MemoryAccounting):
         kv_dtype = self.kv_dtype(info, settings)
         weights, load_peak, wnotes = hf_weights_bytes(info, settings.quant, self.bnb_as_nf4_dq)
         notes += wnotes
+        padding = mxfp4_padding(info, settings.quant, settings.tensor_parallel_size)
+        if padding:
+            weights += padding
+            notes.append(_mxfp4_note(padding))
         per_token = kv_bytes_per_token(info, kv_dtype, "vllm")
         budget = int(settings.device_bytes * settings.share)
         tokens = profile_tokens(context, settings)
