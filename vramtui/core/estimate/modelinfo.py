@@ -125,6 +125,8 @@ class ModelInfo:
     notes: list[str] = field(default_factory=list)
     # a multimodal config.json's vision tower (core/estimate/vision.py): vLLM's profile run sizes it
     vision: Any = None
+    # the vision tower's parameters added to a count made from the text config (they stay 16-bit)
+    vision_params: int = 0
     # layers that differ in heads or MLP width (None: every layer has n_heads and intermediate)
     layer_plan: layerplan.LayerPlan | None = None
 
@@ -511,7 +513,10 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
     _config_experts(info, cfg)
     _config_mla(info, cfg)
     recurrent.from_config(info, cfg)
-    _config_quant_and_params(info, cfg, exact_params)
+    # a nested config's count is the text model's (its own shapes, or transformers building it): the tower
+    # of vision_config is counted here; a flat one's meta-device build has it already
+    tower = vision.tower_params(config, hidden)
+    _config_quant_and_params(info, cfg, exact_params, tower, nested=full is not config)
     info.vision = vision.from_config(config, source, hidden)
     return info
 
@@ -572,7 +577,9 @@ def _config_mla(info: ModelInfo, cfg: dict[str, Any]) -> None:
         info.n_kv_heads = info.n_heads
 
 
-def _config_quant_and_params(info: ModelInfo, cfg: dict[str, Any], exact_params: bool) -> None:
+def _config_quant_and_params(
+    info: ModelInfo, cfg: dict[str, Any], exact_params: bool, tower: int = 0, nested: bool = False
+) -> None:
     qc = cfg.get("quantization_config")
     info.quant_spec = hfquant.spec_from_config(qc)
     info.quant = quant_from_config(qc)
@@ -590,12 +597,17 @@ def _config_quant_and_params(info: ModelInfo, cfg: dict[str, Any], exact_params:
             if meta:
                 info.n_params, info.params_exact = meta, True
                 info.notes.append("parameters counted by building the model on the meta device (cached)")
+                tower = tower if nested else 0
     if not info.n_params:
         info.n_params = count_params_arithmetic(info)
         if exact_params:
             info.notes.append("parameter count from the config's shapes (transformers could not build it)")
         else:
             info.notes.append("parameter count computed from the config's shapes (--no-meta)")
+    if tower:
+        info.n_params += tower
+        info.vision_params = tower
+        info.notes.append(f"vision tower: {tower / 1e9:.3f}B parameters from vision_config, kept 16-bit")
     info.bits_per_weight = q.bits_per_weight(info.quant) if info.quant else q.bits_per_weight(info.dtype)
     if info.quant_spec is not None and info.n_params:  # the average over the quantized and 16-bit parts
         from vramtui.core.estimate.weights import hf_quantized_bytes

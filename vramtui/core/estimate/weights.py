@@ -81,7 +81,7 @@ def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWei
         output = token_embd
     # a parameter count given by the user rules over the shapes we guessed
     if info.n_params and not info.params_exact and planned_params:
-        scale = info.n_params / planned_params
+        scale = (info.n_params - info.vision_params) / planned_params  # the tower is llama.cpp's mmproj
         if abs(scale - 1) > 0.01:
             layers = [int(b * scale) for b in layers]
             token_embd, output, other = int(token_embd * scale), int(output * scale), int(other * scale)
@@ -170,6 +170,9 @@ def hf_quantized_bytes(info: ModelInfo, spec: hfquant.QuantSpec) -> HfWeights:
         if group.kind.endswith("_exps"):
             experts += size
         total += size
+    # the vision tower stays 16-bit (every quantizer's config keeps it: visual, model.visual*, mm_projector)
+    total += info.vision_params * unquantized
+    kept += info.vision_params
     rest = (info.n_params or 0) - quantized - kept
     if rest > 0:
         rate = unquantized if spec.experts_only or not quantized else quantized_bytes / quantized

@@ -135,8 +135,6 @@ def _vision_share(info: ModelInfo, tokens: int, activation: int, notes: list[str
         return 0
     share = profile_share(info.vision, tokens, activation, max_seqs)
     notes.append(share.note())
-    if any("exactly from the config's shapes" in note for note in info.notes):  # the text shapes only
-        notes.append("the vision tower's own weights are not in a count made from the text config's shapes")
     return share.added_bytes
 
 
