@@ -8,8 +8,10 @@ reported as it prints them.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from vramtui.core.backends.vllm import kvpool
+from vramtui.core.backends.vllm.kvpool import hybrid_pool
 from vramtui.core.estimate import devices, recurrent
 from vramtui.core.estimate.accounting import MLA_LATENT, MemoryAccounting
 from vramtui.core.estimate.estimator import Estimate, Settings
@@ -94,6 +96,16 @@ def mxfp4_padding(info: ModelInfo, quant: str | None, tp: int = 1) -> int:
     return (padded - stored) * info.n_experts * moe_layers * max(1, tp)
 
 
+def _loaded_weights(info: ModelInfo, settings: Settings, notes: list[str]) -> tuple[int, int | None]:
+    """(the weights as vLLM allocates them, the load-time peak of a quantization in flight)."""
+    weights, load_peak, said = hf_weights_bytes(info, settings.quant, VLLM.bnb_as_nf4_dq)
+    notes += said
+    padding = mxfp4_padding(info, settings.quant, settings.tensor_parallel_size)
+    if padding:
+        notes.append(_mxfp4_note(padding))
+    return weights + padding, load_peak
+
+
 def _mxfp4_note(added: int) -> str:
     return (
         f"MXFP4 experts: vLLM's Marlin MoE kernel pads them (intermediate size to 128, hidden size to 256): "
@@ -159,6 +171,42 @@ def _recurrent_reservation(
     return seqs * per_seq, seqs
 
 
+@dataclass(frozen=True)
+class KvLayout:
+    """One rank's KV cache as vLLM pages it: its blocks, the capacity it prints, and the bytes."""
+
+    blocks: int
+    block_tokens: int
+    tokens: int
+    kv_bytes: int
+    state_bytes: int = 0
+    notes: tuple[str, ...] = ()
+
+
+def _kv_layout(
+    info: ModelInfo, kv_dtype: str, per_token: int, context: int, max_seqs: int, memory: int, tp: int = 1
+) -> KvLayout:
+    """Blocks of 16 tokens for attention alone; one pool of equal pages for a hybrid (kvpool.py); for a model
+    with no attention, one state per running request."""
+    pool = hybrid_pool(info, kv_dtype, tp, dtype_bytes(info.dtype))
+    if pool is not None:
+        filled = kvpool.fill(pool, memory, context, max_seqs)
+        return KvLayout(
+            filled.blocks, pool.block_tokens, filled.tokens, filled.kv_bytes, filled.state_bytes,
+            (pool.describe(context, filled.blocks),),
+        )  # fmt: skip
+    if info.n_recurrent_layers:
+        state, seqs = _recurrent_reservation(info, context, per_token, max_seqs, memory)
+        block_bytes = BLOCK_TOKENS * per_token
+        blocks = max(0, (memory - state) // block_bytes) if block_bytes else 0
+        tokens = (blocks * BLOCK_TOKENS if block_bytes else seqs * context) if seqs else 0
+        notes = (_state_note(info, state, seqs),) if state else ()
+        return KvLayout(blocks, BLOCK_TOKENS, tokens, blocks * block_bytes, state, notes)
+    block_bytes = BLOCK_TOKENS * per_token
+    blocks = max(0, memory) // block_bytes if block_bytes else 0
+    return KvLayout(blocks, BLOCK_TOKENS, blocks * BLOCK_TOKENS, blocks * block_bytes)
+
+
 def _state_note(info: ModelInfo, state: int, seqs: int) -> str:
     return (
         f"hybrid/recurrent: {info.n_recurrent_layers} of {info.n_layers} layers keep a per-request state "
@@ -199,12 +247,7 @@ class VllmMemory(MemoryAccounting):
 
         max_seqs = settings.parallel or int(serve_defaults(settings.device_bytes, False)["parallel"])  # type: ignore[call-overload]
         kv_dtype = self.kv_dtype(info, settings)
-        weights, load_peak, wnotes = hf_weights_bytes(info, settings.quant, self.bnb_as_nf4_dq)
-        notes += wnotes
-        padding = mxfp4_padding(info, settings.quant, settings.tensor_parallel_size)
-        if padding:
-            weights += padding
-            notes.append(_mxfp4_note(padding))
+        weights, load_peak = _loaded_weights(info, settings, notes)
         per_token = kv_bytes_per_token(info, kv_dtype, "vllm")
         budget = int(settings.device_bytes * settings.share)
         tokens = profile_tokens(context, settings)
@@ -227,21 +270,18 @@ class VllmMemory(MemoryAccounting):
             notes.append(
                 f"KV cache set outright: {settings.kv_cache_memory / GIB:.2f} GiB (the share does not count)"
             )
-        state, state_seqs = _recurrent_reservation(info, context, per_token, max_seqs, kv_available)
-        if state:
-            notes.append(_state_note(info, state, state_seqs))
-        block_bytes = BLOCK_TOKENS * per_token
-        blocks = max(0, (kv_available - state) // block_bytes) if block_bytes else 0
-        kv_tokens = blocks * BLOCK_TOKENS if block_bytes else state_seqs * context
-        if info.n_recurrent_layers and not state_seqs:
-            kv_tokens = 0  # not even one request's state fits
+        cache = _kv_layout(info, kv_dtype, per_token, context, max_seqs, kv_available)
+        notes += cache.notes
+        blocks, kv_tokens, state = cache.blocks, cache.tokens, cache.state_bytes
         reason = None
         if kv_available <= 0:
             notes.append("weights and activations exceed the budget: vLLM fails before the KV cache")
         elif kv_tokens < context:
             reason = _refusal(context, per_token, kv_available, kv_tokens)
             notes.append(reason)
-        notes.append(f"profile run at {tokens} batched tokens; {blocks} KV blocks of {BLOCK_TOKENS} tokens")
+        notes.append(
+            f"profile run at {tokens} batched tokens; {blocks} KV blocks of {cache.block_tokens} tokens"
+        )
         # the KV cache takes what the budget leaves, so the budget's rows add up to at most the budget; the
         # CUDA graphs are captured afterwards, outside it, and only have to fit on the card
         graphs_fit = budget + CUDA_GRAPH_BYTES <= settings.device_bytes
@@ -261,7 +301,7 @@ class VllmMemory(MemoryAccounting):
         bill = MemoryBill()
         for part, nbytes in (
             ("weights", weights),
-            ("kv_cache", blocks * block_bytes),
+            ("kv_cache", cache.kv_bytes),
             ("recurrent_state", state),
             ("compute", activation),
             ("runtime", NON_TORCH_BYTES),
@@ -276,7 +316,7 @@ class VllmMemory(MemoryAccounting):
             parallel=max_seqs,
             weights_bytes=weights,
             weights_host_bytes=host,
-            kv_cache_bytes=blocks * block_bytes,
+            kv_cache_bytes=cache.kv_bytes,
             kv_bytes_per_token=per_token,
             activations_bytes=activation,
             overhead_bytes=NON_TORCH_BYTES,
@@ -316,17 +356,23 @@ def _size_parallel(
     ]
     budgets = [int(cards[rank.index] * settings.share) for rank in ranks]
     free = [b - r.weights_bytes - NON_TORCH_BYTES - activation for b, r in zip(budgets, ranks, strict=True)]
-    blocks = min(
-        max(0, room) // (BLOCK_TOKENS * r.kv_bytes_per_token) for room, r in zip(free, ranks, strict=True)
-    )
-    kv_tokens = blocks * BLOCK_TOKENS
+    # vLLM takes the smallest block count over the workers
+    caches = [
+        _kv_layout(info, kv_dtype, r.kv_bytes_per_token, context, max_seqs, room, tp)
+        for room, r in zip(free, ranks, strict=True)
+    ]
+    tightest = min(caches, key=lambda cache: cache.blocks)
+    blocks, kv_tokens = tightest.blocks, tightest.tokens
     graphs_fit = all(b + CUDA_GRAPH_BYTES <= cards[r.index] for b, r in zip(budgets, ranks, strict=True))
     rows, bill = [], MemoryBill()
+    hybrid = tightest.state_bytes or tightest.block_tokens != BLOCK_TOKENS
     for rank, room in zip(ranks, free, strict=True):
         row = devices.DeviceRow(
             index=rank.index,
             weights_bytes=rank.weights_bytes,
-            kv_cache_bytes=blocks * BLOCK_TOKENS * rank.kv_bytes_per_token,
+            # the tightest rank's block count on every rank (a hybrid's pool is alike on each)
+            kv_cache_bytes=tightest.kv_bytes if hybrid else blocks * BLOCK_TOKENS * rank.kv_bytes_per_token,
+            recurrent_state_bytes=tightest.state_bytes,
             compute_buffer_bytes=activation,
             runtime_bytes=NON_TORCH_BYTES,
             device_bytes=cards[rank.index],
@@ -334,7 +380,11 @@ def _size_parallel(
         ).settle(settings.share)
         row.fits = room > 0 and kv_tokens >= context and graphs_fit
         rows.append(row)
-        for part, nbytes in (("weights", row.weights_bytes), ("kv_cache", row.kv_cache_bytes)):
+        for part, nbytes in (
+            ("weights", row.weights_bytes),
+            ("kv_cache", row.kv_cache_bytes),
+            ("recurrent_state", row.recurrent_state_bytes),
+        ):
             bill.add(rank.index, part, nbytes)  # type: ignore[arg-type]
         bill.add(rank.index, "compute", activation)
         bill.add(rank.index, "runtime", NON_TORCH_BYTES)
@@ -343,7 +393,8 @@ def _size_parallel(
     notes = [
         f"tensor parallel {tp} x pipeline parallel {pp}: {len(ranks)} ranks; KV {per_token:,} B/token per rank "
         f"({devices.kv_heads_per_rank(info.n_kv_heads, tp)} KV head(s) each)",
-        f"profile run at {tokens} batched tokens; {blocks} KV blocks of {BLOCK_TOKENS} tokens on each rank",
+        f"profile run at {tokens} batched tokens; {blocks} KV blocks of {tightest.block_tokens} tokens on each rank",
+        *tightest.notes,
     ]
     if any(hosted):
         notes.append(_offload_note(max(hosted), settings.cpu_offload_gb, len(ranks)))
