@@ -454,7 +454,7 @@ def json_out(args: argparse.Namespace, info: Any, est: Any, engine: Any, calibra
     out["model"] = {
         k: v
         for k, v in info.to_dict().items()
-        if k not in ("notes", "weights_by_dtype", "kv_heads_per_layer")
+        if k not in ("notes", "weights_by_dtype", "kv_heads_per_layer", "layer_plan")
     }
     if est.quant_applied:  # the model as sized, with the type --quant applied
         out["model"].update(quant=est.quant, bits_per_weight=est.bits_per_weight, file_quant=info.quant)

@@ -16,10 +16,15 @@ from pathlib import Path
 import pytest
 
 from vramtui.core.backends.vllm.memory import BLOCK_TOKENS, activation_peak
+from vramtui.core.estimate import modelinfo as mi
+from vramtui.core.estimate import vision
 from vramtui.core.estimate.estimator import Settings, estimate
-from vramtui.core.estimate.modelinfo import load_model_info
+from vramtui.core.estimate.modelinfo import info_from_config, load_model_info
 from vramtui.core.estimate.vision import profile_share
+from vramtui.core.estimate.weights import hf_quantized_bytes
 from vramtui.core.units import GIB
+
+CONFIGS = Path(__file__).resolve().parents[2] / "data" / "configs"
 
 # Qwen/Qwen2.5-VL-7B-Instruct's published config.json (the sizing keys) and preprocessor_config.json.
 QWEN25_VL_7B = {
@@ -135,10 +140,47 @@ def test_a_fixed_size_tower_pools_to_its_tokens(tmp_path: Path) -> None:
     assert profile_share(tower, 8192, 0, max_seqs=4).images == 4  # at most one per sequence
 
 
-def test_a_count_from_the_text_shapes_says_the_towers_weights_are_missing(tmp_path: Path) -> None:
+def test_a_nested_configs_count_has_its_tower(tmp_path: Path) -> None:
+    # issue 23: a count from text_config's shapes left the SigLIP tower out (the hub lists 4.3B parameters)
     gemma = load_model_info(_folder(tmp_path, "gemma", GEMMA3_4B))
+    assert gemma.vision_params == vision.tower_params(GEMMA3_4B, 2560) > 0.4e9
+    assert gemma.n_params == pytest.approx(4.3e9, abs=0.05e9)
     est = estimate(gemma, Settings(backend="vllm", context=8192, device_bytes=24 * GIB))
+    assert est.weights_bytes == gemma.n_params * 2
     assert any("vision encoder: vLLM profiles" in note for note in est.notes)
-    counted_exactly = any("exactly from the config's shapes" in note for note in gemma.notes)
-    said = any("vision tower's own weights are not in" in note for note in est.notes)
-    assert said == counted_exactly
+
+
+QWEN36 = CONFIGS / "Qwen--Qwen3.6-35B-A3B.config.json"
+
+
+def test_qwen36_keeps_its_vision_tower(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mi, "_params_cache_path", lambda: tmp_path / "param_counts.json")
+    config = json.loads(QWEN36.read_text())
+    info = load_model_info(QWEN36, exact_params=False)
+    tower = info.vision
+    # its processor's largest image, 16777216 pixels, in 32 x 32 merged patches: was lost (no tower at all)
+    assert tower is not None and tower.max_tokens == 16384 and tower.out_hidden == 2048
+    text = info_from_config(config["text_config"], "text", exact_params=False)
+    assert info.vision_params == tower.params and info.n_params == text.n_params + tower.params
+    est = estimate(info, Settings(backend="vllm", context=8192, batch=8192, device_bytes=80 * GIB))
+    assert any(note.startswith("vision encoder: vLLM profiles 1 image(s)") for note in est.notes)
+    # a quantized checkpoint keeps the tower 16-bit (QuantTrio's AWQ names `visual` among its kept modules)
+    awq = json.loads((CONFIGS / "QuantTrio--Qwen3.6-35B-A3B-AWQ.quantization_config.json").read_text())
+    quantized = info_from_config({**config, "quantization_config": awq}, "awq", exact_params=False)
+    no_tower = info_from_config({**config, "quantization_config": awq, "vision_config": None}, "awq", False)
+    added = hf_quantized_bytes(quantized, quantized.quant_spec).total
+    added -= hf_quantized_bytes(no_tower, no_tower.quant_spec).total
+    assert added == tower.params * 2
+
+
+def test_the_tower_count_equals_transformers_build_of_it() -> None:
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    modeling = pytest.importorskip("transformers.models.qwen3_5_moe.modeling_qwen3_5_moe")
+    config = json.loads(QWEN36.read_text())
+    conf = transformers.AutoConfig.for_model(
+        config["model_type"], **{k: v for k, v in config.items() if k != "model_type"}
+    )
+    with torch.device("meta"):
+        built = modeling.Qwen3_5MoeVisionModel._from_config(conf.vision_config)
+    assert vision.tower_params(config, 2048) == sum(p.numel() for p in built.parameters())

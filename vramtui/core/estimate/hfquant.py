@@ -17,18 +17,34 @@ scales (and zeros) laid out the way its loader expects; the bytes below are the 
   weights, float32, or with double quantization one byte per block plus a float32 per 256 blocks; 8-bit:
   an int8 per weight and a float32 `SCB` per row.
 - `mxfp4` (gpt-oss): 4-bit codes and one e8m0 scale byte per 32 weights, experts only.
+- NVFP4 (ModelOpt `quant_algo` NVFP4, compressed-tensors `tensor_group` float4, AutoRound `nv_fp4`): packed
+  e2m1 codes (`weight` / `weight_packed` uint8, half a byte each), one e4m3 scale byte per 16 weights, and
+  float32 per-tensor scalars (`weight_scale_2` / `weight_global_scale`, and `input_scale` /
+  `input_global_scale` when activations are quantized too). MXFP8 (ModelOpt): an e4m3 code per weight and an
+  e8m0 scale per 32.
+- ModelOpt FP8: e4m3 codes, a float32 `weight_scale` per tensor (per row for `FP8_PER_CHANNEL_PER_TOKEN`, per
+  128x128 block for `FP8_PB_WO`) and a float32 `input_scale`; `MIXED_PRECISION` lists each quantized module with
+  its own algorithm (the others stay 16-bit). Its `exclude_modules` are globs.
+- AutoRound (`auto-round`): GPTQ's packing (`qweight`, `qzeros` int32, `scales` fp16) without `g_idx` (its
+  auto_gptq packing leaves it out; the gptqmodel packing keeps it); `extra_config` gives modules their own
+  bits (16: not quantized).
+- FP-Quant (`fp_quant`): MXFP4 (or NVFP4) codes and scales as above, a float32 global scale for the weight
+  and one for the activations, and a forward and a backward Hadamard matrix (`hadamard_group_size` squared,
+  bf16) per linear layer.
+- `gptq_marlin` / `awq_marlin` / `marlin` are vLLM's kernels for GPTQ and AWQ checkpoints: sized as those.
 
 Which layers are quantized: every linear layer but the embeddings and lm_head, less the layers the config
 names (`modules_to_not_convert`, `ignored_layers`, `ignore`, `llm_int8_skip_modules`), matched the way each
 loader matches them (a substring of the module name; compressed-tensors: the exact name or `re:REGEX`; `*`
-as a wildcard). A method not listed here stays unknown: `spec_from_config` returns None.
+as a wildcard; ModelOpt: a glob). A method not listed here stays unknown: `spec_from_config` returns None.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 FP8_SCALE_BYTES = 4  # weight_scale_inv / weight_scale are float32
@@ -40,7 +56,7 @@ BNB_NESTED_BLOCK = 256  # double quantization: one float32 per 256 absmax bytes
 class QuantSpec:
     """How one checkpoint stores its quantized linear layers."""
 
-    method: str  # fp8 | compressed-tensors | gptq | awq | bitsandbytes | mxfp4
+    method: str  # fp8 | compressed-tensors | gptq | awq | auto-round | bitsandbytes | nvfp4 | mxfp4 | mxfp8
     bits: int = 8
     group_size: int | None = None  # None: per row (channel); 0: per tensor
     block: tuple[int, int] | None = None  # fp8 weight_block_size
@@ -55,6 +71,12 @@ class QuantSpec:
     experts_only: bool = False
     scale_bytes: int = 2  # bytes of a per-group scale in the model dtype (fp16 / bf16)
     name: str = ""  # vramtui's short name (fp8, gptq-g128, nf4-dq, ...)
+    g_idx: bool = False  # GPTQ's int32 g_idx per input column
+    global_scales: int = 0  # float32 scalars per tensor (NVFP4's weight and input global scales)
+    transform: int = 0  # FP-Quant: the Hadamard block; two such bf16 matrices per layer
+    # per-module layouts (a glob, a module or a prefix of one -> its layout; None: kept 16-bit)
+    overrides: tuple[tuple[str, QuantSpec | None], ...] = ()
+    only_listed: bool = False  # modules no override names stay 16-bit (ModelOpt MIXED_PRECISION)
 
     def describe(self) -> str:
         parts = [self.method, f"{self.bits}-bit {self.kind}"]
@@ -69,6 +91,9 @@ class QuantSpec:
         return ", ".join(parts)
 
 
+MICROSCALED = ("nvfp4", "mxfp4", "mxfp8")
+
+
 def matrix_bytes(spec: QuantSpec, rows: int, cols: int) -> int:
     """Bytes of one quantized `rows x cols` linear weight with its scales, zeros and indices."""
     n = rows * cols
@@ -77,11 +102,16 @@ def matrix_bytes(spec: QuantSpec, rows: int, cols: int) -> int:
         if spec.block:
             b0, b1 = spec.block
             scales = math.ceil(rows / b0) * math.ceil(cols / b1) * FP8_SCALE_BYTES
+        elif spec.group_size is None:  # one float32 per row (output channel)
+            scales = rows * FP8_SCALE_BYTES + (FP8_SCALE_BYTES if spec.static_activations else 0)
         else:
             scales = FP8_SCALE_BYTES * (2 if spec.static_activations else 1)
         return n + scales
-    if method == "mxfp4":
-        return n // 2 + math.ceil(n / 32)
+    if method in MICROSCALED:
+        group = spec.group_size or 32
+        codes = math.ceil(n * spec.bits / 8)
+        hadamard = 2 * spec.transform * spec.transform * 2
+        return codes + math.ceil(n / group) * spec.scale_bytes + spec.global_scales * 4 + hadamard
     if method == "bitsandbytes":
         if spec.bits == 8:
             return n + rows * 4  # int8 codes + float32 SCB per row
@@ -91,9 +121,9 @@ def matrix_bytes(spec: QuantSpec, rows: int, cols: int) -> int:
         return math.ceil(n / 2) + blocks * 4
     groups = _groups_per_row(spec, cols)
     codes = math.ceil(n * spec.bits / 8)
-    if method in ("gptq", "awq"):
+    if method in ("gptq", "awq", "auto-round"):
         zeros = math.ceil(groups * rows * spec.bits / 8)
-        g_idx = cols * 4 if method == "gptq" else 0
+        g_idx = cols * 4 if spec.g_idx else 0
         return codes + zeros + groups * rows * 2 + g_idx
     # compressed-tensors
     if spec.block:
@@ -111,10 +141,43 @@ def _groups_per_row(spec: QuantSpec, cols: int) -> int:
     return math.ceil(cols / spec.group_size)
 
 
+# A multimodal checkpoint names its text model's modules under language_model; vramtui's names are the text
+# model's own (model.layers.N...).
+_LANGUAGE_PREFIXES = ("model.language_model.", "language_model.model.", "language_model.")
+
+
+def _text_name(name: str) -> str:
+    for prefix in _LANGUAGE_PREFIXES:
+        if name.startswith(prefix):
+            return "model." + name[len(prefix) :]
+    return name
+
+
+def _names_module(pattern: str, module: str) -> bool:
+    """A glob, the module itself, or a module that contains it (`...mlp.experts` names every expert)."""
+    pattern = _text_name(pattern)
+    if any(c in pattern for c in "*?["):
+        return fnmatch.fnmatchcase(module, pattern) or fnmatch.fnmatchcase(module, pattern + ".*")
+    return module == pattern or module.startswith(pattern + ".")
+
+
+def spec_for_module(spec: QuantSpec, module: str) -> QuantSpec | None:
+    """The layout `module` is stored in: the config's own, a per-module one, or None (kept 16-bit)."""
+    for pattern, layout in spec.overrides:
+        if _names_module(pattern, module):
+            return layout
+    if spec.only_listed or is_skipped(spec, module):
+        return None
+    return spec
+
+
 def is_skipped(spec: QuantSpec, module: str) -> bool:
     """Whether the config keeps `module` (a dotted HF module name) unquantized."""
     for pattern in spec.skip:
-        if spec.skip_style == "ct":
+        if spec.skip_style == "glob":
+            if _names_module(pattern, module):
+                return True
+        elif spec.skip_style == "ct":
             if pattern.startswith("re:"):
                 if re.match(pattern[3:], module):
                     return True
@@ -174,6 +237,7 @@ def _gptq_awq(method: str, qc: dict[str, Any]) -> QuantSpec:
         symmetric=bool(qc.get("sym", not qc.get("zero_point", True))),
         skip=_names(qc, "modules_to_not_convert"),
         quantizes_lm_head=bool(qc.get("lm_head")),
+        g_idx=method == "gptq",
         name=name,
     )
 
@@ -227,8 +291,10 @@ def _compressed_tensors(qc: dict[str, Any]) -> QuantSpec | None:
             quantizes_lm_head=True,
             name="fp8" if kind == "float" else "int8",
         )
+    if bits == 4 and kind == "float":
+        return _ct_float4(qc, chosen, strategy, groups)
     if bits not in (4, 8) or strategy in ("block", "tensor_group"):
-        return None  # NVFP4 (tensor_group) and other schemes: not laid out here
+        return None  # other schemes: not laid out here
     group_size = _positive(chosen.get("group_size"), 128) if strategy == "group" else None
     if strategy == "tensor":
         group_size = 0
@@ -250,15 +316,164 @@ def _compressed_tensors(qc: dict[str, Any]) -> QuantSpec | None:
     )
 
 
+def _ct_float4(qc: dict[str, Any], weights: dict[str, Any], strategy: str, groups: dict) -> QuantSpec:
+    """compressed-tensors' NVFP4 (`tensor_group`, groups of 16, e4m3 scales and a float32 global scale, a
+    second one for the activations when they are quantized) and MXFP4 (groups of 32, e8m0 scales)."""
+    group = _positive(weights.get("group_size"), 16 if strategy == "tensor_group" else 32)
+    activations = any(isinstance(g, dict) and g.get("input_activations") for g in groups.values())
+    nvfp4 = strategy == "tensor_group" or group == 16
+    return QuantSpec(
+        "nvfp4" if nvfp4 else "mxfp4",
+        bits=4,
+        kind="float",
+        group_size=group,
+        scale_bytes=1,
+        global_scales=(2 if activations else 1) if nvfp4 else 0,
+        skip=_names(qc, "ignore"),
+        skip_style="ct",
+        quantizes_router=True,
+        quantizes_lm_head=True,
+        name="nvfp4" if nvfp4 else "mxfp4",
+    )
+
+
+def _nvfp4(group: int = 16, activations: bool = True, **fields: Any) -> QuantSpec:
+    return QuantSpec(
+        "nvfp4",
+        bits=4,
+        kind="float",
+        group_size=group,
+        scale_bytes=1,
+        global_scales=2 if activations else 1,
+        name="nvfp4",
+        **fields,
+    )
+
+
+def _modelopt_algo(algo: str, group: Any, skip: tuple[str, ...] = ()) -> QuantSpec | None:
+    """One ModelOpt `quant_algo` as its export writes the tensors."""
+    algo = algo.upper()
+    common: dict[str, Any] = {"skip": skip, "skip_style": "glob"}
+    if algo in ("NVFP4", "W4A16_NVFP4", "NVFP4_AWQ"):
+        return _nvfp4(_positive(group, 16), activations=algo != "W4A16_NVFP4", **common)
+    if algo == "MXFP8":
+        return QuantSpec("mxfp8", bits=8, kind="float", group_size=32, scale_bytes=1, name="mxfp8", **common)
+    if algo in ("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO"):
+        fields: dict[str, Any] = {"group_size": 0, "static_activations": algo == "FP8"}
+        if algo == "FP8_PER_CHANNEL_PER_TOKEN":
+            fields["group_size"] = None
+        if algo == "FP8_PB_WO":
+            fields["block"] = (128, 128)
+        return QuantSpec("fp8", bits=8, kind="float", name="fp8", **fields, **common)
+    return None
+
+
+def _modelopt(qc: dict[str, Any]) -> QuantSpec | None:
+    """ModelOpt's unified checkpoint: config.json's quantization_config or hf_quant_config.json's
+    `quantization` (the same keys)."""
+    body = qc.get("quantization") if isinstance(qc.get("quantization"), dict) else qc
+    algo = str(body.get("quant_algo") or "").upper()
+    skip = _names(body, "exclude_modules", "ignore")
+    if algo == "MIXED_PRECISION":
+        layers = body.get("quantized_layers")
+        if not isinstance(layers, dict) or not layers:
+            return None
+        overrides = []
+        for module, cfg in layers.items():
+            cfg = cfg if isinstance(cfg, dict) else {}
+            layout = _modelopt_algo(str(cfg.get("quant_algo", "")), cfg.get("group_size"))
+            if layout is None:
+                return None  # an algorithm not laid out here: the whole checkpoint stays unknown
+            overrides.append((str(module), layout))
+        names = [layout.name for _, layout in overrides if layout]
+        main = max(set(names), key=names.count)
+        return QuantSpec(
+            "modelopt", bits=4 if main == "nvfp4" else 8, kind="float", overrides=tuple(overrides),
+            only_listed=True, skip=skip, skip_style="glob", name=main,
+        )  # fmt: skip
+    return _modelopt_algo(algo, body.get("group_size"), skip)
+
+
+def _auto_round_layout(qc: dict[str, Any], skip: tuple[str, ...] = ()) -> QuantSpec | None:
+    bits = _positive(qc.get("bits"), 4)
+    if bits >= 16:
+        return None
+    data_type = str(qc.get("data_type") or "int").lower()
+    group = qc.get("group_size", 128)
+    if "nv_fp" in data_type or data_type.startswith("nvfp"):
+        return _nvfp4(16, activations=_positive(qc.get("act_bits"), 16) <= 8, skip=skip)
+    if "mx_fp" in data_type or data_type.startswith("mxfp"):
+        name = "mxfp4" if bits == 4 else "mxfp8"
+        return QuantSpec(name, bits=bits, kind="float", group_size=32, scale_bytes=1, skip=skip, name=name)
+    if data_type != "int":
+        return None
+    packing = str(qc.get("packing_format") or qc.get("backend") or "auto_round:auto_gptq").lower()
+    group_size = None if group == -1 else _positive(group, 128)
+    suffix = f"-g{group_size}" if group_size else "-g-1"
+    return QuantSpec(
+        "auto-round",
+        bits=bits,
+        group_size=group_size,
+        symmetric=bool(qc.get("sym", True)),
+        skip=skip,
+        g_idx="gptqmodel" in packing,
+        name=f"gptq{suffix}" if bits == 4 else f"gptq-{bits}bit{suffix}",
+    )
+
+
+def _auto_round(qc: dict[str, Any]) -> QuantSpec | None:
+    """AutoRound's export: the GPTQ / AWQ packing or NVFP4 / MXFP, and `extra_config`'s modules their own."""
+    base = _auto_round_layout(qc)
+    if base is None:
+        return None
+    overrides = []
+    extra = qc.get("extra_config")
+    for module, cfg in extra.items() if isinstance(extra, dict) else ():
+        if isinstance(cfg, dict):
+            overrides.append((str(module), _auto_round_layout({**qc, **cfg})))
+    return replace(base, overrides=tuple(overrides))
+
+
+def _fp_quant(qc: dict[str, Any]) -> QuantSpec | None:
+    """FP-Quant (vLLM's FPQuantConfig keys): MXFP4 or NVFP4 codes, two float32 global scales and the forward
+    and backward Hadamard matrices per layer; a pseudo-quantized checkpoint (16-bit weights) is not laid out."""
+    if qc.get("pseudoquantization") or qc.get("store_master_weights"):
+        return None
+    nvfp4 = "nvfp4" in str(qc.get("forward_dtype", "mxfp4")).lower()
+    return QuantSpec(
+        "nvfp4" if nvfp4 else "mxfp4",
+        bits=4,
+        kind="float",
+        group_size=16 if nvfp4 else 32,
+        scale_bytes=1,
+        global_scales=2,
+        transform=_positive(qc.get("hadamard_group_size"), 32),
+        skip=_names(qc, "modules_to_not_convert"),
+        name="nvfp4" if nvfp4 else "mxfp4",
+    )
+
+
+_MARLIN = {"gptq_marlin": "gptq", "marlin": "gptq", "awq_marlin": "awq"}
+_MODELOPT = ("modelopt", "modelopt_fp4", "modelopt_fp8", "modelopt_mxfp8", "modelopt_mixed")
+_AUTO_ROUND = ("auto-round", "auto_round", "intel/auto-round", "inc")
+
+
 def spec_from_config(qc: Any) -> QuantSpec | None:
     """The layout a `quantization_config` describes; None when there is none or vramtui does not know it."""
     if not isinstance(qc, dict):
         return None
     method = str(qc.get("quant_method", "")).lower()
+    method = _MARLIN.get(method, method)
     if method in ("fp8", "fbgemm_fp8"):
         return _fp8(qc)
     if method in ("gptq", "awq"):
         return _gptq_awq(method, qc)
+    if method in _MODELOPT:
+        return _modelopt(qc)
+    if method in _AUTO_ROUND:
+        return _auto_round(qc)
+    if method == "fp_quant":
+        return _fp_quant(qc)
     if method == "bitsandbytes" or (not method and (qc.get("load_in_4bit") or qc.get("load_in_8bit"))):
         return _bnb(qc)
     if method == "compressed-tensors":
@@ -269,6 +484,7 @@ def spec_from_config(qc: Any) -> QuantSpec | None:
             bits=4,
             kind="float",
             group_size=32,
+            scale_bytes=1,
             skip=_names(qc, "modules_to_not_convert"),
             experts_only=True,
             name="mxfp4",
@@ -296,4 +512,6 @@ def spec_from_name(name: str) -> QuantSpec | None:
         return _fp8({})
     if key == "mxfp4":
         return spec_from_config({"quant_method": "mxfp4"})
+    if key in ("nvfp4", "mxfp8"):
+        return _modelopt_algo(key, None, ("lm_head",))
     return None

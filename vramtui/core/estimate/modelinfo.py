@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtui.core.errors import VramtuiError
-from vramtui.core.estimate import hfquant, recurrent, vision
+from vramtui.core.estimate import hfquant, layerplan, recurrent, vision
 from vramtui.core.estimate import quant as q
 
 # safetensors dtype -> bytes per element
@@ -125,11 +125,33 @@ class ModelInfo:
     notes: list[str] = field(default_factory=list)
     # a multimodal config.json's vision tower (core/estimate/vision.py): vLLM's profile run sizes it
     vision: Any = None
+    # the vision tower's parameters added to a count made from the text config (they stay 16-bit)
+    vision_params: int = 0
+    # layers that differ in heads or MLP width (None: every layer has n_heads and intermediate)
+    layer_plan: layerplan.LayerPlan | None = None
 
     def kv_heads_at(self, layer: int) -> int:
         if self.kv_heads_per_layer and layer < len(self.kv_heads_per_layer):
             return self.kv_heads_per_layer[layer]
         return self.n_kv_heads
+
+    def heads_at(self, layer: int) -> int:
+        plan = self.layer_plan
+        return plan.heads[layer] if plan and layer < len(plan.heads) else self.n_heads
+
+    def ffn_at(self, layer: int) -> int:
+        plan = self.layer_plan
+        if plan and layer < len(plan.ffn):
+            return plan.ffn[layer]
+        return self.intermediate or 4 * self.hidden
+
+    def replaced_by_linear(self, layer: int) -> tuple[bool, bool]:
+        """(attention, MLP) of this layer replaced by one hidden x hidden linear."""
+        plan = self.layer_plan
+        if plan is None:
+            return False, False
+        attn = layer < len(plan.attn_linear) and plan.attn_linear[layer]
+        return attn, layer < len(plan.ffn_linear) and plan.ffn_linear[layer]
 
     def is_recurrent(self, layer: int) -> bool:
         flags = self.recurrent_flags
@@ -140,8 +162,10 @@ class ModelInfo:
         return sum(1 for flag in (self.recurrent_flags or ())[: self.n_layers] if flag)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k not in ("layer_bytes", "layer_tensors", "vision")}
+        skip = ("layer_bytes", "layer_tensors", "vision", "layer_plan")
+        out = {k: v for k, v in self.__dict__.items() if k not in skip}
         out["vision"] = asdict(self.vision) if self.vision is not None else None
+        out["layer_plan"] = asdict(self.layer_plan) if self.layer_plan is not None else None
         out["kv_heads_per_layer"] = list(self.kv_heads_per_layer) if self.kv_heads_per_layer else None
         out["recurrent_flags"] = list(self.recurrent_flags) if self.recurrent_flags else None
         out["quant_spec"] = asdict(self.quant_spec) if self.quant_spec else None
@@ -173,51 +197,80 @@ def tensor_groups(info: ModelInfo) -> list[TensorGroup]:
     if not info.tied_embeddings:
         groups.append(TensorGroup("output", -1, v, h))
     groups.append(TensorGroup("norm", -1, 1, h))
-    ff = info.intermediate or 4 * h
     for layer in range(info.n_layers):
-        groups.append(TensorGroup("norm", layer, 1, 2 * h))
-        if info.kv_lora_rank:
-            nope = info.qk_nope_head_dim or info.head_dim_k - info.qk_rope_head_dim
-            rope, hv = info.qk_rope_head_dim, info.head_dim_v
-            if info.q_lora_rank:
-                groups.append(TensorGroup("attn_q_a", layer, info.q_lora_rank, h))
-                groups.append(TensorGroup("attn_q_b", layer, info.n_heads * (nope + rope), info.q_lora_rank))
-            else:
-                groups.append(TensorGroup("attn_q", layer, info.n_heads * (nope + rope), h))
-            groups.append(TensorGroup("attn_kv_a_mqa", layer, info.kv_lora_rank + rope, h))
-            groups.append(TensorGroup("attn_kv_b", layer, info.n_heads * (nope + hv), info.kv_lora_rank))
-            groups.append(TensorGroup("attn_output", layer, h, info.n_heads * hv))
+        attention = _attention_groups(info, layer)
+        ffn = _ffn_groups(info, layer)
+        # a norm before each block the layer has (a no-op block has none)
+        norms = (1 if attention else 0) + (1 if ffn else 0)
+        if norms:
+            groups.append(TensorGroup("norm", layer, 1, norms * h))
+        groups += attention + ffn
+    return groups
+
+
+def _attention_groups(info: ModelInfo, layer: int) -> list[TensorGroup]:
+    h = info.hidden
+    if info.replaced_by_linear(layer)[0]:
+        return [TensorGroup("attn_output", layer, h, h)]  # DeciLM's linear_attn (llama.cpp: wo alone)
+    if info.kv_lora_rank:
+        nope = info.qk_nope_head_dim or info.head_dim_k - info.qk_rope_head_dim
+        rope, hv = info.qk_rope_head_dim, info.head_dim_v
+        groups = []
+        if info.q_lora_rank:
+            groups.append(TensorGroup("attn_q_a", layer, info.q_lora_rank, h))
+            groups.append(TensorGroup("attn_q_b", layer, info.n_heads * (nope + rope), info.q_lora_rank))
         else:
-            q_rows = info.n_heads * info.head_dim_k
-            k_rows = info.kv_heads_at(layer) * info.head_dim_k
-            v_rows = info.kv_heads_at(layer) * info.head_dim_v
-            if info.fused_qkv:
-                groups.append(TensorGroup("attn_qkv", layer, q_rows + k_rows + v_rows, h))
-            else:
-                groups.append(TensorGroup("attn_q", layer, q_rows, h))
-                groups.append(TensorGroup("attn_k", layer, k_rows, h))
-                groups.append(TensorGroup("attn_v", layer, v_rows, h))
-            groups.append(TensorGroup("attn_output", layer, h, info.n_heads * info.head_dim_v))
-            if info.attn_bias:
-                groups.append(TensorGroup("bias", layer, 1, q_rows + k_rows + v_rows))
-        if info.is_moe and layer >= info.n_dense_layers:
-            moe_ff = info.moe_intermediate or ff
-            groups.append(TensorGroup("ffn_gate_inp", layer, info.n_experts, h))
-            groups.append(TensorGroup("ffn_gate_exps", layer, moe_ff, h, info.n_experts))
-            groups.append(TensorGroup("ffn_up_exps", layer, moe_ff, h, info.n_experts))
-            groups.append(TensorGroup("ffn_down_exps", layer, h, moe_ff, info.n_experts))
-            shared = info.shared_intermediate or (moe_ff * info.n_shared_experts)
-            if shared:
-                groups.append(TensorGroup("ffn_gate_shexp", layer, shared, h))
-                groups.append(TensorGroup("ffn_up_shexp", layer, shared, h))
-                groups.append(TensorGroup("ffn_down_shexp", layer, h, shared))
-        else:
-            if info.ffn_gated:
-                groups.append(TensorGroup("ffn_gate", layer, ff, h))
-            groups.append(TensorGroup("ffn_up", layer, ff, h))
-            groups.append(TensorGroup("ffn_down", layer, h, ff))
-            if not info.ffn_gated and info.attn_bias:  # GPT-NeoX style: biases everywhere
-                groups.append(TensorGroup("bias", layer, 1, ff + 2 * h))
+            groups.append(TensorGroup("attn_q", layer, info.n_heads * (nope + rope), h))
+        groups.append(TensorGroup("attn_kv_a_mqa", layer, info.kv_lora_rank + rope, h))
+        groups.append(TensorGroup("attn_kv_b", layer, info.n_heads * (nope + hv), info.kv_lora_rank))
+        groups.append(TensorGroup("attn_output", layer, h, info.n_heads * hv))
+        return groups
+    heads = info.heads_at(layer)
+    if not heads:
+        return []
+    q_rows = heads * info.head_dim_k
+    k_rows = info.kv_heads_at(layer) * info.head_dim_k
+    v_rows = info.kv_heads_at(layer) * info.head_dim_v
+    if info.fused_qkv:
+        groups = [TensorGroup("attn_qkv", layer, q_rows + k_rows + v_rows, h)]
+    else:
+        groups = [
+            TensorGroup("attn_q", layer, q_rows, h),
+            TensorGroup("attn_k", layer, k_rows, h),
+            TensorGroup("attn_v", layer, v_rows, h),
+        ]
+    groups.append(TensorGroup("attn_output", layer, h, heads * info.head_dim_v))
+    if info.attn_bias:
+        groups.append(TensorGroup("bias", layer, 1, q_rows + k_rows + v_rows))
+    return groups
+
+
+def _ffn_groups(info: ModelInfo, layer: int) -> list[TensorGroup]:
+    h = info.hidden
+    if info.replaced_by_linear(layer)[1]:
+        return [TensorGroup("ffn_linear", layer, h, h)]  # DeciLM's linear_mlp
+    ff = info.ffn_at(layer)
+    if info.is_moe and layer >= info.n_dense_layers:
+        moe_ff = info.moe_intermediate or ff
+        groups = [
+            TensorGroup("ffn_gate_inp", layer, info.n_experts, h),
+            TensorGroup("ffn_gate_exps", layer, moe_ff, h, info.n_experts),
+            TensorGroup("ffn_up_exps", layer, moe_ff, h, info.n_experts),
+            TensorGroup("ffn_down_exps", layer, h, moe_ff, info.n_experts),
+        ]
+        shared = info.shared_intermediate or (moe_ff * info.n_shared_experts)
+        if shared:
+            groups.append(TensorGroup("ffn_gate_shexp", layer, shared, h))
+            groups.append(TensorGroup("ffn_up_shexp", layer, shared, h))
+            groups.append(TensorGroup("ffn_down_shexp", layer, h, shared))
+        return groups
+    if not ff:
+        return []
+    groups = [TensorGroup("ffn_gate", layer, ff, h)] if info.ffn_gated else []
+    groups.append(TensorGroup("ffn_up", layer, ff, h))
+    groups.append(TensorGroup("ffn_down", layer, h, ff))
+    if not info.ffn_gated and info.attn_bias:  # GPT-NeoX style: biases everywhere
+        groups.append(TensorGroup("bias", layer, 1, ff + 2 * h))
     return groups
 
 
@@ -269,6 +322,8 @@ _EXTRA_LAYER_PARAMS: dict[str, Callable[[ModelInfo], int]] = {
     "gemma3_text": lambda info: 2 * info.hidden + _per_layer_norms(info),
     # q_norm over every query head, k_norm over the KV heads
     "olmo2": lambda info: (info.n_heads + info.n_kv_heads) * info.head_dim_k,
+    # DeciLM / Nemotron-NAS: per-layer matrices and RMSNorm weights only (its plan lays them out)
+    "nemotron-nas": lambda info: 0,
     # the shared expert's gate (one row of hidden) in every MoE layer
     "qwen2_moe": lambda info: info.hidden if info.shared_intermediate or info.n_shared_experts else 0,
 }
@@ -419,12 +474,14 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
     """ModelInfo from a parsed config.json (the text part of multimodal models)."""
     if not isinstance(config, dict):
         raise VramtuiError(f"{source}: config.json is not a JSON object")
-    cfg = _text_config(config)
+    full = _text_config(config)
+    cfg = layerplan.scalar_view(full)  # per-layer lists read as their largest here, per layer below
     model_type = str(cfg.get("model_type") or config.get("model_type") or "llama")
     n_layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
     hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
     n_heads = _int(cfg, "num_attention_heads", "n_head")
     _require_shape(cfg, source, num_hidden_layers=n_layers, hidden_size=hidden, num_attention_heads=n_heads)
+    per_layer = layerplan.from_config(full, source, n_layers, hidden, n_heads)
     n_kv = _int(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", default=n_heads) or n_heads
     head_dim = _int(cfg, "head_dim") or hidden // n_heads
     vocab = _int(cfg, "vocab_size", default=32000) or 32000
@@ -450,13 +507,32 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
     )
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     info.dtype = q.ALIASES.get(dtype.replace("torch.", ""), "bf16")
+    if per_layer is not None:
+        _apply_per_layer(info, per_layer)
     _config_sliding_window(info, cfg)
     _config_experts(info, cfg)
     _config_mla(info, cfg)
     recurrent.from_config(info, cfg)
-    _config_quant_and_params(info, cfg, exact_params)
+    # a nested config's count is the text model's (its own shapes, or transformers building it): the tower
+    # of vision_config is counted here; a flat one's meta-device build has it already
+    tower = vision.tower_params(config, hidden)
+    _config_quant_and_params(info, cfg, exact_params, tower, nested=full is not config)
     info.vision = vision.from_config(config, source, hidden)
     return info
+
+
+def _apply_per_layer(info: ModelInfo, per_layer: layerplan.PerLayer) -> None:
+    """Each layer's own heads, KV heads and MLP width; the scalars keep the largest (the widest activation)."""
+    if per_layer.kv_heads is not None:
+        info.kv_heads_per_layer = per_layer.kv_heads
+        info.n_kv_heads = max(per_layer.kv_heads, default=0) or info.n_kv_heads
+    plan = per_layer.plan
+    if plan is None:
+        return
+    info.layer_plan = plan
+    info.n_heads = max(plan.heads, default=0) or info.n_heads
+    info.intermediate = max(plan.ffn, default=0) or info.intermediate
+    info.notes.append(plan.describe())
 
 
 def _config_sliding_window(info: ModelInfo, cfg: dict[str, Any]) -> None:
@@ -501,7 +577,9 @@ def _config_mla(info: ModelInfo, cfg: dict[str, Any]) -> None:
         info.n_kv_heads = info.n_heads
 
 
-def _config_quant_and_params(info: ModelInfo, cfg: dict[str, Any], exact_params: bool) -> None:
+def _config_quant_and_params(
+    info: ModelInfo, cfg: dict[str, Any], exact_params: bool, tower: int = 0, nested: bool = False
+) -> None:
     qc = cfg.get("quantization_config")
     info.quant_spec = hfquant.spec_from_config(qc)
     info.quant = quant_from_config(qc)
@@ -519,12 +597,17 @@ def _config_quant_and_params(info: ModelInfo, cfg: dict[str, Any], exact_params:
             if meta:
                 info.n_params, info.params_exact = meta, True
                 info.notes.append("parameters counted by building the model on the meta device (cached)")
+                tower = tower if nested else 0
     if not info.n_params:
         info.n_params = count_params_arithmetic(info)
         if exact_params:
             info.notes.append("parameter count from the config's shapes (transformers could not build it)")
         else:
             info.notes.append("parameter count computed from the config's shapes (--no-meta)")
+    if tower:
+        info.n_params += tower
+        info.vision_params = tower
+        info.notes.append(f"vision tower: {tower / 1e9:.3f}B parameters from vision_config, kept 16-bit")
     info.bits_per_weight = q.bits_per_weight(info.quant) if info.quant else q.bits_per_weight(info.dtype)
     if info.quant_spec is not None and info.n_params:  # the average over the quantized and 16-bit parts
         from vramtui.core.estimate.weights import hf_quantized_bytes
@@ -584,11 +667,21 @@ def safetensors_bytes(files: Iterable[Path]) -> tuple[int, int, dict[str, int]]:
     return total, elements, by_dtype
 
 
+def _with_modelopt_file(config: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """ModelOpt checkpoints may say how they are quantized in hf_quant_config.json alone (vLLM reads it
+    there): the config gets it as its quantization_config."""
+    quant_file = folder / "hf_quant_config.json"
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    if "quantization_config" in config or "quantization_config" in text or not quant_file.is_file():
+        return config
+    return {**config, "quantization_config": {"quant_method": "modelopt", **read_config_file(quant_file)}}
+
+
 def info_from_hf_folder(folder: Path, exact_params: bool = True) -> ModelInfo:
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise VramtuiError(f"{folder}: no config.json in this folder (is it a Hugging Face model?)")
-    config = read_config_file(config_path)
+    config = _with_modelopt_file(read_config_file(config_path), folder)
     index_path = folder / "model.safetensors.index.json"
     shards = sorted(folder.glob("*.safetensors"))
     # with weights on disk the exact count comes from them; skip building the model
@@ -825,6 +918,13 @@ def info_from_gguf(path: Path) -> ModelInfo:
         params_exact=True,
     )
     _gguf_experts_mla_swa(info, reader, key)
+    info.layer_plan = layerplan.from_gguf(
+        arch,
+        n_layers,
+        _field(reader, f"{a}.attention.head_count"),
+        kv_field,
+        _field(reader, f"{a}.feed_forward_length"),
+    )
     recurrent.from_gguf(info, lambda name: _field(reader, f"{a}.{name}"), key)
     return info
 
@@ -928,6 +1028,8 @@ def apply_overrides(info: ModelInfo, **flags: Any) -> ModelInfo:
         changes["head_dim_k"] = changes["head_dim_v"] = int(flags["head_dim"])
     if "n_kv_heads" in changes:
         changes["kv_heads_per_layer"] = None
+    if {"n_layers", "n_heads", "hidden"} & set(changes):
+        changes["layer_plan"] = None  # the per-layer shapes no longer describe this model
     shape_changed = bool(changes)
     if flags.get("params") is not None:
         changes["n_params"] = int(flags["params"])

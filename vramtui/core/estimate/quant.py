@@ -75,6 +75,9 @@ _HF_BPW: dict[str, float] = {
     "nf4": 4.5,
     "fp4": 4.5,
     "nf4-dq": 4 + 8 / 64 + 32 / (64 * 256),
+    # an e2m1 code and an e4m3 scale per 16 (NVFP4); an e4m3 code and an e8m0 scale per 32 (MXFP8)
+    "nvfp4": 4 + 8 / 16,
+    "mxfp8": 8 + 8 / 32,
 }
 
 ALIASES: dict[str, str] = {
@@ -139,7 +142,7 @@ def bits_per_weight(name: str, group_size: int | None = None) -> float:
 def is_hf_quant(name: str) -> bool:
     """Quantizations that leave embeddings, lm_head and norms in 16-bit (bnb, GPTQ, AWQ, fp8, int8)."""
     key = normalize_quant(name)
-    return key in ("fp8", "int8", "nf4", "fp4", "nf4-dq") or key.startswith(("gptq", "awq"))
+    return key in ("fp8", "int8", "nf4", "fp4", "nf4-dq", "nvfp4", "mxfp8") or key.startswith(("gptq", "awq"))
 
 
 # KV cache element sizes (bytes per element). ggml block types: q8_0 is 34 bytes per 32, q4_0 18 per 32.

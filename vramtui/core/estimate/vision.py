@@ -20,12 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# The image processors' default largest image, in pixels, where preprocessor_config.json says nothing.
+# The image processors' default largest image, in pixels, where preprocessor_config.json says nothing:
+# Qwen2-VL's processor 12845056 (max_pixels), Qwen3-VL's and Qwen3.5's 16777216 (size.longest_edge).
 DEFAULT_MAX_PIXELS = {
     "qwen2_vl": 12845056,
     "qwen2_5_vl": 12845056,
     "qwen3_vl": 16777216,
     "qwen3_vl_moe": 16777216,
+    "qwen3_5": 16777216,
+    "qwen3_5_moe": 16777216,
 }
 ACT_BYTES = 2  # the tower runs in the model's 16-bit dtype
 
@@ -42,6 +45,7 @@ class VisionTower:
     max_tokens: int  # embeddings of the largest image, after merging or pooling (what the decoder sees)
     max_patches: int  # the patches the tower's layers run on for that image
     out_hidden: int  # the embeddings' width (the text model's hidden size)
+    params: int = 0  # the tower's and its merger's parameters (tower_params)
 
 
 def _int(cfg: dict[str, Any], *keys: str) -> int:
@@ -65,7 +69,44 @@ def _max_pixels(folder: Path | None, model_type: str) -> int:
             found = _int(data, "max_pixels") or _int(size, "longest_edge", "max_pixels")
             if found:
                 return found
-    return DEFAULT_MAX_PIXELS.get(model_type, 0)
+    return _default_max_pixels(model_type)
+
+
+def tower_params(config: dict[str, Any], text_hidden: int) -> int:
+    """Parameters of a config.json's vision tower, as ViTs lay them out: the patch embedding (in_channels x
+    temporal patch x patch^2 per width, and a bias), learned positions, per block two LayerNorms, qkv and its
+    output projection, an MLP (gated when its act is SiLU, as Qwen2.5-VL's; two matrices otherwise), all with
+    biases; then the merger (Qwen-VL's PatchMerger: a norm, a merge^2 x width square and the projection to the
+    text width), once more per deepstack merger (Qwen3-VL). 0 when the config has no vision_config."""
+    vc = config.get("vision_config")
+    if not isinstance(vc, dict):
+        return 0
+    h = _int(vc, "hidden_size", "embed_dim", "width")
+    layers = _int(vc, "num_hidden_layers", "depth", "layers")
+    patch = _int(vc, "patch_size")
+    if not (h and layers and patch):
+        return 0
+    inter = _int(vc, "intermediate_size", "mlp_dim") or 4 * h
+    channels = (_int(vc, "in_channels", "in_chans", "num_channels") or 3) * (
+        _int(vc, "temporal_patch_size") or 1
+    )
+    image = _int(vc, "image_size")
+    positions = _int(vc, "num_position_embeddings") or ((image // patch) ** 2 if image else 0)
+    gated = str(vc.get("hidden_act", "")).lower() == "silu"
+    mlp = (3 if gated else 2) * h * inter + (2 * inter if gated else inter) + h
+    block = 4 * h + 3 * h * h + 3 * h + h * h + h + mlp
+    merge = _int(vc, "spatial_merge_size") or 1
+    wide = h * merge * merge
+    out = _int(vc, "out_hidden_size") or text_hidden
+    merger = wide * wide + wide + wide * out + out  # its norm: over the width before the shuffle (2h)
+    deepstack = vc.get("deepstack_visual_indexes")
+    extra = len(deepstack) if isinstance(deepstack, list) else 0  # these norm after it (2 x wide)
+    mergers = merger + 2 * h + extra * (merger + 2 * wide)
+    return channels * patch * patch * h + h + positions * h + layers * block + mergers
+
+
+def _default_max_pixels(model_type: str) -> int:
+    return DEFAULT_MAX_PIXELS.get(model_type) or DEFAULT_MAX_PIXELS.get(model_type.removesuffix("_text"), 0)
 
 
 def from_config(config: dict[str, Any], source: str, text_hidden: int) -> VisionTower | None:
@@ -82,7 +123,7 @@ def from_config(config: dict[str, Any], source: str, text_hidden: int) -> Vision
     model_type = str(config.get("model_type") or "")
     path = Path(source)
     folder = path if path.is_dir() else path.parent if path.name else None
-    pixels = _max_pixels(folder, model_type) if merge > 1 or model_type in DEFAULT_MAX_PIXELS else 0
+    pixels = _max_pixels(folder, model_type) if merge > 1 or _default_max_pixels(model_type) else 0
     if pixels:  # dynamic resolution: the pixel budget decides
         tokens = pixels // (patch * merge) ** 2
         patches = tokens * merge * merge
@@ -101,6 +142,7 @@ def from_config(config: dict[str, Any], source: str, text_hidden: int) -> Vision
         max_tokens=tokens,
         max_patches=patches,
         out_hidden=_int(vc, "out_hidden_size") or text_hidden,
+        params=tower_params(config, text_hidden),
     )
 
 

@@ -81,7 +81,7 @@ def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWei
         output = token_embd
     # a parameter count given by the user rules over the shapes we guessed
     if info.n_params and not info.params_exact and planned_params:
-        scale = info.n_params / planned_params
+        scale = (info.n_params - info.vision_params) / planned_params  # the tower is llama.cpp's mmproj
         if abs(scale - 1) > 0.01:
             layers = [int(b * scale) for b in layers]
             token_embd, output, other = int(token_embd * scale), int(output * scale), int(other * scale)
@@ -123,9 +123,13 @@ def hf_module_name(group: TensorGroup) -> str:
     return f"model.layers.{group.layer}.{_HF_MODULES.get(group.kind, group.kind)}"
 
 
-def _is_quantized(spec: hfquant.QuantSpec, group: TensorGroup) -> bool:
+def group_layout(spec: hfquant.QuantSpec, group: TensorGroup) -> hfquant.QuantSpec | None:
+    """The layout this tensor group is stored in (a per-module one where the config gives it); None: 16-bit."""
     if group.kind in _KEPT_KINDS:
-        return False
+        return None
+    module = hf_module_name(group)
+    if spec.overrides or spec.only_listed:  # the config names modules: its list decides
+        return hfquant.spec_for_module(spec, module)
     if spec.experts_only:
         quantized = group.kind.endswith("_exps")
     elif group.kind == "output":
@@ -134,7 +138,7 @@ def _is_quantized(spec: hfquant.QuantSpec, group: TensorGroup) -> bool:
         quantized = spec.quantizes_router
     else:
         quantized = True
-    return quantized and not hfquant.is_skipped(spec, hf_module_name(group))
+    return hfquant.spec_for_module(spec, module) if quantized else None
 
 
 @dataclass(frozen=True)
@@ -155,8 +159,9 @@ def hf_quantized_bytes(info: ModelInfo, spec: hfquant.QuantSpec) -> HfWeights:
     total = experts = quantized = kept = 0
     quantized_bytes = 0
     for group in tensor_groups(info):
-        if _is_quantized(spec, group):
-            size = hfquant.matrix_bytes(spec, group.rows, group.cols) * group.count
+        layout = group_layout(spec, group)
+        if layout is not None:
+            size = hfquant.matrix_bytes(layout, group.rows, group.cols) * group.count
             quantized += group.n_elements
             quantized_bytes += size
         else:
@@ -165,6 +170,9 @@ def hf_quantized_bytes(info: ModelInfo, spec: hfquant.QuantSpec) -> HfWeights:
         if group.kind.endswith("_exps"):
             experts += size
         total += size
+    # the vision tower stays 16-bit (every quantizer's config keeps it: visual, model.visual*, mm_projector)
+    total += info.vision_params * unquantized
+    kept += info.vision_params
     rest = (info.n_params or 0) - quantized - kept
     if rest > 0:
         rate = unquantized if spec.experts_only or not quantized else quantized_bytes / quantized
@@ -243,8 +251,9 @@ def hf_module_bytes(info: ModelInfo, quant: str | None, total: int) -> HfModules
     layers = [0] * info.n_layers
     embedding = norm = lm_head = 0
     for group in tensor_groups(info):
-        if spec is not None and _is_quantized(spec, group):
-            size = hfquant.matrix_bytes(spec, group.rows, group.cols) * group.count
+        layout = group_layout(spec, group) if spec is not None else None
+        if layout is not None:
+            size = hfquant.matrix_bytes(layout, group.rows, group.cols) * group.count
         elif spec is None and method and method not in ("f16", "bf16", "f32"):
             size = int(group.n_elements * q.bits_per_weight(method) / 8)  # a GGUF type: all at that width
         else:

@@ -8,12 +8,14 @@ reported as it prints them.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from vramtui.core.backends.vllm import kvpool
+from vramtui.core.backends.vllm.kvpool import hybrid_pool
 from vramtui.core.estimate import devices, recurrent
 from vramtui.core.estimate.accounting import MLA_LATENT, MemoryAccounting
 from vramtui.core.estimate.estimator import Estimate, Settings
-from vramtui.core.estimate.kvcache import kv_bytes_per_token
+from vramtui.core.estimate.kvcache import kv_bytes_per_token, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.weights import dtype_bytes, hf_weights_bytes
 from vramtui.core.memory.parts import HOST, MemoryBill
@@ -61,6 +63,56 @@ def activation_peak(info: ModelInfo, tokens: int, max_seqs: int, tp: int = 1) ->
     return activation
 
 
+# vLLM's MXFP4 MoE kernels allocate each expert's matrices padded (Mxfp4MoEMethod.create_weights in
+# vllm/model_executor/layers/quantization/mxfp4.py): Marlin, the kernel of Ampere, Ada and the consumer
+# Blackwell cards (Triton's MXFP4 kernels run on SM 9.0-10.x only), needs n % 256 and k % 128, so the
+# intermediate size per rank is rounded up to 128 and the hidden size to 256 (gpt-oss-20b: w13_weight
+# [32, 5888, 1536] for 2880). Hopper's Triton kernels round only the intermediate size, to 64; datacenter
+# Blackwell's FlashInfer both, to 256. The biases are allocated bf16 at the padded sizes too.
+MXFP4_MARLIN_ALIGN = (128, 256)  # (intermediate per rank, hidden)
+MXFP4_BLOCK = 32
+
+
+def _mxfp4_expert_bytes(inter: int, hidden: int) -> int:
+    """One expert as vLLM allocates it: w13 (2 x inter rows of hidden), w2 (hidden rows of inter), their e2m1
+    codes (half a byte), e8m0 scales (a byte per 32) and bf16 biases."""
+    matrices = 3 * inter * hidden
+    return matrices // 2 + matrices // MXFP4_BLOCK + (2 * inter + hidden) * 2
+
+
+def mxfp4_padding(info: ModelInfo, quant: str | None, tp: int = 1) -> int:
+    """Bytes vLLM's MXFP4 MoE kernels add to a checkpoint's MXFP4 experts by padding them (Marlin's
+    alignment); 0 for any other checkpoint."""
+    spec = info.quant_spec
+    if spec is None or spec.method != "mxfp4" or not spec.experts_only or quant not in (None, info.quant):
+        return 0
+    inter = -(-(info.moe_intermediate or info.intermediate or 0) // max(1, tp))
+    if not info.is_moe or not inter:
+        return 0
+    align_inter, align_hidden = MXFP4_MARLIN_ALIGN
+    padded = _mxfp4_expert_bytes(round_up(inter, align_inter), round_up(info.hidden, align_hidden))
+    stored = _mxfp4_expert_bytes(inter, info.hidden)
+    moe_layers = max(0, info.n_layers - info.n_dense_layers)
+    return (padded - stored) * info.n_experts * moe_layers * max(1, tp)
+
+
+def _loaded_weights(info: ModelInfo, settings: Settings, notes: list[str]) -> tuple[int, int | None]:
+    """(the weights as vLLM allocates them, the load-time peak of a quantization in flight)."""
+    weights, load_peak, said = hf_weights_bytes(info, settings.quant, VLLM.bnb_as_nf4_dq)
+    notes += said
+    padding = mxfp4_padding(info, settings.quant, settings.tensor_parallel_size)
+    if padding:
+        notes.append(_mxfp4_note(padding))
+    return weights + padding, load_peak
+
+
+def _mxfp4_note(added: int) -> str:
+    return (
+        f"MXFP4 experts: vLLM's Marlin MoE kernel pads them (intermediate size to 128, hidden size to 256): "
+        f"{added / GIB:.2f} GiB over the checkpoint (Hopper's Triton kernel pads less, B200's FlashInfer more)"
+    )
+
+
 def layer_weights(info: ModelInfo, weights: int) -> int:
     """The decoder layers' share of the weights: all but the embedding and (untied) lm_head, which
     `make_layers` does not build and so `--cpu-offload-gb` never moves (as devices.vllm_ranks splits)."""
@@ -95,8 +147,6 @@ def _vision_share(info: ModelInfo, tokens: int, activation: int, notes: list[str
         return 0
     share = profile_share(info.vision, tokens, activation, max_seqs)
     notes.append(share.note())
-    if any("exactly from the config's shapes" in note for note in info.notes):  # the text shapes only
-        notes.append("the vision tower's own weights are not in a count made from the text config's shapes")
     return share.added_bytes
 
 
@@ -119,6 +169,42 @@ def _recurrent_reservation(
         return 0, 0
     seqs = min(max_seqs, kv_available // (per_seq + context * per_token))
     return seqs * per_seq, seqs
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    """One rank's KV cache as vLLM pages it: its blocks, the capacity it prints, and the bytes."""
+
+    blocks: int
+    block_tokens: int
+    tokens: int
+    kv_bytes: int
+    state_bytes: int = 0
+    notes: tuple[str, ...] = ()
+
+
+def _kv_layout(
+    info: ModelInfo, kv_dtype: str, per_token: int, context: int, max_seqs: int, memory: int, tp: int = 1
+) -> KvLayout:
+    """Blocks of 16 tokens for attention alone; one pool of equal pages for a hybrid (kvpool.py); for a model
+    with no attention, one state per running request."""
+    pool = hybrid_pool(info, kv_dtype, tp, dtype_bytes(info.dtype))
+    if pool is not None:
+        filled = kvpool.fill(pool, memory, context, max_seqs)
+        return KvLayout(
+            filled.blocks, pool.block_tokens, filled.tokens, filled.kv_bytes, filled.state_bytes,
+            (pool.describe(context, filled.blocks),),
+        )  # fmt: skip
+    if info.n_recurrent_layers:
+        state, seqs = _recurrent_reservation(info, context, per_token, max_seqs, memory)
+        block_bytes = BLOCK_TOKENS * per_token
+        blocks = max(0, (memory - state) // block_bytes) if block_bytes else 0
+        tokens = (blocks * BLOCK_TOKENS if block_bytes else seqs * context) if seqs else 0
+        notes = (_state_note(info, state, seqs),) if state else ()
+        return KvLayout(blocks, BLOCK_TOKENS, tokens, blocks * block_bytes, state, notes)
+    block_bytes = BLOCK_TOKENS * per_token
+    blocks = max(0, memory) // block_bytes if block_bytes else 0
+    return KvLayout(blocks, BLOCK_TOKENS, blocks * BLOCK_TOKENS, blocks * block_bytes)
 
 
 def _state_note(info: ModelInfo, state: int, seqs: int) -> str:
@@ -161,8 +247,7 @@ class VllmMemory(MemoryAccounting):
 
         max_seqs = settings.parallel or int(serve_defaults(settings.device_bytes, False)["parallel"])  # type: ignore[call-overload]
         kv_dtype = self.kv_dtype(info, settings)
-        weights, load_peak, wnotes = hf_weights_bytes(info, settings.quant, self.bnb_as_nf4_dq)
-        notes += wnotes
+        weights, load_peak = _loaded_weights(info, settings, notes)
         per_token = kv_bytes_per_token(info, kv_dtype, "vllm")
         budget = int(settings.device_bytes * settings.share)
         tokens = profile_tokens(context, settings)
@@ -185,21 +270,18 @@ class VllmMemory(MemoryAccounting):
             notes.append(
                 f"KV cache set outright: {settings.kv_cache_memory / GIB:.2f} GiB (the share does not count)"
             )
-        state, state_seqs = _recurrent_reservation(info, context, per_token, max_seqs, kv_available)
-        if state:
-            notes.append(_state_note(info, state, state_seqs))
-        block_bytes = BLOCK_TOKENS * per_token
-        blocks = max(0, (kv_available - state) // block_bytes) if block_bytes else 0
-        kv_tokens = blocks * BLOCK_TOKENS if block_bytes else state_seqs * context
-        if info.n_recurrent_layers and not state_seqs:
-            kv_tokens = 0  # not even one request's state fits
+        cache = _kv_layout(info, kv_dtype, per_token, context, max_seqs, kv_available)
+        notes += cache.notes
+        blocks, kv_tokens, state = cache.blocks, cache.tokens, cache.state_bytes
         reason = None
         if kv_available <= 0:
             notes.append("weights and activations exceed the budget: vLLM fails before the KV cache")
         elif kv_tokens < context:
             reason = _refusal(context, per_token, kv_available, kv_tokens)
             notes.append(reason)
-        notes.append(f"profile run at {tokens} batched tokens; {blocks} KV blocks of {BLOCK_TOKENS} tokens")
+        notes.append(
+            f"profile run at {tokens} batched tokens; {blocks} KV blocks of {cache.block_tokens} tokens"
+        )
         # the KV cache takes what the budget leaves, so the budget's rows add up to at most the budget; the
         # CUDA graphs are captured afterwards, outside it, and only have to fit on the card
         graphs_fit = budget + CUDA_GRAPH_BYTES <= settings.device_bytes
@@ -219,7 +301,7 @@ class VllmMemory(MemoryAccounting):
         bill = MemoryBill()
         for part, nbytes in (
             ("weights", weights),
-            ("kv_cache", blocks * block_bytes),
+            ("kv_cache", cache.kv_bytes),
             ("recurrent_state", state),
             ("compute", activation),
             ("runtime", NON_TORCH_BYTES),
@@ -234,7 +316,7 @@ class VllmMemory(MemoryAccounting):
             parallel=max_seqs,
             weights_bytes=weights,
             weights_host_bytes=host,
-            kv_cache_bytes=blocks * block_bytes,
+            kv_cache_bytes=cache.kv_bytes,
             kv_bytes_per_token=per_token,
             activations_bytes=activation,
             overhead_bytes=NON_TORCH_BYTES,
@@ -274,17 +356,23 @@ def _size_parallel(
     ]
     budgets = [int(cards[rank.index] * settings.share) for rank in ranks]
     free = [b - r.weights_bytes - NON_TORCH_BYTES - activation for b, r in zip(budgets, ranks, strict=True)]
-    blocks = min(
-        max(0, room) // (BLOCK_TOKENS * r.kv_bytes_per_token) for room, r in zip(free, ranks, strict=True)
-    )
-    kv_tokens = blocks * BLOCK_TOKENS
+    # vLLM takes the smallest block count over the workers
+    caches = [
+        _kv_layout(info, kv_dtype, r.kv_bytes_per_token, context, max_seqs, room, tp)
+        for room, r in zip(free, ranks, strict=True)
+    ]
+    tightest = min(caches, key=lambda cache: cache.blocks)
+    blocks, kv_tokens = tightest.blocks, tightest.tokens
     graphs_fit = all(b + CUDA_GRAPH_BYTES <= cards[r.index] for b, r in zip(budgets, ranks, strict=True))
     rows, bill = [], MemoryBill()
+    hybrid = tightest.state_bytes or tightest.block_tokens != BLOCK_TOKENS
     for rank, room in zip(ranks, free, strict=True):
         row = devices.DeviceRow(
             index=rank.index,
             weights_bytes=rank.weights_bytes,
-            kv_cache_bytes=blocks * BLOCK_TOKENS * rank.kv_bytes_per_token,
+            # the tightest rank's block count on every rank (a hybrid's pool is alike on each)
+            kv_cache_bytes=tightest.kv_bytes if hybrid else blocks * BLOCK_TOKENS * rank.kv_bytes_per_token,
+            recurrent_state_bytes=tightest.state_bytes,
             compute_buffer_bytes=activation,
             runtime_bytes=NON_TORCH_BYTES,
             device_bytes=cards[rank.index],
@@ -292,7 +380,11 @@ def _size_parallel(
         ).settle(settings.share)
         row.fits = room > 0 and kv_tokens >= context and graphs_fit
         rows.append(row)
-        for part, nbytes in (("weights", row.weights_bytes), ("kv_cache", row.kv_cache_bytes)):
+        for part, nbytes in (
+            ("weights", row.weights_bytes),
+            ("kv_cache", row.kv_cache_bytes),
+            ("recurrent_state", row.recurrent_state_bytes),
+        ):
             bill.add(rank.index, part, nbytes)  # type: ignore[arg-type]
         bill.add(rank.index, "compute", activation)
         bill.add(rank.index, "runtime", NON_TORCH_BYTES)
@@ -301,7 +393,8 @@ def _size_parallel(
     notes = [
         f"tensor parallel {tp} x pipeline parallel {pp}: {len(ranks)} ranks; KV {per_token:,} B/token per rank "
         f"({devices.kv_heads_per_rank(info.n_kv_heads, tp)} KV head(s) each)",
-        f"profile run at {tokens} batched tokens; {blocks} KV blocks of {BLOCK_TOKENS} tokens on each rank",
+        f"profile run at {tokens} batched tokens; {blocks} KV blocks of {tightest.block_tokens} tokens on each rank",
+        *tightest.notes,
     ]
     if any(hosted):
         notes.append(_offload_note(max(hosted), settings.cpu_offload_gb, len(ranks)))

@@ -1,0 +1,113 @@
+"""How vLLM V1 lays out a hybrid model's KV cache: attention KV and the recurrent layers' state in one pool.
+
+vLLM (vllm/v1/core/kv_cache_utils.py, kv_cache_interface.py, and the platform's hybrid block alignment) pages
+every layer from one pool of equal pages. A recurrent layer's state (Mamba, Gated DeltaNet, short convolution:
+conv in the model dtype, the SSM state in float32 when the config's `mamba_ssm_dtype` says so) takes one page,
+so the attention block grows to `16 x ceil(state / (16 x one token's K and V in one layer))` tokens (Qwen3.6-
+35B-A3B: 2096, "Setting attention block size to 2096 tokens") and the state is padded up to that page. The
+layers are put in groups of equal size (the smaller layer count; the larger one when it is under 1.25 times
+that), one pool tensor per group slot, so `num_blocks = memory // (page x group size)`. A request at the full
+context takes ceil(context / block) blocks in each attention group and, with prefix caching (vLLM's default,
+mamba_cache_mode "align"), 2 blocks in each recurrent group; the capacity vLLM prints ("GPU KV cache size") is
+num_blocks / those blocks x the context, and "Maximum concurrency" num_blocks / those blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramtui.core.estimate import recurrent
+from vramtui.core.estimate.accounting import MLA_LATENT
+from vramtui.core.estimate.kvcache import kv_layer_bytes, round_up
+from vramtui.core.estimate.modelinfo import ModelInfo
+
+KERNEL_BLOCK_ALIGNMENT = 16  # the attention kernels' smallest block (FlashAttention, FlashInfer, Triton)
+STATE_PAGES_PER_REQUEST = (
+    2  # mamba_cache_mode "align" (prefix caching on): the running state and a checkpoint
+)
+GROUP_SLACK = 1.25  # vLLM takes the larger layer count as the group size when under 1.25 x the smaller
+
+
+@dataclass(frozen=True)
+class HybridPool:
+    """One rank's pool: its page, the attention block that fills it, and the groups."""
+
+    block_tokens: int
+    page_bytes: int  # one layer's page: an attention block, or one (padded) recurrent state
+    state_bytes: int  # one layer's recurrent state before padding
+    group_layers: int
+    attention_groups: int
+    state_groups: int
+    ssm_f32: bool
+
+    @property
+    def block_bytes(self) -> int:
+        """One block id across the pool: a page in every tensor of a group."""
+        return self.page_bytes * self.group_layers
+
+    def blocks_per_request(self, context: int) -> int:
+        attention = self.attention_groups * -(-context // self.block_tokens)
+        return attention + self.state_groups * STATE_PAGES_PER_REQUEST
+
+    def describe(self, context: int, blocks: int) -> str:
+        per_request = self.blocks_per_request(context)
+        ssm = ", its SSM part float32" if self.ssm_f32 else ""
+        return (
+            f"hybrid: vLLM pages the attention KV and the recurrent states from one pool: attention blocks of "
+            f"{self.block_tokens} tokens, so that one {self.page_bytes:,} B page holds a layer's state "
+            f"({self.state_bytes:,} B{ssm}); {self.attention_groups + self.state_groups} groups of "
+            f"{self.group_layers} layers; a request at {context} tokens takes {per_request} blocks "
+            f"({per_request - self.state_groups * STATE_PAGES_PER_REQUEST} of attention, "
+            f"{STATE_PAGES_PER_REQUEST} in each recurrent group): {blocks} blocks hold "
+            f"{blocks / max(1, per_request):.2f} such requests"
+        )
+
+
+def hybrid_pool(info: ModelInfo, kv_dtype: str, tp: int = 1, dtype_bytes: int = 2) -> HybridPool | None:
+    """The pool of a model with both attention and recurrent layers (None for any other), per rank under tensor
+    parallel `tp` (heads and state split over the ranks)."""
+    n = info.n_layers
+    attention = [layer for layer in range(n) if not info.is_recurrent(layer) and info.kv_heads_at(layer)]
+    states = info.n_recurrent_layers
+    if not attention or not states:
+        return None
+    layer = attention[0]
+    heads = info.kv_heads_at(layer)
+    kept = heads if info.kv_lora_rank else max(1, heads // max(1, tp))
+    one_token = kv_layer_bytes(info, layer, kv_dtype, MLA_LATENT) * kept // heads
+    per_layer = recurrent.hf_state_bytes_per_sequence(info, dtype_bytes, info.rs_ssm_f32) // states
+    state = -(-per_layer // max(1, tp))
+    if not one_token or not state:
+        return None
+    block = round_up(-(-state // one_token), KERNEL_BLOCK_ALIGNMENT)
+    smaller, larger = sorted((len(attention), states))
+    group = larger if larger < smaller * GROUP_SLACK else smaller
+    return HybridPool(
+        block_tokens=block,
+        page_bytes=block * one_token,
+        state_bytes=state,
+        group_layers=group,
+        attention_groups=-(-len(attention) // group),
+        state_groups=-(-states // group),
+        ssm_f32=info.rs_ssm_f32,
+    )
+
+
+@dataclass(frozen=True)
+class PoolFill:
+    """What one rank's pool of `memory` bytes holds at `context` tokens a request."""
+
+    blocks: int
+    tokens: int  # the capacity vLLM prints
+    requests: int  # whole requests at the full context, at most max_num_seqs: their states are in use
+    kv_bytes: int  # the pool less those states
+    state_bytes: int
+
+
+def fill(pool: HybridPool, memory: int, context: int, max_seqs: int) -> PoolFill:
+    blocks = max(0, memory) // pool.block_bytes
+    per_request = pool.blocks_per_request(context)
+    tokens = int(blocks / per_request * context) if per_request else 0
+    requests = min(max_seqs, blocks // per_request) if per_request else 0
+    state = requests * pool.state_groups * STATE_PAGES_PER_REQUEST * pool.block_bytes
+    return PoolFill(blocks, tokens, requests, blocks * pool.block_bytes - state, state)
