@@ -333,6 +333,37 @@ def test_a_kernel_kill_at_another_time_is_not_called_a_confirmation(tmp_path: Pa
     assert "if one of them was this server" in untimed.advice[0]
 
 
+def test_a_kill_of_another_engines_process_just_before_a_log_stops_is_not_its_failure(
+    tmp_path: Path,
+) -> None:
+    # One memory-cgroup kill as this machine's kernel printed it (three lines): only the last two
+    # name the victim, a vLLM worker. A llama-server log that stops minutes later is not explained.
+    stamp = _dmesg_time(time.time() - 300)
+    kernel_text = "\n".join(
+        f"{stamp} {line}"
+        for line in (
+            "VLLM::Worker invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0",
+            "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+            "oom_memcg=/t,task_memcg=/t,task=VLLM::Worker,pid=21315,uid=0",
+            "Memory cgroup out of memory: Killed process 21315 (VLLM::Worker) total-vm:4339096kB",
+        )
+    )
+    log = [
+        "load_tensors: offloaded 30/49 layers to GPU",
+        "llama_context: constructing llama_context",
+        "llama_context: n_ctx         = 4096",
+    ]
+    path = tmp_path / "server.log"
+    path.write_text("\n".join(log) + "\n")
+    d = diagnose_file(path, backend="llama-server", kernel_log=lambda: kernel_text)
+    assert not d.failed and d.incomplete
+    assert not any(line.startswith("kernel: ") for line in d.evidence)
+    # The same kill does explain a vLLM log that stops then.
+    path.write_text("\n".join(LOAD_LINES) + "\n")
+    vllm = diagnose_file(path, backend="vllm", kernel_log=lambda: kernel_text)
+    assert (vllm.failure, vllm.cause) == ("host_oom_killed", "oom_killer")
+
+
 def test_kernel_log_times_are_read_in_each_format() -> None:
     now = time.time()
     stamp = time.localtime(now - 60)

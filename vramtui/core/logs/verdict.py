@@ -361,7 +361,10 @@ def _kernel_confirmation(
         return kernel_text, None
     near, others = kills_near(kernel_text, log_time)
     if near and names:
-        mine = [line for line in near if _kills_one_of(line, names)]
+        victims = _killed_names(near)
+        # One kill prints several lines, and only some name the victim ("X invoked oom-killer" names
+        # the process that asked for memory): the victims named decide, lines naming none may be ours.
+        mine = [line for line in near if _kills_one_of(line, names, named=bool(victims))]
         if not mine:
             return "", (
                 f"The kernel killed other processes when this log ends ({', '.join(_killed_names(near))}), "
@@ -385,19 +388,26 @@ def _kernel_confirmation(
     )
 
 
-_KILLED_NAME_RE = re.compile(r"killed process \d+ \(([^)]*)\)", re.IGNORECASE)
+# The victim as the kernel names it: "Killed process 42 (name)" and "oom-kill:...,task=name,pid=42".
+_KILLED_NAME_RE = re.compile(r"killed process \d+ \(([^)]*)\)|\btask=([^,]+),pid=", re.IGNORECASE)
 
 
 def _killed_names(lines: list[str]) -> list[str]:
-    return list(dict.fromkeys(m.group(1) for line in lines if (m := _KILLED_NAME_RE.search(line))))
+    return list(dict.fromkeys(name for line in lines if (name := _killed_name(line))))
 
 
-def _kills_one_of(line: str, names: tuple[str, ...]) -> bool:
-    """The kernel's line names a process of this engine (or names none: then it may be)."""
+def _killed_name(line: str) -> str | None:
     found = _KILLED_NAME_RE.search(line)
-    if found is None:
-        return True
-    killed = found.group(1).lower()
+    return (found.group(1) or found.group(2)) if found is not None else None
+
+
+def _kills_one_of(line: str, names: tuple[str, ...], named: bool = False) -> bool:
+    """The kernel's line names a process of this engine (or names none: then it may be, unless
+    `named`: other lines of the same kills name their victims)."""
+    victim = _killed_name(line)
+    if victim is None:
+        return not named
+    killed = victim.lower()
     return any(name.lower() in killed or killed in name.lower() for name in names)
 
 
