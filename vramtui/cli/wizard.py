@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--record",
         metavar="FILE",
-        help="write the step record here (default: the user data dir, vramtui/wizard)",
+        help="write the step record here (default: $VRAMTUI_DATA_DIR/wizard, else the user data dir's)",
     )
     parser.add_argument(
         "--export", metavar="FILE", help="also write the record as Markdown (.md) or CSV (.csv)"
