@@ -577,7 +577,9 @@ class Proposer:
         room = model.room()
         where = self.findings.failing_stage or obs.failure_stage or obs.stage or "start-up"
         attempt = obs.figures.get("failed_alloc")
-        if attempt:
+        if obs.runs_over_budget:
+            parts = [obs.over_budget_text()]
+        elif attempt:
             parts = [f"it failed at {where}: the engine could not allocate {attempt / MIB:.0f} MiB"]
         elif obs.first_error:
             parts = [f"it failed at {where}: {obs.first_error.strip()[:160]}"]

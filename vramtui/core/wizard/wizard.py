@@ -76,7 +76,8 @@ class Step:
             "why": proposal.why if proposal else "first launch of the profile as given",
             "outcome": self.outcome,
             "stage": (obs.stage if obs else None),
-            "failure_stage": obs.failure_stage if obs else None,
+            # a server that answers over its budget failed at no stage (the ladder's stage is the wizard's own)
+            "failure_stage": obs.failure_stage if obs and not obs.runs_over_budget else None,
             "failure": obs.failure if obs else None,
             "first_error": obs.first_error if obs else None,
             "ready": obs.ready if obs else False,
