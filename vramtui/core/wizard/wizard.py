@@ -461,3 +461,12 @@ class Wizard:
             self._ended = True
             procs.remove_exit_hook(self._on_exit_signal)
         return result
+
+
+def first_move(profile: Profile, check: Any, margin: float = DEFAULT_MARGIN) -> Proposal | None:
+    """The change the wizard makes first after this run of `profile` (a CheckResult): the one source of
+    the first move, so that `check` reports the step `vramtui wizard` and `wizard --attach` take.
+    None when it runs, or when no setting helps (the run's own advice says why)."""
+    wizard = Wizard(profile, runner=lambda _profile: check, record=False, margin=margin)
+    wizard.start()
+    return wizard.propose()
