@@ -196,6 +196,32 @@ def test_no_restart_within_the_timeout_is_an_error_and_leaves_it_running(
     assert proc.poll() is None
 
 
+def test_a_healthy_server_over_its_budget_is_said_to_run_over_it_not_to_fail_at_a_stage(
+    llama_server_8k, tmp_path: Path
+) -> None:
+    """Issue 22 #18: it answers and runs at N MiB over the budget; it was "failed at kv_cache (host_oom)"."""
+    proc, port = llama_server_8k
+    budget = int(_rss_mib(proc.pid) - 15)
+    wizard = _wizard(
+        "--attach", f"http://127.0.0.1:{port}", "--budget", f"{budget}MiB", "--keep", "kv_dtype",
+        "--restart-timeout", "1", "--max-steps", "1", "--json", "--record", str(tmp_path / "r.jsonl"),
+    )  # fmt: skip
+    out, err = wizard.communicate(timeout=120)
+    data = json.loads(out)
+    first = data["first_run"]
+    peak = first["peak_mib"]
+    assert first["smoke_ok"] is True and peak > budget
+    assert first["failure_stage"] is None  # up and answering: no stage failed
+    said = f"it runs at {peak:.0f} MiB, over the {budget} MiB budget"
+    assert f"as it runs now: {said}" in err, err
+    (step,) = data["steps"]
+    assert step["why"].startswith(said + ";"), step["why"]
+    assert "failed" not in step["why"] and "failed" not in err.split("apply it yourself")[0]
+    session = open_session(tmp_path / "r.jsonl")
+    assert session.steps[0]["failure_stage"] is None and session.steps[1]["why"] == step["why"]
+    assert proc.poll() is None
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

@@ -24,22 +24,23 @@ def test_a_setting_left_to_the_engine_reads_as_its_default_and_the_wait_is_said(
 
 
 def test_a_step_that_answers_over_the_budget_is_not_called_stopped_at_a_stage() -> None:
-    from types import SimpleNamespace
-
     from vramtui.cli.wizard import _print_step
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.propose import Proposal
+    from vramtui.core.wizard.wizard import Step
 
-    # the record of step 1 of a real session (wizard --attach, tiny model, a 40 MiB RSS budget)
-    data = {
-        "step": 1, "param": "context", "from": 2048, "to": 512, "outcome": "progress", "stage": "inference",
-        "failure_stage": "kv_cache", "failure": "host_oom", "ready": False, "smoke_ok": True,
-        "engine_figures_mib": {}, "verification": ["peak memory 55 → 44 MiB"], "log_file": None,
-    }  # fmt: skip
+    # step 1 of a real session (wizard --attach, tiny model, a 40 MiB RSS budget)
+    def step(smoke_ok: bool | None) -> Step:
+        obs = Observation(
+            ready=False, smoke_ok=smoke_ok, stage="inference", failure_stage="kv_cache", failure="host_oom",
+            peak_mib=44.0, budget_mib=40.0,
+        )  # fmt: skip
+        return Step(1, Proposal("context", 2048, 512, "why"), "progress", obs, ["peak memory 55 → 44 MiB"])
+
     out = io.StringIO()
-    _print_step(SimpleNamespace(to_dict=lambda: data, fit=lambda: None), out)  # fit printed no projection
+    _print_step(step(True), out)
     first = out.getvalue().splitlines()[0]
-    assert first == "step 1: context 2048 → 512: progress (it answers, but over the budget)"
+    assert first == "step 1: context 2048 → 512: progress (it runs at 44 MiB, over the 40 MiB budget)"
     out = io.StringIO()
-    _print_step(
-        SimpleNamespace(to_dict=lambda: {**data, "smoke_ok": None}, fit=lambda: None), out
-    )  # it did not come up
+    _print_step(step(None), out)  # it did not come up
     assert out.getvalue().splitlines()[0].endswith("progress (stopped at kv_cache)")

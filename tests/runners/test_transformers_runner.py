@@ -137,6 +137,37 @@ def test_bnb_without_bitsandbytes_fails_with_the_library_error(tiny_hf_model: Pa
     assert "bitsandbytes" in log.lower() and "vramtui-runner: error: loading failed" in log
 
 
+@pytest.mark.engine
+@needs_transformers
+@pytest.mark.parametrize("budget_mib", [300, 600])
+def test_a_budget_too_small_to_import_the_engine_stops_the_wizard(
+    tiny_hf_model: Path, tmp_path: Path, budget_mib: int
+) -> None:
+    # Issue 22 #13: under these budgets the real runner dies importing torch (300 MiB: the loader cannot
+    # map libtorch; 600 MiB: a MemoryError). The wizard proposed bnb-4bit and then blamed "not applied";
+    # like the diagnosis, it stops and says to raise the budget, as it does for llama-server's budget_start.
+    from vramtui.core.units import MIB
+    from vramtui.core.wizard.wizard import Wizard
+
+    profile = Profile(
+        backend="transformers",
+        model=str(tiny_hf_model),
+        port=0,
+        params={"context": 256, "threads": 1},
+        memory_budget=budget_mib * MIB,
+    )
+    result = Wizard(profile, auto=True, record_path=tmp_path / "w.jsonl").run(max_steps=2)
+    assert not result.success and result.relaunches == 0
+    assert [step.outcome for step in result.steps] == ["first_run"]
+    assert result.steps[0].observation is not None and result.steps[0].observation.failure == "host_oom"
+    assert (
+        "memory budget is too small to even import the engine" in result.reason
+        and "not a memory problem" not in result.reason
+    )
+    assert any("`memory_budget`" in line for line in result.advice), result.advice
+    assert not any("bnb" in line.lower() for line in result.advice)
+
+
 def test_a_host_only_cap_keeps_every_gpu_in_the_device_map() -> None:
     from vramtui.runners.transformers_server import with_every_gpu
 

@@ -67,13 +67,32 @@ def run(args: argparse.Namespace) -> int:
     if sample_source is not None:
         sample_source.close()
 
+    move = _first_move(profile, result)
     if args.json:
         data, fit = result.to_dict(), _fit(result)
         data["fit"] = fit.to_dict() if fit is not None else None
+        data["first_move"] = move.to_dict() if move is not None else None
         print_json(data)
     else:
-        _print_report(result)
+        _print_report(result, move)
     return 0 if result.ok else 1
+
+
+def _first_move(profile, result):  # type: ignore[no-untyped-def]
+    """The change `vramtui wizard` (and `wizard --attach`) would make first after this run: one source."""
+    if result.ok:
+        return None
+    from vramtui.core.wizard.wizard import first_move
+
+    return first_move(profile, result)
+
+
+def _advice(result, move) -> list[str]:  # type: ignore[no-untyped-def]
+    """The diagnosis' advice, less the lines that give the first move's setting another value."""
+    lines = list(getattr(result.diagnosis, "advice", None) or [])
+    if move is not None and move.knob:
+        lines = [line for line in lines if move.knob not in line]
+    return lines
 
 
 def _gpu_source():  # type: ignore[no-untyped-def]
@@ -93,14 +112,16 @@ def _fit(result):  # type: ignore[no-untyped-def]
     return fit_view(result.diagnosis) if result.diagnosis is not None else None
 
 
-def _print_report(result) -> None:  # type: ignore[no-untyped-def]
+def _print_report(result, move) -> None:  # type: ignore[no-untyped-def]
     state = "ready" if result.ready else "NOT ready"
     print(f"{state}: {result.message}")
     print(f"  stage reached: {result.stage or '-'}")
     if result.failure:
         print(f"  failure: {result.failure} at {result.failure_stage or '-'}")
+    if move is not None:
+        print(f"  first move (the wizard's): {move.describe()}")
     if result.diagnosis is not None:
-        for line in getattr(result.diagnosis, "advice", [])[:3]:
+        for line in _advice(result, move)[: 2 if move is not None else 3]:
             print(f"  advice: {line}")
     if result.smoke is not None:
         smoke = result.smoke

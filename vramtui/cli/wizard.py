@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--record",
         metavar="FILE",
-        help="write the step record here (default: the user data dir, vramtui/wizard)",
+        help="write the step record here (default: $VRAMTUI_DATA_DIR/wizard, else the user data dir's)",
     )
     parser.add_argument(
         "--export", metavar="FILE", help="also write the record as Markdown (.md) or CSV (.csv)"
@@ -151,10 +151,9 @@ def _print_step(step: Any, out: Any) -> None:
         head = f"step {data['step']}: {data['param']} {data['from']} → {data['to']}"
     where = data.get("failure_stage") or data.get("stage") or "?"
     status = "runs and answers" if data["outcome"] == "works" else f"{data['outcome']} (stopped at {where})"
-    if data["outcome"] != "works" and data.get("smoke_ok") and not data.get("ready"):
-        status = (
-            f"{data['outcome']} (it answers, but over the budget)"  # an attached server, judged by its peak
-        )
+    obs = step.observation
+    if data["outcome"] != "works" and obs is not None and obs.runs_over_budget:
+        status = f"{data['outcome']} ({obs.over_budget_text()})"  # an attached server, judged by its peak
     print(f"{head}: {status}" + (f" [{figure_text} MiB]" if figure_text else ""), file=out)
     for note in data.get("verification") or []:
         print(f"    {note}", file=out)
@@ -207,7 +206,7 @@ def report(
         final = result.final_profile
         verdict = "it runs" if result.success else "not running yet"
         last = result.steps[-1].observation if result.steps else None
-        if not result.success and last is not None and last.smoke_ok and not last.ready:
+        if not result.success and last is not None and last.runs_over_budget:
             verdict = "it answers, still over the budget"  # an attached server: up, judged by its peak
         print(f"\n{verdict}: {result.reason}")
         print(f"final parameters: {dict(final.params)}" + (f", model {final.model}" if final.model else ""))

@@ -179,6 +179,8 @@ def _print_step(step: Any, out: Any) -> None:
     if step.index == 0 and step.observation is not None:
         obs = step.observation
         said = "runs and answers" if obs.works else obs.message or f"{obs.failure} at {obs.failure_stage}"
+        if obs.runs_over_budget:
+            said = obs.over_budget_text()
         print(f"as it runs now: {said}", file=out)
         if obs.log_file:
             print(f"    log: {obs.log_file}", file=out)

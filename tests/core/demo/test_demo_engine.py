@@ -30,6 +30,7 @@ sys.exit(code)
 def test_demo_headless_json(tmp_path: Path) -> None:
     env = dict(os.environ)
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    env.pop("VRAMTUI_DATA_DIR", None)  # the record lands where a user's would: the XDG data dir
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)

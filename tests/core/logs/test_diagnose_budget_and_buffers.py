@@ -34,6 +34,26 @@ def test_the_same_memory_error_without_a_budget_header_is_no_budget_verdict() ->
     assert "memory_budget" not in " ".join(diagnosis.advice)
 
 
+def test_a_library_the_budget_leaves_no_room_to_map_is_the_budgets_doing() -> None:
+    # Issue 22 #13: the real transformers runner under 300 MiB (RLIMIT_AS): the dynamic loader cannot map
+    # libtorch while `import torch` runs. It was "other exception ... not a memory problem"; it is the
+    # same verdict as the MemoryError at 600 MiB.
+    diagnosis = diagnose_file(LOGS / "transformers-budget-300-import-map.log")
+    assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "budget_import")
+    assert "libtorch_cpu.so: failed to map segment" in (diagnosis.first_error_text or "")
+    advice = " ".join(diagnosis.advice)
+    assert "too small to even import transformers" in advice and "`memory_budget`" in advice
+    assert "bnb" not in advice.lower() and CONTAINER not in advice
+
+
+def test_a_library_that_cannot_be_mapped_without_a_budget_is_a_host_allocation() -> None:
+    text = (LOGS / "transformers-budget-300-import-map.log").read_text()
+    without = "\n".join(line for line in text.splitlines() if "memory budget" not in line)
+    diagnosis = diagnose_text(without)
+    assert diagnosis.cause == "host_alloc" and diagnosis.cause != "budget_import"
+    assert "memory_budget" not in " ".join(diagnosis.advice)
+
+
 def test_a_budget_too_small_for_llama_server_to_start_is_the_budgets_doing() -> None:
     # Issue 22 #10: `vramtui check` of a real llama-server under memory_budget = "60MiB": std::thread cannot
     # map a stack (EAGAIN) before the model loads. It was "other ... Read the first error line", and the

@@ -138,6 +138,7 @@ def test_bad_records_are_one_clear_error(tmp_path: Path) -> None:
 
 
 def test_records_live_in_the_user_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VRAMTUI_DATA_DIR")  # the conftest gives each test its own
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert wizard_dir() == tmp_path / "vramtui" / "wizard"
     first = new_record_path("my model/../x")
@@ -148,3 +149,19 @@ def test_records_live_in_the_user_data_dir(tmp_path: Path, monkeypatch: pytest.M
     older.write_text('{"type": "session"}\n')
     os.utime(older, (1, 1))
     assert list_sessions() == [first, older]
+
+
+def test_records_follow_vramtui_data_dir_as_run_logs_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vramtui.core.launch.launcher import default_log_dir
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("VRAMTUI_DATA_DIR", str(tmp_path / "store"))
+    record = new_record_path("model")
+    with StepRecorder(record) as recorder:
+        recorder.append("session", profile={})
+    assert record.parent == tmp_path / "store" / "wizard" == wizard_dir()
+    assert default_log_dir().parent == record.parent.parent  # beside the run logs
+    assert list_sessions() == [record]
+    assert not (tmp_path / "xdg").exists()

@@ -445,7 +445,7 @@ def test_a_server_that_answers_over_the_budget_makes_progress_when_its_peak_fall
     def over_budget(profile: Profile) -> Any:
         return SimpleNamespace(
             ready=False, stage="inference", failure_stage="kv_cache", failure="host_oom", diagnosis=None,
-            smoke=SimpleNamespace(ok=True), log_file=None, peak_mib=next(runs),
+            smoke=SimpleNamespace(ok=True), log_file=None, peak_mib=next(runs), memory_budget_mib=40.0,
         )  # fmt: skip
 
     wizard = Wizard(_demo_profile(demo_model), runner=over_budget, record=False)

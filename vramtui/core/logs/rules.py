@@ -216,6 +216,8 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     *_engines("errors", "host_alloc"),
     ErrorRule("cannot allocate memory", "host_alloc", "other"),
     ErrorRule("std::bad_alloc", "host_alloc", "other"),
+    # The dynamic loader could not map a shared library (mmap's ENOMEM: an address-space limit or no RAM).
+    ErrorRule("failed to map segment from shared object", "host_alloc", "other"),
     # An exception line, after a saved log's time stamp at most (vramtui's run logs have one).
     ErrorRule(
         "memoryerror", "host_alloc", "other", r"^(?:\d{4}-\d\d-\d\d[t ][\d:.,]+z?\s+)?\s*memoryerror\b"

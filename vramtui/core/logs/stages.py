@@ -24,3 +24,7 @@ FAILURES: tuple[str, ...] = (
     "context_too_long",
     "other",
 )
+
+# Causes that say the memory budget leaves the engine no room to start (its threads, its libraries, its
+# imports): no engine setting helps, only a larger budget.
+BUDGET_TOO_SMALL: frozenset[str] = frozenset({"budget_start", "budget_import"})

@@ -89,6 +89,22 @@ class Observation:
     # The tree's resident memory when the weights had loaded (before the KV cache and the profile run):
     # what a failure after it had left to grow into is its peak minus this.
     weights_rss_mib: float | None = None
+    budget_mib: float | None = None  # the memory budget the run was judged by
+
+    @property
+    def runs_over_budget(self) -> bool:
+        """Up and answering the smallest request, judged over the budget by its measured peak (a server
+        vramtui attached to): no stage failed, it holds more than the budget allows."""
+        return (
+            not self.ready
+            and bool(self.smoke_ok)
+            and self.budget_mib is not None
+            and self.peak_mib is not None
+            and self.peak_mib > self.budget_mib
+        )
+
+    def over_budget_text(self) -> str:
+        return f"it runs at {self.peak_mib or 0:.0f} MiB, over the {self.budget_mib or 0:.0f} MiB budget"
 
     @property
     def works(self) -> bool:
@@ -216,6 +232,7 @@ def observe(check: Any) -> Observation:
         message=str(getattr(check, "message", "") or ""),
         cause=getattr(diagnosis, "cause", None),
         weights_rss_mib=_rss_at(check, "weights_loaded"),
+        budget_mib=getattr(check, "memory_budget_mib", None),
     )
 
 

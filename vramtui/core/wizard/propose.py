@@ -17,6 +17,8 @@ from vramtui.core.backends import Backend, kv_dtype_name, switch
 from vramtui.core.backends.base import FailedRun, gib
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
+from vramtui.core.logs.advice import CAUSE_WORDS
+from vramtui.core.logs.stages import BUDGET_TOO_SMALL
 from vramtui.core.memory.parts import MemoryBill
 from vramtui.core.units import GIB, MIB
 from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes
@@ -398,12 +400,9 @@ class Proposer:
             findings.stop_reason = "the server came up but did not answer; not a memory problem"
             return None
         failure = obs.failure or ""
-        if obs.cause == "budget_start":  # the budget leaves the engine no room to start: no setting helps
+        if obs.cause in BUDGET_TOO_SMALL:  # no room to start or import the engine: no setting helps
             findings.advice = list(obs.advice) or ["raise memory_budget under [limits] in the profile"]
-            findings.stop_reason = (
-                "the memory budget is too small for the engine to start: raise memory_budget, "
-                "no engine setting helps"
-            )
+            findings.stop_reason = f"{CAUSE_WORDS[obs.cause]}: raise memory_budget, no engine setting helps"
             return None
         if not _is_memory(failure):
             findings.advice = [NOT_MEMORY.get(failure, NOT_MEMORY["other"]), *obs.advice]
@@ -578,7 +577,9 @@ class Proposer:
         room = model.room()
         where = self.findings.failing_stage or obs.failure_stage or obs.stage or "start-up"
         attempt = obs.figures.get("failed_alloc")
-        if attempt:
+        if obs.runs_over_budget:
+            parts = [obs.over_budget_text()]
+        elif attempt:
             parts = [f"it failed at {where}: the engine could not allocate {attempt / MIB:.0f} MiB"]
         elif obs.first_error:
             parts = [f"it failed at {where}: {obs.first_error.strip()[:160]}"]

@@ -42,10 +42,10 @@ STEP_FIELDS: tuple[str, ...] = (
 
 
 def wizard_dir() -> Path:
-    """Where session records live: the user's data dir, vramtui/wizard."""
-    import platformdirs
+    """Where session records live: beside the run logs ($VRAMTUI_DATA_DIR/wizard, else the user data dir's)."""
+    from vramtui.core.estimate.calibrate import data_dir
 
-    return Path(platformdirs.user_data_dir("vramtui")) / "wizard"
+    return data_dir() / "wizard"
 
 
 def new_record_path(label: str = "session") -> Path:

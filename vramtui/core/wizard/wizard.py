@@ -76,7 +76,8 @@ class Step:
             "why": proposal.why if proposal else "first launch of the profile as given",
             "outcome": self.outcome,
             "stage": (obs.stage if obs else None),
-            "failure_stage": obs.failure_stage if obs else None,
+            # a server that answers over its budget failed at no stage (the ladder's stage is the wizard's own)
+            "failure_stage": obs.failure_stage if obs and not obs.runs_over_budget else None,
             "failure": obs.failure if obs else None,
             "first_error": obs.first_error if obs else None,
             "ready": obs.ready if obs else False,
@@ -460,3 +461,12 @@ class Wizard:
             self._ended = True
             procs.remove_exit_hook(self._on_exit_signal)
         return result
+
+
+def first_move(profile: Profile, check: Any, margin: float = DEFAULT_MARGIN) -> Proposal | None:
+    """The change the wizard makes first after this run of `profile` (a CheckResult): the one source of
+    the first move, so that `check` reports the step `vramtui wizard` and `wizard --attach` take.
+    None when it runs, or when no setting helps (the run's own advice says why)."""
+    wizard = Wizard(profile, runner=lambda _profile: check, record=False, margin=margin)
+    wizard.start()
+    return wizard.propose()
