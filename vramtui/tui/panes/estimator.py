@@ -136,6 +136,7 @@ class EstimatorPane(Pane):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "leave_form", "Leave the form", show=False),
+        Binding("enter", "enter_form", "Edit", show=False),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -186,18 +187,25 @@ class EstimatorPane(Pane):
 
     def on_mount(self) -> None:
         super().on_mount()
+        self.border_subtitle = "Enter: into the fields · Esc: back to the keys"
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show_result())
         self.recompute()
 
     # -- input ------------------------------------------------------------------------------------
 
     def focus_target(self) -> Widget | None:
-        """`3` lands in the first field, so what the user types next goes into it."""
-        return self.query_one(f"#est-{FIELDS[0].name}", Input)
+        """`3` shows the pane, not a field: a field would take the next digit (the model path, its
+        text selected on focus, replaced by the `4` that follows). Tab, Enter or a click go in."""
+        return self.query_one(VerticalScroll)
 
     def action_leave_form(self) -> None:
         """Escape: out of the field, so single-key commands (q, e, 1-4 ...) work again."""
         self.query_one(VerticalScroll).focus()
+
+    def action_enter_form(self) -> None:
+        """Enter on the pane (not in a field): into the first field."""
+        if self.app.focused is self.query_one(VerticalScroll):
+            self.query_one(f"#est-{FIELDS[0].name}", Input).focus()
 
     def set_card_memory(self, total_bytes: int) -> None:
         """Pre-fill the card's memory from the GPU the sampler found (unless the user typed one)."""
