@@ -66,6 +66,37 @@ async def test_graph_scale_is_fixed_and_keeps_a_one_sample_peak() -> None:
     assert any("80%" in row and "╌" in row for row in rows)
 
 
+async def test_columns_with_no_sample_are_blank_not_the_lowest_bar() -> None:
+    """Issue 22 defect 37: an empty history was drawn as a row of ▁ (the lowest bar, as if memory
+    were almost 0). Where no sample is, nothing is drawn; a sample of 0 still shows as the floor."""
+    total = 24 * 1024**3
+    history = PeakHistory()
+    for i in range(50):
+        history.add(i * 0.1, total * 0.5)
+    app = quiet_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        graph = app.query_one(MemoryGraph)
+        graph.styles.width = 40
+        graph.styles.height = 6
+        graph.configure(lambda n: [], total)  # nothing sampled yet
+        await pilot.pause()
+        empty = [graph.render_line(y).text for y in range(graph.size.height)]
+        # only the labels and the 80% line: no bar, not even the lowest
+        assert not any(cell in BLOCKS[1:] for row in empty for cell in row), empty
+        assert empty[-1].strip() == ""
+
+        # 10 columns of history, drawn at the right; the 30 columns before them are blank
+        graph.configure(lambda n: [b.max for b in history.buckets(min(n, 10))], total)
+        await pilot.pause()
+        rows = [graph.render_line(y).text for y in range(graph.size.height)]
+        bottom = rows[-1]
+        assert bottom[:30].strip() == "" and all(cell == BLOCKS[8] for cell in bottom[30:40]), bottom
+
+        graph.configure(lambda n: [0.0] * n, total)  # a sample of 0 is a sample: the floor shows
+        await pilot.pause()
+        assert set(graph.render_line(graph.size.height - 1).text[:40]) == {BLOCKS[1]}
+
+
 async def test_memory_pane_shows_a_replayed_nvidia_smi_curve(curve_csv: Path) -> None:
     app = quiet_app(replay_csv=str(curve_csv))
     async with app.run_test(size=(200, 50)) as pilot:
