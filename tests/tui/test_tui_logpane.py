@@ -7,6 +7,7 @@ The logs are real: printed by today's llama-server and by llama-cpp-python under
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -72,3 +73,57 @@ async def test_a_log_read_while_its_pane_is_hidden_shows_its_first_error_when_sh
         await pilot.press("1", "2")  # scrolled away by the user: shown again where the user left it
         await pilot.pause(0.2)
         assert first_error_row(app, expected.first_error_line) is None
+
+
+def _logged(tmp_path: Path, corpus: str, case_id: str) -> Path:
+    """A log of the real-log corpus (tests/data), as a file `--log` opens."""
+    rows = (json.loads(line) for line in (DATA / corpus).read_text().splitlines() if line.strip())
+    found = next((row for row in rows if row["id"] == case_id), None)
+    if found is None:
+        pytest.skip(f"{case_id} is not in {corpus}")
+    path = tmp_path / f"{case_id}.log"
+    path.write_text(found["log"] + "\n", encoding="utf-8")
+    return path
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+HEADER_CASES = [
+    ("logs/made-here.jsonl", "made-vllm-kv-too-small"),  # a real vLLM's KV refusal: a long first error
+    ("logs/unseen.jsonl", "32-ollama-tmpfs-extract-no-space"),  # a first error over five rows
+    ("corpus.jsonl", "sglang-4"),  # its first advice names no flag; a later one a flag and a value
+    ("", "llama-cpp-python-demo-first-launch"),  # the demo's first launch: a four-row advice
+]
+
+
+@pytest.mark.parametrize(("corpus", "case_id"), HEADER_CASES, ids=[case for _, case in HEADER_CASES])
+async def test_the_header_shows_whole_lines_the_advice_with_a_flag_and_value_first(
+    tmp_path: Path, corpus: str, case_id: str
+) -> None:
+    """Issue 22 defect 17: at 80x24 the header was cut at its ninth row, mid-sentence in the advice.
+    Now everything it holds is on screen, each piece of advice whole, and the first one that names a
+    flag and its value is there."""
+    from textual.widgets import Static
+
+    from vramtui.tui.panes.log_header import with_values_first
+
+    log = _logged(tmp_path, corpus, case_id) if corpus else DATA / "logs" / f"{case_id}.log"
+    app = quiet_app(log_file=str(log))
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LogPane)
+        await wait_for(pilot, lambda: pane.finished)
+        await pilot.pause(0.2)
+        header = pane.query_one("#diagnosis", Static)
+        region = header.content_region
+        rows = screen_text(app).splitlines()[region.y : region.bottom]
+        shown = _flat(" ".join(row[region.x : region.right] for row in rows))
+        held = str(header.render()).splitlines()
+        for line in held:  # nothing the header holds is cut off below its last row
+            assert _flat(line) in shown, (line, shown)
+        advice = [str(line) for line in pane.diagnosis.advice]
+        first = with_values_first(advice)[0]
+        assert _flat(first) in shown, (first, shown)
+        whole = [line for line in advice if _flat(line) in shown]
+        assert shown.count("→ ") == len(whole)  # every piece of advice shown is shown whole
