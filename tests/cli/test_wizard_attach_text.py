@@ -37,9 +37,10 @@ def test_a_step_that_answers_over_the_budget_is_not_called_stopped_at_a_stage() 
     out = io.StringIO()
     _print_step(SimpleNamespace(to_dict=lambda: data, fit=lambda: None), out)  # fit printed no projection
     first = out.getvalue().splitlines()[0]
-    assert first == "step 1: context 2048 → 512: progress (it answers, but over the budget)"
+    assert first == "step 1: context 2048 → 512: got further (it answers, but over the budget)"
     out = io.StringIO()
     _print_step(
         SimpleNamespace(to_dict=lambda: {**data, "smoke_ok": None}, fit=lambda: None), out
     )  # it did not come up
-    assert out.getvalue().splitlines()[0].endswith("progress (stopped at kv_cache)")
+    # in words, not the record's codes (issue 22 defect 26)
+    assert out.getvalue().splitlines()[0].endswith("got further (stopped at kv cache: host out of memory)")

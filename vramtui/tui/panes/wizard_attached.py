@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 from vramtui.tui.panes.wizard_driver import WizardDriver
+from vramtui.tui.words import in_words
 
 if TYPE_CHECKING:
     from vramtui.tui.attached import AttachedView
@@ -188,7 +189,7 @@ class AttachedDriver(WizardDriver):
     def _state_after(self, step: Any) -> str:
         said = super()._state_after(step)
         if step.observation is not None and step.notes:
-            said += f" — {step.notes[0]}"  # "new process N: its command line sets context = 4096"
+            said += f" — {in_words(step.notes[0])}"  # "new process N: its command line sets context = 4096"
         return said
 
     def _finish(self, success: bool) -> None:
@@ -204,7 +205,7 @@ class AttachedDriver(WizardDriver):
             else f"as PID {self.pid}, which vramtui leaves running"
         )
         last = self.wizard.steps[-1] if self.wizard.steps else None
-        seen = f" ({last.notes[0]})" if last is not None and last.index and last.notes else ""
+        seen = f" ({in_words(last.notes[0])})" if last is not None and last.index and last.notes else ""
         self._post(f"IT RUNS with {params} {who}{seen} — export (x) to keep the steps", done=True)
 
     def stop_attempt(self) -> None:

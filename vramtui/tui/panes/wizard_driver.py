@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramtui.core.errors import VramtuiError
 from vramtui.core.units import MIB, format_bytes
-from vramtui.tui.words import failure_words, outcome_words, stage_words
+from vramtui.tui.words import failure_words, in_words, outcome_words, stage_words
 
 if TYPE_CHECKING:
     from vramtui.tui.panes.wizard import WizardPane
@@ -167,7 +167,7 @@ class WizardDriver:
             try:
                 work(*args)
             except VramtuiError as error:
-                self._post(f"stopped: {error}", done=True, error=str(error))
+                self._post(f"stopped: {in_words(str(error))}", done=True, error=in_words(str(error)))
             except Exception as error:  # the app survives a wizard failure and says why
                 self._post(f"stopped: {type(error).__name__}: {error}", done=True, error=str(error))
             finally:
@@ -237,7 +237,7 @@ class WizardDriver:
         obs = step.observation
         words = outcome_words(step.outcome)
         if obs is None:
-            return f"step {step.index}: {words}" + (f" — {step.notes[0]}" if step.notes else "")
+            return f"step {step.index}: {words}" + (f" — {in_words(step.notes[0])}" if step.notes else "")
         where = f"reached {stage_words(obs.stage) if obs.stage else 'nothing'}"
         if obs.failure:
             where += f", failed at {stage_words(obs.failure_stage)}: {failure_words(obs.failure)}"
@@ -257,8 +257,8 @@ class WizardDriver:
 
                 self.app.post_message(LaunchRequested(final))
         else:
-            reason = wizard.stop_reason or "no change left to propose"
-            advice = "; ".join(wizard.advice[:2])
+            reason = in_words(wizard.stop_reason or "no change left to propose")
+            advice = "; ".join(in_words(line) for line in wizard.advice[:2])
             self._post(f"stopped: {reason}" + (f" — {advice}" if advice else ""), done=True)
 
     def stop_attempt(self) -> None:
