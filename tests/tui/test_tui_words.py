@@ -35,7 +35,9 @@ async def test_a_launch_that_fails_and_its_wizard_speak_in_words(tmp_path: Path)
         busy.listen()
         (tmp_path / "m.gguf").write_bytes(b"GGUF")
         profile = tmp_path / "busy.toml"
-        profile.write_text(f'backend = "llama-cpp-python"\nmodel = "m.gguf"\nport = {busy.getsockname()[1]}\n')
+        profile.write_text(
+            f'backend = "llama-cpp-python"\nmodel = "m.gguf"\nport = {busy.getsockname()[1]}\n'
+        )
         app = VramtuiApp(profile_path=str(profile), live_sampling=False, remember=False)
         async with app.run_test(size=(200, 50)) as pilot:
             await wait_for(pilot, lambda: app.session is not None and app.session.state == "failed")
