@@ -74,9 +74,13 @@ class AttachedDriver(WizardDriver):
         self.view = view
         timeout = restart_timeout_s if restart_timeout_s is not None else view.restart_timeout_s
         self.runner = AttachedRunner(view.running, log=view.log_given, restart_timeout_s=timeout)
-        wizard = AttachedWizard(view.profile, self.runner, keep=set(view.keep), record_path=record_path)
-        super().__init__(pane, view.profile, wizard=wizard)
-        self.runner.on_process = self._process
+
+        def make() -> Any:  # on the first step's thread (it may measure the engine's idle footprint)
+            wizard = AttachedWizard(view.profile, self.runner, keep=set(view.keep), record_path=record_path)
+            self.runner.on_process = self._process  # after the wizard's own: ours tells it first
+            return wizard
+
+        super().__init__(pane, view.profile, wizard=make)
         self.runner.on_command = self._command
         self._change: tuple[Any, Any] | None = None  # (proposal, its ChangedCommand)
         self._feed: Any = None  # the take-over's launch log
@@ -138,7 +142,13 @@ class AttachedDriver(WizardDriver):
 
     @property
     def busy_waiting(self) -> bool:
-        return self._lock.locked() and self.runner.way == "restart" and len(self.wizard.steps) > 0
+        wizard = self.wizard
+        return (
+            self._lock.locked()
+            and self.runner.way == "restart"
+            and wizard is not None
+            and len(wizard.steps) > 0
+        )
 
     def _launch_feed(self, proposal: Any) -> None:
         from vramtui.core.attach.restart import candidate_profile

@@ -8,6 +8,7 @@ core wizard's own (`Wizard.skip`, `Wizard.apply`, `Proposal.edited`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,22 +77,42 @@ class WizardDriver:
         profile: Any,
         record_path: str | Path | None = None,
         first_check: Any = None,
-        wizard: Any = None,
+        wizard: Callable[[], Any] | None = None,
     ) -> None:
-        from vramtui.core.wizard.wizard import Wizard
-
         self.pane = pane
         self.app = pane.app
         self.profile = profile
         # A launch of this profile that already failed (`vramtui run`): the wizard's step 0, not relaunched.
         self._first_check = first_check
         self._kept: tuple[Any, Any] | None = None  # (server, feed) of an attempt that answered
-        # `wizard`: one with a runner of its own (a server vramtui did not start: wizard_attached.py).
-        self.wizard = wizard or Wizard(profile, record_path=record_path, runner=self._runner, on_step=None)
+        # The core wizard, made on the first step's thread: making it may measure the engine's idle
+        # footprint (core/launch/footprint.py), which starts the engine once per binary (up to 20 s).
+        # `wizard`: a maker of one with a runner of its own (a server vramtui did not start).
+        self._make_wizard = wizard or (lambda: self._new_wizard(record_path))
+        self.wizard: Any = None
         self.server: Any = None  # the server of the attempt in progress
         self.finished = False
         self.verified = False  # a working attempt's server was handed to the app
         self._lock = threading.Lock()
+
+    def _new_wizard(self, record_path: str | Path | None) -> Any:
+        from vramtui.core.wizard.wizard import Wizard
+
+        return Wizard(self.profile, record_path=record_path, runner=self._runner, on_step=None)
+
+    def _ensure_wizard(self) -> None:
+        """On the step's thread: make the core wizard, saying so when it first measures the engine."""
+        if self.wizard is not None:
+            return
+        from vramtui.core.launch.footprint import binary_of, measured_already
+
+        if not measured_already(self.profile):
+            binary = binary_of(self.profile)
+            self._post(
+                f"measuring {binary.name if binary else 'the engine'}'s own idle memory (once per binary, "
+                "up to 20 s): the budget's share left for the model…"
+            )
+        self.wizard = self._make_wizard()
 
     @classmethod
     def for_demo(cls, pane: WizardPane) -> WizardDriver:
@@ -165,6 +186,7 @@ class WizardDriver:
 
         def run() -> None:
             try:
+                self._ensure_wizard()
                 work(*args)
             except VramtuiError as error:
                 self._post(f"stopped: {in_words(str(error))}", done=True, error=in_words(str(error)))
@@ -228,7 +250,7 @@ class WizardDriver:
     @property
     def skipped(self) -> set[str]:
         """The settings the user asked the wizard to leave alone."""
-        return self.wizard.skipped_params
+        return set() if self.wizard is None else self.wizard.skipped_params
 
     def edited(self, proposal: Any, text: str) -> Any:
         return proposal.edited(parse_value(text))
@@ -266,7 +288,8 @@ class WizardDriver:
         server = self.server
         if server is not None:
             server.stop()
-            self.wizard.abandon("quit during an attempt")  # the record gets its end line
+            if self.wizard is not None:
+                self.wizard.abandon("quit during an attempt")  # the record gets its end line
         kept, self._kept = self._kept, None
         if kept is not None:
             kept[0].stop()
@@ -280,7 +303,7 @@ class WizardDriver:
         """Write the steps as Markdown and CSV next to the wizard's record."""
         from vramtui.core.wizard.steprecord import open_session, to_csv, to_markdown
 
-        record = self.wizard.record_path
+        record = None if self.wizard is None else self.wizard.record_path
         if record is None or not record.is_file():
             raise VramtuiError("this wizard keeps no record to export")
         session = open_session(record)
