@@ -81,3 +81,32 @@ async def _pane_says_it_does_not_answer(view, port: int) -> None:
         assert said in pane.state_text and "Traceback" not in pane.state_text
         assert pane.steps[0].outcome == "error" and pane.proposal is None
         assert said in screen_text(app)
+
+
+async def test_the_estimator_takes_the_slots_the_attached_server_reports(
+    llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22 defect 31: a llama-server with 3 slots set by its environment (LLAMA_ARG_N_PARALLEL, as
+    container images set it), nothing on its command line: the report took the engine's default (4) and
+    the estimator pane its own (parallel 1). Both take the slots its /props and /slots report."""
+    monkeypatch.setenv("LLAMA_ARG_N_PARALLEL", "3")
+    port = _free_port()
+    argv = [str(llama_server_bin), "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--ctx-size", "1536"]
+    for proc in _start(argv, tmp_path / "server.log", "/health", port):
+        attached = attach(str(proc.pid), duration_s=0.3)
+        report = attached.to_dict()
+        assert "parallel" not in report["params"] and report["endpoints"]["/props"]["slots"] == 3
+        assert report["params_assumed"]["parallel"] == 3
+        await _estimator_fields(view_from(attached))
+
+
+async def _estimator_fields(view) -> None:  # type: ignore[no-untyped-def]
+    from vramtui.tui.panes.estimator import EstimatorPane
+
+    app = VramtuiApp(live_sampling=False, remember=False, attached=view)
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(EstimatorPane)
+        await wait_for(pilot, lambda: pane.estimate is not None)
+        assert (pane.value("context"), pane.value("parallel")) == ("1536", "3")
+        assert pane.estimate.parallel == 3 and pane.estimate.backend == "llama.cpp"

@@ -248,7 +248,7 @@ async def test_cli_and_estimator_pane_take_the_same_inputs_to_the_same_settings(
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
     argv = ["--params", "8B", "--ctx", typed["context"], "--parallel", typed["parallel"]]
-    argv += ["--gpu-mem", typed["card"], "--gpu-layers", typed["gpu_layers"], "--kv-dtype", "f16"]
+    argv += ["--gpu-mem", typed["card"], "--gpu-layers", typed["gpu_layers"]]  # KV dtype: the engine default
     argv += ["--backend", typed.get("backend", "llama.cpp")]
     argv += ["--quant", typed["quant"]] if "quant" in typed else []
     _info, from_cli = cli.build(parser.parse_args(argv))

@@ -212,3 +212,25 @@ def test_the_app_refuses_a_source_it_cannot_read_before_the_screen_opens() -> No
         )
     assert result.returncode == 2 and "no GPU memory figures" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "\x1b[" not in result.stdout  # no screen drawn
+
+
+@pytest.mark.engine
+def test_a_llama_server_without_metrics_is_told_to_start_with_metrics(
+    llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    """Issue 22 defect 41: a real llama-server started without --metrics answers /metrics with 501; the
+    one line said only `HTTP 501 Not Implemented`. It now says what the server said, and the flag."""
+    from test_attach_cli import _free_port, _start
+
+    port = _free_port()
+    argv = [str(llama_server_bin), "-m", str(tiny_gguf), "--port", str(port), "-c", "512"]
+    for _proc in _start(argv, tmp_path / "server.log", "/health", port):
+        result = subprocess.run(
+            [sys.executable, "-m", "vramtui", "record", "--source", f"127.0.0.1:{port}", "--duration", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1 and "HTTP 501" in line and "--metrics" in line, line

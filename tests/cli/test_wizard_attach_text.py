@@ -40,7 +40,8 @@ def test_a_step_that_answers_over_the_budget_is_not_called_stopped_at_a_stage() 
     out = io.StringIO()
     _print_step(step(True), out)
     first = out.getvalue().splitlines()[0]
-    assert first == "step 1: context 2048 → 512: progress (it runs at 44 MiB, over the 40 MiB budget)"
+    assert first == "step 1: context 2048 → 512: got further (it runs at 44 MiB, over the 40 MiB budget)"
     out = io.StringIO()
     _print_step(step(None), out)  # it did not come up
-    assert out.getvalue().splitlines()[0].endswith("progress (stopped at kv_cache)")
+    # in words, not the record's codes (issue 22 defect 26)
+    assert out.getvalue().splitlines()[0].endswith("got further (stopped at kv cache: host out of memory)")

@@ -66,6 +66,37 @@ async def test_graph_scale_is_fixed_and_keeps_a_one_sample_peak() -> None:
     assert any("80%" in row and "╌" in row for row in rows)
 
 
+async def test_columns_with_no_sample_are_blank_not_the_lowest_bar() -> None:
+    """Issue 22 defect 37: an empty history was drawn as a row of ▁ (the lowest bar, as if memory
+    were almost 0). Where no sample is, nothing is drawn; a sample of 0 still shows as the floor."""
+    total = 24 * 1024**3
+    history = PeakHistory()
+    for i in range(50):
+        history.add(i * 0.1, total * 0.5)
+    app = quiet_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        graph = app.query_one(MemoryGraph)
+        graph.styles.width = 40
+        graph.styles.height = 6
+        graph.configure(lambda n: [], total)  # nothing sampled yet
+        await pilot.pause()
+        empty = [graph.render_line(y).text for y in range(graph.size.height)]
+        # only the labels and the 80% line: no bar, not even the lowest
+        assert not any(cell in BLOCKS[1:] for row in empty for cell in row), empty
+        assert empty[-1].strip() == ""
+
+        # 10 columns of history, drawn at the right; the 30 columns before them are blank
+        graph.configure(lambda n: [b.max for b in history.buckets(min(n, 10))], total)
+        await pilot.pause()
+        rows = [graph.render_line(y).text for y in range(graph.size.height)]
+        bottom = rows[-1]
+        assert bottom[:30].strip() == "" and all(cell == BLOCKS[8] for cell in bottom[30:40]), bottom
+
+        graph.configure(lambda n: [0.0] * n, total)  # a sample of 0 is a sample: the floor shows
+        await pilot.pause()
+        assert set(graph.render_line(graph.size.height - 1).text[:40]) == {BLOCKS[1]}
+
+
 async def test_memory_pane_shows_a_replayed_nvidia_smi_curve(curve_csv: Path) -> None:
     app = quiet_app(replay_csv=str(curve_csv))
     async with app.run_test(size=(200, 50)) as pilot:
@@ -213,9 +244,7 @@ async def test_estimator_updates_as_you_type_and_marks_a_bad_field_in_place() ->
             await pilot.press(*text)
         expected = estimate(
             info_from_flags(params=8_000_000_000, layers=32, kv_heads=8, head_dim=128),
-            Settings(
-                backend="llama.cpp", context=4096, parallel=1, kv_dtype="f16", device_bytes=24 * 1024**3
-            ),
+            Settings(backend="llama.cpp", device_bytes=24 * 1024**3),  # empty fields: the engine's defaults
         )
         # the last keystroke's estimate is the core's answer for the whole form
         await wait_for(
@@ -225,7 +254,7 @@ async def test_estimator_updates_as_you_type_and_marks_a_bad_field_in_place() ->
 
         # a context the card cannot hold turns the verdict, as you type
         app.query_one("#est-context").focus()
-        await pilot.press("end", *"00000")  # 4096 -> 409600000
+        await pilot.press(*"409600000")
         await wait_for(pilot, lambda: pane.estimate is not None and not pane.estimate.fits)
         assert "DOES NOT FIT" in screen_text(app)
 
@@ -248,7 +277,7 @@ async def test_estimator_reads_a_real_gguf(tiny_gguf: Path) -> None:
         pane = app.query_one(EstimatorPane)
         pane.set_value("model", str(tiny_gguf))
         await wait_for(pilot, lambda: pane.estimate is not None)
-        expected = estimate(load_model_info(tiny_gguf), Settings(context=4096, parallel=1, kv_dtype="f16"))
+        expected = estimate(load_model_info(tiny_gguf), Settings())  # the engine's defaults, as the CLI's
         assert pane.estimate.weights_bytes == expected.weights_bytes
         pane.set_value("model", str(tiny_gguf) + ".missing")
         await wait_for(pilot, lambda: "model" in pane.errors)
@@ -413,8 +442,7 @@ async def test_a_100k_line_log_arrives_in_batches_and_the_app_stays_responsive(t
         assert app.active_pane == "estimator"
         await wait_for(pilot, lambda: pane.finished, timeout_s=120)
         assert len(pane.view.lines) == 100_000
-        # 3 put the cursor in the estimator's first field (issue 13 defect 13): Esc leaves it first.
-        await pilot.press("escape", "2", "end")
+        await pilot.press("2", "end")  # digits switch panes from the estimator too (issue 22 defect 5)
         await pilot.pause()
         assert "#24999" in screen_text(app)  # follows the tail
         batches = pane.batches_received
@@ -526,7 +554,7 @@ async def test_estimator_grid_view_at_80x24(tiny_gguf: Path) -> None:
         assert pane.table is None  # the breakdown first
         pane.query_one("#est-view").value = "grid"
         await wait_for(pilot, lambda: pane.table is not None)
-        expected = build_table(load_model_info(tiny_gguf), Settings(context=4096, parallel=1, kv_dtype="f16"))
+        expected = build_table(load_model_info(tiny_gguf), Settings())
         assert [[c.max_parallel for c in row.cells] for row in pane.table.rows] == [
             [c.max_parallel for c in row.cells] for row in expected.rows
         ]

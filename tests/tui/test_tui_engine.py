@@ -10,6 +10,7 @@ import psutil
 import pytest
 from test_tui_support import screen_text, wait_for
 
+from vramtui.core.launch.profile import Profile
 from vramtui.core.wizard.steprecord import open_session
 from vramtui.tui.app import ConfirmQuit, VramtuiApp
 from vramtui.tui.panes.log import LogPane
@@ -270,3 +271,50 @@ async def test_e_lands_on_and_marks_the_first_error_of_a_real_failed_launch(tmp_
             "press n to start the wizard on this profile (one change at a time)"
         )
         assert "vramtui run PROFILE" not in screen_text(app)
+
+
+async def test_the_first_footprint_measurement_runs_off_the_ui_thread(
+    llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    """Issue 22 defect 15: the first time the wizard meets an engine binary under a host budget, it starts
+    the engine once to measure its idle footprint (core/launch/footprint.py, seconds). That ran on the UI
+    thread, in the pane's `start_profile`: the app froze. Now it runs on the wizard's thread, the pane says
+    so, and the screen keeps drawing. (The tests' cache dir is their own: this binary is not measured yet.)"""
+    import asyncio
+    import itertools
+
+    from vramtui.core.launch.footprint import measured_already
+
+    profile = Profile(
+        backend="llama.cpp",
+        model=str(tiny_gguf),
+        program=str(llama_server_bin),
+        params={"context": 512},
+        memory_budget=1024 * 2**20,
+        port=0,
+    )
+    assert not measured_already(profile)
+    app = VramtuiApp(live_sampling=False, remember=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(WizardPane)
+        ticks: list[float] = []
+        timer = app.set_interval(0.05, lambda: ticks.append(time.monotonic()))
+        states: list[str] = []
+        started = time.monotonic()
+        pane.start_profile(profile)
+        pane.driver.launch_first()  # type: ignore[union-attr]
+        handed_back = time.monotonic() - started
+        while not measured_already(profile) and time.monotonic() - started < 60:
+            states.append(pane.state_text)
+            await asyncio.sleep(0.05)
+        assert measured_already(profile)
+        measured_in = time.monotonic() - started
+        await wait_for(pilot, lambda: len(pane.steps) >= 1 and not pane.busy, timeout_s=120)
+        timer.stop()
+        assert handed_back < 0.5, handed_back  # the pane's call returns at once
+        # The screen kept its pace while the engine was measured (a loaded 2-core machine stalls a
+        # frame now and then: the freeze this guards against lasted the whole measurement).
+        measuring = [tick for tick in ticks if tick <= started + measured_in]
+        gaps = [b - a for a, b in itertools.pairwise(measuring)]
+        assert gaps and max(gaps) < 2.0, (max(gaps), measured_in)
+        assert any("idle memory" in state for state in states), states[:5]

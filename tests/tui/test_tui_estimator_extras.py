@@ -45,7 +45,7 @@ async def test_the_pane_shows_what_rides_along(files: dict[str, Path]) -> None:
         expected = estimate(
             load_model_info(files["model"]),
             Settings(
-                context=4096, parallel=1, kv_dtype="f16", device_bytes=24 * 1024**3,
+                device_bytes=24 * 1024**3,  # empty context and parallel: the engine's defaults
                 mmproj=str(files["mmproj"]), model_draft=str(files["draft"]), cache_ram=2048,
             ),
         )  # fmt: skip
@@ -73,7 +73,7 @@ async def test_expert_offload_and_cpu_offload_typed_as_flags(files: dict[str, Pa
         expected = estimate(
             load_model_info(files["moe"]),
             Settings(
-                context=4096, parallel=1, kv_dtype="f16", device_bytes=24 * 1024**3, n_cpu_moe=2,
+                device_bytes=24 * 1024**3, n_cpu_moe=2,  # empty context and parallel: the engine's defaults
                 override_tensor=(r"blk\.5\.ffn_up_exps=CPU",),
             ),
         )  # fmt: skip

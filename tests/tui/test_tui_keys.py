@@ -1,5 +1,6 @@
-"""Issue 13 defect 13, the keys: what the footer shows, Skip and Edit keys, `3` into a field,
-`ctrl+q` asking first, the quant hint whole at 80 columns.
+"""Issue 13 defect 13, the keys: what the footer shows, Skip and Edit keys, `ctrl+q` asking first,
+the quant hint whole at 80 columns; issue 22 defects 5 and 32: `3` then `4` keeps the estimator's
+fields (Enter or Tab goes into them), ctrl+c quits as q does.
 
 Each test fails on the code before the fix (`git show 520d9c7:vramtui/tui/app.py` and the panes):
 there `s`, `x`, `z`, `g` and `1`-`4` were bound with `show=False`, the wizard pane had no bindings
@@ -124,14 +125,52 @@ async def test_k_skips_and_v_edits_the_proposal_in_the_wizard_pane(tiny_gguf: Pa
         assert pane.proposal is not proposal
 
 
-async def test_3_focuses_the_first_estimator_field_and_typing_lands_in_it() -> None:
+async def test_3_then_4_switches_panes_and_keeps_the_model_path() -> None:
+    """Issue 22 defect 5: `3` put the focus in the model field with its text selected, so the `4` that
+    followed (the README's pane keys) replaced the path. Digits switch panes until the user tabs
+    (or clicks) into a field; then typing lands in it."""
     app = quiet_app()
     async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(EstimatorPane)
+        model = pane.query_one(f"#est-{FIELDS[0].name}", Input)
+        model.value = "/models/qwen.gguf"
+        await pilot.press("1", "3")
+        assert app.active_pane == "estimator"
+        assert app.focused is not None and pane in app.focused.ancestors_with_self
+        await pilot.press("4")
+        assert app.active_pane == "wizard"
+        assert model.value == "/models/qwen.gguf"
+        await pilot.press("3", "2", "3")
+        assert app.active_pane == "estimator" and model.value == "/models/qwen.gguf"
+
+        await pilot.press("tab")  # into the first field: from now on keys are typed
+        assert app.focused is model
+        await pilot.press("end", *"x")
+        assert model.value == "/models/qwen.ggufx"
+        await pilot.press("escape", "2")  # out of the form: digits are pane keys again
+        assert app.active_pane == "log" and model.value == "/models/qwen.ggufx"
+
+
+async def test_enter_in_the_estimator_pane_goes_into_the_first_field() -> None:
+    app = quiet_app()
+    async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("3")
         first = app.query_one(EstimatorPane).query_one(f"#est-{FIELDS[0].name}", Input)
+        assert app.focused is not first
+        await pilot.press("enter")
         assert app.focused is first
         await pilot.press(*"abc")
         assert first.value == "abc"
+
+
+async def test_ctrl_c_quits_when_no_model_runs() -> None:
+    """Issue 22 defect 32: ctrl+c did nothing and said nothing (Textual's own hint looks for an action
+    named `quit`, and the app's is `quit_app`)."""
+    app = quiet_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: not app.is_running or app.return_value == 0, timeout_s=5)
+    assert app.return_value == 0
 
 
 async def test_the_quant_hint_is_whole_at_80_columns() -> None:
@@ -166,6 +205,11 @@ async def test_ctrl_q_asks_like_q_while_a_model_runs(tiny_gguf: Path, tmp_path: 
         await pilot.press("n")  # keep it running: the app is still there, the model too
         await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmQuit))
         assert app.is_running and app.session.running  # type: ignore[union-attr]
+        await pilot.press("ctrl+c")  # issue 22 defect 32: the same question
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmQuit))
+        assert app.screen.question == question  # type: ignore[attr-defined]
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmQuit))
         await wait_for(pilot, lambda: "s" in footer_keys(app))  # Stop shows while it runs
         assert "Stop" in footer_row(app)
 

@@ -113,16 +113,19 @@ def _fit(result):  # type: ignore[no-untyped-def]
 
 
 def _print_report(result, move) -> None:  # type: ignore[no-untyped-def]
+    from vramtui.tui.words import failure_words, in_words, stage_words
+
     state = "ready" if result.ready else "NOT ready"
-    print(f"{state}: {result.message}")
-    print(f"  stage reached: {result.stage or '-'}")
+    print(f"{state}: {in_words(result.message)}")
+    print(f"  stage reached: {stage_words(result.stage) if result.stage else '-'}")
     if result.failure:
-        print(f"  failure: {result.failure} at {result.failure_stage or '-'}")
+        where = f" at {stage_words(result.failure_stage)}" if result.failure_stage else ""
+        print(f"  failure: {failure_words(result.failure)}{where}")
     if move is not None:
-        print(f"  first move (the wizard's): {move.describe()}")
+        print(f"  first move (the wizard's): {in_words(move.describe())}")
     if result.diagnosis is not None:
         for line in _advice(result, move)[: 2 if move is not None else 3]:
-            print(f"  advice: {line}")
+            print(f"  advice: {in_words(line)}")
     if result.smoke is not None:
         smoke = result.smoke
         print(

@@ -141,22 +141,43 @@ def _ask(proposal: Any, out: Any) -> Any:
                 print(f"vramtui: {error}", file=out)
 
 
+def step_status(data: dict[str, Any]) -> str:
+    """How a step ended, in words (the record keeps the codes): `failed at kv cache: host out of
+    memory`, `got further (stopped at kv cache: ...)`, `runs and answers`."""
+    from vramtui.tui.words import failure_words, outcome_words, stage_words
+
+    outcome = data["outcome"]
+    if outcome == "works":
+        return "runs and answers"
+    where = data.get("failure_stage") or data.get("stage")
+    failure = data.get("failure")
+    why = f"{stage_words(where)}: {failure_words(failure)}" if where and failure else stage_words(where)
+    if data.get("smoke_ok") and not data.get("ready"):  # an attached server, judged by its peak
+        return f"{outcome_words(outcome)} (it answers, but over the budget)"
+    if outcome == "first_run":
+        return f"failed at {why}" if where else "failed"
+    return f"{outcome_words(outcome)} (stopped at {why})" if where else outcome_words(outcome)
+
+
 def _print_step(step: Any, out: Any) -> None:
+    from vramtui.tui.words import figure_words, in_words, outcome_words
+
     data = step.to_dict()
     figures = data.get("engine_figures_mib") or {}
-    figure_text = ", ".join(f"{k} {v:.0f}" for k, v in figures.items())
+    figure_text = ", ".join(f"{figure_words(k)} {v:.0f}" for k, v in figures.items())
     if data["step"] == 0:
         head = "first launch"
     else:
         head = f"step {data['step']}: {data['param']} {data['from']} → {data['to']}"
-    where = data.get("failure_stage") or data.get("stage") or "?"
-    status = "runs and answers" if data["outcome"] == "works" else f"{data['outcome']} (stopped at {where})"
+    status = step_status(data)
     obs = step.observation
     if data["outcome"] != "works" and obs is not None and obs.runs_over_budget:
-        status = f"{data['outcome']} ({obs.over_budget_text()})"  # an attached server, judged by its peak
+        status = (
+            f"{outcome_words(data['outcome'])} ({obs.over_budget_text()})"  # attached: judged by its peak
+        )
     print(f"{head}: {status}" + (f" [{figure_text} MiB]" if figure_text else ""), file=out)
     for note in data.get("verification") or []:
-        print(f"    {note}", file=out)
+        print(f"    {in_words(note)}", file=out)
     fit = step.fit()
     for line in fit.lines() if fit is not None else []:
         print(f"    {line.strip()}", file=out)
@@ -203,15 +224,17 @@ def report(
         data.update(extra or {})
         print_json(data)
     else:
+        from vramtui.tui.words import in_words
+
         final = result.final_profile
         verdict = "it runs" if result.success else "not running yet"
         last = result.steps[-1].observation if result.steps else None
         if not result.success and last is not None and last.runs_over_budget:
             verdict = "it answers, still over the budget"  # an attached server: up, judged by its peak
-        print(f"\n{verdict}: {result.reason}")
+        print(f"\n{verdict}: {in_words(result.reason)}")
         print(f"final parameters: {dict(final.params)}" + (f", model {final.model}" if final.model else ""))
         for line in result.advice:
-            print(f"advice: {line}")
+            print(f"advice: {in_words(line)}")
         if result.pending is not None:
             print(f"next proposal (not applied): {result.pending.describe()}")
         if stress is not None:

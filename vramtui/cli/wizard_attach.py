@@ -175,10 +175,12 @@ def run_attached(args: argparse.Namespace) -> int:
 
 def _print_step(step: Any, out: Any) -> None:
     from vramtui.cli.wizard import _print_step as print_step
+    from vramtui.tui.words import failure_words, in_words, stage_words
 
     if step.index == 0 and step.observation is not None:
         obs = step.observation
-        said = "runs and answers" if obs.works else obs.message or f"{obs.failure} at {obs.failure_stage}"
+        failed = f"{failure_words(obs.failure)} at {stage_words(obs.failure_stage)}"
+        said = "runs and answers" if obs.works else in_words(obs.message) or failed
         if obs.runs_over_budget:
             said = obs.over_budget_text()
         print(f"as it runs now: {said}", file=out)

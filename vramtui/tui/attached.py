@@ -29,6 +29,9 @@ class AttachedView:
     url: str | None
     backend: str | None  # the engine's name, for the log engine; None: unknown
     params: dict[str, object] = field(default_factory=dict)
+    # What it runs with where its command line says nothing: its endpoints' word (llama-server's slots),
+    # else the engine's defaults (the estimator's fields)
+    assumed: dict[str, object] = field(default_factory=dict)
     model: str | None = None
     log_file: str | None = None  # a file it writes to (followed)
     log_follow: list[str] | None = None  # docker logs -f NAME, journalctl -fu UNIT -o cat
@@ -69,6 +72,7 @@ def view_from(
         url=report["url"],
         backend=report["backend"],
         params=dict(report["params"]),
+        assumed=dict(report["params_assumed"]),
         model=report["model"],
         log_file=log_file,
         log_follow=attached.target.log_follow,
@@ -115,7 +119,7 @@ class AttachedFollower:
         if view.pid is not None:
             self.app.watch_pid(view.pid)
         if view.profile is not None:
-            self.app.query_one(EstimatorPane).prefill_from_profile(view.profile)
+            self.app.query_one(EstimatorPane).prefill_from_profile(view.profile, assumed=view.assumed)
         self.app.query_one(WizardPane).attach_server(view)  # n: its wizard, the two ways
         log = self.app.query_one(LogPane)
         if view.log_file is not None and Path(view.log_file).is_file():

@@ -23,6 +23,9 @@ class CommandsApp(App[int]):
         Binding("q", "quit_app", "Quit"),
         # Textual's own ctrl+q quits at once: here it asks first, as q does, while a model runs.
         Binding("ctrl+q", "quit_app", "Quit", show=False, priority=True),
+        # ctrl+c too (a reflex): Textual's own hint for it looks for an action named `quit` and says
+        # nothing here. Not a priority: in a text field it still copies.
+        Binding("ctrl+c", "quit_app", "Quit", show=False),
         Binding("1", "show_pane('memory')", "Memory", group=PANES),
         Binding("2", "show_pane('log')", "Log", group=PANES),
         Binding("3", "show_pane('estimator')", "Estimator", group=PANES),

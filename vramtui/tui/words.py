@@ -1,7 +1,8 @@
 """The words the screen uses for the codes the core keeps: failure classes, causes, wizard outcomes.
 
-Records, JSON and the CLI's `--json` keep the codes (`host_oom`, `first_run`); only the panes and the
-status line read them through this table, so no internal code reaches the screen.
+Records, JSON and the CLI's `--json` keep the codes (`host_oom`, `first_run`); the panes, the status
+line and the CLI's text output read them through this table, so no internal code reaches a person.
+It imports no UI library: the CLI uses it too.
 """
 
 from __future__ import annotations
@@ -87,6 +88,16 @@ SHORT_OUTCOME_WORDS: dict[str, str] = {
 }
 
 
+# The figures an engine printed, as the wizard records them (core/wizard/observe.ENGINE_FIGURE_NAMES).
+FIGURE_WORDS: dict[str, str] = {
+    "model_buffer": "weights",
+    "weights_loaded": "weights loaded",
+    "kv_buffer": "KV cache",
+    "compute_buffer": "compute buffers",
+    "failed_alloc": "failed allocation",
+}
+
+
 def spaced(code: str) -> str:
     return code.replace("_", " ")
 
@@ -112,6 +123,10 @@ def cause_words(code: str) -> str:
 def stage_words(stage: str | None) -> str:
     """`load_weights` -> "load weights"."""
     return spaced(stage) if stage else "no stage"
+
+
+def figure_words(code: str) -> str:
+    return FIGURE_WORDS.get(code) or spaced(code)
 
 
 def outcome_words(code: str, *, short: bool = False) -> str:

@@ -517,18 +517,18 @@ def test_largest_concurrency_is_the_same_whether_the_default_context_is_typed_or
 def test_another_engines_flags_are_left_out_and_said() -> None:
     # vLLM's -tp under llama.cpp, llama.cpp's --cpu-moe under vLLM or Ollama: sized without, and a note
     moe = replace(LLAMA_8B, is_moe=True, n_experts=8, n_experts_used=2)
-    cases = [
-        ("llama.cpp", {"tensor_parallel_size": 2}, "--tensor-parallel-size"),
-        ("vllm", {"cpu_moe": True, "tensor_split": (1.0, 1.0)}, "--tensor-split, --cpu-moe"),
-        ("ollama", {"n_cpu_moe": 4}, "--n-cpu-moe"),
-        ("transformers", {"pipeline_parallel_size": 2}, "--pipeline-parallel-size"),
+    cases = [  # "an ollama setting" (issue 22 defect 40: it read "a ollama")
+        ("llama.cpp", {"tensor_parallel_size": 2}, "--tensor-parallel-size", "a"),
+        ("vllm", {"cpu_moe": True, "tensor_split": (1.0, 1.0)}, "--tensor-split, --cpu-moe", "a"),
+        ("ollama", {"n_cpu_moe": 4}, "--n-cpu-moe", "an"),
+        ("transformers", {"pipeline_parallel_size": 2}, "--pipeline-parallel-size", "a"),
     ]
-    for backend, given, flags in cases:
+    for backend, given, flags, article in cases:
         plain = Settings(
             backend=backend, device_bytes=24 * GIB, gpus=(24 * GIB, 24 * GIB), quant="q4_k_m", context=8192
         )
         est = estimate(moe, replace(plain, **given))
-        assert est.notes[0] == f"{flags}: not a {backend} setting, left out"
+        assert est.notes[0] == f"{flags}: not {article} {backend} setting, left out"
         assert est.to_dict() | {"notes": []} == estimate(moe, plain).to_dict() | {"notes": []}
     # an engine's own flag is no such note
     own = estimate(moe, Settings(device_bytes=24 * GIB, quant="q4_k_m", context=8192, cpu_moe=True))
@@ -585,3 +585,17 @@ def test_llama_cpp_runs_at_most_256_sequences_whatever_memory_holds() -> None:
     table = build_table(info, small, contexts=[1024, 2048])
     assert max(cell.max_parallel for row in table.rows for cell in row.cells) == 256
     assert any("at most 256 sequences" in note for note in table.notes)
+
+
+def test_sizes_under_a_gib_in_the_notes_read_in_mib(tiny_gguf) -> None:  # type: ignore[no-untyped-def]
+    """Issue 22 defect 40: "the rest needs 0.06 GiB of host RAM" beside "host RAM needed 66.53 MiB"."""
+    import re
+
+    from vramtui.core.estimate.modelinfo import load_model_info
+    from vramtui.core.units import format_bytes
+
+    est = estimate(load_model_info(tiny_gguf), Settings(device_bytes=200 * MIB, context=4096, on_gpu=True))
+    assert not est.fits and est.host_bytes_needed and est.host_bytes_needed < GIB
+    note = next(note for note in est.notes if note.startswith("with --gpu-layers"))
+    assert f"the rest needs {format_bytes(est.host_bytes_needed)} of host RAM" in note, note
+    assert not any(re.search(r"\b0\.\d+ GiB", note) for note in est.notes), est.notes

@@ -154,7 +154,8 @@ def _assumed(
     command: ServerCommand | None, endpoints: dict[str, Endpoint] | None = None
 ) -> dict[str, object]:
     """What the server runs with where its command line says nothing: what its endpoints say (vLLM's
-    /v1/models names the context it took), else the engine's defaults."""
+    /v1/models names the context it took, llama-server's /props and /slots its slots: an environment
+    variable or a build may set them), else the engine's defaults."""
     if command is None or command.backend is None:
         return {}
     from vramtui.core.memory.nvml import first_gpu_total_bytes
@@ -167,6 +168,13 @@ def _assumed(
         length = models.found.get("max_model_len")
         if length:
             assumed["context"] = length
+    if "parallel" not in command.params:
+        for path in ("/props", "/slots"):
+            found = (endpoints or {}).get(path)
+            slots = found.found.get("slots") if found is not None and found.answered else None
+            if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0:
+                assumed["parallel"] = slots
+                break
     return assumed
 
 

@@ -26,7 +26,7 @@ from vramtui.core.estimate.kvcache import kv_bytes_per_token, kv_layer_bytes
 from vramtui.core.estimate.modelinfo import ModelInfo, load_model_info
 from vramtui.core.estimate.weights import hf_weights_bytes, llama_cpp_weights
 from vramtui.core.memory.parts import HOST, JSON_KEYS, PARTS, MemoryBill
-from vramtui.core.units import GIB, MIB, parse_size
+from vramtui.core.units import GIB, MIB, format_bytes, parse_size
 
 if TYPE_CHECKING:
     from vramtui.core.estimate.accounting import MemoryAccounting
@@ -548,7 +548,7 @@ def _solve_experts(info: ModelInfo, settings: Settings, est: Estimate) -> None:
         moved = _estimate_core(info, replace(settings, n_cpu_moe=est.n_cpu_moe_fit)).expert_host_bytes
         est.notes.append(
             f"with --n-cpu-moe {est.n_cpu_moe_fit} it fits: the experts of the first {est.n_cpu_moe_fit} "
-            f"layers ({moved / GIB:.2f} GiB) go to host RAM, at some speed cost (measure tokens/s)"
+            f"layers ({format_bytes(moved)}) go to host RAM, at some speed cost (measure tokens/s)"
         )
 
 
@@ -556,7 +556,7 @@ def _moe_note(info: ModelInfo, est: Estimate) -> str:
     if est.expert_host_bytes:
         return (
             f"MoE: {info.n_experts} experts, {info.n_experts_used} active per token; "
-            f"{est.expert_host_bytes / GIB:.2f} GiB of them in host RAM"
+            f"{format_bytes(est.expert_host_bytes)} of them in host RAM"
         )
     return f"MoE: all {info.n_experts} experts are resident, {info.n_experts_used} active per token"
 
@@ -592,7 +592,7 @@ def _solve_layers(info: ModelInfo, settings: Settings, est: Estimate) -> None:
         est.host_bytes_needed = _estimate_core(info, part).host_bytes_needed
         est.notes.append(
             f"with --gpu-layers {est.gpu_layers_fit} it fits; the rest needs "
-            f"{est.host_bytes_needed / GIB:.2f} GiB of host RAM"
+            f"{format_bytes(est.host_bytes_needed)} of host RAM"
         )
 
 
@@ -605,7 +605,8 @@ def _drop_ignored(settings: Settings) -> str | None:
     if not given:
         return None
     flags = ", ".join("--" + name.replace("_", "-") for name in given)
-    return f"{flags}: not a {settings.backend} setting, left out"
+    article = "an" if settings.backend[:1].lower() in "aeiou" else "a"
+    return f"{flags}: not {article} {settings.backend} setting, left out"
 
 
 def _default_cache_note(settings: Settings, est: Estimate) -> None:

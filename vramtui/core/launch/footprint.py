@@ -70,6 +70,15 @@ def _write_cache(data: dict[str, dict[str, int]]) -> None:
         pass  # a cache we cannot write only costs a measurement next time
 
 
+def measured_already(profile: Profile) -> bool:
+    """False when `host_footprint(profile)` would start the engine to measure it (seconds): callers on
+    a UI thread run it in a worker and say so."""
+    if not profile.backend.measures_footprint or profile.memory_budget is None:
+        return True
+    binary = binary_of(profile)
+    return binary is None or _key(binary) in _read_cache()
+
+
 def host_footprint(profile: Profile, kind: str = "address_space") -> int:
     """The address space the engine holds at idle (what a host budget limits), in bytes; `kind="rss"`:
     its resident memory instead (what an attached server's budget is judged by)."""

@@ -17,6 +17,7 @@ Parsing is `prometheus_client`'s text parser, never our own.
 from __future__ import annotations
 
 import http.client
+import json
 import socket
 import time
 import urllib.error
@@ -201,7 +202,7 @@ def fetch_text(url: str, timeout_s: float) -> str:
                     raise FetchError(f"answer not complete within {timeout_s:g} s")
                 chunks.append(chunk)
     except urllib.error.HTTPError as error:
-        raise FetchError(f"HTTP {error.code} {error.reason}".strip()) from None
+        raise FetchError(_http_error(error)) from None
     except TimeoutError:
         raise FetchError(f"no answer within {timeout_s:g} s") from None
     except urllib.error.URLError as error:
@@ -216,6 +217,23 @@ def fetch_text(url: str, timeout_s: float) -> str:
     if b"\x00" in body[:4096]:
         raise FetchError("answered binary data, not the Prometheus text format")
     return body.decode("utf-8", "replace")
+
+
+def _http_error(error: urllib.error.HTTPError) -> str:
+    """`HTTP 501 Not Implemented`, with what the server said why (a JSON error's message, as
+    llama-server gives one), and what a bare 501 on a metrics page means."""
+    said = f"HTTP {error.code} {error.reason}".strip()
+    try:
+        body = json.loads(error.read(4096) or b"null")
+    except (OSError, ValueError):
+        body = None
+    problem = body.get("error") if isinstance(body, dict) else None
+    message = problem.get("message") if isinstance(problem, dict) else problem
+    if isinstance(message, str) and message.strip():
+        said += f": {' '.join(message.split())[:200]}"
+    if error.code == 501:
+        said += " (a model server serves /metrics only when asked: llama-server needs --metrics)"
+    return said
 
 
 class PrometheusSource:

@@ -407,7 +407,7 @@ class Proposer:
         if not _is_memory(failure):
             findings.advice = [NOT_MEMORY.get(failure, NOT_MEMORY["other"]), *obs.advice]
             findings.stop_reason = (
-                f"{failure or 'unknown'} failure: not a memory problem, no memory ladder helps"
+                f"{failure or 'an unknown failure'}: not a memory problem, no memory ladder helps"
             )
             return None
         stage = obs.failure_stage or obs.stage

@@ -19,24 +19,30 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static
 
+from vramtui.core.backends import BACKENDS as ENGINES
 from vramtui.core.errors import VramtuiError
-from vramtui.core.estimate.inputs import DEFAULT_CONTEXT, FLAG_FIELDS, FLAGS
+from vramtui.core.estimate.inputs import FLAG_FIELDS, FLAGS
 from vramtui.core.memory.parts import HOST, LABELS, PARTS, Part
 from vramtui.core.units import GIB, format_bytes
 from vramtui.tui.palette import theme_style
 from vramtui.tui.panes.base import Pane
 
-BACKENDS = ("llama.cpp", "vllm", "transformers", "ollama")
-KV_DTYPES = ("f16", "bf16", "fp8", "q8_0", "q4_0")
-# auto: the backend's own choice (llama.cpp turns it on where the GPU supports it), as the CLI's default.
-FLASH_ATTN = ("auto", "on", "off")
+# Every engine the estimator sizes, as `estimate --backend` names them (llama-cpp-python's server has its
+# own defaults: one sequence, a 2048 context, flash attention off).
+BACKENDS = tuple(ENGINES)
+# auto: the backend's own choice (its default KV type; llama.cpp turns flash attention on where the GPU
+# supports it), as the CLI's defaults.
+AUTO = "auto"
+KV_DTYPES = (AUTO, "f16", "bf16", "fp8", "q8_0", "q4_0")
+FLASH_ATTN = (AUTO, "on", "off")
 # "cpu": what the engine allocates on a CPU-only run (no CUDA context or workspaces), as the demo runs.
 RUNS_ON = ("gpu", "cpu")
 # "grid": which quantization x context fits (core/estimate/grid.py), as `vramtui estimate --table`.
 VIEWS = ("breakdown", "grid")
 DEFAULT_CARD = "24GiB"
-# Fields the form cannot do without (the others fall back to the model's or the backend's own).
-REQUIRED = ("context", "parallel", "card")
+# Fields the form cannot do without (the others, context and parallel too, are the backend's own when
+# empty: the same defaults as `vramtui estimate`).
+REQUIRED = ("card",)
 
 # The theme variable that colours each memory part (core/memory/parts.py), in the order they stack.
 PART_COLOURS: dict[Part, str] = {
@@ -88,8 +94,8 @@ FIELDS = (
     FieldSpec("kv_heads", "KV heads", "e.g. 8"),
     FieldSpec("head_dim", "head dim", "e.g. 128"),
     FieldSpec("quant", "quant", "q4_k_m, q8_0, nf4…"),  # whole at 80 columns
-    FieldSpec("context", "context", "tokens", str(DEFAULT_CONTEXT)),
-    FieldSpec("parallel", "parallel", "concurrent sequences", "1"),
+    FieldSpec("context", "context", "engine default (tokens)"),
+    FieldSpec("parallel", "parallel", "engine default"),
     FieldSpec("gpu_layers", "GPU layers", "all"),
     FieldSpec("card", "card mem", "e.g. 24GiB", DEFAULT_CARD),
     # What rides along and where tensors go, as the engine's own flags (core/estimate/inputs.split_flags)
@@ -136,6 +142,7 @@ class EstimatorPane(Pane):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "leave_form", "Leave the form", show=False),
+        Binding("enter", "enter_form", "Edit", show=False),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -187,18 +194,25 @@ class EstimatorPane(Pane):
 
     def on_mount(self) -> None:
         super().on_mount()
+        self.border_subtitle = "Enter: into the fields · Esc: back to the keys"
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show_result())
         self.recompute()
 
     # -- input ------------------------------------------------------------------------------------
 
     def focus_target(self) -> Widget | None:
-        """`3` lands in the first field, so what the user types next goes into it."""
-        return self.query_one(f"#est-{FIELDS[0].name}", Input)
+        """`3` shows the pane, not a field: a field would take the next digit (the model path, its
+        text selected on focus, replaced by the `4` that follows). Tab, Enter or a click go in."""
+        return self.query_one(VerticalScroll)
 
     def action_leave_form(self) -> None:
         """Escape: out of the field, so single-key commands (q, e, 1-4 ...) work again."""
         self.query_one(VerticalScroll).focus()
+
+    def action_enter_form(self) -> None:
+        """Enter on the pane (not in a field): into the first field."""
+        if self.app.focused is self.query_one(VerticalScroll):
+            self.query_one(f"#est-{FIELDS[0].name}", Input).focus()
 
     def set_card_memory(self, total_bytes: int) -> None:
         """Pre-fill the card's memory from the GPU the sampler found (unless the user typed one)."""
@@ -208,9 +222,11 @@ class EstimatorPane(Pane):
             self.card_from_gpu = f"{total_bytes / GIB:.2f}GiB"
             card.value = self.card_from_gpu
 
-    def prefill_from_profile(self, profile: Any) -> None:
+    def prefill_from_profile(self, profile: Any, assumed: dict[str, object] | None = None) -> None:
         """The launched profile's model and settings, so the arithmetic sits beside the real run;
-        a memory budget stands for the card it emulates."""
+        a memory budget stands for the card it emulates. `assumed`: what an attached server runs with
+        where its command line says nothing (its slots from /props), else the field is empty: the
+        engine's default."""
         from pathlib import Path
 
         accounting = getattr(getattr(profile, "backend", None), "accounting", None)
@@ -219,21 +235,20 @@ class EstimatorPane(Pane):
         model = str(getattr(profile, "model", "") or "")
         if model and Path(model).exists():
             self.set_value("model", model)
-        if accounting in BACKENDS:
-            self.query_one("#est-backend", Select).value = accounting
+        name = getattr(profile.backend, "name", accounting)
+        self.query_one("#est-backend", Select).value = name if name in BACKENDS else accounting
         params = dict(getattr(profile, "params", {}) or {})
         for name in ("context", "parallel"):
-            if isinstance(params.get(name), int):
-                self.set_value(name, str(params[name]))
+            value = params.get(name, (assumed or {}).get(name))
+            self.set_value(name, str(value) if isinstance(value, int) else "")
         gpu_layers = params.get("gpu_layers")
         if isinstance(gpu_layers, int):
             self.set_value("gpu_layers", str(gpu_layers))
         flash = params.get("flash_attn")
         flash = {True: "on", False: "off"}.get(flash, str(flash).lower()) if flash is not None else None
-        if flash in FLASH_ATTN:
-            self.query_one("#est-flash_attn", Select).value = flash
-        if params.get("kv_dtype") in KV_DTYPES:
-            self.query_one("#est-kv_dtype", Select).value = str(params["kv_dtype"])
+        self.query_one("#est-flash_attn", Select).value = flash if flash in FLASH_ATTN else AUTO
+        kv_dtype = params.get("kv_dtype")
+        self.query_one("#est-kv_dtype", Select).value = kv_dtype if kv_dtype in KV_DTYPES else AUTO
         extras = _flags_of(params)
         if extras:
             self.set_value("extras", extras)
@@ -305,9 +320,10 @@ class EstimatorPane(Pane):
         from vramtui.core.estimate.inputs import parse_inputs
 
         texts = {spec.name: self.value(spec.name) for spec in FIELDS if spec.name != "model"}
+        kv_dtype = self.value("kv_dtype")
         texts.update(
             backend=self.value("backend"),
-            kv_dtype=self.value("kv_dtype"),
+            kv_dtype="" if kv_dtype == AUTO else kv_dtype,  # the backend's own, as the CLI's default
             flash_attn=self.value("flash_attn"),
         )
         from vramtui.core.estimate.inputs import InputError, split_flags
@@ -429,6 +445,9 @@ class EstimatorPane(Pane):
             text.append("■ ", style=theme_style(app, PART_COLOURS[part]))
             text.append(f"{LABELS[part]} {format_bytes(value, 2)}  ")
         text.append("\n")
+        # The run as sized: what an empty field stood for (the engine's default, as the CLI takes it).
+        sequences = f"{est.parallel} sequence{'s' if est.parallel != 1 else ''}"
+        text.append(f"{est.backend}: context {est.context:,}, {sequences}, KV {est.kv_dtype}\n", style="dim")
         if est.fits:
             text.append(" FITS ✔ ", style=theme_style(app, "verdict-fits", bold=True, reverse=True))
         else:

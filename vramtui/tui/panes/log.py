@@ -1,28 +1,24 @@
-"""The log pane: the diagnosis with its advice pinned on top, the stage-coloured tail below, search."""
+"""The log pane: the diagnosis with its advice pinned on top (log_header.py), the stage-coloured tail
+below, search."""
 
 from __future__ import annotations
 
-import functools
 import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import Input, Static
 
-from vramtui.core.logs.stages import STAGES
 from vramtui.tui.messages import BillReconciled
-from vramtui.tui.palette import theme_style
 from vramtui.tui.panes.base import Pane
-from vramtui.tui.themes import stage_variable
+from vramtui.tui.panes.log_header import HEADER_ROWS, header_text
 from vramtui.tui.widgets.linestore import RowChunk
 from vramtui.tui.widgets.logview import LogView
 from vramtui.tui.widgets.tail import LogFeed, Progress
-from vramtui.tui.words import cause_words, failure_words, stage_words
 
 
 class LogBatch(Message):
@@ -37,103 +33,6 @@ class LogBatch(Message):
         self.diagnosis = diagnosis
         self.finished = finished
         self.progress = progress
-
-
-def diagnosis_text(
-    pane: Pane,
-    diagnosis: Any,
-    source: str,
-    line_count: int,
-    *,
-    max_advice: int,
-    first_error_line: int | None = None,
-    progress: Progress | None = None,
-) -> Text:
-    """The pinned header: stage strip, verdict, first error, advice and quiet failures.
-
-    `first_error_line`: the first error's number as the view's gutter shows it (default: the
-    diagnosis' own numbering). `progress`: a file still being read, so no verdict yet."""
-    app = pane.app
-    text = Text(no_wrap=False, overflow="fold")
-    if progress is not None:
-        text.append(f"READING {progress.percent}%", style=theme_style(app, "accent", bold=True, reverse=True))
-        text.append(
-            f" of {source or 'the log'}: {line_count:,} lines so far; the verdict comes once the whole"
-            " file is read"
-        )
-        return text
-    if diagnosis is None:
-        text.append(
-            source or "no log yet: start a model (vramtui run PROFILE) or open one (vramtui --log FILE)"
-        )
-        return text
-    reached = diagnosis.stage if diagnosis.stage in STAGES else None
-    reached_index = STAGES.index(reached) if reached else -1
-    failing = diagnosis.failure_stage if diagnosis.failed else None
-    for index, stage in enumerate(STAGES):
-        if index:
-            text.append(" › ", style=theme_style(app, "log-gutter"))
-        label = stage.replace("_", " ")
-        if stage == failing:
-            text.append(f"✖ {label}", style=theme_style(app, "log-error", "log-error-background", bold=True))
-        elif index <= reached_index:
-            text.append(f"✔ {label}", style=theme_style(app, stage_variable(stage), bold=True))
-        else:
-            text.append(f"· {label}", style=theme_style(app, "log-gutter"))
-    text.append("\n")
-    backend = getattr(diagnosis, "backend", None) or "unknown backend"
-    if diagnosis.failed:
-        text.append("FAILED", style=theme_style(app, "verdict-fails", bold=True, reverse=True))
-        cause = getattr(diagnosis, "cause", None)
-        detail = f", {cause_words(cause)}" if cause and cause != diagnosis.failure else ""
-        where = stage_words(failing) if failing else "?"
-        text.append(f" at {where}: {failure_words(diagnosis.failure)} ({backend}{detail})")
-        if diagnosis.first_error_line:
-            shown = first_error_line or diagnosis.first_error_line
-            text.append(f" — first error, line {shown} (key e): ")
-            text.append((diagnosis.first_error_text or "").strip()[:300], style=theme_style(app, "log-error"))
-    elif getattr(diagnosis, "incomplete", False):
-        text.append("NOT READY", style=theme_style(app, "log-warning", bold=True, reverse=True))
-        text.append(
-            f" no error, reached {stage_words(reached) if reached else 'no stage yet'} ({backend}), "
-            f"{line_count:,} lines: still loading, or stopped without a message"
-        )
-    else:
-        text.append("NO FAILURE", style=theme_style(app, "verdict-fits", bold=True, reverse=True))
-        text.append(
-            f" reached {stage_words(reached) if reached else 'no stage yet'} ({backend}), {line_count:,} lines"
-        )
-    for advice in list(getattr(diagnosis, "advice", []) or [])[:max_advice]:
-        text.append("\n→ ", style=theme_style(app, "accent", bold=True))
-        text.append(str(advice))
-    for warning in list(getattr(diagnosis, "warnings", []) or [])[:2]:
-        text.append("\n⚠ ", style=theme_style(app, "log-warning", bold=True))
-        text.append(str(warning))
-    fit = _fit_summary(getattr(diagnosis, "engine_figures", None) or {}, backend)
-    if fit:
-        text.append("\n≈ ", style=theme_style(app, "accent", bold=True))
-        text.append(fit)
-    return text
-
-
-_FIT_KEYS = ("fit_", "model_", "context", "ubatch", "layers_", "device_free", "flash_attn")  # compare_fit's
-
-
-@functools.lru_cache(maxsize=32)
-def _fit_for(figures: tuple[tuple[str, float], ...], backend: str) -> str:
-    from vramtui.core.wizard.fitcompare import compare_fit
-
-    comparison = compare_fit(dict(figures), backend if backend != "unknown backend" else None)
-    return comparison.summary() if comparison is not None else ""
-
-
-def _fit_summary(figures: dict[str, Any], backend: str) -> str:
-    """llama.cpp's fit projection beside vramtui's estimate, one line; the estimate is made once per
-    set of figures (the header repaints as lines arrive)."""
-    if not any(key.startswith("fit_projected") for key in figures):
-        return ""
-    key = tuple(sorted((k, v) for k, v in figures.items() if k.startswith(_FIT_KEYS)))
-    return _fit_for(key, backend)
 
 
 class LogPane(Pane):
@@ -179,6 +78,7 @@ class LogPane(Pane):
         self.feed: LogFeed | None = None
         self.finished = False
         self.batches_received = 0  # how many LogBatch messages the lines came in (benchmarks read it)
+        self._header_width = 0  # the width the header was last fitted to
 
     def compose(self) -> ComposeResult:
         yield Static(id="diagnosis")
@@ -300,15 +200,21 @@ class LogPane(Pane):
         number = getattr(diagnosis, "first_error_line", None)
         return self.view.lines.index_of_number(number) if number else None
 
+    def on_resize(self) -> None:
+        # The header's lines wrap anew: what fits whole in its rows is chosen again.
+        if self.content_size.width != self._header_width:
+            self.show_diagnosis()
+
     def show_diagnosis(self) -> None:
-        max_advice = 4 if self.size.height >= 24 else 1
         view = self.view
-        text = diagnosis_text(
+        self._header_width = self.content_size.width
+        text = header_text(
             self,
             self.diagnosis,
             self.source_label,
             len(view.lines),
-            max_advice=max_advice,
+            width=self._header_width,
+            rows=min(HEADER_ROWS, max(2, self.size.height // 2)),
             first_error_line=None if view.first_error is None else view.first_error + 1,
             progress=self.progress,
         )

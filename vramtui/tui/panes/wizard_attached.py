@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 from vramtui.tui.panes.wizard_driver import WizardDriver
+from vramtui.tui.words import in_words
 
 if TYPE_CHECKING:
     from vramtui.tui.attached import AttachedView
@@ -73,9 +74,13 @@ class AttachedDriver(WizardDriver):
         self.view = view
         timeout = restart_timeout_s if restart_timeout_s is not None else view.restart_timeout_s
         self.runner = AttachedRunner(view.running, log=view.log_given, restart_timeout_s=timeout)
-        wizard = AttachedWizard(view.profile, self.runner, keep=set(view.keep), record_path=record_path)
-        super().__init__(pane, view.profile, wizard=wizard)
-        self.runner.on_process = self._process
+
+        def make() -> Any:  # on the first step's thread (it may measure the engine's idle footprint)
+            wizard = AttachedWizard(view.profile, self.runner, keep=set(view.keep), record_path=record_path)
+            self.runner.on_process = self._process  # after the wizard's own: ours tells it first
+            return wizard
+
+        super().__init__(pane, view.profile, wizard=make)
         self.runner.on_command = self._command
         self._change: tuple[Any, Any] | None = None  # (proposal, its ChangedCommand)
         self._feed: Any = None  # the take-over's launch log
@@ -137,7 +142,13 @@ class AttachedDriver(WizardDriver):
 
     @property
     def busy_waiting(self) -> bool:
-        return self._lock.locked() and self.runner.way == "restart" and len(self.wizard.steps) > 0
+        wizard = self.wizard
+        return (
+            self._lock.locked()
+            and self.runner.way == "restart"
+            and wizard is not None
+            and len(wizard.steps) > 0
+        )
 
     def _launch_feed(self, proposal: Any) -> None:
         from vramtui.core.attach.restart import candidate_profile
@@ -188,7 +199,7 @@ class AttachedDriver(WizardDriver):
     def _state_after(self, step: Any) -> str:
         said = super()._state_after(step)
         if step.observation is not None and step.notes:
-            said += f" — {step.notes[0]}"  # "new process N: its command line sets context = 4096"
+            said += f" — {in_words(step.notes[0])}"  # "new process N: its command line sets context = 4096"
         return said
 
     def _finish(self, success: bool) -> None:
@@ -204,7 +215,7 @@ class AttachedDriver(WizardDriver):
             else f"as PID {self.pid}, which vramtui leaves running"
         )
         last = self.wizard.steps[-1] if self.wizard.steps else None
-        seen = f" ({last.notes[0]})" if last is not None and last.index and last.notes else ""
+        seen = f" ({in_words(last.notes[0])})" if last is not None and last.index and last.notes else ""
         self._post(f"IT RUNS with {params} {who}{seen} — export (x) to keep the steps", done=True)
 
     def stop_attempt(self) -> None:

@@ -8,12 +8,13 @@ core wizard's own (`Wizard.skip`, `Wizard.apply`, `Proposal.edited`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vramtui.core.errors import VramtuiError
 from vramtui.core.units import MIB, format_bytes
-from vramtui.tui.words import failure_words, outcome_words, stage_words
+from vramtui.tui.words import failure_words, in_words, outcome_words, stage_words
 
 if TYPE_CHECKING:
     from vramtui.tui.panes.wizard import WizardPane
@@ -76,22 +77,42 @@ class WizardDriver:
         profile: Any,
         record_path: str | Path | None = None,
         first_check: Any = None,
-        wizard: Any = None,
+        wizard: Callable[[], Any] | None = None,
     ) -> None:
-        from vramtui.core.wizard.wizard import Wizard
-
         self.pane = pane
         self.app = pane.app
         self.profile = profile
         # A launch of this profile that already failed (`vramtui run`): the wizard's step 0, not relaunched.
         self._first_check = first_check
         self._kept: tuple[Any, Any] | None = None  # (server, feed) of an attempt that answered
-        # `wizard`: one with a runner of its own (a server vramtui did not start: wizard_attached.py).
-        self.wizard = wizard or Wizard(profile, record_path=record_path, runner=self._runner, on_step=None)
+        # The core wizard, made on the first step's thread: making it may measure the engine's idle
+        # footprint (core/launch/footprint.py), which starts the engine once per binary (up to 20 s).
+        # `wizard`: a maker of one with a runner of its own (a server vramtui did not start).
+        self._make_wizard = wizard or (lambda: self._new_wizard(record_path))
+        self.wizard: Any = None
         self.server: Any = None  # the server of the attempt in progress
         self.finished = False
         self.verified = False  # a working attempt's server was handed to the app
         self._lock = threading.Lock()
+
+    def _new_wizard(self, record_path: str | Path | None) -> Any:
+        from vramtui.core.wizard.wizard import Wizard
+
+        return Wizard(self.profile, record_path=record_path, runner=self._runner, on_step=None)
+
+    def _ensure_wizard(self) -> None:
+        """On the step's thread: make the core wizard, saying so when it first measures the engine."""
+        if self.wizard is not None:
+            return
+        from vramtui.core.launch.footprint import binary_of, measured_already
+
+        if not measured_already(self.profile):
+            binary = binary_of(self.profile)
+            self._post(
+                f"measuring {binary.name if binary else 'the engine'}'s own idle memory (once per binary, "
+                "up to 20 s): the budget's share left for the model…"
+            )
+        self.wizard = self._make_wizard()
 
     @classmethod
     def for_demo(cls, pane: WizardPane) -> WizardDriver:
@@ -165,9 +186,10 @@ class WizardDriver:
 
         def run() -> None:
             try:
+                self._ensure_wizard()
                 work(*args)
             except VramtuiError as error:
-                self._post(f"stopped: {error}", done=True, error=str(error))
+                self._post(f"stopped: {in_words(str(error))}", done=True, error=in_words(str(error)))
             except Exception as error:  # the app survives a wizard failure and says why
                 self._post(f"stopped: {type(error).__name__}: {error}", done=True, error=str(error))
             finally:
@@ -228,7 +250,7 @@ class WizardDriver:
     @property
     def skipped(self) -> set[str]:
         """The settings the user asked the wizard to leave alone."""
-        return self.wizard.skipped_params
+        return set() if self.wizard is None else self.wizard.skipped_params
 
     def edited(self, proposal: Any, text: str) -> Any:
         return proposal.edited(parse_value(text))
@@ -237,7 +259,7 @@ class WizardDriver:
         obs = step.observation
         words = outcome_words(step.outcome)
         if obs is None:
-            return f"step {step.index}: {words}" + (f" — {step.notes[0]}" if step.notes else "")
+            return f"step {step.index}: {words}" + (f" — {in_words(step.notes[0])}" if step.notes else "")
         where = f"reached {stage_words(obs.stage) if obs.stage else 'nothing'}"
         if obs.runs_over_budget:  # an attached server that answers: no stage failed
             where += f", but {obs.over_budget_text()}"
@@ -259,8 +281,8 @@ class WizardDriver:
 
                 self.app.post_message(LaunchRequested(final))
         else:
-            reason = wizard.stop_reason or "no change left to propose"
-            advice = "; ".join(wizard.advice[:2])
+            reason = in_words(wizard.stop_reason or "no change left to propose")
+            advice = "; ".join(in_words(line) for line in wizard.advice[:2])
             self._post(f"stopped: {reason}" + (f" — {advice}" if advice else ""), done=True)
 
     def stop_attempt(self) -> None:
@@ -268,7 +290,8 @@ class WizardDriver:
         server = self.server
         if server is not None:
             server.stop()
-            self.wizard.abandon("quit during an attempt")  # the record gets its end line
+            if self.wizard is not None:
+                self.wizard.abandon("quit during an attempt")  # the record gets its end line
         kept, self._kept = self._kept, None
         if kept is not None:
             kept[0].stop()
@@ -282,7 +305,7 @@ class WizardDriver:
         """Write the steps as Markdown and CSV next to the wizard's record."""
         from vramtui.core.wizard.steprecord import open_session, to_csv, to_markdown
 
-        record = self.wizard.record_path
+        record = None if self.wizard is None else self.wizard.record_path
         if record is None or not record.is_file():
             raise VramtuiError("this wizard keeps no record to export")
         session = open_session(record)

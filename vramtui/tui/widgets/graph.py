@@ -4,7 +4,7 @@ Textual's Sparkline scales to its data's own min..max, so a 1% wobble fills the 
 draws each column as a bar whose height is the column's value over a fixed top (the card's total, or
 for a budgeted model process on the host, a little over its budget), with the 80% safety line and
 the budget as threshold rows. Columns come from a peak-preserving history (max per
-bucket), so the true peak shows at every width.
+bucket), so the true peak shows at every width; a column with no sample is left blank.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ class MemoryGraph(Widget):
                 char, style = "━", self._style("budget")
             elif row == safety_row:
                 char, style = "╌", self._style("safety")
-            elif row == 0:
+            elif row == 0 and value is not None:  # a sample of (almost) nothing: the floor shows
                 char, style = "▁", self._style("empty")
             else:
                 char, style = " ", blank

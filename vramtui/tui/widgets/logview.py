@@ -12,7 +12,7 @@ from typing import ClassVar
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding, BindingType
-from textual.events import MouseScrollUp
+from textual.events import MouseScrollDown, MouseScrollUp
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
@@ -73,6 +73,7 @@ class LogView(ScrollView, can_focus=True):
         self.marked: int | None = None
         self.search_text: str = ""
         self.follow: bool = True
+        self._mark_pending = False  # the marked line is kept in view (resizes too) until the user scrolls
         self._max_width = 0
         self._styles: dict[str, Style] = {}
 
@@ -93,6 +94,7 @@ class LogView(ScrollView, can_focus=True):
         self.failure_stage = None
         self.marked = None
         self.follow = True
+        self._mark_pending = False
         self._max_width = 0
         self.virtual_size = Size(0, 0)
         self.scroll_to(0, 0, animate=False, immediate=True)
@@ -112,9 +114,12 @@ class LogView(ScrollView, can_focus=True):
         self.refresh()
 
     def on_resize(self) -> None:
-        # Shown again (narrow layout) or resized: a view that follows the tail shows the tail.
+        # Shown again (narrow layout) or resized: a view that follows the tail shows the tail, one
+        # that was sent to a line (the first error) while it had no room shows that line.
         if self.follow:
             self.call_after_refresh(self._follow_tail)
+        elif self._mark_pending:
+            self.call_after_refresh(self._scroll_to_mark)
 
     def _follow_tail(self) -> None:
         if self.follow:
@@ -129,12 +134,25 @@ class LogView(ScrollView, can_focus=True):
     def mark(self, index: int | None) -> None:
         """Highlight one line and bring it into view (stops following the tail)."""
         self.marked = index
+        self._mark_pending = index is not None
         if index is not None:
             self.follow = False
-            top = max(0, index - self.size.height // 3)
-            self.scroll_to(y=top, animate=False, immediate=True)
+            height = self.scrollable_content_region.height
+            self.scroll_to(y=max(0, index - height // 3), animate=False, immediate=True)
+            # Lines just appended, a header that grew, a pane still hidden on a small screen: the view's
+            # size is known after the next layout, and a scroll before it stops at the old end.
+            self.call_after_refresh(self._scroll_to_mark)
         self.refresh()
         self.post_message(self.Marked(index, len(self.lines)))
+
+    def _scroll_to_mark(self) -> None:
+        """Bring the marked line into view (again after a resize), until the user scrolls."""
+        index, height = self.marked, self.scrollable_content_region.height
+        if index is None or not self._mark_pending or self.follow:
+            return
+        if height > 0 and self.scroll_offset.y <= index < self.scroll_offset.y + height:
+            return  # in view already: no jump
+        self.scroll_to(y=max(0, index - height // 3), animate=False, immediate=True)
 
     def jump_to_first_error(self) -> bool:
         if self.first_error is None:
@@ -159,22 +177,34 @@ class LogView(ScrollView, can_focus=True):
     def action_scroll_end(self) -> None:
         self.follow = True
         self.marked = None
+        self._mark_pending = False
         self.scroll_end(animate=False, immediate=True)
 
     def action_scroll_up(self) -> None:
-        self.follow = False
+        self.follow = self._mark_pending = False
         super().action_scroll_up()
 
+    def action_scroll_down(self) -> None:
+        self._mark_pending = False
+        super().action_scroll_down()
+
     def action_page_up(self) -> None:
-        self.follow = False
+        self.follow = self._mark_pending = False
         super().action_page_up()
 
+    def action_page_down(self) -> None:
+        self._mark_pending = False
+        super().action_page_down()
+
     def action_scroll_home(self) -> None:
-        self.follow = False
+        self.follow = self._mark_pending = False
         super().action_scroll_home()
 
     def _on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
-        self.follow = False
+        self.follow = self._mark_pending = False
+
+    def _on_mouse_scroll_down(self, event: MouseScrollDown) -> None:
+        self._mark_pending = False
 
     # -- rendering --------------------------------------------------------------------------------
 

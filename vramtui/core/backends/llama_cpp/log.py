@@ -198,6 +198,10 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     # ggml's graph allocator reserving the compute buffer (the context's last buffer)
     StageRule("ggml_gallocr_reserve", "kv_cache", backend="llama.cpp"),
     StageRule("failed to create context", "kv_cache", backend="llama.cpp"),
+    # After its context, llama-server's `srv/slot load_model:` lines (slots, prompt cache): still that stage.
+    StageRule(
+        "load_model:", "kv_cache", r"\b(?:srv|slot)\s+load_model: (?!loading model)", backend="llama.cpp"
+    ),
     StageRule("server is listening on", "ready", backend="llama.cpp"),
     # Today's llama-server names its own function: "I srv  llama_server: model loaded", "... listening on http://".
     StageRule("model loaded", "ready", r"\b(?:main|llama_server): model loaded", backend="llama.cpp"),

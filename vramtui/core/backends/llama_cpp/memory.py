@@ -22,7 +22,7 @@ from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.offload import moved_bytes, placed_on_host
 from vramtui.core.estimate.weights import LayerWeights, llama_cpp_weights
 from vramtui.core.memory.parts import HOST, MemoryBill
-from vramtui.core.units import GIB
+from vramtui.core.units import GIB, format_bytes
 
 CELL_PAD = 256
 
@@ -140,7 +140,7 @@ def _notes(info: ModelInfo, settings: Settings, run: RunShape, where: Placement)
         notes.append("flash attention off: the compute buffer holds the KQ matrix (heads x cells x ubatch)")
     if where.moved_to_host:
         notes.append(
-            f"{where.moved_to_host / GIB:.2f} GiB of layer tensors (experts) in host RAM by the override rules: "
+            f"{format_bytes(where.moved_to_host)} of layer tensors (experts) in host RAM by the override rules: "
             "the CPU computes them each token, slower than on the GPU"
         )
     if info.n_recurrent_layers:

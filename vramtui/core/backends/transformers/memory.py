@@ -17,7 +17,7 @@ from vramtui.core.estimate.kvcache import is_swa, kv_bytes_per_token, kv_layer_b
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.weights import dtype_bytes, hf_weights_bytes
 from vramtui.core.memory.parts import MemoryBill
-from vramtui.core.units import GIB
+from vramtui.core.units import format_bytes
 
 # PyTorch's caching allocator keeps freed blocks; transformers runs grow by this share of the dynamic part.
 TORCH_FRAGMENTATION = 0.10
@@ -111,8 +111,8 @@ class TransformersMemory(MemoryAccounting):
         reason = None
         if not load_peak_fits:
             reason = (
-                f"loading quantizes on the fly: the load peak {(peak or 0) / GIB:.2f} GiB does not fit; "
-                f"a pre-quantized checkpoint would need {total / GIB:.2f} GiB"
+                f"loading quantizes on the fly: the load peak {format_bytes(peak or 0)} does not fit; "
+                f"a pre-quantized checkpoint would need {format_bytes(total)}"
             )
             notes.append(reason)
         notes.append("dynamic cache: KV grows with the sequence; the figure is at the full context")

@@ -17,7 +17,7 @@ from vramtui.core.estimate.kvcache import kv_bytes_per_token
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.weights import HfModules, dtype_bytes, hf_module_bytes
 from vramtui.core.memory.parts import HOST, MemoryBill
-from vramtui.core.units import GIB
+from vramtui.core.units import format_bytes
 
 if TYPE_CHECKING:
     from vramtui.core.backends.transformers.memory import Run
@@ -134,7 +134,7 @@ def _rows(
 
 def spill_note(where: devices.ModuleMap, host: int) -> str:
     return (
-        f"{len(where.on_host())} layers ({host / GIB:.2f} GiB) go to host RAM (accelerate's CPU offload): "
+        f"{len(where.on_host())} layers ({format_bytes(host)}) go to host RAM (accelerate's CPU offload): "
         "every forward pass copies them to the first GPU, much slower"
     )
 

@@ -1,0 +1,60 @@
+"""Issue 22 defect 26: the CLI's text output says how a launch ended in words (`failed at load weights:
+port already in use`), not in the record's codes (`first_run`, `port_in_use`, `stopped at ?`); the JSON
+keeps the codes. A port held by another socket fails a real launch at once: no engine needed."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from vramtui.core.logs.stages import STAGES
+from vramtui.tui.words import CAUSE_WORDS, FAILURE_WORDS, FIGURE_WORDS, OUTCOME_WORDS
+
+CODES = sorted(
+    code for code in {*FAILURE_WORDS, *CAUSE_WORDS, *OUTCOME_WORDS, *FIGURE_WORDS, *STAGES} if "_" in code
+)
+
+
+def vramtui(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vramtui", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@pytest.fixture
+def busy_profile(tmp_path: Path) -> Iterator[Path]:
+    """A profile whose port another socket holds: the launch fails with port_in_use."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        (tmp_path / "m.gguf").write_bytes(b"GGUF")
+        profile = tmp_path / "busy.toml"
+        port = busy.getsockname()[1]
+        profile.write_text(f'backend = "llama-cpp-python"\nmodel = "m.gguf"\nport = {port}\n')
+        yield profile
+
+
+def test_wizard_text_says_how_the_first_launch_ended_in_words(busy_profile: Path, tmp_path: Path) -> None:
+    record = tmp_path / "session.jsonl"
+    proc = vramtui("wizard", str(busy_profile), "--auto", "--record", str(record))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    text = proc.stdout
+    assert "first launch: failed at " in text and "port already in use" in text, text
+    assert [code for code in CODES if code in text] == [] and " at ?" not in text, text
+    # the record and --json keep the codes scripts read
+    rows = [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
+    step = next(row for row in rows if row.get("type") == "step")
+    assert step["outcome"] == "first_run" and step["failure"] == "port_in_use"
+
+
+def test_check_text_says_the_failure_in_words(busy_profile: Path, tmp_path: Path) -> None:
+    proc = vramtui("check", str(busy_profile), "--log-dir", str(tmp_path / "runs"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "failure: port already in use" in proc.stdout, proc.stdout
+    assert [code for code in CODES if code in proc.stdout] == [], proc.stdout

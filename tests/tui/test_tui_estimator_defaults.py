@@ -1,0 +1,79 @@
+"""The estimator pane sizes what the CLI sizes (issue 22): the profile's own engine, llama-cpp-python
+included (defect 6), and the engine's defaults where a field is empty, as `vramtui estimate` takes them
+(defect 31). Each answer is compared with the CLI's `--json` for the same model, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from test_tui_support import screen_text, wait_for
+from textual.widgets import Select
+
+from vramtui.core.launch.profile import Profile
+from vramtui.core.units import MIB
+from vramtui.tui.app import VramtuiApp
+from vramtui.tui.panes.estimator import EstimatorPane
+
+KEYS = ("backend", "context", "parallel", "kv_dtype", "total_bytes", "compute_buffer_bytes", "max_context")
+
+
+def cli_estimate(*args: str) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "vramtui", "estimate", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def pane_view(pane: EstimatorPane) -> dict[str, object]:
+    data = pane.estimate.to_dict()
+    return {key: data[key] for key in KEYS}
+
+
+async def test_a_llama_cpp_python_profile_is_sized_as_llama_cpp_python(tiny_gguf: Path) -> None:
+    """The demo's shape: llama-cpp-python at the model's full context under a 1500 MiB budget. The pane
+    sized llama.cpp with flash attention auto (on), the wizard beside it llama-cpp-python (off)."""
+    profile = Profile(
+        backend="llama-cpp-python",
+        model=str(tiny_gguf),
+        params={"context": 262144},
+        memory_budget=1500 * MIB,
+    )
+    app = VramtuiApp(live_sampling=False, remember=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(EstimatorPane)
+        pane.prefill_from_profile(profile)
+        await wait_for(pilot, lambda: pane.estimate is not None and pane.estimate.context == 262144)
+        assert pane.query_one("#est-backend", Select).value == "llama-cpp-python"
+        shown = pane_view(pane)
+        text = screen_text(app)
+    expected = cli_estimate(
+        str(tiny_gguf), "--backend", "llama-cpp-python", "--ctx", "262144", "--gpu-mem", "1500MiB", "--cpu"
+    )
+    assert shown == {key: expected[key] for key in KEYS}
+    assert "llama-cpp-python: context 262,144, 1 sequence, KV f16" in text
+
+
+async def test_empty_context_and_parallel_are_the_engines_defaults_as_in_the_cli(tiny_gguf: Path) -> None:
+    app = VramtuiApp(live_sampling=False, remember=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(EstimatorPane)
+        assert pane.value("context") == "" and pane.value("parallel") == ""
+        pane.set_value("model", str(tiny_gguf))
+        await wait_for(pilot, lambda: pane.estimate is not None)
+        llama_cpp = pane_view(pane)
+        pane.query_one("#est-backend", Select).value = "vllm"
+        await wait_for(pilot, lambda: pane.estimate is not None and pane.estimate.backend == "vllm")
+        vllm = pane_view(pane)
+    cli = cli_estimate(str(tiny_gguf), "--gpu-mem", "24GiB")
+    assert llama_cpp == {key: cli[key] for key in KEYS}
+    assert llama_cpp["parallel"] == 4  # llama-server's 4 slots, not 1
+    cli = cli_estimate(str(tiny_gguf), "--gpu-mem", "24GiB", "--backend", "vllm")
+    assert vllm == {key: cli[key] for key in KEYS}

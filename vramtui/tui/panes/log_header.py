@@ -1,0 +1,199 @@
+"""The log pane's pinned header: stage strip, verdict, first error, advice and quiet failures.
+
+It holds a few rows (HEADER_ROWS): what does not fit is left out whole, never cut mid-sentence. The
+strip and the verdict come first, then the first piece of advice (one that names a flag and its value
+before one that does not), then the first error's text (cut at a word, the view shows the line),
+then the rest of the advice, the quiet failures and llama.cpp fit's projection while rows remain.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from rich.text import Text
+from textual.content import Content
+
+from vramtui.core.logs.stages import STAGES
+from vramtui.tui.palette import theme_style
+from vramtui.tui.themes import stage_variable
+from vramtui.tui.widgets.tail import Progress
+from vramtui.tui.words import cause_words, failure_words, stage_words
+
+# The header's rows at most (its CSS max-height less its bottom border).
+HEADER_ROWS = 8
+MAX_ADVICE = 4
+MAX_WARNINGS = 2
+ERROR_CHARS = 300  # the first error's text, at most (the view shows the whole line)
+
+# A flag with its value (`--ctx-size 16384`, `--flash-attn on`, `-c 4096`) or a setting (`NAME=value`):
+# the advice a user can act on as it stands.
+_FLAG_AND_VALUE = re.compile(
+    r"(?:^|[\s(`])--?[A-Za-z][\w-]*(?:=|\s+(?:\(e\.g\.\s+)?)"
+    r"(?:[\w.:/-]*\d[\w.:/-]*|on|off|true|false|auto|all|none)\b"
+    r"|\b[A-Z][A-Z0-9_]{2,}=\S"
+)
+
+
+def with_values_first(advice: list[str]) -> list[str]:
+    """The advice that names a flag and its value first; otherwise in the diagnosis' own order."""
+    return sorted(advice, key=lambda line: _FLAG_AND_VALUE.search(line) is None)
+
+
+def _strip(app: Any, text: Text, reached: str | None, failing: str | None) -> None:
+    reached_index = STAGES.index(reached) if reached else -1
+    for index, stage in enumerate(STAGES):
+        if index:
+            text.append(" › ", style=theme_style(app, "log-gutter"))
+        label = stage_words(stage)
+        if stage == failing:
+            text.append(f"✖ {label}", style=theme_style(app, "log-error", "log-error-background", bold=True))
+        elif index <= reached_index:
+            text.append(f"✔ {label}", style=theme_style(app, stage_variable(stage), bold=True))
+        else:
+            text.append(f"· {label}", style=theme_style(app, "log-gutter"))
+    text.append("\n")
+
+
+def _verdict(app: Any, diagnosis: Any, line_count: int, first_error_line: int | None) -> tuple[Text, str]:
+    """The strip and the verdict line, and the first error's text that ends it ("" for none)."""
+    text = Text(no_wrap=False, overflow="fold")
+    reached = diagnosis.stage if diagnosis.stage in STAGES else None
+    failing = diagnosis.failure_stage if diagnosis.failed else None
+    _strip(app, text, reached, failing)
+    backend = getattr(diagnosis, "backend", None) or "unknown backend"
+    error = ""
+    if diagnosis.failed:
+        text.append("FAILED", style=theme_style(app, "verdict-fails", bold=True, reverse=True))
+        cause = getattr(diagnosis, "cause", None)
+        detail = f", {cause_words(cause)}" if cause and cause != diagnosis.failure else ""
+        where = f" at {stage_words(failing)}" if failing else ""
+        text.append(f"{where}: {failure_words(diagnosis.failure)} ({backend}{detail})")
+        if diagnosis.first_error_line:
+            text.append(f" — first error, line {first_error_line or diagnosis.first_error_line} (key e): ")
+            error = (diagnosis.first_error_text or "").strip()[:ERROR_CHARS]
+    elif getattr(diagnosis, "incomplete", False):
+        text.append("NOT READY", style=theme_style(app, "log-warning", bold=True, reverse=True))
+        text.append(
+            f" no error, reached {stage_words(reached) if reached else 'no stage yet'} ({backend}), "
+            f"{line_count:,} lines: still loading, or stopped without a message"
+        )
+    else:
+        text.append("NO FAILURE", style=theme_style(app, "verdict-fits", bold=True, reverse=True))
+        text.append(
+            f" reached {stage_words(reached) if reached else 'no stage yet'} ({backend}), {line_count:,} lines"
+        )
+    return text, error
+
+
+def _notes(app: Any, diagnosis: Any) -> list[Text]:
+    """Advice (flag and value first), quiet failures and fit's projection: one block each."""
+    blocks = []
+    marks = (("→ ", "accent"), ("⚠ ", "log-warning"), ("≈ ", "accent"))
+    advice = with_values_first([str(line) for line in getattr(diagnosis, "advice", None) or []])
+    warnings = [str(line) for line in getattr(diagnosis, "warnings", None) or []]
+    backend = getattr(diagnosis, "backend", None) or "unknown backend"
+    fit = _fit_summary(getattr(diagnosis, "engine_figures", None) or {}, backend)
+    for (mark, colour), lines in zip(
+        marks, (advice[:MAX_ADVICE], warnings[:MAX_WARNINGS], [fit] if fit else []), strict=True
+    ):
+        for line in lines:
+            block = Text("\n")
+            block.append(mark, style=theme_style(app, colour, bold=True))
+            block.append(line)
+            blocks.append(block)
+    return blocks
+
+
+def header_text(
+    pane: Any,
+    diagnosis: Any,
+    source: str,
+    line_count: int,
+    *,
+    width: int = 0,
+    rows: int = HEADER_ROWS,
+    first_error_line: int | None = None,
+    progress: Progress | None = None,
+) -> Text:
+    """The header in `rows` rows of `width` cells (0: not laid out yet, everything in).
+
+    `first_error_line`: the first error's number as the view's gutter shows it (default: the
+    diagnosis' own numbering). `progress`: a file still being read, so no verdict yet."""
+    app = pane.app
+    text = Text(no_wrap=False, overflow="fold")
+    if progress is not None:
+        text.append(f"READING {progress.percent}%", style=theme_style(app, "accent", bold=True, reverse=True))
+        text.append(
+            f" of {source or 'the log'}: {line_count:,} lines so far; the verdict comes once the whole"
+            " file is read"
+        )
+        return text
+    if diagnosis is None:
+        text.append(
+            source or "no log yet: start a model (vramtui run PROFILE) or open one (vramtui --log FILE)"
+        )
+        return text
+    head, error = _verdict(app, diagnosis, line_count, first_error_line)
+    return _fitted(app, head, error, _notes(app, diagnosis), width, rows)
+
+
+def _fitted(app: Any, head: Text, error: str, blocks: list[Text], width: int, rows: int) -> Text:
+    """The head, then the first block, the error text and the other blocks while they fit whole."""
+    style = theme_style(app, "log-error")
+
+    def height(text: Text) -> int:
+        return len(Content.from_rich_text(text, console=app.console).wrap(width))
+
+    def joined(error_text: str, chosen: list[Text]) -> Text:
+        text = head.copy()
+        if error_text:
+            text.append(error_text, style=style)
+        for block in chosen:
+            text.append_text(block)
+        return text
+
+    if width <= 0 or height(joined(error, blocks)) <= rows:
+        return joined(error, blocks)
+    chosen = [block for block in blocks[:1] if height(joined("", [block])) <= rows]
+    shown = _longest_error(error, lambda cut: height(joined(cut, chosen)) <= rows)
+    for block in blocks[1:]:
+        if height(joined(shown, [*chosen, block])) <= rows:
+            chosen.append(block)
+    return joined(shown, chosen)
+
+
+def _longest_error(error: str, fits: Any) -> str:
+    """The most words of the error text (then " …") for which `fits(text)` holds."""
+    if fits(error):
+        return error
+    words = error.split(" ")
+    low, high = 0, len(words)  # fits with `low` words; not with `high`
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fits(" ".join(words[:middle]) + " …"):
+            low = middle
+        else:
+            high = middle
+    return " ".join(words[:low]) + " …" if low else ""
+
+
+_FIT_KEYS = ("fit_", "model_", "context", "ubatch", "layers_", "device_free", "flash_attn")  # compare_fit's
+
+
+@functools.lru_cache(maxsize=32)
+def _fit_for(figures: tuple[tuple[str, float], ...], backend: str) -> str:
+    from vramtui.core.wizard.fitcompare import compare_fit
+
+    comparison = compare_fit(dict(figures), backend if backend != "unknown backend" else None)
+    return comparison.summary() if comparison is not None else ""
+
+
+def _fit_summary(figures: dict[str, Any], backend: str) -> str:
+    """llama.cpp's fit projection beside vramtui's estimate, one line; the estimate is made once per
+    set of figures (the header repaints as lines arrive)."""
+    if not any(key.startswith("fit_projected") for key in figures):
+        return ""
+    key = tuple(sorted((k, v) for k, v in figures.items() if k.startswith(_FIT_KEYS)))
+    return _fit_for(key, backend)
