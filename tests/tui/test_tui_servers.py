@@ -121,6 +121,7 @@ async def test_the_estimator_pane_applies_the_calibration_of_earlier_runs_as_the
         pane.query_one("#est-backend", Select).value = "llama.cpp"
         pane.query_one("#est-runs_on", Select).value = "cpu"
         pane.set_value("context", "1024")
+        pane.set_value("parallel", "1")  # as the CLI was told (empty: the engine's default, 4 slots)
         pane.set_value("model", str(tiny_gguf))
         await wait_for(
             pilot, lambda: pane.estimate is not None and pane.calibration is not None, timeout_s=30
