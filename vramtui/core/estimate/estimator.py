@@ -96,10 +96,15 @@ class Settings:
     # per-device caps (0=20GiB,1=46GiB,cpu=64GiB), the runner's --device-map / --max-memory
     device_map: str | None = None
     max_memory: str | None = None
+    # The engine build the run uses (llama.cpp's build number, `llama-server --version`): where its memory
+    # accounting changed between builds (which slot -ngl fills first, how many logits the graph reserves),
+    # the older behaviour is sized for an older build; None: today's build.
+    engine_build: int | None = None
 
     def __post_init__(self) -> None:
         self.backend = get_backend(self.backend).name
         names = ("context", "parallel", "batch", "ubatch", "gpu_layers", "n_cpu_moe", "gpu_layers_draft")
+        names = (*names, "engine_build")
         for name in (*names, "ctx_size_draft", "max_loras", "max_lora_rank"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):

@@ -1,4 +1,4 @@
-"""Which tensors go to host RAM: llama.cpp's `--cpu-moe`, `--n-cpu-moe N` and `-ot PATTERN=DEVICE`.
+"""Where tensors go: llama.cpp's `--cpu-moe`, `--n-cpu-moe N` and `-ot PATTERN=DEVICE` (host RAM or any GPU).
 
 llama.cpp keeps one list of (regex, buffer type) overrides; each tensor takes the first rule whose regex
 is found in its name (`std::regex_search`), else the place its layer gets (`--gpu-layers`). `--cpu-moe`
@@ -27,7 +27,17 @@ class TensorOverride:
 
     @property
     def to_host(self) -> bool:
-        return self.device.upper().startswith("CPU")
+        return device_index(self.device) is None
+
+
+def device_index(device: str) -> int | None:
+    """The place a buffer type name gives a tensor: None for host RAM (`CPU`, `CUDA_Host`, `CPU_REPACK`),
+    else the GPU its digits name (`CUDA1`, `Vulkan0`, `ROCm2`, `SYCL0`; `Metal` and `MTL0` are GPU 0)."""
+    upper = device.strip().upper()
+    if upper.startswith(("CPU", "AMX")) or upper.endswith("_HOST") or upper in ("", "HOST"):
+        return None
+    digits = "".join(ch for ch in upper if ch.isdigit())
+    return int(digits) if digits else 0
 
 
 @cache
@@ -55,6 +65,14 @@ def rules(overrides: Iterable[str], cpu_moe: bool, n_cpu_moe: int | None) -> lis
     for layer in range(n_cpu_moe or 0):
         found.append(TensorOverride(rf"blk\.{layer}{EXPERTS_PATTERN}", "CPU"))
     return found
+
+
+def placed(name: str, by_layer: int | None, chosen: list[TensorOverride]) -> int | None:
+    """The device one tensor lands on (None: host RAM): the first rule found in its name, else its layer's."""
+    for rule in chosen:
+        if _compiled(rule.pattern).search(name):
+            return device_index(rule.device)
+    return by_layer
 
 
 def placed_on_host(name: str, on_host_by_layer: bool, chosen: list[TensorOverride]) -> bool:
