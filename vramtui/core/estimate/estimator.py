@@ -100,6 +100,9 @@ class Settings:
     # accounting changed between builds (which slot -ngl fills first, how many logits the graph reserves),
     # the older behaviour is sized for an older build; None: today's build.
     engine_build: int | None = None
+    # The GPU shares host memory (Apple silicon under Metal): llama.cpp maps the model file's pages into it
+    # whole, the token embedding's among them, beside the host's own mapping of the host tensors.
+    unified_memory: bool = False
 
     def __post_init__(self) -> None:
         self.backend = get_backend(self.backend).name

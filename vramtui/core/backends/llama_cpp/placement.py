@@ -91,6 +91,9 @@ def layout(
         if device is None and by_layer is not None:
             found.moved_to_host += nbytes
     _non_layer_weights(info, weights, found)
+    if settings.unified_memory and settings.mmap and found.devices and found.weights.get(None):
+        # Metal maps the file's range whole: the host tensors' pages count on the GPU too
+        found.weights[0] = found.weights.get(0, 0) + found.weights[None]
     full, swa, kv_dtype = kv  # cells of full-attention and sliding-window layers, the cache type
     for il in range(info.n_layers):
         size = (swa if is_swa(info, il) else full) * kv_layer_bytes(info, il, kv_dtype, MLA_LATENT_AND_V)
