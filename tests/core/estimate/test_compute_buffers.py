@@ -84,9 +84,23 @@ def test_ot_names_any_backends_devices_and_the_host(moe_gguf: Path) -> None:
     assert cuda.devices[1].weights_bytes - estimate(info, Settings(context=1024, gpus=CARDS)).devices[
         1
     ].weights_bytes == tensor_bytes(moe_gguf, rf"^blk\.({_blocks(_layers_on(0))})\.ffn_(gate|up|down)_exps")
-    host = estimate(info, Settings(context=1024, gpus=CARDS, override_tensor=(r"exps=CPU",)))
-    assert host.expert_host_bytes == experts
-    assert host.weights_host_bytes == experts + tensor_bytes(moe_gguf, r"^token_embd")
+    read = estimate(info, Settings(context=1024, gpus=CARDS, override_tensor=(r"exps=CPU",), mmap=False))
+    assert read.expert_host_bytes == experts
+    assert read.weights_host_bytes == experts + tensor_bytes(moe_gguf, r"^token_embd")
+
+
+def test_mmap_maps_the_span_of_the_host_tensors(moe_gguf: Path) -> None:
+    """mmapped, the host buffer is the file's span from its first host tensor to its last (a file ordered
+    as llama-quantize writes it: output, output_norm, token_embd, then layer by layer, by name): with every
+    expert on the host that is the whole file but the output matrix and its norm (a real run: printed
+    17447.91 MiB of a 17.28 GiB file, output 249 MiB)."""
+    info = load_model_info(moe_gguf)
+    mapped = estimate(info, Settings(context=1024, override_tensor=(r"exps=CPU",)))
+    whole = tensor_bytes(moe_gguf, r".")
+    assert mapped.weights_host_bytes == whole - tensor_bytes(moe_gguf, r"^output")
+    # every layer offloaded: the span is the token embedding alone
+    full = estimate(info, Settings(context=1024))
+    assert full.weights_host_bytes == tensor_bytes(moe_gguf, r"^token_embd")
 
 
 def test_the_host_keeps_a_compute_buffer_of_the_graphs_inputs(moe_gguf: Path) -> None:

@@ -11,6 +11,7 @@ The KV cache and the recurrent state follow the layer; the token embedding stays
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vramtui.core.backends.llama_cpp import graph
@@ -91,9 +92,8 @@ def layout(
         if device is None and by_layer is not None:
             found.moved_to_host += nbytes
     _non_layer_weights(info, weights, found)
-    if settings.unified_memory and settings.mmap and found.devices and found.weights.get(None):
-        # Metal maps the file's range whole: the host tensors' pages count on the GPU too
-        found.weights[0] = found.weights.get(0, 0) + found.weights[None]
+    if settings.mmap and settings.on_gpu:
+        _mapped_spans(info, weights, found, settings.unified_memory)
     full, swa, kv_dtype = kv  # cells of full-attention and sliding-window layers, the cache type
     for il in range(info.n_layers):
         size = (swa if is_swa(info, il) else full) * kv_layer_bytes(info, il, kv_dtype, MLA_LATENT_AND_V)
@@ -109,6 +109,38 @@ def _non_layer_weights(info: ModelInfo, weights: LayerWeights, found: Layout) ->
         found.weights[found.output] = found.weights.get(found.output, 0) + weights.output + weights.other
     else:
         found.weights[None] += weights.other + (0 if info.tied_embeddings else weights.output)
+
+
+def file_order(info: ModelInfo, weights: LayerWeights, found: Layout) -> list[tuple[str, int, Where]]:
+    """(name, bytes, device) in the order llama-quantize writes a GGUF: the tensors of no layer first, then
+    layer by layer, each sorted by name (llama_model_loader's weight_name_comparer)."""
+    output = 0 if info.tied_embeddings else weights.output
+    head = [
+        ("output.weight", output, found.output),
+        ("output_norm.weight", weights.other, found.output),
+        ("token_embd.weight", weights.token_embd, None),
+    ]
+    body = sorted(found.tensors, key=lambda item: (item[1], item[0]))
+    return head + [(name, nbytes, device) for name, _layer, nbytes, device in body]
+
+
+def _span(order: list[tuple[str, int, Where]], wanted: Callable[[Where], bool]) -> int:
+    """The bytes from the first to the last tensor `wanted` picks: what a mapping of the file covers."""
+    picked = [i for i, (_name, _nbytes, device) in enumerate(order) if wanted(device)]
+    if not picked:
+        return 0
+    return sum(nbytes for _name, nbytes, _device in order[picked[0] : picked[-1] + 1])
+
+
+def _mapped_spans(info: ModelInfo, weights: LayerWeights, found: Layout, unified: bool) -> None:
+    """With mmap the host's buffer is the file's span from its first host tensor to its last
+    (llama_model_loader::get_mapping_range): GPU tensors between them count too (-ot exps=CPU maps
+    nearly the whole file). A GPU that shares host memory (Metal) maps its own span of the file as well."""
+    order = file_order(info, weights, found)
+    host = _span(order, lambda device: device is None)
+    found.weights[None] = max(found.weights.get(None, 0), host)
+    if unified and found.devices == 1:
+        found.weights[0] = max(found.weights.get(0, 0), _span(order, lambda device: device is not None))
 
 
 def add_recurrent(info: ModelInfo, found: Layout, sequences: int) -> None:
