@@ -116,6 +116,20 @@ def layer_devices(
     return found
 
 
+def simplest_split(n_layers: int, counts: tuple[int, ...], largest: int = 16) -> tuple[int, ...]:
+    """The smallest whole proportions (each at most `largest`) that give the same layers to each card as
+    `counts` (layer slots per card): `2,1` rather than `27,14`. Two cards only; else `counts` itself."""
+    if len(counts) != 2:
+        return counts
+    wanted = layer_devices(n_layers, 0, n_layers + 1, counts)
+    for total in range(2, 2 * largest + 1):
+        for first in range(max(0, total - largest), min(largest, total) + 1):
+            pair = (first, total - first)
+            if layer_devices(n_layers, 0, n_layers + 1, pair) == wanted:
+                return pair
+    return counts
+
+
 def parse_split(text: str) -> tuple[float, ...]:
     """`3,1` or `0.75,0.25` (llama.cpp's -ts; also `3/1`): non-negative proportions."""
     parts = [part.strip() for part in str(text).replace("/", ",").split(",") if part.strip()]
