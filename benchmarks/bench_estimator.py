@@ -427,22 +427,22 @@ def _printouts() -> Any:
     return module
 
 
-def printout_report(show_heldout: bool) -> dict[str, Any]:
+def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     """Each printout's terms (estimate / printed) and the shares within tolerance per engine and split."""
     po = _printouts()
     shares: dict[tuple[str, str, str], list[int]] = {}
     left_out: dict[tuple[str, str, str], dict[str, int]] = {}
     listed: list[dict[str, Any]] = []
-    print(f"\nprintouts: {', '.join(path.name for path in po.FILES)}")
-    print(f"{'printout':<64}{'term':<9}{'place':<10}{'estimate':>11}{'printed':>11}{'ratio':>8}")
+    say = (lambda *_args: None) if quiet else print
+    say(f"\nprintouts: {', '.join(path.name for path in po.FILES)}")
+    say(f"{'printout':<64}{'term':<9}{'place':<10}{'estimate':>11}{'printed':>11}{'ratio':>8}")
     for case in po.cases():
         family, split = case["family"], case["split"]
         if family not in ("llama.cpp", "ik_llama.cpp", "ollama"):
             for term in po.TERMS:  # vLLM and SGLang print no model shape: the numbers corpus above sizes them
                 why = left_out.setdefault((family, split, term), {})
-                why["no shape lines (sized above from published shapes)"] = (
-                    why.get("no shape lines (sized above from published shapes)", 0) + 1
-                )
+                reason = "no shape lines (sized above from published shapes)"
+                why[reason] = why.get(reason, 0) + 1
             continue
         scored = po.score(case)
         for term in po.TERMS:
@@ -454,22 +454,23 @@ def printout_report(show_heldout: bool) -> dict[str, Any]:
                 why = left_out.setdefault((family, split, term), {})
                 why[scored.left_out[term]] = why.get(scored.left_out[term], 0) + 1
         for t in scored.terms:
+            if split == "heldout" and not show_heldout:
+                continue
             listed.append({"case": t.case, "split": split, "family": family, "term": t.term, "place": t.place,
                            "estimated": t.estimated, "printed": t.printed, "ratio": round(t.ratio, 4), "ok": t.ok})  # fmt: skip
-            if split == "train" or show_heldout:
-                mark = "" if t.ok else "  MISS"
-                print(f"{t.case[:63]:<64}{t.term:<9}{t.place:<10}{t.estimated / MIB:>11,.1f}"
-                      f"{t.printed / MIB:>11,.1f}{t.ratio:>8.3f}{mark}")  # fmt: skip
-    print("\nshare within tolerance (KV 5%, weights 8%, compute 25%), per figure (a device or the host):")
+            mark = "" if t.ok else "  MISS"
+            say(f"{t.case[:63]:<64}{t.term:<9}{t.place:<10}{t.estimated / MIB:>11,.1f}"
+                f"{t.printed / MIB:>11,.1f}{t.ratio:>8.3f}{mark}")  # fmt: skip
+    say("\nshare within tolerance (KV 5%, weights 8%, compute 25%), per figure (a device or the host):")
     for (family, split, term), (met, counted) in sorted(shares.items()):
         share = f"{met / counted:.0%}" if counted else "-"
         out = left_out.get((family, split, term), {})
         why = "; ".join(f"{n} {reason}" for reason, n in out.items())
-        print(f"  {family:<14}{split:<9}{term:<9}{met:>4}/{counted:<4}{share:>6}  left out: {sum(out.values())}"
-              + (f" ({why})" if why else ""))  # fmt: skip
+        say(f"  {family:<14}{split:<9}{term:<9}{met:>4}/{counted:<4}{share:>6}  left out: {sum(out.values())}"
+            + (f" ({why})" if why else ""))  # fmt: skip
     for (family, split, term), out in sorted(left_out.items()):
         if (family, split, term) not in shares:
-            print(f"  {family:<14}{split:<9}{term:<9}   0/0        left out: {sum(out.values())}")
+            say(f"  {family:<14}{split:<9}{term:<9}   0/0        left out: {sum(out.values())}")
     return {"figures": listed, "shares": {"/".join(key): value for key, value in shares.items()}}
 
 
@@ -496,7 +497,9 @@ def main() -> int:
         rows += engine_rows()
     as_json = "--json" in sys.argv
     if as_json:
-        print(json.dumps([{**r.__dict__, "error_pct": round(r.error, 2)} for r in rows], indent=2))
+        numbers = [{**r.__dict__, "error_pct": round(r.error, 2)} for r in rows]
+        printouts = printout_report("--show-heldout" in sys.argv, quiet=True)
+        print(json.dumps({"numbers": numbers, "printouts": printouts}, indent=2))
         return 0
     try:
         return _print_rows(rows, skipped)
