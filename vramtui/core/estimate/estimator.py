@@ -368,6 +368,9 @@ class Estimate:
     # Several GPUs: one row per device (core/estimate/devices.DeviceRow); empty for one card, whose output
     # stays as it was
     devices: list[DeviceRow] = field(default_factory=list)
+    # Where each layer sits (n_layers + 1 slots, the last the output layer): a device index or HOST, when
+    # the engine places layers (llama.cpp); empty otherwise. Not in the JSON.
+    layer_places: list[int | str] = field(default_factory=list)
 
     @property
     def place(self) -> int | str:
@@ -375,8 +378,8 @@ class Estimate:
         return HOST if self.device == "host" else 0
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(replace(self, bill=MemoryBill(), devices=[]))
-        del out["bill"], out["devices"]
+        out = asdict(replace(self, bill=MemoryBill(), devices=[], layer_places=[]))
+        del out["bill"], out["devices"], out["layer_places"]
         out["usable_share"] = round(self.usable_bytes / self.device_bytes, 4) if self.device_bytes else None
         out["headroom_bytes"] = self.usable_bytes - self.total_bytes
         for part in PARTS:  # the parts without a legacy key, at the breakdown's place

@@ -73,29 +73,3 @@ def placed(name: str, by_layer: int | None, chosen: list[TensorOverride]) -> int
         if _compiled(rule.pattern).search(name):
             return device_index(rule.device)
     return by_layer
-
-
-def placed_on_host(name: str, on_host_by_layer: bool, chosen: list[TensorOverride]) -> bool:
-    """Where one tensor lands: the first rule found in its name, else its layer's place."""
-    for rule in chosen:
-        if _compiled(rule.pattern).search(name):
-            return rule.to_host
-    return on_host_by_layer
-
-
-def moved_bytes(
-    tensors: Iterable[tuple[str, int, int]], first_gpu_layer: int, chosen: list[TensorOverride]
-) -> tuple[int, int]:
-    """(bytes the rules move from the GPU to the host, bytes they move from the host to the GPU) over the
-    repeating layers' tensors (name, layer, bytes)."""
-    to_host = to_gpu = 0
-    if not chosen:
-        return 0, 0
-    for name, layer, nbytes in tensors:
-        by_layer = layer < first_gpu_layer
-        on_host = placed_on_host(name, by_layer, chosen)
-        if on_host and not by_layer:
-            to_host += nbytes
-        elif by_layer and not on_host:
-            to_gpu += nbytes
-    return to_host, to_gpu

@@ -352,6 +352,7 @@ class LlamaCppMemory(MemoryAccounting):
         est.kv_cells, est.output_buffer_bytes = cells, output_buffer
         est.compute_buffer_bytes = bill.get("compute", est.place)
         est.expert_host_bytes = where.moved_to_host
+        est.layer_places = [HOST if device is None else device for device in [*found.layers, found.output]]
         est.notes = _notes(info, settings, run, where, (cells, swa_cells))
         if settings.several and settings.on_gpu:
             _split_devices(info, settings, found, est)
