@@ -458,21 +458,24 @@ def _retyped(info: ModelInfo, planned: LayerWeights, typed: list[tuple[Any, str]
     return LayerWeights(tuple(layers), embd, output, planned.other, tuple(tensors))
 
 
-def _planned_total(info: ModelInfo, file_type: str | None) -> int:
+def _planned_total(info: ModelInfo, file_type: str | None, counts: dict[str, int] | None) -> int:
     planned = llama_cpp_weights(info, file_type or "q8_0")
+    if counts:
+        planned = _retyped(info, planned, _group_types(info, file_type, counts))
     total = sum(planned.layers) + planned.token_embd + planned.other
     return total + (0 if info.tied_embeddings else planned.output)
 
 
-def with_tied_guess(info: ModelInfo, file_type: str | None, file_bytes: int | None) -> ModelInfo:
-    """Is there an `output.weight` in the file? The layout (with or without it) closer to the printed file
-    size says; without a file size, the architecture's habit."""
+def with_tied_guess(
+    info: ModelInfo, file_type: str | None, file_bytes: int | None, counts: dict[str, int] | None = None
+) -> ModelInfo:
+    """Is there an `output.weight` in the file? The layout (with or without it, typed as the file's type
+    counts say) closer to the printed file size says; without a file size, the architecture's habit."""
     if not file_bytes:
         return info
     tied, untied = replace(info, tied_embeddings=True), replace(info, tied_embeddings=False)
-    if abs(_planned_total(tied, file_type) - file_bytes) < abs(
-        _planned_total(untied, file_type) - file_bytes
-    ):
+    off_tied = abs(_planned_total(tied, file_type, counts) - file_bytes)
+    if off_tied < abs(_planned_total(untied, file_type, counts) - file_bytes):
         return tied
     return untied
 
@@ -793,9 +796,8 @@ def score(case: dict[str, Any]) -> Scored:
     file_type, file_bytes = file_type_of(run), file_bytes_of(run)
     if file_bytes is None:
         scored.left_out["weights"] = "no file size printed"
-    info = lay_out_weights(
-        with_tied_guess(info, file_type, file_bytes), file_type, file_bytes, run.type_counts
-    )
+    tied = with_tied_guess(info, file_type, file_bytes, run.type_counts)
+    info = lay_out_weights(tied, file_type, file_bytes, run.type_counts)
     settings = replace(settings, engine_build=build_of(case["log"]))
     est = estimate(info, settings)
     for term in TERMS:
