@@ -1,6 +1,16 @@
-"""Estimate vs what real engines printed: per case of the numbers corpus, each figure and its error.
+"""Estimate vs what real engines printed: per case of the numbers corpus, each figure and its error; then
+every real GPU printout of the llama.cpp family, term by term and device by device.
 
-    python benchmarks/bench_estimator.py [--json] [--engine] [--gguf]
+    python benchmarks/bench_estimator.py [--json] [--engine] [--gguf] [--show-heldout]
+
+The printouts (tests/data/printouts/*.jsonl, tests/data/logs/printouts.jsonl, tests/data/numbers.jsonl,
+each with its source) are read by tests/core/estimate/printouts.py: the model's shape from the log's
+print_info lines, its file size and type counts, the run's settings from the log and the command. Each
+term (KV cache, weights, compute buffers; per device and on the host) is printed as estimate / printed, with
+the share within the goal's tolerance per engine, on the training part and the held-out part (split by
+source thread, as the log corpus is: tests/core/logs/corpus.py). Held-out printouts are listed one by one
+only with --show-heldout; by default only their shares. A printout that lacks what a term needs (no shape
+lines, no context line, placement flags not shown) is left out of that term, and counted as such.
 
 The corpus is ../shared/logs/numbers.jsonl (else tests/data/numbers.jsonl): memory figures printed by real
 llama.cpp, Ollama, vLLM and SGLang runs. The estimator gets only what a user would know before launching:
@@ -21,6 +31,7 @@ prints the estimate against the buffers llama.cpp allocated, and against its own
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import sys
@@ -441,6 +452,62 @@ def gguf_speed() -> None:
         print(f"  {what:<40}{seconds:>8.3f} s")
 
 
+def _printouts() -> Any:
+    spec = importlib.util.spec_from_file_location("printouts", ROOT / "tests/core/estimate/printouts.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["printouts"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
+    """Each printout's terms (estimate / printed) and the shares within tolerance per engine and split."""
+    po = _printouts()
+    shares: dict[tuple[str, str, str], list[int]] = {}
+    left_out: dict[tuple[str, str, str], dict[str, int]] = {}
+    listed: list[dict[str, Any]] = []
+    say = (lambda *_args: None) if quiet else print
+    say(f"\nprintouts: {', '.join(path.name for path in po.FILES)}")
+    say(f"{'printout':<64}{'term':<9}{'place':<10}{'estimate':>11}{'printed':>11}{'ratio':>8}")
+    for case in po.cases():
+        family, split = case["family"], case["split"]
+        if family not in ("llama.cpp", "ik_llama.cpp", "ollama"):
+            for term in po.TERMS:  # vLLM and SGLang print no model shape: the numbers corpus above sizes them
+                why = left_out.setdefault((family, split, term), {})
+                reason = "no shape lines (sized above from published shapes)"
+                why[reason] = why.get(reason, 0) + 1
+            continue
+        scored = po.score(case)
+        for term in po.TERMS:
+            found = [t for t in scored.terms if t.term == term]
+            tally = shares.setdefault((family, split, term), [0, 0])
+            tally[0] += sum(1 for t in found if t.ok)
+            tally[1] += len(found)
+            if term in scored.left_out:
+                why = left_out.setdefault((family, split, term), {})
+                why[scored.left_out[term]] = why.get(scored.left_out[term], 0) + 1
+        for t in scored.terms:
+            if split == "heldout" and not show_heldout:
+                continue
+            listed.append({"case": t.case, "split": split, "family": family, "term": t.term, "place": t.place,
+                           "estimated": t.estimated, "printed": t.printed, "ratio": round(t.ratio, 4), "ok": t.ok})  # fmt: skip
+            mark = "" if t.ok else "  MISS"
+            say(f"{t.case[:63]:<64}{t.term:<9}{t.place:<10}{t.estimated / MIB:>11,.1f}"
+                f"{t.printed / MIB:>11,.1f}{t.ratio:>8.3f}{mark}")  # fmt: skip
+    say("\nshare within tolerance (KV 5%, weights 8%, compute 25%), per figure (a device or the host):")
+    for (family, split, term), (met, counted) in sorted(shares.items()):
+        share = f"{met / counted:.0%}" if counted else "-"
+        out = left_out.get((family, split, term), {})
+        why = "; ".join(f"{n} {reason}" for reason, n in out.items())
+        say(f"  {family:<14}{split:<9}{term:<9}{met:>4}/{counted:<4}{share:>6}  left out: {sum(out.values())}"
+            + (f" ({why})" if why else ""))  # fmt: skip
+    for (family, split, term), out in sorted(left_out.items()):
+        if (family, split, term) not in shares:
+            say(f"  {family:<14}{split:<9}{term:<9}   0/0        left out: {sum(out.values())}")
+    return {"figures": listed, "shares": {"/".join(key): value for key, value in shares.items()}}
+
+
 def main() -> int:
     if "--gguf" in sys.argv:
         gguf_speed()
@@ -467,8 +534,17 @@ def main() -> int:
         rows += engine_rows()
     as_json = "--json" in sys.argv
     if as_json:
-        print(json.dumps([{**r.__dict__, "error_pct": round(r.error, 2)} for r in rows], indent=2))
+        numbers = [{**r.__dict__, "error_pct": round(r.error, 2)} for r in rows]
+        printouts = printout_report("--show-heldout" in sys.argv, quiet=True)
+        print(json.dumps({"numbers": numbers, "printouts": printouts}, indent=2))
         return 0
+    try:
+        return _print_rows(rows, skipped)
+    finally:
+        printout_report("--show-heldout" in sys.argv)
+
+
+def _print_rows(rows: list[Row], skipped: list[str]) -> int:
     print(f"corpus: {corpus_path()}")
     print(f"{'case':<14}{'figure':<32}{'estimate':>14}{'measured':>14}{'error':>9}  goal")
     for r in rows:

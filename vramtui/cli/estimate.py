@@ -345,6 +345,8 @@ def render(info: Any, est: Any) -> str:
         solved.append(
             f"vLLM would print: KV capacity {est.kv_cache_tokens:,} tokens, max concurrency {est.max_concurrency:.2f}x"
         )
+    if est.tensor_split_fit is not None:  # several cards: before the moves that cost speed
+        solved.append(f"split that fits --tensor-split {','.join(map(str, est.tensor_split_fit))}")
     if est.n_cpu_moe_fit is not None and est.device == "gpu":
         solved.append(f"smallest --n-cpu-moe that fits {est.n_cpu_moe_fit}")
     if est.gpu_layers_fit is not None and est.device == "gpu":

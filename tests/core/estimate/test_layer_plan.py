@@ -64,12 +64,13 @@ def test_a_no_op_layer_weighs_nothing_and_places_nothing() -> None:
     layers = llama_cpp_weights(info, "q4_k_m").layers
     assert layers[9] == 0  # block 9: attention and MLP both no-ops
     assert layers[16] > layers[8] > layers[0] > 0  # 53248, 21504 and 5376 wide
-    # llama.cpp offloads the last N layers: one more that has no attention adds its bytes and no KV
+    # llama.cpp offloads the output and then the last N-1 layers: one more that has no attention adds
+    # its bytes and no KV
     n = info.n_layers
     j = max(i for i in range(n) if not info.kv_heads_at(i))
     settings = dict(context=4096, device_bytes=400 * GIB, quant="q4_k_m")
-    without = estimate(info, Settings(gpu_layers=n - j - 1, **settings))
-    with_it = estimate(info, Settings(gpu_layers=n - j, **settings))
+    without = estimate(info, Settings(gpu_layers=n - j, **settings))
+    with_it = estimate(info, Settings(gpu_layers=n - j + 1, **settings))
     assert with_it.kv_cache_bytes == without.kv_cache_bytes
     assert with_it.weights_bytes - without.weights_bytes == layers[j]
 

@@ -26,7 +26,8 @@ layers, norm, lm_head; a tied lm_head goes with the embedding), fills a card up 
 keeping room on the first card (and in host RAM) for the largest module still to place; what no card takes
 goes to host RAM (its layers run on the first card, their weights copied in on every forward pass).
 
-Engine-neutral parts only: the families' memory.py call these with their own per-layer figures.
+Engine-neutral parts only: the families' memory.py (llama.cpp: its placement.py) call these with their own
+per-layer figures.
 """
 
 from __future__ import annotations
@@ -116,6 +117,20 @@ def layer_devices(
     return found
 
 
+def simplest_split(n_layers: int, counts: tuple[int, ...], largest: int = 16) -> tuple[int, ...]:
+    """The smallest whole proportions (each at most `largest`) that give the same layers to each card as
+    `counts` (layer slots per card): `2,1` rather than `27,14`. Two cards only; else `counts` itself."""
+    if len(counts) != 2:
+        return counts
+    wanted = layer_devices(n_layers, 0, n_layers + 1, counts)
+    for total in range(2, 2 * largest + 1):
+        for first in range(max(0, total - largest), min(largest, total) + 1):
+            pair = (first, total - first)
+            if layer_devices(n_layers, 0, n_layers + 1, pair) == wanted:
+                return pair
+    return counts
+
+
 def parse_split(text: str) -> tuple[float, ...]:
     """`3,1` or `0.75,0.25` (llama.cpp's -ts; also `3/1`): non-negative proportions."""
     parts = [part.strip() for part in str(text).replace("/", ",").split(",") if part.strip()]
@@ -189,79 +204,6 @@ def describe_rows(rows: Sequence[DeviceRow]) -> str:
 
 
 # --- llama.cpp ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LayerPlan:
-    """One llama.cpp run's figures per layer, as its accounting sized them for a single device."""
-
-    layer_weights: Sequence[int]  # bytes of each repeating layer that go to a GPU (0: a host layer)
-    layer_matrices: Sequence[int]  # of which 2D matrices (what a row split spreads over every device)
-    layer_kv: Sequence[int]  # KV cache of each layer on the GPU
-    layer_rs: Sequence[int]  # recurrent state of each layer on the GPU
-    output_weights: int  # the output layer's bytes when it is on a GPU
-    first_gpu_layer: int
-    gpu_layers: int  # the output counts as one more
-    compute_layers: int  # the compute buffer of a device that holds layers only
-    compute_output: int  # ... and of the device with the output layer (the logits phase)
-    split_inputs: int  # one copy of a split's inputs: hidden state, KQ mask, positions
-    runtime: int  # CUDA context per device
-
-
-def llama_cpp_rows(
-    plan: LayerPlan,
-    cards: Sequence[int],
-    tensor_split: Sequence[float],
-    split_mode: str | None,
-    main_gpu: int,
-    pipeline: bool,
-    share: float,
-) -> list[DeviceRow]:
-    """Each device's bill for a llama.cpp run over `cards` (bytes of each card)."""
-    rows = [DeviceRow(index=i, device_bytes=card) for i, card in enumerate(cards)]
-    n = len(plan.layer_weights)
-    mode = split_mode or "layer"
-    if mode == "none":  # one GPU only: everything on the main one, the others untouched
-        main = rows[main_gpu]
-        main.weights_bytes = sum(plan.layer_weights) + plan.output_weights
-        main.kv_cache_bytes, main.recurrent_state_bytes = sum(plan.layer_kv), sum(plan.layer_rs)
-        main.layers = sum(1 for il in range(n) if il >= plan.first_gpu_layer)
-        if plan.gpu_layers:
-            main.compute_buffer_bytes, main.runtime_bytes = plan.compute_output, plan.runtime
-        return [row.settle(share) for row in rows]
-    shares = shares_for(cards, tensor_split)
-    where = layer_devices(n, plan.first_gpu_layer, plan.gpu_layers, shares)
-    points_total = sum(shares)
-    for il in range(n):
-        device = where[il]
-        if device is None:  # a host layer; a tensor an override put on a GPU goes to the main one
-            rows[main_gpu].weights_bytes += plan.layer_weights[il]
-            continue
-        row = rows[device]
-        row.layers += 1
-        weights = plan.layer_weights[il]
-        if mode == "row":  # the matrices by rows over every device, the rest with the layer
-            matrices = min(plan.layer_matrices[il], weights)
-            weights -= matrices
-            for other, part in zip(rows, shares, strict=True):
-                other.weights_bytes += int(matrices * part / points_total)
-        row.weights_bytes += weights
-        row.kv_cache_bytes += plan.layer_kv[il]
-        row.recurrent_state_bytes += plan.layer_rs[il]
-    out_device = where[n]
-    if out_device is not None:
-        rows[out_device].weights_bytes += plan.output_weights
-    copies = GGML_SCHED_MAX_COPIES if pipeline else 1
-    for row in rows:
-        holds = row.layers > 0 or row.index == out_device
-        if mode == "row" and plan.gpu_layers:
-            row.compute_buffer_bytes = plan.compute_output  # every device multiplies every layer's rows
-        elif holds:
-            row.compute_buffer_bytes = plan.compute_output if row.index == out_device else plan.compute_layers
-            row.compute_buffer_bytes += (copies - 1) * plan.split_inputs
-        if plan.gpu_layers:
-            row.runtime_bytes = plan.runtime
-    return [row.settle(share) for row in rows]
 
 
 # --- vLLM ----------------------------------------------------------------------------------------------------

@@ -96,10 +96,18 @@ class Settings:
     # per-device caps (0=20GiB,1=46GiB,cpu=64GiB), the runner's --device-map / --max-memory
     device_map: str | None = None
     max_memory: str | None = None
+    # The engine build the run uses (llama.cpp's build number, `llama-server --version`): where its memory
+    # accounting changed between builds (which slot -ngl fills first, how many logits the graph reserves),
+    # the older behaviour is sized for an older build; None: today's build.
+    engine_build: int | None = None
+    # The GPU shares host memory (Apple silicon under Metal): llama.cpp maps the model file's pages into it
+    # whole, the token embedding's among them, beside the host's own mapping of the host tensors.
+    unified_memory: bool = False
 
     def __post_init__(self) -> None:
         self.backend = get_backend(self.backend).name
         names = ("context", "parallel", "batch", "ubatch", "gpu_layers", "n_cpu_moe", "gpu_layers_draft")
+        names = (*names, "engine_build")
         for name in (*names, "ctx_size_draft", "max_loras", "max_lora_rank"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
@@ -330,6 +338,8 @@ class Estimate:
     max_parallel: int | None = None
     gpu_layers_fit: int | None = None
     n_cpu_moe_fit: int | None = None  # the fewest layers whose experts go to the host for it to fit
+    # several cards: the --tensor-split (layers per card, the output layer on the last) that fits them all
+    tensor_split_fit: tuple[int, ...] | None = None
     expert_host_bytes: int = 0  # of weights_host_bytes: the tensors the offload rules put in host RAM
     host_bytes_needed: int = 0
     gpu_layers: int | None = None
@@ -361,6 +371,9 @@ class Estimate:
     # Several GPUs: one row per device (core/estimate/devices.DeviceRow); empty for one card, whose output
     # stays as it was
     devices: list[DeviceRow] = field(default_factory=list)
+    # Where each layer sits (n_layers + 1 slots, the last the output layer): a device index or HOST, when
+    # the engine places layers (llama.cpp); empty otherwise. Not in the JSON.
+    layer_places: list[int | str] = field(default_factory=list)
 
     @property
     def place(self) -> int | str:
@@ -368,8 +381,8 @@ class Estimate:
         return HOST if self.device == "host" else 0
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(replace(self, bill=MemoryBill(), devices=[]))
-        del out["bill"], out["devices"]
+        out = asdict(replace(self, bill=MemoryBill(), devices=[], layer_places=[]))
+        del out["bill"], out["devices"], out["layer_places"]
         out["usable_share"] = round(self.usable_bytes / self.device_bytes, 4) if self.device_bytes else None
         out["headroom_bytes"] = self.usable_bytes - self.total_bytes
         for part in PARTS:  # the parts without a legacy key, at the breakdown's place
@@ -540,6 +553,102 @@ def fit_n_cpu_moe(info: ModelInfo, settings: Settings) -> int | None:
     return lo
 
 
+def _splits_layers(settings: Settings) -> bool:
+    """Several cards sharing the layers by --tensor-split (llama.cpp's layer split)."""
+    memory = settings.memory
+    mode = settings.split_mode or "layer"
+    return memory.places_layers and settings.several and settings.on_gpu and mode == "layer"
+
+
+def _slot_counts(info: ModelInfo, settings: Settings) -> list[int]:
+    """Layer slots per card as the settings split them (the output layer is the last card's last slot)."""
+    n, cards = info.n_layers, settings.cards
+    where = devices.layer_devices(n, 0, n + 1, devices.shares_for(cards, settings.tensor_split))
+    return [sum(1 for device in where if device == i) for i in range(len(cards))]
+
+
+def _move_layers(counts: list[int], rows: list[DeviceRow]) -> list[int] | None:
+    """Layers off the card most over its room onto the one with the most room left: as many as the
+    overshoot needs at that card's bytes per layer (one at least); None when nothing can move."""
+    over = max(rows, key=lambda row: row.total_bytes - row.usable_bytes)
+    room = max(rows, key=lambda row: row.usable_bytes - row.total_bytes)
+    if over.index == room.index or counts[over.index] <= 1:
+        return None
+    per_layer = max(1, (over.weights_bytes + over.kv_cache_bytes) // max(1, counts[over.index]))
+    need = -(-(over.total_bytes - over.usable_bytes) // per_layer)
+    moved = max(1, min(need, counts[over.index] - 1))
+    new = list(counts)
+    new[over.index] -= moved
+    new[room.index] += moved
+    return new
+
+
+def _spare(rows: list[DeviceRow]) -> int:
+    return min(row.usable_bytes - row.total_bytes for row in rows)
+
+
+def _balanced(
+    info: ModelInfo, settings: Settings, counts: list[int], rows: list[DeviceRow]
+) -> tuple[int, ...]:
+    """From a split that fits, one layer at a time onto the roomiest card while the tightest card's room
+    grows: the split that leaves every card the most room."""
+    best, best_spare = list(counts), _spare(rows)
+    for _ in range(info.n_layers):
+        tight = min(rows, key=lambda row: row.usable_bytes - row.total_bytes)
+        roomy = max(rows, key=lambda row: row.usable_bytes - row.total_bytes)
+        if tight.index == roomy.index or best[tight.index] <= 1:
+            break
+        trial = list(best)
+        trial[tight.index] -= 1
+        trial[roomy.index] += 1
+        rows = _estimate_core(info, replace(settings, tensor_split=tuple(float(c) for c in trial))).devices
+        if _spare(rows) <= best_spare:
+            break
+        best, best_spare = trial, _spare(rows)
+    return tuple(best)
+
+
+def fit_tensor_split(info: ModelInfo, settings: Settings) -> tuple[int, ...] | None:
+    """Several cards of unequal room: the --tensor-split (layer slots per card) that fits every card, found
+    by moving layers off the card that is over onto the one with room; None when no split fits (or the
+    engine does not split by layers). Every layer stays on a GPU: no speed is given up."""
+    if not _splits_layers(settings):
+        return None
+    counts = _slot_counts(info, settings)
+    seen: set[tuple[int, ...]] = set()
+    for _ in range(info.n_layers + 2):
+        key = tuple(counts)
+        if key in seen:
+            return None
+        seen.add(key)
+        est = _estimate_core(info, replace(settings, tensor_split=tuple(float(c) for c in counts)))
+        if est.fits:
+            return devices.simplest_split(info.n_layers, _balanced(info, settings, counts, est.devices))
+        moved = _move_layers(counts, est.devices)
+        if moved is None:
+            return None
+        counts = moved
+    return None
+
+
+def _solve_split(info: ModelInfo, settings: Settings, est: Estimate) -> None:
+    """The split that fits, said before the moves that cost speed (experts or layers to the host)."""
+    if est.fits or not _splits_layers(settings):
+        return
+    est.tensor_split_fit = fit_tensor_split(info, settings)
+    if est.tensor_split_fit is None:
+        return
+    split = est.tensor_split_fit
+    fitted = _estimate_core(info, replace(settings, tensor_split=tuple(float(c) for c in split)))
+    spare = ", ".join(
+        f"device {row.index} {(row.usable_bytes - row.total_bytes) / GIB:.2f} GiB" for row in fitted.devices
+    )
+    shown = ",".join(str(part) for part in split)
+    est.notes.append(
+        f"with --tensor-split {shown} it fits ({spare} to spare): every layer stays on a GPU, no speed lost"
+    )
+
+
 def _solve_experts(info: ModelInfo, settings: Settings, est: Estimate) -> None:
     if settings.cpu_moe:  # every expert is already on the host: nothing left to move
         return
@@ -685,6 +794,7 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     )
     _sequence_limit(settings, est, cap)
     if memory.places_layers and settings.on_gpu:  # a CPU-only run places no layer
+        _solve_split(info, settings, est)  # another split of the layers first: it costs no speed
         if info.is_moe and memory.offloads_tensors:  # experts to the host first: cheaper than layers
             _solve_experts(info, settings, est)
         _solve_layers(info, settings, est)

@@ -218,6 +218,8 @@ def _layer_places(info: ModelInfo, settings: Settings, est: Estimate) -> list[in
     from vramtui.core.estimate import devices
 
     n = info.n_layers
+    if est.layer_places and len(est.layer_places) == n + 1:  # as the engine's accounting placed them
+        return list(est.layer_places)
     on_gpu = n + 1 if est.gpu_layers is None else est.gpu_layers
     first = n - min(on_gpu, n)
     if est.device != "gpu":

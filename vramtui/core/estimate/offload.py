@@ -1,4 +1,4 @@
-"""Which tensors go to host RAM: llama.cpp's `--cpu-moe`, `--n-cpu-moe N` and `-ot PATTERN=DEVICE`.
+"""Where tensors go: llama.cpp's `--cpu-moe`, `--n-cpu-moe N` and `-ot PATTERN=DEVICE` (host RAM or any GPU).
 
 llama.cpp keeps one list of (regex, buffer type) overrides; each tensor takes the first rule whose regex
 is found in its name (`std::regex_search`), else the place its layer gets (`--gpu-layers`). `--cpu-moe`
@@ -27,7 +27,17 @@ class TensorOverride:
 
     @property
     def to_host(self) -> bool:
-        return self.device.upper().startswith("CPU")
+        return device_index(self.device) is None
+
+
+def device_index(device: str) -> int | None:
+    """The place a buffer type name gives a tensor: None for host RAM (`CPU`, `CUDA_Host`, `CPU_REPACK`),
+    else the GPU its digits name (`CUDA1`, `Vulkan0`, `ROCm2`, `SYCL0`; `Metal` and `MTL0` are GPU 0)."""
+    upper = device.strip().upper()
+    if upper.startswith(("CPU", "AMX")) or upper.endswith("_HOST") or upper in ("", "HOST"):
+        return None
+    digits = "".join(ch for ch in upper if ch.isdigit())
+    return int(digits) if digits else 0
 
 
 @cache
@@ -57,27 +67,9 @@ def rules(overrides: Iterable[str], cpu_moe: bool, n_cpu_moe: int | None) -> lis
     return found
 
 
-def placed_on_host(name: str, on_host_by_layer: bool, chosen: list[TensorOverride]) -> bool:
-    """Where one tensor lands: the first rule found in its name, else its layer's place."""
+def placed(name: str, by_layer: int | None, chosen: list[TensorOverride]) -> int | None:
+    """The device one tensor lands on (None: host RAM): the first rule found in its name, else its layer's."""
     for rule in chosen:
         if _compiled(rule.pattern).search(name):
-            return rule.to_host
-    return on_host_by_layer
-
-
-def moved_bytes(
-    tensors: Iterable[tuple[str, int, int]], first_gpu_layer: int, chosen: list[TensorOverride]
-) -> tuple[int, int]:
-    """(bytes the rules move from the GPU to the host, bytes they move from the host to the GPU) over the
-    repeating layers' tensors (name, layer, bytes)."""
-    to_host = to_gpu = 0
-    if not chosen:
-        return 0, 0
-    for name, layer, nbytes in tensors:
-        by_layer = layer < first_gpu_layer
-        on_host = placed_on_host(name, by_layer, chosen)
-        if on_host and not by_layer:
-            to_host += nbytes
-        elif by_layer and not on_host:
-            to_gpu += nbytes
-    return to_host, to_gpu
+            return device_index(rule.device)
+    return by_layer

@@ -19,7 +19,8 @@ PARTS: tuple[Part, ...] = (
     "weights",  # the model's tensors
     "kv_cache",  # attention keys and values, grows with context x sequences
     "recurrent_state",  # Mamba / linear-attention / short-conv state: per sequence, not per token
-    "compute",  # the engine's scratch for one forward pass (llama.cpp's compute buffer, vLLM's peak)
+    "compute",  # the engine's scratch for one forward pass: llama.cpp's compute buffer on each device and
+    # its pinned one on the host (CUDA_Host: the graph's inputs), vLLM's activation peak
     "output",  # logits and sampled ids (llama.cpp's output buffer)
     "runtime",  # the engine's own share: CUDA context, cuBLAS workspaces, non-torch memory
     "cuda_graphs",  # captured CUDA graphs (vLLM, SGLang)

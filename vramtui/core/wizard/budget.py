@@ -163,6 +163,31 @@ class MemoryModel:
             bill.add(place, "output", int(wanted["context"]) * (vocab * 4 + 4))  # type: ignore[call-overload]
         return bill
 
+    def fitting_split(self, profile: Profile, cards: list[int]) -> tuple[int, ...] | None:
+        """Several cards (each one's room): the --tensor-split the estimator says fits every card, with
+        every layer still on a GPU; None when none does or there is no estimate."""
+        info = self.info(profile.model)
+        if info is None or len(cards) < 2:
+            return None
+        try:
+            from vramtui.core.estimate.devices import parse_split
+            from vramtui.core.estimate.estimator import Settings, fit_tensor_split
+
+            wanted = self._settings(profile, info)
+            wanted.pop("device_bytes", None)
+            current = current_value(profile, "tensor_split")
+            if isinstance(current, list | tuple):
+                current = ",".join(map(str, current))
+            split = parse_split(str(current)) if current not in (None, "") else ()
+            accepted = inspect.signature(Settings).parameters
+            settings = Settings(
+                **{k: v for k, v in wanted.items() if k in accepted}, gpus=tuple(cards), tensor_split=split
+            )
+            return fit_tensor_split(info, settings)
+        except (VramtuiError, ValueError) as error:
+            self.why_unavailable = f"no split estimate: {error}"
+            return None
+
     def host_budget(self, profile: Profile) -> bool:
         """A budget on the host process (everything counts) rather than a GPU's (only what sits there)."""
         # As the launcher decides: no GPU to watch, or no layer on it, and the cap is the address space.

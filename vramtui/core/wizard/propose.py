@@ -431,7 +431,7 @@ class Proposer:
         n_layers = int(getattr(self.model.info(profile.model), "n_layers", 0) or 0)
         moves = split_moves(dict(obs.engine), n_layers, split)
         if not moves:
-            return None
+            return self._fitting_split(profile, rung, obs, current)
         move = moves[0]
         why = (
             f"CUDA{move.source} ran out of memory while CUDA{move.target} holds the least; "
@@ -439,6 +439,36 @@ class Proposer:
         )
         value = ",".join(str(part) for part in move.split)
         return Proposal("tensor_split", current, value, why, move.describe(), rung.knob(self.backend))
+
+    def _fitting_split(
+        self, profile: Profile, rung: Rung, obs: Observation, current: object
+    ) -> Proposal | None:
+        """No per-device buffers to move layers by: the split the estimate says fits every card, each
+        card's room as the log printed it (its free memory when the model loaded)."""
+        from vramtui.core.estimate.devices import printed_by_device
+
+        free = printed_by_device(dict(obs.engine), "device_free")
+        if len(free) < 2 or sorted(free) != list(range(len(free))):
+            return None
+        split = self.model.fitting_split(profile, [free[i] for i in sorted(free)])
+        if split is None:
+            return None
+        value = ",".join(str(part) for part in split)
+        if str(current).replace(" ", "") == value:
+            return None
+        cards = ", ".join(f"device {i} {free[i] / GIB:.1f} GiB" for i in sorted(free))
+        why = (
+            f"the estimate fits every card with --tensor-split {value} (free when the model loaded: {cards}); "
+            "every layer stays on a GPU, so no speed is given up"
+        )
+        return Proposal(
+            "tensor_split",
+            current,
+            value,
+            why,
+            f"split the layers {value} over the cards",
+            rung.knob(self.backend),
+        )
 
     def _with(self, profile: Profile, changes: dict[str, object]) -> MemoryBill | None:
         for param, value in changes.items():

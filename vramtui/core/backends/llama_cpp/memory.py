@@ -2,10 +2,11 @@
 
 Exact tensor bytes per layer; KV cells = context padded to 256; sliding-window layers keep
 min(cells, window*streams + ubatch) cells; q8_0/q4_0 caches use ggml block sizes (34/32, 18/32 bytes per
-element); a compute buffer sized by the worst-case graph of one micro-batch (with the KQ matrix when flash
-attention is off, or the logits of the micro-batch); layers not offloaded and the token embedding live in
-host RAM. Ollama runs llama-server with its own defaults: it picks the context from the free VRAM, gives
-every slot the full num_ctx and places as many layers as fit.
+element). Where every layer, tensor and cache goes (a GPU, or host RAM: layers not offloaded, the token
+embedding, what `-ot` / `--n-cpu-moe` move) is placement.py's; the compute buffers, one per device and
+one on the host, as the scheduler reserves them for one micro-batch, graph.py's. Ollama runs llama-server
+with its own defaults: it picks the context from the free VRAM, gives every slot the full num_ctx and
+places as many layers as fit.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import functools
 from dataclasses import dataclass, replace
 
 from vramtui.core.backends import get_backend
+from vramtui.core.backends.llama_cpp import graph, placement
 from vramtui.core.estimate import devices, recurrent
 from vramtui.core.estimate.accounting import MLA_LATENT_AND_V, MemoryAccounting
 from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settings, memoized
-from vramtui.core.estimate.kvcache import is_swa, kv_bytes_per_token, kv_layer_bytes, round_up
+from vramtui.core.estimate.kvcache import kv_bytes_per_token, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
-from vramtui.core.estimate.offload import moved_bytes, placed_on_host
 from vramtui.core.estimate.weights import LayerWeights, llama_cpp_weights
 from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.units import GIB, format_bytes
@@ -36,29 +37,33 @@ class RunShape:
     ubatch: int
     flash: bool
     kv_dtype: str
+    streams: int = 1  # KV streams: 1 for a unified cache (llama-server's -np auto), else one per slot
 
 
 @dataclass(frozen=True)
 class Placement:
-    """Where the layers, their KV cache and the buffers go: the GPU or host RAM."""
+    """Where the layers, their KV cache and the buffers go: the GPUs or host RAM (summed over the GPUs)."""
 
-    gpu_layers: int  # the output layer counts as one more
-    first_gpu_layer: int  # llama.cpp offloads the last layers first
+    gpu_layers: int  # slots on GPUs: the output layer counts as one more
+    first_gpu_layer: int  # llama.cpp offloads the last layers
     output_on_gpu: bool
     w_gpu: int
     w_host: int
     kv_gpu: int
     kv_host: int
     moved_to_host: int = 0  # layer tensors --cpu-moe / --n-cpu-moe / -ot put in host RAM
-    rs_gpu: int = 0  # recurrent state (RS buffer) of the recurrent layers on the GPU / in host RAM
+    rs_gpu: int = 0  # recurrent state (RS buffer) of the recurrent layers on the GPUs / in host RAM
     rs_host: int = 0
 
 
-def kv_cells(info: ModelInfo, context: int, parallel: int, ubatch: int) -> tuple[int, int]:
-    """(cells of full-attention layers, cells of sliding-window layers) as llama.cpp sizes its cache."""
+def kv_cells(
+    info: ModelInfo, context: int, parallel: int, ubatch: int, swa_full: bool = False
+) -> tuple[int, int]:
+    """(cells of full-attention layers, cells of sliding-window layers) as llama.cpp sizes its cache;
+    `swa_full`: the sliding-window layers keep every cell too (--swa-full)."""
     cells = round_up(max(context, 1), CELL_PAD)
     swa_cells = cells
-    if info.swa_layers and info.sliding_window:
+    if info.swa_layers and info.sliding_window and not swa_full:
         swa_cells = min(cells, round_up(info.sliding_window * parallel + ubatch, CELL_PAD))
     return cells, swa_cells
 
@@ -91,46 +96,27 @@ def compute_bytes(info: ModelInfo, cells: int, ubatch: int, flash: bool, with_ou
     return max(out_phase if with_output else 0, attn_phase, ffn_phase)
 
 
-def _place(info: ModelInfo, settings: Settings, weights: LayerWeights, run: RunShape) -> Placement:
-    n = info.n_layers
-    gpu_layers = n + 1 if settings.gpu_layers is None else min(settings.gpu_layers, n + 1)
-    if not settings.on_gpu:
-        gpu_layers = 0
-    first_gpu_layer = n - min(gpu_layers, n)
-    cells, swa_cells = kv_cells(info, run.context, run.parallel, run.ubatch)
-    kv_gpu = kv_host = 0
-    for layer in range(n):
-        layer_cells = swa_cells if is_swa(info, layer) else cells
-        size = layer_cells * kv_layer_bytes(info, layer, run.kv_dtype, MLA_LATENT_AND_V)
-        if layer >= first_gpu_layer and settings.on_gpu:
-            kv_gpu += size
-        else:
-            kv_host += size
-    output_on_gpu = settings.on_gpu and gpu_layers > n
-    w_gpu = sum(weights.layers[first_gpu_layer:]) if settings.on_gpu else 0
-    if output_on_gpu:
-        w_gpu += weights.output + weights.other  # tied: a copy of the embedding goes to the GPU
-    # the token embedding is always read on the host (llama.cpp keeps the input layer there)
-    w_host = weights.token_embd + sum(weights.layers[:first_gpu_layer])
-    if not output_on_gpu:
-        w_host += weights.other + (0 if info.tied_embeddings else weights.output)
-    to_host = 0
-    if settings.on_gpu:
-        to_host, to_gpu = moved_bytes(weights.tensors, first_gpu_layer, settings.offload_rules)
-        w_gpu, w_host = w_gpu - to_host + to_gpu, w_host + to_host - to_gpu
-    if not settings.on_gpu:
-        w_host = weights.token_embd + sum(weights.layers) + weights.other
-        w_host += 0 if info.tied_embeddings else weights.output
-    # the RS buffer lives with its layer, like the KV cache: one row per sequence (llama.cpp's n_seq_max)
-    on_gpu_layers = range(first_gpu_layer, n) if settings.on_gpu else range(0)
-    rs_gpu = recurrent.recurrent_state_bytes(info, run.parallel, on_gpu_layers)
-    rs_host = recurrent.recurrent_state_bytes(info, run.parallel) - rs_gpu
+def _placement(found: placement.Layout) -> Placement:
+    def gpus(values: dict[placement.Where, int]) -> int:
+        return sum(value for device, value in values.items() if device is not None)
+
     return Placement(
-        gpu_layers, first_gpu_layer, output_on_gpu, w_gpu, w_host, kv_gpu, kv_host, to_host, rs_gpu, rs_host
+        found.gpu_slots,
+        found.first_gpu_layer,
+        found.output is not None,
+        gpus(found.weights),
+        found.weights.get(None, 0),
+        gpus(found.kv),
+        found.kv.get(None, 0),
+        found.moved_to_host,
+        gpus(found.rs),
+        found.rs.get(None, 0),
     )
 
 
-def _notes(info: ModelInfo, settings: Settings, run: RunShape, where: Placement) -> list[str]:
+def _notes(
+    info: ModelInfo, settings: Settings, run: RunShape, where: Placement, cells: tuple[int, int]
+) -> list[str]:
     notes: list[str] = []
     if settings.on_gpu and where.gpu_layers == 0:
         notes.append("no layer on the GPU: everything runs from host RAM")
@@ -146,25 +132,25 @@ def _notes(info: ModelInfo, settings: Settings, run: RunShape, where: Placement)
     if info.n_recurrent_layers:
         notes.append(recurrent.describe(info, run.parallel))
     if info.swa_layers and info.sliding_window:
-        cells, swa_cells = kv_cells(info, run.context, run.parallel, run.ubatch)
-        notes.append(f"{info.swa_layers} sliding-window layers keep {swa_cells} cells, the others {cells}")
+        notes.append(f"{info.swa_layers} sliding-window layers keep {cells[1]} cells, the others {cells[0]}")
     return notes
 
 
-def _bill(settings: Settings, where: Placement, compute: int, output_buffer: int) -> MemoryBill:
+def _bill(
+    settings: Settings, found: placement.Layout, compute: dict[placement.Where, int], output_buffer: int
+) -> MemoryBill:
     bill = MemoryBill()
-    on_device = settings.on_gpu and where.gpu_layers > 0
-    if on_device:
-        bill.add(0, "weights", where.w_gpu)
-        bill.add(0, "kv_cache", where.kv_gpu)
-        bill.add(0, "recurrent_state", where.rs_gpu)
-        bill.add(0, "compute", compute)
-        bill.add(0, "runtime", CUDA_CONTEXT_BYTES)
-    bill.add(HOST, "weights", where.w_host)
-    bill.add(HOST, "kv_cache", where.kv_host)
-    bill.add(HOST, "recurrent_state", where.rs_host)
-    if not (on_device and where.output_on_gpu):  # the host keeps a compute buffer of its own
-        bill.add(HOST, "compute", compute)
+    parts = (
+        ("weights", found.weights),
+        ("kv_cache", found.kv),
+        ("recurrent_state", found.rs),
+        ("compute", compute),
+    )
+    for part, values in parts:
+        for device, value in sorted(values.items(), key=lambda item: -1 if item[0] is None else item[0]):
+            bill.add(HOST if device is None else device, part, value)  # type: ignore[arg-type]
+    for device in range(found.devices):
+        bill.add(device, "runtime", CUDA_CONTEXT_BYTES)
     bill.add(HOST, "output", output_buffer)  # logits of the last token of each sequence, host side
     return bill
 
@@ -198,52 +184,6 @@ def _cpu_has(flag: str) -> bool:
         return False
 
 
-# Tensors a row split leaves with their layer: 3D experts (no split buffer takes them), norms and biases.
-_NOT_ROW_SPLIT = ("_exps", "norm", ".bias")
-
-
-def _layer_plan(
-    info: ModelInfo, settings: Settings, run: RunShape, weights: LayerWeights, where: Placement
-) -> devices.LayerPlan:
-    """The single-device placement, layer by layer, for the split over several GPUs."""
-    n, first = info.n_layers, where.first_gpu_layer
-    gpu = [weights.layers[il] if il >= first else 0 for il in range(n)]
-    matrices = list(gpu)
-    rules = settings.offload_rules
-    if weights.tensors:
-        matrices = [0] * n
-        for name, layer, nbytes in weights.tensors:
-            by_layer = layer < first
-            on_host = placed_on_host(name, by_layer, rules) if rules else by_layer
-            if on_host != by_layer:  # an override moved it: off its layer's GPU, or onto one
-                gpu[layer] += nbytes if by_layer else -nbytes
-            if not on_host and not any(word in name for word in _NOT_ROW_SPLIT):
-                matrices[layer] += nbytes
-    cells, swa_cells = kv_cells(info, run.context, run.parallel, run.ubatch)
-    kv = [
-        (swa_cells if is_swa(info, il) else cells) * kv_layer_bytes(info, il, run.kv_dtype, MLA_LATENT_AND_V)
-        if il >= first
-        else 0
-        for il in range(n)
-    ]
-    rs = [recurrent.recurrent_state_bytes(info, run.parallel, [il]) if il >= first else 0 for il in range(n)]
-    ub = min(run.ubatch, cells)
-    mask = cells * round_up(ub, 64) * (2 if run.flash else 4)
-    return devices.LayerPlan(
-        layer_weights=gpu,
-        layer_matrices=matrices,
-        layer_kv=kv,
-        layer_rs=rs,
-        output_weights=weights.output + weights.other if where.output_on_gpu else 0,
-        first_gpu_layer=first,
-        gpu_layers=where.gpu_layers,
-        compute_layers=compute_bytes(info, cells, run.ubatch, run.flash, with_output=False),
-        compute_output=compute_bytes(info, cells, run.ubatch, run.flash),
-        split_inputs=info.hidden * ub * 4 + mask + ub * 4,
-        runtime=CUDA_CONTEXT_BYTES,
-    )
-
-
 def pipeline_parallel(info: ModelInfo, settings: Settings, where: Placement) -> bool:
     """llama-context.cpp's condition: several devices, every layer and the output offloaded, layer split,
     the KV cache offloaded (vramtui sizes it so) and no tensor override."""
@@ -255,33 +195,48 @@ def pipeline_parallel(info: ModelInfo, settings: Settings, where: Placement) -> 
     )
 
 
-_SPLIT_PARTS = ("weights", "kv_cache", "recurrent_state", "compute", "runtime")
+def _compute(
+    info: ModelInfo, settings: Settings, g: graph.Graph, found: placement.Layout, weights: LayerWeights
+) -> dict[placement.Where, int]:
+    """Each device's compute buffer and the host's, as the scheduler reserves them."""
+    if not settings.on_gpu:  # the CPU computes everything: one buffer, the graph's widest phase
+        return {None: compute_bytes(info, g.cells, g.ubatch, g.flash)}
+    pipelined = pipeline_parallel(info, settings, _placement(found))
+    host_output = 0 if found.output is not None else weights.output
+    work = placement.device_work(found, host_output)
+    if (settings.split_mode or "layer") == "row" and settings.several:  # every device runs every layer
+        every = graph.DeviceWork(
+            tuple(range(info.n_layers)), tuple(range(info.n_layers)), True, work[0].host, host_output
+        )
+        work = dict.fromkeys(work, every)
+    found_compute: dict[placement.Where, int] = {}
+    split_inputs = g.hidden() + g.mask_elements(g.kinds) * graph.F32 + g.ubatch * 4
+    for device, todo in work.items():
+        peak = graph.device_peak(g, todo)
+        if pipelined and (todo.layers or todo.output):
+            peak += (graph.SCHED_COPIES - 1) * split_inputs
+        found_compute[device] = peak
+    hosted = placement.host_layers(found)
+    found_compute[None] = graph.host_peak(g, hosted, pipelined, found.output is None)
+    return found_compute
 
 
-def _split_devices(
-    info: ModelInfo, settings: Settings, run: RunShape, weights: LayerWeights, where: Placement, est: Estimate
-) -> None:
-    """Spread the device part of the estimate over every card, and let the tightest one decide."""
-    plan = _layer_plan(info, settings, run, weights, where)
-    pipelined = pipeline_parallel(info, settings, where)
-    rows = devices.llama_cpp_rows(
-        plan,
-        settings.cards,
-        settings.tensor_split,
-        settings.split_mode,
-        settings.main_gpu,
-        pipelined,
-        settings.share,
-    )
-    old = est.bill.places.pop(0, {})
+def _split_devices(info: ModelInfo, settings: Settings, found: placement.Layout, est: Estimate) -> None:
+    """One row per card, and the tightest one decides."""
     bill = est.bill
-    for row in rows:
-        for part, value in zip(_SPLIT_PARTS, _row_parts(row), strict=True):
-            bill.add(row.index, part, value)  # type: ignore[arg-type]
-    extra = {part: value for part, value in old.items() if part not in _SPLIT_PARTS}
-    for part, value in extra.items():  # parts the split does not place stay with the main card
-        bill.add(settings.main_gpu, part, value)
-    rows[settings.main_gpu].settle(settings.share, sum(extra.values()))
+    rows = []
+    for index, card in enumerate(settings.cards):
+        row = devices.DeviceRow(
+            index=index,
+            device_bytes=card,
+            weights_bytes=bill.get("weights", index),
+            kv_cache_bytes=bill.get("kv_cache", index),
+            recurrent_state_bytes=bill.get("recurrent_state", index),
+            compute_buffer_bytes=bill.get("compute", index),
+            runtime_bytes=bill.get("runtime", index),
+            layers=sum(1 for device in found.layers if device == index),
+        )
+        rows.append(row.settle(settings.share))
     est.devices = rows
     est.weights_bytes = sum(row.weights_bytes for row in rows)
     est.kv_cache_bytes = sum(row.kv_cache_bytes for row in rows)
@@ -293,21 +248,11 @@ def _split_devices(
     est.fits = all(row.fits for row in rows)
     if not est.fits:
         est.reason = devices.describe_rows(rows)
-    if pipelined:
+    if pipeline_parallel(info, settings, _placement(found)):
         est.notes.append(
             f"pipeline parallelism on: each device keeps {devices.GGML_SCHED_MAX_COPIES} copies of its "
             "split's inputs (hidden state, KQ mask) in its compute buffer"
         )
-
-
-def _row_parts(row: devices.DeviceRow) -> tuple[int, ...]:
-    return (
-        row.weights_bytes,
-        row.kv_cache_bytes,
-        row.recurrent_state_bytes,
-        row.compute_buffer_bytes,
-        row.runtime_bytes,
-    )
 
 
 class LlamaCppMemory(MemoryAccounting):
@@ -320,6 +265,12 @@ class LlamaCppMemory(MemoryAccounting):
     engine_probe = True
     ignores = ("tensor_parallel_size", "pipeline_parallel_size", "device_map", "max_memory")  # vLLM's, HF's
     mla_layout = MLA_LATENT_AND_V
+    # llama-server caps the logits rows it reserves at one per sequence (builds since sched_reserve)
+    server_outputs = True
+    # llama-server's cache is one stream for every slot when it picks the slot count (-np auto)
+    unified_kv = True
+    # the sliding-window layers keep only the window (plus a micro-batch) per sequence
+    swa_full = False
 
     def default_kv_dtype(self, info: ModelInfo) -> str:
         return "f16"
@@ -354,7 +305,10 @@ class LlamaCppMemory(MemoryAccounting):
         if flash is None:
             flash = self.default_flash(settings)
         context = self.slot_cells(info, context, parallel)
-        return RunShape(context, parallel, ubatch, flash, self.kv_dtype(info, settings))
+        # llama-server unifies the cache when it picks the slot count itself (-np auto), not when given
+        unified = self.unified_kv and settings.parallel is None
+        streams = 1 if unified else parallel
+        return RunShape(context, parallel, ubatch, flash, self.kv_dtype(info, settings), streams)
 
     def run_context(self, info: ModelInfo, settings: Settings) -> int:
         return self.run_shape(info, settings).context
@@ -378,23 +332,49 @@ class LlamaCppMemory(MemoryAccounting):
             )
         run = self.run_shape(info, settings)
         weights = memoized(weights_key, given, lambda: llama_cpp_weights(info, file_type))
-        where = _place(info, settings, weights, run)
-        cells, _swa_cells = kv_cells(info, run.context, run.parallel, run.ubatch)
-        compute = compute_bytes(info, cells, run.ubatch, run.flash)
+        build = graph.Build(settings.engine_build)
+        cells, swa_cells = self.cells(info, run)
+        found = placement.layout(info, settings, weights, (cells, swa_cells, run.kv_dtype), build)
+        placement.add_recurrent(info, found, run.parallel)
+        if settings.several and (settings.split_mode or "layer") == "row":
+            placement.row_split(found, devices.shares_for(settings.cards, settings.tensor_split))
+        where = _placement(found)
+        g = self.graph(info, run, build)
+        compute = _compute(info, settings, g, found, weights)
         output_buffer = info.vocab * run.parallel * 4
-        bill = _bill(settings, where, compute, output_buffer)
+        bill = _bill(settings, found, compute, output_buffer)
         repacked = repack_copy_bytes(info, settings, where)
         # mmapped, the file's pages stay beside the repacked copy; read without mmap, the repacked
         # tensors replace their file copies (a small CPU buffer beside CPU_REPACK)
         bill.add(HOST, "weights", repacked if settings.mmap else 0)
         est = _estimate(info, settings, run, where, bill)
         est.counts_repack = repacked > 0 and settings.mmap
-        est.kv_cells, est.compute_buffer_bytes, est.output_buffer_bytes = cells, compute, output_buffer
+        est.kv_cells, est.output_buffer_bytes = cells, output_buffer
+        est.compute_buffer_bytes = bill.get("compute", est.place)
         est.expert_host_bytes = where.moved_to_host
-        est.notes = _notes(info, settings, run, where)
+        est.layer_places = [HOST if device is None else device for device in [*found.layers, found.output]]
+        est.notes = _notes(info, settings, run, where, (cells, swa_cells))
         if settings.several and settings.on_gpu:
-            _split_devices(info, settings, run, weights, where, est)
+            _split_devices(info, settings, found, est)
         return est
+
+    def cells(self, info: ModelInfo, run: RunShape) -> tuple[int, int]:
+        return kv_cells(info, run.context, run.parallel, run.ubatch, self.swa_full)
+
+    def graph(self, info: ModelInfo, run: RunShape, build: graph.Build) -> graph.Graph:
+        """The micro-batch the scheduler reserves: its tokens, its logits rows, the cache it reads."""
+        cells, swa_cells = self.cells(info, run)
+        ubatch = min(run.ubatch, cells)
+        return graph.Graph(
+            info=info,
+            ubatch=ubatch,
+            outputs=build.outputs(ubatch, run.parallel, self.server_outputs),
+            flash=run.flash,
+            cells=cells,
+            swa_cells=swa_cells,
+            streams=max(1, run.streams),
+            build=build,
+        )
 
 
 def _estimate(
@@ -435,8 +415,17 @@ def _estimate(
     return est
 
 
+class LlamaCppPythonMemory(LlamaCppMemory):
+    """llama-cpp-python's server: the library reserves the logits of every token of the micro-batch."""
+
+    server_outputs = False
+
+
 class OllamaMemory(LlamaCppMemory):
     """Ollama: num_ctx is per sequence, it picks it from the free VRAM and places the layers itself."""
+
+    unified_kv = False  # its runner keeps one stream per parallel sequence
+    swa_full = True  # its runner asks for full-size sliding-window caches
 
     context_is_per_sequence = True
     auto_places_layers = True
@@ -462,10 +451,11 @@ class OllamaMemory(LlamaCppMemory):
 
 
 LLAMA_CPP = LlamaCppMemory()
+LLAMA_CPP_PYTHON = LlamaCppPythonMemory()
 OLLAMA = OllamaMemory()
 # By backend name (core/backends): the accounting the estimator uses for each.
 MEMORY: dict[str, MemoryAccounting] = {
     "llama.cpp": LLAMA_CPP,
-    "llama-cpp-python": LLAMA_CPP,
+    "llama-cpp-python": LLAMA_CPP_PYTHON,
     "ollama": OLLAMA,
 }

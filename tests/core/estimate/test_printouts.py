@@ -1,0 +1,111 @@
+"""The llama.cpp estimate against real GPU printouts (issue 23): the training part of the corpus
+(tests/core/estimate/printouts.py reads each log; the held-out part is scored by
+benchmarks/bench_estimator.py only). Each term of each printout, every device and the host, within the
+goal's tolerance: KV 5%, weights 8%, compute buffers 25%. A miss this model does not explain away is
+marked with why."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+_SPEC = importlib.util.spec_from_file_location("printouts", Path(__file__).with_name("printouts.py"))
+assert _SPEC and _SPEC.loader
+po = importlib.util.module_from_spec(_SPEC)
+sys.modules.setdefault("printouts", po)
+_SPEC.loader.exec_module(po)
+
+# (printout, term) -> why the estimate misses it
+KNOWN_MISSES: dict[tuple[str, str], str] = {
+    ("p2-ik_llama.cpp-dsr1-0528-q2ks-5090-2x3090-ot-cuda-exps-cpu", "kv"): (
+        "ik_llama.cpp's -mla 3 keeps the latent c^KV alone (576 per token), mainline's K and V both; and it "
+        "splits the layers by its own rule"
+    ),
+    ("p2-ik_llama.cpp-dsr1-0528-q2ks-5090-2x3090-ot-cuda-exps-cpu", "compute"): (
+        "ik_llama.cpp's -amb 1024 caps the attention's work buffer and -fmoe fuses the experts' products: "
+        "its graph is not mainline's"
+    ),
+    ("p2-ollama-hermes3-8b-q40-rtx2060-fit-15of33-32k", "weights"): (
+        "the mmapped host range spans 288 MiB of tensors the GPU holds (the file's tensor order), beyond "
+        "the host layers and the embedding"
+    ),
+    ("p2-ollama-hermes3-8b-q40-rtx2060-fit-15of33-32k", "compute"): (
+        "this runner's host mask is f16 (48 MiB printed: 32 MiB mask, two 8 MiB hidden states) where the "
+        "other builds of its era keep it f32"
+    ),
+    ("p2-llama.cpp-glm45-air-iq1s-single-gpu-ub4096-131k-fa", "weights"): (
+        "a dynamic IQ1_S recipe: its token embedding is Q5_K (407 MiB) where the printed type counts and "
+        "llama-quantize's rules point to Q6_K"
+    ),
+}
+
+
+def _cases() -> list[tuple[dict, str]]:
+    found = []
+    for case in po.training():
+        scored = po.score(case)
+        for term in po.TERMS:
+            if any(t.term == term for t in scored.terms):
+                found.append((case, term))
+    return found
+
+
+CASES = _cases()
+
+
+def _param(case: dict, term: str) -> object:
+    why = KNOWN_MISSES.get((case["id"], term))
+    marks = [pytest.mark.xfail(reason=why, strict=True)] if why else []
+    return pytest.param(case, term, marks=marks, id=f"{case['id']}-{term}")
+
+
+@pytest.mark.parametrize(("case", "term"), [_param(case, term) for case, term in CASES])
+def test_printout_term_within_tolerance(case: dict, term: str) -> None:
+    scored = po.score(case)
+    figures = [t for t in scored.terms if t.term == term]
+    assert figures
+    misses = [
+        f"{t.place}: {t.estimated / 2**20:.1f} vs {t.printed / 2**20:.1f} MiB (x{t.ratio:.3f})"
+        for t in figures
+        if not t.ok
+    ]
+    assert not misses, misses
+
+
+def test_the_training_part_meets_the_goal() -> None:
+    """The issue's goal, on the training part: KV within 5% on 95% of the figures, weights within 8% and
+    compute within 25% on 90% (every device and the host counted)."""
+    counted = {term: [0, 0] for term in po.TERMS}
+    for case in po.training():
+        if case["family"] != "llama.cpp":
+            continue
+        for t in po.score(case).terms:
+            counted[t.term][0] += t.ok
+            counted[t.term][1] += 1
+    assert all(total >= 20 for _ok, total in counted.values()), counted
+    assert counted["kv"][0] >= 0.95 * counted["kv"][1], counted
+    assert counted["weights"][0] >= 0.90 * counted["weights"][1], counted
+    assert counted["compute"][0] >= 0.90 * counted["compute"][1], counted
+
+
+def test_a_printout_without_shape_lines_is_left_out_and_says_why() -> None:
+    case = next(c for c in po.training() if c["id"] == "split-1-4070ti-3090ti-pipeline")
+    scored = po.score(case)
+    assert not scored.terms
+    assert all("no shape lines" in why for why in scored.left_out.values())
+
+
+def test_the_split_is_the_log_corpus_split_by_thread() -> None:
+    """Two printouts of one thread fall on the same side; the held-out share is about 30%."""
+    cases = po.cases()
+    sides: dict[str, set[str]] = {}
+    for case in cases:
+        sides.setdefault(po.split_module().thread_of(case.get("source") or case["id"]), set()).add(
+            case["split"]
+        )
+    assert all(len(side) == 1 for side in sides.values())
+    held = sum(1 for case in cases if case["split"] == "heldout") / len(cases)
+    assert 0.15 < held < 0.45

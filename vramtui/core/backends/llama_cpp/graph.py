@@ -1,0 +1,261 @@
+"""llama.cpp's compute buffers, one per device and one on the host, as its scheduler reserves them.
+
+llama_context reserves the worst-case graph of one micro-batch (n_ubatch tokens over a full KV cache) with
+ggml_backend_sched: every backend (each GPU, then the CPU, whose buffer is the first GPU's pinned host type,
+`CUDA_Host` / `Vulkan_Host` / `ROCm_Host`) gets the peak of the tensors it holds alive at once. What decides
+each buffer (ggml-backend.cpp, llama-graph.cpp, llama-context.cpp):
+
+- The graph's inputs (token ids, positions, the KQ mask of every cache, its row indices and the token
+  embedding, which `get_rows` reads on the CPU where the embedding lives) sit in the host buffer; with
+  pipeline parallelism the scheduler keeps GGML_SCHED_MAX_COPIES copies of them.
+- A device that runs attention holds its copy of each KQ mask (f32 as built) and, with flash attention, its
+  f16 cast, alive through the layers; then the phase of a layer: Q, K, V, the KQ scores of every head
+  (flash attention off) or the attention output; the feed-forward (or the routed experts' gate, up and down
+  outputs for each token's experts); and, on the device of the output layer, the logits: every token of the
+  micro-batch before build ~b7800, one row per sequence in llama-server since (it caps n_outputs_max).
+- A matrix whose weights sit in host RAM (layers not offloaded, experts moved by -ot / --n-cpu-moe) is
+  multiplied on the first GPU when the micro-batch has 32 tokens or more (the backend's offload_op): the
+  weights are copied into that GPU's compute buffer, one tensor per split, and a tensor of another size
+  cannot reuse the hole the previous one left, so two stand at the peak; a layer that is not offloaded also
+  brings its K and V cache views along.
+
+Sizes are f32 unless said. The peak is the largest phase; the allocator's reuse is not simulated tensor by
+tensor, so a phase counts the tensors alive together at its widest point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vramtui.core.estimate.kvcache import is_swa
+from vramtui.core.estimate.modelinfo import ModelInfo
+
+F32 = 4
+# ggml-cuda / ggml-vulkan: an op is moved to the GPU when its batch is at least this many tokens
+OP_OFFLOAD_MIN_BATCH = 32
+# ggml-backend.cpp: copies of each split's inputs with pipeline parallelism
+SCHED_COPIES = 4
+# Builds (llama.cpp's build number) where the accounting changed. Approximate: the builds around the change.
+OUTPUT_FIRST_BUILD = 7300  # -ngl fills the output layer first ("offloading output layer to GPU" comes first)
+V_IDXS_BUILD = 6500  # KV rows written by index (set_rows): a V index per element without flash attention
+SCHED_RESERVE_BUILD = 7800  # sched_reserve: llama-server reserves one output per sequence
+
+
+@dataclass(frozen=True)
+class Build:
+    """What a llama.cpp build does that the buffers show; None: today's build."""
+
+    number: int | None = None
+
+    def at_least(self, build: int) -> bool:
+        return self.number is None or self.number >= build
+
+    @property
+    def output_first(self) -> bool:
+        return self.at_least(OUTPUT_FIRST_BUILD)
+
+    @property
+    def host_hidden_copies(self) -> int:
+        """Hidden-state-sized tensors the host buffer holds beside the inputs (the embedding rows)."""
+        return 2 if self.at_least(SCHED_RESERVE_BUILD) else 1
+
+    def outputs(self, ubatch: int, sequences: int, server: bool) -> int:
+        """Logits rows the reserved graph computes."""
+        if server and self.at_least(SCHED_RESERVE_BUILD):
+            return min(ubatch, max(1, sequences))
+        return ubatch
+
+
+@dataclass(frozen=True)
+class Graph:
+    """The worst-case micro-batch as llama.cpp reserves it."""
+
+    info: ModelInfo
+    ubatch: int  # tokens of the micro-batch (clamped to the context)
+    outputs: int  # logits rows
+    flash: bool
+    cells: int  # KV cells of a full-attention layer
+    swa_cells: int  # ... of a sliding-window layer
+    streams: int  # KV streams: 1 for a unified cache, else one per sequence
+    build: Build
+
+    def kind(self, layer: int) -> str:
+        if self.info.is_recurrent(layer):
+            return "recurrent"
+        return "swa" if is_swa(self.info, layer) else "full"
+
+    def mask_elements(self, kinds: Sequence[str]) -> int:
+        """Elements of the KQ masks of these cache kinds (n_kv x tokens per stream x streams)."""
+        found = 0
+        for kind, cells in (("full", self.cells), ("swa", self.swa_cells)):
+            if kind in kinds:
+                found += cells * self.ubatch // max(1, self.streams)
+        return found
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(sorted({self.kind(il) for il in range(self.info.n_layers)}))
+
+    def hidden(self) -> int:
+        """One hidden-state tensor of the micro-batch."""
+        return self.info.hidden * self.ubatch * F32
+
+
+def host_inputs(g: Graph) -> int:
+    """The host buffer of a GPU run: the graph's inputs and the token embedding's rows."""
+    info, ub = g.info, g.ubatch
+    found = g.mask_elements(g.kinds) * F32 + g.build.host_hidden_copies * g.hidden()
+    if not g.flash and g.build.at_least(V_IDXS_BUILD):  # a transposed V is written element by element
+        width = max((info.kv_heads_at(il) * info.head_dim_v for il in range(info.n_layers)), default=0)
+        found += sum(1 for kind in ("full", "swa") if kind in g.kinds) * ub * width * 8
+    return found + ub * 4 * 4  # token ids, positions, output ids, KV row indices
+
+
+def masks_on_device(g: Graph, kinds: Sequence[str]) -> int:
+    """The device's copy of each KQ mask it reads, and its f16 cast with flash attention."""
+    return g.mask_elements(kinds) * (F32 + (2 if g.flash else 0))
+
+
+def attention_phase(g: Graph, kind: str, kv_copies: bool = False) -> int:
+    """One layer's attention at its widest: residual, normed input, Q/K/V, scores or output."""
+    info, ub = g.info, g.ubatch
+    heads = info.n_heads
+    cells = g.swa_cells if kind == "swa" else g.cells
+    base = 2 * g.hidden()
+    if kind == "recurrent":
+        return base + _recurrent_phase(g)
+    if info.kv_lora_rank:  # MLA: queries absorbed into the latent, attention over the latent
+        rank = info.kv_lora_rank
+        width = heads * (info.head_dim_k + 2 * rank) + info.head_dim_v * heads
+    else:
+        width = heads * (info.head_dim_k + 2 * info.head_dim_v)
+        width += info.n_kv_heads * (info.head_dim_k + info.head_dim_v)
+    found = base + width * ub * F32
+    if not g.flash:
+        found += heads * cells * ub // max(1, g.streams) * F32
+    if kv_copies:  # a host layer's K and V cache views, copied in for the first GPU
+        found += kv_copy_bytes(g, kind)
+    return found
+
+
+def kv_copy_bytes(g: Graph, kind: str) -> int:
+    """One host layer's K and V views as they are copied to the device (f16 cells of its width)."""
+    info = g.info
+    cells = g.swa_cells if kind == "swa" else g.cells
+    if info.kv_lora_rank:
+        return cells * (2 * info.kv_lora_rank + info.qk_rope_head_dim) * 2
+    return cells * info.n_kv_heads * (info.head_dim_k + info.head_dim_v) * 2
+
+
+def _recurrent_phase(g: Graph) -> int:
+    """A recurrent layer's mixer over the micro-batch: its projections and the states it scans."""
+    info = g.info
+    width = info.rs_conv_elements // 3 + info.hidden if info.rs_conv_elements else 2 * info.hidden
+    return 4 * width * g.ubatch * F32
+
+
+def ffn_phase(g: Graph, layer: int, experts: bool = True) -> int:
+    """One layer's feed-forward at its widest; `experts`: the routed experts are computed here."""
+    info, ub = g.info, g.ubatch
+    base = 2 * g.hidden()
+    if info.is_moe and layer >= info.n_dense_layers:
+        shared = info.shared_intermediate or (info.moe_intermediate or 0) * info.n_shared_experts
+        found = base + 3 * shared * ub * F32 + 2 * info.n_experts * ub * F32
+        if experts:  # gate, up and their product; then the product, the down outputs and their weighting
+            used = max(1, info.n_experts_used)
+            ff = info.moe_intermediate or info.intermediate or 4 * info.hidden
+            found += max(3 * ff, ff + 2 * info.hidden) * used * ub * F32
+        return found
+    ff = info.intermediate or 4 * info.hidden
+    return base + 3 * ff * ub * F32
+
+
+def output_phase(g: Graph) -> int:
+    return g.outputs * g.info.vocab * F32 + 2 * g.hidden()
+
+
+def weight_copies(sizes: Sequence[int]) -> int:
+    """Host weights multiplied on the GPU: the largest tensor, and the largest of another size beside it
+    (a tensor of another size cannot take the hole the previous copy left)."""
+    if not sizes:
+        return 0
+    largest = max(sizes)
+    others = [size for size in sizes if size != largest]
+    return largest + (max(others) if others else 0)
+
+
+@dataclass(frozen=True)
+class HostLayer:
+    """A layer some of whose matrices stay in host RAM: their sizes, and whether the whole layer does."""
+
+    layer: int
+    sizes: tuple[int, ...]
+    whole: bool
+
+
+def offload_phase(g: Graph, host: Sequence[HostLayer]) -> int:
+    """The first GPU's peak while it multiplies host-resident weights (a micro-batch of 32 tokens or more).
+
+    By then the mask's f32 copy has gone (its one reader, the f16 cast, ran in the first split that needed
+    it): the f16 cast stays with flash attention, the f32 mask without."""
+    peak = 0
+    for item in host:
+        kind = g.kind(item.layer)
+        work = ffn_phase(g, item.layer)
+        if item.whole:
+            work = max(work, attention_phase(g, kind, kv_copies=True))
+        masks = g.mask_elements([kind]) * (2 if g.flash else F32)
+        peak = max(peak, weight_copies(item.sizes) + work + masks)
+    return peak
+
+
+@dataclass(frozen=True)
+class DeviceWork:
+    """What one device computes: its repeating layers (attention and what of the feed-forward stays with
+    the layer), the layers whose routed experts it holds, the output layer, and (the first GPU) the
+    host-resident weights it multiplies, the output matrix among them when the output stays on the host."""
+
+    layers: tuple[int, ...] = ()
+    expert_layers: tuple[int, ...] = ()
+    output: bool = False
+    host: tuple[HostLayer, ...] = ()
+    host_output: int = 0  # bytes of the output matrix in host RAM (0: not this device's to multiply)
+
+
+def device_peak(g: Graph, work: DeviceWork) -> int:
+    """One device's compute buffer: the widest phase of what it computes."""
+    layers, expert_layers, output, host = work.layers, work.expert_layers, work.output, work.host
+    kinds = sorted({g.kind(il) for il in layers})
+    masks = masks_on_device(g, [kind for kind in kinds if kind != "recurrent"])
+    peak = max((attention_phase(g, kind) for kind in kinds), default=0)
+    experts = set(expert_layers)
+    ffn = max((ffn_phase(g, il, il in experts) for il in _distinct(g, layers)), default=0)
+    ffn = max(ffn, *(ffn_phase(g, il) for il in _distinct(g, sorted(experts - set(layers)))), 0)
+    peak = max(peak, ffn) + masks if layers or experts else 0
+    if output:
+        peak = max(peak, output_phase(g))
+    if g.ubatch >= OP_OFFLOAD_MIN_BATCH:
+        peak = max(peak, offload_phase(g, host))
+    if work.host_output and g.outputs >= OP_OFFLOAD_MIN_BATCH:
+        peak = max(peak, output_phase(g) + work.host_output)
+    return peak
+
+
+def _distinct(g: Graph, layers: Sequence[int]) -> list[int]:
+    """One layer of each kind of feed-forward (dense lead layers, MoE layers): their phases are alike."""
+    seen: dict[bool, int] = {}
+    for il in layers:
+        seen.setdefault(g.info.is_moe and il >= g.info.n_dense_layers, il)
+    return list(seen.values())
+
+
+def host_peak(g: Graph, host: Sequence[HostLayer], pipeline: bool, output_on_host: bool) -> int:
+    """The host buffer of a GPU run: the inputs (copied per pipeline stage), and the host layers' own
+    phases when the micro-batch is too small for the GPU to take them."""
+    found = host_inputs(g) * (SCHED_COPIES if pipeline else 1)
+    if g.ubatch < OP_OFFLOAD_MIN_BATCH and host:
+        found += max(ffn_phase(g, item.layer) for item in host)
+    if output_on_host and g.outputs < OP_OFFLOAD_MIN_BATCH:
+        found += output_phase(g)
+    return found
