@@ -35,7 +35,7 @@ def _no_server_of(model: Path) -> bool:
 @pytest.mark.parametrize(
     ("gpu_mem", "param", "seen"),
     [
-        ("1000MiB", "kv_dtype", r"K \(q8_0\)"),  # the relaunched log's KV cache line
+        ("1150MiB", "kv_dtype", r"K \(q8_0\)"),  # the relaunched log's KV cache line
         ("600MiB", "context", r"n_ctx\s+= 4096"),
     ],
     ids=["q8_0 KV cache", "shorter context"],

@@ -17,7 +17,7 @@ from vramtui.core.estimate.estimator import Settings, _estimate_core
 from vramtui.core.estimate.modelinfo import load_model_info
 from vramtui.core.logs.diagnose import diagnose_text
 from vramtui.core.units import MIB
-from vramtui.core.wizard.ongpu import info_from_figures, plan_from_figures, plan_on_gpu
+from vramtui.core.wizard.ongpu import info_from_figures, plan_from_figures, plan_on_gpu, with_engine_margin
 from vramtui.core.wizard.propose import _nice_below
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "logs" / "offloaded.jsonl"
@@ -78,7 +78,8 @@ def test_qwen3_30b_on_a_16gb_card_no_single_change_keeps_every_layer_and_experts
     n = plan.n_cpu_moe
     assert n is not None and 0 < n < 48
     info = info_from_figures(figures, _qwen3_moe_heads())
-    settings = Settings(context=4096, parallel=1, ubatch=512, device_bytes=15035 * MIB)
+    # usable: the card less llama-server's own fit margin, as the plan counts it
+    settings = with_engine_margin(Settings(context=4096, parallel=1, ubatch=512, device_bytes=15035 * MIB))
     assert _estimate_core(info, replace(settings, n_cpu_moe=n)).fits
     assert not _estimate_core(info, replace(settings, n_cpu_moe=n - 1)).fits
 
@@ -109,3 +110,23 @@ def test_the_chosen_change_is_the_least_drastic_that_fits_on_a_real_gguf(tiny_gg
     context = next(option for option in plan.options if option.param == "context")
     above = [v for v in _nice_below(65536) if v > int(context.to)]  # the values tried before it
     assert above and not any(_estimate_core(info, replace(settings, context=v)).fits for v in above)
+
+
+def test_the_goal_plans_against_llama_servers_own_fit_margin_not_the_80_percent_line():
+    """Issue 22 #22: with 80% of the card usable the plan shortened a context that llama-server's fit
+    (1024 MiB kept free per device, `--fit-target`'s default) runs whole on the card."""
+    from vramtui.core.estimate.modelinfo import info_from_flags
+    from vramtui.core.units import GIB
+
+    info = info_from_flags(params=8_000_000_000, layers=32, kv_heads=8, head_dim=128, quant="q4_k_m")
+    settings = Settings(backend="llama.cpp", context=32768, parallel=1, kv_dtype="f16", device_bytes=GIB)
+    whole = _estimate_core(info, replace(settings, device_bytes=1 << 40)).total_bytes
+    card = whole + 1536 * MIB  # the whole run and 1.5 GiB more: over 80% of it, under card - 1 GiB
+    assert whole > 0.8 * card
+    plan = plan_on_gpu(info, replace(settings, device_bytes=card))
+    assert plan.fits_as_is and plan.usable_mib == pytest.approx(card / MIB - 1024, abs=1)
+    # a share the user gave is theirs; an engine with no fit of its own keeps its share
+    assert not plan_on_gpu(info, replace(settings, device_bytes=card, safety=0.8)).fits_as_is
+    assert plan_on_gpu(info, replace(settings, device_bytes=card, safety=0.8)).options[0].param == "kv_dtype"
+    ollama = plan_on_gpu(info, replace(settings, backend="ollama", device_bytes=card))
+    assert ollama.usable_mib == pytest.approx(card / MIB * Settings(backend="ollama").share, abs=1)

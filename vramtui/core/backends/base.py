@@ -137,6 +137,9 @@ class Launch:
     # under a GPU budget vramtui passes the card's memory above the budget through it, so the engine's
     # fit sizes for the budget and not for the whole card. None: the engine fits nothing itself.
     fit_target_flag: str | None = None
+    # The memory per device the engine's own fit keeps free by default (llama-server: 1024 MiB): what
+    # "stays on the GPU" is planned against for this engine, not vramtui's 80% line.
+    fit_margin_mib: int | None = None
     # How to get its server where it is missing (said with "not found", naming this engine, not another).
     install: str = ""
     # Other spellings the engine takes for a flag it is given (llama-server's `-c` for `--ctx-size`,

@@ -243,6 +243,7 @@ LLAMA_CPP = Backend(
         # `--load-mode none` turns it off. `--fit` takes on|off.
         switches={"mmap": ((), ("--load-mode", "none")), "fit": (("--fit", "on"), ("--fit", "off"))},
         fit_target_flag="--fit-target",
+        fit_margin_mib=1024,  # --fit-target's default (common/arg.cpp)
         spellings=LLAMA_SERVER_SPELLINGS,
         also_flags={"kv_dtype": ("--cache-type-v",)},
         # At its default verbosity (3) llama-server prints no buffer sizes, n_ctx, flash attention or
