@@ -595,6 +595,8 @@ def _values(
         values["fit_tokens"] = str(int(fit))
     if memory_share:
         values["share_taken"] = f"{memory_share:g}"
+    if _file_bits(diagnosis):
+        values["file_bits"] = str(_file_bits(diagnosis))
     if supported:
         values["supported"] = supported.group(1).replace("'", "")
     values.update(_memory_values(diagnosis))
@@ -682,7 +684,19 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
     "shared_context": lambda diagnosis, formats, profile: (
         diagnosis.engine_figures.get("runner_parallel", 1) > 1
     ),
+    # The model file's quantization, in bits per weight (a GGUF's file type): the next one down differs.
+    "file_bits_known": lambda diagnosis, formats, profile: _file_bits(diagnosis) > 0,
+    "file_over_4bit": lambda diagnosis, formats, profile: _file_bits(diagnosis) > 4,
+    "file_4bit": lambda diagnosis, formats, profile: _file_bits(diagnosis) == 4,
+    "file_3bit": lambda diagnosis, formats, profile: _file_bits(diagnosis) == 3,
+    "file_2bit": lambda diagnosis, formats, profile: 0 < _file_bits(diagnosis) <= 2,
 }
+
+
+def _file_bits(diagnosis: Diagnosis) -> int:
+    """The model file's bits per weight class as the log names it (Q4_K_M: 4, F16: 16); 0 unknown."""
+    figures = diagnosis.engine_figures
+    return int(figures.get("file_quant_bits") or figures.get("file_name_quant_bits") or 0)
 
 
 @dataclass

@@ -58,11 +58,48 @@ def _compute_oom(flash_on: str) -> tuple[str | Say, ...]:
     )
 
 
+def _smaller_quant(unknown: str, quant: str, q4: str, q3: str, q2: str) -> tuple[Say, ...]:
+    """The next quantization down from the file's own (the log's file type): none past 2-bit.
+
+    `unknown` is said when the log does not name the file's quantization; `quant` is how a smaller one
+    is had ("a ... GGUF", "the tag ..."), filled with a name.
+    """
+    return (
+        Say(unknown, when="!file_bits_known"),
+        Say(
+            f"Or use a smaller quantization of the same model: {quant.format(q4)} (this file is "
+            "{file_bits}-bit; the file is the quantization).",
+            when="file_over_4bit",
+        ),
+        Say(
+            f"The file is already 4-bit: the next step down is 3-bit, {quant.format(q3)}, at some loss "
+            "of quality; or a smaller model.",
+            when="file_4bit",
+        ),
+        Say(
+            f"The file is already 3-bit: 2-bit ({quant.format(q2)}) is the last step down, at a clear loss "
+            "of quality; a smaller model is usually the better move.",
+            when="file_3bit",
+        ),
+        Say(
+            "The file is already {file_bits}-bit: no smaller quantization is left; use a smaller model.",
+            when="file_2bit",
+        ),
+    )
+
+
 # What the three engines that run llama.cpp have in common in the advice.
 _LLAMA_ADVICE: dict[str, tuple[str | Say, ...]] = {
     "weights_oom": (
         "The weights do not fit: put fewer layers on the GPU with {gpu_layers} N (the rest run from host RAM).",
-        "Or use a smaller quantization of the same model (e.g. a Q4_K_M GGUF instead of Q8_0: the file is the quantization).",
+        *_smaller_quant(
+            "Or use a smaller quantization of the same model (e.g. a Q4_K_M GGUF instead of Q8_0: the file is "
+            "the quantization).",
+            "a {} GGUF",
+            "Q4_K_M",
+            "Q3_K_M or IQ3_M",
+            "IQ2_M or Q2_K",
+        ),
     ),
     "request_oom": (
         "A request needed more memory than was left: send shorter prompts or lower {context}.",
@@ -137,7 +174,13 @@ OLLAMA = LogProfile(
         **_LLAMA_ADVICE,
         "weights_oom": (
             "The weights do not fit: lower the GPU layers with the model option num_gpu (API options or a Modelfile).",
-            "Or pull a smaller quantization tag of the model (e.g. :q4_K_M).",
+            *_smaller_quant(
+                "Or pull a smaller quantization tag of the model (e.g. :q4_K_M).",
+                "pull the tag {}",
+                ":q4_K_M",
+                ":q3_K_M",
+                ":q2_K",
+            ),
         ),
         "context_oom": (
             _OLLAMA_ONE_AT_A_TIME,
@@ -891,6 +934,30 @@ NOTICES_4: tuple[NoticeRule, ...] = (
 )
 
 FIGURES: tuple[FigureRule, ...] = (
+    # The model file's quantization, as its bits per weight class ("file type = Q4_K - Medium": 4;
+    # "ftype = 8 (mostly Q5_0)": 5; F16/BF16: 16), else from the file's name ("...-IQ4_XS.gguf"; a
+    # projector's file is not the model's): the weights advice names the next quantization down.
+    FigureRule(
+        "type",
+        "file_quant_bits",
+        r"(?:file type|ftype)\s*=\s*(?:\d+ \()?(?:mostly |all )?i?q(?P<value>[1-8])_",
+        count=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "type",
+        "file_quant_bits",
+        r"(?:file type|ftype)\s*=\s*(?:\d+ \()?(?:mostly |all )?b?f(?P<value>16|32)\b",
+        count=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        ".gguf",
+        "file_name_quant_bits",  # the name is a guess: the file type, when printed, is what was read
+        r"^(?!.*mmproj).*?\bi?q(?P<value>[1-8])_(?:k|\d|xxs|xs|s|m|nl)\w*[^\s'\"]*\.gguf",
+        count=True,
+        backend="llama.cpp",
+    ),
     # Layers on the GPU and in all ("offloaded 30/49 layers to GPU"): the rest run on the host.
     FigureRule(
         "offloaded",
