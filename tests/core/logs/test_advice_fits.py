@@ -49,3 +49,19 @@ def test_the_quantization_step_follows_the_files_own() -> None:
     ):
         said = "\n".join(diagnose_text(f"print_info: file type   = {file_type}\n" + log).advice)
         assert expected in said and absent not in said, said
+
+
+def test_an_ollama_gpu_compute_buffer_gets_gpu_advice() -> None:
+    """Ollama's runner failing to allocate its compute buffer on CUDA0/CUDA1/ROCm0: what shrinks that buffer
+    or frees the card, in Ollama's NAME=value and model options; nothing about other programs' RAM."""
+    for case_id in (
+        "ollama-7",
+        "r10-ollama-two-gpus-compute-graph-9g-oom-backoff",
+        "r10-ollama-llama3-64k-kv-on-host-compute-4.5g-oom",
+    ):
+        diagnosis = diagnose_text(_log(case_id))
+        assert diagnosis.backend == "ollama" and diagnosis.failure == "cuda_oom", case_id
+        said = "\n".join(diagnosis.advice)
+        assert "memory limit" not in said and "Close other programs" not in said, said
+        assert "OLLAMA_FLASH_ATTENTION=1" in said and "OLLAMA_CONTEXT_LENGTH" in said, said
+        assert "the model option num_gpu" in said and "num_batch" in said, said

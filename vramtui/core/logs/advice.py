@@ -293,6 +293,8 @@ ADVICE: tuple[AdviceRow, ...] = (
             "container's pids limit, or free memory; then launch it again.",
         ),
     ),
+    # A GPU's compute buffer: host limits and other programs' RAM have nothing to do with it.
+    AdviceRow("cuda_oom", "compute_alloc_failed", ("@compute_oom",)),
     AdviceRow(None, "compute_alloc_failed", ("@compute_oom", *_RAISE_THE_LIMIT)),
     AdviceRow(
         "cuda_oom",
@@ -684,6 +686,7 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
     "shared_context": lambda diagnosis, formats, profile: (
         diagnosis.engine_figures.get("runner_parallel", 1) > 1
     ),
+    "gpu_oom": lambda diagnosis, formats, profile: diagnosis.failure == "cuda_oom",
     # The model file's quantization, in bits per weight (a GGUF's file type): the next one down differs.
     "file_bits_known": lambda diagnosis, formats, profile: _file_bits(diagnosis) > 0,
     "file_over_4bit": lambda diagnosis, formats, profile: _file_bits(diagnosis) > 4,

@@ -198,6 +198,9 @@ OLLAMA = LogProfile(
             ),
             _OLLAMA_ONE_AT_A_TIME,
             _OLLAMA_SHORTER,
+            # on the GPU, the buffer's room comes from the layers there: fewer of them leave it more
+            Say("A smaller micro-batch: the model option num_batch (e.g. 256).", when="gpu_oom"),
+            Say(_OLLAMA_FEWER_LAYERS, when="gpu_oom"),
         ),
         "request_oom": (
             "A request needed more memory than was left: send shorter prompts.",
