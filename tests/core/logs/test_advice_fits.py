@@ -65,3 +65,32 @@ def test_an_ollama_gpu_compute_buffer_gets_gpu_advice() -> None:
         assert "memory limit" not in said and "Close other programs" not in said, said
         assert "OLLAMA_FLASH_ATTENTION=1" in said and "OLLAMA_CONTEXT_LENGTH" in said, said
         assert "the model option num_gpu" in said and "num_batch" in said, said
+
+
+def test_weights_over_the_share_get_no_kv_cache_advice() -> None:
+    """SGLang's DeepSeek-V4-Pro: 125.65 GB of weights per GPU, more than 0.88 of the ~137.9 GB it had."""
+    diagnosis = diagnose_text(_log("sglang-1"))
+    assert diagnosis.failure == "kv_cache_too_small"
+    said = "\n".join(diagnosis.advice)
+    assert "fp8" not in said.replace("FP8", "") and "--kv-cache-dtype" not in said, said
+    assert "--context-length" not in said, said
+    assert diagnosis.advice[0].startswith("The weights alone (125.65 GiB) are more than the engine's share")
+    assert "--mem-fraction-static above 0.92" in said and "--tp-size N" in said, said
+
+
+def test_vllm_weights_over_the_share_get_share_quantization_and_tensor_parallel() -> None:
+    """vllm-project/vllm#13882's V0 profile (RTX 4060, 8 GiB) with the share at 0.50 instead of 0.70: the
+    5.20 GiB of weights are more than the 4.00 GiB share. At 0.70 (the real log) they are not, and the KV
+    cache advice stays."""
+    real = _log("r2-06-vllm-rtx4060-negative-kv")
+    low_share = real.replace(
+        "gpu_memory_utilization (0.70) = 5.60GiB", "gpu_memory_utilization (0.50) = 4.00GiB"
+    )
+    diagnosis = diagnose_text(low_share)
+    assert diagnosis.failure == "kv_cache_too_small"
+    said = "\n".join(diagnosis.advice)
+    assert "--kv-cache-dtype" not in said and "--max-model-len" not in said, said
+    assert "--gpu-memory-utilization above 0.66" in said, said
+    assert "--quantization" in said and "--tensor-parallel-size N" in said, said
+    as_logged = "\n".join(diagnose_text(real).advice)
+    assert "--kv-cache-dtype fp8" in as_logged and "weights alone" not in as_logged, as_logged

@@ -160,27 +160,50 @@ _BROKEN_FILE = (
 # The KV cache has no room for one request: the engine takes a share of the card, and the rest is what it
 # leaves for the cache.
 _KV_TOO_SMALL_GPU: tuple[str | Say, ...] = (
+    # The weights alone are more than the share: the KV cache is not the problem, its type and the
+    # context change nothing; the room has to come from the share, the weights' bytes or more cards.
+    Say(
+        "The weights alone ({weights_gib} GiB) are more than the engine's share of the card ({mem_share} "
+        "{share_taken} of {share_total_gib} GiB = {share_gib} GiB): no KV-cache type or context makes room for them.",
+        when="weights_over_share",
+    ),
+    Say(
+        "Raise {mem_share} above {share_min} (the weights' own share) if nothing else uses the GPU.",
+        when="weights_over_share weights_fit_card",
+    ),
+    Say(
+        "Or fewer bytes per weight: a pre-quantized checkpoint (AWQ/GPTQ/FP8), with {quant} if it is not detected.",
+        when="weights_over_share",
+    ),
+    Say("Or split the weights over more GPUs: {tensor_parallel_size} N.", when="weights_over_share"),
+    Say("Or move part of the weights to host RAM: {cpu_offload} N (GiB).", when="weights_over_share"),
     # The engine already takes (nearly) the whole card: the room has to come from the weights.
     Say(
         "The engine already takes {share_taken} of the card ({mem_share}): the weights leave too "
         "little for the KV cache.",
-        when="high_share",
+        when="high_share !weights_over_share",
     ),
     Say(
         "Move part of the weights to host RAM: {cpu_offload} N, or use a smaller quantization.",
-        when="high_share",
+        when="high_share !weights_over_share",
     ),
-    Say("Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).", when="high_share"),
-    Say("Lower the context{to_fit}: {context}{fit}.", when="high_share"),
+    Say(
+        "Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).",
+        when="high_share !weights_over_share",
+    ),
+    Say("Lower the context{to_fit}: {context}{fit}.", when="high_share !weights_over_share"),
     Say(
         "Give the KV cache more room: raise {mem_share} (e.g. 0.95) if nothing else uses the GPU.",
-        when="!high_share",
+        when="!high_share !weights_over_share",
     ),
-    Say("Or lower the context{to_fit}: {context}{fit}.", when="!high_share"),
-    Say("Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).", when="!high_share"),
+    Say("Or lower the context{to_fit}: {context}{fit}.", when="!high_share !weights_over_share"),
+    Say(
+        "Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).",
+        when="!high_share !weights_over_share",
+    ),
     Say(
         "Move part of the weights to host RAM: {cpu_offload} N, or use a smaller quantization.",
-        when="!high_share",
+        when="!high_share !weights_over_share",
     ),
 )
 
@@ -597,6 +620,12 @@ def _values(
         values["fit_tokens"] = str(int(fit))
     if memory_share:
         values["share_taken"] = f"{memory_share:g}"
+    if _weights_over_share(figures):
+        total = _card_total(figures)
+        values["weights_gib"] = f"{figures['weights_loaded'] / (1 << 30):.2f}"
+        values["share_total_gib"] = f"{total / (1 << 30):.2f}"
+        values["share_gib"] = f"{total * figures['memory_share'] / (1 << 30):.2f}"
+        values["share_min"] = f"{_share_min(figures):.2f}"
     if _file_bits(diagnosis):
         values["file_bits"] = str(_file_bits(diagnosis))
     if supported:
@@ -687,6 +716,8 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
         diagnosis.engine_figures.get("runner_parallel", 1) > 1
     ),
     "gpu_oom": lambda diagnosis, formats, profile: diagnosis.failure == "cuda_oom",
+    "weights_over_share": lambda diagnosis, formats, profile: _weights_over_share(diagnosis.engine_figures),
+    "weights_fit_card": lambda diagnosis, formats, profile: _share_min(diagnosis.engine_figures) < 1,
     # The model file's quantization, in bits per weight (a GGUF's file type): the next one down differs.
     "file_bits_known": lambda diagnosis, formats, profile: _file_bits(diagnosis) > 0,
     "file_over_4bit": lambda diagnosis, formats, profile: _file_bits(diagnosis) > 4,
@@ -694,6 +725,30 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
     "file_3bit": lambda diagnosis, formats, profile: _file_bits(diagnosis) == 3,
     "file_2bit": lambda diagnosis, formats, profile: 0 < _file_bits(diagnosis) <= 2,
 }
+
+
+def _card_total(figures: dict[str, int | float]) -> float:
+    """The memory the engine's share is of: the card's total as printed, else (SGLang) what was free
+    before the weights loaded, the weights plus what was free after them; 0 unknown."""
+    if figures.get("device_total"):
+        return float(figures["device_total"])
+    if figures.get("weights_loaded") and figures.get("free_after_weights"):
+        return float(figures["weights_loaded"] + figures["free_after_weights"])
+    return 0.0
+
+
+def _weights_over_share(figures: dict[str, int | float]) -> bool:
+    """The weights the engine loaded are more than its share of the card (total x share)."""
+    share, total, weights = figures.get("memory_share"), _card_total(figures), figures.get("weights_loaded")
+    return bool(share and total and weights) and weights > share * total  # type: ignore[operator]
+
+
+def _share_min(figures: dict[str, int | float]) -> float:
+    """The share the weights alone take, rounded up to the hundredth (1.0 or more: not on this card)."""
+    total = _card_total(figures)
+    if not total or not figures.get("weights_loaded"):
+        return 1.0
+    return -(-figures["weights_loaded"] * 100 // total) / 100
 
 
 def _file_bits(diagnosis: Diagnosis) -> int:

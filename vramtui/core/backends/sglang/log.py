@@ -33,6 +33,7 @@ PROFILE = LogProfile(
         "kv_dtype": "--kv-cache-dtype",
         "cpu_offload": "--cpu-offload-gb",
         "dtype": "--dtype",
+        "tensor_parallel_size": "--tp-size",
     },
     outweighed_by=("vllm",),
     kills_own_tree=True,
@@ -143,6 +144,13 @@ FIGURES_2: tuple[FigureRule, ...] = (
         "load weight end",
         "weights_loaded",
         rf"load weight end\..*mem usage={NUM}\s*(?P<unit>GB|GiB)",
+        backend="sglang",
+    ),
+    # What the weights left free: with them, the memory --mem-fraction-static is a share of.
+    FigureRule(
+        "load weight end",
+        "free_after_weights",
+        rf"load weight end\..*avail mem={NUM}\s*(?P<unit>GB|GiB)",
         backend="sglang",
     ),
     FigureRule(
