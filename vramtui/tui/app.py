@@ -292,7 +292,7 @@ class VramtuiApp(CommandsApp):
         memory = self.query_one(MemoryPane)
         if pid is not None and pid != memory.watched_pid:
             memory.watched_pid = pid
-            memory.state.reset("process")
+            memory.state.follow(pid)
         if self.sampler is not None:
             self.sampler.watch_pid(pid)
 

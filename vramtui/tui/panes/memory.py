@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.message import Message
 from textual.widget import Widget
 
+from vramtui.core.memory.series import series_name
 from vramtui.core.units import MIB, format_bytes
 from vramtui.tui.palette import theme_style
 from vramtui.tui.panes.base import Pane
@@ -349,6 +350,9 @@ class MemoryPane(Pane, can_focus=True):
 
         series = self.state.series.get(key) if key else None
         peak = series.history.peak if series else None
+        # The series the figures are of, as the wizard's table names its peak: the model's process tree
+        # reads what the wizard's step reads, a card or the host RAM more (everything else on them).
+        text.append(f"{series_name(key)}: " if key else "", style="bold")
         text.append("baseline ", style="dim")
         text.append(mib_text(readings.baseline_mib), style="bold")
         text.append(" · plateau ", style="dim")
