@@ -195,3 +195,63 @@ async def test_a_budgeted_process_without_a_gpu_is_drawn_against_its_budget(tmp_
     finally:
         holder.kill()
         holder.wait()
+
+
+async def test_the_budget_is_drawn_on_the_model_process_never_on_the_machines_ram(
+    tiny_gguf: Path,
+) -> None:
+    """Issue 22 defect 27: a profile's `memory_budget` limits the model's process tree (for a launched
+    server, its address space). It was drawn as a line on the host RAM chart too (the whole machine's
+    memory, 23 GiB here), where it means nothing. It belongs on the model process's own series, named
+    for what it limits."""
+    import subprocess
+    import sys
+
+    from vramtui.core.launch.profile import Profile
+    from vramtui.core.units import format_bytes
+    from vramtui.tui.widgets.graph import MemoryGraph
+
+    budget = 1024 * MIB
+    profile = Profile(
+        backend="llama.cpp", model=str(tiny_gguf), params={"context": 512}, memory_budget=budget
+    )
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; x = bytearray(200 * 1024**2); x[::4096] = b'1' * len(x[::4096]); time.sleep(60)",
+        ]
+    )
+    try:
+        app = VramtuiApp(live_sampling=True, remember=False)
+        async with app.run_test(size=(200, 50)) as pilot:
+            memory = app.query_one(MemoryPane)
+            graph = app.query_one(MemoryGraph)
+            app.follow_profile(profile)
+            app.watch_pid(holder.pid)
+            await wait_for(
+                pilot,
+                lambda: "process" in memory.state.series and "host" in memory.state.series,
+                timeout_s=20,
+            )
+            shown = f"budget {format_bytes(budget, 1)}"
+            memory.selected = "host"
+            memory.repaint(force=True)
+            await pilot.pause()
+            host_total = memory.state.series["host"].total
+            assert graph.total == host_total and host_total > budget  # the machine's RAM, 0..total
+            text = screen_text(app)
+            assert graph.budget is None and shown not in text, text
+            assert "host RAM used: baseline" in text  # the readings say whose they are
+
+            memory.selected = "process"
+            memory.repaint(force=True)
+            await pilot.pause()
+            assert graph.budget == budget
+            text = screen_text(app)
+            # A launched server's budget caps its address space (the launcher's rlimit), not its RSS.
+            assert f"address-space {shown}" in text
+            assert "process tree RSS (host): baseline" in text
+    finally:
+        holder.kill()
+        holder.wait()

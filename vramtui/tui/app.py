@@ -292,14 +292,18 @@ class VramtuiApp(CommandsApp):
         memory = self.query_one(MemoryPane)
         if pid is not None and pid != memory.watched_pid:
             memory.watched_pid = pid
-            memory.state.reset("process")
+            memory.state.follow(pid)
         if self.sampler is not None:
             self.sampler.watch_pid(pid)
 
     def follow_profile(self, profile: Any) -> None:
         """A profile is being launched: draw its budget on the graph, put its numbers in the estimator."""
         budget = getattr(profile, "memory_budget", None)
-        self.query_one(MemoryPane).budget = float(budget) if budget else None
+        memory = self.query_one(MemoryPane)
+        memory.budget = float(budget) if budget else None
+        # A server vramtui launches gets the budget as a cap on its address space (the launcher's
+        # rlimit), not on its RSS; an attached one is judged by its measured RSS against it.
+        memory.budget_words = "budget" if self.attached is not None else "address-space budget"
         self.query_one(EstimatorPane).prefill_from_profile(profile)
 
     # -- the model --------------------------------------------------------------------------------

@@ -122,21 +122,40 @@ class ModelSession:
         pane = self.app.query_one(LogPane)
         feed = pane.open_stream(label, tagged=True)
         threading.Thread(
-            target=self._run, args=(feed, self._generation, pane), name="vramtui-model", daemon=True
+            target=self._run,
+            args=(feed, self._generation, pane, self._run_feed()),
+            name="vramtui-model",
+            daemon=True,
         ).start()
 
     def _post(self, state: str, pid: int | None = None, event: Any = None) -> None:
         self.state = state
         self.app.post_message(SessionState(state, pid, event))
 
-    def _run(self, feed: Any, generation: int, pane: Any = None) -> None:
+    def _run_feed(self) -> Any:
+        """On the UI thread: the memory pane's feed for this run's own samples (None without a pane)."""
+        from textual.css.query import NoMatches
+
+        from vramtui.tui.panes.memory import MemoryPane
+        from vramtui.tui.panes.memory_state import RunFeed
+
+        try:
+            return RunFeed(self.app.query_one(MemoryPane).state)
+        except NoMatches:
+            return None
+
+    def _run(self, feed: Any, generation: int, pane: Any = None, samples: Any = None) -> None:
         from vramtui.core.launch.launcher import ModelServer
 
         def on_event(event: Any) -> None:
             self.app.post_message(SessionState(self.state, self.pid, event))
 
         try:
-            server = ModelServer(self.profile, on_log_line=feed.push_tagged, on_event=on_event)
+            # The run's own samples (`samples`, a RunFeed) draw the memory pane's model process curve:
+            # the wizard reads this run's step 0 from the same samples (its CheckResult) when it fails.
+            server = ModelServer(
+                self.profile, on_log_line=feed.push_tagged, on_event=on_event, on_sample=samples
+            )
             feed.follow_server(server)
             with self._lock:
                 self.server = server
@@ -144,6 +163,8 @@ class ModelSession:
             # No note of our own here: the launcher's first line says how it launched, so the pane's
             # line numbers are the log engine's (and the saved log's) numbers.
             server.start()
+            if samples is not None:
+                samples.pid = server.pid
             self._post("starting", server.pid)
             ready = server.wait_ready(READY_TIMEOUT_S)
             if generation != self._generation:

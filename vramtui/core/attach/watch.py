@@ -20,10 +20,8 @@ from vramtui.core.attach.target import Target, parse_target, resolve
 from vramtui.core.errors import VramtuiError
 from vramtui.core.memory.readings import Event, compute_readings
 from vramtui.core.memory.sampling import HostSource, NvmlSource, Sample, Sampler, Source
-from vramtui.core.memory.series import primary_key, sample_columns
+from vramtui.core.memory.series import primary_key, sample_columns, series_name
 from vramtui.core.units import MIB
-
-SERIES_NAMES = {"process": "process tree RSS (host)", "host": "host RAM used"}
 
 
 @dataclass
@@ -65,7 +63,7 @@ class Attached:
         serving = any(e.answered for e in self.endpoints.values())
         events = [Event(times[0], "ready", "attached to a serving server")] if serving else []
         readings = compute_readings(times, values, events, total_bytes=total, running=running)
-        return {"series": SERIES_NAMES.get(key, f"{key} memory.used"), **readings.to_dict()}
+        return {"series": series_name(key), **readings.to_dict()}
 
     def gpu_processes(self) -> list[dict[str, Any]]:
         """Every process NVML charges GPU memory to, with its container (NVML gives host PIDs)."""

@@ -9,6 +9,21 @@ from typing import Any
 
 from vramtui.core.memory.readings import Readings, compute_readings
 
+# What each series measures, in the words every reader of a peak shows beside it (the wizard's table,
+# the memory pane's readings, `attach`, `replay`): a GPU's figure is the whole card's, the host's the
+# whole machine's, the process tree's only the model's own resident memory.
+SERIES_NAMES = {"process": "process tree RSS (host)", "host": "host RAM used"}
+
+
+def series_name(key: str) -> str:
+    """'process' -> 'process tree RSS (host)'; 'gpu:0' -> 'GPU0 memory.used'; 'gpu:0:mig1' -> 'GPU0 MIG1 ...'."""
+    if key in SERIES_NAMES:
+        return SERIES_NAMES[key]
+    if key.startswith("gpu:"):
+        index, _, mig = key[4:].partition(":mig")
+        return f"GPU{index}" + (f" MIG{mig}" if mig else "") + " memory.used"
+    return key
+
 
 def moved(values: Iterable[float | None]) -> float:
     """How far a series moved (max - min); -1 for one with no figure."""
@@ -51,13 +66,18 @@ def sample_columns(samples: Iterable[Any]) -> dict[str, tuple[list[float], list[
 
 def run_readings(samples: Sequence[Any], events: Sequence[Any] = ()) -> Readings | None:
     """The readings of one run from its samples: the wizard's peak and plateau per step."""
+    return run_series(samples, events)[1]
+
+
+def run_series(samples: Sequence[Any], events: Sequence[Any] = ()) -> tuple[str | None, Readings | None]:
+    """The series key a run's readings are taken from (`series_name` says it in words) and its readings."""
     if not samples:
-        return None
+        return None, None
     columns = sample_columns(samples)
     key = primary_key({k: v for k, (_t, v) in columns.items()})
     if key is None:
-        return None
+        return None, None
     times, values = columns[key]
     host = samples[-1].host
     running = None if host is None else host.root_alive
-    return compute_readings(times, values, events, running=running)
+    return key, compute_readings(times, values, events, running=running)

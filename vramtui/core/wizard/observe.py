@@ -90,6 +90,16 @@ class Observation:
     # what a failure after it had left to grow into is its peak minus this.
     weights_rss_mib: float | None = None
     budget_mib: float | None = None  # the memory budget the run was judged by
+    # The series peak_mib and resident_mib are read from ("process", "gpu:0"; core.memory.series): the
+    # memory pane shows the same figures on that series, and says its name as the wizard does.
+    memory_series: str | None = None
+
+    @property
+    def memory_words(self) -> str | None:
+        """What peak_mib and resident_mib measure, in words ('process tree RSS (host)')."""
+        from vramtui.core.memory.series import series_name
+
+        return series_name(self.memory_series) if self.memory_series else None
 
     @property
     def runs_over_budget(self) -> bool:
@@ -181,14 +191,20 @@ def _engine_figures(diagnosis: Any | None) -> dict[str, int]:
 def step_memory(check: Any) -> tuple[float | None, float | None]:
     """A step's peak and resident (plateau) figures: the readings of its own samples, taken as the
     memory pane and `vramtui replay` take them; the launcher's running figures when none were kept."""
-    from vramtui.core.memory.series import run_readings
+    return step_memory_of(check)[:2]
 
-    readings = run_readings(getattr(check, "samples", None) or [], getattr(check, "events", None) or [])
+
+def step_memory_of(check: Any) -> tuple[float | None, float | None, str | None]:
+    """`step_memory` and the series key it was read from (None: the launcher's running figures)."""
+    from vramtui.core.memory.series import run_series
+
+    key, readings = run_series(getattr(check, "samples", None) or [], getattr(check, "events", None) or [])
     peak = getattr(check, "peak_mib", None)
     resident = getattr(check, "resident_mib", None)
     if readings is None:
-        return peak, resident
-    return readings.peak_mib, readings.plateau_mib if readings.plateau_mib is not None else resident
+        return peak, resident, None
+    plateau = readings.plateau_mib if readings.plateau_mib is not None else resident
+    return readings.peak_mib, plateau, key
 
 
 def observe(check: Any) -> Observation:
@@ -204,7 +220,7 @@ def observe(check: Any) -> Observation:
     if engine.get("context"):
         facts["n_ctx"] = str(engine["context"])  # llama.cpp's "n_ctx = ...", as the diagnosis read it
     failure = getattr(check, "failure", None)
-    peak_mib, resident_mib = step_memory(check)
+    peak_mib, resident_mib, memory_series = step_memory_of(check)
     return Observation(
         ready=bool(getattr(check, "ready", False)),
         smoke_ok=None if smoke is None else bool(getattr(smoke, "ok", False)),
@@ -233,6 +249,7 @@ def observe(check: Any) -> Observation:
         cause=getattr(diagnosis, "cause", None),
         weights_rss_mib=_rss_at(check, "weights_loaded"),
         budget_mib=getattr(check, "memory_budget_mib", None),
+        memory_series=memory_series,
     )
 
 

@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.message import Message
 from textual.widget import Widget
 
+from vramtui.core.memory.series import series_name
 from vramtui.core.units import MIB, format_bytes
 from vramtui.tui.palette import theme_style
 from vramtui.tui.panes.base import Pane
@@ -104,7 +105,10 @@ class MemoryPane(Pane, can_focus=True):
         self.selected: str | None = None
         self.paused = False
         self.zoom = 0
+        # The profile's memory budget, a limit on the model's process tree: drawn on that series only
+        # (never on a whole card's or the machine's RAM), with `budget_words` saying what it limits.
         self.budget: float | None = None
+        self.budget_words = "budget"
         self.source_notes: list[str] = []
         self.gpu_status: str | None = None  # why there is no GPU data, when there is none
         self._painted_version = -1
@@ -221,7 +225,10 @@ class MemoryPane(Pane, can_focus=True):
         self._update_static("#mem-note", self._note_text(), force)
         graph = self.query_one(MemoryGraph)
         top, safety_share = self.graph_scale(key)
-        graph.configure(self._columns, top, safety_share=safety_share, budget=self.budget)
+        budget = self.budget if key == "process" else None
+        graph.configure(
+            self._columns, top, safety_share=safety_share, budget=budget, budget_words=self.budget_words
+        )
         now = time.monotonic()
         if force or now - self._readings_at >= 2.0:
             self._readings_at = now
@@ -349,6 +356,9 @@ class MemoryPane(Pane, can_focus=True):
 
         series = self.state.series.get(key) if key else None
         peak = series.history.peak if series else None
+        # The series the figures are of, as the wizard's table names its peak: the model's process tree
+        # reads what the wizard's step reads, a card or the host RAM more (everything else on them).
+        text.append(f"{series_name(key)}: " if key else "", style="bold")
         text.append("baseline ", style="dim")
         text.append(mib_text(readings.baseline_mib), style="bold")
         text.append(" · plateau ", style="dim")

@@ -78,6 +78,21 @@ class Series:
                 self.values.append(float(value))
 
 
+class RunFeed:
+    """One launched run's own samples (the launcher's tree watch: the samples the wizard reads its
+    step's peak and resident from), handed to the pane as `on_sample`. While a run feeds the model
+    process series, the app's own sampler does not: two samplers catch different moments, and a run
+    that dies within a second is over before the app's sampler has found its PID."""
+
+    def __init__(self, state: MemoryState) -> None:
+        self.state = state
+        self.pid: int | None = None  # set once the run has started (before the app follows the PID)
+        self.retired = False  # another run (or a process the app follows) took the series over
+
+    def __call__(self, sample: Sample) -> None:
+        self.state.ingest_run(self, sample)
+
+
 class MemoryState:
     """Histories for every GPU, the host's RAM and the model's process tree, plus the latest sample."""
 
@@ -85,6 +100,7 @@ class MemoryState:
         self.lock = threading.Lock()
         self.series: dict[str, Series] = {}
         self.latest: Sample | None = None
+        self.run_feed: RunFeed | None = None  # the run whose own samples draw the model process series
         self.events: list[Any] = []  # core.readings.Event, laid on the curve
         self.count = 0
         self.version = 0  # bumps on every change: the pane repaints only when it moved
@@ -115,8 +131,37 @@ class MemoryState:
         host = sample.host
         if host is not None:
             self._series("host", "host RAM").add(sample.t, host.ram_used, host.ram_total)
-            if host.tree_rss is not None:
+            if host.tree_rss is not None and self.run_feed is None:
                 self._series("process", "model process").add(sample.t, host.tree_rss, host.ram_total)
+
+    def ingest_run(self, feed: RunFeed, sample: Sample) -> None:
+        """A sample from a launched run's own watch (RunFeed): the model process series is its curve."""
+        host = sample.host
+        if host is None or host.tree_rss is None:
+            return
+        with self.lock:
+            if feed.retired:
+                return  # a run that was replaced, still stopping
+            if feed is not self.run_feed:
+                if self.run_feed is not None:
+                    self.run_feed.retired = True
+                self.run_feed = feed
+                self.series.pop("process", None)  # a new run starts its own curve
+            self._series("process", "model process").add(sample.t, host.tree_rss, host.ram_total)
+            self.version += 1
+
+    def follow(self, pid: int | None) -> None:
+        """The app follows a new model process: its curve starts afresh, unless that process's own run
+        already feeds it (the run's first samples may come before the app hears of its PID)."""
+        with self.lock:
+            feed = self.run_feed
+            if feed is not None and pid is not None and feed.pid == pid:
+                return
+            if feed is not None:
+                feed.retired = True
+            self.run_feed = None
+            if self.series.pop("process", None) is not None:
+                self.version += 1
 
     def ingest_recorded(self, data: NvsmiData) -> None:
         """A recorded nvidia-smi / `vramtui record` CSV, read by `read_nvsmi_csv`: its columns go

@@ -401,19 +401,22 @@ class WizardPane(Pane):
         if same_layout and not rows_changed:
             return
         self.compact, self._table_width = compact, width
-        from vramtui.tui.panes.wizard_driver import step_row
+        from vramtui.tui.panes.wizard_driver import memory_headings, step_row
 
         rows = [step_row(number, step, compact=compact) for number, step in enumerate(self.steps, 1)]
         table = self.query_one(DataTable)
         table.clear(columns=True)
+        headings = memory_headings(self.steps)
         # Every column gets an explicit width: an auto-width column is measured on the table's next
         # idle, after a resize may already have drawn (and cached) the rows cut at the label's width.
-        for name, column_width in self._column_widths(width, rows).items():
-            table.add_column(name, width=column_width)
+        for name, column_width in self._column_widths(width, rows, headings).items():
+            table.add_column(headings.get(name, name), width=column_width)
         for row in rows:
             table.add_row(*row)
 
-    def _column_widths(self, width: int, rows: list[tuple[str, ...]]) -> dict[str, int]:
+    def _column_widths(
+        self, width: int, rows: list[tuple[str, ...]], headings: dict[str, str]
+    ) -> dict[str, int]:
         if self.compact:
             # Each column takes its width plus one cell of padding on each side.
             rest = width - sum(COMPACT_FIXED.values()) - 2 * len(COMPACT_COLUMNS) - 1
@@ -421,7 +424,7 @@ class WizardPane(Pane):
             widths = {**COMPACT_FIXED, "change": change_width, "stage": max(6, rest - change_width)}
             return {name: widths[name] for name in COMPACT_COLUMNS}
         return {
-            name: max([cell_len(name)] + [cell_len(row[index]) for row in rows])
+            name: max([cell_len(headings.get(name, name))] + [cell_len(row[index]) for row in rows])
             for index, name in enumerate(STEP_COLUMNS)
         }
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramtui.core.errors import VramtuiError
 from vramtui.core.units import MIB, format_bytes
+from vramtui.tui.panes.memory_state import MemoryState, RunFeed
 from vramtui.tui.words import failure_words, in_words, outcome_words, stage_words
 
 if TYPE_CHECKING:
@@ -50,6 +51,35 @@ def step_row(number: int, step: Any, *, compact: bool = False) -> tuple[str, ...
     )
 
 
+def _memory_state(app: Any) -> MemoryState | None:
+    """The memory pane's state, where this app has one."""
+    from textual.css.query import NoMatches
+
+    from vramtui.tui.panes.memory import MemoryPane
+
+    try:
+        return app.query_one(MemoryPane).state
+    except NoMatches:
+        return None
+
+
+# A step's memory columns say which series they were read from (Observation.memory_series): the
+# memory pane names the same series beside the same figures.
+_SERIES_TAGS = {"process": "RSS", "host": "RAM"}
+
+
+def memory_headings(steps: list[Any]) -> dict[str, str]:
+    """The peak and resident columns' headings: 'peak RSS' when every step was read from the model's
+    process tree, 'peak GPU0' from a card; plain 'peak' when the steps differ or nothing was read."""
+    keys = {step.observation.memory_series for step in steps if step.observation is not None}
+    keys.discard(None)
+    if len(keys) != 1:
+        return {}
+    key = str(keys.pop())
+    tag = _SERIES_TAGS.get(key) or ("GPU" + key[4:].partition(":")[0] if key.startswith("gpu:") else "")
+    return {"peak": f"peak {tag}", "resident": f"resident {tag}"} if tag else {}
+
+
 def parse_value(text: str) -> object:
     """A value the user typed for a parameter: whole numbers as int, on/off as bool, else the text."""
     text = text.strip()
@@ -82,6 +112,9 @@ class WizardDriver:
         self.pane = pane
         self.app = pane.app
         self.profile = profile
+        # Each attempt's own samples draw the memory pane's model process curve (the ones the step's
+        # peak and resident are read from): the pane and the table then read one curve.
+        self._memory = _memory_state(pane.app)
         # A launch of this profile that already failed (`vramtui run`): the wizard's step 0, not relaunched.
         self._first_check = first_check
         self._kept: tuple[Any, Any] | None = None  # (server, feed) of an attempt that answered
@@ -134,8 +167,11 @@ class WizardDriver:
         app = self.app
         feed = LogFeed(label=f"wizard step {len(self.wizard.steps)}: {profile.label}", tagged=True)
         app.post_message(AttemptStarted(profile, feed))
+        samples = RunFeed(self._memory) if self._memory is not None else None
 
         def started(server: Any) -> None:
+            if samples is not None:
+                samples.pid = server.pid  # before the app hears of it: it keeps this run's curve
             self.server = server
             self.wizard.attempt_started(server)  # the record names this attempt's pid and log
             feed.follow_server(server)  # the pane shows this attempt's own diagnosis
@@ -148,6 +184,7 @@ class WizardDriver:
                 on_log_line=feed.push_tagged,
                 on_event=lambda event: app.post_message(RunEventSeen(event)),
                 on_start=started,
+                on_sample=samples,
                 keep_if_works=True,
             )
         finally:

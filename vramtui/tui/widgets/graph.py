@@ -57,6 +57,7 @@ class MemoryGraph(Widget):
         self.total: float = 0.0
         self.safety_share: float | None = 0.8  # None: no safety line (the top is not a card's total)
         self.budget: float | None = None
+        self.budget_words = "budget"  # what the budget limits, before its size on its row
         self._columns: list[float | None] = []
         self._levels: list[int] = []
         self._styles: dict[str, Style] = {}
@@ -76,11 +77,13 @@ class MemoryGraph(Widget):
         *,
         safety_share: float | None = 0.8,
         budget: float | None = None,
+        budget_words: str = "budget",
     ) -> None:
         self.source = source
         self.total = float(total)
         self.safety_share = safety_share
         self.budget = budget
+        self.budget_words = budget_words
         self.refresh()
 
     def _style(self, name: str) -> Style:
@@ -172,7 +175,7 @@ class MemoryGraph(Widget):
 
     def _row_label(self, row: int, height: int, safety_row: int | None, budget_row: int | None) -> str:
         if row == budget_row and self.budget is not None:
-            return f"budget {format_bytes(self.budget, 1)} "
+            return f"{self.budget_words} {format_bytes(self.budget, 1)} "
         if row == safety_row and self.safety_share is not None and height >= 3:
             return f"{round(self.safety_share * 100)}% "
         if row == height - 1 and self.total > 0 and row not in (safety_row, budget_row):
