@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,12 @@ from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 BUILD_LLAMA_SERVER = Path(__file__).resolve().parents[1] / "scripts" / "build_llama_server.sh"
 INSTALL_VLLM = Path(__file__).resolve().parents[1] / "scripts" / "install_vllm.sh"
+
+# A suite started in the background by a script (`pytest &`) inherits SIGINT ignored, and every child it
+# starts would too: the tests that press ctrl-c on a vramtui child need the signal delivered. A caught
+# signal is reset to its default in an exec'd child; an ignored one stays ignored.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Test modules whose fakes other folders' tests reuse (FakeDriver, ReplayedRuns, the TUI helpers):
 # importable whichever folder pytest is pointed at.

@@ -3,7 +3,8 @@
 It holds a few rows (HEADER_ROWS): what does not fit is left out whole, never cut mid-sentence. The
 strip and the verdict come first, then the first piece of advice (one that names a flag and its value
 before one that does not), then the first error's text (cut at a word, the view shows the line),
-then the rest of the advice, the quiet failures and llama.cpp fit's projection while rows remain.
+then the second piece of advice, the quiet failures, llama.cpp fit's projection (one line of figures)
+and the rest of the advice while rows remain.
 """
 
 from __future__ import annotations
@@ -88,16 +89,20 @@ def _verdict(app: Any, diagnosis: Any, line_count: int, first_error_line: int | 
 
 
 def _notes(app: Any, diagnosis: Any) -> list[Text]:
-    """Advice (flag and value first), quiet failures and fit's projection: one block each."""
+    """Advice (flag and value first), quiet failures and fit's projection: one block each, in the order
+    they are shown while rows remain."""
     blocks = []
     marks = (("→ ", "accent"), ("⚠ ", "log-warning"), ("≈ ", "accent"))
     advice = with_values_first([str(line) for line in getattr(diagnosis, "advice", None) or []])
     warnings = [str(line) for line in getattr(diagnosis, "warnings", None) or []]
     backend = getattr(diagnosis, "backend", None) or "unknown backend"
     fit = _fit_summary(getattr(diagnosis, "engine_figures", None) or {}, backend)
-    for (mark, colour), lines in zip(
-        marks, (advice[:MAX_ADVICE], warnings[:MAX_WARNINGS], [fit] if fit else []), strict=True
-    ):
+    advice = advice[:MAX_ADVICE]
+    # The first two advice lines, the quiet failures and fit's one line of figures before the advice
+    # that comes third (the rows left decide how much is shown, in this order).
+    groups = ((marks[0], advice[:2]), (marks[1], warnings[:MAX_WARNINGS]))
+    groups += ((marks[2], [fit] if fit else []), (marks[0], advice[2:]))
+    for (mark, colour), lines in groups:
         for line in lines:
             block = Text("\n")
             block.append(mark, style=theme_style(app, colour, bold=True))
