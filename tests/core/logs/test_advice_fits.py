@@ -94,3 +94,18 @@ def test_vllm_weights_over_the_share_get_share_quantization_and_tensor_parallel(
     assert "--quantization" in said and "--tensor-parallel-size N" in said, said
     as_logged = "\n".join(diagnose_text(real).advice)
     assert "--kv-cache-dtype fp8" in as_logged and "weights alone" not in as_logged, as_logged
+
+
+def test_vllm_v0s_kv_too_small_advice_names_the_context_that_fits() -> None:
+    """Issue 22 #17: V0 says how many tokens its KV cache can store ("... stored in KV cache (4752)"):
+    the advice is the context that fits, with its number, not a bare `--max-model-len`. (Training-part
+    logs of the corpus.)"""
+    for case_id, fits in (
+        ("r10-vllm-v0-gpustack-8k-len-4752-kv-tokens", 4752),
+        ("r4-24-vllm-qwen15-gptq-3090-kv-oneline", 24320),
+    ):
+        diagnosis = diagnose_text(_log(case_id), backend="vllm")
+        assert diagnosis.failure == "kv_cache_too_small", case_id
+        assert diagnosis.engine_figures["max_model_len_fit"] == fits
+        said = [line for line in diagnosis.advice if "--max-model-len" in line]
+        assert said == [f"Or lower the context to what fits: --max-model-len {fits}."], diagnosis.advice

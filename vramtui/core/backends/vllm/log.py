@@ -44,7 +44,8 @@ PROFILE = LogProfile(
                 "count then): raise it to {kv_cache_memory} {kv_needed} for one {context_now}-token request.",
                 when="kv_bytes_set",
             ),
-            Say("Or lower the context to what fits: {context} {fit_tokens}.", when="fit_known"),
+            Say("Or lower the context to what fits: {context} {fit_tokens}.", when="fit_known kv_bytes_set"),
+            # (sized by the share, the GPU advice below says it with the number)
             Say(
                 "On the CPU build the KV cache is sized by {mem_share} as a share of NUMA node 0's memory: "
                 "size it outright instead, {kv_cache_memory} 1G (or more).",
@@ -649,6 +650,14 @@ FIGURES: tuple[FigureRule, ...] = (
         "estimated maximum model length is",
         "max_model_len_fit",
         rf"estimated maximum model length is {NUM}",
+        count=True,
+        backend="vllm",
+    ),
+    # V0 says it as the tokens the KV cache can store: the same figure, the longest context that fits.
+    FigureRule(
+        "stored in kv cache (",
+        "max_model_len_fit",
+        rf"maximum number of tokens that can be stored in KV cache \({NUM}\)",
         count=True,
         backend="vllm",
     ),
