@@ -72,10 +72,10 @@ def test_every_layer_on_the_4080_super_moves_the_experts_of_the_fewest_layers(
     assert per_token is not None and float(per_token.group(1)) == pytest.approx(
         experts * 8 / 128 / MIB, abs=0.1
     )
-    # the estimator's own solver keeps 20% of the card free, the wizard 10% of what is left: it asks
-    # for at least as many layers
+    # the on-GPU plan keeps llama-server's own fit margin free (1024 MiB), the wizard 10% of what is
+    # left (1.5 GiB here): the wizard moves at least as many layers' experts
     plan = plan_from_figures(figures, given=_qwen3_moe_heads())
-    assert plan.n_cpu_moe is not None and 0 < chosen <= plan.n_cpu_moe < info.n_layers
+    assert plan.n_cpu_moe is not None and 0 < plan.n_cpu_moe <= chosen < info.n_layers
     # on the ladder, before any quality is given up
     order = [rung.param for rung in get_backend("llama.cpp").rungs("load_weights")]
     assert order.index("n_cpu_moe") < order.index("model")
