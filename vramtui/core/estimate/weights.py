@@ -48,8 +48,16 @@ def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWei
     """Bytes per layer as llama.cpp loads them: exact from a GGUF, else llama-quantize's choices."""
     if info.layer_bytes is not None and info.token_embd_bytes is not None and file_type is None:
         output = info.output_bytes if info.output_bytes is not None else info.token_embd_bytes
-        named = tuple((name, _layer_of(name), size) for name, size in info.layer_tensors or ())
-        return LayerWeights(info.layer_bytes, info.token_embd_bytes, output, info.other_bytes, named)
+        named = [(name, _layer_of(name), size) for name, size in info.layer_tensors or ()]
+        # A layer known only by its bytes (weights read from a log's buffers) is one tensor, so that
+        # whatever places tensors places its bytes too.
+        covered = {layer for _name, layer, _size in named}
+        named += [
+            (f"blk.{il}.layer", il, size)
+            for il, size in enumerate(info.layer_bytes)
+            if il not in covered and size
+        ]
+        return LayerWeights(info.layer_bytes, info.token_embd_bytes, output, info.other_bytes, tuple(named))
     ftype = (
         file_type or info.file_type or info.quant or ("f16" if info.dtype in ("bf16", "f32") else info.dtype)
     )

@@ -82,7 +82,7 @@ def layout(
     n_dev = len(settings.cards) if settings.on_gpu else 0
     rules = settings.offload_rules if settings.on_gpu else []
     found = Layout(layers, output, [], slots, n_dev)
-    for name, layer, nbytes in _named_tensors(weights):
+    for name, layer, nbytes in weights.tensors:
         by_layer = layers[layer] if layer < len(layers) else None
         device = offload.placed(name, by_layer, rules) if rules else by_layer
         if device is not None and settings.on_gpu:
@@ -99,19 +99,6 @@ def layout(
         size = (swa if is_swa(info, il) else full) * kv_layer_bytes(info, il, kv_dtype, MLA_LATENT_AND_V)
         found.kv[layers[il]] = found.kv.get(layers[il], 0) + size
     return found
-
-
-def _named_tensors(weights: LayerWeights) -> list[tuple[str, int, int]]:
-    """The layers' tensors by name; a layer known only by its bytes (weights read from a log's buffers)
-    as one tensor of that size, so that its bytes are placed too."""
-    named = list(weights.tensors)
-    covered = {layer for _name, layer, _nbytes in named}
-    named += [
-        (f"blk.{il}.layer", il, nbytes)
-        for il, nbytes in enumerate(weights.layers)
-        if il not in covered and nbytes
-    ]
-    return named
 
 
 def _non_layer_weights(info: ModelInfo, weights: LayerWeights, found: Layout) -> None:
