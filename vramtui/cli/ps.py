@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramtui.core.attach.servers import snapshot
+    from vramtui.core.memory.sampling import NvmlSource
 
     if args.fits:
         return _fits(args)
@@ -43,8 +44,25 @@ def run(args: argparse.Namespace) -> int:
         raise VramtuiError(f"a model ({args.model}) is only read with --fits: vramtui ps --fits {args.model}")
     if args.watch is not None and not args.watch > 0:
         raise VramtuiError("--watch must be a positive number of seconds")
+    nvml = NvmlSource()  # one NVML session and one bill per server, however long --watch runs
+    bills: dict[int, Any] = {}
+    try:
+        return _show(args, lambda: _scan(nvml, bills))
+    finally:
+        nvml.close()
+
+
+def _scan(nvml: Any, bills: dict[int, Any]) -> Any:
+    from vramtui.core.attach.servers import bill_new, snapshot
+
+    shot = snapshot(nvml, bills=False)
+    bill_new(shot, bills)
+    return shot
+
+
+def _show(args: argparse.Namespace, scan: Callable[[], Any]) -> int:
     while True:
-        shot = snapshot()
+        shot = scan()
         if args.json:
             from vramtui.cli.common import print_json
 

@@ -35,7 +35,7 @@ from vramtui.tui.screens import ConfirmQuit
 from vramtui.tui.session import ModelSession, SessionRestart, SessionState
 from vramtui.tui.startup import check_profile, refuse_binary_log, run_app
 from vramtui.tui.status import status_text
-from vramtui.tui.widgets.servertable import AttachRequested, scan_here
+from vramtui.tui.widgets.servertable import AttachRequested, HereScan
 
 __all__ = ["PANE_ORDER", "ConfirmQuit", "VramtuiApp", "check_profile", "refuse_binary_log", "run_app"]
 
@@ -112,7 +112,7 @@ class VramtuiApp(CommandsApp):
         self._screen_width = 0  # set by each layout pass; the status line's wording depends on it
         # The memory pane's table of every model server here: scanned on this machine when it samples
         # this machine (None: no table; tests give a scan with recorded NVML data).
-        self.server_scan: Any = scan_here if live_sampling and source_url is None else None
+        self.server_scan: Any = HereScan() if live_sampling and source_url is None else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Hide keys that cannot do anything now, so the footer keeps room for the ones that can; on a

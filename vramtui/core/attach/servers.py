@@ -339,12 +339,28 @@ def snapshot(nvml: Any = None, bills: bool = True) -> Snapshot:
         box = named(container_of(server.pid))  # a server in docker or podman: its container, by cgroup
         server.container = box.label if box is not None else None
     gpus = measure(servers, sample)
-    if bills:
-        card = gpus[0].total_bytes if gpus else None
-        for server in servers:
-            bill_of(server, card, estimated_bill)
     memory = psutil.virtual_memory()
-    return Snapshot(servers, gpus, memory.total, memory.available, status)
+    shot = Snapshot(servers, gpus, memory.total, memory.available, status)
+    if bills:
+        bill_new(shot, {})
+    return shot
+
+
+def bill_new(shot: Snapshot, known: dict[int, Server]) -> None:
+    """Bill each server of `shot` that `known` (pid -> the Server billed before) lacks, and copy the
+    others' bills: a bill reads logs and endpoints, so a repeated scan makes it once per server.
+    `known` is kept to the servers still running."""
+    card = shot.gpus[0].total_bytes if shot.gpus else None
+    for server in shot.servers:
+        before = known.get(server.pid)
+        if before is None or before.bill is None:
+            bill_of(server, card, estimated_bill)
+            known[server.pid] = server
+        else:
+            server.bill, server.bill_source, server.log = before.bill, before.bill_source, before.log
+    alive = {server.pid for server in shot.servers}
+    for pid in [pid for pid in known if pid not in alive]:
+        del known[pid]
 
 
 def _ports(pids: list[int]) -> list[int]:

@@ -42,11 +42,28 @@ class AttachRequested(Message):
         self.label = label
 
 
-def scan_here() -> Any:
-    """This machine's servers and cards, bills left to the table (made once per server)."""
-    from vramtui.core.attach.servers import snapshot
+class HereScan:
+    """This machine's servers and cards, bills left to the table; one NVML session for all the scans
+    (made in the first scan's thread, given back by `close`)."""
 
-    return snapshot(bills=False)
+    def __init__(self) -> None:
+        self._nvml: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Any:
+        from vramtui.core.attach.servers import snapshot
+        from vramtui.core.memory.sampling import NvmlSource
+
+        with self._lock:
+            if self._nvml is None:
+                self._nvml = NvmlSource()
+            return snapshot(self._nvml, bills=False)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._nvml is not None:
+                self._nvml.close()
+                self._nvml = None
 
 
 class ServerTable(DataTable):
@@ -57,7 +74,7 @@ class ServerTable(DataTable):
 
     def __init__(self, scan: Callable[[], Any] | None = None, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
-        self.scan = scan or scan_here
+        self.scan = scan or HereScan()
         self.shot: Any = None
         self.problem = ""
         self._bills: dict[int, Any] = {}  # pid -> the Server whose bill was made
@@ -69,6 +86,11 @@ class ServerTable(DataTable):
         self.set_interval(SCAN_EVERY_S, self.rescan)
         self.rescan()
 
+    def on_unmount(self) -> None:
+        close = getattr(self.scan, "close", None)
+        if callable(close):
+            close()  # the NVML session the scans shared
+
     def rescan(self) -> None:
         if self._busy.acquire(blocking=False):
             threading.Thread(target=self._scan, name="vramtui-servers", daemon=True).start()
@@ -76,28 +98,14 @@ class ServerTable(DataTable):
     def _scan(self) -> None:
         try:
             shot = self.scan()
-            self._bill_new(shot)
+            from vramtui.core.attach.servers import bill_new  # off the app's start-up path
+
+            bill_new(shot, self._bills)
             self.post_message(ServersFound(shot))
         except Exception as error:  # a scan that fails says so in the table's title, never crashes
             self.post_message(ServersFound(None, f"{type(error).__name__}: {error}"))
         finally:
             self._busy.release()
-
-    def _bill_new(self, shot: Any) -> None:
-        """Bill each server not billed yet (thread side: reads logs and endpoints)."""
-        from vramtui.core.attach.servers import bill_of, estimated_bill
-
-        card = shot.gpus[0].total_bytes if shot.gpus else None
-        for server in shot.servers:
-            known = self._bills.get(server.pid)
-            if known is None or known.bill is None:
-                bill_of(server, card, estimated_bill)
-                self._bills[server.pid] = server
-            else:
-                server.bill, server.bill_source, server.log = known.bill, known.bill_source, known.log
-        alive = {server.pid for server in shot.servers}
-        for pid in [pid for pid in self._bills if pid not in alive]:
-            del self._bills[pid]
 
     @on(ServersFound)
     def _found(self, message: ServersFound) -> None:
