@@ -214,6 +214,66 @@ Option = tuple[Rung, Proposal, MemoryBill | None]
 _ASCENDING = frozenset({"n_cpu_moe", "cpu_offload"})
 
 
+# --- several GPUs: moving layers between cards ---------------------------------------------------------
+# Only the model's estimate and the run's log decide these: no Proposer state, so they live outside it.
+
+
+def split_proposal(model: MemoryModel, profile: Profile, rung: Rung, obs: Observation) -> Proposal | None:
+    """Layers off the card that ran out (the log names it) onto the least loaded other one, when the
+    run printed its buffers per device: the least drastic move that frees the failed allocation."""
+    from vramtui.core.estimate.devices import parse_split, split_moves
+
+    current = current_value(profile, "tensor_split")
+    try:
+        split = parse_split(
+            ",".join(map(str, current)) if isinstance(current, list | tuple) else str(current)
+        )
+    except ValueError:
+        split = ()
+    n_layers = int(getattr(model.info(profile.model), "n_layers", 0) or 0)
+    moves = split_moves(dict(obs.engine), n_layers, split)
+    if not moves:
+        return _fitting_split(model, profile, rung, obs, current)
+    move = moves[0]
+    why = (
+        f"CUDA{move.source} ran out of memory while CUDA{move.target} holds the least; "
+        f"{move.describe()} frees about the allocation that failed there"
+    )
+    value = ",".join(str(part) for part in move.split)
+    return Proposal("tensor_split", current, value, why, move.describe(), rung.knob(model.backend))
+
+
+def _fitting_split(
+    model: MemoryModel, profile: Profile, rung: Rung, obs: Observation, current: object
+) -> Proposal | None:
+    """No per-device buffers to move layers by: the split the estimate says fits every card, each
+    card's room as the log printed it (its free memory when the model loaded)."""
+    from vramtui.core.estimate.devices import printed_by_device
+
+    free = printed_by_device(dict(obs.engine), "device_free")
+    if len(free) < 2 or sorted(free) != list(range(len(free))):
+        return None
+    split = model.fitting_split(profile, [free[i] for i in sorted(free)])
+    if split is None:
+        return None
+    value = ",".join(str(part) for part in split)
+    if str(current).replace(" ", "") == value:
+        return None
+    cards = ", ".join(f"device {i} {free[i] / GIB:.1f} GiB" for i in sorted(free))
+    why = (
+        f"the estimate fits every card with --tensor-split {value} (free when the model loaded: {cards}); "
+        "every layer stays on a GPU, so no speed is given up"
+    )
+    return Proposal(
+        "tensor_split",
+        current,
+        value,
+        why,
+        f"split the layers {value} over the cards",
+        rung.knob(model.backend),
+    )
+
+
 class Proposer:
     """Picks the next single change for a failed run; what it concludes otherwise goes to `findings`."""
 
@@ -292,7 +352,7 @@ class Proposer:
             if rung.move == "advice":
                 continue
             if rung.param == "tensor_split":  # several GPUs: from the per-device bill the run printed
-                moved = self._split_proposal(profile, rung, obs)
+                moved = split_proposal(self.model, profile, rung, obs)
                 if moved is not None:
                     return moved
                 continue
@@ -415,60 +475,6 @@ class Proposer:
             stage = stage_from_facts(obs)
         findings.failing_stage = stage
         return stage
-
-    def _split_proposal(self, profile: Profile, rung: Rung, obs: Observation) -> Proposal | None:
-        """Layers off the card that ran out (the log names it) onto the least loaded other one, when the
-        run printed its buffers per device: the least drastic move that frees the failed allocation."""
-        from vramtui.core.estimate.devices import parse_split, split_moves
-
-        current = current_value(profile, "tensor_split")
-        try:
-            split = parse_split(
-                ",".join(map(str, current)) if isinstance(current, list | tuple) else str(current)
-            )
-        except ValueError:
-            split = ()
-        n_layers = int(getattr(self.model.info(profile.model), "n_layers", 0) or 0)
-        moves = split_moves(dict(obs.engine), n_layers, split)
-        if not moves:
-            return self._fitting_split(profile, rung, obs, current)
-        move = moves[0]
-        why = (
-            f"CUDA{move.source} ran out of memory while CUDA{move.target} holds the least; "
-            f"{move.describe()} frees about the allocation that failed there"
-        )
-        value = ",".join(str(part) for part in move.split)
-        return Proposal("tensor_split", current, value, why, move.describe(), rung.knob(self.backend))
-
-    def _fitting_split(
-        self, profile: Profile, rung: Rung, obs: Observation, current: object
-    ) -> Proposal | None:
-        """No per-device buffers to move layers by: the split the estimate says fits every card, each
-        card's room as the log printed it (its free memory when the model loaded)."""
-        from vramtui.core.estimate.devices import printed_by_device
-
-        free = printed_by_device(dict(obs.engine), "device_free")
-        if len(free) < 2 or sorted(free) != list(range(len(free))):
-            return None
-        split = self.model.fitting_split(profile, [free[i] for i in sorted(free)])
-        if split is None:
-            return None
-        value = ",".join(str(part) for part in split)
-        if str(current).replace(" ", "") == value:
-            return None
-        cards = ", ".join(f"device {i} {free[i] / GIB:.1f} GiB" for i in sorted(free))
-        why = (
-            f"the estimate fits every card with --tensor-split {value} (free when the model loaded: {cards}); "
-            "every layer stays on a GPU, so no speed is given up"
-        )
-        return Proposal(
-            "tensor_split",
-            current,
-            value,
-            why,
-            f"split the layers {value} over the cards",
-            rung.knob(self.backend),
-        )
 
     def _with(self, profile: Profile, changes: dict[str, object]) -> MemoryBill | None:
         for param, value in changes.items():
