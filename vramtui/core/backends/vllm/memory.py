@@ -215,6 +215,47 @@ def _state_note(info: ModelInfo, state: int, seqs: int) -> str:
     )
 
 
+def _kv_room(settings: Settings, budget: int, held: int, notes: list[str]) -> int:
+    """The bytes the KV cache may take: what the budget leaves past `held` (weights, runtime, activations),
+    or the size set outright (--kv-cache-memory-bytes), which the card must hold whatever the share."""
+    if not settings.kv_cache_memory:
+        return budget - held
+    notes.append(
+        f"KV cache set outright: {settings.kv_cache_memory / GIB:.2f} GiB (the share does not count)"
+    )
+    return min(settings.kv_cache_memory, settings.device_bytes - held)
+
+
+def _kv_shortfall(
+    room: int, context: int, per_token: int, kv_tokens: int, whose: str, notes: list[str]
+) -> str | None:
+    """Note why the KV cache cannot serve one request (`whose` budget, 'the' or 'a rank's', has no room, or
+    it holds less than the context); the refusal is the reason, a budget with no room is only a note."""
+    if room <= 0:
+        notes.append(f"weights and activations exceed {whose} budget: vLLM fails before the KV cache")
+        return None
+    if kv_tokens < context:
+        reason = _refusal(context, per_token, room, kv_tokens)
+        notes.append(reason)
+        return reason
+    return None
+
+
+def _max_concurrency(kv_tokens: int, context: int) -> float | None:
+    """How many requests of the full context the cache holds at once (2 decimals); None with no context."""
+    return round(kv_tokens / context, 2) if context else None
+
+
+def _load_peak_problem(load_peak: int | None, budget: int) -> str | None:
+    """Quantizing in flight (fp8, bitsandbytes) reads the 16-bit weights first: why that peak does not fit."""
+    if load_peak is None or load_peak + NON_TORCH_BYTES <= budget:
+        return None
+    return (
+        f"the load peak (the {load_peak / GIB:.1f} GiB of 16-bit weights read before they are quantized) "
+        f"does not fit the {budget / GIB:.1f} GiB budget: use a checkpoint quantized ahead"
+    )
+
+
 class VllmMemory(MemoryAccounting):
     default_safety = DEFAULT_UTILIZATION
     kv_from_budget = True
@@ -261,37 +302,20 @@ class VllmMemory(MemoryAccounting):
         if host:
             notes.append(_offload_note(host, settings.cpu_offload_gb))
         weights -= host
-        kv_available = budget - weights - NON_TORCH_BYTES - activation
-        if settings.kv_cache_memory:
-            # --kv-cache-memory-bytes: the cache is that size whatever the share; the card must hold it all
-            kv_available = min(
-                settings.kv_cache_memory, settings.device_bytes - weights - NON_TORCH_BYTES - activation
-            )
-            notes.append(
-                f"KV cache set outright: {settings.kv_cache_memory / GIB:.2f} GiB (the share does not count)"
-            )
+        kv_available = _kv_room(settings, budget, weights + NON_TORCH_BYTES + activation, notes)
         cache = _kv_layout(info, kv_dtype, per_token, context, max_seqs, kv_available)
         notes += cache.notes
         blocks, kv_tokens, state = cache.blocks, cache.tokens, cache.state_bytes
-        reason = None
-        if kv_available <= 0:
-            notes.append("weights and activations exceed the budget: vLLM fails before the KV cache")
-        elif kv_tokens < context:
-            reason = _refusal(context, per_token, kv_available, kv_tokens)
-            notes.append(reason)
+        reason = _kv_shortfall(kv_available, context, per_token, kv_tokens, "the", notes)
         notes.append(
             f"profile run at {tokens} batched tokens; {blocks} KV blocks of {cache.block_tokens} tokens"
         )
         # the KV cache takes what the budget leaves, so the budget's rows add up to at most the budget; the
         # CUDA graphs are captured afterwards, outside it, and only have to fit on the card
         graphs_fit = budget + CUDA_GRAPH_BYTES <= settings.device_bytes
-        # quantizing in flight (fp8, bitsandbytes) reads the 16-bit weights first: that peak must fit too
-        peak_fits = load_peak is None or load_peak + NON_TORCH_BYTES <= budget
-        if not peak_fits:
-            reason = reason or (
-                f"the load peak (the {load_peak / GIB:.1f} GiB of 16-bit weights read before they are quantized) "
-                f"does not fit the {budget / GIB:.1f} GiB budget: use a checkpoint quantized ahead"
-            )
+        peak_problem = _load_peak_problem(load_peak, budget)
+        if peak_problem is not None:
+            reason = reason or peak_problem
             notes.append(reason)
         if not graphs_fit:
             notes.append(
@@ -309,7 +333,6 @@ class VllmMemory(MemoryAccounting):
         ):
             bill.add(0, part, nbytes)  # type: ignore[arg-type]
         bill.add(HOST, "weights", host)
-        concurrency = kv_tokens / context if context else None
         return Estimate(
             backend=settings.backend,
             context=context,
@@ -324,12 +347,12 @@ class VllmMemory(MemoryAccounting):
             total_bytes=bill.total(0) - CUDA_GRAPH_BYTES,  # the budget's rows
             device_bytes=settings.device_bytes,
             usable_bytes=budget,
-            fits=kv_available > 0 and kv_tokens >= context and graphs_fit and peak_fits,
+            fits=kv_available > 0 and kv_tokens >= context and graphs_fit and peak_problem is None,
             n_layers=info.n_layers,
             kv_dtype=kv_dtype,
             kv_cells=kv_tokens,
             kv_cache_tokens=kv_tokens,
-            max_concurrency=round(concurrency, 2) if concurrency is not None else None,
+            max_concurrency=_max_concurrency(kv_tokens, context),
             reason=reason,
             notes=notes,
             bill=bill,
@@ -364,31 +387,7 @@ def _size_parallel(
     tightest = min(caches, key=lambda cache: cache.blocks)
     blocks, kv_tokens = tightest.blocks, tightest.tokens
     graphs_fit = all(b + CUDA_GRAPH_BYTES <= cards[r.index] for b, r in zip(budgets, ranks, strict=True))
-    rows, bill = [], MemoryBill()
-    hybrid = tightest.state_bytes or tightest.block_tokens != BLOCK_TOKENS
-    for rank, room in zip(ranks, free, strict=True):
-        row = devices.DeviceRow(
-            index=rank.index,
-            weights_bytes=rank.weights_bytes,
-            # the tightest rank's block count on every rank (a hybrid's pool is alike on each)
-            kv_cache_bytes=tightest.kv_bytes if hybrid else blocks * BLOCK_TOKENS * rank.kv_bytes_per_token,
-            recurrent_state_bytes=tightest.state_bytes,
-            compute_buffer_bytes=activation,
-            runtime_bytes=NON_TORCH_BYTES,
-            device_bytes=cards[rank.index],
-            layers=len(rank.layers),
-        ).settle(settings.share)
-        row.fits = room > 0 and kv_tokens >= context and graphs_fit
-        rows.append(row)
-        for part, nbytes in (
-            ("weights", row.weights_bytes),
-            ("kv_cache", row.kv_cache_bytes),
-            ("recurrent_state", row.recurrent_state_bytes),
-        ):
-            bill.add(rank.index, part, nbytes)  # type: ignore[arg-type]
-        bill.add(rank.index, "compute", activation)
-        bill.add(rank.index, "runtime", NON_TORCH_BYTES)
-        bill.add(rank.index, "cuda_graphs", CUDA_GRAPH_BYTES)
+    rows, bill = _rank_rows(ranks, free, tightest, activation, settings, kv_tokens >= context and graphs_fit)
     per_token = ranks[0].kv_bytes_per_token
     notes = [
         f"tensor parallel {tp} x pipeline parallel {pp}: {len(ranks)} ranks; KV {per_token:,} B/token per rank "
@@ -399,13 +398,7 @@ def _size_parallel(
     if any(hosted):
         notes.append(_offload_note(max(hosted), settings.cpu_offload_gb, len(ranks)))
         bill.add(HOST, "weights", sum(hosted))
-    reason = None
-    if min(free) <= 0:
-        notes.append("weights and activations exceed a rank's budget: vLLM fails before the KV cache")
-    elif kv_tokens < context:
-        reason = _refusal(context, per_token, min(free), kv_tokens)
-        notes.append(reason)
-    concurrency = kv_tokens / context if context else None
+    reason = _kv_shortfall(min(free), context, per_token, kv_tokens, "a rank's", notes)
     return Estimate(
         backend=settings.backend,
         context=context,
@@ -425,12 +418,51 @@ def _size_parallel(
         kv_dtype=kv_dtype,
         kv_cells=kv_tokens,
         kv_cache_tokens=kv_tokens,
-        max_concurrency=round(concurrency, 2) if concurrency is not None else None,
+        max_concurrency=_max_concurrency(kv_tokens, context),
         reason=reason,
         notes=notes,
         bill=bill,
         devices=rows,
     )
+
+
+def _rank_rows(
+    ranks: list[devices.RankShare],
+    free: list[int],
+    tightest: KvLayout,
+    activation: int,
+    settings: Settings,
+    cache_fits: bool,
+) -> tuple[list[devices.DeviceRow], MemoryBill]:
+    """Each rank's row and bill: its weights, the tightest rank's cache (vLLM takes the smallest block count
+    over the workers), the profile's activations, the runtime and the CUDA graphs."""
+    rows, bill = [], MemoryBill()
+    hybrid = tightest.state_bytes or tightest.block_tokens != BLOCK_TOKENS
+    for rank, room in zip(ranks, free, strict=True):
+        # the tightest rank's block count on every rank (a hybrid's pool is alike on each)
+        kv_bytes = tightest.kv_bytes if hybrid else tightest.blocks * BLOCK_TOKENS * rank.kv_bytes_per_token
+        row = devices.DeviceRow(
+            index=rank.index,
+            weights_bytes=rank.weights_bytes,
+            kv_cache_bytes=kv_bytes,
+            recurrent_state_bytes=tightest.state_bytes,
+            compute_buffer_bytes=activation,
+            runtime_bytes=NON_TORCH_BYTES,
+            device_bytes=settings.cards[rank.index],
+            layers=len(rank.layers),
+        ).settle(settings.share)
+        row.fits = room > 0 and cache_fits
+        rows.append(row)
+        for part, nbytes in (
+            ("weights", row.weights_bytes),
+            ("kv_cache", row.kv_cache_bytes),
+            ("recurrent_state", row.recurrent_state_bytes),
+        ):
+            bill.add(rank.index, part, nbytes)  # type: ignore[arg-type]
+        bill.add(rank.index, "compute", activation)
+        bill.add(rank.index, "runtime", NON_TORCH_BYTES)
+        bill.add(rank.index, "cuda_graphs", CUDA_GRAPH_BYTES)
+    return rows, bill
 
 
 VLLM = VllmMemory()
@@ -493,7 +525,7 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         kv_dtype=VLLM.kv_dtype(info, settings),
         kv_cells=tokens,
         kv_cache_tokens=tokens,
-        max_concurrency=round(tokens / context, 2) if context else None,
+        max_concurrency=_max_concurrency(tokens, context),
         reason=reason,
         notes=notes,
         bill=bill,
