@@ -40,26 +40,21 @@ def _lines(record: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
 
 
-def test_ctrl_c_mid_step_records_the_steps_log(tmp_path: Path) -> None:
-    record = tmp_path / "w.jsonl"
+def _wizard_mid_attempt(tmp_path: Path, record: Path) -> subprocess.Popen[str]:
+    """`vramtui wizard --auto` on the slow profile, once its first attempt's process is recorded."""
+    command = [sys.executable, "-m", "vramtui", "wizard", str(slow_profile(tmp_path)), "--auto"]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "vramtui",
-            "wizard",
-            str(slow_profile(tmp_path)),
-            "--auto",
-            "--record",
-            str(record),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        [*command, "--record", str(record)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     deadline = time.monotonic() + 30
     while not any(e["type"] == "process" for e in _lines(record)) and time.monotonic() < deadline:
         time.sleep(0.1)
+    return proc
+
+
+def test_ctrl_c_mid_step_records_the_steps_log(tmp_path: Path) -> None:
+    record = tmp_path / "w.jsonl"
+    proc = _wizard_mid_attempt(tmp_path, record)
     time.sleep(0.3)
     os.kill(proc.pid, signal.SIGINT)  # what ctrl-c in the terminal sends vramtui
     proc.communicate(timeout=30)
@@ -99,24 +94,7 @@ def test_a_hangup_mid_attempt_still_ends_the_record(tmp_path: Path, sig: signal.
     stopped, the record gets its end line naming the signal and the step's log, and vramtui still dies of
     that signal, as its caller expects."""
     record = tmp_path / "w.jsonl"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "vramtui",
-            "wizard",
-            str(slow_profile(tmp_path)),
-            "--auto",
-            "--record",
-            str(record),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 30
-    while not any(e["type"] == "process" for e in _lines(record)) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    proc = _wizard_mid_attempt(tmp_path, record)
     server_pid = next(int(str(e["pid"])) for e in _lines(record) if e["type"] == "process")
     os.kill(proc.pid, sig)
     proc.communicate(timeout=30)
