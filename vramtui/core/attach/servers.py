@@ -18,6 +18,7 @@ from typing import Any
 import psutil
 
 from vramtui.core.attach.cmdline import ServerCommand, find_backend, read_command
+from vramtui.core.launch import procs
 from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.memory.sampling import GpuReading, Sample
 
@@ -174,14 +175,14 @@ def measure(servers: list[Server], sample: Sample | None) -> list[GpuShare]:
     """Each server's memory on the host (tree RSS) and per GPU (NVML per process), and each GPU's shares."""
     owner = {pid: server for server in servers for pid in server.pids}
     for server in servers:
-        server.host_bytes = _tree_rss(server.pids)
+        server.host_bytes = procs.pids_rss(server.pids)
     shares = []
     for gpu in (sample.gpus if sample is not None else ()) or ():
         share = _gpu_share(gpu)
         for pid, used in gpu.process_bytes.items():
             server = owner.get(pid)
             if server is None:
-                share.others[pid] = (_name(pid), used)
+                share.others[pid] = (procs.process_name(pid), used)
                 continue
             server.gpu_bytes[gpu.index] = server.gpu_bytes.get(gpu.index, 0) + used
             share.servers[server.pid] = share.servers.get(server.pid, 0) + used
@@ -194,23 +195,6 @@ def _gpu_share(gpu: GpuReading) -> GpuShare:
     if free is None and gpu.total_bytes is not None and gpu.used_bytes is not None:
         free = gpu.total_bytes - gpu.used_bytes
     return GpuShare(gpu.index, gpu.name, gpu.total_bytes, gpu.used_bytes, free, unknown_pids=gpu.unknown_pids)
-
-
-def _tree_rss(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
-        try:
-            total += psutil.Process(pid).memory_info().rss
-        except psutil.Error:
-            continue
-    return total
-
-
-def _name(pid: int) -> str:
-    try:
-        return psutil.Process(pid).name()
-    except psutil.Error:
-        return "?"
 
 
 # --- the bill by term -----------------------------------------------------------------------------------

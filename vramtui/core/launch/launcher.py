@@ -693,7 +693,7 @@ def gpu_holders(source: Any) -> list[str]:
     notes = []
     for gpu in getattr(sample, "gpus", ()) or ():
         for pid, used in sorted(gpu.process_bytes.items()):
-            name = _process_name(pid)
+            name = procs.process_name(pid)
             notes.append(f"GPU {gpu.index}: pid {pid} ({name}) already holds {used / MIB:.0f} MiB")
     return notes
 
@@ -736,15 +736,6 @@ def _pid_alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
-
-
-def _process_name(pid: int) -> str:
-    import psutil
-
-    try:
-        return psutil.Process(pid).name()
-    except psutil.Error:
-        return "?"
 
 
 # --- run_check -----------------------------------------------------------------------------------------

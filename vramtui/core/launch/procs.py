@@ -270,8 +270,13 @@ def tree_pids(pid: int) -> list[int]:
 
 def tree_rss(pid: int) -> int:
     """Resident bytes of a process and its descendants (0 when gone)."""
+    return pids_rss(tree_pids(pid))
+
+
+def pids_rss(pids: list[int]) -> int:
+    """Resident bytes of these processes (the gone and the zombies count 0)."""
     total = 0
-    for member in tree_pids(pid):
+    for member in pids:
         try:
             proc = psutil.Process(member)
             if proc.status() == psutil.STATUS_ZOMBIE:
@@ -280,6 +285,14 @@ def tree_rss(pid: int) -> int:
         except psutil.Error:
             continue
     return total
+
+
+def process_name(pid: int) -> str:
+    """The process's name, or "?" when it is gone or hidden."""
+    try:
+        return psutil.Process(pid).name()
+    except psutil.Error:
+        return "?"
 
 
 # --- ports ------------------------------------------------------------------------------------------
