@@ -16,9 +16,9 @@ from textual.events import Resize
 from textual.widgets import Footer, Static
 
 from vramtui.core.errors import VramtuiError
+from vramtui.tui.attach_requests import AttachRequests
 from vramtui.tui.commands import CommandsApp
 from vramtui.tui.messages import (
-    AttachReady,
     AttemptStarted,
     LaunchRequested,
     ModelsStopped,
@@ -35,7 +35,7 @@ from vramtui.tui.screens import ConfirmQuit
 from vramtui.tui.session import ModelSession, SessionRestart, SessionState
 from vramtui.tui.startup import check_profile, refuse_binary_log, run_app
 from vramtui.tui.status import status_text
-from vramtui.tui.widgets.servertable import AttachRequested, HereScan
+from vramtui.tui.widgets.servertable import HereScan
 
 __all__ = ["PANE_ORDER", "ConfirmQuit", "VramtuiApp", "check_profile", "refuse_binary_log", "run_app"]
 
@@ -54,7 +54,7 @@ PANE_ACTIONS = {
 }
 
 
-class VramtuiApp(CommandsApp):
+class VramtuiApp(CommandsApp, AttachRequests):
     TITLE = "vramtui"
 
     CSS = """
@@ -172,40 +172,6 @@ class VramtuiApp(CommandsApp):
             self.query_one(WizardPane).start_demo()
             self.action_show_pane("wizard")
         self.update_status()
-
-    @on(AttachRequested)
-    def _attach_requested(self, message: AttachRequested) -> None:
-        self.launch_note = f"attaching to {message.label}…"
-        self.update_status()
-        self._look_at(message.pid)
-
-    @work(thread=True, exit_on_error=False, group="attach", exclusive=True)
-    def _look_at(self, pid: int) -> None:
-        from vramtui.tui.attached import attach_view
-
-        try:
-            self.post_message(AttachReady(attach_view(pid)))
-        except VramtuiError as error:
-            self.post_message(AttachReady(None, str(error)))
-
-    @on(AttachReady)
-    def _attach_ready(self, message: AttachReady) -> None:
-        if message.view is None:
-            self.launch_note = f"cannot attach: {message.problem}"
-            self.update_status()
-            return
-        if self.follower is not None:
-            self.follower.stop()  # the server followed before keeps running: only its log command stops
-        self.attached = message.view
-        self._follow_attached()
-        self.update_status()
-
-    def _follow_attached(self) -> None:
-        from vramtui.tui.attached import AttachedFollower
-
-        self.follower = AttachedFollower(self, self.attached)
-        self.launch_note = self.attached.describe()  # the status line: its current parameters
-        self.follower.start()
 
     def on_resize(self, event: Resize) -> None:
         self._apply_layout(event.size.width, event.size.height)
