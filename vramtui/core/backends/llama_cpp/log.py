@@ -845,15 +845,21 @@ NOTICES_3: tuple[NoticeRule, ...] = (
 
 NOTICES_4: tuple[NoticeRule, ...] = (
     # a GPU found or asked for: what lands on the CPU after this is news (a CPU-only machine means it)
-    NoticeRule(
-        "gpu",
-        "mark",
-        "gpu_intent",
-        r"\boffload = 1\b|offloading \d+ repeating layers to gpu|found \d+ (?:cuda|rocm|vulkan|sycl) devices"
-        r"|library=(?:cuda|rocm|vulkan|metal)|\b(?:cuda|rocm|vulkan|sycl)\d\b"
-        # layers asked for on the GPU: a count that is not 0 (`--n_gpu_layers 0` asks for the CPU)
-        r"|(?:n_gpu_layers|n-gpu-layers|--gpu-layers|-ngl|num_gpu)[\s=:\"']+(?:-1|[1-9]\d*|all|auto)\b",
-        backend="llama.cpp",
+    # A GPU found or asked for, one rule per wording, each behind its own anchor: behind the bare word
+    # "gpu" every vLLM stats line ("GPU KV cache usage: 3.4%") ran this digit-reading regex, uncached.
+    *(
+        NoticeRule(anchor, "mark", "gpu_intent", pattern, backend="llama.cpp")
+        for anchor, pattern in (
+            ("repeating", r"offloading \d+ repeating layers to gpu\b"),
+            ("offload = 1", r"\boffload = 1\b"),
+            ("devices", r"found \d+ (?:cuda|rocm|vulkan|sycl) devices"),
+            ("library=", r"library=(?:cuda|rocm|vulkan|metal)"),
+            # layers asked for on the GPU: a count that is not 0 (`--n_gpu_layers 0` asks for the CPU)
+            *(
+                (flag, rf"{flag}[\s=:\"']+(?:-1|[1-9]\d*|all|auto)\b")
+                for flag in ("gpu_layers", "gpu-layers", "num_gpu", "-ngl")
+            ),
+        )
     ),
     NoticeRule(
         "assigned to device cpu",
