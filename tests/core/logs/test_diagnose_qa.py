@@ -475,3 +475,31 @@ def test_layers_on_the_cpu_are_no_fallback_when_none_were_asked_for_the_gpu() ->
 
     assert not any("CPU" in warning for warning in warned("0")), warned("0")
     assert any("assigned to the CPU" in warning for warning in warned("99"))
+
+
+def test_a_run_with_every_buffer_in_host_ram_is_said_to_run_on_no_gpu() -> None:
+    """Issue 21 (g): a log whose weights, KV cache and compute buffers are all the CPU backend's, and whose
+    layers all went to the CPU, ran on no GPU; a pinned host buffer (CUDA_Host) proves a GPU backend, and
+    `-ngl 0` asks for the CPU: neither is warned. The lines are a real Ollama runner's (ollama/ollama#11596
+    shape: CPU_Mapped weights, CPU KV, every layer `dev = CPU`)."""
+    base = [
+        "load_tensors: layer  64 assigned to device CPU, is_swa = 0",
+        "load_tensors:   CPU_Mapped model buffer size = 19259.71 MiB",
+        "llama_context: constructing llama_context",
+        "llama_context: n_ctx         = 4096",
+        "llama_kv_cache_unified: layer   0: dev = CPU",
+        "llama_kv_cache_unified:        CPU KV buffer size =  1024.00 MiB",
+        "llama_context:        CPU compute buffer size =   560.01 MiB",
+    ]
+
+    def warned(lines: list[str]) -> list[str]:
+        return [
+            w for w in diagnose_lines(lines, kernel_log=lambda: None).warnings if "nothing runs on a GPU" in w
+        ]
+
+    assert warned(base)
+    assert not warned([*base, "llama_context:  CUDA_Host compute buffer size =    72.01 MiB"])
+    assert not warned(["main: launch llama-server -m m.gguf -ngl 0", *base])
+    assert not warned([*base, "load_tensors: layer   1 assigned to device CUDA0, is_swa = 0"])
+    # layers alone, with no buffer line, say it too (Ollama's debug layer assignment)
+    assert warned([f"load_tensors: layer {n:3d} assigned to device CPU" for n in range(6, 12)])

@@ -429,9 +429,7 @@ def _quiet_failures(state: LogState, failed_starting: bool = False) -> list[str]
     warnings = [
         f"{message} (line {number}: {_clip(text, 160)})"
         for key, (number, text, message) in state.notices.items()
-        if not key.startswith("mark:")
-        and state.notice_unless.get(key) not in state.notices
-        and state.notice_requires.get(key, "mark:") in (*state.notices, "mark:")
+        if not key.startswith("mark:") and _said(state, key)
     ]
     if not failed_starting:
         warnings.extend(_placement_warnings(state))
@@ -459,6 +457,14 @@ def _quiet_failures(state: LogState, failed_starting: bool = False) -> list[str]
     return warnings[:MAX_EVIDENCE]
 
 
+def _said(state: LogState, key: str) -> bool:
+    """A notice is said unless a mark it yields to was seen, or a mark it needs was not."""
+    return state.notice_unless.get(key) not in state.notices and state.notice_requires.get(key, "mark:") in (
+        *state.notices,
+        "mark:",
+    )
+
+
 _HOST_SHARE_WARNED = 0.10  # a host part of the model at least this large (of all its buffers) is "slow"
 
 
@@ -480,6 +486,12 @@ def _placement_warnings(state: LogState) -> list[str]:
         return warnings
     if on_gpu and layers and on_gpu >= layers:
         return warnings  # every layer on the GPU: the host part is the token embeddings llama.cpp keeps there
+    if _on_host_alone(state):
+        warnings.append(
+            "nothing runs on a GPU: every buffer and layer the log shows is in host RAM (the CPU). If this "
+            "machine has a GPU, the engine did not use it (a CPU-only build, a driver or library not found)"
+        )
+        return warnings
     buffers = state.figures.get("model_buffer", {})
     host = sum(value for name, value in buffers.items() if is_host_buffer(name))
     devices = sum(value for name, value in buffers.items() if not is_host_buffer(name))
@@ -489,6 +501,24 @@ def _placement_warnings(state: LogState) -> list[str]:
             f"({host / (host + devices):.0%}) sit in host memory (CPU buffers): layers or experts run on the CPU"
         )
     return warnings
+
+
+# Buffers that only the CPU backend allocates: a GPU build's pinned host buffers (CUDA_Host) prove a GPU.
+_CPU_BACKEND_BUFFERS = ("CPU", "AMX")
+_PLACED_FIGURES = ("model_buffer", "kv_buffer", "compute_buffer", "rs_buffer")
+
+
+def _on_host_alone(state: LogState) -> bool:
+    """Every buffer and layer the log places is on the CPU backend, none on a device, and no other line
+    already said the model runs on the CPU (an engine built for the CPU says so by its own mark)."""
+    if any(f"mark:{mark}" in state.notices for mark in ("cpu_platform", "cpu_intent", "layer_on_device")):
+        return False
+    if any(key.startswith("cpu_fallback:") and _said(state, key) for key in state.notices):
+        return False
+    names = [name for key in _PLACED_FIGURES for name in state.figures.get(key, {}) if name]
+    if any(not name.upper().startswith(_CPU_BACKEND_BUFFERS) for name in names):
+        return False
+    return bool(names) or "mark:layer_on_host" in state.notices
 
 
 def _bytes_per_parameter(figures: dict[str, dict[str, int | float]]) -> float | None:

@@ -877,6 +877,30 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         backend="llama.cpp",
         requires="gpu_intent",
     ),
+    # where layers went, as marks: a log whose every layer went to the CPU and none to a device ran on the
+    # CPU alone (the verdict says so where no GPU line is in the excerpt; see _placement_warnings)
+    # no layer asked for on a GPU (`-ngl 0`, `--device none`): a CPU run on purpose
+    *(
+        NoticeRule(flag, "mark", "cpu_intent", rf"{flag}[\s=:\"']+0\b", backend="llama.cpp")
+        for flag in ("gpu_layers", "gpu-layers", "num_gpu", "-ngl")
+    ),
+    NoticeRule("--device none", "mark", "cpu_intent", backend="llama.cpp"),
+    NoticeRule(
+        "assigned to device cpu",
+        "mark",
+        "layer_on_host",
+        r"layer\s+\d+ assigned to device cpu\b",
+        backend="llama.cpp",
+    ),
+    NoticeRule("dev = cpu", "mark", "layer_on_host", r"layer\s+\d+: dev = cpu\b", backend="llama.cpp"),
+    NoticeRule(
+        "assigned to device",
+        "mark",
+        "layer_on_device",
+        r"layer\s+\d+ assigned to device (?!cpu\b)\w",
+        backend="llama.cpp",
+    ),
+    NoticeRule(": dev = ", "mark", "layer_on_device", r"layer\s+\d+: dev = (?!cpu\b)\w", backend="llama.cpp"),
     NoticeRule(
         "flash attention not supported",
         "kernel_fallback",
