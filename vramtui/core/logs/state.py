@@ -48,7 +48,7 @@ class _Found:
 # An error line that says it happened while loading ("Failed to load model - not enough GPU memory",
 # Ollama's "error loading llama server"): its stage when no line before it says one.
 _SAYS_LOADING_RE = re.compile(
-    r"error loading|failed to load|while loading|loading (?:the )?model|failed to initiali[sz]e",
+    r"error loading|failed to load|while loading|loading (?:the )?model|failed to initiali[sz]e|error starting",
     re.IGNORECASE,
 )
 _RECOVERIES_QUOTED = 3
@@ -243,13 +243,17 @@ class LogState:
         if not rule.strong and self._restate(number, text, info, rule):
             return "error", False
         self._pin_burst_stage(number, rule)
+        if _SAYS_LOADING_RE.search(text):
+            # a later line says the start-up failed ("error starting llama runner"): a first error no
+            # stage line placed was a start-up's, not a request's
+            self._adopt_stage(number, "load_weights")
         if (self.strong if rule.strong else self.weak) is not None:
             return "error", False  # not the first: the cause is already known
         known = rule.stage or stage or info.stage or self.current_or_none()
         if known is None and _SAYS_LOADING_RE.search(text):
             known = "load_weights"  # no stage before it, but the error line says it was loading
         found = _Found(
-            number, text, rule, known or rule.default_stage or _DEFAULT_STAGE[rule.failure], known is None
+            number, text, rule, known or rule.default_stage or _DEFAULT_STAGE[rule.hint or rule.failure], known is None
         )
         if rule.strong:
             self.strong = found

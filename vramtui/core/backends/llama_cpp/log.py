@@ -272,11 +272,21 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
     StageRule("pulling manifest", "download", backend="ollama"),
     StageRule("pulling ", "download", r"^(?:\S+\s+\|\s+)?pulling [0-9a-f]{6,}", backend="ollama"),
     StageRule("starting llama server", "load_weights", backend="ollama"),
+    # its own engine reading the GGUF's keys (debug level): the load has begun
+    StageRule("key with type not found", "load_weights", backend="ollama"),
     StageRule("/api/chat", "inference", r"\|\s*\d{3}\s*\|.*\"/api/chat\"", backend="ollama"),
     StageRule("/api/generate", "inference", r"\|\s*\d{3}\s*\|.*\"/api/generate\"", backend="ollama"),
 )
 
 DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
+    # Metal's own out-of-memory for a command buffer: the graph was being computed (a request, or warm-up)
+    ErrorRule(
+        "kiogpucommandbuffercallbackerroroutofmemory",
+        "metal_command_oom",
+        "cuda_oom",
+        default_stage="inference",
+        backend="llama.cpp",
+    ),
     # Metal's failed command buffer: most often its out-of-memory (the next line says so when it can)
     # Metal hands out no buffer past its working set: "ggml_metal_get_buffer: error: buffer is nil"
     ErrorRule(
