@@ -7,6 +7,8 @@ decides its cause).
 
 from __future__ import annotations
 
+import re
+
 from vramtui.core.logs.ruletypes import (
     NUM,
     UNIT,
@@ -147,6 +149,18 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
     StageRule("cuda graph", "kv_cache", backend="vllm"),
     # a traceback frame in torch's CUDA-graph capture (vLLM captures its graphs after the KV cache)
     StageRule("cuda/graphs.py", "kv_cache", backend="vllm"),
+    # torch.compile and Triton's JIT in an engine or worker process: vLLM compiles and first runs its
+    # kernels in the start-up profile, after the weights (its process prefix: not a transformers run,
+    # which compiles while it generates)
+    *(
+        StageRule(
+            anchor,
+            "kv_cache",
+            rf"^\((?:enginecore|vllmworkerprocess|worker)\w* pid=\d+\).*{re.escape(anchor)}",
+            backend="vllm",
+        )
+        for anchor in ("torch/_dynamo", "torch._dynamo", "torch/_inductor", "torch._inductor", "/triton/")
+    ),
     # the offline LLM's progress bar (vllm/entrypoints/llm.py): requests are being served
     StageRule("processed prompts", "inference", backend="vllm"),
     StageRule("graph capturing", "kv_cache", backend="vllm"),
