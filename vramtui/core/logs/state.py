@@ -253,7 +253,11 @@ class LogState:
         if known is None and _SAYS_LOADING_RE.search(text):
             known = "load_weights"  # no stage before it, but the error line says it was loading
         found = _Found(
-            number, text, rule, known or rule.default_stage or _DEFAULT_STAGE[rule.hint or rule.failure], known is None
+            number,
+            text,
+            rule,
+            known or rule.default_stage or _DEFAULT_STAGE[rule.hint or rule.failure],
+            known is None,
         )
         if rule.strong:
             self.strong = found

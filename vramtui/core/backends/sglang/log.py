@@ -63,6 +63,16 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
     StageRule("prefill batch", "inference", backend="sglang"),
     StageRule("decode batch", "inference", backend="sglang"),
     StageRule("forward_batch_generation", "inference", backend="sglang"),
+    # the scheduler's batch path in a traceback's frames: it was serving requests
+    *(
+        StageRule(frame, "inference", backend="sglang")
+        for frame in (
+            "prepare_for_extend",
+            "prepare_for_decode",
+            "forward_fill_batch",
+            "forward_decode_batch",
+        )
+    ),
 )
 
 KV_CACHE_ERRORS: tuple[ErrorRule, ...] = (

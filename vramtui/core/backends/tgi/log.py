@@ -64,6 +64,8 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
     StageRule("connected", "ready", r"text_generation_router.*: connected\s*$", backend="tgi"),
     StageRule("input validation error", "inference", backend="tgi"),
     StageRule("generate_stream", "inference", backend="tgi"),
+    # the v3 router's tracing span of a batch it prefills or decodes: requests were being served
+    StageRule("batch{batch_size=", "inference", backend="tgi"),
 )
 
 HOST_OOM_ERRORS: tuple[ErrorRule, ...] = (

@@ -420,7 +420,10 @@ GENERIC_ERRORS: tuple[ErrorRule, ...] = (
 
 # A worker (or the engine core) died without a word of its own: the kernel's OOM killer most often (the
 # verdict looks in the kernel log), a segfault otherwise.
-DIED_ERRORS: tuple[ErrorRule, ...] = (ErrorRule("died unexpectedly", "worker_died", "other", backend="vllm"),)
+# V1's client watches its engine cores only once they are up: a core that died was serving
+DIED_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule("died unexpectedly", "worker_died", "other", default_stage="inference", backend="vllm"),
+)
 
 GENERIC_ERRORS_2: tuple[ErrorRule, ...] = (
     ErrorRule("enginecore failed to start", "engine_failed", "other", strong=False, backend="vllm"),
