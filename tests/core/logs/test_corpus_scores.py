@@ -13,11 +13,11 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (442, 465),
-        "class": (443, 465),
+        "stage": (443, 465),
+        "class": (444, 465),
         "memory": (101, 111),
         "first_error": (249, 267),
-        "quiet": (64, 69),
+        "quiet": (66, 69),
         "calm": (81, 91),
     },
     "heldout": {

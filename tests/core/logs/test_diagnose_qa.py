@@ -480,7 +480,7 @@ def test_layers_on_the_cpu_are_no_fallback_when_none_were_asked_for_the_gpu() ->
 def test_a_run_with_every_buffer_in_host_ram_is_said_to_run_on_no_gpu() -> None:
     """Issue 21 (g): a log whose weights, KV cache and compute buffers are all the CPU backend's, and whose
     layers all went to the CPU, ran on no GPU; a pinned host buffer (CUDA_Host) proves a GPU backend, and
-    `-ngl 0` asks for the CPU: neither is warned. The lines are a real Ollama runner's (ollama/ollama#11596
+    `-ngl 0` asks for the CPU: neither is warned. The lines are a real Ollama runner's (ollama/ollama#10833
     shape: CPU_Mapped weights, CPU KV, every layer `dev = CPU`)."""
     base = [
         "load_tensors: layer  64 assigned to device CPU, is_swa = 0",
@@ -503,3 +503,36 @@ def test_a_run_with_every_buffer_in_host_ram_is_said_to_run_on_no_gpu() -> None:
     assert not warned([*base, "load_tensors: layer   1 assigned to device CUDA0, is_swa = 0"])
     # layers alone, with no buffer line, say it too (Ollama's debug layer assignment)
     assert warned([f"load_tensors: layer {n:3d} assigned to device CPU" for n in range(6, 12)])
+
+
+def test_mlock_failing_is_a_warning_not_the_failure() -> None:
+    """llama.cpp's `failed to mlock ... Cannot allocate memory` is a warning: the load goes on (the KV
+    cache is made on the next line). Real lines from h2oai/h2ogpt#812's llama-cpp-python run."""
+    d = diagnose_lines(
+        [
+            "llama_model_load_internal: total VRAM used: 8106 MB",
+            "warning: failed to mlock 139264000-byte buffer (after previously locking 0 bytes): Cannot allocate memory",
+            "Try increasing RLIMIT_MLOCK ('ulimit -l' as root).",
+            "llama_new_context_with_model: kv self size  = 1024.00 MB",
+        ],
+        kernel_log=lambda: None,
+    )
+    assert not d.failed, d.first_error_text
+    assert any("mlock" in warning for warning in d.warnings)
+    # the same words without mlock's are still a host allocation that failed
+    d = diagnose_lines(["OSError: [Errno 12] Cannot allocate memory"], kernel_log=lambda: None)
+    assert d.failed and d.cause == "host_alloc"
+
+
+def test_vllm_without_any_cuda_graph_is_warned_except_on_its_cpu_build() -> None:
+    """V1's dispatcher with no keys replays no graph: every step eager (LMCache/LMCache#1413's TP8 log)."""
+    line = (
+        "(VllmWorker TP5 pid=7748) WARNING 08-21 21:08:22 [cudagraph_dispatcher.py:101] cudagraph dispatching "
+        "keys are not initialized. No cudagraph will be used."
+    )
+    up = "(APIServer pid=7343) INFO:     Application startup complete."
+    assert any("no CUDA graph" in w for w in diagnose_lines([up, line], kernel_log=lambda: None).warnings)
+    cpu = "(EngineCore pid=1) INFO 08-21 21:08:20 [cpu_worker.py:80] OMP threads binding"
+    assert not any(
+        "no CUDA graph" in w for w in diagnose_lines([cpu, up, line], kernel_log=lambda: None).warnings
+    )

@@ -214,7 +214,10 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     *_engines("errors", "broken_file"),
     # --- host allocations (malloc, ggml CPU buffers, torch's CPU allocator) ---
     *_engines("errors", "host_alloc"),
-    ErrorRule("cannot allocate memory", "host_alloc", "other"),
+    # ENOMEM, unless it is mlock's (a warning: the load goes on with the weights unlocked)
+    ErrorRule(
+        "cannot allocate memory", "host_alloc", "other", r"^(?!.*failed to mlock).*cannot allocate memory"
+    ),
     ErrorRule("std::bad_alloc", "host_alloc", "other"),
     # The dynamic loader could not map a shared library (mmap's ENOMEM: an address-space limit or no RAM).
     ErrorRule("failed to map segment from shared object", "host_alloc", "other"),

@@ -466,6 +466,14 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         backend="vllm",
         unless="cpu_platform",  # the CPU build has no CUDA graphs to turn off
     ),
+    # V1's dispatcher found no captured graph to replay (a connector or setting skipped the capture)
+    NoticeRule(
+        "no cudagraph will be used",
+        "kernel_fallback",
+        "no CUDA graph is used (vLLM's graph dispatcher has no keys): every step runs eagerly, decoding is slower",
+        backend="vllm",
+        unless="cpu_platform",
+    ),
     # marks: the run is vLLM's CPU build (its KV cache and workers are the host's)
     NoticeRule(
         "max_model_len",
