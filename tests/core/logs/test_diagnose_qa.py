@@ -480,8 +480,9 @@ def test_layers_on_the_cpu_are_no_fallback_when_none_were_asked_for_the_gpu() ->
 def test_a_run_with_every_buffer_in_host_ram_is_said_to_run_on_no_gpu() -> None:
     """Issue 21 (g): a log whose weights, KV cache and compute buffers are all the CPU backend's, and whose
     layers all went to the CPU, ran on no GPU; a pinned host buffer (CUDA_Host) proves a GPU backend, and
-    `-ngl 0` asks for the CPU: neither is warned. The lines are a real Ollama runner's (ollama/ollama#10833
-    shape: CPU_Mapped weights, CPU KV, every layer `dev = CPU`)."""
+    `-ngl 0` asks for the CPU: neither is warned. Real Ollama runner lines, joined from two logs of the
+    corpus: ollama/ollama#10833 (layers, CPU_Mapped weights, `dev = CPU`) and a docker compose log (the
+    CPU KV and compute buffers)."""
     base = [
         "load_tensors: layer  64 assigned to device CPU, is_swa = 0",
         "load_tensors:   CPU_Mapped model buffer size = 19259.71 MiB",
