@@ -537,3 +537,32 @@ def test_vllm_without_any_cuda_graph_is_warned_except_on_its_cpu_build() -> None
     assert not any(
         "no CUDA graph" in w for w in diagnose_lines([cpu, up, line], kernel_log=lambda: None).warnings
     )
+
+
+def test_the_line_that_says_what_failed_is_the_first_error_before_a_cut_traceback() -> None:
+    """Issue 21 (f): the first error is the line that states the failure, not the `Traceback` header
+    under it when the traceback is cut before its exception. TGI's launcher says it at its ERROR level
+    (huggingface/text-generation-inference#2388); llama.cpp says which backend would not start
+    (netease-youdao/QAnything#309)."""
+    tgi = diagnose_lines(
+        [
+            "2024-08-09T12:44:39.179449Z  INFO text_generation_launcher: GPU does not support FP8, using Marlin FP8 kernel",
+            "2024-08-09T12:44:39.213012Z ERROR text_generation_launcher: Error when initializing model",
+            "Traceback (most recent call last):",
+            '  File "/opt/conda/bin/text-generation-server", line 8, in <module>',
+            "    sys.exit(app())",
+        ],
+        kernel_log=lambda: None,
+    )
+    assert tgi.failed and tgi.first_error_line == 2
+    metal = diagnose_lines(
+        [
+            "llama_new_context_with_model: failed to initialize Metal backend",
+            "[2024-05-01 08:06:44 +0800] [2194] [ERROR] Experienced exception while trying to serve",
+            "Traceback (most recent call last):",
+            '  File "/x/sanic/mixins/startup.py", line 958, in serve_single',
+        ],
+        kernel_log=lambda: None,
+    )
+    assert metal.failed and metal.first_error_line == 1 and metal.failure_stage == "kv_cache"
+    assert metal.cause == "backend_init_failed"

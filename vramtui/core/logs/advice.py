@@ -58,6 +58,7 @@ CAUSE_WORDS: dict[str, str] = {
     "wrong_format": "this backend does not read the model file's format",
     "tokenizer_files": "the tokenizer could not be loaded (its files are missing or cannot be converted)",
     "exception": "a Python exception stopped the run",
+    "backend_init_failed": "the GPU backend for the context (Metal, Vulkan...) failed to initialize",
     "metal_command_oom": "the GPU (Metal) ran out of memory while computing a batch",
     "compute_alloc_failed": "the compute buffer (the graph's scratch memory, sized by the context and the micro-batch) could not be allocated",
     "budget_import": "the memory budget is too small to even import the engine",

@@ -250,7 +250,10 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "error",
         "error",
         "other",
-        r"(?:^|\s)(?:error|err|critical|fatal)\s+(?:\d|\[)|\blevel=error\b|\"level\":\"err",
+        # a level word before a number or bracket, key=value and JSON levels, `[ERROR]`, and an ISO
+        # time stamp's level before the logger's name (TGI's `...Z ERROR text_generation_launcher:`)
+        r"(?:^|\s)(?:error|err|critical|fatal)\s+(?:\d|\[)|\blevel=error\b|\"level\":\"err|\[error\]"
+        r"|\d[.\d]*z\s+error\s+[\w:]+:",
         strong=False,
     ),
     ErrorRule("traceback (most recent call last)", "traceback", "other", strong=False),

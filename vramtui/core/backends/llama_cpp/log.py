@@ -689,6 +689,16 @@ CONTEXT_BUFFER_ERRORS: tuple[ErrorRule, ...] = (
 )
 
 GENERIC_ERRORS: tuple[ErrorRule, ...] = (
+    # the context's GPU backend would not start (Metal, Vulkan...): what failed, not yet why
+    ErrorRule(
+        "backend",
+        "backend_init_failed",
+        "other",
+        r"llama_(?:new_context_with_model|init_from_model): failed to initialize \w+ backend",
+        stage="kv_cache",
+        strong=False,
+        backend="llama.cpp",
+    ),
     ErrorRule(
         "failed to create context",
         "context_failed",
