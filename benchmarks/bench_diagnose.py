@@ -276,7 +276,7 @@ def measure(file_name: str, path: Path, count: int, size_mb: float, args: argpar
         )
 
 
-GOALS = {"stage": 0.95, "class": 0.92, "first_error": 0.90, "quiet": 0.90, "memory": 0.95, "calm": 0.0}
+GOALS = {"stage": 0.95, "class": 0.92, "first_error": 0.90, "quiet": 0.90, "memory": 0.95, "calm": 0.0, "engine": 0.0}
 
 
 def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
@@ -314,7 +314,7 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
 
 def _print_scores(label: str, scores: dict[str, tuple[int, int]], goals: bool) -> None:
     cells = []
-    for measure in ("stage", "class", "memory", "first_error", "quiet", "calm"):
+    for measure in ("stage", "class", "memory", "first_error", "quiet", "calm", "engine"):
         right, counted = scores[measure]
         share = right / counted if counted else 1.0
         miss = " (goal)" if goals and share < GOALS[measure] else ""

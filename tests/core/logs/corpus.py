@@ -117,13 +117,15 @@ def judge_case(case: dict, diagnosis) -> dict[str, bool | None]:
         "quiet": (failure == "none" and bool(diagnosis.warnings)) if quiet else None,
         # a healthy run with nothing wrong that is warned about anyway (the quiet rules' false alarms)
         "calm": (not diagnosis.warnings) if case["stage"] == "ok" and not quiet else None,
+        # the engine the log is read as: its advice names that engine's flags
+        "engine": family_of(diagnosis.backend or "?") == family_of(case["backend"]),
         "all": stage == case["stage"]
         and failure == case["failure"]
         and (not lines or diagnosis.first_error_line in lines),
     }
 
 
-MEASURES = ("stage", "class", "memory", "first_error", "quiet", "calm", "all")
+MEASURES = ("stage", "class", "memory", "first_error", "quiet", "calm", "engine", "all")
 
 
 def score(rows: list[tuple[dict, dict[str, bool | None]]]) -> dict[str, tuple[int, int]]:

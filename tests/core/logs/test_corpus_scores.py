@@ -13,12 +13,13 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (443, 465),
+        "stage": (444, 465),
         "class": (444, 465),
-        "memory": (101, 111),
+        "memory": (102, 111),
         "first_error": (252, 267),
         "quiet": (66, 69),
         "calm": (81, 91),
+        "engine": (422, 465),
     },
     "heldout": {
         "stage": (156, 172),
@@ -27,6 +28,7 @@ FLOORS: dict[str, dict[str, tuple[int, int]]] = {
         "first_error": (89, 98),
         "quiet": (18, 28),
         "calm": (22, 23),
+        "engine": (160, 172),
     },
 }
 

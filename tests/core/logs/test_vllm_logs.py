@@ -11,7 +11,7 @@ from vllm_capture import split_header
 
 from vramtui.core.backends import get_backend
 from vramtui.core.backends.base import FailedRun
-from vramtui.core.logs.diagnose import Diagnosis, LogDiagnoser
+from vramtui.core.logs.diagnose import Diagnosis, LogDiagnoser, diagnose_lines
 from vramtui.core.logs.kernel import kernel_line_time
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "vllm"
@@ -141,3 +141,24 @@ def test_the_wizard_s_first_change_is_the_one_vllms_message_names() -> None:
     param, value, _ = _fix("worker-oom-killed", peak_bytes=2200 << 20, weights_rss_bytes=1900 << 20)  # type: ignore[misc]
     assert (param, value) == ("kv_cache_memory", "180MiB")
     assert _fix("unknown-arch") is None  # no setting fixes an architecture vLLM lacks
+
+
+def test_a_bare_vllm_oom_holding_well_under_the_card_was_still_starting() -> None:
+    """vLLM takes its whole share while it starts (the KV cache fills what is left): a process that ran
+    out holding 5.02 of 7.75 GiB was not serving. With no line to say where, that is the start-up after
+    the weights, not a request (vllm-project/vllm#12529). Holding 99% of the card, it was serving."""
+    oom = (
+        "ERROR 03-13 09:00:43 [core.py:330] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+        "1.16 GiB. GPU 0 has a total capacity of 7.75 GiB of which 1.17 GiB is free. Including non-PyTorch "
+        "memory, this process has {used} GiB memory in use. Of the allocated memory 4.81 GiB is allocated by "
+        "PyTorch, and 18.97 MiB is reserved by PyTorch but unallocated."
+    )
+    client = (
+        "CRITICAL 03-13 09:00:43 [core_client.py:260] Got fatal signal from worker processes, shutting down. "
+        "See stack trace above for root cause issue."
+    )
+    starting = diagnose_lines([oom.format(used="5.02"), client], kernel_log=lambda: None)
+    assert starting.backend == "vllm"
+    assert (starting.failure, starting.failure_stage) == ("cuda_oom", "kv_cache")
+    serving = diagnose_lines([oom.format(used="7.70"), client], kernel_log=lambda: None)
+    assert (serving.failure, serving.failure_stage) == ("cuda_oom", "inference")

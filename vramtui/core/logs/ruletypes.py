@@ -157,6 +157,9 @@ class LogProfile:
     # It ends a failed launch by SIGKILLing its own process tree: the shell's "Killed" after an error
     # is that, not the OOM killer.
     kills_own_tree: bool = False
+    # It takes its whole memory share while starting (the KV cache fills what the weights and the
+    # profile leave): a process of it that ran out holding well under the card was still starting.
+    holds_its_share: bool = False
     advice: Mapping[str, tuple[str | Say, ...]] = field(default_factory=dict)
 
 

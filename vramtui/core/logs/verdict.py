@@ -191,6 +191,8 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         pick.failure = "host_oom"
         if found is not None and found.number in state.import_exceptions:
             pick.cause = "budget_import"  # it failed importing the engine, before any weights
+    if _still_starting(pick, state, profile):
+        found.stage = "kv_cache"  # type: ignore[union-attr]  # _still_starting checked it
     if (
         pick.failure == "cuda_oom"
         and found is not None
@@ -199,6 +201,23 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         and any(key == "mark:graph_capture" and seen[0] < found.number for key, seen in state.notices.items())
     ):
         pick.cause = "cuda_graph_capture"
+
+
+_SERVING_HOLDS = 0.8  # of the card: an engine serving holds its share (0.9 by default) of it
+
+
+def _still_starting(pick: _Pick, state: LogState, profile: LogProfile | None) -> bool:
+    """A device OOM that no line placed, in an engine that takes its whole share while starting, whose
+    own report says the process held well under the card: it was still starting, after the weights
+    (the allocation that failed is the profile's or the cache's), not serving a request."""
+    found = pick.found
+    if profile is None or not profile.holds_its_share or found is None or not found.defaulted:
+        return False
+    if pick.failure != "cuda_oom" or found.stage != "inference":
+        return False
+    used = state.figures.get("oom_process_used", {}).get("")
+    total = state.figures.get("device_total", {}).get("")
+    return bool(used and total and used < _SERVING_HOLDS * total)
 
 
 def _mark_soon_after(state: LogState, mark: str, number: int) -> bool:

@@ -1324,6 +1324,23 @@ MARKS: tuple[tuple[str, str], ...] = (
     ("ollama", "ollama"),
     ("source=server.go", "ollama"),
     ("source=sched.go", "ollama"),
+    # more of its Go sources in its `level=... source=FILE.go:LINE` lines
+    *(
+        (f"source={name}.go:", "ollama")
+        for name in (
+            "routes",
+            "ggml",
+            "gpu",
+            "amd_linux",
+            "amd_windows",
+            "images",
+            "runner",
+            "types",
+            "payload_common",
+            "memory",
+            "device",
+        )
+    ),
     ("[gin]", "ollama"),
     ("pulling manifest", "ollama"),
 )

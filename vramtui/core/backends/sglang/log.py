@@ -44,6 +44,7 @@ PROFILE = LogProfile(
         ),
         "dtype": ("Use float16 on GPUs before compute capability 8.0: --dtype half (or float16).",),
     },
+    holds_its_share=True,
 )
 
 
@@ -203,6 +204,8 @@ MARKS: tuple[tuple[str, str], ...] = (
     ("max_total_num_tokens", "sglang"),
     ("load weight end", "sglang"),
     ("tp0]", "sglang"),
+    ("decode batch, #running-req", "sglang"),  # its scheduler's stats lines
+    ("prefill batch, #new-seq", "sglang"),
 )
 
 MARKS_2: tuple[tuple[str, str], ...] = (("is longer than the model's context length", "sglang"),)

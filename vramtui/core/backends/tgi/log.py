@@ -169,6 +169,7 @@ MARKS: tuple[tuple[str, str], ...] = (
     ("text_generation_router", "tgi"),
     ("text_generation_server", "tgi"),
     ("input validation error", "tgi"),
+    ("argumentvalidation(", "tgi"),  # the launcher's check of its token limits
 )
 
 

@@ -332,6 +332,12 @@ FIGURES: tuple[FigureRule, ...] = (
     FigureRule(
         "total capacity of", "device_total", rf"total capacity of {NUM}{UNIT}", backend="transformers"
     ),
+    FigureRule(
+        "this process has",
+        "oom_process_used",
+        rf"this process has {NUM}{UNIT} memory in use",
+        backend="transformers",
+    ),
 )
 
 MARKS: tuple[tuple[str, str], ...] = (

@@ -109,6 +109,7 @@ PROFILE = LogProfile(
             ),
         ),
     },
+    holds_its_share=True,
 )
 
 
@@ -711,6 +712,15 @@ MARKS_2: tuple[tuple[str, str], ...] = (
     ("serving_completion.py", "vllm"),
     ("are not supported for now", "vllm"),
     ("gpu kv cache usage", "vllm"),
+    ("core_client.py", "vllm"),  # V1's client of its engine cores (vllm/v1/engine/core_client.py)
+    ("fatal signal from worker processes", "vllm"),
+    ("(apiserver pid=", "vllm"),  # V1's process prefixes
+    ("(worker_", "vllm"),
+    ("(vllmworker", "vllm"),
+    ("[parallel_state.py:", "vllm"),
+    ("[topk_topp_sampler.py:", "vllm"),
+    ("backend on v1 engine", "vllm"),
+    ("[monitor.py:", "vllm"),  # "torch.compile takes N s in total"
     ("bfloat16 is only supported on gpus with compute capability", "vllm"),
 )
 
