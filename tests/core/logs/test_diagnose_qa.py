@@ -566,3 +566,28 @@ def test_the_line_that_says_what_failed_is_the_first_error_before_a_cut_tracebac
     )
     assert metal.failed and metal.first_error_line == 1 and metal.failure_stage == "kv_cache"
     assert metal.cause == "backend_init_failed"
+
+
+def test_a_context_that_filled_up_and_shifted_is_a_quiet_failure() -> None:
+    """llama-server drops a slot's oldest tokens when its context fills (SLT_WRN "slot context shift" in
+    tools/server; on in every Ollama run), and transformers warns once when generate() passes the trained
+    length (its stopping criteria): the run goes on, the answer quietly loses what was cut."""
+    shifted = diagnose_lines(
+        [
+            "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
+            "slot   operator(): id  0 | task 37335 | new prompt, n_ctx_slot = 4096, n_keep = 4, task.n_tokens = 2277",
+            "slot   operator(): id  0 | task 37335 | slot context shift, n_keep = 4, n_left = 4091, n_discard = 2045",
+        ],
+        kernel_log=lambda: None,
+    )
+    assert not shifted.failed and any("context shift" in w for w in shifted.warnings)
+    past = diagnose_lines(
+        [
+            "Loading checkpoint shards: 100%|██████████| 2/2 [00:03<00:00,  1.52s/it]",
+            "This is a friendly reminder - the current text generation call will exceed the model's predefined "
+            "maximum length (2048). Depending on the model, you may observe exceptions, performance degradation, "
+            "or nothing at all.",
+        ],
+        kernel_log=lambda: None,
+    )
+    assert not past.failed and any("trained length" in w for w in past.warnings)

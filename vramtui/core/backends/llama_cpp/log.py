@@ -921,6 +921,14 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         backend="llama.cpp",
     ),
     NoticeRule(": dev = ", "mark", "layer_on_device", r"layer\s+\d+: dev = (?!cpu\b)\w", backend="llama.cpp"),
+    # llama-server's slot ran out of context and dropped its oldest tokens to go on (on in Ollama's runs)
+    NoticeRule(
+        "context shift, n_keep",
+        "context_shift",
+        "the context filled up and the server dropped the oldest tokens to go on (context shift): the answer "
+        "no longer sees what was cut; a larger context, or fewer parallel slots, keeps it",
+        backend="llama.cpp",
+    ),
     NoticeRule(
         "flash attention not supported",
         "kernel_fallback",

@@ -292,6 +292,15 @@ NOTICES: tuple[NoticeRule, ...] = (
 )
 
 NOTICES_2: tuple[NoticeRule, ...] = (
+    # generate() past max_position_embeddings (transformers' stopping criteria warn once)
+    NoticeRule(
+        "friendly reminder",
+        "context_exceeded",
+        "generation ran past the model's trained length (max_position_embeddings): its output may degrade "
+        "or fail from there",
+        r"friendly reminder - the current text generation call will exceed the model's predefined maximum length",
+        backend="transformers",
+    ),
     NoticeRule(
         "torch not compiled with cuda",
         "cpu_fallback",
