@@ -1,5 +1,5 @@
 """Estimate vs what real engines printed: per case of the numbers corpus, each figure and its error; then
-every real GPU printout of the llama.cpp family, term by term and device by device.
+every real GPU printout of the llama.cpp family and of vLLM, term by term and device by device.
 
     python benchmarks/bench_estimator.py [--json] [--engine] [--gguf] [--show-heldout]
 
@@ -11,6 +11,13 @@ the share within the goal's tolerance per engine, on the training part and the h
 source thread, as the log corpus is: tests/core/logs/corpus.py). Held-out printouts are listed one by one
 only with --show-heldout; by default only their shares. A printout that lacks what a term needs (no shape
 lines, no context line, placement flags not shown) is left out of that term, and counted as such.
+
+vLLM prints no model shape: tests/core/estimate/vllm_printouts.py sizes each vLLM printout from its model's
+published config.json (tests/data/configs, sources in its README; loaded as `vramtui estimate --backend vllm`
+loads one) and the settings its log, command and settings field show, and scores per GPU what vLLM printed:
+the weights (`Model loading took`), the KV cache (`Available KV cache memory`) and the profile run's activation
+peak. A printout whose model has no config there is left out ("no config.json found for MODEL"), as is the KV
+term of a run whose card's exact memory is not printed (the KV cache is what the budget leaves).
 
 The corpus is ../shared/logs/numbers.jsonl (else tests/data/numbers.jsonl): memory figures printed by real
 llama.cpp, Ollama, vLLM and SGLang runs. The estimator gets only what a user would know before launching:
@@ -472,8 +479,8 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     say(f"{'printout':<64}{'term':<9}{'place':<10}{'estimate':>11}{'printed':>11}{'ratio':>8}")
     for case in po.cases():
         family, split = case["family"], case["split"]
-        if family not in ("llama.cpp", "ik_llama.cpp", "ollama"):
-            for term in po.TERMS:  # vLLM and SGLang print no model shape: the numbers corpus above sizes them
+        if family not in ("llama.cpp", "ik_llama.cpp", "ollama", "vllm"):
+            for term in po.TERMS:  # SGLang prints no model shape: the numbers corpus above sizes it
                 why = left_out.setdefault((family, split, term), {})
                 reason = "no shape lines (sized above from published shapes)"
                 why[reason] = why.get(reason, 0) + 1

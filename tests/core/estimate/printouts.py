@@ -24,6 +24,7 @@ import importlib.util
 import json
 import re
 import shlex
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -45,10 +46,22 @@ FILES = (
     DATA / "logs" / "printouts.jsonl",
     DATA / "numbers.jsonl",
 )
-_CORPUS = Path(__file__).resolve().parents[1] / "logs" / "corpus.py"
+_HERE = Path(__file__).resolve().parent
+_CORPUS = _HERE.parent / "logs" / "corpus.py"
 # Tolerances of the goal (issue 23): estimate / printed within these, per term.
 TOLERANCE = {"kv": 0.05, "weights": 0.08, "compute": 0.25}
 TERMS = ("kv", "weights", "compute")
+
+
+@functools.cache
+def vllm_module() -> Any:
+    """tests/core/estimate/vllm_printouts.py: vLLM's printouts, read against published configs."""
+    spec = importlib.util.spec_from_file_location("vllm_printouts", _HERE / "vllm_printouts.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("vllm_printouts", module)  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
 @functools.cache
@@ -779,8 +792,11 @@ _PARTS = {"kv": "kv_cache", "weights": "weights", "compute": "compute"}
 
 
 def score(case: dict[str, Any]) -> Scored:
-    """Each term of a llama.cpp-family printout: the estimate from the log's shape and settings."""
+    """Each term of a printout: a llama.cpp-family one from the log's shape and settings, a vLLM one from
+    its model's published config.json (vllm_printouts.py)."""
     scored = Scored(case)
+    if case["family"] == "vllm":
+        return vllm_module().score(case, scored, Term, TERMS)  # type: ignore[no-any-return]
     run = read_log(case["log"])
     for key, value in (case.get("hparams") or {}).items():  # the shape a record transcribed from its log
         run.meta.setdefault(
@@ -819,3 +835,7 @@ def llama_family() -> list[dict[str, Any]]:
 
 def training() -> list[dict[str, Any]]:
     return [case for case in llama_family() if case["split"] == "train"]
+
+
+def vllm_training() -> list[dict[str, Any]]:
+    return [case for case in cases() if case["family"] == "vllm" and case["split"] == "train"]

@@ -1,6 +1,6 @@
-"""The llama.cpp estimate against real GPU printouts (issue 23): the training part of the corpus
-(tests/core/estimate/printouts.py reads each log; the held-out part is scored by
-benchmarks/bench_estimator.py only). Each term of each printout, every device and the host, within the
+"""The estimate against real GPU printouts (issue 23): the training part of the corpus, llama.cpp's family
+and vLLM's (tests/core/estimate/printouts.py and vllm_printouts.py read each log; the held-out part is scored
+by benchmarks/bench_estimator.py only). Each term of each printout, every device and the host, within the
 goal's tolerance: KV 5%, weights 8%, compute buffers 25%. A miss this model does not explain away is
 marked with why."""
 
@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from vramtui.core.units import GIB
 
 _SPEC = importlib.util.spec_from_file_location("printouts", Path(__file__).with_name("printouts.py"))
 assert _SPEC and _SPEC.loader
@@ -36,6 +38,11 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "this runner's host mask is f16 (48 MiB printed: 32 MiB mask, two 8 MiB hidden states) where the "
         "other builds of its era keep it f32"
     ),
+    ("p2-vllm-qwen25-05b-4090-util092-default-len", "compute"): (
+        "vLLM V1's profile: the estimate adds the forward's peak and the sampler's at 24 bytes per vocabulary "
+        "entry (V0's top-k/top-p sort and logprobs); V1's dummy sampler run skips top-k, top-p and logprobs "
+        "(gpu_model_runner._dummy_sampler_run) and runs after the forward's intermediates are freed"
+    ),
     ("p2-llama.cpp-glm45-air-iq1s-single-gpu-ub4096-131k-fa", "weights"): (
         "a dynamic IQ1_S recipe: its token embedding is Q5_K (407 MiB) where the printed type counts and "
         "llama-quantize's rules point to Q6_K"
@@ -45,7 +52,7 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
 
 def _cases() -> list[tuple[dict, str]]:
     found = []
-    for case in po.training():
+    for case in po.training() + po.vllm_training():
         scored = po.score(case)
         for term in po.TERMS:
             if any(t.term == term for t in scored.terms):
@@ -109,3 +116,68 @@ def test_the_split_is_the_log_corpus_split_by_thread() -> None:
     assert all(len(side) == 1 for side in sides.values())
     held = sum(1 for case in cases if case["split"] == "heldout") / len(cases)
     assert 0.15 < held < 0.45
+
+
+def _vllm_case(case_id: str) -> dict:
+    return next(case for case in po.vllm_training() if case["id"] == case_id)
+
+
+def _line(case: dict, marker: str) -> str:
+    return next(line for line in case["log"].splitlines() if marker in line)
+
+
+def test_a_vllm_v1_log_is_read_as_it_printed() -> None:
+    """Each figure read from a real V1 log is the one its line prints (GiB, two decimals as vLLM prints)."""
+    case = _vllm_case("p2-vllm-qwen25-05b-4090-util092-default-len")
+    run = po.vllm_module().read_run(case)
+    gib = {term: f"{value / GIB:.2f}" for term, value in run.printed.items()}
+    assert f"Model loading took {gib['weights']} GiB" in _line(case, "Model loading took")
+    assert f"Available KV cache memory: {gib['kv']} GiB" in _line(case, "Available KV cache memory")
+    assert f"{gib['compute']} GiB for peak activation" in _line(case, "for peak activation")
+    assert f"GPU KV cache size: {run.tokens:,} tokens" in _line(case, "GPU KV cache size")
+    assert f"/{run.card / GIB:.2f} GiB) on startup" in _line(case, "Free memory on device")
+    assert f"utilization is ({run.settings['share']}," in _line(case, "Desired GPU memory utilization")
+    assert f"max_num_batched_tokens={run.settings['batched']}." in _line(case, "Chunked prefill")
+    assert not run.v0
+
+
+def test_a_vllm_v0_log_and_its_settings_are_read() -> None:
+    """V0's profile lines: the weights, the KV memory, the activation peak as its peak less the weights, the
+    card and the share; the model length from the concurrency line."""
+    case = _vllm_case("vllm-n3")
+    run = po.vllm_module().read_run(case)
+    assert run.v0
+    assert f"took {run.printed['weights'] / GIB:.4f} GB" in _line(case, "Loading model weights took")
+    profile = _line(case, "Memory profiling results")
+    assert f"kv_cache_size={run.printed['kv'] / GIB:.2f}GiB" in profile
+    assert f"total_gpu_memory={run.card / GIB:.2f}GiB" in profile
+    peak = (run.printed["compute"] + run.printed["weights"]) / GIB
+    assert f"peak_torch_memory={peak:.2f}GiB" in profile
+    assert f"Maximum concurrency for {run.settings['context']} tokens" in _line(case, "Maximum concurrency")
+    assert f"gpu_memory_utilization={run.settings['share']:.2f}" in profile
+
+
+def test_a_vllm_command_line_gives_tensor_parallel_and_the_share() -> None:
+    case = _vllm_case("p2-vllm-qwen3-235b-2507-fp8-4xh100-240k-nbt65536-refused")
+    given = po.vllm_module().read_run(case).settings
+    command = case["command"].split()
+    assert command[command.index("-tp") + 1] == str(given["tp"])
+    assert command[command.index("--max-num-batched-tokens") + 1] == str(given["batched"])
+    assert command[command.index("--max-num-seqs") + 1] == str(given["max_seqs"])
+    assert command[command.index("--gpu-memory-utilization") + 1] == str(given["share"])
+
+
+def test_a_vllm_printout_whose_model_has_no_config_is_left_out_and_says_why() -> None:
+    case = _vllm_case("vllm-tp-2-snakemake-tp2-weights")
+    scored = po.score(case)
+    assert not scored.terms
+    assert all(why.startswith("no config.json found for") for why in scored.left_out.values())
+
+
+def test_vllm_printouts_are_scored_with_their_published_configs() -> None:
+    """Every vLLM training printout whose model has a config in tests/data/configs gives a figure per term it
+    printed (the card's memory aside), each the estimate for that model beside the printed one."""
+    scored = [po.score(case) for case in po.vllm_training()]
+    figures = [t for s in scored for t in s.terms]
+    assert {t.term for t in figures} == set(po.TERMS)
+    assert sum(1 for s in scored if s.terms) >= 5

@@ -1,0 +1,232 @@
+"""vLLM's printouts in the corpus (tests/core/estimate/printouts.py lists them), read and scored.
+
+A vLLM log prints no model shape, so each printout's model is sized from its published config.json
+(tests/data/configs, sources in its README), loaded by the path `vramtui estimate --backend vllm MODEL` takes
+(`load_model_info`). What the log printed is read in GiB as vLLM means it (its "GB" too):
+
+- weights per GPU: `Model loading took X GiB` (V1), `Loading model weights took X GB` (V0), the V0 profile's
+  `model weights take X GiB`;
+- KV per GPU: `Available KV cache memory: X GiB` (V1), V0's `available_kv_cache_memory` / `kv_cache_size` /
+  `the rest of the memory reserved for KV Cache`, and the refusal's `available KV cache memory (X GiB)`;
+- compute per GPU: the profile run's activation peak (`PyTorch activation peak memory`, `X GiB for peak
+  activation`, or V0's `peak_torch_memory` less the weights).
+
+The run's settings come from its log (`non-default args`, the profile lines), its `command` and `settings`
+fields: tensor parallel size, max_model_len (also read back from `Maximum concurrency for N tokens per
+request`), gpu_memory_utilization, kv_cache_dtype, max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes.
+The card's memory is the exact figure the log or the `gpus` field prints (`total_gpu_memory`, `Free memory on
+device (free/total GiB)`, `(23.99 GiB)`, `46068 MiB`); a card named only by its class is not sized, and the
+KV term (which is what the budget leaves) is then left out.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vramtui.core.errors import VramtuiError
+from vramtui.core.estimate.estimator import Estimate, Settings, estimate
+from vramtui.core.estimate.modelinfo import ModelInfo, load_model_info
+from vramtui.core.units import GIB, MIB
+
+CONFIGS = Path(__file__).resolve().parents[2] / "data" / "configs"
+# The model each printout names (its `model` field starts with it) -> its published config.json.
+MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
+    ("meta-llama/Meta-Llama-3-8B", "meta-llama--Meta-Llama-3-8B.config.json"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama--Llama-3.1-8B-Instruct.config.json"),
+    ("Qwen2.5-0.5B", "Qwen--Qwen2.5-0.5B-Instruct.config.json"),
+    ("Qwen2.5-Math-1.5B", "Qwen--Qwen2.5-Math-1.5B.config.json"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "deepseek-ai--DeepSeek-R1-Distill-Qwen-14B.config.json"),
+)
+
+_N = r"([\d.]+)"
+_WEIGHTS = (
+    re.compile(rf"Model loading took {_N} ?GiB"),
+    re.compile(rf"Loading model weights took {_N} ?GB"),
+    re.compile(rf"model weights take\s+{_N} ?GiB"),
+)
+_KV = (
+    re.compile(rf"Available KV cache memory: {_N} ?GiB"),
+    re.compile(rf"available_kv_cache_memory\s+{_N} ?GiB"),
+    re.compile(rf"kv_cache_size={_N} ?GiB"),
+    re.compile(rf"reserved for KV Cache is {_N} ?GiB"),
+    re.compile(rf"available KV cache memory \({_N} GiB\)"),
+)
+_ACTIVATION = (
+    re.compile(rf"PyTorch activation peak memory\s+(?:takes )?{_N} ?GiB"),
+    re.compile(rf"{_N} GiB for peak activation"),
+)
+_PEAK_TORCH = re.compile(rf"peak_torch_memory={_N}GiB")
+_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
+_CARD = (
+    re.compile(rf"total_gpu_memory\s*(?:=|\()?\s*{_N} ?GiB"),
+    re.compile(rf"Free memory on device \({_N}/{_N} GiB\)"),
+)
+_GPUS_FIELD = (re.compile(rf"\({_N} GiB"), re.compile(r"\b(\d{4,6}) MiB\b"))
+_UTIL = (
+    re.compile(rf"gpu_memory_utilization[\s=:'(]*{_N}"),
+    re.compile(rf"gpu[-_]memory[-_]utilization[= ]+{_N}"),
+    re.compile(rf"Desired GPU memory utilization is \({_N}"),
+    re.compile(rf"\butil {_N}"),
+)
+_MAX_LEN = (
+    re.compile(r"max_model_len'?[:=]?\s*(\d+)"),
+    re.compile(r"--max-model-len[= ]+(\d+)(K?)"),
+    re.compile(r"Maximum concurrency for ([\d,]+) tokens per request"),
+    re.compile(r"max_seq_len (\d+)"),
+)
+_TP = (
+    re.compile(r"tensor_parallel_size'?[:= ]+\s*(\d+)"),
+    re.compile(r"(?:--tensor-parallel-size|-tp)[= ]+(\d+)"),
+    re.compile(r"\bTP ?(\d+)"),
+)
+_KV_DTYPE = re.compile(r"kv_cache_dtype'?[:= ]+\s*'?(\w+)")
+_MAX_SEQS = re.compile(r"max_num_seqs'?[:= ]+\s*(\d+)|--max-num-seqs[= ]+(\d+)")
+_BATCHED = re.compile(r"max_num_batched_tokens'?[:= ]+\s*(\d+)|--max-num-batched-tokens[= ]+(\d+)")
+_KV_BYTES = re.compile(r"kv_cache_memory_bytes'?[:= ]+\s*(\d+)")
+# V0's own lines (its worker and model runner). V0 profiles max_num_batched_tokens, which it sets to
+# max(max_model_len, 2048) unless prefill is chunked, with max_num_seqs 256 whatever the card
+V0_MAX_SEQS, V0_MIN_BATCHED = 256, 2048
+_V0 = re.compile(r"Loading model weights took|Memory profiling results|GPU blocks:|# GPU blocks")
+
+
+@dataclass
+class VllmRun:
+    """One vLLM printout read: what it printed (bytes per GPU) and the settings it ran with."""
+
+    printed: dict[str, int] = field(default_factory=dict)  # term -> bytes on one GPU
+    tokens: int | None = None  # GPU KV cache size, tokens
+    card: int | None = None  # one card's total memory, bytes
+    settings: dict[str, Any] = field(default_factory=dict)
+    v0: bool = False
+
+
+def _gib(pattern_list: tuple[re.Pattern[str], ...], text: str) -> int | None:
+    for pattern in pattern_list:
+        if found := pattern.search(text):
+            return round(float(found.group(1)) * GIB)
+    return None
+
+
+def _first_int(patterns: tuple[re.Pattern[str], ...], text: str) -> int | None:
+    for pattern in patterns:
+        if found := pattern.search(text):
+            value = int(found.group(1).replace(",", ""))
+            return value * 1024 if found.lastindex == 2 and found.group(2) == "K" else value
+    return None
+
+
+def _either(pattern: re.Pattern[str], text: str) -> int | None:
+    found = pattern.search(text)
+    return int(next(group for group in found.groups() if group)) if found else None
+
+
+def _card(case: dict[str, Any], log: str) -> int | None:
+    """One card's exact memory: the log's, else an exact figure in the `gpus` field."""
+    for pattern in _CARD:
+        if found := pattern.search(log):
+            return round(float(found.group(found.lastindex or 1)) * GIB)
+    for gpu in case.get("gpus") or []:
+        if found := _GPUS_FIELD[0].search(gpu):
+            return round(float(found.group(1)) * GIB)
+        if found := _GPUS_FIELD[1].search(gpu):
+            return int(found.group(1)) * MIB
+    return None
+
+
+def _run_text(case: dict[str, Any]) -> str:
+    """The log, the command and the settings field: every place a run's settings are written."""
+    hparams = " ".join(f"{key}={value}" for key, value in (case.get("hparams") or {}).items())
+    return "\n".join(str(case.get(key) or "") for key in ("log", "command", "settings")) + "\n" + hparams
+
+
+def read_run(case: dict[str, Any]) -> VllmRun:
+    """What one vLLM printout printed and ran with."""
+    log, text = case["log"], _run_text(case)
+    run = VllmRun(v0=bool(_V0.search(log)), card=_card(case, log))
+    for term, patterns in (("weights", _WEIGHTS), ("kv", _KV), ("compute", _ACTIVATION)):
+        value = _gib(patterns, log)
+        if value is not None:
+            run.printed[term] = value
+    if "compute" not in run.printed and (peak := _PEAK_TORCH.search(log)) and "weights" in run.printed:
+        run.printed["compute"] = round(float(peak.group(1)) * GIB) - run.printed["weights"]
+    if found := _TOKENS.search(log):
+        run.tokens = int(found.group(1).replace(",", ""))
+    util = next((float(m.group(1)) for p in _UTIL if (m := p.search(text))), None)
+    kv_dtype = _KV_DTYPE.search(text)
+    run.settings = {
+        "context": _first_int(_MAX_LEN, text),
+        "tp": _first_int(_TP, text) or 1,
+        "share": util,
+        "kv_dtype": kv_dtype.group(1) if kv_dtype else None,
+        "max_seqs": _either(_MAX_SEQS, text),
+        "batched": _either(_BATCHED, text),
+        "kv_bytes": _either(_KV_BYTES, text),
+    }
+    return run
+
+
+def config_for(case: dict[str, Any]) -> Path:
+    """The published config.json of the printout's model."""
+    model = case.get("model") or ""
+    for name, filename in MODEL_CONFIGS:
+        if model.startswith(name):
+            return CONFIGS / filename
+    raise VramtuiError(f"no config.json found for {model.split(' (')[0] or 'an unnamed model'}")
+
+
+@functools.cache
+def _info(path: Path) -> ModelInfo:
+    return load_model_info(path)
+
+
+def settings_of(run: VllmRun, info: ModelInfo) -> Settings:
+    """The estimator's settings for the run, as `vramtui estimate --backend vllm` takes them."""
+    given = run.settings
+    context = given["context"]
+    batched, max_seqs = given["batched"], given["max_seqs"]
+    if run.v0:  # V0's own defaults (its EngineArgs), not today's V1 ones the estimator takes
+        batched = batched or max(context or info.max_context or 0, V0_MIN_BATCHED)
+        max_seqs = max_seqs or V0_MAX_SEQS
+    tp = given["tp"]
+    card = run.card or 24 * GIB
+    return Settings(
+        backend="vllm",
+        context=context,
+        parallel=max_seqs,
+        batch=batched,
+        kv_dtype=given["kv_dtype"],
+        device_bytes=card,
+        gpus=(card,) * tp if tp > 1 else (),
+        safety=given["share"],
+        tensor_parallel_size=tp,
+        kv_cache_memory=given["kv_bytes"],
+    )
+
+
+def estimated(est: Estimate, term: str) -> int:
+    """The estimate's figure for one GPU (the first rank under tensor parallelism)."""
+    part = {"weights": "weights", "kv": "kv_cache", "compute": "compute"}[term]
+    return est.bill.get(part, 0)  # type: ignore[arg-type]
+
+
+def score(case: dict[str, Any], scored: Any, term_type: Any, terms: tuple[str, ...]) -> Any:
+    """Each printed term of a vLLM printout beside the estimate for its model and settings."""
+    run = read_run(case)
+    try:
+        info = _info(config_for(case))
+    except VramtuiError as error:
+        scored.left_out = dict.fromkeys(terms, str(error))
+        return scored
+    est = estimate(info, settings_of(run, info))
+    for term in terms:
+        if term not in run.printed:
+            scored.left_out[term] = f"no {term} figure printed"
+        elif term == "kv" and run.card is None and not run.settings["kv_bytes"]:
+            scored.left_out[term] = "the card's memory is not printed"
+        else:
+            scored.terms.append(term_type(case["id"], term, "GPU0", estimated(est, term), run.printed[term]))
+    return scored
