@@ -243,7 +243,7 @@ class LogState:
         if not rule.strong and self._restate(number, text, info, rule):
             return "error", False
         self._pin_burst_stage(number, rule)
-        if _SAYS_LOADING_RE.search(text):
+        if self.last_stage_line is None and self._defaulted_first() and _SAYS_LOADING_RE.search(text):
             # a later line says the start-up failed ("error starting llama runner"): a first error no
             # stage line placed was a start-up's, not a request's
             self._adopt_stage(number, "load_weights")
@@ -278,6 +278,9 @@ class LogState:
         kept = weak.rule if weak.rule.hint and not rule.hint else rule
         self.weak = _Found(number, text, kept, weak.stage, weak.defaulted)
         return True
+
+    def _defaulted_first(self) -> bool:
+        return any(found is not None and found.defaulted for found in (self.strong, self.weak))
 
     def _pin_burst_stage(self, number: int, rule: ErrorRule) -> None:
         """A stage-less first error takes the later stage the error lines right after it name.
