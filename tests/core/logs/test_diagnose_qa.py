@@ -502,6 +502,9 @@ def test_a_run_with_every_buffer_in_host_ram_is_said_to_run_on_no_gpu() -> None:
     assert not warned([*base, "llama_context:  CUDA_Host compute buffer size =    72.01 MiB"])
     assert not warned(["main: launch llama-server -m m.gguf -ngl 0", *base])
     assert not warned([*base, "load_tensors: layer   1 assigned to device CUDA0, is_swa = 0"])
+    # vramtui's own launch under a budget enforced on the host: it found no GPU, the CPU is the plan
+    budget = "2026-12-02T05:21:29.041 vramtui: memory budget 1500 MiB, enforced on the host"
+    assert not warned([budget, *base])
     # layers alone, with no buffer line, say it too (Ollama's debug layer assignment)
     assert warned([f"load_tensors: layer {n:3d} assigned to device CPU" for n in range(6, 12)])
 

@@ -529,9 +529,12 @@ _PLACED_FIGURES = ("model_buffer", "kv_buffer", "compute_buffer", "rs_buffer")
 
 def _on_host_alone(state: LogState) -> bool:
     """Every buffer and layer the log places is on the CPU backend, none on a device, and no other line
-    already said the model runs on the CPU (an engine built for the CPU says so by its own mark)."""
+    already said the model runs on the CPU (an engine built for the CPU says so by its own mark, and a
+    vramtui launch whose budget is enforced on the host ran where no GPU was found)."""
     if any(f"mark:{mark}" in state.notices for mark in ("cpu_platform", "cpu_intent", "layer_on_device")):
         return False
+    if state.host_budget or "host_budget" in state.figures:
+        return False  # vramtui launched it under a budget on the host: it found no GPU to enforce one on
     if any(key.startswith("cpu_fallback:") and _said(state, key) for key in state.notices):
         return False
     names = [name for key in _PLACED_FIGURES for name in state.figures.get(key, {}) if name]
