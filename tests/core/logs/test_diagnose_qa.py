@@ -594,3 +594,39 @@ def test_a_context_that_filled_up_and_shifted_is_a_quiet_failure() -> None:
         kernel_log=lambda: None,
     )
     assert not past.failed and any("trained length" in w for w in past.warnings)
+
+
+def test_logs_that_stop_while_capturing_graphs_or_waiting_for_shards_are_incomplete() -> None:
+    """A log that ends inside vLLM V1's graph capture (its DEBUG "Capturing a cudagraph" lines;
+    vllm-project/vllm-ascend#2416) or TGI's "Waiting for shard to be ready" (text-generation-inference#869)
+    proves how far the run got and stops there: incomplete at that stage, never "no failure"."""
+    capture = diagnose_lines(
+        [
+            "vllm     | (Worker_TP1_EP1 pid=43) DEBUG 09-13 16:16:38 [compilation/cuda_graph.py:134] Capturing a "
+            "cudagraph on (PIECEWISE,BatchDescriptor(num_tokens=2, uniform_decode=False))",
+        ],
+        kernel_log=lambda: None,
+    )
+    assert capture.incomplete and capture.stage == "kv_cache"
+    shards = diagnose_lines(
+        [
+            "2023-08-17T15:28:43.904106Z  INFO shard-manager: text_generation_launcher: Waiting for shard to be "
+            f"ready... rank={rank}"
+            for rank in range(4)
+        ],
+        kernel_log=lambda: None,
+    )
+    assert shards.incomplete and shards.stage == "load_weights"
+
+
+def test_a_kernels_index_assert_is_a_failure_with_the_context_as_its_way_out() -> None:
+    """A device-side assert of an index past its table (vllm-project/vllm#17924: max-model-len forced past
+    the trained 4096) is a failure, not a healthy log; the advice names the engine's context flag."""
+    line = (
+        "/workspace/my-vllm/lib64/python3.12/site-packages/torch/_inductor/runtime/compile_tasks.py:45: <module>: "
+        "block: [337,0,0], thread: [112,0,0] Assertion `index out of bounds: 0 <= tl.broadcast_to(tmp10, "
+        "[XBLOCK]) < 4096` failed."
+    )
+    d = diagnose_lines([line], backend="vllm", kernel_log=lambda: None)
+    assert d.failed and d.cause == "device_assert" and d.failure_stage == "inference"
+    assert any("--max-model-len" in advice for advice in d.advice)

@@ -58,6 +58,8 @@ CAUSE_WORDS: dict[str, str] = {
     "wrong_format": "this backend does not read the model file's format",
     "tokenizer_files": "the tokenizer could not be loaded (its files are missing or cannot be converted)",
     "exception": "a Python exception stopped the run",
+    "device_assert": "a GPU kernel's own check failed (an index past its table: a position past the trained "
+    "length, or a token id past the vocabulary)",
     "backend_init_failed": "the GPU backend for the context (Metal, Vulkan...) failed to initialize",
     "metal_command_oom": "the GPU (Metal) ran out of memory while computing a batch",
     "compute_alloc_failed": "the compute buffer (the graph's scratch memory, sized by the context and the micro-batch) could not be allocated",
@@ -469,6 +471,14 @@ ADVICE: tuple[AdviceRow, ...] = (
         ),
     ),
     AdviceRow(None, "truncated_file", _BROKEN_FILE),
+    AdviceRow(
+        None,
+        "device_assert",
+        (
+            "Keep {context} within the model's trained length (max_position_embeddings): a kernel indexed "
+            "past its table. Past it only with the model's own RoPE scaling, not an override.",
+        ),
+    ),
     AdviceRow(None, "bad_file", _BROKEN_FILE),
     AdviceRow(
         None,

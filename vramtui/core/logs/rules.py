@@ -240,6 +240,15 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("illegal memory access", "kernel_fault", "other", default_stage="inference"),
     ErrorRule("invalid device function", "kernel_fault", "other", default_stage="inference"),
     ErrorRule("device lost", "kernel_fault", "other", r"\bdevice lost\b", default_stage="inference"),
+    # a kernel's own device-side assert (an index past a table: a position past the trained length, a
+    # token id past the vocabulary): `Assertion `index out of bounds: ...` failed`, `srcIndex < ...`
+    ErrorRule(
+        "assertion",
+        "device_assert",
+        "other",
+        r"assertion [`'](?:index out of bounds|srcindex <|idx_dim >= 0 && idx_dim < index_size|-sizes\[i\] <= index)",
+        default_stage="inference",
+    ),
     ErrorRule("vramtui: the server was killed by sig", "crash", "other"),  # SIGSEGV, SIGABRT ...
     ErrorRule("segmentation fault", "crash", "other", strong=False),
     ErrorRule("core-dump", "crash", "other", r"result: core-dump", strong=False),  # systemd's unit status

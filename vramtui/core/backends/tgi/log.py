@@ -57,6 +57,7 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
     StageRule("starting check and download process", "download", backend="tgi"),
     StageRule("download: text_generation_launcher", "download", backend="tgi"),
     StageRule("starting shard", "load_weights", backend="tgi"),
+    StageRule("waiting for shard to be ready", "load_weights", backend="tgi"),
     StageRule("get_model", "load_weights", backend="tgi"),
     StageRule("warming up model", "kv_cache", backend="tgi"),
     StageRule("warmup", "kv_cache", backend="tgi"),

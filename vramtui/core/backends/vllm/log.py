@@ -150,6 +150,7 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
     StageRule("cuda graph", "kv_cache", backend="vllm"),
     # a traceback frame in torch's CUDA-graph capture (vLLM captures its graphs after the KV cache)
     StageRule("cuda/graphs.py", "kv_cache", backend="vllm"),
+    StageRule("capturing a cudagraph", "kv_cache", backend="vllm"),  # V1's debug line per graph captured
     # torch.compile and Triton's JIT in an engine or worker process: vLLM compiles and first runs its
     # kernels in the start-up profile, after the weights (its process prefix: not a transformers run,
     # which compiles while it generates)
