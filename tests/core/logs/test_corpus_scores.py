@@ -13,10 +13,10 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (447, 465),
-        "class": (446, 465),
-        "memory": (102, 111),
-        "first_error": (253, 267),
+        "stage": (448, 465),
+        "class": (447, 465),
+        "memory": (103, 111),
+        "first_error": (254, 267),
         "quiet": (66, 69),
         "calm": (81, 91),
         "engine": (422, 465),

@@ -630,3 +630,25 @@ def test_a_kernels_index_assert_is_a_failure_with_the_context_as_its_way_out() -
     d = diagnose_lines([line], backend="vllm", kernel_log=lambda: None)
     assert d.failed and d.cause == "device_assert" and d.failure_stage == "inference"
     assert any("--max-model-len" in advice for advice in d.advice)
+
+
+def test_a_device_oom_in_the_warmup_is_not_undone_by_the_server_coming_up() -> None:
+    """llama-server's warm-up decodes one empty batch; when that runs out of GPU memory (Metal's command
+    buffer here: a blog post's M1 Pro run at -c 64000, in the corpus as
+    r9-llamacpp-metal-m1pro-ctx64000-warmup-oom-continues) the server still says "model loaded", and every
+    request will fail the same way: the failure stays, at the start-up. An error before the warm-up that
+    the server recovered from is still cleared."""
+    head = [
+        "llama_init_from_model:      Metal compute buffer size =  5165.00 MiB",
+        "common_init_from_params: warming up the model with an empty run - please wait ... (--no-warmup to disable)",
+        "ggml_metal_graph_compute: command buffer 1 failed with status 5",
+        "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
+        "llama_graph_compute: ggml_backend_sched_graph_compute_async failed with error -1",
+        "llama_decode: failed to decode, ret = -3",
+        "srv          init: initializing slots, n_slots = 1",
+        "main: model loaded",
+    ]
+    d = diagnose_lines(head, kernel_log=lambda: None)
+    assert d.failed and (d.failure, d.failure_stage) == ("cuda_oom", "kv_cache"), d.summary
+    before_warmup = [head[0], *head[2:6], head[1], *head[6:]]
+    assert not diagnose_lines(before_warmup, kernel_log=lambda: None).failed

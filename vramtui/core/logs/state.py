@@ -407,6 +407,8 @@ class LogState:
         cleared = False
         for name in ("strong", "weak", "cut_tb"):
             found: _Found | None = getattr(self, name)
+            if found is not None and not always and self._oom_in_warmup(found):
+                continue  # the server came up, but the smallest batch did not fit: no request will
             if found is not None and (always or STAGE_INDEX[found.stage] < STAGE_INDEX["ready"]):
                 setattr(self, name, None)
                 cleared = True
@@ -414,6 +416,17 @@ class LogState:
             self.recovered.append(_quote(number, text))  # a crash loop recovers thousands of times
         if always:
             self.tb_open = False
+
+    def _oom_in_warmup(self, found: _Found) -> bool:
+        """A device out-of-memory after the engine began its warm-up (one empty batch)."""
+        warmup = self.notices.get("mark:warmup")
+        rule = found.rule
+        return (
+            warmup is not None
+            and found.number > warmup[0]
+            and rule is not None
+            and "cuda_oom" in (rule.failure, rule.hint)
+        )
 
     def _add_figure(self, key: str, device: str | None, value: int | float, per_device: bool) -> None:
         if per_device:

@@ -855,6 +855,8 @@ NOTICES_3: tuple[NoticeRule, ...] = (
         backend="llama.cpp",
     ),
     NoticeRule("params_fit", "mark", "fit", backend="llama.cpp"),
+    # its warm-up decodes one empty batch: a device OOM there is one every request will meet
+    NoticeRule("warming up the model", "mark", "warmup", backend="llama.cpp"),
     NoticeRule(
         "no usable gpu found",
         "cpu_fallback",
