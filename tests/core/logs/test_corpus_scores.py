@@ -25,7 +25,7 @@ FLOORS: dict[str, dict[str, tuple[int, int]]] = {
         "stage": (156, 172),
         "class": (156, 172),
         "memory": (46, 56),
-        "first_error": (89, 98),
+        "first_error": (90, 98),
         "quiet": (18, 28),
         "calm": (22, 23),
         "engine": (160, 172),

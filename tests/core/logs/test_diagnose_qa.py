@@ -652,3 +652,23 @@ def test_a_device_oom_in_the_warmup_is_not_undone_by_the_server_coming_up() -> N
     assert d.failed and (d.failure, d.failure_stage) == ("cuda_oom", "kv_cache"), d.summary
     before_warmup = [head[0], *head[2:6], head[1], *head[6:]]
     assert not diagnose_lines(before_warmup, kernel_log=lambda: None).failed
+
+
+def test_systemds_oom_kill_and_a_path_taken_for_a_repo_id_in_their_own_words() -> None:
+    """Issue 21 (c) and (h), in the words the issue quotes: systemd's "A process of this unit has been
+    killed by the OOM killer" while the server serves is a host OOM kill at inference (it read "no
+    failure"), and "Invalid repository ID or local directory specified" is a missing file, at download."""
+    killed = diagnose_lines(
+        [
+            "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
+            "srv  log_server_r: request: POST /v1/chat/completions 127.0.0.1 200",
+            "Mar 02 10:00:00 box systemd[1]: llama.service: A process of this unit has been killed by the OOM killer.",
+        ],
+        kernel_log=lambda: None,
+    )
+    assert (killed.failure, killed.failure_stage) == ("host_oom_killed", "inference")
+    path = diagnose_lines(
+        ["OSError: Invalid repository ID or local directory specified: '/models/qwen3-8b'."],
+        kernel_log=lambda: None,
+    )
+    assert (path.failure, path.failure_stage) == ("file_missing", "download")

@@ -74,6 +74,8 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("out of memory: kill", "host_oom_killer", "host_oom_killed", stage=None),
     ErrorRule("oom-kill", "host_oom_killer", "host_oom_killed"),
     ErrorRule("oomkilled", "host_oom_killer", "host_oom_killed"),
+    # systemd's words for its unit's process: "A process of this unit has been killed by the OOM killer."
+    ErrorRule("killed by the oom killer", "host_oom_killer", "host_oom_killed"),
     ErrorRule(
         "killed",
         "host_killed",
@@ -190,6 +192,10 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         stage="download",
     ),
     ErrorRule("is not a local folder", "not_found_local", "file_missing", stage="download"),
+    # vLLM's and transformers' words for a path that is neither a folder here nor a repo id
+    ErrorRule(
+        "invalid repository id or local directory", "not_found_local", "file_missing", stage="download"
+    ),
     *_engines("errors", "missing.after"),
     ErrorRule("no such file or directory", "not_found_local", "file_missing"),
     ErrorRule("filenotfounderror", "not_found_local", "file_missing"),
