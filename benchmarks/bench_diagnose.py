@@ -276,7 +276,15 @@ def measure(file_name: str, path: Path, count: int, size_mb: float, args: argpar
         )
 
 
-GOALS = {"stage": 0.95, "class": 0.92, "first_error": 0.90, "quiet": 0.90, "memory": 0.95, "calm": 0.0, "engine": 0.0}
+GOALS = {
+    "stage": 0.95,
+    "class": 0.92,
+    "first_error": 0.90,
+    "quiet": 0.90,
+    "memory": 0.95,
+    "calm": 0.0,
+    "engine": 0.0,
+}
 
 
 def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
