@@ -81,6 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"vramtui: {error}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
+        from vramtui.core.launch import procs
+
+        procs.interrupt_handled()
         print("vramtui: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:

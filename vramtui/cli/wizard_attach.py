@@ -222,7 +222,9 @@ def _stay_up(runner: Any, out: Any) -> int:
         assert server.proc is not None
         server.proc.wait()
     except KeyboardInterrupt:
-        pass
+        from vramtui.core.launch.procs import interrupt_handled
+
+        interrupt_handled()
     finally:
         server.stop()
     return 0

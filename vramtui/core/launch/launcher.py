@@ -374,6 +374,7 @@ class ModelServer:
 
     def start(self) -> ModelServer:
         """Launch. Raises LaunchError when it cannot start at all (the failure is also recorded)."""
+        procs.raise_pending_interrupt()  # no new server after a ctrl-c, even one Python swallowed
         try:
             self.warnings.extend(self.preflight())
         except LaunchError as error:
@@ -548,6 +549,7 @@ class ModelServer:
             timeout_s = self.profile.ready_timeout or 120.0
         deadline = time.monotonic() + timeout_s
         while True:
+            procs.raise_pending_interrupt()
             if self.budget_exceeded:
                 return False
             if self.proc.poll() is not None:

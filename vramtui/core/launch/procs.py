@@ -41,6 +41,7 @@ _lock = threading.RLock()
 _handlers_installed = False
 _atexit_installed = False
 _previous_handlers: dict[int, object] = {}
+_pending_interrupt = False  # a SIGINT whose KeyboardInterrupt may have been swallowed
 # What must still happen when a signal ends vramtui (see add_exit_hook); weak: a dropped owner is gone.
 _exit_hooks: list[weakref.WeakMethod[Callable[[str], None]]] = []
 _spawner: ThreadPoolExecutor | None = None
@@ -221,9 +222,11 @@ def _run_exit_hooks(signum: int) -> None:
 
 
 def _on_signal(signum: int, frame: object) -> None:
+    global _pending_interrupt
     kill_all_groups()
     previous = _previous_handlers.get(signum)
     if callable(previous):
+        _pending_interrupt = _pending_interrupt or signum == signal.SIGINT
         previous(signum, frame)  # SIGINT's raises KeyboardInterrupt: the stack unwinds, finally runs
         return
     if previous == signal.SIG_IGN:
@@ -232,6 +235,21 @@ def _on_signal(signum: int, frame: object) -> None:
     # Default action: die of the same signal, as the caller expects.
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
+
+
+def raise_pending_interrupt() -> None:
+    """Raise again a ctrl-c that Python swallowed: a KeyboardInterrupt raised while a weakref callback or
+    a finalizer runs (an import's module-lock callback, a `__del__`) is printed as "Exception ignored"
+    and lost, and a `--auto` wizard went on launching. Called at the safe points of the forward path (a
+    launch, a wait for ready), in the main thread only; the CLI's handler of the interrupt clears it."""
+    if _pending_interrupt and threading.current_thread() is threading.main_thread():
+        raise KeyboardInterrupt
+
+
+def interrupt_handled() -> None:
+    """The interrupt reached its handler: nothing is pending any more."""
+    global _pending_interrupt
+    _pending_interrupt = False
 
 
 def install_exit_handlers() -> None:
