@@ -17,13 +17,15 @@ from pathlib import Path
 
 LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
 DATA = LOGS.parent
-# Every labelled file, in the order its rounds were gathered (rounds 9 and 10 were gathered after the split).
+# Every labelled file, in the order its rounds were gathered (rounds 9 and 10 were gathered after the split;
+# round 11 after the rules of 2026-12-02, and scored before any rule was written from it).
 FILES = (
     DATA / "corpus.jsonl",
     LOGS / "unseen.jsonl",
     LOGS / "extra.jsonl",
     LOGS / "round9.jsonl",
     LOGS / "round10.jsonl",
+    LOGS / "round11.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

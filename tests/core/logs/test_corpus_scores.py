@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (448, 465),
-        "class": (447, 465),
-        "memory": (103, 111),
-        "first_error": (254, 267),
-        "quiet": (66, 69),
-        "calm": (81, 91),
-        "engine": (422, 465),
+        "stage": (489, 515),
+        "class": (492, 515),
+        "memory": (109, 120),
+        "first_error": (282, 298),
+        "quiet": (70, 77),
+        "calm": (90, 100),
+        "engine": (471, 515),
     },
     "heldout": {
-        "stage": (156, 172),
-        "class": (156, 172),
-        "memory": (46, 56),
-        "first_error": (90, 98),
-        "quiet": (18, 28),
-        "calm": (22, 23),
-        "engine": (160, 172),
+        "stage": (174, 192),
+        "class": (173, 192),
+        "memory": (48, 59),
+        "first_error": (99, 109),
+        "quiet": (21, 34),
+        "calm": (24, 25),
+        "engine": (180, 192),
     },
 }
 
