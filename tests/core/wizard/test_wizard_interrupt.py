@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -40,12 +41,27 @@ def _lines(record: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
 
 
+_STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_wizard_left_running() -> Iterator[None]:
+    """A wizard a failed test left behind (its communicate() timed out) is killed, never left running."""
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+
+
 def _wizard_mid_attempt(tmp_path: Path, record: Path) -> subprocess.Popen[str]:
     """`vramtui wizard --auto` on the slow profile, once its first attempt's process is recorded."""
     command = [sys.executable, "-m", "vramtui", "wizard", str(slow_profile(tmp_path)), "--auto"]
     proc = subprocess.Popen(
         [*command, "--record", str(record)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    _STARTED.append(proc)
     deadline = time.monotonic() + 30
     while not any(e["type"] == "process" for e in _lines(record)) and time.monotonic() < deadline:
         time.sleep(0.1)
