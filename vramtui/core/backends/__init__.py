@@ -45,6 +45,7 @@ __all__ = [
     "Rung",
     "Translation",
     "Translator",
+    "engine_ggml_types",
     "engine_logs",
     "engine_memory",
     "get_backend",
@@ -77,6 +78,15 @@ def engine_memory() -> dict[str, Any]:
     from vramtui.core.backends.vllm import memory as vllm
 
     return {**llama_cpp.MEMORY, **vllm.MEMORY, **transformers.MEMORY}
+
+
+def engine_ggml_types() -> tuple[tuple[str, int, int, int, int], ...]:
+    """The ggml tensor types an engine's own GGUFs use beyond mainline's (the gguf package's): (name, type
+    id, elements per block, bytes per block, bytes of metadata per row). What core/estimate reads a GGUF's
+    tensor table and sizes a type with; today ik_llama.cpp's (llama_cpp/iktypes.py)."""
+    from vramtui.core.backends.llama_cpp.iktypes import IK_GGML_TYPES
+
+    return IK_GGML_TYPES
 
 
 def get_backend(name: str | Backend) -> Backend:
