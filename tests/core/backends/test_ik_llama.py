@@ -1,0 +1,131 @@
+"""ik_llama.cpp as a llama.cpp-family engine (issue 23): its MLA cache per -mla, its attention capped by
+-amb, its flags read back from a command line, its log diagnosed as llama.cpp's.
+
+The figures are ik_llama.cpp's source (src/llama.cpp llama_kv_cache_init, src/graphs/build_deepseek2.cpp at
+8337e4cd) on DeepSeek-R1's published shape, and one printed line of a training printout
+(ikawrakow/ik_llama.cpp#657: `-mla 3 -fa -c 16384`: "KV self size = 1098.00 MiB, c^KV (f16): 1098.00 MiB")."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from vramtui.core.attach.cmdline import read_command
+from vramtui.core.backends import get_backend
+from vramtui.core.estimate.estimator import Settings, estimate
+from vramtui.core.estimate.modelinfo import ModelInfo, count_params_arithmetic
+from vramtui.core.logs.diagnose import diagnose_text
+from vramtui.core.units import GIB, MIB
+
+CELLS, LAYERS = 16384, 61
+LATENT, RANK = 512 + 64, 512  # c^KV and the rope part; the compressed KV alone
+
+
+def deepseek_r1() -> ModelInfo:
+    info = ModelInfo(
+        source="DeepSeek-R1 config.json",
+        arch="deepseek2",
+        n_layers=LAYERS,
+        hidden=7168,
+        n_heads=128,
+        n_kv_heads=128,
+        head_dim_k=192,
+        head_dim_v=128,
+        vocab=129280,
+        intermediate=18432,
+        max_context=163840,
+    )
+    info.kv_lora_rank, info.qk_rope_head_dim, info.qk_nope_head_dim, info.q_lora_rank = 512, 64, 128, 1536
+    info.is_moe, info.n_experts, info.n_experts_used, info.moe_intermediate = True, 256, 8, 2048
+    info.n_shared_experts, info.n_dense_layers = 1, 3
+    info.n_params = count_params_arithmetic(info)
+    info.params_exact = True
+    return info
+
+
+def _run(backend: str, **knobs: object) -> object:
+    settings = Settings(
+        backend=backend,
+        context=CELLS,
+        parallel=1,
+        batch=4096,
+        ubatch=4096,
+        quant="q2_k",
+        device_bytes=400 * GIB,
+        **knobs,  # type: ignore[arg-type]
+    )
+    return estimate(deepseek_r1(), settings)
+
+
+@pytest.mark.parametrize(
+    ("mla", "flash", "per_token"),
+    [
+        (3, True, LATENT),  # the latent alone (the printout's 1098 MiB)
+        (2, True, LATENT),
+        (2, False, LATENT),
+        (1, True, LATENT),  # flash attention reads V from the latent: no transposed copy
+        (1, False, LATENT + RANK),  # the latent and its transpose (kv^T)
+        (0, True, 128 * (192 + 128)),  # per-head K and V, as for a model without MLA
+    ],
+)
+def test_the_mla_cache_is_sized_per_mode(mla: int, flash: bool, per_token: int) -> None:
+    est = _run("ik_llama.cpp", mla=mla, flash_attn=flash)
+    assert est.kv_cache_bytes == CELLS * per_token * 2 * LAYERS  # type: ignore[attr-defined]
+
+
+def test_the_latent_cache_is_what_the_printout_printed_and_mainline_keeps_k_and_v() -> None:
+    assert _run("ik_llama.cpp", mla=3, flash_attn=True).kv_cache_bytes == 1098 * MIB  # type: ignore[attr-defined]
+    assert _run("ik_llama.cpp", flash_attn=True).kv_cache_bytes == 1098 * MIB  # type: ignore[attr-defined]  # -mla 3 by default
+    mainline = _run("llama.cpp", flash_attn=True).kv_cache_bytes  # type: ignore[attr-defined]
+    assert mainline == CELLS * (LATENT + RANK) * 2 * LAYERS
+
+
+def test_amb_caps_the_attention_work_of_an_mla_prompt() -> None:
+    """-mla 3 with flash attention decompresses the latent for a prompt, a share of the heads at a time:
+    at 16384 cells the f32 K/V of all 128 heads is 2048 MiB; -amb 1024 halves the heads (1024 MiB), -amb
+    128 takes 8 of them. The MoE layer's experts (2376 MiB at this micro-batch) then set the peak."""
+    uncapped = _run("ik_llama.cpp", mla=3, flash_attn=True, attn_max_batch=0).compute_buffer_bytes  # type: ignore[attr-defined]
+    half = _run("ik_llama.cpp", mla=3, flash_attn=True, attn_max_batch=1024).compute_buffer_bytes  # type: ignore[attr-defined]
+    small = _run("ik_llama.cpp", mla=3, flash_attn=True, attn_max_batch=128).compute_buffer_bytes  # type: ignore[attr-defined]
+    heads_f32 = 128 * (128 + 128) * CELLS * 4
+    casts = CELLS * (128 + 128 + 64) * 2  # V, K without rope and the rope part, f16, per head
+    assert uncapped - half == heads_f32 // 2 + 64 * casts
+    assert small < half < uncapped
+
+
+def test_a_command_line_with_ik_flags_is_read_as_ik_llama() -> None:
+    argv = ["/opt/ik/llama-server", "-m", "m.gguf", "-mla", "2", "-amb", "512", "-rtr", "-c", "8192"]
+    command = read_command(argv)
+    assert command.backend is not None and command.backend.name == "ik_llama.cpp"
+    assert command.params["context"] == 8192
+    assert command.extra == {"mla": 2, "attn_max_batch": 512, "run_time_repack": True}
+    settings = Settings.from_params({**command.extra, **command.params}, backend=command.backend.name)
+    assert (settings.mla, settings.attn_max_batch, settings.mmap) == (2, 512, False)  # -rtr: no mmap
+    plain = read_command(["/opt/bin/llama-server", "-m", "m.gguf", "-c", "8192"])
+    assert plain.backend is not None and plain.backend.name == "llama.cpp"
+
+
+def test_its_log_is_diagnosed_as_llama_cpp() -> None:
+    log = (
+        "llama_new_context_with_model: n_ctx      = 16384\n"
+        "llama_new_context_with_model: mla_attn   = 3\n"
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 3768.02 MiB on device 0: cudaMalloc failed: "
+        "out of memory\n"
+    )
+    diagnosis = diagnose_text(log, backend="ik_llama.cpp")
+    assert diagnosis.backend == "llama.cpp"
+    assert diagnosis.failed and diagnosis.failure == "cuda_oom"
+    assert get_backend("ik_llama").name == "ik_llama.cpp"
+
+
+def test_estimate_takes_its_flags() -> None:
+    args = ["--layers", "61", "--params", "671B", "--ctx", "16384", "--backend", "ik_llama.cpp"]
+    common = [sys.executable, "-m", "vramtui", "estimate", *args, "--gpu-mem", "80GiB", "--json"]
+    out = subprocess.run([*common, "-mla", "0", "-amb", "512"], capture_output=True, text=True, timeout=120)
+    assert out.returncode in (0, 1), out.stderr
+    assert json.loads(out.stdout)["backend"] == "ik_llama.cpp"
+    bad = subprocess.run([*common, "-mla", "7"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "MLA mode" in bad.stderr and "Traceback" not in bad.stderr
