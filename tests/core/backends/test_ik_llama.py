@@ -129,3 +129,12 @@ def test_estimate_takes_its_flags() -> None:
     assert json.loads(out.stdout)["backend"] == "ik_llama.cpp"
     bad = subprocess.run([*common, "-mla", "7"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "MLA mode" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_its_knobs_under_another_engine_are_left_out_and_said() -> None:
+    given = _run("llama.cpp", mla=2, attn_max_batch=512, flash_attn=True)
+    plain = _run("llama.cpp", flash_attn=True)
+    assert given.notes[0] == "-mla, -amb: not a llama.cpp setting, left out"  # type: ignore[attr-defined]
+    assert given.kv_cache_bytes == plain.kv_cache_bytes  # type: ignore[attr-defined]
+    own = _run("ik_llama.cpp", mla=2, attn_max_batch=512, flash_attn=True)
+    assert not any("left out" in note for note in own.notes)  # type: ignore[attr-defined]

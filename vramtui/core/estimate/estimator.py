@@ -723,7 +723,9 @@ def _drop_ignored(settings: Settings) -> str | None:
         setattr(settings, name, getattr(defaults, name))
     if not given:
         return None
-    flags = ", ".join("--" + name.replace("_", "-") for name in given)
+    from vramtui.core.estimate.inputs import FLAGS  # the CLI's spelling (inputs.py builds on this module)
+
+    flags = ", ".join(FLAGS.get(name, "--" + name.replace("_", "-")) for name in given)
     article = "an" if settings.backend[:1].lower() in "aeiou" else "a"
     return f"{flags}: not {article} {settings.backend} setting, left out"
 

@@ -263,7 +263,15 @@ class LlamaCppMemory(MemoryAccounting):
     places_layers = True
     offloads_tensors = True
     engine_probe = True
-    ignores = ("tensor_parallel_size", "pipeline_parallel_size", "device_map", "max_memory")  # vLLM's, HF's
+    # vLLM's, HF's and ik_llama.cpp's own knobs
+    ignores = (
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "device_map",
+        "max_memory",
+        "mla",
+        "attn_max_batch",
+    )
     mla_layout = MLA_LATENT_AND_V
     # llama-server caps the logits rows it reserves at one per sequence (builds since sched_reserve)
     server_outputs = True
@@ -441,7 +449,10 @@ class OllamaMemory(LlamaCppMemory):
     context_is_per_sequence = True
     auto_places_layers = True
     offloads_tensors = False  # Ollama has no tensor override knob
-    ignores = ("tensor_parallel_size", "pipeline_parallel_size", "cpu_moe", "n_cpu_moe", "override_tensor")
+    ignores = (
+        "tensor_parallel_size", "pipeline_parallel_size", "cpu_moe", "n_cpu_moe", "override_tensor", "mla",
+        "attn_max_batch",
+    )  # fmt: skip
 
     def default_context(self, settings: Settings) -> int:
         dev = settings.device_bytes
@@ -475,6 +486,7 @@ class IkLlamaCppMemory(LlamaCppMemory):
     cache of n_ctx cells, padded to 256 with flash attention and 32 without, for every slot."""
 
     swa_full = True  # sliding-window layers keep every cell (unless --swa-compress)
+    ignores = ("tensor_parallel_size", "pipeline_parallel_size", "device_map", "max_memory")
 
     def run_shape(self, info: ModelInfo, settings: Settings) -> RunShape:
         return replace(super().run_shape(info, settings), streams=1)
