@@ -138,3 +138,11 @@ def test_its_knobs_under_another_engine_are_left_out_and_said() -> None:
     assert given.kv_cache_bytes == plain.kv_cache_bytes  # type: ignore[attr-defined]
     own = _run("ik_llama.cpp", mla=2, attn_max_batch=512, flash_attn=True)
     assert not any("left out" in note for note in own.notes)  # type: ignore[attr-defined]
+
+
+def test_the_estimator_panes_extras_field_takes_its_flags() -> None:
+    from vramtui.core.estimate.inputs import parse_settings, split_flags
+
+    texts = split_flags("-mla 2 --attention-max-batch 512 -ot exps=CPU")
+    settings = parse_settings({**texts, "backend": "ik_llama.cpp"})
+    assert (settings.mla, settings.attn_max_batch, settings.override_tensor) == (2, 512, ("exps=CPU",))
