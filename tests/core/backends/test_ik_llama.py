@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +147,20 @@ def test_the_estimator_panes_extras_field_takes_its_flags() -> None:
     texts = split_flags("-mla 2 --attention-max-batch 512 -ot exps=CPU")
     settings = parse_settings({**texts, "backend": "ik_llama.cpp"})
     assert (settings.mla, settings.attn_max_batch, settings.override_tensor) == (2, 512, ("exps=CPU",))
+
+
+def test_a_profile_launches_its_llama_server_with_its_own_flags(tmp_path: Path) -> None:
+    from vramtui.core.launch.launcher import build_command
+    from vramtui.core.launch.profile import profile_from_dict
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    params = {"context": 8192, "mla": 2, "attn_max_batch": 512, "run_time_repack": True, "mmap": False}
+    plan = build_command(
+        profile_from_dict({"backend": "ik_llama.cpp", "model": str(model), "params": params})
+    )
+    argv = plan.argv
+    assert argv[0] == "llama-server" and not plan.unsupported
+    assert argv[argv.index("-mla") + 1] == "2" and argv[argv.index("-amb") + 1] == "512"
+    assert "-rtr" in argv and "--no-mmap" in argv and "--load-mode" not in argv  # ik has no --load-mode
+    assert read_command(argv).backend.name == "ik_llama.cpp"  # type: ignore[union-attr]
