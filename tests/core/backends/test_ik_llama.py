@@ -164,3 +164,29 @@ def test_a_profile_launches_its_llama_server_with_its_own_flags(tmp_path: Path) 
     assert argv[argv.index("-mla") + 1] == "2" and argv[argv.index("-amb") + 1] == "512"
     assert "-rtr" in argv and "--no-mmap" in argv and "--load-mode" not in argv  # ik has no --load-mode
     assert read_command(argv).backend.name == "ik_llama.cpp"  # type: ignore[union-attr]
+
+
+def test_the_wizards_memory_model_sizes_a_profiles_mla(tmp_path: Path) -> None:
+    from vramtui.core.launch.profile import profile_from_dict
+    from vramtui.core.wizard.budget import MemoryModel
+
+    config = {
+        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 7168,
+        "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_hidden_layers": LAYERS,
+        "num_attention_heads": 128, "num_key_value_heads": 128, "n_routed_experts": 256, "n_shared_experts": 1,
+        "num_experts_per_tok": 8, "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 1536,
+        "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 129280,
+        "max_position_embeddings": 163840, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    kv = {}
+    for mla in (3, 1):
+        params = {"context": CELLS, "flash_attn": False, "mla": mla, "quant": "q4_k_m"}
+        profile = profile_from_dict(
+            {"backend": "ik_llama.cpp", "model": str(tmp_path / "config.json"), "params": params}
+        )
+        model = MemoryModel(profile, device_bytes=400 * GIB)
+        bill = model.raw(profile)
+        assert bill is not None, model.why_unavailable
+        kv[mla] = bill.get("kv_cache", model.place)
+    assert kv == {3: CELLS * LATENT * 2 * LAYERS, 1: CELLS * (LATENT + RANK) * 2 * LAYERS}
