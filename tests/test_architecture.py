@@ -65,6 +65,7 @@ BACKEND_NAMES = {
     "sglang",
     "tgi",
     "llama_cpp",
+    "ik_llama.cpp",
 }
 
 

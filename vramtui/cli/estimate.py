@@ -37,7 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="weights: q4_0 q4_k_m q5_k_m q6_k q8_0 iq4_xs ... f32 f16 bf16 fp8 int8 nf4 awq gptq",
     )
     run = parser.add_argument_group("how it runs")
-    run.add_argument("--backend", default="llama.cpp", help="llama.cpp, vllm, transformers or ollama")
+    run.add_argument(
+        "--backend", default="llama.cpp", help="llama.cpp, ik_llama.cpp, vllm, transformers or ollama"
+    )
     run.add_argument("--ctx", metavar="TOKENS", help="context length (8192, 32k)")
     run.add_argument("--parallel", metavar="N", help="concurrent sequences")
     run.add_argument("--batch", metavar="N", help="logical batch (vLLM: max-num-batched-tokens)")
@@ -77,6 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "sees, else 24GiB)",
     )
     _add_several_gpus(parser)
+    _add_ik_llama(parser)
     card.add_argument(
         "--safety",
         metavar="SHARE",
@@ -134,6 +137,25 @@ def _add_host_weights(run: Any) -> None:
         "--kv-cache-memory",
         metavar="SIZE",
         help="vLLM: the KV cache set outright (--kv-cache-memory-bytes, e.g. 4GiB); the share then does not count",
+    )
+
+
+def _add_ik_llama(parser: argparse.ArgumentParser) -> None:
+    """ik_llama.cpp's own knobs, spelled as it spells them."""
+    ik = parser.add_argument_group("ik_llama.cpp (--backend ik_llama.cpp)")
+    ik.add_argument(
+        "-mla",
+        "--mla-use",
+        dest="mla",
+        metavar="0-3",
+        help="MLA models: 0 per-head K and V, 1 the latent and its transpose, 2/3 the latent alone (default 3)",
+    )
+    ik.add_argument(
+        "-amb",
+        "--attention-max-batch",
+        dest="attn_max_batch",
+        metavar="MiB",
+        help="the cap on the attention's work tensors (default 256; 0: none)",
     )
 
 

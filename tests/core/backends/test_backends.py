@@ -82,6 +82,7 @@ def test_every_backend_has_a_launch_and_a_port() -> None:
         "vllm": 8000,
         "transformers": 8000,
         "ollama": 11434,
+        "ik_llama.cpp": 8080,  # its llama-server: mainline's default port
     }
     for backend in BACKENDS.values():
         assert backend.launch is not None and backend.launch.health_paths and backend.launch.ready_patterns

@@ -28,7 +28,7 @@ def test_every_backend_lives_in_its_family_package() -> None:
         module = families[backend.family]
         assert backend in module.BACKENDS
         assert str(backend) == backend.name and backend.launchable
-    assert {b.name for b in llama_cpp.BACKENDS} == {"llama.cpp", "llama-cpp-python", "ollama"}
+    assert {b.name for b in llama_cpp.BACKENDS} == {"llama.cpp", "llama-cpp-python", "ollama", "ik_llama.cpp"}
 
 
 def test_rungs_come_from_the_family_ladder_and_the_knobs() -> None:
@@ -51,7 +51,10 @@ def test_what_callers_ask_instead_of_the_name() -> None:
     assert server.default("flash_attn") == "auto" and server.flash_attn_effective(None)
     # vLLM picks its attention backend itself (--attention-backend auto); the others default to off.
     assert vllm_backend.default("flash_attn") == "auto" and not vllm_backend.flash_attn_effective(None)
-    assert all(b.default("flash_attn") is False for b in BACKENDS.values() if b not in (server, vllm_backend))
+    ik = get_backend("ik_llama.cpp")  # its common.h: flash attention on by default
+    assert ik.default("flash_attn") is True and ik.flash_attn_effective(None)
+    others = (server, vllm_backend, ik)
+    assert all(b.default("flash_attn") is False for b in BACKENDS.values() if b not in others)
     # vLLM sizes its batch by the device (engine/arg_utils.py get_batch_defaults): the CPU, a 24 GiB card,
     # an 80 GiB one.
     assert vllm_backend.default("parallel", on_cpu=True) == 128 and vllm_backend.default("batch") == 2048

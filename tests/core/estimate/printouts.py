@@ -222,7 +222,17 @@ def _read_context(run: LogRun, line: str, stage: str) -> str:
         key, value = found.group(1), found.group(2)
         if key == "n_ctx" and stage == "context" and run.printed.terms["compute"]:
             return "done"
-        if key in ("n_ctx", "n_batch", "n_ubatch", "n_seq_max", "flash_attn", "n_ctx_per_seq", "n_ctx_seq"):
+        if key in (
+            "n_ctx",
+            "n_batch",
+            "n_ubatch",
+            "n_seq_max",
+            "flash_attn",
+            "n_ctx_per_seq",
+            "n_ctx_seq",
+        ) or (
+            key in ("mla_attn", "attn_max_b")  # ik_llama.cpp's -mla and -amb, as it printed them
+        ):
             run.context.setdefault(key, value)
             return "context" if key == "n_ctx" else stage
     if found := _KV_BUFFER.search(line):
@@ -640,6 +650,13 @@ _FLAG_NAMES = {
     "-mg": "mg",
     "--main-gpu": "mg",
     "--no-mmap": "nommap",
+    # ik_llama.cpp's own: -mla, -amb, and -rtr (repacks at load: mmap off); -fmoe sizes nothing
+    "-mla": "mla",
+    "--mla-use": "mla",
+    "-amb": "amb",
+    "--attention-max-batch": "amb",
+    "-rtr": "nommap",
+    "--run-time-repack": "nommap",
 }
 
 
@@ -657,7 +674,7 @@ def command_flags(command: str | None) -> dict[str, Any]:
         value = words[i + 1] if i + 1 < len(words) else ""
         if name == "ot":
             flags["ot"].append(value)
-        elif name in ("cmoe", "nommap"):
+        elif name in ("cmoe", "nommap"):  # switches
             flags[name] = True
         elif name:
             flags[name] = value
@@ -695,10 +712,31 @@ def _overrides_from_log(run: LogRun) -> list[str]:
     return rules
 
 
-def _printed_gpus(run: LogRun) -> tuple[int, ...]:
-    """The GPUs the buffers name when the log prints no free memory: equal cards (an even split)."""
+# The memory of the cards a log names in its `Device N: <name>` lines (each maker's spec sheet, GiB): what
+# the user knows of their cards when the log prints no free memory (builds before `using device ... free`).
+_CARD_GIB = {
+    "RTX 5090": 32, "RTX 4090": 24, "RTX 3090 Ti": 24, "RTX 3090": 24, "RTX 4070 Ti": 12, "RTX 3070": 8,
+    "RTX 3060 Ti": 8, "RTX A6000": 48, "RX 9070 XT": 16, "RX 7900 XT": 20,
+}  # fmt: skip
+_CARD_LINE = re.compile(r"^\s*Device (\d+): (?:NVIDIA |AMD )?(?:GeForce |Radeon )?([\w ]+?),", re.M)
+
+
+def _printed_gpus(run: LogRun, log: str) -> tuple[int, ...]:
+    """The GPUs the buffers name when the log prints no free memory: the cards its device lines name,
+    else equal cards (an even split)."""
     names = {place for term in TERMS for place in run.printed.terms[term] if place != "host"}
-    return (24 * GIB,) * len(names) if len(names) > 1 else ()
+    if len(names) < 2:
+        return ()
+    cards = {int(index): _CARD_GIB.get(name.strip()) for index, name in _CARD_LINE.findall(log)}
+    if len(cards) == len(names) and all(cards.values()):
+        return tuple(cards[index] * GIB for index in sorted(cards))  # type: ignore[operator]
+    return (24 * GIB,) * len(names)
+
+
+def _ik_knob(flags: dict[str, Any], run: LogRun, flag: str, printed: str) -> int | None:
+    """ik_llama.cpp's -mla / -amb: the command's, else the value its log printed (None: neither)."""
+    value = flags.get(flag) or run.context.get(printed)
+    return int(value) if value is not None and str(value).lstrip("-").isdigit() else None
 
 
 def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -> Settings:
@@ -710,7 +748,7 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
     overrides = tuple(flags["ot"]) or tuple(_overrides_from_log(run))
     if not case.get("command") and not overrides and _OVERRIDES_USED in case["log"]:
         raise VramtuiError("the run overrides tensor placement but the printout shows neither how nor where")
-    gpus = tuple(run.devices.values()) or _printed_gpus(run)
+    gpus = tuple(run.devices.values()) or _printed_gpus(run, case["log"])
     on_gpu = bool(run.printed.terms["weights"].keys() - {"host"})
     gpu_layers = run.offloaded[0] if run.offloaded else None
     if gpu_layers is not None and run.offloaded and gpu_layers >= run.offloaded[1]:
@@ -742,6 +780,8 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
         unified_memory=any(
             name.upper().startswith(("METAL", "MTL")) for name in run.printed.terms["weights"]
         ),
+        mla=_ik_knob(flags, run, "mla", "mla_attn") if backend == "ik_llama.cpp" else None,
+        attn_max_batch=_ik_knob(flags, run, "amb", "attn_max_b") if backend == "ik_llama.cpp" else None,
     )
 
 
@@ -802,7 +842,7 @@ def score(case: dict[str, Any]) -> Scored:
         run.meta.setdefault(
             {"model_ftype": "model ftype", "model_size": "model size"}.get(key, key), str(value)
         )
-    backend = "ollama" if case["family"] == "ollama" else "llama.cpp"
+    backend = case["family"] if case["family"] in ("ollama", "ik_llama.cpp") else "llama.cpp"
     try:
         info = info_of(run)
         settings = settings_of(case, run, backend)

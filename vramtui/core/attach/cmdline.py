@@ -62,12 +62,20 @@ def find_backend(argv: Sequence[str]) -> tuple[Backend | None, int]:
 
 
 def _find_program(argv: Sequence[str]) -> tuple[Backend | None, int]:
+    """The first Backend whose program this is; of two that share a program, the one whose own flags
+    (`Backend.own_flags`) the command line has."""
+    words = {word.partition("=")[0] for word in argv}
+    found: tuple[Backend | None, int] = (None, 0)
     for backend in BACKENDS.values():
         if backend.launch is None:
             continue
         covered = _program_matches(backend.launch.program, argv)
-        if covered:
+        if covered and words & set(backend.own_flags):
             return backend, covered
+        if covered and found[0] is None:
+            found = (backend, covered)
+    if found[0] is not None:
+        return found
     program = os.path.basename(argv[0])
     for backend in BACKENDS.values():
         if program in backend.aliases:

@@ -269,7 +269,7 @@ def estimated_bill(server: Server, device_bytes: int | None) -> MemoryBill | Non
         return None
     # its command line only: the estimator knows the engine's defaults, and bills a default given as if
     # set (llama-server's 8 GiB prompt-cache limit is a ceiling it fills with use, not what it holds)
-    params = dict(server.params)
+    params = {**server.command.extra, **server.params}  # an engine's own knobs too (ik_llama.cpp's -mla)
     try:
         info = load_model_info(server.model)
         settings = Settings.from_params(params, backend=server.engine, device_bytes=device_bytes)

@@ -1,7 +1,7 @@
 """The registry of engines vramtui launches: one package per engine family, looked up by name here.
 
 - `base`: Backend, Launch, Translation, Rung, the shared PARAMS and the value helpers.
-- `llama_cpp`: llama-server, llama-cpp-python's server, Ollama (which runs llama-server).
+- `llama_cpp`: llama-server, llama-cpp-python's server, Ollama (which runs llama-server), ik_llama.cpp.
 - `vllm`, `transformers`.
 
 Each family package says how its engines name each shared parameter, their defaults, how they
@@ -24,7 +24,7 @@ from vramtui.core.backends.base import (
     switch,
     whole,
 )
-from vramtui.core.backends.llama_cpp import GGML_TYPES, LLAMA_CPP, LLAMA_CPP_PYTHON, OLLAMA
+from vramtui.core.backends.llama_cpp import GGML_TYPES, IK_LLAMA_CPP, LLAMA_CPP, LLAMA_CPP_PYTHON, OLLAMA
 from vramtui.core.backends.transformers import TRANSFORMERS
 from vramtui.core.backends.vllm import VLLM
 from vramtui.core.errors import VramtuiError
@@ -33,6 +33,7 @@ from vramtui.core.logs.ruletypes import EngineLog
 __all__ = [
     "BACKENDS",
     "GGML_TYPES",
+    "IK_LLAMA_CPP",
     "LLAMA_CPP",
     "LLAMA_CPP_PYTHON",
     "OLLAMA",
@@ -45,6 +46,7 @@ __all__ = [
     "Rung",
     "Translation",
     "Translator",
+    "engine_ggml_types",
     "engine_logs",
     "engine_memory",
     "get_backend",
@@ -54,7 +56,9 @@ __all__ = [
 ]
 
 # Registry order: the order `--help` and error messages list them in.
-BACKENDS: dict[str, Backend] = {b.name: b for b in (LLAMA_CPP, LLAMA_CPP_PYTHON, VLLM, TRANSFORMERS, OLLAMA)}
+BACKENDS: dict[str, Backend] = {
+    b.name: b for b in (LLAMA_CPP, LLAMA_CPP_PYTHON, VLLM, TRANSFORMERS, OLLAMA, IK_LLAMA_CPP)
+}
 
 
 def engine_logs() -> tuple[EngineLog, ...]:
@@ -77,6 +81,15 @@ def engine_memory() -> dict[str, Any]:
     from vramtui.core.backends.vllm import memory as vllm
 
     return {**llama_cpp.MEMORY, **vllm.MEMORY, **transformers.MEMORY}
+
+
+def engine_ggml_types() -> tuple[tuple[str, int, int, int, int], ...]:
+    """The ggml tensor types an engine's own GGUFs use beyond mainline's (the gguf package's): (name, type
+    id, elements per block, bytes per block, bytes of metadata per row). What core/estimate reads a GGUF's
+    tensor table and sizes a type with; today ik_llama.cpp's (llama_cpp/iktypes.py)."""
+    from vramtui.core.backends.llama_cpp.iktypes import IK_GGML_TYPES
+
+    return IK_GGML_TYPES
 
 
 def get_backend(name: str | Backend) -> Backend:

@@ -247,6 +247,9 @@ class Backend:
     # The most sequences it runs at once, whatever memory holds (llama.cpp's LLAMA_MAX_SEQ: 256; more and
     # it refuses to start, "n_seq_max must be <= 256"); None: no limit vramtui knows.
     max_sequences: int | None = None
+    # Flags only this engine takes: a command line of a program two engines share (ik_llama.cpp's
+    # llama-server and mainline's) with one of them is this engine's.
+    own_flags: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return self.name

@@ -103,17 +103,24 @@ class Settings:
     # The GPU shares host memory (Apple silicon under Metal): llama.cpp maps the model file's pages into it
     # whole, the token embedding's among them, beside the host's own mapping of the host tensors.
     unified_memory: bool = False
+    # ik_llama.cpp's own knobs: -mla (how an MLA model's cache and attention are laid out: 0 per-head K and
+    # V, 1 the latent and its transpose, 2 and 3 the latent alone) and -amb (MiB: the cap on the attention's
+    # work tensors); None: its defaults. The other engines have no such knob.
+    mla: int | None = None
+    attn_max_batch: int | None = None
 
     def __post_init__(self) -> None:
         self.backend = get_backend(self.backend).name
         names = ("context", "parallel", "batch", "ubatch", "gpu_layers", "n_cpu_moe", "gpu_layers_draft")
-        names = (*names, "engine_build")
+        names = (*names, "engine_build", "attn_max_batch")
         for name in (*names, "ctx_size_draft", "max_loras", "max_lora_rank"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise VramtuiError(f"{name} must be a non-negative whole number, not {value!r}")
         if self.parallel == 0:
             raise VramtuiError("parallel must be at least 1")
+        if self.mla is not None and (isinstance(self.mla, bool) or self.mla not in (0, 1, 2, 3)):
+            raise VramtuiError(f"mla must be 0, 1, 2 or 3 (ik_llama.cpp's -mla), not {self.mla!r}")
         if self.safety is not None and not 0 < self.safety <= 1:
             raise VramtuiError(f"safety must be a share between 0 and 1, not {self.safety!r}")
         if self.device_bytes <= 0:
@@ -219,7 +226,8 @@ class Settings:
                 if params.get("kv_cache_memory")
                 else None
             ),
-            mmap=mmap_from_params(params),
+            # ik_llama.cpp's -rtr repacks the weights at load, which turns mmap off
+            mmap=mmap_from_params(params) and not _is_on(params.get("run_time_repack")),
             backend=backend,
             context=_as_int(params, "context"),
             parallel=_as_int(params, "parallel"),
@@ -231,6 +239,8 @@ class Settings:
             quant=str(params["quant"]) if params.get("quant") else None,
             device_bytes=parse_size(device_bytes) if device_bytes is not None else DEFAULT_DEVICE_BYTES,
             safety=safety,
+            mla=_as_int(params, "mla"),
+            attn_max_batch=_as_int(params, "attn_max_batch"),
         )
 
 
@@ -713,7 +723,9 @@ def _drop_ignored(settings: Settings) -> str | None:
         setattr(settings, name, getattr(defaults, name))
     if not given:
         return None
-    flags = ", ".join("--" + name.replace("_", "-") for name in given)
+    from vramtui.core.estimate.inputs import FLAGS  # the CLI's spelling (inputs.py builds on this module)
+
+    flags = ", ".join(FLAGS.get(name, "--" + name.replace("_", "-")) for name in given)
     article = "an" if settings.backend[:1].lower() in "aeiou" else "a"
     return f"{flags}: not {article} {settings.backend} setting, left out"
 

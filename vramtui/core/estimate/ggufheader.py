@@ -202,24 +202,40 @@ class _Parser:
         n_dims = self._u32()
         if n_dims > 8:
             raise ValueError(f"tensor {name} has {n_dims} dimensions")
+        dims = [self._u64() for _ in range(n_dims)]
         n_elements = 1
-        for _ in range(n_dims):
-            n_elements *= self._u64()
+        for dim in dims:
+            n_elements *= dim
         type_id, offset = self._u32(), self._u64()
-        type_name, (block, type_size) = _ggml_type(type_id, name)
-        return name, type_name, n_elements, n_elements * type_size // block, offset
+        type_name, (block, type_size, row_meta) = _ggml_type(type_id, name)
+        rows = n_elements // dims[0] if dims and dims[0] else 0
+        return name, type_name, n_elements, n_elements * type_size // block + rows * row_meta, offset
 
 
-def _ggml_type(type_id: int, tensor: str) -> tuple[str, tuple[int, int]]:
+def _ggml_type(type_id: int, tensor: str) -> tuple[str, tuple[int, int, int]]:
+    """A type id's name, elements per block, bytes per block and per-row metadata: mainline's (the
+    gguf package's), else an engine's own (ik_llama.cpp's, from the registry)."""
     import gguf
 
     try:
         qtype = gguf.GGMLQuantizationType(type_id)
-        return qtype.name.lower(), gguf.GGML_QUANT_SIZES[qtype]
+        return qtype.name.lower(), (*gguf.GGML_QUANT_SIZES[qtype], 0)
     except (ValueError, KeyError):
-        raise ValueError(
-            f"tensor {tensor} has ggml type {type_id}, which this gguf package does not know"
-        ) from None
+        pass
+    found = _engine_types().get(type_id)
+    if found is None:
+        raise ValueError(f"tensor {tensor} has ggml type {type_id}, which no engine vramtui knows uses")
+    return found
+
+
+@functools.cache
+def _engine_types() -> dict[int, tuple[str, tuple[int, int, int]]]:
+    from vramtui.core.backends import engine_ggml_types
+
+    return {
+        type_id: (name, (block, size, row_meta))
+        for name, type_id, block, size, row_meta in engine_ggml_types()
+    }
 
 
 def _value_types() -> tuple[dict[int, tuple[str, int]], int, int, int]:

@@ -60,6 +60,8 @@ FLAGS: dict[str, str] = {
     "device_map": "--device-map",
     "max_memory": "--max-memory",
     "safety": "--safety",
+    "mla": "-mla",
+    "attn_max_batch": "-amb",
     "params": "--params",
     "layers": "--layers",
     "kv_heads": "--kv-heads",
@@ -121,6 +123,14 @@ def parse_layers(text: str) -> int | None:
         return _whole(text, 0)
     except ValueError:
         raise ValueError(f"{text!r}: a number of layers, or 'all'") from None
+
+
+def parse_mla(text: str) -> int:
+    """ik_llama.cpp's -mla: 0, 1, 2 or 3."""
+    value = _whole(text, 0)
+    if value > 3:
+        raise VramtuiError(f"{text!r} is not an MLA mode (0, 1, 2 or 3)")
+    return value
 
 
 def parse_share(text: str) -> float:
@@ -288,6 +298,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "device_map": parse_device_map,
     "max_memory": parse_max_memory,
     "safety": parse_share,
+    "mla": parse_mla,
+    "attn_max_batch": lambda text: _whole(text, 0),
     "params": parse_params,
     **{name: _at_least_one for name in SHAPE_FIELDS},
 }
@@ -324,9 +336,10 @@ FLAG_FIELDS = (
     "max_loras", "max_lora_rank", "mtp", "cpu_moe", "n_cpu_moe", "override_tensor", "cpu_offload_gb",
     "kv_cache_memory",
     "tensor_split", "split_mode", "main_gpu", "tensor_parallel_size", "pipeline_parallel_size",
-    "device_map", "max_memory",
+    "device_map", "max_memory", "mla", "attn_max_batch",
 )  # fmt: skip
 _SHORT_FLAGS = {"-ot": "override_tensor", "-cram": "cache_ram", "-md": "model_draft", "-ts": "tensor_split"}
+_SHORT_FLAGS |= {"--mla-use": "mla", "--attention-max-batch": "attn_max_batch"}
 _BARE_FLAGS = frozenset({"cpu_moe", "mtp"})  # switches: present means on
 _REPEATED_FLAGS = frozenset({"lora", "override_tensor"})  # each use adds one, joined by commas
 
@@ -405,6 +418,8 @@ def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
         device_bytes=cards[0] if cards else DEFAULT_DEVICE_BYTES,
         safety=values.get("safety"),
         on_gpu=on_gpu,
+        mla=values.get("mla"),
+        attn_max_batch=values.get("attn_max_batch"),
     )
 
 

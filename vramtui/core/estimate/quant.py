@@ -17,10 +17,24 @@ from vramtui.core.errors import VramtuiError
 
 @cache
 def _ggml_sizes() -> dict[str, tuple[int, int]]:
-    """ggml type name (lower case) -> (elements per block, bytes per block)."""
+    """ggml type name (lower case) -> (elements per block, bytes per block): mainline's (the gguf
+    package's), then the types an engine's own GGUFs add (ik_llama.cpp's IQ4_K, IQ4_KS, ..._R4)."""
     import gguf
 
-    return {qtype.name.lower(): sizes for qtype, sizes in gguf.GGML_QUANT_SIZES.items()}
+    from vramtui.core.backends import engine_ggml_types
+
+    found = {qtype.name.lower(): sizes for qtype, sizes in gguf.GGML_QUANT_SIZES.items()}
+    for name, _type_id, block, type_size, _row_meta in engine_ggml_types():
+        found.setdefault(name, (block, type_size))
+    return found
+
+
+@cache
+def _row_meta() -> dict[str, int]:
+    """Bytes a row of these types keeps before its blocks (ik_llama.cpp's per-row scales)."""
+    from vramtui.core.backends import engine_ggml_types
+
+    return {name: row_meta for name, _type_id, _block, _size, row_meta in engine_ggml_types() if row_meta}
 
 
 def ggml_type_names() -> tuple[str, ...]:
@@ -28,13 +42,13 @@ def ggml_type_names() -> tuple[str, ...]:
 
 
 def ggml_row_bytes(type_name: str, n_elements: int) -> int:
-    """Bytes ggml needs for `n_elements` of a block type, as ggml_row_size computes it."""
+    """Bytes ggml needs for one row of `n_elements` of a block type, as ggml_row_size computes it."""
     sizes = _ggml_sizes().get(type_name.lower())
     if sizes is None:
         raise VramtuiError(f"unknown ggml type {type_name!r}")
     block, type_size = sizes
     # ggml rounds down (rows are always whole blocks in real models); round up so odd test shapes stay safe
-    return -(-n_elements // block) * type_size
+    return _row_meta().get(type_name.lower(), 0) + -(-n_elements // block) * type_size
 
 
 def ggml_bits_per_weight(type_name: str) -> float:

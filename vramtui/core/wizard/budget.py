@@ -114,6 +114,7 @@ class MemoryModel:
             "gpu_layers": None if str(gpu_layers) in ("all", "-1", "None") else int(gpu_layers),  # type: ignore[call-overload]
             "quant": profile.params.get("quant"),
             **_offload_settings(profile),
+            **_engine_knobs(profile),
             "mmap": _mmap_of(profile.params),
         }
         if self.budget:
@@ -258,6 +259,17 @@ class MemoryModel:
                 attempted = max(attempted, weights)
             if attempted:
                 self.room_upper = attempted if self.room_upper is None else min(self.room_upper, attempted)
+
+
+def _engine_knobs(profile: Profile) -> dict[str, object]:
+    """An engine's own knobs the estimator sizes (ik_llama.cpp's -mla and -amb), as the profile sets them."""
+    found: dict[str, object] = {}
+    for name in ("mla", "attn_max_batch"):
+        try:
+            found[name] = int(profile.params[name])  # type: ignore[call-overload]
+        except (KeyError, TypeError, ValueError):
+            pass  # not set, or not a number: the launcher says what it cannot pass on
+    return found
 
 
 def _offload_settings(profile: Profile) -> dict[str, object]:

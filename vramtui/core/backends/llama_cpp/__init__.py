@@ -1,4 +1,5 @@
-"""The llama.cpp family: llama-server, llama-cpp-python's server and Ollama (which runs llama-server).
+"""The llama.cpp family: llama-server, llama-cpp-python's server, Ollama (which runs llama-server) and
+ik_llama.cpp (a fork of llama.cpp: its llama-server with its own flags, defaults and MLA cache).
 
 How each names the shared parameters, its defaults, how it launches and says it is ready, and
 (ladder.py) the rungs it has. Flags checked against each program's own source; see
@@ -6,6 +7,8 @@ tests/core/backends/test_backends.py for where from.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from vramtui.core.backends.base import (
     MIB,
@@ -357,4 +360,52 @@ OLLAMA = Backend(
     **_FAMILY,  # type: ignore[arg-type]
 )
 
-BACKENDS: tuple[Backend, ...] = (LLAMA_CPP, LLAMA_CPP_PYTHON, OLLAMA)
+# ik_llama.cpp (github.com/ikawrakow/ik_llama.cpp, read at 8337e4cd): mainline's llama-server flags as of
+# its fork, plus its own: -mla (0-3), -amb (MiB), -rtr (repack at load, which turns mmap off), -no-fmoe
+# (fused MoE is on by default). `--fit` is a bare switch there; no --fit-target, no --load-mode (it has
+# --no-mmap), no --spec-type draft-mtp. Its log is mainline's wording: it is diagnosed as llama.cpp.
+IK_LLAMA_CPP = replace(
+    LLAMA_CPP,
+    name="ik_llama.cpp",
+    accounting="ik_llama.cpp",
+    flags={**LLAMA_CPP.flags, "mtp": None},
+    # common/common.h: n_ctx 0 (the trained length), one slot, flash attention on, -ngl -1 (all layers
+    # where a GPU is found), an 8 GiB prompt cache; -mla 3 and -amb 256 are the estimator's (memory.py)
+    defaults={
+        "context": 0,
+        "parallel": 1,
+        "batch": 2048,
+        "ubatch": 512,
+        "kv_dtype": "f16",
+        "gpu_layers": "all",
+        "flash_attn": True,
+        "cache_ram": 8192,
+    },
+    kv_dtypes=(*LLAMA_CPP.kv_dtypes, "q6_0"),
+    aliases=("ik_llama", "ik-llama.cpp", "ik_llama_cpp", "ik-llama"),
+    launch=replace(
+        LLAMA_CPP.launch,  # type: ignore[arg-type]
+        extra_params={"threads": "--threads", "alias": "--alias", "mla": "-mla", "attn_max_batch": "-amb"},
+        switches={
+            "mmap": ((), ("--no-mmap",)),
+            "fit": (("--fit",), ()),
+            "run_time_repack": (("-rtr",), ()),
+            "fused_moe": ((), ("-no-fmoe",)),
+        },
+        fit_target_flag=None,
+        spellings={
+            **LLAMA_SERVER_SPELLINGS,
+            "--mla-use": "-mla",
+            "--attention-max-batch": "-amb",
+            "--run-time-repack": "-rtr",
+            "--no-fused-moe": "-no-fmoe",
+        },
+        log_env={},
+        install="build it from github.com/ikawrakow/ik_llama.cpp with cmake (its llama-server)",
+    ),
+    # a llama-server command line with one of these is ik_llama.cpp's (mainline has none of them)
+    own_flags=("-mla", "--mla-use", "-amb", "--attention-max-batch", "-fmoe", "-rtr", "-no-fmoe"),
+    parallel_auto_slots=None,
+)
+
+BACKENDS: tuple[Backend, ...] = (LLAMA_CPP, LLAMA_CPP_PYTHON, OLLAMA, IK_LLAMA_CPP)

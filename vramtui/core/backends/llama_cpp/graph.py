@@ -79,6 +79,9 @@ class Graph:
     swa_cells: int  # ... of a sliding-window layer
     streams: int  # KV streams: 1 for a unified cache, else one per sequence
     build: Build
+    # ik_llama.cpp's graph: its -mla mode (None: mainline's graph) and its -amb cap (MiB; 0: none)
+    mla: int | None = None
+    attn_max_batch: int = 0
 
     def kind(self, layer: int) -> str:
         if self.info.is_recurrent(layer):
@@ -125,18 +128,73 @@ def attention_phase(g: Graph, kind: str, kv_copies: bool = False) -> int:
     base = 2 * g.hidden()
     if kind == "recurrent":
         return base + _recurrent_phase(g)
-    if info.kv_lora_rank:  # MLA: queries absorbed into the latent, attention over the latent
+    if info.kv_lora_rank and g.mla:
+        found = base + ik_mla_attention(g, cells)
+    elif info.kv_lora_rank and g.mla is None:  # MLA: queries absorbed into the latent, over the latent
         rank = info.kv_lora_rank
         width = heads * (info.head_dim_k + 2 * rank) + info.head_dim_v * heads
+        found = base + width * ub * F32
+        if not g.flash:
+            found += heads * cells * ub // max(1, g.streams) * F32
     else:
         width = heads * (info.head_dim_k + 2 * info.head_dim_v)
         width += info.n_kv_heads * (info.head_dim_k + info.head_dim_v)
-    found = base + width * ub * F32
-    if not g.flash:
-        found += heads * cells * ub // max(1, g.streams) * F32
+        found = base + width * ub * F32
+        if not g.flash:  # ik_llama.cpp computes KQ a share of the heads at a time under -amb
+            found += heads * cells * ub // max(1, g.streams) * F32 // _amb_steps(g, heads * cells * ub * F32)
     if kv_copies:  # a host layer's K and V cache views, copied in for the first GPU
         found += kv_copy_bytes(g, kind)
     return found
+
+
+def _amb_steps(g: Graph, work_bytes: int) -> int:
+    """Into how many steps ik_llama.cpp's -amb cuts a KQ of `work_bytes` (llama-build-context.cpp: the
+    heads split evenly, ceil(KQ MiB / amb) steps); 1 without a cap (mainline)."""
+    mib = work_bytes // (1 << 20)
+    if g.attn_max_batch <= 0 or g.attn_max_batch >= mib:
+        return 1
+    return min(g.info.n_heads, -(-mib // g.attn_max_batch))
+
+
+def _amb_heads(g: Graph, work_bytes: int) -> int:
+    """Heads ik_llama.cpp decompresses at once for an MLA prompt (build_deepseek2.cpp): all of them, or
+    under -amb the most heads n / k (k dividing n) whose share of the f32 K/V stays within the cap."""
+    heads, mib = g.info.n_heads, work_bytes // (1 << 20)
+    if g.attn_max_batch <= 0 or mib <= g.attn_max_batch:
+        return heads
+    for parts in range(2, heads):
+        if heads % parts == 0 and mib // parts <= g.attn_max_batch:
+            return heads // parts
+    return 1
+
+
+def ik_mla_attention(g: Graph, cells: int) -> int:
+    """ik_llama.cpp's MLA attention at its widest, for -mla 1-3 (src/graphs/build_deepseek2.cpp).
+
+    With -mla 2 or 3, flash attention and a micro-batch of 128 tokens or more, a prompt decompresses the
+    cache's latent through wkv_b, a share of the heads at a time (`_amb_heads`): the f32 K/V of those heads,
+    their f16 casts (V, K without and with its rope part, the rope part repeated) beside the queries of every
+    head and the attention output gathered so far. Otherwise the queries are absorbed into the latent:
+    flash attention over the latent (-mla 1 and 3), or KQ of the heads in -amb steps, its soft-max, and the
+    latent's transpose."""
+    info, ub = g.info, g.ubatch
+    heads, rank, rope = info.n_heads, info.kv_lora_rank, info.qk_rope_head_dim
+    nope = info.qk_nope_head_dim or max(info.head_dim_k - rope, 0)
+    v_dim = info.head_dim_v
+    queries = heads * (nope + rope) * ub * F32
+    output = heads * v_dim * ub * F32
+    if g.mla in (2, 3) and g.flash and ub >= 128:
+        chunk = _amb_heads(g, heads * (nope + v_dim) * cells * F32)
+        kv_f32 = chunk * (nope + v_dim) * cells * F32
+        casts = chunk * cells * (v_dim + nope + rope) * 2
+        return queries + kv_f32 + casts + output
+    absorbed = queries + 2 * heads * (rank + rope) * ub * F32  # q_nope2 and the query over the latent
+    latent_out = heads * rank * ub * F32
+    if g.flash and g.mla in (1, 3):
+        return absorbed + latent_out + output
+    steps = _amb_steps(g, heads * cells * ub * F32)
+    kq = 2 * -(-heads // steps) * cells * ub * F32  # KQ of one step and its soft-max
+    return absorbed + kq + latent_out + rank * cells * 2 + output
 
 
 def kv_copy_bytes(g: Graph, kind: str) -> int:

@@ -119,6 +119,8 @@ LLAMA_CPP = LogProfile(
     "llama.cpp",
     precedence=20,
     process_names=("llama-server", "llama-cli", "llama"),
+    # ik_llama.cpp prints mainline's lines (its fork's era): its log is read and advised as llama.cpp's
+    aliases=("ik_llama.cpp", "ik_llama", "ik-llama.cpp", "ik_llama_cpp", "ik-llama"),
     reads_gguf=True,
     advice={
         **_LLAMA_ADVICE,

@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from vramtui.core.backends import get_backend
 from vramtui.core.backends.llama_cpp import graph, placement
 from vramtui.core.estimate import devices, recurrent
-from vramtui.core.estimate.accounting import MLA_LATENT_AND_V, MemoryAccounting
+from vramtui.core.estimate.accounting import MLA_DECOMPRESSED, MLA_LATENT, MLA_LATENT_AND_V, MemoryAccounting
 from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settings, memoized
-from vramtui.core.estimate.kvcache import kv_bytes_per_token, round_up
+from vramtui.core.estimate.kvcache import kv_layer_bytes, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.weights import LayerWeights, llama_cpp_weights
 from vramtui.core.memory.parts import HOST, MemoryBill
@@ -263,7 +263,15 @@ class LlamaCppMemory(MemoryAccounting):
     places_layers = True
     offloads_tensors = True
     engine_probe = True
-    ignores = ("tensor_parallel_size", "pipeline_parallel_size", "device_map", "max_memory")  # vLLM's, HF's
+    # vLLM's, HF's and ik_llama.cpp's own knobs
+    ignores = (
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "device_map",
+        "max_memory",
+        "mla",
+        "attn_max_batch",
+    )
     mla_layout = MLA_LATENT_AND_V
     # llama-server caps the logits rows it reserves at one per sequence (builds since sched_reserve)
     server_outputs = True
@@ -332,14 +340,15 @@ class LlamaCppMemory(MemoryAccounting):
             )
         run = self.run_shape(info, settings)
         weights = memoized(weights_key, given, lambda: llama_cpp_weights(info, file_type))
-        build = graph.Build(settings.engine_build)
+        build = self.build(settings)
         cells, swa_cells = self.cells(info, run)
-        found = placement.layout(info, settings, weights, (cells, swa_cells, run.kv_dtype), build)
+        layout = self.kv_layout(info, settings, run)
+        found = placement.layout(info, settings, weights, (cells, swa_cells, run.kv_dtype), build, layout)
         placement.add_recurrent(info, found, run.parallel)
         if settings.several and (settings.split_mode or "layer") == "row":
             placement.row_split(found, devices.shares_for(settings.cards, settings.tensor_split))
         where = _placement(found)
-        g = self.graph(info, run, build)
+        g = self.graph(info, run, build, settings)
         compute = _compute(info, settings, g, found, weights)
         output_buffer = info.vocab * run.parallel * 4
         bill = _bill(settings, found, compute, output_buffer)
@@ -347,7 +356,7 @@ class LlamaCppMemory(MemoryAccounting):
         # mmapped, the file's pages stay beside the repacked copy; read without mmap, the repacked
         # tensors replace their file copies (a small CPU buffer beside CPU_REPACK)
         bill.add(HOST, "weights", repacked if settings.mmap else 0)
-        est = _estimate(info, settings, run, where, bill)
+        est = _estimate(info, settings, run, where, bill, layout)
         est.counts_repack = repacked > 0 and settings.mmap
         est.kv_cells, est.output_buffer_bytes = cells, output_buffer
         est.compute_buffer_bytes = bill.get("compute", est.place)
@@ -361,7 +370,17 @@ class LlamaCppMemory(MemoryAccounting):
     def cells(self, info: ModelInfo, run: RunShape) -> tuple[int, int]:
         return kv_cells(info, run.context, run.parallel, run.ubatch, self.swa_full)
 
-    def graph(self, info: ModelInfo, run: RunShape, build: graph.Build) -> graph.Graph:
+    def build(self, settings: Settings) -> graph.Build:
+        """The engine build whose accounting applies (None: today's)."""
+        return graph.Build(settings.engine_build)
+
+    def kv_layout(self, info: ModelInfo, settings: Settings, run: RunShape) -> str:
+        """What an MLA model's cache keeps per token."""
+        return self.mla_layout
+
+    def graph(
+        self, info: ModelInfo, run: RunShape, build: graph.Build, settings: Settings | None = None
+    ) -> graph.Graph:
         """The micro-batch the scheduler reserves: its tokens, its logits rows, the cache it reads."""
         cells, swa_cells = self.cells(info, run)
         ubatch = min(run.ubatch, cells)
@@ -378,7 +397,7 @@ class LlamaCppMemory(MemoryAccounting):
 
 
 def _estimate(
-    info: ModelInfo, settings: Settings, run: RunShape, where: Placement, bill: MemoryBill
+    info: ModelInfo, settings: Settings, run: RunShape, where: Placement, bill: MemoryBill, layout: str
 ) -> Estimate:
     usable = int(settings.device_bytes * settings.share)
     device_total = bill.total(0)
@@ -389,7 +408,7 @@ def _estimate(
         weights_bytes=where.w_gpu,
         weights_host_bytes=bill.get("weights", HOST),  # with the repacked copy of a CPU-resident run
         kv_cache_bytes=where.kv_gpu,
-        kv_bytes_per_token=kv_bytes_per_token(info, run.kv_dtype, "llama.cpp"),
+        kv_bytes_per_token=sum(kv_layer_bytes(info, il, run.kv_dtype, layout) for il in range(info.n_layers)),
         activations_bytes=bill.get("compute", 0),
         overhead_bytes=bill.get("runtime", 0),
         fragmentation_bytes=0,
@@ -430,7 +449,10 @@ class OllamaMemory(LlamaCppMemory):
     context_is_per_sequence = True
     auto_places_layers = True
     offloads_tensors = False  # Ollama has no tensor override knob
-    ignores = ("tensor_parallel_size", "pipeline_parallel_size", "cpu_moe", "n_cpu_moe", "override_tensor")
+    ignores = (
+        "tensor_parallel_size", "pipeline_parallel_size", "cpu_moe", "n_cpu_moe", "override_tensor", "mla",
+        "attn_max_batch",
+    )  # fmt: skip
 
     def default_context(self, settings: Settings) -> int:
         dev = settings.device_bytes
@@ -450,12 +472,63 @@ class OllamaMemory(LlamaCppMemory):
         return f"Ollama clamps num_ctx {per_sequence} to the model's trained length {trained}"
 
 
+# ik_llama.cpp's defaults (common/common.h at 8337e4cd): -mla 3, -amb 256 MiB, flash attention on.
+IK_MLA_DEFAULT = 3
+IK_AMB_DEFAULT = 256
+# ik_llama.cpp forked from mainline in mid-2024 (build ~3300) and keeps that era's reservation: every
+# token's logits in the worst-case graph, the last layers offloaded first, one hidden state on the host.
+IK_FORK_BUILD = 3300
+
+
+class IkLlamaCppMemory(LlamaCppMemory):
+    """ik_llama.cpp: mainline's placement and buffers of its fork's era, its own MLA cache per -mla and
+    attention capped by -amb (src/llama.cpp llama_kv_cache_init, src/graphs/build_deepseek2.cpp); one
+    cache of n_ctx cells, padded to 256 with flash attention and 32 without, for every slot."""
+
+    swa_full = True  # sliding-window layers keep every cell (unless --swa-compress)
+    ignores = ("tensor_parallel_size", "pipeline_parallel_size", "device_map", "max_memory")
+
+    def run_shape(self, info: ModelInfo, settings: Settings) -> RunShape:
+        return replace(super().run_shape(info, settings), streams=1)
+
+    def cells(self, info: ModelInfo, run: RunShape) -> tuple[int, int]:
+        cells = round_up(max(run.context, 1), CELL_PAD if run.flash else 32)
+        return cells, cells
+
+    def build(self, settings: Settings) -> graph.Build:
+        return graph.Build(settings.engine_build or IK_FORK_BUILD)
+
+    def mla_mode(self, info: ModelInfo, settings: Settings) -> int:
+        """-mla as the run has it: 0 for a model without MLA (ik_llama.cpp turns it off there)."""
+        if not info.kv_lora_rank:
+            return 0
+        return IK_MLA_DEFAULT if settings.mla is None else settings.mla
+
+    def kv_layout(self, info: ModelInfo, settings: Settings, run: RunShape) -> str:
+        """-mla 0: per-head K and V; 1 without flash attention: the latent and its transpose (V);
+        otherwise the latent (c^KV and the rope part) alone."""
+        mode = self.mla_mode(info, settings)
+        if mode == 0:
+            return MLA_DECOMPRESSED
+        return MLA_LATENT_AND_V if mode == 1 and not run.flash else MLA_LATENT
+
+    def graph(
+        self, info: ModelInfo, run: RunShape, build: graph.Build, settings: Settings | None = None
+    ) -> graph.Graph:
+        found = super().graph(info, run, build, settings)
+        settings = settings or Settings(backend="ik_llama.cpp")
+        amb = IK_AMB_DEFAULT if settings.attn_max_batch is None else settings.attn_max_batch
+        return replace(found, mla=self.mla_mode(info, settings), attn_max_batch=amb)
+
+
 LLAMA_CPP = LlamaCppMemory()
 LLAMA_CPP_PYTHON = LlamaCppPythonMemory()
 OLLAMA = OllamaMemory()
+IK_LLAMA_CPP = IkLlamaCppMemory()
 # By backend name (core/backends): the accounting the estimator uses for each.
 MEMORY: dict[str, MemoryAccounting] = {
     "llama.cpp": LLAMA_CPP,
     "llama-cpp-python": LLAMA_CPP_PYTHON,
     "ollama": OLLAMA,
+    "ik_llama.cpp": IK_LLAMA_CPP,
 }

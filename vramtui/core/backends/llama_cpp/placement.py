@@ -76,8 +76,10 @@ def layout(
     weights: LayerWeights,
     kv: tuple[int, int, str],
     build: graph.Build,
+    mla_layout: str = MLA_LATENT_AND_V,
 ) -> Layout:
-    """Every layer, tensor, cache row and state where this run puts it."""
+    """Every layer, tensor, cache row and state where this run puts it; `mla_layout`: what an MLA model's
+    cache keeps per token (mainline: the latent as K and the compressed KV as V)."""
     layers, output, slots = _layer_devices(info, settings, build)
     n_dev = len(settings.cards) if settings.on_gpu else 0
     rules = settings.offload_rules if settings.on_gpu else []
@@ -96,7 +98,7 @@ def layout(
         _mapped_spans(info, weights, found, settings.unified_memory)
     full, swa, kv_dtype = kv  # cells of full-attention and sliding-window layers, the cache type
     for il in range(info.n_layers):
-        size = (swa if is_swa(info, il) else full) * kv_layer_bytes(info, il, kv_dtype, MLA_LATENT_AND_V)
+        size = (swa if is_swa(info, il) else full) * kv_layer_bytes(info, il, kv_dtype, mla_layout)
         found.kv[layers[il]] = found.kv.get(layers[il], 0) + size
     return found
 
