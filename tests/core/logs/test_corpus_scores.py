@@ -14,7 +14,7 @@ from vramtui.core.logs.diagnose import diagnose_text
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
         "stage": (489, 515),
-        "class": (492, 515),
+        "class": (494, 515),
         "memory": (109, 120),
         "first_error": (282, 298),
         "quiet": (70, 77),

@@ -672,3 +672,35 @@ def test_systemds_oom_kill_and_a_path_taken_for_a_repo_id_in_their_own_words() -
         kernel_log=lambda: None,
     )
     assert (path.failure, path.failure_stage) == ("file_missing", "download")
+
+
+def test_a_bare_exception_is_told_by_the_frame_it_was_raised_in() -> None:
+    """A `KeyError: 'gr00t_n1_5'` says nothing alone; raised in transformers' configuration_auto.py it is a
+    model type this transformers does not know (InternRobotics/InternManip#12). A bare AssertionError
+    raised in vLLM's weight_loader (issue 21 i: a pre-quantized checkpoint's shape assert; lines in vLLM's
+    worker format, the assert is linear.py's own) is a shape mismatch. The same exceptions elsewhere stay
+    plain exceptions."""
+    config = [
+        "Traceback (most recent call last):",
+        '  File "/home/u/.venv/lib/python3.10/site-packages/transformers/models/auto/configuration_auto.py", '
+        "line 1131, in from_pretrained",
+        '    config_class = CONFIG_MAPPING[config_dict["model_type"]]',
+        '  File "/home/u/.venv/lib/python3.10/site-packages/transformers/models/auto/configuration_auto.py", '
+        "line 833, in __getitem__",
+        "    raise KeyError(key)",
+        "KeyError: 'gr00t_n1_5'",
+    ]
+    d = diagnose_lines(config, kernel_log=lambda: None)
+    assert (d.failure, d.failure_stage, d.first_error_line) == ("unknown_arch", "load_weights", 6)
+    prefix = "(VllmWorker rank=0 pid=1) ERROR 06-30 13:08:37 [multiproc_executor.py:470] "
+    loader = [
+        prefix + '  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/linear.py", '
+        "line 1201, in weight_loader",
+        prefix + "    assert param_data.shape == loaded_weight.shape",
+        prefix + "AssertionError",
+    ]
+    d = diagnose_lines(loader, kernel_log=lambda: None)
+    assert (d.failure, d.cause) == ("shape_mismatch", "loader_shape_assert")
+    elsewhere = [line.replace("in weight_loader", "in forward") for line in loader]
+    assert diagnose_lines(elsewhere, kernel_log=lambda: None).failure == "other"
+    assert diagnose_lines(config[-1:], kernel_log=lambda: None).failure == "other"

@@ -58,6 +58,8 @@ CAUSE_WORDS: dict[str, str] = {
     "wrong_format": "this backend does not read the model file's format",
     "tokenizer_files": "the tokenizer could not be loaded (its files are missing or cannot be converted)",
     "exception": "a Python exception stopped the run",
+    "unknown_model_type": "this transformers does not know the model's type (its config's model_type)",
+    "loader_shape_assert": "a weight in the checkpoint is not the shape the model's layer expects",
     "device_assert": "a GPU kernel's own check failed (an index past its table: a position past the trained "
     "length, or a token id past the vocabulary)",
     "backend_init_failed": "the GPU backend for the context (Metal, Vulkan...) failed to initialize",

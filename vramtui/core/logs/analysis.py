@@ -63,6 +63,7 @@ class _LineInfo:
     extras: bool = False  # figures, notices, quantization words or file formats
     # Milestones the line proves (ruletypes.MILESTONES), "restart" (a new load) or "stop" (a stop on purpose)
     progress: tuple[str, ...] = ()
+    frame_rules: tuple[ls.FrameRule, ...] = ()  # a frame's: what a bare exception closing it means
 
 
 def _strip_prefix(text: str) -> str:
@@ -285,6 +286,7 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
         dict.fromkeys(rule.milestone for entry in filed for rule in entry[6] if _matches(rule, low))
     )
     frame = frame_match is not None
+    frame_rules = tuple(rule for rule in ls.FRAME_RULES if rule.anchor in low) if frame else ()
     memory_heavy = (frame or "(" in low) and any(word in low for word in ls.MEMORY_HEAVY_FRAME_WORDS)
     exception = exception_match.group("name") if exception_match else None
     if exception in ("Value", "Assertion", "Type"):
@@ -328,6 +330,7 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
         simple=bare,
         extras=extras,
         progress=progress,
+        frame_rules=frame_rules,
     )
     return info, tuple(figure_rules)
 

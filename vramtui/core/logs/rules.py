@@ -30,6 +30,7 @@ from vramtui.core.logs.ruletypes import (  # noqa: F401  (re-exported: callers a
     UNIT,
     ErrorRule,
     FigureRule,
+    FrameRule,
     LogProfile,
     NoticeRule,
     ProgressRule,
@@ -58,6 +59,10 @@ LOG_PROFILES: dict[str, LogProfile] = {
 BACKEND_NAMES: tuple[str, ...] = tuple(LOG_PROFILES)
 # Which corpus family a backend belongs to (llama-cpp-python prints llama.cpp's own log).
 FAMILY: dict[str, str] = {name: p.prints_log_of for name, p in LOG_PROFILES.items() if p.prints_log_of}
+
+
+# Exceptions told by the frame they were raised in (FrameRule), every engine's.
+FRAME_RULES: tuple[FrameRule, ...] = tuple(rule for engine in ENGINES for rule in engine.frames)
 
 
 # ---------------------------------------------------------------------------------------------

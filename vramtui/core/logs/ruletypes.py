@@ -194,6 +194,18 @@ class ProgressRule:
         object.__setattr__(self, "regex", _rx(self.pattern))
 
 
+@dataclass(frozen=True)
+class FrameRule:
+    """A bare exception that says what failed only by where it was raised: a traceback frame whose line
+    holds `anchor` (a file or a function), closed by an exception named `exception`, is `rule`'s failure
+    (transformers' `KeyError: 'qwen3'` out of configuration_auto.py is a model type it does not know)."""
+
+    anchor: str  # lower case, in the frame's `File "...", line N, in NAME` line
+    exception: str  # the exception's class name, as the line states it
+    rule: ErrorRule
+    backend: str = ""
+
+
 Slots = tuple[tuple[str, tuple], ...]  # (slot, rules): where in a table an engine's rules go
 
 
@@ -216,6 +228,7 @@ class EngineLog:
     marks: tuple[tuple[str, str], ...] = ()
     echo_cuts: tuple[tuple[str, str], ...] = ()
     progress: tuple[ProgressRule, ...] = ()
+    frames: tuple[FrameRule, ...] = ()
 
     def slot(self, table: str, name: str) -> tuple:
         """This engine's rules for one slot of one table (empty when it has none there)."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from vramtui.core.logs.analysis import _clip, _engine_hint, _LineInfo
 from vramtui.core.logs.rules import STAGE_INDEX, ErrorRule
-from vramtui.core.logs.ruletypes import DRAFT_MARK, DRAFT_PREFIX
+from vramtui.core.logs.ruletypes import DRAFT_MARK, DRAFT_PREFIX, FrameRule
 
 MAX_EVIDENCE = 10
 MAX_QUOTE = 400
@@ -114,6 +114,7 @@ class LogState:
         self.tb_open = False
         self.tb_start: tuple[int, str] | None = None
         self.tb_frames = 0
+        self.tb_frame_rules: tuple[FrameRule, ...] = ()
         self.tb_startup: str | None = None
         self.tb_inference = False
         self.tb_memory = False
@@ -186,6 +187,8 @@ class LogState:
             if not self.tb_open:
                 self._open_traceback(number, text)
             self.tb_frames += 1
+            if info.frame_rules:
+                self.tb_frame_rules += info.frame_rules
             if not self.tb_import and _IMPORT_FRAME_RE.search(text):
                 self.tb_import = True
             self._tb_hint(info)
@@ -219,8 +222,9 @@ class LogState:
                 self._adopt_stage(number, stage)  # the frames say where a stage-less first error was
         else:
             stage = None
-        if rule is None and info.exception is not None:
-            rule = _EXCEPTION_RULE
+        if info.exception is not None and (rule is None or rule.cause in _GENERIC_WEAK):
+            # a bare exception (behind a log level's generic "ERROR" at most): its frame may say more
+            rule = self._frame_rule(info.exception) or rule or _EXCEPTION_RULE
         if rule is None:
             if info.header:
                 return "error", False
@@ -278,6 +282,13 @@ class LogState:
         kept = weak.rule if weak.rule.hint and not rule.hint else rule
         self.weak = _Found(number, text, kept, weak.stage, weak.defaulted)
         return True
+
+    def _frame_rule(self, exception: str) -> ErrorRule | None:
+        """What a bare exception means by the frame it was raised in (the innermost that says)."""
+        for frame_rule in reversed(self.tb_frame_rules):
+            if frame_rule.exception == exception:
+                return frame_rule.rule
+        return None
 
     def _defaulted_first(self) -> bool:
         return any(found is not None and found.defaulted for found in (self.strong, self.weak))
@@ -370,6 +381,7 @@ class LogState:
         self.tb_open = True
         self.tb_start = (number, text)
         self.tb_frames = 0
+        self.tb_frame_rules = ()
         self.tb_startup = None
         self.tb_inference = False
         self.tb_memory = False

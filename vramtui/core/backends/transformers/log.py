@@ -14,6 +14,7 @@ from vramtui.core.logs.ruletypes import (
     EngineLog,
     ErrorRule,
     FigureRule,
+    FrameRule,
     LogProfile,
     NoticeRule,
     ProgressRule,
@@ -375,6 +376,18 @@ PROGRESS: tuple[ProgressRule, ...] = (
 )
 
 
+# Bare exceptions told by where they were raised.
+FRAMES: tuple[FrameRule, ...] = (
+    # AutoConfig looks the config's model_type up in CONFIG_MAPPING: a KeyError there is a model type
+    # this transformers does not know (too old for the model, or a model that ships its own code)
+    FrameRule(
+        "configuration_auto.py",
+        "KeyError",
+        ErrorRule("", "unknown_model_type", "unknown_arch", stage="load_weights", backend="transformers"),
+        backend="transformers",
+    ),
+)
+
 LOG = EngineLog(
     "transformers",
     (PROFILE,),
@@ -393,6 +406,7 @@ LOG = EngineLog(
     ),
     notices=(("notices", NOTICES), ("notices.after", NOTICES_2 + NOTICES_3)),
     figures=(("figures", FIGURES),),
+    frames=FRAMES,
     marks=MARKS + MARKS_2,
     progress=PROGRESS,
 )

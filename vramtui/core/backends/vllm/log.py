@@ -15,6 +15,7 @@ from vramtui.core.logs.ruletypes import (
     EngineLog,
     ErrorRule,
     FigureRule,
+    FrameRule,
     LogProfile,
     NoticeRule,
     ProgressRule,
@@ -752,6 +753,18 @@ PROGRESS: tuple[ProgressRule, ...] = (
 )
 
 
+# Bare exceptions told by where they were raised.
+FRAMES: tuple[FrameRule, ...] = (
+    # a weight loader's bare assert: the checkpoint's tensor is not the shape (or size) the layer built
+    # (a pre-quantized checkpoint of another layout, a wrong tensor-parallel split)
+    FrameRule(
+        "in weight_loader",
+        "AssertionError",
+        ErrorRule("", "loader_shape_assert", "shape_mismatch", stage="load_weights", backend="vllm"),
+        backend="vllm",
+    ),
+)
+
 LOG = EngineLog(
     "vllm",
     (PROFILE,),
@@ -770,6 +783,7 @@ LOG = EngineLog(
     ),
     notices=(("notices", NOTICES + NOTICES_2),),
     figures=(("figures", FIGURES),),
+    frames=FRAMES,
     marks=MARKS + MARKS_2,
     echo_cuts=ECHO_CUTS,
     progress=PROGRESS,
