@@ -704,3 +704,53 @@ def test_a_bare_exception_is_told_by_the_frame_it_was_raised_in() -> None:
     elsewhere = [line.replace("in weight_loader", "in forward") for line in loader]
     assert diagnose_lines(elsewhere, kernel_log=lambda: None).failure == "other"
     assert diagnose_lines(config[-1:], kernel_log=lambda: None).failure == "other"
+
+
+def test_a_request_the_server_failed_and_a_kernel_without_the_tensor_type_are_failures() -> None:
+    """llama-server's handler catching an exception while serving (a 500: ggml-org/llama.cpp#20761) and
+    ggml's CUDA get-rows kernel with no path for q6_K after a request (ggml-org/llama.cpp#13211) had read
+    as healthy logs."""
+    served = [
+        "main: server is listening on http://0.0.0.0:5107 - starting the main loop",
+        "srv  update_slots: all slots are idle",
+        "slot launch_slot_: id  0 | task 0 | processing task",
+    ]
+    caught = diagnose_lines(
+        [
+            *served,
+            'srv    operator(): got exception: {"error":{"code":500,"message":"Failed to parse input at pos 12: '
+            '</tool_call>","type":"server_error"}}',
+            "srv  log_server_r: done request: POST /v1/messages 127.0.0.1 500",
+        ],
+        kernel_log=lambda: None,
+    )
+    assert (caught.failure, caught.failure_stage, caught.cause) == ("other", "inference", "request_error")
+    kernel = diagnose_lines(
+        [
+            *served,
+            "D:\\a\\llama.cpp\\llama.cpp\\ggml\\src\\ggml-cuda\\getrows.cu:195: ggml_cuda_get_rows_switch_src0_type: "
+            "unsupported src0 type: q6_K",
+        ],
+        kernel_log=lambda: None,
+    )
+    assert (kernel.failure, kernel.failure_stage) == ("unsupported_quant", "inference")
+
+
+def test_the_cut_traceback_right_after_a_stage_less_oom_says_where_it_was() -> None:
+    """vllm-project/vllm-ascend#19: the worker's NPU out-of-memory, then the engine's traceback, cut
+    before its exception, in vLLM's engine construction (from_engine_args): a start-up's, not a request's."""
+    d = diagnose_lines(
+        [
+            "(VllmWorkerProcess pid=20493) ERROR 03-05 07:15:39 multiproc_worker_utils.py:240] RuntimeError: NPU out "
+            "of memory. Tried to allocate 22.00 MiB (NPU 6; 60.97 GiB total capacity; 10.24 GiB already allocated)",
+            "ERROR 03-05 07:15:39 engine.py:387] Traceback (most recent call last):",
+            'ERROR 03-05 07:15:39 engine.py:387]   File "/usr/local/python3.10/lib/python3.10/site-packages/vllm/'
+            'engine/multiprocessing/engine.py", line 378, in run_mp_engine',
+            "ERROR 03-05 07:15:39 engine.py:387]     engine = MQLLMEngine.from_engine_args(engine_args=engine_args,",
+            'ERROR 03-05 07:15:39 engine.py:387]   File "/usr/local/python3.10/lib/python3.10/site-packages/vllm/'
+            'engine/multiprocessing/engine.py", line 121, in from_engine_args',
+            "ERROR 03-05 07:15:39 engine.py:387]     return cls(ipc_path=ipc_path,",
+        ],
+        kernel_log=lambda: None,
+    )
+    assert (d.failure, d.failure_stage) == ("cuda_oom", "load_weights")

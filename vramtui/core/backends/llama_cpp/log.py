@@ -691,6 +691,18 @@ CONTEXT_BUFFER_ERRORS: tuple[ErrorRule, ...] = (
 )
 
 GENERIC_ERRORS: tuple[ErrorRule, ...] = (
+    # llama-server's handler caught an exception while serving a request (a 500 to the client): after
+    # the more specific rules (a request over the context is its own class)
+    ErrorRule(
+        "got exception",
+        "request_error",
+        "other",
+        r"operator\(\): got exception: ",
+        default_stage="inference",
+        backend="llama.cpp",
+    ),
+    # ggml's CUDA kernels have no path for this tensor type (GGML_ABORT in getrows.cu and its kin)
+    ErrorRule("unsupported src0 type", "kernel_type_unsupported", "unsupported_quant", backend="llama.cpp"),
     # the context's GPU backend would not start (Metal, Vulkan...): what failed, not yet why
     ErrorRule(
         "backend",
