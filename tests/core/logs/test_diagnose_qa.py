@@ -754,3 +754,47 @@ def test_the_cut_traceback_right_after_a_stage_less_oom_says_where_it_was() -> N
         kernel_log=lambda: None,
     )
     assert (d.failure, d.failure_stage) == ("cuda_oom", "load_weights")
+
+
+def test_settings_an_engine_quietly_changes_are_warned() -> None:
+    """Runs that work but not as asked, from round 11's training part: Ollama capping num_ctx to the
+    trained length (open-webui/open-webui#26457), TGI's router with no fast tokenizer checking no length
+    (a blog post's TGI 2.x log, in the corpus as r11-tgi-ok-quiet-swallow7b-no-fast-tokenizer), SGLang
+    turning its overlap scheduler off (r11-sglang-ok-quiet-lfm2-bench-overlap-disabled). accelerate's
+    "offloaded to the disk and cpu" is its warning, not the failure it is when it refuses the device_map."""
+
+    def said(line: str) -> list[str]:
+        d = diagnose_lines([line], kernel_log=lambda: None)
+        assert not d.failed, d.summary
+        return d.warnings
+
+    assert any(
+        "num_ctx" in w
+        for w in said(
+            "Jun 29 00:03:19 trixie ollama[3307952]: time=2026-06-29T00:03:19.987Z level=WARN "
+            'source=server.go:114 msg="requested context size too large for model" num_ctx=8192 n_ctx_train=2048'
+        )
+    )
+    assert any(
+        "fast tokenizer" in w
+        for w in said(
+            "2024-05-31T05:54:02.822199Z  WARN text_generation_router: router/src/main.rs:292: Rust input "
+            "length validation and truncation is disabled"
+        )
+    )
+    assert any(
+        "overlap scheduler" in w
+        for w in said(
+            "WARNING:sglang.srt.server_args:Disabling overlap schedule since mamba no_buffer is not compatible "
+            "with overlap schedule, try to use --disable-radix-cache if overlap schedule is necessary"
+        )
+    )
+    assert said("Some parameters are on the meta device because they were offloaded to the disk and cpu.")
+    refused = diagnose_lines(
+        [
+            "ValueError: The current `device_map` had weights offloaded to the disk. Please provide an "
+            "`offload_folder` for them."
+        ],
+        kernel_log=lambda: None,
+    )
+    assert refused.failed and refused.cause == "disk_offload"

@@ -983,6 +983,14 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         r'msg="offload to cpu"',
         backend="ollama",
     ),
+    # a num_ctx over the model's trained length is capped to it: the context asked for is not the one run
+    NoticeRule(
+        "requested context size too large for model",
+        "setting_ignored",
+        "the context asked for (num_ctx) is over the model's trained length: Ollama runs the trained "
+        "length instead, and longer prompts are cut",
+        backend="ollama",
+    ),
     NoticeRule(
         "kv cache type not supported by model",
         "setting_ignored",

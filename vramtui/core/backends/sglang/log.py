@@ -138,6 +138,14 @@ NOTICES: tuple[NoticeRule, ...] = (
 
 NOTICES_2: tuple[NoticeRule, ...] = (
     NoticeRule("capture cuda graph begin", "mark", "graph_capture", backend="sglang"),
+    # server_args turns the overlap scheduler off when a setting or the model cannot take it
+    NoticeRule(
+        "disabling overlap schedule",
+        "kernel_fallback",
+        "SGLang turned its overlap scheduler off (the line says why): batches are scheduled and run in "
+        "turn, slower",
+        backend="sglang",
+    ),
 )
 
 FIGURES: tuple[FigureRule, ...] = (

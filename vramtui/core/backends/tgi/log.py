@@ -14,6 +14,7 @@ from vramtui.core.logs.ruletypes import (
     ErrorRule,
     FigureRule,
     LogProfile,
+    NoticeRule,
     ProgressRule,
     StageRule,
 )
@@ -184,6 +185,17 @@ PROGRESS: tuple[ProgressRule, ...] = (
 )
 
 
+NOTICES: tuple[NoticeRule, ...] = (
+    # the router found no fast tokenizer: it cannot count a request's tokens, so it checks no length
+    NoticeRule(
+        "input length validation and truncation is disabled",
+        "setting_ignored",
+        "TGI's router found no fast tokenizer: it neither checks nor truncates a request's length, so an "
+        "input over the limits reaches the model (and fails there, or is cut)",
+        backend="tgi",
+    ),
+)
+
 LOG = EngineLog(
     "tgi",
     (PROFILE,),
@@ -197,6 +209,7 @@ LOG = EngineLog(
         ("broken_file", BROKEN_FILE_ERRORS),
         ("generic", GENERIC_ERRORS),
     ),
+    notices=(("notices", NOTICES),),
     figures=(("figures", FIGURES),),
     marks=MARKS,
     progress=PROGRESS,

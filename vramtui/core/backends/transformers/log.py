@@ -257,10 +257,13 @@ BROKEN_FILE_ERRORS: tuple[ErrorRule, ...] = (
 )
 
 BROKEN_FILE_ERRORS_2: tuple[ErrorRule, ...] = (
+    # accelerate refusing a device_map that puts weights on disk with no offload_folder; its "Some
+    # parameters are on the meta device because they were offloaded to the disk" is a warning (a notice)
     ErrorRule(
         "offloaded to the disk",
         "disk_offload",
         "other",
+        r"had weights offloaded to the disk",
         stage="load_weights",
         backend="transformers",
     ),
