@@ -798,3 +798,21 @@ def test_settings_an_engine_quietly_changes_are_warned() -> None:
         kernel_log=lambda: None,
     )
     assert refused.failed and refused.cause == "disk_offload"
+
+
+def test_a_kernel_that_failed_while_computing_a_batch_is_placed_at_inference() -> None:
+    """ggml-org/llama.cpp#25721: `ggml_cuda_compute_forward: MUL_MAT_ID failed` then `CUDA error: unknown
+    error` on the first request: a graph was computing (a decode), not the load. A stated out-of-memory on
+    the next line still decides the class."""
+    d = diagnose_lines(
+        [
+            "3.14.071.004 E ggml_cuda_compute_forward: MUL_MAT_ID failed",
+            "3.14.071.012 E CUDA error: unknown error",
+        ],
+        kernel_log=lambda: None,
+    )
+    assert (d.failure, d.failure_stage, d.cause) == ("other", "inference", "kernel_failed")
+    oom = diagnose_lines(
+        ["ggml_cuda_compute_forward: MUL_MAT failed", "CUDA error: out of memory"], kernel_log=lambda: None
+    )
+    assert oom.failure == "cuda_oom"

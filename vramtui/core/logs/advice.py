@@ -60,6 +60,7 @@ CAUSE_WORDS: dict[str, str] = {
     "exception": "a Python exception stopped the run",
     "unknown_model_type": "this transformers does not know the model's type (its config's model_type)",
     "loader_shape_assert": "a weight in the checkpoint is not the shape the model's layer expects",
+    "kernel_failed": "a GPU kernel failed while the model computed a batch",
     "request_error": "the server failed a request with an internal error (HTTP 500)",
     "kernel_type_unsupported": "a GPU kernel has no path for this tensor type on this backend",
     "device_assert": "a GPU kernel's own check failed (an index past its table: a position past the trained "

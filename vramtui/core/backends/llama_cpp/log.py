@@ -701,6 +701,17 @@ GENERIC_ERRORS: tuple[ErrorRule, ...] = (
         default_stage="inference",
         backend="llama.cpp",
     ),
+    # a backend's op failed while a graph ran (a decode: a request, or the warm-up), its cause on the next
+    # line ("CUDA error: ..."): weak, so a stated cause (an out-of-memory) wins
+    ErrorRule(
+        "compute_forward",
+        "kernel_failed",
+        "other",
+        r"ggml_\w+_compute_forward: \w+ failed",
+        strong=False,
+        default_stage="inference",
+        backend="llama.cpp",
+    ),
     # ggml's CUDA kernels have no path for this tensor type (GGML_ABORT in getrows.cu and its kin)
     ErrorRule("unsupported src0 type", "kernel_type_unsupported", "unsupported_quant", backend="llama.cpp"),
     # the context's GPU backend would not start (Metal, Vulkan...): what failed, not yet why
