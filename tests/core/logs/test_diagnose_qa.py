@@ -816,3 +816,31 @@ def test_a_kernel_that_failed_while_computing_a_batch_is_placed_at_inference() -
         ["ggml_cuda_compute_forward: MUL_MAT failed", "CUDA error: out of memory"], kernel_log=lambda: None
     )
     assert oom.failure == "cuda_oom"
+
+
+def test_an_oom_after_the_weights_is_placed_by_the_engines_own_start_up_words() -> None:
+    """Ollama's runner panicking in reserveWorstCaseGraph (its Go frames; ollama/ollama#10553) and an old
+    Metal build adding its KV buffer past the working set (h2oai/h2ogpt#1311) ran out of memory after the
+    weights: kv_cache, not the load and not a request."""
+    ollama = diagnose_lines(
+        [
+            "github.com/ollama/ollama/runner/ollamarunner.(*Server).reserveWorstCaseGraph(0xc00054e000)",
+            "\tC:/a/ollama/ollama/runner/ollamarunner/runner.go:821 +0xac5",
+            'time=2025-06-05T17:54:37.669-05:00 level=ERROR source=server.go:457 msg="llama runner terminated" '
+            'error="exit status 2"',
+            'time=2025-06-05T17:54:37.891-05:00 level=ERROR source=sched.go:489 msg="error loading llama server" '
+            'error="llama runner process has terminated: cudaMalloc failed: out of memory"',
+        ],
+        kernel_log=lambda: None,
+    )
+    assert (ollama.failure, ollama.failure_stage) == ("cuda_oom", "kv_cache")
+    metal = diagnose_lines(
+        [
+            "ggml_metal_add_buffer: allocated 'kv              ' buffer, size =   512.03 MiB, ( 4458.33 /  4096.00)"
+            "ggml_metal_add_buffer: warning: current allocated size is greater than the recommended max working "
+            "set size",
+            "ggml_metal_get_buffer: error: buffer is nil",
+        ],
+        kernel_log=lambda: None,
+    )
+    assert (metal.failure, metal.failure_stage) == ("cuda_oom", "kv_cache")

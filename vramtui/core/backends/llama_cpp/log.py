@@ -236,6 +236,8 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
         "loading model", "load_weights", r"(?:load_model|main|llama\.cpp): loading model", backend="llama.cpp"
     ),
     StageRule("llama_context", "kv_cache", backend="llama.cpp"),
+    # old Metal builds name each buffer they add: the KV cache's and the compute ("alloc") buffer's
+    StageRule("ggml_metal_add_buffer", "kv_cache", r"allocated '(?:kv|alloc)\s", backend="llama.cpp"),
     StageRule("llama_new_context_with_model", "kv_cache", backend="llama.cpp"),
     StageRule("llama_init_from_model", "kv_cache", backend="llama.cpp"),
     StageRule("llama_kv_cache", "kv_cache", backend="llama.cpp"),
@@ -276,6 +278,8 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
     StageRule("starting llama server", "load_weights", backend="ollama"),
     # its own engine reading the GGUF's keys (debug level): the load has begun
     StageRule("key with type not found", "load_weights", backend="ollama"),
+    # its runner reserving the worst-case compute graph, after the weights (a Go panic's frame says it)
+    StageRule("reserveworstcasegraph", "kv_cache", backend="ollama"),
     StageRule("/api/chat", "inference", r"\|\s*\d{3}\s*\|.*\"/api/chat\"", backend="ollama"),
     StageRule("/api/generate", "inference", r"\|\s*\d{3}\s*\|.*\"/api/generate\"", backend="ollama"),
 )
