@@ -560,7 +560,7 @@ REAL = {
     "llama-cpp-python-ok.log": (False, None, "none", None),
     "llama-cpp-python-rlimit-kv.log": (True, "kv_cache", "other", "host_alloc"),
     "llama-cpp-python-rlimit-compute.log": (True, "kv_cache", "other", "compute_alloc_failed"),
-    "llama-cpp-python-missing.log": (True, "load_weights", "file_missing", "not_found_local"),
+    "llama-cpp-python-missing.log": (True, "download", "file_missing", "not_found_local"),
     "llama-cpp-python-truncated.log": (True, "load_weights", "other", "truncated_file"),
     "llama-cpp-python-bad-header.log": (True, "load_weights", "other", "truncated_file"),
 }

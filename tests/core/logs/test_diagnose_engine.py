@@ -80,7 +80,7 @@ def test_memory_cap_fails_at_the_compute_buffer(tiny_gguf: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     output, code = _run_load(tmp_path / "nope.gguf", 2048)
     d = _diagnose(output, code)
-    assert (d.failed, d.failure_stage, d.failure) == (True, "load_weights", "file_missing")
+    assert (d.failed, d.failure_stage, d.failure) == (True, "download", "file_missing")
     assert d.backend == "llama-cpp-python"
 
 

@@ -551,11 +551,13 @@ MISSING_ERRORS_2: tuple[ErrorRule, ...] = (
         stage="download",
         backend="ollama",
     ),
+    # a model file that is not where the command says: the files were never located (the download
+    # stage: fetching or locating the model's files), as a hub that has no such repo
     ErrorRule(
         "model path does not exist",
         "not_found_local",
         "file_missing",
-        stage="load_weights",
+        stage="download",
         backend="llama-cpp-python",
     ),
     ErrorRule(
@@ -563,7 +565,7 @@ MISSING_ERRORS_2: tuple[ErrorRule, ...] = (
         "not_found_local",
         "file_missing",
         r"(?:gguf_init_from_file\w*|llama_model_load\w*|fopen): failed to open .*(?:no such file|not found)?|failed to open gguf file",
-        stage="load_weights",
+        stage="download",
         backend="llama.cpp",
     ),
 )
