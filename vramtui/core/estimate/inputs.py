@@ -201,11 +201,19 @@ def _tensor_split(text: str) -> tuple[float, ...]:
     return parse_split(text)
 
 
+# A bare number under this is a model's size in billions typed without its unit ("--params 671" for
+# DeepSeek's 671B): sized as that many parameters it "fits" anything. A tiny model says its unit (500k).
+_BARE_COUNT_FLOOR = 100_000
+
+
 def parse_params(text: str) -> int:
     """A parameter count: '8B', '7.6e9', '350M'."""
     value = parse_count(text)
     if value <= 0:
         raise ValueError("must be positive")
+    bare = str(text).strip()
+    if value < _BARE_COUNT_FLOOR and bare.replace(".", "", 1).isdigit():
+        raise ValueError(f"{bare} parameters is no model: write its unit ({bare}B for {bare} billion)")
     if value > MAX_PLAUSIBLE_PARAMS:
         raise ValueError(f"{text} is not a plausible parameter count (at most 100T)")
     return value
