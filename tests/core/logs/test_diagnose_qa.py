@@ -844,3 +844,33 @@ def test_an_oom_after_the_weights_is_placed_by_the_engines_own_start_up_words() 
         kernel_log=lambda: None,
     )
     assert (metal.failure, metal.failure_stage) == ("cuda_oom", "kv_cache")
+
+
+# This machine's real kernel lines of a kill of another engine (a vLLM worker in a test's cgroup).
+_OTHER_KILL = (
+    "[Wed Dec  2 05:59:01 2026] Memory cgroup out of memory: Killed process 30681 (VLLM::Worker) "
+    "total-vm:4340252kB, anon-rss:1597340kB, file-rss:142080kB, shmem-rss:0kB, UID:0 pgtables:4228kB"
+)
+
+
+def test_a_log_that_names_the_oom_killer_needs_no_kernel_log_of_this_machine() -> None:
+    """QA: a journald excerpt whose own systemd line says the unit was killed by the OOM killer was
+    worded "nothing here says by whom", and sent the user to this machine's kernel log, which showed
+    kills at other times (the server ran elsewhere). The log's word is enough."""
+    d = diagnose_lines(
+        [
+            "Dec 02 05:10:01 gpubox llama-server[2211]: main: loading model",
+            "Dec 02 05:10:20 gpubox systemd[1]: llama-server.service: A process of this unit has been killed "
+            "by the OOM killer.",
+        ],
+        kernel_log=lambda: _OTHER_KILL,
+    )
+    assert d.failure == "host_oom_killed" and "the log says so" in d.summary
+    assert not any("kernel" in line.lower() for line in (*d.advice, *d.evidence)), (d.advice, d.evidence)
+
+
+def test_a_log_with_no_time_shows_no_kernel_kill_of_another_process() -> None:
+    """QA: `echo "main: loading model" | vramtui diagnose -` listed this machine's kill of a VLLM::Worker
+    as evidence: a log with no time can only be matched by its engine's process names."""
+    d = diagnose_lines(["main: loading model"], kernel_log=lambda: _OTHER_KILL)
+    assert d.incomplete and not any("kernel" in line for line in d.evidence), d.evidence

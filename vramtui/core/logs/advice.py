@@ -34,6 +34,7 @@ FAILURE_WORDS: dict[str, str] = {
     "other": "the run failed",
 }
 CAUSE_WORDS: dict[str, str] = {
+    "host_oom_killer": "host RAM ran out: the out-of-memory killer killed the process (the log says so)",
     "host_alloc": "a host-RAM allocation failed",
     "worker_killed": "a worker process was killed with SIGKILL while loading: most often the host's out-of-memory killer",
     "unknown_projector": "this build does not know the vision projector's type (--mmproj)",
@@ -628,7 +629,10 @@ def _values(
         "the_engine": diagnosis.backend or "the engine",
         "this_engine": diagnosis.backend or "this engine",
         "while_doing": _while(diagnosis),
-        "kernel_word": _kernel_word(kernel_note, kills_elsewhere),
+        # the log's own line named the OOM killer: nothing to confirm in a kernel log
+        "kernel_word": ""
+        if diagnosis.cause == "host_oom_killer"
+        else _kernel_word(kernel_note, kills_elsewhere),
     }
     if figures.get("host_budget"):
         values["budget_mib"] = f"{int(figures['host_budget']) >> 20}"

@@ -102,7 +102,14 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
     incomplete = _incomplete(state, failed, furthest)
     evidence = _evidence(state, pick)
     kernel_note, kills_elsewhere = None, None
-    if pick.failure == "host_oom_killed" or incomplete or pick.cause == "worker_died":
+    # The log's own line names the OOM killer (systemd's unit, the kernel's): nothing to confirm here, and
+    # this machine's kernel log may not be the one the server ran on.
+    says_oom_killer = pick.cause == "host_oom_killer"
+    if (
+        (pick.failure == "host_oom_killed" and not says_oom_killer)
+        or incomplete
+        or pick.cause == "worker_died"
+    ):
         names = profile.process_names if profile is not None else ()
         kernel_note, kills_elsewhere = _kernel_confirmation(read_kernel(), state.log_time, evidence, names)
         if kernel_note and (incomplete or pick.cause == "worker_died"):
@@ -410,7 +417,13 @@ def _kernel_confirmation(
     if near:
         evidence.extend(f"kernel: {line}" for line in near[:3])
         return "\n".join(near), None
-    # Kills at other times (or a log with no time): shown, never called a confirmation.
+    # Kills at other times (or a log with no time): shown, never called a confirmation; a log with no
+    # time shows only kills of this engine's processes (another engine's kill says nothing of it).
+    if log_time is None:
+        victims = _killed_names(others)
+        others = [line for line in others if names and _kills_one_of(line, names, named=bool(victims))]
+        if not others:
+            return None, None
     if log_time is None:
         evidence.extend(f"kernel: {line}" for line in others[-3:])
         return None, (
