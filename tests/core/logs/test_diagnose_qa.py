@@ -874,3 +874,26 @@ def test_a_log_with_no_time_shows_no_kernel_kill_of_another_process() -> None:
     as evidence: a log with no time can only be matched by its engine's process names."""
     d = diagnose_lines(["main: loading model"], kernel_log=lambda: _OTHER_KILL)
     assert d.incomplete and not any("kernel" in line for line in d.evidence), d.evidence
+
+
+def test_no_advice_asks_for_flash_attention_the_log_shows_on() -> None:
+    """QA: a KV-cache OOM whose log says `flash_attn = enabled` (or `-fa auto` "set to enabled") was told
+    to turn flash attention on, twice. The lines are llama-server's own wording."""
+    head = [
+        "load_tensors: offloaded 49/49 layers to GPU",
+        "llama_context: n_ctx         = 32768",
+    ]
+    tail = [
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 6144.00 MiB on device 0: cudaMalloc failed: out of memory",
+        "llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache",
+    ]
+    for flash in (
+        ["llama_context: flash_attn    = enabled"],
+        ["llama_context: flash_attn    = auto", "llama_context: Flash Attention was auto, set to enabled"],
+    ):
+        d = diagnose_lines([*head, *flash, *tail], kernel_log=lambda: None)
+        assert d.failure == "cuda_oom"
+        assert not any("--flash-attn on" in line for line in d.advice), d.advice
+        assert any("--cache-type-k q8_0" in line for line in d.advice)
+    off = diagnose_lines([*head, "llama_context: flash_attn    = disabled", *tail], kernel_log=lambda: None)
+    assert any("Turn on flash attention" in line for line in off.advice)

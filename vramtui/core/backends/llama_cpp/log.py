@@ -26,14 +26,20 @@ from vramtui.core.logs.ruletypes import (
 )
 
 
-def _context_oom(kv_quant: str, flash_on: str) -> tuple[str, ...]:
-    """The context-sized buffers did not fit: what shrinks them, in this engine's flags."""
+def _context_oom(kv_quant: str, flash_on: str) -> tuple[str | Say, ...]:
+    """The context-sized buffers did not fit: what shrinks them, in this engine's flags. Where the log
+    shows flash attention on already, neither line asks for it."""
+    quant = kv_quant.partition(" together with ")[0]
     return (
         "Lower the context: {context}{smaller} (the KV cache and the compute buffer grow with it).",
-        kv_quant,
-        "Turn on flash attention: {flash_attn}"
-        + flash_on
-        + " (a much smaller compute buffer at long context).",
+        Say(kv_quant, when="!flash_on"),
+        Say(quant + " (flash attention is on, as a quantized V cache needs).", when="flash_on"),
+        Say(
+            "Turn on flash attention: {flash_attn}"
+            + flash_on
+            + " (a much smaller compute buffer at long context).",
+            when="!flash_on",
+        ),
         "A smaller micro-batch shrinks the compute buffer: {ubatch} 256.",
         # (no fewer slots: llama.cpp's slots share the --ctx-size cells, -np does not change the cache)
         "Or keep fewer layers on the GPU: {gpu_layers} N.",
@@ -869,6 +875,14 @@ NOTICES_3: tuple[NoticeRule, ...] = (
         "mark",
         "flash_attn_on",
         r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+flash_attn\s*=\s*(?:1|enabled|true)\s*$",
+        backend="llama.cpp",
+    ),
+    # `-fa auto` (the default) resolved on: "Flash Attention was auto, set to enabled"
+    NoticeRule(
+        "set to enabled",
+        "mark",
+        "flash_attn_on",
+        r"flash attention was auto, set to enabled",
         backend="llama.cpp",
     ),
     # the GPU was not used at all, or only partly
