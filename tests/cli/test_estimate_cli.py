@@ -99,6 +99,9 @@ def test_human_table_uses_binary_units(capsys: pytest.CaptureFixture[str], tiny_
         (["--params", "8B", "--safety", "1.7"], "--safety"),
         (["--params", "8B", "--kv-dtype", "q3_x"], "KV cache type"),
         (["--params", "-5"], "--params"),
+        # QA: a context past a 32-bit int was sized (a 23 TiB KV cache), a negative one "not a whole number"
+        (["--params", "8B", "--ctx", "99999999999"], "past any engine's limit"),
+        (["--params", "8B", "--ctx", "-5"], "a context is positive"),
         # a model's size in billions typed without its unit was sized as 671 parameters, and "fit" 24 GiB
         (["--params", "671", "--layers", "61"], "671B for 671 billion"),
         (["--params", "8B", "--layers", "zero"], "--layers"),

@@ -49,6 +49,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.backend:
         LogDiagnoser(args.backend)  # an unknown backend name fails here, in one line
+    # an exit status is 0-255, or minus a signal's number as Python reports a process a signal ended
+    if args.exit_code is not None and not -64 <= args.exit_code <= 255:
+        raise VramtuiError(
+            f"--exit-code: an exit status is 0 to 255 (or -N for signal N), not {args.exit_code}"
+        )
     head = _peek(args.file)
     diagnosis = diagnose_file(
         args.file, backend=args.backend, requested_quant=args.quant, exit_code=args.exit_code

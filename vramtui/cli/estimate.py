@@ -83,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     card.add_argument(
         "--safety",
         metavar="SHARE",
-        help="usable share of the card (default 0.8; for vLLM its gpu-memory-utilization, default 0.9)",
+        help="usable share of the card (default 0.8; for vLLM its gpu-memory-utilization, default 0.92)",
     )
     card.add_argument("--cpu", action="store_true", help="size a CPU-only run (what goes to host RAM)")
     _add_modes(parser)

@@ -199,6 +199,29 @@ def show_session(path: str, as_json: bool, export: str | None) -> int:
     return 0 if session.success else 1
 
 
+def _check_run_flags(args: argparse.Namespace) -> None:
+    """Numbers and an export target that make no sense are one line before anything is launched (they
+    had run the whole wizard first: `--max-steps -3`, `--stress -1`, an export to a missing folder)."""
+    from pathlib import Path
+
+    from vramtui.core.errors import VramtuiError
+
+    if getattr(args, "max_steps", 1) < 1:
+        raise VramtuiError(f"--max-steps: at least 1, not {args.max_steps}")
+    if (getattr(args, "stress", 0) or 0) < 0:
+        raise VramtuiError(f"--stress: a number of requests, not {args.stress}")
+    tokens = getattr(args, "stress_tokens", None)
+    if tokens is not None and tokens < 1:
+        raise VramtuiError(f"--stress-tokens: at least 1 token, not {tokens}")
+    export = getattr(args, "export", None)
+    if export:
+        target = Path(export)
+        if target.suffix.lower() not in (".md", ".csv"):
+            raise VramtuiError(f"--export: {export} must end in .md (Markdown) or .csv")
+        if not target.parent.is_dir():
+            raise VramtuiError(f"--export: no folder {target.parent} to write {target.name} in")
+
+
 def _export(session: Any, target: str) -> None:
     from pathlib import Path
 
@@ -301,6 +324,7 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
     from vramtui.core.launch.launcher import build_command, pin_port
     from vramtui.core.wizard.wizard import Wizard, stress_check
 
+    _check_run_flags(args)
     # A profile the launcher cannot turn into a command (a parameter of the wrong type) is the same
     # one-line error as `check` gives, before any record file is opened. A profile without a port
     # gets a free one, as `check` does, so a server already on the default port is no obstacle.

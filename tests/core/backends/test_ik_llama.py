@@ -190,3 +190,10 @@ def test_the_wizards_memory_model_sizes_a_profiles_mla(tmp_path: Path) -> None:
         assert bill is not None, model.why_unavailable
         kv[mla] = bill.get("kv_cache", model.place)
     assert kv == {3: CELLS * LATENT * 2 * LAYERS, 1: CELLS * (LATENT + RANK) * 2 * LAYERS}
+
+
+def test_the_latent_note_is_said_only_where_the_cache_holds_the_latent() -> None:
+    """QA: with -mla 0 the cache is sized per head, and the note still said "the cache holds a latent"."""
+    latent = "MLA: the cache holds a latent per token, not per-head K/V"
+    assert latent in _run("ik_llama.cpp", mla=3, flash_attn=True).notes  # type: ignore[attr-defined]
+    assert latent not in _run("ik_llama.cpp", mla=0, flash_attn=True).notes  # type: ignore[attr-defined]

@@ -618,3 +618,13 @@ def test_sizes_under_a_gib_in_the_notes_read_in_mib(tiny_gguf) -> None:  # type:
     note = next(note for note in est.notes if note.startswith("with --gpu-layers"))
     assert f"the rest needs {format_bytes(est.host_bytes_needed)} of host RAM" in note, note
     assert not any(re.search(r"\b0\.\d+ GiB", note) for note in est.notes), est.notes
+
+
+def test_max_parallel_stops_at_the_engines_own_limit() -> None:
+    """QA: `ps --fits` said "1024 at once" for llama.cpp, which runs at most 256 sequences (the estimate
+    itself said so); a short context on a big card is where memory alone would allow more."""
+    from vramtui.core.estimate.estimator import capped_parallel
+
+    settings = Settings(backend="llama.cpp", device_bytes=140 * GIB, quant="q4_k_m", context=256)
+    assert max_parallel(LLAMA_8B, settings) > 256  # memory would hold more
+    assert capped_parallel(LLAMA_8B, settings) == 256

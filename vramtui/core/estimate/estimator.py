@@ -518,7 +518,8 @@ def max_context(info: ModelInfo, settings: Settings) -> int:
 
 
 def max_parallel(info: ModelInfo, settings: Settings, limit: int = 1024) -> int:
-    """How many sequences of `context` tokens each run at once (0 when not even one)."""
+    """How many sequences of `context` tokens each run at once (0 when not even one), as memory holds
+    them (the engine's own limit is `capped_parallel`'s)."""
     memory = settings.memory
     if memory.kv_from_budget:  # as many requests as the KV cache's token capacity holds
         est = memory.size(info, settings)
@@ -741,6 +742,13 @@ def _default_cache_note(settings: Settings, est: Estimate) -> None:
         )
 
 
+def capped_parallel(info: ModelInfo, settings: Settings) -> int:
+    """`max_parallel`, never past the engine's own limit (llama.cpp's 256: `ps --fits` said 1024)."""
+    cap = get_backend(settings.backend).max_sequences
+    found = max_parallel(info, settings)
+    return min(found, cap) if cap else found
+
+
 def _sequence_limit(settings: Settings, est: Estimate, cap: int | None) -> None:
     """The engine's own limit on sequences at once (llama.cpp's 256): the concurrency answer stops
     there, and more asked for does not run, whatever memory holds."""
@@ -814,7 +822,7 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
         est.notes.append(f"largest context that fits: {est.max_context}")
     if info.is_moe:
         est.notes.append(_moe_note(info, est))
-    if info.kv_lora_rank:
+    if info.kv_lora_rank and settings.mla != 0:  # ik_llama.cpp's -mla 0 keeps per-head K and V
         est.notes.append("MLA: the cache holds a latent per token, not per-head K/V")
     est.notes = list(dict.fromkeys(info.notes + est.notes))
     return est

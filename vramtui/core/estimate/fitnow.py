@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from vramtui.core.estimate.estimator import Estimate, Settings, estimate, max_context, max_parallel
+from vramtui.core.estimate.estimator import Estimate, Settings, capped_parallel, estimate, max_context
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.units import GIB, MIB, format_bytes
 
@@ -101,7 +101,7 @@ def _answer(place: str, free: int, total: int | None, info: ModelInfo, settings:
         est.fits,
         est.context,
         max_context(info, settings) or None,
-        max_parallel(info, settings) or None,
+        capped_parallel(info, settings) or None,
         needs_bytes=est.total_bytes,
     )
     if est.reason:

@@ -94,11 +94,20 @@ def _digits(text: str) -> str:
 
 def parse_tokens(text: str) -> int:
     """'8192' -> 8192, '32k' -> 32768, '32,768' -> 32768 (context sizes are powers of two in users' mouths)."""
-    match = _TOKENS_RE.match(_digits(text).replace(" ", "").lower())
+    cleaned = _digits(text).replace(" ", "").lower()
+    if cleaned.startswith("-"):
+        raise ValueError(f"a context is positive, not {text.strip()}")
+    match = _TOKENS_RE.match(cleaned)
     if not match:
         raise ValueError(f"{text!r} is not a whole number of tokens (try 8192 or 32k)")
     factor = {"": 1, "k": 1024, "m": 1024 * 1024}[match.group(2)]
-    return int(float(match.group(1)) * factor)
+    tokens = int(float(match.group(1)) * factor)
+    if tokens > _MAX_TOKENS:  # the engines' context is a 32-bit int (llama.cpp and the profile refuse more)
+        raise ValueError(f"{text.strip()} tokens is past any engine's limit (at most {_MAX_TOKENS:,})")
+    return tokens
+
+
+_MAX_TOKENS = 2**31 - 1
 
 
 def _whole(text: str, minimum: int) -> int:

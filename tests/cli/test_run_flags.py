@@ -1,0 +1,38 @@
+"""Numbers that make no sense, for the wizard's run and the diagnosis, are one line and exit status 2
+before anything is launched (QA: `demo --auto --max-steps -3` ran the demo and printed "stopped after -3
+changes"; `--export` to a missing folder failed only after the whole run; `diagnose --exit-code
+99999999999` blamed a line past the end of the file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vramtui.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--max-steps", "-3"], "--max-steps"),
+        (["--stress", "-1"], "--stress"),
+        (["--stress", "1", "--stress-tokens", "0"], "--stress-tokens"),
+        (["--export", "/nonexistent/dir/x.md"], "no folder"),
+        (["--export", "steps.txt"], ".md (Markdown) or .csv"),
+    ],
+)
+def test_the_demos_nonsense_numbers_stop_before_it_launches(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert main(["demo", "--auto", *argv]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "recording to" not in captured.out + captured.err
+
+
+def test_an_exit_status_out_of_range_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("main: loading model\n")
+    assert main(["diagnose", str(log), "--exit-code", "99999999999"]) == 2
+    assert "--exit-code" in capsys.readouterr().err
+    assert main(["diagnose", str(log), "--exit-code", "-9"]) in (1, 3)  # a signal's -N is taken
