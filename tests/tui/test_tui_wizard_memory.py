@@ -47,7 +47,9 @@ async def test_the_wizards_step_peak_is_the_memory_panes_peak_of_the_same_run(
         memory.repaint(force=True)
         await pilot.pause()
         readings = memory.state.readings("process")
-        assert (readings.peak_mib, readings.plateau_mib) == (step.peak_mib, step.resident_mib)
+        assert readings is not None and readings.peak_mib == step.peak_mib
+        if readings.samples > 1:  # a run that died within one sample has no plateau on its curve
+            assert readings.plateau_mib == step.resident_mib
         assert step.memory_series == "process" and step.memory_words == "process tree RSS (host)"
         text = screen_text(app)
         peak = format_bytes(step.peak_mib * MIB, 1)

@@ -247,7 +247,9 @@ class MemoryState:
 
         with self.lock:
             series = self.series.get(key)
-            if series is None or len(series.values) < 2:
+            # one sample is a reading too: a run that died within its first sample had its peak drawn
+            # by the wizard's step and lost by the pane (the core reads a one-point curve)
+            if series is None or not series.values:
                 return None
             if len(series.values) <= READINGS_POINTS:
                 times, values = list(series.times), list(series.values)
