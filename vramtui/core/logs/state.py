@@ -374,6 +374,14 @@ class LogState:
             if found is not None and found.defaulted and number - found.number <= _ADOPT_WITHIN_LINES:
                 found.stage, found.defaulted = stage, False
 
+    def adopt_cut_traceback_stage(self) -> None:
+        """At the log's end, a traceback cut before its exception line tells a stage-less first error
+        where it was, as a closed one does (vLLM's engine being built: from_engine_args)."""
+        start = self.tb_start
+        stage = self.traceback_stage() if self.tb_open else None
+        if start is not None and stage is not None:
+            self._adopt_stage(start[0], stage)
+
     def current_or_none(self) -> str | None:
         return self.current if self.startup_seen or self.current == "inference" else None
 

@@ -163,7 +163,7 @@ def _first_failure(state: LogState, profile: LogProfile | None) -> _Pick:
         cut_stage = state.traceback_stage() or state.current_or_none() or "load_weights"
         cut = _Found(state.tb_start[0], state.tb_start[1], None, cut_stage)
         cut_memory = state.tb_memory
-        _adopt_frames_stage(found, state)
+        state.adopt_cut_traceback_stage()
     if found is not None and found.rule is not None:
         return _Pick(found, found.rule.failure, found.rule.cause, cut=cut)
     weak = state.weak
@@ -182,22 +182,6 @@ def _first_failure(state: LogState, profile: LogProfile | None) -> _Pick:
     if cut is not None:
         return _Pick(cut, "cuda_oom" if cut_memory else "other", "cut_traceback", True, cut)
     return _Pick(found, cut=cut)
-
-
-def _adopt_frames_stage(found: _Found | None, state: LogState) -> None:
-    """A first error no line placed, and right after it the traceback of its report, cut before its
-    exception line: the frames say where it was (vLLM's engine being built, from_engine_args)."""
-    told = state.traceback_stage()
-    start = state.tb_start
-    if (
-        found is None
-        or not found.defaulted
-        or told not in ("download", "load_weights", "kv_cache")
-        or start is None
-    ):
-        return
-    if 0 < start[0] - found.number <= _SAME_REPORT_LINES:
-        found.stage, found.defaulted = told, False
 
 
 def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
