@@ -388,10 +388,7 @@ def _kernel_confirmation(
         return kernel_text, None
     near, others = kills_near(kernel_text, log_time)
     if near and names:
-        victims = _killed_names(near)
-        # One kill prints several lines, and only some name the victim ("X invoked oom-killer" names
-        # the process that asked for memory): the victims named decide, lines naming none may be ours.
-        mine = [line for line in near if _kills_one_of(line, names, named=bool(victims))]
+        mine = _own_kills(near, names)
         if not mine:
             return "", (
                 f"The kernel killed other processes when this log ends ({', '.join(_killed_names(near))}), "
@@ -404,11 +401,9 @@ def _kernel_confirmation(
     # Kills at other times (or a log with no time): shown, never called a confirmation; a log with no
     # time shows only kills of this engine's processes (another engine's kill says nothing of it).
     if log_time is None:
-        victims = _killed_names(others)
-        others = [line for line in others if names and _kills_one_of(line, names, named=bool(victims))]
+        others = _own_kills(others, names) if names else []
         if not others:
             return None, None
-    if log_time is None:
         evidence.extend(f"kernel: {line}" for line in others[-3:])
         return None, (
             f"This machine's kernel log shows OOM kills ({kill_times(others)}): if one of them "
@@ -423,6 +418,14 @@ def _kernel_confirmation(
 
 # The victim as the kernel names it: "Killed process 42 (name)" and "oom-kill:...,task=name,pid=42".
 _KILLED_NAME_RE = re.compile(r"killed process \d+ \(([^)]*)\)|\btask=([^,]+),pid=", re.IGNORECASE)
+
+
+def _own_kills(lines: list[str], names: tuple[str, ...]) -> list[str]:
+    """The lines of kills of this engine's processes. One kill prints several lines, and only some name
+    the victim ("X invoked oom-killer" names the process that asked for memory): the victims named
+    decide, and a line naming none may be ours only when no line names one."""
+    named = bool(_killed_names(lines))
+    return [line for line in lines if _kills_one_of(line, names, named=named)]
 
 
 def _killed_names(lines: list[str]) -> list[str]:
