@@ -16,7 +16,7 @@ from vramtui.core.logs.kernel import kill_times, kills_near
 from vramtui.core.logs.rules import STAGE_INDEX, STAGES, LogProfile
 from vramtui.core.logs.ruletypes import MILESTONE_FLOOR
 from vramtui.core.logs.state import MAX_EVIDENCE, MAX_QUOTE, LogState, _Found, _quote
-from vramtui.core.memory.parts import is_host_buffer
+from vramtui.core.memory.parts import is_cpu_backend_buffer, is_host_buffer
 
 
 @dataclass
@@ -495,10 +495,8 @@ def _quiet_failures(state: LogState, failed_starting: bool = False) -> list[str]
 
 def _said(state: LogState, key: str) -> bool:
     """A notice is said unless a mark it yields to was seen, or a mark it needs was not."""
-    return state.notice_unless.get(key) not in state.notices and state.notice_requires.get(key, "mark:") in (
-        *state.notices,
-        "mark:",
-    )
+    needs = state.notice_requires.get(key)
+    return state.notice_unless.get(key) not in state.notices and (needs is None or needs in state.notices)
 
 
 _HOST_SHARE_WARNED = 0.10  # a host part of the model at least this large (of all its buffers) is "slow"
@@ -539,8 +537,6 @@ def _placement_warnings(state: LogState) -> list[str]:
     return warnings
 
 
-# Buffers that only the CPU backend allocates: a GPU build's pinned host buffers (CUDA_Host) prove a GPU.
-_CPU_BACKEND_BUFFERS = ("CPU", "AMX")
 _PLACED_FIGURES = ("model_buffer", "kv_buffer", "compute_buffer", "rs_buffer")
 
 
@@ -555,7 +551,7 @@ def _on_host_alone(state: LogState) -> bool:
     if any(key.startswith("cpu_fallback:") and _said(state, key) for key in state.notices):
         return False
     names = [name for key in _PLACED_FIGURES for name in state.figures.get(key, {}) if name]
-    if any(not name.upper().startswith(_CPU_BACKEND_BUFFERS) for name in names):
+    if not all(is_cpu_backend_buffer(name) for name in names):  # a pinned CUDA_Host proves a GPU too
         return False
     return bool(names) or "mark:layer_on_host" in state.notices
 

@@ -142,10 +142,16 @@ def bill_from_figures(figures: Mapping[str, int | float], host_devices: Iterable
     return bill
 
 
+def is_cpu_backend_buffer(device: str) -> bool:
+    """A buffer of llama.cpp's CPU backend itself: CPU, CPU_Mapped, CPU_REPACK, the AMX copy. (A GPU
+    build's pinned CUDA_Host buffer is host memory too, but only a GPU backend allocates it.)"""
+    return device.upper().startswith(("CPU", "AMX"))
+
+
 def is_host_buffer(device: str) -> bool:
     """A buffer llama.cpp keeps in host memory: CPU, CPU_Mapped, CPU_REPACK, CUDA_Host, the AMX copy."""
     upper = device.upper()
-    return upper.startswith(("CPU", "AMX")) or upper.endswith("_HOST") or upper in ("?", "HOST")
+    return is_cpu_backend_buffer(device) or upper.endswith("_HOST") or upper in ("?", "HOST")
 
 
 def _place_of(device: str, host_names: set[str]) -> Place:
