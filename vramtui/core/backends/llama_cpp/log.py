@@ -26,13 +26,18 @@ from vramtui.core.logs.ruletypes import (
 )
 
 
-def _context_oom(kv_quant: str, flash_on: str) -> tuple[str | Say, ...]:
-    """The context-sized buffers did not fit: what shrinks them, in this engine's flags. Where the log
-    shows flash attention on already, neither line asks for it."""
-    quant = kv_quant.partition(" together with ")[0]
+def _context_oom(kv_flags: str, flash_on: str) -> tuple[str | Say, ...]:
+    """The context-sized buffers did not fit: what shrinks them, in this engine's flags (`kv_flags`: a
+    q8_0 cache; `flash_on`: the flash-attention flag's value for on). Where the log shows flash attention
+    on already, no line asks for it."""
+    quant = f"Quantize the KV cache: {kv_flags}"
     return (
         "Lower the context: {context}{smaller} (the KV cache and the compute buffer grow with it).",
-        Say(kv_quant, when="!flash_on"),
+        Say(
+            quant + " together with {flash_attn}" + flash_on + " (llama.cpp refuses a quantized V cache "
+            "without flash attention).",
+            when="!flash_on",
+        ),
         Say(quant + " (flash attention is on, as a quantized V cache needs).", when="flash_on"),
         Say(
             "Turn on flash attention: {flash_attn}"
@@ -130,11 +135,7 @@ LLAMA_CPP = LogProfile(
     reads_gguf=True,
     advice={
         **_LLAMA_ADVICE,
-        "context_oom": _context_oom(
-            "Quantize the KV cache: --cache-type-k q8_0 --cache-type-v q8_0 together with "
-            "--flash-attn on (llama.cpp refuses a quantized V cache without flash attention).",
-            " on",
-        ),
+        "context_oom": _context_oom("--cache-type-k q8_0 --cache-type-v q8_0", " on"),
         "compute_oom": _compute_oom(" on"),
         "context_too_long": ("llama-server can drop old tokens instead of failing: --context-shift.",),
     },
@@ -147,11 +148,7 @@ LLAMA_CPP_PYTHON = LogProfile(
     reads_gguf=True,
     advice={
         **_LLAMA_ADVICE,
-        "context_oom": _context_oom(
-            "Quantize the KV cache: --type_k 8 --type_v 8 (8 is q8_0) together with "
-            "--flash_attn true (llama.cpp refuses a quantized V cache without flash attention).",
-            " true",
-        ),
+        "context_oom": _context_oom("--type_k 8 --type_v 8 (8 is q8_0)", " true"),
         "compute_oom": _compute_oom(" true"),
     },
 )
@@ -910,6 +907,11 @@ NOTICES_3: tuple[NoticeRule, ...] = (
     ),
 )
 
+# The settings that ask for layers on the GPU, as launch lines and Ollama's options spell them, and what
+# comes between a flag and its count.
+_GPU_LAYER_FLAGS = ("gpu_layers", "gpu-layers", "num_gpu", "-ngl")
+_LAYER_COUNT = r"[\s=:\"']+"
+
 NOTICES_4: tuple[NoticeRule, ...] = (
     # a GPU found or asked for: what lands on the CPU after this is news (a CPU-only machine means it)
     # A GPU found or asked for, one rule per wording, each behind its own anchor: behind the bare word
@@ -922,10 +924,7 @@ NOTICES_4: tuple[NoticeRule, ...] = (
             ("devices", r"found \d+ (?:cuda|rocm|vulkan|sycl) devices"),
             ("library=", r"library=(?:cuda|rocm|vulkan|metal)"),
             # layers asked for on the GPU: a count that is not 0 (`--n_gpu_layers 0` asks for the CPU)
-            *(
-                (flag, rf"{flag}[\s=:\"']+(?:-1|[1-9]\d*|all|auto)\b")
-                for flag in ("gpu_layers", "gpu-layers", "num_gpu", "-ngl")
-            ),
+            *((flag, rf"{flag}{_LAYER_COUNT}(?:-1|[1-9]\d*|all|auto)\b") for flag in _GPU_LAYER_FLAGS),
         )
     ),
     NoticeRule(
@@ -944,14 +943,14 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         backend="llama.cpp",
         requires="gpu_intent",
     ),
-    # where layers went, as marks: a log whose every layer went to the CPU and none to a device ran on the
-    # CPU alone (the verdict says so where no GPU line is in the excerpt; see _placement_warnings)
     # no layer asked for on a GPU (`-ngl 0`, `--device none`): a CPU run on purpose
     *(
-        NoticeRule(flag, "mark", "cpu_intent", rf"{flag}[\s=:\"']+0\b", backend="llama.cpp")
-        for flag in ("gpu_layers", "gpu-layers", "num_gpu", "-ngl")
+        NoticeRule(flag, "mark", "cpu_intent", rf"{flag}{_LAYER_COUNT}0\b", backend="llama.cpp")
+        for flag in _GPU_LAYER_FLAGS
     ),
     NoticeRule("--device none", "mark", "cpu_intent", backend="llama.cpp"),
+    # where layers went, as marks: a log whose every layer went to the CPU and none to a device ran on the
+    # CPU alone (the verdict says so where no GPU line is in the excerpt; see _placement_warnings)
     NoticeRule(
         "assigned to device cpu",
         "mark",
