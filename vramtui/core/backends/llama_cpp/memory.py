@@ -486,7 +486,8 @@ class IkLlamaCppMemory(LlamaCppMemory):
     cache of n_ctx cells, padded to 256 with flash attention and 32 without, for every slot."""
 
     swa_full = True  # sliding-window layers keep every cell (unless --swa-compress)
-    ignores = ("tensor_parallel_size", "pipeline_parallel_size", "device_map", "max_memory")
+    # mainline's, less its own knobs
+    ignores = tuple(name for name in LlamaCppMemory.ignores if name not in ("mla", "attn_max_batch"))
 
     def run_shape(self, info: ModelInfo, settings: Settings) -> RunShape:
         return replace(super().run_shape(info, settings), streams=1)
