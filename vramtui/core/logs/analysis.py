@@ -297,17 +297,7 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
     quant_words = bool(substrings or words & _QUANT_WORDS) and any(w in low for w in ls.QUANT_CONFIRM_ANCHORS)
     formats = tuple(name for word, name in _FORMAT_WORDS if word in low) if words & _FORMAT_KEYS else ()
     extras = bool(figures or notices or quant_words or formats)
-    bare = not (
-        error
-        or frame
-        or memory_heavy
-        or exception
-        or header
-        or chained
-        or warning_level
-        or recovery
-        or extras
-    )
+    bare = not any((error, frame, memory_heavy, exception, header, chained, warning_level, recovery, extras))
     if bare and stage is None and not backends and not progress:
         # Matched a word but no rule: as plain as a line that matched nothing. Code lines under a
         # traceback frame still count (they say where the traceback was).
