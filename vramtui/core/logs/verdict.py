@@ -199,8 +199,8 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         pick.failure = "host_oom"
         if found is not None and found.number in state.import_exceptions:
             pick.cause = "budget_import"  # it failed importing the engine, before any weights
-    if _still_starting(pick, state, profile):
-        found.stage = "kv_cache"  # type: ignore[union-attr]  # _still_starting checked it
+    if found is not None and _still_starting(pick, state, profile):
+        found.stage = "kv_cache"
     if (
         pick.failure == "cuda_oom"
         and found is not None
