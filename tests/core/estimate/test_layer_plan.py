@@ -218,3 +218,44 @@ def test_a_per_layer_field_that_does_not_fit_is_one_clear_error(change: dict, wo
         config.pop("block_configs")
     with pytest.raises(VramtuiError, match=words):
         info_from_config(config, "bad", exact_params=False)
+
+
+NEMOTRON_3_SUPER = CONFIGS / "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B.config-fields.json"
+# transformers 5.24's NemotronHForCausalLM built from these fields on the meta device counts 120,668,687,360
+# parameters (the "120B" of its name); every layer read as attention plus 512 gated experts at hidden width
+# gave 1,495B (2.72 TiB in bf16)
+NEMOTRON_3_SUPER_PARAMS = 120_668_687_360
+
+
+def test_nemotron_h_lays_out_one_block_per_layer_with_latent_experts() -> None:
+    cfg = json.loads(NEMOTRON_3_SUPER.read_text())
+    info = info_from_config(cfg, "Nemotron-3-Super", exact_params=False)
+    assert info.n_params == NEMOTRON_3_SUPER_PARAMS
+    pattern = cfg["hybrid_override_pattern"]
+    kinds: dict[str, set[str]] = {}
+    for group in mi.tensor_groups(info):
+        if group.layer >= 0 and group.kind != "norm":
+            kinds.setdefault(pattern[group.layer], set()).add(group.kind)
+    assert kinds["M"] == {"ssm_in", "ssm_conv1d", "ssm_out", "ssm_misc"}
+    assert kinds["*"] == {"attn_q", "attn_k", "attn_v", "attn_output"}
+    # relu2 experts have no gate; they read and write the 1024-wide latent (llama.cpp's check_tensor_dims
+    # expects ffn_down_exps 2688 x 1024 x 512 for this model)
+    assert "ffn_gate_exps" not in kinds["E"] and {"ffn_latent_in", "ffn_latent_out"} <= kinds["E"]
+    down = next(g for g in mi.tensor_groups(info) if g.kind == "ffn_down_exps")
+    assert (down.cols, down.rows, down.count) == (2688, 1024, 512)
+    assert "experts in 40, a Mamba mixer in 40" in info.notes[0]
+    est = estimate(info, Settings(backend="llama.cpp", context=4096, device_bytes=400 * GIB))
+    assert 220 * GIB < est.weights_bytes < 230 * GIB  # 120.7B in bf16: 224.8 GiB, not 2.72 TiB
+
+
+def test_nemotron_h_counts_as_transformers_builds_it() -> None:
+    pytest.importorskip("transformers")
+    cfg = json.loads(NEMOTRON_3_SUPER.read_text())
+    assert mi.count_params_meta(cfg) == NEMOTRON_3_SUPER_PARAMS
+
+
+@pytest.mark.parametrize("pattern", ["MEM", "MEMX" * 22])
+def test_a_hybrid_pattern_that_does_not_fit_is_one_clear_error(pattern: str) -> None:
+    cfg = {**json.loads(NEMOTRON_3_SUPER.read_text()), "hybrid_override_pattern": pattern}
+    with pytest.raises(VramtuiError, match="hybrid_override_pattern should be 88 of M"):
+        info_from_config(cfg, "Nemotron-3-Super", exact_params=False)

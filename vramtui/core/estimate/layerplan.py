@@ -7,6 +7,9 @@
   `_ffn_mult_to_intermediate_size`). A no-op block has no norm either.
 - per-layer lists: `num_attention_heads`, `num_key_value_heads` (or `num_kv_heads`) and `intermediate_size`
   given as one value per layer.
+- Nemotron-H (`hybrid_override_pattern`): each layer is one block, `M` a Mamba-2 mixer, `*` attention, `-` an
+  MLP, `E` a mixture of experts; Nemotron-3's experts work in a `moe_latent_size` latent with a projection in
+  and out, and `relu2` MLPs have no gate.
 - a GGUF's per-layer arrays (`<arch>.attention.head_count`, `head_count_kv`, `feed_forward_length`): llama.cpp's
   DeciLM loader keeps a layer with query heads and no KV head as its output projection alone.
 
@@ -33,17 +36,42 @@ class LayerPlan:
     ffn: tuple[int, ...]
     attn_linear: tuple[bool, ...] = ()
     ffn_linear: tuple[bool, ...] = ()
+    # which layers hold the experts of a MoE (empty: every layer past the dense ones) and a Mamba mixer
+    moe: tuple[bool, ...] = ()
+    mamba: tuple[bool, ...] = ()
+    mixer: MambaMixer | None = None
 
     def describe(self) -> str:
         n = len(self.heads)
         attention = sum(1 for h in self.heads if h)
         mlps = sum(1 for f in self.ffn if f)
         widths = sorted({f for f in self.ffn if f})
-        text = f"per-layer shapes: attention in {attention} of {n} layers, an MLP in {mlps}"
+        text = f"per-layer shapes: attention in {attention} of {n} layers"
+        if mlps or not self.moe:
+            text += f", an MLP in {mlps}"
         if widths:
             text += f" ({widths[0]} to {widths[-1]} wide)" if len(widths) > 1 else f" ({widths[0]} wide)"
+        if self.moe:
+            text += f", experts in {sum(self.moe)}"
+        if self.mamba:
+            text += f", a Mamba mixer in {sum(self.mamba)}"
         linear = sum(self.attn_linear) + sum(self.ffn_linear)
         return text + (f"; {linear} block(s) replaced by one linear" if linear else "")
+
+
+@dataclass(frozen=True)
+class MambaMixer:
+    """A Mamba-2 mixer's weights (transformers' Mamba2Mixer / NemotronHMamba2Mixer): in_proj to z, x, B, C and
+    dt; a depthwise conv over x, B and C; out_proj back; A_log, D, dt_bias per head and a gated norm."""
+
+    d_inner: int
+    conv_dim: int  # d_inner + 2 n_groups d_state
+    heads: int
+    d_conv: int
+
+    @property
+    def in_rows(self) -> int:
+        return self.d_inner + self.conv_dim + self.heads
 
 
 @dataclass(frozen=True)
@@ -145,6 +173,9 @@ def from_config(
     blocks = cfg.get("block_configs")
     if isinstance(blocks, list) and blocks:
         return _from_blocks(blocks, n_layers, hidden, n_heads, source)
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        return _from_hybrid_pattern(cfg, pattern, n_layers, hidden, n_heads, source)
     heads = _per_layer_list(cfg, ("num_attention_heads",), n_layers, source)
     kv = _per_layer_list(cfg, ("num_key_value_heads", "num_kv_heads"), n_layers, source)
     ffn = _per_layer_list(cfg, ("intermediate_size",), n_layers, source)
@@ -156,6 +187,34 @@ def from_config(
         heads or (n_heads,) * n_layers, ffn or (_scalar(cfg, "intermediate_size", 4 * hidden),) * n_layers
     )
     return PerLayer(plan, kv)
+
+
+def _from_hybrid_pattern(
+    cfg: dict[str, Any], pattern: str, n_layers: int, hidden: int, n_heads: int, source: str
+) -> PerLayer:
+    """Nemotron-H: one block per layer, named by one character of the pattern."""
+    if len(pattern) < n_layers or set(pattern[:n_layers]) - set("M*-E"):
+        raise VramtuiError(
+            f"{source}: config.json's hybrid_override_pattern should be {n_layers} of M, *, - and E"
+        )
+    kinds = pattern[:n_layers]
+    n_kv = _scalar(cfg, "num_key_value_heads", n_heads)
+    width = _scalar(cfg, "intermediate_size", 4 * hidden)
+    plan = LayerPlan(
+        heads=tuple(n_heads if k == "*" else 0 for k in kinds),
+        ffn=tuple(width if k == "-" else 0 for k in kinds),
+        moe=tuple(k == "E" for k in kinds),
+        mamba=tuple(k == "M" for k in kinds),
+        mixer=_mamba_mixer(cfg, hidden),
+    )
+    return PerLayer(plan, tuple(n_kv if k == "*" else 0 for k in kinds))
+
+
+def _mamba_mixer(cfg: dict[str, Any], hidden: int) -> MambaMixer:
+    heads = _scalar(cfg, "mamba_num_heads", 0)
+    d_inner = heads * _scalar(cfg, "mamba_head_dim", 64) or _scalar(cfg, "expand", 2) * hidden
+    groups_states = 2 * _scalar(cfg, "n_groups", 1) * _scalar(cfg, "ssm_state_size", 128)
+    return MambaMixer(d_inner, d_inner + groups_states, heads, _scalar(cfg, "conv_kernel", 4))
 
 
 def _scalar(cfg: dict[str, Any], key: str, default: int) -> int:

@@ -94,6 +94,7 @@ class ModelInfo:
     intermediate: int | None = None
     moe_intermediate: int | None = None
     shared_intermediate: int | None = None
+    moe_latent: int = 0  # Nemotron-3's latent MoE: the experts work in this width, projected in and out
     attn_bias: bool = False
     ffn_gated: bool = True
     fused_qkv: bool = False
@@ -198,14 +199,28 @@ def tensor_groups(info: ModelInfo) -> list[TensorGroup]:
         groups.append(TensorGroup("output", -1, v, h))
     groups.append(TensorGroup("norm", -1, 1, h))
     for layer in range(info.n_layers):
+        mixer = _mamba_groups(info, layer)
         attention = _attention_groups(info, layer)
         ffn = _ffn_groups(info, layer)
         # a norm before each block the layer has (a no-op block has none)
-        norms = (1 if attention else 0) + (1 if ffn else 0)
+        norms = (1 if attention else 0) + (1 if ffn else 0) + (1 if mixer else 0)
         if norms:
             groups.append(TensorGroup("norm", layer, 1, norms * h))
-        groups += attention + ffn
+        groups += mixer + attention + ffn
     return groups
+
+
+def _mamba_groups(info: ModelInfo, layer: int) -> list[TensorGroup]:
+    plan = info.layer_plan
+    if plan is None or plan.mixer is None or layer >= len(plan.mamba) or not plan.mamba[layer]:
+        return []
+    m = plan.mixer
+    return [
+        TensorGroup("ssm_in", layer, m.in_rows, info.hidden),
+        TensorGroup("ssm_conv1d", layer, m.conv_dim, m.d_conv + 1),  # the kernel and its bias
+        TensorGroup("ssm_out", layer, info.hidden, m.d_inner),
+        TensorGroup("ssm_misc", layer, 1, 3 * m.heads + m.d_inner),  # A_log, D, dt_bias; the gated norm
+    ]
 
 
 def _attention_groups(info: ModelInfo, layer: int) -> list[TensorGroup]:
@@ -250,20 +265,8 @@ def _ffn_groups(info: ModelInfo, layer: int) -> list[TensorGroup]:
     if info.replaced_by_linear(layer)[1]:
         return [TensorGroup("ffn_linear", layer, h, h)]  # DeciLM's linear_mlp
     ff = info.ffn_at(layer)
-    if info.is_moe and layer >= info.n_dense_layers:
-        moe_ff = info.moe_intermediate or ff
-        groups = [
-            TensorGroup("ffn_gate_inp", layer, info.n_experts, h),
-            TensorGroup("ffn_gate_exps", layer, moe_ff, h, info.n_experts),
-            TensorGroup("ffn_up_exps", layer, moe_ff, h, info.n_experts),
-            TensorGroup("ffn_down_exps", layer, h, moe_ff, info.n_experts),
-        ]
-        shared = info.shared_intermediate or (moe_ff * info.n_shared_experts)
-        if shared:
-            groups.append(TensorGroup("ffn_gate_shexp", layer, shared, h))
-            groups.append(TensorGroup("ffn_up_shexp", layer, shared, h))
-            groups.append(TensorGroup("ffn_down_shexp", layer, h, shared))
-        return groups
+    if _has_experts(info, layer):
+        return _moe_groups(info, layer, info.moe_intermediate or ff)
     if not ff:
         return []
     groups = [TensorGroup("ffn_gate", layer, ff, h)] if info.ffn_gated else []
@@ -274,12 +277,47 @@ def _ffn_groups(info: ModelInfo, layer: int) -> list[TensorGroup]:
     return groups
 
 
+def _has_experts(info: ModelInfo, layer: int) -> bool:
+    if not info.is_moe:
+        return False
+    plan = info.layer_plan
+    if plan is not None and plan.moe:
+        return layer < len(plan.moe) and plan.moe[layer]
+    return layer >= info.n_dense_layers
+
+
+def _moe_groups(info: ModelInfo, layer: int, moe_ff: int) -> list[TensorGroup]:
+    h, n = info.hidden, info.n_experts
+    width = info.moe_latent or h  # a latent MoE's experts read and write the latent
+    groups = [TensorGroup("ffn_gate_inp", layer, n, h)]
+    if info.moe_latent:
+        groups += [
+            TensorGroup("ffn_latent_in", layer, width, h),
+            TensorGroup("ffn_latent_out", layer, h, width),
+        ]
+    if info.ffn_gated:
+        groups.append(TensorGroup("ffn_gate_exps", layer, moe_ff, width, n))
+    groups += [
+        TensorGroup("ffn_up_exps", layer, moe_ff, width, n),
+        TensorGroup("ffn_down_exps", layer, width, moe_ff, n),
+    ]
+    shared = info.shared_intermediate or (moe_ff * info.n_shared_experts)
+    if shared:
+        if info.ffn_gated:
+            groups.append(TensorGroup("ffn_gate_shexp", layer, shared, h))
+        groups += [
+            TensorGroup("ffn_up_shexp", layer, shared, h),
+            TensorGroup("ffn_down_shexp", layer, h, shared),
+        ]
+    return groups
+
+
 def count_params_arithmetic(info: ModelInfo) -> int:
     """Parameters from the shape alone (embeddings once when tied, lm_head otherwise)."""
     return sum(g.n_elements for g in tensor_groups(info))
 
 
-_LINEAR_KINDS_EXCLUDED = ("token_embd", "output", "norm", "bias", "ffn_gate_inp")
+_LINEAR_KINDS_EXCLUDED = ("token_embd", "output", "norm", "bias", "ffn_gate_inp", "ssm_conv1d", "ssm_misc")
 
 
 def expert_params(info: ModelInfo) -> int:
@@ -502,7 +540,8 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
         max_context=_int(cfg, "max_position_embeddings", "n_positions", "seq_length"),
         intermediate=_int(cfg, "intermediate_size", "ffn_hidden_size", "n_inner"),
         attn_bias=bool(cfg.get("attention_bias", cfg.get("bias", model_type in _QKV_BIAS))),
-        ffn_gated=model_type not in ("gpt_neox", "gpt2", "phi", "falcon", "starcoder2"),
+        ffn_gated=model_type not in ("gpt_neox", "gpt2", "phi", "falcon", "starcoder2")
+        and str(cfg.get("mlp_hidden_act") or cfg.get("hidden_act")) != "relu2",
         fused_qkv=model_type in _FUSED_QKV,
     )
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
@@ -560,7 +599,10 @@ def _config_experts(info: ModelInfo, cfg: dict[str, Any]) -> None:
         info.n_experts_used = _int(cfg, "num_experts_per_tok", "moe_topk", default=2) or 2
         info.moe_intermediate = _int(cfg, "moe_intermediate_size") or info.intermediate
         info.n_shared_experts = _int(cfg, "n_shared_experts", default=0) or 0
-        info.shared_intermediate = _int(cfg, "shared_expert_intermediate_size")
+        info.shared_intermediate = _int(
+            cfg, "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"
+        )
+        info.moe_latent = _int(cfg, "moe_latent_size", default=0) or 0
         info.n_dense_layers = _int(cfg, "first_k_dense_replace", default=0) or 0
 
 
