@@ -31,7 +31,7 @@ import pytest
 from vramtui.core.backends import BACKENDS, GGML_TYPES, get_backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.launcher import build_command
-from vramtui.core.launch.profile import Profile, load_profile
+from vramtui.core.launch.profile import Profile, check_param_value, load_profile
 
 PROFILES = Path(__file__).resolve().parents[2] / "data" / "profiles"
 
@@ -231,6 +231,10 @@ def test_bad_values_are_one_line_errors() -> None:
         build_command(Profile(backend="llama.cpp", model="/m.gguf", params={"context": "lots"}))
     with pytest.raises(VramtuiError, match="on/off"):
         build_command(Profile(backend="llama.cpp", model="/m.gguf", params={"flash_attn": "maybe"}))
+    # a device no llama.cpp backend registers: refused when the profile is read, never launched
+    with pytest.raises(VramtuiError, match=r"PATTERN=DEVICE with a llama\.cpp device"):
+        check_param_value(get_backend("llama.cpp"), "override_tensor", ["exps=CPU", "blk\\.0\\.=Banana"])
+    check_param_value(get_backend("llama.cpp"), "override_tensor", ["exps=CPU", "blk\\.0\\.=CUDA1"])
 
 
 def test_get_backend_aliases() -> None:

@@ -79,6 +79,20 @@ def test_cpu_moe_and_override_tensor_place_what_their_patterns_match(moe_gguf: P
         Settings(override_tensor=("exps",))
     with pytest.raises(VramtuiError, match="not a regular expression"):
         Settings(override_tensor=("blk.(=CPU",))
+    # llama-server refuses a buffer type no backend registers ("unknown buffer type"): so does the estimate
+    with pytest.raises(VramtuiError, match=r"'Banana' is not a llama\.cpp buffer type"):
+        Settings(override_tensor=("exps=Banana",))
+    for device in (
+        "CUDA1",
+        "CUDA_Host",
+        "Vulkan0",
+        "ROCm2",
+        "Metal",
+        "SYCL0",
+        "CPU_REPACK",
+        "RPC[10.0.0.2:50052]",
+    ):
+        assert Settings(override_tensor=(f"exps={device}",)).override_tensor == (f"exps={device}",)
 
 
 def test_the_solver_finds_the_fewest_layers_whose_experts_must_leave(moe_gguf: Path) -> None:
@@ -121,6 +135,8 @@ def test_the_cli_takes_llama_cpp_spellings(moe_gguf: Path, capsys: pytest.Captur
     assert "--n-cpu-moe" in capsys.readouterr().err
     assert main(["estimate", str(moe_gguf), "-ot", "exps"]) == 2
     assert "PATTERN=DEVICE" in capsys.readouterr().err
+    assert main(["estimate", str(moe_gguf), "-ot", "exps=Banana"]) == 2
+    assert "not a llama.cpp buffer type" in capsys.readouterr().err
 
 
 def test_profile_params_carry_the_offload(moe_gguf: Path) -> None:

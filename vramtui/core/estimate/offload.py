@@ -40,6 +40,13 @@ def device_index(device: str) -> int | None:
     return int(digits) if digits else 0
 
 
+# the families of buffer type names ggml's backends register (CUDA0, CUDA_Host, ROCm1, Vulkan0, SYCL0, Metal,
+# MTL0, CANN0, MUSA0, RPC[host:port], CPU_REPACK ...): llama-server refuses any other name ("unknown buffer type")
+_BUFFER_FAMILIES = re.compile(
+    r"(CPU|AMX|CUDA|ROCM|HIP|VULKAN|SYCL|METAL|MTL|CANN|MUSA|OPENCL|GPUOPENCL|RPC|BLAS|WEBGPU|ZDNN|KLEIDIAI|HTP|HEXAGON|VIRTGPU)"
+)
+
+
 @cache
 def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
@@ -54,6 +61,11 @@ def parse_override(text: str) -> TensorOverride:
         _compiled(pattern)
     except re.error as error:
         raise VramtuiError(f"--override-tensor {text!r}: not a regular expression ({error})") from None
+    if not _BUFFER_FAMILIES.match(device.strip().upper()):
+        raise VramtuiError(
+            f"--override-tensor {text!r}: {device.strip()!r} is not a llama.cpp buffer type "
+            "(CPU, CUDA0, ROCm0, Vulkan0, SYCL0, Metal ...; `llama-server --list-devices` names yours)"
+        )
     return TensorOverride(pattern, device.strip())
 
 

@@ -230,6 +230,11 @@ def check_param_value(backend: Backend, name: str, value: object) -> None:
     if name == "kv_dtype":
         _check_kv_dtype(backend, value)
         return
+    if name == "override_tensor" and backend.knob(name) is not None:
+        problem = backend.translate(name, value).problem  # `-ot x=Banana`: llama-server would refuse it
+        if problem:
+            raise VramtuiError(problem)
+        return
     launch = backend.launch
     if name == "flash_attn" or (launch is not None and name in launch.switches):
         switch(value)  # on, off or auto; anything else is one line here

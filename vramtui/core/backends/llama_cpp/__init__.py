@@ -24,6 +24,8 @@ from vramtui.core.backends.base import (
     whole,
 )
 from vramtui.core.backends.llama_cpp.ladder import KV_DTYPE_ORDER, LADDER
+from vramtui.core.errors import VramtuiError
+from vramtui.core.estimate import offload
 
 FAMILY = "llama_cpp"
 _GGUF_IS_THE_QUANT = "the GGUF file is the quantization: pick another file"
@@ -50,8 +52,8 @@ def _translate_llama_cpp(backend: Backend, param: str, value: object) -> Transla
         return Translation(args=(flag,) if switch(value) is True else ())
     if param == "override_tensor":
         rules = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
-        if not all(isinstance(rule, str) and "=" in rule for rule in rules):
-            return bad_value(backend, param, value, "PATTERN=DEVICE, or a list of them")
+        if not all(isinstance(rule, str) and _override_ok(rule) for rule in rules):
+            return bad_value(backend, param, value, "PATTERN=DEVICE with a llama.cpp device (CPU, CUDA0 ...)")
         return Translation(args=tuple(part for rule in rules for part in (flag, rule)))
     extra = _translate_extra(backend, flag, param, value)
     if extra is not None:
@@ -64,6 +66,14 @@ def _translate_llama_cpp(backend: Backend, param: str, value: object) -> Transla
             return bad_value(backend, param, value, "layer, row or none")
         return Translation(args=(flag, str(value).strip().lower()))
     return Translation(args=(flag, str(whole(param, value))))
+
+
+def _override_ok(rule: str) -> bool:
+    try:
+        offload.parse_override(rule)
+    except VramtuiError:
+        return False
+    return True
 
 
 def _translate_extra(backend: Backend, flag: str, param: str, value: object) -> Translation | None:
