@@ -138,6 +138,9 @@ def render_text(diagnosis: Any, source: str) -> str:
     if diagnosis.failed and diagnosis.first_error_line:
         out.append(f"First error, line {diagnosis.first_error_line}:")
         out.append(f"  {diagnosis.first_error_text}")
+    elif diagnosis.failed and diagnosis.first_error_text:
+        out.append("First error: no line of the log states it")
+        out.append(f"  {diagnosis.first_error_text}")
     if getattr(diagnosis, "stage_inferred", False) and diagnosis.stage == diagnosis.failure_stage:
         out.append(f"Furthest stage reached: unknown (no stage line; best guess {diagnosis.stage})")
     elif diagnosis.stage:

@@ -297,7 +297,9 @@ LOAD_LINES = [
 def test_exit_137_without_text_says_where_to_look() -> None:
     d = diagnose_lines(LOAD_LINES, exit_code=137, kernel_log=no_kernel_log)
     assert (d.failed, d.failure, d.failure_stage) == (True, "host_oom_killed", "load_weights")
-    assert d.first_error_line == 3  # the line after the log: the exit itself
+    # no line of the log states it: no line number past the file's end, the exit is the text
+    assert d.first_error_line is None and d.first_error_text == "process killed (exit 137) with no error text"
+    assert d.evidence[0] == "after the last line (2): process killed (exit 137) with no error text"
     assert "dmesg" in d.advice[0]
 
 

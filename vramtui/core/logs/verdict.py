@@ -124,7 +124,8 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
         failed=failed,
         failure_stage=failure_stage,
         failure=pick.failure if failed else "none",
-        first_error_line=found.number if found is not None else None,
+        # a finding made from the exit code or the kernel states no line of the log: it names none
+        first_error_line=found.number if found is not None and found.number <= state.lines else None,
         first_error_text=found.text[:MAX_QUOTE] if found is not None else None,
         evidence=evidence[:MAX_EVIDENCE],
         warnings=_quiet_failures(
@@ -359,7 +360,9 @@ def _evidence(state: LogState, pick: _Pick) -> list[str]:
     """The lines that show the verdict: the first error, the generic one before it, where it was."""
     evidence: list[str] = []
     found = pick.found
-    if found is not None:
+    if found is not None and found.number > state.lines:
+        evidence.append(f"after the last line ({state.lines}): {found.text}")
+    elif found is not None:
         evidence.append(_quote(found.number, found.text))
         weak = state.weak
         if (

@@ -74,6 +74,9 @@ def _verdict(app: Any, diagnosis: Any, line_count: int, first_error_line: int | 
         if diagnosis.first_error_line:
             text.append(f" — first error, line {first_error_line or diagnosis.first_error_line} (key e): ")
             error = (diagnosis.first_error_text or "").strip()[:ERROR_CHARS]
+        elif diagnosis.first_error_text:
+            text.append(" — no line of the log states it: ")
+            error = diagnosis.first_error_text.strip()[:ERROR_CHARS]
     elif getattr(diagnosis, "incomplete", False):
         text.append("NOT READY", style=theme_style(app, "log-warning", bold=True, reverse=True))
         text.append(
