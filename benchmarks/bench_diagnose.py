@@ -323,6 +323,11 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     latest = [(c, m) for part in rows.values() for c, m in part if c["file"] == "round11.jsonl"]
     print(f"\nround 11, both parts (gathered after the rules of 2026-12-02: {len(latest)})")
     _print_scores("all engines", corpus.score(latest), False)
+    # Round 12 (27 logs) likewise, scored whole at dcf133b before any rule was written from it: stage 22/27,
+    # class 20/27, memory 4/8, first error 16/20, quiet 2/4, calm 2/2, engine 24/27.
+    newest = [(c, m) for part in rows.values() for c, m in part if c["file"] == "round12.jsonl"]
+    print(f"\nround 12, both parts (gathered after the rules of 2026-12-02, second session: {len(newest)})")
+    _print_scores("all engines", corpus.score(newest), False)
 
 
 def _print_scores(label: str, scores: dict[str, tuple[int, int]], goals: bool) -> None:

@@ -26,6 +26,7 @@ FILES = (
     LOGS / "round9.jsonl",
     LOGS / "round10.jsonl",
     LOGS / "round11.jsonl",
+    LOGS / "round12.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

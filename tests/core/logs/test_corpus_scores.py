@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (499, 515),
-        "class": (497, 515),
-        "memory": (112, 120),
-        "first_error": (284, 298),
-        "quiet": (74, 77),
-        "calm": (90, 100),
-        "engine": (471, 515),
+        "stage": (514, 535),
+        "class": (511, 535),
+        "memory": (114, 126),
+        "first_error": (294, 312),
+        "quiet": (76, 80),
+        "calm": (92, 102),
+        "engine": (489, 535),
     },
     "heldout": {
-        "stage": (174, 192),
-        "class": (173, 192),
-        "memory": (48, 59),
-        "first_error": (99, 109),
-        "quiet": (21, 34),
+        "stage": (181, 199),
+        "class": (179, 199),
+        "memory": (50, 61),
+        "first_error": (105, 115),
+        "quiet": (21, 35),
         "calm": (24, 25),
-        "engine": (180, 192),
+        "engine": (186, 199),
     },
 }
 
