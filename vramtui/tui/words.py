@@ -56,6 +56,7 @@ CAUSE_WORDS: dict[str, str] = {
     "kv_alloc_failed": "KV cache allocation failed",
     "kv_too_small": "KV cache too small",
     "kv_prefill_oom": "out of memory in prefill",
+    "kv_pool_exhausted": "the KV token pool ran dry",
     "host_alloc": "a host allocation failed",
     "device_alloc": "a GPU allocation failed",
     "host_oom_killer": "the OOM killer",

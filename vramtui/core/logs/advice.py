@@ -229,6 +229,11 @@ DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
         "Or skip the graphs: --enforce-eager (slower decoding, no graph memory).",
         "Or capture fewer batch sizes: a smaller --max-num-seqs.",
     ),
+    # the KV pool of a serving engine ran dry under load: fewer sequences at once, or a bigger pool
+    "kv_pool_exhausted": (
+        "The KV cache ran out while serving: fewer sequences at once ({parallel}), smaller prefill chunks ({batch}).",
+        "Or give the KV cache more room: raise {mem_share}, or store it smaller ({kv_dtype}).",
+    ),
     "weights_oom": (
         "The weights do not fit: serve a pre-quantized checkpoint (AWQ/GPTQ/FP8) and pass {quant} if it is not detected.",
         "Keep part of the weights in host RAM: {cpu_offload} N (GiB).",
@@ -345,9 +350,18 @@ ADVICE: tuple[AdviceRow, ...] = (
             "The warmup's prefill does not fit: lower {batch} (the tokens of one prefill), and {context} with it.",
         ),
     ),
+    AdviceRow(
+        "cuda_oom",
+        "bnb_cpu_dispatch",
+        (
+            "The quantized model does not fit the GPU: use a smaller model, or allow CPU offload with "
+            "llm_int8_enable_fp32_cpu_offload=True and a custom device_map.",
+        ),
+    ),
     AdviceRow("cuda_oom", None, ("@weights_oom",), stages=_LOADING),
     AdviceRow("cuda_oom", None, ("@request_oom",), stages=frozenset({"inference"})),
     AdviceRow("cuda_oom", None, ("@context_oom",)),
+    AdviceRow("kv_cache_too_small", "kv_pool_exhausted", ("@kv_pool_exhausted",)),
     AdviceRow("kv_cache_too_small", None, ("@kv_too_small",)),
     # An engine's own causes, each its topic (LogProfile.advice): the knob its message points at.
     AdviceRow(None, "cpu_share_short", ("@cpu_share_short",)),
@@ -503,14 +517,6 @@ ADVICE: tuple[AdviceRow, ...] = (
             "The model does not fit GPU and host memory: quantize it (load_in_4bit / a pre-quantized "
             "checkpoint), raise max_memory if it was set low, or accept slow disk offload with "
             'offload_folder="...".',
-        ),
-    ),
-    AdviceRow(
-        None,
-        "bnb_cpu_dispatch",
-        (
-            "The quantized model does not fit the GPU: use a smaller model, or allow CPU offload with "
-            "llm_int8_enable_fp32_cpu_offload=True and a custom device_map.",
         ),
     ),
     AdviceRow(None, None, (_READ_THE_LINE,)),

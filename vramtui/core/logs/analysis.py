@@ -16,6 +16,9 @@ from vramtui.core.logs.rules import STAGE_INDEX, STAGES, ErrorRule, NoticeRule
 
 _CARETS_RE = re.compile(r"\s*[\^~]+[\s\^~]*")
 _FRAME_RE = re.compile(r'File "([^"]+)", line \d+, in (\S+)')
+# IPython's (Jupyter's, Colab's) frame: "/usr/lib/.../configuration_auto.py in from_pretrained(cls, ...)", the
+# path a Markdown link in Colab's copy ("[/usr/.../x.py](https://localhost:8080/#) in f(...)")
+_IPYTHON_FRAME_RE = re.compile(r"^\[?(/\S+\.py)\]?(?:\([^)\s]*\))? in (\w+)\(")
 _PREFIX_RES = (
     re.compile(r"^\s*\d+\.\d+\.\d+\.\d+ [IWEDT] "),  # llama.cpp's timestamped log
     re.compile(r"^[\w.\[\]-]+\s+\|\s?"),  # docker compose "name  | "
@@ -262,6 +265,8 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
     if "^" in low and _CARETS_RE.fullmatch(_strip_prefix(text)):
         return _PLAIN, ()  # Python's markers under a traceback's code line, behind an "ERROR" prefix
     frame_match = _FRAME_RE.search(text) if "file" in words and 'file "' in low else None
+    if frame_match is None and ".py" in low and " in " in low:
+        frame_match = _IPYTHON_FRAME_RE.match(text.strip())
     exception_match = None
     if frame_match is None and ("error" in low or "exception" in low or "interrupt" in low):
         stripped = _strip_prefix(text).strip()

@@ -95,6 +95,14 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("status 137", "host_killed", "host_oom_killed", r"exit(?:ed)? (?:with )?status 137\b"),
     # vramtui's launcher says how a server it started died when no stop of its own did it
     ErrorRule("vramtui: the server was killed by sigkill", "killed_signal", "host_oom_killed"),
+    # PyTorch's host allocator (any engine on torch): "DefaultCPUAllocator: can't allocate memory: you
+    # tried to allocate N bytes" / "not enough memory"
+    ErrorRule(
+        "defaultcpuallocator",
+        "host_alloc",
+        "host_oom",
+        r"defaultcpuallocator: (?:can't allocate memory|not enough memory)",
+    ),
     *_engines("errors", "host_oom"),
     # --- device memory ---
     *_engines("errors", "device_oom.share"),
@@ -262,6 +270,8 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ),
     ErrorRule("vramtui: the server was killed by sig", "crash", "other"),  # SIGSEGV, SIGABRT ...
     ErrorRule("segmentation fault", "crash", "other", strong=False),
+    # Windows' words for the same crash: an access violation (0xC0000005) or another fatal exception code
+    ErrorRule("exception code: 0xc", "crash", "other", r"exception code: 0xc0000\w{3}\b", strong=False),
     ErrorRule("core-dump", "crash", "other", r"result: core-dump", strong=False),  # systemd's unit status
     ErrorRule("core dumped", "crash", "other", strong=False),
     ErrorRule("terminate called", "crash", "other", strong=False),

@@ -59,6 +59,9 @@ _ADOPT_WITHIN_LINES = 20  # how far after a stage-less first error its stage may
 _SCORE_CAP = 3  # backend marks counted up to here: enough for detect_backend, and repeats cost nothing
 _EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
 # A frame of an installed package's module body: the traceback is an import (`import torch`) failing.
+# IPython's (Jupyter's, Colab's) traceback shows each frame's source with its line numbers ("   1268     raise
+# ValueError(", "-> 1267"): quoted code, however much it reads like a message.
+_NUMBERED_CODE_RE = re.compile(r"\s*(?:-+>\s*)?\d{1,6}\s{2,}\S")
 _IMPORT_FRAME_RE = re.compile(r"[/\\](?:site|dist)-packages[/\\].*\", line \d+, in <module>")
 
 
@@ -193,6 +196,9 @@ class LogState:
                 self.tb_import = True
             self._tb_hint(info)
             self.after_frame = True
+            return "error", False
+        if self.tb_open and info.exception is None and _NUMBERED_CODE_RE.match(text):
+            self._tb_hint(info)
             return "error", False
         if after_frame and self.tb_open and info.exception is None:
             # The code line under a frame: where it was, not a message of its own.

@@ -322,6 +322,15 @@ DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
         rf"failed to allocate {DEVICE}(?:_host)? buffer",
         backend="llama.cpp",
     ),
+    # a device backend's own buffer allocator refusing (ggml-metal's "error: failed to allocate buffer,
+    # size = ...", ggml-sycl's "can't allocate N Bytes of memory on device")
+    ErrorRule(
+        "_buffer_type_alloc_buffer",
+        "device_alloc",
+        "cuda_oom",
+        r"(?:metal|sycl|cann|musa|opencl)\w*_buffer_type_alloc_buffer: (?:error: )?(?:failed to|can't) allocate",
+        backend="llama.cpp",
+    ),
     ErrorRule(
         "unable to allocate",
         "device_alloc",
@@ -986,6 +995,13 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         "memory_lock",
         "the weights could not be locked in RAM (mlock failed, RLIMIT_MEMLOCK): they can be swapped out",
         backend="llama.cpp",
+    ),
+    # older Ollama's words for the same choice (llm.go): the GPU was found but the model loads on the CPU
+    NoticeRule(
+        "falling back to cpu only",
+        "cpu_fallback",
+        "not enough VRAM was free for the model: Ollama falls back to the CPU and runs it there (slow)",
+        backend="ollama",
     ),
     NoticeRule(
         "insufficient vram to load any model layers",

@@ -43,6 +43,11 @@ PROFILE = LogProfile(
             "Or capture fewer batch sizes: a smaller --cuda-graph-max-bs (e.g. 16); or --disable-cuda-graph.",
         ),
         "dtype": ("Use float16 on GPUs before compute capability 8.0: --dtype half (or float16).",),
+        "kv_pool_exhausted": (
+            "The KV token pool ran dry while serving: cap the batch with a lower --max-running-requests "
+            "(or a smaller --chunked-prefill-size for long prompts).",
+            "Or give the pool more room: raise --mem-fraction-static a little (e.g. 0.85 to 0.88).",
+        ),
     },
     holds_its_share=True,
 )
@@ -106,6 +111,16 @@ KV_CACHE_ERRORS_2: tuple[ErrorRule, ...] = (
 )
 
 CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
+    # the scheduler's KV token pool ran dry while serving: "Decode out of memory. Try to lower your batch
+    # size." / "Prefill out of memory. ...", then "Try to allocate N tokens. Available tokens: M"
+    ErrorRule(
+        "out of memory. try to lower your batch size",
+        "kv_pool_exhausted",
+        "kv_cache_too_small",
+        r"(?:decode|prefill) out of memory\. try to lower your batch size",
+        stage="inference",
+        backend="sglang",
+    ),
     ErrorRule(
         "is longer than the model's context length",
         "context_too_long",

@@ -270,7 +270,7 @@ BROKEN_FILE_ERRORS_2: tuple[ErrorRule, ...] = (
     ErrorRule(
         "some modules are dispatched on the cpu or the disk",
         "bnb_cpu_dispatch",
-        "other",
+        "cuda_oom",  # "Make sure you have enough GPU RAM to fit the quantized model"
         stage="load_weights",
         backend="transformers",
     ),
@@ -303,6 +303,14 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         "generation ran past the model's trained length (max_position_embeddings): its output may degrade "
         "or fail from there",
         r"friendly reminder - the current text generation call will exceed the model's predefined maximum length",
+        backend="transformers",
+    ),
+    # the tokenizer's warning: an input longer than the model's positions goes in whole, and indexes past them
+    NoticeRule(
+        "token indices sequence length is longer",
+        "context_exceeded",
+        "an input is longer than the model's maximum sequence length: it goes in whole and the model indexes "
+        "past its positions (errors or garbage); truncate it, or pick a model trained longer",
         backend="transformers",
     ),
     NoticeRule(

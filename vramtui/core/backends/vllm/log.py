@@ -126,6 +126,8 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("load_model", "load_weights", r"\bload_model\b(?!: initializing)", backend="vllm"),
     # the engine being built (a frame of its construction): start-up, the weights at the latest
     StageRule("from_engine_args", "load_weights", backend="vllm"),
+    # a worker joining the process group: the model load comes next (a log that stops here never loaded)
+    StageRule("distributed_init_method", "load_weights", backend="vllm"),
     StageRule("load_weights", "load_weights", backend="vllm"),
     StageRule("memory profiling", "kv_cache", backend="vllm"),
     StageRule("profile run", "kv_cache", backend="vllm"),

@@ -1,0 +1,132 @@
+"""Words the engines' and libraries' own sources print for a failure family (issue 21: a family takes any
+engine's words), each checked on the line as the source prints it, with the lines around it a log has."""
+
+from __future__ import annotations
+
+import pytest
+
+from vramtui.core.logs.diagnose import diagnose_lines
+
+
+def no_kernel_log() -> None:
+    return None
+
+
+@pytest.mark.parametrize(
+    ("backend", "line", "failure", "cause"),
+    [
+        # PyTorch's host allocator (c10/core/impl/alloc_cpu.cpp), under any engine on torch
+        (
+            "vllm",
+            "RuntimeError: [enforce fail at alloc_cpu.cpp:117] err == 0. DefaultCPUAllocator: can't allocate "
+            "memory: you tried to allocate 1073741824 bytes. Error code 12 (Cannot allocate memory)",
+            "host_oom",
+            "host_alloc",
+        ),
+        (
+            "transformers",
+            "RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not enough memory: "
+            "you tried to allocate 4294967296 bytes.",
+            "host_oom",
+            "host_alloc",
+        ),
+        # ggml-metal's and ggml-sycl's buffer allocators
+        (
+            "llama.cpp",
+            "ggml_backend_metal_buffer_type_alloc_buffer: error: failed to allocate buffer, size = 20480.00 MiB",
+            "cuda_oom",
+            "device_alloc",
+        ),
+        (
+            "llama.cpp",
+            "ggml_backend_sycl_buffer_type_alloc_buffer: can't allocate 8589934592 Bytes of memory on device",
+            "cuda_oom",
+            "device_alloc",
+        ),
+        # SGLang's scheduler: the KV token pool ran dry while serving (managers/schedule_batch.py)
+        (
+            "sglang",
+            "Decode out of memory. Try to lower your batch size.",
+            "kv_cache_too_small",
+            "kv_pool_exhausted",
+        ),
+        (
+            "sglang",
+            "RuntimeError: Prefill out of memory. Try to lower your batch size.",
+            "kv_cache_too_small",
+            "kv_pool_exhausted",
+        ),
+        # Windows' access violation, in a llama.cpp build's crash report
+        ("llama.cpp", "Exception Code: 0xC0000005", "other", "crash"),
+    ],
+)
+def test_a_family_takes_the_sources_own_words(backend: str, line: str, failure: str, cause: str) -> None:
+    lines = ["INFO starting the server", line]
+    diagnosis = diagnose_lines(lines, backend, kernel_log=no_kernel_log)
+    assert (diagnosis.failure, diagnosis.cause, diagnosis.first_error_line) == (failure, cause, 2)
+
+
+def test_sglangs_exhausted_pool_fails_while_serving_and_names_its_knobs() -> None:
+    lines = [
+        "[2026-01-05 06:12:41] Prefill batch. #new-seq: 1, #new-token: 1024, #running-req: 167, #queue-req: 88",
+        "[2026-01-05 06:12:41] Decode out of memory. Try to lower your batch size.",
+        "Try to allocate 168 tokens.",
+        "Available tokens: 3200 (available_size=3200 + evictable_size=0)",
+    ]
+    diagnosis = diagnose_lines(lines, "sglang", kernel_log=no_kernel_log)
+    assert (diagnosis.failure_stage, diagnosis.failure) == ("inference", "kv_cache_too_small")
+    assert "--max-running-requests" in diagnosis.advice[0] and "--mem-fraction-static" in diagnosis.advice[1]
+
+
+def test_an_ipython_traceback_reads_its_frames_and_skips_its_numbered_code() -> None:
+    # Colab's copy of a transformers traceback: the frames are "path in function(...)" lines and the code
+    # is listed with line numbers; the ValueError's own message line was cut, the KeyError stands
+    lines = [
+        "KeyError                                  Traceback (most recent call last)",
+        "[/usr/local/lib/python3.11/dist-packages/transformers/models/auto/configuration_auto.py]"
+        "(https://localhost:8080/#) in from_pretrained(cls, pretrained_model_name_or_path, **kwargs)",
+        "   1264             try:",
+        '-> 1265                 config_class = CONFIG_MAPPING[config_dict["model_type"]]',
+        "KeyError: 'hunyuan_v1_dense'",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "ValueError                                Traceback (most recent call last)",
+        "/usr/local/lib/python3.11/dist-packages/transformers/models/auto/configuration_auto.py in "
+        "from_pretrained(cls, pretrained_model_name_or_path, **kwargs)",
+        "-> 1267                 raise ValueError(",
+        '   1268                     f"The checkpoint you are trying to load has model type `{x}` "',
+        '   1269                     "but Transformers does not recognize this architecture. This could be "',
+    ]
+    diagnosis = diagnose_lines(lines, "transformers", kernel_log=no_kernel_log)
+    assert (diagnosis.failure, diagnosis.first_error_line) == ("unknown_arch", 5)
+
+
+@pytest.mark.parametrize(
+    ("backend", "line", "words"),
+    [
+        (
+            "ollama",
+            'time=xxx level=INFO source=llm.go:111 msg="not enough vram available, falling back to CPU only"',
+            "falls back to the CPU",
+        ),
+        (
+            "transformers",
+            "Token indices sequence length is longer than the specified maximum sequence length for this model "
+            "(5000 > 4096). Running this sequence through the model will result in indexing errors",
+            "longer than the model's maximum sequence length",
+        ),
+    ],
+)
+def test_quiet_words_are_warned_not_failed(backend: str, line: str, words: str) -> None:
+    diagnosis = diagnose_lines(["INFO starting", line], backend, kernel_log=no_kernel_log)
+    assert not diagnosis.failed and any(words in warning for warning in diagnosis.warnings)
+
+
+def test_a_vllm_log_that_stops_after_the_worker_joined_is_incomplete_at_load() -> None:
+    lines = [
+        "(EngineCore pid=24644) INFO 04-14 13:41:01 [parallel_state.py:1400] world_size=1 rank=0 local_rank=0 "
+        "distributed_init_method=tcp://192.168.68.154:46985 backend=nccl",
+    ]
+    diagnosis = diagnose_lines(lines, "vllm", kernel_log=no_kernel_log)
+    assert diagnosis.incomplete and diagnosis.stage == "load_weights"
