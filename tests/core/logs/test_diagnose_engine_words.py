@@ -111,6 +111,59 @@ def test_an_ipython_traceback_reads_its_frames_and_skips_its_numbered_code() -> 
             "falls back to the CPU",
         ),
         (
+            "llama.cpp",
+            "slot update_slots: id  0 | task 0 | input truncated, n_ctx = 4096, n_keep = 0, n_left = 4096, "
+            "n_prompt_tokens = 2048",
+            "a prompt was cut to fit",
+        ),
+        ("llama.cpp", "ggml_vulkan: No devices found.", "found no GPU"),
+        (
+            "ollama",
+            'time=x level=WARN source=server.go:216 msg="quantized kv cache requested but flash attention '
+            'disabled" type=q8_0',
+            "the cache stays f16",
+        ),
+        (
+            "ollama",
+            'time=x level=WARN source=server.go:181 msg="flash attention enabled but not supported by gpu"',
+            "this GPU does not support it",
+        ),
+        (
+            "ollama",
+            'time=x level=WARN source=gpu.go:213 msg="CPU does not have minimum vector extensions, GPU '
+            'inference disabled" required=avx detected="no vector extensions"',
+            "the model runs on the CPU",
+        ),
+        (
+            "ollama",
+            "qwen3:30b      e50831eb2d91    21 GB    48%/52% CPU/GPU    4 minutes from now",
+            "ollama ps",
+        ),
+        (
+            "vllm",
+            "WARNING 01-01 00:00:00 [__init__.py:221] No platform detected, vLLM is running on UnspecifiedPlatform",
+            "no GPU platform",
+        ),
+        (
+            "vllm",
+            "WARNING 01-01 00:00:00 [config.py:1000] The model's config.json does not contain any of the "
+            "following keys to determine the original maximum length of the model: ['max_position_embeddings']. "
+            "Assuming the model's maximum length is 2048.",
+            "--max-model-len",
+        ),
+        ("sglang", "[2025-01-01 00:00:00] Disable cuda graph because of low memory", "CUDA graphs off"),
+        (
+            "tgi",
+            "2025-01-01T00:00:00.000000Z  WARN text_generation_launcher: Flash attention is not installed",
+            "flash kernels",
+        ),
+        (
+            "transformers",
+            "UserWarning: You are calling .generate() with the `input_ids` being on a device type different "
+            "than your model's device. `input_ids` is on cpu, whereas the model is on cuda.",
+            ".to(model.device)",
+        ),
+        (
             "transformers",
             "Token indices sequence length is longer than the specified maximum sequence length for this model "
             "(5000 > 4096). Running this sequence through the model will result in indexing errors",

@@ -190,6 +190,7 @@ class LogPane(Pane):
         bill = self.query_one("#bill", Static)
         bill.update("\n".join([message.title, *message.lines]))
         bill.add_class("-shown")
+        self.view.keep_tail()
 
     def _failed_with_error(self) -> bool:
         diagnosis = self.diagnosis

@@ -121,9 +121,22 @@ class LogView(ScrollView, can_focus=True):
         elif self._mark_pending:
             self.call_after_refresh(self._scroll_to_mark)
 
-    def _follow_tail(self) -> None:
+    def keep_tail(self) -> None:
+        """Something above the view took rows (a bill under the diagnosis): a view that follows the tail
+        shows the tail again after the next layout."""
         if self.follow:
-            self.scroll_to(y=max(0, len(self.lines) - self.scrollable_content_region.height), animate=False)
+            self.call_after_refresh(self._follow_tail)
+
+    def watch_show_horizontal_scrollbar(self, shown: bool) -> None:
+        # A line wider than the view brings the horizontal scrollbar: it takes a row without a resize,
+        # and the tail must stay in view.
+        self.keep_tail()
+
+    def _follow_tail(self) -> None:
+        # Now (immediate), to the end as the view's current size has it: a deferred scroll was lost when
+        # the layout moved under it (the attached app showed a followed log's first lines).
+        if self.follow:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
 
     @property
     def gutter_width(self) -> int:

@@ -834,6 +834,15 @@ NOTICES: tuple[NoticeRule, ...] = (
         "flash attention is off (auto turned it off): slower, and a bigger compute buffer at long context",
         backend="llama.cpp",
     ),
+    # llama-server's slot cut a prompt longer than its context (older builds, and --no-context-shift off)
+    NoticeRule(
+        "input truncated",
+        "context_truncated",
+        "a prompt was cut to fit the slot's context: the model never saw all of it; raise --ctx-size "
+        "(per slot: --ctx-size / --parallel)",
+        r"update_slots: .*input truncated",
+        backend="llama.cpp",
+    ),
     # a prompt cut to fit the context: the request "works", the model never sees all of it
     NoticeRule(
         "truncating input prompt",
@@ -908,6 +917,12 @@ NOTICES_3: tuple[NoticeRule, ...] = (
     NoticeRule("params_fit", "mark", "fit", backend="llama.cpp"),
     # its warm-up decodes one empty batch: a device OOM there is one every request will meet
     NoticeRule("warming up the model", "mark", "warmup", backend="llama.cpp"),
+    NoticeRule(
+        "ggml_vulkan: no devices found",
+        "cpu_fallback",
+        "the Vulkan build found no GPU: every layer runs on the CPU",
+        backend="llama.cpp",
+    ),
     NoticeRule(
         "no usable gpu found",
         "cpu_fallback",
@@ -1035,6 +1050,36 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         "setting_ignored",
         "the context asked for (num_ctx) is over the model's trained length: Ollama runs the trained "
         "length instead, and longer prompts are cut",
+        backend="ollama",
+    ),
+    NoticeRule(
+        "quantized kv cache requested but flash attention disabled",
+        "setting_ignored",
+        "the quantized KV cache type asked for (OLLAMA_KV_CACHE_TYPE) needs flash attention, which is off: "
+        "the cache stays f16; set OLLAMA_FLASH_ATTENTION=1",
+        backend="ollama",
+    ),
+    NoticeRule(
+        "flash attention enabled but not supported by gpu",
+        "kernel_fallback",
+        "flash attention was asked for (OLLAMA_FLASH_ATTENTION) but this GPU does not support it: it runs "
+        "without, and a quantized KV cache stays f16",
+        backend="ollama",
+    ),
+    # `ollama ps`: the PROCESSOR column splits the model between host and GPU ("48%/52% CPU/GPU")
+    NoticeRule(
+        "% cpu/gpu",
+        "cpu_fallback",
+        "runs but slow: `ollama ps` shows part of the model on the CPU (PROCESSOR is split CPU/GPU); a "
+        "smaller num_ctx or quantization, or fewer parallel requests, can bring it all onto the GPU",
+        r"\b\d{1,3}%/\d{1,3}% cpu/gpu\b",
+        backend="ollama",
+    ),
+    NoticeRule(
+        "gpu inference disabled",
+        "cpu_fallback",
+        "Ollama turned GPU inference off (the CPU lacks the vector extensions its GPU runners need): the "
+        "model runs on the CPU",
         backend="ollama",
     ),
     NoticeRule(

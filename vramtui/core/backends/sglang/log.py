@@ -142,6 +142,15 @@ NOTICES: tuple[NoticeRule, ...] = (
         r"\btoken usage: 1\.00\b.*#queue-req: [1-9]",
         backend="sglang",
     ),
+    # server_args or the runner turning CUDA graphs off by itself (low memory, an attention backend that
+    # cannot take them): decoding runs eager, slower
+    NoticeRule(
+        "cuda graph",
+        "kernel_fallback",
+        "SGLang turned CUDA graphs off (the line says why): decoding runs without them, slower",
+        r"disable cuda graph because of|cuda graph is disabled because",
+        backend="sglang",
+    ),
     NoticeRule(
         "performance might be sub-optimal",
         "kernel_fallback",

@@ -186,6 +186,14 @@ PROGRESS: tuple[ProgressRule, ...] = (
 
 
 NOTICES: tuple[NoticeRule, ...] = (
+    # no flash-attention kernels in this install: TGI serves through its slower non-flash path (or not
+    # at all for the models that need them)
+    NoticeRule(
+        "flash attention is not installed",
+        "kernel_fallback",
+        "flash attention is not installed: TGI runs without its flash kernels (slower, more memory per token)",
+        backend="tgi",
+    ),
     # the router found no fast tokenizer: it cannot count a request's tokens, so it checks no length
     NoticeRule(
         "input length validation and truncation is disabled",

@@ -313,6 +313,14 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         "past its positions (errors or garbage); truncate it, or pick a model trained longer",
         backend="transformers",
     ),
+    # generate() with the inputs on another device than the model: moved each call, or wrong results
+    NoticeRule(
+        "being on a device type different than your model's device",
+        "setting_ignored",
+        "the inputs are on another device than the model (e.g. the CPU while the model is on CUDA): move them "
+        "with .to(model.device), or generate() runs slowly or fails",
+        backend="transformers",
+    ),
     NoticeRule(
         "torch not compiled with cuda",
         "cpu_fallback",

@@ -483,6 +483,21 @@ NOTICES_2: tuple[NoticeRule, ...] = (
     ),
     # marks: the run is vLLM's CPU build (its KV cache and workers are the host's)
     NoticeRule(
+        "no platform detected",
+        "cpu_fallback",
+        "vLLM detected no GPU platform (UnspecifiedPlatform): check the driver and that this vLLM build "
+        "matches the card; it cannot run the model on a GPU",
+        backend="vllm",
+    ),
+    # a config.json with no length key: vLLM assumes 2048 tokens, whatever the model was trained on
+    NoticeRule(
+        "assuming the model's maximum length is",
+        "context_truncated",
+        "config.json gives no maximum length, so vLLM assumes a short one: pass --max-model-len if the "
+        "model was trained longer",
+        backend="vllm",
+    ),
+    NoticeRule(
         "max_model_len",
         "context_truncated",
         "vLLM lowered the context to what fits (--max-model-len auto): longer requests are refused",
