@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import time
+from pathlib import Path
 
-from vramtui.core.attach.cmdline import find_backend, read_command
+from vramtui.core.attach.cmdline import find_backend, process_command, read_command
 from vramtui.core.backends import BACKENDS, LLAMA_CPP, LLAMA_CPP_PYTHON, VLLM
 
 
@@ -61,3 +64,36 @@ def test_an_unknown_program_says_so() -> None:
     assert command.backend is None
     assert command.params == {}
     assert command.problems
+
+
+def test_a_relative_model_path_is_the_servers_own(tmp_path: Path) -> None:
+    # `llama-server -m tiny.gguf` started in its model folder: the estimate must find the file there, not in
+    # the folder vramtui runs from (the attached app said "no such file or folder")
+    (tmp_path / "tiny.gguf").write_bytes(b"GGUF")
+    (tmp_path / "Qwen").mkdir()
+    argv = ["/opt/llama/bin/llama-server", "-m", "tiny.gguf", "--port", "8081"]
+    assert read_command(argv, str(tmp_path)).model == str(tmp_path / "tiny.gguf")
+    assert read_command(argv).model == "tiny.gguf"  # no directory known: as written
+    vllm = ["/usr/local/bin/vllm", "serve", "Qwen/Qwen3-8B", "--port", "8000"]
+    assert read_command(vllm, str(tmp_path)).model == "Qwen/Qwen3-8B"  # a hub id, not a path there
+
+
+def test_a_running_process_is_read_with_its_working_directory(tmp_path: Path) -> None:
+    server = tmp_path / "llama-server"  # a stand-in that holds the command line while it sleeps
+    server.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(30)\n")  # seen as python + its path
+    server.chmod(0o755)
+    (tmp_path / "tiny.gguf").write_bytes(b"GGUF")
+    proc = subprocess.Popen([str(server), "-m", "tiny.gguf", "-c", "2048"], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 5
+        command = None
+        while time.monotonic() < deadline:
+            command = process_command(proc.pid)
+            if command is not None and command.backend is LLAMA_CPP:
+                break
+            time.sleep(0.05)
+        assert command is not None and command.backend is LLAMA_CPP
+        assert command.model == str(tmp_path / "tiny.gguf") and command.params["context"] == 2048
+    finally:
+        proc.kill()
+        proc.wait(5)

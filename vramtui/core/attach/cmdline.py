@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
 
 from vramtui.core.backends import BACKENDS, GGML_TYPES, Backend, kv_dtype_name, switch
 
@@ -159,11 +162,12 @@ def _value(param: str, raw: str | None, names: dict[str, object] | None = None) 
     return int(number) if number.is_integer() and "." not in raw else number
 
 
-def read_command(argv: Sequence[str]) -> ServerCommand:
+def read_command(argv: Sequence[str], cwd: str | None = None) -> ServerCommand:
     """The engine, model, shared parameters, host and port a server's argv names.
 
     Every spelling the engine takes for a flag is read (`-ctv` and `--cache-type-v`), and the last
-    value of a flag wins, as the engine itself takes it."""
+    value of a flag wins, as the engine itself takes it. A relative model path is the server's: read
+    against its working directory `cwd` (`-m tiny.gguf` started in /models), not vramtui's."""
     command = ServerCommand(list(argv))
     backend, covered = find_backend(argv)
     command.backend = backend
@@ -208,7 +212,32 @@ def read_command(argv: Sequence[str]) -> ServerCommand:
     if command.model is None and launch.model_flag is None and positionals:
         command.model = positionals.pop(0)  # `vllm serve MODEL`
     command.unread += positionals
+    command.model = in_cwd(command.model, cwd)
     return command
+
+
+def in_cwd(model: str | None, cwd: str | None) -> str | None:
+    """The model as a path from the server's directory, where that is a file or folder there (a hub id
+    such as Qwen/Qwen3-8B stays as it is)."""
+    if not model or not cwd or Path(model).expanduser().is_absolute():
+        return model
+    there = Path(cwd) / model
+    return str(there) if there.exists() else model
+
+
+def process_command(pid: int) -> ServerCommand | None:
+    """What a running process's command line says (None: it is not readable here); psutil errors
+    other than a denied read go to the caller."""
+    process = psutil.Process(pid)
+    try:
+        argv = process.cmdline()
+    except psutil.AccessDenied:
+        return None
+    try:
+        cwd: str | None = process.cwd()
+    except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+        cwd = None
+    return read_command(argv, cwd) if argv else None
 
 
 def _params_by_flag(backend: Backend) -> dict[str, str]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import psutil
 
-from vramtui.core.attach.cmdline import ServerCommand, flags_set, read_command, without_flags
+from vramtui.core.attach.cmdline import ServerCommand, flags_set, process_command, without_flags
 from vramtui.core.attach.endpoints import Unreachable, fetch
 from vramtui.core.attach.target import Target, parse_target, pid_listening_on, resolve, url_port
 from vramtui.core.attach.watch import Attached, _model_from_endpoints
@@ -297,12 +297,9 @@ def wait_for_restart(
 
 def command_of(pid: int) -> ServerCommand | None:
     try:
-        argv = psutil.Process(pid).cmdline()
+        return process_command(pid)
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return None
-    except psutil.AccessDenied:
-        return None
-    return read_command(argv) if argv else None
 
 
 def stop_process(pid: int, grace_s: float = 10.0) -> None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psutil
 
-from vramtui.core.attach.cmdline import ServerCommand, find_backend, read_command
+from vramtui.core.attach.cmdline import ServerCommand, find_backend, in_cwd, read_command
 from vramtui.core.launch import procs
 from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.memory.sampling import GpuReading, Sample
@@ -146,10 +147,22 @@ def find_servers(processes: Iterable[psutil.Process] | None = None) -> list[Serv
             continue  # a child of another server (vLLM's engine core, Ollama's runner)
         server = Server(pid, name, _tree(pid), command)
         if command is not None:
+            command.model = _in_server_cwd(command.model, pid)
             server.model = command.model
             server.params = dict(command.params)
         servers.append(server)
     return servers
+
+
+def _in_server_cwd(model: str | None, pid: int) -> str | None:
+    """A relative model path read from the server's own directory."""
+    if not model or Path(model).is_absolute():
+        return model
+    try:
+        cwd = psutil.Process(pid).cwd()
+    except psutil.Error:
+        return model
+    return in_cwd(model, cwd)
 
 
 def _ancestor_in(pid: int, parents: dict[int, int], engines: dict[int, Any]) -> bool:

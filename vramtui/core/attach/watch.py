@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from vramtui.core.attach.cmdline import ServerCommand, read_command
+from vramtui.core.attach.cmdline import ServerCommand, process_command
 from vramtui.core.attach.container import Container, container_of, named
 from vramtui.core.attach.endpoints import Endpoint, Unreachable, probe
 from vramtui.core.attach.target import Target, parse_target, resolve
@@ -192,12 +192,9 @@ def _model_from_endpoints(endpoints: dict[str, Endpoint]) -> str | None:
 
 def _command_line(pid: int) -> ServerCommand | None:
     try:
-        argv = psutil.Process(pid).cmdline()
+        return process_command(pid)
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         raise VramtuiError(f"process {pid} exited") from None
-    except psutil.AccessDenied:
-        return None
-    return read_command(argv) if argv else None
 
 
 def implied_log(pid: int) -> str | None:
