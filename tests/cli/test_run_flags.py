@@ -36,3 +36,13 @@ def test_an_exit_status_out_of_range_is_one_line(tmp_path: Path, capsys: pytest.
     assert main(["diagnose", str(log), "--exit-code", "99999999999"]) == 2
     assert "--exit-code" in capsys.readouterr().err
     assert main(["diagnose", str(log), "--exit-code", "-9"]) in (1, 3)  # a signal's -N is taken
+
+
+def test_a_recorded_session_shown_again_checks_its_export_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `wizard RECORD.jsonl --export steps.txt` wrote Markdown into a .txt
+    record = tmp_path / "session.jsonl"
+    assert main(["wizard", str(record), "--export", str(tmp_path / "steps.txt")]) == 2
+    assert ".md (Markdown) or .csv" in capsys.readouterr().err
+    assert not (tmp_path / "steps.txt").exists()

@@ -189,6 +189,7 @@ def show_session(path: str, as_json: bool, export: str | None) -> int:
     from vramtui.cli.common import print_json
     from vramtui.core.wizard.steprecord import open_session, to_markdown
 
+    _check_export(export)
     session = open_session(path)
     if export:
         _export(session, export)
@@ -202,7 +203,6 @@ def show_session(path: str, as_json: bool, export: str | None) -> int:
 def _check_run_flags(args: argparse.Namespace) -> None:
     """Numbers and an export target that make no sense are one line before anything is launched (they
     had run the whole wizard first: `--max-steps -3`, `--stress -1`, an export to a missing folder)."""
-    from pathlib import Path
 
     from vramtui.core.errors import VramtuiError
 
@@ -213,7 +213,15 @@ def _check_run_flags(args: argparse.Namespace) -> None:
     tokens = getattr(args, "stress_tokens", None)
     if tokens is not None and tokens < 1:
         raise VramtuiError(f"--stress-tokens: at least 1 token, not {tokens}")
-    export = getattr(args, "export", None)
+    _check_export(getattr(args, "export", None))
+
+
+def _check_export(export: str | None) -> None:
+    """An export target is a .md or .csv file in a folder that is there (a session shown again too)."""
+    from pathlib import Path
+
+    from vramtui.core.errors import VramtuiError
+
     if export:
         target = Path(export)
         if target.suffix.lower() not in (".md", ".csv"):
