@@ -843,6 +843,22 @@ NOTICES: tuple[NoticeRule, ...] = (
         r"update_slots: .*input truncated",
         backend="llama.cpp",
     ),
+    # the chat handler dropped whole messages to fit the context (server/prompt.go)
+    NoticeRule(
+        "truncating input messages which exceed context length",
+        "context_truncated",
+        "earlier chat messages were dropped to fit the context: raise num_ctx (OLLAMA_CONTEXT_LENGTH) or the "
+        "model answers without them",
+        backend="ollama",
+    ),
+    # the runner's cache filled and it shifted: older tokens are gone from what the model sees
+    NoticeRule(
+        "context limit hit - shifting",
+        "context_shift",
+        "the context filled up and Ollama's runner dropped the oldest tokens to go on (context shift): raise "
+        "num_ctx, or the answer no longer sees what was cut",
+        backend="ollama",
+    ),
     # a prompt cut to fit the context: the request "works", the model never sees all of it
     NoticeRule(
         "truncating input prompt",
@@ -1058,6 +1074,23 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         "the quantized KV cache type asked for (OLLAMA_KV_CACHE_TYPE) needs flash attention, which is off: "
         "the cache stays f16; set OLLAMA_FLASH_ATTENTION=1",
         backend="ollama",
+    ),
+    NoticeRule(
+        "flash attention enabled but not supported by model",
+        "kernel_fallback",
+        "flash attention was asked for (OLLAMA_FLASH_ATTENTION) but this model does not support it: it runs "
+        "without, and a quantized KV cache stays f16",
+        backend="ollama",
+    ),
+    # the new engine's memory lines: weights or cache placed in host RAM on a machine with a GPU
+    NoticeRule(
+        "device=cpu",
+        "cpu_fallback",
+        "part of the model sits in host RAM (Ollama placed weights or the KV cache on the CPU) although a GPU "
+        "was found: that part runs there (slow)",
+        r'msg="(?:model weights|kv cache)" device=cpu\b',
+        backend="ollama",
+        requires="gpu_intent",
     ),
     NoticeRule(
         "flash attention enabled but not supported by gpu",
