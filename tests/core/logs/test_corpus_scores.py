@@ -26,7 +26,7 @@ FLOORS: dict[str, dict[str, tuple[int, int]]] = {
         "class": (179, 199),
         "memory": (50, 61),
         "first_error": (105, 115),
-        "quiet": (21, 35),
+        "quiet": (22, 35),
         "calm": (24, 25),
         "engine": (186, 199),
     },

@@ -140,6 +140,22 @@ def test_an_ipython_traceback_reads_its_frames_and_skips_its_numbered_code() -> 
             "ollama ps",
         ),
         (
+            "ollama",
+            'time=x level=WARN source=prompt.go:96 msg="truncating input messages which exceed context length" '
+            "truncated=12",
+            "earlier chat messages were dropped",
+        ),
+        (
+            "ollama",
+            'time=x level=DEBUG source=cache.go:250 msg="context limit hit - shifting" id=0 limit=2048 input=2048',
+            "context shift",
+        ),
+        (
+            "ollama",
+            'time=x level=WARN source=server.go:100 msg="flash attention enabled but not supported by model"',
+            "this model does not support it",
+        ),
+        (
             "vllm",
             "WARNING 01-01 00:00:00 [__init__.py:221] No platform detected, vLLM is running on UnspecifiedPlatform",
             "no GPU platform",
@@ -183,3 +199,15 @@ def test_a_vllm_log_that_stops_after_the_worker_joined_is_incomplete_at_load() -
     ]
     diagnosis = diagnose_lines(lines, "vllm", kernel_log=no_kernel_log)
     assert diagnosis.incomplete and diagnosis.stage == "load_weights"
+
+
+def test_ollama_weights_in_host_ram_are_news_only_where_a_gpu_was_found() -> None:
+    gpu = (
+        'time=x level=INFO source=types.go:130 msg="inference compute" id=GPU-1 library=cuda variant=v12 '
+        'compute=8.6 driver=12.4 name="NVIDIA GeForce RTX 3060" total="12.0 GiB" available="11.1 GiB"'
+    )
+    on_cpu = 'time=x level=INFO source=server.go:500 msg="model weights" device=CPU size="8.9 GiB"'
+    split = diagnose_lines([gpu, on_cpu], "ollama", kernel_log=no_kernel_log)
+    assert any("part of the model sits in host RAM" in warning for warning in split.warnings)
+    cpu_box = diagnose_lines([on_cpu], "ollama", kernel_log=no_kernel_log)  # no GPU: on purpose
+    assert not any("part of the model sits in host RAM" in warning for warning in cpu_box.warnings)
