@@ -23,7 +23,7 @@ FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     },
     "heldout": {
         "stage": (181, 199),
-        "class": (179, 199),
+        "class": (180, 199),
         "memory": (50, 61),
         "first_error": (105, 115),
         "quiet": (22, 35),

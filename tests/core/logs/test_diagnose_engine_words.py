@@ -56,6 +56,27 @@ def no_kernel_log() -> None:
             "kv_cache_too_small",
             "kv_pool_exhausted",
         ),
+        # ggml's own aligned host allocation (ggml.c) failing
+        (
+            "llama.cpp",
+            "ggml_aligned_malloc: insufficient memory (attempted to allocate 24576.00 MB)",
+            "host_oom",
+            "host_alloc",
+        ),
+        # vLLM's default weight loader, and TGI asked to --quantize a checkpoint that is not
+        (
+            "vllm",
+            "AssertionError: Attempted to load weight (torch.Size([4096, 512])) into parameter "
+            "(torch.Size([4096, 1024]))",
+            "shape_mismatch",
+            "shape_mismatch",
+        ),
+        (
+            "tgi",
+            "RuntimeError: Cannot load `awq` weight, make sure the model is already quantized.",
+            "unsupported_quant",
+            "quant_not_in_checkpoint",
+        ),
         # Windows' access violation, in a llama.cpp build's crash report
         ("llama.cpp", "Exception Code: 0xC0000005", "other", "crash"),
     ],

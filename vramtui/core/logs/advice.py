@@ -229,6 +229,10 @@ DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
         "Or skip the graphs: --enforce-eager (slower decoding, no graph memory).",
         "Or capture fewer batch sizes: a smaller --max-num-seqs.",
     ),
+    "quant_not_in_checkpoint": (
+        "The checkpoint is not quantized the way {quant} asks: drop {quant} for a 16-bit checkpoint, or serve "
+        "a checkpoint quantized with that method (AWQ/GPTQ/FP8 repositories say so in their name).",
+    ),
     # the KV pool of a serving engine ran dry under load: fewer sequences at once, or a bigger pool
     "kv_pool_exhausted": (
         "The KV cache ran out while serving: fewer sequences at once ({parallel}), smaller prefill chunks ({batch}).",

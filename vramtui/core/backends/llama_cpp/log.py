@@ -632,7 +632,7 @@ HOST_ALLOC_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule(
         "insufficient memory",
         "host_alloc",
-        "other",
+        "host_oom",  # ggml's own host allocation (posix_memalign) failed: host RAM
         r"ggml_aligned_malloc: insufficient memory",
         backend="llama.cpp",
     ),

@@ -140,6 +140,17 @@ ARCH_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule("unsupported model type", "unknown_arch", "unknown_arch", stage="load_weights", backend="tgi"),
 )
 
+# a --quantize the checkpoint does not hold: TGI's weights loader finds no packed tensors for it
+FORMAT_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "make sure the model is already quantized",
+        "quant_not_in_checkpoint",
+        "unsupported_quant",
+        stage="load_weights",
+        backend="tgi",
+    ),
+)
+
 BROKEN_FILE_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule("downloaderror", "download_failed", "other", stage="download", strong=False, backend="tgi"),
 )
@@ -213,6 +224,7 @@ LOG = EngineLog(
         ("device_oom.share", DEVICE_OOM_ERRORS),
         ("device_oom", DEVICE_OOM_ERRORS_2 + DEVICE_OOM_ERRORS_3),
         ("context", CONTEXT_ERRORS),
+        ("format", FORMAT_ERRORS),
         ("arch", ARCH_ERRORS),
         ("broken_file", BROKEN_FILE_ERRORS),
         ("generic", GENERIC_ERRORS),

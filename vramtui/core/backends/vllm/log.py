@@ -359,6 +359,15 @@ SHAPE_ERRORS: tuple[ErrorRule, ...] = (
         stage="load_weights",
         backend="vllm",
     ),
+    # weight_utils' default loader: "Attempted to load weight (torch.Size([..])) into parameter (..)"
+    ErrorRule(
+        "attempted to load weight",
+        "shape_mismatch",
+        "shape_mismatch",
+        r"attempted to load weight \(.*\) into parameter \(",
+        stage="load_weights",
+        backend="vllm",
+    ),
 )
 
 DTYPE_ERRORS: tuple[ErrorRule, ...] = (
