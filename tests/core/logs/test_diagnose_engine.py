@@ -61,7 +61,7 @@ def test_memory_cap_fails_at_the_kv_cache_stage(tiny_gguf: Path) -> None:
     output, code = _run_load(tiny_gguf, 262144, cap_mib=1500)
     assert code != 0
     d = _diagnose(output, code)
-    assert (d.failed, d.failure_stage, d.failure, d.cause) == (True, "kv_cache", "other", "host_alloc")
+    assert (d.failed, d.failure_stage, d.failure, d.cause) == (True, "kv_cache", "host_oom", "host_alloc")
     assert "insufficient memory" in (d.first_error_text or "")
     assert d.engine_figures["context"] == 262144
     assert d.engine_figures["model_buffer"] > 0  # the weights were in before it failed
@@ -72,7 +72,7 @@ def test_memory_cap_fails_at_the_compute_buffer(tiny_gguf: Path) -> None:
     output, code = _run_load(tiny_gguf, 65536, cap_mib=1500)
     assert code != 0
     d = _diagnose(output, code)
-    assert (d.failure_stage, d.failure) == ("kv_cache", "other")
+    assert (d.failure_stage, d.failure) == ("kv_cache", "host_oom")
     assert d.engine_figures["kv_buffer"] == 512 << 20  # the KV cache fitted; the compute buffer did not
     assert "compute" in output[output.index(d.first_error_text or "") :]
 

@@ -632,7 +632,7 @@ HOST_ALLOC_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule(
         "insufficient memory",
         "host_alloc",
-        "host_oom",  # ggml's own host allocation (posix_memalign) failed: host RAM
+        "host_oom",  # ggml's own host allocation (posix_memalign) was refused: host memory
         r"ggml_aligned_malloc: insufficient memory",
         backend="llama.cpp",
     ),
