@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -91,8 +92,41 @@ def test_unreadable_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.C
 def test_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     empty = tmp_path / "empty.log"
     empty.write_bytes(b"")
-    assert main(["diagnose", str(empty)]) == 0
-    assert "empty" in capsys.readouterr().out
+    # not "no failure" (0): `diagnose server.log && deploy` must not pass an empty log
+    assert main(["diagnose", str(empty)]) == 2
+    assert capsys.readouterr().err == f"vramtui: {empty} is empty: nothing to diagnose\n"
+
+
+UNKNOWN_ARCH = b"llama_model_load: error loading model: unknown model architecture: 'foo'\n"
+
+
+def test_a_pipe_given_as_a_path_is_read_once(tmp_path: Path) -> None:
+    # `vramtui diagnose <(docker logs srv)`: the path is a pipe; it read as empty ("no failure", exit 0),
+    # and a FIFO hung on a second open
+    script = f"exec {sys.executable} -m vramtui diagnose <(printf %s {UNKNOWN_ARCH.decode()!r})"
+    done = subprocess.run(["bash", "-c", script], capture_output=True, timeout=60, check=False)
+    assert done.returncode == 1 and b"1 lines" in done.stdout, done.stdout + done.stderr
+    fifo = tmp_path / "server.fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "vramtui", "diagnose", str(fifo), "--json"], stdout=subprocess.PIPE
+    )
+    fifo.write_bytes(UNKNOWN_ARCH)
+    out, _ = reader.communicate(timeout=60)
+    assert reader.returncode == 1 and json.loads(out)["failure"] == "unknown_arch"
+
+
+def test_binary_on_stdin_and_a_device_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    elf = b"\x7fELF\x02\x01\x01" + b"\x00" * 4096 + bytes(range(256)) * 8
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", "-"], input=elf, capture_output=True, timeout=60
+    )
+    assert (done.returncode, done.stderr) == (
+        2,
+        b"vramtui: standard input looks like binary data, not a text log\n",
+    )
+    assert main(["diagnose", "/dev/zero"]) == 2  # never read: it has no end
+    assert "is a device, not a log file" in capsys.readouterr().err
 
 
 def test_exit_code_flag_for_a_bare_kill(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

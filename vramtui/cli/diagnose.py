@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+from contextlib import ExitStack
 from typing import Any
 
 from vramtui.core.errors import VramtuiError
@@ -33,18 +33,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _peek(path: str) -> bytes:
-    if path == "-":
-        return b""
+def _peek(stream: Any) -> bytes:
+    """The first bytes of a stream, left in it (a pipe cannot be read twice)."""
+    peek = getattr(stream, "peek", None)
     try:
-        with Path(path).open("rb") as stream:
-            return stream.read(8192)
+        return bytes(peek(8192)[:8192]) if peek is not None else b""
     except OSError:
-        return b""  # diagnose_file reports the reason in one line
+        return b""
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramtui.core.logs.diagnose import LogDiagnoser, diagnose_file
+    from vramtui.core.logs.diagnose import LogDiagnoser, diagnose_stream, open_log
     from vramtui.core.logs.textclean import looks_binary
 
     if args.backend:
@@ -54,12 +53,20 @@ def run(args: argparse.Namespace) -> int:
         raise VramtuiError(
             f"--exit-code: an exit status is 0 to 255 (or -N for signal N), not {args.exit_code}"
         )
-    head = _peek(args.file)
-    diagnosis = diagnose_file(
-        args.file, backend=args.backend, requested_quant=args.quant, exit_code=args.exit_code
-    )
+    with ExitStack() as stack:
+        # one open, read once: a pipe (`<(docker logs srv)`, stdin) has no second reading
+        stream = sys.stdin.buffer if args.file == "-" else stack.enter_context(open_log(args.file))
+        head = _peek(stream)
+        name = "standard input" if args.file == "-" else args.file
+        if looks_binary(head) and b"\x00" * 64 in head:
+            raise VramtuiError(f"{name} looks like binary data, not a text log")  # never read to its end
+        diagnosis = diagnose_stream(
+            stream, backend=args.backend, requested_quant=args.quant, exit_code=args.exit_code
+        )
     if not diagnosis.failed and looks_binary(head):
-        raise VramtuiError(f"{args.file} looks like binary data, not a text log")
+        raise VramtuiError(f"{name} looks like binary data, not a text log")
+    if diagnosis.lines == 0:  # not "no failure": `diagnose log && deploy` must not pass an empty log
+        raise VramtuiError(f"{name} is empty: nothing to diagnose")
     if args.json:
         from vramtui.cli.common import print_json
 
@@ -131,9 +138,6 @@ def render_text(diagnosis: Any, source: str) -> str:
     name = "standard input" if source == "-" else source
     backend = diagnosis.backend or "backend not recognised"
     out = [f"{name}: {backend}, {diagnosis.lines} lines"]
-    if diagnosis.lines == 0:
-        out.append("The log is empty: nothing to diagnose.")
-        return "\n".join(out) + "\n"
     out.append(diagnosis.summary)
     if diagnosis.failed and diagnosis.first_error_line:
         out.append(f"First error, line {diagnosis.first_error_line}:")

@@ -15,9 +15,12 @@ The diagnosis is split by concern, and this module keeps the public API:
 
 from __future__ import annotations
 
+import io
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -346,23 +349,66 @@ def diagnose_file(
     kernel_log: Callable[[], str | None] | None = None,
 ) -> Diagnosis:
     """Diagnose a log file ("-" is stdin), streaming in chunks: memory stays bounded."""
-    diagnoser = LogDiagnoser(backend, requested_quant=requested_quant, kernel_log=kernel_log)
     if str(path) == "-":
-        diagnoser._feed_raw_stream(sys.stdin.buffer)
-    else:
-        file_path = Path(path)
-        if file_path.is_dir():
-            raise VramtuiError(f"{path} is a folder, not a log file")
+        return diagnose_stream(
+            sys.stdin.buffer,
+            backend,
+            requested_quant=requested_quant,
+            exit_code=exit_code,
+            kernel_log=kernel_log,
+        )
+    with open_log(path) as stream:
+        return diagnose_stream(
+            stream, backend, requested_quant=requested_quant, exit_code=exit_code, kernel_log=kernel_log
+        )
+
+
+@contextmanager
+def open_log(path: str | Path) -> Iterator[BinaryIO]:
+    """A log file opened once for reading: a regular file, or a pipe (`<(docker logs srv)`, a FIFO) read
+    as it comes; a folder or a device is one line."""
+    file_path = Path(path)
+    try:
+        mode = file_path.stat().st_mode
+    except FileNotFoundError as error:
+        raise VramtuiError(f"no such file: {path}") from error
+    except OSError as error:
+        raise VramtuiError(f"cannot read {path}: {error.strerror or error}") from error
+    if stat.S_ISDIR(mode):
+        raise VramtuiError(f"{path} is a folder, not a log file")
+    if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) and str(path) != os.devnull:  # /dev/zero has no end
+        raise VramtuiError(f"{path} is a device, not a log file (pipe it in: ... | vramtui diagnose -)")
+    try:
+        stream = file_path.open("rb")
+    except PermissionError as error:
+        raise VramtuiError(f"cannot read {path}: permission denied") from error
+    except OSError as error:
+        raise VramtuiError(f"cannot read {path}: {error.strerror or error}") from error
+    with stream:
         try:
-            with file_path.open("rb") as stream:
-                diagnoser.log_time = os.fstat(stream.fileno()).st_mtime  # its last line's time, near enough
-                diagnoser._feed_raw_stream(stream)
-        except FileNotFoundError as error:
-            raise VramtuiError(f"no such file: {path}") from error
-        except PermissionError as error:
-            raise VramtuiError(f"cannot read {path}: permission denied") from error
+            yield stream
         except OSError as error:
             raise VramtuiError(f"cannot read {path}: {error.strerror or error}") from error
+
+
+def diagnose_stream(
+    stream: BinaryIO,
+    backend: str | None = None,
+    *,
+    requested_quant: str | None = None,
+    exit_code: int | None = None,
+    kernel_log: Callable[[], str | None] | None = None,
+) -> Diagnosis:
+    """Diagnose an open binary stream to its end, in chunks; a regular file's modification time is taken
+    as its last line's time (near enough) for the kernel log's kills."""
+    diagnoser = LogDiagnoser(backend, requested_quant=requested_quant, kernel_log=kernel_log)
+    try:
+        status = os.fstat(stream.fileno())
+        if stat.S_ISREG(status.st_mode):
+            diagnoser.log_time = status.st_mtime
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # an in-memory stream has no file behind it
+    diagnoser._feed_raw_stream(stream)
     diagnoser.note_exit(exit_code)
     return diagnoser.result()
 
