@@ -56,8 +56,11 @@ def test_json_from_flags_has_the_worked_numbers(capsys: pytest.CaptureFixture[st
     halved = run_json(
         capsys,
         *("--params", "70B", "--layers", "80", "--kv-heads", "8", "--head-dim", "128", "--kv-dtype", "fp8"),
+        *("--backend", "vllm"),  # fp8 is vLLM's; llama-server refuses it, and so does the estimate
     )
     assert halved["kv_bytes_per_token"] == 327_680 // 2
+    assert main(["estimate", "--params", "70B", "--layers", "80", "--kv-dtype", "fp8"]) == 2
+    assert "llama.cpp does not take kv_dtype='fp8'" in capsys.readouterr().err
 
 
 def test_gguf_path_with_flags_overriding(capsys: pytest.CaptureFixture[str], tiny_gguf: Path) -> None:
@@ -97,7 +100,7 @@ def test_human_table_uses_binary_units(capsys: pytest.CaptureFixture[str], tiny_
         (["--params", "8B", "--quant", "q9_z"], "unknown quantization"),
         (["--params", "8B", "--backend", "tensorrt"], "unknown backend"),
         (["--params", "8B", "--safety", "1.7"], "--safety"),
-        (["--params", "8B", "--kv-dtype", "q3_x"], "KV cache type"),
+        (["--params", "8B", "--kv-dtype", "q3_x"], "does not take kv_dtype='q3_x'"),
         (["--params", "-5"], "--params"),
         # QA: a context past a 32-bit int was sized (a 23 TiB KV cache), a negative one "not a whole number"
         (["--params", "8B", "--ctx", "99999999999"], "past any engine's limit"),

@@ -390,6 +390,16 @@ def bad_value(backend: Backend, param: str, value: object, accepted: str) -> Tra
     return Translation(problem=f"{backend.name} does not take {param}={value!r} (it takes {accepted})")
 
 
+def kv_dtype_problem(backend: Backend, value: object) -> str | None:
+    """Why this engine would not start with this KV cache type (None: it takes it). The engine's own
+    translation knows its types where it has a KV flag (vLLM takes f16 as its `auto`); else its list."""
+    if backend.launch is not None and backend.knob("kv_dtype") is not None:
+        return backend.translate("kv_dtype", value).problem
+    if kv_dtype_name(value) not in backend.kv_dtypes:
+        return f"{backend.name} does not take kv_dtype={value!r} (it takes {', '.join(backend.kv_dtypes)})"
+    return None
+
+
 def kv_check(backend: Backend, value: object) -> str | Translation:
     """The KV type in llama.cpp's spelling, or the Translation that refuses it."""
     name = kv_dtype_name(value)

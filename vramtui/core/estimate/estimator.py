@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from vramtui.core.backends import get_backend
-from vramtui.core.backends.base import gib, size_bytes
+from vramtui.core.backends.base import gib, kv_dtype_problem, size_bytes
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import devices, extras, offload
 from vramtui.core.estimate import quant as q
@@ -128,7 +128,12 @@ class Settings:
         if isinstance(self.cpu_offload_gb, bool) or not float(self.cpu_offload_gb) >= 0:
             raise VramtuiError(f"cpu_offload_gb must be 0 or more GiB, not {self.cpu_offload_gb!r}")
         self.cpu_offload_gb = float(self.cpu_offload_gb)
+        if self.kv_dtype is not None and str(self.kv_dtype).strip().lower() == "auto":
+            self.kv_dtype = None  # the engine's own default, whatever it names it
         if self.kv_dtype is not None:
+            problem = kv_dtype_problem(get_backend(self.backend), self.kv_dtype)
+            if problem:  # llama-server would not start with `-ctk q3_k`: no estimate says it fits
+                raise VramtuiError(problem)
             q.kv_bytes_per_element(self.kv_dtype)  # validates
         if self.quant is not None:
             self.quant = q.normalize_quant(self.quant)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vramtui.core.backends import PARAMS, Backend, get_backend
-from vramtui.core.backends.base import gib, is_all, kv_dtype_name, size_bytes, switch, whole
+from vramtui.core.backends.base import gib, is_all, kv_dtype_problem, size_bytes, switch, whole
 from vramtui.core.errors import VramtuiError
 from vramtui.core.units import MIB, parse_size_with_unit
 
@@ -279,12 +279,7 @@ def _check_kv_dtype(backend: Backend, value: object) -> None:
     with no KV knob is checked against the types its Backend lists."""
     if not isinstance(value, str) or not value.strip():
         raise VramtuiError(f'kv_dtype must be a type name such as "f16" or "q8_0", not {value!r}')
-    if backend.launch is not None and backend.knob("kv_dtype") is not None:
-        problem = backend.translate("kv_dtype", value).problem
-    elif kv_dtype_name(value) not in backend.kv_dtypes:
-        problem = f"{backend.name} does not take kv_dtype={value!r} (it takes {', '.join(backend.kv_dtypes)})"
-    else:
-        problem = None
+    problem = kv_dtype_problem(backend, value)
     if problem:
         raise VramtuiError(problem)
 
