@@ -514,3 +514,24 @@ def test_tensor_parallel_under_llama_cpp_on_one_card_is_left_out_with_a_note(
     assert "--tensor-parallel-size: not a llama.cpp setting, left out" in data["notes"]
     plain = run_json(capsys, *shape, "--gpu-mem", "24GiB", "--ctx", "8192")
     assert data["total_bytes"] == plain["total_bytes"] and data["fits"] == plain["fits"]
+
+
+def test_host_ram_past_this_machine_is_said(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # QA: 504 GiB of host weights (Nemotron-Ultra at --gpu-layers 0) read FITS on a 23.5 GiB machine
+    import psutil
+
+    class Memory:
+        total = 24 * 1024**3
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Memory())
+    config = (
+        Path(__file__).resolve().parents[1]
+        / "data/configs/nvidia--Llama-3_1-Nemotron-Ultra-253B-v1.config.json"
+    )
+    data = run_json(capsys, str(config), "--gpu-layers", "0", "--gpu-mem", "24GiB", "--no-meta")
+    said = [note for note in data["notes"] if note.startswith("host RAM: this needs")]
+    assert len(said) == 1 and "this machine has 24.00 GiB in all: it would not load here" in said[0]
+    small = run_json(capsys, "--params", "1B", "--layers", "16", "--gpu-mem", "24GiB")
+    assert not any(note.startswith("host RAM: this needs") for note in small["notes"])

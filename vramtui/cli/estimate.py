@@ -239,6 +239,27 @@ NO_GPU_CARD = "24GiB"
 NO_GPU_NOTE = "no GPU found: sized for a 24 GiB card (give yours with --gpu-mem SIZE)"
 
 
+def _host_ram_note(est: Any) -> str | None:
+    """The host's share against this machine's RAM: 504 GiB of host weights on a 23.5 GiB box is no fit
+    here, whatever the GPU verdict says (sized for another machine, the note says how much it needs)."""
+    import psutil
+
+    from vramtui.core.memory.parts import HOST
+    from vramtui.core.units import format_bytes
+
+    needed = est.bill.total(HOST) if est.device == "gpu" else est.total_bytes
+    try:
+        here = psutil.virtual_memory().total
+    except (OSError, RuntimeError):
+        return None
+    if needed <= here:
+        return None
+    return (
+        f"host RAM: this needs {format_bytes(needed)} in host RAM and this machine has {format_bytes(here)} "
+        "in all: it would not load here (on another machine, it needs that much free)"
+    )
+
+
 def _default_cards() -> str:
     """Every GPU NVML sees (its total memory), else 24GiB: the size sized when --gpu-mem is not given."""
     from vramtui.core.memory.nvml import gpu_total_bytes
@@ -515,6 +536,9 @@ def run(args: argparse.Namespace) -> int:
     est.notes.extend(store_notes)  # a run record that could not be read: ignored, and said so
     if assumed_card:
         est.notes.insert(0, NO_GPU_NOTE)
+    host_note = _host_ram_note(est)
+    if host_note:
+        est.notes.insert(0, host_note)
     if args.table:
         from vramtui.cli.estimate_table import run_table
 
