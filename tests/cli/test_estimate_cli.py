@@ -535,3 +535,16 @@ def test_host_ram_past_this_machine_is_said(
     assert len(said) == 1 and "this machine has 24.00 GiB in all: it would not load here" in said[0]
     small = run_json(capsys, "--params", "1B", "--layers", "16", "--gpu-mem", "24GiB")
     assert not any(note.startswith("host RAM: this needs") for note in small["notes"])
+
+
+def test_an_unknown_trained_context_is_said(capsys: pytest.CaptureFixture[str]) -> None:
+    # QA: a config with no max_position_embeddings was sized at 4096 and the solver went to 967k, unsaid
+    config = (
+        Path(__file__).resolve().parents[1]
+        / "data/configs/nvidia--NVIDIA-Nemotron-3-Super-120B-A12B.config-fields.json"
+    )
+    data = run_json(capsys, str(config), "--no-meta", "--gpu-mem", "24GiB")
+    assert any(note.startswith("the model's trained context is not known") for note in data["notes"])
+    known = Path(__file__).resolve().parents[1] / "data/configs/meta-llama--Llama-3.1-8B-Instruct.config.json"
+    data = run_json(capsys, str(known), "--gpu-mem", "24GiB")
+    assert not any(note.startswith("the model's trained context is not known") for note in data["notes"])

@@ -698,6 +698,11 @@ def _solve_context(info: ModelInfo, settings: Settings, est: Estimate) -> None:
     memory = settings.memory
     est.max_context = max_context(info, settings)
     step = memory.solver_step
+    if not info.max_context:  # a config with no max_position_embeddings: nothing caps the context
+        est.notes.append(
+            f"the model's trained context is not known (no max_position_embeddings or GGUF context_length): sized at context "
+            f"{est.context:,}; the largest context is memory's alone, not the model's; pass --ctx"
+        )
     if info.max_context and est.max_context >= info.max_context - step + 1:
         if memory.kv_from_budget:
             more = (est.kv_cache_tokens or 0) > info.max_context
