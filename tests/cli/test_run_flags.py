@@ -46,3 +46,15 @@ def test_a_recorded_session_shown_again_checks_its_export_too(
     assert main(["wizard", str(record), "--export", str(tmp_path / "steps.txt")]) == 2
     assert ".md (Markdown) or .csv" in capsys.readouterr().err
     assert not (tmp_path / "steps.txt").exists()
+
+
+def test_a_budget_is_checked_where_it_would_be_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # QA: `wizard PROFILE --budget 12` and `attach PID --text --budget 12` ran, the budget unread
+    profile = tmp_path / "p.toml"
+    profile.write_text('backend = "llama.cpp"\nmodel = "/m.gguf"\n')
+    assert main(["wizard", str(profile), "--budget", "12GiB", "--auto"]) == 2
+    assert "--budget is for --attach" in capsys.readouterr().err
+    assert main(["attach", "1", "--text", "--budget", "12"]) == 2
+    assert "'12' has no unit" in capsys.readouterr().err

@@ -56,6 +56,10 @@ def run(args: argparse.Namespace) -> int:
     from vramtui.cli.diagnose import _json_view
     from vramtui.core.attach import attach
 
+    if args.budget:
+        from vramtui.core.units import parse_size_with_unit
+
+        parse_size_with_unit(args.budget)  # `--budget 12` is one line in every mode, not ignored in some
     if not args.json and not args.text and sys.stdout.isatty():
         return open_app(args)
     attached = attach(args.target, duration_s=args.duration, log=args.log)

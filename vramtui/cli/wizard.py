@@ -290,6 +290,8 @@ def run(args: argparse.Namespace) -> int:
         return run_attached(args)
     if not args.profile:
         raise VramtuiError("give a PROFILE (TOML) or --attach TARGET")
+    if getattr(args, "budget", None):
+        raise VramtuiError("--budget is for --attach: a profile's budget is its memory_budget")
     if getattr(args, "take_over", False):
         raise VramtuiError("--take-over is for --attach: vramtui starts a profile's server itself")
     if args.profile.endswith(".jsonl"):
