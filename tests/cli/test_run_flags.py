@@ -58,3 +58,14 @@ def test_a_budget_is_checked_where_it_would_be_ignored(
     assert "--budget is for --attach" in capsys.readouterr().err
     assert main(["attach", "1", "--text", "--budget", "12"]) == 2
     assert "'12' has no unit" in capsys.readouterr().err
+
+
+def test_the_profile_wizards_flags_say_one_thing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # QA: --max-steps 0 said "at least 1" and -1 "must be 0 or more"; --keep bogus was accepted and unread
+    profile = tmp_path / "p.toml"
+    profile.write_text('backend = "llama.cpp"\nmodel = "/m.gguf"\n')
+    for steps in ("0", "-1"):
+        assert main(["wizard", str(profile), "--max-steps", steps]) == 2
+        assert f"--max-steps: at least 1, not {steps}" in capsys.readouterr().err
+    assert main(["wizard", str(profile), "--keep", "bogus"]) == 2
+    assert "--keep is for --attach" in capsys.readouterr().err

@@ -300,8 +300,9 @@ def run(args: argparse.Namespace) -> int:
         from vramtui.cli.wizard_ongpu import run_on_gpu
 
         return run_on_gpu(args)
-    if args.max_steps < 0:
-        raise VramtuiError("--max-steps must be 0 or more")
+    _check_run_flags(args)  # --max-steps 0 and -1 get the same words
+    if getattr(args, "keep", None):
+        raise VramtuiError("--keep is for --attach: the profile wizard does not take it")
     if not 0.1 <= args.margin <= 1.0:
         raise VramtuiError("--margin must be a share between 0.1 and 1")
 
