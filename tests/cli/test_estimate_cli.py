@@ -548,3 +548,18 @@ def test_an_unknown_trained_context_is_said(capsys: pytest.CaptureFixture[str]) 
     known = Path(__file__).resolve().parents[1] / "data/configs/meta-llama--Llama-3.1-8B-Instruct.config.json"
     data = run_json(capsys, str(known), "--gpu-mem", "24GiB")
     assert not any(note.startswith("the model's trained context is not known") for note in data["notes"])
+
+
+def test_largest_concurrency_names_the_length_of_its_sequences(capsys: pytest.CaptureFixture[str]) -> None:
+    # QA: 4, 18 or 84 for one model and context as --parallel changed; llama.cpp splits the context into
+    # its slots, so each answer counts sequences of a different length: the answer says which
+    config = str(
+        Path(__file__).resolve().parents[1] / "data/configs/meta-llama--Llama-3.1-8B-Instruct.config.json"
+    )
+    one = run_json(capsys, config, "--ctx", "8192", "--parallel", "1", "--gpu-mem", "24GiB")
+    four = run_json(capsys, config, "--ctx", "8192", "--parallel", "4", "--gpu-mem", "24GiB")
+    assert (one["max_parallel_tokens"], four["max_parallel_tokens"]) == (8192, 2048)
+    assert four["max_parallel"] > one["max_parallel"]
+    assert main(["estimate", config, "--ctx", "8192", "--parallel", "4", "--gpu-mem", "24GiB"]) == 0
+    out = capsys.readouterr().out
+    assert f"largest concurrency {four['max_parallel']} (sequences of 2,048 tokens)" in out

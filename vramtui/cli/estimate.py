@@ -383,7 +383,9 @@ def render(info: Any, est: Any) -> str:
     lines.append(f"verdict   {verdict}")
     solved = [f"largest context {est.max_context:,}" if est.max_context is not None else ""]
     if est.max_parallel is not None:
-        solved.append(f"largest concurrency {est.max_parallel}")
+        tokens = getattr(est, "max_parallel_tokens", None)  # the sequences' length: ctx / slots on llama.cpp
+        each = f" (sequences of {tokens:,} tokens)" if tokens else ""
+        solved.append(f"largest concurrency {est.max_parallel}{each}")
     if est.max_concurrency is not None:
         solved.append(
             f"vLLM would print: KV capacity {est.kv_cache_tokens:,} tokens, max concurrency {est.max_concurrency:.2f}x"

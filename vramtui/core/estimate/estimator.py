@@ -351,6 +351,7 @@ class Estimate:
     fits: bool
     max_context: int | None = None
     max_parallel: int | None = None
+    max_parallel_tokens: int | None = None  # the length of each of those sequences (llama.cpp: ctx / slots)
     gpu_layers_fit: int | None = None
     n_cpu_moe_fit: int | None = None  # the fewest layers whose experts go to the host for it to fit
     # several cards: the --tensor-split (layers per card, the output layer on the last) that fits them all
@@ -822,6 +823,7 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
         ),
         limit=cap + 1 if cap else 1024,  # one past the engine's limit: whether the limit binds
     )
+    est.max_parallel_tokens = per_sequence or None
     _sequence_limit(settings, est, cap)
     if memory.places_layers and settings.on_gpu:  # a CPU-only run places no layer
         _solve_split(info, settings, est)  # another split of the layers first: it costs no speed
