@@ -17,7 +17,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate.estimator import Settings, estimate
 from vramtui.core.estimate.modelinfo import load_model_info
 from vramtui.core.memory.parts import HOST
-from vramtui.core.units import MIB
+from vramtui.core.units import GIB, MIB
 
 SPEC = TinyMoESpec()  # 6 layers, 256 wide, 8 experts (2 active) of 128, f16
 LAYERS, EMBD, EXPERTS, USED, FF_EXP = (
@@ -92,7 +92,11 @@ def test_cpu_moe_and_override_tensor_place_what_their_patterns_match(moe_gguf: P
         "CPU_REPACK",
         "RPC[10.0.0.2:50052]",
     ):
-        assert Settings(override_tensor=(f"exps={device}",)).override_tensor == (f"exps={device}",)
+        three = Settings(override_tensor=(f"exps={device}",), gpus=(24 * GIB,) * 3)
+        assert three.override_tensor == (f"exps={device}",)
+    # a GPU past the cards given: llama-server has no such buffer type and refuses to start
+    with pytest.raises(VramtuiError, match=r"CUDA1 is GPU 1, and the estimate has 1 GPU"):
+        Settings(override_tensor=("exps=CUDA1",))
 
 
 def test_the_solver_finds_the_fewest_layers_whose_experts_must_leave(moe_gguf: Path) -> None:

@@ -158,6 +158,8 @@ class Settings:
             1 if "tensor_parallel_size" in ignored else self.tensor_parallel_size,
             1 if "pipeline_parallel_size" in ignored else self.pipeline_parallel_size,
         )
+        if "override_tensor" not in ignored:
+            offload.check_devices(self.override_tensor, len(self.cards))
 
     @property
     def cards(self) -> tuple[int, ...]:

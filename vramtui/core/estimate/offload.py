@@ -69,6 +69,22 @@ def parse_override(text: str) -> TensorOverride:
     return TensorOverride(pattern, device.strip())
 
 
+def check_devices(overrides: Iterable[str], cards: int) -> None:
+    """A rule that names a GPU past the cards given (`-ot exps=CUDA1` on one card): llama-server has no such
+    buffer type and refuses to start, so no estimate is made for it."""
+    for text in overrides:
+        rule = parse_override(text)
+        index = device_index(rule.device)
+        if rule.device.upper().startswith("RPC"):
+            continue  # another machine's device: counted after this one's, not by its name
+        if index is not None and index >= cards:
+            given = f"{cards} GPU" + ("s" if cards != 1 else "")
+            raise VramtuiError(
+                f"--override-tensor {text!r}: {rule.device} is GPU {index}, and the estimate has {given} "
+                "(give each card: --gpu-mem 24GiB,24GiB)"
+            )
+
+
 def rules(overrides: Iterable[str], cpu_moe: bool, n_cpu_moe: int | None) -> list[TensorOverride]:
     """The override list in llama.cpp's order: the `-ot` rules, then the expert rules."""
     found = [parse_override(text) for text in overrides]
