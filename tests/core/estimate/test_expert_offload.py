@@ -94,6 +94,8 @@ def test_cpu_moe_and_override_tensor_place_what_their_patterns_match(moe_gguf: P
     ):
         three = Settings(override_tensor=(f"exps={device}",), gpus=(24 * GIB,) * 3)
         assert three.override_tensor == (f"exps={device}",)
+    with pytest.raises(VramtuiError, match=r"llama\.cpp spells it CPU"):  # its names are case-sensitive
+        Settings(override_tensor=("exps=cpu",))
     # a GPU past the cards given: llama-server has no such buffer type and refuses to start
     with pytest.raises(VramtuiError, match=r"CUDA1 is GPU 1, and the estimate has 1 GPU"):
         Settings(override_tensor=("exps=CUDA1",))

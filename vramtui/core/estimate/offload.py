@@ -42,9 +42,11 @@ def device_index(device: str) -> int | None:
 
 # the families of buffer type names ggml's backends register (CUDA0, CUDA_Host, ROCm1, Vulkan0, SYCL0, Metal,
 # MTL0, CANN0, MUSA0, RPC[host:port], CPU_REPACK ...): llama-server refuses any other name ("unknown buffer type")
-_BUFFER_FAMILIES = re.compile(
-    r"(CPU|AMX|CUDA|ROCM|HIP|VULKAN|SYCL|METAL|MTL|CANN|MUSA|OPENCL|GPUOPENCL|RPC|BLAS|WEBGPU|ZDNN|KLEIDIAI|HTP|HEXAGON|VIRTGPU)"
-)
+_FAMILY_NAMES = (
+    "CPU", "AMX", "CUDA", "ROCm", "HIP", "Vulkan", "SYCL", "Metal", "MTL", "CANN", "MUSA", "OpenCL",
+    "GPUOpenCL", "RPC", "BLAS", "WebGPU", "zDNN", "KleidiAI", "HTP", "Hexagon", "VirtGPU",
+)  # fmt: skip
+_BUFFER_FAMILIES = re.compile("|".join(_FAMILY_NAMES), re.IGNORECASE)
 
 
 @cache
@@ -61,10 +63,18 @@ def parse_override(text: str) -> TensorOverride:
         _compiled(pattern)
     except re.error as error:
         raise VramtuiError(f"--override-tensor {text!r}: not a regular expression ({error})") from None
-    if not _BUFFER_FAMILIES.match(device.strip().upper()):
+    name = device.strip()
+    found = _BUFFER_FAMILIES.match(name)
+    if not found:
         raise VramtuiError(
-            f"--override-tensor {text!r}: {device.strip()!r} is not a llama.cpp buffer type "
+            f"--override-tensor {text!r}: {name!r} is not a llama.cpp buffer type "
             "(CPU, CUDA0, ROCm0, Vulkan0, SYCL0, Metal ...; `llama-server --list-devices` names yours)"
+        )
+    spelled = next(family for family in _FAMILY_NAMES if family.lower() == found.group(0).lower())
+    if not name.startswith(spelled):  # llama-server compares the names exactly: "cpu" is unknown to it
+        raise VramtuiError(
+            f"--override-tensor {text!r}: llama.cpp spells it {spelled}{name[len(spelled) :]} "
+            "(its buffer type names are case-sensitive)"
         )
     return TensorOverride(pattern, device.strip())
 
