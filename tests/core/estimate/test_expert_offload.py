@@ -150,3 +150,12 @@ def test_profile_params_carry_the_offload(moe_gguf: Path) -> None:
     assert settings.n_cpu_moe == 2 and settings.override_tensor == (r"blk\.5\.=CPU",) and not settings.cpu_moe
     est = estimate(load_model_info(moe_gguf), settings)
     assert est.expert_host_bytes > tensor_bytes(moe_gguf, r"^blk\.[01]\.ffn_.*_exps") > 1 * MIB
+
+
+def test_an_override_that_matches_nothing_says_it_moves_nothing(moe_gguf: Path) -> None:
+    info = load_model_info(moe_gguf)
+    est = estimate(
+        info, Settings(override_tensor=("nomatch_xyz=CPU", r"blk\.1\.ffn_up_exps=CPU", "token_embd=CPU"))
+    )
+    said = [note for note in est.notes if "no layer tensor of this model matches it" in note]
+    assert said == ["-ot nomatch_xyz=...: no layer tensor of this model matches it, so it moves nothing"]

@@ -105,6 +105,11 @@ def rules(overrides: Iterable[str], cpu_moe: bool, n_cpu_moe: int | None) -> lis
     return found
 
 
+def matches_any(rule: TensorOverride, names: Iterable[str]) -> bool:
+    pattern = _compiled(rule.pattern)
+    return any(pattern.search(name) for name in names)
+
+
 def placed(name: str, by_layer: int | None, chosen: list[TensorOverride]) -> int | None:
     """The device one tensor lands on (None: host RAM): the first rule found in its name, else its layer's."""
     for rule in chosen:

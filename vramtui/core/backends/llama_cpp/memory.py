@@ -54,6 +54,7 @@ class Placement:
     moved_to_host: int = 0  # layer tensors --cpu-moe / --n-cpu-moe / -ot put in host RAM
     rs_gpu: int = 0  # recurrent state (RS buffer) of the recurrent layers on the GPUs / in host RAM
     rs_host: int = 0
+    unmatched: tuple[str, ...] = ()  # -ot patterns that match no layer tensor: they move nothing
 
 
 def kv_cells(
@@ -111,6 +112,7 @@ def _placement(found: placement.Layout) -> Placement:
         found.moved_to_host,
         gpus(found.rs),
         found.rs.get(None, 0),
+        found.unmatched,
     )
 
 
@@ -129,6 +131,8 @@ def _notes(
             f"{format_bytes(where.moved_to_host)} of layer tensors (experts) in host RAM by the override rules: "
             "the CPU computes them each token, slower than on the GPU"
         )
+    for pattern in where.unmatched:
+        notes.append(f"-ot {pattern}=...: no layer tensor of this model matches it, so it moves nothing")
     if info.n_recurrent_layers:
         notes.append(recurrent.describe(info, run.parallel))
     if info.swa_layers and info.sliding_window:

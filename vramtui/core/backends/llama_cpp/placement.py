@@ -40,6 +40,7 @@ class Layout:
     kv: dict[Where, int] = field(default_factory=dict)
     rs: dict[Where, int] = field(default_factory=dict)
     moved_to_host: int = 0  # bytes the rules put on the host that their layer would have put on a GPU
+    unmatched: tuple[str, ...] = ()  # the -ot patterns no layer tensor of this model matches
 
     @property
     def first_gpu_layer(self) -> int:
@@ -93,6 +94,14 @@ def layout(
         found.weights[device] = found.weights.get(device, 0) + nbytes
         if device is None and by_layer is not None:
             found.moved_to_host += nbytes
+    if rules:
+        # the layers' tensors and the ones outside them (an `-ot token_embd=CPU` matches the embedding)
+        names = [name for name, _, _ in weights.tensors] + [
+            "token_embd.weight",
+            "output.weight",
+            "output_norm.weight",
+        ]
+        found.unmatched = tuple(rule.pattern for rule in rules if not offload.matches_any(rule, names))
     _non_layer_weights(info, weights, found)
     if settings.mmap and settings.on_gpu:
         _mapped_spans(info, weights, found, settings.unified_memory)
