@@ -159,3 +159,14 @@ def test_an_override_that_matches_nothing_says_it_moves_nothing(moe_gguf: Path) 
     )
     said = [note for note in est.notes if "no layer tensor of this model matches it" in note]
     assert said == ["-ot nomatch_xyz=...: no layer tensor of this model matches it, so it moves nothing"]
+
+
+def test_expert_flags_that_do_less_than_they_say_are_noted(moe_gguf: Path, tiny_gguf: Path) -> None:
+    dense = estimate(load_model_info(tiny_gguf), Settings(n_cpu_moe=10))
+    assert "--n-cpu-moe 10: this model has no experts, so it moves nothing" in dense.notes
+    info = load_model_info(moe_gguf)
+    past = estimate(info, Settings(n_cpu_moe=info.n_layers + 50))
+    assert any(
+        note.startswith(f"--n-cpu-moe {info.n_layers + 50} is past the model's") for note in past.notes
+    )
+    assert past.expert_host_bytes == estimate(info, Settings(cpu_moe=True)).expert_host_bytes

@@ -762,6 +762,20 @@ def capped_parallel(info: ModelInfo, settings: Settings) -> int:
     return min(found, cap) if cap else found
 
 
+def _expert_flag_notes(info: ModelInfo, settings: Settings, est: Estimate) -> None:
+    """Expert flags that do less than they say: on a dense model, or past the model's layers."""
+    if "n_cpu_moe" in settings.memory.ignores and "cpu_moe" in settings.memory.ignores:
+        return
+    if (settings.n_cpu_moe or settings.cpu_moe) and not info.is_moe:
+        flag = "--cpu-moe" if settings.cpu_moe else f"--n-cpu-moe {settings.n_cpu_moe}"
+        est.notes.append(f"{flag}: this model has no experts, so it moves nothing")
+    elif settings.n_cpu_moe and settings.n_cpu_moe > info.n_layers:
+        est.notes.append(
+            f"--n-cpu-moe {settings.n_cpu_moe} is past the model's {info.n_layers} layers: every layer's "
+            "experts go to host RAM (as --cpu-moe)"
+        )
+
+
 def _sequence_limit(settings: Settings, est: Estimate, cap: int | None) -> None:
     """The engine's own limit on sequences at once (llama.cpp's 256): the concurrency answer stops
     there, and more asked for does not run, whatever memory holds."""
@@ -827,6 +841,7 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     )
     est.max_parallel_tokens = per_sequence or None
     _sequence_limit(settings, est, cap)
+    _expert_flag_notes(info, settings, est)
     if memory.places_layers and settings.on_gpu:  # a CPU-only run places no layer
         _solve_split(info, settings, est)  # another split of the layers first: it costs no speed
         if info.is_moe and memory.offloads_tensors:  # experts to the host first: cheaper than layers
