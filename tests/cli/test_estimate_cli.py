@@ -101,6 +101,9 @@ def test_human_table_uses_binary_units(capsys: pytest.CaptureFixture[str], tiny_
         (["--params", "8B", "--backend", "tensorrt"], "unknown backend"),
         (["--params", "8B", "--safety", "1.7"], "--safety"),
         (["--params", "8B", "--kv-dtype", "q3_x"], "does not take kv_dtype='q3_x'"),
+        (["--params", "8B", "--gpu-mem", "1e30GiB"], "more than any card holds"),
+        (["--params", "8B", "--gpu-mem", "24GiB,"], "has an empty place"),
+        (["--params", "8B", "--heads", "4", "--kv-heads", "8"], "--kv-heads 8 is more than --heads 4"),
         (["--params", "-5"], "--params"),
         # QA: a context past a 32-bit int was sized (a 23 TiB KV cache), a negative one "not a whole number"
         (["--params", "8B", "--ctx", "99999999999"], "past any engine's limit"),

@@ -167,12 +167,22 @@ def parse_card(text: str) -> int:
     value = parse_size_with_unit(text)
     if value <= 0:
         raise ValueError("must be more than 0")
+    if value > MAX_CARD:  # "1e30GiB" printed "FITS, 7.8e26 TiB to spare"
+        raise ValueError(f"{text.strip()} is more than any card holds (at most 64 TiB)")
     return value
 
 
+# A card larger than this is a typo (today's largest hold 0.3 TiB; a pod of 64 of them is far below it).
+MAX_CARD = 64 << 40
+
+
 def parse_cards(text: str) -> int | tuple[int, ...]:
-    """One card's bytes ('24GiB'), or several cards' in device order ('24GiB,12GiB')."""
-    cards = tuple(parse_card(part) for part in text.split(",") if part.strip()) or (parse_card(text),)
+    """One card's bytes ('24GiB'), or several cards' in device order ('24GiB,12GiB'); an empty place
+    ('24GiB,' or '24GiB,,12GiB') is refused, not skipped: a card count that silently changes is a wrong split."""
+    parts = text.split(",")
+    if len(parts) > 1 and any(not part.strip() for part in parts):
+        raise ValueError(f"{text!r} has an empty place: one size per card, e.g. 24GiB,12GiB")
+    cards = tuple(parse_card(part) for part in parts)
     return cards[0] if len(cards) == 1 else cards
 
 

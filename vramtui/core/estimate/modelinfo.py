@@ -1037,6 +1037,10 @@ def info_from_flags(
         layers = max(1, round(params / (12.5 * hidden * hidden)))
     heads = heads or max(1, hidden // (head_dim or 128))
     head_dim = head_dim or hidden // heads
+    if kv_heads and kv_heads > heads:
+        raise VramtuiError(
+            f"--kv-heads {kv_heads} is more than --heads {heads}: each KV head serves one or more query heads"
+        )
     info = ModelInfo(
         source="flags",
         n_layers=int(layers or 1),
@@ -1100,4 +1104,9 @@ def apply_overrides(info: ModelInfo, **flags: Any) -> ModelInfo:
     for value in (new.n_layers, new.hidden, *attention, new.vocab):
         if value <= 0:
             raise VramtuiError("layers, hidden, heads, kv heads, head dim and vocab must be positive")
+    if attention and ("n_heads" in changes or "n_kv_heads" in changes) and new.n_kv_heads > new.n_heads:
+        raise VramtuiError(
+            f"--kv-heads {new.n_kv_heads} is more than --heads {new.n_heads}: each KV head serves one or more "
+            "query heads"
+        )
     return new
