@@ -69,3 +69,12 @@ def test_the_profile_wizards_flags_say_one_thing(tmp_path: Path, capsys: pytest.
         assert f"--max-steps: at least 1, not {steps}" in capsys.readouterr().err
     assert main(["wizard", str(profile), "--keep", "bogus"]) == 2
     assert "--keep is for --attach" in capsys.readouterr().err
+
+
+def test_a_log_given_to_the_wizard_gets_the_goal_that_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("load_tensors: offloaded 20/33 layers to GPU\n")
+    assert main(["wizard", str(log)]) == 2  # was a TOML parse error
+    assert "--goal on-gpu" in capsys.readouterr().err

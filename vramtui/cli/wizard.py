@@ -300,6 +300,11 @@ def run(args: argparse.Namespace) -> int:
         from vramtui.cli.wizard_ongpu import run_on_gpu
 
         return run_on_gpu(args)
+    if args.profile.endswith((".log", ".txt")):  # a server log: the on-gpu goal reads one, a run needs a profile
+        raise VramtuiError(
+            f"{args.profile} looks like a log: `vramtui wizard {args.profile} --goal on-gpu` finds the setup "
+            "that keeps every layer on the GPU; a run needs a PROFILE (TOML)"
+        )
     _check_run_flags(args)  # --max-steps 0 and -1 get the same words
     if getattr(args, "keep", None):
         raise VramtuiError("--keep is for --attach: the profile wizard does not take it")
