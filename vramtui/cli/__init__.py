@@ -69,7 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args, extra = parser.parse_known_args(words)
+    if extra:  # `diagnose a.log b.log`: the subcommand's help says what it takes, not the top level's
+        command = getattr(args, "command", None)
+        prog = f"vramtui {command}" if command else "vramtui"
+        print(f"{prog}: unrecognized arguments: {' '.join(extra)} (see {prog} --help)", file=sys.stderr)
+        return 2
     try:
         module = getattr(args, "_module", None)
         if module is None:

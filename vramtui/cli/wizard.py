@@ -300,7 +300,9 @@ def run(args: argparse.Namespace) -> int:
         from vramtui.cli.wizard_ongpu import run_on_gpu
 
         return run_on_gpu(args)
-    if args.profile.endswith((".log", ".txt")):  # a server log: the on-gpu goal reads one, a run needs a profile
+    if args.profile.endswith(
+        (".log", ".txt")
+    ):  # a server log: the on-gpu goal reads one, a run needs a profile
         raise VramtuiError(
             f"{args.profile} looks like a log: `vramtui wizard {args.profile} --goal on-gpu` finds the setup "
             "that keeps every layer on the GPU; a run needs a PROFILE (TOML)"

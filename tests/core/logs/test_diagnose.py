@@ -400,7 +400,8 @@ def test_clean_exit_and_sigterm_are_not_failures() -> None:
     assert not diagnose_lines(LOAD_LINES, exit_code=0).failed
     assert not diagnose_lines(LOAD_LINES, exit_code=-15).failed
     d = diagnose_lines(LOAD_LINES, exit_code=-11, kernel_log=no_kernel_log)
-    assert d.failed and d.failure == "other" and "exited with code -11" in (d.first_error_text or "")
+    assert d.failed and d.failure == "other" and "crashed (exit -11: SIGSEGV" in (d.first_error_text or "")
+    assert d.cause == "crash"
 
 
 # ---------------------------------------------------------------------------------------------

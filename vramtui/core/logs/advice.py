@@ -36,6 +36,7 @@ FAILURE_WORDS: dict[str, str] = {
 CAUSE_WORDS: dict[str, str] = {
     "host_oom_killer": "host RAM ran out: the out-of-memory killer killed the process (the log says so)",
     "host_alloc": "a host-RAM allocation failed",
+    "crash": "the process crashed (a segmentation fault, an abort or a failed assert)",
     "worker_killed": "a worker process was killed with SIGKILL while loading: most often the host's out-of-memory killer",
     "unknown_projector": "this build does not know the vision projector's type (--mmproj)",
     "v_cache_needs_flash_attn": "a quantized V cache needs flash attention",

@@ -339,6 +339,15 @@ def _killed_then(pick: _Pick, state: LogState, furthest: int) -> _Pick:
     return _Pick(found, "host_oom_killed", "oom_killer", inferred=True, cut=pick.cut)
 
 
+# a shell's 128 + N, or Python's -N, for the signals a crash sends itself
+_CRASH_SIGNALS = {
+    code: name
+    for number, name in ((4, "SIGILL"), (6, "SIGABRT, an abort or failed assert"), (7, "SIGBUS"),
+                         (8, "SIGFPE"), (11, "SIGSEGV, a segmentation fault"))
+    for code in (128 + number, -number)
+}  # fmt: skip
+
+
 def _exit_failure(pick: _Pick, state: LogState) -> None:
     """No error line, but the process exited with an error code (137: killed, most likely for memory)."""
     exit_code = state.exit_code
@@ -348,6 +357,9 @@ def _exit_failure(pick: _Pick, state: LogState) -> None:
     if killed_by_signal:
         pick.failure, pick.cause = "host_oom_killed", "exit_137"
         text = f"process killed (exit {exit_code}) with no error text"
+    elif (signal_name := _CRASH_SIGNALS.get(exit_code)) is not None:
+        pick.failure, pick.cause = "other", "crash"
+        text = f"process crashed (exit {exit_code}: {signal_name}) with no error text"
     else:
         pick.failure, pick.cause = "other", "exit_code"
         text = f"process exited with code {exit_code} with no error text"
