@@ -566,3 +566,17 @@ def test_largest_concurrency_names_the_length_of_its_sequences(capsys: pytest.Ca
     assert main(["estimate", config, "--ctx", "8192", "--parallel", "4", "--gpu-mem", "24GiB"]) == 0
     out = capsys.readouterr().out
     assert f"largest concurrency {four['max_parallel']} (sequences of 2,048 tokens)" in out
+
+
+def test_a_cpu_run_is_sized_against_this_machines_ram(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # QA: --cpu with no --gpu-mem compared a 253B model's host total with a phantom 24 GiB card
+    import psutil
+
+    class Memory:
+        total = 64 * 1024**3
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Memory())
+    data = run_json(capsys, "--params", "8B", "--layers", "32", "--cpu")
+    assert data["device_bytes"] == 64 * 1024**3
