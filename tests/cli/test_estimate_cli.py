@@ -580,3 +580,11 @@ def test_a_cpu_run_is_sized_against_this_machines_ram(
     monkeypatch.setattr(psutil, "virtual_memory", lambda: Memory())
     data = run_json(capsys, "--params", "8B", "--layers", "32", "--cpu")
     assert data["device_bytes"] == 64 * 1024**3
+
+
+def test_a_quantization_config_gets_pointed_at_the_models(capsys: pytest.CaptureFixture[str]) -> None:
+    configs = Path(__file__).resolve().parents[1] / "data/configs"
+    for name in ("tencent--Hunyuan-1.8B-Instruct-FP8.hf_quant_config.json",
+                 "QuantTrio--Qwen3.6-35B-A3B-AWQ.quantization_config.json"):  # fmt: skip
+        assert main(["estimate", str(configs / name)]) == 2
+        assert "this is a quantization config, not the model's" in capsys.readouterr().err
