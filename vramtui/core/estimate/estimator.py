@@ -701,7 +701,8 @@ def _solve_context(info: ModelInfo, settings: Settings, est: Estimate) -> None:
     memory = settings.memory
     est.max_context = max_context(info, settings)
     step = memory.solver_step
-    if not info.max_context:  # a config with no max_position_embeddings: nothing caps the context
+    if not info.max_context and info.source != "flags":  # a file that gives no trained length (numbers typed
+        # as flags never do, and say so in their own note)
         est.notes.append(
             f"the model's trained context is not known (no max_position_embeddings or GGUF context_length): sized at context "
             f"{est.context:,}; the largest context is memory's alone, not the model's; pass --ctx"

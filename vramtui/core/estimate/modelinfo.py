@@ -504,7 +504,11 @@ def _require_shape(cfg: dict[str, Any], source: str, **values: int | None) -> No
             given = next(key for key in _SHAPE_ALIASES[name] if cfg.get(key) is not None)
             raise VramtuiError(f"{source}: config.json gives {given} as 0; it must be at least 1")
     missing = [name for name, value in values.items() if value is None]
-    if missing and len(missing) == len(values) and ({"quant_method", "quantization", "quant_algo"} & set(cfg)):
+    if (
+        missing
+        and len(missing) == len(values)
+        and ({"quant_method", "quantization", "quant_algo"} & set(cfg))
+    ):
         raise VramtuiError(
             f"{source}: this is a quantization config, not the model's: pass the model's config.json or "
             "its folder (the quantization config beside it is read from there)"
