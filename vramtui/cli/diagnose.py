@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from contextlib import ExitStack
 from typing import Any
 
 from vramtui.core.errors import VramtuiError
@@ -53,9 +52,7 @@ def run(args: argparse.Namespace) -> int:
         raise VramtuiError(
             f"--exit-code: an exit status is 0 to 255 (or -N for signal N), not {args.exit_code}"
         )
-    with ExitStack() as stack:
-        # one open, read once: a pipe (`<(docker logs srv)`, stdin) has no second reading
-        stream = sys.stdin.buffer if args.file == "-" else stack.enter_context(open_log(args.file))
+    with open_log(args.file) as stream:  # one open, read once: a pipe has no second reading
         head = _peek(stream)
         name = "standard input" if args.file == "-" else args.file
         if looks_binary(head) and b"\x00" * 64 in head:

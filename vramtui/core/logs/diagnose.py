@@ -349,14 +349,6 @@ def diagnose_file(
     kernel_log: Callable[[], str | None] | None = None,
 ) -> Diagnosis:
     """Diagnose a log file ("-" is stdin), streaming in chunks: memory stays bounded."""
-    if str(path) == "-":
-        return diagnose_stream(
-            sys.stdin.buffer,
-            backend,
-            requested_quant=requested_quant,
-            exit_code=exit_code,
-            kernel_log=kernel_log,
-        )
     with open_log(path) as stream:
         return diagnose_stream(
             stream, backend, requested_quant=requested_quant, exit_code=exit_code, kernel_log=kernel_log
@@ -366,7 +358,10 @@ def diagnose_file(
 @contextmanager
 def open_log(path: str | Path) -> Iterator[BinaryIO]:
     """A log file opened once for reading: a regular file, or a pipe (`<(docker logs srv)`, a FIFO) read
-    as it comes; a folder or a device is one line."""
+    as it comes; "-" is stdin (left open); a folder or a device is one line."""
+    if str(path) == "-":
+        yield sys.stdin.buffer
+        return
     file_path = Path(path)
     try:
         mode = file_path.stat().st_mode
