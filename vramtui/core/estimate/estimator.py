@@ -141,7 +141,7 @@ class Settings:
         self.lora = tuple(self.lora)
         if self.cache_ram is not None and (isinstance(self.cache_ram, bool) or self.cache_ram < -1):
             raise VramtuiError(f"cache_ram must be MiB, -1 (no limit) or 0 (off), not {self.cache_ram!r}")
-        offload.rules(self.override_tensor, self.cpu_moe, self.n_cpu_moe)  # validates
+        chosen = offload.rules(self.override_tensor, self.cpu_moe, self.n_cpu_moe)  # validates
         self.gpus, self.tensor_split = tuple(int(b) for b in self.gpus), tuple(self.tensor_split)
         if any(card <= 0 for card in self.gpus):
             raise VramtuiError("device memory must be positive")
@@ -159,7 +159,7 @@ class Settings:
             1 if "pipeline_parallel_size" in ignored else self.pipeline_parallel_size,
         )
         if "override_tensor" not in ignored:
-            offload.check_devices(self.override_tensor, len(self.cards))
+            offload.check_devices(chosen, len(self.cards))
 
     @property
     def cards(self) -> tuple[int, ...]:

@@ -79,19 +79,18 @@ def parse_override(text: str) -> TensorOverride:
     return TensorOverride(pattern, device.strip())
 
 
-def check_devices(overrides: Iterable[str], cards: int) -> None:
+def check_devices(chosen: Iterable[TensorOverride], cards: int) -> None:
     """A rule that names a GPU past the cards given (`-ot exps=CUDA1` on one card): llama-server has no such
     buffer type and refuses to start, so no estimate is made for it."""
-    for text in overrides:
-        rule = parse_override(text)
-        index = device_index(rule.device)
+    for rule in chosen:
         if rule.device.upper().startswith("RPC"):
             continue  # another machine's device: counted after this one's, not by its name
+        index = device_index(rule.device)
         if index is not None and index >= cards:
             given = f"{cards} GPU" + ("s" if cards != 1 else "")
             raise VramtuiError(
-                f"--override-tensor {text!r}: {rule.device} is GPU {index}, and the estimate has {given} "
-                "(give each card: --gpu-mem 24GiB,24GiB)"
+                f"--override-tensor '{rule.pattern}={rule.device}': {rule.device} is GPU {index}, and the "
+                f"estimate has {given} (give each card: --gpu-mem 24GiB,24GiB)"
             )
 
 
