@@ -104,26 +104,23 @@ class LogView(ScrollView, can_focus=True):
         """Add a batch of lines (one refresh per batch, however many lines)."""
         if not len(chunk):
             return
-        was_at_end = self.follow and self.scroll_offset.y >= self.max_scroll_y
         self.lines.extend(chunk)
         self._max_width = max(self._max_width, chunk.widest)
         self.virtual_size = Size(self._max_width + self.gutter_width, len(self.lines))
-        if was_at_end or self.follow:
-            # After the next layout the new virtual size is known: scroll to the end then.
-            self.call_after_refresh(self._follow_tail)
+        self.keep_tail()  # after the next layout the new virtual size is known: scroll to the end then
         self.refresh()
 
     def on_resize(self) -> None:
         # Shown again (narrow layout) or resized: a view that follows the tail shows the tail, one
         # that was sent to a line (the first error) while it had no room shows that line.
         if self.follow:
-            self.call_after_refresh(self._follow_tail)
+            self.keep_tail()
         elif self._mark_pending:
             self.call_after_refresh(self._scroll_to_mark)
 
     def keep_tail(self) -> None:
-        """Something above the view took rows (a bill under the diagnosis): a view that follows the tail
-        shows the tail again after the next layout."""
+        """A view that follows the tail shows it again after the next layout: lines came, or something
+        above the view took rows (a bill under the diagnosis)."""
         if self.follow:
             self.call_after_refresh(self._follow_tail)
 
