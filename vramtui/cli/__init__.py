@@ -69,8 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    words = list(sys.argv[1:] if argv is None else argv)
-    args, extra = parser.parse_known_args(words)
+    args, extra = parser.parse_known_args(argv)
     if extra:  # `diagnose a.log b.log`: the subcommand's help says what it takes, not the top level's
         command = getattr(args, "command", None)
         prog = f"vramtui {command}" if command else "vramtui"

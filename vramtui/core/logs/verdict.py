@@ -125,7 +125,7 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
         failure_stage=failure_stage,
         failure=pick.failure if failed else "none",
         # a finding made from the exit code or the kernel states no line of the log: it names none
-        first_error_line=found.number if found is not None and found.number <= state.lines else None,
+        first_error_line=found.number if found is not None and _in_log(found, state) else None,
         first_error_text=found.text[:MAX_QUOTE] if found is not None else None,
         evidence=evidence[:MAX_EVIDENCE],
         warnings=_quiet_failures(
@@ -368,11 +368,16 @@ def _exit_failure(pick: _Pick, state: LogState) -> None:
     pick.inferred = killed_by_signal
 
 
+def _in_log(found: _Found, state: LogState) -> bool:
+    """False for a finding made from the exit code or the kernel: it sits after the log's last line."""
+    return found.number <= state.lines
+
+
 def _evidence(state: LogState, pick: _Pick) -> list[str]:
     """The lines that show the verdict: the first error, the generic one before it, where it was."""
     evidence: list[str] = []
     found = pick.found
-    if found is not None and found.number > state.lines:
+    if found is not None and not _in_log(found, state):
         evidence.append(f"after the last line ({state.lines}): {found.text}")
     elif found is not None:
         evidence.append(_quote(found.number, found.text))
