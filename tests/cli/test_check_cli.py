@@ -154,3 +154,23 @@ def test_wizard_refuses_a_bad_profile_like_check_and_writes_no_record(tmp_path: 
         proc = vramtui(command, str(typo), "--auto") if command == "wizard" else vramtui(command, str(typo))
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
         assert "did you mean context?" in proc.stderr
+
+
+def test_check_refuses_a_cut_off_gguf_download_before_launch(tiny_gguf: Path, tmp_path: Path) -> None:
+    """A GGUF whose header reads whole but whose tensor data stops short is a download that stopped:
+    exit 2 with both sizes, before any engine is launched (no run log is written)."""
+    whole = tiny_gguf.read_bytes()
+    (tmp_path / "cut.gguf").write_bytes(whole[: len(whole) - 1000])
+    profile = tmp_path / "p.toml"
+    profile.write_text('backend = "llama-cpp-python"\nmodel = "cut.gguf"\n')
+    proc = vramtui("check", str(profile), "--log-dir", str(tmp_path / "runs"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "truncated GGUF" in lines[0] and "download it again" in lines[0], proc.stderr
+    assert f"{len(whole) - 1000:,} of the {len(whole):,} bytes" in lines[0]
+    assert not (tmp_path / "runs").exists()  # nothing was launched
+    # The whole file passes the same check (the refusal is about the cut, not the format).
+    (tmp_path / "cut.gguf").write_bytes(whole)
+    from vramtui.core.estimate.ggufheader import cut_short
+
+    assert cut_short(tmp_path / "cut.gguf") is None

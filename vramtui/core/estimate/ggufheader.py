@@ -68,6 +68,24 @@ def read_header(path: str | Path) -> GgufHeader:
     return _read_header(str(file.resolve()), stat.st_mtime_ns, stat.st_size)
 
 
+def cut_short(path: str | Path) -> str | None:
+    """Why a GGUF whose header reads whole cannot load, when its tensor data ends past the file (a
+    download that stopped): one line with both sizes. None for a whole file, and for one whose header
+    itself does not read (the engine's own refusal says more about a file that is not a model)."""
+    try:
+        header = read_header(path)
+        size = Path(path).expanduser().stat().st_size
+    except (VramtuiError, OSError):
+        return None
+    need = max((t.data_offset + t.n_bytes for t in header.tensors), default=0)
+    if need <= size:
+        return None
+    return (
+        f"{path}: truncated GGUF file ({size:,} of the {need:,} bytes its tensor table needs): "
+        "the download stopped; download it again"
+    )
+
+
 @functools.lru_cache(maxsize=64)
 def _read_header(path: str, _mtime_ns: int, size: int) -> GgufHeader:
     try:

@@ -303,6 +303,13 @@ def check_files(profile: Profile) -> None:
             raise VramtuiError(f"model file not found: {model}")
         if profile.backend.model_is_file and path.is_dir():
             raise VramtuiError(f"model is a folder, not a file: {model}")
+        if path.suffix.lower() == ".gguf" and path.is_file():
+            from vramtui.core.estimate.ggufheader import cut_short
+
+            # A launch of a cut-off download only ends in the engine's refusal: say it before.
+            problem = cut_short(path)
+            if problem:
+                raise VramtuiError(problem)
     if profile.program:
         resolve_program(profile.program, profile.env.get("PATH"))
         return
