@@ -328,6 +328,12 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     newest = [(c, m) for part in rows.values() for c, m in part if c["file"] == "round12.jsonl"]
     print(f"\nround 12, both parts (gathered after the rules of 2026-12-02, second session: {len(newest)})")
     _print_scores("all engines", corpus.score(newest), False)
+    # Round 13 (8 logs: few new threads were left to find) likewise, scored whole at 9a79753 before any
+    # rule was written from it: stage 8/8, class 8/8, memory 3/3, first error 4/4, quiet 1/1, calm 3/3,
+    # engine 6/8.
+    round13 = [(c, m) for part in rows.values() for c, m in part if c["file"] == "round13.jsonl"]
+    print(f"\nround 13, both parts (gathered after the rules of 2026-12-02, third session: {len(round13)})")
+    _print_scores("all engines", corpus.score(round13), False)
 
 
 def _print_scores(label: str, scores: dict[str, tuple[int, int]], goals: bool) -> None:
