@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from vramtui.core.backends.llama_cpp.ollama_log import OLLAMA_NOTICES
+from vramtui.core.backends.llama_cpp.quiet_log import LLAMA_QUIET_NOTICES
 from vramtui.core.logs.ruletypes import (
     DEVICE,
     DRAFT_MARK,
@@ -1585,7 +1587,10 @@ LOG = EngineLog(
         ("generic", GENERIC_ERRORS + GENERIC_ERRORS_2),
         ("generic.after", GENERIC_ERRORS_3),
     ),
-    notices=(("notices", NOTICES + NOTICES_2), ("notices.after", NOTICES_3 + NOTICES_4)),
+    notices=(
+        ("notices", NOTICES + NOTICES_2),
+        ("notices.after", NOTICES_3 + NOTICES_4 + OLLAMA_NOTICES + LLAMA_QUIET_NOTICES),
+    ),
     recoveries=RECOVERIES,
     figures=(("figures", FIGURES + FIGURES_2),),
     marks=MARKS + MARKS_2,

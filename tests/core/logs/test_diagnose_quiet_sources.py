@@ -1,0 +1,208 @@
+"""Quiet failures in the engines' own words (issue 21): each line as Ollama's or llama.cpp's source prints it,
+inside a healthy start-up. A run that goes on after one of these lines is slower or shorter than asked:
+warned, never failed. The lines each wording must not warn about (a skipped iGPU beside a card in use, a
+setting chosen on purpose) are checked beside them."""
+
+from __future__ import annotations
+
+import pytest
+
+from vramtui.core.logs.diagnose import diagnose_lines
+
+OLLAMA_START = [
+    'time=2025-03-01T10:00:00.000Z level=INFO source=routes.go:1238 msg="Listening on 127.0.0.1:11434 (version 0.6.0)"',
+    'time=2025-03-01T10:00:00.001Z level=INFO source=gpu.go:217 msg="looking for compatible GPUs"',
+]
+OLLAMA_SERVED = [
+    'time=2025-03-01T10:00:05.000Z level=INFO source=server.go:619 msg="llama runner started in 2.51 seconds"',
+    '[GIN] 2025/03/01 - 10:00:09 | 200 |  4.2s |       127.0.0.1 | POST     "/api/chat"',
+]
+OLLAMA_GPU_USED = (
+    'time=x level=INFO source=types.go:130 msg="inference compute" id=GPU-8a2f library=cuda variant=v12 '
+    'compute=8.9 driver=12.4 name="NVIDIA GeForce RTX 4090" total="23.6 GiB" available="22.9 GiB"'
+)
+LLAMA_START = [
+    "ggml_cuda_init: found 1 CUDA devices:",
+    "  Device 0: NVIDIA GeForce RTX 3090, compute capability 8.6, VMM: yes",
+    "main: loading model",
+    "load_tensors: CUDA0 model buffer size =  4403.49 MiB",
+    "llama_context: n_ctx         = 8192",
+]
+LLAMA_SERVED = [
+    "llama_context:      CUDA0 compute buffer size =   560.00 MiB",
+    "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
+    "srv  update_slots: all slots are idle",
+]
+
+
+def _ollama(line: str, *before: str) -> list[str]:
+    return [*OLLAMA_START, *before, f"time=2025-03-01T10:00:01.000Z {line}", *OLLAMA_SERVED]
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        (
+            'level=INFO source=amd_windows.go:127 msg="unsupported Radeon iGPU detected skipping" id=0',
+            "integrated",
+        ),
+        (
+            'level=INFO source=amd_linux.go:300 msg="amdgpu appears to be an iGPU, skipping" gpu=1',
+            "integrated",
+        ),
+        (
+            'level=WARN source=amd_linux.go:378 msg="unable to verify rocm library, will use cpu" error="x"',
+            "ROCm",
+        ),
+        (
+            'level=WARN source=amd_windows.go:97 msg="failed to lookup supported GFX types, falling back to CPU '
+            'mode" error="exit status 1"',
+            "GFX types",
+        ),
+        (
+            'level=WARN source=amd_linux.go:378 msg="amdgpu detected, but no compatible rocm library found.  '
+            'Either install rocm v6, or follow manual install instructions"',
+            "ROCm",
+        ),
+        ('level=INFO source=amd_linux.go:320 msg="AMD ROCm reports no devices found"', "no usable AMD"),
+        ('level=INFO source=amd_linux.go:403 msg="no compatible amdgpu devices detected"', "no usable AMD"),
+        (
+            'level=INFO source=gpu.go:620 msg="unable to load cuda driver library" library=/usr/lib/libcuda.so '
+            'error="cuda driver library init failure: 999"',
+            "CUDA library",
+        ),
+        (
+            'level=WARN source=gpu.go:622 msg="unknown error initializing cuda driver library '
+            '/usr/lib/wsl/lib/libcuda.so.1: cuda driver library init failure: 500"',
+            "CUDA library",
+        ),
+        (
+            'level=WARN source=gpu.go:631 msg="version mismatch between driver and cuda driver library - reboot '
+            'or upgrade may be required"',
+            "CUDA library",
+        ),
+        (
+            'level=WARN source=amd.go:485 msg="AMD driver is too old. Update your AMD driver to enable GPU inference."',
+            "update the driver",
+        ),
+        (
+            'level=WARN source=cuda_compat.go:65 msg="NVIDIA driver too old" driver=12.2 required=12.4',
+            "update the driver",
+        ),
+        (
+            'level=INFO source=llama_server.go:299 msg="skipping CUDA device — compute capability not in compiled '
+            'architectures" id=GPU-1 compute=5.0',
+            "compute capability",
+        ),
+        (
+            'level=INFO source=runner.go:522 msg="failure during llama-server GPU discovery" error="runner crashed"',
+            "discovery failed",
+        ),
+        (
+            'level=WARN source=runner.go:584 msg="llama-server GPU discovery watchdog timed out"',
+            "discovery failed",
+        ),
+        (
+            'level=DEBUG source=memory.go:166 msg="gpu has too little memory to allocate any layers" id=0 '
+            'library=cuda total="4.0 GiB" available="322.0 MiB"',
+            "single layer",
+        ),
+        (
+            'level=WARN source=llama_server.go:1091 msg="llama-server startup failed with projector GPU offload; '
+            'retrying with projector CPU offload" model=/m',
+            "vision projector",
+        ),
+        (
+            'level=WARN source=sched.go:652 msg="llama-server load failed; reducing automatic context and '
+            'retrying once" model=/m',
+            "smaller one",
+        ),
+        (
+            'level=WARN source=server.go:227 msg="OLLAMA_FLASH_ATTENTION must be enabled to use a quantized '
+            'OLLAMA_KV_CACHE_TYPE"',
+            "OLLAMA_KV_CACHE_TYPE",
+        ),
+        (
+            'level=WARN source=server.go:230 msg="unsupported OLLAMA_KV_CACHE_TYPE" type=q3',
+            "OLLAMA_KV_CACHE_TYPE",
+        ),
+    ],
+)
+def test_ollamas_own_quiet_words_are_warned(line: str, words: str) -> None:
+    diagnosis = diagnose_lines(_ollama(line), "ollama")
+    assert not diagnosis.failed and any(words in warning for warning in diagnosis.warnings), (
+        diagnosis.warnings
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'level=INFO source=amd_linux.go:300 msg="amdgpu appears to be an iGPU, skipping" gpu=1',
+        'level=INFO source=runner.go:405 msg="dropping integrated GPU; to enable, set OLLAMA_IGPU_ENABLE=1"',
+        'level=INFO source=llama_server.go:299 msg="skipping CUDA device — compute capability not in compiled '
+        'architectures" id=GPU-2 compute=5.0',
+    ],
+)
+def test_a_device_skipped_beside_a_gpu_in_use_is_not_news(line: str) -> None:
+    # the card the model runs on was found: leaving an iGPU or an old second card out costs nothing
+    diagnosis = diagnose_lines(_ollama(line, OLLAMA_GPU_USED), "ollama")
+    assert not diagnosis.failed and not diagnosis.warnings, diagnosis.warnings
+    alone = diagnose_lines(_ollama(line), "ollama")  # and without one, the same line is the CPU fallback
+    assert not alone.failed and alone.warnings
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        (
+            "llama_context: no FlashAttention vector kernel compiled for K/V types q8_0-q4_0, converting K and V "
+            "to f16 instead (slow). Recompile with GGML_CUDA_FA_ALL_QUANTS=ON",
+            "GGML_CUDA_FA_ALL_QUANTS",
+        ),
+        ("resolve_fused_ops: Flash Attention not supported, set to disabled", "flash attention cannot run"),
+        (
+            "resolve_fused_ops: layer 0 is assigned to device CPU but Flash Attention is assigned to device CUDA0 "
+            "(usually due to missing support)",
+            "flash attention cannot run",
+        ),
+        (
+            "srv    load_model: the slot context (65536) exceeds the training context of the model (32768) - capping",
+            "caps it there",
+        ),
+        (
+            "llama_adapter_lora_init_impl: lora for 'blk.0.attn_q.weight' cannot use buft 'CUDA0', fallback to CPU",
+            "LoRA",
+        ),
+    ],
+)
+def test_llama_cpps_own_quiet_words_are_warned(line: str, words: str) -> None:
+    diagnosis = diagnose_lines([*LLAMA_START, line, *LLAMA_SERVED], "llama.cpp")
+    assert not diagnosis.failed and any(words in warning for warning in diagnosis.warnings), (
+        diagnosis.warnings
+    )
+
+
+def test_a_gpu_library_that_did_not_load_is_news_only_when_no_layer_went_to_a_gpu() -> None:
+    failed = "load_backend: failed to load /app/libggml-cuda.so: libcuda.so.1: cannot open shared object file"
+    alone = diagnose_lines(["main: loading model", failed, *LLAMA_SERVED], "llama.cpp")
+    assert any("GPU backend library" in warning for warning in alone.warnings)
+    # a second backend (the Vulkan one) took the layers: the CUDA library's absence changed nothing
+    offloaded = "load_tensors: offloaded 33/33 layers to GPU"
+    used = diagnose_lines(["main: loading model", failed, offloaded, *LLAMA_SERVED], "llama.cpp")
+    assert not any("GPU backend library" in warning for warning in used.warnings)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "llama_context: n_ctx_per_seq (8192) < n_ctx_train (131072) -- the full capacity of the model will not be utilized",
+        "llama_context: Flash Attention was auto, set to enabled",
+        "llama_model_loader: tensor overrides to CPU are used with mmap enabled - consider using --load-mode none",
+        "model has unused tensor blk.32.nextn.eh_proj.weight (size = 41943040 bytes) -- ignoring",
+        "llama_kv_cache_iswa: using full-size SWA cache (ref: https://github.com/ggml-org/llama.cpp/pull/13194)",
+    ],
+)
+def test_llama_cpps_notes_on_choices_made_on_purpose_are_calm(line: str) -> None:
+    diagnosis = diagnose_lines([*LLAMA_START, line, *LLAMA_SERVED], "llama.cpp")
+    assert not diagnosis.failed and not diagnosis.warnings, diagnosis.warnings

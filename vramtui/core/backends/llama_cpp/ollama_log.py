@@ -1,0 +1,94 @@
+"""Ollama's own words for a GPU it found but did not use, and for a setting it did not apply.
+
+Each wording is Ollama's (its discover/, gpu/, llm/ and server/ sources, v0.3 to v0.33): a device skipped,
+a driver or runtime library it could not load, a discovery that failed. On a box with one GPU each means
+the model runs on the CPU; where another GPU was used after all (a discrete card beside a skipped iGPU)
+the skip is not news, so each is said only when no GPU was put to work (the mark `gpu_used`).
+"""
+
+from __future__ import annotations
+
+from vramtui.core.logs.ruletypes import NoticeRule
+
+_OLLAMA = "ollama"
+_CPU = "the model runs on the CPU"
+
+
+def _skipped(anchor: str, why: str, pattern: str | None = None) -> NoticeRule:
+    """A GPU Ollama found and left out: news only where no other GPU was used."""
+    return NoticeRule(anchor, "cpu_fallback", f"{why}: {_CPU}", pattern, backend=_OLLAMA, unless="gpu_used")
+
+
+OLLAMA_NOTICES: tuple[NoticeRule, ...] = (
+    # a GPU at work: the skips below are then about another device
+    NoticeRule(
+        "inference compute", "mark", "gpu_used", r"inference compute.*library=(?!cpu\b)\w", backend=_OLLAMA
+    ),
+    NoticeRule("offloaded", "mark", "gpu_used", r"offloaded [1-9]\d*/\d+ layers to gpu", backend=_OLLAMA),
+    NoticeRule("offload to", "mark", "gpu_used", r'msg="offload to (?!cpu\b)\w', backend=_OLLAMA),
+    _skipped(
+        "igpu",
+        "Ollama skipped an integrated AMD GPU (an iGPU is not used by default; OLLAMA_IGPU_ENABLE=1 on new versions)",
+        r"unsupported radeon igpu detected|amdgpu appears to be an igpu|dropping integrated gpu",
+    ),
+    _skipped(
+        "rocm",
+        "Ollama found an AMD GPU but no ROCm library it can use with it (install ROCm, or set "
+        "HSA_OVERRIDE_GFX_VERSION for an unlisted gfx)",
+        r"unable to verify rocm library|no compatible rocm library found",
+    ),
+    _skipped(
+        "falling back to cpu mode",
+        "Ollama could not read which AMD GPUs its ROCm library supports (failed to lookup supported GFX types)",
+    ),
+    _skipped(
+        "devices",
+        "Ollama's ROCm runtime reports no usable AMD device",
+        r"amd rocm reports no devices found|no compatible amdgpu devices detected",
+    ),
+    _skipped(
+        "cuda driver library",
+        "Ollama could not load the NVIDIA driver's CUDA library (libcuda / nvcuda): a driver that does not "
+        "match its kernel module, or none in the container",
+        r"unable to load cuda driver library|unknown error initializing cuda driver library"
+        r"|version mismatch between driver and cuda driver library",
+    ),
+    _skipped(
+        "too old",
+        "the GPU driver (or the AMD GPU) is older than Ollama's runtime supports: update the driver",
+        r"amd driver is too old|nvidia driver too old|amdgpu too old",
+    ),
+    _skipped(
+        "compute capability not in compiled",
+        "the GPU's compute capability is not one this Ollama build was compiled for: it is skipped",
+    ),
+    _skipped(
+        "gpu discovery",
+        "Ollama's GPU discovery failed (its probe runner crashed or timed out)",
+        r"failure during (?:llama-server )?gpu discovery|gpu discovery watchdog timed out",
+    ),
+    _skipped(
+        "too little memory to allocate any layers",
+        "the GPU had too little free memory for a single layer: Ollama loads the model in host RAM",
+    ),
+    NoticeRule(
+        "retrying with projector cpu offload",
+        "cpu_fallback",
+        "the vision projector did not start on the GPU: Ollama runs it on the CPU (images are slow)",
+        backend=_OLLAMA,
+    ),
+    NoticeRule(
+        "reducing automatic context",
+        "setting_ignored",
+        "the load failed at the context Ollama chose: it retried with a smaller one, so long prompts are cut",
+        backend=_OLLAMA,
+    ),
+    NoticeRule(
+        "ollama_kv_cache_type",
+        "setting_ignored",
+        "the KV cache type asked for (OLLAMA_KV_CACHE_TYPE) is not applied: a quantized type needs "
+        "OLLAMA_FLASH_ATTENTION=1, and only f16, q8_0 and q4_0 are known; the cache stays f16",
+        r"must be enabled to use a quantized ollama_kv_cache_type|unsupported ollama_kv_cache_type",
+        backend=_OLLAMA,
+    ),
+)
