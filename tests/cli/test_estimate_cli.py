@@ -580,3 +580,15 @@ def test_a_quantization_config_gets_pointed_at_the_models(capsys: pytest.Capture
                  "QuantTrio--Qwen3.6-35B-A3B-AWQ.quantization_config.json"):  # fmt: skip
         assert main(["estimate", str(configs / name)]) == 2
         assert "this is a quantization config, not the model's" in capsys.readouterr().err
+
+
+def test_vllms_in_flight_bitsandbytes_is_a_quantization_estimate_takes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--quant bitsandbytes` (vLLM's own name for quantizing a 16-bit checkpoint while loading) is 4-bit NF4:
+    Phi-4 under it loaded 8.63 GiB of weights on an A100 (tests/data/numbers.jsonl, vllm-n9)."""
+    config = Path(__file__).resolve().parents[1] / "data" / "configs" / "microsoft--phi-4.config.json"
+    argv = ["estimate", "--backend", "vllm", str(config), "--quant", "bitsandbytes", "--gpu-mem", "80GiB"]
+    assert main([*argv, "--json"]) == 0
+    weights = json.loads(capsys.readouterr().out)["weights_bytes"]
+    assert abs(weights / (8.63 * 2**30) - 1) < 0.03, weights

@@ -39,6 +39,12 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "entry (V0's top-k/top-p sort and logprobs); V1's dummy sampler run skips top-k, top-p and logprobs "
         "(gpu_model_runner._dummy_sampler_run) and runs after the forward's intermediates are freed"
     ),
+    **dict.fromkeys(
+        (("p2-vllm-qwen3-235b-2507-fp8-l40s-tp4-ep-util090-32k", term) for term in ("kv", "compute")),
+        "the printout's own memory line gives 27.72 GiB of weights per GPU: one eighth of the 220 GiB "
+        "checkpoint, so its experts were spread over the box's 8 cards (data and expert parallel), not the "
+        "TP4 its command shows; sized as TP4 the weights leave no KV cache",
+    ),
     ("p2-llama.cpp-glm45-air-iq1s-single-gpu-ub4096-131k-fa", "weights"): (
         "a dynamic IQ1_S recipe: its token embedding is Q5_K (407 MiB) where the printed type counts and "
         "llama-quantize's rules point to Q6_K"

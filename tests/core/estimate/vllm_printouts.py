@@ -30,6 +30,7 @@ from typing import Any
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate.estimator import Estimate, Settings, estimate
 from vramtui.core.estimate.modelinfo import ModelInfo, load_model_info
+from vramtui.core.estimate.quant import normalize_quant
 from vramtui.core.units import GIB, MIB
 
 CONFIGS = Path(__file__).resolve().parents[2] / "data" / "configs"
@@ -40,6 +41,9 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("Qwen2.5-0.5B", "Qwen--Qwen2.5-0.5B-Instruct.config.json"),
     ("Qwen2.5-Math-1.5B", "Qwen--Qwen2.5-Math-1.5B.config.json"),
     ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "deepseek-ai--DeepSeek-R1-Distill-Qwen-14B.config.json"),
+    ("Qwen3-235B-A22B-FP8", "Qwen--Qwen3-235B-A22B-FP8.config.json"),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen--Qwen3-235B-A22B-Instruct-2507-FP8.config.json"),
+    ("Phi-4 (", "microsoft--phi-4.config.json"),
 )
 
 _N = r"([\d.]+)"
@@ -87,6 +91,8 @@ _KV_DTYPE = re.compile(r"kv_cache_dtype'?[:= ]+\s*'?(\w+)")
 _MAX_SEQS = re.compile(r"max_num_seqs'?[:= ]+\s*(\d+)|--max-num-seqs[= ]+(\d+)")
 _BATCHED = re.compile(r"max_num_batched_tokens'?[:= ]+\s*(\d+)|--max-num-batched-tokens[= ]+(\d+)")
 _KV_BYTES = re.compile(r"kv_cache_memory_bytes'?[:= ]+\s*(\d+)")
+# the quantization the run asked for (`--quantization bitsandbytes`, its config line's quantization=fp8)
+_QUANT = re.compile(r"(?:--quantization[= ]+|\bquantization'?[=:]\s*'?)([a-z][\w-]*)", re.I)
 # V0's own lines (its worker and model runner). V0 profiles max_num_batched_tokens, which it sets to
 # max(max_model_len, 2048) unless prefill is chunked, with max_num_seqs 256 whatever the card
 V0_MAX_SEQS, V0_MIN_BATCHED = 256, 2048
@@ -165,8 +171,20 @@ def read_run(case: dict[str, Any]) -> VllmRun:
         "max_seqs": _either(_MAX_SEQS, text),
         "batched": _either(_BATCHED, text),
         "kv_bytes": _either(_KV_BYTES, text),
+        "quant": _in_flight(text),
     }
     return run
+
+
+def _in_flight(text: str) -> str | None:
+    """The quantization the run names, as `estimate --quant` takes it (None for one it does not know)."""
+    found = _QUANT.search(text)
+    if found is None or found.group(1).lower() == "none":
+        return None
+    try:
+        return normalize_quant(found.group(1))
+    except VramtuiError:
+        return None
 
 
 def config_for(case: dict[str, Any]) -> Path:
@@ -193,6 +211,8 @@ def settings_of(run: VllmRun, info: ModelInfo) -> Settings:
         max_seqs = max_seqs or V0_MAX_SEQS
     tp = given["tp"]
     card = run.card or 24 * GIB
+    # a method named on a checkpoint that carries none is quantization in flight (`--quant` to estimate)
+    quant = given["quant"] if info.quant is None and info.unknown_quant is None else None
     return Settings(
         backend="vllm",
         context=context,
@@ -204,6 +224,7 @@ def settings_of(run: VllmRun, info: ModelInfo) -> Settings:
         safety=given["share"],
         tensor_parallel_size=tp,
         kv_cache_memory=given["kv_bytes"],
+        quant=quant,
     )
 
 

@@ -112,6 +112,9 @@ ALIASES: dict[str, str] = {
     "bnb4": "nf4",
     "nf4_dq": "nf4-dq",
     "nf4-double-quant": "nf4-dq",
+    # vLLM's `--quantization bitsandbytes` on a 16-bit checkpoint: its loader quantizes in flight to 4-bit
+    # NF4 with double quantization (the 8-bit path needs a checkpoint saved in 8 bits)
+    "bitsandbytes": "nf4-dq",
     "auto": "f16",
 }
 
