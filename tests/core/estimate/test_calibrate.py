@@ -93,3 +93,20 @@ def test_other_devices_and_builds_are_not_mixed() -> None:
     found = derive(runs, "cpu", "llama.cpp")
     assert found is not None and (found.runs, found.build, found.runtime_bytes) == (1, "new", 30)
     assert derive(runs, "cpu", "ollama") is None
+
+
+def test_a_peak_under_the_printed_buffers_measures_no_runtime() -> None:
+    """A run whose sampled peak is below the buffers it printed (its mapped model not yet resident) cannot
+    tell the runtime: it is left out, not learned as "runtime 0 B" over the backend's own figure."""
+
+    def record(peak: int, time: int) -> dict:
+        return {
+            "version": 1, "ready": True, "place": "host", "time": time,
+            "device": {"name": "cpu"}, "engine": {"backend": "llama.cpp", "build": "b"},
+            "printed": {"bill": {"host": {"weights_bytes": 1000}}}, "peak": {"bytes": peak},
+        }  # fmt: skip
+
+    under = [record(400, 1), record(600, 2), record(1200, 3)]
+    found = derive(under, "cpu", "llama.cpp")
+    assert found is not None and found.runtime_bytes == 200  # the one run that saw its buffers whole
+    assert derive(under[:2], "cpu", "llama.cpp") is None  # no run that saw them: nothing to apply

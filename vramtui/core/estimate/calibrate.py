@@ -111,7 +111,10 @@ def runtime_residual(record: dict[str, Any]) -> int | None:
     values = [_number(v) for v in printed.values()]
     if not values or any(v is None for v in values):
         return None
-    return int(peak - sum(v for v in values if v is not None))
+    residual = int(peak - sum(v for v in values if v is not None))
+    # A peak under the printed buffers says the sample could not see them whole (a mapped model file's
+    # pages not yet resident, a short run sampled before it touched them): it measures no runtime at all.
+    return residual if residual >= 0 else None
 
 
 def compute_ratio(record: dict[str, Any]) -> float | None:
@@ -150,7 +153,7 @@ class Calibration:
         slot = est.bill.places.setdefault(est.place, {})
         delta = 0
         if self.runtime_bytes is not None:
-            new = max(0, self.runtime_bytes)
+            new = self.runtime_bytes
             delta += new - slot.get("runtime", 0)
             slot["runtime"] = new
             est.overhead_bytes = new
@@ -172,7 +175,7 @@ class Calibration:
         build = f", {self.label}" if self.label else ""
         terms = []
         if self.runtime_bytes is not None:
-            terms.append(f"runtime {format_bytes(max(0, self.runtime_bytes))} measured")
+            terms.append(f"runtime {format_bytes(self.runtime_bytes)} measured")
         if self.compute_ratio is not None:
             terms.append(f"compute buffers x{self.compute_ratio:.3f}")
         what = f": {', '.join(terms)}" if terms else ""
