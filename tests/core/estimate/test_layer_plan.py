@@ -259,3 +259,23 @@ def test_a_hybrid_pattern_that_does_not_fit_is_one_clear_error(pattern: str) -> 
     cfg = {**json.loads(NEMOTRON_3_SUPER.read_text()), "hybrid_override_pattern": pattern}
     with pytest.raises(VramtuiError, match="hybrid_override_pattern should be 88 of M"):
         info_from_config(cfg, "Nemotron-3-Super", exact_params=False)
+
+
+def test_ik_llama_cpp_multiplies_host_experts_on_the_gpu_only_at_32_tokens_per_expert(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """ik_llama.cpp's offload_op sends a host expert matmul to the GPU only when micro-batch x experts used
+    >= 32 x experts: Qwen3-30B-A3B (128 experts, 8 used) at -ub 256 is multiplied in host RAM, so the first
+    GPU's compute buffer holds no copy of a layer's experts; at -ub 512 it does. Mainline copies at both."""
+    from vramtui.cli import main
+
+    config = Path(__file__).resolve().parents[2] / "data" / "configs" / "Qwen--Qwen3-30B-A3B.config.json"
+    expert_tensor = 128 * 768 * 2048 * 34 // 32  # one layer's ffn_up_exps at q8_0
+
+    def compute(backend: str, ubatch: int) -> int:
+        argv = ["estimate", str(config), "--backend", backend, "--quant", "q8_0", "--cpu-moe"]
+        main([*argv, "--ubatch", str(ubatch), "--ctx", "8192", "--gpu-mem", "24GiB", "--json"])
+        return int(json.loads(capsys.readouterr().out)["compute_buffer_bytes"])
+
+    assert compute("ik_llama.cpp", 256) < expert_tensor < compute("ik_llama.cpp", 512)
+    assert compute("llama.cpp", 256) > expert_tensor  # mainline: 32 tokens are enough

@@ -82,6 +82,18 @@ class Graph:
     # ik_llama.cpp's graph: its -mla mode (None: mainline's graph) and its -amb cap (MiB; 0: none)
     mla: int | None = None
     attn_max_batch: int = 0
+    # ik_llama.cpp multiplies host-resident experts on the GPU only when each expert gets 32 tokens on
+    # average: micro-batch x experts used >= 32 x experts (ggml_backend_cuda_offload_op, since its #520)
+    experts_offload_by_share: bool = False
+
+    def offloads_experts(self) -> bool:
+        """Are host-resident routed experts multiplied on the GPU at this micro-batch?"""
+        if self.ubatch < OP_OFFLOAD_MIN_BATCH:
+            return False
+        info = self.info
+        if not self.experts_offload_by_share or not info.is_moe:
+            return True
+        return self.ubatch * max(1, info.n_experts_used) >= OP_OFFLOAD_MIN_BATCH * info.n_experts
 
     def kind(self, layer: int) -> str:
         if self.info.is_recurrent(layer):
@@ -245,11 +257,19 @@ def weight_copies(sizes: Sequence[int]) -> int:
 
 @dataclass(frozen=True)
 class HostLayer:
-    """A layer some of whose matrices stay in host RAM: their sizes, and whether the whole layer does."""
+    """A layer some of whose matrices stay in host RAM: their sizes (`experts`: those of its routed
+    experts among them), and whether the whole layer does."""
 
     layer: int
     sizes: tuple[int, ...]
     whole: bool
+    experts: tuple[int, ...] = ()
+
+    def without_experts(self) -> tuple[int, ...]:
+        left = list(self.sizes)
+        for size in self.experts:
+            left.remove(size)
+        return tuple(left)
 
 
 def offload_phase(g: Graph, host: Sequence[HostLayer]) -> int:
@@ -257,14 +277,17 @@ def offload_phase(g: Graph, host: Sequence[HostLayer]) -> int:
 
     By then the mask's f32 copy has gone (its one reader, the f16 cast, ran in the first split that needed
     it): the f16 cast stays with flash attention, the f32 mask without."""
-    peak = 0
+    peak, experts = 0, g.offloads_experts()
     for item in host:
+        sizes = item.sizes if experts else item.without_experts()
+        if not sizes:
+            continue  # only experts, and they are multiplied where they are
         kind = g.kind(item.layer)
-        work = ffn_phase(g, item.layer)
+        work = ffn_phase(g, item.layer, experts)
         if item.whole:
             work = max(work, attention_phase(g, kind, kv_copies=True))
         masks = g.mask_elements([kind]) * (2 if g.flash else F32)
-        peak = max(peak, weight_copies(item.sizes) + work + masks)
+        peak = max(peak, weight_copies(sizes) + work + masks)
     return peak
 
 

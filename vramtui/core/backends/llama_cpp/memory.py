@@ -523,7 +523,9 @@ class IkLlamaCppMemory(LlamaCppMemory):
         found = super().graph(info, run, build, settings)
         settings = settings or Settings(backend="ik_llama.cpp")
         amb = IK_AMB_DEFAULT if settings.attn_max_batch is None else settings.attn_max_batch
-        return replace(found, mla=self.mla_mode(info, settings), attn_max_batch=amb)
+        return replace(
+            found, mla=self.mla_mode(info, settings), attn_max_batch=amb, experts_offload_by_share=True
+        )
 
 
 LLAMA_CPP = LlamaCppMemory()

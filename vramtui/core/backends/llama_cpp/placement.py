@@ -165,11 +165,14 @@ def add_recurrent(info: ModelInfo, found: Layout, sequences: int) -> None:
 def host_layers(found: Layout) -> list[graph.HostLayer]:
     """Layers some of whose matrices stay in host RAM while the run has a GPU (norms and biases aside)."""
     by_layer: dict[int, list[int]] = {}
+    experts: dict[int, list[int]] = {}
     for name, layer, nbytes, device in found.tensors:
         if device is None and "norm" not in name and ".bias" not in name:
             by_layer.setdefault(layer, []).append(nbytes)
+            if "_exps" in name:
+                experts.setdefault(layer, []).append(nbytes)
     return [
-        graph.HostLayer(layer, tuple(sizes), found.layers[layer] is None)
+        graph.HostLayer(layer, tuple(sizes), found.layers[layer] is None, tuple(experts.get(layer, ())))
         for layer, sizes in sorted(by_layer.items())
     ]
 
