@@ -33,12 +33,13 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import quant as q
 from vramtui.core.estimate import recurrent
 from vramtui.core.estimate.estimator import Estimate, Settings, estimate
-from vramtui.core.estimate.modelinfo import ModelInfo, tensor_groups
+from vramtui.core.estimate.modelinfo import ModelInfo, load_model_info, tensor_groups
 from vramtui.core.estimate.weights import LayerWeights, llama_cpp_weights
 from vramtui.core.memory.parts import HOST
 from vramtui.core.units import GIB, MIB
 
 DATA = Path(__file__).resolve().parents[2] / "data"
+CONFIGS = DATA / "configs"
 FILES = (
     DATA / "printouts" / "round2.jsonl",
     DATA / "printouts" / "devices.jsonl",
@@ -657,6 +658,11 @@ _FLAG_NAMES = {
     "--attention-max-batch": "amb",
     "-rtr": "nommap",
     "--run-time-repack": "nommap",
+    # the micro-batch and batch, where the log's context lines are cut from the excerpt
+    "-ub": "ub",
+    "--ubatch-size": "ub",
+    "-b": "b",
+    "--batch-size": "b",
 }
 
 
@@ -679,6 +685,10 @@ def command_flags(command: str | None) -> dict[str, Any]:
         elif name:
             flags[name] = value
     return flags
+
+
+def _whole(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
 
 
 def _context_int(run: LogRun, key: str) -> int | None:
@@ -762,8 +772,8 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
         backend=backend,
         context=context,
         parallel=None if auto_slots else sequences,
-        batch=_context_int(run, "n_batch"),
-        ubatch=_context_int(run, "n_ubatch"),
+        batch=_context_int(run, "n_batch") or _whole(flags.get("b")),
+        ubatch=_context_int(run, "n_ubatch") or _whole(flags.get("ub")),
         flash_attn=_flash(run),
         kv_dtype=kv_k,
         gpu_layers=gpu_layers,
@@ -844,16 +854,22 @@ def score(case: dict[str, Any]) -> Scored:
         )
     backend = case["family"] if case["family"] in ("ollama", "ik_llama.cpp") else "llama.cpp"
     try:
-        info = info_of(run)
+        info, from_config = _shape_of(case, run)
         settings = settings_of(case, run, backend)
     except VramtuiError as error:
         scored.left_out = dict.fromkeys(TERMS, str(error))
         return scored
     file_type, file_bytes = file_type_of(run), file_bytes_of(run)
-    if file_bytes is None:
-        scored.left_out["weights"] = "no file size printed"
-    tied = with_tied_guess(info, file_type, file_bytes, run.type_counts)
-    info = lay_out_weights(tied, file_type, file_bytes, run.type_counts)
+    if from_config:
+        # the published shape sizes the cache and the graph; the weights are the file's own recipe,
+        # which a config.json does not tell (a dynamic quant's per-tensor types)
+        scored.left_out["weights"] = "shape from config.json: the file's per-tensor types are not printed"
+        settings = replace(settings, quant=file_type or _quant_in_name(case))
+    else:
+        if file_bytes is None:
+            scored.left_out["weights"] = "no file size printed"
+        tied = with_tied_guess(info, file_type, file_bytes, run.type_counts)
+        info = lay_out_weights(tied, file_type, file_bytes, run.type_counts)
     settings = replace(settings, engine_build=build_of(case["log"]))
     est = estimate(info, settings)
     for term in TERMS:
@@ -867,6 +883,34 @@ def score(case: dict[str, Any]) -> Scored:
             index: int | str = HOST if place == "host" else _gpu_index(run, place)
             scored.terms.append(Term(case["id"], term, place, _estimated(est, _PARTS[term], index), value))
     return scored
+
+
+# A printout that does not print its model's shape, whose model has a published config.json here
+# (tests/data/configs, sources in its README): its KV cache and compute buffers are sized from that config,
+# as `vramtui estimate CONFIG --quant TYPE` sizes them before the GGUF is downloaded.
+SHAPE_CONFIGS: tuple[tuple[str, str], ...] = (
+    ("qwen3-30b-a3b", "Qwen--Qwen3-30B-A3B.config.json"),
+    ("qwen3.5-9b", "Qwen--Qwen3.5-9B.text_config.json"),
+    ("qwen3.6-35b-a3b", "Qwen--Qwen3.6-35B-A3B.config.json"),
+)
+_QUANT_IN_NAME = re.compile(r"\b(i?q[1-8]_(?:k_[sml]|k|[01]|xxs|xs|s|m|nl)|bf16|f16|mxfp4)\b", re.I)
+
+
+def _shape_of(case: dict[str, Any], run: LogRun) -> tuple[ModelInfo, bool]:
+    """The model's shape from the log's own lines, else from its published config.json (and which)."""
+    try:
+        return info_of(run), False
+    except VramtuiError:
+        model = str(case.get("model") or "").lower()
+        for name, filename in SHAPE_CONFIGS:
+            if name in model:
+                return load_model_info(CONFIGS / filename), True
+        raise
+
+
+def _quant_in_name(case: dict[str, Any]) -> str | None:
+    found = _QUANT_IN_NAME.search(str(case.get("model") or "").replace("-", "_"))
+    return q.normalize_quant(found.group(1)) if found else None
 
 
 def llama_family() -> list[dict[str, Any]]:

@@ -45,6 +45,11 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "checkpoint, so its experts were spread over the box's 8 cards (data and expert parallel), not the "
         "TP4 its command shows; sized as TP4 the weights leave no KV cache",
     ),
+    ("p2-llama.cpp-qwen35-9b-udq4kxl-vulkan-gtx1070ti-full-33of33-np1-ub2048", "compute"): (
+        "the host buffer (x1.33): 96 MiB printed is the KQ mask and one hidden state; the same model and "
+        "build with a partial offload (two printouts) and on Metal hold two hidden states there, as the "
+        "estimate does: what drops the second in a full Vulkan offload is not known"
+    ),
     ("p2-llama.cpp-glm45-air-iq1s-single-gpu-ub4096-131k-fa", "weights"): (
         "a dynamic IQ1_S recipe: its token embedding is Q5_K (407 MiB) where the printed type counts and "
         "llama-quantize's rules point to Q6_K"
