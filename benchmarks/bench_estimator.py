@@ -10,7 +10,9 @@ term (KV cache, weights, compute buffers; per device and on the host) is printed
 the share within the goal's tolerance per engine, on the training part and the held-out part (split by
 source thread, as the log corpus is: tests/core/logs/corpus.py). Held-out printouts are listed one by one
 only with --show-heldout; by default only their shares. A printout that lacks what a term needs (no shape
-lines, no context line, placement flags not shown) is left out of that term, and counted as such.
+lines, no context line, placement flags not shown) is left out of that term, and counted as such; one
+without shape lines whose model has a published config.json here is sized from it (printouts.py
+SHAPE_CONFIGS) for its KV cache and compute buffers, not its weights (a GGUF's per-tensor types).
 
 vLLM prints no model shape: tests/core/estimate/vllm_printouts.py sizes each vLLM printout from its model's
 published config.json (tests/data/configs, sources in its README; loaded as `vramtui estimate --backend vllm`
