@@ -206,3 +206,13 @@ def test_a_gpu_library_that_did_not_load_is_news_only_when_no_layer_went_to_a_gp
 def test_llama_cpps_notes_on_choices_made_on_purpose_are_calm(line: str) -> None:
     diagnosis = diagnose_lines([*LLAMA_START, line, *LLAMA_SERVED], "llama.cpp")
     assert not diagnosis.failed and not diagnosis.warnings, diagnosis.warnings
+
+
+def test_a_prompt_past_generates_max_length_is_warned() -> None:
+    # transformers' generation/utils.py: the prompt alone reaches max_length, so little or nothing comes out
+    line = (
+        "Input length of input_ids is 5000, but `max_length` is set to 4096. This can lead to unexpected "
+        "behavior. You should consider increasing `max_length` or, better yet, setting `max_new_tokens`."
+    )
+    diagnosis = diagnose_lines(["Loading checkpoint shards: 100%", line, "done"], "transformers")
+    assert not diagnosis.failed and any("max_new_tokens" in warning for warning in diagnosis.warnings)

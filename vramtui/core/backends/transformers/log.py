@@ -338,6 +338,15 @@ NOTICES_3: tuple[NoticeRule, ...] = (
         r"bitsandbytes.*compiled without gpu support",
         backend="transformers",
     ),
+    # generation/utils.py: the prompt is already past max_length, so generation stops at once or is cut
+    NoticeRule(
+        "but `max_length` is set to",
+        "context_exceeded",
+        "the prompt is longer than generate()'s max_length: nothing (or little) is generated; pass "
+        "max_new_tokens instead of max_length",
+        r"input length of input_ids is \d+, but `max_length` is set to \d+",
+        backend="transformers",
+    ),
 )
 
 FIGURES: tuple[FigureRule, ...] = (
