@@ -28,7 +28,7 @@ OLLAMA_NOTICES: tuple[NoticeRule, ...] = (
     NoticeRule("offload to", "mark", "gpu_used", r'msg="offload to (?!cpu\b)\w', backend=_OLLAMA),
     _skipped(
         "igpu",
-        "Ollama skipped an integrated AMD GPU (an iGPU is not used by default; OLLAMA_IGPU_ENABLE=1 on new versions)",
+        "Ollama skipped an integrated GPU (an iGPU is not used by default; OLLAMA_IGPU_ENABLE=1 on new versions)",
         r"unsupported radeon igpu detected|amdgpu appears to be an igpu|dropping integrated gpu",
     ),
     _skipped(
