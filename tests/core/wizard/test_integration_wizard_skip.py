@@ -157,3 +157,27 @@ def test_the_flash_attention_step_says_what_it_does_itself(demo_model: Path, tmp
     assert "with flash_attn = True it needs" in said  # what this step itself does
     assert said.index("with flash_attn = True") < said.index("then with kv_dtype")  # the next step after
     wizard.finish()
+
+
+def test_a_context_left_at_the_engines_default_is_shortened_from_what_the_run_had(demo_model: Path) -> None:
+    """QA 13 #1: llama-server's default context is the model's trained one (262144 here); the profile
+    that leaves it unset must still get `context 262144 -> N`, as one that writes it out does (the
+    wizard stopped with "no setting left" after a kv_dtype step that could not fit)."""
+    from vramtui.core.launch.profile import Profile
+    from vramtui.core.units import MIB
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.propose import Findings, Proposer
+
+    unset = Profile(backend="llama.cpp", model=str(demo_model), memory_budget=400 * MIB, port=0)
+    failed = Observation(
+        ready=False, smoke_ok=None, stage="kv_cache", failure_stage="kv_cache", failure="host_oom"
+    )
+    failed.facts["n_ctx"] = "262144"  # what llama-server printed for it
+    proposal = Proposer(MemoryModel(unset), Findings()).propose(unset, failed, set())
+    assert proposal is not None and proposal.param == "context", proposal
+    assert proposal.from_ == 262144 and int(proposal.to) < 262144  # type: ignore[call-overload]
+    # without the printed figure, the model's own trained length is what the run had
+    failed.facts.pop("n_ctx")
+    again = Proposer(MemoryModel(unset), Findings()).propose(unset, failed, set())
+    assert again is not None and again.param == "context" and again.from_ == 262144, again
