@@ -181,3 +181,30 @@ def test_a_context_left_at_the_engines_default_is_shortened_from_what_the_run_ha
     failed.facts.pop("n_ctx")
     again = Proposer(MemoryModel(unset), Findings()).propose(unset, failed, set())
     assert again is not None and again.param == "context" and again.from_ == 262144, again
+
+
+def test_a_budget_below_the_engines_own_footprint_stops_at_once(demo_model: Path) -> None:
+    """QA 13 #2: with the engine's idle footprint (here llama-cpp-python's own figure) over the budget, no
+    setting of the model's buffers can help: no proposal, and the stop says to raise memory_budget (it
+    proposed context 2048 -> 512, then blamed the setting as ignored)."""
+    from vramtui.core.launch.profile import Profile
+    from vramtui.core.units import MIB
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.propose import Findings, Proposer
+
+    profile = Profile(
+        backend="llama-cpp-python", model=str(demo_model), params={"context": 2048}, memory_budget=100 * MIB
+    )
+    model = MemoryModel(profile)
+    assert model.baseline() > 100 * MIB  # the interpreter and llama.cpp's library before any buffer
+    failed = Observation(
+        ready=False, smoke_ok=None, stage="kv_cache", failure_stage="kv_cache", failure="host_oom"
+    )
+    findings = Findings()
+    assert Proposer(model, findings).propose(profile, failed, set()) is None
+    assert "raise memory_budget" in findings.stop_reason and "footprint" in findings.stop_reason
+    assert any(f"{model.baseline() / MIB:.0f} MiB" in line for line in findings.advice), findings.advice
+    # with room for buffers the same failure gets a change
+    roomy = profile.with_changes(memory_budget=model.baseline() + 600 * MIB)
+    assert Proposer(MemoryModel(roomy), Findings()).propose(roomy, failed, set()) is not None

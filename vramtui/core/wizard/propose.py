@@ -335,7 +335,7 @@ class Proposer:
         if named is not None:
             return named
         stage = self.failing_stage(obs)
-        if stage is None:
+        if stage is None or self._no_room(obs):
             return None
         rungs = self.rungs(stage)
         if skipped:
@@ -373,6 +373,21 @@ class Proposer:
             + (f" (skipped: {', '.join(sorted(skipped))})" if skipped else "")
         )
         return None
+
+    def _no_room(self, obs: Observation) -> bool:
+        """The engine's own footprint (its baseline, measured) already takes the whole budget: no setting
+        of the model's buffers can make room, so the wizard stops and says so."""
+        model, room = self.model, self.model.room()
+        if room is None or room > 0 or obs.works:
+            return False
+        self.findings.advice = [
+            f"the engine alone takes about {model.baseline() / MIB:.0f} MiB before any model buffer, more than "
+            f"the {(model.budget or 0) / MIB:.0f} MiB budget: raise memory_budget under [limits] in the profile"
+        ]
+        self.findings.stop_reason = (
+            "the budget is below the engine's own footprint: raise memory_budget, no engine setting helps"
+        )
+        return True
 
     def _named_fix(self, profile: Profile, obs: Observation, skipped: set[str]) -> Proposal | None:
         """The change the engine's own failure message names, with the figure it gives (its Backend's
