@@ -64,10 +64,23 @@ def _child_setup(parent_pid: int, address_space_limit: int | None) -> Callable[[
         # The parent may have died before prctl took effect: then nobody would send the signal.
         if os.getppid() != parent_pid:
             os._exit(137)
+        # A crashing model server's core (the size of its weights) has no place in the user's folder,
+        # nor has that of the debugger llama.cpp starts for a backtrace (under a budget it dies too).
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if address_space_limit is not None:
             resource.setrlimit(resource.RLIMIT_AS, (address_space_limit, address_space_limit))
 
     return setup
+
+
+def _child_env(env: Mapping[str, str] | None, address_space_limit: int | None) -> dict[str, str] | None:
+    """The child's environment: under an address-space budget ggml's crash handler would start gdb, which
+    cannot map itself there and fills the log with its own errors: ggml is told not to."""
+    if address_space_limit is None:
+        return dict(env) if env is not None else None
+    found = dict(env if env is not None else os.environ)
+    found.setdefault("GGML_NO_BACKTRACE", "1")
+    return found
 
 
 def _spawner_pool() -> ThreadPoolExecutor:
@@ -97,7 +110,7 @@ def spawn(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env=dict(env) if env is not None else None,
+            env=_child_env(env, address_space_limit),
             cwd=cwd,
             start_new_session=True,  # own session, own process group: pgid == pid
             preexec_fn=_child_setup(parent, address_space_limit),

@@ -1,0 +1,27 @@
+"""What every launched engine inherits: no core file in the user's folder; under an address-space budget,
+no debugger started by ggml's crash handler (QA 13 #3: a 54 MB gdb core was left in the working folder)."""
+
+from __future__ import annotations
+
+import sys
+
+from vramtui.core.launch import procs
+
+SHOW = "import os, resource; print(os.environ.get('GGML_NO_BACKTRACE'), resource.getrlimit(resource.RLIMIT_CORE))"
+
+
+def _child_says(**kwargs: object) -> str:
+    proc = procs.spawn([sys.executable, "-c", SHOW], **kwargs)  # type: ignore[arg-type]
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    return out.decode().strip()
+
+
+def test_a_budgeted_engine_gets_no_core_and_no_gdb_backtrace() -> None:
+    assert _child_says(address_space_limit=8 << 30) == "1 (0, 0)"
+
+
+def test_an_engine_without_a_budget_keeps_its_environment_and_gets_no_core() -> None:
+    assert _child_says(env={"PATH": "/usr/bin:/bin"}) == "None (0, 0)"
+    # a user's own setting is kept as it is
+    assert _child_says(env={"GGML_NO_BACKTRACE": "0"}, address_space_limit=8 << 30) == "0 (0, 0)"
