@@ -208,3 +208,27 @@ def test_the_models_shape_is_one_line_and_fits_projection_sits_beside_the_estima
 def test_no_projection_is_fit_null(oom_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
     main(["diagnose", "--json", str(oom_log)])
     assert json.loads(capsys.readouterr().out)["fit"] is None
+
+
+def test_text_that_is_no_servers_log_does_not_pass_as_healthy(tmp_path: Path) -> None:
+    """QA 13 #5: a client's output or any other text read as "No failure", exit 0 (`diagnose && deploy`
+    passed it); blank lines alone are as empty as an empty file."""
+    other = tmp_path / "client.log"
+    other.write_text("hello world\nthis is not a server log\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", str(other)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 3 and "is it the server's own log" in proc.stdout, proc.stdout
+    as_json = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", str(other), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert as_json.returncode == 3 and json.loads(as_json.stdout)["failed"] is False
+    blank = tmp_path / "blank.log"
+    blank.write_text("\n\n   \n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", str(blank)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "blank" in proc.stderr

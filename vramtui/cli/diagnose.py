@@ -64,14 +64,29 @@ def run(args: argparse.Namespace) -> int:
         raise VramtuiError(f"{name} looks like binary data, not a text log")
     if diagnosis.lines == 0:  # not "no failure": `diagnose log && deploy` must not pass an empty log
         raise VramtuiError(f"{name} is empty: nothing to diagnose")
+    if not diagnosis.failed and not head.strip():
+        raise VramtuiError(f"{name} holds only blank lines: nothing to diagnose")
     if args.json:
         from vramtui.cli.common import print_json
 
         print_json(_json_view(diagnosis))
     else:
         sys.stdout.write(render_text(diagnosis, args.file))
+        if unrecognised(diagnosis):
+            sys.stdout.write(f"{UNRECOGNISED}\n")
         sys.stdout.flush()
-    return exit_status(diagnosis)
+    return INCOMPLETE_STATUS if unrecognised(diagnosis) else exit_status(diagnosis)
+
+
+UNRECOGNISED = (
+    "Nothing in it is an engine's start-up or serving line: is it the server's own log (not the client's)?"
+)
+
+
+def unrecognised(diagnosis: Any) -> bool:
+    """No engine, no stage, no failure and no notice: text that is not a server's log, which must not pass
+    `diagnose log && deploy` as a healthy server."""
+    return not (diagnosis.failed or diagnosis.backend or diagnosis.stage or diagnosis.warnings)
 
 
 # diagnose's exit status: 0 no failure, 1 a failure, 3 no error but no ready either (2 is bad input)
