@@ -382,6 +382,13 @@ def test_kernel_log_times_are_read_in_each_format() -> None:
 def test_readable_kernel_log_without_oom_line_says_so() -> None:
     d = diagnose_lines(LOAD_LINES, exit_code=137, kernel_log=lambda: "")
     assert d.failure == "host_oom_killed" and "no OOM-killer line" in d.advice[0]
+    # QA 13 #6: and the next line does not then state that host RAM ran out
+    assert not any(line.startswith("Host RAM ran out") for line in d.advice), d.advice
+    assert any(line.startswith("If it was host RAM that ran out") for line in d.advice), d.advice
+    said = diagnose_lines(
+        [*LOAD_LINES, "Out of memory: Killed process 4242 (llama-server)"], kernel_log=lambda: ""
+    )
+    assert any(line.startswith("Host RAM ran out") for line in said.advice), said.advice  # its own line says
 
 
 def test_kernel_log_reader_never_raises() -> None:

@@ -389,11 +389,11 @@ ADVICE: tuple[AdviceRow, ...] = (
         (
             "{kernel_word}",
             Say(
-                "Host RAM ran out{while_doing}: close other programs, add swap, or raise the container's memory limit.",
+                "{host_ran_out}{while_doing}: close other programs, add swap, or raise the container's memory limit.",
                 when="!own_budget",
             ),
             Say(
-                "Host RAM ran out{while_doing} under the profile's own memory budget ({budget_mib} MiB): raise "
+                "{host_ran_out}{while_doing} under the profile's own memory budget ({budget_mib} MiB): raise "
                 "`memory_budget` under [limits] in the profile, or shrink the model.",
                 when="own_budget",
             ),
@@ -644,6 +644,10 @@ def _values(
         "kernel_word": ""
         if diagnosis.cause == "host_oom_killer"
         else _kernel_word(kernel_note, kills_elsewhere),
+        # a bare kill is the OOM killer's only where a line or the kernel log says so
+        "host_ran_out": "Host RAM ran out"
+        if diagnosis.cause == "host_oom_killer" or kernel_note
+        else "If it was host RAM that ran out",
     }
     if figures.get("host_budget"):
         values["budget_mib"] = f"{int(figures['host_budget']) >> 20}"
