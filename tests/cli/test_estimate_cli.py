@@ -592,3 +592,20 @@ def test_vllms_in_flight_bitsandbytes_is_a_quantization_estimate_takes(
     assert main([*argv, "--json"]) == 0
     weights = json.loads(capsys.readouterr().out)["weights_bytes"]
     assert abs(weights / (8.63 * 2**30) - 1) < 0.03, weights
+
+
+def test_a_vllm_cpu_estimate_bills_host_ram_in_its_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    """QA 13 #7/#10: vLLM's CPU build showed weights 0 B and KV 0 B above "total on the GPU", and a CUDA
+    context on a machine without one: its rows are host RAM and add up to the total."""
+    config = (
+        Path(__file__).resolve().parents[1] / "data" / "configs" / "Qwen--Qwen2.5-0.5B-Instruct.config.json"
+    )
+    assert main(["estimate", str(config), "--backend", "vllm", "--cpu", "--gpu-mem", "16GiB"]) == 0
+    text = capsys.readouterr().out
+    assert "total in host RAM" in text and "on the GPU" not in text and "CUDA" not in text, text
+    weights = next(line.split() for line in text.splitlines() if line.strip().startswith("weights "))
+    assert weights[1] != "0", text  # the weights row is the host's weights
+    assert main(["estimate", str(config), "--backend", "vllm", "--cpu", "--gpu-mem", "16GiB", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    parts = data["weights_bytes"] + data["kv_cache_bytes"] + data["overhead_bytes"]
+    assert data["weights_bytes"] > 0 and parts == data["total_bytes"], data

@@ -298,7 +298,9 @@ def _rows(est: Any) -> list[tuple[str, int, str]]:
     for part in PARTS:
         value = est.bill.get(part, place)
         if value or part in ("weights", "kv_cache"):
-            shown.append((LABELS[part], value, notes.get(part, "")))
+            # no CUDA context in a CPU-only run: its runtime is the engine process's own memory
+            label = "runtime (the process)" if part == "runtime" and est.device == "host" else LABELS[part]
+            shown.append((label, value, notes.get(part, "")))
     return shown
 
 

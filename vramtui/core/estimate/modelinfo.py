@@ -653,8 +653,8 @@ def _config_quant_and_params(
         info.n_params = count_params_arithmetic(info)
         if exact_params:
             info.notes.append("parameter count from the config's shapes (transformers could not build it)")
-        else:
-            info.notes.append("parameter count computed from the config's shapes (--no-meta)")
+        else:  # --no-meta, or a folder whose safetensors give the weights' own sizes
+            info.notes.append("parameter count computed from the config's shapes")
     if tower:
         info.n_params += tower
         info.vision_params = tower

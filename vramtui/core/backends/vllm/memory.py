@@ -510,8 +510,8 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         backend=settings.backend,
         context=context,
         parallel=max_seqs,
-        weights_bytes=0,
-        weights_host_bytes=weights,
+        weights_bytes=weights,  # a CPU-only run: every row is host RAM (as llama.cpp's CPU estimate)
+        weights_host_bytes=0,
         kv_cache_bytes=kv_bytes,
         kv_bytes_per_token=per_token,
         activations_bytes=0,
@@ -529,4 +529,5 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         reason=reason,
         notes=notes,
         bill=bill,
+        device="host",
     )
