@@ -59,6 +59,12 @@ SCENARIOS = (
     ),
     Scenario("kv-too-big", ("-c", "262144"), as_limit_mib=1500, note="the KV cache (2 GiB) under 1500 MiB"),
     Scenario(
+        "kv-q4-too-big",
+        ("-c", "262144", "-ctk", "q4_0", "-ctv", "q4_0"),
+        as_limit_mib=600,
+        note="a q4_0 KV cache (576 MiB) under 600 MiB: fit projects it at q4_0 before the load fails",
+    ),
+    Scenario(
         "compute-too-big",
         ("-c", "65536", "-fa", "off"),
         as_limit_mib=1500,

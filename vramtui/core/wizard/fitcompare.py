@@ -11,7 +11,7 @@ by side: a user sees whether the two sizings agree before trusting either.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vramtui.core.backends import get_backend
@@ -149,6 +149,26 @@ def _settings(figures: Mapping[str, float], backend: str, on_gpu: bool) -> Setti
     )
 
 
+# Bytes per cached element of the KV types llama.cpp takes (a block type: its block's bytes / 32 values).
+_KV_ELEMENT_BYTES = (("f32", 4.0), ("f16", 2.0), ("q8_0", 34 / 32), ("q5_1", 24 / 32), ("q5_0", 22 / 32),
+                     ("q4_1", 20 / 32), ("q4_0", 18 / 32))  # fmt: skip
+
+
+def _kv_dtype_run(figures: Mapping[str, float], info: Any) -> str | None:
+    """The run's KV cache type, from its printed cache bytes over its cells and the model's K+V width
+    (None: not printed, or no type fits): fit projected that run, so the estimate must size it too."""
+    kv, cells = figures.get("kv_cache_size") or figures.get("kv_buffer"), _int(figures, "kv_cache_cells")
+    if not kv:  # a run that failed before its cache: fit's own breakdown of it (the context rows)
+        kv = sum(value for key, value in figures.items() if key.startswith("fit_breakdown_context."))
+        cells = _int(figures, "fit_context_from") or _int(figures, "context")
+    width = sum(info.kv_heads_at(il) * (info.head_dim_k + info.head_dim_v) for il in range(info.n_layers))
+    if not kv or not cells or not width:
+        return None
+    per_element = kv / (cells * width)
+    name, size = min(_KV_ELEMENT_BYTES, key=lambda item: abs(item[1] - per_element))
+    return name if abs(size - per_element) <= 0.02 * size else None
+
+
 def _breakdown(figures: Mapping[str, float]) -> dict[str, dict[str, int]]:
     rows: dict[str, dict[str, int]] = {}
     for part in _BREAKDOWN_PARTS:
@@ -189,6 +209,7 @@ def compare_fit(figures: Mapping[str, float], backend: str | None = None) -> Fit
     try:
         info = info_from_figures(figures)
         settings = _settings(figures, name, on_gpu)
+        settings = replace(settings, kv_dtype=_kv_dtype_run(figures, info))
         bill = comparison.bill = estimate(info, settings).bill
     except VramtuiError as error:
         comparison.reason = str(error)
