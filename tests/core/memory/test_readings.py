@@ -236,3 +236,14 @@ def test_a_recording_of_a_server_already_up_starts_at_its_plateau() -> None:
     # A load from idle rises by more than the idle level: still baseline, load, exit, whatever follows.
     r = compute_readings(*curve((300, 20), (8000, 30), (300, 10), (8000, 30), (300, 10)))
     assert r.baseline_mib == 300 and r.plateau_mib == 8000
+
+
+def test_a_flat_recording_with_no_launch_is_a_running_servers_level_not_a_baseline() -> None:
+    """QA 13 #9: `record --pid` of a llama-server already up, two small requests lost in the noise: the
+    flat level was called "baseline (before launch)" and the plateau n/a."""
+    r = compute_readings(*curve((84, 30)), running=True)  # a process's memory, recorded with --pid
+    assert r.baseline_mib is None and r.plateau_mib == 84
+    assert any("no load step seen" in note for note in r.notes)
+    # with a launch in the recording, a flat curve is still the idle level before a load that never came
+    # a whole card's flat curve, no process recorded: as likely the idle level as a loaded server's
+    assert compute_readings(*curve((84, 30))).baseline_mib == 84

@@ -272,6 +272,10 @@ def find_phases(curve: Curve, events: Sequence[EventLike], running: bool | None)
         phases.load_end = curve.n
         if launch_t is None:
             notes.append("no load step seen: the recording starts with the model loaded, or it never loaded")
+            if running is not None:
+                # a process was recorded (--pid) and nothing launched in the recording: its flat level is
+                # the running server's own, not an idle one before a launch
+                phases.plateau, phases.baseline = phases.baseline, None
     if exit_t is None and running is not True and (running is False or not events):
         phases.exit_i = exit_from_curve(curve, phases)
         phases.exit_seen = phases.exit_i < curve.n
