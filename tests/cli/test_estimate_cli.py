@@ -609,3 +609,16 @@ def test_a_vllm_cpu_estimate_bills_host_ram_in_its_rows(capsys: pytest.CaptureFi
     data = json.loads(capsys.readouterr().out)
     parts = data["weights_bytes"] + data["kv_cache_bytes"] + data["overhead_bytes"]
     assert data["weights_bytes"] > 0 and parts == data["total_bytes"], data
+
+
+def test_a_model_given_by_its_size_alone_is_sized_with_grouped_query_attention(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """QA 13 #13: `--params 8B` alone took one KV head per query head: 622,592 B/token, 4.75x Llama-3-8B's
+    131,072. Today's models use 8 KV heads; the note says so and how to say otherwise."""
+    main(["estimate", "--params", "8B", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["kv_bytes_per_token"] < 2 * 131_072, data["kv_bytes_per_token"]
+    assert any("KV heads not given" in note and "--kv-heads" in note for note in data["notes"]), data["notes"]
+    main(["estimate", "--params", "8B", "--kv-heads", "32", "--json"])  # said: one per head
+    assert json.loads(capsys.readouterr().out)["kv_bytes_per_token"] > 4 * 131_072

@@ -1020,6 +1020,9 @@ def load_model_info(path: str | Path, exact_params: bool = True) -> ModelInfo:
     return load_model_info(resolved, exact_params=exact_params)
 
 
+GQA_KV_HEADS = 8  # KV heads assumed for a model given by flags without --kv-heads
+
+
 def info_from_flags(
     *,
     params: int | None = None,
@@ -1055,13 +1058,20 @@ def info_from_flags(
         n_layers=int(layers or 1),
         hidden=hidden,
         n_heads=heads,
-        n_kv_heads=kv_heads or heads,
+        # grouped-query attention with 8 KV heads, as nearly every model since 2024 (Llama 3, Qwen 2.5-3,
+        # Mistral, Gemma 2-3): one per query head would size the KV cache 4x and more too large
+        n_kv_heads=kv_heads or min(heads, GQA_KV_HEADS),
         head_dim_k=head_dim,
         head_dim_v=head_dim,
         vocab=vocab or 32000,
         intermediate=round(hidden * 3.5 / 256) * 256,
     )
     info.notes.append("shape not given in full: Llama-family proportions assumed for what is missing")
+    if not kv_heads and info.n_kv_heads < heads:
+        info.notes.append(
+            f"KV heads not given: {info.n_kv_heads} assumed (grouped-query attention); pass --kv-heads "
+            f"(--kv-heads {heads} for one per attention head)"
+        )
     return apply_overrides(info, params=params, quant=quant)
 
 
