@@ -622,3 +622,17 @@ def test_a_model_given_by_its_size_alone_is_sized_with_grouped_query_attention(
     assert any("KV heads not given" in note and "--kv-heads" in note for note in data["notes"]), data["notes"]
     main(["estimate", "--params", "8B", "--kv-heads", "32", "--json"])  # said: one per head
     assert json.loads(capsys.readouterr().out)["kv_bytes_per_token"] > 4 * 131_072
+
+
+def test_a_launch_profile_given_to_estimate_points_to_the_commands_that_take_one(tmp_path: Path) -> None:
+    # QA 13 #15: it said "not a GGUF file"
+    profile = tmp_path / "p.toml"
+    profile.write_text('backend = "llama.cpp"\nmodel = "m.gguf"\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "vramtui", "estimate", str(profile)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "launch profile" in proc.stderr and "ps --fits" in proc.stderr and "check" in proc.stderr

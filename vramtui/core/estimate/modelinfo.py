@@ -1001,6 +1001,13 @@ def load_model_info(path: str | Path, exact_params: bool = True) -> ModelInfo:
     if candidate.is_file():
         if candidate.suffix == ".json" or candidate.name == "config.json":
             return info_from_config(read_config_file(candidate), str(candidate), exact_params=exact_params)
+        if candidate.suffix.lower() == ".toml":
+            # a launch profile names a model and its settings: the commands that take one say how it runs
+            raise VramtuiError(
+                f"{path}: a launch profile, not a model: `vramtui check {path}` launches it and bills what "
+                f"it used; `vramtui ps --fits {path}` sizes it beside what already runs; `estimate` takes "
+                "its model file"
+            )
         if candidate.suffix.lower() in _HF_WEIGHT_SUFFIXES:
             # a shard of a Hugging Face checkpoint: the shapes live in the config.json beside it
             raise VramtuiError(
