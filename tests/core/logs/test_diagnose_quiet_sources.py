@@ -216,3 +216,20 @@ def test_a_prompt_past_generates_max_length_is_warned() -> None:
     )
     diagnosis = diagnose_lines(["Loading checkpoint shards: 100%", line, "done"], "transformers")
     assert not diagnosis.failed and any("max_new_tokens" in warning for warning in diagnosis.warnings)
+
+
+def test_advice_under_a_forced_engine_names_its_own_kv_type_and_never_starts_with_or() -> None:
+    """QA 13 #14: a vLLM cache-too-small log read with --backend llama.cpp advised "1. Or lower the context"
+    and `--cache-type-k fp8`, a type llama.cpp refuses."""
+    line = (
+        "ValueError: To serve at least one request with the models's max seq len (131072), (18.00 GiB KV "
+        "cache is needed, which is larger than the available KV cache memory (4.37 GiB). Based on the "
+        "available memory, the estimated maximum model length is 31824. Try increasing "
+        "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+    )
+    forced = diagnose_lines([line], "llama.cpp")
+    assert forced.failed and forced.advice and not forced.advice[0].startswith("Or "), forced.advice
+    kv = [advice for advice in forced.advice if "--cache-type-k" in advice]
+    assert kv and "q8_0" in kv[0] and "fp8" not in kv[0], forced.advice
+    own = diagnose_lines([line], "vllm")
+    assert any("--kv-cache-dtype fp8" in advice for advice in own.advice), own.advice

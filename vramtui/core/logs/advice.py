@@ -199,7 +199,7 @@ _KV_TOO_SMALL_GPU: tuple[str | Say, ...] = (
         when="high_share !weights_over_share",
     ),
     Say(
-        "Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).",
+        "Store the KV cache in 8 bits: {kv_dtype} {kv_8bit} (half the bytes per token).",
         when="high_share !weights_over_share",
     ),
     Say("Lower the context{to_fit}: {context}{fit}.", when="high_share !weights_over_share"),
@@ -209,7 +209,7 @@ _KV_TOO_SMALL_GPU: tuple[str | Say, ...] = (
     ),
     Say("Or lower the context{to_fit}: {context}{fit}.", when="!high_share !weights_over_share"),
     Say(
-        "Store the KV cache in fp8: {kv_dtype} fp8 (half the bytes per token).",
+        "Store the KV cache in 8 bits: {kv_dtype} {kv_8bit} (half the bytes per token).",
         when="!high_share !weights_over_share",
     ),
     Say(
@@ -614,6 +614,20 @@ def _kernel_word(kernel_note: str | None, kills_elsewhere: str | None) -> str:
     )
 
 
+def _kv_8bit(backend: str | None) -> dict[str, str]:
+    """{"kv_8bit": the engine's 8-bit KV cache type} (fp8 where the engine is not known), else {}."""
+    if backend is None:
+        return {"kv_8bit": "fp8"}
+    from vramtui.core.backends import get_backend
+
+    try:
+        types = get_backend(backend).kv_dtypes
+    except VramtuiError:  # a log-only engine (SGLang, TGI): their 8-bit type is fp8
+        return {"kv_8bit": "fp8"}
+    found = next((name for name in ("fp8", "q8_0") if name in types), None)
+    return {"kv_8bit": found} if found else {}
+
+
 def _free_share(error_text: str) -> str:
     """The share of the card that is free, from vLLM's "(free/total GiB)", less a little; else 0.80."""
     free = _FREE_OF_TOTAL_RE.search(error_text)
@@ -644,6 +658,8 @@ def _values(
         "kernel_word": ""
         if diagnosis.cause == "host_oom_killer"
         else _kernel_word(kernel_note, kills_elsewhere),
+        # the engine's own 8-bit KV type (vLLM's fp8, llama.cpp's q8_0); none: the line is not said
+        **_kv_8bit(diagnosis.backend),
         # a bare kill is the OOM killer's only where a line or the kernel log says so
         "host_ran_out": "Host RAM ran out"
         if diagnosis.cause == "host_oom_killer" or kernel_note
@@ -879,7 +895,10 @@ def advise(
     if hint and own == [_READ_THE_LINE]:
         own.insert(0, f"The engine says what to change: {hint}")  # better than our generic line
     advice.extend(own)
-    return [line for line in dict.fromkeys(advice) if line]
+    said = [line for line in dict.fromkeys(advice) if line]
+    if said and said[0].startswith("Or "):  # its alternative was not said (the engine has no such knob)
+        said[0] = said[0][3].upper() + said[0][4:]
+    return said
 
 
 def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
