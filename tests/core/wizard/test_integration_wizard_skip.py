@@ -208,3 +208,24 @@ def test_a_budget_below_the_engines_own_footprint_stops_at_once(demo_model: Path
     # with room for buffers the same failure gets a change
     roomy = profile.with_changes(memory_budget=model.baseline() + 600 * MIB)
     assert Proposer(MemoryModel(roomy), Findings()).propose(roomy, failed, set()) is not None
+
+
+def test_the_why_quotes_the_engines_words_without_its_timestamp(demo_model: Path) -> None:
+    # QA 13 #16: "it failed at kv_cache: 0.00.031.597 E ggml_aligned_malloc: ..."
+    from vramtui.core.launch.profile import Profile
+    from vramtui.core.units import MIB
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.propose import Findings, Proposer
+
+    profile = Profile(backend="llama-cpp-python", model=str(demo_model), params={"context": 262144})
+    profile = profile.with_changes(memory_budget=MemoryModel(profile).baseline() + 600 * MIB)
+    failed = Observation(
+        ready=False, smoke_ok=None, stage="kv_cache", failure_stage="kv_cache", failure="host_oom"
+    )
+    failed.first_error = (
+        "0.00.031.597 E ggml_aligned_malloc: insufficient memory (attempted to allocate 2048.00 MB)"
+    )
+    proposal = Proposer(MemoryModel(profile), Findings()).propose(profile, failed, set())
+    assert proposal is not None and "it failed at kv_cache: ggml_aligned_malloc: insufficient" in proposal.why
+    assert "0.00.031" not in proposal.why

@@ -69,6 +69,11 @@ class _LineInfo:
     frame_rules: tuple[ls.FrameRule, ...] = ()  # a frame's: what a bare exception closing it means
 
 
+def strip_log_prefix(text: str) -> str:
+    """A line without its timestamps, level letters and process tags (what it says, for a sentence)."""
+    return _strip_prefix(text).strip()
+
+
 def _strip_prefix(text: str) -> str:
     for _ in range(4):
         before = text
