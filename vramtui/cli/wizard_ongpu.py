@@ -19,7 +19,6 @@ _LOG_SUFFIXES = (".log", ".txt", ".out")
 def _plan_from_log(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
     from vramtui.core.estimate.modelinfo import load_model_info
     from vramtui.core.logs.diagnose import diagnose_file
-    from vramtui.core.units import parse_size_with_unit
     from vramtui.core.wizard.ongpu import (
         plan_from_figures,
         plan_on_gpu,
@@ -29,7 +28,7 @@ def _plan_from_log(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
 
     diagnosis = diagnose_file(path)
     figures = diagnosis.engine_figures
-    device = parse_size_with_unit(args.gpu_mem) if args.gpu_mem else None
+    device = _gpu_mem(args.gpu_mem) if args.gpu_mem else None
     backend = diagnosis.backend or "llama.cpp"  # a log that names no engine: llama.cpp prints these lines
     info = load_model_info(args.model) if args.model else None
     if info is not None and info.weights_source == "gguf":  # the file the run loaded: its own tensors
@@ -55,10 +54,9 @@ def _plan_from_profile(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     from vramtui.core.estimate.modelinfo import load_model_info
     from vramtui.core.launch.launcher import pin_port, run_check
     from vramtui.core.launch.profile import load_launch_profile
-    from vramtui.core.units import parse_size_with_unit
     from vramtui.core.wizard.ongpu import plan_on_gpu
 
-    given = parse_size_with_unit(args.gpu_mem) if args.gpu_mem else None  # a bad size before any launch
+    given = _gpu_mem(args.gpu_mem) if args.gpu_mem else None  # a bad size before any launch
     profile = pin_port(load_launch_profile(args.profile))
     from vramtui.cli.wizard import refuse_saving_over_the_source
 
@@ -135,3 +133,14 @@ def _apply(args: argparse.Namespace, plan: Any, profile: Any, first: Any, slow: 
             verdict = "every layer on the GPU" if outcome.all_on_device else "the change works"
         print(f"{verdict}; record: {outcome.record_path}")
     return 0 if outcome.success else 1
+
+
+def _gpu_mem(text: str) -> int:
+    """--gpu-mem as a size; a bad one is an error that names the flag."""
+    from vramtui.core.errors import VramtuiError
+    from vramtui.core.units import parse_size_with_unit
+
+    try:
+        return parse_size_with_unit(text)
+    except VramtuiError as error:
+        raise VramtuiError(f"--gpu-mem: {error}") from None
