@@ -90,4 +90,6 @@ def test_a_gpu_mem_without_a_unit_is_one_line_and_exit_2(tmp_path):
     log.write_text(ENTRY["log"])
     proc = _wizard(str(log), "--goal", "on-gpu", "--heads", "32", "--kv-heads", "4", "--gpu-mem", "12")
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines() == ["vramtui: '12' has no unit: 12GiB? (B, KiB, MiB, GiB or TiB)"]
+    assert proc.stderr.strip().splitlines() == [
+        "vramtui: --gpu-mem: '12' has no unit: 12GiB? (B, KiB, MiB, GiB or TiB)"
+    ]
