@@ -77,3 +77,20 @@ async def test_empty_context_and_parallel_are_the_engines_defaults_as_in_the_cli
     assert llama_cpp["parallel"] == 4  # llama-server's 4 slots, not 1
     cli = cli_estimate(str(tiny_gguf), "--gpu-mem", "24GiB", "--backend", "vllm")
     assert vllm == {key: cli[key] for key in KEYS}
+
+
+async def test_runs_on_cpu_sizes_this_machines_ram_as_estimate_cpu_does(tiny_gguf: Path) -> None:
+    """QA 13 #11: "runs on cpu" with the card left at its default sized a 24 GiB GPU; `estimate --cpu`
+    sizes this machine's RAM."""
+    app = VramtuiApp(live_sampling=False, remember=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(EstimatorPane)
+        pane.set_value("model", str(tiny_gguf))
+        await wait_for(pilot, lambda: pane.estimate is not None)
+        pane.query_one("#est-runs_on", Select).value = "cpu"
+        await wait_for(pilot, lambda: pane.estimate is not None and pane.estimate.device == "host")
+        shown = pane.estimate.to_dict()
+        text = screen_text(app)
+    cli = cli_estimate(str(tiny_gguf), "--cpu")
+    assert shown["device_bytes"] == cli["device_bytes"] and shown["total_bytes"] == cli["total_bytes"]
+    assert "sized for a 24 GiB card" not in text

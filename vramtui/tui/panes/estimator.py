@@ -343,7 +343,13 @@ class EstimatorPane(Pane):
     def _settings(self, values: dict[str, Any]) -> Any:
         from vramtui.core.estimate.inputs import settings_from
 
-        return settings_from(values, on_gpu=self.value("runs_on") == "gpu")
+        on_gpu = self.value("runs_on") == "gpu"
+        if not on_gpu and self.value("card") == DEFAULT_CARD:
+            # a CPU run's "card" is this machine's RAM (as `estimate --cpu`), not the 24 GiB GPU default
+            import psutil
+
+            values = {**values, "card": int(psutil.virtual_memory().total)}
+        return settings_from(values, on_gpu=on_gpu)
 
     def _model_info(self, path: str, values: dict[str, Any]) -> Any:
         from vramtui.core.estimate.inputs import model_overrides
@@ -471,7 +477,7 @@ class EstimatorPane(Pane):
         details = _details(est)
         if details:
             text.append("\n" + " · ".join(details), style="dim")
-        if not self.gpu_present and self.value("card") == DEFAULT_CARD:
+        if not self.gpu_present and self.value("card") == DEFAULT_CARD and self.value("runs_on") == "gpu":
             text.append(
                 f"\n• no GPU found: sized for a {DEFAULT_CARD.replace('GiB', ' GiB')} card", style="dim"
             )
