@@ -104,7 +104,7 @@ class MemoryModel:
         """The estimator's settings for this profile (the engine's defaults where it says nothing)."""
         gpu_layers = current_value(profile, "gpu_layers")
         wanted: dict[str, object] = {
-            "backend": self.backend.accounting,
+            "backend": self.backend.name,  # the estimator resolves its accounting (llama-cpp-python: its own)
             "context": _int_param(profile, "context", int(getattr(info, "max_context", None) or 4096)),
             "parallel": _int_param(profile, "parallel", 1),
             "batch": _int_param(profile, "batch", 512),
