@@ -636,3 +636,24 @@ def test_a_launch_profile_given_to_estimate_points_to_the_commands_that_take_one
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "launch profile" in proc.stderr and "ps --fits" in proc.stderr and "check" in proc.stderr
+
+
+def test_llama_cpp_python_bills_its_servers_logits_of_every_position(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Its server's default logits_all keeps n_ctx x vocab f32 logits (llama.py's `scores`) and the token
+    ids in host RAM: Qwen's 151,936-token vocabulary at 32k context is 19.9 GB that llama-server lacks."""
+    config = (
+        Path(__file__).resolve().parents[1] / "data" / "configs" / "Qwen--Qwen2.5-0.5B-Instruct.config.json"
+    )
+    args = [str(config), "--ctx", "32768", "--gpu-mem", "24GiB", "--json"]
+    main(["estimate", *args, "--backend", "llama-cpp-python"])
+    python = json.loads(capsys.readouterr().out)
+    main(["estimate", *args, "--backend", "llama.cpp"])
+    server = json.loads(capsys.readouterr().out)
+    logits = 32768 * (151936 * 4 + 4)
+    batch_logits = 512 * 151936 * 4  # llama.cpp's own output buffer beside it: one micro-batch at most
+    host = python["bill"]["host"]["output_buffer_bytes"]
+    assert logits <= host <= logits + batch_logits, (host, logits)
+    assert server["bill"]["host"].get("output_buffer_bytes", 0) < batch_logits  # llama-server keeps none
+    assert any("logits_all" in note for note in python["notes"])

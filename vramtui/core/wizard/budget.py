@@ -157,11 +157,14 @@ class MemoryModel:
             kv = int(result.kv_bytes_per_token) * int(result.context)
             bill.add(place, "margin", max(0, int(result.device_bytes) - int(result.usable_bytes)))
         bill.add(place, "kv_cache", kv)
-        bill.add(place, "compute", int(getattr(result, "activations_bytes", 0) or 0))
-        if self.backend.keeps_all_logits:
-            # Its server keeps logits for every position (logits_all) plus the token ids, per context.
-            vocab = int(getattr(info, "vocab", 0) or 0)
-            bill.add(place, "output", int(wanted["context"]) * (vocab * 4 + 4))  # type: ignore[call-overload]
+        parts = getattr(result, "bill", None)
+        if isinstance(parts, MemoryBill) and getattr(result, "place", None) == place:
+            # compute and output apart: the engine prints them apart (and llama-cpp-python's own logits
+            # are no compute buffer)
+            bill.add(place, "compute", parts.get("compute", place))
+            bill.add(place, "output", parts.get("output", place))
+        else:
+            bill.add(place, "compute", int(getattr(result, "activations_bytes", 0) or 0))
         return bill
 
     def fitting_split(self, profile: Profile, cards: list[int]) -> tuple[int, ...] | None:

@@ -379,7 +379,9 @@ class Proposer:
         """The engine's own footprint (its baseline, measured) already takes the whole budget: no setting
         of the model's buffers can make room, so the wizard stops and says so."""
         model, room = self.model, self.model.room()
-        if room is None or room > 0 or obs.works:
+        # a server that came up (an attached one over its budget) shows its footprint is not the whole
+        # story: only a start that failed is stopped here
+        if room is None or room > 0 or obs.works or obs.ready or obs.runs_over_budget:
             return False
         self.findings.advice = [
             f"the engine alone takes about {model.baseline() / MIB:.0f} MiB before any model buffer, more than "

@@ -23,7 +23,7 @@ from vramtui.core.estimate.kvcache import kv_layer_bytes, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.weights import LayerWeights, llama_cpp_weights
 from vramtui.core.memory.parts import HOST, MemoryBill
-from vramtui.core.units import GIB, format_bytes
+from vramtui.core.units import GIB, MIB, format_bytes
 
 CELL_PAD = 256
 
@@ -356,6 +356,7 @@ class LlamaCppMemory(MemoryAccounting):
         compute = _compute(info, settings, g, found, weights)
         output_buffer = info.vocab * run.parallel * 4
         bill = _bill(settings, found, compute, output_buffer)
+        bill.add(HOST, "output", self.host_logits(info, run))
         repacked = repack_copy_bytes(info, settings, where)
         # mmapped, the file's pages stay beside the repacked copy; read without mmap, the repacked
         # tensors replace their file copies (a small CPU buffer beside CPU_REPACK)
@@ -366,13 +367,20 @@ class LlamaCppMemory(MemoryAccounting):
         est.compute_buffer_bytes = bill.get("compute", est.place)
         est.expert_host_bytes = where.moved_to_host
         est.layer_places = [HOST if device is None else device for device in [*found.layers, found.output]]
-        est.notes = _notes(info, settings, run, where, (cells, swa_cells))
+        est.notes = _notes(info, settings, run, where, (cells, swa_cells)) + self.logits_note(info, run)
         if settings.several and settings.on_gpu:
             _split_devices(info, settings, found, est)
         return est
 
     def cells(self, info: ModelInfo, run: RunShape) -> tuple[int, int]:
         return kv_cells(info, run.context, run.parallel, run.ubatch, self.swa_full)
+
+    def host_logits(self, info: ModelInfo, run: RunShape) -> int:
+        """Logits a library keeps in host RAM beside llama.cpp's own output buffer (none: llama-server)."""
+        return 0
+
+    def logits_note(self, info: ModelInfo, run: RunShape) -> list[str]:
+        return []
 
     def build(self, settings: Settings) -> graph.Build:
         """The engine build whose accounting applies (None: today's)."""
@@ -439,9 +447,24 @@ def _estimate(
 
 
 class LlamaCppPythonMemory(LlamaCppMemory):
-    """llama-cpp-python's server: the library reserves the logits of every token of the micro-batch."""
+    """llama-cpp-python's server: the library reserves the logits of every token of the micro-batch, and
+    its Python side keeps every position's logits (llama.py's `scores`, n_ctx x vocab f32, with the server's
+    logits_all default) and token ids: host RAM that fills as the context does."""
 
     server_outputs = False
+
+    def host_logits(self, info: ModelInfo, run: RunShape) -> int:
+        return run.context * (info.vocab * 4 + 4)
+
+    def logits_note(self, info: ModelInfo, run: RunShape) -> list[str]:
+        size = self.host_logits(info, run)
+        if size < 64 * MIB:
+            return []
+        return [
+            f"llama-cpp-python keeps every position's logits in host RAM (its server's logits_all): "
+            f"{size / GIB:.2f} GiB at n_ctx {run.context}, filled as the context fills; the server's "
+            "--logits_all false keeps one batch of them"
+        ]
 
 
 class OllamaMemory(LlamaCppMemory):
