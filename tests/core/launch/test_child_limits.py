@@ -12,7 +12,10 @@ SHOW = "import os, resource; print(os.environ.get('GGML_NO_BACKTRACE'), resource
 
 def _child_says(**kwargs: object) -> str:
     proc = procs.spawn([sys.executable, "-c", SHOW], **kwargs)  # type: ignore[arg-type]
-    out, _ = proc.communicate(timeout=60)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        procs.forget_group(proc.pid)  # it exited: no group of ours is left for the next test to find
     assert proc.returncode == 0, out
     return out.decode().strip()
 
