@@ -133,7 +133,10 @@ def test_check_bad_profile_is_one_line(tmp_path: Path) -> None:
     bad.write_text('backend = "llama.cpp"\nmodel = "m.gguf"\n[params]\ncontext = "lots"\n')
     proc = vramtui("check", str(bad))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == "vramtui: context must be a whole number, not 'lots'"
+    assert (
+        proc.stderr.strip().splitlines()[-1]
+        == "vramtui: context must be a whole number, not 'lots' (8192 or 32k)"
+    )
 
 
 def test_wizard_refuses_a_bad_profile_like_check_and_writes_no_record(tmp_path: Path) -> None:
@@ -146,7 +149,9 @@ def test_wizard_refuses_a_bad_profile_like_check_and_writes_no_record(tmp_path: 
     wizard = vramtui("wizard", str(bad), "--auto", "--record", str(records / "w.jsonl"))
     for proc in (checked, wizard):
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
-        assert proc.stderr.strip().splitlines() == ["vramtui: context must be a whole number, not 'lots'"]
+        assert proc.stderr.strip().splitlines() == [
+            "vramtui: context must be a whole number, not 'lots' (8192 or 32k)"
+        ]
     assert wizard.stdout == "" and not records.exists()  # no record for a profile that never launched
     typo = tmp_path / "typo.toml"
     typo.write_text('backend = "llama-cpp-python"\nmodel = "m.gguf"\n[params]\ncontxt = 512\n')

@@ -494,7 +494,7 @@ def test_the_app_refuses_what_the_cli_refuses_before_the_screen_opens(
     )
     assert main(["run", str(profile)]) == 2
     err = capsys.readouterr().err
-    assert err == "vramtui: context must be a whole number, not 'lots'\n"
+    assert err == "vramtui: context must be a whole number, not 'lots' (8192 or 32k)\n"
 
 
 async def test_stage_colours_come_from_the_theme_variables(tmp_path: Path) -> None:

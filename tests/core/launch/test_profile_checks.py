@@ -306,3 +306,16 @@ def test_a_program_that_is_not_executable_is_exit_2(tmp_path: Path) -> None:
     done = vramtui("check", str(write(tmp_path, f'program = "{binary}"\n')))
     assert done.returncode == 2, done
     assert done.stderr.strip().splitlines() == [f"vramtui: program is not an executable file: {binary}"]
+
+
+def test_a_profile_may_spell_a_context_as_the_cli_does(tmp_path: Path) -> None:
+    """QA 13 #17: `context = "32k"` was refused while `--ctx 32k` is taken."""
+    from vramtui.core.launch.profile import load_profile
+
+    path = tmp_path / "p.toml"
+    path.write_text('backend = "llama.cpp"\nmodel = "m.gguf"\n[params]\ncontext = "32k"\nubatch = "1,024"\n')
+    profile = load_profile(path)
+    assert profile.params["context"] == 32768 and profile.params["ubatch"] == 1024
+    path.write_text('backend = "llama.cpp"\nmodel = "m.gguf"\n[params]\ncontext = "lots"\n')
+    with pytest.raises(VramtuiError, match="context must be a whole number, not 'lots'"):
+        load_profile(path)

@@ -83,8 +83,10 @@ class Profile:
         object.__setattr__(self, "backend", get_backend(self.backend))
         if not self.model:
             raise VramtuiError("the profile names no model")
-        for name, value in self.params.items():
+        for name, value in list(self.params.items()):
             check_param_name(self.backend, name)
+            if name in _TOKEN_PARAMS and isinstance(value, str):
+                value = self.params[name] = _tokens(name, value)  # "32k", as `--ctx 32k` takes it
             check_param_value(self.backend, name, value)
 
     @property
@@ -159,6 +161,19 @@ class Profile:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(self.dumps(target.parent), encoding="utf-8")
         return target
+
+
+# Token counts a profile may spell as the CLI takes them ("32k", "32,768").
+_TOKEN_PARAMS = frozenset({"context", "batch", "ubatch"})
+
+
+def _tokens(name: str, text: str) -> int:
+    from vramtui.core.estimate.inputs import parse_tokens
+
+    try:
+        return parse_tokens(text)
+    except ValueError:
+        raise VramtuiError(f"{name} must be a whole number, not {text!r} (8192 or 32k)") from None
 
 
 def _whole_as_int(value: object) -> object:
