@@ -85,7 +85,7 @@ class Profile:
             raise VramtuiError("the profile names no model")
         for name, value in list(self.params.items()):
             check_param_name(self.backend, name)
-            if name in _TOKEN_PARAMS and isinstance(value, str):
+            if name in _TOKEN_PARAMS and isinstance(value, str) and not value.strip().isdigit():
                 value = self.params[name] = _tokens(name, value)  # "32k", as `--ctx 32k` takes it
             check_param_value(self.backend, name, value)
 
