@@ -17,6 +17,7 @@ from typing import Any
 from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate.estimator import DEFAULT_DEVICE_BYTES, Settings, estimate
+from vramtui.core.estimate.quant import kv_bytes_per_element
 from vramtui.core.logs.ruletypes import DRAFT_MARK
 from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.units import MIB
@@ -149,14 +150,10 @@ def _settings(figures: Mapping[str, float], backend: str, on_gpu: bool) -> Setti
     )
 
 
-# Bytes per cached element of the KV types llama.cpp takes (a block type: its block's bytes / 32 values).
-_KV_ELEMENT_BYTES = (("f32", 4.0), ("f16", 2.0), ("q8_0", 34 / 32), ("q5_1", 24 / 32), ("q5_0", 22 / 32),
-                     ("q4_1", 20 / 32), ("q4_0", 18 / 32))  # fmt: skip
-
-
-def _kv_dtype_run(figures: Mapping[str, float], info: Any) -> str | None:
-    """The run's KV cache type, from its printed cache bytes over its cells and the model's K+V width
-    (None: not printed, or no type fits): fit projected that run, so the estimate must size it too."""
+def _kv_dtype_run(figures: Mapping[str, float], info: Any, backend: str) -> str | None:
+    """The run's KV cache type, of those the engine takes, from its printed cache bytes over its cells and
+    the model's K+V width (None: not printed, or no type fits): fit projected that run, so the estimate
+    must size it too."""
     kv, cells = figures.get("kv_cache_size") or figures.get("kv_buffer"), _int(figures, "kv_cache_cells")
     if not kv:  # a run that failed before its cache: fit's own breakdown of it (the context rows)
         kv = sum(value for key, value in figures.items() if key.startswith("fit_breakdown_context."))
@@ -165,7 +162,8 @@ def _kv_dtype_run(figures: Mapping[str, float], info: Any) -> str | None:
     if not kv or not cells or not width:
         return None
     per_element = kv / (cells * width)
-    name, size = min(_KV_ELEMENT_BYTES, key=lambda item: abs(item[1] - per_element))
+    sizes = [(name, kv_bytes_per_element(name)) for name in get_backend(backend).kv_dtypes]
+    name, size = min(sizes, key=lambda item: abs(item[1] - per_element))  # the first of equal sizes: f16
     return name if abs(size - per_element) <= 0.02 * size else None
 
 
@@ -209,7 +207,7 @@ def compare_fit(figures: Mapping[str, float], backend: str | None = None) -> Fit
     try:
         info = info_from_figures(figures)
         settings = _settings(figures, name, on_gpu)
-        settings = replace(settings, kv_dtype=_kv_dtype_run(figures, info))
+        settings = replace(settings, kv_dtype=_kv_dtype_run(figures, info, name))
         bill = comparison.bill = estimate(info, settings).bill
     except VramtuiError as error:
         comparison.reason = str(error)
