@@ -61,7 +61,12 @@ def test_what_callers_ask_instead_of_the_name() -> None:
     assert vllm_backend.default("batch", 80 << 30) == 8192 and vllm_backend.default("mem_share") == 0.92
     # llama-server's own idle footprint (240 MiB of address space) is above Ollama's, below Python's.
     assert python.host_baseline_bytes > server.host_baseline_bytes > ollama.host_baseline_bytes
-    assert python.keeps_all_logits and not server.keeps_all_logits
+    # its server keeps every position's logits (logits_all): its accounting bills them, llama-server's not
+    from vramtui.core.backends.llama_cpp.memory import MEMORY, RunShape
+    from vramtui.core.estimate.modelinfo import ModelInfo
+
+    info, run = ModelInfo(source="flags", vocab=1000), RunShape(4096, 1, 512, True, "f16")
+    assert MEMORY["llama-cpp-python"].host_logits(info, run) > 0 == MEMORY["llama.cpp"].host_logits(info, run)
     assert server.offloads_layers and ollama.offloads_layers and not vllm_backend.offloads_layers
     assert python.needs_flash_attn_for("q8_0") and not python.needs_flash_attn_for("f16")
     assert not vllm_backend.needs_flash_attn_for("fp8")

@@ -228,8 +228,6 @@ class Backend:
     host_baseline_bytes: int = 256 * MIB
     # Its binary's idle footprint is measured once and cached (core.launch.footprint) under a host budget.
     measures_footprint: bool = False
-    # Its server keeps logits for every position plus the token ids, per context (logits_all).
-    keeps_all_logits: bool = False
     # context = 0 means the model's own trained length (llama.cpp's `-c 0`), not an impossible value.
     context_zero_is_trained: bool = False
     # parallel = "auto" (-1): the engine picks this many slots (llama-server: 4); None: no such value.

@@ -327,7 +327,6 @@ LLAMA_CPP_PYTHON = Backend(
     # Measured here: 290-380 MiB of address space besides its buffers (Python, numpy, uvicorn,
     # thread stacks and malloc arenas).
     host_baseline_bytes=352 * MIB,
-    keeps_all_logits=True,
     **_FAMILY,  # type: ignore[arg-type]
 )
 
