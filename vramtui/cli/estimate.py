@@ -534,10 +534,10 @@ def run(args: argparse.Namespace) -> int:
     if assumed_card:  # asked once here, so the note below knows whether a card was found
         args.gpu_mem = _default_cards()
         assumed_card = args.gpu_mem == NO_GPU_CARD
-    elif args.cpu and not args.gpu_mem:  # a CPU run's "card" is this machine's RAM, not a 24 GiB GPU
-        import psutil
+    elif args.cpu and not args.gpu_mem:
+        from vramtui.core.estimate.inputs import cpu_run_card
 
-        args.gpu_mem = f"{psutil.virtual_memory().total}B"
+        args.gpu_mem = f"{cpu_run_card()}B"
     info, settings = build(args)
     calibration, store_notes = _calibrate(args, settings)
     est = estimate(info, settings)

@@ -403,6 +403,13 @@ def split_flags(text: str, field: str = "extras") -> dict[str, str]:
     }
 
 
+def cpu_run_card() -> int:
+    """The "card" of a CPU-only run: this machine's RAM (not the 24 GiB GPU a card-less estimate sizes)."""
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
 def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
     """Settings from parsed inputs (`parse_inputs`); what is missing is the backend's own default."""
     cards = values.get("card")

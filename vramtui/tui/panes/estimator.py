@@ -344,11 +344,10 @@ class EstimatorPane(Pane):
         from vramtui.core.estimate.inputs import settings_from
 
         on_gpu = self.value("runs_on") == "gpu"
-        if not on_gpu and self.value("card") == DEFAULT_CARD:
-            # a CPU run's "card" is this machine's RAM (as `estimate --cpu`), not the 24 GiB GPU default
-            import psutil
+        if not on_gpu and self.value("card") == DEFAULT_CARD:  # as `estimate --cpu` sizes it
+            from vramtui.core.estimate.inputs import cpu_run_card
 
-            values = {**values, "card": int(psutil.virtual_memory().total)}
+            values = {**values, "card": cpu_run_card()}
         return settings_from(values, on_gpu=on_gpu)
 
     def _model_info(self, path: str, values: dict[str, Any]) -> Any:
