@@ -132,6 +132,16 @@ def _whole_or_none(value: object) -> int | None:
         return None
 
 
+def context_run(model: MemoryModel, profile: Profile, obs: Observation) -> int | None:
+    """The context a run left at the engine's default (0: the model's trained length) had: what the
+    engine printed (n_ctx), else the model's trained length; None when neither is known."""
+    printed = _whole_or_none(obs.facts.get("n_ctx"))
+    if printed:
+        return printed
+    info = model.info(profile.model)
+    return _whole_or_none(getattr(info, "max_context", None)) or None
+
+
 def _smaller_counts(param: str, current: object) -> list[object]:
     now = _whole_or_none(current)
     if now is None:
@@ -571,7 +581,7 @@ class Proposer:
         param = rung.param
         current = current_value(profile, param)
         if param == "context" and not _whole_or_none(current):
-            current = self._context_run(profile, obs)
+            current = context_run(self.model, profile, obs)
         self._printed_flash = _printed_flash(obs)
         values = self.candidates(rung, current, profile)
         if param == "flash_attn" and self._flash_in_effect(profile):
@@ -590,15 +600,6 @@ class Proposer:
         if "flash_attn" in changes and param == "kv_dtype":
             return self._flash_first(profile, rung, obs, current, value, before, bill), bill
         return Proposal(param, current, value, why, rung.label, rung.knob(self.backend), predicted), bill
-
-    def _context_run(self, profile: Profile, obs: Observation) -> int | None:
-        """The context a run left at the engine's default (0: the model's trained length) had: what the
-        engine printed (n_ctx), else the model's trained length; None when neither is known."""
-        printed = _whole_or_none(obs.facts.get("n_ctx"))
-        if printed:
-            return printed
-        info = self.model.info(profile.model)
-        return _whole_or_none(getattr(info, "max_context", None)) or None
 
     def _flash_first(
         self,
