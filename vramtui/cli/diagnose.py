@@ -66,16 +66,17 @@ def run(args: argparse.Namespace) -> int:
         raise VramtuiError(f"{name} is empty: nothing to diagnose")
     if not diagnosis.failed and not head.strip():
         raise VramtuiError(f"{name} holds only blank lines: nothing to diagnose")
+    foreign = unrecognised(diagnosis)
     if args.json:
         from vramtui.cli.common import print_json
 
         print_json(_json_view(diagnosis))
     else:
         sys.stdout.write(render_text(diagnosis, args.file))
-        if unrecognised(diagnosis):
+        if foreign:
             sys.stdout.write(f"{UNRECOGNISED}\n")
         sys.stdout.flush()
-    return INCOMPLETE_STATUS if unrecognised(diagnosis) else exit_status(diagnosis)
+    return INCOMPLETE_STATUS if foreign else exit_status(diagnosis)
 
 
 UNRECOGNISED = (
