@@ -306,7 +306,7 @@ class LogState:
         `ggml_aligned_malloc: insufficient memory` would keep the loader's stage, but the next lines
         ("failed to allocate buffer for kv cache", "failed to allocate compute buffers") say where.
         """
-        if rule.stage is None:
+        if rule.stage is None or rule.stage == "ready":
             return
         for found in (self.strong, self.weak):
             if (
@@ -315,7 +315,8 @@ class LogState:
                 and found.rule.stage is None
                 and 0 < number - found.number <= _BURST_LINES
                 and STAGE_INDEX[rule.stage] > STAGE_INDEX[found.stage]
-                and STAGE_INDEX[rule.stage] < STAGE_INDEX["ready"]
+                # a request's report of the same failure (llama.cpp's K-shift out of memory)
+                and (rule.stage != "inference" or rule.failure == found.rule.failure)
             ):
                 found.stage, found.defaulted = rule.stage, False
 

@@ -254,6 +254,8 @@ def _refine_buffer(pick: _Pick, state: LogState) -> None:
         pick.cause in _BUFFER_CAUSES and _mark_soon_after(state, "compute_buffer", found.number)
     ):
         pick.cause = "compute_alloc_failed"
+        if found.defaulted and found.stage == "load_weights":
+            found.stage = "kv_cache"  # the compute buffers are reserved after the weights and the cache
     elif pick.failure == "cuda_oom" and _mark_soon_after(state, "device_query", found.number):
         pick.cause = "gpu_full_at_start"
     elif pick.failure == "cuda_oom" and found.defaulted and _mark_before(state, "llama_banner", found.number):
@@ -648,5 +650,5 @@ _QUANTIZED_WORDS = ("bitsandbytes", "linear4bit", "linear8bit", "bnb", "nf4", "a
 # Under vramtui's host budget (no GPU), llama.cpp's context buffers are host allocations too.
 _BUDGET_ALLOCATION_CAUSES = _HOST_ALLOCATION_CAUSES | {"kv_alloc_failed", "compute_alloc_failed"}
 # The first error of a failed buffer allocation, before the line that says whose buffer it was.
-_BUFFER_CAUSES = frozenset({"host_alloc", "cuda_oom"})
+_BUFFER_CAUSES = frozenset({"host_alloc", "cuda_oom", "device_alloc"})
 _SAME_REPORT_LINES = 5

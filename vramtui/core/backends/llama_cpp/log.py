@@ -245,7 +245,8 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("ggml_metal_add_buffer", "kv_cache", r"allocated '(?:kv|alloc)\s", backend="llama.cpp"),
     StageRule("llama_new_context_with_model", "kv_cache", backend="llama.cpp"),
     StageRule("llama_init_from_model", "kv_cache", backend="llama.cpp"),
-    StageRule("llama_kv_cache", "kv_cache", backend="llama.cpp"),
+    # (not its K-shift, llama_kv_cache_update: that runs in a request's decode)
+    StageRule("llama_kv_cache", "kv_cache", r"llama_kv_cache(?!_update)", backend="llama.cpp"),
     StageRule("kv buffer size", "kv_cache", backend="llama.cpp"),
     StageRule("compute buffer size", "kv_cache", backend="llama.cpp"),
     StageRule("graph_reserve", "kv_cache", backend="llama.cpp"),
@@ -289,6 +290,20 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
     StageRule("/api/generate", "inference", r"\|\s*\d{3}\s*\|.*\"/api/generate\"", backend="ollama"),
 )
 
+# Ahead of every accelerator's generic "out of memory" (rules.py): a ggml buffer the device would not
+# give, in its allocator's words (ggml-cuda's, ggml-cann's: "allocating N MiB on device 0: cudaMalloc failed:
+# out of memory"), a start-up's (see "failed to allocate" below).
+BUFFER_ALLOC_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule(
+        "allocating",
+        "device_alloc",
+        "cuda_oom",
+        r"_buffer_type_alloc_buffer: allocating [\d.]+ ?mib on device \d+: \w*malloc failed",
+        default_stage="load_weights",
+        backend="llama.cpp",
+    ),
+)
+
 DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
     # Metal's own out-of-memory for a command buffer: the graph was being computed (a request, or warm-up)
     ErrorRule(
@@ -317,11 +332,16 @@ DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
         hint="cuda_oom",
         backend="llama.cpp",
     ),
+    # A ggml buffer the device would not give. llama.cpp allocates its buffers while starting (the
+    # weights first, then the KV cache and the compute buffers); a request allocates from the CUDA pool
+    # ("CUDA error: out of memory ... in function alloc"). With no line around to say which buffer, it
+    # was the first and largest: the weights'.
     ErrorRule(
         "failed to allocate",
         "device_alloc",
         "cuda_oom",
         rf"failed to allocate {DEVICE}(?:_host)? buffer",
+        default_stage="load_weights",
         backend="llama.cpp",
     ),
     # a device backend's own buffer allocator refusing (ggml-metal's "error: failed to allocate buffer,
@@ -331,6 +351,7 @@ DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
         "device_alloc",
         "cuda_oom",
         r"(?:metal|sycl|cann|musa|opencl)\w*_buffer_type_alloc_buffer: (?:error: )?(?:failed to|can't) allocate",
+        default_stage="load_weights",
         backend="llama.cpp",
     ),
     ErrorRule(
@@ -338,6 +359,7 @@ DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
         "device_alloc",
         "cuda_oom",
         rf"unable to allocate {DEVICE} buffer",
+        default_stage="load_weights",
         backend="llama.cpp",
     ),
     # ("insufficient VRAM to load any model layers" is no failure: Ollama then loads the model in host RAM,
@@ -698,6 +720,15 @@ CONTEXT_BUFFER_ERRORS: tuple[ErrorRule, ...] = (
         "kv_alloc_failed",
         "cuda_oom",
         stage="kv_cache",
+        backend="llama.cpp",
+    ),
+    # the K-shift (a full context shifted while serving) re-reserving its graph: a decode's, not the start's
+    ErrorRule(
+        "kv_cache_update",
+        "compute_alloc_failed",
+        "cuda_oom",
+        r"kv_cache_update\w*: failed to allocate compute buffers",
+        stage="inference",
         backend="llama.cpp",
     ),
     ErrorRule(
@@ -1571,6 +1602,7 @@ LOG = EngineLog(
     PROFILES,
     stages=(("first", STAGE_RULES_1), ("second", STAGE_RULES_2)),
     errors=(
+        ("device_oom.share", BUFFER_ALLOC_ERRORS),
         ("device_oom", DEVICE_OOM_ERRORS),
         ("context", CONTEXT_ERRORS),
         ("format", FORMAT_ERRORS),
