@@ -126,6 +126,19 @@ def _ollama(line: str, *before: str) -> list[str]:
             'level=WARN source=server.go:230 msg="unsupported OLLAMA_KV_CACHE_TYPE" type=q3',
             "OLLAMA_KV_CACHE_TYPE",
         ),
+        (
+            'level=INFO source=server.go:821 msg="model layout did not fit, applying backoff" backoff=0.10',
+            "backs off",
+        ),
+        (
+            'level=WARN source=server.go:416 msg="unable to start runner with compatible gpu" error="fork/exec '
+            '/usr/lib/ollama/runner: no such file" compatible=[cuda_v12]',
+            "could not start its runner",
+        ),
+        (
+            'level=DEBUG source=server.go:1545 msg="prediction aborted, token repeat limit reached"',
+            "cut short",
+        ),
     ],
 )
 def test_ollamas_own_quiet_words_are_warned(line: str, words: str) -> None:
@@ -142,6 +155,7 @@ def test_ollamas_own_quiet_words_are_warned(line: str, words: str) -> None:
         'level=INFO source=runner.go:405 msg="dropping integrated GPU; to enable, set OLLAMA_IGPU_ENABLE=1"',
         'level=INFO source=llama_server.go:299 msg="skipping CUDA device — compute capability not in compiled '
         'architectures" id=GPU-2 compute=5.0',
+        'level=WARN source=server.go:416 msg="unable to start runner with compatible gpu" error="x" compatible=[a]',
     ],
 )
 def test_a_device_skipped_beside_a_gpu_in_use_is_not_news(line: str) -> None:
@@ -233,3 +247,31 @@ def test_advice_under_a_forced_engine_names_its_own_kv_type_and_never_starts_wit
     assert kv and "q8_0" in kv[0] and "fp8" not in kv[0], forced.advice
     own = diagnose_lines([line], "vllm")
     assert any("--kv-cache-dtype fp8" in advice for advice in own.advice), own.advice
+
+
+def _ollama_engine_load(version: str, offloaded: int, layers: int, weights: dict[str, str]) -> list[str]:
+    """A load by Ollama's own engine as its source logs it: 0.6-0.11 name the buffer ("model weights"
+    buffer=CUDA0, ml/backend/ggml/ggml.go), 0.12 on the device (ml/device.go), both with the layer count."""
+    key = "device" if version >= "0.12" else "buffer"
+    return [
+        *OLLAMA_START,
+        f'time=x level=INFO source=ggml.go:494 msg="offloaded {offloaded}/{layers} layers to GPU"',
+        *(
+            f'time=x level=INFO source=device.go:245 msg="model weights" {key}={name} size="{size}"'
+            for name, size in weights.items()
+        ),
+        *OLLAMA_SERVED,
+    ]
+
+
+@pytest.mark.parametrize("version", ["0.10.0", "0.12.5"])
+def test_ollama_engine_placement(version: str) -> None:
+    def warnings(offloaded: int, weights: dict[str, str]) -> list[str]:
+        lines = [OLLAMA_GPU_USED, *_ollama_engine_load(version, offloaded, 33, weights)]
+        diagnosis = diagnose_lines(lines, "ollama", kernel_log=lambda: None)
+        assert not diagnosis.failed
+        return diagnosis.warnings
+
+    assert warnings(33, {"CUDA0": "12.6 GiB", "CPU": "417.3 MiB"}) == []  # the embeddings stay on the CPU
+    assert any("13 of 33 layers" in w for w in warnings(20, {"CUDA0": "8.0 GiB", "CPU": "5.0 GiB"}))
+    assert any("no layer was offloaded" in w for w in warnings(0, {"CPU": "13.0 GiB"}))

@@ -1115,13 +1115,15 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         "without, and a quantized KV cache stays f16",
         backend="ollama",
     ),
-    # the new engine's memory lines: weights or cache placed in host RAM on a machine with a GPU
+    # the new engine's memory lines: the KV cache of layers placed in host RAM on a machine with a GPU (its
+    # "model weights" device=CPU line is there on every load: the token embeddings stay on the CPU; what
+    # share of the weights sits there is the model_buffer figures' to tell)
     NoticeRule(
         "device=cpu",
         "cpu_fallback",
-        "part of the model sits in host RAM (Ollama placed weights or the KV cache on the CPU) although a GPU "
-        "was found: that part runs there (slow)",
-        r'msg="(?:model weights|kv cache)" device=cpu\b',
+        "part of the model sits in host RAM (Ollama placed the KV cache of some layers on the CPU) although a "
+        "GPU was found: that part runs there (slow)",
+        r'msg="kv cache" device=cpu\b',
         backend="ollama",
         requires="gpu_intent",
     ),
@@ -1214,6 +1216,15 @@ FIGURES: tuple[FigureRule, ...] = (
         r"offloaded \d+/(?P<value>\d+) layers to gpu",
         count=True,
         backend="llama.cpp",
+    ),
+    # Ollama's own engine, its weights per device: "model weights" buffer=CUDA0 size="4.1 GiB" (0.6 to 0.11),
+    # device=CUDA0 (0.12 on: ml/device.go), the CPU's line holding at least the token embeddings
+    FigureRule(
+        "model weights",
+        "model_buffer",
+        rf'msg="model weights" (?:buffer|device)=(?P<device>[\w-]+) size="?{NUM}{UNIT}',
+        per_device=True,
+        backend="ollama",
     ),
     # Ollama's plan: "offload to cuda" ... layers.model=31 layers.offload=20
     FigureRule(

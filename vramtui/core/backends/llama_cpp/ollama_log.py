@@ -71,6 +71,28 @@ OLLAMA_NOTICES: tuple[NoticeRule, ...] = (
         "too little memory to allocate any layers",
         "the GPU had too little free memory for a single layer: Ollama loads the model in host RAM",
     ),
+    # its GPU runner would not start (a library missing, the fork failed): it starts the next library in
+    # its list, the CPU's last (llm/server.go)
+    _skipped(
+        "unable to start runner with compatible gpu",
+        "Ollama could not start its runner for the GPU and went on to the next library it has",
+    ),
+    # its new engine's fit loop (llm/server.go): the first layout did not fit, so fewer layers go to the GPU
+    NoticeRule(
+        "applying backoff",
+        "cpu_fallback",
+        "Ollama's layout did not fit in GPU memory: it backs off to fewer layers on the GPU, and the rest run "
+        "on the CPU (slow)",
+        r"model layout did not fit, applying backoff",
+        backend=_OLLAMA,
+    ),
+    # a prediction stopped early: the answer is cut (debug level only)
+    NoticeRule(
+        "token repeat limit reached",
+        "setting_ignored",
+        "Ollama stopped an answer that repeated the same token: that reply is cut short",
+        backend=_OLLAMA,
+    ),
     NoticeRule(
         "retrying with projector cpu offload",
         "cpu_fallback",
