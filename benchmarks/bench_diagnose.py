@@ -334,6 +334,11 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     round13 = [(c, m) for part in rows.values() for c, m in part if c["file"] == "round13.jsonl"]
     print(f"\nround 13, both parts (gathered after the rules of 2026-12-02, third session: {len(round13)})")
     _print_scores("all engines", corpus.score(round13), False)
+    # Round 14 (9 logs) likewise, scored whole at 3eb1755 before any rule was written from it: stage 9/9,
+    # class 9/9, memory 3/3, first error 4/5, quiet 2/2, calm 2/2, engine 9/9 (the same at 97e27b5).
+    round14 = [(c, m) for part in rows.values() for c, m in part if c["file"] == "round14.jsonl"]
+    print(f"\nround 14, both parts (gathered after the rules of 2026-12-02, fourth session: {len(round14)})")
+    _print_scores("all engines", corpus.score(round14), False)
 
 
 def _print_scores(label: str, scores: dict[str, tuple[int, int]], goals: bool) -> None:

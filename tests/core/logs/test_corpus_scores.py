@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (521, 539),
-        "class": (521, 539),
-        "memory": (118, 126),
-        "first_error": (300, 313),
-        "quiet": (78, 81),
-        "calm": (94, 104),
-        "engine": (492, 539),
+        "stage": (528, 544),
+        "class": (526, 544),
+        "memory": (121, 127),
+        "first_error": (302, 315),
+        "quiet": (80, 83),
+        "calm": (95, 105),
+        "engine": (497, 544),
     },
     "heldout": {
-        "stage": (185, 203),
-        "class": (184, 203),
-        "memory": (53, 64),
-        "first_error": (108, 118),
+        "stage": (189, 207),
+        "class": (188, 207),
+        "memory": (55, 66),
+        "first_error": (110, 121),
         "quiet": (23, 35),
-        "calm": (25, 26),
-        "engine": (189, 203),
+        "calm": (26, 27),
+        "engine": (193, 207),
     },
 }
 
