@@ -139,6 +139,10 @@ def _ollama(line: str, *before: str) -> list[str]:
             'level=DEBUG source=server.go:1545 msg="prediction aborted, token repeat limit reached"',
             "cut short",
         ),
+        (
+            'level=WARN source=runner.go:1135 msg="model does not support caching, disabling parallel processing"',
+            "OLLAMA_NUM_PARALLEL",
+        ),
     ],
 )
 def test_ollamas_own_quiet_words_are_warned(line: str, words: str) -> None:

@@ -87,6 +87,15 @@ OLLAMA_NOTICES: tuple[NoticeRule, ...] = (
         backend=_OLLAMA,
     ),
     # a prediction stopped early: the answer is cut (debug level only)
+    # its own engine's runner with a model whose cache cannot be shared (runner/ollamarunner)
+    NoticeRule(
+        "disabling parallel processing",
+        "setting_ignored",
+        "this model's cache cannot serve requests in parallel: Ollama runs one at a time (OLLAMA_NUM_PARALLEL "
+        "is ignored)",
+        r"model does not support caching, disabling parallel processing",
+        backend=_OLLAMA,
+    ),
     NoticeRule(
         "token repeat limit reached",
         "setting_ignored",
