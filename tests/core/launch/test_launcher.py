@@ -28,6 +28,7 @@ from vramtui.core.launch.launcher import (
     LaunchError,
     LogLine,
     ModelServer,
+    budget_on_gpu,
     build_command,
     fit_to_budget,
     refused_arguments,
@@ -476,10 +477,8 @@ def test_gpu_holders_are_reported_before_launch(tiny_gguf: Path, tmp_path: Path)
     server = ModelServer(profile, log_dir=tmp_path, sample_source=FixedGpu())
     notes = server.preflight()
     assert notes == [f"GPU 0: pid {os.getpid()} ({psutil.Process().name()}) already holds 8800 MiB"]
-    assert not server._uses_gpu()  # gpu_layers = 0: a budget would apply to the host
-    assert ModelServer(
-        profile.with_param("gpu_layers", 99), log_dir=tmp_path, sample_source=FixedGpu()
-    )._uses_gpu()
+    assert not budget_on_gpu(FixedGpu(), profile)  # gpu_layers = 0: a budget would apply to the host
+    assert budget_on_gpu(FixedGpu(), profile.with_param("gpu_layers", 99))
 
 
 @pytest.mark.engine

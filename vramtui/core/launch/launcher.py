@@ -251,6 +251,38 @@ def fit_to_budget(
     return f"the engine's fit targets the budget: {flag} {margin} MiB left free on the card"
 
 
+def budget_on_gpu(source: Any, profile: Profile) -> bool:
+    """Is the GPU where the budget applies? Only with GPUs visible and layers (or all) on them."""
+    if source is None or not getattr(source, "available", False):
+        return False
+    backend = profile.backend
+    if backend.offloads_layers:
+        # The engine's default when unset: llama-cpp-python's server keeps every layer on the host
+        # (n_gpu_layers=0); llama-server and Ollama offload by default.
+        layers = profile.params.get("gpu_layers", backend.default("gpu_layers"))
+        return str(layers).strip().lower() != "0"
+    return True
+
+
+def exit_words(code: int | None, ready_at: float | None, started_at: float | None) -> str:
+    """How a server ended, by the signal's name, and when against ready: "the server was killed by SIGKILL
+    (signal 9) 42 s after it was ready"."""
+    if code is None:
+        return "the server is still running"
+    if code >= 0:
+        return f"the server exited with status {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    when = ""
+    if ready_at is not None:
+        when = f" {time.time() - ready_at:.0f} s after it was ready"
+    elif started_at is not None:
+        when = f" {time.time() - started_at:.0f} s after launch, before it was ready"
+    return f"the server was killed by {name} (signal {-code}){when}"
+
+
 class ModelServer:
     """One run of a model server. Use as a context manager: the server is stopped on exit, always.
 
@@ -359,19 +391,6 @@ class ModelServer:
         figures = dict(getattr(self.diagnosis(), "engine_figures", None) or {})
         return run_bill(self.launch_estimate, figures, list(self.samples))
 
-    def _uses_gpu(self) -> bool:
-        """Is the GPU where the budget applies? Only with GPUs visible and layers (or all) on them."""
-        source = self.sample_source
-        if source is None or not getattr(source, "available", False):
-            return False
-        backend = self.profile.backend
-        if backend.offloads_layers:
-            # The engine's default when unset: llama-cpp-python's server keeps every layer on the host
-            # (n_gpu_layers=0); llama-server and Ollama offload by default.
-            layers = self.profile.params.get("gpu_layers", backend.default("gpu_layers"))
-            return str(layers).strip().lower() != "0"
-        return True
-
     def start(self) -> ModelServer:
         """Launch. Raises LaunchError when it cannot start at all (the failure is also recorded)."""
         procs.raise_pending_interrupt()  # no new server after a ctrl-c, even one Python swallowed
@@ -386,7 +405,7 @@ class ModelServer:
         budget = self.profile.memory_budget
         address_limit = None
         if budget is not None:
-            self.budget_mode = "gpu" if self._uses_gpu() else "host"
+            self.budget_mode = "gpu" if budget_on_gpu(self.sample_source, self.profile) else "host"
             if self.budget_mode == "host":
                 address_limit = budget
                 if self.diagnoser is not None:
@@ -424,7 +443,7 @@ class ModelServer:
             profile.model,
             dict(profile.params),
             profile.backend.name,
-            self._uses_gpu(),
+            budget_on_gpu(self.sample_source, self.profile),
             first_card_bytes(self.sample_source),
         )
         self._reader = threading.Thread(target=self._read_output, name="vramtui-server-log", daemon=True)
@@ -585,7 +604,7 @@ class ModelServer:
         if not self._died_on_its_own:
             self.stopped_by_us = self.stopped_by_us or procs.signalled_by_us(self.proc.pid)
         if not self.stopped_by_us and self.exit_code is not None and self.exit_code < 0:
-            self._record_line(f"vramtui: {self.exit_words()}")
+            self._record_line(f"vramtui: {exit_words(self.exit_code, self.ready_at, self.started_at)}")
         if self.stopped_by_us and not self.ready and self.failure is None:
             self.failure, self.failure_stage = STOPPED_BY_VRAMTUI, self.stage or "launch"
             self.failure_message = f"stopped by vramtui at stage {self.failure_stage}, before it was ready"
@@ -595,25 +614,6 @@ class ModelServer:
                 self.diagnoser.note_exit(self.exit_code)
                 self.diagnoser.log_time = time.time()  # a kernel OOM kill about now is this process's
         self._event("exit", f"exit status {self.exit_code}")
-
-    def exit_words(self) -> str:
-        """How it ended, by the signal's name, and when against ready: "the server was killed by SIGKILL
-        (signal 9) 42 s after it was ready"."""
-        code = self.exit_code
-        if code is None:
-            return "the server is still running"
-        if code >= 0:
-            return f"the server exited with status {code}"
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        when = ""
-        if self.ready_at is not None:
-            when = f" {time.time() - self.ready_at:.0f} s after it was ready"
-        elif self.started_at is not None:
-            when = f" {time.time() - self.started_at:.0f} s after launch, before it was ready"
-        return f"the server was killed by {name} (signal {-code}){when}"
 
     @property
     def load_time_s(self) -> float | None:
