@@ -60,6 +60,23 @@ def session_wizard_hint(session: Any) -> str:
     return f"{where} — press n to start the wizard on this profile (one change at a time)"
 
 
+def column_widths(
+    compact: bool, width: int, rows: list[tuple[str, ...]], headings: dict[str, str]
+) -> dict[str, int]:
+    """The steps table's column widths: the compact layout shares the pane's width out; the full one
+    fits each column to its longest cell."""
+    if compact:
+        # Each column takes its width plus one cell of padding on each side.
+        rest = width - sum(COMPACT_FIXED.values()) - 2 * len(COMPACT_COLUMNS) - 1
+        change_width = max(8, rest * 11 // 20)
+        widths = {**COMPACT_FIXED, "change": change_width, "stage": max(6, rest - change_width)}
+        return {name: widths[name] for name in COMPACT_COLUMNS}
+    return {
+        name: max([cell_len(headings.get(name, name))] + [cell_len(row[index]) for row in rows])
+        for index, name in enumerate(STEP_COLUMNS)
+    }
+
+
 class WizardPane(Pane):
     PANE_TITLE = "Wizard"
     PANE_KEY = "4"
@@ -409,24 +426,10 @@ class WizardPane(Pane):
         headings = memory_headings(self.steps)
         # Every column gets an explicit width: an auto-width column is measured on the table's next
         # idle, after a resize may already have drawn (and cached) the rows cut at the label's width.
-        for name, column_width in self._column_widths(width, rows, headings).items():
+        for name, column_width in column_widths(compact, width, rows, headings).items():
             table.add_column(headings.get(name, name), width=column_width)
         for row in rows:
             table.add_row(*row)
-
-    def _column_widths(
-        self, width: int, rows: list[tuple[str, ...]], headings: dict[str, str]
-    ) -> dict[str, int]:
-        if self.compact:
-            # Each column takes its width plus one cell of padding on each side.
-            rest = width - sum(COMPACT_FIXED.values()) - 2 * len(COMPACT_COLUMNS) - 1
-            change_width = max(8, rest * 11 // 20)
-            widths = {**COMPACT_FIXED, "change": change_width, "stage": max(6, rest - change_width)}
-            return {name: widths[name] for name in COMPACT_COLUMNS}
-        return {
-            name: max([cell_len(headings.get(name, name))] + [cell_len(row[index]) for row in rows])
-            for index, name in enumerate(STEP_COLUMNS)
-        }
 
     def show(self) -> None:
         app = self.app
