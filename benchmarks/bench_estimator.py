@@ -476,6 +476,7 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     shares: dict[tuple[str, str, str], list[int]] = {}
     left_out: dict[tuple[str, str, str], dict[str, int]] = {}
     listed: list[dict[str, Any]] = []
+    latest: dict[tuple[str, str], list[int]] = {}
     say = (lambda *_args: None) if quiet else print
     say(f"\nprintouts: {', '.join(path.name for path in po.FILES)}")
     say(f"{'printout':<64}{'term':<9}{'place':<10}{'estimate':>11}{'printed':>11}{'ratio':>8}")
@@ -490,6 +491,10 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
         scored = po.score(case)
         for term in po.TERMS:
             found = [t for t in scored.terms if t.term == term]
+            if case["file"] == "round3.jsonl":  # the newest round, both parts, as aggregates
+                fresh = latest.setdefault((family, term), [0, 0])
+                fresh[0] += sum(1 for t in found if t.ok)
+                fresh[1] += len(found)
             tally = shares.setdefault((family, split, term), [0, 0])
             tally[0] += sum(1 for t in found if t.ok)
             tally[1] += len(found)
@@ -514,6 +519,12 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     for (family, split, term), out in sorted(left_out.items()):
         if (family, split, term) not in shares:
             say(f"  {family:<14}{split:<9}{term:<9}   0/0        left out: {sum(out.values())}")
+    # Round 3 (9 printouts gathered blind, 2026-12-02) was scored whole at e950a35 before any change: llama.cpp
+    # KV 4/4, weights 7/8, compute 7/8 (8/8 once the reader added a BLAS build's second host buffer); ik_llama.cpp
+    # KV 5/5, weights 8/8, compute 6/8; its vLLM one unscored (no config).
+    say("\nround 3, both parts (gathered after the estimator of 2026-12-02, fourth session):")
+    for (family, term), (met, counted) in sorted(latest.items()):
+        say(f"  {family:<14}{term:<9}{met:>4}/{counted:<4}")
     return {"figures": listed, "shares": {"/".join(key): value for key, value in shares.items()}}
 
 

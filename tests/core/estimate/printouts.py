@@ -42,6 +42,7 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 CONFIGS = DATA / "configs"
 FILES = (
     DATA / "printouts" / "round2.jsonl",
+    DATA / "printouts" / "round3.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -159,6 +160,7 @@ class LogRun:
     streams: int | None = None  # KV streams the cache printed ("4/1 seqs": 4 sequences, 1 stream)
     pipeline: bool = False
     printed: Printed = field(default_factory=Printed)
+    compute_buffers: set[str] = field(default_factory=set)  # the buffers of the first reservation
 
 
 def _clean(line: str) -> str:
@@ -243,9 +245,12 @@ def _read_context(run: LogRun, line: str, stage: str) -> str:
         run.printed.add("rs", _place(found.group(1)), float(found.group(2)))
         return "context"
     if found := _COMPUTE.search(line):
-        place = _place(found.group(1))
-        if place not in run.printed.terms["compute"]:
-            run.printed.add("compute", place, float(found.group(2)))
+        # A buffer named again is a later reservation (a draft's, MTP's context): the first counts. Two host
+        # buffers of one reservation add up (a BLAS build's CPU buffer beside the CPU backend's CUDA_Host).
+        name = found.group(1)
+        if name not in run.compute_buffers:
+            run.compute_buffers.add(name)
+            run.printed.add("compute", _place(name), float(found.group(2)))
         return "context"
     if run.streams is None and (streams := _STREAMS.search(line)):
         run.streams = int(streams.group(2))
