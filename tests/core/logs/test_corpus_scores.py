@@ -19,7 +19,7 @@ FLOORS: dict[str, dict[str, tuple[int, int]]] = {
         "first_error": (302, 315),
         "quiet": (80, 83),
         "calm": (95, 105),
-        "engine": (497, 544),
+        "engine": (503, 544),
     },
     "heldout": {
         "stage": (189, 207),
@@ -28,7 +28,7 @@ FLOORS: dict[str, dict[str, tuple[int, int]]] = {
         "first_error": (110, 121),
         "quiet": (23, 35),
         "calm": (26, 27),
-        "engine": (193, 207),
+        "engine": (194, 207),
     },
 }
 

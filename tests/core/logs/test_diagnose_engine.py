@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vramtui.core.logs.diagnose import LogDiagnoser, diagnose_text
+from vramtui.core.logs.diagnose import LogDiagnoser, diagnose_lines, diagnose_text
 
 pytestmark = pytest.mark.engine
 
@@ -149,3 +149,39 @@ def test_server_comes_up_answers_and_is_read_live(tiny_gguf: Path) -> None:
     assert d.backend == "llama-cpp-python"
     assert d.engine_figures["kv_buffer"] == 16 << 20  # 4 layers x 2048 cells x 512 x 2 (K,V) x f16
     assert d == diagnose_text("".join(lines), exit_code=process.returncode)
+
+
+@pytest.mark.parametrize(
+    ("lines", "engine"),
+    [
+        # Ollama's first releases logged Go's plain format ("routes.go:145:"), and its runner is Go: a panic
+        (["2023/07/07 11:30:34 routes.go:145: Listening on 127.0.0.1:11434"], "ollama"),
+        (
+            [
+                "llama_decode: failed to decode, ret = -3",
+                "panic: failed to decode batch: llama_decode failed with code -3",
+                "goroutine 23 [running]:",
+            ],
+            "ollama",
+        ),
+        # SGLang's scheduler stats as its 2025 releases word them
+        (
+            [
+                "2025-10-20 03:02:22 INFO 31223 [DP3 TP3 EP3 scheduler_metrics_mixin.py:222] Decode batch. "
+                "#running-req: 32, #token: 157952, token usage: 0.21"
+            ],
+            "sglang",
+        ),
+        (["[2025-05-14 09:31:43] Prefill batch. #new-seq: 2, #new-token: 2, #cached-token: 8027"], "sglang"),
+        # llama-server's slot timings alone
+        (
+            [
+                "slot print_timing: id  0 | task 28 | prompt processing, n_tokens =  15360, progress = 0.56, "
+                "t =   9.52 s / 1613.98 tokens per second"
+            ],
+            "llama.cpp",
+        ),
+    ],
+)
+def test_an_engine_is_told_by_its_own_source_words(lines: list[str], engine: str) -> None:
+    assert diagnose_lines(lines, kernel_log=lambda: None).backend == engine

@@ -1543,6 +1543,13 @@ MARKS: tuple[tuple[str, str], ...] = (
     ),
     ("[gin]", "ollama"),
     ("pulling manifest", "ollama"),
+    # its Go sources in the plain log format of its first releases ("2023/07/07 11:30:34 routes.go:145:
+    # Listening on ..."), and a Go runtime's panic: of the llama.cpp family only Ollama's runner is Go
+    ("routes.go:", "ollama"),
+    ("images.go:", "ollama"),
+    ("server.go:", "ollama"),
+    ("goroutine ", "ollama"),
+    ("panic: ", "ollama"),
 )
 
 MARKS_2: tuple[tuple[str, str], ...] = (
@@ -1561,6 +1568,8 @@ MARKS_2: tuple[tuple[str, str], ...] = (
     ("llama-server", "llama.cpp"),
     ("llama.cpp", "llama.cpp"),
     ("update_slots", "llama.cpp"),
+    ("print_timing", "llama.cpp"),  # llama-server's slot timings while it serves
+    ("launch_slot_", "llama.cpp"),
     ("srv ", "llama.cpp"),
 )
 

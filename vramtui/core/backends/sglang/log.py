@@ -238,6 +238,9 @@ MARKS: tuple[tuple[str, str], ...] = (
     ("tp0]", "sglang"),
     ("decode batch, #running-req", "sglang"),  # its scheduler's stats lines
     ("prefill batch, #new-seq", "sglang"),
+    ("decode batch. #running-req", "sglang"),  # the same, as its releases since 2025 word them
+    ("prefill batch. #new-seq", "sglang"),
+    ("scheduler_metrics_mixin", "sglang"),
 )
 
 MARKS_2: tuple[tuple[str, str], ...] = (("is longer than the model's context length", "sglang"),)
