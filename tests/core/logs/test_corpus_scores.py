@@ -19,7 +19,7 @@ FLOORS: dict[str, dict[str, tuple[int, int]]] = {
         "first_error": (302, 315),
         "quiet": (80, 83),
         "calm": (95, 105),
-        "engine": (503, 544),
+        "engine": (510, 544),
     },
     "heldout": {
         "stage": (189, 207),

@@ -173,6 +173,29 @@ def test_server_comes_up_answers_and_is_read_live(tiny_gguf: Path) -> None:
             "sglang",
         ),
         (["[2025-05-14 09:31:43] Prefill batch. #new-seq: 2, #new-token: 2, #cached-token: 8027"], "sglang"),
+        (
+            ["(VllmWorkerProcess pid=802) ERROR 04-23 00:04:19 multiproc_worker_utils.py:240] Traceback"],
+            "vllm",
+        ),
+        (
+            [
+                "Value error, The model type 'gemma3' does not support float16. Reason: Numerical instability. "
+                "Please use bfloat16 or float32 instead."
+            ],
+            "vllm",
+        ),
+        (
+            ["error loading model: error loading model architecture: unknown model architecture: 'llama4'"],
+            "llama.cpp",
+        ),
+        (['error while handling argument "--flash-attn": expected value for argument'], "llama.cpp"),
+        (
+            [
+                "RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:",
+                "\tsize mismatch for model.embed_tokens.weight: copying a param with shape torch.Size([128256, 4096])",
+            ],
+            "transformers",
+        ),
         # llama-server's slot timings alone
         (
             [

@@ -1569,6 +1569,9 @@ MARKS_2: tuple[tuple[str, str], ...] = (
     ("llama.cpp", "llama.cpp"),
     ("update_slots", "llama.cpp"),
     ("print_timing", "llama.cpp"),  # llama-server's slot timings while it serves
+    ("unknown model architecture: '", "llama.cpp"),  # its loader's words (Ollama's runner prints them too)
+    ("error while handling argument", "llama.cpp"),  # common/arg.cpp refusing a flag
+    ("flash attention not supported by", "llama.cpp"),
     ("launch_slot_", "llama.cpp"),
     ("srv ", "llama.cpp"),
 )

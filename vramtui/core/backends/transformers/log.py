@@ -391,6 +391,8 @@ MARKS_2: tuple[tuple[str, str], ...] = (
     ("accelerate", "transformers"),
     ("pad_token_id", "transformers"),
     ("torch.cuda.outofmemoryerror", "transformers"),
+    ("error(s) in loading state_dict for", "transformers"),  # a model class loading a checkpoint
+    ("some parameters are on the meta device", "transformers"),  # accelerate's offload under from_pretrained
 )
 
 

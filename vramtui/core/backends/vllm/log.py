@@ -747,6 +747,9 @@ MARKS_2: tuple[tuple[str, str], ...] = (
     ("(apiserver pid=", "vllm"),  # V1's process prefixes
     ("(worker_", "vllm"),
     ("(vllmworker", "vllm"),
+    ("(vllmworkerprocess", "vllm"),  # V0's multiprocess workers, and their error prefix's module
+    ("multiproc_worker_utils", "vllm"),
+    ("does not support float16. reason: numerical instability", "vllm"),  # its model config's dtype check
     ("[parallel_state.py:", "vllm"),
     ("[topk_topp_sampler.py:", "vllm"),
     ("backend on v1 engine", "vllm"),
