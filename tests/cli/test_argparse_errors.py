@@ -24,3 +24,33 @@ def test_a_flag_argparse_refuses_is_one_line_and_exit_2(argv: list[str], says: s
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(says), proc.stderr
     assert "--help" in proc.stderr  # where the usage is, instead of printing it
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["estimate", "--params", "8B", "--gpu-mem", "-5GiB"],
+            "vramtui: --gpu-mem: not a memory size: '-5GiB'",
+        ),
+        (["estimate", "--params", "8B", "--ctx", "-32k"], "vramtui: --ctx: a context is positive, not -32k"),
+    ],
+)
+def test_a_negative_value_with_a_unit_is_the_flags_own_error(argv: list[str], says: str) -> None:
+    # argparse takes "-5GiB" for an option ("expected one argument"); the flag's own check names the value
+    proc = subprocess.run(
+        [sys.executable, "-m", "vramtui", *argv], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith(says), proc.stderr
+
+
+def test_joining_leaves_flags_and_plain_values_alone() -> None:
+    from vramtui.cli import join_negative_values
+
+    assert join_negative_values(["estimate", "--gpu-mem", "-5GiB", "-x", "-5"]) == [
+        "estimate",
+        "--gpu-mem=-5GiB",
+        "-x",
+        "-5",
+    ]
+    assert join_negative_values(["diagnose", "--json", "--since=-5"]) == ["diagnose", "--json", "--since=-5"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -67,9 +68,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# A negative number with a unit ("-5GiB", "-32k"): argparse takes it for an option, and says only "expected
+# one argument"; joined to its flag, the flag's own check says what is wrong with the value.
+_NEGATIVE_VALUE = re.compile(r"-\d[\d.,]*\s*[A-Za-z%]*")
+
+
+def join_negative_values(argv: Sequence[str]) -> list[str]:
+    """`--gpu-mem -5GiB` as `--gpu-mem=-5GiB`."""
+    joined: list[str] = []
+    for token in argv:
+        previous = joined[-1] if joined else ""
+        if (
+            _NEGATIVE_VALUE.fullmatch(token)
+            and previous.startswith("--")
+            and "=" not in previous
+            and len(previous) > 2
+        ):
+            joined[-1] = f"{previous}={token}"
+        else:
+            joined.append(token)
+    return joined
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    args, extra = parser.parse_known_args(join_negative_values(sys.argv[1:] if argv is None else argv))
     if extra:  # `diagnose a.log b.log`: the subcommand's help says what it takes, not the top level's
         command = getattr(args, "command", None)
         prog = f"vramtui {command}" if command else "vramtui"
