@@ -93,3 +93,30 @@ def test_fits_breakdown_rows_are_the_last_the_log_printed(log: Path):
     # fit's host projection is its Host row as first printed (before loading: the mapped file counts 0)
     first_host = next(m for m in ROW.finditer(log.read_text()) if m.group(1) == "Host")
     assert comparison.projected["host"] == sum(int(first_host.group(i)) for i in (2, 3, 4)) * MIB
+
+
+def test_the_prediction_is_set_beside_the_buffers_the_engine_printed() -> None:
+    """vLLM's CPU build prints its KV cache alone: its step says the predicted KV cache beside it, not every
+    buffer (the weights' gigabytes read as a miss that is not one)."""
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.propose import Proposal
+    from vramtui.core.wizard.verify import predicted_against_printed
+
+    proposal = Proposal("context", 32768, 8192, "why", predicted_mib=3300.0)
+    proposal.predicted_parts = {"weights": 2900.0, "kv_cache": 256.0, "compute": 144.0}
+    kv_only = Observation(
+        ready=True, smoke_ok=True, stage="inference", failure_stage=None, failure=None,
+        engine={"kv_cache_available": 256 << 20},
+    )  # fmt: skip
+    assert predicted_against_printed(proposal, kv_only) == (
+        "predicted ~256 MiB for the KV cache; the engine printed 256 MiB"
+    )
+    every = Observation(
+        ready=True, smoke_ok=True, stage="inference", failure_stage=None, failure=None,
+        engine={"model_buffer": 2900 << 20, "kv_buffer": 256 << 20, "compute_buffer": 150 << 20},
+    )  # fmt: skip
+    assert predicted_against_printed(proposal, every) == (
+        "predicted ~3300 MiB for the weights, KV cache, compute buffers; the engine printed 3306 MiB"
+    )
+    proposal.predicted_parts = {}  # a step recorded before the parts were kept
+    assert predicted_against_printed(proposal, kv_only).startswith("predicted ~3300 MiB for the buffers")

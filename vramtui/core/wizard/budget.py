@@ -20,7 +20,7 @@ from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import HOST, MemoryBill, Part, Place
 from vramtui.core.units import MIB
 from vramtui.core.wizard.ladders import MEMORY_FAILURES
-from vramtui.core.wizard.observe import Observation, part_bytes
+from vramtui.core.wizard.observe import BUFFER_PARTS, Observation, part_bytes
 
 
 def _mmap_of(params: dict[str, object]) -> bool:
@@ -37,6 +37,13 @@ _ESTIMATED_PARTS: tuple[Part, ...] = ("weights", "kv_cache", "compute", "output"
 def needed_bytes(bill: MemoryBill) -> int:
     """Everything a predicted bill holds: the budget counts every part wherever the bill put it."""
     return sum(bill.total(place) for place in bill.places)
+
+
+def predicted_parts(bill: MemoryBill | None) -> dict[str, float]:
+    """A predicted bill's buffers (weights, KV cache, compute) in MiB, wherever they sit."""
+    if bill is None:
+        return {}
+    return {part: part_bytes(bill, part) / MIB for part in BUFFER_PARTS}
 
 
 def current_value(profile: Profile, param: str) -> object:

@@ -36,6 +36,8 @@ class Proposal:
     rung: str = ""
     knob: str | None = None
     predicted_mib: float | None = None
+    # the same prediction per buffer (weights, KV cache, compute), to set beside the ones the engine prints
+    predicted_parts: dict[str, float] = dataclasses.field(default_factory=dict)
     advice_only: bool = False
     # Set when this step only prepares the next (flash attention before a quantized V cache).
     then: tuple[str, object] | None = None

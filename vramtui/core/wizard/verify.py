@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from vramtui.core.backends import Backend, kv_dtype_name, switch
 from vramtui.core.launch.profile import Profile
+from vramtui.core.memory.parts import LABELS
 from vramtui.core.units import MIB
 from vramtui.core.wizard.budget import MemoryModel, needed_bytes
-from vramtui.core.wizard.observe import Observation
+from vramtui.core.wizard.observe import BUFFER_PARTS, Observation, part_bytes
 from vramtui.core.wizard.propose import Proposal, quant_of
 
 
@@ -38,10 +39,9 @@ def verify(
             notes.append(f"quantization confirmed in the log: file type {seen}")
     if before is not None and before.peak_mib and after.peak_mib:
         notes.append(f"peak memory {before.peak_mib:.0f} → {after.peak_mib:.0f} MiB")
-    predicted = proposal.predicted_mib
-    measured = after.allocated_bytes() / MIB
-    if predicted is not None and measured:
-        notes.append(f"predicted ~{predicted:.0f} MiB for the buffers; the engine printed {measured:.0f} MiB")
+    said = predicted_against_printed(proposal, after)
+    if said:
+        notes.append(said)
     if after.works:
         notes.append("it runs: the smallest chat request answered")
         speed = speed_note(proposal, before, after)
@@ -207,3 +207,22 @@ def overridden_by_extra(profile: Profile, backend: Backend, param: str) -> str:
     if env_name and env_name in profile.env:
         return f"the profile's env sets {env_name}={profile.env[env_name]}"
     return ""
+
+
+def predicted_against_printed(proposal: Proposal, after: Observation) -> str:
+    """The prediction beside what the engine printed, over the same buffers: an engine that prints only its
+    KV cache (vLLM's CPU build) is set against the predicted KV cache, not against every buffer."""
+    printed = {part: part_bytes(after.measured, part) for part in BUFFER_PARTS}
+    shown = [part for part, nbytes in printed.items() if nbytes]
+    if not shown or proposal.predicted_mib is None:
+        return ""
+    failed = after.figures.get("failed_alloc", 0)
+    if failed or not proposal.predicted_parts:
+        # a failed allocation belongs to no known buffer: the whole prediction against all it asked for
+        return (
+            f"predicted ~{proposal.predicted_mib:.0f} MiB for the buffers; "
+            f"the engine printed {(sum(printed.values()) + failed) / MIB:.0f} MiB"
+        )
+    predicted = sum(proposal.predicted_parts.get(part, 0.0) for part in shown)
+    names = ", ".join(LABELS[part] for part in shown)
+    return f"predicted ~{predicted:.0f} MiB for the {names}; the engine printed {sum(printed.values()) / MIB:.0f} MiB"

@@ -21,7 +21,13 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.launch import procs
 from vramtui.core.launch.profile import Profile
 from vramtui.core.units import MIB
-from vramtui.core.wizard.budget import DEFAULT_MARGIN, MemoryModel, current_value, needed_bytes
+from vramtui.core.wizard.budget import (
+    DEFAULT_MARGIN,
+    MemoryModel,
+    current_value,
+    needed_bytes,
+    predicted_parts,
+)
 from vramtui.core.wizard.ladders import Rung
 from vramtui.core.wizard.observe import Observation, observe
 from vramtui.core.wizard.propose import Findings, Proposal, Proposer, _nice_below, sibling_files
@@ -314,6 +320,7 @@ class Wizard:
             # The user may have edited the value: predict for what is really launched.
             bill = self.model.predict(candidate)
             proposal.predicted_mib = needed_bytes(bill) / MIB if bill is not None else None
+            proposal.predicted_parts = predicted_parts(bill)
         previous = self.last
         before_profile = self.profile
         try:
