@@ -153,3 +153,13 @@ def test_host_only_recording_and_replay_source(tmp_path: Path) -> None:
     assert [s.host.ram_used for s in got if s.host] == [500 * MIB, 501 * MIB, 502 * MIB]
     assert all(s.gpus == () for s in got)
     assert ReplaySource(DATA / "malformed.csv").status().message.endswith("7 malformed row(s) skipped")
+
+
+def test_rows_without_a_header_are_read_as_vramtuis_own_query_and_said_so() -> None:
+    data = read_nvsmi_csv("a,b\n1,2\n")
+    assert data.rows == 0 and data.skipped == 2
+    assert "no header line" in data.problems[0] and "memory.used [MiB]" in data.problems[0]
+    with_header = read_nvsmi_csv(
+        "timestamp, index, memory.used [MiB]\n2025/01/01 00:00:00.000, 0, 100 MiB, 7\n"
+    )
+    assert with_header.problems == ["line 2: 4 fields where the header has 3"]

@@ -251,10 +251,20 @@ def _iter_lines(source: str | Path | TextIO | Iterable[str]) -> Iterator[str]:
         yield from source
 
 
+def _count_problem(fields: int, expected: int, headless: bool) -> str:
+    if headless:
+        return (
+            f"{fields} fields and no header line: without one, vramtui's own query ({', '.join(DEFAULT_COLUMNS)}) "
+            "is assumed; record with --format=csv (not noheader) or with `vramtui record`"
+        )
+    return f"{fields} fields where the header has {expected}"
+
+
 def read_nvsmi_csv(source: str | Path | TextIO | Iterable[str], max_problems: int = 5) -> NvsmiData:
     """Parse nvidia-smi query CSV (a Path, the text itself, or lines). Never raises on bad rows."""
     data = NvsmiData()
     columns: _Columns | None = None
+    headless = False  # no header line: vramtui's own query's columns are assumed
     group_t: float | None = None
     group_position = 0
     sequence = 0
@@ -269,12 +279,12 @@ def read_nvsmi_csv(source: str | Path | TextIO | Iterable[str], max_problems: in
             columns = _Columns(fields)
             continue
         if columns is None:
-            columns = _Columns(list(DEFAULT_COLUMNS))
+            columns, headless = _Columns(list(DEFAULT_COLUMNS)), True
         try:
             if not columns.usable:
                 raise _Malformed("the header names no memory column")
             if len(fields) != columns.count:
-                raise _Malformed(f"{len(fields)} fields where the header has {columns.count}")
+                raise _Malformed(_count_problem(len(fields), columns.count, headless))
             row = _parse_row(fields, columns, sequence)
         except _Malformed as error:
             data.skipped += 1
