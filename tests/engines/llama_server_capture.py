@@ -78,6 +78,11 @@ SCENARIOS = (
     ),
     Scenario("port-in-use", ("-c", "2048"), hold_port=True, note="another socket listens on the port"),
     Scenario(
+        "parallel-not-unified",
+        ("-c", "4096", "-np", "2"),
+        note="two slots: a KV cache that is not unified, one stream of 2048 cells per slot",
+    ),
+    Scenario(
         "quantized-v-no-fa",
         ("-c", "2048", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "off"),
         note="a quantized V cache with flash attention off",

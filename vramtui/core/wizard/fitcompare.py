@@ -155,6 +155,8 @@ def _kv_dtype_run(figures: Mapping[str, float], info: Any, backend: str) -> str 
     the model's K+V width (None: not printed, or no type fits): fit projected that run, so the estimate
     must size it too."""
     kv, cells = figures.get("kv_cache_size") or figures.get("kv_buffer"), _int(figures, "kv_cache_cells")
+    if cells:  # the printed cells are each stream's: a cache that is not unified has one per slot
+        cells *= _int(figures, "kv_cache_streams") or 1
     if not kv:  # a run that failed before its cache: fit's own breakdown of it (the context rows)
         kv = sum(value for key, value in figures.items() if key.startswith("fit_breakdown_context."))
         cells = _int(figures, "fit_context_from") or _int(figures, "context")

@@ -1310,6 +1310,15 @@ FIGURES: tuple[FigureRule, ...] = (
         count=True,
         backend="llama.cpp",
     ),
+    # "(2048 cells, 4 layers, 2/2 seqs)": sequences / streams; the cells are each stream's (a cache that is
+    # not unified keeps one stream per slot)
+    FigureRule(
+        "seqs",
+        "kv_cache_streams",
+        r"llama_kv_cache\w*: size\s*=.*cells,.*\d+/(?P<value>\d+) seqs\)",
+        count=True,
+        backend="llama.cpp",
+    ),
     FigureRule(
         "n_ctx",
         "context",
