@@ -83,6 +83,12 @@ SCENARIOS = (
         note="two slots: a KV cache that is not unified, one stream of 2048 cells per slot",
     ),
     Scenario(
+        "parallel-auto-context",
+        ("-np", "2"),
+        as_limit_mib=1500,
+        note="two slots, no context: fit gives each stream the trained length (524288 cells, 4 GiB) under 1500 MiB",
+    ),
+    Scenario(
         "quantized-v-no-fa",
         ("-c", "2048", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "off"),
         note="a quantized V cache with flash attention off",

@@ -67,3 +67,19 @@ def test_the_repacked_copy_is_counted_on_the_cpu_only(
     assert plain.bill.get("weights", HOST) <= (f16.weights_bytes or 0) * 1.01  # only an AMX build repacks f16
     gpu = estimate(q4, Settings(backend="llama.cpp", context=4096))
     assert gpu.bill.get("weights", HOST) < (q4.weights_bytes or 0)  # offloaded layers get no copy
+
+
+def test_slots_without_a_context_get_the_trained_length_each(tmp_path: Path) -> None:
+    """`-np 2` alone: fit gives each KV stream the trained length (parallel-auto-context.verbose.log: "using
+    524288 for 2 sequences", then the 4096 MB cache that failed); the slots llama-server picks itself share
+    one cache of the trained length."""
+    model = write_tiny_gguf(tmp_path / "l4.gguf", TinyModelSpec(n_layer=4, n_embd=512, n_head=8, n_head_kv=8))
+    info = load_model_info(model)
+    figures = diagnose_file(LOGS / "parallel-auto-context.verbose.log").engine_figures
+    two = estimate(info, Settings(backend="llama.cpp", parallel=2, on_gpu=False))
+    assert two.bill.get("kv_cache", HOST) == figures["oom_requested"] == 4096 << 20
+    assert figures["context"] == 524288
+    auto = estimate(info, Settings(backend="llama.cpp", on_gpu=False))  # -np auto: 4 slots, one cache
+    assert auto.bill.get("kv_cache", HOST) == 2048 << 20
+    python = estimate(info, Settings(backend="llama-cpp-python", parallel=2, context=0, on_gpu=False))
+    assert python.bill.get("kv_cache", HOST) == 2048 << 20  # no fit step in the library

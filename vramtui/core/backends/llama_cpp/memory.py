@@ -281,6 +281,9 @@ class LlamaCppMemory(MemoryAccounting):
     server_outputs = True
     # llama-server's cache is one stream for every slot when it picks the slot count (-np auto)
     unified_kv = True
+    # llama-server's fit (common/fit.cpp, on by default) gives a context left unset the trained length per
+    # KV stream: `-np 2` alone (a cache that is not unified) is 2 x the trained length in all
+    fit_widens_auto_context = True
     # the sliding-window layers keep only the window (plus a micro-batch) per sequence
     swa_full = False
 
@@ -308,7 +311,8 @@ class LlamaCppMemory(MemoryAccounting):
         context = settings.context
         if context is None:
             context = self.default_context(settings)
-        if context == 0:  # -c 0: the model's training context
+        auto = context == 0
+        if auto:  # -c 0: the model's training context
             context = info.max_context or 4096
         parallel = settings.parallel or int(defaults.get("parallel", 1))
         batch = settings.batch or int(defaults.get("batch", 2048))
@@ -320,6 +324,8 @@ class LlamaCppMemory(MemoryAccounting):
         # llama-server unifies the cache when it picks the slot count itself (-np auto), not when given
         unified = self.unified_kv and settings.parallel is None
         streams = 1 if unified else parallel
+        if auto and self.fit_widens_auto_context:
+            context *= streams
         return RunShape(context, parallel, ubatch, flash, self.kv_dtype(info, settings), streams)
 
     def run_context(self, info: ModelInfo, settings: Settings) -> int:
@@ -452,6 +458,7 @@ class LlamaCppPythonMemory(LlamaCppMemory):
     logits_all default) and token ids: host RAM that fills as the context does."""
 
     server_outputs = False
+    fit_widens_auto_context = False  # the library sizes n_ctx itself: no fit step
 
     def host_logits(self, info: ModelInfo, run: RunShape) -> int:
         return run.context * (info.vocab * 4 + 4)
@@ -472,6 +479,7 @@ class OllamaMemory(LlamaCppMemory):
 
     unified_kv = False  # its runner keeps one stream per parallel sequence
     swa_full = True  # its runner asks for full-size sliding-window caches
+    fit_widens_auto_context = False  # num_ctx is per sequence already (slot_cells)
 
     context_is_per_sequence = True
     auto_places_layers = True
