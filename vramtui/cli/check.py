@@ -34,10 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from vramtui.cli.common import print_json
     from vramtui.core.launch.launcher import build_command, pin_port, run_check
-    from vramtui.core.launch.profile import load_launch_profile
+    from vramtui.core.launch.profile import check_runnable, load_launch_profile
     from vramtui.core.launch.smoke import load_saved_request
 
     profile = pin_port(load_launch_profile(args.profile))
+    check_runnable(profile)
     replay = load_saved_request(args.replay_request) if args.replay_request else None
     plan = build_command(profile)
     # The exact command before launch; stderr in --json mode so stdout stays one JSON object.

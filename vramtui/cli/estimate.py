@@ -38,7 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run = parser.add_argument_group("how it runs")
     run.add_argument(
-        "--backend", default="llama.cpp", help="llama.cpp, ik_llama.cpp, vllm, transformers or ollama"
+        "--backend",
+        default="llama.cpp",
+        help="llama.cpp, llama-cpp-python, ik_llama.cpp, vllm, transformers or ollama",
     )
     run.add_argument("--ctx", metavar="TOKENS", help="context length (8192, 32k)")
     run.add_argument("--parallel", metavar="N", help="concurrent sequences")

@@ -13,7 +13,7 @@ import pytest
 
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.launcher import build_command
-from vramtui.core.launch.profile import load_launch_profile, load_profile, profile_from_dict
+from vramtui.core.launch.profile import Profile, load_launch_profile, load_profile, profile_from_dict
 
 
 def vramtui(*args: str) -> subprocess.CompletedProcess[str]:
@@ -319,3 +319,33 @@ def test_a_profile_may_spell_a_context_as_the_cli_does(tmp_path: Path) -> None:
     path.write_text('backend = "llama.cpp"\nmodel = "m.gguf"\n[params]\ncontext = "lots"\n')
     with pytest.raises(VramtuiError, match="context must be a whole number, not 'lots'"):
         load_profile(path)
+
+
+def test_settings_the_engine_refuses_are_said_before_check_launches() -> None:
+    from vramtui.core.launch.profile import check_runnable
+
+    def refused(backend: str, **params: object) -> str:
+        with pytest.raises(VramtuiError) as error:
+            check_runnable(Profile(backend=backend, model="/m.gguf", params=params))
+        return str(error.value)
+
+    assert "runs at most 256 sequences" in refused("llama-server", parallel=300)
+    assert 'set flash_attn = "on"' in refused("llama-server", kv_dtype="q8_0", flash_attn="off")
+    assert 'set flash_attn = "on"' in refused("llama-cpp-python", kv_dtype="q8_0")  # its default is off
+    for fine in ({"parallel": 256}, {"kv_dtype": "q8_0"}, {"kv_dtype": "q8_0", "flash_attn": "on"}):
+        check_runnable(Profile(backend="llama-server", model="/m.gguf", params=fine))  # auto is on
+    check_runnable(Profile(backend="vllm", model="m", params={"parallel": 300}))  # no such limit known
+
+
+def test_the_wizards_first_move_is_llama_cpps_own_named_fix() -> None:
+    from vramtui.core.backends import get_backend
+    from vramtui.core.backends.base import FailedRun
+
+    fix = get_backend("llama.cpp").named_fix
+    assert fix is not None
+    run = FailedRun(failure="other", cause="too_many_sequences", stage="kv_cache", figures={}, params={})
+    assert fix(run)[:2] == ("parallel", 256)
+    run = FailedRun(
+        failure="other", cause="v_cache_needs_flash_attn", stage="kv_cache", figures={}, params={}
+    )
+    assert fix(run)[:2] == ("flash_attn", "on")

@@ -28,6 +28,9 @@ def test_quantized_v_without_flash_attention_is_its_error_first() -> None:
     diagnosis = diagnose_file(SERVER_LOGS / "quantized-v-no-fa.log")
     assert diagnosis.cause == "v_cache_needs_flash_attn"
     assert "quantized v cache requires flash_attn" in (diagnosis.first_error_text or "").lower()
+    # the advice names the two ways out in llama-server's flags, not "read the first error line"
+    assert diagnosis.advice[0].startswith("Turn on flash attention: --flash-attn on")
+    assert "--cache-type-v f16" in diagnosis.advice[1]
 
 
 @pytest.mark.parametrize("name", ["healthy.log", "healthy-defaults.log", "compute-fits-fa-auto.log"])

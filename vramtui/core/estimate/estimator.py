@@ -785,7 +785,8 @@ def _sequence_limit(settings: Settings, est: Estimate, cap: int | None) -> None:
     if est.max_parallel is not None and est.max_parallel > cap:
         est.max_parallel = cap
         est.notes.append(
-            f"at most {cap} sequences at once: {settings.backend} runs no more (memory would hold more)"
+            f"at most {cap} sequence{'s' if cap != 1 else ''} at once: {settings.backend} runs no more (memory "
+            "would hold more)"
         )
     if settings.parallel is not None and settings.parallel > cap:
         est.fits = False

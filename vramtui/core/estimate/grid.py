@@ -214,6 +214,8 @@ def build_table(
     table.rows.sort(key=lambda row: row.weights_bytes)
     cap = get_backend(settings.backend).max_sequences
     if cap and any(cell.max_parallel >= cap for row in table.rows for cell in row.cells):
-        table.notes.append(f"at most {cap} sequences at once: {settings.backend} runs no more")
+        table.notes.append(
+            f"at most {cap} sequence{'s' if cap != 1 else ''} at once: {settings.backend} runs no more"
+        )
     table.elapsed_s = time.perf_counter() - started
     return table

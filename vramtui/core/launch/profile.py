@@ -524,6 +524,26 @@ def load_profile(path: str | Path) -> Profile:
     return profile_from_dict(data, folder=file.resolve().parent, source=file.resolve())
 
 
+def check_runnable(profile: Profile) -> None:
+    """Settings the engine itself refuses, said before a launch that could only fail (`check`, `run`;
+    the wizard launches them: its first move is the engine's own named fix)."""
+    backend, params = profile.backend, profile.params
+    cap = backend.max_sequences
+    parallel = params.get("parallel")
+    if cap and isinstance(parallel, int) and not isinstance(parallel, bool) and parallel > cap:
+        raise VramtuiError(
+            f"parallel = {parallel}: {backend.name} runs at most {cap} sequence{'s' if cap != 1 else ''} "
+            f"at once (it refuses to start); set parallel = {cap} or less"
+        )
+    kv_dtype = params.get("kv_dtype")
+    flash = backend.flash_attn_effective(params.get("flash_attn"))
+    if kv_dtype is not None and backend.needs_flash_attn_for(kv_dtype) and not flash:
+        raise VramtuiError(
+            f'kv_dtype = "{kv_dtype}" needs flash attention, which is off here: {backend.name} refuses a '
+            'quantized V cache without it; set flash_attn = "on" (or kv_dtype = "f16")'
+        )
+
+
 def load_launch_profile(path: str | Path) -> Profile:
     """A profile about to be launched: read it, then make sure its model file and program are there."""
     profile = load_profile(path)

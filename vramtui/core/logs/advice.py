@@ -40,6 +40,7 @@ CAUSE_WORDS: dict[str, str] = {
     "worker_killed": "a worker process was killed with SIGKILL while loading: most often the host's out-of-memory killer",
     "unknown_projector": "this build does not know the vision projector's type (--mmproj)",
     "v_cache_needs_flash_attn": "a quantized V cache needs flash attention",
+    "too_many_sequences": "more parallel sequences than llama.cpp runs (256)",
     "gpu_full_at_start": "the GPU was already full before loading (a device memory query failed)",
     "port_in_use": "the server could not listen: another process already holds its port",
     "nccl_timeout": "a multi-GPU (NCCL) collective operation timed out: one GPU's process stalled or died",
@@ -373,6 +374,8 @@ ADVICE: tuple[AdviceRow, ...] = (
     AdviceRow(None, "kv_bytes_over_free", ("@kv_bytes_over_free",)),
     AdviceRow(None, "max_len_over_model", ("@max_len_over_model",)),
     AdviceRow(None, "quant_not_in_checkpoint", ("@quant_not_in_checkpoint",)),
+    AdviceRow(None, "v_cache_needs_flash_attn", ("@v_cache_needs_flash_attn",)),
+    AdviceRow(None, "too_many_sequences", ("@too_many_sequences",)),
     AdviceRow("other", "worker_died", ("@worker_died",)),
     AdviceRow(
         "context_too_long",

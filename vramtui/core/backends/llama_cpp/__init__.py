@@ -23,7 +23,7 @@ from vramtui.core.backends.base import (
     switch,
     whole,
 )
-from vramtui.core.backends.llama_cpp.ladder import KV_DTYPE_ORDER, LADDER
+from vramtui.core.backends.llama_cpp.ladder import KV_DTYPE_ORDER, LADDER, MAX_SEQUENCES, named_fix
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import offload
 
@@ -191,7 +191,8 @@ _FAMILY = {
     "quantized_v_needs_flash_attn": True,
     # LLAMA_MAX_SEQ (src/llama-cparams.h); checked on llama-server 0.5.0-dev: `-np 300` exits with
     # "n_seq_max must be <= 256". Ollama's runner is llama.cpp: the same limit.
-    "max_sequences": 256,
+    "max_sequences": MAX_SEQUENCES,
+    "named_fix": named_fix,
 }
 
 LLAMA_CPP = Backend(
@@ -327,7 +328,8 @@ LLAMA_CPP_PYTHON = Backend(
     # Measured here: 290-380 MiB of address space besides its buffers (Python, numpy, uvicorn,
     # thread stacks and malloc arenas).
     host_baseline_bytes=352 * MIB,
-    **_FAMILY,  # type: ignore[arg-type]
+    # its server puts every request behind one lock (llama_cpp.server's llama_outer_lock): one at a time
+    **{**_FAMILY, "max_sequences": 1},  # type: ignore[arg-type]
 )
 
 OLLAMA = Backend(

@@ -21,6 +21,7 @@ from vramtui.core.backends.base import (
     SHORTER_INPUT,
     SMALLER_MODEL,
     TENSOR_SPLIT_MOVE,
+    FailedRun,
     Ladder,
     Rung,
 )
@@ -69,3 +70,17 @@ LADDER: Ladder = {
 }
 # KV cache types from largest to smallest element.
 KV_DTYPE_ORDER: tuple[str, ...] = ("f32", "f16", "q8_0", "q4_0")
+
+
+# LLAMA_MAX_SEQ (src/llama-cparams.h): libllama refuses more sequences ("n_seq_max must be <= 256")
+MAX_SEQUENCES = 256
+
+
+def named_fix(run: FailedRun) -> tuple[str, object, str] | None:
+    """(param, value, why) for llama.cpp's refusals that name their own fix: more slots than it runs
+    ("n_seq_max must be <= 256"), a quantized V cache with flash attention off."""
+    if run.cause == "too_many_sequences":
+        return "parallel", MAX_SEQUENCES, f"llama.cpp runs at most {MAX_SEQUENCES} sequences at once"
+    if run.cause == "v_cache_needs_flash_attn":
+        return "flash_attn", "on", "llama.cpp quantizes the V cache only with flash attention on"
+    return None

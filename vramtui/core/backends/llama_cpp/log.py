@@ -140,6 +140,13 @@ LLAMA_CPP = LogProfile(
         "context_oom": _context_oom("--cache-type-k q8_0 --cache-type-v q8_0", " on"),
         "compute_oom": _compute_oom(" on"),
         "context_too_long": ("llama-server can drop old tokens instead of failing: --context-shift.",),
+        "v_cache_needs_flash_attn": (
+            "Turn on flash attention: --flash-attn on (llama.cpp quantizes the V cache only with it).",
+            "Or keep the V cache 16-bit: --cache-type-v f16 (a quantized K cache alone needs no flash attention).",
+        ),
+        "too_many_sequences": (
+            "Fewer slots: --parallel 256 at most (llama.cpp runs no more sequences at once).",
+        ),
     },
 )
 LLAMA_CPP_PYTHON = LogProfile(
@@ -152,6 +159,11 @@ LLAMA_CPP_PYTHON = LogProfile(
         **_LLAMA_ADVICE,
         "context_oom": _context_oom("--type_k 8 --type_v 8 (8 is q8_0)", " true"),
         "compute_oom": _compute_oom(" true"),
+        "v_cache_needs_flash_attn": (
+            "Turn on flash attention: --flash_attn true (llama.cpp quantizes the V cache only with it).",
+            "Or keep the V cache 16-bit: --type_v 1 (1 is f16; a quantized K cache alone needs no flash "
+            "attention).",
+        ),
     },
 )
 # Ollama gives its runner num_ctx x OLLAMA_NUM_PARALLEL cells (its `--ctx-size` and the n_ctx it prints):
@@ -712,6 +724,14 @@ CONTEXT_BUFFER_ERRORS: tuple[ErrorRule, ...] = (
         "v_cache_needs_flash_attn",
         "other",
         r"v cache (?:quantization )?requires flash_attn|quantized v cache requires flash_attn",
+        stage="kv_cache",
+        backend="llama.cpp",
+    ),
+    # libllama refuses more sequences than LLAMA_MAX_SEQ (llama-context.cpp): -np over 256
+    ErrorRule(
+        "n_seq_max must be",
+        "too_many_sequences",
+        "other",
         stage="kv_cache",
         backend="llama.cpp",
     ),
