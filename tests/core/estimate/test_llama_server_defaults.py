@@ -83,3 +83,17 @@ def test_slots_without_a_context_get_the_trained_length_each(tmp_path: Path) -> 
     assert auto.bill.get("kv_cache", HOST) == 2048 << 20
     python = estimate(info, Settings(backend="llama-cpp-python", parallel=2, context=0, on_gpu=False))
     assert python.bill.get("kv_cache", HOST) == 2048 << 20  # no fit step in the library
+
+
+def test_the_wizard_leaves_unset_slots_to_the_engine(tmp_path: Path) -> None:
+    """A profile without `parallel` runs llama-server's -np auto: 4 slots in one unified cache (its KQ mask
+    spans every cell), not 4 streams given; with `parallel = 2` and no context, fit's 2 x trained length."""
+    from vramtui.core.launch.profile import Profile
+    from vramtui.core.wizard.budget import MemoryModel
+
+    model = write_tiny_gguf(tmp_path / "l4.gguf", TinyModelSpec(n_layer=4, n_embd=512, n_head=8, n_head_kv=8))
+    unset = Profile(backend="llama-server", model=str(model), params={})
+    assert MemoryModel(unset)._settings(unset, load_model_info(model))["parallel"] is None
+    two = unset.with_param("parallel", 2)
+    bill = MemoryModel(two).raw(two)
+    assert bill is not None and bill.get("kv_cache", HOST) + bill.get("kv_cache") == 4096 << 20

@@ -70,6 +70,11 @@ class MemoryAccounting:
     def kv_dtype(self, info: ModelInfo, settings: Settings) -> str:
         return settings.kv_dtype.lower() if settings.kv_dtype else self.default_kv_dtype(info)
 
+    def auto_streams(self, settings: Settings) -> int:
+        """How many times a context of 0 (the model's trained length) is given: once, unless the engine
+        gives each KV stream its own (llama-server's fit)."""
+        return 1
+
     def run_context(self, info: ModelInfo, settings: Settings) -> int:
         """The context the engine sizes when `settings.context` may be None (its own default)."""
         return settings.context or info.max_context or 4096

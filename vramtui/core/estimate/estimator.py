@@ -51,6 +51,8 @@ class Settings:
     batch: int | None = None
     ubatch: int | None = None
     kv_dtype: str | None = None
+    # the engine's --dtype for the weights (vLLM, transformers: "auto", "float32", "bfloat16"...); None: auto
+    dtype: str | None = None
     flash_attn: bool | None = None
     gpu_layers: int | None = None  # llama.cpp family: None = all layers
     quant: str | None = None  # quantization applied at load (overrides the model's)
@@ -803,8 +805,13 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     ignored_note = _drop_ignored(settings)
     context_note = None
     if settings.context == 0:
-        settings.context = trained_context(info)
-        context_note = f"context 0: the model's own trained context, {settings.context:,} tokens"
+        trained, streams = trained_context(info), memory.auto_streams(settings)
+        settings.context = trained * streams
+        context_note = f"context 0: the model's own trained context, {trained:,} tokens" + (
+            f", for each of {streams} KV streams (llama-server's fit, with --parallel given)"
+            if streams > 1
+            else ""
+        )
     requested_gpu_layers = settings.gpu_layers
     if memory.auto_places_layers and settings.gpu_layers is None and settings.on_gpu:
         # Ollama places as many layers as fit, like llama.cpp's --fit

@@ -113,13 +113,15 @@ class MemoryModel:
         wanted: dict[str, object] = {
             "backend": self.backend.name,  # the estimator resolves its accounting (llama-cpp-python: its own)
             "context": _int_param(profile, "context", int(getattr(info, "max_context", None) or 4096)),
-            "parallel": _int_param(profile, "parallel", 1),
+            # unset: the engine's own (llama-server's -np auto is 4 slots in one unified cache, not 4 given)
+            "parallel": _int_param(profile, "parallel", 1) if "parallel" in profile.params else None,
             "batch": _int_param(profile, "batch", 512),
             "ubatch": _int_param(profile, "ubatch", 512),
             "kv_dtype": kv_dtype_name(current_value(profile, "kv_dtype") or "f16"),
             "flash_attn": _flash_on(profile),
             "gpu_layers": None if str(gpu_layers) in ("all", "-1", "None") else int(gpu_layers),  # type: ignore[call-overload]
             "quant": profile.params.get("quant"),
+            "dtype": profile.params.get("dtype"),
             **_offload_settings(profile),
             **_engine_knobs(profile),
             "mmap": _mmap_of(profile.params),

@@ -324,9 +324,16 @@ class LlamaCppMemory(MemoryAccounting):
         # llama-server unifies the cache when it picks the slot count itself (-np auto), not when given
         unified = self.unified_kv and settings.parallel is None
         streams = 1 if unified else parallel
-        if auto and self.fit_widens_auto_context:
-            context *= streams
+        if auto:
+            context *= self.auto_streams(settings)
         return RunShape(context, parallel, ubatch, flash, self.kv_dtype(info, settings), streams)
+
+    def auto_streams(self, settings: Settings) -> int:
+        """llama-server's fit gives each KV stream the trained length when the context is left unset and
+        the cache is not unified (the slots given: `-np 2` alone is 2 x the trained length)."""
+        if not self.fit_widens_auto_context or (self.unified_kv and settings.parallel is None):
+            return 1
+        return max(1, settings.parallel or 1)
 
     def run_context(self, info: ModelInfo, settings: Settings) -> int:
         return self.run_shape(info, settings).context

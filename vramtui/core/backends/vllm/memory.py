@@ -281,9 +281,14 @@ class VllmMemory(MemoryAccounting):
 
     def size(self, info: ModelInfo, settings: Settings) -> Estimate:
         notes: list[str] = []
+        if info.dtype == "f32" and not info.quant and str(settings.dtype or "auto").lower() not in _KEEP_F32:
+            info = _as_16_bit(info)
+            notes.append(_F32_NOTE)
         context = self.run_context(info, settings)
         if not settings.on_gpu:
-            return _size_cpu(info, settings, context)
+            est = _size_cpu(info, settings, context)
+            est.notes = notes + est.notes
+            return est
         from vramtui.core.backends.vllm import serve_defaults
 
         max_seqs = settings.parallel or int(serve_defaults(settings.device_bytes, False)["parallel"])  # type: ignore[call-overload]
@@ -467,6 +472,19 @@ def _rank_rows(
 
 VLLM = VllmMemory()
 MEMORY: dict[str, MemoryAccounting] = {"vllm": VLLM}
+
+
+_KEEP_F32 = ("float32", "float", "f32")  # --dtype float32 keeps the checkpoint's width
+_F32_NOTE = (
+    "a float32 checkpoint: vLLM runs it in 16-bit (--dtype auto downcasts float32 to bfloat16, or float16 "
+    "where the device lacks bfloat16), weights and KV cache alike"
+)
+
+
+def _as_16_bit(info: ModelInfo) -> ModelInfo:
+    """The model as vLLM's --dtype auto loads a float32 checkpoint (config.py _resolve_auto_dtype)."""
+    weights = info.weights_bytes // 2 if info.weights_bytes else info.weights_bytes
+    return replace(info, dtype="bf16", weights_bytes=weights)
 
 
 def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
