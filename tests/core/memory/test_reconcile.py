@@ -87,3 +87,24 @@ def test_measured_peaks_are_per_cuda_device_and_only_the_trees_processes() -> No
     ]
     # NVML's GPU 1 is CUDA device 0 under CUDA_VISIBLE_DEVICES=1: engines print CUDA0
     assert measured_peaks(samples) == {HOST: 500 * MIB, 0: 5000 * MIB}
+
+
+def test_a_start_that_failed_never_held_its_later_buffers() -> None:
+    """A run that failed at its KV cache printed only its weights: the KV cache and compute buffers it never
+    allocated are shown beside the estimate, not blamed on the rest (QA 14: "estimated 2.2 GiB, actual
+    1.1 MiB (over by 2.2 GiB)")."""
+    mib = 1 << 20
+    estimate = MemoryBill()
+    for part, size in (("weights", 21), ("kv_cache", 2048), ("compute", 180), ("runtime", 12)):
+        estimate.add(HOST, part, size * mib)  # type: ignore[arg-type]
+    printed = MemoryBill()
+    printed.add(HOST, "weights", 21 * mib)
+    measured = {HOST: 34 * mib}
+    blamed = reconcile(estimate, printed, measured)
+    assert blamed.off is not None and blamed.off.part == UNPRINTED  # the old reading
+    failed = reconcile(estimate, printed, measured, failed=True)
+    assert failed.off is None, failed.verdict()
+    shown = {term.part: (term.estimate, term.actual) for term in failed.terms}
+    assert shown["kv_cache"] == (2048 * mib, None) and shown["compute"] == (180 * mib, None)
+    assert shown[UNPRINTED] == (12 * mib, 13 * mib)  # the runtime against what it held beyond the weights
+    assert "not compared" in failed.notes[0]

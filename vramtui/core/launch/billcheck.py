@@ -56,7 +56,11 @@ class LaunchEstimate:
 
 
 def run_bill(
-    launched: LaunchEstimate | None, figures: dict[str, Any], samples: list[Any], pids: Any = None
+    launched: LaunchEstimate | None,
+    figures: dict[str, Any],
+    samples: list[Any],
+    pids: Any = None,
+    failed: bool = False,
 ) -> Reconciliation | None:
     """The estimate, the printout and the measurement of one run side by side (None: nothing to set)."""
     measured = measured_peaks(samples, pids)
@@ -66,4 +70,4 @@ def run_bill(
         printed = printed.on_host()  # nothing on a card: what it printed sits in host RAM
     if estimate_bill is None and not printed.places and not measured:
         return None
-    return reconcile(estimate_bill, printed, measured, note)
+    return reconcile(estimate_bill, printed, measured, note, failed=failed)

@@ -388,8 +388,12 @@ class ModelServer:
         device (core/memory/reconcile.py); None before launch."""
         if self.proc is None:
             return None
-        figures = dict(getattr(self.diagnosis(), "engine_figures", None) or {})
-        return run_bill(self.launch_estimate, figures, list(self.samples))
+        diagnosis = self.diagnosis()
+        figures = dict(getattr(diagnosis, "engine_figures", None) or {})
+        failed = not self.ready and bool(
+            getattr(diagnosis, "failed", False)
+        )  # never got to its later buffers
+        return run_bill(self.launch_estimate, figures, list(self.samples), failed=failed)
 
     def start(self) -> ModelServer:
         """Launch. Raises LaunchError when it cannot start at all (the failure is also recorded)."""
@@ -659,29 +663,30 @@ class ModelServer:
             diagnosis = self.diagnoser.result()
         except Exception:
             return None
-        failure, stage, message = self.launcher_failure()
+        failure, stage, message = launcher_failure(self)
         if failure is None:
             return diagnosis
         return launcher_diagnosis(diagnosis, failure, stage, message, launcher_advice(failure, self))
-
-    def launcher_failure(self) -> tuple[str | None, str | None, str]:
-        """The failure the launcher names itself: (failure, stage, its message), or (None, None, "")."""
-        if self.failure is not None and self.failure != CUDA_OOM:
-            return self.failure, self.failure_stage, self.failure_message
-        if self.failure == CUDA_OOM and self.budget_exceeded:
-            return self.failure, self.failure_stage, self.failure_message
-        if not self.ready and self.exit_code not in (None, 0):
-            refused = refused_arguments(self.lines)
-            if refused is not None:
-                # argparse prints its usage and exits: nothing was loaded, whatever the usage resembles.
-                return BAD_ARGUMENTS, "launch", _bad_arguments_message(refused, self.profile, self.plan)
-        return None, None, ""
 
     def __enter__(self) -> ModelServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def launcher_failure(server: ModelServer) -> tuple[str | None, str | None, str]:
+    """The failure the launcher names itself: (failure, stage, its message), or (None, None, "")."""
+    if server.failure is not None and server.failure != CUDA_OOM:
+        return server.failure, server.failure_stage, server.failure_message
+    if server.failure == CUDA_OOM and server.budget_exceeded:
+        return server.failure, server.failure_stage, server.failure_message
+    if not server.ready and server.exit_code not in (None, 0):
+        refused = refused_arguments(server.lines)
+        if refused is not None:
+            # argparse prints its usage and exits: nothing was loaded, whatever the usage resembles.
+            return BAD_ARGUMENTS, "launch", _bad_arguments_message(refused, server.profile, server.plan)
+    return None, None, ""
 
 
 def gpu_holders(source: Any) -> list[str]:
@@ -929,7 +934,7 @@ def _result(
     failure = server.failure
     failure_stage = server.failure_stage
     stage = server.stage
-    own, own_stage, own_message = server.launcher_failure()
+    own, own_stage, own_message = launcher_failure(server)
     if own == BAD_ARGUMENTS:
         failure, failure_stage, stage = BAD_ARGUMENTS, own_stage, None
         launch_message = launch_message or own_message

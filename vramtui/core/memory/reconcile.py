@@ -139,36 +139,51 @@ def _size(value: int | None) -> str:
     return f"{'—' if value is None else format_bytes(value, 1):>12}"
 
 
+# The buffers an engine allocates as it starts, in order: a run that failed first never held the later ones.
+_BUFFERS: frozenset[str] = frozenset({"weights", "kv_cache", "recurrent_state", "compute", "output"})
+
+
 def reconcile(
     estimate: MemoryBill | None,
     printed: MemoryBill | None,
     measured: dict[Place, int],
     estimate_note: str = "",
+    failed: bool = False,
 ) -> Reconciliation:
     """Set the three side by side. A term the engine printed is compared as printed; a place's bytes
-    above its printed terms are compared with the estimate's terms the engine never prints."""
+    above its printed terms are compared with the estimate's terms the engine never prints. A run that
+    `failed` while starting never allocated the buffers it did not print: they are shown, not compared,
+    and not counted in the rest."""
     estimate = estimate or MemoryBill()
     printed = printed or MemoryBill()
     places = {*estimate.places, *printed.places, *measured}
     terms: list[Term] = []
+    notes: list[str] = []
     for place in places:
         said = printed.places.get(place, {})
         known = place in estimate.places
         for part in PARTS:
             guess, actual = estimate.get(part, place), said.get(part)
-            if actual or (guess and not said):  # a term the engine did not print joins the rest
+            never = failed and said and part in _BUFFERS and not actual
+            if actual or (guess and (not said or never)):  # a term the engine did not print joins the rest
                 terms.append(Term(place, part, guess if known else None, actual))
         if said:
-            rest = sum(estimate.get(part, place) for part in PARTS if part not in said)
+            skipped = _BUFFERS if failed else frozenset()
+            rest = sum(
+                estimate.get(part, place) for part in PARTS if part not in said and part not in skipped
+            )
             held = max(0, measured[place] - sum(said.values())) if place in measured else None
             if rest or held:
                 terms.append(Term(place, UNPRINTED, rest if known else None, held))
+    if failed and any(term.actual is None and term.part in _BUFFERS for term in terms):
+        notes.append("it failed before allocating every buffer: the ones it did not print are not compared")
     return Reconciliation(
         terms=terms,
         estimate_total={place: estimate.total(place) for place in estimate.places},
         printed_total={place: sum(parts.values()) for place, parts in printed.places.items()},
         measured=dict(measured),
         estimate_note=estimate_note,
+        notes=notes,
     )
 
 
