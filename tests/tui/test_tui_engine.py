@@ -231,7 +231,7 @@ async def test_a_launched_models_log_pane_shows_the_servers_own_tags_and_diagnos
         assert view.lines[view.first_error].text == display_text(server.lines[number - 1].text)
         assert view.lines[view.first_error].severity == "error"
         text = screen_text(app)
-        assert "FAILED" in text and f"first error, line {number} (key e)" in text
+        assert "FAILED" in text and f"first error, line {number} (key" in text  # "e)" may wrap
 
 
 async def test_e_lands_on_and_marks_the_first_error_of_a_real_failed_launch(tmp_path: Path) -> None:

@@ -569,7 +569,7 @@ def test_feed_accepts_raw_terminal_lines() -> None:
 REAL = {
     "llama-cpp-python-ok.log": (False, None, "none", None),
     # an address-space cap refuses ggml's host allocation: host memory, as a full host RAM would
-    "llama-cpp-python-rlimit-kv.log": (True, "kv_cache", "host_oom", "host_alloc"),
+    "llama-cpp-python-rlimit-kv.log": (True, "kv_cache", "host_oom", "kv_alloc_failed"),
     "llama-cpp-python-rlimit-compute.log": (True, "kv_cache", "host_oom", "compute_alloc_failed"),
     "llama-cpp-python-missing.log": (True, "download", "file_missing", "not_found_local"),
     "llama-cpp-python-truncated.log": (True, "load_weights", "other", "truncated_file"),
@@ -600,7 +600,7 @@ def test_a_host_budget_named_in_the_run_log_makes_allocation_failures_oom() -> N
         "llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache",
     ]
     plain = diagnose_text("\n".join(failing), backend="llama-cpp-python")
-    assert plain.failure == "host_oom" and plain.cause == "host_alloc"  # a real host running out
+    assert plain.failure == "host_oom" and plain.cause == "kv_alloc_failed"  # a real host running out
     header = (
         "2026-11-30T05:13:39.102 vramtui: memory budget 1500 MiB, enforced on the host (address-space limit)"
     )

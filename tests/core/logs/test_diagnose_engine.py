@@ -61,7 +61,12 @@ def test_memory_cap_fails_at_the_kv_cache_stage(tiny_gguf: Path) -> None:
     output, code = _run_load(tiny_gguf, 262144, cap_mib=1500)
     assert code != 0
     d = _diagnose(output, code)
-    assert (d.failed, d.failure_stage, d.failure, d.cause) == (True, "kv_cache", "host_oom", "host_alloc")
+    assert (d.failed, d.failure_stage, d.failure, d.cause) == (
+        True,
+        "kv_cache",
+        "host_oom",
+        "kv_alloc_failed",
+    )
     assert "insufficient memory" in (d.first_error_text or "")
     assert d.engine_figures["context"] == 262144
     assert d.engine_figures["model_buffer"] > 0  # the weights were in before it failed

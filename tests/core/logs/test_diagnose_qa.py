@@ -53,14 +53,15 @@ def test_kv_and_compute_failures_after_gpu_buffers_are_gpu_oom() -> None:
 
 
 def test_a_cpu_buffer_failure_before_the_kv_line_is_host_out_of_memory() -> None:
-    # Issue 13: ggml's CPU buffer failing is host memory running out (host_oom), still a host allocation.
+    # Issue 13: ggml's CPU buffer failing is host memory running out (host_oom); the next line says it was the
+    # KV cache's
     text = (
         "llama_kv_cache_init: kv_size = 1048576, offload = 1, type_k = 'f16', type_v = 'f16'\n"
         "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 137438953504\n"
         "llama_kv_cache_init: failed to allocate buffer for kv cache\n"
     )
     diagnosis = _diagnose(text)
-    assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "host_alloc")
+    assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "kv_alloc_failed")
     assert diagnosis.first_error_line == 2
 
 

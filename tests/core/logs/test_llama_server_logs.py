@@ -45,3 +45,14 @@ def test_port_in_use_is_a_failure() -> None:
     assert diagnosis.failed and diagnosis.cause == "port_in_use"
     assert "couldn't bind" in (diagnosis.first_error_text or "")
     assert any("another port" in line for line in diagnosis.advice)
+
+
+def test_a_kv_cache_that_did_not_fit_is_not_told_to_shrink_the_micro_batch() -> None:
+    """The buffer that failed was the KV cache (the lines after the failed allocation say so): a smaller
+    micro-batch or weights file does not shrink it; an 8-bit cache does (QA 14)."""
+    host = diagnose_file(SERVER_LOGS / "kv-too-big.log")
+    assert host.cause == "kv_alloc_failed"
+    assert host.advice[0].startswith("Host RAM could not hold the KV cache: lower --ctx-size")
+    assert "--cache-type-k q8_0 --cache-type-v q8_0" in host.advice[1]
+    compute = diagnose_file(SERVER_LOGS / "compute-too-big.log")
+    assert compute.cause == "compute_alloc_failed"

@@ -162,7 +162,14 @@ _HOST_ALLOCATION = (
     Say(
         "Host RAM could not hold the buffer: lower {context}{budget_fit} or use a smaller quantization.",
         otherwise="Host RAM could not hold the buffer: lower the context or use a smaller quantization.",
+        when="!kv_failed",
     ),
+    Say(
+        "Host RAM could not hold the KV cache: lower {context}{budget_fit} (the cache grows with it).",
+        otherwise="Host RAM could not hold the KV cache: lower the context (the cache grows with it).",
+        when="kv_failed",
+    ),
+    Say("@kv_8bit", when="kv_failed"),
     *_RAISE_THE_LIMIT,
 )
 _BROKEN_FILE = (
@@ -771,6 +778,8 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
         diagnosis.engine_figures.get("runner_parallel", 1) > 1
     ),
     "gpu_oom": lambda diagnosis, formats, profile: diagnosis.failure == "cuda_oom",
+    # the buffer that failed was the KV cache (a smaller micro-batch or weights file does not shrink it)
+    "kv_failed": lambda diagnosis, formats, profile: diagnosis.cause == "kv_alloc_failed",
     "weights_over_share": lambda diagnosis, formats, profile: _weights_over_share(diagnosis.engine_figures),
     "weights_fit_card": lambda diagnosis, formats, profile: _share_min(diagnosis.engine_figures) < 1,
     # The model file's quantization, in bits per weight (a GGUF's file type): the next one down differs.

@@ -256,6 +256,8 @@ def _refine_buffer(pick: _Pick, state: LogState) -> None:
         pick.cause = "compute_alloc_failed"
         if found.defaulted and found.stage == "load_weights":
             found.stage = "kv_cache"  # the compute buffers are reserved after the weights and the cache
+    elif pick.cause in _BUFFER_CAUSES and _mark_soon_after(state, "kv_buffer", found.number):
+        pick.cause = "kv_alloc_failed"
     elif pick.failure == "cuda_oom" and _mark_soon_after(state, "device_query", found.number):
         pick.cause = "gpu_full_at_start"
     elif pick.failure == "cuda_oom" and found.defaulted and _mark_before(state, "llama_banner", found.number):

@@ -47,7 +47,7 @@ def _context_oom(kv_flags: str, flash_on: str) -> tuple[str | Say, ...]:
             + " (a much smaller compute buffer at long context).",
             when="!flash_on",
         ),
-        "A smaller micro-batch shrinks the compute buffer: {ubatch} 256.",
+        Say("A smaller micro-batch shrinks the compute buffer: {ubatch} 256.", when="!kv_failed"),
         # (no fewer slots: llama.cpp's slots share the --ctx-size cells, -np does not change the cache)
         "Or keep fewer layers on the GPU: {gpu_layers} N.",
     )
@@ -147,6 +147,10 @@ LLAMA_CPP = LogProfile(
         "too_many_sequences": (
             "Fewer slots: --parallel 256 at most (llama.cpp runs no more sequences at once).",
         ),
+        "kv_8bit": (
+            "Or store the KV cache in 8 bits (half its bytes): --cache-type-k q8_0 --cache-type-v q8_0 with "
+            "--flash-attn on.",
+        ),
     },
 )
 LLAMA_CPP_PYTHON = LogProfile(
@@ -159,6 +163,10 @@ LLAMA_CPP_PYTHON = LogProfile(
         **_LLAMA_ADVICE,
         "context_oom": _context_oom("--type_k 8 --type_v 8 (8 is q8_0)", " true"),
         "compute_oom": _compute_oom(" true"),
+        "kv_8bit": (
+            "Or store the KV cache in 8 bits (half its bytes): --type_k 8 --type_v 8 (8 is q8_0) with "
+            "--flash_attn true.",
+        ),
         "v_cache_needs_flash_attn": (
             "Turn on flash attention: --flash_attn true (llama.cpp quantizes the V cache only with it).",
             "Or keep the V cache 16-bit: --type_v 1 (1 is f16; a quantized K cache alone needs no flash "
@@ -940,6 +948,14 @@ NOTICES_3: tuple[NoticeRule, ...] = (
         "compute_buffer",
         r"graph_reserve: failed to allocate compute buffers|failed to allocate compute pp buffers"
         r"|ggml_gallocr_reserve_n\w*: failed to allocate \w+ buffer",
+        backend="llama.cpp",
+    ),
+    # The buffer that failed was the KV cache's (the lines after a failed malloc / cudaMalloc say so).
+    NoticeRule(
+        "kv cache",
+        "mark",
+        "kv_buffer",
+        r"failed to allocate buffer for kv cache|kv_cache_init\(\) failed",
         backend="llama.cpp",
     ),
     # llama.cpp's own banner, printed before it touches a device or a file.
