@@ -200,7 +200,10 @@ def test_when_the_cache_has_no_room_experts_go_before_the_context(
     kv = context * SPEC.n_layer * 2 * SPEC.n_head_kv * SPEC.head_dim * 2
     compute = 5 * MIB
     room = card_weights(model, 0) + kv // 2 + compute  # half the cache short
-    profile = Profile(backend="llama.cpp", model=str(model), params={"context": context}, port=0)
+    # four slots given (not -np auto's one unified cache): each attends over 4096 cells, so the compute
+    # buffer stays near the stand-in's 5 MiB and only the cache is short
+    params = {"context": context, "parallel": 4}
+    profile = Profile(backend="llama.cpp", model=str(model), params=params, port=0)
     card = [1 << 40]
     monkeypatch.setattr("vramtui.core.wizard.budget._first_gpu_bytes", lambda: card[0])
     probe = Wizard(profile, record=False)

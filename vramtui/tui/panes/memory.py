@@ -332,7 +332,7 @@ class MemoryPane(Pane, can_focus=True):
 
     def _note_text(self) -> Text:
         text = Text()
-        if self.gpu_status and not any(k.startswith("gpu:") for k in self.state.series):
+        if self.gpu_status and not self.state.has_gpu():
             text.append(f"No GPU data: {self.gpu_status}. ")
             text.append("Showing host memory and the model's process tree instead.")
         for note in self.source_notes[-1:]:

@@ -230,6 +230,11 @@ class MemoryState:
             keys = list(self.series)
         return sorted(keys, key=_key_order)
 
+    def has_gpu(self) -> bool:
+        """Whether any GPU series exists (the sampler thread may be adding one: read under the lock)."""
+        with self.lock:
+            return any(key.startswith("gpu:") for key in self.series)
+
     def default_key(self) -> str | None:
         return self.primary_key()
 
