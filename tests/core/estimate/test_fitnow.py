@@ -48,3 +48,20 @@ def test_without_a_gpu_it_answers_for_the_host_memory_available() -> None:
     settings = Settings.from_params({"context": 8192}, backend="llama.cpp", device_bytes=24 * GIB)
     (answer,) = fits_now(info, settings, Snapshot([], [], 32 * GIB, 8 * GIB))
     assert answer.place == "host (no GPU here)" and answer.free_bytes == 8 * GIB and not answer.fits
+
+
+def test_a_model_that_squeezes_into_the_free_memory_is_told_why_it_does_not_fit() -> None:
+    """Needs less than is free, yet "does not fit": the answer names the line it is over, in figures."""
+    info = load_model_info(str(GPT_OSS))
+    settings = Settings.from_params({"context": 8192}, backend="llama.cpp", device_bytes=24 * GIB)
+    needs = estimate(info, settings).total_bytes
+    free = int(needs * 1.05)  # room for the bill, not for the margin kept over it
+    (answer,) = fits_now(info, settings, _now((free, 24 * GIB)))
+    assert not answer.fits and answer.needs_bytes <= free
+    assert answer.usable_bytes is not None and answer.usable_bytes < answer.needs_bytes
+    said = answer.describe()
+    assert f"{round(100 * answer.usable_bytes / free)}% line of what is free" in said, said
+    assert answer.to_dict()["usable_mib"] == round(answer.usable_bytes / (1 << 20), 1)
+    # a model that fits is not told about the line
+    (roomy,) = fits_now(info, settings, _now((2 * needs, 24 * GIB)))
+    assert roomy.fits and "line" not in roomy.describe().split("\n")[0]

@@ -32,6 +32,7 @@ class FitAnswer:
     max_parallel: int | None
     share: float | None = None  # for an engine that takes a share of the card: the one that fits
     needs_bytes: int = 0
+    usable_bytes: int | None = None  # what the estimate lets the model use of the room (its safety line)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -45,6 +46,7 @@ class FitAnswer:
             "max_parallel": self.max_parallel,
             "share": self.share,
             "needs_mib": round(self.needs_bytes / MIB, 1),
+            "usable_mib": None if self.usable_bytes is None else round(self.usable_bytes / MIB, 1),
             "notes": self.notes,
         }
 
@@ -54,6 +56,9 @@ class FitAnswer:
             f"{self.place}: {format_bytes(self.free_bytes, 1)} free now — {verdict} at context {self.context:,} "
             f"(needs {format_bytes(self.needs_bytes, 1)})"
         )
+        if not self.fits and self.usable_bytes and self.needs_bytes <= self.free_bytes:
+            # it would squeeze into what is free, but past the line kept for spikes and fragmentation
+            said += f", over the {self._line()} ({format_bytes(self.usable_bytes, 1)} usable)"
         if self.max_context:
             said += f"; the largest context that fits: {self.max_context:,}"
         if self.max_parallel and self.fits:
@@ -61,6 +66,11 @@ class FitAnswer:
         if self.share is not None:
             said += f"; with a share of {self.share:.2f} of the card (what is free of it)"
         return "\n".join([said, *(f"  note: {note}" for note in self.notes)])
+
+    def _line(self) -> str:
+        room = self.total_bytes if self.share is not None and self.total_bytes else self.free_bytes
+        of = "the card" if self.share is not None else "what is free"
+        return f"{100 * (self.usable_bytes or 0) / max(room, 1):.0f}% line of {of}"
 
 
 def fits_now(info: ModelInfo, settings: Settings, now: Any) -> list[FitAnswer]:
@@ -103,6 +113,7 @@ def _answer(place: str, free: int, total: int | None, info: ModelInfo, settings:
         max_context(info, settings) or None,
         capped_parallel(info, settings) or None,
         needs_bytes=est.total_bytes,
+        usable_bytes=est.usable_bytes,
     )
     if est.reason:
         answer.notes.append(est.reason)
