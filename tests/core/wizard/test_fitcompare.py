@@ -123,3 +123,46 @@ def test_the_prediction_is_set_beside_the_buffers_the_engine_printed() -> None:
     )
     proposal.predicted_parts = {}  # a step recorded before the parts were kept
     assert predicted_against_printed(proposal, kv_only).startswith("predicted ~3300 MiB for the buffers")
+
+
+def _printout(prefix: str) -> dict:
+    rows = (DATA / "printouts" / "round2.jsonl").read_text().splitlines()
+    return next(case for case in map(json.loads, rows) if case["id"].startswith(prefix))
+
+
+def test_a_sliding_window_models_two_caches_are_one_kv_figure_and_one_estimate():
+    """gpt-oss on Metal (a public printout): llama.cpp prints a full-context cache for its 12 global
+    layers, then a 768-cell one for the 12 windowed layers. Both are the run's KV cache; the first cache's
+    cells stand. Before, the second cache's 18 MiB replaced the first's 3072 and the estimate sized 24
+    full layers (6 GiB: +29% against fit)."""
+    case = _printout("p2-llama.cpp-gpt-oss-20b-mxfp4-metal-m5-cli-ub512")
+    figures = diagnose_text(case["log"]).engine_figures
+    assert figures["kv_buffer.MTL0"] == (3072 + 18) * MIB and figures["kv_cache_size"] == (3072 + 18) * MIB
+    assert figures["kv_cache_cells"] == 131072 and figures["kv_cache_layers"] == 12
+    comparison = compare_fit(figures, "llama.cpp")
+    assert comparison is not None and comparison.bill is not None
+    assert comparison.bill.get("kv_cache") == pytest.approx((3072 + 18) * MIB, rel=0.01)
+    assert abs(comparison.delta("device")) < 0.08  # type: ignore[arg-type]
+
+
+def test_a_run_fit_had_to_cut_is_compared_at_fits_start():
+    """fit projected all 29 layers of a Qwen2.5-VL on a 8 GiB-free card, then kept 21: its projection is
+    of the start (every layer), as the estimate must be. Before: 21 layers, -24%."""
+    case = _printout("p2-llama.cpp-qwen25vl-7b-q6kxl-rocm-radeonpro-vii")
+    figures = diagnose_text(case["log"]).engine_figures
+    assert figures["fit_reduce_by"] == 2240 * MIB and figures["layers_offloaded"] < figures["layers_total"]
+    comparison = compare_fit(figures, "llama.cpp")
+    assert comparison is not None and comparison.gpu_layers is None
+    assert abs(comparison.delta("device")) < 0.05  # type: ignore[arg-type]
+
+
+def test_the_device_projection_is_compared_with_the_buffers_fit_counts():
+    """fit sums the model, context and compute buffers against memory already free of the CUDA context:
+    vramtui's runtime share is said beside the figure, not added into it."""
+    case = _printout("p2-llama.cpp-phi4-mini-q4km-vulkan-rx580-rx560")
+    comparison = compare_fit(diagnose_text(case["log"]).engine_figures, "llama.cpp")
+    assert comparison is not None and comparison.bill is not None and comparison.runtime > 0
+    assert comparison.estimated["device"] == comparison.bill.total() - comparison.runtime
+    assert comparison.bill.get("runtime") == comparison.runtime
+    text = "\n".join(comparison.lines())
+    assert f"the {comparison.runtime / MIB:.0f} MiB of CUDA context" in text

@@ -87,6 +87,11 @@ class NoticeRule:
 # every figure after it is that model's, filed as draft_<key>, and the model's own stay as they were.
 DRAFT_MARK = "draft_model"
 DRAFT_PREFIX = "draft_"
+# The figure an engine's rule sets where a second cache of the same load begins (llama.cpp's sliding-window
+# models print a full-context cache, then a window-sized one, each with its own buffer lines): the cache
+# figures after it add to the first cache's, until its size line, instead of starting a new load.
+CACHE_PART_MARK = "cache_part"
+CACHE_PART_SUMS = ("kv_buffer", "kv_cache_size")  # the last one closes the part
 
 
 @dataclass(frozen=True)

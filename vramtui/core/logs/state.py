@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from vramtui.core.logs.analysis import _clip, _engine_hint, _LineInfo
 from vramtui.core.logs.rules import STAGE_INDEX, ErrorRule
-from vramtui.core.logs.ruletypes import DRAFT_MARK, DRAFT_PREFIX, FrameRule
+from vramtui.core.logs.ruletypes import CACHE_PART_MARK, CACHE_PART_SUMS, DRAFT_MARK, DRAFT_PREFIX, FrameRule
 
 MAX_EVIDENCE = 10
 MAX_QUOTE = 400
@@ -131,6 +131,7 @@ class LogState:
         self.notice_unless: dict[str, str] = {}  # a notice's key -> the mark that silences it
         self.notice_requires: dict[str, str] = {}  # a notice's key -> the mark it needs to be said
         self.figures: dict[str, dict[str, int | float]] = {}
+        self.cache_part = False  # inside a load's second cache (CACHE_PART_MARK): its figures add up
         self.scores: dict[str, int] = {}
         self.saturated: set[str] = set()
         self.quant_lines: list[str] = []
@@ -338,6 +339,10 @@ class LogState:
             if DRAFT_MARK in self.figures and key != DRAFT_MARK:
                 key = DRAFT_PREFIX + key  # the draft model's buffers: the model's own figures stay
             self._add_figure(key, device, value, per_device)
+        if self.cache_part and any(
+            key.removeprefix(DRAFT_PREFIX) == CACHE_PART_SUMS[-1] for key, *_ in info.figures
+        ):
+            self.cache_part = False  # the second cache's size line closes it
         for notice in info.notices:
             # Marks are few and the verdict reads them: kept even past the warnings' limit.
             if notice.kind == "mark" or len(self.notices) < MAX_EVIDENCE:
@@ -456,11 +461,23 @@ class LogState:
         )
 
     def _add_figure(self, key: str, device: str | None, value: int | float, per_device: bool) -> None:
+        if key.endswith(CACHE_PART_MARK):
+            self.cache_part = True  # a second cache of this load: its figures add to the first's
+            self.figures[key] = {"": value}
+            return
+        adds = self.cache_part and key.removeprefix(DRAFT_PREFIX) in CACHE_PART_SUMS
+        if self.cache_part and not adds and key in self.figures:
+            return  # the cells, streams ... of the second cache: the first (full) one's stand
         if per_device:
             devices = self.figures.setdefault(key, {})
             name = device or "?"
+            if adds and name in devices:
+                devices[name] += value
+                return
             if name in devices:
                 devices.clear()  # the same device again: a new load, start a new set
             devices[name] = value
+        elif adds and key in self.figures:
+            self.figures[key] = {"": self.figures[key][""] + value}
         else:
             self.figures[key] = {"": value}

@@ -19,7 +19,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate.estimator import DEFAULT_DEVICE_BYTES, Settings, estimate
 from vramtui.core.estimate.quant import kv_bytes_per_element
 from vramtui.core.logs.ruletypes import DRAFT_MARK
-from vramtui.core.memory.parts import HOST, MemoryBill
+from vramtui.core.memory.parts import HOST, MemoryBill, Part, Place
 from vramtui.core.units import MIB
 from vramtui.core.wizard.ongpu import flash_attn_of, info_from_figures
 
@@ -46,6 +46,7 @@ class FitComparison:
     # fit's own breakdown table, by row (CUDA0, Host, AMX ...): model / context / compute bytes
     breakdown: dict[str, dict[str, int]] = field(default_factory=dict)
     with_draft: bool = False  # the run loaded a speculative draft: fit projected both models
+    runtime: int = 0  # the estimate's device bytes fit does not project (CUDA context, workspaces)
 
     def delta(self, place: str) -> float | None:
         """vramtui's estimate against fit's projection, as a share of the projection (+0.05: 5% above)."""
@@ -79,6 +80,11 @@ class FitComparison:
             out.append(f"  (both for context {self.context or 'default'}, {where})")
         elif self.reason:
             out.append(f"  (no vramtui estimate: {self.reason})")
+        if self.runtime:
+            out.append(
+                f"  (the model's buffers only, as fit counts them: the {self.runtime / MIB:.0f} MiB of CUDA context "
+                "and workspaces vramtui adds on the card come on top)"
+            )
         if self.with_draft:
             out.append(
                 "  (fit's projection holds the draft model too; vramtui's estimate is the model's alone)"
@@ -127,6 +133,11 @@ def _int(figures: Mapping[str, float], key: str) -> int | None:
     return int(value) if value else None
 
 
+def _fit_changed(figures: Mapping[str, float]) -> bool:
+    """fit had to change the run (it said by how much, or lowered the context): it projected its start."""
+    return bool(figures.get("fit_context_from") or figures.get("fit_reduce_by"))
+
+
 def _settings(figures: Mapping[str, float], backend: str, on_gpu: bool) -> Settings:
     """The settings fit projected: its starting context when it lowered it, else the log's n_ctx; every
     layer on the device when fit changed the run (its start), else the log's split (or none, on a CPU)."""
@@ -135,7 +146,7 @@ def _settings(figures: Mapping[str, float], backend: str, on_gpu: bool) -> Setti
     gpu_layers: int | None = None
     if not on_gpu:
         gpu_layers = 0
-    elif offloaded is not None and total and offloaded < total and not figures.get("fit_context_from"):
+    elif offloaded is not None and total and offloaded < total and not _fit_changed(figures):
         gpu_layers = offloaded
     free = figures.get("device_free.CUDA0") or figures.get("device_free")
     return Settings(
@@ -180,6 +191,21 @@ def _breakdown(figures: Mapping[str, float]) -> dict[str, dict[str, int]]:
 
 
 _BREAKDOWN_PARTS = ("model", "context", "compute")
+# What fit's projection sums (llama_memory_breakdown: model, context, compute buffers): not the CUDA
+# context or the engine's own workspaces, which the free memory it compares against already leaves out.
+_FIT_PARTS: tuple[Part, ...] = ("weights", "kv_cache", "recurrent_state", "compute", "output")
+
+
+def _buffers(bill: MemoryBill, place: Place | None = None) -> int:
+    return sum(bill.get(part, place) for part in _FIT_PARTS)
+
+
+def _buffers_described(bill: MemoryBill) -> str:
+    kept = MemoryBill()
+    for place in bill.devices():
+        for part in _FIT_PARTS:
+            kept.add(place, part, bill.get(part, place))
+    return kept.describe()
 
 
 def compare_fit(figures: Mapping[str, float], backend: str | None = None) -> FitComparison | None:
@@ -219,11 +245,12 @@ def compare_fit(figures: Mapping[str, float], backend: str | None = None) -> Fit
         return comparison
     comparison.context, comparison.gpu_layers = settings.context, settings.gpu_layers
     if on_gpu:
-        comparison.estimated["device"] = bill.total()
-        comparison.parts["device"] = bill.describe()
+        comparison.estimated["device"] = _buffers(bill)
+        comparison.parts["device"] = _buffers_described(bill)
+        comparison.runtime = bill.total() - _buffers(bill)
     if "host" in projected:
         # a CPU run's every part is the host's (an estimate with no layer on a device keeps none there)
-        comparison.estimated["host"] = bill.total(HOST) + (0 if on_gpu else bill.total())
+        comparison.estimated["host"] = _buffers(bill, HOST) + (0 if on_gpu else _buffers(bill))
         comparison.parts["host"] = bill.describe(HOST) if on_gpu or not bill.total() else bill.describe()
     return comparison
 

@@ -21,6 +21,7 @@ from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate.estimator import Estimate, Settings, _estimate_core, fit_n_cpu_moe
 from vramtui.core.estimate.modelinfo import ModelInfo
+from vramtui.core.logs.ruletypes import CACHE_PART_MARK
 from vramtui.core.units import MIB
 from vramtui.core.wizard.propose import _nice_below
 
@@ -259,8 +260,17 @@ def info_from_figures(figures: Mapping[str, float], given: Mapping[str, int] | N
         moe_intermediate=shape["moe_ff"],
         weights_source="log",
     )
+    _sliding_window(info, figures)
     _weights_from_buffers(info, figures)
     return info
+
+
+def _sliding_window(info: ModelInfo, figures: Mapping[str, float]) -> None:
+    """A sliding-window model's layers, from its two caches: the full-context one holds the global layers
+    (its "N layers"), the window-sized one the rest (llama.cpp's iswa cache: CACHE_PART_MARK)."""
+    window, full = _figure(figures, "model_swa_window"), _figure(figures, "kv_cache_layers")
+    if window and full and figures.get(CACHE_PART_MARK) and full < info.n_layers:
+        info.sliding_window, info.swa_layers = int(window), info.n_layers - int(full)
 
 
 _SHAPE = (

@@ -13,6 +13,7 @@ import re
 from vramtui.core.backends.llama_cpp.ollama_log import OLLAMA_NOTICES
 from vramtui.core.backends.llama_cpp.quiet_log import LLAMA_QUIET_NOTICES
 from vramtui.core.logs.ruletypes import (
+    CACHE_PART_MARK,
     DEVICE,
     DRAFT_MARK,
     NUM,
@@ -1290,6 +1291,14 @@ FIGURES: tuple[FigureRule, ...] = (
         count=True,
         backend="llama.cpp",
     ),
+    # "cannot meet free memory target of 1024 MiB, need to reduce device memory by 2240 MiB": fit then
+    # changes the run (context, layers, experts): its projection was for the settings it started from
+    FigureRule(
+        "reduce",
+        "fit_reduce_by",
+        rf"params_fit\w*: cannot meet free memory target.*need to reduce device memory by {NUM}\s*(?P<unit>MiB)",
+        backend="llama.cpp",
+    ),
     FigureRule(
         "context size reduced from",
         "fit_context_to",
@@ -1343,6 +1352,14 @@ FIGURES: tuple[FigureRule, ...] = (
         "cells",
         "kv_cache_cells",
         rf"llama_kv_cache\w*: size\s*=.*\(\s*{NUM} cells",
+        count=True,
+        backend="llama.cpp",
+    ),
+    # the layers a cache holds: a sliding-window model's full cache holds only its global layers
+    FigureRule(
+        "layers",
+        "kv_cache_layers",
+        rf"llama_kv_cache\w*: size\s*=.*cells,\s*{NUM} layers",
         count=True,
         backend="llama.cpp",
     ),
@@ -1427,6 +1444,7 @@ _SHAPE_FIGURES: tuple[tuple[str, str, str], ...] = (
     ("n_expert", "model_experts", "expert_count"),
     ("n_expert_used", "model_experts_used", "expert_used_count"),
     ("n_ff_exp", "model_moe_ff", "expert_feed_forward_length"),
+    ("n_swa", "model_swa_window", "attention.sliding_window"),
 )
 
 
@@ -1554,6 +1572,11 @@ FIGURES_2: tuple[FigureRule, ...] = (
     # llama-server loads a speculative draft model after the model ("common_speculative_init_result:
     # loading draft model 'x.gguf'"): the buffers printed after it are the draft's (core/logs/state.py
     # files them under draft_*), not a new load of the model.
+    # A sliding-window model's second cache ("llama_kv_cache_iswa: creating     SWA KV cache, size = 768
+    # cells"; "_unified_iswa" before mid-2025): its buffer lines add to the full cache's.
+    FigureRule(
+        "creating", CACHE_PART_MARK, r"_iswa: creating\s+swa kv cache", count=True, constant=1, backend="llama.cpp"
+    ),
     FigureRule(
         "loading draft model", DRAFT_MARK, r"loading draft model\b", count=True, constant=1, backend="llama.cpp"
     ),
