@@ -339,6 +339,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     round14 = [(c, m) for part in rows.values() for c, m in part if c["file"] == "round14.jsonl"]
     print(f"\nround 14, both parts (gathered after the rules of 2026-12-02, fourth session: {len(round14)})")
     _print_scores("all engines", corpus.score(round14), False)
+    round15 = [(c, m) for part in rows.values() for c, m in part if c["file"] == "round15.jsonl"]
+    print(f"\nround 15, both parts (gathered after the rules of 2026-12-03, fifth session: {len(round15)})")
+    _print_scores("all engines", corpus.score(round15), False)
 
 
 def _print_scores(label: str, scores: dict[str, tuple[int, int]], goals: bool) -> None:

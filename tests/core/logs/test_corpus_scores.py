@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (528, 544),
-        "class": (526, 544),
-        "memory": (121, 127),
-        "first_error": (302, 315),
-        "quiet": (80, 83),
+        "stage": (537, 553),
+        "class": (535, 553),
+        "memory": (126, 132),
+        "first_error": (309, 322),
+        "quiet": (82, 85),
         "calm": (95, 105),
-        "engine": (510, 544),
+        "engine": (519, 553),
     },
     "heldout": {
-        "stage": (189, 207),
-        "class": (188, 207),
-        "memory": (55, 66),
-        "first_error": (110, 121),
-        "quiet": (23, 35),
+        "stage": (194, 212),
+        "class": (193, 212),
+        "memory": (57, 68),
+        "first_error": (113, 124),
+        "quiet": (24, 37),
         "calm": (26, 27),
-        "engine": (194, 207),
+        "engine": (199, 212),
     },
 }
 
