@@ -27,7 +27,7 @@ FLOORS: dict[str, dict[str, tuple[int, int]]] = {
         "memory": (57, 68),
         "first_error": (113, 124),
         "quiet": (24, 37),
-        "calm": (26, 27),
+        "calm": (25, 27),
         "engine": (199, 212),
     },
 }

@@ -1003,6 +1003,23 @@ NOTICES_3: tuple[NoticeRule, ...] = (
     NoticeRule("params_fit", "mark", "fit", backend="llama.cpp"),
     # its warm-up decodes one empty batch: a device OOM there is one every request will meet
     NoticeRule("warming up the model", "mark", "warmup", backend="llama.cpp"),
+    # Mesa's software renderer (llvmpipe, lavapipe) is a Vulkan device that is the CPU: a box whose GPU
+    # driver is missing (a container without the GPU's ICD) "offloads" every layer to it
+    NoticeRule(
+        "llvmpipe",
+        "cpu_fallback",
+        "a Vulkan device is llvmpipe, Mesa's software renderer on the CPU (the GPU's Vulkan driver was not "
+        "found): the layers 'offloaded' to it run on the CPU",
+        r"ggml_vulkan: \d+ = .*\b(?:llvmpipe|lavapipe)\b",
+        backend="llama.cpp",
+    ),
+    NoticeRule(
+        "device type is cpu",
+        "cpu_fallback",
+        "Vulkan's device is a CPU (a software renderer): the GPU's Vulkan driver was not found, and every "
+        "layer 'offloaded' runs on the CPU",
+        backend="llama.cpp",
+    ),
     NoticeRule(
         "ggml_vulkan: no devices found",
         "cpu_fallback",

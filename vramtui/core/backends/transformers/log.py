@@ -296,6 +296,19 @@ NOTICES: tuple[NoticeRule, ...] = (
 )
 
 NOTICES_2: tuple[NoticeRule, ...] = (
+    # Weights the checkpoint lacks (or holds in another shape) are random: the model runs and answers
+    # garbage. transformers up to 4.x: "Some weights of X were not initialized from the model checkpoint
+    # at Y and are newly initialized: [...]"; 5.x's loading report: "MISSING ... those params were newly
+    # initialized because missing from the checkpoint", "Reinit due to size mismatch".
+    NoticeRule(
+        "initialized",
+        "quality",
+        "some of the model's weights are not in the checkpoint and were initialized at random: its output is "
+        "not the model's (a checkpoint for another class or version, or a file missing)",
+        r"not initialized from the model checkpoint|params were newly initialized because missing"
+        r"|reinit due to size mismatch",
+        backend="transformers",
+    ),
     # generate() past max_position_embeddings (transformers' stopping criteria warn once)
     NoticeRule(
         "friendly reminder",

@@ -1,0 +1,69 @@
+"""A checkpoint that lacks some of the model's weights loads without an error in transformers, and the
+model answers garbage: the diagnosis flags it as a quiet failure, on the real loader's own words."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from vramtui.core.logs.diagnose import diagnose_text
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None or importlib.util.find_spec("torch") is None,
+    reason="transformers and torch are not installed",
+)
+
+
+def _checkpoint_without(folder: Path, dropped: str) -> Path:
+    from safetensors.torch import load_file, save_file
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+    )
+    LlamaForCausalLM(config).save_pretrained(folder)
+    weights = folder / "model.safetensors"
+    tensors = load_file(weights)
+    del tensors[dropped]
+    save_file(tensors, weights, metadata={"format": "pt"})
+    return folder
+
+
+def _load_log(folder: Path, capfd: pytest.CaptureFixture[str]) -> str:
+    """What the real loader prints on stderr while loading `folder` (it loads: nothing stops the user)."""
+    from transformers import AutoModelForCausalLM
+
+    capfd.readouterr()
+    AutoModelForCausalLM.from_pretrained(folder)
+    return capfd.readouterr().err
+
+
+def test_weights_missing_from_the_checkpoint_are_a_quiet_failure(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    log = _load_log(_checkpoint_without(tmp_path / "no-head", "lm_head.weight"), capfd)
+    assert "lm_head.weight" in log
+    diagnosis = diagnose_text(log)
+    assert diagnosis.failure == "none"
+    assert any("initialized at random" in warning for warning in diagnosis.warnings), diagnosis.warnings
+
+
+def test_a_whole_checkpoint_loads_calm(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=512,
+    )  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(tmp_path / "whole")
+    diagnosis = diagnose_text(_load_log(tmp_path / "whole", capfd))
+    assert diagnosis.failure == "none" and not diagnosis.warnings, diagnosis.warnings
