@@ -476,7 +476,7 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     shares: dict[tuple[str, str, str], list[int]] = {}
     left_out: dict[tuple[str, str, str], dict[str, int]] = {}
     listed: list[dict[str, Any]] = []
-    latest: dict[tuple[str, str], list[int]] = {}
+    latest: dict[tuple[str, str, str], list[int]] = {}  # the newest rounds, both parts: (file, family, term)
     say = (lambda *_args: None) if quiet else print
     say(f"\nprintouts: {', '.join(path.name for path in po.FILES)}")
     say(f"{'printout':<64}{'term':<9}{'place':<10}{'estimate':>11}{'printed':>11}{'ratio':>8}")
@@ -491,8 +491,8 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
         scored = po.score(case)
         for term in po.TERMS:
             found = [t for t in scored.terms if t.term == term]
-            if case["file"] == "round3.jsonl":  # the newest round, both parts, as aggregates
-                fresh = latest.setdefault((family, term), [0, 0])
+            if case["file"] in _NEWEST_ROUNDS:  # the newest rounds, both parts, as aggregates
+                fresh = latest.setdefault((case["file"], family, term), [0, 0])
                 fresh[0] += sum(1 for t in found if t.ok)
                 fresh[1] += len(found)
             tally = shares.setdefault((family, split, term), [0, 0])
@@ -522,10 +522,20 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # Round 3 (9 printouts gathered blind, 2026-12-02) was scored whole at e950a35 before any change: llama.cpp
     # KV 4/4, weights 7/8, compute 7/8 (8/8 once the reader added a BLAS build's second host buffer); ik_llama.cpp
     # KV 5/5, weights 8/8, compute 6/8; its vLLM one unscored (no config).
-    say("\nround 3, both parts (gathered after the estimator of 2026-12-02, fourth session):")
-    for (family, term), (met, counted) in sorted(latest.items()):
-        say(f"  {family:<14}{term:<9}{met:>4}/{counted:<4}")
+    # Round 4 (14 llama.cpp printouts gathered blind, 2026-12-03) was scored whole at b9c2427 before any change:
+    # see docs/ARCHITECTURE.md's estimator section and the session's note for its figures.
+    for name, words in _NEWEST_ROUNDS.items():
+        say(f"\n{words}:")
+        for (file, family, term), (met, counted) in sorted(latest.items()):
+            if file == name:
+                say(f"  {family:<14}{term:<9}{met:>4}/{counted:<4}")
     return {"figures": listed, "shares": {"/".join(key): value for key, value in shares.items()}}
+
+
+_NEWEST_ROUNDS = {
+    "round3.jsonl": "round 3, both parts (gathered after the estimator of 2026-12-02, fourth session)",
+    "round4.jsonl": "round 4, both parts (gathered after the estimator of 2026-12-03, fifth session)",
+}
 
 
 def main() -> int:

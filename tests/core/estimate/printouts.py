@@ -43,6 +43,7 @@ CONFIGS = DATA / "configs"
 FILES = (
     DATA / "printouts" / "round2.jsonl",
     DATA / "printouts" / "round3.jsonl",
+    DATA / "printouts" / "round4.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
