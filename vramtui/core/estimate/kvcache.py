@@ -39,7 +39,11 @@ def kv_row_elements(info: ModelInfo, layer: int, mla_layout: str = MLA_LATENT_AN
             return latent, info.kv_lora_rank
         assert mla_layout == MLA_DECOMPRESSED, mla_layout
         return info.n_heads * info.head_dim_k, info.n_heads * info.head_dim_v
+    if info.kv_layers is not None and layer >= info.kv_layers:
+        return 0, 0  # it reads an earlier layer's K and V (Gemma 3n/4's shared KV layers)
     kv_heads = info.kv_heads_at(layer)
+    if info.head_dim_swa and is_swa(info, layer):
+        return kv_heads * info.head_dim_swa, kv_heads * info.head_dim_swa
     return kv_heads * info.head_dim_k, kv_heads * info.head_dim_v
 
 

@@ -57,6 +57,7 @@ _SWA_PATTERN: dict[str, int] = {
     "gpt-oss": 2,
 }
 _TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3", "gemma3_text", "gpt_neox_japanese")
+_GEMMA3N_KV_LAYERS = 20
 _QKV_BIAS = ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "gpt_neox", "internlm2")
 _FUSED_QKV = ("phi3", "internlm2", "gpt_neox", "phi3small")
 
@@ -79,6 +80,8 @@ class ModelInfo:
     max_context: int | None = None
     sliding_window: int | None = None
     swa_layers: int = 0  # how many layers use the sliding window
+    head_dim_swa: int = 0  # K and V width per head on the sliding layers, where it differs (Gemma 4: 256)
+    kv_layers: int | None = None  # only the first N layers store K and V, the rest reuse them (Gemma 3n/4)
     weights_bytes: int | None = None  # exact stored bytes, when files say so
     quant: str | None = None  # f16, bf16, q4_k_m, nf4, gptq-g128, ...
     bits_per_weight: float | None = None
@@ -597,6 +600,26 @@ def _config_sliding_window(info: ModelInfo, cfg: dict[str, Any]) -> None:
         info.swa_layers = n_layers - (_int(cfg, "max_window_layers", default=0) or 0)
     if info.swa_layers:
         info.sliding_window = window
+    _config_shared_kv(info, cfg)
+
+
+def _config_shared_kv(info: ModelInfo, cfg: dict[str, Any]) -> None:
+    """Gemma 3n / 4: the last num_kv_shared_layers reuse an earlier layer's K and V (no cache of their own);
+    Gemma 4's global layers have their own head width (global_head_dim) and KV heads."""
+    shared = _int(cfg, "num_kv_shared_layers", default=0) or 0
+    if shared:
+        info.kv_layers = max(info.n_layers - shared, 0)
+    global_dim = _int(cfg, "global_head_dim", default=0) or 0
+    if global_dim and info.swa_layers and global_dim != info.head_dim_k:
+        info.head_dim_swa = info.head_dim_k
+        info.head_dim_k = info.head_dim_v = global_dim
+    global_kv = _int(cfg, "num_global_key_value_heads", default=0) or 0
+    if global_kv and info.swa_layers and global_kv != info.n_kv_heads:
+        from vramtui.core.estimate.kvcache import is_swa
+
+        info.kv_heads_per_layer = tuple(
+            info.kv_heads_at(il) if is_swa(info, il) else global_kv for il in range(info.n_layers)
+        )
 
 
 def _config_experts(info: ModelInfo, cfg: dict[str, Any]) -> None:
@@ -907,6 +930,14 @@ def _gguf_experts_mla_swa(info: ModelInfo, reader: Any, key: Any) -> None:
             info.swa_layers = n_layers - n_layers // _SWA_PATTERN[info.arch]
         if info.swa_layers:
             info.sliding_window = window
+            swa_width = key("attention.key_length_swa")
+            if swa_width and swa_width != info.head_dim_k:
+                info.head_dim_swa = swa_width
+    shared = key("attention.shared_kv_layers")
+    if info.arch == "gemma3n":  # llama.cpp's fixed split (models/gemma3n.cpp): the first 20 layers
+        info.kv_layers = min(_GEMMA3N_KV_LAYERS, n_layers)
+    elif shared:
+        info.kv_layers = max(n_layers - shared, 0)
 
 
 def info_from_gguf(path: Path) -> ModelInfo:
