@@ -126,7 +126,7 @@ _CONTEXT = re.compile(
 )
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _KV_TYPES = re.compile(r"K \((\w+)\):.*V \((\w+)\):")
-_STREAMS = re.compile(r"cells,\s+\d+ layers,\s+(\d+)/(\d+) seqs\)")
+_STREAMS = re.compile(r"cells,\s+(\d+) layers,\s+(\d+)/(\d+) seqs\)")
 _TYPE_K = re.compile(r"type_k = '(\w+)', type_v = '(\w+)'")
 _FA_AUTO = re.compile(r"Flash Attention was auto, set to (enabled|disabled)")
 _OVERRIDE = re.compile(r"[Tt]ensor (blk\.\d+\.[\w.]+) buffer type overrid\w+ to ([\w-]+)")
@@ -159,6 +159,9 @@ class LogRun:
     overrides: list[tuple[str, str]] = field(default_factory=list)
     fa_auto: str | None = None
     streams: int | None = None  # KV streams the cache printed ("4/1 seqs": 4 sequences, 1 stream)
+    # layers each cache of the first context holds ("(32768 cells, 3 layers, 1/1 seqs)"): a model whose
+    # last layers reuse earlier K and V (Gemma 3n/4: the GGUF's shared_kv_layers, not printed) holds fewer
+    cache_layers: list[int] = field(default_factory=list)
     pipeline: bool = False
     printed: Printed = field(default_factory=Printed)
     compute_buffers: set[str] = field(default_factory=set)  # the buffers of the first reservation
@@ -253,8 +256,10 @@ def _read_context(run: LogRun, line: str, stage: str) -> str:
             run.compute_buffers.add(name)
             run.printed.add("compute", _place(name), float(found.group(2)))
         return "context"
-    if run.streams is None and (streams := _STREAMS.search(line)):
-        run.streams = int(streams.group(2))
+    if streams := _STREAMS.search(line):
+        if run.streams is None:
+            run.streams = int(streams.group(3))
+        run.cache_layers.append(int(streams.group(1)))
     if run.kv_types is None and (found := _KV_TYPES.search(line) or _TYPE_K.search(line)):
         run.kv_types = (found.group(1).lower(), found.group(2).lower())
     elif found := _FA_AUTO.search(line):
@@ -450,12 +455,21 @@ def _sliding_window(run: LogRun, info: ModelInfo) -> None:
     if not window:
         return
     pattern = _meta_int(run, "n_swa_pattern") or _SWA_PATTERNS.get(info.arch)
-    if info.arch.startswith("gemma4"):
+    widths = [int(n) for n in re.findall(r"\d+", run.meta.get("n_embd_k_gqa", ""))]
+    if len(widths) == info.n_layers and len(set(widths)) > 1:  # Gemma 4: the global layers are wider
+        pattern = round(info.n_layers / max(1, widths.count(max(widths))))
+    elif info.arch.startswith("gemma4"):
         pattern = 6
     if not pattern or pattern <= 1:
         return
     info.sliding_window = window
     info.swa_layers = info.n_layers - info.n_layers // pattern
+    swa_width = _meta_int(run, "n_embd_head_k_swa") or 0
+    if swa_width and swa_width != info.head_dim_k:
+        info.head_dim_swa = swa_width
+    held = sum(run.cache_layers)
+    if info.arch.startswith(("gemma3n", "gemma4")) and 0 < held < info.n_layers:
+        info.kv_layers = held
 
 
 def _recurrent(run: LogRun, info: ModelInfo) -> None:
@@ -616,9 +630,13 @@ def lay_out_weights(
 # The log's wording, oldest first, and a build of the era it names (llama.cpp's build numbers): what a
 # user knows of their build, read back from a log that does not print it.
 _ERAS: tuple[tuple[str, int], ...] = (
+    # fit moved into common/ (common_params_fit_impl) about when llama-server began to reserve one logits
+    # row per slot (n_outputs_max): the newest era the buffers tell apart
+    ("n_outputs_max", 9100),
+    ("common_params_fit_impl", 9100),
+    ("common_fit_params", 9100),
     ("sched_reserve:", 7900),
     ("llama_params_fit", 7400),
-    ("common_fit_params", 7400),
     ("llama_kv_cache:", 6800),
     ("llama_kv_cache_iswa:", 6800),
     ("llama_kv_cache_unified", 6000),
@@ -765,7 +783,8 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
     if not case.get("command") and not overrides and _OVERRIDES_USED in case["log"]:
         raise VramtuiError("the run overrides tensor placement but the printout shows neither how nor where")
     gpus = tuple(run.devices.values()) or _printed_gpus(run, case["log"])
-    on_gpu = bool(run.printed.terms["weights"].keys() - {"host"})
+    # a GPU build with no layer offloaded (-ngl 0) still computes on the GPU: its compute buffer says so
+    on_gpu = any(places.keys() - {"host"} for places in run.printed.terms.values())
     gpu_layers = run.offloaded[0] if run.offloaded else None
     if gpu_layers is not None and run.offloaded and gpu_layers >= run.offloaded[1]:
         gpu_layers = None

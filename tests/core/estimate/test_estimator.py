@@ -100,8 +100,8 @@ def test_compute_buffer_holds_the_kq_matrix_without_flash_attention() -> None:
     assert no_fa.compute_buffer_bytes >= kq
     assert fa.compute_buffer_bytes < kq / 2
     # with a short context the logits dominate in builds that reserve them for every token of the
-    # micro-batch (vocab x ubatch x 4 beside the last hidden state and its norm, before sched_reserve,
-    # ~b7800, and in llama-cpp-python's library) ...
+    # micro-batch (vocab x ubatch x 4 beside the last hidden state and its norm, up to ~b9090 in
+    # llama-server, and in llama-cpp-python's library) ...
     old = estimate(LLAMA_8B, Settings(context=512, ubatch=512, flash_attn=True, engine_build=7000))
     assert old.compute_buffer_bytes == (128256 + 2 * 4096) * 512 * 4
     library = estimate(
