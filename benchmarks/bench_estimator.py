@@ -522,8 +522,8 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # Round 3 (9 printouts gathered blind, 2026-12-02) was scored whole at e950a35 before any change: llama.cpp
     # KV 4/4, weights 7/8, compute 7/8 (8/8 once the reader added a BLAS build's second host buffer); ik_llama.cpp
     # KV 5/5, weights 8/8, compute 6/8; its vLLM one unscored (no config).
-    # Round 4 (14 llama.cpp printouts gathered blind, 2026-12-03) was scored whole at b9c2427 before any change:
-    # see docs/ARCHITECTURE.md's estimator section and the session's note for its figures.
+    # Round 4 (14 mainline llama.cpp printouts gathered blind, 2026-12-03) was scored whole at 04c0642 before any
+    # change: KV 15/16, weights 23/27, compute 21/28 (after 1611590: 16/16, 23/27, 26/28).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
