@@ -144,7 +144,7 @@ def _own(key: str) -> str:
 
 def render_text(diagnosis: Any, source: str) -> str:
     from vramtui.core.logs.rules import COUNT_FIGURES
-    from vramtui.core.logs.ruletypes import DRAFT_MARK
+    from vramtui.core.logs.ruletypes import CACHE_PART_MARK, DRAFT_MARK
     from vramtui.core.logs.shape import DEVICE_FIGURES, SHAPE_FIGURES
     from vramtui.core.units import format_bytes
 
@@ -177,7 +177,7 @@ def render_text(diagnosis: Any, source: str) -> str:
         key: value
         for key, value in diagnosis.engine_figures.items()
         if "." not in key
-        and key != DRAFT_MARK
+        and key not in (DRAFT_MARK, CACHE_PART_MARK)
         and _own(key) not in SHAPE_FIGURES
         and key not in DEVICE_FIGURES
         and not key.startswith("fit_breakdown")

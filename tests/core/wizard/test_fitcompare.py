@@ -165,4 +165,4 @@ def test_the_device_projection_is_compared_with_the_buffers_fit_counts():
     assert comparison.estimated["device"] == comparison.bill.total() - comparison.runtime
     assert comparison.bill.get("runtime") == comparison.runtime
     text = "\n".join(comparison.lines())
-    assert f"the {comparison.runtime / MIB:.0f} MiB of CUDA context" in text
+    assert f"the {comparison.runtime / MIB:.0f} MiB vramtui adds for the runtime" in text

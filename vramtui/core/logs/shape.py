@@ -14,7 +14,7 @@ SHAPE_FIGURES = frozenset(
     {
         "model_layers", "model_hidden", "model_heads", "model_kv_heads", "model_head_dim_k",
         "model_head_dim_v", "model_vocab", "model_trained_context", "model_experts",
-        "model_experts_used", "model_moe_ff", "attention_heads",
+        "model_experts_used", "model_moe_ff", "attention_heads", "model_swa_window",
     }
 )  # fmt: skip
 
@@ -53,6 +53,8 @@ def shape_words(figures: Mapping[str, float]) -> str | None:
     ]
     parts += [words for words in (_heads(figures), _experts(figures)) if words]
     parts += [f"vocab {vocab}" for vocab in [_count(figures, "model_vocab")] if vocab]
+    window = _count(figures, "model_swa_window")
+    parts += [f"sliding window {window}"] if window else []
     trained = _count(figures, "model_trained_context")
     parts += [f"trained context {trained}"] if trained else []
     return ", ".join(parts) or None

@@ -82,8 +82,8 @@ class FitComparison:
             out.append(f"  (no vramtui estimate: {self.reason})")
         if self.runtime:
             out.append(
-                f"  (the model's buffers only, as fit counts them: the {self.runtime / MIB:.0f} MiB of CUDA context "
-                "and workspaces vramtui adds on the card come on top)"
+                f"  (the model's buffers only, as fit counts them: the {self.runtime / MIB:.0f} MiB vramtui adds for "
+                "the runtime on the card (its context and workspaces) come on top)"
             )
         if self.with_draft:
             out.append(
