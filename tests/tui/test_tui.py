@@ -296,8 +296,10 @@ async def test_estimator_shows_a_hybrids_recurrent_state_row() -> None:
         pane.query_one("#est-backend", Select).value = "transformers"
         pane.set_value("card", "80GiB")
         pane.set_value("model", str(config))
+        # the count builds the model on PyTorch's meta device: a first import of torch and transformers in
+        # this process (the test's own data dir holds no cached count) takes 20 s and more here
         await wait_for(
-            pilot, lambda: pane.estimate is not None and pane.estimate.bill.get("recurrent_state") > 0
+            pilot, lambda: pane.estimate is not None and pane.estimate.bill.get("recurrent_state") > 0, 120
         )
         await pilot.pause()
         text = str(pane.query_one("#est-result").render())
