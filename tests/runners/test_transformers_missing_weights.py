@@ -39,12 +39,27 @@ def _checkpoint_without(folder: Path, dropped: str) -> Path:
 
 
 def _load_log(folder: Path, capfd: pytest.CaptureFixture[str]) -> str:
-    """What the real loader prints on stderr while loading `folder` (it loads: nothing stops the user)."""
+    """What the real loader reports while loading `folder` (it loads: nothing stops the user): its stderr,
+    and its logger's warnings caught here (another test may have quieted transformers' logging or left its
+    handler on a stream pytest has closed)."""
+    import logging
+
     from transformers import AutoModelForCausalLM
 
+    records: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("transformers")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
     capfd.readouterr()
-    AutoModelForCausalLM.from_pretrained(folder)
-    return capfd.readouterr().err
+    try:
+        AutoModelForCausalLM.from_pretrained(folder)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return capfd.readouterr().err + "\n".join(records)
 
 
 def test_weights_missing_from_the_checkpoint_are_a_quiet_failure(
