@@ -247,9 +247,9 @@ class MemoryPane(Pane, can_focus=True):
         350 MiB process under a 1.5 GiB budget is a flat line at the bottom. The top still only moves
         when a new peak passes it, never to the data's own min..max.
         """
+        has_gpu = self.state.has_gpu()
         with self.state.lock:
             series = self.state.series.get(key) if key else None
-            has_gpu = any(name.startswith("gpu:") for name in self.state.series)
             total = series.total if series else 0.0
             peak = series.history.peak if series else None
         if key == "process" and self.budget and not has_gpu:

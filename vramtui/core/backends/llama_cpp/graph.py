@@ -39,7 +39,7 @@ SCHED_COPIES = 4
 # Builds (llama.cpp's build number) where the accounting changed. Approximate: the builds around the change.
 OUTPUT_FIRST_BUILD = 7300  # -ngl fills the output layer first ("offloading output layer to GPU" comes first)
 V_IDXS_BUILD = 6500  # KV rows written by index (set_rows): a V index per element without flash attention
-SCHED_RESERVE_BUILD = 7800  # sched_reserve: the host buffer holds two hidden states beside the inputs
+HOST_HIDDEN_BUILD = 7800  # sched_reserve's era: the host buffer holds two hidden states beside the inputs
 # llama-server reserves one logits row per slot (n_outputs_max) only from builds after b9090: printouts of
 # b7896, b8179 and b9090 (llama-server, 2 to 4 slots) hold the micro-batch's every row (vocab x ubatch x 4)
 OUTPUTS_CAP_BUILD = 9100
@@ -61,7 +61,7 @@ class Build:
     @property
     def host_hidden_copies(self) -> int:
         """Hidden-state-sized tensors the host buffer holds beside the inputs (the embedding rows)."""
-        return 2 if self.at_least(SCHED_RESERVE_BUILD) else 1
+        return 2 if self.at_least(HOST_HIDDEN_BUILD) else 1
 
     def outputs(self, ubatch: int, sequences: int, server: bool) -> int:
         """Logits rows the reserved graph computes."""
