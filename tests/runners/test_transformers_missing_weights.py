@@ -16,7 +16,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _checkpoint_without(folder: Path, dropped: str) -> Path:
+def _tiny_checkpoint(folder: Path, dropped: str | None = None) -> Path:
+    """A tiny random Llama saved by transformers; `dropped`: a tensor then deleted from its safetensors."""
     from safetensors.torch import load_file, save_file
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -31,10 +32,11 @@ def _checkpoint_without(folder: Path, dropped: str) -> Path:
         tie_word_embeddings=False,
     )
     LlamaForCausalLM(config).save_pretrained(folder)
-    weights = folder / "model.safetensors"
-    tensors = load_file(weights)
-    del tensors[dropped]
-    save_file(tensors, weights, metadata={"format": "pt"})
+    if dropped:
+        weights = folder / "model.safetensors"
+        tensors = load_file(weights)
+        del tensors[dropped]
+        save_file(tensors, weights, metadata={"format": "pt"})
     return folder
 
 
@@ -65,7 +67,7 @@ def _load_log(folder: Path, capfd: pytest.CaptureFixture[str]) -> str:
 def test_weights_missing_from_the_checkpoint_are_a_quiet_failure(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    log = _load_log(_checkpoint_without(tmp_path / "no-head", "lm_head.weight"), capfd)
+    log = _load_log(_tiny_checkpoint(tmp_path / "no-head", "lm_head.weight"), capfd)
     assert "lm_head.weight" in log
     diagnosis = diagnose_text(log)
     assert diagnosis.failure == "none"
@@ -73,12 +75,5 @@ def test_weights_missing_from_the_checkpoint_are_a_quiet_failure(
 
 
 def test_a_whole_checkpoint_loads_calm(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=512,
-    )  # fmt: skip
-    LlamaForCausalLM(config).save_pretrained(tmp_path / "whole")
-    diagnosis = diagnose_text(_load_log(tmp_path / "whole", capfd))
+    diagnosis = diagnose_text(_load_log(_tiny_checkpoint(tmp_path / "whole"), capfd))
     assert diagnosis.failure == "none" and not diagnosis.warnings, diagnosis.warnings
