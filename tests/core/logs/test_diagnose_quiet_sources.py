@@ -64,6 +64,31 @@ def _ollama(line: str, *before: str) -> list[str]:
             'Either install rocm v6, or follow manual install instructions"',
             "ROCm",
         ),
+        (
+            'level=WARN source=amd_windows.go:97 msg="amdgpu is not supported" gpu=0 gpu_type=gfx1031 '
+            'library=C:\\rocm supported_types="[gfx1030 gfx1100]"',
+            "HSA_OVERRIDE_GFX_VERSION",
+        ),
+        (
+            'level=WARN source=amd_linux.go:116 msg="amdgpu [0] gfx1103 is not supported by /tmp/ollama1/rocm '
+            '[gfx1030 gfx1100]"',
+            "HSA_OVERRIDE_GFX_VERSION",
+        ),
+        (
+            'level=WARN source=amd.go:470 msg="dropping ROCm device — no rocblas support for gfx target" '
+            "gfx=gfx1036",
+            "HSA_OVERRIDE_GFX_VERSION",
+        ),
+        ('level=WARN source=gpu.go:728 msg="unable to locate gpu dependency libraries"', "runtime libraries"),
+        (
+            'level=INFO source=gpu.go:312 msg="[0] CUDA GPU is too old. Compute Capability detected: 3.0"',
+            "compute capability is older",
+        ),
+        (
+            'level=WARN source=config.go:263 msg="invalid environment variable, using default" '
+            "key=OLLAMA_CONTEXT_LENGTH value=32k default=4096",
+            "cannot parse",
+        ),
         ('level=INFO source=amd_linux.go:320 msg="AMD ROCm reports no devices found"', "no usable AMD"),
         ('level=INFO source=amd_linux.go:403 msg="no compatible amdgpu devices detected"', "no usable AMD"),
         (

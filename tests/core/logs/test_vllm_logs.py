@@ -162,3 +162,20 @@ def test_a_bare_vllm_oom_holding_well_under_the_card_was_still_starting() -> Non
     assert (starting.failure, starting.failure_stage) == ("cuda_oom", "kv_cache")
     serving = diagnose_lines([oom.format(used="7.70"), client], kernel_log=lambda: None)
     assert (serving.failure, serving.failure_stage) == ("cuda_oom", "inference")
+
+
+def test_an_unplaced_error_the_engine_core_calls_a_start_up_failure_was_not_a_request() -> None:
+    """A kernel fault with no line to place it reads as a request's; when vLLM's engine core then says it
+    "failed to start", no request was ever served: it failed starting, after the weights."""
+    fault = [
+        "(Worker_PP0 pid=23) ERROR 07-15 21:01:01 [multiproc_executor.py:1007] torch.AcceleratorError: CUDA "
+        "error: an illegal memory access was encountered",
+        "(Worker_PP0 pid=23) ERROR 07-15 21:01:01 [multiproc_executor.py:1007] For debugging consider passing "
+        "CUDA_LAUNCH_BLOCKING=1",
+    ]
+    wrapper = "(EngineCore pid=12) ERROR 07-15 21:01:01 [core.py:1240] EngineCore failed to start."
+    starting = diagnose_lines([*fault, wrapper], kernel_log=lambda: None)
+    assert starting.backend == "vllm" and starting.failure_stage == "kv_cache"
+    assert starting.first_error_line == 1
+    serving = diagnose_lines(fault, "vllm", kernel_log=lambda: None)
+    assert serving.failure_stage == "inference"

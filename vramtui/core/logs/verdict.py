@@ -200,7 +200,7 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         pick.failure = "host_oom"
         if found is not None and found.number in state.import_exceptions:
             pick.cause = "budget_import"  # it failed importing the engine, before any weights
-    if found is not None and _still_starting(pick, state, profile):
+    if found is not None and (_still_starting(pick, state, profile) or _start_failed_after(state, found)):
         found.stage = "kv_cache"
     if (
         pick.failure == "cuda_oom"
@@ -227,6 +227,14 @@ def _still_starting(pick: _Pick, state: LogState, profile: LogProfile | None) ->
     used = state.figures.get("oom_process_used", {}).get("")
     total = state.figures.get("device_total", {}).get("")
     return bool(used and total and used < _SERVING_HOLDS * total)
+
+
+def _start_failed_after(state: LogState, found: _Found) -> bool:
+    """An error no line placed, that the engine's own wrapper then calls a start-up failure ("EngineCore
+    failed to start"): it was not serving a request. Its weight load has lines of its own that would have
+    placed it there, so it failed in the start-up's later steps (profiling, cache, graph capture)."""
+    seen = state.notices.get("mark:start_failed")
+    return found.defaulted and found.stage == "inference" and seen is not None and seen[0] > found.number
 
 
 def _mark_soon_after(state: LogState, mark: str, number: int) -> bool:

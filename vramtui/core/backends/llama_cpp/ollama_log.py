@@ -41,6 +41,22 @@ OLLAMA_NOTICES: tuple[NoticeRule, ...] = (
         "falling back to cpu mode",
         "Ollama could not read which AMD GPUs its ROCm library supports (failed to lookup supported GFX types)",
     ),
+    # a gfx its ROCm library has no kernels for (gpu/amd_*.go to v0.4, discover/amd.go after): skipped
+    _skipped(
+        "amdgpu",
+        "Ollama's ROCm library has no kernels for this AMD GPU's gfx target (HSA_OVERRIDE_GFX_VERSION can map "
+        "it to a supported one)",
+        r"amdgpu is not supported|amdgpu \[\d+\] gfx\w+ is not supported",
+    ),
+    _skipped(
+        "dropping rocm device",
+        "Ollama's ROCm library has no kernels for this AMD GPU's gfx target (HSA_OVERRIDE_GFX_VERSION can map "
+        "it to a supported one)",
+    ),
+    _skipped(
+        "unable to locate gpu dependency libraries",
+        "Ollama did not find its GPU runtime libraries next to its executable (a broken or partial install)",
+    ),
     _skipped(
         "devices",
         "Ollama's ROCm runtime reports no usable AMD device",
@@ -57,6 +73,10 @@ OLLAMA_NOTICES: tuple[NoticeRule, ...] = (
         "too old",
         "the GPU driver (or the AMD GPU) is older than Ollama's runtime supports: update the driver",
         r"amd driver is too old|nvidia driver too old|amdgpu too old",
+    ),
+    _skipped(
+        "cuda gpu is too old",
+        "the NVIDIA GPU's compute capability is older than this Ollama build supports: it is skipped",
     ),
     _skipped(
         "compute capability not in compiled",
@@ -112,6 +132,15 @@ OLLAMA_NOTICES: tuple[NoticeRule, ...] = (
         "reducing automatic context",
         "setting_ignored",
         "the load failed at the context Ollama chose: it retried with a smaller one, so long prompts are cut",
+        backend=_OLLAMA,
+    ),
+    # envconfig: a value it cannot parse (OLLAMA_CONTEXT_LENGTH=32k, OLLAMA_NUM_PARALLEL=two) is dropped
+    NoticeRule(
+        "invalid environment variable",
+        "setting_ignored",
+        "an environment variable Ollama reads has a value it cannot parse: it uses its default instead (the "
+        "line names the variable)",
+        r"invalid environment variable, using default",
         backend=_OLLAMA,
     ),
     NoticeRule(

@@ -551,6 +551,14 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         backend="vllm",
     ),
     NoticeRule("capturing cudagraphs", "mark", "graph_capture", backend="vllm"),
+    # the engine core's own wrapper of a start-up error: whatever failed before it, it was not a request
+    NoticeRule(
+        "failed to start",
+        "mark",
+        "start_failed",
+        r"enginecore failed to start|engine core initialization failed",
+        backend="vllm",
+    ),
 )
 
 FIGURES: tuple[FigureRule, ...] = (
