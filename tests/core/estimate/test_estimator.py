@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -16,8 +17,10 @@ from vramtui.core.estimate.estimator import (
     max_context,
     max_parallel,
 )
-from vramtui.core.estimate.modelinfo import ModelInfo, info_from_config, info_from_flags
+from vramtui.core.estimate.modelinfo import ModelInfo, info_from_config, info_from_flags, load_model_info
 from vramtui.core.units import GIB, MIB
+
+CONFIGS = Path(__file__).resolve().parents[2] / "data" / "configs"
 
 LLAMA_70B = ModelInfo(
     source="llama-70b",
@@ -443,7 +446,9 @@ def test_vllm_profile_peak_is_gate_up_plus_two_hidden_rows_and_the_sampler() -> 
     # vllm-n3 of the corpus: Llama-3.1-8B on an RTX 3090 (23.58 GiB), max_model_len 20000, V0 profile run
     # (V0 ran its profile at the model length: batch 20000 says so; V1 chunks prefill, see the next test)
     info = replace(LLAMA_8B, weights_bytes=int(14.9888 * GIB), dtype="bf16")
-    settings = Settings(backend="vllm", device_bytes=int(23.58 * GIB), context=20000, safety=0.9, batch=20000)
+    settings = Settings(
+        backend="vllm", device_bytes=int(23.58 * GIB), context=20000, safety=0.9, batch=20000, engine_build=7
+    )
     est = estimate(info, settings)
     forward = 20000 * (2 * 14336 + 2 * 4096) * 2
     sampler = 256 * 128256 * 24  # the last token of max_num_seqs sequences, not of every token
@@ -454,16 +459,31 @@ def test_vllm_profile_peak_is_gate_up_plus_two_hidden_rows_and_the_sampler() -> 
 
 def test_vllm_v1_profiles_at_its_chunked_prefill_budget_by_card() -> None:
     """V1 always chunks prefill: its profile run is max_num_batched_tokens (2048 under 70 GiB, 8192 above),
-    not the model length as V0's was: 2.75 GiB of compute less for a 7B-class model at 32k on 24 GiB."""
+    not the model length as V0's was: 2 GiB of compute less for a 7B-class model at 32k on 24 GiB."""
     info = replace(LLAMA_8B, weights_bytes=int(14.96 * GIB), dtype="bf16")
     small = estimate(info, Settings(backend="vllm", device_bytes=24 * GIB, context=32768))
     big = estimate(info, Settings(backend="vllm", device_bytes=80 * GIB, context=32768))
     per_token = (2 * 14336 + 2 * 4096) * 2
-    assert small.activations_bytes - 256 * 128256 * 24 == 2048 * per_token
-    assert big.activations_bytes - 1024 * 128256 * 24 == 8192 * per_token
+    # the sampler's run (the forward's hidden states, 8-byte rows of 256 or 1024 sequences) is the peak
+    assert small.activations_bytes == 2048 * 4096 * 2 + 256 * 128256 * 8 > 2048 * per_token
+    assert big.activations_bytes == 8192 * 4096 * 2 + 1024 * 128256 * 8 > 8192 * per_token
     v0 = estimate(info, Settings(backend="vllm", device_bytes=24 * GIB, context=32768, batch=32768))
-    assert v0.activations_bytes - small.activations_bytes == (32768 - 2048) * per_token
+    assert v0.activations_bytes == 32768 * per_token  # a long profile's forward outgrows its sampler
+    assert v0.activations_bytes - small.activations_bytes > 1.9 * GIB
     assert any("profile run at 2048 batched tokens" in note for note in small.notes)
+
+
+def test_vllm_v1_profile_peak_is_the_larger_of_its_forward_and_its_sampler() -> None:
+    """V1 frees the forward's activations before its dummy sampler run: the peak is the larger, not the sum.
+    Qwen2.5-0.5B, LLM() defaults on an RTX 4090 with vLLM 0.27.1 (8192 batched tokens, 256 sequences): it
+    printed 0.31 GiB for peak activation (tests/data/printouts/round2.jsonl); the sum was 1.05 GiB."""
+    info = load_model_info(CONFIGS / "Qwen--Qwen2.5-0.5B-Instruct.config.json")
+    settings = Settings(backend="vllm", device_bytes=24 * GIB, batch=8192, parallel=256, safety=0.92)
+    est = estimate(info, settings)
+    assert est.activations_bytes == pytest.approx(0.31 * GIB, rel=0.05)
+    # before 0.20 the native top-k/top-p sorted the logits: 24 bytes an entry, still not added to the forward
+    older = estimate(info, replace(settings, engine_build=19))
+    assert older.activations_bytes == 8192 * 896 * 2 + 256 * 151936 * 24
 
 
 def test_vllm_online_quantization_needs_room_for_the_16_bit_load() -> None:

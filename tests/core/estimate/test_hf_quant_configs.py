@@ -222,7 +222,7 @@ def test_qwen35_vllm_pages_a_state_per_running_request(qwen35: dict) -> None:
     assert est.bill.get("recurrent_state", 0) == expected
     assert any(note.startswith("hybrid: vLLM pages the attention KV") for note in est.notes)
     # a card too small for the weights and one request's state does not fit
-    small = estimate(info, Settings(backend="vllm", context=8192, device_bytes=18 * GIB))
+    small = estimate(info, Settings(backend="vllm", context=8192, device_bytes=16 * GIB))
     assert not small.fits
 
 

@@ -46,11 +46,6 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "this runner's host mask is f16 (48 MiB printed: 32 MiB mask, two 8 MiB hidden states) where the "
         "other builds of its era keep it f32"
     ),
-    ("p2-vllm-qwen25-05b-4090-util092-default-len", "compute"): (
-        "vLLM V1's profile: the estimate adds the forward's peak and the sampler's at 24 bytes per vocabulary "
-        "entry (V0's top-k/top-p sort and logprobs); V1's dummy sampler run skips top-k, top-p and logprobs "
-        "(gpu_model_runner._dummy_sampler_run) and runs after the forward's intermediates are freed"
-    ),
     **dict.fromkeys(
         (("p2-vllm-qwen3-235b-2507-fp8-l40s-tp4-ep-util090-32k", term) for term in ("kv", "compute")),
         "the printout's own memory line gives 27.72 GiB of weights per GPU: one eighth of the 220 GiB "

@@ -96,7 +96,10 @@ _QUANT = re.compile(r"(?:--quantization[= ]+|\bquantization'?[=:]\s*'?)([a-z][\w
 # V0's own lines (its worker and model runner). V0 profiles max_num_batched_tokens, which it sets to
 # max(max_model_len, 2048) unless prefill is chunked, with max_num_seqs 256 whatever the card
 V0_MAX_SEQS, V0_MIN_BATCHED = 256, 2048
+V0_BUILD = 7  # the last minor version whose default engine was V0 (the estimator's `engine_build`)
 _V0 = re.compile(r"Loading model weights took|Memory profiling results|GPU blocks:|# GPU blocks")
+# "0.10.2 (V1 engine)", "v0.11.0", "vLLM 0.26.0" in the build field; "vLLM API server version 0.9.1" in a log
+_VERSION = re.compile(r"(?:^|[\sv(])0\.(\d+)\.\d+")
 
 
 @dataclass
@@ -108,6 +111,7 @@ class VllmRun:
     card: int | None = None  # one card's total memory, bytes
     settings: dict[str, Any] = field(default_factory=dict)
     v0: bool = False
+    minor: int | None = None  # the vLLM version's minor number, where the printout names one
 
 
 def _gib(pattern_list: tuple[re.Pattern[str], ...], text: str) -> int | None:
@@ -153,6 +157,8 @@ def read_run(case: dict[str, Any]) -> VllmRun:
     """What one vLLM printout printed and ran with."""
     log, text = case["log"], _run_text(case)
     run = VllmRun(v0=bool(_V0.search(log)), card=_card(case, log))
+    if version := _VERSION.search(f"{case.get('build') or ''}\n{log}"):
+        run.minor = int(version.group(1))
     for term, patterns in (("weights", _WEIGHTS), ("kv", _KV), ("compute", _ACTIVATION)):
         value = _gib(patterns, log)
         if value is not None:
@@ -225,6 +231,7 @@ def settings_of(run: VllmRun, info: ModelInfo) -> Settings:
         tensor_parallel_size=tp,
         kv_cache_memory=given["kv_bytes"],
         quant=quant,
+        engine_build=V0_BUILD if run.v0 else run.minor,
     )
 
 

@@ -31,6 +31,10 @@ CPU_BLOCK_TOKENS = 128
 CPU_WORKER_BYTES = 560 * MIB
 # vLLM's "non_torch_memory": CUDA context share, NCCL and cuBLAS buffers outside PyTorch's allocator.
 NON_TORCH_BYTES = 512 * MIB
+# The minor version V1 became vLLM's default engine (0.8): before it, the profile run is V0's.
+V1_SINCE = 8
+# The minor version whose V1 sampler is FlashInfer's top-k/top-p by default (vllm#40376, April 2026).
+FLASHINFER_SAMPLER_SINCE = 20
 # vLLM captures CUDA graphs for batch sizes up to 512 after the KV cache is allocated (outside the profile).
 CUDA_GRAPH_BYTES = 256 * MIB
 
@@ -45,8 +49,19 @@ def profile_tokens(context: int, settings: Settings) -> int:
     return int(serve_defaults(settings.device_bytes, not settings.on_gpu)["batch"])  # type: ignore[call-overload]
 
 
-def activation_peak(info: ModelInfo, tokens: int, max_seqs: int, tp: int = 1) -> int:
-    """The profile forward at `tokens`, and the sampler's dummy run (the MLP's width split over `tp` ranks)."""
+def activation_peak(
+    info: ModelInfo, tokens: int, max_seqs: int, tp: int = 1, build: int | None = None
+) -> int:
+    """The profile run's peak: the forward at `tokens` (the MLP's width split over `tp` ranks), then the
+    sampler's dummy run on every sequence's last token. `build`: the vLLM minor version (None: today's).
+
+    V1 (0.8 on) runs them one after the other (`profile_run` in v1/worker/gpu_model_runner.py): the
+    forward's activations are freed before the sampler starts and only its hidden states stay, so the peak
+    is the larger of the two. From 0.20 its top-k/top-p sampler is FlashInfer's (vllm#40376): fp32 logits
+    and fp32 probabilities, 8 bytes per vocabulary entry (a 0.5B model, 8192 tokens, 256 sequences on 0.27:
+    0.31 GiB printed, 0.30 this way). Before, the native path sorted the logits (fp32 values and int64
+    indices) beside the logits and probabilities: 24 bytes. V0 sampled inside the same step: the two V0
+    runs of the corpus are the sum of the forward and a 24-byte sampler."""
     act_bytes = 2
     ff = info.intermediate or 4 * info.hidden
     if info.is_moe:
@@ -56,11 +71,12 @@ def activation_peak(info: ModelInfo, tokens: int, max_seqs: int, tp: int = 1) ->
     # its peak is the fused gate_up output (2 ff wide) with two hidden-width tensors (the residual and the
     # normed input) alive; the two V0 runs of the corpus (8192 and 20000 tokens, same model) differ by
     # exactly that per token
-    activation = tokens * (2 * ff // max(1, tp) + 2 * info.hidden) * act_bytes
-    # the sampler's dummy run: fp32 logits, probabilities and logprobs of every sequence's last token, and the
-    # top-k/top-p sort (values + int64 indices) the profile asks for: 24 bytes per vocabulary entry
-    activation += min(max_seqs, tokens) * info.vocab * 24
-    return activation
+    forward = tokens * (2 * ff // max(1, tp) + 2 * info.hidden) * act_bytes
+    rows = min(max_seqs, tokens) * info.vocab
+    if build is not None and build < V1_SINCE:
+        return forward + rows * 24
+    per_entry = 24 if build is not None and build < FLASHINFER_SAMPLER_SINCE else 8
+    return max(forward, tokens * info.hidden * act_bytes + rows * per_entry)
 
 
 # vLLM's MXFP4 MoE kernels allocate each expert's matrices padded (Mxfp4MoEMethod.create_weights in
@@ -301,7 +317,7 @@ class VllmMemory(MemoryAccounting):
             est = _size_parallel(info, settings, weights, kv_dtype, context, tokens, max_seqs)
             est.notes = notes + est.notes
             return est
-        activation = activation_peak(info, tokens, max_seqs)
+        activation = activation_peak(info, tokens, max_seqs, build=settings.engine_build)
         activation += _vision_share(info, tokens, activation, notes, max_seqs)
         host = offloaded_bytes(settings, layer_weights(info, weights))
         if host:
@@ -371,7 +387,7 @@ def _size_parallel(
     blocks as the tightest rank leaves room for (vLLM takes the smallest count over the workers)."""
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
     ranks = devices.vllm_ranks(info, weights, kv_dtype, MLA_LATENT, tp, pp)
-    activation = activation_peak(info, tokens, max_seqs, tp)
+    activation = activation_peak(info, tokens, max_seqs, tp, settings.engine_build)
     activation += _vision_share(info, tokens, activation, [], max_seqs)  # each rank profiles the tower
     cards = settings.cards
     body = layer_weights(info, weights)
