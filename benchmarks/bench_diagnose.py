@@ -323,25 +323,27 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     latest = [(c, m) for part in rows.values() for c, m in part if c["file"] == "round11.jsonl"]
     print(f"\nround 11, both parts (gathered after the rules of 2026-12-02: {len(latest)})")
     _print_scores("all engines", corpus.score(latest), False)
-    # Round 12 (27 logs) likewise, scored whole at dcf133b before any rule was written from it: stage 22/27,
-    # class 20/27, memory 4/8, first error 16/20, quiet 2/4, calm 2/2, engine 24/27.
-    newest = [(c, m) for part in rows.values() for c, m in part if c["file"] == "round12.jsonl"]
-    print(f"\nround 12, both parts (gathered after the rules of 2026-12-02, second session: {len(newest)})")
-    _print_scores("all engines", corpus.score(newest), False)
-    # Round 13 (8 logs: few new threads were left to find) likewise, scored whole at 9a79753 before any
-    # rule was written from it: stage 8/8, class 8/8, memory 3/3, first error 4/4, quiet 1/1, calm 3/3,
-    # engine 6/8.
-    round13 = [(c, m) for part in rows.values() for c, m in part if c["file"] == "round13.jsonl"]
-    print(f"\nround 13, both parts (gathered after the rules of 2026-12-02, third session: {len(round13)})")
-    _print_scores("all engines", corpus.score(round13), False)
-    # Round 14 (9 logs) likewise, scored whole at 3eb1755 before any rule was written from it: stage 9/9,
-    # class 9/9, memory 3/3, first error 4/5, quiet 2/2, calm 2/2, engine 9/9 (the same at 97e27b5).
-    round14 = [(c, m) for part in rows.values() for c, m in part if c["file"] == "round14.jsonl"]
-    print(f"\nround 14, both parts (gathered after the rules of 2026-12-02, fourth session: {len(round14)})")
-    _print_scores("all engines", corpus.score(round14), False)
-    round15 = [(c, m) for part in rows.values() for c, m in part if c["file"] == "round15.jsonl"]
-    print(f"\nround 15, both parts (gathered after the rules of 2026-12-03, fifth session: {len(round15)})")
-    _print_scores("all engines", corpus.score(round15), False)
+    # Each later round was scored whole before any rule was written from it (its training part may be
+    # written from since). Their blind scores: round 12 at dcf133b: stage 22/27, class 20/27, memory 4/8,
+    # first error 16/20, quiet 2/4, calm 2/2, engine 24/27; round 13 (8 logs: few new threads were left) at
+    # 9a79753: stage 8/8, class 8/8, memory 3/3, first error 4/4, quiet 1/1, calm 3/3, engine 6/8; round 14
+    # at 3eb1755: stage 9/9, class 9/9, memory 3/3, first error 4/5, quiet 2/2, calm 2/2, engine 9/9; round
+    # 15 at a2658a5: stage 14/14, class 14/14, memory 7/7, first error 10/10, quiet 3/4, engine 14/14;
+    # round 16 at 220ea3d: stage 15/18, class 16/18, memory 7/10, first error 9/11, quiet 3/6, calm 1/1,
+    # engine 11/18.
+    for name, heading in LATER_ROUNDS:
+        chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
+        print(f"\n{heading}: {len(chosen)})")
+        _print_scores("all engines", corpus.score(chosen), False)
+
+
+LATER_ROUNDS = (
+    ("round12.jsonl", "round 12, both parts (gathered after the rules of 2026-12-02, second session"),
+    ("round13.jsonl", "round 13, both parts (gathered after the rules of 2026-12-02, third session"),
+    ("round14.jsonl", "round 14, both parts (gathered after the rules of 2026-12-02, fourth session"),
+    ("round15.jsonl", "round 15, both parts (gathered after the rules of 2026-12-03, fifth session"),
+    ("round16.jsonl", "round 16, both parts (gathered after the rules of 2026-12-03, sixth session"),
+)
 
 
 def _print_scores(label: str, scores: dict[str, tuple[int, int]], goals: bool) -> None:

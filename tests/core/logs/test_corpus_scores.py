@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (537, 553),
-        "class": (535, 553),
-        "memory": (126, 132),
-        "first_error": (309, 322),
-        "quiet": (82, 85),
-        "calm": (95, 105),
-        "engine": (519, 553),
+        "stage": (550, 566),
+        "class": (548, 566),
+        "memory": (132, 139),
+        "first_error": (317, 330),
+        "quiet": (86, 89),
+        "calm": (96, 106),
+        "engine": (526, 566),
     },
     "heldout": {
-        "stage": (194, 212),
-        "class": (193, 212),
-        "memory": (57, 68),
-        "first_error": (113, 124),
-        "quiet": (24, 37),
+        "stage": (198, 217),
+        "class": (197, 217),
+        "memory": (59, 71),
+        "first_error": (116, 127),
+        "quiet": (27, 39),
         "calm": (25, 27),
-        "engine": (199, 212),
+        "engine": (203, 217),
     },
 }
 

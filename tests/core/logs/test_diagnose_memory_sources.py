@@ -139,3 +139,27 @@ def test_llama_cpp_python_reports_the_cache_under_its_traceback() -> None:
     diagnosis = diagnose_text(text, kernel_log=lambda: None)
     assert (diagnosis.stage, diagnosis.failure) == ("kv_cache", "cuda_oom")
     assert "cudaMalloc failed" in (diagnosis.first_error_text or "")
+
+
+def test_the_drivers_own_refusals_are_the_first_error() -> None:
+    """Mesa's AMD Vulkan driver and NVIDIA's kernel module say it before the engine does: the first line of
+    the report is theirs (a Raspberry Pi with an RX 7600 XT; a DGX Spark loading a speculative drafter)."""
+    radv = """radv/amdgpu: Failed to allocate a buffer:
+radv/amdgpu:    size      : 4248715264 bytes
+ggml_vulkan: Device memory allocation of size 4248715264 failed.
+ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory
+llama_model_load: error loading model: unable to allocate Vulkan0 buffer"""
+    diagnosis = diagnose_text(radv, kernel_log=lambda: None)
+    assert (diagnosis.failure, diagnosis.failure_stage, diagnosis.first_error_line) == (
+        "cuda_oom",
+        "load_weights",
+        1,
+    )
+    nvrm = """(Worker_TP0 pid=9) INFO 08-03 18:03:00 [gpu_model_runner.py:5332] Loading drafter model...
+kernel: NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY]"""
+    diagnosis = diagnose_text(nvrm, kernel_log=lambda: None)
+    assert (diagnosis.failure, diagnosis.failure_stage, diagnosis.first_error_line) == (
+        "cuda_oom",
+        "load_weights",
+        2,
+    )

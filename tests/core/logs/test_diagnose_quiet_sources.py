@@ -304,3 +304,40 @@ def test_ollama_engine_placement(version: str) -> None:
     assert warnings(33, {"CUDA0": "12.6 GiB", "CPU": "417.3 MiB"}) == []  # the embeddings stay on the CPU
     assert any("13 of 33 layers" in w for w in warnings(20, {"CUDA0": "8.0 GiB", "CPU": "5.0 GiB"}))
     assert any("no layer was offloaded" in w for w in warnings(0, {"CPU": "13.0 GiB"}))
+
+
+def test_ollama_with_no_runner_library_for_its_gpu_runs_on_the_cpu() -> None:
+    line = 'level=DEBUG source=server.go:262 msg="compatible gpu libraries" compatible=[]'
+    diagnosis = diagnose_lines(_ollama(line), "ollama")
+    assert not diagnosis.failed and any("compatible=[]" in warning for warning in diagnosis.warnings)
+    found = diagnose_lines(_ollama(line.replace("[]", "[cuda_v12]")), "ollama")
+    assert not found.warnings
+
+
+def test_an_old_servers_truncated_prompt_is_warned() -> None:
+    # Ollama's embedded llama.cpp server of 2024 words its slot's cut this way
+    line = "INFO [update_slots] input truncated | n_ctx=2048 n_erase=1090 n_keep=4 n_left=2044 n_shift=1022"
+    diagnosis = diagnose_lines([*LLAMA_START, *LLAMA_SERVED, line], "llama.cpp")
+    assert not diagnosis.failed and any("prompt was cut" in warning for warning in diagnosis.warnings)
+
+
+FULL_OFFLOAD = [
+    "load_tensors: offloading 64 repeating layers to GPU",
+    "load_tensors: offloaded 65/65 layers to GPU",
+    "load_tensors:        CUDA0 model buffer size =  1489.27 MiB",
+    "load_tensors:   CPU_Mapped model buffer size = 10646.73 MiB",
+]
+
+
+def test_weights_left_on_the_host_though_every_layer_is_offloaded_are_warned() -> None:
+    """A TQ2_0 file on CUDA: 65/65 layers offloaded, 10.6 of 12 GiB of weights in a CPU buffer (llama.cpp
+    has no CUDA kernels for the type). Moved there on purpose (-ot, --n-cpu-moe), it is not news."""
+    diagnosis = diagnose_lines([*LLAMA_START[:3], *FULL_OFFLOAD, *LLAMA_SERVED], "llama.cpp")
+    assert not diagnosis.failed and any("every layer is offloaded" in w for w in diagnosis.warnings)
+    asked = diagnose_lines(
+        ["main: command: llama-server -m m.gguf -ngl 99 -ot exps=CPU", *FULL_OFFLOAD], "llama.cpp"
+    )
+    assert not any("every layer is offloaded" in w for w in asked.warnings)
+    # a small model whose token embeddings outweigh its layers keeps them on the host by design
+    small = [line.replace("10646.73", "600.00") for line in FULL_OFFLOAD]
+    assert not diagnose_lines([*LLAMA_START[:3], *small, *LLAMA_SERVED], "llama.cpp").warnings

@@ -141,6 +141,16 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("hiperroroutofmemory", "cuda_oom", "cuda_oom"),
     ErrorRule("cublas_status_alloc_failed", "cuda_oom", "cuda_oom"),
     ErrorRule("erroroutofdevicememory", "cuda_oom", "cuda_oom"),
+    # the drivers' own words, before the engine's: NVIDIA's kernel module (NVRM, in a merged kernel log) and
+    # Mesa's AMD Vulkan driver, each refusing a device allocation
+    ErrorRule("nv_err_no_memory", "cuda_oom", "cuda_oom"),
+    ErrorRule(
+        "failed to allocate a buffer",
+        "cuda_oom",
+        "cuda_oom",
+        r"radv/amdgpu: failed to allocate a buffer",
+        default_stage="load_weights",
+    ),
     *_engines("errors", "device_oom"),
     # --- vLLM / SGLang: the KV cache has no room left ---
     *_engines("errors", "kv_cache"),

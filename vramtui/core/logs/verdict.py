@@ -551,7 +551,9 @@ def _placement_warnings(state: LogState) -> list[str]:
         )
         return warnings
     if on_gpu and layers and on_gpu >= layers:
-        return warnings  # every layer on the GPU: the host part is the token embeddings llama.cpp keeps there
+        # every layer on the GPU: the host part is the token embeddings llama.cpp keeps there, unless most
+        # of the weights stayed (a type the GPU backend has no kernels for, TQ1_0/TQ2_0 on CUDA)
+        return warnings + _weights_left_on_host(state)
     if _on_host_alone(state):
         warnings.append(
             "nothing runs on a GPU: every buffer and layer the log shows is in host RAM (the CPU). If this "
@@ -567,6 +569,25 @@ def _placement_warnings(state: LogState) -> list[str]:
             f"({host / (host + devices):.0%}) sit in host memory (CPU buffers): layers or experts run on the CPU"
         )
     return warnings
+
+
+_HOST_MAJORITY_FLOOR = 1 << 30  # a small model's token embeddings can outweigh its layers; 1 GiB cannot
+
+
+def _weights_left_on_host(state: LogState) -> list[str]:
+    """Every layer offloaded, yet most of the weights in host buffers, not moved there on purpose."""
+    if "mark:tensors_overridden" in state.notices:
+        return []
+    buffers = state.figures.get("model_buffer", {})
+    host = sum(value for name, value in buffers.items() if is_host_buffer(name))
+    devices = sum(value for name, value in buffers.items() if not is_host_buffer(name))
+    if not devices or host <= devices or host < _HOST_MAJORITY_FLOOR:
+        return []
+    return [
+        f"runs but slow: every layer is offloaded, yet {host / 2**30:.2f} GiB of the model's "
+        f"{(host + devices) / 2**30:.2f} GiB stay in host memory (CPU buffers): the GPU backend has no "
+        "kernels for some of the file's tensor types (TQ1_0/TQ2_0 on CUDA, for one), so they run on the CPU"
+    ]
 
 
 _PLACED_FIGURES = ("model_buffer", "kv_buffer", "compute_buffer", "rs_buffer")

@@ -902,7 +902,7 @@ NOTICES: tuple[NoticeRule, ...] = (
         "context_truncated",
         "a prompt was cut to fit the slot's context: the model never saw all of it; raise --ctx-size "
         "(per slot: --ctx-size / --parallel)",
-        r"update_slots: .*input truncated",
+        r"update_slots\]?:? .*input truncated",
         backend="llama.cpp",
     ),
     # the chat handler dropped whole messages to fit the context (server/prompt.go)
@@ -1076,6 +1076,12 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         for flag in _GPU_LAYER_FLAGS
     ),
     NoticeRule("--device none", "mark", "cpu_intent", backend="llama.cpp"),
+    # tensors moved to the host on purpose (-ot, --cpu-moe, --n-cpu-moe): a large host buffer is asked for
+    NoticeRule("buffer type overridden", "mark", "tensors_overridden", backend="llama.cpp"),
+    *(
+        NoticeRule(flag, "mark", "tensors_overridden", rf"(?:^|\s){flag}\b", backend="llama.cpp")
+        for flag in ("-ot", "--override-tensor", "--cpu-moe", "--n-cpu-moe")
+    ),
     # where layers went, as marks: a log whose every layer went to the CPU and none to a device ran on the
     # CPU alone (the verdict says so where no GPU line is in the excerpt; see _placement_warnings)
     NoticeRule(

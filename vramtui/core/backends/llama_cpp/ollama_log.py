@@ -53,6 +53,13 @@ OLLAMA_NOTICES: tuple[NoticeRule, ...] = (
         "Ollama's ROCm library has no kernels for this AMD GPU's gfx target (HSA_OVERRIDE_GFX_VERSION can map "
         "it to a supported one)",
     ),
+    # its scheduler found no runner library for the GPU it planned the layers on (llm/server.go, debug level)
+    _skipped(
+        "compatible gpu libraries",
+        "Ollama found no runner library for the GPU it planned the layers on (compatible=[]): a broken or "
+        "CPU-only install",
+        r'compatible gpu libraries"? compatible=\[\]',
+    ),
     _skipped(
         "unable to locate gpu dependency libraries",
         "Ollama did not find its GPU runtime libraries next to its executable (a broken or partial install)",

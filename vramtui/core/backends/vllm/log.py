@@ -119,6 +119,7 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("starting to load model", "load_weights", backend="vllm"),
     StageRule("loading model weights", "load_weights", backend="vllm"),
     StageRule("model loading took", "load_weights", backend="vllm"),
+    StageRule("loading drafter model", "load_weights", backend="vllm"),  # the speculative model's load
     StageRule("loading safetensors checkpoint", "load_weights", backend="vllm"),
     StageRule("create_weights", "load_weights", backend="vllm"),
     StageRule("create unquantized linear weights", "load_weights", backend="vllm"),
