@@ -535,6 +535,7 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
 _NEWEST_ROUNDS = {
     "round3.jsonl": "round 3, both parts (gathered after the estimator of 2026-12-02, fourth session)",
     "round4.jsonl": "round 4, both parts (gathered after the estimator of 2026-12-03, fifth session)",
+    "round5.jsonl": "round 5, both parts (gathered after the estimator of 2026-12-03, sixth session)",
 }
 
 

@@ -131,6 +131,12 @@ def _add_host_weights(run: Any) -> None:
         help="llama.cpp: the file is read, not mapped (--load-mode none): q4_0's repacked copy replaces it",
     )
     run.add_argument(
+        "-nkvo",
+        "--no-kv-offload",
+        action="store_true",
+        help="llama.cpp: the KV cache stays in host RAM, its attention on the CPU",
+    )
+    run.add_argument(
         "--cpu-offload-gb",
         metavar="GiB",
         help="vLLM: GiB of the decoder layers' weights kept in host RAM, per GPU (much slower)",
@@ -231,6 +237,7 @@ def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     texts["lora"] = ",".join(args.lora or [])
     texts["mtp"] = "on" if args.mtp else None
     texts["mmap"] = "off" if args.no_mmap else None
+    texts["kv_offload"] = "off" if args.no_kv_offload else None
     if not texts.get("card"):
         texts["card"] = _default_cards()
     return texts

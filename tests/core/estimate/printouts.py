@@ -44,6 +44,7 @@ FILES = (
     DATA / "printouts" / "round2.jsonl",
     DATA / "printouts" / "round3.jsonl",
     DATA / "printouts" / "round4.jsonl",
+    DATA / "printouts" / "round5.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -413,6 +414,9 @@ def info_of(run: LogRun) -> ModelInfo:
         intermediate=_meta_int(run, "n_ff"),
         tied_embeddings=_tied(run, arch),
     )
+    per_layer = [int(n) for n in re.findall(r"\d+", run.meta.get("n_head_kv", ""))]
+    if len(per_layer) == n_layers > 1:  # a hybrid prints its KV heads per layer (0: a recurrent layer)
+        info.kv_heads_per_layer, info.n_kv_heads = tuple(per_layer), max(per_layer)
     _experts(run, info)
     _mla(run, info)
     _sliding_window(run, info)
@@ -441,6 +445,9 @@ def _mla(run: LogRun, info: ModelInfo) -> None:
         rank = info.head_dim_k - rope
     info.kv_lora_rank, info.qk_rope_head_dim = rank, rope
     info.q_lora_rank = _meta_int(run, "n_lora_q") or 0
+    # a file converted before llama.cpp's MLA split prints n_embd_head_k_mla = 0 (or, before the split
+    # existed, nothing): its cache is per-head K and V at the printed head sizes
+    info.mla_latent = bool(mla_k)
     if mla_k:  # the new MLA layout prints the latent as the K head: the per-head sizes are the _mla ones
         info.head_dim_k, info.head_dim_v = mla_k, _meta_int(run, "n_embd_head_v_mla") or info.head_dim_v
         info.n_kv_heads = info.n_heads
@@ -675,6 +682,8 @@ _FLAG_NAMES = {
     "-mg": "mg",
     "--main-gpu": "mg",
     "--no-mmap": "nommap",
+    "-nkvo": "nkvo",
+    "--no-kv-offload": "nkvo",
     # ik_llama.cpp's own: -mla, -amb, and -rtr (repacks at load: mmap off); -fmoe sizes nothing
     "-mla": "mla",
     "--mla-use": "mla",
@@ -699,12 +708,13 @@ def command_flags(command: str | None) -> dict[str, Any]:
         words = shlex.split(command.replace("\\\n", " "))
     except ValueError:
         words = command.split()
+    words = [word for word in words if word != "-"]  # a YAML list of arguments (a container's args:)
     for i, word in enumerate(words):
         name = _FLAG_NAMES.get(word)
         value = words[i + 1] if i + 1 < len(words) else ""
         if name == "ot":
             flags["ot"].append(value)
-        elif name in ("cmoe", "nommap"):  # switches
+        elif name in ("cmoe", "nommap", "nkvo"):  # switches
             flags[name] = True
         elif name:
             flags[name] = value
@@ -789,7 +799,8 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
     if gpu_layers is not None and run.offloaded and gpu_layers >= run.offloaded[1]:
         gpu_layers = None
     split = flags.get("ts")
-    kv_k = run.kv_types[0] if run.kv_types else None
+    # K and V apart where they differ ("q4_0/f16": a quantized K alone, V at its f16 default)
+    kv_k = "/".join(dict.fromkeys(run.kv_types)) if run.kv_types else None
     sequences = _context_int(run, "n_seq_max") or 1
     # one stream for every slot is llama-server's -np auto (4 slots); slots given make a stream each
     auto_slots = run.streams == 1 and sequences == 4 and backend != "ollama"
@@ -812,6 +823,7 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
         split_mode=flags.get("sm"),
         main_gpu=int(flags.get("mg") or 0),
         mmap=not flags.get("nommap") and "mmap = false" not in case["log"],
+        kv_offload=not flags.get("nkvo") and "offload = 0" not in case["log"],
         unified_memory=any(
             name.upper().startswith(("METAL", "MTL")) for name in run.printed.terms["weights"]
         ),

@@ -352,7 +352,7 @@ ARCHITECTURES = [
       "num_attention_heads": 16, "num_key_value_heads": 16, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
       "qk_nope_head_dim": 128, "v_head_dim": 128, "n_routed_experts": 64, "n_shared_experts": 2,
       "num_experts_per_tok": 6, "moe_intermediate_size": 1408, "first_k_dense_replace": 1},
-     27 * (576 + 512) * 2),
+     27 * 576 * 2),  # llama.cpp keeps the latent alone since its V-less cache (#19067, b7820)
 ]  # fmt: skip
 
 

@@ -57,6 +57,32 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "build with a partial offload (two printouts) and on Metal hold two hidden states there, as the "
         "estimate does: what drops the second in a full Vulkan offload is not known"
     ),
+    **dict.fromkeys(
+        (
+            ("p5-llama.cpp-i14075-r1distill-llama70b-q6k-4xquadro5000-smrow", "compute"),
+            ("p5-llama.cpp-i13298-qwen3-32b-udq4kxl-2xt4-smrow", "compute"),
+            ("p5-llama.cpp-i10152-qwen25-32b-q4km-3xp40-smrow-fa", "compute"),
+        ),
+        "-sm row: each device computes its own layers, as llama-model.cpp assigns them (the device holding "
+        "the output right within 6%); the others hold 146-190 MiB against 206-230 estimated (x1.35-1.41), "
+        "and the 2-card run of b5273 holds 312 MiB on both (x0.55): what a row split's matrices leave on a "
+        "device is not modelled",
+    ),
+    ("p5-llama.cpp-i11141-deepseekv3-q2kl-8xmi100-ngl48", "compute"): (
+        "the host buffer of b4436 with 14 of 62 layers on the CPU (88 MiB printed, 22 estimated: the "
+        "inputs); what else that build kept there is not known"
+    ),
+    **dict.fromkeys(
+        (("p5-llama.cpp-i14625-jamba-mini17-q8-4060ti-ot-exps-cpu", term) for term in ("weights", "compute")),
+        "Jamba: its Mamba mixers (28 of 32 layers) are not in the estimator's layout, so the two layers -ot "
+        "keeps whole on CUDA0 lack their mixers (weights x0.45) and its compute their scan (x0.73); its KV "
+        "(4 attention layers, read per layer) is exact",
+    ),
+    ("p5-llama.cpp-i13305-deepseek-r1-udq2kxl-3090-ngl0-nommap", "compute"): (
+        "-ngl 0 with an older DeepSeek conversion (per-head K and V, no flash attention, 16384 cells): CUDA0 "
+        "7230 MiB estimated (the largest expert tensors copied in and one layer's attention) against 5018, "
+        "the host 46 against 112: where b5276 ran that attention is not known"
+    ),
     ("p2-llama.cpp-glm45-air-iq1s-single-gpu-ub4096-131k-fa", "weights"): (
         "a dynamic IQ1_S recipe: its token embedding is Q5_K (407 MiB) where the printed type counts and "
         "llama-quantize's rules point to Q6_K"

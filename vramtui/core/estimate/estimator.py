@@ -70,6 +70,9 @@ class Settings:
     kv_cache_memory: int | None = None
     # llama.cpp reads the file by mmap (its default); False: --load-mode none / use_mmap=False
     mmap: bool = True
+    # llama.cpp keeps the KV cache with its layers (its default); False: --no-kv-offload (-nkvo) keeps it in
+    # host RAM, and the attention that reads it runs on the CPU
+    kv_offload: bool = True
     # Terms measured on earlier runs of this engine build on this device (core/estimate/calibrate.py's
     # Calibration); None: the estimate as computed, nothing measured added.
     calibration: Any = None

@@ -48,9 +48,11 @@ def kv_row_elements(info: ModelInfo, layer: int, mla_layout: str = MLA_LATENT_AN
 
 
 def kv_layer_bytes(info: ModelInfo, layer: int, kv_dtype: str, mla_layout: str) -> int:
-    """Bytes of K and V one token takes in one layer."""
+    """Bytes of K and V one token takes in one layer. `kv_dtype` "K/V" names the two caches' types apart
+    (llama.cpp's `-ctk q4_0` alone keeps V f16)."""
     k, v = kv_row_elements(info, layer, mla_layout)
-    return q.kv_row_bytes(kv_dtype, k) + (q.kv_row_bytes(kv_dtype, v) if v else 0)
+    k_type, _, v_type = str(kv_dtype).partition("/")
+    return q.kv_row_bytes(k_type, k) + (q.kv_row_bytes(v_type or k_type, v) if v else 0)
 
 
 def kv_bytes_per_token(info: ModelInfo, kv_dtype: str = "f16", accounting: str = "llama.cpp") -> int:

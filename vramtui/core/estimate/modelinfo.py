@@ -91,6 +91,9 @@ class ModelInfo:
     n_shared_experts: int = 0
     n_dense_layers: int = 0  # leading dense layers of a MoE (DeepSeek)
     kv_lora_rank: int = 0  # MLA latent width (DeepSeek V2/V3); 0: plain per-head K/V
+    # llama.cpp caches MLA's latent only for a GGUF converted with its MLA split (key_length_mla, April
+    # 2025 on); an older conversion of the same model is cached as per-head K and V (n_head_kv = n_head)
+    mla_latent: bool = True
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     q_lora_rank: int = 0
@@ -919,6 +922,7 @@ def _gguf_experts_mla_swa(info: ModelInfo, reader: Any, key: Any) -> None:
         # llama.cpp's MLA cache: K holds latent + rope part, V the latent (key/value_length say so)
         info.kv_lora_rank = kv_lora
         info.qk_rope_head_dim = key("rope.dimension_count") or 64
+        info.mla_latent = key("attention.key_length_mla") is not None
     window = key("attention.sliding_window")
     if window:
         pattern_field = _field(reader, f"{info.arch}.attention.sliding_window_pattern")

@@ -31,15 +31,25 @@ FAMILY = "llama_cpp"
 _GGUF_IS_THE_QUANT = "the GGUF file is the quantization: pick another file"
 
 
+def _kv_types(backend: Backend, value: object) -> tuple[str, str] | Translation:
+    """The K and V cache types: one type for both, or "K/V" apart (`-ctk q4_0` alone leaves V f16)."""
+    k_text, _, v_text = str(value).partition("/")
+    names = [kv_check(backend, text) for text in (k_text, v_text or k_text)]
+    refused = next((name for name in names if isinstance(name, Translation)), None)
+    if refused is not None:
+        return refused
+    return str(names[0]), str(names[1])
+
+
 def _translate_llama_cpp(backend: Backend, param: str, value: object) -> Translation:
     flag = backend.flags.get(param)
     if flag is None:
         return no_such(backend, param, _GGUF_IS_THE_QUANT if param == "quant" else "")
     if param == "kv_dtype":
-        name = kv_check(backend, value)
-        if isinstance(name, Translation):
-            return name
-        return Translation(args=("--cache-type-k", name, "--cache-type-v", name))
+        types = _kv_types(backend, value)
+        if isinstance(types, Translation):
+            return types
+        return Translation(args=("--cache-type-k", types[0], "--cache-type-v", types[1]))
     if param == "flash_attn":
         state = switch(value)
         return Translation(args=(flag, "auto" if state == "auto" else ("on" if state else "off")))
@@ -115,11 +125,12 @@ def _translate_llama_cpp_python(backend: Backend, param: str, value: object) -> 
         why = {"parallel": "its server runs one sequence at a time", "quant": _GGUF_IS_THE_QUANT}
         return no_such(backend, param, why.get(param, ""))
     if param == "kv_dtype":
-        name = kv_check(backend, value)
-        if isinstance(name, Translation):
-            return name
-        number = str(GGML_TYPES[name])
-        return Translation(args=("--type_k", number, "--type_v", number))
+        types = _kv_types(backend, value)
+        if isinstance(types, Translation):
+            return types
+        return Translation(
+            args=("--type_k", str(GGML_TYPES[types[0]]), "--type_v", str(GGML_TYPES[types[1]]))
+        )
     if param == "flash_attn":
         state = switch(value)
         if state == "auto":

@@ -43,6 +43,9 @@ HOST_HIDDEN_BUILD = 7800  # sched_reserve's era: the host buffer holds two hidde
 # llama-server reserves one logits row per slot (n_outputs_max) only from builds after b9090: printouts of
 # b7896, b8179 and b9090 (llama-server, 2 to 4 slots) hold the micro-batch's every row (vocab x ubatch x 4)
 OUTPUTS_CAP_BUILD = 9100
+# An MLA model's cache keeps the latent alone, its V a view of it (llama.cpp#19067, 2026-01-24: b7780 was
+# 01-20 and b7896 02-04); before, V held a copy of the latent part beside K
+V_LESS_MLA_BUILD = 7820
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,8 @@ class Graph:
     # ik_llama.cpp multiplies host-resident experts on the GPU only when each expert gets 32 tokens on
     # average: micro-batch x experts used >= 32 x experts (ggml_backend_cuda_offload_op, since its #520)
     experts_offload_by_share: bool = False
+    # --no-kv-offload: the cache is in host RAM, so the attention that reads it (scores, masks) runs there
+    kv_on_host: bool = False
 
     def offloads_experts(self) -> bool:
         """Are host-resident routed experts multiplied on the GPU at this micro-batch?"""
@@ -135,6 +140,14 @@ def masks_on_device(g: Graph, kinds: Sequence[str]) -> int:
     return g.mask_elements(kinds) * (F32 + (2 if g.flash else 0))
 
 
+def attention_scores(g: Graph, kind: str) -> int:
+    """The KQ scores of one layer without flash attention (a plain cache's: all heads x cells x tokens)."""
+    if g.flash or kind == "recurrent" or g.info.kv_lora_rank:
+        return 0
+    cells = g.swa_cells if kind == "swa" else g.cells
+    return g.info.n_heads * cells * g.ubatch // max(1, g.streams) * F32
+
+
 def attention_phase(g: Graph, kind: str, kv_copies: bool = False) -> int:
     """One layer's attention at its widest: residual, normed input, Q/K/V, scores or output."""
     info, ub = g.info, g.ubatch
@@ -155,7 +168,7 @@ def attention_phase(g: Graph, kind: str, kv_copies: bool = False) -> int:
         width = heads * (info.head_dim_k + 2 * info.head_dim_v)
         width += info.n_kv_heads * (info.head_dim_k + info.head_dim_v)
         found = base + width * ub * F32
-        if not g.flash:  # ik_llama.cpp computes KQ a share of the heads at a time under -amb
+        if not g.flash and not g.kv_on_host:  # ik_llama.cpp computes KQ a share of the heads under -amb
             found += heads * cells * ub // max(1, g.streams) * F32 // _amb_steps(g, heads * cells * ub * F32)
     if kv_copies:  # a host layer's K and V cache views, copied in for the first GPU
         found += kv_copy_bytes(g, kind)
@@ -314,7 +327,7 @@ def device_peak(g: Graph, work: DeviceWork) -> int:
     """One device's compute buffer: the widest phase of what it computes."""
     layers, expert_layers, output, host = work.layers, work.expert_layers, work.output, work.host
     kinds = sorted({g.kind(il) for il in layers})
-    masks = masks_on_device(g, [kind for kind in kinds if kind != "recurrent"])
+    masks = 0 if g.kv_on_host else masks_on_device(g, [kind for kind in kinds if kind != "recurrent"])
     peak = max((attention_phase(g, kind) for kind in kinds), default=0)
     experts = set(expert_layers)
     ffn = max((ffn_phase(g, il, il in experts) for il in _distinct(g, layers)), default=0)
@@ -345,4 +358,6 @@ def host_peak(g: Graph, host: Sequence[HostLayer], pipeline: bool, output_on_hos
         found += max(ffn_phase(g, item.layer) for item in host)
     if output_on_host and g.outputs < OP_OFFLOAD_MIN_BATCH:
         found += output_phase(g)
+    if g.kv_on_host:  # the scores over the host's cache, beside the graph's inputs (the masks among them)
+        found += max((attention_scores(g, kind) for kind in g.kinds), default=0)
     return found

@@ -207,12 +207,9 @@ def _compute(
         return {None: compute_bytes(info, g.cells, g.ubatch, g.flash)}
     pipelined = pipeline_parallel(info, settings, _placement(found))
     host_output = 0 if found.output is not None else weights.output
+    # -sm row assigns the layers to the devices as a layer split does (llama-model.cpp: the split points
+    # decide each layer's device; only its matrices take the split buffer): each computes its own layers
     work = placement.device_work(found, host_output)
-    if (settings.split_mode or "layer") == "row" and settings.several:  # every device runs every layer
-        every = graph.DeviceWork(
-            tuple(range(info.n_layers)), tuple(range(info.n_layers)), True, work[0].host, host_output
-        )
-        work = dict.fromkeys(work, every)
     found_compute: dict[placement.Where, int] = {}
     split_inputs = g.hidden() + g.mask_elements(g.kinds) * graph.F32 + g.ubatch * 4
     for device, todo in work.items():
@@ -276,7 +273,7 @@ class LlamaCppMemory(MemoryAccounting):
         "mla",
         "attn_max_batch",
     )
-    mla_layout = MLA_LATENT_AND_V
+    mla_layout = MLA_LATENT  # today's build; kv_layout says an older build's
     # llama-server caps the logits rows it reserves at one per sequence (builds since sched_reserve)
     server_outputs = True
     # llama-server's cache is one stream for every slot when it picks the slot count (-np auto)
@@ -400,8 +397,11 @@ class LlamaCppMemory(MemoryAccounting):
         return graph.Build(settings.engine_build)
 
     def kv_layout(self, info: ModelInfo, settings: Settings, run: RunShape) -> str:
-        """What an MLA model's cache keeps per token."""
-        return self.mla_layout
+        """What an MLA model's cache keeps per token: the latent alone today, a copy of it as V before;
+        per-head K and V for a file converted before llama.cpp's MLA split (or read by a build before it)."""
+        if not info.mla_latent:
+            return MLA_DECOMPRESSED
+        return MLA_LATENT if self.build(settings).at_least(graph.V_LESS_MLA_BUILD) else MLA_LATENT_AND_V
 
     def graph(
         self, info: ModelInfo, run: RunShape, build: graph.Build, settings: Settings | None = None
@@ -418,6 +418,7 @@ class LlamaCppMemory(MemoryAccounting):
             swa_cells=swa_cells,
             streams=max(1, run.streams),
             build=build,
+            kv_on_host=settings is not None and not settings.kv_offload and settings.on_gpu,
         )
 
 

@@ -108,7 +108,8 @@ def layout(
     full, swa, kv_dtype = kv  # cells of full-attention and sliding-window layers, the cache type
     for il in range(info.n_layers):
         size = (swa if is_swa(info, il) else full) * kv_layer_bytes(info, il, kv_dtype, mla_layout)
-        found.kv[layers[il]] = found.kv.get(layers[il], 0) + size
+        where = layers[il] if settings.kv_offload else None  # -nkvo: every layer's cache in host RAM
+        found.kv[where] = found.kv.get(where, 0) + size
     return found
 
 

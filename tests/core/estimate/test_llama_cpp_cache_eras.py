@@ -1,0 +1,128 @@
+"""llama.cpp's KV cache as its builds and files lay it out (issue 23): an MLA model's cache by era (per-head
+K and V before the MLA split, the latent with a copy as V, the latent alone since the V-less cache), K and
+V of different types, and a cache kept in host RAM (--no-kv-offload). Each is checked against the printout
+that showed it (tests/data/printouts/round5.jsonl) through the estimator's own arithmetic."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from vramtui.core.backends import get_backend
+from vramtui.core.estimate.estimator import Settings, estimate
+from vramtui.core.estimate.kvcache import kv_layer_bytes
+from vramtui.core.estimate.modelinfo import ModelInfo, load_model_info
+from vramtui.core.memory.parts import HOST
+from vramtui.core.units import GIB, MIB
+
+LAYERS, HEADS, ROPE, RANK = 2, 4, 8, 16
+
+
+def _deepseek_gguf(path: Path, mla_split: bool) -> Path:
+    """A DeepSeek-shaped GGUF header: converted with llama.cpp's MLA split (key_length_mla, one KV head of
+    the latent) or before it (per-head K of nope + rope, V of v_head)."""
+    writer = gguf.GGUFWriter(str(path), "deepseek2")
+    writer.add_block_count(LAYERS)
+    writer.add_context_length(4096)
+    writer.add_embedding_length(64)
+    writer.add_feed_forward_length(128)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(1 if mla_split else HEADS)
+    writer.add_key_length(RANK + ROPE if mla_split else 24)
+    writer.add_value_length(RANK)
+    if mla_split:
+        writer.add_uint32("deepseek2.attention.key_length_mla", 24)
+        writer.add_uint32("deepseek2.attention.value_length_mla", 16)
+    writer.add_kv_lora_rank(RANK)
+    writer.add_rope_dimension_count(ROPE)
+    writer.add_vocab_size(32)
+    writer.add_tensor("token_embd.weight", np.zeros((32, 64), dtype=np.float16))
+    for layer in range(LAYERS):
+        writer.add_tensor(f"blk.{layer}.attn_norm.weight", np.zeros(64, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def _kv(info: ModelInfo, **settings: object) -> int:
+    est = estimate(info, Settings(context=1024, parallel=1, device_bytes=8 * GIB, **settings))  # type: ignore[arg-type]
+    return est.kv_cache_bytes
+
+
+def test_an_mla_file_converted_before_the_split_is_cached_per_head(tmp_path: Path) -> None:
+    """DeepSeek-R1 converted before April 2025, read by b5276: n_embd_head_k_mla = 0 and 44408 MiB of
+    per-head K (q4_0) and V (f16) at 16384 cells, where its latent would take 2% of that."""
+    old = load_model_info(_deepseek_gguf(tmp_path / "old.gguf", mla_split=False))
+    new = load_model_info(_deepseek_gguf(tmp_path / "new.gguf", mla_split=True))
+    assert not old.mla_latent and new.mla_latent
+    assert _kv(old) == 1024 * LAYERS * HEADS * (24 + 16) * 2
+    assert _kv(new) == 1024 * LAYERS * (RANK + ROPE) * 2  # the latent alone, today's build
+
+
+def test_mainline_kept_a_copy_of_the_latent_as_v_until_its_v_less_cache(tmp_path: Path) -> None:
+    info = load_model_info(_deepseek_gguf(tmp_path / "new.gguf", mla_split=True))
+    assert _kv(info, engine_build=5331) == 1024 * LAYERS * (RANK + ROPE + RANK) * 2  # b5331 printed K and V
+    assert _kv(info, engine_build=7820) == 1024 * LAYERS * (RANK + ROPE) * 2
+
+
+def test_k_and_v_of_different_types() -> None:
+    """`-ctk q4_0` alone leaves V at f16: "q4_0/f16" sizes each, and llama-server is given both flags."""
+    info = ModelInfo(
+        source="t",
+        arch="llama",
+        n_layers=1,
+        hidden=4096,
+        n_heads=32,
+        n_kv_heads=8,
+        head_dim_k=128,
+        head_dim_v=128,
+    )
+    assert kv_layer_bytes(info, 0, "q4_0/f16", "") == 1024 * 18 // 32 + 1024 * 2
+    assert kv_layer_bytes(info, 0, "q8_0", "") == 2 * 1024 * 34 // 32
+    translated = get_backend("llama.cpp").translate("kv_dtype", "q4_0/f16")
+    assert translated.problem is None and translated.args == (
+        "--cache-type-k",
+        "q4_0",
+        "--cache-type-v",
+        "f16",
+    )
+    assert get_backend("llama.cpp").translate("kv_dtype", "q4_0/q3").problem is not None
+
+
+PHI4_MINI = ModelInfo(
+    source="t",
+    arch="phi3",
+    n_layers=32,
+    hidden=3072,
+    n_heads=24,
+    n_kv_heads=8,
+    head_dim_k=128,
+    head_dim_v=128,
+    vocab=200064,
+    intermediate=8192,
+    max_context=131072,
+    dtype="bf16",
+    weights_bytes=int(7.6 * GIB),
+)
+
+
+@pytest.mark.parametrize("context", [8192, 131072])
+def test_no_kv_offload_keeps_the_cache_and_its_scores_in_host_ram(context: int) -> None:
+    """Phi-4-mini with -nkvo at 131072 cells on a Tesla M60 (b941): the KV cache (16384 MiB) and the
+    attention scores (24 heads x cells x 512 tokens, f32: 6144 MiB, with its mask 6410 MiB printed) sit in
+    host RAM; the GPU's compute buffer keeps the projections and the feed-forward (397 MiB printed)."""
+    settings = Settings(context=context, parallel=1, ubatch=512, flash_attn=False, device_bytes=16 * GIB)
+    offloaded = estimate(PHI4_MINI, settings)
+    kept = estimate(PHI4_MINI, replace(settings, kv_offload=False))
+    assert kept.bill.get("kv_cache", HOST) == offloaded.kv_cache_bytes > 0
+    assert kept.kv_cache_bytes == kept.bill.get("kv_cache", 0) == 0  # none of it on the GPU
+    scores = 24 * context * 512 * 4
+    # the GPU's widest phase is then the feed-forward or the projections, the same at any context
+    assert kept.bill.get("compute", 0) < min(offloaded.bill.get("compute", 0), 450 * MIB)
+    assert kept.bill.get("compute", HOST) - offloaded.bill.get("compute", HOST) == scores
