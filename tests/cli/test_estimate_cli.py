@@ -659,7 +659,9 @@ def test_llama_cpp_python_bills_its_servers_logits_of_every_position(
     assert any("logits_all" in note for note in python["notes"])
 
 
-def test_no_kv_offload_bills_the_cache_to_host_ram(capsys: pytest.CaptureFixture[str], tiny_gguf: Path) -> None:
+def test_no_kv_offload_bills_the_cache_to_host_ram(
+    capsys: pytest.CaptureFixture[str], tiny_gguf: Path
+) -> None:
     on_gpu = run_json(capsys, str(tiny_gguf), "--ctx", "8192", "--gpu-mem", "8G")
     kept = run_json(capsys, str(tiny_gguf), "--ctx", "8192", "--gpu-mem", "8G", "-nkvo")
     assert kept["kv_cache_bytes"] == 0 and "kv_cache_bytes" not in kept["bill"]["0"]
