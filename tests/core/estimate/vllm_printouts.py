@@ -44,6 +44,7 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("Qwen3-235B-A22B-FP8", "Qwen--Qwen3-235B-A22B-FP8.config.json"),
     ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen--Qwen3-235B-A22B-Instruct-2507-FP8.config.json"),
     ("Phi-4 (", "microsoft--phi-4.config.json"),
+    ("Qwen/Qwen3-1.7B", "Qwen--Qwen3-1.7B.config.json"),
 )
 
 _N = r"([\d.]+)"
