@@ -523,7 +523,9 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # KV 4/4, weights 7/8, compute 7/8 (8/8 once the reader added a BLAS build's second host buffer); ik_llama.cpp
     # KV 5/5, weights 8/8, compute 6/8; its vLLM one unscored (no config).
     # Round 4 (14 mainline llama.cpp printouts gathered blind, 2026-12-03) was scored whole at 04c0642 before any
-    # change: KV 15/16, weights 23/27, compute 21/28 (after 1611590: 16/16, 23/27, 26/28).
+    # change: KV 15/16, weights 23/27, compute 21/28 (after 1611590: 16/16, 23/27, 26/28). Round 5 (12, half
+    # on two to eight GPUs) at 0c4dc4d: KV 11/24, weights 31/33, compute 23/34 (after 3bd7a53: 27/28, 36/38,
+    # 28/39).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
