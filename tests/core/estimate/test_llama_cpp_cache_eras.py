@@ -126,3 +126,13 @@ def test_no_kv_offload_keeps_the_cache_and_its_scores_in_host_ram(context: int) 
     # the GPU's widest phase is then the feed-forward or the projections, the same at any context
     assert kept.bill.get("compute", 0) < min(offloaded.bill.get("compute", 0), 450 * MIB)
     assert kept.bill.get("compute", HOST) - offloaded.bill.get("compute", HOST) == scores
+
+
+def test_the_panes_extras_take_no_kv_offload_as_typed() -> None:
+    from vramtui.core.estimate.inputs import parse_inputs, settings_from, split_flags
+
+    for typed in ("-nkvo", "--no-kv-offload", "--n-cpu-moe 2 -nkvo"):
+        texts = split_flags(typed)
+        assert texts["kv_offload"] == "off"
+        assert settings_from(parse_inputs(texts)[0]).kv_offload is False
+    assert settings_from(parse_inputs(split_flags("--n-cpu-moe 2"))[0]).kv_offload is True

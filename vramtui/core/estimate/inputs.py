@@ -365,11 +365,13 @@ FLAG_FIELDS = (
     "max_loras", "max_lora_rank", "mtp", "cpu_moe", "n_cpu_moe", "override_tensor", "cpu_offload_gb",
     "kv_cache_memory",
     "tensor_split", "split_mode", "main_gpu", "tensor_parallel_size", "pipeline_parallel_size",
-    "device_map", "max_memory", "mla", "attn_max_batch",
+    "device_map", "max_memory", "mla", "attn_max_batch", "kv_offload",
 )  # fmt: skip
 _SHORT_FLAGS = {"-ot": "override_tensor", "-cram": "cache_ram", "-md": "model_draft", "-ts": "tensor_split"}
 _SHORT_FLAGS |= {"--mla-use": "mla", "--attention-max-batch": "attn_max_batch"}
+_SHORT_FLAGS |= {"-nkvo": "kv_offload"}
 _BARE_FLAGS = frozenset({"cpu_moe", "mtp"})  # switches: present means on
+_NEGATING_FLAGS = frozenset({"kv_offload"})  # --no-...: present means off
 _REPEATED_FLAGS = frozenset({"lora", "override_tensor"})  # each use adds one, joined by commas
 
 
@@ -393,6 +395,8 @@ def split_flags(text: str, field: str = "extras") -> dict[str, str]:
         position += 1
         if name in _BARE_FLAGS:
             value = inline or "on"
+        elif name in _NEGATING_FLAGS:
+            value = "off"
         elif inline:
             value = inline
         elif position < len(words):
