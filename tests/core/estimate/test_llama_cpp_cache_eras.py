@@ -136,3 +136,18 @@ def test_the_panes_extras_take_no_kv_offload_as_typed() -> None:
         assert texts["kv_offload"] == "off"
         assert settings_from(parse_inputs(texts)[0]).kv_offload is False
     assert settings_from(parse_inputs(split_flags("--n-cpu-moe 2"))[0]).kv_offload is True
+
+
+def test_what_each_engine_says_of_these_settings() -> None:
+    """-nkvo is llama.cpp's: vLLM's estimate leaves it out and says so; a quantized K beside an f16 V needs
+    no flash attention (llama.cpp refuses only a quantized V without it)."""
+    base = Settings(context=8192, parallel=1, device_bytes=24 * GIB, flash_attn=False)
+    kept = estimate(PHI4_MINI, replace(base, kv_offload=False))
+    assert any(note.startswith("--no-kv-offload: the KV cache") for note in kept.notes)
+    vllm = estimate(PHI4_MINI, replace(base, backend="vllm", flash_attn=None, kv_offload=False))
+    assert "--no-kv-offload: not a vllm setting, left out" in vllm.notes
+    assert vllm.kv_cache_bytes > 0  # on the GPU, as vLLM keeps it
+    k_only = estimate(PHI4_MINI, replace(base, kv_dtype="q4_0/f16"))
+    assert not any("refuses a quantized V" in note for note in k_only.notes)
+    both = estimate(PHI4_MINI, replace(base, kv_dtype="q4_0"))
+    assert any("refuses a quantized V" in note for note in both.notes)

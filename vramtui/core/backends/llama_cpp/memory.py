@@ -122,8 +122,14 @@ def _notes(
     notes: list[str] = []
     if settings.on_gpu and where.gpu_layers == 0:
         notes.append("no layer on the GPU: everything runs from host RAM")
-    if not run.flash and run.kv_dtype not in ("f16", "bf16", "f32"):
+    v_type = run.kv_dtype.partition("/")[2] or run.kv_dtype  # "K/V" names V second
+    if not run.flash and v_type not in ("f16", "bf16", "f32"):
         notes.append("llama.cpp refuses a quantized V cache without flash attention: add --flash-attn")
+    if not settings.kv_offload and settings.on_gpu:
+        notes.append(
+            "--no-kv-offload: the KV cache and the attention that reads it are in host RAM and on the CPU "
+            "(slow); the card no longer bounds the context, host RAM does"
+        )
     if not run.flash and settings.on_gpu:
         notes.append("flash attention off: the compute buffer holds the KQ matrix (heads x cells x ubatch)")
     if where.moved_to_host:
@@ -494,7 +500,7 @@ class OllamaMemory(LlamaCppMemory):
     offloads_tensors = False  # Ollama has no tensor override knob
     ignores = (
         "tensor_parallel_size", "pipeline_parallel_size", "cpu_moe", "n_cpu_moe", "override_tensor", "mla",
-        "attn_max_batch",
+        "attn_max_batch", "kv_offload",
     )  # fmt: skip
 
     def default_context(self, settings: Settings) -> int:

@@ -74,7 +74,7 @@ class TransformersMemory(MemoryAccounting):
     typical_quants = ("int8", "nf4", "awq", "gptq")  # bitsandbytes at load; AWQ/GPTQ checkpoints
     ignores = (
         "tensor_split", "split_mode", "main_gpu", "cpu_moe", "n_cpu_moe", "override_tensor",
-        "tensor_parallel_size", "pipeline_parallel_size", "mla", "attn_max_batch",
+        "tensor_parallel_size", "pipeline_parallel_size", "mla", "attn_max_batch", "kv_offload",
     )  # fmt: skip
 
     def run_context(self, info: ModelInfo, settings: Settings) -> int:
