@@ -459,17 +459,17 @@ def test_vllm_profile_peak_is_gate_up_plus_two_hidden_rows_and_the_sampler() -> 
 
 def test_vllm_v1_profiles_at_its_chunked_prefill_budget_by_card() -> None:
     """V1 always chunks prefill: its profile run is max_num_batched_tokens (2048 under 70 GiB, 8192 above),
-    not the model length as V0's was: 2 GiB of compute less for a 7B-class model at 32k on 24 GiB."""
+    not the model length as V0's was: 2.6 GiB of compute less for a 7B-class model at 32k on 24 GiB."""
     info = replace(LLAMA_8B, weights_bytes=int(14.96 * GIB), dtype="bf16")
     small = estimate(info, Settings(backend="vllm", device_bytes=24 * GIB, context=32768))
     big = estimate(info, Settings(backend="vllm", device_bytes=80 * GIB, context=32768))
-    per_token = (2 * 14336 + 2 * 4096) * 2
+    per_token = (3 * 14336 + 2 * 4096) * 2  # V1's MLP: gate_up and act_fn's output, the residual, the input
     # the sampler's run (the forward's hidden states, 8-byte rows of 256 or 1024 sequences) is the peak
     assert small.activations_bytes == 2048 * 4096 * 2 + 256 * 128256 * 8 > 2048 * per_token
     assert big.activations_bytes == 8192 * 4096 * 2 + 1024 * 128256 * 8 > 8192 * per_token
     v0 = estimate(info, Settings(backend="vllm", device_bytes=24 * GIB, context=32768, batch=32768))
     assert v0.activations_bytes == 32768 * per_token  # a long profile's forward outgrows its sampler
-    assert v0.activations_bytes - small.activations_bytes > 1.9 * GIB
+    assert v0.activations_bytes - small.activations_bytes > 2.5 * GIB
     assert any("profile run at 2048 batched tokens" in note for note in small.notes)
 
 

@@ -46,6 +46,11 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "this runner's host mask is f16 (48 MiB printed: 32 MiB mask, two 8 MiB hidden states) where the "
         "other builds of its era keep it f32"
     ),
+    ("p6-vllm-llama31-8b-instruct-a100-80g-defaults-131k", "compute"): (
+        "vLLM 0.31's profile of Llama-3.1-8B on an A100 80GB (x0.72): the log prints no "
+        "max_num_batched_tokens, and the estimate's card rule (8192 at 70 GiB and more) gives a forward "
+        "of 0.78 GiB beside a sampler of 1.04: 1.44 printed fits 16384 tokens' forward, not known here"
+    ),
     **dict.fromkeys(
         (("p2-vllm-qwen3-235b-2507-fp8-l40s-tp4-ep-util090-32k", term) for term in ("kv", "compute")),
         "the printout's own memory line gives 27.72 GiB of weights per GPU: one eighth of the 220 GiB "

@@ -45,6 +45,11 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen--Qwen3-235B-A22B-Instruct-2507-FP8.config.json"),
     ("Phi-4 (", "microsoft--phi-4.config.json"),
     ("Qwen/Qwen3-1.7B", "Qwen--Qwen3-1.7B.config.json"),
+    # the base and the instruct model share their shapes
+    ("Qwen/Qwen2.5-0.5B", "Qwen--Qwen2.5-0.5B-Instruct.config.json"),
+    ("Qwen/Qwen3-Next-80B-A3B", "Qwen--Qwen3-Next-80B-A3B.config.json"),
+    ("Qwen/Qwen3.6-35B-A3B", "Qwen--Qwen3.6-35B-A3B.config.json"),
+    ("openai/gpt-oss-20b", "openai--gpt-oss-20b.config.json"),
 )
 
 _N = r"([\d.]+)"

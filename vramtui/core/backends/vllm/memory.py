@@ -55,7 +55,8 @@ def activation_peak(
     """The profile run's peak: the forward at `tokens` (the MLP's width split over `tp` ranks), then the
     sampler's dummy run on every sequence's last token. `build`: the vLLM minor version (None: today's).
 
-    V1 (0.8 on) runs them one after the other (`profile_run` in v1/worker/gpu_model_runner.py): the
+    V1 (0.8 on) runs them one after the other (`profile_run` in v1/worker/gpu_model_runner.py and the V2
+    runner's gpu/model_runner.py alike): the
     forward's activations are freed before the sampler starts and only its hidden states stay, so the peak
     is the larger of the two. From 0.20 its top-k/top-p sampler is FlashInfer's (vllm#40376): fp32 logits
     and fp32 probabilities, 8 bytes per vocabulary entry (a 0.5B model, 8192 tokens, 256 sequences on 0.27:
@@ -68,12 +69,14 @@ def activation_peak(
         ff = max(
             ff if info.n_dense_layers else 0, (info.moe_intermediate or ff) * max(1, info.n_experts_used)
         )
-    # its peak is the fused gate_up output (2 ff wide) with two hidden-width tensors (the residual and the
-    # normed input) alive; the two V0 runs of the corpus (8192 and 20000 tokens, same model) differ by
-    # exactly that per token
-    forward = tokens * (2 * ff // max(1, tp) + 2 * info.hidden) * act_bytes
+    # its peak is in the MLP with two hidden-width tensors (the residual and the normed input) alive: V0's
+    # is the fused gate_up output (2 ff wide; the two V0 runs of the corpus, 8192 and 20000 tokens of one
+    # model, differ by exactly that per token); V1's act_fn writes its ff-wide output while gate_up lives
+    # (3 ff: Qwen2.5-0.5B at 32768 tokens printed 1.06 GiB, 1.00 this way, 0.70 at 2 ff)
+    v0 = build is not None and build < V1_SINCE
+    forward = tokens * ((2 if v0 else 3) * ff // max(1, tp) + 2 * info.hidden) * act_bytes
     rows = min(max_seqs, tokens) * info.vocab
-    if build is not None and build < V1_SINCE:
+    if v0:
         return forward + rows * 24
     per_entry = 24 if build is not None and build < FLASHINFER_SAMPLER_SINCE else 8
     return max(forward, tokens * info.hidden * act_bytes + rows * per_entry)
