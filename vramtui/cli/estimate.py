@@ -53,7 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="on|off",
         help="flash attention (bare flag: on; default: the backend's own)",
     )
-    run.add_argument("--kv-dtype", metavar="TYPE", help="KV cache type: f16, bf16, fp8, q8_0, q4_0")
+    run.add_argument(
+        "--kv-dtype",
+        metavar="TYPE",
+        help="KV cache type: f16, bf16, q8_0, q4_0 (llama.cpp; K/V apart: q4_0/f16), fp8 (vLLM)",
+    )
     run.add_argument("--gpu-layers", metavar="N", help="llama.cpp: layers on the GPU (default all)")
     run.add_argument(
         "--cpu-moe", action="store_true", help="llama.cpp, MoE models: every expert tensor in host RAM"

@@ -633,7 +633,8 @@ def test_sizes_under_a_gib_in_the_notes_read_in_mib(tiny_gguf) -> None:  # type:
     from vramtui.core.estimate.modelinfo import load_model_info
     from vramtui.core.units import format_bytes
 
-    est = estimate(load_model_info(tiny_gguf), Settings(device_bytes=200 * MIB, context=4096, on_gpu=True))
+    # 550 MiB: two of its layers fit (at 200 MiB not even none does: the runtime alone is over the line)
+    est = estimate(load_model_info(tiny_gguf), Settings(device_bytes=550 * MIB, context=4096, on_gpu=True))
     assert not est.fits and est.host_bytes_needed and est.host_bytes_needed < GIB
     note = next(note for note in est.notes if note.startswith("with --gpu-layers"))
     assert f"the rest needs {format_bytes(est.host_bytes_needed)} of host RAM" in note, note

@@ -148,6 +148,30 @@ def test_what_each_engine_says_of_these_settings() -> None:
     assert "--no-kv-offload: not a vllm setting, left out" in vllm.notes
     assert vllm.kv_cache_bytes > 0  # on the GPU, as vLLM keeps it
     k_only = estimate(PHI4_MINI, replace(base, kv_dtype="q4_0/f16"))
-    assert not any("refuses a quantized V" in note for note in k_only.notes)
+    assert k_only.fits and k_only.reason is None
     both = estimate(PHI4_MINI, replace(base, kv_dtype="q4_0"))
-    assert any("refuses a quantized V" in note for note in both.notes)
+    assert both.reason and "refuses a quantized V cache (q4_0)" in both.reason
+
+
+def test_what_llama_cpp_refuses_to_start_is_no_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A quantized V cache without flash attention, and -nkvo with a cache past this machine's RAM: the
+    verdict says llama.cpp will not start, whatever the card holds; a malformed K/V pair is a clear error."""
+    base = Settings(context=8192, parallel=1, device_bytes=24 * GIB, flash_attn=False)
+    refused = estimate(PHI4_MINI, replace(base, kv_dtype="q8_0"))
+    assert not refused.fits and refused.reason and "without flash attention" in refused.reason
+    assert estimate(PHI4_MINI, replace(base, kv_dtype="q8_0/f16")).fits
+    assert estimate(PHI4_MINI, replace(base, kv_dtype="q8_0", flash_attn=True)).fits
+    import psutil
+
+    class _Small:
+        total = 4 * GIB
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: _Small())
+    kept = estimate(PHI4_MINI, replace(base, context=65536, kv_offload=False))
+    assert not kept.fits and kept.reason and "--no-kv-offload puts the KV cache in host RAM" in kept.reason
+    # the largest context is then host RAM's: under 4 GiB of host-held cache and scores
+    assert 0 < kept.max_context < 65536
+    assert not any("it fits; the rest needs" in note for note in kept.notes)
+    for typed in ("q4_0/", "/f16", "q4_0/f16/q8_0"):
+        problem = get_backend("llama.cpp").translate("kv_dtype", typed).problem
+        assert problem and "K/V" in problem

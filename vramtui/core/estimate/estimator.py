@@ -727,8 +727,12 @@ def _solve_context(info: ModelInfo, settings: Settings, est: Estimate) -> None:
 def _solve_layers(info: ModelInfo, settings: Settings, est: Estimate) -> None:
     est.gpu_layers_fit = fit_gpu_layers(info, settings)
     if not est.fits and est.gpu_layers_fit < info.n_layers + 1:
-        part = replace(settings, gpu_layers=est.gpu_layers_fit)
-        est.host_bytes_needed = _estimate_core(info, part).host_bytes_needed
+        partial = _estimate_core(info, replace(settings, gpu_layers=est.gpu_layers_fit))
+        if (
+            not partial.fits
+        ):  # not even on the host alone (a refusal, or host RAM short): no layer count helps
+            return
+        est.host_bytes_needed = partial.host_bytes_needed
         est.notes.append(
             f"with --gpu-layers {est.gpu_layers_fit} it fits; the rest needs "
             f"{format_bytes(est.host_bytes_needed)} of host RAM"

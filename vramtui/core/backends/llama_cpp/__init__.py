@@ -33,8 +33,10 @@ _GGUF_IS_THE_QUANT = "the GGUF file is the quantization: pick another file"
 
 def _kv_types(backend: Backend, value: object) -> tuple[str, str] | Translation:
     """The K and V cache types: one type for both, or "K/V" apart (`-ctk q4_0` alone leaves V f16)."""
-    k_text, _, v_text = str(value).partition("/")
-    names = [kv_check(backend, text) for text in (k_text, v_text or k_text)]
+    parts = [part.strip() for part in str(value).split("/")]
+    if len(parts) > 2 or not all(parts):
+        return bad_value(backend, "kv_dtype", value, "one type for K and V, or two as K/V: q8_0, q4_0/f16")
+    names = [kv_check(backend, text) for text in (parts[0], parts[-1])]
     refused = next((name for name in names if isinstance(name, Translation)), None)
     if refused is not None:
         return refused

@@ -122,9 +122,6 @@ def _notes(
     notes: list[str] = []
     if settings.on_gpu and where.gpu_layers == 0:
         notes.append("no layer on the GPU: everything runs from host RAM")
-    v_type = run.kv_dtype.partition("/")[2] or run.kv_dtype  # "K/V" names V second
-    if not run.flash and v_type not in ("f16", "bf16", "f32"):
-        notes.append("llama.cpp refuses a quantized V cache without flash attention: add --flash-attn")
     if not settings.kv_offload and settings.on_gpu:
         notes.append(
             "--no-kv-offload: the KV cache and the attention that reads it are in host RAM and on the CPU "
@@ -454,6 +451,7 @@ def _estimate(
         kv_dtype=run.kv_dtype,
         bill=bill,
     )
+    _refusals(settings, run, est)
     if not settings.on_gpu:
         # A CPU-only run: every row is host RAM, and the rows add up to the total.
         est.device = "host"
@@ -464,6 +462,36 @@ def _estimate(
         est.total_bytes = est.host_bytes_needed = bill.total(HOST)
         est.fits = est.total_bytes <= usable
     return est
+
+
+def _refusals(settings: Settings, run: RunShape, est: Estimate) -> None:
+    """What llama.cpp will not start with, whatever the card holds: a quantized V cache without flash
+    attention; with --no-kv-offload, a cache in host RAM past this machine's RAM."""
+    v_type = run.kv_dtype.partition("/")[2] or run.kv_dtype
+    if not run.flash and v_type not in ("f16", "bf16", "f32"):
+        est.fits = False
+        est.reason = (
+            f"llama.cpp refuses a quantized V cache ({v_type}) without flash attention: add --flash-attn on, "
+            "or keep V 16-bit (--kv-dtype K/f16)"
+        )
+    elif settings.on_gpu and not settings.kv_offload:
+        here = host_ram_bytes()
+        if here and est.host_bytes_needed > here:
+            est.fits = False
+            est.reason = (
+                f"--no-kv-offload puts the KV cache in host RAM: this needs {format_bytes(est.host_bytes_needed)} "
+                f"there and this machine has {format_bytes(here)}"
+            )
+
+
+def host_ram_bytes() -> int:
+    """This machine's RAM (0 where it cannot be read): what bounds a cache kept in host RAM."""
+    import psutil
+
+    try:
+        return int(psutil.virtual_memory().total)
+    except (OSError, RuntimeError):
+        return 0
 
 
 class LlamaCppPythonMemory(LlamaCppMemory):
