@@ -801,7 +801,7 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
         gpu_layers = None
     split = flags.get("ts")
     # K and V apart where they differ ("q4_0/f16": a quantized K alone, V at its f16 default)
-    kv_k = "/".join(dict.fromkeys(run.kv_types)) if run.kv_types else None
+    kv_types = "/".join(dict.fromkeys(run.kv_types)) if run.kv_types else None
     sequences = _context_int(run, "n_seq_max") or 1
     # one stream for every slot is llama-server's -np auto (4 slots); slots given make a stream each
     auto_slots = run.streams == 1 and sequences == 4 and backend != "ollama"
@@ -812,7 +812,7 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
         batch=_context_int(run, "n_batch") or _whole(flags.get("b")),
         ubatch=_context_int(run, "n_ubatch") or _whole(flags.get("ub")),
         flash_attn=_flash(run),
-        kv_dtype=kv_k,
+        kv_dtype=kv_types,
         gpu_layers=gpu_layers,
         on_gpu=on_gpu,
         override_tensor=overrides,

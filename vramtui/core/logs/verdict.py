@@ -560,15 +560,20 @@ def _placement_warnings(state: LogState) -> list[str]:
             "machine has a GPU, the engine did not use it (a CPU-only build, a driver or library not found)"
         )
         return warnings
-    buffers = state.figures.get("model_buffer", {})
-    host = sum(value for name, value in buffers.items() if is_host_buffer(name))
-    devices = sum(value for name, value in buffers.items() if not is_host_buffer(name))
+    host, devices = _model_buffers(state)
     if devices and host / (host + devices) >= _HOST_SHARE_WARNED:
         warnings.append(
             f"runs but slow: {host / 2**30:.2f} GiB of the model's {(host + devices) / 2**30:.2f} GiB "
             f"({host / (host + devices):.0%}) sit in host memory (CPU buffers): layers or experts run on the CPU"
         )
     return warnings
+
+
+def _model_buffers(state: LogState) -> tuple[float, float]:
+    """The weights' buffers the log printed: (in host memory, on devices)."""
+    buffers = state.figures.get("model_buffer", {})
+    host = sum(value for name, value in buffers.items() if is_host_buffer(name))
+    return host, sum(value for name, value in buffers.items() if not is_host_buffer(name))
 
 
 _HOST_MAJORITY_FLOOR = 1 << 30  # a small model's token embeddings can outweigh its layers; 1 GiB cannot
@@ -578,9 +583,7 @@ def _weights_left_on_host(state: LogState) -> list[str]:
     """Every layer offloaded, yet most of the weights in host buffers, not moved there on purpose."""
     if "mark:tensors_overridden" in state.notices:
         return []
-    buffers = state.figures.get("model_buffer", {})
-    host = sum(value for name, value in buffers.items() if is_host_buffer(name))
-    devices = sum(value for name, value in buffers.items() if not is_host_buffer(name))
+    host, devices = _model_buffers(state)
     if not devices or host <= devices or host < _HOST_MAJORITY_FLOOR:
         return []
     return [
