@@ -175,3 +175,14 @@ def test_what_llama_cpp_refuses_to_start_is_no_fit(monkeypatch: pytest.MonkeyPat
     for typed in ("q4_0/", "/f16", "q4_0/f16/q8_0"):
         problem = get_backend("llama.cpp").translate("kv_dtype", typed).problem
         assert problem and "K/V" in problem
+
+
+def test_ollama_keeps_an_f16_cache_where_llama_cpp_would_refuse() -> None:
+    """Ollama does not fail on a quantized OLLAMA_KV_CACHE_TYPE without flash attention: it warns and keeps
+    the cache f16 (its server.go), so that is what is sized and said."""
+    base = Settings(backend="ollama", context=8192, parallel=1, device_bytes=24 * GIB, kv_dtype="q8_0")
+    kept = estimate(PHI4_MINI, base)
+    assert kept.fits and kept.kv_dtype == "f16"
+    assert any("OLLAMA_FLASH_ATTENTION=1" in note for note in kept.notes)
+    quantized = estimate(PHI4_MINI, replace(base, flash_attn=True))
+    assert quantized.kv_dtype == "q8_0" and quantized.kv_cache_bytes < kept.kv_cache_bytes

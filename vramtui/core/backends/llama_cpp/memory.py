@@ -468,7 +468,7 @@ def _refusals(settings: Settings, run: RunShape, est: Estimate) -> None:
     """What llama.cpp will not start with, whatever the card holds: a quantized V cache without flash
     attention; with --no-kv-offload, a cache in host RAM past this machine's RAM."""
     v_type = run.kv_dtype.partition("/")[2] or run.kv_dtype
-    if not run.flash and v_type not in ("f16", "bf16", "f32"):
+    if not run.flash and _quantized_v(run.kv_dtype):
         est.fits = False
         est.reason = (
             f"llama.cpp refuses a quantized V cache ({v_type}) without flash attention: add --flash-attn on, "
@@ -482,6 +482,11 @@ def _refusals(settings: Settings, run: RunShape, est: Estimate) -> None:
                 f"--no-kv-offload puts the KV cache in host RAM: this needs {format_bytes(est.host_bytes_needed)} "
                 f"there and this machine has {format_bytes(here)}"
             )
+
+
+def _quantized_v(kv_dtype: str) -> bool:
+    """Is the V cache of this type ("K/V" names V second) a quantized one?"""
+    return (kv_dtype.partition("/")[2] or kv_dtype) not in ("f16", "bf16", "f32")
 
 
 def host_ram_bytes() -> int:
@@ -547,6 +552,21 @@ class OllamaMemory(LlamaCppMemory):
 
     def past_trained_note(self, per_sequence: int, trained: int) -> str:
         return f"Ollama clamps num_ctx {per_sequence} to the model's trained length {trained}"
+
+    def run_shape(self, info: ModelInfo, settings: Settings) -> RunShape:
+        """Ollama does not refuse a quantized cache without flash attention: it keeps f16 (server.go)."""
+        run = super().run_shape(info, settings)
+        return run if run.flash or not _quantized_v(run.kv_dtype) else replace(run, kv_dtype="f16")
+
+    def size(self, info: ModelInfo, settings: Settings) -> Estimate:
+        est = super().size(info, settings)
+        asked = settings.kv_dtype
+        if asked and _quantized_v(asked.lower()) and est.kv_dtype == "f16":
+            est.notes.append(
+                f"Ollama keeps the KV cache f16: a quantized OLLAMA_KV_CACHE_TYPE ({asked}) needs "
+                "OLLAMA_FLASH_ATTENTION=1"
+            )
+        return est
 
 
 # ik_llama.cpp's defaults (common/common.h at 8337e4cd): -mla 3, -amb 256 MiB, flash attention on.
