@@ -255,17 +255,13 @@ NO_GPU_NOTE = "no GPU found: sized for a 24 GiB card (give yours with --gpu-mem 
 def _host_ram_note(est: Any) -> str | None:
     """The host's share against this machine's RAM: 504 GiB of host weights on a 23.5 GiB box is no fit
     here, whatever the GPU verdict says (sized for another machine, the note says how much it needs)."""
-    import psutil
-
+    from vramtui.core.estimate.estimator import host_ram_bytes
     from vramtui.core.memory.parts import HOST
     from vramtui.core.units import format_bytes
 
     needed = est.bill.total(HOST) if est.device == "gpu" else est.total_bytes
-    try:
-        here = psutil.virtual_memory().total
-    except (OSError, RuntimeError):
-        return None
-    if needed <= here:
+    here = host_ram_bytes()
+    if not here or needed <= here:
         return None
     return (
         f"host RAM: this needs {format_bytes(needed)} in host RAM and this machine has {format_bytes(here)} "

@@ -468,6 +468,16 @@ def size(info: ModelInfo, settings: Settings) -> Estimate:
     return _estimate_core(info, settings)
 
 
+def host_ram_bytes() -> int:
+    """This machine's RAM (0 where it cannot be read): what bounds what an engine keeps in host RAM."""
+    import psutil
+
+    try:
+        return int(psutil.virtual_memory().total)
+    except (OSError, RuntimeError):
+        return 0
+
+
 def _fits(info: ModelInfo, settings: Settings) -> bool:
     return _estimate_core(info, settings).fits
 
@@ -728,9 +738,8 @@ def _solve_layers(info: ModelInfo, settings: Settings, est: Estimate) -> None:
     est.gpu_layers_fit = fit_gpu_layers(info, settings)
     if not est.fits and est.gpu_layers_fit < info.n_layers + 1:
         partial = _estimate_core(info, replace(settings, gpu_layers=est.gpu_layers_fit))
-        if (
-            not partial.fits
-        ):  # not even on the host alone (a refusal, or host RAM short): no layer count helps
+        # not even with that few layers (a refusal, or host RAM short): no layer count helps
+        if not partial.fits:
             return
         est.host_bytes_needed = partial.host_bytes_needed
         est.notes.append(

@@ -13,7 +13,7 @@ from typing import Any
 
 from vramtui.core.backends.base import size_bytes
 from vramtui.core.errors import VramtuiError
-from vramtui.core.estimate.estimator import DEFAULT_DEVICE_BYTES, Settings
+from vramtui.core.estimate.estimator import DEFAULT_DEVICE_BYTES, Settings, host_ram_bytes
 from vramtui.core.units import parse_count, parse_size, parse_size_with_unit
 
 # The largest published models have a few trillion parameters; far past that, the shape the flags imply
@@ -411,9 +411,7 @@ def split_flags(text: str, field: str = "extras") -> dict[str, str]:
 
 def cpu_run_card() -> int:
     """The "card" of a CPU-only run: this machine's RAM (not the 24 GiB GPU a card-less estimate sizes)."""
-    import psutil
-
-    return int(psutil.virtual_memory().total)
+    return host_ram_bytes()
 
 
 def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:

@@ -51,8 +51,8 @@ def kv_layer_bytes(info: ModelInfo, layer: int, kv_dtype: str, mla_layout: str) 
     """Bytes of K and V one token takes in one layer. `kv_dtype` "K/V" names the two caches' types apart
     (llama.cpp's `-ctk q4_0` alone keeps V f16)."""
     k, v = kv_row_elements(info, layer, mla_layout)
-    k_type, _, v_type = str(kv_dtype).partition("/")
-    return q.kv_row_bytes(k_type, k) + (q.kv_row_bytes(v_type or k_type, v) if v else 0)
+    k_type, v_type = q.kv_pair(kv_dtype)
+    return q.kv_row_bytes(k_type, k) + (q.kv_row_bytes(v_type, v) if v else 0)
 
 
 def kv_bytes_per_token(info: ModelInfo, kv_dtype: str = "f16", accounting: str = "llama.cpp") -> int:

@@ -162,13 +162,19 @@ def is_hf_quant(name: str) -> bool:
     return key in ("fp8", "int8", "nf4", "fp4", "nf4-dq", "nvfp4", "mxfp8") or key.startswith(("gptq", "awq"))
 
 
+def kv_pair(kv_dtype: str) -> tuple[str, str]:
+    """(K type, V type) of a KV cache type: one for both, or "K/V" apart (llama.cpp's `-ctk q4_0` alone)."""
+    k_type, _, v_type = str(kv_dtype).strip().lower().partition("/")
+    return k_type.strip(), (v_type or k_type).strip()
+
+
 # KV cache element sizes (bytes per element). ggml block types: q8_0 is 34 bytes per 32, q4_0 18 per 32.
 def kv_bytes_per_element(kv_dtype: str) -> float:
     """Bytes per cached element; a "K/V" pair of types averages the two (K and V rows of one width)."""
-    key = str(kv_dtype).strip().lower()
-    if "/" in key:
-        k_type, _, v_type = key.partition("/")
+    k_type, v_type = kv_pair(kv_dtype)
+    if k_type != v_type:
         return (kv_bytes_per_element(k_type) + kv_bytes_per_element(v_type)) / 2
+    key = k_type
     key = {"fp16": "f16", "float16": "f16", "bfloat16": "bf16", "auto": "f16", "fp32": "f32"}.get(key, key)
     if key.startswith("fp8") or key == "int8":
         return 1.0

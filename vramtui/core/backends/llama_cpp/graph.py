@@ -168,8 +168,8 @@ def attention_phase(g: Graph, kind: str, kv_copies: bool = False) -> int:
         width = heads * (info.head_dim_k + 2 * info.head_dim_v)
         width += info.n_kv_heads * (info.head_dim_k + info.head_dim_v)
         found = base + width * ub * F32
-        if not g.flash and not g.kv_on_host:  # ik_llama.cpp computes KQ a share of the heads under -amb
-            found += heads * cells * ub // max(1, g.streams) * F32 // _amb_steps(g, heads * cells * ub * F32)
+        if not g.kv_on_host:  # ik_llama.cpp computes KQ a share of the heads at a time under -amb
+            found += attention_scores(g, kind) // _amb_steps(g, heads * cells * ub * F32)
     if kv_copies:  # a host layer's K and V cache views, copied in for the first GPU
         found += kv_copy_bytes(g, kind)
     return found

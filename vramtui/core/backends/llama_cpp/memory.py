@@ -18,9 +18,10 @@ from vramtui.core.backends import get_backend
 from vramtui.core.backends.llama_cpp import graph, placement
 from vramtui.core.estimate import devices, recurrent
 from vramtui.core.estimate.accounting import MLA_DECOMPRESSED, MLA_LATENT, MLA_LATENT_AND_V, MemoryAccounting
-from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settings, memoized
+from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settings, host_ram_bytes, memoized
 from vramtui.core.estimate.kvcache import kv_layer_bytes, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
+from vramtui.core.estimate.quant import kv_pair
 from vramtui.core.estimate.weights import LayerWeights, llama_cpp_weights
 from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.units import GIB, MIB, format_bytes
@@ -467,7 +468,7 @@ def _estimate(
 def _refusals(settings: Settings, run: RunShape, est: Estimate) -> None:
     """What llama.cpp will not start with, whatever the card holds: a quantized V cache without flash
     attention; with --no-kv-offload, a cache in host RAM past this machine's RAM."""
-    v_type = run.kv_dtype.partition("/")[2] or run.kv_dtype
+    v_type = kv_pair(run.kv_dtype)[1]
     if not run.flash and _quantized_v(run.kv_dtype):
         est.fits = False
         est.reason = (
@@ -486,17 +487,7 @@ def _refusals(settings: Settings, run: RunShape, est: Estimate) -> None:
 
 def _quantized_v(kv_dtype: str) -> bool:
     """Is the V cache of this type ("K/V" names V second) a quantized one?"""
-    return (kv_dtype.partition("/")[2] or kv_dtype) not in ("f16", "bf16", "f32")
-
-
-def host_ram_bytes() -> int:
-    """This machine's RAM (0 where it cannot be read): what bounds a cache kept in host RAM."""
-    import psutil
-
-    try:
-        return int(psutil.virtual_memory().total)
-    except (OSError, RuntimeError):
-        return 0
+    return kv_pair(kv_dtype)[1] not in ("f16", "bf16", "f32")
 
 
 class LlamaCppPythonMemory(LlamaCppMemory):
@@ -561,7 +552,7 @@ class OllamaMemory(LlamaCppMemory):
     def size(self, info: ModelInfo, settings: Settings) -> Estimate:
         est = super().size(info, settings)
         asked = settings.kv_dtype
-        if asked and _quantized_v(asked.lower()) and est.kv_dtype == "f16":
+        if asked and _quantized_v(asked) and est.kv_dtype == "f16":
             est.notes.append(
                 f"Ollama keeps the KV cache f16: a quantized OLLAMA_KV_CACHE_TYPE ({asked}) needs "
                 "OLLAMA_FLASH_ATTENTION=1"
