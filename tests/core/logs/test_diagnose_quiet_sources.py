@@ -168,6 +168,27 @@ def _ollama(line: str, *before: str) -> list[str]:
             'level=WARN source=runner.go:1135 msg="model does not support caching, disabling parallel processing"',
             "OLLAMA_NUM_PARALLEL",
         ),
+        # Ollama's sources of v0.1.32 (gpu/gpu.go, gpu/amd_linux.go, llm/server.go), v0.3 and v0.5
+        (
+            'time=2024-04-20T10:00:00Z level=WARN source=gpu.go:164 msg="CPU does not have AVX or AVX2, disabling GPU support."',
+            "AVX",
+        ),
+        (
+            'level=WARN source=gpu.go:201 msg="CPU does not have minimum vector extensions, GPU inference disabled" required=avx detected="no vector extensions"',
+            "AVX",
+        ),
+        (
+            'level=INFO source=common.go:131 msg="GPU runner incompatible with host system, CPU does not have AVX" runner=cuda_v12_avx',
+            "AVX",
+        ),
+        (
+            'level=INFO source=amd_linux.go:92 msg="all detected amdgpus are skipped, falling back to CPU"',
+            "every AMD GPU",
+        ),
+        (
+            'level=WARN source=server.go:51 msg="requested context length is greater than model max context length" requested=32768 model=8192',
+            "trained length",
+        ),
     ],
 )
 def test_ollamas_own_quiet_words_are_warned(line: str, words: str) -> None:

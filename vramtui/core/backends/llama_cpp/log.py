@@ -1155,10 +1155,12 @@ NOTICES_4: tuple[NoticeRule, ...] = (
     ),
     # a num_ctx over the model's trained length is capped to it: the context asked for is not the one run
     NoticeRule(
-        "requested context size too large for model",
+        "requested context",
         "setting_ignored",
         "the context asked for (num_ctx) is over the model's trained length: Ollama runs the trained "
         "length instead, and longer prompts are cut",
+        r"requested context size too large for model|requested context length is greater than model max "
+        r"context length",
         backend="ollama",
     ),
     NoticeRule(

@@ -94,6 +94,18 @@ OLLAMA_NOTICES: tuple[NoticeRule, ...] = (
         "Ollama's GPU discovery failed (its probe runner crashed or timed out)",
         r"failure during (?:llama-server )?gpu discovery|gpu discovery watchdog timed out",
     ),
+    # a CPU without AVX: its GPU runners are built with AVX, so none of them is used (gpu/gpu.go to v0.3,
+    # runners/common.go in v0.5)
+    _skipped(
+        "avx",
+        "the CPU lacks AVX, which Ollama's GPU runners are built with: it does not use the GPU at all",
+        r"cpu does not have avx or avx2, disabling gpu support|cpu does not have minimum vector extensions, gpu "
+        r"inference disabled|gpu runner incompatible with host system, cpu does not have avx",
+    ),
+    _skipped(
+        "all detected amdgpus are skipped",
+        "Ollama skipped every AMD GPU it found (an iGPU, or a gfx its ROCm library has no kernels for)",
+    ),
     _skipped(
         "too little memory to allocate any layers",
         "the GPU had too little free memory for a single layer: Ollama loads the model in host RAM",
