@@ -43,6 +43,26 @@ def no_kernel_log() -> None:
             "cuda_oom",
             "device_alloc",
         ),
+        # ggml-metal since its device split (ggml-metal-device.m, ggml-metal.cpp), and OpenCL's own code
+        (
+            "llama.cpp",
+            "ggml_metal_buffer_init: error: failed to allocate buffer, size = 20480.00 MiB",
+            "cuda_oom",
+            "device_alloc",
+        ),
+        (
+            "llama.cpp",
+            "ggml_backend_metal_buffer_type_alloc_buffer: failed to allocate Metal buffer of 21474836480 bytes "
+            "(out of memory)",
+            "cuda_oom",
+            "cuda_oom",
+        ),
+        (
+            "llama.cpp",
+            "ggml_opencl: clCreateBuffer error -4 (CL_MEM_OBJECT_ALLOCATION_FAILURE) at ggml-opencl.cpp:2210",
+            "cuda_oom",
+            "device_alloc",
+        ),
         # SGLang's scheduler: the KV token pool ran dry while serving (managers/schedule_batch.py)
         (
             "sglang",

@@ -375,6 +375,23 @@ DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
         default_stage="load_weights",
         backend="llama.cpp",
     ),
+    # ggml-metal since its device split (ggml_metal_buffer_init, "failed to allocate Metal buffer of N
+    # bytes (out of memory)"), OpenCL's allocation failure code
+    ErrorRule(
+        "failed to allocate",
+        "device_alloc",
+        "cuda_oom",
+        r"metal_buffer_init: error: failed to allocate buffer|failed to allocate metal buffer of \d+ bytes",
+        default_stage="load_weights",
+        backend="llama.cpp",
+    ),
+    ErrorRule(
+        "cl_mem_object_allocation_failure",
+        "device_alloc",
+        "cuda_oom",
+        default_stage="load_weights",
+        backend="llama.cpp",
+    ),
     ErrorRule(
         "unable to allocate",
         "device_alloc",
