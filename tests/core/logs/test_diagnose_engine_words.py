@@ -63,6 +63,22 @@ def no_kernel_log() -> None:
             "cuda_oom",
             "device_alloc",
         ),
+        # Ray's memory monitor (its OOM-prevention docs) and vLLM's engine core ended by SIGKILL
+        (
+            "vllm",
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory. Memory on "
+            "the node (IP: 10.0.0.2) where the task was running was 30.53GB / 31.27GB (0.976263), which exceeds "
+            "the memory usage threshold of 0.95.",
+            "host_oom_killed",
+            "host_oom_killer",
+        ),
+        (
+            "vllm",
+            "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+            "proc(s): {'EngineCore_DP0': -9}",
+            "host_oom_killed",
+            "worker_killed",
+        ),
         # SGLang's scheduler: the KV token pool ran dry while serving (managers/schedule_batch.py)
         (
             "sglang",
@@ -265,3 +281,10 @@ def test_ollama_weights_in_host_ram_are_news_by_their_share() -> None:
     assert any(
         "sit in host memory" in w for w in said(old.format("CUDA0", "5.0 GiB"), old.format("CPU", "3.9 GiB"))
     )
+
+
+def test_an_engine_core_that_exited_with_an_error_code_is_not_called_killed() -> None:
+    # only -9 (SIGKILL) is the OOM killer's; exit code 1 is the engine's own error, told above it
+    line = "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_DP0': 1}"
+    diagnosis = diagnose_lines([line], "vllm", kernel_log=no_kernel_log)
+    assert diagnosis.failed and diagnosis.failure != "host_oom_killed", diagnosis.failure

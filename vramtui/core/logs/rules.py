@@ -90,6 +90,16 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     # torchrun's agent: a rank died of SIGKILL ("failed (exitcode: -9) local_rank: 2"), the OOM killer's
     # usual work while the ranks load their shards; the SIGTERMs it then sends the others are consequences.
     ErrorRule("exitcode", "worker_killed", "host_oom_killed", r"failed \(exitcode: -9\)"),
+    # Ray's memory monitor kills a worker before the kernel's OOM killer would (host RAM past its threshold,
+    # 0.95 by default): "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on
+    # memory", and the raylet's "Workers (tasks / actors) killed due to memory pressure (OOM)".
+    ErrorRule("running low on memory", "host_oom_killer", "host_oom_killed"),
+    ErrorRule("killed due to memory pressure", "host_oom_killer", "host_oom_killed"),
+    # vLLM's engine core process ended by SIGKILL while starting (`Failed core proc(s): {'EngineCore_DP0':
+    # -9}`, its exit code): the OOM killer's signal, as torchrun's -9 above
+    ErrorRule(
+        "failed core proc", "worker_killed", "host_oom_killed", r"failed core proc\(s\): \{[^}]*: -9\b"
+    ),
     # Filed under "code" and "status", not "137": a digit word would make every 3-digit number special.
     ErrorRule("code 137", "host_killed", "host_oom_killed", r"exit(?:ed)? (?:with )?code 137\b"),
     ErrorRule("status 137", "host_killed", "host_oom_killed", r"exit(?:ed)? (?:with )?status 137\b"),
