@@ -288,3 +288,13 @@ def test_an_engine_core_that_exited_with_an_error_code_is_not_called_killed() ->
     line = "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_DP0': 1}"
     diagnosis = diagnose_lines([line], "vllm", kernel_log=no_kernel_log)
     assert diagnosis.failed and diagnosis.failure != "host_oom_killed", diagnosis.failure
+
+
+def test_ollamas_runner_that_died_loading_failed_at_the_load_not_a_request() -> None:
+    # llm/server.go's wait for its runner wraps what killed it: the load failed, no request was served
+    line = "Error: llama runner process has terminated: cudaMalloc failed: out of memory"
+    diagnosis = diagnose_lines([line], "ollama", kernel_log=no_kernel_log)
+    assert (diagnosis.stage, diagnosis.failure) == ("load_weights", "cuda_oom")
+    # the same error while serving, with no such wrapper, stays the request's
+    alone = diagnose_lines(["CUDA error: out of memory"], "ollama", kernel_log=no_kernel_log)
+    assert alone.stage == "inference"

@@ -202,6 +202,8 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
             pick.cause = "budget_import"  # it failed importing the engine, before any weights
     if found is not None and (_still_starting(pick, state, profile) or _start_failed_after(state, found)):
         found.stage = "kv_cache"
+    elif found is not None and _load_failed_at(state, found):
+        found.stage = "load_weights"  # raised past the weights below where the log proved them loaded
     if (
         pick.failure == "cuda_oom"
         and found is not None
@@ -235,6 +237,14 @@ def _start_failed_after(state: LogState, found: _Found) -> bool:
     placed it there, so it failed in the start-up's later steps (profiling, cache, graph capture)."""
     seen = state.notices.get("mark:start_failed")
     return found.defaulted and found.stage == "inference" and seen is not None and seen[0] > found.number
+
+
+def _load_failed_at(state: LogState, found: _Found) -> bool:
+    """An error no line placed, that the engine's own wrapper of its model load repeats or follows
+    (Ollama's "llama runner process has terminated: ..."): its runner died loading, before serving. With
+    no line to say which buffer, the first and largest: the weights'."""
+    seen = state.notices.get("mark:load_failed")
+    return found.defaulted and found.stage == "inference" and seen is not None and seen[0] >= found.number
 
 
 def _mark_soon_after(state: LogState, mark: str, number: int) -> bool:

@@ -26,6 +26,15 @@ OLLAMA_NOTICES: tuple[NoticeRule, ...] = (
     ),
     NoticeRule("offloaded", "mark", "gpu_used", r"offloaded [1-9]\d*/\d+ layers to gpu", backend=_OLLAMA),
     NoticeRule("offload to", "mark", "gpu_used", r'msg="offload to (?!cpu\b)\w', backend=_OLLAMA),
+    # its wait for the runner to load (llm/server.go WaitUntilRunning) wraps what killed the runner: a
+    # load failure, never a request's
+    NoticeRule(
+        "terminated",
+        "mark",
+        "load_failed",
+        r"llama runner process has terminated|error loading llama server",
+        backend=_OLLAMA,
+    ),
     _skipped(
         "igpu",
         "Ollama skipped an integrated GPU (an iGPU is not used by default; OLLAMA_IGPU_ENABLE=1 on new versions)",
