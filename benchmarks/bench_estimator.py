@@ -526,7 +526,10 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # change: KV 15/16, weights 23/27, compute 21/28 (after 1611590: 16/16, 23/27, 26/28). Round 5 (12, half
     # on two to eight GPUs) at 0c4dc4d: KV 11/24, weights 31/33, compute 23/34 (after 3bd7a53: 27/28, 36/38,
     # 28/39). Round 6 (13 vLLM V1 printouts of models with published configs) at ad60ba1: KV 4/5, weights
-    # 11/11, compute 1/6 (after the V1 MLP's third ff-wide tensor: 4/5, 11/11, 2/6).
+    # 11/11, compute 1/6 (after the V1 MLP's third ff-wide tensor: 4/5, 11/11, 2/6). Round 7 (11 mainline, 5
+    # vLLM, none with -ot, --n-cpu-moe or a large ubatch: none left outside used threads) at 09a089b: llama.cpp
+    # KV 18/18, weights 24/26, compute 22/26; vLLM unscored (no config.json here; Qwen3-8B's added after:
+    # KV 1/1, weights 1/1, no compute figure printed in its version).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -540,6 +543,7 @@ _NEWEST_ROUNDS = {
     "round4.jsonl": "round 4, both parts (gathered after the estimator of 2026-12-03, fifth session)",
     "round5.jsonl": "round 5, both parts (gathered after the estimator of 2026-12-03, sixth session)",
     "round6.jsonl": "round 6 (vLLM), both parts (gathered after the estimator of 2026-12-03, sixth session)",
+    "round7.jsonl": "round 7, both parts (gathered after the estimator of 2026-12-03, seventh session)",
 }
 
 

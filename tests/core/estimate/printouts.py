@@ -46,6 +46,7 @@ FILES = (
     DATA / "printouts" / "round4.jsonl",
     DATA / "printouts" / "round5.jsonl",
     DATA / "printouts" / "round6.jsonl",
+    DATA / "printouts" / "round7.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",

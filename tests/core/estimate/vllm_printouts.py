@@ -45,6 +45,7 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen--Qwen3-235B-A22B-Instruct-2507-FP8.config.json"),
     ("Phi-4 (", "microsoft--phi-4.config.json"),
     ("Qwen/Qwen3-1.7B", "Qwen--Qwen3-1.7B.config.json"),
+    ("Qwen/Qwen3-8B", "Qwen--Qwen3-8B.config.json"),
     # the base and the instruct model share their shapes
     ("Qwen/Qwen2.5-0.5B", "Qwen--Qwen2.5-0.5B-Instruct.config.json"),
     ("Qwen/Qwen3-Next-80B-A3B", "Qwen--Qwen3-Next-80B-A3B.config.json"),
@@ -75,7 +76,7 @@ _CARD = (
     re.compile(rf"total_gpu_memory\s*(?:=|\()?\s*{_N} ?GiB"),
     re.compile(rf"Free memory on device \({_N}/{_N} GiB\)"),
 )
-_GPUS_FIELD = (re.compile(rf"\({_N} GiB"), re.compile(r"\b(\d{4,6}) MiB\b"))
+_GPUS_FIELD = (re.compile(rf"\({_N} GiB"), re.compile(r"\b(\d{4,6}) ?MiB\b"))  # nvidia-smi writes "40960MiB"
 _UTIL = (
     re.compile(rf"gpu_memory_utilization[\s=:'(]*{_N}"),
     re.compile(rf"gpu[-_]memory[-_]utilization[= ]+{_N}"),
