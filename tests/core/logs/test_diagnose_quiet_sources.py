@@ -238,6 +238,15 @@ def test_a_device_skipped_beside_a_gpu_in_use_is_not_news(line: str) -> None:
             "llama_adapter_lora_init_impl: lora for 'blk.0.attn_q.weight' cannot use buft 'CUDA0', fallback to CPU",
             "LoRA",
         ),
+        # server-context.cpp releases a slot that ran out of context with its truncated flag set
+        (
+            "slot      release: id  0 | task 0 | stop processing: n_tokens = 4095, truncated = 1",
+            "truncated = 1",
+        ),
+        (
+            "slot      release: id  0 | task 7 | stop processing: n_past = 2047, truncated = 1",
+            "truncated = 1",
+        ),
     ],
 )
 def test_llama_cpps_own_quiet_words_are_warned(line: str, words: str) -> None:
@@ -265,6 +274,7 @@ def test_a_gpu_library_that_did_not_load_is_news_only_when_no_layer_went_to_a_gp
         "llama_model_loader: tensor overrides to CPU are used with mmap enabled - consider using --load-mode none",
         "model has unused tensor blk.32.nextn.eh_proj.weight (size = 41943040 bytes) -- ignoring",
         "llama_kv_cache_iswa: using full-size SWA cache (ref: https://github.com/ggml-org/llama.cpp/pull/13194)",
+        "slot      release: id  0 | task 0 | stop processing: n_tokens = 180, truncated = 0",
     ],
 )
 def test_llama_cpps_notes_on_choices_made_on_purpose_are_calm(line: str) -> None:

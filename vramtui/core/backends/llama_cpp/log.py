@@ -922,6 +922,16 @@ NOTICES: tuple[NoticeRule, ...] = (
         r"update_slots\]?:? .*input truncated",
         backend="llama.cpp",
     ),
+    # a slot released with its truncated flag set (server-context.cpp): it ran out of context while
+    # generating (context shift off, today's default) or shifted: the reply was cut or lost its start
+    NoticeRule(
+        "truncated",
+        "context_truncated",
+        "a reply ran into the slot's context (truncated = 1): it stopped early or lost its oldest tokens; "
+        "raise --ctx-size (per slot: --ctx-size / --parallel)",
+        r"stop processing: n_(?:past|tokens) = \d+, truncated = 1\b",
+        backend="llama.cpp",
+    ),
     # the chat handler dropped whole messages to fit the context (server/prompt.go)
     NoticeRule(
         "truncating input messages which exceed context length",
