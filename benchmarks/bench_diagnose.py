@@ -330,7 +330,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # at 3eb1755: stage 9/9, class 9/9, memory 3/3, first error 4/5, quiet 2/2, calm 2/2, engine 9/9; round
     # 15 at a2658a5: stage 14/14, class 14/14, memory 7/7, first error 10/10, quiet 3/4, engine 14/14;
     # round 16 at 220ea3d: stage 15/18, class 16/18, memory 7/10, first error 9/11, quiet 3/6, calm 1/1,
-    # engine 11/18.
+    # engine 11/18; round 17 (23 logs, most from log files committed to public repositories: few issue threads
+    # were left) at cbdac67: stage 23/23, class 22/23, memory 9/10, first error 14/14, quiet 4/5, calm 0/3,
+    # engine 22/23.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -343,6 +345,7 @@ LATER_ROUNDS = (
     ("round14.jsonl", "round 14, both parts (gathered after the rules of 2026-12-02, fourth session"),
     ("round15.jsonl", "round 15, both parts (gathered after the rules of 2026-12-03, fifth session"),
     ("round16.jsonl", "round 16, both parts (gathered after the rules of 2026-12-03, sixth session"),
+    ("round17.jsonl", "round 17, both parts (gathered after the rules of 2026-12-03, seventh session"),
 )
 
 

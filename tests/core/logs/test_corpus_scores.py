@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (550, 566),
-        "class": (548, 566),
-        "memory": (132, 139),
-        "first_error": (317, 330),
-        "quiet": (86, 89),
-        "calm": (96, 106),
-        "engine": (526, 566),
+        "stage": (566, 582),
+        "class": (563, 582),
+        "memory": (138, 146),
+        "first_error": (327, 340),
+        "quiet": (89, 92),
+        "calm": (97, 108),
+        "engine": (542, 582),
     },
     "heldout": {
-        "stage": (198, 217),
-        "class": (197, 217),
-        "memory": (59, 71),
-        "first_error": (116, 127),
-        "quiet": (27, 39),
-        "calm": (25, 27),
-        "engine": (203, 217),
+        "stage": (205, 224),
+        "class": (204, 224),
+        "memory": (62, 74),
+        "first_error": (120, 131),
+        "quiet": (28, 41),
+        "calm": (25, 28),
+        "engine": (209, 224),
     },
 }
 

@@ -372,3 +372,11 @@ def test_weights_left_on_the_host_though_every_layer_is_offloaded_are_warned() -
     # a small model whose token embeddings outweigh its layers keeps them on the host by design
     small = [line.replace("10646.73", "600.00") for line in FULL_OFFLOAD]
     assert not diagnose_lines([*LLAMA_START[:3], *small, *LLAMA_SERVED], "llama.cpp").warnings
+
+
+def test_ollamas_own_vram_based_default_capped_to_the_trained_length_is_calm() -> None:
+    # server/routes.go picks 262144 on 47 GiB of VRAM; the cap to the model's length is Ollama's own doing
+    auto = 'level=INFO source=routes.go:1860 msg="vram-based default context" total_vram="640.0 GiB" default_num_ctx=262144'
+    capped = 'level=WARN source=server.go:169 msg="requested context size too large for model" num_ctx=262144 n_ctx_train=131072'
+    assert not diagnose_lines(_ollama(capped, auto), "ollama").warnings
+    assert diagnose_lines(_ollama(capped), "ollama").warnings  # a num_ctx the user set is still said

@@ -1180,6 +1180,9 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         r'msg="offload to cpu"',
         backend="ollama",
     ),
+    # Ollama's own default context, sized by the VRAM it found (server/routes.go: 262144 from 47 GiB): a
+    # cap of that default to the trained length below is Ollama's doing, not a context the user asked for
+    NoticeRule("vram-based default context", "mark", "auto_context", backend="ollama"),
     # a num_ctx over the model's trained length is capped to it: the context asked for is not the one run
     NoticeRule(
         "requested context",
@@ -1189,6 +1192,7 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         r"requested context size too large for model|requested context length is greater than model max "
         r"context length",
         backend="ollama",
+        unless="auto_context",
     ),
     NoticeRule(
         "quantized kv cache requested but flash attention disabled",
