@@ -47,11 +47,6 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "last; with the output matrix kept on the host (10 of 33 layers offloaded) and stored last in this "
         "file, the span takes in the 10 GPU layers (1263 MiB, as printed for CUDA0), as the hermes3 run above"
     ),
-    ("p7-llama.cpp-i8490-gemma2-9b-q4km-2x-a6000-layer-split-perplexity", "compute"): (
-        "the host buffer (x1.54): 39 MiB printed fits one 2048-token hidden state (28 MiB) and the KQ mask, "
-        "where the estimate holds two hidden states there as the other builds of its era print: why this "
-        "b3392 layer split keeps one is not known (as the Vulkan full offload below)"
-    ),
     ("p2-ollama-hermes3-8b-q40-rtx2060-fit-15of33-32k", "compute"): (
         "this runner's host mask is f16 (48 MiB printed: 32 MiB mask, two 8 MiB hidden states) where the "
         "other builds of its era keep it f32"

@@ -125,14 +125,16 @@ class Graph:
         return self.info.hidden * self.ubatch * F32
 
 
-def host_inputs(g: Graph) -> int:
-    """The host buffer of a GPU run: the graph's inputs and the token embedding's rows."""
+def host_inputs(g: Graph, copies: int = 1) -> int:
+    """The host buffer of a GPU run: the graph's inputs (`copies` of each, one per pipeline stage) and the
+    token embedding's rows (a computed tensor, not an input: one, whatever the copies)."""
     info, ub = g.info, g.ubatch
-    found = g.mask_elements(g.kinds) * F32 + g.build.host_hidden_copies * g.hidden()
+    found = g.mask_elements(g.kinds) * F32
     if not g.flash and g.build.at_least(V_IDXS_BUILD):  # a transposed V is written element by element
         width = max((info.kv_heads_at(il) * info.head_dim_v for il in range(info.n_layers)), default=0)
         found += sum(1 for kind in ("full", "swa") if kind in g.kinds) * ub * width * 8
-    return found + ub * 4 * 4  # token ids, positions, output ids, KV row indices
+    found += ub * 4 * 4  # token ids, positions, output ids, KV row indices
+    return found * copies + g.build.host_hidden_copies * g.hidden()
 
 
 def masks_on_device(g: Graph, kinds: Sequence[str]) -> int:
@@ -353,7 +355,7 @@ def _distinct(g: Graph, layers: Sequence[int]) -> list[int]:
 def host_peak(g: Graph, host: Sequence[HostLayer], pipeline: bool, output_on_host: bool) -> int:
     """The host buffer of a GPU run: the inputs (copied per pipeline stage), and the host layers' own
     phases when the micro-batch is too small for the GPU to take them."""
-    found = host_inputs(g) * (SCHED_COPIES if pipeline else 1)
+    found = host_inputs(g, SCHED_COPIES if pipeline else 1)
     if g.ubatch < OP_OFFLOAD_MIN_BATCH and host:
         found += max(ffn_phase(g, item.layer) for item in host)
     if output_on_host and g.outputs < OP_OFFLOAD_MIN_BATCH:
