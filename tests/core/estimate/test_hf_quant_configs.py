@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -292,3 +293,24 @@ def test_nemotron_h_pattern_keeps_kv_in_its_attention_layers_and_a_mamba2_state_
     est = estimate(info, Settings(backend="transformers", context=4096, parallel=2, device_bytes=400 * GIB))
     assert est.bill.get("recurrent_state", 0) == 2 * 40 * per_layer
     assert est.kv_bytes_per_token == 8 * 2 * 128 * 2 * 2  # 8 attention layers x 2 KV heads x 128, K and V
+
+
+def test_vllm_pages_gpt_oss_sliding_window_layers_at_their_window() -> None:
+    """vLLM's hybrid allocator (kv_cache_utils.get_max_concurrency_for_kv_cache_config, SlidingWindowSpec in
+    kv_cache_interface.py, 0.32): gpt-oss's 12 full and 12 sliding-window layers are two groups of 12 over one
+    pool of 16-token blocks, and a sliding-window layer holds at most its window less one plus the two batches
+    async scheduling keeps in flight, in whole blocks and one more."""
+    info = mi.load_model_info(CONFIGS / "openai--gpt-oss-20b.config.json")
+    pool = int(8 * GIB)
+    settings = Settings(backend="vllm", context=131072, device_bytes=24 * GIB, kv_cache_memory=pool)
+    est = estimate(info, settings)
+    page = 16 * 2 * 8 * 64 * 2  # one layer's block: K and V of 8 heads of 64, bf16
+    blocks = pool // (page * 12)
+    per_request = 131072 // 16 + (-(-(128 - 1 + 2 * 2048) // 16) + 1)
+    assert est.kv_cache_tokens == int(blocks / per_request * 131072)
+    assert est.max_concurrency == pytest.approx(blocks / per_request, abs=0.01)
+    assert any("sliding window: vLLM pages" in note for note in est.notes)
+    # vLLM before 0.21 counted every layer at the full context (vllm#43308): half the requests
+    old = estimate(info, replace(settings, engine_build=20))
+    assert old.max_concurrency == pytest.approx(pool // (page * 24 // 16) / 131072, abs=0.01)
+    assert est.max_concurrency > 1.9 * old.max_concurrency

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from vramtui.core.estimate import recurrent
 from vramtui.core.estimate.accounting import MLA_LATENT
-from vramtui.core.estimate.kvcache import kv_layer_bytes, round_up
+from vramtui.core.estimate.kvcache import is_swa, kv_layer_bytes, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
 
 KERNEL_BLOCK_ALIGNMENT = 16  # the attention kernels' smallest block (FlashAttention, FlashInfer, Triton)
@@ -90,6 +90,76 @@ def hybrid_pool(info: ModelInfo, kv_dtype: str, tp: int = 1, dtype_bytes: int = 
         attention_groups=-(-len(attention) // group),
         state_groups=-(-states // group),
         ssm_f32=info.rs_ssm_f32,
+    )
+
+
+# Async scheduling (vLLM's default) keeps two batches in flight: a sliding-window layer holds its window
+# and both batches' tokens before it frees the blocks behind it (VllmConfig.max_in_flight_tokens)
+BATCHES_IN_FLIGHT = 2
+# The release from which vLLM's capacity counts a sliding-window layer at its window (vllm#43308: Gemma 4's
+# printed KV capacity grew about 10x from 0.20 to 0.21 on the same memory); before, as a full layer
+WINDOW_POOL_MINOR = 21
+
+
+@dataclass(frozen=True)
+class WindowPool:
+    """One rank's pool of a model with sliding-window layers (gpt-oss, Gemma 2/3): the same hybrid allocator
+    pages full-attention and sliding-window layers from one pool of 16-token blocks, in groups of equal
+    size, and a sliding-window layer holds at most its window and the tokens in flight, not the context
+    (SlidingWindowSpec.max_admission_blocks_per_request: ceil(held / 16) + 1 blocks)."""
+
+    page_bytes: int  # one layer's block of 16 tokens
+    group_layers: int
+    full_groups: int
+    window_groups: int
+    held_tokens: int  # a sliding-window layer's most: window - 1 + the tokens in flight
+
+    @property
+    def block_bytes(self) -> int:
+        return self.page_bytes * self.group_layers
+
+    def blocks_per_request(self, context: int) -> int:
+        full = self.full_groups * -(-context // KERNEL_BLOCK_ALIGNMENT)
+        held = min(self.held_tokens, context)
+        return full + self.window_groups * (-(-held // KERNEL_BLOCK_ALIGNMENT) + 1)
+
+    def describe(self, context: int, blocks: int) -> str:
+        per_request = self.blocks_per_request(context)
+        return (
+            f"sliding window: vLLM pages the full-attention and sliding-window layers from one pool "
+            f"({self.full_groups + self.window_groups} groups of {self.group_layers} layers); a sliding-window "
+            f"layer holds at most {self.held_tokens} tokens (its window and the batches in flight), so a "
+            f"request at {context} tokens takes {per_request} blocks: {blocks} blocks hold "
+            f"{blocks / max(1, per_request):.2f} such requests"
+        )
+
+
+def window_pool(info: ModelInfo, kv_dtype: str, batch_tokens: int, tp: int = 1) -> WindowPool | None:
+    """The pool of a model whose attention layers include sliding-window ones (None for any other, and for
+    layers of unequal pages, which vLLM pads differently), per rank under tensor parallel `tp`."""
+    window = info.sliding_window or 0
+    if not info.swa_layers or window <= 0 or info.n_recurrent_layers:
+        return None
+    layers = [layer for layer in range(info.n_layers) if info.kv_heads_at(layer)]
+    pages = {kv_layer_bytes(info, layer, kv_dtype, MLA_LATENT) for layer in layers}
+    swa = sum(1 for layer in layers if is_swa(info, layer))
+    if len(pages) != 1 or not swa:
+        return None
+    heads = info.kv_heads_at(layers[0])
+    kept = max(1, heads // max(1, tp))
+    page = KERNEL_BLOCK_ALIGNMENT * pages.pop() * kept // heads
+    full = len(layers) - swa
+    if full:
+        smaller, larger = sorted((full, swa))
+        group = larger if larger < smaller * GROUP_SLACK else smaller
+    else:
+        group = swa
+    return WindowPool(
+        page_bytes=page,
+        group_layers=group,
+        full_groups=-(-full // group),
+        window_groups=-(-swa // group),
+        held_tokens=window - 1 + BATCHES_IN_FLIGHT * batch_tokens,
     )
 
 

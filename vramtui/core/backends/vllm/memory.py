@@ -203,10 +203,25 @@ class KvLayout:
 
 
 def _kv_layout(
-    info: ModelInfo, kv_dtype: str, per_token: int, context: int, max_seqs: int, memory: int, tp: int = 1
+    info: ModelInfo,
+    kv_dtype: str,
+    per_token: int,
+    context: int,
+    max_seqs: int,
+    memory: int,
+    tp: int = 1,
+    batch: int = 0,
+    build: int | None = None,
 ) -> KvLayout:
-    """Blocks of 16 tokens for attention alone; one pool of equal pages for a hybrid (kvpool.py); for a model
-    with no attention, one state per running request."""
+    """Blocks of 16 tokens for attention alone; one pool of equal pages for a hybrid or a model with
+    sliding-window layers (kvpool.py); for a model with no attention, one state per running request."""
+    window = kvpool.window_pool(info, kv_dtype, batch, tp)
+    if window is not None and (build is None or build >= kvpool.WINDOW_POOL_MINOR):
+        blocks = max(0, memory) // window.block_bytes
+        per_request = window.blocks_per_request(context)
+        tokens = int(blocks / per_request * context) if per_request else 0
+        notes = (window.describe(context, blocks),)
+        return KvLayout(blocks, BLOCK_TOKENS, tokens, blocks * window.block_bytes, notes=notes)
     pool = hybrid_pool(info, kv_dtype, tp, dtype_bytes(info.dtype))
     if pool is not None:
         filled = kvpool.fill(pool, memory, context, max_seqs)
@@ -327,7 +342,16 @@ class VllmMemory(MemoryAccounting):
             notes.append(_offload_note(host, settings.cpu_offload_gb))
         weights -= host
         kv_available = _kv_room(settings, budget, weights + NON_TORCH_BYTES + activation, notes)
-        cache = _kv_layout(info, kv_dtype, per_token, context, max_seqs, kv_available)
+        cache = _kv_layout(
+            info,
+            kv_dtype,
+            per_token,
+            context,
+            max_seqs,
+            kv_available,
+            batch=tokens,
+            build=settings.engine_build,
+        )
         notes += cache.notes
         blocks, kv_tokens, state = cache.blocks, cache.tokens, cache.state_bytes
         reason = _kv_shortfall(kv_available, context, per_token, kv_tokens, "the", notes)
@@ -405,7 +429,9 @@ def _size_parallel(
     free = [b - r.weights_bytes - NON_TORCH_BYTES - activation for b, r in zip(budgets, ranks, strict=True)]
     # vLLM takes the smallest block count over the workers
     caches = [
-        _kv_layout(info, kv_dtype, r.kv_bytes_per_token, context, max_seqs, room, tp)
+        _kv_layout(
+            info, kv_dtype, r.kv_bytes_per_token, context, max_seqs, room, tp, tokens, settings.engine_build
+        )
         for room, r in zip(free, ranks, strict=True)
     ]
     tightest = min(caches, key=lambda cache: cache.blocks)
