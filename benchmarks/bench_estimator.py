@@ -529,7 +529,9 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # 11/11, compute 1/6 (after the V1 MLP's third ff-wide tensor: 4/5, 11/11, 2/6). Round 7 (11 mainline, 5
     # vLLM, none with -ot, --n-cpu-moe or a large ubatch: none left outside used threads) at 09a089b: llama.cpp
     # KV 18/18, weights 24/26, compute 22/26; vLLM unscored (no config.json here; Qwen3-8B's added after:
-    # KV 1/1, weights 1/1, no compute figure printed in its version).
+    # KV 1/1, weights 1/1, no compute figure printed in its version). Round 8 (13 mainline printouts, most from
+    # log files committed to public repositories; retyped by the helper, who could not pipe them) at 30f026f:
+    # KV 12/16, weights 17/23, compute 17/23.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -544,6 +546,7 @@ _NEWEST_ROUNDS = {
     "round5.jsonl": "round 5, both parts (gathered after the estimator of 2026-12-03, sixth session)",
     "round6.jsonl": "round 6 (vLLM), both parts (gathered after the estimator of 2026-12-03, sixth session)",
     "round7.jsonl": "round 7, both parts (gathered after the estimator of 2026-12-03, seventh session)",
+    "round8.jsonl": "round 8, both parts (gathered after the estimator of 2026-12-03, seventh session, later)",
 }
 
 

@@ -34,7 +34,7 @@ from vramtui.core.estimate import quant as q
 from vramtui.core.estimate import recurrent
 from vramtui.core.estimate.estimator import Estimate, Settings, estimate
 from vramtui.core.estimate.modelinfo import ModelInfo, load_model_info, tensor_groups
-from vramtui.core.estimate.weights import LayerWeights, llama_cpp_weights
+from vramtui.core.estimate.weights import LayerWeights, llama_cpp_weights, stored_type
 from vramtui.core.memory.parts import HOST
 from vramtui.core.units import GIB, MIB
 
@@ -47,6 +47,7 @@ FILES = (
     DATA / "printouts" / "round5.jsonl",
     DATA / "printouts" / "round6.jsonl",
     DATA / "printouts" / "round7.jsonl",
+    DATA / "printouts" / "round8.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -565,8 +566,11 @@ def _group_types(info: ModelInfo, file_type: str | None, counts: dict[str, int])
     ruled = [
         (
             group,
-            q.gguf_tensor_type(
-                ftype, q.TensorRole(group.kind, group.layer), info.n_layers, info.tied_embeddings
+            stored_type(
+                group,
+                q.gguf_tensor_type(
+                    ftype, q.TensorRole(group.kind, group.layer), info.n_layers, info.tied_embeddings
+                ),
             ),
         )
         for group in groups
@@ -779,6 +783,15 @@ def _printed_gpus(run: LogRun, log: str) -> tuple[int, ...]:
     return (24 * GIB,) * len(names)
 
 
+def _used_devices_split(run: LogRun) -> tuple[float, ...]:
+    """A split that leaves out the devices the log lists but puts no weights on (a `-ts 0,0,1,1` or
+    `--device` the printout does not show): the others by their free memory, llama.cpp's default."""
+    named = {place for place in run.printed.terms["weights"] if place != "host"}
+    if not named or len(run.devices) < 2 or named >= set(run.devices) or not named <= set(run.devices):
+        return ()
+    return tuple(float(free // MIB) if name in named else 0.0 for name, free in run.devices.items())
+
+
 def _ik_knob(flags: dict[str, Any], run: LogRun, flag: str, printed: str) -> int | None:
     """ik_llama.cpp's -mla / -amb: the command's, else the value its log printed (None: neither)."""
     value = flags.get(flag) or run.context.get(printed)
@@ -801,6 +814,7 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
     if gpu_layers is not None and run.offloaded and gpu_layers >= run.offloaded[1]:
         gpu_layers = None
     split = flags.get("ts")
+    tensor_split = tuple(float(x) for x in re.split(r"[,/]", split)) if split else _used_devices_split(run)
     # K and V apart where they differ ("q4_0/f16": a quantized K alone, V at its f16 default)
     kv_types = "/".join(dict.fromkeys(run.kv_types)) if run.kv_types else None
     sequences = _context_int(run, "n_seq_max") or 1
@@ -821,7 +835,7 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
         cpu_moe=bool(flags.get("cmoe")),
         gpus=gpus if len(gpus) > 1 else (),
         device_bytes=gpus[0] if gpus else 24 * GIB,
-        tensor_split=tuple(float(x) for x in re.split(r"[,/]", split)) if split else (),
+        tensor_split=tensor_split,
         split_mode=flags.get("sm"),
         main_gpu=int(flags.get("mg") or 0),
         mmap=not flags.get("nommap") and "mmap = false" not in case["log"],

@@ -94,6 +94,12 @@ def test_sliding_window_layers_hold_window_plus_ubatch_cells() -> None:
     per_cell_layer = 8 * 256 * 2 * 2
     # 21 global layers at 32768 cells, 21 sliding ones at pad(4096 + 512, 256) = 4608
     assert est.kv_cache_bytes == 21 * 32768 * per_cell_layer + 21 * 4608 * per_cell_layer
+    # a build before llama.cpp's sliding-window cache (#13194, May 2025) kept every cell in every layer, as
+    # gemma-3 printouts of b4879 and b5050 show (tests/data/printouts/round8.jsonl)
+    old = estimate(
+        gemma2, Settings(context=32768, parallel=1, ubatch=512, flash_attn=True, engine_build=5050)
+    )
+    assert old.kv_cache_bytes == 42 * 32768 * per_cell_layer
 
 
 def test_compute_buffer_holds_the_kq_matrix_without_flash_attention() -> None:

@@ -47,6 +47,23 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "last; with the output matrix kept on the host (10 of 33 layers offloaded) and stored last in this "
         "file, the span takes in the 10 GPU layers (1263 MiB, as printed for CUDA0), as the hermes3 run above"
     ),
+    ("p8-llama.cpp-nemoclaw-4xa6000-qwen35-35b-a3b-q8", "compute"): (
+        "the first of two pipelined devices (x1.86): a hybrid (Gated DeltaNet) Qwen3.5 MoE whose first device "
+        "holds 372 MiB where the estimate's recurrent phase gives 693; the last device is within 10%"
+    ),
+    ("p8-llama.cpp-nvdisruptron-gb10-nemotron3-nano-omni", "compute"): (
+        "a Nemotron-H hybrid with a vision projector on a GB10 (x0.61): its Mamba-2 mixers' graph is not "
+        "modelled past their state (as Jamba's above)"
+    ),
+    ("p8-llama.cpp-llmcheating-m3pro-mistralsmall31-24b-fitctx", "weights"): (
+        "the host's token embedding (x0.69): this uploader's Q4_K_M recipe keeps it Q6_K (525 MiB is 131072 x "
+        "5120 at 6.56 bits), where llama-quantize's rules make it Q4_K; the type counts do not say which"
+    ),
+    ("p8-llama.cpp-llmcheating-m3pro-mistralsmall31-24b-fitctx", "compute"): (
+        "Metal at 90880 cells with flash attention (x1.37): 348 MiB printed fits the logits of the "
+        "micro-batch and an f16 mask alone, where the estimate also keeps the f32 mask on the device; holding "
+        "the f16 mask alone everywhere fixes this and two others but breaks three (tried, not kept)"
+    ),
     ("p2-ollama-hermes3-8b-q40-rtx2060-fit-15of33-32k", "compute"): (
         "this runner's host mask is f16 (48 MiB printed: 32 MiB mask, two 8 MiB hidden states) where the "
         "other builds of its era keep it f32"

@@ -73,3 +73,19 @@ def test_q4_k_m_gives_half_the_layers_more_bits() -> None:
 def test_hf_quantizations_are_told_apart_from_gguf_types() -> None:
     assert q.is_hf_quant("nf4") and q.is_hf_quant("gptq-g128") and q.is_hf_quant("fp8")
     assert not q.is_hf_quant("q4_k_m") and not q.is_hf_quant("bf16")
+
+
+def test_llama_quantize_falls_back_where_a_row_does_not_split_into_the_types_blocks() -> None:
+    # llama-quant.cpp: 1152 columns (gemma-3-1b) take no 256-element block: Q6_K -> Q8_0, Q4_K -> Q5_0,
+    # the i-quants -> IQ4_NL; 2048 columns keep their type
+    from vramtui.core.estimate.modelinfo import TensorGroup
+    from vramtui.core.estimate.weights import stored_type
+
+    odd, even = TensorGroup("output", -1, 262144, 1152), TensorGroup("output", -1, 262144, 2048)
+    assert [stored_type(odd, t) for t in ("q6_k", "q4_k", "iq2_xxs", "q8_0")] == [
+        "q8_0",
+        "q5_0",
+        "iq4_nl",
+        "q8_0",
+    ]
+    assert stored_type(even, "q6_k") == "q6_k"

@@ -18,15 +18,26 @@ def dtype_bytes(dtype: str) -> int:
     return 4 if dtype == "f32" else 2
 
 
-_KQUANT_FALLBACK = {"q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0", "q2_k": "iq4_nl", "q3_k": "iq4_nl"}
+_KQUANT_FALLBACK = {
+    "q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0", "q2_k": "iq4_nl", "q3_k": "iq4_nl",
+    # the i-quants of 256-element blocks (llama-quant.cpp's fallback), and the ternary types
+    **dict.fromkeys(("iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq4_xs"), "iq4_nl"),
+    "tq1_0": "q4_0", "tq2_0": "q4_0",
+}  # fmt: skip
+
+
+def stored_type(group: TensorGroup, type_name: str) -> str:
+    """The type llama-quantize writes for a group planned at `type_name`: its fallback when the rows do
+    not split into that type's blocks (gemma-3's 1152 columns in a K-quant: Q6_K -> Q8_0, Q4_K -> Q5_0)."""
+    if group.cols % q._ggml_sizes()[type_name][0]:
+        type_name = _KQUANT_FALLBACK.get(type_name, "f16")
+        if group.cols % q._ggml_sizes()[type_name][0]:
+            type_name = "f16"
+    return type_name
 
 
 def _group_bytes(group: TensorGroup, type_name: str) -> int:
-    block = q._ggml_sizes()[type_name][0]
-    if group.cols % block:
-        type_name = _KQUANT_FALLBACK.get(type_name, "f16")  # llama-quantize's fallback for odd rows
-        if group.cols % q._ggml_sizes()[type_name][0]:
-            type_name = "f16"
+    type_name = stored_type(group, type_name)
     return q.ggml_row_bytes(type_name, group.cols) * group.rows * group.count
 
 

@@ -359,7 +359,7 @@ class LlamaCppMemory(MemoryAccounting):
         run = self.run_shape(info, settings)
         weights = memoized(weights_key, given, lambda: llama_cpp_weights(info, file_type))
         build = self.build(settings)
-        cells, swa_cells = self.cells(info, run)
+        cells, swa_cells = self.cells(info, run, build)
         layout = self.kv_layout(info, settings, run)
         found = placement.layout(info, settings, weights, (cells, swa_cells, run.kv_dtype), build, layout)
         placement.add_recurrent(info, found, run.parallel)
@@ -386,8 +386,11 @@ class LlamaCppMemory(MemoryAccounting):
             _split_devices(info, settings, found, est)
         return est
 
-    def cells(self, info: ModelInfo, run: RunShape) -> tuple[int, int]:
-        return kv_cells(info, run.context, run.parallel, run.ubatch, self.swa_full)
+    def cells(self, info: ModelInfo, run: RunShape, build: graph.Build | None = None) -> tuple[int, int]:
+        """(cells of a full-attention layer, of a sliding-window one); a build before llama.cpp's
+        sliding-window cache kept every cell in every layer."""
+        swa_full = self.swa_full or (build is not None and not build.at_least(graph.SWA_CACHE_BUILD))
+        return kv_cells(info, run.context, run.parallel, run.ubatch, swa_full)
 
     def host_logits(self, info: ModelInfo, run: RunShape) -> int:
         """Logits a library keeps in host RAM beside llama.cpp's own output buffer (none: llama-server)."""
@@ -411,7 +414,7 @@ class LlamaCppMemory(MemoryAccounting):
         self, info: ModelInfo, run: RunShape, build: graph.Build, settings: Settings | None = None
     ) -> graph.Graph:
         """The micro-batch the scheduler reserves: its tokens, its logits rows, the cache it reads."""
-        cells, swa_cells = self.cells(info, run)
+        cells, swa_cells = self.cells(info, run, build)
         ubatch = min(run.ubatch, cells)
         return graph.Graph(
             info=info,
@@ -580,7 +583,7 @@ class IkLlamaCppMemory(LlamaCppMemory):
     def run_shape(self, info: ModelInfo, settings: Settings) -> RunShape:
         return replace(super().run_shape(info, settings), streams=1)
 
-    def cells(self, info: ModelInfo, run: RunShape) -> tuple[int, int]:
+    def cells(self, info: ModelInfo, run: RunShape, build: graph.Build | None = None) -> tuple[int, int]:
         cells = round_up(max(run.context, 1), CELL_PAD if run.flash else 32)
         return cells, cells
 
