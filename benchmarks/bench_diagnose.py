@@ -332,7 +332,8 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # round 16 at 220ea3d: stage 15/18, class 16/18, memory 7/10, first error 9/11, quiet 3/6, calm 1/1,
     # engine 11/18; round 17 (23 logs, most from log files committed to public repositories: few issue threads
     # were left) at cbdac67: stage 23/23, class 22/23, memory 9/10, first error 14/14, quiet 4/5, calm 0/3,
-    # engine 22/23.
+    # engine 22/23; round 18 (21 logs, all from log files committed to public repositories) at e927375:
+    # stage 18/21, class 15/21, memory 2/5, first error 9/10, quiet 6/6, calm 2/4, engine 21/21.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -346,6 +347,7 @@ LATER_ROUNDS = (
     ("round15.jsonl", "round 15, both parts (gathered after the rules of 2026-12-03, fifth session"),
     ("round16.jsonl", "round 16, both parts (gathered after the rules of 2026-12-03, sixth session"),
     ("round17.jsonl", "round 17, both parts (gathered after the rules of 2026-12-03, seventh session"),
+    ("round18.jsonl", "round 18, both parts (gathered after the rules of 2026-12-03, seventh session, later"),
 )
 
 

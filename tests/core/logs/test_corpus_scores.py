@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (566, 582),
-        "class": (563, 582),
-        "memory": (138, 146),
-        "first_error": (327, 340),
-        "quiet": (89, 92),
-        "calm": (97, 108),
-        "engine": (542, 582),
+        "stage": (581, 598),
+        "class": (575, 598),
+        "memory": (139, 150),
+        "first_error": (334, 347),
+        "quiet": (94, 97),
+        "calm": (98, 111),
+        "engine": (558, 598),
     },
     "heldout": {
-        "stage": (205, 224),
-        "class": (204, 224),
-        "memory": (62, 74),
-        "first_error": (120, 131),
-        "quiet": (28, 41),
-        "calm": (25, 28),
-        "engine": (209, 224),
+        "stage": (209, 229),
+        "class": (208, 229),
+        "memory": (63, 75),
+        "first_error": (122, 134),
+        "quiet": (29, 42),
+        "calm": (26, 29),
+        "engine": (214, 229),
     },
 }
 

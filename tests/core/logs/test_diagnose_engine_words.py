@@ -79,6 +79,13 @@ def no_kernel_log() -> None:
             "host_oom_killed",
             "worker_killed",
         ),
+        # vLLM's --chat-template given as a path that is not there (entrypoints/chat_utils.py)
+        (
+            "vllm",
+            "ValueError: The supplied chat template string (tool_use) appears path-like, but doesn't exist!",
+            "file_missing",
+            "not_found_local",
+        ),
         # SGLang's scheduler: the KV token pool ran dry while serving (managers/schedule_batch.py)
         (
             "sglang",

@@ -409,6 +409,16 @@ MISSING_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule(
         "cache directory not found", "not_found_local", "file_missing", stage="load_weights", backend="vllm"
     ),
+    # --chat-template given as a path that is not there (entrypoints/chat_utils.py validate_chat_template),
+    # checked before the engine starts
+    ErrorRule(
+        "appears path-like",
+        "not_found_local",
+        "file_missing",
+        r"chat template .*appears path-like, but doesn't exist",
+        stage="download",
+        backend="vllm",
+    ),
 )
 
 GENERIC_ERRORS: tuple[ErrorRule, ...] = (
