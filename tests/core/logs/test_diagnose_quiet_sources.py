@@ -168,6 +168,15 @@ def _ollama(line: str, *before: str) -> list[str]:
             'level=WARN source=runner.go:1135 msg="model does not support caching, disabling parallel processing"',
             "OLLAMA_NUM_PARALLEL",
         ),
+        # today's chat handler and MLX runner (server/routes.go, x/mlxrunner/runner.go)
+        (
+            'level=DEBUG source=routes.go:3087 msg="truncating native chat messages which exceed context length" truncated=3',
+            "messages were dropped",
+        ),
+        (
+            'level=WARN source=runner.go:155 msg="MLX model exceeds the recommended working set; performance may be degraded" active="30.1 GiB"',
+            "working set",
+        ),
         # Ollama's sources of v0.1.32 (gpu/gpu.go, gpu/amd_linux.go, llm/server.go), v0.3 and v0.5
         (
             'time=2024-04-20T10:00:00Z level=WARN source=gpu.go:164 msg="CPU does not have AVX or AVX2, disabling GPU support."',

@@ -934,10 +934,21 @@ NOTICES: tuple[NoticeRule, ...] = (
     ),
     # the chat handler dropped whole messages to fit the context (server/prompt.go)
     NoticeRule(
-        "truncating input messages which exceed context length",
+        "which exceed context length",
         "context_truncated",
         "earlier chat messages were dropped to fit the context: raise num_ctx (OLLAMA_CONTEXT_LENGTH) or the "
         "model answers without them",
+        r"truncating (?:input|native chat) messages which exceed context length",  # server/routes.go too
+        backend="ollama",
+    ),
+    # its MLX runner on a Mac: the model's memory is past what Metal recommends keeping resident, so macOS
+    # pages it (x/mlxrunner/runner.go)
+    NoticeRule(
+        "recommended working set",
+        "cpu_fallback",
+        "the model is larger than the Mac's recommended GPU working set: macOS swaps part of it out and it "
+        "runs slowly; a smaller quantization or num_ctx keeps it resident",
+        r"model exceeds the recommended working set",
         backend="ollama",
     ),
     # the runner's cache filled and it shifted: older tokens are gone from what the model sees
