@@ -294,10 +294,18 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
     return info, settings_from(values, on_gpu=not args.cpu)
 
 
+def _kv_note(est: Any) -> str:
+    """Bytes a token takes and how many the cache holds: llama.cpp's cells, or vLLM's capacity in tokens
+    (its pool's bytes over that capacity, as a sliding-window or hybrid layer holds less than the context)."""
+    if est.kv_cache_tokens:
+        return f"{est.kv_cache_bytes // est.kv_cache_tokens:,} B/token, {est.kv_cache_tokens:,} tokens"
+    return f"{est.kv_bytes_per_token:,} B/token, {est.kv_cells:,} cells"
+
+
 def _rows(est: Any) -> list[tuple[str, int, str]]:
     """(label, bytes, note) of each memory part where the breakdown lives, in the vocabulary's order."""
     notes = {
-        "kv_cache": f"{est.kv_bytes_per_token:,} B/token, {est.kv_cells:,} cells",
+        "kv_cache": _kv_note(est),
         "runtime": "engine reservations outside the model" if est.device == "gpu" else "",
         "cuda_graphs": "captured after the KV cache, outside the budget",
         "margin": "allocator fragmentation",

@@ -314,3 +314,30 @@ def test_vllm_pages_gpt_oss_sliding_window_layers_at_their_window() -> None:
     old = estimate(info, replace(settings, engine_build=20))
     assert old.max_concurrency == pytest.approx(pool // (page * 24 // 16) / 131072, abs=0.01)
     assert est.max_concurrency > 1.9 * old.max_concurrency
+
+
+def test_a_sliding_window_models_longest_request_is_solved_not_read_off_the_capacity() -> None:
+    # the capacity vLLM prints moves with --max-model-len for such a model (its window layers hold less than
+    # the context); the longest request the blocks hold does not, and it is the one that fits
+    info = mi.load_model_info(CONFIGS / "openai--gpt-oss-20b.config.json")
+    answers = set()
+    for context in (8192, 32768, 131072):
+        est = estimate(info, Settings(backend="vllm", context=context, device_bytes=16 * GIB))
+        answers.add(est.max_context)
+        assert est.reason and f"--max-model-len {est.max_context}" in est.reason
+    (longest,) = answers
+    assert estimate(info, Settings(backend="vllm", context=longest, device_bytes=16 * GIB)).fits
+    assert not estimate(info, Settings(backend="vllm", context=longest + 16, device_bytes=16 * GIB)).fits
+
+
+def test_tensor_parallel_ranks_hold_their_own_share_of_a_sliding_window_pool() -> None:
+    info = mi.load_model_info(CONFIGS / "openai--gpt-oss-20b.config.json")
+    one = estimate(info, Settings(backend="vllm", context=131072, device_bytes=24 * GIB))
+    tp2 = estimate(
+        info, Settings(backend="vllm", context=131072, gpus=(24 * GIB,) * 2, tensor_parallel_size=2)
+    )
+    for row in tp2.devices:
+        assert row.total_bytes <= row.device_bytes * 0.92 + 1  # each rank within its budget
+    # half the heads a rank: its pool holds more requests than one card's, never the whole model's bytes
+    assert tp2.kv_cache_bytes < 2 * 24 * GIB
+    assert tp2.max_concurrency > one.max_concurrency

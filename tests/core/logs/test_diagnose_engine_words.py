@@ -70,7 +70,7 @@ def no_kernel_log() -> None:
             "the node (IP: 10.0.0.2) where the task was running was 30.53GB / 31.27GB (0.976263), which exceeds "
             "the memory usage threshold of 0.95.",
             "host_oom_killed",
-            "host_oom_killer",
+            "memory_monitor",
         ),
         (
             "vllm",

@@ -373,6 +373,10 @@ class Estimate:
     output_buffer_bytes: int = 0
     load_peak_bytes: int | None = None
     kv_cache_tokens: int | None = None  # vLLM: token capacity of the KV blocks
+    # vLLM: the longest single request the KV blocks hold (None: kv_cache_tokens; a pool whose layers
+    # hold less than the context, sliding-window or recurrent, holds a request longer than its capacity
+    # figure divided by the concurrency suggests, and the capacity it prints moves with the context)
+    kv_longest_request: int | None = None
     max_concurrency: float | None = None  # vLLM: as it prints "Maximum concurrency ... x"
     load_peak_fits: bool | None = None  # transformers: None when there is no separate load peak
     reason: str | None = None  # why it does not fit when the total is not the cause
@@ -531,7 +535,8 @@ def max_context(info: ModelInfo, settings: Settings) -> int:
     """The largest context that fits at the given concurrency (0 when none does)."""
     memory = settings.memory
     if memory.kv_from_budget:  # the KV cache's token capacity is the answer
-        tokens = memory.size(info, settings).kv_cache_tokens or 0
+        sized = memory.size(info, settings)
+        tokens = sized.kv_longest_request or sized.kv_cache_tokens or 0
         return min(tokens, info.max_context) if info.max_context else tokens
     step = memory.solver_step
     # the model's trained context caps the answer; with no such figure, search up to 1M tokens
@@ -724,7 +729,7 @@ def _solve_context(info: ModelInfo, settings: Settings, est: Estimate) -> None:
         )
     if info.max_context and est.max_context >= info.max_context - step + 1:
         if memory.kv_from_budget:
-            more = (est.kv_cache_tokens or 0) > info.max_context
+            more = (est.kv_longest_request or est.kv_cache_tokens or 0) > info.max_context
         else:
             more = _fits(info, replace(settings, context=info.max_context + step))
         if more:

@@ -16,7 +16,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.logs import rules as ls
 from vramtui.core.logs.analysis import _engine_hint
 from vramtui.core.logs.rules import LogProfile, Say
-from vramtui.core.logs.verdict import Diagnosis
+from vramtui.core.logs.verdict import SAYS_KILLED, Diagnosis
 
 FAILURE_WORDS: dict[str, str] = {
     "cuda_oom": "the GPU ran out of memory",
@@ -35,6 +35,8 @@ FAILURE_WORDS: dict[str, str] = {
 }
 CAUSE_WORDS: dict[str, str] = {
     "host_oom_killer": "host RAM ran out: the out-of-memory killer killed the process (the log says so)",
+    "memory_monitor": "host RAM passed Ray's memory-monitor threshold (RAY_memory_usage_threshold, 0.95 of "
+    "the node by default): Ray killed the worker (the log says so)",
     "host_alloc": "a host-RAM allocation failed",
     "crash": "the process crashed (a segmentation fault, an abort or a failed assert)",
     "worker_killed": "a worker process was killed with SIGKILL while loading: most often the host's out-of-memory killer",
@@ -665,14 +667,12 @@ def _values(
         "this_engine": diagnosis.backend or "this engine",
         "while_doing": _while(diagnosis),
         # the log's own line named the OOM killer: nothing to confirm in a kernel log
-        "kernel_word": ""
-        if diagnosis.cause == "host_oom_killer"
-        else _kernel_word(kernel_note, kills_elsewhere),
+        "kernel_word": "" if diagnosis.cause in SAYS_KILLED else _kernel_word(kernel_note, kills_elsewhere),
         # the engine's own 8-bit KV type (vLLM's fp8, llama.cpp's q8_0); none: the line is not said
         **_kv_8bit(diagnosis.backend),
         # a bare kill is the OOM killer's only where a line or the kernel log says so
         "host_ran_out": "Host RAM ran out"
-        if diagnosis.cause == "host_oom_killer" or kernel_note
+        if diagnosis.cause in SAYS_KILLED or kernel_note
         else "If it was host RAM that ran out",
     }
     if figures.get("host_budget"):

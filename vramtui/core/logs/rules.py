@@ -93,8 +93,8 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     # Ray's memory monitor kills a worker before the kernel's OOM killer would (host RAM past its threshold,
     # 0.95 by default): "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on
     # memory", and the raylet's "Workers (tasks / actors) killed due to memory pressure (OOM)".
-    ErrorRule("running low on memory", "host_oom_killer", "host_oom_killed"),
-    ErrorRule("killed due to memory pressure", "host_oom_killer", "host_oom_killed"),
+    ErrorRule("running low on memory", "memory_monitor", "host_oom_killed"),
+    ErrorRule("killed due to memory pressure", "memory_monitor", "host_oom_killed"),
     # vLLM's engine core process ended by SIGKILL while starting (`Failed core proc(s): {'EngineCore_DP0':
     # -9}`, its exit code): the OOM killer's signal, as torchrun's -9 above
     ErrorRule(

@@ -104,7 +104,7 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
     kernel_note, kills_elsewhere = None, None
     # The log's own line names the OOM killer (systemd's unit, the kernel's): nothing to confirm here, and
     # this machine's kernel log may not be the one the server ran on.
-    says_oom_killer = pick.cause == "host_oom_killer"
+    says_oom_killer = pick.cause in SAYS_KILLED
     if (
         (pick.failure == "host_oom_killed" and not says_oom_killer)
         or incomplete
@@ -214,6 +214,9 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         pick.cause = "cuda_graph_capture"
 
 
+# Causes whose own line says what killed the process (the kernel's OOM killer, systemd's unit, Ray's memory
+# monitor): no kernel log is needed to confirm it, and this machine's may not be the one the server ran on
+SAYS_KILLED = frozenset({"host_oom_killer", "memory_monitor"})
 _SERVING_HOLDS = 0.8  # of the card: an engine serving holds its share (0.9 by default) of it
 
 

@@ -1678,6 +1678,7 @@ MARKS: tuple[tuple[str, str], ...] = (
     ),
     ("[gin]", "ollama"),
     ("pulling manifest", "ollama"),
+    ("llama runner process", "ollama"),  # its wait for the runner (llm/server.go), as its CLI repeats it
     # its Go sources in the plain log format of its first releases ("2023/07/07 11:30:34 routes.go:145:
     # Listening on ..."), and a Go runtime's panic: of the llama.cpp family only Ollama's runner is Go
     ("routes.go:", "ollama"),

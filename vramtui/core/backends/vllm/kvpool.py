@@ -49,6 +49,11 @@ class HybridPool:
         attention = self.attention_groups * -(-context // self.block_tokens)
         return attention + self.state_groups * STATE_PAGES_PER_REQUEST
 
+    def longest(self, blocks: int) -> int:
+        """The longest request `blocks` hold: each recurrent group's pages first, the attention's after."""
+        room = blocks - self.state_groups * STATE_PAGES_PER_REQUEST
+        return max(0, room // max(1, self.attention_groups) * self.block_tokens)
+
     def describe(self, context: int, blocks: int) -> str:
         per_request = self.blocks_per_request(context)
         ssm = ", its SSM part float32" if self.ssm_f32 else ""
@@ -123,12 +128,26 @@ class WindowPool:
         held = min(self.held_tokens, context)
         return full + self.window_groups * (-(-held // KERNEL_BLOCK_ALIGNMENT) + 1)
 
+    def longest(self, blocks: int) -> int:
+        """The longest request `blocks` hold (vLLM's own --max-model-len auto solves the same)."""
+        window_blocks = -(-self.held_tokens // KERNEL_BLOCK_ALIGNMENT) + 1
+        if not self.full_groups:
+            return 1 << 30 if blocks >= self.window_groups * window_blocks else 0
+        past_window = (
+            (blocks - self.window_groups * window_blocks) // self.full_groups * KERNEL_BLOCK_ALIGNMENT
+        )
+        if past_window > self.held_tokens:
+            return past_window
+        groups = self.full_groups + self.window_groups
+        return max(0, (blocks - self.window_groups) // groups * KERNEL_BLOCK_ALIGNMENT)
+
     def describe(self, context: int, blocks: int) -> str:
         per_request = self.blocks_per_request(context)
+        held = min(self.held_tokens, context)
         return (
             f"sliding window: vLLM pages the full-attention and sliding-window layers from one pool "
             f"({self.full_groups + self.window_groups} groups of {self.group_layers} layers); a sliding-window "
-            f"layer holds at most {self.held_tokens} tokens (its window and the batches in flight), so a "
+            f"layer holds at most {held} tokens (its window and the batches in flight), so a "
             f"request at {context} tokens takes {per_request} blocks: {blocks} blocks hold "
             f"{blocks / max(1, per_request):.2f} such requests"
         )

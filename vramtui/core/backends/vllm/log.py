@@ -747,6 +747,7 @@ MARKS: tuple[tuple[str, str], ...] = (
     ("gguf model with architecture", "vllm"),  # vLLM's GGUF loader
     ("cannot use flashattention-2 backend", "vllm"),  # vLLM's attention choice on older GPUs
     ("using xformers backend", "vllm"),
+    ("rayworkerwrapper", "vllm"),  # vLLM's Ray worker actor (vllm/executor/ray_utils.py)
 )
 
 MARKS_2: tuple[tuple[str, str], ...] = (

@@ -169,11 +169,11 @@ def _vision_share(info: ModelInfo, tokens: int, activation: int, notes: list[str
     return share.added_bytes
 
 
-def _refusal(context: int, per_token: int, kv_available: int, kv_tokens: int) -> str:
+def _refusal(context: int, needed: int, kv_available: int, longest: int) -> str:
     return (
-        f"one {context}-token request needs {context * per_token / GIB:.2f} GiB of KV cache but only "
+        f"one {context}-token request needs {needed / GIB:.2f} GiB of KV cache but only "
         f"{max(kv_available, 0) / GIB:.2f} GiB is left in the budget: vLLM refuses to start; "
-        f"the longest that fits is --max-model-len {kv_tokens}"
+        f"the longest that fits is --max-model-len {longest}"
     )
 
 
@@ -200,6 +200,9 @@ class KvLayout:
     kv_bytes: int
     state_bytes: int = 0
     notes: tuple[str, ...] = ()
+    pooled: bool = False  # one pool of equal pages over groups of layers (hybrid, sliding window)
+    longest: int = 0  # the longest single request the blocks hold
+    request_bytes: int = 0  # what one request at the context takes
 
 
 def _kv_layout(
@@ -212,22 +215,26 @@ def _kv_layout(
     tp: int = 1,
     batch: int = 0,
     build: int | None = None,
+    windows: bool = True,
 ) -> KvLayout:
     """Blocks of 16 tokens for attention alone; one pool of equal pages for a hybrid or a model with
     sliding-window layers (kvpool.py); for a model with no attention, one state per running request."""
-    window = kvpool.window_pool(info, kv_dtype, batch, tp)
+    window = kvpool.window_pool(info, kv_dtype, batch, tp) if windows else None
     if window is not None and (build is None or build >= kvpool.WINDOW_POOL_MINOR):
         blocks = max(0, memory) // window.block_bytes
         per_request = window.blocks_per_request(context)
         tokens = int(blocks / per_request * context) if per_request else 0
-        notes = (window.describe(context, blocks),)
-        return KvLayout(blocks, BLOCK_TOKENS, tokens, blocks * window.block_bytes, notes=notes)
+        return KvLayout(
+            blocks, BLOCK_TOKENS, tokens, blocks * window.block_bytes, notes=(window.describe(context, blocks),),
+            pooled=True, longest=window.longest(blocks), request_bytes=per_request * window.block_bytes,
+        )  # fmt: skip
     pool = hybrid_pool(info, kv_dtype, tp, dtype_bytes(info.dtype))
     if pool is not None:
         filled = kvpool.fill(pool, memory, context, max_seqs)
         return KvLayout(
             filled.blocks, pool.block_tokens, filled.tokens, filled.kv_bytes, filled.state_bytes,
-            (pool.describe(context, filled.blocks),),
+            (pool.describe(context, filled.blocks),), pooled=True, longest=pool.longest(filled.blocks),
+            request_bytes=pool.blocks_per_request(context) * pool.block_bytes,
         )  # fmt: skip
     if info.n_recurrent_layers:
         state, seqs = _recurrent_reservation(info, context, per_token, max_seqs, memory)
@@ -235,10 +242,16 @@ def _kv_layout(
         blocks = max(0, (memory - state) // block_bytes) if block_bytes else 0
         tokens = (blocks * BLOCK_TOKENS if block_bytes else seqs * context) if seqs else 0
         notes = (_state_note(info, state, seqs),) if state else ()
-        return KvLayout(blocks, BLOCK_TOKENS, tokens, blocks * block_bytes, state, notes)
+        return KvLayout(
+            blocks, BLOCK_TOKENS, tokens, blocks * block_bytes, state, notes, longest=tokens,
+            request_bytes=context * per_token,
+        )  # fmt: skip
     block_bytes = BLOCK_TOKENS * per_token
     blocks = max(0, memory) // block_bytes if block_bytes else 0
-    return KvLayout(blocks, BLOCK_TOKENS, blocks * BLOCK_TOKENS, blocks * block_bytes)
+    tokens = blocks * BLOCK_TOKENS
+    return KvLayout(
+        blocks, BLOCK_TOKENS, tokens, blocks * block_bytes, longest=tokens, request_bytes=context * per_token
+    )
 
 
 def _state_note(info: ModelInfo, state: int, seqs: int) -> str:
@@ -260,16 +273,14 @@ def _kv_room(settings: Settings, budget: int, held: int, notes: list[str]) -> in
     return min(settings.kv_cache_memory, settings.device_bytes - held)
 
 
-def _kv_shortfall(
-    room: int, context: int, per_token: int, kv_tokens: int, whose: str, notes: list[str]
-) -> str | None:
+def _kv_shortfall(room: int, context: int, cache: KvLayout, whose: str, notes: list[str]) -> str | None:
     """Note why the KV cache cannot serve one request (`whose` budget, 'the' or 'a rank's', has no room, or
     it holds less than the context); the refusal is the reason, a budget with no room is only a note."""
     if room <= 0:
         notes.append(f"weights and activations exceed {whose} budget: vLLM fails before the KV cache")
         return None
-    if kv_tokens < context:
-        reason = _refusal(context, per_token, room, kv_tokens)
+    if cache.tokens < context:
+        reason = _refusal(context, cache.request_bytes, room, min(cache.longest or cache.tokens, context - 1))
         notes.append(reason)
         return reason
     return None
@@ -354,7 +365,7 @@ class VllmMemory(MemoryAccounting):
         )
         notes += cache.notes
         blocks, kv_tokens, state = cache.blocks, cache.tokens, cache.state_bytes
-        reason = _kv_shortfall(kv_available, context, per_token, kv_tokens, "the", notes)
+        reason = _kv_shortfall(kv_available, context, cache, "the", notes)
         notes.append(
             f"profile run at {tokens} batched tokens; {blocks} KV blocks of {cache.block_tokens} tokens"
         )
@@ -400,6 +411,7 @@ class VllmMemory(MemoryAccounting):
             kv_dtype=kv_dtype,
             kv_cells=kv_tokens,
             kv_cache_tokens=kv_tokens,
+            kv_longest_request=cache.longest,
             max_concurrency=_max_concurrency(kv_tokens, context),
             reason=reason,
             notes=notes,
@@ -429,8 +441,18 @@ def _size_parallel(
     free = [b - r.weights_bytes - NON_TORCH_BYTES - activation for b, r in zip(budgets, ranks, strict=True)]
     # vLLM takes the smallest block count over the workers
     caches = [
+        # a pipeline stage pages its own layers' groups: the sliding-window pool is sized for one stage only
         _kv_layout(
-            info, kv_dtype, r.kv_bytes_per_token, context, max_seqs, room, tp, tokens, settings.engine_build
+            info,
+            kv_dtype,
+            r.kv_bytes_per_token,
+            context,
+            max_seqs,
+            room,
+            tp,
+            tokens,
+            settings.engine_build,
+            windows=pp == 1,
         )
         for room, r in zip(free, ranks, strict=True)
     ]
@@ -448,7 +470,7 @@ def _size_parallel(
     if any(hosted):
         notes.append(_offload_note(max(hosted), settings.cpu_offload_gb, len(ranks)))
         bill.add(HOST, "weights", sum(hosted))
-    reason = _kv_shortfall(min(free), context, per_token, kv_tokens, "a rank's", notes)
+    reason = _kv_shortfall(min(free), context, tightest, "a rank's", notes)
     return Estimate(
         backend=settings.backend,
         context=context,
@@ -468,6 +490,7 @@ def _size_parallel(
         kv_dtype=kv_dtype,
         kv_cells=kv_tokens,
         kv_cache_tokens=kv_tokens,
+        kv_longest_request=tightest.longest,
         max_concurrency=_max_concurrency(kv_tokens, context),
         reason=reason,
         notes=notes,
@@ -487,10 +510,11 @@ def _rank_rows(
     """Each rank's row and bill: its weights, the tightest rank's cache (vLLM takes the smallest block count
     over the workers), the profile's activations, the runtime and the CUDA graphs."""
     rows, bill = [], MemoryBill()
-    hybrid = tightest.state_bytes or tightest.block_tokens != BLOCK_TOKENS
     for rank, room in zip(ranks, free, strict=True):
-        # the tightest rank's block count on every rank (a hybrid's pool is alike on each)
-        kv_bytes = tightest.kv_bytes if hybrid else tightest.blocks * BLOCK_TOKENS * rank.kv_bytes_per_token
+        # the tightest rank's block count on every rank (a pooled cache is alike on each)
+        kv_bytes = (
+            tightest.kv_bytes if tightest.pooled else tightest.blocks * BLOCK_TOKENS * rank.kv_bytes_per_token
+        )
         row = devices.DeviceRow(
             index=rank.index,
             weights_bytes=rank.weights_bytes,
