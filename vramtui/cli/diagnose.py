@@ -12,11 +12,16 @@ HELP = "read a model server's log: the stage it reached, the first error, the fa
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "exit status: 0 no failure, 1 a failure, 3 no error but no sign the server came up (still loading, "
+        "or killed without a message), 2 input it cannot read"
+    )
     parser.add_argument("file", metavar="FILE", help="the log file, or - for standard input")
     parser.add_argument(
         "--backend",
         metavar="B",
-        help="llama.cpp, llama-cpp-python, vllm, transformers, ollama, tgi or sglang (default: detected)",
+        help="llama.cpp, ik_llama.cpp, llama-cpp-python, vllm, transformers, ollama, tgi or sglang "
+        "(default: detected)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout, for scripts")
     parser.add_argument(

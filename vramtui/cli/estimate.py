@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     shape.add_argument(
         "--quant",
         metavar="TYPE",
-        help="weights: q4_0 q4_k_m q5_k_m q6_k q8_0 iq4_xs ... f32 f16 bf16 fp8 int8 nf4 awq gptq",
+        help="weights: q4_0 q4_k_m q5_k_m q6_k q8_0 iq4_xs ... f32 f16 bf16 fp8 int8 nf4 (bitsandbytes) awq gptq",
     )
     run = parser.add_argument_group("how it runs")
     run.add_argument(
