@@ -353,18 +353,10 @@ class VllmMemory(MemoryAccounting):
             notes.append(_offload_note(host, settings.cpu_offload_gb))
         weights -= host
         kv_available = _kv_room(settings, budget, weights + NON_TORCH_BYTES + activation, notes)
-        cache = _kv_layout(
-            info,
-            kv_dtype,
-            per_token,
-            context,
-            max_seqs,
-            kv_available,
-            batch=tokens,
-            build=settings.engine_build,
-        )
+        build = settings.engine_build
+        cache = _kv_layout(info, kv_dtype, per_token, context, max_seqs, kv_available, 1, tokens, build)
         notes += cache.notes
-        blocks, kv_tokens, state = cache.blocks, cache.tokens, cache.state_bytes
+        blocks, kv_tokens = cache.blocks, cache.tokens
         reason = _kv_shortfall(kv_available, context, cache, "the", notes)
         notes.append(
             f"profile run at {tokens} batched tokens; {blocks} KV blocks of {cache.block_tokens} tokens"
@@ -377,21 +369,8 @@ class VllmMemory(MemoryAccounting):
             reason = reason or peak_problem
             notes.append(reason)
         if not graphs_fit:
-            notes.append(
-                f"CUDA graphs (~{CUDA_GRAPH_BYTES // MIB} MiB) are captured outside the budget and would not "
-                "fit on the card: lower --safety (gpu-memory-utilization) or run with --enforce-eager"
-            )
-        bill = MemoryBill()
-        for part, nbytes in (
-            ("weights", weights),
-            ("kv_cache", cache.kv_bytes),
-            ("recurrent_state", state),
-            ("compute", activation),
-            ("runtime", NON_TORCH_BYTES),
-            ("cuda_graphs", CUDA_GRAPH_BYTES),
-        ):
-            bill.add(0, part, nbytes)  # type: ignore[arg-type]
-        bill.add(HOST, "weights", host)
+            notes.append(_GRAPHS_OUTSIDE)
+        bill = _one_card_bill(weights, cache, activation, host)
         return Estimate(
             backend=settings.backend,
             context=context,
@@ -417,6 +396,27 @@ class VllmMemory(MemoryAccounting):
             notes=notes,
             bill=bill,
         )
+
+
+_GRAPHS_OUTSIDE = (
+    f"CUDA graphs (~{CUDA_GRAPH_BYTES // MIB} MiB) are captured outside the budget and would not fit on the "
+    "card: lower --safety (gpu-memory-utilization) or run with --enforce-eager"
+)
+
+
+def _one_card_bill(weights: int, cache: KvLayout, activation: int, host: int) -> MemoryBill:
+    bill = MemoryBill()
+    for part, nbytes in (
+        ("weights", weights),
+        ("kv_cache", cache.kv_bytes),
+        ("recurrent_state", cache.state_bytes),
+        ("compute", activation),
+        ("runtime", NON_TORCH_BYTES),
+        ("cuda_graphs", CUDA_GRAPH_BYTES),
+    ):
+        bill.add(0, part, nbytes)  # type: ignore[arg-type]
+    bill.add(HOST, "weights", host)
+    return bill
 
 
 def _size_parallel(
