@@ -238,16 +238,20 @@ def _start_failed_after(state: LogState, found: _Found) -> bool:
     """An error no line placed, that the engine's own wrapper then calls a start-up failure ("EngineCore
     failed to start"): it was not serving a request. Its weight load has lines of its own that would have
     placed it there, so it failed in the start-up's later steps (profiling, cache, graph capture)."""
-    seen = state.notices.get("mark:start_failed")
-    return found.defaulted and found.stage == "inference" and seen is not None and seen[0] > found.number
+    return _unplaced_then_marked(state, found, "start_failed", found.number + 1)
 
 
 def _load_failed_at(state: LogState, found: _Found) -> bool:
     """An error no line placed, that the engine's own wrapper of its model load repeats or follows
     (Ollama's "llama runner process has terminated: ..."): its runner died loading, before serving. With
     no line to say which buffer, the first and largest: the weights'."""
-    seen = state.notices.get("mark:load_failed")
-    return found.defaulted and found.stage == "inference" and seen is not None and seen[0] >= found.number
+    return _unplaced_then_marked(state, found, "load_failed", found.number)
+
+
+def _unplaced_then_marked(state: LogState, found: _Found, mark: str, from_line: int) -> bool:
+    """An error whose stage only defaulted to a request's, with the engine's `mark` at or after `from_line`."""
+    seen = state.notices.get(f"mark:{mark}")
+    return found.defaulted and found.stage == "inference" and seen is not None and seen[0] >= from_line
 
 
 def _mark_soon_after(state: LogState, mark: str, number: int) -> bool:
