@@ -407,6 +407,11 @@ class Estimate:
         """Where the breakdown lives: device 0, or the host for a CPU-only run."""
         return HOST if self.device == "host" else 0
 
+    @property
+    def longest_request(self) -> int:
+        """vLLM: the longest single request its KV blocks hold (0 where none is known)."""
+        return self.kv_longest_request or self.kv_cache_tokens or 0
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(replace(self, bill=MemoryBill(), devices=[], layer_places=[]))
         del out["bill"], out["devices"], out["layer_places"]
@@ -535,8 +540,7 @@ def max_context(info: ModelInfo, settings: Settings) -> int:
     """The largest context that fits at the given concurrency (0 when none does)."""
     memory = settings.memory
     if memory.kv_from_budget:  # the KV cache's token capacity is the answer
-        sized = memory.size(info, settings)
-        tokens = sized.kv_longest_request or sized.kv_cache_tokens or 0
+        tokens = memory.size(info, settings).longest_request
         return min(tokens, info.max_context) if info.max_context else tokens
     step = memory.solver_step
     # the model's trained context caps the answer; with no such figure, search up to 1M tokens
@@ -729,7 +733,7 @@ def _solve_context(info: ModelInfo, settings: Settings, est: Estimate) -> None:
         )
     if info.max_context and est.max_context >= info.max_context - step + 1:
         if memory.kv_from_budget:
-            more = (est.kv_longest_request or est.kv_cache_tokens or 0) > info.max_context
+            more = est.longest_request > info.max_context
         else:
             more = _fits(info, replace(settings, context=info.max_context + step))
         if more:

@@ -85,8 +85,7 @@ def hybrid_pool(info: ModelInfo, kv_dtype: str, tp: int = 1, dtype_bytes: int = 
     if not one_token or not state:
         return None
     block = round_up(-(-state // one_token), KERNEL_BLOCK_ALIGNMENT)
-    smaller, larger = sorted((len(attention), states))
-    group = larger if larger < smaller * GROUP_SLACK else smaller
+    group = _group_size(len(attention), states)
     return HybridPool(
         block_tokens=block,
         page_bytes=block * one_token,
@@ -153,11 +152,22 @@ class WindowPool:
         )
 
 
-def window_pool(info: ModelInfo, kv_dtype: str, batch_tokens: int, tp: int = 1) -> WindowPool | None:
-    """The pool of a model whose attention layers include sliding-window ones (None for any other, and for
-    layers of unequal pages, which vLLM pads differently), per rank under tensor parallel `tp`."""
+def _group_size(one_kind: int, other_kind: int) -> int:
+    """The layers of a pool group: the smaller layer count, the larger when under 1.25 times that."""
+    smaller, larger = sorted((one_kind, other_kind))
+    return larger if larger < smaller * GROUP_SLACK else smaller
+
+
+def window_pool(
+    info: ModelInfo, kv_dtype: str, batch_tokens: int, tp: int = 1, build: int | None = None
+) -> WindowPool | None:
+    """The pool of a model whose attention layers include sliding-window ones, per rank under tensor
+    parallel `tp`. None for any other, for layers of unequal pages (which vLLM pads differently), and for a
+    vLLM before the release `build` (its minor version; None: today's) that counts them at their window."""
     window = info.sliding_window or 0
     if not info.swa_layers or window <= 0 or info.n_recurrent_layers:
+        return None
+    if build is not None and build < WINDOW_POOL_MINOR:
         return None
     layers = [layer for layer in range(info.n_layers) if info.kv_heads_at(layer)]
     pages = {kv_layer_bytes(info, layer, kv_dtype, MLA_LATENT) for layer in layers}
@@ -168,11 +178,7 @@ def window_pool(info: ModelInfo, kv_dtype: str, batch_tokens: int, tp: int = 1) 
     kept = max(1, heads // max(1, tp))
     page = KERNEL_BLOCK_ALIGNMENT * pages.pop() * kept // heads
     full = len(layers) - swa
-    if full:
-        smaller, larger = sorted((full, swa))
-        group = larger if larger < smaller * GROUP_SLACK else smaller
-    else:
-        group = swa
+    group = _group_size(full, swa) if full else swa
     return WindowPool(
         page_bytes=page,
         group_layers=group,

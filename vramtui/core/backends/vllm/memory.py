@@ -219,8 +219,8 @@ def _kv_layout(
 ) -> KvLayout:
     """Blocks of 16 tokens for attention alone; one pool of equal pages for a hybrid or a model with
     sliding-window layers (kvpool.py); for a model with no attention, one state per running request."""
-    window = kvpool.window_pool(info, kv_dtype, batch, tp) if windows else None
-    if window is not None and (build is None or build >= kvpool.WINDOW_POOL_MINOR):
+    window = kvpool.window_pool(info, kv_dtype, batch, tp, build) if windows else None
+    if window is not None:
         blocks = max(0, memory) // window.block_bytes
         per_request = window.blocks_per_request(context)
         tokens = int(blocks / per_request * context) if per_request else 0
