@@ -14,8 +14,8 @@ from vramtui.core.logs.diagnose import diagnose_text
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
         "stage": (581, 598),
-        "class": (575, 598),
-        "memory": (139, 150),
+        "class": (580, 598),
+        "memory": (146, 152),
         "first_error": (334, 347),
         "quiet": (94, 97),
         "calm": (98, 111),
@@ -24,8 +24,8 @@ FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "heldout": {
         "stage": (209, 229),
         "class": (208, 229),
-        "memory": (63, 75),
-        "first_error": (122, 134),
+        "memory": (65, 77),
+        "first_error": (123, 135),
         "quiet": (29, 42),
         "calm": (26, 29),
         "engine": (214, 229),

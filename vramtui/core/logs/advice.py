@@ -484,8 +484,8 @@ ADVICE: tuple[AdviceRow, ...] = (
         None,
         ("Free disk space, or point the model cache at a bigger disk (HF_HOME, OLLAMA_MODELS).",),
     ),
-    AdviceRow("host_oom", None, _HOST_ALLOCATION),
-    # The engine compared the whole model with free RAM: the weights are what does not fit.
+    # The engine compared the whole model with free RAM: the weights are what does not fit (before the
+    # host_oom row, which would advise a shorter context first).
     AdviceRow(
         None,
         "host_ram_short",
@@ -499,6 +499,7 @@ ADVICE: tuple[AdviceRow, ...] = (
             *_RAISE_THE_LIMIT,
         ),
     ),
+    AdviceRow("host_oom", None, _HOST_ALLOCATION),
     AdviceRow(None, "host_alloc", _HOST_ALLOCATION),
     AdviceRow(
         None,

@@ -729,14 +729,14 @@ HOST_ALLOC_ERRORS_2: tuple[ErrorRule, ...] = (
     ErrorRule(
         "model request too large for system",
         "host_ram_short",
-        "other",
+        "host_oom",
         stage="load_weights",
         backend="ollama",
     ),
     ErrorRule(
         "more system memory",
         "host_ram_short",
-        "other",
+        "host_oom",
         r"model requires more system memory .* than is available",
         stage="load_weights",
         backend="ollama",
