@@ -620,8 +620,8 @@ def test_llama_cpp_runs_at_most_256_sequences_whatever_memory_holds() -> None:
     est = estimate(info, small)
     assert est.max_parallel == 256 and est.fits
     assert any("at most 256 sequences at once: llama.cpp runs no more" in note for note in est.notes)
-    # memory alone would hold more: vLLM, whose scheduler has no such limit here, gets more
-    assert estimate(info, replace(small, backend="vllm")).max_parallel > 256
+    # memory alone would hold more: vLLM, whose limit is its --max-num-seqs (1024 by default on 80 GiB), gets more
+    assert 256 < estimate(info, replace(small, backend="vllm", parallel=None)).max_parallel <= 1024
     over = estimate(info, replace(small, parallel=300))
     assert not over.fits and "at most 256 sequences at once, not 300" in (over.reason or "")
     assert (
@@ -645,6 +645,25 @@ def test_sizes_under_a_gib_in_the_notes_read_in_mib(tiny_gguf) -> None:  # type:
     note = next(note for note in est.notes if note.startswith("with --gpu-layers"))
     assert f"the rest needs {format_bytes(est.host_bytes_needed)} of host RAM" in note, note
     assert not any(re.search(r"\b0\.\d+ GiB", note) for note in est.notes), est.notes
+
+
+def test_vllm_concurrency_stops_at_max_num_seqs() -> None:
+    """vLLM batches at most --max-num-seqs requests (256 by default under 70 GiB), however many its KV
+    pool holds: a 0.5B model at 4096 tokens on 24 GiB holds hundreds, the scheduler runs 256 or the
+    value given, and the note names the flag; the grid's cells stop there too."""
+    from vramtui.core.estimate.grid import build_table
+
+    info = load_model_info(CONFIGS / "Qwen--Qwen2.5-0.5B-Instruct.config.json")
+    base = Settings(backend="vllm", context=4096, device_bytes=24 * GIB)
+    default = estimate(info, base)
+    assert default.kv_cache_tokens // 4096 > 256  # the pool alone would hold more
+    assert default.max_parallel == 256
+    assert any("--max-num-seqs 256 caps it" in note for note in default.notes)
+    given = estimate(info, replace(base, parallel=16))
+    assert given.max_parallel == 16 and given.fits
+    table = build_table(info, replace(base, parallel=16), contexts=[1024, 4096])
+    assert max(cell.max_parallel for row in table.rows for cell in row.cells) == 16
+    assert any("--max-num-seqs 16 caps it" in note for note in table.notes)
 
 
 def test_max_parallel_stops_at_the_engines_own_limit() -> None:

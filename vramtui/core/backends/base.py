@@ -245,6 +245,9 @@ class Backend:
     # The most sequences it runs at once, whatever memory holds (llama.cpp's LLAMA_MAX_SEQ: 256; more and
     # it refuses to start, "n_seq_max must be <= 256"); None: no limit vramtui knows.
     max_sequences: int | None = None
+    # `parallel` is a ceiling on the requests it batches at once, not slots each sized for the context
+    # (vLLM's --max-num-seqs): the concurrency memory holds stops there.
+    parallel_caps_requests: bool = False
     # Flags only this engine takes: a command line of a program two engines share (ik_llama.cpp's
     # llama-server and mainline's) with one of them is this engine's.
     own_flags: tuple[str, ...] = ()
@@ -280,6 +283,14 @@ class Backend:
             if param in by_device:
                 return by_device[param]
         return self.defaults.get(param)
+
+    def sequence_cap(self, parallel: int | None, device_bytes: int | None, on_cpu: bool) -> int | None:
+        """The most sequences this run takes at once whatever memory holds: the engine's limit, or, where
+        `parallel` is a ceiling (vLLM), the run's own value or its default on that device."""
+        if not self.parallel_caps_requests:
+            return self.max_sequences
+        value = parallel if parallel is not None else self.default("parallel", device_bytes, on_cpu)
+        return value if isinstance(value, int) and value > 0 else self.max_sequences
 
     def rungs(self, stage: str | None) -> list[Rung]:
         """The rungs for a failing stage that this backend can take, in the order users are taught."""

@@ -785,7 +785,7 @@ def _default_cache_note(settings: Settings, est: Estimate) -> None:
 
 def capped_parallel(info: ModelInfo, settings: Settings) -> int:
     """`max_parallel`, never past the engine's own limit (llama.cpp's 256: `ps --fits` said 1024)."""
-    cap = get_backend(settings.backend).max_sequences
+    cap = _sequence_cap(settings)
     found = max_parallel(info, settings)
     return min(found, cap) if cap else found
 
@@ -804,16 +804,27 @@ def _expert_flag_notes(info: ModelInfo, settings: Settings, est: Estimate) -> No
         )
 
 
+def _sequence_cap(settings: Settings) -> int | None:
+    return get_backend(settings.backend).sequence_cap(
+        settings.parallel, settings.device_bytes, not settings.on_gpu
+    )
+
+
 def _sequence_limit(settings: Settings, est: Estimate, cap: int | None) -> None:
-    """The engine's own limit on sequences at once (llama.cpp's 256): the concurrency answer stops
-    there, and more asked for does not run, whatever memory holds."""
+    """The engine's own limit on sequences at once (llama.cpp's 256; vLLM's --max-num-seqs): the
+    concurrency answer stops there, and more asked for does not run, whatever memory holds."""
     if cap is None:
         return
     if est.max_parallel is not None and est.max_parallel > cap:
         est.max_parallel = cap
+        backend = get_backend(settings.backend)
+        why = (
+            f"{backend.knob('parallel')} {cap} caps it"
+            if backend.parallel_caps_requests
+            else f"{settings.backend} runs no more"
+        )
         est.notes.append(
-            f"at most {cap} sequence{'s' if cap != 1 else ''} at once: {settings.backend} runs no more (memory "
-            "would hold more)"
+            f"at most {cap} sequence{'s' if cap != 1 else ''} at once: {why} (memory would hold more)"
         )
     if settings.parallel is not None and settings.parallel > cap:
         est.fits = False
@@ -863,7 +874,7 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     # this one request got (Ollama's shrinks as slots are added); sequences of this run's own share, so
     # the answer is the same whether the engine's default context was typed or left out
     per_sequence = memory.per_sequence(est)
-    cap = get_backend(settings.backend).max_sequences
+    cap = _sequence_cap(settings)
     est.max_parallel = max_parallel(
         info,
         replace(

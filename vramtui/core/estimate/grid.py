@@ -142,15 +142,23 @@ def _row_cells(info: ModelInfo, settings: Settings, contexts: list[int], paralle
     """One row's cells. Concurrency only falls as the context grows, so each cell's search is bounded
     by the cell before it (and a context where not one sequence fits ends the searches)."""
     memory = settings.memory
-    # no more than the engine runs at once (llama.cpp: 256), whatever memory holds
-    cells, limit = [], get_backend(settings.backend).max_sequences or 1024
+    # no more than the engine runs at once (llama.cpp: 256; vLLM: --max-num-seqs), whatever memory holds
+    cap = _cap(settings)
+    cells, limit = [], cap or 1024
     for context in contexts:
         whole = context if memory.context_is_per_sequence else context * parallel
         est = size(info, replace(settings, context=whole, parallel=parallel))
         most = max_parallel(info, replace(settings, context=context, parallel=1), limit=limit) if limit else 0
+        most = min(most, cap) if cap else most  # a KV pool's count (vLLM) is not bounded by `limit`
         limit = most
         cells.append(Cell(context, est.fits, most, est.total_bytes))
     return cells
+
+
+def _cap(settings: Settings) -> int | None:
+    return get_backend(settings.backend).sequence_cap(
+        settings.parallel, settings.device_bytes, not settings.on_gpu
+    )
 
 
 def _all_weights(info: ModelInfo, settings: Settings) -> int:
@@ -212,10 +220,14 @@ def build_table(
             weights = _all_weights(row_info, row_settings)
             table.rows.append(Row(quant, source, file, weights, cells))
     table.rows.sort(key=lambda row: row.weights_bytes)
-    cap = get_backend(settings.backend).max_sequences
+    cap = _cap(settings)
     if cap and any(cell.max_parallel >= cap for row in table.rows for cell in row.cells):
+        backend = get_backend(settings.backend)
+        why = (
+            f"{backend.knob('parallel')} {cap} caps it" if backend.parallel_caps_requests else "runs no more"
+        )
         table.notes.append(
-            f"at most {cap} sequence{'s' if cap != 1 else ''} at once: {settings.backend} runs no more"
+            f"at most {cap} sequence{'s' if cap != 1 else ''} at once: {settings.backend} {why}"
         )
     table.elapsed_s = time.perf_counter() - started
     return table

@@ -124,6 +124,7 @@ VLLM = Backend(
         "flash_attn": "auto",
     },
     device_defaults=_device_defaults,
+    parallel_caps_requests=True,
     named_fix=named_fix,
     context_auto=True,
     kv_dtypes=("auto", "fp8", "fp8_e4m3", "fp8_e5m2"),
