@@ -531,7 +531,11 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # KV 18/18, weights 24/26, compute 22/26; vLLM unscored (no config.json here; Qwen3-8B's added after:
     # KV 1/1, weights 1/1, no compute figure printed in its version). Round 8 (13 mainline printouts, most from
     # log files committed to public repositories; retyped by the helper, who could not pipe them) at 30f026f:
-    # KV 12/16, weights 17/23, compute 17/23.
+    # KV 12/16, weights 17/23, compute 17/23. Round 9 (16: 13 ik_llama.cpp, 2 mainline, 1 Ollama with no
+    # model buffer line; few mainline printouts were left outside used sources) at 301e3fd: ik_llama.cpp KV
+    # 19/25, weights 13/35, compute 23/34; mainline KV 1/1, weights 2/2, compute 2/2. After the reader took
+    # comma-separated -ot rules and -ctk from the command, and a file's type counts were handed out exactly
+    # where it has more tensors than the estimator's groups (the commit adding round 9): ik KV 20/25, weights 21/35, compute 23/34.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -547,6 +551,7 @@ _NEWEST_ROUNDS = {
     "round6.jsonl": "round 6 (vLLM), both parts (gathered after the estimator of 2026-12-03, sixth session)",
     "round7.jsonl": "round 7, both parts (gathered after the estimator of 2026-12-03, seventh session)",
     "round8.jsonl": "round 8, both parts (gathered after the estimator of 2026-12-03, seventh session, later)",
+    "round9.jsonl": "round 9, both parts (gathered after the estimator of 2026-12-03, eighth session)",
 }
 
 

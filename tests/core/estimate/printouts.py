@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from vramtui.core.backends.llama_cpp.iktypes import IK_GGML_TYPES
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import quant as q
 from vramtui.core.estimate import recurrent
@@ -48,6 +49,7 @@ FILES = (
     DATA / "printouts" / "round6.jsonl",
     DATA / "printouts" / "round7.jsonl",
     DATA / "printouts" / "round8.jsonl",
+    DATA / "printouts" / "round9.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -534,12 +536,9 @@ def with_tied_guess(
     return untied
 
 
-# Bits per weight of ik_llama.cpp's own types (not in ggml's table), for laying out its files.
-_IK_BITS = {
-    "iq2_k": 2.375, "iq2_ks": 2.1875, "iq3_k": 3.4375, "iq3_ks": 3.1875, "iq4_k": 4.5, "iq4_ks": 4.25,
-    "iq4_kss": 4.0, "iq5_k": 5.5, "iq5_ks": 5.25, "iq6_k": 6.5, "iq2_kt": 2.125, "iq3_kt": 3.125,
-    "iq4_kt": 4.0, "iq1_kt": 1.75, "q8_k_r8": 8.5, "q8_0_r8": 8.5,
-}  # fmt: skip
+# Bits per weight of ik_llama.cpp's own types (not in ggml's table; the _R4/_R8 row-interleaved ones
+# included), from the product's table of them, for laying out its files.
+_IK_BITS = {name: size * 8 / block for name, _id, block, size, _meta in IK_GGML_TYPES}
 # Which tensors a mixed recipe gives the fewest bits first (experts, then the feed-forward, then
 # attention; the embeddings and the output matrix last), llama-quantize's and the dynamic recipes' habit.
 _BITS_ORDER = (
@@ -594,8 +593,11 @@ def _group_types(info: ModelInfo, file_type: str | None, counts: dict[str, int])
     types = sorted(printed, key=_bits)
     total = sum(printed.values()) or 1
     start = 0
+    # a file with more typed tensors than these groups (ik_llama.cpp's and newer DeepSeek conversions'
+    # split attn_k_b / attn_v_b, kept wide) gives the low-bit types their exact counts; fewer, a share
+    exact = total >= len(order)
     for i, type_name in enumerate(types):
-        share = printed[type_name] * len(order) / total
+        share = printed[type_name] if exact else printed[type_name] * len(order) / total
         end = len(order) if i == len(types) - 1 else min(len(order), start + round(share))
         found += [(group, type_name) for group in order[start:end]]
         start = end
@@ -691,6 +693,10 @@ _FLAG_NAMES = {
     "-nkvo": "nkvo",
     "--no-kv-offload": "nkvo",
     # ik_llama.cpp's own: -mla, -amb, and -rtr (repacks at load: mmap off); -fmoe sizes nothing
+    "-ctk": "ctk",
+    "--cache-type-k": "ctk",
+    "-ctv": "ctv",
+    "--cache-type-v": "ctv",
     "-mla": "mla",
     "--mla-use": "mla",
     "-amb": "amb",
@@ -798,13 +804,23 @@ def _ik_knob(flags: dict[str, Any], run: LogRun, flag: str, printed: str) -> int
     return int(value) if value is not None and str(value).lstrip("-").isdigit() else None
 
 
+def _command_kv_types(flags: dict[str, Any]) -> str | None:
+    """-ctk / -ctv as the command gives them, when the log does not print the cache's types."""
+    k, v = flags.get("ctk"), flags.get("ctv")
+    if not k and not v:
+        return None
+    return "/".join(dict.fromkeys((k or "f16", v or "f16")))
+
+
 def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -> Settings:
     """The run's settings: what the log printed, and the command's placement flags."""
     context = _context_int(run, "n_ctx")
     if context is None:
         raise VramtuiError("no context line (n_ctx not printed)")
     flags = command_flags(case.get("command"))
-    overrides = tuple(flags["ot"]) or tuple(_overrides_from_log(run))
+    # one -ot may hold several rules, comma-separated, as llama.cpp splits it
+    typed = tuple(rule.strip() for value in flags["ot"] for rule in value.split(",") if rule.strip())
+    overrides = typed or tuple(_overrides_from_log(run))
     if not case.get("command") and not overrides and _OVERRIDES_USED in case["log"]:
         raise VramtuiError("the run overrides tensor placement but the printout shows neither how nor where")
     gpus = tuple(run.devices.values()) or _printed_gpus(run, case["log"])
@@ -816,7 +832,7 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
     split = flags.get("ts")
     tensor_split = tuple(float(x) for x in re.split(r"[,/]", split)) if split else _used_devices_split(run)
     # K and V apart where they differ ("q4_0/f16": a quantized K alone, V at its f16 default)
-    kv_types = "/".join(dict.fromkeys(run.kv_types)) if run.kv_types else None
+    kv_types = "/".join(dict.fromkeys(run.kv_types)) if run.kv_types else _command_kv_types(flags)
     sequences = _context_int(run, "n_seq_max") or 1
     # one stream for every slot is llama-server's -np auto (4 slots); slots given make a stream each
     auto_slots = run.streams == 1 and sequences == 4 and backend != "ollama"

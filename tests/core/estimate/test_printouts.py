@@ -27,16 +27,39 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "128256 x 8192 x 2 bytes) where llama-quantize's rules for the Q8_0 file type make it 8-bit; the "
         "printout counts its tensor types but not which tensor has which"
     ),
-    ("p2-ik_llama.cpp-dsr1-0528-q2ks-5090-2x3090-ot-cuda-exps-cpu", "compute"): (
-        "the first GPU (x1.46): it multiplies the experts left in host RAM at a 4096-token micro-batch; "
-        "ik_llama.cpp's fused MoE (-fmoe) and its own offload of host experts are not modelled"
-    ),
     **dict.fromkeys(
         (("p3-ik_llama.cpp-qwen3-235b-iq3k-5090-4090-" + run, "compute") for run in ("ot", "ts")),
         "the first GPU (x1.48, x1.79): it holds no copy of the experts left in host RAM, though ik_llama.cpp's "
         "rule for its build (2048 tokens x 8 used >= 32 x 128 experts) multiplies them on the GPU and its CUDA "
         "backend takes their repacked type (-rtr); without the copy both are within 25% (x0.84, x1.01), and the "
         "dsr1 run above (no -rtr) holds one: why these do not is not known",
+    ),
+    **dict.fromkeys(
+        (
+            ("p9-ik_llama.cpp-deepseek-r1-0528-iq2kr4-4090d-ot-blk1-9-cuda0-exps-cpu-ub4096", "weights"),
+            ("p9-ik_llama.cpp-qwen3-235b-q4km-2x5090-ot-layers-to-gpus-exps-cpu-ub4096-q8kv", "weights"),
+        ),
+        "the host (x1.14, x1.48) of a GGUF split in 5 and 3 parts: each part is mapped apart, so each "
+        "host span stops at its own file's end; the estimate spans one file, taking in the GPU's tensors "
+        "(-ot blk.N.ffn=CUDA0) between host ones. Where the parts split is not printed (the GPUs exact)",
+    ),
+    ("p9-ik_llama.cpp-deepseek-r1-0528-iq2kr4-4090d-ot-blk1-9-cuda0-exps-cpu-ub4096", "compute"): (
+        "the GPU (x1.48) at a 4096-token micro-batch with the routed experts of 52 layers in host RAM, "
+        "-fmoe and -amb 512: as the two ik_llama.cpp Qwen3-235B runs above, its fused MoE's copy of host "
+        "experts is not modelled"
+    ),
+    **dict.fromkeys(
+        (
+            ("p9-ik_llama.cpp-qwen3-30b-a3b-q5kxl-vulkan-wx3200-v620-exps-cpu", term)
+            for term in ("kv", "weights")
+        ),
+        "two unequal Vulkan cards with no -ts: llama.cpp splits the layers by each card's free memory, "
+        "which this printout does not show (x0.55 and x4.2 on KV, the total exact)",
+    ),
+    ("p9-ik_llama.cpp-deepseek-v3-0324-iq2kr4-4gpu-partial-ngl27-ts", "compute"): (
+        "DeepSeek-V3 with ik_llama.cpp's -mla 2 and no flash attention, 35 of 62 layers on the CPU: each "
+        "GPU holds 2.49 GiB where the estimate gives 4.6-4.9 (x1.86-1.98), and the host's own layers' graph "
+        "(2.63 GiB printed) is billed only its inputs: ik's MLA-2 graph per device is not modelled"
     ),
     ("p2-ollama-hermes3-8b-q40-rtx2060-fit-15of33-32k", "weights"): (
         "the mmapped host range spans 288 MiB of tensors the GPU holds (the file's tensor order), beyond "
