@@ -793,3 +793,19 @@ def test_llama_server_default_verbosity_stages_and_levels() -> None:
     assert (fa.failure_stage, fa.cause, fa.first_error_line) == ("kv_cache", "v_cache_needs_flash_attn", 2)
     ready = diagnose_text("0.01.000.000 I main: model loaded\n", kernel_log=no_kernel_log)
     assert ready.stage == "ready" and not ready.failed
+
+
+def test_a_metal_out_of_memory_names_the_macs_working_set_limit() -> None:
+    """A Mac's GPU shares its RAM, but Metal keeps to a working set below it: the advice says how macOS
+    raises it (a real Metal warm-up OOM); a CUDA out-of-memory gets no such line."""
+    metal = next(
+        c for c in _cases(LOGS / "round9.jsonl") if c["id"] == "r9-llamacpp-metal-warmup-insufficient-memory"
+    )
+    advice = _diagnose_case(metal).advice
+    assert any("iogpu.wired_limit_mb" in line for line in advice), advice
+    cuda = diagnose_text(
+        "load_tensors: offloaded 33/33 layers to GPU\n"
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 8192.00 MiB on device 0: cudaMalloc failed: out of memory\n",
+        kernel_log=lambda: None,
+    )
+    assert cuda.failure == "cuda_oom" and not any("iogpu" in line for line in cuda.advice)

@@ -908,10 +908,27 @@ def advise(
     if hint and own == [_READ_THE_LINE]:
         own.insert(0, f"The engine says what to change: {hint}")  # better than our generic line
     advice.extend(own)
+    advice.append(_metal_working_set(diagnosis))
     said = [line for line in dict.fromkeys(advice) if line]
     if said and said[0].startswith("Or "):  # its alternative was not said (the engine has no such knob)
         said[0] = said[0][3].upper() + said[0][4:]
     return said
+
+
+# Apple GPUs share the Mac's memory but Metal keeps to a working set below it (recommendedMaxWorkingSetSize):
+# a model that fits the RAM can still be refused. macOS 14+ raises the limit with iogpu.wired_limit_mb.
+_METAL_WORDS = ("metal", "kiogpu", "mtl")
+
+
+def _metal_working_set(diagnosis: Diagnosis) -> str:
+    text = (diagnosis.first_error_text or "").lower()
+    if diagnosis.failure != "cuda_oom" or not any(word in text for word in _METAL_WORDS):
+        return ""
+    return (
+        "On a Mac, Metal keeps to a working set of about two thirds to three quarters of the memory "
+        "(recommendedMaxWorkingSetSize): macOS 14 and later raise it until reboot with "
+        "`sudo sysctl iogpu.wired_limit_mb=N`, leaving less for everything else."
+    )
 
 
 def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
