@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -337,3 +338,63 @@ def test_split_gguf_is_read_across_its_files(tmp_path: Path) -> None:
     parts[1].unlink()
     with pytest.raises(VramtuiError, match="missing"):
         load_model_info(parts[0])
+
+
+def _host_spans(parts: list[Path], host: set[str]) -> int:
+    """What llama.cpp maps for the host, read straight from the files: per part, from its first host
+    tensor's data to its last one's end (llama_model_loader::get_mapping_range)."""
+    import gguf
+
+    total = 0
+    for part in parts:
+        ranges = [
+            (int(t.data_offset), int(t.data_offset) + int(t.n_bytes))
+            for t in gguf.GGUFReader(part).tensors
+            if t.name in host
+        ]
+        if ranges:
+            total += max(end for _start, end in ranges) - min(start for start, _end in ranges)
+    return total
+
+
+def test_the_mapped_host_span_follows_the_files_own_tensor_order(tmp_path: Path) -> None:
+    """With every layer on the GPU but `-ot ffn_up=CPU`, the host's mapping runs from the embedding (first in
+    a convert_hf_to_gguf file) to the last layer's ffn_up, taking in the GPU tensors between; a file split
+    in parts maps each part apart, so its spans add up to less."""
+    import gguf
+
+    from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
+    from vramtui.core.estimate.estimator import Settings, estimate
+
+    whole = write_tiny_gguf(tmp_path / "one" / "tiny.gguf", TinyModelSpec())
+    settings = Settings(
+        device_bytes=24 * 2**30, context=512, on_gpu=True, mmap=True, override_tensor=("ffn_up=CPU",)
+    )
+    host = {"token_embd.weight"} | {f"blk.{i}.ffn_up.weight" for i in range(4)}
+    est = estimate(load_model_info(whole), settings)
+    assert est.weights_host_bytes == _host_spans([whole], host)
+    # the same tensors in three parts: each part's span alone
+    reader = gguf.GGUFReader(whole)
+    (tmp_path / "split").mkdir()
+    writer = gguf.GGUFWriter(str(tmp_path / "split" / "tiny.gguf"), "llama", split_max_tensors=14)
+    for field in reader.fields.values():
+        if field.name.startswith(("llama.", "general.file_type", "tokenizer.")):
+            writer.add_key_value(
+                field.name,
+                field.contents(),
+                field.types[0],
+                field.types[-1] if len(field.types) > 1 else None,
+            )
+    for tensor in reader.tensors:
+        writer.add_tensor(tensor.name, np.array(tensor.data), raw_dtype=tensor.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    parts = sorted((tmp_path / "split").glob("tiny-*-of-*.gguf"))
+    assert len(parts) == 3
+    split = estimate(load_model_info(parts[0]), settings)
+    assert split.weights_host_bytes == _host_spans(parts, host) < est.weights_host_bytes
+    # without mmap the host holds its own tensors only
+    own = estimate(load_model_info(parts[0]), replace(settings, mmap=False))
+    assert own.weights_host_bytes < split.weights_host_bytes

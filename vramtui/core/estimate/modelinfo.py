@@ -119,6 +119,9 @@ class ModelInfo:
     layer_bytes: tuple[int, ...] | None = None
     # GGUF: (name, bytes) of every repeating-layer tensor, so --override-tensor patterns can place each one
     layer_tensors: tuple[tuple[str, int], ...] | None = None
+    # GGUF: (name, part, offset, bytes) of every tensor as the file(s) hold them: llama.cpp maps each part
+    # and its host buffer spans a part from its first host tensor to its last (get_mapping_range)
+    file_order: tuple[tuple[str, int, int, int], ...] | None = None
     token_embd_bytes: int | None = None
     output_bytes: int | None = None
     other_bytes: int = 0
@@ -169,7 +172,7 @@ class ModelInfo:
         return sum(1 for flag in (self.recurrent_flags or ())[: self.n_layers] if flag)
 
     def to_dict(self) -> dict[str, Any]:
-        skip = ("layer_bytes", "layer_tensors", "vision", "layer_plan")
+        skip = ("layer_bytes", "layer_tensors", "file_order", "vision", "layer_plan")
         out = {k: v for k, v in self.__dict__.items() if k not in skip}
         out["vision"] = asdict(self.vision) if self.vision is not None else None
         out["layer_plan"] = asdict(self.layer_plan) if self.layer_plan is not None else None
@@ -847,6 +850,7 @@ class _GgufTensors:
 
     layer_bytes: list[int]
     layer_tensors: list[tuple[str, int]] = field(default_factory=list)
+    order: list[tuple[str, int, int, int]] = field(default_factory=list)  # (name, part, offset, bytes)
     token_embd: int = 0
     output: int = 0
     other: int = 0
@@ -861,12 +865,15 @@ class _GgufTensors:
 
 def _gguf_tensors(path: Path, readers: list[tuple[Path, Any]], n_layers: int) -> _GgufTensors:
     found = _GgufTensors(layer_bytes=[0] * n_layers)
-    all_tensors = [(part, part.stat().st_size, t) for part, r in readers for t in r.tensors]
-    for part, file_size, tensor in all_tensors:
+    all_tensors = [
+        (i, part, part.stat().st_size, t) for i, (part, r) in enumerate(readers) for t in r.tensors
+    ]
+    for index, part, file_size, tensor in all_tensors:
         size = int(tensor.n_bytes)
         end = int(tensor.data_offset) + size
         if end > file_size:
             raise VramtuiError(f"{part}: truncated GGUF file (tensor {tensor.name} ends past the file)")
+        found.order.append((tensor.name, index, int(tensor.data_offset), size))
         found.n_elements += int(tensor.n_elements)
         type_name = tensor.type_name
         found.by_type[type_name] = found.by_type.get(type_name, 0) + size
@@ -996,6 +1003,7 @@ def info_from_gguf(path: Path) -> ModelInfo:
         kv_heads_per_layer=kv_per_layer,
         layer_bytes=tuple(found.layer_bytes),
         layer_tensors=tuple(found.layer_tensors),
+        file_order=tuple(found.order),
         token_embd_bytes=found.token_embd,
         output_bytes=found.output if found.has_output else None,
         other_bytes=found.other,
@@ -1144,6 +1152,7 @@ def apply_overrides(info: ModelInfo, **flags: Any) -> ModelInfo:
     if shape_changed or "n_params" in changes:
         # the file's exact per-layer bytes no longer describe this model
         changes.update(layer_bytes=None, layer_tensors=None, token_embd_bytes=None, output_bytes=None)
+        changes["file_order"] = None
         changes["other_bytes"] = 0
         changes.update(weights_bytes=None, weights_source="params")
     quant = flags.get("quant")
@@ -1151,7 +1160,7 @@ def apply_overrides(info: ModelInfo, **flags: Any) -> ModelInfo:
         key = q.normalize_quant(quant)
         if key != info.quant:
             changes.update(quant=key, weights_bytes=None, weights_source="params", layer_bytes=None)
-            changes["layer_tensors"] = None
+            changes["layer_tensors"] = changes["file_order"] = None
             changes["quant_spec"] = None  # the user's --quant replaces the checkpoint's layout
             changes.update(token_embd_bytes=None, output_bytes=None, other_bytes=0)
             changes["file_type"] = key if info.weights_source == "gguf" or key in q.FILE_TYPE_BPW else None

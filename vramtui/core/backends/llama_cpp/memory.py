@@ -352,6 +352,7 @@ class LlamaCppMemory(MemoryAccounting):
                 info,
                 layer_bytes=None,
                 layer_tensors=None,
+                file_order=None,
                 token_embd_bytes=None,
                 output_bytes=None,
                 params_exact=False,

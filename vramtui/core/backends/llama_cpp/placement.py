@@ -147,12 +147,32 @@ def _span(order: list[tuple[str, int, Where]], wanted: Callable[[Where], bool]) 
 def _mapped_spans(info: ModelInfo, weights: LayerWeights, found: Layout, unified: bool) -> None:
     """With mmap the host's buffer is the file's span from its first host tensor to its last
     (llama_model_loader::get_mapping_range): GPU tensors between them count too (-ot exps=CPU maps
-    nearly the whole file). A GPU that shares host memory (Metal) maps its own span of the file as well."""
-    order = file_order(info, weights, found)
-    host = _span(order, lambda device: device is None)
+    nearly the whole file). Each part of a split GGUF is mapped apart. A GPU that shares host memory
+    (Metal) maps its own span of the file as well."""
+    parts = _file_parts(info, found) or [file_order(info, weights, found)]
+    host = sum(_span(order, lambda device: device is None) for order in parts)
     found.weights[None] = max(found.weights.get(None, 0), host)
     if unified and found.devices == 1:
-        found.weights[0] = max(found.weights.get(0, 0), _span(order, lambda device: device is not None))
+        mapped = sum(_span(order, lambda device: device is not None) for order in parts)
+        found.weights[0] = max(found.weights.get(0, 0), mapped)
+
+
+def _file_parts(info: ModelInfo, found: Layout) -> list[list[tuple[str, int, Where]]]:
+    """The GGUF's own tensor order, per part (empty when the layout is not the file's: a --quant, a log's
+    buffers): each layer tensor where it was placed, the embedding on the host, the rest with the output."""
+    if not info.file_order:
+        return []
+    where: dict[str, Where] = {name: device for name, _layer, _nbytes, device in found.tensors}
+    if not all(name in where for name, *_ in info.file_order if name.startswith("blk.")):
+        return []
+    parts: dict[int, list[tuple[int, str, int, Where]]] = {}
+    for name, part, offset, nbytes in info.file_order:
+        device = None if name == "token_embd.weight" else where.get(name, found.output)
+        parts.setdefault(part, []).append((offset, name, nbytes, device))
+    return [
+        [(name, nbytes, device) for _offset, name, nbytes, device in sorted(rows)]
+        for _part, rows in sorted(parts.items())
+    ]
 
 
 def add_recurrent(info: ModelInfo, found: Layout, sequences: int) -> None:
