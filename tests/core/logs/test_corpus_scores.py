@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (581, 598),
-        "class": (580, 598),
-        "memory": (146, 152),
-        "first_error": (334, 347),
-        "quiet": (94, 97),
-        "calm": (98, 111),
-        "engine": (558, 598),
+        "stage": (593, 610),
+        "class": (592, 610),
+        "memory": (149, 155),
+        "first_error": (341, 354),
+        "quiet": (97, 101),
+        "calm": (99, 112),
+        "engine": (569, 610),
     },
     "heldout": {
-        "stage": (209, 229),
-        "class": (208, 229),
+        "stage": (212, 233),
+        "class": (211, 233),
         "memory": (65, 77),
-        "first_error": (123, 135),
-        "quiet": (29, 42),
-        "calm": (26, 29),
-        "engine": (214, 229),
+        "first_error": (125, 137),
+        "quiet": (30, 43),
+        "calm": (26, 30),
+        "engine": (218, 233),
     },
 }
 

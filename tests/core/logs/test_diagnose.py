@@ -809,3 +809,38 @@ def test_a_metal_out_of_memory_names_the_macs_working_set_limit() -> None:
         kernel_log=lambda: None,
     )
     assert cuda.failure == "cuda_oom" and not any("iogpu" in line for line in cuda.advice)
+
+
+ROUND19 = {case["id"]: case for case in _cases(LOGS / "round19.jsonl")}
+
+
+@pytest.mark.parametrize(
+    ("case_id", "stage", "failure", "line"),
+    [
+        # inductor's autotune in the start-up compile, after the weights: not transformers' "in generate"
+        ("r19-vllm-t4-inductor-autotune-oom", "kv_cache", "cuda_oom", 37),
+        # the engine dumps the step it failed on: a request was being served
+        ("r19-vllm-gemma4-12b-prompt-logprobs-oom-inference", "inference", "cuda_oom", 47),
+        # the kernel's own assert line says what failed; the exception after it only that an assert fired
+        ("r19-vllm-dotsocr-device-assert-inference", "inference", "other", 26),
+        # the client told 404 by the embeddings route: the model is not pulled
+        ("r19-ollama-no-model-pulled-embeddings-404", "inference", "file_missing", 27),
+    ],
+)
+def test_round19_training_logs(case_id: str, stage: str, failure: str, line: int) -> None:
+    diagnosis = _diagnose_case(ROUND19[case_id])
+    assert (diagnosis.failure_stage, diagnosis.failure, diagnosis.first_error_line) == (stage, failure, line)
+
+
+def test_a_model_not_pulled_is_told_to_pull_it_and_a_show_404_is_calm() -> None:
+    diagnosis = _diagnose_case(ROUND19["r19-ollama-no-model-pulled-embeddings-404"])
+    assert "ollama pull" in diagnosis.advice[0]
+    show = '[GIN] 2025/04/02 - 13:12:21 | 404 |      672.26µs |       127.0.0.1 | POST     "/api/show"\n'
+    assert not diagnose_text(show, kernel_log=lambda: None).failed
+    other = "httpx.HTTPStatusError: Client error '404 Not Found' for url 'http://host:8000/health'\n"
+    assert diagnose_text(other, kernel_log=lambda: None).cause != "model_not_found"
+
+
+def test_a_weight_only_fp4_fallback_is_a_quiet_warning() -> None:
+    diagnosis = _diagnose_case(ROUND19["r19-vllm-gb10-gptoss20b-fp4-marlin-fallback"])
+    assert not diagnosis.failed and any("no native FP4" in warning for warning in diagnosis.warnings)

@@ -52,6 +52,7 @@ CAUSE_WORDS: dict[str, str] = {
     "torch_checkpoint": "the file is a PyTorch checkpoint, and llama.cpp reads only GGUF",
     "disk_offload": "the model does not fit GPU and host memory, so accelerate would put weights on disk",
     "host_ram_short": "the model needs more host RAM than is free",
+    "model_not_found": "a request named a model the server does not have",
     "bad_magic": "the file is not a GGUF (bad magic number)",
     "truncated_file": "the model file is cut short or corrupt",
     "bad_file": "the model file could not be read",
@@ -468,6 +469,14 @@ ADVICE: tuple[AdviceRow, ...] = (
             "repository, or pass the tokenizer's repository/path separately.",
             "Converting a slow (SentencePiece/tiktoken) tokenizer needs its library: pip install sentencepiece "
             "(or tiktoken).",
+        ),
+    ),
+    AdviceRow(
+        None,
+        "model_not_found",
+        (
+            "The server has no model by the name the client sent: load or pull it (Ollama: `ollama pull NAME`), "
+            "or make the client use a name the server lists (GET /v1/models).",
         ),
     ),
     AdviceRow("file_missing", None, ("@file_missing",)),

@@ -275,6 +275,15 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("panic:", "panic", "other", r"^\s*panic:", strong=False),
     *_engines("errors", "generic.after"),
     ErrorRule("watchdog caught collective operation timeout", "nccl_timeout", "other"),
+    # an HTTP client (httpx, requests) told 404 by the server's generation or embedding route: the server
+    # is up but has no model by the name asked (Ollama's unpulled model, vLLM's other --served-model-name)
+    ErrorRule(
+        "client error",
+        "model_not_found",
+        "file_missing",
+        r"client error '404 not found' for url '\S*/(?:v1/(?:chat/completions|completions|embeddings)|api/(?:generate|chat|embed|embeddings))'",
+        stage="inference",
+    ),
     # a GPU kernel fault: with no line around it, most often while serving (start-up faults have stage lines)
     ErrorRule("illegal memory access", "kernel_fault", "other", default_stage="inference"),
     ErrorRule("invalid device function", "kernel_fault", "other", default_stage="inference"),
@@ -286,6 +295,16 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "device_assert",
         "other",
         r"assertion [`'](?:index out of bounds|srcindex <|idx_dim >= 0 && idx_dim < index_size|-sizes\[i\] <= index)",
+        default_stage="inference",
+    ),
+    # any kernel's device-side assert as CUDA prints it: `File.cu:402: kernel: block: [0,0,0], thread:
+    # [0,0,0] Assertion `...` failed.` (the line that says what failed; the exception after it only says
+    # "device-side assert triggered")
+    ErrorRule(
+        "assertion",
+        "device_assert",
+        "other",
+        r"\.cuh?:\d+: .*block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] assertion [`']",
         default_stage="inference",
     ),
     ErrorRule("vramtui: the server was killed by sig", "crash", "other"),  # SIGSEGV, SIGABRT ...

@@ -80,7 +80,8 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("dispatch_model", "load_weights", backend="transformers"),
     StageRule("setting `pad_token_id`", "inference", backend="transformers"),
     StageRule("generate(", "inference", backend="transformers"),
-    StageRule("in generate", "inference", backend="transformers"),
+    # the frame "in generate" (GenerationMixin.generate), not inductor's "in generate_and_run_autotune_block"
+    StageRule("in generate", "inference", r"\bin generate\b", backend="transformers"),
     StageRule("past_key_value", "inference", backend="transformers"),
     StageRule("output generated in", "inference", backend="transformers"),
 )

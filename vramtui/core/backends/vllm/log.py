@@ -187,6 +187,9 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
     StageRule("post /v", "inference", backend="vllm"),
     StageRule("scheduler.py", "inference", r"scheduler\.py:\d+\].*(?:prompt|request)", backend="vllm"),
     StageRule("execute_model", "inference", backend="vllm"),
+    # the engine's dump of the step that failed (logging_utils/dump_input.py): requests were scheduled
+    StageRule("dumping scheduler output", "inference", backend="vllm"),
+    StageRule("dumping input data for v1 llm engine", "inference", backend="vllm"),
 )
 
 # The CPU build: the worker's memory checks on NUMA node 0 (vllm/v1/worker/cpu_worker.py). The share of the
@@ -542,6 +545,12 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         "weight-only fp8",
         "kernel_fallback",
         "this GPU has no native FP8: vLLM runs the FP8 weights weight-only through Marlin (slower than native)",
+        backend="vllm",
+    ),
+    NoticeRule(
+        "weight-only fp4",
+        "kernel_fallback",
+        "this GPU has no native FP4: vLLM runs the FP4 weights weight-only through Marlin (slower than native)",
         backend="vllm",
     ),
     NoticeRule(
