@@ -337,7 +337,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # (16 logs from committed log files, only 3 memory failures: few were left) at 02b6c58: stage 11/16,
     # class 12/16, memory 0/2, first error 8/9, quiet 3/5, calm 1/2, engine 15/16 (two labels were settled
     # to the corpus's names after: its labeller's list lacked kv_cache_too_small, and had a bad_args class
-    # the scheme does not have).
+    # the scheme does not have); round 20 (10 logs, most from ik_llama.cpp's archive of its own threads;
+    # one more was dropped: its thread had been used) at 21e8979: stage 8/10, class 8/10, memory 6/6, first
+    # error 5/8, quiet 1/1, calm 0/1, engine 10/10.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -353,6 +355,7 @@ LATER_ROUNDS = (
     ("round17.jsonl", "round 17, both parts (gathered after the rules of 2026-12-03, seventh session"),
     ("round18.jsonl", "round 18, both parts (gathered after the rules of 2026-12-03, seventh session, later"),
     ("round19.jsonl", "round 19, both parts (gathered after the rules of 2026-12-03, eighth session"),
+    ("round20.jsonl", "round 20, both parts (gathered after the rules of 2026-12-03, eighth session, later"),
 )
 
 

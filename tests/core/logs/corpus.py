@@ -18,7 +18,7 @@ from pathlib import Path
 LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
 DATA = LOGS.parent
 # Every labelled file, in the order its rounds were gathered (rounds 9 and 10 were gathered after the split;
-# rounds 11 to 19 after the rules of 2026-12-02, each scored before any rule was written from it).
+# rounds 11 to 20 after the rules of 2026-12-02, each scored before any rule was written from it).
 FILES = (
     DATA / "corpus.jsonl",
     LOGS / "unseen.jsonl",
@@ -34,6 +34,7 @@ FILES = (
     LOGS / "round17.jsonl",
     LOGS / "round18.jsonl",
     LOGS / "round19.jsonl",
+    LOGS / "round20.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

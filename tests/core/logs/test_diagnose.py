@@ -844,3 +844,14 @@ def test_a_model_not_pulled_is_told_to_pull_it_and_a_show_404_is_calm() -> None:
 def test_a_weight_only_fp4_fallback_is_a_quiet_warning() -> None:
     diagnosis = _diagnose_case(ROUND19["r19-vllm-gb10-gptoss20b-fp4-marlin-fallback"])
     assert not diagnosis.failed and any("no native FP4" in warning for warning in diagnosis.warnings)
+
+
+def test_ggmls_own_abort_line_is_the_first_error() -> None:
+    """GGML_ABORT prints "ggml.c:15229: fatal error" and nothing else (round 20): a failure, that line first."""
+    case = next(
+        c
+        for c in _cases(LOGS / "round20.jsonl")
+        if c["id"] == "r20-ikllama-imatrix-incomplete-gguf-fatal-error"
+    )
+    diagnosis = _diagnose_case(case)
+    assert diagnosis.failed and diagnosis.failure == "other" and diagnosis.first_error_line == 6

@@ -888,6 +888,15 @@ GENERIC_ERRORS_3: tuple[ErrorRule, ...] = (
     ),
     ErrorRule("ggml_assert", "assert", "other", strong=False, backend="llama.cpp"),
     ErrorRule("ggml_abort", "assert", "other", strong=False, backend="llama.cpp"),
+    # GGML_ABORT's own line ("ggml.c:15229: fatal error", "ggml-cuda.cu:84: CUDA error"): ggml gave up
+    ErrorRule(
+        "fatal error",
+        "assert",
+        "other",
+        r"\bggml[\w-]*\.(?:c|cpp|cu|m):\d+: fatal error",
+        strong=False,
+        backend="llama.cpp",
+    ),
 )
 
 RECOVERIES: tuple[NoticeRule, ...] = (
