@@ -105,7 +105,7 @@ def test_a_pipe_given_as_a_path_is_read_once(tmp_path: Path) -> None:
     # and a FIFO hung on a second open
     script = f"exec {sys.executable} -m vramtui diagnose <(printf %s {UNKNOWN_ARCH.decode()!r})"
     done = subprocess.run(["bash", "-c", script], capture_output=True, timeout=60, check=False)
-    assert done.returncode == 1 and b"1 lines" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 1 and b"1 line\n" in done.stdout, done.stdout + done.stderr
     fifo = tmp_path / "server.fifo"
     os.mkfifo(fifo)
     reader = subprocess.Popen(

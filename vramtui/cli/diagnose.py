@@ -155,7 +155,7 @@ def render_text(diagnosis: Any, source: str) -> str:
 
     name = "standard input" if source == "-" else source
     backend = diagnosis.backend or "backend not recognised"
-    out = [f"{name}: {backend}, {diagnosis.lines} lines"]
+    out = [f"{name}: {backend}, {diagnosis.lines} line{'' if diagnosis.lines == 1 else 's'}"]
     out.append(diagnosis.summary)
     if diagnosis.failed and diagnosis.first_error_line:
         out.append(f"First error, line {diagnosis.first_error_line}:")

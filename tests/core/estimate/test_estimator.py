@@ -666,6 +666,20 @@ def test_vllm_concurrency_stops_at_max_num_seqs() -> None:
     assert any("--max-num-seqs 16 caps it" in note for note in table.notes)
 
 
+def test_vllm_refuses_more_sequences_than_batched_tokens() -> None:
+    """vLLM's SchedulerConfig: max_num_batched_tokens must be >= max_num_seqs, else it will not start
+    (QA: --parallel 4096 on a 16 GiB card said FITS); its default max_num_seqs is at most the batch."""
+    info = load_model_info(CONFIGS / "Qwen--Qwen2.5-0.5B-Instruct.config.json")
+    base = Settings(backend="vllm", context=1024, device_bytes=16 * GIB)
+    over = estimate(info, replace(base, parallel=4096))
+    assert not over.fits and "max_num_batched_tokens (2048) must be greater than or equal to" in (
+        over.reason or ""
+    )
+    assert estimate(info, replace(base, parallel=4096, batch=4096)).fits
+    assert estimate(info, replace(base, batch=512)).parallel == 256
+    assert estimate(info, replace(base, batch=100)).parallel == 100
+
+
 def test_max_parallel_stops_at_the_engines_own_limit() -> None:
     """QA: `ps --fits` said "1024 at once" for llama.cpp, which runs at most 256 sequences (the estimate
     itself said so); a short context on a big card is where memory alone would allow more."""

@@ -373,6 +373,7 @@ def test_the_mapped_host_span_follows_the_files_own_tensor_order(tmp_path: Path)
     host = {"token_embd.weight"} | {f"blk.{i}.ffn_up.weight" for i in range(4)}
     est = estimate(load_model_info(whole), settings)
     assert est.weights_host_bytes == _host_spans([whole], host)
+    assert any("tensors the GPU holds" in note and "--no-mmap" in note for note in est.notes), est.notes
     # the same tensors in three parts: each part's span alone
     reader = gguf.GGUFReader(whole)
     (tmp_path / "split").mkdir()

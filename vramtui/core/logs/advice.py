@@ -69,6 +69,7 @@ CAUSE_WORDS: dict[str, str] = {
     "kernel_failed": "a GPU kernel failed while the model computed a batch",
     "request_error": "the server failed a request with an internal error (HTTP 500)",
     "kernel_type_unsupported": "a GPU kernel has no path for this tensor type on this backend",
+    "kernel_assert": "a GPU kernel's own check failed (a device-side assert)",
     "device_assert": "a GPU kernel's own check failed (an index past its table: a position past the trained "
     "length, or a token id past the vocabulary)",
     "backend_init_failed": "the GPU backend for the context (Metal, Vulkan...) failed to initialize",
@@ -524,6 +525,15 @@ ADVICE: tuple[AdviceRow, ...] = (
         (
             "Keep {context} within the model's trained length (max_position_embeddings): a kernel indexed "
             "past its table. Past it only with the model's own RoPE scaling, not an override.",
+        ),
+    ),
+    AdviceRow(
+        None,
+        "kernel_assert",
+        (
+            "Not a memory failure: a GPU kernel's own check failed on the data it was given. Rerun with "
+            "CUDA_LAUNCH_BLOCKING=1 to see where; with a multimodal model, check that each request's images "
+            "match its placeholders (a prompt cut at the context can drop some), and try a newer engine release.",
         ),
     ),
     AdviceRow(None, "bad_file", _BROKEN_FILE),

@@ -302,7 +302,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     # "device-side assert triggered")
     ErrorRule(
         "assertion",
-        "device_assert",
+        "kernel_assert",
         "other",
         r"\.cuh?:\d+: .*block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] assertion [`']",
         default_stage="inference",

@@ -56,6 +56,7 @@ class Placement:
     rs_gpu: int = 0  # recurrent state (RS buffer) of the recurrent layers on the GPUs / in host RAM
     rs_host: int = 0
     unmatched: tuple[str, ...] = ()  # -ot patterns that match no layer tensor: they move nothing
+    mapped_extra: int = 0  # of w_host: the mmapped span's tensors that a GPU holds
 
 
 def kv_cells(
@@ -114,6 +115,7 @@ def _placement(found: placement.Layout) -> Placement:
         gpus(found.rs),
         found.rs.get(None, 0),
         found.unmatched,
+        found.mapped_extra,
     )
 
 
@@ -132,8 +134,14 @@ def _notes(
         notes.append("flash attention off: the compute buffer holds the KQ matrix (heads x cells x ubatch)")
     if where.moved_to_host:
         notes.append(
-            f"{format_bytes(where.moved_to_host)} of layer tensors (experts) in host RAM by the override rules: "
+            f"{format_bytes(where.moved_to_host)} of layer tensors in host RAM by the override rules: "
             "the CPU computes them each token, slower than on the GPU"
+        )
+    if where.mapped_extra >= MIB:
+        notes.append(
+            f"host weights are llama.cpp's mapping of the file from its first host tensor to its last (as it "
+            f"prints CPU_Mapped): {format_bytes(where.mapped_extra)} of it is tensors the GPU holds, page cache "
+            f"the OS can reclaim; --no-mmap keeps only the host's own {format_bytes(where.w_host - where.mapped_extra)}"
         )
     for pattern in where.unmatched:
         notes.append(f"-ot {pattern}=...: no layer tensor of this model matches it, so it moves nothing")

@@ -41,6 +41,7 @@ class Layout:
     rs: dict[Where, int] = field(default_factory=dict)
     moved_to_host: int = 0  # bytes the rules put on the host that their layer would have put on a GPU
     unmatched: tuple[str, ...] = ()  # the -ot patterns no layer tensor of this model matches
+    mapped_extra: int = 0  # bytes of the host's mmapped span that are tensors a GPU holds
 
     @property
     def first_gpu_layer(self) -> int:
@@ -151,7 +152,9 @@ def _mapped_spans(info: ModelInfo, weights: LayerWeights, found: Layout, unified
     (Metal) maps its own span of the file as well."""
     parts = _file_parts(info, found) or [file_order(info, weights, found)]
     host = sum(_span(order, lambda device: device is None) for order in parts)
-    found.weights[None] = max(found.weights.get(None, 0), host)
+    own = found.weights.get(None, 0)
+    found.mapped_extra = max(0, host - own)
+    found.weights[None] = max(own, host)
     if unified and found.devices == 1:
         mapped = sum(_span(order, lambda device: device is not None) for order in parts)
         found.weights[0] = max(found.weights.get(0, 0), mapped)

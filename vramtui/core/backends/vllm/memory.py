@@ -336,16 +336,19 @@ class VllmMemory(MemoryAccounting):
             return est
         from vramtui.core.backends.vllm import serve_defaults
 
-        max_seqs = settings.parallel or int(serve_defaults(settings.device_bytes, False)["parallel"])  # type: ignore[call-overload]
+        tokens = profile_tokens(context, settings)
+        # its default max_num_seqs is at most the batch's tokens (EngineArgs: min(seqs, batched tokens))
+        max_seqs = settings.parallel or min(
+            int(serve_defaults(settings.device_bytes, False)["parallel"]), tokens
+        )  # type: ignore[call-overload]
         kv_dtype = self.kv_dtype(info, settings)
         weights, load_peak = _loaded_weights(info, settings, notes)
         per_token = kv_bytes_per_token(info, kv_dtype, "vllm")
         budget = int(settings.device_bytes * settings.share)
-        tokens = profile_tokens(context, settings)
         if settings.tensor_parallel_size * settings.pipeline_parallel_size > 1:
             est = _size_parallel(info, settings, weights, kv_dtype, context, tokens, max_seqs)
             est.notes = notes + est.notes
-            return est
+            return _refuse_small_batch(est, tokens, settings.parallel)
         activation = activation_peak(info, tokens, max_seqs, build=settings.engine_build)
         activation += _vision_share(info, tokens, activation, notes, max_seqs)
         host = offloaded_bytes(settings, layer_weights(info, weights))
@@ -371,7 +374,7 @@ class VllmMemory(MemoryAccounting):
         if not graphs_fit:
             notes.append(_GRAPHS_OUTSIDE)
         bill = _one_card_bill(weights, cache, activation, host)
-        return Estimate(
+        est = Estimate(
             backend=settings.backend,
             context=context,
             parallel=max_seqs,
@@ -396,6 +399,18 @@ class VllmMemory(MemoryAccounting):
             notes=notes,
             bill=bill,
         )
+        return _refuse_small_batch(est, tokens, settings.parallel)
+
+
+def _refuse_small_batch(est: Estimate, tokens: int, max_seqs: int | None) -> Estimate:
+    """vLLM will not start when --max-num-seqs is above the batch's tokens (SchedulerConfig's check)."""
+    if max_seqs is not None and tokens < max_seqs:
+        est.fits = False
+        est.reason = (
+            f'vLLM refuses to start: "max_num_batched_tokens ({tokens}) must be greater than or equal to '
+            f'max_num_seqs ({max_seqs})": raise --max-num-batched-tokens to {max_seqs} or lower --max-num-seqs'
+        )
+    return est
 
 
 _GRAPHS_OUTSIDE = (
