@@ -855,3 +855,17 @@ def test_ggmls_own_abort_line_is_the_first_error() -> None:
     )
     diagnosis = _diagnose_case(case)
     assert diagnosis.failed and diagnosis.failure == "other" and diagnosis.first_error_line == 6
+
+
+def test_a_kernels_own_assert_is_not_told_to_shorten_the_context() -> None:
+    """QA: masked_scatter's size check (a multimodal model's image tokens) is no index past a table: the
+    advice sends the user to the kernel and the request, not to --max-model-len."""
+    diagnosis = _diagnose_case(ROUND19["r19-vllm-dotsocr-device-assert-inference"])
+    assert diagnosis.cause == "kernel_assert" and "CUDA_LAUNCH_BLOCKING=1" in diagnosis.advice[0]
+    assert not any("max-model-len" in line for line in diagnosis.advice)
+    index = diagnose_text(
+        "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [0,0,0], thread: "
+        "[0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n",
+        kernel_log=lambda: None,
+    )
+    assert index.cause == "device_assert"
