@@ -657,7 +657,7 @@ def test_vllm_concurrency_stops_at_max_num_seqs() -> None:
     base = Settings(backend="vllm", context=4096, device_bytes=24 * GIB)
     default = estimate(info, base)
     assert default.kv_cache_tokens // 4096 > 256  # the pool alone would hold more
-    assert default.max_parallel == 256
+    assert default.max_parallel == 256 and default.to_dict()["max_parallel_capped"] is True
     assert any("--max-num-seqs 256 caps it" in note for note in default.notes)
     given = estimate(info, replace(base, parallel=16))
     assert given.max_parallel == 16 and given.fits

@@ -359,6 +359,7 @@ class Estimate:
     max_context: int | None = None
     max_parallel: int | None = None
     max_parallel_tokens: int | None = None  # the length of each of those sequences (llama.cpp: ctx / slots)
+    max_parallel_capped: bool = False  # max_parallel is the engine's own limit, not what memory holds
     gpu_layers_fit: int | None = None
     n_cpu_moe_fit: int | None = None  # the fewest layers whose experts go to the host for it to fit
     # several cards: the --tensor-split (layers per card, the output layer on the last) that fits them all
@@ -817,6 +818,7 @@ def _sequence_limit(settings: Settings, est: Estimate, cap: int | None) -> None:
         return
     if est.max_parallel is not None and est.max_parallel > cap:
         est.max_parallel = cap
+        est.max_parallel_capped = True
         backend = get_backend(settings.backend)
         why = (
             f"{backend.knob('parallel')} {cap} caps it"
