@@ -284,12 +284,20 @@ class Backend:
                 return by_device[param]
         return self.defaults.get(param)
 
-    def sequence_cap(self, parallel: int | None, device_bytes: int | None, on_cpu: bool) -> int | None:
+    def sequence_cap(
+        self, parallel: int | None, batch: int | None, device_bytes: int | None, on_cpu: bool
+    ) -> int | None:
         """The most sequences this run takes at once whatever memory holds: the engine's limit, or, where
-        `parallel` is a ceiling (vLLM), the run's own value or its default on that device."""
+        `parallel` is a ceiling (vLLM), the run's own value, else its default on that device, which is at
+        most the tokens of one batch (`batch`, else its default: each running sequence takes one a step)."""
         if not self.parallel_caps_requests:
             return self.max_sequences
-        value = parallel if parallel is not None else self.default("parallel", device_bytes, on_cpu)
+        if parallel is not None:
+            return parallel
+        value = self.default("parallel", device_bytes, on_cpu)
+        tokens = batch or self.default("batch", device_bytes, on_cpu)
+        if isinstance(value, int) and isinstance(tokens, int) and tokens > 0:
+            value = min(value, tokens)
         return value if isinstance(value, int) and value > 0 else self.max_sequences
 
     def rungs(self, stage: str | None) -> list[Rung]:

@@ -786,7 +786,7 @@ def _default_cache_note(settings: Settings, est: Estimate) -> None:
 
 def capped_parallel(info: ModelInfo, settings: Settings) -> int:
     """`max_parallel`, never past the engine's own limit (llama.cpp's 256: `ps --fits` said 1024)."""
-    cap = _sequence_cap(settings)
+    cap = sequence_cap(settings)
     found = max_parallel(info, settings)
     return min(found, cap) if cap else found
 
@@ -805,10 +805,22 @@ def _expert_flag_notes(info: ModelInfo, settings: Settings, est: Estimate) -> No
         )
 
 
-def _sequence_cap(settings: Settings) -> int | None:
+def sequence_cap(settings: Settings) -> int | None:
+    """The most sequences the engine runs at once on these settings, whatever memory holds (None: no limit)."""
     return get_backend(settings.backend).sequence_cap(
-        settings.parallel, settings.device_bytes, not settings.on_gpu
+        settings.parallel, settings.batch, settings.device_bytes, not settings.on_gpu
     )
+
+
+def cap_note(settings: Settings, cap: int) -> str:
+    """What stops the concurrency at `cap`: the engine's own limit, or the flag that sets it (vLLM)."""
+    backend = get_backend(settings.backend)
+    why = (
+        f"{backend.knob('parallel')} {cap} caps it"
+        if backend.parallel_caps_requests
+        else f"{settings.backend} runs no more"
+    )
+    return f"at most {cap} sequence{'s' if cap != 1 else ''} at once: {why}"
 
 
 def _sequence_limit(settings: Settings, est: Estimate, cap: int | None) -> None:
@@ -819,15 +831,7 @@ def _sequence_limit(settings: Settings, est: Estimate, cap: int | None) -> None:
     if est.max_parallel is not None and est.max_parallel > cap:
         est.max_parallel = cap
         est.max_parallel_capped = True
-        backend = get_backend(settings.backend)
-        why = (
-            f"{backend.knob('parallel')} {cap} caps it"
-            if backend.parallel_caps_requests
-            else f"{settings.backend} runs no more"
-        )
-        est.notes.append(
-            f"at most {cap} sequence{'s' if cap != 1 else ''} at once: {why} (memory would hold more)"
-        )
+        est.notes.append(f"{cap_note(settings, cap)} (memory would hold more)")
     if settings.parallel is not None and settings.parallel > cap:
         est.fits = False
         est.reason = (
@@ -876,7 +880,7 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     # this one request got (Ollama's shrinks as slots are added); sequences of this run's own share, so
     # the answer is the same whether the engine's default context was typed or left out
     per_sequence = memory.per_sequence(est)
-    cap = _sequence_cap(settings)
+    cap = sequence_cap(settings)
     est.max_parallel = max_parallel(
         info,
         replace(

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import quant as q
-from vramtui.core.estimate.estimator import Settings, max_parallel, size, sizing_memo
+from vramtui.core.estimate.estimator import Settings, cap_note, max_parallel, sequence_cap, size, sizing_memo
 from vramtui.core.estimate.modelinfo import ModelInfo, load_model_info
 
 FIRST_CONTEXT = 4096
@@ -143,7 +142,7 @@ def _row_cells(info: ModelInfo, settings: Settings, contexts: list[int], paralle
     by the cell before it (and a context where not one sequence fits ends the searches)."""
     memory = settings.memory
     # no more than the engine runs at once (llama.cpp: 256; vLLM: --max-num-seqs), whatever memory holds
-    cap = _cap(settings)
+    cap = sequence_cap(settings)
     cells, limit = [], cap or 1024
     for context in contexts:
         whole = context if memory.context_is_per_sequence else context * parallel
@@ -153,12 +152,6 @@ def _row_cells(info: ModelInfo, settings: Settings, contexts: list[int], paralle
         limit = most
         cells.append(Cell(context, est.fits, most, est.total_bytes))
     return cells
-
-
-def _cap(settings: Settings) -> int | None:
-    return get_backend(settings.backend).sequence_cap(
-        settings.parallel, settings.device_bytes, not settings.on_gpu
-    )
 
 
 def _all_weights(info: ModelInfo, settings: Settings) -> int:
@@ -220,14 +213,8 @@ def build_table(
             weights = _all_weights(row_info, row_settings)
             table.rows.append(Row(quant, source, file, weights, cells))
     table.rows.sort(key=lambda row: row.weights_bytes)
-    cap = _cap(settings)
+    cap = sequence_cap(settings)
     if cap and any(cell.max_parallel >= cap for row in table.rows for cell in row.cells):
-        backend = get_backend(settings.backend)
-        why = (
-            f"{backend.knob('parallel')} {cap} caps it" if backend.parallel_caps_requests else "runs no more"
-        )
-        table.notes.append(
-            f"at most {cap} sequence{'s' if cap != 1 else ''} at once: {settings.backend} {why}"
-        )
+        table.notes.append(cap_note(settings, cap))
     table.elapsed_s = time.perf_counter() - started
     return table

@@ -14,7 +14,7 @@ from vramtui.core.backends.vllm import kvpool
 from vramtui.core.backends.vllm.kvpool import hybrid_pool
 from vramtui.core.estimate import devices, recurrent
 from vramtui.core.estimate.accounting import MLA_LATENT, MemoryAccounting
-from vramtui.core.estimate.estimator import Estimate, Settings
+from vramtui.core.estimate.estimator import Estimate, Settings, sequence_cap
 from vramtui.core.estimate.kvcache import kv_bytes_per_token, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.weights import dtype_bytes, hf_weights_bytes
@@ -334,13 +334,8 @@ class VllmMemory(MemoryAccounting):
             est = _size_cpu(info, settings, context)
             est.notes = notes + est.notes
             return est
-        from vramtui.core.backends.vllm import serve_defaults
-
         tokens = profile_tokens(context, settings)
-        # its default max_num_seqs is at most the batch's tokens (EngineArgs: min(seqs, batched tokens))
-        max_seqs = settings.parallel or min(
-            int(serve_defaults(settings.device_bytes, False)["parallel"]), tokens
-        )  # type: ignore[call-overload]
+        max_seqs = _max_num_seqs(settings)
         kv_dtype = self.kv_dtype(info, settings)
         weights, load_peak = _loaded_weights(info, settings, notes)
         per_token = kv_bytes_per_token(info, kv_dtype, "vllm")
@@ -400,6 +395,12 @@ class VllmMemory(MemoryAccounting):
             bill=bill,
         )
         return _refuse_small_batch(est, tokens, settings.parallel)
+
+
+def _max_num_seqs(settings: Settings) -> int:
+    """--max-num-seqs as given, else vLLM's default on this device, at most the batch's tokens (EngineArgs:
+    min(seqs, batched tokens)): the backend's own sequence cap."""
+    return sequence_cap(settings) or 1
 
 
 def _refuse_small_batch(est: Estimate, tokens: int, max_seqs: int | None) -> Estimate:
@@ -575,10 +576,8 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
     """vLLM's CPU build: everything is host memory (NUMA node 0's, `device_bytes`). The KV cache is the
     bytes set outright (--kv-cache-memory-bytes), else the share of the node less what the worker
     already holds (cpu_worker.determine_available_memory), in blocks of 128 tokens."""
-    from vramtui.core.backends.vllm import serve_defaults
-
     notes: list[str] = []
-    max_seqs = settings.parallel or int(serve_defaults(None, on_cpu=True)["parallel"])  # type: ignore[call-overload]
+    max_seqs = _max_num_seqs(settings)
     weights, _peak, wnotes = hf_weights_bytes(info, settings.quant, True)
     notes += wnotes
     per_token = kv_bytes_per_token(info, VLLM.kv_dtype(info, settings), "vllm")
