@@ -119,8 +119,9 @@ class ModelInfo:
     layer_bytes: tuple[int, ...] | None = None
     # GGUF: (name, bytes) of every repeating-layer tensor, so --override-tensor patterns can place each one
     layer_tensors: tuple[tuple[str, int], ...] | None = None
-    # GGUF: (name, part, offset, bytes) of every tensor as the file(s) hold them: llama.cpp maps each part
-    # and its host buffer spans a part from its first host tensor to its last (get_mapping_range)
+    # GGUF: (name, part, offset, bytes) of every tensor as the file(s) hold them, by part and offset:
+    # llama.cpp maps each part and its host buffer spans a part from its first host tensor to its last
+    # (get_mapping_range)
     file_order: tuple[tuple[str, int, int, int], ...] | None = None
     token_embd_bytes: int | None = None
     output_bytes: int | None = None
@@ -1003,7 +1004,7 @@ def info_from_gguf(path: Path) -> ModelInfo:
         kv_heads_per_layer=kv_per_layer,
         layer_bytes=tuple(found.layer_bytes),
         layer_tensors=tuple(found.layer_tensors),
-        file_order=tuple(found.order),
+        file_order=tuple(sorted(found.order, key=lambda row: (row[1], row[2]))),  # by part, then offset
         token_embd_bytes=found.token_embd,
         output_bytes=found.output if found.has_output else None,
         other_bytes=found.other,

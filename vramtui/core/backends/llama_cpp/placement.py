@@ -168,14 +168,11 @@ def _file_parts(info: ModelInfo, found: Layout) -> list[list[tuple[str, int, Whe
     where: dict[str, Where] = {name: device for name, _layer, _nbytes, device in found.tensors}
     if not all(name in where for name, *_ in info.file_order if name.startswith("blk.")):
         return []
-    parts: dict[int, list[tuple[int, str, int, Where]]] = {}
-    for name, part, offset, nbytes in info.file_order:
+    parts: dict[int, list[tuple[str, int, Where]]] = {}
+    for name, part, _offset, nbytes in info.file_order:  # already by part and offset
         device = None if name == "token_embd.weight" else where.get(name, found.output)
-        parts.setdefault(part, []).append((offset, name, nbytes, device))
-    return [
-        [(name, nbytes, device) for _offset, name, nbytes, device in sorted(rows)]
-        for _part, rows in sorted(parts.items())
-    ]
+        parts.setdefault(part, []).append((name, nbytes, device))
+    return list(parts.values())
 
 
 def add_recurrent(info: ModelInfo, found: Layout, sequences: int) -> None:
