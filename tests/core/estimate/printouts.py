@@ -34,6 +34,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import quant as q
 from vramtui.core.estimate import recurrent
 from vramtui.core.estimate.estimator import Estimate, Settings, estimate
+from vramtui.core.estimate.inputs import parse_overrides
 from vramtui.core.estimate.modelinfo import ModelInfo, load_model_info, tensor_groups
 from vramtui.core.estimate.weights import LayerWeights, llama_cpp_weights, stored_type
 from vramtui.core.memory.parts import HOST
@@ -692,11 +693,11 @@ _FLAG_NAMES = {
     "--no-mmap": "nommap",
     "-nkvo": "nkvo",
     "--no-kv-offload": "nkvo",
-    # ik_llama.cpp's own: -mla, -amb, and -rtr (repacks at load: mmap off); -fmoe sizes nothing
     "-ctk": "ctk",
     "--cache-type-k": "ctk",
     "-ctv": "ctv",
     "--cache-type-v": "ctv",
+    # ik_llama.cpp's own: -mla, -amb, and -rtr (repacks at load: mmap off); -fmoe sizes nothing
     "-mla": "mla",
     "--mla-use": "mla",
     "-amb": "amb",
@@ -818,8 +819,8 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
     if context is None:
         raise VramtuiError("no context line (n_ctx not printed)")
     flags = command_flags(case.get("command"))
-    # one -ot may hold several rules, comma-separated, as llama.cpp splits it
-    typed = tuple(rule.strip() for value in flags["ot"] for rule in value.split(",") if rule.strip())
+    # one -ot may hold several rules, comma-separated: split (and checked) as the CLI does
+    typed = tuple(rule for value in flags["ot"] for rule in parse_overrides(value))
     overrides = typed or tuple(_overrides_from_log(run))
     if not case.get("command") and not overrides and _OVERRIDES_USED in case["log"]:
         raise VramtuiError("the run overrides tensor placement but the printout shows neither how nor where")
