@@ -334,7 +334,14 @@ def test_settings_the_engine_refuses_are_said_before_check_launches() -> None:
     assert 'set flash_attn = "on"' in refused("llama-cpp-python", kv_dtype="q8_0")  # its default is off
     for fine in ({"parallel": 256}, {"kv_dtype": "q8_0"}, {"kv_dtype": "q8_0", "flash_attn": "on"}):
         check_runnable(Profile(backend="llama-server", model="/m.gguf", params=fine))  # auto is on
-    check_runnable(Profile(backend="vllm", model="m", params={"parallel": 300}))  # no such limit known
+    check_runnable(
+        Profile(backend="vllm", model="m", params={"parallel": 300})
+    )  # its default batch holds 300
+    # vLLM's own refusal, asked of the same Backend method the estimate asks
+    assert "max_num_batched_tokens (256) must be greater than or equal to max_num_seqs (300)" in refused(
+        "vllm", parallel=300, batch=256
+    )
+    check_runnable(Profile(backend="vllm", model="m", params={"parallel": 256, "batch": 256}))
 
 
 def test_the_wizards_first_move_is_llama_cpps_own_named_fix() -> None:

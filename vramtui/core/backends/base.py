@@ -245,9 +245,14 @@ class Backend:
     # The most sequences it runs at once, whatever memory holds (llama.cpp's LLAMA_MAX_SEQ: 256; more and
     # it refuses to start, "n_seq_max must be <= 256"); None: no limit vramtui knows.
     max_sequences: int | None = None
+    # The engine's own words when it refuses more than max_sequences ({cap}), quoted to the user.
+    sequence_limit_words: str = ""
     # `parallel` is a ceiling on the requests it batches at once, not slots each sized for the context
     # (vLLM's --max-num-seqs): the concurrency memory holds stops there.
     parallel_caps_requests: bool = False
+    # Its words when it refuses more sequences at once ({sequences}) than one batch's tokens ({batch}):
+    # each running sequence takes a token a step (vLLM's SchedulerConfig); "": no such refusal.
+    batch_limit_words: str = ""
     # Flags only this engine takes: a command line of a program two engines share (ik_llama.cpp's
     # llama-server and mainline's) with one of them is this engine's.
     own_flags: tuple[str, ...] = ()
@@ -299,6 +304,21 @@ class Backend:
         if isinstance(value, int) and isinstance(tokens, int) and tokens > 0:
             value = min(value, tokens)
         return value if isinstance(value, int) and value > 0 else self.max_sequences
+
+    def sequence_refusal(self, sequences: int | None, batch_tokens: int | None) -> str | None:
+        """Why the engine will not start with `sequences` at once and `batch_tokens` a step (None: it
+        starts, or vramtui knows no limit): the estimate, the grid and `check` all ask here."""
+        if sequences is None:
+            return None
+        cap = self.max_sequences
+        if cap is not None and sequences > cap:
+            words = f": {self.sequence_limit_words.format(cap=cap)}" if self.sequence_limit_words else ""
+            plural = "s" if cap != 1 else ""
+            return f"{self.name} runs at most {cap} sequence{plural} at once, not {sequences} (it refuses to start{words})"
+        if self.batch_limit_words and batch_tokens is not None and batch_tokens < sequences:
+            said = self.batch_limit_words.format(batch=batch_tokens, sequences=sequences)
+            return f"{said}: raise {self.knob('batch')} to {sequences} or lower {self.knob('parallel')}"
+        return None
 
     def rungs(self, stage: str | None) -> list[Rung]:
         """The rungs for a failing stage that this backend can take, in the order users are taught."""

@@ -832,12 +832,10 @@ def _sequence_limit(settings: Settings, est: Estimate, cap: int | None) -> None:
         est.max_parallel = cap
         est.max_parallel_capped = True
         est.notes.append(f"{cap_note(settings, cap)} (memory would hold more)")
-    if settings.parallel is not None and settings.parallel > cap:
+    refusal = get_backend(settings.backend).sequence_refusal(settings.parallel, None)
+    if refusal is not None:
         est.fits = False
-        est.reason = (
-            f"{settings.backend} runs at most {cap} sequences at once, not {settings.parallel} "
-            f'(it refuses to start: "n_seq_max must be <= {cap}")'
-        )
+        est.reason = refusal
 
 
 def estimate(info: ModelInfo, settings: Settings) -> Estimate:

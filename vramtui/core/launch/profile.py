@@ -528,13 +528,14 @@ def check_runnable(profile: Profile) -> None:
     """Settings the engine itself refuses, said before a launch that could only fail (`check`, `run`;
     the wizard launches them: its first move is the engine's own named fix)."""
     backend, params = profile.backend, profile.params
-    cap = backend.max_sequences
-    parallel = params.get("parallel")
-    if cap and isinstance(parallel, int) and not isinstance(parallel, bool) and parallel > cap:
-        raise VramtuiError(
-            f"parallel = {parallel}: {backend.name} runs at most {cap} sequence{'s' if cap != 1 else ''} "
-            f"at once (it refuses to start); set parallel = {cap} or less"
-        )
+    parallel, batch = params.get("parallel"), params.get("batch")
+    if isinstance(parallel, int) and not isinstance(parallel, bool):
+        tokens = batch if isinstance(batch, int) and not isinstance(batch, bool) else None
+        refusal = backend.sequence_refusal(parallel, tokens)
+        if refusal is not None:
+            cap = backend.max_sequences
+            fix = f"; set parallel = {cap} or less" if cap is not None and parallel > cap else ""
+            raise VramtuiError(f"parallel = {parallel}: {refusal}{fix}")
     kv_dtype = params.get("kv_dtype")
     flash = backend.flash_attn_effective(params.get("flash_attn"))
     if kv_dtype is not None and backend.needs_flash_attn_for(kv_dtype) and not flash:

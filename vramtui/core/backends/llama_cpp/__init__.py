@@ -205,6 +205,7 @@ _FAMILY = {
     # LLAMA_MAX_SEQ (src/llama-cparams.h); checked on llama-server 0.5.0-dev: `-np 300` exits with
     # "n_seq_max must be <= 256". Ollama's runner is llama.cpp: the same limit.
     "max_sequences": MAX_SEQUENCES,
+    "sequence_limit_words": '"n_seq_max must be <= {cap}"',
     "named_fix": named_fix,
 }
 
@@ -342,7 +343,7 @@ LLAMA_CPP_PYTHON = Backend(
     # thread stacks and malloc arenas).
     host_baseline_bytes=352 * MIB,
     # its server puts every request behind one lock (llama_cpp.server's llama_outer_lock): one at a time
-    **{**_FAMILY, "max_sequences": 1},  # type: ignore[arg-type]
+    **{**_FAMILY, "max_sequences": 1, "sequence_limit_words": ""},  # type: ignore[arg-type]
 )
 
 OLLAMA = Backend(

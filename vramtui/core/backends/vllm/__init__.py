@@ -125,6 +125,11 @@ VLLM = Backend(
     },
     device_defaults=_device_defaults,
     parallel_caps_requests=True,
+    # SchedulerConfig's check (vllm/config/scheduler.py), checked on vLLM 0.32's CPU build
+    batch_limit_words=(
+        'vLLM refuses to start: "max_num_batched_tokens ({batch}) must be greater than or equal to '
+        'max_num_seqs ({sequences})"'
+    ),
     named_fix=named_fix,
     context_auto=True,
     kv_dtypes=("auto", "fp8", "fp8_e4m3", "fp8_e5m2"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from vramtui.core.backends import get_backend
 from vramtui.core.backends.vllm import kvpool
 from vramtui.core.backends.vllm.kvpool import hybrid_pool
 from vramtui.core.estimate import devices, recurrent
@@ -404,13 +405,11 @@ def _max_num_seqs(settings: Settings) -> int:
 
 
 def _refuse_small_batch(est: Estimate, tokens: int, max_seqs: int | None) -> Estimate:
-    """vLLM will not start when --max-num-seqs is above the batch's tokens (SchedulerConfig's check)."""
-    if max_seqs is not None and tokens < max_seqs:
+    """vLLM will not start when --max-num-seqs is above the batch's tokens (the Backend's refusal)."""
+    refusal = get_backend(est.backend).sequence_refusal(max_seqs, tokens)
+    if refusal is not None:
         est.fits = False
-        est.reason = (
-            f'vLLM refuses to start: "max_num_batched_tokens ({tokens}) must be greater than or equal to '
-            f'max_num_seqs ({max_seqs})": raise --max-num-batched-tokens to {max_seqs} or lower --max-num-seqs'
-        )
+        est.reason = refusal
     return est
 
 
