@@ -31,12 +31,15 @@ def render_table(table: Any, est: Any, calibration_line: str | None = None) -> s
     width = max([len("quant"), *(len(row.quant) for row in table.rows)]) + 2
     usable = f"{format_bytes(est.usable_bytes)} usable of {format_bytes(est.device_bytes)}"
     where = "host RAM" if est.device == "host" else "the GPU"
-    asked = f"{table.parallel} sequence{'s' if table.parallel != 1 else ''} asked for"
+    if table.parallel_asked:
+        asked = f"{table.parallel} sequence{'s' if table.parallel != 1 else ''} asked for"
+    else:  # not the engine's default slots: a cell says what fits, whatever the default
+        asked = "1 sequence (no --parallel)"
     lines = [
         f"grid      sequences of each context that fit at once in {where}; -- not even one",
         f"          {usable}, {est.backend}, {asked}",
     ]
-    if table.parallel > 1:
+    if any(not cell.fits and cell.max_parallel > 0 for row in table.rows for cell in row.cells):
         lines.append("          ! fewer than asked for fit")
     lines += [
         "",

@@ -145,3 +145,27 @@ def test_a_quantized_config_is_a_row_of_its_own_for_the_engines_that_load_it(
     # llama.cpp runs a GGUF, a conversion: its rows stay the GGUF types
     _code, data = _json(capsys, str(config), "--gpu-mem", "24GiB")
     assert all(row["source"] == "typical" for row in data["table"]["rows"])
+
+
+def test_the_header_says_whether_sequences_were_asked_for_and_the_legend_only_where_a_cell_has_it(
+    capsys: pytest.CaptureFixture[str], quant_folder: Path
+) -> None:
+    """QA: the grid said "1 sequence asked for" where nothing was asked (the single estimate uses the
+    engine's default slots), and printed the "!" legend for vLLM, where no cell can carry it."""
+    model = str(quant_folder / "grid-tiny-q8_0.gguf")
+    main(["estimate", model, "--table", "--gpu-mem", "600MiB"])
+    out = capsys.readouterr().out
+    assert "1 sequence (no --parallel)" in out and "asked for" not in out
+    code, data = _json(capsys, model, "--gpu-mem", "600MiB")
+    assert code == 0
+    assert data["table"]["parallel_asked"] is False and data["table"]["parallel"] == 1
+    # many sequences on a small card: some cells hold fewer than asked for, and the legend says what ! is
+    main(["estimate", model, "--table", "--gpu-mem", "600MiB", "--parallel", "64"])
+    out = capsys.readouterr().out
+    marked = [line for line in out.splitlines() if line.startswith("  q") and "!" in line]
+    assert "64 sequences asked for" in out and marked and "! fewer than asked for fit" in out
+    # vLLM's --max-num-seqs is a ceiling: a cell fits at one request of its context, so no "!"
+    config = Path(__file__).parents[2] / "data" / "configs" / "Qwen--Qwen2.5-0.5B-Instruct.config.json"
+    main(["estimate", str(config), "--backend", "vllm", "--table", "--gpu-mem", "8GiB", "--parallel", "64"])
+    out = capsys.readouterr().out
+    assert "64 sequences asked for" in out and "!" not in out

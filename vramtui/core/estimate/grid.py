@@ -70,11 +70,13 @@ class Table:
     parallel: int
     elapsed_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    parallel_asked: bool = False  # `parallel` was given; else 1, whatever the engine's default
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "contexts": list(self.contexts),
             "parallel": self.parallel,
+            "parallel_asked": self.parallel_asked,
             "rows": [row.to_dict() for row in self.rows],
             "cells": sum(len(row.cells) for row in self.rows),
             "elapsed_ms": round(self.elapsed_s * 1000, 1),
@@ -201,7 +203,7 @@ def build_table(
         raise VramtuiError("the grid's contexts must be positive")
     parallel = settings.parallel or 1
     path = Path(model_path).expanduser() if model_path else None
-    table = Table(contexts=contexts, rows=[], parallel=parallel)
+    table = Table(contexts=contexts, rows=[], parallel=parallel, parallel_asked=settings.parallel is not None)
     if not info.max_context:
         table.notes.append(
             f"the model does not say its trained length: contexts up to {UNKNOWN_TRAINED_LIMIT:,}"
