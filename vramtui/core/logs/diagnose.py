@@ -29,6 +29,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.logs import rules as ls
 from vramtui.core.logs.advice import CAUSE_WORDS, FAILURE_WORDS, advise, summarize
 from vramtui.core.logs.analysis import _analyze, _LineInfo  # noqa: F401  (_analyze: benchmarks name it here)
+from vramtui.core.logs.encoded import DAMAGED, damaged, decoded
 from vramtui.core.logs.kernel import read_kernel_oom_lines
 from vramtui.core.logs.memo import (
     _DIGIT_MASK,
@@ -358,9 +359,11 @@ def diagnose_file(
 @contextmanager
 def open_log(path: str | Path) -> Iterator[BinaryIO]:
     """A log file opened once for reading: a regular file, or a pipe (`<(docker logs srv)`, a FIFO) read
-    as it comes; "-" is stdin (left open); a folder or a device is one line."""
+    as it comes; "-" is stdin (left open); a folder or a device is one line. A compressed or UTF-16 log
+    is read as its text (core/logs/encoded.py)."""
     if str(path) == "-":
-        yield sys.stdin.buffer
+        with _decoding("standard input", sys.stdin.buffer) as stream:
+            yield stream
         return
     file_path = Path(path)
     try:
@@ -379,11 +382,22 @@ def open_log(path: str | Path) -> Iterator[BinaryIO]:
         raise VramtuiError(f"cannot read {path}: permission denied") from error
     except OSError as error:
         raise VramtuiError(f"cannot read {path}: {error.strerror or error}") from error
-    with stream:
+    with stream, _decoding(path, stream) as text:
         try:
-            yield stream
+            yield text
         except OSError as error:
             raise VramtuiError(f"cannot read {path}: {error.strerror or error}") from error
+
+
+@contextmanager
+def _decoding(path: object, stream: BinaryIO) -> Iterator[BinaryIO]:
+    text, packed = decoded(stream)
+    try:
+        yield text
+    except DAMAGED as error:
+        if packed is None:
+            raise
+        raise damaged(path, packed, error) from None
 
 
 def diagnose_stream(

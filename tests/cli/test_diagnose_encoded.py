@@ -1,0 +1,86 @@
+"""`vramtui diagnose` on logs as users hand them over: compressed (a rotated `server.log.1.gz`, a journal or
+CI export) and UTF-16 (Windows PowerShell 5's `>` writes UTF-16LE with a byte-order mark). Each reads as its
+text does: the same verdict, the same line numbers. QA: a .gz log was called binary data with no hint, and
+a UTF-16 log counted one line too many."""
+
+from __future__ import annotations
+
+import bz2
+import codecs
+import gzip
+import json
+import lzma
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vramtui.cli import main
+
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
+REAL = LOGS / "llama-cpp-python-rlimit-kv.log"  # a real failure made here: a KV cache past the limit
+
+
+def _verdict(capsys: pytest.CaptureFixture[str], path: Path) -> tuple[int, dict]:
+    code = main(["diagnose", str(path), "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _same(data: dict, plain: dict) -> bool:
+    keys = ("failure", "failure_stage", "first_error_line", "lines", "backend")
+    return all(data.get(key) == plain.get(key) for key in keys)
+
+
+@pytest.mark.parametrize(
+    ("suffix", "pack"),
+    [
+        (".gz", gzip.compress),
+        (".xz", lzma.compress),
+        (".bz2", bz2.compress),
+        ("-utf16.log", lambda raw: raw.decode("utf-8").encode("utf-16")),  # with its BOM, as PowerShell
+        ("-utf16le.log", lambda raw: raw.decode("utf-8").encode("utf-16-le")),  # no BOM
+        ("-utf16.log.gz", lambda raw: gzip.compress(raw.decode("utf-8").encode("utf-16"))),
+    ],
+)
+def test_a_compressed_or_utf16_log_reads_as_its_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str, pack: object
+) -> None:
+    code, plain = _verdict(capsys, REAL)
+    assert code == 1 and plain["failure"] != "none" and plain["first_error_line"]
+    packed = tmp_path / f"server{suffix}"
+    packed.write_bytes(pack(REAL.read_bytes()))  # type: ignore[operator]
+    assert packed.read_bytes() != REAL.read_bytes()
+    code, data = _verdict(capsys, packed)
+    assert code == 1 and _same(data, plain), (data, plain)
+
+
+def test_a_compressed_log_on_stdin_reads_as_its_text(capsys: pytest.CaptureFixture[str]) -> None:
+    _, plain = _verdict(capsys, REAL)
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", "-", "--json"],
+        input=gzip.compress(REAL.read_bytes()),
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and _same(json.loads(done.stdout), plain), done.stderr
+
+
+def test_a_compressed_log_cut_short_is_one_line_naming_the_reader(tmp_path: Path) -> None:
+    cut = tmp_path / "server.log.gz"
+    cut.write_bytes(gzip.compress(REAL.read_bytes())[:200])
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", str(cut)], capture_output=True, timeout=60, text=True
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "the gzip file is cut short or damaged" in done.stderr and f"zcat {cut} |" in done.stderr
+
+
+def test_binary_that_only_starts_like_utf16_is_still_binary(tmp_path: Path) -> None:
+    """A NUL every other byte is UTF-16 only where the rest is text: an image or a model file stays binary."""
+    blob = tmp_path / "weights.bin"
+    blob.write_bytes(codecs.BOM_UTF16_LE + bytes(range(256)) * 64)
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", str(blob)], capture_output=True, timeout=60, text=True
+    )
+    assert (done.returncode, done.stderr) == (2, f"vramtui: {blob} looks like binary data, not a text log\n")
