@@ -552,6 +552,7 @@ _NEWEST_ROUNDS = {
     "round7.jsonl": "round 7, both parts (gathered after the estimator of 2026-12-03, seventh session)",
     "round8.jsonl": "round 8, both parts (gathered after the estimator of 2026-12-03, seventh session, later)",
     "round9.jsonl": "round 9, both parts (gathered after the estimator of 2026-12-03, eighth session)",
+    "round10.jsonl": "round 10, both parts (gathered after the estimator of 2026-12-03, ninth session)",
 }
 
 

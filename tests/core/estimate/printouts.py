@@ -51,6 +51,7 @@ FILES = (
     DATA / "printouts" / "round7.jsonl",
     DATA / "printouts" / "round8.jsonl",
     DATA / "printouts" / "round9.jsonl",
+    DATA / "printouts" / "round10.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
