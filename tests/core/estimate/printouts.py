@@ -395,6 +395,13 @@ def _tied(run: LogRun, arch: str) -> bool:
     )
 
 
+# Architectures whose layers are not llama's (a gated feed-forward, separate q/k/v, no biases), as
+# llama.cpp's tensor table for them has it; a log prints the shape, not the layer's tensors.
+_ARCH_TRAITS: dict[str, dict[str, bool]] = {
+    "gptneox": {"ffn_gated": False, "fused_qkv": True, "attn_bias": True},
+}
+
+
 def info_of(run: LogRun) -> ModelInfo:
     """The model as the log prints it; a VramtuiError names what the log does not print."""
     missing = [name for name in SHAPE_NEEDED if _meta_int(run, name) is None]
@@ -421,6 +428,8 @@ def info_of(run: LogRun) -> ModelInfo:
         intermediate=_meta_int(run, "n_ff"),
         tied_embeddings=_tied(run, arch),
     )
+    for name, value in _ARCH_TRAITS.get(arch, {}).items():  # what a shape line does not print
+        setattr(info, name, value)
     per_layer = [int(n) for n in re.findall(r"\d+", run.meta.get("n_head_kv", ""))]
     if len(per_layer) == n_layers > 1:  # a hybrid prints its KV heads per layer (0: a recurrent layer)
         info.kv_heads_per_layer, info.n_kv_heads = tuple(per_layer), max(per_layer)
