@@ -356,6 +356,7 @@ LATER_ROUNDS = (
     ("round18.jsonl", "round 18, both parts (gathered after the rules of 2026-12-03, seventh session, later"),
     ("round19.jsonl", "round 19, both parts (gathered after the rules of 2026-12-03, eighth session"),
     ("round20.jsonl", "round 20, both parts (gathered after the rules of 2026-12-03, eighth session, later"),
+    ("round21.jsonl", "round 21, both parts (gathered after the rules of 2026-12-03, ninth session)"),
 )
 
 

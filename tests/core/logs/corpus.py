@@ -35,6 +35,7 @@ FILES = (
     LOGS / "round18.jsonl",
     LOGS / "round19.jsonl",
     LOGS / "round20.jsonl",
+    LOGS / "round21.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
