@@ -869,3 +869,40 @@ def test_a_kernels_own_assert_is_not_told_to_shorten_the_context() -> None:
         kernel_log=lambda: None,
     )
     assert index.cause == "device_assert"
+
+
+ROUND21 = {case["id"]: case for case in _cases(LOGS / "round21.jsonl")}
+
+
+def test_a_model_that_cannot_shift_its_context_fails_at_the_request_with_its_own_advice() -> None:
+    """ik_llama.cpp and older llama.cpp abort a K-shift on DeepSeek2 ("llama.cpp:18430: Deepseek2 does not
+    support K-shift") once a slot's context fills while serving (round 21, training)."""
+    diagnosis = _diagnose_case(ROUND21["r21-ikllama-deepseek-kshift-slot-full"])
+    assert (diagnosis.failure, diagnosis.failure_stage, diagnosis.first_error_line) == (
+        "context_too_long",
+        "inference",
+        30,
+    )
+    assert diagnosis.cause == "shift_unsupported"
+    assert "--ctx-size" in diagnosis.advice[0] and "--parallel" in diagnosis.advice[0]
+    assert not any("--context-shift" in line for line in diagnosis.advice)  # the shift is what failed
+
+
+def test_the_older_servers_context_shift_line_is_a_quiet_warning() -> None:
+    diagnosis = _diagnose_case(ROUND21["r21-ikllama-gemma3-ctx512-context-shift"])
+    assert not diagnosis.failed and any("context shift" in warning for warning in diagnosis.warnings)
+
+
+def test_ik_llama_cpps_incompatible_deepseek_gguf_is_a_quiet_warning() -> None:
+    diagnosis = _diagnose_case(ROUND21["r21-ikllama-deepseek-prompt-cache-never-reused"])
+    assert not diagnosis.failed and any("made for mainline" in warning for warning in diagnosis.warnings)
+
+
+def test_a_kernel_fallback_logged_at_error_level_is_no_failure() -> None:
+    """vLLM's fa_utils logs "Cannot use FA version 2 ..." at ERROR and picks another backend (round 21): a
+    quiet warning. A weak ERROR line that states no fallback still fails."""
+    diagnosis = _diagnose_case(ROUND21["r21-vllm-t4-fa2-unsupported-xformers-fallback"])
+    assert not diagnosis.failed
+    assert any("FlashAttention version cannot run" in warning for warning in diagnosis.warnings)
+    other = "(EngineCore_DP0 pid=1) ERROR 07-31 16:21:40 [fa_utils.py:57] Cannot load the model's files\n"
+    assert diagnose_text(other, kernel_log=no_kernel_log).failed

@@ -70,6 +70,8 @@ CAUSE_WORDS: dict[str, str] = {
     "request_error": "the server failed a request with an internal error (HTTP 500)",
     "kernel_type_unsupported": "a GPU kernel has no path for this tensor type on this backend",
     "kernel_assert": "a GPU kernel's own check failed (a device-side assert)",
+    "shift_unsupported": "a slot's context filled up, and this model's cache cannot drop its oldest tokens "
+    "(no context shift)",
     "device_assert": "a GPU kernel's own check failed (an index past its table: a position past the trained "
     "length, or a token id past the vocabulary)",
     "backend_init_failed": "the GPU backend for the context (Metal, Vulkan...) failed to initialize",
@@ -388,6 +390,19 @@ ADVICE: tuple[AdviceRow, ...] = (
     AdviceRow(None, "v_cache_needs_flash_attn", ("@v_cache_needs_flash_attn",)),
     AdviceRow(None, "too_many_sequences", ("@too_many_sequences",)),
     AdviceRow("other", "worker_died", ("@worker_died",)),
+    AdviceRow(
+        None,
+        "shift_unsupported",
+        (
+            Say(
+                "Give each slot more context: raise {context}, or lower {parallel} (the slots share the "
+                "context), so prompt and reply fit without a shift.",
+                otherwise="Give each slot more context (a larger context, or fewer parallel slots), so prompt "
+                "and reply fit without a shift.",
+            ),
+            "Or cap each reply's length (n_predict / max_tokens) below what the slot has left after the prompt.",
+        ),
+    ),
     AdviceRow(
         "context_too_long",
         None,

@@ -281,6 +281,8 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
     error = _error_of(filed, low, warning_level) if frame_match is None else None
 
     notices = tuple(rule for entry in filed for rule in entry[2] if _matches(rule, low))
+    if error is not None and not error.strong and any(n.kind == "kernel_fallback" for n in notices):
+        error = None  # a slower kernel chosen, logged at ERROR level (vLLM's fa_utils): the run goes on
     recovery = any(_matches(rule, low) for entry in filed for rule in entry[3])
     figures, figure_rules = _extract_figures(
         text,

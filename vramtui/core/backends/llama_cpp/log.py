@@ -434,6 +434,15 @@ CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule(
         "kv cache is full", "context_too_long", "context_too_long", stage="inference", backend="llama.cpp"
     ),
+    # a slot's context filled up and the model's cache cannot shift (GGML_ABORT in llama.cpp's K-shift:
+    # "llama.cpp:18430: Deepseek2 does not support K-shift")
+    ErrorRule(
+        "does not support k-shift",
+        "shift_unsupported",
+        "context_too_long",
+        stage="inference",
+        backend="llama.cpp",
+    ),
     ErrorRule(
         "too big compared to kv size",
         "context_too_long",
@@ -1149,10 +1158,20 @@ NOTICES_4: tuple[NoticeRule, ...] = (
     NoticeRule(": dev = ", "mark", "layer_on_device", r"layer\s+\d+: dev = (?!cpu\b)\w", backend="llama.cpp"),
     # llama-server's slot ran out of context and dropped its oldest tokens to go on (on in Ollama's runs)
     NoticeRule(
-        "context shift, n_keep",
+        "context shift",
         "context_shift",
         "the context filled up and the server dropped the oldest tokens to go on (context shift): the answer "
         "no longer sees what was cut; a larger context, or fewer parallel slots, keeps it",
+        r"context shift(?:, n_keep| \|)",  # today's words, and the older server's `slot context shift | ...`
+        backend="llama.cpp",
+    ),
+    # ik_llama.cpp on a DeepSeek GGUF converted for mainline (no separate attn_k_b/attn_v_b): it rebuilds
+    # them at load and runs, "*** Your prompt processing speed will be crippled ***"
+    NoticeRule(
+        "detected incompatible deepseek model",
+        "kernel_fallback",
+        "ik_llama.cpp found a DeepSeek GGUF made for mainline llama.cpp: it runs, but prompt processing is "
+        "much slower (the log says so); a GGUF made for ik_llama.cpp avoids it",
         backend="llama.cpp",
     ),
     NoticeRule(

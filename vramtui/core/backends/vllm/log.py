@@ -467,6 +467,14 @@ NOTICES: tuple[NoticeRule, ...] = (
         "FlashAttention cannot be used: vLLM picked a slower attention backend",
         backend="vllm",
     ),
+    # vLLM logs this at ERROR level (vllm/attention/utils/fa_utils.py) and goes on with another backend
+    NoticeRule(
+        "cannot use fa version",
+        "kernel_fallback",
+        "this FlashAttention version cannot run on this GPU (the line says why): vLLM picks another, slower "
+        "attention backend",
+        backend="vllm",
+    ),
     NoticeRule(
         "using xformers backend",
         "kernel_fallback",
