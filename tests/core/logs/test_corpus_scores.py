@@ -16,7 +16,7 @@ FLOORS: dict[str, dict[str, tuple[int, int]]] = {
         "stage": (613, 632),
         "class": (613, 632),
         "memory": (158, 164),
-        "first_error": (354, 370),
+        "first_error": (355, 370),
         "quiet": (101, 105),
         "calm": (99, 113),
         "engine": (591, 632),

@@ -906,3 +906,14 @@ def test_a_kernel_fallback_logged_at_error_level_is_no_failure() -> None:
     assert any("FlashAttention version cannot run" in warning for warning in diagnosis.warnings)
     other = "(EngineCore_DP0 pid=1) ERROR 07-31 16:21:40 [fa_utils.py:57] Cannot load the model's files\n"
     assert diagnose_text(other, kernel_log=no_kernel_log).failed
+
+
+def test_a_wrappers_deep_traceback_ends_in_the_first_error_and_a_missing_kernel_image_is_named() -> None:
+    """vLLM's "EngineCore failed to start." opens a traceback 66 lines deep (Triton's frames) whose last line
+    states the failure: that line is the first error (round 21, training), however deep; a build with no
+    code for the card ("no kernel image", Triton's "device kernel image is invalid") is said so."""
+    diagnosis = _diagnose_case(ROUND21["r21-vllm-t4-triton-invalid-kernel-image"])
+    assert (diagnosis.failure_stage, diagnosis.first_error_line) == ("kv_cache", 102)
+    assert diagnosis.cause == "no_kernel_image" and "compute_cap" in diagnosis.advice[0]
+    cuda = "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+    assert diagnose_text(cuda, kernel_log=no_kernel_log).cause == "no_kernel_image"

@@ -70,6 +70,7 @@ CAUSE_WORDS: dict[str, str] = {
     "request_error": "the server failed a request with an internal error (HTTP 500)",
     "kernel_type_unsupported": "a GPU kernel has no path for this tensor type on this backend",
     "kernel_assert": "a GPU kernel's own check failed (a device-side assert)",
+    "no_kernel_image": "the engine's GPU code was not built for this card (no kernel for its compute capability)",
     "shift_unsupported": "a slot's context filled up, and this model's cache cannot drop its oldest tokens "
     "(no context shift)",
     "device_assert": "a GPU kernel's own check failed (an index past its table: a position past the trained "
@@ -390,6 +391,18 @@ ADVICE: tuple[AdviceRow, ...] = (
     AdviceRow(None, "v_cache_needs_flash_attn", ("@v_cache_needs_flash_attn",)),
     AdviceRow(None, "too_many_sequences", ("@too_many_sequences",)),
     AdviceRow("other", "worker_died", ("@worker_died",)),
+    AdviceRow(
+        None,
+        "no_kernel_image",
+        (
+            "Not a memory failure: this build of the engine (or of torch / Triton under it) has no GPU code "
+            "for this card. Check the card's compute capability (nvidia-smi --query-gpu=compute_cap "
+            "--format=csv) against the build's (python -c 'import torch; print(torch.cuda.get_arch_list())').",
+            "Install a build made for it: a newer card (RTX 50-series, sm_120) needs CUDA 12.8+ wheels; an older "
+            "one (below sm_70) needs a release that still ships its code, or a source build "
+            "(TORCH_CUDA_ARCH_LIST, CMAKE_CUDA_ARCHITECTURES).",
+        ),
+    ),
     AdviceRow(
         None,
         "shift_unsupported",

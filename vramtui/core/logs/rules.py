@@ -307,6 +307,14 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         r"\.cuh?:\d+: .*block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] assertion [`']",
         default_stage="inference",
     ),
+    # the binary (torch, a Triton kernel, a CUDA build) carries no code for this card's compute capability:
+    # CUDA's own words, and Triton's for a cubin built for another architecture
+    ErrorRule(
+        "kernel image",
+        "no_kernel_image",
+        "other",
+        r"no kernel image is available for execution|device kernel image is invalid",
+    ),
     ErrorRule("vramtui: the server was killed by sig", "crash", "other"),  # SIGSEGV, SIGABRT ...
     ErrorRule("segmentation fault", "crash", "other", strong=False),
     # Windows' words for the same crash: an access violation (0xC0000005) or another fatal exception code

@@ -282,7 +282,12 @@ class LogState:
         same report: that line is the first error. The wrapper's stage, and the class its words hint
         at, are kept."""
         weak = self.weak
-        if weak is None or weak.rule is None or number - weak.number > _HINT_WITHIN_LINES:
+        if weak is None or weak.rule is None:
+            return False
+        # a deep traceback opened right after the wrapper (vLLM's "EngineCore failed to start." then 60+
+        # frames of Triton and torch) still ends in that wrapper's exception
+        own_traceback = self.tb_start is not None and 0 <= self.tb_start[0] - weak.number <= 1
+        if number - weak.number > _HINT_WITHIN_LINES and not (own_traceback and info.exception is not None):
             return False
         if _weak_rank(weak.rule, weak.text) > 0 or _weak_rank(rule, text, info.exception) == 0:
             return False  # only a wrapper or a header gives way (a generic line with words of its own stays)
