@@ -811,6 +811,21 @@ def test_a_metal_out_of_memory_names_the_macs_working_set_limit() -> None:
     assert cuda.failure == "cuda_oom" and not any("iogpu" in line for line in cuda.advice)
 
 
+def test_the_metal_working_set_is_read_and_set_against_the_gpu_buffers() -> None:
+    """QA: the working-set line came last and the log's own recommendedMaxWorkingSetSize was not read.
+    ggml-metal prints it in millions of bytes (22906.50 MB is 21.33 GiB); this run's Metal buffers (9.78
+    GiB model, 11.72 KV, 5.04 compute) ask 5.21 GiB past it. It follows the first move."""
+    metal = next(
+        c
+        for c in _cases(LOGS / "round9.jsonl")
+        if c["id"] == "r9-llamacpp-metal-m1pro-ctx64000-warmup-oom-continues"
+    )
+    diagnosis = _diagnose_case(metal)
+    assert diagnosis.engine_figures["device_working_set"] == 22_906_500_000
+    assert "--ctx-size" in diagnosis.advice[0]
+    assert "21.33 GiB here" in diagnosis.advice[1] and "26.54 GiB, 5.21 GiB past it" in diagnosis.advice[1]
+
+
 ROUND19 = {case["id"]: case for case in _cases(LOGS / "round19.jsonl")}
 
 

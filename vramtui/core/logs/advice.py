@@ -17,6 +17,7 @@ from vramtui.core.logs import rules as ls
 from vramtui.core.logs.analysis import _engine_hint
 from vramtui.core.logs.rules import LogProfile, Say
 from vramtui.core.logs.verdict import SAYS_KILLED, Diagnosis
+from vramtui.core.units import GIB
 
 FAILURE_WORDS: dict[str, str] = {
     "cuda_oom": "the GPU ran out of memory",
@@ -955,7 +956,7 @@ def advise(
     if hint and own == [_READ_THE_LINE]:
         own.insert(0, f"The engine says what to change: {hint}")  # better than our generic line
     advice.extend(own)
-    advice.append(_metal_working_set(diagnosis))
+    advice.insert(min(1, len(advice)), _metal_working_set(diagnosis))  # after the first move: it says why
     said = [line for line in dict.fromkeys(advice) if line]
     if said and said[0].startswith("Or "):  # its alternative was not said (the engine has no such knob)
         said[0] = said[0][3].upper() + said[0][4:]
@@ -971,11 +972,23 @@ def _metal_working_set(diagnosis: Diagnosis) -> str:
     text = (diagnosis.first_error_text or "").lower()
     if diagnosis.failure != "cuda_oom" or not any(word in text for word in _METAL_WORDS):
         return ""
+    figures = diagnosis.engine_figures
+    limit = figures.get("device_working_set")
+    asked = sum(figures.get(key) or 0 for key in _METAL_BUFFERS)
+    here = f": {limit / GIB:.2f} GiB here" if limit else ""
+    over = (
+        f"; this run's GPU buffers ask for {asked / GIB:.2f} GiB, {(asked - limit) / GIB:.2f} GiB past it"
+        if limit and asked > limit
+        else ""
+    )
     return (
-        "On a Mac, Metal keeps to a working set of about two thirds to three quarters of the memory "
-        "(recommendedMaxWorkingSetSize): macOS 14 and later raise it until reboot with "
+        f"On a Mac, Metal keeps to a working set of about two thirds to three quarters of the memory "
+        f"(recommendedMaxWorkingSetSize{here}){over}: macOS 14 and later raise it until reboot with "
         "`sudo sysctl iogpu.wired_limit_mb=N`, leaving less for everything else."
     )
+
+
+_METAL_BUFFERS = ("model_buffer_gpu", "kv_buffer_gpu", "compute_buffer_gpu")
 
 
 def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:

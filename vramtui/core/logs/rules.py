@@ -518,6 +518,7 @@ UNIT_BYTES: dict[str, int] = {
     "GIB": 1 << 30,
     "TB": 1 << 40,
     "TIB": 1 << 40,
+    "MB_DECIMAL": 10**6,  # a figure printed in millions of bytes (Metal's working set: bytes / 1e6, "MB")
 }
 
 # ---------------------------------------------------------------------------------------------

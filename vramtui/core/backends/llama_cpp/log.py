@@ -1604,6 +1604,15 @@ FIGURES_2: tuple[FigureRule, ...] = (
         "size", "model_file", rf"(?:print_info|llm_load_print_meta):\s+(?:file|model) size\s*=\s*{NUM}{UNIT}",
         backend="llama.cpp",
     ),
+    # The Mac's GPU working set, Metal's limit on what it hands out ("ggml_metal_init:
+    # recommendedMaxWorkingSetSize  = 22906.50 MB", ggml-metal prints bytes / 1e6)
+    FigureRule(
+        "recommendedmaxworkingsetsize",
+        "device_working_set",
+        rf"recommendedMaxWorkingSetSize\s*=\s*{NUM}(?P<unit>)\s*MB",
+        unit_default="MB_DECIMAL",
+        backend="llama.cpp",
+    ),
     # The card's free memory when the model loads: "using device CUDA0 (NVIDIA GeForce RTX 4080 SUPER)
     # - 15035 MiB free"; Ollama's plan: memory.available="[22.0 GiB 22.0 GiB]" (the first card's).
     FigureRule(
