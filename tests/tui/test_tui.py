@@ -489,6 +489,20 @@ def test_the_app_refuses_what_the_cli_refuses_before_the_screen_opens(
     assert refused == f"vramtui: {binary} looks like binary data, not a text log\n"
     assert main(["--log", str(binary)]) == 2
     assert capsys.readouterr().err == refused
+    # a compressed or UTF-16 log: diagnose reads it, the pane (plain text by offsets) says how to open it
+    import gzip
+
+    packed = tmp_path / "server.log.gz"
+    packed.write_bytes(
+        gzip.compress(b"llama_model_load: error loading model: unknown model architecture: 'x'\n")
+    )
+    assert main(["--log", str(packed)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"`zcat {packed} > server.log`" in err and "is gzip-compressed" in err
+    wide = tmp_path / "windows.log"
+    wide.write_bytes("main: model loaded\n".encode("utf-16"))
+    assert main(["--log", str(wide)]) == 2
+    assert f"`iconv -f UTF-16 -t UTF-8 {wide} > server.log`" in capsys.readouterr().err
 
     profile = tmp_path / "types.toml"
     profile.write_text(

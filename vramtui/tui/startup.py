@@ -17,6 +17,7 @@ from vramtui.core.errors import VramtuiError
 def refuse_binary_log(path: str) -> None:
     """Refuse a file that is not a text log, as `vramtui diagnose` does (the same test, the same line):
     binary bytes at its head and no failure a log engine can read in it."""
+    from vramtui.core.logs.encoded import compression_of, utf16_of
     from vramtui.core.logs.textclean import looks_binary
 
     try:
@@ -24,6 +25,15 @@ def refuse_binary_log(path: str) -> None:
             head = stream.read(8192)
     except OSError as error:
         raise VramtuiError(f"cannot read {path}: {error.strerror or error}") from None
+    packed, codec = compression_of(head), utf16_of(head)
+    if packed is not None or codec is not None:  # the pane reads plain text by offsets, as the file grows
+        form = f"{packed[0]}-compressed" if packed else "UTF-16"
+        iconv = str(codec).upper().replace("-LE", "LE").replace("-BE", "BE")
+        convert = f"{packed[1]} {path}" if packed else f"iconv -f {iconv} -t UTF-8 {path}"
+        raise VramtuiError(
+            f"{path} is {form}: the log pane reads plain text (`{convert} > server.log`, then "
+            f"`vramtui --log server.log`); `vramtui diagnose {path}` reads it as it is"
+        )
     if not looks_binary(head):
         return
     from vramtui.core.logs.diagnose import diagnose_file
