@@ -36,6 +36,7 @@ FILES = (
     LOGS / "round19.jsonl",
     LOGS / "round20.jsonl",
     LOGS / "round21.jsonl",
+    LOGS / "round22.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
