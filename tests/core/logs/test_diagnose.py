@@ -932,3 +932,17 @@ def test_a_wrappers_deep_traceback_ends_in_the_first_error_and_a_missing_kernel_
     assert diagnosis.cause == "no_kernel_image" and "compute_cap" in diagnosis.advice[0]
     cuda = "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
     assert diagnose_text(cuda, kernel_log=no_kernel_log).cause == "no_kernel_image"
+
+
+ROUND22 = {case["id"]: case for case in _cases(LOGS / "round22.jsonl")}
+
+
+def test_tgis_default_4096_token_limit_is_a_quiet_warning_and_no_other_limit_is() -> None:
+    """TGI 2.x caps a request at 4096 tokens unless told (round 22, training: Llama-3.1-8B, 131072
+    trained); a default it derived from the model (another number on the same line) is no warning."""
+    diagnosis = _diagnose_case(ROUND22["r22-tgi-llama31-8b-a10g-default-4096-context"])
+    assert not diagnosis.failed and any("4096 tokens per request" in w for w in diagnosis.warnings)
+    line = "2024-09-03T04:36:57.507101Z  INFO text_generation_launcher: Default `max_total_tokens` to {}\n"
+    for limit in ("8192", "4096"):  # lines of one digit mask: each read for its own number
+        said = diagnose_text(line.format(limit), backend="tgi", kernel_log=no_kernel_log).warnings
+        assert any("4096 tokens per request" in w for w in said) == (limit == "4096"), limit

@@ -205,6 +205,22 @@ NOTICES: tuple[NoticeRule, ...] = (
         "flash attention is not installed: TGI runs without its flash kernels (slower, more memory per token)",
         backend="tgi",
     ),
+    # TGI 2.x caps a request at 4096 tokens unless told otherwise (launcher's max_default): it says so when
+    # it has read the model's longer max_position_embeddings, and only "Default ... to 4096" when it has not
+    NoticeRule(
+        "but tgi will now set its default to",
+        "context_truncated",
+        "TGI caps each request below the model's trained length (its default, to save memory): longer "
+        "prompts are refused; pass --max-input-tokens and --max-total-tokens to use more of it",
+        backend="tgi",
+    ),
+    NoticeRule(
+        "default `max_total_tokens` to 4096",
+        "context_truncated",
+        "TGI took its default limit of 4096 tokens per request (max_total_tokens): if the model was trained "
+        "on more, longer prompts are refused; --max-input-tokens and --max-total-tokens raise it",
+        backend="tgi",
+    ),
     # the router found no fast tokenizer: it cannot count a request's tokens, so it checks no length
     NoticeRule(
         "input length validation and truncation is disabled",
