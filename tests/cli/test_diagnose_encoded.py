@@ -84,3 +84,49 @@ def test_binary_that_only_starts_like_utf16_is_still_binary(tmp_path: Path) -> N
         [sys.executable, "-m", "vramtui", "diagnose", str(blob)], capture_output=True, timeout=60, text=True
     )
     assert (done.returncode, done.stderr) == (2, f"vramtui: {blob} looks like binary data, not a text log\n")
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".xz", ".bz2"])
+@pytest.mark.parametrize("keep", [10, 100, 600])
+def test_every_cut_short_compressed_log_is_one_line_exit_2(tmp_path: Path, suffix: str, keep: int) -> None:
+    """QA: a .bz2 cut anywhere (its block is 900 kB) and a .gz/.xz cut before the first block decoded were an
+    internal error with exit 3, which scripts read as an incomplete log."""
+    pack = {".gz": gzip.compress, ".xz": lzma.compress, ".bz2": bz2.compress}[suffix]
+    cut = tmp_path / f"server.log{suffix}"
+    cut.write_bytes(pack(REAL.read_bytes())[:keep])
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", str(cut)], capture_output=True, timeout=60, text=True
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "cut short or damaged" in done.stderr and "internal error" not in done.stderr
+
+
+def test_a_cut_short_log_on_stdin_names_a_command_that_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", "-"],
+        input=gzip.compress(REAL.read_bytes())[:200],
+        capture_output=True,
+        timeout=60,
+        text=False,
+    )
+    err = done.stderr.decode()
+    assert (
+        done.returncode == 2
+        and "`zcat FILE | vramtui diagnose -`" in err
+        and "zcat standard input" not in err
+    )
+
+
+def test_a_log_ending_in_nul_bytes_is_read_not_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA: the unwritten tail a crash or a power loss leaves (NULs) made a short crash log 'binary data'."""
+    _, plain = _verdict(capsys, REAL)
+    for name, raw in (
+        ("tail", REAL.read_bytes() + b"\x00" * 5000),
+        ("head", b"\x00" * 3000 + REAL.read_bytes()),
+    ):
+        padded = tmp_path / f"{name}.log"
+        padded.write_bytes(raw)
+        code, data = _verdict(capsys, padded)
+        assert code == 1 and data["failure"] == plain["failure"] and data["first_error_line"], name

@@ -901,6 +901,8 @@ def test_a_model_that_cannot_shift_its_context_fails_at_the_request_with_its_own
     assert diagnosis.cause == "shift_unsupported"
     assert "--ctx-size" in diagnosis.advice[0] and "--parallel" in diagnosis.advice[0]
     assert not any("--context-shift" in line for line in diagnosis.advice)  # the shift is what failed
+    # QA: a quiet "dropped the oldest tokens to go on" beside it read as if the shift had been made
+    assert not any("context shift" in warning for warning in diagnosis.warnings)
 
 
 def test_the_older_servers_context_shift_line_is_a_quiet_warning() -> None:
@@ -917,7 +919,8 @@ def test_a_kernel_fallback_logged_at_error_level_is_no_failure() -> None:
     """vLLM's fa_utils logs "Cannot use FA version 2 ..." at ERROR and picks another backend (round 21): a
     quiet warning. A weak ERROR line that states no fallback still fails."""
     diagnosis = _diagnose_case(ROUND21["r21-vllm-t4-fa2-unsupported-xformers-fallback"])
-    assert not diagnosis.failed
+    # an offline LLM(...) run never listens: its engine saying what it serves is its ready (QA: "Incomplete")
+    assert not diagnosis.failed and not diagnosis.incomplete and diagnosis.stage == "ready"
     assert any("FlashAttention version cannot run" in warning for warning in diagnosis.warnings)
     other = "(EngineCore_DP0 pid=1) ERROR 07-31 16:21:40 [fa_utils.py:57] Cannot load the model's files\n"
     assert diagnose_text(other, kernel_log=no_kernel_log).failed
@@ -929,9 +932,12 @@ def test_a_wrappers_deep_traceback_ends_in_the_first_error_and_a_missing_kernel_
     code for the card ("no kernel image", Triton's "device kernel image is invalid") is said so."""
     diagnosis = _diagnose_case(ROUND21["r21-vllm-t4-triton-invalid-kernel-image"])
     assert (diagnosis.failure_stage, diagnosis.first_error_line) == ("kv_cache", 102)
-    assert diagnosis.cause == "no_kernel_image" and "compute_cap" in diagnosis.advice[0]
+    # Triton built this kernel here, for this card: its driver is what refused it (QA: the arch-list advice
+    # sent a T4 user to check an arch list that has sm_75)
+    assert diagnosis.cause == "triton_image" and "torch.version.cuda" in diagnosis.advice[0]
     cuda = "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
-    assert diagnose_text(cuda, kernel_log=no_kernel_log).cause == "no_kernel_image"
+    prebuilt = diagnose_text(cuda, kernel_log=no_kernel_log)
+    assert prebuilt.cause == "no_kernel_image" and "compute_cap" in prebuilt.advice[0]
 
 
 ROUND22 = {case["id"]: case for case in _cases(LOGS / "round22.jsonl")}

@@ -72,6 +72,7 @@ CAUSE_WORDS: dict[str, str] = {
     "kernel_type_unsupported": "a GPU kernel has no path for this tensor type on this backend",
     "kernel_assert": "a GPU kernel's own check failed (a device-side assert)",
     "no_kernel_image": "the engine's GPU code was not built for this card (no kernel for its compute capability)",
+    "triton_image": "a Triton kernel compiled for this card could not be loaded by its driver",
     "shift_unsupported": "a slot's context filled up, and this model's cache cannot drop its oldest tokens "
     "(no context shift)",
     "device_assert": "a GPU kernel's own check failed (an index past its table: a position past the trained "
@@ -402,6 +403,17 @@ ADVICE: tuple[AdviceRow, ...] = (
             "Install a build made for it: a newer card (RTX 50-series, sm_120) needs CUDA 12.8+ wheels; an older "
             "one (below sm_70) needs a release that still ships its code, or a source build "
             "(TORCH_CUDA_ARCH_LIST, CMAKE_CUDA_ARCHITECTURES).",
+        ),
+    ),
+    AdviceRow(
+        None,
+        "triton_image",
+        (
+            "Not a memory failure: Triton compiled a kernel the NVIDIA driver cannot load, usually a driver "
+            'older than the CUDA that torch and Triton were built for. Compare nvidia-smi\'s "CUDA Version" '
+            "with python -c 'import torch; print(torch.version.cuda)'.",
+            "Update the driver, or install a torch (and engine) build for the driver's CUDA; TRITON_PTXAS_PATH "
+            "can point Triton at the system's own ptxas.",
         ),
     ),
     AdviceRow(

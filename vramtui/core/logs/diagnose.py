@@ -29,7 +29,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.logs import rules as ls
 from vramtui.core.logs.advice import CAUSE_WORDS, FAILURE_WORDS, advise, summarize
 from vramtui.core.logs.analysis import _analyze, _LineInfo  # noqa: F401  (_analyze: benchmarks name it here)
-from vramtui.core.logs.encoded import DAMAGED, damaged, decoded
+from vramtui.core.logs.encoded import DAMAGED, STDIN, damaged, decoded
 from vramtui.core.logs.kernel import read_kernel_oom_lines
 from vramtui.core.logs.memo import (
     _DIGIT_MASK,
@@ -362,7 +362,7 @@ def open_log(path: str | Path) -> Iterator[BinaryIO]:
     as it comes; "-" is stdin (left open); a folder or a device is one line. A compressed or UTF-16 log
     is read as its text (core/logs/encoded.py)."""
     if str(path) == "-":
-        with _decoding("standard input", sys.stdin.buffer) as stream:
+        with _decoding(STDIN, sys.stdin.buffer) as stream:
             yield stream
         return
     file_path = Path(path)

@@ -31,7 +31,7 @@ def _peek(stream: BinaryIO, size: int) -> bytes:
     peek = getattr(stream, "peek", None)
     try:
         return bytes(peek(size)[:size]) if peek is not None else b""
-    except (OSError, ValueError):
+    except (OSError, ValueError, *DAMAGED):  # a file cut short says so when it is read
         return b""
 
 
@@ -104,7 +104,14 @@ def decoded(stream: BinaryIO) -> tuple[BinaryIO, str | None]:
 def damaged(path: object, packed: str, error: BaseException) -> VramtuiError:
     """The one line for a compressed log that ends early or does not decompress."""
     reader = next(reader for _, name, reader in _COMPRESSED if name == packed)
-    return VramtuiError(
-        f"{path}: the {packed} file is cut short or damaged ({error}); "
-        f"`{reader} {path} | vramtui diagnose -` reads the part that is there"
+    rescue = (
+        f"`{reader} FILE | vramtui diagnose -`"
+        if path == STDIN
+        else f"`{reader} {path} | vramtui diagnose -`"
     )
+    return VramtuiError(
+        f"{path}: the {packed} file is cut short or damaged ({error}); {rescue} reads the part that is there"
+    )
+
+
+STDIN = "standard input"

@@ -310,6 +310,9 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     # the binary (torch, a Triton kernel, a CUDA build) carries no code for this card's compute capability:
     # CUDA's own words, and Triton's for a cubin built for another architecture
     ErrorRule(
+        "kernel image", "triton_image", "other", r"triton error \[cuda\]: device kernel image is invalid"
+    ),  # Triton compiled it here, for this card: the driver would not load what its ptxas made
+    ErrorRule(
         "kernel image",
         "no_kernel_image",
         "other",

@@ -77,14 +77,24 @@ def escape_markup(text: str) -> str:
 
 
 def looks_binary(sample: bytes) -> bool:
-    """True when a sample is mostly not text (NUL bytes or a high share of control bytes)."""
-    if not sample:
-        return False
-    if b"\x00" in sample[:8192]:
-        return True
+    """True when a sample is mostly not text: a high share of control bytes, or NUL bytes beside bytes that
+    are not text. Text with runs of NULs is text: a log rewritten in place, or the unwritten tail a crash
+    or a power loss leaves (the log most worth reading)."""
     head = sample[:8192]
-    controls = sum(1 for byte in head if byte < 9 or 13 < byte < 32)
-    return controls > len(head) * 0.3
+    if not head:
+        return False
+    if b"\x00" in head:
+        rest = head.replace(b"\x00", b"")
+        return not rest or _controls(rest) > len(rest) * 0.3 or _undecodable(rest) > len(rest) * 0.05
+    return _controls(head) > len(head) * 0.3
+
+
+def _controls(data: bytes) -> int:
+    return sum(1 for byte in data if byte < 9 or 13 < byte < 32)
+
+
+def _undecodable(data: bytes) -> int:
+    return data.decode("utf-8", "replace").count("\ufffd")
 
 
 def iter_raw_lines(

@@ -131,6 +131,7 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
         warnings=_quiet_failures(
             state,
             failed_starting=failure_stage is not None and STAGE_INDEX[failure_stage] < STAGE_INDEX["ready"],
+            cause=pick.cause if failed else None,
         ),
         engine_figures=_figures_flat(state.figures),
         cause=pick.cause if failed else None,
@@ -508,13 +509,18 @@ def _shown_formats(state: LogState) -> set[str]:
     return formats
 
 
-def _quiet_failures(state: LogState, failed_starting: bool = False) -> list[str]:
+# Notices a failure's cause already tells, better: a shift the model could not make is no shift made.
+_TOLD_BY_CAUSE = {"shift_unsupported": ("context_shift:",)}
+
+
+def _quiet_failures(state: LogState, failed_starting: bool = False, cause: str | None = None) -> list[str]:
     """What went wrong quietly; where the run failed while starting, not where its model would run (it
     never ran: "runs but slow" would be wrong)."""
+    told = _TOLD_BY_CAUSE.get(cause or "", ())
     warnings = [
         f"{message} (line {number}: {_clip(text, 160)})"
         for key, (number, text, message) in state.notices.items()
-        if not key.startswith("mark:") and _said(state, key)
+        if not key.startswith(("mark:", *told)) and _said(state, key)
     ]
     if not failed_starting:
         warnings.extend(_placement_warnings(state))

@@ -176,6 +176,7 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
     StageRule("torch.compile takes", "kv_cache", backend="vllm"),
     StageRule("compiling a graph", "kv_cache", backend="vllm"),
     StageRule("init engine (profile", "kv_cache", backend="vllm"),
+    StageRule("supported_tasks", "ready", backend="vllm"),  # the engine is up (offline runs never listen)
     StageRule("starting vllm api server", "ready", backend="vllm"),
     StageRule("available routes are", "ready", backend="vllm"),
     StageRule("uvicorn running on", "ready", backend="vllm"),
@@ -809,6 +810,9 @@ PROGRESS: tuple[ProgressRule, ...] = (
     ProgressRule("kv cache size", "cache", r"(?:gpu|cpu|xpu|npu) kv cache size", backend="vllm"),
     ProgressRule("available kv cache memory", "cache", r"available kv cache memory:\s*\d", backend="vllm"),
     ProgressRule("init engine (profile, create kv cache", "cache", backend="vllm"),
+    # the engine is up and says what it serves: the API server's, and an offline LLM(...)'s, which never
+    # listens (llm.py: "Supported_tasks: ['encode', 'embed']")
+    ProgressRule("supported_tasks", "listening", backend="vllm"),
     ProgressRule("application startup complete", "listening", backend="vllm"),
     ProgressRule("starting vllm server on", "listening", backend="vllm"),
     ProgressRule("uvicorn running on", "listening", backend="vllm"),
