@@ -301,7 +301,7 @@ def test_search_in_a_missing_folder_is_exit_2(capsys: pytest.CaptureFixture[str]
     assert "no such folder" in err and "Traceback" not in err
 
 
-def test_vllm_past_the_trained_length_does_not_fit(
+def test_vllm_past_the_trained_length_will_not_start(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     config = tmp_path / "config.json"
@@ -309,7 +309,8 @@ def test_vllm_past_the_trained_length_does_not_fit(
     config.write_text(json.dumps({**shape, "num_attention_heads": 8, "max_position_embeddings": 32768}))
     assert main(["estimate", str(config), "--backend", "vllm", "--ctx", "131072", "--gpu-mem", "80GiB"]) == 1
     out = capsys.readouterr().out
-    assert "DOES NOT FIT: --max-model-len 131072 is past the model's trained length 32768" in out
+    # a refusal, not memory (QA: "DOES NOT FIT" sent users to smaller settings that change nothing)
+    assert "WILL NOT START: --max-model-len 131072 is past the model's trained length 32768" in out
     assert (
         main(["estimate", str(config), "--ctx", "131072", "--parallel", "1", "--gpu-mem", "80GiB"]) == 0
     )  # llama.cpp: a note

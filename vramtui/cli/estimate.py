@@ -391,6 +391,8 @@ def render(info: Any, est: Any) -> str:
         headroom = min(row.usable_bytes - row.total_bytes for row in est.devices)
     if est.fits:
         verdict = f"FITS, {fb(headroom)} to spare" if headroom >= 0 else "FITS"
+    elif est.refused:  # not memory: no smaller setting of another kind helps
+        verdict = f"WILL NOT START: {est.reason}"
     elif est.reason:
         verdict = f"DOES NOT FIT: {est.reason}"
     elif headroom < 0:

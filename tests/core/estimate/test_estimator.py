@@ -675,6 +675,7 @@ def test_vllm_refuses_more_sequences_than_batched_tokens() -> None:
     assert not over.fits and "max_num_batched_tokens (2048) must be greater than or equal to" in (
         over.reason or ""
     )
+    assert over.refused and over.to_dict()["refused"] is True  # not memory: said as such
     assert estimate(info, replace(base, parallel=4096, batch=4096)).fits
     assert estimate(info, replace(base, batch=512)).parallel == 256
     assert estimate(info, replace(base, batch=100)).parallel == 100

@@ -163,9 +163,31 @@ def test_the_header_says_whether_sequences_were_asked_for_and_the_legend_only_wh
     main(["estimate", model, "--table", "--gpu-mem", "600MiB", "--parallel", "64"])
     out = capsys.readouterr().out
     marked = [line for line in out.splitlines() if line.startswith("  q") and "!" in line]
-    assert "64 sequences asked for" in out and marked and "! fewer than asked for fit" in out
+    assert (
+        "64 sequences asked for" in out and marked and "! one sequence fits, the run as asked does not" in out
+    )
     # vLLM's --max-num-seqs is a ceiling: a cell fits at one request of its context, so no "!"
     config = Path(__file__).parents[2] / "data" / "configs" / "Qwen--Qwen2.5-0.5B-Instruct.config.json"
     main(["estimate", str(config), "--backend", "vllm", "--table", "--gpu-mem", "8GiB", "--parallel", "64"])
     out = capsys.readouterr().out
     assert "64 sequences asked for" in out and "!" not in out
+
+
+def test_more_sequences_than_the_engine_runs_fit_nowhere_and_say_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """QA: `--table --parallel 300` under llama.cpp showed 256 cells with no mark and exit 0, while the
+    estimate says llama.cpp refuses to start; the plain estimate called that refusal "DOES NOT FIT" and
+    offered a --gpu-layers count that 'fits'."""
+    config = Path(__file__).parents[2] / "data" / "configs" / "Qwen--Qwen2.5-0.5B-Instruct.config.json"
+    argv = ["estimate", str(config), "--gpu-mem", "24GiB", "--parallel", "300"]
+    assert main([*argv, "--table"]) == 1
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith("  q") and "typical" in line]
+    cells = [row[4:] for row in rows]  # quant, source, weights (N MiB), then a cell per context
+    assert cells and all(cell.endswith("!") for row in cells for cell in row)
+    assert "note      llama.cpp runs at most 256 sequences at once, not 300" in out
+    assert main([*argv, "--ctx", "4096"]) == 1
+    out = capsys.readouterr().out
+    assert "verdict   WILL NOT START: llama.cpp runs at most 256" in out and "--gpu-layers" not in out
+    assert main(["estimate", str(config), "--gpu-mem", "24GiB", "--parallel", "256", "--table"]) == 0

@@ -383,6 +383,7 @@ class Estimate:
     reason: str | None = None  # why it does not fit when the total is not the cause
     weights_unknown: str | None = None  # config.json's quant_method vramtui does not know (16-bit sized)
     past_trained_context: bool = False  # the context asked for exceeds max_position_embeddings/context_length
+    refused: bool = False  # the engine will not start with these settings, whatever memory holds (`reason`)
     counts_repack: bool = False  # the host weights include llama.cpp's repacked copy (a CPU-resident run)
     quant: str | None = None  # the weights' type as sized: --quant when given, else the model's own
     bits_per_weight: float | None = None
@@ -534,7 +535,7 @@ def _check_trained_context(info: ModelInfo, settings: Settings, est: Estimate) -
         note = memory.past_trained_note(per_sequence, info.max_context)
         est.notes.append(note)
         if memory.refuses_past_trained:
-            est.fits, est.reason = False, note
+            est.fits, est.reason, est.refused = False, note, True
 
 
 def max_context(info: ModelInfo, settings: Settings) -> int:
@@ -834,8 +835,7 @@ def _sequence_limit(settings: Settings, est: Estimate, cap: int | None) -> None:
         est.notes.append(f"{cap_note(settings, cap)} (memory would hold more)")
     refusal = get_backend(settings.backend).sequence_refusal(settings.parallel, None)
     if refusal is not None:
-        est.fits = False
-        est.reason = refusal
+        est.fits, est.reason, est.refused = False, refusal, True
 
 
 def estimate(info: ModelInfo, settings: Settings) -> Estimate:
@@ -891,7 +891,7 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     est.max_parallel_tokens = per_sequence or None
     _sequence_limit(settings, est, cap)
     _expert_flag_notes(info, settings, est)
-    if memory.places_layers and settings.on_gpu:  # a CPU-only run places no layer
+    if memory.places_layers and settings.on_gpu and not est.refused:  # a CPU-only run places no layer
         _solve_split(info, settings, est)  # another split of the layers first: it costs no speed
         if info.is_moe and memory.offloads_tensors:  # experts to the host first: cheaper than layers
             _solve_experts(info, settings, est)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import quant as q
 from vramtui.core.estimate.estimator import Settings, cap_note, max_parallel, sequence_cap, size, sizing_memo
@@ -139,10 +140,14 @@ def quant_files(model: Path, info: ModelInfo) -> list[tuple[Path, ModelInfo]]:
     return found
 
 
-def _row_cells(info: ModelInfo, settings: Settings, contexts: list[int], parallel: int) -> list[Cell]:
+def _row_cells(
+    info: ModelInfo, settings: Settings, contexts: list[int], parallel: int, refusals: dict[str, None]
+) -> list[Cell]:
     """One row's cells. Concurrency only falls as the context grows, so each cell's search is bounded
-    by the cell before it (and a context where not one sequence fits ends the searches)."""
+    by the cell before it (and a context where not one sequence fits ends the searches). A run the engine
+    refuses (more sequences than it runs) fits nowhere, whatever memory holds: its words go to `refusals`."""
     memory = settings.memory
+    refused = get_backend(settings.backend).sequence_refusal(settings.parallel, None)
     # no more than the engine runs at once (llama.cpp: 256; vLLM: --max-num-seqs), whatever memory holds
     cap = sequence_cap(settings)
     cells, limit = [], cap or 1024
@@ -152,7 +157,10 @@ def _row_cells(info: ModelInfo, settings: Settings, contexts: list[int], paralle
         most = max_parallel(info, replace(settings, context=context, parallel=1), limit=limit) if limit else 0
         most = min(most, cap) if cap else most  # a KV pool's count (vLLM) is not bounded by `limit`
         limit = most
-        cells.append(Cell(context, est.fits, most, est.total_bytes))
+        refusal = est.reason if est.refused else refused
+        if refusal:
+            refusals[refusal] = None
+        cells.append(Cell(context, est.fits and refusal is None, most, est.total_bytes))
     return cells
 
 
@@ -204,6 +212,7 @@ def build_table(
     parallel = settings.parallel or 1
     path = Path(model_path).expanduser() if model_path else None
     table = Table(contexts=contexts, rows=[], parallel=parallel, parallel_asked=settings.parallel is not None)
+    refusals: dict[str, None] = {}  # what the engine refuses, in its words, once each
     if not info.max_context:
         table.notes.append(
             f"the model does not say its trained length: contexts up to {UNKNOWN_TRAINED_LIMIT:,}"
@@ -211,10 +220,11 @@ def build_table(
     with sizing_memo():  # each row's weights are sized once, not once per estimate
         for quant, source, file, row_info, applied in _rows_to_size(info, settings, path):
             row_settings = replace(settings, quant=applied)
-            cells = _row_cells(row_info, row_settings, contexts, parallel)
+            cells = _row_cells(row_info, row_settings, contexts, parallel, refusals)
             weights = _all_weights(row_info, row_settings)
             table.rows.append(Row(quant, source, file, weights, cells))
     table.rows.sort(key=lambda row: row.weights_bytes)
+    table.notes.extend(refusals)
     cap = sequence_cap(settings)
     if cap and any(cell.max_parallel >= cap for row in table.rows for cell in row.cells):
         table.notes.append(cap_note(settings, cap))

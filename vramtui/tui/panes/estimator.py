@@ -456,7 +456,8 @@ class EstimatorPane(Pane):
         if est.fits:
             text.append(" FITS ✔ ", style=theme_style(app, "verdict-fits", bold=True, reverse=True))
         else:
-            text.append(" DOES NOT FIT ✖ ", style=theme_style(app, "verdict-fails", bold=True, reverse=True))
+            word = " WILL NOT START ✖ " if est.refused else " DOES NOT FIT ✖ "  # a refusal is not memory
+            text.append(word, style=theme_style(app, "verdict-fails", bold=True, reverse=True))
         text.append(
             f" needs {format_bytes(est.total_bytes, 2)} of {format_bytes(est.usable_bytes, 2)} usable "
             f"({format_bytes(est.device_bytes, 2)} card)"
