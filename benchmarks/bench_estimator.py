@@ -553,6 +553,7 @@ _NEWEST_ROUNDS = {
     "round8.jsonl": "round 8, both parts (gathered after the estimator of 2026-12-03, seventh session, later)",
     "round9.jsonl": "round 9, both parts (gathered after the estimator of 2026-12-03, eighth session)",
     "round10.jsonl": "round 10, both parts (gathered after the estimator of 2026-12-03, ninth session)",
+    "round11.jsonl": "round 11, both parts (gathered after the estimator of 2026-12-03, ninth session, later)",
 }
 
 

@@ -52,6 +52,7 @@ FILES = (
     DATA / "printouts" / "round8.jsonl",
     DATA / "printouts" / "round9.jsonl",
     DATA / "printouts" / "round10.jsonl",
+    DATA / "printouts" / "round11.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
