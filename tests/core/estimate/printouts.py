@@ -672,14 +672,16 @@ _ERAS: tuple[tuple[str, int], ...] = (
 )
 
 
-_BUILD = re.compile(r"\bbuild(?: =|:)? (\d{4,5}) \(")
+# "main: build = 3986 (07028f9d)", "build: 6110 (...)", and newer binaries' "build_info: b9010-d05fe1d7d"
+# (a packager's own numbering, Lemonade's "b1-e77056f", is no llama.cpp build)
+_BUILD = re.compile(r"\bbuild(?: =|:)? (\d{4,5}) \(|\bbuild_info: b(\d{4,5})-")
 
 
 def build_of(text: str) -> int | None:
     """The llama.cpp build a log was printed by: its own `build N (hash)` line, else its wording's era
     (None: no marker; today's build assumed)."""
     if found := _BUILD.search(text):
-        return int(found.group(1))
+        return int(found.group(1) or found.group(2))
     for marker, build in _ERAS:
         if marker in text:
             return build
@@ -839,8 +841,8 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
     # a GPU build with no layer offloaded (-ngl 0) still computes on the GPU: its compute buffer says so
     on_gpu = any(places.keys() - {"host"} for places in run.printed.terms.values())
     gpu_layers = run.offloaded[0] if run.offloaded else None
-    if gpu_layers is not None and run.offloaded and gpu_layers >= run.offloaded[1]:
-        gpu_layers = None
+    if gpu_layers is not None and run.offloaded and gpu_layers >= run.offloaded[1] and backend != "ollama":
+        gpu_layers = None  # (Ollama places the layers itself: the count it printed is the run's)
     split = flags.get("ts")
     tensor_split = tuple(float(x) for x in re.split(r"[,/]", split)) if split else _used_devices_split(run)
     # K and V apart where they differ ("q4_0/f16": a quantized K alone, V at its f16 default)
@@ -848,6 +850,10 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
     sequences = _context_int(run, "n_seq_max") or 1
     # one stream for every slot is llama-server's -np auto (4 slots); slots given make a stream each
     auto_slots = run.streams == 1 and sequences == 4 and backend != "ollama"
+    if (
+        backend == "ollama"
+    ):  # Ollama's num_ctx is each sequence's: its runner gets num_ctx x OLLAMA_NUM_PARALLEL
+        context //= sequences
     return Settings(
         backend=backend,
         context=context,

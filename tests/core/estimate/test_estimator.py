@@ -102,6 +102,19 @@ def test_sliding_window_layers_hold_window_plus_ubatch_cells() -> None:
     assert old.kv_cache_bytes == 42 * 32768 * per_cell_layer
 
 
+def test_builds_before_kv_streams_score_every_slot_against_the_whole_cache() -> None:
+    """Before llama.cpp's KV streams (kv_unified, July 2025) all slots shared one cache, so one KQ spans
+    every cell: an Ollama 0.5 runner with 4 slots of 2048 (kv_size 8192, flash attention off) printed 696
+    MiB of compute where a stream per slot gives a quarter of the scores (tests/data/printouts/round11)."""
+    settings = Settings(backend="ollama", context=2048, parallel=4, ubatch=512, flash_attn=False)
+    today = estimate(LLAMA_8B, settings)
+    old = estimate(LLAMA_8B, replace(settings, engine_build=4000))
+    assert old.kv_cache_bytes == today.kv_cache_bytes  # the same cells either way
+    kq = 32 * 8192 * 512 * 4  # heads x every cell x ubatch x f32
+    assert old.compute_buffer_bytes >= kq > today.compute_buffer_bytes
+    assert old.compute_buffer_bytes - today.compute_buffer_bytes >= kq * 3 // 4 - 1
+
+
 def test_compute_buffer_holds_the_kq_matrix_without_flash_attention() -> None:
     no_fa = estimate(LLAMA_8B, Settings(context=16384, ubatch=512, flash_attn=False))
     fa = estimate(LLAMA_8B, Settings(context=16384, ubatch=512, flash_attn=True))

@@ -74,10 +74,6 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "the first of two pipelined devices (x1.86): a hybrid (Gated DeltaNet) Qwen3.5 MoE whose first device "
         "holds 372 MiB where the estimate's recurrent phase gives 693; the last device is within 10%"
     ),
-    ("p8-llama.cpp-nvdisruptron-gb10-nemotron3-nano-omni", "compute"): (
-        "a Nemotron-H hybrid with a vision projector on a GB10 (x0.61): its Mamba-2 mixers' graph is not "
-        "modelled past their state (as Jamba's above)"
-    ),
     ("p8-llama.cpp-llmcheating-m3pro-mistralsmall31-24b-fitctx", "weights"): (
         "the host's token embedding (x0.69): this uploader's Q4_K_M recipe keeps it Q6_K (525 MiB is 131072 x "
         "5120 at 6.56 bits), where llama-quantize's rules make it Q4_K; the type counts do not say which"
@@ -110,13 +106,12 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
     **dict.fromkeys(
         (
             ("p5-llama.cpp-i14075-r1distill-llama70b-q6k-4xquadro5000-smrow", "compute"),
-            ("p5-llama.cpp-i13298-qwen3-32b-udq4kxl-2xt4-smrow", "compute"),
             ("p5-llama.cpp-i10152-qwen25-32b-q4km-3xp40-smrow-fa", "compute"),
         ),
         "-sm row: each device computes its own layers, as llama-model.cpp assigns them (the device holding "
-        "the output right within 6%); the others hold 146-190 MiB against 206-230 estimated (x1.35-1.41), "
-        "and the 2-card run of b5273 holds 312 MiB on both (x0.55): what a row split's matrices leave on a "
-        "device is not modelled",
+        "the output right within 6%); the others hold 146-190 MiB against 206-230 estimated (x1.35-1.41): "
+        "what a row split's matrices leave on a device is not modelled (the 2-card run of b5273 is right "
+        "since builds before b5900 are read with one KV stream for all sequences)",
     ),
     ("p5-llama.cpp-i11141-deepseekv3-q2kl-8xmi100-ngl48", "compute"): (
         "the host buffer of b4436 with 14 of 62 layers on the CPU (88 MiB printed, 22 estimated: the "
@@ -158,6 +153,30 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "fused up/gate, its -sm row's single CUDA_Split buffer): the compute buffers are off by x0.05-3.7 "
         "and some devices' weights by 8-30% (the KV cache is exact on 53 of 54 figures). Not modelled: the "
         "issue puts mainline first; each figure and ratio is in bench_estimator.py's table",
+    ),
+    # Round 11: each miss looked at
+    **dict.fromkeys(
+        (
+            ("p11-llama.cpp-strixhalo-" + run, "weights")
+            for run in ("rocm-lemonade-qwen36-np16", "vulkan-qwen36-35b-np8", "vulkan-qwen36-64k-q4kv")
+        ),
+        "the host's token embedding (x0.53): this UD Q4_K_M recipe keeps it Q8_0 (515 MiB is 248320 x 2048 "
+        "at 8.5 bits) where llama-quantize's rules make it 4-bit; the type counts do not say which tensor",
+    ),
+    ("p11-llama.cpp-strixhalo-rocm-lemonade-qwen36-np16", "compute"): (
+        "Lemonade's packaged ROCm build (its own number, b1) holds the micro-batch's every logits row (497 "
+        "MiB, as b9010's Vulkan runs of the same model do), where its fit wording dates it among the builds "
+        "that reserve one row per slot (x0.19)"
+    ),
+    **dict.fromkeys(
+        (("p11-ik_llama.cpp-15x3090-deepseek-r1-q2k-mla2", term) for term in ("kv", "weights", "compute")),
+        "15 GPUs of ik_llama.cpp's early MLA-2 era (round 10 has the same user's run): the log prints no "
+        "command, so the -ts that split the layers (x0.68-1.33 on four devices) is not known, and that era's "
+        "MLA-2 graph (x0.23 on every device) is not modelled",
+    ),
+    ("p11-ik_llama.cpp-2x3090-ling1t-iq2k-otexps", "compute"): (
+        "ik_llama.cpp's Ling-1T with the experts on the host (x1.47 on CUDA0): its fused MoE at this "
+        "micro-batch is not modelled (as round 10's Ling-1T run)"
     ),
     ("p10-llama.cpp-ci-v100-pythia28b-q40-ngl10", "weights"): (
         "the host (x0.71): the mapped span is the whole file (1524 MiB printed), so the file's first and "
@@ -209,7 +228,7 @@ def test_printout_term_within_tolerance(case: dict, term: str) -> None:
 
 def test_the_training_part_meets_the_goal() -> None:
     """The issue's goal, on the training part: KV within 5% on 95% of the figures, weights within 8% and
-    compute within 25% on 90% (every device and the host counted); compute is pinned one figure short."""
+    compute within 25% on 90% (every device and the host counted)."""
     counted = {term: [0, 0] for term in po.TERMS}
     for case in po.training():
         if case["family"] != "llama.cpp":
@@ -220,9 +239,7 @@ def test_the_training_part_meets_the_goal() -> None:
     assert all(total >= 20 for _ok, total in counted.values()), counted
     assert counted["kv"][0] >= 0.95 * counted["kv"][1], counted
     assert counted["weights"][0] >= 0.90 * counted["weights"][1], counted
-    # compute met the goal (122 of 135) until round 10's mainline printout (b3986's host buffer) made it
-    # 123 of 137, one figure short: pinned where it is, so no change makes it worse unseen
-    assert counted["compute"][0] >= 123, counted
+    assert counted["compute"][0] >= 0.90 * counted["compute"][1], counted
 
 
 def test_a_printout_without_shape_lines_is_left_out_and_says_why() -> None:

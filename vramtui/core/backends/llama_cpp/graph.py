@@ -42,6 +42,9 @@ V_IDXS_BUILD = 6500  # KV rows written by index (set_rows): a V index per elemen
 # The sliding-window cache (llama.cpp#13194, May 2025): a window's cells in those layers; before, every layer
 # kept the whole context (gemma-3 printouts of b4879 and b5050 hold it, every one from b5775 the window)
 SWA_CACHE_BUILD = 5450
+# A KV stream per sequence (llama.cpp#14363, July 2025, kv_unified): before, every sequence shared one cache
+# and one KQ over all its cells (an Ollama 0.5 runner with 4 slots: kv_size 8192, one stream)
+KV_STREAMS_BUILD = 5900
 HOST_HIDDEN_BUILD = 7800  # sched_reserve's era: the host buffer holds two hidden states beside the inputs
 # llama-server reserves one logits row per slot (n_outputs_max) only from builds after b9090: printouts of
 # b7896, b8179 and b9090 (llama-server, 2 to 4 slots) hold the micro-batch's every row (vocab x ubatch x 4)

@@ -332,7 +332,7 @@ class LlamaCppMemory(MemoryAccounting):
         context = self.slot_cells(info, context, parallel)
         # llama-server unifies the cache when it picks the slot count itself (-np auto), not when given
         unified = self.unified_kv and settings.parallel is None
-        streams = 1 if unified else parallel
+        streams = 1 if unified or not self.build(settings).at_least(graph.KV_STREAMS_BUILD) else parallel
         if auto:
             context *= self.auto_streams(settings)
         return RunShape(context, parallel, ubatch, flash, self.kv_dtype(info, settings), streams)
