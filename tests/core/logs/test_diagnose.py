@@ -908,6 +908,7 @@ def test_a_model_that_cannot_shift_its_context_fails_at_the_request_with_its_own
 def test_the_older_servers_context_shift_line_is_a_quiet_warning() -> None:
     diagnosis = _diagnose_case(ROUND21["r21-ikllama-gemma3-ctx512-context-shift"])
     assert not diagnosis.failed and any("context shift" in warning for warning in diagnosis.warnings)
+    assert diagnosis.stage == "inference"  # QA: "reached: no stage" on a log of serving lines
 
 
 def test_ik_llama_cpps_incompatible_deepseek_gguf_is_a_quiet_warning() -> None:

@@ -287,7 +287,13 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     ),
     StageRule("all slots are idle", "ready", backend="llama.cpp"),
     StageRule("launch_slot_", "inference", backend="llama.cpp"),
-    StageRule("update_slots", "inference", r"update_slots: id", backend="llama.cpp"),
+    # today's "update_slots: id 0 | task 5 |", and the older server's "[  update_slots] slot context shift |"
+    StageRule(
+        "update_slots",
+        "inference",
+        r"update_slots: id|update_slots\] (?:slot context shift|kv cache rm|slot released|input truncated)",
+        backend="llama.cpp",
+    ),
     StageRule("log_server_r", "inference", r"log_server_r: request: post", backend="llama.cpp"),
     StageRule("prompt eval time", "inference", backend="llama.cpp"),
     StageRule("llama_perf_context_print", "inference", backend="llama.cpp"),
