@@ -232,3 +232,20 @@ def test_text_that_is_no_servers_log_does_not_pass_as_healthy(tmp_path: Path) ->
         [sys.executable, "-m", "vramtui", "diagnose", str(blank)], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "blank" in proc.stderr
+
+
+def test_a_reader_that_stops_early_keeps_the_verdicts_exit_status(tmp_path: Path) -> None:
+    """`vramtui diagnose x.log | head` under pipefail: the status was 0 whatever the verdict (QA), because a
+    closed stdout ended the run as 'not an error'. The verdict's status, settled before writing, stands."""
+    failed = tmp_path / "failed.log"
+    failed.write_bytes(UNKNOWN_ARCH * 2000)  # long enough that the report outruns the pipe's buffer
+    healthy = tmp_path / "healthy.log"
+    healthy.write_text("main: model loaded\n" * 2000)
+    for log, status in ((failed, 1), (healthy, 0)):
+        for extra in ([], ["--json"]):
+            reader = subprocess.Popen(
+                [sys.executable, "-m", "vramtui", "diagnose", str(log), *extra], stdout=subprocess.PIPE
+            )
+            assert reader.stdout is not None
+            reader.stdout.close()  # the reader went away before a byte was read
+            assert reader.wait(timeout=60) == status, (log.name, extra)

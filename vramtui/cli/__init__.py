@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from vramtui import __version__
+from vramtui.cli.common import settled
 from vramtui.core.errors import VramtuiError
 
 # Subcommand name -> module under vramtui.cli. Order is the order `--help` lists them.
@@ -98,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog = f"vramtui {command}" if command else "vramtui"
         print(f"{prog}: unrecognized arguments: {' '.join(extra)} (see {prog} --help)", file=sys.stderr)
         return 2
+    settled()  # a status left by an earlier command in this process is not this one's
     try:
         module = getattr(args, "_module", None)
         if module is None:
@@ -115,12 +117,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("vramtui: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # `vramtui diagnose big.log | head` closes our stdout early; that is not an error.
+        # `vramtui diagnose big.log | head` closes our stdout early; that is not an error: the status the
+        # command had settled on (its verdict) stands
         try:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
         except OSError:
             pass
-        return 0
+        return settled()
     except Exception as error:  # the promise is: never a traceback for the user
         if os.environ.get("VRAMTUI_DEBUG"):
             raise

@@ -9,6 +9,23 @@ from typing import Any
 
 from vramtui.core.errors import VramtuiError
 
+# The exit status a command has settled on before it writes its report: kept when the reader of stdout
+# goes away early (`vramtui diagnose x | head` under pipefail still says "failure").
+_SETTLED: list[int] = []
+
+
+def settle(status: int) -> int:
+    """Say the command's exit status before writing (see `settled`); returns it."""
+    _SETTLED[:] = [status]
+    return status
+
+
+def settled(default: int = 0) -> int:
+    """The status settled on, once: `main` resets it for the next command in the same process."""
+    status = _SETTLED[0] if _SETTLED else default
+    _SETTLED.clear()
+    return status
+
 
 def print_json(obj: Any) -> None:
     """One JSON object on stdout, as scripts read it."""

@@ -47,6 +47,7 @@ def _peek(stream: Any) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vramtui.cli.common import settle
     from vramtui.core.logs.diagnose import LogDiagnoser, diagnose_stream, open_log
     from vramtui.core.logs.textclean import looks_binary
 
@@ -72,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if not diagnosis.failed and not head.strip():
         raise VramtuiError(f"{name} holds only blank lines: nothing to diagnose")
     foreign = unrecognised(diagnosis)
+    status = settle(INCOMPLETE_STATUS if foreign else exit_status(diagnosis))
     if args.json:
         from vramtui.cli.common import print_json
 
@@ -81,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         if foreign:
             sys.stdout.write(f"{UNRECOGNISED}\n")
         sys.stdout.flush()
-    return INCOMPLETE_STATUS if foreign else exit_status(diagnosis)
+    return status
 
 
 UNRECOGNISED = (

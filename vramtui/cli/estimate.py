@@ -571,6 +571,9 @@ def run(args: argparse.Namespace) -> int:
 
         return run_table(args, info, settings, est, calibration)
     engine = _ask_engine(info, est, settings) if args.engine else None
+    from vramtui.cli.common import settle
+
+    settle(0 if est.fits else 1)
     if args.json:
         from vramtui.cli.common import print_json
 
