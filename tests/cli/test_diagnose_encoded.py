@@ -130,3 +130,51 @@ def test_a_log_ending_in_nul_bytes_is_read_not_refused(
         padded.write_bytes(raw)
         code, data = _verdict(capsys, padded)
         assert code == 1 and data["failure"] == plain["failure"] and data["first_error_line"], name
+
+
+def test_a_log_behind_a_long_run_of_nuls_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """logrotate's copytruncate leaves the old size as NULs before the new lines: more than a whole head of
+    them (QA: refused as binary past about 4 KiB)."""
+    _, plain = _verdict(capsys, REAL)
+    padded = tmp_path / "rotated.log"
+    padded.write_bytes(b"\x00" * 100_000 + REAL.read_bytes())
+    code, data = _verdict(capsys, padded)
+    assert (
+        code == 1
+        and data["failure"] == plain["failure"]
+        and data["first_error_line"] == plain["first_error_line"]
+    )
+
+
+@pytest.mark.parametrize(
+    "head",
+    [b"\x7fELF\x02\x01\x01", b"PK\x03\x04", b"GGUF\x03\x00\x00\x00"],
+    ids=["program", "zip", "gguf"],
+)
+def test_a_binary_format_is_refused_however_much_of_it_reads_as_text(tmp_path: Path, head: bytes) -> None:
+    """QA: a large program (libc, git) whose head is mostly its symbol table was 'diagnosed' (libc's
+    'name resolution' strings read as a download failure); its magic number says what it is."""
+    blob = tmp_path / "file.bin"
+    blob.write_bytes(head + b"Temporary failure in name resolution\n" * 300)
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", str(blob)], capture_output=True, timeout=60, text=True
+    )
+    assert (done.returncode, done.stderr) == (2, f"vramtui: {blob} looks like binary data, not a text log\n")
+
+
+def test_a_tar_of_logs_is_refused_not_read_as_one_log(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    packed = io.BytesIO()
+    with tarfile.open(fileobj=packed, mode="w:gz") as tar:
+        tar.add(REAL, arcname="a.log")
+    archive = tmp_path / "logs.tar.gz"
+    archive.write_bytes(packed.getvalue())
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", str(archive)],
+        capture_output=True,
+        timeout=60,
+        text=True,
+    )
+    assert done.returncode == 2 and "looks like binary data" in done.stderr

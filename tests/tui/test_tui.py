@@ -498,11 +498,12 @@ def test_the_app_refuses_what_the_cli_refuses_before_the_screen_opens(
     )
     assert main(["--log", str(packed)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"`zcat {packed} > server.log`" in err and "is gzip-compressed" in err
+    # the plain copy is named beside it, never the file itself or a live server.log (QA: `> server.log`)
+    assert err.count("\n") == 1 and f"`zcat {packed} > {packed}.txt`" in err and "is gzip-compressed" in err
     wide = tmp_path / "windows.log"
     wide.write_bytes("main: model loaded\n".encode("utf-16"))
     assert main(["--log", str(wide)]) == 2
-    assert f"`iconv -f UTF-16 -t UTF-8 {wide} > server.log`" in capsys.readouterr().err
+    assert f"`iconv -f UTF-16 -t UTF-8 {wide} > {wide}.txt`" in capsys.readouterr().err
 
     profile = tmp_path / "types.toml"
     profile.write_text(
@@ -511,6 +512,13 @@ def test_the_app_refuses_what_the_cli_refuses_before_the_screen_opens(
     assert main(["run", str(profile)]) == 2
     err = capsys.readouterr().err
     assert err == "vramtui: context must be a whole number, not 'lots' (8192 or 32k)\n"
+    # a setting the engine refuses: `run` says it before the screen opens, as `check` does (QA: launched)
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    profile.write_text(f'backend = "llama-cpp-python"\nmodel = "{model}"\n[params]\nparallel = 3\n')
+    assert main(["run", str(profile)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "runs at most 1 sequence at once, not 3" in err
 
 
 async def test_stage_colours_come_from_the_theme_variables(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def _peek(stream: Any) -> bytes:
 def run(args: argparse.Namespace) -> int:
     from vramtui.cli.common import settle
     from vramtui.core.logs.diagnose import LogDiagnoser, diagnose_stream, open_log
-    from vramtui.core.logs.textclean import looks_binary
+    from vramtui.core.logs.textclean import is_binary_format, looks_binary
 
     if args.backend:
         LogDiagnoser(args.backend)  # an unknown backend name fails here, in one line
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     with open_log(args.file) as stream:  # one open, read once: a pipe has no second reading
         head = _peek(stream)
         name = "standard input" if args.file == "-" else args.file
-        if looks_binary(head) and b"\x00" * 64 in head:
+        if is_binary_format(head) or (looks_binary(head) and b"\x00" * 64 in head):
             raise VramtuiError(f"{name} looks like binary data, not a text log")  # never read to its end
         diagnosis = diagnose_stream(
             stream, backend=args.backend, requested_quant=args.quant, exit_code=args.exit_code

@@ -40,7 +40,7 @@ def render_table(table: Any, est: Any, calibration_line: str | None = None) -> s
         f"          {usable}, {est.backend}, {asked}",
     ]
     if any(not cell.fits and cell.max_parallel > 0 for row in table.rows for cell in row.cells):
-        lines.append("          ! one sequence fits, the run as asked does not (see the notes)")
+        lines.append("          ! one sequence fits, the run as asked does not fit or start")
     lines += [
         "",
     ]

@@ -30,9 +30,10 @@ def refuse_binary_log(path: str) -> None:
         form = f"{packed[0]}-compressed" if packed else "UTF-16"
         iconv = str(codec).upper().replace("-LE", "LE").replace("-BE", "BE")
         convert = f"{packed[1]} {path}" if packed else f"iconv -f {iconv} -t UTF-8 {path}"
+        plain = f"{path}.txt"  # never the file itself, nor a live log beside it (QA: `> server.log`)
         raise VramtuiError(
-            f"{path} is {form}: the log pane reads plain text (`{convert} > server.log`, then "
-            f"`vramtui --log server.log`); `vramtui diagnose {path}` reads it as it is"
+            f"{path} is {form}: the log pane reads plain text (`{convert} > {plain}`, then "
+            f"`vramtui --log {plain}`); `vramtui diagnose {path}` reads it as it is"
         )
     if not looks_binary(head):
         return
@@ -46,9 +47,11 @@ def check_profile(path: str) -> None:
     """Read the profile and build its command line now: a bad value is one line before the screen opens,
     not a note in the log pane."""
     from vramtui.core.launch.launcher import build_command
-    from vramtui.core.launch.profile import load_launch_profile
+    from vramtui.core.launch.profile import check_runnable, load_launch_profile
 
-    build_command(load_launch_profile(path))
+    profile = load_launch_profile(path)
+    check_runnable(profile)  # a setting the engine refuses: said now, not after a model load (as `check`)
+    build_command(profile)
 
 
 def leave_cleanly_on_sigterm(app: App[int]) -> Any:

@@ -83,10 +83,33 @@ def looks_binary(sample: bytes) -> bool:
     head = sample[:8192]
     if not head:
         return False
+    if is_binary_format(head):
+        return True
     if b"\x00" in head:
+        # all NULs so far (logrotate's copytruncate leaves the old size as NULs before the new lines): read on
         rest = head.replace(b"\x00", b"")
-        return not rest or _controls(rest) > len(rest) * 0.3 or _undecodable(rest) > len(rest) * 0.05
+        return bool(rest) and (_controls(rest) > len(rest) * 0.3 or _undecodable(rest) > len(rest) * 0.05)
     return _controls(head) > len(head) * 0.3
+
+
+def is_binary_format(head: bytes) -> bool:
+    """A program, an archive, an image or a model file, by its own magic number (tar: at byte 257)."""
+    return head.startswith(_BINARY_MAGIC) or head[257:262] == b"ustar"
+
+
+# Files that are never a log however much of their head reads as text (a large program's symbol table)
+_BINARY_MAGIC = (
+    b"\x7fELF",  # Linux programs and libraries
+    b"MZ",  # Windows programs
+    b"\xcf\xfa\xed\xfe",  # macOS programs (Mach-O, 64-bit)
+    b"\xca\xfe\xba\xbe",  # macOS universal binaries
+    b"PK\x03\x04",  # zip (and wheels, jars)
+    b"\x89PNG",
+    b"\xff\xd8\xff",  # JPEG
+    b"GGUF",  # a model file given as a log
+    b"\x28\xb5\x2f\xfd",  # zstd
+    b"7z\xbc\xaf",
+)
 
 
 def _controls(data: bytes) -> int:
