@@ -824,6 +824,8 @@ def test_the_metal_working_set_is_read_and_set_against_the_gpu_buffers() -> None
     assert diagnosis.engine_figures["device_working_set"] == 22_906_500_000
     assert "--ctx-size" in diagnosis.advice[0]
     assert "21.33 GiB here" in diagnosis.advice[1] and "26.54 GiB, 5.21 GiB past it" in diagnosis.advice[1]
+    # the limit to ask for holds the buffers with a GiB to spare (QA: N left for the user to work out)
+    assert "iogpu.wired_limit_mb=28672" in diagnosis.advice[1]
 
 
 ROUND19 = {case["id"]: case for case in _cases(LOGS / "round19.jsonl")}

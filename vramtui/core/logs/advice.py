@@ -8,6 +8,7 @@ topic (its LogProfile.advice) or else the default ones here. The first row that 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -993,10 +994,12 @@ def _metal_working_set(diagnosis: Diagnosis) -> str:
         if limit and asked > limit
         else ""
     )
+    # a limit that holds the buffers with a GiB to spare, in the MiB sysctl takes
+    wanted = f"{(math.ceil(asked / GIB) + 1) * 1024}" if limit and asked > limit else "N"
     return (
         f"On a Mac, Metal keeps to a working set of about two thirds to three quarters of the memory "
-        f"(recommendedMaxWorkingSetSize{here}){over}: macOS 14 and later raise it until reboot with "
-        "`sudo sysctl iogpu.wired_limit_mb=N`, leaving less for everything else."
+        f"(recommendedMaxWorkingSetSize{here}){over}. On macOS 14 and later you can raise it until the next "
+        f"reboot with `sudo sysctl iogpu.wired_limit_mb={wanted}`, leaving less memory for everything else."
     )
 
 
