@@ -37,18 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _peek(stream: Any) -> bytes:
-    """The first bytes of a stream, left in it (a pipe cannot be read twice)."""
-    peek = getattr(stream, "peek", None)
-    try:
-        return bytes(peek(8192)[:8192]) if peek is not None else b""
-    except OSError:
-        return b""
-
-
 def run(args: argparse.Namespace) -> int:
     from vramtui.cli.common import settle
     from vramtui.core.logs.diagnose import LogDiagnoser, diagnose_stream, open_log
+    from vramtui.core.logs.encoded import STDIN, peek
     from vramtui.core.logs.textclean import is_binary_format, looks_binary
 
     if args.backend:
@@ -59,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
             f"--exit-code: an exit status is 0 to 255 (or -N for signal N), not {args.exit_code}"
         )
     with open_log(args.file) as stream:  # one open, read once: a pipe has no second reading
-        head = _peek(stream)
-        name = "standard input" if args.file == "-" else args.file
+        head = peek(stream)
+        name = STDIN if args.file == "-" else args.file
         if is_binary_format(head) or (looks_binary(head) and b"\x00" * 64 in head):
             raise VramtuiError(f"{name} looks like binary data, not a text log")  # never read to its end
         diagnosis = diagnose_stream(

@@ -18,16 +18,17 @@ from typing import BinaryIO
 from vramtui.core.errors import VramtuiError
 
 _CHUNK = 1 << 20
-_COMPRESSED = (
-    (b"\x1f\x8b", "gzip", "zcat"),
-    (b"\xfd7zXZ\x00", "xz", "xzcat"),
-    (b"BZh", "bzip2", "bzcat"),
+_COMPRESSED = (  # magic, name, the command that prints it, the module whose open() reads it
+    (b"\x1f\x8b", "gzip", "zcat", gzip),
+    (b"\xfd7zXZ\x00", "xz", "xzcat", lzma),
+    (b"BZh", "bzip2", "bzcat", bz2),
 )
 # what each decompressor raises on a file cut short or damaged (gzip's BadGzipFile is an OSError)
 DAMAGED = (EOFError, lzma.LZMAError, gzip.BadGzipFile)
 
 
-def _peek(stream: BinaryIO, size: int) -> bytes:
+def peek(stream: BinaryIO, size: int = 8192) -> bytes:
+    """The first bytes of a stream, left in it (a pipe cannot be read twice); b"" when it cannot say."""
     peek = getattr(stream, "peek", None)
     try:
         return bytes(peek(size)[:size]) if peek is not None else b""
@@ -37,7 +38,7 @@ def _peek(stream: BinaryIO, size: int) -> bytes:
 
 def compression_of(head: bytes) -> tuple[str, str] | None:
     """(format, the command that prints it) when these first bytes start a compressed file."""
-    for magic, name, reader in _COMPRESSED:
+    for magic, name, reader, _module in _COMPRESSED:
         if head.startswith(magic) and (name != "bzip2" or head[3:4] in b"123456789"):
             return name, reader
     return None
@@ -91,11 +92,11 @@ class _Recoded(io.RawIOBase):
 
 def decoded(stream: BinaryIO) -> tuple[BinaryIO, str | None]:
     """The stream as plain UTF-8 log bytes, and the compression it was in (None: none)."""
-    packed = compression_of(_peek(stream, 8))
+    packed = compression_of(peek(stream, 8))
     if packed is not None:
-        opener = {"gzip": gzip.GzipFile, "xz": lzma.LZMAFile, "bzip2": bz2.BZ2File}[packed[0]]
-        stream = opener(fileobj=stream) if packed[0] == "gzip" else opener(stream)  # type: ignore[operator]
-    codec = utf16_of(_peek(stream, 4096))
+        module = next(module for _, name, _, module in _COMPRESSED if name == packed[0])
+        stream = module.open(stream)  # each reads an open binary file, in "rb"
+    codec = utf16_of(peek(stream, 4096))
     if codec is not None:
         stream = io.BufferedReader(_Recoded(stream, codec), buffer_size=_CHUNK)  # type: ignore[assignment]
     return stream, packed[0] if packed else None
@@ -103,7 +104,7 @@ def decoded(stream: BinaryIO) -> tuple[BinaryIO, str | None]:
 
 def damaged(path: object, packed: str, error: BaseException) -> VramtuiError:
     """The one line for a compressed log that ends early or does not decompress."""
-    reader = next(reader for _, name, reader in _COMPRESSED if name == packed)
+    reader = next(reader for _, name, reader, _ in _COMPRESSED if name == packed)
     rescue = (
         f"`{reader} FILE | vramtui diagnose -`"
         if path == STDIN
