@@ -414,6 +414,10 @@ class Estimate:
         """vLLM: the longest single request its KV blocks hold (0 where none is known)."""
         return self.kv_longest_request or self.kv_cache_tokens or 0
 
+    def refuse(self, reason: str) -> None:
+        """The engine will not start with these settings, whatever memory holds: it says `reason`."""
+        self.fits, self.reason, self.refused = False, reason, True
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(replace(self, bill=MemoryBill(), devices=[], layer_places=[]))
         del out["bill"], out["devices"], out["layer_places"]
@@ -535,7 +539,7 @@ def _check_trained_context(info: ModelInfo, settings: Settings, est: Estimate) -
         note = memory.past_trained_note(per_sequence, info.max_context)
         est.notes.append(note)
         if memory.refuses_past_trained:
-            est.fits, est.reason, est.refused = False, note, True
+            est.refuse(note)
 
 
 def max_context(info: ModelInfo, settings: Settings) -> int:
@@ -835,7 +839,7 @@ def _sequence_limit(settings: Settings, est: Estimate, cap: int | None) -> None:
         est.notes.append(f"{cap_note(settings, cap)} (memory would hold more)")
     refusal = get_backend(settings.backend).sequence_refusal(settings.parallel, None)
     if refusal is not None:
-        est.fits, est.reason, est.refused = False, refusal, True
+        est.refuse(refusal)
 
 
 def estimate(info: ModelInfo, settings: Settings) -> Estimate:

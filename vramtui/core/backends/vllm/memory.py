@@ -408,7 +408,7 @@ def _refuse_small_batch(est: Estimate, tokens: int, max_seqs: int | None) -> Est
     """vLLM will not start when --max-num-seqs is above the batch's tokens (the Backend's refusal)."""
     refusal = get_backend(est.backend).sequence_refusal(max_seqs, tokens)
     if refusal is not None:
-        est.fits, est.reason, est.refused = False, refusal, True
+        est.refuse(refusal)
     return est
 
 
