@@ -573,7 +573,7 @@ def run(args: argparse.Namespace) -> int:
     engine = _ask_engine(info, est, settings) if args.engine else None
     from vramtui.cli.common import settle
 
-    settle(0 if est.fits else 1)
+    status = settle(0 if est.fits else 1)
     if args.json:
         from vramtui.cli.common import print_json
 
@@ -587,4 +587,4 @@ def run(args: argparse.Namespace) -> int:
             print(f"calibration {calibration.describe()}")
         if args.engine:
             print(_render_engine(engine))
-    return 0 if est.fits else 1
+    return status

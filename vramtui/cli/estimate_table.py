@@ -75,7 +75,9 @@ def run_table(args: Any, info: Any, settings: Any, est: Any, calibration: Any = 
     table = build_table(info, settings, args.model)
     if NO_GPU_NOTE in est.notes:  # the grid's cells are for that assumed card too
         table.notes.insert(0, NO_GPU_NOTE)
-    fits_somewhere = any(cell.fits for row in table.rows for cell in row.cells)
+    from vramtui.cli.common import settle
+
+    status = settle(0 if any(cell.fits for row in table.rows for cell in row.cells) else 1)
     if args.json:
         from vramtui.cli.common import print_json
         from vramtui.cli.estimate import json_out
@@ -87,4 +89,4 @@ def run_table(args: Any, info: Any, settings: Any, est: Any, calibration: Any = 
         print(render(info, est).splitlines()[0])
         line = calibration.describe() if calibration is not None else None
         print(render_table(table, est, line))
-    return 0 if fits_somewhere else 1
+    return status

@@ -989,13 +989,12 @@ def _metal_working_set(diagnosis: Diagnosis) -> str:
     limit = figures.get("device_working_set")
     asked = sum(figures.get(key) or 0 for key in _METAL_BUFFERS)
     here = f": {limit / GIB:.2f} GiB here" if limit else ""
-    over = (
-        f"; this run's GPU buffers ask for {asked / GIB:.2f} GiB, {(asked - limit) / GIB:.2f} GiB past it"
-        if limit and asked > limit
-        else ""
-    )
-    # a limit that holds the buffers with a GiB to spare, in the MiB sysctl takes
-    wanted = f"{(math.ceil(asked / GIB) + 1) * 1024}" if limit and asked > limit else "N"
+    over, wanted = "", "N"
+    if limit and asked > limit:
+        over = (
+            f"; this run's GPU buffers ask for {asked / GIB:.2f} GiB, {(asked - limit) / GIB:.2f} GiB past it"
+        )
+        wanted = str((math.ceil(asked / GIB) + 1) * 1024)  # the buffers and a GiB to spare, in MiB
     return (
         f"On a Mac, Metal keeps to a working set of about two thirds to three quarters of the memory "
         f"(recommendedMaxWorkingSetSize{here}){over}. On macOS 14 and later you can raise it until the next "
