@@ -166,7 +166,7 @@ def _print_step(step: Any, out: Any) -> None:
     figures = data.get("engine_figures_mib") or {}
     figure_text = ", ".join(f"{figure_words(k)} {v:.0f}" for k, v in figures.items())
     if data["step"] == 0:
-        head = "first launch"
+        head = "before launch" if data["outcome"] == "refused" else "first launch"
     else:
         head = f"step {data['step']}: {data['param']} {data['from']} → {data['to']}"
     status = step_status(data)

@@ -67,6 +67,7 @@ CAUSE_WORDS: dict[str, str] = {
 
 OUTCOME_WORDS: dict[str, str] = {
     "first_run": "failed (first launch)",
+    "refused": "not launched: the engine refuses these settings",
     "works": "WORKS",
     "progress": "got further",
     "no_progress": "no progress",
@@ -79,6 +80,7 @@ OUTCOME_WORDS: dict[str, str] = {
 # The outcome in a word or two, for the steps table on a small terminal.
 SHORT_OUTCOME_WORDS: dict[str, str] = {
     "first_run": "failed",
+    "refused": "refused",
     "works": "WORKS",
     "progress": "got further",
     "no_progress": "no gain",

@@ -356,3 +356,48 @@ def test_the_wizards_first_move_is_llama_cpps_own_named_fix() -> None:
         failure="other", cause="v_cache_needs_flash_attn", stage="kv_cache", figures={}, params={}
     )
     assert fix(run)[:2] == ("flash_attn", "on")
+
+
+def test_vllm_sequences_over_its_default_batch_are_refused_for_the_card_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """max_num_seqs over the default max_num_batched_tokens of the card (2048 under 70 GiB, 8192 from 70,
+    16384 from 160; 2048 on the CPU build): vLLM refuses it at config time, so `check` says so first."""
+    from vramtui.core.launch.profile import runnable_refusal
+    from vramtui.core.memory import nvml
+    from vramtui.core.units import GIB
+
+    def on(card: int | None, **params: object) -> object:
+        monkeypatch.setattr(nvml, "first_gpu_total_bytes", lambda: card)
+        return runnable_refusal(Profile(backend="vllm", model="m", params=params))
+
+    refusal = on(24 * GIB, parallel=4096)
+    assert refusal is not None and (refusal.param, refusal.value) == ("parallel", 2048)
+    assert (
+        "max_num_batched_tokens (2048) must be greater than or equal to max_num_seqs (4096)"
+        in refusal.message
+    )
+    assert "batch is unset" in refusal.message
+    assert on(80 * GIB, parallel=4096) is None
+    assert on(None, parallel=4096) is not None  # the CPU build's default is 2048 too
+    assert (
+        on(24 * GIB, parallel=4096, context=8192) is None
+    )  # a prefill that is not chunked takes the context
+    assert on(24 * GIB, parallel=4096, batch=4096) is None
+
+
+def test_a_refused_setting_the_user_keeps_stops_the_wizard_before_any_launch() -> None:
+    from vramtui.core.wizard.wizard import Wizard
+
+    def never(_profile: Profile) -> None:
+        raise AssertionError("a refused profile was launched")
+
+    wizard = Wizard(
+        Profile(backend="llama-server", model="/m.gguf", params={"parallel": 300}), runner=never, record=False
+    )
+    assert wizard.start().outcome == "refused"
+    proposal = wizard.propose()
+    assert proposal is not None and (proposal.param, proposal.from_, proposal.to) == ("parallel", 300, 256)
+    wizard.skip(proposal)
+    assert wizard.propose() is None
+    assert "the engine refuses these settings and parallel stays" in wizard.stop_reason

@@ -524,25 +524,65 @@ def load_profile(path: str | Path) -> Profile:
     return profile_from_dict(data, folder=file.resolve().parent, source=file.resolve())
 
 
-def check_runnable(profile: Profile) -> None:
-    """Settings the engine itself refuses, said before a launch that could only fail (`check`, `run`;
-    the wizard launches them: its first move is the engine's own named fix)."""
+@dataclass(frozen=True)
+class Refusal:
+    """A setting the engine refuses before it loads anything, and the one change that starts it."""
+
+    message: str
+    param: str
+    value: object
+
+
+def runnable_refusal(profile: Profile) -> Refusal | None:
+    """The first setting of `profile` the engine itself refuses (None: nothing known is refused)."""
     backend, params = profile.backend, profile.params
     parallel, batch = params.get("parallel"), params.get("batch")
     if isinstance(parallel, int) and not isinstance(parallel, bool):
         tokens = batch if isinstance(batch, int) and not isinstance(batch, bool) else None
+        unset = tokens is None and backend.batch_limit_words is not None
+        if unset:
+            tokens = _default_batch(profile)
         refusal = backend.sequence_refusal(parallel, tokens)
         if refusal is not None:
             cap = backend.max_sequences
-            fix = f"; set parallel = {cap} or less" if cap is not None and parallel > cap else ""
-            raise VramtuiError(f"parallel = {parallel}: {refusal}{fix}")
+            if cap is not None and parallel > cap:
+                return Refusal(
+                    f"parallel = {parallel}: {refusal}; set parallel = {cap} or less", "parallel", cap
+                )
+            said = f" (batch is unset: {tokens} is {backend.name}'s default on this machine)" if unset else ""
+            # a batch below the sequences: fewer sequences start it without more activation memory
+            return Refusal(f"parallel = {parallel}: {refusal}{said}", "parallel", tokens)
     kv_dtype = params.get("kv_dtype")
     flash = backend.flash_attn_effective(params.get("flash_attn"))
     if kv_dtype is not None and backend.needs_flash_attn_for(kv_dtype) and not flash:
-        raise VramtuiError(
+        message = (
             f'kv_dtype = "{kv_dtype}" needs flash attention, which is off here: {backend.name} refuses a '
             'quantized V cache without it; set flash_attn = "on" (or kv_dtype = "f16")'
         )
+        return Refusal(message, "flash_attn", "on")
+    return None
+
+
+def _default_batch(profile: Profile) -> int | None:
+    """The tokens of one step when the profile leaves batch unset: the engine's default on this machine's
+    first GPU (on the CPU without one), never below the context (engines that do not chunk a prefill
+    take the whole context in one step)."""
+    from vramtui.core.memory.nvml import first_gpu_total_bytes
+
+    device = first_gpu_total_bytes()
+    value = profile.backend.default("batch", device, device is None)
+    context = profile.params.get("context")
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return max(value, context) if isinstance(context, int) and not isinstance(context, bool) else value
+
+
+def check_runnable(profile: Profile) -> None:
+    """Settings the engine itself refuses, said before a launch that could only fail (`check`, `run`;
+    the wizard makes the named change before its first launch instead)."""
+    refusal = runnable_refusal(profile)
+    if refusal is not None:
+        raise VramtuiError(refusal.message)
 
 
 def load_launch_profile(path: str | Path) -> Profile:

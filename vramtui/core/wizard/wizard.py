@@ -19,7 +19,7 @@ from typing import Any
 from vramtui.core.backends import Backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch import procs
-from vramtui.core.launch.profile import Profile
+from vramtui.core.launch.profile import Profile, runnable_refusal
 from vramtui.core.units import MIB
 from vramtui.core.wizard.budget import (
     DEFAULT_MARGIN,
@@ -59,13 +59,18 @@ Runner = Callable[[Profile], Any]
 class Step:
     index: int
     proposal: Proposal | None
-    outcome: str  # first_run | works | progress | no_progress | not_applied | worse | error
+    outcome: str  # first_run | refused | works | progress | no_progress | not_applied | worse | error
     observation: Observation | None
     notes: list[str] = field(default_factory=list)
     profile_params: dict[str, object] = field(default_factory=dict)
     model: str = ""
     # The run before this step's, for rungs that trade speed for memory (None: it did not answer).
     tokens_per_s_before: float | None = None
+
+    def _first_why(self) -> str:
+        if self.outcome == "refused":
+            return "the profile as given: not launched, the engine refuses these settings"
+        return "first launch of the profile as given"
 
     @property
     def counts_as_progress(self) -> bool:
@@ -79,7 +84,7 @@ class Step:
             "param": proposal.param if proposal else None,
             "from": proposal.from_ if proposal else None,
             "to": proposal.to if proposal else None,
-            "why": proposal.why if proposal else "first launch of the profile as given",
+            "why": proposal.why if proposal else self._first_why(),
             "outcome": self.outcome,
             "stage": (obs.stage if obs else None),
             # a server that answers over its budget failed at no stage (the ladder's stage is the wizard's own)
@@ -181,6 +186,8 @@ class Wizard:
         self._runner = runner
         self._ended = False  # the record's end line is written
         self._running_log: str | None = None  # the run log of the launch in progress
+        # The change a setting the engine refuses names, made before the first launch (step 0 refused).
+        self.refusal: Proposal | None = None
         # A saved chat request (the long one that failed at inference): every run replays it.
         self.replay = replay
         if record:
@@ -247,6 +254,9 @@ class Wizard:
         """The first launch, as the profile is: step 0."""
         if self.steps:
             return self.steps[0]
+        refused = self._refused_before_launch()
+        if refused is not None:
+            return refused
         if self.recorder is not None:
             self.recorder.append("step_start", step=0, param=None, why="first launch")
         try:
@@ -262,6 +272,30 @@ class Wizard:
         step.model = self.profile.model
         self._record(step)
         return step
+
+    def _refused_before_launch(self) -> Step | None:
+        """A setting the engine refuses before it loads anything (`check` and `run` stop on it): step 0
+        is that refusal, not a launch that could only fail after a whole model load, and the first
+        proposal is the change it names."""
+        refusal = runnable_refusal(self.profile)
+        if refusal is None:
+            return None
+        current = current_value(self.profile, refusal.param)
+        label = f"the change {self.backend.name}'s refusal names"
+        knob = self.backend.knob(refusal.param)
+        self.refusal = Proposal(refusal.param, current, refusal.value, refusal.message, label, knob)
+        step = Step(
+            0, None, "refused", None, [refusal.message], dict(self.profile.params), self.profile.model
+        )
+        self._record(step)
+        return step
+
+    @property
+    def needs_change(self) -> bool:
+        """Is there a next change to look for: the last run failed, or the engine refused step 0."""
+        if self.last is None:
+            return self.refusal is not None
+        return not self.last.works
 
     # --- proposing ------------------------------------------------------------------------------------
 
@@ -281,10 +315,12 @@ class Wizard:
 
     def propose(self) -> Proposal | None:
         """The next single change, or None (it works, or no memory setting can help: see `advice`)."""
-        if self.last is None:
+        if not self.steps:
             self.start()
         obs = self.last
-        if obs is None or obs.works:
+        if obs is None:
+            return self._refusal_fix()
+        if obs.works:
             return None
         if self.steps and self.steps[-1].outcome == "not_applied":
             # Going further down the ladder would stack changes on a setting that is not reaching the
@@ -293,6 +329,17 @@ class Wizard:
             self.stop_reason = notes[0] if notes else "the last change did not take effect"
             return None
         return self.proposer.propose(self.profile, obs, self.skipped_params)
+
+    def _refusal_fix(self) -> Proposal | None:
+        """The change a refused step 0 names, unless the user keeps that setting (then nothing starts)."""
+        if self.refusal is None:
+            return None
+        if self.refusal.param in self.skipped_params:
+            self.stop_reason = (
+                f"the engine refuses these settings and {self.refusal.param} stays: {self.refusal.why}"
+            )
+            return None
+        return self.refusal
 
     # --- applying and verifying ----------------------------------------------------------------------
 
@@ -399,7 +446,7 @@ class Wizard:
         """Propose and apply until it works or a stop; returns the proposal left pending, if any."""
         changes = 0
         stalls = 0
-        while self.last is not None and not self.last.works:
+        while self.needs_change:
             if changes >= max_steps:
                 self.stop_reason = f"stopped after {max_steps} changes"
                 return None
