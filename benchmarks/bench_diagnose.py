@@ -358,6 +358,7 @@ LATER_ROUNDS = (
     ("round20.jsonl", "round 20, both parts (gathered after the rules of 2026-12-03, eighth session, later"),
     ("round21.jsonl", "round 21, both parts (gathered after the rules of 2026-12-03, ninth session)"),
     ("round22.jsonl", "round 22, both parts (gathered after the rules of 2026-12-03, ninth session, later)"),
+    ("round23.jsonl", "round 23, both parts (gathered after the rules of 2026-12-03, tenth session)"),
 )
 
 

@@ -37,6 +37,7 @@ FILES = (
     LOGS / "round20.jsonl",
     LOGS / "round21.jsonl",
     LOGS / "round22.jsonl",
+    LOGS / "round23.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

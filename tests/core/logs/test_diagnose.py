@@ -955,3 +955,36 @@ def test_tgis_default_4096_token_limit_is_a_quiet_warning_and_no_other_limit_is(
     for limit in ("8192", "4096"):  # lines of one digit mask: each read for its own number
         said = diagnose_text(line.format(limit), backend="tgi", kernel_log=no_kernel_log).warnings
         assert any("4096 tokens per request" in w for w in said) == (limit == "4096"), limit
+
+
+ROUND23 = {case["id"]: case for case in _cases(LOGS / "round23.jsonl")}
+
+
+def test_a_missing_shared_library_is_no_missing_model_and_a_warning_is_no_failure() -> None:
+    """vllm-ascend warns that its kernel library did not load (".so: cannot open shared object file: No
+    such file or directory") and goes on; the AttributeError of graph capture, after the cache was sized,
+    is the failure (round 23, training). The same words in an ImportError are a build that does not match."""
+    diagnosis = _diagnose_case(ROUND23["r23-vllm-ascend-minicpmv45-acl-graph-weak-ref-tensor"])
+    assert (diagnosis.failure_stage, diagnosis.failure, diagnosis.first_error_line) == (
+        "kv_cache",
+        "other",
+        47,
+    )
+    missing = "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n"
+    library = diagnose_text(missing, kernel_log=no_kernel_log)
+    assert (library.failure, library.cause) == ("other", "library_missing")
+    assert "LD_LIBRARY_PATH" in library.advice[0]
+    model = diagnose_text("error: /models/m.gguf: No such file or directory\n", kernel_log=no_kernel_log)
+    assert model.failure == "file_missing"
+
+
+def test_ik_llama_cpps_nan_check_is_the_failure_of_its_warmup() -> None:
+    """ik_llama.cpp stops on the first NaN an op produces ("Oops(ggml_compute_forward_sum_rows_f32, ...):
+    found -nan"): a failure after the context was built, not an incomplete log (round 23, training)."""
+    diagnosis = _diagnose_case(ROUND23["r23-llamacpp-ik-ds31-terminus-avx2-q8kcache-nan-warmup"])
+    assert (diagnosis.failure_stage, diagnosis.cause, diagnosis.first_error_line) == (
+        "kv_cache",
+        "nan_in_compute",
+        227,
+    )
+    assert "f16" in diagnosis.advice[0]

@@ -72,6 +72,8 @@ CAUSE_WORDS: dict[str, str] = {
     "request_error": "the server failed a request with an internal error (HTTP 500)",
     "kernel_type_unsupported": "a GPU kernel has no path for this tensor type on this backend",
     "kernel_assert": "a GPU kernel's own check failed (a device-side assert)",
+    "library_missing": "a shared library the engine needs was not found (its build or install does not match)",
+    "nan_in_compute": "a kernel produced NaN or inf, and the engine stopped (a numeric fault, not memory)",
     "no_kernel_image": "the engine's GPU code was not built for this card (no kernel for its compute capability)",
     "triton_image": "a Triton kernel compiled for this card could not be loaded by its driver",
     "shift_unsupported": "a slot's context filled up, and this model's cache cannot drop its oldest tokens "
@@ -394,6 +396,23 @@ ADVICE: tuple[AdviceRow, ...] = (
     AdviceRow(None, "v_cache_needs_flash_attn", ("@v_cache_needs_flash_attn",)),
     AdviceRow(None, "too_many_sequences", ("@too_many_sequences",)),
     AdviceRow("other", "worker_died", ("@worker_died",)),
+    AdviceRow(
+        None,
+        "library_missing",
+        (
+            "Not a memory failure: the loader did not find the library the line names. Install the runtime the "
+            "build was made for (a libcudart / libcublas of its CUDA major version), or point LD_LIBRARY_PATH at it; "
+            "for an engine's own kernel library, reinstall the engine built for this torch and driver.",
+        ),
+    ),
+    AdviceRow(
+        None,
+        "nan_in_compute",
+        (
+            "Not a memory failure: an operation produced NaN or inf. Change one numeric path to find which: the "
+            "KV cache type back to f16, flash attention off, or another build; report it with the build and flags.",
+        ),
+    ),
     AdviceRow(
         None,
         "no_kernel_image",

@@ -230,7 +230,15 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "invalid repository id or local directory", "not_found_local", "file_missing", stage="download"
     ),
     *_engines("errors", "missing.after"),
-    ErrorRule("no such file or directory", "not_found_local", "file_missing"),
+    # the dynamic loader did not find a shared library (a CUDA runtime, an engine's own kernels): a build or
+    # install that does not match, not the model; logged as a warning, the engine goes on without it
+    ErrorRule("cannot open shared object file", "library_missing", "other", strong=False),
+    ErrorRule(
+        "no such file or directory",
+        "not_found_local",
+        "file_missing",
+        r"^(?!.*cannot open shared object file).*no such file or directory",
+    ),
     ErrorRule("filenotfounderror", "not_found_local", "file_missing"),
     # --- tokenizer files (transformers' PreTrainedTokenizerFast and AutoTokenizer wording) ---
     *_engines("errors", "tokenizer"),

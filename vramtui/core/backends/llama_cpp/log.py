@@ -902,6 +902,15 @@ GENERIC_ERRORS_3: tuple[ErrorRule, ...] = (
         "llama-server process has terminated", "runner_failed", "other", strong=False, backend="ollama"
     ),
     ErrorRule("ggml_assert", "assert", "other", strong=False, backend="llama.cpp"),
+    # ik_llama.cpp checks each op's result and stops on the first NaN or inf ("Oops(ggml_compute_forward_...,
+    # ffn_moe_weights_sum-19): found -nan for i1 = 0 ..."): a numeric fault in a kernel, not memory
+    ErrorRule(
+        "oops",
+        "nan_in_compute",
+        "other",
+        r"^oops\([\w.]+, [^)]*\): found [+-]?(?:nan|inf)\b",
+        backend="llama.cpp",
+    ),
     ErrorRule("ggml_abort", "assert", "other", strong=False, backend="llama.cpp"),
     # GGML_ABORT's own line ("ggml.c:15229: fatal error", "ggml-cuda.cu:84: CUDA error"): ggml gave up
     ErrorRule(
