@@ -536,6 +536,11 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # 19/25, weights 13/35, compute 23/34; mainline KV 1/1, weights 2/2, compute 2/2. After the reader took
     # comma-separated -ot rules and -ctk from the command, and a file's type counts were handed out exactly
     # where it has more tensors than the estimator's groups (the commit adding round 9): ik KV 20/25, weights 21/35, compute 23/34.
+    # Round 12 (17: 7 mainline, 3 ik_llama.cpp, 3 Ollama, 4 vLLM; no mainline -ot, -ts or --n-cpu-moe run was
+    # left outside used sources) at e7ef493 before any change: mainline KV 13/14, weights 18/20, compute 9/21;
+    # ik KV 16/16, weights 11/17, compute 17/17; Ollama 4/4, 6/6, 6/6; vLLM weights 1/1. Its one training KV
+    # miss (x10.8, Gemma 4 with a slot per sequence) was the harness's reading of the global layers (fewer,
+    # not wider) and the product's sliding window per KV stream: mainline KV 14/14 after.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -554,6 +559,7 @@ _NEWEST_ROUNDS = {
     "round9.jsonl": "round 9, both parts (gathered after the estimator of 2026-12-03, eighth session)",
     "round10.jsonl": "round 10, both parts (gathered after the estimator of 2026-12-03, ninth session)",
     "round11.jsonl": "round 11, both parts (gathered after the estimator of 2026-12-03, ninth session, later)",
+    "round12.jsonl": "round 12, both parts (gathered after the estimator of 2026-12-03, tenth session)",
 }
 
 

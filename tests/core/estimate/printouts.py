@@ -53,6 +53,7 @@ FILES = (
     DATA / "printouts" / "round9.jsonl",
     DATA / "printouts" / "round10.jsonl",
     DATA / "printouts" / "round11.jsonl",
+    DATA / "printouts" / "round12.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -480,8 +481,10 @@ def _sliding_window(run: LogRun, info: ModelInfo) -> None:
         return
     pattern = _meta_int(run, "n_swa_pattern") or _SWA_PATTERNS.get(info.arch)
     widths = [int(n) for n in re.findall(r"\d+", run.meta.get("n_embd_k_gqa", ""))]
-    if len(widths) == info.n_layers and len(set(widths)) > 1:  # Gemma 4: the global layers are wider
-        pattern = round(info.n_layers / max(1, widths.count(max(widths))))
+    if len(widths) == info.n_layers and len(set(widths)) > 1:
+        # Gemma 4: the global layers' K width differs (wider heads, or fewer of them): they are the fewer
+        globals_ = min(widths.count(width) for width in set(widths))
+        pattern = round(info.n_layers / max(1, globals_))
     elif info.arch.startswith("gemma4"):
         pattern = 6
     if not pattern or pattern <= 1:

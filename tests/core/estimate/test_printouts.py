@@ -191,6 +191,16 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "a dynamic IQ1_S recipe: its token embedding is Q5_K (407 MiB) where the printed type counts and "
         "llama-quantize's rules point to Q6_K"
     ),
+    ("p12-ik_llama.cpp-16x3090-deepseek-r1-iq4k-ot-named-cuda", "weights"): (
+        "15 -ot rules send the experts of 3 or 4 layers to each named GPU: CUDA0 and CUDA1 (3 each by the "
+        "rules) print about what CUDA2 (4) does, x0.80, and CUDA12-14 hold less than the even -ts gives them "
+        "(x1.09-1.18): the run's placement is not the command quoted beside it, or that build's -ot order "
+        "differs; not known"
+    ),
+    ("p12-llama.cpp-r9700-vulkan-qwen3.8-27b-q4ks-fa-mtp", "compute"): (
+        "the host compute buffer of a hybrid (Gated DeltaNet) model with an MTP draft context (28 MiB printed, "
+        "36 estimated, x1.29): which of the recurrent layers' inputs stay on the host is not modelled"
+    ),
 }
 
 

@@ -1,7 +1,7 @@
 """How the llama.cpp family (llama-server, llama-cpp-python, Ollama) accounts memory.
 
 Exact tensor bytes per layer; KV cells = context padded to 256; sliding-window layers keep
-min(cells, window*streams + ubatch) cells; q8_0/q4_0 caches use ggml block sizes (34/32, 18/32 bytes per
+min(cells, window*sequences + ubatch) cells in one unified stream, window + ubatch per stream else; q8_0/q4_0 caches use ggml block sizes (34/32, 18/32 bytes per
 element). Where every layer, tensor and cache goes (a GPU, or host RAM: layers not offloaded, the token
 embedding, what `-ot` / `--n-cpu-moe` move) is placement.py's; the compute buffers, one per device and
 one on the host, as the scheduler reserves them for one micro-batch, graph.py's. Ollama runs llama-server
@@ -60,14 +60,20 @@ class Placement:
 
 
 def kv_cells(
-    info: ModelInfo, context: int, parallel: int, ubatch: int, swa_full: bool = False
+    info: ModelInfo, context: int, parallel: int, ubatch: int, swa_full: bool = False, streams: int = 1
 ) -> tuple[int, int]:
-    """(cells of full-attention layers, cells of sliding-window layers) as llama.cpp sizes its cache;
-    `swa_full`: the sliding-window layers keep every cell too (--swa-full)."""
+    """(cells of full-attention layers, cells of sliding-window layers), over all KV streams, as llama.cpp
+    sizes its cache (llama-kv-cache-iswa.cpp): one unified stream keeps the window of every sequence and
+    a micro-batch; a stream per sequence keeps one window and a micro-batch each. `swa_full`: the
+    sliding-window layers keep every cell too (--swa-full)."""
     cells = round_up(max(context, 1), CELL_PAD)
     swa_cells = cells
     if info.swa_layers and info.sliding_window and not swa_full:
-        swa_cells = min(cells, round_up(info.sliding_window * parallel + ubatch, CELL_PAD))
+        if streams > 1:
+            per_stream = cells // streams
+            swa_cells = streams * min(per_stream, round_up(info.sliding_window + ubatch, CELL_PAD))
+        else:
+            swa_cells = min(cells, round_up(info.sliding_window * parallel + ubatch, CELL_PAD))
     return cells, swa_cells
 
 
@@ -399,7 +405,7 @@ class LlamaCppMemory(MemoryAccounting):
         """(cells of a full-attention layer, of a sliding-window one); a build before llama.cpp's
         sliding-window cache kept every cell in every layer."""
         swa_full = self.swa_full or (build is not None and not build.at_least(graph.SWA_CACHE_BUILD))
-        return kv_cells(info, run.context, run.parallel, run.ubatch, swa_full)
+        return kv_cells(info, run.context, run.parallel, run.ubatch, swa_full, run.streams)
 
     def host_logits(self, info: ModelInfo, run: RunShape) -> int:
         """Logits a library keeps in host RAM beside llama.cpp's own output buffer (none: llama-server)."""

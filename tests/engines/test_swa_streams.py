@@ -1,0 +1,95 @@
+"""Sliding-window layers keep one window and a micro-batch per KV stream: with a slot per sequence
+(llama-server -np 2) that is two windows of 768 cells (128 + 512, padded to 256), not one of 2 x 128 + 512 (llama-kv-cache-iswa.cpp).
+Checked against a real llama-server on a tiny random-weight Gemma-2 GGUF, and a real printout."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from llama_server_capture import log_until_listening
+
+from vramtui.core.demo.tinygguf import _vocab
+from vramtui.core.estimate.estimator import Settings, estimate
+from vramtui.core.estimate.modelinfo import load_model_info
+from vramtui.core.memory.parts import HOST
+from vramtui.core.units import MIB
+
+KV_SIZES = re.compile(
+    r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs"
+)
+LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD, WINDOW = 4, 256, 4, 2, 64, 128
+
+
+def write_gemma2(path: Path) -> Path:
+    """A random-weight Gemma-2 GGUF (every other layer a 128-token sliding window), f32."""
+    import gguf
+
+    rng = np.random.default_rng(0)
+    w = gguf.GGUFWriter(str(path), "gemma2")
+    w.add_name("tiny-gemma2")
+    w.add_context_length(4096)
+    w.add_embedding_length(HIDDEN)
+    w.add_block_count(LAYERS)
+    w.add_feed_forward_length(512)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_key_length(HEAD)
+    w.add_value_length(HEAD)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_sliding_window(WINDOW)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    tokens, scores, types = _vocab()
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+
+    def tensor(name: str, shape: tuple[int, ...]) -> None:
+        w.add_tensor(name, (rng.standard_normal(shape) * 0.02).astype(np.float32))
+
+    tensor("token_embd.weight", (len(tokens), HIDDEN))
+    for i in range(LAYERS):
+        tensor(f"blk.{i}.attn_norm.weight", (HIDDEN,))
+        tensor(f"blk.{i}.attn_q.weight", (HEADS * HEAD, HIDDEN))
+        tensor(f"blk.{i}.attn_k.weight", (KV_HEADS * HEAD, HIDDEN))
+        tensor(f"blk.{i}.attn_v.weight", (KV_HEADS * HEAD, HIDDEN))
+        tensor(f"blk.{i}.attn_output.weight", (HIDDEN, HEADS * HEAD))
+        tensor(f"blk.{i}.post_attention_norm.weight", (HIDDEN,))
+        tensor(f"blk.{i}.ffn_norm.weight", (HIDDEN,))
+        tensor(f"blk.{i}.ffn_gate.weight", (512, HIDDEN))
+        tensor(f"blk.{i}.ffn_up.weight", (512, HIDDEN))
+        tensor(f"blk.{i}.ffn_down.weight", (HIDDEN, 512))
+        tensor(f"blk.{i}.post_ffw_norm.weight", (HIDDEN,))
+    tensor("output_norm.weight", (HIDDEN,))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+pytestmark = pytest.mark.engine
+
+
+def test_each_kv_stream_keeps_its_own_window(tmp_path: Path, llama_server_bin: Path) -> None:
+    model = write_gemma2(tmp_path / "tiny-gemma2.gguf")
+    args = ["-m", str(model), "-c", "4096", "-np", "2", "-t", "2", "-ngl", "0", "-fa", "off"]
+    log = log_until_listening(llama_server_bin, args)
+    sizes = KV_SIZES.findall(log)
+    assert len(sizes) == 2, log[-3000:]
+    cells = sorted(int(found[1]) for found in sizes)
+    assert cells == [
+        768,
+        2048,
+    ]  # per stream: the window + a micro-batch of 512 (padded to 256), half the context
+    printed = sum(float(found[0]) for found in sizes)
+    info = load_model_info(model)
+    est = estimate(info, Settings(context=4096, parallel=2, on_gpu=False, flash_attn=False))
+    assert est.bill.get("kv_cache", HOST) / MIB == pytest.approx(printed, rel=0.01)
+    assert info.swa_layers == LAYERS // 2
