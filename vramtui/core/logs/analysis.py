@@ -30,6 +30,7 @@ _PREFIX_RES = (
         r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|WARN)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]+\]|[\w.]+:\d+\])\s?"
     ),
     re.compile(r"^\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\s*(?:>\s?)?"),
+    re.compile(r"^(?:stdout|stderr) [FP] "),  # a Kubernetes node's container log (CRI), after its time stamp
     re.compile(r"^\[\d{4}-\d\d-\d\d [\d:]+(?: [\w]+)?\]\s?"),
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.-]+(?:\[\d+\])?: "),
 )
@@ -168,7 +169,29 @@ def _position(item: tuple[int, ErrorRule]) -> int:
 
 def _matches(rule: object, low: str) -> bool:
     regex = rule.regex  # type: ignore[attr-defined]
-    return rule.anchor in low and (regex is None or regex.search(low) is not None)  # type: ignore[attr-defined]
+    if rule.anchor not in low:  # type: ignore[attr-defined]
+        return False
+    if regex is None or regex.search(low) is not None:
+        return True
+    # a rule written for the engine's line start holds behind a log collector's prefix (docker compose's
+    # "name  | ", journald's, a Kubernetes node's)
+    if not regex.pattern.startswith("^"):
+        return False
+    line = _engine_line(low)
+    return line != low and regex.search(line) is not None
+
+
+# What a log collector puts before the engine's line: docker compose, journald, a Kubernetes node's time
+# stamp and stream (a bare time stamp stays: TGI's own lines begin with one).
+_COLLECTOR_RE = re.compile(
+    r"^(?:[\w.\[\]-]+\s+\|\s?|[a-z]{3} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.-]+(?:\[\d+\])?: "
+    r"|\d{4}-\d\d-\d\d[t ][\d:.,]+z?\s+(?:stdout|stderr) [fp] )+"
+)
+
+
+def _engine_line(low: str) -> str:
+    """The lower-case line without the prefixes a log collector adds."""
+    return _COLLECTOR_RE.sub("", low, count=1) if low[:1].isalnum() else low
 
 
 def _analyze(text: str) -> _LineInfo | None:
@@ -271,14 +294,15 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
         return _PLAIN, ()  # Python's markers under a traceback's code line, behind an "ERROR" prefix
     frame_match = _FRAME_RE.search(text) if "file" in words and 'file "' in low else None
     if frame_match is None and ".py" in low and " in " in low:
-        frame_match = _IPYTHON_FRAME_RE.match(text.strip())
+        frame_match = _IPYTHON_FRAME_RE.match(_strip_prefix(text).strip())
     exception_match = None
     if frame_match is None and ("error" in low or "exception" in low or "interrupt" in low):
         stripped = _strip_prefix(text).strip()
         exception_match = _EXCEPTION_RE.match(stripped) or _PYDANTIC_RE.match(stripped)
     warning_level = bool(words & _WARNING_WORDS) and bool(_WARNING_LEVEL_RE.search(low))
 
-    error = _error_of(filed, low, warning_level) if frame_match is None else None
+    # the error rules read the engine's own line: a collector's prefix (a host named "gpu-box") says nothing
+    error = _error_of(filed, _engine_line(low), warning_level) if frame_match is None else None
 
     notices = tuple(rule for entry in filed for rule in entry[2] if _matches(rule, low))
     if error is not None and not error.strong and any(n.kind == "kernel_fallback" for n in notices):

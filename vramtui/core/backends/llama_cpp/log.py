@@ -908,7 +908,7 @@ GENERIC_ERRORS_3: tuple[ErrorRule, ...] = (
         "oops",
         "nan_in_compute",
         "other",
-        r"^oops\([\w.]+, [^)]*\): found [+-]?(?:nan|inf)\b",
+        r"\boops\([\w.]+, [^)]*\): found [+-]?(?:nan|inf)\b",
         backend="llama.cpp",
     ),
     ErrorRule("ggml_abort", "assert", "other", strong=False, backend="llama.cpp"),
