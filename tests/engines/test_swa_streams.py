@@ -93,3 +93,19 @@ def test_each_kv_stream_keeps_its_own_window(tmp_path: Path, llama_server_bin: P
     est = estimate(info, Settings(context=4096, parallel=2, on_gpu=False, flash_attn=False))
     assert est.bill.get("kv_cache", HOST) / MIB == pytest.approx(printed, rel=0.01)
     assert info.swa_layers == LAYERS // 2
+
+
+@pytest.mark.parametrize(("context", "slots", "cells"), [(4096, 3, 1536), (8192, 256, 256)])
+def test_each_slot_gets_its_share_padded_to_256(
+    tiny_gguf: Path, llama_server_bin: Path, context: int, slots: int, cells: int
+) -> None:
+    """-c 4096 -np 3 is 3 x 1536 cells, -c 8192 -np 256 is 256 x 256 (8 times the 8192 asked for): the
+    estimate's KV cache and the slot length it names are the engine's."""
+    log = log_until_listening(
+        llama_server_bin, ["-m", str(tiny_gguf), "-c", str(context), "-np", str(slots), "-t", "2"]
+    )
+    sizes = KV_SIZES.findall(log)
+    assert len(sizes) == 1 and int(sizes[0][1]) == cells and int(sizes[0][4]) == slots, log[-3000:]
+    est = estimate(load_model_info(tiny_gguf), Settings(context=context, parallel=slots, on_gpu=False))
+    assert est.bill.get("kv_cache", HOST) / MIB == pytest.approx(float(sizes[0][0]), rel=0.01)
+    assert est.max_parallel_tokens == cells

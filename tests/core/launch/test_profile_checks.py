@@ -332,6 +332,11 @@ def test_settings_the_engine_refuses_are_said_before_check_launches() -> None:
     assert "runs at most 256 sequences" in refused("llama-server", parallel=300)
     assert 'set flash_attn = "on"' in refused("llama-server", kv_dtype="q8_0", flash_attn="off")
     assert 'set flash_attn = "on"' in refused("llama-cpp-python", kv_dtype="q8_0")  # its default is off
+    # "K/V": only a quantized V needs flash attention (llama-server -ctk q8_0 -ctv f16 -fa off starts)
+    assert 'set flash_attn = "on"' in refused("llama-server", kv_dtype="f16/q8_0", flash_attn="off")
+    check_runnable(
+        Profile(backend="llama-server", model="/m.gguf", params={"kv_dtype": "q8_0/f16", "flash_attn": "off"})
+    )
     for fine in ({"parallel": 256}, {"kv_dtype": "q8_0"}, {"kv_dtype": "q8_0", "flash_attn": "on"}):
         check_runnable(Profile(backend="llama-server", model="/m.gguf", params=fine))  # auto is on
     check_runnable(

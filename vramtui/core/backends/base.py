@@ -331,7 +331,8 @@ class Backend:
 
     def needs_flash_attn_for(self, kv_dtype: object) -> bool:
         """Does this KV cache type need flash attention on first ("quantized V cache requires flash_attn")?"""
-        return self.quantized_v_needs_flash_attn and str(kv_dtype).lower().startswith(("q", "iq"))
+        k_type, _, v_type = str(kv_dtype).strip().lower().partition("/")  # "K/V": V is the second
+        return self.quantized_v_needs_flash_attn and (v_type or k_type).strip().startswith(("q", "iq"))
 
     def translate(self, param: str, value: object) -> Translation:
         """The arguments/environment that give this backend `param = value` (or why it cannot)."""

@@ -67,10 +67,13 @@ def kv_cells(
     a micro-batch; a stream per sequence keeps one window and a micro-batch each. `swa_full`: the
     sliding-window layers keep every cell too (--swa-full)."""
     cells = round_up(max(context, 1), CELL_PAD)
+    per_stream = cells
+    if streams > 1:  # each stream its share of the context, padded to 256 (-c 8192 -np 256: 256 cells each)
+        per_stream = round_up(-(-max(context, 1) // streams), CELL_PAD)
+        cells = per_stream * streams
     swa_cells = cells
     if info.swa_layers and info.sliding_window and not swa_full:
         if streams > 1:
-            per_stream = cells // streams
             swa_cells = streams * min(per_stream, round_up(info.sliding_window + ubatch, CELL_PAD))
         else:
             swa_cells = min(cells, round_up(info.sliding_window * parallel + ubatch, CELL_PAD))
@@ -129,6 +132,13 @@ def _notes(
     info: ModelInfo, settings: Settings, run: RunShape, where: Placement, cells: tuple[int, int]
 ) -> list[str]:
     notes: list[str] = []
+    asked = round_up(max(run.context, 1), CELL_PAD)
+    if run.streams > 1 and cells[0] > asked:
+        notes.append(
+            f"each of the {run.streams} slots gets {cells[0] // run.streams:,} cells: llama.cpp pads a slot's share "
+            f"of the context ({run.context:,} / {run.streams}) up to a multiple of {CELL_PAD}, so the cache holds "
+            f"{cells[0]:,} cells, not {run.context:,}"
+        )
     if settings.on_gpu and where.gpu_layers == 0:
         notes.append("no layer on the GPU: everything runs from host RAM")
     if not settings.kv_offload and settings.on_gpu:
@@ -301,6 +311,10 @@ class LlamaCppMemory(MemoryAccounting):
     fit_widens_auto_context = True
     # the sliding-window layers keep only the window (plus a micro-batch) per sequence
     swa_full = False
+
+    def per_sequence(self, est: Estimate) -> int:
+        """One slot's cells: its share of the context, padded as llama.cpp pads it (at least 256)."""
+        return max(est.context, est.kv_cells or 0) // max(1, est.parallel)
 
     def default_kv_dtype(self, info: ModelInfo) -> str:
         return "f16"
