@@ -599,3 +599,26 @@ def test_an_ollama_context_is_verified_against_its_runners_cells() -> None:
         model = MemoryModel(before_profile, device_bytes=8 << 30)
         proposal = Proposal("context", 4096, asked, "test")
         assert took_effect(model, proposal, None, after, before_profile, after_profile)[0] is applied
+
+
+def test_the_inference_ladder_skips_a_batch_that_frees_nothing(demo_model: Path) -> None:
+    """llama-server's batch 2048 over a micro-batch of 512: a batch of 1024 or 512 takes the same memory a
+    step (QA: two relaunches that changed nothing), so the first change is a batch below the micro-batch."""
+    launched: list[object] = []
+
+    def runs(profile: Profile) -> Any:
+        batch = profile.params.get("batch")
+        launched.append(batch)
+        passes = batch is not None and int(batch) < 512  # type: ignore[call-overload]
+        return SimpleNamespace(
+            ready=True, stage="inference", failure_stage=None if passes else "inference",
+            failure=None if passes else "host_oom", diagnosis=None, smoke=SimpleNamespace(ok=passes),
+            replay=None, log_file=None, peak_mib=40.0,
+        )  # fmt: skip
+
+    profile = Profile(backend="llama.cpp", model=str(demo_model), params={"context": 512})
+    result = Wizard(profile, runner=runs, record=False, auto=True).run(max_steps=4)
+    assert result.success and len(launched) == 2
+    step = result.steps[-1]
+    assert step.proposal is not None and step.proposal.param == "batch"
+    assert step.proposal.from_ == 2048 and int(step.proposal.to) < 512  # type: ignore[call-overload]

@@ -448,12 +448,14 @@ class Proposer:
 
     def _inference_proposal(self, profile: Profile, rungs: list[Rung], obs: Observation) -> Proposal | None:
         """A request failed on a running server: the start-up arithmetic does not see a request's peak,
-        so each rung halves its value, and the saved request (when given) tells whether it now passes."""
+        so each rung halves its value, and the saved request (when given) tells whether it now passes.
+        A value the arithmetic says frees nothing (a batch above the micro-batch) is no step."""
+        now = self.model.predict(profile)
         for rung in rungs:
             if rung.move == "advice":
                 continue
             current = current_value(profile, rung.param)
-            values = self.candidates(rung, current, profile)
+            values = self._saving(profile, rung.param, self.candidates(rung, current, profile), now)
             if not values:
                 continue
             value = _cautious(rung.param, current, values)
@@ -466,6 +468,22 @@ class Proposer:
         self.findings.advice = [f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"]
         self.findings.stop_reason = "no setting left on the inference ladder that this backend can change"
         return None
+
+    def _saving(
+        self, profile: Profile, param: str, values: list[object], now: MemoryBill | None
+    ) -> list[object]:
+        """The values that need less memory than now, as the arithmetic says (all of them without it)."""
+        if now is None:
+            return values
+        kept = []
+        for value in values:
+            try:
+                bill = self._with(profile, {param: value})
+            except VramtuiError:
+                continue
+            if bill is None or needed_bytes(bill) < needed_bytes(now):
+                kept.append(value)
+        return kept
 
     def failing_stage(self, obs: Observation) -> str | None:
         """The ladder to walk, or None with the reason in the findings (not a memory problem ...)."""
