@@ -112,7 +112,8 @@ def test_check_without_a_port_picks_a_free_one_when_the_default_is_busy(tmp_path
         except OSError:
             pass
         profile = tmp_path / "p.toml"
-        (tmp_path / "broken.gguf").write_bytes(b"not a gguf")  # launched, then refused by the engine
+        # a GGUF magic over a header that does not read: launched, then refused by the engine
+        (tmp_path / "broken.gguf").write_bytes(b"GGUF" + bytes(20))
         profile.write_text('backend = "llama-cpp-python"\nmodel = "broken.gguf"\n')
         proc = vramtui("check", str(profile), "--json", "--log-dir", str(tmp_path / "runs"))
     report = json.loads(proc.stdout)

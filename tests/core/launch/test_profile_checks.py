@@ -406,3 +406,15 @@ def test_a_refused_setting_the_user_keeps_stops_the_wizard_before_any_launch() -
     wizard.skip(proposal)
     assert wizard.propose() is None
     assert "the engine refuses these settings and parallel stays" in wizard.stop_reason
+
+
+def test_a_file_that_is_no_gguf_is_refused_before_launch(tmp_path: Path) -> None:
+    """An error page saved as model.gguf: one line and exit 2, not a launch the engine can only refuse."""
+    path = write(tmp_path, "", model="page.gguf")
+    (tmp_path / "page.gguf").write_text("<html><body>404 Not Found</body></html>\n", encoding="utf-8")
+    done = vramtui("check", str(path))
+    assert done.returncode == 2, done
+    assert done.stderr.strip().splitlines() == [
+        f"vramtui: {tmp_path / 'page.gguf'}: not a GGUF file (it does not start with the GGUF magic): an error page saved in "
+        "place of the model? download it again"
+    ]

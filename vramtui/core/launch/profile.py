@@ -321,7 +321,15 @@ def check_files(profile: Profile) -> None:
         if path.suffix.lower() == ".gguf" and path.is_file():
             from vramtui.core.estimate.ggufheader import cut_short
 
-            # A launch of a cut-off download only ends in the engine's refusal: say it before.
+            # A launch of a cut-off download, or of a file that is no GGUF at all (an HTML page saved in its
+            # place), only ends in the engine's refusal: say it before.
+            with open(path, "rb") as handle:
+                magic = handle.read(4)
+            if magic != b"GGUF":
+                raise VramtuiError(
+                    f"{model}: not a GGUF file (it does not start with the GGUF magic): an error page saved in "
+                    "place of the model? download it again"
+                )
             problem = cut_short(path)
             if problem:
                 raise VramtuiError(problem)
