@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from llama_server_capture import log_until_listening
 
-from vramtui.core.demo.tinygguf import _vocab
+from vramtui.core.demo.tinygguf import _add_vocab, _vocab
 from vramtui.core.estimate.estimator import Settings, estimate
 from vramtui.core.estimate.modelinfo import load_model_info
 from vramtui.core.memory.parts import HOST
@@ -41,14 +41,8 @@ def write_gemma2(path: Path) -> Path:
     w.add_layer_norm_rms_eps(1e-6)
     w.add_sliding_window(WINDOW)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    tokens, scores, types = _vocab()
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_unk_token_id(0)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
+    _add_vocab(w)
+    tokens = _vocab()[0]
 
     def tensor(name: str, shape: tuple[int, ...]) -> None:
         w.add_tensor(name, (rng.standard_normal(shape) * 0.02).astype(np.float32))
