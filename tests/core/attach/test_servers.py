@@ -128,7 +128,8 @@ def test_ps_finds_each_server_its_settings_port_and_bill(three_servers: dict[str
     assert hand.ports == [three_servers["port_a"]]
     # its output went nowhere: the bill is the estimate for what its command line says, marked so
     assert hand.bill_source == "estimate" and hand.log is None
-    assert hand.bill is not None and hand.bill.get("kv_cache", HOST) == _kv_bytes(tiny, 256)
+    # -c 256 -np 2: each slot's 128 padded to 256 cells, 512 in all (the engine prints 4.00 MiB)
+    assert hand.bill is not None and hand.bill.get("kv_cache", HOST) == _kv_bytes(tiny, 512)
 
     launched = ours["launched"]
     assert launched.ports == [three_servers["port_b"]] and launched.params["context"] == 1024
