@@ -301,7 +301,7 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
         exception_match = _EXCEPTION_RE.match(stripped) or _PYDANTIC_RE.match(stripped)
     warning_level = bool(words & _WARNING_WORDS) and bool(_WARNING_LEVEL_RE.search(low))
 
-    # the error rules read the engine's own line: a collector's prefix (a host named "gpu-box") says nothing
+    # the error rules read the engine's own line (a collector's prefix, a host "gpu-box", says nothing)
     error = _error_of(filed, _engine_line(low), warning_level) if frame_match is None else None
 
     notices = tuple(rule for entry in filed for rule in entry[2] if _matches(rule, low))

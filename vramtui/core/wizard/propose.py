@@ -287,6 +287,11 @@ def _fitting_split(
     )
 
 
+def _needs_less(bill: MemoryBill | None, now: MemoryBill) -> bool:
+    """Does a change's predicted bill need less than now (unknown: assume it might)?"""
+    return bill is None or needed_bytes(bill) < needed_bytes(now)
+
+
 class Proposer:
     """Picks the next single change for a failed run; what it concludes otherwise goes to `findings`."""
 
@@ -455,7 +460,9 @@ class Proposer:
             if rung.move == "advice":
                 continue
             current = current_value(profile, rung.param)
-            values = self._saving(profile, rung.param, self.candidates(rung, current, profile), now)
+            values = self.candidates(rung, current, profile)
+            if now is not None:  # a value the arithmetic says frees nothing is no step
+                values = [v for v in values if _needs_less(self._with(profile, {rung.param: v}), now)]
             if not values:
                 continue
             value = _cautious(rung.param, current, values)
@@ -468,22 +475,6 @@ class Proposer:
         self.findings.advice = [f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"]
         self.findings.stop_reason = "no setting left on the inference ladder that this backend can change"
         return None
-
-    def _saving(
-        self, profile: Profile, param: str, values: list[object], now: MemoryBill | None
-    ) -> list[object]:
-        """The values that need less memory than now, as the arithmetic says (all of them without it)."""
-        if now is None:
-            return values
-        kept = []
-        for value in values:
-            try:
-                bill = self._with(profile, {param: value})
-            except VramtuiError:
-                continue
-            if bill is None or needed_bytes(bill) < needed_bytes(now):
-                kept.append(value)
-        return kept
 
     def failing_stage(self, obs: Observation) -> str | None:
         """The ladder to walk, or None with the reason in the findings (not a memory problem ...)."""
