@@ -19,9 +19,14 @@ _FRAME_RE = re.compile(r'File "([^"]+)", line \d+, in (\S+)')
 # IPython's (Jupyter's, Colab's) frame: "/usr/lib/.../configuration_auto.py in from_pretrained(cls, ...)", the
 # path a Markdown link in Colab's copy ("[/usr/.../x.py](https://localhost:8080/#) in f(...)")
 _IPYTHON_FRAME_RE = re.compile(r"^\[?(/\S+\.py)\]?(?:\([^)\s]*\))? in (\w+)\(")
+# What a log collector puts before the engine's line: docker compose's "name  | ", journald's, a Kubernetes
+# node's stream after its time stamp (CRI). A bare time stamp is no collector's: TGI's own lines begin with one.
+_COMPOSE = r"[\w.\[\]-]+\s+\|\s?"
+_JOURNALD = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.-]+(?:\[\d+\])?: "
+_CRI_STREAM = r"(?:stdout|stderr) [FP] "
 _PREFIX_RES = (
     re.compile(r"^\s*\d+\.\d+\.\d+\.\d+ [IWEDT] "),  # llama.cpp's timestamped log
-    re.compile(r"^[\w.\[\]-]+\s+\|\s?"),  # docker compose "name  | "
+    re.compile("^" + _COMPOSE),
     re.compile(r"^\([\w-]+(?: pid=\d+)?[^)]*\)\s?"),  # "(EngineCore_DP0 pid=1)" / Ray actors
     re.compile(r"^\[rank\d+\]:\s?"),
     # FastChat/LLaVA workers, after the date: "| ERROR | stderr | "
@@ -30,9 +35,9 @@ _PREFIX_RES = (
         r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|WARN)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]+\]|[\w.]+:\d+\])\s?"
     ),
     re.compile(r"^\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\s*(?:>\s?)?"),
-    re.compile(r"^(?:stdout|stderr) [FP] "),  # a Kubernetes node's container log (CRI), after its time stamp
+    re.compile("^" + _CRI_STREAM),
     re.compile(r"^\[\d{4}-\d\d-\d\d [\d:]+(?: [\w]+)?\]\s?"),
-    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.-]+(?:\[\d+\])?: "),
+    re.compile("^" + _JOURNALD),
 )
 _EXCEPTION_RE = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)(?::\s|:?$)"
@@ -181,11 +186,8 @@ def _matches(rule: object, low: str) -> bool:
     return line != low and regex.search(line) is not None
 
 
-# What a log collector puts before the engine's line: docker compose, journald, a Kubernetes node's time
-# stamp and stream (a bare time stamp stays: TGI's own lines begin with one).
 _COLLECTOR_RE = re.compile(
-    r"^(?:[\w.\[\]-]+\s+\|\s?|[a-z]{3} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.-]+(?:\[\d+\])?: "
-    r"|\d{4}-\d\d-\d\d[t ][\d:.,]+z?\s+(?:stdout|stderr) [fp] )+"
+    rf"^(?:{_COMPOSE}|{_JOURNALD}|\d{{4}}-\d\d-\d\d[T ][\d:.,]+Z?\s+{_CRI_STREAM})+", re.IGNORECASE
 )
 
 
