@@ -186,6 +186,15 @@ def test_bad_targets_are_one_line_and_exit_2(target: str, says: str) -> None:
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("duration", ["0", "-1"])
+def test_a_duration_that_watches_nothing_is_one_line(duration: str) -> None:
+    proc = attach(str(os.getpid()), "--json", "--duration", duration)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        f"vramtui: --duration must be a positive number of seconds, not {float(duration):g}"
+    ]
+
+
 def test_a_url_nobody_answers_and_a_process_that_is_no_server() -> None:
     closed = attach(f"http://127.0.0.1:{_free_port()}", "--json")
     assert closed.returncode == 2 and "nothing answers" in closed.stderr

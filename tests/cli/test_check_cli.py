@@ -180,3 +180,13 @@ def test_check_refuses_a_cut_off_gguf_download_before_launch(tiny_gguf: Path, tm
     from vramtui.core.estimate.ggufheader import cut_short
 
     assert cut_short(tmp_path / "cut.gguf") is None
+
+
+@pytest.mark.parametrize("timeout", ["0", "-3", "nan"])
+def test_a_timeout_that_is_no_wait_is_one_line_before_launch(timeout: str, tmp_path: Path) -> None:
+    """`--timeout 0` had launched the engine and reported "not ready after 0 s" (QA)."""
+    proc = vramtui("check", str(tmp_path / "missing.toml"), "--timeout", timeout)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        f"vramtui: --timeout must be a positive number of seconds, not {float(timeout):g}"
+    ]

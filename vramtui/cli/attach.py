@@ -56,6 +56,10 @@ def run(args: argparse.Namespace) -> int:
     from vramtui.cli.diagnose import _json_view
     from vramtui.core.attach import attach
 
+    if not 0 < args.duration < float("inf"):
+        from vramtui.core.errors import VramtuiError
+
+        raise VramtuiError(f"--duration must be a positive number of seconds, not {args.duration:g}")
     if args.budget:
         from vramtui.core.units import parse_size_with_unit
 

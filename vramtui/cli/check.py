@@ -33,10 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from vramtui.cli.common import print_json
+    from vramtui.core.errors import VramtuiError
     from vramtui.core.launch.launcher import build_command, pin_port, run_check
     from vramtui.core.launch.profile import check_runnable, load_launch_profile
     from vramtui.core.launch.smoke import load_saved_request
 
+    if args.timeout is not None and not 0 < args.timeout < float("inf"):
+        raise VramtuiError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
     profile = pin_port(load_launch_profile(args.profile))
     check_runnable(profile)
     replay = load_saved_request(args.replay_request) if args.replay_request else None

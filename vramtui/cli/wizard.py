@@ -136,9 +136,14 @@ def _ask(proposal: Any, out: Any) -> Any:
             if not typed.strip():
                 continue
             try:
-                return proposal.edited(_parse_like(typed, proposal.to))
+                value = _parse_like(typed, proposal.to)
             except VramtuiError as error:
                 print(f"vramtui: {error}", file=out)
+                continue
+            if str(value).lower() == str(proposal.from_).lower():  # a relaunch that changes nothing
+                print(f"{proposal.param} is {proposal.from_} already: type another value", file=out)
+                continue
+            return proposal.edited(value)
 
 
 def step_status(data: dict[str, Any]) -> str:
@@ -376,9 +381,13 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
         from vramtui.core.wizard.steprecord import open_session
 
         _export(open_session(result.record_path), export)
+        print(f"record exported to {export}", file=out)
     save = getattr(args, "save", None)
     if save and result.success:
         result.final_profile.with_changes(port=own_port).save(save)
+        print(f"final profile saved to {save}", file=out)
+    elif save:
+        print(f"not saved to {save}: no setting tried here came up", file=out)
     stress = None
     if result.success and getattr(args, "stress", 0):
         print(f"stress check: {args.stress} requests ...", file=out)

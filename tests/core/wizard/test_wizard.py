@@ -310,6 +310,11 @@ def test_terminal_answers_yes_no_edit(
     monkeypatch.setattr("sys.stdin", io.StringIO("maybe\ne\nlots\ne\n16384\n"))
     edited = _ask(proposal, out)
     assert edited is not None and edited.to == 16384 and "whole number" in out.getvalue()
+    # the value it has now is no change (a relaunch that changes nothing): asked again
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"e\n{proposal.from_}\ne\n8192\n"))
+    out = io.StringIO()
+    edited = _ask(proposal, out)
+    assert edited is not None and edited.to == 8192 and "is 262144 already" in out.getvalue()
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
     assert _ask(proposal, out) is None
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
