@@ -116,6 +116,20 @@ def test_compute_buffer_failure_is_kv_cache_with_its_own_advice_first() -> None:
     assert "--n_ctx" in third
 
 
+def test_no_advice_asks_for_a_context_or_micro_batch_it_has_already() -> None:
+    """QA: "lower --n_ctx 512 (now 512)". The same real run, its n_ctx and n_ubatch lines set to 256."""
+    text = (LOGS / "llama-cpp-python-rlimit-compute.log").read_text()
+    small = text.replace("n_ctx                 = 65536", "n_ctx                 = 256").replace(
+        "n_ubatch              = 512", "n_ubatch              = 256"
+    )
+    assert small.count("= 256") == 2
+    said = " ".join(diagnose_text(small).advice)
+    assert "--n_ctx" not in said and "--n_ubatch" not in said and "flash attention" in said.lower()
+    assert "--n_ctx 32768 (now 65536)" in " ".join(
+        diagnose_file(LOGS / "llama-cpp-python-rlimit-compute.log").advice
+    )
+
+
 def test_kv_cache_failure_keeps_the_kv_cache_advice() -> None:
     diagnosis = diagnose_file(LOGS / "llama-cpp-python-rlimit-kv.log")
     assert diagnosis.failure_stage == "kv_cache"

@@ -320,9 +320,11 @@ class Backend:
             return f"{said}: raise {self.knob('batch')} to {sequences} or lower {self.knob('parallel')}"
         return None
 
-    def rungs(self, stage: str | None) -> list[Rung]:
-        """The rungs for a failing stage that this backend can take, in the order users are taught."""
-        return [rung for rung in self.ladder.get(stage or "", ()) if rung.applies_to(self)]
+    def rungs(self, stage: str | None, cause: str | None = None) -> list[Rung]:
+        """The rungs for a failing stage that this backend can take, in the order users are taught; a
+        ladder keyed "stage:cause" (the buffer that failed) comes before the stage's own."""
+        rungs = self.ladder.get(f"{stage}:{cause}", ()) if cause else ()
+        return [rung for rung in rungs or self.ladder.get(stage or "", ()) if rung.applies_to(self)]
 
     def flash_attn_effective(self, value: object) -> bool:
         """Is flash attention on in a run where it is set to `value` (None: the engine's default)?"""

@@ -275,7 +275,7 @@ DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
     "compute_oom": (
         Say("Turn on flash attention: {flash_attn} (a much smaller compute buffer).", when="!flash_on"),
         "A smaller micro-batch: {ubatch} (the compute buffer grows with it).",
-        "Then a shorter context: {context}{smaller}.",
+        Say("Then a shorter context: {context}{smaller}.", when="can_shorten"),
     ),
     "context_oom": (
         Say("Lower {context} {fit_tokens} (the engine says that is what fits).", when="fit_known"),
@@ -655,10 +655,18 @@ def _fitted_context(figures: dict[str, int | float], flash_attn: bool) -> int | 
     return power if power < context else None
 
 
+# Below this a shorter context is no advice: a prompt and its answer need room.
+_SHORTEST_CONTEXT = 256
+
+
+def _context_now(figures: dict[str, int | float]) -> int:
+    return int(figures.get("context") or figures.get("kv_cache_cells") or 0)
+
+
 def _smaller_context(figures: dict[str, int | float], flash_attn: bool) -> str:
     """The " N (now M)" of the context advice: fitted to a host budget the log names, else half."""
-    context = int(figures.get("context") or figures.get("kv_cache_cells") or 0)
-    if not context:
+    context = _context_now(figures)
+    if not context or context <= _SHORTEST_CONTEXT:
         return ""
     fitted = _fitted_context(figures, flash_attn)
     if fitted is not None:
@@ -667,7 +675,7 @@ def _smaller_context(figures: dict[str, int | float], flash_attn: bool) -> str:
             f" {fitted} (now {context}; an estimate: the buffers that grow with the context fit the "
             f"{budget} MiB budget at about that size; `vramtui wizard` measures it)"
         )
-    return f" {max(context // 2, 512)} (now {context})"
+    return f" {max(context // 2, _SHORTEST_CONTEXT)} (now {context})"
 
 
 def _while(diagnosis: Diagnosis) -> str:
@@ -840,6 +848,13 @@ def _memory_values(diagnosis: Diagnosis) -> dict[str, str]:
 _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]] = {
     "quantized": lambda diagnosis, formats, profile: "quantized" in formats,
     "flash_on": lambda diagnosis, formats, profile: "flash_attn" in formats,
+    "ubatch_over_256": lambda diagnosis, formats, profile: (
+        int(diagnosis.engine_figures.get("ubatch_tokens") or 512) > 256
+    ),
+    "can_shorten": lambda diagnosis, formats, profile: (
+        not _context_now(diagnosis.engine_figures)
+        or _context_now(diagnosis.engine_figures) > _SHORTEST_CONTEXT
+    ),
     "own_budget": lambda diagnosis, formats, profile: bool(diagnosis.engine_figures.get("host_budget")),
     "fit_known": lambda diagnosis, formats, profile: bool(diagnosis.engine_figures.get("max_model_len_fit")),
     "high_share": lambda diagnosis, formats, profile: (

@@ -502,7 +502,7 @@ def _shown_formats(state: LogState) -> set[str]:
     confirmations = _quant_requests_and_confirmations(state.quant_lines)[1]
     if any(word in line for line in confirmations for word in _QUANTIZED_WORDS):
         formats.add("quantized")  # the log shows quantized weights (advice: no "quantize it" first)
-    if "mark:flash_attn_on" in state.notices:
+    if "mark:flash_attn_on" in state.notices or state.figures.get("flash_attn", {}).get("") == 1:
         formats.add("flash_attn")  # llama.cpp's compute buffer then hardly grows with the context
     if "mark:cpu_platform" in state.notices:
         formats.add("cpu_platform")  # the engine runs on the CPU: its memory knobs are the host's

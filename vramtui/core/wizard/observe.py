@@ -30,7 +30,12 @@ ENGINE_FIGURE_NAMES = {
 
 # Settings llama.cpp echoes at start-up (not sizes: those are the diagnosis' figures).
 _FILE_TYPE = re.compile(r"file type\s*=\s*(\S+)", re.I)
-_FLASH = re.compile(r"llama_context:\s*flash_attn\s*=\s*(\w+)")
+# "= auto" is resolved on a later line ("Flash Attention was auto, set to enabled", "resolve_fused_ops:
+# Flash Attention enabled"): the last one wins
+_FLASH = re.compile(
+    r"llama_context:\s*flash_attn\s*=\s*(\w+)|flash attention (?:was auto, set to )?(enabled|disabled)\s*$",
+    re.I,
+)
 _KV_TYPE = re.compile(r"K \((\w+)\):.*V \((\w+)\):")
 _TAIL_BYTES = 8 * MIB  # startup logs are small; a runaway one is read from its tail, where the failure is
 
@@ -43,7 +48,7 @@ def read_settings(text: str) -> dict[str, str]:
         for key, pattern in (("file_type", _FILE_TYPE), ("flash_attn", _FLASH)):
             match = pattern.search(line)
             if match:
-                facts[key] = match.group(1).lower()
+                facts[key] = next(group for group in match.groups() if group).lower()
         kv = _KV_TYPE.search(line)
         if kv:
             facts["kv_type_k"] = kv.group(1).lower()

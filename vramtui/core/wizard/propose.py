@@ -307,8 +307,8 @@ class Proposer:
         self.ladders = ladders  # a hand-made ladder (tests, experiments) instead of the backend's
         self._printed_flash: bool | None = None  # flash attention as the last run's log printed it
 
-    def rungs(self, stage: str) -> list[Rung]:
-        return list(self.ladders.get(stage, ())) if self.ladders else self.backend.rungs(stage)
+    def rungs(self, stage: str, cause: str | None = None) -> list[Rung]:
+        return list(self.ladders.get(stage, ())) if self.ladders else self.backend.rungs(stage, cause)
 
     def candidates(self, rung: Rung, current: object, profile: Profile) -> list[object]:
         if rung.param == "n_cpu_moe":
@@ -355,7 +355,7 @@ class Proposer:
         stage = self.failing_stage(obs)
         if stage is None or self._no_room(obs):
             return None
-        rungs = self.rungs(stage)
+        rungs = self.rungs(stage, obs.cause)
         if skipped:
             rungs = [r for r in rungs if r.move == "advice" or r.param not in skipped]
         if stage == "inference":

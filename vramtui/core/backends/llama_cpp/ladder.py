@@ -57,6 +57,15 @@ LADDER: Ladder = {
         FLASH_ATTN_ON,
         GPU_LAYERS_DOWN,
     ),
+    # The compute buffer (the graph's scratch, reserved after the cache) is what did not fit: it grows
+    # with the micro-batch, and with the context only while flash attention is off.
+    "kv_cache:compute_alloc_failed": (
+        TENSOR_SPLIT_MOVE,
+        FLASH_ATTN_ON,
+        UBATCH_DOWN,
+        CONTEXT_DOWN,
+        GPU_LAYERS_DOWN,
+    ),
     "load_weights": (
         TENSOR_SPLIT_MOVE,
         N_CPU_MOE_UP,  # MoE models only (no candidates otherwise): before any quality is given up

@@ -35,7 +35,10 @@ def _context_oom(kv_flags: str, flash_on: str) -> tuple[str | Say, ...]:
     on already, no line asks for it."""
     quant = f"Quantize the KV cache: {kv_flags}"
     return (
-        "Lower the context: {context}{smaller} (the KV cache and the compute buffer grow with it).",
+        Say(
+            "Lower the context: {context}{smaller} (the KV cache and the compute buffer grow with it).",
+            when="can_shorten",
+        ),
         Say(
             quant + " together with {flash_attn}" + flash_on + " (llama.cpp refuses a quantized V cache "
             "without flash attention).",
@@ -48,7 +51,10 @@ def _context_oom(kv_flags: str, flash_on: str) -> tuple[str | Say, ...]:
             + " (a much smaller compute buffer at long context).",
             when="!flash_on",
         ),
-        Say("A smaller micro-batch shrinks the compute buffer: {ubatch} 256.", when="!kv_failed"),
+        Say(
+            "A smaller micro-batch shrinks the compute buffer: {ubatch} 256.",
+            when="!kv_failed ubatch_over_256",
+        ),
         # (no fewer slots: llama.cpp's slots share the --ctx-size cells, -np does not change the cache)
         "Or keep fewer layers on the GPU: {gpu_layers} N.",
     )
@@ -67,8 +73,10 @@ def _compute_oom(flash_on: str) -> tuple[str | Say, ...]:
             + " (without it the compute buffer holds the context x micro-batch attention scores).",
             when="!flash_on",
         ),
-        "A smaller micro-batch shrinks the compute buffer: {ubatch} 256 (or 128).",
-        "Then a shorter context: {context}{smaller}.",
+        Say(
+            "A smaller micro-batch shrinks the compute buffer: {ubatch} 256 (or 128).", when="ubatch_over_256"
+        ),
+        Say("Then a shorter context: {context}{smaller}.", when="can_shorten"),
     )
 
 
@@ -1687,6 +1695,16 @@ FIGURES_2: tuple[FigureRule, ...] = (
     FigureRule(
         "flash_attn", "flash_attn", rf"{_FA_PREFIX}\s*=\s*(?:disabled|false)\s*$", count=True, constant=0,
         backend="llama.cpp",
+    ),
+    # "= auto" as the scheduler resolved it, before the compute buffers are reserved: "Flash Attention was
+    # auto, set to enabled", "resolve_fused_ops: Flash Attention enabled" (the later line wins)
+    FigureRule(
+        "flash attention", "flash_attn", r"flash attention (?:was auto, set to )?enabled\s*$", count=True,
+        constant=1, backend="llama.cpp",
+    ),
+    FigureRule(
+        "flash attention", "flash_attn", r"flash attention (?:was auto, set to )?disabled\s*$", count=True,
+        constant=0, backend="llama.cpp",
     ),
     # llama-server loads a speculative draft model after the model ("common_speculative_init_result:
     # loading draft model 'x.gguf'"): the buffers printed after it are the draft's (core/logs/state.py
