@@ -38,6 +38,7 @@ FILES = (
     LOGS / "round21.jsonl",
     LOGS / "round22.jsonl",
     LOGS / "round23.jsonl",
+    LOGS / "round24.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (630, 650),
-        "class": (631, 650),
-        "memory": (162, 169),
-        "first_error": (367, 382),
-        "quiet": (104, 109),
-        "calm": (100, 114),
-        "engine": (609, 650),
+        "stage": (647, 669),
+        "class": (649, 669),
+        "memory": (166, 174),
+        "first_error": (379, 395),
+        "quiet": (107, 112),
+        "calm": (102, 117),
+        "engine": (628, 669),
     },
     "heldout": {
-        "stage": (224, 245),
-        "class": (223, 245),
+        "stage": (228, 249),
+        "class": (226, 249),
         "memory": (68, 80),
-        "first_error": (131, 143),
-        "quiet": (32, 46),
-        "calm": (28, 33),
-        "engine": (230, 245),
+        "first_error": (132, 145),
+        "quiet": (33, 47),
+        "calm": (29, 34),
+        "engine": (234, 249),
     },
 }
 

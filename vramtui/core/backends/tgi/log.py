@@ -221,6 +221,15 @@ NOTICES: tuple[NoticeRule, ...] = (
         "on more, longer prompts are refused; --max-input-tokens and --max-total-tokens raise it",
         backend="tgi",
     ),
+    # TGI 3's router picks the per-request limit itself when none is given (from its prefill budget and the
+    # memory left), often far below the model's trained length: a long prompt is then refused, not served
+    NoticeRule(
+        "maximum total tokens defaulted to",
+        "context_truncated",
+        "TGI chose its own limit per request (max_total_tokens) as none was given: if the model was trained on "
+        "more, longer prompts are refused; --max-input-tokens and --max-total-tokens set it",
+        backend="tgi",
+    ),
     # the router found no fast tokenizer: it cannot count a request's tokens, so it checks no length
     NoticeRule(
         "input length validation and truncation is disabled",
