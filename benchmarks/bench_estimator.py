@@ -541,6 +541,10 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # ik KV 16/16, weights 11/17, compute 17/17; Ollama 4/4, 6/6, 6/6; vLLM weights 1/1. Its one training KV
     # miss (x10.8, Gemma 4 with a slot per sequence) was the harness's reading of the global layers (fewer,
     # not wider) and the product's sliding window per KV stream: mainline KV 14/14 after.
+    # Round 13 (15: 7 mainline, 6 ik_llama.cpp, 2 vLLM; 7 on two to four GPUs, 8 with -ot, 5 of them to named
+    # GPUs; every llama.cpp run from the ik_llama.cpp threads, where users paste mainline logs too) at 810028b
+    # before any change: mainline KV 12/12, weights 18/19, compute 19/19; ik KV 11/11, weights 16/17, compute
+    # 12/17; vLLM unscored (no config.json; Llama 3.1 8B's taken under its first name after: weights 1/1).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -560,6 +564,7 @@ _NEWEST_ROUNDS = {
     "round10.jsonl": "round 10, both parts (gathered after the estimator of 2026-12-03, ninth session)",
     "round11.jsonl": "round 11, both parts (gathered after the estimator of 2026-12-03, ninth session, later)",
     "round12.jsonl": "round 12, both parts (gathered after the estimator of 2026-12-03, tenth session)",
+    "round13.jsonl": "round 13, both parts (gathered after the estimator of 2026-12-04, eleventh session)",
 }
 
 

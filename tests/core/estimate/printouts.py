@@ -54,6 +54,7 @@ FILES = (
     DATA / "printouts" / "round10.jsonl",
     DATA / "printouts" / "round11.jsonl",
     DATA / "printouts" / "round12.jsonl",
+    DATA / "printouts" / "round13.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",

@@ -28,7 +28,11 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "printout counts its tensor types but not which tensor has which"
     ),
     **dict.fromkeys(
-        (("p3-ik_llama.cpp-qwen3-235b-iq3k-5090-4090-" + run, "compute") for run in ("ot", "ts")),
+        [
+            *(("p3-ik_llama.cpp-qwen3-235b-iq3k-5090-4090-" + run, "compute") for run in ("ot", "ts")),
+            # round 13: the same model and cards, another user (-ot to CUDA0, CUDA1 and the CPU, ub 2048)
+            ("p13-ik_llama.cpp-5090-4090-qwen3-235b-iq3k-ot-cuda0-cuda1-cpu-ub2048-win", "compute"),
+        ],
         "the first GPU (x1.48, x1.79): it holds no copy of the experts left in host RAM, though ik_llama.cpp's "
         "rule for its build (2048 tokens x 8 used >= 32 x 128 experts) multiplies them on the GPU and its CUDA "
         "backend takes their repacked type (-rtr); without the copy both are within 25% (x0.84, x1.01), and the "

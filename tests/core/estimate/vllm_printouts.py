@@ -38,6 +38,8 @@ CONFIGS = Path(__file__).resolve().parents[2] / "data" / "configs"
 MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("meta-llama/Meta-Llama-3-8B", "meta-llama--Meta-Llama-3-8B.config.json"),
     ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama--Llama-3.1-8B-Instruct.config.json"),
+    # the release's first name for the same model (a local copy named after it)
+    ("Meta-Llama-3.1-8B-Instruct", "meta-llama--Llama-3.1-8B-Instruct.config.json"),
     ("Qwen2.5-0.5B", "Qwen--Qwen2.5-0.5B-Instruct.config.json"),
     ("Qwen2.5-Math-1.5B", "Qwen--Qwen2.5-Math-1.5B.config.json"),
     ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "deepseek-ai--DeepSeek-R1-Distill-Qwen-14B.config.json"),
