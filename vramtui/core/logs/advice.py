@@ -17,6 +17,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.logs import rules as ls
 from vramtui.core.logs.analysis import _engine_hint
 from vramtui.core.logs.rules import LogProfile, Say
+from vramtui.core.logs.stages import slots_whose_threads_fit
 from vramtui.core.logs.verdict import SAYS_KILLED, Diagnosis
 from vramtui.core.units import GIB
 
@@ -86,6 +87,7 @@ CAUSE_WORDS: dict[str, str] = {
     "budget_import": "the memory budget is too small to even import the engine",
     "budget_start": "the memory budget is too small for the engine to start",
     "thread_start": "the engine could not start a thread (a limit on threads or processes, or on memory)",
+    "http_threads_start": "the memory budget had no room for the stacks of the server's HTTP threads (one per slot)",
     "cpu_share_short": "less host memory is free than the share the engine was asked to take",
     "kv_bytes_over_free": "the KV cache asked for is more than the host memory that is free",
     "max_len_over_model": "the context asked for is longer than the model's own length",
@@ -346,6 +348,15 @@ ADVICE: tuple[AdviceRow, ...] = (
             ),
             "Raise `memory_budget` under [limits] in the profile well above what the engine holds before it "
             "loads anything (a few hundred MiB of address space), or run without a budget.",
+        ),
+    ),
+    AdviceRow(
+        "host_oom",
+        "http_threads_start",
+        (
+            "The server starts {http_threads} HTTP threads before it loads anything, one per slot and a few, "
+            "each reserving its stack in the budget's address space: fewer slots, {parallel} {fewer_slots}, "
+            "let it start (or raise `memory_budget` under [limits] in the profile).",
         ),
     ),
     AdviceRow(
@@ -783,7 +794,19 @@ def _values(
         values["supported"] = supported.group(1).replace("'", "")
     values.update(_memory_values(diagnosis))
     values.update(_slot_values(figures))
+    values.update(_thread_values(figures))
     return values
+
+
+def _thread_values(figures: dict[str, int | float]) -> dict[str, str]:
+    """The HTTP threads a server started and the slots whose threads fit a quarter of the budget."""
+    threads, budget = figures.get("http_threads"), figures.get("host_budget")
+    if not threads or not budget:
+        return {}
+    return {
+        "http_threads": str(int(threads)),
+        "fewer_slots": str(slots_whose_threads_fit(threads, None, budget)),
+    }
 
 
 def _slot_values(figures: dict[str, int | float]) -> dict[str, str]:

@@ -15,6 +15,7 @@ from vramtui.core.logs.analysis import _clip
 from vramtui.core.logs.kernel import kill_times, kills_near
 from vramtui.core.logs.rules import STAGE_INDEX, STAGES, LogProfile
 from vramtui.core.logs.ruletypes import MILESTONE_FLOOR
+from vramtui.core.logs.stages import threads_take_the_budget
 from vramtui.core.logs.state import MAX_EVIDENCE, MAX_QUOTE, LogState, _Found, _quote
 from vramtui.core.memory.parts import is_cpu_backend_buffer, is_host_buffer
 
@@ -196,7 +197,9 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
     # Under the budget, a thread the engine could not start (no room for its stack), or a crash before the
     # engine printed a line of its own (the loader could not map its libraries): the budget's doing.
     if under_budget and (pick.cause == "thread_start" or (pick.cause == "crash" and not state.startup_seen)):
-        pick.failure, pick.cause = "host_oom", "budget_start"
+        pick.failure = "host_oom"
+        threads, budget = (state.figures.get(key, {}).get("") for key in ("http_threads", "host_budget"))
+        pick.cause = "http_threads_start" if threads_take_the_budget(threads, budget) else "budget_start"
     if under_budget and pick.cause in _BUDGET_ALLOCATION_CAUSES:
         pick.failure = "host_oom"
         if found is not None and found.number in state.import_exceptions:

@@ -24,7 +24,10 @@ from vramtui.core.backends.base import (
     FailedRun,
     Ladder,
     Rung,
+    whole,
 )
+from vramtui.core.errors import VramtuiError
+from vramtui.core.logs.stages import slots_whose_threads_fit
 
 GPU_LAYERS_DOWN = Rung(
     "gpu_layers",
@@ -92,4 +95,25 @@ def named_fix(run: FailedRun) -> tuple[str, object, str] | None:
         return "parallel", MAX_SEQUENCES, f"llama.cpp runs at most {MAX_SEQUENCES} sequences at once"
     if run.cause == "v_cache_needs_flash_attn":
         return "flash_attn", "on", "llama.cpp quantizes the V cache only with flash attention on"
+    if run.cause == "http_threads_start":
+        return _fewer_slots(run)
     return None
+
+
+def _fewer_slots(run: FailedRun) -> tuple[str, object, str] | None:
+    """llama-server starts its HTTP pool (a thread per slot and a few) before loading: under a budget
+    whose address space has no room for their stacks, fewer slots let it start."""
+    threads, budget = run.figures.get("http_threads"), run.figures.get("host_budget")
+    try:
+        slots = whole("parallel", run.params.get("parallel"))
+    except (VramtuiError, TypeError, ValueError):
+        return None  # not set: the engine's own count, which the log has not said yet
+    if not threads or not budget or not slots or slots <= 1:
+        return None
+    value = slots_whose_threads_fit(threads, slots, budget)
+    return (
+        "parallel",
+        value,
+        f"the server starts {int(threads)} HTTP threads (a stack each) before loading; with {value} slots "
+        "their stacks take at most a quarter of the budget",
+    )

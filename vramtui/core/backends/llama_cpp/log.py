@@ -1504,6 +1504,14 @@ FIGURES: tuple[FigureRule, ...] = (
         count=True,
         backend="llama.cpp",
     ),
+    # llama-server's HTTP pool, started before the model loads: a thread (and its stack) per slot and a few
+    FigureRule(
+        "threads for http server",
+        "http_threads",
+        rf"using {NUM} threads for HTTP server",
+        count=True,
+        backend="llama.cpp",
+    ),
     FigureRule(
         "n_head",
         "attention_heads",
