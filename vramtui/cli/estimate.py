@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from vramtui.core.errors import VramtuiError
-from vramtui.core.memory.parts import HOST, LABELS, PARTS
+from vramtui.core.memory.parts import HOST, PARTS, part_label
 
 HELP = "estimate a model's memory on a GPU (weights, KV cache, buffers) before launching it"
 
@@ -316,7 +316,7 @@ def _rows(est: Any) -> list[tuple[str, int, str]]:
         value = est.bill.get(part, place)
         if value or part in ("weights", "kv_cache"):
             # no CUDA context in a CPU-only run: its runtime is the engine process's own memory
-            label = "runtime (the process)" if part == "runtime" and est.device == "host" else LABELS[part]
+            label = part_label(part, HOST if est.device == "host" else None)
             shown.append((label, value, notes.get(part, "")))
     return shown
 

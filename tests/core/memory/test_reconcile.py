@@ -72,6 +72,16 @@ def test_without_a_printout_each_estimated_term_is_listed() -> None:
     assert result.off is None and result.verdict().startswith("nothing to compare")
 
 
+def test_the_runtime_in_host_ram_is_the_process_not_a_cuda_context() -> None:
+    """QA: a CPU run's bill said "runtime (CUDA context)"."""
+    estimate = MemoryBill()
+    estimate.add(HOST, "runtime", 15 * MIB)
+    estimate.add(0, "runtime", 300 * MIB)
+    table = "\n".join(reconcile(estimate, None, {}).lines())
+    assert "runtime (the process)" in table and table.count("CUDA context") == 1
+    assert estimate.describe(HOST) == "runtime (the process) 15.00 MiB"
+
+
 def _sample(t: float, tree: tuple[int, ...], rss: int, on_gpu: dict[int, int], cuda_index: int = 0) -> Sample:
     gpu = GpuReading(
         1, "NVIDIA RTX A6000", "GPU-1", None, 48 << 30, process_bytes=on_gpu, cuda_index=cuda_index

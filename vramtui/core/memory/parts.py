@@ -36,6 +36,14 @@ LABELS: dict[Part, str] = {
     "cuda_graphs": "CUDA graphs",
     "margin": "margin",
 }
+
+
+def part_label(part: Part, place: object = None) -> str:
+    """A part's words where it sits: the runtime in host RAM is the engine process's own memory, not a
+    CUDA context."""
+    return "runtime (the process)" if part == "runtime" and place == HOST else LABELS[part]
+
+
 # The `--json` key of each part: the first ones are the keys users already script against.
 JSON_KEYS: dict[Part, str] = {
     "weights": "weights_bytes",
@@ -93,7 +101,7 @@ class MemoryBill:
         """`weights 120 MiB, KV cache 64 MiB, ...`: the parts that are there, in the vocabulary's order."""
         from vramtui.core.units import format_bytes
 
-        shown = [(LABELS[part], self.get(part, place)) for part in PARTS]
+        shown = [(part_label(part, place), self.get(part, place)) for part in PARTS]
         return ", ".join(f"{label} {format_bytes(value)}" for label, value in shown if value)
 
     def on_host(self) -> MemoryBill:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramtui.core.memory.parts import HOST, JSON_KEYS, LABELS, PARTS, MemoryBill, Part, Place
+from vramtui.core.memory.parts import HOST, JSON_KEYS, LABELS, PARTS, MemoryBill, Part, Place, part_label
 from vramtui.core.units import MIB, format_bytes
 
 # A term is off when the estimate misses what was printed by more than both of these.
@@ -34,7 +34,8 @@ class Term:
 
     @property
     def label(self) -> str:
-        name = LABELS.get(self.part, "the rest (runtime, not printed)")  # type: ignore[call-overload]
+        known = self.part in LABELS
+        name = part_label(self.part, self.place) if known else "the rest (runtime, not printed)"  # type: ignore[arg-type]
         return f"{name} on {_place_word(self.place)}"
 
     @property
