@@ -165,6 +165,7 @@ def step_status(data: dict[str, Any]) -> str:
 
 
 def _print_step(step: Any, out: Any) -> None:
+    from vramtui.core.wizard.propose import value_word
     from vramtui.tui.words import figure_words, in_words, outcome_words
 
     data = step.to_dict()
@@ -173,7 +174,7 @@ def _print_step(step: Any, out: Any) -> None:
     if data["step"] == 0:
         head = "before launch" if data["outcome"] == "refused" else "first launch"
     else:
-        head = f"step {data['step']}: {data['param']} {data['from']} → {data['to']}"
+        head = f"step {data['step']}: {data['param']} {value_word(data['from'])} → {value_word(data['to'])}"
     status = step_status(data)
     obs = step.observation
     if data["outcome"] != "works" and obs is not None and obs.runs_over_budget:

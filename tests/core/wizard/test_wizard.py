@@ -627,3 +627,9 @@ def test_the_inference_ladder_skips_a_batch_that_frees_nothing(demo_model: Path)
     step = result.steps[-1]
     assert step.proposal is not None and step.proposal.param == "batch"
     assert step.proposal.from_ == 2048 and int(step.proposal.to) < 512  # type: ignore[call-overload]
+
+
+def test_a_switch_reads_on_and_off_and_an_unset_value_the_engines_default() -> None:
+    """QA: llama-cpp-python's steps read "flash_attn False → True"."""
+    assert Proposal("flash_attn", False, True, "why").describe() == "flash_attn: off → on — why"
+    assert Proposal("ubatch", None, 256, "why").change() == "default → 256"

@@ -27,6 +27,13 @@ from vramtui.core.wizard.ladders import GGUF_QUANT_ORDER, MEMORY_FAILURES, NOT_M
 from vramtui.core.wizard.observe import Observation
 
 
+def value_word(value: object) -> str:
+    """A setting's value as people read it: a switch is on/off, an unset one the engine's default."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "default" if value is None else str(value)
+
+
 @dataclass
 class Proposal:
     param: str
@@ -59,7 +66,10 @@ class Proposal:
 
     def describe(self) -> str:
         knob = f" ({self.knob})" if self.knob else ""
-        return f"{self.param}{knob}: {self.from_} → {self.to} — {self.why}"
+        return f"{self.param}{knob}: {self.change()} — {self.why}"
+
+    def change(self) -> str:
+        return f"{value_word(self.from_)} → {value_word(self.to)}"
 
 
 @dataclass

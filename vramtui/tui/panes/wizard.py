@@ -441,7 +441,7 @@ class WizardPane(Pane):
         if self.proposal is not None:
             proposal.append("Next change: ", style="bold")
             proposal.append(f"{self.proposal.param} ", style=theme_style(app, "accent", bold=True))
-            proposal.append(f"{self.proposal.from_} → {self.proposal.to}", style="bold")
+            proposal.append(self.proposal.change(), style="bold")
             proposal.append(f"\nwhy: {in_words(self.proposal.why)}")
             if self._attached_proposal() is not None:
                 from vramtui.tui.panes.wizard_attached import two_ways

@@ -31,7 +31,7 @@ def step_row(number: int, step: Any, *, compact: bool = False) -> tuple[str, ...
     `compact` (a terminal under about 100 columns): the outcome in a word, no resident column.
     """
     proposal = step.proposal
-    change = "first launch" if proposal is None else f"{proposal.param} {proposal.from_} → {proposal.to}"
+    change = "first launch" if proposal is None else f"{proposal.param} {proposal.change()}"
     obs = step.observation
     stage = "—"
     if obs is not None:
