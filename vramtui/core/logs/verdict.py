@@ -527,6 +527,7 @@ def _quiet_failures(state: LogState, failed_starting: bool = False, cause: str |
     ]
     if not failed_starting:
         warnings.extend(_placement_warnings(state))
+        warnings.extend(_short_context(state))
     requests, confirmations = _quant_requests_and_confirmations(state.quant_lines)
     wanted = state.requested_quant or (requests[0] if requests else None)
     if wanted:
@@ -549,6 +550,23 @@ def _quiet_failures(state: LogState, failed_starting: bool = False, cause: str |
                 "the weights may be loading unquantized (16-bit)"
             )
     return warnings[:MAX_EVIDENCE]
+
+
+# A context per request this short, of a model trained on four times more, is a surprise (Ollama's old
+# 2048 default, or its context split over parallel slots): a longer prompt is cut or refused.
+_SHORT_CONTEXT = 2048
+
+
+def _short_context(state: LogState) -> list[str]:
+    per_request, trained = (
+        state.figures.get(key, {}).get("") for key in ("context_per_sequence", "model_trained_context")
+    )
+    if not per_request or not trained or per_request > _SHORT_CONTEXT or trained < 4 * per_request:
+        return []
+    return [
+        f"each request gets only {per_request:.0f} tokens of context (the model was trained on {trained:.0f}): "
+        "longer prompts are cut or refused; raise the context (per slot, where several requests share it)"
+    ]
 
 
 def _said(state: LogState, key: str) -> bool:

@@ -1504,6 +1504,22 @@ FIGURES: tuple[FigureRule, ...] = (
         count=True,
         backend="llama.cpp",
     ),
+    # "n_ctx_seq (2048) < n_ctx_train (131072) -- the full capacity of the model will not be utilized"
+    # ("n_ctx_per_seq" before 2025): what one request gets, against what the model was trained on
+    FigureRule(
+        "< n_ctx_train",
+        "context_per_sequence",
+        rf"n_ctx_(?:per_)?seq\s*\({NUM}\)\s*<\s*n_ctx_train",
+        count=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "< n_ctx_train",
+        "model_trained_context",
+        rf"n_ctx_(?:per_)?seq\s*\(\d+\)\s*<\s*n_ctx_train\s*\({NUM}\)",
+        count=True,
+        backend="llama.cpp",
+    ),
     # llama-server's HTTP pool, started before the model loads: a thread (and its stack) per slot and a few
     FigureRule(
         "threads for http server",
