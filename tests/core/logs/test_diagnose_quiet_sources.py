@@ -389,3 +389,18 @@ def test_ollamas_own_vram_based_default_capped_to_the_trained_length_is_calm() -
     capped = 'level=WARN source=server.go:169 msg="requested context size too large for model" num_ctx=262144 n_ctx_train=131072'
     assert not diagnose_lines(_ollama(capped, auto), "ollama").warnings
     assert diagnose_lines(_ollama(capped), "ollama").warnings  # a num_ctx the user set is still said
+
+
+def test_vllms_no_cudagraph_word_of_the_profile_run_is_settled_by_the_capture() -> None:
+    """vLLM 0.11 (round 24, a healthy ROCm run) says "No cudagraph will be used" while profiling, then
+    captures its graphs: only a run that never captured them is warned."""
+    warned = (
+        "(EngineCore_DP0 pid=278) WARNING 09-25 13:39:34 [cudagraph_dispatcher.py:106] cudagraph dispatching "
+        "keys are not initialized. No cudagraph will be used."
+    )
+    captured = (
+        "(EngineCore_DP0 pid=278) INFO 09-25 13:40:49 [gpu_model_runner.py:3388] Graph capturing finished in "
+        "22 secs, took 1.02 GiB"
+    )
+    assert any("no CUDA graph" in w for w in diagnose_lines([warned], backend="vllm").warnings)
+    assert not diagnose_lines([warned, captured], backend="vllm").warnings

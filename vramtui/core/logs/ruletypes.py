@@ -71,8 +71,8 @@ class NoticeRule:
     message: str
     pattern: str | None = None
     backend: str = ""
-    # A mark (another notice's message, kind "mark") under which this one is not said: an eager run on
-    # vLLM's CPU build has no CUDA graphs to miss.
+    # Marks (other notices' messages, kind "mark", space-separated) under which this one is not said: an
+    # eager run on vLLM's CPU build has no CUDA graphs to miss.
     unless: str = ""
     # A mark this one is said only with: every layer on the CPU is news only where a GPU was found or
     # asked for (a CPU-only machine runs there on purpose).

@@ -128,7 +128,7 @@ class LogState:
         self.cut_memory = False
         # other findings
         self.notices: dict[str, tuple[int, str, str]] = {}
-        self.notice_unless: dict[str, str] = {}  # a notice's key -> the mark that silences it
+        self.notice_unless: dict[str, tuple[str, ...]] = {}  # a notice's key -> the marks that silence it
         self.notice_requires: dict[str, str] = {}  # a notice's key -> the mark it needs to be said
         self.figures: dict[str, dict[str, int | float]] = {}
         self.cache_part = False  # inside a load's second cache (CACHE_PART_MARK): its figures add up
@@ -354,7 +354,7 @@ class LogState:
                 key = f"{notice.kind}:{notice.message}"
                 self.notices.setdefault(key, (number, text, notice.message))
                 if notice.unless:
-                    self.notice_unless[key] = f"mark:{notice.unless}"
+                    self.notice_unless[key] = tuple(f"mark:{mark}" for mark in notice.unless.split())
                 if notice.requires:
                     self.notice_requires[key] = f"mark:{notice.requires}"
 

@@ -572,7 +572,8 @@ def _short_context(state: LogState) -> list[str]:
 def _said(state: LogState, key: str) -> bool:
     """A notice is said unless a mark it yields to was seen, or a mark it needs was not."""
     needs = state.notice_requires.get(key)
-    return state.notice_unless.get(key) not in state.notices and (needs is None or needs in state.notices)
+    silenced = any(mark in state.notices for mark in state.notice_unless.get(key, ()))
+    return not silenced and (needs is None or needs in state.notices)
 
 
 _HOST_SHARE_WARNED = 0.10  # a host part of the model at least this large (of all its buffers) is "slow"

@@ -505,13 +505,14 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         backend="vllm",
         unless="cpu_platform",  # the CPU build has no CUDA graphs to turn off
     ),
-    # V1's dispatcher found no captured graph to replay (a connector or setting skipped the capture)
+    # V1's dispatcher found no captured graph to replay (a connector or setting skipped the capture); said
+    # during the profile run too, before the graphs are captured: a capture that finished settles it
     NoticeRule(
         "no cudagraph will be used",
         "kernel_fallback",
         "no CUDA graph is used (vLLM's graph dispatcher has no keys): every step runs eagerly, decoding is slower",
         backend="vllm",
-        unless="cpu_platform",
+        unless="cpu_platform graphs_captured",
     ),
     # marks: the run is vLLM's CPU build (its KV cache and workers are the host's)
     NoticeRule(
@@ -580,6 +581,7 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         backend="vllm",
     ),
     NoticeRule("capturing cudagraphs", "mark", "graph_capture", backend="vllm"),
+    NoticeRule("graph capturing finished", "mark", "graphs_captured", backend="vllm"),
     # the engine core's own wrapper of a start-up error: whatever failed before it, it was not a request
     NoticeRule(
         "failed to start",
