@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from vramtui.core.backends.llama_cpp.graph import OUTPUTS_CAP_BUILD
 from vramtui.core.backends.llama_cpp.iktypes import IK_GGML_TYPES
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import quant as q
@@ -686,6 +687,14 @@ def build_of(text: str) -> int | None:
     (None: no marker; today's build assumed)."""
     if found := _BUILD.search(text):
         return int(found.group(1) or found.group(2))
+    if (
+        "llama_context: n_seq_max" in text
+        and "n_outputs_max" not in text
+        and "common_params_fit_impl" in text
+    ):
+        # the context's settings printed without n_outputs_max: fit's common/ era, before one logits row per
+        # slot (a packager's build, Lemonade's b1-e77056f of 2026-05, holds the micro-batch's every row)
+        return OUTPUTS_CAP_BUILD - 10
     for marker, build in _ERAS:
         if marker in text:
             return build

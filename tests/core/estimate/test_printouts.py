@@ -167,11 +167,6 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "the host's token embedding (x0.53): this UD Q4_K_M recipe keeps it Q8_0 (515 MiB is 248320 x 2048 "
         "at 8.5 bits) where llama-quantize's rules make it 4-bit; the type counts do not say which tensor",
     ),
-    ("p11-llama.cpp-strixhalo-rocm-lemonade-qwen36-np16", "compute"): (
-        "Lemonade's packaged ROCm build (its own number, b1) holds the micro-batch's every logits row (497 "
-        "MiB, as b9010's Vulkan runs of the same model do), where its fit wording dates it among the builds "
-        "that reserve one row per slot (x0.19)"
-    ),
     **dict.fromkeys(
         (("p11-ik_llama.cpp-15x3090-deepseek-r1-q2k-mla2", term) for term in ("kv", "weights", "compute")),
         "15 GPUs of ik_llama.cpp's early MLA-2 era (round 10 has the same user's run): the log prints no "
