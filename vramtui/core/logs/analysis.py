@@ -280,6 +280,19 @@ def _error_of(filed: list[tuple[tuple, ...]], low: str, warning_level: bool) -> 
     return None
 
 
+def _frame_or_exception(
+    text: str, low: str, words: set[str]
+) -> tuple[re.Match[str] | None, re.Match[str] | None]:
+    """A traceback's frame line (Python's, IPython's), else the line that states an exception."""
+    frame = _FRAME_RE.search(text) if "file" in words and 'file "' in low else None
+    if frame is None and ".py" in low and " in " in low:
+        frame = _IPYTHON_FRAME_RE.match(_strip_prefix(text).strip())
+    if frame is not None or not ("error" in low or "exception" in low or "interrupt" in low):
+        return frame, None
+    stripped = _strip_prefix(text).strip()
+    return None, _EXCEPTION_RE.match(stripped) or _PYDANTIC_RE.match(stripped)
+
+
 def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, ...]]:
     """The line's analysis, and the figure rules that matched it (their values are in the info)."""
     text, low = _without_echo(text, text.lower())
@@ -294,13 +307,7 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
 
     if "^" in low and _CARETS_RE.fullmatch(_strip_prefix(text)):
         return _PLAIN, ()  # Python's markers under a traceback's code line, behind an "ERROR" prefix
-    frame_match = _FRAME_RE.search(text) if "file" in words and 'file "' in low else None
-    if frame_match is None and ".py" in low and " in " in low:
-        frame_match = _IPYTHON_FRAME_RE.match(_strip_prefix(text).strip())
-    exception_match = None
-    if frame_match is None and ("error" in low or "exception" in low or "interrupt" in low):
-        stripped = _strip_prefix(text).strip()
-        exception_match = _EXCEPTION_RE.match(stripped) or _PYDANTIC_RE.match(stripped)
+    frame_match, exception_match = _frame_or_exception(text, low, words)
     warning_level = bool(words & _WARNING_WORDS) and bool(_WARNING_LEVEL_RE.search(low))
 
     # the error rules read the engine's own line (a collector's prefix, a host "gpu-box", says nothing)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -302,6 +303,40 @@ def _needs_less(bill: MemoryBill | None, now: MemoryBill) -> bool:
     return bill is None or needed_bytes(bill) < needed_bytes(now)
 
 
+def smallest_fitting(
+    bill_for: Callable[[object], MemoryBill | None],
+    fits: Callable[[MemoryBill], bool | None],
+    param: str,
+    current: object,
+    values: list[object],
+) -> tuple[object, MemoryBill | None, dict[str, object]]:
+    """The estimator's solver under the wizard's budget, for a setting whose every step up frees more
+    (--n-cpu-moe): bisect for the smallest value that fits; the largest when none does."""
+    bills: dict[int, MemoryBill | None] = {}
+
+    def bill_at(index: int) -> MemoryBill | None:
+        if index not in bills:
+            bills[index] = bill_for(values[index])
+        return bills[index]
+
+    top = len(values) - 1
+    last = bill_at(top)
+    if last is None or fits(last) is None:
+        cautious = _cautious(param, current, values)
+        return cautious, None, {param: cautious}
+    if not fits(last):
+        return values[top], last, {param: values[top]}
+    lo, hi = 0, top  # values[hi] fits
+    while lo < hi:
+        mid = (lo + hi) // 2
+        bill = bill_at(mid)
+        if bill is not None and fits(bill):
+            hi = mid
+        else:
+            lo = mid + 1
+    return values[lo], bill_at(lo), {param: values[lo]}
+
+
 class Proposer:
     """Picks the next single change for a failed run; what it concludes otherwise goes to `findings`."""
 
@@ -536,9 +571,8 @@ class Proposer:
 
     def _flash_in_effect(self, profile: Profile) -> bool:
         """Flash attention as the last run had it: what the engine printed, else what its setting means."""
-        printed = self._printed_flash
-        if printed is not None:
-            return printed
+        if self._printed_flash is not None:
+            return self._printed_flash
         return self.backend.flash_attn_effective(current_value(profile, "flash_attn"))
 
     def _pick_value(
@@ -547,7 +581,9 @@ class Proposer:
         """The least drastic value that should fit (else the most drastic); cautious without arithmetic."""
         param = rung.param
         if param in _ASCENDING:
-            return self._smallest_fitting(profile, param, current, values)
+            return smallest_fitting(
+                lambda value: self._with(profile, {param: value}), self.model.fits, param, current, values
+            )
         best: tuple[object, MemoryBill | None, dict[str, object]] | None = None
         flash_off = not self._flash_in_effect(profile)
         for value in values:
@@ -565,35 +601,6 @@ class Proposer:
                 break
         assert best is not None
         return best
-
-    def _smallest_fitting(
-        self, profile: Profile, param: str, current: object, values: list[object]
-    ) -> tuple[object, MemoryBill | None, dict[str, object]]:
-        """The estimator's solver under the wizard's budget, for a setting whose every step up frees more
-        (--n-cpu-moe): bisect for the smallest value that fits; the largest when none does."""
-        bills: dict[int, MemoryBill | None] = {}
-
-        def bill_at(index: int) -> MemoryBill | None:
-            if index not in bills:
-                bills[index] = self._with(profile, {param: values[index]})
-            return bills[index]
-
-        top = len(values) - 1
-        last = bill_at(top)
-        if last is None or self.model.fits(last) is None:
-            cautious = _cautious(param, current, values)
-            return cautious, None, {param: cautious}
-        if not self.model.fits(last):
-            return values[top], last, {param: values[top]}
-        lo, hi = 0, top  # values[hi] fits
-        while lo < hi:
-            mid = (lo + hi) // 2
-            bill = bill_at(mid)
-            if bill is not None and self.model.fits(bill):
-                hi = mid
-            else:
-                lo = mid + 1
-        return values[lo], bill_at(lo), {param: values[lo]}
 
     def _best_value(
         self, profile: Profile, rung: Rung, obs: Observation

@@ -1,0 +1,86 @@
+"""Start-up failures whose buffer the log names (a real llama-server, a real tiny GGUF, an address-space
+budget): the first move is the change that shrinks that buffer, not the ladder's first rung.
+
+- The compute buffer, reserved after the weights and the KV cache, grows with the micro-batch: a smaller
+  micro-batch first, not a shorter context or a quantized cache (QA: the wizard cut the cache's type first,
+  and the advice asked for flash attention that `auto` had already turned on).
+- llama-server's HTTP pool (a thread per slot and four, each reserving a stack) starts before the model is
+  read: 128 slots die there under 900 MiB (QA: "the budget is too small to start, no setting helps").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.engine
+
+
+def _vramtui(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vramtui", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+    )
+
+
+def _wizard(server: Path, model: Path, params: str, budget_mib: int, tmp_path: Path) -> tuple[Any, Any]:
+    """The wizard's --json result and the diagnosis of its first launch's log."""
+    profile = tmp_path / "p.toml"
+    profile.write_text(
+        f'backend = "llama.cpp"\nmodel = "{model}"\nprogram = "{server}"\n[params]\n{params}'
+        f'[limits]\nmemory_budget = "{budget_mib} MiB"\n',
+        encoding="utf-8",
+    )
+    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "data"))
+    done = _vramtui(
+        "wizard", str(profile), "--auto", "--json", "--record", str(tmp_path / "r.jsonl"), env=env
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    said = _vramtui("diagnose", result["first_run"]["log_file"], "--json", env=env)
+    return result, json.loads(said.stdout)
+
+
+def _steps(result: Any) -> list[tuple[Any, ...]]:
+    return [(s["param"], s["from"], s["to"], s["outcome"]) for s in result["steps"]]
+
+
+def test_a_compute_buffer_that_does_not_fit_takes_a_smaller_micro_batch_first(
+    llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    # 4 layers, 512 wide: weights 21 MiB, KV 512 MiB at 65536 cells; the compute buffer at a micro-batch of
+    # 2048 is 292 MiB (flash attention on), 37 MiB at 256. 1000 MiB of address space holds all but it.
+    params = "context = 65536\nubatch = 2048\nbatch = 2048\n"  # flash attention: the engine's auto
+    result, diagnosis = _wizard(llama_server_bin, tiny_gguf, params, 1000, tmp_path)
+    first = result["first_run"]
+    assert (first["failure_stage"], first["failure"]) == ("kv_cache", "host_oom"), first
+    steps = _steps(result)
+    assert steps[0][:2] == ("ubatch", 2048) and steps[-1][3] == "works", steps
+    assert int(steps[0][2]) < 2048 and result["final_params"]["context"] == 65536
+    # auto resolved flash attention to on, so no line asks for it
+    assert diagnosis["cause"] == "compute_alloc_failed" and diagnosis["engine_figures"]["flash_attn"] == 1
+    advice = " ".join(diagnosis["advice"])
+    assert "Turn on flash attention" not in advice and "--ubatch-size 256" in advice
+
+
+def test_a_pool_of_http_threads_over_the_budget_takes_fewer_slots(
+    llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    result, diagnosis = _wizard(
+        llama_server_bin, tiny_gguf, "context = 4096\nparallel = 128\n", 900, tmp_path
+    )
+    assert diagnosis["cause"] == "http_threads_start"
+    assert diagnosis["engine_figures"]["http_threads"] == 132  # 128 slots and 4
+    assert "--parallel 16" in " ".join(diagnosis["advice"])
+    # 900 MiB / 4 in 8 MiB stacks: 28 threads, 24 beside the 4 that are not slots; a power of two below
+    assert _steps(result) == [("parallel", 128, 16, "works")]
