@@ -126,6 +126,27 @@ def test_the_wizard_brings_a_memory_failure_up_in_one_relaunch(
     assert not vllm_processes(model)
 
 
+def test_a_kv_cache_set_past_the_budget_is_sized_to_it_in_one_relaunch(
+    vllm_program: Path, models: Path, tmp_path: Path
+) -> None:
+    """QA: 16 GiB of KV cache under a 6 GiB budget fails to allocate; the advice said to lower
+    --max-model-len (which sizes nothing here) and the wizard found no rung. The KV bytes are the knob."""
+    model = model_for("dense", models)
+    profile = vllm_profile(
+        vllm_program, model, tmp_path, budget=6 << 30, one_process=True, kv_cache_memory="16GiB"
+    )
+    result = Wizard(profile, record_path=tmp_path / "wizard.jsonl", auto=True).run(max_steps=2)
+    first, step = result.steps[0].observation, result.steps[-1]
+    assert (first.failure_stage, first.failure) == ("kv_cache", "host_oom")
+    advice = " ".join(diagnose_file(first.log_file).advice)
+    assert "--kv-cache-memory-bytes" in advice and "--max-model-len" not in advice
+    assert result.success and result.relaunches == 1, result.to_dict()
+    assert step.proposal.param == "kv_cache_memory" and step.proposal.from_ == "16GiB"
+    # half of what the budget leaves beside the engine: under 3 GiB, and what the engine then printed
+    assert step.proposal.predicted_parts["kv_cache"] < 3 * 1024
+    assert not vllm_processes(model)
+
+
 def test_a_worker_the_oom_killer_ended_is_read_and_its_kv_cache_shrunk(
     vllm_program: Path, models: Path, tmp_path: Path
 ) -> None:

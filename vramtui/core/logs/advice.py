@@ -17,7 +17,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.logs import rules as ls
 from vramtui.core.logs.analysis import _engine_hint
 from vramtui.core.logs.rules import LogProfile, Say
-from vramtui.core.logs.stages import slots_whose_threads_fit
+from vramtui.core.logs.stages import kv_bytes_for_budget, slots_whose_threads_fit
 from vramtui.core.logs.verdict import SAYS_KILLED, Diagnosis
 from vramtui.core.units import GIB
 
@@ -173,15 +173,21 @@ _RAISE_THE_LIMIT = (
     ),
 )
 _HOST_ALLOCATION = (
+    # vLLM sizes its KV cache in bytes (set outright, or its share of the machine), not by the context
+    Say(
+        "Host RAM could not hold the KV cache the engine set aside ({kv_set_gib} GiB): set its size "
+        "outright, {kv_cache_memory} {kv_fit_bytes} (the context does not size it here).",
+        when="kv_set_aside",
+    ),
     Say(
         "Host RAM could not hold the buffer: lower {context}{budget_fit} or use a smaller quantization.",
         otherwise="Host RAM could not hold the buffer: lower the context or use a smaller quantization.",
-        when="!kv_failed",
+        when="!kv_failed !kv_set_aside",
     ),
     Say(
         "Host RAM could not hold the KV cache: lower {context}{budget_fit} (the cache grows with it).",
         otherwise="Host RAM could not hold the KV cache: lower the context (the cache grows with it).",
-        when="kv_failed",
+        when="kv_failed !kv_set_aside",
     ),
     Say("@kv_8bit", when="kv_failed"),
     *_RAISE_THE_LIMIT,
@@ -795,7 +801,21 @@ def _values(
     values.update(_memory_values(diagnosis))
     values.update(_slot_values(figures))
     values.update(_thread_values(figures))
+    values.update(_kv_values(figures))
     return values
+
+
+def _kv_set_aside(figures: Mapping[str, float]) -> float | None:
+    """The KV cache an engine sized in bytes before allocating it (vLLM's), or None."""
+    return figures.get("kv_cache_memory_bytes") or figures.get("kv_cache_available") or None
+
+
+def _kv_values(figures: dict[str, int | float]) -> dict[str, str]:
+    kv, budget = _kv_set_aside(figures), figures.get("host_budget")
+    if not kv:
+        return {}
+    fit = kv_bytes_for_budget(kv, budget) if budget else int(kv / 2)
+    return {"kv_set_gib": f"{kv / GIB:.1f}", "kv_fit_bytes": str(fit)}
 
 
 def _thread_values(figures: dict[str, int | float]) -> dict[str, str]:
@@ -873,6 +893,9 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
     "flash_on": lambda diagnosis, formats, profile: "flash_attn" in formats,
     "ubatch_over_256": lambda diagnosis, formats, profile: (
         int(diagnosis.engine_figures.get("ubatch_tokens") or 512) > 256
+    ),
+    "kv_set_aside": lambda diagnosis, formats, profile: (
+        diagnosis.failure_stage == "kv_cache" and _kv_set_aside(diagnosis.engine_figures) is not None
     ),
     "can_shorten": lambda diagnosis, formats, profile: (
         not _context_now(diagnosis.engine_figures)

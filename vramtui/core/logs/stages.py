@@ -57,3 +57,10 @@ def slots_whose_threads_fit(threads: float, slots: float | None, budget: float) 
     while value * 2 <= room and (not slots or value * 2 < slots):
         value *= 2
     return value
+
+
+def kv_bytes_for_budget(kv_bytes: float, budget: float, used: float = 0.0) -> int:
+    """A KV cache sized outright for a host budget it did not fit: half of what the budget leaves beside
+    what the engine already held (`used`), never more than half the cache that failed; whole MiB."""
+    room = budget - used if budget > used else budget
+    return max(16, int(min(kv_bytes, room) / 2) >> 20) << 20

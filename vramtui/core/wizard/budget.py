@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtui.core.backends import Backend, kv_dtype_name, switch
-from vramtui.core.backends.base import gib
+from vramtui.core.backends.base import gib, size_bytes
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import HOST, MemoryBill, Part, Place
@@ -160,9 +160,10 @@ class MemoryModel:
         place = self.place
         bill.add(place, "weights", weights)
         kv = int(getattr(result, "kv_cache_bytes", 0) or 0)
-        if getattr(result, "kv_cache_tokens", None) is not None:
+        if getattr(result, "kv_cache_tokens", None) is not None and not profile.params.get("kv_cache_memory"):
             # vLLM: the KV cache takes whatever its share of the card leaves, so what a run needs is one
-            # request of the full length, and the share it leaves to others is out of reach as well
+            # request of the full length, and the share it leaves to others is out of reach as well (a
+            # cache set outright in bytes is needed whole)
             kv = int(result.kv_bytes_per_token) * int(result.context)
             bill.add(place, "margin", max(0, int(result.device_bytes) - int(result.usable_bytes)))
         bill.add(place, "kv_cache", kv)
@@ -274,13 +275,20 @@ class MemoryModel:
 
 
 def _engine_knobs(profile: Profile) -> dict[str, object]:
-    """An engine's own knobs the estimator sizes (ik_llama.cpp's -mla and -amb), as the profile sets them."""
+    """An engine's own knobs the estimator sizes (ik_llama.cpp's -mla and -amb, vLLM's KV bytes), as the
+    profile sets them."""
     found: dict[str, object] = {}
     for name in ("mla", "attn_max_batch"):
         try:
             found[name] = int(profile.params[name])  # type: ignore[call-overload]
         except (KeyError, TypeError, ValueError):
             pass  # not set, or not a number: the launcher says what it cannot pass on
+    kv_set = profile.params.get("kv_cache_memory")  # vLLM's KV cache in bytes, the share aside
+    if kv_set not in (None, "", 0):
+        try:
+            found["kv_cache_memory"] = size_bytes("kv_cache_memory", kv_set)
+        except (VramtuiError, ValueError):
+            pass
     return found
 
 

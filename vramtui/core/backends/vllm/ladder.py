@@ -18,6 +18,7 @@ from vramtui.core.backends.base import (
     Ladder,
     Rung,
 )
+from vramtui.core.logs.stages import kv_bytes_for_budget
 
 MEM_SHARE_UP = Rung(
     "mem_share", "up", "a larger memory share for the engine", "less room for other processes"
@@ -94,6 +95,8 @@ def named_fix(run: FailedRun) -> tuple[str, object, str] | None:
         return _kv_too_small(figures, kv_bytes)
     if run.failure == "host_oom_killed" and run.stage == "kv_cache" and kv_bytes:
         return _killed_kv(run, kv_bytes)
+    if run.failure == "host_oom" and run.stage == "kv_cache" and figures.get("host_budget"):
+        return _kv_over_budget(run)
     if run.cause == "max_len_over_model" and figures.get("max_model_len_derived"):
         derived = int(figures["max_model_len_derived"])
         return "context", derived, f"the model's own length is {derived} tokens (max_position_embeddings)"
@@ -114,6 +117,23 @@ def _kv_too_small(figures: Mapping[str, float], kv_bytes: float | None) -> tuple
         why = f"vLLM says the KV cache holds a request of {int(fit)} tokens at most: its message names --max-model-len"
         return "context", int(fit), why
     return None
+
+
+def _kv_over_budget(run: FailedRun) -> tuple[str, object, str] | None:
+    """The KV cache vLLM set aside (asked for, or its share of the machine) did not fit the budget: the
+    context does not size it, its bytes do; half of what the budget leaves beside the engine."""
+    figures = run.figures
+    kv = figures.get("kv_cache_memory_bytes") or figures.get("kv_cache_available")
+    if not kv:
+        return None
+    budget, used = figures["host_budget"], float(run.peak_bytes or 0)
+    size = kv_bytes_for_budget(kv, budget, used)
+    how = "as asked" if figures.get("kv_cache_memory_bytes") else "its share of the machine's memory"
+    why = (
+        f"vLLM set aside {kv / 2**30:.1f} GiB of KV cache ({how}), more than the {budget / 2**30:.1f} GiB "
+        f"budget holds beside the engine's {used / 2**30:.1f} GiB: sized outright, the context does not size it"
+    )
+    return "kv_cache_memory", _size(size), why
 
 
 def _killed_kv(run: FailedRun, kv_bytes: float) -> tuple[str, object, str] | None:
