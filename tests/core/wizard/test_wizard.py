@@ -633,3 +633,33 @@ def test_a_switch_reads_on_and_off_and_an_unset_value_the_engines_default() -> N
     """QA: llama-cpp-python's steps read "flash_attn False → True"."""
     assert Proposal("flash_attn", False, True, "why").describe() == "flash_attn: off → on — why"
     assert Proposal("ubatch", None, 256, "why").change() == "default → 256"
+
+
+def test_when_no_file_fits_the_one_that_needs_least_is_next_not_the_lowest_quantization(
+    tmp_path: Path,
+) -> None:
+    """QA: an f16 file under a budget none of its siblings fits went to the q4_0 file, which llama.cpp's
+    CPU build holds twice (the file mapped and its repacked copy): more than the q8_0 file needs."""
+    from vramtui.core.wizard.budget import MemoryModel, needed_bytes
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.propose import Findings, Proposer
+
+    spec = {"n_layer": 8, "n_embd": 1024, "n_head": 8, "n_head_kv": 8, "n_ff": 2816, "context_length": 4096}
+    for dtype in ("f16", "q8_0", "q4_0"):
+        write_tiny_gguf(tmp_path / f"m-{dtype}.gguf", TinyModelSpec(dtype=dtype, **spec))  # type: ignore[arg-type]
+    profile = Profile(
+        backend="llama.cpp", model=str(tmp_path / "m-f16.gguf"), params={"context": 2048, "parallel": 1},
+        memory_budget=400 * MIB, port=0,
+    )  # fmt: skip
+    model = MemoryModel(profile)
+    needs = {
+        dtype: needed_bytes(model.predict(profile.with_changes(model=str(tmp_path / f"m-{dtype}.gguf"))))  # type: ignore[arg-type]
+        for dtype in ("q8_0", "q4_0")
+    }
+    assert needs["q8_0"] < needs["q4_0"]  # the repacked copy: why the lowest is not the least
+    failed = Observation(
+        ready=False, smoke_ok=None, stage="load_weights", failure_stage="load_weights", failure="host_oom"
+    )
+    proposal = Proposer(model, Findings()).propose(profile, failed, set())
+    assert proposal is not None and proposal.param == "model"
+    assert str(proposal.to).endswith("m-q8_0.gguf"), proposal.describe()

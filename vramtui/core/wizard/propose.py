@@ -596,9 +596,11 @@ class Proposer:
                 # No arithmetic (no estimate, or no budget known): a cautious step, and the why says so.
                 cautious = _cautious(param, current, values)
                 return cautious, None, {**changes, param: cautious}
-            best = (value, bill, changes)
             if fits:
-                break
+                return value, bill, changes
+            # none fits yet: the one that needs least (a lower quantization's file is not always smaller)
+            if best is None or needed_bytes(bill) < needed_bytes(best[1]):  # type: ignore[arg-type]
+                best = (value, bill, changes)
         assert best is not None
         return best
 
