@@ -67,6 +67,20 @@ def test_a_budget_too_small_for_llama_server_to_start_is_the_budgets_doing() -> 
     assert "--ctx-size" not in advice and CONTAINER not in advice  # no engine setting helps
 
 
+def test_openmps_threads_that_find_no_room_after_the_cache_are_the_buffers_doing() -> None:
+    """QA: a real llama-server under 700 MiB (a Q4_0 file, -c 512) loaded its weights and cache, then
+    libgomp could not start a thread: it read "not a memory problem". The buffers took the room."""
+    diagnosis = diagnose_file(LOGS / "llama-server-budget-700-omp-threads.log")
+    assert (diagnosis.failure, diagnosis.cause, diagnosis.failure_stage) == (
+        "host_oom",
+        "thread_no_room",
+        "kv_cache",
+    )
+    assert "libgomp: Thread creation failed" in (diagnosis.first_error_text or "")
+    advice = " ".join(diagnosis.advice)
+    assert "--ctx-size 256 (now 512)" in advice and "`memory_budget`" in advice
+
+
 def test_the_same_thread_failure_without_a_budget_names_the_thread_limit() -> None:
     text = (LOGS / "llama-server-budget-60-start.log").read_text()
     without = "\n".join(line for line in text.splitlines() if "memory budget" not in line)

@@ -87,6 +87,7 @@ CAUSE_WORDS: dict[str, str] = {
     "budget_import": "the memory budget is too small to even import the engine",
     "budget_start": "the memory budget is too small for the engine to start",
     "thread_start": "the engine could not start a thread (a limit on threads or processes, or on memory)",
+    "thread_no_room": "a thread could not start: the model's buffers had left the budget no room for its stack",
     "http_threads_start": "the memory budget had no room for the stacks of the server's HTTP threads (one per slot)",
     "cpu_share_short": "less host memory is free than the share the engine was asked to take",
     "kv_bytes_over_free": "the KV cache asked for is more than the host memory that is free",
@@ -354,6 +355,15 @@ ADVICE: tuple[AdviceRow, ...] = (
             ),
             "Raise `memory_budget` under [limits] in the profile well above what the engine holds before it "
             "loads anything (a few hundred MiB of address space), or run without a budget.",
+        ),
+    ),
+    AdviceRow(
+        "host_oom",
+        "thread_no_room",
+        (
+            "The weights and the KV cache were in and the engine could not start its compute threads: "
+            "free some of the budget, a shorter context ({context}{smaller}) or a smaller quantization, or "
+            "raise `memory_budget` under [limits] in the profile.",
         ),
     ),
     AdviceRow(

@@ -746,7 +746,7 @@ HOST_ALLOC_ERRORS_2: tuple[ErrorRule, ...] = (
         "resource temporarily unavailable",
         "thread_start",
         "other",
-        r"what\(\):\s+resource temporarily unavailable",
+        r"what\(\):\s+resource temporarily unavailable|libgomp: thread creation failed",
         backend="llama.cpp",
     ),
     ErrorRule(
