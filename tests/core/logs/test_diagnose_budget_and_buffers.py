@@ -81,6 +81,26 @@ def test_openmps_threads_that_find_no_room_after_the_cache_are_the_buffers_doing
     assert "--ctx-size 256 (now 512)" in advice and "`memory_budget`" in advice
 
 
+def test_weights_that_cannot_be_mapped_are_a_weights_failure_with_a_smaller_file_as_the_move() -> None:
+    """QA: a real llama-server under 700 MiB could not mmap its 786 MiB f16 file; `check` said "stage
+    reached: kv cache" (server's "load_model: failed to load model" tagged as its slots' stage) and the
+    advice said to lower --ctx-size, which sizes nothing while the weights load."""
+    from vramtui.core.logs.diagnose import LogDiagnoser
+
+    log = LOGS / "llama-server-budget-700-mmap-weights.log"
+    diagnosis = diagnose_file(log)
+    assert (diagnosis.failure, diagnosis.failure_stage, diagnosis.stage) == (
+        "host_oom",
+        "load_weights",
+        "load_weights",
+    )
+    advice = " ".join(diagnosis.advice)
+    assert "smaller quantization" in advice and "--ctx-size" not in advice
+    streamed = LogDiagnoser(backend="llama.cpp")
+    stages = {streamed.feed(line).stage for line in log.read_text().splitlines()}
+    assert "kv_cache" not in stages
+
+
 def test_the_same_thread_failure_without_a_budget_names_the_thread_limit() -> None:
     text = (LOGS / "llama-server-budget-60-start.log").read_text()
     without = "\n".join(line for line in text.splitlines() if "memory budget" not in line)

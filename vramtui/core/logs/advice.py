@@ -180,10 +180,14 @@ _HOST_ALLOCATION = (
         "outright, {kv_cache_memory} {kv_fit_bytes} (the context does not size it here).",
         when="kv_set_aside",
     ),
+    # while the weights load, the context has sized nothing yet
+    Say(
+        "Host RAM could not hold the weights: use a smaller quantization (a smaller file).", when="at_weights"
+    ),
     Say(
         "Host RAM could not hold the buffer: lower {context}{budget_fit} or use a smaller quantization.",
         otherwise="Host RAM could not hold the buffer: lower the context or use a smaller quantization.",
-        when="!kv_failed !kv_set_aside",
+        when="!kv_failed !kv_set_aside !at_weights",
     ),
     Say(
         "Host RAM could not hold the KV cache: lower {context}{budget_fit} (the cache grows with it).",
@@ -904,6 +908,7 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
     "ubatch_over_256": lambda diagnosis, formats, profile: (
         int(diagnosis.engine_figures.get("ubatch_tokens") or 512) > 256
     ),
+    "at_weights": lambda diagnosis, formats, profile: diagnosis.failure_stage in _LOADING,
     "kv_set_aside": lambda diagnosis, formats, profile: (
         diagnosis.failure_stage == "kv_cache" and _kv_set_aside(diagnosis.engine_figures) is not None
     ),

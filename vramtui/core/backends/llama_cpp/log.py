@@ -285,7 +285,10 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("failed to create context", "kv_cache", backend="llama.cpp"),
     # After its context, llama-server's `srv/slot load_model:` lines (slots, prompt cache): still that stage.
     StageRule(
-        "load_model:", "kv_cache", r"\b(?:srv|slot)\s+load_model: (?!loading model)", backend="llama.cpp"
+        "load_model:",
+        "kv_cache",
+        r"\b(?:srv|slot)\s+load_model: (?!loading model|failed to load model|local path)",
+        backend="llama.cpp",
     ),
     StageRule("server is listening on", "ready", backend="llama.cpp"),
     # Today's llama-server names its own function: "I srv  llama_server: model loaded", "... listening on http://".
