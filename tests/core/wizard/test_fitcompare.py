@@ -166,3 +166,19 @@ def test_the_device_projection_is_compared_with_the_buffers_fit_counts():
     assert comparison.bill.get("runtime") == comparison.runtime
     text = "\n".join(comparison.lines())
     assert f"the {comparison.runtime / MIB:.0f} MiB vramtui adds for the runtime" in text
+
+
+@pytest.mark.parametrize(
+    ("name", "context"),
+    [
+        ("llama-server-budget-700-mmap-weights.log", 2048),  # failed before its n_ctx line: the command's
+        ("llama-server-budget-1000-ub4096-compute.log", 8192),  # -b 4096 -ub 4096: no second clamp
+    ],
+)
+def test_the_estimate_beside_fit_is_for_the_runs_own_context_and_micro_batch(name: str, context: int) -> None:
+    """QA: beside fit's 965 MiB the estimate was 2930 MiB (the trained context, not --ctx-size 2048), and
+    beside fit's 1292 MiB 685 MiB (a micro-batch of 4096 clamped again to a default batch of 2048)."""
+    diagnosis = diagnose_file(DATA / "logs" / name)
+    comparison = compare_fit(diagnosis.engine_figures, diagnosis.backend)
+    assert comparison is not None and comparison.context == context
+    assert comparison.delta("host") is not None and abs(comparison.delta("host")) < 0.05  # type: ignore[arg-type]

@@ -141,7 +141,9 @@ def _fit_changed(figures: Mapping[str, float]) -> bool:
 def _settings(figures: Mapping[str, float], backend: str, on_gpu: bool) -> Settings:
     """The settings fit projected: its starting context when it lowered it, else the log's n_ctx; every
     layer on the device when fit changed the run (its start), else the log's split (or none, on a CPU)."""
-    context = _int(figures, "fit_context_from") or _int(figures, "context")
+    context = (
+        _int(figures, "fit_context_from") or _int(figures, "context") or _int(figures, "command_context")
+    )
     offloaded, total = _int(figures, "layers_offloaded"), _int(figures, "layers_total")
     gpu_layers: int | None = None
     if not on_gpu:
@@ -154,6 +156,7 @@ def _settings(figures: Mapping[str, float], backend: str, on_gpu: bool) -> Setti
         context=context,
         parallel=1 if context else None,  # n_ctx is the whole (unified) cache over every slot
         ubatch=_int(figures, "ubatch_tokens"),
+        batch=_int(figures, "ubatch_tokens"),  # the printed n_ubatch is already within n_batch
         flash_attn=flash_attn_of(figures),
         gpu_layers=gpu_layers,
         device_bytes=int(free) if free else DEFAULT_DEVICE_BYTES,

@@ -1523,6 +1523,9 @@ FIGURES: tuple[FigureRule, ...] = (
         count=True,
         backend="llama.cpp",
     ),
+    # the context the command line asked for (a run that failed before its llama_context lines says it
+    # nowhere else): "llama-server --model m.gguf --ctx-size 2048", as vramtui's launch line echoes it
+    FigureRule("--ctx-size", "command_context", rf"--ctx-size[= ]{NUM}\b", count=True, backend="llama.cpp"),
     # llama-server's HTTP pool, started before the model loads: a thread (and its stack) per slot and a few
     FigureRule(
         "threads for http server",
