@@ -103,3 +103,25 @@ def test_each_slot_gets_its_share_padded_to_256(
     est = estimate(load_model_info(tiny_gguf), Settings(context=context, parallel=slots, on_gpu=False))
     assert est.bill.get("kv_cache", HOST) / MIB == pytest.approx(float(sizes[0][0]), rel=0.01)
     assert est.max_parallel_tokens == cells
+
+
+COMPUTE = re.compile(r"CPU compute buffer size =\s*([\d.]+) MiB")
+
+
+@pytest.mark.parametrize(("flash", "printed_near"), [("on", 17), ("off", 151)])
+def test_a_cpu_runs_compute_buffer_reads_each_streams_cells_not_all(
+    tiny_gguf: Path, llama_server_bin: Path, flash: str, printed_near: int
+) -> None:
+    """-c 65536 -np 8 is 8 streams of 8192 cells: each stream's tokens read its own cells, so the mask (and
+    without flash attention the scores) is 8192 cells x the micro-batch, not 65536 (QA: x8 on a CPU run,
+    and the wizard cut slots the arithmetic said were needed)."""
+    log = log_until_listening(
+        llama_server_bin, ["-m", str(tiny_gguf), "-c", "65536", "-np", "8", "-t", "2", "-fa", flash]
+    )
+    printed = float(COMPUTE.findall(log)[-1])
+    assert printed == pytest.approx(printed_near, rel=0.05), log[-2000:]
+    est = estimate(
+        load_model_info(tiny_gguf),
+        Settings(context=65536, parallel=8, on_gpu=False, flash_attn=flash == "on"),
+    )
+    assert est.bill.get("compute", HOST) / MIB == pytest.approx(printed, rel=0.10)

@@ -700,13 +700,20 @@ def _smaller_context(figures: dict[str, int | float], flash_attn: bool) -> str:
     if not context or context <= _SHORTEST_CONTEXT:
         return ""
     fitted = _fitted_context(figures, flash_attn)
+    per_slot = int(figures.get("context_per_sequence") or context)
+    slots = max(1, context // per_slot)  # the slots share the context: each gets its part
     if fitted is not None:
         budget = int(figures["host_budget"]) >> 20
         return (
-            f" {fitted} (now {context}; an estimate: the buffers that grow with the context fit the "
-            f"{budget} MiB budget at about that size; `vramtui wizard` measures it)"
+            f" {fitted} (now {context}{_per_slot(fitted, slots)}; an estimate: the buffers that grow with the "
+            f"context fit the {budget} MiB budget at about that size; `vramtui wizard` measures it)"
         )
-    return f" {max(context // 2, _SHORTEST_CONTEXT)} (now {context})"
+    smaller = max(context // 2, _SHORTEST_CONTEXT)
+    return f" {smaller} (now {context}{_per_slot(smaller, slots)})"
+
+
+def _per_slot(context: int, slots: int) -> str:
+    return f"; {context // slots} tokens for each of the {slots} slots" if slots > 1 else ""
 
 
 def _while(diagnosis: Diagnosis) -> str:

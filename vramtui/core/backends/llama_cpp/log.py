@@ -1510,6 +1510,13 @@ FIGURES: tuple[FigureRule, ...] = (
     # "n_ctx_seq (2048) < n_ctx_train (131072) -- the full capacity of the model will not be utilized"
     # ("n_ctx_per_seq" before 2025): what one request gets, against what the model was trained on
     FigureRule(
+        "n_ctx_",
+        "context_per_sequence",
+        rf"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+n_ctx_(?:per_)?seq\s*=\s*{NUM}\s*$",
+        count=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
         "< n_ctx_train",
         "context_per_sequence",
         rf"n_ctx_(?:per_)?seq\s*\({NUM}\)\s*<\s*n_ctx_train",

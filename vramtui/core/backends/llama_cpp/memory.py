@@ -232,7 +232,8 @@ def _compute(
 ) -> dict[placement.Where, int]:
     """Each device's compute buffer and the host's, as the scheduler reserves them."""
     if not settings.on_gpu:  # the CPU computes everything: one buffer, the graph's widest phase
-        return {None: compute_bytes(info, g.cells, g.ubatch, g.flash)}
+        # each stream's tokens read its own cells: the mask and scores are a stream's cells x the micro-batch
+        return {None: compute_bytes(info, g.cells // max(1, g.streams), g.ubatch, g.flash)}
     pipelined = pipeline_parallel(info, settings, _placement(found))
     host_output = 0 if found.output is not None else weights.output
     # -sm row assigns the layers to the devices as a layer split does (llama-model.cpp: the split points
