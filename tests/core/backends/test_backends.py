@@ -242,3 +242,9 @@ def test_get_backend_aliases() -> None:
     assert get_backend("LLAMA_CPP.SERVER").name == "llama-cpp-python"
     with pytest.raises(VramtuiError, match="unknown backend"):
         get_backend("tensorrt")
+    # a near miss names the backend it is near (QA: "llama-cpp" got the list alone); a far one does not guess
+    with pytest.raises(VramtuiError, match=r"unknown backend 'llama-cpp'; did you mean 'llama\.cpp'\?"):
+        get_backend("llama-cpp")
+    with pytest.raises(VramtuiError) as far:
+        get_backend("tensorrt")
+    assert "did you mean" not in str(far.value)

@@ -255,3 +255,13 @@ def test_a_budget_too_small_for_the_engine_to_start_stops_the_wizard_with_that_r
         "too small for the engine to start" in wizard.reason and "not a memory problem" not in wizard.reason
     )
     assert any("memory_budget" in line for line in wizard.advice)
+
+
+def test_another_engines_setting_is_named_as_such_not_as_unknown() -> None:
+    """QA: vLLM's kv_cache_memory in a llama.cpp profile read "not a parameter vramtui knows"."""
+    profile = Profile(
+        backend="llama.cpp", model="m.gguf", program=str(BINARY),
+        params={"kv_cache_memory": "1GiB"},
+    )  # fmt: skip
+    notes = build_command(profile).notes
+    assert notes[0].startswith("kv_cache_memory: llama.cpp has no such setting (it is for vllm")

@@ -162,6 +162,11 @@ def test_no_advice_asks_for_a_context_or_micro_batch_it_has_already() -> None:
     assert "--n_ctx 32768 (now 65536)" in " ".join(
         diagnose_file(LOGS / "llama-cpp-python-rlimit-compute.log").advice
     )
+    # flash attention on and a micro-batch of 256 already: the context is the first line, not "Then ..."
+    only_context = text.replace("n_ubatch              = 512", "n_ubatch              = 256").replace(
+        "flash_attn            = disabled", "flash_attn            = enabled"
+    )
+    assert diagnose_text(only_context).advice[0] == "A shorter context: --n_ctx 32768 (now 65536)."
 
 
 def test_kv_cache_failure_keeps_the_kv_cache_advice() -> None:

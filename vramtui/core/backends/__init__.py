@@ -11,6 +11,7 @@ package compares a backend's name: callers hold a `Backend` and ask it.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from vramtui.core.backends.base import (
@@ -101,4 +102,11 @@ def get_backend(name: str | Backend) -> Backend:
         if key == backend.name or key in backend.aliases:
             return backend
     known = ", ".join(BACKENDS)
-    raise VramtuiError(f"unknown backend {name!r} (known: {known})")
+    spellings = [spelling for backend in BACKENDS.values() for spelling in (backend.name, *backend.aliases)]
+    near = difflib.get_close_matches(key, spellings, n=1, cutoff=0.7)
+    hint = f"; did you mean {_name_of(near[0])!r}?" if near else ""
+    raise VramtuiError(f"unknown backend {name!r}{hint} (known: {known})")
+
+
+def _name_of(spelling: str) -> str:
+    return next(b.name for b in BACKENDS.values() if spelling == b.name or spelling in b.aliases)

@@ -131,7 +131,7 @@ def build_command(profile: Profile) -> LaunchPlan:
             continue
         if param not in backend.flags and param not in backend.env:
             unsupported.append(param)
-            notes.append(f"{param}: not a parameter vramtui knows for {backend.name}")
+            notes.append(_not_this_engines(param, backend))
             continue
         translation = backend.translate(param, value)
         if translation.problem:
@@ -170,6 +170,16 @@ def pin_port(profile: Profile, unset_is_free: bool = True) -> Profile:
     if profile.port == 0 or (profile.port is None and unset_is_free):
         return profile.with_changes(port=build_command(profile.with_changes(port=0)).port)
     return profile
+
+
+def _not_this_engines(param: str, backend: Any) -> str:
+    """A parameter this engine has no flag for: another engine's (named), or none vramtui knows."""
+    from vramtui.core.backends import BACKENDS
+
+    owners = [other.name for other in BACKENDS.values() if param in other.flags or param in other.env]
+    if owners:
+        return f"{param}: {backend.name} has no such setting (it is for {' and '.join(owners)})"
+    return f"{param}: not a parameter vramtui knows for {backend.name}"
 
 
 def _flag_value(value: object) -> str:

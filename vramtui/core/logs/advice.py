@@ -1073,8 +1073,11 @@ def advise(
     advice.extend(own)
     advice.insert(min(1, len(advice)), _metal_working_set(diagnosis))  # after the first move: it says why
     said = [line for line in dict.fromkeys(advice) if line]
-    if said and said[0].startswith("Or "):  # its alternative was not said (the engine has no such knob)
-        said[0] = said[0][3].upper() + said[0][4:]
+    # the line it follows or is the alternative to was not said (the engine has no such knob, or the run
+    # already has that value)
+    for word in ("Or ", "Then "):
+        if said and said[0].startswith(word):
+            said[0] = said[0][len(word)].upper() + said[0][len(word) + 1 :]
     return said
 
 

@@ -302,7 +302,10 @@ def _normalize_backend(name: str) -> str:
         return get_backend(key).name
     except VramtuiError as error:
         known = ", ".join(ls.BACKEND_NAMES)
-        raise VramtuiError(f"unknown backend {name!r} (known: {known})") from error
+        hint = str(error).partition(" (known")[0].partition(";")[2]  # "; did you mean 'vllm'?", if any
+        raise VramtuiError(
+            f"unknown backend {name!r}{';' + hint if hint else ''} (known: {known})"
+        ) from error
 
 
 def diagnose_lines(
