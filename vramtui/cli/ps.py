@@ -153,9 +153,9 @@ def _fits(args: argparse.Namespace) -> int:
 
     if not args.model:
         raise VramtuiError("--fits needs a model (a file, folder or config.json) or a launch profile")
-    info, settings = _sized(args)
+    info, settings, budget = _sized(args)
     shot = snapshot(bills=False)
-    answers = fits_now(info, settings, shot)
+    answers = fits_now(info, settings, shot, budget)
     if args.json:
         from vramtui.cli.common import print_json
 
@@ -166,8 +166,9 @@ def _fits(args: argparse.Namespace) -> int:
     return 0 if any(answer.fits for answer in answers) else 1
 
 
-def _sized(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The model and its settings: a profile's (its backend and parameters), else the estimate flags'."""
+def _sized(args: argparse.Namespace) -> tuple[Any, Any, int | None]:
+    """The model, its settings and its budget: a profile's (its backend, parameters and memory_budget),
+    else the estimate flags'."""
     from vramtui.cli import estimate
 
     if str(args.model).endswith(".toml"):
@@ -177,7 +178,7 @@ def _sized(args: argparse.Namespace) -> tuple[Any, Any]:
 
         profile = load_profile(args.model)
         info = load_model_info(profile.model)
-        return info, Settings.from_params(profile.params, backend=profile.backend.name)
+        return info, Settings.from_params(profile.params, backend=profile.backend.name), profile.memory_budget
     if not args.gpu_mem:
         args.gpu_mem = "24GiB"  # replaced by each card's free memory
-    return estimate.build(args)
+    return (*estimate.build(args), None)

@@ -241,3 +241,18 @@ def test_ps_fits_on_a_machine_without_a_gpu_answers_for_the_host(tiny_gguf: Path
     assert done.returncode == 0, done.stderr
     (answer,) = json.loads(done.stdout)["fits"]
     assert answer["place"] == "host (no GPU here)" and answer["fits"] and answer["context"] == 2048
+
+
+def test_ps_fits_a_profile_within_its_memory_budget(tiny_gguf: Path, tmp_path: Path) -> None:
+    """QA: a profile whose 1500 MiB budget `check` fails was said to fit (the machine's free RAM counted)."""
+    profile = tmp_path / "p.toml"
+    profile.write_text(
+        f'backend = "llama.cpp"\nmodel = "{tiny_gguf}"\n[params]\ncontext = 262144\n'
+        '[limits]\nmemory_budget = "1500MiB"\n',
+        encoding="utf-8",
+    )
+    done = _cli("ps", "--fits", str(profile), "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    (answer,) = json.loads(done.stdout)["fits"]
+    assert not answer["fits"] and answer["free_mib"] <= 1500
+    assert any("memory_budget" in note for note in answer["notes"])

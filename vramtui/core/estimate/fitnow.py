@@ -73,16 +73,22 @@ class FitAnswer:
         return f"{100 * (self.usable_bytes or 0) / max(room, 1):.0f}% line of {of}"
 
 
-def fits_now(info: ModelInfo, settings: Settings, now: Any) -> list[FitAnswer]:
-    """An answer per GPU (`now`: a servers.Snapshot), or one for the host when there is none."""
+def fits_now(info: ModelInfo, settings: Settings, now: Any, budget: int | None = None) -> list[FitAnswer]:
+    """An answer per GPU (`now`: a servers.Snapshot), or one for the host when there is none; `budget`: a
+    profile's memory_budget, which caps what is free."""
     gpus = [gpu for gpu in now.gpus if gpu.free_bytes is not None]
     if not gpus:
-        host = replace(settings, device_bytes=max(now.host_available_bytes, MIB), on_gpu=False, gpus=())
-        return [_answer("host (no GPU here)", now.host_available_bytes, now.host_total_bytes, info, host)]
-    answers = []
-    for gpu in gpus:
-        free = max(int(gpu.free_bytes), 0)
-        answers.append(_on_card(f"GPU {gpu.index} {gpu.name}", free, gpu.total_bytes, info, settings))
+        available = min(now.host_available_bytes, budget or now.host_available_bytes)
+        host = replace(settings, device_bytes=max(available, MIB), on_gpu=False, gpus=())
+        answers = [_answer("host (no GPU here)", available, now.host_total_bytes, info, host)]
+    else:
+        answers = []
+        for gpu in gpus:
+            free = min(max(int(gpu.free_bytes), 0), budget or int(gpu.free_bytes))
+            answers.append(_on_card(f"GPU {gpu.index} {gpu.name}", free, gpu.total_bytes, info, settings))
+    if budget:
+        for answer in answers:
+            answer.notes.append(f"sized within the profile's memory_budget of {budget / GIB:.2f} GiB")
     return sorted(answers, key=lambda answer: (not answer.fits, -answer.free_bytes))
 
 
