@@ -154,8 +154,8 @@ def test_the_flash_attention_step_says_what_it_does_itself(demo_model: Path, tmp
     assert proposal is not None and proposal.then is not None and proposal.then[0] == "kv_dtype"
     assert proposal.why.startswith("flash attention first")
     said = proposal.why
-    assert "with flash_attn = True it needs" in said  # what this step itself does
-    assert said.index("with flash_attn = True") < said.index("then with kv_dtype")  # the next step after
+    assert "with flash_attn = on it needs" in said  # what this step itself does
+    assert said.index("with flash_attn = on") < said.index("then with kv_dtype")  # the next step after
     wizard.finish()
 
 

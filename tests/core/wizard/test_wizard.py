@@ -633,6 +633,13 @@ def test_a_switch_reads_on_and_off_and_an_unset_value_the_engines_default() -> N
     """QA: llama-cpp-python's steps read "flash_attn False → True"."""
     assert Proposal("flash_attn", False, True, "why").describe() == "flash_attn: off → on — why"
     assert Proposal("ubatch", None, 256, "why").change() == "default → 256"
+    # QA: --json had "from": "off", "to": true; the value keeps the profile's own spelling
+    from vramtui.core.backends.base import FLASH_ATTN_ON
+    from vramtui.core.wizard.propose import candidates
+
+    profile = Profile(backend="llama.cpp", model="m.gguf", params={"flash_attn": "off"})
+    assert candidates(FLASH_ATTN_ON, "off", profile, 0) == ["on"]
+    assert candidates(FLASH_ATTN_ON, False, profile, 0) == [True]
 
 
 def test_when_no_file_fits_the_one_that_needs_least_is_next_not_the_lowest_quantization(

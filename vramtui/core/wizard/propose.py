@@ -28,6 +28,11 @@ from vramtui.core.wizard.ladders import GGUF_QUANT_ORDER, MEMORY_FAILURES, NOT_M
 from vramtui.core.wizard.observe import Observation
 
 
+def switched_on(current: object) -> object:
+    """On, spelled as the setting is now (a profile's "off" becomes "on", a bool True)."""
+    return "on" if isinstance(current, str) else True
+
+
 def value_word(value: object) -> str:
     """A setting's value as people read it: a switch is on/off, an unset one the engine's default."""
     if isinstance(value, bool):
@@ -186,7 +191,7 @@ def candidates(rung: Rung, current: object, profile: Profile, n_layers: int) -> 
             return []
         return [t for t in order[order.index(name) + 1 :] if t in backend.kv_dtypes]
     if param == "flash_attn":  # never "on" when the run already has it (auto turned it on)
-        return [] if backend.flash_attn_effective(current) else [True]
+        return [] if backend.flash_attn_effective(current) else [switched_on(current)]
     if param == "mem_share":
         share = float(current or 0.9)  # type: ignore[arg-type]
         return [v for v in (0.92, 0.95) if v > share]
@@ -589,7 +594,7 @@ class Proposer:
         for value in values:
             changes: dict[str, object] = {param: value}
             if param == "kv_dtype" and self.backend.needs_flash_attn_for(value) and flash_off:
-                changes["flash_attn"] = True
+                changes["flash_attn"] = switched_on(current_value(profile, "flash_attn"))
             bill = self._with(profile, changes)
             fits = self.model.fits(bill) if bill is not None else None
             if fits is None:
@@ -655,8 +660,9 @@ class Proposer:
             why += f"; then with kv_dtype = {value} too it needs about {needed_bytes(planned) / MIB:.0f} MiB"
         predicted = needed_bytes(planned) / MIB if planned is not None else None
         label = "flash attention on (needed for a quantized KV cache)"
+        now = current_value(profile, "flash_attn")
         return Proposal(
-            "flash_attn", current_value(profile, "flash_attn"), True, why, label,
+            "flash_attn", now, switched_on(now), why, label,
             self.backend.knob("flash_attn"), predicted, then=(rung.param, value),
         )  # fmt: skip
 
@@ -684,7 +690,7 @@ class Proposer:
         if after is not None and room is not None:
             need = needed_bytes(after)
             verdict = "fits" if need <= room * model.margin else "still does not fit"
-            shown = Path(str(value)).name if rung.param == "model" else value
+            shown = Path(str(value)).name if rung.param == "model" else value_word(value)
             if before is not None:
                 parts.append(f"as it is it needs about {needed_bytes(before) / MIB:.0f} MiB")
             parts.append(
