@@ -166,6 +166,11 @@ def test_replay_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
     junk = tmp_path / "junk.csv"
     junk.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00 binary, junk\nmore junk\n")
     assert main(["replay", str(junk)]) == 2
+    err = capsys.readouterr().err  # QA: binary data read as 174 malformed rows
+    assert err == f"vramtui: {junk} looks like binary data, not a CSV recording\n"
+    text = tmp_path / "text.csv"
+    text.write_text("not, a, recording\nat, all, here\n")
+    assert main(["replay", str(text)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("vramtui: no readable rows") and err.count("\n") == 1
 

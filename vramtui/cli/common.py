@@ -56,6 +56,11 @@ def read_replay_csv(path: str) -> Any:
             raise VramtuiError(f"{path} is a folder, not a file")
         if not file.is_file():
             raise VramtuiError(f"no such file: {path}")
+        from vramtui.core.logs.textclean import looks_binary
+
+        with file.open("rb") as head:
+            if looks_binary(head.read(4096)):
+                raise VramtuiError(f"{path} looks like binary data, not a CSV recording")
         data = read_nvsmi_csv(file)
     if data.rows == 0:
         why = f"; {data.skipped} malformed row(s) skipped, first: {data.problems[0]}" if data.problems else ""
