@@ -71,29 +71,30 @@ def run(args: argparse.Namespace) -> int:
     if sample_source is not None:
         sample_source.close()
 
-    move = _first_move(profile, result)
+    move, advice = _first_move(profile, result)
     if args.json:
         data, fit = result.to_dict(), _fit(result)
         data["fit"] = fit.to_dict() if fit is not None else None
         data["first_move"] = move.to_dict() if move is not None else None
         print_json(data)
     else:
-        _print_report(result, move)
+        _print_report(result, move, advice)
     return 0 if result.ok else 1
 
 
 def _first_move(profile, result):  # type: ignore[no-untyped-def]
-    """The change `vramtui wizard` (and `wizard --attach`) would make first after this run: one source."""
-    if result.ok:
-        return None
-    from vramtui.core.wizard.wizard import first_move
-
-    return first_move(profile, result)
-
-
-def _advice(result, move) -> list[str]:  # type: ignore[no-untyped-def]
-    """The diagnosis' advice, less the lines that give the first move's setting another value."""
+    """The change `vramtui wizard` (and `wizard --attach`) would make first after this run (one source),
+    and the run's advice sized by the same arithmetic."""
     lines = list(getattr(result.diagnosis, "advice", None) or [])
+    if result.ok:
+        return None, lines
+    from vramtui.core.wizard.wizard import first_move_and_advice
+
+    return first_move_and_advice(profile, result, advice=lines)
+
+
+def _advice(lines: list[str], move) -> list[str]:  # type: ignore[no-untyped-def]
+    """The diagnosis' advice, less the lines that give the first move's setting another value."""
     if move is not None and move.knob:
         lines = [line for line in lines if move.knob not in line]
     return lines
@@ -116,7 +117,7 @@ def _fit(result):  # type: ignore[no-untyped-def]
     return fit_view(result.diagnosis) if result.diagnosis is not None else None
 
 
-def _print_report(result, move) -> None:  # type: ignore[no-untyped-def]
+def _print_report(result, move, advice: list[str]) -> None:  # type: ignore[no-untyped-def]
     from vramtui.tui.words import failure_words, in_words, stage_words
 
     state = "ready" if result.ready else "NOT ready"
@@ -128,7 +129,7 @@ def _print_report(result, move) -> None:  # type: ignore[no-untyped-def]
     if move is not None:
         print(f"  first move (the wizard's): {in_words(move.describe())}")
     if result.diagnosis is not None:
-        for line in _advice(result, move)[: 2 if move is not None else 3]:
+        for line in _advice(advice, move)[: 2 if move is not None else 3]:
             print(f"  advice: {in_words(line)}")
     if result.smoke is not None:
         smoke = result.smoke

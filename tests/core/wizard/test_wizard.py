@@ -670,3 +670,23 @@ def test_when_no_file_fits_the_one_that_needs_least_is_next_not_the_lowest_quant
     proposal = Proposer(model, Findings()).propose(profile, failed, set())
     assert proposal is not None and proposal.param == "model"
     assert str(proposal.to).endswith("m-q8_0.gguf"), proposal.describe()
+
+
+def test_advice_that_names_a_count_is_sized_by_the_wizards_arithmetic(demo_model: Path) -> None:
+    """QA: `check` advised --ubatch-size 256 where the wizard's arithmetic had chosen the context (and the
+    advised run failed for real): each such line now says what the estimate makes of it."""
+    from vramtui.core.wizard.advice_sizing import named_change, sized_advice
+    from vramtui.core.wizard.budget import MemoryModel
+
+    profile = Profile(
+        backend="llama.cpp", model=str(demo_model), params={"context": 262144}, memory_budget=1500 * MIB
+    )
+    lines = [
+        "A smaller micro-batch shrinks the compute buffer: --ubatch-size 256 (or 128).",
+        "Lower the context: --ctx-size 16384 (now 262144).",
+        "Raise `memory_budget` under [limits] in the profile.",
+    ]
+    assert [named_change(line, profile) for line in lines] == [("ubatch", 256), ("context", 16384), None]
+    sized = sized_advice(MemoryModel(profile), profile, lines)
+    assert sized[0].endswith("[by the estimate: not enough alone]")  # 2 GiB of KV stay
+    assert sized[1].endswith("[by the estimate: fits]") and sized[2] == lines[2]

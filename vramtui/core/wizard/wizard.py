@@ -521,6 +521,16 @@ def first_move(profile: Profile, check: Any, margin: float = DEFAULT_MARGIN) -> 
     """The change the wizard makes first after this run of `profile` (a CheckResult): the one source of
     the first move, so that `check` reports the step `vramtui wizard` and `wizard --attach` take.
     None when it runs, or when no setting helps (the run's own advice says why)."""
+    return first_move_and_advice(profile, check, margin)[0]
+
+
+def first_move_and_advice(
+    profile: Profile, check: Any, margin: float = DEFAULT_MARGIN, advice: list[str] | None = None
+) -> tuple[Proposal | None, list[str]]:
+    """The first move, and the run's `advice` lines sized by the same arithmetic (advice_sizing.py)."""
+    from vramtui.core.wizard.advice_sizing import sized_advice
+
     wizard = Wizard(profile, runner=lambda _profile: check, record=False, margin=margin)
     wizard.start()
-    return wizard.propose()
+    move = wizard.propose()
+    return move, sized_advice(wizard.model, profile, list(advice or []))
