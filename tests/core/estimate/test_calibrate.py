@@ -110,3 +110,22 @@ def test_a_peak_under_the_printed_buffers_measures_no_runtime() -> None:
     found = derive(under, "cpu", "llama.cpp")
     assert found is not None and found.runtime_bytes == 200  # the one run that saw its buffers whole
     assert derive(under[:2], "cpu", "llama.cpp") is None  # no run that saw them: nothing to apply
+
+
+def test_a_compute_ratio_is_learned_only_from_runs_with_the_same_flash_attention() -> None:
+    """QA: x0.926 learned on flash-attention runs moved a -fa off estimate (1.17 GiB) to 1.09 GiB, further
+    from the 1.18 GiB the engine allocated: without flash attention the buffer holds the scores."""
+
+    def record(flash: object, printed: int, time: int) -> dict:
+        return {
+            "version": 1, "ready": True, "place": "host", "time": time, "settings": {"flash_attn": flash},
+            "device": {"name": "cpu"}, "engine": {"backend": "llama.cpp", "build": "b"},
+            "printed": {"bill": {"host": {"compute_buffer_bytes": printed}}}, "peak": {"bytes": 10**9},
+            "estimate": {"compute_buffer_bytes": 1000},
+        }  # fmt: skip
+
+    runs = [record(None, 900, 1), record("auto", 920, 2), record(True, 910, 3), record("off", 1100, 4)]
+    assert derive(runs, "cpu", "llama.cpp", None).compute_ratio == 0.91  # type: ignore[union-attr]
+    assert derive(runs, "cpu", "llama.cpp", True).compute_ratio == 0.91  # type: ignore[union-attr]
+    assert derive(runs, "cpu", "llama.cpp", False).compute_ratio == 1.1  # type: ignore[union-attr]
+    assert derive(runs[:3], "cpu", "llama.cpp", "off").compute_ratio is None  # type: ignore[union-attr]

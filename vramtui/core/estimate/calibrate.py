@@ -191,15 +191,32 @@ class Calibration:
         }
 
 
-def derive(records: Iterable[dict[str, Any]], device: str, backend: str) -> Calibration | None:
-    """The terms from the records of `backend` on `device`, of the build its latest run used."""
+_OFF = {"off", "false", "0", "disabled", "no"}
+
+
+def flash_bucket(value: Any) -> str:
+    """Flash attention as a run was asked for it: "off", else "on" (on, or unset/auto, which llama.cpp
+    resolves to on wherever it can). A compute buffer with it off holds the context x micro-batch scores:
+    a ratio learned on one side is no correction on the other (QA: x0.926 from flash-attention runs moved
+    a -fa off estimate away from the engine's figure)."""
+    return "off" if str(value).strip().lower() in _OFF else "on"
+
+
+def derive(
+    records: Iterable[dict[str, Any]], device: str, backend: str, flash: Any = None
+) -> Calibration | None:
+    """The terms from the records of `backend` on `device`, of the build its latest run used; the compute
+    ratio from the runs whose flash attention was asked for as `flash` is."""
     mine = [r for r in records if r["device"].get("name") == device and r["engine"].get("backend") == backend]
     if not mine:
         return None
     build = mine[-1]["engine"].get("build")
     same = [r for r in mine if r["engine"].get("build") == build]
     residuals = [v for v in map(runtime_residual, same) if v is not None]
-    ratios = [v for v in map(compute_ratio, same) if v is not None]
+    alike = [
+        r for r in same if flash_bucket((r.get("settings") or {}).get("flash_attn")) == flash_bucket(flash)
+    ]
+    ratios = [v for v in map(compute_ratio, alike) if v is not None]
     used = sum(1 for r in same if runtime_residual(r) is not None or compute_ratio(r) is not None)
     if not used:
         return None
@@ -241,7 +258,7 @@ def calibration_for(settings: Any, folder: Path | None = None) -> tuple[Calibrat
     device = device_now(settings.on_gpu)
     if device is None:
         return None, notes
-    found = derive(records, device, settings.backend)
+    found = derive(records, device, settings.backend, settings.flash_attn)
     if found is not None:
         found.notes = notes
     return found, notes
@@ -258,7 +275,14 @@ def calibration_now(settings: Any) -> tuple[Calibration | None, list[str]]:
         stamp = folder.stat().st_mtime_ns
     except OSError:
         stamp = None
-    key = (str(folder), stamp, settings.backend, settings.on_gpu, settings.memory.kv_from_budget)
+    key = (
+        str(folder),
+        stamp,
+        settings.backend,
+        settings.on_gpu,
+        settings.memory.kv_from_budget,
+        flash_bucket(settings.flash_attn),
+    )
     if key not in _NOW:
         _NOW.clear()
         _NOW[key] = calibration_for(settings)
