@@ -17,8 +17,8 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.logs import rules as ls
 from vramtui.core.logs.analysis import _engine_hint
 from vramtui.core.logs.rules import LogProfile, Say
-from vramtui.core.logs.stages import kv_bytes_for_budget, slots_whose_threads_fit
 from vramtui.core.logs.verdict import SAYS_KILLED, Diagnosis
+from vramtui.core.memory.room import kv_bytes_for_budget, slots_whose_threads_fit
 from vramtui.core.units import GIB
 
 FAILURE_WORDS: dict[str, str] = {

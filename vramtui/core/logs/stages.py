@@ -29,38 +29,3 @@ FAILURES: tuple[str, ...] = (
 # imports): no engine setting helps, only a larger budget (but for the engine's own named fix: fewer
 # slots, where the threads it starts are one per slot).
 BUDGET_TOO_SMALL: frozenset[str] = frozenset({"budget_start", "budget_import", "http_threads_start"})
-
-# The stack each thread reserves in the address space (glibc takes RLIMIT_STACK: 8 MiB on Linux).
-THREAD_STACK_BYTES = 8 << 20
-
-
-# The HTTP threads llama-server starts beside one per slot.
-_THREADS_BESIDE_SLOTS = 4
-
-
-def threads_take_the_budget(threads: float | None, budget: float | None) -> bool:
-    """A server's start-up threads (llama-server's HTTP pool: one per slot and a few) reserve more than a
-    quarter of the budget in stacks, and one slot's would fit there: fewer slots let it start. Where even
-    those few do not fit, the budget itself is too small."""
-    if not threads or not budget:
-        return False
-    room = budget / 4 // THREAD_STACK_BYTES
-    return threads > room >= _THREADS_BESIDE_SLOTS + 1
-
-
-def slots_whose_threads_fit(threads: float, slots: float | None, budget: float) -> int:
-    """Slots whose threads' stacks take at most a quarter of the budget (a power of two, below `slots`
-    where known): the threads beyond the slots (`threads - slots`) stay."""
-    extra = max(int(threads - slots), 0) if slots else _THREADS_BESIDE_SLOTS
-    room = int(budget / 4 // THREAD_STACK_BYTES) - extra
-    value = 1
-    while value * 2 <= room and (not slots or value * 2 < slots):
-        value *= 2
-    return value
-
-
-def kv_bytes_for_budget(kv_bytes: float, budget: float, used: float = 0.0) -> int:
-    """A KV cache sized outright for a host budget it did not fit: half of what the budget leaves beside
-    what the engine already held (`used`), never more than half the cache that failed; whole MiB."""
-    room = budget - used if budget > used else budget
-    return max(16, int(min(kv_bytes, room) / 2) >> 20) << 20

@@ -15,9 +15,9 @@ from vramtui.core.logs.analysis import _clip
 from vramtui.core.logs.kernel import kill_times, kills_near
 from vramtui.core.logs.rules import STAGE_INDEX, STAGES, LogProfile
 from vramtui.core.logs.ruletypes import MILESTONE_FLOOR
-from vramtui.core.logs.stages import threads_take_the_budget
 from vramtui.core.logs.state import MAX_EVIDENCE, MAX_QUOTE, LogState, _Found, _quote
 from vramtui.core.memory.parts import is_cpu_backend_buffer, is_host_buffer
+from vramtui.core.memory.room import threads_take_the_budget
 
 
 @dataclass

@@ -27,7 +27,7 @@ from vramtui.core.backends.base import (
     whole,
 )
 from vramtui.core.errors import VramtuiError
-from vramtui.core.logs.stages import slots_whose_threads_fit
+from vramtui.core.memory.room import slots_whose_threads_fit
 
 GPU_LAYERS_DOWN = Rung(
     "gpu_layers",

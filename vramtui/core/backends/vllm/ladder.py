@@ -18,7 +18,7 @@ from vramtui.core.backends.base import (
     Ladder,
     Rung,
 )
-from vramtui.core.logs.stages import kv_bytes_for_budget
+from vramtui.core.memory.room import kv_bytes_for_budget
 
 MEM_SHARE_UP = Rung(
     "mem_share", "up", "a larger memory share for the engine", "less room for other processes"
