@@ -87,6 +87,9 @@ def test_unreadable_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.C
     assert main(["diagnose", str(tmp_path)]) == 2
     assert main(["diagnose", str(binary), "--backend", "nosuch"]) == 2
     assert "unknown backend" in capsys.readouterr().err
+    # a log-only engine's near miss is named too (sglang, tgi have no Backend to suggest them)
+    assert main(["diagnose", str(binary), "--backend", "sglan"]) == 2
+    assert "unknown backend 'sglan'; did you mean 'sglang'?" in capsys.readouterr().err
 
 
 def test_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

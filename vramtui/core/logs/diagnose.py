@@ -15,6 +15,7 @@ The diagnosis is split by concern, and this module keeps the public API:
 
 from __future__ import annotations
 
+import difflib
 import io
 import os
 import stat
@@ -302,10 +303,9 @@ def _normalize_backend(name: str) -> str:
         return get_backend(key).name
     except VramtuiError as error:
         known = ", ".join(ls.BACKEND_NAMES)
-        hint = str(error).partition(" (known")[0].partition(";")[2]  # "; did you mean 'vllm'?", if any
-        raise VramtuiError(
-            f"unknown backend {name!r}{';' + hint if hint else ''} (known: {known})"
-        ) from error
+        near = difflib.get_close_matches(key, ls.BACKEND_NAMES, n=1, cutoff=0.7)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise VramtuiError(f"unknown backend {name!r}{hint} (known: {known})") from error
 
 
 def diagnose_lines(
