@@ -155,6 +155,21 @@ def test_sampler_history_and_tree_watch_keep_the_peak(child: Child) -> None:
     assert buckets[-1].last == watch.last_rss
 
 
+def test_a_sample_taken_at_once_holds_a_peak_between_two_ticks(child: Child) -> None:
+    """A run of a second (a tiny model's check) can allocate and stop between two ticks of a slow watch:
+    the launcher samples at once after its request, before the stop."""
+    child.expect("idle")
+    with TreeWatch(child.pid, interval_s=60, nvml=False) as watch:  # one tick at start, none after
+        child.go()
+        child.expect("allocated")
+        before = watch.peak_rss
+        sample = watch.sample_now()
+        assert sample.host is not None and child.pid in sample.host.tree_pids
+        assert watch.peak_rss - before >= 190 * MIB
+        child.go()
+        child.expect("freed")
+
+
 def test_sampler_survives_a_failing_source() -> None:
     class Broken:
         calls = 0

@@ -473,6 +473,14 @@ class ModelServer:
         self._watch = TreeWatch(self.proc.pid, self.sample_interval_s, nvml=nvml, on_sample=self._on_sample)
         self._watch.start()
 
+    def sample_now(self) -> None:
+        """One memory sample at once (after a request, before the stop): a run of a second or two must
+        not have its peak fall between two ticks of the watch."""
+        watch = getattr(self, "_watch", None)
+        if watch is not None and self.running:
+            with contextlib.suppress(Exception):  # the measurement must never take the run down
+                watch.sample_now()
+
     def _on_sample(self, sample: Any) -> None:
         host = sample.host
         rss = host.tree_rss if host is not None and host.tree_pids else None
@@ -898,6 +906,7 @@ def run_check(
                         server.base_url, replay, model=server.plan.model_name, timeout_s=replay_timeout_s
                     )
                     server._event("request_end", replayed.meaning)
+                server.sample_now()
     finally:
         answered = smoke is not None and smoke.ok and (replayed is None or replayed.ok)
         if not (keep_if_works and answered and server.running):

@@ -539,6 +539,13 @@ class TreeWatch:
         self.sampler.start()
         return self
 
+    def sample_now(self) -> Sample:
+        """One sample at once, beside the ticks (after a request: a short run's peak must not fall between
+        two of them)."""
+        sample = self.sampler.sample_once()
+        self._on_sample(sample)
+        return sample
+
     def stop(self) -> None:
         self.sampler.stop()
 
