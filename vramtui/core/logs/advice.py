@@ -18,7 +18,7 @@ from vramtui.core.logs import rules as ls
 from vramtui.core.logs.analysis import _engine_hint
 from vramtui.core.logs.rules import LogProfile, Say
 from vramtui.core.logs.verdict import SAYS_KILLED, Diagnosis
-from vramtui.core.memory.room import kv_bytes_for_budget, slots_whose_threads_fit
+from vramtui.core.memory.room import kv_bytes_for_budget, kv_set_aside, slots_whose_threads_fit
 from vramtui.core.units import GIB
 
 FAILURE_WORDS: dict[str, str] = {
@@ -826,13 +826,8 @@ def _values(
     return values
 
 
-def _kv_set_aside(figures: Mapping[str, float]) -> float | None:
-    """The KV cache an engine sized in bytes before allocating it (vLLM's), or None."""
-    return figures.get("kv_cache_memory_bytes") or figures.get("kv_cache_available") or None
-
-
 def _kv_values(figures: dict[str, int | float]) -> dict[str, str]:
-    kv, budget = _kv_set_aside(figures), figures.get("host_budget")
+    kv, budget = kv_set_aside(figures), figures.get("host_budget")
     if not kv:
         return {}
     fit = kv_bytes_for_budget(kv, budget) if budget else int(kv / 2)
@@ -917,7 +912,7 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
     ),
     "at_weights": lambda diagnosis, formats, profile: diagnosis.failure_stage in _LOADING,
     "kv_set_aside": lambda diagnosis, formats, profile: (
-        diagnosis.failure_stage == "kv_cache" and _kv_set_aside(diagnosis.engine_figures) is not None
+        diagnosis.failure_stage == "kv_cache" and kv_set_aside(diagnosis.engine_figures) is not None
     ),
     "can_shorten": lambda diagnosis, formats, profile: (
         not _context_now(diagnosis.engine_figures)

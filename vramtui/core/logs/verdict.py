@@ -187,9 +187,6 @@ def _first_failure(state: LogState, profile: LogProfile | None) -> _Pick:
     return _Pick(found, cut=cut)
 
 
-_AFTER_WEIGHTS = frozenset({"kv_cache", "ready", "inference"})
-
-
 def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
     """Classes the first error alone does not tell: a wrong format, a host budget, graph capture."""
     if _wrong_format(profile, pick.failure, pick.cause, state.formats):
@@ -199,7 +196,8 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
     under_budget = state.host_budget or "host_budget" in state.figures
     # Under the budget, a thread the engine could not start (no room for its stack), or a crash before the
     # engine printed a line of its own (the loader could not map its libraries): the budget's doing.
-    if under_budget and pick.cause == "thread_start" and found is not None and found.stage in _AFTER_WEIGHTS:
+    after_weights = found is not None and STAGE_INDEX[found.stage] >= STAGE_INDEX["kv_cache"]
+    if under_budget and pick.cause == "thread_start" and after_weights:
         # OpenMP's workers start at the first graph, after the weights and the cache: those took the room
         pick.failure, pick.cause = "host_oom", "thread_no_room"
     elif under_budget and (

@@ -4,6 +4,8 @@ wizard share (the address-space budget vramtui puts on a CPU run counts thread s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 # The stack each thread reserves in the address space (glibc takes RLIMIT_STACK: 8 MiB on Linux).
 THREAD_STACK_BYTES = 8 << 20
 
@@ -38,3 +40,9 @@ def kv_bytes_for_budget(kv_bytes: float, budget: float, used: float = 0.0) -> in
     what the engine already held (`used`), never more than half the cache that failed; whole MiB."""
     room = budget - used if budget > used else budget
     return max(16, int(min(kv_bytes, room) / 2) >> 20) << 20
+
+
+def kv_set_aside(figures: Mapping[str, float]) -> float | None:
+    """The KV cache an engine sized in bytes before allocating it (vLLM's: the bytes asked for, else what
+    its share left), from a log's figures; None when it printed neither."""
+    return figures.get("kv_cache_memory_bytes") or figures.get("kv_cache_available") or None

@@ -18,7 +18,7 @@ from vramtui.core.backends.base import (
     Ladder,
     Rung,
 )
-from vramtui.core.memory.room import kv_bytes_for_budget
+from vramtui.core.memory.room import kv_bytes_for_budget, kv_set_aside
 
 MEM_SHARE_UP = Rung(
     "mem_share", "up", "a larger memory share for the engine", "less room for other processes"
@@ -123,7 +123,7 @@ def _kv_over_budget(run: FailedRun) -> tuple[str, object, str] | None:
     """The KV cache vLLM set aside (asked for, or its share of the machine) did not fit the budget: the
     context does not size it, its bytes do; half of what the budget leaves beside the engine."""
     figures = run.figures
-    kv = figures.get("kv_cache_memory_bytes") or figures.get("kv_cache_available")
+    kv = kv_set_aside(figures)
     if not kv:
         return None
     budget, used = figures["host_budget"], float(run.peak_bytes or 0)
