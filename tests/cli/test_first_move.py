@@ -80,3 +80,5 @@ def test_check_the_wizard_and_the_attached_wizard_take_the_same_first_move(
     told = [line.strip() for line in text if line.strip().startswith(("first move", "advice:"))]
     assert told[0].startswith(f"first move (the wizard's): context (--n_ctx): {CONTEXT} → {first[2]} — ")
     assert not any("--n_ctx" in line for line in told[1:]), told
+    # the advice left after the first move's own line stands alone: no "Or ..." after a line not shown
+    assert not any(line.startswith(("advice: Or ", "advice: Then ")) for line in told), told

@@ -82,6 +82,11 @@ async def test_a_failed_run_lands_on_its_error_and_n_proposes_without_relaunchin
         assert "host out of memory" in status or "out of memory" in drawn(app, log), status
         assert codes_on(words_on_screen(app)) == [], words_on_screen(app)
 
+        # The advice in the header is sized by the wizard's arithmetic, as `vramtui check` prints it.
+        await wait_for(pilot, lambda: bool(log.sized_advice), timeout_s=30)
+        header = str(app.query_one("#diagnosis", Static).render())
+        assert "--n_ctx 32768" in header and "[by the estimate: fits]" in header, header
+
         # n: the wizard takes the failed run as its step 0 and proposes, with no second load.
         app.action_show_pane("wizard")
         await pilot.press("n")

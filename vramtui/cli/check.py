@@ -95,9 +95,11 @@ def _first_move(profile, result):  # type: ignore[no-untyped-def]
 
 def _advice(lines: list[str], move) -> list[str]:  # type: ignore[no-untyped-def]
     """The diagnosis' advice, less the lines that give the first move's setting another value."""
+    from vramtui.core.logs.advice import standing_alone
+
     if move is not None and move.knob:
         lines = [line for line in lines if move.knob not in line]
-    return lines
+    return standing_alone(lines)
 
 
 def _gpu_source():  # type: ignore[no-untyped-def]

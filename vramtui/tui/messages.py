@@ -69,6 +69,16 @@ class BillReconciled(Message):
         self.title = title
 
 
+class AdviceSized(Message):
+    """A failed launch's advice, each line with what the wizard's arithmetic makes of the change it names
+    (the same sizing `vramtui check` prints): the log pane shows these in place of the bare lines."""
+
+    def __init__(self, feed: LogFeed, lines: list[str]) -> None:
+        super().__init__()
+        self.feed = feed
+        self.lines = lines
+
+
 class AttachReady(Message):
     """A server picked in the table was looked at: follow it (`view`), or say why not (`problem`)."""
 

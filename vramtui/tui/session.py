@@ -171,20 +171,42 @@ class ModelSession:
                 return
             if not ready:
                 self.check = finished_check(server)
+                self._size_advice(self.check, feed, pane)
             self._post("ready" if ready else "failed", server.pid)
             if ready and pane is not None:
                 self._bill_later(server, pane, generation)
-            self._follow(server, feed, generation)
+            self._follow(server, feed, generation, pane)
         except VramtuiError as error:
             feed.push(f"vramtui: {error}")
             feed.end(None)
             if self.server is not None:
                 self.check = finished_check(self.server, str(error))
+                self._size_advice(self.check, feed, pane)
             self._post("failed")
         except Exception as error:  # the app must survive a launcher failure and say why
             feed.push(f"vramtui: could not launch: {type(error).__name__}: {error}")
             feed.end(None)
             self._post("failed")
+
+    def _size_advice(self, check: Any, feed: Any, pane: Any) -> None:
+        """The failed run's advice sized by the wizard's arithmetic, as `vramtui check` prints it, posted
+        to the log pane from a thread (the estimate reads the model's files)."""
+        advice = list(getattr(getattr(check, "diagnosis", None), "advice", None) or [])
+        if pane is None or not advice or not getattr(check, "failure", None):
+            return
+        from vramtui.tui.messages import AdviceSized
+
+        def size() -> None:
+            from vramtui.core.wizard.wizard import first_move_and_advice
+
+            try:
+                _move, sized = first_move_and_advice(self.profile, check, advice=advice)
+            except VramtuiError:
+                return  # the advice stays as the log gave it
+            if sized != advice:
+                pane.post_message(AdviceSized(feed, sized))
+
+        threading.Thread(target=size, name="vramtui-advice", daemon=True).start()
 
     def _bill_later(self, server: Any, pane: Any, generation: int) -> None:
         """The bill reconciled once the server settles after ready (its plateau), into the log pane."""
@@ -201,7 +223,7 @@ class ModelSession:
 
         threading.Thread(target=post, name="vramtui-bill", daemon=True).start()
 
-    def _follow(self, server: Any, feed: Any, generation: int) -> None:
+    def _follow(self, server: Any, feed: Any, generation: int, pane: Any = None) -> None:
         """Wait for the server to end; one that ends on its own is reaped and its verdict kept."""
         assert server.proc is not None
         returncode = server.proc.wait()
@@ -211,7 +233,10 @@ class ModelSession:
             # engine how it exited (137 with no error text: the OOM killer).
             server.stop()
             self.returncode = returncode
+            sized = self.check is not None  # a launch that never came up had its advice sized then
             self.check = finished_check(server)
+            if not sized:
+                self._size_advice(self.check, feed, pane)
             self._post("exited")
         # A stop we asked for is not a crash: the log engine must not read 137 as the OOM killer.
         feed.end(None if stopped else returncode)

@@ -112,7 +112,7 @@ def test_the_prediction_is_set_beside_the_buffers_the_engine_printed() -> None:
         engine={"kv_cache_available": 256 << 20},
     )  # fmt: skip
     assert predicted_against_printed(proposal, kv_only) == (
-        "predicted ~256 MiB for the KV cache; the engine printed 256 MiB"
+        "predicted ~256 MiB for the KV cache (of ~3300 MiB in all); the engine printed 256 MiB"
     )
     every = Observation(
         ready=True, smoke_ok=True, stage="inference", failure_stage=None, failure=None,
@@ -121,6 +121,19 @@ def test_the_prediction_is_set_beside_the_buffers_the_engine_printed() -> None:
     assert predicted_against_printed(proposal, every) == (
         "predicted ~3300 MiB for the weights, KV cache, compute buffers; the engine printed 3306 MiB"
     )
+    # llama-cpp-python's own logits (host RAM it prints no line for) are in the proposal's figure: the step
+    # names that figure beside the printed buffers' share, not two numbers that read as a miss (QA: 891/859)
+    proposal.predicted_parts = {"weights": 20.5, "kv_cache": 256.0, "compute": 582.0, "output": 32.5}
+    proposal.predicted_mib = 891.0
+    unprinted = Observation(
+        ready=True, smoke_ok=True, stage="inference", failure_stage=None, failure=None,
+        engine={"model_buffer": 20.5 * MIB, "kv_buffer": 256 << 20, "compute_buffer": 583 << 20},
+    )  # fmt: skip
+    assert predicted_against_printed(proposal, unprinted) == (
+        "predicted ~858 MiB for the weights, KV cache, compute buffers (of ~891 MiB in all); "
+        "the engine printed 860 MiB"
+    )
+    proposal.predicted_mib = 3300.0
     proposal.predicted_parts = {}  # a step recorded before the parts were kept
     assert predicted_against_printed(proposal, kv_only).startswith("predicted ~3300 MiB for the buffers")
 

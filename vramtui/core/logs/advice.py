@@ -1067,9 +1067,14 @@ def advise(
         own.insert(0, f"The engine says what to change: {hint}")  # better than our generic line
     advice.extend(own)
     advice.insert(min(1, len(advice)), _metal_working_set(diagnosis))  # after the first move: it says why
-    said = [line for line in dict.fromkeys(advice) if line]
-    # the line it follows or is the alternative to was not said (the engine has no such knob, or the run
-    # already has that value)
+    return standing_alone([line for line in dict.fromkeys(advice) if line])
+
+
+def standing_alone(lines: list[str]) -> list[str]:
+    """The advice with its first line rid of "Or"/"Then": the line it follows or is the alternative to
+    was not said (the engine has no such knob, the run already has that value, or `check` left it out
+    because the wizard's first move changes that setting)."""
+    said = list(lines)
     for word in ("Or ", "Then "):
         if said and said[0].startswith(word):
             said[0] = said[0][len(word)].upper() + said[0][len(word) + 1 :]

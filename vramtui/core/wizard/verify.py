@@ -225,4 +225,12 @@ def predicted_against_printed(proposal: Proposal, after: Observation) -> str:
         )
     predicted = sum(proposal.predicted_parts.get(part, 0.0) for part in shown)
     names = ", ".join(LABELS[part] for part in shown)
-    return f"predicted ~{predicted:.0f} MiB for the {names}; the engine printed {sum(printed.values()) / MIB:.0f} MiB"
+    # the proposal's figure (its "needs about N MiB") is the whole bill: say it where the engine left some
+    # of it unprinted, so the two numbers the user reads are not taken for a miss
+    whole = (
+        f" (of ~{proposal.predicted_mib:.0f} MiB in all)" if proposal.predicted_mib - predicted >= 1 else ""
+    )
+    return (
+        f"predicted ~{predicted:.0f} MiB for the {names}{whole}; "
+        f"the engine printed {sum(printed.values()) / MIB:.0f} MiB"
+    )

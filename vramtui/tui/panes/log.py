@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import Input, Static
 
-from vramtui.tui.messages import BillReconciled
+from vramtui.tui.messages import AdviceSized, BillReconciled
 from vramtui.tui.panes.base import Pane
 from vramtui.tui.panes.log_header import HEADER_ROWS, header_text
 from vramtui.tui.widgets.linestore import RowChunk
@@ -73,6 +73,7 @@ class LogPane(Pane):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.diagnosis: Any = None
+        self.sized_advice: list[str] = []  # a failed launch's advice with the arithmetic's word on each
         self.progress: Progress | None = None  # a file still being read
         self.source_label = ""
         self.feed: LogFeed | None = None
@@ -112,6 +113,7 @@ class LogPane(Pane):
         self.view.clear(None if path is None else str(path))
         self.query_one("#bill", Static).remove_class("-shown")  # the bill was the last run's
         self.diagnosis = None
+        self.sized_advice = []
         self.finished = False
         # A file says it is being read from the first frame, before its first batch.
         self.progress = None if path is None else Progress(0, path.stat().st_size if path.is_file() else 0)
@@ -192,6 +194,13 @@ class LogPane(Pane):
         bill.add_class("-shown")
         self.view.keep_tail()
 
+    @on(AdviceSized)
+    def _on_advice_sized(self, message: AdviceSized) -> None:
+        """The launch that failed is still the one shown: its advice gets the arithmetic's words."""
+        if message.feed is self.feed:
+            self.sized_advice = message.lines
+            self.show_diagnosis()
+
     def _failed_with_error(self) -> bool:
         diagnosis = self.diagnosis
         return bool(diagnosis is not None and diagnosis.failed and self.view.first_error is not None)
@@ -218,6 +227,7 @@ class LogPane(Pane):
             rows=min(HEADER_ROWS, max(2, self.size.height // 2)),
             first_error_line=None if view.first_error is None else view.first_error + 1,
             progress=self.progress,
+            sized_advice=self.sized_advice,
         )
         self.query_one("#diagnosis", Static).update(text)
         for pane in self.app.query("WizardPane"):  # by name: the wizard offers the on-GPU goal

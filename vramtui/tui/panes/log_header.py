@@ -91,12 +91,18 @@ def _verdict(app: Any, diagnosis: Any, line_count: int, first_error_line: int | 
     return text, error
 
 
-def _notes(app: Any, diagnosis: Any) -> list[Text]:
+def with_sizes(advice: list[str], sized: list[str]) -> list[str]:
+    """Each advice line, or its sized form (the line with the arithmetic's word after it) where one is."""
+    return [next((line for line in sized if line.startswith(plain)), plain) for plain in advice]
+
+
+def _notes(app: Any, diagnosis: Any, sized: list[str]) -> list[Text]:
     """Advice (flag and value first), quiet failures and fit's projection: one block each, in the order
     they are shown while rows remain."""
     blocks = []
     marks = (("→ ", "accent"), ("⚠ ", "log-warning"), ("≈ ", "accent"))
     advice = with_values_first([str(line) for line in getattr(diagnosis, "advice", None) or []])
+    advice = with_sizes(advice, sized)
     warnings = [str(line) for line in getattr(diagnosis, "warnings", None) or []]
     backend = getattr(diagnosis, "backend", None) or "unknown backend"
     fit = _fit_summary(getattr(diagnosis, "engine_figures", None) or {}, backend)
@@ -124,11 +130,13 @@ def header_text(
     rows: int = HEADER_ROWS,
     first_error_line: int | None = None,
     progress: Progress | None = None,
+    sized_advice: list[str] | None = None,
 ) -> Text:
     """The header in `rows` rows of `width` cells (0: not laid out yet, everything in).
 
     `first_error_line`: the first error's number as the view's gutter shows it (default: the
-    diagnosis' own numbering). `progress`: a file still being read, so no verdict yet."""
+    diagnosis' own numbering). `progress`: a file still being read, so no verdict yet. `sized_advice`:
+    the advice as the wizard's arithmetic sized it (a failed launch), shown in place of the bare lines."""
     app = pane.app
     text = Text(no_wrap=False, overflow="fold")
     if progress is not None:
@@ -144,7 +152,7 @@ def header_text(
         )
         return text
     head, error = _verdict(app, diagnosis, line_count, first_error_line)
-    return _fitted(app, head, error, _notes(app, diagnosis), width, rows)
+    return _fitted(app, head, error, _notes(app, diagnosis, sized_advice or []), width, rows)
 
 
 def _fitted(app: Any, head: Text, error: str, blocks: list[Text], width: int, rows: int) -> Text:
