@@ -163,7 +163,7 @@ def test_log_facts_from_real_llama_cpp_lines(tmp_path: Path) -> None:
         "model_buffer": round(20.52 * MIB),
         "failed_alloc": 2147483648,
     }  # rounded, as the diagnosis reads it
-    assert facts == {"file_type": "f16", "n_ctx": "262144", "flash_attn": "disabled"}
+    assert facts == {"file_type": "f16", "n_ctx": "262144"}  # flash attention: the diagnosis' figure
     figures, facts = _read_log(tmp_path, READY_LOG.format(n_ctx=32768, kv_mib=256.0))
     assert figures["kv_buffer"] == 256 * MIB and figures["compute_buffer"] == round(583.01 * MIB)
     assert facts["kv_type"] == "f16" and facts["n_ctx"] == "32768"
@@ -690,3 +690,30 @@ def test_advice_that_names_a_count_is_sized_by_the_wizards_arithmetic(demo_model
     sized = sized_advice(MemoryModel(profile), profile, lines)
     assert sized[0].endswith("[by the estimate: not enough alone]")  # 2 GiB of KV stay
     assert sized[1].endswith("[by the estimate: fits]") and sized[2] == lines[2]
+
+
+def test_flash_attention_is_confirmed_from_the_diagnosis_figure_whatever_the_build_prints() -> None:
+    """The wizard read flash attention with a regex of its own: an older build's "flash_attn = 1" read
+    "asked for flash attention enabled, the log shows 1", a failed verification of a change that took."""
+    from vramtui.core.logs.diagnose import diagnose_text
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.verify import _echoed
+
+    profile = Profile(backend="llama.cpp", model="m.gguf", params={"flash_attn": "off"})
+    proposal = Proposal("flash_attn", "off", "on", "why")
+    said = {
+        "llama_new_context_with_model: flash_attn = 1": True,  # builds of 2024
+        "llama_context: flash_attn    = enabled": True,
+        "llama_context: flash_attn    = auto\nllama_context: Flash Attention was auto, set to enabled": True,
+        "llama_context: flash_attn    = auto\nllama_context: Flash Attention was auto, set to disabled": False,
+        "llama_context: flash_attn    = 0": False,
+    }
+    for lines, confirmed in said.items():
+        engine = diagnose_text(f"build: 6000 (abc)\n{lines}\n", kernel_log=lambda: None).engine_figures
+        after = Observation(
+            ready=True, smoke_ok=True, stage="inference", failure_stage=None, failure=None, engine=engine
+        )
+        verdict = _echoed(proposal, None, after, profile)
+        assert verdict is not None and verdict[0] is confirmed, (lines, verdict)
+    unresolved = Observation(ready=True, smoke_ok=True, stage="inference", failure_stage=None, failure=None)
+    assert _echoed(proposal, None, unresolved, profile) is None  # "auto" alone: nothing to compare

@@ -2,7 +2,8 @@
 
 The sizes come from the log diagnosis (`Diagnosis.engine_figures`, the one parser of the engine's
 buffer lines) and are read as the one memory vocabulary (`vramtui.core.memory.parts`). Besides the
-sizes, verification compares a few settings the engine echoes (file type, flash attention, KV type).
+sizes, verification compares a few settings the engine echoes (file type, KV type; flash attention as a
+figure of the diagnosis).
 """
 
 from __future__ import annotations
@@ -28,27 +29,21 @@ ENGINE_FIGURE_NAMES = {
     "failed_alloc": "oom_requested",
 }
 
-# Settings llama.cpp echoes at start-up (not sizes: those are the diagnosis' figures).
+# Settings llama.cpp echoes at start-up (not sizes: those are the diagnosis' figures; flash attention as
+# the engine resolved it is one of them, `flash_attn`).
 _FILE_TYPE = re.compile(r"file type\s*=\s*(\S+)", re.I)
-# "= auto" is resolved on a later line ("Flash Attention was auto, set to enabled", "resolve_fused_ops:
-# Flash Attention enabled"): the last one wins
-_FLASH = re.compile(
-    r"llama_context:\s*flash_attn\s*=\s*(\w+)|flash attention (?:was auto, set to )?(enabled|disabled)\s*$",
-    re.I,
-)
 _KV_TYPE = re.compile(r"K \((\w+)\):.*V \((\w+)\):")
 _TAIL_BYTES = 8 * MIB  # startup logs are small; a runaway one is read from its tail, where the failure is
 
 
 def read_settings(text: str) -> dict[str, str]:
-    """The settings the engine printed: file_type, flash_attn, kv_type (V's) and kv_type_k, mmap_failed
-    (last one wins)."""
+    """The settings the engine printed: file_type, kv_type (V's) and kv_type_k, mmap_failed (last one
+    wins)."""
     facts: dict[str, str] = {}
     for line in text.splitlines():
-        for key, pattern in (("file_type", _FILE_TYPE), ("flash_attn", _FLASH)):
-            match = pattern.search(line)
-            if match:
-                facts[key] = next(group for group in match.groups() if group).lower()
+        match = _FILE_TYPE.search(line)
+        if match:
+            facts["file_type"] = match.group(1).lower()
         kv = _KV_TYPE.search(line)
         if kv:
             facts["kv_type_k"] = kv.group(1).lower()

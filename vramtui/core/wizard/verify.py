@@ -130,11 +130,15 @@ def _echoed(
         if not k_type == v_type == kv_dtype_name(value):
             return False, f"asked for a {value} KV cache, the engine printed K ({k_type}), V ({v_type})"
         return True, f"the log confirms a {v_type} KV cache (K ({k_type}), V ({v_type}))"
-    if param == "flash_attn" and "flash_attn" in facts:
-        wanted = "enabled" if switch(value) is True else "disabled"
-        if facts["flash_attn"] not in (wanted, "auto"):
-            return False, f"asked for flash attention {wanted}, the log shows {facts['flash_attn']}"
-        return True, f"the log confirms flash_attn = {facts['flash_attn']}"
+    flash = after.engine.get("flash_attn")  # the diagnosis' figure: 1 or 0 as resolved (none for "auto")
+    if param == "flash_attn" and flash is not None:
+        wanted, seen = (
+            ("enabled" if switch(value) is True else "disabled"),
+            ("enabled" if flash else "disabled"),
+        )
+        if seen != wanted:
+            return False, f"asked for flash attention {wanted}, the log shows it {seen}"
+        return True, f"the log confirms flash attention {seen}"
     if param == "model" and "file_type" in facts:
         expected = quant_of(str(value))
         if expected and facts["file_type"] != expected:
