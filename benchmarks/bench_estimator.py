@@ -545,6 +545,10 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # GPUs; every llama.cpp run from the ik_llama.cpp threads, where users paste mainline logs too) at 810028b
     # before any change: mainline KV 12/12, weights 18/19, compute 19/19; ik KV 11/11, weights 16/17, compute
     # 12/17; vLLM unscored (no config.json; Llama 3.1 8B's taken under its first name after: weights 1/1).
+    # Round 14 (12, only 3 whole: the search tool gives one excerpt per thread, and few threads were left
+    # unused) at 17f88f1 before any change: mainline KV 1/1, compute 2/2 (one Metal run; nine fragments print
+    # no shape lines); ik KV 2/2, weights 1/2, compute 2/4. Its ik misses showed ik_llama.cpp's f16 mask from
+    # its build 3907 (host x2.09 -> x1.13, the rest Qwen3-VL's deepstack width in the printed n_embd).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -565,6 +569,7 @@ _NEWEST_ROUNDS = {
     "round11.jsonl": "round 11, both parts (gathered after the estimator of 2026-12-03, ninth session, later)",
     "round12.jsonl": "round 12, both parts (gathered after the estimator of 2026-12-03, tenth session)",
     "round13.jsonl": "round 13, both parts (gathered after the estimator of 2026-12-04, eleventh session)",
+    "round14.jsonl": "round 14, both parts (gathered after the estimator of 2026-12-04, twelfth session)",
 }
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from vramtui.core.backends.llama_cpp.graph import OUTPUTS_CAP_BUILD
 from vramtui.core.backends.llama_cpp.iktypes import IK_GGML_TYPES
+from vramtui.core.backends.llama_cpp.memory import IK_FORK_BUILD
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import quant as q
 from vramtui.core.estimate import recurrent
@@ -56,6 +57,7 @@ FILES = (
     DATA / "printouts" / "round11.jsonl",
     DATA / "printouts" / "round12.jsonl",
     DATA / "printouts" / "round13.jsonl",
+    DATA / "printouts" / "round14.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -679,14 +681,36 @@ _ERAS: tuple[tuple[str, int], ...] = (
 
 # "main: build = 3986 (07028f9d)", "build: 6110 (...)", and newer binaries' "build_info: b9010-d05fe1d7d"
 # (a packager's own numbering, Lemonade's "b1-e77056f", is no llama.cpp build)
-_BUILD = re.compile(r"\bbuild(?: =|:)? (\d{4,5}) \(|\bbuild_info: b(\d{4,5})-")
+# ik_llama.cpp's own count: "version: 3956 (320fc606), built with ...", its server's "build info | ... build=3899"
+# (or its JSON log's "build":3874)
+_BUILD = re.compile(
+    r"\bbuild(?: =|:)? (\d{4,5}) \(|\bbuild_info: b(\d{4,5})-|^version: (\d{4,5}) \("
+    r"|build info\b.*?\bbuild\"?[=:](\d{4,5})\b",
+    re.M,
+)
+
+
+def printed_build(text: str) -> int | None:
+    """The build number a log prints of its engine (llama.cpp's, or ik_llama.cpp's own count), or None."""
+    if found := _BUILD.search(text):
+        return int(next(group for group in found.groups() if group))
+    return None
+
+
+def _engine_build(case: dict[str, Any]) -> int | None:
+    """The build the estimate takes the run for. An ik_llama.cpp log is dated by its own count alone
+    (mainline's wording eras mean nothing in the fork): without one, a build of the fork's early era (its
+    logs in the corpus that print no number are of 2025's first half, or name a commit of then)."""
+    if case["family"] == "ik_llama.cpp":
+        return printed_build(case["log"]) or IK_FORK_BUILD
+    return build_of(case["log"])
 
 
 def build_of(text: str) -> int | None:
     """The llama.cpp build a log was printed by: its own `build N (hash)` line, else its wording's era
     (None: no marker; today's build assumed)."""
-    if found := _BUILD.search(text):
-        return int(found.group(1) or found.group(2))
+    if (found := printed_build(text)) is not None:
+        return found
     if (
         "llama_context: n_seq_max" in text
         and "n_outputs_max" not in text
@@ -970,7 +994,7 @@ def score(case: dict[str, Any]) -> Scored:
             scored.left_out["weights"] = "no file size printed"
         tied = with_tied_guess(info, file_type, file_bytes, run.type_counts)
         info = lay_out_weights(tied, file_type, file_bytes, run.type_counts)
-    settings = replace(settings, engine_build=build_of(case["log"]))
+    settings = replace(settings, engine_build=_engine_build(case))
     est = estimate(info, settings)
     for term in TERMS:
         printed = run.printed.terms[term]

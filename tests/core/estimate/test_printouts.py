@@ -200,6 +200,15 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "the host compute buffer of a hybrid (Gated DeltaNet) model with an MTP draft context (28 MiB printed, "
         "36 estimated, x1.29): which of the recurrent layers' inputs stay on the host is not modelled"
     ),
+    **dict.fromkeys(
+        [
+            ("p14-ik_llama.cpp-5090-qwen3vl-235b-q4kxl-otcpu-182k", "weights"),
+            ("p14-ik_llama.cpp-5090-qwen3vl-30b-iq3xxs-ot30layers-ub2048-q8kv", "compute"),
+        ],
+        "Qwen3-VL's printed n_embd is its input width with the three deepstack features (x4: 8192 for a "
+        "2048-wide model): the log gives the reader no other width, so the attention matrices on CUDA0 "
+        "(x1.31) and the host's embedding rows (x1.43) are sized 4x wide; a GGUF's embedding_length is right",
+    ),
 }
 
 
@@ -334,3 +343,18 @@ def test_vllm_printouts_are_scored_with_their_published_configs() -> None:
     figures = [t for s in scored for t in s.terms]
     assert {t.term for t in figures} == set(po.TERMS)
     assert sum(1 for s in scored if s.terms) >= 5
+
+
+def test_ik_llama_cpp_builds_its_mask_in_f16_with_flash_attention_from_its_build_3907() -> None:
+    """ik_llama.cpp's #825 (build 3907, 2025-10-13) makes a causal KQ mask f16 with flash attention: the
+    host's input is half of mainline's f32 one, and no device keeps an f32 copy beside its f16 cast. GLM
+    printouts of either side of that build, the host's buffer within 2% (was x1.87 after it)."""
+    host = {}
+    for case in po.cases():
+        if case["id"] in (
+            "p10-ik_llama.cpp-glm46-3080-20g-iq4nlkv-par2",  # build 3961: the f16 mask
+            "p10-ik_llama.cpp-glm45air-iq4ks-5090-3090",  # build 3874: the f32 mask
+        ):
+            terms = po.score(case).terms
+            host[case["id"]] = next(t.ratio for t in terms if t.term == "compute" and t.place == "host")
+    assert len(host) == 2 and all(0.98 <= ratio <= 1.02 for ratio in host.values()), host

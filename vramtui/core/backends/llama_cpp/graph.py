@@ -99,6 +99,9 @@ class Graph:
     experts_offload_by_share: bool = False
     # --no-kv-offload: the cache is in host RAM, so the attention that reads it (scores, masks) runs there
     kv_on_host: bool = False
+    # ik_llama.cpp builds a causal KQ mask in f16 when flash attention is on (build_inp_KQ_mask): half the
+    # host's input, and no f32 copy beside the f16 one on a device
+    mask_f16_with_flash: bool = False
 
     def offloads_experts(self) -> bool:
         """Are host-resident routed experts multiplied on the GPU at this micro-batch?"""
@@ -130,12 +133,16 @@ class Graph:
         """One hidden-state tensor of the micro-batch."""
         return self.info.hidden * self.ubatch * F32
 
+    def mask_element_bytes(self) -> int:
+        """Bytes of one element of the KQ mask as it is built (the graph's input)."""
+        return 2 if self.flash and self.mask_f16_with_flash else F32
+
 
 def host_inputs(g: Graph, copies: int = 1) -> int:
     """The host buffer of a GPU run: the graph's inputs (`copies` of each, one per pipeline stage) and the
     token embedding's rows (a computed tensor, not an input: one, whatever the copies)."""
     info, ub = g.info, g.ubatch
-    found = g.mask_elements(g.kinds) * F32
+    found = g.mask_elements(g.kinds) * g.mask_element_bytes()
     if not g.flash and g.build.at_least(V_IDXS_BUILD):  # a transposed V is written element by element
         width = max((info.kv_heads_at(il) * info.head_dim_v for il in range(info.n_layers)), default=0)
         found += sum(1 for kind in ("full", "swa") if kind in g.kinds) * ub * width * 8
@@ -144,8 +151,10 @@ def host_inputs(g: Graph, copies: int = 1) -> int:
 
 
 def masks_on_device(g: Graph, kinds: Sequence[str]) -> int:
-    """The device's copy of each KQ mask it reads, and its f16 cast with flash attention."""
-    return g.mask_elements(kinds) * (F32 + (2 if g.flash else 0))
+    """The device's copy of each KQ mask it reads, and its f16 cast with flash attention (none where the
+    mask is built in f16)."""
+    cast = 2 if g.flash and not g.mask_f16_with_flash else 0
+    return g.mask_elements(kinds) * (g.mask_element_bytes() + cast)
 
 
 def attention_scores(g: Graph, kind: str) -> int:

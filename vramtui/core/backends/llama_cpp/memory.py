@@ -240,7 +240,7 @@ def _compute(
     # decide each layer's device; only its matrices take the split buffer): each computes its own layers
     work = placement.device_work(found, host_output)
     found_compute: dict[placement.Where, int] = {}
-    split_inputs = g.hidden() + g.mask_elements(g.kinds) * graph.F32 + g.ubatch * 4
+    split_inputs = g.hidden() + g.mask_elements(g.kinds) * g.mask_element_bytes() + g.ubatch * 4
     for device, todo in work.items():
         peak = graph.device_peak(g, todo)
         if pipelined and (todo.layers or todo.output):
@@ -599,6 +599,9 @@ IK_AMB_DEFAULT = 256
 # ik_llama.cpp forked from mainline in mid-2024 (build ~3300) and keeps that era's reservation: every
 # token's logits in the worst-case graph, the last layers offloaded first, one hidden state on the host.
 IK_FORK_BUILD = 3300
+# ik_llama.cpp's own build count from which a causal mask is built in f16 with flash attention (its #825,
+# 2025-10-13: build 3907); the builds it prints ("version: 3956", "build info ... build=3961") count so
+IK_F16_MASK_BUILD = 3907
 
 
 class IkLlamaCppMemory(LlamaCppMemory):
@@ -641,7 +644,11 @@ class IkLlamaCppMemory(LlamaCppMemory):
         settings = settings or Settings(backend="ik_llama.cpp")
         amb = IK_AMB_DEFAULT if settings.attn_max_batch is None else settings.attn_max_batch
         return replace(
-            found, mla=self.mla_mode(info, settings), attn_max_batch=amb, experts_offload_by_share=True
+            found,
+            mla=self.mla_mode(info, settings),
+            attn_max_batch=amb,
+            experts_offload_by_share=True,
+            mask_f16_with_flash=settings.engine_build is None or settings.engine_build >= IK_F16_MASK_BUILD,
         )
 
 
