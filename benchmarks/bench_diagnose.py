@@ -360,6 +360,7 @@ LATER_ROUNDS = (
     ("round22.jsonl", "round 22, both parts (gathered after the rules of 2026-12-03, ninth session, later)"),
     ("round23.jsonl", "round 23, both parts (gathered after the rules of 2026-12-03, tenth session)"),
     ("round24.jsonl", "round 24, both parts (gathered after the rules of 2026-12-04, eleventh session)"),
+    ("round25.jsonl", "round 25, both parts (gathered after the rules of 2026-12-04, twelfth session)"),
 )
 
 

@@ -39,6 +39,7 @@ FILES = (
     LOGS / "round22.jsonl",
     LOGS / "round23.jsonl",
     LOGS / "round24.jsonl",
+    LOGS / "round25.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (647, 669),
-        "class": (649, 669),
-        "memory": (166, 174),
-        "first_error": (379, 395),
-        "quiet": (108, 112),
-        "calm": (103, 117),
-        "engine": (628, 669),
+        "stage": (658, 680),
+        "class": (660, 680),
+        "memory": (171, 179),
+        "first_error": (387, 401),
+        "quiet": (109, 114),
+        "calm": (105, 120),
+        "engine": (637, 680),
     },
     "heldout": {
-        "stage": (228, 249),
-        "class": (226, 249),
-        "memory": (68, 80),
-        "first_error": (132, 145),
-        "quiet": (34, 47),
-        "calm": (29, 34),
-        "engine": (234, 249),
+        "stage": (237, 259),
+        "class": (236, 259),
+        "memory": (71, 84),
+        "first_error": (136, 149),
+        "quiet": (38, 52),
+        "calm": (29, 35),
+        "engine": (243, 259),
     },
 }
 

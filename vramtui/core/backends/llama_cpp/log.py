@@ -129,6 +129,11 @@ _LLAMA_ADVICE: dict[str, tuple[str | Say, ...]] = {
         "Fewer concurrent sequences: {parallel} 1.",
     ),
     "host_killed": ("Keep memory-mapping on (do not pass --no-mmap) and pick a smaller quantization.",),
+    "server_dropped": (
+        "Read the server's own log, which names the failure: `journalctl -u ollama` (Linux), "
+        "~/.ollama/logs/server.log (macOS), %LOCALAPPDATA%\\Ollama\\server.log (Windows).",
+        "If host RAM ran out while loading: a smaller quantization, or a smaller num_ctx.",
+    ),
     "wrong_format": (
         "The file is not a GGUF: llama.cpp and Ollama read only GGUF. Serve a safetensors/AWQ/GPTQ "
         "checkpoint with vLLM or TGI (or transformers), or download a GGUF build of the model "
@@ -751,6 +756,16 @@ HOST_ALLOC_ERRORS_2: tuple[ErrorRule, ...] = (
         "other",
         r"what\(\):\s+resource temporarily unavailable|libgomp: thread creation failed",
         backend="llama.cpp",
+    ),
+    # `ollama run`'s client: the server dropped the request with no answer ("Error: Post
+    # \"http://127.0.0.1:11434/api/generate\": EOF"). A runner that fails answers with its error; only a
+    # server killed outright answers nothing, the OOM killer's usual work on a load (a bare "Killed")
+    ErrorRule(
+        "eof",
+        "server_dropped",
+        "host_oom_killed",
+        r'^error: post "https?://[^"]+/api/(?:generate|chat|embed\w*)": eof\s*$',
+        backend="ollama",
     ),
     ErrorRule(
         "model request too large for system",
@@ -1848,6 +1863,9 @@ PROGRESS: tuple[ProgressRule, ...] = (
     ProgressRule("all slots are idle", "listening", backend="llama.cpp"),
     ProgressRule("uvicorn running on", "listening", backend="llama-cpp-python"),
     ProgressRule("llama runner started", "listening", backend="ollama"),
+    # `ollama run`'s pull finished ("verifying sha256 digest", "writing manifest", "success"): the files are
+    # on disk, and what fails after it is the load the first request starts
+    ProgressRule("writing manifest", "files", backend="ollama"),
     ProgressRule("prompt eval time", "served", backend="llama.cpp"),
     ProgressRule("slot release", "served", backend="llama.cpp"),
     ProgressRule("print_timing", "served", backend="llama.cpp"),

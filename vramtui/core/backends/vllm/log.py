@@ -250,12 +250,17 @@ KV_CACHE_ERRORS: tuple[ErrorRule, ...] = (
 )
 
 KV_CACHE_ERRORS_2: tuple[ErrorRule, ...] = (
+    # negative: the weights and activations left nothing. The error that follows it ("No available memory
+    # for the cache blocks") states the failure where the log has it: this figure is the first error only
+    # in an excerpt that stops before that line (weak).
     ErrorRule(
         "available kv cache memory",
         "kv_too_small",
         "kv_cache_too_small",
-        r"available kv cache memory:\s*-",  # negative: the weights and activations left nothing
+        r"available kv cache memory:\s*-",
         stage="kv_cache",
+        strong=False,
+        hint="kv_cache_too_small",
         backend="vllm",
     ),
 )
