@@ -40,6 +40,7 @@ FILES = (
     LOGS / "round23.jsonl",
     LOGS / "round24.jsonl",
     LOGS / "round25.jsonl",
+    LOGS / "round26.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

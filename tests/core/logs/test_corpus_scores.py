@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (658, 680),
-        "class": (660, 680),
-        "memory": (171, 179),
-        "first_error": (387, 401),
-        "quiet": (109, 114),
+        "stage": (670, 694),
+        "class": (674, 694),
+        "memory": (177, 187),
+        "first_error": (395, 409),
+        "quiet": (114, 120),
         "calm": (105, 120),
-        "engine": (637, 680),
+        "engine": (650, 694),
     },
     "heldout": {
-        "stage": (237, 259),
-        "class": (236, 259),
-        "memory": (71, 84),
-        "first_error": (136, 149),
-        "quiet": (38, 52),
-        "calm": (29, 35),
-        "engine": (243, 259),
+        "stage": (247, 269),
+        "class": (246, 269),
+        "memory": (74, 87),
+        "first_error": (139, 152),
+        "quiet": (40, 56),
+        "calm": (32, 38),
+        "engine": (251, 269),
     },
 }
 
