@@ -361,7 +361,10 @@ LATER_ROUNDS = (
     ("round23.jsonl", "round 23, both parts (gathered after the rules of 2026-12-03, tenth session)"),
     ("round24.jsonl", "round 24, both parts (gathered after the rules of 2026-12-04, eleventh session)"),
     ("round25.jsonl", "round 25, both parts (gathered after the rules of 2026-12-04, twelfth session)"),
-    ("round26.jsonl", "round 26, both parts (gathered after the rules of 2026-12-04, twelfth session, later)"),
+    (
+        "round26.jsonl",
+        "round 26, both parts (gathered after the rules of 2026-12-04, twelfth session, later)",
+    ),
 )
 
 

@@ -549,6 +549,11 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # unused) at 17f88f1 before any change: mainline KV 1/1, compute 2/2 (one Metal run; nine fragments print
     # no shape lines); ik KV 2/2, weights 1/2, compute 2/4. Its ik misses showed ik_llama.cpp's f16 mask from
     # its build 3907 (host x2.09 -> x1.13, the rest Qwen3-VL's deepstack width in the printed n_embd).
+    # Round 15 (10 whole logs committed to public repositories: 7 mainline, most of them llama.cpp's own CI
+    # on a V100 and an M4, 3 vLLM V1) at 4994429 before any change: mainline KV 8/8, weights 11/14, compute
+    # 11/14; vLLM unscored (no config.json here; two published shapes added after: weights 2/2, KV 0/1).
+    # Its training misses showed an encoder (bge-small, BERT) sized with a head and logits it does not
+    # have: weights x1.57 -> x1.02, compute x3.65 -> x1.09 once encoders are read as such.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -570,6 +575,7 @@ _NEWEST_ROUNDS = {
     "round12.jsonl": "round 12, both parts (gathered after the estimator of 2026-12-03, tenth session)",
     "round13.jsonl": "round 13, both parts (gathered after the estimator of 2026-12-04, eleventh session)",
     "round14.jsonl": "round 14, both parts (gathered after the estimator of 2026-12-04, twelfth session)",
+    "round15.jsonl": "round 15, both parts (gathered after the estimator of 2026-12-04, twelfth session, later)",
 }
 
 

@@ -37,7 +37,7 @@ from vramtui.core.estimate import quant as q
 from vramtui.core.estimate import recurrent
 from vramtui.core.estimate.estimator import Estimate, Settings, estimate
 from vramtui.core.estimate.inputs import parse_overrides
-from vramtui.core.estimate.modelinfo import ModelInfo, load_model_info, tensor_groups
+from vramtui.core.estimate.modelinfo import ENCODER_ARCHS, ModelInfo, load_model_info, tensor_groups
 from vramtui.core.estimate.weights import LayerWeights, llama_cpp_weights, stored_type
 from vramtui.core.memory.parts import HOST
 from vramtui.core.units import GIB, MIB
@@ -58,6 +58,7 @@ FILES = (
     DATA / "printouts" / "round12.jsonl",
     DATA / "printouts" / "round13.jsonl",
     DATA / "printouts" / "round14.jsonl",
+    DATA / "printouts" / "round15.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -405,6 +406,7 @@ def _tied(run: LogRun, arch: str) -> bool:
 # llama.cpp's tensor table for them has it; a log prints the shape, not the layer's tensors.
 _ARCH_TRAITS: dict[str, dict[str, bool]] = {
     "gptneox": {"ffn_gated": False, "fused_qkv": True, "attn_bias": True},
+    "bert": {"ffn_gated": False, "attn_bias": True},
 }
 
 
@@ -432,7 +434,8 @@ def info_of(run: LogRun) -> ModelInfo:
         vocab=_meta_int(run, "n_vocab") or _kv_int(run, "vocab_size") or 32000,
         max_context=_meta_int(run, "n_ctx_train"),
         intermediate=_meta_int(run, "n_ff"),
-        tied_embeddings=_tied(run, arch),
+        tied_embeddings=_tied(run, arch) and arch not in ENCODER_ARCHS,
+        encoder_only=arch in ENCODER_ARCHS,
     )
     for name, value in _ARCH_TRAITS.get(arch, {}).items():  # what a shape line does not print
         setattr(info, name, value)

@@ -53,6 +53,8 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("Qwen/Qwen3-Next-80B-A3B", "Qwen--Qwen3-Next-80B-A3B.config.json"),
     ("Qwen/Qwen3.6-35B-A3B", "Qwen--Qwen3.6-35B-A3B.config.json"),
     ("openai/gpt-oss-20b", "openai--gpt-oss-20b.config.json"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "deepseek-ai--DeepSeek-R1-Distill-Qwen-7B.config.json"),
+    ("meta-llama/Llama-3.2-1B-Instruct", "meta-llama--Llama-3.2-1B-Instruct.config.json"),
 )
 
 _N = r"([\d.]+)"

@@ -229,7 +229,7 @@ def vllm_ranks(
     n = max(1, info.n_layers)
     width = weights / max(1, info.n_params or 1)  # bytes per parameter as loaded
     embedding = int(info.vocab * info.hidden * width)
-    head = 0 if info.tied_embeddings else embedding
+    head = 0 if info.tied_embeddings or info.encoder_only else embedding
     body = max(0, weights - embedding - head)
     counts = pp_layer_counts(n, pp)
     shares: list[RankShare] = []

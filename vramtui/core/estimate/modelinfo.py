@@ -57,6 +57,15 @@ _SWA_PATTERN: dict[str, int] = {
     "gpt-oss": 2,
 }
 _TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3", "gemma3_text", "gpt_neox_japanese")
+# Encoders that pool their hidden states (embedding and reranker models): no output matrix, no logits.
+# llama.cpp's architecture names, then config.json's model types.
+ENCODER_ARCHS = frozenset(
+    {
+        "bert", "nomic-bert", "nomic-bert-moe", "neo-bert", "jina-bert-v2", "jina-bert-v3", "modern-bert",
+        "eurobert", "t5encoder",
+        "roberta", "xlm-roberta", "nomic_bert", "modernbert", "distilbert", "mpnet", "electra", "new",
+    }
+)  # fmt: skip
 _GEMMA3N_KV_LAYERS = 20
 _QKV_BIAS = ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "gpt_neox", "internlm2")
 _FUSED_QKV = ("phi3", "internlm2", "gpt_neox", "phi3small")
@@ -77,6 +86,9 @@ class ModelInfo:
     head_dim_v: int = 0
     vocab: int = 32000
     tied_embeddings: bool = False
+    encoder_only: bool = (
+        False  # an embedding or reranker encoder (ENCODER_ARCHS): no output matrix, no logits
+    )
     max_context: int | None = None
     sliding_window: int | None = None
     swa_layers: int = 0  # how many layers use the sliding window
@@ -140,6 +152,11 @@ class ModelInfo:
     vision_params: int = 0
     # layers that differ in heads or MLP width (None: every layer has n_heads and intermediate)
     layer_plan: layerplan.LayerPlan | None = None
+
+    @property
+    def logits_width(self) -> int:
+        """Logits per output token: the vocabulary, none for an encoder (it outputs its hidden state)."""
+        return 0 if self.encoder_only else self.vocab
 
     def kv_heads_at(self, layer: int) -> int:
         if self.kv_heads_per_layer and layer < len(self.kv_heads_per_layer):
@@ -205,7 +222,7 @@ def tensor_groups(info: ModelInfo) -> list[TensorGroup]:
     """The tensors a decoder of this shape has, as llama.cpp and transformers lay them out."""
     h, v = info.hidden, info.vocab
     groups = [TensorGroup("token_embd", -1, v, h)]
-    if not info.tied_embeddings:
+    if not info.tied_embeddings and not info.encoder_only:
         groups.append(TensorGroup("output", -1, v, h))
     groups.append(TensorGroup("norm", -1, 1, h))
     for layer in range(info.n_layers):
@@ -542,8 +559,9 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
     n_kv = _int(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", default=n_heads) or n_heads
     head_dim = _int(cfg, "head_dim") or hidden // n_heads
     vocab = _int(cfg, "vocab_size", default=32000) or 32000
+    encoder = model_type in ENCODER_ARCHS
     tied = cfg.get("tie_word_embeddings")
-    if tied is None:
+    if tied is None or encoder:  # an encoder's flag (True in BERT's config) ties no head: it has none
         tied = model_type in _TIED_BY_DEFAULT
     info = ModelInfo(
         source=source,
@@ -556,6 +574,7 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
         head_dim_v=head_dim,
         vocab=vocab,
         tied_embeddings=bool(tied),
+        encoder_only=encoder,
         max_context=_int(cfg, "max_position_embeddings", "n_positions", "seq_length"),
         intermediate=_int(cfg, "intermediate_size", "ffn_hidden_size", "n_inner"),
         attn_bias=bool(cfg.get("attention_bias", cfg.get("bias", model_type in _QKV_BIAS))),
@@ -994,7 +1013,9 @@ def info_from_gguf(path: Path) -> ModelInfo:
         head_dim_k=head_dim_k,
         head_dim_v=head_dim_v,
         vocab=vocab,
-        tied_embeddings=not found.has_output,
+        # no output.weight: the head is the embedding, unless the model is an encoder, which has none
+        tied_embeddings=not found.has_output and arch not in ENCODER_ARCHS,
+        encoder_only=arch in ENCODER_ARCHS,
         max_context=key("context_length"),
         weights_bytes=total,
         quant=file_type,

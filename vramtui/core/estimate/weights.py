@@ -58,7 +58,9 @@ def _layer_of(name: str) -> int:
 def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWeights:
     """Bytes per layer as llama.cpp loads them: exact from a GGUF, else llama-quantize's choices."""
     if info.layer_bytes is not None and info.token_embd_bytes is not None and file_type is None:
+        # no output.weight: llama.cpp loads the embedding again as the head; an encoder has no head
         output = info.output_bytes if info.output_bytes is not None else info.token_embd_bytes
+        output = 0 if info.encoder_only else output
         named = [(name, _layer_of(name), size) for name, size in info.layer_tensors or ()]
         # A layer known only by its bytes (weights read from a log's buffers) is one tensor, so that
         # whatever places tensors places its bytes too.

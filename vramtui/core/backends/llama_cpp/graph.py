@@ -278,7 +278,7 @@ def ffn_phase(g: Graph, layer: int, experts: bool = True) -> int:
 
 
 def output_phase(g: Graph) -> int:
-    return g.outputs * g.info.vocab * F32 + 2 * g.hidden()
+    return g.outputs * g.info.logits_width * F32 + 2 * g.hidden()
 
 
 def weight_copies(sizes: Sequence[int]) -> int:

@@ -95,7 +95,7 @@ def compute_bytes(info: ModelInfo, cells: int, ubatch: int, flash: bool, with_ou
     q_width = info.n_heads * info.head_dim_k
     kv_width = info.n_kv_heads * (info.head_dim_k + info.head_dim_v)
     mask = cells * round_up(ub, 64) * (2 if flash else f32)
-    out_phase = (info.vocab + h) * ub * f32
+    out_phase = (info.logits_width + h) * ub * f32
     attn_phase = mask + (3 * h + q_width + kv_width) * ub * f32
     if not flash:
         attn_phase += info.n_heads * cells * ub * f32
@@ -398,7 +398,8 @@ class LlamaCppMemory(MemoryAccounting):
         where = _placement(found)
         g = self.graph(info, run, build, settings)
         compute = _compute(info, settings, g, found, weights)
-        output_buffer = info.vocab * run.parallel * 4
+        # one row of logits per sequence (an encoder's: its pooled embedding)
+        output_buffer = (info.logits_width or info.hidden) * run.parallel * 4
         bill = _bill(settings, found, compute, output_buffer)
         bill.add(HOST, "output", self.host_logits(info, run))
         repacked = repack_copy_bytes(info, settings, where)

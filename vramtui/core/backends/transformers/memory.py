@@ -45,7 +45,7 @@ def prefill_parts(info: ModelInfo, settings: Settings, context: int, batch: int)
     act = dtype_bytes(info.dtype if info.dtype != "fp8" else "bf16")
     # generate() passes logits_to_keep=1: the prefill projects only the last position of each sequence
     # (lm_head output in the model dtype, then the fp32 copy and the processed scores generate() keeps)
-    logits = info.vocab * batch * (act + 4 + 4)
+    logits = info.logits_width * batch * (act + 4 + 4)
     ff = info.intermediate or 4 * info.hidden
     mlp = context * batch * 3 * ff * act
     scores = 0

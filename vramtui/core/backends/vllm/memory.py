@@ -76,7 +76,7 @@ def activation_peak(
     # (3 ff: Qwen2.5-0.5B at 32768 tokens printed 1.06 GiB, 1.00 this way, 0.70 at 2 ff)
     v0 = build is not None and build < V1_SINCE
     forward = tokens * ((2 if v0 else 3) * ff // max(1, tp) + 2 * info.hidden) * act_bytes
-    rows = min(max_seqs, tokens) * info.vocab
+    rows = min(max_seqs, tokens) * info.logits_width  # an encoder (embedding model) samples nothing
     if v0:
         return forward + rows * 24
     per_entry = 24 if build is not None and build < FLASHINFER_SAMPLER_SINCE else 8
@@ -138,7 +138,7 @@ def layer_weights(info: ModelInfo, weights: int) -> int:
     `make_layers` does not build and so `--cpu-offload-gb` never moves (as devices.vllm_ranks splits)."""
     width = weights / max(1, info.n_params or 1)
     embedding = int(info.vocab * info.hidden * width)
-    head = 0 if info.tied_embeddings else embedding
+    head = 0 if info.tied_embeddings or info.encoder_only else embedding
     return max(0, weights - embedding - head)
 
 
