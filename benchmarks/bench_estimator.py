@@ -554,6 +554,10 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # 11/14; vLLM unscored (no config.json here; two published shapes added after: weights 2/2, KV 0/1).
     # Its training misses showed an encoder (bge-small, BERT) sized with a head and logits it does not
     # have: weights x1.57 -> x1.02, compute x3.65 -> x1.09 once encoders are read as such.
+    # Round 16 (10 whole logs: 4 Strix Halo runs of b6040-b6066 on ROCm and Vulkan, an early-2024 4x MI100
+    # run through llama-cpp-python, 5 vLLM V1) at a15d334 before any change: mainline KV 8/8, weights 11/13,
+    # compute 5/13; vLLM unscored (no config.json here). Its training misses showed Llama 4's chunked
+    # attention (llama.cpp's 8192-token window in 3 of 4 layers, named by no GGUF key): compute 6/13 after.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -576,6 +580,7 @@ _NEWEST_ROUNDS = {
     "round13.jsonl": "round 13, both parts (gathered after the estimator of 2026-12-04, eleventh session)",
     "round14.jsonl": "round 14, both parts (gathered after the estimator of 2026-12-04, twelfth session)",
     "round15.jsonl": "round 15, both parts (gathered after the estimator of 2026-12-04, twelfth session, later)",
+    "round16.jsonl": "round 16, both parts (gathered after the estimator of 2026-12-04, twelfth session, third)",
 }
 
 

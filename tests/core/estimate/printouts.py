@@ -59,6 +59,7 @@ FILES = (
     DATA / "printouts" / "round13.jsonl",
     DATA / "printouts" / "round14.jsonl",
     DATA / "printouts" / "round15.jsonl",
+    DATA / "printouts" / "round16.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -479,7 +480,7 @@ def _mla(run: LogRun, info: ModelInfo) -> None:
     info.qk_nope_head_dim = info.head_dim_k - rope
 
 
-_SWA_PATTERNS = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2, "gemma3n": 5}
+_SWA_PATTERNS = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2, "gemma3n": 5, "llama4": 4}
 
 
 def _sliding_window(run: LogRun, info: ModelInfo) -> None:

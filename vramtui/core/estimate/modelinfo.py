@@ -55,7 +55,11 @@ _SWA_PATTERN: dict[str, int] = {
     "cohere2": 4,
     "gpt_oss": 2,
     "gpt-oss": 2,
+    "llama4": 4,  # chunked attention in 3 of every 4 layers (llama.cpp: set_swa_pattern(4))
 }
+# Llama 4's attention chunk, as llama.cpp sets it when the file does not say 0 (llama-model.cpp): its cache
+# keeps a sliding window of that many tokens in the chunked layers.
+LLAMA4_CHUNK = 8192
 _TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3", "gemma3_text", "gpt_neox_japanese")
 # Encoders that pool their hidden states (embedding and reranker models): no output matrix, no logits.
 # llama.cpp's architecture names, then config.json's model types.
@@ -951,6 +955,8 @@ def _gguf_experts_mla_swa(info: ModelInfo, reader: Any, key: Any) -> None:
         info.qk_rope_head_dim = key("rope.dimension_count") or 64
         info.mla_latent = key("attention.key_length_mla") is not None
     window = key("attention.sliding_window")
+    if window is None and info.arch == "llama4":
+        window = LLAMA4_CHUNK
     if window:
         pattern_field = _field(reader, f"{info.arch}.attention.sliding_window_pattern")
         if isinstance(pattern_field, list):
