@@ -365,6 +365,10 @@ LATER_ROUNDS = (
         "round26.jsonl",
         "round 26, both parts (gathered after the rules of 2026-12-04, twelfth session, later)",
     ),
+    (
+        "round27.jsonl",
+        "round 27, both parts (gathered after the rules of 2026-12-04, twelfth session, third)",
+    ),
 )
 
 

@@ -41,6 +41,7 @@ FILES = (
     LOGS / "round24.jsonl",
     LOGS / "round25.jsonl",
     LOGS / "round26.jsonl",
+    LOGS / "round27.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (670, 694),
-        "class": (674, 694),
-        "memory": (177, 187),
-        "first_error": (395, 409),
-        "quiet": (114, 120),
-        "calm": (105, 120),
-        "engine": (650, 694),
+        "stage": (687, 712),
+        "class": (691, 712),
+        "memory": (181, 193),
+        "first_error": (402, 416),
+        "quiet": (122, 129),
+        "calm": (105, 121),
+        "engine": (664, 712),
     },
     "heldout": {
-        "stage": (247, 269),
-        "class": (246, 269),
-        "memory": (74, 87),
-        "first_error": (139, 152),
-        "quiet": (40, 56),
+        "stage": (252, 274),
+        "class": (251, 274),
+        "memory": (75, 88),
+        "first_error": (143, 156),
+        "quiet": (43, 57),
         "calm": (32, 38),
-        "engine": (251, 269),
+        "engine": (256, 274),
     },
 }
 

@@ -534,6 +534,7 @@ def _quiet_failures(state: LogState, failed_starting: bool = False, cause: str |
     if not failed_starting:
         warnings.extend(_placement_warnings(state))
         warnings.extend(_short_context(state))
+        warnings.extend(_pool_below_context(state))
     requests, confirmations = _quant_requests_and_confirmations(state.quant_lines)
     wanted = state.requested_quant or (requests[0] if requests else None)
     if wanted:
@@ -572,6 +573,19 @@ def _short_context(state: LogState) -> list[str]:
     return [
         f"each request gets only {per_request:.0f} tokens of context (the model was trained on {trained:.0f}): "
         "longer prompts are cut or refused; raise the context (per slot, where several requests share it)"
+    ]
+
+
+def _pool_below_context(state: LogState) -> list[str]:
+    """A KV pool that holds fewer tokens than the context the engine states beside it (`pool_context`: an
+    engine whose scheduler takes no request longer than its pool, SGLang's): the context is the pool's."""
+    pool, context = (state.figures.get(key, {}).get("") for key in ("kv_cache_tokens", "pool_context"))
+    if not pool or not context or pool >= context:
+        return []
+    return [
+        f"the KV cache pool holds {pool:,.0f} tokens, fewer than the context of {context:,.0f}: a request is "
+        "capped at the pool's length and long prompts are refused; give the pool more memory or lower the "
+        "context"
     ]
 
 

@@ -158,6 +158,15 @@ NOTICES: tuple[NoticeRule, ...] = (
         r"moe kernel config.*performance might be sub-optimal",
         backend="sglang",
     ),
+    # the scheduler's own words when decoding outgrows the pool (scheduler.py): running requests are
+    # retracted and queued again, the server stays up
+    NoticeRule(
+        "decode out of memory happened",
+        "kv_full",
+        "the KV cache pool ran out while decoding: SGLang retracted running requests to be redone later "
+        "(slower); a larger --mem-fraction-static or fewer --max-running-requests gives the pool room",
+        backend="sglang",
+    ),
 )
 
 NOTICES_2: tuple[NoticeRule, ...] = (
@@ -219,6 +228,15 @@ FIGURES_2: tuple[FigureRule, ...] = (
         "max_total_num_tokens",
         "kv_cache_tokens",
         rf"max_total_num_tokens={NUM}",
+        count=True,
+        backend="sglang",
+    ),
+    # the context the same line states beside its pool: the scheduler takes no request longer than the
+    # pool holds (its max_req_input_len), so a pool under it caps the context (core/logs/verdict.py)
+    FigureRule(
+        "max_total_num_tokens",
+        "pool_context",
+        rf"max_total_num_tokens=.*\bcontext_len={NUM}",
         count=True,
         backend="sglang",
     ),

@@ -233,6 +233,16 @@ KV_CACHE_ERRORS: tuple[ErrorRule, ...] = (
         stage="kv_cache",
         backend="vllm",
     ),
+    # a hybrid model's recurrent state: one Mamba cache block per running sequence, and fewer blocks than
+    # --max-num-seqs ("max_num_seqs (1024) exceeds available Mamba cache blocks (939)")
+    ErrorRule(
+        "cache blocks",
+        "kv_too_small",
+        "kv_cache_too_small",
+        r"max_num_seqs \(\d+\) exceeds available \w+ cache blocks",
+        stage="kv_cache",
+        backend="vllm",
+    ),
     ErrorRule(
         "maximum number of tokens that can be stored in kv cache",
         "kv_too_small",
