@@ -97,27 +97,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def _parse_like(text: str, example: object) -> object:
-    """A value the user typed, in the type of the value it replaces."""
-    from vramtui.core.backends import switch, whole
-    from vramtui.core.errors import VramtuiError
-
-    text = text.strip()
-    if isinstance(example, bool):
-        return switch(text)
-    if isinstance(example, int):
-        return whole("value", text)
-    if isinstance(example, float):
-        try:
-            return float(text)
-        except ValueError:
-            raise VramtuiError(f"not a number: {text!r}") from None
-    return text
-
-
-def _ask(proposal: Any, out: Any) -> Any:
+def _ask(proposal: Any, out: Any, wizard: Any) -> Any:
     """y / n / edit on the terminal; returns the proposal to apply, or None."""
     from vramtui.core.errors import VramtuiError
+    from vramtui.core.wizard.edit import edited_proposal
 
     print(f"\nproposed: {proposal.describe()}", file=out)
     while True:
@@ -136,14 +119,9 @@ def _ask(proposal: Any, out: Any) -> Any:
             if not typed.strip():
                 continue
             try:
-                value = _parse_like(typed, proposal.to)
-            except VramtuiError as error:
+                return edited_proposal(wizard.profile, proposal, typed)
+            except VramtuiError as error:  # not a value the engine runs, or the one it has
                 print(f"vramtui: {error}", file=out)
-                continue
-            if str(value).lower() == str(proposal.from_).lower():  # a relaunch that changes nothing
-                print(f"{proposal.param} is {proposal.from_} already: type another value", file=out)
-                continue
-            return proposal.edited(value)
 
 
 def step_status(data: dict[str, Any]) -> str:
@@ -373,7 +351,7 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
     )
     if wizard.record_path:
         print(f"recording to {wizard.record_path}", file=out)
-    confirm = (lambda proposal: _ask(proposal, out)) if interactive else None
+    confirm = (lambda proposal: _ask(proposal, out, wizard)) if interactive else None
     result = wizard.run(max_steps=args.max_steps, confirm=confirm)
     if result.pending is not None and not interactive and not args.auto:
         print(f"proposed (run with --auto to apply): {result.pending.describe()}", file=out)

@@ -308,19 +308,23 @@ def test_terminal_answers_yes_no_edit(
     assert proposal is not None
     out = io.StringIO()
     monkeypatch.setattr("sys.stdin", io.StringIO("maybe\ne\nlots\ne\n16384\n"))
-    edited = _ask(proposal, out)
+    edited = _ask(proposal, out, wizard)
     assert edited is not None and edited.to == 16384 and "whole number" in out.getvalue()
+    # tokens as a profile spells them (QA: the TUI's `32k` launched, then failed the wizard's checks)
+    monkeypatch.setattr("sys.stdin", io.StringIO("e\n32k\n"))
+    edited = _ask(proposal, io.StringIO(), wizard)
+    assert edited is not None and edited.to == 32768
     # the value it has now is no change (a relaunch that changes nothing): asked again
     monkeypatch.setattr("sys.stdin", io.StringIO(f"e\n{proposal.from_}\ne\n8192\n"))
     out = io.StringIO()
-    edited = _ask(proposal, out)
+    edited = _ask(proposal, out, wizard)
     assert edited is not None and edited.to == 8192 and "is 262144 already" in out.getvalue()
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
-    assert _ask(proposal, out) is None
+    assert _ask(proposal, out, wizard) is None
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
-    assert _ask(proposal, out) is proposal
+    assert _ask(proposal, out, wizard) is proposal
     monkeypatch.setattr("sys.stdin", io.StringIO(""))  # end of input: stop, do not loop
-    assert _ask(proposal, out) is None
+    assert _ask(proposal, out, wizard) is None
 
 
 CUDA_KV_FAILURE_LOG = """\
@@ -717,3 +721,23 @@ def test_flash_attention_is_confirmed_from_the_diagnosis_figure_whatever_the_bui
         assert verdict is not None and verdict[0] is confirmed, (lines, verdict)
     unresolved = Observation(ready=True, smoke_ok=True, stage="inference", failure_stage=None, failure=None)
     assert _echoed(proposal, None, unresolved, profile) is None  # "auto" alone: nothing to compare
+
+
+def test_an_edited_value_is_read_and_checked_as_the_relaunched_profile_holds_it(demo_model: Path) -> None:
+    """The TUI's Edit and `wizard`'s [e]dit share one reading: `32k` is 32768 before anything launches
+    (QA: the TUI launched it, then its verification failed on int('32k') and left the server untracked),
+    and a value the engine cannot run is one line at once, not a stopped wizard."""
+    from vramtui.core.errors import VramtuiError
+    from vramtui.core.wizard.edit import edited_proposal
+
+    profile = _demo_profile(demo_model)
+    proposal = Proposal("context", profile.params.get("context"), 8192, "why")
+    assert edited_proposal(profile, proposal, " 32k ").to == 32768
+    assert edited_proposal(profile, proposal, "16,384").to == 16384
+    for bad in ("abc", "", "-5"):
+        with pytest.raises(VramtuiError):
+            edited_proposal(profile, proposal, bad)
+    switch = Proposal("flash_attn", False, True, "why")
+    assert edited_proposal(profile, switch, "on").to is True
+    with pytest.raises(VramtuiError, match="no such model file"):
+        edited_proposal(profile, Proposal("model", profile.model, "x.gguf", "why"), "/nowhere/x.gguf")

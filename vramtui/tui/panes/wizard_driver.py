@@ -80,22 +80,6 @@ def memory_headings(steps: list[Any]) -> dict[str, str]:
     return {"peak": f"peak {tag}", "resident": f"resident {tag}"} if tag else {}
 
 
-def parse_value(text: str) -> object:
-    """A value the user typed for a parameter: whole numbers as int, on/off as bool, else the text."""
-    text = text.strip()
-    if not text:
-        raise VramtuiError("type a value to try")
-    lowered = text.lower()
-    if lowered in ("on", "true", "yes"):
-        return True
-    if lowered in ("off", "false", "no"):
-        return False
-    try:
-        return int(text.replace(",", "").replace("_", ""))
-    except ValueError:
-        return text
-
-
 class WizardDriver:
     """One wizard session for the pane: first launch, proposals, confirmed steps, export."""
 
@@ -290,7 +274,10 @@ class WizardDriver:
         return set() if self.wizard is None else self.wizard.skipped_params
 
     def edited(self, proposal: Any, text: str) -> Any:
-        return proposal.edited(parse_value(text))
+        """The proposal with the typed value as the relaunch will hold it (one line when it cannot)."""
+        from vramtui.core.wizard.edit import edited_proposal
+
+        return edited_proposal(self.wizard.profile, proposal, text)
 
     def _state_after(self, step: Any) -> str:
         obs = step.observation
