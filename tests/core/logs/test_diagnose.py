@@ -335,6 +335,26 @@ def test_a_kernel_kill_at_another_time_is_not_called_a_confirmation(tmp_path: Pa
     assert "if one of them was this server" in untimed.advice[0]
 
 
+def test_a_dated_log_is_placed_by_its_own_stamps_not_the_files_time(tmp_path: Path) -> None:
+    """QA: a transformers log of 2023, saved today, was "confirmed" by a kill of this morning: the file's
+    time stood for the log's. Its own dated lines say when it ended."""
+    now = time.time()
+    kernel = f"{_dmesg_time(now - 30)} Out of memory: Killed process 4242 (python3) total-vm:98765432kB"
+    dated = ["[2023-10-13 12:34:56] loading checkpoint shards: 33%", "Killed"]
+    path = tmp_path / "old.log"
+    path.write_text("\n".join(dated) + "\n")  # written now: the file's time is the kill's
+    d = diagnose_file(path, kernel_log=lambda: kernel)
+    assert d.failure == "host_oom_killed"
+    assert not any(line.startswith("kernel: ") for line in d.evidence)
+    assert "confirms" not in " ".join(d.advice)
+    # the same lines with a stamp of this minute are the kill's
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now - 10))
+    path.write_text(f"[{stamp}] loading checkpoint shards: 33%\nKilled\n")
+    assert (
+        diagnose_file(path, kernel_log=lambda: kernel).advice[0] == "The kernel log confirms the OOM killer."
+    )
+
+
 def test_a_kill_of_another_engines_process_just_before_a_log_stops_is_not_its_failure(
     tmp_path: Path,
 ) -> None:

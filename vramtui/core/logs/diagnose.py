@@ -417,12 +417,30 @@ def diagnose_stream(
     try:
         status = os.fstat(stream.fileno())
         if stat.S_ISREG(status.st_mode):
-            diagnoser.log_time = status.st_mtime
+            diagnoser.log_time = log_end_time(stream, status)
     except (OSError, ValueError, io.UnsupportedOperation):
         pass  # an in-memory stream has no file behind it
     diagnoser._feed_raw_stream(stream)
     diagnoser.note_exit(exit_code)
     return diagnoser.result()
+
+
+_STAMP_TAIL_BYTES = 64 * 1024
+
+
+def log_end_time(stream: BinaryIO, status: os.stat_result) -> float:
+    """When the log's last line was written: its own last dated stamp, else the file's modification time
+    (QA: a 2023 log saved today was "confirmed" by a kill of this morning, by the file's time)."""
+    from vramtui.core.logs.kernel import log_stamp_time
+
+    start = stream.tell()
+    try:
+        stream.seek(max(0, status.st_size - _STAMP_TAIL_BYTES))
+        tail = stream.read(_STAMP_TAIL_BYTES).decode("utf-8", "replace")
+    finally:
+        stream.seek(start)
+    stamped = log_stamp_time(tail)
+    return stamped if stamped is not None else status.st_mtime
 
 
 # ------------------------------------------------------------------------------------------------

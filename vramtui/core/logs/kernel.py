@@ -55,6 +55,31 @@ def kernel_line_time(line: str) -> float | None:
     return None
 
 
+# A date and time a log line carries ("2023-10-13 12:34:56", "time=2025-04-01T08:18:00.513+10:00",
+# "[2026-04-11 14:34:09,123]"): with a year, so it places the log on the calendar.
+_LOG_STAMP_RE = re.compile(
+    r"\b(20\d\d-[01]\d-[0-3]\d[T ][0-2]\d:[0-5]\d:[0-5]\d)(?:[.,]\d+)?(Z|[+-][0-2]\d:?\d\d)?"
+)
+
+
+def log_stamp_time(tail: str) -> float | None:
+    """When a log's last dated line was written (seconds since the epoch), from the log's own stamps; a
+    stamp without a zone is this machine's local time. None when no line carries a date."""
+    from datetime import datetime
+
+    stamps = _LOG_STAMP_RE.findall(tail)
+    if not stamps:
+        return None
+    stamp, zone = stamps[-1]
+    zone = zone.replace("Z", "+00:00")
+    if zone and ":" not in zone:
+        zone = f"{zone[:3]}:{zone[3:]}"
+    try:
+        return datetime.fromisoformat(stamp.replace(" ", "T") + zone).timestamp()
+    except ValueError:
+        return None
+
+
 def kills_near(kernel_text: str, log_time: float | None) -> tuple[list[str], list[str]]:
     """The kernel's OOM-kill lines that may be this log's process (by time), and the others.
 

@@ -199,8 +199,10 @@ class LogFeed:
             self._pending = RowChunk()
             status = os.fstat(handle.fileno())
             self._reading = status.st_size  # the first read: batches say how far it got
-            if self.diagnoser is not None:  # as `vramtui diagnose FILE`: the log ended at its last write
-                self.diagnoser.log_time = status.st_mtime
+            if self.diagnoser is not None:  # as `vramtui diagnose FILE`: its last stamp, else its last write
+                from vramtui.core.logs.diagnose import log_end_time
+
+                self.diagnoser.log_time = log_end_time(handle, status)
             partial = b""
             while not self._stop.is_set():
                 chunk = handle.read(1 << 20)
