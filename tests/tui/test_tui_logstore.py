@@ -170,3 +170,22 @@ async def test_a_log_that_cannot_be_read_is_one_note_not_a_crash(tmp_path: Path)
         await wait_for(pilot, lambda: pane.finished)
         assert len(pane.view.lines) == 1
         assert pane.view.lines[0].text.startswith(f"vramtui: cannot read {folder}")
+
+
+async def test_a_file_that_is_no_server_log_is_not_called_healthy(tmp_path: Path) -> None:
+    """QA: an empty file and a page of prose read "NO FAILURE" in the pane where `vramtui diagnose`
+    refuses them (exit 2, exit 3): nothing in them says a server came up."""
+    prose = tmp_path / "notes.txt"
+    prose.write_text("Shopping list\nmilk\neggs\nthe model was great yesterday\n")
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    for path, words in ((prose, "Nothing in it is an engine's start-up"), (empty, "the log is empty")):
+        app = quiet_app(log_file=str(path))
+        async with app.run_test(size=(200, 50)) as pilot:
+            pane = app.query_one(LogPane)
+            await wait_for(
+                pilot, lambda pane=pane: pane.progress is None and pane.batches_received > 0, timeout_s=30
+            )
+            await pilot.pause(0.2)
+            header = str(pane.query_one("#diagnosis").render())
+            assert "NOT A SERVER LOG" in header and words in header and "NO FAILURE" not in header, header

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         raise VramtuiError(f"{name} is empty: nothing to diagnose")
     if not diagnosis.failed and not head.strip():
         raise VramtuiError(f"{name} holds only blank lines: nothing to diagnose")
-    foreign = unrecognised(diagnosis)
+    foreign = diagnosis.unrecognised
     status = settle(INCOMPLETE_STATUS if foreign else exit_status(diagnosis))
     if args.json:
         from vramtui.cli.common import print_json
@@ -73,20 +73,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_text(diagnosis, args.file))
         if foreign:
-            sys.stdout.write(f"{UNRECOGNISED}\n")
+            from vramtui.core.logs.verdict import UNRECOGNISED_WORDS
+
+            sys.stdout.write(f"{UNRECOGNISED_WORDS}\n")
         sys.stdout.flush()
     return status
-
-
-UNRECOGNISED = (
-    "Nothing in it is an engine's start-up or serving line: is it the server's own log (not the client's)?"
-)
-
-
-def unrecognised(diagnosis: Any) -> bool:
-    """No engine, no stage, no failure and no notice: text that is not a server's log, which must not pass
-    `diagnose log && deploy` as a healthy server."""
-    return not (diagnosis.failed or diagnosis.backend or diagnosis.stage or diagnosis.warnings)
 
 
 # diagnose's exit status: 0 no failure, 1 a failure, 3 no error but no ready either (2 is bad input)

@@ -119,8 +119,10 @@ def failure_words(code: str | None, *, short: bool = False) -> str:
     return spaced(code)
 
 
-def cause_words(code: str) -> str:
-    return CAUSE_WORDS.get(code) or FAILURE_WORDS.get(code) or spaced(code)
+def cause_words(code: str) -> str | None:
+    """A cause in a few words, or None where it has none (a code read with spaces, "host ram short", is
+    no word: the failure's words and the first error say it instead)."""
+    return CAUSE_WORDS.get(code) or FAILURE_WORDS.get(code)
 
 
 def stage_words(stage: str | None) -> str:

@@ -49,6 +49,17 @@ class Diagnosis:
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    @property
+    def unrecognised(self) -> bool:
+        """No engine, no stage, no failure and no notice: text that is not a server's log, which must not
+        read as a healthy server (`diagnose log && deploy`, the log pane's verdict)."""
+        return not (self.failed or self.backend or self.stage or self.warnings)
+
+
+UNRECOGNISED_WORDS = (
+    "Nothing in it is an engine's start-up or serving line: is it the server's own log (not the client's)?"
+)
+
 
 def detect_backend(scores: dict[str, int]) -> str | None:
     """The backend whose marks the log carries; the one that embeds the others wins."""

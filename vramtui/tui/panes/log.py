@@ -74,6 +74,7 @@ class LogPane(Pane):
         super().__init__(id=id)
         self.diagnosis: Any = None
         self.sized_advice: list[str] = []  # a failed launch's advice with the arithmetic's word on each
+        self.from_file = False  # the feed reads a file (read to its end once progress is gone)
         self.progress: Progress | None = None  # a file still being read
         self.source_label = ""
         self.feed: LogFeed | None = None
@@ -115,6 +116,7 @@ class LogPane(Pane):
         self.diagnosis = None
         self.sized_advice = []
         self.finished = False
+        self.from_file = path is not None
         # A file says it is being read from the first frame, before its first batch.
         self.progress = None if path is None else Progress(0, path.stat().st_size if path.is_file() else 0)
         self.batches_received = 0
@@ -228,6 +230,7 @@ class LogPane(Pane):
             first_error_line=None if view.first_error is None else view.first_error + 1,
             progress=self.progress,
             sized_advice=self.sized_advice,
+            settled=self.finished or (self.from_file and self.progress is None and self.batches_received > 0),
         )
         self.query_one("#diagnosis", Static).update(text)
         for pane in self.app.query("WizardPane"):  # by name: the wizard offers the on-GPU goal

@@ -57,8 +57,11 @@ def _strip(app: Any, text: Text, reached: str | None, failing: str | None) -> No
     text.append("\n")
 
 
-def _verdict(app: Any, diagnosis: Any, line_count: int, first_error_line: int | None) -> tuple[Text, str]:
-    """The strip and the verdict line, and the first error's text that ends it ("" for none)."""
+def _verdict(
+    app: Any, diagnosis: Any, line_count: int, first_error_line: int | None, settled: bool = False
+) -> tuple[Text, str]:
+    """The strip and the verdict line, and the first error's text that ends it ("" for none). `settled`:
+    the log is read to its end (a file read, a stream that ended), so what it lacks is missing."""
     text = Text(no_wrap=False, overflow="fold")
     reached = diagnosis.stage if diagnosis.stage in STAGES else None
     failing = diagnosis.failure_stage if diagnosis.failed else None
@@ -68,7 +71,8 @@ def _verdict(app: Any, diagnosis: Any, line_count: int, first_error_line: int | 
     if diagnosis.failed:
         text.append("FAILED", style=theme_style(app, "verdict-fails", bold=True, reverse=True))
         cause = getattr(diagnosis, "cause", None)
-        detail = f", {cause_words(cause)}" if cause and cause != diagnosis.failure else ""
+        said = cause_words(cause) if cause and cause != diagnosis.failure else None
+        detail = f", {said}" if said else ""
         where = f" at {stage_words(failing)}" if failing else ""
         text.append(f"{where}: {failure_words(diagnosis.failure)} ({backend}{detail})")
         if diagnosis.first_error_line:
@@ -83,6 +87,12 @@ def _verdict(app: Any, diagnosis: Any, line_count: int, first_error_line: int | 
             f" no error, reached {stage_words(reached) if reached else 'no stage yet'} ({backend}), "
             f"{line_count:,} lines: still loading, or stopped without a message"
         )
+    elif settled and (line_count == 0 or getattr(diagnosis, "unrecognised", False)):
+        # as `vramtui diagnose` refuses them: not "no failure" (nothing here says a server came up)
+        text.append("NOT A SERVER LOG", style=theme_style(app, "log-warning", bold=True, reverse=True))
+        from vramtui.core.logs.verdict import UNRECOGNISED_WORDS
+
+        text.append(" the log is empty: nothing to diagnose" if line_count == 0 else f" {UNRECOGNISED_WORDS}")
     else:
         text.append("NO FAILURE", style=theme_style(app, "verdict-fits", bold=True, reverse=True))
         text.append(
@@ -131,6 +141,7 @@ def header_text(
     first_error_line: int | None = None,
     progress: Progress | None = None,
     sized_advice: list[str] | None = None,
+    settled: bool = False,
 ) -> Text:
     """The header in `rows` rows of `width` cells (0: not laid out yet, everything in).
 
@@ -151,7 +162,7 @@ def header_text(
             source or "no log yet: start a model (vramtui run PROFILE) or open one (vramtui --log FILE)"
         )
         return text
-    head, error = _verdict(app, diagnosis, line_count, first_error_line)
+    head, error = _verdict(app, diagnosis, line_count, first_error_line, settled)
     return _fitted(app, head, error, _notes(app, diagnosis, sized_advice or []), width, rows)
 
 
