@@ -189,3 +189,23 @@ async def test_a_file_that_is_no_server_log_is_not_called_healthy(tmp_path: Path
             await pilot.pause(0.2)
             header = str(pane.query_one("#diagnosis").render())
             assert "NOT A SERVER LOG" in header and words in header and "NO FAILURE" not in header, header
+
+
+async def test_the_pane_says_what_the_cli_says_of_a_cause_and_of_a_guessed_stage(tmp_path: Path) -> None:
+    """QA: a cut-short GGUF read "an error" in the pane where `diagnose` said the file is cut short, and a
+    bare "Killed" was drawn as failed at load weights where `diagnose` calls that stage a best guess."""
+    cut = tmp_path / "cut.log"
+    cut.write_text(
+        "llama_model_loader: loaded meta data with 30 key-value pairs and 291 tensors from m.gguf\n"
+        "llama_model_load: error loading model: tensor 'blk.20.ffn_down.weight' data is not within the "
+        "file bounds, model is corrupted or incomplete\n"
+    )
+    killed = tmp_path / "killed.log"
+    killed.write_text("Killed\n")
+    for path, words in ((cut, "cut short or corrupt"), (killed, "a guess: no line says where")):
+        app = quiet_app(log_file=str(path))
+        async with app.run_test(size=(200, 50)) as pilot:
+            pane = app.query_one(LogPane)
+            await wait_for(pilot, lambda pane=pane: pane.diagnosis is not None and pane.progress is None, 30)
+            header = str(pane.query_one("#diagnosis").render())
+            assert words in header, header

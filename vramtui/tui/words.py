@@ -12,7 +12,7 @@ import re
 FAILURE_WORDS: dict[str, str] = {
     # The log diagnosis's classes (core/logs/stages.FAILURES).
     "cuda_oom": "GPU out of memory",
-    "host_oom_killed": "killed by the host's OOM killer",
+    "host_oom_killed": "killed without a word (SIGKILL: the OOM killer, most often)",
     "host_oom": "host out of memory",
     "unsupported_quant": "quantization not supported",
     "unknown_arch": "model architecture not supported",
@@ -22,7 +22,7 @@ FAILURE_WORDS: dict[str, str] = {
     "network": "network error",
     "disk_full": "disk full",
     "kv_cache_too_small": "no room for the KV cache",
-    "context_too_long": "context longer than the model's",
+    "context_too_long": "a request longer than the context",
     "other": "an error",
     # The launcher's own (core/launch/launcher.py).
     "command_not_found": "engine not installed",
@@ -120,9 +120,11 @@ def failure_words(code: str | None, *, short: bool = False) -> str:
 
 
 def cause_words(code: str) -> str | None:
-    """A cause in a few words, or None where it has none (a code read with spaces, "host ram short", is
-    no word: the failure's words and the first error say it instead)."""
-    return CAUSE_WORDS.get(code) or FAILURE_WORDS.get(code)
+    """A cause in a few words, else the diagnosis' own sentence for it, or None where it has neither (a
+    code read with spaces, "host ram short", is no word)."""
+    from vramtui.core.logs.advice import CAUSE_WORDS as SAID
+
+    return CAUSE_WORDS.get(code) or FAILURE_WORDS.get(code) or SAID.get(code)
 
 
 def stage_words(stage: str | None) -> str:

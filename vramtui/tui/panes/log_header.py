@@ -74,6 +74,8 @@ def _verdict(
         said = cause_words(cause) if cause and cause != diagnosis.failure else None
         detail = f", {said}" if said else ""
         where = f" at {stage_words(failing)}" if failing else ""
+        if failing and getattr(diagnosis, "stage_inferred", False):
+            where += " (a guess: no line says where)"  # as the CLI's "best guess"
         text.append(f"{where}: {failure_words(diagnosis.failure)} ({backend}{detail})")
         if diagnosis.first_error_line:
             text.append(f" — first error, line {first_error_line or diagnosis.first_error_line} (key e): ")
