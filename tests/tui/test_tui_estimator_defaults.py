@@ -94,3 +94,19 @@ async def test_runs_on_cpu_sizes_this_machines_ram_as_estimate_cpu_does(tiny_ggu
     cli = cli_estimate(str(tiny_gguf), "--cpu")
     assert shown["device_bytes"] == cli["device_bytes"] and shown["total_bytes"] == cli["total_bytes"]
     assert "sized for a 24 GiB card" not in text
+
+
+async def test_numbers_typed_beside_a_model_file_override_it_as_the_cli_flags_do(tiny_gguf: Path) -> None:
+    """QA: the pane ignored --params 8B and 32 layers typed beside a file (20 MiB of weights, FITS) where
+    `vramtui estimate FILE --params 8B --layers 32` sizes 8B (DOES NOT FIT): flags override files."""
+    app = VramtuiApp(live_sampling=False, remember=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(EstimatorPane)
+        pane.set_value("model", str(tiny_gguf))
+        await wait_for(pilot, lambda: pane.estimate is not None)
+        pane.set_value("params", "8B")
+        pane.set_value("layers", "32")
+        await wait_for(pilot, lambda: pane.estimate is not None and pane.estimate.weights_bytes > 1 << 30)
+        shown = pane_view(pane)
+    cli = cli_estimate(str(tiny_gguf), "--params", "8B", "--layers", "32", "--gpu-mem", "24GiB")
+    assert shown == {key: cli[key] for key in KEYS}

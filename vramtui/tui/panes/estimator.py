@@ -352,12 +352,18 @@ class EstimatorPane(Pane):
 
     def _model_info(self, path: str, values: dict[str, Any]) -> Any:
         from vramtui.core.estimate.inputs import model_overrides
-        from vramtui.core.estimate.modelinfo import info_from_flags
+        from vramtui.core.estimate.modelinfo import apply_overrides, info_from_flags
 
         if path:
             if self._info_error:
                 self.errors["model"] = self._info_error
-            return self._info
+            if self._info is None:
+                return None
+            try:  # the numbers typed override the file's, as `vramtui estimate FILE --params ...` does
+                return apply_overrides(self._info, **model_overrides(values))
+            except VramtuiError as error:
+                self.errors["params"] = str(error)
+                return None
         if values.get("params") is None:
             if not self.errors:
                 self.errors["_"] = "give a model path, or at least the parameter count"
