@@ -93,3 +93,16 @@ def test_a_gpu_mem_without_a_unit_is_one_line_and_exit_2(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "vramtui: --gpu-mem: '12' has no unit: 12GiB? (B, KiB, MiB, GiB or TiB)"
     ]
+
+
+def test_a_log_with_no_layer_on_the_gpu_is_the_on_gpu_goals_to_plan(tmp_path):
+    """QA: a Jetson's llama-server with `offloaded 0/29 layers to GPU` (round 14's log) got "the log shows
+    no layer or expert on the host CPU" from the on-GPU goal, while `diagnose` said it runs on the CPU."""
+    rows = (ROOT / "tests/data/logs/round14.jsonl").read_text().splitlines()
+    entry = next(row for row in map(json.loads, rows) if row["id"] == "r14-llamacpp-orin-qwen3-cpu-offload0")
+    log = tmp_path / "run.log"
+    log.write_text(entry["log"])
+    proc = _wizard(str(log), "--goal", "on-gpu", "--json")
+    data = json.loads(proc.stdout)
+    assert data["runs_but_slow"] == ["runs but slow: none of the 29 layers is on the GPU (offloaded 0/29)"]
+    assert data["layers_on_gpu"] == 0 and data["layers_total"] == 29

@@ -75,7 +75,9 @@ def _plan_from_profile(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
 
 
 def _slow(diagnosis: Any) -> list[str]:
-    return [w for w in (getattr(diagnosis, "warnings", None) or []) if w.startswith("runs but slow")]
+    from vramtui.core.wizard.ongpu import host_placement
+
+    return host_placement(diagnosis)
 
 
 def run_on_gpu(args: argparse.Namespace) -> int:

@@ -26,6 +26,21 @@ from vramtui.core.units import MIB
 from vramtui.core.wizard.propose import _nice_below
 
 GOAL = "on-gpu"
+# The diagnosis' words for a model that runs partly on the host CPU (core/logs/verdict's placement warnings)
+SLOW = "runs but slow"
+
+
+def host_placement(diagnosis: Any) -> list[str]:
+    """What the log says runs on the host CPU that the on-GPU goal could move: the diagnosis' "runs but
+    slow" warnings, or no layer offloaded at all (offloaded 0/N: the CPU fallback's own warning; QA: the
+    goal answered "no layer or expert on the host" for a log of 0/29)."""
+    found = [str(w) for w in (getattr(diagnosis, "warnings", None) or []) if str(w).startswith(SLOW)]
+    figures = getattr(diagnosis, "engine_figures", None) or {}
+    on_gpu, total = figures.get("layers_offloaded"), figures.get("layers_total")
+    if not found and total and on_gpu == 0:
+        found.append(f"{SLOW}: none of the {total:.0f} layers is on the GPU (offloaded 0/{total:.0f})")
+    return found
+
 
 # The single changes that free device memory without moving layers, cheapest in speed first.
 _STEPS: tuple[tuple[str, str], ...] = (
@@ -365,7 +380,8 @@ def plan_from_figures(
 ) -> OnGpuPlan:
     info = info_from_figures(figures, given)
     plan = plan_on_gpu(info, settings_from_figures(figures, backend, device_bytes))
-    plan.layers_on_gpu = _figure(figures, "layers_offloaded")
+    on_gpu = figures.get("layers_offloaded")
+    plan.layers_on_gpu = None if on_gpu is None else int(on_gpu)  # 0 of N is a count, not "not printed"
     plan.layers_total = _figure(figures, "layers_total")
     return plan
 

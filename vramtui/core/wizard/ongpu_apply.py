@@ -20,7 +20,7 @@ from vramtui.core.backends.base import is_all
 from vramtui.core.launch.profile import Profile
 from vramtui.core.wizard.budget import MemoryModel
 from vramtui.core.wizard.observe import Observation, observe
-from vramtui.core.wizard.ongpu import GOAL, OnGpuPlan
+from vramtui.core.wizard.ongpu import GOAL, SLOW, OnGpuPlan
 from vramtui.core.wizard.propose import Proposal
 from vramtui.core.wizard.steprecord import StepRecorder, new_record_path
 from vramtui.core.wizard.verify import took_effect
@@ -40,7 +40,7 @@ def all_layers_on_device(
         return None
     if on_gpu is None or on_gpu < total:
         return False
-    return not any(str(warning).startswith("runs but slow") for warning in warnings)
+    return not any(str(warning).startswith(SLOW) for warning in warnings)
 
 
 def on_gpu_change(plan: OnGpuPlan, profile: Profile) -> dict[str, object]:

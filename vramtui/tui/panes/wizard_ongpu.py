@@ -8,11 +8,11 @@ from typing import Any
 
 from vramtui.core.errors import VramtuiError
 
-SLOW = "runs but slow"
-
 
 def slow_warnings(diagnosis: Any) -> list[str]:
-    return [w for w in (getattr(diagnosis, "warnings", None) or []) if str(w).startswith(SLOW)]
+    from vramtui.core.wizard.ongpu import host_placement
+
+    return host_placement(diagnosis)
 
 
 def on_gpu_lines(diagnosis: Any, profile: Any = None, profile_path: str | None = None) -> list[str]:
