@@ -108,9 +108,9 @@ def with_sizes(advice: list[str], sized: list[str]) -> list[str]:
     return [next((line for line in sized if line.startswith(plain)), plain) for plain in advice]
 
 
-def _notes(app: Any, diagnosis: Any, sized: list[str]) -> list[Text]:
+def _notes(app: Any, diagnosis: Any, sized: list[str]) -> tuple[list[Text], int]:
     """Advice (flag and value first), quiet failures and fit's projection: one block each, in the order
-    they are shown while rows remain."""
+    they are shown while rows remain; and how many lines the caps left out."""
     blocks = []
     marks = (("→ ", "accent"), ("⚠ ", "log-warning"), ("≈ ", "accent"))
     advice = with_values_first([str(line) for line in getattr(diagnosis, "advice", None) or []])
@@ -118,6 +118,7 @@ def _notes(app: Any, diagnosis: Any, sized: list[str]) -> list[Text]:
     warnings = [str(line) for line in getattr(diagnosis, "warnings", None) or []]
     backend = getattr(diagnosis, "backend", None) or "unknown backend"
     fit = _fit_summary(getattr(diagnosis, "engine_figures", None) or {}, backend)
+    capped = max(0, len(advice) - MAX_ADVICE) + max(0, len(warnings) - MAX_WARNINGS)
     advice = advice[:MAX_ADVICE]
     # The first two advice lines, the quiet failures and fit's one line of figures before the advice
     # that comes third (the rows left decide how much is shown, in this order).
@@ -129,7 +130,7 @@ def _notes(app: Any, diagnosis: Any, sized: list[str]) -> list[Text]:
             block.append(mark, style=theme_style(app, colour, bold=True))
             block.append(line)
             blocks.append(block)
-    return blocks
+    return blocks, capped
 
 
 def header_text(
@@ -165,11 +166,23 @@ def header_text(
         )
         return text
     head, error = _verdict(app, diagnosis, line_count, first_error_line, settled)
-    return _fitted(app, head, error, _notes(app, diagnosis, sized_advice or []), width, rows)
+    blocks, capped = _notes(app, diagnosis, sized_advice or [])
+    return _fitted(app, head, error, blocks, width, rows, capped)
 
 
-def _fitted(app: Any, head: Text, error: str, blocks: list[Text], width: int, rows: int) -> Text:
-    """The head, then the first block, the error text and the other blocks while they fit whole."""
+def _more(app: Any, count: int) -> Text:
+    block = Text("\n")
+    block.append(
+        f"… {count} more not shown here: `vramtui diagnose` lists them all", style=theme_style(app, "accent")
+    )
+    return block
+
+
+def _fitted(
+    app: Any, head: Text, error: str, blocks: list[Text], width: int, rows: int, capped: int = 0
+) -> Text:
+    """The head, then the first block, the error text and the other blocks while they fit whole; a last
+    line says how many were left out (never silently: QA found advice missing with no sign of it)."""
     style = theme_style(app, "log-error")
 
     def height(text: Text) -> int:
@@ -183,14 +196,16 @@ def _fitted(app: Any, head: Text, error: str, blocks: list[Text], width: int, ro
             text.append_text(block)
         return text
 
-    if width <= 0 or height(joined(error, blocks)) <= rows:
-        return joined(error, blocks)
-    chosen = [block for block in blocks[:1] if height(joined("", [block])) <= rows]
-    shown = _longest_error(error, lambda cut: height(joined(cut, chosen)) <= rows)
+    if width <= 0 or height(joined(error, blocks)) <= rows - (1 if capped else 0):
+        return joined(error, [*blocks, _more(app, capped)] if capped else blocks)
+    room = rows - 1  # a row for the line that says what was left out
+    chosen = [block for block in blocks[:1] if height(joined("", [block])) <= room]
+    shown = _longest_error(error, lambda cut: height(joined(cut, chosen)) <= room)
     for block in blocks[1:]:
-        if height(joined(shown, [*chosen, block])) <= rows:
+        if height(joined(shown, [*chosen, block])) <= room:
             chosen.append(block)
-    return joined(shown, chosen)
+    left = len(blocks) - len(chosen) + capped
+    return joined(shown, [*chosen, _more(app, left)] if left else chosen)
 
 
 def _longest_error(error: str, fits: Any) -> str:
