@@ -218,3 +218,18 @@ async def test_ctrl_q_asks_like_q_while_a_model_runs(tiny_gguf: Path, tmp_path: 
         await pilot.press("y")
         await wait_for(pilot, lambda: not app.is_running or app.return_value == 0, timeout_s=30)
     assert app.return_value == 0
+
+
+async def test_question_mark_and_f1_open_the_keys_panel_and_close_it() -> None:
+    """QA: ? and F1 did nothing; the keys were only under ctrl+p."""
+    from textual.widgets import HelpPanel
+
+    app = quiet_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        for key in ("question_mark", "f1"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.screen.query(HelpPanel), key
+            await pilot.press(key)
+            await pilot.pause()
+            assert not app.screen.query(HelpPanel), key

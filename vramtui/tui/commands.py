@@ -40,6 +40,9 @@ class CommandsApp(App[int]):
         Binding("z", "zoom_graph", "Zoom", group=GRAPH),
         Binding("g", "cycle_series", "Series", group=GRAPH),
         Binding("t", "cycle_theme", "Theme"),
+        # the keys of the focused pane and the app, in Textual's own panel (QA: ? and F1 did nothing)
+        Binding("question_mark", "toggle_keys", "Keys", show=False),
+        Binding("f1", "toggle_keys", "Keys", show=False),
     ]
 
     # Every action the palette lists: (action, title, help). Keys are in BINDINGS.
@@ -92,6 +95,15 @@ class CommandsApp(App[int]):
     @property
     def theme_names(self) -> list[str]:
         return self._theme_names or ["textual-dark", "textual-light"]
+
+    def action_toggle_keys(self) -> None:
+        """Textual's key panel: open it, or close it when it is open."""
+        from textual.widgets import HelpPanel
+
+        if self.screen.query(HelpPanel):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()
 
     def action_cycle_theme(self) -> None:
         names = self.theme_names

@@ -66,7 +66,7 @@ class LogPane(Pane):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "search", "Search"),
+        Binding("slash", "search", "Find"),
         Binding("escape", "close_search", "Close search", show=False),
     ]
 
