@@ -233,3 +233,24 @@ async def test_question_mark_and_f1_open_the_keys_panel_and_close_it() -> None:
             await pilot.press(key)
             await pilot.pause()
             assert not app.screen.query(HelpPanel), key
+
+
+async def test_a_wizard_that_stopped_after_skips_starts_again_on_n(tiny_gguf: Path, tmp_path: Path) -> None:
+    """QA: skipping every proposal stopped the wizard and took `n` away: the only way back was to quit."""
+    app = quiet_app()
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.press("4")
+        pane = await wizard_with_a_proposal(app, pilot, tiny_gguf, tmp_path)
+        first = pane.driver
+        for _ in range(8):  # skip until the wizard has no setting left
+            if first.finished:  # type: ignore[union-attr]
+                break
+            pane.query_one("#wiz-confirm").focus()
+            await pilot.press("k")
+            await wait_for(pilot, lambda: not pane.busy and (pane.proposal is not None or first.finished))  # type: ignore[union-attr]
+        assert first.finished and not first.succeeded  # type: ignore[union-attr]
+        assert "n: start again" in pane.state_text
+        assert app.check_action("wizard_next", ()) is True
+        await pilot.press("n")
+        await wait_for(pilot, lambda: pane.driver is not first and pane.proposal is not None, timeout_s=60)
+        assert not pane.driver.skipped  # type: ignore[union-attr]

@@ -128,8 +128,8 @@ class VramtuiApp(CommandsApp, AttachRequests):
         except Exception:
             return True
         if action == "wizard_next":
-            if wizard.driver is not None:
-                return not wizard.driver.finished
+            if wizard.driver is not None:  # a stopped wizard starts over; one that got it running is done
+                return not wizard.driver.finished or not wizard.driver.succeeded
             if wizard.attached_view is not None:
                 return wizard.attached_view.profile is not None
             # While the model runs the wizard pane says how to start one (stop it first).

@@ -65,6 +65,7 @@ class CommandsApp(App[int]):
         ("zoom_graph", "Zoom the graph", "All / 1 hour / 10 minutes / 1 minute (z)"),
         ("cycle_series", "Graph another series", "GPU, model process or host RAM (g)"),
         ("cycle_theme", "Next theme", "Switch to the next colour theme (t)"),
+        ("toggle_keys", "Show the keys", "Open or close the panel of keys for where you are (? or F1)"),
         ("quit_app", "Quit vramtui", "Asks first when a model is running, and stops it (q)"),
     )
 

@@ -200,7 +200,16 @@ class WizardPane(Pane):
                 self.show()
 
     def next_step(self) -> None:
-        """`n`: confirm the proposal if there is one, else ask the wizard for one."""
+        """`n`: confirm the proposal if there is one, else ask the wizard for one; after a wizard that
+        stopped with no change left (skips included), start it again (QA: there was no way back)."""
+        driver = self.driver
+        if driver is not None and driver.finished and not driver.succeeded and self.attached_view is None:
+            self.proposal, self.steps = None, []
+            self.notify("Starting the wizard again: every setting can be proposed again.", timeout=4)
+            self.start_profile(driver.profile)  # the profile it began from, skips forgotten
+            assert self.driver is not None
+            self.driver.launch_first()
+            return
         if self.driver is None and self.attached_view is not None:
             self.start_attached()
             return

@@ -109,6 +109,7 @@ class WizardDriver:
         self.wizard: Any = None
         self.server: Any = None  # the server of the attempt in progress
         self.finished = False
+        self.succeeded = False  # finished with a run that works (else stopped: `n` starts over)
         self.verified = False  # a working attempt's server was handed to the app
         self._lock = threading.Lock()
 
@@ -295,7 +296,7 @@ class WizardDriver:
         self.finished = True
         wizard = self.wizard
         # The record's end line: the session reopens as finished (and exports its verdict).
-        success = wizard.finish().success
+        success = self.succeeded = wizard.finish().success
         if success:
             final = wizard.profile
             params = ", ".join(f"{k}={v}" for k, v in sorted(final.params.items()))
@@ -307,7 +308,12 @@ class WizardDriver:
         else:
             reason = in_words(wizard.stop_reason or "no change left to propose")
             advice = "; ".join(in_words(line) for line in wizard.advice[:2])
-            self._post(f"stopped: {reason}" + (f" — {advice}" if advice else ""), done=True)
+            self._post(
+                f"stopped: {reason}"
+                + (f" — {advice}" if advice else "")
+                + " (n: start again from the profile)",
+                done=True,
+            )
 
     def stop_attempt(self) -> None:
         """Stop the server of the attempt in progress (quitting); the wizard records what it saw."""
