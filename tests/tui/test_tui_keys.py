@@ -21,6 +21,7 @@ from textual.pilot import Pilot
 from textual.widgets import Footer, Input
 from textual.widgets._footer import FooterKey
 
+from vramtui.core.wizard.propose import value_word
 from vramtui.tui.app import ConfirmQuit, VramtuiApp
 from vramtui.tui.panes.estimator import FIELDS, EstimatorPane
 from vramtui.tui.panes.wizard import WizardPane
@@ -115,7 +116,7 @@ async def test_k_skips_and_v_edits_the_proposal_in_the_wizard_pane(tiny_gguf: Pa
         await pilot.press("v")  # Edit: the value field opens, focused, holding the proposed value
         edit = pane.query_one("#wiz-edit", Input)
         await wait_for(pilot, lambda: edit.has_class("-visible") and app.focused is edit)
-        assert edit.value == str(proposal.to)
+        assert edit.value == value_word(proposal.to)
         await pilot.press("escape")
         await wait_for(pilot, lambda: not edit.has_class("-visible"))
 

@@ -247,7 +247,13 @@ def report(
         if not result.success and last is not None and last.runs_over_budget:
             verdict = "it answers, still over the budget"  # an attached server: up, judged by its peak
         print(f"\n{verdict}: {in_words(result.reason)}")
-        print(f"final parameters: {dict(final.params)}" + (f", model {final.model}" if final.model else ""))
+        from vramtui.core.wizard.propose import value_word
+
+        params = ", ".join(f"{name} = {value_word(value)}" for name, value in sorted(final.params.items()))
+        print(
+            f"final parameters: {params or 'the engine defaults'}"
+            + (f"; model {final.model}" if final.model else "")
+        )
         for line in result.advice:
             print(f"advice: {in_words(line)}")
         if result.pending is not None:

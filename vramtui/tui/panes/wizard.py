@@ -364,7 +364,9 @@ class WizardPane(Pane):
             self.notify("Nothing proposed to edit yet (press n).", timeout=3)
             return
         edit = self.query_one("#wiz-edit", Input)
-        edit.value = str(self.proposal.to)
+        from vramtui.core.wizard.propose import value_word
+
+        edit.value = value_word(self.proposal.to)  # "on", as the proposal reads, not True
         edit.add_class("-visible")
         edit.focus()
         edit.call_after_refresh(edit.action_select_all)  # typing replaces the proposed value
