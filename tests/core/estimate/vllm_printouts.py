@@ -55,6 +55,8 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("openai/gpt-oss-20b", "openai--gpt-oss-20b.config.json"),
     ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "deepseek-ai--DeepSeek-R1-Distill-Qwen-7B.config.json"),
     ("meta-llama/Llama-3.2-1B-Instruct", "meta-llama--Llama-3.2-1B-Instruct.config.json"),
+    ("Qwen2-7B-Instruct", "Qwen--Qwen2-7B-Instruct.config.json"),
+    ("Qwen/Qwen2.5-7B-Instruct", "Qwen--Qwen2.5-7B-Instruct.config.json"),
 )
 
 _N = r"([\d.]+)"
