@@ -183,8 +183,10 @@ class EstimatorPane(Pane):
             yield Static(id="est-result")
 
     def _select_field(self, name: str, label: str, options: tuple[str, ...]) -> Vertical:
+        # AUTO reads "default", as the wizard words an unset setting (QA: "flash attn auto" beside the
+        # wizard's "off" for llama-cpp-python, whose default is off)
         select: Select[str] = Select(
-            [(option, option) for option in options],
+            [("default" if option == AUTO else option, option) for option in options],
             value=options[0],
             allow_blank=False,
             id=f"est-{name}",
