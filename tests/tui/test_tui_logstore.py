@@ -172,6 +172,16 @@ async def test_a_log_that_cannot_be_read_is_one_note_not_a_crash(tmp_path: Path)
         assert pane.view.lines[0].text.startswith(f"vramtui: cannot read {folder}")
 
 
+async def header_once_read(path: Path) -> str:
+    """The log pane's header once the file is read to its end (`vramtui --log FILE`)."""
+    app = quiet_app(log_file=str(path))
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(LogPane)
+        await wait_for(pilot, lambda: pane.progress is None and pane.batches_received > 0, timeout_s=30)
+        await pilot.pause(0.2)
+        return str(pane.query_one("#diagnosis").render())
+
+
 async def test_a_file_that_is_no_server_log_is_not_called_healthy(tmp_path: Path) -> None:
     """QA: an empty file and a page of prose read "NO FAILURE" in the pane where `vramtui diagnose`
     refuses them (exit 2, exit 3): nothing in them says a server came up."""
@@ -180,15 +190,8 @@ async def test_a_file_that_is_no_server_log_is_not_called_healthy(tmp_path: Path
     empty = tmp_path / "empty.log"
     empty.write_text("")
     for path, words in ((prose, "Nothing in it is an engine's start-up"), (empty, "the log is empty")):
-        app = quiet_app(log_file=str(path))
-        async with app.run_test(size=(200, 50)) as pilot:
-            pane = app.query_one(LogPane)
-            await wait_for(
-                pilot, lambda pane=pane: pane.progress is None and pane.batches_received > 0, timeout_s=30
-            )
-            await pilot.pause(0.2)
-            header = str(pane.query_one("#diagnosis").render())
-            assert "NOT A SERVER LOG" in header and words in header and "NO FAILURE" not in header, header
+        header = await header_once_read(path)
+        assert "NOT A SERVER LOG" in header and words in header and "NO FAILURE" not in header, header
 
 
 async def test_the_pane_says_what_the_cli_says_of_a_cause_and_of_a_guessed_stage(tmp_path: Path) -> None:
@@ -203,9 +206,5 @@ async def test_the_pane_says_what_the_cli_says_of_a_cause_and_of_a_guessed_stage
     killed = tmp_path / "killed.log"
     killed.write_text("Killed\n")
     for path, words in ((cut, "cut short or corrupt"), (killed, "a guess: no line says where")):
-        app = quiet_app(log_file=str(path))
-        async with app.run_test(size=(200, 50)) as pilot:
-            pane = app.query_one(LogPane)
-            await wait_for(pilot, lambda pane=pane: pane.diagnosis is not None and pane.progress is None, 30)
-            header = str(pane.query_one("#diagnosis").render())
-            assert words in header, header
+        header = await header_once_read(path)
+        assert words in header, header

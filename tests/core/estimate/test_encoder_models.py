@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
+from gguf_writing import write_gguf
 
 from vramtui.core.estimate.estimator import Settings, estimate
 from vramtui.core.estimate.modelinfo import load_model_info
@@ -18,37 +18,27 @@ VOCAB, HIDDEN, LAYERS, FF = 30522, 128, 2, 512
 
 
 def _write_bert(path: Path) -> Path:
-    """A BERT encoder as llama.cpp's converter writes one (its tensor names; random f16 values)."""
+    """A BERT encoder as llama.cpp's converter writes one: no output.weight."""
     import gguf
 
-    writer = gguf.GGUFWriter(str(path), "bert")
-    writer.add_block_count(LAYERS)
-    writer.add_context_length(512)
-    writer.add_embedding_length(HIDDEN)
-    writer.add_feed_forward_length(FF)
-    writer.add_head_count(4)
-    writer.add_layer_norm_eps(1e-12)
-    writer.add_causal_attention(False)
-    writer.add_pooling_type(gguf.PoolingType.CLS)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    rng = np.random.default_rng(0)
+    def keys(writer: gguf.GGUFWriter) -> None:
+        writer.add_block_count(LAYERS)
+        writer.add_context_length(512)
+        writer.add_embedding_length(HIDDEN)
+        writer.add_feed_forward_length(FF)
+        writer.add_head_count(4)
+        writer.add_layer_norm_eps(1e-12)
+        writer.add_causal_attention(False)
+        writer.add_pooling_type(gguf.PoolingType.CLS)
 
-    def tensor(name: str, *shape: int) -> None:
-        writer.add_tensor(name, rng.standard_normal(shape).astype(np.float16))
-
-    tensor("token_embd.weight", VOCAB, HIDDEN)
-    tensor("token_types.weight", 2, HIDDEN)
-    tensor("position_embd.weight", 512, HIDDEN)
+    tensors = {"token_embd.weight": (VOCAB, HIDDEN), "token_types.weight": (2, HIDDEN)}
+    tensors["position_embd.weight"] = (512, HIDDEN)
     for il in range(LAYERS):
         for part in ("attn_q", "attn_k", "attn_v", "attn_output"):
-            tensor(f"blk.{il}.{part}.weight", HIDDEN, HIDDEN)
-        tensor(f"blk.{il}.ffn_up.weight", FF, HIDDEN)
-        tensor(f"blk.{il}.ffn_down.weight", HIDDEN, FF)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+            tensors[f"blk.{il}.{part}.weight"] = (HIDDEN, HIDDEN)
+        tensors[f"blk.{il}.ffn_up.weight"] = (FF, HIDDEN)
+        tensors[f"blk.{il}.ffn_down.weight"] = (HIDDEN, FF)
+    return write_gguf(path, "bert", keys, tensors)
 
 
 @pytest.fixture(scope="module")

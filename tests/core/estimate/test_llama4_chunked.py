@@ -7,8 +7,9 @@ and the two masks of its host buffer (26 MiB printed, 18 estimated before, 26 af
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-import numpy as np
+from gguf_writing import write_gguf
 
 from vramtui.core.estimate.estimator import Settings, estimate
 from vramtui.core.estimate.modelinfo import load_model_info
@@ -18,41 +19,30 @@ LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD = 8, 256, 4, 2, 64
 
 
 def _write_llama4(path: Path, window: int | None = None) -> Path:
-    """A small Llama 4 as llama.cpp's converter names its keys and tensors (random f16 values)."""
-    import gguf
+    """A small Llama 4 as llama.cpp's converter names its keys and tensors (no window key, as Scout's)."""
 
-    writer = gguf.GGUFWriter(str(path), "llama4")
-    writer.add_block_count(LAYERS)
-    writer.add_context_length(1 << 20)
-    writer.add_embedding_length(HIDDEN)
-    writer.add_feed_forward_length(512)
-    writer.add_head_count(HEADS)
-    writer.add_head_count_kv(KV_HEADS)
-    writer.add_key_length(HEAD)
-    writer.add_value_length(HEAD)
-    writer.add_vocab_size(1000)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    if window is not None:
-        writer.add_sliding_window(window)
-    rng = np.random.default_rng(0)
+    def keys(writer: Any) -> None:
+        writer.add_block_count(LAYERS)
+        writer.add_context_length(1 << 20)
+        writer.add_embedding_length(HIDDEN)
+        writer.add_feed_forward_length(512)
+        writer.add_head_count(HEADS)
+        writer.add_head_count_kv(KV_HEADS)
+        writer.add_key_length(HEAD)
+        writer.add_value_length(HEAD)
+        writer.add_vocab_size(1000)
+        if window is not None:
+            writer.add_sliding_window(window)
 
-    def tensor(name: str, *shape: int) -> None:
-        writer.add_tensor(name, rng.standard_normal(shape).astype(np.float16))
-
-    tensor("token_embd.weight", 1000, HIDDEN)
-    tensor("output.weight", 1000, HIDDEN)
+    tensors = {"token_embd.weight": (1000, HIDDEN), "output.weight": (1000, HIDDEN)}
     for il in range(LAYERS):
-        tensor(f"blk.{il}.attn_q.weight", HEADS * HEAD, HIDDEN)
-        tensor(f"blk.{il}.attn_k.weight", KV_HEADS * HEAD, HIDDEN)
-        tensor(f"blk.{il}.attn_v.weight", KV_HEADS * HEAD, HIDDEN)
-        tensor(f"blk.{il}.attn_output.weight", HIDDEN, HEADS * HEAD)
-        tensor(f"blk.{il}.ffn_up.weight", 512, HIDDEN)
-        tensor(f"blk.{il}.ffn_down.weight", HIDDEN, 512)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+        tensors[f"blk.{il}.attn_q.weight"] = (HEADS * HEAD, HIDDEN)
+        tensors[f"blk.{il}.attn_k.weight"] = (KV_HEADS * HEAD, HIDDEN)
+        tensors[f"blk.{il}.attn_v.weight"] = (KV_HEADS * HEAD, HIDDEN)
+        tensors[f"blk.{il}.attn_output.weight"] = (HIDDEN, HEADS * HEAD)
+        tensors[f"blk.{il}.ffn_up.weight"] = (512, HIDDEN)
+        tensors[f"blk.{il}.ffn_down.weight"] = (HIDDEN, 512)
+    return write_gguf(path, "llama4", keys, tensors)
 
 
 def test_llama4_keeps_a_chunk_of_8192_tokens_in_three_of_four_layers(tmp_path: Path) -> None:
