@@ -507,8 +507,10 @@ def _details(est: Any) -> list[str]:
         details.append(f"GPU layers that fit {est.gpu_layers_fit}")
     if getattr(est, "weights_host_bytes", 0):
         details.append(f"weights on the host {format_bytes(est.weights_host_bytes, 1)}")
-    if getattr(est, "host_bytes_needed", None):
-        details.append(f"host RAM for the rest {format_bytes(est.host_bytes_needed, 1)}")
+    # beside a GPU, what host RAM holds; on a CPU run the bill above is host RAM already (QA: it read
+    # "host RAM for the rest" with the whole total)
+    if getattr(est, "host_bytes_needed", None) and getattr(est, "device", None) != "host":
+        details.append(f"host RAM besides the GPU {format_bytes(est.host_bytes_needed, 1)}")
     if getattr(est, "kv_bytes_per_token", None):
         details.append(f"KV {format_bytes(est.kv_bytes_per_token, 1)}/token")
     state = est.bill.get("recurrent_state") + est.bill.get("recurrent_state", HOST)
