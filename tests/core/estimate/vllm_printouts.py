@@ -57,6 +57,7 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("meta-llama/Llama-3.2-1B-Instruct", "meta-llama--Llama-3.2-1B-Instruct.config.json"),
     ("Qwen2-7B-Instruct", "Qwen--Qwen2-7B-Instruct.config.json"),
     ("Qwen/Qwen2.5-7B-Instruct", "Qwen--Qwen2.5-7B-Instruct.config.json"),
+    ("openai gpt-oss-120b", "openai--gpt-oss-120b.config.json"),
 )
 
 _N = r"([\d.]+)"
