@@ -206,41 +206,41 @@ class WizardPane(Pane):
         if driver is not None and driver.finished and not driver.succeeded and self.attached_view is None:
             self.proposal, self.steps = None, []
             self.notify("Starting the wizard again: every setting can be proposed again.", timeout=4)
-            self.start_profile(driver.profile)  # the profile it began from, skips forgotten
-            assert self.driver is not None
-            self.driver.launch_first()
-            return
-        if self.driver is None and self.attached_view is not None:
+            self._launch(driver.profile)  # the profile it began from, skips forgotten
+        elif driver is None and self.attached_view is not None:
             self.start_attached()
-            return
-        if self.driver is None:
-            session = getattr(self.app, "session", None)
-            if session is not None and session.running:
-                self.notify(
-                    "The model is running: the wizard is for a launch that fails. Stop it (s) to start the "
-                    "wizard on this profile anyway.",
-                    timeout=6,
-                )
-                return
-            if self.profile_hint is None:
-                self.notify("No profile to work on: `vramtui run PROFILE` or `vramtui demo`.", timeout=4)
-                return
+        elif driver is None:
+            self._start_from_hint()
+        elif self.busy:
+            self.notify("The wizard is busy with the current step.", timeout=3)
+        elif self.proposal is not None:
+            driver.apply(self.proposal)
+        elif not driver.finished:
+            driver.propose()
+        else:
+            self.notify("The wizard has finished: export (x) keeps its steps.", timeout=3)
+
+    def _launch(self, profile: Any, first_check: Any = None) -> None:
+        self.start_profile(profile, first_check=first_check)
+        assert self.driver is not None
+        self.driver.launch_first()
+
+    def _start_from_hint(self) -> None:
+        """A wizard on the app's profile; its launch that failed, when it did, is step 0 as it is."""
+        session = getattr(self.app, "session", None)
+        if session is not None and session.running:
+            self.notify(
+                "The model is running: the wizard is for a launch that fails. Stop it (s) to start the "
+                "wizard on this profile anyway.",
+                timeout=6,
+            )
+        elif self.profile_hint is None:
+            self.notify("No profile to work on: `vramtui run PROFILE` or `vramtui demo`.", timeout=4)
+        else:
             failed = (
                 session.failed_check if session is not None and session.profile is self.profile_hint else None
             )
-            self.start_profile(self.profile_hint, first_check=failed)
-            assert self.driver is not None
-            self.driver.launch_first()
-            return
-        if self.busy:
-            self.notify("The wizard is busy with the current step.", timeout=3)
-            return
-        if self.proposal is not None:
-            self.driver.apply(self.proposal)
-        elif not self.driver.finished:
-            self.driver.propose()
-        else:
-            self.notify("The wizard has finished: export (x) keeps its steps.", timeout=3)
+            self._launch(self.profile_hint, first_check=failed)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("skip", "edit"):
@@ -267,29 +267,11 @@ class WizardPane(Pane):
 
     def action_take_over(self) -> None:
         """Ask first: a process vramtui did not start is stopped only after the user's yes."""
-        from vramtui.tui.screens import ConfirmTakeOver
+        from vramtui.tui.panes.wizard_attached import ask_take_over
 
         proposal = self._attached_proposal()
-        if proposal is None or self.busy or self.driver is None:
-            return
-        driver: Any = self.driver
-        target = driver.runner.running.target
-        if driver.runner.running.in_box:  # docker or systemd restarts it: vramtui never takes it over
-            self.notify(f"{target.text} is run by {target.kind}: apply the change there (n).", timeout=6)
-            return
-        change = driver.change_for(proposal)
-        question = (
-            f"Stop PID {driver.pid}, which vramtui did not start, and relaunch it under vramtui with "
-            f"{proposal.param} = {proposal.to}?\n{change.shell}"
-        )
-
-        def answered(yes: bool | None) -> None:
-            if yes and self.proposal is proposal and not self.busy:
-                driver.take_over(proposal)
-            elif not yes:
-                self.notify(f"Not taken over: PID {driver.pid} runs as it did.", timeout=5)
-
-        self.app.push_screen(ConfirmTakeOver(question), answered)
+        if proposal is not None and not self.busy and self.driver is not None:
+            ask_take_over(self, proposal)
 
     def action_copy_command(self) -> None:
         proposal = self._attached_proposal()

@@ -284,3 +284,28 @@ def follow_process(app: Any, message: AttachedProcess) -> None:
         # Opened afresh even when it is the same file: `server > log` truncated it for the new process.
         view.log_file = log
         app.query_one(LogPane).open_file(Path(log), follow=True)
+
+
+def ask_take_over(pane: Any, proposal: Any) -> None:
+    """The wizard pane's take-over (`t`): a server run by docker or systemd is never taken over; another is
+    stopped and relaunched under vramtui only after the user's yes, with the command it will run."""
+    from vramtui.tui.screens import ConfirmTakeOver
+
+    driver: Any = pane.driver
+    target = driver.runner.running.target
+    if driver.runner.running.in_box:  # docker or systemd restarts it: vramtui never takes it over
+        pane.notify(f"{target.text} is run by {target.kind}: apply the change there (n).", timeout=6)
+        return
+    change = driver.change_for(proposal)
+    question = (
+        f"Stop PID {driver.pid}, which vramtui did not start, and relaunch it under vramtui with "
+        f"{proposal.param} = {proposal.to}?\n{change.shell}"
+    )
+
+    def answered(yes: bool | None) -> None:
+        if yes and pane.proposal is proposal and not pane.busy:
+            driver.take_over(proposal)
+        elif not yes:
+            pane.notify(f"Not taken over: PID {driver.pid} runs as it did.", timeout=5)
+
+    pane.app.push_screen(ConfirmTakeOver(question), answered)
