@@ -85,7 +85,8 @@ class WizardPane(Pane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("k", "skip", "Skip"),
         Binding("v", "edit", "Edit"),
-        Binding("f", "on_gpu", "On GPU"),
+        # answered whatever the log shows (the pane says "press f" when it offers the goal; QA: a silent f)
+        Binding("f", "on_gpu", "On GPU", show=False),
         # On a server vramtui did not start (wizard_attached.py): the second way, and the command.
         Binding("o", "take_over", "Take over"),
         Binding("c", "copy_command", "Copy command"),
@@ -248,8 +249,6 @@ class WizardPane(Pane):
             return waiting or (self.proposal is not None and not self.busy)
         if action in ("take_over", "copy_command"):
             return self._attached_proposal() is not None and (action == "copy_command" or not self.busy)
-        if action == "on_gpu":
-            return bool(self.slow)  # offered (and in the footer) only while the log says "runs but slow"
         return True
 
     def action_skip(self) -> None:
