@@ -581,6 +581,7 @@ _NEWEST_ROUNDS = {
     "round14.jsonl": "round 14, both parts (gathered after the estimator of 2026-12-04, twelfth session)",
     "round15.jsonl": "round 15, both parts (gathered after the estimator of 2026-12-04, twelfth session, later)",
     "round16.jsonl": "round 16, both parts (gathered after the estimator of 2026-12-04, twelfth session, third)",
+    "round17.jsonl": "round 17, both parts (gathered after the estimator of 2026-12-04, twelfth session, fourth)",
 }
 
 

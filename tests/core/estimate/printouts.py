@@ -60,6 +60,7 @@ FILES = (
     DATA / "printouts" / "round14.jsonl",
     DATA / "printouts" / "round15.jsonl",
     DATA / "printouts" / "round16.jsonl",
+    DATA / "printouts" / "round17.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
