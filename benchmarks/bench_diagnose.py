@@ -369,6 +369,10 @@ LATER_ROUNDS = (
         "round27.jsonl",
         "round 27, both parts (gathered after the rules of 2026-12-04, twelfth session, third)",
     ),
+    (
+        "round28.jsonl",
+        "round 28, both parts (gathered after the rules of 2026-12-04, twelfth session, fourth)",
+    ),
 )
 
 

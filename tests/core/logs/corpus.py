@@ -42,6 +42,7 @@ FILES = (
     LOGS / "round25.jsonl",
     LOGS / "round26.jsonl",
     LOGS / "round27.jsonl",
+    LOGS / "round28.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

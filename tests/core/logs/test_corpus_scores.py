@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (687, 712),
-        "class": (691, 712),
-        "memory": (181, 193),
-        "first_error": (402, 416),
-        "quiet": (122, 129),
-        "calm": (105, 121),
-        "engine": (664, 712),
+        "stage": (699, 727),
+        "class": (706, 727),
+        "memory": (184, 198),
+        "first_error": (410, 425),
+        "quiet": (125, 133),
+        "calm": (107, 123),
+        "engine": (676, 727),
     },
     "heldout": {
-        "stage": (252, 274),
-        "class": (251, 274),
-        "memory": (75, 88),
-        "first_error": (143, 156),
-        "quiet": (43, 57),
+        "stage": (258, 281),
+        "class": (257, 281),
+        "memory": (76, 90),
+        "first_error": (146, 160),
+        "quiet": (43, 60),
         "calm": (32, 38),
-        "engine": (256, 274),
+        "engine": (263, 281),
     },
 }
 

@@ -44,3 +44,36 @@ def test_vllm_more_sequences_than_mamba_cache_blocks_is_a_cache_too_small() -> N
         "kv_cache_too_small",
         1,
     )
+
+
+def test_round_28s_readings_of_engines_own_words() -> None:
+    """Round 28's training logs: an SGLang request over its allowed length, vLLM capping its graph sizes
+    to the Mamba blocks (quiet), vllm-ascend's zero memory left for the cache, llama.cpp's KV type whose
+    block does not divide the head size, and Ollama relaying a buffer llama.cpp could not allocate."""
+    cases = {
+        "[2025-03-03 06:49:28 TP5] Input length (160062 tokens) exceeds the maximum allowed length (59862 "
+        "tokens). Use a shorter input or enable --allow-auto-truncate.": ("inference", "context_too_long"),
+        "(Worker_TP2 pid=554) INFO 10-28 21:14:48 [worker_v1.py:259] Available memory: 0, total memory: "
+        "65452113920\n(EngineCore_DP0 pid=415) ERROR 10-28 21:14:49 [core.py:708] EngineCore failed to start.": (
+            "kv_cache",
+            "kv_cache_too_small",
+        ),
+        "llama_init_from_model: K cache type turbo4 with block size 128 does not divide n_embd_head_k=576": (
+            None,
+            "unsupported_quant",
+        ),
+        "Error: llama runner process has terminated: error loading model: unable to allocate backend buffer": (
+            "load_weights",
+            "cuda_oom",
+        ),
+    }
+    for log, (stage, failure) in cases.items():
+        diagnosis = diagnose_text(log + "\n", kernel_log=lambda: None)
+        assert diagnosis.failure == failure, (log, diagnosis.failure)
+        assert stage is None or diagnosis.failure_stage == stage, (log, diagnosis.failure_stage)
+    capped = (
+        "(EngineCore_DP0 pid=387) WARNING 03-08 16:44:29 [compilation.py:1233] Capping cudagraph capture sizes "
+        "from max 512 to 352 to fit Mamba cache blocks (361 blocks available).\n"
+    )
+    diagnosis = diagnose_text(capped, kernel_log=lambda: None)
+    assert diagnosis.failure == "none" and any("capped its CUDA-graph" in w for w in diagnosis.warnings)

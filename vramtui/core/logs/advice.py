@@ -96,6 +96,7 @@ CAUSE_WORDS: dict[str, str] = {
     "worker_died": "a worker process died without an error of its own",
     "oom_killer": "the kernel's out-of-memory killer ended the process",
     "killed_signal": "the server was killed (SIGKILL) without a stop of vramtui's: the host's out-of-memory killer is the usual cause",
+    "kv_type_block_mismatch": "the KV cache type asked for does not fit this model's head size (its block does not divide it)",
     "server_dropped": "the server dropped the request with no answer: it was killed (the out-of-memory killer is the usual cause while a model loads) or crashed",
 }
 
@@ -492,6 +493,7 @@ ADVICE: tuple[AdviceRow, ...] = (
     ),
     # a client whose request the server dropped with no answer: the server's own log says why
     AdviceRow("host_oom_killed", "server_dropped", ("@server_dropped", "{kernel_word}")),
+    AdviceRow("unsupported_quant", "kv_type_block_mismatch", ("@kv_type_block_mismatch",)),
     AdviceRow(
         "host_oom_killed",
         None,

@@ -129,6 +129,10 @@ _LLAMA_ADVICE: dict[str, tuple[str | Say, ...]] = {
         "Fewer concurrent sequences: {parallel} 1.",
     ),
     "host_killed": ("Keep memory-mapping on (do not pass --no-mmap) and pick a smaller quantization.",),
+    "kv_type_block_mismatch": (
+        "The KV cache type's block does not divide this model's head size: keep f16 (or q8_0 where its "
+        "32-wide block divides it) with {kv_dtype}.",
+    ),
     "server_dropped": (
         "Read the server's own log, which names the failure: `journalctl -u ollama` (Linux), "
         "~/.ollama/logs/server.log (macOS), %LOCALAPPDATA%\\Ollama\\server.log (Windows).",
@@ -348,6 +352,18 @@ BUFFER_ALLOC_ERRORS: tuple[ErrorRule, ...] = (
 )
 
 DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
+    # a weights buffer that could not be had, no line saying which ("error loading model: unable to allocate
+    # backend buffer", as Ollama's runner relays it): on a GPU run most often the device's; a line naming a
+    # CPU buffer or a cudaMalloc, when there is one, says so first
+    ErrorRule(
+        "unable to allocate backend buffer",
+        "device_alloc",
+        "cuda_oom",
+        stage="load_weights",
+        strong=False,
+        hint="cuda_oom",
+        backend="llama.cpp",
+    ),
     # Metal's own out-of-memory for a command buffer: the graph was being computed (a request, or warm-up)
     ErrorRule(
         "kiogpucommandbuffercallbackerroroutofmemory",
@@ -506,6 +522,15 @@ CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
 )
 
 FORMAT_ERRORS: tuple[ErrorRule, ...] = (
+    # a KV cache type whose block the model's head size does not divide (llama_init_from_model: "K cache
+    # type q4_0 with block size 32 does not divide n_embd_head_k=576"): no context with that cache type
+    ErrorRule(
+        "does not divide n_embd_head",
+        "kv_type_block_mismatch",
+        "unsupported_quant",
+        r"[kv] cache type \S+ with block size \d+ does not divide n_embd_head_[kv]",
+        backend="llama.cpp",
+    ),
     ErrorRule(
         "could not load llama model from path",
         "old_format",

@@ -128,6 +128,16 @@ CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
         stage="inference",
         backend="sglang",
     ),
+    # a request over what the scheduler takes (its max_req_input_len: the context or the pool, the less):
+    # "Input length (160062 tokens) exceeds the maximum allowed length (59862 tokens)."
+    ErrorRule(
+        "exceeds the maximum allowed length",
+        "context_too_long",
+        "context_too_long",
+        r"input length \(\d+ tokens\) exceeds the maximum allowed length",
+        stage="inference",
+        backend="sglang",
+    ),
 )
 
 GENERIC_ERRORS: tuple[ErrorRule, ...] = (

@@ -233,6 +233,18 @@ KV_CACHE_ERRORS: tuple[ErrorRule, ...] = (
         stage="kv_cache",
         backend="vllm",
     ),
+    # vllm-ascend's worker: nothing left for the KV cache after the profile ("Available memory: 0, total
+    # memory: 65452113920"); the error it raises next, when the log has it, states the failure (weak)
+    ErrorRule(
+        "available memory: 0,",
+        "kv_no_room",
+        "kv_cache_too_small",
+        r"\bavailable memory: 0, total memory: \d+",
+        stage="kv_cache",
+        strong=False,
+        hint="kv_cache_too_small",
+        backend="vllm",
+    ),
     # a hybrid model's recurrent state: one Mamba cache block per running sequence, and fewer blocks than
     # --max-num-seqs ("max_num_seqs (1024) exceeds available Mamba cache blocks (939)")
     ErrorRule(
@@ -528,6 +540,15 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         "no CUDA graph is used (vLLM's graph dispatcher has no keys): every step runs eagerly, decoding is slower",
         backend="vllm",
         unless="cpu_platform graphs_captured",
+    ),
+    # a hybrid model's Mamba cache has fewer blocks than the graph batch sizes: the larger ones are dropped
+    # ("Capping cudagraph capture sizes from max 512 to 352 to fit Mamba cache blocks")
+    NoticeRule(
+        "capping cudagraph capture sizes",
+        "kernel_fallback",
+        "vLLM capped its CUDA-graph batch sizes to what the Mamba cache blocks hold: decode batches above "
+        "the cap run without graphs (slower); more memory for the cache, or a smaller --max-num-seqs",
+        backend="vllm",
     ),
     # marks: the run is vLLM's CPU build (its KV cache and workers are the host's)
     NoticeRule(
