@@ -74,14 +74,9 @@ def _plan_from_profile(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     return diagnosis, plan_on_gpu(load_model_info(args.model or profile.model), settings), profile, result
 
 
-def _slow(diagnosis: Any) -> list[str]:
-    from vramtui.core.wizard.ongpu import host_placement
-
-    return host_placement(diagnosis)
-
-
 def run_on_gpu(args: argparse.Namespace) -> int:
     from vramtui.cli.common import print_json
+    from vramtui.core.wizard.ongpu import host_placement
 
     is_log = Path(args.profile).suffix.lower() in _LOG_SUFFIXES
     if is_log:
@@ -95,8 +90,8 @@ def run_on_gpu(args: argparse.Namespace) -> int:
     else:
         diagnosis, plan, profile, first = _plan_from_profile(args)
         if args.auto:
-            return _apply(args, plan, profile, first, _slow(diagnosis))
-    slow = _slow(diagnosis)
+            return _apply(args, plan, profile, first, host_placement(diagnosis))
+    slow = host_placement(diagnosis)
     if args.json:
         print_json({**plan.to_dict(), "runs_but_slow": slow})
     else:

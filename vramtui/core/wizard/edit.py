@@ -10,21 +10,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vramtui.core.backends import switch
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
 from vramtui.core.wizard.propose import Proposal, value_word
 
-_ON, _OFF = ("on", "true", "yes"), ("off", "false", "no")
-
 
 def _typed(text: str) -> object:
-    lowered = text.lower()
-    if lowered in _ON or lowered in _OFF:
-        return lowered in _ON
     try:
         return int(text.replace(",", "").replace("_", ""))
     except ValueError:
-        return text  # "32k", "q8_0", "auto": the profile reads it
+        pass
+    try:
+        return switch(text)  # on/off as every switch reads them ("auto" stays the word)
+    except VramtuiError:
+        return text  # "32k", "q8_0": the profile reads it
 
 
 def edited_proposal(profile: Profile, proposal: Proposal, text: str) -> Proposal:

@@ -299,9 +299,9 @@ class WizardPane(Pane):
 
     def diagnosis_changed(self, diagnosis: Any) -> None:
         """The log pane's diagnosis changed: offer the on-GPU goal while it says "runs but slow"."""
-        from vramtui.tui.panes.wizard_ongpu import slow_warnings
+        from vramtui.core.wizard.ongpu import host_placement
 
-        slow = slow_warnings(diagnosis)
+        slow = host_placement(diagnosis)
         self.slow_diagnosis = diagnosis if slow else None
         if slow != self.slow:
             self.slow, self.on_gpu_text = slow, []

@@ -9,12 +9,6 @@ from typing import Any
 from vramtui.core.errors import VramtuiError
 
 
-def slow_warnings(diagnosis: Any) -> list[str]:
-    from vramtui.core.wizard.ongpu import host_placement
-
-    return host_placement(diagnosis)
-
-
 def on_gpu_lines(diagnosis: Any, profile: Any = None, profile_path: str | None = None) -> list[str]:
     """The plan in lines for the pane; a log that cannot be planned says why in one line."""
     from vramtui.core.wizard.ongpu import plan_from_figures, plan_on_gpu, settings_from_figures
