@@ -857,6 +857,8 @@ def _used_devices_split(run: LogRun) -> tuple[float, ...]:
 def _ik_knob(flags: dict[str, Any], run: LogRun, flag: str, printed: str) -> int | None:
     """ik_llama.cpp's -mla / -amb: the command's, else the value its log printed (None: neither)."""
     value = flags.get(flag) or run.context.get(printed)
+    if value is None and printed == "attn_max_b" and "mla_attn" in run.context:
+        return 0  # a log that prints its -mla but no -amb is of a build before -amb: no cap
     return int(value) if value is not None and str(value).lstrip("-").isdigit() else None
 
 

@@ -61,9 +61,8 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "which this printout does not show (x0.55 and x4.2 on KV, the total exact)",
     ),
     ("p9-ik_llama.cpp-deepseek-v3-0324-iq2kr4-4gpu-partial-ngl27-ts", "compute"): (
-        "DeepSeek-V3 with ik_llama.cpp's -mla 2 and no flash attention, 35 of 62 layers on the CPU: each "
-        "GPU holds 2.49 GiB where the estimate gives 4.6-4.9 (x1.86-1.98), and the host's own layers' graph "
-        "(2.63 GiB printed) is billed only its inputs: ik's MLA-2 graph per device is not modelled"
+        "DeepSeek-V3 with ik_llama.cpp's -mla 2 and no flash attention, 35 of 62 layers on the CPU: the "
+        "GPUs are right, but the host's own layers' graph (2.63 GiB printed) is billed only its inputs"
     ),
     ("p2-ollama-hermes3-8b-q40-rtx2060-fit-15of33-32k", "weights"): (
         "the mmapped host range spans 288 MiB of tensors the GPU holds (the file's tensor order), beyond "
@@ -144,7 +143,6 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
             for run, terms in (
                 ("qwen3-32b-2xt4-smrow", ("kv", "weights", "compute")),
                 ("ds-r1-iq4k-16x3090-ot", ("weights", "compute")),
-                ("ds-r1-q2k-15x3090-163k", ("compute",)),
                 ("dsv3-iq4kr4-2x6000ada-smnone", ("compute",)),
                 ("dsv3-udq4kxl-3080-rtr", ("weights", "compute")),
                 ("ds-r1-0528-iq1sr4-2xa6000", ("weights", "compute")),
@@ -173,10 +171,9 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "at 8.5 bits) where llama-quantize's rules make it 4-bit; the type counts do not say which tensor",
     ),
     **dict.fromkeys(
-        (("p11-ik_llama.cpp-15x3090-deepseek-r1-q2k-mla2", term) for term in ("kv", "weights", "compute")),
+        (("p11-ik_llama.cpp-15x3090-deepseek-r1-q2k-mla2", term) for term in ("kv", "weights")),
         "15 GPUs of ik_llama.cpp's early MLA-2 era (round 10 has the same user's run): the log prints no "
-        "command, so the -ts that split the layers (x0.68-1.33 on four devices) is not known, and that era's "
-        "MLA-2 graph (x0.23 on every device) is not modelled",
+        "command, so the -ts that split the layers (x0.68-1.33 on four devices) is not known",
     ),
     ("p11-ik_llama.cpp-2x3090-ling1t-iq2k-otexps", "compute"): (
         "ik_llama.cpp's Ling-1T with the experts on the host (x1.47 on CUDA0): its fused MoE at this "

@@ -238,7 +238,7 @@ def ik_mla_attention(g: Graph, cells: int) -> int:
     if g.flash and g.mla in (1, 3):
         return absorbed + latent_out + output
     steps = _amb_steps(g, heads * cells * ub * F32)
-    kq = 2 * -(-heads // steps) * cells * ub * F32  # KQ of one step and its soft-max
+    kq = -(-heads // steps) * cells * ub * F32  # KQ of one step; its soft-max takes its place
     return absorbed + kq + latent_out + rank * cells * 2 + output
 
 
