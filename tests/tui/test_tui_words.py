@@ -49,3 +49,32 @@ async def test_a_launch_that_fails_and_its_wizard_speak_in_words(tmp_path: Path)
     assert "port already in use" in said, said
     assert [code for code in CODES if code in said] == [], said
     assert " at ?" not in said
+
+
+def test_the_markdown_report_reads_in_words_and_the_csv_keeps_the_codes(tmp_path) -> None:
+    """QA (session 12): the Markdown export showed the record's codes (`kv_cache`, `host_oom`,
+    `first_run`, {"context": 32768}); it is read by people, so it says what the screen says. The CSV,
+    read by scripts, keeps the codes and the field names."""
+    from vramtui.core.wizard.steprecord import StepRecorder, open_session, to_csv, to_markdown
+    from vramtui.tui.words import record_words
+
+    path = tmp_path / "rec.jsonl"
+    with StepRecorder(path) as recorder:
+        recorder.append("session", profile={"backend": "llama.cpp", "model": "m.gguf", "params": {}})
+        recorder.append("step", step=0, outcome="first_run", stage="kv_cache", failure="host_oom")
+        recorder.append(
+            "step", step=1, param="flash_attn", **{"from": False, "to": True}, outcome="works", stage="ready"
+        )
+        recorder.append("end", success=True, reason="it runs", final_params={"context": 32768})
+    session = open_session(path)
+    text = to_markdown(session, record_words("llama.cpp"))
+    assert "| step | change | from | to |" in text and "| tokens/s | tokens/s before |" in text
+    first = next(line for line in text.splitlines() if line.startswith("| 0 |"))
+    assert "failed (first launch)" in first and "kv cache" in first and "host out of memory" in first
+    second = next(line for line in text.splitlines() if line.startswith("| 1 |"))
+    assert "flash attn (--flash-attn)" in second and "| off | on |" in second and "WORKS" in second
+    assert "- final parameters: context = 32768" in text and "- starting parameters: the engine defaults" in text
+    assert "host_oom" not in text and "first_run" not in text
+    rows = to_csv(session).splitlines()
+    assert rows[0].startswith("step,param,from,to") and "host_oom" in rows[1] and "first_run" in rows[1]
+    assert "host_oom" in to_markdown(session)  # without words (the core's default) the codes stay

@@ -171,7 +171,7 @@ def _print_step(step: Any, out: Any) -> None:
 
 def show_session(path: str, as_json: bool, export: str | None) -> int:
     from vramtui.cli.common import print_json
-    from vramtui.core.wizard.steprecord import open_session, to_markdown
+    from vramtui.core.wizard.steprecord import open_session
 
     _check_export(export)
     session = open_session(path)
@@ -180,7 +180,7 @@ def show_session(path: str, as_json: bool, export: str | None) -> int:
     if as_json:
         print_json(session.to_dict())
     else:
-        sys.stdout.write(to_markdown(session))
+        sys.stdout.write(_markdown(session))
     return 0 if session.success else 1
 
 
@@ -214,13 +214,22 @@ def _check_export(export: str | None) -> None:
             raise VramtuiError(f"--export: no folder {target.parent} to write {target.name} in")
 
 
+def _markdown(session: Any) -> str:
+    """The record as a Markdown report in the screen's words (the CSV keeps the codes, for scripts)."""
+    from vramtui.core.wizard.steprecord import to_markdown
+    from vramtui.tui.words import record_words
+
+    backend = (session.header.get("profile") or {}).get("backend")
+    return to_markdown(session, record_words(backend))
+
+
 def _export(session: Any, target: str) -> None:
     from pathlib import Path
 
     from vramtui.core.errors import VramtuiError
-    from vramtui.core.wizard.steprecord import to_csv, to_markdown
+    from vramtui.core.wizard.steprecord import to_csv
 
-    text = to_csv(session) if target.lower().endswith(".csv") else to_markdown(session)
+    text = to_csv(session) if target.lower().endswith(".csv") else _markdown(session)
     try:
         Path(target).write_text(text, encoding="utf-8")
     except OSError as error:

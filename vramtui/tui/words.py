@@ -8,6 +8,8 @@ It imports no UI library: the CLI uses it too.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 FAILURE_WORDS: dict[str, str] = {
     # The log diagnosis's classes (core/logs/stages.FAILURES).
@@ -166,3 +168,38 @@ def in_words(text: str) -> str:
         return stage_words(code)
 
     return _CODES.sub(words, text)
+
+
+def record_words(backend: str | None) -> Callable[[str, Any], str]:
+    """How a wizard record's cells read in its Markdown report (core/wizard/steprecord.to_markdown): the
+    outcome, stage and failure in words, a setting by the engine's own knob, a switch on/off."""
+    from vramtui.core.wizard.propose import value_word
+
+    knob = _knob_reader(backend)
+
+    def say(name: str, value: Any) -> str:
+        if name == "outcome":
+            return outcome_words(str(value))
+        if name == "stage":
+            return stage_words(str(value))
+        if name == "failure":
+            return failure_words(str(value))
+        if name == "param":
+            flag = knob(str(value))
+            return f"{spaced(str(value))} ({flag})" if flag else spaced(str(value))
+        if name in ("from", "to"):
+            return value_word(value)
+        return in_words(str(value)) if name == "why" else str(value)
+
+    return say
+
+
+def _knob_reader(backend: str | None) -> Callable[[str], str | None]:
+    from vramtui.core.backends import get_backend
+    from vramtui.core.errors import VramtuiError
+
+    try:
+        found = get_backend(backend or "")
+    except VramtuiError:
+        return lambda param: None
+    return found.knob

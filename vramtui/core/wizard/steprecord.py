@@ -14,6 +14,7 @@ import io
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,22 +202,63 @@ def to_csv(session: Session) -> str:
     return out.getvalue()
 
 
-def to_markdown(session: Session) -> str:
+# The Markdown report's column titles: it is read by people (the CSV keeps the field names for scripts).
+MARKDOWN_TITLES: dict[str, str] = {
+    "step": "step",
+    "param": "change",
+    "from": "from",
+    "to": "to",
+    "why": "why",
+    "outcome": "outcome",
+    "stage": "stage",
+    "failure": "failure",
+    "resident_mib": "resident MiB",
+    "peak_mib": "peak MiB",
+    "load_time_s": "load s",
+    "ttft_s": "first token s",
+    "tokens_per_s": "tokens/s",
+    "tokens_per_s_before": "tokens/s before",
+    "log_file": "log",
+}
+
+# How a record's value reads to a person: (field, value) -> text; the caller's words for its codes.
+CellWords = Callable[[str, Any], str]
+
+
+def _params_text(params: dict[str, Any], say: CellWords | None) -> str:
+    if not params:
+        return "the engine defaults"
+    if say is None:
+        return json.dumps(params, sort_keys=True)
+    return ", ".join(f"{name} = {say('to', value)}" for name, value in sorted(params.items()))
+
+
+def to_markdown(session: Session, say: CellWords | None = None) -> str:
+    """The session as a Markdown report; `say` reads each code as words (outcomes, stages, failures,
+    on/off), as the screen does. Without it the cells keep the record's codes."""
     profile = session.header.get("profile") or {}
     title = profile.get("name") or Path(str(profile.get("model", "session"))).name
     lines = [f"# vramtui wizard: {title}", ""]
     lines.append(f"- backend: {profile.get('backend', '?')}")
     lines.append(f"- model: {profile.get('model', '?')}")
     start = session.header.get("params") or profile.get("params") or {}
-    lines.append(f"- starting parameters: {json.dumps(start, sort_keys=True)}")
+    lines.append(f"- starting parameters: {_params_text(start, say)}")
     if session.end:
         verdict = "works" if session.end.get("success") else "not working yet"
-        lines.append(f"- result: {verdict}; {session.end.get('reason', '')}".rstrip("; "))
-        lines.append(f"- final parameters: {json.dumps(session.end.get('final_params', {}), sort_keys=True)}")
+        reason = str(session.end.get("reason", ""))
+        lines.append(f"- result: {verdict}; {say('why', reason) if say else reason}".rstrip("; "))
+        lines.append(f"- final parameters: {_params_text(session.end.get('final_params') or {}, say)}")
     else:
         lines.append("- result: the session did not finish (vramtui stopped mid-way)")
-    lines += ["", "| " + " | ".join(STEP_FIELDS) + " |", "|" + "---|" * len(STEP_FIELDS)]
+    titles = [MARKDOWN_TITLES[name] for name in STEP_FIELDS] if say else list(STEP_FIELDS)
+    lines += ["", "| " + " | ".join(titles) + " |", "|" + "---|" * len(STEP_FIELDS)]
     for row in _rows(session):
-        cells = [_cell(row.get(name)).replace("|", "\\|").replace("\n", " ") for name in STEP_FIELDS]
+        cells = [_markdown_cell(row, name, say) for name in STEP_FIELDS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _markdown_cell(row: dict[str, Any], name: str, say: CellWords | None) -> str:
+    value = row.get(name)
+    text = _cell(value) if say is None or value is None or isinstance(value, float) else say(name, value)
+    return text.replace("|", "\\|").replace("\n", " ")

@@ -334,6 +334,7 @@ class WizardDriver:
     def export(self) -> list[Path]:
         """Write the steps as Markdown and CSV next to the wizard's record."""
         from vramtui.core.wizard.steprecord import open_session, to_csv, to_markdown
+        from vramtui.tui.words import record_words
 
         record = None if self.wizard is None else self.wizard.record_path
         if record is None or not record.is_file():
@@ -341,6 +342,7 @@ class WizardDriver:
         session = open_session(record)
         markdown = record.with_suffix(".md")
         table = record.with_suffix(".csv")
-        markdown.write_text(to_markdown(session), encoding="utf-8")
+        backend = (session.header.get("profile") or {}).get("backend")
+        markdown.write_text(to_markdown(session, record_words(backend)), encoding="utf-8")
         table.write_text(to_csv(session), encoding="utf-8")
         return [markdown, table]
