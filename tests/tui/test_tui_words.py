@@ -73,7 +73,9 @@ def test_the_markdown_report_reads_in_words_and_the_csv_keeps_the_codes(tmp_path
     assert "failed (first launch)" in first and "kv cache" in first and "host out of memory" in first
     second = next(line for line in text.splitlines() if line.startswith("| 1 |"))
     assert "flash attn (--flash-attn)" in second and "| off | on |" in second and "WORKS" in second
-    assert "- final parameters: context = 32768" in text and "- starting parameters: the engine defaults" in text
+    assert (
+        "- final parameters: context = 32768" in text and "- starting parameters: the engine defaults" in text
+    )
     assert "host_oom" not in text and "first_run" not in text
     rows = to_csv(session).splitlines()
     assert rows[0].startswith("step,param,from,to") and "host_oom" in rows[1] and "first_run" in rows[1]
