@@ -373,6 +373,10 @@ LATER_ROUNDS = (
         "round28.jsonl",
         "round 28, both parts (gathered after the rules of 2026-12-04, twelfth session, fourth)",
     ),
+    (
+        "round29.jsonl",
+        "round 29, both parts (gathered after the rules of 2026-12-04, thirteenth session)",
+    ),
 )
 
 

@@ -43,6 +43,7 @@ FILES = (
     LOGS / "round26.jsonl",
     LOGS / "round27.jsonl",
     LOGS / "round28.jsonl",
+    LOGS / "round29.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (699, 727),
-        "class": (706, 727),
-        "memory": (184, 198),
-        "first_error": (410, 425),
-        "quiet": (125, 133),
-        "calm": (107, 123),
-        "engine": (676, 727),
+        "stage": (716, 745),
+        "class": (724, 745),
+        "memory": (191, 205),
+        "first_error": (421, 437),
+        "quiet": (128, 136),
+        "calm": (110, 126),
+        "engine": (693, 745),
     },
     "heldout": {
-        "stage": (258, 281),
-        "class": (257, 281),
-        "memory": (76, 90),
-        "first_error": (146, 160),
-        "quiet": (43, 60),
-        "calm": (32, 38),
-        "engine": (263, 281),
+        "stage": (263, 286),
+        "class": (261, 286),
+        "memory": (78, 92),
+        "first_error": (149, 163),
+        "quiet": (44, 61),
+        "calm": (33, 39),
+        "engine": (268, 286),
     },
 }
 

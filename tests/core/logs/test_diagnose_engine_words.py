@@ -305,3 +305,32 @@ def test_ollamas_runner_that_died_loading_failed_at_the_load_not_a_request() -> 
     # the same error while serving, with no such wrapper, stays the request's
     alone = diagnose_lines(["CUDA error: out of memory"], "ollama", kernel_log=no_kernel_log)
     assert alone.stage == "inference"
+
+
+def test_round_29s_training_words() -> None:
+    """Lines of round 29's training part, as their sources printed them: PyTorch's MPS buffer limit in
+    from_pretrained's warm-up (load, device memory; not TGI's Warmup), vLLM's KV error whose terminal
+    wrapped it (the ValueError's first line states it), and vLLM's weight-only FP4 on an older card."""
+    mps = [
+        'File ".../transformers/modeling_utils.py", line 4832, in caching_allocator_warmup',
+        "    _ = torch.empty(int(byte_count // 2), dtype=torch.float16, device=device, requires_grad=False)",
+        "RuntimeError: Invalid buffer size: 15.44 GB",
+    ]
+    found = diagnose_lines(mps, None, kernel_log=no_kernel_log)
+    assert (found.failure, found.failure_stage, found.first_error_line) == ("cuda_oom", "load_weights", 3)
+    wrapped = [
+        "Profiling CUDA graph memory: PIECEWISE=6 (largest=32), FULL=4 (largest=16)",
+        "Available KV cache memory: -1.42 GiB",
+        "ValueError: To serve at least one request with the model's max seq len",
+        "(1000000), 3.09 GiB KV cache is needed, which is larger than the available",
+    ]
+    found = diagnose_lines(wrapped, None, kernel_log=no_kernel_log)
+    assert (found.backend, found.failure, found.first_error_line) == ("vllm", "kv_cache_too_small", 3)
+    fp4 = [
+        "Using 'MARLIN' NvFp4 MoE backend out of potential backends: [...]",
+        "WARNING: Your GPU does not have native support for FP4 computation but",
+        "Application startup complete.",
+    ]
+    found = diagnose_lines(fp4, None, kernel_log=no_kernel_log)
+    assert found.backend == "vllm" and not found.failed
+    assert any("Marlin" in warning for warning in found.warnings)

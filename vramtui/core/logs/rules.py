@@ -145,6 +145,8 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         r"pi_error_out_of_(?:host_)?memory|ur_result_error_out_of_(?:device|host)_memory",  # SYCL
     ),
     ErrorRule("maxmemoryallocationsize", "cuda_oom", "cuda_oom"),
+    # PyTorch on Apple's MPS: one buffer past the device's largest ("Invalid buffer size: 15.44 GB")
+    ErrorRule("invalid buffer size", "cuda_oom", "cuda_oom", r"invalid buffer size: [\d.]+ ?[kmgt]i?b"),
     ErrorRule("outofmemoryerror", "cuda_oom", "cuda_oom"),
     ErrorRule("cuda error: out of memory", "cuda_oom", "cuda_oom"),
     ErrorRule("cudaerrormemoryallocation", "cuda_oom", "cuda_oom"),

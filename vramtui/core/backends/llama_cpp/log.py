@@ -1826,6 +1826,10 @@ MARKS: tuple[tuple[str, str], ...] = (
     ("[gin]", "ollama"),
     ("pulling manifest", "ollama"),
     ("llama runner process", "ollama"),  # its wait for the runner (llm/server.go), as its CLI repeats it
+    ("llama-server process has terminated", "ollama"),  # the same in its releases of 2023
+    # its own API's routes in its GIN request lines (`500 | POST "/api/chat"`)
+    ('"/api/chat"', "ollama"),
+    ('"/api/generate"', "ollama"),
     # its Go sources in the plain log format of its first releases ("2023/07/07 11:30:34 routes.go:145:
     # Listening on ..."), and a Go runtime's panic: of the llama.cpp family only Ollama's runner is Go
     ("routes.go:", "ollama"),

@@ -61,7 +61,8 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
     StageRule("waiting for shard to be ready", "load_weights", backend="tgi"),
     StageRule("get_model", "load_weights", backend="tgi"),
     StageRule("warming up model", "kv_cache", backend="tgi"),
-    StageRule("warmup", "kv_cache", backend="tgi"),
+    # its Warmup method, not transformers' caching_allocator_warmup (a from_pretrained step)
+    StageRule("warmup", "kv_cache", r"\bwarmup\b", backend="tgi"),
     StageRule("setting max batch total tokens", "kv_cache", backend="tgi"),
     StageRule("connected", "ready", r"text_generation_router.*: connected\s*$", backend="tgi"),
     StageRule("input validation error", "inference", backend="tgi"),

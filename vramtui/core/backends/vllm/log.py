@@ -269,6 +269,15 @@ KV_CACHE_ERRORS: tuple[ErrorRule, ...] = (
         stage="kv_cache",
         backend="vllm",
     ),
+    # the same error's first words (kv_cache_utils.py), on its own line where a terminal wrapped it
+    ErrorRule(
+        "to serve at least one request with the",
+        "kv_too_small",
+        "kv_cache_too_small",
+        r"to serve at least one request with the models?'s max seq len",
+        stage="kv_cache",
+        backend="vllm",
+    ),
 )
 
 KV_CACHE_ERRORS_2: tuple[ErrorRule, ...] = (
@@ -519,6 +528,18 @@ NOTICES: tuple[NoticeRule, ...] = (
         "forcing awq",
         "kernel_fallback",
         "vLLM forced the plain AWQ kernel although awq_marlin would be faster",
+        backend="vllm",
+    ),
+    # marlin_utils_fp4/fp8: a card older than the format's tensor cores runs the weights through Marlin,
+    # dequantized on the fly ("Your GPU does not have native support for FP4 computation but FP4
+    # quantization is being used. Weight-only FP4 compression will be used leveraging the Marlin kernel")
+    NoticeRule(
+        "does not have native support for fp",
+        "kernel_fallback",
+        "this GPU has no native support for the checkpoint's FP4/FP8 format: vLLM runs it weight-only "
+        "through the Marlin kernel (the memory saving stays, prefill is slower); a card of that generation "
+        "or an AWQ/GPTQ checkpoint runs at full speed",
+        r"does not have native support for fp(?:4|8) computation",
         backend="vllm",
     ),
 )
@@ -831,6 +852,12 @@ MARKS_2: tuple[tuple[str, str], ...] = (
     ("backend on v1 engine", "vllm"),
     ("[monitor.py:", "vllm"),  # "torch.compile takes N s in total"
     ("bfloat16 is only supported on gpus with compute capability", "vllm"),
+    # V1's memory profile and compile lines, worded by vLLM alone (SGLang and TGI word theirs otherwise)
+    ("available kv cache memory", "vllm"),
+    ("profiling cuda graph memory", "vllm"),
+    ("compiling a graph for compile range", "vllm"),
+    ("moe backend out of potential backends", "vllm"),
+    ("does not have native support for fp", "vllm"),
 )
 
 ECHO_CUTS: tuple[tuple[str, str], ...] = (
