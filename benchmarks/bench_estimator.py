@@ -558,6 +558,12 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # run through llama-cpp-python, 5 vLLM V1) at a15d334 before any change: mainline KV 8/8, weights 11/13,
     # compute 5/13; vLLM unscored (no config.json here). Its training misses showed Llama 4's chunked
     # attention (llama.cpp's 8192-token window in 3 of 4 layers, named by no GGUF key): compute 6/13 after.
+    # Round 17 (8, 6 whole) before any change: mainline KV 2/2, compute 2/4; vLLM weights 1/1.
+    # Round 18 (10: 6 ik_llama.cpp excerpts from a thread archive no round had used, 2 mainline, 1 Ollama,
+    # 1 vLLM) at 62004e7 before any change: mainline KV 1/1, weights 2/2, compute 2/2 (one ROCm run; the
+    # rest print no shape lines, the vLLM model's config.json is not here). Published shapes for
+    # Qwen3-235B-A22B and DeepSeek-R1 added after let nine older printouts with no shape lines be scored
+    # (KV and compute; an MLA cache's layout in mainline depends on when the GGUF was converted: left out).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -582,6 +588,7 @@ _NEWEST_ROUNDS = {
     "round15.jsonl": "round 15, both parts (gathered after the estimator of 2026-12-04, twelfth session, later)",
     "round16.jsonl": "round 16, both parts (gathered after the estimator of 2026-12-04, twelfth session, third)",
     "round17.jsonl": "round 17, both parts (gathered after the estimator of 2026-12-04, twelfth session, fourth)",
+    "round18.jsonl": "round 18, both parts (gathered after the estimator of 2026-12-04, thirteenth session)",
 }
 
 

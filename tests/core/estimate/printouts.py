@@ -61,6 +61,7 @@ FILES = (
     DATA / "printouts" / "round15.jsonl",
     DATA / "printouts" / "round16.jsonl",
     DATA / "printouts" / "round17.jsonl",
+    DATA / "printouts" / "round18.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -995,6 +996,12 @@ def score(case: dict[str, Any]) -> Scored:
         # the published shape sizes the cache and the graph; the weights are the file's own recipe,
         # which a config.json does not tell (a dynamic quant's per-tensor types)
         scored.left_out["weights"] = "shape from config.json: the file's per-tensor types are not printed"
+        if info.kv_lora_rank and backend != "ik_llama.cpp":
+            # mainline keeps MLA's latent alone only for a GGUF converted after its #12801 (the file's
+            # attention.key_length_mla); before, and on older builds, every head's K and V: not printed
+            scored.left_out["kv"] = (
+                "shape from config.json: whether the GGUF keeps MLA's latent is not printed"
+            )
         settings = replace(settings, quant=file_type or _quant_in_name(case))
     else:
         if file_bytes is None:
@@ -1019,10 +1026,15 @@ def score(case: dict[str, Any]) -> Scored:
 # A printout that does not print its model's shape, whose model has a published config.json here
 # (tests/data/configs, sources in its README): its KV cache and compute buffers are sized from that config,
 # as `vramtui estimate CONFIG --quant TYPE` sizes them before the GGUF is downloaded.
+# The published shape of a model a printout names but whose log prints none (a pattern of its `model`).
 SHAPE_CONFIGS: tuple[tuple[str, str], ...] = (
     ("qwen3-30b-a3b", "Qwen--Qwen3-30B-A3B.config.json"),
     ("qwen3.5-9b", "Qwen--Qwen3.5-9B.text_config.json"),
     ("qwen3.6-35b-a3b", "Qwen--Qwen3.6-35B-A3B.config.json"),
+    # Qwen3-235B-A22B and its 2507 releases and finetunes share one shape (not the VL model's)
+    (r"qwen3-235b-a22b(?!.*vl)", "Qwen--Qwen3-235B-A22B-FP8.config.json"),
+    # DeepSeek-R1, R1-0528 and V3 share one shape; not a distilled Qwen or Llama
+    (r"deepseek[- ](?:r1|v3)(?![^,;(]*(?:distill|qwen|llama))", "deepseek-ai--DeepSeek-R1.config.json"),
 )
 _QUANT_IN_NAME = re.compile(r"\b(i?q[1-8]_(?:k_[sml]|k|[01]|xxs|xs|s|m|nl)|bf16|f16|mxfp4)\b", re.I)
 
@@ -1033,8 +1045,8 @@ def _shape_of(case: dict[str, Any], run: LogRun) -> tuple[ModelInfo, bool]:
         return info_of(run), False
     except VramtuiError:
         model = str(case.get("model") or "").lower()
-        for name, filename in SHAPE_CONFIGS:
-            if name in model:
+        for pattern, filename in SHAPE_CONFIGS:
+            if re.search(pattern, model):
                 return load_model_info(CONFIGS / filename), True
         raise
 

@@ -241,6 +241,17 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "2048-wide model): the log gives the reader no other width, so the attention matrices on CUDA0 "
         "(x1.31) and the host's embedding rows (x1.43) are sized 4x wide; a GGUF's embedding_length is right",
     ),
+    # Scored from session 13 on, their shape from the published config.json (the logs print none)
+    ("p9-ik_llama.cpp-deepseek-r1-0528-2x-rtxpro6000-full-gpu-ub4096", "compute"): (
+        "DeepSeek-R1-0528 all on two GPUs, -mla 3 with a 4096-token micro-batch and -amb 512: the GPUs x1.45 "
+        "and x1.53, the host x3.2; the build's own count is not printed (its mask's type is a guess) and "
+        "ik's MLA-3 prompt path at this micro-batch is modelled from its source, not from a printout"
+    ),
+    ("p9-ik_llama.cpp-qwen3-235b-iq4xs-3gpu-ot-layers-nkvo-q8kv", "compute"): (
+        "--no-kv-offload with every layer placed by -ot on three GPUs: the first GPU holds 104 MiB where the "
+        "estimate gives it the scores of a host-kept cache (x9.8), the host x0.29: where ik_llama.cpp runs "
+        "attention over a host cache when -ot, not -ngl, places the layers is not modelled"
+    ),
 }
 
 
