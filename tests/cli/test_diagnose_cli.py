@@ -37,7 +37,7 @@ def test_text_report_quotes_the_first_error_with_its_number(
     assert "line 4" in out
     assert "cudaMalloc failed: out of memory" in out
     assert "--ctx-size 4096" in out
-    assert "model_buffer: 4.06 GiB" in out
+    assert "weights: 4.06 GiB" in out and "model_buffer" not in out  # words, not the JSON's keys (QA)
 
 
 def test_json_keys(oom_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -180,8 +180,8 @@ def test_counts_the_engine_printed_are_shown_without_a_unit(tmp_path: Path) -> N
     out = subprocess.run(
         [sys.executable, "-m", "vramtui", "diagnose", str(log)], capture_output=True, text=True, timeout=60
     ).stdout
-    assert "layers_offloaded: 30\n" in out and "layers_total: 49\n" in out
-    assert "context: 32768\n" in out and "model_buffer: 7.96 GiB" in out
+    assert "layers on the GPU: 30\n" in out and "layers in all: 49\n" in out
+    assert "context: 32768\n" in out and "weights: 7.96 GiB" in out
 
 
 SERVER_LOGS = Path(__file__).resolve().parents[1] / "data" / "llama-server"

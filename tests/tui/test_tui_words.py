@@ -80,3 +80,17 @@ def test_the_markdown_report_reads_in_words_and_the_csv_keeps_the_codes(tmp_path
     rows = to_csv(session).splitlines()
     assert rows[0].startswith("step,param,from,to") and "host_oom" in rows[1] and "first_run" in rows[1]
     assert "host_oom" in to_markdown(session)  # without words (the core's default) the codes stay
+
+
+def test_every_figure_an_engine_reads_has_words() -> None:
+    """QA (session 12): `diagnose` listed the engine's figures by their JSON keys (`kv_cache_tokens: 1e+06`).
+    Each figure a log rule sets reads as words; a new rule without words fails here, not on a user's screen."""
+    from vramtui.core.backends import engine_logs
+    from vramtui.core.logs.ruletypes import CACHE_PART_MARK, DRAFT_MARK
+    from vramtui.core.logs.shape import SHAPE_FIGURES
+    from vramtui.tui.words import FIGURE_WORDS, figure_words
+
+    keys = {rule.key for engine in engine_logs() for _, rules in engine.figures for rule in rules}
+    shown = keys - SHAPE_FIGURES - {CACHE_PART_MARK, DRAFT_MARK} - {k for k in keys if k.startswith("fit_")}
+    assert shown and not shown - set(FIGURE_WORDS), sorted(shown - set(FIGURE_WORDS))
+    assert figure_words("draft_kv_buffer") == "draft model: KV cache"

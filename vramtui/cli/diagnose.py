@@ -173,11 +173,13 @@ def render_text(diagnosis: Any, source: str) -> str:
         and not key.startswith("fit_breakdown")
     }  # the model's (and a draft's) shape, the devices and fit's breakdown have their own lines above
     if figures:
+        from vramtui.tui.words import figure_words
+
         out.append("The engine's own figures:")
         for key, value in figures.items():
             counted = _own(key) in COUNT_FIGURES
             shown = f"{value:g}" if counted or isinstance(value, float) else format_bytes(value)
-            out.append(f"  {key}: {shown}")
+            out.append(f"  {figure_words(key)}: {shown}")
     return "\n".join(out) + "\n"
 
 

@@ -94,12 +94,57 @@ SHORT_OUTCOME_WORDS: dict[str, str] = {
 
 
 # The figures an engine printed, as the wizard records them (core/wizard/observe.ENGINE_FIGURE_NAMES).
+# And the engines' figures a log diagnosis reads (core/backends/*/log.py FIGURES), for `diagnose`'s text.
 FIGURE_WORDS: dict[str, str] = {
     "model_buffer": "weights",
     "weights_loaded": "weights loaded",
     "kv_buffer": "KV cache",
     "compute_buffer": "compute buffers",
     "failed_alloc": "failed allocation",
+    "output_buffer": "output buffer",
+    "file_quant_bits": "bits per weight (the file's type)",
+    "file_name_quant_bits": "bits per weight (by the file's name)",
+    "layers_offloaded": "layers on the GPU",
+    "layers_total": "layers in all",
+    "context": "context",
+    "runner_parallel": "parallel requests",
+    "kv_cache_size": "KV cache in all",
+    "kv_cache_cells": "KV cache cells",
+    "kv_cache_layers": "layers with a KV cache",
+    "kv_cache_streams": "KV cache streams",
+    "ubatch_tokens": "micro-batch (tokens)",
+    "context_per_sequence": "context per sequence",
+    "command_context": "context on the command line",
+    "http_threads": "HTTP threads",
+    "oom_requested": "the allocation that failed",
+    "oom_device": "the device that refused it",
+    "model_file": "model file",
+    "device_working_set": "Metal's working-set limit",
+    "flash_attn": "flash attention",
+    "device_total": "GPU memory in all",
+    "device_free": "GPU memory free",
+    "non_torch_memory": "memory outside PyTorch",
+    "activation_peak": "activation peak (profile run)",
+    "kv_cache_available": "memory for the KV cache",
+    "kv_cache_tokens": "tokens the KV cache holds",
+    "node_memory": "node memory",
+    "non_kv_memory": "memory besides the KV cache",
+    "node_free_memory": "node memory free",
+    "kv_cache_requested": "KV cache memory requested",
+    "memory_share": "share of GPU memory asked (--gpu-memory-utilization)",
+    "kv_cache_memory_bytes": "KV cache memory asked (--kv-cache-memory)",
+    "max_model_len_derived": "the model's own length",
+    "kv_cache_blocks": "KV cache blocks",
+    "max_concurrency": "requests of that length at once",
+    "max_concurrency_tokens": "tokens per request (for the concurrency)",
+    "cuda_graphs": "CUDA graphs",
+    "max_model_len_fit": "longest context that fits",
+    "model_parameters": "parameters",
+    "oom_process_used": "memory the process held",
+    "free_after_weights": "free after the weights",
+    "kv_cache_k": "KV cache, K part",
+    "kv_cache_v": "KV cache, V part",
+    "pool_context": "context the pool serves",
 }
 
 
@@ -135,6 +180,9 @@ def stage_words(stage: str | None) -> str:
 
 
 def figure_words(code: str) -> str:
+    """`kv_buffer` -> "KV cache"; a draft model's figure (`draft_kv_buffer`) says whose it is."""
+    if code.startswith("draft_") and code not in FIGURE_WORDS:
+        return f"draft model: {figure_words(code.removeprefix('draft_'))}"
     return FIGURE_WORDS.get(code) or spaced(code)
 
 
