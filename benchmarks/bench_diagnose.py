@@ -377,6 +377,10 @@ LATER_ROUNDS = (
         "round29.jsonl",
         "round 29, both parts (gathered after the rules of 2026-12-04, thirteenth session)",
     ),
+    (
+        "round30.jsonl",
+        "round 30, both parts (gathered after the rules of 2026-12-04, thirteenth session, later)",
+    ),
 )
 
 

@@ -44,6 +44,7 @@ FILES = (
     LOGS / "round27.jsonl",
     LOGS / "round28.jsonl",
     LOGS / "round29.jsonl",
+    LOGS / "round30.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (716, 745),
-        "class": (724, 745),
-        "memory": (191, 205),
-        "first_error": (421, 437),
-        "quiet": (128, 136),
-        "calm": (110, 126),
-        "engine": (693, 745),
+        "stage": (719, 748),
+        "class": (727, 748),
+        "memory": (192, 206),
+        "first_error": (422, 438),
+        "quiet": (128, 137),
+        "calm": (111, 127),
+        "engine": (696, 748),
     },
     "heldout": {
-        "stage": (263, 286),
-        "class": (261, 286),
-        "memory": (78, 92),
-        "first_error": (149, 163),
+        "stage": (265, 288),
+        "class": (263, 288),
+        "memory": (79, 93),
+        "first_error": (150, 164),
         "quiet": (44, 61),
-        "calm": (33, 39),
-        "engine": (268, 286),
+        "calm": (34, 40),
+        "engine": (270, 288),
     },
 }
 
