@@ -564,6 +564,9 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # rest print no shape lines, the vLLM model's config.json is not here). Published shapes for
     # Qwen3-235B-A22B and DeepSeek-R1 added after let nine older printouts with no shape lines be scored
     # (KV and compute; an MLA cache's layout in mainline depends on when the GGUF was converted: left out).
+    # Round 19 (9 whole: 5 mainline on Strix Halo, ROCm and Vulkan; an Ollama 0.20 run; 3 vLLM whose
+    # config.json is not here) at 4a1ce1c before any change: mainline KV 5/5, weights 6/10, compute 10/10;
+    # Ollama 1/1, 2/2, 2/2. Its four weights misses are Unsloth's UD embedding types (listed as known).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -589,6 +592,7 @@ _NEWEST_ROUNDS = {
     "round16.jsonl": "round 16, both parts (gathered after the estimator of 2026-12-04, twelfth session, third)",
     "round17.jsonl": "round 17, both parts (gathered after the estimator of 2026-12-04, twelfth session, fourth)",
     "round18.jsonl": "round 18, both parts (gathered after the estimator of 2026-12-04, thirteenth session)",
+    "round19.jsonl": "round 19, both parts (gathered after the estimator of 2026-12-04, thirteenth session, later)",
 }
 
 

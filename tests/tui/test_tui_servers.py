@@ -19,7 +19,7 @@ from vramtui.core.attach.servers import snapshot
 from vramtui.core.memory.sampling import NvmlSource
 from vramtui.tui.app import VramtuiApp
 from vramtui.tui.panes.memory import MemoryPane
-from vramtui.tui.widgets.servertable import ServerTable
+from vramtui.tui.widgets.servertable import COLUMNS, ServerTable
 
 pytestmark = pytest.mark.engine
 
@@ -58,10 +58,16 @@ async def test_the_table_lists_the_server_with_its_card_share_and_enter_attaches
         table = app.query_one(MemoryPane).query_one(ServerTable)
         await wait_for(pilot, lambda: str(pid) in {key.value for key in table.rows}, timeout_s=30)
         # llama-server at its default verbosity prints no buffer sizes: the bill is the estimate, said so
-        await wait_for(pilot, lambda: "(estimate)" in table.get_row(str(pid))[-1], timeout_s=30)
-        row = table.get_row(str(pid))
-        assert row[1] == "llama.cpp" and row[2] == "tiny-f16.gguf" and row[3] == str(port)
-        assert row[4].startswith("ctx 512, slots 2") and row[5] == "0:3.0 GiB"
+
+        def cells() -> dict[str, str]:
+            return dict(zip(COLUMNS, table.get_row(str(pid)), strict=True))
+
+        await wait_for(pilot, lambda: "(estimate)" in cells()["bill"], timeout_s=30)
+        row = cells()
+        assert row["engine"] == "llama.cpp" and row["model"] == "tiny-f16.gguf" and row["port"] == str(port)
+        assert row["settings"].startswith("ctx 512, slots 2") and row["GPU"] == "0:3.0 GiB"
+        # the memory comes before the settings and the PID: a narrow pane cuts the last columns (QA)
+        assert list(COLUMNS[:5]) == ["engine", "model", "GPU", "host", "bill"]
         assert "GPU 0 free" in str(table.border_title)
 
         table.focus()

@@ -21,6 +21,9 @@ from textual.widgets import DataTable
 from vramtui.core.units import format_bytes
 
 SCAN_EVERY_S = 3.0
+# The memory first: in a narrow pane the columns past the width are cut (QA: a 55-column pane showed no
+# host or bill); the settings line, the widest, and the PID last.
+COLUMNS = ("engine", "model", "GPU", "host", "bill", "port", "settings", "PID")
 BILL_SOURCES = {"log": "printed", "endpoints": "endpoints", "estimate": "estimate"}
 
 
@@ -81,7 +84,7 @@ class ServerTable(DataTable):
         self._busy = threading.Lock()
 
     def on_mount(self) -> None:
-        for label in ("PID", "engine", "model", "port", "settings", "GPU", "host", "bill"):
+        for label in COLUMNS:
             self.add_column(label, key=label)
         self.set_interval(SCAN_EVERY_S, self.rescan)
         self.rescan()
@@ -151,13 +154,14 @@ def _row(server: Any, gpus: list[int]) -> tuple[str, ...]:
     if server.bill is not None:
         total = server.bill.total() + server.bill.total("host")
         bill = f"{_size(total)} ({BILL_SOURCES.get(server.bill_source, server.bill_source)})"
-    return (
-        str(server.pid),
-        server.engine,
-        Path(server.model).name[:32] if server.model else "?",
-        str(server.ports[0]) if server.ports else "—",
-        server.settings_line(),
-        on_gpus,
-        _size(server.host_bytes),
-        bill,
-    )
+    cells = {
+        "PID": str(server.pid),
+        "engine": server.engine,
+        "model": Path(server.model).name[:32] if server.model else "?",
+        "port": str(server.ports[0]) if server.ports else "—",
+        "settings": server.settings_line(),
+        "GPU": on_gpus,
+        "host": _size(server.host_bytes),
+        "bill": bill,
+    }
+    return tuple(cells[name] for name in COLUMNS)
