@@ -565,7 +565,7 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # Qwen3-235B-A22B and DeepSeek-R1 added after let nine older printouts with no shape lines be scored
     # (KV and compute; an MLA cache's layout in mainline depends on when the GGUF was converted: left out).
     # Round 19 (9 whole: 5 mainline on Strix Halo, ROCm and Vulkan; an Ollama 0.20 run; 3 vLLM whose
-    # config.json is not here) at 4a1ce1c before any change: mainline KV 5/5, weights 6/10, compute 10/10;
+    # config.json is not here) at bfaa293 before any change: mainline KV 5/5, weights 6/10, compute 10/10;
     # Ollama 1/1, 2/2, 2/2. Its four weights misses are Unsloth's UD embedding types (listed as known).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
