@@ -381,6 +381,10 @@ LATER_ROUNDS = (
         "round30.jsonl",
         "round 30, both parts (gathered after the rules of 2026-12-04, thirteenth session, later)",
     ),
+    (
+        "round31.jsonl",
+        "round 31, both parts (gathered after the rules of 2026-12-04, thirteenth session, third)",
+    ),
 )
 
 

@@ -567,6 +567,8 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # Round 19 (9 whole: 5 mainline on Strix Halo, ROCm and Vulkan; an Ollama 0.20 run; 3 vLLM whose
     # config.json is not here) at bfaa293 before any change: mainline KV 5/5, weights 6/10, compute 10/10;
     # Ollama 1/1, 2/2, 2/2. Its four weights misses are Unsloth's UD embedding types (listed as known).
+    # Round 20 (1: the gatherer found nearly every whole log already used) at 6dcaa77 before any change:
+    # mainline KV 1/1, compute 1/2 (a Vulkan host buffer with four KV streams, listed as known).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -593,6 +595,7 @@ _NEWEST_ROUNDS = {
     "round17.jsonl": "round 17, both parts (gathered after the estimator of 2026-12-04, twelfth session, fourth)",
     "round18.jsonl": "round 18, both parts (gathered after the estimator of 2026-12-04, thirteenth session)",
     "round19.jsonl": "round 19, both parts (gathered after the estimator of 2026-12-04, thirteenth session, later)",
+    "round20.jsonl": "round 20 (gathered after the estimator of 2026-12-04, thirteenth session, third)",
 }
 
 

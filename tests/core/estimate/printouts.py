@@ -63,6 +63,7 @@ FILES = (
     DATA / "printouts" / "round17.jsonl",
     DATA / "printouts" / "round18.jsonl",
     DATA / "printouts" / "round19.jsonl",
+    DATA / "printouts" / "round20.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",

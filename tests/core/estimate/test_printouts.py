@@ -106,6 +106,11 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "GTX 1070 Ti run of the same model below (Vulkan, every layer offloaded); the same model's partial "
         "offloads hold the estimate's figure: what drops it is not known"
     ),
+    ("p20-llama.cpp-b9849vulkan-3080ti-qwen3.5-9b-udq4kxl-ctx8192-np4-ub2048", "compute"): (
+        "the host buffer (x1.78) of the run above with four KV streams (kv_unified false): 72 MiB printed "
+        "against 96 unified, the estimate's 128 in both; how the per-stream masks and the hidden states "
+        "share that buffer in a full Vulkan offload is not known"
+    ),
     ("p2-llama.cpp-qwen35-9b-udq4kxl-vulkan-gtx1070ti-full-33of33-np1-ub2048", "compute"): (
         "the host buffer (x1.33): 96 MiB printed is the KQ mask and one hidden state; the same model and "
         "build with a partial offload (two printouts) and on Metal hold two hidden states there, as the "

@@ -45,6 +45,7 @@ FILES = (
     LOGS / "round28.jsonl",
     LOGS / "round29.jsonl",
     LOGS / "round30.jsonl",
+    LOGS / "round31.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

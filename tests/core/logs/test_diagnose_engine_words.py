@@ -334,3 +334,41 @@ def test_round_29s_training_words() -> None:
     found = diagnose_lines(fp4, None, kernel_log=no_kernel_log)
     assert found.backend == "vllm" and not found.failed
     assert any("Marlin" in warning for warning in found.warnings)
+
+
+def test_round_31s_training_words() -> None:
+    """Round 31's training part: a cache in host RAM beside a GPU's buffers is news (llama.cpp with
+    --no-kv-offload), as is pinned host memory refused (ROCm's hipErrorOutOfMemory); a wrapper's line that
+    opens a traceback takes the stage its frames name (vLLM's memory profile: the KV cache's stage)."""
+    kv_on_host = [
+        "llama_context: n_ctx         = 202752",
+        "llama_kv_cache:        CPU KV buffer size =  5561.79 MiB",
+        "sched_reserve:    Vulkan0 compute buffer size =   892.67 MiB",
+        "srv    load_model: initializing slots, n_slots = 1",
+    ]
+    found = diagnose_lines(kv_on_host, "llama.cpp", kernel_log=no_kernel_log)
+    assert not found.failed and any("KV cache sits in host RAM" in w for w in found.warnings)
+    cpu_only = [
+        "llama_kv_cache:        CPU KV buffer size =  512.00 MiB",
+        "sched_reserve:        CPU compute buffer size = 300.00 MiB",
+    ]
+    assert not any(
+        "KV cache sits in host RAM" in w
+        for w in diagnose_lines(cpu_only, "llama.cpp", kernel_log=no_kernel_log).warnings
+    )
+    pinned = ["ggml_cuda_host_malloc: failed to allocate 10.01 MiB of pinned memory: hipErrorOutOfMemory"]
+    found = diagnose_lines(pinned, "llama.cpp", kernel_log=no_kernel_log)
+    assert not found.failed and any("pinned host memory" in w for w in found.warnings)
+    wrapped = [
+        "(EngineCore_DP0 pid=1) ERROR 12-23 12:56:15 [core.py:868] EngineCore failed to start.",
+        "(EngineCore_DP0 pid=1) ERROR 12-23 12:56:15 [core.py:868] Traceback (most recent call last):",
+        '(EngineCore_DP0 pid=1) ERROR 12-23 12:56:15 [core.py:868]   File "/v/vllm/v1/engine/core.py", line 242, in _initialize_kv_caches',
+        '(EngineCore_DP0 pid=1) ERROR 12-23 12:56:15 [core.py:868]   File "/v/vllm/v1/worker/gpu_model_runner.py", line 4531, in profile_run',
+        *[
+            f'(EngineCore_DP0 pid=1) ERROR 12-23 12:56:15 [core.py:868]   File "/t/torch/nn/modules/module.py", line {n}, in _call_impl'
+            for n in range(40)
+        ],
+        "(EngineCore_DP0 pid=1) ERROR 12-23 12:56:15 [core.py:868] RuntimeError: addmm: NPU function error: call aclnnAddmm failed",
+    ]
+    found = diagnose_lines(wrapped, None, kernel_log=no_kernel_log)
+    assert (found.failure_stage, found.stage_inferred, found.first_error_line) == ("kv_cache", False, 45)

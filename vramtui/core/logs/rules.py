@@ -122,7 +122,9 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "out of memory",
         "cuda_oom",
         "cuda_oom",
-        rf"(?:{_ACCELERATORS}|cudamalloc|hipmalloc|cublas)\b.*out of memory|out of memory.*\b(?:{_ACCELERATORS})\b",
+        # not ggml-cuda's pinned host buffer, refused and replaced by pageable memory (a notice)
+        rf"^(?!.*of pinned memory).*?(?:(?:{_ACCELERATORS}|cudamalloc|hipmalloc|cublas)\b.*out of memory"
+        rf"|out of memory.*\b(?:{_ACCELERATORS})\b)",
     ),
     ErrorRule(
         "outofmemory",
@@ -150,7 +152,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("outofmemoryerror", "cuda_oom", "cuda_oom"),
     ErrorRule("cuda error: out of memory", "cuda_oom", "cuda_oom"),
     ErrorRule("cudaerrormemoryallocation", "cuda_oom", "cuda_oom"),
-    ErrorRule("hiperroroutofmemory", "cuda_oom", "cuda_oom"),
+    ErrorRule("hiperroroutofmemory", "cuda_oom", "cuda_oom", r"^(?!.*of pinned memory).*hiperroroutofmemory"),
     ErrorRule("cublas_status_alloc_failed", "cuda_oom", "cuda_oom"),
     ErrorRule("erroroutofdevicememory", "cuda_oom", "cuda_oom"),
     # the drivers' own words, before the engine's: NVIDIA's kernel module (NVRM, in a merged kernel log) and

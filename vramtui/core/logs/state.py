@@ -248,7 +248,7 @@ class LogState:
             and self.weak is not None
             and self.weak.defaulted
             and self.tb_start is not None
-            and self.weak.number >= self.tb_start[0]
+            and self.weak.number >= self.tb_start[0] - 1  # in it, or the wrapper's line that opened it
         ):
             self.weak.stage, self.weak.defaulted = stage, False  # the traceback it opened says where
         if not rule.strong and self._restate(number, text, info, rule):

@@ -1172,6 +1172,11 @@ NOTICES_4: tuple[NoticeRule, ...] = (
             ("offload = 1", r"\boffload = 1\b"),
             ("devices", r"found \d+ (?:cuda|rocm|vulkan|sycl) devices"),
             ("library=", r"library=(?:cuda|rocm|vulkan|metal)"),
+            # a buffer on a GPU device (CUDA0, Vulkan0, ROCm0, MTL0, SYCL0, CANN0, MUSA0)
+            (
+                "buffer size",
+                r"\b(?:cuda|vulkan|rocm|mtl|sycl|cann|musa)\d+\s+(?:model|compute|kv) buffer size",
+            ),
             # layers asked for on the GPU: a count that is not 0 (`--n_gpu_layers 0` asks for the CPU)
             *((flag, rf"{flag}{_LAYER_COUNT}(?:-1|[1-9]\d*|all|auto)\b") for flag in _GPU_LAYER_FLAGS),
         )
@@ -1183,6 +1188,25 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         r"layer\s+\d+ assigned to device cpu",
         backend="llama.cpp",
         requires="gpu_intent",
+    ),
+    # the cache of every layer (or of the host's layers) in host RAM: -nkvo, or layers kept on the CPU
+    NoticeRule(
+        "cpu kv buffer size",
+        "cpu_fallback",
+        "the KV cache sits in host RAM (a CPU KV buffer) while the model runs on a GPU: attention reads it "
+        "from there, slower (--no-kv-offload, or layers left on the CPU)",
+        r"\bcpu kv buffer size",
+        backend="llama.cpp",
+        requires="gpu_intent",
+    ),
+    # ggml-cuda's pinned host buffers (CUDA_Host / ROCm_Host): refused, it falls back to pageable memory
+    NoticeRule(
+        "of pinned memory",
+        "kernel_fallback",
+        "pinned host memory could not be allocated: llama.cpp falls back to ordinary host memory, and "
+        "copies between host and GPU are slower (a locked-memory limit, or host RAM short)",
+        r"failed to allocate [\d.]+ \w+ of pinned memory",
+        backend="llama.cpp",
     ),
     NoticeRule(
         "dev = cpu",
