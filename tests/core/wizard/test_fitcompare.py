@@ -195,3 +195,17 @@ def test_the_estimate_beside_fit_is_for_the_runs_own_context_and_micro_batch(nam
     comparison = compare_fit(diagnosis.engine_figures, diagnosis.backend)
     assert comparison is not None and comparison.context == context
     assert comparison.delta("host") is not None and abs(comparison.delta("host")) < 0.05  # type: ignore[arg-type]
+
+
+def test_a_cache_that_is_not_unified_is_sized_per_stream_as_the_run_was():
+    """QA (session 13): `check` put two estimates of one run side by side: the bill's (2 slots, a KV
+    stream each) and the fit line's, which sized the log's n_ctx as one stream (compute 14 MiB against
+    the engine's 11; now 12) and took a 4 x hidden feed-forward for the log's printed n_ff."""
+    log = DATA / "llama-server" / "parallel-not-unified.verbose.log"
+    diagnosis = diagnose_file(log)
+    figures = diagnosis.engine_figures
+    assert figures["context_per_sequence"] * 2 == figures["context"] and figures["model_ff"] == 1024
+    comparison = compare_fit(figures, diagnosis.backend)
+    assert comparison is not None and comparison.bill is not None
+    printed = figures["compute_buffer"]
+    assert abs(comparison.bill.get("compute", HOST) / printed - 1) < 0.15

@@ -14,7 +14,7 @@ SHAPE_FIGURES = frozenset(
     {
         "model_layers", "model_hidden", "model_heads", "model_kv_heads", "model_head_dim_k",
         "model_head_dim_v", "model_vocab", "model_trained_context", "model_experts",
-        "model_experts_used", "model_moe_ff", "attention_heads", "model_swa_window",
+        "model_experts_used", "model_moe_ff", "model_ff", "attention_heads", "model_swa_window",
     }
 )  # fmt: skip
 
@@ -52,6 +52,7 @@ def shape_words(figures: Mapping[str, float]) -> str | None:
         f"{hidden} hidden" for hidden in [_count(figures, "model_hidden")] if hidden
     ]
     parts += [words for words in (_heads(figures), _experts(figures)) if words]
+    parts += [f"feed-forward {ff}" for ff in [_count(figures, "model_ff")] if ff]
     parts += [f"vocab {vocab}" for vocab in [_count(figures, "model_vocab")] if vocab]
     window = _count(figures, "model_swa_window")
     parts += [f"sliding window {window}"] if window else []

@@ -154,7 +154,7 @@ def _settings(figures: Mapping[str, float], backend: str, on_gpu: bool) -> Setti
     return Settings(
         backend=backend,
         context=context,
-        parallel=1 if context else None,  # n_ctx is the whole (unified) cache over every slot
+        parallel=_streams(figures, context) if context else None,
         ubatch=_int(figures, "ubatch_tokens"),
         batch=_int(figures, "ubatch_tokens"),  # the printed n_ubatch is already within n_batch
         flash_attn=flash_attn_of(figures),
@@ -162,6 +162,17 @@ def _settings(figures: Mapping[str, float], backend: str, on_gpu: bool) -> Setti
         device_bytes=int(free) if free else DEFAULT_DEVICE_BYTES,
         on_gpu=on_gpu,
     )
+
+
+def _streams(figures: Mapping[str, float], context: int) -> int:
+    """The run's KV streams: n_ctx is the whole cache over every slot; a cache that is not unified prints
+    each stream's share (n_ctx_seq below n_ctx, or its seqs count), and its masks and graph are per stream
+    (QA: `check`'s fit line sized a 2-slot run as one stream, 24 MiB of compute against the bill's 14)."""
+    streams = _int(figures, "kv_cache_streams")
+    per_sequence = _int(figures, "context_per_sequence")
+    if not streams and per_sequence and per_sequence < context:
+        streams = context // per_sequence
+    return max(1, streams or 1)
 
 
 def _kv_dtype_run(figures: Mapping[str, float], info: Any, backend: str) -> str | None:

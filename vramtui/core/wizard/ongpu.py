@@ -273,6 +273,7 @@ def info_from_figures(figures: Mapping[str, float], given: Mapping[str, int] | N
         n_experts=int(shape["experts"] or 0),
         n_experts_used=int(shape["experts_used"] or 0),
         moe_intermediate=shape["moe_ff"],
+        intermediate=shape["ff"],  # None where the log prints no n_ff: the estimator's 4 x hidden
         weights_source="log",
     )
     _sliding_window(info, figures)
@@ -290,7 +291,7 @@ def _sliding_window(info: ModelInfo, figures: Mapping[str, float]) -> None:
 
 _SHAPE = (
     "layers", "hidden", "heads", "kv_heads", "head_dim_k", "head_dim_v", "vocab", "trained_context",
-    "experts", "experts_used", "moe_ff",
+    "experts", "experts_used", "moe_ff", "ff",
 )  # fmt: skip
 
 
@@ -309,6 +310,7 @@ def shape_of(info: ModelInfo) -> dict[str, int]:
         "experts": info.n_experts if info.is_moe else 0,
         "experts_used": info.n_experts_used if info.is_moe else 0,
         "moe_ff": info.moe_intermediate or 0,
+        "ff": info.intermediate or 0,
     }
     return {key: int(value) for key, value in shape.items() if value}
 

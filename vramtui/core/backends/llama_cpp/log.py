@@ -1663,6 +1663,7 @@ _SHAPE_FIGURES: tuple[tuple[str, str, str], ...] = (
     ("n_expert", "model_experts", "expert_count"),
     ("n_expert_used", "model_experts_used", "expert_used_count"),
     ("n_ff_exp", "model_moe_ff", "expert_feed_forward_length"),
+    ("n_ff", "model_ff", "feed_forward_length"),
     ("n_swa", "model_swa_window", "attention.sliding_window"),
 )
 
