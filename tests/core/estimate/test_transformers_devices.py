@@ -296,3 +296,23 @@ def test_each_modules_bytes_are_what_transformers_builds(tmp_path: Path, config:
     assert ours.embedding == sizes["model.embed_tokens"] and ours.norm == sizes["model.norm"]
     assert ours.lm_head == sizes.get("lm_head", 0)  # a tied lm_head is not counted twice
     assert list(ours.layers) == [sizes[f"model.layers.{il}"] for il in range(info.n_layers)]
+
+
+def test_a_cpu_only_run_is_billed_to_the_host_with_the_process_not_a_cuda_context(tmp_path: Path) -> None:
+    """QA (session 13): `estimate --cpu` with transformers printed "total on the GPU" with a 400 MiB CUDA
+    context, so `check` on a CPU box compared an estimate on GPU 0 with figures on the host."""
+    from vramtui.core.backends.transformers.memory import CPU_PROCESS_BYTES
+    from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES
+    from vramtui.core.memory.parts import HOST
+
+    info = _info(tmp_path, **QWEN25_32B)
+    on_cpu = estimate(info, Settings(backend="transformers", context=2048, on_gpu=False))
+    on_gpu = estimate(info, Settings(backend="transformers", context=2048))
+    assert on_cpu.device == "host" and on_cpu.bill.total(0) == 0
+    assert (
+        on_cpu.bill.get("runtime", HOST) == CPU_PROCESS_BYTES
+        and on_gpu.bill.get("runtime", 0) == CUDA_CONTEXT_BYTES
+    )
+    assert on_cpu.total_bytes == on_cpu.host_bytes_needed == on_cpu.bill.total(HOST)
+    for part in ("weights", "kv_cache", "compute"):
+        assert on_cpu.bill.get(part, HOST) == on_gpu.bill.get(part, 0) > 0, part

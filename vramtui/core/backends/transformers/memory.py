@@ -16,12 +16,16 @@ from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settin
 from vramtui.core.estimate.kvcache import is_swa, kv_bytes_per_token, kv_layer_bytes
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.weights import dtype_bytes, hf_weights_bytes
-from vramtui.core.memory.parts import MemoryBill
-from vramtui.core.units import format_bytes
+from vramtui.core.memory.parts import HOST, MemoryBill, Place
+from vramtui.core.units import MIB, format_bytes
 
 # PyTorch's caching allocator keeps freed blocks; transformers runs grow by this share of the dynamic part.
 TORCH_FRAGMENTATION = 0.10
 DEFAULT_CONTEXT = 4096
+# A CPU-only run's process besides the model (the interpreter, torch's CPU build, transformers, the HTTP
+# server): vramtui's transformers runner held 412 MiB resident beyond a 5 MiB model here (`check`, torch
+# 2.x CPU). Host RAM, in place of the GPU's CUDA context.
+CPU_PROCESS_BYTES = 400 * MIB
 
 
 def layer_kv_bytes(info: ModelInfo, context: int, batch: int, kv_dtype: str) -> list[int]:
@@ -98,16 +102,19 @@ class TransformersMemory(MemoryAccounting):
         activations = prefill_activations(info, settings, context, batch)
         if settings.flash_attn is False:
             notes.append("eager attention: score matrices grow with context squared")
+        # a CPU-only run (device_map "cpu", or no GPU): every term is host RAM, and no CUDA context
+        place: Place = 0 if settings.on_gpu else HOST
+        runtime = CUDA_CONTEXT_BYTES if settings.on_gpu else CPU_PROCESS_BYTES
         bill = MemoryBill()
-        bill.add(0, "weights", weights)
-        bill.add(0, "kv_cache", kv)
-        bill.add(0, "recurrent_state", state)
-        bill.add(0, "compute", activations)
-        bill.add(0, "runtime", CUDA_CONTEXT_BYTES)
-        bill.add(0, "margin", int(TORCH_FRAGMENTATION * (kv + activations)))
-        total = bill.total(0)
+        bill.add(place, "weights", weights)
+        bill.add(place, "kv_cache", kv)
+        bill.add(place, "recurrent_state", state)
+        bill.add(place, "compute", activations)
+        bill.add(place, "runtime", runtime)
+        bill.add(place, "margin", int(TORCH_FRAGMENTATION * (kv + activations)))
+        total = bill.total(place)
         usable = int(settings.device_bytes * settings.share)
-        load_peak_fits = peak is None or peak + CUDA_CONTEXT_BYTES <= usable
+        load_peak_fits = peak is None or peak + runtime <= usable
         reason = None
         if not load_peak_fits:
             reason = (
@@ -125,8 +132,8 @@ class TransformersMemory(MemoryAccounting):
             kv_cache_bytes=kv,
             kv_bytes_per_token=kv_bytes_per_token(info, kv_dtype, "transformers"),
             activations_bytes=activations,
-            overhead_bytes=CUDA_CONTEXT_BYTES,
-            fragmentation_bytes=bill.get("margin", 0),
+            overhead_bytes=runtime,
+            fragmentation_bytes=bill.get("margin", place),
             total_bytes=total,
             device_bytes=settings.device_bytes,
             usable_bytes=usable,
@@ -139,6 +146,8 @@ class TransformersMemory(MemoryAccounting):
             reason=reason,
             notes=notes,
             bill=bill,
+            device="gpu" if settings.on_gpu else "host",
+            host_bytes_needed=0 if settings.on_gpu else total,
         )
 
 
