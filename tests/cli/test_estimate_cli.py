@@ -667,3 +667,38 @@ def test_no_kv_offload_bills_the_cache_to_host_ram(
     kept = run_json(capsys, str(tiny_gguf), "--ctx", "8192", "--gpu-mem", "8G", "-nkvo")
     assert kept["kv_cache_bytes"] == 0 and "kv_cache_bytes" not in kept["bill"]["0"]
     assert kept["bill"]["host"]["kv_cache_bytes"] == on_gpu["kv_cache_bytes"] > 0
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"vocab_size": 1e30}, "vocab_size is 1e+30, past any model's"),
+        ({"max_position_embeddings": 1e15}, "max_position_embeddings is 1e+15, past any model's"),
+        ({"num_attention_heads": 7, "num_key_value_heads": 8}, "num_key_value_heads 8 is more than"),
+        ({"num_key_value_heads": 0}, "num_key_value_heads is 0"),
+        (
+            {"num_attention_heads": 7, "num_key_value_heads": 7},
+            "hidden_size 5120 does not divide into num_attention_heads 7",
+        ),
+    ],
+)
+def test_a_config_no_model_has_is_one_line_as_the_flags_are(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, change: dict[str, float], message: str
+) -> None:
+    """QA (session 13): a config.json's impossible shape was sized (a 10^22-parameter model, exit 1)
+    where the same numbers as flags are refused with exit 2."""
+    config = {
+        "model_type": "qwen2", "hidden_size": 5120, "intermediate_size": 13824, "num_attention_heads": 40,
+        "num_key_value_heads": 8, "num_hidden_layers": 48, "vocab_size": 152064,
+        "max_position_embeddings": 32768, **change,
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert main(["estimate", str(tmp_path / "config.json"), "--no-meta"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
+def test_a_sequence_count_past_any_engine_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--params", "8B", "--parallel", "1000000000000"]) == 2
+    assert "past any engine's limit (at most 65,536)" in capsys.readouterr().err
+    assert main(["estimate", "--params", "8B", "--parallel", "256", "--json"]) in (0, 1)

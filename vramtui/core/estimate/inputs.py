@@ -111,18 +111,29 @@ def parse_tokens(text: str) -> int:
 _MAX_TOKENS = 2**31 - 1
 
 
-def _whole(text: str, minimum: int) -> int:
+def _whole(text: str, minimum: int, maximum: int = _MAX_TOKENS) -> int:
     try:
         value = int(_digits(text))
     except ValueError:
         raise ValueError(f"{text!r} is not a whole number") from None
     if value < minimum:
         raise ValueError(f"must be at least {minimum}, not {value}")
+    if value > maximum:  # the engines' counts are 32-bit ints, and none serves more sequences than this
+        raise ValueError(f"{value:,} is past any engine's limit (at most {maximum:,})")
     return value
 
 
 def _at_least_one(text: str) -> int:
     return _whole(text, 1)
+
+
+# Sequences served at once: vLLM's and SGLang's schedulers take thousands, llama.cpp 256; past this a
+# count is a typo (QA: --parallel 1000000000000 printed a bill of 580 million TiB).
+MAX_SEQUENCES = 1 << 16
+
+
+def _sequences(text: str) -> int:
+    return _whole(text, 1, MAX_SEQUENCES)
 
 
 def parse_layers(text: str) -> int | None:
@@ -294,7 +305,7 @@ def parse_files(text: str) -> tuple[str, ...]:
 PARSERS: dict[str, Callable[[str], Any]] = {
     "backend": _text,
     "context": parse_tokens,
-    "parallel": _at_least_one,
+    "parallel": _sequences,
     "batch": _at_least_one,
     "ubatch": _at_least_one,
     "kv_dtype": _text,

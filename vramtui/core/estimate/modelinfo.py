@@ -548,6 +548,46 @@ def _require_shape(cfg: dict[str, Any], source: str, **values: int | None) -> No
         raise VramtuiError(f"{source}: config.json lacks {' / '.join(missing)}")
 
 
+# Past these no published model goes (the widest vocabularies are ~260k, hidden sizes 16k, 128 layers):
+# a config.json beyond them is a typo, refused as the flags refuse theirs.
+_CONFIG_LIMITS = {
+    "vocab_size": 16_000_000,
+    "hidden_size": 1 << 20,
+    "num_hidden_layers": 10_000,
+    "num_attention_heads": 1 << 16,
+    "num_key_value_heads": 1 << 16,
+    "intermediate_size": 1 << 24,
+    "max_position_embeddings": 2**31 - 1,
+}
+
+
+def _require_plausible(cfg: dict[str, Any], source: str) -> None:
+    """A config.json's shape that no model has is one clear error (QA: vocab_size 1e30 was sized as a
+    10^22-parameter model, num_key_value_heads 0 read as one per query head)."""
+    for key, limit in _CONFIG_LIMITS.items():
+        value = _int(cfg, key)
+        if value is not None and value > limit:
+            said = f"{value:,}" if value < 10**15 else f"{float(value):.3g}"
+            raise VramtuiError(f"{source}: {key} is {said}, past any model's (at most {limit:,})")
+    heads, kv_heads = (
+        _int(cfg, "num_attention_heads", "n_head"),
+        _int(cfg, "num_key_value_heads", "num_kv_heads"),
+    )
+    if kv_heads == 0:
+        raise VramtuiError(f"{source}: num_key_value_heads is 0: a model has at least one KV head")
+    if heads and kv_heads and kv_heads > heads:
+        raise VramtuiError(
+            f"{source}: num_key_value_heads {kv_heads} is more than num_attention_heads {heads}: each KV "
+            "head serves one or more query heads"
+        )
+    hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
+    if heads and hidden and not _int(cfg, "head_dim") and hidden % heads:
+        raise VramtuiError(
+            f"{source}: hidden_size {hidden} does not divide into num_attention_heads {heads} and no "
+            "head_dim is given"
+        )
+
+
 def info_from_config(config: Any, source: str, exact_params: bool = True) -> ModelInfo:
     """ModelInfo from a parsed config.json (the text part of multimodal models)."""
     if not isinstance(config, dict):
@@ -559,6 +599,7 @@ def info_from_config(config: Any, source: str, exact_params: bool = True) -> Mod
     hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
     n_heads = _int(cfg, "num_attention_heads", "n_head")
     _require_shape(cfg, source, num_hidden_layers=n_layers, hidden_size=hidden, num_attention_heads=n_heads)
+    _require_plausible(cfg, source)
     per_layer = layerplan.from_config(full, source, n_layers, hidden, n_heads)
     n_kv = _int(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", default=n_heads) or n_heads
     head_dim = _int(cfg, "head_dim") or hidden // n_heads
