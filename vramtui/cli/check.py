@@ -98,7 +98,8 @@ def _advice(lines: list[str], move) -> list[str]:  # type: ignore[no-untyped-def
     from vramtui.core.logs.advice import standing_alone
 
     if move is not None and move.knob:
-        lines = [line for line in lines if move.knob not in line]
+        knobs = move.knob.split(" and ")  # every flag the move sets (Backend.knob_words)
+        lines = [line for line in lines if not any(knob in line for knob in knobs)]
     return standing_alone(lines)
 
 

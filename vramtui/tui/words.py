@@ -250,4 +250,4 @@ def _knob_reader(backend: str | None) -> Callable[[str], str | None]:
         found = get_backend(backend or "")
     except VramtuiError:
         return lambda param: None
-    return found.knob
+    return found.knob_words

@@ -248,3 +248,14 @@ def test_get_backend_aliases() -> None:
     with pytest.raises(VramtuiError) as far:
         get_backend("tensorrt")
     assert "did you mean" not in str(far.value)
+
+
+def test_a_setting_that_takes_two_flags_is_named_by_both() -> None:
+    """QA (session 13): the wizard's KV move read `kv_dtype (--cache-type-k): f16 -> q4_0` while it
+    launched both -ctk and -ctv; copying the label changed half of it."""
+    from vramtui.core.backends import get_backend
+
+    assert get_backend("llama.cpp").knob_words("kv_dtype") == "--cache-type-k and --cache-type-v"
+    assert get_backend("llama.cpp").knob_words("context") == "--ctx-size"
+    assert get_backend("vllm").knob_words("kv_dtype") == "--kv-cache-dtype"
+    assert get_backend("llama.cpp").knob_words("no_such_setting") is None

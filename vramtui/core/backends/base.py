@@ -183,6 +183,10 @@ class Rung:
             return backend.launch.model_flag if backend.launch else None
         return backend.knob(self.param)
 
+    def knob_words(self, backend: Backend) -> str | None:
+        """As `knob`, with every flag the change takes (Backend.knob_words)."""
+        return self.knob(backend) if self.param == "model" else backend.knob_words(self.param)
+
     def applies_to(self, backend: Backend) -> bool:
         if self.move == "advice" or self.param == "model":
             return True
@@ -280,6 +284,13 @@ class Backend:
     def knob(self, param: str) -> str | None:
         """What a user changes for `param`: the flag, else the environment variable, else None."""
         return self.flags.get(param) or self.env.get(param)
+
+    def knob_words(self, param: str) -> str | None:
+        """The knob as a user sets it, every flag it takes: llama-server's KV cache type is two flags
+        ("--cache-type-k and --cache-type-v"; QA: naming the first alone halves the change)."""
+        knob = self.knob(param)
+        also = self.launch.also_flags.get(param, ()) if knob and self.launch else ()
+        return " and ".join((knob, *also)) if knob else None
 
     def default(self, param: str, device_bytes: int | None = None, on_cpu: bool = False) -> object:
         """The value `param` has when the profile says nothing (on that device, where it matters)."""

@@ -482,7 +482,7 @@ class Proposer:
         if _same_value(value, current):
             return None
         label = f"the change {self.backend.name}'s own message names"
-        return Proposal(param, current, value, why, label, self.backend.knob(param))
+        return Proposal(param, current, value, why, label, self.backend.knob_words(param))
 
     def _best_of(self, profile: Profile, options: list[Option]) -> Proposal | None:
         """Nothing fits in one step: the change that frees most (then look again), else an unpredicted one."""
@@ -521,7 +521,7 @@ class Proposer:
                 + (f": {obs.replay_meaning}" if obs.replay_meaning else "")
                 + f"); halving {rung.param} lowers the memory each step of a request takes; cost: {rung.cost}"
             )
-            return Proposal(rung.param, current, value, why, rung.label, rung.knob(self.backend))
+            return Proposal(rung.param, current, value, why, rung.label, rung.knob_words(self.backend))
         self.findings.advice = [f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"]
         self.findings.stop_reason = "no setting left on the inference ladder that this backend can change"
         return None
@@ -634,7 +634,9 @@ class Proposer:
         why = self._why(rung, obs, value, before, bill, profile)
         if "flash_attn" in changes and param == "kv_dtype":
             return self._flash_first(profile, rung, obs, current, value, before, bill), bill
-        return Proposal(param, current, value, why, rung.label, rung.knob(self.backend), predicted), bill
+        return Proposal(
+            param, current, value, why, rung.label, rung.knob_words(self.backend), predicted
+        ), bill
 
     def _flash_first(
         self,

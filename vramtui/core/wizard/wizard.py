@@ -282,7 +282,7 @@ class Wizard:
             return None
         current = current_value(self.profile, refusal.param)
         label = f"the change {self.backend.name}'s refusal names"
-        knob = self.backend.knob(refusal.param)
+        knob = self.backend.knob_words(refusal.param)
         self.refusal = Proposal(refusal.param, current, refusal.value, refusal.message, label, knob)
         step = Step(
             0, None, "refused", None, [refusal.message], dict(self.profile.params), self.profile.model
