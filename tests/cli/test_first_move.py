@@ -82,3 +82,5 @@ def test_check_the_wizard_and_the_attached_wizard_take_the_same_first_move(
     assert not any("--n_ctx" in line for line in told[1:]), told
     # the advice left after the first move's own line stands alone: no "Or ..." after a line not shown
     assert not any(line.startswith(("advice: Or ", "advice: Then ")) for line in told), told
+    # the line the advice refers to ("the first error line above") is printed, as diagnose prints it (QA)
+    assert any(line.strip().startswith("first error (line ") for line in text), text
