@@ -181,7 +181,7 @@ def test_counts_the_engine_printed_are_shown_without_a_unit(tmp_path: Path) -> N
         [sys.executable, "-m", "vramtui", "diagnose", str(log)], capture_output=True, text=True, timeout=60
     ).stdout
     assert "layers on the GPU: 30\n" in out and "layers in all: 49\n" in out
-    assert "context: 32768\n" in out and "weights: 7.96 GiB" in out
+    assert "context: 32,768\n" in out and "weights: 7.96 GiB" in out
 
 
 SERVER_LOGS = Path(__file__).resolve().parents[1] / "data" / "llama-server"
@@ -252,3 +252,16 @@ def test_a_reader_that_stops_early_keeps_the_verdicts_exit_status(tmp_path: Path
             assert reader.stdout is not None
             reader.stdout.close()  # the reader went away before a byte was read
             assert reader.wait(timeout=60) == status, (log.name, extra)
+
+
+def test_a_port_held_by_another_process_fails_at_start_up_not_at_a_download(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """QA (session 13): a real llama-server that could not bind its port read "Failed at download"."""
+    log = Path(__file__).resolve().parents[1] / "data" / "llama-server" / "port-in-use.log"
+    assert main(["diagnose", str(log)]) == 1
+    out = capsys.readouterr().out
+    assert "Failed at start-up, before the model was read: the server could not listen" in out
+    assert "at download" not in out and "Furthest stage reached: download" not in out
+    assert main(["diagnose", str(log), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["failure_stage"] == "download"  # the JSON keeps its code

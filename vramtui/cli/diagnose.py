@@ -133,10 +133,10 @@ def _own(key: str) -> str:
 
 
 def render_text(diagnosis: Any, source: str) -> str:
+    from vramtui.core.logs.advice import BEFORE_THE_MODEL
     from vramtui.core.logs.rules import COUNT_FIGURES
     from vramtui.core.logs.ruletypes import CACHE_PART_MARK, DRAFT_MARK
     from vramtui.core.logs.shape import DEVICE_FIGURES, SHAPE_FIGURES
-    from vramtui.core.units import format_bytes
 
     name = "standard input" if source == "-" else source
     backend = diagnosis.backend or "backend not recognised"
@@ -150,6 +150,8 @@ def render_text(diagnosis: Any, source: str) -> str:
         out.append(f"  {diagnosis.first_error_text}")
     if getattr(diagnosis, "stage_inferred", False) and diagnosis.stage == diagnosis.failure_stage:
         out.append(f"Furthest stage reached: unknown (no stage line; best guess {diagnosis.stage})")
+    elif diagnosis.stage == "download" and diagnosis.failed and diagnosis.cause in BEFORE_THE_MODEL:
+        out.append("Furthest stage reached: start-up (the model was not read yet)")
     elif diagnosis.stage:
         out.append(f"Furthest stage reached: {diagnosis.stage}")
     extra_evidence = [line for line in diagnosis.evidence[1:]] if diagnosis.failed else diagnosis.evidence
@@ -177,10 +179,20 @@ def render_text(diagnosis: Any, source: str) -> str:
 
         out.append("The engine's own figures:")
         for key, value in figures.items():
-            counted = _own(key) in COUNT_FIGURES
-            shown = f"{value:g}" if counted or isinstance(value, float) else format_bytes(value)
-            out.append(f"  {figure_words(key)}: {shown}")
+            out.append(f"  {figure_words(key)}: {_figure_value(_own(key), value, COUNT_FIGURES)}")
     return "\n".join(out) + "\n"
+
+
+def _figure_value(key: str, value: float, counts: frozenset[str]) -> str:
+    """A figure as people read it: a switch on/off, a count with its thousands (not 2.8736e+06), bytes
+    in binary units."""
+    from vramtui.core.units import format_bytes
+
+    if key == "flash_attn":
+        return {0: "off", 1: "on"}.get(int(value), "auto")
+    if key in counts or isinstance(value, float):
+        return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+    return format_bytes(value)
 
 
 def _fit_and_shape_lines(diagnosis: Any) -> list[str]:

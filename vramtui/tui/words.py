@@ -102,6 +102,7 @@ FIGURE_WORDS: dict[str, str] = {
     "compute_buffer": "compute buffers",
     "failed_alloc": "failed allocation",
     "output_buffer": "output buffer",
+    "model_buffer_gpu": "weights on the GPUs",
     "file_quant_bits": "bits per weight (the file's type)",
     "file_name_quant_bits": "bits per weight (by the file's name)",
     "layers_offloaded": "layers on the GPU",
@@ -145,6 +146,11 @@ FIGURE_WORDS: dict[str, str] = {
     "kv_cache_k": "KV cache, K part",
     "kv_cache_v": "KV cache, V part",
     "pool_context": "context the pool serves",
+    "fit_projected_host": "llama.cpp's fit projected on the host",
+    "fit_projected_device": "llama.cpp's fit projected on the GPU",
+    "fit_context_from": "context before fit lowered it",
+    "fit_context_to": "context fit lowered it to",
+    "fit_reduce_by": "memory fit had to free",
 }
 
 

@@ -40,7 +40,7 @@ def test_the_bill_holds_the_model_and_the_text_names_the_draft() -> None:
     assert bill.get("weights", HOST) == diagnosis.engine_figures["model_buffer"]
     text = render_text(diagnosis, str(LOG))
     assert "Draft model: 2 layers, 256 hidden" in text
-    assert "draft model: context: 2048\n" in text  # a count, worded as the model's own is
+    assert "draft model: context: 2,048\n" in text  # a count, worded as the model's own is
 
 
 def test_fits_projection_holds_both_models_and_says_so() -> None:
