@@ -127,7 +127,7 @@ def test_record_to_stdout_and_bad_arguments() -> None:
     for args, words in (
         (["--interval-ms", "0"], "--interval-ms"),
         (["--duration", "-1"], "--duration"),
-        (["--pid", str(2**22 + 4321)], "not found"),
+        (["--pid", str(2**22 + 4321)], "no process"),
         (["--out", "/nonexistent-dir/x.csv", "--duration", "0.1"], "cannot write"),
     ):
         result = subprocess.run(

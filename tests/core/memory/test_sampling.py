@@ -203,7 +203,7 @@ def test_sampler_survives_a_failing_source() -> None:
 
 def test_watch_pid_switches_and_missing_pid_is_a_state() -> None:
     source = HostSource(pid=2**22 + 12345)  # above the default pid_max: no such process
-    assert not source.status().ok and "not found" in source.status().message
+    assert not source.status().ok and "no process" in source.status().message
     assert source.sample().host is not None
     sampler = Sampler([source], interval_s=0.05)
     import os

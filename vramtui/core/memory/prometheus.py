@@ -117,7 +117,7 @@ def parse_payload(text: str) -> Payload:
     try:
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError, IndexError, KeyError) as error:
-        raise ValueError(f"not the Prometheus text format ({error})") from None
+        raise ValueError("not the Prometheus text format") from error
     for family in families:
         for sample in family.samples:
             count += 1
@@ -163,6 +163,10 @@ def normalise_url(url: str) -> str:
     text = url.strip()
     if not text:
         raise VramtuiError("--source needs a URL (e.g. http://gpu-box:9400/metrics)")
+    if any(ch.isspace() or ord(ch) < 32 for ch in text):  # http.client refuses these with its own words
+        raise VramtuiError(
+            f"--source {url!r}: not a URL (it holds a space; e.g. http://gpu-box:9400/metrics)"
+        )
     if "://" not in text:
         text = "http://" + text
     try:
@@ -261,9 +265,9 @@ class PrometheusSource:
         text = fetch_text(self.url, self.timeout_s)
         try:
             payload = parse_payload(text)
-        except ValueError as error:
+        except ValueError:
             kind = _kind_of(text)
-            detail = f" ({str(error).partition('(')[2].rstrip(')')[:80]})" if kind == "answered text" else ""
+            detail = f" (it begins {_first_line(text)!r})" if kind == "answered text" else ""
             raise FetchError(f"{kind}, not the Prometheus text format{detail}") from None
         if not payload.samples:
             raise FetchError("answered no Prometheus samples (an empty page)")
@@ -361,6 +365,12 @@ class PrometheusSource:
 
 def _has_memory(payload: Payload) -> bool:
     return any(d.used is not None for d in payload.devices.values())
+
+
+def _first_line(text: str) -> str:
+    """What a page that is no metrics page says first (its words, not the parser's)."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line[:60]
 
 
 def _kind_of(text: str) -> str:

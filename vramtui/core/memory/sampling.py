@@ -221,8 +221,10 @@ class HostSource:
                 self._root = psutil.Process(pid)
                 self._members[pid] = self._root
                 self._message = f"host memory and process {pid} ({self._root.name()}) with its children"
-            except (psutil.NoSuchProcess, psutil.AccessDenied) as error:
-                self._message = f"process {pid} not found ({type(error).__name__})"
+            except psutil.NoSuchProcess:
+                self._message = f"no process {pid} (it has exited, or never ran)"
+            except psutil.AccessDenied:
+                self._message = f"process {pid} cannot be read (another user's)"
 
     def _refresh_tree(self, now: float) -> None:
         if self._root is None or now < self._next_refresh:
@@ -277,7 +279,8 @@ class HostSource:
         return Sample(time.time(), (), host)
 
     def status(self) -> SourceStatus:
-        return SourceStatus(not self._message.startswith("process "), self._message)
+        # a process asked for and not found (gone, or another user's): said, and not ok
+        return SourceStatus(self._pid is None or self._root is not None, self._message)
 
     def close(self) -> None:
         with self._lock:
