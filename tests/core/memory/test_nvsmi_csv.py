@@ -163,3 +163,21 @@ def test_rows_without_a_header_are_read_as_vramtuis_own_query_and_said_so() -> N
         "timestamp, index, memory.used [MiB]\n2025/01/01 00:00:00.000, 0, 100 MiB, 7\n"
     )
     assert with_header.problems == ["line 2: 4 fields where the header has 3"]
+
+
+def test_readings_no_memory_gives_are_skipped_and_counted() -> None:
+    """QA (session 13): a replay read -500 MiB as its baseline and 30000 MiB of a 24105 MiB total as its
+    peak, and dropped a `nan` row without counting it."""
+    text = (
+        "timestamp, host.ram_used [MiB], host.ram_total [MiB]\n"
+        "2026/12/04 21:47:36.554, -500 MiB, 24105 MiB\n"
+        "2026/12/04 21:47:37.554, 30000 MiB, 24105 MiB\n"
+        "2026/12/04 21:47:38.554, nan MiB, 24105 MiB\n"
+        "2026/12/04 21:47:39.554, 1e20 MiB, 24105 MiB\n"
+        "2026/12/04 21:47:40.554, 1200 MiB, 24105 MiB\n"
+    )
+    data = read_nvsmi_csv(text)
+    assert data.rows == 1 and data.skipped == 4
+    assert any("not a memory reading: '-500 MiB'" in p for p in data.problems)
+    assert any("host RAM used (30,000 MiB) is over its total (24,105 MiB)" in p for p in data.problems)
+    assert any("'nan MiB'" in p for p in data.problems)

@@ -200,3 +200,20 @@ def test_a_bare_federate_asks_for_the_memory_metrics() -> None:
 def test_a_url_that_is_no_http_url_is_one_line(bad: str) -> None:
     with pytest.raises(VramtuiError):
         normalise_url(bad)
+
+
+def test_an_impossible_reading_is_an_error_of_that_tick_not_a_figure() -> None:
+    """QA (session 13): an exporter answering FB_USED 1e20 was recorded as 10^20 MiB rows, and a
+    replay of them drew its 80% line at 78 quadrillion GiB."""
+    text = recorded("dcgm-t4.prom")
+    with PayloadServer(text) as server:
+        source = PrometheusSource(server.url)
+        source.check()
+        server.set_payload(with_memory(text, {T4: 1e20}))
+        broken = source.sample().gpus[0]
+        server.set_payload(with_memory(text, {T4: 4096}))
+        healed = source.sample().gpus[0]
+        source.close()
+    assert broken.used_bytes is None and broken.total_bytes is None
+    assert "impossible reading (used 1e+20 MiB)" in (broken.error or "")
+    assert healed.used_bytes == 4096 * MIB and not healed.error

@@ -60,13 +60,24 @@ def _is_na(text: str) -> bool:
     return not t or t.startswith("[") or t in ("n/a", "not supported", "unknown error")
 
 
+# No device or host has more memory than this: a reading past it is a broken row, not a figure.
+MAX_READING_BYTES = 64 * 1024**4
+
+
+def _bytes(number: float, text: str) -> float:
+    """A memory reading in bytes, refused when no memory reads so (negative, NaN, past 64 TiB)."""
+    if not 0 <= number <= MAX_READING_BYTES:  # NaN fails both
+        raise _Malformed(f"not a memory reading: {text!r}")
+    return number
+
+
 def _parse_amount(text: str, unit: str | None) -> float | None:
     """'1234 MiB' / '1234' (with the header's unit) -> bytes; '5 %' -> 5; N/A -> None."""
     t = text.strip()
     # Fast paths for the shapes nvidia-smi writes a million times: "1234 MiB", "57 %", "1234".
     try:
         if t.endswith(" MiB"):
-            return float(t[:-4]) * MIB
+            return _bytes(float(t[:-4]) * MIB, t)
         if t.endswith(" %"):
             return float(t[:-2])
         number = float(t)
@@ -88,7 +99,7 @@ def _parse_amount(text: str, unit: str | None) -> float | None:
     factor = _UNIT_BYTES.get(value_unit.lower())
     if factor is None:
         raise _Malformed(f"unknown unit {value_unit!r}")
-    return number * factor
+    return _bytes(number * factor, t)
 
 
 _day_cache: dict[str, int] = {}
@@ -353,7 +364,15 @@ def _parse_row(fields: list[str], columns: _Columns, sequence: int) -> _Parsed:
             index = int(text)
     name = fields[columns.name].strip() if columns.name is not None else ""
     uuid = fields[columns.uuid].strip() if columns.uuid is not None else ""
+    _within(memory.get("used"), memory.get("total"), "GPU memory")
+    _within(host.get("ram_used"), host.get("ram_total"), "host RAM")
     return t, key, index, name, uuid, memory, util, host
+
+
+def _within(used: float | None, total: float | None, what: str) -> None:
+    """A row whose use is over its own total (a few percent of rounding aside) is a broken reading."""
+    if used is not None and total and used > total * 1.02:
+        raise _Malformed(f"{what} used ({used / MIB:,.0f} MiB) is over its total ({total / MIB:,.0f} MiB)")
 
 
 def _whole(value: float | None) -> int | None:

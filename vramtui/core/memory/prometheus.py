@@ -70,6 +70,19 @@ class DeviceKey:
         return f"{self.host}:{self.gpu}{mig}" if self.host else f"gpu {self.gpu}{mig}"
 
 
+# No card has more memory than this (MiB): an exporter that reports more, or less than 0, is broken.
+_MAX_MIB = 64 * 1024 * 1024
+
+
+def _impossible(figures: DeviceFigures) -> str | None:
+    """Why a device's figures are no memory reading (negative, NaN, past 64 TiB), or None."""
+    for name in ("used", "free", "reserved", "total"):
+        value = getattr(figures, name)
+        if value is not None and not 0 <= value <= _MAX_MIB:
+            return f"the exporter reported an impossible reading ({name} {value:g} MiB): skipped"
+    return None
+
+
 @dataclass
 class DeviceFigures:
     key: DeviceKey
@@ -304,8 +317,9 @@ class PrometheusSource:
         if figures is not None:
             self._names[key] = (self._name(key, figures.model), figures.uuid)
         name, uuid = self._names.get(key, (key.label, ""))
-        if figures is None:
-            return GpuReading(self._indices[key], name, uuid, None, None, error=error)
+        broken = _impossible(figures) if figures is not None else None
+        if figures is None or broken:  # a reading no card gives is an error of this tick, not a figure
+            return GpuReading(self._indices[key], name, uuid, None, None, error=broken or error)
         total = figures.total_mib
         return GpuReading(
             index=self._indices[key],
