@@ -71,7 +71,7 @@ def analyse(data: Any) -> dict[str, Any]:
     else:
         values = host.tree_rss if key == "process" else host.ram_used
         primary = compute_readings(
-            host.times, values, events, total_bytes=_int(host.ram_total), running=running
+            host.times, values, events, total_bytes=_int(host.ram_total), running=running, on_host=True
         )
         result["series"] = "process tree RSS (host)" if key == "process" else "host RAM used"
     result.update(primary.to_dict())
@@ -80,7 +80,7 @@ def analyse(data: Any) -> dict[str, Any]:
         for _moved, s, r in gpus
     ]
     if any(v is not None for v in host.tree_rss):
-        tree = compute_readings(host.times, host.tree_rss, events, running=running)
+        tree = compute_readings(host.times, host.tree_rss, events, running=running, on_host=True)
         result["process_tree_rss"] = tree.to_dict()
     result["rows"] = data.rows
     result["skipped_rows"] = data.skipped

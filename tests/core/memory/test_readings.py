@@ -247,3 +247,12 @@ def test_a_flat_recording_with_no_launch_is_a_running_servers_level_not_a_baseli
     # with a launch in the recording, a flat curve is still the idle level before a load that never came
     # a whole card's flat curve, no process recorded: as likely the idle level as a loaded server's
     assert compute_readings(*curve((84, 30))).baseline_mib == 84
+
+
+def test_host_ram_left_after_an_exit_blames_no_card() -> None:
+    """QA (session 13): a replay of a host-RAM recording (no GPU) said "a leftover process holds the card"
+    for 106 MiB of RAM still in use after a llama-server that was gone."""
+    times, values = curve((300, 10), (8000, 30), (2300, 10))
+    r = compute_readings(times, values, on_host=True)
+    assert r.leftover and not any("card" in note for note in r.notes)
+    assert any("host RAM still in use" in note for note in r.notes)

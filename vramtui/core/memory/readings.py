@@ -123,10 +123,12 @@ def compute_readings(
     safety: float = 0.8,
     noise_bytes: float | None = None,
     running: bool | None = None,
+    on_host: bool = False,
 ) -> Readings:
     """The readings of one curve (bytes over time). None values are gaps (N/A) and are left out.
 
     `noise_bytes`: the smallest change that counts (default: 2% of the curve's range, at least 32 MiB).
+    `on_host`: the curve is host RAM (what is left after an exit is then no card's).
     `running`: whether the process is known to still run (True), to be gone (False), or unknown. Memory
     held after the exit is only read after an exit event, or a process known to be gone; a bare curve
     (no events, nothing known) may show its exit as a final drop.
@@ -162,8 +164,16 @@ def compute_readings(
     if readings.rising:
         readings.notes.append("the floor climbs request after request: cache not released, or a leak")
     if readings.leftover:
-        readings.notes.append("memory still held after the process exited: a leftover process holds the card")
+        readings.notes.append(_LEFTOVER_HOST if on_host else _LEFTOVER_CARD)
     return readings
+
+
+_LEFTOVER_CARD = "memory still held after the process exited: a leftover process holds the card"
+# host RAM is shared by every program: after an exit it may stay up for reasons that are not the model's
+_LEFTOVER_HOST = (
+    "host RAM still in use above the baseline after the process exited: another program, or the files it "
+    "read kept in memory; not necessarily a leftover of the model's"
+)
 
 
 def _mib(value: float | None) -> float | None:

@@ -80,4 +80,4 @@ def run_series(samples: Sequence[Any], events: Sequence[Any] = ()) -> tuple[str 
     times, values = columns[key]
     host = samples[-1].host
     running = None if host is None else host.root_alive
-    return key, compute_readings(times, values, events, running=running)
+    return key, compute_readings(times, values, events, running=running, on_host=not key.startswith("gpu:"))

@@ -267,7 +267,7 @@ class MemoryState:
             host = self.latest.host if self.latest is not None else None
             # Memory "held after the exit" only once the process is gone (or an exit event says so).
             running = None if host is None else host.root_alive
-        return compute_readings(times, values, events, running=running)
+        return compute_readings(times, values, events, running=running, on_host=not key.startswith("gpu:"))
 
     def primary_key(self) -> str | None:
         """The series the readings speak for unless the user picks one: the same choice as
