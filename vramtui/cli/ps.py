@@ -153,9 +153,9 @@ def _fits(args: argparse.Namespace) -> int:
 
     if not args.model:
         raise VramtuiError("--fits needs a model (a file, folder or config.json) or a launch profile")
-    info, settings, budget = _sized(args)
+    info, settings, budget, engine_bytes = _sized(args)
     shot = snapshot(bills=False)
-    answers = fits_now(info, settings, shot, budget)
+    answers = fits_now(info, settings, shot, budget, engine_bytes)
     if args.json:
         from vramtui.cli.common import print_json
 
@@ -166,9 +166,10 @@ def _fits(args: argparse.Namespace) -> int:
     return 0 if any(answer.fits for answer in answers) else 1
 
 
-def _sized(args: argparse.Namespace) -> tuple[Any, Any, int | None]:
-    """The model, its settings and its budget: a profile's (its backend, parameters and memory_budget),
-    else the estimate flags'."""
+def _sized(args: argparse.Namespace) -> tuple[Any, Any, int | None, int]:
+    """The model, its settings, its budget and the engine's own share of it: a profile's (its backend,
+    parameters, memory_budget and the engine's idle footprint, as check and the wizard take it), else
+    the estimate flags'."""
     from vramtui.cli import estimate
 
     if str(args.model).endswith(".toml"):
@@ -176,9 +177,13 @@ def _sized(args: argparse.Namespace) -> tuple[Any, Any, int | None]:
         from vramtui.core.estimate.modelinfo import load_model_info
         from vramtui.core.launch.profile import load_profile
 
+        from vramtui.core.launch.footprint import host_footprint
+
         profile = load_profile(args.model)
         info = load_model_info(profile.model)
-        return info, Settings.from_params(profile.params, backend=profile.backend.name), profile.memory_budget
+        settings = Settings.from_params(profile.params, backend=profile.backend.name)
+        engine_bytes = host_footprint(profile) if profile.memory_budget else 0
+        return info, settings, profile.memory_budget, engine_bytes
     if not args.gpu_mem:
         args.gpu_mem = "24GiB"  # replaced by each card's free memory
-    return (*estimate.build(args), None)
+    return (*estimate.build(args), None, 0)

@@ -65,3 +65,16 @@ def test_a_model_that_squeezes_into_the_free_memory_is_told_why_it_does_not_fit(
     # a model that fits is not told about the line
     (roomy,) = fits_now(info, settings, _now((2 * needs, 24 * GIB)))
     assert roomy.fits and "line" not in roomy.describe().split("\n")[0]
+
+
+def test_a_host_budget_leaves_the_engine_its_own_share_as_check_does() -> None:
+    """QA (session 13): `ps --fits` said FITS within a 1.46 GiB memory_budget where `check` of the same
+    profile failed: the engine itself holds part of a host budget before any buffer (its idle footprint),
+    which check and the wizard take off and ps did not."""
+    info = load_model_info(str(GPT_OSS))
+    settings = Settings.from_params({"context": 8192}, backend="llama.cpp", device_bytes=24 * GIB)
+    now = Snapshot([], [], 64 * GIB, 60 * GIB)
+    (whole,) = fits_now(info, settings, now, budget=20 * GIB)
+    (less,) = fits_now(info, settings, now, budget=20 * GIB, engine_bytes=GIB // 2)
+    assert whole.free_bytes == 20 * GIB and less.free_bytes == 20 * GIB - GIB // 2
+    assert "less the engine's own 512 MiB" in less.notes[-1]

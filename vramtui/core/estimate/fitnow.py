@@ -73,12 +73,16 @@ class FitAnswer:
         return f"{100 * (self.usable_bytes or 0) / max(room, 1):.0f}% line of {of}"
 
 
-def fits_now(info: ModelInfo, settings: Settings, now: Any, budget: int | None = None) -> list[FitAnswer]:
+def fits_now(
+    info: ModelInfo, settings: Settings, now: Any, budget: int | None = None, engine_bytes: int = 0
+) -> list[FitAnswer]:
     """An answer per GPU (`now`: a servers.Snapshot), or one for the host when there is none; `budget`: a
-    profile's memory_budget, which caps what is free."""
+    profile's memory_budget, which caps what is free; `engine_bytes`: what the engine process itself holds
+    of a host budget before any model buffer (its idle footprint), which the budget's buffers do not get."""
     gpus = [gpu for gpu in now.gpus if gpu.free_bytes is not None]
     if not gpus:
-        available = min(now.host_available_bytes, budget or now.host_available_bytes)
+        room = budget - engine_bytes if budget else now.host_available_bytes
+        available = min(now.host_available_bytes, max(room, 0))
         host = replace(settings, device_bytes=max(available, MIB), on_gpu=False, gpus=())
         answers = [_answer("host (no GPU here)", available, now.host_total_bytes, info, host)]
     else:
@@ -87,8 +91,9 @@ def fits_now(info: ModelInfo, settings: Settings, now: Any, budget: int | None =
             free = min(max(int(gpu.free_bytes), 0), budget or int(gpu.free_bytes))
             answers.append(_on_card(f"GPU {gpu.index} {gpu.name}", free, gpu.total_bytes, info, settings))
     if budget:
+        less = f", less the engine's own {engine_bytes / MIB:.0f} MiB" if engine_bytes and not gpus else ""
         for answer in answers:
-            answer.notes.append(f"sized within the profile's memory_budget of {budget / GIB:.2f} GiB")
+            answer.notes.append(f"sized within the profile's memory_budget of {budget / GIB:.2f} GiB{less}")
     return sorted(answers, key=lambda answer: (not answer.fits, -answer.free_bytes))
 
 
