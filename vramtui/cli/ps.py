@@ -175,9 +175,8 @@ def _sized(args: argparse.Namespace) -> tuple[Any, Any, int | None, int]:
     if str(args.model).endswith(".toml"):
         from vramtui.core.estimate.estimator import Settings
         from vramtui.core.estimate.modelinfo import load_model_info
-        from vramtui.core.launch.profile import load_profile
-
         from vramtui.core.launch.footprint import host_footprint
+        from vramtui.core.launch.profile import load_profile
 
         profile = load_profile(args.model)
         info = load_model_info(profile.model)
