@@ -43,7 +43,9 @@ class LaunchEstimate:
             settings.calibration = calibration
             self.bill = estimate(info, settings).bill
             self.note = (
-                calibration.describe() if calibration is not None else "uncalibrated (no earlier run here)"
+                calibration.describe()
+                if calibration is not None
+                else "uncalibrated (no earlier run here matches this engine, device and settings)"
             )
         except Exception as error:  # an estimate that cannot be made must never take the run down
             self.note = f"no estimate: {error}"
