@@ -307,33 +307,49 @@ def test_ollamas_runner_that_died_loading_failed_at_the_load_not_a_request() -> 
     assert alone.stage == "inference"
 
 
-def test_round_29s_training_words() -> None:
-    """Lines of round 29's training part, as their sources printed them: PyTorch's MPS buffer limit in
-    from_pretrained's warm-up (load, device memory; not TGI's Warmup), vLLM's KV error whose terminal
-    wrapped it (the ValueError's first line states it), and vLLM's weight-only FP4 on an older card."""
-    mps = [
-        'File ".../transformers/modeling_utils.py", line 4832, in caching_allocator_warmup',
-        "    _ = torch.empty(int(byte_count // 2), dtype=torch.float16, device=device, requires_grad=False)",
-        "RuntimeError: Invalid buffer size: 15.44 GB",
-    ]
-    found = diagnose_lines(mps, None, kernel_log=no_kernel_log)
-    assert (found.failure, found.failure_stage, found.first_error_line) == ("cuda_oom", "load_weights", 3)
-    wrapped = [
-        "Profiling CUDA graph memory: PIECEWISE=6 (largest=32), FULL=4 (largest=16)",
-        "Available KV cache memory: -1.42 GiB",
-        "ValueError: To serve at least one request with the model's max seq len",
-        "(1000000), 3.09 GiB KV cache is needed, which is larger than the available",
-    ]
-    found = diagnose_lines(wrapped, None, kernel_log=no_kernel_log)
-    assert (found.backend, found.failure, found.first_error_line) == ("vllm", "kv_cache_too_small", 3)
-    fp4 = [
-        "Using 'MARLIN' NvFp4 MoE backend out of potential backends: [...]",
-        "WARNING: Your GPU does not have native support for FP4 computation but",
-        "Application startup complete.",
-    ]
-    found = diagnose_lines(fp4, None, kernel_log=no_kernel_log)
-    assert found.backend == "vllm" and not found.failed
-    assert any("Marlin" in warning for warning in found.warnings)
+# Lines of round 29's training part, as their sources printed them: PyTorch's MPS buffer limit in
+# from_pretrained's warm-up (load, device memory; not TGI's Warmup), vLLM's KV error whose terminal wrapped
+# it (the ValueError's first line states it), and vLLM's weight-only FP4 on an older card (quiet).
+ROUND_29 = {
+    "mps-buffer-limit": (
+        [
+            'File ".../transformers/modeling_utils.py", line 4832, in caching_allocator_warmup',
+            "    _ = torch.empty(int(byte_count // 2), dtype=torch.float16, device=device, requires_grad=False)",
+            "RuntimeError: Invalid buffer size: 15.44 GB",
+        ],
+        ("transformers", "cuda_oom", "load_weights", 3, None),
+    ),
+    "vllm-kv-error-wrapped": (
+        [
+            "Profiling CUDA graph memory: PIECEWISE=6 (largest=32), FULL=4 (largest=16)",
+            "Available KV cache memory: -1.42 GiB",
+            "ValueError: To serve at least one request with the model's max seq len",
+            "(1000000), 3.09 GiB KV cache is needed, which is larger than the available",
+        ],
+        ("vllm", "kv_cache_too_small", "kv_cache", 3, None),
+    ),
+    "vllm-fp4-weight-only": (
+        [
+            "Using 'MARLIN' NvFp4 MoE backend out of potential backends: [...]",
+            "WARNING: Your GPU does not have native support for FP4 computation but",
+            "Application startup complete.",
+        ],
+        ("vllm", None, None, None, "Marlin"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ROUND_29))
+def test_round_29s_training_words(name: str) -> None:
+    lines, (backend, failure, stage, first, warned) = ROUND_29[name]
+    found = diagnose_lines(lines, None, kernel_log=no_kernel_log)
+    assert found.backend == backend
+    assert (found.failure if found.failed else None, found.failure_stage if found.failed else None) == (
+        failure,
+        stage,
+    )
+    assert found.first_error_line == first
+    assert warned is None or any(warned in warning for warning in found.warnings)
 
 
 def test_round_31s_training_words() -> None:
@@ -359,16 +375,14 @@ def test_round_31s_training_words() -> None:
     pinned = ["ggml_cuda_host_malloc: failed to allocate 10.01 MiB of pinned memory: hipErrorOutOfMemory"]
     found = diagnose_lines(pinned, "llama.cpp", kernel_log=no_kernel_log)
     assert not found.failed and any("pinned host memory" in w for w in found.warnings)
-    wrapped = [
-        "(EngineCore_DP0 pid=1) ERROR 12-23 12:56:15 [core.py:868] EngineCore failed to start.",
-        "(EngineCore_DP0 pid=1) ERROR 12-23 12:56:15 [core.py:868] Traceback (most recent call last):",
-        '(EngineCore_DP0 pid=1) ERROR 12-23 12:56:15 [core.py:868]   File "/v/vllm/v1/engine/core.py", line 242, in _initialize_kv_caches',
-        '(EngineCore_DP0 pid=1) ERROR 12-23 12:56:15 [core.py:868]   File "/v/vllm/v1/worker/gpu_model_runner.py", line 4531, in profile_run',
-        *[
-            f'(EngineCore_DP0 pid=1) ERROR 12-23 12:56:15 [core.py:868]   File "/t/torch/nn/modules/module.py", line {n}, in _call_impl'
-            for n in range(40)
-        ],
-        "(EngineCore_DP0 pid=1) ERROR 12-23 12:56:15 [core.py:868] RuntimeError: addmm: NPU function error: call aclnnAddmm failed",
+    prefix = "(EngineCore_DP0 pid=1) ERROR 12-23 12:56:15 [core.py:868] "
+    frames = [
+        '  File "/v/vllm/v1/engine/core.py", line 242, in _initialize_kv_caches',
+        '  File "/v/vllm/v1/worker/gpu_model_runner.py", line 4531, in profile_run',
+        *[f'  File "/t/torch/nn/modules/module.py", line {n}, in _call_impl' for n in range(40)],
     ]
+    said = ["EngineCore failed to start.", "Traceback (most recent call last):", *frames]
+    said.append("RuntimeError: addmm: NPU function error: call aclnnAddmm failed")
+    wrapped = [prefix + line for line in said]
     found = diagnose_lines(wrapped, None, kernel_log=no_kernel_log)
     assert (found.failure_stage, found.stage_inferred, found.first_error_line) == ("kv_cache", False, 45)

@@ -118,7 +118,7 @@ def _whole(text: str, minimum: int, maximum: int = _MAX_TOKENS) -> int:
         raise ValueError(f"{text!r} is not a whole number") from None
     if value < minimum:
         raise ValueError(f"must be at least {minimum}, not {value}")
-    if value > maximum:  # the engines' counts are 32-bit ints, and none serves more sequences than this
+    if value > maximum:  # the engines keep their counts in 32-bit ints
         raise ValueError(f"{value:,} is past any engine's limit (at most {maximum:,})")
     return value
 
