@@ -235,7 +235,9 @@ class LogState:
         if rule is None:
             if info.header:
                 return "error", False
-            return ("warning" if info.warning_level or info.notices else "info"), False
+            # a mark (a GPU in use, the warm-up) is what the verdict reads, not a warning of the line's
+            said = info.warning_level or any(notice.kind != "mark" for notice in info.notices)
+            return ("warning" if said else "info"), False
 
         return self._note_error(number, text, info, rule, stage)
 
