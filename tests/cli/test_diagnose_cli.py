@@ -262,6 +262,6 @@ def test_a_port_held_by_another_process_fails_at_start_up_not_at_a_download(
     assert main(["diagnose", str(log)]) == 1
     out = capsys.readouterr().out
     assert "Failed at start-up, before the model was read: the server could not listen" in out
-    assert "at download" not in out and "Furthest stage reached: download" not in out
+    assert "at download" not in out and "Furthest stage reached: start-up, before the model was read" in out
     assert main(["diagnose", str(log), "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["failure_stage"] == "download"  # the JSON keeps its code

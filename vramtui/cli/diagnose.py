@@ -133,7 +133,7 @@ def _own(key: str) -> str:
 
 
 def render_text(diagnosis: Any, source: str) -> str:
-    from vramtui.core.logs.advice import BEFORE_THE_MODEL
+    from vramtui.core.logs.advice import START_UP_WORDS, before_the_model
     from vramtui.core.logs.rules import COUNT_FIGURES
     from vramtui.core.logs.ruletypes import CACHE_PART_MARK, DRAFT_MARK
     from vramtui.core.logs.shape import DEVICE_FIGURES, SHAPE_FIGURES
@@ -150,8 +150,8 @@ def render_text(diagnosis: Any, source: str) -> str:
         out.append(f"  {diagnosis.first_error_text}")
     if getattr(diagnosis, "stage_inferred", False) and diagnosis.stage == diagnosis.failure_stage:
         out.append(f"Furthest stage reached: unknown (no stage line; best guess {diagnosis.stage})")
-    elif diagnosis.stage == "download" and diagnosis.failed and diagnosis.cause in BEFORE_THE_MODEL:
-        out.append("Furthest stage reached: start-up (the model was not read yet)")
+    elif diagnosis.failed and before_the_model(diagnosis):
+        out.append(f"Furthest stage reached: {START_UP_WORDS}")
     elif diagnosis.stage:
         out.append(f"Furthest stage reached: {diagnosis.stage}")
     extra_evidence = [line for line in diagnosis.evidence[1:]] if diagnosis.failed else diagnosis.evidence

@@ -165,6 +165,15 @@ class AdviceRow:
 
 # Causes of the first stage that download nothing: the command line or the port, refused at start-up.
 BEFORE_THE_MODEL = frozenset({"bad_argument", "port_in_use"})
+START_UP_WORDS = "start-up, before the model was read"
+
+
+def before_the_model(diagnosis: Diagnosis) -> bool:
+    """A failure of the first stage that is no download (a port held, a flag refused): said as the
+    start-up's, not "at download" (QA); the JSON keeps the stage's code."""
+    return diagnosis.failure_stage == "download" and diagnosis.cause in BEFORE_THE_MODEL
+
+
 _READ_THE_LINE = "Read the first error line above; the lines before it say which step was running."
 _TORCH_FRAGMENTATION = "PyTorch fragmentation: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
 _LOADING = frozenset({"download", "load_weights"})
@@ -1140,8 +1149,8 @@ def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
     if diagnosis.failure == "host_oom_killed" and kernel_note:
         words = "the kernel's out-of-memory killer ended the process"
     where = f" at {diagnosis.failure_stage}" if diagnosis.failure_stage else ""
-    if diagnosis.failure_stage == "download" and diagnosis.cause in BEFORE_THE_MODEL:
-        where = " at start-up, before the model was read"  # the first stage, not a download (QA)
+    if before_the_model(diagnosis):
+        where = f" at {START_UP_WORDS}"
     if diagnosis.stage_inferred:
         guess_stage = f"; best guess {diagnosis.failure_stage}" if diagnosis.failure_stage else ""
         where = f" (stage unknown: no line says which step was running{guess_stage})"

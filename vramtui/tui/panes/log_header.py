@@ -16,7 +16,7 @@ from typing import Any
 from rich.text import Text
 from textual.content import Content
 
-from vramtui.core.logs.advice import BEFORE_THE_MODEL
+from vramtui.core.logs.advice import START_UP_WORDS, before_the_model
 from vramtui.core.logs.stages import STAGES
 from vramtui.tui.palette import theme_style
 from vramtui.tui.themes import stage_variable
@@ -75,8 +75,8 @@ def _verdict(
         said = cause_words(cause) if cause and cause != diagnosis.failure else None
         detail = f", {said}" if said else ""
         where = f" at {stage_words(failing)}" if failing else ""
-        if failing == "download" and getattr(diagnosis, "cause", None) in BEFORE_THE_MODEL:
-            where = " at start-up, before the model was read"  # a port or a flag, not a download
+        if before_the_model(diagnosis):
+            where = f" at {START_UP_WORDS}"
         if failing and getattr(diagnosis, "stage_inferred", False):
             where += " (a guess: no line says where)"  # as the CLI's "best guess"
         text.append(f"{where}: {failure_words(diagnosis.failure)} ({backend}{detail})")
