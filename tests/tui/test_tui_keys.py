@@ -66,8 +66,9 @@ def running_app(tiny_gguf: Path, tmp_path: Path) -> VramtuiApp:
 
 
 async def wizard_with_a_proposal(app: VramtuiApp, pilot: Pilot, tiny_gguf: Path, folder: Path) -> WizardPane:
-    """The wizard pane after a failed first run (a real llama-cpp-python log, replayed) and its
-    first proposal from the real core wizard."""
+    """The wizard pane, opened with its key, after a failed first run (a real llama-cpp-python log,
+    replayed) and its first proposal from the real core wizard."""
+    await pilot.press("4")
     pane = app.query_one(WizardPane)
     folder.mkdir(exist_ok=True)
     profile = _demo_profile(tiny_gguf)
@@ -97,7 +98,6 @@ async def test_the_footer_shows_export_once_the_wizard_has_a_step(tiny_gguf: Pat
     for size in ((200, 50), (80, 24)):
         app = quiet_app()
         async with app.run_test(size=size) as pilot:
-            await pilot.press("4")
             await wizard_with_a_proposal(app, pilot, tiny_gguf, tmp_path / f"runs-{size[0]}")
             keys = footer_keys(app)
             assert {"x", "k", "v"} <= keys, (size, keys)
@@ -108,7 +108,6 @@ async def test_the_footer_shows_export_once_the_wizard_has_a_step(tiny_gguf: Pat
 async def test_k_skips_and_v_edits_the_proposal_in_the_wizard_pane(tiny_gguf: Path, tmp_path: Path) -> None:
     app = quiet_app()
     async with app.run_test(size=(200, 50)) as pilot:
-        await pilot.press("4")
         pane = await wizard_with_a_proposal(app, pilot, tiny_gguf, tmp_path)
         proposal = pane.proposal
         assert app.focused is not None and pane in app.focused.ancestors_with_self
@@ -240,7 +239,6 @@ async def test_a_wizard_that_stopped_after_skips_starts_again_on_n(tiny_gguf: Pa
     """QA: skipping every proposal stopped the wizard and took `n` away: the only way back was to quit."""
     app = quiet_app()
     async with app.run_test(size=(200, 50)) as pilot:
-        await pilot.press("4")
         pane = await wizard_with_a_proposal(app, pilot, tiny_gguf, tmp_path)
         first = pane.driver
         for _ in range(8):  # skip until the wizard has no setting left
