@@ -406,7 +406,8 @@ def render(info: Any, est: Any) -> str:
     if est.max_parallel is not None:
         tokens = getattr(est, "max_parallel_tokens", None)  # the sequences' length: ctx / slots on llama.cpp
         each = f" (sequences of {tokens:,} tokens)" if tokens else ""
-        solved.append(f"largest concurrency {est.max_parallel}{each}")
+        layers = " with every layer on the GPU" if est.max_parallel_all_layers else ""
+        solved.append(f"largest concurrency{layers} {est.max_parallel}{each}")
     if est.max_concurrency is not None:
         solved.append(
             f"vLLM would print: KV capacity {est.kv_cache_tokens:,} tokens, max concurrency {est.max_concurrency:.2f}x"

@@ -79,9 +79,17 @@ class MemoryAccounting:
         """The context the engine sizes when `settings.context` may be None (its own default)."""
         return settings.context or info.max_context or 4096
 
+    def default_is_trained(self, settings: Settings) -> bool:
+        """A context left unset is the model's trained length (vLLM's --max-model-len), not a number."""
+        return True
+
     def per_sequence(self, est: Estimate) -> int:
         """One sequence's share of the estimate's context (the solvers size concurrency at it)."""
         return est.context // max(1, est.parallel)
+
+    def slots_note(self, info: ModelInfo, settings: Settings, est: Estimate) -> str | None:
+        """How the sequences share the cache, where the context is not simply each one's (None: it is)."""
+        return None
 
     def past_trained_note(self, per_sequence: int, trained: int) -> str:
         return (

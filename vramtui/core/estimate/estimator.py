@@ -360,6 +360,8 @@ class Estimate:
     max_parallel: int | None = None
     max_parallel_tokens: int | None = None  # the length of each of those sequences (llama.cpp: ctx / slots)
     max_parallel_capped: bool = False  # max_parallel is the engine's own limit, not what memory holds
+    # max_parallel is for every layer on the GPU, where the engine placed fewer for this run (Ollama)
+    max_parallel_all_layers: bool = False
     gpu_layers_fit: int | None = None
     n_cpu_moe_fit: int | None = None  # the fewest layers whose experts go to the host for it to fit
     # several cards: the --tensor-split (layers per card, the output layer on the last) that fits them all
@@ -731,11 +733,16 @@ def _solve_context(info: ModelInfo, settings: Settings, est: Estimate) -> None:
     memory = settings.memory
     est.max_context = max_context(info, settings)
     step = memory.solver_step
-    if not info.max_context and info.source != "flags":  # a file that gives no trained length (numbers typed
-        # as flags never do, and say so in their own note)
+    if not info.max_context and info.source != "flags":  # a file that gives no trained length
         est.notes.append(
             f"the model's trained context is not known (no max_position_embeddings or GGUF context_length): sized at context "
             f"{est.context:,}; the largest context is memory's alone, not the model's; pass --ctx"
+        )
+    elif not info.max_context and settings.context is None and memory.default_is_trained(settings):
+        # numbers typed as flags give no trained length, the length an unset context means
+        est.notes.append(
+            f"context not given, and the flags do not say the model's trained length: sized at {est.context:,} "
+            "tokens (--ctx to set it)"
         )
     if info.max_context and est.max_context >= info.max_context - step + 1:
         if memory.kv_from_budget:
@@ -893,7 +900,12 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
         limit=cap + 1 if cap else 1024,  # one past the engine's limit: whether the limit binds
     )
     est.max_parallel_tokens = per_sequence or None
+    placed = settings.gpu_layers if requested_gpu_layers is None else None  # the engine's own placement
+    est.max_parallel_all_layers = isinstance(placed, int) and placed < est.n_layers + 1
     _sequence_limit(settings, est, cap)
+    slots = memory.slots_note(info, settings, est)
+    if slots:
+        est.notes.append(slots)
     _expert_flag_notes(info, settings, est)
     if memory.places_layers and settings.on_gpu and not est.refused:  # a CPU-only run places no layer
         _solve_split(info, settings, est)  # another split of the layers first: it costs no speed

@@ -323,6 +323,9 @@ class LlamaCppMemory(MemoryAccounting):
     def default_context(self, settings: Settings) -> int:
         return int(get_backend(settings.backend).defaults.get("context", 4096))
 
+    def default_is_trained(self, settings: Settings) -> bool:
+        return self.default_context(settings) == 0  # llama-server's -c 0; llama-cpp-python's is 2048
+
     def default_flash(self, settings: Settings) -> bool:
         """The engine's own default: llama-server's `auto` is on wherever the backend supports it, the
         CPU included (its log says `Flash Attention enabled`); llama-cpp-python's server leaves it off."""
@@ -367,6 +370,22 @@ class LlamaCppMemory(MemoryAccounting):
 
     def run_context(self, info: ModelInfo, settings: Settings) -> int:
         return self.run_shape(info, settings).context
+
+    def slots_note(self, info: ModelInfo, settings: Settings, est: Estimate) -> str | None:
+        """Said because the context is the whole cache here: one request may take all of a unified cache
+        (-np auto), but only its slot's share of one split by --parallel."""
+        flag = get_backend(settings.backend).knob("parallel")
+        if est.parallel <= 1 or est.refused or flag is None:  # llama-cpp-python's server runs one at a time
+            return None
+        if self.unified_kv and settings.parallel is None:
+            return (
+                f"{est.parallel} slots share one KV cache of {est.context:,} tokens ({flag} left to the "
+                "engine): one request may use all of it, and all of them together no more"
+            )
+        return (
+            f"{est.parallel} slots of {self.per_sequence(est):,} tokens each ({flag} {est.parallel}): one "
+            "request gets no more than its slot"
+        )
 
     def flash_on(self, info: ModelInfo, settings: Settings) -> bool:
         return self.run_shape(info, settings).flash  # mtmd follows -fa: auto tries it on

@@ -1,0 +1,96 @@
+"""What the estimate assumed about the run, said in its notes: the context it sized when none was given
+and the model does not say its trained length, and how llama-server's slots share the cache (QA: two
+bare-flag estimates matched llama-server but did not say which layout applied).
+
+The slot layouts are checked against real llama-server runs (tests/data/llama-server/*.verbose.log),
+whose `n_ctx_slot` line says what one request gets."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
+from vramtui.core.estimate.estimator import Settings, estimate
+from vramtui.core.estimate.modelinfo import info_from_flags, load_model_info
+
+LOGS = Path(__file__).resolve().parents[2] / "data" / "llama-server"
+FLAGS = info_from_flags(params=8e9, layers=32, kv_heads=8, head_dim=128, hidden=4096)
+GPU = 24 * 2**30
+
+
+def _slot_tokens(log: str) -> tuple[int, int, bool]:
+    """(slots, tokens one slot gets, unified) as the real llama-server printed them."""
+    text = (LOGS / log).read_text()
+    found = re.search(r"n_slots = (\d+), n_ctx_slot = (\d+), kv_unified = '(\w+)'", text)
+    assert found, log
+    return int(found[1]), int(found[2]), found[3] == "true"
+
+
+def _notes(info, **settings) -> list[str]:
+    return estimate(info, Settings(device_bytes=GPU, **settings)).notes
+
+
+@pytest.mark.parametrize(
+    ("log", "settings"),
+    [
+        ("healthy.verbose.log", {"context": 2048}),  # -c 2048, -np auto
+        ("parallel-not-unified.verbose.log", {"context": 4096, "parallel": 2}),  # -c 4096 -np 2
+    ],
+)
+def test_the_slot_note_says_what_one_request_gets_as_llama_server_printed(
+    tmp_path: Path, log: str, settings: dict
+) -> None:
+    model = write_tiny_gguf(tmp_path / "l4.gguf", TinyModelSpec(n_layer=4, n_embd=512, n_head=8, n_head_kv=8))
+    slots, tokens, unified = _slot_tokens(log)
+    notes = [n for n in _notes(load_model_info(model), backend="llama.cpp", **settings) if "slots" in n]
+    assert len(notes) == 1, notes
+    assert notes[0].startswith(f"{slots} slots ")
+    assert f"{tokens:,} tokens" in notes[0]
+    assert ("one request may use all of it" in notes[0]) is unified
+
+
+def test_ollama_slots_each_hold_the_context_given_per_sequence() -> None:
+    notes = _notes(FLAGS, backend="ollama", context=8192, parallel=2)
+    assert (
+        "2 slots of 8,192 tokens each (OLLAMA_NUM_PARALLEL 2): one request gets no more than its slot"
+        in notes
+    )
+
+
+def test_one_sequence_and_an_engine_without_slots_say_nothing_of_slots() -> None:
+    assert not [n for n in _notes(FLAGS, backend="llama.cpp", context=4096, parallel=1) if "slots" in n]
+    assert not [n for n in _notes(FLAGS, backend="vllm", context=4096, parallel=8) if "slots" in n]
+    # llama-cpp-python's server runs one at a time: it refuses two, and that is the verdict's to say
+    assert not [
+        n for n in _notes(FLAGS, backend="llama-cpp-python", context=4096, parallel=2) if "slots" in n
+    ]
+
+
+@pytest.mark.parametrize("backend", ["llama.cpp", "vllm", "transformers"])
+def test_a_context_left_out_of_bare_flags_is_said_to_be_assumed(backend: str) -> None:
+    assumed = [n for n in _notes(FLAGS, backend=backend) if n.startswith("context not given")]
+    assert assumed == [
+        "context not given, and the flags do not say the model's trained length: sized at 4,096 tokens "
+        "(--ctx to set it)"
+    ]
+    assert not [n for n in _notes(FLAGS, backend=backend, context=8192) if n.startswith("context not given")]
+
+
+@pytest.mark.parametrize("backend", ["ollama", "llama-cpp-python"])
+def test_an_engine_with_its_own_default_context_assumes_nothing(backend: str) -> None:
+    # Ollama's default follows the card, llama-cpp-python's is 2048: the engine's own numbers
+    assert not [n for n in _notes(FLAGS, backend=backend) if n.startswith("context not given")]
+
+
+def test_ollamas_concurrency_answer_says_it_is_for_every_layer_when_it_placed_fewer() -> None:
+    # Ollama placed 23 of 33 layers to fit this run, so FITS stands beside a concurrency of 0 that is for
+    # every layer on the GPU (QA: the two read as a contradiction)
+    est = estimate(FLAGS, Settings(backend="ollama", device_bytes=GPU, parallel=2))
+    assert est.fits and est.gpu_layers is not None and est.gpu_layers < est.n_layers + 1
+    assert est.max_parallel == 0 and est.max_parallel_all_layers
+    given = estimate(FLAGS, Settings(backend="ollama", device_bytes=GPU, parallel=2, gpu_layers=20))
+    assert not given.max_parallel_all_layers  # layers given: the answer is for them
+    assert given.max_parallel >= 1
