@@ -339,7 +339,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # to the corpus's names after: its labeller's list lacked kv_cache_too_small, and had a bad_args class
     # the scheme does not have); round 20 (10 logs, most from ik_llama.cpp's archive of its own threads;
     # one more was dropped: its thread had been used) at 21e8979: stage 8/10, class 8/10, memory 6/6, first
-    # error 5/8, quiet 1/1, calm 0/1, engine 10/10.
+    # error 5/8, quiet 1/1, calm 0/1, engine 10/10. Rounds 21 to 31: README.md and the issue notes; round 32
+    # (9 logs from committed files and wrappers' trackers, all in the training part by the split's hash) at
+    # 3cc4c98: stage 7/9, class 8/9, memory 3/4, first error 7/7, quiet 2/2, engine 9/9.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -384,6 +386,10 @@ LATER_ROUNDS = (
     (
         "round31.jsonl",
         "round 31, both parts (gathered after the rules of 2026-12-04, thirteenth session, third)",
+    ),
+    (
+        "round32.jsonl",
+        "round 32, both parts (gathered after the rules of 2026-12-04, fourteenth session)",
     ),
 )
 

@@ -569,6 +569,9 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # Ollama 1/1, 2/2, 2/2. Its four weights misses are Unsloth's UD embedding types (listed as known).
     # Round 20 (1: the gatherer found nearly every whole log already used) at 6dcaa77 before any change:
     # mainline KV 1/1, compute 1/2 (a Vulkan host buffer with four KV streams, listed as known).
+    # Round 21 (5: 3 mainline, 1 Ollama, 1 vLLM Whisper whose config.json is not here) at 3cc4c98 before
+    # any change: mainline KV 2/2, weights 2/2, compute 2/3; Ollama 1/1, 2/2, 2/2. Its miss was a
+    # -np 2 -kvu run sized as two KV streams (llama-server's -kvu was not known): x0.62, then x1.06.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -596,6 +599,7 @@ _NEWEST_ROUNDS = {
     "round18.jsonl": "round 18, both parts (gathered after the estimator of 2026-12-04, thirteenth session)",
     "round19.jsonl": "round 19, both parts (gathered after the estimator of 2026-12-04, thirteenth session, later)",
     "round20.jsonl": "round 20 (gathered after the estimator of 2026-12-04, thirteenth session, third)",
+    "round21.jsonl": "round 21 (gathered after the estimator of 2026-12-04, fourteenth session)",
 }
 
 

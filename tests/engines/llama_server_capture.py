@@ -83,6 +83,11 @@ SCENARIOS = (
         note="two slots: a KV cache that is not unified, one stream of 2048 cells per slot",
     ),
     Scenario(
+        "parallel-kv-unified",
+        ("-c", "4096", "-np", "2", "-kvu"),
+        note="two slots given, one unified KV cache (-kvu): each slot may use all 4096 cells",
+    ),
+    Scenario(
         "parallel-auto-context",
         ("-np", "2"),
         as_limit_mib=1500,

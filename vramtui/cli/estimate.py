@@ -141,6 +141,13 @@ def _add_host_weights(run: Any) -> None:
         help="llama.cpp: the KV cache stays in host RAM, its attention on the CPU",
     )
     run.add_argument(
+        "-kvu",
+        "--kv-unified",
+        action="store_true",
+        help="llama.cpp: one KV cache for every slot, so one request may use all of it (llama-server's own "
+        "choice with --parallel left out)",
+    )
+    run.add_argument(
         "--cpu-offload-gb",
         metavar="GiB",
         help="vLLM: GiB of the decoder layers' weights kept in host RAM, per GPU (much slower)",
@@ -242,6 +249,7 @@ def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     texts["mtp"] = "on" if args.mtp else None
     texts["mmap"] = "off" if args.no_mmap else None
     texts["kv_offload"] = "off" if args.no_kv_offload else None
+    texts["kv_unified"] = "on" if args.kv_unified else None
     if not texts.get("card"):
         texts["card"] = _default_cards()
     return texts

@@ -64,6 +64,7 @@ FILES = (
     DATA / "printouts" / "round18.jsonl",
     DATA / "printouts" / "round19.jsonl",
     DATA / "printouts" / "round20.jsonl",
+    DATA / "printouts" / "round21.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -750,6 +751,8 @@ _FLAG_NAMES = {
     "--main-gpu": "mg",
     "--no-mmap": "nommap",
     "-nkvo": "nkvo",
+    "-kvu": "kvu",
+    "--kv-unified": "kvu",
     "--no-kv-offload": "nkvo",
     "-ctk": "ctk",
     "--cache-type-k": "ctk",
@@ -785,7 +788,7 @@ def command_flags(command: str | None) -> dict[str, Any]:
         value = words[i + 1] if i + 1 < len(words) else ""
         if name == "ot":
             flags["ot"].append(value)
-        elif name in ("cmoe", "nommap", "nkvo"):  # switches
+        elif name in ("cmoe", "nommap", "nkvo", "kvu"):  # switches
             flags[name] = True
         elif name:
             flags[name] = value
@@ -921,6 +924,10 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
         main_gpu=int(flags.get("mg") or 0),
         mmap=not flags.get("nommap") and "mmap = false" not in case["log"],
         kv_offload=not flags.get("nkvo") and "offload = 0" not in case["log"],
+        # -kvu: one stream for the slots given (the log's "2/1 seqs": two sequences, one stream)
+        kv_unified=True
+        if flags.get("kvu") or (run.streams == 1 and sequences > 1 and not auto_slots)
+        else None,
         unified_memory=any(
             name.upper().startswith(("METAL", "MTL")) for name in run.printed.terms["weights"]
         ),

@@ -15,6 +15,8 @@ import pytest
 from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 from vramtui.core.estimate.estimator import Settings, estimate
 from vramtui.core.estimate.modelinfo import info_from_flags, load_model_info
+from vramtui.core.logs.diagnose import diagnose_file
+from vramtui.core.memory.parts import HOST, bill_from_figures
 
 LOGS = Path(__file__).resolve().parents[2] / "data" / "llama-server"
 FLAGS = info_from_flags(params=8e9, layers=32, kv_heads=8, head_dim=128, hidden=4096)
@@ -38,6 +40,7 @@ def _notes(info, **settings) -> list[str]:
     [
         ("healthy.verbose.log", {"context": 2048}),  # -c 2048, -np auto
         ("parallel-not-unified.verbose.log", {"context": 4096, "parallel": 2}),  # -c 4096 -np 2
+        ("parallel-kv-unified.verbose.log", {"context": 4096, "parallel": 2, "kv_unified": True}),  # and -kvu
     ],
 )
 def test_the_slot_note_says_what_one_request_gets_as_llama_server_printed(
@@ -50,6 +53,23 @@ def test_the_slot_note_says_what_one_request_gets_as_llama_server_printed(
     assert notes[0].startswith(f"{slots} slots ")
     assert f"{tokens:,} tokens" in notes[0]
     assert ("one request may use all of it" in notes[0]) is unified
+
+
+@pytest.mark.parametrize(
+    ("log", "unified"),
+    [("parallel-not-unified.verbose.log", None), ("parallel-kv-unified.verbose.log", True)],
+)
+def test_two_slots_cache_and_compute_as_the_real_server_printed_with_and_without_kvu(
+    tmp_path: Path, log: str, unified: bool | None
+) -> None:
+    # -c 4096 -np 2 on the CPU: 32 MiB of cache either way; one stream's KQ mask over all 4096 cells with
+    # -kvu (13.01 MiB of compute printed) against two of 2048 without (11.01 MiB)
+    model = write_tiny_gguf(tmp_path / "l4.gguf", TinyModelSpec(n_layer=4, n_embd=512, n_head=8, n_head_kv=8))
+    settings = Settings(backend="llama.cpp", context=4096, parallel=2, kv_unified=unified, on_gpu=False)
+    bill = estimate(load_model_info(model), settings).bill
+    printed = bill_from_figures(diagnose_file(LOGS / log).engine_figures)
+    assert bill.get("kv_cache", HOST) == printed.get("kv_cache", HOST)
+    assert bill.get("compute", HOST) == pytest.approx(printed.get("compute", HOST), rel=0.1)
 
 
 def test_ollama_slots_each_hold_the_context_given_per_sequence() -> None:

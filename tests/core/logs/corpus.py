@@ -46,6 +46,7 @@ FILES = (
     LOGS / "round29.jsonl",
     LOGS / "round30.jsonl",
     LOGS / "round31.jsonl",
+    LOGS / "round32.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -73,6 +73,9 @@ class Settings:
     # llama.cpp keeps the KV cache with its layers (its default); False: --no-kv-offload (-nkvo) keeps it in
     # host RAM, and the attention that reads it runs on the CPU
     kv_offload: bool = True
+    # llama.cpp's KV cache as one stream for every slot (-kvu / --kv-unified): None is llama-server's own
+    # choice (unified when it picks the slot count, -np auto; a stream per slot when --parallel is given)
+    kv_unified: bool | None = None
     # Terms measured on earlier runs of this engine build on this device (core/estimate/calibrate.py's
     # Calibration); None: the estimate as computed, nothing measured added.
     calibration: Any = None
@@ -253,6 +256,7 @@ class Settings:
             safety=safety,
             mla=_as_int(params, "mla"),
             attn_max_batch=_as_int(params, "attn_max_batch"),
+            kv_unified=_is_on(params["kv_unified"]) if params.get("kv_unified") not in (None, "") else None,
         )
 
 

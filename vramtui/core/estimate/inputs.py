@@ -41,6 +41,7 @@ FLAGS: dict[str, str] = {
     "kv_cache_memory": "--kv-cache-memory",
     "mmap": "--no-mmap",
     "kv_offload": "--no-kv-offload",
+    "kv_unified": "--kv-unified",
     "mmproj": "--mmproj",
     "model_draft": "--model-draft",
     "gpu_layers_draft": "--gpu-layers-draft",
@@ -318,6 +319,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "kv_cache_memory": lambda text: size_bytes("kv_cache_memory", text),
     "mmap": parse_switch,
     "kv_offload": parse_switch,
+    "kv_unified": parse_switch,
     "mmproj": _text,
     "model_draft": _text,
     "gpu_layers_draft": parse_layers,
@@ -376,12 +378,12 @@ FLAG_FIELDS = (
     "max_loras", "max_lora_rank", "mtp", "cpu_moe", "n_cpu_moe", "override_tensor", "cpu_offload_gb",
     "kv_cache_memory",
     "tensor_split", "split_mode", "main_gpu", "tensor_parallel_size", "pipeline_parallel_size",
-    "device_map", "max_memory", "mla", "attn_max_batch", "kv_offload",
+    "device_map", "max_memory", "mla", "attn_max_batch", "kv_offload", "kv_unified",
 )  # fmt: skip
 _SHORT_FLAGS = {"-ot": "override_tensor", "-cram": "cache_ram", "-md": "model_draft", "-ts": "tensor_split"}
 _SHORT_FLAGS |= {"--mla-use": "mla", "--attention-max-batch": "attn_max_batch"}
-_SHORT_FLAGS |= {"-nkvo": "kv_offload"}
-_BARE_FLAGS = frozenset({"cpu_moe", "mtp"})  # switches: present means on
+_SHORT_FLAGS |= {"-nkvo": "kv_offload", "-kvu": "kv_unified"}
+_BARE_FLAGS = frozenset({"cpu_moe", "mtp", "kv_unified"})  # switches: present means on
 _NEGATING_FLAGS = frozenset({"kv_offload"})  # --no-...: present means off
 _REPEATED_FLAGS = frozenset({"lora", "override_tensor"})  # each use adds one, joined by commas
 
@@ -454,6 +456,7 @@ def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
         kv_cache_memory=values.get("kv_cache_memory"),
         mmap=values.get("mmap") is not False,
         kv_offload=values.get("kv_offload") is not False,
+        kv_unified=True if values.get("kv_unified") else None,
         mmproj=values.get("mmproj"),
         model_draft=values.get("model_draft"),
         gpu_layers_draft=values.get("gpu_layers_draft"),

@@ -269,7 +269,11 @@ LLAMA_CPP = Backend(
         extra_params={"threads": "--threads", "alias": "--alias"},
         # No `--mmap true|false` in today's llama-server: mmap is its default load mode, and
         # `--load-mode none` turns it off. `--fit` takes on|off.
-        switches={"mmap": ((), ("--load-mode", "none")), "fit": (("--fit", "on"), ("--fit", "off"))},
+        switches={
+            "mmap": ((), ("--load-mode", "none")),
+            "fit": (("--fit", "on"), ("--fit", "off")),
+            "kv_unified": (("--kv-unified",), ()),  # off: llama-server's own choice (see Settings.kv_unified)
+        },
         fit_target_flag="--fit-target",
         fit_margin_mib=1024,  # --fit-target's default (common/arg.cpp)
         spellings=LLAMA_SERVER_SPELLINGS,

@@ -354,8 +354,7 @@ class LlamaCppMemory(MemoryAccounting):
         if flash is None:
             flash = self.default_flash(settings)
         context = self.slot_cells(info, context, parallel)
-        # llama-server unifies the cache when it picks the slot count itself (-np auto), not when given
-        unified = self.unified_kv and settings.parallel is None
+        unified = self.unified(settings)
         streams = 1 if unified or not self.build(settings).at_least(graph.KV_STREAMS_BUILD) else parallel
         if auto:
             context *= self.auto_streams(settings)
@@ -364,12 +363,19 @@ class LlamaCppMemory(MemoryAccounting):
     def auto_streams(self, settings: Settings) -> int:
         """llama-server's fit gives each KV stream the trained length when the context is left unset and
         the cache is not unified (the slots given: `-np 2` alone is 2 x the trained length)."""
-        if not self.fit_widens_auto_context or (self.unified_kv and settings.parallel is None):
+        if not self.fit_widens_auto_context or self.unified(settings):
             return 1
         return max(1, settings.parallel or 1)
 
     def run_context(self, info: ModelInfo, settings: Settings) -> int:
         return self.run_shape(info, settings).context
+
+    def unified(self, settings: Settings) -> bool:
+        """One KV stream for every slot: -kvu, or llama-server's own choice when it picks the slot count
+        (-np auto); a stream per slot when --parallel is given."""
+        if settings.kv_unified is not None:
+            return settings.kv_unified
+        return self.unified_kv and settings.parallel is None
 
     def slots_note(self, info: ModelInfo, settings: Settings, est: Estimate) -> str | None:
         """Said because the context is the whole cache here: one request may take all of a unified cache
@@ -377,10 +383,11 @@ class LlamaCppMemory(MemoryAccounting):
         flag = get_backend(settings.backend).knob("parallel")
         if est.parallel <= 1 or est.refused or flag is None:  # llama-cpp-python's server runs one at a time
             return None
-        if self.unified_kv and settings.parallel is None:
+        if self.unified(settings):
+            why = "--kv-unified" if settings.kv_unified else f"{flag} left to the engine"
             return (
-                f"{est.parallel} slots share one KV cache of {est.context:,} tokens ({flag} left to the "
-                "engine): one request may use all of it, and all of them together no more"
+                f"{est.parallel} slots share one KV cache of {est.context:,} tokens ({why}): one request may "
+                "use all of it, and all of them together no more"
             )
         return (
             f"{est.parallel} slots of {self.per_sequence(est):,} tokens each ({flag} {est.parallel}): one "
@@ -577,7 +584,7 @@ class OllamaMemory(LlamaCppMemory):
     offloads_tensors = False  # Ollama has no tensor override knob
     ignores = (
         "tensor_parallel_size", "pipeline_parallel_size", "cpu_moe", "n_cpu_moe", "override_tensor", "mla",
-        "attn_max_batch", "kv_offload",
+        "attn_max_batch", "kv_offload", "kv_unified",
     )  # fmt: skip
 
     def default_context(self, settings: Settings) -> int:
