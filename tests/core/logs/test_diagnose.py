@@ -592,7 +592,7 @@ REAL = {
     "llama-cpp-python-rlimit-kv.log": (True, "kv_cache", "host_oom", "kv_alloc_failed"),
     "llama-cpp-python-rlimit-compute.log": (True, "kv_cache", "host_oom", "compute_alloc_failed"),
     "llama-cpp-python-missing.log": (True, "download", "file_missing", "not_found_local"),
-    "llama-cpp-python-truncated.log": (True, "load_weights", "other", "truncated_file"),
+    "llama-cpp-python-truncated.log": (True, "load_weights", "file_missing", "truncated_file"),
     "llama-cpp-python-bad-header.log": (True, "load_weights", "other", "truncated_file"),
 }
 

@@ -97,7 +97,7 @@ def test_truncated_gguf(tiny_gguf: Path, tmp_path: Path) -> None:
     assert (d.failed, d.failure_stage, d.failure, d.cause) == (
         True,
         "load_weights",
-        "other",
+        "file_missing",  # "corrupted or incomplete": the files family (fetch it again)
         "truncated_file",
     )
     assert "download it again" in d.advice[0]

@@ -386,3 +386,37 @@ def test_round_31s_training_words() -> None:
     wrapped = [prefix + line for line in said]
     found = diagnose_lines(wrapped, None, kernel_log=no_kernel_log)
     assert (found.failure_stage, found.stage_inferred, found.first_error_line) == ("kv_cache", False, 45)
+
+
+def test_round_32s_training_words() -> None:
+    """Round 32's training part: a GGUF whose bytes end early is a file to fetch again (the files family);
+    Ollama's failed POST of the load to its runner places a kernel fault at the load, not a request; a
+    traceback through torch's Module.to is the weights moving to the device (load), not a request."""
+    truncated = [
+        "llama_model_load: error loading model: tensor 'blk.22.ffn_gate.weight' data is not within the file "
+        "bounds, model is corrupted or incomplete"
+    ]
+    found = diagnose_lines(truncated, "llama.cpp", kernel_log=no_kernel_log)
+    assert (found.failure, found.failure_stage) == ("file_missing", "load_weights")
+    fault = [
+        'time=2026-03-30T13:42:50.544-04:00 level=DEBUG source=ggml.go:852 msg="compute graph" nodes=1258',
+        "ROCm error: invalid device function",
+        'time=2026-03-30T13:42:51.742-04:00 level=ERROR source=server.go:1207 msg="do load request" error="Post '
+        '\\"http://127.0.0.1:57002/load\\": read tcp: An existing connection was forcibly closed"',
+    ]
+    found = diagnose_lines(fault, "ollama", kernel_log=no_kernel_log)
+    assert (found.failure_stage, found.first_error_line) == ("load_weights", 2)
+    moving = [
+        "Traceback (most recent call last):",
+        '  File "/v/sentence_transformers/SentenceTransformer.py", line 367, in __init__',
+        "    self.to(device)",
+        '  File "/v/torch/nn/modules/module.py", line 1340, in to',
+        '  File "/v/torch/nn/modules/module.py", line 900, in _apply',
+        "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 978.00 MiB. GPU 0 has a total capacity "
+        "of 15.98 GiB of which 630.00 MiB is free.",
+    ]
+    found = diagnose_lines(moving, "transformers", kernel_log=no_kernel_log)
+    assert (found.failure, found.failure_stage) == ("cuda_oom", "load_weights")
+    # the same error with no such frames stays where the engine's default puts it
+    alone = diagnose_lines(moving[-1:], "transformers", kernel_log=no_kernel_log)
+    assert alone.failure_stage == "inference"

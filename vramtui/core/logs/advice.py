@@ -588,6 +588,7 @@ ADVICE: tuple[AdviceRow, ...] = (
             "or make the client use a name the server lists (GET /v1/models).",
         ),
     ),
+    AdviceRow(None, "truncated_file", _BROKEN_FILE),  # a file cut short: before the missing file's advice
     AdviceRow("file_missing", None, ("@file_missing",)),
     AdviceRow(
         "network",
@@ -626,7 +627,6 @@ ADVICE: tuple[AdviceRow, ...] = (
             "The file is not a model (often an HTML page saved instead of the weights): download it again and check its size.",
         ),
     ),
-    AdviceRow(None, "truncated_file", _BROKEN_FILE),
     AdviceRow(
         None,
         "device_assert",

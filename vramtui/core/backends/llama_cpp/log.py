@@ -724,8 +724,14 @@ BROKEN_FILE_ERRORS: tuple[ErrorRule, ...] = (
         backend="llama.cpp",
     ),
     ErrorRule("invalid magic", "bad_magic", "other", stage="load_weights", backend="llama.cpp"),
+    # "model is corrupted or incomplete": the file's own bytes end early (an unfinished download, a missing
+    # tail): the files family, fixed by fetching it again
     ErrorRule(
-        "not within the file bounds", "truncated_file", "other", stage="load_weights", backend="llama.cpp"
+        "not within the file bounds",
+        "truncated_file",
+        "file_missing",
+        stage="load_weights",
+        backend="llama.cpp",
     ),
     ErrorRule(
         "failed to read",

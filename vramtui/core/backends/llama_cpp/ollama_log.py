@@ -35,6 +35,8 @@ OLLAMA_NOTICES: tuple[NoticeRule, ...] = (
         r"llama runner process has terminated|error loading llama server",
         backend=_OLLAMA,
     ),
+    # its POST of the load to the runner failed: the runner died while loading (server.go's load)
+    NoticeRule("do load request", "mark", "load_failed", r'"do load request" error', backend=_OLLAMA),
     _skipped(
         "igpu",
         "Ollama skipped an integrated GPU (an iGPU is not used by default; OLLAMA_IGPU_ENABLE=1 on new versions)",

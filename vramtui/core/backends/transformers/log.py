@@ -78,6 +78,13 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("configuration_auto", "load_weights", backend="transformers"),
     StageRule("load_state_dict", "load_weights", backend="transformers"),
     StageRule("dispatch_model", "load_weights", backend="transformers"),
+    # torch's Module.to / .cuda() moving a loaded model's parameters to the device (its _apply frames)
+    StageRule(
+        "module.py",
+        "load_weights",
+        r'torch[/\\]nn[/\\]modules[/\\]module\.py", line \d+, in (?:to|cuda|_apply)\b',
+        backend="transformers",
+    ),
     StageRule("setting `pad_token_id`", "inference", backend="transformers"),
     StageRule("generate(", "inference", backend="transformers"),
     # the frame "in generate" (GenerationMixin.generate), not inductor's "in generate_and_run_autotune_block"
