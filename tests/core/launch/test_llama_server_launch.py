@@ -183,8 +183,13 @@ def test_the_idle_footprint_is_measured_once_per_binary_and_cached(
     profile = _profile(tmp_path / "any.gguf", memory_budget=1500 * MIB)
     first = footprint.host_footprint(profile)
     cached = json.loads(footprint.cache_file().read_text())
-    assert len(cached) == 1 and next(iter(cached.values()))["address_space"] == first
-    assert 150 * MIB < first < 1024 * MIB  # llama-server's own idle address space, tiny model included
+    assert len(cached) == 1 and next(iter(cached.values()))["floor"] == first
+    assert (
+        100 * MIB < first < 1024 * MIB
+    )  # the least address space llama-server comes up in, tiny model included
+    # what it maps with no limit is more: glibc's arena reservations it does without under a limit
+    free = footprint.host_footprint(profile, "address_space")
+    assert free == next(iter(cached.values()))["address_space"] and first <= free
     t0 = time.monotonic()
     assert footprint.host_footprint(profile) == first and time.monotonic() - t0 < 0.5  # from the cache
     # its resident share, from the same measurement: what an attached server's RSS budget is judged by

@@ -6,6 +6,14 @@ at idle (0.5.0-dev), not the 96 MiB once assumed. The figure moves with the buil
 on the binary at hand: the server is started on a tiny model it writes itself, at context 2048, and its
 resident and virtual sizes are read once it is ready. The result is cached per binary (path, size,
 modification time) in the user cache dir; a binary that cannot be measured gets the backend's figure.
+
+The address space a free process maps is not what it needs: glibc reserves malloc arenas it does without
+under a limit (llama-server maps 259-323 MiB at idle on a 2-core box, and comes up under 250 MiB: QA, the
+wizard stopped a run that fit). So the budget's figure is the floor: the least limit from which up the
+engine comes up on the tiny model, found by stepping the limit down from its free size until it fails.
+Not by bisection: whether it comes up is not monotonic in the limit (measured on llama-server 0.5.0-dev:
+up at 144-160 MiB, down at 176-192 MiB, where an arena's 64 MiB reservation still fits and starves what
+follows, up again from 208 MiB), and a budget must hold at every size above the figure.
 """
 
 from __future__ import annotations
@@ -21,13 +29,17 @@ from pathlib import Path
 from vramtui.core.launch.profile import Profile
 
 _MEASURE_TIMEOUT_S = 20.0
+_FLOOR_STEP = 16 << 20  # the limit steps down by this much per launch
+_FLOOR_LAUNCHES = 16  # at most this many launches (each well under a second on a tiny model)
+_CACHE_VERSION = "2"  # the floor joined the measurement: figures of version 1 are measured again
 
 
 @dataclass(frozen=True)
 class Footprint:
     rss_bytes: int
-    address_space_bytes: int
+    address_space_bytes: int  # mapped at idle with no limit
     binary: str
+    floor_bytes: int = 0  # the least address-space limit it comes up under (0: not found)
 
 
 def cache_file() -> Path:
@@ -48,7 +60,7 @@ def binary_of(profile: Profile) -> Path | None:
 
 def _key(binary: Path) -> str:
     stat = binary.stat()
-    return f"{binary}:{stat.st_size}:{stat.st_mtime_ns}"
+    return f"v{_CACHE_VERSION}:{binary}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
 def _read_cache() -> dict[str, dict[str, int]]:
@@ -79,9 +91,10 @@ def measured_already(profile: Profile) -> bool:
     return binary is None or _key(binary) in _read_cache()
 
 
-def host_footprint(profile: Profile, kind: str = "address_space") -> int:
-    """The address space the engine holds at idle (what a host budget limits), in bytes; `kind="rss"`:
-    its resident memory instead (what an attached server's budget is judged by)."""
+def host_footprint(profile: Profile, kind: str = "floor") -> int:
+    """The address space the engine needs to come up (what a host budget limits), in bytes; `kind="rss"`:
+    its resident memory instead (what an attached server's budget is judged by); "address_space": what
+    it maps at idle with no limit."""
     fallback = profile.backend.host_baseline_bytes
     if not profile.backend.measures_footprint or profile.memory_budget is None:
         return fallback
@@ -94,7 +107,13 @@ def host_footprint(profile: Profile, kind: str = "address_space") -> int:
         measured = measure(profile, binary)
         # A failed measurement is remembered too (0): once per binary, not once per wizard step.
         cache[key] = (
-            {"rss": measured.rss_bytes, "address_space": measured.address_space_bytes} if measured else {}
+            {
+                "rss": measured.rss_bytes,
+                "address_space": measured.address_space_bytes,
+                "floor": measured.floor_bytes or measured.address_space_bytes,
+            }
+            if measured
+            else {}
         )
         _write_cache(cache)
     measured_bytes = cache[key].get(kind, 0)
@@ -102,11 +121,9 @@ def host_footprint(profile: Profile, kind: str = "address_space") -> int:
 
 
 def measure(profile: Profile, binary: Path) -> Footprint | None:
-    """Start `binary` on a tiny model, read its idle RSS and address space once it is ready, stop it."""
-    import psutil
-
+    """Start `binary` on a tiny model, read its idle RSS and address space once it is ready, stop it; then
+    find the least address-space limit it still comes up under."""
     from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
-    from vramtui.core.launch.launcher import LaunchError, ModelServer
 
     with tempfile.TemporaryDirectory(prefix="vramtui-footprint-") as folder:
         model = write_tiny_gguf(Path(folder) / "tiny.gguf", TinyModelSpec(n_layer=2, n_embd=64, n_ff=128))
@@ -118,19 +135,47 @@ def measure(profile: Profile, binary: Path) -> Footprint | None:
             program=str(binary),
             env=dict(profile.env),
         )
-        server = ModelServer(probe, log_dir=Path(folder) / "runs")
-        try:
-            server.start()
-            if not server.wait_ready(_MEASURE_TIMEOUT_S) or server.pid is None:
-                return None
-            process = psutil.Process(server.pid)
-            rss = address_space = 0
-            for _ in range(5):  # idle threads map their stacks and arenas a moment after ready: the most
-                memory = process.memory_info()
-                rss, address_space = max(rss, memory.rss), max(address_space, memory.vms)
-                time.sleep(0.1)
-            return Footprint(int(rss), int(address_space), str(binary))
-        except (LaunchError, psutil.Error, OSError):
+        free = _idle_sizes(probe, Path(folder))
+        if free is None:
             return None
-        finally:
-            server.stop(grace_s=2.0, release_timeout_s=5.0)
+        rss, address_space = free
+        floor = _floor(probe, Path(folder), low=rss, high=address_space)
+        return Footprint(rss, address_space, str(binary), floor)
+
+
+def _idle_sizes(probe: Profile, folder: Path, limit: int | None = None) -> tuple[int, int] | None:
+    """(RSS, address space) of the probe once ready, under an address-space `limit` (None: no limit);
+    None when it did not come up."""
+    import psutil
+
+    from vramtui.core.launch.launcher import LaunchError, ModelServer
+
+    server = ModelServer(probe.with_changes(memory_budget=limit), log_dir=folder / "runs")
+    try:
+        server.start()
+        if not server.wait_ready(_MEASURE_TIMEOUT_S) or server.pid is None:
+            return None
+        process = psutil.Process(server.pid)
+        rss = address_space = 0
+        for _ in range(5):  # idle threads map their stacks and arenas a moment after ready: the most
+            memory = process.memory_info()
+            rss, address_space = max(rss, memory.rss), max(address_space, memory.vms)
+            time.sleep(0.1)
+        return int(rss), int(address_space)
+    except (LaunchError, psutil.Error, OSError):
+        return None
+    finally:
+        server.stop(grace_s=2.0, release_timeout_s=5.0)
+
+
+def _floor(probe: Profile, folder: Path, low: int, high: int) -> int:
+    """The least limit, in steps down from `high` (the free size: it came up mapping that much), above
+    which the probe came up at every step: the step before its first failure. Never below `low` (its
+    resident size)."""
+    floor = high
+    for _ in range(_FLOOR_LAUNCHES):
+        trial = floor - _FLOOR_STEP
+        if trial <= low or _idle_sizes(probe, folder, limit=trial) is None:
+            break
+        floor = trial
+    return floor
