@@ -671,9 +671,17 @@ def test_when_no_file_fits_the_one_that_needs_least_is_next_not_the_lowest_quant
     failed = Observation(
         ready=False, smoke_ok=None, stage="load_weights", failure_stage="load_weights", failure="host_oom"
     )
-    proposal = Proposer(model, Findings()).propose(profile, failed, set())
+    # 440 MiB: the q8_0 file fits the room by the estimate, though not within its 10% margin
+    roomy = profile.with_changes(memory_budget=440 * MIB)
+    proposal = Proposer(MemoryModel(roomy), Findings()).propose(roomy, failed, set())
     assert proposal is not None and proposal.param == "model"
     assert str(proposal.to).endswith("m-q8_0.gguf"), proposal.describe()
+    # 400 MiB: not even the file that needs least fits the room: no relaunch is spent on it, and the
+    # advice says so, naming that file (QA: relaunches on changes that could not make it fit)
+    findings = Findings()
+    assert Proposer(model, findings).propose(profile, failed, set()) is None
+    assert "not even all of them at once" in findings.stop_reason
+    assert "m-q8_0.gguf" in findings.advice[0] and "smaller quantization" in findings.advice[1]
 
 
 def test_advice_that_names_a_count_is_sized_by_the_wizards_arithmetic(demo_model: Path) -> None:

@@ -430,6 +430,8 @@ class Proposer:
             if bill is not None and self.model.fits(bill):
                 return proposal
             options.append((rung, proposal, bill))
+        if self._out_of_reach(profile, stage, options, skipped):
+            return None
         chosen = self._best_of(profile, options)
         if chosen is not None:
             return chosen
@@ -441,6 +443,43 @@ class Proposer:
             + (f" (skipped: {', '.join(sorted(skipped))})" if skipped else "")
         )
         return None
+
+    def _out_of_reach(self, profile: Profile, stage: str, options: list[Option], skipped: set[str]) -> bool:
+        """Nothing fits in one step, and not even every change on the ladder at once would (QA: two
+        relaunches on a context and a cache type that could not make room beside the weights): stop now,
+        and say what takes the room and what helps instead."""
+        moves = [proposal for _, proposal, bill in options if bill is not None]
+        if not moves or len(moves) < len(options):  # a move with no arithmetic may still help
+            return False
+        combined = profile
+        for proposal in moves:
+            for param, value in ((proposal.param, proposal.to), *([proposal.then] if proposal.then else [])):
+                combined = (
+                    combined.with_changes(model=str(value))
+                    if param == "model"
+                    else combined.with_param(param, value)
+                )
+        bill = self.model.predict(combined)
+        model, room = self.model, self.model.room()
+        # out of reach by the estimate itself, not by its safety margin (a step within it may still run)
+        if bill is None or room is None or needed_bytes(bill) <= room:
+            return False
+        changes = ", ".join(f"{p.param} {value_word(p.to)}" for p in moves)
+        kept = (
+            f", or let the wizard change what you skipped ({', '.join(sorted(skipped))})" if skipped else ""
+        )
+        self.findings.advice = [
+            f"even with every change on the {stage} ladder at once ({changes}) it needs about "
+            f"{needed_bytes(bill) / MIB:.0f} MiB, more than the {room / MIB:.0f} MiB the "
+            f"{(model.budget or 0) / MIB:.0f} MiB budget leaves beside the engine's own "
+            f"{model.baseline() / MIB:.0f} MiB (the weights take {bill.get('weights', model.place) / MIB:.0f} MiB)",
+            "raise memory_budget under [limits] in the profile, or use a smaller quantization or a smaller "
+            f"model{kept}",
+        ]
+        self.findings.stop_reason = "no change on the ladder makes it fit, not even all of them at once" + (
+            f" (skipped: {', '.join(sorted(skipped))})" if skipped else ""
+        )
+        return True
 
     def _no_room(self, obs: Observation) -> bool:
         """The engine's own footprint (its baseline, measured) already takes the whole budget: no setting
