@@ -749,3 +749,30 @@ def test_an_edited_value_is_read_and_checked_as_the_relaunched_profile_holds_it(
     assert edited_proposal(profile, switch, "on").to is True
     with pytest.raises(VramtuiError, match="no such model file"):
         edited_proposal(profile, Proposal("model", profile.model, "x.gguf", "why"), "/nowhere/x.gguf")
+
+
+@pytest.mark.parametrize(("parallel", "useful"), [(2, 8192), (None, 16384)])
+def test_a_context_past_what_the_model_can_use_goes_down_to_that_first_at_no_cost(
+    tmp_path: Path, parallel: int | None, useful: int
+) -> None:
+    """QA: context 1048576 on a model trained for 4096, two slots: llama-server caps each slot at 4096
+    ("the slot context exceeds the training context of the model - capping"), so the cache past 2 x 4096
+    holds memory and nothing else. The first move is that (its cost: nothing), not 131072 with "long
+    prompts no longer fit". Slots left to the engine: its 4."""
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.propose import Findings, Proposer
+
+    model_file = write_tiny_gguf(tmp_path / "m4k.gguf", TinyModelSpec(context_length=4096))
+    params: dict[str, object] = {"context": 1048576}
+    if parallel:
+        params["parallel"] = parallel
+    profile = Profile(
+        backend="llama.cpp", model=str(model_file), params=params, memory_budget=1024 * MIB, port=0
+    )
+    failed = Observation(
+        ready=False, smoke_ok=None, stage="kv_cache", failure_stage="kv_cache", failure="host_oom"
+    )
+    proposal = Proposer(MemoryModel(profile), Findings()).propose(profile, failed, set())
+    assert proposal is not None and (proposal.param, proposal.to) == ("context", useful)
+    assert "cost: nothing" in proposal.why and "long prompts" not in proposal.why

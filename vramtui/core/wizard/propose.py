@@ -360,7 +360,26 @@ class Proposer:
     def rungs(self, stage: str, cause: str | None = None) -> list[Rung]:
         return list(self.ladders.get(stage, ())) if self.ladders else self.backend.rungs(stage, cause)
 
+    def useful_context(self, profile: Profile) -> int | None:
+        """The most context the run can use: the model's trained length per sequence (the engine caps each
+        there), times the sequences where the context is the whole cache (llama.cpp's slots)."""
+        from vramtui.core.estimate.accounting import accounting_for
+
+        trained = _whole_or_none(getattr(self.model.info(profile.model), "max_context", None))
+        if not trained:
+            return None
+        if accounting_for(self.backend.name).context_is_per_sequence:
+            return trained
+        slots = _whole_or_none(current_value(profile, "parallel")) or self.backend.parallel_auto_slots or 1
+        return trained * slots
+
     def candidates(self, rung: Rung, current: object, profile: Profile) -> list[object]:
+        if rung.param == "context":
+            values = candidates(rung, current, profile, 0)
+            useful, now = self.useful_context(profile), _whole_or_none(current)
+            if useful and now and now > useful:  # past what it can use: down to that first, at no cost
+                return [useful, *(v for v in values if isinstance(v, int) and v < useful)]
+            return values
         if rung.param == "n_cpu_moe":
             return self._expert_layers(profile, current)
         if rung.param == "cpu_offload":
@@ -743,7 +762,14 @@ class Proposer:
             parts.append(f"no estimate ({model.why_unavailable or 'no budget known'}): a cautious step")
         if rung.param == "n_cpu_moe" and before is not None and after is not None and profile is not None:
             parts.append(self._experts_moved(profile, value, before, after))
-        if rung.cost:
+        useful = self.useful_context(profile) if profile is not None and rung.param == "context" else None
+        if useful and value == useful:
+            trained = getattr(self.model.info(profile.model), "max_context", 0) if profile else 0
+            parts.append(
+                f"cost: nothing: the model was trained for {trained:,} tokens per sequence, and the engine caps "
+                "each sequence there (a longer context only holds memory)"
+            )
+        elif rung.cost:
             parts.append(f"cost: {rung.cost}")
         return "; ".join(parts)
 
