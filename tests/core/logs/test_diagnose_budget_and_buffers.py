@@ -264,3 +264,13 @@ def test_a_kill_without_vramtuis_stop_line_is_still_a_kill() -> None:
     without = "\n".join(line for line in text.splitlines() if "vramtui: stopping" not in line)
     diagnosis = diagnose_text(without, exit_code=137)
     assert diagnosis.failure == "host_oom_killed"
+
+
+def test_ggml_inits_refused_context_memory_under_a_budget_is_host_memory() -> None:
+    """QA: a real llama-server under 200 MiB (-c 4096) sometimes dies on ggml_init's assert
+    (GGML_ASSERT(ctx->mem_buffer != NULL): its context memory was refused) instead of printing the
+    failed malloc; `check` read "other ... read the first error line". It is the budget's host memory."""
+    diagnosis = diagnose_file(LOGS / "llama-server-budget-200-ggml-init-assert.log")
+    assert (diagnosis.failure, diagnosis.cause, diagnosis.failure_stage) == ("host_oom", "host_alloc", "kv_cache")
+    assert "mem_buffer != NULL" in (diagnosis.first_error_text or "")
+    assert "`memory_budget`" in " ".join(diagnosis.advice)

@@ -775,6 +775,15 @@ HOST_ALLOC_ERRORS: tuple[ErrorRule, ...] = (
         r"unable to allocate cpu(?:_\w+)? buffer",
         backend="llama.cpp",
     ),
+    # ggml_init's own context memory (ggml.c: mem_buffer from ggml_aligned_malloc) was refused: it asserts
+    # instead of printing the malloc line (seen under vramtui's address-space budget, llama-server 0.5.0-dev)
+    ErrorRule(
+        "mem_buffer != null",
+        "host_alloc",
+        "host_oom",
+        r"ggml_assert\(ctx->mem_buffer != null\) failed",
+        backend="llama.cpp",
+    ),
 )
 
 HOST_ALLOC_ERRORS_2: tuple[ErrorRule, ...] = (
