@@ -18,6 +18,11 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "source", None):
         _check_source(args.source)
 
+    from vramtui.cli.common import needs_terminal
+
+    needs_terminal(
+        "vramtui", "use a subcommand (`vramtui --help`): estimate, diagnose, record, check, wizard ..."
+    )
     from vramtui.tui.app import run_app  # Textual loads only when the app opens
 
     return run_app(

@@ -27,6 +27,18 @@ def settled(default: int = 0) -> int:
     return status
 
 
+def has_terminal() -> bool:
+    """Both ends are a terminal: the app's screen has somewhere to draw and someone to read keys from."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def needs_terminal(command: str, instead: str) -> None:
+    """One line, exit 2, where the app would draw into a pipe and wait for keys nobody sends (QA: `vramtui
+    demo </dev/null >out` hung, filling `out` with escape codes)."""
+    if not has_terminal():
+        raise VramtuiError(f"{command} opens a screen and needs a terminal; without one, {instead}")
+
+
 def print_json(obj: Any) -> None:
     """One JSON object on stdout, as scripts read it."""
     json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=str)

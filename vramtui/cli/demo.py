@@ -8,6 +8,7 @@ wizard brings it up.
 from __future__ import annotations
 
 import argparse
+import sys
 
 HELP = "the embedded demo: a real failing launch that the wizard brings up (--auto --json: headless)"
 
@@ -37,10 +38,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.auto and not args.json:
-        from vramtui.tui.app import run_app
+    from vramtui.cli.common import has_terminal
 
-        return run_app(demo=True)
+    if not args.auto and not args.json:
+        if has_terminal():
+            from vramtui.tui.app import run_app
+
+            return run_app(demo=True)
+        print("vramtui demo: no terminal, so it runs headless (as --auto)", file=sys.stderr)
     from vramtui.cli.wizard import run_wizard
     from vramtui.core.demo import demo_profile
 

@@ -17,6 +17,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vramtui.cli.common import needs_terminal
+
+    needs_terminal(
+        "vramtui run", f"use `vramtui check {args.profile}` or `vramtui wizard {args.profile} --auto`"
+    )
     from vramtui.tui.app import run_app  # Textual loads only when the app opens
 
     # run_app reads the profile and builds its command first: a bad one is one line, exit 2.

@@ -42,6 +42,7 @@ def test_demo_without_flags_opens_the_app(monkeypatch: pytest.MonkeyPatch) -> No
 
     calls: list[dict[str, object]] = []
     monkeypatch.setattr(vramtui.tui.app, "run_app", lambda **kwargs: calls.append(kwargs) or 0)
+    monkeypatch.setattr("vramtui.cli.common.has_terminal", lambda: True)
     parser = argparse.ArgumentParser()
     demo.add_arguments(parser)
     assert demo.run(parser.parse_args([])) == 0

@@ -271,6 +271,10 @@ def test_ggml_inits_refused_context_memory_under_a_budget_is_host_memory() -> No
     (GGML_ASSERT(ctx->mem_buffer != NULL): its context memory was refused) instead of printing the
     failed malloc; `check` read "other ... read the first error line". It is the budget's host memory."""
     diagnosis = diagnose_file(LOGS / "llama-server-budget-200-ggml-init-assert.log")
-    assert (diagnosis.failure, diagnosis.cause, diagnosis.failure_stage) == ("host_oom", "host_alloc", "kv_cache")
+    assert (diagnosis.failure, diagnosis.cause, diagnosis.failure_stage) == (
+        "host_oom",
+        "host_alloc",
+        "kv_cache",
+    )
     assert "mem_buffer != NULL" in (diagnosis.first_error_text or "")
     assert "`memory_budget`" in " ".join(diagnosis.advice)

@@ -449,7 +449,7 @@ class Proposer:
             if bill is not None and self.model.fits(bill):
                 return proposal
             options.append((rung, proposal, bill))
-        if self._out_of_reach(profile, stage, options, skipped):
+        if self._out_of_reach(profile, stage, options, skipped, obs):
             return None
         chosen = self._best_of(profile, options)
         if chosen is not None:
@@ -463,10 +463,15 @@ class Proposer:
         )
         return None
 
-    def _out_of_reach(self, profile: Profile, stage: str, options: list[Option], skipped: set[str]) -> bool:
+    def _out_of_reach(
+        self, profile: Profile, stage: str, options: list[Option], skipped: set[str], obs: Observation
+    ) -> bool:
         """Nothing fits in one step, and not even every change on the ladder at once would (QA: two
         relaunches on a context and a cache type that could not make room beside the weights): stop now,
-        and say what takes the room and what helps instead."""
+        and say what takes the room and what helps instead. Only for a start that failed: a server that
+        came up (an attached one over its budget) shows the estimate's footprint is not the whole story."""
+        if obs.works or obs.ready or obs.runs_over_budget:
+            return False
         moves = [proposal for _, proposal, bill in options if bill is not None]
         if not moves or len(moves) < len(options):  # a move with no arithmetic may still help
             return False
