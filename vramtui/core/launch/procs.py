@@ -281,7 +281,13 @@ def install_exit_handlers() -> None:
         _handlers_installed = True
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         try:
-            _previous_handlers[signum] = signal.getsignal(signum)
+            previous = signal.getsignal(signum)
+            if signum == signal.SIGINT and previous == signal.SIG_IGN:
+                # a background job's SIGINT, ignored by the shell that started it: it stays ignored, its
+                # servers included (QA: `kill -INT` of a background wizard killed its server and the run
+                # went on, reporting the server's failure). A closed terminal's SIGHUP is still handled.
+                continue
+            _previous_handlers[signum] = previous
             signal.signal(signum, _on_signal)
         except (ValueError, OSError):
             continue

@@ -74,7 +74,8 @@ def stress_check(
     peak = 0
     with ModelServer(profile) as server:  # entering starts it; leaving stops it, always
         if not server.wait_ready(profile.ready_timeout or 120):
-            raise VramtuiError("the stress check could not start the server: run the wizard first")
+            procs.raise_pending_interrupt()  # a ctrl-c stopped it: an interruption, not a server that failed
+            raise VramtuiError(_not_up(server))
         # The demo's byte-level vocabulary makes one token per character; real tokenizers give fewer.
         body = {
             "model": server.plan.model_name,
@@ -90,6 +91,7 @@ def stress_check(
                     else:
                         failures.append(f"request {number + 1}: HTTP {reply.status_code} {reply.text[:120]}")
                 except httpx.HTTPError as error:
+                    procs.raise_pending_interrupt()  # the ctrl-c's kill of the server, not its failure
                     failures.append(f"request {number + 1}: {type(error).__name__}: {error}")
                     if not server.running:
                         break
@@ -106,3 +108,17 @@ def stress_check(
     else:
         verdict = f"{answered} requests of {tokens} tokens answered; the floor stays level"
     return StressResult(requests, answered, tokens, floors, peak / MIB, rising, verdict, failures)
+
+
+def _not_up(server: Any) -> str:
+    """Why the stress check's own launch of the final profile did not come up, in one line: the diagnosis
+    of its log (a launch under a host budget may die where the wizard's came up: QA saw llama-server's
+    thread creation refused), and where the log is."""
+    diagnosis = server.diagnosis()
+    why = ""
+    if diagnosis is not None and diagnosis.failed:
+        why = f": {diagnosis.summary}"
+    elif server.exit_code:
+        why = f" (exit {server.exit_code})"
+    where = f"; log: {server.log_file}" if server.log_file else ""
+    return f"the stress check's launch of the final profile did not come up{why}{where}"
