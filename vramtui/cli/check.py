@@ -132,8 +132,8 @@ def _print_report(result, move, advice: list[str]) -> None:  # type: ignore[no-u
         diagnosis = result.diagnosis
         if diagnosis is not None and diagnosis.failed and diagnosis.first_error_text:
             # the advice refers to it ("read the first error line above"): it is shown, as diagnose does
-            number = f"line {diagnosis.first_error_line}" if diagnosis.first_error_line else "the log"
-            print(f"  first error ({number} of the log): {diagnosis.first_error_text.strip()[:200]}")
+            number = f" (line {diagnosis.first_error_line} of the log)" if diagnosis.first_error_line else ""
+            print(f"  first error{number}: {diagnosis.first_error_text.strip()[:200]}")
     if move is not None:
         print(f"  first move (the wizard's): {in_words(move.describe())}")
     if result.diagnosis is not None:

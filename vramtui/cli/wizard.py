@@ -160,6 +160,9 @@ def _print_step(step: Any, out: Any) -> None:
             f"{outcome_words(data['outcome'])} ({obs.over_budget_text()})"  # attached: judged by its peak
         )
     print(f"{head}: {status}" + (f" [{figure_text} MiB]" if figure_text else ""), file=out)
+    if data["outcome"] not in ("works", "runs") and data.get("first_error"):
+        # the advice may say to read it ("read the first error line"): it is shown, as check shows it
+        print(f"    first error: {str(data['first_error']).strip()[:200]}", file=out)
     for note in data.get("verification") or []:
         print(f"    {in_words(note)}", file=out)
     fit = step.fit()

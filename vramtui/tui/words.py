@@ -201,9 +201,10 @@ def _code_pattern() -> re.Pattern[str]:
     from vramtui.core.logs.stages import STAGES
 
     codes = {*STAGES, *FAILURE_WORDS, *CAUSE_WORDS}
-    # Only the codes no English word spells (with an underscore); the longest first (host_oom_killed).
+    # Only the codes no English word spells (with an underscore); the longest first (host_oom_killed). One
+    # in backticks is a profile's key the user types (`ready_timeout`), not a code to read as words.
     spelled = sorted((code for code in codes if "_" in code), key=len, reverse=True)
-    return re.compile(r"\b(" + "|".join(map(re.escape, spelled)) + r")\b")
+    return re.compile(r"(?<![`\w])(" + "|".join(map(re.escape, spelled)) + r")(?![`\w])")
 
 
 _CODES = _code_pattern()

@@ -1016,7 +1016,7 @@ _LAUNCHER_ADVICE = {
     COMMAND_NOT_FOUND: 'Install the engine, or name its binary in the profile: program = "/path/to/server".',
     MODEL_NOT_FOUND: "Fix the model path in the profile (a relative path is relative to the profile's folder).",
     BAD_ARGUMENTS: "Remove or fix the refused argument (extra_args, or the [params] value behind it).",
-    READY_TIMEOUT: "Raise ready_timeout in the profile if the model is large, or look at the last lines.",
+    READY_TIMEOUT: "Raise `ready_timeout` in the profile if the model is large, or look at the last lines.",
     STOPPED_BY_VRAMTUI: "vramtui stopped the server itself (ctrl-c, quit, or a budget): not an engine failure.",
     CUDA_OOM: "The run crossed the profile's memory_budget: lower the settings or raise the budget.",
 }

@@ -448,7 +448,7 @@ class Wizard:
         stalls = 0
         while self.needs_change:
             if changes >= max_steps:
-                self.stop_reason = f"stopped after {max_steps} changes"
+                self.stop_reason = f"stopped after {max_steps} change{'s' if max_steps != 1 else ''}"
                 return None
             proposal = self.propose()
             if proposal is None:
