@@ -80,7 +80,7 @@ def test_check_human_report(tiny_gguf: Path, tmp_path: Path) -> None:
     assert any(line.strip().startswith("memory: peak") for line in lines)
 
 
-def test_check_port_in_use_is_a_clear_failure(tmp_path: Path) -> None:
+def test_check_port_in_use_is_a_clear_failure(tiny_gguf: Path, tmp_path: Path) -> None:
     import socket
 
     with socket.socket() as busy:
@@ -88,7 +88,7 @@ def test_check_port_in_use_is_a_clear_failure(tmp_path: Path) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         profile = tmp_path / "p.toml"
-        (tmp_path / "m.gguf").write_bytes(b"GGUF")  # a model file that is there (a missing one is exit 2)
+        (tmp_path / "m.gguf").symlink_to(tiny_gguf)  # a model file that is there (a missing one is exit 2)
         profile.write_text(f'backend = "llama-cpp-python"\nmodel = "m.gguf"\nport = {port}\n')
         proc = vramtui("check", str(profile), "--json", "--log-dir", str(tmp_path / "runs"))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
@@ -101,7 +101,9 @@ def test_check_port_in_use_is_a_clear_failure(tmp_path: Path) -> None:
 
 
 @pytest.mark.engine
-def test_check_without_a_port_picks_a_free_one_when_the_default_is_busy(tmp_path: Path) -> None:
+def test_check_without_a_port_picks_a_free_one_when_the_default_is_busy(
+    tiny_gguf: Path, tmp_path: Path
+) -> None:
     import socket
 
     pytest.importorskip("llama_cpp")
@@ -112,9 +114,9 @@ def test_check_without_a_port_picks_a_free_one_when_the_default_is_busy(tmp_path
         except OSError:
             pass
         profile = tmp_path / "p.toml"
-        # a GGUF magic over a header that does not read: launched, then refused by the engine
-        (tmp_path / "broken.gguf").write_bytes(b"GGUF" + bytes(20))
-        profile.write_text('backend = "llama-cpp-python"\nmodel = "broken.gguf"\n')
+        # a real model whose context the engine refuses (negative): launched, then refused, quickly
+        (tmp_path / "m.gguf").symlink_to(tiny_gguf)
+        profile.write_text('backend = "llama-cpp-python"\nmodel = "m.gguf"\nextra_args = ["--n_ctx", "-5"]\n')
         proc = vramtui("check", str(profile), "--json", "--log-dir", str(tmp_path / "runs"))
     report = json.loads(proc.stdout)
     assert report["failure"] != "port_in_use", report["message"]
@@ -180,6 +182,20 @@ def test_check_refuses_a_cut_off_gguf_download_before_launch(tiny_gguf: Path, tm
     from vramtui.core.estimate.ggufheader import cut_short
 
     assert cut_short(tmp_path / "cut.gguf") is None
+    # Cut inside the header itself (QA: `estimate` refused it in one line, `check` and `wizard` launched it)
+    (tmp_path / "cut.gguf").write_bytes(whole[:1000])
+    for command in ("check", "wizard"):
+        extra = ("--auto", "--record", str(tmp_path / "w.jsonl")) if command == "wizard" else ("--log-dir",)
+        proc = vramtui(
+            command, str(profile), *extra, *(() if command == "wizard" else (str(tmp_path / "runs"),))
+        )
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "truncated or damaged GGUF" in lines[0] and "download it again" in lines[0]
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "w.jsonl").exists()  # nothing launched
+    # a file that is no GGUF at all is not called a cut download (the magic check words it)
+    (tmp_path / "page.gguf").write_bytes(b"<html>not found</html>" * 10)
+    assert cut_short(tmp_path / "page.gguf") is None
 
 
 @pytest.mark.parametrize("timeout", ["0", "-3", "nan"])

@@ -9,6 +9,10 @@ from pathlib import Path
 
 from vramtui.core.launch.profile import load_profile
 
+# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
+# is a download cut inside its header, refused before launch).
+EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
+
 SOURCE = """# my bring-up profile: the comments are mine
 backend = "llama.cpp"
 model = "models/m.gguf"   # relative to this file
@@ -22,7 +26,7 @@ context = 512
 
 def _folder(tmp_path: Path) -> Path:
     (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "models" / "m.gguf").write_bytes(EMPTY_GGUF)
     (tmp_path / "bin").mkdir()
     server = tmp_path / "bin" / "llama-server"
     server.write_text("#!/bin/sh\nexit 1\n")
@@ -68,6 +72,6 @@ def test_a_saved_profile_keeps_relative_paths_as_written_and_whole_numbers(tmp_p
     assert load_profile(elsewhere).model == profile.model
     # a model the wizard changed to another file is written whole
     other = tmp_path / "models" / "m-q4_0.gguf"
-    other.write_bytes(b"GGUF")
+    other.write_bytes(EMPTY_GGUF)
     changed = profile.with_changes(model=str(other)).save(tmp_path / "changed.toml")
     assert tomllib.loads(changed.read_text(encoding="utf-8"))["model"] == str(other)

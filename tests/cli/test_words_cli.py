@@ -16,6 +16,10 @@ import pytest
 from vramtui.core.logs.stages import STAGES
 from vramtui.tui.words import CAUSE_WORDS, FAILURE_WORDS, FIGURE_WORDS, OUTCOME_WORDS
 
+# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
+# is a download cut inside its header, refused before launch).
+EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
+
 CODES = sorted(
     code for code in {*FAILURE_WORDS, *CAUSE_WORDS, *OUTCOME_WORDS, *FIGURE_WORDS, *STAGES} if "_" in code
 )
@@ -33,7 +37,7 @@ def busy_profile(tmp_path: Path) -> Iterator[Path]:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        (tmp_path / "m.gguf").write_bytes(b"GGUF")
+        (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
         profile = tmp_path / "busy.toml"
         port = busy.getsockname()[1]
         profile.write_text(f'backend = "llama-cpp-python"\nmodel = "m.gguf"\nport = {port}\n')

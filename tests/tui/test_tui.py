@@ -18,6 +18,10 @@ from vramtui.tui.panes.memory import MemoryPane
 from vramtui.tui.widgets.graph import BLOCKS, MemoryGraph
 from vramtui.tui.words import failure_words, stage_words
 
+# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
+# is a download cut inside its header, refused before launch).
+EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
+
 
 @pytest.fixture
 def curve_csv(tmp_path: Path) -> Path:
@@ -514,7 +518,7 @@ def test_the_app_refuses_what_the_cli_refuses_before_the_screen_opens(
     assert err == "vramtui: context must be a whole number, not 'lots' (8192 or 32k)\n"
     # a setting the engine refuses: `run` says it before the screen opens, as `check` does (QA: launched)
     model = tmp_path / "m.gguf"
-    model.write_bytes(b"GGUF")
+    model.write_bytes(EMPTY_GGUF)
     profile.write_text(f'backend = "llama-cpp-python"\nmodel = "{model}"\n[params]\nparallel = 3\n')
     assert main(["run", str(profile)]) == 2
     err = capsys.readouterr().err

@@ -14,6 +14,10 @@ from vramtui.tui.app import VramtuiApp
 from vramtui.tui.panes.wizard import WizardPane
 from vramtui.tui.words import CAUSE_WORDS, FAILURE_WORDS, FIGURE_WORDS, OUTCOME_WORDS
 
+# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
+# is a download cut inside its header, refused before launch).
+EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
+
 CODES = sorted(
     code for code in {*FAILURE_WORDS, *CAUSE_WORDS, *OUTCOME_WORDS, *FIGURE_WORDS, *STAGES} if "_" in code
 )
@@ -33,7 +37,7 @@ async def test_a_launch_that_fails_and_its_wizard_speak_in_words(tmp_path: Path)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        (tmp_path / "m.gguf").write_bytes(b"GGUF")
+        (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
         profile = tmp_path / "busy.toml"
         profile.write_text(
             f'backend = "llama-cpp-python"\nmodel = "m.gguf"\nport = {busy.getsockname()[1]}\n'

@@ -18,11 +18,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "source", None):
         _check_source(args.source)
 
-    from vramtui.cli.common import needs_terminal
-
-    needs_terminal(
-        "vramtui", "use a subcommand (`vramtui --help`): estimate, diagnose, record, check, wizard ..."
-    )
+    from vramtui.cli.common import no_terminal_words
     from vramtui.tui.app import run_app  # Textual loads only when the app opens
 
     return run_app(
@@ -30,6 +26,9 @@ def run(args: argparse.Namespace) -> int:
         replay_csv=getattr(args, "replay", None),
         theme=getattr(args, "theme", None),
         source_url=getattr(args, "source", None),
+        without_terminal=no_terminal_words(
+            "vramtui", "use a subcommand (`vramtui --help`): estimate, diagnose, record, check, wizard ..."
+        ),
     )
 
 

@@ -32,11 +32,10 @@ def has_terminal() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
-def needs_terminal(command: str, instead: str) -> None:
-    """One line, exit 2, where the app would draw into a pipe and wait for keys nobody sends (QA: `vramtui
-    demo </dev/null >out` hung, filling `out` with escape codes)."""
-    if not has_terminal():
-        raise VramtuiError(f"{command} opens a screen and needs a terminal; without one, {instead}")
+def no_terminal_words(command: str, instead: str) -> str:
+    """The one line (exit 2) for an app with no terminal to draw on and read keys from (QA: `vramtui demo
+    </dev/null >out` hung, filling `out` with escape codes)."""
+    return f"{command} opens a screen and needs a terminal; without one, {instead}"
 
 
 def print_json(obj: Any) -> None:

@@ -17,12 +17,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramtui.cli.common import needs_terminal
-
-    needs_terminal(
-        "vramtui run", f"use `vramtui check {args.profile}` or `vramtui wizard {args.profile} --auto`"
-    )
+    from vramtui.cli.common import no_terminal_words
     from vramtui.tui.app import run_app  # Textual loads only when the app opens
 
     # run_app reads the profile and builds its command first: a bad one is one line, exit 2.
-    return run_app(profile_path=args.profile, theme=args.run_theme or getattr(args, "theme", None))
+    return run_app(
+        profile_path=args.profile,
+        theme=args.run_theme or getattr(args, "theme", None),
+        without_terminal=no_terminal_words(
+            "vramtui run", f"use `vramtui check {args.profile}` or `vramtui wizard {args.profile} --auto`"
+        ),
+    )

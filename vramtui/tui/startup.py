@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -112,9 +113,12 @@ def run_app(
     theme: str | None = None,
     attached: Any = None,
     source_url: str | None = None,
+    without_terminal: str | None = None,
 ) -> int:
     """Open the app; the CLI (`vramtui`, `vramtui run`, `vramtui demo`, `vramtui attach`) calls exactly
-    this. `attached`: a `tui.attached.AttachedView`, a server vramtui did not start (never stopped)."""
+    this. `attached`: a `tui.attached.AttachedView`, a server vramtui did not start (never stopped).
+    `without_terminal`: the one line to stop with, after every input was checked, when there is no
+    terminal to draw on (QA: the screen drew into a pipe and waited for keys nobody sends)."""
     for label, value in (("log file", log_file), ("replay CSV", replay_csv), ("profile", profile_path)):
         if value is not None and not Path(value).is_file():
             raise VramtuiError(f"{label} not found: {value}")
@@ -138,6 +142,9 @@ def run_app(
         attached=attached,
         source_url=source_url,
     )
+    if without_terminal is not None and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        app.shutdown()
+        raise VramtuiError(without_terminal)
     previous = leave_cleanly_on_sigterm(app)
     previous_hangup = die_with_the_servers_on_hangup()
     try:

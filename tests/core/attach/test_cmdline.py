@@ -10,6 +10,10 @@ from pathlib import Path
 from vramtui.core.attach.cmdline import find_backend, process_command, read_command
 from vramtui.core.backends import BACKENDS, LLAMA_CPP, LLAMA_CPP_PYTHON, VLLM
 
+# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
+# is a download cut inside its header, refused before launch).
+EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
+
 
 def test_llama_server_long_and_short_flags() -> None:
     argv = ["/opt/llama/bin/llama-server", "-m", "/m/q.gguf", "-c", "8192", "-np", "4", "--port", "8081"]
@@ -69,7 +73,7 @@ def test_an_unknown_program_says_so() -> None:
 def test_a_relative_model_path_is_the_servers_own(tmp_path: Path) -> None:
     # `llama-server -m tiny.gguf` started in its model folder: the estimate must find the file there, not in
     # the folder vramtui runs from (the attached app said "no such file or folder")
-    (tmp_path / "tiny.gguf").write_bytes(b"GGUF")
+    (tmp_path / "tiny.gguf").write_bytes(EMPTY_GGUF)
     (tmp_path / "Qwen").mkdir()
     argv = ["/opt/llama/bin/llama-server", "-m", "tiny.gguf", "--port", "8081"]
     assert read_command(argv, str(tmp_path)).model == str(tmp_path / "tiny.gguf")
@@ -82,7 +86,7 @@ def test_a_running_process_is_read_with_its_working_directory(tmp_path: Path) ->
     server = tmp_path / "llama-server"  # a stand-in that holds the command line while it sleeps
     server.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(30)\n")  # seen as python + its path
     server.chmod(0o755)
-    (tmp_path / "tiny.gguf").write_bytes(b"GGUF")
+    (tmp_path / "tiny.gguf").write_bytes(EMPTY_GGUF)
     proc = subprocess.Popen([str(server), "-m", "tiny.gguf", "-c", "2048"], cwd=tmp_path)
     try:
         deadline = time.monotonic() + 5

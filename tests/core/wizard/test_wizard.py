@@ -29,6 +29,10 @@ from vramtui.core.wizard.wizard import (
 )
 
 # Real lines, llama-cpp-python 0.3.36: context 262144 under a 1500 MiB cap.
+# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
+# is a download cut inside its header, refused before launch).
+EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
+
 KV_FAILURE_LOG = """\
 print_info: file type   = F16
 load_tensors:   CPU_Mapped model buffer size =    20.52 MiB
@@ -178,7 +182,7 @@ def test_nice_context_values_and_sibling_files(tmp_path: Path) -> None:
     assert _nice_below(262144)[:3] == [196608, 131072, 98304]
     assert _nice_below(1024) == [768, 512]
     for name in ("m-f16.gguf", "m-q8_0.gguf", "m-Q4_0.gguf", "other-q4_0.gguf", "m-q8_0.gguf.part"):
-        (tmp_path / name).write_bytes(b"GGUF")
+        (tmp_path / name).write_bytes(EMPTY_GGUF)
     found = sibling_files(str(tmp_path / "m-f16.gguf"))
     assert [quant for quant, _ in found] == ["q8_0", "q4_0"]
     assert sibling_files(str(tmp_path / "nothing.gguf")) == []

@@ -20,6 +20,10 @@ from vramtui.core.wizard.steprecord import open_session
 from vramtui.core.wizard.wizard import Wizard
 
 # A server that prints a line and never becomes ready: the step is still running when we interrupt.
+# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
+# is a download cut inside its header, refused before launch).
+EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
+
 SLOW_SERVER = "#!/bin/sh\necho 'llama_model_loader: loaded meta data'\nexec sleep 60\n"
 
 
@@ -27,7 +31,7 @@ def slow_profile(tmp_path: Path) -> Path:
     program = tmp_path / "llama-server"
     program.write_text(SLOW_SERVER)
     program.chmod(0o755)
-    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
     path = tmp_path / "p.toml"
     path.write_text(
         f'backend = "llama.cpp"\nmodel = "m.gguf"\nport = 0\nprogram = "{program}"\nready_timeout = 60\n'

@@ -10,6 +10,7 @@ modification time and size: each file is read once however many estimates ask.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import mmap
 import struct
@@ -69,13 +70,19 @@ def read_header(path: str | Path) -> GgufHeader:
 
 
 def cut_short(path: str | Path) -> str | None:
-    """Why a GGUF whose header reads whole cannot load, when its tensor data ends past the file (a
-    download that stopped): one line with both sizes. None for a whole file, and for one whose header
-    itself does not read (the engine's own refusal says more about a file that is not a model)."""
+    """Why a GGUF cannot load when it was cut short: its tensor data ends past the file (a download that
+    stopped: one line with both sizes), or its header itself does not read though the file starts with
+    the GGUF magic (QA: `estimate` refused such a file, `check` launched it). None for a whole file, and
+    for one that is no GGUF at all (the caller says so, or the engine's own refusal says more)."""
     try:
-        header = read_header(path)
         size = Path(path).expanduser().stat().st_size
-    except (VramtuiError, OSError):
+        header = read_header(path)
+    except OSError:
+        return None
+    except VramtuiError as error:
+        with contextlib.suppress(OSError), open(Path(path).expanduser(), "rb") as handle:
+            if handle.read(4) == b"GGUF":
+                return f"{error}: download it again"
         return None
     need = max((t.data_offset + t.n_bytes for t in header.tensors), default=0)
     if need <= size:
