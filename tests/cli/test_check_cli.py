@@ -138,7 +138,7 @@ def test_check_bad_profile_is_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert (
         proc.stderr.strip().splitlines()[-1]
-        == "vramtui: context must be a whole number, not 'lots' (8192 or 32k)"
+        == 'vramtui: context must be a whole number, not "lots" (8192 or 32k)'
     )
 
 
@@ -153,7 +153,7 @@ def test_wizard_refuses_a_bad_profile_like_check_and_writes_no_record(tmp_path: 
     for proc in (checked, wizard):
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
         assert proc.stderr.strip().splitlines() == [
-            "vramtui: context must be a whole number, not 'lots' (8192 or 32k)"
+            'vramtui: context must be a whole number, not "lots" (8192 or 32k)'
         ]
     assert wizard.stdout == "" and not records.exists()  # no record for a profile that never launched
     typo = tmp_path / "typo.toml"

@@ -515,7 +515,7 @@ def test_the_app_refuses_what_the_cli_refuses_before_the_screen_opens(
     )
     assert main(["run", str(profile)]) == 2
     err = capsys.readouterr().err
-    assert err == "vramtui: context must be a whole number, not 'lots' (8192 or 32k)\n"
+    assert err == 'vramtui: context must be a whole number, not "lots" (8192 or 32k)\n'
     # a setting the engine refuses: `run` says it before the screen opens, as `check` does (QA: launched)
     model = tmp_path / "m.gguf"
     model.write_bytes(EMPTY_GGUF)

@@ -70,6 +70,10 @@ def test_env_stays_free_form(tmp_path: Path) -> None:
         ({"ubatch": 0}, r"ubatch must be 1 or more"),
         ({"gpu_layers": -3}, r"gpu_layers must be 0 or more"),
         ({"flash_attn": "sometimes"}, r"not an on/off value"),
+        # QA: the key named, the other word it takes said, and the value as TOML spells it
+        ({"flash_attn": "maybe"}, r'^flash_attn is not an on/off value: "maybe"'),
+        ({"gpu_layers": "most"}, r'^gpu_layers must be a whole number or "all", not "most"$'),
+        ({"parallel": True}, r"^parallel must be a whole number, not true$"),
     ],
 )
 def test_impossible_values_are_refused_at_load(params: dict[str, object], message: str) -> None:
@@ -317,7 +321,7 @@ def test_a_profile_may_spell_a_context_as_the_cli_does(tmp_path: Path) -> None:
     profile = load_profile(path)
     assert profile.params["context"] == 32768 and profile.params["ubatch"] == 1024
     path.write_text('backend = "llama.cpp"\nmodel = "m.gguf"\n[params]\ncontext = "lots"\n')
-    with pytest.raises(VramtuiError, match="context must be a whole number, not 'lots'"):
+    with pytest.raises(VramtuiError, match='context must be a whole number, not "lots"'):
         load_profile(path)
 
 

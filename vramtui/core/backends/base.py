@@ -157,7 +157,7 @@ class Launch:
     def switch_args(self, param: str, value: object) -> tuple[str, ...]:
         """The arguments for an on/off pass-through parameter (`switches`)."""
         when_on, when_off = self.switches[param]
-        return when_on if switch(value) is True else when_off
+        return when_on if switch(value, param) is True else when_off
 
     def argv_prefix(self) -> list[str]:
         return [sys.executable if part == "{python}" else part for part in self.program]
@@ -380,7 +380,17 @@ def kv_dtype_name(value: object) -> str:
     return _KV_ALIASES.get(text, text)
 
 
-def switch(value: object) -> bool | str:
+def toml_spelling(value: object) -> str:
+    """A profile's value as TOML writes it (true, "most", 1.5), for error lines: not Python's (True, 'most')."""
+    import json
+
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def switch(value: object, param: str | None = None) -> bool | str:
     """flash_attn and friends: True, False or "auto"."""
     if isinstance(value, bool):
         return value
@@ -391,19 +401,27 @@ def switch(value: object) -> bool | str:
         return False
     if text == "auto":
         return "auto"
-    raise VramtuiError(f"not an on/off value: {value!r} (use true, false or auto)")
+    said = f"{param} is " if param else ""
+    raise VramtuiError(f"{said}not an on/off value: {toml_spelling(value)} (use true, false or auto)")
+
+
+# What a whole-number parameter takes besides a number, said when a value is neither
+_WORDS_TOO = {"gpu_layers": ' or "all"'}
 
 
 def whole(param: str, value: object) -> int:
     """An integer parameter; a clear error for anything else."""
+    wrong = VramtuiError(
+        f"{param} must be a whole number{_WORDS_TOO.get(param, '')}, not {toml_spelling(value)}"
+    )
     if isinstance(value, bool):
-        raise VramtuiError(f"{param} must be a whole number, not {value!r}")
+        raise wrong
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise VramtuiError(f"{param} must be a whole number, not {value!r}") from None
+        raise wrong from None
     if not number.is_integer():
-        raise VramtuiError(f"{param} must be a whole number, not {value!r}")
+        raise wrong
     return int(number)
 
 

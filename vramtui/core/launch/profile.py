@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vramtui.core.backends import PARAMS, Backend, get_backend
-from vramtui.core.backends.base import gib, is_all, kv_dtype_problem, size_bytes, switch, whole
+from vramtui.core.backends.base import gib, is_all, kv_dtype_problem, size_bytes, switch, toml_spelling, whole
 from vramtui.core.errors import VramtuiError
 from vramtui.core.units import MIB, parse_size_with_unit
 
@@ -173,7 +173,9 @@ def _tokens(name: str, text: str) -> int:
     try:
         return parse_tokens(text)
     except ValueError:
-        raise VramtuiError(f"{name} must be a whole number, not {text!r} (8192 or 32k)") from None
+        raise VramtuiError(
+            f"{name} must be a whole number, not {toml_spelling(text)} (8192 or 32k)"
+        ) from None
 
 
 def _whole_as_int(value: object) -> object:
@@ -252,7 +254,7 @@ def check_param_value(backend: Backend, name: str, value: object) -> None:
         return
     launch = backend.launch
     if name == "flash_attn" or (launch is not None and name in launch.switches):
-        switch(value)  # on, off or auto; anything else is one line here
+        switch(value, name)  # on, off or auto; anything else is one line here
         return
     if name == "mem_share":
         share = _number(name, value)
@@ -270,7 +272,7 @@ def check_param_value(backend: Backend, name: str, value: object) -> None:
     if name == "cache_ram" and whole(name, value) < -1:
         raise VramtuiError(f"cache_ram must be MiB, -1 (no limit) or 0 (off), not {value!r}")
     if name == "mtp":
-        switch(value)
+        switch(value, name)
         return
     if name == "kv_cache_memory":
         size_bytes(name, value)

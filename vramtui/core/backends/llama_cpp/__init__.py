@@ -53,7 +53,7 @@ def _translate_llama_cpp(backend: Backend, param: str, value: object) -> Transla
             return types
         return Translation(args=("--cache-type-k", types[0], "--cache-type-v", types[1]))
     if param == "flash_attn":
-        state = switch(value)
+        state = switch(value, param)
         return Translation(args=(flag, "auto" if state == "auto" else ("on" if state else "off")))
     if param == "gpu_layers":
         # 999 rather than "all": every build takes a number, only new ones take "all".
@@ -61,7 +61,7 @@ def _translate_llama_cpp(backend: Backend, param: str, value: object) -> Transla
     if param == "parallel" and str(value).strip().lower() in {"auto", "-1"}:
         return Translation(args=(flag, "-1"))  # -1: llama-server picks the slots (4, one unified cache)
     if param == "cpu_moe":
-        return Translation(args=(flag,) if switch(value) is True else ())
+        return Translation(args=(flag,) if switch(value, param) is True else ())
     if param == "override_tensor":
         rules = [value] if isinstance(value, str) else list(value)  # type: ignore[call-overload]
         if not all(isinstance(rule, str) and _override_ok(rule) for rule in rules):

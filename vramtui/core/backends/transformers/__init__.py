@@ -30,7 +30,7 @@ def _translate_transformers(backend: Backend, param: str, value: object) -> Tran
             return bad_value(backend, param, value, "bnb-4bit or bnb-8bit")
         return Translation(args=(flag, mapped))
     if param == "flash_attn":
-        state = switch(value)
+        state = switch(value, param)
         if state == "auto":
             return bad_value(backend, param, value, "true or false")
         return Translation(args=(flag, "flash_attention_2" if state else "sdpa"))
