@@ -26,6 +26,7 @@ from vramtui.core.units import GIB, MIB
 from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes
 from vramtui.core.wizard.ladders import GGUF_QUANT_ORDER, MEMORY_FAILURES, NOT_MEMORY, Rung
 from vramtui.core.wizard.observe import Observation
+from vramtui.core.wizard.reach import out_of_reach, useful_context
 
 
 def switched_on(current: object) -> object:
@@ -360,23 +361,10 @@ class Proposer:
     def rungs(self, stage: str, cause: str | None = None) -> list[Rung]:
         return list(self.ladders.get(stage, ())) if self.ladders else self.backend.rungs(stage, cause)
 
-    def useful_context(self, profile: Profile) -> int | None:
-        """The most context the run can use: the model's trained length per sequence (the engine caps each
-        there), times the sequences where the context is the whole cache (llama.cpp's slots)."""
-        from vramtui.core.estimate.accounting import accounting_for
-
-        trained = _whole_or_none(getattr(self.model.info(profile.model), "max_context", None))
-        if not trained:
-            return None
-        if accounting_for(self.backend.name).context_is_per_sequence:
-            return trained
-        slots = _whole_or_none(current_value(profile, "parallel")) or self.backend.parallel_auto_slots or 1
-        return trained * slots
-
     def candidates(self, rung: Rung, current: object, profile: Profile) -> list[object]:
         if rung.param == "context":
             values = candidates(rung, current, profile, 0)
-            useful, now = self.useful_context(profile), _whole_or_none(current)
+            useful, now = useful_context(self.model, profile), _whole_or_none(current)
             if useful and now and now > useful:  # past what it can use: down to that first, at no cost
                 return [useful, *(v for v in values if isinstance(v, int) and v < useful)]
             return values
@@ -466,43 +454,18 @@ class Proposer:
     def _out_of_reach(
         self, profile: Profile, stage: str, options: list[Option], skipped: set[str], obs: Observation
     ) -> bool:
-        """Nothing fits in one step, and not even every change on the ladder at once would (QA: two
-        relaunches on a context and a cache type that could not make room beside the weights): stop now,
-        and say what takes the room and what helps instead. Only for a start that failed: a server that
-        came up (an attached one over its budget) shows the estimate's footprint is not the whole story."""
+        """Not even every change on the ladder at once makes room (reach.out_of_reach): stop, and say why.
+        Only for a start that failed: a server that came up (an attached one over its budget) shows the
+        estimate's footprint is not the whole story."""
         if obs.works or obs.ready or obs.runs_over_budget:
             return False
         moves = [proposal for _, proposal, bill in options if bill is not None]
-        if not moves or len(moves) < len(options):  # a move with no arithmetic may still help
+        if len(moves) < len(options):  # a move with no arithmetic may still help
             return False
-        combined = profile
-        for proposal in moves:
-            for param, value in ((proposal.param, proposal.to), *([proposal.then] if proposal.then else [])):
-                combined = (
-                    combined.with_changes(model=str(value))
-                    if param == "model"
-                    else combined.with_param(param, value)
-                )
-        bill = self.model.predict(combined)
-        model, room = self.model, self.model.room()
-        # out of reach by the estimate itself, not by its safety margin (a step within it may still run)
-        if bill is None or room is None or needed_bytes(bill) <= room:
+        found = out_of_reach(self.model, profile, stage, moves, skipped)
+        if found is None:
             return False
-        changes = ", ".join(f"{p.param} {value_word(p.to)}" for p in moves)
-        kept = (
-            f", or let the wizard change what you skipped ({', '.join(sorted(skipped))})" if skipped else ""
-        )
-        self.findings.advice = [
-            f"even with every change on the {stage} ladder at once ({changes}) it needs about "
-            f"{needed_bytes(bill) / MIB:.0f} MiB, more than the {room / MIB:.0f} MiB the "
-            f"{(model.budget or 0) / MIB:.0f} MiB budget leaves beside the engine's own "
-            f"{model.baseline() / MIB:.0f} MiB (the weights take {bill.get('weights', model.place) / MIB:.0f} MiB)",
-            "raise memory_budget under [limits] in the profile, or use a smaller quantization or a smaller "
-            f"model{kept}",
-        ]
-        self.findings.stop_reason = "no change on the ladder makes it fit, not even all of them at once" + (
-            f" (skipped: {', '.join(sorted(skipped))})" if skipped else ""
-        )
+        self.findings.advice, self.findings.stop_reason = found
         return True
 
     def _no_room(self, obs: Observation) -> bool:
@@ -767,7 +730,9 @@ class Proposer:
             parts.append(f"no estimate ({model.why_unavailable or 'no budget known'}): a cautious step")
         if rung.param == "n_cpu_moe" and before is not None and after is not None and profile is not None:
             parts.append(self._experts_moved(profile, value, before, after))
-        useful = self.useful_context(profile) if profile is not None and rung.param == "context" else None
+        useful = (
+            useful_context(self.model, profile) if profile is not None and rung.param == "context" else None
+        )
         if useful and value == useful:
             trained = getattr(self.model.info(profile.model), "max_context", 0) if profile else 0
             parts.append(

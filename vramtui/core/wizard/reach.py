@@ -1,0 +1,76 @@
+"""What the wizard's moves can reach at best, before it spends a relaunch on one.
+
+`useful_context`: the most context a run can use (the engine caps each sequence at the model's trained
+length), so a context past it goes there first, at no cost. `out_of_reach`: when not even every move on
+the ladder at once makes room by the estimate, no relaunch is spent on any of them (QA: two relaunches on
+a context and a cache type that could not make room beside a model's weights, then a stop with no advice).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vramtui.core.launch.profile import Profile
+from vramtui.core.units import MIB
+from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes
+
+if TYPE_CHECKING:
+    from vramtui.core.wizard.propose import Proposal
+
+
+def _whole(value: object) -> int | None:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
+
+
+def useful_context(model: MemoryModel, profile: Profile) -> int | None:
+    """The most context the run can use: the model's trained length per sequence (the engine caps each
+    there), times the sequences where the context is the whole cache (llama.cpp's slots)."""
+    from vramtui.core.estimate.accounting import accounting_for
+
+    trained = _whole(getattr(model.info(profile.model), "max_context", None))
+    if not trained:
+        return None
+    backend = model.backend
+    if accounting_for(backend.name).context_is_per_sequence:
+        return trained
+    slots = _whole(current_value(profile, "parallel")) or backend.parallel_auto_slots or 1
+    return trained * slots
+
+
+def out_of_reach(
+    model: MemoryModel, profile: Profile, stage: str, moves: list[Proposal], skipped: set[str]
+) -> tuple[list[str], str] | None:
+    """(advice, stop reason) when every move at once still needs more than the room, by the estimate
+    itself and not its safety margin (a step within the margin may still run); None when they may fit."""
+    from vramtui.core.wizard.propose import value_word
+
+    if not moves:
+        return None
+    combined = profile
+    for proposal in moves:
+        for param, value in ((proposal.param, proposal.to), *([proposal.then] if proposal.then else [])):
+            combined = (
+                combined.with_changes(model=str(value))
+                if param == "model"
+                else combined.with_param(param, value)
+            )
+    bill, room = model.predict(combined), model.room()
+    if bill is None or room is None or needed_bytes(bill) <= room:
+        return None
+    changes = ", ".join(f"{p.param} {value_word(p.to)}" for p in moves)
+    names = ", ".join(sorted(skipped))
+    kept = f", or let the wizard change what you skipped ({names})" if skipped else ""
+    advice = [
+        f"even with every change on the {stage} ladder at once ({changes}) it needs about "
+        f"{needed_bytes(bill) / MIB:.0f} MiB, more than the {room / MIB:.0f} MiB the "
+        f"{(model.budget or 0) / MIB:.0f} MiB budget leaves beside the engine's own "
+        f"{model.baseline() / MIB:.0f} MiB (the weights take {bill.get('weights', model.place) / MIB:.0f} MiB)",
+        f"raise memory_budget under [limits] in the profile, or use a smaller quantization or a smaller model{kept}",
+    ]
+    reason = "no change on the ladder makes it fit, not even all of them at once" + (
+        f" (skipped: {names})" if skipped else ""
+    )
+    return advice, reason
