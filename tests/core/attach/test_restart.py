@@ -13,6 +13,10 @@ from vramtui.core.attach.restart import Running, attached_profile, changed_comma
 from vramtui.core.attach.target import Target
 from vramtui.core.errors import VramtuiError
 
+# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
+# is a download cut inside its header, refused before launch).
+EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
+
 
 def _running(argv: list[str], kind: str = "pid", name: str | None = None, **kw: object) -> Running:
     target = Target(
@@ -30,7 +34,7 @@ LLAMA = shlex.split(
 
 def test_the_profile_keeps_every_word_and_the_model_resolves_from_its_directory(tmp_path: Path) -> None:
     (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "qwen-q4_k_m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "models" / "qwen-q4_k_m.gguf").write_bytes(EMPTY_GGUF)
     profile = attached_profile(_running(LLAMA, cwd=str(tmp_path)))
     assert profile.backend.name == "llama.cpp"
     assert profile.model == str(tmp_path / "models" / "qwen-q4_k_m.gguf")

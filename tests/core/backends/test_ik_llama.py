@@ -25,6 +25,11 @@ CELLS, LAYERS = 16384, 61
 LATENT, RANK = 512 + 64, 512  # c^KV and the rope part; the compressed KV alone
 
 
+# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
+# is a download cut inside its header, refused before launch).
+EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
+
+
 def deepseek_r1() -> ModelInfo:
     info = ModelInfo(
         source="DeepSeek-R1 config.json",
@@ -156,7 +161,7 @@ def test_a_profile_launches_its_llama_server_with_its_own_flags(tmp_path: Path) 
     from vramtui.core.launch.profile import profile_from_dict
 
     model = tmp_path / "m.gguf"
-    model.write_bytes(b"GGUF")
+    model.write_bytes(EMPTY_GGUF)
     params = {"context": 8192, "mla": 2, "attn_max_batch": 512, "run_time_repack": True, "mmap": False}
     plan = build_command(
         profile_from_dict({"backend": "ik_llama.cpp", "model": str(model), "params": params})

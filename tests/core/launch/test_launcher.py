@@ -37,6 +37,10 @@ from vramtui.core.launch.launcher import run_check as _run_check
 from vramtui.core.launch.profile import Profile, load_profile
 from vramtui.core.units import MIB
 
+# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
+# is a download cut inside its header, refused before launch).
+EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
+
 PROFILES = Path(__file__).resolve().parents[2] / "data" / "profiles"
 needs_llama = pytest.mark.skipif(
     subprocess.run(
@@ -228,7 +232,7 @@ def test_a_program_that_is_not_the_engines_server_is_a_bad_arguments_failure(tmp
     # log's line 2 is "/bin/sleep: unrecognized option '--model'".
     sleep = shutil.which("sleep")
     assert sleep is not None
-    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
     profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0, program=sleep)
     started: list[int] = []
     result = run_check(profile, tmp_path, ready_timeout_s=30, on_start=lambda s: started.append(s.pid))
@@ -249,7 +253,7 @@ def test_a_refused_flag_of_the_users_own_is_not_called_another_program(tmp_path:
     server = tmp_path / "llama-server"
     server.write_text('#!/bin/sh\necho "server.py: error: unrecognized arguments: --bogus" >&2\nexit 2\n')
     server.chmod(0o755)
-    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
     profile = Profile(
         backend="llama.cpp",
         model=str(tmp_path / "m.gguf"),

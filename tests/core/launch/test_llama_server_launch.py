@@ -29,6 +29,11 @@ from vramtui.core.launch.profile import Profile
 needs_binary = pytest.mark.usefixtures("llama_server_bin")
 
 
+# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
+# is a download cut inside its header, refused before launch).
+EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
+
+
 def _profile(model: Path, **changes: object) -> Profile:
     return Profile(backend="llama.cpp", model=str(model), port=0, program=str(BINARY), **changes)  # type: ignore[arg-type]
 
@@ -232,7 +237,7 @@ def test_an_exit_with_no_error_text_quotes_the_last_error_looking_line(tmp_path:
         "echo '    For further information visit https://errors.pydantic.dev'\nexit 1\n"
     )
     program.chmod(0o755)
-    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
     profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0, program=str(program))
     result = run_check(profile, log_dir=tmp_path / "runs", ready_timeout_s=20)
     assert not result.ready and result.exit_code == 1

@@ -15,6 +15,10 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.launcher import build_command
 from vramtui.core.launch.profile import Profile, load_launch_profile, load_profile, profile_from_dict
 
+# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
+# is a download cut inside its header, refused before launch).
+EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
+
 
 def vramtui(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -23,7 +27,7 @@ def vramtui(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def write(folder: Path, body: str, model: str = "m.gguf") -> Path:
-    (folder / "m.gguf").write_bytes(b"GGUF")
+    (folder / "m.gguf").write_bytes(EMPTY_GGUF)
     path = folder / "p.toml"
     path.write_text(f'backend = "llama.cpp"\nmodel = "{model}"\n{body}', encoding="utf-8")
     return path
@@ -256,7 +260,7 @@ def test_an_engine_that_is_not_installed_is_named_with_how_to_get_it_exit_2(
 ) -> None:
     # Issue 22 #30: a missing vLLM or Ollama got llama-server's advice and exit status 1 after a launch;
     # the README promises a program that is not there is one line and exit 2 before anything is launched.
-    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
     (tmp_path / "empty").mkdir()
     path = tmp_path / "p.toml"
     path.write_text(f'backend = "{backend}"\nmodel = "{model}"\n[env]\nPATH = "{tmp_path / "empty"}"\n')
