@@ -702,3 +702,31 @@ def test_a_sequence_count_past_any_engine_is_refused(capsys: pytest.CaptureFixtu
     assert main(["estimate", "--params", "8B", "--parallel", "1000000000000"]) == 2
     assert "past any engine's limit (at most 65,536)" in capsys.readouterr().err
     assert main(["estimate", "--params", "8B", "--parallel", "256", "--json"]) in (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("typed", "key", "value"),
+    [
+        (["-c", "4096"], "context", 4096),
+        (["--ctx-size", "4096"], "context", 4096),
+        (["-ngl", "2"], "gpu_layers", 2),
+        (["--n-gpu-layers", "2"], "gpu_layers", 2),
+        (["-np", "2", "-c", "8192"], "parallel", 2),
+        (["-ub", "256", "-c", "4096"], "kv_cells", 4096),
+    ],
+)
+def test_llama_servers_own_spellings_mean_what_they_mean_there(
+    capsys: pytest.CaptureFixture[str], tiny_gguf: Path, typed: list[str], key: str, value: int
+) -> None:
+    """QA: `-c 4096` was taken as a prefix of -cram (a 4096 MiB prompt cache), `--ctx-size` of
+    --ctx-size-draft and `-ngl 2` of -ngld (the draft's layers), each silently, exit 0."""
+    data = run_json(capsys, str(tiny_gguf), *typed)
+    assert data[key] == value
+    assert data["extras"] == []  # nothing went to a draft or a prompt cache
+
+
+def test_an_abbreviated_flag_is_refused_not_read_as_another(
+    capsys: pytest.CaptureFixture[str], tiny_gguf: Path
+) -> None:
+    assert main(["estimate", str(tiny_gguf), "--ctx-s", "4096"]) == 2
+    assert "unrecognized arguments: --ctx-s 4096" in capsys.readouterr().err

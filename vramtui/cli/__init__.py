@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(f"vramtui.cli.{module_name}")
-        command_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        # no abbreviations: a prefix picks another flag silently (`--ctx-size` read as `--ctx-size-draft`)
+        command_parser = sub.add_parser(name, help=module.HELP, description=module.HELP, allow_abbrev=False)
         module.add_arguments(command_parser)
         command_parser.set_defaults(_module=module)
     return parser

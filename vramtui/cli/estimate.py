@@ -42,12 +42,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="llama.cpp",
         help="llama.cpp, llama-cpp-python, ik_llama.cpp, vllm, transformers or ollama",
     )
-    run.add_argument("--ctx", metavar="TOKENS", help="context length (8192, 32k)")
-    run.add_argument("--parallel", metavar="N", help="concurrent sequences")
-    run.add_argument("--batch", metavar="N", help="logical batch (vLLM: max-num-batched-tokens)")
-    run.add_argument("--ubatch", metavar="N", help="micro-batch (llama.cpp n_ubatch)")
+    # llama-server's own spellings too (-c, -np, -ngl ...): typed from habit, they must mean what they mean
+    # there (QA: `-c 4096` was read as -cram's prefix and `-ngl 2` as -ngld's, silently)
+    run.add_argument("--ctx", "-c", "--ctx-size", metavar="TOKENS", help="context length (8192, 32k)")
+    run.add_argument("--parallel", "-np", metavar="N", help="concurrent sequences")
+    run.add_argument(
+        "--batch", "-b", "--batch-size", metavar="N", help="logical batch (vLLM: max-num-batched-tokens)"
+    )
+    run.add_argument("--ubatch", "-ub", "--ubatch-size", metavar="N", help="micro-batch (llama.cpp n_ubatch)")
     run.add_argument(
         "--flash-attn",
+        "-fa",
         nargs="?",
         const="on",
         metavar="on|off",
@@ -58,7 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TYPE",
         help="KV cache type: f16, bf16, q8_0, q4_0 (llama.cpp; K/V apart: q4_0/f16), fp8 (vLLM)",
     )
-    run.add_argument("--gpu-layers", metavar="N", help="llama.cpp: layers on the GPU (default all)")
+    run.add_argument(
+        "--gpu-layers",
+        "-ngl",
+        "--n-gpu-layers",
+        metavar="N",
+        help="llama.cpp: layers on the GPU (default all)",
+    )
     run.add_argument(
         "--cpu-moe", action="store_true", help="llama.cpp, MoE models: every expert tensor in host RAM"
     )
