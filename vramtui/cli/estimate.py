@@ -421,8 +421,10 @@ def render(info: Any, est: Any) -> str:
     if est.weights_unknown:
         verdict = f"WEIGHTS UNKNOWN (quant_method {est.weights_unknown!r}, sized as 16-bit): {verdict}"
     lines.append(f"verdict   {verdict}")
-    solved = [f"largest context {est.max_context:,}" if est.max_context is not None else ""]
-    if est.max_parallel is not None:
+    # a refusal no context cures (a quantized V without flash attention): its zeros would read as memory's
+    cured = not (est.refused and not est.max_context)
+    solved = [f"largest context {est.max_context:,}" if est.max_context is not None and cured else ""]
+    if est.max_parallel is not None and cured:
         tokens = getattr(est, "max_parallel_tokens", None)  # the sequences' length: ctx / slots on llama.cpp
         each = f" (sequences of {tokens:,} tokens)" if tokens else ""
         layers = " with every layer on the GPU" if est.max_parallel_all_layers else ""

@@ -159,6 +159,7 @@ def test_what_llama_cpp_refuses_to_start_is_no_fit(monkeypatch: pytest.MonkeyPat
     base = Settings(context=8192, parallel=1, device_bytes=24 * GIB, flash_attn=False)
     refused = estimate(PHI4_MINI, replace(base, kv_dtype="q8_0"))
     assert not refused.fits and refused.reason and "without flash attention" in refused.reason
+    assert refused.refused  # not memory: WILL NOT START, whatever the card holds (QA: read "DOES NOT FIT")
     assert estimate(PHI4_MINI, replace(base, kv_dtype="q8_0/f16")).fits
     assert estimate(PHI4_MINI, replace(base, kv_dtype="q8_0", flash_attn=True)).fits
     import psutil

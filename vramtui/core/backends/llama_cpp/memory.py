@@ -530,8 +530,9 @@ def _refusals(settings: Settings, run: RunShape, est: Estimate) -> None:
     attention; with --no-kv-offload, a cache in host RAM past this machine's RAM."""
     v_type = kv_pair(run.kv_dtype)[1]
     if not run.flash and _quantized_v(run.kv_dtype):
-        est.fits = False
-        est.reason = (
+        # not memory: it will not start whatever the card holds (QA: it read "DOES NOT FIT", with
+        # "GPU layers that fit 0/5" on a 24 GiB card)
+        est.refuse(
             f"llama.cpp refuses a quantized V cache ({v_type}) without flash attention: add --flash-attn on, "
             "or keep V 16-bit (--kv-dtype K/f16)"
         )
