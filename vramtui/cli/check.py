@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+
 HELP = (
     "launch a profile, wait for ready, send the smallest request, stop, and report (exit 0 when it answered)"
 )
@@ -133,7 +134,9 @@ def _print_report(result, move, advice: list[str]) -> None:  # type: ignore[no-u
         if diagnosis is not None and diagnosis.failed and diagnosis.first_error_text:
             # the advice refers to it ("read the first error line above"): it is shown, as diagnose does
             number = f" (line {diagnosis.first_error_line} of the log)" if diagnosis.first_error_line else ""
-            print(f"  first error{number}: {diagnosis.first_error_text.strip()[:200]}")
+            from vramtui.core.logs.analysis import clip_words
+
+            print(f"  first error{number}: {clip_words(diagnosis.first_error_text, 200)}")
     if move is not None:
         print(f"  first move (the wizard's): {in_words(move.describe())}")
     if result.diagnosis is not None:

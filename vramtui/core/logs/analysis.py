@@ -397,3 +397,14 @@ def _engine_hint(text: str) -> str | None:
 def _clip(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def clip_words(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters, cut between words and marked "…" (QA: a line cut at 200
+    characters read "you tried to allocate 22682" where the log said 22682927104 bytes)."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"

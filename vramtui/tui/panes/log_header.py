@@ -17,6 +17,7 @@ from rich.text import Text
 from textual.content import Content
 
 from vramtui.core.logs.advice import START_UP_WORDS, before_the_model
+from vramtui.core.logs.analysis import clip_words
 from vramtui.core.logs.stages import STAGES
 from vramtui.tui.palette import theme_style
 from vramtui.tui.themes import stage_variable
@@ -85,7 +86,7 @@ def _verdict(
             error = (diagnosis.first_error_text or "").strip()[:ERROR_CHARS]
         elif diagnosis.first_error_text:
             text.append(" — no line of the log states it: ")
-            error = diagnosis.first_error_text.strip()[:ERROR_CHARS]
+            error = clip_words(diagnosis.first_error_text, ERROR_CHARS)
     elif getattr(diagnosis, "incomplete", False):
         text.append("NOT READY", style=theme_style(app, "log-warning", bold=True, reverse=True))
         text.append(
