@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-
 HELP = (
     "launch a profile, wait for ready, send the smallest request, stop, and report (exit 0 when it answered)"
 )

@@ -12,7 +12,6 @@ import argparse
 import sys
 from typing import Any
 
-
 HELP = "guided downgrade: one change at a time, relaunch, verify, record — until the profile runs"
 
 
