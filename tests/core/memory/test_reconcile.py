@@ -118,3 +118,17 @@ def test_a_start_that_failed_never_held_its_later_buffers() -> None:
     assert shown["kv_cache"] == (2048 * mib, None) and shown["compute"] == (180 * mib, None)
     assert shown[UNPRINTED] == (12 * mib, 13 * mib)  # the runtime against what it held beyond the weights
     assert "not compared" in failed.notes[0]
+
+
+def test_a_failed_start_that_printed_a_buffer_it_never_held_compares_no_rest() -> None:
+    """QA: vLLM printed its 21.1 GiB KV cache, then could not allocate it; the host held 1.6 GiB, so the
+    rest read "actual 0 B" and the verdict "over by 560 MiB", under the line saying it failed first."""
+    gib = 1 << 30
+    estimate, printed = MemoryBill(), MemoryBill()
+    for part, size in (("weights", 0.01), ("kv_cache", 21.5), ("runtime", 0.55)):
+        estimate.add(HOST, part, int(size * gib))  # type: ignore[arg-type]
+    printed.add(HOST, "kv_cache", int(21.1 * gib))  # type: ignore[arg-type]
+    found = reconcile(estimate, printed, {HOST: int(1.6 * gib)}, failed=True)
+    assert found.off is None, found.verdict()
+    rest = next(term for term in found.terms if term.part == UNPRINTED)
+    assert rest.actual is None  # shown, not compared
