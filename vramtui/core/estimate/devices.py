@@ -154,9 +154,11 @@ def check_layout(
     if tp < 1 or pp < 1:
         raise VramtuiError("--tensor-parallel-size and --pipeline-parallel-size must be at least 1")
     if tensor_split and len(tensor_split) > n_devices:
+        example = ",".join(["24GiB"] * len(tensor_split))
+        given = f"{n_devices} card{'s are' if n_devices != 1 else ' is'} given"
         raise VramtuiError(
-            f"--tensor-split names {len(tensor_split)} devices but {n_devices} card(s) are given: "
-            "give one --gpu-mem size per card (24GiB,24GiB)"
+            f"--tensor-split names {len(tensor_split)} devices but {given}: give one --gpu-mem size per card "
+            f"({example})"
         )
     if not 0 <= main_gpu < max(n_devices, 1):
         raise VramtuiError(f"--main-gpu {main_gpu}: there are {n_devices} card(s) (0..{n_devices - 1})")

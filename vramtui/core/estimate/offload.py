@@ -58,7 +58,7 @@ def parse_override(text: str) -> TensorOverride:
     """`PATTERN=DEVICE` as llama.cpp takes it; a bad regex or a missing device is a one-line error."""
     pattern, sep, device = str(text).strip().rpartition("=")
     if not sep or not pattern or not device.strip():
-        raise VramtuiError(f"--override-tensor {text!r}: use PATTERN=DEVICE, e.g. 'exps=CPU'")
+        raise VramtuiError(f"{text!r}: use PATTERN=DEVICE, e.g. 'exps=CPU'")
     try:
         _compiled(pattern)
     except re.error as error:

@@ -159,8 +159,10 @@ def _notes(
             f"prints CPU_Mapped): {format_bytes(where.mapped_extra)} of it is tensors the GPU holds, page cache "
             f"the OS can reclaim; --no-mmap keeps only the host's own {format_bytes(where.w_host - where.mapped_extra)}"
         )
+    typed = {rule.split("=", 1)[0] for rule in settings.override_tensor}  # not --n-cpu-moe's own patterns
     for pattern in where.unmatched:
-        notes.append(f"-ot {pattern}=...: no layer tensor of this model matches it, so it moves nothing")
+        if pattern in typed or not (settings.n_cpu_moe or settings.cpu_moe):
+            notes.append(f"-ot {pattern}=...: no layer tensor of this model matches it, so it moves nothing")
     if info.n_recurrent_layers:
         notes.append(recurrent.describe(info, run.parallel))
     if info.swa_layers and info.sliding_window:
