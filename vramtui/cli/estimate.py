@@ -36,6 +36,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TYPE",
         help="weights: q4_0 q4_k_m q5_k_m q6_k q8_0 iq4_xs ... f32 f16 bf16 fp8 int8 nf4 (bitsandbytes) awq gptq",
     )
+    run = _add_run(parser)
+    _add_host_weights(run)
+    _add_extras(parser)
+    card = parser.add_argument_group("the card")
+    card.add_argument(
+        "--gpu-mem",
+        metavar="SIZE[,SIZE...]",
+        help="device memory: 24GiB, 24G, 24576MiB; several GPUs: 24GiB,12GiB (default: every GPU NVML "
+        "sees, else 24GiB)",
+    )
+    _add_several_gpus(parser)
+    _add_ik_llama(parser)
+    card.add_argument(
+        "--safety",
+        metavar="SHARE",
+        help="usable share of the card (default 0.8; for vLLM its gpu-memory-utilization, default 0.92)",
+    )
+    card.add_argument("--cpu", action="store_true", help="size a CPU-only run (what goes to host RAM)")
+    _add_modes(parser)
+
+
+def _add_run(parser: argparse.ArgumentParser) -> Any:
+    """How it runs: the engine, the context, the slots, the batches, the cache and the placement."""
     run = parser.add_argument_group("how it runs")
     run.add_argument(
         "--backend",
@@ -86,24 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="llama.cpp: tensors whose name matches PATTERN go to DEVICE (CPU for host RAM; repeatable)",
     )
-    _add_host_weights(run)
-    _add_extras(parser)
-    card = parser.add_argument_group("the card")
-    card.add_argument(
-        "--gpu-mem",
-        metavar="SIZE[,SIZE...]",
-        help="device memory: 24GiB, 24G, 24576MiB; several GPUs: 24GiB,12GiB (default: every GPU NVML "
-        "sees, else 24GiB)",
-    )
-    _add_several_gpus(parser)
-    _add_ik_llama(parser)
-    card.add_argument(
-        "--safety",
-        metavar="SHARE",
-        help="usable share of the card (default 0.8; for vLLM its gpu-memory-utilization, default 0.92)",
-    )
-    card.add_argument("--cpu", action="store_true", help="size a CPU-only run (what goes to host RAM)")
-    _add_modes(parser)
+    return run
 
 
 def _add_modes(parser: argparse.ArgumentParser) -> None:
@@ -421,6 +427,19 @@ def render(info: Any, est: Any) -> str:
     if est.weights_unknown:
         verdict = f"WEIGHTS UNKNOWN (quant_method {est.weights_unknown!r}, sized as 16-bit): {verdict}"
     lines.append(f"verdict   {verdict}")
+    solved = _solvers(est)
+    if solved:
+        lines.append("solvers   " + "; ".join(solved))
+    for note in est.notes:
+        if note != est.reason:  # already the verdict
+            lines.append(f"note      {note}")
+    return "\n".join(lines)
+
+
+def _solvers(est: Any) -> list[str]:
+    """What the solvers found: the largest context and concurrency, the split, the experts and layers that fit."""
+    from vramtui.core.units import format_bytes as fb
+
     # a refusal no context cures (a quantized V without flash attention): its zeros would read as memory's
     cured = not (est.refused and not est.max_context)
     solved = [f"largest context {est.max_context:,}" if est.max_context is not None and cured else ""]
@@ -441,12 +460,7 @@ def render(info: Any, est: Any) -> str:
         solved.append(f"GPU layers that fit {est.gpu_layers_fit}/{est.n_layers + 1}")
         if est.host_bytes_needed:
             solved.append(f"host RAM needed {fb(est.host_bytes_needed)}")
-    if any(solved):
-        lines.append("solvers   " + "; ".join(s for s in solved if s))
-    for note in est.notes:
-        if note != est.reason:  # already the verdict
-            lines.append(f"note      {note}")
-    return "\n".join(lines)
+    return [s for s in solved if s]
 
 
 def fit_terminal(text: str, width: int) -> str:

@@ -729,7 +729,7 @@ class Proposer:
         elif after is None:
             parts.append(f"no estimate ({model.why_unavailable or 'no budget known'}): a cautious step")
         if rung.param == "n_cpu_moe" and before is not None and after is not None and profile is not None:
-            parts.append(self._experts_moved(profile, value, before, after))
+            parts.append(experts_moved(self.model, profile, value, before, after))
         useful = (
             useful_context(self.model, profile) if profile is not None and rung.param == "context" else None
         )
@@ -743,16 +743,19 @@ class Proposer:
             parts.append(f"cost: {rung.cost}")
         return "; ".join(parts)
 
-    def _experts_moved(self, profile: Profile, value: object, before: MemoryBill, after: MemoryBill) -> str:
-        """What --n-cpu-moe moves, and what each generated token then reads from host RAM."""
-        place = self.model.place
-        moved = max(0, before.get("weights", place) - after.get("weights", place))
-        info = self.model.info(profile.model)
-        used, experts = getattr(info, "n_experts_used", 0) or 0, getattr(info, "n_experts", 0) or 0
-        said = f"the experts of the first {value} layers ({moved / MIB:.0f} MiB) go to host RAM"
-        if used and experts and moved:
-            said += (
-                f"; with {used} of {experts} experts active per token, each token reads about "
-                f"{moved * used / experts / MIB:.1f} MiB of them on the CPU"
-            )
-        return said
+
+def experts_moved(
+    model: MemoryModel, profile: Profile, value: object, before: MemoryBill, after: MemoryBill
+) -> str:
+    """What --n-cpu-moe moves, and what each generated token then reads from host RAM."""
+    place = model.place
+    moved = max(0, before.get("weights", place) - after.get("weights", place))
+    info = model.info(profile.model)
+    used, experts = getattr(info, "n_experts_used", 0) or 0, getattr(info, "n_experts", 0) or 0
+    said = f"the experts of the first {value} layers ({moved / MIB:.0f} MiB) go to host RAM"
+    if used and experts and moved:
+        said += (
+            f"; with {used} of {experts} experts active per token, each token reads about "
+            f"{moved * used / experts / MIB:.1f} MiB of them on the CPU"
+        )
+    return said
