@@ -25,7 +25,7 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 # Test modules whose fakes other folders' tests reuse (FakeDriver, ReplayedRuns, the TUI helpers):
 # importable whichever folder pytest is pointed at.
-for _folder in ("core/memory", "core/wizard", "core/backends", "tui", "engines"):
+for _folder in ("", "core/memory", "core/wizard", "core/backends", "tui", "engines"):
     sys.path.insert(0, str(Path(__file__).resolve().parent / _folder))
 
 

@@ -7,11 +7,9 @@ import sys
 import tomllib
 from pathlib import Path
 
-from vramtui.core.launch.profile import load_profile
+from placeholder_files import EMPTY_GGUF
 
-# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
-# is a download cut inside its header, refused before launch).
-EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
+from vramtui.core.launch.profile import load_profile
 
 SOURCE = """# my bring-up profile: the comments are mine
 backend = "llama.cpp"

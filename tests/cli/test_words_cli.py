@@ -12,13 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from placeholder_files import EMPTY_GGUF
 
 from vramtui.core.logs.stages import STAGES
 from vramtui.tui.words import CAUSE_WORDS, FAILURE_WORDS, FIGURE_WORDS, OUTCOME_WORDS
-
-# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
-# is a download cut inside its header, refused before launch).
-EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
 
 CODES = sorted(
     code for code in {*FAILURE_WORDS, *CAUSE_WORDS, *OUTCOME_WORDS, *FIGURE_WORDS, *STAGES} if "_" in code

@@ -6,6 +6,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from placeholder_files import EMPTY_GGUF
 from test_tui_support import bring_up_curve_mib, screen_text, wait_for, write_nvsmi_csv
 
 from vramtui.core.errors import VramtuiError
@@ -17,10 +18,6 @@ from vramtui.tui.panes.estimator import EstimatorPane
 from vramtui.tui.panes.memory import MemoryPane
 from vramtui.tui.widgets.graph import BLOCKS, MemoryGraph
 from vramtui.tui.words import failure_words, stage_words
-
-# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
-# is a download cut inside its header, refused before launch).
-EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
 
 
 @pytest.fixture

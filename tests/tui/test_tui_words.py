@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+from placeholder_files import EMPTY_GGUF
 from test_tui_support import screen_text, wait_for
 from textual.widgets import Static
 
@@ -13,10 +14,6 @@ from vramtui.core.logs.stages import STAGES
 from vramtui.tui.app import VramtuiApp
 from vramtui.tui.panes.wizard import WizardPane
 from vramtui.tui.words import CAUSE_WORDS, FAILURE_WORDS, FIGURE_WORDS, OUTCOME_WORDS
-
-# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
-# is a download cut inside its header, refused before launch).
-EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
 
 CODES = sorted(
     code for code in {*FAILURE_WORDS, *CAUSE_WORDS, *OUTCOME_WORDS, *FIGURE_WORDS, *STAGES} if "_" in code

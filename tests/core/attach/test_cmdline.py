@@ -7,12 +7,10 @@ import sys
 import time
 from pathlib import Path
 
+from placeholder_files import EMPTY_GGUF
+
 from vramtui.core.attach.cmdline import find_backend, process_command, read_command
 from vramtui.core.backends import BACKENDS, LLAMA_CPP, LLAMA_CPP_PYTHON, VLLM
-
-# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
-# is a download cut inside its header, refused before launch).
-EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
 
 
 def test_llama_server_long_and_short_flags() -> None:

@@ -7,15 +7,12 @@ import shlex
 from pathlib import Path
 
 import pytest
+from placeholder_files import EMPTY_GGUF
 
 from vramtui.core.attach.cmdline import read_command
 from vramtui.core.attach.restart import Running, attached_profile, changed_command
 from vramtui.core.attach.target import Target
 from vramtui.core.errors import VramtuiError
-
-# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
-# is a download cut inside its header, refused before launch).
-EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
 
 
 def _running(argv: list[str], kind: str = "pid", name: str | None = None, **kw: object) -> Running:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from placeholder_files import EMPTY_GGUF
 
 from vramtui.core.attach.cmdline import read_command
 from vramtui.core.backends import get_backend
@@ -23,11 +24,6 @@ from vramtui.core.units import GIB, MIB
 
 CELLS, LAYERS = 16384, 61
 LATENT, RANK = 512 + 64, 512  # c^KV and the rope part; the compressed KV alone
-
-
-# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
-# is a download cut inside its header, refused before launch).
-EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
 
 
 def deepseek_r1() -> ModelInfo:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from placeholder_files import EMPTY_GGUF
 
 from vramtui.core.launch import procs
 from vramtui.core.launch.launcher import (
@@ -36,10 +37,6 @@ from vramtui.core.launch.launcher import (
 from vramtui.core.launch.launcher import run_check as _run_check
 from vramtui.core.launch.profile import Profile, load_profile
 from vramtui.core.units import MIB
-
-# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
-# is a download cut inside its header, refused before launch).
-EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
 
 PROFILES = Path(__file__).resolve().parents[2] / "data" / "profiles"
 needs_llama = pytest.mark.skipif(

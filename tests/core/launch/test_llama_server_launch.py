@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from placeholder_files import EMPTY_GGUF
 from test_llama_server_cmdline import BINARY  # tests/conftest.py puts core/backends on the path
 
 from vramtui.core.launch import procs
@@ -27,11 +28,6 @@ from vramtui.core.launch.profile import Profile
 
 # The conftest fixture: skipped where no binary is built, a failure under CI (which builds it).
 needs_binary = pytest.mark.usefixtures("llama_server_bin")
-
-
-# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
-# is a download cut inside its header, refused before launch).
-EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
 
 
 def _profile(model: Path, **changes: object) -> Profile:

@@ -10,14 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from placeholder_files import EMPTY_GGUF
 
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.launcher import build_command
 from vramtui.core.launch.profile import Profile, load_launch_profile, load_profile, profile_from_dict
-
-# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
-# is a download cut inside its header, refused before launch).
-EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
 
 
 def vramtui(*args: str) -> subprocess.CompletedProcess[str]:

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from placeholder_files import EMPTY_GGUF
 
 from vramtui.core.backends import get_backend
 from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
@@ -29,9 +30,6 @@ from vramtui.core.wizard.wizard import (
 )
 
 # Real lines, llama-cpp-python 0.3.36: context 262144 under a 1500 MiB cap.
-# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
-# is a download cut inside its header, refused before launch).
-EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
 
 KV_FAILURE_LOG = """\
 print_info: file type   = F16

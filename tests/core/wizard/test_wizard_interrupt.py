@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from placeholder_files import EMPTY_GGUF
 
 from vramtui.core.launch.launcher import ModelServer
 from vramtui.core.launch.profile import Profile
@@ -20,9 +21,6 @@ from vramtui.core.wizard.steprecord import open_session
 from vramtui.core.wizard.wizard import Wizard
 
 # A server that prints a line and never becomes ready: the step is still running when we interrupt.
-# A GGUF header with no tensors and no metadata: a model file that is there and whole (a bare "GGUF"
-# is a download cut inside its header, refused before launch).
-EMPTY_GGUF = b"GGUF" + (3).to_bytes(4, "little") + bytes(16)
 
 SLOW_SERVER = "#!/bin/sh\necho 'llama_model_loader: loaded meta data'\nexec sleep 60\n"
 
