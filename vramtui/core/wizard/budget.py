@@ -34,6 +34,14 @@ DEFAULT_MARGIN = 0.9  # a proposal must fit in 90% of what is left for buffers
 _ESTIMATED_PARTS: tuple[Part, ...] = ("weights", "kv_cache", "compute", "output", "margin")
 
 
+def whole_or_none(value: object) -> int | None:
+    """A profile's value as a whole number, or None (unset, "auto", "all")."""
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
+
+
 def needed_bytes(bill: MemoryBill) -> int:
     """Everything a predicted bill holds: the budget counts every part wherever the bill put it."""
     return sum(bill.total(place) for place in bill.places)

@@ -23,7 +23,7 @@ from vramtui.core.logs.analysis import strip_log_prefix
 from vramtui.core.logs.stages import BUDGET_TOO_SMALL
 from vramtui.core.memory.parts import MemoryBill
 from vramtui.core.units import GIB, MIB
-from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes
+from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes, whole_or_none
 from vramtui.core.wizard.ladders import GGUF_QUANT_ORDER, MEMORY_FAILURES, NOT_MEMORY, Rung
 from vramtui.core.wizard.observe import Observation
 from vramtui.core.wizard.reach import out_of_reach, useful_context
@@ -144,25 +144,18 @@ def _cautious(param: str, current: object, candidates: list[object]) -> object:
     return candidates[0]
 
 
-def _whole_or_none(value: object) -> int | None:
-    try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return None
-
-
 def context_run(model: MemoryModel, profile: Profile, obs: Observation) -> int | None:
     """The context a run left at the engine's default (0: the model's trained length) had: what the
     engine printed (n_ctx), else the model's trained length; None when neither is known."""
-    printed = _whole_or_none(obs.facts.get("n_ctx"))
+    printed = whole_or_none(obs.facts.get("n_ctx"))
     if printed:
         return printed
     info = model.info(profile.model)
-    return _whole_or_none(getattr(info, "max_context", None)) or None
+    return whole_or_none(getattr(info, "max_context", None)) or None
 
 
 def _smaller_counts(param: str, current: object) -> list[object]:
-    now = _whole_or_none(current)
+    now = whole_or_none(current)
     if now is None:
         return []
     if param == "context":
@@ -364,7 +357,7 @@ class Proposer:
     def candidates(self, rung: Rung, current: object, profile: Profile) -> list[object]:
         if rung.param == "context":
             values = candidates(rung, current, profile, 0)
-            useful, now = useful_context(self.model, profile), _whole_or_none(current)
+            useful, now = useful_context(self.model, profile), whole_or_none(current)
             if useful and now and now > useful:  # past what it can use: down to that first, at no cost
                 return [useful, *(v for v in values if isinstance(v, int) and v < useful)]
             return values
@@ -388,7 +381,7 @@ class Proposer:
                 return []
         except VramtuiError:
             pass
-        now = _whole_or_none(current) or 0
+        now = whole_or_none(current) or 0
         return list(range(now + 1, int(getattr(info, "n_layers", 0) or 0) + 1))
 
     def _offload_gib(self, profile: Profile, current: object) -> list[object]:
@@ -641,7 +634,7 @@ class Proposer:
         """This rung's proposal at the value `_pick_value` chose (flash attention first when needed)."""
         param = rung.param
         current = current_value(profile, param)
-        if param == "context" and not _whole_or_none(current):
+        if param == "context" and not whole_or_none(current):
             current = context_run(self.model, profile, obs)
         self._printed_flash = _printed_flash(obs)
         values = self.candidates(rung, current, profile)

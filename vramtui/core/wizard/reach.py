@@ -10,33 +10,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from vramtui.core.estimate.accounting import accounting_for
 from vramtui.core.launch.profile import Profile
 from vramtui.core.units import MIB
-from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes
+from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes, whole_or_none
 
 if TYPE_CHECKING:
     from vramtui.core.wizard.propose import Proposal
 
 
-def _whole(value: object) -> int | None:
-    try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return None
-
-
 def useful_context(model: MemoryModel, profile: Profile) -> int | None:
     """The most context the run can use: the model's trained length per sequence (the engine caps each
     there), times the sequences where the context is the whole cache (llama.cpp's slots)."""
-    from vramtui.core.estimate.accounting import accounting_for
-
-    trained = _whole(getattr(model.info(profile.model), "max_context", None))
+    trained = whole_or_none(getattr(model.info(profile.model), "max_context", None))
     if not trained:
         return None
     backend = model.backend
     if accounting_for(backend.name).context_is_per_sequence:
         return trained
-    slots = _whole(current_value(profile, "parallel")) or backend.parallel_auto_slots or 1
+    slots = whole_or_none(current_value(profile, "parallel")) or backend.parallel_auto_slots or 1
     return trained * slots
 
 
