@@ -432,6 +432,30 @@ def test_terminal_signals_kill_the_whole_group(sig: signal.Signals) -> None:
             os.kill(grandchild, signal.SIGKILL)
 
 
+def test_a_sigint_its_shell_left_ignored_stays_ignored_servers_included() -> None:
+    """A background job (`vramtui wizard ... &` from a script) starts with SIGINT ignored: a `kill -INT`
+    then stops nothing, neither vramtui nor its servers (QA: it killed the server and the run went on,
+    reporting the server's failure)."""
+    grandchild = 0
+    parent = subprocess.Popen(
+        [sys.executable, "-c", GRANDCHILD_PARENT],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as a non-interactive shell's `&`
+    )
+    try:
+        assert parent.stdout is not None
+        grandchild = int(parent.stdout.readline())
+        parent.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        assert parent.poll() is None and _alive(grandchild)
+    finally:
+        parent.kill()
+        parent.wait()
+        if grandchild and _alive(grandchild):
+            os.kill(grandchild, signal.SIGKILL)
+
+
 def test_normal_exit_kills_the_group_too() -> None:
     script = GRANDCHILD_PARENT.replace("time.sleep(600)", "sys.exit(0)")
     parent = subprocess.run(
