@@ -426,6 +426,11 @@ def test_the_assumed_card_is_said_when_no_gpu_is_found(
     # a card given is no assumption
     main(["estimate", str(tiny_gguf), "--ctx", "8k", "--gpu-mem", "24GiB"])
     assert "no GPU found" not in capsys.readouterr().out
+    # QA: a split with no card given was refused as "names 2 devices but 1 card is given": the user gave
+    # none, so as many cards as the layout names are assumed, and said
+    split = run_json(capsys, str(tiny_gguf), "--ctx", "8k", "-ts", "3,1")
+    assert len(split["devices"]) == 2
+    assert any("sized for 2 cards of 24 GiB" in note for note in split["notes"])
 
 
 def test_on_an_80_column_terminal_long_lines_wrap_under_their_text() -> None:

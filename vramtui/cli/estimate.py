@@ -302,6 +302,24 @@ def _default_cards() -> str:
     return ",".join(f"{size}B" for size in found) if found else NO_GPU_CARD
 
 
+def _assumed_cards(args: argparse.Namespace) -> int:
+    """How many 24 GiB cards to assume with no GPU here: as many as the layout asked for names (a
+    --tensor-split's shares, tensor x pipeline ranks), else one."""
+    shares = len([part for part in str(args.tensor_split or "").replace("/", ",").split(",") if part.strip()])
+    try:
+        ranks = int(args.tensor_parallel_size or 1) * int(args.pipeline_parallel_size or 1)
+    except ValueError:
+        ranks = 1  # the layout's own check words a bad count
+    return max(shares, ranks, 1)
+
+
+def _no_gpu_note(cards: int) -> str:
+    if cards == 1:
+        return NO_GPU_NOTE
+    sizes = ",".join([NO_GPU_CARD] * cards)
+    return f"no GPU found: sized for {cards} cards of 24 GiB, as the layout asks (give yours with --gpu-mem {sizes})"
+
+
 def build(args: argparse.Namespace) -> tuple[Any, Any]:
     """(ModelInfo, Settings) from the command line."""
     from vramtui.core.estimate import modelinfo as mi
@@ -589,6 +607,8 @@ def run(args: argparse.Namespace) -> int:
     if assumed_card:  # asked once here, so the note below knows whether a card was found
         args.gpu_mem = _default_cards()
         assumed_card = args.gpu_mem == NO_GPU_CARD
+        if assumed_card:
+            args.gpu_mem = ",".join([NO_GPU_CARD] * _assumed_cards(args))
     elif args.cpu and not args.gpu_mem:
         from vramtui.core.estimate.inputs import cpu_run_card
 
@@ -598,7 +618,7 @@ def run(args: argparse.Namespace) -> int:
     est = estimate(info, settings)
     est.notes.extend(store_notes)  # a run record that could not be read: ignored, and said so
     if assumed_card:
-        est.notes.insert(0, NO_GPU_NOTE)
+        est.notes.insert(0, _no_gpu_note(args.gpu_mem.count(",") + 1))
     host_note = _host_ram_note(est)
     if host_note:
         est.notes.insert(0, host_note)

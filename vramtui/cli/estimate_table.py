@@ -34,7 +34,7 @@ def render_table(table: Any, est: Any, calibration_line: str | None = None) -> s
     if table.parallel_asked:
         asked = f"{table.parallel} sequence{'s' if table.parallel != 1 else ''} asked for"
     else:  # not the engine's default slots: a cell says what fits, whatever the default
-        asked = "1 sequence (no --parallel)"
+        asked = "--parallel not given"
     lines = [
         f"grid      sequences of each context that fit at once in {where}; -- not even one",
         f"          {usable}, {est.backend}, {asked}",
@@ -69,12 +69,13 @@ def render_table(table: Any, est: Any, calibration_line: str | None = None) -> s
 
 def run_table(args: Any, info: Any, settings: Any, est: Any, calibration: Any = None) -> int:
     """Print the grid (or add it to the JSON); exit 0 when some cell fits, 1 when none does."""
-    from vramtui.cli.estimate import NO_GPU_NOTE, render
+    from vramtui.cli.estimate import render
     from vramtui.core.estimate.grid import build_table
 
     table = build_table(info, settings, args.model)
-    if NO_GPU_NOTE in est.notes:  # the grid's cells are for that assumed card too
-        table.notes.insert(0, NO_GPU_NOTE)
+    assumed = [note for note in est.notes if note.startswith("no GPU found: sized for")]
+    if assumed:  # the grid's cells are for that assumed card too
+        table.notes.insert(0, assumed[0])
     from vramtui.cli.common import settle
 
     status = settle(0 if any(cell.fits for row in table.rows for cell in row.cells) else 1)

@@ -155,7 +155,7 @@ def _fits(args: argparse.Namespace) -> int:
         raise VramtuiError("--fits needs a model (a file, folder or config.json) or a launch profile")
     info, settings, budget, engine_bytes = _sized(args)
     shot = snapshot(bills=False)
-    answers = fits_now(info, settings, shot, budget, engine_bytes)
+    answers = fits_now(info, settings, shot, budget, engine_bytes, calibrate=not args.no_calibrate)
     if args.json:
         from vramtui.cli.common import print_json
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vramtui.core.attach.servers import GpuShare, Snapshot
+from vramtui.core.estimate.calibrate import save_record
 from vramtui.core.estimate.estimator import Settings, estimate
 from vramtui.core.estimate.fitnow import fits_now
 from vramtui.core.estimate.modelinfo import load_model_info
@@ -78,3 +79,26 @@ def test_a_host_budget_leaves_the_engine_its_own_share_as_check_does() -> None:
     (less,) = fits_now(info, settings, now, budget=20 * GIB, engine_bytes=GIB // 2)
     assert whole.free_bytes == 20 * GIB and less.free_bytes == 20 * GIB - GIB // 2
     assert "less the engine's own 512 MiB" in less.notes[-1]
+
+
+def test_the_host_answer_counts_the_engine_process_measured_by_earlier_runs(tiny_gguf: Path) -> None:
+    """QA: `ps --fits` said "needs 8.1 MiB" where `estimate --cpu` said 22.1 (14.3 MiB of the process
+    measured by earlier runs): it now reads the same calibration, and says when there is none to read."""
+    info = load_model_info(str(tiny_gguf))
+    settings = Settings.from_params({"context": 2048}, backend="llama.cpp", device_bytes=24 * GIB)
+    host = Snapshot([], [], 32 * GIB, 8 * GIB)
+    (bare,) = fits_now(info, settings, host, calibrate=True)  # an empty store: nothing measured yet
+    assert bare.runtime_bytes == 0 and any("process's own memory is not in" in n for n in bare.notes)
+    runtime = 14 * (1 << 20)
+    record = {
+        "version": 1, "ready": True, "place": "host", "time": 1,
+        "device": {"name": "cpu"}, "engine": {"backend": "llama.cpp", "build": "b"},
+        "printed": {"bill": {"host": {"weights_bytes": 100 << 20}}}, "peak": {"bytes": (100 << 20) + runtime},
+    }  # fmt: skip
+    assert save_record(record, "earlier")
+    (measured,) = fits_now(info, settings, host, calibrate=True)
+    assert measured.runtime_bytes == runtime
+    assert measured.needs_bytes == bare.needs_bytes + runtime
+    assert any(note.startswith("calibrated from 1 run") for note in measured.notes)
+    (plain,) = fits_now(info, settings, host)  # --no-calibrate: the estimate as computed
+    assert plain.needs_bytes == bare.needs_bytes

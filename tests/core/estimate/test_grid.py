@@ -155,7 +155,7 @@ def test_the_header_says_whether_sequences_were_asked_for_and_the_legend_only_wh
     model = str(quant_folder / "grid-tiny-q8_0.gguf")
     main(["estimate", model, "--table", "--gpu-mem", "600MiB"])
     out = capsys.readouterr().out
-    assert "1 sequence (no --parallel)" in out and "asked for" not in out
+    assert "--parallel not given" in out and "asked for" not in out
     code, data = _json(capsys, model, "--gpu-mem", "600MiB")
     assert code == 0
     assert data["table"]["parallel_asked"] is False and data["table"]["parallel"] == 1

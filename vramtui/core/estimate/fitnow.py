@@ -33,6 +33,7 @@ class FitAnswer:
     share: float | None = None  # for an engine that takes a share of the card: the one that fits
     needs_bytes: int = 0
     usable_bytes: int | None = None  # what the estimate lets the model use of the room (its safety line)
+    runtime_bytes: int = 0  # of needs_bytes: the engine's own (CUDA context, or the process measured)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -47,6 +48,7 @@ class FitAnswer:
             "share": self.share,
             "needs_mib": round(self.needs_bytes / MIB, 1),
             "usable_mib": None if self.usable_bytes is None else round(self.usable_bytes / MIB, 1),
+            "runtime_mib": round(self.runtime_bytes / MIB, 1),
             "notes": self.notes,
         }
 
@@ -74,27 +76,54 @@ class FitAnswer:
 
 
 def fits_now(
-    info: ModelInfo, settings: Settings, now: Any, budget: int | None = None, engine_bytes: int = 0
+    info: ModelInfo,
+    settings: Settings,
+    now: Any,
+    budget: int | None = None,
+    engine_bytes: int = 0,
+    calibrate: bool = False,
 ) -> list[FitAnswer]:
     """An answer per GPU (`now`: a servers.Snapshot), or one for the host when there is none; `budget`: a
     profile's memory_budget, which caps what is free; `engine_bytes`: what the engine process itself holds
-    of a host budget before any model buffer (its idle footprint), which the budget's buffers do not get."""
+    of a host budget before any model buffer (its idle footprint), which the budget's buffers do not get;
+    `calibrate`: add earlier runs' measured terms on this machine, as `estimate` does."""
     gpus = [gpu for gpu in now.gpus if gpu.free_bytes is not None]
     if not gpus:
         room = budget - engine_bytes if budget else now.host_available_bytes
         available = min(now.host_available_bytes, max(room, 0))
         host = replace(settings, device_bytes=max(available, MIB), on_gpu=False, gpus=())
+        if calibrate and not engine_bytes:  # a measured footprint already is the engine's own share
+            _calibrated(host)
         answers = [_answer("host (no GPU here)", available, now.host_total_bytes, info, host)]
+        if not answers[0].runtime_bytes and not engine_bytes:
+            answers[0].notes.append(
+                "the engine process's own memory is not in this figure: no measured run of this engine "
+                "on this machine is used (`vramtui check` or `record` makes one)"
+            )
+        elif host.calibration is not None:
+            answers[0].notes.append(host.calibration.describe())
     else:
+        if calibrate:
+            settings = _calibrated(replace(settings))
         answers = []
         for gpu in gpus:
             free = min(max(int(gpu.free_bytes), 0), budget or int(gpu.free_bytes))
             answers.append(_on_card(f"GPU {gpu.index} {gpu.name}", free, gpu.total_bytes, info, settings))
+            if settings.calibration is not None:
+                answers[-1].notes.append(settings.calibration.describe())
     if budget:
         less = f", less the engine's own {engine_bytes / MIB:.0f} MiB" if engine_bytes and not gpus else ""
         for answer in answers:
             answer.notes.append(f"sized within the profile's memory_budget of {budget / GIB:.2f} GiB{less}")
     return sorted(answers, key=lambda answer: (not answer.fits, -answer.free_bytes))
+
+
+def _calibrated(settings: Settings) -> Settings:
+    """The settings with this machine's calibration (core/estimate/calibrate.py) for their device kind."""
+    from vramtui.core.estimate.calibrate import calibration_for
+
+    settings.calibration, _notes = calibration_for(settings)
+    return settings
 
 
 def _on_card(place: str, free: int, total: int | None, info: ModelInfo, settings: Settings) -> FitAnswer:
@@ -125,6 +154,7 @@ def _answer(place: str, free: int, total: int | None, info: ModelInfo, settings:
         capped_parallel(info, settings) or None,
         needs_bytes=est.total_bytes,
         usable_bytes=est.usable_bytes,
+        runtime_bytes=est.overhead_bytes,
     )
     if est.reason:
         answer.notes.append(est.reason)
