@@ -239,3 +239,49 @@ def test_saved_request_is_loaded_and_checked(tmp_path) -> None:  # type: ignore[
     (tmp_path / "bad.json").write_text('{"prompt": "x"}')
     with pytest.raises(VramtuiError, match="messages"):
         load_saved_request(tmp_path / "bad.json")
+
+
+def test_a_server_that_refuses_chat_but_completes_is_up_with_a_template_warning() -> None:
+    """A base model on vLLM (no chat template) answers every chat request 400 while it serves plain
+    completions: for bring-up the server is up; the template is a warning, not a failed start."""
+    refusal = (
+        "As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat "
+        "template if the tokenizer does not define one."
+    )
+
+    def base_model(handler: BaseHTTPRequestHandler, request: dict) -> None:
+        if "messages" in request:
+            handler._json(400, {"object": "error", "message": refusal, "code": 400})  # type: ignore[attr-defined]
+        else:
+            assert request["prompt"] and request["model"] == "served-name"
+            handler._json(
+                200, {"choices": [{"index": 0, "text": " pong"}], "usage": {"completion_tokens": 2}}
+            )  # type: ignore[attr-defined]
+
+    with serving(base_model) as url:
+        result = smoke_request(url, "served-name")
+    assert result.ok and result.text == " pong" and result.completion_tokens == 2
+    assert result.warning and "chat template" in result.warning and "HTTP 400" in result.warning
+
+    def broken(handler: BaseHTTPRequestHandler, request: dict) -> None:  # refuses both: not up
+        handler._json(400, {"error": {"code": 400, "message": "unordered_map::at"}})  # type: ignore[attr-defined]
+
+    with serving(broken) as url:
+        result = smoke_request(url, "served-name")
+    assert not result.ok and result.kind == "http_error" and "unordered_map::at" in result.meaning
+
+
+def test_a_chat_refused_for_memory_is_not_retried_as_a_completion() -> None:
+    asked: list[dict] = []
+
+    def oom_on_chat(handler: BaseHTTPRequestHandler, request: dict) -> None:
+        asked.append(request)
+        if "messages" in request:
+            handler._json(500, {"error": {"message": "CUDA out of memory. Tried to allocate 2.00 GiB"}})  # type: ignore[attr-defined]
+        else:  # a plain completion would answer: the memory refusal must still be the result
+            handler._json(200, {"choices": [{"index": 0, "text": " pong"}]})  # type: ignore[attr-defined]
+
+    with serving(oom_on_chat) as url:
+        result = smoke_request(url, "served-name")
+    assert not result.ok and "CUDA out of memory" in result.meaning
+    assert all("messages" in request for request in asked)

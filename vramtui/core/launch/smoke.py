@@ -10,10 +10,11 @@ Time to first token and tokens per second come from the streamed answer.
 from __future__ import annotations
 
 import json
+import re
 import time
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 PING = {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 16}
@@ -143,7 +144,52 @@ def smoke_request(
         payload["model"] = model
     if options:
         payload["options"] = options  # Ollama's per-request model options (num_gpu, num_batch)
-    return chat_request(base_url, payload, timeout_s)
+    result = chat_request(base_url, payload, timeout_s)
+    if result.kind == "http_error" and result.status in _CHAT_REFUSED and not _MEMORY.search(result.meaning):
+        # the server is up and refuses chat (a model with no or a broken chat template): whether it
+        # serves at all is what memory bring-up asks, so a plain completion settles it
+        plain = _completion(base_url, model, timeout_s, max_tokens)
+        if plain is not None:
+            return replace(
+                plain,
+                warning=f"chat requests fail ({result.meaning}) while plain completions answer: "
+                "the model's chat template does not work here (a base model has none)",
+            )
+    return result
+
+
+# What a server answers to a chat request it cannot template: llama-server's 400/500, vLLM's 400.
+_CHAT_REFUSED = (400, 422, 500)
+# ... unless the refusal is about memory: that is the answer, whatever a plain completion does
+_MEMORY = re.compile(r"out of memory|\boom\b|alloc|memory", re.IGNORECASE)
+
+
+def _completion(base_url: str, model: str | None, timeout_s: float, max_tokens: int) -> SmokeResult | None:
+    """One plain (non-chat) completion; the result when it answered with text, else None."""
+    import httpx
+
+    body: dict[str, object] = {"prompt": "ping", "max_tokens": max_tokens, "stream": False}
+    if model:
+        body["model"] = model
+    started = time.monotonic()
+    try:
+        response = httpx.post(base_url.rstrip("/") + "/v1/completions", json=body, timeout=timeout_s)
+        data = response.json()
+        text = str(data["choices"][0]["text"])
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+        return None
+    if response.status_code != 200:
+        return None
+    tokens = (data.get("usage") or {}).get("completion_tokens") if isinstance(data, dict) else None
+    return SmokeResult(
+        True,
+        200,
+        "the server answers plain completions",
+        text=text,
+        kind="answered",
+        completion_tokens=tokens if isinstance(tokens, int) else None,
+        elapsed_s=time.monotonic() - started,
+    )
 
 
 def load_saved_request(path: str | Path) -> dict[str, object]:
