@@ -17,7 +17,9 @@ from placeholder_files import EMPTY_GGUF
 from vramtui.core.backends import get_backend
 from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 from vramtui.core.launch.profile import Profile
+from vramtui.core.memory.parts import HOST
 from vramtui.core.units import MIB
+from vramtui.core.wizard.budget import needed_bytes
 from vramtui.core.wizard.ladders import NOT_MEMORY, Rung, ladder_for, quantized_v_needs_flash_attn
 from vramtui.core.wizard.observe import observe
 from vramtui.core.wizard.steprecord import open_session
@@ -476,6 +478,35 @@ def test_a_server_that_answers_over_the_budget_makes_progress_when_its_peak_fall
     with contextlib.redirect_stdout(out):
         report(wizard.finish(), argparse.Namespace(json=False), None)
     assert out.getvalue().splitlines()[1].startswith("it answers, still over the budget: ")
+
+
+def test_a_server_over_a_budget_below_what_no_setting_shrinks_stops_and_says_so(demo_model: Path) -> None:
+    """QA: a server running at 56 MiB under a 20 MiB budget was walked down the ladder and told "a smaller
+    model: a less capable model". The engine itself and the weights are already over: say so, no move."""
+
+    def over_budget(profile: Profile) -> Any:
+        return SimpleNamespace(
+            ready=False, stage="inference", failure_stage="kv_cache", failure="host_oom", diagnosis=None,
+            smoke=SimpleNamespace(ok=True), log_file=None, peak_mib=2600.0, memory_budget_mib=500.0,
+        )  # fmt: skip
+
+    profile = _demo_profile(demo_model, params={"context": 2048}, memory_budget=500 * MIB)
+    wizard = Wizard(profile, runner=over_budget, record=False)
+    wizard.start()
+    weights = wizard.proposer.model.predict(profile).get("weights", HOST) / MIB  # type: ignore[union-attr]
+    assert weights < 500  # the weights alone fit: it is the engine's own share that does not
+    assert wizard.propose() is None
+    findings = wizard.proposer.findings
+    assert findings.stop_reason == "the 500 MiB budget is below what no engine setting shrinks"
+    assert (
+        "is the engine itself" in findings.advice[0] and "give it a budget of at least" in findings.advice[1]
+    )
+    # a budget the engine and the weights fit under, with buffers to shrink: the ladder proposes as before
+    buffers = needed_bytes(wizard.proposer.model.predict(profile)) / MIB  # type: ignore[arg-type]
+    roomy = _demo_profile(demo_model, params={"context": 2048}, memory_budget=int(2600 - buffers / 2) * MIB)
+    wizard = Wizard(roomy, runner=over_budget, record=False)
+    wizard.start()
+    assert wizard.propose() is not None, wizard.proposer.findings.stop_reason
 
 
 def test_a_saved_request_that_fails_walks_the_inference_ladder(demo_model: Path, tmp_path: Path) -> None:

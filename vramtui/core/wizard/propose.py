@@ -26,7 +26,7 @@ from vramtui.core.units import GIB, MIB
 from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes, whole_or_none
 from vramtui.core.wizard.ladders import GGUF_QUANT_ORDER, MEMORY_FAILURES, NOT_MEMORY, Rung
 from vramtui.core.wizard.observe import Observation
-from vramtui.core.wizard.reach import out_of_reach, useful_context
+from vramtui.core.wizard.reach import engine_alone_over, out_of_reach, useful_context
 
 
 def switched_on(current: object) -> object:
@@ -405,6 +405,10 @@ class Proposer:
         stage = self.failing_stage(obs)
         if stage is None or self._no_room(obs):
             return None
+        floor = engine_alone_over(self.model, obs, profile)
+        if floor is not None:
+            self.findings.advice, self.findings.stop_reason = floor
+            return None
         rungs = self.rungs(stage, obs.cause)
         if skipped:
             rungs = [r for r in rungs if r.move == "advice" or r.param not in skipped]
@@ -438,8 +442,9 @@ class Proposer:
         self.findings.advice = [
             f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"
         ] or self.findings.advice
+        ladder = "" if obs.runs_over_budget else f" on the {stage} ladder"  # no stage failed: it runs
         self.findings.stop_reason = (
-            f"no setting left on the {stage} ladder that this backend can change and that frees memory"
+            f"no setting left{ladder} that this backend can change and that frees memory"
             + (f" (skipped: {', '.join(sorted(skipped))})" if skipped else "")
         )
         return None

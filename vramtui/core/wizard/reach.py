@@ -1,5 +1,7 @@
 """What the wizard's moves can reach at best, before it spends a relaunch on one.
 
+`engine_alone_over`: a server that runs over its budget where the engine itself (and, on the host, the
+weights) already exceed it: no setting helps, a bigger budget or a smaller model does.
 `useful_context`: the most context a run can use (the engine caps each sequence at the model's trained
 length), so a context past it goes there first, at no cost. `out_of_reach`: when not even every move on
 the ladder at once makes room by the estimate, no relaunch is spent on any of them (QA: two relaunches on
@@ -14,6 +16,7 @@ from vramtui.core.estimate.accounting import accounting_for
 from vramtui.core.launch.profile import Profile
 from vramtui.core.units import MIB
 from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes, whole_or_none
+from vramtui.core.wizard.observe import Observation, part_bytes
 
 if TYPE_CHECKING:
     from vramtui.core.wizard.propose import Proposal
@@ -66,3 +69,30 @@ def out_of_reach(
         f" (skipped: {names})" if skipped else ""
     )
     return advice, reason
+
+
+def engine_alone_over(model: MemoryModel, obs: Observation, profile: Profile) -> tuple[list[str], str] | None:
+    """(advice, stop reason) for a server that runs over its budget (an attached one) when what no engine
+    setting shrinks is already over it: the measured peak less the model's buffers by the estimate (the
+    engine itself), plus, under a host budget, the weights (a GPU budget can move layers to the host).
+    QA: a 55 MiB server under a 20 MiB budget was told "a smaller model: a less capable model"."""
+    if not obs.runs_over_budget or not model.budget or obs.peak_mib is None:
+        return None
+    bill = model.predict(profile)
+    if bill is None:
+        return None
+    buffers = needed_bytes(bill)
+    engine = max(int(obs.peak_mib * MIB) - buffers, 0)
+    weights = part_bytes(bill, "weights") if model.host else 0
+    floor = engine + weights
+    if floor <= model.budget:
+        return None
+    held = f"{engine / MIB:.0f} MiB is the engine itself" + (
+        f" and {weights / MIB:.0f} MiB the weights" if weights else ""
+    )
+    advice = [
+        f"of the {obs.peak_mib:.0f} MiB it runs at, the model's buffers take about {buffers / MIB:.0f} MiB by the "
+        f"estimate: {held}, which no engine setting shrinks",
+        f"give it a budget of at least {floor / MIB * 1.1:.0f} MiB, or use a smaller model or quantization",
+    ]
+    return advice, f"the {model.budget / MIB:.0f} MiB budget is below what no engine setting shrinks"
