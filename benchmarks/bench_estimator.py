@@ -600,6 +600,7 @@ _NEWEST_ROUNDS = {
     "round19.jsonl": "round 19, both parts (gathered after the estimator of 2026-12-04, thirteenth session, later)",
     "round20.jsonl": "round 20 (gathered after the estimator of 2026-12-04, thirteenth session, third)",
     "round21.jsonl": "round 21 (gathered after the estimator of 2026-12-04, fourteenth session)",
+    "round22.jsonl": "round 22 (gathered after the estimator of 2026-12-05, fifteenth session)",
 }
 
 

@@ -165,6 +165,11 @@ def _add_host_weights(run: Any) -> None:
         "choice with --parallel left out)",
     )
     run.add_argument(
+        "--swa-full",
+        action="store_true",
+        help="llama.cpp: sliding-window layers keep every cell, not just the window (Gemma, gpt-oss)",
+    )
+    run.add_argument(
         "--cpu-offload-gb",
         metavar="GiB",
         help="vLLM: GiB of the decoder layers' weights kept in host RAM, per GPU (much slower)",
@@ -267,6 +272,7 @@ def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     texts["mmap"] = "off" if args.no_mmap else None
     texts["kv_offload"] = "off" if args.no_kv_offload else None
     texts["kv_unified"] = "on" if args.kv_unified else None
+    texts["swa_full"] = "on" if args.swa_full else None
     if not texts.get("card"):
         texts["card"] = _default_cards()
     return texts

@@ -65,6 +65,7 @@ FILES = (
     DATA / "printouts" / "round19.jsonl",
     DATA / "printouts" / "round20.jsonl",
     DATA / "printouts" / "round21.jsonl",
+    DATA / "printouts" / "round22.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -928,6 +929,8 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
         kv_unified=True
         if flags.get("kvu") or (run.streams == 1 and sequences > 1 and not auto_slots)
         else None,
+        # the log says so whatever set it (--swa-full, or a wrapper such as LM Studio)
+        swa_full=True if "using full-size SWA cache" in case["log"] else None,
         unified_memory=any(
             name.upper().startswith(("METAL", "MTL")) for name in run.printed.terms["weights"]
         ),

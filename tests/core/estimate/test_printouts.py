@@ -106,6 +106,11 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "GTX 1070 Ti run of the same model below (Vulkan, every layer offloaded); the same model's partial "
         "offloads hold the estimate's figure: what drops it is not known"
     ),
+    ("p22-llama.cpp-lmstudio1.44.0metal-m4max-gptoss120b-mxfp4-c4096-fa0-swafull", "compute"): (
+        "Metal x0.69 without flash attention (819 MiB printed, 565 estimated: the KQ scores of 64 heads over "
+        "4096 cells are 512 MiB): LM Studio's build of August 2025; what else that graph keeps alive beside "
+        "the scores (sinks, the f32 softmax) is not known from one printout"
+    ),
     ("p20-llama.cpp-b9849vulkan-3080ti-qwen3.5-9b-udq4kxl-ctx8192-np4-ub2048", "compute"): (
         "the host buffer (x1.78) of the run above with four KV streams (kv_unified false): 72 MiB printed "
         "against 96 unified, the estimate's 128 in both; how the per-stream masks and the hidden states "

@@ -7,14 +7,18 @@ whose `n_ctx_slot` line says what one request gets."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
+from vramtui.cli import main
 from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 from vramtui.core.estimate.estimator import Settings, estimate
 from vramtui.core.estimate.modelinfo import info_from_flags, load_model_info
+from vramtui.core.launch.launcher import build_command
+from vramtui.core.launch.profile import Profile
 from vramtui.core.logs.diagnose import diagnose_file
 from vramtui.core.memory.parts import HOST, bill_from_figures
 
@@ -114,3 +118,23 @@ def test_ollamas_concurrency_answer_says_it_is_for_every_layer_when_it_placed_fe
     given = estimate(FLAGS, Settings(backend="ollama", device_bytes=GPU, parallel=2, gpu_layers=20))
     assert not given.max_parallel_all_layers  # layers given: the answer is for them
     assert given.max_parallel >= 1
+
+
+GPT_OSS = Path(__file__).resolve().parents[2] / "data" / "configs" / "openai--gpt-oss-20b.config.json"
+
+
+def test_swa_full_keeps_every_cell_in_the_sliding_window_layers(capsys: pytest.CaptureFixture[str]) -> None:
+    """--swa-full (and wrappers that set it: LM Studio printed `using full-size SWA cache`, 144 MiB in both
+    of gpt-oss-120b's caches at 4096 cells): every layer holds the whole context, not the window."""
+    info = load_model_info(str(GPT_OSS))  # 24 layers, half of them sliding (window 128), 8 KV heads of 64
+    windowed = estimate(info, Settings(backend="llama.cpp", context=8192, device_bytes=GPU)).bill
+    full = estimate(info, Settings(backend="llama.cpp", context=8192, swa_full=True, device_bytes=GPU)).bill
+    per_layer = 8192 * 8 * 64 * 2 * 2  # cells x KV heads x head size x (K, V) x f16
+    assert full.get("kv_cache", 0) == 24 * per_layer
+    # 12 full layers, and 12 of the window for llama-server's 4 slots and a micro-batch: 128 x 4 + 512 cells
+    assert windowed.get("kv_cache", 0) == 12 * per_layer + 12 * per_layer * 1024 // 8192
+    # the flag as llama-server spells it, and as a profile launches it
+    main(["estimate", str(GPT_OSS), "--ctx", "8192", "--swa-full", "--gpu-mem", "80GiB", "--json"])
+    assert json.loads(capsys.readouterr().out)["kv_cache_bytes"] == 24 * per_layer
+    profile = Profile(backend="llama.cpp", model="m.gguf", params={"swa_full": True}, port=0)
+    assert "--swa-full" in build_command(profile).argv

@@ -76,6 +76,9 @@ class Settings:
     # llama.cpp's KV cache as one stream for every slot (-kvu / --kv-unified): None is llama-server's own
     # choice (unified when it picks the slot count, -np auto; a stream per slot when --parallel is given)
     kv_unified: bool | None = None
+    # llama.cpp's sliding-window layers keeping every cell (--swa-full); None: the engine's own (window
+    # only in llama.cpp, every cell in Ollama's runner)
+    swa_full: bool | None = None
     # Terms measured on earlier runs of this engine build on this device (core/estimate/calibrate.py's
     # Calibration); None: the estimate as computed, nothing measured added.
     calibration: Any = None
@@ -257,6 +260,7 @@ class Settings:
             mla=_as_int(params, "mla"),
             attn_max_batch=_as_int(params, "attn_max_batch"),
             kv_unified=_is_on(params["kv_unified"]) if params.get("kv_unified") not in (None, "") else None,
+            swa_full=_is_on(params["swa_full"]) if params.get("swa_full") not in (None, "") else None,
         )
 
 

@@ -42,6 +42,7 @@ FLAGS: dict[str, str] = {
     "mmap": "--no-mmap",
     "kv_offload": "--no-kv-offload",
     "kv_unified": "--kv-unified",
+    "swa_full": "--swa-full",
     "mmproj": "--mmproj",
     "model_draft": "--model-draft",
     "gpu_layers_draft": "--gpu-layers-draft",
@@ -320,6 +321,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "mmap": parse_switch,
     "kv_offload": parse_switch,
     "kv_unified": parse_switch,
+    "swa_full": parse_switch,
     "mmproj": _text,
     "model_draft": _text,
     "gpu_layers_draft": parse_layers,
@@ -378,12 +380,12 @@ FLAG_FIELDS = (
     "max_loras", "max_lora_rank", "mtp", "cpu_moe", "n_cpu_moe", "override_tensor", "cpu_offload_gb",
     "kv_cache_memory",
     "tensor_split", "split_mode", "main_gpu", "tensor_parallel_size", "pipeline_parallel_size",
-    "device_map", "max_memory", "mla", "attn_max_batch", "kv_offload", "kv_unified",
+    "device_map", "max_memory", "mla", "attn_max_batch", "kv_offload", "kv_unified", "swa_full",
 )  # fmt: skip
 _SHORT_FLAGS = {"-ot": "override_tensor", "-cram": "cache_ram", "-md": "model_draft", "-ts": "tensor_split"}
 _SHORT_FLAGS |= {"--mla-use": "mla", "--attention-max-batch": "attn_max_batch"}
 _SHORT_FLAGS |= {"-nkvo": "kv_offload", "-kvu": "kv_unified"}
-_BARE_FLAGS = frozenset({"cpu_moe", "mtp", "kv_unified"})  # switches: present means on
+_BARE_FLAGS = frozenset({"cpu_moe", "mtp", "kv_unified", "swa_full"})  # switches: present means on
 _NEGATING_FLAGS = frozenset({"kv_offload"})  # --no-...: present means off
 _REPEATED_FLAGS = frozenset({"lora", "override_tensor"})  # each use adds one, joined by commas
 
@@ -457,6 +459,7 @@ def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
         mmap=values.get("mmap") is not False,
         kv_offload=values.get("kv_offload") is not False,
         kv_unified=True if values.get("kv_unified") else None,
+        swa_full=True if values.get("swa_full") else None,
         mmproj=values.get("mmproj"),
         model_draft=values.get("model_draft"),
         gpu_layers_draft=values.get("gpu_layers_draft"),

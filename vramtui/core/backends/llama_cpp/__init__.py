@@ -273,6 +273,7 @@ LLAMA_CPP = Backend(
             "mmap": ((), ("--load-mode", "none")),
             "fit": (("--fit", "on"), ("--fit", "off")),
             "kv_unified": (("--kv-unified",), ()),  # off: llama-server's own choice (see Settings.kv_unified)
+            "swa_full": (("--swa-full",), ()),
         },
         fit_target_flag="--fit-target",
         fit_margin_mib=1024,  # --fit-target's default (common/arg.cpp)

@@ -39,6 +39,7 @@ class RunShape:
     flash: bool
     kv_dtype: str
     streams: int = 1  # KV streams: 1 for a unified cache (llama-server's -np auto), else one per slot
+    swa_full: bool | None = None  # --swa-full given (None: the engine's own)
 
 
 @dataclass(frozen=True)
@@ -360,7 +361,8 @@ class LlamaCppMemory(MemoryAccounting):
         streams = 1 if unified or not self.build(settings).at_least(graph.KV_STREAMS_BUILD) else parallel
         if auto:
             context *= self.auto_streams(settings)
-        return RunShape(context, parallel, ubatch, flash, self.kv_dtype(info, settings), streams)
+        kv_dtype = self.kv_dtype(info, settings)
+        return RunShape(context, parallel, ubatch, flash, kv_dtype, streams, settings.swa_full)
 
     def auto_streams(self, settings: Settings) -> int:
         """llama-server's fit gives each KV stream the trained length when the context is left unset and
@@ -448,7 +450,8 @@ class LlamaCppMemory(MemoryAccounting):
     def cells(self, info: ModelInfo, run: RunShape, build: graph.Build | None = None) -> tuple[int, int]:
         """(cells of a full-attention layer, of a sliding-window one); a build before llama.cpp's
         sliding-window cache kept every cell in every layer."""
-        swa_full = self.swa_full or (build is not None and not build.at_least(graph.SWA_CACHE_BUILD))
+        swa_full = self.swa_full if run.swa_full is None else run.swa_full
+        swa_full = swa_full or (build is not None and not build.at_least(graph.SWA_CACHE_BUILD))
         return kv_cells(info, run.context, run.parallel, run.ubatch, swa_full, run.streams)
 
     def host_logits(self, info: ModelInfo, run: RunShape) -> int:
@@ -587,7 +590,7 @@ class OllamaMemory(LlamaCppMemory):
     offloads_tensors = False  # Ollama has no tensor override knob
     ignores = (
         "tensor_parallel_size", "pipeline_parallel_size", "cpu_moe", "n_cpu_moe", "override_tensor", "mla",
-        "attn_max_batch", "kv_offload", "kv_unified",
+        "attn_max_batch", "kv_offload", "kv_unified", "swa_full",
     )  # fmt: skip
 
     def default_context(self, settings: Settings) -> int:

@@ -79,7 +79,7 @@ class TransformersMemory(MemoryAccounting):
     ignores = (
         "tensor_split", "split_mode", "main_gpu", "cpu_moe", "n_cpu_moe", "override_tensor",
         "tensor_parallel_size", "pipeline_parallel_size", "mla", "attn_max_batch", "kv_offload",
-        "kv_unified",
+        "kv_unified", "swa_full",
     )  # fmt: skip
 
     def run_context(self, info: ModelInfo, settings: Settings) -> int:

@@ -313,7 +313,7 @@ class VllmMemory(MemoryAccounting):
     # llama.cpp's split and tensor placement; transformers' device map
     ignores = (
         "tensor_split", "split_mode", "main_gpu", "cpu_moe", "n_cpu_moe", "override_tensor", "gpu_layers",
-        "device_map", "max_memory", "mla", "attn_max_batch", "kv_offload", "kv_unified",
+        "device_map", "max_memory", "mla", "attn_max_batch", "kv_offload", "kv_unified", "swa_full",
     )  # fmt: skip
 
     def per_sequence(self, est: Estimate) -> int:
