@@ -341,7 +341,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # one more was dropped: its thread had been used) at 21e8979: stage 8/10, class 8/10, memory 6/6, first
     # error 5/8, quiet 1/1, calm 0/1, engine 10/10. Rounds 21 to 31: README.md and the issue notes; round 32
     # (9 logs from committed files and wrappers' trackers, all in the training part by the split's hash) at
-    # 3cc4c98: stage 7/9, class 8/9, memory 3/4, first error 7/7, quiet 2/2, engine 9/9.
+    # 3cc4c98: stage 7/9, class 8/9, memory 3/4, first error 7/7, quiet 2/2, engine 9/9; round 33 (9 logs
+    # from committed log files, 7 training and 2 held-out) at 8729428: stage 9/9, class 9/9, memory 3/3,
+    # first error 4/6, quiet 1/1, calm 1/2, engine 9/9.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -390,6 +392,10 @@ LATER_ROUNDS = (
     (
         "round32.jsonl",
         "round 32, both parts (gathered after the rules of 2026-12-04, fourteenth session)",
+    ),
+    (
+        "round33.jsonl",
+        "round 33, both parts (gathered after the rules of 2026-12-05, fifteenth session)",
     ),
 )
 

@@ -47,6 +47,7 @@ FILES = (
     LOGS / "round30.jsonl",
     LOGS / "round31.jsonl",
     LOGS / "round32.jsonl",
+    LOGS / "round33.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

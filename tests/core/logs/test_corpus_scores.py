@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (736, 766),
-        "class": (743, 766),
-        "memory": (198, 212),
-        "first_error": (433, 450),
-        "quiet": (134, 143),
-        "calm": (111, 127),
-        "engine": (714, 766),
+        "stage": (743, 773),
+        "class": (750, 773),
+        "memory": (200, 214),
+        "first_error": (437, 454),
+        "quiet": (135, 144),
+        "calm": (112, 129),
+        "engine": (721, 773),
     },
     "heldout": {
-        "stage": (266, 289),
-        "class": (264, 289),
-        "memory": (80, 94),
-        "first_error": (151, 165),
+        "stage": (268, 291),
+        "class": (266, 291),
+        "memory": (81, 95),
+        "first_error": (153, 167),
         "quiet": (46, 61),
         "calm": (34, 40),
-        "engine": (271, 289),
+        "engine": (273, 291),
     },
 }
 

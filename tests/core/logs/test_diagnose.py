@@ -1008,3 +1008,22 @@ def test_ik_llama_cpps_nan_check_is_the_failure_of_its_warmup() -> None:
         227,
     )
     assert "f16" in diagnosis.advice[0]
+
+
+ROUND33 = {case["id"]: case for case in _cases(LOGS / "round33.jsonl")}
+
+
+def test_a_runner_the_loader_could_not_start_is_the_failure_not_the_exit_status_after_it() -> None:
+    """Ollama's CPU runner exits 127 at once ("error while loading shared libraries: libllama.so: cannot
+    open shared object file"); the client's "llama runner process has terminated: exit status 127", pasted
+    above it, is the wrapper's echo (round 33, training)."""
+    diagnosis = _diagnose_case(ROUND33["r33-ollama-docker-036-runner-libllama-missing"])
+    assert (diagnosis.cause, diagnosis.first_error_line) == ("library_missing", 10)
+
+
+def test_more_ranks_than_gpus_is_rays_placement_group_line_not_the_stop_after_it() -> None:
+    """vLLM with --tensor-parallel-size 4 on fewer GPUs: Ray warns it cannot build the placement group and
+    waits until the user stops it; the SystemExit tracebacks after are the stop (round 33, training)."""
+    diagnosis = _diagnose_case(ROUND33["r33-vllm-qwen32b-tp4-ray-placement-group-not-enough-gpus"])
+    assert (diagnosis.failure, diagnosis.cause, diagnosis.first_error_line) == ("other", "gpus_short", 14)
+    assert "--tensor-parallel-size" in diagnosis.advice[0] and "Not a memory failure" in diagnosis.advice[0]

@@ -48,6 +48,7 @@ CAUSE_WORDS: dict[str, str] = {
     "too_many_sequences": "more parallel sequences than llama.cpp runs (256)",
     "gpu_full_at_start": "the GPU was already full before loading (a device memory query failed)",
     "port_in_use": "the server could not listen: another process already holds its port",
+    "gpus_short": "the run asks for more GPUs than there are (tensor x pipeline parallel ranks)",
     "nccl_timeout": "a multi-GPU (NCCL) collective operation timed out: one GPU's process stalled or died",
     "gpu_share_short": "less GPU memory is free than the share the engine was asked to take",
     "prefill_warmup": "the warmup's largest prefill did not fit in GPU memory",
@@ -440,6 +441,7 @@ ADVICE: tuple[AdviceRow, ...] = (
     AdviceRow(None, "v_cache_needs_flash_attn", ("@v_cache_needs_flash_attn",)),
     AdviceRow(None, "too_many_sequences", ("@too_many_sequences",)),
     AdviceRow("other", "worker_died", ("@worker_died",)),
+    AdviceRow(None, "gpus_short", ("@gpus_short",)),
     AdviceRow(
         None,
         "library_missing",

@@ -236,6 +236,9 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     *_engines("errors", "missing.after"),
     # the dynamic loader did not find a shared library (a CUDA runtime, an engine's own kernels): a build or
     # install that does not match, not the model; logged as a warning, the engine goes on without it
+    # ... but a program the loader could not start at all says "error while loading shared libraries" (a
+    # runner that exits 127 at once): that line is the failure, not the wrapper's exit status after it
+    ErrorRule("error while loading shared libraries", "library_missing", "other"),
     ErrorRule("cannot open shared object file", "library_missing", "other", strong=False),
     ErrorRule(
         "no such file or directory",

@@ -37,6 +37,11 @@ PROFILE = LogProfile(
             "with --tokenizer pointing at the original model.)",
         ),
         "unknown_arch": ("Upgrade vLLM, or pass --trust-remote-code for a model that ships its own code.",),
+        "gpus_short": (
+            "Not a memory failure: the run asks for more GPUs (--tensor-parallel-size x "
+            "--pipeline-parallel-size) than Ray sees. Lower --tensor-parallel-size to the GPUs `nvidia-smi -L` "
+            "lists (and CUDA_VISIBLE_DEVICES leaves), or join more nodes to the Ray cluster.",
+        ),
         "dtype": ("Use float16 on GPUs before compute capability 8.0: --dtype half (or float16).",),
         # The KV cache cannot hold one request of --max-model-len: the knob that sized it is the fix. Set
         # outright (--kv-cache-memory-bytes), the share does not count; on the CPU build the share is of
@@ -492,6 +497,12 @@ DIED_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule("died unexpectedly", "worker_died", "other", default_stage="inference", backend="vllm"),
 )
 
+# More ranks (tensor x pipeline parallel) than GPUs: Ray waits for a placement group it cannot build,
+# warning once, until someone stops it (the stop's tracebacks follow, the cause is this line)
+LAUNCH_ERRORS: tuple[ErrorRule, ...] = (
+    ErrorRule("exceeds the total number of available gpus", "gpus_short", "other", backend="vllm"),
+)
+
 GENERIC_ERRORS_2: tuple[ErrorRule, ...] = (
     ErrorRule("enginecore failed to start", "engine_failed", "other", strong=False, backend="vllm"),
     ErrorRule("engine core initialization failed", "engine_failed", "other", strong=False, backend="vllm"),
@@ -916,7 +927,7 @@ LOG = EngineLog(
         ("shape", SHAPE_ERRORS),
         ("dtype", DTYPE_ERRORS),
         ("missing", MISSING_ERRORS),
-        ("generic", DIED_ERRORS + GENERIC_ERRORS + GENERIC_ERRORS_2),
+        ("generic", LAUNCH_ERRORS + DIED_ERRORS + GENERIC_ERRORS + GENERIC_ERRORS_2),
     ),
     notices=(("notices", NOTICES + NOTICES_2),),
     figures=(("figures", FIGURES),),
