@@ -145,6 +145,7 @@ async def test_demo_wizard_brings_the_failing_demo_up_with_confirmed_steps() -> 
         assert wizard.steps[-1].outcome == "works"
         assert wizard.steps[1].proposal.to == 16384  # the edited value is what ran
         assert "IT RUNS" in screen_text(app)
+        assert wizard.query_one("#wiz-confirm").disabled  # nothing left to confirm (QA)
         assert len(wizard.steps) <= 4  # at most two relaunches after the first failure, plus margin
         # the working profile is launched for the user and quitting stops it
         await wait_for(pilot, lambda: app.session is not None and app.session.state == "ready", timeout_s=90)

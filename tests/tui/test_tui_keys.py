@@ -249,6 +249,8 @@ async def test_a_wizard_that_stopped_after_skips_starts_again_on_n(tiny_gguf: Pa
             await wait_for(pilot, lambda: not pane.busy and (pane.proposal is not None or first.finished))  # type: ignore[union-attr]
         assert first.finished and not first.succeeded  # type: ignore[union-attr]
         assert "n: start again" in pane.state_text
+        confirm = pane.query_one("#wiz-confirm")
+        assert str(confirm.label) == "Start again (n)" and not confirm.disabled  # the button says what n does
         assert app.check_action("wizard_next", ()) is True
         await pilot.press("n")
         await wait_for(pilot, lambda: pane.driver is not first and pane.proposal is not None, timeout_s=60)

@@ -452,13 +452,19 @@ class WizardPane(Pane):
         self.query_one("#wiz-ongpu", Button).set_class(bool(self.slow), "-visible")
         self.query_one("#wiz-proposal", Static).update(proposal)
         restart = self._attached_proposal() is not None
+        driver = self.driver
+        finished = driver is not None and driver.finished and self.attached_view is None
         confirm = self.query_one("#wiz-confirm", Button)
         label = "Restart it yourself (n)" if restart else "Confirm (n)"
+        if finished and not driver.succeeded:  # type: ignore[union-attr]
+            label = "Start again (n)"  # what `n` does then (next_step)
         if str(confirm.label) != label:
             confirm.label = label
             confirm.refresh(layout=True)  # its width follows the label
         has_proposal = self.proposal is not None and not self.busy
-        self.query_one("#wiz-confirm", Button).disabled = self.driver is None or self.busy
+        # QA: still enabled after "IT RUNS", where it only said the wizard had finished
+        done = finished and bool(driver.succeeded)  # type: ignore[union-attr]
+        confirm.disabled = driver is None or self.busy or done
         skip = self.query_one("#wiz-skip", Button)
         waiting = bool(getattr(self.driver, "busy_waiting", False))  # k stops waiting for a restart
         if str(skip.label) != ("Stop waiting (k)" if waiting else "Skip (k)"):
