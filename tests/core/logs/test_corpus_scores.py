@@ -17,7 +17,7 @@ FLOORS: dict[str, dict[str, tuple[int, int]]] = {
         "class": (750, 773),
         "memory": (200, 214),
         "first_error": (437, 454),
-        "quiet": (135, 144),
+        "quiet": (136, 144),
         "calm": (112, 129),
         "engine": (721, 773),
     },

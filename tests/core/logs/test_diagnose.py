@@ -1027,3 +1027,18 @@ def test_more_ranks_than_gpus_is_rays_placement_group_line_not_the_stop_after_it
     diagnosis = _diagnose_case(ROUND33["r33-vllm-qwen32b-tp4-ray-placement-group-not-enough-gpus"])
     assert (diagnosis.failure, diagnosis.cause, diagnosis.first_error_line) == ("other", "gpus_short", 14)
     assert "--tensor-parallel-size" in diagnosis.advice[0] and "Not a memory failure" in diagnosis.advice[0]
+
+
+def test_ollamas_older_cpu_runner_line_is_the_cpu_fallback_too() -> None:
+    """Ollama 0.5-0.9 said `msg=offload library=cpu ... layers.offload=0` where today's says
+    msg="offload to cpu" (round 30, training: the model ran entirely on the CPU, unflagged)."""
+    line = (
+        "time=2025-06-05T12:36:11.458Z level=INFO source=server.go:168 msg=offload library=cpu "
+        'layers.requested=-1 layers.model=49 layers.offload=0 layers.split="" memory.available="[29.5 GiB]"\n'
+    )
+    said = diagnose_text(line, backend="ollama", kernel_log=no_kernel_log).warnings
+    assert any("Ollama found no GPU to use" in warning for warning in said)
+    gpu = line.replace("library=cpu", "library=cuda").replace("layers.offload=0", "layers.offload=49")
+    assert not any(
+        "no GPU" in w for w in diagnose_text(gpu, backend="ollama", kernel_log=no_kernel_log).warnings
+    )

@@ -1317,11 +1317,12 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         r"amdgpu(?: is)? (?:is )?not supported|gfx\d+\w* (?:is )?not supported|unsupported amd gpu",
         backend="ollama",
     ),
+    # today's words, and 0.5-0.9's (`msg=offload library=cpu layers.offload=0`): the CPU runner
     NoticeRule(
-        "offload to cpu",
+        "offload",
         "cpu_fallback",
         "Ollama found no GPU to use and offloads to the CPU: the model runs there",
-        r'msg="offload to cpu"',
+        r'msg="offload to cpu"|msg=offload library=cpu\b',
         backend="ollama",
     ),
     # Ollama's own default context, sized by the VRAM it found (server/routes.go: 262144 from 47 GiB): a
