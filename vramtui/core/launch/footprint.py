@@ -13,7 +13,9 @@ wizard stopped a run that fit). So the budget's figure is the floor: the least l
 engine comes up on the tiny model, found by stepping the limit down from its free size until it fails.
 Not by bisection: whether it comes up is not monotonic in the limit (measured on llama-server 0.5.0-dev:
 up at 144-160 MiB, down at 176-192 MiB, where an arena's 64 MiB reservation still fits and starves what
-follows, up again from 208 MiB), and a budget must hold at every size above the figure.
+follows, up again from 208 MiB), and a budget must hold at every size above the figure. Budgets now
+launch with one malloc arena (core/launch/procs.py), as the floor is measured: llama-server 0.3.36 on the
+tiny model comes up from 131 MiB so, against 256 MiB with glibc's arena per thread.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from vramtui.core.launch.profile import Profile
 _MEASURE_TIMEOUT_S = 20.0
 _FLOOR_STEP = 16 << 20  # the limit steps down by this much per launch
 _FLOOR_LAUNCHES = 16  # at most this many launches (each well under a second on a tiny model)
-_CACHE_VERSION = "2"  # the floor joined the measurement: figures of version 1 are measured again
+# 2: the floor joined the measurement; 3: measured with one malloc arena, as budgets now launch (procs)
+_CACHE_VERSION = "3"
 
 
 @dataclass(frozen=True)
