@@ -343,7 +343,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # (9 logs from committed files and wrappers' trackers, all in the training part by the split's hash) at
     # 3cc4c98: stage 7/9, class 8/9, memory 3/4, first error 7/7, quiet 2/2, engine 9/9; round 33 (9 logs
     # from committed log files, 7 training and 2 held-out) at 8729428: stage 9/9, class 9/9, memory 3/3,
-    # first error 4/6, quiet 1/1, calm 1/2, engine 9/9.
+    # first error 4/6, quiet 1/1, calm 1/2, engine 9/9; round 34 (8 logs, 6 of them SGLang, TGI, transformers
+    # and llama-cpp-python; 6 training, 2 held-out) at 187845b: stage 6/8, class 8/8, memory 2/4, first error
+    # 5/5, quiet 3/3, engine 8/8.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -396,6 +398,10 @@ LATER_ROUNDS = (
     (
         "round33.jsonl",
         "round 33, both parts (gathered after the rules of 2026-12-05, fifteenth session)",
+    ),
+    (
+        "round34.jsonl",
+        "round 34, both parts (gathered after the rules of 2026-12-05, fifteenth session, later)",
     ),
 )
 

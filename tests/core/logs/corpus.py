@@ -48,6 +48,7 @@ FILES = (
     LOGS / "round31.jsonl",
     LOGS / "round32.jsonl",
     LOGS / "round33.jsonl",
+    LOGS / "round34.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (743, 773),
-        "class": (750, 773),
-        "memory": (200, 214),
-        "first_error": (437, 454),
-        "quiet": (136, 144),
+        "stage": (749, 779),
+        "class": (756, 779),
+        "memory": (203, 217),
+        "first_error": (441, 458),
+        "quiet": (138, 146),
         "calm": (112, 129),
-        "engine": (721, 773),
+        "engine": (727, 779),
     },
     "heldout": {
-        "stage": (268, 291),
-        "class": (266, 291),
-        "memory": (81, 95),
-        "first_error": (153, 167),
-        "quiet": (46, 61),
+        "stage": (269, 293),
+        "class": (268, 293),
+        "memory": (81, 96),
+        "first_error": (154, 168),
+        "quiet": (47, 62),
         "calm": (34, 40),
-        "engine": (273, 291),
+        "engine": (275, 293),
     },
 }
 

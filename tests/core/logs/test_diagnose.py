@@ -1042,3 +1042,18 @@ def test_ollamas_older_cpu_runner_line_is_the_cpu_fallback_too() -> None:
     assert not any(
         "no GPU" in w for w in diagnose_text(gpu, backend="ollama", kernel_log=no_kernel_log).warnings
     )
+
+
+ROUND34 = {case["id"]: case for case in _cases(LOGS / "round34.jsonl")}
+
+
+def test_a_models_move_to_the_gpu_after_its_shards_were_read_is_the_load() -> None:
+    """transformers read every shard ("Loading checkpoint shards: 100%") and model.to("cuda") ran out of
+    device memory: the script printed the error, then its traceback through torch's Module.to frames.
+    Shards read are not weights placed: the load, not the cache (round 34, training)."""
+    diagnosis = _diagnose_case(ROUND34["r34-transformers-etu-h200-model-to-cuda-oom"])
+    assert (diagnosis.failure_stage, diagnosis.failure, diagnosis.first_error_line) == (
+        "load_weights",
+        "cuda_oom",
+        24,
+    )

@@ -43,6 +43,7 @@ class _Found:
     rule: ErrorRule | None
     stage: str
     defaulted: bool = False  # no line said where: the stage is the class's default
+    framed: bool = False  # its own traceback's frames said where (a load's Module.to, a profile run)
 
 
 # An error line that says it happened while loading ("Failed to load model - not enough GPU memory",
@@ -224,9 +225,11 @@ class LogState:
         if info.exception is not None or (rule is not None and self.tb_open and self.tb_frames):
             if self.tb_open and self.tb_import:
                 self.import_exceptions.add(number)
+            start = self.tb_start
             stage = self._close_traceback()
             if stage is not None:
                 self._adopt_stage(number, stage)  # the frames say where a stage-less first error was
+                self._adopt_own_traceback(start, stage)
         else:
             stage = None
         if info.exception is not None and (rule is None or rule.cause in _GENERIC_WEAK):
@@ -271,6 +274,7 @@ class LogState:
             rule,
             known or rule.default_stage or _DEFAULT_STAGE[rule.hint or rule.failure],
             known is None,
+            framed=stage is not None and not rule.stage,
         )
         if rule.strong:
             self.strong = found
@@ -392,6 +396,16 @@ class LogState:
         for found in (self.strong, self.weak):
             if found is not None and found.defaulted and number - found.number <= _ADOPT_WITHIN_LINES:
                 found.stage, found.defaulted = stage, False
+
+    def _adopt_own_traceback(self, start: tuple[int, str] | None, stage: str) -> None:
+        """A first error printed just before its own traceback (a script's `print(error)` then
+        `traceback.print_exc()`): its frames say where it was, over what the progress lines implied (a
+        model.to("cuda") after "Loading checkpoint shards: 100%" is the load, not the cache)."""
+        found = self.strong or self.weak
+        if start is None or found is None or stage not in _STARTUP_STAGES:
+            return
+        if start[0] - found.number == 1 and found.stage in _STARTUP_STAGES:
+            found.stage, found.defaulted, found.framed = stage, False, True
 
     def adopt_cut_traceback_stage(self) -> None:
         """At the log's end, a traceback cut before its exception line tells a stage-less first error

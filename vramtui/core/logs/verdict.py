@@ -364,6 +364,10 @@ def _floor_stage(pick: _Pick, state: LogState) -> None:
     if found is None:
         return
     floor = stage_floor(state, found.number)
+    if found.framed and floor == "kv_cache":
+        # "weights" read (transformers' "Loading checkpoint shards: 100%") is not weights placed: a
+        # traceback through the load's own frames (model.to("cuda")) says the load is where it failed
+        return
     if floor is not None and STAGE_INDEX[floor] > STAGE_INDEX[found.stage]:
         found.stage, found.defaulted = floor, False
 
