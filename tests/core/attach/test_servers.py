@@ -256,3 +256,28 @@ def test_ps_fits_a_profile_within_its_memory_budget(tiny_gguf: Path, tmp_path: P
     (answer,) = json.loads(done.stdout)["fits"]
     assert not answer["fits"] and answer["free_mib"] <= 1500
     assert any("memory_budget" in note for note in answer["notes"])
+
+
+def test_an_estimated_bill_is_calibrated_by_earlier_runs_as_attach_is(tiny_gguf: Path) -> None:
+    """QA: `ps` billed a server by the bare estimate (compute 2.8 MiB) where `attach` used the machine's
+    calibration (3.0): one estimate, one answer."""
+    from vramtui.core.attach.cmdline import read_command
+    from vramtui.core.attach.servers import estimated_bill
+    from vramtui.core.estimate.calibrate import save_record
+
+    command = read_command(["llama-server", "-m", str(tiny_gguf), "-c", "256"])
+    server = Server(
+        pid=1, engine="llama.cpp", pids=[1], command=command, model=str(tiny_gguf), params=command.params
+    )
+    bare = estimated_bill(server, None)
+    assert bare is not None
+    record = {
+        "version": 1, "ready": True, "place": "host", "time": 1, "settings": {"flash_attn": None},
+        "device": {"name": "cpu"}, "engine": {"backend": "llama.cpp", "build": "b"},
+        "printed": {"bill": {"host": {"compute_buffer_bytes": 3 << 20}}}, "peak": {"bytes": 1 << 30},
+        "estimate": {"compute_buffer_bytes": 2 << 20},
+    }  # fmt: skip
+    assert save_record(record, "earlier")
+    calibrated = estimated_bill(server, None)
+    assert calibrated is not None
+    assert calibrated.get("compute", HOST) == pytest.approx(1.5 * bare.get("compute", HOST), rel=0.01)
