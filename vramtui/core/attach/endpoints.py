@@ -7,6 +7,7 @@ OpenAI-style server: /v1/models. An endpoint that answers garbage is noted, neve
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import urllib.error
@@ -64,6 +65,8 @@ def fetch(url: str, timeout_s: float = TIMEOUT_S) -> tuple[int, bytes]:
         raise Unreachable(getattr(reason, "strerror", None) or str(reason)) from error
     except (ConnectionError, OSError) as error:  # reset mid-answer, a non-HTTP listener
         raise Unreachable(error.strerror or type(error).__name__) from error
+    except http.client.HTTPException as error:  # a listener that answers, but not in HTTP (QA: BadStatusLine)
+        raise Unreachable(f"it does not answer in HTTP ({type(error).__name__})") from error
 
 
 def _json(body: bytes) -> Any:
