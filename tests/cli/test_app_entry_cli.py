@@ -32,3 +32,25 @@ def test_app_log_that_is_a_folder_says_so(tmp_path: Path) -> None:
 def test_app_log_that_is_missing_says_not_found(tmp_path: Path) -> None:
     done = vramtui("--log", str(tmp_path / "none.log"))
     assert done.returncode == 2 and "not found" in done.stderr
+
+
+def test_with_no_terminal_the_app_and_run_say_so_in_one_line(tmp_path: Path, tiny_gguf: Path) -> None:
+    """QA: `vramtui run PROFILE </dev/null >out` (and the bare app, --log, --replay) stopped with an
+    internal error (ScreenStackError) instead of one line, exit 2, naming what to use instead."""
+    profile = tmp_path / "p.toml"
+    profile.write_text(f'backend = "llama-cpp-python"\nmodel = "{tiny_gguf}"\n[params]\ncontext = 512\n')
+    log = tmp_path / "run.log"
+    log.write_text("llama_model_loader: loaded meta data\n")
+    cases = {
+        ("run", str(profile)): f"`vramtui check {profile}`",
+        (): "use a subcommand",
+        ("--log", str(log)): f"`vramtui diagnose {log}`",
+    }
+    for args, instead in cases.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "vramtui", *args],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, (args, done.stderr)
+        assert "needs a terminal" in lines[0] and instead in lines[0], lines

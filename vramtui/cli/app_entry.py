@@ -21,14 +21,17 @@ def run(args: argparse.Namespace) -> int:
     from vramtui.cli.common import no_terminal_words
     from vramtui.tui.app import run_app  # Textual loads only when the app opens
 
+    instead = "use a subcommand (`vramtui --help`): estimate, diagnose, record, check, wizard ..."
+    if getattr(args, "log", None):
+        instead = f"`vramtui diagnose {args.log}` reads the log"
+    elif getattr(args, "replay", None):
+        instead = f"`vramtui replay {args.replay}` reads the recording"
     return run_app(
         log_file=getattr(args, "log", None),
         replay_csv=getattr(args, "replay", None),
         theme=getattr(args, "theme", None),
         source_url=getattr(args, "source", None),
-        without_terminal=no_terminal_words(
-            "vramtui", "use a subcommand (`vramtui --help`): estimate, diagnose, record, check, wizard ..."
-        ),
+        without_terminal=no_terminal_words("vramtui", instead),
     )
 
 

@@ -126,6 +126,8 @@ def run_app(
         refuse_binary_log(log_file)
     if profile_path is not None:
         check_profile(profile_path)
+    if without_terminal is not None and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise VramtuiError(without_terminal)  # before the app exists: nothing was started to stop
     # Signal handlers can only be set on the main thread, and servers start from worker threads: set
     # them here, so a closed terminal (SIGHUP) or a kill (SIGTERM) still stops every server we started.
     from vramtui.core.launch.procs import install_exit_handlers
@@ -142,9 +144,6 @@ def run_app(
         attached=attached,
         source_url=source_url,
     )
-    if without_terminal is not None and not (sys.stdin.isatty() and sys.stdout.isatty()):
-        app.shutdown()
-        raise VramtuiError(without_terminal)
     previous = leave_cleanly_on_sigterm(app)
     previous_hangup = die_with_the_servers_on_hangup()
     try:
