@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import threading
@@ -62,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     if args.source is not None and args.pid is not None:
         raise VramtuiError("--pid watches a local process; it cannot go with --source (a remote box)")
     gpu_source = _remote_source(args.source) if args.source is not None else None
+    if args.pid is not None and args.pid <= 0:
+        raise VramtuiError(f"--pid {args.pid}: a process id is a positive whole number")
     host = HostSource(args.pid)
     if args.pid is not None and not host.status().ok:
         raise VramtuiError(f"--pid {args.pid}: {host.status().message}")
@@ -94,15 +97,21 @@ def run(args: argparse.Namespace) -> int:
         if args.pid is not None:
             _say(host.status().message)
         # A remote box's GPUs with this machine's RAM beside them would mix two machines in one row.
-        rows, samples = _record(out, nvml, None if gpu_source else host, with_gpu, args, stop)
+        rows, samples, failed = _record(out, nvml, None if gpu_source else host, with_gpu, args, stop)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if out is not sys.stdout:
-            out.close()
+            with contextlib.suppress(OSError):  # a full disk: said below, with what was kept
+                out.close()
         nvml.close()
         host.close()
-    _say(f"recorded {samples} sample(s), {rows} row(s) to {args.out or 'standard output'}")
+    where = args.out or "standard output"
+    if failed:  # QA: a full disk was an internal error, with no word of what was kept
+        raise VramtuiError(
+            f"cannot write {where}: {failed}; stopped after {samples} sample(s), {rows} row(s), which are kept"
+        )
+    _say(f"recorded {samples} sample(s), {rows} row(s) to {where}")
     return 0
 
 
@@ -126,11 +135,14 @@ def _record(
     with_gpu: bool,
     args: argparse.Namespace,
     stop: threading.Event,
-) -> tuple[int, int]:
+) -> tuple[int, int, str | None]:
     from vramtui.core.memory.nvsmi_csv import NvsmiWriter
     from vramtui.core.memory.sampling import merge_samples
 
-    writer = NvsmiWriter(out, with_gpu=with_gpu, with_process=args.pid is not None)
+    try:
+        writer = NvsmiWriter(out, with_gpu=with_gpu, with_process=args.pid is not None)
+    except OSError as error:  # not even the header fits
+        return 0, 0, error.strerror or str(error)
     interval = args.interval_ms / 1000.0
     started = time.monotonic()
     deadline = None if args.duration is None else started + args.duration
@@ -142,7 +154,10 @@ def _record(
         t = time.time()
         parts = ([host.sample()] if host is not None else []) + ([nvml.sample()] if with_gpu else [])
         sample = merge_samples(t, parts)
-        writer.write(sample)
+        try:
+            writer.write(sample)
+        except OSError as error:  # a full disk, a closed pipe: stop here, what was written stays
+            return writer.rows, samples, error.strerror or str(error)
         samples += 1
         told_status = _tell_change(nvml, told_status) if host is None else told_status
         if args.pid is not None and not told_exit and sample.host and not sample.host.tree_pids:
@@ -158,7 +173,7 @@ def _record(
         if deadline is not None:
             delay = min(delay, max(deadline - now, 0.0))
         stop.wait(delay)
-    return writer.rows, samples
+    return writer.rows, samples, None
 
 
 def _tell_change(source: Source, told: str) -> str:

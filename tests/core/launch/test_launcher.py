@@ -625,3 +625,18 @@ def test_fit_under_a_host_budget_is_said_and_fit_off_or_no_fit_is_left_alone(
     assert note is None and "--fit-target" not in server.plan.argv
     server, note = _fitting("llama-cpp-python", "gpu", monkeypatch)
     assert note is None and "--fit-target" not in server.plan.argv
+
+
+def test_a_log_that_cannot_be_written_is_said_once_and_its_lines_kept(tmp_path: Path) -> None:
+    """QA: a full disk under the run's log took its reader thread down with a traceback, then exit 3.
+    The file is closed, the lines stay in memory, and the run's warnings say so (once)."""
+    profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0)
+    server = ModelServer(profile, log_dir=tmp_path)
+    server.log_file = tmp_path / "run.log"
+    server._log_handle = open("/dev/full", "w", encoding="utf-8")  # every flush fails with ENOSPC
+    for text in ("load_tensors: loading model", "llama_context: n_ctx = 4096"):
+        server._record_line(text, feed=False)
+    assert [line.text for line in server.lines] == ["load_tensors: loading model", "llama_context: n_ctx = 4096"]
+    assert server._log_handle is None
+    assert len(server.warnings) == 1 and "No space left on device" in server.warnings[0]
+    assert [event.kind for event in server.events] == ["log_write_failed"]

@@ -165,3 +165,12 @@ def test_records_follow_vramtui_data_dir_as_run_logs_do(
     assert default_log_dir().parent == record.parent.parent  # beside the run logs
     assert list_sessions() == [record]
     assert not (tmp_path / "xdg").exists()
+
+
+def test_a_full_disk_stops_the_record_in_one_line_and_ends_it_quietly() -> None:
+    """QA: a wizard whose record hit a full disk ended with an internal error (OSError)."""
+    recorder = StepRecorder("/dev/full")  # every write fails with ENOSPC
+    with pytest.raises(VramtuiError, match="No space left on device"):
+        recorder.append("step", index=1)
+    assert recorder.closed
+    assert recorder.append("end", success=False)["type"] == "end"  # the abandon's end line: no second error

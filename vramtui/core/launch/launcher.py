@@ -328,6 +328,7 @@ class ModelServer:
         self.log_file: Path | None = None
         self.lines: list[LogLine] = []
         self.events: list[RunEvent] = []
+        self.write_error: str | None = None  # the run's log could not be written (a full disk)
         self.warnings: list[str] = []
         self.stage: str | None = None  # furthest stage reached
         self.failure: str | None = None  # set by the launcher (timeout, budget, launch errors)
@@ -543,9 +544,7 @@ class ModelServer:
             record = LogLine(t, text, stage, severity, number)
             self.lines.append(record)
             if self._log_handle is not None:
-                # ISO time first: the log engine strips that prefix (same diagnosis as the raw line).
-                self._log_handle.write(f"{_stamp(t)} {text}\n")
-                self._log_handle.flush()
+                self._write_log_line(t, text)
         lowered = text.lower()
         if any(p in lowered for p in self.plan.ready_patterns):
             self._ready_seen.set()
@@ -555,6 +554,23 @@ class ModelServer:
         if self.on_log_line is not None:
             with contextlib.suppress(Exception):
                 self.on_log_line(record)
+
+    def _write_log_line(self, t: float, text: str) -> None:
+        """One line into the run's log file; a disk that fills up (or any write error) closes the file and
+        says so once, and the lines stay in memory: the run goes on (QA: a thread traceback, then exit 3)."""
+        assert self._log_handle is not None
+        try:
+            # ISO time first: the log engine strips that prefix (same diagnosis as the raw line).
+            self._log_handle.write(f"{_stamp(t)} {text}\n")
+            self._log_handle.flush()
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                self._log_handle.close()
+            self._log_handle = None
+            where = self.log_file or "the run's log"
+            self.write_error = f"{where}: {error.strerror or error}; the lines after it are kept in memory only"
+            self.warnings.append(f"the log could not be written: {self.write_error}")
+            self._event("log_write_failed", self.write_error)
 
     def _close_log(self) -> None:
         with self._lock:

@@ -9,6 +9,7 @@ dies, every step already taken is on disk. Finished (or interrupted) sessions re
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -75,9 +76,17 @@ class StepRecorder:
         if self._file.closed:  # the end line is written (a quit mid-step): a record ends there
             return entry
         line = json.dumps(entry, default=str, ensure_ascii=False)
-        self._file.write(line + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        try:
+            self._file.write(line + "\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as error:  # a full disk: stop, keeping what was written (QA: exit 3)
+            with contextlib.suppress(OSError):
+                self._file.close()
+            raise VramtuiError(
+                f"cannot write the wizard record {self.path}: {error.strerror or error} (the steps before "
+                "this one are in it)"
+            ) from None
         return entry
 
     @property
