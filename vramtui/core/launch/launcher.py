@@ -568,7 +568,9 @@ class ModelServer:
                 self._log_handle.close()
             self._log_handle = None
             where = self.log_file or "the run's log"
-            self.write_error = f"{where}: {error.strerror or error}; the lines after it are kept in memory only"
+            self.write_error = (
+                f"{where}: {error.strerror or error}; the lines after it are kept in memory only"
+            )
             self.warnings.append(f"the log could not be written: {self.write_error}")
             self._event("log_write_failed", self.write_error)
 
