@@ -178,3 +178,20 @@ def test_a_tar_of_logs_is_refused_not_read_as_one_log(tmp_path: Path) -> None:
         text=True,
     )
     assert done.returncode == 2 and "looks like binary data" in done.stderr
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".xz", ".bz2"])
+def test_a_damaged_not_cut_compressed_log_is_one_line_exit_2(tmp_path: Path, suffix: str) -> None:
+    """QA: a gzip whose data does not inflate (zlib's "invalid code lengths set", two bytes flipped) was an
+    internal error, exit 3 (which diagnose gives a log that stops before ready)."""
+    pack = {".gz": gzip.compress, ".xz": lzma.compress, ".bz2": bz2.compress}[suffix]
+    data = bytearray(pack(REAL.read_bytes()))
+    for offset in (40, 41, 90, 91):  # inside the first block, past every header
+        data[offset] ^= 0xFF
+    bad = tmp_path / f"server.log{suffix}"
+    bad.write_bytes(bytes(data))
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", str(bad)], capture_output=True, timeout=60, text=True
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "cut short or damaged" in done.stderr and "internal error" not in done.stderr

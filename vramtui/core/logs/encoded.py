@@ -13,6 +13,7 @@ import codecs
 import gzip
 import io
 import lzma
+import zlib
 from typing import BinaryIO
 
 from vramtui.core.errors import VramtuiError
@@ -23,8 +24,9 @@ _COMPRESSED = (  # magic, name, the command that prints it, the module whose ope
     (b"\xfd7zXZ\x00", "xz", "xzcat", lzma),
     (b"BZh", "bzip2", "bzcat", bz2),
 )
-# what each decompressor raises on a file cut short or damaged (gzip's BadGzipFile is an OSError)
-DAMAGED = (EOFError, lzma.LZMAError, gzip.BadGzipFile)
+# what each decompressor raises on a file cut short or damaged (gzip's BadGzipFile is an OSError; zlib.error
+# is a gzip stream whose data does not inflate)
+DAMAGED = (EOFError, lzma.LZMAError, gzip.BadGzipFile, zlib.error)
 
 
 def peek(stream: BinaryIO, size: int = 8192) -> bytes:
