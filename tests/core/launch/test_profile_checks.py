@@ -423,3 +423,57 @@ def test_a_file_that_is_no_gguf_is_refused_before_launch(tmp_path: Path) -> None
         f"vramtui: {tmp_path / 'page.gguf'}: not a GGUF file (it does not start with the GGUF magic): an error page saved in "
         "place of the model? download it again"
     ]
+
+
+def _hf_folder(tmp_path: Path, config: str, shards: dict[str, bytes] | None = None, index: str = "") -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(config)
+    for name, data in (shards or {}).items():
+        (folder / name).write_bytes(data)
+    if index:
+        (folder / "model.safetensors.index.json").write_text(index)
+    return folder
+
+
+GOOD = '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4}'
+
+
+@pytest.mark.parametrize(
+    ("config", "shards", "index", "words"),
+    [
+        ('{"model_type": "llama", ', None, "", "malformed JSON at line 1"),
+        ("[1, 2]", None, "", "is not a JSON object"),
+        (GOOD.replace("2,", '"2",'), None, "", "num_hidden_layers should be a number, not '2'"),
+        (GOOD.replace("64", "64.5"), None, "", "hidden_size should be a whole number, not 64.5"),
+        (
+            GOOD,
+            {"model.safetensors": b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}"},
+            "",
+            "bad safetensors header",
+        ),
+        (
+            GOOD,
+            None,
+            '{"weight_map": {"a": "model-00001-of-00002.safetensors"}}',
+            "a download that did not finish",
+        ),
+    ],
+)
+def test_a_damaged_hugging_face_folder_is_refused_before_launch(
+    tmp_path: Path, config: str, shards: dict[str, bytes] | None, index: str, words: str
+) -> None:
+    """QA: a malformed config.json, a string for a shape, a broken safetensors header or a missing shard
+    were launched, and came back 5-30 s later as the engine's own error "at load weights (other)"."""
+    folder = _hf_folder(tmp_path, config, shards, index)
+    profile_file = tmp_path / "p.toml"
+    profile_file.write_text(f'backend = "transformers"\nmodel = "{folder}"\n')
+    with pytest.raises(VramtuiError, match=re.escape(words)):
+        load_launch_profile(profile_file)
+
+
+def test_a_sound_hugging_face_folder_passes(tmp_path: Path) -> None:
+    folder = _hf_folder(tmp_path, GOOD)
+    profile_file = tmp_path / "p.toml"
+    profile_file.write_text(f'backend = "transformers"\nmodel = "{folder}"\n')
+    assert load_launch_profile(profile_file).model == str(folder)

@@ -822,6 +822,38 @@ def _with_modelopt_file(config: dict[str, Any], folder: Path) -> dict[str, Any]:
     return {**config, "quantization_config": {"quant_method": "modelopt", **read_config_file(quant_file)}}
 
 
+# The shape keys an engine builds the model from: a string, a fraction or a negative there fails its load.
+_SHAPE_KEYS = (
+    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+    "vocab_size", "head_dim",
+)  # fmt: skip
+
+
+def check_hf_folder(folder: Path) -> None:
+    """Before a launch: the folder's config.json parses to an object whose shape keys are whole numbers,
+    and every safetensors file's header reads and covers its file (QA: a malformed config.json was launched,
+    and the engine's JSONDecodeError came back 30 s later as "failed at load weights (other)")."""
+    config = _text_config(read_config_file(folder / "config.json"))
+    for key in _SHAPE_KEYS:
+        value = _int(config, key)
+        if value is not None and config[key] != value:
+            raise VramtuiError(
+                f"{folder / 'config.json'}: {key} should be a whole number, not {config[key]!r}"
+            )
+    for shard in sorted(folder.glob("*.safetensors")):
+        read_safetensors_header(shard)
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():  # the estimate sizes from the index alone; a load needs every shard it names
+        weight_map = read_config_file(index).get("weight_map")
+        names = sorted(set(map(str, weight_map.values()))) if isinstance(weight_map, dict) else []
+        missing = [name for name in names if not (folder / name).is_file()]
+        if missing:
+            raise VramtuiError(
+                f"{folder}: {len(missing)} of the {len(names)} shards {index.name} names are not in the folder "
+                f"({missing[0]}{', ...' if len(missing) > 1 else ''}): a download that did not finish?"
+            )
+
+
 def info_from_hf_folder(folder: Path, exact_params: bool = True) -> ModelInfo:
     config_path = folder / "config.json"
     if not config_path.is_file():

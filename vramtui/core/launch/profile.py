@@ -320,6 +320,10 @@ def check_files(profile: Profile) -> None:
             raise VramtuiError(f"model file not found: {model}")
         if profile.backend.model_is_file and path.is_dir():
             raise VramtuiError(f"model is a folder, not a file: {model}")
+        if path.is_dir() and (path / "config.json").is_file():
+            from vramtui.core.estimate.modelinfo import check_hf_folder
+
+            check_hf_folder(path)  # a damaged config.json or safetensors header: said before the launch
         if path.suffix.lower() == ".gguf" and path.is_file():
             from vramtui.core.estimate.ggufheader import cut_short
 
