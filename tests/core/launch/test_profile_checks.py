@@ -477,3 +477,17 @@ def test_a_sound_hugging_face_folder_passes(tmp_path: Path) -> None:
     profile_file = tmp_path / "p.toml"
     profile_file.write_text(f'backend = "transformers"\nmodel = "{folder}"\n')
     assert load_launch_profile(profile_file).model == str(folder)
+
+
+@pytest.mark.parametrize(
+    ("host", "words"), [("not a host!!", "Name or service not known"), ("10.99.99.99", "")]
+)
+def test_a_host_the_server_cannot_listen_on_is_one_line_before_launch(
+    tmp_path: Path, host: str, words: str
+) -> None:
+    """QA: a host that does not resolve was an internal error (socket.gaierror) from picking the port."""
+    folder = _hf_folder(tmp_path, GOOD)
+    profile_file = tmp_path / "p.toml"
+    profile_file.write_text(f'backend = "transformers"\nmodel = "{folder}"\nhost = "{host}"\n')
+    with pytest.raises(VramtuiError, match=rf"host '{re.escape(host)}': .*{words}.*cannot listen there"):
+        load_launch_profile(profile_file)

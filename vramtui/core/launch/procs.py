@@ -341,10 +341,19 @@ def process_name(pid: int) -> str:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nobody listens on now (the kernel's pick)."""
+    """A port nobody listens on now (the kernel's pick); one line when the host is none to listen on."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+        try:
+            sock.bind((host, 0))
+        except OSError as error:  # a name that does not resolve, an address this machine does not have
+            from vramtui.core.errors import VramtuiError
+
+            reason = error.strerror or str(error)
+            raise VramtuiError(
+                f"host {host!r}: {reason}: a server cannot listen there (give an address of this machine, "
+                "127.0.0.1 or 0.0.0.0)"
+            ) from None
         return int(sock.getsockname()[1])
 
 

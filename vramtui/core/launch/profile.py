@@ -339,6 +339,10 @@ def check_files(profile: Profile) -> None:
             problem = cut_short(path)
             if problem:
                 raise VramtuiError(problem)
+    if profile.host not in {"", "0.0.0.0", "*"}:
+        from vramtui.core.launch.procs import free_port
+
+        free_port(profile.host)  # a host it cannot listen on: one line now, not the engine's bind error
     if profile.program:
         resolve_program(profile.program, profile.env.get("PATH"))
         return
