@@ -30,6 +30,19 @@ def test_the_demos_nonsense_numbers_stop_before_it_launches(
     assert message in captured.err and "recording to" not in captured.out + captured.err
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--save", "/"], "is a folder"), (["--save", "/nonexistent/dir/p.toml"], "no folder")],
+)
+def test_a_save_target_that_cannot_be_written_stops_before_the_wizard_launches(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """QA: `wizard PROFILE --auto --save FOLDER` ran the whole wizard, then an internal error."""
+    assert main(["wizard", "never-read.toml", "--auto", *argv]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "recording to" not in captured.out + captured.err
+
+
 def test_an_exit_status_out_of_range_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "server.log"
     log.write_text("main: loading model\n")

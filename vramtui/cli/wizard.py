@@ -202,6 +202,23 @@ def _check_run_flags(args: argparse.Namespace) -> None:
     if tokens is not None and tokens < 1:
         raise VramtuiError(f"--stress-tokens: at least 1 token, not {tokens}")
     _check_export(getattr(args, "export", None))
+    _check_target("--save", getattr(args, "save", None))
+
+
+def _check_target(flag: str, name: str | None) -> None:
+    """A file to write at the end is a file in a folder that is there (QA: `--save FOLDER` ran the whole
+    wizard, then stopped with an internal error, IsADirectoryError)."""
+    from pathlib import Path
+
+    from vramtui.core.errors import VramtuiError
+
+    if not name:
+        return
+    target = Path(name).expanduser()
+    if target.is_dir():
+        raise VramtuiError(f"{flag}: {name} is a folder; give a file name in it")
+    if not target.parent.is_dir():
+        raise VramtuiError(f"{flag}: no folder {target.parent} to write {target.name} in")
 
 
 def _check_export(export: str | None) -> None:
@@ -214,8 +231,7 @@ def _check_export(export: str | None) -> None:
         target = Path(export)
         if target.suffix.lower() not in (".md", ".csv"):
             raise VramtuiError(f"--export: {export} must end in .md (Markdown) or .csv")
-        if not target.parent.is_dir():
-            raise VramtuiError(f"--export: no folder {target.parent} to write {target.name} in")
+        _check_target("--export", export)
 
 
 def _markdown(session: Any) -> str:
