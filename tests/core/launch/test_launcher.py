@@ -266,6 +266,39 @@ def test_a_refused_flag_of_the_users_own_is_not_called_another_program(tmp_path:
     ]
 
 
+HEALTH_500 = """#!{python}
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(500)
+        self.end_headers()
+        self.wfile.write(b'{{"error": "internal"}}')
+    def log_message(self, *args):
+        pass
+print("main: server is listening on http://127.0.0.1:%d" % port, flush=True)
+HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"""
+
+
+def test_a_health_check_answering_500_is_said_not_taken_for_a_slow_load(tmp_path: Path) -> None:
+    """QA: a /health that answers HTTP 500 (or no HTTP at all) ended as "not ready within the timeout ...
+    Raise ready_timeout if the model is large": the answer is said, and the advice is not to wait."""
+    server = tmp_path / "llama-server"
+    server.write_text(HEALTH_500.format(python=sys.executable))
+    server.chmod(0o755)
+    (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
+    profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0, program=str(server))
+    started: list[int] = []
+    result = run_check(profile, tmp_path, ready_timeout_s=3, on_start=lambda s: started.append(s.pid))
+    assert result.failure == READY_TIMEOUT
+    assert '/health answered HTTP 500 ({"error": "internal"})' in result.message
+    assert "Raise `ready_timeout`" not in result.diagnosis.advice[0]
+    assert "not the engine's 'still loading'" in result.diagnosis.advice[0]
+    assert_nothing_left(*started)
+
+
 def test_port_already_in_use(tiny_gguf: Path, tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -43,6 +43,8 @@ from vramtui.core.units import MIB
 COMMAND_NOT_FOUND = "command_not_found"
 PORT_IN_USE = "port_in_use"
 READY_TIMEOUT = "ready_timeout"
+# How long a port may answer in no HTTP before the wait stops (an engine answers HTTP once it listens)
+_NOT_HTTP_S = 10.0
 EXITED = "exited"
 CUDA_OOM = "cuda_oom"  # the run crossed the GPU memory budget
 BAD_ARGUMENTS = "bad_arguments"  # the server refused its own command line before loading anything
@@ -329,6 +331,8 @@ class ModelServer:
         self.lines: list[LogLine] = []
         self.events: list[RunEvent] = []
         self.write_error: str | None = None  # the run's log could not be written (a full disk)
+        self.health_said = ""  # the last health answer that was no "ready" (an HTTP error, no HTTP at all)
+        self.not_http_since: float | None = None
         self.warnings: list[str] = []
         self.stage: str | None = None  # furthest stage reached
         self.failure: str | None = None  # set by the launcher (timeout, budget, launch errors)
@@ -589,15 +593,24 @@ class ModelServer:
 
     # --- ready ---------------------------------------------------------------------------------------
     def _health_ok(self) -> bool:
+        """One poll of the health paths; what a path answered that was no "ready" is kept (`health_said`),
+        and since when a listener has answered in no HTTP at all (`not_http_since`)."""
         import httpx
 
         for path in self.plan.health_paths:
             try:
                 response = httpx.get(self.base_url + path, timeout=2.0)
+            except (httpx.RemoteProtocolError, httpx.DecodingError) as error:
+                self.health_said = f"{path} answered in no HTTP ({type(error).__name__})"
+                self.not_http_since = self.not_http_since or time.monotonic()
+                return False
             except httpx.HTTPError:
                 return False
+            self.not_http_since = None
             if response.status_code == 200:
                 return True
+            body = " ".join(response.text[:80].split())
+            self.health_said = f"{path} answered HTTP {response.status_code}" + (f" ({body})" if body else "")
         return False
 
     def wait_ready(self, timeout_s: float | None = None) -> bool:
@@ -623,10 +636,16 @@ class ModelServer:
                         self.stage = "ready"
                 self._event("ready", "")
                 return True
-            if time.monotonic() >= deadline:
+            not_http = (
+                self.not_http_since is not None and time.monotonic() - self.not_http_since > _NOT_HTTP_S
+            )
+            if time.monotonic() >= deadline or not_http:
                 self.failure = READY_TIMEOUT
                 self.failure_stage = self.stage or "launch"
-                self.failure_message = f"not ready after {timeout_s:g} s; stuck at stage {self.failure_stage}"
+                waited = f"after {timeout_s:g} s" if not not_http else f"for {_NOT_HTTP_S:g} s"
+                self.failure_message = f"not ready {waited}; stuck at stage {self.failure_stage}"
+                if self.health_said:  # QA: a 500 or a listener in no HTTP read as a large model loading
+                    self.failure_message += f"; {self.health_said}"
                 self._record_line(f"vramtui: {self.failure_message}", feed=False)
                 return False
             # A ready line in the log: look again at once instead of sleeping.
@@ -1055,6 +1074,12 @@ def launcher_advice(failure: str, server: ModelServer) -> str:
             f"program = {profile.program or server.command[0]!r} is not {engine}'s server: name {wanted} "
             f"there ({where}), or leave program out to run the one on PATH."
         )
+    if failure == READY_TIMEOUT and server.health_said and "503" not in server.health_said:
+        # an answer that is no engine's "still loading" (503): waiting longer will not help
+        return (
+            f"Its health check {server.health_said}: not the engine's 'still loading'. Check that the program "
+            f"is {engine}'s server and the port its own, and read the last lines of the log."
+        )
     return _LAUNCHER_ADVICE.get(failure, "See the last lines of the log.")
 
 
@@ -1119,7 +1144,8 @@ def _message(
     if server.ready and smoke is not None:
         return f"up, but the smallest request failed: {smoke.meaning}"
     if failure == READY_TIMEOUT:
-        return f"not ready within the timeout; stuck at stage {stage}"
+        said = f"; {server.health_said}" if server.health_said else ""
+        return f"not ready within the timeout; stuck at stage {stage}{said}"
     first_error = getattr(diagnosis, "first_error_text", None) if diagnosis is not None else None
     if first_error and "with no error text" in first_error:
         # The engine exited without a line the rules know: quote the last one that reads like an error.
