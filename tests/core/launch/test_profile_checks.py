@@ -75,6 +75,7 @@ def test_env_stays_free_form(tmp_path: Path) -> None:
         ({"flash_attn": "maybe"}, r'^flash_attn is not an on/off value: "maybe"'),
         ({"gpu_layers": "most"}, r'^gpu_layers must be a whole number or "all", not "most"$'),
         ({"parallel": True}, r"^parallel must be a whole number, not true$"),
+        ({"n_cpu_moe": -2}, r"^n_cpu_moe must be 0 or more, not -2$"),  # QA: refused by the engine only
     ],
 )
 def test_impossible_values_are_refused_at_load(params: dict[str, object], message: str) -> None:
@@ -491,3 +492,11 @@ def test_a_host_the_server_cannot_listen_on_is_one_line_before_launch(
     profile_file.write_text(f'backend = "transformers"\nmodel = "{folder}"\nhost = "{host}"\n')
     with pytest.raises(VramtuiError, match=rf"host '{re.escape(host)}': .*{words}.*cannot listen there"):
         load_launch_profile(profile_file)
+
+
+def test_extra_args_must_start_with_a_flag() -> None:
+    """QA: extra_args = [1, 2] went to the engine as two stray arguments, refused after the launch."""
+    with pytest.raises(VramtuiError, match=r'extra_args must start with a flag such as "--threads", not 1'):
+        profile_from_dict({"backend": "llama.cpp", "model": "m.gguf", "extra_args": [1, 2]})
+    kept = profile_from_dict({"backend": "llama.cpp", "model": "m.gguf", "extra_args": ["--threads", 4]})
+    assert kept.extra_args == ("--threads", "4")

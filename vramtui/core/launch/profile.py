@@ -282,9 +282,9 @@ def check_param_value(backend: Backend, name: str, value: object) -> None:
     if name == "parallel" and backend.parallel_auto_slots and str(value).strip().lower() in {"auto", "-1"}:
         return
     lowest = {"context": 0 if backend.context_zero_is_trained else 1, "parallel": 1, "batch": 1, "ubatch": 1}
-    lowest.update(ctx_size_draft=0, max_loras=1, max_lora_rank=1)
+    lowest.update(ctx_size_draft=0, max_loras=1, max_lora_rank=1, n_cpu_moe=0)
     if name in lowest and whole(name, value) < lowest[name]:
-        meaning = " (0: the model's own trained length)" if lowest[name] == 0 else ""
+        meaning = " (0: the model's own trained length)" if name == "context" and lowest[name] == 0 else ""
         raise VramtuiError(f"{name} must be {lowest[name]} or more{meaning}, not {value!r}")
     if name in lowest and whole(name, value) > MAX_WHOLE:  # typed as text: "1000000000000"
         raise VramtuiError(f"{name} must be at most {MAX_WHOLE} (no engine takes more), not {value!r}")
@@ -483,6 +483,9 @@ def profile_from_dict(
         raise VramtuiError('extra_args must be a list of arguments, e.g. ["--threads", "4"], not one string')
     if not isinstance(extra, list) or not all(isinstance(a, str | int | float) for a in extra):
         raise VramtuiError("extra_args must be a list of arguments")
+    if extra and not (isinstance(extra[0], str) and extra[0].startswith("-")):
+        # a value with no flag before it: the engine would refuse it after the launch (QA: [1, 2])
+        raise VramtuiError(f'extra_args must start with a flag such as "--threads", not {extra[0]!r}')
 
     env = data.get("env", {})
     if not isinstance(env, dict):
