@@ -367,3 +367,29 @@ def test_replay_a_server_up_from_the_first_row(tmp_path: Path, capsys: pytest.Ca
     assert round(data["plateau_mib"] / 1024, 2) == 15.04 and len(data["request_peaks_mib"]) == 3
     assert data["falls_back"] is True and data["baseline_mib"] is None
     assert data["leftover_mib"] is None  # an exit seen, but no idle level before the launch to compare with
+
+
+def test_a_gpu_that_stops_reporting_and_time_that_runs_back_are_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA: a GPU that fell off the bus mid-recording ([GPU requires reset] rows, then nothing) and rows whose
+    time runs backwards were read without a word."""
+    header = "timestamp, index, name, memory.used [MiB], memory.total [MiB]"
+    rows = [header]
+    for tick in range(60):  # 30 s at 0.5 s; GPU 1 answers for 10 s, then errors, then nothing
+        stamp = f"2026/12/05 01:00:{tick // 2:02d}.{5 * (tick % 2)}00"
+        rows.append(f"{stamp}, 0, NVIDIA GeForce RTX 4090, {500 + tick} MiB, 24564 MiB")
+        if tick < 20:
+            rows.append(f"{stamp}, 1, NVIDIA GeForce RTX 4090, 250 MiB, 24564 MiB")
+        elif tick < 24:
+            rows.append(f"{stamp}, 1, NVIDIA GeForce RTX 4090, [GPU requires reset], [Unknown Error]")
+    vanish = tmp_path / "vanish.csv"
+    vanish.write_text("\n".join(rows) + "\n")
+    assert main(["replay", str(vanish), "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any(note.startswith("GPU 1 stopped reporting at 10 s of 30 s") for note in notes), notes
+    assert not any(note.startswith("GPU 0 stopped") for note in notes)
+    backwards = tmp_path / "backwards.csv"
+    backwards.write_text("\n".join([header, *reversed([r for r in rows[1:] if ", 0, " in r])]) + "\n")
+    assert main(["replay", str(backwards), "--json"]) == 0
+    assert any("time runs backwards" in n for n in json.loads(capsys.readouterr().out)["notes"])

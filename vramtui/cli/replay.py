@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 from typing import Any
 
 from vramtui.cli.common import print_json
@@ -82,10 +83,40 @@ def analyse(data: Any) -> dict[str, Any]:
     if any(v is not None for v in host.tree_rss):
         tree = compute_readings(host.times, host.tree_rss, events, running=running, on_host=True)
         result["process_tree_rss"] = tree.to_dict()
+    result["notes"] = list(result.get("notes") or []) + _gaps(data)
     result["rows"] = data.rows
     result["skipped_rows"] = data.skipped
     result["problems"] = list(data.problems)
     return result
+
+
+def _gaps(data: Any) -> list[str]:
+    """A GPU that stopped reporting before the recording ended (it fell off the bus, its driver failed:
+    nvidia-smi then prints [GPU requires reset] or [Unknown Error]), and time that runs backwards (QA:
+    both read without a word, and a "falls back" verdict from rows out of order)."""
+    notes: list[str] = []
+    all_times = [t for s in data.gpus.values() for t in s.times] + list(data.host.times)
+    if not all_times:
+        return notes
+    start, end = min(all_times), max(all_times)
+    for series in data.gpus.values():
+        seen = [t for t, used in zip(series.times, series.used, strict=False) if used is not None]
+        last = max(seen) if seen else start
+        steps = sorted(b - a for a, b in itertools.pairwise(seen) if b > a)
+        step = steps[len(steps) // 2] if steps else 1.0
+        if end - last > max(5.0, 3 * step):
+            notes.append(
+                f"GPU {series.index} stopped reporting at {last - start:.0f} s of {end - start:.0f} s: it "
+                "left the bus or its driver failed (nvidia-smi's [GPU requires reset] / [Unknown Error]); "
+                "its readings end there"
+            )
+        back = sum(1 for a, b in itertools.pairwise(series.times) if b < a)
+        if back:
+            notes.append(
+                f"GPU {series.index}: the time runs backwards {back} time(s) (rows out of order, or two "
+                "recordings joined): readings over time are unreliable"
+            )
+    return notes
 
 
 def _int(value: float | None) -> int | None:
