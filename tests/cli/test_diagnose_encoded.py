@@ -195,3 +195,18 @@ def test_a_damaged_not_cut_compressed_log_is_one_line_exit_2(tmp_path: Path, suf
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "cut short or damaged" in done.stderr and "internal error" not in done.stderr
+
+
+def test_a_log_with_bare_cr_line_endings_reads_line_by_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA: a log whose lines end in a bare CR was one line, its "first error" the whole file."""
+    lines = REAL.read_text().splitlines()
+    cr = tmp_path / "server.log"
+    cr.write_bytes("\r".join(lines).encode() + b"\r")
+    main(["diagnose", str(REAL), "--json"])
+    plain = json.loads(capsys.readouterr().out)
+    main(["diagnose", str(cr), "--json"])
+    read = json.loads(capsys.readouterr().out)
+    assert read["lines"] == plain["lines"] == len(lines)
+    assert _same(read, plain)

@@ -92,6 +92,24 @@ class _Recoded(io.RawIOBase):
         return count
 
 
+class _CarriageReturns(io.RawIOBase):
+    """A log whose lines end in a bare CR (old Mac tools, a terminal capture), read with LF endings."""
+
+    def __init__(self, source: BinaryIO) -> None:
+        self._source = source
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._source.fileno()
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self._source.read(len(buffer)).replace(b"\r", b"\n")
+        buffer[: len(data)] = data
+        return len(data)
+
+
 def decoded(stream: BinaryIO) -> tuple[BinaryIO, str | None]:
     """The stream as plain UTF-8 log bytes, and the compression it was in (None: none)."""
     packed = compression_of(peek(stream, 8))
@@ -101,6 +119,9 @@ def decoded(stream: BinaryIO) -> tuple[BinaryIO, str | None]:
     codec = utf16_of(peek(stream, 4096))
     if codec is not None:
         stream = io.BufferedReader(_Recoded(stream, codec), buffer_size=_CHUNK)  # type: ignore[assignment]
+    head = peek(stream, 65536)
+    if b"\r" in head and b"\n" not in head:  # QA: a CR-only log read as one line
+        stream = io.BufferedReader(_CarriageReturns(stream), buffer_size=_CHUNK)  # type: ignore[assignment]
     return stream, packed[0] if packed else None
 
 
