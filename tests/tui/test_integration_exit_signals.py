@@ -71,8 +71,8 @@ IGNORING_SIGHUP = (
 
 @pytest.mark.parametrize(
     ("signum", "ignored_before"),
-    [(signal.SIGHUP, False), (signal.SIGHUP, True), (signal.SIGTERM, False)],
-    ids=["SIGHUP", "SIGHUP-inherited-ignored", "SIGTERM"],
+    [(signal.SIGHUP, False), (signal.SIGHUP, True), (signal.SIGTERM, False), (signal.SIGINT, False)],
+    ids=["SIGHUP", "SIGHUP-inherited-ignored", "SIGTERM", "SIGINT"],
 )
 def test_signal_to_the_app_stops_the_server_it_started(
     signum: int, ignored_before: bool, tiny_gguf: Path, tmp_path: Path
@@ -120,10 +120,10 @@ def test_signal_to_the_app_stops_the_server_it_started(
         seen = len(screen)
         app.send_signal(signum)
         returncode = app.wait(timeout=30)
-        if signum == signal.SIGTERM:
-            # A kill from another shell: the servers go, then the app leaves the screen as the shell
-            # had it (out of the alternate screen) and exits 128 + 15.
-            assert returncode == 128 + signal.SIGTERM
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            # A kill from another shell (`kill -INT` too, QA: it did nothing): the servers go, then the
+            # app leaves the screen as the shell had it (out of the alternate screen) and exits 128 + N.
+            assert returncode == 128 + signum
             reader.join(timeout=5)
             assert b"\x1b[?1049l" in bytes(screen[seen:]), "the terminal was left in the app's screen"
         else:

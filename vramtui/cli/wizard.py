@@ -356,6 +356,13 @@ def refuse_saving_over_the_source(args: argparse.Namespace, profile: Any) -> Non
         )
 
 
+def _export_record(record: Any, export: str, out: Any) -> None:
+    from vramtui.core.wizard.steprecord import open_session
+
+    _export(open_session(record), export)
+    print(f"record exported to {export}", file=out)
+
+
 def run_wizard(profile: Any, args: argparse.Namespace) -> int:
     """Shared by `vramtui wizard` and `vramtui demo --auto`."""
     from vramtui.core.launch.launcher import build_command, pin_port
@@ -387,15 +394,19 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
     if wizard.record_path:
         print(f"recording to {wizard.record_path}", file=out)
     confirm = (lambda proposal: _ask(proposal, out, wizard)) if interactive else None
-    result = wizard.run(max_steps=args.max_steps, confirm=confirm)
+    export = getattr(args, "export", None)
+    try:
+        result = wizard.run(max_steps=args.max_steps, confirm=confirm)
+    except KeyboardInterrupt:
+        # the record ends with the step that was running (Wizard.run): the export asked for is written
+        # from it as well (QA: ctrl-c left no --export file)
+        if export and wizard.record_path:
+            _export_record(wizard.record_path, export, out)
+        raise
     if result.pending is not None and not interactive and not args.auto:
         print(f"proposed (run with --auto to apply): {result.pending.describe()}", file=out)
-    export = getattr(args, "export", None)
     if export and result.record_path:
-        from vramtui.core.wizard.steprecord import open_session
-
-        _export(open_session(result.record_path), export)
-        print(f"record exported to {export}", file=out)
+        _export_record(result.record_path, export, out)
     save = getattr(args, "save", None)
     if save and result.success:
         result.final_profile.with_changes(port=own_port).save(save)

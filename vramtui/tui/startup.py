@@ -55,13 +55,14 @@ def check_profile(path: str) -> None:
     build_command(profile)
 
 
-def leave_cleanly_on_sigterm(app: App[int]) -> Any:
+def leave_cleanly_on_sigterm(app: App[int], signum: int = signal.SIGTERM) -> Any:
     """SIGTERM (a kill from another shell): stop every server at once, then leave the screen the way
     the shell had it (no raw mode, no alternate screen) and exit 143. A second SIGTERM, or one that
-    comes before the app runs, does what the exit handlers do: stop the servers and die of it."""
+    comes before the app runs, does what the exit handlers do: stop the servers and die of it. The same
+    for a SIGINT sent from another shell (`kill -INT`, exit 130: the screen's own ctrl-c is a key)."""
     from vramtui.core.launch.procs import kill_all_groups
 
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = signal.getsignal(signum)
     asked = False
 
     def on_sigterm(signum: int, frame: Any) -> None:
@@ -83,7 +84,7 @@ def leave_cleanly_on_sigterm(app: App[int]) -> Any:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
-    signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signum, on_sigterm)
     return previous
 
 
@@ -145,11 +146,16 @@ def run_app(
         source_url=source_url,
     )
     previous = leave_cleanly_on_sigterm(app)
+    # a SIGINT the shell left ignored (a background job) stays ignored, as everywhere in vramtui
+    interrupt = signal.getsignal(signal.SIGINT)
+    if interrupt is not signal.SIG_IGN:
+        leave_cleanly_on_sigterm(app, signal.SIGINT)
     previous_hangup = die_with_the_servers_on_hangup()
     try:
         result = app.run()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, interrupt)
         signal.signal(signal.SIGHUP, previous_hangup)
         app.shutdown()
     return int(result or 0)
