@@ -500,3 +500,23 @@ def test_extra_args_must_start_with_a_flag() -> None:
         profile_from_dict({"backend": "llama.cpp", "model": "m.gguf", "extra_args": [1, 2]})
     kept = profile_from_dict({"backend": "llama.cpp", "model": "m.gguf", "extra_args": ["--threads", 4]})
     assert kept.extra_args == ("--threads", "4")
+
+
+def test_an_empty_model_a_folder_for_a_profile_and_the_backend_list_say_what_they_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA: an empty .gguf was "not a GGUF file ... an error page?", a folder given as the profile was "no
+    such profile", and diagnose's list of backends left out ik_llama.cpp, which it takes."""
+    from vramtui.cli import main
+
+    (tmp_path / "m.gguf").write_bytes(b"")
+    profile = tmp_path / "p.toml"
+    profile.write_text(f'backend = "llama-cpp-python"\nmodel = "{tmp_path / "m.gguf"}"\n')
+    with pytest.raises(VramtuiError, match=r"the file is empty \(0 bytes\)"):
+        load_launch_profile(profile)
+    with pytest.raises(VramtuiError, match=r"is a folder, not a profile"):
+        load_profile(tmp_path)
+    log = tmp_path / "s.log"
+    log.write_text("main: loading model\n")
+    assert main(["diagnose", str(log), "--backend", "foo"]) == 2
+    assert "ik_llama.cpp" in capsys.readouterr().err

@@ -97,6 +97,8 @@ def cut_short(path: str | Path) -> str | None:
 def _read_header(path: str, _mtime_ns: int, size: int) -> GgufHeader:
     try:
         with open(path, "rb") as handle:
+            if size == 0:
+                raise VramtuiError(f"{path}: the file is empty (0 bytes): download it again")
             if size < 24:
                 magic = handle.read(4)
                 if magic != b"GGUF":

@@ -331,6 +331,8 @@ def check_files(profile: Profile) -> None:
             # place), only ends in the engine's refusal: say it before.
             with open(path, "rb") as handle:
                 magic = handle.read(4)
+            if not magic:
+                raise VramtuiError(f"{model}: the file is empty (0 bytes): download it again")
             if magic != b"GGUF":
                 raise VramtuiError(
                     f"{model}: not a GGUF file (it does not start with the GGUF magic): an error page saved in "
@@ -534,6 +536,8 @@ def load_profile(path: str | Path) -> Profile:
                 file = default
             else:
                 hint = f" (nor {default})"
+        if file.is_dir():
+            raise VramtuiError(f"{path} is a folder, not a profile (a TOML file)")
         if not file.is_file():
             raise VramtuiError(f"no such profile: {path}{hint}")
     try:

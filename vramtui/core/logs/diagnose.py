@@ -302,8 +302,12 @@ def _normalize_backend(name: str) -> str:
     try:
         return get_backend(key).name
     except VramtuiError as error:
-        known = ", ".join(ls.BACKEND_NAMES)
-        near = difflib.get_close_matches(key, ls.BACKEND_NAMES, n=1, cutoff=0.7)
+        from vramtui.core.backends import BACKENDS
+
+        # the log engines' names and every backend's (ik_llama.cpp reads with llama.cpp's rules)
+        names = list(dict.fromkeys([*ls.BACKEND_NAMES, *BACKENDS]))
+        known = ", ".join(names)
+        near = difflib.get_close_matches(key, names, n=1, cutoff=0.7)
         hint = f"; did you mean {near[0]!r}?" if near else ""
         raise VramtuiError(f"unknown backend {name!r}{hint} (known: {known})") from error
 
