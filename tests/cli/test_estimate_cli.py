@@ -685,6 +685,9 @@ def test_no_kv_offload_bills_the_cache_to_host_ram(
             {"num_attention_heads": 7, "num_key_value_heads": 7},
             "hidden_size 5120 does not divide into num_attention_heads 7",
         ),
+        # QA 4 #12: sized as 48 layers, and as 40 heads over 6 KV heads
+        ({"num_hidden_layers": 48.5}, "num_hidden_layers should be a whole number, not 48.5"),
+        ({"num_key_value_heads": 6}, "num_attention_heads 40 is not a multiple of num_key_value_heads 6"),
     ],
 )
 def test_a_config_no_model_has_is_one_line_as_the_flags_are(
@@ -735,3 +738,17 @@ def test_an_abbreviated_flag_is_refused_not_read_as_another(
 ) -> None:
     assert main(["estimate", str(tiny_gguf), "--ctx-s", "4096"]) == 2
     assert "unrecognized arguments: --ctx-s 4096" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given", ["fp8", ["fp8"]])
+def test_a_quantization_config_that_is_no_object_is_weights_unknown(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, given: object
+) -> None:
+    """QA 4 #12: "quantization_config": "fp8" (or a list) was sized as 16-bit without a word."""
+    config = {
+        "model_type": "llama", "hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 32,
+        "num_key_value_heads": 4, "num_hidden_layers": 22, "vocab_size": 32000, "quantization_config": given,
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    data = run_json(capsys, str(tmp_path / "config.json"), "--no-meta")
+    assert data["weights_unknown"] and "as the whole quantization_config" in data["weights_unknown"]
