@@ -32,6 +32,7 @@ from typing import IO, Any
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch import procs
 from vramtui.core.launch.billcheck import LaunchEstimate, run_bill
+from vramtui.core.launch.health import HealthProbe
 from vramtui.core.launch.profile import Profile, missing_program
 from vramtui.core.launch.smoke import SmokeResult, replay_request, smoke_request
 from vramtui.core.logs.stages import STAGES
@@ -295,6 +296,23 @@ def exit_words(code: int | None, ready_at: float | None, started_at: float | Non
     return f"the server was killed by {name} (signal {-code}){when}"
 
 
+def preflight(plan: LaunchPlan, profile: Profile, sample_source: Any) -> list[str]:
+    """Problems found before launch: a missing program, a busy port (raised), GPU memory already held."""
+    program = plan.argv[0]
+    search_path = {**os.environ, **profile.env}.get("PATH")
+    if shutil.which(program, path=search_path) is None:
+        said = missing_program(profile.backend) if not profile.program else None
+        raise LaunchError(COMMAND_NOT_FOUND, said or f"program not found: {program}")
+    if procs.port_in_use(plan.host, plan.port):
+        holder = procs.port_holder(plan.port)
+        who = f" by {holder}" if holder else ""
+        raise LaunchError(
+            PORT_IN_USE,
+            f"port {plan.port} on {plan.host} is already in use{who}: stop it or set another port",
+        )
+    return gpu_holders(sample_source)
+
+
 class ModelServer:
     """One run of a model server. Use as a context manager: the server is stopped on exit, always.
 
@@ -331,8 +349,7 @@ class ModelServer:
         self.lines: list[LogLine] = []
         self.events: list[RunEvent] = []
         self.write_error: str | None = None  # the run's log could not be written (a full disk)
-        self.health_said = ""  # the last health answer that was no "ready" (an HTTP error, no HTTP at all)
-        self.not_http_since: float | None = None
+        self.health = HealthProbe(self.plan.health_paths)
         self.warnings: list[str] = []
         self.stage: str | None = None  # furthest stage reached
         self.failure: str | None = None  # set by the launcher (timeout, budget, launch errors)
@@ -383,20 +400,7 @@ class ModelServer:
 
     # --- start ---------------------------------------------------------------------------------------
     def preflight(self) -> list[str]:
-        """Problems found before launch: a missing program, a busy port (raised), GPU memory already held."""
-        program = self.plan.argv[0]
-        search_path = {**os.environ, **self.profile.env}.get("PATH")
-        if shutil.which(program, path=search_path) is None:
-            said = missing_program(self.profile.backend) if not self.profile.program else None
-            raise LaunchError(COMMAND_NOT_FOUND, said or f"program not found: {program}")
-        if procs.port_in_use(self.plan.host, self.plan.port):
-            holder = procs.port_holder(self.plan.port)
-            who = f" by {holder}" if holder else ""
-            raise LaunchError(
-                PORT_IN_USE,
-                f"port {self.plan.port} on {self.plan.host} is already in use{who}: stop it or set another port",
-            )
-        return gpu_holders(self.sample_source)
+        return preflight(self.plan, self.profile, self.sample_source)
 
     def bill(self) -> Reconciliation | None:
         """The estimate at launch, the buffers the engine printed and the memory measured, per term and
@@ -592,27 +596,6 @@ class ModelServer:
                 self.on_event(event)
 
     # --- ready ---------------------------------------------------------------------------------------
-    def _health_ok(self) -> bool:
-        """One poll of the health paths; what a path answered that was no "ready" is kept (`health_said`),
-        and since when a listener has answered in no HTTP at all (`not_http_since`)."""
-        import httpx
-
-        for path in self.plan.health_paths:
-            try:
-                response = httpx.get(self.base_url + path, timeout=2.0)
-            except (httpx.RemoteProtocolError, httpx.DecodingError) as error:
-                self.health_said = f"{path} answered in no HTTP ({type(error).__name__})"
-                self.not_http_since = self.not_http_since or time.monotonic()
-                return False
-            except httpx.HTTPError:
-                return False
-            self.not_http_since = None
-            if response.status_code == 200:
-                return True
-            body = " ".join(response.text[:80].split())
-            self.health_said = f"{path} answered HTTP {response.status_code}" + (f" ({body})" if body else "")
-        return False
-
     def wait_ready(self, timeout_s: float | None = None) -> bool:
         """Wait until the backend answers its health check; False when it exited, crossed a budget or timed out."""
         if self.proc is None:
@@ -628,7 +611,7 @@ class ModelServer:
                 self._note_exit()
                 return False
             # The process could have died in the same instant; a dead server is not ready.
-            if self._health_ok() and self.proc.poll() is None:
+            if self.health.ready(self.base_url) and self.proc.poll() is None:
                 self.ready = True
                 self.ready_at = time.time()
                 with self._lock:
@@ -636,16 +619,14 @@ class ModelServer:
                         self.stage = "ready"
                 self._event("ready", "")
                 return True
-            not_http = (
-                self.not_http_since is not None and time.monotonic() - self.not_http_since > _NOT_HTTP_S
-            )
+            not_http = self.health.not_http_for(_NOT_HTTP_S)
             if time.monotonic() >= deadline or not_http:
                 self.failure = READY_TIMEOUT
                 self.failure_stage = self.stage or "launch"
                 waited = f"after {timeout_s:g} s" if not not_http else f"for {_NOT_HTTP_S:g} s"
                 self.failure_message = f"not ready {waited}; stuck at stage {self.failure_stage}"
-                if self.health_said:  # QA: a 500 or a listener in no HTTP read as a large model loading
-                    self.failure_message += f"; {self.health_said}"
+                if self.health.said:  # QA: a 500 or a listener in no HTTP read as a large model loading
+                    self.failure_message += f"; {self.health.said}"
                 self._record_line(f"vramtui: {self.failure_message}", feed=False)
                 return False
             # A ready line in the log: look again at once instead of sleeping.
@@ -1074,10 +1055,10 @@ def launcher_advice(failure: str, server: ModelServer) -> str:
             f"program = {profile.program or server.command[0]!r} is not {engine}'s server: name {wanted} "
             f"there ({where}), or leave program out to run the one on PATH."
         )
-    if failure == READY_TIMEOUT and server.health_said and "503" not in server.health_said:
+    if failure == READY_TIMEOUT and server.health.said and "503" not in server.health.said:
         # an answer that is no engine's "still loading" (503): waiting longer will not help
         return (
-            f"Its health check {server.health_said}: not the engine's 'still loading'. Check that the program "
+            f"Its health check {server.health.said}: not the engine's 'still loading'. Check that the program "
             f"is {engine}'s server and the port its own, and read the last lines of the log."
         )
     return _LAUNCHER_ADVICE.get(failure, "See the last lines of the log.")
@@ -1144,7 +1125,7 @@ def _message(
     if server.ready and smoke is not None:
         return f"up, but the smallest request failed: {smoke.meaning}"
     if failure == READY_TIMEOUT:
-        said = f"; {server.health_said}" if server.health_said else ""
+        said = f"; {server.health.said}" if server.health.said else ""
         return f"not ready within the timeout; stuck at stage {stage}{said}"
     first_error = getattr(diagnosis, "first_error_text", None) if diagnosis is not None else None
     if first_error and "with no error text" in first_error:

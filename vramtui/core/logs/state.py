@@ -91,6 +91,27 @@ def _quote(number: int, text: str) -> str:
     return f"line {number}: {_clip(text, MAX_QUOTE)}"
 
 
+def _adopt_own_traceback(found: _Found | None, start: tuple[int, str] | None, stage: str) -> None:
+    """A first error printed just before its own traceback (a script's `print(error)` then
+    `traceback.print_exc()`): its frames say where it was, over what the progress lines implied (a
+    model.to("cuda") after "Loading checkpoint shards: 100%" is the load, not the cache)."""
+    if start is None or found is None or stage not in _STARTUP_STAGES:
+        return
+    if start[0] - found.number == 1 and found.stage in _STARTUP_STAGES:
+        found.stage, found.defaulted, found.framed = stage, False, True
+
+
+def _oom_in_warmup(found: _Found, warmup: tuple[int, str, str] | None) -> bool:
+    """A device out-of-memory after the engine began its warm-up (one empty batch; `warmup`: its mark)."""
+    rule = found.rule
+    return (
+        warmup is not None
+        and found.number > warmup[0]
+        and rule is not None
+        and "cuda_oom" in (rule.failure, rule.hint)
+    )
+
+
 class LogState:
     """The streaming state machine: the stage the log is in, tracebacks, the first error, findings.
 
@@ -229,7 +250,7 @@ class LogState:
             stage = self._close_traceback()
             if stage is not None:
                 self._adopt_stage(number, stage)  # the frames say where a stage-less first error was
-                self._adopt_own_traceback(start, stage)
+                _adopt_own_traceback(self.strong or self.weak, start, stage)
         else:
             stage = None
         if info.exception is not None and (rule is None or rule.cause in _GENERIC_WEAK):
@@ -397,16 +418,6 @@ class LogState:
             if found is not None and found.defaulted and number - found.number <= _ADOPT_WITHIN_LINES:
                 found.stage, found.defaulted = stage, False
 
-    def _adopt_own_traceback(self, start: tuple[int, str] | None, stage: str) -> None:
-        """A first error printed just before its own traceback (a script's `print(error)` then
-        `traceback.print_exc()`): its frames say where it was, over what the progress lines implied (a
-        model.to("cuda") after "Loading checkpoint shards: 100%" is the load, not the cache)."""
-        found = self.strong or self.weak
-        if start is None or found is None or stage not in _STARTUP_STAGES:
-            return
-        if start[0] - found.number == 1 and found.stage in _STARTUP_STAGES:
-            found.stage, found.defaulted, found.framed = stage, False, True
-
     def adopt_cut_traceback_stage(self) -> None:
         """At the log's end, a traceback cut before its exception line tells a stage-less first error
         where it was, as a closed one does (vLLM's engine being built: from_engine_args)."""
@@ -460,7 +471,7 @@ class LogState:
         cleared = False
         for name in ("strong", "weak", "cut_tb"):
             found: _Found | None = getattr(self, name)
-            if found is not None and not always and self._oom_in_warmup(found):
+            if found is not None and not always and _oom_in_warmup(found, self.notices.get("mark:warmup")):
                 continue  # the server came up, but the smallest batch did not fit: no request will
             if found is not None and (always or STAGE_INDEX[found.stage] < STAGE_INDEX["ready"]):
                 setattr(self, name, None)
@@ -469,17 +480,6 @@ class LogState:
             self.recovered.append(_quote(number, text))  # a crash loop recovers thousands of times
         if always:
             self.tb_open = False
-
-    def _oom_in_warmup(self, found: _Found) -> bool:
-        """A device out-of-memory after the engine began its warm-up (one empty batch)."""
-        warmup = self.notices.get("mark:warmup")
-        rule = found.rule
-        return (
-            warmup is not None
-            and found.number > warmup[0]
-            and rule is not None
-            and "cuda_oom" in (rule.failure, rule.hint)
-        )
 
     def _add_figure(self, key: str, device: str | None, value: int | float, per_device: bool) -> None:
         if key.endswith(CACHE_PART_MARK):

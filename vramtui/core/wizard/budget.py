@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,15 @@ def predicted_parts(bill: MemoryBill | None) -> dict[str, float]:
     if bill is None:
         return {}
     return {part: part_bytes(bill, part) / MIB for part in BUFFER_PARTS}
+
+
+def changed(profile: Profile, changes: Iterable[tuple[str, object]]) -> Profile:
+    """The profile with these changes made (the model is a file, every other change a parameter)."""
+    for param, value in changes:
+        profile = (
+            profile.with_changes(model=str(value)) if param == "model" else profile.with_param(param, value)
+        )
+    return profile
 
 
 def current_value(profile: Profile, param: str) -> object:

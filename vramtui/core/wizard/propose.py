@@ -23,7 +23,7 @@ from vramtui.core.logs.analysis import strip_log_prefix
 from vramtui.core.logs.stages import BUDGET_TOO_SMALL
 from vramtui.core.memory.parts import MemoryBill
 from vramtui.core.units import GIB, MIB
-from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes, whole_or_none
+from vramtui.core.wizard.budget import MemoryModel, changed, current_value, needed_bytes, whole_or_none
 from vramtui.core.wizard.ladders import GGUF_QUANT_ORDER, MEMORY_FAILURES, NOT_MEMORY, Rung
 from vramtui.core.wizard.observe import Observation
 from vramtui.core.wizard.reach import engine_alone_over, out_of_reach, useful_context
@@ -590,13 +590,7 @@ class Proposer:
         return stage
 
     def _with(self, profile: Profile, changes: dict[str, object]) -> MemoryBill | None:
-        for param, value in changes.items():
-            profile = (
-                profile.with_changes(model=str(value))
-                if param == "model"
-                else profile.with_param(param, value)
-            )
-        return self.model.predict(profile)
+        return self.model.predict(changed(profile, changes.items()))
 
     def _flash_in_effect(self, profile: Profile) -> bool:
         """Flash attention as the last run had it: what the engine printed, else what its setting means."""

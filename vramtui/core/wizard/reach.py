@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from vramtui.core.estimate.accounting import accounting_for
 from vramtui.core.launch.profile import Profile
 from vramtui.core.units import MIB
-from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes, whole_or_none
+from vramtui.core.wizard.budget import MemoryModel, changed, current_value, needed_bytes, whole_or_none
 from vramtui.core.wizard.observe import Observation, part_bytes
 
 if TYPE_CHECKING:
@@ -44,14 +44,9 @@ def out_of_reach(
 
     if not moves:
         return None
-    combined = profile
-    for proposal in moves:
-        for param, value in ((proposal.param, proposal.to), *([proposal.then] if proposal.then else [])):
-            combined = (
-                combined.with_changes(model=str(value))
-                if param == "model"
-                else combined.with_param(param, value)
-            )
+    combined = changed(
+        profile, [pair for p in moves for pair in ((p.param, p.to), *([p.then] if p.then else []))]
+    )
     bill, room = model.predict(combined), model.room()
     if bill is None or room is None or needed_bytes(bill) <= room:
         return None

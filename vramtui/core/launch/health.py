@@ -1,0 +1,41 @@
+"""The launcher's health check: one poll of an engine's health paths, and what an answer that is no
+"ready" said (QA: a /health answering HTTP 500, or no HTTP at all, waited out the whole timeout and was
+then told to raise `ready_timeout` as if a large model were loading)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+
+class HealthProbe:
+    """Polls `paths` under a base URL; `said` keeps the last answer that was no "ready"."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = tuple(paths)
+        self.said = ""  # "/health answered HTTP 500 (...)", "/health answered in no HTTP (...)"
+        self._not_http_since: float | None = None
+
+    def ready(self, base_url: str) -> bool:
+        """One poll: True when a path answers 200."""
+        import httpx
+
+        for path in self.paths:
+            try:
+                response = httpx.get(base_url + path, timeout=2.0)
+            except (httpx.RemoteProtocolError, httpx.DecodingError) as error:
+                self.said = f"{path} answered in no HTTP ({type(error).__name__})"
+                self._not_http_since = self._not_http_since or time.monotonic()
+                return False
+            except httpx.HTTPError:
+                return False
+            self._not_http_since = None
+            if response.status_code == 200:
+                return True
+            body = " ".join(response.text[:80].split())
+            self.said = f"{path} answered HTTP {response.status_code}" + (f" ({body})" if body else "")
+        return False
+
+    def not_http_for(self, seconds: float) -> bool:
+        """The port has answered in no HTTP for longer than `seconds` (an engine speaks HTTP once it listens)."""
+        return self._not_http_since is not None and time.monotonic() - self._not_http_since > seconds
