@@ -64,21 +64,28 @@ def utf16_of(head: bytes) -> str | None:
     return None
 
 
-class _Recoded(io.RawIOBase):
-    """A text stream in another encoding, read as UTF-8 bytes (undecodable bytes become U+FFFD)."""
+class _Over(io.RawIOBase):
+    """A readable stream over another one, whose bytes it changes as they are read."""
 
-    def __init__(self, source: BinaryIO, encoding: str) -> None:
+    def __init__(self, source: BinaryIO) -> None:
         self._source = source
-        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
-        self._pending = b""
-        self._offset = 0
-        self._done = False
 
     def readable(self) -> bool:
         return True
 
     def fileno(self) -> int:
         return self._source.fileno()
+
+
+class _Recoded(_Over):
+    """A text stream in another encoding, read as UTF-8 bytes (undecodable bytes become U+FFFD)."""
+
+    def __init__(self, source: BinaryIO, encoding: str) -> None:
+        super().__init__(source)
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+        self._pending = b""
+        self._offset = 0
+        self._done = False
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         while self._offset >= len(self._pending) and not self._done:
@@ -92,17 +99,8 @@ class _Recoded(io.RawIOBase):
         return count
 
 
-class _CarriageReturns(io.RawIOBase):
+class _CarriageReturns(_Over):
     """A log whose lines end in a bare CR (old Mac tools, a terminal capture), read with LF endings."""
-
-    def __init__(self, source: BinaryIO) -> None:
-        self._source = source
-
-    def readable(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        return self._source.fileno()
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         data = self._source.read(len(buffer)).replace(b"\r", b"\n")
