@@ -345,7 +345,8 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # from committed log files, 7 training and 2 held-out) at 8729428: stage 9/9, class 9/9, memory 3/3,
     # first error 4/6, quiet 1/1, calm 1/2, engine 9/9; round 34 (8 logs, 6 of them SGLang, TGI, transformers
     # and llama-cpp-python; 6 training, 2 held-out) at 187845b: stage 6/8, class 8/8, memory 2/4, first error
-    # 5/5, quiet 3/3, engine 8/8.
+    # 5/5, quiet 3/3, engine 8/8; round 35 (17 logs from committed log files, 14 training, 3 held-out) at
+    # 2d15593: stage 14/17, class 14/17, memory 4/4, first error 6/9, quiet 3/3, calm 1/3, engine 16/17.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -402,6 +403,10 @@ LATER_ROUNDS = (
     (
         "round34.jsonl",
         "round 34, both parts (gathered after the rules of 2026-12-05, fifteenth session, later)",
+    ),
+    (
+        "round35.jsonl",
+        "round 35, both parts (gathered after the rules of 2026-12-05, fifteenth session, third)",
     ),
 )
 

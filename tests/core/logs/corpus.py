@@ -49,6 +49,7 @@ FILES = (
     LOGS / "round32.jsonl",
     LOGS / "round33.jsonl",
     LOGS / "round34.jsonl",
+    LOGS / "round35.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (749, 779),
-        "class": (756, 779),
-        "memory": (203, 217),
-        "first_error": (441, 458),
-        "quiet": (138, 146),
-        "calm": (112, 129),
-        "engine": (727, 779),
+        "stage": (763, 793),
+        "class": (769, 793),
+        "memory": (206, 220),
+        "first_error": (446, 465),
+        "quiet": (140, 148),
+        "calm": (113, 132),
+        "engine": (741, 793),
     },
     "heldout": {
-        "stage": (269, 293),
-        "class": (268, 293),
-        "memory": (81, 96),
-        "first_error": (154, 168),
-        "quiet": (47, 62),
+        "stage": (271, 296),
+        "class": (270, 296),
+        "memory": (82, 97),
+        "first_error": (155, 170),
+        "quiet": (48, 63),
         "calm": (34, 40),
-        "engine": (275, 293),
+        "engine": (277, 296),
     },
 }
 

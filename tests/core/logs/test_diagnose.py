@@ -1057,3 +1057,23 @@ def test_a_models_move_to_the_gpu_after_its_shards_were_read_is_the_load() -> No
         "cuda_oom",
         24,
     )
+
+
+ROUND35 = {case["id"]: case for case in _cases(LOGS / "round35.jsonl")}
+
+
+def test_a_log_that_stops_after_its_weights_loaded_is_incomplete_past_the_load() -> None:
+    """vLLM (ROCm, aiter) building its MoE kernels after every shard loaded, the log cut there: incomplete,
+    and past the load its progress lines prove (round 35, training)."""
+    diagnosis = _diagnose_case(ROUND35["r35-vllm-glm5-fp8-rocm-mi300x-aiter-jit-hang"])
+    assert diagnosis.incomplete and diagnosis.stage == "kv_cache"
+
+
+def test_an_optional_generation_config_that_is_not_there_is_no_failure() -> None:
+    """SGLang goes on without a draft model's generation_config.json ("Failed to load generation config
+    for M: M does not appear to have a file named generation_config.json"): it was read as a missing
+    model file at download (round 35, training: the run was stopped in graph capture)."""
+    diagnosis = _diagnose_case(ROUND35["r35-sglang-laguna-nvfp4-dgx-spark-graph-capture-aborted"])
+    assert not diagnosis.failed and diagnosis.incomplete and diagnosis.stage == "kv_cache"
+    shard = "OSError: org/m does not appear to have a file named model-00008-of-00050.safetensors.\n"
+    assert diagnose_text(shard, kernel_log=no_kernel_log).failure == "file_missing"

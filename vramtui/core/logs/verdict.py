@@ -112,6 +112,9 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
     failure_stage = found.stage if found is not None else None
     furthest = _furthest(state, found)
     incomplete = _incomplete(state, failed, furthest)
+    if incomplete:  # it stops past what its milestones prove (weights loaded: no longer loading them)
+        floor = stage_floor(state, state.lines + 1)
+        furthest = max(furthest, STAGE_INDEX[floor] if floor is not None else -1)
     evidence = _evidence(state, pick)
     kernel_note, kills_elsewhere = None, None
     # The log's own line names the OOM killer (systemd's unit, the kernel's): nothing to confirm here, and

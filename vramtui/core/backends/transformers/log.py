@@ -221,10 +221,13 @@ MISSING_ERRORS: tuple[ErrorRule, ...] = (
         stage="download",
         backend="transformers",
     ),
+    # ... except an optional file the engine goes on without ("Failed to load generation config for M:
+    # M does not appear to have a file named generation_config.json": SGLang and vLLM use defaults)
     ErrorRule(
         "does not appear to have a file named",
         "not_found_local",
         "file_missing",
+        r"^(?!.*failed to load generation config).*does not appear to have a file named",
         stage="download",
         backend="transformers",
     ),
