@@ -127,8 +127,6 @@ def run_app(
         refuse_binary_log(log_file)
     if profile_path is not None:
         check_profile(profile_path)
-    if without_terminal is not None and not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise VramtuiError(without_terminal)  # before the app exists: nothing was started to stop
     # Signal handlers can only be set on the main thread, and servers start from worker threads: set
     # them here, so a closed terminal (SIGHUP) or a kill (SIGTERM) still stops every server we started.
     from vramtui.core.launch.procs import install_exit_handlers
@@ -145,6 +143,10 @@ def run_app(
         attached=attached,
         source_url=source_url,
     )
+    if without_terminal is not None and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        # after the app is built (its theme checked), before it runs: nothing was started, so nothing is
+        # stopped (QA: shutting down an app that never ran was ScreenStackError, an internal error)
+        raise VramtuiError(without_terminal)
     previous = leave_cleanly_on_sigterm(app)
     # a SIGINT the shell left ignored (a background job) stays ignored, as everywhere in vramtui
     interrupt = signal.getsignal(signal.SIGINT)
