@@ -572,6 +572,11 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # Round 21 (5: 3 mainline, 1 Ollama, 1 vLLM Whisper whose config.json is not here) at 3cc4c98 before
     # any change: mainline KV 2/2, weights 2/2, compute 2/3; Ollama 1/1, 2/2, 2/2. Its miss was a
     # -np 2 -kvu run sized as two KV streams (llama-server's -kvu was not known): x0.62, then x1.06.
+    # Round 22 (3: LM Studio's gpt-oss-120b on Metal, an Ollama phi-4 partial offload, a vLLM excerpt of a
+    # model with no config here) at cdbf024 before any change: mainline KV 0/1, weights 2/2, compute 0/2;
+    # Ollama KV 2/2, weights 2/2. The KV miss was LM Studio's full-size SWA cache (--swa-full, not known):
+    # x0.59, then exact; its Metal compute without flash attention stays x0.69 (listed as known). Round 23
+    # (3 vLLM logs typed by hand from the index, with no config.json here) is not taken.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
