@@ -185,6 +185,10 @@ def test_the_idle_footprint_is_measured_once_per_binary_and_cached(
     first = footprint.host_footprint(profile)
     cached = json.loads(footprint.cache_file().read_text())
     assert len(cached) == 1 and next(iter(cached.values()))["floor"] == first
+    # its probe runs of a tiny model are no runs of the user's: none joins the calibration store (QA)
+    from vramtui.core.estimate.calibrate import load_records
+
+    assert load_records() == ([], [])
     assert (
         100 * MIB < first < 1024 * MIB
     )  # the least address space llama-server comes up in, tiny model included

@@ -124,11 +124,13 @@ def run_record(server: ModelServer) -> dict[str, Any] | None:
 
 
 def keep_run(server: ModelServer) -> Path | None:
-    """Write the run's record beside its log's name in the run store; None when there is none."""
+    """Write the run's record beside its log, in the log's folder (the run store, unless the run was
+    launched elsewhere: QA, the footprint probe's nine runs of a tiny model in a temporary folder landed
+    in the store and calibrated the user's next estimate); None when there is none."""
     try:
         record = run_record(server)
         if record is None or server.log_file is None:
             return None
-        return save_record(record, server.log_file.stem)
+        return save_record(record, server.log_file.stem, folder=server.log_file.parent)
     except Exception:  # the record is a by-product: a run is never lost to it
         return None
