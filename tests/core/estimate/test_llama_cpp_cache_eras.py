@@ -160,6 +160,8 @@ def test_what_llama_cpp_refuses_to_start_is_no_fit(monkeypatch: pytest.MonkeyPat
     refused = estimate(PHI4_MINI, replace(base, kv_dtype="q8_0"))
     assert not refused.fits and refused.reason and "without flash attention" in refused.reason
     assert refused.refused  # not memory: WILL NOT START, whatever the card holds (QA: read "DOES NOT FIT")
+    on_cpu = estimate(PHI4_MINI, replace(base, kv_dtype="q8_0", on_gpu=False))  # QA 5: FITS with --cpu
+    assert on_cpu.refused and not on_cpu.fits
     assert estimate(PHI4_MINI, replace(base, kv_dtype="q8_0/f16")).fits
     assert estimate(PHI4_MINI, replace(base, kv_dtype="q8_0", flash_attn=True)).fits
     import psutil

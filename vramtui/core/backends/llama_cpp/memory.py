@@ -526,7 +526,7 @@ def _estimate(
         est.kv_cache_bytes = where.kv_host
         est.activations_bytes = bill.get("compute", HOST) + bill.get("output", HOST)
         est.total_bytes = est.host_bytes_needed = bill.total(HOST)
-        est.fits = est.total_bytes <= usable
+        est.fits = est.total_bytes <= usable and not est.refused  # QA: FITS beside `refused` with --cpu
     return est
 
 
