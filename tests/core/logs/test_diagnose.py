@@ -1077,3 +1077,24 @@ def test_an_optional_generation_config_that_is_not_there_is_no_failure() -> None
     assert not diagnosis.failed and diagnosis.incomplete and diagnosis.stage == "kv_cache"
     shard = "OSError: org/m does not appear to have a file named model-00008-of-00050.safetensors.\n"
     assert diagnose_text(shard, kernel_log=no_kernel_log).failure == "file_missing"
+
+
+def test_no_usable_gpu_is_said_once_not_again_as_a_host_kv_cache() -> None:
+    """QA 5: a CPU-only llama-server asked for --n-gpu-layers 999 said "no usable GPU" and then, wrongly,
+    that the KV cache sits in host RAM "while the model runs on a GPU" (lines of a real run here)."""
+    lines = (
+        "vramtui: launch /opt/llama-server --model m.gguf --ctx-size 32768 --n-gpu-layers 999\n"
+        "warning: no usable GPU found, --gpu-layers option will be ignored\n"
+        "warning: one possible reason is that llama.cpp was compiled without GPU support\n"
+        "0.00.017.565 I llama_kv_cache:        CPU KV buffer size =   544.00 MiB\n"
+    )
+    said = diagnose_text(lines, backend="llama.cpp", kernel_log=no_kernel_log).warnings
+    assert any(w.startswith("no usable GPU") for w in said) and not any(
+        "while the model runs on a GPU" in w for w in said
+    )
+    on_gpu = lines.replace("warning: no usable GPU found, --gpu-layers option will be ignored\n", "")
+    on_gpu = on_gpu.replace(
+        "warning: one possible reason is that llama.cpp was compiled without GPU support\n", ""
+    )
+    said = diagnose_text(on_gpu, backend="llama.cpp", kernel_log=no_kernel_log).warnings
+    assert any("while the model runs on a GPU" in w for w in said)  # a GPU run with -nkvo still hears it

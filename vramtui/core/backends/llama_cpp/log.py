@@ -1169,6 +1169,10 @@ NOTICES_3: tuple[NoticeRule, ...] = (
         "no usable GPU: the GPU-layers setting is ignored and the model runs on the CPU",
         backend="llama.cpp",
     ),
+    # that said, what lands on the CPU after it is no further news (QA: "the KV cache sits in host RAM
+    # while the model runs on a GPU" on every CPU-only run that asked for GPU layers)
+    NoticeRule("no usable gpu found", "mark", "no_gpu", backend="llama.cpp"),
+    NoticeRule("ggml_vulkan: no devices found", "mark", "no_gpu", backend="llama.cpp"),
 )
 
 # The settings that ask for layers on the GPU, as launch lines and Ollama's options spell them, and what
@@ -1203,6 +1207,7 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         r"layer\s+\d+ assigned to device cpu",
         backend="llama.cpp",
         requires="gpu_intent",
+        unless="no_gpu",
     ),
     # the cache of every layer (or of the host's layers) in host RAM: -nkvo, or layers kept on the CPU
     NoticeRule(
@@ -1213,6 +1218,7 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         r"\bcpu kv buffer size",
         backend="llama.cpp",
         requires="gpu_intent",
+        unless="no_gpu",
     ),
     # ggml-cuda's pinned host buffers (CUDA_Host / ROCm_Host): refused, it falls back to pageable memory
     NoticeRule(
