@@ -99,3 +99,13 @@ def test_a_running_process_is_read_with_its_working_directory(tmp_path: Path) ->
     finally:
         proc.kill()
         proc.wait(5)
+
+
+def test_vllm_kv_cache_bytes_read_back_as_a_size() -> None:
+    """QA 5: `ps` on a vLLM that vramtui launched with --kv-cache-memory-bytes 2369781760 said "no estimate:
+    kv_cache_memory needs a unit": the flag takes bytes, and reads back as such."""
+    from vramtui.core.estimate.estimator import Settings
+
+    command = read_command(["vllm", "serve", "m", "--kv-cache-memory-bytes", "2369781760"])
+    assert command.params["kv_cache_memory"] == "2369781760B"
+    assert Settings.from_params(command.params, backend="vllm").kv_cache_memory == 2369781760
