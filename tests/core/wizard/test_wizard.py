@@ -809,3 +809,28 @@ def test_a_context_past_what_the_model_can_use_goes_down_to_that_first_at_no_cos
     proposal = Proposer(MemoryModel(profile), Findings()).propose(profile, failed, set())
     assert proposal is not None and (proposal.param, proposal.to) == ("context", useful)
     assert "cost: nothing" in proposal.why and "long prompts" not in proposal.why
+
+
+def test_the_free_context_move_comes_first_even_when_it_does_not_fit_alone(tmp_path: Path) -> None:
+    """QA 5: context 262144 on a model trained for 131072, one slot, 1 GiB: the wizard went to 65536 (a
+    move that fit alone) where 131072 with a q8_0 cache fits. The free move comes first, said as not
+    enough alone; the next step continues from the trained length."""
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.propose import Findings, Proposer
+
+    spec = TinyModelSpec(n_layer=8, n_embd=256, n_head=4, n_head_kv=4, n_ff=512, context_length=131072)
+    model_file = write_tiny_gguf(tmp_path / "m128.gguf", spec)
+    params: dict[str, object] = {"context": 262144, "parallel": 1}
+    profile = Profile(
+        backend="llama.cpp", model=str(model_file), params=params, memory_budget=1024 * MIB, port=0
+    )
+    failed = Observation(
+        ready=False, smoke_ok=None, stage="kv_cache", failure_stage="kv_cache", failure="host_oom"
+    )
+    proposer = Proposer(MemoryModel(profile), Findings())
+    first = proposer.propose(profile, failed, set())
+    assert first is not None and (first.param, first.to) == ("context", 131072)
+    assert "cost: nothing" in first.why and "not enough alone" in first.why
+    second = proposer.propose(profile.with_param("context", 131072), failed, set())
+    assert second is not None and second.param == "kv_dtype"  # the trained length kept

@@ -29,6 +29,22 @@ from vramtui.core.wizard.observe import Observation
 from vramtui.core.wizard.reach import engine_alone_over, out_of_reach, useful_context
 
 
+def _free_context_move(
+    proposer: Proposer, profile: Profile, rungs: list[Rung], obs: Observation
+) -> Proposal | None:
+    """A context past what the model can use (reach.useful_context) goes down to exactly that before any
+    other move, fitting alone or not: it costs nothing, and the next step continues from there."""
+    rung = next((r for r in rungs if r.param == "context" and r.move != "advice"), None)
+    useful = useful_context(proposer.model, profile)
+    now = whole_or_none(current_value(profile, "context"))
+    if rung is None or not useful or not now or now <= useful:
+        return None
+    proposal, bill = proposer._best_value(profile, rung, obs)
+    if proposal is not None and bill is not None and not proposer.model.fits(bill):
+        proposal.why += " — not enough alone; the next step continues"
+    return proposal
+
+
 def switched_on(current: object) -> object:
     """On, spelled as the setting is now (a profile's "off" becomes "on", a bool True)."""
     return "on" if isinstance(current, str) else True
@@ -358,9 +374,8 @@ class Proposer:
         if rung.param == "context":
             values = candidates(rung, current, profile, 0)
             useful, now = useful_context(self.model, profile), whole_or_none(current)
-            if useful and now and now > useful:  # past what it can use: down to that first, at no cost
-                return [useful, *(v for v in values if isinstance(v, int) and v < useful)]
-            return values
+            # past what it can use: down to that, alone, at no cost (_free_context_move)
+            return [useful] if useful and now and now > useful else values
         if rung.param == "n_cpu_moe":
             return self._expert_layers(profile, current)
         if rung.param == "cpu_offload":
@@ -414,6 +429,9 @@ class Proposer:
             rungs = [r for r in rungs if r.move == "advice" or r.param not in skipped]
         if stage == "inference":
             return self._inference_proposal(profile, rungs, obs)
+        free = _free_context_move(self, profile, rungs, obs)
+        if free is not None:  # QA 5: 262144 -> 65536 where 131072 (trained) with a q8_0 cache fitted
+            return free
         # When the cache does not fit because the weights take the room, a smaller file helps too:
         # after its own rungs, the kv_cache ladder looks at the weights' rungs (one change still).
         fallback = self.backend.rungs("load_weights") if stage == "kv_cache" and not self.ladders else []
