@@ -1098,3 +1098,23 @@ def test_no_usable_gpu_is_said_once_not_again_as_a_host_kv_cache() -> None:
     )
     said = diagnose_text(on_gpu, backend="llama.cpp", kernel_log=no_kernel_log).warnings
     assert any("while the model runs on a GPU" in w for w in said)  # a GPU run with -nkvo still hears it
+
+
+def test_a_run_vramtui_stopped_at_its_ready_timeout_is_incomplete_not_no_failure() -> None:
+    """QA 5: the run log of a transformers runner that never came up (vramtui's lines, as its launcher
+    writes them) read "No failure in the log (reached: no stage)", exit 0; it is incomplete at the load."""
+    log = (
+        "vramtui: launch /usr/bin/python3 -m vramtui.runners.transformers_server --model /m --port 45455\n"
+        "vramtui: memory budget 800 MiB, enforced on the host (address-space limit)\n"
+        "vramtui: server PID 22764\n"
+        "vramtui-runner: transformers 5.25.0, torch 2.13.0+cpu, cuda=False\n"
+        "vramtui-runner: loading tokenizer from /m\n"
+        "vramtui-runner: loading weights from /m (dtype=auto)\n"
+        "vramtui: not ready after 30 s; stuck at stage launch\n"
+        "vramtui: stopping the server (SIGTERM, then SIGKILL after 5 s)\n"
+    )
+    diagnosis = diagnose_text(log, backend="transformers", kernel_log=no_kernel_log)
+    assert diagnosis.incomplete and not diagnosis.failed and diagnosis.stage == "load_weights"
+    assert diagnosis.summary.startswith("Incomplete: no error, and not ready when vramtui's ready_timeout")
+    stopped = diagnose_text(log.replace("vramtui: not ready after 30 s; stuck at stage launch\n", ""))
+    assert not stopped.incomplete  # vramtui's own stop with no timeout: no failure, as before

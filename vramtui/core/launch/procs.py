@@ -75,8 +75,8 @@ def _child_setup(parent_pid: int, address_space_limit: int | None) -> Callable[[
 
 def _child_env(env: Mapping[str, str] | None, address_space_limit: int | None) -> dict[str, str] | None:
     """The child's environment: under an address-space budget ggml's crash handler would start gdb, which
-    cannot map itself there and fills the log with its own errors: ggml is told not to. And glibc keeps
-    one malloc arena: each thread's own arena reserves 64 MiB of address space it never touches, which a
+    cannot map itself there and fills the log with its own errors: ggml is told not to. OpenBLAS runs one
+    thread (below). And glibc keeps one malloc arena: each thread's own arena reserves 64 MiB of address space it never touches, which a
     machine with that much RAM would never miss, but a limit counts (llama-server 0.3.36 on a tiny model
     came up from 256 MiB with them, from 192 with one; a server taking more threads for requests died
     at thread creation under a limit it had started under)."""
@@ -85,6 +85,10 @@ def _child_env(env: Mapping[str, str] | None, address_space_limit: int | None) -
     found = dict(env if env is not None else os.environ)
     found.setdefault("GGML_NO_BACKTRACE", "1")
     found.setdefault("MALLOC_ARENA_MAX", "1")
+    # OpenBLAS (numpy's, scipy's: imported by transformers) maps a buffer per thread, and under a limit it
+    # spins on the refused mmap instead of failing (QA 5: an 800 MiB budget hung a transformers runner for
+    # its whole ready_timeout; with one thread it raises MemoryError at import in 5 s, said as the budget's)
+    found.setdefault("OPENBLAS_NUM_THREADS", "1")
     return found
 
 

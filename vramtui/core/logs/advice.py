@@ -1134,6 +1134,11 @@ _METAL_BUFFERS = ("model_buffer_gpu", "kv_buffer_gpu", "compute_buffer_gpu")
 def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
     if not diagnosis.failed:
         reached = diagnosis.stage or "no stage"
+        if diagnosis.stopped_by_vramtui and diagnosis.incomplete:  # its ready_timeout ran out
+            return (
+                f"Incomplete: no error, and not ready when vramtui's ready_timeout ran out (reached: "
+                f"{reached}): still loading, or stuck there; vramtui stopped it."
+            )
         if diagnosis.stopped_by_vramtui:
             return f"No failure in the log (reached: {reached}); vramtui stopped the server itself."
         if diagnosis.incomplete:

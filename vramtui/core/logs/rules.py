@@ -444,6 +444,8 @@ NOTICE_RULES: tuple[NoticeRule, ...] = (
     ),
     # vramtui's launcher writes this line when it stops the server itself: a kill after it is ours.
     NoticeRule("vramtui: stop", "mark", "own_stop", r"vramtui: stop(?:ped|ping) the server"),
+    # ... after its ready_timeout ran out: the log still stops before ready (QA: "No failure", exit 0)
+    NoticeRule("vramtui: not ready after", "mark", "ready_timeout"),
     NoticeRule("cuda_graph_runner", "mark", "graph_capture"),  # the graph runner's frames (SGLang, vLLM V0)
     # a traceback through torch's CUDA-graph capture (its frames, when the engine's own line is cut off)
     NoticeRule("cuda/graphs.py", "mark", "graph_capture", r"torch[/\\]cuda[/\\]graphs\.py"),

@@ -378,7 +378,8 @@ def _floor_stage(pick: _Pick, state: LogState) -> None:
 def _incomplete(state: LogState, failed: bool, furthest: int) -> bool:
     """No error and no sign the server came up, in a log that shows a start: still loading, or killed
     without a message (what an OOM-killed llama-server leaves behind)."""
-    if failed or state.stop_line is not None or "mark:own_stop" in state.notices:
+    timed_out = "mark:ready_timeout" in state.notices  # vramtui's own stop after the ready timeout
+    if failed or state.stop_line is not None or ("mark:own_stop" in state.notices and not timed_out):
         return False
     if state.exit_code not in (None, 0):
         return False

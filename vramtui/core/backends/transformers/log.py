@@ -74,6 +74,8 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     ),
     StageRule("from_pretrained", "load_weights", backend="transformers"),
     StageRule("checkpoint shards", "load_weights", backend="transformers"),
+    # vramtui's own runner says what it loads (its tokenizer, then its weights)
+    StageRule("vramtui-runner: loading", "load_weights", backend="transformers"),
     StageRule("modeling_utils", "load_weights", backend="transformers"),
     StageRule("configuration_auto", "load_weights", backend="transformers"),
     StageRule("load_state_dict", "load_weights", backend="transformers"),
