@@ -417,4 +417,7 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
     if result.success and getattr(args, "stress", 0):
         print(f"stress check: {args.stress} requests ...", file=out)
         stress = stress_check(result.final_profile, requests=args.stress, input_tokens=args.stress_tokens)
+    # the profile as the user gave its port, as --save writes it (QA 5: --json's final_profile pinned the
+    # last launch's random port, which a script writing it back would keep)
+    result.final_profile = result.final_profile.with_changes(port=own_port)
     return report(result, args, stress)

@@ -99,7 +99,7 @@ def test_wizard_save_writes_the_profiles_own_port(tiny_gguf: Path, tmp_path: Pat
     )
     saved = tmp_path / "saved.toml"
     done = subprocess.run(
-        [sys.executable, "-m", "vramtui", "wizard", str(path), "--auto", "--save", str(saved)],
+        [sys.executable, "-m", "vramtui", "wizard", str(path), "--auto", "--save", str(saved), "--json"],
         capture_output=True,
         text=True,
         timeout=180,
@@ -108,6 +108,8 @@ def test_wizard_save_writes_the_profiles_own_port(tiny_gguf: Path, tmp_path: Pat
     assert done.returncode == 0, done.stdout + done.stderr
     data = tomllib.loads(saved.read_text())
     assert data["port"] == 0 and data["program"] == str(BINARY)
+    # --json's final profile is the same one (QA 5: it carried the last launch's random port)
+    assert json.loads(done.stdout)["final_profile"]["port"] == 0
 
 
 @needs_binary
