@@ -143,9 +143,11 @@ def _print_report(result, move, advice: list[str]) -> None:  # type: ignore[no-u
             print(f"  advice: {in_words(line)}")
     if result.smoke is not None:
         smoke = result.smoke
-        print(
-            f"  smallest request: HTTP {smoke.status if smoke.status is not None else '-'}: {smoke.meaning}"
-        )
+        status = f"HTTP {smoke.status if smoke.status is not None else '-'}: "
+        said = (
+            smoke.meaning if smoke.meaning.startswith("HTTP ") else status + smoke.meaning
+        )  # QA 5: said twice
+        print(f"  smallest request: {said}")
         if smoke.text:
             print(f"  answer: {smoke.text[:80]!r}")
     if result.replay is not None:
