@@ -586,3 +586,24 @@ async def test_estimator_grid_view_at_80x24(tiny_gguf: Path) -> None:
         shown = str(pane.query_one("#est-result").render())
         assert "quant" in shown and "q4_k_m" in shown
         assert all(len(line) <= 80 for line in shown.splitlines())
+
+
+async def test_the_headers_first_error_says_what_the_line_says_not_its_time_stamps(tmp_path: Path) -> None:
+    """QA 5: at 80 columns a vramtui run log's first error read "2026-12-05T03:02:42.791 …": its time stamp
+    and llama.cpp's own took the room; the header says what the line says."""
+    from vramtui.tui.panes.log import LogPane
+
+    log = tmp_path / "run.log"
+    log.write_text(
+        "2026-12-05T03:02:42.700 0.00.001.000 I llama_model_loader: loaded meta data with 25 key-value pairs\n"
+        "2026-12-05T03:02:42.791 0.00.017.565 E ggml_aligned_malloc: insufficient memory (attempted to "
+        "allocate 2048.00 MB)\n",
+        encoding="utf-8",
+    )
+    app = quiet_app(log_file=str(log))
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LogPane)
+        await wait_for(pilot, lambda: pane.finished)
+        header = screen_text(app)
+        said = header.split("(key e):", 1)[-1]
+        assert said.strip().startswith("ggml_aligned_malloc"), header

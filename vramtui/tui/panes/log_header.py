@@ -17,7 +17,7 @@ from rich.text import Text
 from textual.content import Content
 
 from vramtui.core.logs.advice import START_UP_WORDS, before_the_model
-from vramtui.core.logs.analysis import clip_words
+from vramtui.core.logs.analysis import clip_words, strip_log_prefix
 from vramtui.core.logs.stages import STAGES
 from vramtui.tui.palette import theme_style
 from vramtui.tui.themes import stage_variable
@@ -83,7 +83,9 @@ def _verdict(
         text.append(f"{where}: {failure_words(diagnosis.failure)} ({backend}{detail})")
         if diagnosis.first_error_line:
             text.append(f" — first error, line {first_error_line or diagnosis.first_error_line} (key e): ")
-            error = (diagnosis.first_error_text or "").strip()[:ERROR_CHARS]
+            # what it says, without its time stamps and level letters (QA 5: at 80 columns the header
+            # showed a run log's time stamp and then "…")
+            error = strip_log_prefix(diagnosis.first_error_text or "")[:ERROR_CHARS]
         elif diagnosis.first_error_text:
             text.append(" — no line of the log states it: ")
             error = clip_words(diagnosis.first_error_text, ERROR_CHARS)
