@@ -179,3 +179,18 @@ def test_an_unplaced_error_the_engine_core_calls_a_start_up_failure_was_not_a_re
     assert starting.first_error_line == 1
     serving = diagnose_lines(fault, "vllm", kernel_log=lambda: None)
     assert serving.failure_stage == "inference"
+
+
+def test_under_a_host_budget_the_cpu_share_refusal_is_answered_with_kv_bytes() -> None:
+    """QA 5: under a 6 GiB budget the wizard followed vLLM's message twice (share 0.92 -> 0.86 -> 0.82 of
+    the machine's 23.5 GiB), moves the budget could never hold; the KV cache sized outright can."""
+    diagnosis = _read("cpu-share-refused", kernel=True)
+    figures = {**diagnosis.engine_figures, "host_budget": 6 << 30}
+    failed = FailedRun(
+        failure=diagnosis.failure, cause=diagnosis.cause, stage=diagnosis.failure_stage, figures=figures,
+        params={}, peak_bytes=1 << 30,
+    )  # fmt: skip
+    assert VLLM.named_fix is not None
+    param, value, why = VLLM.named_fix(failed)  # type: ignore[misc]
+    assert param == "kv_cache_memory" and "6.0 GiB budget" in why
+    assert int(str(value).removesuffix("MiB")) <= (6 << 10) // 2  # half of what the budget leaves, at most
