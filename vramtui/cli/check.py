@@ -161,6 +161,8 @@ def _print_report(result, move, advice: list[str]) -> None:  # type: ignore[no-u
         print(f"  first token: {result.ttft_s * 1000:.0f} ms{rate}")
     if result.peak_mib is not None:
         print(f"  memory: peak {result.peak_mib:.0f} MiB, resident {result.resident_mib:.0f} MiB")
+    elif result.command:
+        print("  memory: not sampled (the process ended before the first sample)")
     if result.bill is not None:
         print("  bill (estimate, what the engine printed, what it held):")
         for line in result.bill.lines():

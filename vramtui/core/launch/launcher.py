@@ -1004,8 +1004,9 @@ def _result(
         failure=failure,
         diagnosis=diagnosis,
         smoke=smoke,
-        peak_mib=server.peak_bytes / MIB if server.proc is not None else None,
-        resident_mib=server.resident_bytes / MIB if server.proc is not None else None,
+        # no sample taken (a process that died before the first): not measured, not "0 MiB" (QA 5)
+        peak_mib=server.peak_bytes / MIB if server.proc is not None and server.samples else None,
+        resident_mib=server.resident_bytes / MIB if server.proc is not None and server.samples else None,
         command=server.command,
         log_file=str(server.log_file) if server.log_file else None,
         load_time_s=server.load_time_s,
