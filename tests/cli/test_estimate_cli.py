@@ -752,3 +752,16 @@ def test_a_quantization_config_that_is_no_object_is_weights_unknown(
     (tmp_path / "config.json").write_text(json.dumps(config))
     data = run_json(capsys, str(tmp_path / "config.json"), "--no-meta")
     assert data["weights_unknown"] and "as the whole quantization_config" in data["weights_unknown"]
+
+
+@pytest.mark.parametrize("backend", ["transformers", "vllm"])
+def test_the_json_compute_term_is_the_one_the_text_and_the_bill_show(
+    capsys: pytest.CaptureFixture[str], backend: str
+) -> None:
+    """QA 5: transformers' `compute_buffer_bytes` was 0 where the text and the bill showed 12 MiB."""
+    config = (
+        Path(__file__).resolve().parents[1] / "data" / "configs" / "Qwen--Qwen2.5-0.5B-Instruct.config.json"
+    )
+    data = run_json(capsys, str(config), "--backend", backend, "--ctx", "4096")
+    compute = data["compute_buffer_bytes"]
+    assert compute > 0 and compute == data["bill"]["0"]["compute_buffer_bytes"]

@@ -133,6 +133,7 @@ class TransformersMemory(MemoryAccounting):
             kv_cache_bytes=kv,
             kv_bytes_per_token=kv_bytes_per_token(info, kv_dtype, "transformers"),
             activations_bytes=activations,
+            compute_buffer_bytes=activations,  # the shared term's key, as the text and the bill name it (QA 5)
             overhead_bytes=runtime,
             fragmentation_bytes=bill.get("margin", place),
             total_bytes=total,

@@ -379,6 +379,7 @@ class VllmMemory(MemoryAccounting):
             kv_cache_bytes=cache.kv_bytes,
             kv_bytes_per_token=per_token,
             activations_bytes=activation,
+            compute_buffer_bytes=activation,  # the shared term's key, as the text and the bill name it
             overhead_bytes=NON_TORCH_BYTES,
             fragmentation_bytes=0,
             total_bytes=bill.total(0) - CUDA_GRAPH_BYTES,  # the budget's rows
