@@ -96,6 +96,28 @@ async def test_runs_on_cpu_sizes_this_machines_ram_as_estimate_cpu_does(tiny_ggu
     assert "sized for a 24 GiB card" not in text
 
 
+async def test_a_cpu_runs_runtime_is_the_process_not_a_cuda_context(tiny_gguf: Path) -> None:
+    """QA 5: the pane labelled a CPU run's runtime (the engine process, measured by earlier runs here)
+    "runtime (CUDA context)", where `estimate --cpu` says "runtime (the process)"."""
+    from vramtui.core.estimate.calibrate import save_record
+
+    record = {
+        "version": 1, "ready": True, "place": "host", "time": 1,
+        "device": {"name": "cpu"}, "engine": {"backend": "llama.cpp", "build": "b"},
+        "printed": {"bill": {"host": {"weights_bytes": 100 << 20}}}, "peak": {"bytes": 114 << 20},
+    }  # fmt: skip
+    assert save_record(record, "earlier")  # an earlier run here: 14 MiB of the process itself
+    app = VramtuiApp(live_sampling=False, remember=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(EstimatorPane)
+        pane.set_value("model", str(tiny_gguf))
+        pane.query_one("#est-runs_on", Select).value = "cpu"
+        await wait_for(pilot, lambda: pane.estimate is not None and pane.estimate.device == "host")
+        await wait_for(pilot, lambda: pane.estimate is not None and pane.estimate.overhead_bytes > 0)
+        text = screen_text(app)
+    assert "runtime (the process)" in text and "CUDA context" not in text
+
+
 async def test_numbers_typed_beside_a_model_file_override_it_as_the_cli_flags_do(tiny_gguf: Path) -> None:
     """QA: the pane ignored --params 8B and 32 layers typed beside a file (20 MiB of weights, FITS) where
     `vramtui estimate FILE --params 8B --layers 32` sizes 8B (DOES NOT FIT): flags override files."""

@@ -412,7 +412,7 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
         result.final_profile.with_changes(port=own_port).save(save)
         print(f"final profile saved to {save}", file=out)
     elif save:
-        print(f"not saved to {save}: no setting tried here came up", file=out)
+        print(f"not saved to {save}: no setting tried here ran and answered", file=out)
     stress = None
     if result.success and getattr(args, "stress", 0):
         print(f"stress check: {args.stress} requests ...", file=out)

@@ -22,7 +22,7 @@ from textual.widgets import Input, Label, Select, Static
 from vramtui.core.backends import BACKENDS as ENGINES
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate.inputs import FLAG_FIELDS, FLAGS
-from vramtui.core.memory.parts import HOST, LABELS, PARTS, Part
+from vramtui.core.memory.parts import HOST, PARTS, Part, part_label
 from vramtui.core.units import GIB, format_bytes
 from vramtui.tui.palette import theme_style
 from vramtui.tui.panes.base import Pane
@@ -456,7 +456,8 @@ class EstimatorPane(Pane):
         text.append("\n")
         for part, value in shown:
             text.append("■ ", style=theme_style(app, PART_COLOURS[part]))
-            text.append(f"{LABELS[part]} {format_bytes(value, 2)}  ")
+            # on a CPU run the runtime is the engine process's own, not a CUDA context (QA 5)
+            text.append(f"{part_label(part, est.place)} {format_bytes(value, 2)}  ")
         text.append("\n")
         # The run as sized: what an empty field stood for (the engine's default, as the CLI takes it).
         sequences = f"{est.parallel} sequence{'s' if est.parallel != 1 else ''}"
