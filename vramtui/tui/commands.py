@@ -32,7 +32,7 @@ class CommandsApp(App[int]):
         Binding("4", "show_pane('wizard')", "Wizard", group=PANES),
         Binding("e", "first_error", "Error"),
         Binding("slash", "search_log", "Find"),
-        Binding("r", "relaunch", "Rerun"),
+        Binding("r", "relaunch", "Relaunch"),
         Binding("s", "stop_model", "Stop"),
         Binding("n", "wizard_next", "Next"),
         Binding("x", "export_wizard", "Export"),
