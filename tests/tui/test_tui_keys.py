@@ -233,6 +233,12 @@ async def test_question_mark_and_f1_open_the_keys_panel_and_close_it() -> None:
             await pilot.press(key)
             await pilot.pause()
             assert not app.screen.query(HelpPanel), key
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert app.screen.query(HelpPanel)
+        await pilot.press("escape")  # QA 5: only ? closed it
+        await pilot.pause()
+        assert not app.screen.query(HelpPanel)
 
 
 async def test_a_wizard_that_stopped_after_skips_starts_again_on_n(tiny_gguf: Path, tmp_path: Path) -> None:

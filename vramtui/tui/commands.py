@@ -43,6 +43,9 @@ class CommandsApp(App[int]):
         # the keys of the focused pane and the app, in Textual's own panel (QA: ? and F1 did nothing)
         Binding("question_mark", "toggle_keys", "Keys", show=False),
         Binding("f1", "toggle_keys", "Keys", show=False),
+        # Esc closes the panel too (QA 5: only ? did); a field's own Esc comes first (bindings of the
+        # focused widget win over the app's)
+        Binding("escape", "close_keys", "Close keys", show=False),
     ]
 
     # Every action the palette lists: (action, title, help). Keys are in BINDINGS.
@@ -66,6 +69,7 @@ class CommandsApp(App[int]):
         ("cycle_series", "Graph another series", "GPU, model process or host RAM (g)"),
         ("cycle_theme", "Next theme", "Switch to the next colour theme (t)"),
         ("toggle_keys", "Show the keys", "Open or close the panel of keys for where you are (? or F1)"),
+        ("close_keys", "Close the keys", "Close the panel of keys (Esc)"),
         ("quit_app", "Quit vramtui", "Asks first when a model is running, and stops it (q)"),
     )
 
@@ -105,6 +109,12 @@ class CommandsApp(App[int]):
             self.action_hide_help_panel()
         else:
             self.action_show_help_panel()
+
+    def action_close_keys(self) -> None:
+        from textual.widgets import HelpPanel
+
+        if self.screen.query(HelpPanel):
+            self.action_hide_help_panel()
 
     def action_cycle_theme(self) -> None:
         names = self.theme_names
