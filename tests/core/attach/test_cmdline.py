@@ -101,11 +101,16 @@ def test_a_running_process_is_read_with_its_working_directory(tmp_path: Path) ->
         proc.wait(5)
 
 
-def test_vllm_kv_cache_bytes_read_back_as_a_size() -> None:
+def test_vllm_kv_cache_bytes_read_back_as_a_size(tiny_gguf: Path) -> None:
     """QA 5: `ps` on a vLLM that vramtui launched with --kv-cache-memory-bytes 2369781760 said "no estimate:
-    kv_cache_memory needs a unit": the flag takes bytes, and reads back as such."""
-    from vramtui.core.estimate.estimator import Settings
+    kv_cache_memory needs a unit": the flag takes bytes, read back as the number (a restart passes it on as
+    it was) and sized as bytes."""
+    from vramtui.core.attach.servers import Server, estimated_bill
 
-    command = read_command(["vllm", "serve", "m", "--kv-cache-memory-bytes", "2369781760"])
-    assert command.params["kv_cache_memory"] == "2369781760B"
-    assert Settings.from_params(command.params, backend="vllm").kv_cache_memory == 2369781760
+    command = read_command(["vllm", "serve", str(tiny_gguf), "--kv-cache-memory-bytes", "2369781760"])
+    assert command.params["kv_cache_memory"] == 2369781760
+    server = Server(
+        pid=1, engine="vllm", pids=[1], command=command, model=str(tiny_gguf), params=command.params
+    )
+    bill = estimated_bill(server, 24 << 30)
+    assert bill is not None and not server.notes, server.notes

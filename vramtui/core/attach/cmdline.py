@@ -155,8 +155,6 @@ def _value(param: str, raw: str | None, names: dict[str, object] | None = None) 
             return raw
     if param == "gpu_layers" and raw.strip().lower() in {"all", "-1", "999"}:
         return "all"
-    if param == "kv_cache_memory" and raw.strip().isdigit():
-        return f"{raw.strip()}B"  # the engine's flag takes bytes (QA: "needs a unit ... not 2369781760")
     try:
         number = float(raw)
     except ValueError:
