@@ -407,17 +407,17 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
         print(f"proposed (run with --auto to apply): {result.pending.describe()}", file=out)
     if export and result.record_path:
         _export_record(result.record_path, export, out)
+    # the profile as the user gave its port (QA 5: --json's final_profile pinned the last launch's random
+    # port, which a script writing it back would keep); the stress check runs on the port that ran
+    ran, result.final_profile = result.final_profile, result.final_profile.with_changes(port=own_port)
     save = getattr(args, "save", None)
     if save and result.success:
-        result.final_profile.with_changes(port=own_port).save(save)
+        result.final_profile.save(save)
         print(f"final profile saved to {save}", file=out)
     elif save:
         print(f"not saved to {save}: no setting tried here ran and answered", file=out)
     stress = None
     if result.success and getattr(args, "stress", 0):
         print(f"stress check: {args.stress} requests ...", file=out)
-        stress = stress_check(result.final_profile, requests=args.stress, input_tokens=args.stress_tokens)
-    # the profile as the user gave its port, as --save writes it (QA 5: --json's final_profile pinned the
-    # last launch's random port, which a script writing it back would keep)
-    result.final_profile = result.final_profile.with_changes(port=own_port)
+        stress = stress_check(ran, requests=args.stress, input_tokens=args.stress_tokens)
     return report(result, args, stress)

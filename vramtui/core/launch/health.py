@@ -14,7 +14,13 @@ class HealthProbe:
     def __init__(self, paths: Sequence[str]) -> None:
         self.paths = tuple(paths)
         self.said = ""  # "/health answered HTTP 500 (...)", "/health answered in no HTTP (...)"
+        self.status: int | None = None  # that answer's HTTP status (None: no HTTP at all)
         self._not_http_since: float | None = None
+
+    @property
+    def loading(self) -> bool:
+        """The last answer was an engine's "still loading" (503: llama-server, TGI), worth waiting out."""
+        return self.status == 503
 
     def ready(self, base_url: str) -> bool:
         """One poll: True when a path answers 200."""
@@ -24,7 +30,7 @@ class HealthProbe:
             try:
                 response = httpx.get(base_url + path, timeout=2.0)
             except (httpx.RemoteProtocolError, httpx.DecodingError) as error:
-                self.said = f"{path} answered in no HTTP ({type(error).__name__})"
+                self.said, self.status = f"{path} answered in no HTTP ({type(error).__name__})", None
                 self._not_http_since = self._not_http_since or time.monotonic()
                 return False
             except httpx.HTTPError:
@@ -33,6 +39,7 @@ class HealthProbe:
             if response.status_code == 200:
                 return True
             body = " ".join(response.text[:80].split())
+            self.status = response.status_code
             self.said = f"{path} answered HTTP {response.status_code}" + (f" ({body})" if body else "")
         return False
 

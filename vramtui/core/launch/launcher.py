@@ -348,7 +348,6 @@ class ModelServer:
         self.log_file: Path | None = None
         self.lines: list[LogLine] = []
         self.events: list[RunEvent] = []
-        self.write_error: str | None = None  # the run's log could not be written (a full disk)
         self.health = HealthProbe(self.plan.health_paths)
         self.warnings: list[str] = []
         self.stage: str | None = None  # furthest stage reached
@@ -575,12 +574,9 @@ class ModelServer:
             with contextlib.suppress(OSError):
                 self._log_handle.close()
             self._log_handle = None
-            where = self.log_file or "the run's log"
-            self.write_error = (
-                f"{where}: {error.strerror or error}; the lines after it are kept in memory only"
-            )
-            self.warnings.append(f"the log could not be written: {self.write_error}")
-            self._event("log_write_failed", self.write_error)
+            said = f"{self.log_file or 'the run log'}: {error.strerror or error}; later lines are kept in memory only"
+            self.warnings.append(f"the log could not be written: {said}")
+            self._event("log_write_failed", said)
 
     def _close_log(self) -> None:
         with self._lock:
@@ -1056,8 +1052,8 @@ def launcher_advice(failure: str, server: ModelServer) -> str:
             f"program = {profile.program or server.command[0]!r} is not {engine}'s server: name {wanted} "
             f"there ({where}), or leave program out to run the one on PATH."
         )
-    if failure == READY_TIMEOUT and server.health.said and "503" not in server.health.said:
-        # an answer that is no engine's "still loading" (503): waiting longer will not help
+    if failure == READY_TIMEOUT and server.health.said and not server.health.loading:
+        # an answer that is no engine's "still loading": waiting longer will not help
         return (
             f"Its health check {server.health.said}: not the engine's 'still loading'. Check that the program "
             f"is {engine}'s server and the port its own, and read the last lines of the log."

@@ -74,12 +74,14 @@ def _child_setup(parent_pid: int, address_space_limit: int | None) -> Callable[[
 
 
 def _child_env(env: Mapping[str, str] | None, address_space_limit: int | None) -> dict[str, str] | None:
-    """The child's environment: under an address-space budget ggml's crash handler would start gdb, which
-    cannot map itself there and fills the log with its own errors: ggml is told not to. OpenBLAS runs one
-    thread (below). And glibc keeps one malloc arena: each thread's own arena reserves 64 MiB of address space it never touches, which a
-    machine with that much RAM would never miss, but a limit counts (llama-server 0.3.36 on a tiny model
-    came up from 256 MiB with them, from 192 with one; a server taking more threads for requests died
-    at thread creation under a limit it had started under)."""
+    """The child's environment under an address-space budget (a user's own setting of each is kept):
+    - ggml's crash handler would start gdb, which cannot map itself there and fills the log with its own
+      errors: ggml is told not to;
+    - glibc keeps one malloc arena: each thread's own arena reserves 64 MiB of address space it never
+      touches, which a machine with that much RAM would never miss, but a limit counts (llama-server
+      0.3.36 on a tiny model came up from 256 MiB with them, from 192 with one; a server taking more
+      threads for requests died at thread creation under a limit it had started under);
+    - OpenBLAS runs one thread (below)."""
     if address_space_limit is None:
         return dict(env) if env is not None else None
     found = dict(env if env is not None else os.environ)

@@ -161,7 +161,7 @@ def smoke_request(
 # What a server answers to a chat request it cannot template: llama-server's 400/500, vLLM's 400.
 _CHAT_REFUSED = (400, 422, 500)
 # ... unless the refusal is about memory: that is the answer, whatever a plain completion does
-_MEMORY = re.compile(r"out of memory|\boom\b|alloc|memory", re.IGNORECASE)
+_MEMORY = re.compile(r"\boom\b|alloc|memory", re.IGNORECASE)
 
 
 def _completion(base_url: str, model: str | None, timeout_s: float, max_tokens: int) -> SmokeResult | None:
