@@ -161,13 +161,17 @@ class AttachedFollower:
         pid = self.view.pid
         if pid is None or self.exited or _alive(pid):
             return
+        from vramtui.tui.panes.memory import MemoryPane
+
+        panes = self.app.query(MemoryPane)
+        if not panes:  # the app is closing: its panes are gone before its timers stop
+            return
         self.exited = True
         from vramtui.core.memory.readings import Event
-        from vramtui.tui.panes.memory import MemoryPane
 
         now = time.time()
         # On the curve: the readings then tell what stayed held after it (a leak, another process).
-        self.app.query_one(MemoryPane).add_event(Event(now, "exit", f"attached PID {pid} exited"))
+        panes.first().add_event(Event(now, "exit", f"attached PID {pid} exited"))
         when = time.strftime("%H:%M:%S", time.localtime(now))
         who = "stopped by vramtui with your yes, to relaunch it" if self.taken_over else "not by vramtui"
         self.app.launch_note = (
