@@ -194,3 +194,18 @@ def test_under_a_host_budget_the_cpu_share_refusal_is_answered_with_kv_bytes() -
     param, value, why = VLLM.named_fix(failed)  # type: ignore[misc]
     assert param == "kv_cache_memory" and "6.0 GiB budget" in why
     assert int(str(value).removesuffix("MiB")) <= (6 << 10) // 2  # half of what the budget leaves, at most
+
+
+@pytest.mark.parametrize("name", ["healthy", "cpu-share-refused"])
+def test_the_live_stage_stays_before_the_cache_until_the_weights_loaded(name: str) -> None:
+    """QA: `check --json` said stage kv_cache beside failure_stage load_weights for the share refused at
+    start-up. `--enforce-eager`'s notice ("disabling torch.compile, CUDAGraphs, and JIT kernel warmup")
+    had tagged every later line kv_cache, through TGI's word for its Warmup method."""
+    _, log = split_header((DATA / f"{name}.log").read_text())
+    diagnoser = LogDiagnoser()
+    stages = [(line, diagnoser.feed(line).stage) for line in log.rstrip("\n").split("\n")]
+    loaded = next((i for i, (line, _) in enumerate(stages) if "Loading weights took" in line), len(stages))
+    assert any("Enforce eager set" in line for line, _ in stages[:loaded])
+    assert all(stage not in {"kv_cache", "ready", "inference"} for _, stage in stages[:loaded])
+    if name == "healthy":
+        assert [stage for _, stage in stages][-1] == "inference"

@@ -292,6 +292,8 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     # ggml's graph allocator reserving the compute buffer (the context's last buffer)
     StageRule("ggml_gallocr_reserve", "kv_cache", backend="llama.cpp"),
     StageRule("failed to create context", "kv_cache", backend="llama.cpp"),
+    # the empty warm-up run after the context (common_init_from_params), before the server listens
+    StageRule("warming up the model", "kv_cache", backend="llama.cpp"),
     # After its context, llama-server's `srv/slot load_model:` lines (slots, prompt cache): still that stage.
     StageRule(
         "load_model:",

@@ -61,8 +61,9 @@ STAGE_RULES_2: tuple[StageRule, ...] = (
     StageRule("waiting for shard to be ready", "load_weights", backend="tgi"),
     StageRule("get_model", "load_weights", backend="tgi"),
     StageRule("warming up model", "kv_cache", backend="tgi"),
-    # its Warmup method, not transformers' caching_allocator_warmup (a from_pretrained step)
-    StageRule("warmup", "kv_cache", r"\bwarmup\b", backend="tgi"),
+    # its Warmup method, not transformers' caching_allocator_warmup (a from_pretrained step), nor a
+    # flag (--no-warmup on a command line) or a notice that turns warmups off (vLLM's --enforce-eager)
+    StageRule("warmup", "kv_cache", r"^(?!.*\bdisabl).*(?<!-)\bwarmup\b", backend="tgi"),
     StageRule("setting max batch total tokens", "kv_cache", backend="tgi"),
     StageRule("connected", "ready", r"text_generation_router.*: connected\s*$", backend="tgi"),
     StageRule("input validation error", "inference", backend="tgi"),
