@@ -135,6 +135,9 @@ def test_bnb_without_bitsandbytes_fails_with_the_library_error(tiny_hf_model: Pa
     assert result.failure_stage == "load_weights"
     log = Path(result.log_file or "").read_text()
     assert "bitsandbytes" in log.lower() and "vramtui-runner: error: loading failed" in log
+    # QA 5: the advice was "Upgrade transformers"; it is the module that is missing
+    advice = " ".join(result.diagnosis.advice)
+    assert "pip install -U bitsandbytes" in advice and "Upgrade transformers" not in advice
 
 
 @pytest.mark.engine

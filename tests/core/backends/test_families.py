@@ -39,7 +39,10 @@ def test_rungs_come_from_the_family_ladder_and_the_knobs() -> None:
     assert python.rungs("kv_cache") == [r for r in llama_cpp.LADDER["kv_cache"] if r.param not in no_knob]
     assert get_backend("llama.cpp").rungs("kv_cache")[0].param == "tensor_split"
     assert "mem_share" in [r.param for r in get_backend("vllm").rungs("kv_cache")]
-    assert "double_quant" in [r.param for r in get_backend("transformers").rungs("load_weights")]
+    # an advice rung that needs bitsandbytes: taught where vramtui's Python imports it, not elsewhere
+    transformers = get_backend("transformers")
+    taught = "double_quant" in [r.param for r in transformers.rungs("load_weights")]
+    assert taught == transformers.importable("bitsandbytes")
     assert get_backend("vllm").rungs(None) == [] and get_backend("vllm").rungs("download") == []
 
 

@@ -121,7 +121,8 @@ def _demo_profile(model: Path, **changes: Any) -> Profile:
     return profile.with_changes(**changes) if changes else profile
 
 
-def test_ladders_follow_the_backend() -> None:
+def test_ladders_follow_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("vramtui.core.backends.base._importable", lambda module: True)  # bitsandbytes here
     kv_python = [r.param for r in ladder_for("kv_cache", "llama-cpp-python")]
     # Its server runs one sequence: no parallel rung; no mem_share (vLLM only); gpu layers last.
     assert kv_python == ["kv_dtype", "context", "flash_attn", "gpu_layers"]
@@ -405,7 +406,9 @@ def test_after_a_change_without_effect_nothing_more_is_proposed(demo_model: Path
     assert wizard.propose() is None and "did not take effect" in wizard.stop_reason
 
 
-def test_candidate_values_per_backend(demo_model: Path) -> None:
+def test_candidate_values_per_backend(demo_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("vramtui.core.backends.base._importable", lambda module: True)
+
     def candidates(
         backend: str, stage: str, param: str, params: dict[str, object], model: str = "m"
     ) -> list[object]:
@@ -834,3 +837,17 @@ def test_the_free_context_move_comes_first_even_when_it_does_not_fit_alone(tmp_p
     assert "cost: nothing" in first.why and "not enough alone" in first.why
     second = proposer.propose(profile.with_param("context", 131072), failed, set())
     assert second is not None and second.param == "kv_dtype"  # the trained length kept
+
+
+def test_no_relaunch_or_advice_is_spent_on_bitsandbytes_where_it_is_not_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """QA 5: the wizard proposed bnb-4bit (the relaunch failed on its ImportError), then advised double
+    quantization, on a machine with no bitsandbytes: vramtui's runner runs on vramtui's own Python."""
+    monkeypatch.setattr("vramtui.core.backends.base._importable", lambda module: module != "bitsandbytes")
+    wizard = Wizard(Profile(backend="transformers", model="m", params={}), record=False)
+    rungs = ladder_for("load_weights", "transformers")
+    quant = next(r for r in rungs if r.param == "quant")
+    assert wizard.proposer.candidates(quant, None, wizard.profile) == []
+    assert not any("bitsandbytes" in r.label for r in wizard.profile.backend.rungs("load_weights"))
+    assert get_backend("vllm").importable("bitsandbytes")  # an engine on its own Python is not asked

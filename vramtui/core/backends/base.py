@@ -23,6 +23,8 @@ This module imports nothing heavier than the error type: the log rules import th
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -176,6 +178,7 @@ class Rung:
     move: str  # "down" | "on" | "off" | "up" | "file" | "advice"
     label: str  # what the user reads
     cost: str = ""  # what it costs, said plainly
+    needs: str = ""  # a Python module the engine must import for this change (bitsandbytes)
 
     def knob(self, backend: Backend) -> str | None:
         """The flag or environment variable a user changes for this rung on `backend` (None: none)."""
@@ -188,6 +191,8 @@ class Rung:
         return self.knob(backend) if self.param == "model" else backend.knob_words(self.param)
 
     def applies_to(self, backend: Backend) -> bool:
+        if self.needs and not backend.importable(self.needs):
+            return False  # QA 5: a relaunch (or advice) spent on a module that is not installed
         if self.move == "advice" or self.param == "model":
             return True
         if self.param in backend.fixed:
@@ -224,6 +229,8 @@ class Backend:
     kv_dtype_order: tuple[str, ...] = ()
     # On-the-fly quantization from largest to smallest (None: 16-bit); empty: the file is the quantization.
     quant_order: tuple[str | None, ...] = ()
+    # A quantization value -> the Python module the engine needs for it (transformers: bitsandbytes).
+    quant_modules: dict[str, str] = field(default_factory=dict)
     # llama.cpp refuses a quantized V cache without flash attention.
     quantized_v_needs_flash_attn: bool = False
     # The model is a file on disk (a GGUF), never a hub name.
@@ -337,6 +344,18 @@ class Backend:
         rungs = self.ladder.get(f"{stage}:{cause}", ()) if cause else ()
         return [rung for rung in rungs or self.ladder.get(stage or "", ()) if rung.applies_to(self)]
 
+    def importable(self, module: str) -> bool:
+        """Can the engine import `module`? Only a runner on vramtui's own Python can be asked; any
+        other engine is assumed to have what it needs."""
+        if self.launch is None or "{python}" not in self.launch.program:
+            return True
+        return _importable(module)
+
+    def quant_usable(self, value: object) -> bool:
+        """Is the on-the-fly quantization `value` there to use (its module installed)?"""
+        module = self.quant_modules.get(str(value)) if value is not None else None
+        return module is None or self.importable(module)
+
     def flash_attn_effective(self, value: object) -> bool:
         """Is flash attention on in a run where it is set to `value` (None: the engine's default)?"""
         state = switch(self.default("flash_attn") if value is None else value)
@@ -368,6 +387,11 @@ _KV_ALIASES = {
 }
 _TRUE = {"1", "true", "on", "yes", "enabled"}
 _FALSE = {"0", "false", "off", "no", "disabled"}
+
+
+@functools.cache
+def _importable(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def _same(a: object, b: object) -> bool:

@@ -267,6 +267,10 @@ _KV_TOO_SMALL_GPU: tuple[str | Say, ...] = (
 
 # The lines of a topic where the engine has none of its own (see LogProfile.advice).
 DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
+    "bnb_missing": (
+        "Install bitsandbytes with GPU support where the engine runs (pip install -U bitsandbytes; the line "
+        "names the version it needs), or run without bitsandbytes quantization.",
+    ),
     "kv_too_small": ("@kv_too_small_gpu",),
     "kv_too_small_gpu": _KV_TOO_SMALL_GPU,
     # CUDA graphs are captured after the KV cache is sized: a smaller context or KV dtype frees nothing.
@@ -525,6 +529,7 @@ ADVICE: tuple[AdviceRow, ...] = (
         ),
     ),
     AdviceRow("unsupported_quant", "wrong_format", ("@wrong_format",)),
+    AdviceRow("unsupported_quant", "bnb_missing", ("@bnb_missing",)),
     AdviceRow(
         "unsupported_quant",
         "torch_checkpoint",

@@ -215,7 +215,7 @@ def candidates(rung: Rung, current: object, profile: Profile, n_layers: int) -> 
         if not order or backend.knob("quant") is None:
             return []
         now = current if current in order else None
-        return list(order[order.index(now) + 1 :])
+        return [value for value in order[order.index(now) + 1 :] if backend.quant_usable(value)]
     if param == "model":
         return _smaller_files(profile.model)
     return []

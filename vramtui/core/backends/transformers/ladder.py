@@ -18,7 +18,13 @@ from vramtui.core.backends.base import (
     Rung,
 )
 
-DOUBLE_QUANT = Rung("double_quant", "advice", "double quantization (bitsandbytes nf4)", "a little slower")
+DOUBLE_QUANT = Rung(
+    "double_quant",
+    "advice",
+    "double quantization (bitsandbytes nf4)",
+    "a little slower",
+    needs="bitsandbytes",
+)
 
 LADDER: Ladder = {
     "kv_cache": (PARALLEL_DOWN, KV_DTYPE_DOWN, CONTEXT_DOWN, FLASH_ATTN_ON),
@@ -27,3 +33,4 @@ LADDER: Ladder = {
 }
 # On-the-fly quantization from largest to smallest (bitsandbytes; None: 16-bit).
 QUANT_ORDER: tuple[str | None, ...] = (None, "bnb-8bit", "bnb-4bit")
+QUANT_MODULES = {"bnb-8bit": "bitsandbytes", "bnb-4bit": "bitsandbytes"}

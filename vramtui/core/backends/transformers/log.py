@@ -55,6 +55,11 @@ PROFILE = LogProfile(
         "unknown_arch": (
             "Upgrade transformers (pip install -U transformers); for a model with its own code, pass trust_remote_code=True.",
         ),
+        "bnb_missing": (
+            "Install bitsandbytes with GPU support in the engine's Python (pip install -U bitsandbytes; "
+            "the line names the version it needs), or load without on-the-fly quantization (drop `quant` "
+            "from the profile; vramtui's runner: no --quantization).",
+        ),
     },
 )
 
