@@ -576,7 +576,13 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # model with no config here) at cdbf024 before any change: mainline KV 0/1, weights 2/2, compute 0/2;
     # Ollama KV 2/2, weights 2/2. The KV miss was LM Studio's full-size SWA cache (--swa-full, not known):
     # x0.59, then exact; its Metal compute without flash attention stays x0.69 (listed as known). Round 23
-    # (3 vLLM logs typed by hand from the index, with no config.json here) is not taken.
+    # (3 vLLM logs typed by hand from the index, with no config.json here) is not taken. Round 24 (6: five
+    # vLLM starts, one llama.cpp gpt-oss-20b over 8 Ascend NPUs with CANN) at 33a0e05 before any change:
+    # mainline KV 8/8, weights 0/9, compute 0/9 (all the CANN run: it keeps 10.9 of 11.3 GiB in host RAM
+    # with every layer "offloaded"; its weights and compute are now left out, said why); vLLM weights 1/1
+    # (the others name models with no config here). Six configs found with it made rows measurable: vLLM
+    # held-out weights 11/11 -> 12/12; training weights 19/19 -> 23/24, the miss DeepSeek-V4-Flash (x1.84,
+    # its `expert_dtype: fp4` not read; then x1.02, KV x0.97).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -606,6 +612,7 @@ _NEWEST_ROUNDS = {
     "round20.jsonl": "round 20 (gathered after the estimator of 2026-12-04, thirteenth session, third)",
     "round21.jsonl": "round 21 (gathered after the estimator of 2026-12-04, fourteenth session)",
     "round22.jsonl": "round 22 (gathered after the estimator of 2026-12-05, fifteenth session)",
+    "round24.jsonl": "round 24 (gathered after the estimator of 2026-12-05, sixteenth session)",
 }
 
 

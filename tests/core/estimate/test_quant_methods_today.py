@@ -148,3 +148,22 @@ def test_nvfp4_and_mxfp8_are_names_the_cli_takes(qwen3_moe: dict) -> None:
     n = info.n_params
     assert n * 0.5 < est.weights_bytes < n * 0.7
     assert math.isclose(hfquant.matrix_bytes(hfquant.spec_from_name("mxfp8"), 32, 32), 1024 + 32 + 0)
+
+
+def test_deepseek_v4_s_fp4_experts_beside_its_fp8_config() -> None:
+    """DeepSeek-V4-Flash's config.json says `expert_dtype: fp4` beside an FP8 block config: its routed
+    experts are 4-bit with a one-byte scale per 32 weights, the rest FP8. Read as FP8 throughout, its 284B
+    parameters were 272 GiB, where vLLM printed 74.1 GiB per GPU at tensor-parallel 2 (round 22)."""
+    info = load_model_info(CONFIGS / "deepseek-ai--DeepSeek-V4-Flash.config.json")
+    spec = info.quant_spec
+    assert spec is not None and spec.method == "fp8" and spec.overrides
+    expert = hfquant.spec_for_module(spec, "model.layers.3.mlp.experts.7.down_proj")
+    attention = hfquant.spec_for_module(spec, "model.layers.3.self_attn.q_proj")
+    assert expert is not None and expert.method == "mxfp4" and attention is spec
+    weights = hf_quantized_bytes(info, spec)
+    assert 145 * GIB < weights.total < 156 * GIB  # 2 x 74.1 GiB printed, with the 16-bit remainder
+    fp8_only = hf_quantized_bytes(
+        info,
+        hfquant.spec_from_config(config("deepseek-ai--DeepSeek-V4-Flash.config.json")["quantization_config"]),
+    )
+    assert fp8_only.total > 1.7 * weights.total

@@ -36,6 +36,7 @@ from vramtui.core.units import GIB, MIB
 CONFIGS = Path(__file__).resolve().parents[2] / "data" / "configs"
 # The model each printout names (its `model` field starts with it) -> its published config.json.
 MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
+    ("meta-llama/Meta-Llama-3-8B-Instruct", "meta-llama--Meta-Llama-3-8B-Instruct.config.json"),
     ("meta-llama/Meta-Llama-3-8B", "meta-llama--Meta-Llama-3-8B.config.json"),
     ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama--Llama-3.1-8B-Instruct.config.json"),
     # the release's first name for the same model (a local copy named after it)
@@ -58,6 +59,13 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("Qwen2-7B-Instruct", "Qwen--Qwen2-7B-Instruct.config.json"),
     ("Qwen/Qwen2.5-7B-Instruct", "Qwen--Qwen2.5-7B-Instruct.config.json"),
     ("openai gpt-oss-120b", "openai--gpt-oss-120b.config.json"),
+    ("microsoft/Phi-3-mini-4k-instruct", "microsoft--Phi-3-mini-4k-instruct.config.json"),
+    ("mistralai/Mistral-7B-Instruct-v0.3", "mistralai--Mistral-7B-Instruct-v0.3.config.json"),
+    # the base model's file: the instruct model shares its shapes (no copy of the -it file was found)
+    ("google/gemma-4-26B-A4B-it", "google--gemma-4-26B-A4B.config.json"),
+    # a fine-tune of Qwen/Qwen3.5-27B, its shapes unchanged
+    ("Jackrong/Qwen3.5-27B", "Qwen--Qwen3.5-27B.config.json"),
+    ("deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai--DeepSeek-V4-Flash.config.json"),
 )
 
 _N = r"([\d.]+)"

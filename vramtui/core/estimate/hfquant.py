@@ -492,6 +492,18 @@ def spec_from_config(qc: Any) -> QuantSpec | None:
     return None
 
 
+def with_expert_dtype(spec: QuantSpec | None, expert_dtype: Any) -> QuantSpec | None:
+    """A config's `expert_dtype` beside its quantization_config (DeepSeek-V4: "fp4", the routed experts
+    in FP4 with a ue8m0 scale per 32 weights, as MXFP4 stores them; the rest as the config says)."""
+    if spec is None or str(expert_dtype).lower() not in ("fp4", "mxfp4"):
+        return spec
+    experts = spec_from_config({"quant_method": "mxfp4"})
+    assert experts is not None
+    return replace(
+        spec, overrides=(("*.mlp.experts.*", replace(experts, experts_only=False)), *spec.overrides)
+    )
+
+
 def spec_from_name(name: str) -> QuantSpec | None:
     """The layout of a quantization given by name (`--quant nf4`, `gptq-g32`, `fp8`): what a loader that
     quantizes in flight, or a checkpoint named that way, stores."""

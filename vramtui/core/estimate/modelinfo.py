@@ -733,7 +733,7 @@ def _config_quant_and_params(
     info: ModelInfo, cfg: dict[str, Any], exact_params: bool, tower: int = 0, nested: bool = False
 ) -> None:
     qc = cfg.get("quantization_config")
-    info.quant_spec = hfquant.spec_from_config(qc)
+    info.quant_spec = hfquant.with_expert_dtype(hfquant.spec_from_config(qc), cfg.get("expert_dtype"))
     info.quant = quant_from_config(qc)
     if qc not in (None, {}) and not isinstance(qc, dict):
         # QA: "fp8" or a list there was sized as 16-bit without a word; no loader reads that shape
