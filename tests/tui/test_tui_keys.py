@@ -118,6 +118,13 @@ async def test_k_skips_and_v_edits_the_proposal_in_the_wizard_pane(tiny_gguf: Pa
         assert edit.value == value_word(proposal.to)
         await pilot.press("escape")
         await wait_for(pilot, lambda: not edit.has_class("-visible"))
+        # QA 5: an edited value its own estimate says will not fit is said before Confirm relaunches it
+        await pilot.press("v")
+        await wait_for(pilot, lambda: app.focused is edit)
+        await pilot.press(*"131072", "enter")
+        await wait_for(pilot, lambda: pane.proposal is not None and pane.proposal.to == 131072)
+        said = [n.message for n in app._notifications]
+        assert any("will not fit; Confirm relaunches it anyway" in m for m in said), said
 
         pane.query_one("#wiz-confirm").focus()  # back on the pane's buttons, as after tabbing there
         await pilot.press("k")  # Skip: the core wizard records the setting as turned down

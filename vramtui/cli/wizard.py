@@ -98,13 +98,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _ask(proposal: Any, out: Any, wizard: Any) -> Any:
-    """y / n / edit on the terminal; returns the proposal to apply, or None."""
+    """y / n / skip / edit on the terminal; returns the proposal to apply, SKIP, or None (stop)."""
     from vramtui.core.errors import VramtuiError
     from vramtui.core.wizard.edit import edited_proposal
+    from vramtui.core.wizard.wizard import SKIP
 
     print(f"\nproposed: {proposal.describe()}", file=out)
     while True:
-        print("apply it? [y]es / [n]o / [e]dit the value: ", end="", file=out, flush=True)
+        print(
+            f"apply it? [y]es / [n]o, stop / [s]kip: keep {proposal.param} and propose another / "
+            "[e]dit the value: ",
+            end="",
+            file=out,
+            flush=True,
+        )
         answer = sys.stdin.readline()
         if not answer:  # end of input
             return None
@@ -113,15 +120,30 @@ def _ask(proposal: Any, out: Any, wizard: Any) -> Any:
             return proposal
         if answer in ("n", "no", "q"):
             return None
+        if answer in ("s", "skip", "k"):
+            return SKIP
         if answer in ("e", "edit"):
             print(f"new value for {proposal.param} (now {proposal.from_}): ", end="", file=out, flush=True)
             typed = sys.stdin.readline()
             if not typed.strip():
                 continue
             try:
-                return edited_proposal(wizard.profile, proposal, typed)
+                edited = edited_proposal(wizard.profile, proposal, typed)
             except VramtuiError as error:  # not a value the engine runs, or the one it has
                 print(f"vramtui: {error}", file=out)
+                continue
+            if _still_wanted(edited, out, wizard):
+                return edited
+
+
+def _still_wanted(edited: Any, out: Any, wizard: Any) -> bool:
+    """An edited value the estimate says will not fit is launched only on a second yes (QA 5: f32 was
+    relaunched where 2097 MiB were needed and 877 usable)."""
+    warning = wizard.fit_warning(edited)
+    if warning is None:
+        return True
+    print(f"warning: {warning}. Relaunch anyway? [y]es / [n]o: ", end="", file=out, flush=True)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 def step_status(data: dict[str, Any]) -> str:

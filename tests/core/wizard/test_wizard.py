@@ -24,6 +24,7 @@ from vramtui.core.wizard.ladders import NOT_MEMORY, Rung, ladder_for, quantized_
 from vramtui.core.wizard.observe import observe
 from vramtui.core.wizard.steprecord import open_session
 from vramtui.core.wizard.wizard import (
+    SKIP,
     Proposal,
     Wizard,
     _nice_below,
@@ -330,6 +331,31 @@ def test_terminal_answers_yes_no_edit(
     assert _ask(proposal, out, wizard) is proposal
     monkeypatch.setattr("sys.stdin", io.StringIO(""))  # end of input: stop, do not loop
     assert _ask(proposal, out, wizard) is None
+    # QA 5: [s]kip keeps the setting and asks for another change, as the TUI's Skip (k) does
+    monkeypatch.setattr("sys.stdin", io.StringIO("s\n"))
+    assert _ask(proposal, out, wizard) == SKIP
+    # QA 5: an edited value the estimate says will not fit is relaunched only on a second yes
+    monkeypatch.setattr("sys.stdin", io.StringIO("e\n131072\nn\ne\n131072\ny\n"))
+    out = io.StringIO()
+    edited = _ask(proposal, out, wizard)
+    assert edited is not None and edited.to == 131072
+    assert out.getvalue().count("warning: the estimate for context = 131072 needs") == 2
+    assert "will not fit. Relaunch anyway?" in out.getvalue()
+
+
+def test_a_skipped_proposal_keeps_its_setting_and_the_next_change_is_offered(
+    demo_model: Path, tmp_path: Path
+) -> None:
+    asked: list[str] = []
+
+    def confirm(proposal: Proposal) -> Proposal | str | None:
+        asked.append(proposal.param)
+        return SKIP if len(asked) == 1 else None
+
+    runs = ReplayedRuns(tmp_path)
+    result = Wizard(_demo_profile(demo_model), runner=runs, record=False).run(max_steps=3, confirm=confirm)
+    assert len(runs.profiles) == 1 and asked[0] == "context" and len(asked) == 2
+    assert asked[1] != "context" and result.pending is not None and result.pending.param == asked[1]
 
 
 CUDA_KV_FAILURE_LOG = """\

@@ -30,13 +30,14 @@ from vramtui.core.wizard.budget import (
 )
 from vramtui.core.wizard.ladders import Rung
 from vramtui.core.wizard.observe import Observation, observe
-from vramtui.core.wizard.propose import Findings, Proposal, Proposer, _nice_below, sibling_files
+from vramtui.core.wizard.propose import Findings, Proposal, Proposer, _nice_below, sibling_files, value_word
 from vramtui.core.wizard.steprecord import StepRecorder, new_record_path
 from vramtui.core.wizard.stress import StressResult, rising_floor, stress_check
 from vramtui.core.wizard.verify import verify
 
 __all__ = [
     "DEFAULT_MARGIN",
+    "SKIP",
     "MemoryModel",
     "Observation",
     "Proposal",
@@ -51,6 +52,9 @@ __all__ = [
     "sibling_files",
     "stress_check",
 ]
+
+# What a confirm callback returns to keep the proposed setting and be offered the next change.
+SKIP = "skip"
 
 Runner = Callable[[Profile], Any]
 
@@ -341,6 +345,20 @@ class Wizard:
             return None
         return self.refusal
 
+    def fit_warning(self, proposal: Proposal) -> str | None:
+        """A sentence when the estimate says the change (an edited value, say) will not fit; else None."""
+        if proposal.advice_only or proposal.then is not None or proposal.param == "model":
+            return None
+        bill = self.model.predict(self.profile.with_param(proposal.param, proposal.to))
+        room = self.model.room()
+        if bill is None or room is None or self.model.fits(bill) is not False:
+            return None
+        return (
+            f"the estimate for {proposal.param} = {value_word(proposal.to)} needs "
+            f"{needed_bytes(bill) / MIB:,.0f} MiB where {room * self.model.margin / MIB:,.0f} MiB are "
+            "usable: it will not fit"
+        )
+
     # --- applying and verifying ----------------------------------------------------------------------
 
     def apply(self, proposal: Proposal) -> Step:
@@ -403,12 +421,12 @@ class Wizard:
     def run(
         self,
         max_steps: int = 8,
-        confirm: Callable[[Proposal], Proposal | None] | None = None,
+        confirm: Callable[[Proposal], Proposal | str | None] | None = None,
     ) -> WizardResult:
         """Launch, then propose/apply until it runs, `max_steps` changes were made, or nothing is left.
 
-        `confirm(proposal)` returns the proposal to apply (possibly edited) or None to stop; with
-        `auto` every proposal is applied.
+        `confirm(proposal)` returns the proposal to apply (possibly edited), SKIP to keep that setting and
+        be offered the next change, or None to stop; with `auto` every proposal is applied.
         """
         try:
             first = self.start()
@@ -442,7 +460,9 @@ class Wizard:
         self._ended = True
         procs.remove_exit_hook(self._on_exit_signal)
 
-    def _loop(self, max_steps: int, confirm: Callable[[Proposal], Proposal | None] | None) -> Proposal | None:
+    def _loop(
+        self, max_steps: int, confirm: Callable[[Proposal], Proposal | str | None] | None
+    ) -> Proposal | None:
         """Propose and apply until it works or a stop; returns the proposal left pending, if any."""
         changes = 0
         stalls = 0
@@ -455,6 +475,9 @@ class Wizard:
                 return None
             if not self.auto:
                 decided = confirm(proposal) if confirm is not None else None
+                if decided == SKIP:  # keep that setting: the next rung that changes another one
+                    self.skip(proposal)
+                    continue
                 if decided is None:
                     self.stop_reason = (
                         "proposed but not applied (declined, or no terminal to ask: --auto applies it)"

@@ -361,6 +361,9 @@ class WizardPane(Pane):
             except VramtuiError as error:
                 self.notify(str(error), severity="error", timeout=5)
                 return
+            warning = self.driver.fit_warning(self.proposal)
+            if warning is not None:  # QA 5: said before the relaunch, which stays the user's call
+                self.notify(f"{warning}; Confirm relaunches it anyway", severity="warning", timeout=8)
             self.show()
 
     def on_key(self, event: Any) -> None:

@@ -280,6 +280,10 @@ class WizardDriver:
 
         return edited_proposal(self.wizard.profile, proposal, text)
 
+    def fit_warning(self, proposal: Any) -> str | None:
+        """A sentence when the estimate says `proposal` will not fit (Wizard.fit_warning)."""
+        return None if self.wizard is None else self.wizard.fit_warning(proposal)
+
     def _state_after(self, step: Any) -> str:
         obs = step.observation
         words = outcome_words(step.outcome)
