@@ -408,6 +408,10 @@ LATER_ROUNDS = (
         "round35.jsonl",
         "round 35, both parts (gathered after the rules of 2026-12-05, fifteenth session, third)",
     ),
+    (
+        "round36.jsonl",
+        "round 36, both parts (gathered after the rules of 2026-12-05, sixteenth session)",
+    ),
 )
 
 

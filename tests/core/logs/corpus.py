@@ -50,6 +50,7 @@ FILES = (
     LOGS / "round33.jsonl",
     LOGS / "round34.jsonl",
     LOGS / "round35.jsonl",
+    LOGS / "round36.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

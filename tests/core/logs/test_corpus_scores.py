@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (763, 793),
-        "class": (769, 793),
-        "memory": (206, 220),
-        "first_error": (446, 465),
-        "quiet": (140, 148),
-        "calm": (113, 132),
-        "engine": (741, 793),
+        "stage": (780, 810),
+        "class": (786, 810),
+        "memory": (213, 227),
+        "first_error": (455, 475),
+        "quiet": (143, 151),
+        "calm": (114, 135),
+        "engine": (758, 810),
     },
     "heldout": {
-        "stage": (271, 296),
-        "class": (270, 296),
-        "memory": (82, 97),
-        "first_error": (155, 170),
-        "quiet": (48, 63),
+        "stage": (278, 304),
+        "class": (278, 304),
+        "memory": (86, 102),
+        "first_error": (161, 176),
+        "quiet": (49, 65),
         "calm": (34, 40),
-        "engine": (277, 296),
+        "engine": (285, 304),
     },
 }
 

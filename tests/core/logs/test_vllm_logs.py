@@ -209,3 +209,19 @@ def test_the_live_stage_stays_before_the_cache_until_the_weights_loaded(name: st
     assert all(stage not in {"kv_cache", "ready", "inference"} for _, stage in stages[:loaded])
     if name == "healthy":
         assert [stage for _, stage in stages][-1] == "inference"
+
+
+def test_a_folded_recursion_and_the_step_dump_are_not_the_first_error() -> None:
+    """Round 36 (training part): Python's "[Previous line repeated 1 more time]" inside a traceback, and V1's
+    dump of the failed step (logged at ERROR before its exception), were read as the first error."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import corpus
+
+    cases = {case["id"]: case for case in corpus.cases() if case["id"].startswith("r36-vllm-neuron")}
+    keyerror = diagnose_lines(cases["r36-vllm-neuron-gemma4-12b-keyerror-v-proj"]["log"].split("\n"))
+    assert keyerror.first_error_line == 138 and "KeyError:" in (keyerror.first_error_text or "")
+    oob = diagnose_lines(cases["r36-vllm-neuron-gemma4-12b-oob-access-first-request"]["log"].split("\n"))
+    assert oob.stage == "inference" and oob.first_error_line is not None and oob.first_error_line > 51
+    assert "RuntimeError:" in (oob.first_error_text or "")

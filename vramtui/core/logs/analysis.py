@@ -13,8 +13,11 @@ from dataclasses import dataclass
 
 from vramtui.core.logs import rules as ls
 from vramtui.core.logs.rules import STAGE_INDEX, STAGES, ErrorRule, NoticeRule
+from vramtui.core.logs.ruletypes import NOT_AN_ERROR
 
 _CARETS_RE = re.compile(r"\s*[\^~]+[\s\^~]*")
+# Python's note for a recursion it folded in a traceback: a frame, never what failed
+_REPEATED_RE = re.compile(r"\s*\[previous line repeated \d+ more times?\]\s*")
 _FRAME_RE = re.compile(r'File "([^"]+)", line \d+, in (\S+)')
 # IPython's (Jupyter's, Colab's) frame: "/usr/lib/.../configuration_auto.py in from_pretrained(cls, ...)", the
 # path a Markdown link in Colab's copy ("[/usr/.../x.py](https://localhost:8080/#) in f(...)")
@@ -293,6 +296,11 @@ def _frame_or_exception(
     return None, _EXCEPTION_RE.match(stripped) or _PYDANTIC_RE.match(stripped)
 
 
+def _no_failure(notice: ls.NoticeRule) -> bool:
+    """A notice whose line, at ERROR level, says no failure: a slower kernel, an engine's own context."""
+    return notice.kind == "kernel_fallback" or (notice.kind == "mark" and notice.message == NOT_AN_ERROR)
+
+
 def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, ...]]:
     """The line's analysis, and the figure rules that matched it (their values are in the info)."""
     text, low = _without_echo(text, text.lower())
@@ -307,6 +315,8 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
 
     if "^" in low and _CARETS_RE.fullmatch(_strip_prefix(text)):
         return _PLAIN, ()  # Python's markers under a traceback's code line, behind an "ERROR" prefix
+    if "repeated" in low and _REPEATED_RE.fullmatch(_strip_prefix(text).lower()):
+        return _PLAIN, ()
     frame_match, exception_match = _frame_or_exception(text, low, words)
     warning_level = bool(words & _WARNING_WORDS) and bool(_WARNING_LEVEL_RE.search(low))
 
@@ -314,7 +324,7 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
     error = _error_of(filed, _engine_line(low), warning_level) if frame_match is None else None
 
     notices = tuple(rule for entry in filed for rule in entry[2] if _matches(rule, low))
-    if error is not None and not error.strong and any(n.kind == "kernel_fallback" for n in notices):
+    if error is not None and not error.strong and any(_no_failure(n) for n in notices):
         error = None  # a slower kernel chosen, logged at ERROR level (vLLM's fa_utils): the run goes on
     recovery = any(_matches(rule, low) for entry in filed for rule in entry[3])
     figures, figure_rules = _extract_figures(

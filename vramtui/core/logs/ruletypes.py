@@ -83,6 +83,10 @@ class NoticeRule:
         object.__setattr__(self, "regex", _rx(self.pattern))
 
 
+# The mark an engine's notice sets on a line it logs at ERROR level that states no failure (vLLM's dump of
+# the step that failed, before the exception that says why): no first error, unless a rule names a cause.
+NOT_AN_ERROR = "not_an_error"
+
 # The figure an engine's rule sets where a second model's load begins (llama-server's speculative draft):
 # every figure after it is that model's, filed as draft_<key>, and the model's own stay as they were.
 DRAFT_MARK = "draft_model"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from vramtui.core.logs.ruletypes import (
+    NOT_AN_ERROR,
     NUM,
     UNIT,
     EngineLog,
@@ -649,6 +650,15 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         backend="vllm",
     ),
     NoticeRule("capturing cudagraphs", "mark", "graph_capture", backend="vllm"),
+    # V1's dump of the step that failed (logging_utils/dump_input.py) is logged at ERROR level before the
+    # exception that says why: context, not the first error
+    NoticeRule("dumping input data", "mark", NOT_AN_ERROR, backend="vllm"),
+    NoticeRule("dumping scheduler output", "mark", NOT_AN_ERROR, backend="vllm"),
+    NoticeRule("dumping scheduler stats", "mark", NOT_AN_ERROR, backend="vllm"),
+    # the wrappers' lines before the traceback that says what failed
+    NoticeRule("encountered a fatal error", "mark", NOT_AN_ERROR, backend="vllm"),
+    NoticeRule("workerproc failed to start", "mark", NOT_AN_ERROR, backend="vllm"),
+    NoticeRule("enginecore failed to start", "mark", NOT_AN_ERROR, backend="vllm"),
     NoticeRule("graph capturing finished", "mark", "graphs_captured", backend="vllm"),
     # the engine core's own wrapper of a start-up error: whatever failed before it, it was not a request
     NoticeRule(
