@@ -66,6 +66,11 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     # a fine-tune of Qwen/Qwen3.5-27B, its shapes unchanged
     ("Jackrong/Qwen3.5-27B", "Qwen--Qwen3.5-27B.config.json"),
     ("deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai--DeepSeek-V4-Flash.config.json"),
+    # the first release's files: the 2507 one differs in max_position_embeddings and rope_theta only (the
+    # runs' logs print their max_model_len), as for the 235B model above
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", "Qwen--Qwen3-30B-A3B-FP8.config.json"),
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen--Qwen3-30B-A3B.config.json"),
+    ("Qwen/Qwen3-VL-30B-A3B-Instruct", "Qwen--Qwen3-VL-30B-A3B-Instruct.config.json"),
 )
 
 _N = r"([\d.]+)"
