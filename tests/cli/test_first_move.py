@@ -77,10 +77,12 @@ def test_check_the_wizard_and_the_attached_wizard_take_the_same_first_move(
 
     # and the text `check` prints leads with that move, with no other value for the same setting
     text = _vramtui("check", str(profile)).stdout.splitlines()
-    told = [line.strip() for line in text if line.strip().startswith(("first move", "advice:"))]
+    told = [line.strip() for line in text if line.strip().startswith(("first move", "other ways", "advice:"))]
     assert told[0].startswith(f"first move (the wizard's): context (--n_ctx): {CONTEXT} → {first[2]} — ")
     assert not any("--n_ctx" in line for line in told[1:]), told
     # the advice left after the first move's own line stands alone: no "Or ..." after a line not shown
-    assert not any(line.startswith(("advice: Or ", "advice: Then ")) for line in told), told
+    assert not any(line.split(": ", 1)[-1].startswith(("Or ", "Then ")) for line in told[1:]), told
+    # beside the move, the log's own advice is said as the other ways, not as a second answer (QA 5)
+    assert all(line.startswith("other ways, from the log: ") for line in told[1:]) and len(told) > 1, told
     # the line the advice refers to ("the first error line above") is printed, as diagnose prints it (QA)
     assert any(line.strip().startswith("first error (line ") for line in text), text

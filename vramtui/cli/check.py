@@ -139,8 +139,10 @@ def _print_report(result, move, advice: list[str]) -> None:  # type: ignore[no-u
     if move is not None:
         print(f"  first move (the wizard's): {in_words(move.describe())}")
     if result.diagnosis is not None:
+        # QA 5: beside a first move, the log's own advice read as a second answer: it is the other ways
+        said = "other ways, from the log" if move is not None else "advice"
         for line in _advice(advice, move)[: 2 if move is not None else 3]:
-            print(f"  advice: {in_words(line)}")
+            print(f"  {said}: {in_words(line)}")
     if result.smoke is not None:
         smoke = result.smoke
         status = f"HTTP {smoke.status if smoke.status is not None else '-'}: "

@@ -399,3 +399,27 @@ def test_the_mapped_host_span_follows_the_files_own_tensor_order(tmp_path: Path)
     # without mmap the host holds its own tensors only
     own = estimate(load_model_info(parts[0]), replace(settings, mmap=False))
     assert own.weights_host_bytes < split.weights_host_bytes
+
+
+def test_a_model_type_the_installed_transformers_does_not_know_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA 4: a config.json whose model_type this transformers does not know was sized from its shapes with
+    no word that from_pretrained will refuse it; a config that brings its own code (auto_map) is not."""
+    pytest.importorskip("transformers")
+    from vramtui.core.estimate import modelinfo
+
+    monkeypatch.setattr(modelinfo, "_params_cache_path", lambda: tmp_path / "param_counts.json")
+    config = {
+        "architectures": ["FrobnicatorForCausalLM"], "model_type": "frobnicator", "hidden_size": 256,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 2048,
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    notes = modelinfo.load_model_info(tmp_path / "config.json").notes
+    assert any("model_type 'frobnicator' is not one transformers" in note for note in notes), notes
+    (tmp_path / "config.json").write_text(json.dumps({**config, "auto_map": {"AutoConfig": "x.FrobConfig"}}))
+    notes = modelinfo.load_model_info(tmp_path / "config.json").notes
+    assert not any("is not one transformers" in note for note in notes), notes
+    (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": "llama"}))
+    assert not any("is not one" in note for note in modelinfo.load_model_info(tmp_path / "config.json").notes)

@@ -60,7 +60,7 @@ def test_what_a_card_holds_above_the_printed_terms_is_set_against_the_runtime() 
     assert off.actual == 2048 * MIB and off.estimate == 300 * MIB
     assert result.to_dict()["places"]["0"]["measured_bytes"] == on_card0 + 2048 * MIB
     table = "\n".join(result.lines())
-    assert "GPU 0" in table and "the rest (runtime, not printed)" in table
+    assert "GPU 0" in table and "not printed: runtime" in table
 
 
 def test_without_a_printout_each_estimated_term_is_listed() -> None:
@@ -132,3 +132,21 @@ def test_a_failed_start_that_printed_a_buffer_it_never_held_compares_no_rest() -
     assert found.off is None, found.verdict()
     rest = next(term for term in found.terms if term.part == UNPRINTED)
     assert rest.actual is None  # shown, not compared
+
+
+def test_the_rest_says_which_terms_it_holds_and_an_unprinted_kv_cache_is_said() -> None:
+    """QA 5: transformers prints no KV cache; its full-context dynamic cache joined "the rest (runtime, not
+    printed)", and "runtime over by 6 GiB" read as the runtime's error."""
+    estimate = MemoryBill()
+    estimate.add(HOST, "weights", 100 * MIB)
+    estimate.add(HOST, "kv_cache", 4096 * MIB)
+    estimate.add(HOST, "compute", 1536 * MIB)
+    estimate.add(HOST, "runtime", 300 * MIB)
+    printed = MemoryBill()
+    printed.add(HOST, "weights", 100 * MIB)
+    result = reconcile(estimate, printed, {HOST: 500 * MIB})
+    off = result.off
+    assert off is not None and off.part == UNPRINTED
+    assert off.label == "not printed: KV cache, compute, runtime on the host"
+    assert any("printed no KV cache" in note for note in result.notes)
+    assert "not printed: KV cache, compute, runtime" in "\n".join(result.lines())

@@ -476,6 +476,25 @@ def count_params_meta(config: dict[str, Any]) -> int | None:
     return None
 
 
+def _unknown_model_type(config: dict[str, Any]) -> str | None:
+    """A note when the installed transformers does not know the config's model_type (QA 4: nothing was said,
+    and from_pretrained then refuses it), unless the config brings its own code (auto_map)."""
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type or config.get("auto_map"):
+        return None
+    try:
+        import transformers
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    except Exception:
+        return None
+    if model_type in CONFIG_MAPPING:
+        return None
+    return (
+        f"model_type {model_type!r} is not one transformers {transformers.__version__} knows: loading it needs "
+        "a newer transformers (or the model's own code, trust_remote_code)"
+    )
+
+
 # --- Hugging Face config.json ------------------------------------------------------------------------------
 
 
@@ -757,6 +776,9 @@ def _config_quant_and_params(
         info.n_params = count_params_arithmetic(info)
         if exact_params:
             info.notes.append("parameter count from the config's shapes (transformers could not build it)")
+            unknown = _unknown_model_type(cfg)
+            if unknown:
+                info.notes.append(unknown)
         else:  # --no-meta, or a folder whose safetensors give the weights' own sizes
             info.notes.append("parameter count computed from the config's shapes")
     if tower:

@@ -21,6 +21,7 @@ from vramtui.core.units import MIB, format_bytes
 OFF_BYTES = 16 * MIB
 OFF_SHARE = 0.10
 UNPRINTED = "unprinted"  # the pseudo-term: what a place holds above every printed term
+_SHORT = {"kv_cache": "KV cache", "recurrent_state": "recurrent state", "cuda_graphs": "CUDA graphs"}
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,15 @@ class Term:
     part: Part | str  # a memory part, or UNPRINTED
     estimate: int | None
     actual: int | None  # printed, or for UNPRINTED: measured minus the printed terms
+    covers: tuple[Part, ...] = ()  # for UNPRINTED: the estimate's terms the engine did not print
 
     @property
     def label(self) -> str:
-        known = self.part in LABELS
-        name = part_label(self.part, self.place) if known else "the rest (runtime, not printed)"  # type: ignore[arg-type]
+        if self.part in LABELS:
+            name = part_label(self.part, self.place)  # type: ignore[arg-type]
+        else:  # QA 5: "runtime" named a rest that was mostly an unfilled dynamic KV cache
+            parts = ", ".join(_SHORT.get(part, part) for part in self.covers) or "runtime"
+            name = f"not printed: {parts}"
         return f"{name} on {_place_word(self.place)}"
 
     @property
@@ -98,17 +103,17 @@ class Reconciliation:
 
     def lines(self) -> list[str]:
         """A table for people: per place the estimate, the printout and the measurement, then the verdict."""
-        out = [f"{'':34}{'estimate':>12}{'printed':>12}{'measured':>12}"]
+        out = [f"{'':42}{'estimate':>12}{'printed':>12}{'measured':>12}"]
         for place in self.places():
             out.append(_place_word(place))
             for term in (t for t in self.terms if t.place == place):
                 printed = term.actual if term.part != UNPRINTED else None
                 measured = term.actual if term.part == UNPRINTED else None
                 out.append(
-                    f"  {term.label.rsplit(' on ', 1)[0]:32}{_size(term.estimate)}{_size(printed)}{_size(measured)}"
+                    f"  {term.label.rsplit(' on ', 1)[0]:40}{_size(term.estimate)}{_size(printed)}{_size(measured)}"
                 )
             out.append(
-                f"  {'total':32}{_size(self.estimate_total.get(place))}"
+                f"  {'total':40}{_size(self.estimate_total.get(place))}"
                 f"{_size(self.printed_total.get(place))}{_size(self.measured.get(place))}"
             )
         out.append(self.verdict())
@@ -170,6 +175,11 @@ def reconcile(
                 terms.append(Term(place, part, guess if known else None, actual))
         if said:
             skipped = _BUFFERS if failed else frozenset()
+            covers = tuple(
+                part
+                for part in PARTS
+                if part not in said and part not in skipped and estimate.get(part, place) and part != "margin"
+            )
             rest = sum(
                 estimate.get(part, place) for part in PARTS if part not in said and part not in skipped
             )
@@ -179,7 +189,12 @@ def reconcile(
                 # place held above its printed terms says nothing (QA: "the rest: actual 0 B, over by 560 MiB")
                 held = None
             if rest or held:
-                terms.append(Term(place, UNPRINTED, rest if known else None, held))
+                terms.append(Term(place, UNPRINTED, rest if known else None, held, covers))
+                if not failed and "kv_cache" in covers:
+                    notes.append(
+                        "the engine printed no KV cache: where it grows with the tokens served (a dynamic "
+                        "cache), the smallest request fills little of the estimate's full-context cache"
+                    )
     if failed and any(term.actual is None and term.part in _BUFFERS for term in terms):
         notes.append("it failed before allocating every buffer: the ones it did not print are not compared")
     return Reconciliation(
