@@ -346,7 +346,11 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # first error 4/6, quiet 1/1, calm 1/2, engine 9/9; round 34 (8 logs, 6 of them SGLang, TGI, transformers
     # and llama-cpp-python; 6 training, 2 held-out) at 187845b: stage 6/8, class 8/8, memory 2/4, first error
     # 5/5, quiet 3/3, engine 8/8; round 35 (17 logs from committed log files, 14 training, 3 held-out) at
-    # 2d15593: stage 14/17, class 14/17, memory 4/4, first error 6/9, quiet 3/3, calm 1/3, engine 16/17.
+    # 2d15593: stage 14/17, class 14/17, memory 4/4, first error 6/9, quiet 3/3, calm 1/3, engine 16/17;
+    # round 36 (25 logs, 17 training, 8 held-out) at d813b8a: stage 24/25, class 25/25, memory 11/12,
+    # first error 14/16, quiet 4/5, calm 1/3, engine 25/25 (held-out: stage 7/8, class 8/8, memory 4/5,
+    # first error 6/6, quiet 1/2); round 37 (10 logs, 7 training, 3 held-out) at a7fa0f3: stage 6/10, class
+    # 6/10, memory 2/2, first error 3/6, quiet 2/2, calm 1/2, engine 10/10 (held-out: stage 1/3, class 1/3).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -411,6 +415,10 @@ LATER_ROUNDS = (
     (
         "round36.jsonl",
         "round 36, both parts (gathered after the rules of 2026-12-05, sixteenth session)",
+    ),
+    (
+        "round37.jsonl",
+        "round 37, both parts (gathered after the rules of 2026-12-05, sixteenth session, later)",
     ),
 )
 

@@ -51,6 +51,7 @@ FILES = (
     LOGS / "round34.jsonl",
     LOGS / "round35.jsonl",
     LOGS / "round36.jsonl",
+    LOGS / "round37.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

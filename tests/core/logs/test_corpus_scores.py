@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (780, 810),
-        "class": (786, 810),
-        "memory": (213, 227),
-        "first_error": (455, 475),
-        "quiet": (143, 151),
-        "calm": (114, 135),
-        "engine": (758, 810),
+        "stage": (785, 817),
+        "class": (792, 817),
+        "memory": (215, 229),
+        "first_error": (459, 479),
+        "quiet": (144, 152),
+        "calm": (115, 137),
+        "engine": (765, 817),
     },
     "heldout": {
-        "stage": (278, 304),
-        "class": (278, 304),
+        "stage": (280, 307),
+        "class": (280, 307),
         "memory": (86, 102),
-        "first_error": (161, 176),
-        "quiet": (49, 65),
+        "first_error": (162, 178),
+        "quiet": (50, 66),
         "calm": (34, 40),
-        "engine": (285, 304),
+        "engine": (288, 307),
     },
 }
 

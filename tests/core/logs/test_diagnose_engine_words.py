@@ -420,3 +420,22 @@ def test_round_32s_training_words() -> None:
     # the same error with no such frames stays where the engine's default puts it
     alone = diagnose_lines(moving[-1:], "transformers", kernel_log=no_kernel_log)
     assert alone.failure_stage == "inference"
+
+
+def test_ollama_giving_up_on_its_runner_s_load_is_the_failure_with_its_own_knob() -> None:
+    """Round 37 (training part): "Load failed ... error=\"timed out waiting for llama runner to start -
+    progress 0.82 - \"" is logged at INFO; the run read as no failure. It is the load's failure, and the
+    advice names Ollama's own knob (OLLAMA_LOAD_TIMEOUT)."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    log = (
+        'time=2026-01-04T10:00:46.198-06:00 level=INFO source=server.go:1372 msg="waiting for server to '
+        'become available" status="llm server loading model"\n'
+        'time=2026-01-04T10:23:12.805-06:00 level=INFO source=sched.go:470 msg="Load failed" '
+        'model=A:\\Ollama_Data\\blobs\\sha256-6a07 error="timed out waiting for llama runner to start - '
+        'progress 0.82 - "\n'
+        '[GIN] 2026/01/04 - 10:27:13 | 500 |        27m45s |       127.0.0.1 | POST     "/api/chat"\n'
+    )
+    diagnosis = diagnose_text(log, backend="ollama", kernel_log=lambda: None)
+    assert diagnosis.failed and diagnosis.failure_stage == "load_weights" and diagnosis.first_error_line == 2
+    assert any("OLLAMA_LOAD_TIMEOUT" in line for line in diagnosis.advice), diagnosis.advice

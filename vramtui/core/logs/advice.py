@@ -530,6 +530,7 @@ ADVICE: tuple[AdviceRow, ...] = (
     ),
     AdviceRow("unsupported_quant", "wrong_format", ("@wrong_format",)),
     AdviceRow("unsupported_quant", "bnb_missing", ("@bnb_missing",)),
+    AdviceRow("other", "runner_start_timeout", ("@runner_start_timeout",)),
     AdviceRow(
         "unsupported_quant",
         "torch_checkpoint",

@@ -255,6 +255,12 @@ OLLAMA = LogProfile(
         ),
         "unknown_arch": ("Update Ollama: this model needs a newer runner.",),
         "file_missing": ("Check the model name and tag, then `ollama pull NAME:TAG`.",),
+        "runner_start_timeout": (
+            "Ollama stopped waiting for its runner to load the model (OLLAMA_LOAD_TIMEOUT, 5m by default): "
+            "raise it (e.g. OLLAMA_LOAD_TIMEOUT=15m) when the load is slow but moving.",
+            "A load this slow is most often the model paging through host RAM: a smaller model or "
+            "quantization, or free RAM (close other programs).",
+        ),
     },
 )
 PROFILES: tuple[LogProfile, ...] = (LLAMA_CPP, LLAMA_CPP_PYTHON, OLLAMA)
@@ -450,6 +456,16 @@ DEVICE_OOM_ERRORS: tuple[ErrorRule, ...] = (
         backend="ollama",
     ),
     ErrorRule("memory layout cannot be allocated", "cuda_oom", "cuda_oom", backend="ollama"),
+    # Ollama gave up on its runner's load (OLLAMA_LOAD_TIMEOUT), logged at INFO ("Load failed ... error=\"timed
+    # out waiting for llama runner to start - progress 0.82 - \"")
+    ErrorRule(
+        "timed out waiting for llama runner to start",
+        "runner_start_timeout",
+        "other",
+        stage="load_weights",
+        strong=False,  # the runner's own error (out of memory, a bad file), where it printed one, says why
+        backend="ollama",
+    ),
 )
 
 CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
