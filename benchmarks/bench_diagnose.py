@@ -81,6 +81,22 @@ print(json.dumps({"s": elapsed, "cpu": cpu, "rss_kib": resource.getrusage(resour
                   "verdict": [d.failure, d.failure_stage, d.first_error_line, d.lines]}))
 """
 
+# The log pane's reading of a file (`vramtui --log FILE`): every line's bytes tagged (LogDiagnoser.feed_raw)
+# and stored as offsets, in the feed's own thread; the app adds its drawing on top.
+PANE_PATH_CODE = """
+import json, resource, sys, time
+from pathlib import Path
+from vramtui.tui.widgets.tail import LogFeed
+t, c = time.perf_counter(), time.process_time()
+last = []
+feed = LogFeed(deliver=lambda chunk, diagnosis, finished, progress: last.append(diagnosis))
+feed.run_file(Path(sys.argv[1]), follow=False)
+d = last[-1]
+elapsed, cpu = time.perf_counter() - t, time.process_time() - c
+print(json.dumps({"s": elapsed, "cpu": cpu, "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "verdict": [d.failure, d.failure_stage, d.first_error_line, d.lines]}))
+"""
+
 
 def corpus_lines() -> list[str]:
     for path in CORPUS_CANDIDATES:
@@ -236,7 +252,8 @@ def every_anchor_pattern() -> str:
 
 
 def measure(file_name: str, path: Path, count: int, size_mb: float, args: argparse.Namespace) -> None:
-    """Time grep, diagnose_file and LogDiagnoser.feed on one log, each in its own process, and print them."""
+    """Time grep, diagnose_file, LogDiagnoser.feed and the log pane's reading of a file on one log, each in
+    its own process, and print them."""
     # The machine's speed drifts; each figure is the median of --repeat runs, taken in turn.
     greps, chunks = [], []
     for _ in range(args.repeat):
@@ -245,11 +262,13 @@ def measure(file_name: str, path: Path, count: int, size_mb: float, args: argpar
     grep = median_run(greps)
     chunked = median_run(chunks)
     feed = run_python(FEED_PATH_CODE, path)
-    assert chunked["verdict"] == feed["verdict"], (chunked["verdict"], feed["verdict"])
+    pane = run_python(PANE_PATH_CODE, path)
+    assert chunked["verdict"] == feed["verdict"] == pane["verdict"], (chunked, feed, pane)
     rows = [
         ("grep -E -c -i", grep),
         ("diagnose_file", chunked),
         ("LogDiagnoser.feed", feed),
+        ("the log pane's reading", pane),
     ]
     if args.grep_every_anchor:
         rows.insert(1, ("grep, every rule anchor", run_grep(path, every_anchor_pattern())))

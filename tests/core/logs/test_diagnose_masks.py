@@ -82,6 +82,11 @@ def _agrees(
     diagnoser = build.LogDiagnoser(kernel_log=lambda: None)
     assert [asdict(diagnoser.feed(line)) for line in lines] == expected_tags
     assert asdict(diagnoser.result()) == expected
+    # the log pane's path: each line's bytes, its stage and severity as `feed` tags them
+    raw = build.LogDiagnoser(kernel_log=lambda: None)
+    tags = [raw.feed_raw(line.encode("utf-8")) for line in lines]
+    assert tags == [(tag["stage"], tag["severity"]) for tag in expected_tags]
+    assert asdict(raw.result()) == expected
 
 
 @pytest.mark.parametrize("name", sorted(LOGS))

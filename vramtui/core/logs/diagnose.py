@@ -101,6 +101,7 @@ class LogDiagnoser(LogState):
         self._memo: dict[str, _LineInfo | None] = {}  # digit-dependent lines, by their text
         self._masks: dict[bytes, object] = {}  # ASCII lines, by their digit mask (see _mask_entry)
         self._text_masks: dict[bytes, object] = {}  # cleaned non-ASCII lines, by the mask of their UTF-8
+        self._raw_exact: dict[bytes, tuple[str, _LineInfo | None]] = {}  # feed_raw's digit-dependent lines
 
     # -- feeding -----------------------------------------------------------------------------------
     def feed(self, line: str) -> LineTag:
@@ -142,6 +143,32 @@ class LogDiagnoser(LogState):
         entry = _mask_entry(key.decode("utf-8", "surrogatepass"), text)  # a _LineInfo comes interned
         _remember(masks, key, entry)
         return entry
+
+    def feed_raw(self, raw: bytes) -> tuple[str | None, str]:
+        """As `feed`, for one line's bytes (no newline): the stage it is in and its severity. A line the
+        mask memo knows to change nothing is not decoded (the log pane reads files through here)."""
+        self.lines += 1
+        key = raw.translate(_DIGIT_MASK)
+        masks = self._masks
+        entry = masks.get(key)
+        if entry is None:
+            if _DIRTY_BYTES_RE.search(key) is not None:
+                entry = _DIRTY
+                _remember(masks, key, entry)
+            else:
+                entry = self._new_mask(key, raw.decode("ascii"), masks)
+        if entry is _NO_INFO:
+            self.after_frame = False
+            return self.current, "info"
+        if isinstance(entry, _LineInfo):
+            text, info = "", entry
+        else:
+            text, info = self._by_exact_bytes(raw, entry, self._raw_exact)
+        if info is None or self._is_noop(info):
+            self.after_frame = False
+            return self.current, "info"
+        severity, _ = self._step(self.lines, text or raw.decode("ascii"), info)
+        return self.current, severity
 
     def feed_lines(self, lines: Iterable[str]) -> None:
         for line in lines:

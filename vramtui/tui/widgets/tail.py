@@ -246,20 +246,23 @@ class LogFeed:
         offset and tag bytes in the pending chunk (no object kept per line)."""
         chunk = self._pending
         ends, stages, severities, numbers = chunk.ends, chunk.stages, chunk.severities, chunk.numbers
-        feed = self.diagnoser.feed
+        diagnoser = self.diagnoser
+        feed = diagnoser.feed_raw  # bytes: a line the memo knows changes nothing is never decoded
         offset = self._offset
         widest = chunk.widest
         for piece in pieces:
             offset += len(piece) + 1
-            raw = piece.decode("utf-8", errors="replace")
-            tag = feed(raw)
+            stage, severity = feed(piece)
             ends.append(offset)
-            stages.append(STAGE_CODES[tag.stage])
-            severities.append(SEVERITY_CODE[tag.severity])
-            numbers.append(tag.number)
-            # Cleaning never widens a line but for its tabs: most lines need no measuring.
-            if len(raw) > widest or "\t" in raw:
-                widest = max(widest, shown_width(raw))
+            stages.append(STAGE_CODES[stage])
+            severities.append(SEVERITY_CODE[severity])
+            numbers.append(diagnoser.lines)
+            # Cleaning never widens a line but for its tabs, and a line has no more characters than bytes:
+            # most lines need no decoding, and fewer still a measuring.
+            if len(piece) > widest or b"\t" in piece:
+                text = piece.decode("utf-8", errors="replace")
+                if len(text) > widest or "\t" in text:
+                    widest = max(widest, shown_width(text))
         self._offset = offset
         self.line_count += len(pieces)
         chunk.widest = widest
