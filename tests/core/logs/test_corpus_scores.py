@@ -14,7 +14,7 @@ from vramtui.core.logs.diagnose import diagnose_text
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
         "stage": (785, 817),
-        "class": (792, 817),
+        "class": (793, 817),
         "memory": (215, 229),
         "first_error": (459, 479),
         "quiet": (144, 152),

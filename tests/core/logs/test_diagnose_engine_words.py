@@ -439,3 +439,28 @@ def test_ollama_giving_up_on_its_runner_s_load_is_the_failure_with_its_own_knob(
     diagnosis = diagnose_text(log, backend="ollama", kernel_log=lambda: None)
     assert diagnosis.failed and diagnosis.failure_stage == "load_weights" and diagnosis.first_error_line == 2
     assert any("OLLAMA_LOAD_TIMEOUT" in line for line in diagnosis.advice), diagnosis.advice
+
+
+def test_a_stop_while_a_download_waited_on_the_network_is_the_download_hanging() -> None:
+    """Round 37 (training part): vLLM killed (SIGTERM: KeyboardInterrupt "terminated") while huggingface_hub
+    still waited in httpcore's read: the download hung, a network failure, not a Python error at the load."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    log = "\n".join(
+        [
+            "(APIServer pid=8410) Traceback (most recent call last):",
+            '(APIServer pid=8410)   File "/venv/lib/python3.14/site-packages/huggingface_hub/file_download.py",'
+            " line 1020, in hf_hub_download",
+            '(APIServer pid=8410)   File "/venv/lib/python3.14/site-packages/httpcore/_backends/sync.py",'
+            " line 128, in read",
+            "(APIServer pid=8410)     return self._sock.recv(max_bytes)",
+            '(APIServer pid=8410)   File "/usr/lib/python3.14/ssl.py", line 1297, in recv',
+            "(APIServer pid=8410)     return self.read(buflen)",
+            '(APIServer pid=8410)   File "/venv/lib/python3.14/site-packages/vllm/entrypoints/openai/api_server.py",'
+            " line 579, in signal_handler",
+            '(APIServer pid=8410)     raise KeyboardInterrupt("terminated")',
+            "(APIServer pid=8410) KeyboardInterrupt: terminated",
+        ]
+    )
+    diagnosis = diagnose_text(log, backend="vllm", kernel_log=lambda: None)
+    assert diagnosis.failed and diagnosis.failure == "network" and diagnosis.first_error_line == 9

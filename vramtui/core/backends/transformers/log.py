@@ -439,6 +439,17 @@ PROGRESS: tuple[ProgressRule, ...] = (
 
 # Bare exceptions told by where they were raised.
 FRAMES: tuple[FrameRule, ...] = (
+    # a stop (SIGTERM's KeyboardInterrupt("terminated"), ctrl-c) that came while a read from the network
+    # was still waiting: the download hung (huggingface_hub through httpx, requests through urllib3)
+    *(
+        FrameRule(
+            anchor,
+            "KeyboardInterrupt",
+            ErrorRule("", "download_hung", "network", stage="download", backend="transformers"),
+            backend="transformers",
+        )
+        for anchor in ("/httpcore/", "/urllib3/", "/requests/adapters.py")
+    ),
     # AutoConfig looks the config's model_type up in CONFIG_MAPPING: a KeyError there is a model type
     # this transformers does not know (too old for the model, or a model that ships its own code)
     FrameRule(
