@@ -252,6 +252,16 @@ def test_transformers_logits_kv_and_eager_scores() -> None:
     assert sdpa.fragmentation_bytes > 0
 
 
+def test_transformers_gives_every_sequence_of_a_batch_the_whole_context() -> None:
+    """QA 5: 4 sequences at context 131072 billed 4 x 131072 tokens of cache, but said "131,072 cells", and
+    the concurrency solver spoke of "sequences of 32,768 tokens" (llama.cpp's split of one context)."""
+    est = estimate(
+        LLAMA_8B, Settings(backend="transformers", context=8192, parallel=4, device_bytes=80 * GIB)
+    )
+    assert est.kv_cache_bytes == 4 * 8192 * 131072 and est.kv_cells == 4 * 8192
+    assert est.max_parallel_tokens == 8192 and est.max_parallel is not None and est.max_parallel > 4
+
+
 def test_moe_counts_every_expert() -> None:
     mixtral = info_from_config(
         {

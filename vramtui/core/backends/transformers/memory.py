@@ -85,6 +85,9 @@ class TransformersMemory(MemoryAccounting):
     def run_context(self, info: ModelInfo, settings: Settings) -> int:
         return settings.context or min(info.max_context or DEFAULT_CONTEXT, DEFAULT_CONTEXT)
 
+    def per_sequence(self, est: Estimate) -> int:
+        return est.context  # each sequence of a batch has its own dynamic cache of the whole context (QA 5)
+
     def size(self, info: ModelInfo, settings: Settings) -> Estimate:
         context = self.run_context(info, settings)
         batch = settings.parallel or 1
@@ -142,7 +145,7 @@ class TransformersMemory(MemoryAccounting):
             fits=total <= usable and load_peak_fits,
             n_layers=info.n_layers,
             kv_dtype=kv_dtype,
-            kv_cells=context,
+            kv_cells=context * batch,  # every sequence's cache holds the whole context
             load_peak_bytes=peak,
             load_peak_fits=load_peak_fits,
             reason=reason,

@@ -203,7 +203,7 @@ def size_device_map(info: ModelInfo, settings: Settings, run: Run, notes: list[s
         fits=all(row.fits for row in rows) and (not host or allowed) and peak_fits,
         n_layers=info.n_layers,
         kv_dtype=run.kv_dtype,
-        kv_cells=run.context,
+        kv_cells=run.context * run.batch,  # every sequence's cache holds the whole context
         load_peak_bytes=run.load_peak,
         load_peak_fits=None if run.load_peak is None else peak_fits,
         reason=reason,
