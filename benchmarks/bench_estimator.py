@@ -582,7 +582,10 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # with every layer "offloaded"; its weights and compute are now left out, said why); vLLM weights 1/1
     # (the others name models with no config here). Six configs found with it made rows measurable: vLLM
     # held-out weights 11/11 -> 12/12; training weights 19/19 -> 23/24, the miss DeepSeek-V4-Flash (x1.84,
-    # its `expert_dtype: fp4` not read; then x1.02, KV x0.97).
+    # its `expert_dtype: fp4` not read; then x1.02, KV x0.97). Round 25 (3: two vLLM Qwen3-30B-A3B-FP8
+    # starts on an RTX 5090 with --cpu-offload-gb, an Ollama QwQ-32B partial offload) at 6990a14 before any
+    # change: Ollama KV 2/2, weights 2/2, compute 2/2; vLLM weights 0/2 (x1.39, x1.16: this harness did
+    # not read --cpu-offload-gb from the logs' non-default args; then x1.006, x1.002).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -613,6 +616,7 @@ _NEWEST_ROUNDS = {
     "round21.jsonl": "round 21 (gathered after the estimator of 2026-12-04, fourteenth session)",
     "round22.jsonl": "round 22 (gathered after the estimator of 2026-12-05, fifteenth session)",
     "round24.jsonl": "round 24 (gathered after the estimator of 2026-12-05, sixteenth session)",
+    "round25.jsonl": "round 25 (gathered after the estimator of 2026-12-05, sixteenth session, later)",
 }
 
 

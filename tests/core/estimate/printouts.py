@@ -67,6 +67,7 @@ FILES = (
     DATA / "printouts" / "round21.jsonl",
     DATA / "printouts" / "round22.jsonl",
     DATA / "printouts" / "round24.jsonl",
+    DATA / "printouts" / "round25.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",

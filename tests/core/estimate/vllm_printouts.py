@@ -69,6 +69,7 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     # the first release's files: the 2507 one differs in max_position_embeddings and rope_theta only (the
     # runs' logs print their max_model_len), as for the 235B model above
     ("Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", "Qwen--Qwen3-30B-A3B-FP8.config.json"),
+    ("Qwen/Qwen3-30B-A3B-FP8", "Qwen--Qwen3-30B-A3B-FP8.config.json"),
     ("Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen--Qwen3-30B-A3B.config.json"),
     ("Qwen/Qwen3-VL-30B-A3B-Instruct", "Qwen--Qwen3-VL-30B-A3B-Instruct.config.json"),
 )
@@ -118,6 +119,8 @@ _KV_DTYPE = re.compile(r"kv_cache_dtype'?[:= ]+\s*'?(\w+)")
 _MAX_SEQS = re.compile(r"max_num_seqs'?[:= ]+\s*(\d+)|--max-num-seqs[= ]+(\d+)")
 _BATCHED = re.compile(r"max_num_batched_tokens'?[:= ]+\s*(\d+)|--max-num-batched-tokens[= ]+(\d+)")
 _KV_BYTES = re.compile(r"kv_cache_memory_bytes'?[:= ]+\s*(\d+)")
+# weights kept in host RAM (`--cpu-offload-gb 8`, the non-default args' 'cpu_offload_gb': 8.0)
+_OFFLOAD = re.compile(r"cpu_offload_gb'?[:= ]+\s*([\d.]+)|--cpu-offload-gb[= ]+([\d.]+)")
 # the quantization the run asked for (`--quantization bitsandbytes`, its config line's quantization=fp8)
 _QUANT = re.compile(r"(?:--quantization[= ]+|\bquantization'?[=:]\s*'?)([a-z][\w-]*)", re.I)
 # V0's own lines (its worker and model runner). V0 profiles max_num_batched_tokens, which it sets to
@@ -204,6 +207,7 @@ def read_run(case: dict[str, Any]) -> VllmRun:
         "max_seqs": _either(_MAX_SEQS, text),
         "batched": _either(_BATCHED, text),
         "kv_bytes": _either(_KV_BYTES, text),
+        "offload_gb": float(found.group(1) or found.group(2)) if (found := _OFFLOAD.search(text)) else 0.0,
         "quant": _in_flight(text),
     }
     return run
@@ -257,6 +261,7 @@ def settings_of(run: VllmRun, info: ModelInfo) -> Settings:
         safety=given["share"],
         tensor_parallel_size=tp,
         kv_cache_memory=given["kv_bytes"],
+        cpu_offload_gb=given["offload_gb"],
         quant=quant,
         engine_build=V0_BUILD if run.v0 else run.minor,
     )
