@@ -77,6 +77,32 @@ def column_widths(
     }
 
 
+def proposal_text(pane: WizardPane) -> Text:
+    """The proposed change and why, and the note on a run whose layers ended on the CPU."""
+    app, proposed = pane.app, pane.proposal
+    proposal = Text()
+    if proposed is not None:
+        proposal.append("Next change: ", style="bold")
+        proposal.append(f"{proposed.param} ", style=theme_style(app, "accent", bold=True))
+        proposal.append(proposed.change(), style="bold")
+        proposal.append(f"\nwhy: {in_words(proposed.why)}")
+        if pane._attached_proposal() is not None:
+            from vramtui.tui.panes.wizard_attached import two_ways
+
+            two_ways(proposal, pane.driver, proposed)
+        else:
+            proposal.append(
+                "\nConfirm (n) relaunches with this one change; Skip tries the next rung.", style="dim"
+            )
+    if pane.slow:
+        proposal.append("\n" if proposal else "")
+        proposal.append("⚠ ", style=theme_style(app, "log-warning", bold=True))
+        proposal.append(f"{pane.slow[0]} — press f for the fastest setup that stays on the GPU")
+        for line in pane.on_gpu_text:
+            proposal.append(f"\n{line}")
+    return proposal
+
+
 class WizardPane(Pane):
     PANE_TITLE = "Wizard"
     PANE_KEY = "4"
@@ -432,28 +458,8 @@ class WizardPane(Pane):
         if self.busy:
             state.stylize(theme_style(app, "accent", bold=True))
         self.query_one("#wiz-state", Static).update(state)
-        proposal = Text()
-        if self.proposal is not None:
-            proposal.append("Next change: ", style="bold")
-            proposal.append(f"{self.proposal.param} ", style=theme_style(app, "accent", bold=True))
-            proposal.append(self.proposal.change(), style="bold")
-            proposal.append(f"\nwhy: {in_words(self.proposal.why)}")
-            if self._attached_proposal() is not None:
-                from vramtui.tui.panes.wizard_attached import two_ways
-
-                two_ways(proposal, self.driver, self.proposal)
-            else:
-                proposal.append(
-                    "\nConfirm (n) relaunches with this one change; Skip tries the next rung.", style="dim"
-                )
-        if self.slow:
-            proposal.append("\n" if proposal else "")
-            proposal.append("⚠ ", style=theme_style(app, "log-warning", bold=True))
-            proposal.append(f"{self.slow[0]} — press f for the fastest setup that stays on the GPU")
-            for line in self.on_gpu_text:
-                proposal.append(f"\n{line}")
         self.query_one("#wiz-ongpu", Button).set_class(bool(self.slow), "-visible")
-        self.query_one("#wiz-proposal", Static).update(proposal)
+        self.query_one("#wiz-proposal", Static).update(proposal_text(self))
         restart = self._attached_proposal() is not None
         driver = self.driver
         finished = driver is not None and driver.finished and self.attached_view is None
