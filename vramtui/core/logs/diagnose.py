@@ -149,14 +149,9 @@ class LogDiagnoser(LogState):
         mask memo knows to change nothing is not decoded (the log pane reads files through here)."""
         self.lines += 1
         key = raw.translate(_DIGIT_MASK)
-        masks = self._masks
-        entry = masks.get(key)
+        entry = self._masks.get(key)
         if entry is None:
-            if _DIRTY_BYTES_RE.search(key) is not None:
-                entry = _DIRTY
-                _remember(masks, key, entry)
-            else:
-                entry = self._new_mask(key, raw.decode("ascii"), masks)
+            entry = self._new_raw_mask(key, raw)
         if entry is _NO_INFO:
             self.after_frame = False
             return self.current, "info"
@@ -169,6 +164,13 @@ class LogDiagnoser(LogState):
             return self.current, "info"
         severity, _ = self._step(self.lines, text or raw.decode("ascii"), info)
         return self.current, severity
+
+    def _new_raw_mask(self, key: bytes, raw: bytes) -> object:
+        """The memo entry for a line's bytes not met before: "clean it first" for raw bytes that need it."""
+        if _DIRTY_BYTES_RE.search(key) is not None:
+            _remember(self._masks, key, _DIRTY)
+            return _DIRTY
+        return self._new_mask(key, raw.decode("ascii"), self._masks)
 
     def feed_lines(self, lines: Iterable[str]) -> None:
         for line in lines:
@@ -218,11 +220,7 @@ class LogDiagnoser(LogState):
                 if entry in quiet:
                     continue
                 if entry is None:
-                    if _DIRTY_BYTES_RE.search(key) is not None:
-                        entry = _DIRTY
-                        _remember(masks, key, entry)
-                    else:
-                        entry = self._new_mask(key, raw.decode("ascii"), masks)
+                    entry = self._new_raw_mask(key, raw)
                 if entry is _NO_INFO:
                     self.after_frame = False
                     quiet.add(entry)
