@@ -766,6 +766,30 @@ def test_advice_that_names_a_count_is_sized_by_the_wizards_arithmetic(demo_model
     assert sized[1].endswith("[by the estimate: fits]") and sized[2] == lines[2]
 
 
+def test_a_context_llama_cpp_padded_to_its_slots_took_effect() -> None:
+    """QA 6: context 50000 over 4 slots: llama-server prints n_ctx = 50176 (each slot's 12500 rounded up to
+    256 cells). The wizard said "did not take effect", stopped, and saved nothing of a server that ran."""
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.verify import _echoed
+
+    def seen(n_ctx: int, parallel: object) -> tuple[bool, str] | None:
+        params = {"context": 131072} if parallel is None else {"context": 131072, "parallel": parallel}
+        after = Observation(
+            ready=True, smoke_ok=True, stage="inference", failure_stage=None, failure=None,
+            facts={"n_ctx": str(n_ctx)},
+        )  # fmt: skip
+        return _echoed(
+            Proposal("context", 131072, 50000, "why"), None, after, Profile("llama.cpp", "m", params)
+        )
+
+    assert seen(50176, 4) == (True, "the log confirms n_ctx = 50176")
+    assert seen(50176, None) is not None and seen(50176, None)[0]  # type: ignore[index]  # auto: 4 slots
+    assert seen(50000, 1) is not None and seen(50000, 1)[0]  # type: ignore[index]
+    assert not seen(65536, 4)[0]  # type: ignore[index]  # another value: overridden
+    assert not seen(49152, 4)[0]  # type: ignore[index]  # below what was asked
+    assert get_backend("vllm").context_as_printed(50000, 4) == range(50000, 50001)  # no padding
+
+
 def test_flash_attention_is_confirmed_from_the_diagnosis_figure_whatever_the_build_prints() -> None:
     """The wizard read flash attention with a regex of its own: an older build's "flash_attn = 1" read
     "asked for flash attention enabled, the log shows 1", a failed verification of a change that took."""

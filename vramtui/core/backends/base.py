@@ -229,6 +229,8 @@ class Backend:
     kv_dtype_order: tuple[str, ...] = ()
     # On-the-fly quantization from largest to smallest (None: 16-bit); empty: the file is the quantization.
     quant_order: tuple[str | None, ...] = ()
+    # The engine rounds each KV stream's share of the context up to this many cells (and prints that n_ctx).
+    context_pad_cells: int = 0
     # A quantization value -> the Python module the engine needs for it (transformers: bitsandbytes).
     quant_modules: dict[str, str] = field(default_factory=dict)
     # llama.cpp refuses a quantized V cache without flash attention.
@@ -355,6 +357,15 @@ class Backend:
         """Is the on-the-fly quantization `value` there to use (its module installed)?"""
         module = self.quant_modules.get(str(value)) if value is not None else None
         return module is None or self.importable(module)
+
+    def context_as_printed(self, context: int, streams: int) -> range:
+        """The n_ctx the engine may print for `context` over `streams` KV streams (one value, or the
+        padded ones: a slot's share rounded up, QA 6: 50000 over 4 slots is 50176)."""
+        pad = self.context_pad_cells
+        if not pad:
+            return range(context, context + 1)
+        most = -(-context // max(1, streams) // pad) * pad * max(1, streams)
+        return range(context, max(context, most) + 1)
 
     def flash_attn_effective(self, value: object) -> bool:
         """Is flash attention on in a run where it is set to `value` (None: the engine's default)?"""

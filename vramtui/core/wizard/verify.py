@@ -11,7 +11,7 @@ from vramtui.core.backends import Backend, kv_dtype_name, switch
 from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import LABELS
 from vramtui.core.units import MIB
-from vramtui.core.wizard.budget import MemoryModel, needed_bytes
+from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes, whole_or_none
 from vramtui.core.wizard.observe import BUFFER_PARTS, Observation, part_bytes
 from vramtui.core.wizard.propose import Proposal, quant_of
 
@@ -117,7 +117,11 @@ def _echoed(
     if param == "context" and "n_ctx" in facts:
         # Ollama's runner gets the context times its parallel requests (its `--parallel`, when printed).
         slots = int(after.engine.get("runner_parallel", 1) or 1)
-        if int(facts["n_ctx"]) != int(value) * slots:  # type: ignore[call-overload]
+        backend = profile.backend
+        parallel = whole_or_none(current_value(profile, "parallel")) or 0  # -1, unset: the engine's auto
+        streams = parallel if parallel > 0 else backend.parallel_auto_slots or 1
+        printed = backend.context_as_printed(int(value) * slots, streams)  # type: ignore[call-overload]
+        if int(facts["n_ctx"]) not in printed:
             overridden = overridden_by_extra(profile, profile.backend, param)
             return False, (
                 f"asked for context {value}, the log shows n_ctx = {facts['n_ctx']}"

@@ -207,6 +207,8 @@ _FAMILY = {
     "max_sequences": MAX_SEQUENCES,
     "sequence_limit_words": '"n_seq_max must be <= {cap}"',
     "named_fix": named_fix,
+    # llama.cpp rounds each KV stream's share of the context up to 256 cells, and prints that n_ctx
+    "context_pad_cells": 256,
 }
 
 LLAMA_CPP = Backend(
