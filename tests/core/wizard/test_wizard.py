@@ -901,3 +901,19 @@ def test_no_relaunch_or_advice_is_spent_on_bitsandbytes_where_it_is_not_installe
     assert wizard.proposer.candidates(quant, None, wizard.profile) == []
     assert not any("bitsandbytes" in r.label for r in wizard.profile.backend.rungs("load_weights"))
     assert get_backend("vllm").importable("bitsandbytes")  # an engine on its own Python is not asked
+
+
+def test_an_edited_value_drops_the_proposal_s_figures_and_the_override_is_recorded(
+    demo_model: Path, tmp_path: Path
+) -> None:
+    """QA 6: the edited step kept the proposed value's "needs about 545 MiB ... fits", after the terminal had
+    warned the typed value would not fit; and the record kept no trace of the user's yes against it."""
+    wizard = Wizard(_demo_profile(demo_model), runner=ReplayedRuns(tmp_path), record=False)
+    proposal = wizard.propose()
+    assert proposal is not None and proposal.param == "context" and "MiB" in proposal.why
+    edited = proposal.edited(131072)
+    assert edited.why == f"edited by the user to 131072 (proposed: {proposal.to})"
+    assert edited.predicted_mib is None and wizard.fit_warning(edited) is not None
+    step = wizard.apply(edited)
+    assert any(note.startswith("relaunched on the user's yes, though the estimate") for note in step.notes)
+    assert step.proposal is not None and step.proposal.predicted_mib is not None  # for what was launched

@@ -72,8 +72,18 @@ class Proposal:
     # Set when this step only prepares the next (flash attention before a quantized V cache).
     then: tuple[str, object] | None = None
 
+    # Set when the user typed the value: the proposal's own figures were for another (QA 6).
+    edited_from: object | None = None
+
     def edited(self, value: object) -> Proposal:
-        return dataclasses.replace(self, to=value, why=self.why + f" (edited by the user to {value})")
+        return dataclasses.replace(
+            self,
+            to=value,
+            why=f"edited by the user to {value_word(value)} (proposed: {value_word(self.to)})",
+            predicted_mib=None,
+            predicted_parts={},
+            edited_from=self.to,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -381,6 +381,7 @@ class Wizard:
                 **{"from": proposal.from_, "to": proposal.to},
                 why=proposal.why,
             )
+        warning = self.fit_warning(proposal) if proposal.edited_from is not None else None
         if proposal.then is None:
             # The user may have edited the value: predict for what is really launched.
             bill = self.model.predict(candidate)
@@ -396,6 +397,8 @@ class Wizard:
             self.stop_reason = str(error)
             return step
         outcome, notes = self.verify(proposal, previous, obs, before_profile, candidate)
+        if warning is not None:  # the user's call against the estimate, kept in the record (QA 6)
+            notes.append(f"relaunched on the user's yes, though {warning}")
         if outcome != "not_applied":
             self.profile = candidate
             self.model.learn(candidate, obs)
