@@ -140,3 +140,27 @@ def test_failures_rerun_live_print_the_saved_lines(name: str, llama_server_bin: 
     expected = _marked_lines(saved, {saved_model: "MODEL", saved_port: "PORT"})
     assert expected, "a failure log holds at least one error line"
     assert _marked_lines(live.output, {live_model: "MODEL", str(port): "PORT"}) == expected
+
+
+def test_a_flag_the_engine_refuses_is_said_as_its_command_line_with_no_memory_advice(
+    llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    """QA 6: llama-server's "error: invalid argument: --bogus-flag" and llama-cpp-python's argparse
+    "error: unrecognized arguments" read as a run that failed at an unknown stage, advised only to read
+    the line. Both real engines, run here with a flag they do not take."""
+    import sys
+
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    runs = (
+        [str(llama_server_bin), "-m", str(tiny_gguf), "--bogus-flag", "3"],
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(tiny_gguf), "--bogus_flag", "3"],
+    )
+    for argv in runs:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert proc.returncode != 0
+        diagnosis = diagnose_text(proc.stdout + proc.stderr, kernel_log=lambda: None)
+        assert diagnosis.failed and diagnosis.cause == "bad_argument", diagnosis.summary
+        assert diagnosis.failure_stage == "download" and "before the model was read" in diagnosis.summary
+        assert "--bogus" in (diagnosis.first_error_text or "")
+        assert diagnosis.advice[0].startswith("Remove or respell the flag the line names")

@@ -48,6 +48,7 @@ CAUSE_WORDS: dict[str, str] = {
     "too_many_sequences": "more parallel sequences than llama.cpp runs (256)",
     "gpu_full_at_start": "the GPU was already full before loading (a device memory query failed)",
     "port_in_use": "the server could not listen: another process already holds its port",
+    "bad_argument": "the engine refused its command line (a flag it does not take, or a bad value)",
     "gpus_short": "the run asks for more GPUs than there are (tensor x pipeline parallel ranks)",
     "nccl_timeout": "a multi-GPU (NCCL) collective operation timed out: one GPU's process stalled or died",
     "gpu_share_short": "less GPU memory is free than the share the engine was asked to take",
@@ -332,6 +333,14 @@ DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
 
 ADVICE: tuple[AdviceRow, ...] = (
     AdviceRow("cuda_oom", "cuda_graph_capture", ("@graph_capture",)),
+    AdviceRow(
+        None,
+        "bad_argument",
+        (
+            "Remove or respell the flag the line names (the engine's --help lists what this build takes; a "
+            "flag of a newer build needs that build): nothing was loaded, memory is not the problem.",
+        ),
+    ),
     AdviceRow(
         None,
         "port_in_use",

@@ -968,6 +968,23 @@ GENERIC_ERRORS_3: tuple[ErrorRule, ...] = (
     ErrorRule(
         "error while handling argument", "bad_argument", "other", stage="download", backend="llama.cpp"
     ),
+    # common/arg.cpp: a flag this build does not know ("error: invalid argument: --bogus-flag"), its only line
+    ErrorRule(
+        "argument:",
+        "bad_argument",
+        "other",
+        r"^error: (?:invalid|unknown) argument: -",
+        stage="download",
+        backend="llama.cpp",
+    ),
+    # Python's argparse, as llama-cpp-python's server (and any Python server) refuses its command line
+    ErrorRule(
+        "error: unrecognized arguments:",
+        "bad_argument",
+        "other",
+        stage="download",
+        backend="llama-cpp-python",
+    ),
     # tools/server: another process holds the port ("E srv  start: couldn't bind HTTP server socket, ...").
     ErrorRule(
         "couldn't bind http server socket", "port_in_use", "other", stage="download", backend="llama.cpp"
