@@ -464,3 +464,24 @@ def test_a_stop_while_a_download_waited_on_the_network_is_the_download_hanging()
     )
     diagnosis = diagnose_text(log, backend="vllm", kernel_log=lambda: None)
     assert diagnosis.failed and diagnosis.failure == "network" and diagnosis.first_error_line == 9
+
+
+def test_a_prompt_longer_than_its_slot_is_advised_with_the_slots_not_context_shift() -> None:
+    """QA 6: `-c 16384 -np 2` refused a 15752-token prompt at "8192 tokens"; the advice said raise
+    --ctx-size and --context-shift (which acts on generation, not on a prompt longer than its slot)."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    refused = (
+        "0.19.178.941 E srv    send_error: task id = 67, error: request (15752 tokens) exceeds the available "
+        "context size (8192 tokens), try increasing it\n"
+    )
+    printed = "llama_context: n_ctx         = 16384\nllama_context: n_ctx_seq     = 8192\n"
+    with_figures = diagnose_text(printed + refused, backend="llama.cpp", kernel_log=lambda: None)
+    assert with_figures.failure == "context_too_long" and with_figures.cause == "prompt_over_slot"
+    assert any(
+        line.startswith("Each of the 2 slots gets 8,192 of the context's 16,384")
+        for line in with_figures.advice
+    )
+    assert not any("--context-shift" in line for line in with_figures.advice)
+    bare = diagnose_text(refused, backend="llama.cpp", kernel_log=lambda: None)
+    assert any("divided among the slots (--parallel" in line for line in bare.advice), bare.advice

@@ -17,6 +17,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.logs import rules as ls
 from vramtui.core.logs.analysis import _engine_hint
 from vramtui.core.logs.rules import LogProfile, Say
+from vramtui.core.logs.ruletypes import SLOTS_SPLIT
 from vramtui.core.logs.verdict import SAYS_KILLED, Diagnosis
 from vramtui.core.memory.room import kv_bytes_for_budget, kv_set_aside, slots_whose_threads_fit
 from vramtui.core.units import GIB
@@ -268,6 +269,7 @@ _KV_TOO_SMALL_GPU: tuple[str | Say, ...] = (
 
 # The lines of a topic where the engine has none of its own (see LogProfile.advice).
 DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
+    "slots": (SLOTS_SPLIT,),
     "bnb_missing": (
         "Install bitsandbytes with GPU support where the engine runs (pip install -U bitsandbytes; the line "
         "names the version it needs), or run without bitsandbytes quantization.",
@@ -510,9 +512,20 @@ ADVICE: tuple[AdviceRow, ...] = (
     ),
     AdviceRow(
         "context_too_long",
+        "prompt_over_slot",
+        (
+            "The request is longer than its slot's context: send a shorter input or raise {context} (it costs "
+            "KV-cache memory).",
+            "@slots",
+            "Raise the input limit too: {input}.",
+        ),
+    ),
+    AdviceRow(
+        "context_too_long",
         None,
         (
             "The request is longer than the context: send a shorter input or raise {context} (it costs KV-cache memory).",
+            SLOTS_SPLIT,
             "@context_too_long",
             "Raise the input limit too: {input}.",
         ),
@@ -808,6 +821,18 @@ def _free_share(error_text: str) -> str:
     return "0.80"
 
 
+def _slot_split(figures: dict[str, float]) -> dict[str, str]:
+    """A context split over slots (llama.cpp's n_ctx_seq below its n_ctx): how many, and each one's share."""
+    context, per_slot = figures.get("context"), figures.get("context_per_sequence")
+    if not context or not per_slot or per_slot >= context:
+        return {}
+    return {
+        "slot_count": str(round(context / per_slot)),
+        "per_slot": f"{int(per_slot):,}",
+        "context_cells": f"{int(context):,}",
+    }
+
+
 def _values(
     diagnosis: Diagnosis, formats: set[str], kernel_note: str | None, kills_elsewhere: str | None
 ) -> dict[str, str]:
@@ -818,6 +843,7 @@ def _values(
     memory_share = figures.get("memory_share")
     supported = _SUPPORTED_LIST_RE.search(diagnosis.first_error_text or "")
     values = {
+        **_slot_split(figures),
         "free_share": _free_share(diagnosis.first_error_text or ""),
         "fit": f" {int(fit)}" if fit else "",
         "to_fit": " to what fits" if fit else "",

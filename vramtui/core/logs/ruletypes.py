@@ -83,6 +83,13 @@ class NoticeRule:
         object.__setattr__(self, "regex", _rx(self.pattern))
 
 
+# A context split over slots, where the log printed both (QA 6: -c 16384 -np 2 refused a 15752-token prompt
+# at "8192 tokens"): each slot gets a share of the context
+SLOTS_SPLIT = (
+    "Each of the {slot_count} slots gets {per_slot} of the context's {context_cells} tokens: fewer slots "
+    "({parallel} 1) give one request all of them; or raise {context} to {slot_count} x the request's tokens."
+)
+
 # The mark an engine's notice sets on a line it logs at ERROR level that states no failure (vLLM's dump of
 # the step that failed, before the exception that says why): no first error, unless a rule names a cause.
 NOT_AN_ERROR = "not_an_error"

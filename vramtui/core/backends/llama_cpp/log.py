@@ -17,6 +17,7 @@ from vramtui.core.logs.ruletypes import (
     DEVICE,
     DRAFT_MARK,
     NUM,
+    SLOTS_SPLIT,
     UNIT,
     EngineLog,
     ErrorRule,
@@ -158,6 +159,14 @@ LLAMA_CPP = LogProfile(
         "context_oom": _context_oom("--cache-type-k q8_0 --cache-type-v q8_0", " on"),
         "compute_oom": _compute_oom(" on"),
         "context_too_long": ("llama-server can drop old tokens instead of failing: --context-shift.",),
+        # a prompt longer than its slot: the log's n_ctx_seq and n_ctx where printed (QA 6)
+        "slots": (
+            Say(
+                SLOTS_SPLIT,
+                otherwise="A slot gets the context divided among the slots (--parallel; llama-server's auto "
+                "is 4): fewer slots give one request more of it.",
+            ),
+        ),
         "v_cache_needs_flash_attn": (
             "Turn on flash attention: --flash-attn on (llama.cpp quantizes the V cache only with it).",
             "Or keep the V cache 16-bit: --cache-type-v f16 (a quantized K cache alone needs no flash attention).",
@@ -514,9 +523,10 @@ CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
         stage="inference",
         backend="llama.cpp",
     ),
+    # a prompt longer than its slot's share, refused before any token (context shift acts on generation)
     ErrorRule(
         "exceeds the available context size",
-        "context_too_long",
+        "prompt_over_slot",
         "context_too_long",
         stage="inference",
         backend="llama.cpp",
