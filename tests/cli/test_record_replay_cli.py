@@ -393,3 +393,28 @@ def test_a_gpu_that_stops_reporting_and_time_that_runs_back_are_said(
     backwards.write_text("\n".join([header, *reversed([r for r in rows[1:] if ", 0, " in r])]) + "\n")
     assert main(["replay", str(backwards), "--json"]) == 0
     assert any("time runs backwards" in n for n in json.loads(capsys.readouterr().out)["notes"])
+
+
+def test_a_recorded_process_that_ended_before_the_recording_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA 6: `record --pid` went on 25 s past the server's exit (its RSS N/A from there); the replay said
+    nothing of the end. The rows are `vramtui record`'s own columns."""
+    rows = [
+        "timestamp, host.ram_used [MiB], host.ram_total [MiB], host.swap_used [MiB], process.tree_rss [MiB], "
+        "process.tree_gpu [MiB], process.pids"
+    ]
+    for tick in range(70):
+        rss = "[N/A]" if tick >= 45 else f"{3 if tick < 5 else 158} MiB"
+        rows.append(
+            f"2026/12/05 05:24:{tick // 2 + 10:02d}.{5 * (tick % 2)}00, 700 MiB, 24105 MiB, 0 MiB, {rss}, [N/A], 1"
+        )
+    path = tmp_path / "ended.csv"
+    path.write_text("\n".join(rows) + "\n")
+    assert main(["replay", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "note: the recorded process ended at 22 s of 34 s (its RSS is N/A after that)" in text, text
+    rows[-1] = rows[-1].replace("[N/A], [N/A], 1", "158 MiB, [N/A], 1")  # back at the end: no ended process
+    path.write_text("\n".join(rows) + "\n")
+    assert main(["replay", str(path)]) == 0
+    assert "recorded process ended" not in capsys.readouterr().out

@@ -116,7 +116,23 @@ def _gaps(data: Any) -> list[str]:
                 f"GPU {series.index}: the time runs backwards {back} time(s) (rows out of order, or two "
                 "recordings joined): readings over time are unreliable"
             )
+    notes.extend(_process_end(data.host, start, end))
     return notes
+
+
+def _process_end(host: Any, start: float, end: float) -> list[str]:
+    """The recorded process tree that ended before the recording did (QA 6: `record --pid` went on past
+    the server's exit, and the replay said nothing of it)."""
+    held = [t for t, rss in zip(host.times, host.tree_rss, strict=False) if rss is not None]
+    if not held or end - max(held) <= 2.0:
+        return []
+    after = [rss for t, rss in zip(host.times, host.tree_rss, strict=False) if t > max(held)]
+    if not after or any(rss is not None for rss in after):
+        return []
+    return [
+        f"the recorded process ended at {max(held) - start:.0f} s of {end - start:.0f} s (its RSS is N/A "
+        "after that): its readings stop there"
+    ]
 
 
 def _int(value: float | None) -> int | None:
