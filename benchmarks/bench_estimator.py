@@ -585,7 +585,10 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # its `expert_dtype: fp4` not read; then x1.02, KV x0.97). Round 25 (3: two vLLM Qwen3-30B-A3B-FP8
     # starts on an RTX 5090 with --cpu-offload-gb, an Ollama QwQ-32B partial offload) at 6990a14 before any
     # change: Ollama KV 2/2, weights 2/2, compute 2/2; vLLM weights 0/2 (x1.39, x1.16: this harness did
-    # not read --cpu-offload-gb from the logs' non-default args; then x1.006, x1.002).
+    # not read --cpu-offload-gb from the logs' non-default args; then x1.006, x1.002). Round 26 (17 other
+    # runs in files already used: 12 llama.cpp, 5 vLLM) at d16ae25: mainline KV 12/12, weights 19/23,
+    # compute 23/24; vLLM weights 3/3. The weights misses are host token embeddings of Unsloth's dynamic
+    # recipes (the printout counts types, not which tensor has which), listed as known.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -617,6 +620,7 @@ _NEWEST_ROUNDS = {
     "round22.jsonl": "round 22 (gathered after the estimator of 2026-12-05, fifteenth session)",
     "round24.jsonl": "round 24 (gathered after the estimator of 2026-12-05, sixteenth session)",
     "round25.jsonl": "round 25 (gathered after the estimator of 2026-12-05, sixteenth session, later)",
+    "round26.jsonl": "round 26 (other runs in files already used; sixteenth session)",
 }
 
 

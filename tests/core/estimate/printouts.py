@@ -68,6 +68,7 @@ FILES = (
     DATA / "printouts" / "round22.jsonl",
     DATA / "printouts" / "round24.jsonl",
     DATA / "printouts" / "round25.jsonl",
+    DATA / "printouts" / "round26.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
