@@ -85,7 +85,10 @@ async def test_a_failed_run_lands_on_its_error_and_n_proposes_without_relaunchin
         # The advice in the header is sized by the wizard's arithmetic, as `vramtui check` prints it.
         await wait_for(pilot, lambda: bool(log.sized_advice), timeout_s=30)
         header = str(app.query_one("#diagnosis", Static).render())
-        assert "--n_ctx 32768" in header and "[by the estimate: fits]" in header, header
+        # QA 6: the log's own context size beside the wizard's read as two answers: the move leads, and
+        # no other line gives --n_ctx another value
+        assert "First move (the wizard's, n): context (--n_ctx) 262144 → 32768" in header, header
+        assert header.count("--n_ctx") == 1, header
 
         # n: the wizard takes the failed run as its step 0 and proposes, with no second load.
         app.action_show_pane("wizard")

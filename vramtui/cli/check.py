@@ -93,16 +93,6 @@ def _first_move(profile, result):  # type: ignore[no-untyped-def]
     return first_move_and_advice(profile, result, advice=lines)
 
 
-def _advice(lines: list[str], move) -> list[str]:  # type: ignore[no-untyped-def]
-    """The diagnosis' advice, less the lines that give the first move's setting another value."""
-    from vramtui.core.logs.advice import standing_alone
-
-    if move is not None and move.knob:
-        knobs = move.knob.split(" and ")  # every flag the move sets (Backend.knob_words)
-        lines = [line for line in lines if not any(knob in line for knob in knobs)]
-    return standing_alone(lines)
-
-
 def _gpu_source():  # type: ignore[no-untyped-def]
     """NVML when a driver is there (per-process GPU bytes, the GPU budget); None on a CPU box."""
     try:
@@ -141,7 +131,9 @@ def _print_report(result, move, advice: list[str]) -> None:  # type: ignore[no-u
     if result.diagnosis is not None:
         # QA 5: beside a first move, the log's own advice read as a second answer: it is the other ways
         said = "other ways, from the log" if move is not None else "advice"
-        for line in _advice(advice, move)[: 2 if move is not None else 3]:
+        from vramtui.core.wizard.wizard import advice_beside
+
+        for line in advice_beside(move, advice)[: 2 if move is not None else 3]:
             print(f"  {said}: {in_words(line)}")
     if result.smoke is not None:
         smoke = result.smoke

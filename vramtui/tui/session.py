@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 from vramtui.core.errors import VramtuiError
+from vramtui.tui.panes.log_header import FIRST_MOVE
 from vramtui.tui.words import failure_words, stage_words
 
 if TYPE_CHECKING:
@@ -197,12 +198,15 @@ class ModelSession:
         from vramtui.tui.messages import AdviceSized
 
         def size() -> None:
-            from vramtui.core.wizard.wizard import first_move_and_advice
+            from vramtui.core.wizard.wizard import advice_beside, first_move_and_advice
 
             try:
-                _move, sized = first_move_and_advice(self.profile, check, advice=advice)
+                move, sized = first_move_and_advice(self.profile, check, advice=advice)
             except VramtuiError:
                 return  # the advice stays as the log gave it
+            if move is not None:  # as `vramtui check` says it: the wizard's move, then the other ways
+                knob = f" ({move.knob})" if move.knob else ""
+                sized = [f"{FIRST_MOVE}{move.param}{knob} {move.change()}", *advice_beside(move, sized)]
             if sized != advice:
                 pane.post_message(AdviceSized(feed, sized))
 

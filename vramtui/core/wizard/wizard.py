@@ -560,3 +560,14 @@ def first_move_and_advice(
     wizard.start()
     move = wizard.propose()
     return move, sized_advice(wizard.model, profile, list(advice or []))
+
+
+def advice_beside(move: Proposal | None, lines: list[str]) -> list[str]:
+    """The run's advice beside the wizard's first move: less the lines that give the move's own setting
+    another value (QA 5, 6: three context sizes on one screen), each line standing alone."""
+    from vramtui.core.logs.advice import standing_alone
+
+    if move is not None and move.knob:
+        knobs = move.knob.split(" and ")  # every flag the move sets (Backend.knob_words)
+        lines = [line for line in lines if not any(knob in line for knob in knobs)]
+    return standing_alone(lines)

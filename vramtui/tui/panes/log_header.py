@@ -39,6 +39,10 @@ _FLAG_AND_VALUE = re.compile(
 )
 
 
+# The line a failed launch's advice starts with when the wizard has a move (tui.session sizes it).
+FIRST_MOVE = "First move (the wizard's, n): "
+
+
 def with_values_first(advice: list[str]) -> list[str]:
     """The advice that names a flag and its value first; otherwise in the diagnosis' own order."""
     return sorted(advice, key=lambda line: _FLAG_AND_VALUE.search(line) is None)
@@ -109,18 +113,15 @@ def _verdict(
     return text, error
 
 
-def with_sizes(advice: list[str], sized: list[str]) -> list[str]:
-    """Each advice line, or its sized form (the line with the arithmetic's word after it) where one is."""
-    return [next((line for line in sized if line.startswith(plain)), plain) for plain in advice]
-
-
 def _notes(app: Any, diagnosis: Any, sized: list[str]) -> tuple[list[Text], int]:
     """Advice (flag and value first), quiet failures and fit's projection: one block each, in the order
     they are shown while rows remain; and how many lines the caps left out."""
     blocks = []
     marks = (("→ ", "accent"), ("⚠ ", "log-warning"), ("≈ ", "accent"))
-    advice = with_values_first([str(line) for line in getattr(diagnosis, "advice", None) or []])
-    advice = with_sizes(advice, sized)
+    # a failed launch's advice as `vramtui check` says it: the wizard's first move, then the other ways,
+    # each with the arithmetic's word (the session's AdviceSized); else the diagnosis' own
+    advice = with_values_first(sized or [str(line) for line in getattr(diagnosis, "advice", None) or []])
+    advice.sort(key=lambda line: not line.startswith(FIRST_MOVE))  # the wizard's move leads
     warnings = [str(line) for line in getattr(diagnosis, "warnings", None) or []]
     backend = getattr(diagnosis, "backend", None) or "unknown backend"
     fit = _fit_summary(getattr(diagnosis, "engine_figures", None) or {}, backend)
