@@ -369,7 +369,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # round 36 (25 logs, 17 training, 8 held-out) at d813b8a: stage 24/25, class 25/25, memory 11/12,
     # first error 14/16, quiet 4/5, calm 1/3, engine 25/25 (held-out: stage 7/8, class 8/8, memory 4/5,
     # first error 6/6, quiet 1/2); round 37 (10 logs, 7 training, 3 held-out) at a7fa0f3: stage 6/10, class
-    # 6/10, memory 2/2, first error 3/6, quiet 2/2, calm 1/2, engine 10/10 (held-out: stage 1/3, class 1/3).
+    # 6/10, memory 2/2, first error 3/6, quiet 2/2, calm 1/2, engine 10/10 (held-out: stage 1/3, class 1/3);
+    # round 38 (12 other runs in files already used; 9 training, 3 held-out) at a0f7759: stage 11/12, class
+    # 10/12, memory 4/4, first error 9/9, quiet 2/3, engine 11/12 (held-out: stage 3/3, class 3/3).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -438,6 +440,10 @@ LATER_ROUNDS = (
     (
         "round37.jsonl",
         "round 37, both parts (gathered after the rules of 2026-12-05, sixteenth session, later)",
+    ),
+    (
+        "round38.jsonl",
+        "round 38, both parts (other runs in files already used; sixteenth session)",
     ),
 )
 

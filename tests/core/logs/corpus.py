@@ -52,6 +52,7 @@ FILES = (
     LOGS / "round35.jsonl",
     LOGS / "round36.jsonl",
     LOGS / "round37.jsonl",
+    LOGS / "round38.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (784, 817),
-        "class": (793, 817),
-        "memory": (215, 229),
-        "first_error": (459, 479),
-        "quiet": (144, 152),
+        "stage": (793, 826),
+        "class": (802, 826),
+        "memory": (219, 233),
+        "first_error": (465, 485),
+        "quiet": (147, 155),
         "calm": (115, 137),
-        "engine": (765, 817),
+        "engine": (774, 826),
     },
     "heldout": {
-        "stage": (280, 307),
-        "class": (280, 307),
+        "stage": (283, 310),
+        "class": (283, 310),
         "memory": (86, 102),
-        "first_error": (162, 178),
+        "first_error": (165, 181),
         "quiet": (50, 66),
         "calm": (34, 40),
-        "engine": (288, 307),
+        "engine": (290, 310),
     },
 }
 

@@ -485,3 +485,43 @@ def test_a_prompt_longer_than_its_slot_is_advised_with_the_slots_not_context_shi
     assert not any("--context-shift" in line for line in with_figures.advice)
     bare = diagnose_text(refused, backend="llama.cpp", kernel_log=lambda: None)
     assert any("divided among the slots (--parallel" in line for line in bare.advice), bare.advice
+
+
+def test_a_vision_warm_up_out_of_memory_in_a_server_that_came_up_is_quiet() -> None:
+    """Round 38 (training part): llama-server's vision encoder warm-up (one 1472 x 1472 image) ran out of
+    device memory, and the server came up and served text: read as the run's failure (cuda_oom)."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    log = "\n".join(
+        [
+            "common_init_from_params: warming up the model with an empty run - please wait ... (--no-warmup to disable)",
+            "warmup: warmup with image size = 1472 x 1472",
+            "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4657.81 MiB on device 0: cudaMalloc failed: out of memory",
+            "ggml_gallocr_reserve_n_impl: failed to allocate CUDA0 buffer of size 4884066560",
+            "srv    load_model: loaded multimodal model, '/models/mmproj-F16.gguf'",
+            "main: model loaded",
+            "main: server is listening on http://127.0.0.1:8000",
+        ]
+    )
+    diagnosis = diagnose_text(log, backend="llama.cpp", kernel_log=lambda: None)
+    assert not diagnosis.failed, diagnosis.summary
+    assert any("warm-up the server can run without ran out of device memory" in w for w in diagnosis.warnings)
+    # the text model's own warm-up running out is still the run's: no request would fit
+    text_only = diagnose_text(
+        "\n".join([*log.split("\n")[:1], *log.split("\n")[2:4], *log.split("\n")[5:]]),
+        backend="llama.cpp",
+        kernel_log=lambda: None,
+    )
+    assert text_only.failed and text_only.failure == "cuda_oom"
+
+
+def test_vllm_finding_no_kernel_for_the_checkpoint_s_quantization_is_unsupported_quant() -> None:
+    """Round 38 (training part): an NVFP4 checkpoint on a GPU none of vLLM's ScaledMM kernels runs."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    line = (
+        "(EngineCore pid=277) ERROR 08-14 08:00:55 [core.py:1330] ValueError: Failed to find a kernel that can "
+        "implement the ScaledMM linear layer. Reasons: "
+    )
+    diagnosis = diagnose_text(line, backend="vllm", kernel_log=lambda: None)
+    assert diagnosis.failure == "unsupported_quant" and diagnosis.failure_stage == "load_weights"

@@ -90,6 +90,10 @@ SLOTS_SPLIT = (
     "({parallel} 1) give one request all of them; or raise {context} to {slot_count} x the request's tokens."
 )
 
+# The mark of a warm-up the server runs without when it fails (a vision encoder's): an out-of-memory after it,
+# in a run that came up, is a quiet failure of that part, not the run's.
+OPTIONAL_WARMUP = "optional_warmup"
+
 # The mark an engine's notice sets on a line it logs at ERROR level that states no failure (vLLM's dump of
 # the step that failed, before the exception that says why): no first error, unless a rule names a cause.
 NOT_AN_ERROR = "not_an_error"

@@ -11,7 +11,14 @@ from dataclasses import dataclass
 
 from vramtui.core.logs.analysis import _clip, _engine_hint, _LineInfo
 from vramtui.core.logs.rules import STAGE_INDEX, ErrorRule
-from vramtui.core.logs.ruletypes import CACHE_PART_MARK, CACHE_PART_SUMS, DRAFT_MARK, DRAFT_PREFIX, FrameRule
+from vramtui.core.logs.ruletypes import (
+    CACHE_PART_MARK,
+    CACHE_PART_SUMS,
+    DRAFT_MARK,
+    DRAFT_PREFIX,
+    OPTIONAL_WARMUP,
+    FrameRule,
+)
 
 MAX_EVIDENCE = 10
 MAX_QUOTE = 400
@@ -99,6 +106,14 @@ def _adopt_own_traceback(found: _Found | None, start: tuple[int, str] | None, st
         return
     if start[0] - found.number == 1 and found.stage in _STARTUP_STAGES:
         found.stage, found.defaulted, found.framed = stage, False, True
+
+
+# QA round 38: llama-server's vision encoder warm-up (one 1472 x 1472 image) ran out of device memory and the
+# server came up and served text: said as a quiet failure, not as the run's
+_SKIPPED = (
+    "a warm-up the server can run without ran out of device memory (the line names it): it came up, but "
+    "requests that need that part (large images) may fail"
+)
 
 
 def _oom_in_warmup(found: _Found, warmup: tuple[int, str, str] | None) -> bool:
@@ -469,10 +484,16 @@ class LogState:
 
     def _clear_startup_errors(self, number: int, text: str, always: bool = False) -> None:
         cleared = False
+        optional = self.notices.get(f"mark:{OPTIONAL_WARMUP}")
         for name in ("strong", "weak", "cut_tb"):
             found: _Found | None = getattr(self, name)
             if found is not None and not always and _oom_in_warmup(found, self.notices.get("mark:warmup")):
-                continue  # the server came up, but the smallest batch did not fit: no request will
+                if _oom_in_warmup(found, optional):  # one the server runs without (a vision encoder's)
+                    self.notices.setdefault(
+                        f"optional_warmup:{found.number}", (found.number, found.text, _SKIPPED)
+                    )
+                else:
+                    continue  # the server came up, but the smallest batch did not fit: no request will
             if found is not None and (always or STAGE_INDEX[found.stage] < STAGE_INDEX["ready"]):
                 setattr(self, name, None)
                 cleared = True

@@ -17,6 +17,7 @@ from vramtui.core.logs.ruletypes import (
     DEVICE,
     DRAFT_MARK,
     NUM,
+    OPTIONAL_WARMUP,
     SLOTS_SPLIT,
     UNIT,
     EngineLog,
@@ -1185,6 +1186,9 @@ NOTICES_3: tuple[NoticeRule, ...] = (
     NoticeRule("params_fit", "mark", "fit", backend="llama.cpp"),
     # its warm-up decodes one empty batch: a device OOM there is one every request will meet
     NoticeRule("warming up the model", "mark", "warmup", backend="llama.cpp"),
+    # mtmd's vision encoder warm-up ("warmup: warmup with image size = 1472 x 1472"): the server comes up
+    # without it when it runs out of memory
+    NoticeRule("warmup with image size", "mark", OPTIONAL_WARMUP, backend="llama.cpp"),
     # Mesa's software renderer (llvmpipe, lavapipe) is a Vulkan device that is the CPU: a box whose GPU
     # driver is missing (a container without the GPU's ICD) "offloads" every layer to it
     NoticeRule(

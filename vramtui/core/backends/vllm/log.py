@@ -358,6 +358,15 @@ CONTEXT_ERRORS_2: tuple[ErrorRule, ...] = (
 )
 
 FORMAT_ERRORS: tuple[ErrorRule, ...] = (
+    # no kernel of this build runs the checkpoint's quantized layers on this GPU (an NVFP4 or FP8 model
+    # whose kernels need another compute capability): its reasons follow, one per kernel tried
+    ErrorRule(
+        "failed to find a kernel that can implement",
+        "quant_unsupported",
+        "unsupported_quant",
+        stage="load_weights",
+        backend="vllm",
+    ),
     # --quantization METHOD on a checkpoint that was not quantized that way (no METHOD config beside it)
     ErrorRule(
         "cannot find the config file for",
