@@ -917,3 +917,13 @@ def test_an_edited_value_drops_the_proposal_s_figures_and_the_override_is_record
     step = wizard.apply(edited)
     assert any(note.startswith("relaunched on the user's yes, though the estimate") for note in step.notes)
     assert step.proposal is not None and step.proposal.predicted_mib is not None  # for what was launched
+
+
+def test_a_step_whose_process_was_never_sampled_has_no_memory_figures() -> None:
+    """QA 6: a launch that failed before the first sample read "peak RSS 0 B / resident RSS 0 B"."""
+    from vramtui.core.wizard.observe import step_memory_of
+
+    never = SimpleNamespace(peak_mib=0.0, resident_mib=0.0, samples=[], events=[])
+    assert step_memory_of(never) == (None, None, None)
+    held = SimpleNamespace(peak_mib=120.0, resident_mib=100.0, samples=[], events=[])
+    assert step_memory_of(held) == (120.0, 100.0, None)

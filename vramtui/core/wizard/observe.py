@@ -199,12 +199,13 @@ def step_memory_of(check: Any) -> tuple[float | None, float | None, str | None]:
     from vramtui.core.memory.series import run_series
 
     key, readings = run_series(getattr(check, "samples", None) or [], getattr(check, "events", None) or [])
-    peak = getattr(check, "peak_mib", None)
-    resident = getattr(check, "resident_mib", None)
+    # a process holds some memory: 0 is no sample taken (QA 6: a fast failure read "peak RSS 0 B")
+    peak = getattr(check, "peak_mib", None) or None
+    resident = getattr(check, "resident_mib", None) or None
     if readings is None:
         return peak, resident, None
     plateau = readings.plateau_mib if readings.plateau_mib is not None else resident
-    return readings.peak_mib, plateau, key
+    return readings.peak_mib or None, plateau or None, key
 
 
 def observe(check: Any) -> Observation:
