@@ -765,3 +765,14 @@ def test_the_json_compute_term_is_the_one_the_text_and_the_bill_show(
     data = run_json(capsys, str(config), "--backend", backend, "--ctx", "4096")
     compute = data["compute_buffer_bytes"]
     assert compute > 0 and compute == data["bill"]["0"]["compute_buffer_bytes"]
+
+
+def test_a_table_whose_every_cell_is_marked_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    """QA 6: on a 2 GiB card every vLLM cell was marked `!` (CUDA graphs outside the budget do not fit),
+    and only plain `estimate` said why."""
+    flags = ("--params", "0.006B", "--layers", "4", "--kv-heads", "2", "--head-dim", "64", "--hidden", "256")
+    assert (
+        main(["estimate", *flags, "--backend", "vllm", "--gpu-mem", "2GiB", "--table"]) == 1
+    )  # does not fit
+    text = capsys.readouterr().out
+    assert "every cell: CUDA graphs" in text and "--enforce-eager" in text, text

@@ -26,6 +26,14 @@ def cell_text(cell: Any, parallel: int) -> str:
     return f"{cell.max_parallel}" + ("" if cell.fits else "!")
 
 
+def _why_none_fits(est: Any) -> str | None:
+    """What keeps the run as asked from fitting whatever its type and context: the estimate's reason, or
+    its note on what will not fit (vLLM's CUDA graphs outside the budget)."""
+    if est.reason:
+        return str(est.reason)
+    return next((str(note) for note in est.notes if "would not fit" in note or "will not" in note), None)
+
+
 def render_table(table: Any, est: Any, calibration_line: str | None = None) -> str:
     """The grid at 80 columns: quant, where it comes from, its weights, then one column per context."""
     width = max([len("quant"), *(len(row.quant) for row in table.rows)]) + 2
@@ -39,8 +47,12 @@ def render_table(table: Any, est: Any, calibration_line: str | None = None) -> s
         f"grid      sequences of each context that fit at once in {where}; -- not even one",
         f"          {usable}, {est.backend}, {asked}",
     ]
-    if any(not cell.fits and cell.max_parallel > 0 for row in table.rows for cell in row.cells):
+    flagged = [not cell.fits and cell.max_parallel > 0 for row in table.rows for cell in row.cells]
+    if any(flagged):
         lines.append("          ! one sequence fits, the run as asked does not fit or start")
+    why = _why_none_fits(est) if flagged and all(flagged) else None
+    if why:  # QA 6: every cell marked, and the reason only in plain `estimate`
+        lines.append(f"          every cell: {why}")
     lines += [
         "",
     ]
