@@ -187,6 +187,13 @@ async def test_palette_lists_every_bound_action_and_runs_one() -> None:
         for binding in app.BINDINGS:
             assert binding.action in listed or binding.action.startswith("show_pane"), binding.action
         assert {f"Theme: {name}" for name in app.theme_names} <= titles
+        # QA 6: "Close the keys" is offered only while the panel of keys is open
+        assert "Close the keys" not in titles
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert "Close the keys" in {command.title for command in app.get_system_commands(app.screen)}
+        await pilot.press("escape")
+        await pilot.pause()
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"pause")

@@ -131,7 +131,12 @@ class CommandsApp(App[int]):
             themes.remember_theme(theme.name)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        from textual.widgets import HelpPanel
+
+        keys_open = bool(screen.query(HelpPanel))
         for action, title, help_text in self.ACTIONS:
+            if action == "close_keys" and not keys_open:
+                continue  # QA 6: offered with no panel of keys to close
             yield SystemCommand(title, help_text, self._palette_callback(action))
         for name in self.theme_names:
             yield SystemCommand(
