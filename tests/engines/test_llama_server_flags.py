@@ -164,3 +164,25 @@ def test_a_flag_the_engine_refuses_is_said_as_its_command_line_with_no_memory_ad
         assert diagnosis.failure_stage == "download" and "before the model was read" in diagnosis.summary
         assert "--bogus" in (diagnosis.first_error_text or "")
         assert diagnosis.advice[0].startswith("Remove or respell the flag the line names")
+
+
+def test_a_model_file_that_is_not_there_is_said_as_a_local_path(
+    llama_server_bin: Path, tmp_path: Path
+) -> None:
+    """QA 6: llama-server and llama-cpp-python given a path with no file read "Failed at download", advised
+    about repository ids and tokens. Both real engines, run here."""
+    import sys
+
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    missing = tmp_path / "nowhere" / "model.gguf"
+    runs = (
+        [str(llama_server_bin), "-m", str(missing)],
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(missing)],
+    )
+    for argv in runs:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        diagnosis = diagnose_text(proc.stdout + proc.stderr, kernel_log=lambda: None)
+        assert diagnosis.failure == "file_missing" and "before the model was read" in diagnosis.summary
+        assert diagnosis.advice[0].startswith(f"Check the path: no file at {missing} on this machine")
+        assert not any("repository" in line for line in diagnosis.advice)

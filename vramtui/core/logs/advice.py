@@ -174,7 +174,10 @@ START_UP_WORDS = "start-up, before the model was read"
 def before_the_model(diagnosis: Diagnosis) -> bool:
     """A failure of the first stage that is no download (a port held, a flag refused): said as the
     start-up's, not "at download" (QA); the JSON keeps the stage's code."""
-    return diagnosis.failure_stage == "download" and diagnosis.cause in BEFORE_THE_MODEL
+    if diagnosis.failure_stage != "download":
+        return False
+    # a local file that is not there: nothing was to be downloaded (QA 6: "Failed at download")
+    return diagnosis.cause in BEFORE_THE_MODEL or _missing_path(diagnosis) is not None
 
 
 _READ_THE_LINE = "Read the first error line above; the lines before it say which step was running."
@@ -329,7 +332,16 @@ DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
     ),
     "dtype": ("Load in float16 on the GPU (torch_dtype=torch.float16), float32 on the CPU.",),
     "file_missing": (
-        "Check the path or the repository id and revision (and a token for private repositories).",
+        # QA 6: a local file that is not there was advised about repository ids and tokens
+        Say(
+            "Check the path: no file at {missing_path} on this machine (a typo, another folder, or a volume "
+            "not mounted into the container); nothing was to be downloaded.",
+            when="local_path",
+        ),
+        Say(
+            "Check the path or the repository id and revision (and a token for private repositories).",
+            when="!local_path",
+        ),
     ),
 }
 
@@ -821,6 +833,18 @@ def _free_share(error_text: str) -> str:
     return "0.80"
 
 
+# A file path the first error names: quoted, or after "does not exist:" (absolute, home or relative)
+_PATH_RE = re.compile(r"""['"`]((?:/|~|\.{1,2}/|[A-Za-z]:\\)[^'"`]+)['"`]|does not exist:\s*((?:/|~|\.{1,2}/)\S+)""")
+
+
+def _missing_path(diagnosis: Diagnosis) -> str | None:
+    """The local path a missing file's first error names, or None (a repository id, no path)."""
+    if diagnosis.cause != "not_found_local":
+        return None
+    found = _PATH_RE.search(diagnosis.first_error_text or "")
+    return (found.group(1) or found.group(2)) if found else None
+
+
 def _slot_split(figures: dict[str, float]) -> dict[str, str]:
     """A context split over slots (llama.cpp's n_ctx_seq below its n_ctx): how many, and each one's share."""
     context, per_slot = figures.get("context"), figures.get("context_per_sequence")
@@ -842,8 +866,10 @@ def _values(
     fit = figures.get("max_model_len_fit")
     memory_share = figures.get("memory_share")
     supported = _SUPPORTED_LIST_RE.search(diagnosis.first_error_text or "")
+    missing = _missing_path(diagnosis)
     values = {
         **_slot_split(figures),
+        **({"missing_path": missing} if missing else {}),
         "free_share": _free_share(diagnosis.first_error_text or ""),
         "fit": f" {int(fit)}" if fit else "",
         "to_fit": " to what fits" if fit else "",
@@ -995,6 +1021,7 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
     ),
     "cpu_platform": lambda diagnosis, formats, profile: "cpu_platform" in formats,
     "reads_gguf": lambda diagnosis, formats, profile: profile is not None and profile.reads_gguf,
+    "local_path": lambda diagnosis, formats, profile: _missing_path(diagnosis) is not None,
     "shared_context": lambda diagnosis, formats, profile: (
         diagnosis.engine_figures.get("runner_parallel", 1) > 1
     ),
