@@ -255,3 +255,20 @@ async def test_the_budget_is_drawn_on_the_model_process_never_on_the_machines_ra
     finally:
         holder.kill()
         holder.wait()
+
+
+async def test_a_process_with_no_budget_and_no_gpu_is_drawn_on_its_own_peak() -> None:
+    """QA 6: `vramtui --replay` of a `record --pid` recording drew a 3 -> 172 MiB server on the host's
+    23.5 GiB: a flat line. With no budget and no GPU it is drawn on 0..its peak x 1.1."""
+    app = VramtuiApp(live_sampling=False, remember=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        memory = app.query_one(MemoryPane)
+        host_total = 24 * GIB
+        for tick, rss in enumerate((3, 158, 158, 172, 172)):
+            memory.state.ingest(
+                Sample(100.0 + tick, (), HostReading(GIB, host_total, 0, 0, rss * MIB, (4242,), True))
+            )
+        memory.repaint(force=True)
+        await pilot.pause()
+        assert memory.graph_scale("process") == (pytest.approx(172 * MIB * 1.1), None)
+        assert memory.graph_scale("host") == (host_total, 0.8)

@@ -834,7 +834,9 @@ def _free_share(error_text: str) -> str:
 
 
 # A file path the first error names: quoted, or after "does not exist:" (absolute, home or relative)
-_PATH_RE = re.compile(r"""['"`]((?:/|~|\.{1,2}/|[A-Za-z]:\\)[^'"`]+)['"`]|does not exist:\s*((?:/|~|\.{1,2}/)\S+)""")
+_PATH_RE = re.compile(
+    r"""['"`]((?:/|~|\.{1,2}/|[A-Za-z]:\\)[^'"`]+)['"`]|does not exist:\s*((?:/|~|\.{1,2}/)\S+)"""
+)
 
 
 def _missing_path(diagnosis: Diagnosis) -> str | None:

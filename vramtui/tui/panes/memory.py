@@ -243,9 +243,9 @@ class MemoryPane(Pane, can_focus=True):
         """The graph's fixed top and its safety share for one series.
 
         A GPU (or the host's RAM) is drawn on 0..its total with the 80% line. A model process under a
-        memory budget with no GPU in sight is drawn on 0..max(budget × 1.1, its peak): on 0..host RAM a
-        350 MiB process under a 1.5 GiB budget is a flat line at the bottom. The top still only moves
-        when a new peak passes it, never to the data's own min..max.
+        memory budget with no GPU in sight is drawn on 0..max(budget × 1.1, its peak), with no budget on
+        0..its peak × 1.1: on 0..host RAM a 350 MiB process is a flat line at the bottom. The top still
+        only moves when a new peak passes it, never to the data's own min..max.
         """
         has_gpu = self.state.has_gpu()
         with self.state.lock:
@@ -254,6 +254,10 @@ class MemoryPane(Pane, can_focus=True):
             peak = series.history.peak if series else None
         if key == "process" and self.budget and not has_gpu:
             return max(self.budget * BUDGET_HEADROOM, peak or 0.0), None
+        if key == "process" and not has_gpu and peak:
+            # no budget either (`--replay` of a `record --pid`, QA 6): 0..its peak with headroom, not
+            # 0..the host's RAM, where a 172 MiB server is a flat line
+            return peak * BUDGET_HEADROOM, None
         return total, 0.8
 
     def _update_static(self, selector: str, text: Text, force: bool) -> None:
