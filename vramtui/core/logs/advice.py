@@ -24,7 +24,7 @@ from vramtui.core.units import GIB
 
 FAILURE_WORDS: dict[str, str] = {
     "cuda_oom": "the GPU ran out of memory",
-    "host_oom": "a host-RAM allocation failed (the machine's memory, or a limit on the process: a budget, ulimit, a container)",
+    "host_oom": "a host-RAM allocation failed",
     "host_oom_killed": "the process was killed (SIGKILL) and nothing here says by whom: the host's out-of-memory killer is one possible cause",
     "unsupported_quant": "this build cannot read the file's format or quantization",
     "unknown_arch": "the engine does not know this model architecture",
