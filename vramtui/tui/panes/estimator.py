@@ -503,7 +503,9 @@ def _details(est: Any) -> list[str]:
     if getattr(est, "max_context", None):
         details.append(f"max context {est.max_context:,}")
     if getattr(est, "max_parallel", None):
-        details.append(f"max parallel {est.max_parallel}")
+        tokens = getattr(est, "max_parallel_tokens", None)  # as `estimate` says it (QA 6: no length given)
+        each = f" of {tokens:,} tokens" if tokens else ""
+        details.append(f"max parallel {est.max_parallel}{each}")
     if getattr(est, "gpu_layers_fit", None) is not None and not est.fits:
         details.append(f"GPU layers that fit {est.gpu_layers_fit}")
     if getattr(est, "weights_host_bytes", 0):
