@@ -488,12 +488,12 @@ class LogState:
         for name in ("strong", "weak", "cut_tb"):
             found: _Found | None = getattr(self, name)
             if found is not None and not always and _oom_in_warmup(found, self.notices.get("mark:warmup")):
-                if _oom_in_warmup(found, optional):  # one the server runs without (a vision encoder's)
-                    self.notices.setdefault(
-                        f"optional_warmup:{found.number}", (found.number, found.text, _SKIPPED)
-                    )
-                else:
+                if not _oom_in_warmup(found, optional):
                     continue  # the server came up, but the smallest batch did not fit: no request will
+                # a warm-up the server runs without (a vision encoder's): its failure is said, not the run's
+                self.notices.setdefault(
+                    f"{OPTIONAL_WARMUP}:{found.number}", (found.number, found.text, _SKIPPED)
+                )
             if found is not None and (always or STAGE_INDEX[found.stage] < STAGE_INDEX["ready"]):
                 setattr(self, name, None)
                 cleared = True

@@ -20,6 +20,7 @@ from vramtui.core.backends import Backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch import procs
 from vramtui.core.launch.profile import Profile, runnable_refusal
+from vramtui.core.memory.parts import MemoryBill
 from vramtui.core.units import MIB
 from vramtui.core.wizard.budget import (
     DEFAULT_MARGIN,
@@ -349,7 +350,11 @@ class Wizard:
         """A sentence when the estimate says the change (an edited value, say) will not fit; else None."""
         if proposal.advice_only or proposal.then is not None or proposal.param == "model":
             return None
-        bill = self.model.predict(self.profile.with_param(proposal.param, proposal.to))
+        return self._fit_words(
+            proposal, self.model.predict(self.profile.with_param(proposal.param, proposal.to))
+        )
+
+    def _fit_words(self, proposal: Proposal, bill: MemoryBill | None) -> str | None:
         room = self.model.room()
         if bill is None or room is None or self.model.fits(bill) is not False:
             return None
@@ -381,12 +386,15 @@ class Wizard:
                 **{"from": proposal.from_, "to": proposal.to},
                 why=proposal.why,
             )
-        warning = self.fit_warning(proposal) if proposal.edited_from is not None else None
+        warning = None
         if proposal.then is None:
-            # The user may have edited the value: predict for what is really launched.
+            # The user may have edited the value: predict for what is really launched (one prediction,
+            # also the warning against an edited value the estimate says will not fit).
             bill = self.model.predict(candidate)
             proposal.predicted_mib = needed_bytes(bill) / MIB if bill is not None else None
             proposal.predicted_parts = predicted_parts(bill)
+            if proposal.edited_from is not None and proposal.param != "model" and not proposal.advice_only:
+                warning = self._fit_words(proposal, bill)
         previous = self.last
         before_profile = self.profile
         try:
