@@ -716,7 +716,13 @@ def _engine_build(case: dict[str, Any]) -> int | None:
     logs in the corpus that print no number are of 2025's first half, or name a commit of then)."""
     if case["family"] == "ik_llama.cpp":
         return printed_build(case["log"]) or IK_FORK_BUILD
+    if printed_build(case["log"]) is None and (named := _NAMED_BUILD.match(str(case.get("build") or ""))):
+        return int(named.group(1))  # the build the thread names ("9849 (799fcc04a)", "b10312-c7f5ac9ad")
     return build_of(case["log"])
+
+
+_SLOTS = re.compile(r"initializing, n_slots = (\d+),.*kv_unified = '(true|false)'")
+_NAMED_BUILD = re.compile(r"\s*b?(\d{4,5})(?: \(|-[0-9a-f]{7})")
 
 
 def build_of(text: str) -> int | None:
@@ -901,7 +907,9 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
     tensor_split = tuple(float(x) for x in re.split(r"[,/]", split)) if split else _used_devices_split(run)
     # K and V apart where they differ ("q4_0/f16": a quantized K alone, V at its f16 default)
     kv_types = "/".join(dict.fromkeys(run.kv_types)) if run.kv_types else _command_kv_types(flags)
-    sequences = _context_int(run, "n_seq_max") or 1
+    # the server's own line where the context's settings were cut ("n_slots = 4, ... kv_unified = 'false'")
+    slots = _SLOTS.search(case["log"])
+    sequences = _context_int(run, "n_seq_max") or (int(slots.group(1)) if slots else 1)
     # one stream for every slot is llama-server's -np auto (4 slots); slots given make a stream each
     auto_slots = run.streams == 1 and sequences == 4 and backend != "ollama"
     if (
@@ -930,7 +938,9 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
         kv_offload=not flags.get("nkvo") and "offload = 0" not in case["log"],
         # -kvu: one stream for the slots given (the log's "2/1 seqs": two sequences, one stream)
         kv_unified=True
-        if flags.get("kvu") or (run.streams == 1 and sequences > 1 and not auto_slots)
+        if flags.get("kvu")
+        or (run.streams == 1 and sequences > 1 and not auto_slots)
+        or (slots and slots.group(2) == "true")
         else None,
         # the log says so whatever set it (--swa-full, or a wrapper such as LM Studio)
         swa_full=True if "using full-size SWA cache" in case["log"] else None,

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from vramtui.core.backends.llama_cpp import graph
 from vramtui.core.demo.tinygguf import TinyMoESpec, write_tiny_moe_gguf
 from vramtui.core.estimate import devices
 from vramtui.core.estimate.estimator import Settings, estimate
@@ -104,17 +106,22 @@ def test_mmap_maps_the_span_of_the_host_tensors(moe_gguf: Path) -> None:
 
 
 def test_the_host_keeps_a_compute_buffer_of_the_graphs_inputs(moe_gguf: Path) -> None:
-    """A GPU run's host buffer (CUDA_Host): the f32 KQ mask of the full cache and the token embedding's
-    rows; printed 36-2112 MiB on real runs, billed 0 before."""
+    """A GPU run's host buffer (CUDA_Host): the KQ mask of the full cache and the token embedding's rows;
+    printed 36-2112 MiB on real runs, billed 0 before. The mask is f32 until llama.cpp#23764 (an f16 cast
+    of it on the device under flash attention), f16 from then on with flash attention."""
     info = load_model_info(moe_gguf)
-    est = estimate(info, Settings(context=8192, ubatch=512, flash_attn=True))
-    host = est.bill.get("compute", HOST)
-    mask = 8192 * 512 * 4
     embedding = SPEC.n_embd * 512 * 4
-    assert mask + embedding <= host <= mask + 2 * embedding + 64 * 1024
-    # twice the context, twice the mask
-    longer = estimate(info, Settings(context=16384, ubatch=512, flash_attn=True)).bill.get("compute", HOST)
-    assert longer - host == mask
+    for build, element in ((9100, 4), (graph.MASK_F16_BUILD, 2), (None, 2)):
+        settings = Settings(context=8192, ubatch=512, flash_attn=True, engine_build=build)
+        host = estimate(info, settings).bill.get("compute", HOST)
+        mask = 8192 * 512 * element
+        assert mask + embedding <= host <= mask + 2 * embedding + 64 * 1024, build
+        # twice the context, twice the mask
+        longer = estimate(info, replace(settings, context=16384)).bill.get("compute", HOST)
+        assert longer - host == mask, build
+    # without flash attention the mask stays f32 in every build
+    plain = estimate(info, Settings(context=8192, ubatch=512, flash_attn=False)).bill.get("compute", HOST)
+    assert plain >= 8192 * 512 * 4
 
 
 def test_experts_in_host_ram_are_multiplied_on_the_first_gpu(wide_gguf: Path) -> None:

@@ -101,25 +101,20 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "checkpoint, so its experts were spread over the box's 8 cards (data and expert parallel), not the "
         "TP4 its command shows; sized as TP4 the weights leave no KV cache",
     ),
-    ("p17-llama.cpp-b9849-vulkan-win-rtx3080ti-qwen3.5-9b-udq4kxl-np4-ub2048-ctx8192", "compute"): (
-        "the host buffer (x1.33): 96 MiB printed, one hidden state fewer than the estimate's 128, as the "
-        "GTX 1070 Ti run of the same model below (Vulkan, every layer offloaded); the same model's partial "
-        "offloads hold the estimate's figure: what drops it is not known"
-    ),
     ("p22-llama.cpp-lmstudio1.44.0metal-m4max-gptoss120b-mxfp4-c4096-fa0-swafull", "compute"): (
         "Metal x0.69 without flash attention (819 MiB printed, 565 estimated: the KQ scores of 64 heads over "
         "4096 cells are 512 MiB): LM Studio's build of August 2025; what else that graph keeps alive beside "
         "the scores (sinks, the f32 softmax) is not known from one printout"
     ),
-    ("p20-llama.cpp-b9849vulkan-3080ti-qwen3.5-9b-udq4kxl-ctx8192-np4-ub2048", "compute"): (
-        "the host buffer (x1.78) of the run above with four KV streams (kv_unified false): 72 MiB printed "
-        "against 96 unified, the estimate's 128 in both; how the per-stream masks and the hidden states "
-        "share that buffer in a full Vulkan offload is not known"
-    ),
-    ("p2-llama.cpp-qwen35-9b-udq4kxl-vulkan-gtx1070ti-full-33of33-np1-ub2048", "compute"): (
-        "the host buffer (x1.33): 96 MiB printed is the KQ mask and one hidden state; the same model and "
-        "build with a partial offload (two printouts) and on Metal hold two hidden states there, as the "
-        "estimate does: what drops the second in a full Vulkan offload is not known"
+    **dict.fromkeys(
+        (
+            ("p2-llama.cpp-qwen35-9b-udq4kxl-vulkan-3060laptop-fit-20of33-ub2048", "compute"),
+            ("p2-llama.cpp-qwen35-9b-udq4kxl-vulkan-gtx1070ti-fit-31of33-np4-ub2048", "compute"),
+        ),
+        "the host buffer (x0.75) of a partial offload by b9849: 128 MiB printed. That build reserves the "
+        "mask in f16 (llama.cpp#23764): its full offloads of the same model print the f16 mask and two "
+        "hidden states (96 MiB, as estimated); with layers on the host, 32 MiB more (one hidden-state-sized "
+        "tensor) that the estimate does not know",
     ),
     **dict.fromkeys(
         (

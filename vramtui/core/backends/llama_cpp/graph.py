@@ -52,6 +52,9 @@ OUTPUTS_CAP_BUILD = 9100
 # An MLA model's cache keeps the latent alone, its V a view of it (llama.cpp#19067, 2026-01-24: b7780 was
 # 01-20 and b7896 02-04); before, V held a copy of the latent part beside K
 V_LESS_MLA_BUILD = 7820
+# The KQ mask reserved in f16 when flash attention is on (llama.cpp#23764, merged 2026-05-27; b9174 was
+# 05-16 and b9701 out by 06-18): before, an f32 mask on the host and an f16 cast of it on each device
+MASK_F16_BUILD = 9330
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,10 @@ class Build:
     @property
     def output_first(self) -> bool:
         return self.at_least(OUTPUT_FIRST_BUILD)
+
+    @property
+    def mask_f16_with_flash(self) -> bool:
+        return self.at_least(MASK_F16_BUILD)
 
     @property
     def host_hidden_copies(self) -> int:

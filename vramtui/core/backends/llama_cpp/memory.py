@@ -488,6 +488,7 @@ class LlamaCppMemory(MemoryAccounting):
             streams=max(1, run.streams),
             build=build,
             kv_on_host=settings is not None and not settings.kv_offload and settings.on_gpu,
+            mask_f16_with_flash=build.mask_f16_with_flash,
         )
 
 
