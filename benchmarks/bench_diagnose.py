@@ -371,7 +371,10 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # first error 6/6, quiet 1/2); round 37 (10 logs, 7 training, 3 held-out) at a7fa0f3: stage 6/10, class
     # 6/10, memory 2/2, first error 3/6, quiet 2/2, calm 1/2, engine 10/10 (held-out: stage 1/3, class 1/3);
     # round 38 (12 other runs in files already used; 9 training, 3 held-out) at a0f7759: stage 11/12, class
-    # 10/12, memory 4/4, first error 9/9, quiet 2/3, engine 11/12 (held-out: stage 3/3, class 3/3).
+    # 10/12, memory 4/4, first error 9/9, quiet 2/3, engine 11/12 (held-out: stage 3/3, class 3/3); round 39
+    # (10 logs, untried leads and other versions of used files; 7 training, 3 held-out) at 3370d67: stage
+    # 9/10, class 9/10, memory 2/2, first error 3/4, quiet 2/3, calm 1/2, engine 10/10 (held-out: stage
+    # 3/3, class 3/3, memory 1/1, quiet 0/1).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -444,6 +447,10 @@ LATER_ROUNDS = (
     (
         "round38.jsonl",
         "round 38, both parts (other runs in files already used; sixteenth session)",
+    ),
+    (
+        "round39.jsonl",
+        "round 39, both parts (untried leads and other versions of used files; seventeenth session)",
     ),
 )
 

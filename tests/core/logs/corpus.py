@@ -53,6 +53,7 @@ FILES = (
     LOGS / "round36.jsonl",
     LOGS / "round37.jsonl",
     LOGS / "round38.jsonl",
+    LOGS / "round39.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (793, 826),
-        "class": (802, 826),
-        "memory": (219, 233),
-        "first_error": (465, 485),
-        "quiet": (147, 155),
-        "calm": (115, 137),
-        "engine": (774, 826),
+        "stage": (800, 833),
+        "class": (809, 833),
+        "memory": (220, 234),
+        "first_error": (469, 489),
+        "quiet": (149, 157),
+        "calm": (114, 137),
+        "engine": (781, 833),
     },
     "heldout": {
-        "stage": (283, 310),
-        "class": (283, 310),
-        "memory": (86, 102),
-        "first_error": (165, 181),
-        "quiet": (50, 66),
-        "calm": (34, 40),
-        "engine": (290, 310),
+        "stage": (286, 313),
+        "class": (286, 313),
+        "memory": (87, 103),
+        "first_error": (166, 182),
+        "quiet": (50, 67),
+        "calm": (35, 41),
+        "engine": (293, 313),
     },
 }
 

@@ -29,7 +29,7 @@ def _read(name: str, kernel: bool = False) -> Diagnosis:
     return diagnoser.result()
 
 
-@pytest.mark.parametrize("name", ["healthy", "share-auto", "moe", "request-too-long"])
+@pytest.mark.parametrize("name", ["healthy", "share-auto", "moe"])
 def test_a_healthy_run_stopped_with_ctrl_c_is_no_failure(name: str) -> None:
     """vLLM's engine dies under its API server's output handler while it shuts down (EngineDeadError
     after 'shutdown triggered'): that is the stop, not a failure. And eager mode on the CPU build is
@@ -77,6 +77,13 @@ FAILURES = {
     "unknown-arch": ("load_weights", "unknown_arch", "does not recognize this architecture", "Upgrade vLLM"),
     "missing-path": ("download", "file_missing", "Repo id must be in the form", "Check the path"),
     "offline-repo-id": ("download", "network", "outgoing traffic has been disabled", ""),
+    # a request over max_model_len: vLLM 0.32 answers the client 400 and logs only the access line
+    "request-too-long": (
+        "inference",
+        "context_too_long",
+        '"POST /v1/chat/completions HTTP/1.1" 400 Bad Request',
+        "does not say why",
+    ),
     "quant-missing": (
         "load_weights",
         "unsupported_quant",

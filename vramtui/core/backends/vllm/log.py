@@ -355,6 +355,17 @@ CONTEXT_ERRORS_2: tuple[ErrorRule, ...] = (
         stage="inference",
         backend="vllm",
     ),
+    # a completion refused with HTTP 400 and no reason logged: vLLM sends "This model's maximum context
+    # length is N" to the client alone (0.11 on), and a prompt over max_model_len is what it refuses most
+    ErrorRule(
+        "400 bad request",
+        "request_refused",
+        "context_too_long",
+        r'"post /v1/(?:chat/)?completions http/[\d.]+" 400 bad request',
+        stage="inference",
+        strong=False,
+        backend="vllm",
+    ),
 )
 
 FORMAT_ERRORS: tuple[ErrorRule, ...] = (
