@@ -116,8 +116,12 @@ async def test_k_skips_and_v_edits_the_proposal_in_the_wizard_pane(tiny_gguf: Pa
         edit = pane.query_one("#wiz-edit", Input)
         await wait_for(pilot, lambda: edit.has_class("-visible") and app.focused is edit)
         assert edit.value == value_word(proposal.to)
+        # QA 6: the prefilled box said nothing of the setting it edits; its label asks as the CLI does
+        label = pane.query_one("#wiz-edit-label")
+        assert label.has_class("-visible")
+        assert f"new value for {proposal.param} (now {value_word(proposal.from_)}" in str(label.render())
         await pilot.press("escape")
-        await wait_for(pilot, lambda: not edit.has_class("-visible"))
+        await wait_for(pilot, lambda: not edit.has_class("-visible") and not label.has_class("-visible"))
         # QA 5: an edited value its own estimate says will not fit is said before Confirm relaunches it
         await pilot.press("v")
         await wait_for(pilot, lambda: app.focused is edit)
@@ -246,6 +250,25 @@ async def test_question_mark_and_f1_open_the_keys_panel_and_close_it() -> None:
         await pilot.press("escape")  # QA 5: only ? closed it
         await pilot.pause()
         assert not app.screen.query(HelpPanel)
+
+
+async def test_escape_closes_the_keys_panel_after_a_search_in_the_log_pane(tmp_path: Path) -> None:
+    """QA 6: at 80x24, after a search in the log pane, Esc went to the pane's (closed) search and the keys
+    panel stayed open; Esc closes the search while it is open, and the panel after."""
+    from textual.widgets import HelpPanel
+
+    log = tmp_path / "server.log"
+    log.write_text("llama_context: n_ctx = 4096\nmain: server is listening on http://127.0.0.1:8080\n")
+    app = quiet_app(log_file=str(log))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2", "slash", "n", "_", "c", "t", "x", "enter")
+        await pilot.press("escape")  # the open search closes first
+        await pilot.pause()
+        assert not app.query_one("#log-search", Input).has_class("-visible")
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: bool(app.screen.query(HelpPanel)))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.screen.query(HelpPanel))
 
 
 async def test_a_wizard_that_stopped_after_skips_starts_again_on_n(tiny_gguf: Path, tmp_path: Path) -> None:

@@ -249,6 +249,12 @@ class LogPane(Pane):
         search.add_class("-visible")
         search.focus()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Esc closes the search only while it is open: otherwise it goes on to the app (the keys panel)."""
+        if action == "close_search":
+            return self.query_one("#log-search", Input).has_class("-visible")
+        return True
+
     def action_close_search(self) -> None:
         search = self.query_one("#log-search", Input)
         search.remove_class("-visible")

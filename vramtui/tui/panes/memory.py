@@ -350,6 +350,10 @@ class MemoryPane(Pane, can_focus=True):
         readings = self._readings
         text = Text(no_wrap=False)
         if readings is None:
+            series = self.state.series.get(key) if key else None
+            if key == "process" and series is not None and series.values:
+                text.append("model process: not sampled while it ran (it ended before the first sample)")
+                return text
             text.append(
                 "readings: baseline · plateau · last peak · fell back — need a curve first", style="dim"
             )

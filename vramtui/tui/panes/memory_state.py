@@ -256,6 +256,9 @@ class MemoryState:
             # by the wizard's step and lost by the pane (the core reads a one-point curve)
             if series is None or not series.values:
                 return None
+            # a tree sampled only once it had gone (no pid left): its zeros are no reading of the run
+            if key == "process" and not any(series.values):
+                return None
             if len(series.values) <= READINGS_POINTS:
                 times, values = list(series.times), list(series.values)
             else:

@@ -128,6 +128,8 @@ class WizardPane(Pane):
     WizardPane.-attached #wiz-export { display: none; }  /* x still exports: room for the two ways */
     WizardPane #wiz-edit { display: none; height: 1; border: none; padding: 0 1; background: $boost; }
     WizardPane #wiz-edit.-visible { display: block; }
+    WizardPane #wiz-edit-label { display: none; height: 1; padding: 0 1; }
+    WizardPane #wiz-edit-label.-visible { display: block; }
     WizardPane #wiz-ongpu { display: none; }
     WizardPane #wiz-ongpu.-visible { display: block; }
     WizardPane DataTable { height: 1fr; margin-top: 1; }
@@ -159,6 +161,7 @@ class WizardPane(Pane):
             yield Button("Copy (c)", id="wiz-copy", compact=True, classes="-attached")
             yield Button("Export (x)", id="wiz-export", compact=True)
             yield Button("On GPU (f)", id="wiz-ongpu", compact=True)
+        yield Static(id="wiz-edit-label")  # which setting the box edits, as the CLI asks it
         yield Input(
             placeholder="value to try instead (Enter to apply, Esc to cancel)", id="wiz-edit", compact=True
         )
@@ -374,6 +377,12 @@ class WizardPane(Pane):
         from vramtui.core.wizard.propose import value_word
 
         edit.value = value_word(self.proposal.to)  # "on", as the proposal reads, not True
+        label = self.query_one("#wiz-edit-label", Static)
+        label.update(
+            f"new value for {self.proposal.param} (now {value_word(self.proposal.from_)}; "
+            "Enter applies, Esc cancels):"
+        )
+        label.add_class("-visible")
         edit.add_class("-visible")
         edit.focus()
         edit.call_after_refresh(edit.action_select_all)  # typing replaces the proposed value
@@ -381,6 +390,7 @@ class WizardPane(Pane):
     @on(Input.Submitted, "#wiz-edit")
     def _edit_submitted(self, event: Input.Submitted) -> None:
         event.input.remove_class("-visible")
+        self.query_one("#wiz-edit-label").remove_class("-visible")
         if self.driver is not None and self.proposal is not None:
             try:
                 self.proposal = self.driver.edited(self.proposal, event.value)
@@ -397,6 +407,7 @@ class WizardPane(Pane):
             edit = self.query_one("#wiz-edit", Input)
             if edit.has_class("-visible"):
                 edit.remove_class("-visible")
+                self.query_one("#wiz-edit-label").remove_class("-visible")
                 event.stop()
 
     @on(WizardUpdate)
