@@ -54,6 +54,7 @@ FILES = (
     LOGS / "round37.jsonl",
     LOGS / "round38.jsonl",
     LOGS / "round39.jsonl",
+    LOGS / "round40.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (800, 833),
-        "class": (809, 833),
-        "memory": (220, 234),
-        "first_error": (469, 489),
-        "quiet": (149, 157),
+        "stage": (805, 838),
+        "class": (814, 838),
+        "memory": (221, 235),
+        "first_error": (472, 492),
+        "quiet": (150, 159),
         "calm": (114, 137),
-        "engine": (781, 833),
+        "engine": (787, 838),
     },
     "heldout": {
-        "stage": (286, 313),
-        "class": (286, 313),
-        "memory": (87, 103),
-        "first_error": (166, 182),
-        "quiet": (50, 67),
-        "calm": (35, 41),
-        "engine": (293, 313),
+        "stage": (290, 317),
+        "class": (290, 317),
+        "memory": (88, 104),
+        "first_error": (168, 184),
+        "quiet": (51, 68),
+        "calm": (35, 42),
+        "engine": (297, 317),
     },
 }
 

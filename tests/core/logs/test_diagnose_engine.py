@@ -201,6 +201,23 @@ def test_server_comes_up_answers_and_is_read_live(tiny_gguf: Path) -> None:
             ],
             "transformers",
         ),
+        # a llama-server reading a model from a folder named for vLLM (round 40): the name inside a path is
+        # no mark of vLLM; vLLM's own env vars and a virtualenv named for it are
+        (
+            [
+                "0.00.303.815 I srv    load_model: loading model '/home/me/gemma4-vllm/models/g-q4_0.gguf'",
+                "0.00.403.815 I llama_model_loader: loaded meta data with 45 key-value pairs and 658 tensors "
+                "from /home/me/gemma4-vllm/models/g-q4_0.gguf (version GGUF V3 (latest))",
+            ],
+            "llama.cpp",
+        ),
+        (
+            [
+                "WARNING 05-14 17:28:21 [cpu.py:106] Environment variable VLLM_CPU_KVCACHE_SPACE (GiB) for CPU "
+                "backend is not set, using 4 by default."
+            ],
+            "vllm",
+        ),
         # llama-server's slot timings alone
         (
             [

@@ -175,6 +175,12 @@ def _position(item: tuple[int, ErrorRule]) -> int:
     return item[0]
 
 
+def _unguarded(anchor: str, low: str) -> bool:
+    """A mark counts unless its engine guards it and the guard does not find it on the line."""
+    guard = ls.MARK_GUARDS.get(anchor)
+    return guard is None or guard.search(low) is not None
+
+
 def _matches(rule: object, low: str) -> bool:
     regex = rule.regex  # type: ignore[attr-defined]
     if rule.anchor not in low:  # type: ignore[attr-defined]
@@ -336,7 +342,11 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
             if figure.anchor in low and figure.regex is not None
         ),
     )
-    backends = tuple(dict.fromkeys(name for entry in filed for anchor, name in entry[5] if anchor in low))
+    backends = tuple(
+        dict.fromkeys(
+            name for entry in filed for anchor, name in entry[5] if anchor in low and _unguarded(anchor, low)
+        )
+    )
     progress = tuple(
         dict.fromkeys(rule.milestone for entry in filed for rule in entry[6] if _matches(rule, low))
     )

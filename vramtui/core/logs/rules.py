@@ -545,6 +545,9 @@ UNIT_BYTES: dict[str, int] = {
 # Which backend wrote the log: (anchor, backend). Scored; see diagnose.detect_backend.
 # ---------------------------------------------------------------------------------------------
 BACKEND_MARKS: tuple[tuple[str, str], ...] = tuple(mark for engine in ENGINES for mark in engine.marks)
+MARK_GUARDS: dict[str, re.Pattern[str]] = {
+    anchor: re.compile(pattern) for engine in ENGINES for anchor, pattern in engine.mark_guards
+}
 # When marks of several backends show up, the one that embeds the others wins.
 BACKEND_PRECEDENCE: tuple[str, ...] = tuple(
     sorted(LOG_PROFILES, key=lambda name: -LOG_PROFILES[name].precedence)

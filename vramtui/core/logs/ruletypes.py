@@ -246,6 +246,8 @@ class EngineLog:
     recoveries: tuple[NoticeRule, ...] = ()
     figures: Slots = ()
     marks: tuple[tuple[str, str], ...] = ()
+    # (anchor, regex): a mark with a guard counts only on lines the regex finds (lower case)
+    mark_guards: tuple[tuple[str, str], ...] = ()
     echo_cuts: tuple[tuple[str, str], ...] = ()
     progress: tuple[ProgressRule, ...] = ()
     frames: tuple[FrameRule, ...] = ()

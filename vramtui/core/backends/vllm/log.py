@@ -856,8 +856,13 @@ FIGURES: tuple[FigureRule, ...] = (
     ),
 )
 
+# Its name counts as a module, a package path, a word or an env var ("vllm.entrypoints", "/vllm/", "vLLM
+# version", "VLLM_CPU_KVCACHE_SPACE") or a virtualenv named for it (".../my-vllm/lib/python3.12"), not
+# inside another name: a llama-server reading "/home/me/gemma4-vllm/models/x.gguf" is no vLLM log
+MARK_GUARDS: tuple[tuple[str, str], ...] = (("vllm", r"(?<![\w-])vllm(?![a-z0-9-])|-vllm/lib\d*/python"),)
+
 MARKS: tuple[tuple[str, str], ...] = (
-    ("vllm", "vllm"),
+    ("vllm", "vllm"),  # only as a name of its own: see MARK_GUARDS
     ("enginecore", "vllm"),
     ("gpu_model_runner", "vllm"),
     ("model_runner.py", "vllm"),
@@ -963,6 +968,7 @@ LOG = EngineLog(
     figures=(("figures", FIGURES),),
     frames=FRAMES,
     marks=MARKS + MARKS_2,
+    mark_guards=MARK_GUARDS,
     echo_cuts=ECHO_CUTS,
     progress=PROGRESS,
 )
