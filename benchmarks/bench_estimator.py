@@ -588,7 +588,9 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # not read --cpu-offload-gb from the logs' non-default args; then x1.006, x1.002). Round 26 (17 other
     # runs in files already used: 12 llama.cpp, 5 vLLM) at d16ae25: mainline KV 12/12, weights 19/23,
     # compute 23/24; vLLM weights 3/3. The weights misses are host token embeddings of Unsloth's dynamic
-    # recipes (the printout counts types, not which tensor has which), listed as known.
+    # recipes (the printout counts types, not which tensor has which), listed as known. Round 27 (6 mainline
+    # runs with device and host compute buffers; 4 training, 2 held-out) at b1d71ff: KV 8/8, weights 11/12,
+    # compute 12/12 (held-out 3/3, 4/4, 4/4); the miss, a UD-Q3_K_XL host embedding, is listed as known.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -621,6 +623,7 @@ _NEWEST_ROUNDS = {
     "round24.jsonl": "round 24 (gathered after the estimator of 2026-12-05, sixteenth session)",
     "round25.jsonl": "round 25 (gathered after the estimator of 2026-12-05, sixteenth session, later)",
     "round26.jsonl": "round 26 (other runs in files already used; sixteenth session)",
+    "round27.jsonl": "round 27 (compute buffers on the device and the host; seventeenth session)",
 }
 
 

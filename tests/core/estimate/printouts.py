@@ -69,6 +69,7 @@ FILES = (
     DATA / "printouts" / "round24.jsonl",
     DATA / "printouts" / "round25.jsonl",
     DATA / "printouts" / "round26.jsonl",
+    DATA / "printouts" / "round27.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",

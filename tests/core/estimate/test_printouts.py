@@ -246,9 +246,16 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "the host's token embedding (x0.53): this UD-Q8_K_XL recipe keeps it 16-bit (1920 MiB is 262144 x 3840 "
         "x 2 bytes) where llama-quantize's rules make it Q8_0, as round 4's Llama 3.3 70B UD-Q8_K_XL"
     ),
-    ("p16-llama.cpp-b6060-vulkan-amdvlk-strixhalo-qwen3-235b-a22b-q3kxl-fa-ctx4096", "weights"): (
+    **dict.fromkeys(
+        (
+            ("p16-llama.cpp-b6060-vulkan-amdvlk-strixhalo-qwen3-235b-a22b-q3kxl-fa-ctx4096", "weights"),
+            (
+                "p27-llama.cpp-b6040-strixhalo8060s-vulkan-radv-qwen3-235b-a22b-2507-udq3kxl-c4096-fa",
+                "weights",
+            ),
+        ),
         "the host's token embedding (x0.76): this UD-Q3_K_XL recipe keeps it Q4_K (334 MiB is 151936 x 4096 at "
-        "4.5 bits) where llama-quantize's rules make it Q3_K; the devices' weights are within 0.1%"
+        "4.5 bits) where llama-quantize's rules make it Q3_K; the devices' weights are within 0.1%",
     ),
     **dict.fromkeys(
         [
