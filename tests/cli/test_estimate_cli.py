@@ -721,10 +721,15 @@ def test_a_sequence_count_past_any_engine_is_refused(capsys: pytest.CaptureFixtu
         (["--n-gpu-layers", "2"], "gpu_layers", 2),
         (["-np", "2", "-c", "8192"], "parallel", 2),
         (["-ub", "256", "-c", "4096"], "kv_cells", 4096),
+        # QA 7: `-ctk q8_0` was read as `-c tk`; --cache-type-k/v (diagnose's advice) were refused
+        (["-ctk", "q8_0", "-ctv", "q8_0"], "kv_dtype", "q8_0"),
+        (["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"], "kv_dtype", "q8_0"),
+        (["-ctk", "q4_0"], "kv_dtype", "q4_0/f16"),
+        (["--kv-dtype", "q8_0", "-ctv", "f16"], "kv_dtype", "q8_0/f16"),
     ],
 )
 def test_llama_servers_own_spellings_mean_what_they_mean_there(
-    capsys: pytest.CaptureFixture[str], tiny_gguf: Path, typed: list[str], key: str, value: int
+    capsys: pytest.CaptureFixture[str], tiny_gguf: Path, typed: list[str], key: str, value: object
 ) -> None:
     """QA: `-c 4096` was taken as a prefix of -cram (a 4096 MiB prompt cache), `--ctx-size` of
     --ctx-size-draft and `-ngl 2` of -ngld (the draft's layers), each silently, exit 0."""

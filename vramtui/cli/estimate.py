@@ -86,6 +86,10 @@ def _add_run(parser: argparse.ArgumentParser) -> Any:
         metavar="TYPE",
         help="KV cache type: f16, bf16, q8_0, q4_0 (llama.cpp; K/V apart: q4_0/f16), fp8 (vLLM)",
     )
+    # llama-server's K and V types apart (QA 7: `-ctk q8_0` was read as `-c tk`, and `--cache-type-k`, the
+    # spelling diagnose's advice prints, was refused)
+    run.add_argument("-ctk", "--cache-type-k", metavar="TYPE", help="llama.cpp: the K cache's type alone")
+    run.add_argument("-ctv", "--cache-type-v", metavar="TYPE", help="llama.cpp: the V cache's type alone")
     run.add_argument(
         "--gpu-layers",
         "-ngl",
@@ -273,9 +277,19 @@ def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     texts["kv_offload"] = "off" if args.no_kv_offload else None
     texts["kv_unified"] = "on" if args.kv_unified else None
     texts["swa_full"] = "on" if args.swa_full else None
+    texts["kv_dtype"] = _kv_types(args.kv_dtype, args.cache_type_k, args.cache_type_v)
     if not texts.get("card"):
         texts["card"] = _default_cards()
     return texts
+
+
+def _kv_types(both: str | None, k_type: str | None, v_type: str | None) -> str | None:
+    """--kv-dtype with llama-server's -ctk / -ctv laid over it: "K/V" where they differ (f16 where unsaid)."""
+    if k_type is None and v_type is None:
+        return both
+    k_default, _, v_default = (both or "f16").partition("/")
+    k_found, v_found = k_type or k_default, v_type or v_default or k_default
+    return k_found if k_found == v_found else f"{k_found}/{v_found}"
 
 
 NO_GPU_CARD = "24GiB"
