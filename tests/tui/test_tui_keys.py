@@ -291,3 +291,37 @@ async def test_a_wizard_that_stopped_after_skips_starts_again_on_n(tiny_gguf: Pa
         await pilot.press("n")
         await wait_for(pilot, lambda: pane.driver is not first and pane.proposal is not None, timeout_s=60)
         assert not pane.driver.skipped  # type: ignore[union-attr]
+
+
+async def test_at_80x24_the_bill_leaves_the_log_view_its_rows(tmp_path: Path) -> None:
+    """QA 7: at 80x24 the header and the bill at ready (each term wrapped onto two rows) took every row of
+    the log pane: no log line showed and a search jumped to a line nobody could see. The bill keeps a
+    third of the pane, a row per term, and says what it left out."""
+    from vramtui.core.memory.parts import MemoryBill
+    from vramtui.core.memory.reconcile import reconcile
+    from vramtui.tui.messages import BillReconciled
+    from vramtui.tui.panes.log import LogPane
+
+    estimate, printed = MemoryBill(), MemoryBill()
+    for place in (0, None):
+        for part, mib in (("weights", 4000), ("kv_cache", 512), ("compute", 300), ("output", 1)):
+            estimate.add(place, part, mib << 20)
+            printed.add(place, part, (mib + 7) << 20)
+    bill = reconcile(estimate, printed, {0: 5000 << 20})
+    log = tmp_path / "server.log"
+    log.write_text("".join(f"line {n} of the server's log\n" for n in range(200)))
+    app = quiet_app(log_file=str(log))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        pane = app.query_one(LogPane)
+        pane.post_message(BillReconciled(bill.lines(), "the bill at ready:", bill.lines))
+        await wait_for(pilot, lambda: pane.bill is not None)
+        await pilot.pause()
+        shown = str(pane.query_one("#bill").render())
+        assert pane.view.size.height >= 5, pane.view.size
+        assert "more lines of the bill" in shown, shown
+        rows = shown.split("\n")
+        assert all(len(row) <= pane.content_size.width for row in rows), rows
+        await pilot.resize_terminal(200, 80)  # a third of a tall pane holds it whole
+        await pilot.pause()
+        assert "more lines of the bill" not in str(pane.query_one("#bill").render()), pane.size

@@ -41,6 +41,7 @@ class AttachedView:
     log_given: str | None = None  # --log FILE: the wizard reads each restart's lines from it
     restart_timeout_s: float = 300.0  # how long the wizard waits for the user's restart
     bill_lines: list[str] = field(default_factory=list)  # its bill reconciled over the attach's watch
+    bill_render: Any = None  # the bill's lines for a label column this wide (a narrow pane)
 
     def describe(self) -> str:
         """`attached: llama.cpp tiny.gguf, PID 123 (context=1024, parallel=2)`: the status line."""
@@ -81,6 +82,7 @@ def view_from(
         keep=tuple(keep),
         log_given=log,
         bill_lines=bill.lines() if bill is not None else [],
+        bill_render=bill.lines if bill is not None else None,
     )
 
 
@@ -134,7 +136,7 @@ class AttachedFollower:
             from vramtui.tui.messages import BillReconciled
 
             title = "the bill at attach — estimate for its settings, what its log printed, what it holds:"
-            log.post_message(BillReconciled(view.bill_lines, title))
+            log.post_message(BillReconciled(view.bill_lines, title, view.bill_render))
         self.app.set_interval(1.0, self._check_alive)
 
     def _pump(self, feed: Any) -> None:

@@ -6,6 +6,7 @@ handler on the UI thread (in `VramtuiApp`) updates the panes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from textual.message import Message
@@ -63,10 +64,13 @@ class ServerVerified(Message):
 class BillReconciled(Message):
     """A launched or attached server's bill, reconciled (core/memory/reconcile.py): the log pane shows it."""
 
-    def __init__(self, lines: list[str], title: str) -> None:
+    def __init__(
+        self, lines: list[str], title: str, render: Callable[[int], list[str]] | None = None
+    ) -> None:
         super().__init__()
         self.lines = lines
         self.title = title
+        self.render = render  # the lines again for a label column this wide (a narrow pane)
 
 
 class AdviceSized(Message):

@@ -223,7 +223,7 @@ class ModelSession:
             bill = server.bill()
             if bill is not None:
                 title = "the bill at ready — estimate, what the engine printed, what it holds:"
-                pane.post_message(BillReconciled(bill.lines(), title))
+                pane.post_message(BillReconciled(bill.lines(), title, bill.lines))
 
         threading.Thread(target=post, name="vramtui-bill", daemon=True).start()
 

@@ -101,19 +101,19 @@ class Reconciliation:
             f"actual {format_bytes(off.actual or 0, 1)} ({how} by {format_bytes(abs(off.miss), 1)})"
         )
 
-    def lines(self) -> list[str]:
-        """A table for people: per place the estimate, the printout and the measurement, then the verdict."""
-        out = [f"{'':42}{'estimate':>12}{'printed':>12}{'measured':>12}"]
+    def lines(self, label_width: int = 40) -> list[str]:
+        """A table for people: per place the estimate, the printout and the measurement, then the verdict.
+        `label_width`: the terms' column (a narrow pane's rows stay one line each, the label cut)."""
+        out = [f"{'':{label_width + 2}}{'estimate':>12}{'printed':>12}{'measured':>12}"]
         for place in self.places():
             out.append(_place_word(place))
             for term in (t for t in self.terms if t.place == place):
                 printed = term.actual if term.part != UNPRINTED else None
                 measured = term.actual if term.part == UNPRINTED else None
-                out.append(
-                    f"  {term.label.rsplit(' on ', 1)[0]:40}{_size(term.estimate)}{_size(printed)}{_size(measured)}"
-                )
+                label = _cut(term.label.rsplit(" on ", 1)[0], label_width)
+                out.append(f"  {label:{label_width}}{_size(term.estimate)}{_size(printed)}{_size(measured)}")
             out.append(
-                f"  {'total':40}{_size(self.estimate_total.get(place))}"
+                f"  {'total':{label_width}}{_size(self.estimate_total.get(place))}"
                 f"{_size(self.printed_total.get(place))}{_size(self.measured.get(place))}"
             )
         out.append(self.verdict())
@@ -139,6 +139,10 @@ class Reconciliation:
             "estimate_note": self.estimate_note,
             "notes": self.notes,
         }
+
+
+def _cut(label: str, width: int) -> str:
+    return label if len(label) <= width else label[: max(1, width - 1)] + "…"
 
 
 def _size(value: int | None) -> str:

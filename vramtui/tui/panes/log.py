@@ -35,6 +35,25 @@ class LogBatch(Message):
         self.progress = progress
 
 
+BILL_ROWS = 24  # the bill's rows at most (its CSS max-height)
+
+
+def bill_rows(lines: list[str], width: int, rows: int) -> list[str]:
+    """The bill's first lines that fit `rows` rows of `width` cells (a long line wraps), then one that
+    says how many were left out: never cut silently."""
+    shown: list[str] = []
+    used = 0
+    for number, line in enumerate(lines):
+        height = max(1, -(-len(line) // width))
+        left = len(lines) - number
+        if used + height > rows - (1 if left > 1 else 0):
+            more = f"{left} more line" + ("s" if left > 1 else "")
+            return [*shown, f"… {more} of the bill (a taller window shows them)"]
+        shown.append(line)
+        used += height
+    return shown
+
+
 class LogPane(Pane):
     PANE_TITLE = "Log"
     PANE_KEY = "2"
@@ -48,7 +67,7 @@ class LogPane(Pane):
     LogPane #bill {
         display: none;
         height: auto;
-        max-height: 14;
+        max-height: 24;
         border-bottom: hkey $panel-lighten-2;
     }
     LogPane #bill.-shown {
@@ -81,6 +100,8 @@ class LogPane(Pane):
         self.finished = False
         self.batches_received = 0  # how many LogBatch messages the lines came in (benchmarks read it)
         self._header_width = 0  # the width the header was last fitted to
+        self._header_height = 0
+        self.bill: BillReconciled | None = None  # the running server's bill, shown under the header
 
     def compose(self) -> ComposeResult:
         yield Static(id="diagnosis")
@@ -113,6 +134,7 @@ class LogPane(Pane):
             self.feed.stop()
         self.view.clear(None if path is None else str(path))
         self.query_one("#bill", Static).remove_class("-shown")  # the bill was the last run's
+        self.bill = None
         self.diagnosis = None
         self.sized_advice = []
         self.finished = False
@@ -191,10 +213,22 @@ class LogPane(Pane):
     @on(BillReconciled)
     def _on_bill(self, message: BillReconciled) -> None:
         """The estimate, the engine's printout and the measurement per term: under the diagnosis."""
-        bill = self.query_one("#bill", Static)
-        bill.update("\n".join([message.title, *message.lines]))
-        bill.add_class("-shown")
+        self.bill = message
+        self.query_one("#bill", Static).add_class("-shown")
+        self.show_bill()
+        self.show_diagnosis()  # the header gives the bill some of its rows
         self.view.keep_tail()
+
+    def show_bill(self) -> None:
+        """The bill in a share of the pane's rows, a row per term at this width (QA 7: at 80x24 the header
+        and a wrapped bill took every row and no log line showed)."""
+        if self.bill is None:
+            return
+        width = max(20, self.content_size.width)
+        message = self.bill
+        lines = message.render(max(8, min(40, width - 38))) if message.render else message.lines
+        rows = min(BILL_ROWS, self._rows(3))
+        self.query_one("#bill", Static).update("\n".join(bill_rows([message.title, *lines], width, rows)))
 
     @on(AdviceSized)
     def _on_advice_sized(self, message: AdviceSized) -> None:
@@ -214,19 +248,24 @@ class LogPane(Pane):
 
     def on_resize(self) -> None:
         # The header's lines wrap anew: what fits whole in its rows is chosen again.
-        if self.content_size.width != self._header_width:
+        if self.content_size.width != self._header_width or self.size.height != self._header_height:
             self.show_diagnosis()
+            self.show_bill()
+
+    def _rows(self, share: int) -> int:
+        """A block's rows: 1/share of the pane, at least 2 (the log view keeps the rest)."""
+        return max(2, self.size.height // share)
 
     def show_diagnosis(self) -> None:
         view = self.view
-        self._header_width = self.content_size.width
+        self._header_width, self._header_height = self.content_size.width, self.size.height
         text = header_text(
             self,
             self.diagnosis,
             self.source_label,
             len(view.lines),
             width=self._header_width,
-            rows=min(HEADER_ROWS, max(2, self.size.height // 2)),
+            rows=min(HEADER_ROWS, self._rows(3 if self.bill is not None else 2)),
             first_error_line=None if view.first_error is None else view.first_error + 1,
             progress=self.progress,
             sized_advice=self.sized_advice,
