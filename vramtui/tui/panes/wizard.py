@@ -452,7 +452,8 @@ class WizardPane(Pane):
         self.compact, self._table_width = compact, width
         from vramtui.tui.panes.wizard_driver import memory_headings, step_row
 
-        rows = [step_row(number, step, compact=compact) for number, step in enumerate(self.steps, 1)]
+        attached = bool(getattr(self.driver, "attached", False))
+        rows = [step_row(n, step, compact=compact, attached=attached) for n, step in enumerate(self.steps, 1)]
         table = self.query_one(DataTable)
         table.clear(columns=True)
         headings = memory_headings(self.steps)

@@ -60,6 +60,8 @@ def attached_hint(view: AttachedView) -> str:
 class AttachedDriver(WizardDriver):
     """One wizard session on an attached server, for the pane."""
 
+    attached = True  # its step 0 is a server vramtui did not start, as it runs
+
     PROPOSED = "proposed — restart it yourself (n) or take it over (o); skip (k) or edit the value (v)"
 
     def __init__(

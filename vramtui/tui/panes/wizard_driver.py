@@ -25,10 +25,13 @@ def _mib(value: float | None) -> str:
     return "—" if value is None else format_bytes(value * MIB, 1)
 
 
-def step_row(number: int, step: Any, *, compact: bool = False) -> tuple[str, ...]:
+def step_row(number: int, step: Any, *, compact: bool = False, attached: bool = False) -> tuple[str, ...]:
     """One row of the steps table: #, change, outcome, stage reached, peak, resident.
 
     `compact` (a terminal under about 100 columns): the outcome in a word, no resident column.
+    `attached`: the wizard watches a server vramtui did not start: its step 0 is that server as it runs,
+    said as `wizard --attach` says it (QA 7: "first launch ... failed ✖ host out of memory" for a healthy
+    server over its budget).
     """
     proposal = step.proposal
     change = "first launch" if proposal is None else f"{proposal.param} {proposal.change()}"
@@ -38,17 +41,20 @@ def step_row(number: int, step: Any, *, compact: bool = False) -> tuple[str, ...
         stage = stage_words(obs.stage) if obs.stage else "—"
         if obs.failure:
             stage += f" ✖ {failure_words(obs.failure, short=compact)}"
+    if attached and proposal is None:
+        change = "as it runs now"
+    if obs is not None and obs.runs_over_budget:  # up and answering, judged by its peak
+        stage = f"{_mib(obs.peak_mib)} of a {_mib(obs.budget_mib)} budget"
+        return _row(step, change, "over budget" if compact else "runs, over budget", stage, compact)
+    return _row(step, change, outcome_words(step.outcome, short=compact), stage, compact)
+
+
+def _row(step: Any, change: str, outcome: str, stage: str, compact: bool) -> tuple[str, ...]:
+    obs = step.observation
+    peak = _mib(obs.peak_mib if obs else None)
     if compact:
-        outcome = outcome_words(step.outcome, short=True)
-        return (str(step.index), change, outcome, stage, _mib(obs.peak_mib if obs else None))
-    return (
-        str(step.index),
-        change,
-        outcome_words(step.outcome),
-        stage,
-        _mib(obs.peak_mib if obs else None),
-        _mib(obs.resident_mib if obs else None),
-    )
+        return (str(step.index), change, outcome, stage, peak)
+    return (str(step.index), change, outcome, stage, peak, _mib(obs.resident_mib if obs else None))
 
 
 def _memory_state(app: Any) -> MemoryState | None:
