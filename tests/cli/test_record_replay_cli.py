@@ -284,17 +284,16 @@ def test_pane_replay_and_wizard_read_one_run_alike() -> None:
     """Issue 13: the pane, the wizard table and `replay` give the same figures for the same run."""
     import io
 
-    from vramtui.cli.replay import _events_from_process_columns, analyse
+    from vramtui.cli.replay import analyse
+    from vramtui.core.memory.series import recorded_process
     from vramtui.core.wizard.observe import step_memory
     from vramtui.tui.panes.memory_state import MemoryState
 
     data = read_nvsmi_csv(io.StringIO(_recorded_run()))
-    events = _events_from_process_columns(data)
+    events, _running = recorded_process(data.host)
     replayed = analyse(data)
     state = MemoryState()
-    state.ingest_recorded(data)
-    for event in events:
-        state.add_event(event)
+    state.ingest_recorded(data)  # the process's launch and exit come with it (QA 7)
     key = state.primary_key()
     assert key == "process" and replayed["series"] == "process tree RSS (host)"
     pane = state.readings(key)

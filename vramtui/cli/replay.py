@@ -25,34 +25,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _events_from_process_columns(data: Any) -> list[Any]:
-    """`vramtui record --pid` wrote the tree's RSS: launch is when it appears, exit when it is gone."""
-    from vramtui.core.memory.readings import Event
-
-    host = data.host
-    alive = [rss is not None for rss in host.tree_rss]
-    if not any(alive):
-        return []
-    events = []
-    first = alive.index(True)
-    if first > 0:
-        events.append(Event(host.times[first], "launch", "process appears"))
-    gone = next((i for i in range(first, len(alive)) if not alive[i]), None)
-    if gone is not None:
-        events.append(Event(host.times[gone], "exit", "process gone"))
-    return events
-
-
 def analyse(data: Any) -> dict[str, Any]:
     """Readings per GPU (and of the host curves); the series they speak for is chosen as the memory
     pane and the wizard choose it (core.memory.series.primary_key)."""
     from vramtui.core.memory.readings import compute_readings
-    from vramtui.core.memory.series import moved, primary_key
+    from vramtui.core.memory.series import moved, primary_key, recorded_process
 
-    events = _events_from_process_columns(data)
     host = data.host
-    # Recorded with --pid: the process still ran at the last row, or was gone.
-    running = (host.tree_rss[-1] is not None) if any(v is not None for v in host.tree_rss) else None
+    # Recorded with --pid: when the process appeared and went, and whether it still ran at the last row.
+    events, running = recorded_process(host)
     gpus = []
     for series in data.gpus.values():
         readings = compute_readings(

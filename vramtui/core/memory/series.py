@@ -81,3 +81,22 @@ def run_series(samples: Sequence[Any], events: Sequence[Any] = ()) -> tuple[str 
     host = samples[-1].host
     running = None if host is None else host.root_alive
     return key, compute_readings(times, values, events, running=running, on_host=not key.startswith("gpu:"))
+
+
+def recorded_process(host: Any) -> tuple[list[Any], bool | None]:
+    """A `record --pid` recording's process, from its tree column (host.times, host.tree_rss): launch when
+    it appears, exit when it is gone, and whether it still ran at the last row (None: no process column).
+    `replay` and the app's `--replay` read the same readings from it."""
+    from vramtui.core.memory.readings import Event
+
+    alive = [rss is not None for rss in host.tree_rss]
+    if not any(alive):
+        return [], None
+    events = []
+    first = alive.index(True)
+    if first > 0:
+        events.append(Event(host.times[first], "launch", "process appears"))
+    gone = next((i for i in range(first, len(alive)) if not alive[i]), None)
+    if gone is not None:
+        events.append(Event(host.times[gone], "exit", "process gone"))
+    return events, alive[-1]

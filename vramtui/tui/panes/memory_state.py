@@ -166,9 +166,12 @@ class MemoryState:
     def ingest_recorded(self, data: NvsmiData) -> None:
         """A recorded nvidia-smi / `vramtui record` CSV, read by `read_nvsmi_csv`: its columns go
         straight into the histories. Building one Sample per row first costs seconds for a week."""
+        from vramtui.core.memory.series import recorded_process
+
         built: dict[str, Series] = {}
         gpus: list[GpuReading] = []
         last_t: float | None = None
+        events: list[Any] = []
         for gpu in data.gpus.values():
             if not gpu.times:
                 continue
@@ -196,12 +199,14 @@ class MemoryState:
             if any(value is not None for value in host.tree_rss):
                 built["process"] = Series("process", "model process")
                 built["process"].extend(host.times, host.tree_rss, host.ram_total)
+            events, running = recorded_process(host)  # as `vramtui replay` reads the same CSV
             host_reading = HostReading(
                 ram_used=_whole(host.ram_used[-1]) or 0,
                 ram_total=_whole(host.ram_total) or 0,
                 swap_used=_whole(host.swap_used[-1]) or 0,
                 swap_total=_whole(host.swap_total) or 0,
                 tree_rss=_whole(host.tree_rss[-1]),
+                root_alive=running,
             )
             last_t = max(last_t or host.times[-1], host.times[-1])
         if last_t is None:
@@ -210,6 +215,7 @@ class MemoryState:
         with self.lock:
             self.series.update(built)
             self.latest = Sample(last_t, tuple(gpus), host_reading)
+            self.events.extend(events)
             self.count += data.rows
             self.version += 1
 

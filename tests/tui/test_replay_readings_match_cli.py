@@ -1,0 +1,45 @@
+"""`vramtui --replay` and `vramtui replay` read the same readings from one `record --pid` CSV (QA 7: the
+app said 'baseline 64.0 MiB · plateau —' where the CLI said 'baseline n/a, plateau 64 MiB')."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vramtui.cli.replay import analyse
+from vramtui.core.memory.sampling import ReplaySource
+from vramtui.tui.panes.memory_state import MemoryState
+
+HEADER = (
+    "timestamp, host.ram_used [MiB], host.ram_total [MiB], host.swap_used [MiB], process.tree_rss [MiB], "
+    "process.tree_gpu [MiB], process.pids\n"
+)
+
+
+def _csv(path: Path, rss: list[str]) -> Path:
+    rows = [
+        f"2026/12/05 05:24:{37 + i // 5:02d}.{(i % 5) * 200:03d}, 622 MiB, 24105 MiB, 0 MiB, {value}, [N/A], "
+        f"{0 if value == '[N/A]' else 2}\n"
+        for i, value in enumerate(rss)
+    ]
+    path.write_text(HEADER + "".join(rows))
+    return path
+
+
+@pytest.mark.parametrize(
+    "rss",
+    [
+        ["64 MiB"] * 60,  # attached to a server already up: its flat level is its plateau
+        ["3 MiB"] * 10 + ["158 MiB"] * 40 + ["[N/A]"] * 10,  # launched in the recording, then gone
+    ],
+)
+def test_the_app_and_the_cli_read_one_recording_alike(tmp_path: Path, rss: list[str]) -> None:
+    path = _csv(tmp_path / "rec.csv", rss)
+    cli = analyse(ReplaySource(path).data)["process_tree_rss"]
+    state = MemoryState()
+    state.ingest_recorded(ReplaySource(path).data)
+    app = state.readings("process")
+    assert app is not None
+    assert (app.baseline_mib, app.plateau_mib) == (cli["baseline_mib"], cli["plateau_mib"])
+    assert app.peak_mib == cli["peak_mib"]
