@@ -43,3 +43,19 @@ def test_the_app_and_the_cli_read_one_recording_alike(tmp_path: Path, rss: list[
     assert app is not None
     assert (app.baseline_mib, app.plateau_mib) == (cli["baseline_mib"], cli["plateau_mib"])
     assert app.peak_mib == cli["peak_mib"]
+
+
+def test_a_process_series_says_its_80_percent_line_is_the_host_s(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA 7: '80% line 18.83 GiB of 23.54 GiB' beside a 64 MiB process read as the process's own limit."""
+    from vramtui.cli import main
+
+    path = _csv(tmp_path / "rec.csv", ["64 MiB"] * 30)
+    assert main(["replay", str(path)]) == 0
+    assert "80% line of host RAM" in capsys.readouterr().out
+    assert main(["replay", str(path), "--json"]) == 0
+    import json
+
+    data = json.loads(capsys.readouterr().out)
+    assert data["process_tree_rss"]["total_mib"] == data["total_mib"] == 24105

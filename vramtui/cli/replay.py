@@ -62,7 +62,9 @@ def analyse(data: Any) -> dict[str, Any]:
         for _moved, s, r in gpus
     ]
     if any(v is not None for v in host.tree_rss):
-        tree = compute_readings(host.times, host.tree_rss, events, running=running, on_host=True)
+        tree = compute_readings(
+            host.times, host.tree_rss, events, total_bytes=_int(host.ram_total), running=running, on_host=True
+        )
         result["process_tree_rss"] = tree.to_dict()
     result["notes"] = list(result.get("notes") or []) + _gaps(data)
     result["rows"] = data.rows
@@ -167,8 +169,11 @@ def run(args: argparse.Namespace) -> int:
         lines.append(f"  held after exit           {held} ({_fmt(result['leftover_mib'])} above baseline)")
     if result["total_mib"]:
         over = " (peak is over it)" if result["over_safety_line"] else ""
+        # a host series is measured against the host's RAM: say so (QA 7: a process's RSS beside "18.83 GiB
+        # of 23.54 GiB" read as the process's own limit)
+        of = " of host RAM" if not result["series"].startswith("GPU") else ""
         lines.append(
-            f"  80% line                  {_fmt(result['safety_line_mib'])} of {_fmt(result['total_mib'])}{over}"
+            f"  80% line{of:<18}{_fmt(result['safety_line_mib'])} of {_fmt(result['total_mib'])}{over}"
         )
     for gpu in result["gpus"][1:]:
         lines.append(
