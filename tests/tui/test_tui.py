@@ -189,6 +189,8 @@ async def test_palette_lists_every_bound_action_and_runs_one() -> None:
         assert {f"Theme: {name}" for name in app.theme_names} <= titles
         # QA 6: "Close the keys" is offered only while the panel of keys is open
         assert "Close the keys" not in titles
+        # QA 7: no model, no wizard step: "Stop the model" and its kin did nothing when chosen
+        assert not {"Stop the model", "Relaunch the model", "Wizard: export steps"} & titles
         await pilot.press("question_mark")
         await pilot.pause()
         assert "Close the keys" in {command.title for command in app.get_system_commands(app.screen)}

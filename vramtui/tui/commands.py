@@ -12,6 +12,10 @@ from textual.screen import Screen
 from vramtui.core.errors import VramtuiError
 from vramtui.tui import themes
 
+# Offered in the palette only while they can act (the app's check_action): a model to stop or relaunch,
+# a wizard step to take, steps to export
+_WHEN_POSSIBLE = frozenset({"relaunch", "stop_model", "wizard_next", "export_wizard"})
+
 
 class CommandsApp(App[int]):
     """Keys, palette entries and themes; the actions themselves are `VramtuiApp`'s."""
@@ -137,6 +141,9 @@ class CommandsApp(App[int]):
         for action, title, help_text in self.ACTIONS:
             if action == "close_keys" and not keys_open:
                 continue  # QA 6: offered with no panel of keys to close
+            # QA 7: "Stop the model" beside a server vramtui did not start did nothing, silently
+            if action in _WHEN_POSSIBLE and self.check_action(action, ()) is False:
+                continue
             yield SystemCommand(title, help_text, self._palette_callback(action))
         for name in self.theme_names:
             yield SystemCommand(
