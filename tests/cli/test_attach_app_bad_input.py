@@ -157,8 +157,11 @@ def test_an_endpoint_that_answers_garbage(garbage_server) -> None:
     proc, port = garbage_server
     err = _check_refused(f"http://127.0.0.1:{port}", "is no model server")
     assert "answered garbage: not JSON" in err
+    # QA 7: the body's NUL and 0xFF went raw into the line; they are escapes now
+    assert all(ch.isprintable() and ch != "\ufffd" for ch in err.rstrip("\n")), repr(err)
     by_pid = _check_refused(str(proc.pid), f"process {proc.pid} is no model server")
     assert "answered garbage" in by_pid
+    assert f"garbage_server.py {port}'" in by_pid  # its whole command, not cut within an argument
     assert proc.poll() is None
 
 

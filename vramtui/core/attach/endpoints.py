@@ -172,8 +172,8 @@ def probe(
         if 200 <= endpoint.status < 300:
             try:
                 endpoint.found = READERS[path](body)
-            except ValueError as error:
-                endpoint.problem = f"answered garbage: {error}"
+            except ValueError as error:  # its bytes as escapes: a NUL or 0xFF in a one-line error (QA 7)
+                endpoint.problem = f"answered garbage: {printable(str(error))}"
         results[path] = endpoint
     return results
 
@@ -219,3 +219,10 @@ def _parse_plain(text: str) -> list[tuple[str, dict[str, str], float]]:
             return []
         samples.append((name, labels, value))
     return samples
+
+
+def printable(text: str) -> str:
+    """`text` with what a terminal would not show (control bytes, the replacement character) escaped."""
+    if text.isprintable() and "\ufffd" not in text:
+        return text
+    return "".join(ch if ch.isprintable() and ch != "\ufffd" else ascii(ch)[1:-1] for ch in text)

@@ -4,6 +4,7 @@ for a while, read its log. Everything here only reads: the process is never sign
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import tempfile
 import time
@@ -128,8 +129,10 @@ def _why_no_server(
     """What was seen instead of a model server: its program, and what its endpoints said."""
     said = []
     if command is not None and command.argv:
-        words = [Path(command.argv[0]).name, *command.argv[1:3]]
-        said.append(f"its program {' '.join(words)!r} is no engine's")
+        # the whole command, cut between arguments past a few (QA 7: cut within one, "--port" alone)
+        words = [Path(command.argv[0]).name, *command.argv[1:6]]
+        more = " …" if len(command.argv) > 6 else ""
+        said.append(f"its program {shlex.join(words) + more!r} is no engine's")
     else:
         said.append("no engine's program")
     garbage = [f"{e.path} {e.problem}" for e in endpoints.values() if e.problem and e.status]
