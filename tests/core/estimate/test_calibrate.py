@@ -44,6 +44,8 @@ def test_earlier_runs_bring_the_estimate_closer(
     records, notes = load_records()
     assert len(records) == 2 and not notes
     assert all(r["device"]["name"] == "cpu" and r["printed"]["bill"]["host"] for r in records)
+    # the smallest request's answer (QA 7): a random-weight model answers, in garbled words
+    assert {r["request"] for r in records} == {"garbled"}
 
     calibrated = _estimate(capsys, tiny_gguf)
     plain = _estimate(capsys, tiny_gguf, "--no-calibrate")

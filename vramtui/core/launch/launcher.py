@@ -378,6 +378,7 @@ class ModelServer:
         self._ready_seen = threading.Event()
         self._last_pids: tuple[int, ...] = ()
         self.record_file: Path | None = None  # the run's record in the store (core/launch/runrecord.py)
+        self.request: SmokeResult | None = None  # the smallest request's answer, for the run's record
         self.launch_estimate: LaunchEstimate | None = None  # the estimate as it stood at launch
 
     # --- properties the panes read -------------------------------------------------------------------
@@ -912,6 +913,7 @@ def run_check(
                     options=server.plan.request_options or None,
                 )
                 server._event("request_end", smoke.meaning)
+                server.request = smoke
                 if smoke.status is not None:
                     server.stage = "inference"
                 if replay is not None and smoke.ok and server.running:

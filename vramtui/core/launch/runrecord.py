@@ -108,6 +108,9 @@ def run_record(server: ModelServer) -> dict[str, Any] | None:
         "ready": server.ready,
         "stage": server.stage,
         "failure": getattr(diagnosis, "failure", None),
+        # the smallest request's answer (QA 7: an endpoint that answered HTTP 200 with no completion was
+        # recorded as ready, failure none): its kind, "answered" when it was a completion
+        "request": None if server.request is None else server.request.kind,
         "device": gpu or {"name": CPU_DEVICE, "total_bytes": None},
         "place": place,
         "engine": {"backend": server.profile.backend.name, "build": identity, "label": label},
