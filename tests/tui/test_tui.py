@@ -573,6 +573,24 @@ async def test_a_log_that_streamed_in_while_its_pane_was_hidden_shows_its_tail(t
     assert "request 299" in text and "request 0\n" not in text
 
 
+async def test_a_launch_still_coming_up_is_starting_not_no_failure() -> None:
+    """QA 7: a program still starting read 'NO FAILURE reached no stage yet'; once it is up, no failure."""
+    from vramtui.tui.panes.log import LogPane
+
+    app = quiet_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        pane = app.query_one(LogPane)
+        feed = pane.open_stream("server")
+        feed.push("0.00.302.419 I log_info: verbosity = 3 (adjust with the `-lv N` CLI arg)")
+        feed.push("0.00.303.810 I srv  llama_server: loading model")
+        await pilot.press("2")
+        await wait_for(pilot, lambda: "STARTING" in screen_text(app))
+        assert "NO FAILURE" not in screen_text(app)
+        feed.push("0.05.303.810 I main: server is listening on http://127.0.0.1:8080")
+        await wait_for(pilot, lambda: "NO FAILURE" in screen_text(app))
+        feed.end(None)
+
+
 async def test_estimator_grid_view_at_80x24(tiny_gguf: Path) -> None:
     """The grid view shows `estimate --table`'s grid for the model in the form, inside 80 columns."""
     from vramtui.core.estimate.estimator import Settings

@@ -105,6 +105,13 @@ def _verdict(
         from vramtui.core.logs.verdict import UNRECOGNISED_WORDS
 
         text.append(" the log is empty: nothing to diagnose" if line_count == 0 else f" {UNRECOGNISED_WORDS}")
+    elif not settled and reached not in ("ready", "inference"):
+        # a launch still coming up: no verdict yet (QA 7: "NO FAILURE reached no stage yet" while it started)
+        text.append("STARTING", style=theme_style(app, "accent", bold=True, reverse=True))
+        text.append(
+            f" no error so far, {stage_words(reached) if reached else 'no stage reached yet'} ({backend}), "
+            f"{line_count:,} lines"
+        )
     else:
         text.append("NO FAILURE", style=theme_style(app, "verdict-fits", bold=True, reverse=True))
         text.append(
