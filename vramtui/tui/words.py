@@ -115,6 +115,7 @@ FIGURE_WORDS: dict[str, str] = {
     "kv_cache_streams": "KV cache streams",
     "ubatch_tokens": "micro-batch (tokens)",
     "context_per_sequence": "context per sequence",
+    "server_slots": "slots",
     "command_context": "context on the command line",
     "http_threads": "HTTP threads",
     "oom_requested": "the allocation that failed",

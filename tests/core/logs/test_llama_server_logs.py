@@ -56,3 +56,23 @@ def test_a_kv_cache_that_did_not_fit_is_not_told_to_shrink_the_micro_batch() -> 
     assert "--cache-type-k q8_0 --cache-type-v q8_0" in host.advice[1]
     compute = diagnose_file(SERVER_LOGS / "compute-too-big.log")
     assert compute.cause == "compute_alloc_failed"
+
+
+def test_a_request_over_its_slot_names_the_slots_the_log_shows() -> None:
+    """QA 7: a -np 2 server's refused request was advised with 'llama-server's auto is 4': at its default
+    verbosity llama-server prints no llama_context lines, only its own 'initializing, n_slots = 2,
+    n_ctx_slot = 2048, kv_unified = 'false''. The error line is the same binary's, from that QA run."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    log = (SERVER_LOGS / "parallel-not-unified.log").read_text()
+    refused = (
+        "5.31.902.761 E srv    send_error: task id = 56, error: request (7505 tokens) exceeds the available "
+        "context size (2048 tokens), try increasing it"
+    )
+    body, stop = log.rstrip("\n").rsplit("\n", 1)  # the request came before its stop
+    diagnosis = diagnose_text(f"{body}\n{refused}\n{stop}\n", backend="llama.cpp")
+    assert (diagnosis.failure_stage, diagnosis.failure) == ("inference", "context_too_long")
+    assert diagnosis.engine_figures["server_slots"] == 2
+    advice = " ".join(diagnosis.advice)
+    assert "Each of the 2 slots gets 2,048 of the context's 4,096 tokens" in advice, advice
+    assert "auto is 4" not in advice

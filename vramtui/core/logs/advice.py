@@ -859,6 +859,8 @@ def _missing_path(diagnosis: Diagnosis) -> str | None:
 def _slot_split(figures: dict[str, float]) -> dict[str, str]:
     """A context split over slots (llama.cpp's n_ctx_seq below its n_ctx): how many, and each one's share."""
     context, per_slot = figures.get("context"), figures.get("context_per_sequence")
+    if not context and per_slot and figures.get("server_slots"):  # llama-server's slot line alone
+        context = per_slot * figures["server_slots"]
     if not context or not per_slot or per_slot >= context:
         return {}
     return {

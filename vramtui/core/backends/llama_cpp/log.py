@@ -1651,6 +1651,23 @@ FIGURES: tuple[FigureRule, ...] = (
         count=True,
         backend="llama.cpp",
     ),
+    # llama-server's own line: "initializing, n_slots = 2, n_ctx_slot = 2048, kv_unified = 'false'" (a
+    # log at its default verbosity prints no llama_context lines): the slots, and each one's share when
+    # they split the context (a unified cache lets any slot use all of it)
+    FigureRule(
+        "n_slots",
+        "server_slots",
+        rf"load_model: initializing, n_slots = {NUM},",
+        count=True,
+        backend="llama.cpp",
+    ),
+    FigureRule(
+        "n_ctx_slot",
+        "context_per_sequence",
+        rf"load_model: initializing, n_slots = \d+, n_ctx_slot = {NUM}, kv_unified = 'false'",
+        count=True,
+        backend="llama.cpp",
+    ),
     FigureRule(
         "< n_ctx_train",
         "context_per_sequence",
