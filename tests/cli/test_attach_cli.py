@@ -134,6 +134,7 @@ def test_llama_server_by_pid_as_text(llama_server) -> None:
     assert text.returncode == 0, text.stderr
     assert f"PID {proc.pid}" in text.stdout
     assert "context=1024, parallel=2" in text.stdout
+    assert "n_ctx=512 (per slot)" in text.stdout  # /props: each slot's share (QA 7)
     assert f"http://127.0.0.1:{port}" in text.stdout
     report = _report(str(proc.pid))
     assert report["url"] == f"http://127.0.0.1:{port}"

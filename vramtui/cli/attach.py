@@ -108,6 +108,10 @@ def open_app(args: argparse.Namespace) -> int:
     return run_app(attached=view, theme=getattr(args, "theme", None))
 
 
+# What a figure an endpoint gives is of (QA 7: /props n_ctx=2048 beside context=4096 read as a conflict)
+_PER = {("/props", "n_ctx"): " (per slot)"}
+
+
 def _mib(value: Any) -> str:
     if value is None:
         return "n/a"
@@ -143,7 +147,9 @@ def render_text(report: dict[str, Any]) -> str:
         if endpoint["problem"]:
             lines.append(f"    {path}: {endpoint['problem']}")
         elif said and endpoint["answered"]:
-            lines.append(f"    {path}: " + ", ".join(f"{k}={v}" for k, v in said.items()))
+            lines.append(
+                f"    {path}: " + ", ".join(f"{k}={v}{_PER.get((path, k), '')}" for k, v in said.items())
+            )
     readings = report["readings"]
     if readings:
         lines.append(
