@@ -376,7 +376,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # 9/10, class 9/10, memory 2/2, first error 3/4, quiet 2/3, calm 1/2, engine 10/10 (held-out: stage
     # 3/3, class 3/3, memory 1/1, quiet 0/1); round 40 (9 logs, 6 of them a DGX Spark repository's; 5
     # training, 4 held-out) at 9534c1e: stage 9/9, class 9/9, memory 2/2, first error 5/5, quiet 2/3, calm
-    # 0/1, engine 8/9 (held-out: stage 4/4, class 4/4, memory 1/1, first error 2/2, quiet 1/1, calm 0/1).
+    # 0/1, engine 8/9 (held-out: stage 4/4, class 4/4, memory 1/1, first error 2/2, quiet 1/1, calm 0/1);
+    # round 41 (6 logs, 3 training, 3 held-out) at 25032df: stage 5/6, class 6/6, memory 2/2, first error
+    # 3/3, quiet 1/1, calm 2/2, engine 6/6 (held-out: every measure right).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -457,6 +459,10 @@ LATER_ROUNDS = (
     (
         "round40.jsonl",
         "round 40, both parts (a DGX Spark repository's logs and new committed files; seventeenth session)",
+    ),
+    (
+        "round41.jsonl",
+        "round 41, both parts (2026 threads and committed files; seventeenth session, later)",
     ),
 )
 

@@ -591,6 +591,8 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # recipes (the printout counts types, not which tensor has which), listed as known. Round 27 (6 mainline
     # runs with device and host compute buffers; 4 training, 2 held-out) at b1d71ff: KV 8/8, weights 11/12,
     # compute 12/12 (held-out 3/3, 4/4, 4/4); the miss, a UD-Q3_K_XL host embedding, is listed as known.
+    # Round 28 (2 whole NVIDIA logs, both training) at 25032df: KV 3/3, weights 4/4, compute 3/4: the miss is
+    # DeepSeek-V3's host buffer with layers on the CPU, 88 MiB as in round 5's (listed).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -624,6 +626,7 @@ _NEWEST_ROUNDS = {
     "round25.jsonl": "round 25 (gathered after the estimator of 2026-12-05, sixteenth session, later)",
     "round26.jsonl": "round 26 (other runs in files already used; sixteenth session)",
     "round27.jsonl": "round 27 (compute buffers on the device and the host; seventeenth session)",
+    "round28.jsonl": "round 28 (NVIDIA runs, seventeenth session, later)",
 }
 
 

@@ -70,6 +70,7 @@ FILES = (
     DATA / "printouts" / "round25.jsonl",
     DATA / "printouts" / "round26.jsonl",
     DATA / "printouts" / "round27.jsonl",
+    DATA / "printouts" / "round28.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",

@@ -126,9 +126,13 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "what a row split's matrices leave on a device is not modelled (the 2-card run of b5273 is right "
         "since builds before b5900 are read with one KV stream for all sequences)",
     ),
-    ("p5-llama.cpp-i11141-deepseekv3-q2kl-8xmi100-ngl48", "compute"): (
-        "the host buffer of b4436 with 14 of 62 layers on the CPU (88 MiB printed, 22 estimated: the "
-        "inputs); what else that build kept there is not known"
+    **dict.fromkeys(
+        (
+            ("p5-llama.cpp-i11141-deepseekv3-q2kl-8xmi100-ngl48", "compute"),
+            ("p28-llama.cpp-b4568-4090-deepseek-v3-q3km-ngl5-ctkq5_0", "compute"),
+        ),
+        "the host buffer of DeepSeek-V3 with layers on the CPU at 4096 cells (88 MiB printed by b4436 and "
+        "b4568 alike, 22 estimated: the inputs); what else those builds' MLA graph kept there is not known",
     ),
     **dict.fromkeys(
         (("p5-llama.cpp-i14625-jamba-mini17-q8-4060ti-ot-exps-cpu", term) for term in ("weights", "compute")),

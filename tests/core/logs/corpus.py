@@ -55,6 +55,7 @@ FILES = (
     LOGS / "round38.jsonl",
     LOGS / "round39.jsonl",
     LOGS / "round40.jsonl",
+    LOGS / "round41.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
