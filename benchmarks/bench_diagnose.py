@@ -378,7 +378,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # training, 4 held-out) at 9534c1e: stage 9/9, class 9/9, memory 2/2, first error 5/5, quiet 2/3, calm
     # 0/1, engine 8/9 (held-out: stage 4/4, class 4/4, memory 1/1, first error 2/2, quiet 1/1, calm 0/1);
     # round 41 (6 logs, 3 training, 3 held-out) at 25032df: stage 5/6, class 6/6, memory 2/2, first error
-    # 3/3, quiet 1/1, calm 2/2, engine 6/6 (held-out: every measure right).
+    # 3/3, quiet 1/1, calm 2/2, engine 6/6 (held-out: every measure right); round 42 (11 logs, 10 of them
+    # other runs of the DGX Spark repository; 10 training, 1 held-out) at a76a1ca: stage 10/11, class 6/11,
+    # memory 2/3, first error 9/10, quiet 0/1, engine 11/11 (held-out: stage 1/1, class 0/1).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -463,6 +465,10 @@ LATER_ROUNDS = (
     (
         "round41.jsonl",
         "round 41, both parts (2026 threads and committed files; seventeenth session, later)",
+    ),
+    (
+        "round42.jsonl",
+        "round 42, both parts (a DGX Spark repository's other runs; seventeenth session, third)",
     ),
 )
 

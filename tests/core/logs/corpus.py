@@ -56,6 +56,7 @@ FILES = (
     LOGS / "round39.jsonl",
     LOGS / "round40.jsonl",
     LOGS / "round41.jsonl",
+    LOGS / "round42.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

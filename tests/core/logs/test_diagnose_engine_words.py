@@ -122,6 +122,27 @@ def no_kernel_log() -> None:
         ),
         # Windows' access violation, in a llama.cpp build's crash report
         ("llama.cpp", "Exception Code: 0xC0000005", "other", "crash"),
+        # round 42 (training): torch's dispatcher with no kernel for a type, a view of the wrong size, and
+        # vLLM with no attention backend for the KV cache type asked for
+        (
+            "sglang",
+            "NotImplementedError: \"fill_cuda\" not implemented for 'Float4_e2m1fn_x2'",
+            "dtype_unsupported",
+            "dtype_op_missing",
+        ),
+        (
+            "vllm",
+            "(EngineCore pid=175) RuntimeError: shape '[512, 2, 32, 4, 512]' is invalid for input of size 37748736",
+            "shape_mismatch",
+            "shape_mismatch",
+        ),
+        (
+            "vllm",
+            "(EngineCore pid=125) ValueError: No valid attention backend found for cuda with "
+            "AttentionSelectorConfig(head_size=256, dtype=torch.bfloat16, kv_cache_dtype=nvfp4, block_size=None)",
+            "dtype_unsupported",
+            "kv_dtype_no_backend",
+        ),
     ],
 )
 def test_a_family_takes_the_sources_own_words(backend: str, line: str, failure: str, cause: str) -> None:

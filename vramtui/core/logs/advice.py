@@ -619,6 +619,22 @@ ADVICE: tuple[AdviceRow, ...] = (
             "Check that config.json matches the weights (e.g. num_key_value_heads for grouped-query attention).",
         ),
     ),
+    AdviceRow(
+        "dtype_unsupported",
+        "kv_dtype_no_backend",
+        (
+            "No attention backend of this build runs the KV cache type asked for: leave {kv_dtype} at its "
+            "default (the model's own type), or store it in 8 bits ({kv_dtype} fp8).",
+        ),
+    ),
+    AdviceRow(
+        "dtype_unsupported",
+        "dtype_op_missing",
+        (
+            "An operation of this torch build has no kernel for the data type the error names: choose "
+            "another type for the part that holds it (the KV cache's type, or the model's dtype).",
+        ),
+    ),
     AdviceRow("dtype_unsupported", None, ("@dtype",)),
     AdviceRow(
         None,

@@ -163,6 +163,15 @@ SHAPE_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule(
         "size mismatch for", "shape_mismatch", "shape_mismatch", stage="load_weights", backend="transformers"
     ),
+    # torch's view/reshape of a tensor whose size the layout does not match (a KV cache or a checkpoint's
+    # packed weight laid out for another shape): "shape '[512, 2, 32, 4, 512]' is invalid for input of size"
+    ErrorRule(
+        "is invalid for input of size",
+        "shape_mismatch",
+        "shape_mismatch",
+        r"shape '\[[\d, ]+\]' is invalid for input of size \d+",
+        backend="transformers",
+    ),
 )
 
 SHAPE_ERRORS_2: tuple[ErrorRule, ...] = (
@@ -186,6 +195,15 @@ DTYPE_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule("not implemented for 'half'", "half_on_cpu", "dtype_unsupported", backend="transformers"),
     ErrorRule(
         "not implemented for 'bfloat16'", "bf16_unsupported", "dtype_unsupported", backend="transformers"
+    ),
+    # torch's dispatcher for any other type: '"fill_cuda" not implemented for 'Float4_e2m1fn_x2'' (an fp4
+    # KV cache this torch build cannot zero)
+    ErrorRule(
+        "not implemented for '",
+        "dtype_op_missing",
+        "dtype_unsupported",
+        r"\"\w+\" not implemented for '\w+'",
+        backend="transformers",
     ),
 )
 

@@ -438,6 +438,14 @@ SHAPE_ERRORS: tuple[ErrorRule, ...] = (
 )
 
 DTYPE_ERRORS: tuple[ErrorRule, ...] = (
+    # no attention backend of this build runs the KV cache type asked for (--kv-cache-dtype nvfp4)
+    ErrorRule(
+        "no valid attention backend found",
+        "kv_dtype_no_backend",
+        "dtype_unsupported",
+        r"no valid attention backend found .*kv_cache_dtype=(?!auto\b)\w+",
+        backend="vllm",
+    ),
     # config validation: a dtype the quantization method or the model type refuses
     ErrorRule(
         "is not supported for quantization method",
