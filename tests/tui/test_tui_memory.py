@@ -103,7 +103,12 @@ def test_a_recorded_csv_fills_the_histories_as_samples_would_without_building_th
         assert ours.history.buckets(80) == theirs.history.buckets(80)
         assert list(ours.values) == list(theirs.values) and list(ours.times) == list(theirs.times)
         assert fast.readings(key) == by_samples.readings(key)
-    assert fast.latest == by_samples.latest
+    # the recording's process column says it still ran at the last row (as `vramtui replay` reads it,
+    # QA 7); samples fed one by one leave that unknown
+    from dataclasses import replace
+
+    assert by_samples.latest is not None and by_samples.latest.host is not None
+    assert fast.latest == replace(by_samples.latest, host=replace(by_samples.latest.host, root_alive=True))
     assert fast.count == data.rows
 
 

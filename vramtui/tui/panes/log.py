@@ -227,7 +227,8 @@ class LogPane(Pane):
         width = max(20, self.content_size.width)
         message = self.bill
         lines = message.render(max(8, min(40, width - 38))) if message.render else message.lines
-        rows = min(BILL_ROWS, self._rows(3))
+        # a third of a small pane; on a tall one all but a log view of about 20 rows (the header's 8 among them)
+        rows = min(BILL_ROWS, max(self._rows(3), self.size.height - 26))
         self.query_one("#bill", Static).update("\n".join(bill_rows([message.title, *lines], width, rows)))
 
     @on(AdviceSized)
