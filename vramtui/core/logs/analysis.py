@@ -175,8 +175,14 @@ def _position(item: tuple[int, ErrorRule]) -> int:
     return item[0]
 
 
-def _unguarded(anchor: str, low: str) -> bool:
-    """A mark counts unless its engine guards it and the guard does not find it on the line."""
+def _marks(filed: list[tuple[tuple, ...]], low: str) -> tuple[str, ...]:
+    """The engines whose marks the line carries (a guarded mark only where its guard finds it)."""
+    return tuple(dict.fromkeys(name for entry in filed for anchor, name in entry[5] if _marked(anchor, low)))
+
+
+def _marked(anchor: str, low: str) -> bool:
+    if anchor not in low:
+        return False
     guard = ls.MARK_GUARDS.get(anchor)
     return guard is None or guard.search(low) is not None
 
@@ -342,11 +348,7 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
             if figure.anchor in low and figure.regex is not None
         ),
     )
-    backends = tuple(
-        dict.fromkeys(
-            name for entry in filed for anchor, name in entry[5] if anchor in low and _unguarded(anchor, low)
-        )
-    )
+    backends = _marks(filed, low)
     progress = tuple(
         dict.fromkeys(rule.milestone for entry in filed for rule in entry[6] if _matches(rule, low))
     )
