@@ -53,7 +53,8 @@ OUTPUTS_CAP_BUILD = 9100
 # 01-20 and b7896 02-04); before, V held a copy of the latent part beside K
 V_LESS_MLA_BUILD = 7820
 # The KQ mask reserved in f16 when flash attention is on (llama.cpp#23764, merged 2026-05-27; b9174 was
-# 05-16 and b9701 out by 06-18): before, an f32 mask on the host and an f16 cast of it on each device
+# 05-16 and b9432 out by 06-01, so about b9330): before, an f32 mask on the host and an f16 cast of it on
+# each device
 MASK_F16_BUILD = 9330
 
 
