@@ -59,3 +59,27 @@ def test_a_process_series_says_its_80_percent_line_is_the_host_s(
 
     data = json.loads(capsys.readouterr().out)
     assert data["process_tree_rss"]["total_mib"] == data["total_mib"] == 24105
+
+
+async def test_the_app_s_replay_keeps_the_recording_s_process_beside_live_sampling(tmp_path: Path) -> None:
+    """QA 8: with the live sampler on (as `vramtui --replay` runs), its own samples took the place of the
+    recording's last one and the process read as not known to run: 'baseline 63 MiB · plateau —'."""
+    from test_tui_support import wait_for
+
+    from vramtui.tui.app import VramtuiApp
+    from vramtui.tui.panes.memory import MemoryPane
+
+    path = _csv(tmp_path / "rec.csv", ["63 MiB"] * 60)
+    cli = analyse(ReplaySource(path).data)["process_tree_rss"]
+    app = VramtuiApp(replay_csv=str(path), live_sampling=True, remember=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        memory = app.query_one(MemoryPane)
+        await wait_for(pilot, lambda: memory.state.count > 0)
+        await pilot.pause(0.5)  # a few live samples beside it
+        readings = memory.state.readings("process")
+    assert readings is not None
+    assert (
+        (readings.baseline_mib, readings.plateau_mib)
+        == (cli["baseline_mib"], cli["plateau_mib"])
+        == (None, 63.0)
+    )

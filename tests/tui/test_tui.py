@@ -583,9 +583,11 @@ async def test_a_launch_still_coming_up_is_starting_not_no_failure() -> None:
         feed = pane.open_stream("server")
         feed.push("0.00.302.419 I log_info: verbosity = 3 (adjust with the `-lv N` CLI arg)")
         feed.push("0.00.303.810 I srv  llama_server: loading model")
+        feed.push("0.01.303.810 I llama_kv_cache:        CPU KV buffer size =    16.00 MiB")
         await pilot.press("2")
         await wait_for(pilot, lambda: "STARTING" in screen_text(app))
-        assert "NO FAILURE" not in screen_text(app)
+        # QA 8: a launch that reached a stage read "NOT READY ... or stopped without a message" while it ran
+        assert "NO FAILURE" not in screen_text(app) and "NOT READY" not in screen_text(app)
         feed.push("0.05.303.810 I main: server is listening on http://127.0.0.1:8080")
         await wait_for(pilot, lambda: "NO FAILURE" in screen_text(app))
         feed.end(None)

@@ -31,3 +31,16 @@ def test_a_launched_first_run_is_still_the_first_launch() -> None:
     )
     row = step_row(1, _step(failed))
     assert row[1] == "first launch" and "out of memory" in row[3]
+
+
+def test_the_status_line_of_an_attached_server_over_its_budget_says_it_runs() -> None:
+    """QA 8: the table said 'runs, over budget', the status line 'failed (first launch)'."""
+    from vramtui.tui.panes.wizard_driver import WizardDriver
+
+    over = Observation(
+        ready=False, smoke_ok=True, stage="inference", failure_stage=None, failure="host_oom",
+        peak_mib=64.0, budget_mib=50.0,
+    )  # fmt: skip
+    step = SimpleNamespace(index=0, proposal=None, observation=over, outcome="first_run", notes=[])
+    said = WizardDriver._state_after(SimpleNamespace(), step)  # type: ignore[arg-type]
+    assert said == "step 0: runs, over budget — it runs at 64 MiB, over the 50 MiB budget"

@@ -676,3 +676,15 @@ def test_a_log_that_cannot_be_written_is_said_once_and_its_lines_kept(tmp_path: 
     assert server._log_handle is None
     assert len(server.warnings) == 1 and "No space left on device" in server.warnings[0]
     assert [event.kind for event in server.events] == ["log_write_failed"]
+
+
+def test_a_run_record_names_the_failed_answer_where_the_log_names_none() -> None:
+    """QA 8: an endpoint that answered HTTP 200 with no completion was recorded as failure 'none'."""
+    from types import SimpleNamespace
+
+    from vramtui.core.launch.runrecord import _failure
+
+    garbage = SimpleNamespace(ok=False, kind="bad_response")
+    assert _failure(SimpleNamespace(failure="none"), garbage) == "smoke_bad_response"
+    assert _failure(SimpleNamespace(failure="cuda_oom"), garbage) == "cuda_oom"  # the log's own comes first
+    assert _failure(SimpleNamespace(failure="none"), SimpleNamespace(ok=True, kind="garbled")) == "none"

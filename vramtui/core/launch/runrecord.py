@@ -107,7 +107,7 @@ def run_record(server: ModelServer) -> dict[str, Any] | None:
         "log": str(server.log_file),
         "ready": server.ready,
         "stage": server.stage,
-        "failure": getattr(diagnosis, "failure", None),
+        "failure": _failure(diagnosis, server.request),
         # the smallest request's answer (QA 7: an endpoint that answered HTTP 200 with no completion was
         # recorded as ready, failure none): its kind, "answered" when it was a completion
         "request": None if server.request is None else server.request.kind,
@@ -124,6 +124,14 @@ def run_record(server: ModelServer) -> dict[str, Any] | None:
         },
         "estimate": _estimate_at(server.profile, on_gpu=gpu is not None),
     }
+
+
+def _failure(diagnosis: Any, request: Any) -> str | None:
+    """The log's failure, else the smallest request's as `check` names it (smoke_bad_response ...)."""
+    failure = getattr(diagnosis, "failure", None)
+    if failure in (None, "none") and request is not None and not request.ok:
+        return f"smoke_{request.kind}"
+    return failure
 
 
 def keep_run(server: ModelServer) -> Path | None:

@@ -93,7 +93,7 @@ def _verdict(
         elif diagnosis.first_error_text:
             text.append(" — no line of the log states it: ")
             error = clip_words(diagnosis.first_error_text, ERROR_CHARS)
-    elif getattr(diagnosis, "incomplete", False):
+    elif getattr(diagnosis, "incomplete", False) and settled:
         text.append("NOT READY", style=theme_style(app, "log-warning", bold=True, reverse=True))
         text.append(
             f" no error, reached {stage_words(reached) if reached else 'no stage yet'} ({backend}), "

@@ -102,6 +102,9 @@ class MemoryState:
         self.latest: Sample | None = None
         self.run_feed: RunFeed | None = None  # the run whose own samples draw the model process series
         self.events: list[Any] = []  # core.readings.Event, laid on the curve
+        # a replayed recording's process: still running at its last row (the live sampler's own samples,
+        # which go on beside a replay, do not know that process)
+        self.recorded_running: bool | None = None
         self.count = 0
         self.version = 0  # bumps on every change: the pane repaints only when it moved
 
@@ -172,6 +175,7 @@ class MemoryState:
         gpus: list[GpuReading] = []
         last_t: float | None = None
         events: list[Any] = []
+        running: bool | None = None  # no process column, or no host column at all (an nvidia-smi CSV)
         for gpu in data.gpus.values():
             if not gpu.times:
                 continue
@@ -216,6 +220,7 @@ class MemoryState:
             self.series.update(built)
             self.latest = Sample(last_t, tuple(gpus), host_reading)
             self.events.extend(events)
+            self.recorded_running = running
             self.count += data.rows
             self.version += 1
 
@@ -276,6 +281,8 @@ class MemoryState:
             host = self.latest.host if self.latest is not None else None
             # Memory "held after the exit" only once the process is gone (or an exit event says so).
             running = None if host is None else host.root_alive
+            if key == "process" and self.recorded_running is not None:
+                running = self.recorded_running
         return compute_readings(times, values, events, running=running, on_host=not key.startswith("gpu:"))
 
     def primary_key(self) -> str | None:

@@ -296,9 +296,9 @@ class WizardDriver:
         if obs is None:
             return f"step {step.index}: {words}" + (f" — {in_words(step.notes[0])}" if step.notes else "")
         where = f"reached {stage_words(obs.stage) if obs.stage else 'nothing'}"
-        if obs.runs_over_budget:  # an attached server that answers: no stage failed
-            where += f", but {obs.over_budget_text()}"
-        elif obs.failure:
+        if obs.runs_over_budget:  # an attached server that answers: no stage failed (QA 8: "failed")
+            return f"step {step.index}: runs, over budget — {obs.over_budget_text()}"
+        if obs.failure:
             where += f", failed at {stage_words(obs.failure_stage)}: {failure_words(obs.failure)}"
         return f"step {step.index}: {words} — {where}"
 
