@@ -83,3 +83,15 @@ async def test_the_app_s_replay_keeps_the_recording_s_process_beside_live_sampli
         == (cli["baseline_mib"], cli["plateau_mib"])
         == (None, 63.0)
     )
+
+
+def test_a_small_process_s_request_is_a_request_not_noise(tmp_path: Path) -> None:
+    """QA 8: +20 MiB for 8 samples on a 63 MiB process, then back: 'request peaks none seen' under the
+    card's 32 MiB noise floor. A host curve's floor is a share of its own size."""
+    rss = ["63 MiB"] * 24 + ["83 MiB"] * 8 + ["63 MiB"] * 28
+    path = _csv(tmp_path / "bump.csv", rss)
+    cli = analyse(ReplaySource(path).data)["process_tree_rss"]
+    assert cli["request_peaks_mib"] == [83.0] and cli["falls_back"] is True
+    state = MemoryState()
+    state.ingest_recorded(ReplaySource(path).data)
+    assert state.readings("process").request_peaks_mib == [83.0]  # the app reads it alike

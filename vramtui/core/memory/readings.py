@@ -14,6 +14,7 @@ the one place the memory pane, the wizard and `vramtui replay` take them from.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from statistics import median
@@ -114,6 +115,16 @@ def events_of_last_run(
     return [t for t, _ in kept], [v for _, v in kept], [e for e in events if e.t >= last]
 
 
+def host_noise(values_bytes: Sequence[float | None]) -> float | None:
+    """The smallest change that counts on a host curve. A card's 32 MiB floor (its allocator's steps) hid
+    a small process's whole request (QA 8: +20 MiB on a 63 MiB llama-server); RSS moves by pages, so 5% of
+    the curve's peak there, at least 4 MiB and 2% of its range, at most the card's 32 MiB."""
+    seen = [float(v) for v in values_bytes if v is not None and math.isfinite(v)]
+    if not seen:
+        return None
+    return max(4 * MIB, min(32 * MIB, 0.05 * max(seen)), 0.02 * (max(seen) - min(seen)))
+
+
 def compute_readings(
     times: Sequence[float],
     values_bytes: Sequence[float | None],
@@ -127,7 +138,8 @@ def compute_readings(
 ) -> Readings:
     """The readings of one curve (bytes over time). None values are gaps (N/A) and are left out.
 
-    `noise_bytes`: the smallest change that counts (default: 2% of the curve's range, at least 32 MiB).
+    `noise_bytes`: the smallest change that counts (default: 2% of the curve's range, at least 32 MiB; on
+    the host, `host_noise`: a share of the curve's own size).
     `on_host`: the curve is host RAM (what is left after an exit is then no card's).
     `running`: whether the process is known to still run (True), to be gone (False), or unknown. Memory
     held after the exit is only read after an exit event, or a process known to be gone; a bare curve
@@ -136,6 +148,8 @@ def compute_readings(
     times, values_bytes, events = events_of_last_run(times, values_bytes, events)
     readings = Readings()
     _limits(readings, total_bytes, budget_bytes, safety)
+    if noise_bytes is None and on_host:
+        noise_bytes = host_noise(values_bytes)
     curve = make_curve(times, values_bytes, noise_bytes)
     if curve is None:
         readings.notes.append("no samples")
