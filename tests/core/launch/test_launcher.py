@@ -683,8 +683,10 @@ def test_a_run_record_names_the_failed_answer_where_the_log_names_none() -> None
     from types import SimpleNamespace
 
     from vramtui.core.launch.runrecord import _failure
+    from vramtui.core.launch.smoke import SmokeResult
 
-    garbage = SimpleNamespace(ok=False, kind="bad_response")
+    garbage = SmokeResult(False, 200, "HTTP 200 but not a chat completion", kind="bad_response")
     assert _failure(SimpleNamespace(failure="none"), garbage) == "smoke_bad_response"
     assert _failure(SimpleNamespace(failure="cuda_oom"), garbage) == "cuda_oom"  # the log's own comes first
-    assert _failure(SimpleNamespace(failure="none"), SimpleNamespace(ok=True, kind="garbled")) == "none"
+    garbled = SmokeResult(True, 200, "answered, in garbled words", kind="garbled")
+    assert _failure(SimpleNamespace(failure="none"), garbled) == "none"

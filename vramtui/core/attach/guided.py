@@ -316,7 +316,7 @@ def _verdict(
     if not ready:
         return "exited", "ready", "the server does not answer its health check"
     if smoke is not None and not smoke.ok:
-        return f"smoke_{smoke.kind}", "inference", smoke.meaning
+        return smoke.failure, "inference", smoke.meaning
     if replayed is not None and not replayed.ok:
         if diagnosis is not None and diagnosis.failed:
             return diagnosis.failure, diagnosis.failure_stage, replayed.meaning

@@ -985,7 +985,7 @@ def _result(
     # Under a host budget the log engine itself names a failed allocation host_oom (it is told the
     # budget, and the run log's header says it): no second word scan here.
     if server.ready and smoke is not None and not smoke.ok and failure is None:
-        failure, failure_stage = f"smoke_{smoke.kind}", "inference"
+        failure, failure_stage = smoke.failure, "inference"
     if replayed is not None and not replayed.ok and failure is None:
         # The saved request still fails: what the log says about it, else how the answer failed.
         if diagnosis is not None and getattr(diagnosis, "failed", False):

@@ -130,7 +130,7 @@ def _failure(diagnosis: Any, request: Any) -> str | None:
     """The log's failure, else the smallest request's as `check` names it (smoke_bad_response ...)."""
     failure = getattr(diagnosis, "failure", None)
     if failure in (None, "none") and request is not None and not request.ok:
-        return f"smoke_{request.kind}"
+        return request.failure
     return failure
 
 

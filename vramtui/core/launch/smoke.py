@@ -34,6 +34,11 @@ class SmokeResult:
     elapsed_s: float | None = None
     models: list[str] = field(default_factory=list)  # what /v1/models lists (when we looked)
 
+    @property
+    def failure(self) -> str | None:
+        """The failure code a request that did not answer well is filed under (`smoke_bad_response` ...)."""
+        return None if self.ok else f"smoke_{self.kind}"
+
     def to_dict(self) -> dict[str, object]:
         return {
             "ok": self.ok,
