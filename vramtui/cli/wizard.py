@@ -157,7 +157,7 @@ def step_status(data: dict[str, Any]) -> str:
     where = data.get("failure_stage") or data.get("stage")
     failure = data.get("failure")
     why = f"{stage_words(where)}: {failure_words(failure)}" if where and failure else stage_words(where)
-    if data.get("smoke_ok") and not data.get("ready"):  # an attached server, judged by its peak
+    if data.get("over_budget"):  # an attached server, judged by its peak
         return f"{outcome_words(outcome)} (it answers, but over the budget)"
     if outcome == "first_run":
         return f"failed at {why}" if where else "failed"

@@ -508,6 +508,9 @@ def test_a_server_that_answers_over_the_budget_makes_progress_when_its_peak_fall
     with contextlib.redirect_stdout(out):
         report(wizard.finish(), argparse.Namespace(json=False), None)
     assert out.getvalue().splitlines()[1].startswith("it answers, still over the budget: ")
+    # its record says so too: up and ready, over the budget, no stage failed (QA: `ready: false`)
+    first = wizard.steps[0].to_dict()
+    assert (first["ready"], first["over_budget"], first["failure_stage"]) == (True, True, None)
 
 
 def test_a_server_over_a_budget_below_what_no_setting_shrinks_stops_and_says_so(demo_model: Path) -> None:

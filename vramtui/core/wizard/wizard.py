@@ -96,7 +96,9 @@ class Step:
             "failure_stage": obs.failure_stage if obs and not obs.runs_over_budget else None,
             "failure": obs.failure if obs else None,
             "first_error": obs.first_error if obs else None,
-            "ready": obs.ready if obs else False,
+            # up and answering over its budget: it is ready, the budget is what it fails (over_budget)
+            "ready": (obs.ready or obs.runs_over_budget) if obs else False,
+            "over_budget": obs.runs_over_budget if obs else False,
             "smoke_ok": obs.smoke_ok if obs else None,
             "resident_mib": obs.resident_mib if obs else None,
             "peak_mib": obs.peak_mib if obs else None,
