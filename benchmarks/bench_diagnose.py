@@ -380,7 +380,10 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # round 41 (6 logs, 3 training, 3 held-out) at 25032df: stage 5/6, class 6/6, memory 2/2, first error
     # 3/3, quiet 1/1, calm 2/2, engine 6/6 (held-out: every measure right); round 42 (11 logs, 10 of them
     # other runs of the DGX Spark repository; 10 training, 1 held-out) at a76a1ca: stage 10/11, class 6/11,
-    # memory 2/3, first error 9/10, quiet 0/1, engine 11/11 (held-out: stage 1/1, class 0/1).
+    # memory 2/3, first error 9/10, quiet 0/1, engine 11/11 (held-out: stage 1/1, class 0/1); round 43 (8
+    # logs, 4 of them the DGX Spark repository's last runs; 5 training, 3 held-out) at c82e400: stage 8/8,
+    # class 7/8, memory 2/2, first error 4/6, quiet 2/2, engine 8/8 (held-out: stage 3/3, class 2/3, memory
+    # 1/1, first error 2/2, quiet 1/1).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -469,6 +472,10 @@ LATER_ROUNDS = (
     (
         "round42.jsonl",
         "round 42, both parts (a DGX Spark repository's other runs; seventeenth session, third)",
+    ),
+    (
+        "round43.jsonl",
+        "round 43, both parts (a DGX Spark repository's last runs and committed files; eighteenth session)",
     ),
 )
 

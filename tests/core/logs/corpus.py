@@ -57,6 +57,7 @@ FILES = (
     LOGS / "round40.jsonl",
     LOGS / "round41.jsonl",
     LOGS / "round42.jsonl",
+    LOGS / "round43.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

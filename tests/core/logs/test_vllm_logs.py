@@ -232,3 +232,34 @@ def test_a_folded_recursion_and_the_step_dump_are_not_the_first_error() -> None:
     oob = diagnose_lines(cases["r36-vllm-neuron-gemma4-12b-oob-access-first-request"]["log"].split("\n"))
     assert oob.stage == "inference" and oob.first_error_line is not None and oob.first_error_line > 51
     assert "RuntimeError:" in (oob.first_error_text or "")
+
+
+def test_an_inspection_wrapper_over_a_subprocess_gives_way_to_the_exception_inside_it() -> None:
+    """Round 43 (training part): vLLM's "Error in inspecting model architecture" relays its subprocess's
+    traceback at ERROR: the blank ERROR lines, the subprocess's exit status and a RuntimeWarning it printed
+    were read as the first error, before the ModuleNotFoundError that says what failed."""
+    tag = "ERROR 06-13 11:12:03 [registry.py:963] "
+    lines = [
+        tag + "Error in inspecting model architecture 'Gemma4UnifiedForConditionalGeneration'",
+        tag + "Traceback (most recent call last):",
+        tag + '  File "/usr/lib/python3.12/subprocess.py", line 502, in check_returncode',
+        tag + "    raise CalledProcessError(self.returncode, self.args, self.stdout,",
+        tag
+        + "subprocess.CalledProcessError: Command '['python', '-m', 'x']' returned non-zero exit status 1.",
+        tag,
+        tag + "The above exception was the direct cause of the following exception:",
+        tag,
+        tag + "RuntimeError: Error raised in subprocess:",
+        tag
+        + "<frozen runpy>:128: RuntimeWarning: 'vllm.model_executor.models.registry' found in sys.modules",
+        tag + "Traceback (most recent call last):",
+        tag
+        + '  File "/venv/site-packages/transformers/image_processing_gemma4_unified.py", line 23, in <module>',
+        tag + "    from torchvision.transforms.v2 import functional as tvF",
+        tag + "ModuleNotFoundError: No module named 'torchvision'",
+    ]
+    diagnosis = diagnose_lines(lines, "vllm")
+    assert diagnosis.first_error_line == 14, diagnosis.first_error_text
+    # cut before any exception says more, the wrapper stays the first error (a Windows log of round 1)
+    cut = diagnose_lines([*lines[:7], tag, tag + "Traceback (most recent ca"], "vllm")
+    assert cut.first_error_line == 1, cut.first_error_text

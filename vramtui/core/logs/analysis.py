@@ -308,6 +308,15 @@ def _frame_or_exception(
     return None, _EXCEPTION_RE.match(stripped) or _PYDANTIC_RE.match(stripped)
 
 
+# Python's own warning format ("<frozen runpy>:128: RuntimeWarning: ..."): a warning, whatever the level
+# the logger that relays it gives it.
+_PY_WARNING_RE = re.compile(r"^\S[^:]*:\d+: [A-Z]\w*Warning: ")
+
+
+def _says_nothing(message: str) -> bool:
+    return not message or bool(_PY_WARNING_RE.match(message))
+
+
 def _no_failure(notice: ls.NoticeRule) -> bool:
     """A notice whose line, at ERROR level, says no failure: a slower kernel, an engine's own context."""
     return notice.kind == "kernel_fallback" or (notice.kind == "mark" and notice.message == NOT_AN_ERROR)
@@ -335,6 +344,8 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
     # the error rules read the engine's own line (a collector's prefix, a host "gpu-box", says nothing)
     error = _error_of(filed, _engine_line(low), warning_level) if frame_match is None else None
 
+    if error is not None and error.cause == "error" and _says_nothing(_strip_prefix(text).strip()):
+        error = None  # an ERROR level over no message, or over a Python warning (a subprocess's stderr)
     notices = tuple(rule for entry in filed for rule in entry[2] if _matches(rule, low))
     if error is not None and not error.strong and any(_no_failure(n) for n in notices):
         error = None  # a slower kernel chosen, logged at ERROR level (vLLM's fa_utils): the run goes on

@@ -74,11 +74,13 @@ _IMPORT_FRAME_RE = re.compile(r"[/\\](?:site|dist)-packages[/\\].*\", line \d+, 
 
 
 # A line that only wraps another error ("EngineCore failed to start", "See root cause above",
-# pydantic's "1 validation error for ModelConfig"): it says that something failed, not what.
+# pydantic's "1 validation error for ModelConfig", vLLM's "Error in inspecting model architecture" over a
+# subprocess's exit status): it says that something failed, not what.
 _WRAPPER_RE = re.compile(
     r"see (?:the )?(?:root cause|stack trace)|failed to start\b|hit an exception|validation errors? for "
-    r"|encountered an issue|initialization failed|exception in worker|error executing method"
-    r"|traceback \(most recent call last\)",
+    r"|encountered an issue|initialization failed|exception in worker|error executing method|error in inspecting"
+    r"|traceback \(most recent(?: ca| call last\))?|error raised in subprocess:\s*$"
+    r"|calledprocesserror: command .{0,400} returned non-zero exit status",
     re.IGNORECASE,
 )
 _GENERIC_WEAK = frozenset({"error", "traceback", "engine_failed", "worker_failed", "worker_method_failed"})
