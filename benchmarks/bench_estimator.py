@@ -592,7 +592,11 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # runs with device and host compute buffers; 4 training, 2 held-out) at b1d71ff: KV 8/8, weights 11/12,
     # compute 12/12 (held-out 3/3, 4/4, 4/4); the miss, a UD-Q3_K_XL host embedding, is listed as known.
     # Round 28 (2 whole NVIDIA logs, both training) at 25032df: KV 3/3, weights 4/4, compute 3/4: the miss is
-    # DeepSeek-V3's host buffer with layers on the CPU, 88 MiB as in round 5's (listed).
+    # DeepSeek-V3's host buffer with layers on the CPU, 88 MiB as in round 5's (listed). Round 29 (3 whole
+    # NVIDIA logs, all training: two GLM-5.2 runs over 4 GPUs, one V100) at 1995c15: KV 3/9, weights 8/12,
+    # compute 3/12. The MTP layer (placed, not loaded, not cached) and the sparse-attention indexer's keys
+    # made KV 9/9 and weights 12/12, its indexer's mask and scores compute 10/12; the misses, the first
+    # GPU's copies of host experts of a UD recipe (x1.26, x1.33), are listed.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -627,6 +631,7 @@ _NEWEST_ROUNDS = {
     "round26.jsonl": "round 26 (other runs in files already used; sixteenth session)",
     "round27.jsonl": "round 27 (compute buffers on the device and the host; seventeenth session)",
     "round28.jsonl": "round 28 (NVIDIA runs, seventeenth session, later)",
+    "round29.jsonl": "round 29 (NVIDIA runs, eighteenth session)",
 }
 
 

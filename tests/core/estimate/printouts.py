@@ -37,7 +37,13 @@ from vramtui.core.estimate import quant as q
 from vramtui.core.estimate import recurrent
 from vramtui.core.estimate.estimator import Estimate, Settings, estimate
 from vramtui.core.estimate.inputs import parse_overrides
-from vramtui.core.estimate.modelinfo import ENCODER_ARCHS, ModelInfo, load_model_info, tensor_groups
+from vramtui.core.estimate.modelinfo import (
+    ENCODER_ARCHS,
+    ModelInfo,
+    indexer_layers,
+    load_model_info,
+    tensor_groups,
+)
 from vramtui.core.estimate.weights import LayerWeights, llama_cpp_weights, stored_type
 from vramtui.core.memory.parts import HOST
 from vramtui.core.units import GIB, MIB
@@ -71,6 +77,7 @@ FILES = (
     DATA / "printouts" / "round26.jsonl",
     DATA / "printouts" / "round27.jsonl",
     DATA / "printouts" / "round28.jsonl",
+    DATA / "printouts" / "round29.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -136,7 +143,7 @@ def cases() -> list[dict[str, Any]]:
 
 _NUM = r"([\d.]+)"
 _META = re.compile(r"(?:print_info|llm_load_print_meta):\s+(\w+(?: \w+)?)\s*=\s*(.*?)\s*$")
-_KV = re.compile(r"- kv\s+\d+:\s+([\w.]+)\s+(\S+)\s*=\s*(.*?)\s*$")
+_KV = re.compile(r"- kv\s+\d+:\s+([\w.-]+)\s+(\S+)\s*=\s*(.*?)\s*$")
 _TENSORS = re.compile(r"loaded meta data with \d+ key-value pairs and (\d+) tensors")
 _DEVICE = re.compile(r"using device (\w+) \(.*\)\s*-\s*(\d+) MiB free")
 _BUFFER = re.compile(
@@ -428,7 +435,8 @@ def info_of(run: LogRun) -> ModelInfo:
     if missing:
         raise VramtuiError(f"no shape lines ({', '.join(missing)} not printed)")
     arch = (run.meta.get("arch") or run.kv.get("general.architecture") or "llama").strip().strip("'\"")
-    n_layers = _meta_int(run, "n_layer") or 0
+    # builds of 2026 print n_layer without the MTP layers and n_layer_all with them (the file's block_count)
+    n_layers = _meta_int(run, "n_layer_all") or _meta_int(run, "n_layer") or 0
     hidden = _meta_int(run, "n_embd") or 0
     heads = _meta_int(run, "n_head") or 0
     kv_heads = _meta_int(run, "n_head_kv") or heads
@@ -454,6 +462,13 @@ def info_of(run: LogRun) -> ModelInfo:
     per_layer = [int(n) for n in re.findall(r"\d+", run.meta.get("n_head_kv", ""))]
     if len(per_layer) == n_layers > 1:  # a hybrid prints its KV heads per layer (0: a recurrent layer)
         info.kv_heads_per_layer, info.n_kv_heads = tuple(per_layer), max(per_layer)
+    nextn = _kv_int(run, "nextn_predict_layers") or n_layers - (_meta_int(run, "n_layer") or n_layers)
+    if 0 < nextn < n_layers:
+        info.mtp_layers = nextn  # as the GGUF reader sets it
+    info.indexer_key_length = _kv_int(run, "attention.indexer.key_length") or 0
+    if info.indexer_key_length:  # the file's indexer.types are not printed whole: the model's own pattern
+        trunk = n_layers - info.mtp_layers
+        info.indexer_layers = indexer_layers(arch, trunk, _meta_int(run, "n_ctx_train") or 0)
     _experts(run, info)
     _mla(run, info)
     _sliding_window(run, info)

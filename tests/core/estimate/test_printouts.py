@@ -135,6 +135,19 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "b4568 alike, 22 estimated: the inputs); what else those builds' MLA graph kept there is not known",
     ),
     **dict.fromkeys(
+        (
+            ("p29-llama.cpp-b10505-4xRTXPRO6000-glm5.2-UD-Q5_K_XL-ctx131072-ncmoe54-ts54_9_8_8", "compute"),
+            (
+                "p29-llama.cpp-b10505-4xRTXPRO6000-glm5.2-UD-Q4_K_XL-ctx896000-ncmoe54-ts54_9_8_8-loadmode-none",
+                "compute",
+            ),
+        ),
+        "the first GPU's buffer with 54 layers' experts in host RAM (x1.26, x1.33): it multiplies them, and "
+        "the copies of a UD recipe's expert tensors are sized from type counts that do not say which tensor "
+        "has which type; the other GPUs and the host are within 5% (the sparse-attention indexer's mask and "
+        "scores)",
+    ),
+    **dict.fromkeys(
         (("p5-llama.cpp-i14625-jamba-mini17-q8-4060ti-ot-exps-cpu", term) for term in ("weights", "compute")),
         "Jamba: its Mamba mixers (28 of 32 layers) are not in the estimator's layout, so the two layers -ot "
         "keeps whole on CUDA0 lack their mixers (weights x0.45) and its compute their scan (x0.73); its KV "

@@ -31,6 +31,15 @@ def kv_row_elements(info: ModelInfo, layer: int, mla_layout: str = MLA_LATENT_AN
     A recurrent layer (Mamba, linear attention, short convolution) stores none: it keeps a per-sequence state."""
     if info.is_recurrent(layer):
         return 0, 0
+    if info.kv_layers is not None and layer >= info.kv_layers:
+        return 0, 0  # an earlier layer's K and V (Gemma 3n/4), or an MTP layer the engine's cache leaves out
+    k, v = _attention_row(info, layer, mla_layout)
+    if info.indexer_key_length and (info.indexer_layers is None or layer in info.indexer_layers):
+        k += info.indexer_key_length  # the sparse-attention indexer's own key cache (K only, one head)
+    return k, v
+
+
+def _attention_row(info: ModelInfo, layer: int, mla_layout: str) -> tuple[int, int]:
     if info.kv_lora_rank:
         latent = info.kv_lora_rank + info.qk_rope_head_dim
         if mla_layout == MLA_LATENT:
@@ -39,8 +48,6 @@ def kv_row_elements(info: ModelInfo, layer: int, mla_layout: str = MLA_LATENT_AN
             return latent, info.kv_lora_rank
         assert mla_layout == MLA_DECOMPRESSED, mla_layout
         return info.n_heads * info.head_dim_k, info.n_heads * info.head_dim_v
-    if info.kv_layers is not None and layer >= info.kv_layers:
-        return 0, 0  # it reads an earlier layer's K and V (Gemma 3n/4's shared KV layers)
     kv_heads = info.kv_heads_at(layer)
     if info.head_dim_swa and is_swa(info, layer):
         return kv_heads * info.head_dim_swa, kv_heads * info.head_dim_swa

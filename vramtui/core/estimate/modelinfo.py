@@ -98,6 +98,11 @@ class ModelInfo:
     swa_layers: int = 0  # how many layers use the sliding window
     head_dim_swa: int = 0  # K and V width per head on the sliding layers, where it differs (Gemma 4: 256)
     kv_layers: int | None = None  # only the first N layers store K and V, the rest reuse them (Gemma 3n/4)
+    mtp_layers: int = 0  # the last N of n_layers are MTP (nextn) layers: a GGUF's block_count holds them
+    # DeepSeek sparse attention's indexer (GLM-5, DeepSeek-V3.2): one key head of this width per token, in
+    # a cache of its own, in the layers listed (None: every layer)
+    indexer_key_length: int = 0
+    indexer_layers: frozenset[int] | None = None
     weights_bytes: int | None = None  # exact stored bytes, when files say so
     quant: str | None = None  # f16, bf16, q4_k_m, nf4, gptq-g128, ...
     bits_per_weight: float | None = None
@@ -1080,6 +1085,30 @@ def _gguf_experts_mla_swa(info: ModelInfo, reader: Any, key: Any) -> None:
         info.kv_layers = min(_GEMMA3N_KV_LAYERS, n_layers)
     elif shared:
         info.kv_layers = max(n_layers - shared, 0)
+    nextn = key("nextn_predict_layers") or 0
+    if 0 < nextn < n_layers:
+        info.mtp_layers = nextn
+    info.indexer_key_length = key("attention.indexer.key_length") or 0
+    if info.indexer_key_length:
+        types = _field(reader, f"{info.arch}.attention.indexer.types")
+        trunk = n_layers - info.mtp_layers
+        info.indexer_layers = indexer_layers(info.arch, trunk, key("context_length") or 0, types)
+
+
+# GLM-5.2's indexers (its config.json's indexer_types, llama.cpp's models/glm-dsa.cpp): a full one in the
+# first two layers and every fourth from the third; the others reuse the last full one's top-k. GLM-5 and
+# 5.1 (trained on less than 1M tokens) have one in every layer, as DeepSeek-V3.2 has.
+_GLM_5_2_CONTEXT = 1 << 20
+
+
+def indexer_layers(arch: str, trunk: int, trained: int, types: Any = None) -> frozenset[int] | None:
+    """Which layers keep the indexer's key cache: the file's `attention.indexer.types` where it has them,
+    else GLM-5.2's pattern for a glm-dsa model trained on 1M tokens; None (all) otherwise."""
+    if isinstance(types, list) and types:
+        return frozenset(il for il, full in enumerate(types[:trunk]) if full)
+    if arch == "glm-dsa" and trained >= _GLM_5_2_CONTEXT:
+        return frozenset(il for il in range(trunk) if il < 2 or (il - 2) % 4 == 0)
+    return None
 
 
 def info_from_gguf(path: Path) -> ModelInfo:

@@ -3,7 +3,7 @@ Hugging Face loaders' (vLLM, transformers) bytes with the quantization they appl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vramtui.core.estimate import hfquant
 from vramtui.core.estimate import quant as q
@@ -49,6 +49,13 @@ class LayerWeights:
     other: int
     # (name, layer, bytes) of each repeating-layer tensor, as GGUF names them (blk.3.ffn_up_exps.weight)
     tensors: tuple[tuple[str, int, int], ...] = ()
+
+
+def before_layer(weights: LayerWeights, first: int) -> LayerWeights:
+    """The weights without the layers from `first` on (MTP layers an engine does not load)."""
+    layers = tuple(size if il < first else 0 for il, size in enumerate(weights.layers))
+    tensors = tuple(entry for entry in weights.tensors if entry[1] < first)
+    return replace(weights, layers=layers, tensors=tensors)
 
 
 def _layer_of(name: str) -> int:

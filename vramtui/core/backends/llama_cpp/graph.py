@@ -126,11 +126,14 @@ class Graph:
         return "swa" if is_swa(self.info, layer) else "full"
 
     def mask_elements(self, kinds: Sequence[str]) -> int:
-        """Elements of the KQ masks of these cache kinds (n_kv x tokens per stream x streams)."""
+        """Elements of the KQ masks of these cache kinds (n_kv x tokens per stream x streams); a sparse-
+        attention indexer's cache has a mask of its own, as wide as the full cache's."""
         found = 0
         for kind, cells in (("full", self.cells), ("swa", self.swa_cells)):
             if kind in kinds:
                 found += cells * self.ubatch // max(1, self.streams)
+        if self.info.indexer_key_length and "full" in kinds:
+            found += self.cells * self.ubatch // max(1, self.streams)
         return found
 
     @property
@@ -189,6 +192,8 @@ def attention_phase(g: Graph, kind: str, kv_copies: bool = False) -> int:
         found = base + width * ub * F32
         if not g.flash:
             found += heads * cells * ub // max(1, g.streams) * F32
+        if info.indexer_key_length:  # the lightning indexer's scores over every cell (f32), for its top-k
+            found += cells * ub // max(1, g.streams) * F32
     else:
         width = heads * (info.head_dim_k + 2 * info.head_dim_v)
         width += info.n_kv_heads * (info.head_dim_k + info.head_dim_v)

@@ -22,7 +22,7 @@ from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settin
 from vramtui.core.estimate.kvcache import kv_layer_bytes, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.quant import kv_pair
-from vramtui.core.estimate.weights import LayerWeights, llama_cpp_weights
+from vramtui.core.estimate.weights import LayerWeights, before_layer, llama_cpp_weights
 from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.units import GIB, MIB, format_bytes
 
@@ -315,6 +315,10 @@ class LlamaCppMemory(MemoryAccounting):
     fit_widens_auto_context = True
     # the sliding-window layers keep only the window (plus a micro-batch) per sequence
     swa_full = False
+    # a GGUF's MTP layers (last in block_count) are placed as layers, but their tensors are skipped
+    # ("model has unused tensor blk.78... -- ignoring") and the main KV cache leaves them out (its layer
+    # filter, il < n_layer()); --mtp loads them (an extra of the estimate)
+    mtp_layers_loaded = False
 
     def per_sequence(self, est: Estimate) -> int:
         """One slot's cells: its share of the context, padded as llama.cpp pads it (at least 256)."""
@@ -405,6 +409,9 @@ class LlamaCppMemory(MemoryAccounting):
         file_type = settings.quant if settings.quant and settings.quant != info.quant else None
         weights_key = ("llama_cpp_weights", id(info), file_type)  # the grid's memo (estimator.sizing_memo)
         given = info
+        trunk = info.n_layers - info.mtp_layers
+        if info.mtp_layers and not self.mtp_layers_loaded and info.kv_layers is None:
+            info = replace(info, kv_layers=trunk)
         if settings.quant and info.weights_source == "gguf" and file_type:
             # another file type than the GGUF's: size it from the shapes, as llama-quantize would
             info = replace(
@@ -418,6 +425,8 @@ class LlamaCppMemory(MemoryAccounting):
             )
         run = self.run_shape(info, settings)
         weights = memoized(weights_key, given, lambda: llama_cpp_weights(info, file_type))
+        if info.mtp_layers and not self.mtp_layers_loaded:
+            weights = before_layer(weights, trunk)
         build = self.build(settings)
         cells, swa_cells = self.cells(info, run, build)
         layout = self.kv_layout(info, settings, run)
@@ -644,6 +653,7 @@ class IkLlamaCppMemory(LlamaCppMemory):
     cache of n_ctx cells, padded to 256 with flash attention and 32 without, for every slot."""
 
     swa_full = True  # sliding-window layers keep every cell (unless --swa-compress)
+    mtp_layers_loaded = True  # its cache has every layer of block_count (GLM-4.5-Air's printouts: 47 of 47)
     # mainline's, less its own knobs
     ignores = tuple(name for name in LlamaCppMemory.ignores if name not in ("mla", "attn_max_batch"))
 
