@@ -62,6 +62,14 @@ FAILURES = {
         "To serve at least one request",
         "--kv-cache-memory-bytes 16M",
     ),
+    # QA 9: a 100 KiB cache for a 1 MiB request; the message rounds both to 0.0 GiB and names no length
+    "kv-too-small-no-fit": (
+        "kv_cache",
+        "kv_cache_too_small",
+        "To serve at least one request",
+        "(--kv-cache-memory-bytes 100K; the memory share does not count then): raise it to "
+        "--kv-cache-memory-bytes 64M",
+    ),
     "kv-above-free-ram": (
         "kv_cache",
         "host_oom",
@@ -142,6 +150,9 @@ def _fix(name: str, **run: object) -> tuple[str, object, str] | None:
 def test_the_wizard_s_first_change_is_the_one_vllms_message_names() -> None:
     assert _fix("cpu-share-refused")[:2] == ("mem_share", 0.77)  # type: ignore[index]
     assert _fix("kv-too-small")[:2] == ("kv_cache_memory", "16MiB")  # type: ignore[index]
+    # QA 9: under a tenth of a GiB needed and no length that fits said: what holds 0.05 GiB, not the
+    # --max-num-seqs the ladder tried first
+    assert _fix("kv-too-small-no-fit")[:2] == ("kv_cache_memory", "64MiB")  # type: ignore[index]
     assert _fix("kv-above-free-ram")[:2] == ("kv_cache_memory", "4254MiB")  # type: ignore[index]
     assert _fix("max-model-len-above-derived")[:2] == ("context", 4096)  # type: ignore[index]
     # killed while its 2 GiB cache was set up, with 300 MiB to grow into once the weights were in

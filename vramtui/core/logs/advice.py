@@ -19,7 +19,12 @@ from vramtui.core.logs.analysis import _engine_hint
 from vramtui.core.logs.rules import LogProfile, Say
 from vramtui.core.logs.ruletypes import SLOTS_SPLIT
 from vramtui.core.logs.verdict import SAYS_KILLED, Diagnosis
-from vramtui.core.memory.room import kv_bytes_for_budget, kv_set_aside, slots_whose_threads_fit
+from vramtui.core.memory.room import (
+    kv_bytes_for_budget,
+    kv_set_aside,
+    one_request_kv_bytes,
+    slots_whose_threads_fit,
+)
 from vramtui.core.units import GIB
 
 FAILURE_WORDS: dict[str, str] = {
@@ -982,6 +987,8 @@ _QUANT_ASKED_RE = re.compile(r"config file for (\w+)", re.IGNORECASE)
 def engine_size(size: float) -> str:
     """A size as engines parse it in their flags ("16M", "1.5G": binary units), rounded up a little."""
     mib = size / (1 << 20)
+    if mib < 1:
+        return f"{max(1, int(-(-size // 1024)))}K"  # a cache under 1 MiB (a tiny model's), not "1M"
     if mib < 1024:
         return f"{max(1, int(-(-mib // 1)))}M"
     return f"{-(-mib * 10 // 1024) / 10:g}G"
@@ -991,14 +998,13 @@ def _memory_values(diagnosis: Diagnosis) -> dict[str, str]:
     """Sizes the memory advice names: the KV cache asked for and needed, the host memory free and in all."""
     figures, values = diagnosis.engine_figures, {}
     kv_bytes, context = figures.get("kv_cache_memory_bytes"), figures.get("context")
-    fit = figures.get("max_model_len_fit")
+    request = one_request_kv_bytes(figures)
     if kv_bytes:
         values["kv_bytes"] = engine_size(kv_bytes)
-        if context and fit:
-            # the cache grows with the longest request: what holds `fit` tokens, scaled to the context
-            needed = kv_bytes * context / fit
+        if request:
+            # the cache grows with the longest request: what holds one, to the next power of two
             power = 1 << 20
-            while power < needed:
+            while power < request:
                 power *= 2
             values["kv_needed"] = engine_size(power)
     if context:

@@ -46,3 +46,15 @@ def kv_set_aside(figures: Mapping[str, float]) -> float | None:
     """The KV cache an engine sized in bytes before allocating it (vLLM's: the bytes asked for, else what
     its share left), from a log's figures; None when it printed neither."""
     return figures.get("kv_cache_memory_bytes") or figures.get("kv_cache_available") or None
+
+
+def one_request_kv_bytes(figures: Mapping[str, float]) -> float | None:
+    """What one request of the context needs in a KV cache set outright: scaled from the tokens the cache
+    holds, else the engine's own figure, said to a tenth of a GiB (so up to 0.05 GiB more)."""
+    kv_bytes, context, fit = (
+        figures.get(k) for k in ("kv_cache_memory_bytes", "context", "max_model_len_fit")
+    )
+    if kv_bytes and context and fit:
+        return kv_bytes * context / fit
+    needed = figures.get("kv_cache_needed")
+    return needed + 0.05 * (1 << 30) if needed is not None else None

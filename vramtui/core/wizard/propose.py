@@ -19,7 +19,7 @@ from vramtui.core.backends.base import FailedRun, gib
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
 from vramtui.core.logs.advice import CAUSE_WORDS
-from vramtui.core.logs.analysis import strip_log_prefix
+from vramtui.core.logs.analysis import clip_words, strip_log_prefix
 from vramtui.core.logs.stages import BUDGET_TOO_SMALL
 from vramtui.core.memory.parts import MemoryBill
 from vramtui.core.units import GIB, MIB
@@ -732,7 +732,7 @@ class Proposer:
         elif attempt:
             parts = [f"it failed at {where}: the engine could not allocate {attempt / MIB:.0f} MiB"]
         elif obs.first_error:
-            parts = [f"it failed at {where}: {strip_log_prefix(obs.first_error)[:160]}"]
+            parts = [f"it failed at {where}: {clip_words(strip_log_prefix(obs.first_error), 160)}"]
         else:
             parts = [f"it failed at {where} ({obs.failure})"]
         if after is not None and room is not None:

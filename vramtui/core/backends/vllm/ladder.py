@@ -18,7 +18,7 @@ from vramtui.core.backends.base import (
     Ladder,
     Rung,
 )
-from vramtui.core.memory.room import kv_bytes_for_budget, kv_set_aside
+from vramtui.core.memory.room import kv_bytes_for_budget, kv_set_aside, one_request_kv_bytes
 
 MEM_SHARE_UP = Rung(
     "mem_share", "up", "a larger memory share for the engine", "less room for other processes"
@@ -119,11 +119,13 @@ def named_fix(run: FailedRun) -> tuple[str, object, str] | None:
 
 def _kv_too_small(figures: Mapping[str, float], kv_bytes: float | None) -> tuple[str, object, str] | None:
     context, fit = figures.get("context"), figures.get("max_model_len_fit")
-    if kv_bytes and context and fit:
-        needed = _power_above(kv_bytes * context / fit)
+    request = one_request_kv_bytes(figures)
+    if kv_bytes and request:
+        needed = _power_above(request)
+        held = f"holds {int(fit)} tokens, not" if fit else "cannot hold"
         why = (
-            f"the KV cache is set outright ({kv_bytes / _MIB:.0f} MiB) and holds {int(fit)} tokens, not one "
-            f"{int(context)}-token request: {needed // _MIB} MiB holds one (the share does not count here)"
+            f"the KV cache is set outright ({kv_bytes / _MIB:.2f} MiB) and {held} one "
+            f"{int(context or 0)}-token request: {needed // _MIB} MiB holds one (the share does not count here)"
         )
         return "kv_cache_memory", _size(needed), why
     if fit and context:

@@ -854,6 +854,14 @@ FIGURES: tuple[FigureRule, ...] = (
         count=True,
         backend="vllm",
     ),
+    # "To serve at least one request with the model's max seq len (2048), (0.0 GiB KV cache is needed, ...":
+    # one request's KV cache, said to a tenth of a GiB (0.0: under 0.05 GiB)
+    FigureRule(
+        "kv cache is needed",
+        "kv_cache_needed",
+        rf"\({NUM}{UNIT} kv cache is needed",
+        backend="vllm",
+    ),
     # V0 says it as the tokens the KV cache can store: the same figure, the longest context that fits.
     FigureRule(
         "stored in kv cache (",
