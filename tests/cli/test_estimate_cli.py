@@ -84,6 +84,25 @@ def test_vllm_and_transformers_backends(capsys: pytest.CaptureFixture[str]) -> N
     assert hf["load_peak_bytes"] == 8_000_000_000 * 2
 
 
+def test_vllms_own_spellings_mean_what_they_mean_there(capsys: pytest.CaptureFixture[str]) -> None:
+    """QA 9: --max-model-len, --max-num-seqs, --gpu-memory-utilization, --kv-cache-memory-bytes and
+    --enforce-eager (the flags a vLLM user types, and diagnose's advice prints) were refused."""
+    shape = ("--params", "8B", "--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--quant", "bf16")
+    common = (*shape, "--backend", "vllm", "--gpu-mem", "80GiB")
+    ours = run_json(capsys, *common, "--ctx", "8192", "--parallel", "8", "--safety", "0.5")
+    theirs = run_json(
+        capsys, *common, "--max-model-len", "8192", "--max-num-seqs", "8", "--gpu-memory-utilization", "0.5"
+    )
+    for key in ("context", "parallel", "usable_bytes", "kv_cache_bytes", "total_bytes"):
+        assert theirs[key] == ours[key], key
+    sized = run_json(capsys, *common, "--kv-cache-memory-bytes", "268435456")  # vLLM's bare bytes
+    assert sized["kv_cache_bytes"] == 256 << 20
+    assert run_json(capsys, *common, "--kv-cache-memory-bytes", "1G")["kv_cache_bytes"] == 1 << 30
+    # CUDA graphs: captured by default, none with --enforce-eager
+    assert ours["cuda_graphs_bytes"] > 0
+    assert run_json(capsys, *common, "--enforce-eager")["cuda_graphs_bytes"] == 0
+
+
 def test_human_table_uses_binary_units(capsys: pytest.CaptureFixture[str], tiny_gguf: Path) -> None:
     code = main(["estimate", str(tiny_gguf), "--ctx", "4096"])
     out = capsys.readouterr().out

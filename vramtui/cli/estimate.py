@@ -50,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_ik_llama(parser)
     card.add_argument(
         "--safety",
+        "--gpu-memory-utilization",
         metavar="SHARE",
         help="usable share of the card (default 0.8; for vLLM its gpu-memory-utilization, default 0.92)",
     )
@@ -67,10 +68,18 @@ def _add_run(parser: argparse.ArgumentParser) -> Any:
     )
     # llama-server's own spellings too (-c, -np, -ngl ...): typed from habit, they must mean what they mean
     # there (QA: `-c 4096` was read as -cram's prefix and `-ngl 2` as -ngld's, silently)
-    run.add_argument("--ctx", "-c", "--ctx-size", metavar="TOKENS", help="context length (8192, 32k)")
-    run.add_argument("--parallel", "-np", metavar="N", help="concurrent sequences")
+    # ... and vLLM's (QA 9: `--max-model-len`, the spelling diagnose's advice prints, was refused)
     run.add_argument(
-        "--batch", "-b", "--batch-size", metavar="N", help="logical batch (vLLM: max-num-batched-tokens)"
+        "--ctx", "-c", "--ctx-size", "--max-model-len", metavar="TOKENS", help="context length (8192, 32k)"
+    )
+    run.add_argument("--parallel", "-np", "--max-num-seqs", metavar="N", help="concurrent sequences")
+    run.add_argument(
+        "--batch",
+        "-b",
+        "--batch-size",
+        "--max-num-batched-tokens",
+        metavar="N",
+        help="logical batch (vLLM: max-num-batched-tokens)",
     )
     run.add_argument("--ubatch", "-ub", "--ubatch-size", metavar="N", help="micro-batch (llama.cpp n_ubatch)")
     run.add_argument(
@@ -183,6 +192,14 @@ def _add_host_weights(run: Any) -> None:
         metavar="SIZE",
         help="vLLM: the KV cache set outright (--kv-cache-memory-bytes, e.g. 4GiB); the share then does not count",
     )
+    run.add_argument(
+        "--kv-cache-memory-bytes",
+        metavar="BYTES",
+        help="vLLM's spelling of --kv-cache-memory: bytes, or with its suffix (4G, 512M)",
+    )
+    run.add_argument(
+        "--enforce-eager", action="store_true", help="vLLM: no CUDA graphs (their memory unbilled)"
+    )
 
 
 def _add_ik_llama(parser: argparse.ArgumentParser) -> None:
@@ -278,6 +295,10 @@ def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     texts["kv_unified"] = "on" if args.kv_unified else None
     texts["swa_full"] = "on" if args.swa_full else None
     texts["kv_dtype"] = _kv_types(args.kv_dtype, args.cache_type_k, args.cache_type_v)
+    texts["enforce_eager"] = "on" if args.enforce_eager else None
+    if args.kv_cache_memory_bytes and not args.kv_cache_memory:  # vLLM's own: a bare number is bytes
+        given = args.kv_cache_memory_bytes.strip()
+        texts["kv_cache_memory"] = f"{given}B" if given.isdigit() else given
     if not texts.get("card"):
         texts["card"] = _default_cards()
     return texts

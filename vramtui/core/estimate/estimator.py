@@ -68,6 +68,7 @@ class Settings:
     cpu_offload_gb: float = 0.0
     # vLLM's --kv-cache-memory-bytes: the KV cache per device, set outright (the share then does not count)
     kv_cache_memory: int | None = None
+    enforce_eager: bool = False  # vLLM: no CUDA graphs captured
     # llama.cpp reads the file by mmap (its default); False: --load-mode none / use_mmap=False
     mmap: bool = True
     # llama.cpp keeps the KV cache with its layers (its default); False: --no-kv-offload (-nkvo) keeps it in
@@ -244,6 +245,7 @@ class Settings:
                 if params.get("kv_cache_memory")
                 else None
             ),
+            enforce_eager=_is_on(params.get("enforce_eager")),
             # ik_llama.cpp's -rtr repacks the weights at load, which turns mmap off
             mmap=mmap_from_params(params) and not _is_on(params.get("run_time_repack")),
             backend=backend,

@@ -39,6 +39,7 @@ FLAGS: dict[str, str] = {
     "override_tensor": "--override-tensor",
     "cpu_offload_gb": "--cpu-offload-gb",
     "kv_cache_memory": "--kv-cache-memory",
+    "enforce_eager": "--enforce-eager",
     "mmap": "--no-mmap",
     "kv_offload": "--no-kv-offload",
     "kv_unified": "--kv-unified",
@@ -318,6 +319,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "override_tensor": parse_overrides,
     "cpu_offload_gb": lambda text: parse_gib(text),
     "kv_cache_memory": lambda text: size_bytes("kv_cache_memory", text),
+    "enforce_eager": parse_switch,
     "mmap": parse_switch,
     "kv_offload": parse_switch,
     "kv_unified": parse_switch,
@@ -378,7 +380,7 @@ def parse_inputs(texts: Mapping[str, str | None]) -> tuple[dict[str, Any], dict[
 FLAG_FIELDS = (
     "mmproj", "model_draft", "gpu_layers_draft", "device_draft", "ctx_size_draft", "cache_ram", "lora",
     "max_loras", "max_lora_rank", "mtp", "cpu_moe", "n_cpu_moe", "override_tensor", "cpu_offload_gb",
-    "kv_cache_memory",
+    "kv_cache_memory", "enforce_eager",
     "tensor_split", "split_mode", "main_gpu", "tensor_parallel_size", "pipeline_parallel_size",
     "device_map", "max_memory", "mla", "attn_max_batch", "kv_offload", "kv_unified", "swa_full",
 )  # fmt: skip
@@ -456,6 +458,7 @@ def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
         override_tensor=values.get("override_tensor") or (),
         cpu_offload_gb=values.get("cpu_offload_gb") or 0.0,
         kv_cache_memory=values.get("kv_cache_memory"),
+        enforce_eager=bool(values.get("enforce_eager")),
         mmap=values.get("mmap") is not False,
         kv_offload=values.get("kv_offload") is not False,
         kv_unified=True if values.get("kv_unified") else None,

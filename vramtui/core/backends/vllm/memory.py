@@ -362,14 +362,14 @@ class VllmMemory(MemoryAccounting):
         )
         # the KV cache takes what the budget leaves, so the budget's rows add up to at most the budget; the
         # CUDA graphs are captured afterwards, outside it, and only have to fit on the card
-        graphs_fit = budget + CUDA_GRAPH_BYTES <= settings.device_bytes
+        graphs_fit = budget + _graph_bytes(settings) <= settings.device_bytes
         peak_problem = _load_peak_problem(load_peak, budget)
         if peak_problem is not None:
             reason = reason or peak_problem
             notes.append(reason)
         if not graphs_fit:
             notes.append(_GRAPHS_OUTSIDE)
-        bill = _one_card_bill(weights, cache, activation, host)
+        bill = _one_card_bill(weights, cache, activation, host, _graph_bytes(settings))
         est = Estimate(
             backend=settings.backend,
             context=context,
@@ -382,7 +382,7 @@ class VllmMemory(MemoryAccounting):
             compute_buffer_bytes=activation,  # the shared term's key, as the text and the bill name it
             overhead_bytes=NON_TORCH_BYTES,
             fragmentation_bytes=0,
-            total_bytes=bill.total(0) - CUDA_GRAPH_BYTES,  # the budget's rows
+            total_bytes=bill.total(0) - bill.get("cuda_graphs", 0),  # the budget's rows
             device_bytes=settings.device_bytes,
             usable_bytes=budget,
             fits=kv_available > 0 and kv_tokens >= context and graphs_fit and peak_problem is None,
@@ -419,7 +419,12 @@ _GRAPHS_OUTSIDE = (
 )
 
 
-def _one_card_bill(weights: int, cache: KvLayout, activation: int, host: int) -> MemoryBill:
+def _graph_bytes(settings: Settings) -> int:
+    """CUDA graphs: none with --enforce-eager or on the CPU build (nothing is captured)."""
+    return 0 if settings.enforce_eager or not settings.on_gpu else CUDA_GRAPH_BYTES
+
+
+def _one_card_bill(weights: int, cache: KvLayout, activation: int, host: int, graphs: int) -> MemoryBill:
     bill = MemoryBill()
     for part, nbytes in (
         ("weights", weights),
@@ -427,7 +432,7 @@ def _one_card_bill(weights: int, cache: KvLayout, activation: int, host: int) ->
         ("recurrent_state", cache.state_bytes),
         ("compute", activation),
         ("runtime", NON_TORCH_BYTES),
-        ("cuda_graphs", CUDA_GRAPH_BYTES),
+        ("cuda_graphs", graphs),
     ):
         bill.add(0, part, nbytes)  # type: ignore[arg-type]
     bill.add(HOST, "weights", host)
@@ -473,7 +478,9 @@ def _size_parallel(
     ]
     tightest = min(caches, key=lambda cache: cache.blocks)
     blocks, kv_tokens = tightest.blocks, tightest.tokens
-    graphs_fit = all(b + CUDA_GRAPH_BYTES <= cards[r.index] for b, r in zip(budgets, ranks, strict=True))
+    graphs_fit = all(
+        b + _graph_bytes(settings) <= cards[r.index] for b, r in zip(budgets, ranks, strict=True)
+    )
     rows, bill = _rank_rows(ranks, free, tightest, activation, settings, kv_tokens >= context and graphs_fit)
     per_token = ranks[0].kv_bytes_per_token
     notes = [
@@ -550,7 +557,7 @@ def _rank_rows(
             bill.add(rank.index, part, nbytes)  # type: ignore[arg-type]
         bill.add(rank.index, "compute", activation)
         bill.add(rank.index, "runtime", NON_TORCH_BYTES)
-        bill.add(rank.index, "cuda_graphs", CUDA_GRAPH_BYTES)
+        bill.add(rank.index, "cuda_graphs", _graph_bytes(settings))
     return rows, bill
 
 
