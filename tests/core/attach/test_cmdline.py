@@ -114,3 +114,15 @@ def test_vllm_kv_cache_bytes_read_back_as_a_size(tiny_gguf: Path) -> None:
     )
     bill = estimated_bill(server, 24 << 30)
     assert bill is not None and not server.notes, server.notes
+
+
+def test_an_attached_vllms_kv_bytes_become_a_size_its_profile_takes(tiny_gguf: Path) -> None:
+    """QA 9: `attach` on a vLLM started with --kv-cache-memory-bytes 268435456 said "no estimate:
+    kv_cache_memory needs a unit": the attached profile now holds it as a size, as `ps` does."""
+    from vramtui.core.attach.cmdline import as_sizes
+    from vramtui.core.backends.base import size_bytes
+
+    command = read_command(["vllm", "serve", str(tiny_gguf), "--kv-cache-memory-bytes", "268435456"])
+    params = as_sizes(command.params)
+    assert size_bytes("kv_cache_memory", params["kv_cache_memory"]) == 256 << 20
+    assert command.params["kv_cache_memory"] == 268435456  # the command as read is left as it was

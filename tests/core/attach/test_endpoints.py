@@ -133,3 +133,13 @@ def test_ollama_ps_is_read() -> None:
             {"name": "llama3.2:1b", "size": 2523487232, "size_vram": 1261743616, "context_length": 4096}
         ]
     }
+
+
+def test_an_empty_health_answer_is_healthy() -> None:
+    """QA 9: vLLM's /health answers 200 with no body; it was called garbage ("not JSON (empty)")."""
+    from vramtui.core.attach.endpoints import read_health
+
+    assert read_health(b"") == {"health": "ok"}
+    assert read_health(b'{"status": "ok"}') == {"health": "ok"}
+    with pytest.raises(ValueError):
+        read_health(b"<html>it works</html>")

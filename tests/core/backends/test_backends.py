@@ -259,3 +259,19 @@ def test_a_setting_that_takes_two_flags_is_named_by_both() -> None:
     assert get_backend("llama.cpp").knob_words("context") == "--ctx-size"
     assert get_backend("vllm").knob_words("kv_dtype") == "--kv-cache-dtype"
     assert get_backend("llama.cpp").knob_words("no_such_setting") is None
+
+
+def test_vllms_cpu_kv_space_in_the_environment_sizes_the_estimate() -> None:
+    """QA 9: a profile with VLLM_CPU_KVCACHE_SPACE = 1 in [env] was billed 22 GiB of KV (the share of the
+    machine) where vLLM printed "Explicitly set (1.0/23.54) GiB for KV cache"."""
+    from vramtui.core.backends import get_backend
+    from vramtui.core.backends.base import sizing_params
+
+    vllm = get_backend("vllm")
+    assert (
+        sizing_params(vllm, {"context": 1024}, {"VLLM_CPU_KVCACHE_SPACE": "1"})["kv_cache_memory"] == "1GiB"
+    )
+    assert "kv_cache_memory" not in sizing_params(vllm, {}, {"VLLM_CPU_KVCACHE_SPACE": "0"})  # 0: the share
+    given = {"kv_cache_memory": "2GiB"}  # the flag the profile sets rules over the environment
+    assert sizing_params(vllm, given, {"VLLM_CPU_KVCACHE_SPACE": "1"}) == given
+    assert sizing_params(get_backend("llama.cpp"), {}, {"VLLM_CPU_KVCACHE_SPACE": "1"}) == {}

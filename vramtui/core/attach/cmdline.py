@@ -162,6 +162,17 @@ def _value(param: str, raw: str | None, names: dict[str, object] | None = None) 
     return int(number) if number.is_integer() and "." not in raw else number
 
 
+def as_sizes(params: dict[str, object]) -> dict[str, object]:
+    """The params with a size read back as the engine's flag gives it, a bare number of bytes
+    (--kv-cache-memory-bytes 268435456), written as a size the profile and the estimator take."""
+    found = dict(params)
+    if isinstance(found.get("kv_cache_memory"), int):
+        found["kv_cache_memory"] = (
+            f"{found['kv_cache_memory']}B"  # QA 5 and 9: "needs a unit ... not 2369781760"
+        )
+    return found
+
+
 def read_command(argv: Sequence[str], cwd: str | None = None) -> ServerCommand:
     """The engine, model, shared parameters, host and port a server's argv names.
 

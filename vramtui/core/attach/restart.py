@@ -20,7 +20,7 @@ from typing import Any
 
 import psutil
 
-from vramtui.core.attach.cmdline import ServerCommand, flags_set, process_command, without_flags
+from vramtui.core.attach.cmdline import ServerCommand, as_sizes, flags_set, process_command, without_flags
 from vramtui.core.attach.endpoints import Unreachable, fetch
 from vramtui.core.attach.target import Target, parse_target, pid_listening_on, resolve, url_port
 from vramtui.core.attach.watch import Attached, _model_from_endpoints
@@ -127,7 +127,7 @@ def attached_profile(running: Running, memory_budget: int | None = None) -> Prof
     if not model:
         raise VramtuiError(f"{running.target.text}: its command line names no model")
     program = command.argv[0]
-    params = {**_env_params(running), **command.params, **command.extra}
+    params = as_sizes({**_env_params(running), **command.params, **command.extra})
     return Profile(
         backend=backend,
         model=_absolute(model, running.cwd) if backend.model_is_file else model,

@@ -18,7 +18,7 @@ from typing import Any
 
 import psutil
 
-from vramtui.core.attach.cmdline import ServerCommand, find_backend, in_cwd, read_command
+from vramtui.core.attach.cmdline import ServerCommand, as_sizes, find_backend, in_cwd, read_command
 from vramtui.core.launch import procs
 from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.memory.sampling import GpuReading, Sample
@@ -282,9 +282,7 @@ def estimated_bill(server: Server, device_bytes: int | None) -> MemoryBill | Non
         return None
     # its command line only: the estimator knows the engine's defaults, and bills a default given as if
     # set (llama-server's 8 GiB prompt-cache limit is a ceiling it fills with use, not what it holds)
-    params = {**server.command.extra, **server.params}  # an engine's own knobs too (ik_llama.cpp's -mla)
-    if isinstance(params.get("kv_cache_memory"), int):  # the engine's flag takes bytes, read back as a number
-        params["kv_cache_memory"] = f"{params['kv_cache_memory']}B"  # QA 5: "needs a unit ... not 2369781760"
+    params = as_sizes({**server.command.extra, **server.params})  # the engine's own knobs too (-mla)
     try:
         info = load_model_info(server.model)
         settings = Settings.from_params(params, backend=server.engine, device_bytes=device_bytes)

@@ -14,7 +14,7 @@ from typing import Any
 
 import psutil
 
-from vramtui.core.attach.cmdline import ServerCommand, process_command
+from vramtui.core.attach.cmdline import ServerCommand, as_sizes, process_command
 from vramtui.core.attach.container import Container, container_of, named
 from vramtui.core.attach.endpoints import Endpoint, Unreachable, probe
 from vramtui.core.attach.target import Target, parse_target, resolve
@@ -310,7 +310,8 @@ def _estimate_of(command: ServerCommand | None) -> Any:
     source = NvmlSource()
     on_gpu = source.available  # a GPU here: its engine offloads to it unless its settings say not
     source.close()
-    return LaunchEstimate(command.model, dict(command.params), command.backend.name, on_gpu, None)
+    params = as_sizes(dict(command.params))  # QA 9: --kv-cache-memory-bytes 268435456 "needs a unit"
+    return LaunchEstimate(command.model, params, command.backend.name, on_gpu, None)
 
 
 def _read_log(result: Attached, log: str | None) -> None:

@@ -214,6 +214,9 @@ class Backend:
     family: str = ""
     # Shared parameter -> environment variable, for knobs a backend only takes from its environment.
     env: dict[str, str] = field(default_factory=dict)
+    # Environment variables that size a shared parameter in their own unit, read for the estimate only
+    # (vLLM's CPU build: VLLM_CPU_KVCACHE_SPACE=4 is a 4 GiB KV cache; 0 leaves it to the share)
+    env_sizes: dict[str, tuple[str, str]] = field(default_factory=dict)
     # Values the engine uses when the user says nothing (what the wizard and estimator assume).
     defaults: dict[str, object] = field(default_factory=dict)
     # KV cache types the backend accepts, in the user's spelling.
@@ -548,3 +551,16 @@ CHUNKING = Rung(
     "split the input into chunks",
     "the model no longer sees the whole input at once",
 )
+
+
+def sizing_params(
+    backend: Backend, params: Mapping[str, object], env: Mapping[str, str]
+) -> dict[str, object]:
+    """The params an estimate sizes a run by: the profile's, and what its environment sets in the engine's
+    own unit where the params say nothing (QA 9: a VLLM_CPU_KVCACHE_SPACE=1 run billed 22 GiB of KV)."""
+    found = dict(params)
+    for name, (param, unit) in backend.env_sizes.items():
+        raw = str(env.get(name, "")).strip()
+        if param not in found and raw and raw.replace(".", "", 1).isdigit() and float(raw) > 0:
+            found[param] = f"{raw}{unit}"
+    return found

@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+from vramtui.core.backends.base import sizing_params
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch import procs
 from vramtui.core.launch.billcheck import LaunchEstimate, run_bill
@@ -464,7 +465,7 @@ class ModelServer:
         profile = self.profile
         self.launch_estimate = LaunchEstimate(
             profile.model,
-            dict(profile.params),
+            sizing_params(profile.backend, profile.params, profile.env),
             profile.backend.name,
             budget_on_gpu(self.sample_source, self.profile),
             first_card_bytes(self.sample_source),

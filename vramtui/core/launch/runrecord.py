@@ -68,12 +68,14 @@ def _gpu_of(server: ModelServer) -> dict[str, Any] | None:
 
 def _estimate_at(profile: Profile, on_gpu: bool) -> dict[str, int] | None:
     """The estimator's bill at the run's settings, uncalibrated (what a compute ratio compares with)."""
+    from vramtui.core.backends.base import sizing_params
     from vramtui.core.estimate.estimator import Settings, size
     from vramtui.core.estimate.modelinfo import load_model_info
 
     try:
         info = load_model_info(profile.model)
-        settings = replace(Settings.from_params(profile.params, backend=profile.backend.name), on_gpu=on_gpu)
+        params = sizing_params(profile.backend, profile.params, profile.env)
+        settings = replace(Settings.from_params(params, backend=profile.backend.name), on_gpu=on_gpu)
         est = size(info, settings)
     except Exception:  # a model the estimator cannot read still has a runtime residual worth keeping
         return None

@@ -113,6 +113,7 @@ VLLM = Backend(
         "tensor_parallel_size": "--tensor-parallel-size",
         "pipeline_parallel_size": "--pipeline-parallel-size",
     },
+    env_sizes={"VLLM_CPU_KVCACHE_SPACE": ("kv_cache_memory", "GiB")},
     # gpu_layers "all": every layer sits on the GPU (it has no per-layer knob). parallel and batch are
     # those of a card under 70 GiB; serve_defaults has them for every device.
     defaults={
