@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from vramtui import __version__
-from vramtui.cli.common import settled
+from vramtui.cli.common import ReaderGone, settled
 from vramtui.core.errors import VramtuiError
 
 # Subcommand name -> module under vramtui.cli. Order is the order `--help` lists them.
@@ -101,12 +101,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prog}: unrecognized arguments: {' '.join(extra)} (see {prog} --help)", file=sys.stderr)
         return 2
     settled()  # a status left by an earlier command in this process is not this one's
+    stdout = sys.stdout
     try:
         module = getattr(args, "_module", None)
         if module is None:
             from vramtui.cli import app_entry
 
             return app_entry.run(args)
+        sys.stdout = ReaderGone(stdout)
         return int(module.run(args) or 0)
     except VramtuiError as error:
         print(f"vramtui: {error}", file=sys.stderr)
@@ -131,3 +133,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(f"{type(error).__name__}: {error}".split())
         print(f"vramtui: internal error: {message} (set VRAMTUI_DEBUG=1 for the traceback)", file=sys.stderr)
         return 3
+    finally:
+        if isinstance(sys.stdout, ReaderGone) and not sys.stdout.broken:
+            sys.stdout = stdout  # the pipe held: the stream as it was (a test's capture among them)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,42 @@ def settled(default: int = 0) -> int:
     status = _SETTLED[0] if _SETTLED else default
     _SETTLED.clear()
     return status
+
+
+class ReaderGone:
+    """stdout for a command whose reader may leave early (`vramtui check p.toml | head -3`): once the pipe
+    breaks, the rest goes nowhere and the command runs on to its own status (QA 9: `check` stopped at the
+    broken pipe, mid-run, and said 0)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    def _gone(self) -> None:
+        try:  # the file descriptor too, so that the flush at exit finds somewhere to write
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
+        self._stream = open(os.devnull, "w")  # noqa: SIM115 - for the rest of this command
+        self.broken = True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def has_terminal() -> bool:
