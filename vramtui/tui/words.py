@@ -24,7 +24,7 @@ FAILURE_WORDS: dict[str, str] = {
     "network": "network error",
     "disk_full": "disk full",
     "kv_cache_too_small": "no room for the KV cache",
-    "context_too_long": "a request longer than the context",
+    "context_too_long": "too long (a request for the context, or the context for the model)",
     "other": "an error",
     # The launcher's own (core/launch/launcher.py).
     "command_not_found": "engine not installed",

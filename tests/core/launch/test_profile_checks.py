@@ -62,6 +62,13 @@ def test_env_stays_free_form(tmp_path: Path) -> None:
     assert profile.env == {"ANYTHING_AT_ALL": "1"}
 
 
+def test_an_env_value_that_is_a_table_is_refused_in_one_line(tmp_path: Path) -> None:
+    """QA 9: `A = {b = 1}` under [env] was passed to the engine as the text "{'b': 1}"."""
+    with pytest.raises(VramtuiError, match=r"^\[env\] A must be text or a number"):
+        load_profile(write(tmp_path, "[env]\nA = {b = 1}\n"))
+    assert load_profile(write(tmp_path, "[env]\nN = 4\n")).env == {"N": "4"}
+
+
 @pytest.mark.parametrize(
     ("params", "message"),
     [

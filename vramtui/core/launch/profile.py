@@ -492,6 +492,9 @@ def profile_from_dict(
     env = data.get("env", {})
     if not isinstance(env, dict):
         raise VramtuiError('[env] must be a table of NAME = "value"')
+    for key, value in env.items():  # QA 9: A = {b = 1} was passed on as "{'b': 1}"
+        if not isinstance(value, str | int | float | bool):
+            raise VramtuiError(f'[env] {key} must be text or a number, e.g. {key} = "1", not {value!r}')
 
     host = data.get("host", "127.0.0.1")
     if not isinstance(host, str) or not host:
