@@ -269,6 +269,10 @@ class Backend:
     # Its words when it refuses more sequences at once ({sequences}) than one batch's tokens ({batch}):
     # each running sequence takes a token a step (vLLM's SchedulerConfig); "": no such refusal.
     batch_limit_words: str = ""
+    # Its words when it refuses a context past the model's own length ({context}, {trained}), and the
+    # environment variable that lets it start anyway ("": it starts, past the length or capped to it)
+    context_limit_words: str = ""
+    context_limit_env: str = ""
     # Flags only this engine takes: a command line of a program two engines share (ik_llama.cpp's
     # llama-server and mainline's) with one of them is this engine's.
     own_flags: tuple[str, ...] = ()

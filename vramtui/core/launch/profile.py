@@ -580,6 +580,9 @@ def runnable_refusal(profile: Profile) -> Refusal | None:
             said = f" (batch is unset: {tokens} is {backend.name}'s default on this machine)" if unset else ""
             # a batch below the sequences: fewer sequences start it without more activation memory
             return Refusal(f"parallel = {parallel}: {refusal}{said}", "parallel", tokens)
+    refused = _context_refusal(profile)
+    if refused is not None:
+        return refused
     kv_dtype = params.get("kv_dtype")
     flash = backend.flash_attn_effective(params.get("flash_attn"))
     if kv_dtype is not None and backend.needs_flash_attn_for(kv_dtype) and not flash:
@@ -589,6 +592,26 @@ def runnable_refusal(profile: Profile) -> Refusal | None:
         )
         return Refusal(message, "flash_attn", "on")
     return None
+
+
+def _context_refusal(profile: Profile) -> Refusal | None:
+    """A context past the model's own length, for an engine that refuses it (QA 9: `estimate` said WILL
+    NOT START and `check` launched it anyway, to fail at load)."""
+    backend, context = profile.backend, profile.params.get("context")
+    if not backend.context_limit_words or not isinstance(context, int) or isinstance(context, bool):
+        return None
+    if profile.env.get(backend.context_limit_env, "").strip() in ("1", "true", "True"):
+        return None  # the engine is told to take it
+    try:
+        from vramtui.core.estimate.modelinfo import load_model_info
+
+        trained = load_model_info(profile.model).max_context
+    except Exception:  # a model the estimator cannot read: the engine will say
+        return None
+    if not trained or context <= trained:
+        return None
+    said = backend.context_limit_words.format(context=context, trained=trained)
+    return Refusal(f"context = {context}: {said}; set context = {trained} or less", "context", trained)
 
 
 def _default_batch(profile: Profile) -> int | None:

@@ -127,6 +127,12 @@ VLLM = Backend(
     device_defaults=_device_defaults,
     parallel_caps_requests=True,
     # SchedulerConfig's check (vllm/config/scheduler.py), checked on vLLM 0.32's CPU build
+    # vllm/config/model.py: the derived max_model_len (max_position_embeddings, with its rope scaling)
+    context_limit_words=(
+        'vLLM refuses to start: "User-specified max_model_len ({context}) is greater than the derived '
+        'max_model_len (max_position_embeddings={trained})"'
+    ),
+    context_limit_env="VLLM_ALLOW_LONG_MAX_MODEL_LEN",
     batch_limit_words=(
         'vLLM refuses to start: "max_num_batched_tokens ({batch}) must be greater than or equal to '
         'max_num_seqs ({sequences})"'
