@@ -229,6 +229,15 @@ def test_the_live_stage_stays_before_the_cache_until_the_weights_loaded(name: st
         assert [stage for _, stage in stages][-1] == "inference"
 
 
+def test_the_cpu_workers_kv_sizing_line_is_the_kv_cache_stage() -> None:
+    """QA 9: "Explicitly set (0.0/23.54) GiB for KV cache on node 0." was tagged load weights in the log
+    pane, and the traceback after it too, though the weights had loaded."""
+    _, log = split_header((DATA / "kv-too-small-no-fit.log").read_text())
+    diagnoser = LogDiagnoser()
+    stages = {line: diagnoser.feed(line).stage for line in log.rstrip("\n").split("\n")}
+    assert [stage for line, stage in stages.items() if "GiB for KV cache on node 0" in line] == ["kv_cache"]
+
+
 def test_a_folded_recursion_and_the_step_dump_are_not_the_first_error() -> None:
     """Round 36 (training part): Python's "[Previous line repeated 1 more time]" inside a traceback, and V1's
     dump of the failed step (logged at ERROR before its exception), were read as the first error."""

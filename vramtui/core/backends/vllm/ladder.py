@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from vramtui.core.backends.base import (
     BATCH_DOWN,
@@ -35,9 +36,12 @@ CPU_OFFLOAD_GB_UP = Rung(
     "(tokens/s falls with the GiB moved)",
 )
 
+# vLLM has one smaller KV type: its cost in vLLM's words, not llama.cpp's q4_0/q8_0 (QA 9)
+FP8_KV = replace(KV_DTYPE_DOWN, cost="slightly lower answer quality (fp8 keys and values)")
+
 LADDER: Ladder = {
     # No flash-attention rung: the attention backend changes neither the paged KV cache nor the profile.
-    "kv_cache": (PARALLEL_DOWN, KV_DTYPE_DOWN, CONTEXT_DOWN, MEM_SHARE_UP),
+    "kv_cache": (PARALLEL_DOWN, FP8_KV, CONTEXT_DOWN, MEM_SHARE_UP),
     "load_weights": (QUANT_DOWN, PREQUANTIZED_FILE, CPU_OFFLOAD_GB_UP, SMALLER_MODEL),
     "inference": (SHORTER_INPUT, BATCH_DOWN, PARALLEL_DOWN, CHUNKING),
 }

@@ -147,6 +147,8 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("# gpu blocks", "kv_cache", backend="vllm"),
     StageRule("# cuda blocks", "kv_cache", backend="vllm"),
     StageRule("available kv cache memory", "kv_cache", backend="vllm"),
+    # the CPU build's worker sizing its cache: "Explicitly set (1.0/23.54) GiB for KV cache on node 0."
+    StageRule("for kv cache on node", "kv_cache", backend="vllm"),
     StageRule("x gpu_memory_utilization", "kv_cache", backend="vllm"),  # V0's profile: total x share
     StageRule("_allocate_kv_cache", "kv_cache", backend="vllm"),  # frames of the KV allocation
     StageRule("warming up sampler", "kv_cache", backend="vllm"),  # the startup profile's dummy requests
