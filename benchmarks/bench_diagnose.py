@@ -383,7 +383,8 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # memory 2/3, first error 9/10, quiet 0/1, engine 11/11 (held-out: stage 1/1, class 0/1); round 43 (8
     # logs, 4 of them the DGX Spark repository's last runs; 5 training, 3 held-out) at c82e400: stage 8/8,
     # class 7/8, memory 2/2, first error 4/6, quiet 2/2, engine 8/8 (held-out: stage 3/3, class 2/3, memory
-    # 1/1, first error 2/2, quiet 1/1).
+    # 1/1, first error 2/2, quiet 1/1); round 44 (4 committed logs; 3 training, 1 held-out) at 38be9ea: every
+    # measure right (stage 4/4, class 4/4, memory 2/2, first error 2/2, calm 2/2).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -476,6 +477,10 @@ LATER_ROUNDS = (
     (
         "round43.jsonl",
         "round 43, both parts (a DGX Spark repository's last runs and committed files; eighteenth session)",
+    ),
+    (
+        "round44.jsonl",
+        "round 44, both parts (committed files found by their lines; eighteenth session, later)",
     ),
 )
 

@@ -58,6 +58,7 @@ FILES = (
     LOGS / "round41.jsonl",
     LOGS / "round42.jsonl",
     LOGS / "round43.jsonl",
+    LOGS / "round44.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
