@@ -78,6 +78,7 @@ FILES = (
     DATA / "printouts" / "round27.jsonl",
     DATA / "printouts" / "round28.jsonl",
     DATA / "printouts" / "round29.jsonl",
+    DATA / "printouts" / "round30.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -912,7 +913,9 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
     # one -ot may hold several rules, comma-separated: split (and checked) as the CLI does
     typed = tuple(rule for value in flags["ot"] for rule in parse_overrides(value))
     overrides = typed or tuple(_overrides_from_log(run))
-    if not case.get("command") and not overrides and _OVERRIDES_USED in case["log"]:
+    # a command said in words ("tensor overrides to CPU for part of the experts") places nothing either
+    placed = overrides or flags.get("ncmoe") or flags.get("cmoe")
+    if not placed and _OVERRIDES_USED in case["log"]:
         raise VramtuiError("the run overrides tensor placement but the printout shows neither how nor where")
     gpus = tuple(run.devices.values()) or _printed_gpus(run, case["log"])
     # a GPU build with no layer offloaded (-ngl 0) still computes on the GPU: its compute buffer says so

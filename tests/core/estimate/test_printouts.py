@@ -183,6 +183,19 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "and some devices' weights by 8-30% (the KV cache is exact on 53 of 54 figures). Not modelled: the "
         "issue puts mainline first; each figure and ratio is in bench_estimator.py's table",
     ),
+    # Round 30 (other versions of a file already used): Unsloth's Qwen3.5/3.6 recipes' embeddings again
+    ("p30-llama.cpp-2026apr-RTXPRO6000-qwen3.6-35b-a3b-UDQ6KXL-ctx262144-fa", "weights"): (
+        "the host's token embedding (x0.77): 515 MiB is 248320 x 2048 at Q8_0, where the Q6_K file type's "
+        "rules make it Q6_K; the type counts do not say which tensor"
+    ),
+    ("p30-llama.cpp-2026apr-RTXPRO6000-qwen3.5-35b-a3b-UDQ4KXL-ctx65536", "weights"): (
+        "the host's token embedding (x0.53): Q8_0 in this UD-Q4_K_XL recipe too (515 MiB, as the UD Q4_K_M "
+        "runs of rounds 11 and 19); the type counts do not say which tensor"
+    ),
+    ("p30-llama.cpp-b8193-T4-qwen3.5-27b-UDIQ3XXS-ctx32768-kvq8", "weights"): (
+        "the host's token embedding (x0.89): Q3_K in this UD-IQ3_XXS recipe (521 MiB), as round 26's run of "
+        "the same file; the type counts do not say which tensor"
+    ),
     # Round 26 (other runs of files already used): the same Unsloth dynamic recipes' embeddings
     ("p26-llama.cpp-lemonade-b1259-rocm-8060s-qwen3.6-35b-a3b-np1-c4096", "weights"): (
         "the host's token embedding (x0.53): the UD Q4_K_M recipe of round 11's runs keeps it Q8_0; the "
@@ -363,6 +376,17 @@ def test_a_printout_without_shape_lines_is_left_out_and_says_why() -> None:
     scored = po.score(case)
     assert not scored.terms
     assert all("no shape lines" in why for why in scored.left_out.values())
+
+
+def test_a_command_said_in_words_places_nothing_and_is_left_out() -> None:
+    """Round 30's GLM-5.2 run: its command is a sentence ("tensor overrides to CPU for part of the
+    experts"), its log says overrides were used: scored, it was sized with every expert on the GPUs."""
+    case = next(
+        c for c in po.training() if c["id"].startswith("p30-llama.cpp-b10505-4xRTXPRO6000MaxQ-glm5.2")
+    )
+    scored = po.score(case)
+    assert not scored.terms
+    assert all("neither how nor where" in why for why in scored.left_out.values())
 
 
 def test_the_split_is_the_log_corpus_split_by_thread() -> None:
