@@ -206,3 +206,25 @@ def test_a_timeout_that_is_no_wait_is_one_line_before_launch(timeout: str, tmp_p
     assert proc.stderr.strip().splitlines() == [
         f"vramtui: --timeout must be a positive number of seconds, not {float(timeout):g}"
     ]
+
+
+def test_an_answer_with_bytes_a_terminal_would_not_show_is_escaped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """QA 8 and 9: `check`'s answer line printed a raw U+FFFD (and control bytes) from a garbled answer."""
+    from types import SimpleNamespace
+
+    from vramtui.cli.check import _print_report
+
+    smoke = SimpleNamespace(status=200, meaning="answered", text="ok \ufffd\x1b[2J done")
+    result = SimpleNamespace(
+        ready=True, message="up", stage="inference", failure=None, diagnosis=None, smoke=smoke, replay=None,
+        load_time_s=None, ttft_s=None, peak_mib=None, command=None, bill=None, warnings=[], log_file=None,
+        fit=None,
+    )  # fmt: skip
+    import vramtui.cli.check as check
+
+    monkeypatch.setattr(check, "_fit", lambda _result: None)
+    _print_report(result, None, [])
+    answer = next(line for line in capsys.readouterr().out.splitlines() if "answer:" in line)
+    assert "\ufffd" not in answer and "\x1b" not in answer and "\\ufffd" in answer, answer

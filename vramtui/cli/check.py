@@ -143,7 +143,10 @@ def _print_report(result, move, advice: list[str]) -> None:  # type: ignore[no-u
         )  # QA 5: said twice
         print(f"  smallest request: {said}")
         if smoke.text:
-            print(f"  answer: {smoke.text[:80]!r}")
+            from vramtui.core.attach.endpoints import printable
+
+            # quoted, with what a terminal would not show escaped (QA 8, 9: a raw U+FFFD)
+            print(f'  answer: "{printable(smoke.text[:80])}"')
     if result.replay is not None:
         replayed = result.replay
         status = replayed.status if replayed.status is not None else "-"
