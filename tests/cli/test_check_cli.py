@@ -209,7 +209,7 @@ def test_a_timeout_that_is_no_wait_is_one_line_before_launch(timeout: str, tmp_p
 
 
 def test_an_answer_with_bytes_a_terminal_would_not_show_is_escaped(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """QA 8 and 9: `check`'s answer line printed a raw U+FFFD (and control bytes) from a garbled answer."""
     from types import SimpleNamespace
