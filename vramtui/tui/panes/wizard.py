@@ -123,6 +123,7 @@ class WizardPane(Pane):
     WizardPane #wiz-proposal { height: auto; margin-top: 1; }
     WizardPane #wiz-buttons { height: 1; margin: 1 0 0 0; }
     WizardPane #wiz-buttons Button { margin-right: 1; min-width: 10; }
+    WizardPane #wiz-buttons Button.-idle { display: none !important; }  /* nothing to act on: not drawn */
     WizardPane #wiz-buttons .-attached { display: none; }
     WizardPane.-attached #wiz-buttons .-attached { display: block; }
     WizardPane.-attached #wiz-export { display: none; }  /* x still exports: room for the two ways */
@@ -496,3 +497,6 @@ class WizardPane(Pane):
         self.query_one("#wiz-export", Button).disabled = not self.steps
         self.query_one("#wiz-take-over", Button).disabled = not (restart and not self.busy)
         self.query_one("#wiz-copy", Button).disabled = not restart
+        for button in self.query("#wiz-buttons Button").results(Button):
+            # QA 7, 8, 9: Confirm, Skip, Edit and Export drawn beside "stop the model (s), then press n"
+            button.set_class(button.disabled and button.id != "wiz-confirm", "-idle")
