@@ -27,3 +27,21 @@ def write_gguf(
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def dense_tensors(
+    layers: int, hidden: int, heads: int, kv_heads: int, head: int, ff: int = 512, vocab: int = 1000
+) -> dict[str, tuple[int, ...]]:
+    """The tensor table of a small dense decoder (attention and an up/down feed-forward per layer)."""
+    tensors: dict[str, tuple[int, ...]] = {
+        "token_embd.weight": (vocab, hidden),
+        "output.weight": (vocab, hidden),
+    }
+    for il in range(layers):
+        tensors[f"blk.{il}.attn_q.weight"] = (heads * head, hidden)
+        tensors[f"blk.{il}.attn_k.weight"] = (kv_heads * head, hidden)
+        tensors[f"blk.{il}.attn_v.weight"] = (kv_heads * head, hidden)
+        tensors[f"blk.{il}.attn_output.weight"] = (hidden, heads * head)
+        tensors[f"blk.{il}.ffn_up.weight"] = (ff, hidden)
+        tensors[f"blk.{il}.ffn_down.weight"] = (hidden, ff)
+    return tensors

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gguf_writing import write_gguf
+from gguf_writing import dense_tensors, write_gguf
 
 from vramtui.core.estimate.estimator import Settings, estimate
 from vramtui.core.estimate.modelinfo import load_model_info
@@ -34,14 +34,7 @@ def _write_llama4(path: Path, window: int | None = None) -> Path:
         if window is not None:
             writer.add_sliding_window(window)
 
-    tensors = {"token_embd.weight": (1000, HIDDEN), "output.weight": (1000, HIDDEN)}
-    for il in range(LAYERS):
-        tensors[f"blk.{il}.attn_q.weight"] = (HEADS * HEAD, HIDDEN)
-        tensors[f"blk.{il}.attn_k.weight"] = (KV_HEADS * HEAD, HIDDEN)
-        tensors[f"blk.{il}.attn_v.weight"] = (KV_HEADS * HEAD, HIDDEN)
-        tensors[f"blk.{il}.attn_output.weight"] = (HIDDEN, HEADS * HEAD)
-        tensors[f"blk.{il}.ffn_up.weight"] = (512, HIDDEN)
-        tensors[f"blk.{il}.ffn_down.weight"] = (HIDDEN, 512)
+    tensors = dense_tensors(LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD)
     return write_gguf(path, "llama4", keys, tensors)
 
 
