@@ -57,6 +57,7 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "deepseek-ai--DeepSeek-R1-Distill-Qwen-7B.config.json"),
     ("meta-llama/Llama-3.2-1B-Instruct", "meta-llama--Llama-3.2-1B-Instruct.config.json"),
     ("Qwen2-7B-Instruct", "Qwen--Qwen2-7B-Instruct.config.json"),
+    ("Qwen/Qwen2-7B-Instruct", "Qwen--Qwen2-7B-Instruct.config.json"),
     ("Qwen/Qwen2.5-7B-Instruct", "Qwen--Qwen2.5-7B-Instruct.config.json"),
     ("openai gpt-oss-120b", "openai--gpt-oss-120b.config.json"),
     ("microsoft/Phi-3-mini-4k-instruct", "microsoft--Phi-3-mini-4k-instruct.config.json"),
