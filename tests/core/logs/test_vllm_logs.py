@@ -283,3 +283,34 @@ def test_an_inspection_wrapper_over_a_subprocess_gives_way_to_the_exception_insi
     # cut before any exception says more, the wrapper stays the first error (a Windows log of round 1)
     cut = diagnose_lines([*lines[:7], tag, tag + "Traceback (most recent ca"], "vllm")
     assert cut.first_error_line == 1, cut.first_error_text
+
+
+def test_a_kv_cache_too_small_for_one_request_walks_only_the_rungs_that_can_help(tmp_path: Path) -> None:
+    """QA 10: after Skip on the named fix (a larger --kv-cache-memory-bytes), the wizard proposed
+    --max-num-seqs 4 -> 2 (vLLM sizes that check by one request) and a larger memory share (which a KV
+    cache set outright leaves out): neither can help."""
+    from types import SimpleNamespace
+
+    from vramtui.core.launch.profile import Profile
+    from vramtui.core.wizard.wizard import Wizard
+
+    diagnosis = _read("kv-too-small-no-fit")
+    model = tmp_path / "m"
+    model.mkdir()
+
+    def fails(_profile: Profile) -> object:
+        return SimpleNamespace(
+            ready=False, stage="kv_cache", failure_stage="kv_cache", failure="kv_cache_too_small",
+            diagnosis=diagnosis, smoke=None, log_file=None, peak_mib=1588.0,
+        )  # fmt: skip
+
+    params = {"context": 2048, "parallel": 4, "kv_cache_memory": "100KiB", "enforce_eager": True}
+    wizard = Wizard(Profile(backend="vllm", model=str(model), params=params), runner=fails, record=False)
+    wizard.start()
+    seen = []
+    while (proposal := wizard.propose()) is not None and len(seen) < 8:
+        seen.append(proposal.param)
+        wizard.skip(proposal)
+    assert seen[0] == "kv_cache_memory", seen
+    assert "parallel" not in seen and "mem_share" not in seen, seen
+    assert {"kv_dtype", "context"} <= set(seen), seen

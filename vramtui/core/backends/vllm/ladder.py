@@ -42,6 +42,9 @@ FP8_KV = replace(KV_DTYPE_DOWN, cost="slightly lower answer quality (fp8 keys an
 LADDER: Ladder = {
     # No flash-attention rung: the attention backend changes neither the paged KV cache nor the profile.
     "kv_cache": (PARALLEL_DOWN, FP8_KV, CONTEXT_DOWN, MEM_SHARE_UP),
+    # the cache cannot hold ONE request of --max-model-len: fewer sequences change nothing (vLLM sizes
+    # that check by one request), a smaller type or a shorter context does (QA 10: max-num-seqs 4 -> 2)
+    "kv_cache:kv_too_small": (FP8_KV, CONTEXT_DOWN, MEM_SHARE_UP),
     "load_weights": (QUANT_DOWN, PREQUANTIZED_FILE, CPU_OFFLOAD_GB_UP, SMALLER_MODEL),
     "inference": (SHORTER_INPUT, BATCH_DOWN, PARALLEL_DOWN, CHUNKING),
 }
