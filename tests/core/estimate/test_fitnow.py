@@ -51,6 +51,27 @@ def test_without_a_gpu_it_answers_for_the_host_memory_available() -> None:
     assert answer.place == "host (no GPU here)" and answer.free_bytes == 8 * GIB and not answer.fits
 
 
+def test_vllms_cpu_build_gets_the_share_of_the_machine_that_is_free_now() -> None:
+    """QA 10: `ps --fits MODEL --backend vllm` said FITS (its default 0.92 of a 23.5 GiB machine with 21.5
+    GiB free); vLLM refused: "Available memory on node 0 (21.5/23.54 GiB) on startup is less than desired
+    CPU memory utilization (0.92, 21.66 GiB)". The share now fits in what is free, with the processes
+    beside the worker, and both forms of `--fits` say the same."""
+    config = (
+        Path(__file__).resolve().parents[2] / "data" / "configs" / "Qwen--Qwen2.5-0.5B-Instruct.config.json"
+    )
+    info = load_model_info(str(config))
+    settings = Settings.from_params({"context": 2048}, backend="vllm")
+    total, free = int(23.54 * GIB), int(21.5 * GIB)
+    (answer,) = fits_now(info, settings, Snapshot([], [], total, free))
+    assert answer.fits and answer.share is not None and answer.share * total <= free
+    assert answer.needs_bytes <= free  # the API server and the engine core fit beside the share
+    assert "of host RAM" in answer.describe()
+    # a KV cache set outright: vLLM checks no share, the cache is what it is
+    sized = Settings.from_params({"context": 2048, "kv_cache_memory": "1GiB"}, backend="vllm")
+    (outright,) = fits_now(info, sized, Snapshot([], [], total, free))
+    assert outright.fits and outright.share is None
+
+
 def test_a_model_that_squeezes_into_the_free_memory_is_told_why_it_does_not_fit() -> None:
     """Needs less than is free, yet "does not fit": the answer names the line it is over, in figures."""
     info = load_model_info(str(GPT_OSS))

@@ -66,12 +66,15 @@ class FitAnswer:
         if self.max_parallel and self.fits:
             said += f", {self.max_parallel} at once"
         if self.share is not None:
-            said += f"; with a share of {self.share:.2f} of the card (what is free of it)"
+            said += f"; with a share of {self.share:.2f} of {self._whole()} (what is free of it)"
         return "\n".join([said, *(f"  note: {note}" for note in self.notes)])
+
+    def _whole(self) -> str:
+        return "host RAM" if self.place.startswith("host") else "the card"
 
     def _line(self) -> str:
         room = self.total_bytes if self.share is not None and self.total_bytes else self.free_bytes
-        of = "the card" if self.share is not None else "what is free"
+        of = self._whole() if self.share is not None else "what is free"
         return f"{100 * (self.usable_bytes or 0) / max(room, 1):.0f}% line of {of}"
 
 
@@ -94,7 +97,13 @@ def fits_now(
         host = replace(settings, device_bytes=max(available, MIB), on_gpu=False, gpus=())
         if calibrate and not engine_bytes:  # a measured footprint already is the engine's own share
             _calibrated(host)
-        answers = [_answer("host (no GPU here)", available, now.host_total_bytes, info, host)]
+        place = "host (no GPU here)"
+        if host.memory.kv_from_budget and not host.kv_cache_memory and now.host_total_bytes:
+            # vLLM's CPU build takes its share of the machine's whole memory, and refuses to start when that
+            # is not free (QA 10: FITS at 0.92 of 23.5 GiB with 21.5 GiB free; vLLM refused it)
+            answers = [_on_card(place, available, now.host_total_bytes, info, host)]
+        else:
+            answers = [_answer(place, available, now.host_total_bytes, info, host)]
         if not answers[0].runtime_bytes and not engine_bytes:
             answers[0].notes.append(
                 "the engine process's own memory is not in this figure: no measured run of this engine "
@@ -137,6 +146,15 @@ def _on_card(place: str, free: int, total: int | None, info: ModelInfo, settings
             return answer
         sized = replace(settings, device_bytes=total, safety=share, gpus=())
         answer = _answer(place, free, total, info, sized)
+        over = answer.needs_bytes + _SHARE_SLACK - free
+        if over > 0:
+            # what the share leaves out needs room too (vLLM's CPU build: its API server and engine core
+            # beside the worker whose share it is): a share that smaller
+            share = math.floor((share - over / total) * 100) / 100
+            if share <= 0:
+                answer.fits, answer.share = False, None
+                return answer
+            answer = _answer(place, free, total, info, replace(sized, safety=share))
         answer.share = share
         return answer
     return _answer(place, free, total, info, replace(settings, device_bytes=max(free, MIB), gpus=()))
