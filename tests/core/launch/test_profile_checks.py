@@ -57,6 +57,19 @@ def test_the_limits_typo_is_exit_2_on_the_command_line(tmp_path: Path) -> None:
     ]
 
 
+def test_an_engines_own_flag_as_a_key_names_the_shared_one(tmp_path: Path) -> None:
+    """QA 9, 10: `max_model_len = 1024` under [params] of a vLLM profile got no did-you-mean."""
+    from vramtui.core.backends import get_backend
+    from vramtui.core.launch.profile import check_param_name
+
+    with pytest.raises(
+        VramtuiError, match=r"did you mean context\? \(vllm's --max-model-len is context here\)"
+    ):
+        check_param_name(get_backend("vllm"), "max_model_len")
+    with pytest.raises(VramtuiError, match=r"did you mean parallel\?"):
+        check_param_name(get_backend("vllm"), "max_num_seqs")
+
+
 def test_env_stays_free_form(tmp_path: Path) -> None:
     profile = load_profile(write(tmp_path, '[env]\nANYTHING_AT_ALL = "1"\n'))
     assert profile.env == {"ANYTHING_AT_ALL": "1"}

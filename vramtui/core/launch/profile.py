@@ -201,8 +201,12 @@ def check_param_name(backend: Backend, name: str) -> None:
         raise VramtuiError("memory_budget belongs under [limits], not under [params]")
     if name in _TOP_LEVEL:
         raise VramtuiError(f"{name} belongs at the top level, not under [params]")
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    # the engine's own flag written as a key (max_model_len for vLLM's --max-model-len): its shared name
+    flag = "--" + name.replace("_", "-")
+    own = next((param for param, said in backend.flags.items() if said == flag), None)
+    close = [own] if own else difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]}? " if close else ""
+    hint += f"({backend.name}'s {flag} is {own} here) " if own else ""
     raise VramtuiError(
         f"unknown parameter {name!r} under [params] for {backend.name}: {hint}"
         f"(known: {', '.join(known)}; other engine flags go in extra_args = [...])"
