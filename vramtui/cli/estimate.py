@@ -502,12 +502,14 @@ def _solvers(est: Any) -> list[str]:
     # a refusal no context cures (a quantized V without flash attention): its zeros would read as memory's
     cured = not (est.refused and not est.max_context)
     solved = [f"largest context {est.max_context:,}" if est.max_context is not None and cured else ""]
-    if est.max_parallel is not None and cured:
+    # no concurrency at a length the engine refuses (QA 10: 256 sequences of 4,096 beside WILL NOT START)
+    at_length = not (est.refused and est.past_trained_context)
+    if est.max_parallel is not None and cured and at_length:
         tokens = getattr(est, "max_parallel_tokens", None)  # the sequences' length: ctx / slots on llama.cpp
         each = f" (sequences of {tokens:,} tokens)" if tokens else ""
         layers = " with every layer on the GPU" if est.max_parallel_all_layers else ""
         solved.append(f"largest concurrency{layers} {est.max_parallel}{each}")
-    if est.max_concurrency is not None:
+    if est.max_concurrency is not None and at_length:
         solved.append(
             f"vLLM would print: KV capacity {est.kv_cache_tokens:,} tokens, max concurrency {est.max_concurrency:.2f}x"
         )
