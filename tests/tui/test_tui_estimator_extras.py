@@ -94,3 +94,15 @@ async def test_a_profile_fills_the_extras(files: dict[str, Path]) -> None:
         pane.prefill_from_profile(profile)
         assert pane.value("extras") == f"--lora {files['draft']} --n-cpu-moe 3"
         await wait_for(pilot, lambda: pane.estimate is not None and pane.estimate.context == 2048)
+
+
+def test_a_vllm_profiles_switches_are_bare_flags_the_form_and_the_cli_read_back() -> None:
+    """QA 10: a vLLM profile filled the extras field with "--enforce-eager True", which neither the field
+    nor `estimate` reads back; vLLM's own --kv-cache-memory-bytes is taken there too."""
+    from vramtui.core.estimate.inputs import split_flags
+    from vramtui.tui.panes.estimator import _flags_of
+
+    text = _flags_of({"kv_cache_memory": "256MiB", "enforce_eager": True})
+    assert text == "--kv-cache-memory 256MiB --enforce-eager"
+    assert split_flags(text) == {"kv_cache_memory": "256MiB", "enforce_eager": "on"}
+    assert split_flags("--kv-cache-memory-bytes 1GiB") == {"kv_cache_memory": "1GiB"}

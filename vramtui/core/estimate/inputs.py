@@ -385,9 +385,10 @@ FLAG_FIELDS = (
     "device_map", "max_memory", "mla", "attn_max_batch", "kv_offload", "kv_unified", "swa_full",
 )  # fmt: skip
 _SHORT_FLAGS = {"-ot": "override_tensor", "-cram": "cache_ram", "-md": "model_draft", "-ts": "tensor_split"}
+_SHORT_FLAGS["--kv-cache-memory-bytes"] = "kv_cache_memory"  # vLLM's own spelling (QA 10)
 _SHORT_FLAGS |= {"--mla-use": "mla", "--attention-max-batch": "attn_max_batch"}
 _SHORT_FLAGS |= {"-nkvo": "kv_offload", "-kvu": "kv_unified"}
-_BARE_FLAGS = frozenset({"cpu_moe", "mtp", "kv_unified", "swa_full"})  # switches: present means on
+BARE_FLAGS = frozenset({"cpu_moe", "mtp", "kv_unified", "swa_full", "enforce_eager"})  # present means on
 _NEGATING_FLAGS = frozenset({"kv_offload"})  # --no-...: present means off
 _REPEATED_FLAGS = frozenset({"lora", "override_tensor"})  # each use adds one, joined by commas
 
@@ -410,7 +411,7 @@ def split_flags(text: str, field: str = "extras") -> dict[str, str]:
         if name is None:
             raise InputError(field, f"{words[position]!r} is not one of {', '.join(sorted(names))}")
         position += 1
-        if name in _BARE_FLAGS:
+        if name in BARE_FLAGS:
             value = inline or "on"
         elif name in _NEGATING_FLAGS:
             value = "off"

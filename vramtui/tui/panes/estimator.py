@@ -21,7 +21,7 @@ from textual.widgets import Input, Label, Select, Static
 
 from vramtui.core.backends import BACKENDS as ENGINES
 from vramtui.core.errors import VramtuiError
-from vramtui.core.estimate.inputs import FLAG_FIELDS, FLAGS
+from vramtui.core.estimate.inputs import BARE_FLAGS, FLAG_FIELDS, FLAGS
 from vramtui.core.memory.parts import HOST, PARTS, Part, part_label
 from vramtui.core.units import GIB, format_bytes
 from vramtui.tui.palette import theme_style
@@ -67,7 +67,7 @@ def _flags_of(params: dict[str, Any]) -> str:
         value = named.get(name)
         if value in (None, "", False, 0):  # unset, off, or the engine's own default
             continue
-        if name in ("cpu_moe", "mtp"):  # switches: the bare flag when on
+        if name in BARE_FLAGS:  # switches: the bare flag when on (QA 10: "--enforce-eager True")
             if str(value).strip().lower() in ("1", "true", "on", "yes"):
                 words.append(FLAGS[name])
             continue
