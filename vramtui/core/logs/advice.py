@@ -615,6 +615,15 @@ ADVICE: tuple[AdviceRow, ...] = (
             Say("Choose the method explicitly: {quant} (awq, gptq, fp8 ...).", when="!supported_list"),
         ),
     ),
+    AdviceRow(
+        "unknown_arch",
+        "cpu_attn_head_dim",
+        (
+            "vLLM's CPU attention kernels do not take this model's head size (the error's head_dim): no "
+            "setting changes it. Run the model on a GPU build of vLLM, or on llama.cpp (a GGUF of it), "
+            "which runs any head size on the CPU.",
+        ),
+    ),
     AdviceRow("unknown_arch", None, ("@unknown_arch",)),
     AdviceRow(
         "shape_mismatch",
