@@ -126,3 +126,12 @@ def test_an_attached_vllms_kv_bytes_become_a_size_its_profile_takes(tiny_gguf: P
     params = as_sizes(command.params)
     assert size_bytes("kv_cache_memory", params["kv_cache_memory"]) == 256 << 20
     assert command.params["kv_cache_memory"] == 268435456  # the command as read is left as it was
+
+
+def test_an_attached_vllm_with_its_kv_cache_set_is_assumed_no_share(tiny_gguf: Path) -> None:
+    """QA 10: `attach` listed the default memory share beside --kv-cache-memory-bytes, which it sizes nothing."""
+    from vramtui.core.attach.watch import _assumed
+
+    sized = read_command(["vllm", "serve", str(tiny_gguf), "--kv-cache-memory-bytes", "268435456"])
+    assert "mem_share" not in _assumed(sized)
+    assert "mem_share" in _assumed(read_command(["vllm", "serve", str(tiny_gguf)]))

@@ -163,7 +163,12 @@ def _assumed(
 
     card = first_gpu_total_bytes()  # no GPU here: an engine that runs anyway runs on the CPU
     backend = command.backend
-    assumed = {k: backend.default(k, card, card is None) for k in backend.defaults if k not in command.params}
+    said = [k for k in backend.defaults if k not in command.params]
+    if (
+        "kv_cache_memory" in command.params
+    ):  # QA 10: no share beside a KV cache set outright (it sizes nothing)
+        said = [k for k in said if k != "mem_share"]
+    assumed = {k: backend.default(k, card, card is None) for k in said}
     models = (endpoints or {}).get("/v1/models")
     if "context" not in command.params and models is not None and models.answered:
         length = models.found.get("max_model_len")
