@@ -133,6 +133,14 @@ def test_the_prediction_is_set_beside_the_buffers_the_engine_printed() -> None:
         "predicted ~858 MiB for the weights, KV cache, compute buffers (of ~891 MiB in all); "
         "the engine printed 860 MiB"
     )
+    # vLLM sizing its cache from its share: one request's need beside what it took is no miss (QA 10)
+    proposal.predicted_parts, proposal.predicted_mib = {"kv_cache": 1.0, "runtime": 1967.0}, 1968.0
+    took = Observation(
+        ready=True, smoke_ok=True, stage="inference", failure_stage=None, failure=None,
+        engine={"kv_cache_available": 20910 << 20},
+    )  # fmt: skip
+    said = predicted_against_printed(proposal, took)
+    assert said.startswith("predicted ~1 MiB for the KV cache") and "from the memory its share left" in said
     proposal.predicted_mib = 3300.0
     proposal.predicted_parts = {}  # a step recorded before the parts were kept
     assert predicted_against_printed(proposal, kv_only).startswith("predicted ~3300 MiB for the buffers")
