@@ -580,3 +580,16 @@ def test_an_empty_model_a_folder_for_a_profile_and_the_backend_list_say_what_the
     log.write_text("main: loading model\n")
     assert main(["diagnose", str(log), "--backend", "foo"]) == 2
     assert "ik_llama.cpp" in capsys.readouterr().err
+
+
+def test_a_vllm_cpu_launch_that_takes_most_of_the_machine_is_said_first(tmp_path: Path) -> None:
+    """QA 10: with no KV size set, vLLM's CPU build took 22.5 of 23.5 GiB and nothing said so before."""
+    from vramtui.core.launch.launcher import machine_share
+
+    share = machine_share(Profile(backend="vllm", model=str(tmp_path), params={"context": 1024}), None)
+    assert len(share) == 1 and share[0].startswith("vLLM's CPU build takes 92% of this machine's memory")
+    sized = Profile(backend="vllm", model=str(tmp_path), params={"kv_cache_memory": "1GiB"})
+    assert machine_share(sized, None) == []
+    by_env = Profile(backend="vllm", model=str(tmp_path), env={"VLLM_CPU_KVCACHE_SPACE": "2"})
+    assert machine_share(by_env, None) == []
+    assert machine_share(Profile(backend="llama.cpp", model=str(tmp_path)), None) == []

@@ -273,6 +273,9 @@ class Backend:
     # environment variable that lets it start anyway ("": it starts, past the length or capped to it)
     context_limit_words: str = ""
     context_limit_env: str = ""
+    # Said before a launch with no GPU when the KV cache is sized from a share of the whole machine
+    # ({share}, {size}) and nothing sets it outright ("": the engine takes what its settings say)
+    cpu_share_words: str = ""
     # Flags only this engine takes: a command line of a program two engines share (ik_llama.cpp's
     # llama-server and mainline's) with one of them is this engine's.
     own_flags: tuple[str, ...] = ()

@@ -311,7 +311,28 @@ def preflight(plan: LaunchPlan, profile: Profile, sample_source: Any) -> list[st
             PORT_IN_USE,
             f"port {plan.port} on {plan.host} is already in use{who}: stop it or set another port",
         )
-    return gpu_holders(sample_source)
+    return [*gpu_holders(sample_source), *machine_share(profile, sample_source)]
+
+
+def machine_share(profile: Profile, sample_source: Any) -> list[str]:
+    """With no GPU, an engine that sizes its KV cache from a share of the whole machine, with nothing
+    setting it outright: said before it takes most of the host's memory (QA 10: 22.5 of 23.5 GiB)."""
+    backend = profile.backend
+    if not backend.cpu_share_words or (
+        sample_source is not None and getattr(sample_source, "available", False)
+    ):
+        return []
+    if "kv_cache_memory" in sizing_params(backend, profile.params, profile.env):
+        return []
+    import psutil
+
+    from vramtui.core.units import format_bytes
+
+    share = float(profile.params.get("mem_share") or backend.default("mem_share", None, True) or 0)  # type: ignore[arg-type]
+    if share <= 0:
+        return []
+    total = psutil.virtual_memory().total
+    return [backend.cpu_share_words.format(share=f"{share:.0%}", size=format_bytes(int(total * share), 1))]
 
 
 class ModelServer:

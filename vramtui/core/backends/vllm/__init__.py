@@ -133,6 +133,10 @@ VLLM = Backend(
         'max_model_len (max_position_embeddings={trained})"'
     ),
     context_limit_env="VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+    cpu_share_words=(
+        "vLLM's CPU build takes {share} of this machine's memory ({size}) for itself and its KV cache: "
+        "set kv_cache_memory (or VLLM_CPU_KVCACHE_SPACE in [env]) to hold less"
+    ),
     batch_limit_words=(
         'vLLM refuses to start: "max_num_batched_tokens ({batch}) must be greater than or equal to '
         'max_num_seqs ({sequences})"'
