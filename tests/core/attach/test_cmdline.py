@@ -135,3 +135,4 @@ def test_an_attached_vllm_with_its_kv_cache_set_is_assumed_no_share(tiny_gguf: P
     sized = read_command(["vllm", "serve", str(tiny_gguf), "--kv-cache-memory-bytes", "268435456"])
     assert "mem_share" not in _assumed(sized)
     assert "mem_share" in _assumed(read_command(["vllm", "serve", str(tiny_gguf)]))
+    assert "gpu_layers" not in _assumed(sized)  # vLLM places no layers: no llama.cpp word for it

@@ -164,6 +164,8 @@ def _assumed(
     card = first_gpu_total_bytes()  # no GPU here: an engine that runs anyway runs on the CPU
     backend = command.backend
     said = [k for k in backend.defaults if k not in command.params]
+    if not backend.offloads_layers:  # QA 10: vLLM read as "gpu_layers=all", a knob it has not
+        said = [k for k in said if k != "gpu_layers"]
     if (
         "kv_cache_memory" in command.params
     ):  # QA 10: no share beside a KV cache set outright (it sizes nothing)
