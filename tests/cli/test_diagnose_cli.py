@@ -265,3 +265,11 @@ def test_a_port_held_by_another_process_fails_at_start_up_not_at_a_download(
     assert "at download" not in out and "Furthest stage reached: start-up, before the model was read" in out
     assert main(["diagnose", str(log), "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["failure_stage"] == "download"  # the JSON keeps its code
+
+
+def test_a_size_the_engine_rounded_to_zero_is_not_said_as_zero_bytes() -> None:
+    """QA 10: vLLM's "(0.0 GiB KV cache is needed" and "Explicitly set (0.0/23.54) GiB" read "0 B"."""
+    from vramtui.cli.diagnose import _figure_value
+
+    assert _figure_value("kv_cache_needed", 0, frozenset()) == "0 as printed (rounded)"
+    assert _figure_value("kv_cache_needed", 1 << 20, frozenset()) == "1.00 MiB"

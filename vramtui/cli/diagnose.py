@@ -192,6 +192,8 @@ def _figure_value(key: str, value: float, counts: frozenset[str]) -> str:
         return {0: "off", 1: "on"}.get(int(value), "auto")
     if key in counts or isinstance(value, float):
         return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+    if value == 0:
+        return "0 as printed (rounded)"  # QA 10: vLLM's "0.0 GiB" read as "0 B"
     return format_bytes(value)
 
 
