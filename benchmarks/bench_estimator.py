@@ -600,7 +600,8 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # all training) at 485d323: KV 6/10, weights 9/17, compute 13/17. Its GLM-5.2 run names no command (its
     # experts went to the host by rules the printout does not show): left out as such runs are, it was
     # sized with every expert on the GPUs. Of the other six, KV 6/6, weights 9/12, compute 12/12: the misses
-    # are UD recipes' host embeddings (listed).
+    # are UD recipes' host embeddings (listed). Round 31 (4 whole logs of gpt-oss-20b on a T4, all training)
+    # at db7ff06: KV 4/4, weights 8/8, compute 8/8.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -637,6 +638,7 @@ _NEWEST_ROUNDS = {
     "round28.jsonl": "round 28 (NVIDIA runs, seventeenth session, later)",
     "round29.jsonl": "round 29 (NVIDIA runs, eighteenth session)",
     "round30.jsonl": "round 30 (NVIDIA runs, eighteenth session, later)",
+    "round31.jsonl": "round 31 (a T4's gpt-oss runs, eighteenth session, last)",
 }
 
 
