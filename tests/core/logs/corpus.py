@@ -59,6 +59,7 @@ FILES = (
     LOGS / "round42.jsonl",
     LOGS / "round43.jsonl",
     LOGS / "round44.jsonl",
+    LOGS / "round45.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

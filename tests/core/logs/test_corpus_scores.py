@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (826, 859),
-        "class": (835, 859),
-        "memory": (227, 242),
-        "first_error": (489, 509),
-        "quiet": (151, 161),
-        "calm": (116, 139),
-        "engine": (808, 859),
+        "stage": (833, 866),
+        "class": (842, 866),
+        "memory": (230, 245),
+        "first_error": (493, 514),
+        "quiet": (152, 162),
+        "calm": (117, 140),
+        "engine": (815, 866),
     },
     "heldout": {
-        "stage": (298, 325),
-        "class": (296, 325),
+        "stage": (300, 327),
+        "class": (298, 327),
         "memory": (90, 106),
-        "first_error": (172, 188),
+        "first_error": (173, 189),
         "quiet": (53, 70),
-        "calm": (37, 44),
-        "engine": (305, 325),
+        "calm": (37, 45),
+        "engine": (308, 327),
     },
 }
 

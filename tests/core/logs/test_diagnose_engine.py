@@ -211,6 +211,14 @@ def test_server_comes_up_answers_and_is_read_live(tiny_gguf: Path) -> None:
             ],
             "llama.cpp",
         ),
+        # a GGUF's own tags name vLLM (round 45): a quoted word of the model's metadata is no mark of it
+        (
+            [
+                'llama_model_loader: - kv   8:  general.tags arr[str,2]       = ["vllm", "text-generation"]',
+                "load_tensors: offloaded 25/25 layers to GPU",
+            ],
+            "llama.cpp",
+        ),
         (
             [
                 "WARNING 05-14 17:28:21 [cpu.py:106] Environment variable VLLM_CPU_KVCACHE_SPACE (GiB) for CPU "

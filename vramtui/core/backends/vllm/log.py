@@ -885,8 +885,9 @@ FIGURES: tuple[FigureRule, ...] = (
 
 # Its name counts as a module, a package path, a word or an env var ("vllm.entrypoints", "/vllm/", "vLLM
 # version", "VLLM_CPU_KVCACHE_SPACE") or a virtualenv named for it (".../my-vllm/lib/python3.12"), not
-# inside another name: a llama-server reading "/home/me/gemma4-vllm/models/x.gguf" is no vLLM log
-MARK_GUARDS: tuple[tuple[str, str], ...] = (("vllm", r"(?<![\w-])vllm(?![a-z0-9-])|-vllm/lib\d*/python"),)
+# inside another name: a llama-server reading "/home/me/gemma4-vllm/models/x.gguf" is no vLLM log; nor a
+# quoted one (a GGUF's own tags, `general.tags arr[str,2] = ["vllm", "text-generation"]`, round 45)
+MARK_GUARDS: tuple[tuple[str, str], ...] = (("vllm", r'(?<![\w"-])vllm(?![a-z0-9"-])|-vllm/lib\d*/python'),)
 
 MARKS: tuple[tuple[str, str], ...] = (
     ("vllm", "vllm"),  # only as a name of its own: see MARK_GUARDS
