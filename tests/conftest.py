@@ -43,6 +43,22 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def short_trained_hf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model folder whose config.json alone says a small Qwen2 trained on 2048 tokens (no weights: what
+    reads only the config, the estimate and the refusals before launch, is all it is for)."""
+    import json
+
+    folder = tmp_path_factory.mktemp("short-trained")
+    config = {
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 256,
+        "vocab_size": 1000, "max_position_embeddings": 2048, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.fixture(scope="session")
 def make_gguf(tmp_path_factory: pytest.TempPathFactory):
     """Build a GGUF of any TinyModelSpec shape, cached per shape for the session."""
     cache: dict[TinyModelSpec, Path] = {}

@@ -104,19 +104,12 @@ def test_vllms_own_spellings_mean_what_they_mean_there(capsys: pytest.CaptureFix
 
 
 def test_a_length_the_engine_refuses_gets_no_concurrency(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], short_trained_hf: Path
 ) -> None:
     """QA 10: `--ctx 4096` of a model trained on 2048 under vLLM said WILL NOT START, then "largest
     concurrency 256 (sequences of 4,096 tokens)" and vLLM's capacity line, for a run that never starts."""
-    import json
-
-    config = {
-        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 128,
-        "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 256,
-        "vocab_size": 1000, "max_position_embeddings": 2048, "torch_dtype": "bfloat16",
-    }  # fmt: skip
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    assert main(["estimate", str(tmp_path), "--backend", "vllm", "--ctx", "4096", "--gpu-mem", "24GiB"]) == 1
+    argv = ["estimate", str(short_trained_hf), "--backend", "vllm", "--ctx", "4096", "--gpu-mem", "24GiB"]
+    assert main(argv) == 1
     out = capsys.readouterr().out
     assert "WILL NOT START" in out and "largest context 2,048" in out
     assert "largest concurrency" not in out and "vLLM would print" not in out

@@ -417,35 +417,31 @@ def test_vllm_sequences_over_its_default_batch_are_refused_for_the_card_there(
     assert on(24 * GIB, parallel=4096, batch=4096) is None
 
 
-def test_a_vllm_context_past_the_models_own_length_is_refused_before_launch(tmp_path: Path) -> None:
+def test_a_vllm_context_past_the_models_own_length_is_refused_before_launch(short_trained_hf: Path) -> None:
     """QA 9: `estimate` said WILL NOT START for --max-model-len 4096 of a model trained on 2048, and
     `check` launched it anyway, to fail at load with "User-specified max_model_len (4096) is greater"."""
-    import json
-
     from vramtui.core.launch.profile import runnable_refusal
     from vramtui.core.wizard.wizard import Wizard
 
-    config = {
-        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 128,
-        "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 256,
-        "vocab_size": 1000, "max_position_embeddings": 2048, "torch_dtype": "bfloat16",
-    }  # fmt: skip
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    profile = Profile(backend="vllm", model=str(tmp_path), params={"context": 4096})
+    profile = Profile(backend="vllm", model=str(short_trained_hf), params={"context": 4096})
     refusal = runnable_refusal(profile)
     assert refusal is not None and (refusal.param, refusal.value) == ("context", 2048)
     assert "User-specified max_model_len (4096)" in refusal.message
-    assert runnable_refusal(Profile(backend="vllm", model=str(tmp_path), params={"context": 2048})) is None
+    assert (
+        runnable_refusal(Profile(backend="vllm", model=str(short_trained_hf), params={"context": 2048}))
+        is None
+    )
     allowed = Profile(
         backend="vllm",
-        model=str(tmp_path),
+        model=str(short_trained_hf),
         params={"context": 4096},
         env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"},
     )
     assert runnable_refusal(allowed) is None
     # llama.cpp runs past the trained length (it warns): nothing refused there
     assert (
-        runnable_refusal(Profile(backend="llama.cpp", model=str(tmp_path), params={"context": 4096})) is None
+        runnable_refusal(Profile(backend="llama.cpp", model=str(short_trained_hf), params={"context": 4096}))
+        is None
     )
 
     def never(_profile: Profile) -> None:
