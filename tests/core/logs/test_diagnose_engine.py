@@ -238,3 +238,17 @@ def test_server_comes_up_answers_and_is_read_live(tiny_gguf: Path) -> None:
 )
 def test_an_engine_is_told_by_its_own_source_words(lines: list[str], engine: str) -> None:
     assert diagnose_lines(lines, kernel_log=lambda: None).backend == engine
+
+
+def test_vramtuis_transformers_runner_serving_is_the_ready_stage() -> None:
+    """QA 11: the runner's own "ready: serving" line was tagged load weights: the app said STARTING for a
+    server that was up, until its first request (the lines of a real run of the runner)."""
+    lines = [
+        "vramtui-runner: transformers 5.25.0, torch 2.13.0+cpu, cuda=False",
+        "vramtui-runner: loading tokenizer from /tmp/qa11/tinyqwen",
+        "vramtui-runner: loading weights from /tmp/qa11/tinyqwen (dtype=auto)",
+        "vramtui-runner: weights loaded: 361600 parameters, 0.69 MiB on cpu in 1.59 s",
+        "vramtui-runner: ready: serving '/tmp/qa11/tinyqwen' on http://127.0.0.1:47977 (max length 1024)",
+    ]
+    diagnosis = diagnose_lines(lines, kernel_log=lambda: None)
+    assert diagnosis.backend == "transformers" and diagnosis.stage == "ready" and not diagnosis.failed

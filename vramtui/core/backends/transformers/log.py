@@ -81,6 +81,8 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("checkpoint shards", "load_weights", backend="transformers"),
     # vramtui's own runner says what it loads (its tokenizer, then its weights)
     StageRule("vramtui-runner: loading", "load_weights", backend="transformers"),
+    # ... and when it serves (QA 11: the app said STARTING, load weights, for a runner that was up)
+    StageRule("vramtui-runner: ready: serving", "ready", backend="transformers"),
     StageRule("modeling_utils", "load_weights", backend="transformers"),
     StageRule("configuration_auto", "load_weights", backend="transformers"),
     StageRule("load_state_dict", "load_weights", backend="transformers"),
