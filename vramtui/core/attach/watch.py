@@ -18,6 +18,7 @@ from vramtui.core.attach.cmdline import ServerCommand, as_sizes, process_command
 from vramtui.core.attach.container import Container, container_of, named
 from vramtui.core.attach.endpoints import Endpoint, Unreachable, probe
 from vramtui.core.attach.target import Target, parse_target, resolve
+from vramtui.core.backends.base import kv_set_outright
 from vramtui.core.errors import VramtuiError
 from vramtui.core.memory.readings import Event, compute_readings
 from vramtui.core.memory.sampling import HostSource, NvmlSource, Sample, Sampler, Source
@@ -166,9 +167,7 @@ def _assumed(
     said = [k for k in backend.defaults if k not in command.params]
     if not backend.offloads_layers:  # QA 10: vLLM read as "gpu_layers=all", a knob it has not
         said = [k for k in said if k != "gpu_layers"]
-    if (
-        "kv_cache_memory" in command.params
-    ):  # QA 10: no share beside a KV cache set outright (it sizes nothing)
+    if kv_set_outright(backend, command.params):  # QA 10: no share assumed beside it
         said = [k for k in said if k != "mem_share"]
     assumed = {k: backend.default(k, card, card is None) for k in said}
     models = (endpoints or {}).get("/v1/models")

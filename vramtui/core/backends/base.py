@@ -571,3 +571,11 @@ def sizing_params(
         if param not in found and raw and raw.replace(".", "", 1).isdigit() and float(raw) > 0:
             found[param] = f"{raw}{unit}"
     return found
+
+
+def kv_set_outright(
+    backend: Backend, params: Mapping[str, object], env: Mapping[str, str] | None = None
+) -> bool:
+    """Is the KV cache sized outright (kv_cache_memory, or the engine's environment variable for it)? Then
+    the memory share sizes nothing: no share to assume, to raise, or to warn about."""
+    return bool(sizing_params(backend, params, env or {}).get("kv_cache_memory"))

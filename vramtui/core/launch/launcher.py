@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from vramtui.core.backends.base import sizing_params
+from vramtui.core.backends.base import kv_set_outright, sizing_params
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch import procs
 from vramtui.core.launch.billcheck import LaunchEstimate, run_bill
@@ -322,7 +322,7 @@ def machine_share(profile: Profile, sample_source: Any) -> list[str]:
         sample_source is not None and getattr(sample_source, "available", False)
     ):
         return []
-    if "kv_cache_memory" in sizing_params(backend, profile.params, profile.env):
+    if kv_set_outright(backend, profile.params, profile.env):
         return []
     import psutil
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtui.core.backends import Backend, kv_dtype_name, switch
-from vramtui.core.backends.base import FailedRun, gib
+from vramtui.core.backends.base import FailedRun, gib, kv_set_outright
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
 from vramtui.core.logs.advice import CAUSE_WORDS
@@ -213,8 +213,8 @@ def candidates(rung: Rung, current: object, profile: Profile, n_layers: int) -> 
     if param == "flash_attn":  # never "on" when the run already has it (auto turned it on)
         return [] if backend.flash_attn_effective(current) else [switched_on(current)]
     if param == "mem_share":
-        if profile.params.get("kv_cache_memory"):
-            return []  # a KV cache set outright: the share does not size it (QA 9, 10)
+        if kv_set_outright(backend, profile.params, profile.env):
+            return []  # the share does not size the cache (QA 9, 10)
         share = float(current or 0.9)  # type: ignore[arg-type]
         return [v for v in (0.92, 0.95) if v > share]
     if param == "gpu_layers":
