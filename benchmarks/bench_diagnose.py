@@ -386,7 +386,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # 1/1, first error 2/2, quiet 1/1); round 44 (4 committed logs; 3 training, 1 held-out) at 38be9ea: every
     # measure right (stage 4/4, class 4/4, memory 2/2, first error 2/2, calm 2/2); round 45 (9 committed
     # logs; 7 training, 2 held-out) at c784c77: stage 9/9, class 9/9, memory 3/3, first error 5/6, quiet 1/1,
-    # calm 1/2, engine 7/9 (held-out: stage 2/2, class 2/2, first error 1/1, calm 0/1).
+    # calm 1/2, engine 7/9 (held-out: stage 2/2, class 2/2, first error 1/1, calm 0/1); round 46 (3 logs; 1
+    # training, 2 held-out) at 88ba73e: every measure right (stage 3/3, class 3/3, memory 1/1, first error 2/2,
+    # quiet 1/1, engine 3/3).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -488,6 +490,7 @@ LATER_ROUNDS = (
         "round45.jsonl",
         "round 45, both parts (committed files and their histories; eighteenth session, last)",
     ),
+    ("round46.jsonl", "round 46, both parts (threads and a CI log; nineteenth session, first"),
 )
 
 

@@ -65,6 +65,7 @@ CAUSE_WORDS: dict[str, str] = {
     "host_killed": "killed",
     "compute_alloc_failed": "compute buffer allocation failed",
     "traceback": "Python exception",
+    "flash_attn_missing": "flash-attn not installed",
 }
 
 OUTCOME_WORDS: dict[str, str] = {

@@ -60,6 +60,7 @@ FILES = (
     LOGS / "round43.jsonl",
     LOGS / "round44.jsonl",
     LOGS / "round45.jsonl",
+    LOGS / "round46.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

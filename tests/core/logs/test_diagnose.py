@@ -205,7 +205,8 @@ def test_streaming_equals_whole_file(shared_logs: Path, tmp_path: Path) -> None:
         assert live.to_dict() == whole.to_dict(), name
         assert diagnose_text(text, kernel_log=no_kernel_log).to_dict() == whole.to_dict(), name
         first = [tag.number for tag in tags if tag.is_first_error]
-        assert len(first) <= 1, name
+        # a second tag only where an exception raised while handling the first one supersedes it
+        assert len(first) <= 1 or (len(first) == 2 and first[-1] == whole.first_error_line), name
         if first:
             assert tags[first[0] - 1].severity == "error"
             assert whole.failed or any(line.startswith("recovered:") for line in whole.evidence)

@@ -126,6 +126,40 @@ def test_chained_unfamiliar_exceptions_report_the_first_tracebacks_exception() -
     assert diagnosis.first_error_text == "KeyError: 'model_type'"
 
 
+_CHAIN = (
+    "vramtui-runner: loading weights from /m (dtype=auto, attn_implementation=flash_attention_2)\n"
+    "Traceback (most recent call last):\n"
+    '  File "/site-packages/httpx/_transports/default.py", line 95, in map_httpcore_exceptions\n'
+    "    yield\n"
+    "httpx.ConnectError: [Errno -2] Name or service not known\n"
+    "\n"
+    "{link}\n"
+    "\n"
+    "Traceback (most recent call last):\n"
+    '  File "/site-packages/transformers/modeling_utils.py", line 1558, in _flash_attn_import_error\n'
+    "    raise ImportError(\n"
+    "ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: "
+    "the package for FlashAttention2 doesn't seem to be installed.\n"
+)
+
+
+def test_the_exception_raised_while_handling_a_failed_fallback_is_the_failure() -> None:
+    # QA 11: offline, transformers 5 first asks the Hub for a flash-attn kernel (a network error), then
+    # raises the ImportError that stopped the load: not a network failure
+    link = "During handling of the above exception, another exception occurred:"
+    diagnosis = _diagnose(_CHAIN.format(link=link), backend="transformers")
+    assert diagnosis.cause == "flash_attn_missing"
+    assert (diagnosis.failure_stage, diagnosis.first_error_line) == ("load_weights", 12)
+    assert "flash_attn = false" in diagnosis.advice[0]
+    assert not diagnosis.warnings  # the failure itself is not also listed as a quiet one
+
+
+def test_a_direct_cause_keeps_the_earlier_exception_as_the_failure() -> None:
+    link = "The above exception was the direct cause of the following exception:"
+    diagnosis = _diagnose(_CHAIN.format(link=link), backend="transformers")
+    assert (diagnosis.failure, diagnosis.first_error_line) == ("network", 5)
+
+
 def test_a_tokenizer_error_gets_tokenizer_file_advice() -> None:
     exception = (
         "ValueError: Couldn't instantiate the backend tokenizer from one of: (1) a `tokenizers` library "

@@ -54,6 +54,7 @@ CAUSE_WORDS: dict[str, str] = {
     "too_many_sequences": "more parallel sequences than llama.cpp runs (256)",
     "gpu_full_at_start": "the GPU was already full before loading (a device memory query failed)",
     "port_in_use": "the server could not listen: another process already holds its port",
+    "flash_attn_missing": "flash attention 2 was asked for, but the flash-attn package is not installed",
     "bad_argument": "the engine refused its command line (a flag it does not take, or a bad value)",
     "gpus_short": "the run asks for more GPUs than there are (tensor x pipeline parallel ranks)",
     "nccl_timeout": "a multi-GPU (NCCL) collective operation timed out: one GPU's process stalled or died",
@@ -578,6 +579,7 @@ ADVICE: tuple[AdviceRow, ...] = (
     ),
     AdviceRow("unsupported_quant", "wrong_format", ("@wrong_format",)),
     AdviceRow("unsupported_quant", "bnb_missing", ("@bnb_missing",)),
+    AdviceRow("other", "flash_attn_missing", ("@flash_attn_missing",)),
     AdviceRow("other", "runner_start_timeout", ("@runner_start_timeout",)),
     AdviceRow(
         "unsupported_quant",

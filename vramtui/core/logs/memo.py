@@ -34,6 +34,7 @@ from vramtui.core.logs.analysis import (
     _extract_figures,
     _key_of,
     _LineInfo,
+    _strip_prefix,
 )
 
 # The memos that let lines share an analysis hold at most this many entries (then start over), and
@@ -402,7 +403,8 @@ def _mask_entry(masked_text: str, text: str) -> object:
             return _EACH_LINE  # a digit word may be the line's only word: None or _PLAIN by digits
     # Before the checks: a shared key is only ever stored where no line of its widths can hold one.
     collapsed = _width_key(masked_text)
-    known = _COLLAPSED.get(collapsed)
+    key = _shared_key(masked_text, text)
+    known = _COLLAPSED.get(key)
     if known is not None:
         return known
     checks = _checks_of(masked_low, masked_text)
@@ -412,14 +414,14 @@ def _mask_entry(masked_text: str, text: str) -> object:
     if not checks and not figure_rules:
         entry = _NO_INFO if info is None else _intern(info)
         if _run_blind(text) and not _may_hold_a_check(collapsed):
-            _remember(_COLLAPSED, collapsed, entry)
+            _remember(_COLLAPSED, key, entry)
         return entry
     if not figure_rules and _DIGIT_RULES_WIDTH_BLIND and _run_blind(text):
         # Shared across widths too: the outcome of every check any width may hold tells the lines apart
         # where their digits matter (a request line's "/v1/" or an exit code); the rest of the analysis
         # is width-blind as above.
         shared = _ByDigits(_checks_at_any_width(collapsed))
-        _remember(_COLLAPSED, collapsed, shared)
+        _remember(_COLLAPSED, key, shared)
         return shared
     entry = _ByDigits(checks)
     if not checks:
@@ -451,6 +453,16 @@ def _width_key(masked_text: str) -> str:
     while "00" in masked_text:
         masked_text = masked_text.replace("00", "0")
     return masked_text
+
+
+def _shared_key(masked_text: str, text: str) -> str:
+    """The width key, with the log prefix that was cut kept apart: the prefixes' regexes read widths
+    (a date's four-digit year), so "2026-12-05T... ^^^" loses its date where "26-12-5T... ^^^" keeps it
+    as text, and the two must not share an analysis."""
+    cut = len(text) - len(_strip_prefix(text))
+    if cut <= 0 or len(masked_text) != len(text):
+        return f"{min(cut, 1)}\x01{_width_key(masked_text)}"  # no cut, or a cut apart from the rest
+    return f"{_width_key(masked_text[:cut])}\x01{_width_key(masked_text[cut:])}"
 
 
 _COLLAPSED: dict[str, object] = {}

@@ -96,6 +96,38 @@ def _weak_rank(rule: ErrorRule, text: str, exception: str | None = None) -> int:
     return 1 if rule.cause in _GENERIC_WEAK else 2
 
 
+class _ChainWatch:
+    """Python's chained tracebacks: after "During handling of the above exception, another exception
+    occurred", the exception raised last is what stopped the run; the earlier one was a fallback that also
+    failed (QA 11: transformers tried the Hub for a flash-attn kernel offline, then raised "the package for
+    FlashAttention2 doesn't seem to be installed"). A "direct cause" link keeps the earlier one: it is the
+    cause."""
+
+    def __init__(self) -> None:
+        self.first_header: int | None = None  # the first traceback header of the chain now being read
+        self.last_link: int | None = None  # the chain's last "During handling ..." / "direct cause" line
+        self.handling_from: int | None = None  # a "During handling" line that a later exception may supersede
+
+    def header(self, number: int) -> None:
+        if self.last_link is None or number - self.last_link > 3:
+            self.first_header = number  # no link just above it: a new chain begins
+            self.handling_from = None
+
+    def link(self, number: int, text: str, strong: _Found | None) -> None:
+        self.last_link = number
+        within = strong is not None and self.first_header is not None and strong.number >= self.first_header
+        if within and "during handling" in text.lower():
+            self.handling_from = number
+
+    def supersedes(self, number: int, exception: str | None) -> bool:
+        """Does this exception line replace the chain's first strong error? Only the exception that
+        closes the traceback after the "During handling" line is asked."""
+        if self.handling_from is None or exception is None or number <= self.handling_from:
+            return False
+        self.handling_from = None
+        return True
+
+
 def _quote(number: int, text: str) -> str:
     return f"line {number}: {_clip(text, MAX_QUOTE)}"
 
@@ -165,6 +197,7 @@ class LogState:
         self.after_frame = False
         self.cut_tb: _Found | None = None
         self.cut_memory = False
+        self.chain = _ChainWatch()
         # other findings
         self.notices: dict[str, tuple[int, str, str]] = {}
         self.notice_unless: dict[str, tuple[str, ...]] = {}  # a notice's key -> the marks that silence it
@@ -254,7 +287,9 @@ class LogState:
             if self.tb_open and self.tb_frames:
                 self._note_cut_traceback()
             self._open_traceback(number, text)
+            self.chain.header(number)
         elif info.chained:
+            self.chain.link(number, text, self.strong)
             return "error", False
 
         rule = info.error
@@ -301,7 +336,14 @@ class LogState:
             # a later line says the start-up failed ("error starting llama runner"): a first error no
             # stage line placed was a start-up's, not a request's
             self._adopt_stage(number, "load_weights")
-        if (self.strong if rule.strong else self.weak) is not None:
+        superseded = (
+            self.chain.supersedes(number, info.exception)
+            and rule.strong
+            and self.strong is not None
+            and self.strong.rule is not None
+            and rule.failure != self.strong.rule.failure  # the same failure: the earlier line said it
+        )
+        if (self.strong if rule.strong else self.weak) is not None and not superseded:
             return "error", False  # not the first: the cause is already known
         known = rule.stage or stage or info.stage or self.current_or_none()
         if known is None and _SAYS_LOADING_RE.search(text):

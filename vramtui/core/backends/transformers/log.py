@@ -55,6 +55,11 @@ PROFILE = LogProfile(
         "unknown_arch": (
             "Upgrade transformers (pip install -U transformers); for a model with its own code, pass trust_remote_code=True.",
         ),
+        "flash_attn_missing": (
+            "FlashAttention 2 needs the flash-attn package and a CUDA GPU: set flash_attn = false in the "
+            "profile (transformers' own sdpa attention; vramtui's runner: --attn-implementation sdpa), or "
+            "install it in the engine's Python on a CUDA machine (pip install flash-attn).",
+        ),
         "bnb_missing": (
             "Install bitsandbytes with GPU support in the engine's Python (pip install -U bitsandbytes; "
             "the line names the version it needs), or load without on-the-fly quantization (drop `quant` "
@@ -120,6 +125,15 @@ FORMAT_ERRORS: tuple[ErrorRule, ...] = (
         "unsupported_quant",
         r"requires? .*bitsandbytes|please install bitsandbytes"
         r"|bitsandbytes .*(?:not installed|was compiled without gpu support).*error",
+        stage="load_weights",
+        backend="transformers",
+    ),
+    # QA 11: flash_attn = true where flash-attn is not installed (or no CUDA GPU): transformers 5 first asks
+    # the Hub for a kernel (a network error offline), then raises this ImportError, which stops the load
+    ErrorRule(
+        "flashattention2 has been toggled on, but it cannot be used",
+        "flash_attn_missing",
+        "other",
         stage="load_weights",
         backend="transformers",
     ),
@@ -323,12 +337,6 @@ NOTICES: tuple[NoticeRule, ...] = (
         "flash attention 2 is not installed",
         "kernel_fallback",
         "FlashAttention 2 is not installed: attention runs on a slower path",
-        backend="transformers",
-    ),
-    NoticeRule(
-        "flashattention2 has been toggled on, but it cannot be used",
-        "kernel_fallback",
-        "FlashAttention 2 was requested but cannot be used",
         backend="transformers",
     ),
 )
