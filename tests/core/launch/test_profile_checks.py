@@ -375,6 +375,35 @@ def test_settings_the_engine_refuses_are_said_before_check_launches() -> None:
     check_runnable(Profile(backend="vllm", model="m", params={"parallel": 256, "batch": 256}))
 
 
+def test_a_setting_whose_package_is_not_installed_is_refused_with_its_undo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """QA 11: flash_attn = true without flash-attn, and bnb-4bit without bitsandbytes, launched and failed
+    at load (the first read as a network error). The runner is on vramtui's own Python: it is asked."""
+    from vramtui.core.launch.profile import runnable_refusal
+
+    missing = {"flash_attn", "bitsandbytes"}
+    monkeypatch.setattr("vramtui.core.backends.base._importable", lambda module: module not in missing)
+
+    def refusal(**params: object) -> tuple[str, str, object]:
+        found = runnable_refusal(Profile(backend="transformers", model="/m", params=params))
+        assert found is not None
+        return found.message, found.param, found.value
+
+    message, param, value = refusal(flash_attn=True)
+    assert (param, value) == ("flash_attn", False)  # the wizard's first change: transformers' sdpa
+    assert "needs the flash-attn package" in message and "set flash_attn = false" in message
+    message, param, value = refusal(quant="nf4")  # an alias of bnb-4bit
+    assert (param, value) == ("quant", None) and "drop quant" in message and "bitsandbytes" in message
+    assert refusal(attn_implementation="flash_attention_2")[1] == "attn_implementation"
+    for fine in ({"flash_attn": False}, {"attn_implementation": "sdpa"}, {}):
+        assert runnable_refusal(Profile(backend="transformers", model="/m", params=fine)) is None
+    # an engine on a Python of its own is not asked (vLLM's flash attention is its own business)
+    assert runnable_refusal(Profile(backend="vllm", model="m", params={"quant": "fp8"})) is None
+    missing.clear()
+    assert runnable_refusal(Profile(backend="transformers", model="/m", params={"flash_attn": True})) is None
+
+
 def test_the_wizards_first_move_is_llama_cpps_own_named_fix() -> None:
     from vramtui.core.backends import get_backend
     from vramtui.core.backends.base import FailedRun

@@ -236,6 +236,9 @@ class Backend:
     context_pad_cells: int = 0
     # A quantization value -> the Python module the engine needs for it (transformers: bitsandbytes).
     quant_modules: dict[str, str] = field(default_factory=dict)
+    # An argument the engine is launched with -> the Python package it needs then (module, pip name):
+    # transformers' runner with flash_attention_2 needs flash-attn (QA 11: refused before the launch).
+    arg_packages: dict[str, tuple[str, str]] = field(default_factory=dict)
     # llama.cpp refuses a quantized V cache without flash attention.
     quantized_v_needs_flash_attn: bool = False
     # The model is a file on disk (a GGUF), never a hub name.
@@ -367,6 +370,18 @@ class Backend:
         """Is the on-the-fly quantization `value` there to use (its module installed)?"""
         module = self.quant_modules.get(str(value)) if value is not None else None
         return module is None or self.importable(module)
+
+    def missing_package(self, param: str, value: object) -> tuple[str, str] | None:
+        """The package (module, pip name) that `param = value` needs and the engine cannot import."""
+        if not self.arg_packages or value is None:
+            return None
+        extra = self.launch.extra_params if self.launch else {}
+        args = (str(value),) if param in extra else self.translate(param, value).args
+        for arg in args:
+            package = self.arg_packages.get(arg)
+            if package is not None and not self.importable(package[0]):
+                return package
+        return None
 
     def context_as_printed(self, context: int, streams: int) -> range:
         """The n_ctx the engine may print for `context` over `streams` KV streams (one value, or the

@@ -584,7 +584,7 @@ def runnable_refusal(profile: Profile) -> Refusal | None:
             said = f" (batch is unset: {tokens} is {backend.name}'s default on this machine)" if unset else ""
             # a batch below the sequences: fewer sequences start it without more activation memory
             return Refusal(f"parallel = {parallel}: {refusal}{said}", "parallel", tokens)
-    refused = _context_refusal(profile)
+    refused = _context_refusal(profile) or _package_refusal(profile)
     if refused is not None:
         return refused
     kv_dtype = params.get("kv_dtype")
@@ -616,6 +616,31 @@ def _context_refusal(profile: Profile) -> Refusal | None:
         return None
     said = backend.context_limit_words.format(context=context, trained=trained)
     return Refusal(f"context = {context}: {said}; set context = {trained} or less", "context", trained)
+
+
+def _package_refusal(profile: Profile) -> Refusal | None:
+    """A setting whose package the engine's Python cannot import (flash_attn = true without flash-attn,
+    quant = "bnb-4bit" without bitsandbytes): it could only fail at load, after the tokenizer (QA 11)."""
+    backend = profile.backend
+    for param, value in profile.params.items():
+        package = backend.missing_package(param, value)
+        if package is None:
+            continue
+        module, pip_name = package
+        fallback = backend.defaults.get(param)
+        fix = f"set {param} = {_toml(fallback)}" if fallback is not None else f"drop {param} from the profile"
+        message = (
+            f"{param} = {_toml(value)} needs the {pip_name} package, which {backend.name} cannot import "
+            f"(no module {module}): {fix}, or install it (pip install {pip_name})"
+        )
+        return Refusal(message, param, fallback)
+    return None
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f'"{value}"' if isinstance(value, str) else str(value)
 
 
 def _default_batch(profile: Profile) -> int | None:

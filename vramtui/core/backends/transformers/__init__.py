@@ -81,6 +81,11 @@ TRANSFORMERS = Backend(
     ladder=LADDER,
     quant_order=QUANT_ORDER,
     quant_modules=QUANT_MODULES,
+    arg_packages={
+        "flash_attention_2": ("flash_attn", "flash-attn"),
+        "bnb-4bit": ("bitsandbytes", "bitsandbytes"),
+        "bnb-8bit": ("bitsandbytes", "bitsandbytes"),
+    },
 )
 
 BACKENDS: tuple[Backend, ...] = (TRANSFORMERS,)
