@@ -601,7 +601,10 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # experts went to the host by rules the printout does not show): left out as such runs are, it was
     # sized with every expert on the GPUs. Of the other six, KV 6/6, weights 9/12, compute 12/12: the misses
     # are UD recipes' host embeddings (listed). Round 31 (4 whole logs of gpt-oss-20b on a T4, all training)
-    # at db7ff06: KV 4/4, weights 8/8, compute 8/8.
+    # at db7ff06: KV 4/4, weights 8/8, compute 8/8. Round 32 (3 llama.cpp logs, training; a vLLM log of
+    # a model whose config.json was not found, held-out, left out) at 88ba73e: KV 1/5 (a b5968 build pads
+    # the cache to 32 cells without flash attention, now read from the build), weights 6/6, compute 3/4 (a
+    # UD recipe's bf16 output weight, listed).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -639,6 +642,7 @@ _NEWEST_ROUNDS = {
     "round29.jsonl": "round 29 (NVIDIA runs, eighteenth session)",
     "round30.jsonl": "round 30 (NVIDIA runs, eighteenth session, later)",
     "round31.jsonl": "round 31 (a T4's gpt-oss runs, eighteenth session, last)",
+    "round32.jsonl": "round 32 (an A4000's partial offload and a Metal run, nineteenth session, first)",
 }
 
 

@@ -80,6 +80,7 @@ FILES = (
     DATA / "printouts" / "round29.jsonl",
     DATA / "printouts" / "round30.jsonl",
     DATA / "printouts" / "round31.jsonl",
+    DATA / "printouts" / "round32.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",

@@ -183,6 +183,13 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "and some devices' weights by 8-30% (the KV cache is exact on 53 of 54 figures). Not modelled: the "
         "issue puts mainline first; each figure and ratio is in bench_estimator.py's table",
     ),
+    # Round 32: the GPU multiplies the host's output layer (ubatch 64 >= 32 moves the op there), so its
+    # compute buffer holds a copy of that weight: 16-bit in this UD-Q8_K_XL recipe (101 bf16 tensors;
+    # 151936 x 5120 x 2 bytes is 1484 of the 1522 MiB printed), Q8_0 by the file type's rules
+    ("p32-llama.cpp-b5968-rtxa4000-qwen3-32b-udq8kxl-ngl24-c64-ub64-partial", "compute"): (
+        "the GPU's copy of the host's output weight (x0.54): bf16 in this UD-Q8_K_XL recipe where the "
+        "Q8_0 file type's rules make it Q8_0; the type counts do not say which tensor"
+    ),
     # Round 30 (other versions of a file already used): Unsloth's Qwen3.5/3.6 recipes' embeddings again
     ("p30-llama.cpp-2026apr-RTXPRO6000-qwen3.6-35b-a3b-UDQ6KXL-ctx262144-fa", "weights"): (
         "the host's token embedding (x0.77): 515 MiB is 248320 x 2048 at Q8_0, where the Q6_K file type's "

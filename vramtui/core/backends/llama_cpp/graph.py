@@ -56,6 +56,10 @@ V_LESS_MLA_BUILD = 7820
 # 05-16 and b9432 out by 06-01, so about b9330): before, an f32 mask on the host and an f16 cast of it on
 # each device
 MASK_F16_BUILD = 9330
+# The cache padded to 256 cells whether flash attention is on or not (llama.cpp#17046, 2025-11-06, after
+# #16812 of 10-28 had dropped the padding for nine days; b5968 was 07-22 and b7780 01-20, so about b7040):
+# before, 256 with flash attention and 32 without (a b5968 printout: -c 64 without it keeps 64 cells)
+CELL_PAD_ALWAYS_BUILD = 7040
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,10 @@ class Build:
     @property
     def mask_f16_with_flash(self) -> bool:
         return self.at_least(MASK_F16_BUILD)
+
+    @property
+    def cell_pad_without_flash(self) -> int:
+        return 256 if self.at_least(CELL_PAD_ALWAYS_BUILD) else 32
 
     @property
     def host_hidden_copies(self) -> int:

@@ -61,23 +61,29 @@ class Placement:
 
 
 def kv_cells(
-    info: ModelInfo, context: int, parallel: int, ubatch: int, swa_full: bool = False, streams: int = 1
+    info: ModelInfo,
+    context: int,
+    parallel: int,
+    ubatch: int,
+    swa_full: bool = False,
+    streams: int = 1,
+    pad: int = CELL_PAD,
 ) -> tuple[int, int]:
     """(cells of full-attention layers, cells of sliding-window layers), over all KV streams, as llama.cpp
     sizes its cache (llama-kv-cache-iswa.cpp): one unified stream keeps the window of every sequence and
     a micro-batch; a stream per sequence keeps one window and a micro-batch each. `swa_full`: the
-    sliding-window layers keep every cell too (--swa-full)."""
-    cells = round_up(max(context, 1), CELL_PAD)
+    sliding-window layers keep every cell too (--swa-full). `pad`: the build's padding of the cells."""
+    cells = round_up(max(context, 1), pad)
     per_stream = cells
     if streams > 1:  # each stream its share of the context, padded to 256 (-c 8192 -np 256: 256 cells each)
-        per_stream = round_up(-(-max(context, 1) // streams), CELL_PAD)
+        per_stream = round_up(-(-max(context, 1) // streams), pad)
         cells = per_stream * streams
     swa_cells = cells
     if info.swa_layers and info.sliding_window and not swa_full:
         if streams > 1:
-            swa_cells = streams * min(per_stream, round_up(info.sliding_window + ubatch, CELL_PAD))
+            swa_cells = streams * min(per_stream, round_up(info.sliding_window + ubatch, pad))
         else:
-            swa_cells = min(cells, round_up(info.sliding_window * parallel + ubatch, CELL_PAD))
+            swa_cells = min(cells, round_up(info.sliding_window * parallel + ubatch, pad))
     return cells, swa_cells
 
 
@@ -461,7 +467,8 @@ class LlamaCppMemory(MemoryAccounting):
         sliding-window cache kept every cell in every layer."""
         swa_full = self.swa_full if run.swa_full is None else run.swa_full
         swa_full = swa_full or (build is not None and not build.at_least(graph.SWA_CACHE_BUILD))
-        return kv_cells(info, run.context, run.parallel, run.ubatch, swa_full, run.streams)
+        pad = CELL_PAD if run.flash or build is None else build.cell_pad_without_flash
+        return kv_cells(info, run.context, run.parallel, run.ubatch, swa_full, run.streams, pad)
 
     def host_logits(self, info: ModelInfo, run: RunShape) -> int:
         """Logits a library keeps in host RAM beside llama.cpp's own output buffer (none: llama-server)."""
