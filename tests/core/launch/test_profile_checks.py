@@ -234,7 +234,7 @@ def test_the_wizard_refuses_it_the_same_way(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("backend", "model"),
-    [("vllm", "Qwen/Qwen2.5-0.5B-Instruct"), ("ollama", "llama3.2:1b"), ("transformers", "gpt2")],
+    [("vllm", "Qwen/Qwen2.5-0.5B-Instruct"), ("ollama", "llama3.2:1b")],
 )
 def test_names_that_are_no_files_pass(tmp_path: Path, backend: str, model: str) -> None:
     # the engine's own program must be on PATH (its [env] PATH here): vllm and ollama, as stand-ins
@@ -289,6 +289,59 @@ def test_an_engine_that_is_not_installed_is_named_with_how_to_get_it_exit_2(
         assert len(lines) == 1 and lines[0].startswith(f"vramtui: {said}"), lines
         assert "llama-server" not in lines[0] or backend == "llama.cpp"
     assert not (tmp_path / "runs").exists()
+
+
+def _hub_cache(root: Path, repo: str) -> Path:
+    """A hub cache as huggingface_hub lays it out, with one snapshot of `repo` holding a config.json."""
+    snapshot = root / "hub" / f"models--{repo.replace('/', '--')}" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}", encoding="utf-8")
+    return snapshot
+
+
+def test_the_transformers_runner_gets_a_model_folder_or_exit_2_before_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA 11: a missing folder, a hub name and an empty folder were launched and failed in the runner (the
+    empty one on its tokenizer, with advice about tokenizer files)."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-cache"))
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file.bin").write_bytes(b"x")
+    said = {
+        "nosuch": "model folder not found: nosuch (transformers loads a local folder; a hub name must be in "
+        "the local Hugging Face cache",
+        "qa/tiny": "model folder not found: qa/tiny",
+        "./empty": "no config.json in the folder",
+        "./file.bin": "model is a file, not a folder",
+    }
+    for model, message in said.items():
+        path = tmp_path / "p.toml"
+        path.write_text(f'backend = "transformers"\nmodel = "{model}"\n', encoding="utf-8")
+        with pytest.raises(VramtuiError, match=re.escape(message)):
+            load_launch_profile(path)
+    done = vramtui("check", str(path), "--log-dir", str(tmp_path / "runs"))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("variable", ["HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"])
+def test_a_hub_name_in_the_local_cache_is_its_snapshot_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """The cache is where huggingface_hub keeps it: HF_HUB_CACHE, HF_HOME/hub, or XDG_CACHE_HOME/huggingface/hub
+    (QA 11: a cache under XDG_CACHE_HOME was not found). The run is named after the model, not the hash."""
+    for name in ("HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    root = {"HF_HUB_CACHE": tmp_path, "HF_HOME": tmp_path, "XDG_CACHE_HOME": tmp_path / "huggingface"}[
+        variable
+    ]
+    snapshot = _hub_cache(root, "QA/Tiny")
+    monkeypatch.setenv(variable, str(tmp_path / "hub" if variable == "HF_HUB_CACHE" else tmp_path))
+    path = tmp_path / "p.toml"
+    path.write_text('backend = "transformers"\nmodel = "qa/tiny"\n', encoding="utf-8")
+    profile = load_launch_profile(path)
+    assert profile.model == str(snapshot) and profile.label == "tiny"
+    assert profile.to_dict(tmp_path)["model"] == "qa/tiny"  # saved again as the file spells it
 
 
 def test_a_path_looking_model_that_is_not_there_is_an_error_for_vllm_too(tmp_path: Path) -> None:

@@ -243,6 +243,9 @@ class Backend:
     quantized_v_needs_flash_attn: bool = False
     # The model is a file on disk (a GGUF), never a hub name.
     model_is_file: bool = False
+    # The model is a local folder with a config.json (vramtui's transformers runner downloads nothing): a
+    # hub name is taken from the local Hugging Face cache, else refused before the launch (QA 11).
+    model_is_folder: bool = False
     # What the engine process itself holds of a host budget before any model buffer.
     host_baseline_bytes: int = 256 * MIB
     # Its binary's idle footprint is measured once and cached (core.launch.footprint) under a host budget.

@@ -22,10 +22,23 @@ class FoundModel:
 
 
 def hf_cache_dir() -> Path:
+    """The hub cache huggingface_hub uses: HF_HUB_CACHE, else HF_HOME/hub, else under XDG_CACHE_HOME (QA 11:
+    a cache there was not found), else ~/.cache/huggingface/hub."""
     if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-    return Path(home) / "hub"
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME")
+    if not home:
+        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        home = os.path.join(cache, "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def hf_snapshot(repo_id: str, cache: Path | None = None) -> Path | None:
+    """The newest snapshot of `repo_id` ("org/name") in the local hub cache that holds a config.json."""
+    if repo_id.count("/") != 1 or repo_id.startswith(("/", ".", "~")):
+        return None
+    wanted = repo_id.lower()
+    return next((found.path for found in find_hf_cache(cache) if found.name.lower() == wanted), None)
 
 
 def ollama_models_dir() -> Path:
@@ -131,9 +144,9 @@ def resolve_model_name(name: str) -> Path | None:
     model, _, tag = text.partition(":")
     tag = tag or "latest"
     if "/" in model and model.count("/") == 1 and ":" not in text:
-        for found in find_hf_cache():
-            if found.name.lower() == text.lower():
-                return found.path
+        snapshot = hf_snapshot(text)
+        if snapshot is not None:
+            return snapshot
     namespace = "library" if "/" not in model else model.split("/")[0]
     model_name = model.rsplit("/", 1)[-1]
     manifest = models_dir / "manifests" / "registry.ollama.ai" / namespace / model_name / tag

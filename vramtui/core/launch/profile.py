@@ -91,7 +91,9 @@ class Profile:
 
     @property
     def label(self) -> str:
-        return self.name or Path(self.model).name or self.model
+        # as the file spells the model: a hub name found in the local cache is its name, not the snapshot's hash
+        model = self.written.get("model") or self.model
+        return self.name or Path(model).name or model
 
     def param(self, name: str, default: object = None) -> object:
         return self.params.get(name, default)
@@ -314,6 +316,24 @@ def _number(name: str, value: object) -> float:
         raise VramtuiError(f"{name} must be a number, not {value!r}") from None
 
 
+def _check_folder(profile: Profile, path: Path) -> None:
+    """An engine that loads a local folder: one that is not there, a file, or a folder with no config.json is
+    said before a launch that fails on it (QA 11: an empty folder failed on its tokenizer)."""
+    name = profile.backend.name
+    if not path.exists():
+        raise VramtuiError(
+            f"model folder not found: {profile.model} ({name} loads a local folder; a hub name must be in the "
+            "local Hugging Face cache: download it first, or set HF_HUB_CACHE)"
+        )
+    if not path.is_dir():
+        raise VramtuiError(f"model is a file, not a folder: {profile.model} ({name} loads a model folder)")
+    if not (path / "config.json").is_file():
+        raise VramtuiError(
+            f"{profile.model}: no config.json in the folder, so it is no Hugging Face model folder (an "
+            "interrupted download, or the folder above the model's?)"
+        )
+
+
 def check_files(profile: Profile) -> None:
     """Before any launch: the model file and the program the profile names must be there."""
     model = profile.model
@@ -324,6 +344,8 @@ def check_files(profile: Profile) -> None:
             raise VramtuiError(f"model file not found: {model}")
         if profile.backend.model_is_file and path.is_dir():
             raise VramtuiError(f"model is a folder, not a file: {model}")
+        if profile.backend.model_is_folder:
+            _check_folder(profile, path)
         if path.is_dir() and (path / "config.json").is_file():
             from vramtui.core.estimate.modelinfo import check_hf_folder
 
@@ -402,9 +424,15 @@ def _resolve_model(model: str, backend: Backend, folder: Path | None) -> str:
     if path.is_absolute():
         return str(path)
     candidate = folder / path
-    # llama.cpp always takes a file; vLLM and transformers take a path or a hub name.
+    # llama.cpp always takes a file; vLLM takes a path or a hub name; vramtui's transformers runner a folder.
     if backend.model_is_file or candidate.exists() or model.startswith(("./", "../")):
         return str(candidate.resolve())
+    if backend.model_is_folder:
+        from vramtui.core.estimate.discover import hf_snapshot
+
+        snapshot = hf_snapshot(model)
+        if snapshot is not None:
+            return str(snapshot)
     return model
 
 

@@ -81,6 +81,7 @@ TRANSFORMERS = Backend(
     ladder=LADDER,
     quant_order=QUANT_ORDER,
     quant_modules=QUANT_MODULES,
+    model_is_folder=True,
     arg_packages={
         "flash_attention_2": ("flash_attn", "flash-attn"),
         "bnb-4bit": ("bitsandbytes", "bitsandbytes"),
