@@ -200,6 +200,11 @@ def _add_host_weights(run: Any) -> None:
     run.add_argument(
         "--enforce-eager", action="store_true", help="vLLM: no CUDA graphs (their memory unbilled)"
     )
+    run.add_argument(
+        "--dtype",
+        metavar="TYPE",
+        help="vLLM, transformers: the weights' type at load (auto, float32, float16, bfloat16)",
+    )
 
 
 def _add_ik_llama(parser: argparse.ArgumentParser) -> None:

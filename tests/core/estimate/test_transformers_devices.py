@@ -316,3 +316,31 @@ def test_a_cpu_only_run_is_billed_to_the_host_with_the_process_not_a_cuda_contex
     assert on_cpu.total_bytes == on_cpu.host_bytes_needed == on_cpu.bill.total(HOST)
     for part in ("weights", "kv_cache", "compute"):
         assert on_cpu.bill.get(part, HOST) == on_gpu.bill.get(part, 0) > 0, part
+
+
+@pytest.mark.parametrize("backend", ["transformers", "vllm"])
+def test_the_engines_dtype_is_the_width_loaded(tmp_path: Path, backend: str) -> None:
+    """QA 11: a profile's dtype = "float32" launched --dtype float32 but was billed as the bf16 file."""
+    info = _info(tmp_path, **QWEN25_32B)
+    base = estimate(info, Settings(backend=backend, context=4096))
+    wide = estimate(info, Settings.from_params({"context": 4096, "dtype": "float32"}, backend=backend))
+    assert wide.weights_bytes == 2 * base.weights_bytes
+    assert wide.kv_bytes_per_token == 2 * base.kv_bytes_per_token  # the cache takes the model's width
+    assert any("cast to f32" in note for note in wide.notes)
+    same = estimate(info, Settings(backend=backend, context=4096, dtype="float16"))
+    assert same.weights_bytes == base.weights_bytes  # 16 bits either way
+
+
+def test_estimate_takes_dtype_and_refuses_a_type_it_is_not(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(QWEN25_32B))
+    run = [sys.executable, "-m", "vramtui", "estimate", str(path), "--backend", "transformers", "--json"]
+    run += ["--gpu-mem", "200GiB"]  # it fits: exit 0
+    done = subprocess.run([*run, "--dtype", "float32"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["weights_bytes"] > 60 * GIB  # 32.8B parameters at 4 bytes
+    bad = subprocess.run([*run, "--dtype", "int3"], capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--dtype" in bad.stderr

@@ -257,6 +257,7 @@ class Settings:
             flash_attn=flash if isinstance(flash, bool) else None,
             gpu_layers=_as_int(params, "gpu_layers"),
             quant=str(params["quant"]) if params.get("quant") else None,
+            dtype=str(params["dtype"]) if params.get("dtype") else None,  # QA 11: the profile's was dropped
             device_bytes=parse_size(device_bytes) if device_bytes is not None else DEFAULT_DEVICE_BYTES,
             safety=safety,
             mla=_as_int(params, "mla"),

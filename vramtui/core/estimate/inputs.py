@@ -40,6 +40,7 @@ FLAGS: dict[str, str] = {
     "cpu_offload_gb": "--cpu-offload-gb",
     "kv_cache_memory": "--kv-cache-memory",
     "enforce_eager": "--enforce-eager",
+    "dtype": "--dtype",
     "mmap": "--no-mmap",
     "kv_offload": "--no-kv-offload",
     "kv_unified": "--kv-unified",
@@ -257,6 +258,17 @@ def _text(text: str) -> str:
     return text.strip()
 
 
+_DTYPES = ("auto", "float32", "float", "float16", "half", "bfloat16", "f32", "f16", "bf16", "fp16", "fp32")
+
+
+def parse_dtype(text: str) -> str:
+    """The engine's --dtype for the weights (vLLM, transformers): auto or a 16/32-bit float type."""
+    key = text.strip().lower().removeprefix("torch.")
+    if key not in _DTYPES:
+        raise ValueError(f"use auto, float32, float16 or bfloat16, not {text!r}")
+    return key
+
+
 def parse_switch(text: str) -> bool:
     """on / off (a bare CLI flag arrives as True)."""
     key = text.strip().lower()
@@ -320,6 +332,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "cpu_offload_gb": lambda text: parse_gib(text),
     "kv_cache_memory": lambda text: size_bytes("kv_cache_memory", text),
     "enforce_eager": parse_switch,
+    "dtype": parse_dtype,
     "mmap": parse_switch,
     "kv_offload": parse_switch,
     "kv_unified": parse_switch,
@@ -380,7 +393,7 @@ def parse_inputs(texts: Mapping[str, str | None]) -> tuple[dict[str, Any], dict[
 FLAG_FIELDS = (
     "mmproj", "model_draft", "gpu_layers_draft", "device_draft", "ctx_size_draft", "cache_ram", "lora",
     "max_loras", "max_lora_rank", "mtp", "cpu_moe", "n_cpu_moe", "override_tensor", "cpu_offload_gb",
-    "kv_cache_memory", "enforce_eager",
+    "kv_cache_memory", "enforce_eager", "dtype",
     "tensor_split", "split_mode", "main_gpu", "tensor_parallel_size", "pipeline_parallel_size",
     "device_map", "max_memory", "mla", "attn_max_batch", "kv_offload", "kv_unified", "swa_full",
 )  # fmt: skip
@@ -475,6 +488,7 @@ def settings_from(values: Mapping[str, Any], on_gpu: bool = True) -> Settings:
         max_lora_rank=values.get("max_lora_rank"),
         mtp=bool(values.get("mtp")),
         quant=values.get("quant"),
+        dtype=values.get("dtype"),
         device_bytes=cards[0] if cards else DEFAULT_DEVICE_BYTES,
         safety=values.get("safety"),
         on_gpu=on_gpu,

@@ -299,3 +299,22 @@ def hf_module_bytes(info: ModelInfo, quant: str | None, total: int) -> HfModules
     scaled = tuple(int(size * body / planned) for size in layers) if planned else tuple(layers)
     bnb = spec is not None and spec.method == "bitsandbytes"
     return HfModules(embedding, scaled, norm, lm_head, bnb)
+
+
+_LOAD_DTYPES = {
+    "float32": "f32", "float": "f32", "f32": "f32", "fp32": "f32",
+    "float16": "f16", "half": "f16", "f16": "f16", "fp16": "f16",
+    "bfloat16": "bf16", "bf16": "bf16",
+}  # fmt: skip
+
+
+def as_loaded(info: ModelInfo, dtype: str | None) -> tuple[ModelInfo, list[str]]:
+    """The model as the engine's --dtype loads it (transformers' from_pretrained(dtype=...), vLLM's
+    --dtype): a 16- or 32-bit checkpoint cast to that width, weights, activations and the cache alike
+    (QA 11: --dtype float32 billed the bf16 file's size)."""
+    target = _LOAD_DTYPES.get(str(dtype or "").strip().lower().removeprefix("torch."))
+    if target is None or info.quant or info.dtype not in ("f16", "bf16", "f32") or target == info.dtype:
+        return info, []
+    weights = info.weights_bytes * dtype_bytes(target) // dtype_bytes(info.dtype) if info.weights_bytes else 0
+    note = f"dtype {dtype}: the {info.dtype} checkpoint is cast to {target} at load (weights, activations, cache)"
+    return replace(info, dtype=target, weights_bytes=weights or info.weights_bytes), [note]

@@ -15,7 +15,7 @@ from vramtui.core.estimate.accounting import MLA_DECOMPRESSED, MemoryAccounting
 from vramtui.core.estimate.estimator import CUDA_CONTEXT_BYTES, Estimate, Settings
 from vramtui.core.estimate.kvcache import is_swa, kv_bytes_per_token, kv_layer_bytes
 from vramtui.core.estimate.modelinfo import ModelInfo
-from vramtui.core.estimate.weights import dtype_bytes, hf_weights_bytes
+from vramtui.core.estimate.weights import as_loaded, dtype_bytes, hf_weights_bytes
 from vramtui.core.memory.parts import HOST, MemoryBill, Place
 from vramtui.core.units import MIB, format_bytes
 
@@ -89,10 +89,12 @@ class TransformersMemory(MemoryAccounting):
         return est.context  # each sequence of a batch has its own dynamic cache of the whole context (QA 5)
 
     def size(self, info: ModelInfo, settings: Settings) -> Estimate:
+        info, cast = as_loaded(info, settings.dtype)
         context = self.run_context(info, settings)
         batch = settings.parallel or 1
         kv_dtype = self.kv_dtype(info, settings)
         weights, peak, notes = hf_weights_bytes(info, settings.quant)
+        notes[:0] = cast
         # several cards, or one with the profile's max_memory (its caps and host RAM offload): the device map
         if (settings.several or settings.max_memory) and settings.on_gpu:
             from vramtui.core.backends.transformers.placement import size_device_map

@@ -18,7 +18,7 @@ from vramtui.core.estimate.accounting import MLA_LATENT, MemoryAccounting
 from vramtui.core.estimate.estimator import Estimate, Settings, sequence_cap
 from vramtui.core.estimate.kvcache import kv_bytes_per_token, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
-from vramtui.core.estimate.weights import dtype_bytes, hf_weights_bytes
+from vramtui.core.estimate.weights import as_loaded, dtype_bytes, hf_weights_bytes
 from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.units import GIB, MIB
 
@@ -330,7 +330,7 @@ class VllmMemory(MemoryAccounting):
         )
 
     def size(self, info: ModelInfo, settings: Settings) -> Estimate:
-        notes: list[str] = []
+        info, notes = as_loaded(info, settings.dtype)
         if info.dtype == "f32" and not info.quant and str(settings.dtype or "auto").lower() not in _KEEP_F32:
             info = _as_16_bit(info)
             notes.append(_F32_NOTE)
