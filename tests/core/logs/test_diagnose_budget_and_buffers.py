@@ -36,6 +36,23 @@ def test_the_same_memory_error_without_a_budget_header_is_no_budget_verdict() ->
     assert "memory_budget" not in " ".join(diagnosis.advice)
 
 
+def test_a_loader_thread_the_budget_has_no_room_for_is_the_budgets_doing() -> None:
+    # QA 11: the real transformers runner under 850 MiB (RLIMIT_AS): transformers 5's weight loader could not
+    # start its pool ("RuntimeError: can't start new thread"). It was "other ... not a memory problem".
+    diagnosis = diagnose_file(LOGS / "transformers-budget-850-loader-threads.log")
+    assert (diagnosis.failure, diagnosis.cause, diagnosis.failure_stage) == (
+        "host_oom",
+        "loader_threads",
+        "load_weights",
+    )
+    advice = " ".join(diagnosis.advice)
+    assert "850 MiB" in advice and "`memory_budget`" in advice and "HF_DEACTIVATE_ASYNC_LOAD" in advice
+    text = (LOGS / "transformers-budget-850-loader-threads.log").read_text()
+    without = diagnose_text("\n".join(line for line in text.splitlines() if "memory budget" not in line))
+    assert (without.failure, without.cause) == ("other", "loader_threads")  # no budget: a limit on threads
+    assert "ulimit -u" in " ".join(without.advice)
+
+
 def test_a_library_the_budget_leaves_no_room_to_map_is_the_budgets_doing() -> None:
     # Issue 22 #13: the real transformers runner under 300 MiB (RLIMIT_AS): the dynamic loader cannot map
     # libtorch while `import torch` runs. It was "other exception ... not a memory problem"; it is the

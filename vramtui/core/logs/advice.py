@@ -94,6 +94,7 @@ CAUSE_WORDS: dict[str, str] = {
     "metal_command_oom": "the GPU (Metal) ran out of memory while computing a batch",
     "compute_alloc_failed": "the compute buffer (the graph's scratch memory, sized by the context and the micro-batch) could not be allocated",
     "budget_import": "the memory budget is too small to even import the engine",
+    "loader_threads": "the engine could not start a thread: under a memory budget, no room for its stack",
     "budget_start": "the memory budget is too small for the engine to start",
     "thread_start": "the engine could not start a thread (a limit on threads or processes, or on memory)",
     "thread_no_room": "a thread could not start: the model's buffers had left the budget no room for its stack",
@@ -426,6 +427,8 @@ ADVICE: tuple[AdviceRow, ...] = (
             "let it start (or raise `memory_budget` under [limits] in the profile).",
         ),
     ),
+    AdviceRow("host_oom", "loader_threads", ("@loader_threads_budget",)),
+    AdviceRow("other", "loader_threads", ("@loader_threads",)),
     AdviceRow(
         "other",
         "thread_start",

@@ -28,4 +28,9 @@ FAILURES: tuple[str, ...] = (
 # Causes that say the memory budget leaves the engine no room to start (its threads, its libraries, its
 # imports): no engine setting helps, only a larger budget (but for the engine's own named fix: fewer
 # slots, where the threads it starts are one per slot).
-BUDGET_TOO_SMALL: frozenset[str] = frozenset({"budget_start", "budget_import", "http_threads_start"})
+BUDGET_TOO_SMALL: frozenset[str] = frozenset(
+    {"budget_start", "budget_import", "http_threads_start", "loader_threads"}
+)
+# ... of which the engine has a way to start in less that is no ladder setting (its advice names it:
+# transformers' serial load, HF_DEACTIVATE_ASYNC_LOAD=1)
+BUDGET_ADVISED_FIX: frozenset[str] = frozenset({"loader_threads"})

@@ -220,6 +220,8 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         pick.failure = "host_oom"
         threads, budget = (state.figures.get(key, {}).get("") for key in ("http_threads", "host_budget"))
         pick.cause = "http_threads_start" if threads_take_the_budget(threads, budget) else "budget_start"
+    if under_budget and pick.cause == "loader_threads":
+        pick.failure = "host_oom"  # QA 11: the loader's threads had no room for their stacks
     if under_budget and pick.cause in _BUDGET_ALLOCATION_CAUSES:
         pick.failure = "host_oom"
         if found is not None and found.number in state.import_exceptions:

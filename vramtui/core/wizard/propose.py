@@ -20,7 +20,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
 from vramtui.core.logs.advice import CAUSE_WORDS
 from vramtui.core.logs.analysis import clip_words, strip_log_prefix
-from vramtui.core.logs.stages import BUDGET_TOO_SMALL
+from vramtui.core.logs.stages import BUDGET_ADVISED_FIX, BUDGET_TOO_SMALL
 from vramtui.core.memory.parts import MemoryBill
 from vramtui.core.units import GIB, MIB
 from vramtui.core.wizard.budget import MemoryModel, changed, current_value, needed_bytes, whole_or_none
@@ -605,7 +605,10 @@ class Proposer:
         failure = obs.failure or ""
         if obs.cause in BUDGET_TOO_SMALL:  # no room to start or import the engine: no setting helps
             findings.advice = list(obs.advice) or ["raise memory_budget under [limits] in the profile"]
-            findings.stop_reason = f"{CAUSE_WORDS[obs.cause]}: raise memory_budget, no engine setting helps"
+            helps = (
+                "or do as the advice says" if obs.cause in BUDGET_ADVISED_FIX else "no engine setting helps"
+            )
+            findings.stop_reason = f"{CAUSE_WORDS[obs.cause]}: raise memory_budget, {helps}"
             return None
         if not _is_memory(failure):
             findings.advice = [NOT_MEMORY.get(failure, NOT_MEMORY["other"]), *obs.advice]

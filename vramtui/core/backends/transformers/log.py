@@ -55,6 +55,24 @@ PROFILE = LogProfile(
         "unknown_arch": (
             "Upgrade transformers (pip install -U transformers); for a model with its own code, pass trust_remote_code=True.",
         ),
+        "loader_threads_budget": (
+            Say(
+                "The memory budget ({budget_mib} MiB) leaves no room for another thread (transformers' "
+                "weight loader starts a pool, vramtui's runner one per request): each reserves an 8 MiB "
+                "stack in the budget's address space.",
+                otherwise="The memory budget leaves no room for another thread (transformers' weight loader "
+                "starts a pool, vramtui's runner one per request): each reserves an 8 MiB stack in the "
+                "budget's address space.",
+            ),
+            "Raise `memory_budget` under [limits] in the profile; loading the weights one at a time "
+            '(HF_DEACTIVATE_ASYNC_LOAD = "1" under [env]) starts fewer threads, but the server still needs '
+            "room for its own.",
+        ),
+        "loader_threads": (
+            "The engine could not start a thread: raise the limit on processes (`ulimit -u`, a container's "
+            "pids limit) or free memory; loading the weights one at a time (HF_DEACTIVATE_ASYNC_LOAD=1) "
+            "starts fewer.",
+        ),
         "flash_attn_missing": (
             "FlashAttention 2 needs the flash-attn package and a CUDA GPU: set flash_attn = false in the "
             "profile (transformers' own sdpa attention; vramtui's runner: --attn-implementation sdpa), or "
@@ -330,6 +348,9 @@ BROKEN_FILE_ERRORS_2: tuple[ErrorRule, ...] = (
 
 HOST_ALLOC_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule("can't allocate memory", "host_alloc", "other", backend="transformers"),
+    # transformers 5 loads the weights on a pool of threads (core_model_loading.spawn_materialize): under
+    # an address-space budget each thread's stack needs room (QA 11: "RuntimeError: can't start new thread")
+    ErrorRule("can't start new thread", "loader_threads", "other", backend="transformers"),
 )
 
 NOTICES: tuple[NoticeRule, ...] = (
