@@ -388,7 +388,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # logs; 7 training, 2 held-out) at c784c77: stage 9/9, class 9/9, memory 3/3, first error 5/6, quiet 1/1,
     # calm 1/2, engine 7/9 (held-out: stage 2/2, class 2/2, first error 1/1, calm 0/1); round 46 (3 logs; 1
     # training, 2 held-out) at 88ba73e: every measure right (stage 3/3, class 3/3, memory 1/1, first error 2/2,
-    # quiet 1/1, engine 3/3).
+    # quiet 1/1, engine 3/3); round 47 (8 committed logs; 5 training, 3 held-out) at 88ba73e: stage 7/8,
+    # class 7/8, memory 2/2, first error 5/5, quiet 0/1, calm 1/2, engine 8/8 (held-out: stage 3/3, class
+    # 3/3, memory 1/1, first error 3/3, engine 3/3).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -491,6 +493,7 @@ LATER_ROUNDS = (
         "round 45, both parts (committed files and their histories; eighteenth session, last)",
     ),
     ("round46.jsonl", "round 46, both parts (threads and a CI log; nineteenth session, first"),
+    ("round47.jsonl", "round 47, both parts (committed logs; nineteenth session, second"),
 )
 
 

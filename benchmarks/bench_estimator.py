@@ -604,7 +604,8 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # at db7ff06: KV 4/4, weights 8/8, compute 8/8. Round 32 (3 llama.cpp logs, training; a vLLM log of
     # a model whose config.json was not found, held-out, left out) at 88ba73e: KV 1/5 (a b5968 build pads
     # the cache to 32 cells without flash attention, now read from the build), weights 6/6, compute 3/4 (a
-    # UD recipe's bf16 output weight, listed).
+    # UD recipe's bf16 output weight, listed). Round 33 (3 vLLM logs, training; two models' config.json not
+    # found, left out) at 88ba73e: weights 1/1 (Qwen3-32B over two GPUs; its card and compute not printed).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -643,6 +644,7 @@ _NEWEST_ROUNDS = {
     "round30.jsonl": "round 30 (NVIDIA runs, eighteenth session, later)",
     "round31.jsonl": "round 31 (a T4's gpt-oss runs, eighteenth session, last)",
     "round32.jsonl": "round 32 (an A4000's partial offload and a Metal run, nineteenth session, first)",
+    "round33.jsonl": "round 33 (vLLM runs of 2026, nineteenth session, second)",
 }
 
 

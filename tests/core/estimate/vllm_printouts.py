@@ -75,6 +75,7 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("Qwen/Qwen3-VL-30B-A3B-Instruct", "Qwen--Qwen3-VL-30B-A3B-Instruct.config.json"),
     ("Qwen/Qwen2.5-14B-Instruct", "Qwen--Qwen2.5-14B-Instruct.config.json"),
     ("Qwen/Qwen3-14B", "Qwen--Qwen3-14B.config.json"),
+    ("Qwen/Qwen3-32B", "Qwen--Qwen3-32B.config.json"),
     ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen--Qwen2.5-1.5B-Instruct.config.json"),
     ("Qwen/Qwen3-4B-Instruct-2507", "Qwen--Qwen3-4B-Instruct-2507.config.json"),
 )

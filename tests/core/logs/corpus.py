@@ -61,6 +61,7 @@ FILES = (
     LOGS / "round44.jsonl",
     LOGS / "round45.jsonl",
     LOGS / "round46.jsonl",
+    LOGS / "round47.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (835, 868),
-        "class": (844, 868),
-        "memory": (230, 245),
-        "first_error": (495, 516),
-        "quiet": (152, 162),
-        "calm": (117, 140),
-        "engine": (817, 868),
+        "stage": (840, 873),
+        "class": (849, 873),
+        "memory": (231, 246),
+        "first_error": (497, 518),
+        "quiet": (152, 163),
+        "calm": (118, 142),
+        "engine": (822, 873),
     },
     "heldout": {
-        "stage": (302, 329),
-        "class": (300, 329),
-        "memory": (91, 107),
-        "first_error": (174, 190),
+        "stage": (305, 332),
+        "class": (303, 332),
+        "memory": (92, 108),
+        "first_error": (177, 193),
         "quiet": (54, 71),
         "calm": (37, 45),
-        "engine": (310, 329),
+        "engine": (313, 332),
     },
 }
 
