@@ -671,3 +671,27 @@ def test_a_vllm_cpu_launch_that_takes_most_of_the_machine_is_said_first(tmp_path
     by_env = Profile(backend="vllm", model=str(tmp_path), env={"VLLM_CPU_KVCACHE_SPACE": "2"})
     assert machine_share(by_env, None) == []
     assert machine_share(Profile(backend="llama.cpp", model=str(tmp_path)), None) == []
+
+
+def test_a_context_past_the_trained_length_is_said_at_launch_and_in_the_log(tmp_path: Path) -> None:
+    """QA 11: transformers ran context = 100000 on a model trained on 2048 with no word; `estimate` said it.
+    vLLM refuses such a context before launch (its own refusal), so only the engines that take it say so."""
+    import json
+
+    from vramtui.core.launch.launcher import past_trained
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    config = dict(
+        architectures=["Qwen2ForCausalLM"], model_type="qwen2", hidden_size=64, intermediate_size=128,
+        num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, vocab_size=1000,
+        max_position_embeddings=2048, torch_dtype="bfloat16",
+    )  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    said = past_trained(Profile(backend="transformers", model=str(tmp_path), params={"context": 100000}))
+    assert said is not None and said.startswith("context 100000 is past the model's trained length 2048")
+    assert (
+        past_trained(Profile(backend="transformers", model=str(tmp_path), params={"context": 2048})) is None
+    )
+    assert past_trained(Profile(backend="vllm", model=str(tmp_path), params={"context": 100000})) is None
+    log = f"vramtui: launch python -m vramtui.runners.transformers_server\nvramtui: {said}\n"
+    assert any("past the model's trained length" in warning for warning in diagnose_text(log).warnings)

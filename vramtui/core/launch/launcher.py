@@ -314,6 +314,26 @@ def preflight(plan: LaunchPlan, profile: Profile, sample_source: Any) -> list[st
     return [*gpu_holders(sample_source), *machine_share(profile, sample_source)]
 
 
+def past_trained(profile: Profile) -> str | None:
+    """A context past the model's trained length, where the engine takes it (vLLM refuses it before:
+    runnable_refusal): it starts, and its answers degrade past that length."""
+    backend, context = profile.backend, profile.params.get("context")
+    if backend.context_limit_words or not isinstance(context, int) or isinstance(context, bool):
+        return None
+    try:
+        from vramtui.core.estimate.modelinfo import load_model_info
+
+        trained = load_model_info(profile.model).max_context
+    except Exception:  # a model the estimator cannot read: nothing to say
+        return None
+    if not trained or context <= trained:
+        return None
+    return (
+        f"context {context} is past the model's trained length {trained}: it starts, but its answers "
+        "degrade past that length (set context to it or less, or a rope scaling the model supports)"
+    )
+
+
 def machine_share(profile: Profile, sample_source: Any) -> list[str]:
     """With no GPU, an engine that sizes its KV cache from a share of the whole machine, with nothing
     setting it outright: said before it takes most of the host's memory (QA 10: 22.5 of 23.5 GiB)."""
@@ -470,6 +490,10 @@ class ModelServer:
         if budget is not None:
             where = "on the host (address-space limit)" if self.budget_mode == "host" else "on the GPU"
             self._record_line(f"vramtui: memory budget {budget / MIB:.0f} MiB, enforced {where}")
+        past = past_trained(self.profile)
+        if past:  # in the log, so that the log pane and `diagnose` say it too (QA 11: only `estimate` did)
+            self.warnings.append(past)
+            self._record_line(f"vramtui: {past}")
 
         env = {**os.environ, **self.profile.env, **self.plan.env}
         cwd = self.profile.source.parent if self.profile.source else None

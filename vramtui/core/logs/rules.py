@@ -446,6 +446,13 @@ NOTICE_RULES: tuple[NoticeRule, ...] = (
     NoticeRule("vramtui: stop", "mark", "own_stop", r"vramtui: stop(?:ped|ping) the server"),
     # ... after its ready_timeout ran out: the log still stops before ready (QA: "No failure", exit 0)
     NoticeRule("vramtui: not ready after", "mark", "ready_timeout"),
+    # ... before launch, when the context asked for is past the model's trained length (QA 11)
+    NoticeRule(
+        "is past the model's trained length",
+        "context_past_trained",
+        "the context is past the model's trained length: the answers degrade past it",
+        r"vramtui: context \d+ is past the model's trained length",
+    ),
     NoticeRule("cuda_graph_runner", "mark", "graph_capture"),  # the graph runner's frames (SGLang, vLLM V0)
     # a traceback through torch's CUDA-graph capture (its frames, when the engine's own line is cut off)
     NoticeRule("cuda/graphs.py", "mark", "graph_capture", r"torch[/\\]cuda[/\\]graphs\.py"),
