@@ -344,3 +344,19 @@ def test_estimate_takes_dtype_and_refuses_a_type_it_is_not(tmp_path: Path) -> No
     assert json.loads(done.stdout)["weights_bytes"] > 60 * GIB  # 32.8B parameters at 4 bytes
     bad = subprocess.run([*run, "--dtype", "int3"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--dtype" in bad.stderr
+
+
+def test_the_largest_concurrency_is_not_stopped_at_1024_silently(tmp_path: Path) -> None:
+    """QA 11: a tiny model on 24 GiB said "largest concurrency 1024" (the search's end) with 4000 fitting."""
+    from vramtui.core.estimate.estimator import MAX_PARALLEL_SEARCH
+
+    tiny = dict(QWEN25_32B, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                num_key_value_heads=1, num_hidden_layers=2, vocab_size=1000)  # fmt: skip
+    info = _info(tmp_path, **tiny)
+    found = estimate(
+        info, Settings(backend="transformers", context=2048, parallel=4000, device_bytes=24 * GIB)
+    )
+    assert found.fits and found.max_parallel is not None and found.max_parallel > 4000
+    assert not found.max_parallel_capped  # transformers has no limit of its own
+    said = [note for note in found.notes if "or more fit at once" in note]
+    assert bool(said) == (found.max_parallel >= MAX_PARALLEL_SEARCH)

@@ -568,7 +568,12 @@ def max_context(info: ModelInfo, settings: Settings) -> int:
     return max(0, found * step)
 
 
-def max_parallel(info: ModelInfo, settings: Settings, limit: int = 1024) -> int:
+# How far the concurrency search goes for an engine with no limit of its own (transformers): a binary search,
+# so 65536 costs six more tries than 1024; an answer there is said as "or more" (QA 11: 1024 said as the answer)
+MAX_PARALLEL_SEARCH = 65536
+
+
+def max_parallel(info: ModelInfo, settings: Settings, limit: int = MAX_PARALLEL_SEARCH) -> int:
     """How many sequences of `context` tokens each run at once (0 when not even one), as memory holds
     them (the engine's own limit is `capped_parallel`'s)."""
     memory = settings.memory
@@ -908,8 +913,10 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
             context=per_sequence if est.context else settings.context,
             gpu_layers=requested_gpu_layers,
         ),
-        limit=cap + 1 if cap else 1024,  # one past the engine's limit: whether the limit binds
+        limit=cap + 1 if cap else MAX_PARALLEL_SEARCH,  # one past the engine's limit: whether it binds
     )
+    if not cap and est.max_parallel >= MAX_PARALLEL_SEARCH:
+        est.notes.append(f"{MAX_PARALLEL_SEARCH} sequences or more fit at once: the search stops there")
     est.max_parallel_tokens = per_sequence or None
     placed = settings.gpu_layers if requested_gpu_layers is None else None  # the engine's own placement
     est.max_parallel_all_layers = isinstance(placed, int) and placed < est.n_layers + 1

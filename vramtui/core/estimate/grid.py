@@ -18,7 +18,15 @@ from typing import Any
 from vramtui.core.backends import get_backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import quant as q
-from vramtui.core.estimate.estimator import Settings, cap_note, max_parallel, sequence_cap, size, sizing_memo
+from vramtui.core.estimate.estimator import (
+    MAX_PARALLEL_SEARCH,
+    Settings,
+    cap_note,
+    max_parallel,
+    sequence_cap,
+    size,
+    sizing_memo,
+)
 from vramtui.core.estimate.modelinfo import ModelInfo, load_model_info
 
 FIRST_CONTEXT = 4096
@@ -150,7 +158,7 @@ def _row_cells(
     refused = get_backend(settings.backend).sequence_refusal(settings.parallel, None)
     # no more than the engine runs at once (llama.cpp: 256; vLLM: --max-num-seqs), whatever memory holds
     cap = sequence_cap(settings)
-    cells, limit = [], cap or 1024
+    cells, limit = [], cap or MAX_PARALLEL_SEARCH
     for context in contexts:
         whole = context if memory.context_is_per_sequence else context * parallel
         est = size(info, replace(settings, context=whole, parallel=parallel))
