@@ -96,6 +96,17 @@ def test_runner_comes_up_and_answers_through_run_check(tiny_hf_model: Path, tmp_
     assert result.peak_mib is not None and result.peak_mib > 50  # torch alone is that much
     assert result.released is True
     assert not procs.group_members(started[0])
+    # QA 11: its record names the build (transformers and torch) and bills the weights to the host, so a
+    # rerun is calibrated by it (the runtime measured), as every engine's is
+    import json
+
+    from vramtui.core.estimate.calibrate import CPU_DEVICE, derive, load_records
+
+    record = json.loads(Path(result.log_file or "").with_suffix(".run.json").read_text())
+    assert "transformers==" in record["engine"]["build"] and "torch==" in record["engine"]["build"]
+    assert set(record["printed"]["bill"]) == {"host"}
+    found = derive(load_records(tmp_path)[0], CPU_DEVICE, "transformers")
+    assert found is not None and found.runtime_bytes is not None and found.runtime_bytes > 50 * 2**20
 
 
 @pytest.mark.engine

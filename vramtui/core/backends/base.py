@@ -241,6 +241,9 @@ class Backend:
     arg_packages: dict[str, tuple[str, str]] = field(default_factory=dict)
     # llama.cpp refuses a quantized V cache without flash attention.
     quantized_v_needs_flash_attn: bool = False
+    # Python packages whose versions make the engine's build (vramtui's transformers runner: transformers
+    # and torch), so that a calibration learnt on one holds only for it (QA 11: the build was None)
+    version_packages: tuple[str, ...] = ()
     # The model is a file on disk (a GGUF), never a hub name.
     model_is_file: bool = False
     # The model is a local folder with a config.json (vramtui's transformers runner downloads nothing): a

@@ -56,7 +56,7 @@ def binary_of(profile: Profile) -> Path | None:
     launch = profile.backend.launch
     if launch is None:
         return None
-    program = profile.program or launch.program[0]
+    program = profile.program or launch.argv_prefix()[0]  # vramtui's own Python for a runner of its own
     found = shutil.which(program, path=profile.env.get("PATH") or os.environ.get("PATH"))
     return Path(found).resolve() if found else None
 

@@ -43,6 +43,11 @@ def engine_build(profile: Profile, argv: list[str]) -> tuple[str | None, str | N
         if version:
             identity += f":{module}=={version}"
             label = f"{module} {version}"
+    versions = [(name, _package_version(name)) for name in profile.backend.version_packages]
+    found = [f"{name} {version}" for name, version in versions if version]
+    if found:
+        identity += "".join(f":{name}=={version}" for name, version in versions if version)
+        label = ", ".join(found)
     digest = hashlib.sha1(identity.encode()).hexdigest()[:8]
     return identity, f"{label} build {digest}"
 
@@ -54,6 +59,20 @@ def _package_version(module: str) -> str | None:
         for dist in metadata.packages_distributions().get(module, []):
             return metadata.version(dist)
     return None
+
+
+def _printed_bill(figures: dict[str, int], on_gpu: bool) -> dict[str, dict[str, int]]:
+    """The printed bill by place. A run with no GPU has one place: a figure printed with no device (the
+    transformers runner's "weights loaded ... on cpu") is the host's, not device 0's (QA 11: no runtime
+    residual was ever measured, so transformers never calibrated)."""
+    places = bill_from_figures(figures).by_place()
+    if on_gpu:
+        return places
+    merged: dict[str, int] = {}
+    for parts in places.values():
+        for part, value in parts.items():
+            merged[part] = merged.get(part, 0) + value
+    return {HOST: merged} if merged else {}
 
 
 def _gpu_of(server: ModelServer) -> dict[str, Any] | None:
@@ -118,7 +137,7 @@ def run_record(server: ModelServer) -> dict[str, Any] | None:
         "engine": {"backend": server.profile.backend.name, "build": identity, "label": label},
         "model": {"path": str(model), "size_bytes": model.stat().st_size if model.is_file() else None},
         "settings": _jsonable(dict(server.profile.params)),
-        "printed": {"figures": figures, "bill": bill_from_figures(figures).by_place()},
+        "printed": {"figures": figures, "bill": _printed_bill(figures, on_gpu=gpu is not None)},
         "peak": {
             "bytes": server.peak_gpu_bytes if gpu else server.peak_bytes,
             "gpu_bytes": server.peak_gpu_bytes,

@@ -82,6 +82,7 @@ TRANSFORMERS = Backend(
     quant_order=QUANT_ORDER,
     quant_modules=QUANT_MODULES,
     model_is_folder=True,
+    version_packages=("transformers", "torch", "accelerate"),
     arg_packages={
         "flash_attention_2": ("flash_attn", "flash-attn"),
         "bnb-4bit": ("bitsandbytes", "bitsandbytes"),
