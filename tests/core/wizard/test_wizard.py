@@ -931,3 +931,35 @@ def test_a_step_whose_process_was_never_sampled_has_no_memory_figures() -> None:
     assert step_memory_of(never) == (None, None, None)
     held = SimpleNamespace(peak_mib=120.0, resident_mib=100.0, samples=[], events=[])
     assert step_memory_of(held) == (120.0, 100.0, None)
+
+
+def test_a_slots_threads_count_against_a_host_budget_and_fewer_slots_come_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA 12: 16 slots under 250 MiB: llama-server's 20 HTTP threads reserve 160 MiB of stacks. The wizard
+    did not count them: it predicted q4_0 fits, then cut the context five times and gave up. The slots'
+    stacks are in the bill now, and the first change is one that a second change after it makes fit."""
+    from vramtui.core.wizard.budget import MemoryModel, slot_thread_stacks
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.propose import Findings, Proposer
+
+    monkeypatch.setattr("vramtui.core.wizard.budget._host_baseline", lambda profile: 147 * MIB)
+    model_file = tmp_path / "m.gguf"
+    spec = {"n_layer": 8, "n_embd": 256, "n_head": 4, "n_head_kv": 4, "n_ff": 512, "context_length": 32768}
+    write_tiny_gguf(model_file, TinyModelSpec(**spec))  # type: ignore[arg-type]
+    profile = Profile(
+        backend="llama.cpp", model=str(model_file), params={"context": 32768, "parallel": 16},
+        memory_budget=250 * MIB, port=0,
+    )  # fmt: skip
+    assert slot_thread_stacks(profile) == 15 * 8 * MIB  # the footprint was measured with one slot
+    assert slot_thread_stacks(profile.with_param("parallel", "auto")) == 3 * 8 * MIB  # llama-server's 4
+    assert slot_thread_stacks(Profile(backend="vllm", model="m", params={"parallel": 16})) == 0
+    memory = MemoryModel(profile)
+    bill = memory.predict(profile)
+    assert bill is not None and bill.get("runtime", HOST) == 15 * 8 * MIB
+    failed = Observation(
+        ready=False, smoke_ok=None, stage="kv_cache", failure_stage="kv_cache", failure="host_oom"
+    )
+    proposal = Proposer(memory, Findings()).propose(profile, failed, set())
+    assert proposal is not None and proposal.param == "parallel", proposal
+    assert int(proposal.to) < 16 and "next it fits" in proposal.why  # type: ignore[call-overload]

@@ -241,6 +241,9 @@ class Backend:
     arg_packages: dict[str, tuple[str, str]] = field(default_factory=dict)
     # llama.cpp refuses a quantized V cache without flash attention.
     quantized_v_needs_flash_attn: bool = False
+    # Threads the server starts per slot (llama-server's HTTP pool: one a slot, and four more): under a host
+    # budget each reserves its stack in the address space (QA 12: 16 slots' 20 threads took 160 MiB of 250)
+    threads_per_slot: int = 0
     # Python packages whose versions make the engine's build (vramtui's transformers runner: transformers
     # and torch), so that a calibration learnt on one holds only for it (QA 11: the build was None)
     version_packages: tuple[str, ...] = ()

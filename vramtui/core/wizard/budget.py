@@ -19,6 +19,7 @@ from vramtui.core.backends.base import gib, size_bytes
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import HOST, MemoryBill, Part, Place
+from vramtui.core.memory.room import THREAD_STACK_BYTES
 from vramtui.core.units import MIB
 from vramtui.core.wizard.ladders import MEMORY_FAILURES
 from vramtui.core.wizard.observe import BUFFER_PARTS, Observation, part_bytes
@@ -32,7 +33,7 @@ def _mmap_of(params: dict[str, object]) -> bool:
 
 
 DEFAULT_MARGIN = 0.9  # a proposal must fit in 90% of what is left for buffers
-_ESTIMATED_PARTS: tuple[Part, ...] = ("weights", "kv_cache", "compute", "output", "margin")
+_ESTIMATED_PARTS: tuple[Part, ...] = ("weights", "kv_cache", "compute", "output", "runtime", "margin")
 
 
 def whole_or_none(value: object) -> int | None:
@@ -193,6 +194,8 @@ class MemoryModel:
             bill.add(place, "output", parts.get("output", place))
         else:
             bill.add(place, "compute", int(getattr(result, "activations_bytes", 0) or 0))
+        if self.host_budget(profile):
+            bill.add(place, "runtime", slot_thread_stacks(profile))
         return bill
 
     def fitting_split(self, profile: Profile, cards: list[int]) -> tuple[int, ...] | None:
@@ -290,6 +293,22 @@ class MemoryModel:
                 attempted = max(attempted, weights)
             if attempted:
                 self.room_upper = attempted if self.room_upper is None else min(self.room_upper, attempted)
+
+
+def slot_thread_stacks(profile: Profile) -> int:
+    """The address space the slots' threads reserve beyond the one slot the engine's footprint was measured
+    with (core.launch.footprint runs it with --parallel 1): each thread's stack, under a host budget."""
+    backend = profile.backend
+    if not backend.threads_per_slot:
+        return 0
+    slots = current_value(profile, "parallel")
+    try:
+        count = int(slots)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        count = 0
+    if count < 1:  # "auto" / -1: the engine picks its own number of slots
+        count = backend.parallel_auto_slots or 1
+    return max(0, count - 1) * backend.threads_per_slot * THREAD_STACK_BYTES
 
 
 def _engine_knobs(profile: Profile) -> dict[str, object]:

@@ -294,6 +294,7 @@ LLAMA_CPP = Backend(
     measures_footprint=True,
     context_zero_is_trained=True,
     parallel_auto_slots=4,
+    threads_per_slot=1,
     flash_attn_auto_is_on=True,
     **_FAMILY,  # type: ignore[arg-type]
 )
