@@ -299,3 +299,23 @@ def test_a_kill_without_vramtuis_stop_line_is_still_a_kill() -> None:
     without = "\n".join(line for line in text.splitlines() if "vramtui: stopping" not in line)
     diagnosis = diagnose_text(without, exit_code=137)
     assert diagnosis.failure == "host_oom_killed"
+
+
+def test_sixteen_slots_under_a_budget_name_the_slots_and_no_wider_cache() -> None:
+    """QA 12: llama-server with 16 slots and a q4_0 cache under 250 MiB: the advice offered q8_0 ("half its
+    bytes", twice the q4_0 cache) and never the slots, whose 20 HTTP threads' stacks took the room."""
+    diagnosis = diagnose_file(LOGS / "llama-server-budget-250-np16-q4-kv.log")
+    assert (diagnosis.failure, diagnosis.failure_stage) == ("host_oom", "kv_cache")
+    advice = " ".join(diagnosis.advice)
+    assert "q8_0" not in advice
+    assert "20 HTTP threads" in advice and "--parallel 2" in advice
+
+
+def test_the_graph_allocators_own_tables_refused_under_a_budget_is_host_oom() -> None:
+    """QA 12: the same server at 4096 tokens died on GGML_ASSERT(galloc->node_allocs != NULL) (a calloc in
+    ggml-alloc.c): it read "the run failed ... read the first error line", and the wizard stopped on
+    "not a memory problem"."""
+    diagnosis = diagnose_file(LOGS / "llama-server-budget-250-np16-galloc-assert.log")
+    assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "host_alloc")
+    assert "galloc->node_allocs" in (diagnosis.first_error_text or "")
+    assert "`memory_budget`" in " ".join(diagnosis.advice)

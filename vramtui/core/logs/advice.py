@@ -24,6 +24,7 @@ from vramtui.core.memory.room import (
     kv_set_aside,
     one_request_kv_bytes,
     slots_whose_threads_fit,
+    threads_take_the_budget,
 )
 from vramtui.core.units import GIB
 
@@ -220,7 +221,14 @@ _HOST_ALLOCATION = (
         otherwise="Host RAM could not hold the KV cache: lower the context (the cache grows with it).",
         when="kv_failed !kv_set_aside",
     ),
-    Say("@kv_8bit", when="kv_failed"),
+    Say("@kv_8bit", when="kv_failed !kv_quantized"),
+    # llama-server's HTTP pool: a thread per slot, each an 8 MiB stack in the budget's address space (QA 12:
+    # 16 slots' 20 threads under 250 MiB; the advice named the cache and never the slots)
+    Say(
+        "Its {http_threads} HTTP threads (one per slot, and four) each reserve an 8 MiB stack in the "
+        "budget's address space: fewer slots, {parallel} {fewer_slots}, give that room back.",
+        when="threads_take own_budget",
+    ),
     *_RAISE_THE_LIMIT,
 )
 _BROKEN_FILE = (
@@ -1056,6 +1064,10 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
         or _context_now(diagnosis.engine_figures) > _SHORTEST_CONTEXT
     ),
     "own_budget": lambda diagnosis, formats, profile: bool(diagnosis.engine_figures.get("host_budget")),
+    "kv_quantized": lambda diagnosis, formats, profile: bool(diagnosis.engine_figures.get("kv_quantized")),
+    "threads_take": lambda diagnosis, formats, profile: threads_take_the_budget(
+        diagnosis.engine_figures.get("http_threads"), diagnosis.engine_figures.get("host_budget")
+    ),
     "fit_known": lambda diagnosis, formats, profile: bool(diagnosis.engine_figures.get("max_model_len_fit")),
     "high_share": lambda diagnosis, formats, profile: (
         bool(diagnosis.engine_figures.get("memory_share"))

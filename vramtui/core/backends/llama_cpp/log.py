@@ -813,6 +813,15 @@ HOST_ALLOC_ERRORS: tuple[ErrorRule, ...] = (
         r"ggml_assert\(ctx->mem_buffer != null\) failed",
         backend="llama.cpp",
     ),
+    # the graph allocator's own tables (ggml-alloc.c: calloc/malloc of its hash set, node and leaf
+    # allocations) were refused: QA 12, a 16-slot llama-server under a 250 MiB budget
+    ErrorRule(
+        "galloc",
+        "host_alloc",
+        "host_oom",
+        r"ggml_assert\(galloc(?:->\w+(?:\.\w+)?)? != null\) failed",
+        backend="llama.cpp",
+    ),
 )
 
 HOST_ALLOC_ERRORS_2: tuple[ErrorRule, ...] = (
@@ -1685,6 +1694,15 @@ FIGURES: tuple[FigureRule, ...] = (
     # the context the command line asked for (a run that failed before its llama_context lines says it
     # nowhere else): "llama-server --model m.gguf --ctx-size 2048", as vramtui's launch line echoes it
     FigureRule("--ctx-size", "command_context", rf"--ctx-size[= ]{NUM}\b", count=True, backend="llama.cpp"),
+    # ... and a quantized KV cache type (q8_0 and below): 8-bit advice would not shrink it (QA 12)
+    FigureRule(
+        "--cache-type-k",
+        "kv_quantized",
+        r"--cache-type-k[= ]i?q\d",
+        count=True,
+        constant=1,
+        backend="llama.cpp",
+    ),
     # llama-server's HTTP pool, started before the model loads: a thread (and its stack) per slot and a few
     FigureRule(
         "threads for http server",
