@@ -400,7 +400,8 @@ class VramtuiApp(CommandsApp, AttachRequests):
     def action_quit_app(self) -> None:
         running = self.running_models()
         if running:
-            question = f"A model is running ({'; '.join(running)}). Stop it and quit?"
+            # each item ends in its own "(pid N)": no parenthesis around them (QA 12: "(pid 28715))")
+            question = f"A model is running: {'; '.join(running)}. Stop it and quit?"
             self.push_screen(ConfirmQuit(question), self._quit_answer)
             return
         self.exit(0)

@@ -11,6 +11,7 @@ from vramtui.core.estimate.fitnow import fits_now
 from vramtui.core.estimate.modelinfo import load_model_info
 
 GIB = 1 << 30
+MIB = 1 << 20
 GPT_OSS = Path(__file__).resolve().parents[2] / "data" / "configs" / "openai--gpt-oss-20b.config.json"
 
 
@@ -99,7 +100,16 @@ def test_a_host_budget_leaves_the_engine_its_own_share_as_check_does() -> None:
     (whole,) = fits_now(info, settings, now, budget=20 * GIB)
     (less,) = fits_now(info, settings, now, budget=20 * GIB, engine_bytes=GIB // 2)
     assert whole.free_bytes == 20 * GIB and less.free_bytes == 20 * GIB - GIB // 2
-    assert "less the engine's own 512 MiB" in less.notes[-1]
+    assert "after the engine's own 512 MiB" in less.room_words
+    # the budget bounds the room: said as such, not as the machine's "almost nothing is free" (QA 12)
+    assert less.describe().startswith(
+        "host (no GPU here): 19.5 GiB left in the profile's memory_budget of 20.0 GiB"
+    )
+    (small,) = fits_now(info, settings, now, budget=200 * MIB, engine_bytes=150 * MIB)
+    assert "almost nothing is free here" not in small.notes
+    # a machine with less free than the budget: the machine bounds it, and the budget is a note
+    (tight,) = fits_now(info, settings, Snapshot([], [], 64 * GIB, 4 * GIB), budget=20 * GIB)
+    assert tight.room_words == "free now" and "within the profile's memory_budget" in tight.notes[-1]
 
 
 def test_the_host_answer_counts_the_engine_process_measured_by_earlier_runs(tiny_gguf: Path) -> None:

@@ -768,6 +768,12 @@ def test_advice_that_names_a_count_is_sized_by_the_wizards_arithmetic(demo_model
     sized = sized_advice(MemoryModel(profile), profile, lines)
     assert sized[0].endswith("[by the estimate: not enough alone]")  # 2 GiB of KV stay
     assert sized[1].endswith("[by the estimate: fits]") and sized[2] == lines[2]
+    # a KV type is sized too (QA 12: the q8_0 line had no tag beside a context line that had one)
+    kv_line = "Or store the KV cache in 8 bits (half its bytes): --cache-type-k q8_0 --cache-type-v q8_0."
+    assert named_change(kv_line, profile) == ("kv_dtype", "q8_0")
+    assert sized_advice(MemoryModel(profile), profile, [kv_line])[0].endswith(
+        "[by the estimate: not enough alone]"
+    )
 
 
 def test_a_context_llama_cpp_padded_to_its_slots_took_effect() -> None:

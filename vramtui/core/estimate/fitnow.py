@@ -35,11 +35,13 @@ class FitAnswer:
     usable_bytes: int | None = None  # what the estimate lets the model use of the room (its safety line)
     runtime_bytes: int = 0  # of needs_bytes: the engine's own (CUDA context, or the process measured)
     notes: list[str] = field(default_factory=list)
+    room_words: str = "free now"  # what bounds `free_bytes`: what is free, or the profile's budget
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "place": self.place,
             "free_mib": round(self.free_bytes / MIB, 1),
+            "room": self.room_words,  # what bounds free_mib: "free now", or the profile's memory_budget
             "total_mib": None if self.total_bytes is None else round(self.total_bytes / MIB, 1),
             "fits": self.fits,
             "context": self.context,
@@ -55,7 +57,7 @@ class FitAnswer:
     def describe(self) -> str:
         verdict = "FITS" if self.fits else "does not fit"
         said = (
-            f"{self.place}: {format_bytes(self.free_bytes, 1)} free now — {verdict} at context {self.context:,} "
+            f"{self.place}: {format_bytes(self.free_bytes, 1)} {self.room_words} — {verdict} at context {self.context:,} "
             f"(needs {format_bytes(self.needs_bytes, 1)})"
         )
         if not self.fits and self.usable_bytes and self.needs_bytes <= self.free_bytes:
@@ -121,10 +123,20 @@ def fits_now(
             if settings.calibration is not None:
                 answers[-1].notes.append(settings.calibration.describe())
     if budget:
-        less = f", less the engine's own {engine_bytes / MIB:.0f} MiB" if engine_bytes and not gpus else ""
+        less = f" after the engine's own {engine_bytes / MIB:.0f} MiB" if engine_bytes and not gpus else ""
+        limit = max(budget - engine_bytes, 0) if not gpus else budget
         for answer in answers:
-            answer.notes.append(f"sized within the profile's memory_budget of {budget / GIB:.2f} GiB{less}")
+            if answer.free_bytes < limit:  # the machine has less free than the budget: it bounds the room
+                answer.notes.append(f"within the profile's memory_budget of {format_bytes(budget, 1)}{less}")
+                continue
+            # the budget, not the machine, bounds the room (QA 12: "almost nothing is free here" with 22 GiB
+            # free, and the budget said as 0.24 GiB)
+            answer.notes = [note for note in answer.notes if note != _NEARLY_NOTHING]
+            answer.room_words = f"left in the profile's memory_budget of {format_bytes(budget, 1)}{less}"
     return sorted(answers, key=lambda answer: (not answer.fits, -answer.free_bytes))
+
+
+_NEARLY_NOTHING = "almost nothing is free here"
 
 
 def _calibrated(settings: Settings) -> Settings:
@@ -177,5 +189,5 @@ def _answer(place: str, free: int, total: int | None, info: ModelInfo, settings:
     if est.reason:
         answer.notes.append(est.reason)
     if free < GIB // 4:
-        answer.notes.append("almost nothing is free here")
+        answer.notes.append(_NEARLY_NOTHING)
     return answer

@@ -14,17 +14,23 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
 from vramtui.core.wizard.budget import MemoryModel
 
-# The settings whose advice names a whole number the arithmetic can size.
+# The settings whose advice names a whole number the arithmetic can size, and those it names by a type.
 _COUNTS = ("context", "parallel", "batch", "ubatch", "gpu_layers", "n_cpu_moe")
+_TYPES = ("kv_dtype",)  # QA 12: "--cache-type-k q8_0" had no tag beside a context line that had one
 _FLAG_VALUE = re.compile(r"(--[\w-]+)[ =](\d+)\b")
+_FLAG_TYPE = re.compile(r"(--[\w-]+)[ =]([a-z][a-z0-9_]*)\b")
 
 
-def named_change(line: str, profile: Profile) -> tuple[str, int] | None:
+def named_change(line: str, profile: Profile) -> tuple[str, int | str] | None:
     """The (setting, value) an advice line names with this engine's own flag, or None."""
     flags = {profile.backend.flags.get(param): param for param in _COUNTS}
     for flag, value in _FLAG_VALUE.findall(line):
         if flags.get(flag):
             return flags[flag], int(value)
+    types = {profile.backend.flags.get(param): param for param in _TYPES}
+    for flag, value in _FLAG_TYPE.findall(line):
+        if types.get(flag):
+            return types[flag], value
     return None
 
 
