@@ -319,3 +319,13 @@ def test_the_graph_allocators_own_tables_refused_under_a_budget_is_host_oom() ->
     assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "host_alloc")
     assert "galloc->node_allocs" in (diagnosis.first_error_text or "")
     assert "`memory_budget`" in " ".join(diagnosis.advice)
+
+
+def test_weights_host_ram_could_not_hold_get_transformers_settings() -> None:
+    """QA 11: the real transformers runner under 1200 MiB could not mmap the weights: the advice was
+    llama.cpp's "a smaller quantization (a smaller file)", which names nothing a transformers user sets."""
+    diagnosis = diagnose_file(LOGS / "transformers-budget-1200-mmap-weights.log")
+    assert (diagnosis.failure, diagnosis.failure_stage) == ("host_oom", "load_weights")
+    advice = " ".join(diagnosis.advice)
+    assert "a smaller file" not in advice
+    assert 'dtype = "bfloat16"' in advice and 'device_map = "auto"' in advice and "1200 MiB" in advice

@@ -911,6 +911,12 @@ def test_no_relaunch_or_advice_is_spent_on_bitsandbytes_where_it_is_not_installe
     assert wizard.proposer.candidates(quant, None, wizard.profile) == []
     assert not any("bitsandbytes" in r.label for r in wizard.profile.backend.rungs("load_weights"))
     assert get_backend("vllm").importable("bitsandbytes")  # an engine on its own Python is not asked
+    # ... and where the ladder ends, the wizard says what it could not try here (QA 11: "no setting left")
+    from vramtui.core.wizard.propose import missing_packages
+
+    missing = missing_packages(get_backend("transformers"), "load_weights")
+    assert missing[0] == "a quantization at load (needs bitsandbytes)" and len(missing) == 2
+    assert missing_packages(get_backend("llama.cpp"), "load_weights") == []
 
 
 def test_an_edited_value_drops_the_proposal_s_figures_and_the_override_is_recorded(

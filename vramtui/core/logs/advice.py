@@ -208,9 +208,7 @@ _HOST_ALLOCATION = (
         when="kv_set_aside",
     ),
     # while the weights load, the context has sized nothing yet
-    Say(
-        "Host RAM could not hold the weights: use a smaller quantization (a smaller file).", when="at_weights"
-    ),
+    Say("@host_weights", when="at_weights"),
     Say(
         "Host RAM could not hold the buffer: lower {context}{budget_fit} or use a smaller quantization.",
         otherwise="Host RAM could not hold the buffer: lower the context or use a smaller quantization.",
@@ -287,6 +285,7 @@ _KV_TOO_SMALL_GPU: tuple[str | Say, ...] = (
 
 # The lines of a topic where the engine has none of its own (see LogProfile.advice).
 DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
+    "host_weights": ("Host RAM could not hold the weights: use a smaller quantization (a smaller file).",),
     "slots": (SLOTS_SPLIT,),
     "bnb_missing": (
         "Install bitsandbytes with GPU support where the engine runs (pip install -U bitsandbytes; the line "

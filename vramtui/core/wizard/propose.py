@@ -364,6 +364,40 @@ def smallest_fitting(
     return values[lo], bill_at(lo), {param: values[lo]}
 
 
+def first_of_a_pair(model: MemoryModel, profile: Profile, options: list[Option]) -> Proposal | None:
+    """Nothing fits in one step: the first change, in the ladder's order, that another change after it
+    makes fit. "The change that frees most" cut a 16-slot server's context to 4096 (256 tokens a slot)
+    where fewer slots and a shorter context left every slot more (QA 12)."""
+    moves = [proposal for _, proposal, bill in options if bill is not None and proposal.then is None]
+    for first in moves:
+        for second in moves:
+            if second.param == first.param:
+                continue
+            both = model.predict(changed(profile, [(first.param, first.to), (second.param, second.to)]))
+            if both is not None and model.fits(both):
+                first.why += f" — not enough alone; with {second.param} = {second.to} next it fits"
+                return first
+    return None
+
+
+def missing_packages(backend: Backend, stage: str) -> list[str]:
+    """The stage's changes this engine has but cannot make here, for want of a package (QA 11: "no setting
+    left" where quantizing at load needed bitsandbytes, which is not installed)."""
+    found = [
+        f"{rung.label} (needs {rung.needs})"
+        for rung in backend.ladder.get(stage, ())
+        if rung.needs and not backend.importable(rung.needs)
+    ]
+    modules = sorted(
+        {backend.quant_modules[value] for value in backend.quant_order if value in backend.quant_modules}
+    )
+    quantizes = any(rung.param == "quant" for rung in backend.ladder.get(stage, ()))
+    usable = any(backend.quant_usable(value) for value in backend.quant_order if value is not None)
+    if quantizes and modules and not usable:
+        found.insert(0, f"a quantization at load (needs {', '.join(modules)})")
+    return found
+
+
 class Proposer:
     """Picks the next single change for a failed run; what it concludes otherwise goes to `findings`."""
 
@@ -473,9 +507,11 @@ class Proposer:
             f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"
         ] or self.findings.advice
         ladder = "" if obs.runs_over_budget else f" on the {stage} ladder"  # no stage failed: it runs
+        missing = missing_packages(self.backend, stage)
         self.findings.stop_reason = (
             f"no setting left{ladder} that this backend can change and that frees memory"
             + (f" (skipped: {', '.join(sorted(skipped))})" if skipped else "")
+            + (f"; not installed here: {'; '.join(missing)}" if missing else "")
         )
         return None
 
@@ -542,7 +578,7 @@ class Proposer:
         """Nothing fits in one step: the change that frees most (then look again), else an unpredicted one."""
         if not options:
             return None
-        paired = self._first_of_a_pair(profile, options)
+        paired = first_of_a_pair(self.model, profile, options)
         if paired is not None:
             return paired
         now = self.model.predict(profile)
@@ -557,23 +593,6 @@ class Proposer:
             proposal.why += " — not enough alone; the next step continues"
             return proposal
         return next((proposal for _, proposal, bill in options if bill is None), None)
-
-    def _first_of_a_pair(self, profile: Profile, options: list[Option]) -> Proposal | None:
-        """Nothing fits in one step: the first change, in the ladder's order, that another change after it
-        makes fit. "The change that frees most" cut a 16-slot server's context to 4096 (256 tokens a slot)
-        where fewer slots and a smaller KV type keep every slot's context (QA 12)."""
-        moves = [
-            (proposal, bill) for _, proposal, bill in options if bill is not None and proposal.then is None
-        ]
-        for first, _ in moves:
-            for second, _ in moves:
-                if second.param == first.param:
-                    continue
-                both = self._with(profile, {first.param: first.to, second.param: second.to})
-                if both is not None and self.model.fits(both):
-                    first.why += f" — not enough alone; with {second.param} = {second.to} next it fits"
-                    return first
-        return None
 
     def _inference_proposal(self, profile: Profile, rungs: list[Rung], obs: Observation) -> Proposal | None:
         """A request failed on a running server: the start-up arithmetic does not see a request's peak,

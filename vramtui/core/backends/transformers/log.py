@@ -55,6 +55,15 @@ PROFILE = LogProfile(
         "unknown_arch": (
             "Upgrade transformers (pip install -U transformers); for a model with its own code, pass trust_remote_code=True.",
         ),
+        # QA 11: the weights did not fit host RAM (or its budget): the llama.cpp words ("a smaller file")
+        # named nothing a transformers user sets
+        "host_weights": (
+            "Host RAM could not hold the weights: load them at 16 bits if they load wider (dtype = "
+            '"bfloat16"), quantize at load where bitsandbytes runs (quant = "bnb-4bit", a CUDA GPU), or use '
+            "a pre-quantized checkpoint or a smaller model.",
+            'Or let accelerate keep part of them on disk: device_map = "auto" with max_memory = "cpu=NGiB" '
+            "(much slower).",
+        ),
         "loader_threads_budget": (
             Say(
                 "The memory budget ({budget_mib} MiB) leaves no room for another thread (transformers' "
