@@ -812,3 +812,21 @@ def test_a_table_whose_every_cell_is_marked_says_why(capsys: pytest.CaptureFixtu
     )  # does not fit
     text = capsys.readouterr().out
     assert "every cell: CUDA graphs" in text and "--enforce-eager" in text, text
+
+
+def test_a_memory_budget_is_sized_as_check_and_the_wizard_size_it(
+    capsys: pytest.CaptureFixture[str], tiny_gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA 12: `estimate --cpu --gpu-mem 250MiB` said 21504 tokens fit where the wizard and `ps --fits` (the
+    engine's own address space taken off the budget) said 8192. --memory-budget takes it off the same way."""
+    from vramtui.core.units import MIB
+
+    monkeypatch.setattr("vramtui.core.launch.footprint.host_footprint", lambda profile: 150 * MIB)
+    data = run_json(capsys, str(tiny_gguf), "--ctx", "4096", "--memory-budget", "400MiB")
+    assert data["device_bytes"] == 250 * MIB and data["device"] == "host"
+    assert any(
+        "memory_budget 400.0 MiB: 250.0 MiB left after the engine's own 150 MiB" in n for n in data["notes"]
+    )
+    assert data["calibration"] is None  # the measured footprint is the engine's share: nothing added
+    assert main(["estimate", str(tiny_gguf), "--memory-budget", "400MiB", "--gpu-mem", "1GiB"]) == 2
+    assert main(["estimate", str(tiny_gguf), "--memory-budget", "400"]) == 2  # no unit: no size

@@ -54,8 +54,9 @@ async def test_a_llama_cpp_python_profile_is_sized_as_llama_cpp_python(tiny_gguf
         assert pane.query_one("#est-backend", Select).value == "llama-cpp-python"
         shown = pane_view(pane)
         text = screen_text(app)
+    # the budget less the engine's own share, as the CLI's --memory-budget (and the wizard) take it (QA 12)
     expected = cli_estimate(
-        str(tiny_gguf), "--backend", "llama-cpp-python", "--ctx", "262144", "--gpu-mem", "1500MiB", "--cpu"
+        str(tiny_gguf), "--backend", "llama-cpp-python", "--ctx", "262144", "--memory-budget", "1500MiB"
     )
     assert shown == {key: expected[key] for key in KEYS}
     assert "llama-cpp-python: context 262,144, 1 sequence, KV f16" in text

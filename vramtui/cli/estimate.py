@@ -55,6 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="usable share of the card (default 0.8; for vLLM its gpu-memory-utilization, default 0.92)",
     )
     card.add_argument("--cpu", action="store_true", help="size a CPU-only run (what goes to host RAM)")
+    card.add_argument(
+        "--memory-budget",
+        metavar="SIZE",
+        help="a profile's [limits] memory_budget (an address-space cap on the host): sized as check and the "
+        "wizard size it, the engine's own footprint taken off first",
+    )
     _add_modes(parser)
 
 
@@ -634,6 +640,31 @@ def json_out(args: argparse.Namespace, info: Any, est: Any, engine: Any, calibra
     return out
 
 
+def _budget_card(args: argparse.Namespace) -> str:
+    """--memory-budget: a CPU run whose room is the budget less the engine's own address space, as `check`,
+    the wizard and `ps --fits` take it (QA 12: estimate said 21504 tokens fit where they said 8192). The
+    measured footprint is the engine's share, so no earlier run's runtime is added on top."""
+    from vramtui.core.errors import VramtuiError
+    from vramtui.core.launch.footprint import host_footprint
+    from vramtui.core.launch.profile import Profile
+    from vramtui.core.units import MIB, format_bytes, parse_size_with_unit
+
+    if args.gpu_mem:
+        raise VramtuiError("--memory-budget is the room: leave --gpu-mem out")
+    try:
+        budget = parse_size_with_unit(args.memory_budget)
+    except VramtuiError as error:
+        raise VramtuiError(f"--memory-budget: {error}") from None
+    profile = Profile(backend=args.backend or "llama.cpp", model=args.model or "model", memory_budget=budget)
+    engine = host_footprint(profile) if args.model else profile.backend.host_baseline_bytes
+    room = max(budget - engine, MIB)
+    args.cpu, args.gpu_mem, args.no_calibrate = True, f"{room}B", True
+    return (
+        f"memory_budget {format_bytes(budget, 1)}: {format_bytes(room, 1)} left after the engine's own "
+        f"{engine / MIB:.0f} MiB of address space"
+    )
+
+
 def _calibrate(args: argparse.Namespace, settings: Any) -> tuple[Any, list[str]]:
     """Earlier runs' terms for these settings (core/estimate/calibrate.py); none with --no-calibrate."""
     if args.no_calibrate:
@@ -651,6 +682,7 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         return list_models(args)
 
+    budget_note = _budget_card(args) if args.memory_budget else None
     assumed_card = not args.gpu_mem and not args.cpu
     if assumed_card:  # asked once here, so the note below knows whether a card was found
         args.gpu_mem = _default_cards()
@@ -667,6 +699,8 @@ def run(args: argparse.Namespace) -> int:
     est.notes.extend(store_notes)  # a run record that could not be read: ignored, and said so
     if assumed_card:
         est.notes.insert(0, _no_gpu_note(args.gpu_mem.count(",") + 1))
+    if budget_note:
+        est.notes.insert(0, budget_note)
     host_note = _host_ram_note(est)
     if host_note:
         est.notes.insert(0, host_note)

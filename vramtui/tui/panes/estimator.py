@@ -255,9 +255,12 @@ class EstimatorPane(Pane):
         if extras:
             self.set_value("extras", extras)
         budget = getattr(profile, "memory_budget", None)
-        if budget:
-            self.set_value("card", f"{budget / 2**20:.0f}MiB")
         on_cpu = gpu_layers == 0 or not self.gpu_present
+        if budget:
+            # a host budget caps the engine's address space: its own share first, as the wizard and `ps
+            # --fits` take it (QA 12: the pane said 21,504 tokens fit beside a wizard that needed 8192)
+            room = budget - (_engine_share(profile) if on_cpu else 0)
+            self.set_value("card", f"{max(room, 2**20) / 2**20:.0f}MiB")
         self.query_one("#est-runs_on", Select).value = "cpu" if on_cpu else "gpu"
 
     def value(self, name: str) -> str:
@@ -520,3 +523,13 @@ def _details(est: Any) -> list[str]:
     if state:  # a hybrid's Mamba / linear-attention state: per sequence, whatever the context
         details.append(f"recurrent state {format_bytes(state // max(1, est.parallel), 1)}/sequence")
     return details
+
+
+def _engine_share(profile: Any) -> int:
+    """The engine's own address space under a host budget: measured (cached once per binary), else its
+    backend's figure; never measured here, on the UI thread."""
+    from vramtui.core.launch.footprint import host_footprint, measured_already
+
+    if measured_already(profile):
+        return host_footprint(profile)
+    return int(profile.backend.host_baseline_bytes)
