@@ -975,3 +975,25 @@ def test_a_slots_threads_count_against_a_host_budget_and_fewer_slots_come_first(
     proposal = Proposer(memory, Findings()).propose(profile, failed, set())
     assert proposal is not None and proposal.param == "parallel", proposal
     assert int(proposal.to) < 16 and "next it fits" in proposal.why  # type: ignore[call-overload]
+
+
+def test_a_context_cut_says_what_each_slot_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """QA 12: context steps went down to 256 tokens a slot, said only as "long prompts no longer fit"."""
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.reach import slot_share_words
+
+    monkeypatch.setattr("vramtui.core.wizard.budget._host_baseline", lambda profile: 147 * MIB)
+    model_file = tmp_path / "m.gguf"
+    write_tiny_gguf(model_file, TinyModelSpec(n_layer=2, n_embd=64, n_ff=128))
+    slots16 = Profile(
+        backend="llama.cpp", model=str(model_file), params={"parallel": 16}, memory_budget=250 * MIB
+    )
+    said = slot_share_words(MemoryModel(slots16), slots16, 4096)
+    assert (
+        said is not None and said.startswith("each of the 16 slots gets 256 tokens") and "fewer slots" in said
+    )
+    assert "hardly" not in (slot_share_words(MemoryModel(slots16), slots16, 32768) or "")
+    one = slots16.with_param("parallel", 1)
+    assert slot_share_words(MemoryModel(one), one, 4096) is None
+    vllm = Profile(backend="vllm", model=str(model_file), params={"parallel": 16})
+    assert slot_share_words(MemoryModel(vllm), vllm, 4096) is None  # its context is each request's

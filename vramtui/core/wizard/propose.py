@@ -26,7 +26,7 @@ from vramtui.core.units import GIB, MIB
 from vramtui.core.wizard.budget import MemoryModel, changed, current_value, needed_bytes, whole_or_none
 from vramtui.core.wizard.ladders import GGUF_QUANT_ORDER, MEMORY_FAILURES, NOT_MEMORY, Rung
 from vramtui.core.wizard.observe import Observation
-from vramtui.core.wizard.reach import engine_alone_over, out_of_reach, useful_context
+from vramtui.core.wizard.reach import engine_alone_over, out_of_reach, slot_share_words, useful_context
 
 
 def _free_context_move(
@@ -805,7 +805,8 @@ class Proposer:
             )
         elif rung.cost:
             parts.append(f"cost: {rung.cost}")
-        return "; ".join(parts)
+        shares = slot_share_words(model, profile, value) if profile and rung.param == "context" else None
+        return "; ".join([*parts, shares] if shares else parts)
 
 
 def experts_moved(

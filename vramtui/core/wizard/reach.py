@@ -35,6 +35,27 @@ def useful_context(model: MemoryModel, profile: Profile) -> int | None:
     return trained * slots
 
 
+# A slot's share of the context below this holds no more than a short chat turn (QA 12: steps went on to
+# 256 tokens a slot with no word)
+SHORT_SLOT_TOKENS = 1024
+
+
+def slot_share_words(model: MemoryModel, profile: Profile, context: object) -> str | None:
+    """Where the slots share the context (llama.cpp), what each gets after a context change: a user reads
+    "4096" as a request's length, and it may be 256 tokens a slot."""
+    value = whole_or_none(context)
+    if not value or accounting_for(model.backend.name).context_is_per_sequence:
+        return None
+    slots = whole_or_none(current_value(profile, "parallel")) or model.backend.parallel_auto_slots or 1
+    if slots < 2:
+        return None
+    share = value // slots
+    said = f"each of the {slots} slots gets {share:,} tokens of it"
+    if share < SHORT_SLOT_TOKENS:
+        said += ": hardly a short chat turn; fewer slots keep more for each"
+    return said
+
+
 def out_of_reach(
     model: MemoryModel, profile: Profile, stage: str, moves: list[Proposal], skipped: set[str]
 ) -> tuple[list[str], str] | None:
