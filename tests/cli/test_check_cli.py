@@ -228,3 +228,28 @@ def test_an_answer_with_bytes_a_terminal_would_not_show_is_escaped(
     _print_report(result, None, [])
     answer = next(line for line in capsys.readouterr().out.splitlines() if "answer:" in line)
     assert "\ufffd" not in answer and "\x1b" not in answer and "\\ufffd" in answer, answer
+
+
+def test_check_says_the_quiet_failures_of_a_run_that_came_up(capsys: pytest.CaptureFixture[str]) -> None:
+    """QA 11: a transformers run offloaded to disk (15 tokens/s instead of 40) was said by `diagnose`, and
+    `check` of the same run said nothing of it."""
+    from types import SimpleNamespace
+
+    from vramtui.cli.check import _print_report
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    log = (
+        "vramtui-runner: transformers 5.25.0, torch 2.13.0+cpu, cuda=False\n"
+        "Some parameters are on the meta device because they were offloaded to the cpu and disk.\n"
+        "vramtui-runner: ready: serving '/m' on http://127.0.0.1:8000\n"
+    )
+    diagnosis = diagnose_text(log)
+    assert diagnosis.warnings
+    result = SimpleNamespace(
+        ready=True, message="the server answers", stage="ready", failure=None, failure_stage=None,
+        diagnosis=diagnosis, smoke=None, replay=None, load_time_s=None, ttft_s=None, peak_mib=None,
+        command=None, bill=None, warnings=[], log_file=None,
+    )  # fmt: skip
+    _print_report(result, None, [])
+    out = capsys.readouterr().out
+    assert "quiet failure: part of the model was offloaded to the CPU or the disk" in out

@@ -110,6 +110,9 @@ def _fit(result):  # type: ignore[no-untyped-def]
     return fit_view(result.diagnosis) if result.diagnosis is not None else None
 
 
+_QUIET_SHOWN = 3
+
+
 def _print_report(result, move, advice: list[str]) -> None:  # type: ignore[no-untyped-def]
     from vramtui.tui.words import failure_words, in_words, stage_words
 
@@ -169,5 +172,12 @@ def _print_report(result, move, advice: list[str]) -> None:  # type: ignore[no-u
         print(f"  {line.strip()}")
     for warning in result.warnings:
         print(f"  warning: {warning}")
+    # what the log says runs wrong though it runs (layers on the CPU, disk offload, a capped context), as
+    # `diagnose` lists it (QA 11: a disk offload at 15 tokens/s was said by diagnose and not by check)
+    quiet = list(getattr(result.diagnosis, "warnings", None) or [])
+    for warning in quiet[:_QUIET_SHOWN]:
+        print(f"  quiet failure: {in_words(warning)}")
+    if len(quiet) > _QUIET_SHOWN:
+        print(f"  ({len(quiet) - _QUIET_SHOWN} more: vramtui diagnose LOG)")
     if result.log_file:
         print(f"  log: {result.log_file}")

@@ -499,4 +499,5 @@ class WizardPane(Pane):
         self.query_one("#wiz-copy", Button).disabled = not restart
         for button in self.query("#wiz-buttons Button").results(Button):
             # QA 7, 8, 9: Confirm, Skip, Edit and Export drawn beside "stop the model (s), then press n"
-            button.set_class(button.disabled and button.id != "wiz-confirm", "-idle")
+            # Confirm stays drawn while it may come back, but not once the wizard is done (QA 12)
+            button.set_class(button.disabled and (button.id != "wiz-confirm" or done), "-idle")
