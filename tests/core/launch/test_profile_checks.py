@@ -695,3 +695,24 @@ def test_a_context_past_the_trained_length_is_said_at_launch_and_in_the_log(tmp_
     assert past_trained(Profile(backend="vllm", model=str(tmp_path), params={"context": 100000})) is None
     log = f"vramtui: launch python -m vramtui.runners.transformers_server\nvramtui: {said}\n"
     assert any("past the model's trained length" in warning for warning in diagnose_text(log).warnings)
+
+
+def test_a_gpu_cap_on_a_machine_with_no_gpu_is_refused_with_its_undo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """QA 11: max_memory = "0=1GiB" with no GPU launched and failed at load ("Cannot access accelerator
+    device when none is available"), read as "other"."""
+    from vramtui.core.launch.profile import runnable_refusal
+
+    def refusal(text: str) -> tuple[str, object] | None:
+        found = runnable_refusal(Profile(backend="transformers", model="/m", params={"max_memory": text}))
+        return None if found is None else (found.message, found.value)
+
+    monkeypatch.setattr("vramtui.core.memory.nvml.first_gpu_total_bytes", lambda: None)
+    said = refusal("0=1GiB,cpu=8GiB")
+    assert said is not None and "caps GPU 0, and this machine has no GPU" in said[0] and said[1] == "cpu=8GiB"
+    assert refusal("0=1GiB") == (
+        'max_memory = "0=1GiB" caps GPU 0, and this machine has no GPU: drop max_memory, or run it where a GPU is',
+        None,
+    )
+    assert refusal("cpu=8GiB") is None
+    monkeypatch.setattr("vramtui.core.memory.nvml.first_gpu_total_bytes", lambda: 24 << 30)
+    assert refusal("0=1GiB") is None

@@ -612,7 +612,7 @@ def runnable_refusal(profile: Profile) -> Refusal | None:
             said = f" (batch is unset: {tokens} is {backend.name}'s default on this machine)" if unset else ""
             # a batch below the sequences: fewer sequences start it without more activation memory
             return Refusal(f"parallel = {parallel}: {refusal}{said}", "parallel", tokens)
-    refused = _context_refusal(profile) or _package_refusal(profile)
+    refused = _context_refusal(profile) or _package_refusal(profile) or _gpu_cap_refusal(profile)
     if refused is not None:
         return refused
     kv_dtype = params.get("kv_dtype")
@@ -663,6 +663,27 @@ def _package_refusal(profile: Profile) -> Refusal | None:
         )
         return Refusal(message, param, fallback)
     return None
+
+
+def _gpu_cap_refusal(profile: Profile) -> Refusal | None:
+    """max_memory that caps a GPU on a machine with none: accelerate fails on it at load ("Cannot access
+    accelerator device when none is available"; QA 11: read as "other", advice "read the first error")."""
+    text = profile.params.get("max_memory")
+    if not isinstance(text, str) or not text.strip():
+        return None
+    from vramtui.core.estimate.devices import parse_max_memory
+    from vramtui.core.memory.nvml import first_gpu_total_bytes
+
+    try:
+        gpus = [key for key in parse_max_memory(text) if isinstance(key, int)]
+    except VramtuiError:
+        return None  # said by the value's own check
+    if not gpus or first_gpu_total_bytes() is not None:
+        return None
+    host = ",".join(part for part in text.split(",") if not part.strip().split("=")[0].strip().isdigit())
+    fix = f'set max_memory = "{host}"' if host else "drop max_memory"
+    message = f'max_memory = "{text}" caps GPU {gpus[0]}, and this machine has no GPU: {fix}, or run it where a GPU is'
+    return Refusal(message, "max_memory", host or None)
 
 
 def _toml(value: object) -> str:
