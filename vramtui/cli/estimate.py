@@ -386,7 +386,26 @@ def build(args: argparse.Namespace) -> tuple[Any, Any]:
         info = mi.apply_overrides(info, **overrides)
     else:
         info = mi.info_from_flags(**overrides)
-    return info, settings_from(values, on_gpu=not args.cpu)
+    settings = settings_from(values, on_gpu=not args.cpu)
+    _check_load_quant(settings, info, args)
+    return info, settings
+
+
+def _check_load_quant(settings: Any, info: Any, args: argparse.Namespace) -> None:
+    """--quant for an engine that quantizes while loading is what it applies (transformers: bitsandbytes): a
+    method it cannot apply is refused, as `check` refuses it (QA 11: estimate said "awq (applied)"). The
+    table's rows size other checkpoints, and a checkpoint already in that method asks nothing."""
+    from vramtui.core.backends import get_backend
+    from vramtui.core.errors import VramtuiError
+
+    backend = get_backend(settings.backend)
+    if not settings.quant or args.table or backend.knob("quant") is None:
+        return
+    if str(info.quant or "").lower() == str(settings.quant).lower():
+        return
+    problem = backend.translate("quant", settings.quant).problem
+    if problem:
+        raise VramtuiError(f"--quant {settings.quant}: {problem}")
 
 
 def _kv_note(est: Any) -> str:

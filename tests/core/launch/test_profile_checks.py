@@ -716,3 +716,27 @@ def test_a_gpu_cap_on_a_machine_with_no_gpu_is_refused_with_its_undo(monkeypatch
     assert refusal("cpu=8GiB") is None
     monkeypatch.setattr("vramtui.core.memory.nvml.first_gpu_total_bytes", lambda: 24 << 30)
     assert refusal("0=1GiB") is None
+
+
+def test_a_quantization_transformers_cannot_apply_at_load_is_refused_in_a_profile_and_by_estimate(
+    tmp_path: Path,
+) -> None:
+    """QA 11: quant = "awq" on transformers launched unquantized after a "not passed" line (exit 0), and
+    `estimate --quant awq` said "awq (applied)": it quantizes at load with bitsandbytes only."""
+    with pytest.raises(VramtuiError, match="transformers does not take quant='awq'"):
+        Profile(backend="transformers", model="/m", params={"quant": "awq"})
+    for fine in ("bnb-4bit", "nf4", "int8", "bnb-nf4"):
+        Profile(backend="transformers", model="/m", params={"quant": fine})
+    Profile(backend="vllm", model="m", params={"quant": "awq"})  # vLLM names the checkpoint's method
+    config = dict(
+        architectures=["Qwen2ForCausalLM"], model_type="qwen2", hidden_size=64, intermediate_size=128,
+        num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, vocab_size=1000,
+        max_position_embeddings=2048, torch_dtype="bfloat16",
+    )  # fmt: skip
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    done = vramtui("estimate", str(tmp_path), "--backend", "transformers", "--quant", "awq")
+    assert done.returncode == 2 and done.stderr.startswith("vramtui: --quant awq: transformers does not take")
+    table = vramtui("estimate", str(tmp_path), "--backend", "transformers", "--table")
+    assert table.returncode in (0, 1) and "awq" in table.stdout  # the table sizes awq checkpoints

@@ -253,8 +253,10 @@ def check_param_value(backend: Backend, name: str, value: object) -> None:
     if name == "kv_dtype":
         _check_kv_dtype(backend, value)
         return
-    if name == "override_tensor" and backend.knob(name) is not None:
-        problem = backend.translate(name, value).problem  # `-ot x=Banana`: llama-server would refuse it
+    if name in ("override_tensor", "quant") and backend.knob(name) is not None:
+        # `-ot x=Banana`: llama-server would refuse it; quant = "awq" on transformers, which quantizes at load
+        # with bitsandbytes only (QA 11: launched unquantized after a "not passed" line, exit 0)
+        problem = backend.translate(name, value).problem
         if problem:
             raise VramtuiError(problem)
         return

@@ -16,6 +16,8 @@ _BNB = {
     "nf4": "bnb-4bit",
     "bnb-8bit": "bnb-8bit",
     "8bit": "bnb-8bit",
+    "int8": "bnb-8bit",  # the estimator's word for bitsandbytes' 8-bit
+    "bnb-nf4": "bnb-4bit",
 }
 
 
@@ -27,7 +29,12 @@ def _translate_transformers(backend: Backend, param: str, value: object) -> Tran
     if param == "quant":
         mapped = _BNB.get(str(value).strip().lower())
         if mapped is None:
-            return bad_value(backend, param, value, "bnb-4bit or bnb-8bit")
+            return bad_value(
+                backend,
+                param,
+                value,
+                "bnb-4bit or bnb-8bit at load; awq and gptq are checkpoints quantized so",
+            )
         return Translation(args=(flag, mapped))
     if param == "flash_attn":
         state = switch(value, param)
