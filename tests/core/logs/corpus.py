@@ -62,6 +62,7 @@ FILES = (
     LOGS / "round45.jsonl",
     LOGS / "round46.jsonl",
     LOGS / "round47.jsonl",
+    LOGS / "round48.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (840, 873),
-        "class": (849, 873),
+        "stage": (841, 874),
+        "class": (850, 874),
         "memory": (231, 246),
-        "first_error": (497, 518),
+        "first_error": (498, 519),
         "quiet": (152, 163),
         "calm": (118, 142),
-        "engine": (822, 873),
+        "engine": (823, 874),
     },
     "heldout": {
-        "stage": (305, 332),
-        "class": (303, 332),
+        "stage": (307, 334),
+        "class": (305, 334),
         "memory": (92, 108),
         "first_error": (177, 193),
         "quiet": (54, 71),
-        "calm": (37, 45),
-        "engine": (313, 332),
+        "calm": (38, 47),
+        "engine": (315, 334),
     },
 }
 
