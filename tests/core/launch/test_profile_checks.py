@@ -673,20 +673,25 @@ def test_a_vllm_cpu_launch_that_takes_most_of_the_machine_is_said_first(tmp_path
     assert machine_share(Profile(backend="llama.cpp", model=str(tmp_path)), None) == []
 
 
-def test_a_context_past_the_trained_length_is_said_at_launch_and_in_the_log(tmp_path: Path) -> None:
-    """QA 11: transformers ran context = 100000 on a model trained on 2048 with no word; `estimate` said it.
-    vLLM refuses such a context before launch (its own refusal), so only the engines that take it say so."""
+def _write_tiny_config(folder: Path) -> None:
+    """A tiny Qwen2 config.json trained on 2048 tokens (no weights: the estimate reads the shape)."""
     import json
-
-    from vramtui.core.launch.launcher import past_trained
-    from vramtui.core.logs.diagnose import diagnose_text
 
     config = dict(
         architectures=["Qwen2ForCausalLM"], model_type="qwen2", hidden_size=64, intermediate_size=128,
         num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, vocab_size=1000,
         max_position_embeddings=2048, torch_dtype="bfloat16",
     )  # fmt: skip
-    (tmp_path / "config.json").write_text(json.dumps(config))
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def test_a_context_past_the_trained_length_is_said_at_launch_and_in_the_log(tmp_path: Path) -> None:
+    """QA 11: transformers ran context = 100000 on a model trained on 2048 with no word; `estimate` said it.
+    vLLM refuses such a context before launch (its own refusal), so only the engines that take it say so."""
+    from vramtui.core.launch.launcher import past_trained
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    _write_tiny_config(tmp_path)
     said = past_trained(Profile(backend="transformers", model=str(tmp_path), params={"context": 100000}))
     assert said is not None and said.startswith("context 100000 is past the model's trained length 2048")
     assert (
@@ -728,14 +733,7 @@ def test_a_quantization_transformers_cannot_apply_at_load_is_refused_in_a_profil
     for fine in ("bnb-4bit", "nf4", "int8", "bnb-nf4"):
         Profile(backend="transformers", model="/m", params={"quant": fine})
     Profile(backend="vllm", model="m", params={"quant": "awq"})  # vLLM names the checkpoint's method
-    config = dict(
-        architectures=["Qwen2ForCausalLM"], model_type="qwen2", hidden_size=64, intermediate_size=128,
-        num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, vocab_size=1000,
-        max_position_embeddings=2048, torch_dtype="bfloat16",
-    )  # fmt: skip
-    import json
-
-    (tmp_path / "config.json").write_text(json.dumps(config))
+    _write_tiny_config(tmp_path)
     done = vramtui("estimate", str(tmp_path), "--backend", "transformers", "--quant", "awq")
     assert done.returncode == 2 and done.stderr.startswith("vramtui: --quant awq: transformers does not take")
     table = vramtui("estimate", str(tmp_path), "--backend", "transformers", "--table")
