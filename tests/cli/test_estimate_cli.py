@@ -822,6 +822,7 @@ def test_a_memory_budget_is_sized_as_check_and_the_wizard_size_it(
     from vramtui.core.units import MIB
 
     monkeypatch.setattr("vramtui.core.launch.footprint.host_footprint", lambda profile: 150 * MIB)
+    monkeypatch.setattr("vramtui.core.launch.footprint.binary_of", lambda profile: Path("/bin/true"))
     data = run_json(capsys, str(tiny_gguf), "--ctx", "4096", "--memory-budget", "400MiB")
     assert data["device_bytes"] == 250 * MIB and data["device"] == "host"
     assert any(
@@ -830,3 +831,8 @@ def test_a_memory_budget_is_sized_as_check_and_the_wizard_size_it(
     assert data["calibration"] is None  # the measured footprint is the engine's share: nothing added
     assert main(["estimate", str(tiny_gguf), "--memory-budget", "400MiB", "--gpu-mem", "1GiB"]) == 2
     assert main(["estimate", str(tiny_gguf), "--memory-budget", "400"]) == 2  # no unit: no size
+    monkeypatch.setattr("vramtui.core.launch.footprint.binary_of", lambda profile: None)
+    assert main(["estimate", str(tiny_gguf), "--memory-budget", "400MiB", "--program", "/no/such"]) == 2
+    # no binary to measure: the engine's figure, said to be assumed
+    data = run_json(capsys, str(tiny_gguf), "--ctx", "4096", "--memory-budget", "400MiB")
+    assert any("(assumed: no engine binary found to measure" in n for n in data["notes"])

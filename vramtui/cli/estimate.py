@@ -61,6 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a profile's [limits] memory_budget (an address-space cap on the host): sized as check and the "
         "wizard size it, the engine's own footprint taken off first",
     )
+    card.add_argument(
+        "--program",
+        metavar="PATH",
+        help="with --memory-budget: the engine's binary (a profile's program), whose own footprint is measured "
+        "(default: the engine's program on PATH)",
+    )
     _add_modes(parser)
 
 
@@ -664,7 +670,7 @@ def _budget_card(args: argparse.Namespace) -> str:
     the wizard and `ps --fits` take it (QA 12: estimate said 21504 tokens fit where they said 8192). The
     measured footprint is the engine's share, so no earlier run's runtime is added on top."""
     from vramtui.core.errors import VramtuiError
-    from vramtui.core.launch.footprint import host_footprint
+    from vramtui.core.launch.footprint import binary_of, host_footprint
     from vramtui.core.launch.profile import Profile
     from vramtui.core.units import MIB, format_bytes, parse_size_with_unit
 
@@ -674,14 +680,25 @@ def _budget_card(args: argparse.Namespace) -> str:
         budget = parse_size_with_unit(args.memory_budget)
     except VramtuiError as error:
         raise VramtuiError(f"--memory-budget: {error}") from None
-    profile = Profile(backend=args.backend or "llama.cpp", model=args.model or "model", memory_budget=budget)
-    engine = host_footprint(profile) if args.model else profile.backend.host_baseline_bytes
+    profile = Profile(
+        backend=args.backend or "llama.cpp",
+        model=args.model or "model",
+        memory_budget=budget,
+        program=args.program,
+    )
+    if args.program and binary_of(profile) is None:
+        raise VramtuiError(f"--program {args.program}: no such program")
+    measured = args.model and profile.backend.measures_footprint and binary_of(profile) is not None
+    engine = host_footprint(profile) if measured else profile.backend.host_baseline_bytes
     room = max(budget - engine, MIB)
     args.cpu, args.gpu_mem, args.no_calibrate = True, f"{room}B", True
-    return (
+    said = (
         f"memory_budget {format_bytes(budget, 1)}: {format_bytes(room, 1)} left after the engine's own "
         f"{engine / MIB:.0f} MiB of address space"
     )
+    if profile.backend.measures_footprint and not measured:  # QA 13: 240 assumed where 147 was measured
+        said += " (assumed: no engine binary found to measure; --program PATH names it)"
+    return said
 
 
 def _calibrate(args: argparse.Namespace, settings: Any) -> tuple[Any, list[str]]:

@@ -974,7 +974,7 @@ def test_a_slots_threads_count_against_a_host_budget_and_fewer_slots_come_first(
     )
     proposal = Proposer(memory, Findings()).propose(profile, failed, set())
     assert proposal is not None and proposal.param == "parallel", proposal
-    assert int(proposal.to) < 16 and "next it fits" in proposal.why  # type: ignore[call-overload]
+    assert int(proposal.to) < 16 and "after it makes it fit" in proposal.why  # type: ignore[call-overload]
 
 
 def test_a_context_cut_says_what_each_slot_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -743,7 +743,7 @@ class ModelServer:
         except Exception:
             return None
         failure, stage, message = launcher_failure(self)
-        if failure is None:
+        if failure is None or (failure == READY_TIMEOUT and _log_says_why(diagnosis)):
             return diagnosis
         return launcher_diagnosis(diagnosis, failure, stage, message, launcher_advice(failure, self))
 
@@ -752,6 +752,15 @@ class ModelServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _log_says_why(diagnosis: Any) -> bool:
+    """A health check that never answered, where the log has a failure of its own with its line (QA 13:
+    a runner up under a budget that could start no thread for a request): that is the verdict, not the
+    timeout and its advice about the program and the port."""
+    return (
+        bool(getattr(diagnosis, "failed", False)) and getattr(diagnosis, "first_error_line", None) is not None
+    )
 
 
 def launcher_failure(server: ModelServer) -> tuple[str | None, str | None, str]:
@@ -1021,7 +1030,11 @@ def _result(
         launch_message = launch_message or own_message
     elif diagnosis is not None:
         stage = _furthest(stage, getattr(diagnosis, "stage", None))
-        if failure is None and getattr(diagnosis, "failed", False):
+        # the health check never answered, and the log says why (QA 13: a runner up under a budget that
+        # could start no thread for a request read "not ready within the timeout ... check the program")
+        if (failure is None or (failure == READY_TIMEOUT and _log_says_why(diagnosis))) and getattr(
+            diagnosis, "failed", False
+        ):
             failure = getattr(diagnosis, "failure", None)
             failure_stage = getattr(diagnosis, "failure_stage", None)
     if failure is None and not server.ready and server.exit_code is not None:

@@ -375,7 +375,7 @@ def first_of_a_pair(model: MemoryModel, profile: Profile, options: list[Option])
                 continue
             both = model.predict(changed(profile, [(first.param, first.to), (second.param, second.to)]))
             if both is not None and model.fits(both):
-                first.why += f" — not enough alone; with {second.param} = {second.to} next it fits"
+                first.why += f" — not enough alone; a change of {second.param} after it makes it fit"
                 return first
     return None
 
