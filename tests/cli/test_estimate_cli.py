@@ -836,3 +836,31 @@ def test_a_memory_budget_is_sized_as_check_and_the_wizard_size_it(
     # no binary to measure: the engine's figure, said to be assumed
     data = run_json(capsys, str(tiny_gguf), "--ctx", "4096", "--memory-budget", "400MiB")
     assert any("(assumed: no engine binary found to measure" in n for n in data["notes"])
+
+
+def test_a_safetensors_folder_sized_for_the_default_engine_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """QA 13: a transformers model's folder was sized as llama.cpp (the default) with no word: its FITS
+    read as "llama.cpp runs this folder". Asked for by name, no note."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    config = dict(
+        architectures=["Qwen2ForCausalLM"], model_type="qwen2", hidden_size=64, intermediate_size=128,
+        num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, vocab_size=1000,
+        max_position_embeddings=2048, torch_dtype="float32",
+    )  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    save_file(
+        {"model.embed_tokens.weight": np.zeros((1000, 64), dtype=np.float32)},
+        str(tmp_path / "model.safetensors"),
+    )
+    said = "sized as llama.cpp (the default engine), which runs GGUF files"
+    assert any(said in note for note in run_json(capsys, str(tmp_path), "--gpu-mem", "8GiB")["notes"])
+    named = run_json(capsys, str(tmp_path), "--gpu-mem", "8GiB", "--backend", "llama.cpp")
+    assert not any(said in note for note in named["notes"])
+    assert not any(
+        said in note
+        for note in run_json(capsys, str(tmp_path), "--gpu-mem", "8GiB", "--backend", "vllm")["notes"]
+    )

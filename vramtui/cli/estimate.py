@@ -75,8 +75,8 @@ def _add_run(parser: argparse.ArgumentParser) -> Any:
     run = parser.add_argument_group("how it runs")
     run.add_argument(
         "--backend",
-        default="llama.cpp",
-        help="llama.cpp, llama-cpp-python, ik_llama.cpp, vllm, transformers or ollama",
+        default=None,  # llama.cpp, the estimate's default, where none is given (said for a safetensors folder)
+        help="llama.cpp (the default), llama-cpp-python, ik_llama.cpp, vllm, transformers or ollama",
     )
     # llama-server's own spellings too (-c, -np, -ngl ...): typed from habit, they must mean what they mean
     # there (QA: `-c 4096` was read as -cram's prefix and `-ngl 2` as -ngld's, silently)
@@ -665,6 +665,21 @@ def json_out(args: argparse.Namespace, info: Any, est: Any, engine: Any, calibra
     return out
 
 
+def _file_engine_note(info: Any, settings: Any, args: argparse.Namespace) -> str | None:
+    """A Hugging Face folder sized for an engine that runs GGUF files only, with no --backend asked: said, so
+    a FITS is not read as "llama.cpp runs this folder" (QA 13: a transformers model sized as llama.cpp)."""
+    from vramtui.core.backends import get_backend
+
+    if args.backend or info.weights_source not in ("safetensors", "index"):
+        return None
+    if not get_backend(settings.backend).model_is_file:
+        return None
+    return (
+        f"sized as {settings.backend} (the default engine), which runs GGUF files: this folder runs on vLLM "
+        "or transformers as it is (--backend vllm / transformers), or on llama.cpp once converted to GGUF"
+    )
+
+
 def _budget_card(args: argparse.Namespace) -> str:
     """--memory-budget: a CPU run whose room is the budget less the engine's own address space, as `check`,
     the wizard and `ps --fits` take it (QA 12: estimate said 21504 tokens fit where they said 8192). The
@@ -737,6 +752,9 @@ def run(args: argparse.Namespace) -> int:
         est.notes.insert(0, _no_gpu_note(args.gpu_mem.count(",") + 1))
     if budget_note:
         est.notes.insert(0, budget_note)
+    engine_note = _file_engine_note(info, settings, args)
+    if engine_note:
+        est.notes.insert(0, engine_note)
     host_note = _host_ram_note(est)
     if host_note:
         est.notes.insert(0, host_note)
