@@ -55,6 +55,13 @@ PROFILE = LogProfile(
         "unknown_arch": (
             "Upgrade transformers (pip install -U transformers); for a model with its own code, pass trust_remote_code=True.",
         ),
+        # QA 11: the runner's flags named bare (--batch-size) and the context not at all
+        "request_oom": (
+            "A request needed more memory than was left: shorter inputs and fewer new tokens, or a shorter "
+            "{context} (context in the profile), which the runner then refuses longer prompts at.",
+            "Fewer sequences at once: {parallel} (parallel in the profile).",
+            "PyTorch fragmentation: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+        ),
         # QA 11: the weights did not fit host RAM (or its budget): the llama.cpp words ("a smaller file")
         # named nothing a transformers user sets
         "host_weights": (
