@@ -932,3 +932,24 @@ def test_no_advice_asks_for_flash_attention_the_log_shows_on() -> None:
         assert any("--cache-type-k q8_0" in line for line in d.advice)
     off = diagnose_lines([*head, "llama_context: flash_attn    = disabled", *tail], kernel_log=lambda: None)
     assert any("Turn on flash attention" in line for line in off.advice)
+
+
+def test_a_transformers_request_out_of_memory_names_the_context_and_the_profile_keys() -> None:
+    """QA 11: the advice said "Fewer sequences at once: --batch-size" (the runner's flag, bare) and did not
+    name the context, which caps the prompts the runner takes."""
+    log = (
+        "vramtui-runner: weights loaded: 7615616512 parameters, 14525.62 MiB on cuda:0 in 9.84 s\n"
+        "vramtui-runner: ready: serving '/models/m' on http://127.0.0.1:8000 (max length 32768)\n"
+        "Traceback (most recent call last):\n"
+        '  File "/site-packages/transformers/generation/utils.py", line 2634, in generate\n'
+        "    result = self._sample(\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 has a total capacity "
+        "of 23.55 GiB of which 3.12 GiB is free.\n"
+    )
+    diagnosis = _diagnose(log, backend="transformers")
+    assert (diagnosis.failure, diagnosis.failure_stage) == ("cuda_oom", "inference")
+    advice = " ".join(diagnosis.advice)
+    assert (
+        "--max-length (context in the profile)" in advice
+        and "--batch-size (parallel in the profile)" in advice
+    )
