@@ -51,6 +51,11 @@ class Term:
     def is_off(self) -> bool:
         if self.actual is None or self.estimate is None:
             return False
+        if self.part == UNPRINTED and "kv_cache" in self.covers and self.miss > 0:
+            # an unprinted KV cache is one that grows with the tokens served: the estimate sizes it at the
+            # full context, a ceiling the smallest request does not reach (QA 11: "off ... over by 530 MiB"
+            # on every healthy transformers run); a rest above it is still off
+            return False
         return abs(self.miss) > max(OFF_BYTES, OFF_SHARE * max(self.actual, self.estimate))
 
     def to_dict(self) -> dict[str, Any]:
