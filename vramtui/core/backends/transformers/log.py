@@ -68,8 +68,13 @@ PROFILE = LogProfile(
             "Host RAM could not hold the weights: load them at 16 bits if they load wider (dtype = "
             '"bfloat16"), quantize at load where bitsandbytes runs (quant = "bnb-4bit", a CUDA GPU), or use '
             "a pre-quantized checkpoint or a smaller model.",
-            'Or let accelerate keep part of them on disk: device_map = "auto" with max_memory = "cpu=NGiB" '
-            "(much slower).",
+            # under vramtui's address-space budget the offloaded weights are mapped all the same (QA 13: the
+            # same failure with device_map and max_memory already set)
+            Say(
+                'Or let accelerate keep part of them on disk: device_map = "auto" with max_memory = "cpu=NGiB" '
+                "(much slower).",
+                when="!own_budget",
+            ),
         ),
         "loader_threads_budget": (
             Say(
