@@ -844,13 +844,10 @@ def test_a_safetensors_folder_sized_for_the_default_engine_says_so(
     """QA 13: a transformers model's folder was sized as llama.cpp (the default) with no word: its FITS
     read as "llama.cpp runs this folder". Asked for by name, no note."""
     import numpy as np
+    from placeholder_files import TINY_QWEN2_CONFIG
     from safetensors.numpy import save_file
 
-    config = dict(
-        architectures=["Qwen2ForCausalLM"], model_type="qwen2", hidden_size=64, intermediate_size=128,
-        num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, vocab_size=1000,
-        max_position_embeddings=2048, torch_dtype="float32",
-    )  # fmt: skip
+    config = dict(TINY_QWEN2_CONFIG, torch_dtype="float32")
     (tmp_path / "config.json").write_text(json.dumps(config))
     save_file(
         {"model.embed_tokens.weight": np.zeros((1000, 64), dtype=np.float32)},

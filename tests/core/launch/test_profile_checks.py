@@ -677,12 +677,9 @@ def _write_tiny_config(folder: Path) -> None:
     """A tiny Qwen2 config.json trained on 2048 tokens (no weights: the estimate reads the shape)."""
     import json
 
-    config = dict(
-        architectures=["Qwen2ForCausalLM"], model_type="qwen2", hidden_size=64, intermediate_size=128,
-        num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, vocab_size=1000,
-        max_position_embeddings=2048, torch_dtype="bfloat16",
-    )  # fmt: skip
-    (folder / "config.json").write_text(json.dumps(config))
+    from placeholder_files import TINY_QWEN2_CONFIG
+
+    (folder / "config.json").write_text(json.dumps(TINY_QWEN2_CONFIG))
 
 
 def test_a_context_past_the_trained_length_is_said_at_launch_and_in_the_log(tmp_path: Path) -> None:

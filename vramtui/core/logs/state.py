@@ -119,13 +119,15 @@ class _ChainWatch:
         if within and "during handling" in text.lower():
             self.handling_from = number
 
-    def supersedes(self, number: int, exception: str | None) -> bool:
+    def supersedes(self, number: int, exception: str | None, rule: ErrorRule, strong: _Found | None) -> bool:
         """Does this exception line replace the chain's first strong error? Only the exception that
-        closes the traceback after the "During handling" line is asked."""
+        closes the traceback after the "During handling" line is asked, and only a strong one of another
+        class replaces it (the same class: the earlier line said it)."""
         if self.handling_from is None or exception is None or number <= self.handling_from:
             return False
         self.handling_from = None
-        return True
+        earlier = strong.rule if strong is not None else None
+        return rule.strong and earlier is not None and rule.failure != earlier.failure
 
 
 def _quote(number: int, text: str) -> str:
@@ -336,13 +338,7 @@ class LogState:
             # a later line says the start-up failed ("error starting llama runner"): a first error no
             # stage line placed was a start-up's, not a request's
             self._adopt_stage(number, "load_weights")
-        superseded = (
-            self.chain.supersedes(number, info.exception)
-            and rule.strong
-            and self.strong is not None
-            and self.strong.rule is not None
-            and rule.failure != self.strong.rule.failure  # the same failure: the earlier line said it
-        )
+        superseded = self.chain.supersedes(number, info.exception, rule, self.strong)
         if (self.strong if rule.strong else self.weak) is not None and not superseded:
             return "error", False  # not the first: the cause is already known
         known = rule.stage or stage or info.stage or self.current_or_none()

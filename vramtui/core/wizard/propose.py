@@ -398,6 +398,17 @@ def missing_packages(backend: Backend, stage: str) -> list[str]:
     return found
 
 
+def no_setting_left(backend: Backend, stage: str, skipped: set[str], runs: bool) -> str:
+    """Why the ladder ends: nothing left that frees memory, what the user kept, what a package would allow."""
+    ladder = "" if runs else f" on the {stage} ladder"  # no stage failed: it runs (over its budget)
+    missing = missing_packages(backend, stage)
+    return (
+        f"no setting left{ladder} that this backend can change and that frees memory"
+        + (f" (skipped: {', '.join(sorted(skipped))})" if skipped else "")
+        + (f"; not installed here: {'; '.join(missing)}" if missing else "")
+    )
+
+
 class Proposer:
     """Picks the next single change for a failed run; what it concludes otherwise goes to `findings`."""
 
@@ -506,13 +517,7 @@ class Proposer:
         self.findings.advice = [
             f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"
         ] or self.findings.advice
-        ladder = "" if obs.runs_over_budget else f" on the {stage} ladder"  # no stage failed: it runs
-        missing = missing_packages(self.backend, stage)
-        self.findings.stop_reason = (
-            f"no setting left{ladder} that this backend can change and that frees memory"
-            + (f" (skipped: {', '.join(sorted(skipped))})" if skipped else "")
-            + (f"; not installed here: {'; '.join(missing)}" if missing else "")
-        )
+        self.findings.stop_reason = no_setting_left(self.backend, stage, skipped, obs.runs_over_budget)
         return None
 
     def _out_of_reach(
