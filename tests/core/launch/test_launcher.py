@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -282,22 +283,28 @@ HTTPServer(("127.0.0.1", port), Handler).serve_forever()
 """
 
 
-def test_a_health_check_that_never_answers_where_the_log_says_why_is_that_failure(tmp_path: Path) -> None:
-    """QA 13: a runner up under a budget that could start no thread for a request: its health check never
-    answered, and check said "not ready within the timeout ... check that the program is its server"
-    where the log (and `diagnose`) said why."""
+def _check_a_fake_server(tmp_path: Path, script: str) -> tuple[Any, list[int]]:
+    """`check` of a stand-in llama-server (`script`, formatted with the Python to run it) on an empty GGUF."""
     server = tmp_path / "llama-server"
-    said_why = HEALTH_500.replace(  # each request fails on an allocation, after the server listens
-        "        self.send_response(500)",
-        '        print("ggml_aligned_malloc: insufficient memory (attempted to allocate 256.00 MB)", flush=True)\n'
-        "        self.send_response(500)",
-    )
-    server.write_text(said_why.format(python=sys.executable))
+    server.write_text(script.format(python=sys.executable))
     server.chmod(0o755)
     (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
     profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0, program=str(server))
     started: list[int] = []
     result = run_check(profile, tmp_path, ready_timeout_s=3, on_start=lambda s: started.append(s.pid))
+    return result, started
+
+
+def test_a_health_check_that_never_answers_where_the_log_says_why_is_that_failure(tmp_path: Path) -> None:
+    """QA 13: a runner up under a budget that could start no thread for a request: its health check never
+    answered, and check said "not ready within the timeout ... check that the program is its server"
+    where the log (and `diagnose`) said why."""
+    said_why = HEALTH_500.replace(  # each request fails on an allocation, after the server listens
+        "        self.send_response(500)",
+        '        print("ggml_aligned_malloc: insufficient memory (attempted to allocate 256.00 MB)", flush=True)\n'
+        "        self.send_response(500)",
+    )
+    result, started = _check_a_fake_server(tmp_path, said_why)
     assert not result.ready and result.failure == "host_oom", result.message
     assert "insufficient memory" in (result.diagnosis.first_error_text or "")
     assert "not the engine's 'still loading'" not in " ".join(result.diagnosis.advice)
@@ -307,13 +314,7 @@ def test_a_health_check_that_never_answers_where_the_log_says_why_is_that_failur
 def test_a_health_check_answering_500_is_said_not_taken_for_a_slow_load(tmp_path: Path) -> None:
     """QA: a /health that answers HTTP 500 (or no HTTP at all) ended as "not ready within the timeout ...
     Raise ready_timeout if the model is large": the answer is said, and the advice is not to wait."""
-    server = tmp_path / "llama-server"
-    server.write_text(HEALTH_500.format(python=sys.executable))
-    server.chmod(0o755)
-    (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
-    profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0, program=str(server))
-    started: list[int] = []
-    result = run_check(profile, tmp_path, ready_timeout_s=3, on_start=lambda s: started.append(s.pid))
+    result, started = _check_a_fake_server(tmp_path, HEALTH_500)
     assert result.failure == READY_TIMEOUT
     assert '/health answered HTTP 500 ({"error": "internal"})' in result.message
     assert "Raise `ready_timeout`" not in result.diagnosis.advice[0]
