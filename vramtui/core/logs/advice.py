@@ -392,14 +392,17 @@ ADVICE: tuple[AdviceRow, ...] = (
         "budget_import",
         (
             Say(
-                "The memory budget of {budget_mib} MiB is too small to even import {the_engine}: the "
-                "MemoryError came while importing its modules, before any weights were read.",
-                otherwise="The memory budget is too small to even import {the_engine}: the MemoryError "
-                "came while importing its modules, before any weights were read.",
+                "The memory budget of {budget_mib} MiB is too small to even import {the_engine}: it failed "
+                "while importing its modules (a MemoryError, or a library it could not map), before any "
+                "weights were read.",
+                otherwise="The memory budget is too small to even import {the_engine}: it failed while "
+                "importing its modules (a MemoryError, or a library it could not map), before any weights "
+                "were read.",
             ),
             "Raise `memory_budget` under [limits] in the profile well above what the engine takes before "
             "loading anything (importing PyTorch alone maps about {torch_import_mib} MiB of address "
-            "space), or run without a budget.",
+            "space, and the engine's own libraries more: vramtui's transformers runner does not import "
+            "in 750 MiB), or run without a budget.",
         ),
     ),
     AdviceRow(
