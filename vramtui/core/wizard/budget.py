@@ -295,20 +295,17 @@ class MemoryModel:
                 self.room_upper = attempted if self.room_upper is None else min(self.room_upper, attempted)
 
 
+def slot_count(profile: Profile) -> int:
+    """The slots a run of `profile` has: its parallel, else (unset, "auto", llama.cpp's -1) the engine's own."""
+    value = whole_or_none(current_value(profile, "parallel"))
+    return value if value and value > 0 else profile.backend.parallel_auto_slots or 1
+
+
 def slot_thread_stacks(profile: Profile) -> int:
     """The address space the slots' threads reserve beyond the one slot the engine's footprint was measured
     with (core.launch.footprint runs it with --parallel 1): each thread's stack, under a host budget."""
-    backend = profile.backend
-    if not backend.threads_per_slot:
-        return 0
-    slots = current_value(profile, "parallel")
-    try:
-        count = int(slots)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        count = 0
-    if count < 1:  # "auto" / -1: the engine picks its own number of slots
-        count = backend.parallel_auto_slots or 1
-    return max(0, count - 1) * backend.threads_per_slot * THREAD_STACK_BYTES
+    per_slot = profile.backend.threads_per_slot
+    return (slot_count(profile) - 1) * per_slot * THREAD_STACK_BYTES if per_slot else 0
 
 
 def _engine_knobs(profile: Profile) -> dict[str, object]:

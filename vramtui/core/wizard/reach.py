@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING
 from vramtui.core.estimate.accounting import accounting_for
 from vramtui.core.launch.profile import Profile
 from vramtui.core.units import MIB
-from vramtui.core.wizard.budget import MemoryModel, changed, current_value, needed_bytes, whole_or_none
+from vramtui.core.wizard.budget import (
+    MemoryModel,
+    changed,
+    needed_bytes,
+    slot_count,
+    whole_or_none,
+)
 from vramtui.core.wizard.observe import Observation, part_bytes
 
 if TYPE_CHECKING:
@@ -28,11 +34,9 @@ def useful_context(model: MemoryModel, profile: Profile) -> int | None:
     trained = whole_or_none(getattr(model.info(profile.model), "max_context", None))
     if not trained:
         return None
-    backend = model.backend
-    if accounting_for(backend.name).context_is_per_sequence:
+    if accounting_for(model.backend.name).context_is_per_sequence:
         return trained
-    slots = whole_or_none(current_value(profile, "parallel")) or backend.parallel_auto_slots or 1
-    return trained * slots
+    return trained * slot_count(profile)
 
 
 # A slot's share of the context below this holds no more than a short chat turn (QA 12: steps went on to
@@ -46,7 +50,7 @@ def slot_share_words(model: MemoryModel, profile: Profile, context: object) -> s
     value = whole_or_none(context)
     if not value or accounting_for(model.backend.name).context_is_per_sequence:
         return None
-    slots = whole_or_none(current_value(profile, "parallel")) or model.backend.parallel_auto_slots or 1
+    slots = slot_count(profile)
     if slots < 2:
         return None
     share = value // slots
