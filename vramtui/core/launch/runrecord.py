@@ -9,8 +9,10 @@ that cannot be made or written is skipped: keeping it must never take a run down
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,9 +58,18 @@ def _package_version(module: str) -> str | None:
     from importlib import metadata
 
     with contextlib.suppress(Exception):
-        for dist in metadata.packages_distributions().get(module, []):
+        for dist in _distributions().get(module, []):
             return metadata.version(dist)
     return None
+
+
+@functools.cache
+def _distributions() -> Mapping[str, list[str]]:
+    """Top-level module -> its distributions, read once: the scan of every installed package takes about
+    60 ms here, and a run record asks it for the runner and each of its engine's version packages."""
+    from importlib import metadata
+
+    return metadata.packages_distributions()
 
 
 def _printed_bill(figures: dict[str, int], on_gpu: bool) -> dict[str, dict[str, int]]:
