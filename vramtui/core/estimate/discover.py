@@ -37,8 +37,17 @@ def hf_snapshot(repo_id: str, cache: Path | None = None) -> Path | None:
     """The newest snapshot of `repo_id` ("org/name") in the local hub cache that holds a config.json."""
     if repo_id.count("/") != 1 or repo_id.startswith(("/", ".", "~")):
         return None
-    wanted = repo_id.lower()
-    return next((found.path for found in find_hf_cache(cache) if found.name.lower() == wanted), None)
+    cache = cache or hf_cache_dir()
+    wanted = "models--" + repo_id.lower().replace("/", "--")
+    repos = cache.glob("models--*") if cache.is_dir() else ()
+    # only the repository asked for is read (find_hf_cache sizes every snapshot of the cache)
+    return next((_newest_snapshot(repo) for repo in repos if repo.name.lower() == wanted), None)
+
+
+def _newest_snapshot(repo: Path) -> Path | None:
+    """A cached repository's newest snapshot that holds a config.json (models--org--name/snapshots/<rev>/)."""
+    snapshots = [s for s in (repo / "snapshots").glob("*") if (s / "config.json").is_file()]
+    return max(snapshots, key=lambda s: s.stat().st_mtime, default=None)
 
 
 def ollama_models_dir() -> Path:
@@ -65,13 +74,9 @@ def find_hf_cache(cache: Path | None = None) -> list[FoundModel]:
         return found
     for repo in sorted(cache.glob("models--*")):
         name = repo.name[len("models--") :].replace("--", "/")
-        snapshots = sorted(
-            (s for s in (repo / "snapshots").glob("*") if (s / "config.json").is_file()),
-            key=lambda s: s.stat().st_mtime,
-            reverse=True,
-        )
-        if snapshots:
-            found.append(FoundModel(name, snapshots[0], "hf", _size(snapshots[0])))
+        snapshot = _newest_snapshot(repo)
+        if snapshot is not None:
+            found.append(FoundModel(name, snapshot, "hf", _size(snapshot)))
     return found
 
 
