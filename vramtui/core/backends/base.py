@@ -234,8 +234,6 @@ class Backend:
     quant_order: tuple[str | None, ...] = ()
     # The engine rounds each KV stream's share of the context up to this many cells (and prints that n_ctx).
     context_pad_cells: int = 0
-    # A quantization value -> the Python module the engine needs for it (transformers: bitsandbytes).
-    quant_modules: dict[str, str] = field(default_factory=dict)
     # An argument the engine is launched with -> the Python package it needs then (module, pip name):
     # transformers' runner with flash_attention_2 needs flash-attn (QA 11: refused before the launch).
     arg_packages: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -376,9 +374,8 @@ class Backend:
         return _importable(module)
 
     def quant_usable(self, value: object) -> bool:
-        """Is the on-the-fly quantization `value` there to use (its module installed)?"""
-        module = self.quant_modules.get(str(value)) if value is not None else None
-        return module is None or self.importable(module)
+        """Is the on-the-fly quantization `value` there to use (its package installed: `arg_packages`)?"""
+        return self.missing_package("quant", value) is None
 
     def missing_package(self, param: str, value: object) -> tuple[str, str] | None:
         """The package (module, pip name) that `param = value` needs and the engine cannot import."""

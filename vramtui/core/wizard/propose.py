@@ -388,13 +388,11 @@ def missing_packages(backend: Backend, stage: str) -> list[str]:
         for rung in backend.ladder.get(stage, ())
         if rung.needs and not backend.importable(rung.needs)
     ]
-    modules = sorted(
-        {backend.quant_modules[value] for value in backend.quant_order if value in backend.quant_modules}
-    )
+    needs = [backend.missing_package("quant", value) for value in backend.quant_order if value is not None]
     quantizes = any(rung.param == "quant" for rung in backend.ladder.get(stage, ()))
-    usable = any(backend.quant_usable(value) for value in backend.quant_order if value is not None)
-    if quantizes and modules and not usable:
-        found.insert(0, f"a quantization at load (needs {', '.join(modules)})")
+    if quantizes and needs and all(needs):  # every quantization at load lacks its package
+        packages = sorted({package[1] for package in needs if package})
+        found.insert(0, f"a quantization at load (needs {', '.join(packages)})")
     return found
 
 

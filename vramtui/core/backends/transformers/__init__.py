@@ -6,7 +6,7 @@ How it names the shared parameters, its defaults, how it launches; the rungs it 
 from __future__ import annotations
 
 from vramtui.core.backends.base import Backend, Launch, Translation, bad_value, gib, no_such, switch, whole
-from vramtui.core.backends.transformers.ladder import LADDER, QUANT_MODULES, QUANT_ORDER
+from vramtui.core.backends.transformers.ladder import LADDER, QUANT_ORDER
 
 FAMILY = "transformers"
 
@@ -87,7 +87,6 @@ TRANSFORMERS = Backend(
     ),
     ladder=LADDER,
     quant_order=QUANT_ORDER,
-    quant_modules=QUANT_MODULES,
     model_is_folder=True,
     version_packages=("transformers", "torch", "accelerate"),
     arg_packages={

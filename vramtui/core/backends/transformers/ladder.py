@@ -33,4 +33,3 @@ LADDER: Ladder = {
 }
 # On-the-fly quantization from largest to smallest (bitsandbytes; None: 16-bit).
 QUANT_ORDER: tuple[str | None, ...] = (None, "bnb-8bit", "bnb-4bit")
-QUANT_MODULES = {"bnb-8bit": "bitsandbytes", "bnb-4bit": "bitsandbytes"}
