@@ -401,8 +401,7 @@ ADVICE: tuple[AdviceRow, ...] = (
             ),
             "Raise `memory_budget` under [limits] in the profile well above what the engine takes before "
             "loading anything (importing PyTorch alone maps about {torch_import_mib} MiB of address "
-            "space, and the engine's own libraries more: vramtui's transformers runner does not import "
-            "in 750 MiB), or run without a budget.",
+            "space, and the engine's own libraries more), or run without a budget.",
         ),
     ),
     AdviceRow(
