@@ -15,6 +15,7 @@ from vramtui.core.launch import procs
 from vramtui.core.launch.launcher import ModelServer, run_check
 from vramtui.core.launch.profile import Profile
 from vramtui.core.launch.smoke import smoke_request
+from vramtui.core.logs.diagnose import diagnose_file
 from vramtui.runners.transformers_server import parse_max_memory
 
 CHAT_TEMPLATE = (
@@ -130,7 +131,12 @@ def test_runner_names_context_and_model_mismatches(tiny_hf_model: Path, tmp_path
         too_long = smoke_request(server.base_url, "tiny", max_tokens=100)
         assert too_long.status == 400 and "maximum context length is 64 tokens" in too_long.meaning
         pid = server.pid
+        log_file = Path(server.log_file or "")
     assert server.released is True and pid is not None and not procs.group_members(pid)
+    # the refusal's reason is in the log, so diagnose reads the run as a context limit, not a bare 400
+    found = diagnose_file(log_file, backend="transformers")
+    assert (found.failure_stage, found.failure) == ("inference", "context_too_long"), found.first_error_text
+    assert "maximum context length is 64 tokens" in (found.first_error_text or "")
 
 
 @pytest.mark.engine

@@ -189,6 +189,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _error(self, status: int, message: str, kind: str) -> None:
+        # the reason goes to the log too: a bare "400" there leaves diagnose (and the user) guessing
+        log(f"request refused with HTTP {status}: {message}")
         self._send_json(status, {"error": {"message": message, "type": kind, "code": status}})
 
     def do_GET(self) -> None:
