@@ -89,3 +89,12 @@ def test_llama_quantize_falls_back_where_a_row_does_not_split_into_the_types_blo
         "q8_0",
     ]
     assert stored_type(even, "q6_k") == "q6_k"
+
+
+def test_every_quant_spelling_a_transformers_profile_takes_is_one_the_estimate_takes() -> None:
+    # `quant = "bnb-nf4"` ran, while `estimate --quant bnb-nf4` said "unknown quantization"
+    from vramtui.core.backends.transformers import _BNB
+
+    for spelling, canonical in _BNB.items():
+        expected = "nf4" if canonical == "bnb-4bit" else "int8"
+        assert q.normalize_quant(spelling) == expected, spelling

@@ -110,6 +110,10 @@ ALIASES: dict[str, str] = {
     "llm_int8": "int8",
     "bnb-4bit": "nf4",
     "bnb4": "nf4",
+    # the transformers profile's spellings of bitsandbytes at load, taken here too
+    "bnb-nf4": "nf4",
+    "4bit": "nf4",
+    "8bit": "int8",
     "nf4_dq": "nf4-dq",
     "nf4-double-quant": "nf4-dq",
     # vLLM's `--quantization bitsandbytes` on a 16-bit checkpoint: its loader quantizes in flight to 4-bit

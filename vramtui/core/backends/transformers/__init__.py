@@ -33,7 +33,7 @@ def _translate_transformers(backend: Backend, param: str, value: object) -> Tran
                 backend,
                 param,
                 value,
-                "bnb-4bit or bnb-8bit at load; awq and gptq are checkpoints quantized so",
+                "bnb-4bit (nf4) or bnb-8bit (int8) at load; awq and gptq are checkpoints quantized so",
             )
         return Translation(args=(flag, mapped))
     if param == "flash_attn":
