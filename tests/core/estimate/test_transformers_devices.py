@@ -6,6 +6,7 @@ infer_auto_device_map) run here on a model built on the meta device, with the sa
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -275,6 +276,12 @@ def test_one_card_with_max_memory_offloads_as_accelerate_does(tmp_path: Path) ->
     assert 0 < card.layers < info.n_layers and est.weights_host_bytes > 0
     assert card.weights_bytes - max(modules.layers) <= 30 * GIB
     assert est.fits and any("CPU offload" in note for note in est.notes)
+    # the runner takes device_map "auto" itself when max_memory is set: no "several GPUs" note for one card
+    assert not any("several GPUs" in note for note in est.notes)
+    assert any(
+        "several GPUs" in note
+        for note in estimate(info, replace(capped, max_memory=None, gpus=(48 * GIB, 48 * GIB))).notes
+    )
 
 
 @pytest.mark.parametrize("config", [_llama(512, 6, 20000, True), _llama(512, 6, 20000, False), QWEN3_MOE])

@@ -147,7 +147,8 @@ def _notes(
     notes = [f'device_map="{strategy}": layers {counts}']
     if host:
         notes.append(spill_note(where, host))
-    if settings.device_map is None:
+    # with max_memory the runner takes device_map "auto" itself; without either it loads onto cuda:0
+    if settings.device_map is None and not settings.max_memory:
         notes.append(
             'several GPUs sized as device_map="auto": set device_map (or max_memory) in the profile, '
             "the runner otherwise puts the whole model on cuda:0"
