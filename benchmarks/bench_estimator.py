@@ -606,6 +606,8 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # the cache to 32 cells without flash attention, now read from the build), weights 6/6, compute 3/4 (a
     # UD recipe's bf16 output weight, listed). Round 33 (3 vLLM logs, training; two models' config.json not
     # found, left out) at 88ba73e: weights 1/1 (Qwen3-32B over two GPUs; its card and compute not printed).
+    # Round 34 found no row. Round 35 (1 llama.cpp log of ggml-org's CI, a V100, training) at b21c577:
+    # KV 1/1, weights 2/2, compute 2/2.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -645,6 +647,7 @@ _NEWEST_ROUNDS = {
     "round31.jsonl": "round 31 (a T4's gpt-oss runs, eighteenth session, last)",
     "round32.jsonl": "round 32 (an A4000's partial offload and a Metal run, nineteenth session, first)",
     "round33.jsonl": "round 33 (vLLM runs of 2026, nineteenth session, second)",
+    "round35.jsonl": "round 35 (a V100 run of ggml-org's CI, twentieth session)",
 }
 
 
