@@ -63,6 +63,7 @@ FILES = (
     LOGS / "round46.jsonl",
     LOGS / "round47.jsonl",
     LOGS / "round48.jsonl",
+    LOGS / "round49.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
