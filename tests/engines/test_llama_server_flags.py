@@ -161,7 +161,7 @@ def test_a_flag_the_engine_refuses_is_said_as_its_command_line_with_no_memory_ad
         assert proc.returncode != 0
         diagnosis = diagnose_text(proc.stdout + proc.stderr, kernel_log=lambda: None)
         assert diagnosis.failed and diagnosis.cause == "bad_argument", diagnosis.summary
-        assert diagnosis.failure_stage == "download" and "before the model was read" in diagnosis.summary
+        assert diagnosis.failure_stage == "load_weights" and "before the model was read" in diagnosis.summary
         assert "--bogus" in (diagnosis.first_error_text or "")
         assert diagnosis.advice[0].startswith("Remove or respell the flag the line names")
 

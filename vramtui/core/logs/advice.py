@@ -174,18 +174,18 @@ class AdviceRow:
         )
 
 
-# Causes of the first stage that download nothing: the command line or the port, refused at start-up.
+# Causes that stop a run before the model is read: the command line or the port, refused at start-up.
 BEFORE_THE_MODEL = frozenset({"bad_argument", "port_in_use"})
 START_UP_WORDS = "start-up, before the model was read"
 
 
 def before_the_model(diagnosis: Diagnosis) -> bool:
-    """A failure of the first stage that is no download (a port held, a flag refused): said as the
-    start-up's, not "at download" (QA); the JSON keeps the stage's code."""
-    if diagnosis.failure_stage != "download":
-        return False
+    """A failure before the model was read (a port held, a flag refused, a local file missing): said as
+    the start-up's, not "at download" or "at load weights" (QA); the JSON keeps the stage's code."""
+    if diagnosis.cause in BEFORE_THE_MODEL:
+        return True
     # a local file that is not there: nothing was to be downloaded (QA 6: "Failed at download")
-    return diagnosis.cause in BEFORE_THE_MODEL or _missing_path(diagnosis) is not None
+    return diagnosis.failure_stage == "download" and _missing_path(diagnosis) is not None
 
 
 _READ_THE_LINE = "Read the first error line above; the lines before it say which step was running."

@@ -984,9 +984,11 @@ GENERIC_ERRORS_2: tuple[ErrorRule, ...] = (
 )
 
 GENERIC_ERRORS_3: tuple[ErrorRule, ...] = (
+    # A command line or port refused: the run stops before the model is read, staged (as the corpus' labels
+    # do, 4 of 5 training rows) at the first stage a local model goes through; said as "start-up".
     # common/arg.cpp: a flag it refuses ('error while handling argument "--spec-type": ...'), before anything runs
     ErrorRule(
-        "error while handling argument", "bad_argument", "other", stage="download", backend="llama.cpp"
+        "error while handling argument", "bad_argument", "other", stage="load_weights", backend="llama.cpp"
     ),
     # common/arg.cpp: a flag this build does not know ("error: invalid argument: --bogus-flag"), its only line
     ErrorRule(
@@ -994,7 +996,7 @@ GENERIC_ERRORS_3: tuple[ErrorRule, ...] = (
         "bad_argument",
         "other",
         r"^error: (?:invalid|unknown) argument: -",
-        stage="download",
+        stage="load_weights",
         backend="llama.cpp",
     ),
     # Python's argparse, as llama-cpp-python's server (and any Python server) refuses its command line
@@ -1002,12 +1004,12 @@ GENERIC_ERRORS_3: tuple[ErrorRule, ...] = (
         "error: unrecognized arguments:",
         "bad_argument",
         "other",
-        stage="download",
+        stage="load_weights",
         backend="llama-cpp-python",
     ),
     # tools/server: another process holds the port ("E srv  start: couldn't bind HTTP server socket, ...").
     ErrorRule(
-        "couldn't bind http server socket", "port_in_use", "other", stage="download", backend="llama.cpp"
+        "couldn't bind http server socket", "port_in_use", "other", stage="load_weights", backend="llama.cpp"
     ),
     # Today's llama-server prints a level letter on each line ("0.01.234.567 E func: ...", "[pid] E func: ..."):
     # an E line is an error even when its words name no cause (a port already in use).
