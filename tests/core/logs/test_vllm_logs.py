@@ -99,6 +99,8 @@ FAILURES = {
         '"POST /v1/chat/completions HTTP/1.1" 400 Bad Request',
         "does not say why",
     ),
+    # QA 14: the bind failed ("OSError: [Errno 98] Address already in use") before the model was read
+    "port-in-use": ("load_weights", "other", "[Errno 98] Address already in use", 'port = "auto"'),
     "quant-missing": (
         "load_weights",
         "unsupported_quant",

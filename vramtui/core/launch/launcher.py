@@ -1088,7 +1088,7 @@ def _result(
 
 # What to do about a failure the launcher names itself (the log engine advises on the rest).
 _LAUNCHER_ADVICE = {
-    PORT_IN_USE: "Stop the process holding the port, or set another port in the profile (port = 0 picks a free one).",
+    PORT_IN_USE: 'Stop the process holding the port, or set another port in the profile (port = "auto" picks a free one).',
     COMMAND_NOT_FOUND: 'Install the engine, or name its binary in the profile: program = "/path/to/server".',
     MODEL_NOT_FOUND: "Fix the model path in the profile (a relative path is relative to the profile's folder).",
     BAD_ARGUMENTS: "Remove or fix the refused argument (extra_args, or the [params] value behind it).",

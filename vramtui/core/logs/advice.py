@@ -374,7 +374,7 @@ ADVICE: tuple[AdviceRow, ...] = (
         "port_in_use",
         (
             "Another process listens on that port (another server, or an earlier run still up): stop it, "
-            "or start this one on another port.",
+            'or start this one on another port (in a vramtui profile, port = "auto" takes a free one).',
         ),
     ),
     AdviceRow(

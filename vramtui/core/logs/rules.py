@@ -208,6 +208,9 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         r"(?:unsupported|not supported) (?:d)?type|dtype .* is not supported",
         stage="load_weights",
     ),
+    # --- the port: the OS's own words, as every Python server (vLLM, SGLang, TGI's shards) raises them
+    # ("OSError: [Errno 98] Address already in use"); nothing was read yet ---
+    ErrorRule("address already in use", "port_in_use", "other", stage="load_weights"),
     # --- disk ---
     ErrorRule("no space left on device", "disk_full", "disk_full"),
     ErrorRule("disk quota exceeded", "disk_full", "disk_full"),
