@@ -253,3 +253,23 @@ def test_check_says_the_quiet_failures_of_a_run_that_came_up(capsys: pytest.Capt
     _print_report(result, None, [])
     out = capsys.readouterr().out
     assert "quiet failure: part of the model was offloaded to the CPU or the disk" in out
+
+
+def test_check_says_vllms_share_of_the_machine_before_it_launches(tmp_path: Path) -> None:
+    """QA 14: the "takes 92% of this machine's memory" warning came after the run, when it had been taken."""
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text(
+        json.dumps({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]})
+    )
+    program = tmp_path / "vllm"
+    program.write_text("#!/bin/sh\necho 'vllm: this stand-in exits at once'\nexit 1\n")
+    program.chmod(0o755)
+    profile = tmp_path / "v.toml"
+    profile.write_text(
+        f'backend = "vllm"\nmodel = "{model}"\nprogram = "{program}"\nport = "auto"\n[params]\ncontext = 512\n'
+    )
+    proc = vramtui("check", str(profile), "--log-dir", str(tmp_path / "runs"))
+    out = proc.stdout
+    assert "of this machine's memory" in out and out.index("of this machine's memory") < out.index("$ ")
+    assert out.count("of this machine's memory") == 1, out  # not said again after the run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 HELP = (
     "launch a profile, wait for ready, send the smallest request, stop, and report (exit 0 when it answered)"
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from vramtui.cli.common import print_json
     from vramtui.core.errors import VramtuiError
-    from vramtui.core.launch.launcher import build_command, pin_port, run_check
+    from vramtui.core.launch.launcher import build_command, machine_share, pin_port, run_check
     from vramtui.core.launch.profile import check_runnable, load_launch_profile
     from vramtui.core.launch.smoke import load_saved_request
 
@@ -46,7 +47,10 @@ def run(args: argparse.Namespace) -> int:
     plan = build_command(profile)
     # The exact command before launch; stderr in --json mode so stdout stays one JSON object.
     info = sys.stderr if args.json else sys.stdout
-    for warning in profile.warnings:
+    sample_source = _gpu_source()
+    # said before the launch, not after it (QA 14: vLLM's CPU build took 92% of the machine first)
+    early = machine_share(profile, sample_source)
+    for warning in [*profile.warnings, *early]:
         print(f"warning: {warning}", file=info)
     print(f"$ {plan.command_line()}", file=info)
     for note in plan.notes:
@@ -59,7 +63,6 @@ def run(args: argparse.Namespace) -> int:
         def on_line(text: str) -> None:
             print(f"  | {text}", file=sys.stderr, flush=True)
 
-    sample_source = _gpu_source()
     result = run_check(
         profile,
         ready_timeout_s=args.timeout,
@@ -78,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         data["first_move"] = move.to_dict() if move is not None else None
         print_json(data)
     else:
-        _print_report(result, move, advice)
+        _print_report(result, move, advice, early=early)
     return 0 if result.ok else 1
 
 
@@ -113,7 +116,7 @@ def _fit(result):  # type: ignore[no-untyped-def]
 _QUIET_SHOWN = 3
 
 
-def _print_report(result, move, advice: list[str]) -> None:  # type: ignore[no-untyped-def]
+def _print_report(result, move, advice: list[str], early: Sequence[str] = ()) -> None:  # type: ignore[no-untyped-def]
     from vramtui.tui.words import failure_words, in_words, stage_words
 
     state = "ready" if result.ready else "NOT ready"
@@ -171,7 +174,8 @@ def _print_report(result, move, advice: list[str]) -> None:  # type: ignore[no-u
     for line in fit.lines() if fit is not None else []:
         print(f"  {line.strip()}")
     for warning in result.warnings:
-        print(f"  warning: {warning}")
+        if warning not in early:  # said before the launch
+            print(f"  warning: {warning}")
     # what the log says runs wrong though it runs (layers on the CPU, disk offload, a capped context), as
     # `diagnose` lists it (QA 11: a disk offload at 15 tokens/s was said by diagnose and not by check)
     quiet = list(getattr(result.diagnosis, "warnings", None) or [])

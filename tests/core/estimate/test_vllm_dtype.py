@@ -27,3 +27,17 @@ def test_a_float32_checkpoint_is_sized_in_16_bit(tmp_path: Path) -> None:
     assert kept.kv_cache_tokens == 131072  # --dtype float32 (vramtui's own vLLM tests run so)
     transformers = estimate(info, Settings(backend="transformers", context=2048, on_gpu=False))
     assert not any("float32 checkpoint" in note for note in transformers.notes)  # it keeps what it loads
+
+
+def test_the_cpu_builds_share_verdict_agrees_with_its_headroom(tmp_path: Path) -> None:
+    """QA 14: `total 22.68 GiB`, `usable 21.66 GiB` and FITS (headroom_bytes -1.1 GB): the share sizes the
+    worker's KV cache, and the API server's process comes on top of it, so the whole run is held to the
+    node's memory and the room left is said."""
+    from vramtui.core.units import GIB
+
+    info = load_model_info(write_tiny_hf(tmp_path / "m"))
+    node = 23 * GIB
+    est = estimate(info, Settings(backend="vllm", context=1024, on_gpu=False, device_bytes=node))
+    assert est.total_bytes > int(node * 0.92)  # the front-end is past the share
+    assert est.fits and est.usable_bytes == node and est.to_dict()["headroom_bytes"] >= 0
+    assert any("left for the OS and everything else" in note for note in est.notes)

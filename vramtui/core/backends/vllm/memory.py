@@ -618,6 +618,13 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
     for part, nbytes in (("weights", weights), ("kv_cache", kv_bytes), ("runtime", runtime)):
         bill.add(HOST, part, nbytes)  # type: ignore[arg-type]
     total = weights + kv_bytes + runtime
+    if not settings.kv_cache_memory and total > requested:
+        # the share sizes the worker's KV cache; the API server's process comes on top, outside it (QA 14)
+        notes.append(
+            f"with its front-end the run takes {total / GIB:.2f} of the node's {settings.device_bytes / GIB:.2f} GiB, "
+            f"{max(settings.device_bytes - total, 0) / GIB:.2f} GiB left for the OS and everything else: set "
+            "--kv-cache-memory-bytes to hold less"
+        )
     return Estimate(
         backend=settings.backend,
         context=context,
@@ -631,7 +638,7 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         fragmentation_bytes=0,
         total_bytes=total,
         device_bytes=settings.device_bytes,
-        usable_bytes=requested,
+        usable_bytes=settings.device_bytes,  # the whole run (front-end too) must fit in the node's memory
         fits=tokens >= context and total <= settings.device_bytes,
         n_layers=info.n_layers,
         kv_dtype=VLLM.kv_dtype(info, settings),
