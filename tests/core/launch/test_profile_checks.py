@@ -735,3 +735,23 @@ def test_a_quantization_transformers_cannot_apply_at_load_is_refused_in_a_profil
     assert done.returncode == 2 and done.stderr.startswith("vramtui: --quant awq: transformers does not take")
     table = vramtui("estimate", str(tmp_path), "--backend", "transformers", "--table")
     assert table.returncode in (0, 1) and "awq" in table.stdout  # the table sizes awq checkpoints
+
+
+def test_a_hub_name_one_letter_off_a_folder_here_is_refused_as_a_typo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA 14: `model = "tinyqwn"` beside tinyqwen/ was launched as a hub download and read as a network
+    failure; `models/tinyqwen` with models/ here is a local path, not a hub name."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache: the name is nowhere
+    (tmp_path / "tinyqwen").mkdir()
+    (tmp_path / "models").mkdir()
+    with pytest.raises(VramtuiError, match=r"did you mean the folder 'tinyqwen' here"):
+        profile_from_dict({"backend": "vllm", "model": "tinyqwn"}, folder=tmp_path)
+    local = profile_from_dict({"backend": "vllm", "model": "models/tinyqwen"}, folder=tmp_path)
+    assert local.model == str(tmp_path / "models" / "tinyqwen")
+    # a hub name with no folder near it, and an org/name, stay names for the engine to fetch
+    assert profile_from_dict({"backend": "vllm", "model": "gpt2"}, folder=tmp_path).model == "gpt2"
+    assert (
+        profile_from_dict({"backend": "vllm", "model": "Qwen/tinyqwn"}, folder=tmp_path).model
+        == "Qwen/tinyqwn"
+    )

@@ -429,13 +429,38 @@ def _resolve_model(model: str, backend: Backend, folder: Path | None) -> str:
     # llama.cpp always takes a file; vLLM takes a path or a hub name; vramtui's transformers runner a folder.
     if backend.model_is_file or candidate.exists() or model.startswith(("./", "../")):
         return str(candidate.resolve())
-    if backend.model_is_folder:
-        from vramtui.core.estimate.discover import hf_snapshot
+    # `models/tiny` where models/ is a folder here is a local path gone wrong, not a hub name to download
+    if len(path.parts) > 1 and (folder / path.parts[0]).is_dir():
+        return str(candidate.resolve())
+    from vramtui.core.estimate.discover import hf_snapshot
 
-        snapshot = hf_snapshot(model)
-        if snapshot is not None:
-            return str(snapshot)
+    snapshot = hf_snapshot(model)
+    if snapshot is not None and backend.model_is_folder:
+        return str(snapshot)
+    if snapshot is None:
+        _refuse_a_near_miss(model, folder)
     return model
+
+
+def _refuse_a_near_miss(model: str, folder: Path) -> None:
+    """A bare name that is neither a folder here nor in the Hugging Face cache, one letter off a folder
+    beside the profile: a typo the engine would take for a hub name and try to download (QA 14)."""
+    import difflib
+
+    if "/" in model or "\\" in model:
+        return
+    try:
+        names = [
+            entry.name for entry in folder.iterdir() if entry.is_dir() and not entry.name.startswith(".")
+        ]
+    except OSError:
+        return
+    near = difflib.get_close_matches(model, names, n=1, cutoff=0.8)
+    if near:
+        raise VramtuiError(
+            f"model {model!r} is no folder beside the profile and not in the Hugging Face cache, so the engine "
+            f'would try to download it; did you mean the folder {near[0]!r} here? (write model = "./{near[0]}")'
+        )
 
 
 def _memory_budget(raw: object) -> int | None:
