@@ -171,6 +171,13 @@ def test_replay_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["replay", str(junk)]) == 2
     err = capsys.readouterr().err  # QA: binary data read as 174 malformed rows
     assert err == f"vramtui: {junk} looks like binary data, not a CSV recording\n"
+    # QA 14: the wizard's record (the file it points to) read as a CSV of "18 fields and no header line"
+    from vramtui.core.wizard.steprecord import StepRecorder
+
+    with StepRecorder(tmp_path / "wizard.jsonl") as record:
+        record.append("session", profile={"backend": "vllm", "model": "tiny"}, params={}, auto=True)
+    assert main(["replay", str(tmp_path / "wizard.jsonl")]) == 2
+    assert "is a wizard record, not a memory recording: `vramtui wizard" in capsys.readouterr().err
     text = tmp_path / "text.csv"
     text.write_text("not, a, recording\nat, all, here\n")
     assert main(["replay", str(text)]) == 2

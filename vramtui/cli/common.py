@@ -107,8 +107,14 @@ def read_replay_csv(path: str) -> Any:
         from vramtui.core.logs.textclean import looks_binary
 
         with file.open("rb") as head:
-            if looks_binary(head.read(4096)):
-                raise VramtuiError(f"{path} looks like binary data, not a CSV recording")
+            start = head.read(4096)
+        if looks_binary(start):
+            raise VramtuiError(f"{path} looks like binary data, not a CSV recording")
+        if start.lstrip().startswith(b'{"type": "session"'):  # the record the wizard points to (QA 14)
+            raise VramtuiError(
+                f"{path} is a wizard record, not a memory recording: `vramtui wizard {path} --export steps.md` "
+                "writes its steps"
+            )
         data = read_nvsmi_csv(file)
     if data.rows == 0:
         why = f"; {data.skipped} malformed row(s) skipped, first: {data.problems[0]}" if data.problems else ""
