@@ -755,3 +755,12 @@ def test_a_hub_name_one_letter_off_a_folder_here_is_refused_as_a_typo(
         profile_from_dict({"backend": "vllm", "model": "Qwen/tinyqwn"}, folder=tmp_path).model
         == "Qwen/tinyqwn"
     )
+
+
+def test_an_unknown_parameter_lists_what_this_engine_takes() -> None:
+    """QA 14: the list offered llama.cpp's gpu_layers, n_cpu_moe and mmproj "for vllm"."""
+    with pytest.raises(VramtuiError) as said:
+        profile_from_dict({"backend": "vllm", "model": "m", "params": {"max_modle_len": 1024}})
+    takes = str(said.value).split("vllm takes: ", 1)[1]
+    assert "kv_cache_memory" in takes and "enforce_eager" in takes
+    assert not any(name in takes for name in ("gpu_layers", "n_cpu_moe", "mmproj", "override_tensor"))

@@ -209,9 +209,11 @@ def check_param_name(backend: Backend, name: str) -> None:
     close = [own] if own else difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]}? " if close else ""
     hint += f"({backend.name}'s {flag} is {own} here) " if own else ""
+    # the hint lists what this engine takes: a shared name it has no flag for is no help (QA 14)
+    takes = [param for param in known if param not in PARAMS or backend.flags.get(param) is not None]
     raise VramtuiError(
         f"unknown parameter {name!r} under [params] for {backend.name}: {hint}"
-        f"(known: {', '.join(known)}; other engine flags go in extra_args = [...])"
+        f"({backend.name} takes: {', '.join(takes)}; other engine flags go in extra_args = [...])"
     )
 
 
