@@ -151,8 +151,8 @@ class MemoryModel:
             wanted["on_gpu"] = False  # a CPU run: no CUDA context, weights in host RAM
         return wanted
 
-    def raw(self, profile: Profile) -> MemoryBill | None:
-        """The estimator's bill for this profile, every part where the budget applies."""
+    def _estimate(self, profile: Profile) -> Any | None:
+        """The estimator's Estimate for this profile, or None (the reason in why_unavailable)."""
         info = self.info(profile.model)
         if info is None:
             return None
@@ -164,9 +164,24 @@ class MemoryModel:
         wanted = self._settings(profile, info)
         accepted = inspect.signature(Settings).parameters
         try:
-            result = estimate(info, Settings(**{k: v for k, v in wanted.items() if k in accepted}))
+            return estimate(info, Settings(**{k: v for k, v in wanted.items() if k in accepted}))
         except Exception as error:
             self.why_unavailable = f"estimator failed: {error}"
+            return None
+
+    def holds_one_request(self, profile: Profile) -> bool | None:
+        """Does the KV cache as this profile sizes it hold one request of the whole context (vLLM's own
+        start-up check)? None where the estimate does not count the cache's tokens."""
+        result = self._estimate(profile)
+        tokens = getattr(result, "kv_cache_tokens", None)
+        if result is None or tokens is None:
+            return None
+        return int(tokens) >= int(result.context)
+
+    def raw(self, profile: Profile) -> MemoryBill | None:
+        """The estimator's bill for this profile, every part where the budget applies."""
+        result = self._estimate(profile)
+        if result is None:
             return None
         weights = int(getattr(result, "weights_bytes", 0) or 0)
         overhead = getattr(result, "overhead_bytes", None)

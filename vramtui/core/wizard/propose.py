@@ -26,6 +26,7 @@ from vramtui.core.units import GIB, MIB
 from vramtui.core.wizard.budget import MemoryModel, changed, current_value, needed_bytes, whole_or_none
 from vramtui.core.wizard.ladders import GGUF_QUANT_ORDER, MEMORY_FAILURES, NOT_MEMORY, Rung
 from vramtui.core.wizard.observe import Observation
+from vramtui.core.wizard.outright import outright_proposal, outright_too_small
 from vramtui.core.wizard.reach import engine_alone_over, out_of_reach, slot_share_words, useful_context
 
 
@@ -482,6 +483,8 @@ class Proposer:
         rungs = self.rungs(stage, obs.cause)
         if skipped:
             rungs = [r for r in rungs if r.move == "advice" or r.param not in skipped]
+        if outright_too_small(profile, obs) and self.model.holds_one_request(profile) is False:
+            return outright_proposal(self, profile, rungs)
         if stage == "inference":
             return self._inference_proposal(profile, rungs, obs)
         free = _free_context_move(self, profile, rungs, obs)

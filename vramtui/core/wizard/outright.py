@@ -1,0 +1,62 @@
+"""A KV cache set outright in bytes (vLLM's --kv-cache-memory-bytes) that cannot hold one request.
+
+The engine refuses to start until one request of the whole context fits in the bytes given; the share of
+the card, the weights' type and the offload do not move that check. So after the change the engine names
+(raise the bytes) is skipped, only a change that makes one request fit those bytes is a step: a shorter
+context, or a narrower cache type. Every other rung would spend a relaunch on the same refusal (QA 14).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vramtui.core.backends.base import kv_set_outright
+from vramtui.core.wizard.budget import changed, current_value
+
+if TYPE_CHECKING:
+    from vramtui.core.launch.profile import Profile
+    from vramtui.core.wizard.ladders import Rung
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.propose import Proposal, Proposer
+
+# The steps that can make one request fit the bytes given: fewer tokens, or fewer bytes per token.
+HELPS = ("context", "kv_dtype")
+
+
+def outright_too_small(profile: Profile, obs: Observation) -> bool:
+    """The run failed because the KV cache the profile sets in bytes holds less than one request."""
+    backend = profile.backend
+    return obs.failure == "kv_cache_too_small" and kv_set_outright(backend, profile.params, profile.env)
+
+
+def outright_proposal(proposer: Proposer, profile: Profile, rungs: list[Rung]) -> Proposal | None:
+    """The least drastic change that makes one request fit the bytes set, or None with the stop reason
+    in the proposer's findings. Rungs are taken in ladder order; a value the estimate cannot judge is
+    not proposed (there is no cautious step here: the check is exact)."""
+    from vramtui.core.wizard.propose import Proposal, _same_value
+
+    model = proposer.model
+    for rung in rungs:
+        if rung.move == "advice" or rung.param not in HELPS:
+            continue
+        current = current_value(profile, rung.param)
+        for value in proposer.candidates(rung, current, profile):
+            if _same_value(value, current):
+                continue
+            if model.holds_one_request(changed(profile, [(rung.param, value)])):
+                size = profile.params.get("kv_cache_memory")
+                why = (
+                    f"the KV cache is set outright ({size}) and holds less than one request; with "
+                    f"{rung.param} = {value} one request fits it (the engine's own start-up check)"
+                    + (f"; cost: {rung.cost}" if rung.cost else "")
+                )
+                return Proposal(
+                    rung.param, current, value, why, rung.label, rung.knob_words(proposer.backend)
+                )
+    knob = proposer.backend.knob_words("kv_cache_memory") or "kv_cache_memory"
+    proposer.findings.advice = [f"raise kv_cache_memory ({knob}): the bytes set hold less than one request"]
+    proposer.findings.stop_reason = (
+        "the KV cache set outright holds less than one request, and no other single change makes one fit: "
+        "only kv_cache_memory helps"
+    )
+    return None
