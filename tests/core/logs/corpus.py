@@ -64,6 +64,7 @@ FILES = (
     LOGS / "round47.jsonl",
     LOGS / "round48.jsonl",
     LOGS / "round49.jsonl",
+    LOGS / "round50.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -22,13 +22,13 @@ FLOORS: dict[str, dict[str, tuple[int, int]]] = {
         "engine": (824, 875),
     },
     "heldout": {
-        "stage": (309, 336),
-        "class": (307, 336),
+        "stage": (310, 338),
+        "class": (309, 338),
         "memory": (92, 108),
-        "first_error": (177, 193),
+        "first_error": (179, 195),
         "quiet": (56, 73),
         "calm": (38, 47),
-        "engine": (317, 336),
+        "engine": (319, 338),
     },
 }
 
