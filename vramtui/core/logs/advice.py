@@ -976,7 +976,8 @@ def _kv_values(figures: dict[str, int | float]) -> dict[str, str]:
     # wizard sizes it (QA: diagnose said 3 GiB where check and the wizard said 2275 MiB)
     used = figures.get("non_kv_memory") or 0
     fit = kv_bytes_for_budget(kv, budget, used) if budget else int(kv / 2)
-    return {"kv_set_gib": f"{kv / GIB:.1f}", "kv_fit_bytes": str(fit)}
+    # in the flag's own units (QA 14: "--kv-cache-memory-bytes 1325400064"), rounded down: it must fit
+    return {"kv_set_gib": f"{kv / GIB:.1f}", "kv_fit_bytes": engine_size(fit, down=True)}
 
 
 def _thread_values(figures: dict[str, int | float]) -> dict[str, str]:
@@ -1007,14 +1008,17 @@ def _slot_values(figures: dict[str, int | float]) -> dict[str, str]:
 _QUANT_ASKED_RE = re.compile(r"config file for (\w+)", re.IGNORECASE)
 
 
-def engine_size(size: float) -> str:
-    """A size as engines parse it in their flags ("16M", "1.5G": binary units), rounded up a little."""
+def engine_size(size: float, *, down: bool = False) -> str:
+    """A size as engines parse it in their flags ("16M", "1.5G": binary units), rounded up a little;
+    `down`: rounded down instead (a size that must stay within a budget)."""
     mib = size / (1 << 20)
     if mib < 1:
-        return f"{max(1, int(-(-size // 1024)))}K"  # a cache under 1 MiB (a tiny model's), not "1M"
+        kib = size // 1024 if down else -(-size // 1024)
+        return f"{max(1, int(kib))}K"  # a cache under 1 MiB (a tiny model's), not "1M"
     if mib < 1024:
-        return f"{max(1, int(-(-mib // 1)))}M"
-    return f"{-(-mib * 10 // 1024) / 10:g}G"
+        return f"{max(1, int(mib // 1 if down else -(-mib // 1)))}M"
+    tenths = mib * 10 // 1024 if down else -(-mib * 10 // 1024)
+    return f"{tenths / 10:g}G"
 
 
 def _memory_values(diagnosis: Diagnosis) -> dict[str, str]:
