@@ -121,6 +121,11 @@ def test_each_failure_is_read_with_the_knob_and_number_from_its_log(name: str) -
     assert advice_words in diagnosis.advice[0], diagnosis.advice
 
 
+def test_a_head_size_the_cpu_kernels_do_not_take_is_said_as_such() -> None:
+    # QA 14: the summary said "the engine does not know this model architecture" for a known qwen2
+    assert "CPU attention kernels do not take this model's head size" in _read("cpu-attn-head-dim").summary
+
+
 def test_the_share_is_read_from_the_refusal_not_from_its_hint() -> None:
     # "... (0.99, 10.11 GiB). ... decrease `--gpu-memory-utilization` (e.g. `--gpu-memory-utilization 0.5`)"
     figures = _read("cpu-share-refused").engine_figures

@@ -80,6 +80,7 @@ CAUSE_WORDS: dict[str, str] = {
     "unknown_model_type": "this transformers does not know the model's type (its config's model_type)",
     "loader_shape_assert": "a weight in the checkpoint is not the shape the model's layer expects",
     "kernel_failed": "a GPU kernel failed while the model computed a batch",
+    "cpu_attn_head_dim": "the engine's CPU attention kernels do not take this model's head size",
     "request_error": "the server failed a request with an internal error (HTTP 500)",
     "kernel_type_unsupported": "a GPU kernel has no path for this tensor type on this backend",
     "kernel_assert": "a GPU kernel's own check failed (a device-side assert)",
