@@ -131,3 +131,20 @@ def test_a_compute_ratio_is_learned_only_from_runs_with_the_same_flash_attention
     assert derive(runs, "cpu", "llama.cpp", True).compute_ratio == 0.91  # type: ignore[union-attr]
     assert derive(runs, "cpu", "llama.cpp", False).compute_ratio == 1.1  # type: ignore[union-attr]
     assert derive(runs[:3], "cpu", "llama.cpp", "off").compute_ratio is None  # type: ignore[union-attr]
+
+
+def test_vllm_runs_on_record_are_said_not_to_calibrate_it(tmp_path: Path) -> None:
+    """QA 14: earlier vLLM runs on record, and `calibration: null` with nothing said about why."""
+    from vramtui.core.estimate.calibrate import calibration_for
+    from vramtui.core.estimate.estimator import Settings
+
+    record = {
+        "version": 1, "ready": True, "place": "host", "time": 1,
+        "device": {"name": "cpu"}, "engine": {"backend": "vllm", "build": "b"},
+        "printed": {"bill": {"host": {"kv_cache_bytes": 100}}}, "peak": {"bytes": 900},
+    }  # fmt: skip
+    settings = Settings(backend="vllm", context=1024, on_gpu=False)
+    assert calibration_for(settings, tmp_path) == (None, [])  # nothing on record: nothing to say
+    (tmp_path / "a.run.json").write_text(json.dumps(record))
+    found, notes = calibration_for(settings, tmp_path)
+    assert found is None and any(note.startswith("not calibrated by earlier vllm runs") for note in notes)

@@ -248,11 +248,21 @@ def device_now(on_gpu: bool) -> str | None:
         source.close()
 
 
+NOT_CALIBRATED = (
+    "not calibrated by earlier {backend} runs: the engine's memory follows its own profiling run and share, "
+    "which the estimate models directly; what the runs on record measured is not added as a correction"
+)
+
+
 def calibration_for(settings: Any, folder: Path | None = None) -> tuple[Calibration | None, list[str]]:
     """The calibration for an estimate with these settings on this machine, and notes on the store."""
-    if settings.memory.kv_from_budget:
-        return None, []  # vLLM sizes its KV cache from its own profiling run: there is no residual to add
     records, notes = load_records(folder)
+    if settings.memory.kv_from_budget:
+        # vLLM sizes its KV cache from its own profiling run: there is no residual to add; said where
+        # earlier runs of it are on record, which a user expects to count (QA 14)
+        if any(r["engine"].get("backend") == settings.backend for r in records):
+            notes = [*notes, NOT_CALIBRATED.format(backend=settings.backend)]
+        return None, notes
     if not records:
         return None, notes
     device = device_now(settings.on_gpu)
