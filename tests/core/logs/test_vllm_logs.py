@@ -42,6 +42,16 @@ def test_a_healthy_run_stopped_with_ctrl_c_is_no_failure(name: str) -> None:
     assert figures["kv_cache_tokens"] > 0 and figures["max_concurrency"] > 0
 
 
+def test_eager_mode_on_the_cpu_build_flags_no_line() -> None:
+    """QA 14: the config dump (enforce_eager=True, device_config=cpu) was marked `!` in the log pane, though
+    the CPU build has no CUDA graphs to turn off and the verdict says nothing of it."""
+    _, log = split_header((DATA / "healthy.log").read_text())
+    diagnoser = LogDiagnoser(kernel_log=lambda: None)
+    tags = [(line, diagnoser.feed(line)) for line in log.rstrip("\n").split("\n")]
+    (dump,) = [tag for line, tag in tags if "Initializing a V1 LLM engine" in line]
+    assert dump.severity == "info"
+
+
 def test_the_shutdown_traceback_is_in_the_log() -> None:
     # the case above is not empty: the saved shutdown holds vLLM's EngineDeadError after its stop
     _, log = split_header((DATA / "share-auto.log").read_text())

@@ -48,7 +48,8 @@ _EXCEPTION_RE = re.compile(
 # pydantic's message under "ValidationError: 1 validation error for ModelConfig" (vLLM's config checks):
 # the line that says what is wrong.
 _PYDANTIC_RE = re.compile(r"^(?P<name>Value|Assertion|Type) error, ")
-_WARNING_LEVEL_RE = re.compile(r"\bwarn(?:ing)?\b|^\s*\d+\.\d+\.\d+\.\d+ w |level=warn")
+# "warn" quoted is a setting's value (vLLM's config dump: jit_monitor_mode='warn'), not a log level (QA 14)
+_WARNING_LEVEL_RE = re.compile(r"(?<!['\"])\bwarn(?:ing)?\b(?!['\"])|^\s*\d+\.\d+\.\d+\.\d+ w |level=warn")
 _CHAINED = ("during handling of the above exception", "the above exception was the direct cause")
 _FORMAT_WORDS = ((".gguf", "gguf"), ("awq", "awq"), ("gptq", "gptq"), (".safetensors", "safetensors"))
 

@@ -7,6 +7,7 @@ verdict reads.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vramtui.core.logs.analysis import _clip, _engine_hint, _LineInfo
@@ -18,6 +19,7 @@ from vramtui.core.logs.ruletypes import (
     DRAFT_PREFIX,
     OPTIONAL_WARMUP,
     FrameRule,
+    NoticeRule,
 )
 
 MAX_EVIDENCE = 10
@@ -314,7 +316,11 @@ class LogState:
             if info.header:
                 return "error", False
             # a mark (a GPU in use, the warm-up) is what the verdict reads, not a warning of the line's
-            said = info.warning_level or any(notice.kind != "mark" for notice in info.notices)
+            # and a notice a mark already seen silences (eager mode on the CPU build) is not one (QA 14)
+            here = {f"mark:{notice.message}" for notice in info.notices if notice.kind == "mark"}
+            said = info.warning_level or any(
+                notice.kind != "mark" and not _silenced(notice, self.notices, here) for notice in info.notices
+            )
             return ("warning" if said else "info"), False
 
         return self._note_error(number, text, info, rule, stage)
@@ -563,3 +569,10 @@ class LogState:
             self.figures[key] = {"": self.figures[key][""] + value}
         else:
             self.figures[key] = {"": value}
+
+
+def _silenced(notice: NoticeRule, seen: Mapping[str, object], here: set[str]) -> bool:
+    """A notice the verdict would drop: one of the marks in its `unless` was seen already (or is on this
+    same line, `here`)."""
+    marks = [f"mark:{mark}" for mark in (notice.unless or "").split()]
+    return any(mark in seen or mark in here for mark in marks)

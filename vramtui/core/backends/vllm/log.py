@@ -678,6 +678,8 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         backend="vllm",
     ),
     NoticeRule("cpu kv cache size", "mark", "cpu_platform", backend="vllm"),
+    # the engine's config dump, its first line of the platform ("... device_config=cpu, ...")
+    NoticeRule("device_config=cpu", "mark", "cpu_platform", backend="vllm"),
     NoticeRule("cpu_worker.py", "mark", "cpu_platform", backend="vllm"),
     NoticeRule("cpu_model_runner", "mark", "cpu_platform", backend="vllm"),
     # marks (kind "mark"): where a step began, for the advice; never reported as quiet failures
