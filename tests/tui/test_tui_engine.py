@@ -82,6 +82,8 @@ async def test_run_profile_then_quit_asks_stops_the_server_and_leaves_nothing(
         # The wizard pane: n is for a launch that fails, so it says how to get there from a running model.
         hint = app.query_one(WizardPane).state_text
         assert "ready (pid" in hint and hint.endswith("stop the model (s), then press n")
+        # and no Confirm is drawn beside a running model with no wizard (QA 14)
+        await wait_for(pilot, lambda: app.query_one("#wiz-confirm").has_class("-idle"), timeout_s=10)
 
         # r relaunches: the old server goes, a new one comes up
         await pilot.press("r")

@@ -497,7 +497,10 @@ class WizardPane(Pane):
         self.query_one("#wiz-export", Button).disabled = not self.steps
         self.query_one("#wiz-take-over", Button).disabled = not (restart and not self.busy)
         self.query_one("#wiz-copy", Button).disabled = not restart
+        # no wizard yet and the model runs: `n` has nothing to confirm (QA 14 drew Confirm beside a running model)
+        session = getattr(self.app, "session", None)
+        gone = done or (driver is None and bool(getattr(session, "running", False)))
         for button in self.query("#wiz-buttons Button").results(Button):
             # QA 7, 8, 9: Confirm, Skip, Edit and Export drawn beside "stop the model (s), then press n"
             # Confirm stays drawn while it may come back, but not once the wizard is done (QA 12)
-            button.set_class(button.disabled and (button.id != "wiz-confirm" or done), "-idle")
+            button.set_class(button.disabled and (button.id != "wiz-confirm" or gone), "-idle")
