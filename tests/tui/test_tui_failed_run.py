@@ -113,6 +113,9 @@ async def test_a_failed_run_lands_on_its_error_and_n_proposes_without_relaunchin
                 lambda: not wizard.busy and (wizard.proposal is not None or wizard.driver.finished),
                 timeout_s=150,
             )
+            if not wizard.driver.finished:  # a relaunch that failed again: the status says its fate (QA 14)
+                status = str(app.query_one("#status", Static).render())
+                assert status.startswith("wizard ") and "failed at " not in status, status
         assert wizard.steps[-1].outcome == "works" and wizard.driver.verified
         await wait_for(pilot, lambda: app.session is not None and app.session.state == "ready", timeout_s=30)
         await pilot.pause(1.0)  # time for a second launch to show, if the app made one
@@ -125,3 +128,29 @@ async def test_a_failed_run_lands_on_its_error_and_n_proposes_without_relaunchin
         status = str(app.query_one("#status", Static).render())
         assert "no model launched" not in status and f"(pid {app.session.pid})" in status
         app.session.stop()
+
+
+async def test_a_wizard_relaunch_after_the_failed_launch_is_what_the_status_line_says() -> None:
+    """QA 14: after the wizard's relaunch failed (a port taken), the status line still said the first
+    launch's "failed at kv cache". A newer note (the wizard's step) wins over a session that is not up."""
+    from types import SimpleNamespace
+
+    from test_tui import quiet_app
+
+    app = quiet_app()
+    async with app.run_test(size=(160, 40)) as pilot:
+        failed = SimpleNamespace(running=False, describe=lambda short=False: "vllm tiny: failed at kv cache")
+        app.session = failed  # type: ignore[assignment]
+        app.update_status()
+        await pilot.pause()
+        assert "failed at kv cache" in str(app.query_one("#status", Static).render())
+        app.launch_note = "wizard step 2: failed at start-up"
+        app.update_status()
+        await pilot.pause()
+        status = str(app.query_one("#status", Static).render())
+        assert "wizard step 2" in status and "failed at kv cache" not in status
+        app.session = SimpleNamespace(running=True, describe=lambda short=False: "vllm tiny: ready (pid 7)")  # type: ignore[assignment]
+        app.update_status()
+        await pilot.pause()
+        assert "ready (pid 7)" in str(app.query_one("#status", Static).render())  # a model up is the news
+        app.session = None

@@ -226,9 +226,11 @@ class VramtuiApp(CommandsApp, AttachRequests):
         # The status line spans the screen, less its padding.
         room = (self._screen_width or self.size.width) - 2
         tabs = PANE_ORDER if self.narrow else ()
-        text = status_text(
-            self.session, tabs, self.active_pane, paused=paused, room=room, note=self.launch_note
-        )
+        # a wizard attempt after the session's own launch failed: its fate is the newer news (QA 14)
+        session = self.session
+        if session is not None and not session.running and self.launch_note is not None:
+            session = None
+        text = status_text(session, tabs, self.active_pane, paused=paused, room=room, note=self.launch_note)
         status.update(text)
 
     # -- sampling ---------------------------------------------------------------------------------

@@ -117,6 +117,7 @@ class ModelSession:
 
         self._generation += 1
         self.check, self.returncode = None, None
+        self.app.launch_note = None  # this launch is the news now, not an earlier wizard attempt's
         backend = getattr(getattr(self.profile, "backend", None), "name", "")
         label = f"{backend} {getattr(self.profile, 'label', '')}".strip()
         # The server's own log engine tags the lines and diagnoses the run: the pane shows that.

@@ -420,8 +420,11 @@ class WizardPane(Pane):
         if message.step is not None:
             self.steps.append(message.step)
             self._fit_table(rows_changed=True)
-            if self.app.session is None:  # type: ignore[attr-defined]
-                # The status line tells the attempt's fate, not "no model launched".
+            session = self.app.session  # type: ignore[attr-defined]
+            relaunched = getattr(message.step, "index", 0) > 0  # step 0 is the session's own launch
+            if session is None or (relaunched and not session.running):
+                # The status line tells the attempt's fate, not "no model launched" nor the failed
+                # launch before it.
                 note = f"wizard {message.state}"
                 if self.attached_view is not None:  # which process serves comes first
                     note = f"{self.attached_view.describe()} · {note}"
