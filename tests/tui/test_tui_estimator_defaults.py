@@ -92,6 +92,11 @@ async def test_runs_on_cpu_sizes_this_machines_ram_as_estimate_cpu_does(tiny_ggu
         await wait_for(pilot, lambda: pane.estimate is not None and pane.estimate.device == "host")
         shown = pane.estimate.to_dict()
         text = screen_text(app)
+        # QA 14: the field says the RAM it sizes, not "24GiB" beside "runs on cpu"; back on the GPU, the card
+        card = pane.value("card")
+        assert card.endswith("GiB") and card != "24GiB"
+        pane.query_one("#est-runs_on", Select).value = "gpu"
+        await wait_for(pilot, lambda: pane.value("card") == "24GiB")
     cli = cli_estimate(str(tiny_gguf), "--cpu")
     assert shown["device_bytes"] == cli["device_bytes"] and shown["total_bytes"] == cli["total_bytes"]
     assert "sized for a 24 GiB card" not in text

@@ -273,6 +273,17 @@ class EstimatorPane(Pane):
         widget = self.query_one(f"#est-{name}")
         widget.value = value  # type: ignore[attr-defined]
 
+    @on(Select.Changed, "#est-runs_on")
+    def _runs_on_changed(self, event: Select.Changed) -> None:
+        """The default card follows where it runs: this machine's RAM on the CPU (QA 14: "card mem 24GiB"
+        beside "runs on cpu", while the estimate sized the RAM), the 24 GiB card back on the GPU."""
+        ram = _ram_text()
+        card = self.value("card")
+        if event.value == "cpu" and card == DEFAULT_CARD:
+            self.set_value("card", ram)
+        elif event.value == "gpu" and card == ram:
+            self.set_value("card", DEFAULT_CARD)
+
     @on(Input.Changed)
     @on(Select.Changed)
     def _changed(self, event: Message) -> None:
@@ -349,7 +360,7 @@ class EstimatorPane(Pane):
         from vramtui.core.estimate.inputs import settings_from
 
         on_gpu = self.value("runs_on") == "gpu"
-        if not on_gpu and self.value("card") == DEFAULT_CARD:  # as `estimate --cpu` sizes it
+        if not on_gpu and self.value("card") in (DEFAULT_CARD, _ram_text()):  # as `estimate --cpu` sizes it
             from vramtui.core.estimate.inputs import cpu_run_card
 
             values = {**values, "card": cpu_run_card()}
@@ -533,3 +544,10 @@ def _engine_share(profile: Any) -> int:
     if measured_already(profile):
         return host_footprint(profile)
     return int(profile.backend.host_baseline_bytes)
+
+
+def _ram_text() -> str:
+    """This machine's RAM as the card field shows it for a CPU run (sized exactly all the same)."""
+    from vramtui.core.estimate.inputs import cpu_run_card
+
+    return f"{cpu_run_card() / 2**30:.1f}GiB"
