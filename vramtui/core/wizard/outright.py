@@ -45,8 +45,9 @@ def outright_proposal(proposer: Proposer, profile: Profile, rungs: list[Rung]) -
                 continue
             if model.holds_one_request(changed(profile, [(rung.param, value)])):
                 size = profile.params.get("kv_cache_memory")
+                said = f" ({size})" if size else ""  # else set in the engine's environment
                 why = (
-                    f"the KV cache is set outright ({size}) and holds less than one request; with "
+                    f"the KV cache is set outright{said} and holds less than one request; with "
                     f"{rung.param} = {value} one request fits it (the engine's own start-up check)"
                     + (f"; cost: {rung.cost}" if rung.cost else "")
                 )
