@@ -281,3 +281,15 @@ def test_an_estimated_bill_is_calibrated_by_earlier_runs_as_attach_is(tiny_gguf:
     calibrated = estimated_bill(server, None)
     assert calibrated is not None
     assert calibrated.get("compute", HOST) == pytest.approx(1.5 * bare.get("compute", HOST), rel=0.01)
+
+
+def test_a_servers_settings_are_said_in_its_engines_own_terms() -> None:
+    """QA 14: a vLLM server read "ctx 1024, slots 4, KV auto*" in `ps` and the memory pane's table."""
+    from vramtui.core.attach.servers import Server
+
+    vllm = Server(
+        pid=1, engine="vllm", pids=[1], params={"context": 1024, "parallel": 4}, assumed={"kv_dtype": "auto"}
+    )
+    assert vllm.settings_line() == "max-model-len 1024, max-num-seqs 4, kv-cache-dtype auto*"
+    llama = Server(pid=1, engine="llama.cpp", pids=[1], params={"context": 4096}, assumed={"parallel": 4})
+    assert llama.settings_line() == "ctx 4096, slots 4*"

@@ -23,8 +23,6 @@ from vramtui.core.launch import procs
 from vramtui.core.memory.parts import HOST, MemoryBill
 from vramtui.core.memory.sampling import GpuReading, Sample
 
-_SETTING_WORDS = (("context", "ctx"), ("parallel", "slots"), ("kv_dtype", "KV"), ("gpu_layers", "layers"))
-
 
 @dataclass
 class Server:
@@ -49,7 +47,7 @@ class Server:
     def settings_line(self) -> str:
         """`ctx 4096, slots 2, KV q8_0, layers 99*`: what it runs with (* the engine's default)."""
         shown = []
-        for name, word in _SETTING_WORDS:
+        for name, word in _setting_words(self.engine):
             value = self.params.get(name, self.assumed.get(name))
             if value is not None:
                 shown.append(f"{word} {value}{'' if name in self.params else '*'}")
@@ -374,3 +372,15 @@ def _ports(pids: list[int]) -> list[int]:
             continue
         ports.update(c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr)
     return sorted(ports)
+
+
+def _setting_words(engine: str) -> tuple[tuple[str, str], ...]:
+    """The engine's words for its settings (its Backend's); a log-only engine gets the shared ones."""
+    from vramtui.core.backends import get_backend
+    from vramtui.core.backends.base import SHARED_SETTING_WORDS
+    from vramtui.core.errors import VramtuiError
+
+    try:
+        return get_backend(engine).setting_words
+    except VramtuiError:
+        return SHARED_SETTING_WORDS

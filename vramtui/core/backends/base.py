@@ -203,6 +203,15 @@ class Rung:
 Ladder = Mapping[str, tuple[Rung, ...]]  # failing stage -> rungs, in the order users are taught
 
 
+# The short words a server list shows for the shared settings (llama-server's terms)
+SHARED_SETTING_WORDS: tuple[tuple[str, str], ...] = (
+    ("context", "ctx"),
+    ("parallel", "slots"),
+    ("kv_dtype", "KV"),
+    ("gpu_layers", "layers"),
+)
+
+
 @dataclass(frozen=True)
 class Backend:
     name: str
@@ -286,6 +295,9 @@ class Backend:
     # Said before a launch with no GPU when the KV cache is sized from a share of the whole machine
     # ({share}, {size}) and nothing sets it outright ("": the engine takes what its settings say)
     cpu_share_words: str = ""
+    # Its own words for the settings a server list shows (context, parallel, kv_dtype, gpu_layers), where
+    # the shared short ones ("ctx", "slots", "KV", "layers": llama-server's) would not be its terms
+    setting_words: tuple[tuple[str, str], ...] = SHARED_SETTING_WORDS
     # Flags only this engine takes: a command line of a program two engines share (ik_llama.cpp's
     # llama-server and mainline's) with one of them is this engine's.
     own_flags: tuple[str, ...] = ()

@@ -133,6 +133,12 @@ VLLM = Backend(
         'max_model_len (max_position_embeddings={trained})"'
     ),
     context_limit_env="VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+    # the server list in vLLM's own terms (QA 14: "ctx 1024, slots 4, KV auto*")
+    setting_words=(
+        ("context", "max-model-len"),
+        ("parallel", "max-num-seqs"),
+        ("kv_dtype", "kv-cache-dtype"),
+    ),
     cpu_share_words=(
         "vLLM's CPU build takes {share} of this machine's memory ({size}) for itself and its KV cache: "
         "set kv_cache_memory (or VLLM_CPU_KVCACHE_SPACE in [env]) to hold less"
