@@ -319,6 +319,9 @@ def test_the_graph_allocators_own_tables_refused_under_a_budget_is_host_oom() ->
     assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "host_alloc")
     assert "galloc->node_allocs" in (diagnosis.first_error_text or "")
     assert "`memory_budget`" in " ".join(diagnosis.advice)
+    # QA 12: a shorter context that leaves each of 16 slots 128 tokens is said to be too few
+    assert "128 tokens for each of the 16 slots, too few" in diagnosis.advice[0]
+    assert "fewer slots (--parallel) first" in diagnosis.advice[0]
 
 
 def test_weights_host_ram_could_not_hold_get_transformers_settings() -> None:

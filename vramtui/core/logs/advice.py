@@ -806,8 +806,9 @@ def _context_now(figures: dict[str, int | float]) -> int:
     return int(figures.get("context") or figures.get("kv_cache_cells") or 0)
 
 
-def _smaller_context(figures: dict[str, int | float], flash_attn: bool) -> str:
-    """The " N (now M)" of the context advice: fitted to a host budget the log names, else half."""
+def _smaller_context(figures: dict[str, int | float], flash_attn: bool, slots_flag: str = "") -> str:
+    """The " N (now M)" of the context advice: fitted to a host budget the log names, else half.
+    `slots_flag`: the engine's flag for the slots, named when each would get too few tokens."""
     context = _context_now(figures)
     if not context or context <= _SHORTEST_CONTEXT:
         return ""
@@ -817,15 +818,27 @@ def _smaller_context(figures: dict[str, int | float], flash_attn: bool) -> str:
     if fitted is not None:
         budget = int(figures["host_budget"]) >> 20
         return (
-            f" {fitted} (now {context}{_per_slot(fitted, slots)}; an estimate: the buffers that grow with the "
+            f" {fitted} (now {context}{_per_slot(fitted, slots, slots_flag)}; an estimate: the buffers that grow with the "
             f"context fit the {budget} MiB budget at about that size; `vramtui wizard` measures it)"
         )
     smaller = max(context // 2, _SHORTEST_CONTEXT)
-    return f" {smaller} (now {context}{_per_slot(smaller, slots)})"
+    return f" {smaller} (now {context}{_per_slot(smaller, slots, slots_flag)})"
 
 
-def _per_slot(context: int, slots: int) -> str:
-    return f"; {context // slots} tokens for each of the {slots} slots" if slots > 1 else ""
+# A slot's share of the context below this holds no more than a short chat turn (QA 12: steps went on to
+# 256 tokens a slot with no word; the wizard says it too)
+SHORT_SLOT_TOKENS = 1024
+
+
+def _per_slot(context: int, slots: int, slots_flag: str = "") -> str:
+    if slots <= 1:
+        return ""
+    share = context // slots
+    short = ""
+    if share < SHORT_SLOT_TOKENS:  # QA 12: "--ctx-size 2048 (128 tokens for each of the 16 slots)"
+        flag = f" ({slots_flag})" if slots_flag else ""
+        short = f", too few for a prompt and its answer: fewer slots{flag} first"
+    return f"; {share} tokens for each of the {slots} slots{short}"
 
 
 def _while(diagnosis: Diagnosis) -> str:
@@ -925,14 +938,15 @@ def _values(
     memory_share = figures.get("memory_share")
     supported = _SUPPORTED_LIST_RE.search(diagnosis.first_error_text or "")
     missing = _missing_path(diagnosis)
+    slots_flag = _knob(diagnosis.backend, "parallel") or ""
     values = {
         **_slot_split(figures),
         **({"missing_path": missing} if missing else {}),
         "free_share": _free_share(diagnosis.first_error_text or ""),
         "fit": f" {int(fit)}" if fit else "",
         "to_fit": " to what fits" if fit else "",
-        "smaller": _smaller_context(figures, flash_attn),
-        "budget_fit": _smaller_context(figures, flash_attn) if figures.get("context") else "",
+        "smaller": _smaller_context(figures, flash_attn, slots_flag),
+        "budget_fit": _smaller_context(figures, flash_attn, slots_flag) if figures.get("context") else "",
         "the_engine": diagnosis.backend or "the engine",
         "this_engine": diagnosis.backend or "this engine",
         "while_doing": _while(diagnosis),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from vramtui.core.estimate.accounting import accounting_for
 from vramtui.core.launch.profile import Profile
+from vramtui.core.logs.advice import SHORT_SLOT_TOKENS
 from vramtui.core.units import MIB
 from vramtui.core.wizard.budget import (
     MemoryModel,
@@ -37,11 +38,6 @@ def useful_context(model: MemoryModel, profile: Profile) -> int | None:
     if accounting_for(model.backend.name).context_is_per_sequence:
         return trained
     return trained * slot_count(profile)
-
-
-# A slot's share of the context below this holds no more than a short chat turn (QA 12: steps went on to
-# 256 tokens a slot with no word)
-SHORT_SLOT_TOKENS = 1024
 
 
 def slot_share_words(model: MemoryModel, profile: Profile, context: object) -> str | None:
