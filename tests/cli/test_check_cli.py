@@ -273,3 +273,28 @@ def test_check_says_vllms_share_of_the_machine_before_it_launches(tmp_path: Path
     out = proc.stdout
     assert "of this machine's memory" in out and out.index("of this machine's memory") < out.index("$ ")
     assert out.count("of this machine's memory") == 1, out  # not said again after the run
+
+
+def test_check_says_a_port_held_at_start_up_as_diagnose_does(tmp_path: Path) -> None:
+    """QA 15: `check` said "failed at stage load weights (other)" where `diagnose` said "start-up, before
+    the model was read: the server could not listen". The stand-in prints vLLM's real log of it."""
+    log = Path(__file__).resolve().parents[1] / "data" / "vllm" / "port-in-use.log"
+    lines = [line for line in log.read_text().splitlines() if not line.startswith("# ")]
+    (tmp_path / "out.txt").write_text("\n".join(lines) + "\n")
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text(
+        json.dumps({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]})
+    )
+    program = tmp_path / "vllm"
+    program.write_text(f"#!/bin/sh\ncat {tmp_path / 'out.txt'}\nexit 1\n")
+    program.chmod(0o755)
+    profile = tmp_path / "v.toml"
+    profile.write_text(
+        f'backend = "vllm"\nmodel = "{model}"\nprogram = "{program}"\nport = "auto"\n'
+        '[params]\ncontext = 512\nkv_cache_memory = "64MiB"\n'
+    )
+    proc = vramtui("check", str(profile), "--log-dir", str(tmp_path / "runs"))
+    assert proc.returncode == 1, proc.stderr
+    assert "failed at start-up, before the model was read (port already in use)" in proc.stdout, proc.stdout
+    assert "at stage load weights" not in proc.stdout and "at load weights" not in proc.stdout

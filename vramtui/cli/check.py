@@ -123,9 +123,13 @@ def _print_report(result, move, advice: list[str], early: Sequence[str] = ()) ->
     print(f"{state}: {in_words(result.message)}")
     print(f"  stage reached: {stage_words(result.stage) if result.stage else '-'}")
     if result.failure:
-        where = f" at {stage_words(result.failure_stage)}" if result.failure_stage else ""
-        print(f"  failure: {failure_words(result.failure)}{where}")
+        from vramtui.core.logs.advice import START_UP_WORDS, before_the_model
+
         diagnosis = result.diagnosis
+        where = f" at {stage_words(result.failure_stage)}" if result.failure_stage else ""
+        if diagnosis is not None and diagnosis.failed and before_the_model(diagnosis):
+            where = f" at {START_UP_WORDS}"
+        print(f"  failure: {failure_words(result.failure)}{where}")
         if diagnosis is not None and diagnosis.failed and diagnosis.first_error_text:
             # the advice refers to it ("read the first error line above"): it is shown, as diagnose does
             number = f" (line {diagnosis.first_error_line} of the log)" if diagnosis.first_error_line else ""

@@ -54,6 +54,7 @@ SHORT_FAILURE_WORDS: dict[str, str] = {
 
 # Causes are finer than classes; the frequent ones have words, the rest read with spaces.
 CAUSE_WORDS: dict[str, str] = {
+    "bad_argument": "command line refused",
     "kv_no_room": "no memory left for the cache blocks",
     "kv_alloc_failed": "KV cache allocation failed",
     "kv_too_small": "KV cache too small",

@@ -1192,4 +1192,9 @@ def _message(
         first_error = f"{first_error}; its last error-looking line: {said}" if said else first_error
     where = f" at stage {stage}" if stage else ""
     detail = f": {first_error}" if first_error else ""
+    if diagnosis is not None and getattr(diagnosis, "failed", False):
+        from vramtui.core.logs.advice import START_UP_WORDS, before_the_model
+
+        if before_the_model(diagnosis):  # a port held, a flag refused: said as diagnose says it (QA 15)
+            return f"failed at {START_UP_WORDS} ({diagnosis.cause or failure}){detail}"
     return f"failed{where} ({failure}){detail}"
