@@ -636,3 +636,21 @@ async def test_the_headers_first_error_says_what_the_line_says_not_its_time_stam
         header = screen_text(app)
         said = header.split("(key e):", 1)[-1]
         assert said.strip().startswith("ggml_aligned_malloc"), header
+
+
+async def test_a_port_held_marks_no_stage_failed_in_the_strip(tmp_path: Path) -> None:
+    """QA 15: the header said "FAILED at start-up" while its strip marked "✖ load weights"."""
+    from vramtui.tui.panes.log import LogPane
+
+    source = Path(__file__).resolve().parents[1] / "data" / "vllm" / "port-in-use.log"
+    log = tmp_path / "port.log"
+    log.write_text(
+        "\n".join(line for line in source.read_text().splitlines() if not line.startswith("# ")) + "\n"
+    )
+    app = quiet_app(log_file=str(log))
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(LogPane)
+        await wait_for(pilot, lambda: pane.finished)
+        header = screen_text(app)
+        assert "FAILED at start-up, before the model was read" in header
+        assert "✖ load weights" not in header and "✖ " not in header.split("FAILED")[0]

@@ -71,7 +71,8 @@ def _verdict(
     text = Text(no_wrap=False, overflow="fold")
     reached = diagnosis.stage if diagnosis.stage in STAGES else None
     failing = diagnosis.failure_stage if diagnosis.failed else None
-    _strip(app, text, reached, failing)
+    # a port held or a flag refused stops the run before any stage: no stage is marked failed (QA 15)
+    _strip(app, text, reached, None if diagnosis.failed and before_the_model(diagnosis) else failing)
     backend = getattr(diagnosis, "backend", None) or "unknown backend"
     error = ""
     if diagnosis.failed:
