@@ -764,3 +764,10 @@ def test_an_unknown_parameter_lists_what_this_engine_takes() -> None:
     takes = str(said.value).split("vllm takes: ", 1)[1]
     assert "kv_cache_memory" in takes and "enforce_eager" in takes
     assert not any(name in takes for name in ("gpu_layers", "n_cpu_moe", "mmproj", "override_tensor"))
+
+
+def test_another_engines_flag_as_a_key_names_the_shared_one() -> None:
+    """QA 15: `ctx_size` in a vLLM profile was answered "did you mean ctx_size_draft?", which vLLM lacks."""
+    with pytest.raises(VramtuiError) as said:
+        profile_from_dict({"backend": "vllm", "model": "m", "params": {"ctx_size": 1024}})
+    assert "did you mean context? (llama.cpp's --ctx-size is context here)" in str(said.value)

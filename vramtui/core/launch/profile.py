@@ -203,18 +203,30 @@ def check_param_name(backend: Backend, name: str) -> None:
         raise VramtuiError("memory_budget belongs under [limits], not under [params]")
     if name in _TOP_LEVEL:
         raise VramtuiError(f"{name} belongs at the top level, not under [params]")
-    # the engine's own flag written as a key (max_model_len for vLLM's --max-model-len): its shared name
-    flag = "--" + name.replace("_", "-")
-    own = next((param for param, said in backend.flags.items() if said == flag), None)
-    close = [own] if own else difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-    hint = f"did you mean {close[0]}? " if close else ""
-    hint += f"({backend.name}'s {flag} is {own} here) " if own else ""
     # the hint lists what this engine takes: a shared name it has no flag for is no help (QA 14)
     takes = [param for param in known if param not in PARAMS or backend.flags.get(param) is not None]
+    # an engine's own flag written as a key (max_model_len for vLLM's --max-model-len, ctx_size for
+    # llama.cpp's --ctx-size in a vLLM profile, QA 15): its shared name, this engine's first
+    flag = "--" + name.replace("_", "-")
+    owner, own = _flag_owner(backend, flag)
+    close = [own] if own else difflib.get_close_matches(name, takes, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? " if close else ""
+    hint += f"({owner}'s {flag} is {own} here) " if own else ""
     raise VramtuiError(
         f"unknown parameter {name!r} under [params] for {backend.name}: {hint}"
         f"({backend.name} takes: {', '.join(takes)}; other engine flags go in extra_args = [...])"
     )
+
+
+def _flag_owner(backend: Backend, flag: str) -> tuple[str, str | None]:
+    """The engine whose flag `flag` is and the shared name it has: this backend's own first."""
+    from vramtui.core.backends import BACKENDS
+
+    for engine in (backend, *BACKENDS.values()):
+        param = next((param for param, said in engine.flags.items() if said == flag), None)
+        if param is not None and (engine is backend or backend.flags.get(param) is not None):
+            return engine.name, param
+    return backend.name, None
 
 
 def check_unknown_keys(table: str, keys: object, known: tuple[str, ...]) -> None:
