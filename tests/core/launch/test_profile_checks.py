@@ -771,3 +771,15 @@ def test_another_engines_flag_as_a_key_names_the_shared_one() -> None:
     with pytest.raises(VramtuiError) as said:
         profile_from_dict({"backend": "vllm", "model": "m", "params": {"ctx_size": 1024}})
     assert "did you mean context? (llama.cpp's --ctx-size is context here)" in str(said.value)
+
+
+def test_a_hub_name_the_engine_will_download_is_said_before_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA 15: `models/tinyqwen` with no models/ folder went to the Hub and read as a DNS failure, unsaid."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
+    profile = profile_from_dict({"backend": "vllm", "model": "models/tinyqwen"}, folder=tmp_path)
+    assert any("will download it from the Hub" in warning for warning in profile.warnings), profile.warnings
+    local = tmp_path / "tiny"
+    local.mkdir()
+    assert not profile_from_dict({"backend": "vllm", "model": "./tiny"}, folder=tmp_path).warnings

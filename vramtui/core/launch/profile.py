@@ -456,6 +456,23 @@ def _resolve_model(model: str, backend: Backend, folder: Path | None) -> str:
     return model
 
 
+def _hub_download(model: str, backend: Backend) -> str | None:
+    """Said before a launch whose model is a name the engine will fetch from the Hub (QA 15: a mistyped
+    `models/tinyqwen` went to the network and read as a DNS failure)."""
+    if backend.model_is_file or backend.model_at_request or backend.model_is_folder:
+        return None  # a file or folder the checks refuse when missing; a name the server itself resolves
+    if Path(model).expanduser().exists() or Path(model).expanduser().is_absolute():
+        return None
+    from vramtui.core.estimate.discover import hf_snapshot
+
+    if hf_snapshot(model) is not None:
+        return None
+    return (
+        f"model {model!r} is no folder here and not in the Hugging Face cache: the engine will download it "
+        "from the Hub (with no network it fails at download)"
+    )
+
+
 def _refuse_a_near_miss(model: str, folder: Path) -> None:
     """A bare name that is neither a folder here nor in the Hugging Face cache, one letter off a folder
     beside the profile: a typo the engine would take for a hub name and try to download (QA 14)."""
@@ -581,6 +598,9 @@ def profile_from_dict(
     program = _program(data.get("program"), folder, written)
 
     resolved_model = _resolve_model(model, engine, folder)
+    download = _hub_download(resolved_model, engine)
+    if download:
+        warnings.append(download)
     if resolved_model != model and not Path(model).expanduser().is_absolute() and not model.startswith("~"):
         written["model"] = model
     return Profile(
