@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from vramtui.cli.common import print_json
     from vramtui.core.errors import VramtuiError
-    from vramtui.core.launch.launcher import build_command, machine_share, pin_port, run_check
+    from vramtui.core.launch.launcher import build_command, machine_share, on_cpu_ignored, pin_port, run_check
     from vramtui.core.launch.profile import check_runnable, load_launch_profile
     from vramtui.core.launch.smoke import load_saved_request
 
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     info = sys.stderr if args.json else sys.stdout
     sample_source = _gpu_source()
     # said before the launch, not after it (QA 14: vLLM's CPU build took 92% of the machine first)
-    early = machine_share(profile, sample_source)
+    early = [*machine_share(profile, sample_source), *on_cpu_ignored(profile, sample_source)]
     for warning in [*profile.warnings, *early]:
         print(f"warning: {warning}", file=info)
     print(f"$ {plan.command_line()}", file=info)

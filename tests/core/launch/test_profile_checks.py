@@ -673,6 +673,22 @@ def test_a_vllm_cpu_launch_that_takes_most_of_the_machine_is_said_first(tmp_path
     assert machine_share(Profile(backend="llama.cpp", model=str(tmp_path)), None) == []
 
 
+def test_a_setting_the_cpu_build_ignores_is_said_before_a_launch_with_no_gpu(tmp_path: Path) -> None:
+    """QA 15: flash_attn = true went to vLLM's CPU build as --attention-backend FLASH_ATTN, which it only
+    logs it cannot use; llama.cpp runs flash attention on the CPU, so nothing is said for it."""
+    from vramtui.core.launch.launcher import on_cpu_ignored
+
+    vllm = Profile(backend="vllm", model=str(tmp_path), params={"flash_attn": True})
+    assert on_cpu_ignored(vllm, None) == [
+        "flash_attn = true: vllm's CPU build has no such path and runs without it"
+    ]
+    assert on_cpu_ignored(Profile(backend="vllm", model=str(tmp_path)), None) == []
+    assert (
+        on_cpu_ignored(Profile(backend="llama.cpp", model=str(tmp_path), params={"flash_attn": True}), None)
+        == []
+    )
+
+
 def _write_tiny_config(folder: Path) -> None:
     """A tiny Qwen2 config.json trained on 2048 tokens (no weights: the estimate reads the shape)."""
     import json

@@ -295,6 +295,9 @@ class Backend:
     # Said before a launch with no GPU when the KV cache is sized from a share of the whole machine
     # ({share}, {size}) and nothing sets it outright ("": the engine takes what its settings say)
     cpu_share_words: str = ""
+    # Settings its CPU build takes and ignores (vLLM's flash attention backend is CUDA's): said before a
+    # launch with no GPU, since the engine only logs it (QA 15)
+    cpu_ignored: tuple[str, ...] = ()
     # Its own words for the settings a server list shows (context, parallel, kv_dtype, gpu_layers), where
     # the shared short ones ("ctx", "slots", "KV", "layers": llama-server's) would not be its terms
     setting_words: tuple[tuple[str, str], ...] = SHARED_SETTING_WORDS

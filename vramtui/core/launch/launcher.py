@@ -311,7 +311,26 @@ def preflight(plan: LaunchPlan, profile: Profile, sample_source: Any) -> list[st
             PORT_IN_USE,
             f"port {plan.port} on {plan.host} is already in use{who}: stop it or set another port",
         )
-    return [*gpu_holders(sample_source), *machine_share(profile, sample_source)]
+    return [
+        *gpu_holders(sample_source),
+        *machine_share(profile, sample_source),
+        *on_cpu_ignored(profile, sample_source),
+    ]
+
+
+def on_cpu_ignored(profile: Profile, sample_source: Any) -> list[str]:
+    """With no GPU, the settings the engine's CPU build takes and ignores, said before it launches."""
+    from vramtui.core.backends.base import toml_spelling
+
+    if sample_source is not None and getattr(sample_source, "available", False):
+        return []
+    backend = profile.backend
+    return [
+        f"{param} = {toml_spelling(profile.params[param])}: {backend.name}'s CPU build has no such path and "
+        "runs without it"
+        for param in backend.cpu_ignored
+        if param in profile.params and backend.flags.get(param) is not None
+    ]
 
 
 def past_trained(profile: Profile) -> str | None:

@@ -133,6 +133,8 @@ VLLM = Backend(
         'max_model_len (max_position_embeddings={trained})"'
     ),
     context_limit_env="VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+    # "Cannot use AttentionBackendEnum.FLASH_ATTN backend on CPU": it runs on its own CPU attention
+    cpu_ignored=("flash_attn",),
     # the server list in vLLM's own terms (QA 14: "ctx 1024, slots 4, KV auto*")
     setting_words=(
         ("context", "max-model-len"),
