@@ -37,16 +37,20 @@ class LaunchEstimate:
 
         try:
             info = load_model_info(model)
+            if not on_gpu and device_bytes is None:
+                # a CPU run's "card" is this machine's RAM, as `estimate --cpu` sizes it (QA 15: the bill
+                # sized vLLM's share of a 24 GiB card, 21.5 GiB of KV where the engine printed 21.06)
+                from vramtui.core.estimate.inputs import cpu_run_card
+
+                device_bytes = cpu_run_card()
             settings = Settings.from_params(params, backend=backend, device_bytes=device_bytes)
             settings = replace(settings, on_gpu=on_gpu)
-            calibration, _ = calibration_for(settings)
+            calibration, notes = calibration_for(settings)
             settings.calibration = calibration
             self.bill = estimate(info, settings).bill
-            self.note = (
-                calibration.describe()
-                if calibration is not None
-                else "uncalibrated (no earlier run here matches this engine, device and settings)"
-            )
+            uncalibrated = "uncalibrated (no earlier run here matches this engine, device and settings)"
+            why = next((note for note in notes if note.startswith("not calibrated")), uncalibrated)
+            self.note = calibration.describe() if calibration is not None else why
         except Exception as error:  # an estimate that cannot be made must never take the run down
             self.note = f"no estimate: {error}"
 

@@ -1,0 +1,28 @@
+"""The estimate a launch's bill is set beside (`LaunchEstimate`): the same figures `vramtui estimate` gives
+for the run's settings, on the device the run is on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vramtui.cli import main
+from vramtui.core.demo.tinyhf import write_tiny_hf
+from vramtui.core.launch.billcheck import LaunchEstimate
+from vramtui.core.memory.parts import HOST
+
+
+def test_a_cpu_runs_bill_sizes_this_machines_ram_as_estimate_cpu_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA 15: `check` on vLLM's CPU build billed 21.5 GiB of KV (a share of a 24 GiB card) where
+    `estimate --cpu` said 21.11 and the engine printed 21.06."""
+    import json
+
+    model = write_tiny_hf(tmp_path / "m")
+    bill, note = LaunchEstimate(str(model), {"context": 1024}, "vllm", False, None).result()
+    assert bill is not None, note
+    assert main(["estimate", str(model), "--backend", "vllm", "--cpu", "--ctx", "1024", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert bill.get("kv_cache", HOST) == cli["kv_cache_bytes"]
