@@ -767,6 +767,8 @@ def test_a_hub_name_one_letter_off_a_folder_here_is_refused_as_a_typo(
     assert local.model == str(tmp_path / "models" / "tinyqwen")
     # a hub name with no folder near it, and an org/name, stay names for the engine to fetch
     assert profile_from_dict({"backend": "vllm", "model": "gpt2"}, folder=tmp_path).model == "gpt2"
+    (tmp_path / "gpt2-x").mkdir()  # a folder the name is only the start of is no typo of it
+    assert profile_from_dict({"backend": "vllm", "model": "gpt2"}, folder=tmp_path).model == "gpt2"
     assert (
         profile_from_dict({"backend": "vllm", "model": "Qwen/tinyqwn"}, folder=tmp_path).model
         == "Qwen/tinyqwn"

@@ -486,7 +486,7 @@ def _refuse_a_near_miss(model: str, folder: Path) -> None:
         ]
     except OSError:
         return
-    near = difflib.get_close_matches(model, names, n=1, cutoff=0.8)
+    near = difflib.get_close_matches(model, names, n=1, cutoff=0.85)  # one letter off, not a prefix
     if near:
         raise VramtuiError(
             f"model {model!r} is no folder beside the profile and not in the Hugging Face cache, so the engine "
