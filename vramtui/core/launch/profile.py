@@ -456,6 +456,19 @@ def _resolve_model(model: str, backend: Backend, folder: Path | None) -> str:
     return model
 
 
+def _host_and_timeout(data: dict[str, object]) -> tuple[str, float | None]:
+    """The profile's host (text) and ready_timeout (seconds, or None), each refused in one line."""
+    host = data.get("host", "127.0.0.1")
+    if not isinstance(host, str) or not host:
+        raise VramtuiError('host must be text, e.g. "127.0.0.1"')
+    timeout = data.get("ready_timeout")
+    if timeout is not None and (
+        not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0
+    ):
+        raise VramtuiError(f"ready_timeout must be a number of seconds, not {timeout!r}")
+    return host, float(timeout) if timeout is not None else None
+
+
 def _hub_download(model: str, backend: Backend) -> str | None:
     """Said before a launch whose model is a name the engine will fetch from the Hub (QA 15: a mistyped
     `models/tinyqwen` went to the network and read as a DNS failure)."""
@@ -586,21 +599,12 @@ def profile_from_dict(
         if not isinstance(value, str | int | float | bool):
             raise VramtuiError(f'[env] {key} must be text or a number, e.g. {key} = "1", not {value!r}')
 
-    host = data.get("host", "127.0.0.1")
-    if not isinstance(host, str) or not host:
-        raise VramtuiError('host must be text, e.g. "127.0.0.1"')
-    timeout = data.get("ready_timeout")
-    if timeout is not None and (
-        not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0
-    ):
-        raise VramtuiError(f"ready_timeout must be a number of seconds, not {timeout!r}")
+    host, timeout = _host_and_timeout(data)
     name = data.get("name", "")
     program = _program(data.get("program"), folder, written)
 
     resolved_model = _resolve_model(model, engine, folder)
-    download = _hub_download(resolved_model, engine)
-    if download:
-        warnings.append(download)
+    warnings += [said for said in (_hub_download(resolved_model, engine),) if said]
     if resolved_model != model and not Path(model).expanduser().is_absolute() and not model.startswith("~"):
         written["model"] = model
     return Profile(
@@ -613,7 +617,7 @@ def profile_from_dict(
         extra_args=tuple(str(a) for a in extra),
         env={str(k): str(v) for k, v in env.items()},
         name=str(name),
-        ready_timeout=float(timeout) if timeout is not None else None,
+        ready_timeout=timeout,
         source=source,
         warnings=tuple(warnings),
         program=program,

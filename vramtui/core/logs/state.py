@@ -317,10 +317,7 @@ class LogState:
                 return "error", False
             # a mark (a GPU in use, the warm-up) is what the verdict reads, not a warning of the line's
             # and a notice a mark already seen silences (eager mode on the CPU build) is not one (QA 14)
-            here = {f"mark:{notice.message}" for notice in info.notices if notice.kind == "mark"}
-            said = info.warning_level or any(
-                notice.kind != "mark" and not _silenced(notice, self.notices, here) for notice in info.notices
-            )
+            said = info.warning_level or _says_a_notice(info.notices, self.notices)
             return ("warning" if said else "info"), False
 
         return self._note_error(number, text, info, rule, stage)
@@ -571,8 +568,14 @@ class LogState:
             self.figures[key] = {"": value}
 
 
-def _silenced(notice: NoticeRule, seen: Mapping[str, object], here: set[str]) -> bool:
-    """A notice the verdict would drop: one of the marks in its `unless` was seen already (or is on this
-    same line, `here`)."""
-    marks = [f"mark:{mark}" for mark in (notice.unless or "").split()]
-    return any(mark in seen or mark in here for mark in marks)
+def _says_a_notice(notices: tuple[NoticeRule, ...], seen: Mapping[str, object]) -> bool:
+    """A line's notice the verdict would keep: not a mark, nor one that a mark seen already (or on this
+    same line) silences."""
+    here = {f"mark:{notice.message}" for notice in notices if notice.kind == "mark"}
+    return any(
+        notice.kind != "mark"
+        and not any(
+            f"mark:{mark}" in seen or f"mark:{mark}" in here for mark in (notice.unless or "").split()
+        )
+        for notice in notices
+    )

@@ -421,10 +421,8 @@ class WizardPane(Pane):
             self.steps.append(message.step)
             self._fit_table(rows_changed=True)
             session = self.app.session  # type: ignore[attr-defined]
-            relaunched = getattr(message.step, "index", 0) > 0  # step 0 is the session's own launch
-            if session is None or (relaunched and not session.running):
-                # The status line tells the attempt's fate, not "no model launched" nor the failed
-                # launch before it.
+            # the status line tells a relaunch's fate, not "no model launched" nor the launch before it
+            if session is None or (getattr(message.step, "index", 0) > 0 and not session.running):
                 note = f"wizard {message.state}"
                 if self.attached_view is not None:  # which process serves comes first
                     note = f"{self.attached_view.describe()} · {note}"
@@ -500,9 +498,10 @@ class WizardPane(Pane):
         self.query_one("#wiz-export", Button).disabled = not self.steps
         self.query_one("#wiz-take-over", Button).disabled = not (restart and not self.busy)
         self.query_one("#wiz-copy", Button).disabled = not restart
-        # no wizard yet and the model runs: `n` has nothing to confirm (QA 14 drew Confirm beside a running model)
-        session = getattr(self.app, "session", None)
-        gone = done or (driver is None and bool(getattr(session, "running", False)))
+        # no wizard yet and the model runs: `n` has nothing to confirm (QA 14)
+        gone = done or (
+            driver is None and bool(getattr(getattr(self.app, "session", None), "running", False))
+        )
         for button in self.query("#wiz-buttons Button").results(Button):
             # QA 7, 8, 9: Confirm, Skip, Edit and Export drawn beside "stop the model (s), then press n"
             # Confirm stays drawn while it may come back, but not once the wizard is done (QA 12)
