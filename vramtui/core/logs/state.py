@@ -317,7 +317,7 @@ class LogState:
                 return "error", False
             # a mark (a GPU in use, the warm-up) is what the verdict reads, not a warning of the line's
             # and a notice a mark already seen silences (eager mode on the CPU build) is not one (QA 14)
-            said = info.warning_level or _says_a_notice(info.notices, self.notices)
+            said = info.warning_level or (bool(info.notices) and _says_a_notice(info.notices, self.notices))
             return ("warning" if said else "info"), False
 
         return self._note_error(number, text, info, rule, stage)
