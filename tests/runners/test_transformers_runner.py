@@ -7,6 +7,7 @@ PreTrainedTokenizerFast: any text round-trips, nothing is downloaded.
 from __future__ import annotations
 
 import importlib.util
+import time
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,12 @@ def test_runner_names_context_and_model_mismatches(tiny_hf_model: Path, tmp_path
         assert wrong.models == ["tiny"] and "tiny" in wrong.meaning
         too_long = smoke_request(server.base_url, "tiny", max_tokens=100)
         assert too_long.status == 400 and "maximum context length is 64 tokens" in too_long.meaning
+        # the runner logs the reason before it answers; vramtui's reader may not have taken the line yet,
+        # and a line read after vramtui's own "stopping the server" line is read as the stop's noise
+        deadline = time.monotonic() + 10
+        while not any("request refused with HTTP 400" in line.text for line in server.lines):
+            assert time.monotonic() < deadline, server.lines[-5:]
+            time.sleep(0.05)
         pid = server.pid
         log_file = Path(server.log_file or "")
     assert server.released is True and pid is not None and not procs.group_members(pid)
