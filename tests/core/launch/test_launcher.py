@@ -267,6 +267,48 @@ def test_a_refused_flag_of_the_users_own_is_not_called_another_program(tmp_path:
     ]
 
 
+BURST_THEN_WAIT = """#!{python}
+import os, sys, time
+for n in range(3000):
+    sys.stdout.write("load_tensors: layer %4d assigned to device CPU, is_swa = 0\\n" % n)
+sys.stdout.write("llama_model_load: error loading model: the last line before the stop\\n")
+sys.stdout.flush()
+open(os.environ["BURST_PRINTED"], "w").close()
+time.sleep(60)
+"""
+
+
+def test_lines_printed_before_the_stop_are_logged_before_its_stop_line(tmp_path: Path) -> None:
+    # CI met it: a refusal printed just before the stop was taken by the reader after vramtui's stop line,
+    # and the diagnosis read it as the stop's own noise. Every line printed before stop() precedes it.
+    server_script = tmp_path / "llama-server"
+    server_script.write_text(BURST_THEN_WAIT.format(python=sys.executable))
+    server_script.chmod(0o755)
+    (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
+    printed = tmp_path / "printed"
+    profile = Profile(
+        backend="llama.cpp",
+        model=str(tmp_path / "m.gguf"),
+        port=0,
+        program=str(server_script),
+        env={"BURST_PRINTED": str(printed)},
+    )
+    server = ModelServer(profile, log_dir=tmp_path / "runs")
+    server.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not printed.exists() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert printed.exists()
+    finally:
+        server.stop(grace_s=1.0)
+    texts = [line.text for line in server.lines]
+    stop_at = next(n for n, text in enumerate(texts) if text.startswith("vramtui: stopping the server"))
+    assert sum(text.startswith("load_tensors: layer") for text in texts[:stop_at]) == 3000
+    assert texts[stop_at - 1] == "llama_model_load: error loading model: the last line before the stop"
+    assert_nothing_left(server.pid)
+
+
 HEALTH_500 = """#!{python}
 import sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
