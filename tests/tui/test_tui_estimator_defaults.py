@@ -138,3 +138,29 @@ async def test_numbers_typed_beside_a_model_file_override_it_as_the_cli_flags_do
         shown = pane_view(pane)
     cli = cli_estimate(str(tiny_gguf), "--params", "8B", "--layers", "32", "--gpu-mem", "24GiB")
     assert shown == {key: cli[key] for key in KEYS}
+
+
+async def test_settings_the_engine_does_not_take_are_greyed_and_left_out(tiny_gguf: Path) -> None:
+    """QA 15: the pane offered GPU layers for vLLM (it places no layers by count) and flash attention for
+    its CPU build (which ignores it). Greyed out, with why, and the estimate is the CLI's without them."""
+    app = VramtuiApp(live_sampling=False, remember=False)
+    async with app.run_test(size=(200, 50)) as pilot:
+        pane = app.query_one(EstimatorPane)
+        pane.set_value("model", str(tiny_gguf))
+        pane.set_value("gpu_layers", "3")
+        await wait_for(pilot, lambda: pane.estimate is not None)
+        assert not pane.query_one("#est-gpu_layers").disabled
+        pane.query_one("#est-backend", Select).value = "vllm"
+        await wait_for(pilot, lambda: pane.estimate is not None and pane.estimate.backend == "vllm")
+        layers, flash = pane.query_one("#est-gpu_layers"), pane.query_one("#est-flash_attn")
+        assert layers.disabled and "vllm places no layers by count" in str(layers.tooltip)
+        assert not flash.disabled
+        vllm_gpu = pane_view(pane)
+        pane.query_one("#est-runs_on", Select).value = "cpu"
+        await wait_for(pilot, lambda: pane.query_one("#est-flash_attn").disabled)
+        assert "vllm's CPU build ignores it" in str(flash.tooltip)
+        pane.query_one("#est-backend", Select).value = "llama.cpp"
+        await wait_for(pilot, lambda: not pane.query_one("#est-gpu_layers").disabled)
+        assert not flash.disabled and layers.tooltip is None
+    cli = cli_estimate(str(tiny_gguf), "--gpu-mem", "24GiB", "--backend", "vllm")
+    assert vllm_gpu == {key: cli[key] for key in KEYS}

@@ -111,6 +111,37 @@ class InfoLoaded(Message):
         self.error = error
 
 
+def _select_field(name: str, label: str, options: tuple[str, ...]) -> Vertical:
+    # AUTO reads "default", as the wizard words an unset setting (QA: "flash attn auto" beside the
+    # wizard's "off" for llama-cpp-python, whose default is off)
+    select: Select[str] = Select(
+        [("default" if option == AUTO else option, option) for option in options],
+        value=options[0],
+        allow_blank=False,
+        id=f"est-{name}",
+        compact=True,
+    )
+    return Vertical(Horizontal(Label(label), select, classes="field-row"), classes=f"field -{name}")
+
+
+# The settings of the form that an engine may not take: its engine's knob, else why it is greyed out.
+_OPTIONAL_SETTINGS = ("gpu_layers", "flash_attn", "kv_dtype", "parallel")
+
+
+def settings_not_taken(backend: Any, on_cpu: bool) -> dict[str, str]:
+    """The form's settings `backend` has no knob for, or that its CPU build ignores, each with why: they
+    are greyed out and left out of the estimate (QA: GPU layers and flash attention offered for vLLM)."""
+    greyed: dict[str, str] = {}
+    for param in _OPTIONAL_SETTINGS:
+        if param == "gpu_layers" and not backend.offloads_layers:
+            greyed[param] = f"{backend.name} places no layers by count: all go where it runs"
+        elif backend.knob(param) is None:
+            greyed[param] = f"{backend.name} has no such setting"
+        elif on_cpu and param in backend.cpu_ignored:
+            greyed[param] = f"{backend.name}'s CPU build ignores it"
+    return greyed
+
+
 class EstimatorPane(Pane):
     PANE_TITLE = "Estimator"
     PANE_KEY = "3"
@@ -173,26 +204,14 @@ class EstimatorPane(Pane):
                             )
                         yield Static(classes="field-error", id=f"est-{spec.name}-error")
                     if spec.name == "head_dim":
-                        yield self._select_field("backend", "backend", BACKENDS)
+                        yield _select_field("backend", "backend", BACKENDS)
                     if spec.name == "parallel":
-                        yield self._select_field("kv_dtype", "KV dtype", KV_DTYPES)
-                        yield self._select_field("flash_attn", "flash attn", FLASH_ATTN)
+                        yield _select_field("kv_dtype", "KV dtype", KV_DTYPES)
+                        yield _select_field("flash_attn", "flash attn", FLASH_ATTN)
                     if spec.name == "card":
-                        yield self._select_field("runs_on", "runs on", RUNS_ON)
-                        yield self._select_field("view", "view", VIEWS)
+                        yield _select_field("runs_on", "runs on", RUNS_ON)
+                        yield _select_field("view", "view", VIEWS)
             yield Static(id="est-result")
-
-    def _select_field(self, name: str, label: str, options: tuple[str, ...]) -> Vertical:
-        # AUTO reads "default", as the wizard words an unset setting (QA: "flash attn auto" beside the
-        # wizard's "off" for llama-cpp-python, whose default is off)
-        select: Select[str] = Select(
-            [("default" if option == AUTO else option, option) for option in options],
-            value=options[0],
-            allow_blank=False,
-            id=f"est-{name}",
-            compact=True,
-        )
-        return Vertical(Horizontal(Label(label), select, classes="field-row"), classes=f"field -{name}")
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -284,6 +303,15 @@ class EstimatorPane(Pane):
         elif event.value == "gpu" and card == ram:
             self.set_value("card", DEFAULT_CARD)
 
+    @on(Select.Changed, "#est-backend")
+    @on(Select.Changed, "#est-runs_on")
+    def _grey_settings_not_taken(self) -> None:
+        greyed = settings_not_taken(ENGINES[self.value("backend")], self.value("runs_on") == "cpu")
+        for name in _OPTIONAL_SETTINGS:
+            widget = self.query_one(f"#est-{name}")
+            widget.disabled = name in greyed
+            widget.tooltip = greyed.get(name)
+
     @on(Input.Changed)
     @on(Select.Changed)
     def _changed(self, event: Message) -> None:
@@ -342,6 +370,9 @@ class EstimatorPane(Pane):
             kv_dtype="" if kv_dtype == AUTO else kv_dtype,  # the backend's own, as the CLI's default
             flash_attn=self.value("flash_attn"),
         )
+        for name in _OPTIONAL_SETTINGS:  # a greyed-out setting is the engine's own: as if left empty
+            if self.query_one(f"#est-{name}").disabled:
+                texts[name] = AUTO if name == "flash_attn" else ""
         from vramtui.core.estimate.inputs import InputError, split_flags
 
         try:
