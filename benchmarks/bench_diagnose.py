@@ -394,7 +394,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # 7b5f0ea: stage 3/3, class 3/3, first error 1/1, calm 1/2, engine 3/3 (held-out: stage 2/2, class 2/2,
     # calm 1/2); round 49 (3 committed healthy logs; 1 training, 2 held-out) at ab9d866: stage 3/3, class 3/3,
     # calm 1/1, quiet 2/2, engine 3/3 (held-out: stage 2/2, class 2/2, quiet 2/2); round 50 (2 failures, both
-    # held-out) at 18bcd22: stage 1/2, class 2/2, first error 2/2, engine 2/2.
+    # held-out) at 18bcd22: stage 1/2, class 2/2, first error 2/2, engine 2/2; round 51 (11 committed logs; 6
+    # training, 5 held-out) at 7f45aa7: stage 7/11, class 6/11, first error 3/3, quiet 3/4, calm 1/2, engine
+    # 11/11 (held-out: stage 3/5, class 3/5, first error 2/2, quiet 1/1, calm 0/1).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -501,6 +503,7 @@ LATER_ROUNDS = (
     ("round48.jsonl", "round 48, both parts (committed logs; nineteenth session, third"),
     ("round49.jsonl", "round 49, both parts (committed healthy logs; twentieth session"),
     ("round50.jsonl", "round 50, held-out (a thread's paste and a transcript; twentieth session"),
+    ("round51.jsonl", "round 51, both parts (committed logs; twenty-first session"),
 )
 
 

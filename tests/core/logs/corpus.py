@@ -65,6 +65,7 @@ FILES = (
     LOGS / "round48.jsonl",
     LOGS / "round49.jsonl",
     LOGS / "round50.jsonl",
+    LOGS / "round51.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -86,6 +86,8 @@ CAUSE_WORDS: dict[str, str] = {
     "kernel_assert": "a GPU kernel's own check failed (a device-side assert)",
     "library_missing": "a shared library the engine needs was not found (its build or install does not match)",
     "nan_in_compute": "a kernel produced NaN or inf, and the engine stopped (a numeric fault, not memory)",
+    "quant_kernel_missing": "the kernel for the checkpoint's quantization (FP4, FP8, Marlin ...) is not built "
+    "for this card",
     "no_kernel_image": "the engine's GPU code was not built for this card (no kernel for its compute capability)",
     "triton_image": "a Triton kernel compiled for this card could not be loaded by its driver",
     "shift_unsupported": "a slot's context filled up, and this model's cache cannot drop its oldest tokens "
@@ -600,6 +602,16 @@ ADVICE: tuple[AdviceRow, ...] = (
         (
             "Convert the checkpoint to GGUF (llama.cpp's convert_hf_to_gguf.py on the Hugging Face "
             "folder), or download a GGUF of the model.",
+        ),
+    ),
+    AdviceRow(
+        "unsupported_quant",
+        "quant_kernel_missing",
+        (
+            "Not a memory failure: the GEMM kernel for this checkpoint's quantization has no code for this "
+            "card (a new one, such as a GB10 or an RTX 50-series, before its build caught up; or one below the "
+            "method's minimum capability). Use a checkpoint in another format (FP8 or 16-bit instead of NVFP4, "
+            "or AWQ / GPTQ), or an engine build made for this card's compute capability.",
         ),
     ),
     AdviceRow(

@@ -67,7 +67,7 @@ class _LineInfo:
     chained: bool = False
     warning_level: bool = False
     notices: tuple[NoticeRule, ...] = ()
-    recovery: bool = False
+    recovery: tuple[NoticeRule, ...] = ()  # the recoveries the line says
     figures: tuple[tuple[str, str | None, int | float, bool], ...] = ()
     backends: tuple[str, ...] = ()
     quant_words: bool = False
@@ -350,7 +350,7 @@ def _analyze_detail(text: str) -> tuple[_LineInfo | None, tuple[ls.FigureRule, .
     notices = tuple(rule for entry in filed for rule in entry[2] if _matches(rule, low))
     if error is not None and not error.strong and any(_no_failure(n) for n in notices):
         error = None  # a slower kernel chosen, logged at ERROR level (vLLM's fa_utils): the run goes on
-    recovery = any(_matches(rule, low) for entry in filed for rule in entry[3])
+    recovery = tuple(rule for entry in filed for rule in entry[3] if _matches(rule, low))
     figures, figure_rules = _extract_figures(
         text,
         (

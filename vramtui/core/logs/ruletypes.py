@@ -77,6 +77,9 @@ class NoticeRule:
     # A mark this one is said only with: every layer on the CPU is news only where a GPU was found or
     # asked for (a CPU-only machine runs there on purpose).
     requires: str = ""
+    # A recovery's reach: the error causes it clears, space-separated ("": every start-up error, as a
+    # retry that loads the model after all). A request served after the KV cache was full clears "kv_full".
+    clears: str = ""
     regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -221,9 +224,12 @@ class FrameRule:
     (transformers' `KeyError: 'qwen3'` out of configuration_auto.py is a model type it does not know)."""
 
     anchor: str  # lower case, in the frame's `File "...", line N, in NAME` line
-    exception: str  # the exception's class name, as the line states it
+    exception: str  # the exception's class name, as the line states it ("": any)
     rule: ErrorRule
     backend: str = ""
+    # The cause of the exception line's own rule this frame makes finer ("": a bare exception's): CUDA's
+    # "no kernel image" raised in a quantized GEMM is the quantization's kernel missing for this card
+    refines: str = ""
 
 
 Slots = tuple[tuple[str, tuple], ...]  # (slot, rules): where in a table an engine's rules go

@@ -285,7 +285,11 @@ class LogState:
         if info.stage is not None:
             self._enter_stage(number, text, info.stage, info.error is not None)
         if info.recovery:
-            self._clear_startup_errors(number, text, always=True)
+            causes = {cause for rule in info.recovery for cause in rule.clears.split()}
+            if any(not rule.clears for rule in info.recovery):
+                self._clear_startup_errors(number, text, always=True)
+            elif causes:
+                self._clear_errors_of(number, text, causes)
 
         if info.header:
             if self.tb_open and self.tb_frames:
@@ -312,6 +316,8 @@ class LogState:
         if info.exception is not None and (rule is None or rule.cause in _GENERIC_WEAK):
             # a bare exception (behind a log level's generic "ERROR" at most): its frame may say more
             rule = self._frame_rule(info.exception) or rule or _EXCEPTION_RULE
+        elif info.exception is not None and rule is not None and self.tb_frame_rules:
+            rule = self._frame_rule(info.exception, rule.cause) or rule
         if rule is None:
             if info.header:
                 return "error", False
@@ -380,10 +386,11 @@ class LogState:
         self.weak = _Found(number, text, kept, weak.stage, weak.defaulted)
         return True
 
-    def _frame_rule(self, exception: str) -> ErrorRule | None:
-        """What a bare exception means by the frame it was raised in (the innermost that says)."""
+    def _frame_rule(self, exception: str, refines: str = "") -> ErrorRule | None:
+        """What a bare exception (or one whose rule has the cause `refines`) means by the frame it was
+        raised in (the innermost that says)."""
         for frame_rule in reversed(self.tb_frame_rules):
-            if frame_rule.exception == exception:
+            if frame_rule.refines == refines and frame_rule.exception in ("", exception):
                 return frame_rule.rule
         return None
 
@@ -544,6 +551,18 @@ class LogState:
             self.recovered.append(_quote(number, text))  # a crash loop recovers thousands of times
         if always:
             self.tb_open = False
+
+    def _clear_errors_of(self, number: int, text: str, causes: set[str]) -> None:
+        """A recovery of some causes only (a request served after the KV cache was full): the errors of
+        those causes are cleared, wherever they sit; any other error stands."""
+        cleared = False
+        for name in ("strong", "weak"):
+            found: _Found | None = getattr(self, name)
+            if found is not None and found.rule is not None and found.rule.cause in causes:
+                setattr(self, name, None)
+                cleared = True
+        if cleared and len(self.recovered) < _RECOVERIES_QUOTED:
+            self.recovered.append(_quote(number, text))
 
     def _add_figure(self, key: str, device: str | None, value: int | float, per_device: bool) -> None:
         if key.endswith(CACHE_PART_MARK):

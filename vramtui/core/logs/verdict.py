@@ -386,7 +386,9 @@ def _incomplete(state: LogState, failed: bool, furthest: int) -> bool:
     if state.exit_code not in (None, 0):
         return False
     came_up = furthest >= STAGE_INDEX["ready"] or state.progress_seen & {"listening", "served"}
-    return state.startup_seen and not came_up
+    # a milestone shows a start as well as a stage line does (vLLM's "Resolved architecture": files found)
+    started = state.startup_seen or bool(state.progress_seen & {"files", "weights", "cache"})
+    return started and not came_up
 
 
 def _killed_then(pick: _Pick, state: LogState, furthest: int) -> _Pick:

@@ -1060,9 +1060,30 @@ RECOVERIES: tuple[NoticeRule, ...] = (
         r"(?:compute buffer|allocation) .*retrying with",
         backend="llama.cpp",
     ),
+    # llama-server retried a batch the full KV cache could not take (smaller, or after purging another
+    # slot's cached prompt) and the prompt went through: the request was served, the KV error is over
+    NoticeRule(
+        "prompt done",
+        "recovery",
+        "the request went through after the KV cache was full",
+        r"update_slots: .*prompt done",
+        backend="llama.cpp",
+        clears="kv_full",
+    ),
 )
 
 NOTICES: tuple[NoticeRule, ...] = (
+    # the KV cache filled while serving and llama-server made room: a request served this way is slower,
+    # and a purged slot's cached prompt is processed again next time
+    NoticeRule(
+        "retrying with smaller",
+        "kv_pressure",
+        "the KV cache filled while serving: llama-server retried with a smaller batch or purged a slot's "
+        "cached prompt; each slot's share of the context is small: fewer slots (--parallel) or a bigger "
+        "--ctx-size",
+        r"free space in the kv cache, retrying with smaller",
+        backend="llama.cpp",
+    ),
     NoticeRule(
         "flash attention was auto, set to disabled",
         "kernel_fallback",

@@ -663,12 +663,14 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         "weight-only fp8",
         "kernel_fallback",
         "this GPU has no native FP8: vLLM runs the FP8 weights weight-only through Marlin (slower than native)",
+        r"^(?!.*does not have native support).*weight-only fp8",  # that line is said above, once
         backend="vllm",
     ),
     NoticeRule(
         "weight-only fp4",
         "kernel_fallback",
         "this GPU has no native FP4: vLLM runs the FP4 weights weight-only through Marlin (slower than native)",
+        r"^(?!.*does not have native support).*weight-only fp4",  # that line is said above, once
         backend="vllm",
     ),
     NoticeRule(
@@ -975,6 +977,18 @@ FRAMES: tuple[FrameRule, ...] = (
         "AssertionError",
         ErrorRule("", "loader_shape_assert", "shape_mismatch", stage="load_weights", backend="vllm"),
         backend="vllm",
+    ),
+    # CUDA's "no kernel image" out of a quantized GEMM (FlashInfer's mm_fp4, CUTLASS's scaled_mm, Marlin,
+    # a method of vLLM's quantization package): this card has no kernel for the checkpoint's format
+    *(
+        FrameRule(
+            anchor,
+            "",
+            ErrorRule("", "quant_kernel_missing", "unsupported_quant", backend="vllm"),
+            backend="vllm",
+            refines="no_kernel_image",
+        )
+        for anchor in ("layers/quantization/", "mm_fp4", "scaled_mm", "marlin")
     ),
 )
 
