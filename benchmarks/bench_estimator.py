@@ -607,7 +607,9 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # UD recipe's bf16 output weight, listed). Round 33 (3 vLLM logs, training; two models' config.json not
     # found, left out) at 88ba73e: weights 1/1 (Qwen3-32B over two GPUs; its card and compute not printed).
     # Round 34 found no row. Round 35 (1 llama.cpp log of ggml-org's CI, a V100, training) at b21c577:
-    # KV 1/1, weights 2/2, compute 2/2.
+    # KV 1/1, weights 2/2, compute 2/2. Round 36 (a llama.cpp log of ggml-org's CI, held-out; 3 vLLM logs,
+    # training, two of models whose config.json was not found, left out) at 7f45aa7: llama.cpp KV 1/1,
+    # weights 2/2, compute 2/2; vLLM weights 1/1 (a reranker on Qwen3-8B's shapes; its card not printed).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -648,6 +650,7 @@ _NEWEST_ROUNDS = {
     "round32.jsonl": "round 32 (an A4000's partial offload and a Metal run, nineteenth session, first)",
     "round33.jsonl": "round 33 (vLLM runs of 2026, nineteenth session, second)",
     "round35.jsonl": "round 35 (a V100 run of ggml-org's CI, twentieth session)",
+    "round36.jsonl": "round 36 (a V100 run of ggml-org's CI and vLLM runs of 2026, twenty-first session)",
 }
 
 

@@ -49,6 +49,8 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("Phi-4 (", "microsoft--phi-4.config.json"),
     ("Qwen/Qwen3-1.7B", "Qwen--Qwen3-1.7B.config.json"),
     ("Qwen/Qwen3-8B", "Qwen--Qwen3-8B.config.json"),
+    # built on Qwen3-8B-Base (its model card), the shapes unchanged (the vocabulary 267 rows shorter: 4 MiB)
+    ("Qwen/Qwen3-Reranker-8B", "Qwen--Qwen3-8B.config.json"),
     # the base and the instruct model share their shapes
     ("Qwen/Qwen2.5-0.5B", "Qwen--Qwen2.5-0.5B-Instruct.config.json"),
     ("Qwen/Qwen3-Next-80B-A3B", "Qwen--Qwen3-Next-80B-A3B.config.json"),
