@@ -26,7 +26,7 @@ def test_a_setting_left_to_the_engine_reads_as_its_default_and_the_wait_is_said(
 def test_a_step_that_answers_over_the_budget_is_not_called_stopped_at_a_stage() -> None:
     from vramtui.cli.wizard import _print_step
     from vramtui.core.wizard.observe import Observation
-    from vramtui.core.wizard.propose import Proposal
+    from vramtui.core.wizard.proposal import Proposal
     from vramtui.core.wizard.wizard import Step
 
     # step 1 of a real session (wizard --attach, tiny model, a 40 MiB RSS budget)

@@ -21,7 +21,7 @@ from textual.pilot import Pilot
 from textual.widgets import Footer, Input
 from textual.widgets._footer import FooterKey
 
-from vramtui.core.wizard.propose import value_word
+from vramtui.core.wizard.proposal import value_word
 from vramtui.tui.app import ConfirmQuit, VramtuiApp
 from vramtui.tui.panes.estimator import FIELDS, EstimatorPane
 from vramtui.tui.panes.wizard import WizardPane

@@ -166,7 +166,7 @@ def step_status(data: dict[str, Any]) -> str:
 
 def _print_step(step: Any, out: Any) -> None:
     from vramtui.core.logs.analysis import clip_words
-    from vramtui.core.wizard.propose import value_word
+    from vramtui.core.wizard.proposal import value_word
     from vramtui.tui.words import figure_words, in_words, outcome_words
 
     data = step.to_dict()
@@ -298,7 +298,7 @@ def report(
         if not result.success and last is not None and last.runs_over_budget:
             verdict = "it answers, still over the budget"  # an attached server: up, judged by its peak
         print(f"\n{verdict}: {in_words(result.reason)}")
-        from vramtui.core.wizard.propose import value_word
+        from vramtui.core.wizard.proposal import value_word
 
         params = ", ".join(f"{name} = {value_word(value)}" for name, value in sorted(final.params.items()))
         print(

@@ -233,7 +233,7 @@ def in_words(text: str) -> str:
 def record_words(backend: str | None) -> Callable[[str, Any], str]:
     """How a wizard record's cells read in its Markdown report (core/wizard/steprecord.to_markdown): the
     outcome, stage and failure in words, a setting by the engine's own knob, a switch on/off."""
-    from vramtui.core.wizard.propose import value_word
+    from vramtui.core.wizard.proposal import value_word
 
     knob = _knob_reader(backend)
 

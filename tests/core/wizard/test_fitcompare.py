@@ -102,7 +102,7 @@ def test_the_prediction_is_set_beside_the_buffers_the_engine_printed() -> None:
     """vLLM's CPU build prints its KV cache alone: its step says the predicted KV cache beside it, not every
     buffer (the weights' gigabytes read as a miss that is not one)."""
     from vramtui.core.wizard.observe import Observation
-    from vramtui.core.wizard.propose import Proposal
+    from vramtui.core.wizard.proposal import Proposal
     from vramtui.core.wizard.verify import predicted_against_printed
 
     proposal = Proposal("context", 32768, 8192, "why", predicted_mib=3300.0)

@@ -44,7 +44,7 @@ from vramtui.core.memory.sampling import HostSource, NvmlSource, Sample, Sampler
 from vramtui.core.memory.series import run_readings
 from vramtui.core.units import MIB
 from vramtui.core.wizard.observe import Observation
-from vramtui.core.wizard.propose import Proposal
+from vramtui.core.wizard.proposal import Proposal
 from vramtui.core.wizard.wizard import Wizard
 
 WAYS = ("restart", "take_over")

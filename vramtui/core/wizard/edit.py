@@ -13,7 +13,7 @@ from pathlib import Path
 from vramtui.core.backends import switch
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.profile import Profile
-from vramtui.core.wizard.propose import Proposal, value_word
+from vramtui.core.wizard.proposal import Proposal, value_word
 
 
 def _typed(text: str) -> object:

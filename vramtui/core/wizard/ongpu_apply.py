@@ -21,7 +21,7 @@ from vramtui.core.launch.profile import Profile
 from vramtui.core.wizard.budget import MemoryModel
 from vramtui.core.wizard.observe import Observation, observe
 from vramtui.core.wizard.ongpu import GOAL, SLOW, OnGpuPlan
-from vramtui.core.wizard.propose import Proposal
+from vramtui.core.wizard.proposal import Proposal
 from vramtui.core.wizard.steprecord import StepRecorder, new_record_path
 from vramtui.core.wizard.verify import took_effect
 from vramtui.core.wizard.wizard import Step

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 
 from vramtui.core.backends.base import kv_set_outright
 from vramtui.core.wizard.budget import changed, current_value
+from vramtui.core.wizard.proposal import Proposal, same_value
 
 if TYPE_CHECKING:
     from vramtui.core.launch.profile import Profile
     from vramtui.core.wizard.ladders import Rung
     from vramtui.core.wizard.observe import Observation
-    from vramtui.core.wizard.propose import Proposal, Proposer
+    from vramtui.core.wizard.propose import Proposer
 
 # The steps that can make one request fit the bytes given: fewer tokens, or fewer bytes per token.
 HELPS = ("context", "kv_dtype")
@@ -33,15 +34,13 @@ def outright_proposal(proposer: Proposer, profile: Profile, rungs: list[Rung]) -
     """The least drastic change that makes one request fit the bytes set, or None with the stop reason
     in the proposer's findings. Rungs are taken in ladder order; a value the estimate cannot judge is
     not proposed (there is no cautious step here: the check is exact)."""
-    from vramtui.core.wizard.propose import Proposal, _same_value
-
     model = proposer.model
     for rung in rungs:
         if rung.move == "advice" or rung.param not in HELPS:
             continue
         current = current_value(profile, rung.param)
         for value in proposer.candidates(rung, current, profile):
-            if _same_value(value, current):
+            if same_value(value, current):
                 continue
             if model.holds_one_request(changed(profile, [(rung.param, value)])):
                 size = profile.params.get("kv_cache_memory")

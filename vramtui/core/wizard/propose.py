@@ -7,7 +7,6 @@ cautious halving. When nothing on the ladder helps, the findings say why and wha
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from vramtui.core.wizard.budget import MemoryModel, changed, current_value, need
 from vramtui.core.wizard.ladders import GGUF_QUANT_ORDER, MEMORY_FAILURES, NOT_MEMORY, Rung
 from vramtui.core.wizard.observe import Observation
 from vramtui.core.wizard.outright import outright_proposal, outright_too_small
+from vramtui.core.wizard.proposal import Proposal, same_value, value_word
 from vramtui.core.wizard.reach import engine_alone_over, out_of_reach, slot_share_words, useful_context
 
 
@@ -49,61 +49,6 @@ def _free_context_move(
 def switched_on(current: object) -> object:
     """On, spelled as the setting is now (a profile's "off" becomes "on", a bool True)."""
     return "on" if isinstance(current, str) else True
-
-
-def value_word(value: object) -> str:
-    """A setting's value as people read it: a switch is on/off, an unset one the engine's default."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return "default" if value is None else str(value)
-
-
-@dataclass
-class Proposal:
-    param: str
-    from_: object
-    to: object
-    why: str
-    rung: str = ""
-    knob: str | None = None
-    predicted_mib: float | None = None
-    # the same prediction per buffer (weights, KV cache, compute), to set beside the ones the engine prints
-    predicted_parts: dict[str, float] = dataclasses.field(default_factory=dict)
-    advice_only: bool = False
-    # Set when this step only prepares the next (flash attention before a quantized V cache).
-    then: tuple[str, object] | None = None
-
-    # Set when the user typed the value: the proposal's own figures were for another (QA 6).
-    edited_from: object | None = None
-
-    def edited(self, value: object) -> Proposal:
-        return dataclasses.replace(
-            self,
-            to=value,
-            why=f"edited by the user to {value_word(value)} (proposed: {value_word(self.to)})",
-            predicted_mib=None,
-            predicted_parts={},
-            edited_from=self.to,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "param": self.param,
-            "from": self.from_,
-            "to": self.to,
-            "why": self.why,
-            "rung": self.rung,
-            "knob": self.knob,
-            "predicted_mib": None if self.predicted_mib is None else round(self.predicted_mib, 1),
-            "advice_only": self.advice_only,
-        }
-
-    def describe(self) -> str:
-        knob = f" ({self.knob})" if self.knob else ""
-        return f"{self.param}{knob}: {self.change()} — {self.why}"
-
-    def change(self) -> str:
-        return f"{value_word(self.from_)} → {value_word(self.to)}"
 
 
 @dataclass
@@ -244,10 +189,6 @@ def _printed_flash(obs: Observation) -> bool | None:
     if said in {"0", "false", "off", "disabled", "no"}:
         return False
     return None
-
-
-def _same_value(a: object, b: object) -> bool:
-    return str(a).strip().lower() == str(b).strip().lower()
 
 
 def stage_from_facts(obs: Observation) -> str:
@@ -575,7 +516,7 @@ class Proposer:
             return None
         param, value, why = named
         current = current_value(profile, param)
-        if _same_value(value, current):
+        if same_value(value, current):
             return None
         label = f"the change {self.backend.name}'s own message names"
         return Proposal(param, current, value, why, label, self.backend.knob_words(param))
@@ -717,7 +658,7 @@ class Proposer:
         values = self.candidates(rung, current, profile)
         if param == "flash_attn" and self._flash_in_effect(profile):
             values = []  # the engine said it is on already: proposing it would change nothing
-        values = [v for v in values if not _same_value(v, current)]  # never the value the run has
+        values = [v for v in values if not same_value(v, current)]  # never the value the run has
         if not values:
             return None, None
         before = self.model.predict(profile)

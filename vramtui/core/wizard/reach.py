@@ -26,7 +26,7 @@ from vramtui.core.wizard.budget import (
 from vramtui.core.wizard.observe import Observation, part_bytes
 
 if TYPE_CHECKING:
-    from vramtui.core.wizard.propose import Proposal
+    from vramtui.core.wizard.proposal import Proposal
 
 
 def useful_context(model: MemoryModel, profile: Profile) -> int | None:
@@ -61,7 +61,7 @@ def out_of_reach(
 ) -> tuple[list[str], str] | None:
     """(advice, stop reason) when every move at once still needs more than the room, by the estimate
     itself and not its safety margin (a step within the margin may still run); None when they may fit."""
-    from vramtui.core.wizard.propose import value_word
+    from vramtui.core.wizard.proposal import value_word
 
     if not moves:
         return None

@@ -13,7 +13,8 @@ from vramtui.core.memory.parts import LABELS
 from vramtui.core.units import MIB
 from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes, whole_or_none
 from vramtui.core.wizard.observe import BUFFER_PARTS, Observation, part_bytes
-from vramtui.core.wizard.propose import Proposal, quant_of
+from vramtui.core.wizard.proposal import Proposal
+from vramtui.core.wizard.propose import quant_of
 
 
 def verify(

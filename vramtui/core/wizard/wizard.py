@@ -31,7 +31,8 @@ from vramtui.core.wizard.budget import (
 )
 from vramtui.core.wizard.ladders import Rung
 from vramtui.core.wizard.observe import Observation, observe
-from vramtui.core.wizard.propose import Findings, Proposal, Proposer, _nice_below, sibling_files, value_word
+from vramtui.core.wizard.proposal import Proposal, value_word
+from vramtui.core.wizard.propose import Findings, Proposer, _nice_below, sibling_files
 from vramtui.core.wizard.steprecord import StepRecorder, new_record_path
 from vramtui.core.wizard.stress import StressResult, rising_floor, stress_check
 from vramtui.core.wizard.verify import verify

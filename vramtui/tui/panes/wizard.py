@@ -375,7 +375,7 @@ class WizardPane(Pane):
             self.notify("Nothing proposed to edit yet (press n).", timeout=3)
             return
         edit = self.query_one("#wiz-edit", Input)
-        from vramtui.core.wizard.propose import value_word
+        from vramtui.core.wizard.proposal import value_word
 
         edit.value = value_word(self.proposal.to)  # "on", as the proposal reads, not True
         label = self.query_one("#wiz-edit-label", Static)

@@ -1,0 +1,67 @@
+"""One proposed change of the wizard, and how its values read: shared by the proposer, the outright-KV
+rule, the verifier and the views (kept apart from propose.py, which imports the rules that make them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+def value_word(value: object) -> str:
+    """A setting's value as people read it: a switch is on/off, an unset one the engine's default."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "default" if value is None else str(value)
+
+
+@dataclass
+class Proposal:
+    param: str
+    from_: object
+    to: object
+    why: str
+    rung: str = ""
+    knob: str | None = None
+    predicted_mib: float | None = None
+    # the same prediction per buffer (weights, KV cache, compute), to set beside the ones the engine prints
+    predicted_parts: dict[str, float] = dataclasses.field(default_factory=dict)
+    advice_only: bool = False
+    # Set when this step only prepares the next (flash attention before a quantized V cache).
+    then: tuple[str, object] | None = None
+
+    # Set when the user typed the value: the proposal's own figures were for another (QA 6).
+    edited_from: object | None = None
+
+    def edited(self, value: object) -> Proposal:
+        return dataclasses.replace(
+            self,
+            to=value,
+            why=f"edited by the user to {value_word(value)} (proposed: {value_word(self.to)})",
+            predicted_mib=None,
+            predicted_parts={},
+            edited_from=self.to,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "param": self.param,
+            "from": self.from_,
+            "to": self.to,
+            "why": self.why,
+            "rung": self.rung,
+            "knob": self.knob,
+            "predicted_mib": None if self.predicted_mib is None else round(self.predicted_mib, 1),
+            "advice_only": self.advice_only,
+        }
+
+    def describe(self) -> str:
+        knob = f" ({self.knob})" if self.knob else ""
+        return f"{self.param}{knob}: {self.change()} — {self.why}"
+
+    def change(self) -> str:
+        return f"{value_word(self.from_)} → {value_word(self.to)}"
+
+
+def same_value(a: object, b: object) -> bool:
+    return str(a).strip().lower() == str(b).strip().lower()
