@@ -66,6 +66,7 @@ FILES = (
     LOGS / "round49.jsonl",
     LOGS / "round50.jsonl",
     LOGS / "round51.jsonl",
+    LOGS / "round52.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
