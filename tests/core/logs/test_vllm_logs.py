@@ -133,7 +133,11 @@ def test_each_failure_is_read_with_the_knob_and_number_from_its_log(name: str) -
 
 def test_a_head_size_the_cpu_kernels_do_not_take_is_said_as_such() -> None:
     # QA 14: the summary said "the engine does not know this model architecture" for a known qwen2
-    assert "CPU attention kernels do not take this model's head size" in _read("cpu-attn-head-dim").summary
+    diagnosis = _read("cpu-attn-head-dim")
+    assert "CPU attention kernels do not take this model's head size" in diagnosis.summary
+    # QA 15: the served request's "200 OK" stood in the evidence unexplained; it is where inference began
+    began = [line for line in diagnosis.evidence if '"POST /v1/chat/completions HTTP/1.1" 200 OK' in line]
+    assert began and began[0].startswith("line 105 (inference began): ")
 
 
 def test_the_share_is_read_from_the_refusal_not_from_its_hint() -> None:

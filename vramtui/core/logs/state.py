@@ -132,8 +132,10 @@ class _ChainWatch:
         return rule.strong and earlier is not None and rule.failure != earlier.failure
 
 
-def _quote(number: int, text: str) -> str:
-    return f"line {number}: {_clip(text, MAX_QUOTE)}"
+def _quote(number: int, text: str, what: str = "") -> str:
+    """ "line N: text", or "line N (what it shows): text" """
+    said = f" ({what})" if what else ""
+    return f"line {number}{said}: {_clip(text, MAX_QUOTE)}"
 
 
 def _adopt_own_traceback(found: _Found | None, start: tuple[int, str] | None, stage: str) -> None:

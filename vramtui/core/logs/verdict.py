@@ -454,7 +454,10 @@ def _evidence(state: LogState, pick: _Pick) -> list[str]:
         if pick.cut is not None and pick.cut is not found:
             evidence.append(_quote(pick.cut.number, pick.cut.text))
         if state.last_stage_line is not None and state.last_stage_line[0] < found.number:
-            evidence.append(_quote(*state.last_stage_line))
+            # said as what it is: a served request's "200 OK" is where the stage began, not a failure
+            evidence.append(
+                _quote(*state.last_stage_line, what=f"{state.current} began" if state.current else "")
+            )
     evidence.extend(f"recovered: {line}" for line in state.recovered)
     return list(dict.fromkeys(evidence))
 
