@@ -5,7 +5,6 @@ number from its log, and the change the wizard makes first (the one vLLM's messa
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 
 import pytest
