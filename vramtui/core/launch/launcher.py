@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import os
 import re
-import select
 import shlex
 import shutil
 import signal
@@ -35,6 +34,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.launch import procs
 from vramtui.core.launch.billcheck import LaunchEstimate, run_bill
 from vramtui.core.launch.health import HealthProbe
+from vramtui.core.launch.pipe import LineReader
 from vramtui.core.launch.profile import Profile, missing_program
 from vramtui.core.launch.smoke import SmokeResult, replay_request, smoke_request
 from vramtui.core.logs.stages import STAGES
@@ -434,8 +434,7 @@ class ModelServer:
         self.budget_mode: str | None = None  # "host" | "gpu"
         self.budget_exceeded = False
         self._log_handle: IO[str] | None = None
-        self._reader: threading.Thread | None = None
-        self._reader_waiting = threading.Event()  # set while the reader waits on an empty pipe
+        self._reader: LineReader | None = None
         self._watch: Any | None = None
         self._lock = threading.Lock()
         self._ready_seen = threading.Event()
@@ -536,7 +535,8 @@ class ModelServer:
             budget_on_gpu(self.sample_source, self.profile),
             first_card_bytes(self.sample_source),
         )
-        self._reader = threading.Thread(target=self._read_output, name="vramtui-server-log", daemon=True)
+        assert self.proc.stdout is not None
+        self._reader = LineReader(self.proc.stdout, self._record_line, self._close_log)
         self._reader.start()
         self._start_watch()
         return self
@@ -595,43 +595,6 @@ class ModelServer:
         self._record_line(message, feed=False)
         if self.proc is not None:
             threading.Thread(target=procs.stop_group, args=(self.proc, 2.0), daemon=True).start()
-
-    def _read_output(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        # Raw reads, so that stop() can tell "every line printed so far is recorded" (waiting, and an empty
-        # pipe) from "lines still on their way".
-        fd, pending = self.proc.stdout.fileno(), b""
-        while True:
-            self._reader_waiting.set()
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except OSError:
-                chunk = b""
-            self._reader_waiting.clear()
-            if not chunk:
-                break
-            *lines, pending = (pending + chunk).split(b"\n")
-            for raw in lines:
-                self._record_line(raw.decode("utf-8", errors="replace").rstrip("\r"))
-        if pending:
-            self._record_line(pending.decode("utf-8", errors="replace").rstrip("\r"))
-        self._close_log()
-
-    def _let_reader_catch_up(self, limit_s: float = 1.0) -> None:
-        """Wait (briefly) until the lines the server printed before the stop are in the log: a line taken
-        after vramtui's stop line is read as the stop's own noise (a refusal, the error that ended the run)."""
-        stdout = self.proc.stdout if self.proc is not None else None
-        if self._reader is None or stdout is None or not self._reader.is_alive():
-            return
-        deadline = time.monotonic() + limit_s
-        while time.monotonic() < deadline:
-            try:
-                in_pipe = bool(select.select([stdout], [], [], 0)[0])
-            except (OSError, ValueError):
-                return
-            if self._reader_waiting.is_set() and not in_pipe:
-                return
-            time.sleep(0.005)
 
     def _record_line(self, text: str, feed: bool = True) -> None:
         t = time.time()
@@ -767,7 +730,8 @@ class ModelServer:
             self._died_on_its_own = True  # what stop_group sends now reaches only what it left behind
         if self.proc.poll() is None:
             self.stopped_by_us = True
-            self._let_reader_catch_up()
+            if self._reader is not None:
+                self._reader.catch_up()
             # Into the run log: a kill after this line is ours, not the OOM killer's (the diagnosis reads it).
             self._record_line(f"vramtui: stopping the server (SIGTERM, then SIGKILL after {grace_s:g} s)")
         procs.stop_group(self.proc, grace_s=grace_s)
