@@ -287,11 +287,7 @@ class LogState:
         if info.stage is not None:
             self._enter_stage(number, text, info.stage, info.error is not None)
         if info.recovery:
-            causes = {cause for rule in info.recovery for cause in rule.clears.split()}
-            if any(not rule.clears for rule in info.recovery):
-                self._clear_startup_errors(number, text, always=True)
-            elif causes:
-                self._clear_errors_of(number, text, causes)
+            recover(self, number, text, info.recovery)
 
         if info.header:
             if self.tb_open and self.tb_frames:
@@ -463,7 +459,7 @@ class LogState:
         if stage != "inference" or not is_error:
             self.startup_seen = True
         if stage == "ready":
-            self._clear_startup_errors(number, text)
+            clear_startup_errors(self, number, text)
 
     def _note_hint(self, number: int, text: str) -> None:
         """An exception just after the first error that says what to change (the engine's own hint)."""
@@ -534,38 +530,6 @@ class LogState:
             self.cut_tb = _Found(self.tb_start[0], self.tb_start[1], None, stage)
             self.cut_memory = self.tb_memory
 
-    def _clear_startup_errors(self, number: int, text: str, always: bool = False) -> None:
-        cleared = False
-        optional = self.notices.get(f"mark:{OPTIONAL_WARMUP}")
-        for name in ("strong", "weak", "cut_tb"):
-            found: _Found | None = getattr(self, name)
-            if found is not None and not always and _oom_in_warmup(found, self.notices.get("mark:warmup")):
-                if not _oom_in_warmup(found, optional):
-                    continue  # the server came up, but the smallest batch did not fit: no request will
-                # a warm-up the server runs without (a vision encoder's): its failure is said, not the run's
-                self.notices.setdefault(
-                    f"{OPTIONAL_WARMUP}:{found.number}", (found.number, found.text, _SKIPPED)
-                )
-            if found is not None and (always or STAGE_INDEX[found.stage] < STAGE_INDEX["ready"]):
-                setattr(self, name, None)
-                cleared = True
-        if (cleared or always) and len(self.recovered) < _RECOVERIES_QUOTED:
-            self.recovered.append(_quote(number, text))  # a crash loop recovers thousands of times
-        if always:
-            self.tb_open = False
-
-    def _clear_errors_of(self, number: int, text: str, causes: set[str]) -> None:
-        """A recovery of some causes only (a request served after the KV cache was full): the errors of
-        those causes are cleared, wherever they sit; any other error stands."""
-        cleared = False
-        for name in ("strong", "weak"):
-            found: _Found | None = getattr(self, name)
-            if found is not None and found.rule is not None and found.rule.cause in causes:
-                setattr(self, name, None)
-                cleared = True
-        if cleared and len(self.recovered) < _RECOVERIES_QUOTED:
-            self.recovered.append(_quote(number, text))
-
     def _add_figure(self, key: str, device: str | None, value: int | float, per_device: bool) -> None:
         if key.endswith(CACHE_PART_MARK):
             self.cache_part = True  # a second cache of this load: its figures add to the first's
@@ -587,6 +551,50 @@ class LogState:
             self.figures[key] = {"": self.figures[key][""] + value}
         else:
             self.figures[key] = {"": value}
+
+
+def recover(state: LogState, number: int, text: str, rules: tuple[NoticeRule, ...]) -> None:
+    """A line that says the engine recovered: every start-up error, or only the causes its rules name."""
+    if any(not rule.clears for rule in rules):
+        clear_startup_errors(state, number, text, always=True)
+    elif causes := {cause for rule in rules for cause in rule.clears.split()}:
+        clear_errors_of(state, number, text, causes)
+
+
+def clear_startup_errors(state: LogState, number: int, text: str, always: bool = False) -> None:
+    """The server came up (or, `always`, the engine retried after all): the start-up errors before it
+    were not the run's failure."""
+    cleared = False
+    optional = state.notices.get(f"mark:{OPTIONAL_WARMUP}")
+    for name in ("strong", "weak", "cut_tb"):
+        found: _Found | None = getattr(state, name)
+        if found is not None and not always and _oom_in_warmup(found, state.notices.get("mark:warmup")):
+            if not _oom_in_warmup(found, optional):
+                continue  # the server came up, but the smallest batch did not fit: no request will
+            # a warm-up the server runs without (a vision encoder's): its failure is said, not the run's
+            state.notices.setdefault(
+                f"{OPTIONAL_WARMUP}:{found.number}", (found.number, found.text, _SKIPPED)
+            )
+        if found is not None and (always or STAGE_INDEX[found.stage] < STAGE_INDEX["ready"]):
+            setattr(state, name, None)
+            cleared = True
+    if (cleared or always) and len(state.recovered) < _RECOVERIES_QUOTED:
+        state.recovered.append(_quote(number, text))  # a crash loop recovers thousands of times
+    if always:
+        state.tb_open = False
+
+
+def clear_errors_of(state: LogState, number: int, text: str, causes: set[str]) -> None:
+    """A recovery of some causes only (a request served after the KV cache was full): the errors of
+    those causes are cleared, wherever they sit; any other error stands."""
+    cleared = False
+    for name in ("strong", "weak"):
+        found: _Found | None = getattr(state, name)
+        if found is not None and found.rule is not None and found.rule.cause in causes:
+            setattr(state, name, None)
+            cleared = True
+    if cleared and len(state.recovered) < _RECOVERIES_QUOTED:
+        state.recovered.append(_quote(number, text))
 
 
 def _says_a_notice(notices: tuple[NoticeRule, ...], seen: Mapping[str, object]) -> bool:
