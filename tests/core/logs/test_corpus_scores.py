@@ -22,9 +22,9 @@ FLOORS: dict[str, dict[str, tuple[int, int]]] = {
         "engine": (831, 882),
     },
     "heldout": {
-        "stage": (313, 343),
+        "stage": (314, 343),
         "class": (312, 343),
-        "memory": (92, 108),
+        "memory": (93, 108),
         "first_error": (181, 197),
         "quiet": (57, 74),
         "calm": (38, 48),

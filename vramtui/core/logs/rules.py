@@ -569,7 +569,11 @@ BACKEND_PRECEDENCE: tuple[str, ...] = tuple(
 # after the anchor), lower case.
 ECHO_CUTS: tuple[tuple[str, str], ...] = tuple(cut for engine in ENGINES for cut in engine.echo_cuts)
 # Lines that prove how far the run got (milestones), a new load, or a deliberate stop.
-PROGRESS_RULES: tuple[ProgressRule, ...] = tuple(rule for engine in ENGINES for rule in engine.progress)
+# vramtui's launcher heads every run log with "vramtui: launch <command>": a new run, whatever the engine.
+PROGRESS_RULES: tuple[ProgressRule, ...] = (
+    ProgressRule("vramtui: launch", "start"),
+    *(rule for engine in ENGINES for rule in engine.progress),
+)
 
 # Anchors that also occur inside longer words ("ValueError", "SomeException"): checked as substrings
 # of every line. Every other anchor is looked up through one of its words (see diagnose.py).

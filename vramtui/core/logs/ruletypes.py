@@ -203,16 +203,17 @@ MILESTONE_FLOOR: dict[str, str] = {
 class ProgressRule:
     """A line that proves the run got past a milestone (MILESTONES), or that a new load began (`restart`:
     the milestones before it no longer bound a failure after it), or that the server is being stopped on
-    purpose (`stop`: errors after it are the stop's consequences, not failures)."""
+    purpose (`stop`: errors after it are the stop's consequences, not failures), or that a new server
+    process began (`start`: a log appended to across restarts; a run before it without an error is over)."""
 
     anchor: str
-    milestone: str  # one of MILESTONES, "restart" or "stop"
+    milestone: str  # one of MILESTONES, "restart", "stop" or "start"
     pattern: str | None = None
     backend: str = ""
     regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.milestone not in (*MILESTONES, "restart", "stop"):
+        if self.milestone not in (*MILESTONES, "restart", "stop", "start"):
             raise ValueError(f"unknown milestone {self.milestone!r}")
         object.__setattr__(self, "regex", _rx(self.pattern))
 

@@ -167,6 +167,18 @@ def _oom_in_warmup(found: _Found, warmup: tuple[int, str, str] | None) -> bool:
     )
 
 
+# What a new run in the same log does not reset: the reader's settings, the line count, the engine's marks.
+_KEPT_ACROSS_RUNS = (
+    "host_budget",
+    "requested_quant",
+    "log_time",
+    "lines",
+    "scores",
+    "saturated",
+    "exit_code",
+)
+
+
 class LogState:
     """The streaming state machine: the stage the log is in, tracebacks, the first error, findings.
 
@@ -244,7 +256,9 @@ class LogState:
     def _take_progress(self, number: int, progress: tuple[str, ...]) -> None:
         """Milestones proven, a new load (earlier milestones no longer bound what follows), a stop."""
         for milestone in progress:
-            if milestone == "restart":
+            if milestone == "start":
+                self._start_again()
+            elif milestone == "restart":
                 self.restarts.append(number)
                 self.progress_seen.clear()
             elif milestone == "stop":
@@ -254,6 +268,16 @@ class LogState:
             elif milestone not in self.progress_seen:
                 self.progress_seen.add(milestone)
                 self.milestones.append((number, milestone))
+
+    def _start_again(self) -> None:
+        """A new server process began (a log appended to across restarts, QA 16): after a run that ran
+        without an error (stopped on purpose, or still up), the verdict is the new run's, and that run's
+        stages, stop and findings are over. After a failure they stay: the first error is still the log's."""
+        if self.strong or self.weak or self.cut_tb or not (self.startup_seen or self.progress_seen):
+            return
+        kept = {name: getattr(self, name) for name in _KEPT_ACROSS_RUNS}
+        self.__init__()  # type: ignore[misc]
+        self.__dict__.update(kept)
 
     def _step(self, number: int, text: str, info: _LineInfo) -> tuple[str, bool]:
         """Take one line's analysis; its severity, and whether it is the first error."""

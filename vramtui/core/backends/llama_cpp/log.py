@@ -2053,6 +2053,9 @@ PROGRESS: tuple[ProgressRule, ...] = (
     ProgressRule("slot release", "served", backend="llama.cpp"),
     ProgressRule("print_timing", "served", backend="llama.cpp"),
     ProgressRule("done request", "served", r"done request: post .* 200\b", backend="llama.cpp"),
+    # a new llama.cpp process: its build line, printed once at start ("build: 4891 (815dcd8f7) with cc ...",
+    # older mains "main: build = 1234 (abc)", 2026's "common_params_print_info: build 1 (0c1e570) with GNU")
+    ProgressRule("build", "start", r"(?:^|\s)build(?::| =)? \d+ \([0-9a-f]{6,}\)", backend="llama.cpp"),
     # a new model load (a runner started again, a draft model): milestones before it bound nothing after
     ProgressRule("starting llama server", "restart", backend="ollama"),
     ProgressRule("loading draft model", "restart", backend="llama.cpp"),

@@ -946,6 +946,7 @@ ECHO_CUTS: tuple[tuple[str, str], ...] = (
 
 # How far a run got (core/logs/ruletypes.MILESTONES): each line proves a step is behind it.
 PROGRESS: tuple[ProgressRule, ...] = (
+    ProgressRule("vllm api server version", "start", backend="vllm"),  # a new API server process
     ProgressRule("resolved architecture", "files", backend="vllm"),
     ProgressRule("loading weights took", "weights", backend="vllm"),
     ProgressRule("model loading took", "weights", backend="vllm"),

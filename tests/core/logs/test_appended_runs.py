@@ -1,0 +1,50 @@
+"""A log appended to across restarts (`llama-server ... >> server.log`, a restarted container's `docker logs`,
+vramtui's own run logs concatenated): a new server process starts a new run (QA 16)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vramtui.core.logs.diagnose import diagnose_text
+
+LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
+# a tiny model up on a real llama-server, one request served, stopped by vramtui (made here)
+HEALTHY = (LOGS / "llama-server-healthy-stopped-by-vramtui.log").read_text()
+# a real llama-server under a 700 MiB address-space budget: its weights' allocation failed (made here)
+FAILING = (LOGS / "llama-server-budget-700-mmap-weights.log").read_text()
+
+
+def _diagnose(text: str):  # type: ignore[no-untyped-def]
+    return diagnose_text(text, kernel_log=lambda: None)
+
+
+def test_each_log_alone() -> None:
+    healthy, failing = _diagnose(HEALTHY), _diagnose(FAILING)
+    assert not healthy.failed and healthy.stopped_by_vramtui and healthy.stage == "inference"
+    assert failing.failed and (failing.failure_stage, failing.failure) == ("load_weights", "host_oom")
+
+
+def test_a_failure_after_a_healthy_run_that_was_stopped_is_the_logs_verdict() -> None:
+    # it read "No failure (reached: inference); vramtui stopped the server itself", exit 0
+    after = _diagnose(HEALTHY + FAILING)
+    alone = _diagnose(FAILING)
+    assert after.failed and (after.failure_stage, after.failure) == ("load_weights", "host_oom")
+    assert not after.stopped_by_vramtui
+    assert after.first_error_line == alone.first_error_line + len(HEALTHY.splitlines())
+
+
+def test_a_run_that_came_up_after_a_failure_is_the_verdict_and_the_failure_is_quoted() -> None:
+    # the last run came up and served: no failure now; the earlier one stays in the evidence as recovered
+    before = _diagnose(FAILING + HEALTHY)
+    assert not before.failed and before.stopped_by_vramtui and before.stage == "inference"
+    assert any(line.startswith("recovered: ") for line in before.evidence)
+
+
+def test_a_run_cut_off_after_a_failure_keeps_the_failure() -> None:
+    # a second start whose log stops while loading (the user gave up, a crash loop cut short) proves nothing
+    # against the failure before it: the first error is still the log's
+    cut = HEALTHY.split("\n")[:12]
+    assert not any("listening" in line for line in cut)
+    again = _diagnose(FAILING + "\n".join(cut) + "\n")
+    assert again.failed and (again.failure_stage, again.failure) == ("load_weights", "host_oom")
+    assert again.first_error_line == _diagnose(FAILING).first_error_line
