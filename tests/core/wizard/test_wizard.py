@@ -997,3 +997,10 @@ def test_a_context_cut_says_what_each_slot_keeps(tmp_path: Path, monkeypatch: py
     assert slot_share_words(MemoryModel(one), one, 4096) is None
     vllm = Profile(backend="vllm", model=str(model_file), params={"parallel": 16})
     assert slot_share_words(MemoryModel(vllm), vllm, 4096) is None  # its context is each request's
+    # QA 16: slots left to llama-server are 4 in one unified cache (its log: "kv_unified = true"); -kvu too
+    auto = Profile(backend="llama.cpp", model=str(model_file), memory_budget=250 * MIB)
+    assert slot_share_words(MemoryModel(auto), auto, 512) == (
+        "the 4 slots share one cache of 512 tokens: one request may use all of it"
+    )
+    kvu = slots16.with_param("kv_unified", True)
+    assert "one request may use all of it" in (slot_share_words(MemoryModel(kvu), kvu, 4096) or "")

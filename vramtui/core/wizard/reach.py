@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from vramtui.core.backends.base import switch
 from vramtui.core.estimate.accounting import accounting_for
 from vramtui.core.launch.profile import Profile
 from vramtui.core.logs.advice import SHORT_SLOT_TOKENS
@@ -44,16 +45,30 @@ def slot_share_words(model: MemoryModel, profile: Profile, context: object) -> s
     """Where the slots share the context (llama.cpp), what each gets after a context change: a user reads
     "4096" as a request's length, and it may be 256 tokens a slot."""
     value = whole_or_none(context)
-    if not value or accounting_for(model.backend.name).context_is_per_sequence:
+    accounting = accounting_for(model.backend.name)
+    if not value or accounting.context_is_per_sequence:
         return None
     slots = slot_count(profile)
     if slots < 2:
         return None
+    if _unified(
+        accounting, profile
+    ):  # QA 16: "each of the 4 slots gets 128 tokens" of llama-server's one cache
+        return f"the {slots} slots share one cache of {value:,} tokens: one request may use all of it"
     share = value // slots
     said = f"each of the {slots} slots gets {share:,} tokens of it"
     if share < SHORT_SLOT_TOKENS:
         said += ": hardly a short chat turn; fewer slots keep more for each"
     return said
+
+
+def _unified(accounting: object, profile: Profile) -> bool:
+    """One KV cache for every slot (as the estimator's accounting decides it): -kvu given, or llama-server's
+    own choice when the profile leaves its slots to it."""
+    said = profile.params.get("kv_unified")
+    if said not in (None, ""):
+        return switch(said) is True
+    return bool(getattr(accounting, "unified_kv", False)) and "parallel" not in profile.params
 
 
 def out_of_reach(
