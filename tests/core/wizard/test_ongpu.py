@@ -130,3 +130,22 @@ def test_the_goal_plans_against_llama_servers_own_fit_margin_not_the_80_percent_
     assert plan_on_gpu(info, replace(settings, device_bytes=card, safety=0.8)).options[0].param == "kv_dtype"
     ollama = plan_on_gpu(info, replace(settings, backend="ollama", device_bytes=card))
     assert ollama.usable_mib == pytest.approx(card / MIB * Settings(backend="ollama").share, abs=1)
+
+
+def test_a_small_card_is_sized_against_the_engines_fit_margin_and_each_cache_type_has_its_cost(tiny_gguf):
+    """QA 16: on a 2 GiB card the plan counted 80% (1638 MiB) where llama-server's fit keeps 1024 MiB free,
+    and a q4_0 cache was costed as q8_0's "about the same speed and quality"."""
+    info = load_model_info(tiny_gguf)
+    settings = Settings(backend="llama.cpp", context=262144, parallel=1, device_bytes=2048 * MIB)
+    assert round(plan_on_gpu(info, settings).usable_mib) == 1024
+    costs = {}
+    for card in (2560, 3072):  # 1536 and 2048 MiB usable: q4_0 fits the first, q8_0 the second
+        plan = plan_on_gpu(info, replace(settings, device_bytes=card * MIB))
+        kv = next(option for option in plan.options if option.param == "kv_dtype")
+        costs[kv.to] = kv.cost
+    assert set(costs) == {"q4_0", "q8_0"}
+    assert costs["q4_0"].startswith("a q4_0 KV cache") and "quality lost" in costs["q4_0"]
+    assert costs["q8_0"].startswith("a q8_0 KV cache")
+    # a card no larger than the margin: the engine's fit would keep it all; the 80% line stands
+    tiny_card = plan_on_gpu(info, replace(settings, device_bytes=1024 * MIB))
+    assert round(tiny_card.usable_mib) == round(1024 * 0.8)

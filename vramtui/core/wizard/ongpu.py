@@ -44,10 +44,16 @@ def host_placement(diagnosis: Any) -> list[str]:
 
 # The single changes that free device memory without moving layers, cheapest in speed first.
 _STEPS: tuple[tuple[str, str], ...] = (
-    ("kv_dtype", "a q8_0 KV cache: half the cache, about the same speed and quality"),
+    ("kv_dtype", ""),  # its cost is the cache type's own (_KV_COSTS)
     ("context", "a shorter context: longer prompts no longer fit"),
     ("parallel", "fewer slots: fewer requests served at once"),
 )
+# QA 16: a q4_0 proposal was costed as q8_0's "about the same quality"
+_KV_COSTS: dict[str, str] = {
+    "f16": "an f16 KV cache: half of f32's, the same quality",
+    "q8_0": "a q8_0 KV cache: half the cache, about the same speed and quality",
+    "q4_0": "a q4_0 KV cache: a quarter of f16's, some quality lost (most on long contexts)",
+}
 _KV_DOWN: dict[str, tuple[str, ...]] = {
     "f32": ("f16", "q8_0", "q4_0"),
     "f16": ("q8_0", "q4_0"),
@@ -164,13 +170,14 @@ def _first_fitting(
 
 def with_engine_margin(settings: Settings) -> Settings:
     """Usable memory as the engine's own fit leaves it (llama-server keeps 1024 MiB free per device),
-    where the user named no share: 80% of a 24 GiB card would hold back 4.8 GiB the engine uses."""
+    where the user named no share: 80% of a 24 GiB card would hold back 4.8 GiB the engine uses, and on a
+    2 GiB card 80% would count 614 MiB that the engine's fit keeps free (QA 16)."""
     launch = get_backend(settings.backend).launch
     margin = launch.fit_margin_mib if launch is not None else None
     if settings.safety is not None or not margin:
         return settings
     smallest = min(settings.cards)
-    if smallest <= 2 * margin * MIB:  # a card this small: the margin would be most of it
+    if smallest <= margin * MIB:  # the engine's fit would leave no room at all: the 80% line says more
         return settings
     return replace(settings, safety=1 - margin * MIB / smallest)
 
@@ -199,6 +206,7 @@ def plan_on_gpu(info: ModelInfo, settings: Settings) -> OnGpuPlan:
         found = _first_fitting(info, base, param, _values(param, now[param]))
         if found is not None:
             value, after, also = found
+            cost = cost or _KV_COSTS.get(str(value), f"a {value} KV cache")
             plan.options.append(
                 OnGpuChange(param, now[param], value, after.total_bytes, after.usable_bytes, cost, also)
             )
