@@ -169,7 +169,7 @@ def _print_report(result, move, advice: list[str], early: Sequence[str] = ()) ->
     if result.peak_mib is not None:
         print(f"  memory: peak {result.peak_mib:.0f} MiB, resident {result.resident_mib:.0f} MiB")
     elif result.command:
-        print("  memory: not sampled (the process ended before the first sample)")
+        print("  memory: not measured (the process ended before a sample could read it)")
     if result.bill is not None:
         print("  bill (estimate, what the engine printed, what it held):")
         for line in result.bill.lines():

@@ -755,3 +755,23 @@ def test_a_run_record_names_the_failed_answer_where_the_log_names_none() -> None
     assert _failure(SimpleNamespace(failure="cuda_oom"), garbage) == "cuda_oom"  # the log's own comes first
     garbled = SmokeResult(True, 200, "answered, in garbled words", kind="garbled")
     assert _failure(SimpleNamespace(failure="none"), garbled) == "none"
+
+
+def test_a_tree_no_sample_could_read_is_not_measured_rather_than_zero(tmp_path: Path) -> None:
+    # QA 16: "memory: peak 0 MiB, resident 0 MiB" for a server whose samples all read its dying tree as
+    # 0 (every sample of a process that ends in milliseconds); none at all was already "not measured"
+    from vramtui.core.launch.launcher import _result
+
+    (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
+    server = ModelServer(
+        Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0), log_dir=tmp_path
+    )
+    server.proc = subprocess.Popen(["true"])
+    server.proc.wait()
+    assert _result(server, None, "").peak_mib is None  # no sample
+    server.samples.append(object())  # a sample whose tree read nothing: the peak stays 0
+    result = _result(server, None, "")
+    assert result.peak_mib is None and result.resident_mib is None
+    assert result.to_dict()["peak_mib"] is None
+    server.peak_bytes = server.resident_bytes = 42 * MIB  # a sample that read the tree
+    assert _result(server, None, "").peak_mib == 42

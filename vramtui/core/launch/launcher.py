@@ -1040,6 +1040,7 @@ def _result(
     diagnosis = server.diagnosis()
     failure = server.failure
     failure_stage = server.failure_stage
+    measured = server.proc is not None and bool(server.samples) and server.peak_bytes > 0
     stage = server.stage
     own, own_stage, own_message = launcher_failure(server)
     if own == BAD_ARGUMENTS:
@@ -1078,9 +1079,10 @@ def _result(
         failure=failure,
         diagnosis=diagnosis,
         smoke=smoke,
-        # no sample taken (a process that died before the first): not measured, not "0 MiB" (QA 5)
-        peak_mib=server.peak_bytes / MIB if server.proc is not None and server.samples else None,
-        resident_mib=server.resident_bytes / MIB if server.proc is not None and server.samples else None,
+        # no sample taken, or none that read the tree (a process that died before the first, or whose tree
+        # read 0 as it died): not measured, not "0 MiB" (QA 5, QA 16)
+        peak_mib=server.peak_bytes / MIB if measured else None,
+        resident_mib=server.resident_bytes / MIB if measured else None,
         command=server.command,
         log_file=str(server.log_file) if server.log_file else None,
         load_time_s=server.load_time_s,
