@@ -87,6 +87,16 @@ def test_check_on_the_real_binary_answers(tiny_gguf: Path, tmp_path: Path) -> No
     assert result.ok, result.to_dict()
     assert result.command[0] == str(BINARY) and result.failure is None
     assert result.released
+    # QA 16: where NVML finds no GPU, the CPU is the run's only place: every buffer there is no quiet failure
+    # (the same log read by `diagnose`, which does not know the machine it ran on, still says it)
+    from vramtui.core.logs.diagnose import diagnose_file
+    from vramtui.core.memory.nvml import first_gpu_total_bytes
+
+    nothing_on_gpu = [w for w in result.diagnosis.warnings if "nothing runs on a GPU" in str(w)]
+    if first_gpu_total_bytes() is None:
+        assert not nothing_on_gpu
+        saved = diagnose_file(result.log_file, kernel_log=lambda: None)
+        assert any("nothing runs on a GPU" in str(w) for w in saved.warnings)
 
 
 @needs_binary

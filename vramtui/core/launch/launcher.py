@@ -487,6 +487,10 @@ class ModelServer:
             self.failure_message = str(error)
             raise
         self.warnings.extend(self.plan.notes)
+        if self.diagnoser is not None:
+            # NVML found no GPU here: a log with every buffer on the CPU is this machine's only way to run,
+            # not a quiet failure to warn about (QA 16)
+            self.diagnoser.gpu_absent = first_card_bytes(self.sample_source) is None and not _any_gpu()
         budget = self.profile.memory_budget
         address_limit = None
         if budget is not None:
@@ -808,6 +812,13 @@ def gpu_holders(source: Any) -> list[str]:
             name = procs.process_name(pid)
             notes.append(f"GPU {gpu.index}: pid {pid} ({name}) already holds {used / MIB:.0f} MiB")
     return notes
+
+
+def _any_gpu() -> bool:
+    """Does NVML see a GPU on this machine (probed when no sampler was handed over)?"""
+    from vramtui.core.memory.nvml import first_gpu_total_bytes
+
+    return first_gpu_total_bytes() is not None
 
 
 def first_card_bytes(source: Any) -> int | None:

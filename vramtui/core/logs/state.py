@@ -170,6 +170,7 @@ def _oom_in_warmup(found: _Found, warmup: tuple[int, str, str] | None) -> bool:
 # What a new run in the same log does not reset: the reader's settings, the line count, the engine's marks.
 _KEPT_ACROSS_RUNS = (
     "host_budget",
+    "gpu_absent",
     "requested_quant",
     "log_time",
     "lines",
@@ -189,6 +190,8 @@ class LogState:
         # Under a host memory budget (an address-space cap standing in for a smaller card), a failed
         # host allocation is that budget's out-of-memory, not an unexplained failure.
         self.host_budget = host_budget
+        # The machine the log is read on is where the run is, and NVML found no GPU there (the launcher says)
+        self.gpu_absent = False
         self.requested_quant = requested_quant.lower() if requested_quant else None
         # When the log ended (seconds since the epoch): a saved file's last write, a live process's exit.
         # Only a kernel OOM kill near it confirms that the OOM killer ended this process.

@@ -645,7 +645,7 @@ def _placement_warnings(state: LogState) -> list[str]:
         # every layer on the GPU: the host part is the token embeddings llama.cpp keeps there, unless most
         # of the weights stayed (a type the GPU backend has no kernels for, TQ1_0/TQ2_0 on CUDA)
         return warnings + _weights_left_on_host(state)
-    if _on_host_alone(state):
+    if _on_host_alone(state) and not state.gpu_absent:
         warnings.append(
             "nothing runs on a GPU: every buffer and layer the log shows is in host RAM (the CPU). If this "
             "machine has a GPU, the engine did not use it (a CPU-only build, a driver or library not found)"
