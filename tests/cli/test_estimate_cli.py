@@ -861,3 +861,12 @@ def test_a_safetensors_folder_sized_for_the_default_engine_says_so(
         said in note
         for note in run_json(capsys, str(tmp_path), "--gpu-mem", "8GiB", "--backend", "vllm")["notes"]
     )
+
+
+def test_json_model_fields_that_mean_nothing_for_the_file_are_null(
+    capsys: pytest.CaptureFixture[str], tiny_gguf: Path
+) -> None:
+    # QA 16: a plain llama GGUF read "mla_latent": true and "dtype": "bf16" beside its file_type "f16"
+    model = run_json(capsys, str(tiny_gguf))["model"]
+    assert model["file_type"] == "f16" and model["kv_lora_rank"] == 0
+    assert model["mla_latent"] is None and model["dtype"] is None

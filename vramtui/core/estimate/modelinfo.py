@@ -206,6 +206,12 @@ class ModelInfo:
         out["kv_heads_per_layer"] = list(self.kv_heads_per_layer) if self.kv_heads_per_layer else None
         out["recurrent_flags"] = list(self.recurrent_flags) if self.recurrent_flags else None
         out["quant_spec"] = asdict(self.quant_spec) if self.quant_spec else None
+        # fields that mean nothing for this model say so (QA 16: "mla_latent": true for a plain llama, and
+        # "dtype": "bf16" beside a GGUF's own file_type "f16")
+        if not self.kv_lora_rank:
+            out["mla_latent"] = None
+        if self.file_type:
+            out["dtype"] = None
         return out
 
 
