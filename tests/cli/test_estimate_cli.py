@@ -870,3 +870,23 @@ def test_json_model_fields_that_mean_nothing_for_the_file_are_null(
     model = run_json(capsys, str(tiny_gguf))["model"]
     assert model["file_type"] == "f16" and model["kv_lora_rank"] == 0
     assert model["mla_latent"] is None and model["dtype"] is None
+
+
+def test_vllm_cpu_under_a_memory_budget_takes_its_share_of_the_machine(
+    capsys: pytest.CaptureFixture[str], short_trained_hf: Path
+) -> None:
+    # QA 16: the KV cache was 0.92 of the budget (2.9 GiB), where the real vLLM CPU build took 0.92 of the
+    # whole machine ("Auto set (21.06/23.54) GiB for KV cache on node 0") and failed under the budget
+    from vramtui.core.estimate.inputs import cpu_run_card
+
+    args = (str(short_trained_hf), "--backend", "vllm", "--ctx", "1024", "--memory-budget", "4GiB")
+    data = run_json(capsys, *args)
+    machine = cpu_run_card()
+    assert data["kv_cache_bytes"] > 0.9 * 0.92 * machine - 2 * 2**30  # the machine's share, less the worker
+    assert data["fits"] is False and data["max_context"] == 0
+    notes = " ".join(data["notes"])
+    assert "the whole machine's: a memory budget does not lower it" in notes
+    assert "set --kv-cache-memory-bytes" in notes
+    # the KV cache set outright: the share does not count, and it fits
+    outright = run_json(capsys, *args, "--kv-cache-memory-bytes", "64MiB")
+    assert outright["kv_cache_bytes"] == 64 * 2**20 and outright["fits"] is True

@@ -728,6 +728,7 @@ def _calibrate(args: argparse.Namespace, settings: Any) -> tuple[Any, list[str]]
 
 
 def run(args: argparse.Namespace) -> int:
+    from vramtui.core.backends import get_backend
     from vramtui.core.estimate.estimator import estimate
 
     if args.list:
@@ -745,6 +746,11 @@ def run(args: argparse.Namespace) -> int:
 
         args.gpu_mem = f"{cpu_run_card()}B"
     info, settings = build(args)
+    if budget_note and get_backend(settings.backend).cpu_share_words:
+        # QA 16: the share is of the machine (vLLM's CPU build), not of what the budget leaves
+        from vramtui.core.estimate.inputs import cpu_run_card
+
+        settings.share_of_bytes = cpu_run_card()
     calibration, store_notes = _calibrate(args, settings)
     est = estimate(info, settings)
     est.notes.extend(store_notes)  # a run record that could not be read: ignored, and said so

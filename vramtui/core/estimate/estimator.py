@@ -59,6 +59,9 @@ class Settings:
     device_bytes: int = DEFAULT_DEVICE_BYTES
     safety: float | None = None  # usable share (vLLM: gpu_memory_utilization); None: 0.8 (vLLM 0.9)
     on_gpu: bool = True  # False: what the engine allocates on a CPU-only run (no CUDA context)
+    # What the engine's share is of, where that is not the room (vLLM's CPU build takes its share of the whole
+    # machine's memory, whatever a memory budget leaves it): None: device_bytes
+    share_of_bytes: int | None = None
     # llama.cpp family's expert offload: every expert to the host (--cpu-moe), those of the first N layers
     # (--n-cpu-moe N), and -ot PATTERN=DEVICE rules (core/estimate/offload.py)
     cpu_moe: bool = False
@@ -559,7 +562,10 @@ def max_context(info: ModelInfo, settings: Settings) -> int:
     """The largest context that fits at the given concurrency (0 when none does)."""
     memory = settings.memory
     if memory.kv_from_budget:  # the KV cache's token capacity is the answer
-        tokens = memory.size(info, settings).longest_request
+        sized = memory.size(info, settings)
+        if sized.total_bytes > sized.usable_bytes:
+            return 0  # over the room whatever the context: the share sizes the cache, not the context (QA 16)
+        tokens = sized.longest_request
         return min(tokens, info.max_context) if info.max_context else tokens
     step = memory.solver_step
     # the model's trained context caps the answer; with no such figure, search up to 1M tokens
@@ -579,6 +585,8 @@ def max_parallel(info: ModelInfo, settings: Settings, limit: int = MAX_PARALLEL_
     memory = settings.memory
     if memory.kv_from_budget:  # as many requests as the KV cache's token capacity holds
         est = memory.size(info, settings)
+        if est.total_bytes > est.usable_bytes:
+            return 0  # over the room whatever the concurrency
         return int(est.kv_cache_tokens // max(1, est.context)) if est.kv_cache_tokens else 0
     if memory.context_is_per_sequence:
         return max(0, _largest(1, limit, lambda p: _fits(info, replace(settings, parallel=p))))

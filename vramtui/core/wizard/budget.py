@@ -149,6 +149,10 @@ class MemoryModel:
             wanted["device_bytes"] = self.budget
         if self.host_budget(profile):
             wanted["on_gpu"] = False  # a CPU run: no CUDA context, weights in host RAM
+            if self.backend.cpu_share_words:  # its share is of the whole machine, not of the budget
+                from vramtui.core.estimate.inputs import cpu_run_card
+
+                wanted["share_of_bytes"] = cpu_run_card()
         return wanted
 
     def _estimate(self, profile: Profile) -> Any | None:

@@ -591,7 +591,8 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
     weights, _peak, wnotes = hf_weights_bytes(info, settings.quant, True)
     notes += wnotes
     per_token = kv_bytes_per_token(info, VLLM.kv_dtype(info, settings), "vllm")
-    requested = int(-(-settings.device_bytes * settings.share // 1))  # ceil, as vLLM takes it
+    node = settings.share_of_bytes or settings.device_bytes  # the machine's, under a memory budget too
+    requested = int(-(-node * settings.share // 1))  # ceil, as vLLM takes it
     non_kv = CPU_WORKER_BYTES + weights
     if settings.kv_cache_memory:
         kv_bytes = settings.kv_cache_memory
@@ -601,8 +602,13 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
     else:
         kv_bytes = max(0, requested - non_kv)
         notes.append(
-            f"KV cache from the share: {settings.share:g} of node 0's {settings.device_bytes / GIB:.2f} GiB is "
+            f"KV cache from the share: {settings.share:g} of node 0's {node / GIB:.2f} GiB is "
             f"{requested / GIB:.2f} GiB, less {non_kv / GIB:.2f} GiB the worker holds besides it"
+            + (
+                " (the whole machine's: a memory budget does not lower it)"
+                if node != settings.device_bytes
+                else ""
+            )
         )
     block = CPU_BLOCK_TOKENS * per_token
     tokens = kv_bytes // block * CPU_BLOCK_TOKENS if block else 0
@@ -618,7 +624,13 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
     for part, nbytes in (("weights", weights), ("kv_cache", kv_bytes), ("runtime", runtime)):
         bill.add(HOST, part, nbytes)  # type: ignore[arg-type]
     total = weights + kv_bytes + runtime
-    if not settings.kv_cache_memory and total > requested:
+    if not settings.kv_cache_memory and node != settings.device_bytes and total > settings.device_bytes:
+        notes.append(
+            f"the {settings.device_bytes / GIB:.2f} GiB left under the budget cannot hold the share of the machine: "
+            f"set --kv-cache-memory-bytes (about {max(settings.device_bytes - weights - runtime, 0) / GIB:.2f} GiB "
+            "is left for it)"
+        )
+    elif not settings.kv_cache_memory and total > requested:
         # the share sizes the worker's KV cache; the API server's process comes on top, outside it (QA 14)
         notes.append(
             f"with its front-end the run takes {total / GIB:.2f} of the node's {settings.device_bytes / GIB:.2f} GiB, "
