@@ -260,7 +260,13 @@ def test_check_says_vllms_share_of_the_machine_before_it_launches(tmp_path: Path
     model = tmp_path / "tiny"
     model.mkdir()
     (model / "config.json").write_text(
-        json.dumps({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]})
+        json.dumps(
+            {
+                "model_type": "qwen2",
+                "architectures": ["Qwen2ForCausalLM"],
+                **{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4},
+            }
+        )
     )
     program = tmp_path / "vllm"
     program.write_text("#!/bin/sh\necho 'vllm: this stand-in exits at once'\nexit 1\n")
@@ -284,7 +290,13 @@ def test_check_says_a_port_held_at_start_up_as_diagnose_does(tmp_path: Path) -> 
     model = tmp_path / "tiny"
     model.mkdir()
     (model / "config.json").write_text(
-        json.dumps({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]})
+        json.dumps(
+            {
+                "model_type": "qwen2",
+                "architectures": ["Qwen2ForCausalLM"],
+                **{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4},
+            }
+        )
     )
     program = tmp_path / "vllm"
     program.write_text(f"#!/bin/sh\ncat {tmp_path / 'out.txt'}\nexit 1\n")

@@ -295,7 +295,8 @@ def _hub_cache(root: Path, repo: str) -> Path:
     """A hub cache as huggingface_hub lays it out, with one snapshot of `repo` holding a config.json."""
     snapshot = root / "hub" / f"models--{repo.replace('/', '--')}" / "snapshots" / ("0" * 40)
     snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_text("{}", encoding="utf-8")
+    shape = '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4}'
+    (snapshot / "config.json").write_text(shape, encoding="utf-8")
     return snapshot
 
 
@@ -585,6 +586,9 @@ GOOD = '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_
         ("[1, 2]", None, "", "is not a JSON object"),
         (GOOD.replace("2,", '"2",'), None, "", "num_hidden_layers should be a number, not '2'"),
         (GOOD.replace("64", "64.5"), None, "", "hidden_size should be a whole number, not 64.5"),
+        # QA 16: the engine's class default (4096) then failed on the first weight, 30 s later
+        (GOOD.replace('"hidden_size": 64, ', ""), None, "", "config.json lacks hidden_size"),
+        (GOOD.replace('"num_attention_heads": 4', '"num_attention_heads": 0'), None, "", "as 0; it must be"),
         (
             GOOD,
             {"model.safetensors": b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}"},

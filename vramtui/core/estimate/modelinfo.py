@@ -876,7 +876,9 @@ def check_hf_folder(folder: Path) -> None:
     """Before a launch: the folder's config.json parses to an object whose shape keys are whole numbers,
     and every safetensors file's header reads and covers its file (QA: a malformed config.json was launched,
     and the engine's JSONDecodeError came back 30 s later as "failed at load weights (other)")."""
-    config = _text_config(read_config_file(folder / "config.json"))
+    whole = read_config_file(folder / "config.json")
+    config = _text_config(whole)
+    _check_shape_given(whole, folder)
     for key in _SHAPE_KEYS:
         value = _int(config, key)
         if value is not None and config[key] != value:
@@ -895,6 +897,18 @@ def check_hf_folder(folder: Path) -> None:
                 f"{folder}: {len(missing)} of the {len(names)} shards {index.name} names are not in the folder "
                 f"({missing[0]}{', ...' if len(missing) > 1 else ''}): a download that did not finish?"
             )
+
+
+def _check_shape_given(config: Any, folder: Path) -> None:
+    """The shape keys the estimate needs are there: a config.json without hidden_size loads in the engine with
+    its class's default (4096) and fails on the first weight (QA 16: `estimate` refused it, `check` launched
+    it and read the engine's shape error 30 s later)."""
+    try:
+        info_from_config(config, str(folder))
+    except VramtuiError as error:
+        if " lacks " in str(error) or " as 0;" in str(error):
+            raise
+    # any other problem of the config is the engine's to say (an architecture the estimate does not size)
 
 
 def info_from_hf_folder(folder: Path, exact_params: bool = True) -> ModelInfo:
