@@ -556,8 +556,14 @@ class Proposer:
             if not values:
                 continue
             value = _cautious(rung.param, current, values)
+            # QA 16: a server that died as it began listening had no request to fail
+            what = (
+                "the server runs but a request failed at inference"
+                if obs.ready
+                else "the server failed as it came up, before it served a request"
+            )
             why = (
-                f"the server runs but a request failed at inference ({obs.failure}"
+                f"{what} ({obs.failure}"
                 + (f": {obs.replay_meaning}" if obs.replay_meaning else "")
                 + f"); halving {rung.param} lowers the memory each step of a request takes; cost: {rung.cost}"
             )
