@@ -22,8 +22,9 @@ def _first_move(profile: Profile, ready: bool) -> str:
         failure_stage="inference",
         failure="host_oom",
     )
-    proposal = Proposer(MemoryModel(profile), Findings()).propose(profile, failed, set())
-    assert proposal is not None
+    findings = Findings()
+    proposal = Proposer(MemoryModel(profile), findings).propose(profile, failed, set())
+    assert proposal is not None, (findings.stop_reason, findings.advice)
     return proposal.why
 
 
@@ -31,7 +32,7 @@ def test_the_words_follow_whether_the_server_came_up(tmp_path: Path) -> None:
     model = tmp_path / "m.gguf"
     write_tiny_gguf(model, TinyModelSpec(n_layer=2, n_embd=64, n_ff=128))
     profile = Profile(
-        backend="llama.cpp", model=str(model), params={"context": 1024}, memory_budget=180 * MIB
+        backend="llama.cpp", model=str(model), params={"context": 1024}, memory_budget=400 * MIB
     )
     assert _first_move(profile, ready=True).startswith("the server runs but a request failed at inference")
     died = _first_move(profile, ready=False)
