@@ -96,6 +96,29 @@ def test_a_streamed_answer_gives_ttft_and_rate() -> None:
     assert result.warning is None
 
 
+def test_an_answer_streamed_in_one_chunk_has_no_decode_rate() -> None:
+    # QA 16: a runner that streams its whole answer at once, after generating it, read as 25,774 tokens/s
+    def reply(handler: BaseHTTPRequestHandler, request: dict) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        for event in (
+            {"choices": [{"index": 0, "delta": {"content": "Pong! How can I help?"}}]},
+            {"choices": [], "usage": {"completion_tokens": 7}},
+        ):
+            handler.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+            handler.wfile.flush()
+            time.sleep(0.05)
+        handler.wfile.write(b"data: [DONE]\n\n")
+        handler.close_connection = True
+
+    with serving(reply) as url:
+        result = smoke_request(url, "served-name")
+    assert result.ok and result.text == "Pong! How can I help?" and result.completion_tokens == 7
+    assert result.ttft_s is not None and result.tokens_per_s is None
+
+
 def test_a_plain_json_answer_is_read_too() -> None:
     with serving(chat("pong")) as url:
         result = smoke_request(url, "served-name")
