@@ -89,7 +89,9 @@ def test_runner_comes_up_and_answers_through_run_check(tiny_hf_model: Path, tmp_
     assert result.ready and result.ok, result.to_dict()
     assert result.stage == "inference"
     assert result.smoke is not None and result.smoke.status == 200 and result.smoke.completion_tokens
-    assert result.ttft_s is not None and result.tokens_per_s is not None
+    # the decode rate only where the answer came over several chunks (tests/core/launch/test_smoke.py): the
+    # streamer holds a random model's symbols back, so its answer may come in one piece, and no rate is made up
+    assert result.ttft_s is not None
     # Stage lines as real servers print them, in order
     stages = [line for line in lines if line.startswith("vramtui-runner: ")]
     order = ["loading tokenizer", "loading weights", "weights loaded", "ready: serving"]
