@@ -191,6 +191,21 @@ def _printed_flash(obs: Observation) -> bool | None:
     return None
 
 
+def _inference_why(obs: Observation, rung: Rung) -> str:
+    """Why the inference ladder's step: a request failed on a server that answered, or the server failed
+    as it came up (QA 16: a server that died as it began listening had no request to fail)."""
+    what = (
+        "the server runs but a request failed at inference"
+        if obs.ready
+        else "the server failed as it came up, before it served a request"
+    )
+    replay = f": {obs.replay_meaning}" if obs.replay_meaning else ""
+    return (
+        f"{what} ({obs.failure}{replay}); halving {rung.param} lowers the memory each step of a request "
+        f"takes; cost: {rung.cost}"
+    )
+
+
 def stage_from_facts(obs: Observation) -> str:
     """The failing stage from llama.cpp's own words when the diagnosis named none."""
     if obs.facts.get("mmap_failed") or ("kv_buffer" not in obs.figures and "model_buffer" not in obs.figures):
@@ -556,17 +571,7 @@ class Proposer:
             if not values:
                 continue
             value = _cautious(rung.param, current, values)
-            # QA 16: a server that died as it began listening had no request to fail
-            what = (
-                "the server runs but a request failed at inference"
-                if obs.ready
-                else "the server failed as it came up, before it served a request"
-            )
-            why = (
-                f"{what} ({obs.failure}"
-                + (f": {obs.replay_meaning}" if obs.replay_meaning else "")
-                + f"); halving {rung.param} lowers the memory each step of a request takes; cost: {rung.cost}"
-            )
+            why = _inference_why(obs, rung)
             return Proposal(rung.param, current, value, why, rung.label, rung.knob_words(self.backend))
         self.findings.advice = [f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"]
         self.findings.stop_reason = "no setting left on the inference ladder that this backend can change"
