@@ -48,3 +48,18 @@ def test_a_run_cut_off_after_a_failure_keeps_the_failure() -> None:
     again = _diagnose(FAILING + "\n".join(cut) + "\n")
     assert again.failed and (again.failure_stage, again.failure) == ("load_weights", "host_oom")
     assert again.first_error_line == _diagnose(FAILING).first_error_line
+
+
+def test_a_new_run_keeps_the_readers_own_settings() -> None:
+    # the new run starts the verdict over, not the reader: the backend named and the kernel log given stay
+    from vramtui.core.logs.diagnose import LogDiagnoser
+
+    def kernel() -> None:
+        return None
+
+    diagnoser = LogDiagnoser(backend="llama.cpp", kernel_log=kernel)
+    for line in (HEALTHY + FAILING).splitlines():
+        diagnoser.feed(line)
+    assert diagnoser.backend == "llama.cpp" and diagnoser._kernel_log is kernel
+    found = diagnoser.result()
+    assert found.failed and found.failure == "host_oom"

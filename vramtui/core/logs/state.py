@@ -279,7 +279,7 @@ class LogState:
         if self.strong or self.weak or self.cut_tb or not (self.startup_seen or self.progress_seen):
             return
         kept = {name: getattr(self, name) for name in _KEPT_ACROSS_RUNS}
-        self.__init__()  # type: ignore[misc]
+        LogState.__init__(self)  # this class's state only: a subclass's reader (its memo, backend) stays
         self.__dict__.update(kept)
 
     def _step(self, number: int, text: str, info: _LineInfo) -> tuple[str, bool]:
