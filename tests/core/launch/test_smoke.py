@@ -85,6 +85,24 @@ def stream(pieces: list[str], delay_s: float = 0.01) -> Reply:
     return reply
 
 
+def events(*sent: dict, delay_s: float = 0.0) -> Reply:
+    """A stream of these server-sent events as they are, then [DONE] (an answer in one chunk, an error)."""
+
+    def reply(handler: BaseHTTPRequestHandler, request: dict) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        for event in sent:
+            handler.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+            handler.wfile.flush()
+            time.sleep(delay_s)
+        handler.wfile.write(b"data: [DONE]\n\n")
+        handler.close_connection = True
+
+    return reply
+
+
 def test_a_streamed_answer_gives_ttft_and_rate() -> None:
     with serving(stream(["Pong", "!", " How", " can", " I", " help", "?"])) as url:
         result = smoke_request(url, "served-name")
@@ -98,22 +116,8 @@ def test_a_streamed_answer_gives_ttft_and_rate() -> None:
 
 def test_an_answer_streamed_in_one_chunk_has_no_decode_rate() -> None:
     # QA 16: a runner that streams its whole answer at once, after generating it, read as 25,774 tokens/s
-    def reply(handler: BaseHTTPRequestHandler, request: dict) -> None:
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
-        handler.send_header("Connection", "close")
-        handler.end_headers()
-        for event in (
-            {"choices": [{"index": 0, "delta": {"content": "Pong! How can I help?"}}]},
-            {"choices": [], "usage": {"completion_tokens": 7}},
-        ):
-            handler.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-            handler.wfile.flush()
-            time.sleep(0.05)
-        handler.wfile.write(b"data: [DONE]\n\n")
-        handler.close_connection = True
-
-    with serving(reply) as url:
+    answer = {"choices": [{"index": 0, "delta": {"content": "Pong! How can I help?"}}]}
+    with serving(events(answer, {"choices": [], "usage": {"completion_tokens": 7}}, delay_s=0.05)) as url:
         result = smoke_request(url, "served-name")
     assert result.ok and result.text == "Pong! How can I help?" and result.completion_tokens == 7
     assert result.ttft_s is not None and result.tokens_per_s is None
@@ -234,16 +238,8 @@ def test_empty_stream_is_asked_again_without_streaming() -> None:
 
 
 def test_an_error_inside_the_stream_is_read() -> None:
-    def error_event(handler: BaseHTTPRequestHandler, request: dict) -> None:
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
-        handler.send_header("Connection", "close")
-        handler.end_headers()
-        event = {"error": {"message": "CUDA out of memory. Tried to allocate 1.50 GiB", "code": 500}}
-        handler.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-        handler.close_connection = True
-
-    with serving(error_event) as url:
+    error = {"error": {"message": "CUDA out of memory. Tried to allocate 1.50 GiB", "code": 500}}
+    with serving(events(error)) as url:
         result = smoke_request(url, "served-name")
     assert not result.ok and result.status == 500 and result.kind == "http_error"
     assert "CUDA out of memory" in result.meaning
