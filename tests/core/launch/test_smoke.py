@@ -68,25 +68,8 @@ def chat(text: str, status: int = 200) -> Reply:
     return reply
 
 
-def stream(pieces: list[str], delay_s: float = 0.01) -> Reply:
-    def reply(handler: BaseHTTPRequestHandler, request: dict) -> None:
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
-        handler.send_header("Connection", "close")
-        handler.end_headers()
-        for piece in pieces:
-            time.sleep(delay_s)
-            chunk = {"choices": [{"index": 0, "delta": {"content": piece}}]}
-            handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            handler.wfile.flush()
-        handler.wfile.write(b"data: [DONE]\n\n")
-        handler.close_connection = True
-
-    return reply
-
-
 def events(*sent: dict, delay_s: float = 0.0) -> Reply:
-    """A stream of these server-sent events as they are, then [DONE] (an answer in one chunk, an error)."""
+    """A stream of these server-sent events as they are, each after `delay_s`, then [DONE]."""
 
     def reply(handler: BaseHTTPRequestHandler, request: dict) -> None:
         handler.send_response(200)
@@ -94,13 +77,20 @@ def events(*sent: dict, delay_s: float = 0.0) -> Reply:
         handler.send_header("Connection", "close")
         handler.end_headers()
         for event in sent:
+            time.sleep(delay_s)
             handler.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
             handler.wfile.flush()
-            time.sleep(delay_s)
         handler.wfile.write(b"data: [DONE]\n\n")
         handler.close_connection = True
 
     return reply
+
+
+def stream(pieces: list[str], delay_s: float = 0.01) -> Reply:
+    """An answer streamed a piece at a time, as engines stream tokens."""
+    return events(
+        *({"choices": [{"index": 0, "delta": {"content": piece}}]} for piece in pieces), delay_s=delay_s
+    )
 
 
 def test_a_streamed_answer_gives_ttft_and_rate() -> None:
