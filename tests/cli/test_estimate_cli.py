@@ -804,14 +804,17 @@ def test_the_json_compute_term_is_the_one_the_text_and_the_bill_show(
 
 
 def test_a_table_whose_every_cell_is_marked_says_why(capsys: pytest.CaptureFixture[str]) -> None:
-    """QA 6: on a 2 GiB card every vLLM cell was marked `!` (CUDA graphs outside the budget do not fit),
-    and only plain `estimate` said why."""
+    """QA 6: every vLLM cell was marked `!` and only plain `estimate` said why. (On a 2 GiB card that was
+    the CUDA graphs outside the budget; today's vLLM takes them off the budget, so those cells fit.)"""
     flags = ("--params", "0.006B", "--layers", "4", "--kv-heads", "2", "--head-dim", "64", "--hidden", "256")
+    assert main(["estimate", *flags, "--backend", "vllm", "--gpu-mem", "2GiB", "--table"]) == 0
+    assert "!" not in capsys.readouterr().out
     assert (
-        main(["estimate", *flags, "--backend", "vllm", "--gpu-mem", "2GiB", "--table"]) == 1
-    )  # does not fit
+        main(["estimate", *flags, "--backend", "vllm", "--gpu-mem", "2GiB", "--table", "--parallel", "600",
+              "--batch", "512"]) == 1
+    )  # fmt: skip
     text = capsys.readouterr().out
-    assert "every cell: CUDA graphs" in text and "--enforce-eager" in text, text
+    assert "every cell: vLLM refuses to start" in text and "--max-num-batched-tokens" in text, text
 
 
 def test_a_memory_budget_is_sized_as_check_and_the_wizard_size_it(
@@ -890,3 +893,48 @@ def test_vllm_cpu_under_a_memory_budget_takes_its_share_of_the_machine(
     # the KV cache set outright: the share does not count, and it fits
     outright = run_json(capsys, *args, "--kv-cache-memory-bytes", "64MiB")
     assert outright["kv_cache_bytes"] == 64 * 2**20 and outright["fits"] is True
+
+
+def test_a_row_the_total_leaves_out_is_added_on_the_card() -> None:
+    """QA 16 #15: vLLM before 0.21 captured its CUDA graphs past the budget; the total under the line left
+    out the graphs row above it. The text says so and adds a line for what the card holds."""
+    from vramtui.cli.estimate import render
+    from vramtui.core.estimate.estimator import Settings, estimate
+    from vramtui.core.estimate.modelinfo import info_from_flags
+    from vramtui.core.units import GIB, MIB
+
+    info = info_from_flags(params=8e9)
+    old = estimate(info, Settings(backend="vllm", device_bytes=24 * GIB, engine_build=20))
+    text = render(info, old)
+    assert "outside the budget" in text
+    card = next(line for line in text.splitlines() if line.strip().startswith("on the card"))
+    assert card.split()[3:5] == [f"{(old.total_bytes + 256 * MIB) / GIB:.2f}", "GiB"], card
+    today = render(info, estimate(info, Settings(backend="vllm", device_bytes=24 * GIB)))
+    assert "on the card" not in today and "taken off the budget before the KV cache" in today
+
+
+def test_an_f32_checkpoints_row_says_vllm_runs_it_in_bf16(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """QA 16 #16: the row of an f32 checkpoint read "f32" beside weights sized as the bf16 vLLM runs it in;
+    llama.cpp keeps the file's type, and --json keeps the file's "quant" with the width beside it."""
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 256,
+        "vocab_size": 1000, "max_position_embeddings": 2048, "torch_dtype": "float32",
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    save_file(
+        {"model.embed_tokens.weight": np.zeros((1000, 128), np.float32)}, tmp_path / "model.safetensors"
+    )
+    common = (str(tmp_path), "--table", "--gpu-mem", "1GiB")
+    rows = run_json(capsys, *common, "--backend", "vllm")["table"]["rows"]
+    (own,) = [row for row in rows if row["source"] == "file"]
+    assert (own["quant"], own["loaded_dtype"]) == ("f32", "bf16")
+    assert main(["estimate", *common, "--backend", "vllm"]) == 0
+    assert "f32→bf16" in capsys.readouterr().out
+    rows = run_json(capsys, *common, "--backend", "transformers")["table"]["rows"]
+    assert all(row["loaded_dtype"] is None for row in rows)

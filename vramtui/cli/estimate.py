@@ -422,12 +422,22 @@ def _kv_note(est: Any) -> str:
     return f"{est.kv_bytes_per_token:,} B/token, {est.kv_cells:,} cells"
 
 
+def _outside_total(est: Any) -> int:
+    """What the cards hold beyond the total (vLLM before 0.21 captured its CUDA graphs past the budget)."""
+    on_cards = sum(est.bill.total(index) for index in est.bill.devices())
+    return max(0, on_cards - est.total_bytes) if est.device == "gpu" else 0
+
+
 def _rows(est: Any) -> list[tuple[str, int, str]]:
     """(label, bytes, note) of each memory part where the breakdown lives, in the vocabulary's order."""
     notes = {
         "kv_cache": _kv_note(est),
         "runtime": "engine reservations outside the model" if est.device == "gpu" else "",
-        "cuda_graphs": "captured after the KV cache, outside the budget",
+        "cuda_graphs": (
+            "captured after the KV cache, outside the budget"
+            if _outside_total(est)
+            else "taken off the budget before the KV cache"
+        ),
         "margin": "allocator fragmentation",
     }
     shown = []
@@ -493,6 +503,10 @@ def render(info: Any, est: Any) -> str:
     lines.append(f"  {'-' * 36}")
     where = "in host RAM" if est.device == "host" else "on the GPU"
     lines.append(f"  {'total ' + where:<24}{fb(est.total_bytes):>12}")
+    if beyond := _outside_total(est):  # QA 16: a row above the line that the total left out
+        lines.append(
+            f"  {'on the card':<24}{fb(est.total_bytes + beyond):>12}   with what the budget leaves out"
+        )
     share = est.usable_bytes / est.device_bytes if est.device_bytes else 0
     lines.append(f"  {'usable':<24}{fb(est.usable_bytes):>12}   {share:.0%} of {fb(est.device_bytes)}")
     lines += device_lines(est)

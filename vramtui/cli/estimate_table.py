@@ -36,7 +36,7 @@ def _why_none_fits(est: Any) -> str | None:
 
 def render_table(table: Any, est: Any, calibration_line: str | None = None) -> str:
     """The grid at 80 columns: quant, where it comes from, its weights, then one column per context."""
-    width = max([len("quant"), *(len(row.quant) for row in table.rows)]) + 2
+    width = max([len("quant"), *(len(row.label) for row in table.rows)]) + 2
     usable = f"{format_bytes(est.usable_bytes)} usable of {format_bytes(est.device_bytes)}"
     where = "host RAM" if est.device == "host" else "the GPU"
     if table.parallel_asked:
@@ -60,7 +60,7 @@ def render_table(table: Any, est: Any, calibration_line: str | None = None) -> s
     header += "".join(f"{context_label(c):>{CELL_WIDTH}}" for c in table.contexts)
     lines.append(header)
     for row in table.rows:
-        line = f"  {row.quant:<{width}}{row.source:<9}{format_bytes(row.weights_bytes):>11}"
+        line = f"  {row.label:<{width}}{row.source:<9}{format_bytes(row.weights_bytes):>11}"
         line += "".join(f"{cell_text(cell, table.parallel):>{CELL_WIDTH}}" for cell in row.cells)
         lines.append(line)
     lines.append("")

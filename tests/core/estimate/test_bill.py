@@ -32,11 +32,24 @@ def test_cpu_only_run_is_all_host() -> None:
     assert est.to_dict()["runtime_bytes"] == 0
 
 
-def test_vllm_cuda_graphs_are_on_the_card_outside_the_budget() -> None:
-    est = estimate(MODEL, Settings(backend="vllm", context=8192, device_bytes=80 * GIB))
+def test_vllm_cuda_graphs_are_on_the_card_outside_the_budget_before_0_21() -> None:
+    est = estimate(MODEL, Settings(backend="vllm", context=8192, device_bytes=80 * GIB, engine_build=20))
     assert est.bill.get("cuda_graphs") == 256 * MIB
     assert est.bill.total(0) == est.total_bytes + 256 * MIB
     assert est.total_bytes <= est.usable_bytes
+
+
+def test_vllm_0_21_on_takes_the_cuda_graphs_off_the_budget_before_the_kv_cache() -> None:
+    """vLLM 0.21 profiles the graphs and sizes the KV cache past them (gpu_worker.py,
+    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default): the same card holds 256 MiB less KV cache."""
+    old = estimate(MODEL, Settings(backend="vllm", context=8192, device_bytes=80 * GIB, engine_build=20))
+    for build in (21, None):  # None: today's vLLM
+        est = estimate(
+            MODEL, Settings(backend="vllm", context=8192, device_bytes=80 * GIB, engine_build=build)
+        )
+        assert est.bill.get("cuda_graphs") == 256 * MIB
+        assert est.bill.total(0) == est.total_bytes <= est.usable_bytes
+        assert old.kv_cache_bytes - est.kv_cache_bytes == pytest.approx(256 * MIB, abs=2 * MIB)
 
 
 def test_transformers_fragmentation_is_the_margin() -> None:

@@ -65,6 +65,7 @@ def test_the_gib_asked_leave_the_card_and_the_kv_cache_takes_their_room(qwen14b:
     # what the 10 GiB free goes to the KV cache, in whole blocks
     per_block = BLOCK_TOKENS * ten.kv_bytes_per_token
     room_before = 0.92 * 24 * GIB - base.weights_bytes - base.activations_bytes - base.overhead_bytes
+    room_before -= base.bill.get("cuda_graphs")  # today's vLLM profiles its CUDA graphs inside the budget
     assert ten.kv_cache_bytes // per_block == (room_before + 10 * GIB) // per_block
     assert any("--cpu-offload-gb 4" in note and "slower" in note for note in four.notes)
     # more than the layers hold: every decoder layer moves, the embedding and lm_head stay

@@ -321,13 +321,15 @@ def test_a_sliding_window_models_longest_request_is_solved_not_read_off_the_capa
     # the context); the longest request the blocks hold does not, and it is the one that fits
     info = mi.load_model_info(CONFIGS / "openai--gpt-oss-20b.config.json")
     answers = set()
-    for context in (8192, 32768, 131072):
-        est = estimate(info, Settings(backend="vllm", context=context, device_bytes=16 * GIB))
+    # a 17 GiB card: on 16 GiB today's vLLM, which takes its CUDA graphs off the budget, has no KV room
+    card = 17 * GIB
+    for context in (32768, 65536, 131072):
+        est = estimate(info, Settings(backend="vllm", context=context, device_bytes=card))
         answers.add(est.max_context)
         assert est.reason and f"--max-model-len {est.max_context}" in est.reason
     (longest,) = answers
-    assert estimate(info, Settings(backend="vllm", context=longest, device_bytes=16 * GIB)).fits
-    assert not estimate(info, Settings(backend="vllm", context=longest + 16, device_bytes=16 * GIB)).fits
+    assert estimate(info, Settings(backend="vllm", context=longest, device_bytes=card)).fits
+    assert not estimate(info, Settings(backend="vllm", context=longest + 16, device_bytes=card)).fits
 
 
 def test_tensor_parallel_ranks_hold_their_own_share_of_a_sliding_window_pool() -> None:

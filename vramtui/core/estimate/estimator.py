@@ -404,6 +404,7 @@ class Estimate:
     quant: str | None = None  # the weights' type as sized: --quant when given, else the model's own
     bits_per_weight: float | None = None
     quant_applied: bool = False  # True when --quant changed the model's own type
+    loaded_dtype: str | None = None  # the width the engine runs 16/32-bit weights in, where not the file's
     # Where the breakdown lives: "gpu", or "host" for a CPU-only run (then the device is host RAM).
     device: str = "gpu"
     notes: list[str] = field(default_factory=list)

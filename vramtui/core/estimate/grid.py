@@ -61,10 +61,17 @@ class Row:
     file: str | None
     weights_bytes: int  # every weight, device and host
     cells: list[Cell] = field(default_factory=list)
+    loaded_dtype: str | None = None  # the width the engine runs the file's weights in, where not its own
+
+    @property
+    def label(self) -> str:
+        """The type as the table shows it: "f32→bf16" for an f32 file that vLLM runs in bf16 (QA 16)."""
+        return f"{self.quant}→{self.loaded_dtype}" if self.loaded_dtype else self.quant
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "quant": self.quant,
+            "loaded_dtype": self.loaded_dtype,
             "source": self.source,
             "file": self.file,
             "weights_bytes": self.weights_bytes,
@@ -172,9 +179,10 @@ def _row_cells(
     return cells
 
 
-def _all_weights(info: ModelInfo, settings: Settings) -> int:
+def _all_weights(info: ModelInfo, settings: Settings) -> tuple[int, str | None]:
+    """The row's weights, device and host, and the width the engine runs them in where not the file's."""
     est = size(info, replace(settings, context=FIRST_CONTEXT, parallel=1))
-    return est.bill.get("weights") + est.bill.get("weights", "host")
+    return est.bill.get("weights") + est.bill.get("weights", "host"), est.loaded_dtype
 
 
 def _rows_to_size(
@@ -229,8 +237,8 @@ def build_table(
         for quant, source, file, row_info, applied in _rows_to_size(info, settings, path):
             row_settings = replace(settings, quant=applied)
             cells = _row_cells(row_info, row_settings, contexts, parallel, refusals)
-            weights = _all_weights(row_info, row_settings)
-            table.rows.append(Row(quant, source, file, weights, cells))
+            weights, loaded = _all_weights(row_info, row_settings)
+            table.rows.append(Row(quant, source, file, weights, cells, loaded))
     table.rows.sort(key=lambda row: row.weights_bytes)
     table.notes.extend(refusals)
     cap = sequence_cap(settings)

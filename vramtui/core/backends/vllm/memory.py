@@ -2,7 +2,8 @@
 
 The budget is device x gpu_memory_utilization; weights, non-torch memory and the activation peak of a
 profile run at max_num_batched_tokens come off it; the rest is KV blocks of 16 tokens (so the rows never
-exceed the budget; CUDA graphs are captured outside it). Its token capacity and "maximum concurrency" are
+exceed the budget). From 0.21 the CUDA graphs are profiled first and come off the budget too; before, they were
+captured afterwards, outside it. Its token capacity and "maximum concurrency" are
 reported as it prints them.
 """
 
@@ -42,6 +43,9 @@ V1_SINCE = 8
 FLASHINFER_SAMPLER_SINCE = 20
 # vLLM captures CUDA graphs for batch sizes up to 512 after the KV cache is allocated (outside the profile).
 CUDA_GRAPH_BYTES = 256 * MIB
+# The minor version that profiles the graphs before sizing the KV cache and takes them off the budget
+# (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default, gpu_worker.determine_available_memory).
+GRAPHS_IN_BUDGET_SINCE = 21
 
 
 def profile_tokens(context: int, settings: Settings) -> int:
@@ -330,6 +334,12 @@ class VllmMemory(MemoryAccounting):
         )
 
     def size(self, info: ModelInfo, settings: Settings) -> Estimate:
+        est = self._size(info, settings)
+        if est.loaded_dtype == info.dtype or info.quant or settings.quant:
+            est.loaded_dtype = None  # the file's own width, or quantized weights
+        return est
+
+    def _size(self, info: ModelInfo, settings: Settings) -> Estimate:
         info, notes = as_loaded(info, settings.dtype)
         if info.dtype == "f32" and not info.quant and str(settings.dtype or "auto").lower() not in _KEEP_F32:
             info = _as_16_bit(info)
@@ -338,6 +348,7 @@ class VllmMemory(MemoryAccounting):
         if not settings.on_gpu:
             est = _size_cpu(info, settings, context)
             est.notes = notes + est.notes
+            est.loaded_dtype = info.dtype
             return est
         tokens = profile_tokens(context, settings)
         max_seqs = _max_num_seqs(settings)
@@ -348,6 +359,7 @@ class VllmMemory(MemoryAccounting):
         if settings.tensor_parallel_size * settings.pipeline_parallel_size > 1:
             est = _size_parallel(info, settings, weights, kv_dtype, context, tokens, max_seqs)
             est.notes = notes + est.notes
+            est.loaded_dtype = info.dtype
             return _refuse_small_batch(est, tokens, settings.parallel)
         activation = activation_peak(info, tokens, max_seqs, build=settings.engine_build)
         activation += _vision_share(info, tokens, activation, notes, max_seqs)
@@ -355,7 +367,9 @@ class VllmMemory(MemoryAccounting):
         if host:
             notes.append(_offload_note(host, settings.cpu_offload_gb))
         weights -= host
-        kv_available = _kv_room(settings, budget, weights + NON_TORCH_BYTES + activation, notes)
+        graphs = _graph_bytes(settings)
+        inside = graphs if _graphs_in_budget(settings) else 0
+        kv_available = _kv_room(settings, budget, weights + NON_TORCH_BYTES + activation + inside, notes)
         build = settings.engine_build
         cache = _kv_layout(info, kv_dtype, per_token, context, max_seqs, kv_available, 1, tokens, build)
         notes += cache.notes
@@ -364,16 +378,16 @@ class VllmMemory(MemoryAccounting):
         notes.append(
             f"profile run at {tokens} batched tokens; {blocks} KV blocks of {cache.block_tokens} tokens"
         )
-        # the KV cache takes what the budget leaves, so the budget's rows add up to at most the budget; the
-        # CUDA graphs are captured afterwards, outside it, and only have to fit on the card
-        graphs_fit = budget + _graph_bytes(settings) <= settings.device_bytes
+        # the KV cache takes what the budget leaves, so the budget's rows add up to at most the budget; before
+        # 0.21 the CUDA graphs are captured afterwards, outside it, and only have to fit on the card
+        graphs_fit = budget + graphs - inside <= settings.device_bytes
         peak_problem = _load_peak_problem(load_peak, budget)
         if peak_problem is not None:
             reason = reason or peak_problem
             notes.append(reason)
         if not graphs_fit:
             notes.append(_GRAPHS_OUTSIDE)
-        bill = _one_card_bill(weights, cache, activation, host, _graph_bytes(settings))
+        bill = _one_card_bill(weights, cache, activation, host, graphs)
         est = Estimate(
             backend=settings.backend,
             context=context,
@@ -386,7 +400,7 @@ class VllmMemory(MemoryAccounting):
             compute_buffer_bytes=activation,  # the shared term's key, as the text and the bill name it
             overhead_bytes=NON_TORCH_BYTES,
             fragmentation_bytes=0,
-            total_bytes=bill.total(0) - bill.get("cuda_graphs", 0),  # the budget's rows
+            total_bytes=bill.total(0) - graphs + inside,  # the budget's rows
             device_bytes=settings.device_bytes,
             usable_bytes=budget,
             fits=kv_available > 0 and kv_tokens >= context and graphs_fit and peak_problem is None,
@@ -399,6 +413,7 @@ class VllmMemory(MemoryAccounting):
             reason=reason,
             notes=notes,
             bill=bill,
+            loaded_dtype=info.dtype,
         )
         return _refuse_small_batch(est, tokens, settings.parallel)
 
@@ -426,6 +441,11 @@ _GRAPHS_OUTSIDE = (
 def _graph_bytes(settings: Settings) -> int:
     """CUDA graphs: none with --enforce-eager or on the CPU build (nothing is captured)."""
     return 0 if settings.enforce_eager or not settings.on_gpu else CUDA_GRAPH_BYTES
+
+
+def _graphs_in_budget(settings: Settings) -> bool:
+    """Whether this vLLM takes the graphs off the budget before the KV cache (0.21 on; None: today's)."""
+    return settings.engine_build is None or settings.engine_build >= GRAPHS_IN_BUDGET_SINCE
 
 
 def _one_card_bill(weights: int, cache: KvLayout, activation: int, host: int, graphs: int) -> MemoryBill:
@@ -462,7 +482,11 @@ def _size_parallel(
         replace(r, weights_bytes=r.weights_bytes - moved) for r, moved in zip(ranks, hosted, strict=True)
     ]
     budgets = [int(cards[rank.index] * settings.share) for rank in ranks]
-    free = [b - r.weights_bytes - NON_TORCH_BYTES - activation for b, r in zip(budgets, ranks, strict=True)]
+    inside = _graph_bytes(settings) if _graphs_in_budget(settings) else 0
+    free = [
+        b - r.weights_bytes - NON_TORCH_BYTES - activation - inside
+        for b, r in zip(budgets, ranks, strict=True)
+    ]
     # vLLM takes the smallest block count over the workers
     caches = [
         # a pipeline stage pages its own layers' groups: the sliding-window pool is sized for one stage only
@@ -483,7 +507,7 @@ def _size_parallel(
     tightest = min(caches, key=lambda cache: cache.blocks)
     blocks, kv_tokens = tightest.blocks, tightest.tokens
     graphs_fit = all(
-        b + _graph_bytes(settings) <= cards[r.index] for b, r in zip(budgets, ranks, strict=True)
+        b + _graph_bytes(settings) - inside <= cards[r.index] for b, r in zip(budgets, ranks, strict=True)
     )
     rows, bill = _rank_rows(ranks, free, tightest, activation, settings, kv_tokens >= context and graphs_fit)
     per_token = ranks[0].kv_bytes_per_token
@@ -536,6 +560,7 @@ def _rank_rows(
     """Each rank's row and bill: its weights, the tightest rank's cache (vLLM takes the smallest block count
     over the workers), the profile's activations, the runtime and the CUDA graphs."""
     rows, bill = [], MemoryBill()
+    inside = _graph_bytes(settings) if _graphs_in_budget(settings) else 0
     for rank, room in zip(ranks, free, strict=True):
         # the tightest rank's block count on every rank (a pooled cache is alike on each)
         kv_bytes = (
@@ -550,7 +575,7 @@ def _rank_rows(
             runtime_bytes=NON_TORCH_BYTES,
             device_bytes=settings.cards[rank.index],
             layers=len(rank.layers),
-        ).settle(settings.share)
+        ).settle(settings.share, extra=inside)
         row.fits = room > 0 and cache_fits
         rows.append(row)
         for part, nbytes in (
