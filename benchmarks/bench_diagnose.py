@@ -397,7 +397,10 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # held-out) at 18bcd22: stage 1/2, class 2/2, first error 2/2, engine 2/2; round 51 (11 committed logs; 6
     # training, 5 held-out) at 7f45aa7: stage 7/11, class 6/11, first error 3/3, quiet 3/4, calm 1/2, engine
     # 11/11 (held-out: stage 3/5, class 3/5, first error 2/2, quiet 1/1, calm 0/1); round 52 (1 thread's
-    # out-of-memory, training) at b0a16af: stage 1/1, class 1/1, memory 1/1, first error 1/1, engine 1/1.
+    # out-of-memory, training) at b0a16af: stage 1/1, class 1/1, memory 1/1, first error 1/1, engine 1/1;
+    # round 53 (7 llama.cpp logs from committed notes; 5 training, 2 held-out) at ce1e115: stage 6/7, class
+    # 7/7, memory 4/5, first error 4/5, quiet 1/2, engine 7/7 (held-out: stage 2/2, class 2/2, memory 2/2,
+    # first error 2/2).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -506,6 +509,7 @@ LATER_ROUNDS = (
     ("round50.jsonl", "round 50, held-out (a thread's paste and a transcript; twentieth session"),
     ("round51.jsonl", "round 51, both parts (committed logs; twenty-first session"),
     ("round52.jsonl", "round 52, training (a thread's out-of-memory; twenty-first session, later"),
+    ("round53.jsonl", "round 53, both parts (committed notes' llama.cpp logs; twenty-second session"),
 )
 
 

@@ -155,6 +155,7 @@ FIGURE_WORDS: dict[str, str] = {
     "fit_projected_device": "llama.cpp's fit projected on the GPU",
     "fit_context_from": "context before fit lowered it",
     "fit_context_to": "context fit lowered it to",
+    "fit_overflow_layers": "layers whose experts fit left in host RAM",
     "fit_reduce_by": "memory fit had to free",
 }
 

@@ -67,6 +67,7 @@ FILES = (
     LOGS / "round50.jsonl",
     LOGS / "round51.jsonl",
     LOGS / "round52.jsonl",
+    LOGS / "round53.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

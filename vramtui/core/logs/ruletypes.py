@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 # Pieces of patterns several tables share.
-DEVICE = r"(?:cuda|rocm|hip|vulkan|metal|sycl|cann|musa)\d*"
+# a ggml device; an RPC device is a remote machine's GPU ("RPC0[10.0.3.67:50053]")
+DEVICE = r"(?:(?:cuda|rocm|hip|vulkan|metal|sycl|cann|musa)\d*|rpc\d*(?:\[[^\]\s]*\])?)"
 NUM = r"(?P<value>\d+(?:[.,]\d+)*)"
 UNIT = r"\s*(?P<unit>[KMGT]i?B)"
 

@@ -224,6 +224,9 @@ class LogState:
         self.notice_unless: dict[str, tuple[str, ...]] = {}  # a notice's key -> the marks that silence it
         self.notice_requires: dict[str, str] = {}  # a notice's key -> the mark it needs to be said
         self.figures: dict[str, dict[str, int | float]] = {}
+        # each per-device figure's last line and device: a device repeated on the next line is one more
+        # part of the same buffer (a split GGUF maps each of its files: one CPU_Mapped line each)
+        self.figure_lines: dict[str, tuple[int, str]] = {}
         self.cache_part = False  # inside a load's second cache (CACHE_PART_MARK): its figures add up
         self.scores: dict[str, int] = {}
         self.saturated: set[str] = set()
@@ -460,7 +463,7 @@ class LogState:
         for key, device, value, per_device in info.figures:
             if DRAFT_MARK in self.figures and key != DRAFT_MARK:
                 key = DRAFT_PREFIX + key  # the draft model's buffers: the model's own figures stay
-            self._add_figure(key, device, value, per_device)
+            self._add_figure(key, device, value, per_device, number)
         if self.cache_part and any(
             key.removeprefix(DRAFT_PREFIX) == CACHE_PART_SUMS[-1] for key, *_ in info.figures
         ):
@@ -557,7 +560,9 @@ class LogState:
             self.cut_tb = _Found(self.tb_start[0], self.tb_start[1], None, stage)
             self.cut_memory = self.tb_memory
 
-    def _add_figure(self, key: str, device: str | None, value: int | float, per_device: bool) -> None:
+    def _add_figure(
+        self, key: str, device: str | None, value: int | float, per_device: bool, number: int = 0
+    ) -> None:
         if key.endswith(CACHE_PART_MARK):
             self.cache_part = True  # a second cache of this load: its figures add to the first's
             self.figures[key] = {"": value}
@@ -568,7 +573,9 @@ class LogState:
         if per_device:
             devices = self.figures.setdefault(key, {})
             name = device or "?"
-            if adds and name in devices:
+            follows = self.figure_lines.get(key) == (number - 1, name)
+            self.figure_lines[key] = (number, name)
+            if (adds or follows) and name in devices:
                 devices[name] += value
                 return
             if name in devices:

@@ -677,6 +677,12 @@ def _weights_left_on_host(state: LogState) -> list[str]:
     host, devices = _model_buffers(state)
     if not devices or host <= devices or host < _HOST_MAJORITY_FLOOR:
         return []
+    if overflow := state.figures.get("fit_overflow_layers", {}).get(""):
+        return [
+            f"runs but slow: every layer counts as offloaded, yet llama.cpp's fit left the experts of "
+            f"{overflow:.0f} layers in host memory ({host / 2**30:.2f} GiB of the model's "
+            f"{(host + devices) / 2**30:.2f} GiB): they run on the CPU"
+        ]
     return [
         f"runs but slow: every layer is offloaded, yet {host / 2**30:.2f} GiB of the model's "
         f"{(host + devices) / 2**30:.2f} GiB stay in host memory (CPU buffers): the GPU backend has no "

@@ -307,6 +307,9 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("sched_reserve", "kv_cache", backend="llama.cpp"),
     # ggml's graph allocator reserving the compute buffer (the context's last buffer)
     StageRule("ggml_gallocr_reserve", "kv_cache", backend="llama.cpp"),
+    # llama-server's speculative MTP head gets its own context after the model's ("creating MTP draft
+    # context against the target model"): start-up, after the weights
+    StageRule("mtp draft context", "kv_cache", backend="llama.cpp"),
     StageRule("failed to create context", "kv_cache", backend="llama.cpp"),
     # the empty warm-up run after the context (common_init_from_params), before the server listens
     StageRule("warming up the model", "kv_cache", backend="llama.cpp"),
@@ -1163,7 +1166,7 @@ NOTICES_3: tuple[NoticeRule, ...] = (
         "mark",
         "compute_buffer",
         r"graph_reserve: failed to allocate compute buffers|failed to allocate compute pp buffers"
-        r"|ggml_gallocr_reserve_n\w*: failed to allocate \w+ buffer",
+        r"|ggml_gallocr_reserve_n\w*: failed to allocate \S+ buffer",
         backend="llama.cpp",
     ),
     # The buffer that failed was the KV cache's (the lines after a failed malloc / cudaMalloc say so).
@@ -1576,6 +1579,15 @@ FIGURES: tuple[FigureRule, ...] = (
         "context size reduced from",
         "fit_context_from",
         r"params_fit\w*: context size reduced from (?P<value>\d+) to \d+",
+        count=True,
+        backend="llama.cpp",
+    ),
+    # fit filling a device "with overflow to next device/system memory": "CUDA0 (...): 49 layers (47
+    # overflowing)": those layers' experts stay in host memory though every layer counts as offloaded
+    FigureRule(
+        "overflowing",
+        "fit_overflow_layers",
+        r"params_fit\w*:.*\d+ layers \((?P<value>\d+) overflowing\)",
         count=True,
         backend="llama.cpp",
     ),
