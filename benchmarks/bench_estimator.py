@@ -610,6 +610,9 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # KV 1/1, weights 2/2, compute 2/2. Round 36 (a llama.cpp log of ggml-org's CI, held-out; 3 vLLM logs,
     # training, two of models whose config.json was not found, left out) at 7f45aa7: llama.cpp KV 1/1,
     # weights 2/2, compute 2/2; vLLM weights 1/1 (a reranker on Qwen3-8B's shapes; its card not printed).
+    # Round 37 (3 llama.cpp logs: two committed GLM-5.2 runs on 4 cards, a Vulkan run of ggml-org's CI; a
+    # vLLM log whose config.json was not found, left out) at ce1e115: held-out llama.cpp KV 1/5, weights
+    # 2/7, compute 5/7; its training run left out (tensor placement overridden, not shown how).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -651,6 +654,7 @@ _NEWEST_ROUNDS = {
     "round33.jsonl": "round 33 (vLLM runs of 2026, nineteenth session, second)",
     "round35.jsonl": "round 35 (a V100 run of ggml-org's CI, twentieth session)",
     "round36.jsonl": "round 36 (a V100 run of ggml-org's CI and vLLM runs of 2026, twenty-first session)",
+    "round37.jsonl": "round 37 (GLM-5.2 on 4 cards, a Vulkan CI run, twenty-second session)",
 }
 
 

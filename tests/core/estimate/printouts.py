@@ -84,6 +84,7 @@ FILES = (
     DATA / "printouts" / "round33.jsonl",
     DATA / "printouts" / "round35.jsonl",
     DATA / "printouts" / "round36.jsonl",
+    DATA / "printouts" / "round37.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
