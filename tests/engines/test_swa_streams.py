@@ -125,3 +125,32 @@ def test_a_cpu_runs_compute_buffer_reads_each_streams_cells_not_all(
         Settings(context=65536, parallel=8, on_gpu=False, flash_attn=flash == "on"),
     )
     assert est.bill.get("compute", HOST) / MIB == pytest.approx(printed, rel=0.10)
+
+
+def test_a_micro_batch_wider_than_a_streams_cells_is_reserved_whole(
+    tiny_gguf: Path, llama_server_bin: Path
+) -> None:
+    """-c 3072 -np 4 -ub 2048: 4 streams of 768 cells, and a micro-batch of 2048 tokens all the same
+    (llama.cpp clamps it to the whole context, not to a stream's). QA 17: the estimate clamped it to 768,
+    2.7x under the compute buffer llama-server printed, and the wizard launched a step that failed."""
+    args = [
+        "-m",
+        str(tiny_gguf),
+        "-c",
+        "3072",
+        "-np",
+        "4",
+        "-ub",
+        "2048",
+        "-b",
+        "2048",
+        "-t",
+        "2",
+        "-fa",
+        "on",
+    ]
+    printed = float(COMPUTE.findall(log_until_listening(llama_server_bin, args))[-1])
+    settings = Settings(context=3072, parallel=4, ubatch=2048, batch=2048, on_gpu=False, flash_attn=True)
+    est = estimate(load_model_info(tiny_gguf), settings)
+    # 43.0 estimated against 39.05 printed by llama-server 0.3.36 (clamped to 768 it was about 16)
+    assert est.bill.get("compute", HOST) / MIB == pytest.approx(printed, rel=0.15)

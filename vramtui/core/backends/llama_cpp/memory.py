@@ -98,7 +98,9 @@ def compute_bytes(info: ModelInfo, cells: int, ubatch: int, flash: bool, with_ou
     """
     f32 = 4
     h = info.hidden
-    ub = min(ubatch, cells)  # llama.cpp clamps the batch to the context
+    # the caller clamps the micro-batch to the whole context; `cells` may be one stream's (QA 17: clamping
+    # to a stream's cells sized -np 4 -ub 2048 at 768 tokens, 2.7x under what llama-server reserved)
+    ub = ubatch
     q_width = info.n_heads * info.head_dim_k
     kv_width = info.n_kv_heads * (info.head_dim_k + info.head_dim_v)
     mask = cells * round_up(ub, 64) * (2 if flash else f32)
