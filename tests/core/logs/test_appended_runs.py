@@ -63,3 +63,19 @@ def test_a_new_run_keeps_the_readers_own_settings() -> None:
     assert diagnoser.backend == "llama.cpp" and diagnoser._kernel_log is kernel
     found = diagnoser.result()
     assert found.failed and found.failure == "host_oom"
+
+
+def test_vllms_banner_starts_a_new_run() -> None:
+    """QA 17 F3: vLLM 0.32 says its version in ASCII-art ("█  version 0.32.0"), not "vLLM API server version":
+    a healthy run stopped, then a run whose KV cache had no room, read "No failure", exit 0."""
+    import json
+
+    made = {}
+    for line in (LOGS / "made-here.jsonl").read_text().splitlines():
+        case = json.loads(line)
+        made[case["id"]] = case["log"]
+    healthy, failing = made["made-vllm-healthy"], made["made-vllm-kv-too-small"]
+    assert any("█  version" in line for line in failing.splitlines())
+    alone, after = _diagnose(failing), _diagnose(healthy.rstrip("\n") + "\n" + failing)
+    assert after.failed and (after.failure_stage, after.failure) == (alone.failure_stage, alone.failure)
+    assert after.first_error_line == alone.first_error_line + len(healthy.rstrip("\n").split("\n"))

@@ -947,6 +947,8 @@ ECHO_CUTS: tuple[tuple[str, str], ...] = (
 # How far a run got (core/logs/ruletypes.MILESTONES): each line proves a step is behind it.
 PROGRESS: tuple[ProgressRule, ...] = (
     ProgressRule("vllm api server version", "start", backend="vllm"),  # a new API server process
+    # ... and its banner from 0.2x on, ASCII art that ends "█  version 0.32.0" (QA 17 F3)
+    ProgressRule("█  version ", "start", r"█\s+version \d+\.\d+", backend="vllm"),
     ProgressRule("resolved architecture", "files", backend="vllm"),
     ProgressRule("loading weights took", "weights", backend="vllm"),
     ProgressRule("model loading took", "weights", backend="vllm"),
