@@ -78,3 +78,18 @@ def test_to_dict_keeps_the_scripted_keys_and_adds_every_part(backend: str) -> No
     device = data["bill"]["0"]
     assert device["weights_bytes"] == est.weights_bytes and device["kv_cache_bytes"] == est.kv_cache_bytes
     assert sum(device.values()) == est.bill.total(0)
+
+
+def test_when_the_cuda_graphs_take_the_last_room_the_note_says_so_and_how_to_go_without() -> None:
+    """QA 17 F6: on a card where weights, activations and the runtime fit but the graphs do not, the note
+    blamed the weights; it names the graphs and --enforce-eager, which leaves the KV cache room."""
+    from vramtui.core.estimate.modelinfo import info_from_flags
+
+    info = info_from_flags(params=1e6)
+    card = 800 * MIB
+    est = estimate(info, Settings(backend="vllm", context=512, device_bytes=card))
+    assert not est.fits and est.kv_cache_bytes == 0
+    assert any("CUDA graphs" in note and "--enforce-eager" in note for note in est.notes), est.notes
+    assert not any(note.startswith("weights and activations exceed") for note in est.notes)
+    eager = estimate(info, Settings(backend="vllm", context=512, device_bytes=card, enforce_eager=True))
+    assert eager.fits and eager.kv_cache_bytes > 0

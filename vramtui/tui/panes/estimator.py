@@ -512,6 +512,8 @@ class EstimatorPane(Pane):
         else:
             word = " WILL NOT START ✖ " if est.refused else " DOES NOT FIT ✖ "  # a refusal is not memory
             text.append(word, style=theme_style(app, "verdict-fails", bold=True, reverse=True))
+            if est.reason:  # QA 17 F12: what fails first, not a total that reads as a fit
+                text.append(f" {est.reason}\n")
         text.append(
             f" needs {format_bytes(est.total_bytes, 2)} of {format_bytes(est.usable_bytes, 2)} usable "
             f"({format_bytes(est.device_bytes, 2)} card)"

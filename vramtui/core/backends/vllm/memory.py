@@ -21,7 +21,7 @@ from vramtui.core.estimate.kvcache import kv_bytes_per_token, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.weights import as_loaded, dtype_bytes, hf_weights_bytes
 from vramtui.core.memory.parts import HOST, MemoryBill
-from vramtui.core.units import GIB, MIB
+from vramtui.core.units import GIB, MIB, format_bytes
 
 DEFAULT_UTILIZATION = 0.92
 BLOCK_TOKENS = 16
@@ -180,8 +180,9 @@ def _vision_share(info: ModelInfo, tokens: int, activation: int, notes: list[str
 
 def _refusal(context: int, needed: int, kv_available: int, longest: int) -> str:
     return (
-        f"one {context}-token request needs {needed / GIB:.2f} GiB of KV cache but only "
-        f"{max(kv_available, 0) / GIB:.2f} GiB is left in the budget: vLLM refuses to start; "
+        # in the unit that says it ("0.00 GiB ... 0.00 GiB" on a small model: QA 17 F12)
+        f"one {context}-token request needs {format_bytes(needed)} of KV cache but only "
+        f"{format_bytes(max(kv_available, 0))} is left in the budget: vLLM refuses to start; "
         f"the longest that fits is --max-model-len {longest}"
     )
 
@@ -282,9 +283,19 @@ def _kv_room(settings: Settings, budget: int, held: int, notes: list[str]) -> in
     return min(settings.kv_cache_memory, settings.device_bytes - held)
 
 
-def _kv_shortfall(room: int, context: int, cache: KvLayout, whose: str, notes: list[str]) -> str | None:
+def _kv_shortfall(
+    room: int, context: int, cache: KvLayout, whose: str, notes: list[str], graphs: int = 0
+) -> str | None:
     """Note why the KV cache cannot serve one request (`whose` budget, 'the' or 'a rank's', has no room, or
-    it holds less than the context); the refusal is the reason, a budget with no room is only a note."""
+    it holds less than the context); the refusal is the reason, a budget with no room is only a note.
+    `graphs`: the CUDA graphs taken off the budget (what tips it when the rest would leave room)."""
+    if room <= 0 < room + graphs:  # QA 17 F6: the graphs, not the weights, leave no room
+        notes.append(
+            f"the CUDA graphs (~{format_bytes(graphs)}) take {whose} budget's last room: vLLM fails before "
+            "the KV cache; run with --enforce-eager (no graphs, slower decoding) or raise --safety "
+            "(gpu-memory-utilization)"
+        )
+        return None
     if room <= 0:
         notes.append(f"weights and activations exceed {whose} budget: vLLM fails before the KV cache")
         return None
@@ -374,7 +385,7 @@ class VllmMemory(MemoryAccounting):
         cache = _kv_layout(info, kv_dtype, per_token, context, max_seqs, kv_available, 1, tokens, build)
         notes += cache.notes
         blocks, kv_tokens = cache.blocks, cache.tokens
-        reason = _kv_shortfall(kv_available, context, cache, "the", notes)
+        reason = _kv_shortfall(kv_available, context, cache, "the", notes, inside)
         notes.append(
             f"profile run at {tokens} batched tokens; {blocks} KV blocks of {cache.block_tokens} tokens"
         )
@@ -520,7 +531,7 @@ def _size_parallel(
     if any(hosted):
         notes.append(_offload_note(max(hosted), settings.cpu_offload_gb, len(ranks)))
         bill.add(HOST, "weights", sum(hosted))
-    reason = _kv_shortfall(min(free), context, tightest, "a rank's", notes)
+    reason = _kv_shortfall(min(free), context, tightest, "a rank's", notes, inside)
     return Estimate(
         backend=settings.backend,
         context=context,
