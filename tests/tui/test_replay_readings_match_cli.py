@@ -95,3 +95,21 @@ def test_a_small_process_s_request_is_a_request_not_noise(tmp_path: Path) -> Non
     state = MemoryState()
     state.ingest_recorded(ReplaySource(path).data)
     assert state.readings("process").request_peaks_mib == [83.0]  # the app reads it alike
+
+
+async def test_the_apps_replay_is_the_recording_alone(tmp_path: Path) -> None:
+    """QA 17 F4: `vramtui --replay` sampled this machine too, and its host RAM (1.6 GiB) became the
+    recording's peak (935 MiB). As the app is started for a replay, only the file's samples count."""
+    from test_tui_support import wait_for
+
+    from vramtui.tui.app import VramtuiApp
+    from vramtui.tui.panes.memory import MemoryPane
+
+    path = _csv(tmp_path / "rec.csv", ["63 MiB"] * 60)
+    app = VramtuiApp(replay_csv=str(path), remember=False)  # the defaults `vramtui --replay` takes
+    assert not app.live_sampling
+    async with app.run_test(size=(120, 40)) as pilot:
+        memory = app.query_one(MemoryPane)
+        await wait_for(pilot, lambda: memory.state.count > 0)
+        await pilot.pause(0.5)
+        assert memory.state.count == 60

@@ -89,7 +89,7 @@ class VramtuiApp(CommandsApp, AttachRequests):
         replay_csv: str | None = None,
         demo: bool = False,
         theme: str | None = None,
-        live_sampling: bool = True,
+        live_sampling: bool | None = None,
         sample_interval_s: float = 0.1,
         remember: bool = True,
         attached: Any = None,
@@ -103,7 +103,9 @@ class VramtuiApp(CommandsApp, AttachRequests):
         self.replay_csv = replay_csv
         self.source_url = source_url  # a remote box's Prometheus endpoint instead of NVML (--source)
         self.demo = demo
-        self.live_sampling = live_sampling
+        # a replay is a recording's curve alone: this machine's samples added to it changed its readings
+        # (QA 17 F4: `--replay` read a peak of 1.6 GiB, this host's RAM now, in a recording of 935 MiB)
+        self.live_sampling = replay_csv is None if live_sampling is None else live_sampling
         self.sample_interval_s = sample_interval_s
         self.sampler: Any = None
         self.session: ModelSession | None = None
@@ -112,7 +114,7 @@ class VramtuiApp(CommandsApp, AttachRequests):
         self._screen_width = 0  # set by each layout pass; the status line's wording depends on it
         # The memory pane's table of every model server here: scanned on this machine when it samples
         # this machine (None: no table; tests give a scan with recorded NVML data).
-        self.server_scan: Any = HereScan() if live_sampling and source_url is None else None
+        self.server_scan: Any = HereScan() if self.live_sampling and source_url is None else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Hide keys that cannot do anything now, so the footer keeps room for the ones that can; on a
