@@ -79,3 +79,17 @@ def test_vllms_banner_starts_a_new_run() -> None:
     alone, after = _diagnose(failing), _diagnose(healthy.rstrip("\n") + "\n" + failing)
     assert after.failed and (after.failure_stage, after.failure) == (alone.failure_stage, alone.failure)
     assert after.first_error_line == alone.first_error_line + len(healthy.rstrip("\n").split("\n"))
+
+
+def test_a_cpu_builds_log_cut_in_its_traceback_ran_out_of_host_memory_not_the_gpus() -> None:
+    """QA 17 F9: vLLM's CPU build, its log cut inside the traceback: 'most likely the GPU ran out of memory'."""
+    import json
+
+    made = {}
+    for line in (LOGS / "made-here.jsonl").read_text().splitlines():
+        case = json.loads(line)
+        made[case["id"]] = case["log"]
+    log = made["made-vllm-kv-too-small"]
+    result = _diagnose(log.encode()[:12000].decode(errors="ignore"))  # as `head -c 12000` cuts it
+    assert result.failed and result.cause == "cut_traceback"
+    assert result.failure == "host_oom", result.summary

@@ -190,15 +190,22 @@ def _first_failure(state: LogState, profile: LogProfile | None) -> _Pick:
         if rule.hint:
             pick.failure, pick.inferred = rule.hint, True
         elif cut is not None and cut_memory:
-            pick.failure, pick.cause, pick.inferred = "cuda_oom", "cut_traceback", True
+            pick.failure, pick.cause, pick.inferred = _memory_of(state), "cut_traceback", True
         if cut is not None and cut.number < weak.number:
             pick.found = _Found(cut.number, cut.text, rule, cut.stage)
         elif cut is not None and weak.defaulted and cut.number >= weak.number:
             pick.found = _Found(weak.number, weak.text, rule, cut.stage)
         return pick
     if cut is not None:
-        return _Pick(cut, "cuda_oom" if cut_memory else "other", "cut_traceback", True, cut)
+        return _Pick(cut, _memory_of(state) if cut_memory else "other", "cut_traceback", True, cut)
     return _Pick(found, cut=cut)
+
+
+def _memory_of(state: LogState) -> str:
+    """The memory a run that ran out most likely lacked: the host's where no GPU is in play (a CPU build,
+    a host budget, no GPU found), else the device's (QA 17 F9: "the GPU ran out" on vLLM's CPU build)."""
+    on_host = "mark:cpu_platform" in state.notices or state.host_budget or state.gpu_absent
+    return "host_oom" if on_host else "cuda_oom"
 
 
 def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
