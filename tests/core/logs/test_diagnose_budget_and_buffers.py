@@ -80,6 +80,8 @@ def test_a_budget_too_small_for_llama_server_to_start_is_the_budgets_doing() -> 
     diagnosis = diagnose_file(LOGS / "llama-server-budget-60-start.log")
     assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "budget_start")
     assert "the memory budget is too small for the engine to start" in diagnosis.summary
+    # QA 17 F13: "Failed at load_weights" beside advice that says it died before reading any weights
+    assert diagnosis.summary.startswith("Failed at start-up, before the model was read")
     assert "Resource temporarily unavailable" in (diagnosis.first_error_text or "")
     advice = " ".join(diagnosis.advice)
     assert "60 MiB is too small for llama.cpp to start" in advice and "`memory_budget`" in advice

@@ -178,7 +178,7 @@ class AdviceRow:
 
 
 # Causes that stop a run before the model is read: the command line or the port, refused at start-up.
-BEFORE_THE_MODEL = frozenset({"bad_argument", "port_in_use"})
+BEFORE_THE_MODEL = frozenset({"bad_argument", "port_in_use", "budget_start"})
 START_UP_WORDS = "start-up, before the model was read"
 
 
