@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from vramtui.cli import main
+
 
 @pytest.mark.parametrize(
     ("argv", "says"),
@@ -54,3 +56,25 @@ def test_joining_leaves_flags_and_plain_values_alone() -> None:
         "-5",
     ]
     assert join_negative_values(["diagnose", "--json", "--since=-5"]) == ["diagnose", "--json", "--since=-5"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["estimate", "--params", "1B", "--ctxx", "4096"],
+            "unrecognized arguments: --ctxx; did you mean --ctx?",
+        ),
+        (["record", "--interval", "100"], "did you mean --interval-ms?"),
+        (["--thme", "dark"], "vramtui: unknown option --thme; did you mean --theme?"),
+        (["--bogus"], "vramtui: unknown option --bogus (see vramtui --help)"),
+    ],
+)
+def test_a_mistyped_flag_is_one_line_that_names_the_flag_meant(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    """QA 17 F15/F16: profile keys got "did you mean", flags did not, and `vramtui --thme dark` was
+    reported as a bad subcommand 'dark'."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1, err

@@ -92,13 +92,55 @@ def join_negative_values(argv: Sequence[str]) -> list[str]:
     return joined
 
 
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    return [option for action in parser._actions for option in action.option_strings]
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]
+    return parser
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, tokens: Sequence[str]) -> str:
+    """"; did you mean --ctx?" for the first unknown flag that is close to one this parser takes (QA 17:
+    profile keys got a suggestion, flags did not)."""
+    import difflib
+
+    for token in tokens:
+        if token.startswith("--"):
+            close = difflib.get_close_matches(token.split("=")[0], _options(parser), n=1, cutoff=0.75)
+            if close:
+                return f"; did you mean {close[0]}?"
+    return ""
+
+
+def _unknown_top_option(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
+    """A flag before the subcommand that vramtui itself does not take (QA 17 F16: `vramtui --thme dark`
+    was reported as a bad subcommand 'dark')."""
+    known = set(_options(parser))
+    for token in argv:
+        if token in COMMANDS:
+            return None
+        name = token.split("=")[0]
+        if token.startswith("--") and name not in known:
+            return f"vramtui: unknown option {name}{_did_you_mean(parser, [name])} (see vramtui --help)"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(join_negative_values(sys.argv[1:] if argv is None else argv))
+    argv = join_negative_values(sys.argv[1:] if argv is None else argv)
+    if problem := _unknown_top_option(parser, argv):
+        print(problem, file=sys.stderr)
+        return 2
+    args, extra = parser.parse_known_args(argv)
     if extra:  # `diagnose a.log b.log`: the subcommand's help says what it takes, not the top level's
         command = getattr(args, "command", None)
         prog = f"vramtui {command}" if command else "vramtui"
-        print(f"{prog}: unrecognized arguments: {' '.join(extra)} (see {prog} --help)", file=sys.stderr)
+        hint = _did_you_mean(_subparser(parser, command), extra)
+        print(f"{prog}: unrecognized arguments: {' '.join(extra)}{hint} (see {prog} --help)", file=sys.stderr)
         return 2
     settled()  # a status left by an earlier command in this process is not this one's
     stdout = sys.stdout
