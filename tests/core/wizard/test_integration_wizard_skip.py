@@ -229,3 +229,39 @@ def test_the_why_quotes_the_engines_words_without_its_timestamp(demo_model: Path
     proposal = Proposer(MemoryModel(profile), Findings()).propose(profile, failed, set())
     assert proposal is not None and "it failed at kv_cache: ggml_aligned_malloc: insufficient" in proposal.why
     assert "0.00.031" not in proposal.why
+
+
+def test_a_step_that_names_a_next_one_predicts_the_change_it_launches(
+    demo_model: Path, tmp_path: Path
+) -> None:
+    """QA 17 F7: the flash-attention step recorded (and verified against) the figure of flash attention and
+    the quantized KV cache together, though it launched flash attention alone."""
+    from vramtui.core.units import MIB
+    from vramtui.core.wizard.budget import needed_bytes
+
+    runs = ReplayedRuns(tmp_path)
+    wizard = Wizard(_demo_profile(demo_model), record_path=tmp_path / "rec.jsonl", runner=runs)
+    wizard.start()
+    proposal = wizard.propose()
+    while proposal is not None and proposal.param != "flash_attn":
+        wizard.skip(proposal)
+        proposal = wizard.propose()
+    assert proposal is not None and proposal.then is not None
+    alone = wizard.model.predict(wizard.profile.with_param("flash_attn", proposal.to))
+    assert alone is not None
+    wizard.apply(proposal)
+    assert proposal.predicted_mib == pytest.approx(needed_bytes(alone) / MIB)
+    wizard.finish()
+
+
+def test_a_batch_below_the_micro_batch_takes_it_down_too(demo_model: Path, tmp_path: Path) -> None:
+    """QA 17 F14: a saved profile held ubatch = 2048 beside batch = 512 (llama.cpp clamps the micro-batch
+    to the batch, so the profile said what does not run)."""
+    from vramtui.core.wizard.proposal import Proposal
+
+    profile = _demo_profile(demo_model).with_param("batch", 2048).with_param("ubatch", 2048)
+    wizard = Wizard(profile, auto=True, runner=ReplayedRuns(tmp_path), record=False)
+    wizard.start()
+    step = wizard.apply(Proposal(param="batch", from_=2048, to=512, why="test"))
+    assert (step.profile_params.get("batch"), step.profile_params.get("ubatch")) == (512, 512)
+    wizard.finish()

@@ -201,7 +201,7 @@ def _inference_why(obs: Observation, rung: Rung) -> str:
     )
     replay = f": {obs.replay_meaning}" if obs.replay_meaning else ""
     return (
-        f"{what} ({obs.failure}{replay}); halving {rung.param} lowers the memory each step of a request "
+        f"{what} ({obs.failure}{replay}); a smaller {rung.param} lowers the memory each step of a request "
         f"takes; cost: {rung.cost}"
     )
 

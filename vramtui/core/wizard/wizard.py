@@ -28,6 +28,7 @@ from vramtui.core.wizard.budget import (
     current_value,
     needed_bytes,
     predicted_parts,
+    whole_or_none,
 )
 from vramtui.core.wizard.ladders import Rung
 from vramtui.core.wizard.observe import Observation, observe
@@ -380,7 +381,7 @@ class Wizard:
         if proposal.param == "model":
             candidate = self.profile.with_changes(model=str(proposal.to))
         else:
-            candidate = self.profile.with_param(proposal.param, proposal.to)
+            candidate = _clamped(self.profile.with_param(proposal.param, proposal.to), proposal)
         if self.recorder is not None:
             self.recorder.append(
                 "step_start",
@@ -389,15 +390,15 @@ class Wizard:
                 **{"from": proposal.from_, "to": proposal.to},
                 why=proposal.why,
             )
+        # Predict for what is really launched: the user may have edited the value, and a proposal that
+        # names a second change (`then`) launches only its first (QA 17 F7: the step recorded the pair's
+        # figure). One prediction, also the warning against an edited value the estimate says will not fit.
         warning = None
-        if proposal.then is None:
-            # The user may have edited the value: predict for what is really launched (one prediction,
-            # also the warning against an edited value the estimate says will not fit).
-            bill = self.model.predict(candidate)
-            proposal.predicted_mib = needed_bytes(bill) / MIB if bill is not None else None
-            proposal.predicted_parts = predicted_parts(bill)
-            if proposal.edited_from is not None and proposal.param != "model" and not proposal.advice_only:
-                warning = self._fit_words(proposal, bill)
+        bill = self.model.predict(candidate)
+        proposal.predicted_mib = needed_bytes(bill) / MIB if bill is not None else None
+        proposal.predicted_parts = predicted_parts(bill)
+        if proposal.edited_from is not None and proposal.param != "model" and not proposal.advice_only:
+            warning = self._fit_words(proposal, bill)
         previous = self.last
         before_profile = self.profile
         try:
@@ -582,3 +583,14 @@ def advice_beside(move: Proposal | None, lines: list[str]) -> list[str]:
         knobs = move.knob.split(" and ")  # every flag the move sets (Backend.knob_words)
         lines = [line for line in lines if not any(knob in line for knob in knobs)]
     return standing_alone(lines)
+
+
+def _clamped(candidate: Profile, proposal: Proposal) -> Profile:
+    """A batch below the micro-batch takes the micro-batch down with it: the engine clamps it so anyway
+    (llama.cpp: n_ubatch = min(n_ubatch, n_batch)), and a saved profile says what runs (QA 17 F14)."""
+    if proposal.param != "batch":
+        return candidate
+    ubatch, batch = whole_or_none(candidate.param("ubatch")), whole_or_none(proposal.to)
+    if ubatch is not None and batch is not None and ubatch > batch:
+        return candidate.with_param("ubatch", batch)
+    return candidate
