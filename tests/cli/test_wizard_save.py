@@ -7,6 +7,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from placeholder_files import EMPTY_GGUF
 
 from vramtui.core.launch.profile import load_profile
@@ -73,3 +74,23 @@ def test_a_saved_profile_keeps_relative_paths_as_written_and_whole_numbers(tmp_p
     other.write_bytes(EMPTY_GGUF)
     changed = profile.with_changes(model=str(other)).save(tmp_path / "changed.toml")
     assert tomllib.loads(changed.read_text(encoding="utf-8"))["model"] == str(other)
+
+
+def test_the_wizard_says_it_measures_the_engine_before_it_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """QA 17 F11: with a slow engine the CLI wizard printed nothing for a minute and a half while it
+    measured the engine's own memory; the app's wizard says so, and now the CLI's too (and only then)."""
+    import io
+    from types import SimpleNamespace
+
+    from vramtui.cli.wizard import _say_measuring
+
+    profile = SimpleNamespace()
+    monkeypatch.setattr("vramtui.core.launch.footprint.binary_of", lambda p: Path("/opt/bin/llama-server"))
+    out = io.StringIO()
+    monkeypatch.setattr("vramtui.core.launch.footprint.measured_already", lambda p: False)
+    _say_measuring(profile, out)
+    assert out.getvalue().startswith("measuring llama-server's own idle memory (once per binary)")
+    monkeypatch.setattr("vramtui.core.launch.footprint.measured_already", lambda p: True)
+    again = io.StringIO()
+    _say_measuring(profile, again)
+    assert again.getvalue() == ""

@@ -385,6 +385,18 @@ def _export_record(record: Any, export: str, out: Any) -> None:
     print(f"record exported to {export}", file=out)
 
 
+def _say_measuring(profile: Any, out: Any) -> None:
+    """The first sizing measures the engine's own memory by starting it (seconds, more for a slow program):
+    said first, as the app's wizard says it (QA 17 F11: a minute and a half without a line)."""
+    from vramtui.core.launch.footprint import binary_of, measured_already
+
+    if not measured_already(profile):
+        binary = binary_of(profile)
+        name = binary.name if binary else "the engine"
+        print(f"measuring {name}'s own idle memory (once per binary): the budget's share left for the model…",
+              file=out, flush=True)  # fmt: skip
+
+
 def run_wizard(profile: Any, args: argparse.Namespace) -> int:
     """Shared by `vramtui wizard` and `vramtui demo --auto`."""
     from vramtui.core.launch.launcher import build_command, pin_port
@@ -405,6 +417,7 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
         from vramtui.core.launch.smoke import load_saved_request
 
         replay = load_saved_request(args.replay)
+    _say_measuring(profile, out)
     wizard = Wizard(
         profile,
         replay=replay,
