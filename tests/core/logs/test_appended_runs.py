@@ -93,3 +93,21 @@ def test_a_cpu_builds_log_cut_in_its_traceback_ran_out_of_host_memory_not_the_gp
     result = _diagnose(log.encode()[:12000].decode(errors="ignore"))  # as `head -c 12000` cuts it
     assert result.failed and result.cause == "cut_traceback"
     assert result.failure == "host_oom", result.summary
+
+
+def test_two_failing_runs_are_the_last_ones_failure_with_its_own_figures() -> None:
+    """QA 17 F2: the first run's error beside the second run's budget, model and advice (a '+119%' fit
+    comparison of two runs' figures), and the second run's own failure said nowhere."""
+    first = (LOGS / "llama-server-budget-250-np16-q4-kv.log").read_text()
+    both = _diagnose(first + FAILING)
+    alone = _diagnose(FAILING)
+    assert (both.failure_stage, both.failure) == (alone.failure_stage, alone.failure)
+    assert both.first_error_line == alone.first_error_line + len(first.splitlines())
+    assert both.engine_figures == alone.engine_figures
+
+
+def test_a_healthy_run_after_a_failure_has_its_own_figures() -> None:
+    first = (LOGS / "llama-server-budget-250-np16-q4-kv.log").read_text()
+    after = _diagnose(first + HEALTHY)
+    assert not after.failed
+    assert after.engine_figures == _diagnose(HEALTHY).engine_figures

@@ -45,7 +45,7 @@ from vramtui.core.logs.memo import (
     _resolve,
 )
 from vramtui.core.logs.rules import STAGES
-from vramtui.core.logs.state import LogState
+from vramtui.core.logs.state import LogState, judged_run
 from vramtui.core.logs.textclean import (
     clean_bytes_line,
     clean_line,
@@ -282,7 +282,7 @@ class LogDiagnoser(LogState):
 
     # -- the verdict -------------------------------------------------------------------------------
     def result(self) -> Diagnosis:
-        verdict = judge(self, self.backend or detect_backend(self.scores), self._read_kernel)
+        verdict = judge(judged_run(self), self.backend or detect_backend(self.scores), self._read_kernel)
         diagnosis = verdict.diagnosis
         diagnosis.advice = advise(
             diagnosis, verdict.formats, verdict.kernel_note, verdict.kills_elsewhere, hint=verdict.hint

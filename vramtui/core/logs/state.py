@@ -6,6 +6,8 @@ verdict reads.
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -197,6 +199,9 @@ class LogState:
         # Only a kernel OOM kill near it confirms that the OOM killer ended this process.
         self.log_time: float | None = None
         self.hint: str | None = None  # what the engine says to change, near the first error
+        # An earlier run of an appended log that failed: its state, the verdict's if the runs after it
+        # neither failed nor came up (a restart cut short); a run that failed too is the verdict instead.
+        self.earlier_failure: dict[str, object] | None = None
         self.lines = 0
         self.current: str | None = None
         self.furthest = -1
@@ -276,14 +281,20 @@ class LogState:
                 self.milestones.append((number, milestone))
 
     def _start_again(self) -> None:
-        """A new server process began (a log appended to across restarts, QA 16): after a run that ran
-        without an error (stopped on purpose, or still up), the verdict is the new run's, and that run's
-        stages, stop and findings are over. After a failure they stay: the first error is still the log's."""
-        if self.strong or self.weak or self.cut_tb or not (self.startup_seen or self.progress_seen):
+        """A new server process began (a log appended to across restarts, QA 16): the run before it is
+        over, its stages, stop, findings and figures with it. A run that failed is kept aside: the verdict
+        is its own again if the new one neither fails nor comes up (QA 17 F2: two failing runs read as
+        the first one's error beside the second one's figures)."""
+        if not (self.startup_seen or self.progress_seen):
             return
+        failed = self.strong or self.weak or self.cut_tb
+        earlier = (
+            {name: value for name, value in vars(self).items() if name in _own_names()} if failed else None
+        )
         kept = {name: getattr(self, name) for name in _KEPT_ACROSS_RUNS}
         LogState.__init__(self)  # this class's state only: a subclass's reader (its memo, backend) stays
         self.__dict__.update(kept)
+        self.earlier_failure = earlier
 
     def _step(self, number: int, text: str, info: _LineInfo) -> tuple[str, bool]:
         """Take one line's analysis; its severity, and whether it is the first error."""
@@ -598,7 +609,8 @@ def recover(state: LogState, number: int, text: str, rules: tuple[NoticeRule, ..
 def clear_startup_errors(state: LogState, number: int, text: str, always: bool = False) -> None:
     """The server came up (or, `always`, the engine retried after all): the start-up errors before it
     were not the run's failure."""
-    cleared = False
+    cleared = state.earlier_failure is not None  # an earlier run's failure, recovered by this one
+    state.earlier_failure = None
     optional = state.notices.get(f"mark:{OPTIONAL_WARMUP}")
     for name in ("strong", "weak", "cut_tb"):
         found: _Found | None = getattr(state, name)
@@ -642,3 +654,21 @@ def _says_a_notice(notices: tuple[NoticeRule, ...], seen: Mapping[str, object]) 
         )
         for notice in notices
     )
+
+
+@functools.cache
+def _own_names() -> frozenset[str]:
+    """The attributes LogState itself keeps (a subclass's reader, its memo and backend, are not a run's)."""
+    return frozenset(vars(LogState()))
+
+
+def judged_run(state: LogState) -> LogState:
+    """The run the verdict is about: the last one, unless it neither failed nor came up after a run that
+    failed (the user restarted and cut it short; a crash loop's last start): then that earlier run."""
+    earlier = state.earlier_failure
+    failed_now = state.strong or state.weak or state.cut_tb or (state.tb_open and state.tb_frames)
+    if earlier is None or failed_now:
+        return state
+    view = copy.copy(state)
+    view.__dict__.update({name: value for name, value in earlier.items() if name not in _KEPT_ACROSS_RUNS})
+    return view
