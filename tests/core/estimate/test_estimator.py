@@ -713,3 +713,14 @@ def test_max_parallel_stops_at_the_engines_own_limit() -> None:
     settings = Settings(backend="llama.cpp", device_bytes=140 * GIB, quant="q4_k_m", context=256)
     assert max_parallel(LLAMA_8B, settings) > 256  # memory would hold more
     assert capped_parallel(LLAMA_8B, settings) == 256
+
+
+def test_transformers_largest_context_is_the_exact_flip() -> None:
+    """QA 17 F10: transformers' cache has no cell padding, yet its largest context was rounded down to a
+    multiple of 256 (3,072 where 3,139 fit): the verdict flips exactly there now."""
+    info = replace(LLAMA_8B, weights_bytes=int(14.96 * GIB))
+    settings = Settings(backend="transformers", device_bytes=20 * GIB, context=4096)
+    largest = estimate(info, settings).max_context
+    assert largest % 256 and 0 < largest < info.max_context
+    assert estimate(info, replace(settings, context=largest)).fits
+    assert not estimate(info, replace(settings, context=largest + 1)).fits

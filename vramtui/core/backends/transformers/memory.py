@@ -75,6 +75,7 @@ class Run:
 
 class TransformersMemory(MemoryAccounting):
     mla_layout = MLA_DECOMPRESSED
+    solver_step = 1  # its cache grows a token at a time: no padding to round to (QA 17 F10)
     typical_quants = ("int8", "nf4", "awq", "gptq")  # bitsandbytes at load; AWQ/GPTQ checkpoints
     ignores = (
         "tensor_split", "split_mode", "main_gpu", "cpu_moe", "n_cpu_moe", "override_tensor",
