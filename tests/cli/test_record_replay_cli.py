@@ -424,3 +424,26 @@ def test_a_recorded_process_that_ended_before_the_recording_is_said(
     path.write_text("\n".join(rows) + "\n")
     assert main(["replay", str(path)]) == 0
     assert "recorded process ended" not in capsys.readouterr().out
+
+
+def test_a_damaged_header_names_the_column_it_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA 17 F17: 'process.treeXrss' dropped the process series without a word ('problems': [])."""
+    rows = "".join(
+        f"2026/12/05 05:24:{10 + i:02d}.000, 622 MiB, 24105 MiB, 0 MiB, 64 MiB, [N/A], 2\n" for i in range(20)
+    )
+    header = (
+        "timestamp, host.ram_used [MiB], host.ram_total [MiB], host.swap_used [MiB], process.treeXrss [MiB], "
+        "process.tree_gpu [MiB], process.pids\n"
+    )
+    path = tmp_path / "bad.csv"
+    path.write_text(header + rows)
+    assert main(["replay", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["problems"] == ["column 'process.treeXrss [MiB]' is not one vramtui reads: left out"]
+    assert main(["replay", str(path)]) == 0
+    assert "note: column 'process.treeXrss [MiB]' is not one vramtui reads" in capsys.readouterr().out
+    path.write_text(header.replace("treeXrss", "tree_rss") + rows)  # vramtui's own header: nothing said
+    assert main(["replay", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["problems"] == []

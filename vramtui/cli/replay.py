@@ -69,7 +69,12 @@ def analyse(data: Any) -> dict[str, Any]:
     result["notes"] = list(result.get("notes") or []) + _gaps(data)
     result["rows"] = data.rows
     result["skipped_rows"] = data.skipped
-    result["problems"] = list(data.problems)
+    # a damaged header's columns first: a series left out changes every reading (QA 17 F17)
+    result["problems"] = [
+        f"column {name!r} is not one vramtui reads: left out" for name in data.unread_columns
+    ]
+    result["problems"] += list(data.problems)
+    result["unread_columns"] = list(data.unread_columns)
     return result
 
 
@@ -182,7 +187,11 @@ def run(args: argparse.Namespace) -> int:
     for note in notes:
         if "floor climbs" not in note and "leftover process" not in note:
             lines.append(f"  note: {note}")
+    unread = len(result["unread_columns"])
+    lines.extend(f"  note: {problem}" for problem in result["problems"][:unread])
     if result["skipped_rows"]:
-        lines.append(f"  {result['skipped_rows']} malformed row(s) skipped, first: {result['problems'][0]}")
+        lines.append(
+            f"  {result['skipped_rows']} malformed row(s) skipped, first: {result['problems'][unread]}"
+        )
     print("\n".join(lines))
     return 0

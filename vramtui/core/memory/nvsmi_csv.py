@@ -51,6 +51,10 @@ _HOST_COLUMNS = {
 }
 
 
+# vramtui's own columns it writes for people, not for a series (the process tree's PIDs)
+_OWN_UNREAD = frozenset({"process.pids"})
+
+
 class _Malformed(ValueError):
     pass
 
@@ -179,6 +183,7 @@ class NvsmiData:
     rows: int = 0
     skipped: int = 0
     problems: list[str] = field(default_factory=list)  # the first few skipped rows: "line 12: why"
+    unread_columns: list[str] = field(default_factory=list)  # vramtui's own namespaces, names not known
     # Per readable row: (GPU key or None, position in that GPU's series or -1, position in host or -1)
     _order: list[tuple[str | None, int, int]] = field(default_factory=list)
     _samples: list[Sample] | None = None
@@ -206,6 +211,9 @@ class _Columns:
         self.util: tuple[int, str | None] | None = None
         self.memory: list[tuple[int, str, str | None]] = []
         self.host: list[tuple[int, str, str | None]] = []
+        # a column in vramtui's own namespaces that it does not know: a damaged header (QA 17 F17: the
+        # process series was dropped without a word)
+        self.unknown_own: list[str] = []
         identities: dict[str, int] = {}
         for position, raw in enumerate(names):
             match = _NAME_UNIT.match(raw)
@@ -227,6 +235,8 @@ class _Columns:
                 self.memory.append((position, _MEMORY_COLUMNS[name], unit or "MiB"))
             elif name in _HOST_COLUMNS:
                 self.host.append((position, _HOST_COLUMNS[name], unit or "MiB"))
+            elif name.startswith(("host.", "process.")) and name not in _OWN_UNREAD:
+                self.unknown_own.append(raw.strip())
         for name in _IDENTITY_COLUMNS:
             if name in identities:
                 self.identity = (identities[name], name)
@@ -288,6 +298,7 @@ def read_nvsmi_csv(source: str | Path | TextIO | Iterable[str], max_problems: in
         fields = text.split(",")
         if not text[0].isdigit() and _is_header(fields):  # rows start with a timestamp or a number
             columns = _Columns(fields)
+            data.unread_columns.extend(columns.unknown_own)
             continue
         if columns is None:
             columns, headless = _Columns(list(DEFAULT_COLUMNS)), True
