@@ -55,9 +55,12 @@ def parse_size(text: str | int | float, default_unit: str = "") -> int:
 
 
 def guessed_unit(value: float) -> str:
-    """The unit a bare number most likely meant, for a hint: '12' a card in GiB, '600' a budget in MiB."""
+    """The unit a bare number most likely meant, for a hint: '12' a card in GiB, '600' a budget in MiB;
+    between them both are plausible (QA 17 F18: '300' as a host budget was hinted as 300 GiB)."""
     number = f"{value:g}"
-    return f"{number}GiB" if value < 512 else f"{number}MiB"
+    if value < 128:
+        return f"{number}GiB"
+    return f"{number}MiB or {number}GiB" if value < 512 else f"{number}MiB"
 
 
 def parse_size_with_unit(text: str | int | float) -> int:

@@ -146,6 +146,7 @@ def test_context_minus_5_is_exit_2_one_line(tmp_path: Path) -> None:
         ("600", "memory_budget: 600 has no unit: 600MiB?"),
         ('"600"', "memory_budget: '600' has no unit: 600MiB?"),
         ("1.5", "memory_budget: 1.5 has no unit: 1.5GiB?"),
+        ('"300"', "memory_budget: '300' has no unit: 300MiB or 300GiB?"),  # QA 17 F18
     ],
 )
 def test_a_budget_without_a_unit_or_of_zero_is_exit_2_one_line(
