@@ -129,6 +129,7 @@ async def test_k_skips_and_v_edits_the_proposal_in_the_wizard_pane(tiny_gguf: Pa
         await wait_for(pilot, lambda: pane.proposal is not None and pane.proposal.to == 131072)
         said = [n.message for n in app._notifications]
         assert any("will not fit; Confirm relaunches it anyway" in m for m in said), said
+        assert "will not fit" in pane.proposal.why  # QA 17 F22: not only in a toast that goes
 
         pane.query_one("#wiz-confirm").focus()  # back on the pane's buttons, as after tabbing there
         await pilot.press("k")  # Skip: the core wizard records the setting as turned down

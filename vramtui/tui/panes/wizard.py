@@ -401,6 +401,7 @@ class WizardPane(Pane):
             warning = self.driver.fit_warning(self.proposal)
             if warning is not None:  # QA 5: said before the relaunch, which stays the user's call
                 self.notify(f"{warning}; Confirm relaunches it anyway", severity="warning", timeout=8)
+                self.proposal.why += f"; {warning}"  # and kept in the proposal until Confirm (QA 17 F22)
             self.show()
 
     def on_key(self, event: Any) -> None:
