@@ -624,8 +624,8 @@ def clear_startup_errors(state: LogState, number: int, text: str, always: bool =
         if found is not None and (always or STAGE_INDEX[found.stage] < STAGE_INDEX["ready"]):
             setattr(state, name, None)
             cleared = True
-    if (cleared or always) and len(state.recovered) < _RECOVERIES_QUOTED:
-        state.recovered.append(_quote(number, text))  # a crash loop recovers thousands of times
+    if cleared or always:
+        _quote_recovery(state, number, text)
     if always:
         state.tb_open = False
 
@@ -639,7 +639,12 @@ def clear_errors_of(state: LogState, number: int, text: str, causes: set[str]) -
         if found is not None and found.rule is not None and found.rule.cause in causes:
             setattr(state, name, None)
             cleared = True
-    if cleared and len(state.recovered) < _RECOVERIES_QUOTED:
+    if cleared:
+        _quote_recovery(state, number, text)
+
+
+def _quote_recovery(state: LogState, number: int, text: str) -> None:
+    if len(state.recovered) < _RECOVERIES_QUOTED:  # a crash loop recovers thousands of times
         state.recovered.append(_quote(number, text))
 
 
