@@ -560,12 +560,17 @@ _SHAPE_ALIASES = {
 }
 
 
+class ShapeNotGiven(VramtuiError):
+    """A config.json without (or with a 0 for) a shape key the estimate needs; the engine would load it with
+    its class's defaults and fail on the first weight."""
+
+
 def _require_shape(cfg: dict[str, Any], source: str, **values: int | None) -> None:
     """A field given as 0 is named on its own; the ones missing are listed (only those)."""
     for name, value in values.items():
         if value == 0:
             given = next(key for key in _SHAPE_ALIASES[name] if cfg.get(key) is not None)
-            raise VramtuiError(f"{source}: config.json gives {given} as 0; it must be at least 1")
+            raise ShapeNotGiven(f"{source}: config.json gives {given} as 0; it must be at least 1")
     missing = [name for name, value in values.items() if value is None]
     if (
         missing
@@ -577,7 +582,7 @@ def _require_shape(cfg: dict[str, Any], source: str, **values: int | None) -> No
             "its folder (the quantization config beside it is read from there)"
         )
     if missing:
-        raise VramtuiError(f"{source}: config.json lacks {' / '.join(missing)}")
+        raise ShapeNotGiven(f"{source}: config.json lacks {' / '.join(missing)}")
 
 
 # Past these no published model goes (the widest vocabularies are ~260k, hidden sizes 16k, 128 layers):
@@ -905,10 +910,10 @@ def _check_shape_given(config: Any, folder: Path) -> None:
     it and read the engine's shape error 30 s later)."""
     try:
         info_from_config(config, str(folder))
-    except VramtuiError as error:
-        if " lacks " in str(error) or " as 0;" in str(error):
-            raise
-    # any other problem of the config is the engine's to say (an architecture the estimate does not size)
+    except ShapeNotGiven:
+        raise
+    except VramtuiError:
+        pass  # any other problem of the config is the engine's to say (an architecture not sized here)
 
 
 def info_from_hf_folder(folder: Path, exact_params: bool = True) -> ModelInfo:
