@@ -236,6 +236,11 @@ def test_a_recording_of_a_server_already_up_starts_at_its_plateau() -> None:
     # A load from idle rises by more than the idle level: still baseline, load, exit, whatever follows.
     r = compute_readings(*curve((300, 20), (8000, 30), (300, 10), (8000, 30), (300, 10)))
     assert r.baseline_mib == 300 and r.plateau_mib == 8000
+    # QA 17 F8: host RAM starts high with the rest of the machine; a small load that holds for most of the
+    # recording is a load (baseline 878), not requests on a server already up.
+    r = compute_readings(*curve((878, 20), (920, 100), (932, 20), (878, 30)))
+    assert r.baseline_mib == 878 and r.plateau_mib == 920
+    assert not any("starts with the model loaded" in n for n in r.notes)
 
 
 def test_a_flat_recording_with_no_launch_is_a_running_servers_level_not_a_baseline() -> None:

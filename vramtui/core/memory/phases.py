@@ -228,8 +228,21 @@ def loaded_from_start(curve: Curve) -> Level | None:
     rises = [i for i in range(start.stop, curve.n) if vs[i] > start.value + noise]
     if not rises or max(vs) - start.value >= start.value:
         return None  # flat (an idle card looks the same), or a rise bigger than where it started
+    if _longest_run(rises) >= max(LATE_LOAD_HOLD, curve.n // 4):
+        # a rise held for a quarter of the recording is a load, not a request: host RAM starts high
+        # with everything else on the machine (QA 17 F8: a 45 MiB load on 878 MiB read as "loaded")
+        return None
     back = any(abs(v - start.value) <= noise for v in vs[rises[0] :])
     return start if back else None
+
+
+def _longest_run(indices: list[int]) -> int:
+    """The most consecutive indices in an ascending list."""
+    longest = run = 0
+    for i, index in enumerate(indices):
+        run = run + 1 if i and index == indices[i - 1] + 1 else 1
+        longest = max(longest, run)
+    return longest
 
 
 def _final_drop(curve: Curve, level: float) -> int:
