@@ -104,8 +104,8 @@ def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse
 
 
 def _did_you_mean(parser: argparse.ArgumentParser, tokens: Sequence[str]) -> str:
-    """"; did you mean --ctx?" for the first unknown flag that is close to one this parser takes (QA 17:
-    profile keys got a suggestion, flags did not)."""
+    """The hint for the first unknown flag close to one this parser takes ("; did you mean --ctx?"), or ""
+    (QA 17: profile keys got a suggestion, flags did not)."""
     import difflib
 
     for token in tokens:
