@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_wizard import ReplayedRuns, _demo_profile
@@ -141,16 +142,23 @@ def test_no_proposal_is_a_change_the_estimate_says_frees_nothing(demo_model: Pat
     wizard.finish()
 
 
-def test_the_flash_attention_step_says_what_it_does_itself(demo_model: Path, tmp_path: Path) -> None:
-    """Issue 22 #36: the step that turns flash attention on before a quantized V cache predicts and
-    explains flash attention on, and names the KV change as the next step (it described that one)."""
-    runs = ReplayedRuns(tmp_path)
-    wizard = Wizard(_demo_profile(demo_model), record_path=tmp_path / "rec.jsonl", runner=runs)
+def _at_the_flash_attention_step(demo_model: Path, tmp_path: Path) -> tuple[Wizard, Any]:
+    """The demo's wizard, every proposal before the flash-attention one skipped."""
+    wizard = Wizard(
+        _demo_profile(demo_model), record_path=tmp_path / "rec.jsonl", runner=ReplayedRuns(tmp_path)
+    )
     wizard.start()
     proposal = wizard.propose()
     while proposal is not None and proposal.param != "flash_attn":
         wizard.skip(proposal)
         proposal = wizard.propose()
+    return wizard, proposal
+
+
+def test_the_flash_attention_step_says_what_it_does_itself(demo_model: Path, tmp_path: Path) -> None:
+    """Issue 22 #36: the step that turns flash attention on before a quantized V cache predicts and
+    explains flash attention on, and names the KV change as the next step (it described that one)."""
+    wizard, proposal = _at_the_flash_attention_step(demo_model, tmp_path)
     assert proposal is not None and proposal.then is not None and proposal.then[0] == "kv_dtype"
     assert proposal.why.startswith("flash attention first")
     said = proposal.why
@@ -239,13 +247,7 @@ def test_a_step_that_names_a_next_one_predicts_the_change_it_launches(
     from vramtui.core.units import MIB
     from vramtui.core.wizard.budget import needed_bytes
 
-    runs = ReplayedRuns(tmp_path)
-    wizard = Wizard(_demo_profile(demo_model), record_path=tmp_path / "rec.jsonl", runner=runs)
-    wizard.start()
-    proposal = wizard.propose()
-    while proposal is not None and proposal.param != "flash_attn":
-        wizard.skip(proposal)
-        proposal = wizard.propose()
+    wizard, proposal = _at_the_flash_attention_step(demo_model, tmp_path)
     assert proposal is not None and proposal.then is not None
     alone = wizard.model.predict(wizard.profile.with_param("flash_attn", proposal.to))
     assert alone is not None

@@ -474,7 +474,7 @@ class LogState:
         for key, device, value, per_device in info.figures:
             if DRAFT_MARK in self.figures and key != DRAFT_MARK:
                 key = DRAFT_PREFIX + key  # the draft model's buffers: the model's own figures stay
-            self._add_figure(key, device, value, per_device, number)
+            add_figure(self, key, device, value, per_device, number)
         if self.cache_part and any(
             key.removeprefix(DRAFT_PREFIX) == CACHE_PART_SUMS[-1] for key, *_ in info.figures
         ):
@@ -571,31 +571,35 @@ class LogState:
             self.cut_tb = _Found(self.tb_start[0], self.tb_start[1], None, stage)
             self.cut_memory = self.tb_memory
 
-    def _add_figure(
-        self, key: str, device: str | None, value: int | float, per_device: bool, number: int = 0
-    ) -> None:
-        if key.endswith(CACHE_PART_MARK):
-            self.cache_part = True  # a second cache of this load: its figures add to the first's
-            self.figures[key] = {"": value}
+
+def add_figure(
+    state: LogState, key: str, device: str | None, value: int | float, per_device: bool, number: int = 0
+) -> None:
+    """One figure the engine printed, into the state's figures: per device (a device seen again starts a
+    new load's set, unless it follows on the next line: one more part of the same buffer), a second
+    cache's parts added to the first's."""
+    if key.endswith(CACHE_PART_MARK):
+        state.cache_part = True  # a second cache of this load: its figures add to the first's
+        state.figures[key] = {"": value}
+        return
+    adds = state.cache_part and key.removeprefix(DRAFT_PREFIX) in CACHE_PART_SUMS
+    if state.cache_part and not adds and key in state.figures:
+        return  # the cells, streams ... of the second cache: the first (full) one's stand
+    if per_device:
+        devices = state.figures.setdefault(key, {})
+        name = device or "?"
+        follows = state.figure_lines.get(key) == (number - 1, name)
+        state.figure_lines[key] = (number, name)
+        if (adds or follows) and name in devices:
+            devices[name] += value
             return
-        adds = self.cache_part and key.removeprefix(DRAFT_PREFIX) in CACHE_PART_SUMS
-        if self.cache_part and not adds and key in self.figures:
-            return  # the cells, streams ... of the second cache: the first (full) one's stand
-        if per_device:
-            devices = self.figures.setdefault(key, {})
-            name = device or "?"
-            follows = self.figure_lines.get(key) == (number - 1, name)
-            self.figure_lines[key] = (number, name)
-            if (adds or follows) and name in devices:
-                devices[name] += value
-                return
-            if name in devices:
-                devices.clear()  # the same device again: a new load, start a new set
-            devices[name] = value
-        elif adds and key in self.figures:
-            self.figures[key] = {"": self.figures[key][""] + value}
-        else:
-            self.figures[key] = {"": value}
+        if name in devices:
+            devices.clear()  # the same device again: a new load, start a new set
+        devices[name] = value
+    elif adds and key in state.figures:
+        state.figures[key] = {"": state.figures[key][""] + value}
+    else:
+        state.figures[key] = {"": value}
 
 
 def recover(state: LogState, number: int, text: str, rules: tuple[NoticeRule, ...]) -> None:

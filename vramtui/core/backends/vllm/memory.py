@@ -378,8 +378,7 @@ class VllmMemory(MemoryAccounting):
         if host:
             notes.append(_offload_note(host, settings.cpu_offload_gb))
         weights -= host
-        graphs = _graph_bytes(settings)
-        inside = graphs if _graphs_in_budget(settings) else 0
+        graphs, inside = _graph_bytes(settings), _graphs_inside(settings)
         kv_available = _kv_room(settings, budget, weights + NON_TORCH_BYTES + activation + inside, notes)
         build = settings.engine_build
         cache = _kv_layout(info, kv_dtype, per_token, context, max_seqs, kv_available, 1, tokens, build)
@@ -454,9 +453,10 @@ def _graph_bytes(settings: Settings) -> int:
     return 0 if settings.enforce_eager or not settings.on_gpu else CUDA_GRAPH_BYTES
 
 
-def _graphs_in_budget(settings: Settings) -> bool:
-    """Whether this vLLM takes the graphs off the budget before the KV cache (0.21 on; None: today's)."""
-    return settings.engine_build is None or settings.engine_build >= GRAPHS_IN_BUDGET_SINCE
+def _graphs_inside(settings: Settings) -> int:
+    """The graphs' bytes this vLLM takes off the budget before the KV cache (0.21 on; None: today's)."""
+    today = settings.engine_build is None or settings.engine_build >= GRAPHS_IN_BUDGET_SINCE
+    return _graph_bytes(settings) if today else 0
 
 
 def _one_card_bill(weights: int, cache: KvLayout, activation: int, host: int, graphs: int) -> MemoryBill:
@@ -484,16 +484,9 @@ def _size_parallel(
     activation = activation_peak(info, tokens, max_seqs, tp, settings.engine_build)
     activation += _vision_share(info, tokens, activation, [], max_seqs)  # each rank profiles the tower
     cards = settings.cards
-    body = layer_weights(info, weights)
-    # each rank moves up to N GiB of its own layers' shard
-    hosted = [
-        offloaded_bytes(settings, int(body * len(r.layers) / max(1, info.n_layers) / tp)) for r in ranks
-    ]
-    ranks = [
-        replace(r, weights_bytes=r.weights_bytes - moved) for r, moved in zip(ranks, hosted, strict=True)
-    ]
+    ranks, hosted = _offload_ranks(info, settings, weights, ranks)
     budgets = [int(cards[rank.index] * settings.share) for rank in ranks]
-    inside = _graph_bytes(settings) if _graphs_in_budget(settings) else 0
+    inside = _graphs_inside(settings)
     free = [
         b - r.weights_bytes - NON_TORCH_BYTES - activation - inside
         for b, r in zip(budgets, ranks, strict=True)
@@ -560,6 +553,18 @@ def _size_parallel(
     )
 
 
+def _offload_ranks(
+    info: ModelInfo, settings: Settings, weights: int, ranks: list[devices.RankShare]
+) -> tuple[list[devices.RankShare], list[int]]:
+    """Each rank less what --cpu-offload-gb moves of its own layers' shard (up to N GiB each), and that."""
+    body, tp = layer_weights(info, weights), settings.tensor_parallel_size
+    hosted = [
+        offloaded_bytes(settings, int(body * len(r.layers) / max(1, info.n_layers) / tp)) for r in ranks
+    ]
+    moved = [replace(r, weights_bytes=r.weights_bytes - n) for r, n in zip(ranks, hosted, strict=True)]
+    return moved, hosted
+
+
 def _rank_rows(
     ranks: list[devices.RankShare],
     free: list[int],
@@ -571,7 +576,7 @@ def _rank_rows(
     """Each rank's row and bill: its weights, the tightest rank's cache (vLLM takes the smallest block count
     over the workers), the profile's activations, the runtime and the CUDA graphs."""
     rows, bill = [], MemoryBill()
-    inside = _graph_bytes(settings) if _graphs_in_budget(settings) else 0
+    inside = _graphs_inside(settings)
     for rank, room in zip(ranks, free, strict=True):
         # the tightest rank's block count on every rank (a pooled cache is alike on each)
         kv_bytes = (
