@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from test_tui import quiet_app
 from test_tui_support import screen_text, wait_for
 from test_wizard import ReplayedRuns, _demo_profile
 from textual.widgets import DataTable
@@ -85,3 +86,16 @@ async def test_the_steps_table_fits_80_columns_and_is_full_when_wide(tiny_gguf: 
         await pilot.resize_terminal(80, 24)
         await wait_for(pilot, lambda: pane.compact is True)
         assert table.row_count == 2 and _table_fits(table)
+
+
+async def test_with_nothing_to_start_a_wizard_on_confirm_is_not_drawn() -> None:
+    """QA 17 F21: plain `vramtui` drew a "Confirm (n)" button on the wizard pane though `n` did nothing."""
+    from vramtui.tui.panes.wizard import WizardPane
+
+    app = quiet_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        pane = app.query_one(WizardPane)
+        pane.show()
+        await pilot.pause()
+        assert pane.driver is None and pane.profile_hint is None
+        assert app.query_one("#wiz-confirm").has_class("-idle")

@@ -499,9 +499,10 @@ class WizardPane(Pane):
         self.query_one("#wiz-export", Button).disabled = not self.steps
         self.query_one("#wiz-take-over", Button).disabled = not (restart and not self.busy)
         self.query_one("#wiz-copy", Button).disabled = not restart
-        # no wizard yet and the model runs: `n` has nothing to confirm (QA 14)
+        # no wizard yet and the model runs, or nothing to start one on: `n` has nothing to confirm (QA 14, 17)
+        idle = self.profile_hint is None and self.attached_view is None
         gone = done or (
-            driver is None and bool(getattr(getattr(self.app, "session", None), "running", False))
+            driver is None and (idle or bool(getattr(getattr(self.app, "session", None), "running", False)))
         )
         for button in self.query("#wiz-buttons Button").results(Button):
             # QA 7, 8, 9: Confirm, Skip, Edit and Export drawn beside "stop the model (s), then press n"
