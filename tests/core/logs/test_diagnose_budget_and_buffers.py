@@ -336,3 +336,19 @@ def test_weights_host_ram_could_not_hold_get_transformers_settings() -> None:
     assert 'dtype = "bfloat16"' in advice and "1200 MiB" in advice
     # under vramtui's address-space budget a disk offload is mapped all the same: not offered (QA 13)
     assert 'device_map = "auto"' not in advice
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["transformers-budget-600-import-null-return.log", "transformers-budget-600-import-null-getattr.log"],
+)
+def test_a_c_function_failing_without_an_exception_under_the_budget_is_the_budgets_doing(name: str) -> None:
+    # The real runner under 600 MiB (RLIMIT_AS) sometimes dies importing the engine with CPython's
+    # "SystemError: error return without exception set" (or "... returned NULL without setting an exception")
+    # instead of a MemoryError: the wizard test flaked on it in CI, read as "other".
+    diagnosis = diagnose_file(LOGS / name)
+    assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "budget_import")
+    assert "SystemError" in (diagnosis.first_error_text or "")
+    text = (LOGS / name).read_text()
+    without = diagnose_text("\n".join(line for line in text.splitlines() if "memory budget" not in line))
+    assert without.cause == "null_return" and "memory_budget" not in " ".join(without.advice)

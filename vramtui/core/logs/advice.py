@@ -59,6 +59,7 @@ CAUSE_WORDS: dict[str, str] = {
     "bad_argument": "the engine refused its command line (a flag it does not take, or a bad value)",
     "gpus_short": "the run asks for more GPUs than there are (tensor x pipeline parallel ranks)",
     "nccl_timeout": "a multi-GPU (NCCL) collective operation timed out: one GPU's process stalled or died",
+    "null_return": "a C function failed without saying why (SystemError: it returned NULL with no exception set)",
     "gpu_share_short": "less GPU memory is free than the share the engine was asked to take",
     "prefill_warmup": "the warmup's largest prefill did not fit in GPU memory",
     "removed_ggml_type": "the file uses a tensor type this llama.cpp build removed",

@@ -293,6 +293,14 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("panic:", "panic", "other", r"^\s*panic:", strong=False),
     *_engines("errors", "generic.after"),
     ErrorRule("watchdog caught collective operation timeout", "nccl_timeout", "other"),
+    # CPython's word for a C function that failed without setting an exception: under an address-space
+    # budget, an allocation in the engine's import that failed (a MemoryError other times; CI flaked on it)
+    ErrorRule(
+        "systemerror",
+        "null_return",
+        "other",
+        r"systemerror: .*(?:error return without exception set|returned null without setting an exception)",
+    ),
     # an HTTP client (httpx, requests) told 404 by the server's generation or embedding route: the server
     # is up but has no model by the name asked (Ollama's unpulled model, vLLM's other --served-model-name)
     ErrorRule(

@@ -786,7 +786,11 @@ _BNB_REQUESTS = frozenset({"bnb-4bit", "bnb-8bit", "bitsandbytes"})
 # Words on a (non-request) log line that show the weights are quantized.
 _QUANTIZED_WORDS = ("bitsandbytes", "linear4bit", "linear8bit", "bnb", "nf4", "awq", "gptq", "is quantized")
 # Under vramtui's host budget (no GPU), llama.cpp's context buffers are host allocations too.
-_BUDGET_ALLOCATION_CAUSES = _HOST_ALLOCATION_CAUSES | {"kv_alloc_failed", "compute_alloc_failed"}
+_BUDGET_ALLOCATION_CAUSES = _HOST_ALLOCATION_CAUSES | {
+    "kv_alloc_failed",
+    "compute_alloc_failed",
+    "null_return",
+}
 # The first error of a failed buffer allocation, before the line that says whose buffer it was.
 _BUFFER_CAUSES = frozenset({"host_alloc", "cuda_oom", "device_alloc"})
 _SAME_REPORT_LINES = 5
