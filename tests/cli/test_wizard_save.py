@@ -7,7 +7,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
 from placeholder_files import EMPTY_GGUF
 
 from vramtui.core.launch.profile import load_profile
@@ -76,21 +75,21 @@ def test_a_saved_profile_keeps_relative_paths_as_written_and_whole_numbers(tmp_p
     assert tomllib.loads(changed.read_text(encoding="utf-8"))["model"] == str(other)
 
 
-def test_the_wizard_says_it_measures_the_engine_before_it_does(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_wizard_says_it_measures_the_engine_before_it_does(tmp_path: Path) -> None:
     """QA 17 F11: with a slow engine the CLI wizard printed nothing for a minute and a half while it
     measured the engine's own memory; the app's wizard says so, and now the CLI's too (and only then)."""
     import io
-    from types import SimpleNamespace
+    import shutil
 
     from vramtui.cli.wizard import _say_measuring
+    from vramtui.core.launch.profile import Profile
 
-    profile = SimpleNamespace()
-    monkeypatch.setattr("vramtui.core.launch.footprint.binary_of", lambda p: Path("/opt/bin/llama-server"))
+    program = tmp_path / "llama-server"  # a binary this fresh data dir has never measured
+    shutil.copy("/bin/true", program)
+    profile = Profile(backend="llama.cpp", model="m.gguf", program=str(program), memory_budget=600 << 20)
     out = io.StringIO()
-    monkeypatch.setattr("vramtui.core.launch.footprint.measured_already", lambda p: False)
     _say_measuring(profile, out)
     assert out.getvalue().startswith("measuring llama-server's own idle memory (once per binary)")
-    monkeypatch.setattr("vramtui.core.launch.footprint.measured_already", lambda p: True)
-    again = io.StringIO()
-    _say_measuring(profile, again)
-    assert again.getvalue() == ""
+    unbudgeted = io.StringIO()  # no budget: nothing to measure, nothing said
+    _say_measuring(profile.with_changes(memory_budget=None), unbudgeted)
+    assert unbudgeted.getvalue() == ""
