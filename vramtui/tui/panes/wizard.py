@@ -499,12 +499,15 @@ class WizardPane(Pane):
         self.query_one("#wiz-export", Button).disabled = not self.steps
         self.query_one("#wiz-take-over", Button).disabled = not (restart and not self.busy)
         self.query_one("#wiz-copy", Button).disabled = not restart
-        # no wizard yet and the model runs, or nothing to start one on: `n` has nothing to confirm (QA 14, 17)
-        idle = self.profile_hint is None and self.attached_view is None
-        gone = done or (
-            driver is None and (idle or bool(getattr(getattr(self.app, "session", None), "running", False)))
-        )
+        gone = done or (driver is None and _nothing_to_confirm(self))
         for button in self.query("#wiz-buttons Button").results(Button):
             # QA 7, 8, 9: Confirm, Skip, Edit and Export drawn beside "stop the model (s), then press n"
             # Confirm stays drawn while it may come back, but not once the wizard is done (QA 12)
             button.set_class(button.disabled and (button.id != "wiz-confirm" or gone), "-idle")
+
+
+def _nothing_to_confirm(pane: WizardPane) -> bool:
+    """No wizard yet, and the model runs or there is nothing to start one on: `n` confirms nothing
+    (QA 14, QA 17 F21)."""
+    running = bool(getattr(getattr(pane.app, "session", None), "running", False))
+    return running or (pane.profile_hint is None and pane.attached_view is None)
