@@ -68,6 +68,7 @@ FILES = (
     LOGS / "round51.jsonl",
     LOGS / "round52.jsonl",
     LOGS / "round53.jsonl",
+    LOGS / "round54.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
