@@ -938,3 +938,17 @@ def test_an_f32_checkpoints_row_says_vllm_runs_it_in_bf16(
     assert "f32→bf16" in capsys.readouterr().out
     rows = run_json(capsys, *common, "--backend", "transformers")["table"]["rows"]
     assert all(row["loaded_dtype"] is None for row in rows)
+
+
+def test_an_unsloth_or_bartowski_file_name_is_a_quantization_the_estimate_takes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A new user copies the quantization from the file they chose on the Hub (UD-Q4_K_XL, Q6_K_L): it was
+    refused as unknown."""
+    config = str(Path(__file__).resolve().parents[1] / "data" / "configs" / "Qwen--Qwen3-8B.config.json")
+    sizes = {}
+    for quant in ("Q4_K_M", "UD-Q4_K_XL", "Q6_K", "Q6_K_L", "IQ3_XS"):
+        sizes[quant] = run_json(capsys, config, "--quant", quant, "--ctx", "4096")["weights_bytes"]
+    assert sizes["UD-Q4_K_XL"] == sizes["Q4_K_M"]  # its per-model recipe is not known: Q4_K_M's layout
+    assert sizes["Q6_K_L"] > sizes["Q6_K"]  # Q8_0 embeddings and output
+    assert sizes["IQ3_XS"] < sizes["Q4_K_M"]

@@ -151,7 +151,10 @@ def cases() -> list[dict[str, Any]]:
 _NUM = r"([\d.]+)"
 _META = re.compile(r"(?:print_info|llm_load_print_meta):\s+(\w+(?: \w+)?)\s*=\s*(.*?)\s*$")
 _KV = re.compile(r"- kv\s+\d+:\s+([\w.-]+)\s+(\S+)\s*=\s*(.*?)\s*$")
-_TENSORS = re.compile(r"loaded meta data with \d+ key-value pairs and (\d+) tensors")
+_TENSORS = re.compile(r"loaded meta data with \d+ key-value pairs and (\d+) tensors(?: from (\S+))?")
+# a publisher's mix named in the file's name (Unsloth's UD-Q4_K_XL, bartowski's Q6_K_L): what a user who
+# downloaded it would give `--quant`
+_MIX_IN_NAME = re.compile(r"(?:^|[-_/])((?:UD[-_])?Q\d_K_X?L)(?=[-_.])", re.I)
 _DEVICE = re.compile(r"using device (\w+) \(.*\)\s*-\s*(\d+) MiB free")
 _BUFFER = re.compile(
     rf"(?:load_tensors|llm_load_tensors):\s+([\w-]+)\s+(?:model )?buffer size\s*=\s*{_NUM}\s*MiB"
@@ -193,6 +196,7 @@ class LogRun:
     kv: dict[str, str] = field(default_factory=dict)
     type_counts: dict[str, int] = field(default_factory=dict)
     n_tensors: int | None = None
+    model_path: str = ""
     devices: dict[str, int] = field(default_factory=dict)  # GPU name -> free bytes, in order
     context: dict[str, str] = field(default_factory=dict)
     kv_types: tuple[str, str] | None = None
@@ -256,6 +260,7 @@ def _read_header(run: LogRun, line: str) -> None:
         run.type_counts[found.group(1).lower()] = int(found.group(2))
     elif found := _TENSORS.search(line):
         run.n_tensors = int(found.group(1))
+        run.model_path = run.model_path or (found.group(2) or "")
     elif found := _DEVICE.search(line):
         run.devices.setdefault(found.group(1), int(found.group(2)) * MIB)
     elif found := _OFFLOADED.search(line):
@@ -381,7 +386,7 @@ _FILE_TYPES = {
     "q3_k - small": "q3_k_s",
     "q3_k - large": "q3_k_l",
     "q2_k - medium": "q2_k",
-    "q2_k - small": "q2_k",
+    "q2_k - small": "q2_k_s",
     "mxfp4 moe": "mxfp4_moe",
     "iq4_xs - 4.25 bpw": "iq4_xs",
 }
@@ -399,6 +404,18 @@ def file_type_of(run: LogRun) -> str | None:
         return q.normalize_quant(word) if word in q.FILE_TYPE_BPW or word in q.ggml_type_names() else None
     except VramtuiError:
         return None
+
+
+def mix_of(run: LogRun, file_type: str | None) -> str | None:
+    """The publisher's mix the file's name gives, when it is one over the printed file type (an
+    Unsloth UD-Q4_K_XL file reads "Q4_K - Medium"); else the printed file type."""
+    found = _MIX_IN_NAME.search(run.model_path.rsplit("/", 1)[-1].rsplit("\\", 1)[-1])
+    if not found:
+        return file_type
+    mix = q.normalize_quant(found.group(1))
+    if mix in q.PUBLISHER_MIXES and q.PUBLISHER_MIXES[mix][0] == file_type:
+        return mix
+    return file_type
 
 
 def file_bytes_of(run: LogRun) -> int | None:
@@ -624,7 +641,12 @@ def _group_types(info: ModelInfo, file_type: str | None, counts: dict[str, int])
             stored_type(
                 group,
                 q.gguf_tensor_type(
-                    ftype, q.TensorRole(group.kind, group.layer), info.n_layers, info.tied_embeddings
+                    ftype,
+                    q.TensorRole(group.kind, group.layer),
+                    info.n_layers,
+                    info.tied_embeddings,
+                    info.n_heads // max(1, info.n_kv_heads),
+                    info.n_experts,
                 ),
             ),
         )
@@ -1042,7 +1064,7 @@ def score(case: dict[str, Any]) -> Scored:
     except VramtuiError as error:
         scored.left_out = dict.fromkeys(TERMS, str(error))
         return scored
-    file_type, file_bytes = file_type_of(run), file_bytes_of(run)
+    file_type, file_bytes = mix_of(run, file_type_of(run)), file_bytes_of(run)
     if from_config:
         # the published shape sizes the cache and the graph; the weights are the file's own recipe,
         # which a config.json does not tell (a dynamic quant's per-tensor types)

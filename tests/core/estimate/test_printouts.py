@@ -22,21 +22,21 @@ _SPEC.loader.exec_module(po)
 
 # (printout, term) -> why the estimate misses it
 KNOWN_MISSES: dict[tuple[str, str], str] = {
-    ("p4-llama.cpp-strixhalo-llama33-70b-q8kxl-vulkan", "weights"): (
-        "the host's token embedding (x0.53): a dynamic UD-Q8_K_XL recipe keeps it 16-bit (2004 MiB printed is "
-        "128256 x 8192 x 2 bytes) where llama-quantize's rules for the Q8_0 file type make it 8-bit; the "
-        "printout counts its tensor types but not which tensor has which"
-    ),
     **dict.fromkeys(
-        [
-            *(("p3-ik_llama.cpp-qwen3-235b-iq3k-5090-4090-" + run, "compute") for run in ("ot", "ts")),
-            # round 13: the same model and cards, another user (-ot to CUDA0, CUDA1 and the CPU, ub 2048)
-            ("p13-ik_llama.cpp-5090-4090-qwen3-235b-iq3k-ot-cuda0-cuda1-cpu-ub2048-win", "compute"),
-        ],
-        "the first GPU (x1.48, x1.79): it holds no copy of the experts left in host RAM, though ik_llama.cpp's "
-        "rule for its build (2048 tokens x 8 used >= 32 x 128 experts) multiplies them on the GPU and its CUDA "
-        "backend takes their repacked type (-rtr); without the copy both are within 25% (x0.84, x1.01), and the "
-        "dsr1 run above (no -rtr) holds one: why these do not is not known",
+        (
+            ("p2-llama.cpp-dsv3-0324-udq2kxl-5090-2x4090-a6000-ot-exps-cuda", "compute"),
+            # round 13 holds the same run again
+            ("p13-llama.cpp-5090-2x4090-a6000-deepseek-v3-0324-q2kxl-ot-named-cuda-ub1024", "compute"),
+        ),
+        "the first GPU (x0.66) multiplying host experts at a 1024-token micro-batch on four GPUs: 3285 MiB "
+        "printed is one expert copy more (1185 MiB) than the largest one the graph model keeps; four other "
+        "runs (GLM-5.2 twice, DeepSeek V3 at b4568, R1 with -ngl 0) hold just the largest. What makes this "
+        "build or layout keep two is not known",
+    ),
+    ("p3-ik_llama.cpp-qwen3-235b-iq3k-5090-4090-ts", "compute"): (
+        "the first GPU (x1.38) with -ts and the experts in host RAM: ik_llama.cpp's rule for its build (2048 "
+        "tokens x 8 used >= 32 x 128 experts) multiplies them on the GPU in their repacked type (-rtr); the "
+        "same run with -ot, and another user's, are within 25%: what -ts adds is not known"
     ),
     **dict.fromkeys(
         (
@@ -46,11 +46,6 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "the host (x1.14, x1.48) of a GGUF split in 5 and 3 parts: each part is mapped apart, so each "
         "host span stops at its own file's end; the estimate spans one file, taking in the GPU's tensors "
         "(-ot blk.N.ffn=CUDA0) between host ones. Where the parts split is not printed (the GPUs exact)",
-    ),
-    ("p9-ik_llama.cpp-deepseek-r1-0528-iq2kr4-4090d-ot-blk1-9-cuda0-exps-cpu-ub4096", "compute"): (
-        "the GPU (x1.48) at a 4096-token micro-batch with the routed experts of 52 layers in host RAM, "
-        "-fmoe and -amb 512: as the two ik_llama.cpp Qwen3-235B runs above, its fused MoE's copy of host "
-        "experts is not modelled"
     ),
     **dict.fromkeys(
         (
@@ -141,19 +136,6 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "b4568 alike, 22 estimated: the inputs); what else those builds' MLA graph kept there is not known",
     ),
     **dict.fromkeys(
-        (
-            ("p29-llama.cpp-b10505-4xRTXPRO6000-glm5.2-UD-Q5_K_XL-ctx131072-ncmoe54-ts54_9_8_8", "compute"),
-            (
-                "p29-llama.cpp-b10505-4xRTXPRO6000-glm5.2-UD-Q4_K_XL-ctx896000-ncmoe54-ts54_9_8_8-loadmode-none",
-                "compute",
-            ),
-        ),
-        "the first GPU's buffer with 54 layers' experts in host RAM (x1.26, x1.33): it multiplies them, and "
-        "the copies of a UD recipe's expert tensors are sized from type counts that do not say which tensor "
-        "has which type; the other GPUs and the host are within 5% (the sparse-attention indexer's mask and "
-        "scores)",
-    ),
-    **dict.fromkeys(
         (("p5-llama.cpp-i14625-jamba-mini17-q8-4060ti-ot-exps-cpu", term) for term in ("weights", "compute")),
         "Jamba: its Mamba mixers (28 of 32 layers) are not in the estimator's layout, so the two layers -ot "
         "keeps whole on CUDA0 lack their mixers (weights x0.45) and its compute their scan (x0.73); its KV "
@@ -180,7 +162,7 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
                 ("qwen3-235b-udq4kxl-5090-win", ("compute",)),
                 ("kimik2-0905-iq5ks-5090-ub4096", ("weights",)),
                 ("dsr1-0528-udq3kxl-3x3090-draft", ("weights", "compute")),
-                ("glm46-3080-20g-iq4nlkv-par2", ("weights", "compute")),
+                ("glm46-3080-20g-iq4nlkv-par2", ("weights",)),
             )
             for term in terms
         ),
@@ -188,13 +170,6 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "fused up/gate, its -sm row's single CUDA_Split buffer): the compute buffers are off by x0.05-3.7 "
         "and some devices' weights by 8-30% (the KV cache is exact on 53 of 54 figures). Not modelled: the "
         "issue puts mainline first; each figure and ratio is in bench_estimator.py's table",
-    ),
-    # Round 32: the GPU multiplies the host's output layer (ubatch 64 >= 32 moves the op there), so its
-    # compute buffer holds a copy of that weight: 16-bit in this UD-Q8_K_XL recipe (101 bf16 tensors;
-    # 151936 x 5120 x 2 bytes is 1484 of the 1522 MiB printed), Q8_0 by the file type's rules
-    ("p32-llama.cpp-b5968-rtxa4000-qwen3-32b-udq8kxl-ngl24-c64-ub64-partial", "compute"): (
-        "the GPU's copy of the host's output weight (x0.54): bf16 in this UD-Q8_K_XL recipe where the "
-        "Q8_0 file type's rules make it Q8_0; the type counts do not say which tensor"
     ),
     # Round 30 (other versions of a file already used): Unsloth's Qwen3.5/3.6 recipes' embeddings again
     ("p30-llama.cpp-2026apr-RTXPRO6000-qwen3.6-35b-a3b-UDQ6KXL-ctx262144-fa", "weights"): (
@@ -205,22 +180,10 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "the host's token embedding (x0.53): Q8_0 in this UD-Q4_K_XL recipe too (515 MiB, as the UD Q4_K_M "
         "runs of rounds 11 and 19); the type counts do not say which tensor"
     ),
-    ("p30-llama.cpp-b8193-T4-qwen3.5-27b-UDIQ3XXS-ctx32768-kvq8", "weights"): (
-        "the host's token embedding (x0.89): Q3_K in this UD-IQ3_XXS recipe (521 MiB), as round 26's run of "
-        "the same file; the type counts do not say which tensor"
-    ),
     # Round 26 (other runs of files already used): the same Unsloth dynamic recipes' embeddings
     ("p26-llama.cpp-lemonade-b1259-rocm-8060s-qwen3.6-35b-a3b-np1-c4096", "weights"): (
         "the host's token embedding (x0.53): the UD Q4_K_M recipe of round 11's runs keeps it Q8_0; the "
         "type counts do not say which tensor"
-    ),
-    ("p26-llama.cpp-b8836-rtxpro6000-qwen3.6-27b-udq8kxl-c262144-mmproj", "weights"): (
-        "the host's token embedding (x0.53): a UD-Q8_K_XL recipe keeps it 16-bit (as round 4's Llama 3.3 "
-        "70B) where the Q8_0 file type's rules make it 8-bit; the type counts do not say which tensor"
-    ),
-    ("p26-llama.cpp-b8193-t4-qwen3.5-27b-udiq3xxs-c65536-kvq8", "weights"): (
-        "the host's token embedding (x0.89): a UD-IQ3_XXS recipe stores it above the file type's rule; "
-        "the type counts do not say which tensor"
     ),
     # Round 11: each miss looked at
     **dict.fromkeys(
@@ -235,10 +198,6 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         (("p11-ik_llama.cpp-15x3090-deepseek-r1-q2k-mla2", term) for term in ("kv", "weights")),
         "15 GPUs of ik_llama.cpp's early MLA-2 era (round 10 has the same user's run): the log prints no "
         "command, so the -ts that split the layers (x0.68-1.33 on four devices) is not known",
-    ),
-    ("p11-ik_llama.cpp-2x3090-ling1t-iq2k-otexps", "compute"): (
-        "ik_llama.cpp's Ling-1T with the experts on the host (x1.47 on CUDA0): its fused MoE at this "
-        "micro-batch is not modelled (as round 10's Ling-1T run)"
     ),
     ("p10-llama.cpp-ci-v100-pythia28b-q40-ngl10", "weights"): (
         "the host (x0.71): the mapped span is the whole file (1524 MiB printed), so the file's first and "
@@ -285,10 +244,6 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "printed are the KQ masks alone, no hidden state (x1.50, x1.68); CUDA_Host runs of b5192-b8854 and a "
         "ROCm_Host run of b9090 hold one, as the estimate does: why these do not is not known",
     ),
-    ("p16-llama.cpp-b6040-rocm-strixhalo-gemma3-12b-ud-q8kxl-fa-ctx4096", "weights"): (
-        "the host's token embedding (x0.53): this UD-Q8_K_XL recipe keeps it 16-bit (1920 MiB is 262144 x 3840 "
-        "x 2 bytes) where llama-quantize's rules make it Q8_0, as round 4's Llama 3.3 70B UD-Q8_K_XL"
-    ),
     **dict.fromkeys(
         (
             ("p16-llama.cpp-b6060-vulkan-amdvlk-strixhalo-qwen3-235b-a22b-q3kxl-fa-ctx4096", "weights"),
@@ -315,12 +270,11 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
             ("p19-llama.cpp-b9010vulkan-strixhalo-qwen3.6-35b-a3b-udq4km-ctx34k-q8kv-fa", "weights"),
             ("p19-llama.cpp-lemonade-b1rocm-strixhalo-qwen3.6-35b-a3b-udq4km-np4-ctx16k", "weights"),
             ("p19-llama.cpp-b6066rocm7rc-strixhalo-qwen3-235b-a22b-2507-udq3kxl-ctx4096-fa", "weights"),
-            ("p19-llama.cpp-b6040vulkanradv-strixhalo-gemma3-12b-udq8kxl-swa-ctx4096-fa", "weights"),
         ),
         "Unsloth's UD recipes keep the token embedding a step above llama-quantize's rule (Q8_0 in UD-Q4_K_M: "
-        "host x0.53; Q4_K in UD-Q3_K_XL: x0.76; BF16 in UD-Q8_K_XL, whose tied output then sits on the GPU: "
-        "host x0.53, device x0.93); the log's type counts do not say which tensor has which type. A GGUF's "
-        "own tensor types, as the estimator reads them, are exact",
+        "host x0.53; Q4_K in UD-Q3_K_XL: x0.76), and not in every model (Qwen3's UD-Q4_K_XL keeps Q4_K); the "
+        "log's type counts do not say which tensor has which type. A GGUF's own tensor types, as the "
+        "estimator reads them, are exact",
     ),
     # Scored from session 13 on, their shape from the published config.json (the logs print none)
     ("p9-ik_llama.cpp-deepseek-r1-0528-2x-rtxpro6000-full-gpu-ub4096", "compute"): (

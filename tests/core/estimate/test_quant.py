@@ -98,3 +98,31 @@ def test_every_quant_spelling_a_transformers_profile_takes_is_one_the_estimate_t
     for spelling, canonical in _BNB.items():
         expected = "nf4" if canonical == "bnb-4bit" else "int8"
         assert q.normalize_quant(spelling) == expected, spelling
+
+
+@pytest.mark.parametrize(
+    ("spelled", "key"),
+    [("UD-Q4_K_XL", "q4_k_xl"), ("ud_q8_k_xl", "q8_k_xl"), ("UD-IQ2_M", "iq2_m"), ("Q6_K_L", "q6_k_l")],
+)
+def test_publishers_mixes_are_named_as_their_files_are(spelled: str, key: str) -> None:
+    assert q.normalize_quant(spelled) == key
+
+
+def test_a_publishers_mix_is_its_file_type_with_the_embeddings_it_keeps() -> None:
+    n = 32
+    # Unsloth's UD-Q8_K_XL: BF16 embeddings over Q8_0; bartowski's _L: Q8_0 embed and output weights
+    assert q.gguf_tensor_type("q8_k_xl", q.TensorRole("token_embd"), n) == "bf16"
+    assert q.gguf_tensor_type("q8_k_xl", q.TensorRole("attn_q", 3), n) == "q8_0"
+    assert q.gguf_tensor_type("q6_k_l", q.TensorRole("output"), n) == "q8_0"
+    assert q.gguf_tensor_type("q4_k_l", q.TensorRole("token_embd"), n) == "q8_0"
+    # a UD-Q4_K_XL's embeddings vary by model, so it keeps Q4_K_M's rules, layer by layer
+    for layer in range(n):
+        role = q.TensorRole("ffn_down", layer)
+        assert q.gguf_tensor_type("q4_k_xl", role, n) == q.gguf_tensor_type("q4_k_m", role, n)
+    assert q.gguf_tensor_type("q4_k_xl", q.TensorRole("token_embd"), n) == "q4_k"
+
+
+def test_every_named_mix_has_an_average_for_a_bare_parameter_count() -> None:
+    for name in q.PUBLISHER_MIXES:
+        base = q.PUBLISHER_MIXES[name][0]
+        assert q.bits_per_weight(name) >= q.bits_per_weight(base) - 0.01, name

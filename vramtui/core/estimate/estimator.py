@@ -750,6 +750,7 @@ def _applied_quant(info: ModelInfo, settings: Settings, est: Estimate) -> None:
     est.quant_applied = bool(settings.quant) and settings.quant != info.quant
     if est.quant_applied:
         est.quant, est.bits_per_weight = settings.quant, q.bits_per_weight(settings.quant)
+        est.notes.extend(q.mix_notes(settings.quant))
     else:
         est.quant, est.bits_per_weight = info.quant or info.dtype, info.bits_per_weight
 

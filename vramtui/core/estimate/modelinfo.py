@@ -1353,6 +1353,8 @@ def apply_overrides(info: ModelInfo, **flags: Any) -> ModelInfo:
             changes["file_type"] = key if info.weights_source == "gguf" or key in q.FILE_TYPE_BPW else None
             changes["bits_per_weight"] = q.bits_per_weight(key)
     new = replace(info, **changes, notes=list(info.notes))
+    if changes.get("quant"):
+        new.notes.extend(q.mix_notes(changes["quant"]))
     if not new.n_params:
         new.n_params = count_params_arithmetic(new)
     attention = (new.n_heads, new.n_kv_heads, new.head_dim_k)

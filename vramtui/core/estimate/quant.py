@@ -70,6 +70,19 @@ FILE_TYPE_BPW: dict[str, float] = {
     "q5_k_m": 5.70,
     "iq3_m": 3.76,
     "iq2_m": 2.93,
+    # computed with `gguf_tensor_type` on Llama 3 8B's shapes, not measured on files; a publisher's mix
+    # (PUBLISHER_MIXES) as the file type it starts from, with its wider embeddings
+    "iq3_xs": 3.48,
+    "q2_k_xl": 3.35,
+    "q3_k_xl": 4.00,
+    "q4_k_xl": 4.89,
+    "q5_k_xl": 5.70,
+    "q6_k_xl": 6.56,
+    "q8_k_xl": 9.48,
+    "q2_k_l": 3.67,
+    "q4_k_l": 5.28,
+    "q5_k_l": 6.03,
+    "q6_k_l": 6.82,
     # gpt-oss-20b's published GGUF (MXFP4 experts, Q8_0 elsewhere): 11.27 GiB for 20.9B parameters
     "mxfp4_moe": 4.63,
 }
@@ -129,7 +142,15 @@ def normalize_quant(name: str) -> str:
     key = ALIASES.get(key, key)
     if key.startswith(("gptq", "awq")):
         return key
-    if key in _HF_BPW or key in FILE_TYPE_BPW or key in _ggml_sizes():
+    if key.startswith(("ud-", "ud_")):  # Unsloth's dynamic mixes: UD-Q4_K_XL, UD-IQ2_M
+        key = key[3:]
+    if (
+        key in _HF_BPW
+        or key in FILE_TYPE_BPW
+        or key in _ggml_sizes()
+        or key in PUBLISHER_MIXES
+        or key in _FILE_TYPE_BASE
+    ):
         return key
     known = "q4_0, q4_k_m, q5_k_m, q6_k, q8_0, iq4_xs, mxfp4, f16, bf16, fp8, int8, nf4, nf4-dq, awq, gptq"
     raise VramtuiError(f"unknown quantization {name!r} (known: {known}, ...)")
@@ -201,30 +222,77 @@ def kv_row_bytes(kv_dtype: str, n_elements: int) -> int:
 
 # --- llama-quantize's per-tensor choices (llama_tensor_get_type, main rules) -------------------------------
 
-# file type -> (default type of the big matrices, type of attn_v / ffn_down on "more bits" layers)
-_FILE_TYPE_BASE: dict[str, tuple[str, str | None]] = {
-    "f32": ("f32", None),
-    "f16": ("f16", None),
-    "bf16": ("bf16", None),
-    "q8_0": ("q8_0", None),
-    "q4_0": ("q4_0", None),
-    "q4_1": ("q4_1", None),
-    "q5_0": ("q5_0", None),
-    "q5_1": ("q5_1", None),
-    "q6_k": ("q6_k", None),
-    "q2_k": ("q2_k", "q4_k"),
-    "q3_k_s": ("q3_k", None),
-    "q3_k_m": ("q3_k", "q5_k"),
-    "q3_k_l": ("q3_k", "q5_k"),
-    "q4_k_s": ("q4_k", "q5_k"),
-    "q4_k_m": ("q4_k", "q6_k"),
-    "q5_k_s": ("q5_k", None),
-    "q5_k_m": ("q5_k", "q6_k"),
-    "iq4_xs": ("iq4_xs", None),
-    "iq4_nl": ("iq4_nl", None),
+# file type -> the type of its big matrices (llama_ftype_get_default_type)
+_FILE_TYPE_BASE: dict[str, str] = {
+    "f32": "f32",
+    "f16": "f16",
+    "bf16": "bf16",
+    "q8_0": "q8_0",
+    "q4_0": "q4_0",
+    "q4_1": "q4_1",
+    "q5_0": "q5_0",
+    "q5_1": "q5_1",
+    "q6_k": "q6_k",
+    "q2_k": "q2_k",
+    "q2_k_s": "q2_k",
+    "q3_k_s": "q3_k",
+    "q3_k_m": "q3_k",
+    "q3_k_l": "q3_k",
+    "q4_k_s": "q4_k",
+    "q4_k_m": "q4_k",
+    "q5_k_s": "q5_k",
+    "q5_k_m": "q5_k",
+    "iq4_xs": "iq4_xs",
+    "iq4_nl": "iq4_nl",
+    "iq1_s": "iq1_s",
+    "iq1_m": "iq1_m",
+    "iq2_xxs": "iq2_xxs",
+    "iq2_xs": "iq2_xs",
+    "iq2_s": "iq2_xs",
+    "iq2_m": "iq2_s",
+    "iq3_xxs": "iq3_xxs",
+    "iq3_xs": "iq3_s",
+    "iq3_s": "iq3_s",
+    "iq3_m": "iq3_s",
+    "tq1_0": "tq1_0",
+    "tq2_0": "tq2_0",
     # MXFP4 for the routed experts (below); the other matrices Q8_0, as gpt-oss's published GGUFs hold them
-    "mxfp4_moe": ("q8_0", None),
+    "mxfp4_moe": "q8_0",
 }
+
+# The 1-2 bit file types, which llama-quantize mixes by their own rules.
+_IQ_LOW = ("iq2_xxs", "iq2_xs", "iq1_s", "iq2_s", "iq2_m", "iq1_m")
+
+# Publishers' mixes named after a file type: the llama-quantize file type they start from, and the type of
+# their embeddings and output when it differs from that file type's rules. Unsloth's dynamic "UD-Qn_K_XL"
+# files read Qn_K_M in their headers (Q8_0 for Q8_K_XL, whose embeddings are BF16); their embeddings vary
+# by model (Q4_K in Qwen3's UD-Q4_K_XL, Q8_0 in Qwen3.6's), so they keep the file type's rule. bartowski's
+# "_L" files (and his Q3_K_XL) use Q8_0 for the embed and output weights. The GGUF itself gives exact sizes.
+PUBLISHER_MIXES: dict[str, tuple[str, str | None]] = {
+    "q2_k_xl": ("q2_k", None),
+    "q3_k_xl": ("q3_k_m", None),
+    "q4_k_xl": ("q4_k_m", None),
+    "q5_k_xl": ("q5_k_m", None),
+    "q6_k_xl": ("q6_k", None),
+    "q8_k_xl": ("q8_0", "bf16"),
+    "q2_k_l": ("q2_k", "q8_0"),
+    "q4_k_l": ("q4_k_m", "q8_0"),
+    "q5_k_l": ("q5_k_m", "q8_0"),
+    "q6_k_l": ("q6_k", "q8_0"),
+}
+
+
+def mix_notes(quant: str) -> list[str]:
+    """What an estimate from a dynamic mix's name leaves out."""
+    key = normalize_quant(quant)
+    if key not in PUBLISHER_MIXES or PUBLISHER_MIXES[key][1] is not None:
+        return []
+    base = PUBLISHER_MIXES[key][0].upper()
+    return [
+        f"{key.upper()}: a dynamic recipe that varies by model, sized as {base} (such files run a few percent "
+        "larger); the .gguf itself gives exact sizes"
+    ]
+
 
 # Quantizations that apply to the routed experts only (gpt-oss's MXFP4: attention, router, embeddings and
 # lm_head stay 16-bit, as its quantization_config's modules_to_not_convert says).
@@ -245,33 +313,150 @@ class TensorRole:
     layer: int = -1
 
 
-def gguf_tensor_type(file_type: str, role: TensorRole, n_layers: int, tied: bool = False) -> str:
+@dataclass(frozen=True)
+class QuantShape:
+    """The model's numbers llama-quantize's rules look at."""
+
+    n_layers: int
+    n_gqa: int = 1  # attention heads per KV head
+    n_expert: int = 0
+
+    @property
+    def is_70b(self) -> bool:
+        # llama.cpp types an 80-layer Llama or Qwen2 as 70B, and widens its attn_v
+        return self.n_layers == 80
+
+
+def gguf_tensor_type(
+    file_type: str, role: TensorRole, n_layers: int, tied: bool = False, n_gqa: int = 1, n_expert: int = 0
+) -> str:
     """The ggml type llama-quantize gives a tensor for a given file type (its main rules)."""
     ftype = normalize_quant(file_type)
     # llama-quantize never quantizes the MoE router (ffn_gate_inp), which convert_hf_to_gguf writes as f32
     if role.kind in ("norm", "bias", "ffn_gate_inp"):
         return "f32"
-    base, more = _FILE_TYPE_BASE.get(ftype, (ftype if ftype in _ggml_sizes() else "q4_k", None))
+    ftype, wide = PUBLISHER_MIXES.get(ftype, (ftype, None))
+    base = _FILE_TYPE_BASE.get(ftype, ftype if ftype in _ggml_sizes() else "q4_k")
     if ftype in ("f32", "f16", "bf16"):
         return base
-    if ftype == "mxfp4_moe" and role.kind.endswith("_exps"):
-        return "mxfp4"
+    if wide and (role.kind == "output" or role.kind == "token_embd"):
+        return wide
+    if ftype == "mxfp4_moe":
+        return "mxfp4" if role.kind.endswith("_exps") else "q8_0"
     if role.kind == "output" or (tied and role.kind == "token_embd"):
-        # the output matrix gets Q6_K unless the file is already Q8_0 / Q6_K-or-better
-        return base if base in ("q8_0", "q6_k") else "q6_k"
+        if ftype in _IQ_LOW or ftype == "iq3_xxs":
+            return "q5_k"
+        return "q8_0" if base == "q8_0" else "q6_k"
     if role.kind == "token_embd":
-        return base
-    if role.kind == "attn_v" and more and _use_more_bits(role.layer, n_layers):
-        return more
-    if role.kind == "attn_v" and ftype in ("q3_k_m", "q3_k_l", "q2_k"):
-        return "q4_k" if ftype != "q3_k_l" else "q5_k"
-    if role.kind in ("ffn_down", "ffn_down_exps") and more and _use_more_bits(role.layer, n_layers):
-        return more
-    if role.kind == "attn_qkv" and ftype in ("q4_k_m", "q5_k_m", "q3_k_m", "q3_k_l"):
+        return _token_embd_type(ftype, base)
+    shape = QuantShape(n_layers, max(1, n_gqa), n_expert)
+    if ftype in _IQ_LOW:
+        return _iq_low_type(ftype, base, role, shape)
+    if role.kind in ("attn_v", "attn_k", "attn_q"):
+        return _attention_type(ftype, base, role, shape)
+    if role.kind.startswith("ffn_down"):
+        return _ffn_down_type(ftype, base, role, shape)
+    if role.kind == "attn_output":
+        return _attn_output_type(ftype, base, shape)
+    if role.kind == "attn_qkv" and ftype in ("q4_k_m", "q5_k_m", "q3_k_m", "q3_k_l", "iq3_m"):
         return {"q4_k_m": "q5_k", "q5_k_m": "q6_k"}.get(ftype, "q4_k")
-    if role.kind == "attn_output" and ftype in ("q3_k_m", "q3_k_l"):
-        return "q4_k" if ftype == "q3_k_m" else "q5_k"
+    if role.kind.startswith(("ffn_gate", "ffn_up")) and ftype == "iq3_xs":
+        n = shape.n_layers
+        return "iq3_xxs" if n // 8 <= role.layer < 7 * n // 8 else base
     return base
+
+
+def _token_embd_type(ftype: str, base: str) -> str:
+    if ftype in ("iq2_xxs", "iq2_xs", "iq1_s", "iq1_m"):
+        return "q2_k"
+    if ftype in ("iq2_s", "iq2_m", "iq3_xxs"):
+        return "iq3_s"
+    if ftype in ("tq1_0", "tq2_0"):
+        return "q4_k"
+    return base
+
+
+def _iq_low_type(ftype: str, base: str, role: TensorRole, shape: QuantShape) -> str:
+    """The 1-2 bit mixes: attn_v and the first eighth of ffn_down wider, attn_output by the experts."""
+    wider = "iq3_s" if ftype in ("iq2_s", "iq2_m") else "q2_k"
+    if role.kind in ("attn_v", "attn_qkv"):
+        return "q4_k" if shape.n_gqa >= 4 or shape.n_expert >= 4 else wider
+    if role.kind == "attn_k" and shape.n_expert == 8:
+        return "q4_k"
+    if role.kind.startswith("ffn_down"):
+        return wider if role.layer < shape.n_layers // 8 else base
+    if role.kind == "attn_output":
+        if shape.n_expert == 8:
+            return "q5_k"
+        return {"iq1_s": "iq2_xxs", "iq1_m": "iq2_xxs", "iq2_s": "iq3_s", "iq2_m": "iq3_s"}.get(ftype, base)
+    return base
+
+
+def _attention_type(ftype: str, base: str, role: TensorRole, shape: QuantShape) -> str:
+    if role.kind != "attn_v":
+        if shape.n_expert == 8 and role.kind == "attn_k":
+            return "q8_0"  # the 8-expert model's attn_k is small: Q8_0 costs little
+        return {"iq3_xs": "iq3_xxs", "iq3_xxs": "iq2_s"}.get(ftype, base)
+    if shape.n_expert == 8:
+        return "q8_0"
+    wide_gqa = shape.n_gqa >= 4
+    new = base
+    if ftype == "q2_k":
+        new = "q4_k" if wide_gqa else "q3_k"
+    elif (ftype in ("q2_k_s", "iq3_xs", "iq3_s", "iq3_xxs") and wide_gqa) or ftype == "iq3_m":
+        new = "q4_k"
+    elif ftype == "q3_k_m":
+        new = "q5_k" if role.layer < 2 else "q4_k"
+    elif ftype == "q3_k_l" or (ftype in ("iq4_nl", "iq4_xs") and wide_gqa):
+        new = "q5_k"
+    elif ftype in ("q4_k_m", "q5_k_m") and _use_more_bits(role.layer, shape.n_layers):
+        new = "q6_k"
+    elif ftype == "q4_k_s" and role.layer < 4:
+        new = "q5_k"
+    if shape.is_70b and new in ("q3_k", "q4_k"):
+        new = "q5_k"
+    return new
+
+
+def _ffn_down_type(ftype: str, base: str, role: TensorRole, shape: QuantShape) -> str:
+    i, n = role.layer, shape.n_layers
+    if ftype == "q2_k":
+        return "q3_k"
+    if ftype == "q2_k_s":
+        return "q4_k" if i < n // 8 else base
+    if ftype == "q3_k_m":
+        return "q5_k" if i < n // 16 else "q4_k"
+    if ftype == "iq3_m" and (i < n // 8 or (shape.n_expert == 8 and _use_more_bits(i, n))):
+        return "q4_k"
+    if ftype == "q3_k_l":
+        return "q5_k"
+    if ftype in ("q4_k_m", "q5_k_m") and _use_more_bits(i, n):
+        return "q6_k"
+    if ftype == "q4_k_s" and i < n // 8:
+        return "q5_k"
+    if ftype in ("q4_0", "q5_0") and i < n // 8:  # with an imatrix, as published files are made
+        return "q4_1" if ftype == "q4_0" else "q5_1"
+    return base
+
+
+def _attn_output_type(ftype: str, base: str, shape: QuantShape) -> str:
+    if shape.n_expert == 8:
+        eight = (
+            "q2_k",
+            "iq3_xs",
+            "iq3_xxs",
+            "q3_k_s",
+            "q3_k_m",
+            "iq4_nl",
+            "q4_k_s",
+            "q4_k_m",
+            "iq3_s",
+            "iq3_m",
+        )
+        return "q5_k" if ftype in (*eight, "iq4_xs") else base
+    return {"q2_k": "q3_k", "iq3_xxs": "iq3_s", "q3_k_m": "q4_k", "q3_k_l": "q5_k", "iq3_m": "q4_k"}.get(
+        ftype, base
+    )
 
 
 def load_peak_note(quant: str) -> str:

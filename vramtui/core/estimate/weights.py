@@ -90,9 +90,15 @@ def llama_cpp_weights(info: ModelInfo, file_type: str | None = None) -> LayerWei
     token_embd = output = other = 0
     planned_params = 0
     named: list[tuple[str, int, int]] = []
+    gqa = info.n_heads // max(1, info.n_kv_heads)
     for group in tensor_groups(info):
         type_name = q.gguf_tensor_type(
-            ftype, q.TensorRole(group.kind, group.layer), info.n_layers, info.tied_embeddings
+            ftype,
+            q.TensorRole(group.kind, group.layer),
+            info.n_layers,
+            info.tied_embeddings,
+            gqa,
+            info.n_experts,
         )
         size = _group_bytes(group, type_name)
         planned_params += group.n_elements
