@@ -612,7 +612,11 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # weights 2/2, compute 2/2; vLLM weights 1/1 (a reranker on Qwen3-8B's shapes; its card not printed).
     # Round 37 (3 llama.cpp logs: two committed GLM-5.2 runs on 4 cards, a Vulkan run of ggml-org's CI; a
     # vLLM log whose config.json was not found, left out) at ce1e115: held-out llama.cpp KV 1/5, weights
-    # 2/7, compute 5/7; its training run left out (tensor placement overridden, not shown how).
+    # 2/7, compute 5/7; its training run left out (tensor placement overridden, not shown how). Round 38 (5
+    # llama.cpp logs: four runs of one Qwen3.5-122B-A10B box on 4 P100s, a 2024 Phi-2 ROCm run; a vLLM
+    # gpt-oss-120b log whose config.json was not found, left out) at ed88eb7: held-out llama.cpp KV 1/1,
+    # weights 2/2, compute 1/2; training KV 16/16, weights 10/20, compute 11/20 (its build prints no n_ff_exp:
+    # weights and compute are now left out there).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -655,6 +659,7 @@ _NEWEST_ROUNDS = {
     "round35.jsonl": "round 35 (a V100 run of ggml-org's CI, twentieth session)",
     "round36.jsonl": "round 36 (a V100 run of ggml-org's CI and vLLM runs of 2026, twenty-first session)",
     "round37.jsonl": "round 37 (GLM-5.2 on 4 cards, a Vulkan CI run, twenty-second session)",
+    "round38.jsonl": "round 38 (Qwen3.5-122B-A10B on 4 P100s, a Phi-2 ROCm run, twenty-third session)",
 }
 
 

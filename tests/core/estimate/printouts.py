@@ -85,6 +85,7 @@ FILES = (
     DATA / "printouts" / "round35.jsonl",
     DATA / "printouts" / "round36.jsonl",
     DATA / "printouts" / "round37.jsonl",
+    DATA / "printouts" / "round38.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -563,6 +564,7 @@ def _recurrent(run: LogRun, info: ModelInfo) -> None:
         "ssm.inner_size": _meta_int(run, "ssm_d_inner"),
         "ssm.state_size": _meta_int(run, "ssm_d_state"),
         "ssm.group_count": _meta_int(run, "ssm_n_group"),
+        "ssm.time_step_rank": _meta_int(run, "ssm_dt_rank"),
         "full_attention_interval": _meta_int(run, "full_attention_interval"),
     }
 
@@ -617,7 +619,9 @@ _IK_BITS = {name: size * 8 / block for name, _id, block, size, _meta in IK_GGML_
 _BITS_ORDER = (
     "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_shexp",
     "ffn_up_shexp", "ffn_down_shexp", "attn_q", "attn_q_a", "attn_q_b", "attn_k", "attn_kv_a_mqa",
-    "attn_kv_b", "attn_qkv", "attn_output", "attn_v", "token_embd", "output",
+    "attn_kv_b", "attn_qkv", "attn_gate", "ssm_out", "attn_output", "attn_v", "token_embd", "output",
+    # Qwen3.5's DeltaNet beta and alpha: Q8_0 in the published files of every type (no llama-quantize rule)
+    "ssm_ba", "ssm_beta", "ssm_alpha",
 )  # fmt: skip
 
 
@@ -633,7 +637,8 @@ def _bits(type_name: str) -> float:
 def _group_types(info: ModelInfo, file_type: str | None, counts: dict[str, int]) -> list[tuple[Any, str]]:
     """Each tensor group's type: llama-quantize's rules when they give the file's printed type counts,
     else the printed types handed out fewest bits first in `_BITS_ORDER`."""
-    groups = [group for group in tensor_groups(info) if group.kind not in ("norm", "bias", "ffn_gate_inp")]
+    unquantized = ("norm", "bias", "ffn_gate_inp", "ssm_conv1d", "ssm_misc")  # the f32 count holds them
+    groups = [group for group in tensor_groups(info) if group.kind not in unquantized]
     ftype = file_type or "q8_0"
     ruled = [
         (
@@ -1079,6 +1084,9 @@ def score(case: dict[str, Any]) -> Scored:
     else:
         if file_bytes is None:
             scored.left_out["weights"] = "no file size printed"
+        if info.n_experts > 1 and not info.moe_intermediate:  # qwen35moe builds print no n_ff_exp
+            why = "the experts' width (n_ff_exp) not printed: how the file's bytes split is not known"
+            scored.left_out.update(dict.fromkeys(("weights", "compute"), why))
         tied = with_tied_guess(info, file_type, file_bytes, run.type_counts)
         info = lay_out_weights(tied, file_type, file_bytes, run.type_counts)
     settings = replace(settings, engine_build=_engine_build(case))

@@ -17,11 +17,12 @@ import pytest
 from vramtui.core.demo.tinygguf import _vocab
 from vramtui.core.estimate import recurrent
 from vramtui.core.estimate.estimator import Settings, estimate
-from vramtui.core.estimate.modelinfo import info_from_config, load_model_info
+from vramtui.core.estimate.modelinfo import info_from_config, load_model_info, tensor_groups
 from vramtui.core.memory.parts import HOST
 from vramtui.core.units import MIB
 
 PRINTOUTS = Path(__file__).resolve().parents[2] / "data" / "printouts" / "recurrent.jsonl"
+CONFIGS = Path(__file__).resolve().parents[2] / "data" / "configs"
 RS_SIZE = re.compile(
     r"llama_memory_recurrent: size =\s*[\d.]+ MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+) seqs.*?"
     r"R \(f32\):\s*([\d.]+) MiB, S \(f32\):\s*([\d.]+) MiB"
@@ -340,3 +341,15 @@ def test_cli_shows_the_recurrent_state_row_and_json_key(mamba2_gguf: Path) -> No
     expected = 3 * (info.rs_conv_elements + info.rs_state_elements) * 4 * 4  # layers x f32 x 4 sequences
     assert out["recurrent_state_bytes"] == out["bill"]["0"]["recurrent_state_bytes"] == expected
     assert out["kv_cache_bytes"] == 0
+
+
+@pytest.mark.parametrize("name", ["Qwen--Qwen3-Next-80B-A3B", "Qwen--Qwen3.5-27B", "Qwen--Qwen3.6-35B-A3B"])
+def test_gated_deltanet_layers_are_laid_out_whole(name: str) -> None:
+    """The DeltaNet layers' q, k, v, z, beta/alpha and output projections and the full-attention layers'
+    gated queries: the tensors laid out from config.json add up to the parameters the model itself has
+    (built on the meta device), with the vision tower that stays apart. Before, those layers held a plain
+    attention's q and output only: 0.59B of Qwen3.6-35B-A3B's parameters were missing."""
+    info = load_model_info(str(CONFIGS / f"{name}.config.json"), exact_params=True)
+    assert info.delta_net is not None and info.attn_output_gate
+    laid_out = sum(group.n_elements for group in tensor_groups(info))
+    assert abs(laid_out + info.vision_params - info.n_params) / info.n_params < 2e-5

@@ -136,6 +136,11 @@ class ModelInfo:
     rs_ssm_f32: bool = (
         False  # config.json's mamba_ssm_dtype float32: the HF engines keep the SSM state in f32
     )
+    # Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5/3.6) in the recurrent layers: key heads, key
+    # head size, value heads, value head size, conv kernel
+    delta_net: tuple[int, int, int, int, int] | None = None
+    # the full-attention layers' query projection also yields a gate on the output (Qwen3-Next, Qwen3.5)
+    attn_output_gate: bool = False
     # GGUF: exact bytes per repeating layer, token embedding, output matrix (None: tied) and the rest
     layer_bytes: tuple[int, ...] | None = None
     # GGUF: (name, bytes) of every repeating-layer tensor, so --override-tensor patterns can place each one
@@ -241,8 +246,8 @@ def tensor_groups(info: ModelInfo) -> list[TensorGroup]:
         groups.append(TensorGroup("output", -1, v, h))
     groups.append(TensorGroup("norm", -1, 1, h))
     for layer in range(info.n_layers):
-        mixer = _mamba_groups(info, layer)
-        attention = _attention_groups(info, layer)
+        mixer = _mamba_groups(info, layer) or _delta_net_groups(info, layer)
+        attention = [] if mixer and info.delta_net else _attention_groups(info, layer)
         ffn = _ffn_groups(info, layer)
         # a norm before each block the layer has (a no-op block has none)
         norms = (1 if attention else 0) + (1 if ffn else 0) + (1 if mixer else 0)
@@ -262,6 +267,30 @@ def _mamba_groups(info: ModelInfo, layer: int) -> list[TensorGroup]:
         TensorGroup("ssm_conv1d", layer, m.conv_dim, m.d_conv + 1),  # the kernel and its bias
         TensorGroup("ssm_out", layer, info.hidden, m.d_inner),
         TensorGroup("ssm_misc", layer, 1, 3 * m.heads + m.d_inner),  # A_log, D, dt_bias; the gated norm
+    ]
+
+
+def _delta_net_groups(info: ModelInfo, layer: int) -> list[TensorGroup]:
+    """A Gated DeltaNet layer as llama.cpp's qwen35 holds it: the q, k, v projection (the conv's input), the
+    z gate, beta and alpha, the conv kernel, dt, A and the gated norm, and the output projection. Qwen3-Next
+    fuses q, k, v and z into one ssm_in: the same bytes."""
+    if info.delta_net is None or not info.is_recurrent(layer):
+        return []
+    h = info.hidden
+    k_heads, k_dim, v_heads, v_dim, kernel = info.delta_net
+    value = v_heads * v_dim
+    conv = 2 * k_heads * k_dim + value
+    if info.arch in ("qwen3next", "qwen3_next"):
+        beta_alpha = [TensorGroup("ssm_ba", layer, 2 * v_heads, h)]
+    else:
+        beta_alpha = [TensorGroup("ssm_beta", layer, v_heads, h), TensorGroup("ssm_alpha", layer, v_heads, h)]
+    return [
+        TensorGroup("attn_qkv", layer, conv, h),
+        TensorGroup("attn_gate", layer, value, h),
+        *beta_alpha,
+        TensorGroup("ssm_conv1d", layer, conv, kernel),
+        TensorGroup("ssm_misc", layer, 1, 2 * v_heads + v_dim),
+        TensorGroup("ssm_out", layer, h, value),
     ]
 
 
@@ -285,7 +314,7 @@ def _attention_groups(info: ModelInfo, layer: int) -> list[TensorGroup]:
     heads = info.heads_at(layer)
     if not heads:
         return []
-    q_rows = heads * info.head_dim_k
+    q_rows = heads * info.head_dim_k * (2 if info.attn_output_gate else 1)
     k_rows = info.kv_heads_at(layer) * info.head_dim_k
     v_rows = info.kv_heads_at(layer) * info.head_dim_v
     if info.fused_qkv:

@@ -332,8 +332,9 @@ def gguf_tensor_type(
 ) -> str:
     """The ggml type llama-quantize gives a tensor for a given file type (its main rules)."""
     ftype = normalize_quant(file_type)
-    # llama-quantize never quantizes the MoE router (ffn_gate_inp), which convert_hf_to_gguf writes as f32
-    if role.kind in ("norm", "bias", "ffn_gate_inp"):
+    # llama-quantize never quantizes the MoE router (ffn_gate_inp), which convert_hf_to_gguf writes as f32,
+    # nor a recurrent layer's conv kernel and its 1-D vectors
+    if role.kind in ("norm", "bias", "ffn_gate_inp", "ssm_conv1d", "ssm_misc"):
         return "f32"
     ftype, wide = PUBLISHER_MIXES.get(ftype, (ftype, None))
     base = _FILE_TYPE_BASE.get(ftype, ftype if ftype in _ggml_sizes() else "q4_k")

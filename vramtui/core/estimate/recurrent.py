@@ -105,6 +105,12 @@ def from_gguf(info: ModelInfo, field: Callable[[str], Any], key: Callable[[str],
         n_group = key("ssm.group_count") or 0
         info.rs_conv_elements = conv_elements(key("ssm.conv_kernel") or 0, d_inner, n_group, d_state)
         info.rs_state_elements = ssm_elements(d_state, d_inner)
+        v_heads = key("ssm.time_step_rank") or 0
+        if info.arch in INTERVAL_ARCHS and v_heads and n_group and d_state:
+            # llama.cpp's qwen35 / qwen3next: group_count key heads of state_size, time_step_rank value heads
+            kernel = key("ssm.conv_kernel") or 4
+            info.delta_net = (n_group, d_state, v_heads, d_inner // v_heads, kernel)
+            info.attn_output_gate = True
 
 
 def _gguf_flags(info: ModelInfo, field: Callable[[str], Any]) -> tuple[bool, ...] | None:
@@ -190,6 +196,9 @@ def from_config(info: ModelInfo, cfg: dict[str, Any]) -> None:
             _num(cfg, "linear_conv_kernel_dim", default=4), d_inner, k_heads, k_dim
         )
         info.rs_state_elements = ssm_elements(k_dim, d_inner)
+        kernel = _num(cfg, "linear_conv_kernel_dim", default=4)
+        info.delta_net = (k_heads, k_dim, v_heads, v_dim, kernel)
+        info.attn_output_gate = bool(cfg.get("attn_output_gate", True))
     elif "conv_L_cache" in cfg:  # LFM2 short convolution
         info.rs_conv_elements = hidden * max(0, _num(cfg, "conv_L_cache", default=3) - 1)
     elif any(key.startswith("mamba_") for key in cfg):
