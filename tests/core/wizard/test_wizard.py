@@ -1004,3 +1004,51 @@ def test_a_context_cut_says_what_each_slot_keeps(tmp_path: Path, monkeypatch: py
     )
     kvu = slots16.with_param("kv_unified", True)
     assert "one request may use all of it" in (slot_share_words(MemoryModel(kvu), kvu, 4096) or "")
+
+
+def test_unsloth_and_iq_siblings_are_smaller_files_by_their_bits(tmp_path: Path) -> None:
+    """A folder of Unsloth's files (UD-Q4_K_XL beside UD-Q3_K_XL, UD-IQ2_M, UD-Q8_K_XL): the next smaller
+    file is offered, most bits first. Only the names of a fixed list were ranked, so none was."""
+    from vramtui.core.wizard.propose import _smaller_files
+
+    names = (
+        "Qwen-UD-Q8_K_XL",
+        "Qwen-UD-Q4_K_XL",
+        "Qwen-UD-Q3_K_XL",
+        "Qwen-UD-IQ2_M",
+        "Qwen-UD-Q4_K_XL-mmproj",
+    )
+    for name in names:
+        (tmp_path / f"{name}.gguf").write_bytes(EMPTY_GGUF)
+    smaller = [Path(str(p)).stem for p in _smaller_files(str(tmp_path / "Qwen-UD-Q4_K_XL.gguf"))]
+    assert smaller == ["Qwen-UD-Q3_K_XL", "Qwen-UD-IQ2_M"]
+
+
+@pytest.mark.parametrize(
+    ("file_name", "printed", "applied"),
+    [
+        ("m-Q4_K_M.gguf", "Q4_K - Medium", True),
+        ("m-UD-Q4_K_XL.gguf", "Q4_K - Medium", True),  # Unsloth's mix says the file type it starts from
+        ("m-IQ3_M.gguf", "IQ3_S mix - 3.66 bpw", True),
+        ("m-Q4_K_M.gguf", "Q8_0", False),
+    ],
+)
+def test_a_switch_of_file_is_confirmed_by_the_file_type_llama_cpp_prints(
+    demo_model: Path, tmp_path: Path, file_name: str, printed: str, applied: bool
+) -> None:
+    """The log prints the file type's first word ("Q4_K - Medium"): a switch to a Q4_K_M file read as
+    "switched to a q4_k_m file but the log shows file type q4_k", not applied."""
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.proposal import Proposal
+    from vramtui.core.wizard.verify import took_effect
+
+    log = tmp_path / "run.log"
+    log.write_text(f"print_info: file type   = {printed}\n")
+    after = observe(SimpleNamespace(ready=True, diagnosis=None, smoke=None, log_file=str(log)))
+    before_profile = Profile(backend="llama.cpp", model=str(demo_model))
+    target = str(tmp_path / file_name)
+    after_profile = Profile(backend="llama.cpp", model=target)
+    model = MemoryModel(before_profile, device_bytes=8 << 30)
+    proposal = Proposal("model", str(demo_model), target, "test")
+    done, why = took_effect(model, proposal, None, after, before_profile, after_profile)
+    assert done is applied, why

@@ -10,7 +10,6 @@ from __future__ import annotations
 from vramtui.core.backends import Backend, Rung, get_backend
 
 __all__ = [
-    "GGUF_QUANT_ORDER",
     "KV_DTYPE_BYTES",
     "MEMORY_FAILURES",
     "NOT_MEMORY",
@@ -46,21 +45,6 @@ KV_DTYPE_BYTES: dict[str, float] = {
     "q8_0": 34 / 32,
     "q4_0": 18 / 32,
 }
-# GGUF file types from largest to smallest, as they appear in file names and llama.cpp's log.
-GGUF_QUANT_ORDER: tuple[str, ...] = (
-    "f32",
-    "bf16",
-    "f16",
-    "q8_0",
-    "q6_k",
-    "q5_k_m",
-    "q5_0",
-    "q4_k_m",
-    "q4_0",
-    "iq4_xs",
-    "q3_k_m",
-    "q2_k",
-)
 
 
 def ladder_for(stage: str | None, backend: str | Backend) -> list[Rung]:

@@ -16,6 +16,7 @@ from typing import Any
 from vramtui.core.backends import Backend, kv_dtype_name, switch
 from vramtui.core.backends.base import FailedRun, gib, kv_set_outright
 from vramtui.core.errors import VramtuiError
+from vramtui.core.estimate import quant as q
 from vramtui.core.launch.profile import Profile
 from vramtui.core.logs.advice import CAUSE_WORDS
 from vramtui.core.logs.analysis import clip_words, strip_log_prefix
@@ -23,7 +24,7 @@ from vramtui.core.logs.stages import BUDGET_ADVISED_FIX, BUDGET_TOO_SMALL
 from vramtui.core.memory.parts import MemoryBill
 from vramtui.core.units import GIB, MIB
 from vramtui.core.wizard.budget import MemoryModel, changed, current_value, needed_bytes, whole_or_none
-from vramtui.core.wizard.ladders import GGUF_QUANT_ORDER, MEMORY_FAILURES, NOT_MEMORY, Rung
+from vramtui.core.wizard.ladders import MEMORY_FAILURES, NOT_MEMORY, Rung
 from vramtui.core.wizard.observe import Observation
 from vramtui.core.wizard.outright import outright_proposal, outright_too_small
 from vramtui.core.wizard.proposal import Proposal, same_value, value_word
@@ -78,14 +79,23 @@ _QUANT_TAG = re.compile(
 )
 
 
+def file_bits(quant: str | None) -> float | None:
+    """Average bits per weight of the file type (or publisher's mix) a file name gives; None if unknown."""
+    try:
+        return q.bits_per_weight(quant) if quant else None
+    except (VramtuiError, KeyError):
+        return None
+
+
 def sibling_files(model: str) -> list[tuple[str, str]]:
-    """Other quantizations of the same GGUF next to it: [(quant, path)], largest quant first."""
+    """Other quantizations of the same GGUF next to it (Q8_0, IQ2_M, UD-Q3_K_XL, Q6_K_L, ...):
+    [(quant, path)], most bits per weight first."""
     path = Path(model)
     match = _QUANT_TAG.search(path.stem)
     if not match or not path.parent.is_dir():
         return []
     prefix, suffix = path.stem[: match.start()], path.stem[match.end() :]
-    found: list[tuple[str, str]] = []
+    found: list[tuple[float, str, str]] = []
     for other in path.parent.glob("*.gguf"):
         if other.resolve() == path.resolve():
             continue
@@ -93,9 +103,29 @@ def sibling_files(model: str) -> list[tuple[str, str]]:
         if not m or other.stem[: m.start()] != prefix or other.stem[m.end() :] != suffix:
             continue
         quant = m.group(1).lower().replace("fp16", "f16")
-        if quant in GGUF_QUANT_ORDER:
-            found.append((quant, str(other)))
-    return sorted(found, key=lambda item: GGUF_QUANT_ORDER.index(item[0]))
+        bits = file_bits(quant)
+        if bits is not None:
+            found.append((bits, quant, str(other)))
+    return [(quant, where) for _bits, quant, where in sorted(found, key=lambda item: -item[0])]
+
+
+# llama.cpp's names of the file types whose first word is not the type itself ("IQ3_S mix - 3.66 bpw" is
+# IQ3_M, "all F32", "MXFP4 MoE"); the k-quant mixes print their type first ("Q4_K - Medium").
+_PRINTED_FIRST_WORD = {"iq3_m": "iq3_s", "f32": "all", "mxfp4_moe": "mxfp4"}
+
+
+def header_file_type(quant: str | None) -> str | None:
+    """The first word of the file type llama.cpp prints for the quantization a file's name gives (the
+    observation keeps that word): Q4_K_M prints "Q4_K - Medium", and a publisher's mix prints the file
+    type it starts from (Unsloth's UD-Q4_K_XL: "Q4_K - Medium")."""
+    try:
+        key = q.normalize_quant(quant) if quant else None
+    except VramtuiError:
+        return quant
+    if key is None:
+        return None
+    key = q.PUBLISHER_MIXES[key][0] if key in q.PUBLISHER_MIXES else key
+    return _PRINTED_FIRST_WORD.get(key, re.sub(r"^(q\d_k)_[sml]$", r"\1", key))
 
 
 def quant_of(model: str) -> str | None:
@@ -138,11 +168,10 @@ def _smaller_counts(param: str, current: object) -> list[object]:
 
 
 def _smaller_files(model: str) -> list[object]:
-    mine = quant_of(model)
-    if mine not in GGUF_QUANT_ORDER:
+    mine = file_bits(quant_of(model))
+    if mine is None:
         return []
-    rank = GGUF_QUANT_ORDER.index(mine)
-    return [path for quant, path in sibling_files(model) if GGUF_QUANT_ORDER.index(quant) > rank]
+    return [path for quant, path in sibling_files(model) if (file_bits(quant) or mine) < mine]
 
 
 def candidates(rung: Rung, current: object, profile: Profile, n_layers: int) -> list[object]:

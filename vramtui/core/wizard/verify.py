@@ -14,7 +14,7 @@ from vramtui.core.units import MIB
 from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes, whole_or_none
 from vramtui.core.wizard.observe import BUFFER_PARTS, Observation, part_bytes
 from vramtui.core.wizard.proposal import Proposal
-from vramtui.core.wizard.propose import quant_of
+from vramtui.core.wizard.propose import header_file_type, quant_of
 
 
 def verify(
@@ -34,7 +34,7 @@ def verify(
     if reason:
         notes.append(reason)
     if proposal.param == "model":
-        expected = quant_of(str(proposal.to))
+        expected = header_file_type(quant_of(str(proposal.to)))
         seen = after.facts.get("file_type")
         if seen and expected:
             notes.append(f"quantization confirmed in the log: file type {seen}")
@@ -145,7 +145,7 @@ def _echoed(
             return False, f"asked for flash attention {wanted}, the log shows it {seen}"
         return True, f"the log confirms flash attention {seen}"
     if param == "model" and "file_type" in facts:
-        expected = quant_of(str(value))
+        expected = header_file_type(quant_of(str(value)))
         if expected and facts["file_type"] != expected:
             return False, f"switched to a {expected} file but the log shows file type {facts['file_type']}"
         if before is not None and before.facts.get("file_type") == facts["file_type"]:
