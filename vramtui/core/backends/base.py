@@ -28,6 +28,7 @@ import importlib.util
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from vramtui.core.errors import VramtuiError
 from vramtui.core.units import MIB
@@ -272,6 +273,9 @@ class Backend:
     # Defaults that depend on the device it runs on (vLLM sizes its batch by the card, and differs on the
     # CPU): (device bytes or None, on the CPU) -> {param: value}, over `defaults`.
     device_defaults: Callable[[int | None, bool], Mapping[str, object]] | None = None
+    # The engine's build its memory accounting keys on (Settings.engine_build), from the program a profile
+    # runs; None: not told apart, sized as today's.
+    engine_build_of: Callable[[Path], int | None] | None = None
     # context = "auto": the engine picks the largest context that fits (vLLM's --max-model-len auto).
     context_auto: bool = False
     # The one change the engine's own failure message names, with its value (see NamedFix): the wizard's

@@ -61,6 +61,15 @@ def binary_of(profile: Profile) -> Path | None:
     return Path(found).resolve() if found else None
 
 
+def engine_build(profile: Profile) -> int | None:
+    """The engine build a launch of `profile` runs, as its backend's memory accounting keys on it
+    (vLLM's minor version); None where the backend does not tell builds apart or the program is not
+    found."""
+    read = profile.backend.engine_build_of
+    binary = binary_of(profile) if read is not None else None
+    return read(binary) if read is not None and binary is not None else None
+
+
 def _key(binary: Path) -> str:
     stat = binary.stat()
     return f"v{_CACHE_VERSION}:{binary}:{stat.st_size}:{stat.st_mtime_ns}"

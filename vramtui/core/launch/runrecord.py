@@ -101,11 +101,16 @@ def _estimate_at(profile: Profile, on_gpu: bool) -> dict[str, int] | None:
     from vramtui.core.backends.base import sizing_params
     from vramtui.core.estimate.estimator import Settings, size
     from vramtui.core.estimate.modelinfo import load_model_info
+    from vramtui.core.launch.footprint import engine_build as build_of
 
     try:
         info = load_model_info(profile.model)
         params = sizing_params(profile.backend, profile.params, profile.env)
-        settings = replace(Settings.from_params(params, backend=profile.backend.name), on_gpu=on_gpu)
+        settings = replace(
+            Settings.from_params(params, backend=profile.backend.name),
+            on_gpu=on_gpu,
+            engine_build=build_of(profile),
+        )
         est = size(info, settings)
     except Exception:  # a model the estimator cannot read still has a runtime residual worth keeping
         return None

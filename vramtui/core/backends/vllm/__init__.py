@@ -21,6 +21,7 @@ from vramtui.core.backends.base import (
     whole,
 )
 from vramtui.core.backends.vllm.ladder import KV_DTYPE_ORDER, LADDER, QUANT_ORDER, named_fix
+from vramtui.core.backends.vllm.version import minor_of
 from vramtui.core.units import GIB
 
 FAMILY = "vllm"
@@ -125,6 +126,7 @@ VLLM = Backend(
         "flash_attn": "auto",
     },
     device_defaults=_device_defaults,
+    engine_build_of=minor_of,
     parallel_caps_requests=True,
     # SchedulerConfig's check (vllm/config/scheduler.py), checked on vLLM 0.32's CPU build
     # vllm/config/model.py: the derived max_model_len (max_position_embeddings, with its rope scaling)
