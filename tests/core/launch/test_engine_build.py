@@ -58,3 +58,19 @@ def test_the_real_vllm_build_is_read_from_its_venv(vllm_program: Path) -> None:
     # the CPU build .ci/run installs (0.32) in a venv of its own, apart from vramtui's Python
     minor = minor_of(vllm_program)
     assert minor is not None and minor >= 21, minor
+
+
+def test_a_launchs_bill_sizes_the_kv_cache_for_the_build_it_runs() -> None:
+    """vLLM 0.20 billed its CUDA graphs outside the budget, so its KV cache takes their room too; from 0.21
+    the graphs come off the budget first (the check's bill of a launch follows the build)."""
+    from vramtui.core.launch.billcheck import LaunchEstimate
+
+    bills = {}
+    for build in (20, 32):
+        bill, note = LaunchEstimate(str(CONFIG), {"context": 2048}, "vllm", True, 24 << 30, build).result()
+        assert bill is not None, note
+        bills[build] = bill
+    graphs = bills[32].get("cuda_graphs", 0)
+    assert graphs > 0
+    gained = bills[20].get("kv_cache", 0) - bills[32].get("kv_cache", 0)
+    assert 0 <= graphs - gained < 1 << 20  # the graphs' room, in whole KV blocks

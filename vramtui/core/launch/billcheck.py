@@ -20,10 +20,17 @@ class LaunchEstimate:
     a command line read back), made in the background; `result()` waits for it."""
 
     def __init__(
-        self, model: str, params: dict[str, Any], backend: str, on_gpu: bool, device_bytes: int | None
+        self,
+        model: str,
+        params: dict[str, Any],
+        backend: str,
+        on_gpu: bool,
+        device_bytes: int | None,
+        engine_build: int | None = None,
     ) -> None:
         self.bill: MemoryBill | None = None
         self.note = ""
+        self.engine_build = engine_build  # the build the run's engine is (vLLM's minor version), if known
         args = (model, params, backend, on_gpu, device_bytes)
         self._thread = threading.Thread(target=self._make, args=args, name="vramtui-estimate", daemon=True)
         self._thread.start()
@@ -44,7 +51,7 @@ class LaunchEstimate:
 
                 device_bytes = cpu_run_card()
             settings = Settings.from_params(params, backend=backend, device_bytes=device_bytes)
-            settings = replace(settings, on_gpu=on_gpu)
+            settings = replace(settings, on_gpu=on_gpu, engine_build=self.engine_build)
             calibration, notes = calibration_for(settings)
             settings.calibration = calibration
             self.bill = estimate(info, settings).bill

@@ -33,6 +33,7 @@ from vramtui.core.backends.base import kv_set_outright, sizing_params
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch import procs
 from vramtui.core.launch.billcheck import LaunchEstimate, run_bill
+from vramtui.core.launch.footprint import engine_build
 from vramtui.core.launch.health import HealthProbe
 from vramtui.core.launch.pipe import LineReader
 from vramtui.core.launch.profile import Profile, missing_program
@@ -538,6 +539,7 @@ class ModelServer:
             profile.backend.name,
             budget_on_gpu(self.sample_source, self.profile),
             first_card_bytes(self.sample_source),
+            engine_build(profile),
         )
         assert self.proc.stdout is not None
         self._reader = LineReader(self.proc.stdout, self._record_line, self._close_log)
