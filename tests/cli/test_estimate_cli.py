@@ -952,3 +952,28 @@ def test_an_unsloth_or_bartowski_file_name_is_a_quantization_the_estimate_takes(
     assert sizes["UD-Q4_K_XL"] == sizes["Q4_K_M"]  # its per-model recipe is not known: Q4_K_M's layout
     assert sizes["Q6_K_L"] > sizes["Q6_K"]  # Q8_0 embeddings and output
     assert sizes["IQ3_XS"] < sizes["Q4_K_M"]
+
+
+def test_with_several_gpus_every_top_level_part_is_the_sum_of_the_devices(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """QA 18: the recurrent state and the runtime were GPU 0's share beside totals for the other parts."""
+    config = str(
+        Path(__file__).resolve().parents[1] / "data" / "configs" / "Qwen--Qwen3.6-35B-A3B.config.json"
+    )
+    data = run_json(capsys, config, "--quant", "q4_k_m", "--ctx", "65536", "--gpu-mem", "16GiB,16GiB")
+    assert len(data["devices"]) == 2
+    for key in ("recurrent_state_bytes", "runtime_bytes", "kv_cache_bytes"):
+        assert data[key] == sum(row[key] for row in data["devices"]), key
+    assert data["recurrent_state_bytes"] > max(row["recurrent_state_bytes"] for row in data["devices"])
+
+
+def test_a_gguf_file_type_for_vllm_is_one_line_saying_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """QA 18: IQ2_M or UD-Q4_K_XL for vLLM were sized as if vLLM applied them while loading, exit 0."""
+    config = str(Path(__file__).resolve().parents[1] / "data" / "configs" / "Qwen--Qwen3-8B.config.json")
+    for quant in ("IQ2_M", "UD-Q4_K_XL", "Q4_K_M"):
+        assert main(["estimate", config, "--backend", "vllm", "--quant", quant]) == 2
+        err = capsys.readouterr().err
+        assert "GGUF file type" in err and err.count("\n") == 1, err
+    assert main(["estimate", config, "--backend", "vllm", "--quant", "fp8", "--json"]) == 0
+    capsys.readouterr()

@@ -1012,16 +1012,19 @@ def test_unsloth_and_iq_siblings_are_smaller_files_by_their_bits(tmp_path: Path)
     from vramtui.core.wizard.propose import _smaller_files
 
     names = (
-        "Qwen-UD-Q8_K_XL",
-        "Qwen-UD-Q4_K_XL",
-        "Qwen-UD-Q3_K_XL",
-        "Qwen-UD-IQ2_M",
-        "Qwen-UD-Q4_K_XL-mmproj",
-    )
+        "Qwen-BF16", "Qwen-UD-Q8_K_XL", "Qwen-Q6_K_L", "Qwen-UD-Q4_K_XL", "Qwen-UD-Q3_K_XL", "Qwen-UD-IQ2_M",
+        "Qwen-UD-TQ1_0", "Qwen-UD-Q4_K_XL-mmproj",
+    )  # fmt: skip
     for name in names:
         (tmp_path / f"{name}.gguf").write_bytes(EMPTY_GGUF)
     smaller = [Path(str(p)).stem for p in _smaller_files(str(tmp_path / "Qwen-UD-Q4_K_XL.gguf"))]
-    assert smaller == ["Qwen-UD-Q3_K_XL", "Qwen-UD-IQ2_M"]
+    assert smaller == ["Qwen-UD-Q3_K_XL", "Qwen-UD-IQ2_M", "Qwen-UD-TQ1_0"]
+    # a BF16 file and Unsloth's UD- files are one model's (QA 18: only Q6_K_L was its sibling)
+    smaller = [Path(str(p)).stem for p in _smaller_files(str(tmp_path / "Qwen-BF16.gguf"))]
+    assert (
+        smaller[:3] == ["Qwen-UD-Q8_K_XL", "Qwen-Q6_K_L", "Qwen-UD-Q4_K_XL"]
+        and smaller[-1] == "Qwen-UD-TQ1_0"
+    )
 
 
 @pytest.mark.parametrize(

@@ -440,8 +440,11 @@ class Estimate:
         del out["bill"], out["devices"], out["layer_places"]
         out["usable_share"] = round(self.usable_bytes / self.device_bytes, 4) if self.device_bytes else None
         out["headroom_bytes"] = self.usable_bytes - self.total_bytes
-        for part in PARTS:  # the parts without a legacy key, at the breakdown's place
-            out.setdefault(JSON_KEYS[part], self.bill.get(part, self.place))
+        # the parts without a legacy key: over every GPU, as the legacy totals are (QA 18: GPU 0's share
+        # alone beside totals), or the host's for a CPU run
+        every = self.place if self.place == HOST else None
+        for part in PARTS:
+            out.setdefault(JSON_KEYS[part], self.bill.get(part, every))
         out["bill"] = self.bill.by_place()
         if self.devices:
             out["devices"] = [row.to_dict() for row in self.devices]

@@ -181,6 +181,18 @@ def bits_per_weight(name: str, group_size: int | None = None) -> float:
     return ggml_bits_per_weight(key)
 
 
+def is_gguf_only(name: str) -> bool:
+    """A GGUF file type or block type (Q4_K_M, IQ2_M, UD-Q4_K_XL): what llama.cpp's files hold, no method an
+    engine applies while loading (16-bit names, MXFP4 and the Hugging Face methods are not)."""
+    try:
+        key = normalize_quant(name)
+    except VramtuiError:
+        return False
+    if key in _HF_BPW or key in ("mxfp4", "mxfp4_moe") or key.startswith(("gptq", "awq")):
+        return False
+    return key in _FILE_TYPE_BASE or key in PUBLISHER_MIXES or key in FILE_TYPE_BPW or key in _ggml_sizes()
+
+
 def is_hf_quant(name: str) -> bool:
     """Quantizations that leave embeddings, lm_head and norms in 16-bit (bnb, GPTQ, AWQ, fp8, int8)."""
     key = normalize_quant(name)

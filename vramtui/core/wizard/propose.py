@@ -74,8 +74,10 @@ def _nice_below(current: int, floor: int = 512) -> list[int]:
     return sorted((v for v in values if floor <= v < current), reverse=True)
 
 
+# A file type in a GGUF's name, with Unsloth's "UD-" before it: Qwen3.6-35B-A3B-UD-Q4_K_XL and
+# Qwen3.6-35B-A3B-Q6_K_L are the same model's files.
 _QUANT_TAG = re.compile(
-    r"(?i)(?<![a-z0-9])(f32|bf16|f16|fp16|q\d(?:_k)?(?:_[a-z0-9]+)?|iq\d_[a-z]+)(?![a-z0-9])"
+    r"(?i)(?<![a-z0-9])((?:ud[-_])?(?:f32|bf16|f16|fp16|q\d(?:_k)?(?:_[a-z0-9]+)?|iq\d_[a-z]+|tq\d_\d))(?![a-z0-9])"
 )
 
 

@@ -22,6 +22,7 @@ from vramtui.core.backends.base import (
 )
 from vramtui.core.backends.vllm.ladder import KV_DTYPE_ORDER, LADDER, QUANT_ORDER, named_fix
 from vramtui.core.backends.vllm.version import minor_of
+from vramtui.core.estimate.quant import is_gguf_only
 from vramtui.core.units import GIB
 
 FAMILY = "vllm"
@@ -83,6 +84,14 @@ def _translate_vllm(backend: Backend, param: str, value: object) -> Translation:
     if param == "kv_cache_memory":
         return Translation(args=(flag, str(size_bytes(param, value))))
     if param == "quant":
+        if is_gguf_only(str(value)):  # QA 18: IQ2_M, Q6_K_L were taken as vLLM methods
+            return bad_value(
+                backend,
+                param,
+                value,
+                "a method it applies while loading: fp8, bitsandbytes, ...; a GGUF file "
+                "type is the file's own: give vLLM the .gguf",
+            )
         return Translation(args=(flag, str(value)))
     if param in ("max_loras", "max_lora_rank"):  # LoRA slots exist only with --enable-lora
         return Translation(args=("--enable-lora", flag, str(whole(param, value))))
