@@ -458,6 +458,10 @@ def device_lines(est: Any) -> list[str]:
     lines = []
     for row in est.devices:
         parts = f"weights {fb(row.weights_bytes)}, KV {fb(row.kv_cache_bytes)}, compute {fb(row.compute_buffer_bytes)}"
+        if row.recurrent_state_bytes:
+            parts += f", recurrent state {fb(row.recurrent_state_bytes)}"
+        if row.runtime_bytes:  # the parts add up to the row (QA 18)
+            parts += f", runtime {fb(row.runtime_bytes)}"
         verdict = "fits" if row.fits else f"OVER by {fb(row.total_bytes - row.usable_bytes)}"
         label = f"GPU {row.index} ({row.layers} layers)"
         lines.append(

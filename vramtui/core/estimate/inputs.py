@@ -87,7 +87,9 @@ class InputError(VramtuiError):
     """A value the user typed that is not one: which field, and what is wrong with it."""
 
     def __init__(self, name: str, problem: str) -> None:
-        super().__init__(f"{FLAGS.get(name, name)}: {problem}")
+        flag = FLAGS.get(name, name)
+        # a problem that names its flag already says which (QA 18: "--override-tensor: --override-tensor ...")
+        super().__init__(problem if problem.startswith(f"{flag} ") else f"{flag}: {problem}")
         self.name = name
         self.problem = problem
 
