@@ -775,3 +775,36 @@ def test_a_tree_no_sample_could_read_is_not_measured_rather_than_zero(tmp_path: 
     assert result.to_dict()["peak_mib"] is None
     server.peak_bytes = server.resident_bytes = 42 * MIB  # a sample that read the tree
     assert _result(server, None, "").peak_mib == 42
+
+
+HANGS_AFTER_ITS_ERROR = """#!{python}
+import time
+print("llama_model_load: error loading model: tensor 'blk.0.attn_q.weight' data is not within the file bounds",
+      flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_server_stopped_after_printing_its_failure_keeps_that_failure(tmp_path: Path) -> None:
+    """An engine that printed its error and had not exited when vramtui stopped it (the user's ctrl-c, or a
+    slow exit under load, as CI saw) failed on its own: the verdict is its error, not "vramtui stopped the
+    server itself: not an engine failure"."""
+    program = tmp_path / "llama-server"
+    program.write_text(HANGS_AFTER_ITS_ERROR.format(python=sys.executable))
+    program.chmod(0o755)
+    (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
+    profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0, program=str(program))
+    server = ModelServer(profile, log_dir=tmp_path / "runs")
+    server.start()
+    pid = server.proc.pid if server.proc else 0
+    deadline = time.monotonic() + 30
+    while (
+        not any("error loading model" in line.text for line in server.lines) and time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    server.stop()
+    diagnosis = server.diagnosis()
+    assert server.failure == "stopped_by_vramtui"  # the launcher knows it stopped it
+    assert diagnosis is not None and diagnosis.failed and diagnosis.failure != "stopped_by_vramtui"
+    assert "data is not within the file bounds" in (diagnosis.first_error_text or "")
+    assert_nothing_left(pid)
