@@ -808,3 +808,8 @@ def test_a_server_stopped_after_printing_its_failure_keeps_that_failure(tmp_path
     assert diagnosis is not None and diagnosis.failed and diagnosis.failure != "stopped_by_vramtui"
     assert "data is not within the file bounds" in (diagnosis.first_error_text or "")
     assert_nothing_left(pid)
+    # a check's result (what the wizard observes) names the engine's failure too
+    from vramtui.core.launch.launcher import _result
+
+    result = _result(server, None, "")
+    assert result.failure == diagnosis.failure and result.failure_stage == "load_weights"

@@ -1066,7 +1066,7 @@ def _result(
         # the health check never answered, and the log says why (QA 13: a runner up under a budget that
         # could start no thread for a request read "not ready within the timeout ... check the program")
         if (failure is None and getattr(diagnosis, "failed", False)) or (
-            failure == READY_TIMEOUT and _log_says_why(diagnosis)
+            failure in (READY_TIMEOUT, STOPPED_BY_VRAMTUI) and _log_says_why(diagnosis)
         ):
             failure = getattr(diagnosis, "failure", None)
             failure_stage = getattr(diagnosis, "failure_stage", None)
