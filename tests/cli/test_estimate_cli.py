@@ -977,3 +977,16 @@ def test_a_gguf_file_type_for_vllm_is_one_line_saying_so(capsys: pytest.CaptureF
         assert "GGUF file type" in err and err.count("\n") == 1, err
     assert main(["estimate", config, "--backend", "vllm", "--quant", "fp8", "--json"]) == 0
     capsys.readouterr()
+
+
+def test_vllm_given_two_cards_without_tensor_parallel_says_it_sizes_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """QA 18: two cards given to vLLM with no -tp read "over by 23 GiB" with no word that -tp 2 fits."""
+    config = str(Path(__file__).resolve().parents[1] / "data" / "configs" / "Qwen--Qwen3-32B.config.json")
+    alone = run_json(capsys, config, "--backend", "vllm", "--gpu-mem", "48GiB,48GiB", "--ctx", "32768")
+    assert not alone["fits"] and any("-tp 2" in note for note in alone["notes"])
+    split = run_json(
+        capsys, config, "--backend", "vllm", "--gpu-mem", "48GiB,48GiB", "--ctx", "32768", "-tp", "2"
+    )
+    assert split["fits"] and not any("cards given" in note for note in split["notes"])

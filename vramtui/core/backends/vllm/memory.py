@@ -388,6 +388,12 @@ class VllmMemory(MemoryAccounting):
         notes.append(
             f"profile run at {tokens} batched tokens; {blocks} KV blocks of {cache.block_tokens} tokens"
         )
+        if len(settings.gpus) > 1:  # QA 18: two cards given, one sized, and nothing said
+            n = len(settings.gpus)
+            notes.append(
+                f"{n} cards given, but vLLM runs on one unless told: -tp {n} (--tensor-parallel-size) splits the "
+                "weights and the KV cache over them; sized here for one card"
+            )
         # the KV cache takes what the budget leaves, so the budget's rows add up to at most the budget; before
         # 0.21 the CUDA graphs are captured afterwards, outside it, and only have to fit on the card
         graphs_fit = budget + graphs - inside <= settings.device_bytes
