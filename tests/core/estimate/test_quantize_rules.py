@@ -6,7 +6,8 @@ The 1-2 bit types and IQ3_XXS refuse to run without an importance matrix, and pu
 type are made with one, so the quantizer is handed a flat one (all ones): the rules model a file made
 with an imatrix. The dense models have 16 layers (llama.cpp's first eighth and sixteenth are whole layers), rows
 of 256 (the k-quants' block), and either grouped-query attention (4 heads per KV head), plain multi-head
-attention, or eight experts (Mixtral's count, which has rules of its own)."""
+attention, or eight experts (Mixtral's count, which has rules of its own), and a Phi-3 shape whose
+attention is one fused attn_qkv."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from pathlib import Path
 
 import gguf
 import llama_cpp
+import numpy as np
 import pytest
 
 from vramtui.core.demo.tinygguf import TinyModelSpec, TinyMoESpec, write_tiny_gguf, write_tiny_moe_gguf
+from vramtui.core.demo.tinygguf import _add_vocab as add_vocab
 from vramtui.core.estimate import quant as q
 
 _LAYER_TENSOR = re.compile(r"blk\.(\d+)\.(\w+)\.weight$")
@@ -32,6 +35,8 @@ _CASES = {
     ),
     "mha": ("q2_k", "q3_k_m", "iq4_xs", "iq3_xxs", "iq2_m", "iq2_xxs"),
     "moe8": ("q2_k", "q3_k_m", "iq2_m"),
+    # a fused attn_qkv (Phi-3; Qwen3.5's linear attention) follows attn_v's rules in today's llama.cpp
+    "qkv": ("q2_k", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_m"),
 }  # fmt: skip
 
 
@@ -41,6 +46,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, in
     root = tmp_path_factory.mktemp("quantize-rules")
     dense = {"n_layer": 16, "n_embd": 256, "n_head": 4, "n_ff": 256}
     return {
+        "qkv": (_write_tiny_phi3(root / "qkv.gguf"), 16, 4, 0),
         "gqa": (write_tiny_gguf(root / "gqa.gguf", TinyModelSpec(**dense, n_head_kv=1)), 16, 4, 0),
         "mha": (write_tiny_gguf(root / "mha.gguf", TinyModelSpec(**dense, n_head_kv=4)), 16, 1, 0),
         "moe8": (
@@ -55,6 +61,44 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, in
             8,
         ),
     }
+
+
+def _write_tiny_phi3(
+    path: Path, n_layer: int = 16, n_embd: int = 256, n_head: int = 4, n_ff: int = 256
+) -> Path:
+    """A Phi-3 shaped GGUF (one fused attn_qkv, one fused ffn_up), f16, one KV head for four."""
+    writer = gguf.GGUFWriter(str(path), "phi3")
+    writer.add_context_length(4096)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(n_layer)
+    writer.add_feed_forward_length(n_ff)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(1)
+    writer.add_rope_dimension_count(n_embd // n_head)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    add_vocab(writer)
+    rng = np.random.default_rng(0)
+
+    def tensor(name: str, shape: tuple[int, ...]) -> None:
+        data = (rng.standard_normal(shape) * 0.02).astype(np.float32)
+        writer.add_tensor(name, data.astype(np.float16) if len(shape) > 1 else data)
+
+    tensor("token_embd.weight", (259, n_embd))
+    for i in range(n_layer):
+        tensor(f"blk.{i}.attn_norm.weight", (n_embd,))
+        tensor(f"blk.{i}.attn_qkv.weight", (n_embd + 2 * (n_embd // n_head), n_embd))
+        tensor(f"blk.{i}.attn_output.weight", (n_embd, n_embd))
+        tensor(f"blk.{i}.ffn_norm.weight", (n_embd,))
+        tensor(f"blk.{i}.ffn_up.weight", (2 * n_ff, n_embd))
+        tensor(f"blk.{i}.ffn_down.weight", (n_embd, n_ff))
+    tensor("output_norm.weight", (n_embd,))
+    tensor("output.weight", (259, n_embd))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
 
 
 def _flat_imatrix(path: Path) -> tuple[ctypes.Array, list]:
@@ -99,5 +143,5 @@ def test_the_rules_give_llama_quantize_s_type_for_every_tensor(
         ruled = q.gguf_tensor_type(file_type, q.TensorRole(kind, layer), n_layers, False, n_gqa, n_expert)
         if ruled != tensor.tensor_type.name.lower():
             wrong.append(f"{tensor.name}: llama.cpp {tensor.tensor_type.name}, rules {ruled}")
-    assert compared >= n_layers * 7 + 2
+    assert compared >= n_layers * 4 + 2  # every layer's matrices and the two embeddings
     assert not wrong, "\n".join(wrong[:8])

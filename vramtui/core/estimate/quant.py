@@ -365,14 +365,12 @@ def gguf_tensor_type(
     shape = QuantShape(n_layers, max(1, n_gqa), n_expert)
     if ftype in _IQ_LOW:
         return _iq_low_type(ftype, base, role, shape)
-    if role.kind in ("attn_v", "attn_k", "attn_q"):
+    if role.kind in ("attn_v", "attn_qkv", "attn_k", "attn_q"):
         return _attention_type(ftype, base, role, shape)
     if role.kind.startswith("ffn_down"):
         return _ffn_down_type(ftype, base, role, shape)
     if role.kind == "attn_output":
         return _attn_output_type(ftype, base, shape)
-    if role.kind == "attn_qkv" and ftype in ("q4_k_m", "q5_k_m", "q3_k_m", "q3_k_l", "iq3_m"):
-        return {"q4_k_m": "q5_k", "q5_k_m": "q6_k"}.get(ftype, "q4_k")
     if role.kind.startswith(("ffn_gate", "ffn_up")) and ftype == "iq3_xs":
         n = shape.n_layers
         return "iq3_xxs" if n // 8 <= role.layer < 7 * n // 8 else base
@@ -406,7 +404,9 @@ def _iq_low_type(ftype: str, base: str, role: TensorRole, shape: QuantShape) -> 
 
 
 def _attention_type(ftype: str, base: str, role: TensorRole, shape: QuantShape) -> str:
-    if role.kind != "attn_v":
+    """attn_v's rules, which a fused attn_qkv follows too (llama.cpp's attention-V category since its
+    tensor categories, as the quantizer the tests run does); attn_k's and attn_q's."""
+    if role.kind not in ("attn_v", "attn_qkv"):
         if shape.n_expert == 8 and role.kind == "attn_k":
             return "q8_0"  # the 8-expert model's attn_k is small: Q8_0 costs little
         return {"iq3_xs": "iq3_xxs", "iq3_xxs": "iq2_s"}.get(ftype, base)
