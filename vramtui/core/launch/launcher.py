@@ -766,8 +766,7 @@ class ModelServer:
         except Exception:
             return None
         failure, stage, message = launcher_failure(self)
-        # the engine's own failure, with its line, before vramtui gave up on it or stopped it (CI: a runner
-        # that printed its error and was slow to exit read "vramtui stopped the server itself")
+        # the engine's own failure, with its line, before vramtui gave up on it or stopped it (a slow exit)
         if failure is None or (failure in (READY_TIMEOUT, STOPPED_BY_VRAMTUI) and _log_says_why(diagnosis)):
             return diagnosis
         return launcher_diagnosis(diagnosis, failure, stage, message, launcher_advice(failure, self))
