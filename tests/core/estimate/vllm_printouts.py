@@ -62,6 +62,7 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("Qwen/Qwen2-7B-Instruct", "Qwen--Qwen2-7B-Instruct.config.json"),
     ("Qwen/Qwen2.5-7B-Instruct", "Qwen--Qwen2.5-7B-Instruct.config.json"),
     ("openai gpt-oss-120b", "openai--gpt-oss-120b.config.json"),
+    ("gpt-oss-120b", "openai--gpt-oss-120b.config.json"),  # a local copy named after it (round 38)
     ("microsoft/Phi-3-mini-4k-instruct", "microsoft--Phi-3-mini-4k-instruct.config.json"),
     ("mistralai/Mistral-7B-Instruct-v0.3", "mistralai--Mistral-7B-Instruct-v0.3.config.json"),
     # the base model's file: the instruct model shares its shapes (no copy of the -it file was found)
