@@ -102,7 +102,7 @@ def test_every_quant_spelling_a_transformers_profile_takes_is_one_the_estimate_t
 
 @pytest.mark.parametrize(
     ("spelled", "key"),
-    [("UD-Q4_K_XL", "q4_k_xl"), ("ud_q8_k_xl", "q8_k_xl"), ("UD-IQ2_M", "iq2_m"), ("Q6_K_L", "q6_k_l")],
+    [("UD-Q4_K_XL", "q4_k_xl"), ("ud_q8_k_xl", "q8_k_xl"), ("UD-IQ2_M", "ud-iq2_m"), ("Q6_K_L", "q6_k_l")],
 )
 def test_publishers_mixes_are_named_as_their_files_are(spelled: str, key: str) -> None:
     assert q.normalize_quant(spelled) == key
@@ -126,3 +126,11 @@ def test_every_named_mix_has_an_average_for_a_bare_parameter_count() -> None:
     for name in q.PUBLISHER_MIXES:
         base = q.PUBLISHER_MIXES[name][0]
         assert q.bits_per_weight(name) >= q.bits_per_weight(base) - 0.01, name
+
+
+def test_an_unsloth_low_bit_file_is_its_type_with_a_note_that_the_recipe_varies() -> None:
+    """QA 18: UD-IQ2_M was sized as IQ2_M with the "UD-" dropped and no word of the approximation."""
+    assert q.bits_per_weight("UD-IQ2_M") == q.bits_per_weight("IQ2_M")
+    assert q.gguf_tensor_type("ud-iq2_m", q.TensorRole("token_embd"), 32) == "iq3_s"  # IQ2_M's rule
+    assert "UD-IQ2_M: a dynamic recipe" in q.mix_notes("UD-IQ2_M")[0]
+    assert q.mix_notes("IQ2_M") == [] and q.mix_notes("Q6_K_L") == []

@@ -143,7 +143,7 @@ def normalize_quant(name: str) -> str:
     if key.startswith(("gptq", "awq")):
         return key
     if key.startswith(("ud-", "ud_")):  # Unsloth's dynamic mixes: UD-Q4_K_XL, UD-IQ2_M
-        key = key[3:]
+        key = key[3:] if f"ud-{key[3:]}" not in PUBLISHER_MIXES else f"ud-{key[3:]}"
     if (
         key in _HF_BPW
         or key in FILE_TYPE_BPW
@@ -178,6 +178,8 @@ def bits_per_weight(name: str, group_size: int | None = None) -> float:
         return _HF_BPW[key]
     if key in FILE_TYPE_BPW:
         return FILE_TYPE_BPW[key]
+    if key in PUBLISHER_MIXES:
+        return bits_per_weight(PUBLISHER_MIXES[key][0])
     return ggml_bits_per_weight(key)
 
 
@@ -291,6 +293,12 @@ PUBLISHER_MIXES: dict[str, tuple[str, str | None]] = {
     "q4_k_l": ("q4_k_m", "q8_0"),
     "q5_k_l": ("q5_k_m", "q8_0"),
     "q6_k_l": ("q6_k", "q8_0"),
+    # Unsloth's UD- files of the low-bit types: llama-quantize's mix for that type, their recipe on top
+    **{f"ud-{base}": (base, None) for base in ("iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq2_m")},
+    **{
+        f"ud-{base}": (base, None)
+        for base in ("iq3_xxs", "iq3_xs", "iq3_s", "iq3_m", "iq4_xs", "iq4_nl", "tq1_0")
+    },
 }
 
 
