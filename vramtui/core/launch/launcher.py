@@ -766,8 +766,7 @@ class ModelServer:
         except Exception:
             return None
         failure, stage, message = launcher_failure(self)
-        # the engine's own failure, with its line, before vramtui gave up on it or stopped it (a slow exit)
-        if failure is None or (failure in (READY_TIMEOUT, STOPPED_BY_VRAMTUI) and _log_says_why(diagnosis)):
+        if failure is None or _log_says_why(failure, diagnosis):
             return diagnosis
         return launcher_diagnosis(diagnosis, failure, stage, message, launcher_advice(failure, self))
 
@@ -778,12 +777,14 @@ class ModelServer:
         self.stop()
 
 
-def _log_says_why(diagnosis: Any) -> bool:
-    """A health check that never answered, where the log has a failure of its own with its line (QA 13:
-    a runner up under a budget that could start no thread for a request): that is the verdict, not the
-    timeout and its advice about the program and the port."""
+def _log_says_why(failure: str | None, diagnosis: Any) -> bool:
+    """vramtui gave up on the server (a health check that never answered) or stopped it, where the log has
+    a failure of its own with its line: that is the verdict, not the launcher's. QA 13: a runner up under a
+    budget that could start no thread for a request; CI: a runner that printed its error, slow to exit."""
     return (
-        bool(getattr(diagnosis, "failed", False)) and getattr(diagnosis, "first_error_line", None) is not None
+        failure in (READY_TIMEOUT, STOPPED_BY_VRAMTUI)
+        and bool(getattr(diagnosis, "failed", False))
+        and getattr(diagnosis, "first_error_line", None) is not None
     )
 
 
@@ -1064,9 +1065,7 @@ def _result(
         stage = _furthest(stage, getattr(diagnosis, "stage", None))
         # the health check never answered, and the log says why (QA 13: a runner up under a budget that
         # could start no thread for a request read "not ready within the timeout ... check the program")
-        if (failure is None and getattr(diagnosis, "failed", False)) or (
-            failure in (READY_TIMEOUT, STOPPED_BY_VRAMTUI) and _log_says_why(diagnosis)
-        ):
+        if (failure is None and getattr(diagnosis, "failed", False)) or _log_says_why(failure, diagnosis):
             failure = getattr(diagnosis, "failure", None)
             failure_stage = getattr(diagnosis, "failure_stage", None)
     if failure is None and not server.ready and server.exit_code is not None:
