@@ -1379,7 +1379,8 @@ def apply_overrides(info: ModelInfo, **flags: Any) -> ModelInfo:
             changes["layer_tensors"] = changes["file_order"] = None
             changes["quant_spec"] = None  # the user's --quant replaces the checkpoint's layout
             changes.update(token_embd_bytes=None, output_bytes=None, other_bytes=0)
-            changes["file_type"] = key if info.weights_source == "gguf" or key in q.FILE_TYPE_BPW else None
+            named = key in q.FILE_TYPE_BPW or key in q.PUBLISHER_MIXES
+            changes["file_type"] = key if info.weights_source == "gguf" or named else None
             changes["bits_per_weight"] = q.bits_per_weight(key)
     new = replace(info, **changes, notes=list(info.notes))
     if changes.get("quant"):

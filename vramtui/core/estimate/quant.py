@@ -71,13 +71,8 @@ FILE_TYPE_BPW: dict[str, float] = {
     "iq3_m": 3.76,
     "iq2_m": 2.93,
     # computed with `gguf_tensor_type` on Llama 3 8B's shapes, not measured on files; a publisher's mix
-    # (PUBLISHER_MIXES) as the file type it starts from, with its wider embeddings
+    # with wider embeddings (PUBLISHER_MIXES; the others average as the file type they start from)
     "iq3_xs": 3.48,
-    "q2_k_xl": 3.35,
-    "q3_k_xl": 4.00,
-    "q4_k_xl": 4.89,
-    "q5_k_xl": 5.70,
-    "q6_k_xl": 6.56,
     "q8_k_xl": 9.48,
     "q2_k_l": 3.67,
     "q4_k_l": 5.28,

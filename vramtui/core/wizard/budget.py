@@ -17,6 +17,7 @@ from typing import Any
 from vramtui.core.backends import Backend, kv_dtype_name, switch
 from vramtui.core.backends.base import gib, size_bytes
 from vramtui.core.errors import VramtuiError
+from vramtui.core.launch.footprint import engine_build
 from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import HOST, MemoryBill, Part, Place
 from vramtui.core.memory.room import THREAD_STACK_BYTES
@@ -82,16 +83,6 @@ def _int_param(profile: Profile, name: str, fallback: int) -> int:
         return fallback
 
 
-def _engine_build(profile: Profile) -> int | None:
-    """The build of the engine the profile runs (vLLM 0.20 bills its CUDA graphs outside the budget)."""
-    from vramtui.core.launch.footprint import engine_build
-
-    try:
-        return engine_build(profile)
-    except Exception:  # the program's metadata is a refinement: an estimate goes on without it
-        return None
-
-
 def _flash_on(profile: Profile) -> bool:
     # "auto" counts as the engine resolves it (llama-server: on, the CPU included).
     return profile.backend.flash_attn_effective(current_value(profile, "flash_attn"))
@@ -154,7 +145,7 @@ class MemoryModel:
             **_offload_settings(profile),
             **_engine_knobs(profile),
             "mmap": _mmap_of(profile.params),
-            "engine_build": _engine_build(profile),
+            "engine_build": engine_build(profile),  # vLLM 0.20 bills its CUDA graphs outside the budget
         }
         if self.budget:
             wanted["device_bytes"] = self.budget
