@@ -153,11 +153,16 @@ def test_ladders_follow_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not quantized_v_needs_flash_attn("vllm", "fp8")
 
 
+def _llama_run(**fields: object) -> SimpleNamespace:
+    """A check of a llama-server run (the backend it names says whose words its echoed settings are)."""
+    return SimpleNamespace(backend="llama.cpp", diagnosis=None, smoke=None, **fields)
+
+
 def _read_log(tmp_path: Path, text: str) -> tuple[dict[str, int], dict[str, str]]:
-    # The sizes come from the log diagnosis of the run's log file, the settings from its echo.
+    # The sizes come from the log diagnosis of the run's log file, the settings from the engine's echo.
     log = tmp_path / "run.log"
     log.write_text(text)
-    obs = observe(SimpleNamespace(ready=False, diagnosis=None, smoke=None, log_file=str(log)))
+    obs = observe(_llama_run(ready=False, log_file=str(log)))
     return obs.figures, obs.facts
 
 
@@ -622,7 +627,7 @@ def test_a_kv_change_is_verified_on_both_halves_the_engine_printed(
 
     log = tmp_path / "run.log"
     log.write_text(printed)
-    after = observe(SimpleNamespace(ready=True, diagnosis=None, smoke=None, log_file=str(log)))
+    after = observe(_llama_run(ready=True, log_file=str(log)))
     before_profile = Profile(backend="llama.cpp", model=str(demo_model), params={"kv_dtype": "f16"})
     to = "q4_0"
     after_profile = before_profile.with_param("kv_dtype", to)
@@ -633,7 +638,7 @@ def test_a_kv_change_is_verified_on_both_halves_the_engine_printed(
     k_type, v_type = after.facts["kv_type_k"], after.facts["kv_type"]
     assert not applied and why == f"asked for a q4_0 KV cache, the engine printed K ({k_type}), V ({v_type})"
     log.write_text(printed.replace("(f16)", "(q4_0)"))
-    after = observe(SimpleNamespace(ready=True, diagnosis=None, smoke=None, log_file=str(log)))
+    after = observe(_llama_run(ready=True, log_file=str(log)))
     applied, why = took_effect(
         model, Proposal("kv_dtype", "f16", to, "test"), None, after, before_profile, after_profile
     )
@@ -647,11 +652,9 @@ def test_the_settings_are_this_runs_from_its_offset_in_a_shared_log(tmp_path: Pa
     offset = log.stat().st_size
     with log.open("a") as out:
         out.write("srv  llama_server: model loaded\n")
-    seen = observe(
-        SimpleNamespace(ready=True, diagnosis=None, smoke=None, log_file=str(log), log_offset=offset)
-    )
+    seen = observe(_llama_run(ready=True, log_file=str(log), log_offset=offset))
     assert "kv_type" not in seen.facts and seen.log_offset == offset
-    whole = observe(SimpleNamespace(ready=True, diagnosis=None, smoke=None, log_file=str(log)))
+    whole = observe(_llama_run(ready=True, log_file=str(log)))
     assert whole.facts["kv_type"] == "q4_0"
 
 
@@ -1047,7 +1050,7 @@ def test_a_switch_of_file_is_confirmed_by_the_file_type_llama_cpp_prints(
 
     log = tmp_path / "run.log"
     log.write_text(f"print_info: file type   = {printed}\n")
-    after = observe(SimpleNamespace(ready=True, diagnosis=None, smoke=None, log_file=str(log)))
+    after = observe(_llama_run(ready=True, log_file=str(log)))
     before_profile = Profile(backend="llama.cpp", model=str(demo_model))
     target = str(tmp_path / file_name)
     after_profile = Profile(backend="llama.cpp", model=target)
@@ -1055,3 +1058,19 @@ def test_a_switch_of_file_is_confirmed_by_the_file_type_llama_cpp_prints(
     proposal = Proposal("model", str(demo_model), target, "test")
     done, why = took_effect(model, proposal, None, after, before_profile, after_profile)
     assert done is applied, why
+
+
+def test_the_echoed_settings_are_read_in_the_engines_own_words(tmp_path: Path) -> None:
+    """llama.cpp's "file type =" and "K (q4_0): ... V (q4_0):" lines are its words: the same lines in a
+    vLLM run's log are not read as its settings, and a run of an engine this version does not know has
+    none (no error)."""
+    log = tmp_path / "run.log"
+    log.write_text(KV_PRINTED + "print_info: file type   = Q4_K - Medium\n")
+    assert observe(_llama_run(ready=True, log_file=str(log))).facts == {
+        "kv_type": "q4_0",
+        "kv_type_k": "f16",
+        "file_type": "q4_k",
+    }
+    for backend in ("vllm", "no-such-engine", ""):
+        check = SimpleNamespace(backend=backend, ready=True, diagnosis=None, smoke=None, log_file=str(log))
+        assert observe(check).facts == {}

@@ -204,6 +204,17 @@ class Rung:
 Ladder = Mapping[str, tuple[Rung, ...]]  # failing stage -> rungs, in the order users are taught
 
 
+@dataclass(frozen=True)
+class SettingsEcho:
+    """The settings an engine echoes at start-up, in its own words: how the wizard checks that a change
+    took effect (a file type, a KV cache type) beside the sizes the log profile reads."""
+
+    # The log's text -> {"file_type", "kv_type", "kv_type_k", "mmap_failed"}: the ones it printed.
+    read: Callable[[str], dict[str, str]]
+    # A model file's quantization (from its name) -> the file type as the engine prints it (None: unknown).
+    file_type_word: Callable[[str | None], str | None]
+
+
 # The short words a server list shows for the shared settings (llama-server's terms)
 SHARED_SETTING_WORDS: tuple[tuple[str, str], ...] = (
     ("context", "ctx"),
@@ -308,6 +319,8 @@ class Backend:
     # Flags only this engine takes: a command line of a program two engines share (ik_llama.cpp's
     # llama-server and mainline's) with one of them is this engine's.
     own_flags: tuple[str, ...] = ()
+    # The settings it echoes at start-up (None: none vramtui reads).
+    echo: SettingsEcho | None = None
 
     def __str__(self) -> str:
         return self.name

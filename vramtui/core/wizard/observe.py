@@ -8,11 +8,13 @@ figure of the diagnosis).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vramtui.core.backends import get_backend
+from vramtui.core.backends.base import SettingsEcho
+from vramtui.core.errors import VramtuiError
 from vramtui.core.logs.stages import STAGES
 from vramtui.core.memory.parts import MemoryBill, Part, bill_from_figures
 from vramtui.core.units import MIB
@@ -29,28 +31,7 @@ ENGINE_FIGURE_NAMES = {
     "failed_alloc": "oom_requested",
 }
 
-# Settings llama.cpp echoes at start-up (not sizes: those are the diagnosis' figures; flash attention as
-# the engine resolved it is one of them, `flash_attn`).
-_FILE_TYPE = re.compile(r"file type\s*=\s*(\S+)", re.I)
-_KV_TYPE = re.compile(r"K \((\w+)\):.*V \((\w+)\):")
 _TAIL_BYTES = 8 * MIB  # startup logs are small; a runaway one is read from its tail, where the failure is
-
-
-def read_settings(text: str) -> dict[str, str]:
-    """The settings the engine printed: file_type, kv_type (V's) and kv_type_k, mmap_failed (last one
-    wins)."""
-    facts: dict[str, str] = {}
-    for line in text.splitlines():
-        match = _FILE_TYPE.search(line)
-        if match:
-            facts["file_type"] = match.group(1).lower()
-        kv = _KV_TYPE.search(line)
-        if kv:
-            facts["kv_type_k"] = kv.group(1).lower()
-            facts["kv_type"] = kv.group(2).lower()
-        if "mmap failed" in line.lower():
-            facts["mmap_failed"] = "1"
-    return facts
 
 
 def part_bytes(bill: MemoryBill, part: Part) -> int:
@@ -171,16 +152,24 @@ def _diagnosis_of(check: Any) -> Any | None:
     return diagnosis
 
 
-def _settings_of(log_file: str | None, offset: int = 0) -> dict[str, str]:
-    """The settings printed in this run's part of the log (from `offset`: a restarted server may append
-    to the file the one before it wrote)."""
-    if not log_file or not Path(log_file).is_file():
+def _settings_of(backend: str, log_file: str | None, offset: int = 0) -> dict[str, str]:
+    """The settings the engine echoed in this run's part of the log (from `offset`: a restarted server may
+    append to the file the one before it wrote), in its own words (its Backend's `echo`)."""
+    echo = _echo_of(backend)
+    if echo is None or not log_file or not Path(log_file).is_file():
         return {}
     with open(log_file, "rb") as handle:
         handle.seek(0, 2)
         size = handle.tell()
         handle.seek(max(offset if offset <= size else 0, size - _TAIL_BYTES))
-        return read_settings(handle.read().decode("utf-8", "replace"))
+        return echo.read(handle.read().decode("utf-8", "replace"))
+
+
+def _echo_of(backend: str) -> SettingsEcho | None:
+    try:
+        return get_backend(backend).echo if backend else None
+    except VramtuiError:  # a record of an engine this version does not know
+        return None
 
 
 def _engine_figures(diagnosis: Any | None) -> dict[str, int]:
@@ -217,7 +206,7 @@ def observe(check: Any) -> Observation:
     engine = _engine_figures(diagnosis)
     figures = {name: engine[key] for name, key in ENGINE_FIGURE_NAMES.items() if engine.get(key, 0) > 0}
     log_offset = int(getattr(check, "log_offset", 0) or 0)
-    facts = _settings_of(log_file, log_offset)
+    facts = _settings_of(str(getattr(check, "backend", "") or ""), log_file, log_offset)
     if engine.get("context"):
         facts["n_ctx"] = str(engine["context"])  # llama.cpp's "n_ctx = ...", as the diagnosis read it
     failure = getattr(check, "failure", None)

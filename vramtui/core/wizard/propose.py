@@ -111,25 +111,6 @@ def sibling_files(model: str) -> list[tuple[str, str]]:
     return [(quant, where) for _bits, quant, where in sorted(found, key=lambda item: -item[0])]
 
 
-# llama.cpp's names of the file types whose first word is not the type itself ("IQ3_S mix - 3.66 bpw" is
-# IQ3_M, "all F32", "MXFP4 MoE"); the k-quant mixes print their type first ("Q4_K - Medium").
-_PRINTED_FIRST_WORD = {"iq3_m": "iq3_s", "f32": "all", "mxfp4_moe": "mxfp4"}
-
-
-def header_file_type(quant: str | None) -> str | None:
-    """The first word of the file type llama.cpp prints for the quantization a file's name gives (the
-    observation keeps that word): Q4_K_M prints "Q4_K - Medium", and a publisher's mix prints the file
-    type it starts from (Unsloth's UD-Q4_K_XL: "Q4_K - Medium")."""
-    try:
-        key = q.normalize_quant(quant) if quant else None
-    except VramtuiError:
-        return quant
-    if key is None:
-        return None
-    key = q.PUBLISHER_MIXES[key][0] if key in q.PUBLISHER_MIXES else key
-    return _PRINTED_FIRST_WORD.get(key, re.sub(r"^(q\d_k)_[sml]$", r"\1", key))
-
-
 def quant_of(model: str) -> str | None:
     match = _QUANT_TAG.search(Path(model).stem)
     return match.group(1).lower().replace("fp16", "f16") if match else None

@@ -14,7 +14,7 @@ from vramtui.core.units import MIB
 from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes, whole_or_none
 from vramtui.core.wizard.observe import BUFFER_PARTS, Observation, part_bytes
 from vramtui.core.wizard.proposal import Proposal
-from vramtui.core.wizard.propose import header_file_type, quant_of
+from vramtui.core.wizard.propose import quant_of
 
 
 def verify(
@@ -34,7 +34,7 @@ def verify(
     if reason:
         notes.append(reason)
     if proposal.param == "model":
-        expected = header_file_type(quant_of(str(proposal.to)))
+        expected = _file_type_word(after_profile, proposal.to)
         seen = after.facts.get("file_type")
         if seen and expected:
             notes.append(f"quantization confirmed in the log: file type {seen}")
@@ -145,7 +145,7 @@ def _echoed(
             return False, f"asked for flash attention {wanted}, the log shows it {seen}"
         return True, f"the log confirms flash attention {seen}"
     if param == "model" and "file_type" in facts:
-        expected = header_file_type(quant_of(str(value)))
+        expected = _file_type_word(profile, value)
         if expected and facts["file_type"] != expected:
             return False, f"switched to a {expected} file but the log shows file type {facts['file_type']}"
         if before is not None and before.facts.get("file_type") == facts["file_type"]:
@@ -155,6 +155,12 @@ def _echoed(
         if unconfirmed:
             return False, f"asked for {value} quantization; the log never confirmed it ({unconfirmed[0]})"
     return None
+
+
+def _file_type_word(profile: Profile, model: object) -> str | None:
+    """The file type the engine prints for the model file `model` (its quantization, from its name)."""
+    echo = profile.backend.echo
+    return echo.file_type_word(quant_of(str(model))) if echo is not None else None
 
 
 def took_effect(

@@ -15,6 +15,7 @@ from vramtui.core.backends.base import (
     PARAMS,
     Backend,
     Launch,
+    SettingsEcho,
     Translation,
     bad_value,
     is_all,
@@ -23,6 +24,7 @@ from vramtui.core.backends.base import (
     switch,
     whole,
 )
+from vramtui.core.backends.llama_cpp import echo
 from vramtui.core.backends.llama_cpp.ladder import KV_DTYPE_ORDER, LADDER, MAX_SEQUENCES, named_fix
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import offload
@@ -209,6 +211,7 @@ _FAMILY = {
     "named_fix": named_fix,
     # llama.cpp rounds each KV stream's share of the context up to 256 cells, and prints that n_ctx
     "context_pad_cells": 256,
+    "echo": SettingsEcho(echo.read_settings, echo.file_type_word),
 }
 
 LLAMA_CPP = Backend(
