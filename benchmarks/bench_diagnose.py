@@ -402,7 +402,10 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # 7/7, memory 4/5, first error 4/5, quiet 1/2, engine 7/7 (held-out: stage 2/2, class 2/2, memory 2/2,
     # first error 2/2); round 54 (5 logs: 2 llama.cpp, 3 vLLM; 3 training, 2 held-out) at ed88eb7: stage 5/5,
     # class 5/5, memory 1/1, first error 1/1, quiet 2/3, calm 0/1, engine 5/5 (held-out: stage 2/2, class
-    # 2/2, memory 1/1, first error 1/1, calm 0/1).
+    # 2/2, memory 1/1, first error 1/1, calm 0/1); round 55 (9 committed logs: 2 llama.cpp, 2 vLLM, 2 Ollama,
+    # SGLang, llama-cpp-python, transformers; 6 training, 3 held-out) at 48486c5: stage 9/9, class 9/9, memory
+    # 3/3, first error 5/5, quiet 2/2, calm 1/2, engine 9/9 (held-out: stage 3/3, class 3/3, first error 1/1,
+    # quiet 1/1, calm 1/1).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -513,6 +516,7 @@ LATER_ROUNDS = (
     ("round52.jsonl", "round 52, training (a thread's out-of-memory; twenty-first session, later"),
     ("round53.jsonl", "round 53, both parts (committed notes' llama.cpp logs; twenty-second session"),
     ("round54.jsonl", "round 54, both parts (threads and committed logs; twenty-third session"),
+    ("round55.jsonl", "round 55, both parts (committed logs; twenty-fourth session"),
 )
 
 

@@ -69,6 +69,7 @@ FILES = (
     LOGS / "round52.jsonl",
     LOGS / "round53.jsonl",
     LOGS / "round54.jsonl",
+    LOGS / "round55.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
