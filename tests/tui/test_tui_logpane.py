@@ -126,3 +126,28 @@ async def test_the_header_shows_whole_lines_the_advice_with_a_flag_and_value_fir
         assert _flat(first) in shown, (first, shown)
         whole = [line for line in advice if _flat(line) in shown]
         assert shown.count("→ ") == len(whole)  # every piece of advice shown is shown whole
+
+
+async def test_the_headers_first_error_keeps_its_first_words_at_every_width() -> None:
+    """QA 17 F19: at 160 columns with the keys panel open, the first piece of advice took the rows and the
+    verdict ended "first error, line 132 (key e):" with nothing after it. At every width the header has
+    room for it, the error's first words follow that colon."""
+    from vramtui.core.logs.analysis import strip_log_prefix
+    from vramtui.tui.panes.log_header import HEADER_ROWS, header_text
+
+    log = DATA / "logs" / "llama-server-budget-250-np16-q4-kv.log"
+    app = quiet_app(log_file=str(log))
+    async with app.run_test(size=(100, 30)) as pilot:
+        pane = app.query_one(LogPane)
+        await wait_for(pilot, lambda: pane.finished)
+        diagnosis = pane.diagnosis
+        assert diagnosis.failed and diagnosis.first_error_text
+        first_word = strip_log_prefix(diagnosis.first_error_text).split()[0]
+        blank = []
+        for width in range(60, 161, 2):
+            text = header_text(pane, diagnosis, "", 200, width=width, rows=HEADER_ROWS, settled=True).plain
+            said = text.split("(key e): ", 1)
+            assert len(said) == 2, (width, text)
+            if not said[1].startswith(first_word):
+                blank.append(width)
+        assert not blank, f"no error text at widths {blank}"

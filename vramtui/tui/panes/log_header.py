@@ -29,6 +29,7 @@ HEADER_ROWS = 8
 MAX_ADVICE = 4
 MAX_WARNINGS = 2
 ERROR_CHARS = 300  # the first error's text, at most (the view shows the whole line)
+GLIMPSE_WORDS = 6  # the error's words kept before the first piece of advice takes the rows
 
 # A flag with its value (`--ctx-size 16384`, `--flash-attn on`, `-c 4096`) or a setting (`NAME=value`):
 # the advice a user can act on as it stands.
@@ -214,13 +215,23 @@ def _fitted(
     if width <= 0 or height(joined(error, blocks)) <= rows - (1 if capped else 0):
         return joined(error, [*blocks, _more(app, capped)] if capped else blocks)
     room = rows - 1  # a row for the line that says what was left out
-    chosen = [block for block in blocks[:1] if height(joined("", [block])) <= room]
+    # The first advice comes before the error's text, but not at the cost of all of it: the verdict's
+    # "first error, line N (key e):" must not end in nothing (QA 17 F19, at 160 columns with the keys open)
+    glimpse = _glimpse(error)
+    chosen = [block for block in blocks[:1] if height(joined(glimpse, [block])) <= room]
     shown = _longest_error(error, lambda cut: height(joined(cut, chosen)) <= room)
-    for block in blocks[1:]:
+    for block in blocks[len(chosen) :]:
         if height(joined(shown, [*chosen, block])) <= room:
             chosen.append(block)
+    chosen.sort(key=blocks.index)
     left = len(blocks) - len(chosen) + capped
     return joined(shown, [*chosen, _more(app, left)] if left else chosen)
+
+
+def _glimpse(error: str) -> str:
+    """The error's first words, the least of it the header shows."""
+    words = error.split(" ")
+    return error if len(words) <= GLIMPSE_WORDS else " ".join(words[:GLIMPSE_WORDS]) + " …"
 
 
 def _longest_error(error: str, fits: Any) -> str:
