@@ -1074,3 +1074,30 @@ def test_the_echoed_settings_are_read_in_the_engines_own_words(tmp_path: Path) -
     for backend in ("vllm", "no-such-engine", ""):
         check = SimpleNamespace(backend=backend, ready=True, diagnosis=None, smoke=None, log_file=str(log))
         assert observe(check).facts == {}
+
+
+def test_a_change_that_freed_nothing_is_rolled_back_before_the_next(demo_model: Path) -> None:
+    """QA 18 F3: a change recorded as "no progress" (here a run stopped at the budget again, its peak
+    capped there) stayed in the profile, and the saved profile kept it on top of the change that worked.
+    Now the profile goes back to the settings before it, the step says so, and the next proposal changes
+    another setting (that one is not offered again until a change moves the run on)."""
+    runs = iter((1400.0, 900.0, 900.0))
+
+    def stopped_at_budget(profile: Profile) -> Any:
+        return SimpleNamespace(
+            ready=False, stage="kv_cache", failure_stage="kv_cache", failure="cuda_oom", diagnosis=None,
+            smoke=None, log_file=None, peak_mib=next(runs),
+        )  # fmt: skip
+
+    profile = _demo_profile(demo_model)
+    wizard = Wizard(profile, runner=stopped_at_budget, record=False)
+    wizard.start()
+    first = wizard.propose()
+    assert first is not None
+    step = wizard.apply(first)
+    assert step.outcome == "no_progress" and step.rolled_back
+    assert wizard.profile.params == profile.params and wizard.profile.model == profile.model
+    assert any(note.startswith(f"rolled back to {first.param} = ") for note in step.notes), step.notes
+    following = wizard.propose()
+    assert following is not None and following.param != first.param
+    assert wizard.steps[-1].to_dict()["rolled_back"] is True

@@ -58,6 +58,12 @@ __all__ = [
 
 # What a confirm callback returns to keep the proposed setting and be offered the next change.
 SKIP = "skip"
+# Outcomes whose change is rolled back: it freed nothing (or made it worse), so keeping it would cost
+# quality or speed for nothing (QA 18 F3: a smaller file that did not help stayed in the saved profile).
+ROLLED_BACK = frozenset({"no_progress", "worse"})
+ROLLED_BACK_WORDS = (
+    "rolled back to {param} = {value}: the next change starts from the settings before this one"
+)
 
 Runner = Callable[[Profile], Any]
 
@@ -73,6 +79,8 @@ class Step:
     model: str = ""
     # The run before this step's, for rungs that trade speed for memory (None: it did not answer).
     tokens_per_s_before: float | None = None
+    # The change freed nothing or made it worse: the profile went back to the settings before it.
+    rolled_back: bool = False
 
     def _first_why(self) -> str:
         if self.outcome == "refused":
@@ -113,6 +121,7 @@ class Step:
             "predicted_mib": proposal.predicted_mib if proposal else None,
             "engine_figures_mib": {k: round(v / MIB, 2) for k, v in (obs.figures if obs else {}).items()},
             "verification": self.notes,
+            "rolled_back": self.rolled_back,  # the profile went back to the settings before this change
             "params": self.profile_params,
             "model": self.model,
         }
@@ -313,6 +322,17 @@ class Wizard:
         """Settings the user asked to leave alone (a step that prepares another skips that one too)."""
         params = {proposal.param for proposal in self.skipped}
         params.update(proposal.then[0] for proposal in self.skipped if proposal.then is not None)
+        return params | self._rolled_back_params()
+
+    def _rolled_back_params(self) -> set[str]:
+        """Settings whose change was rolled back since the last step that helped: not offered again until
+        another change moves the run on (then the failure, and what the setting could do, differ)."""
+        params: set[str] = set()
+        for step in reversed(self.steps):
+            if step.counts_as_progress:
+                break
+            if step.rolled_back and step.proposal is not None:
+                params.add(step.proposal.param)
         return params
 
     def skip(self, proposal: Proposal) -> None:
@@ -412,10 +432,15 @@ class Wizard:
         if warning is not None:  # the user's call against the estimate, kept in the record (QA 6)
             notes.append(f"relaunched on the user's yes, though {warning}")
         if outcome != "not_applied":
-            self.profile = candidate
             self.model.learn(candidate, obs)
+        rolled_back = outcome in ROLLED_BACK and previous is not None
+        if rolled_back:  # the next change starts from the settings before this one (QA 18 F3)
+            notes.append(ROLLED_BACK_WORDS.format(param=proposal.param, value=value_word(proposal.from_)))
+        elif outcome != "not_applied":
+            self.profile = candidate
             self.last = obs
         step = Step(index, proposal, outcome, obs, notes, dict(candidate.params), candidate.model)
+        step.rolled_back = rolled_back
         step.tokens_per_s_before = previous.tokens_per_s if previous is not None else None
         self._record(step)
         return step
