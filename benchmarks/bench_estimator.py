@@ -616,7 +616,10 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # llama.cpp logs: four runs of one Qwen3.5-122B-A10B box on 4 P100s, a 2024 Phi-2 ROCm run; a vLLM
     # gpt-oss-120b log whose config.json was not found, left out) at ed88eb7: held-out llama.cpp KV 1/1,
     # weights 2/2, compute 1/2; training KV 16/16, weights 10/20, compute 11/20 (its build prints no n_ff_exp:
-    # weights and compute are now left out there).
+    # weights and compute are now left out there). Round 39 (4 llama.cpp logs: three more runs of that box, one
+    # of ggml-org's V100 CI; a vLLM granite-4.0-micro log whose config.json was not found, left out) at
+    # 2523a2c: held-out llama.cpp KV 4/4, weights 5/5, compute 2/5 (one run left out: tensor placement
+    # overridden, not shown how); training KV 5/5, weights 6/7, compute 4/7.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -660,6 +663,7 @@ _NEWEST_ROUNDS = {
     "round36.jsonl": "round 36 (a V100 run of ggml-org's CI and vLLM runs of 2026, twenty-first session)",
     "round37.jsonl": "round 37 (GLM-5.2 on 4 cards, a Vulkan CI run, twenty-second session)",
     "round38.jsonl": "round 38 (Qwen3.5-122B-A10B on 4 P100s, a Phi-2 ROCm run, twenty-third session)",
+    "round39.jsonl": "round 39 (three more runs of that box, a V100 CI run, twenty-fourth session)",
 }
 
 

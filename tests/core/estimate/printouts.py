@@ -86,6 +86,7 @@ FILES = (
     DATA / "printouts" / "round36.jsonl",
     DATA / "printouts" / "round37.jsonl",
     DATA / "printouts" / "round38.jsonl",
+    DATA / "printouts" / "round39.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
