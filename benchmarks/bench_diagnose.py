@@ -405,7 +405,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # 2/2, memory 1/1, first error 1/1, calm 0/1); round 55 (9 committed logs: 2 llama.cpp, 2 vLLM, 2 Ollama,
     # SGLang, llama-cpp-python, transformers; 6 training, 3 held-out) at 48486c5: stage 9/9, class 9/9, memory
     # 3/3, first error 5/5, quiet 2/2, calm 1/2, engine 9/9 (held-out: stage 3/3, class 3/3, first error 1/1,
-    # quiet 1/1, calm 1/1).
+    # quiet 1/1, calm 1/1); round 56 (6 logs: 4 llama.cpp, Ollama, vLLM; all training) at dc7ef9e: stage 5/6,
+    # class 4/6, memory 2/2, first error 4/5, calm 1/1, engine 6/6 (the rule written from it: vLLM V0's
+    # KeyboardInterrupt("MQLLMEngine terminated") is its stop).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -517,6 +519,7 @@ LATER_ROUNDS = (
     ("round53.jsonl", "round 53, both parts (committed notes' llama.cpp logs; twenty-second session"),
     ("round54.jsonl", "round 54, both parts (threads and committed logs; twenty-third session"),
     ("round55.jsonl", "round 55, both parts (committed logs; twenty-fourth session"),
+    ("round56.jsonl", "round 56, training only (committed logs; twenty-fourth session"),
 )
 
 

@@ -70,6 +70,7 @@ FILES = (
     LOGS / "round53.jsonl",
     LOGS / "round54.jsonl",
     LOGS / "round55.jsonl",
+    LOGS / "round56.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

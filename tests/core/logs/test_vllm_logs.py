@@ -345,3 +345,29 @@ def test_a_kv_cache_too_small_for_one_request_walks_only_the_rungs_that_can_help
     assert seen[0] == "kv_cache_memory", seen
     assert "parallel" not in seen and "mem_share" not in seen, seen
     assert {"kv_dtype", "context"} <= set(seen), seen
+
+
+def test_v0s_keyboard_interrupt_from_its_signal_handler_is_the_stop() -> None:
+    """Round 56: a healthy vLLM 0.7.2 (V0) run that served requests, stopped with ctrl-c. Its engine's
+    signal handler raises KeyboardInterrupt("MQLLMEngine terminated"): that line is the stop, not a
+    failure at inference. The same line before the server came up is a stop too, not a finished run."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    stop = (
+        "Traceback (most recent call last):\n"
+        '  File "/x/vllm/engine/multiprocessing/engine.py", line 374, in signal_handler\n'
+        '    raise KeyboardInterrupt("MQLLMEngine terminated")\n'
+        "KeyboardInterrupt: MQLLMEngine terminated\n"
+        "INFO:     Shutting down\n"
+    )
+    served = (
+        "INFO 04-14 08:30:01 api_server.py:840] vLLM API server version 0.7.2\n"
+        "INFO 04-14 08:31:30 worker.py:267] Memory profiling takes 4.84 seconds\n"
+        "INFO 04-14 08:31:31 executor_base.py:110] # CUDA blocks: 11770, # CPU blocks: 2730\n"
+        "INFO:     Application startup complete.\n"
+        'INFO:     127.0.0.1:53422 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+    )
+    after = diagnose_text(served + stop, kernel_log=lambda: None)
+    assert not after.failed and after.stopped and after.stage == "inference", after.summary
+    during = diagnose_text(served.splitlines(keepends=True)[0] + stop, kernel_log=lambda: None)
+    assert not during.failed and during.stopped, during.summary

@@ -335,9 +335,10 @@ def _own_stop(pick: _Pick, state: LogState) -> None:
 
 def _engine_stop(pick: _Pick, state: LogState) -> None:
     """The engine says it is being stopped on purpose (a signal, ctrl-c): what fails after that line is
-    the stop's doing (vLLM's engine dies under its API server's output handler), unless a new load began."""
+    the stop's doing (vLLM's engine dies under its API server's output handler), unless a new load began.
+    An error on the stop's own line is the stop (vLLM V0's KeyboardInterrupt("MQLLMEngine terminated"))."""
     stop, found = state.stop_line, pick.found
-    if stop is None or found is None or found.number <= stop:
+    if stop is None or found is None or found.number < stop:
         return
     if any(stop < restart < found.number for restart in state.restarts):
         return

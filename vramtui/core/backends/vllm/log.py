@@ -968,6 +968,9 @@ PROGRESS: tuple[ProgressRule, ...] = (
     ProgressRule("received signal", "stop", r"trigger received signal=sig(?:int|term)", backend="vllm"),
     ProgressRule("shutdown triggered", "stop", backend="vllm"),
     ProgressRule("shutting down", "stop", r"^(?:info:\s+)?shutting down\s*$", backend="vllm"),
+    # V0's engine process on SIGINT/SIGTERM: its signal handler raises KeyboardInterrupt("MQLLMEngine
+    # terminated"), the stop itself, not an error (round 56: a healthy TP=2 run stopped after serving)
+    ProgressRule("mqllmengine terminated", "stop", backend="vllm"),
 )
 
 
