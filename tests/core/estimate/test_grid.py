@@ -191,3 +191,22 @@ def test_more_sequences_than_the_engine_runs_fit_nowhere_and_say_why(
     out = capsys.readouterr().out
     assert "verdict   WILL NOT START: llama.cpp runs at most 256" in out and "--gpu-layers" not in out
     assert main(["estimate", str(config), "--gpu-mem", "24GiB", "--parallel", "256", "--table"]) == 0
+
+
+def test_each_file_is_a_row_named_as_its_name_says(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """QA 18 F15: rows showed the header's file type, so a user had to map q4_k_m back to UD-Q4_K_XL.gguf,
+    and two files whose headers say the same type (Unsloth's UD-Q8_K_XL and a plain Q8_0) were one row.
+    Each file is its own row now, shown (and named in --json's `name`) as its file name gives it."""
+    for name in ("grid-tiny-F16", "grid-tiny-Q8_0", "grid-tiny-UD-Q8_K_XL"):
+        dtype = "f16" if name.endswith("F16") else "q8_0"  # both q8_0 files' headers say Q8_0
+        write_tiny_gguf(tmp_path / f"{name}.gguf", TinyModelSpec(**SHAPE, dtype=dtype))
+    model = tmp_path / "grid-tiny-F16.gguf"
+    _code, data = _json(capsys, str(model), "--gpu-mem", "600MiB")
+    rows = data["table"]["rows"]
+    assert sorted(row["name"] for row in rows) == ["F16", "Q8_0", "UD-Q8_K_XL"]
+    assert sorted(row["quant"] for row in rows) == ["f16", "q8_0", "q8_0"]  # the headers' types, as before
+    main(["estimate", str(model), "--gpu-mem", "600MiB", "--table"])
+    shown = capsys.readouterr().out
+    assert "  UD-Q8_K_XL " in shown and "  Q8_0 " in shown, shown

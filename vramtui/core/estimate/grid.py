@@ -62,15 +62,20 @@ class Row:
     weights_bytes: int  # every weight, device and host
     cells: list[Cell] = field(default_factory=list)
     loaded_dtype: str | None = None  # the width the engine runs the file's weights in, where not its own
+    # The quantization the file's name gives, as written (UD-Q4_K_XL, Q6_K_L): the header's `quant` need not
+    # say it (Unsloth's UD-Q4_K_XL is a Q4_K_M file), and it is how the user finds the file (QA 18 F15)
+    name: str | None = None
 
     @property
     def label(self) -> str:
         """The type as the table shows it: "f32→bf16" for an f32 file that vLLM runs in bf16 (QA 16)."""
-        return f"{self.quant}→{self.loaded_dtype}" if self.loaded_dtype else self.quant
+        shown = self.name or self.quant
+        return f"{shown}→{self.loaded_dtype}" if self.loaded_dtype else shown
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "quant": self.quant,
+            "name": self.name,
             "loaded_dtype": self.loaded_dtype,
             "source": self.source,
             "file": self.file,
@@ -139,9 +144,11 @@ def _candidate_files(model: Path) -> list[Path]:
 
 
 def quant_files(model: Path, info: ModelInfo) -> list[tuple[Path, ModelInfo]]:
-    """The GGUF files of the same model beside it, one per quantization, the model's own first."""
+    """The GGUF files of the same model beside it, one per quantization, the model's own first: one per
+    name the files give (Unsloth's UD-Q4_K_XL and a plain Q4_K_M are two, though both headers say
+    Q4_K_M), else per header file type."""
     found: list[tuple[Path, ModelInfo]] = [(model, info)]
-    seen = {info.quant}
+    seen = {file_label(model, info).lower()}
     for path in _candidate_files(model):
         if path.resolve() == model.resolve():
             continue
@@ -149,10 +156,16 @@ def quant_files(model: Path, info: ModelInfo) -> list[tuple[Path, ModelInfo]]:
             other = load_model_info(path)
         except Exception:  # an unreadable neighbour (a projector, a partial download) is no row
             continue
-        if other.quant not in seen and _same_model(info, other):
+        label = file_label(path, other).lower()
+        if label not in seen and _same_model(info, other):
             found.append((path, other))
-            seen.add(other.quant)
+            seen.add(label)
     return found
+
+
+def file_label(path: Path, info: ModelInfo) -> str:
+    """A file's row: the quantization its name gives, as written (UD-Q4_K_XL, Q6_K_L), else its header's."""
+    return q.quant_in_name(path, as_written=True) or info.quant or info.dtype
 
 
 def _row_cells(
@@ -185,6 +198,14 @@ def _all_weights(info: ModelInfo, settings: Settings) -> tuple[int, str | None]:
     return est.bill.get("weights") + est.bill.get("weights", "host"), est.loaded_dtype
 
 
+def _key(quant: str) -> str:
+    """A row's quantization as the typical rows name it (a file's "Q4_K_M" is the typical q4_k_m)."""
+    try:
+        return q.normalize_quant(quant)
+    except VramtuiError:
+        return quant.lower()
+
+
 def _rows_to_size(
     info: ModelInfo, settings: Settings, model_path: Path | None
 ) -> list[tuple[str, str, str | None, ModelInfo, str | None]]:
@@ -197,7 +218,7 @@ def _rows_to_size(
         rows.append((info.quant or info.dtype, "file", str(model_path), info, None))
     if len(rows) > 1:
         return rows  # other quantizations are on disk: those are the choice
-    own = {row[0] for row in rows}
+    own = {_key(row[0]) for row in rows}
     if not rows and info.quant and info.quant_spec is not None and not settings.memory.places_layers:
         # a config.json that declares its quantization (gpt-oss's MXFP4, an FP8 or AWQ release): vLLM and
         # transformers load that checkpoint as published, so it is a row of its own, sized as it stands
@@ -238,7 +259,8 @@ def build_table(
             row_settings = replace(settings, quant=applied)
             cells = _row_cells(row_info, row_settings, contexts, parallel, refusals)
             weights, loaded = _all_weights(row_info, row_settings)
-            table.rows.append(Row(quant, source, file, weights, cells, loaded))
+            name = q.quant_in_name(file, as_written=True) if file and source == "file" else None
+            table.rows.append(Row(quant, source, file, weights, cells, loaded, name))
     table.rows.sort(key=lambda row: row.weights_bytes)
     table.notes.extend(refusals)
     cap = sequence_cap(settings)

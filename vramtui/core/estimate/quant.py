@@ -9,8 +9,10 @@ averages measured on a Llama 8B for when only a parameter count is known. Huggin
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from vramtui.core.errors import VramtuiError
 
@@ -129,6 +131,23 @@ ALIASES: dict[str, str] = {
     "bitsandbytes": "nf4-dq",
     "auto": "f16",
 }
+
+
+# A file type in a GGUF's name, with Unsloth's "UD-" before it: Qwen3.6-35B-A3B-UD-Q4_K_XL and
+# Qwen3.6-35B-A3B-Q6_K_L are the same model's files.
+QUANT_TAG = re.compile(
+    r"(?i)(?<![a-z0-9])((?:ud[-_])?(?:f32|bf16|f16|fp16|q\d(?:_k)?(?:_[a-z0-9]+)?|iq\d_[a-z]+|tq\d_\d))(?![a-z0-9])"
+)
+
+
+def quant_in_name(path: str | Path, as_written: bool = False) -> str | None:
+    """The file type a GGUF's name gives ("...-UD-Q4_K_XL.gguf": ud-q4_k_xl; `as_written`: UD-Q4_K_XL), or
+    None. What the publisher named the file, which a header's file type need not say (Unsloth's UD-Q4_K_XL
+    says Q4_K_M)."""
+    match = QUANT_TAG.search(Path(path).stem)
+    if not match:
+        return None
+    return match.group(1) if as_written else match.group(1).lower().replace("fp16", "f16")
 
 
 def normalize_quant(name: str) -> str:

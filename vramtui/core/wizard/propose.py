@@ -7,7 +7,6 @@ cautious halving. When nothing on the ladder helps, the findings say why and wha
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,13 +73,6 @@ def _nice_below(current: int, floor: int = 512) -> list[int]:
     return sorted((v for v in values if floor <= v < current), reverse=True)
 
 
-# A file type in a GGUF's name, with Unsloth's "UD-" before it: Qwen3.6-35B-A3B-UD-Q4_K_XL and
-# Qwen3.6-35B-A3B-Q6_K_L are the same model's files.
-_QUANT_TAG = re.compile(
-    r"(?i)(?<![a-z0-9])((?:ud[-_])?(?:f32|bf16|f16|fp16|q\d(?:_k)?(?:_[a-z0-9]+)?|iq\d_[a-z]+|tq\d_\d))(?![a-z0-9])"
-)
-
-
 def file_bits(quant: str | None) -> float | None:
     """Average bits per weight of the file type (or publisher's mix) a file name gives; None if unknown."""
     try:
@@ -93,7 +85,7 @@ def sibling_files(model: str) -> list[tuple[str, str]]:
     """Other quantizations of the same GGUF next to it (Q8_0, IQ2_M, UD-Q3_K_XL, Q6_K_L, ...):
     [(quant, path)], most bits per weight first."""
     path = Path(model)
-    match = _QUANT_TAG.search(path.stem)
+    match = q.QUANT_TAG.search(path.stem)
     if not match or not path.parent.is_dir():
         return []
     prefix, suffix = path.stem[: match.start()], path.stem[match.end() :]
@@ -101,7 +93,7 @@ def sibling_files(model: str) -> list[tuple[str, str]]:
     for other in path.parent.glob("*.gguf"):
         if other.resolve() == path.resolve():
             continue
-        m = _QUANT_TAG.search(other.stem)
+        m = q.QUANT_TAG.search(other.stem)
         if not m or other.stem[: m.start()] != prefix or other.stem[m.end() :] != suffix:
             continue
         quant = m.group(1).lower().replace("fp16", "f16")
@@ -112,8 +104,7 @@ def sibling_files(model: str) -> list[tuple[str, str]]:
 
 
 def quant_of(model: str) -> str | None:
-    match = _QUANT_TAG.search(Path(model).stem)
-    return match.group(1).lower().replace("fp16", "f16") if match else None
+    return q.quant_in_name(model)
 
 
 def _cautious(param: str, current: object, candidates: list[object]) -> object:
