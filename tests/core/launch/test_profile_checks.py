@@ -806,3 +806,23 @@ def test_a_hub_name_the_engine_will_download_is_said_before_launch(
     local = tmp_path / "tiny"
     local.mkdir()
     assert not profile_from_dict({"backend": "vllm", "model": "./tiny"}, folder=tmp_path).warnings
+
+
+def test_the_runs_label_is_the_file_it_runs_after_the_wizard_changed_it(tmp_path: Path) -> None:
+    """QA 18 F14: the wizard's runs of a smaller file were logged as `...-m-UD-Q8_K_XL.gguf.log`, the file
+    the profile named first. The label (the log's name) is the file that runs; the profile's own file
+    keeps its written name."""
+    from vramtui.core.launch.profile import load_launch_profile
+
+    for name in ("m-UD-Q8_K_XL.gguf", "m-UD-IQ2_M.gguf"):
+        (tmp_path / name).write_bytes(EMPTY_GGUF)
+    path = tmp_path / "p.toml"
+    path.write_text(
+        f'backend = "llama.cpp"\nmodel = "m-UD-Q8_K_XL.gguf"\nprogram = "{sys.executable}"\n',
+        encoding="utf-8",
+    )
+    profile = load_launch_profile(path)
+    assert profile.label == "m-UD-Q8_K_XL.gguf"
+    smaller = profile.with_changes(model=str(tmp_path / "m-UD-IQ2_M.gguf"))
+    assert smaller.label == "m-UD-IQ2_M.gguf"
+    assert smaller.to_dict(tmp_path)["model"] == str(tmp_path / "m-UD-IQ2_M.gguf")

@@ -91,8 +91,10 @@ class Profile:
 
     @property
     def label(self) -> str:
-        # as the file spells the model: a hub name found in the local cache is its name, not the snapshot's hash
-        model = self.written.get("model") or self.model
+        # as the file spells the model: a hub name found in the local cache is its name, not the snapshot's
+        # hash; once the wizard changed the file, that file's name (QA 18 F14: runs of a UD-IQ2_M file were
+        # logged under the Q8 file the profile named first)
+        model = self._still_written("model") or self.model
         return self.name or Path(model).name or model
 
     def param(self, name: str, default: object = None) -> object:
@@ -135,20 +137,30 @@ class Profile:
             data["env"] = dict(self.env)
         return data
 
+    def _still_written(self, key: str) -> str | None:
+        """The model or program as the profile's file wrote it, while it still names what was resolved from
+        it (a wizard's change of file is not the file written); None when nothing was written."""
+        written = self.written.get(key)
+        if written is None or self.source is None:
+            return written
+        origin = self.source.parent
+        try:
+            if key == "model":
+                resolved = _resolve_model(written, self.backend, origin)
+            else:
+                resolved = _resolve_program(written, origin)
+        except VramtuiError:  # what it wrote no longer resolves (a hub name gone from the cache)
+            return None
+        return written if resolved == str(getattr(self, key)) else None
+
     def _spelled(self, key: str, folder: Path | None) -> str:
         """The model or program as a file in `folder` should spell it: the written relative path while it
         still names what was resolved from it (a wizard's other file is written whole)."""
         value = str(getattr(self, key))
-        written = self.written.get(key)
+        written = self._still_written(key)
         if folder is None or written is None or self.source is None:
             return value
         origin = self.source.parent
-        if key == "model":
-            resolved = _resolve_model(written, self.backend, origin)
-        else:
-            resolved = _resolve_program(written, origin)
-        if resolved != value:
-            return value
         if folder.resolve() == origin.resolve():
             return written
         return os.path.relpath(os.path.abspath(origin / Path(written).expanduser()), folder.resolve())
