@@ -371,3 +371,21 @@ def test_v0s_keyboard_interrupt_from_its_signal_handler_is_the_stop() -> None:
     assert not after.failed and after.stopped and after.stage == "inference", after.summary
     during = diagnose_text(served.splitlines(keepends=True)[0] + stop, kernel_log=lambda: None)
     assert not during.failed and during.stopped, during.summary
+
+
+def test_a_stop_before_the_server_was_ready_is_incomplete_not_a_pass() -> None:
+    """ctrl-c during the load: no error, and no failure, but the server never came up, so `vramtui
+    diagnose log && deploy` must not pass it (exit 3, as a log that stops during the load)."""
+    from vramtui.cli.diagnose import INCOMPLETE_STATUS, exit_status
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    log = (
+        "INFO 10-01 08:30:01 [api_server.py:1351] vLLM API server version 0.10.2\n"
+        "INFO 10-01 08:30:09 [gpu_model_runner.py:2338] Starting to load model Qwen/Qwen3-8B...\n"
+        "INFO 10-01 08:30:40 [launcher.py:101] Shutting down FastAPI HTTP server.\n"
+        "INFO 10-01 08:30:40 [core.py:710] EngineCore shutdown triggered\n"
+    )
+    diagnosis = diagnose_text(log, kernel_log=lambda: None)
+    assert not diagnosis.failed and diagnosis.stopped and diagnosis.incomplete, diagnosis.summary
+    assert exit_status(diagnosis) == INCOMPLETE_STATUS
+    assert "stopped on purpose" in diagnosis.summary and "before the server was ready" in diagnosis.summary

@@ -1303,6 +1303,11 @@ def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
             )
         if diagnosis.stopped_by_vramtui:
             return f"No failure in the log (reached: {reached}); vramtui stopped the server itself."
+        if diagnosis.incomplete and diagnosis.stopped:
+            return (
+                f"Incomplete: no error, but it was stopped on purpose (a signal, ctrl-c) before the server "
+                f"was ready (reached: {reached})."
+            )
         if diagnosis.incomplete:
             return (
                 f"Incomplete: no error, but the log stops before the server was ready (reached: {reached}): "

@@ -386,10 +386,11 @@ def _floor_stage(pick: _Pick, state: LogState) -> None:
 
 
 def _incomplete(state: LogState, failed: bool, furthest: int) -> bool:
-    """No error and no sign the server came up, in a log that shows a start: still loading, or killed
-    without a message (what an OOM-killed llama-server leaves behind)."""
+    """No error and no sign the server came up, in a log that shows a start: still loading, killed without
+    a message (what an OOM-killed llama-server leaves behind), or stopped on purpose before it was ready
+    (a ctrl-c during the load: it never served, so `diagnose && deploy` must not pass it)."""
     timed_out = "mark:ready_timeout" in state.notices  # vramtui's own stop after the ready timeout
-    if failed or state.stop_line is not None or ("mark:own_stop" in state.notices and not timed_out):
+    if failed or ("mark:own_stop" in state.notices and not timed_out):
         return False
     if state.exit_code not in (None, 0):
         return False

@@ -97,9 +97,14 @@ def _verdict(
             error = clip_words(diagnosis.first_error_text, ERROR_CHARS)
     elif getattr(diagnosis, "incomplete", False) and settled:
         text.append("NOT READY", style=theme_style(app, "log-warning", bold=True, reverse=True))
+        why = (
+            "stopped on purpose (a signal, ctrl-c) before it was ready"
+            if getattr(diagnosis, "stopped", False)
+            else "still loading, or stopped without a message"
+        )
         text.append(
             f" no error, reached {stage_words(reached) if reached else 'no stage yet'} ({backend}), "
-            f"{line_count:,} lines: still loading, or stopped without a message"
+            f"{line_count:,} lines: {why}"
         )
     elif settled and (line_count == 0 or getattr(diagnosis, "unrecognised", False)):
         # as `vramtui diagnose` refuses them: not "no failure" (nothing here says a server came up)
