@@ -274,3 +274,25 @@ def test_a_size_the_engine_rounded_to_zero_is_not_said_as_zero_bytes() -> None:
 
     assert _figure_value("kv_cache_needed", 0, frozenset()) == "0 as printed (rounded)"
     assert _figure_value("kv_cache_needed", 1 << 20, frozenset()) == "1.00 MiB"
+
+
+def test_a_file_of_nul_bytes_is_nothing_to_diagnose(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA 19 F9: a sparse file (`truncate -s`) or one of /dev/zero's bytes read "No failure", exit 3, and its
+    JSON said neither failed nor incomplete. It holds no text: one line, exit 2. A log whose NULs are
+    followed by lines (logrotate's copytruncate) is still read, and --json says why a log that is no
+    server's exits 3."""
+    zeros = tmp_path / "zeros.log"
+    zeros.write_bytes(b"\x00" * 300_000)
+    assert main(["diagnose", str(zeros)]) == 2
+    assert capsys.readouterr().err == f"vramtui: {zeros} holds only NUL bytes, no text: nothing to diagnose\n"
+    rotated = tmp_path / "rotated.log"
+    rotated.write_bytes(b"\x00" * 300_000 + UNKNOWN_ARCH)
+    assert main(["diagnose", str(rotated)]) == 1
+    capsys.readouterr()
+    chat = tmp_path / "chat.log"
+    chat.write_text("hello\nhow are you\n")
+    assert main(["diagnose", str(chat), "--json"]) == 3
+    data = json.loads(capsys.readouterr().out)
+    assert (data["unrecognised"], data["incomplete"], data["failed"]) == (True, False, False)

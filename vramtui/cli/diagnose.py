@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     if not diagnosis.failed and looks_binary(head):
         raise VramtuiError(f"{name} looks like binary data, not a text log")
     if diagnosis.lines == 0:  # not "no failure": `diagnose log && deploy` must not pass an empty log
-        raise VramtuiError(f"{name} is empty: nothing to diagnose")
+        # NUL bytes alone (a sparse or preallocated file, what a crash leaves) are no line (QA 19 F9)
+        said = "holds only NUL bytes, no text" if head else "is empty"
+        raise VramtuiError(f"{name} {said}: nothing to diagnose")
     if not diagnosis.failed and not head.strip():
         raise VramtuiError(f"{name} holds only blank lines: nothing to diagnose")
     foreign = diagnosis.unrecognised
@@ -102,6 +104,8 @@ def fit_view(diagnosis: Any) -> Any:
 
 def _json_view(diagnosis: Any) -> dict[str, Any]:
     data = diagnosis.to_dict()
+    # exit 3 without `incomplete`: nothing in it is a server's line (QA 19 F9: the JSON did not say why)
+    data["unrecognised"] = diagnosis.unrecognised
     fit = fit_view(diagnosis)
     data["fit"] = fit.to_dict() if fit is not None else None
     ordered = {

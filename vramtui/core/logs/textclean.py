@@ -166,6 +166,12 @@ def iter_raw_blocks(
         chunk = stream.read(chunk_bytes)
         if not chunk:
             break
+        if not pending and not skipping and chunk[:1] == b"\x00":
+            # a run of NULs at a line's start (logrotate's copytruncate leaves the old size as NULs, and
+            # the new lines follow them with no newline between): not part of the line after it
+            chunk = chunk.lstrip(b"\x00")
+            if not chunk:
+                continue
         start = 0
         if skipping:
             newline = chunk.find(b"\n")
