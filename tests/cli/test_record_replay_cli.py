@@ -447,3 +447,46 @@ def test_a_damaged_header_names_the_column_it_left_out(
     path.write_text(header.replace("treeXrss", "tree_rss") + rows)  # vramtui's own header: nothing said
     assert main(["replay", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["problems"] == []
+
+
+def _shared_gpus_csv(path: Path) -> Path:
+    """Two cards in nvidia-smi's shape with vramtui record's process column: another user's 6 GiB on GPU 1
+    from the start, and the model's process growing to 14 GiB on GPU 0."""
+    rows = ["timestamp, index, name, memory.used [MiB], memory.total [MiB], process.tree_gpu [MiB]"]
+    for second in range(40):
+        model = 0 if second < 5 else min(14000, (second - 4) * 2800)
+        stamp = f"2026/12/06 09:00:{second:02d}.000"
+        rows.append(f"{stamp}, 0, RTX 4090, {1000 + model} MiB, 24564 MiB, {model} MiB")
+        rows.append(f"{stamp}, 1, RTX 4090, 6000 MiB, 24564 MiB, {model} MiB")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_replay_shows_the_models_process_apart_from_the_others_on_the_cards(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA 19 F10: a recording with the process's GPU column read as the cards' totals only: nothing said
+    what the model held apart from the other processes. Its own readings, and the others' most, now."""
+    csv = _shared_gpus_csv(tmp_path / "shared.csv")
+    assert main(["replay", str(csv), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["process_tree_gpu"]["peak_mib"] == pytest.approx(14000)
+    assert data["others_gpu_peak_mib"] == pytest.approx(7000)  # GPU 0's 1000 MiB and GPU 1's 6000 MiB
+    assert main(["replay", str(csv)]) == 0
+    assert "other processes held up to 6.84 GiB beside it" in capsys.readouterr().out
+
+
+def test_a_per_process_query_is_said_to_be_one_not_malformed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA 19 F10: `nvidia-smi --query-compute-apps` rows read "the header names no memory column", though
+    used_gpu_memory is one: it is the per-process query, and replay says which query it reads."""
+    apps = tmp_path / "apps.csv"
+    apps.write_text(
+        "timestamp, gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n"
+        "2026/12/06 09:00:00.000, GPU-1111, 1500, /usr/lib/xorg/Xorg, 800 MiB\n"
+    )
+    assert main(["replay", str(apps)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"vramtui: {apps}: this is nvidia-smi's per-process query") and err.count("\n") == 1
+    assert "--query-gpu=timestamp,index,memory.used,memory.total" in err

@@ -89,6 +89,11 @@ SCENARIOS = (
         (*KV_256M, "--max-model-len", "8192"),
         note="max-model-len 8192 for a model whose max_position_embeddings is 4096",
     ),
+    Scenario(
+        "bad-dtype-choice",
+        (*KV_256M, "--dtype", "float64x"),
+        note="--dtype float64x: a value its argparse does not take (QA 19 F6)",
+    ),
     Scenario("unknown-arch", model="unknown-arch", note="config.json names an architecture vLLM lacks"),
     Scenario("missing-path", model="missing-path", note="a local folder that does not exist"),
     Scenario(

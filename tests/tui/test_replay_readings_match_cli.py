@@ -113,3 +113,28 @@ async def test_the_apps_replay_is_the_recording_alone(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: memory.state.count > 0)
         await pilot.pause(0.5)
         assert memory.state.count == 60
+
+
+async def test_a_recording_without_host_columns_shows_no_host_ram_row(tmp_path: Path) -> None:
+    """QA 19 F11: `vramtui --replay` of a recording with the GPUs and the process's GPU column but no host
+    columns showed "host RAM 0 B / N/A": no such figure is in the file, so no such row."""
+    from test_tui_support import screen_text, wait_for
+
+    from vramtui.tui.app import VramtuiApp
+    from vramtui.tui.panes.memory import MemoryPane
+
+    rows = ["timestamp, index, name, memory.used [MiB], memory.total [MiB], process.tree_gpu [MiB]"]
+    for second in range(30):
+        rows.append(
+            f"2026/12/06 09:00:{second:02d}.000, 0, RTX 4090, {1000 + 100 * second} MiB, 24564 MiB, 0 MiB"
+        )
+    path = tmp_path / "gpus.csv"
+    path.write_text("\n".join(rows) + "\n")
+    app = VramtuiApp(replay_csv=str(path), remember=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        memory = app.query_one(MemoryPane)
+        await wait_for(pilot, lambda: memory.state.count >= 30)
+        await pilot.pause(0.3)
+        shown = screen_text(app)
+        assert "GPU 0" in shown or "RTX 4090" in shown, shown
+        assert "host RAM" not in shown, shown

@@ -8,6 +8,7 @@ from typing import Any
 
 from vramtui.cli.common import print_json
 from vramtui.core.errors import VramtuiError
+from vramtui.core.units import MIB
 
 HELP = (
     "read a recorded nvidia-smi CSV and print its readings: baseline, plateau, request peaks, "
@@ -66,6 +67,7 @@ def analyse(data: Any) -> dict[str, Any]:
             host.times, host.tree_rss, events, total_bytes=_int(host.ram_total), running=running, on_host=True
         )
         result["process_tree_rss"] = tree.to_dict()
+    result.update(_process_on_gpus(data, events, running))
     result["notes"] = list(result.get("notes") or []) + _gaps(data)
     result["rows"] = data.rows
     result["skipped_rows"] = data.skipped
@@ -76,6 +78,31 @@ def analyse(data: Any) -> dict[str, Any]:
     result["problems"] += list(data.problems)
     result["unread_columns"] = list(data.unread_columns)
     return result
+
+
+def _process_on_gpus(data: Any, events: list[Any], running: bool | None) -> dict[str, Any]:
+    """A `record --pid` recording's process on the GPUs (its tree's GPU bytes) apart from the rest of the
+    cards' use, what other processes held beside it (QA 19 F10: replay showed the cards' totals alone)."""
+    from vramtui.core.memory.readings import compute_readings
+
+    host = data.host
+    if not any(v for v in host.tree_gpu):
+        return {}
+    tree = compute_readings(host.times, host.tree_gpu, events, running=running)
+    used_at: dict[float, float] = {}
+    for series in data.gpus.values():
+        for t, used in zip(series.times, series.used, strict=False):
+            if used is not None:
+                used_at[t] = used_at.get(t, 0.0) + used
+    others = [
+        used_at[t] - gpu
+        for t, gpu in zip(host.times, host.tree_gpu, strict=False)
+        if gpu is not None and t in used_at
+    ]
+    return {
+        "process_tree_gpu": tree.to_dict(),
+        "others_gpu_peak_mib": max(others) / MIB if others else None,
+    }
 
 
 def _gaps(data: Any) -> list[str]:
@@ -179,6 +206,14 @@ def run(args: argparse.Namespace) -> int:
         of = " of host RAM" if not result["series"].startswith("GPU") else ""
         lines.append(
             f"  80% line{of:<18}{_fmt(result['safety_line_mib'])} of {_fmt(result['total_mib'])}{over}"
+        )
+    process = result.get("process_tree_gpu")
+    if process:
+        others = result["others_gpu_peak_mib"]
+        beside = f"; other processes held up to {_fmt(others)} beside it" if others is not None else ""
+        lines.append(
+            f"  model's process on GPUs   peak {_fmt(process['peak_mib'])}, plateau {_fmt(process['plateau_mib'])}"
+            f"{beside}"
         )
     for gpu in result["gpus"][1:]:
         lines.append(

@@ -134,6 +134,7 @@ FIGURE_WORDS: dict[str, str] = {
     "kv_cache_tokens": "tokens the KV cache holds",
     "node_memory": "node memory",
     "non_kv_memory": "memory besides the KV cache",
+    "tree_peak": "most its process tree held (sampled by vramtui)",
     "node_free_memory": "node memory free",
     "kv_cache_requested": "KV cache memory requested",
     "memory_share": "share of GPU memory asked (--gpu-memory-utilization)",

@@ -168,6 +168,11 @@ def test_malformed_and_missing_config(tmp_path: Path) -> None:
         load_model_info(empty)
     with pytest.raises(VramtuiError, match="no such file"):
         load_model_info(tmp_path / "missing" / "config.json")
+    # QA 19 F7: vLLM refuses it while validating (pydantic's "Input should be a valid list"); said before a
+    # launch, naming the file
+    bad.write_text(json.dumps({**TINY_LLAMA, "architectures": "LlamaForCausalLM"}))
+    with pytest.raises(VramtuiError, match=r"config\.json: architectures should be a list of class names"):
+        load_model_info(bad)
 
 
 def test_bare_config_counts_parameters_on_the_meta_device(tmp_path: Path) -> None:
@@ -423,3 +428,19 @@ def test_a_model_type_the_installed_transformers_does_not_know_is_said(
     assert not any("is not one transformers" in note for note in notes), notes
     (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": "llama"}))
     assert not any("is not one" in note for note in modelinfo.load_model_info(tmp_path / "config.json").notes)
+
+
+def test_a_bad_value_or_a_damaged_file_is_said_with_the_path_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA 19 F13: `config.json: num_hidden_layers should be a number` named no folder, and a damaged GGUF
+    was named by its absolute path where a truncated one was named as typed."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**TINY_LLAMA, "num_hidden_layers": "32"}))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(VramtuiError, match=r"^m/config\.json: num_hidden_layers should be a number"):
+        load_model_info("m")
+    (tmp_path / "bad.gguf").write_bytes(b"GGUF" + b"\xff" * 60)
+    with pytest.raises(VramtuiError, match=r"^bad\.gguf: "):
+        load_model_info("bad.gguf")

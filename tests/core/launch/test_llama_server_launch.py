@@ -287,3 +287,36 @@ def test_another_engines_setting_is_named_as_such_not_as_unknown() -> None:
     )  # fmt: skip
     notes = build_command(profile).notes
     assert notes[0].startswith("kv_cache_memory: llama.cpp has no such setting (it is for vllm")
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "said"),
+    [
+        ("echo 'fake: boom' >&2\nexit 1\n", 1, "the server exited with status 1"),
+        ("echo 'fake: boom' >&2\nkill -SEGV $$\n", -11, "the server was killed by SIGSEGV"),
+    ],
+    ids=["exit-1", "sigsegv"],
+)
+def test_a_program_that_dies_at_once_is_said_so_in_its_saved_log_too(
+    tmp_path: Path, body: str, code: int, said: str
+) -> None:
+    """QA 19 F3-F5: a program that printed one line of its own and died: `check` said "at load weights ...
+    with no error text" though its line was in the log, and `diagnose` on the saved log read "No failure"
+    (exit 0): how it ended was never written there. Now the log ends with how it ended, and both read a
+    failure at start-up, before the model was read, with its last words quoted."""
+    from vramtui.core.logs.advice import START_UP_WORDS
+    from vramtui.core.logs.diagnose import diagnose_file
+
+    program = tmp_path / "llama-server"
+    program.write_text("#!/bin/sh\n" + body)
+    program.chmod(0o755)
+    (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
+    profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0, program=str(program))
+    result = run_check(profile, log_dir=tmp_path / "runs", ready_timeout_s=20)
+    assert not result.ready and result.exit_code == code
+    assert result.message.startswith(f"failed at {START_UP_WORDS} (died_at_start)"), result.message
+    assert "its last words: fake: boom" in result.message
+    saved_log = Path(result.log_file).read_text()
+    assert said in saved_log.splitlines()[-1]
+    saved = diagnose_file(result.log_file, kernel_log=lambda: None)
+    assert saved.failed and saved.cause == "died_at_start", saved.summary

@@ -100,6 +100,8 @@ FAILURES = {
         "User-specified max_model_len (8192)",
         "--max-model-len 4096",
     ),
+    # QA 19 F6: its argparse refusing a value ("argument --dtype: invalid choice") read "stage unknown"
+    "bad-dtype-choice": ("load_weights", "other", "argument --dtype: invalid choice", "Remove or respell"),
     "unknown-arch": ("load_weights", "unknown_arch", "does not recognize this architecture", "Upgrade vLLM"),
     "missing-path": ("download", "file_missing", "Repo id must be in the form", "Check the path"),
     "offline-repo-id": ("download", "network", "outgoing traffic has been disabled", ""),
@@ -389,3 +391,60 @@ def test_a_stop_before_the_server_was_ready_is_incomplete_not_a_pass() -> None:
     assert not diagnosis.failed and diagnosis.stopped and diagnosis.incomplete, diagnosis.summary
     assert exit_status(diagnosis) == INCOMPLETE_STATUS
     assert "stopped on purpose" in diagnosis.summary and "before the server was ready" in diagnosis.summary
+
+
+@pytest.mark.parametrize("name", ["bad-dtype-choice", "max-model-len-above-derived"])
+def test_a_refusal_before_any_weight_was_read_is_said_as_the_start_ups(name: str) -> None:
+    """QA 19 F6, F8: a value argparse refuses, and --max-model-len past the model's own length (refused by
+    the config check, before a weight is read), read "Failed at load_weights"."""
+    from vramtui.core.logs.advice import START_UP_WORDS, before_the_model
+
+    diagnosis = _read(name)
+    assert before_the_model(diagnosis) and not diagnosis.stage_inferred
+    assert diagnosis.summary.startswith(f"Failed at {START_UP_WORDS}:"), diagnosis.summary
+
+
+def test_pydantics_validation_error_is_the_first_error_not_the_traceback_header() -> None:
+    """QA 19 F7: vLLM's config check failing in pydantic with no "Value error, ..." line (a config.json's
+    `architectures` given as a string) named "Traceback (most recent call last):" as the first error."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    log = (
+        "(APIServer pid=1) INFO 12-06 08:23:00 [utils.py:253] non-default args: {'model': '/m'}\n"
+        "Traceback (most recent call last):\n"
+        '  File "/v/vllm/engine/arg_utils.py", line 1955, in create_model_config\n'
+        "    return ModelConfig(\n"
+        '  File "/v/pydantic/_internal/_dataclasses.py", line 121, in __init__\n'
+        "    s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)\n"
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+        "architectures\n"
+        "  Input should be a valid list [type=list_type, input_value='Qwen2ForCausalLM', input_type=str]\n"
+    )
+    diagnosis = diagnose_text(log, kernel_log=lambda: None)
+    assert diagnosis.first_error_line == 7, diagnosis.first_error_text
+    # the detail line vLLM's own checks print ("Value error, ...") still comes first where there is one
+    detail = log.replace("architectures\n", "  Value error, max_model_len is too large [type=value_error]\n")
+    assert "Value error, max_model_len" in (
+        diagnose_text(detail, kernel_log=lambda: None).first_error_text or ""
+    )
+
+
+def test_the_kv_size_advised_under_a_budget_is_the_wizards_when_the_log_says_what_the_engine_held() -> None:
+    """QA 19 F2: diagnose sized the cache beside vLLM's printed non-KV memory (0.53 GiB) and advised 1.2G,
+    which failed again under the same 3 GiB budget, where check and the wizard (beside the 1.6 GiB the
+    process tree held) said 733 MiB. vramtui's run log now ends with what the tree held; read from it, the
+    advice is the wizard's size."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    _, log = split_header((DATA / "budget-share-kv.log").read_text())
+    held = "2026-12-05T10:03:55.000 vramtui: the server's process tree held at most 1570 MiB\n"
+    diagnosis = diagnose_text(log + held, kernel_log=lambda: None)
+    assert diagnosis.engine_figures["tree_peak"] == 1570 << 20
+    # half of what the 3072 MiB budget leaves beside 1570 MiB: 751 MiB, as the ladder's named fix sizes it
+    assert "--kv-cache-memory-bytes 751M" in diagnosis.advice[0], diagnosis.advice
+    run = FailedRun(
+        failure=diagnosis.failure, stage=diagnosis.failure_stage, cause=diagnosis.cause,
+        figures=dict(diagnosis.engine_figures), params={}, peak_bytes=1570 << 20,
+    )  # fmt: skip
+    fix = VLLM.named_fix(run) if VLLM.named_fix else None
+    assert fix is not None and fix[:2] == ("kv_cache_memory", "751MiB"), fix

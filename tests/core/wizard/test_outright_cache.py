@@ -58,3 +58,27 @@ def test_a_cache_no_single_change_can_fill_stops_at_once(tmp_path: Path) -> None
     assert proposer.propose(profile, TOO_SMALL, {"kv_cache_memory"}) is None
     assert "only kv_cache_memory helps" in (findings.stop_reason or "")
     assert any("--kv-cache-memory-bytes" in line for line in findings.advice), findings.advice
+
+
+def test_a_cache_set_outright_is_predicted_at_its_bytes_after_a_share_sized_run(tmp_path: Path) -> None:
+    """QA 19 F1: the first run's cache came from vLLM's share (21 GiB on the CPU build) where the bill held
+    one request of the full length for it; the correction learnt from the two (clamped at x2) then doubled
+    the next step's cache set outright (733 MiB predicted as 1466 MiB). Neither is learnt nor applied now."""
+    from vramtui.core.units import MIB
+
+    model = write_tiny_hf(tmp_path / "m")
+    by_share = Profile(backend="vllm", model=str(model), params={"context": 2048}, memory_budget=3072 * MIB)
+    budget = MemoryModel(by_share)
+    share_run = Observation(
+        ready=False,
+        smoke_ok=None,
+        stage="kv_cache",
+        failure_stage="kv_cache",
+        failure="host_oom",
+        engine={"kv_cache_available": 21 << 30},  # vLLM's "Available KV cache memory": 21 GiB
+    )
+    budget.learn(by_share, share_run)
+    outright = changed(by_share, [("kv_cache_memory", "733MiB")])
+    bill = budget.predict(outright)
+    assert bill is not None
+    assert bill.get("kv_cache", budget.place) == 733 * MIB

@@ -66,7 +66,14 @@ def read_header(path: str | Path) -> GgufHeader:
         stat = file.stat()
     except OSError as error:
         raise VramtuiError(f"{path}: cannot read ({error.strerror or error})") from None
-    return _read_header(str(file.resolve()), stat.st_mtime_ns, stat.st_size)
+    resolved = str(file.resolve())
+    try:
+        return _read_header(resolved, stat.st_mtime_ns, stat.st_size)
+    except VramtuiError as error:  # said with the path as the user gave it (QA 19 F13), as cut_short says it
+        said = str(error)
+        if str(path) == resolved or not said.startswith(f"{resolved}: "):
+            raise
+        raise VramtuiError(f"{path}{said[len(resolved) :]}") from None
 
 
 def cut_short(path: str | Path) -> str | None:

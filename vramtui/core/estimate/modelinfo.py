@@ -660,7 +660,19 @@ def _require_plausible(cfg: dict[str, Any], source: str) -> None:
 
 
 def info_from_config(config: Any, source: str, exact_params: bool = True) -> ModelInfo:
-    """ModelInfo from a parsed config.json (the text part of multimodal models)."""
+    """ModelInfo from a parsed config.json (the text part of multimodal models). A bad value is said with
+    the file it is in (QA 19 F13: "config.json: num_hidden_layers ..." named no folder)."""
+    try:
+        return _info_from_config(config, source, exact_params)
+    except VramtuiError as error:
+        said = str(error)
+        if not said.startswith("config.json: "):
+            raise
+        where = source if source.endswith("config.json") else f"{source.rstrip('/')}/config.json"
+        raise VramtuiError(f"{where}: {said.removeprefix('config.json: ')}") from None
+
+
+def _info_from_config(config: Any, source: str, exact_params: bool) -> ModelInfo:
     if not isinstance(config, dict):
         raise VramtuiError(f"{source}: config.json is not a JSON object")
     full = _text_config(config)
@@ -852,6 +864,10 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise VramtuiError(f"{path}: malformed JSON at line {error.lineno} ({error.msg})") from None
     if not isinstance(config, dict):
         raise VramtuiError(f"{path}: config.json is not a JSON object")
+    names = config.get("architectures")
+    if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        # the engines refuse it while validating (vLLM: "Input should be a valid list"): said before a launch
+        raise VramtuiError(f"{path}: architectures should be a list of class names, not {names!r}")
     return config
 
 

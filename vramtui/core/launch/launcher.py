@@ -435,6 +435,7 @@ class ModelServer:
         self.budget_mode: str | None = None  # "host" | "gpu"
         self.budget_exceeded = False
         self._log_handle: IO[str] | None = None
+        self._log_broken = False  # a write failed: later lines stay in memory only
         self._reader: LineReader | None = None
         self._watch: Any | None = None
         self._lock = threading.Lock()
@@ -620,6 +621,8 @@ class ModelServer:
             self.lines.append(record)
             if self._log_handle is not None:
                 self._write_log_line(t, text)
+            elif self.log_file is not None and not self._log_broken:
+                self._append_log_line(t, text)
         lowered = text.lower()
         if any(p in lowered for p in self.plan.ready_patterns):
             self._ready_seen.set()
@@ -642,9 +645,19 @@ class ModelServer:
             with contextlib.suppress(OSError):
                 self._log_handle.close()
             self._log_handle = None
+            self._log_broken = True
             said = f"{self.log_file or 'the run log'}: {error.strerror or error}; later lines are kept in memory only"
             self.warnings.append(f"the log could not be written: {said}")
             self._event("log_write_failed", said)
+
+    def _append_log_line(self, t: float, text: str) -> None:
+        """A line after the server's output ended (how it exited, vramtui's stop): into the closed file, so
+        that the saved log says it too (QA 19 F3: an exit status left no line there)."""
+        try:
+            with open(self.log_file, "a", encoding="utf-8", errors="replace") as handle:  # type: ignore[arg-type]
+                handle.write(f"{_stamp(t)} {text}\n")
+        except OSError:
+            self._log_broken = True
 
     def _close_log(self) -> None:
         with self._lock:
@@ -707,8 +720,17 @@ class ModelServer:
         # server that died before that (the OOM killer, a crash) did not, whatever vramtui sent after.
         if not self._died_on_its_own:
             self.stopped_by_us = self.stopped_by_us or procs.signalled_by_us(self.proc.pid)
-        if not self.stopped_by_us and self.exit_code is not None and self.exit_code < 0:
+        if not self.stopped_by_us and self.exit_code not in (None, 0):
+            # in the run's log too: `vramtui diagnose` on it later reads how it ended (QA 19 F3: an exit
+            # status of 1 left no line, and the saved log read "no failure")
             self._record_line(f"vramtui: {exit_words(self.exit_code, self.ready_at, self.started_at)}")
+        if self.profile.memory_budget is not None and self.peak_bytes and not self.ready:
+            # what the engine held under the budget when it failed: the room its advice sizes from, in
+            # the saved log as in the live run (QA 19 F2: diagnose sized a KV cache beside vLLM's printed
+            # non-KV memory, 0.55 GiB, where its process held 1.6 GiB, and the size it gave failed again)
+            self._record_line(
+                f"vramtui: the server's process tree held at most {self.peak_bytes / MIB:.0f} MiB"
+            )
         if self.stopped_by_us and not self.ready and self.failure is None:
             self.failure, self.failure_stage = STOPPED_BY_VRAMTUI, self.stage or "launch"
             self.failure_message = f"stopped by vramtui at stage {self.failure_stage}, before it was ready"
@@ -1183,13 +1205,18 @@ _ERROR_LOOKING = re.compile(
 )
 
 
+_FEW_LINES = 5  # a process that printed no more than this and exited: its last line is its words
+
+
 def last_error_line(lines: list[LogLine]) -> str:
     """The last line that looks like an error ("Input should be greater than or equal to 0"), or ""."""
-    for line in reversed(lines):
-        text = line.text.strip()
-        if text and not text.startswith("vramtui:") and _ERROR_LOOKING.search(text):
+    said = [text for line in lines if (text := line.text.strip()) and not text.startswith("vramtui:")]
+    for text in reversed(said):
+        if _ERROR_LOOKING.search(text):
             return text[:300]
-    return ""
+    # a process that printed a line or two and died (a wrapper script's own words): its last line says
+    # more than "no error text" (QA 19 F4: "fake: boom" was in the log)
+    return said[-1][:300] if 0 < len(said) <= _FEW_LINES else ""
 
 
 def _furthest(a: str | None, b: str | None) -> str | None:
@@ -1218,10 +1245,12 @@ def _message(
         said = f"; {server.health.said}" if server.health.said else ""
         return f"not ready within the timeout; stuck at stage {stage}{said}"
     first_error = getattr(diagnosis, "first_error_text", None) if diagnosis is not None else None
-    if first_error and "with no error text" in first_error:
+    if first_error and (
+        "with no error text" in first_error or first_error.startswith("vramtui: the server ")
+    ):
         # The engine exited without a line the rules know: quote the last one that reads like an error.
         said = last_error_line(server.lines)
-        first_error = f"{first_error}; its last error-looking line: {said}" if said else first_error
+        first_error = f"{first_error}; its last words: {said}" if said else first_error
     where = f" at stage {stage}" if stage else ""
     detail = f": {first_error}" if first_error else ""
     if diagnosis is not None and getattr(diagnosis, "failed", False):

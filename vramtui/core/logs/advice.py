@@ -49,6 +49,8 @@ CAUSE_WORDS: dict[str, str] = {
     "the node by default): Ray killed the worker (the log says so)",
     "host_alloc": "a host-RAM allocation failed",
     "crash": "the process crashed (a segmentation fault, an abort or a failed assert)",
+    "died_at_start": "the process ended before it printed a line of an engine's start-up (the program, or a "
+    "script around it, failed at once)",
     "worker_killed": "a worker process was killed with SIGKILL while loading: most often the host's out-of-memory killer",
     "unknown_projector": "this build does not know the vision projector's type (--mmproj)",
     "v_cache_needs_flash_attn": "a quantized V cache needs flash attention",
@@ -179,7 +181,11 @@ class AdviceRow:
 
 
 # Causes that stop a run before the model is read: the command line or the port, refused at start-up.
-BEFORE_THE_MODEL = frozenset({"bad_argument", "port_in_use", "budget_start"})
+# max_len_over_model: vLLM's config check refuses --max-model-len past the model's own length before any
+# weight is read (QA 19 F8: it read "Failed at load_weights")
+BEFORE_THE_MODEL = frozenset(
+    {"bad_argument", "port_in_use", "budget_start", "max_len_over_model", "died_at_start"}
+)
 START_UP_WORDS = "start-up, before the model was read"
 
 
@@ -371,6 +377,14 @@ ADVICE: tuple[AdviceRow, ...] = (
         (
             "Remove or respell the flag the line names (the engine's --help lists what this build takes; a "
             "flag of a newer build needs that build): nothing was loaded, memory is not the problem.",
+        ),
+    ),
+    AdviceRow(
+        None,
+        "died_at_start",
+        (
+            "Run the launch line (the log's first line) by hand to see why it ends at once: the program, "
+            "its libraries or a script around it; nothing was loaded, memory is not the problem.",
         ),
     ),
     AdviceRow(
@@ -998,11 +1012,18 @@ def _values(
 
 def _kv_values(figures: dict[str, int | float]) -> dict[str, str]:
     kv, budget = kv_set_aside(figures), figures.get("host_budget")
+    used = max(figures.get("non_kv_memory") or 0, figures.get("tree_peak") or 0)
+    if not kv and budget and figures.get("node_free_memory"):
+        # no cache sized yet (the CPU build's share refused at start): one sized outright for the budget,
+        # as the wizard's first move sizes it
+        fit = kv_bytes_for_budget(min(budget, figures["node_free_memory"]), budget, used)
+        return {"kv_fit_bytes": engine_size(fit, down=True)}
     if not kv:
         return {}
     # beside what the engine held besides the cache (vLLM's non-KV memory: weights, activations), as the
     # wizard sizes it (QA: diagnose said 3 GiB where check and the wizard said 2275 MiB)
-    used = figures.get("non_kv_memory") or 0
+    # (and `used`, what its process tree held when it failed, where vramtui sampled it: the engine's own
+    # memory beyond the buffers it prints, vLLM's CPU worker and its libraries)
     fit = kv_bytes_for_budget(kv, budget, used) if budget else int(kv / 2)
     # in the flag's own units (QA 14: "--kv-cache-memory-bytes 1325400064"), rounded down: it must fit
     return {"kv_set_gib": f"{kv / GIB:.1f}", "kv_fit_bytes": engine_size(fit, down=True)}

@@ -345,6 +345,15 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         r"no kernel image is available for execution|device kernel image is invalid",
     ),
     ErrorRule("vramtui: the server was killed by sig", "crash", "other"),  # SIGSEGV, SIGABRT ...
+    # the launcher's line for an exit status: weak, so that the engine's own error line before it is the
+    # first error; alone, it is the failure a saved log shows (QA 19 F3)
+    ErrorRule(
+        "vramtui: the server exited with status",
+        "exit_code",
+        "other",
+        r"vramtui: the server exited with status [1-9]",
+        strong=False,
+    ),
     ErrorRule("segmentation fault", "crash", "other", strong=False),
     # Windows' words for the same crash: an access violation (0xC0000005) or another fatal exception code
     ErrorRule("exception code: 0xc", "crash", "other", r"exception code: 0xc0000\w{3}\b", strong=False),
@@ -455,6 +464,8 @@ NOTICE_RULES: tuple[NoticeRule, ...] = (
     ),
     # vramtui's launcher writes this line when it stops the server itself: a kill after it is ours.
     NoticeRule("vramtui: stop", "mark", "own_stop", r"vramtui: stop(?:ped|ping) the server"),
+    # its launch line: the log holds the run from its start (an excerpt pasted from an issue may not)
+    NoticeRule("vramtui: launch", "mark", "own_launch", r"vramtui: launch "),
     # ... after its ready_timeout ran out: the log still stops before ready (QA: "No failure", exit 0)
     NoticeRule("vramtui: not ready after", "mark", "ready_timeout"),
     # ... before launch, when the context asked for is past the model's trained length (QA 11)
@@ -538,6 +549,13 @@ FIGURE_RULES: tuple[FigureRule, ...] = (
         "vramtui: memory budget",
         "host_budget",
         rf"vramtui: memory budget {NUM}{UNIT}, enforced on the host",
+    ),
+    # and, when the run failed, the most its process tree held (sampled): what the engine took beside
+    # the buffers it prints
+    FigureRule(
+        "vramtui: the server's process tree held",
+        "tree_peak",
+        rf"vramtui: the server's process tree held at most {NUM}{UNIT}",
     ),
     *_engines("figures", "figures"),
 )

@@ -87,6 +87,7 @@ _WRAPPER_RE = re.compile(
     r"|calledprocesserror: command .{0,400} returned non-zero exit status",
     re.IGNORECASE,
 )
+_VALIDATION_RE = re.compile(r"validation errors? for \w", re.IGNORECASE)
 _GENERIC_WEAK = frozenset({"error", "traceback", "engine_failed", "worker_failed", "worker_method_failed"})
 
 
@@ -94,7 +95,9 @@ def _weak_rank(rule: ErrorRule, text: str, exception: str | None = None) -> int:
     """How much a generic error line says: a wrapper or header (0), a generic error line (1), the
     statement of an exception (2)."""
     if _WRAPPER_RE.search(text):
-        return 0
+        # pydantic's "ValidationError: 1 validation error for ModelConfig" names the check that failed: more
+        # than the traceback's header, less than its "Value error, ..." line when one follows (QA 19 F7)
+        return 1 if exception is not None and _VALIDATION_RE.search(text) else 0
     if exception is not None or rule.cause == "exception":
         return 2
     return 1 if rule.cause in _GENERIC_WEAK else 2

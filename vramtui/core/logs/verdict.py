@@ -104,6 +104,7 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
     pick = _first_failure(state, profile)
     _refine(pick, state, profile)
     _exit_failure(pick, state)
+    _died_at_start(pick, state)
     _own_stop(pick, state)
     _engine_stop(pick, state)
     _floor_stage(pick, state)
@@ -437,6 +438,22 @@ def _exit_failure(pick: _Pick, state: LogState) -> None:
     exit_stage = state.current or "load_weights"
     pick.found = _Found(state.lines + 1, text, None, exit_stage, defaulted=state.current is None)
     pick.inferred = killed_by_signal
+
+
+def _died_at_start(pick: _Pick, state: LogState) -> None:
+    """The process ended (an exit status, a crash) before it printed any line of an engine: no stage was
+    running, nothing was loaded (QA 19 F5: a script that died at once read "an error at load weights").
+    Only in a log vramtui's launcher wrote from the start: an excerpt may have left the start-up out."""
+    if (
+        pick.found is None
+        or pick.cause not in ("exit_code", "crash")
+        or "mark:own_launch" not in state.notices
+    ):
+        return
+    if state.startup_seen or state.current is not None or state.progress_seen:
+        return
+    pick.cause = "died_at_start"
+    pick.found.stage, pick.found.defaulted = "load_weights", False
 
 
 def _in_log(found: _Found, state: LogState) -> bool:

@@ -55,6 +55,14 @@ _HOST_COLUMNS = {
 _OWN_UNREAD = frozenset({"process.pids"})
 
 
+# QA 19 F10: a --query-compute-apps file read "the header names no memory column" for every row
+_PER_PROCESS_WORDS = (
+    "this is nvidia-smi's per-process query (--query-compute-apps: pid, used_gpu_memory); replay reads "
+    "per-GPU rows: record with `nvidia-smi --query-gpu=timestamp,index,memory.used,memory.total "
+    "--format=csv -l 1`, or `vramtui record --pid PID` for the model's process beside its GPUs"
+)
+
+
 class _Malformed(ValueError):
     pass
 
@@ -214,6 +222,7 @@ class _Columns:
         # a column in vramtui's own namespaces that it does not know: a damaged header (QA 17 F17: the
         # process series was dropped without a word)
         self.unknown_own: list[str] = []
+        self.used_gpu_memory = False  # a per-process query's column
         identities: dict[str, int] = {}
         for position, raw in enumerate(names):
             match = _NAME_UNIT.match(raw)
@@ -237,6 +246,8 @@ class _Columns:
                 self.host.append((position, _HOST_COLUMNS[name], unit or "MiB"))
             elif name.startswith(("host.", "process.")) and name not in _OWN_UNREAD:
                 self.unknown_own.append(raw.strip())
+            elif name == "used_gpu_memory":
+                self.used_gpu_memory = True
         for name in _IDENTITY_COLUMNS:
             if name in identities:
                 self.identity = (identities[name], name)
@@ -245,6 +256,11 @@ class _Columns:
     @property
     def usable(self) -> bool:
         return bool(self.memory or self.host)
+
+    @property
+    def per_process(self) -> bool:
+        """nvidia-smi's per-process query (--query-compute-apps: pid, used_gpu_memory), not a GPU's."""
+        return not self.usable and self.used_gpu_memory
 
 
 _PLAIN_FIELD_NAMES = {"timestamp", "index", "name", "uuid", "pstate", "count", "serial", "driver_version"}
@@ -298,6 +314,10 @@ def read_nvsmi_csv(source: str | Path | TextIO | Iterable[str], max_problems: in
         fields = text.split(",")
         if not text[0].isdigit() and _is_header(fields):  # rows start with a timestamp or a number
             columns = _Columns(fields)
+            if columns.per_process:
+                raise VramtuiError(
+                    f"{source}: {_PER_PROCESS_WORDS}" if isinstance(source, Path) else _PER_PROCESS_WORDS
+                )
             data.unread_columns.extend(columns.unknown_own)
             continue
         if columns is None:

@@ -304,7 +304,9 @@ class MemoryPane(Pane, can_focus=True):
                     extra += f" in {box.label}"
                 rows.append(("process", "model process", host.tree_rss, host.ram_total, extra))
             swap = f" swap {format_bytes(host.swap_used, 1)}" if host.swap_total else ""
-            rows.append(("host", "host RAM", host.ram_used, host.ram_total, swap))
+            # a recording without host columns has no such figure (QA 19 F11: "host RAM 0 B / N/A")
+            if host.ram_total or host.ram_used:
+                rows.append(("host", "host RAM", host.ram_used, host.ram_total, swap))
         for number, (key, label, used, total, extra) in enumerate(rows):
             if number:
                 text.append("\n")

@@ -70,7 +70,10 @@ PROFILE = LogProfile(
                 otherwise="On vLLM's CPU build {mem_share} is the share of NUMA node 0's memory, and more "
                 "was asked than is free at start: ask for less, {mem_share} {free_share}.",
             ),
-            "Or size the KV cache outright, which leaves the share out: {kv_cache_memory} 1G.",
+            Say(
+                "Or size the KV cache outright, which leaves the share out: {kv_cache_memory} {kv_fit_bytes}.",
+                otherwise="Or size the KV cache outright, which leaves the share out: {kv_cache_memory} 1G.",
+            ),
             "Or free host RAM: stop what else runs on this machine.",
         ),
         "kv_bytes_over_free": (
@@ -541,6 +544,16 @@ DIED_ERRORS: tuple[ErrorRule, ...] = (
 # warning once, until someone stops it (the stop's tracebacks follow, the cause is this line)
 LAUNCH_ERRORS: tuple[ErrorRule, ...] = (
     ErrorRule("exceeds the total number of available gpus", "gpus_short", "other", backend="vllm"),
+    # its argparse refusing a flag's value or a missing one ("vllm serve: error: argument --dtype: invalid
+    # choice: 'float64x' (choose from ...)"): the command line, before anything was read (QA 19 F6)
+    ErrorRule(
+        "error: ",
+        "bad_argument",
+        "other",
+        r"^(?:vllm(?: serve)?|usage:[^:]*|[\w./-]+): error: (?:argument -|the following arguments are required)",
+        stage="load_weights",
+        backend="vllm",
+    ),
 )
 
 GENERIC_ERRORS_2: tuple[ErrorRule, ...] = (
