@@ -187,8 +187,10 @@ class MemoryModel:
     def raw(self, profile: Profile) -> MemoryBill | None:
         """The estimator's bill for this profile, every part where the budget applies."""
         result = self._estimate(profile)
-        if result is None:
-            return None
+        return self._bill_of(profile, result) if result is not None else None
+
+    def _bill_of(self, profile: Profile, result: Any) -> MemoryBill:
+        """The bill of one estimate of `profile`."""
         weights = int(getattr(result, "weights_bytes", 0) or 0)
         overhead = getattr(result, "overhead_bytes", None)
         if isinstance(overhead, int) and overhead > 0:
@@ -295,11 +297,12 @@ class MemoryModel:
 
     def learn(self, profile: Profile, obs: Observation) -> None:
         """Fold one run's measurements into the corrections."""
-        raw = self.raw(profile)
+        result = self._estimate(profile)
+        raw = self._bill_of(profile, result) if result is not None else None
         measured = obs.measured
         if raw is not None:
             keys = self._factor_keys(profile)
-            if _kv_by_share(profile, self._estimate(profile)):  # the bill holds one request, not the cache
+            if _kv_by_share(profile, result):  # the bill holds one request, not the cache the engine printed
                 keys.pop("kv_cache", None)
             for part, key in keys.items():
                 # On a GPU budget only what the engine printed on the card compares with the card's

@@ -439,8 +439,8 @@ class Wizard:
         elif outcome != "not_applied":
             self.profile = candidate
             self.last = obs
-        step = Step(index, proposal, outcome, obs, notes, dict(candidate.params), candidate.model)
-        step.rolled_back = rolled_back
+        params, model = dict(candidate.params), candidate.model
+        step = Step(index, proposal, outcome, obs, notes, params, model, rolled_back=rolled_back)
         step.tokens_per_s_before = previous.tokens_per_s if previous is not None else None
         self._record(step)
         return step
