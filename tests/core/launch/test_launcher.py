@@ -730,15 +730,16 @@ def test_a_log_that_cannot_be_written_is_said_once_and_its_lines_kept(tmp_path: 
     The file is closed, the lines stay in memory, and the run's warnings say so (once)."""
     profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0)
     server = ModelServer(profile, log_dir=tmp_path)
-    server.log_file = tmp_path / "run.log"
-    server._log_handle = open("/dev/full", "w", encoding="utf-8")  # noqa: SIM115 (the server closes it)
+    from vramtui.core.launch.runlog import RunLogFile
+
+    server._run_log = RunLogFile(Path("/dev/full"))  # every write fails: the disk is full
     for text in ("load_tensors: loading model", "llama_context: n_ctx = 4096"):
         server._record_line(text, feed=False)
     assert [line.text for line in server.lines] == [
         "load_tensors: loading model",
         "llama_context: n_ctx = 4096",
     ]
-    assert server._log_handle is None
+    assert server._run_log.broken
     assert len(server.warnings) == 1 and "No space left on device" in server.warnings[0]
     assert [event.kind for event in server.events] == ["log_write_failed"]
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from vramtui.core.backends.base import kv_set_outright, sizing_params
 from vramtui.core.errors import VramtuiError
@@ -37,6 +37,7 @@ from vramtui.core.launch.footprint import engine_build
 from vramtui.core.launch.health import HealthProbe
 from vramtui.core.launch.pipe import LineReader
 from vramtui.core.launch.profile import Profile, missing_program
+from vramtui.core.launch.runlog import RunLogFile
 from vramtui.core.launch.smoke import SmokeResult, replay_request, smoke_request
 from vramtui.core.logs.stages import STAGES
 from vramtui.core.memory.readings import Event
@@ -230,11 +231,6 @@ def _make_diagnoser(backend: str) -> Any | None:
     except ImportError:
         return None
     return LogDiagnoser(backend=backend)
-
-
-def _stamp(t: float) -> str:
-    """Local time with milliseconds, as servers print it: 2026-11-30T04:21:00.123."""
-    return datetime.fromtimestamp(t).isoformat(timespec="milliseconds")
 
 
 def _stage_index(stage: str | None) -> int:
@@ -434,8 +430,7 @@ class ModelServer:
         self.released: bool | None = None
         self.budget_mode: str | None = None  # "host" | "gpu"
         self.budget_exceeded = False
-        self._log_handle: IO[str] | None = None
-        self._log_broken = False  # a write failed: later lines stay in memory only
+        self._run_log: RunLogFile | None = None
         self._reader: LineReader | None = None
         self._watch: Any | None = None
         self._lock = threading.Lock()
@@ -506,7 +501,7 @@ class ModelServer:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
         label = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.profile.label)[:60]
         self.log_file = self.log_dir / f"{stamp}-{label}.log"
-        self._log_handle = self.log_file.open("w", encoding="utf-8", errors="replace")
+        self._run_log = RunLogFile(self.log_file)
         self.started_at = time.time()
         fit_note = fit_to_budget(self.plan, self.profile, self.budget_mode, budget)
         # The log says how the run was made: a saved log then reads back like the live run.
@@ -619,10 +614,10 @@ class ModelServer:
                 self.stage = stage
             record = LogLine(t, text, stage, severity, number)
             self.lines.append(record)
-            if self._log_handle is not None:
-                self._write_log_line(t, text)
-            elif self.log_file is not None and not self._log_broken:
-                self._append_log_line(t, text)
+            failed = self._run_log.write(t, text) if self._run_log is not None else None
+            if failed:  # a full disk: said once, the run goes on (QA: a thread traceback, then exit 3)
+                self.warnings.append(f"the log could not be written: {failed}")
+                self._event("log_write_failed", failed)
         lowered = text.lower()
         if any(p in lowered for p in self.plan.ready_patterns):
             self._ready_seen.set()
@@ -633,37 +628,10 @@ class ModelServer:
             with contextlib.suppress(Exception):
                 self.on_log_line(record)
 
-    def _write_log_line(self, t: float, text: str) -> None:
-        """One line into the run's log file; a disk that fills up (or any write error) closes the file and
-        says so once, and the lines stay in memory: the run goes on (QA: a thread traceback, then exit 3)."""
-        assert self._log_handle is not None
-        try:
-            # ISO time first: the log engine strips that prefix (same diagnosis as the raw line).
-            self._log_handle.write(f"{_stamp(t)} {text}\n")
-            self._log_handle.flush()
-        except OSError as error:
-            with contextlib.suppress(OSError):
-                self._log_handle.close()
-            self._log_handle = None
-            self._log_broken = True
-            said = f"{self.log_file or 'the run log'}: {error.strerror or error}; later lines are kept in memory only"
-            self.warnings.append(f"the log could not be written: {said}")
-            self._event("log_write_failed", said)
-
-    def _append_log_line(self, t: float, text: str) -> None:
-        """A line after the server's output ended (how it exited, vramtui's stop): into the closed file, so
-        that the saved log says it too (QA 19 F3: an exit status left no line there)."""
-        try:
-            with open(self.log_file, "a", encoding="utf-8", errors="replace") as handle:  # type: ignore[arg-type]
-                handle.write(f"{_stamp(t)} {text}\n")
-        except OSError:
-            self._log_broken = True
-
     def _close_log(self) -> None:
         with self._lock:
-            if self._log_handle is not None:
-                self._log_handle.close()
-                self._log_handle = None
+            if self._run_log is not None:
+                self._run_log.close()
 
     def _event(self, kind: str, label: str) -> None:
         event = RunEvent(time.time(), kind, label)

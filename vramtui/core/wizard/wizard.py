@@ -322,18 +322,7 @@ class Wizard:
         """Settings the user asked to leave alone (a step that prepares another skips that one too)."""
         params = {proposal.param for proposal in self.skipped}
         params.update(proposal.then[0] for proposal in self.skipped if proposal.then is not None)
-        return params | self._rolled_back_params()
-
-    def _rolled_back_params(self) -> set[str]:
-        """Settings whose change was rolled back since the last step that helped: not offered again until
-        another change moves the run on (then the failure, and what the setting could do, differ)."""
-        params: set[str] = set()
-        for step in reversed(self.steps):
-            if step.counts_as_progress:
-                break
-            if step.rolled_back and step.proposal is not None:
-                params.add(step.proposal.param)
-        return params
+        return params | rolled_back_params(self.steps)
 
     def skip(self, proposal: Proposal) -> None:
         """The user turns this proposal down: it is recorded as skipped, nothing is launched, and
@@ -578,6 +567,18 @@ class Wizard:
             self._ended = True
             procs.remove_exit_hook(self._on_exit_signal)
         return result
+
+
+def rolled_back_params(steps: list[Step]) -> set[str]:
+    """Settings whose change was rolled back since the last step that helped: not offered again until
+    another change moves the run on (then the failure, and what the setting could do, differ)."""
+    params: set[str] = set()
+    for step in reversed(steps):
+        if step.counts_as_progress:
+            break
+        if step.rolled_back and step.proposal is not None:
+            params.add(step.proposal.param)
+    return params
 
 
 def first_move(profile: Profile, check: Any, margin: float = DEFAULT_MARGIN) -> Proposal | None:
