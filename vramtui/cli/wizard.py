@@ -189,10 +189,20 @@ def _print_step(step: Any, out: Any) -> None:
     for note in data.get("verification") or []:
         print(f"    {in_words(note)}", file=out)
     fit = step.fit()
-    for line in fit.lines() if fit is not None else []:
+    lines = fit.lines() if fit is not None else []
+    if lines and proposal_figure(data):
+        # two vramtui figures for one step read as a contradiction (QA 18 F5): this one is sized from the
+        # shape the log printed, for llama.cpp's own projection, not the step's prediction from the profile
+        print("    beside llama.cpp's fit (vramtui sized from the shape the log printed):", file=out)
+    for line in lines:
         print(f"    {line.strip()}", file=out)
     if data.get("log_file"):
         print(f"    log: {data['log_file']}", file=out)
+
+
+def proposal_figure(data: dict[str, Any]) -> bool:
+    """The step's own prediction is among its notes ("predicted ~N MiB ...")."""
+    return any(str(note).startswith("predicted ") for note in data.get("verification") or [])
 
 
 def show_session(path: str, as_json: bool, export: str | None) -> int:

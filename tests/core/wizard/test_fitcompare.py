@@ -217,3 +217,26 @@ def test_a_cache_that_is_not_unified_is_sized_per_stream_as_the_run_was():
     assert comparison is not None and comparison.bill is not None
     printed = figures["compute_buffer"]
     assert abs(comparison.bill.get("compute", HOST) / printed - 1) < 0.15
+
+
+def test_a_steps_two_vramtui_figures_say_which_is_which() -> None:
+    """QA 18 F5: a wizard step printed "predicted ~224 MiB" and, three lines on, "vramtui estimates 310 MiB"
+    beside llama.cpp's fit: two vramtui figures for one launch. The second is now said to be sized from the
+    shape the log printed, for fit's projection."""
+    import io
+
+    from vramtui.cli.wizard import _print_step
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.proposal import Proposal
+    from vramtui.core.wizard.wizard import Step
+
+    diagnosis = diagnose_file(VERBOSE[0])
+    obs = Observation(ready=True, smoke_ok=True, stage="ready", failure_stage=None, failure=None)
+    obs.engine = dict(diagnosis.engine_figures)
+    proposal = Proposal("context", 8192, 4096, "test")
+    notes = ["predicted ~224 MiB for the weights, KV cache (of ~224 MiB in all); the engine printed 285 MiB"]
+    out = io.StringIO()
+    _print_step(Step(1, proposal, "works", obs, notes), out)
+    text = out.getvalue()
+    said = "beside llama.cpp's fit (vramtui sized from the shape the log printed):"
+    assert said in text and text.index("predicted ~224") < text.index(said) < text.index("fit projected")
