@@ -121,3 +121,33 @@ def test_estimate_cli_asks_the_engine(make_gguf, capsys: pytest.CaptureFixture[s
     data = json.loads(capsys.readouterr().out)
     assert data["engine"]["kv_bytes"] == data["kv_cache_bytes"]
     assert data["engine"]["compute_bytes"]["CPU"] == pytest.approx(data["compute_buffer_bytes"], rel=0.10)
+
+
+@pytest.mark.parametrize("file_type", ["q4_k_m", "q4_k_s", "iq4_nl"])
+def test_a_k_quant_files_repacked_copy_is_counted_per_tensor_type(
+    make_gguf, tmp_path, file_type: str
+) -> None:
+    """QA 18 F4: the CPU repack was decided by the header's file type, q4_0 alone, but llama.cpp's x86 build
+    repacks every q4_0, q4_K, iq4_nl and mxfp4 tensor (ggml-cpu/repack.cpp): a Q4_K_M file's q4_K tensors
+    (less its token embedding, which is only looked up) are a second host copy, and its q6_K ones are not.
+    The file is made by llama.cpp's own quantizer, and its buffers are the real load's."""
+    import ctypes
+
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from vramtui.core.backends.llama_cpp.memory import _cpu_has
+
+    src = make_gguf(n_layer=2, n_embd=256, n_head=4, n_head_kv=2, n_ff=512)
+    dst = tmp_path / f"m-{file_type}.gguf"
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{file_type.upper()}")
+    assert llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) == 0
+    args = [str(dst), "512", "512", "1", str(GGML_TYPE["f16"])]
+    loaded = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    printed = diagnose_text(loaded.stderr).engine_figures.get("model_buffer.CPU_REPACK", 0)
+    info = load_model_info(dst)
+    est = estimate(info, Settings(context=512, ubatch=512, batch=512, flash_attn=True, on_gpu=False))
+    assert est.counts_repack == _cpu_has("avx2") == (printed > 0)
+    repacked = est.weights_bytes - sum(info.weights_by_dtype.values())  # beside the file's own pages
+    # printed in MiB with two decimals
+    assert repacked / MIB == pytest.approx(printed / MIB, abs=0.006), (repacked, printed)

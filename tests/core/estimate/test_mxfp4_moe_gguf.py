@@ -21,7 +21,8 @@ from vramtui.core.units import MIB
 
 LAYERS, EMBD, HEADS, KV_HEADS, HEAD_DIM, EXPERTS, USED, FF_EXP = 4, 256, 4, 2, 64, 8, 2, 128
 VOCAB = len(_vocab()[0])
-MODEL_BUFFER = re.compile(r"CPU(?:_Mapped)? model buffer size =\s*([\d.]+) MiB")
+# every host model buffer: the mapped file, and the repacked copy of its mxfp4 experts (CPU_REPACK, x86)
+MODEL_BUFFER = re.compile(r"CPU(?:_Mapped|_REPACK)? model buffer size =\s*([\d.]+) MiB")
 
 
 def write_moe(path: Path, mxfp4: bool) -> Path:

@@ -151,6 +151,9 @@ class ModelInfo:
     file_order: tuple[tuple[str, int, int, int], ...] | None = None
     token_embd_bytes: int | None = None
     output_bytes: int | None = None
+    # their tensor types, where a GGUF says them (q4_K, q6_K ...): what an engine does per type with them
+    token_embd_type: str | None = None
+    output_type: str | None = None
     other_bytes: int = 0
     weights_by_dtype: dict[str, int] = field(default_factory=dict)
     weights_source: str = "params"  # gguf | safetensors | index | params
@@ -1061,6 +1064,8 @@ class _GgufTensors:
     n_elements: int = 0
     has_output: bool = False
     by_type: dict[str, int] = field(default_factory=dict)
+    token_embd_type: str | None = None
+    output_type: str | None = None
 
     @property
     def total(self) -> int:
@@ -1087,9 +1092,11 @@ def _gguf_tensors(path: Path, readers: list[tuple[Path, Any]], n_layers: int) ->
             found.layer_tensors.append((tensor.name, size))
         elif tensor.name == "token_embd.weight":
             found.token_embd += size
+            found.token_embd_type = type_name
         elif tensor.name == "output.weight":
             found.output += size
             found.has_output = True
+            found.output_type = type_name
         else:
             found.other += size
     if not all_tensors:
@@ -1238,6 +1245,8 @@ def info_from_gguf(path: Path) -> ModelInfo:
         file_order=tuple(sorted(found.order, key=lambda row: (row[1], row[2]))),  # by part, then offset
         token_embd_bytes=found.token_embd,
         output_bytes=found.output if found.has_output else None,
+        token_embd_type=found.token_embd_type,
+        output_type=found.output_type,
         other_bytes=found.other,
         weights_by_dtype=found.by_type,
         weights_source="gguf",

@@ -198,23 +198,41 @@ def _bill(
     return bill
 
 
-# Weights llama.cpp's CPU backend copies into a repacked layout for its wide instructions on x86, by
-# file type (share of the CPU-resident weights but the token embedding, which is only looked up): q4_0
-# in every x86 build from AVX2 up (CPU_REPACK). A build with AMX compiled in repacks f16 and q8_0 too
-# (seen here: an `AMX model buffer` of 20.00 MiB beside a 20.52 MiB f16 file), but whether a build has
-# AMX cannot be told from the model or the CPU, so those copies are not counted.
-_REPACKED = {"q4_0": 1.0}
+# Tensor types llama.cpp's CPU backend copies into a repacked layout for AVX2 (ggml-cpu/repack.cpp,
+# ggml_repack_get_optimal_repack_type: q4_0, q4_K, iq4_nl and mxfp4 with rows in eights; checked on the
+# llama-server built here: a Q4_K_M file's q4_K tensors, less the token embedding, are its CPU_REPACK
+# buffer, its q6_K ones are not). The token embedding is only looked up, never repacked. A build with
+# AMX compiled in repacks f16 and q8_0 too (an `AMX model buffer`), but whether a build has AMX cannot be
+# told from the model or the CPU, so those copies are not counted.
+_REPACKED_TYPES = frozenset({"q4_0", "q4_k", "iq4_nl", "mxfp4"})
+# Where no GGUF says its tensors' types (a config.json and a file type): the file types whose every
+# multiplied matrix is of a repacked type
+_REPACKED_FILE_TYPES = frozenset({"q4_0", "iq4_nl", "mxfp4", "mxfp4_moe"})
 
 
 def repack_copy_bytes(info: ModelInfo, settings: Settings, where: Placement) -> int:
-    """The second host copy of the weights a CPU-resident llama.cpp run keeps (CPU_REPACK / AMX)."""
+    """The second host copy of the weights a CPU-resident llama.cpp run keeps (CPU_REPACK), per tensor
+    type where the GGUF says the types (QA 18 F4: decided from the header's file type, a Q4_K_M file's
+    q4_K tensors were not counted), else by the file type."""
     if settings.on_gpu and where.gpu_layers > 0:
         return 0  # offloaded layers are not repacked; a mixed run's host layers are left out too
-    share = _REPACKED.get(str(info.quant or info.dtype or "").lower(), 0.0) if _cpu_has("avx2") else 0.0
+    if not _cpu_has("avx2"):
+        return 0
+    if info.weights_by_dtype and info.token_embd_type is not None:
+        repacked = sum(
+            size for kind, size in info.weights_by_dtype.items() if kind.lower() in _REPACKED_TYPES
+        )
+        if info.token_embd_type.lower() in _REPACKED_TYPES:
+            repacked -= int(info.token_embd_bytes or 0)
+        if info.vocab % 8 and str(info.output_type or "").lower() in _REPACKED_TYPES:
+            repacked -= int(info.output_bytes or 0)  # rows interleaved by 8: an output of odd rows stays
+        return max(min(repacked, where.w_host), 0)
+    if str(info.quant or info.dtype or "").lower() not in _REPACKED_FILE_TYPES:
+        return 0
     kept = int(info.token_embd_bytes or 0)  # only looked up, never multiplied: not repacked
     if info.vocab % 8:  # the repacked layouts interleave rows by 8: an output of odd rows stays as it is
         kept += int(info.output_bytes or 0)
-    return int(max(where.w_host - kept, 0) * share)
+    return max(where.w_host - kept, 0)
 
 
 @functools.cache
