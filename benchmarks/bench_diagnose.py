@@ -407,7 +407,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # 3/3, first error 5/5, quiet 2/2, calm 1/2, engine 9/9 (held-out: stage 3/3, class 3/3, first error 1/1,
     # quiet 1/1, calm 1/1); round 56 (6 logs: 4 llama.cpp, Ollama, vLLM; all training) at dc7ef9e: stage 5/6,
     # class 4/6, memory 2/2, first error 4/5, calm 1/1, engine 6/6 (the rule written from it: vLLM V0's
-    # KeyboardInterrupt("MQLLMEngine terminated") is its stop).
+    # KeyboardInterrupt("MQLLMEngine terminated") is its stop); round 57 (4 committed logs: 3 llama.cpp, vLLM; 3
+    # training, 1 held-out) at d8dd2fd: stage 3/4, class 3/4, memory 3/4, first error 3/4, engine 4/4
+    # (held-out: all right; the rule written from it: a script's shell reporting its child "Killed").
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -520,6 +522,7 @@ LATER_ROUNDS = (
     ("round54.jsonl", "round 54, both parts (threads and committed logs; twenty-third session"),
     ("round55.jsonl", "round 55, both parts (committed logs; twenty-fourth session"),
     ("round56.jsonl", "round 56, training only (committed logs; twenty-fourth session"),
+    ("round57.jsonl", "round 57, both parts (committed logs; twenty-fourth session"),
 )
 
 

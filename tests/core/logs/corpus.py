@@ -71,6 +71,7 @@ FILES = (
     LOGS / "round54.jsonl",
     LOGS / "round55.jsonl",
     LOGS / "round56.jsonl",
+    LOGS / "round57.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -448,3 +448,27 @@ def test_the_kv_size_advised_under_a_budget_is_the_wizards_when_the_log_says_wha
     )  # fmt: skip
     fix = VLLM.named_fix(run) if VLLM.named_fix else None
     assert fix is not None and fix[:2] == ("kv_cache_memory", "751MiB"), fix
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        './tools/vllm/serve.sh: line 193: 124064 Killed                  vllm serve "$MODEL" --dtype auto',
+        "[1]+  Killed                  vllm serve Qwen/Qwen3-8B",
+        "124064 Killed                  vllm serve Qwen/Qwen3-8B",
+    ],
+)
+def test_a_shells_report_that_it_killed_the_server_is_a_kill(report: str) -> None:
+    """Round 57: a vLLM that served requests, then a script's shell reported its child killed ("line 193:
+    124064 Killed  vllm serve ..."), read "no failure". A SIGKILL's work while serving, in the shell's
+    forms (a script's, job control's, a bare PID's)."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    served = (
+        "INFO 09-26 23:39:00 [api_server.py:1896] vLLM API server version 0.10.1.1\n"
+        "INFO:     Application startup complete.\n"
+        'INFO:     127.0.0.1:60538 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+    )
+    diagnosis = diagnose_text(served + report + "\n", kernel_log=lambda: None)
+    assert (diagnosis.failure_stage, diagnosis.failure) == ("inference", "host_oom_killed"), diagnosis.summary
+    assert diagnosis.first_error_line == 4

@@ -85,7 +85,10 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "killed",
         "host_killed",
         "host_oom_killed",
-        r"(?:^|[|\]\s])killed\s*$|\[\d+\]\s+\d+\s+killed\s+\S|^\s*\d+\s+killed\s+\S|\bsignal: killed\b",
+        r"(?:^|[|\]\s])killed\s*$|\[\d+\]\s+\d+\s+killed\s+\S|^\s*\d+\s+killed\s+\S|\bsignal: killed\b"
+        # a script's shell reporting its child ("./serve.sh: line 193: 124064 Killed  vllm serve ..."), and
+        # an interactive shell's job ("[1]+  Killed   vllm serve ...")
+        r"|: line \d+:\s+\d+\s+killed\s+\S|^\[\d+\][+-]?\s+killed\s+\S",
     ),
     # torchrun's agent: a rank died of SIGKILL ("failed (exitcode: -9) local_rank: 2"), the OOM killer's
     # usual work while the ranks load their shards; the SIGTERMs it then sends the others are consequences.
