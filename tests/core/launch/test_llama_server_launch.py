@@ -294,8 +294,10 @@ def test_another_engines_setting_is_named_as_such_not_as_unknown() -> None:
     [
         ("echo 'fake: boom' >&2\nexit 1\n", 1, "the server exited with status 1"),
         ("echo 'fake: boom' >&2\nkill -SEGV $$\n", -11, "the server was killed by SIGSEGV"),
+        # QA 20 D2: an exit with status 0 before ready left no line, and the saved log read "no failure"
+        ("echo 'fake: boom' >&2\nexit 0\n", 0, "the server exited with status 0 before it was ready"),
     ],
-    ids=["exit-1", "sigsegv"],
+    ids=["exit-1", "sigsegv", "exit-0"],
 )
 def test_a_program_that_dies_at_once_is_said_so_in_its_saved_log_too(
     tmp_path: Path, body: str, code: int, said: str

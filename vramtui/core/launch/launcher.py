@@ -688,10 +688,11 @@ class ModelServer:
         # server that died before that (the OOM killer, a crash) did not, whatever vramtui sent after.
         if not self._died_on_its_own:
             self.stopped_by_us = self.stopped_by_us or procs.signalled_by_us(self.proc.pid)
-        if not self.stopped_by_us and self.exit_code not in (None, 0):
+        if not self.stopped_by_us and (self.exit_code not in (None, 0) or not self.ready):
             # in the run's log too: `vramtui diagnose` on it later reads how it ended (QA 19 F3: an exit
-            # status of 1 left no line, and the saved log read "no failure")
-            self._record_line(f"vramtui: {exit_words(self.exit_code, self.ready_at, self.started_at)}")
+            # status of 1 left no line, and the saved log read "no failure"; QA 20 D2: nor did status 0)
+            said = exit_words(self.exit_code, self.ready_at, self.started_at)
+            self._record_line(f"vramtui: {said}{' before it was ready' if self.exit_code == 0 else ''}")
         if self.profile.memory_budget is not None and self.peak_bytes and not self.ready:
             # what the engine held under the budget when it failed: the room its advice sizes from, in
             # the saved log as in the live run (QA 19 F2: diagnose sized a KV cache beside vLLM's printed

@@ -354,7 +354,7 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "vramtui: the server exited with status",
         "exit_code",
         "other",
-        r"vramtui: the server exited with status [1-9]",
+        r"vramtui: the server exited with status (?:[1-9]|0 before it was ready)",
         strong=False,
     ),
     ErrorRule("segmentation fault", "crash", "other", strong=False),
