@@ -1101,3 +1101,27 @@ def test_a_change_that_freed_nothing_is_rolled_back_before_the_next(demo_model: 
     following = wizard.propose()
     assert following is not None and following.param != first.param
     assert wizard.steps[-1].to_dict()["rolled_back"] is True
+
+
+def test_a_room_bound_a_later_run_disproves_gives_way(demo_model: Path) -> None:
+    """QA 20 D7: the first launch failed at the weights with no size printed, read as "the weights as a whole
+    did not fit" (room under 21 MiB); the next one held those 21 MiB of weights and failed on a 32 MiB KV
+    cache. The room stayed 21 MiB, so no change could fit and the wizard stopped after one step. A bound
+    the run's own allocated buffers disprove gives way to the new one (room under 53 MiB)."""
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.observe import Observation
+
+    profile = _demo_profile(demo_model).with_changes(memory_budget=200 * MIB)
+    model = MemoryModel(profile)
+    weights = model.raw(profile).get("weights", model.place)  # type: ignore[union-attr]
+    at_weights = Observation(
+        ready=False, smoke_ok=None, stage="load_weights", failure_stage="load_weights", failure="host_oom"
+    )
+    model.learn(profile, at_weights)
+    assert model.room_upper == weights
+    at_cache = Observation(
+        ready=False, smoke_ok=None, stage="kv_cache", failure_stage="kv_cache", failure="host_oom",
+        figures={"failed_alloc": 32 * MIB}, engine={"model_buffer": weights},
+    )  # fmt: skip
+    model.learn(profile, at_cache)
+    assert model.room_upper == weights + 32 * MIB

@@ -323,7 +323,12 @@ class MemoryModel:
             if obs.failure_stage == "load_weights" and (not failed or failed < weights // 2):
                 attempted = max(attempted, weights)
             if attempted:
-                self.room_upper = attempted if self.room_upper is None else min(self.room_upper, attempted)
+                # a bound this run's own buffers disprove (they were allocated, so they fit) was inferred
+                # wrongly: an earlier failure at the weights read as "the weights as a whole did not fit"
+                # (QA 20 D7: 21 MiB of weights held, the room still said to be 21 MiB, the wizard stopped)
+                held = obs.held_bytes()
+                kept = self.room_upper is not None and held < self.room_upper
+                self.room_upper = min(self.room_upper, attempted) if kept else attempted  # type: ignore[type-var]
 
 
 def _kv_by_share(profile: Profile, result: Any | None) -> bool:
