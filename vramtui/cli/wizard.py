@@ -190,7 +190,7 @@ def _print_step(step: Any, out: Any) -> None:
         print(f"    {in_words(note)}", file=out)
     fit = step.fit()
     lines = fit.lines() if fit is not None else []
-    if lines and proposal_figure(data):
+    if lines and step.proposal is not None and step.proposal.predicted_mib is not None:
         # two vramtui figures for one step read as a contradiction (QA 18 F5): this one is sized from the
         # shape the log printed, for llama.cpp's own projection, not the step's prediction from the profile
         print("    beside llama.cpp's fit (vramtui sized from the shape the log printed):", file=out)
@@ -198,11 +198,6 @@ def _print_step(step: Any, out: Any) -> None:
         print(f"    {line.strip()}", file=out)
     if data.get("log_file"):
         print(f"    log: {data['log_file']}", file=out)
-
-
-def proposal_figure(data: dict[str, Any]) -> bool:
-    """The step's own prediction is among its notes ("predicted ~N MiB ...")."""
-    return any(str(note).startswith("predicted ") for note in data.get("verification") or [])
 
 
 def show_session(path: str, as_json: bool, export: str | None) -> int:

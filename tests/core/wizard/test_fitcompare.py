@@ -234,6 +234,7 @@ def test_a_steps_two_vramtui_figures_say_which_is_which() -> None:
     obs = Observation(ready=True, smoke_ok=True, stage="ready", failure_stage=None, failure=None)
     obs.engine = dict(diagnosis.engine_figures)
     proposal = Proposal("context", 8192, 4096, "test")
+    proposal.predicted_mib = 224.0  # as Wizard.apply sets it before its note
     notes = ["predicted ~224 MiB for the weights, KV cache (of ~224 MiB in all); the engine printed 285 MiB"]
     out = io.StringIO()
     _print_step(Step(1, proposal, "works", obs, notes), out)

@@ -1012,6 +1012,9 @@ def _values(
 
 def _kv_values(figures: dict[str, int | float]) -> dict[str, str]:
     kv, budget = kv_set_aside(figures), figures.get("host_budget")
+    # beside what the engine held besides the cache: vLLM's non-KV memory (weights, activations), and what
+    # its process tree held when it failed, where vramtui sampled it (its CPU worker and its libraries),
+    # as the wizard sizes it (QA: diagnose said 3 GiB where check and the wizard said 2275 MiB; QA 19 F2)
     used = max(figures.get("non_kv_memory") or 0, figures.get("tree_peak") or 0)
     if not kv and budget and figures.get("node_free_memory"):
         # no cache sized yet (the CPU build's share refused at start): one sized outright for the budget,
@@ -1020,10 +1023,6 @@ def _kv_values(figures: dict[str, int | float]) -> dict[str, str]:
         return {"kv_fit_bytes": engine_size(fit, down=True)}
     if not kv:
         return {}
-    # beside what the engine held besides the cache (vLLM's non-KV memory: weights, activations), as the
-    # wizard sizes it (QA: diagnose said 3 GiB where check and the wizard said 2275 MiB)
-    # (and `used`, what its process tree held when it failed, where vramtui sampled it: the engine's own
-    # memory beyond the buffers it prints, vLLM's CPU worker and its libraries)
     fit = kv_bytes_for_budget(kv, budget, used) if budget else int(kv / 2)
     # in the flag's own units (QA 14: "--kv-cache-memory-bytes 1325400064"), rounded down: it must fit
     return {"kv_set_gib": f"{kv / GIB:.1f}", "kv_fit_bytes": engine_size(fit, down=True)}
