@@ -117,17 +117,19 @@ _QUIET_SHOWN = 3
 
 
 def _print_report(result, move, advice: list[str], early: Sequence[str] = ()) -> None:  # type: ignore[no-untyped-def]
+    from vramtui.core.logs.advice import START_UP_WORDS, before_the_model
     from vramtui.tui.words import failure_words, in_words, stage_words
 
     state = "ready" if result.ready else "NOT ready"
     print(f"{state}: {in_words(result.message)}")
-    print(f"  stage reached: {stage_words(result.stage) if result.stage else '-'}")
+    diagnosis = result.diagnosis
+    started = diagnosis is not None and diagnosis.failed and before_the_model(diagnosis)
+    # a run that died before the model was read reached no stage of its own (QA 20 D4): as diagnose says it
+    reached = START_UP_WORDS if started else stage_words(result.stage) if result.stage else "-"
+    print(f"  stage reached: {reached}")
     if result.failure:
-        from vramtui.core.logs.advice import START_UP_WORDS, before_the_model
-
-        diagnosis = result.diagnosis
         where = f" at {stage_words(result.failure_stage)}" if result.failure_stage else ""
-        if diagnosis is not None and diagnosis.failed and before_the_model(diagnosis):
+        if started:
             where = f" at {START_UP_WORDS}"
         print(f"  failure: {failure_words(result.failure)}{where}")
         if diagnosis is not None and diagnosis.failed and diagnosis.first_error_text:

@@ -317,8 +317,13 @@ def test_a_program_that_dies_at_once_is_said_so_in_its_saved_log_too(
     result = run_check(profile, log_dir=tmp_path / "runs", ready_timeout_s=20)
     assert not result.ready and result.exit_code == code
     assert result.message.startswith(f"failed at {START_UP_WORDS} (died_at_start)"), result.message
-    assert "its last words: fake: boom" in result.message
+    # its own line is the first error, not vramtui's exit line after it (QA 20 D3)
+    assert result.message.endswith("(died_at_start): fake: boom"), result.message
     saved_log = Path(result.log_file).read_text()
     assert said in saved_log.splitlines()[-1]
     saved = diagnose_file(result.log_file, kernel_log=lambda: None)
     assert saved.failed and saved.cause == "died_at_start", saved.summary
+    lines = saved_log.splitlines()
+    assert saved.first_error_line == len(lines) - 1 and lines[-2].endswith("fake: boom")
+    assert saved.first_error_text is not None and saved.first_error_text.endswith("fake: boom")
+    assert any(said in line for line in saved.evidence), saved.evidence

@@ -356,6 +356,31 @@ def test_a_dated_log_is_placed_by_its_own_stamps_not_the_files_time(tmp_path: Pa
     )
 
 
+def test_a_kill_before_the_log_began_is_not_its_failure(tmp_path: Path) -> None:
+    """QA 20 D6: a vLLM run log read 8 s after its launch (still loading) was "killed by the OOM killer":
+    a vLLM worker had been killed 8 minutes before that launch. A kill before a dated log's first line
+    was of some process before it."""
+    now = time.time()
+    kernel = f"{_dmesg_time(now - 480)} Memory cgroup out of memory: Killed process 20140 (VLLM::Worker)"
+
+    def stamped(when: float, text: str) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S.000 ", time.localtime(when)) + text
+
+    lines = [stamped(now - 8, "vramtui: launch vllm serve /m --port 8000")] + [
+        stamped(now, line) for line in LOAD_LINES
+    ]
+    path = tmp_path / "run.log"
+    path.write_text("\n".join(lines) + "\n")
+    d = diagnose_file(path, backend="vllm", kernel_log=lambda: kernel)
+    assert not d.failed and d.incomplete, d.summary
+    assert not any(line.startswith("kernel: ") for line in d.evidence)
+    # the same kill after the launch (the log began 10 minutes ago) is this run's
+    lines[0] = stamped(now - 600, "vramtui: launch vllm serve /m --port 8000")
+    path.write_text("\n".join(lines) + "\n")
+    killed = diagnose_file(path, backend="vllm", kernel_log=lambda: kernel)
+    assert (killed.failure, killed.cause) == ("host_oom_killed", "oom_killer"), killed.summary
+
+
 def test_a_kill_of_another_engines_process_just_before_a_log_stops_is_not_its_failure(
     tmp_path: Path,
 ) -> None:

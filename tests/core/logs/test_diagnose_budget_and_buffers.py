@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vramtui.core.logs.diagnose import diagnose_file, diagnose_text
+from vramtui.core.logs.diagnose import Diagnosis, diagnose_file, diagnose_text
 
 LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
 CONTAINER = "raise the container's memory limit"
@@ -165,6 +165,33 @@ def test_a_crash_before_the_engine_printed_a_line_under_a_budget_is_the_budgets_
     # the same crash line in an excerpt with no launch line is a crash
     assert diagnose_text(header.splitlines()[0] + "\n" + crash).cause == "died_at_start"
     assert diagnose_text(crash).cause == "crash"
+
+
+@pytest.mark.parametrize("feed", ["text", "file"])
+def test_a_program_that_died_at_once_is_quoted_by_its_own_last_words(tmp_path: Path, feed: str) -> None:
+    """QA 20 D3: diagnose's first error was vramtui's exit line; the program's own line says why."""
+    stamp = "2026-12-06T09:30:40.731 "
+    launch = f"{stamp}vramtui: launch ./exit3.sh --model m.gguf --port 8080\n{stamp}vramtui: server PID 7\n"
+    said = f"{stamp}fake server: cannot open config /etc/fake.conf\n"
+    exited = f"{stamp}vramtui: the server exited with status 3\n"
+
+    def diagnosed(text: str) -> Diagnosis:
+        if feed == "text":
+            return diagnose_text(text, kernel_log=lambda: None)
+        log = tmp_path / "run.log"
+        log.write_text(text)
+        return diagnose_file(log, kernel_log=lambda: None)
+
+    diagnosis = diagnosed(launch + said + exited)
+    assert diagnosis.cause == "died_at_start"
+    assert diagnosis.first_error_line == 3 and diagnosis.first_error_text == said.strip()
+    assert diagnosis.evidence[1] == "line 4: " + exited.strip()
+    # a line that reads like an error among many is still found; 40 lines of chatter are no one's words
+    chatter = "".join(f"{stamp}step {n} done\n" for n in range(40))
+    assert diagnosed(launch + chatter + said + exited).first_error_line == 43
+    plain = diagnosed(launch + chatter + exited)
+    assert plain.cause == "died_at_start" and plain.first_error_line == 43
+    assert "exited with status 3" in (plain.first_error_text or "")
 
 
 def test_a_budget_failure_names_the_profiles_memory_budget_not_the_container() -> None:

@@ -39,6 +39,7 @@ from vramtui.core.launch.pipe import LineReader
 from vramtui.core.launch.profile import Profile, missing_program
 from vramtui.core.launch.runlog import RunLogFile
 from vramtui.core.launch.smoke import SmokeResult, replay_request, smoke_request
+from vramtui.core.logs.lastwords import FEW_LINES, last_words, program_lines
 from vramtui.core.logs.stages import STAGES
 from vramtui.core.memory.readings import Event
 from vramtui.core.memory.reconcile import Reconciliation
@@ -708,6 +709,7 @@ class ModelServer:
             with contextlib.suppress(Exception):
                 self.diagnoser.note_exit(self.exit_code)
                 self.diagnoser.log_time = time.time()  # a kernel OOM kill about now is this process's
+                self.diagnoser.log_start = self.started_at  # and one before its launch is not (QA 20 D6)
         self._event("exit", f"exit status {self.exit_code}")
 
     @property
@@ -1169,23 +1171,12 @@ def launcher_diagnosis(
         return diagnosis
 
 
-_ERROR_LOOKING = re.compile(
-    r"(?i)\b(error|exception|invalid|refused|must be|should be|not allowed|cannot|can't|failed|fatal)\b"
-)
-
-
-_FEW_LINES = 5  # a process that printed no more than this and exited: its last line is its words
-
-
 def last_error_line(lines: list[LogLine]) -> str:
-    """The last line that looks like an error ("Input should be greater than or equal to 0"), or ""."""
-    said = [text for line in lines if (text := line.text.strip()) and not text.startswith("vramtui:")]
-    for text in reversed(said):
-        if _ERROR_LOOKING.search(text):
-            return text[:300]
-    # a process that printed a line or two and died (a wrapper script's own words): its last line says
-    # more than "no error text" (QA 19 F4: "fake: boom" was in the log)
-    return said[-1][:300] if 0 < len(said) <= _FEW_LINES else ""
+    """The last line that looks like an error ("Input should be greater than or equal to 0"), or ""; a
+    process that printed a line or two and died: its last line (QA 19 F4: "fake: boom" was in the log)."""
+    numbered = [(index, line.text) for index, line in enumerate(lines)]
+    words = last_words(numbered, few=len(program_lines(numbered)) <= FEW_LINES)
+    return words[1] if words is not None else ""
 
 
 def _furthest(a: str | None, b: str | None) -> str | None:

@@ -20,6 +20,7 @@ import io
 import os
 import stat
 import sys
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from vramtui.core.logs.advice import CAUSE_WORDS, FAILURE_WORDS, advise, summari
 from vramtui.core.logs.analysis import _analyze, _LineInfo  # noqa: F401  (_analyze: benchmarks name it here)
 from vramtui.core.logs.encoded import DAMAGED, STDIN, damaged, decoded
 from vramtui.core.logs.kernel import read_kernel_oom_lines
+from vramtui.core.logs.lastwords import FEW_LINES, last_words, program_lines
 from vramtui.core.logs.memo import (
     _DIGIT_MASK,
     _DIRTY,
@@ -45,7 +47,7 @@ from vramtui.core.logs.memo import (
     _resolve,
 )
 from vramtui.core.logs.rules import STAGES
-from vramtui.core.logs.state import LogState, judged_run
+from vramtui.core.logs.state import MAX_EVIDENCE, MAX_QUOTE, LogState, judged_run
 from vramtui.core.logs.textclean import (
     clean_bytes_line,
     clean_line,
@@ -102,6 +104,10 @@ class LogDiagnoser(LogState):
         self._masks: dict[bytes, object] = {}  # ASCII lines, by their digit mask (see _mask_entry)
         self._text_masks: dict[bytes, object] = {}  # cleaned non-ASCII lines, by the mask of their UTF-8
         self._raw_exact: dict[bytes, tuple[str, _LineInfo | None]] = {}  # feed_raw's digit-dependent lines
+        # The log's last lines, for a program's last words (lastwords.py): fed lines one by one, a file's
+        # last two pieces of lines with the number before each (one assignment per piece, not per line).
+        self._recent: deque[tuple[int, str]] = deque(maxlen=_RECENT_LINES)
+        self._pieces_seen: tuple[tuple[int, list[bytes]], ...] = ()
 
     # -- feeding -----------------------------------------------------------------------------------
     def feed(self, line: str) -> LineTag:
@@ -109,6 +115,7 @@ class LogDiagnoser(LogState):
         text = line if line.isprintable() else clean_line(line)
         info = self._info_of_text(text)
         self.lines += 1
+        self._recent.append((self.lines, text))
         if info is None or self._is_noop(info):
             self.after_frame = False
             return LineTag(self.lines, self.current, "info", False)
@@ -196,6 +203,7 @@ class LogDiagnoser(LogState):
         pieces = 0
         for piece in _pieces(iter_raw_line_batches(stream)):
             pieces += 1
+            self._pieces_seen = (*self._pieces_seen[-1:], (number, piece))
             probing = by_bytes or pieces % _PROBE_EVERY == 0
             hits = 0
             for raw in piece:
@@ -284,11 +292,23 @@ class LogDiagnoser(LogState):
     def result(self) -> Diagnosis:
         verdict = judge(judged_run(self), self.backend or detect_backend(self.scores), self._read_kernel)
         diagnosis = verdict.diagnosis
+        if diagnosis.cause == "died_at_start":
+            _quote_last_words(diagnosis, self._last_lines())
         diagnosis.advice = advise(
             diagnosis, verdict.formats, verdict.kernel_note, verdict.kills_elsewhere, hint=verdict.hint
         )
         diagnosis.summary = summarize(diagnosis, verdict.kernel_note)
         return diagnosis
+
+    def _last_lines(self) -> list[tuple[int, str]]:
+        """The log's last lines, numbered: the lines fed one by one, else a file's last pieces."""
+        if self._recent:
+            return list(self._recent)
+        lines: list[tuple[int, str]] = []
+        for before, piece in self._pieces_seen:
+            for number, raw in enumerate(piece, before + 1):
+                lines.append((number, raw.decode("ascii") if raw.isascii() else clean_bytes_line(raw)))
+        return lines[-_RECENT_LINES:]
 
     def _read_kernel(self) -> str | None:
         if self._kernel_text is False:
@@ -300,6 +320,22 @@ class LogDiagnoser(LogState):
 
 
 _MISSING: object = object()
+_RECENT_LINES = 16
+
+
+def _quote_last_words(diagnosis: Diagnosis, lines: list[tuple[int, str]]) -> None:
+    """A program that died before any engine line: its own last words are the first error, not vramtui's
+    exit line after them (QA 20 D3: "vramtui: the server exited with status 3" hid "cannot open config")."""
+    said = program_lines(lines)
+    # the launch line and the PID line are vramtui's: a short log is the program's few lines and those
+    words = last_words(said, few=len(said) <= FEW_LINES and diagnosis.lines <= FEW_LINES + 4)
+    if words is None:
+        return
+    number, text = words
+    diagnosis.evidence = [f"line {number}: {text}", *diagnosis.evidence][:MAX_EVIDENCE]
+    diagnosis.first_error_line, diagnosis.first_error_text = number, text[:MAX_QUOTE]
+
+
 # The exact-bytes memo is tried on a piece of lines every so often (and kept while it serves half).
 _PIECE_LINES = 1024
 _PROBE_EVERY = 32
@@ -447,6 +483,7 @@ def diagnose_stream(
         status = os.fstat(stream.fileno())
         if stat.S_ISREG(status.st_mode):
             diagnoser.log_time = log_end_time(stream, status)
+            diagnoser.log_start = log_start_time(stream)
     except (OSError, ValueError, io.UnsupportedOperation):
         pass  # an in-memory stream has no file behind it
     diagnoser._feed_raw_stream(stream)
@@ -455,6 +492,20 @@ def diagnose_stream(
 
 
 _STAMP_TAIL_BYTES = 64 * 1024
+
+
+def log_start_time(stream: BinaryIO) -> float | None:
+    """When the log's first dated line was written (its own stamp), or None: a kill before it was not
+    this log's process (QA 20 D6)."""
+    from vramtui.core.logs.kernel import log_stamp_time
+
+    start = stream.tell()
+    try:
+        stream.seek(0)
+        head = stream.read(_STAMP_TAIL_BYTES).decode("utf-8", "replace")
+    finally:
+        stream.seek(start)
+    return log_stamp_time(head, first=True)
 
 
 def log_end_time(stream: BinaryIO, status: os.stat_result) -> float:

@@ -30,6 +30,9 @@ def read_kernel_oom_lines(timeout_s: float = 2.0) -> str | None:
 # stops when the process dies; a saved file's time is its last write).
 _KILL_BEFORE_S = 600.0
 _KILL_AFTER_S = 120.0
+# dmesg -T's times drift from the wall clock (they count from boot, and a suspend stops that count): a
+# kill up to a minute before the log's first line may still be its own
+_STAMP_SLACK_S = 60.0
 _DMESG_T_RE = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]")  # dmesg -T
 _JOURNAL_TIME_RE = re.compile(r"^(\w{3} +\d+ \d\d:\d\d:\d\d) ")  # journalctl -k
 _DMESG_RE = re.compile(r"^\[\s*(\d+\.\d+)\]")  # dmesg: seconds since boot
@@ -62,15 +65,18 @@ _LOG_STAMP_RE = re.compile(
 )
 
 
-def log_stamp_time(tail: str) -> float | None:
-    """When a log's last dated line was written (seconds since the epoch), from the log's own stamps; a
-    stamp without a zone is this machine's local time. None when no line carries a date."""
+def log_stamp_time(text: str, first: bool = False) -> float | None:
+    """When a log's last dated line (`first`: its first) was written (seconds since the epoch), from the
+    log's own stamps; a stamp without a zone is this machine's local time. None when no line carries a
+    date."""
     from datetime import datetime
 
-    stamps = _LOG_STAMP_RE.findall(tail)
+    found = _LOG_STAMP_RE.search(text) if first else None
+    stamps = [found.groups()] if found is not None else _LOG_STAMP_RE.findall(text)
     if not stamps:
         return None
-    stamp, zone = stamps[-1]
+    stamp, zone = stamps[0] if first else stamps[-1]
+    zone = zone or ""  # a search leaves an absent group None, findall ""
     zone = zone.replace("Z", "+00:00")
     if zone and ":" not in zone:
         zone = f"{zone[:3]}:{zone[3:]}"
@@ -80,19 +86,27 @@ def log_stamp_time(tail: str) -> float | None:
         return None
 
 
-def kills_near(kernel_text: str, log_time: float | None) -> tuple[list[str], list[str]]:
+def kills_near(
+    kernel_text: str, log_time: float | None, log_start: float | None = None
+) -> tuple[list[str], list[str]]:
     """The kernel's OOM-kill lines that may be this log's process (by time), and the others.
 
-    With no time for the log (text from a pipe), none can be matched: all are "others".
+    With no time for the log (text from a pipe), none can be matched: all are "others". A kill before
+    the log's first dated line (`log_start`) was of a process before this one (QA 20 D6: a live log 8 s
+    old was "confirmed" by a kill 8 minutes before its launch).
     """
+    earliest = log_time - _KILL_BEFORE_S if log_time is not None else None
+    if earliest is not None and log_start is not None:
+        earliest = max(earliest, log_start - _STAMP_SLACK_S)
     near: list[str] = []
     others: list[str] = []
     for line in kernel_text.splitlines():
         when = kernel_line_time(line)
         if (
             log_time is not None
+            and earliest is not None
             and when is not None
-            and log_time - _KILL_BEFORE_S <= when <= log_time + _KILL_AFTER_S
+            and earliest <= when <= log_time + _KILL_AFTER_S
         ):
             near.append(line)
         else:

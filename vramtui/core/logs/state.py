@@ -178,6 +178,7 @@ _KEPT_ACROSS_RUNS = (
     "gpu_absent",
     "requested_quant",
     "log_time",
+    "log_start",
     "lines",
     "scores",
     "saturated",
@@ -201,6 +202,7 @@ class LogState:
         # When the log ended (seconds since the epoch): a saved file's last write, a live process's exit.
         # Only a kernel OOM kill near it confirms that the OOM killer ended this process.
         self.log_time: float | None = None
+        self.log_start: float | None = None  # its first dated line: a kill before it was someone else's
         self.hint: str | None = None  # what the engine says to change, near the first error
         # An earlier run of an appended log that failed: its state, the verdict's if the runs after it
         # neither failed nor came up (a restart cut short); a run that failed too is the verdict instead.

@@ -127,7 +127,9 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
         or pick.cause == "worker_died"
     ):
         names = profile.process_names if profile is not None else ()
-        kernel_note, kills_elsewhere = _kernel_confirmation(read_kernel(), state.log_time, evidence, names)
+        kernel_note, kills_elsewhere = _kernel_confirmation(
+            read_kernel(), (state.log_time, state.log_start), evidence, names
+        )
         if kernel_note and (incomplete or pick.cause == "worker_died"):
             # The log stops without a word (or a worker died without one) and the kernel killed a
             # process just then: that kill is the failure.
@@ -489,15 +491,20 @@ def _evidence(state: LogState, pick: _Pick) -> list[str]:
 
 
 def _kernel_confirmation(
-    kernel_text: str | None, log_time: float | None, evidence: list[str], names: tuple[str, ...] = ()
+    kernel_text: str | None,
+    log_times: tuple[float | None, float | None],
+    evidence: list[str],
+    names: tuple[str, ...] = (),
 ) -> tuple[str | None, str | None]:
     """The kernel's OOM-kill lines that confirm a kill (added to `evidence`), and a note on others.
+    `log_times`: when the log ended, and when it began (either None where not known).
 
     `names`: the engine's process names; a kill near the log's end of a process named otherwise (a
     browser, a build) is no confirmation, and is not listed as evidence."""
     if not kernel_text:
         return kernel_text, None
-    near, others = kills_near(kernel_text, log_time)
+    log_time, log_start = log_times
+    near, others = kills_near(kernel_text, log_time, log_start)
     if near and names:
         mine = _own_kills(near, names)
         if not mine:

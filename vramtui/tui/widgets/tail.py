@@ -200,9 +200,10 @@ class LogFeed:
             status = os.fstat(handle.fileno())
             self._reading = status.st_size  # the first read: batches say how far it got
             if self.diagnoser is not None:  # as `vramtui diagnose FILE`: its last stamp, else its last write
-                from vramtui.core.logs.diagnose import log_end_time
+                from vramtui.core.logs.diagnose import log_end_time, log_start_time
 
                 self.diagnoser.log_time = log_end_time(handle, status)
+                self.diagnoser.log_start = log_start_time(handle)
             partial = b""
             while not self._stop.is_set():
                 chunk = handle.read(1 << 20)
