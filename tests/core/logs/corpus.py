@@ -72,6 +72,7 @@ FILES = (
     LOGS / "round55.jsonl",
     LOGS / "round56.jsonl",
     LOGS / "round57.jsonl",
+    LOGS / "round58.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
