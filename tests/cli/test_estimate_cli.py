@@ -889,7 +889,20 @@ def test_vllm_cpu_under_a_memory_budget_takes_its_share_of_the_machine(
     assert data["fits"] is False and data["max_context"] == 0
     notes = " ".join(data["notes"])
     assert "the whole machine's: a memory budget does not lower it" in notes
-    assert "set --kv-cache-memory-bytes" in notes
+    # QA 20 D1: sized as check, diagnose and the wizard size it (half of what the budget leaves beside the
+    # engine's processes, billed once as its runtime, not also taken off the budget): 1.17 GiB, advised
+    # under a 3 GiB budget, had failed where they said 733M
+    from vramtui.core.logs.advice import engine_size
+    from vramtui.core.memory.room import kv_bytes_for_budget
+
+    assert "memory_budget 4.0 GiB: the engine's own processes are its runtime row" in notes
+    assert data["usable_bytes"] == 4 * 2**30, data["usable_bytes"]
+    host = data["bill"]["host"]
+    size = kv_bytes_for_budget(
+        data["kv_cache_bytes"], 4 * 2**30, host["weights_bytes"] + host["runtime_bytes"]
+    )
+    assert f"set --kv-cache-memory-bytes {engine_size(size, down=True)} (half of" in notes, notes
+    assert 700 * 2**20 < size < 1300 * 2**20
     # the KV cache set outright: the share does not count, and it fits
     outright = run_json(capsys, *args, "--kv-cache-memory-bytes", "64MiB")
     assert outright["kv_cache_bytes"] == 64 * 2**20 and outright["fits"] is True

@@ -723,12 +723,16 @@ def _budget_card(args: argparse.Namespace) -> str:
         raise VramtuiError(f"--program {args.program}: no such program")
     measured = args.model and profile.backend.measures_footprint and binary_of(profile) is not None
     engine = host_footprint(profile) if measured else profile.backend.host_baseline_bytes
+    if profile.backend.cpu_bill_holds_engine:
+        engine = 0  # its runtime row is the engine's processes: not taken off twice (QA 20 D1)
     room = max(budget - engine, MIB)
     args.cpu, args.gpu_mem, args.no_calibrate = True, f"{room}B", True
     said = (
         f"memory_budget {format_bytes(budget, 1)}: {format_bytes(room, 1)} left after the engine's own "
         f"{engine / MIB:.0f} MiB of address space"
     )
+    if not engine:
+        said = f"memory_budget {format_bytes(budget, 1)}: the engine's own processes are its runtime row"
     if profile.backend.measures_footprint and not measured:  # QA 13: 240 assumed where 147 was measured
         said += " (assumed: no engine binary found to measure; --program PATH names it)"
     return said

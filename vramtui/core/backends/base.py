@@ -275,6 +275,9 @@ class Backend:
     host_baseline_bytes: int = 256 * MIB
     # Its binary's idle footprint is measured once and cached (core.launch.footprint) under a host budget.
     measures_footprint: bool = False
+    # Its CPU estimate bills the engine's own processes as its runtime row (vLLM's worker, engine core and
+    # API server): a budget's room is not lowered by host_baseline_bytes again (QA 20 D1).
+    cpu_bill_holds_engine: bool = False
     # context = 0 means the model's own trained length (llama.cpp's `-c 0`), not an impossible value.
     context_zero_is_trained: bool = False
     # parallel = "auto" (-1): the engine picks this many slots (llama-server: 4); None: no such value.

@@ -137,6 +137,7 @@ VLLM = Backend(
     device_defaults=_device_defaults,
     engine_build_of=minor_of,
     parallel_caps_requests=True,
+    cpu_bill_holds_engine=True,  # memory.py's CPU_WORKER_BYTES + CPU_FRONTEND_BYTES
     # SchedulerConfig's check (vllm/config/scheduler.py), checked on vLLM 0.32's CPU build
     # vllm/config/model.py: the derived max_model_len (max_position_embeddings, with its rope scaling)
     context_limit_words=(

@@ -20,7 +20,9 @@ from vramtui.core.estimate.estimator import Estimate, Settings, sequence_cap
 from vramtui.core.estimate.kvcache import kv_bytes_per_token, round_up
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.weights import as_loaded, dtype_bytes, hf_weights_bytes
+from vramtui.core.logs.advice import engine_size
 from vramtui.core.memory.parts import HOST, MemoryBill
+from vramtui.core.memory.room import kv_bytes_for_budget
 from vramtui.core.units import GIB, MIB, format_bytes
 
 DEFAULT_UTILIZATION = 0.92
@@ -678,10 +680,14 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         bill.add(HOST, part, nbytes)  # type: ignore[arg-type]
     total = weights + kv_bytes + runtime
     if not settings.kv_cache_memory and node != settings.device_bytes and total > settings.device_bytes:
+        # sized as check, diagnose and the wizard size it: half of what the budget leaves beside the
+        # engine (QA 20 D1: 1.17 GiB advised here failed under the same 3 GiB budget, where they said 733M)
+        size = kv_bytes_for_budget(kv_bytes, settings.device_bytes, weights + runtime)
         notes.append(
-            f"the {settings.device_bytes / GIB:.2f} GiB left under the budget cannot hold the share of the machine: "
-            f"set --kv-cache-memory-bytes (about {max(settings.device_bytes - weights - runtime, 0) / GIB:.2f} GiB "
-            "is left for it)"
+            f"the {settings.device_bytes / GIB:.2f} GiB under the budget cannot hold the share of the machine: "
+            f"set --kv-cache-memory-bytes {engine_size(size, down=True)} (half of the "
+            f"{max(settings.device_bytes - weights - runtime, 0) / GIB:.2f} GiB the budget leaves beside the "
+            "engine: its address space outgrows the bytes it holds)"
         )
     elif not settings.kv_cache_memory and total > requested:
         # the share sizes the worker's KV cache; the API server's process comes on top, outside it (QA 14)
