@@ -1003,3 +1003,53 @@ def test_vllm_given_two_cards_without_tensor_parallel_says_it_sizes_one(
         capsys, config, "--backend", "vllm", "--gpu-mem", "48GiB,48GiB", "--ctx", "32768", "-tp", "2"
     )
     assert split["fits"] and not any("cards given" in note for note in split["notes"])
+
+
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
+
+
+def _text(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(["estimate", *argv]) in (0, 1)
+    return capsys.readouterr().out
+
+
+def test_a_card_that_holds_its_part_of_a_run_that_fails_is_not_over(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """QA 21 F5: vLLM at -tp 2 on 24 + 12 GiB fails on its KV cache (one request of the trained length does
+    not fit the smaller card's blocks); each card's row read "OVER by -11.04 GiB"."""
+    args = (str(CONFIGS / "meta-llama--Llama-3.1-8B-Instruct.config.json"), "--backend", "vllm", "-tp", "2")
+    data = run_json(capsys, *args, "--gpu-mem", "24GiB,12GiB")
+    assert not data["fits"] and all(row["total_bytes"] <= row["usable_bytes"] for row in data["devices"])
+    rows = [
+        line
+        for line in _text(capsys, *args, "--gpu-mem", "24GiB,12GiB").splitlines()
+        if "GPU " in line and "layers)" in line
+    ]
+    assert len(rows) == 2 and not any("OVER by" in line for line in rows), rows
+    assert all("holds its part (the run does not fit" in line for line in rows)
+    # a card really over its budget still says by how much
+    small = [
+        line for line in _text(capsys, *args, "--gpu-mem", "6GiB,6GiB").splitlines() if "layers)" in line
+    ]
+    assert small and all("OVER by" in line and "OVER by -" not in line for line in small), small
+
+
+def test_a_sliding_window_caches_figures_add_up(capsys: pytest.CaptureFixture[str]) -> None:
+    """QA 21 F8: gpt-oss-20b at 131072 read "3.02 GiB   49,152 B/token, 131,072 cells", where 49,152 x 131,072
+    is 6 GiB: the window layers keep 128 cells, not the context."""
+    args = (str(CONFIGS / "openai--gpt-oss-20b.config.json"), "--gpu-mem", "24GiB", "--ctx", "131072")
+    line = next(line for line in _text(capsys, *args).splitlines() if line.strip().startswith("KV cache"))
+    assert "49,152 B/token in all layers, 131,072 cells" in line, line
+    per_cell = int(line.split("; ")[1].split(" B/cell")[0].replace(",", ""))
+    data = run_json(capsys, *args)
+    assert per_cell == data["kv_cache_bytes"] // data["kv_cells"] and per_cell < 49_152 * 0.6
+    # a cache with no window keeps its one figure
+    dense = (
+        str(CONFIGS / "meta-llama--Llama-3.1-8B-Instruct.config.json"),
+        "--gpu-mem",
+        "24GiB",
+        "--ctx",
+        "8192",
+    )
+    assert "131,072 B/token, 8,192 cells" in _text(capsys, *dense)

@@ -419,7 +419,15 @@ def _kv_note(est: Any) -> str:
     (its pool's bytes over that capacity, as a sliding-window or hybrid layer holds less than the context)."""
     if est.kv_cache_tokens:
         return f"{est.kv_cache_bytes // est.kv_cache_tokens:,} B/token, {est.kv_cache_tokens:,} tokens"
-    return f"{est.kv_bytes_per_token:,} B/token, {est.kv_cells:,} cells"
+    cells, per_token = est.kv_cells, est.kv_bytes_per_token
+    if cells and est.kv_cache_bytes < 0.99 * per_token * cells:
+        # sliding-window layers keep a window of cells, not the context: the all-layer figure times the
+        # cells is not the total beside it (QA 21 F8: 49,152 B/token x 131,072 cells "= 3.02 GiB")
+        return (
+            f"{per_token:,} B/token in all layers, {cells:,} cells; "
+            f"{est.kv_cache_bytes // cells:,} B/cell as the window layers keep fewer"
+        )
+    return f"{per_token:,} B/token, {cells:,} cells"
 
 
 def _outside_total(est: Any) -> int:
@@ -463,6 +471,10 @@ def device_lines(est: Any) -> list[str]:
         if row.runtime_bytes:  # the parts add up to the row (QA 18)
             parts += f", runtime {fb(row.runtime_bytes)}"
         verdict = "fits" if row.fits else f"OVER by {fb(row.total_bytes - row.usable_bytes)}"
+        if not row.fits and row.total_bytes <= row.usable_bytes:
+            # the card holds its part; what fails is the run's (a request longer than the KV cache holds):
+            # QA 21 F5 read "OVER by -11.04 GiB"
+            verdict = "holds its part (the run does not fit: see the verdict)"
         label = f"GPU {row.index} ({row.layers} layers)"
         lines.append(
             f"  {label:<24}{fb(row.total_bytes):>12}   of {fb(row.usable_bytes)}: {verdict}; {parts}"
