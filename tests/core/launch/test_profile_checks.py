@@ -117,6 +117,44 @@ def test_impossible_values_for_vllm(params: dict[str, object], message: str) -> 
         profile_from_dict({"backend": "vllm", "model": "org/model", "params": params})
 
 
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        # QA 21 F2: each was launched, to fail at load as "other" with generic advice
+        ({"max_memory": "cpu=10"}, r"^max_memory: '10' has no unit: 10GiB\?"),
+        ({"max_memory": "0=-1GiB"}, r"^max_memory: '-1GiB' is not a size such as 20GiB"),
+        ({"max_memory": "0=0GiB"}, r"^max_memory = '0=0GiB': each device's cap must be above 0"),
+        ({"max_memory": "gpu0=10GiB"}, r"^max_memory: 'gpu0=10GiB' is not DEVICE=SIZE"),
+        (
+            {"dtype": "float8"},
+            r"^dtype = 'float8': transformers loads at auto, float16, bfloat16, float32 \(8-bit",
+        ),
+        ({"dtype": "bfloat61"}, r'did you mean "bfloat16"\?$'),
+        ({"device_map": "cuda3"}, r"^device_map = 'cuda3': accelerate takes auto, balanced"),
+    ],
+)
+def test_impossible_values_for_transformers(params: dict[str, object], message: str) -> None:
+    with pytest.raises(VramtuiError, match=message):
+        profile_from_dict({"backend": "transformers", "model": "/m", "params": params})
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"max_memory": "0=10GiB,cpu=30GiB"},
+        {"dtype": "bfloat16"},
+        {"dtype": "auto"},
+        {"device_map": "auto"},
+        {"device_map": "cuda:1"},
+        {"device_map": "cpu"},
+        {"device_map": "balanced_low_0"},
+    ],
+)
+def test_values_transformers_takes_are_kept(params: dict[str, object]) -> None:
+    profile = profile_from_dict({"backend": "transformers", "model": "/m", "params": params})
+    assert profile.params == params
+
+
 def test_context_zero_is_the_trained_length_for_llama_server() -> None:
     profile = profile_from_dict({"backend": "llama.cpp", "model": "m.gguf", "params": {"context": 0}})
     assert "--ctx-size" in (argv := build_command(profile).argv) and argv[argv.index("--ctx-size") + 1] == "0"

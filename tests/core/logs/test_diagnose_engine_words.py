@@ -3,9 +3,13 @@ engine's words), each checked on the line as the source prints it, with the line
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from vramtui.core.logs.diagnose import diagnose_lines
+from vramtui.core.logs.diagnose import diagnose_file, diagnose_lines
+
+LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
 
 
 def no_kernel_log() -> None:
@@ -546,3 +550,17 @@ def test_vllm_finding_no_kernel_for_the_checkpoint_s_quantization_is_unsupported
     )
     diagnosis = diagnose_text(line, backend="vllm", kernel_log=lambda: None)
     assert diagnosis.failure == "unsupported_quant" and diagnosis.failure_stage == "load_weights"
+
+
+def test_a_model_sent_to_a_gpu_a_cpu_only_torch_cannot_use_is_said_so() -> None:
+    """QA 21 F2: device_map = "cuda:3" on a machine with no GPU (vramtui's real runner, torch 2.13+cpu) read
+    "an error at load weights" with generic advice, and a quiet "the model runs on the CPU" beside it."""
+    diagnosis = diagnose_file(LOGS / "transformers-device-map-cuda-cpu-torch.log", kernel_log=lambda: None)
+    assert (diagnosis.failure, diagnosis.cause, diagnosis.failure_stage) == (
+        "other",
+        "no_gpu_torch",
+        "load_weights",
+    )
+    assert diagnosis.first_error_text.endswith("AssertionError: Torch not compiled with CUDA enabled")
+    assert "torch.cuda.is_available()" in diagnosis.advice[0]
+    assert not any("runs on the CPU" in warning for warning in diagnosis.warnings), diagnosis.warnings

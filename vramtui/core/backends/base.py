@@ -123,6 +123,9 @@ class Launch:
     translate: Translator
     # Backend-specific profile parameters that pass straight through as flags.
     extra_params: dict[str, str] = field(default_factory=dict)
+    # What an extra parameter's value must be, checked when a profile is read: its problem in one line,
+    # or None (QA 21 F2: max_memory = "cpu=10" launched, to fail at load with "other").
+    value_checks: dict[str, Callable[[object], str | None]] = field(default_factory=dict)
     # Ollama takes host:port from its environment, not a flag.
     host_port_env: str | None = None
     # The model is named at request time, not at launch (Ollama).

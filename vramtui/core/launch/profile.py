@@ -279,6 +279,13 @@ def check_param_value(backend: Backend, name: str, value: object) -> None:
     if name == "kv_dtype":
         _check_kv_dtype(backend, value)
         return
+    launch = backend.launch
+    check = launch.value_checks.get(name) if launch is not None else None
+    if check is not None:  # an engine's own parameter (transformers' max_memory, dtype, device_map)
+        problem = check(value)
+        if problem:
+            raise VramtuiError(problem)
+        return
     if name in ("override_tensor", "quant") and backend.knob(name) is not None:
         # `-ot x=Banana`: llama-server would refuse it; quant = "awq" on transformers, which quantizes at load
         # with bitsandbytes only (QA 11: launched unquantized after a "not passed" line, exit 0)
@@ -286,7 +293,6 @@ def check_param_value(backend: Backend, name: str, value: object) -> None:
         if problem:
             raise VramtuiError(problem)
         return
-    launch = backend.launch
     if name == "flash_attn" or (launch is not None and name in launch.switches):
         switch(value, name)  # on, off or auto; anything else is one line here
         return

@@ -92,6 +92,7 @@ CAUSE_WORDS: dict[str, str] = {
     "quant_kernel_missing": "the kernel for the checkpoint's quantization (FP4, FP8, Marlin ...) is not built "
     "for this card",
     "no_kernel_image": "the engine's GPU code was not built for this card (no kernel for its compute capability)",
+    "no_gpu_torch": "torch found no GPU to put the model on (a CPU-only torch, or no NVIDIA driver)",
     "triton_image": "a Triton kernel compiled for this card could not be loaded by its driver",
     "shift_unsupported": "a slot's context filled up, and this model's cache cannot drop its oldest tokens "
     "(no context shift)",
@@ -532,6 +533,16 @@ ADVICE: tuple[AdviceRow, ...] = (
             "Install a build made for it: a newer card (RTX 50-series, sm_120) needs CUDA 12.8+ wheels; an older "
             "one (below sm_70) needs a release that still ships its code, or a source build "
             "(TORCH_CUDA_ARCH_LIST, CMAKE_CUDA_ARCHITECTURES).",
+        ),
+    ),
+    AdviceRow(
+        None,
+        "no_gpu_torch",
+        (
+            "Not a memory failure: the model was sent to a GPU that torch cannot use. Check python -c 'import "
+            "torch; print(torch.cuda.is_available(), torch.version.cuda)' and nvidia-smi: a CPU-only torch "
+            "needs a CUDA build (pip install torch --index-url https://download.pytorch.org/whl/cu128), and "
+            "a machine with no GPU loads on the CPU (a device map of cpu, or auto).",
         ),
     ),
     AdviceRow(

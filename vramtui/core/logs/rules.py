@@ -347,6 +347,14 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "other",
         r"no kernel image is available for execution|device kernel image is invalid",
     ),
+    # torch finds no GPU to put the model on: a CPU-only build, or no driver (QA 21 F2: device_map =
+    # "cuda:3" on a CPU box read "an error at load weights")
+    ErrorRule(
+        "cuda",
+        "no_gpu_torch",
+        "other",
+        r"torch not compiled with cuda enabled|found no nvidia driver on your system|no cuda gpus are available",
+    ),
     ErrorRule("vramtui: the server was killed by sig", "crash", "other"),  # SIGSEGV, SIGABRT ...
     # the launcher's line for an exit status: weak, so that the engine's own error line before it is the
     # first error; alone, it is the failure a saved log shows (QA 19 F3)

@@ -578,7 +578,11 @@ def _shown_formats(state: LogState) -> set[str]:
 
 
 # Notices a failure's cause already tells, better: a shift the model could not make is no shift made.
-_TOLD_BY_CAUSE = {"shift_unsupported": ("context_shift:",)}
+_TOLD_BY_CAUSE = {
+    "shift_unsupported": ("context_shift:",),
+    # the model was sent to a GPU torch cannot use: it failed, it does not run on the CPU
+    "no_gpu_torch": ("cpu_fallback:",),
+}
 
 
 def _quiet_failures(state: LogState, failed_starting: bool = False, cause: str | None = None) -> list[str]:

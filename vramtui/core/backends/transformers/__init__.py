@@ -5,6 +5,9 @@ How it names the shared parameters, its defaults, how it launches; the rungs it 
 
 from __future__ import annotations
 
+import difflib
+import re
+
 from vramtui.core.backends.base import Backend, Launch, Translation, bad_value, gib, no_such, switch, whole
 from vramtui.core.backends.transformers.ladder import LADDER, QUANT_ORDER
 
@@ -46,6 +49,48 @@ def _translate_transformers(backend: Backend, param: str, value: object) -> Tran
     return Translation(args=(flag, str(whole(param, value))))
 
 
+# the runner's --dtype (vramtui/runners/transformers_server.py): "auto", or torch's name of the type
+_DTYPES = ("auto", "float16", "bfloat16", "float32")
+# accelerate's device maps by name; a device ("cpu", "cuda:1", "mps") or a GPU's number puts it all there
+_DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+_DEVICE_RE = re.compile(r"(?:cpu|mps|xpu|npu|cuda|cuda:\d+|\d+)")
+
+
+def _check_dtype(value: object) -> str | None:
+    text = str(value).strip()
+    if text in _DTYPES:
+        return None
+    if text.lower() in ("float8", "fp8", "int8", "int4", "float4", "fp4", "nf4"):
+        hint = ' (8-bit and 4-bit loads are quant = "bnb-8bit" or "bnb-4bit")'
+    else:
+        near = difflib.get_close_matches(text.lower(), _DTYPES, n=1, cutoff=0.6)
+        hint = f'; did you mean "{near[0]}"?' if near else ""
+    return f"dtype = {value!r}: transformers loads at {', '.join(_DTYPES)}{hint}"
+
+
+def _check_max_memory(value: object) -> str | None:
+    from vramtui.core.errors import VramtuiError
+    from vramtui.core.estimate.devices import parse_max_memory
+
+    try:
+        caps = parse_max_memory(str(value))
+    except VramtuiError as error:
+        return f"{error} (max_memory = {value!r})"
+    if any(size <= 0 for size in caps.values()):
+        return f"max_memory = {value!r}: each device's cap must be above 0, such as 0=20GiB,cpu=64GiB"
+    return None
+
+
+def _check_device_map(value: object) -> str | None:
+    text = str(value).strip().lower()
+    if text in _DEVICE_MAPS or _DEVICE_RE.fullmatch(text):
+        return None
+    return (
+        f"device_map = {value!r}: accelerate takes {', '.join(_DEVICE_MAPS)}, or one device for the whole "
+        'model ("cpu", "cuda:0", "mps")'
+    )
+
+
 TRANSFORMERS = Backend(
     name="transformers",
     accounting="transformers",
@@ -82,6 +127,11 @@ TRANSFORMERS = Backend(
             "attn_implementation": "--attn-implementation",
             "threads": "--threads",
             "served_model_name": "--served-model-name",
+        },
+        value_checks={
+            "dtype": _check_dtype,
+            "max_memory": _check_max_memory,
+            "device_map": _check_device_map,
         },
         install="pip install 'vramtui[transformers]'",
     ),
