@@ -702,6 +702,32 @@ def test_the_inference_ladder_skips_a_batch_that_frees_nothing(demo_model: Path)
     assert step.proposal.from_ == 2048 and int(step.proposal.to) < 512  # type: ignore[call-overload]
 
 
+def test_a_request_that_failed_alone_is_no_reason_for_fewer_transformers_slots(
+    short_trained_hf: Path,
+) -> None:
+    """QA 21 F1: transformers' one saved request ran out of host memory at inference; the wizard's first
+    step was parallel 4 -> 2 (its dynamic cache grows with the sequences served, and one was), then it
+    called the setting "ignored". The request failed alone: no parallel step; the ladder's advice instead."""
+    launched: list[dict[str, object]] = []
+
+    def runs(profile: Profile) -> Any:
+        launched.append(dict(profile.params))
+        return SimpleNamespace(
+            ready=True, stage="inference", failure_stage="inference", failure="host_oom", diagnosis=None,
+            smoke=SimpleNamespace(ok=False), replay=None, log_file=None, peak_mib=600.0,
+        )  # fmt: skip
+
+    profile = Profile(backend="transformers", model=str(short_trained_hf), params={"parallel": 4})
+    result = Wizard(profile, runner=runs, record=False, auto=True).run(max_steps=3)
+    assert not result.success
+    assert not any(step.proposal is not None and step.proposal.param == "parallel" for step in result.steps)
+    assert all(params.get("parallel") == 4 for params in launched), launched
+    # llama.cpp's slots are not the same: the ladder still holds its parallel rung
+    from vramtui.core.backends import get_backend
+
+    assert not get_backend("llama.cpp").kv_grows_per_request
+
+
 def test_a_switch_reads_on_and_off_and_an_unset_value_the_engines_default() -> None:
     """QA: llama-cpp-python's steps read "flash_attn False → True"."""
     assert Proposal("flash_attn", False, True, "why").describe() == "flash_attn: off → on — why"

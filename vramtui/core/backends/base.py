@@ -281,6 +281,10 @@ class Backend:
     # Its CPU estimate bills the engine's own processes as its runtime row (vLLM's worker, engine core and
     # API server): a budget's room is not lowered by host_baseline_bytes again (QA 20 D1).
     cpu_bill_holds_engine: bool = False
+    # Its KV cache grows with the sequences being served (transformers' dynamic cache), nothing sized by
+    # `parallel` at start: for a request that failed alone (vramtui sends one at a time), a lower parallel
+    # frees nothing (QA 21 F1: 4 -> 2 was tried, then the setting was called "ignored").
+    kv_grows_per_request: bool = False
     # context = 0 means the model's own trained length (llama.cpp's `-c 0`), not an impossible value.
     context_zero_is_trained: bool = False
     # parallel = "auto" (-1): the engine picks this many slots (llama-server: 4); None: no such value.

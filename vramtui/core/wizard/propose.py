@@ -567,6 +567,8 @@ class Proposer:
         for rung in rungs:
             if rung.move == "advice":
                 continue
+            if rung.param == "parallel" and self.backend.kv_grows_per_request:
+                continue  # the request failed alone: fewer slots free nothing it used
             current = current_value(profile, rung.param)
             values = self.candidates(rung, current, profile)
             if now is not None:  # a value the arithmetic says frees nothing is no step

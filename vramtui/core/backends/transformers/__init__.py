@@ -138,6 +138,7 @@ TRANSFORMERS = Backend(
     ladder=LADDER,
     quant_order=QUANT_ORDER,
     model_is_folder=True,
+    kv_grows_per_request=True,
     version_packages=("transformers", "torch", "accelerate"),
     arg_packages={
         "flash_attention_2": ("flash_attn", "flash-attn"),
