@@ -366,6 +366,13 @@ def test_weights_host_ram_could_not_hold_get_transformers_settings() -> None:
     assert 'dtype = "bfloat16"' in advice and "1200 MiB" in advice
     # under vramtui's address-space budget a disk offload is mapped all the same: not offered (QA 13)
     assert 'device_map = "auto"' not in advice
+    # QA 21 F3: loaded at bfloat16 already (the profile's dtype), the same failure is not told to load at
+    # 16 bits: the float32 file is mapped whole whatever the dtype
+    bf16 = diagnose_file(LOGS / "transformers-budget-1000-bf16-mmap-weights.log")
+    assert (bf16.failure, bf16.failure_stage) == ("host_oom", "load_weights")
+    said = " ".join(bf16.advice)
+    assert 'dtype = "bfloat16"' not in said and "loaded at 16 bits already" in said
+    assert 'quant = "bnb-4bit"' in said and "1000 MiB" in said
 
 
 @pytest.mark.parametrize(
@@ -382,3 +389,42 @@ def test_a_c_function_failing_without_an_exception_under_the_budget_is_the_budge
     text = (LOGS / name).read_text()
     without = diagnose_text("\n".join(line for line in text.splitlines() if "memory budget" not in line))
     assert without.cause == "null_return" and "memory_budget" not in " ".join(without.advice)
+
+
+def test_a_failure_whose_traceback_began_before_vramtuis_stop_is_the_failure() -> None:
+    """QA 21 F4: a saved request ran out of host memory; vramtui stopped the server as the empty answer
+    came back, and its stop line landed inside the runner's traceback (real run log). The error line after
+    the stop read "no failure; vramtui stopped the server itself"."""
+    log = LOGS / "transformers-budget-1100-request-oom-stop-midtrace.log"
+    lines = log.read_text().splitlines()
+    stop = next(n for n, line in enumerate(lines, 1) if "vramtui: stopping the server" in line)
+    diagnosis = diagnose_file(log, kernel_log=lambda: None)
+    assert (diagnosis.failure, diagnosis.failure_stage) == ("host_oom", "inference"), diagnosis.summary
+    assert diagnosis.first_error_line is not None and diagnosis.first_error_line > stop
+    # an error whose report began after the stop is still the stop's doing
+    began = next(n for n, line in enumerate(lines, 1) if line.endswith("Traceback (most recent call last):"))
+    assert began < stop
+    report = ["Traceback (most recent call last):", '  File "x.py", line 1', "RuntimeError: boom"]
+    after = [*lines[: began - 1], lines[stop - 1], *report]
+    assert not diagnose_text("\n".join(after), kernel_log=lambda: None).failed
+
+
+def test_an_answer_that_came_back_empty_is_explained_by_the_logs_failure() -> None:
+    """QA 21 F4: the empty answer read "the chat template probably does not match the model" beside a log
+    that shows the request's out-of-memory error."""
+    from vramtui.core.launch.launcher import _told_by_log
+    from vramtui.core.launch.smoke import SmokeResult
+
+    diagnosis = diagnose_file(
+        LOGS / "transformers-budget-1100-request-oom-stop-midtrace.log", kernel_log=lambda: None
+    )
+    empty = SmokeResult(
+        False, 200, "answered 200 with empty text: the chat template probably does not match", kind="empty"
+    )
+    told = _told_by_log(empty, diagnosis)
+    assert told is not None and "chat template" not in told.meaning
+    assert told.meaning.startswith("answered 200 with empty text, and the server's log says why: a host-RAM")
+    assert f"(line {diagnosis.first_error_line})" in told.meaning
+    # a log with no failure while serving leaves the guess as it was
+    healthy = diagnose_text("main: server is listening on http://127.0.0.1:8080\n", kernel_log=lambda: None)
+    assert _told_by_log(empty, healthy) is empty

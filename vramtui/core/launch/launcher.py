@@ -1010,6 +1010,32 @@ def run_check(
     return _result(server, smoke, launch_message, replayed)
 
 
+# answers whose meaning is vramtui's guess from the text, and how they came back
+_GUESSED = {"empty": " with empty text", "garbled": " with garbled text"}
+
+
+def _told_by_log(request: SmokeResult | None, diagnosis: Any | None) -> SmokeResult | None:
+    """An empty or broken answer whose server logged a failure while serving: the log's failure is why,
+    not a guess from the answer (QA 21 F4: an out-of-memory request read "the chat template probably does
+    not match the model")."""
+    if (
+        request is None
+        or request.ok
+        or request.kind not in _GUESSED  # an engine's own answer ("maximum context length is 2048") stays
+        or diagnosis is None
+        or not getattr(diagnosis, "failed", False)
+        or getattr(diagnosis, "failure_stage", None) != "inference"
+    ):
+        return request
+    from vramtui.core.logs.advice import FAILURE_WORDS
+
+    words = FAILURE_WORDS.get(diagnosis.failure, diagnosis.failure)
+    where = f" (line {diagnosis.first_error_line})" if diagnosis.first_error_line else ""
+    how = _GUESSED[request.kind]
+    said = f"answered {request.status}{how}, and the server's log says why: {words}{where}"
+    return dataclasses.replace(request, meaning=said)
+
+
 def refused_arguments(lines: list[LogLine]) -> str | None:
     """What the server said when it refused its command line (argparse, llama.cpp, cobra), or None."""
     for line in lines:
@@ -1076,6 +1102,7 @@ def _result(
         else:
             failure, failure_stage = f"replay_{replayed.kind}", "inference"
 
+    smoke, replayed = _told_by_log(smoke, diagnosis), _told_by_log(replayed, diagnosis)
     message = launch_message or _message(server, smoke, failure, failure_stage, diagnosis, replayed)
     budget = server.profile.memory_budget
     return CheckResult(

@@ -1145,6 +1145,7 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
         diagnosis.engine_figures.get("kv_cache_memory_bytes")
     ),
     "cpu_platform": lambda diagnosis, formats, profile: "cpu_platform" in formats,
+    "weights_16bit": lambda diagnosis, formats, profile: "weights_16bit" in formats,
     "reads_gguf": lambda diagnosis, formats, profile: profile is not None and profile.reads_gguf,
     "local_path": lambda diagnosis, formats, profile: _missing_path(diagnosis) is not None,
     "shared_context": lambda diagnosis, formats, profile: (

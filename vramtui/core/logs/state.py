@@ -55,6 +55,9 @@ class _Found:
     stage: str
     defaulted: bool = False  # no line said where: the stage is the class's default
     framed: bool = False  # its own traceback's frames said where (a load's Module.to, a profile run)
+    # the line its report began on (its traceback's header), where that was before it: a stop written
+    # while a traceback was still being printed came after the failure, not before it (QA 21 F4)
+    began: int | None = None
 
 
 # An error line that says it happened while loading ("Failed to load model - not enough GPU memory",
@@ -404,6 +407,7 @@ class LogState:
             known or rule.default_stage or _DEFAULT_STAGE[rule.hint or rule.failure],
             known is None,
             framed=stage is not None and not rule.stage,
+            began=self.tb_start[0] if self.tb_start is not None and info.exception is not None else None,
         )
         if rule.strong:
             self.strong = found

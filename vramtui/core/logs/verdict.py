@@ -332,7 +332,7 @@ def _own_stop(pick: _Pick, state: LogState) -> None:
     """vramtui stopped the server itself: a kill or an exit after that line is its stop, not a failure."""
     stop = state.notices.get("mark:own_stop")
     found = pick.found
-    if stop is not None and found is not None and found.number > stop[0]:
+    if stop is not None and found is not None and min(found.number, found.began or found.number) > stop[0]:
         pick.found, pick.failure, pick.cause, pick.inferred = None, "none", None, False
 
 
@@ -574,6 +574,8 @@ def _shown_formats(state: LogState) -> set[str]:
         formats.add("flash_attn")  # llama.cpp's compute buffer then hardly grows with the context
     if "mark:cpu_platform" in state.notices:
         formats.add("cpu_platform")  # the engine runs on the CPU: its memory knobs are the host's
+    if "mark:weights_16bit" in state.notices:
+        formats.add("weights_16bit")  # the weights load at 16 bits already: "load at 16 bits" is no advice
     return formats
 
 

@@ -65,9 +65,18 @@ PROFILE = LogProfile(
         # QA 11: the weights did not fit host RAM (or its budget): the llama.cpp words ("a smaller file")
         # named nothing a transformers user sets
         "host_weights": (
-            "Host RAM could not hold the weights: load them at 16 bits if they load wider (dtype = "
-            '"bfloat16"), quantize at load where bitsandbytes runs (quant = "bnb-4bit", a CUDA GPU), or use '
-            "a pre-quantized checkpoint or a smaller model.",
+            Say(
+                "Host RAM could not hold the weights: load them at 16 bits if they load wider (dtype = "
+                '"bfloat16"), quantize at load where bitsandbytes runs (quant = "bnb-4bit", a CUDA GPU), or '
+                "use a pre-quantized checkpoint or a smaller model.",
+                when="!weights_16bit",
+            ),
+            Say(
+                "Host RAM could not hold the weights, loaded at 16 bits already (a lower dtype is no way "
+                'out): quantize at load where bitsandbytes runs (quant = "bnb-4bit", a CUDA GPU), or use a '
+                "pre-quantized checkpoint or a smaller model.",
+                when="weights_16bit",
+            ),
             # under vramtui's address-space budget the offloaded weights are mapped all the same (QA 13: the
             # same failure with device_map and max_memory already set)
             Say(
@@ -426,6 +435,15 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         "torch not compiled with cuda",
         "cpu_fallback",
         "this torch has no CUDA: the model runs on the CPU",
+        backend="transformers",
+    ),
+    # vramtui's runner says the dtype it loads at: at 16 bits already, "load at 16 bits" is no advice
+    # (QA 21 F3: dtype = "bfloat16" advised where it was set)
+    NoticeRule(
+        "vramtui-runner: loading weights",
+        "mark",
+        "weights_16bit",
+        r"vramtui-runner: loading weights from .*\(dtype=torch\.b?float16\b",
         backend="transformers",
     ),
 )
