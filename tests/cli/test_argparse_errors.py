@@ -36,6 +36,10 @@ def test_a_flag_argparse_refuses_is_one_line_and_exit_2(argv: list[str], says: s
             "vramtui: --gpu-mem: not a memory size: '-5GiB'",
         ),
         (["estimate", "--params", "8B", "--ctx", "-32k"], "vramtui: --ctx: a context is positive, not -32k"),
+        (
+            ["estimate", "--params", "8B", "--gpu-mem", "24GiB,24GiB", "-ts", "-1,2"],
+            "vramtui: --tensor-split: '-1,2': proportions must be non-negative",
+        ),
     ],
 )
 def test_a_negative_value_with_a_unit_is_the_flags_own_error(argv: list[str], says: str) -> None:
@@ -49,12 +53,14 @@ def test_a_negative_value_with_a_unit_is_the_flags_own_error(argv: list[str], sa
 def test_joining_leaves_flags_and_plain_values_alone() -> None:
     from vramtui.cli import join_negative_values
 
-    assert join_negative_values(["estimate", "--gpu-mem", "-5GiB", "-x", "-5"]) == [
+    assert join_negative_values(["estimate", "--gpu-mem", "-5GiB", "-5", "-6"]) == [
         "estimate",
         "--gpu-mem=-5GiB",
-        "-x",
         "-5",
+        "-6",
     ]
+    # a short flag's negative list (QA 21 F10: `-ts -1,2` read "expected one argument")
+    assert join_negative_values(["estimate", "m.gguf", "-ts", "-1,2"]) == ["estimate", "m.gguf", "-ts=-1,2"]
     assert join_negative_values(["diagnose", "--json", "--since=-5"]) == ["diagnose", "--json", "--since=-5"]
 
 

@@ -76,15 +76,16 @@ _NEGATIVE_VALUE = re.compile(r"-\d[\d.,]*\s*[A-Za-z%]*")
 
 
 def join_negative_values(argv: Sequence[str]) -> list[str]:
-    """`--gpu-mem -5GiB` as `--gpu-mem=-5GiB`."""
+    """`--gpu-mem -5GiB` as `--gpu-mem=-5GiB`, and `-ts -1,2` as `-ts=-1,2` (QA 21 F10)."""
     joined: list[str] = []
     for token in argv:
         previous = joined[-1] if joined else ""
         if (
             _NEGATIVE_VALUE.fullmatch(token)
-            and previous.startswith("--")
+            and previous.startswith("-")
+            and not _NEGATIVE_VALUE.fullmatch(previous)
             and "=" not in previous
-            and len(previous) > 2
+            and len(previous) > 1
         ):
             joined[-1] = f"{previous}={token}"
         else:

@@ -85,6 +85,8 @@ def test_unknown_top_level_keys_are_errors(tmp_path: Path) -> None:
             r"unknown parameter 'contxt' under \[params\] for llama-cpp-python: did you mean context\?",
         ),
         ({"n_gpu_layerz": 9}, r"did you mean gpu_layers\?"),
+        # QA 21 F11: llama-cpp-python's own flag, spelt as it spells it (--n_ctx)
+        ({"n_ctx": 4096}, r"did you mean context\? \(llama-cpp-python's --n_ctx is context here\)"),
         ({"zzz": 1}, r"unknown parameter 'zzz'.*extra_args"),
         ({"port": 8000}, r"^port belongs at the top level, not under \[params\]$"),
         ({"memory_budget": "1GiB"}, r"memory_budget belongs under \[limits\]"),

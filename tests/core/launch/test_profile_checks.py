@@ -139,6 +139,33 @@ def test_impossible_values_for_transformers(params: dict[str, object], message: 
 
 
 @pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("load_in_4bit", 'quant = "bnb-4bit"'),
+        ("load_in_8bit", 'quant = "bnb-8bit"'),
+        ("max_length", "context"),
+    ],
+)
+def test_transformers_api_words_name_their_setting(name: str, said: str) -> None:
+    """QA 21 F11: load_in_4bit, what an HF user types first, got no hint."""
+    with pytest.raises(VramtuiError, match=f"unknown parameter '{name}'.*did you mean {re.escape(said)}\\?"):
+        profile_from_dict({"backend": "transformers", "model": "/m", "params": {name: True}})
+
+
+def test_a_cap_of_one_says_leave_it_out(tmp_path: Path) -> None:
+    """QA 21 F13: "set parallel = 1 or less" where 0 is refused too."""
+    (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
+    path = tmp_path / "p.toml"
+    path.write_text(
+        'backend = "llama-cpp-python"\nmodel = "m.gguf"\n[params]\nparallel = 4\n', encoding="utf-8"
+    )
+    done = vramtui("check", str(path))
+    assert done.returncode == 2 and done.stderr.strip().endswith("set parallel = 1 (or leave it out)"), (
+        done.stderr
+    )
+
+
+@pytest.mark.parametrize(
     "params",
     [
         {"max_memory": "0=10GiB,cpu=30GiB"},

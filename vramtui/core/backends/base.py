@@ -285,6 +285,9 @@ class Backend:
     # `parallel` at start: for a request that failed alone (vramtui sends one at a time), a lower parallel
     # frees nothing (QA 21 F1: 4 -> 2 was tried, then the setting was called "ignored").
     kv_grows_per_request: bool = False
+    # Words its users type from the engine's own API that are a setting here under another name
+    # (transformers' load_in_4bit is quant = "bnb-4bit"): said in the unknown-parameter line.
+    param_words: dict[str, str] = field(default_factory=dict)
     # context = 0 means the model's own trained length (llama.cpp's `-c 0`), not an impossible value.
     context_zero_is_trained: bool = False
     # parallel = "auto" (-1): the engine picks this many slots (llama-server: 4); None: no such value.

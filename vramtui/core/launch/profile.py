@@ -199,6 +199,11 @@ def _whole_as_int(value: object) -> object:
     return value
 
 
+def _at_most(name: str, cap: int) -> str:
+    """What to set: a cap of 1 is the only value, which leaving it out gives (QA 21 F13: "1 or less")."""
+    return f"set {name} = 1 (or leave it out)" if cap == 1 else f"set {name} = {cap} or less"
+
+
 def known_params(backend: Backend) -> tuple[str, ...]:
     """The [params] names a backend takes: the shared vocabulary, then its own pass-through ones."""
     launch = backend.launch
@@ -221,7 +226,11 @@ def check_param_name(backend: Backend, name: str) -> None:
     # llama.cpp's --ctx-size in a vLLM profile, QA 15): its shared name, this engine's first
     flag = "--" + name.replace("_", "-")
     owner, own = _flag_owner(backend, flag)
-    close = [own] if own else difflib.get_close_matches(name, takes, n=1, cutoff=0.6)
+    if own is None:  # llama-cpp-python spells its flags with underscores (--n_ctx): QA 21 F11
+        owner, own = _flag_owner(backend, "--" + name)
+        flag = "--" + name if own else flag
+    said = backend.param_words.get(name)  # the engine's own API's word (load_in_4bit): its setting here
+    close = [said] if said else [own] if own else difflib.get_close_matches(name, takes, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]}? " if close else ""
     hint += f"({owner}'s {flag} is {own} here) " if own else ""
     raise VramtuiError(
@@ -690,7 +699,7 @@ def runnable_refusal(profile: Profile) -> Refusal | None:
             cap = backend.max_sequences
             if cap is not None and parallel > cap:
                 return Refusal(
-                    f"parallel = {parallel}: {refusal}; set parallel = {cap} or less", "parallel", cap
+                    f"parallel = {parallel}: {refusal}; {_at_most('parallel', cap)}", "parallel", cap
                 )
             said = f" (batch is unset: {tokens} is {backend.name}'s default on this machine)" if unset else ""
             # a batch below the sequences: fewer sequences start it without more activation memory

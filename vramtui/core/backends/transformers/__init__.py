@@ -139,6 +139,13 @@ TRANSFORMERS = Backend(
     quant_order=QUANT_ORDER,
     model_is_folder=True,
     kv_grows_per_request=True,
+    param_words={
+        "load_in_4bit": 'quant = "bnb-4bit"',
+        "load_in_8bit": 'quant = "bnb-8bit"',
+        "quantization_config": 'quant = "bnb-4bit" or "bnb-8bit"',
+        "max_new_tokens": "context (the runner's --max-length: prompt and answer together)",
+        "max_length": "context",
+    },
     version_packages=("transformers", "torch", "accelerate"),
     arg_packages={
         "flash_attention_2": ("flash_attn", "flash-attn"),
