@@ -57,6 +57,10 @@ class MemoryAccounting:
     # types for the llama.cpp family; the HF engines add the checkpoint's own 16-bit type first).
     typical_quants: tuple[str, ...] = ("q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "q8_0", "f16")
 
+    # Where the engine reads a config's vision tower from when not from the model's own weights (llama.cpp:
+    # its --mmproj file): said in place of "kept 16-bit", which reads as billed (QA 21 F9). None: billed.
+    tower_elsewhere: str | None = None
+
     def size(self, info: ModelInfo, settings: Settings) -> Estimate:
         raise NotImplementedError
 

@@ -378,6 +378,8 @@ class Estimate:
     max_parallel_all_layers: bool = False
     gpu_layers_fit: int | None = None
     n_cpu_moe_fit: int | None = None  # the fewest layers whose experts go to the host for it to fit
+    # the first quantization at load, in the engine's own order (bnb-8bit, bnb-4bit; fp8), that fits
+    quant_fit: str | None = None
     # several cards: the --tensor-split (layers per card, the output layer on the last) that fits them all
     tensor_split_fit: tuple[int, ...] | None = None
     expert_host_bytes: int = 0  # of weights_host_bytes: the tensors the offload rules put in host RAM
@@ -799,6 +801,34 @@ def _solve_layers(info: ModelInfo, settings: Settings, est: Estimate) -> None:
         )
 
 
+def _solve_quant(info: ModelInfo, settings: Settings, est: Estimate) -> None:
+    """The first quantization at load, in the engine's own order, that fits (QA 21 F6: a transformers run
+    over its card was offered no way out, where bnb-8bit or bnb-4bit would do). Said after the moves that
+    keep the weights as they are; a checkpoint quantized ahead is not quantized again."""
+    order = get_backend(settings.backend).quant_order
+    if est.fits or est.refused or not order or info.quant or settings.quant not in order:
+        return
+    for quant in order[order.index(settings.quant) + 1 :]:
+        if quant is None:
+            continue
+        trial = _estimate_core(info, replace(settings, quant=quant))
+        if trial.fits:
+            est.quant_fit = quant
+            spare = format_bytes(max(trial.usable_bytes - trial.total_bytes, 0))
+            est.notes.append(f"with --quant {quant} (quantized at load) it fits, {spare} to spare")
+            return
+
+
+def _model_notes(info: ModelInfo, memory: MemoryAccounting) -> list[str]:
+    """The model's own notes, as this engine reads the model (a vision tower in a file of its own)."""
+    if not (info.vision_params and memory.tower_elsewhere):
+        return list(info.notes)
+    said = (
+        f"vision tower: {info.vision_params / 1e9:.3f}B parameters in vision_config; {memory.tower_elsewhere}"
+    )
+    return [said if note.startswith("vision tower: ") else note for note in info.notes]
+
+
 def _drop_ignored(settings: Settings) -> str | None:
     """Reset what the engine has no knob for (its accounting's `ignores`) and say which flags those were."""
     defaults = Settings()
@@ -910,7 +940,7 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     _applied_quant(info, settings, est)
     if est.load_peak_fits is False:
         # no context or batch helps while the 16-bit load itself does not fit; the reason says so
-        est.notes = list(dict.fromkeys(info.notes + est.notes))
+        est.notes = list(dict.fromkeys(_model_notes(info, memory) + est.notes))
         return est
     _check_trained_context(info, settings, est)
     _solve_context(info, settings, est)
@@ -943,13 +973,14 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
         if info.is_moe and memory.offloads_tensors:  # experts to the host first: cheaper than layers
             _solve_experts(info, settings, est)
         _solve_layers(info, settings, est)
+    _solve_quant(info, settings, est)
     if not est.fits and est.max_context:
         est.notes.append(f"largest context that fits: {est.max_context}")
     if info.is_moe:
         est.notes.append(_moe_note(info, est))
     if info.kv_lora_rank and settings.mla != 0:  # ik_llama.cpp's -mla 0 keeps per-head K and V
         est.notes.append("MLA: the cache holds a latent per token, not per-head K/V")
-    est.notes = list(dict.fromkeys(info.notes + est.notes))
+    est.notes = list(dict.fromkeys(_model_notes(info, memory) + est.notes))
     return est
 
 

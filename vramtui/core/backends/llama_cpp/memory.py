@@ -319,6 +319,7 @@ class LlamaCppMemory(MemoryAccounting):
 
     solver_step = CELL_PAD
     context_is_per_sequence = False
+    tower_elsewhere = "llama.cpp reads it from its own --mmproj file, not from these weights: not billed here"
     places_layers = True
     offloads_tensors = True
     engine_probe = True

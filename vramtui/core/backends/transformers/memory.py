@@ -95,6 +95,15 @@ class TransformersMemory(MemoryAccounting):
         batch = settings.parallel or 1
         kv_dtype = self.kv_dtype(info, settings)
         weights, peak, notes = hf_weights_bytes(info, settings.quant)
+        if peak is not None:
+            # bitsandbytes, the one in-flight method here, quantizes each weight as it is loaded
+            # (transformers' Bnb8bitQuantize / Bnb4bitQuantize ops, 5.x): no 16-bit copy of the whole
+            # model is ever on the card (QA 21 F6: an 8B at 8 bits "does not fit" 12 GiB for its load peak)
+            peak = None
+            notes = [note for note in notes if "applied while loading" not in note]
+            notes.append(
+                f"bitsandbytes ({settings.quant}) quantizes each weight as it loads: no 16-bit load peak"
+            )
         notes[:0] = cast
         # several cards, or one with the profile's max_memory (its caps and host RAM offload): the device map
         if (settings.several or settings.max_memory) and settings.on_gpu:

@@ -417,12 +417,17 @@ class VllmMemory(MemoryAccounting):
             device_bytes=settings.device_bytes,
             usable_bytes=budget,
             fits=kv_available > 0 and kv_tokens >= context and graphs_fit and peak_problem is None,
+            # no context or concurrency runs while the 16-bit read does not fit (QA 21 F7: the solvers
+            # gave 163,840 tokens beside a load that cannot happen)
+            load_peak_bytes=load_peak,
+            load_peak_fits=None if load_peak is None else peak_problem is None,
             n_layers=info.n_layers,
             kv_dtype=kv_dtype,
             kv_cells=kv_tokens,
             kv_cache_tokens=kv_tokens,
             kv_longest_request=cache.longest,
-            max_concurrency=_max_concurrency(kv_tokens, context),
+            # it never loads while the 16-bit read does not fit: it prints no capacity then
+            max_concurrency=_max_concurrency(kv_tokens, context) if peak_problem is None else None,
             reason=reason,
             notes=notes,
             bill=bill,
