@@ -48,8 +48,22 @@ def run(args: argparse.Namespace) -> int:
         print("vramtui demo: no terminal, so it runs headless (as --auto)", file=sys.stderr)
     from vramtui.cli.wizard import run_wizard
     from vramtui.core.demo import demo_profile
+    from vramtui.core.estimate.calibrate import data_dir
 
     args.auto = True  # headless means nobody to ask
-    args.save = None
+    # the profile that runs is kept, and shown: what a new user writes next for a model of their own (QA 21
+    # F14: the demo ended without showing what it had launched)
+    saved = data_dir() / "demo" / "vramtui-demo.toml"
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    args.save = str(saved)
     args.margin = 0.9
-    return run_wizard(demo_profile(), args)
+    status = run_wizard(demo_profile(), args)
+    if not args.json and status == 0 and saved.is_file():
+        print(f"\nthe profile that runs ({saved}):")
+        for line in saved.read_text(encoding="utf-8").strip().splitlines():
+            print(f"  {line}" if line else "")
+        print(
+            "yours: the same with your model, backend and memory_budget (README, 'A bring-up session'); "
+            "then `vramtui check yours.toml`, and `vramtui wizard yours.toml` when it fails"
+        )
+    return status

@@ -45,3 +45,8 @@ def test_demo_headless_json(tmp_path: Path) -> None:
     assert data["stress"]["answered"] == 2 and len(data["stress"]["floors_mib"]) == 2
     assert Path(data["record"]).is_relative_to(tmp_path / "data" / "vramtui" / "wizard")
     assert any((tmp_path / "cache" / "vramtui" / "demo").glob("*.gguf"))  # generated and cached there
+    # the profile that runs is kept where a user's data is, and loads (QA 21 F14: never shown)
+    from vramtui.core.launch.profile import load_profile
+
+    saved = load_profile(tmp_path / "data" / "vramtui" / "demo" / "vramtui-demo.toml")
+    assert saved.params["context"] == data["final_params"]["context"] and saved.memory_budget is not None
