@@ -1006,6 +1006,72 @@ def test_a_slots_threads_count_against_a_host_budget_and_fewer_slots_come_first(
     assert int(proposal.to) < 16 and "after it makes it fit" in proposal.why  # type: ignore[call-overload]
 
 
+def test_fewer_slots_count_in_all_at_once_though_alone_they_free_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA 22 (QA 20 D7 again): 8 slots of a 262144-token context under 190 MiB. One slot alone frees
+    nothing (its compute buffer grows with the slot's context), so it was left out of "every change at
+    once", and the wizard stopped: "not even all of them at once". By hand, context 2048 with one slot
+    runs. Fewer slots count in that check now, and the wizard takes a step."""
+    from vramtui.core.wizard.budget import MemoryModel, changed
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.propose import Findings, Proposer
+
+    monkeypatch.setattr("vramtui.core.wizard.budget._host_baseline", lambda profile: 147 * MIB)
+    model_file = tmp_path / "m.gguf"
+    spec = {"n_layer": 4, "n_embd": 256, "n_head": 4, "n_head_kv": 4, "n_ff": 512, "context_length": 262144}
+    write_tiny_gguf(model_file, TinyModelSpec(**spec))  # type: ignore[arg-type]
+    profile = Profile(
+        backend="llama.cpp", model=str(model_file), params={"context": 262144, "parallel": 8},
+        memory_budget=190 * MIB, port=0,
+    )  # fmt: skip
+    memory = MemoryModel(profile)
+    now = memory.predict(profile)
+    alone = memory.predict(changed(profile, [("parallel", 1)]))
+    assert now is not None and alone is not None and needed_bytes(alone) >= needed_bytes(now)
+    small = memory.predict(changed(profile, [("context", 2048), ("parallel", 1), ("kv_dtype", "q4_0")]))
+    assert small is not None and memory.fits(small)
+    failed = Observation(
+        ready=False, smoke_ok=None, stage="kv_cache", failure_stage="kv_cache", failure="host_oom"
+    )
+    findings = Findings()
+    proposal = Proposer(memory, findings).propose(profile, failed, set())
+    assert proposal is not None, (findings.stop_reason, findings.advice)
+    assert proposal.param != "parallel"  # alone it frees nothing: not the first relaunch
+
+
+def test_the_first_of_two_changes_frees_something_itself() -> None:
+    """QA 22: an attached llama-server (-c 4096 -np 2) over its budget was told parallel 2 -> 1 "not
+    enough alone; a change of context after it makes it fit": one cache of the same 4096 cells, its bill
+    grew. The first change of a pair frees something itself."""
+    from vramtui.core.memory.parts import MemoryBill
+    from vramtui.core.wizard.proposal import Proposal
+    from vramtui.core.wizard.propose import first_of_a_pair
+
+    def bill(mib: float) -> MemoryBill:
+        made = MemoryBill()
+        made.add(HOST, "kv_cache", int(mib * MIB))
+        return made
+
+    sizes = {(): 64.5, ("parallel",): 66.5, ("context",): 48.5, ("context", "parallel"): 40.0}
+
+    class Model:
+        def predict(self, profile: Profile) -> MemoryBill:
+            changed = tuple(sorted(k for k in ("context", "parallel") if profile.params.get(k) != start[k]))
+            return bill(sizes[changed])
+
+        def fits(self, made: MemoryBill) -> bool:
+            return needed_bytes(made) <= 45 * MIB
+
+    start = {"context": 4096, "parallel": 2}
+    profile = Profile(backend="llama.cpp", model="m.gguf", params=dict(start), port=0)
+    parallel = Proposal("parallel", 2, 1, "why", "fewer slots")
+    context = Proposal("context", 4096, 2048, "why", "a shorter context")
+    options = [(None, parallel, bill(66.5)), (None, context, bill(48.5))]
+    chosen = first_of_a_pair(Model(), profile, options)  # type: ignore[arg-type]
+    assert chosen is context and "a change of parallel after it makes it fit" in chosen.why
+
+
 def test_a_context_cut_says_what_each_slot_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """QA 12: context steps went down to 256 tokens a slot, said only as "long prompts no longer fit"."""
     from vramtui.core.wizard.budget import MemoryModel

@@ -285,6 +285,10 @@ def _fitting_split(
     )
 
 
+# A change whose predicted bill is not below this share of now frees nothing worth a relaunch.
+FREES_SOMETHING = 0.98
+
+
 def _needs_less(bill: MemoryBill | None, now: MemoryBill) -> bool:
     """Does a change's predicted bill need less than now (unknown: assume it might)?"""
     return bill is None or needed_bytes(bill) < needed_bytes(now)
@@ -327,10 +331,18 @@ def smallest_fitting(
 def first_of_a_pair(model: MemoryModel, profile: Profile, options: list[Option]) -> Proposal | None:
     """Nothing fits in one step: the first change, in the ladder's order, that another change after it
     makes fit. "The change that frees most" cut a 16-slot server's context to 4096 (256 tokens a slot)
-    where fewer slots and a shorter context left every slot more (QA 12)."""
-    moves = [proposal for _, proposal, bill in options if bill is not None and proposal.then is None]
-    for first in moves:
-        for second in moves:
+    where fewer slots and a shorter context left every slot more (QA 12). The first change frees something
+    itself: one that frees nothing is a relaunch spent for no gain (QA 22: parallel 2 -> 1 in one unified
+    cache of the same context, whose bill grew)."""
+    now = model.predict(profile)
+    seconds = [proposal for _, proposal, bill in options if bill is not None and proposal.then is None]
+    firsts = [
+        proposal
+        for _, proposal, bill in options
+        if proposal in seconds and (now is None or needed_bytes(bill) < FREES_SOMETHING * needed_bytes(now))
+    ]
+    for first in firsts:
+        for second in seconds:
             if second.param == first.param:
                 continue
             both = model.predict(changed(profile, [(first.param, first.to), (second.param, second.to)]))
@@ -455,6 +467,7 @@ class Proposer:
         seen = {(r.param, r.move) for r in rungs}
         fallback = [r for r in fallback if (r.param, r.move) not in seen and r.param not in skipped]
         options: list[Option] = []
+        idle: list[Proposal] = []  # changes that free nothing alone, but may beside others (fewer slots)
         for rung in [*rungs, *fallback]:
             if rung.move == "advice":
                 continue
@@ -465,11 +478,12 @@ class Proposer:
                 continue
             proposal, bill = self._best_value(profile, rung, obs)
             if proposal is None:
+                idle.extend(self._idle_move(profile, rung))
                 continue
             if bill is not None and self.model.fits(bill):
                 return proposal
             options.append((rung, proposal, bill))
-        if self._out_of_reach(profile, stage, options, skipped, obs):
+        if self._out_of_reach(profile, stage, options, skipped, obs, idle):
             return None
         chosen = self._best_of(profile, options)
         if chosen is not None:
@@ -481,21 +495,37 @@ class Proposer:
         return None
 
     def _out_of_reach(
-        self, profile: Profile, stage: str, options: list[Option], skipped: set[str], obs: Observation
+        self,
+        profile: Profile,
+        stage: str,
+        options: list[Option],
+        skipped: set[str],
+        obs: Observation,
+        idle: list[Proposal],
     ) -> bool:
         """Not even every change on the ladder at once makes room (reach.out_of_reach): stop, and say why.
-        Only for a start that failed: a server that came up (an attached one over its budget) shows the
-        estimate's footprint is not the whole story."""
+        Every change counts at once, those that free nothing alone too (QA 22: fewer slots free their
+        threads' stacks only beside a shorter context; "not even all at once" left them out). Only for a
+        start that failed: a server that came up (an attached one over its budget) shows the estimate's
+        footprint is not the whole story."""
         if obs.works or obs.ready or obs.runs_over_budget:
             return False
         moves = [proposal for _, proposal, bill in options if bill is not None]
         if len(moves) < len(options):  # a move with no arithmetic may still help
             return False
-        found = out_of_reach(self.model, profile, stage, moves, skipped)
+        found = out_of_reach(self.model, profile, stage, [*moves, *idle], skipped)
         if found is None:
             return False
         self.findings.advice, self.findings.stop_reason = found
         return True
+
+    def _idle_move(self, profile: Profile, rung: Rung) -> list[Proposal]:
+        """The rung's furthest value, for the all-at-once check only (no step is made of it alone)."""
+        current = current_value(profile, rung.param)
+        values = [v for v in self.candidates(rung, current, profile) if not same_value(v, current)]
+        if not values or rung.param in ("model", "quant", "flash_attn"):  # files and switches: not a size
+            return []
+        return [Proposal(rung.param, current, values[-1], "", rung.label)]
 
     def _no_room(self, obs: Observation) -> bool:
         """The engine's own footprint (its baseline, measured) already takes the whole budget: no setting
@@ -551,7 +581,7 @@ class Proposer:
         predicted = [
             (needed_bytes(bill), proposal)
             for _, proposal, bill in options
-            if bill is not None and (now is None or needed_bytes(bill) < 0.98 * needed_bytes(now))
+            if bill is not None and (now is None or needed_bytes(bill) < FREES_SOMETHING * needed_bytes(now))
         ]
         if predicted:
             _, proposal = min(predicted, key=lambda option: option[0])
