@@ -108,6 +108,26 @@ def test_the_exports_carry_the_speed_before_the_step(tmp_path: Path) -> None:
     assert "| 181.4 | 292.6 |" in step_line
 
 
+def test_the_exports_carry_the_prediction_and_its_verification(tmp_path: Path) -> None:
+    """QA 22: the Markdown and CSV exports had no prediction and no verification: only the terminal and
+    --json said "predicted ~163 MiB ... the engine printed 162 MiB" and "the log confirms n_ctx"."""
+    path = tmp_path / "rec.jsonl"
+    said = [
+        "the log confirms n_ctx = 16384",
+        "predicted ~163 MiB for the buffers; the engine printed 162 MiB",
+    ]
+    with StepRecorder(path) as recorder:
+        recorder.append("session", profile={"backend": "llama.cpp", "model": "m.gguf", "params": {}})
+        recorder.append("step", **_step(0, "first_run"))
+        recorder.append("step", **_step(1, "works", predicted_mib=186.5, verification=said))
+    session = open_session(path)
+    rows = list(csv.DictReader(io.StringIO(to_csv(session))))
+    assert rows[1]["predicted_mib"] == "186.5" and rows[1]["verification"] == "; ".join(said)
+    assert rows[0]["verification"] == "" and list(rows[0])[-1] == "log_file"
+    step_line = next(line for line in to_markdown(session).splitlines() if line.startswith("| 1 |"))
+    assert "| 186.5 | the log confirms n_ctx = 16384; predicted ~163 MiB" in step_line
+
+
 def test_a_torn_last_line_and_an_unfinished_step_survive(tmp_path: Path) -> None:
     path = tmp_path / "rec.jsonl"
     with StepRecorder(path) as recorder:

@@ -39,6 +39,10 @@ STEP_FIELDS: tuple[str, ...] = (
     "ttft_s",
     "tokens_per_s",
     "tokens_per_s_before",
+    # what the step predicted, and how the run bore it out (the log's confirmation, the engine's printed
+    # figure beside the prediction): QA 22, the exports had lost both
+    "predicted_mib",
+    "verification",
     "log_file",
 )
 
@@ -188,6 +192,8 @@ def list_sessions(folder: str | Path | None = None) -> list[Path]:
 def _cell(value: Any) -> str:
     if value is None:
         return ""
+    if isinstance(value, list | tuple):  # a step's verification notes
+        return "; ".join(_cell(item) for item in value)
     if isinstance(value, float):
         return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
     return str(value)
@@ -207,8 +213,12 @@ def to_csv(session: Session) -> str:
     writer = csv.DictWriter(out, fieldnames=list(STEP_FIELDS), extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in _rows(session):
-        writer.writerow({name: row.get(name) for name in STEP_FIELDS})
+        writer.writerow({name: _csv_value(row.get(name)) for name in STEP_FIELDS})
     return out.getvalue()
+
+
+def _csv_value(value: Any) -> Any:
+    return "; ".join(str(item) for item in value) if isinstance(value, list | tuple) else value
 
 
 # The Markdown report's column titles: it is read by people (the CSV keeps the field names for scripts).
@@ -227,6 +237,8 @@ MARKDOWN_TITLES: dict[str, str] = {
     "ttft_s": "first token s",
     "tokens_per_s": "tokens/s",
     "tokens_per_s_before": "tokens/s before",
+    "predicted_mib": "predicted MiB",
+    "verification": "verified",
     "log_file": "log",
 }
 
@@ -269,5 +281,8 @@ def to_markdown(session: Session, say: CellWords | None = None) -> str:
 
 def _markdown_cell(row: dict[str, Any], name: str, say: CellWords | None) -> str:
     value = row.get(name)
-    text = _cell(value) if say is None or value is None or isinstance(value, float) else say(name, value)
+    if say is None or value is None or isinstance(value, float | list | tuple):
+        text = _cell(value)
+    else:
+        text = say(name, value)
     return text.replace("|", "\\|").replace("\n", " ")
