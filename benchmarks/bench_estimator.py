@@ -619,7 +619,12 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # weights and compute are now left out there). Round 39 (4 llama.cpp logs: three more runs of that box, one
     # of ggml-org's V100 CI; a vLLM granite-4.0-micro log whose config.json was not found, left out) at
     # 2523a2c: held-out llama.cpp KV 4/4, weights 5/5, compute 2/5 (one run left out: tensor placement
-    # overridden, not shown how); training KV 5/5, weights 6/7, compute 4/7.
+    # overridden, not shown how); training KV 5/5, weights 6/7, compute 4/7. Round 40 (2 vLLM runs whose GPU is
+    # not known) was not registered. Round 41 (a Gemma 4 12B Vulkan run on a 12 GB card and a V100 CI run of
+    # llama.cpp; vLLM Qwen3-8B bf16 and AWQ on a 4090; a MiniCPM-V vLLM run whose config.json was not found,
+    # left out) at 787a58a: held-out llama.cpp KV 1/1, weights 2/2, compute 1/2, vLLM KV 0/1, weights 0/1;
+    # training llama.cpp KV 1/1, weights 2/2, compute 2/2, vLLM weights 1/1, KV 0/1 (the card was read
+    # from nvidia-smi's free memory before the harness took its largest figure: x0.63, then x0.90).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -664,6 +669,7 @@ _NEWEST_ROUNDS = {
     "round37.jsonl": "round 37 (GLM-5.2 on 4 cards, a Vulkan CI run, twenty-second session)",
     "round38.jsonl": "round 38 (Qwen3.5-122B-A10B on 4 P100s, a Phi-2 ROCm run, twenty-third session)",
     "round39.jsonl": "round 39 (three more runs of that box, a V100 CI run, twenty-fourth session)",
+    "round41.jsonl": "round 41 (Gemma 4 12B on Vulkan, a V100 CI run, vLLM on a 4090, twenty-fifth session)",
 }
 
 

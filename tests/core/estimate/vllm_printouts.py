@@ -181,8 +181,9 @@ def _card(case: dict[str, Any], log: str) -> int | None:
     for gpu in case.get("gpus") or []:
         if found := _GPUS_FIELD[0].search(gpu):
             return round(float(found.group(1)) * GIB)
-        if found := _GPUS_FIELD[1].search(gpu):
-            return int(found.group(1)) * MIB
+        if sizes := _GPUS_FIELD[1].findall(gpu):
+            # nvidia-smi's free, used and total in one line: the card is the largest (round 41)
+            return max(int(size) for size in sizes) * MIB
     return None
 
 
