@@ -136,8 +136,9 @@ def _print_report(result, move, advice: list[str], early: Sequence[str] = ()) ->
             # the advice refers to it ("read the first error line above"): it is shown, as diagnose does
             number = f" (line {diagnosis.first_error_line} of the log)" if diagnosis.first_error_line else ""
             from vramtui.core.logs.analysis import clip_words
+            from vramtui.core.logs.textclean import said_words
 
-            print(f"  first error{number}: {clip_words(diagnosis.first_error_text, 200)}")
+            print(f"  first error{number}: {clip_words(said_words(diagnosis.first_error_text), 200)}")
     if move is not None:
         print(f"  first move (the wizard's): {in_words(move.describe())}")
     if result.diagnosis is not None:
@@ -168,7 +169,13 @@ def _print_report(result, move, advice: list[str], early: Sequence[str] = ()) ->
     if result.ttft_s is not None:
         rate = f", {result.tokens_per_s:.1f} tokens/s" if result.tokens_per_s else ""
         print(f"  first token: {result.ttft_s * 1000:.0f} ms{rate}")
-    if result.peak_mib is not None:
+    if result.peak_mib is not None and len(result.samples) < 2:
+        # one sample, taken as it started: not its peak (QA 22: "peak 3 MiB" for a server that had loaded
+        # 20 MiB of weights before it failed)
+        print(
+            f"  memory: sampled once ({result.peak_mib:.0f} MiB), then the process ended: its peak is not known"
+        )
+    elif result.peak_mib is not None:
         print(f"  memory: peak {result.peak_mib:.0f} MiB, resident {result.resident_mib:.0f} MiB")
     elif result.command:
         print("  memory: not measured (the process ended before a sample could read it)")

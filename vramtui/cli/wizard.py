@@ -166,6 +166,7 @@ def step_status(data: dict[str, Any]) -> str:
 
 def _print_step(step: Any, out: Any) -> None:
     from vramtui.core.logs.analysis import clip_words
+    from vramtui.core.logs.textclean import said_words
     from vramtui.core.wizard.proposal import value_word
     from vramtui.tui.words import figure_words, in_words, outcome_words
 
@@ -185,7 +186,7 @@ def _print_step(step: Any, out: Any) -> None:
     print(f"{head}: {status}" + (f" [{figure_text} MiB]" if figure_text else ""), file=out)
     if data["outcome"] not in ("works", "runs") and data.get("first_error"):
         # the advice may say to read it ("read the first error line"): it is shown, as check shows it
-        print(f"    first error: {clip_words(str(data['first_error']), 200)}", file=out)
+        print(f"    first error: {clip_words(said_words(str(data['first_error'])), 200)}", file=out)
     for note in data.get("verification") or []:
         print(f"    {in_words(note)}", file=out)
     fit = step.fit()

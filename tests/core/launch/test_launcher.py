@@ -778,6 +778,29 @@ def test_a_tree_no_sample_could_read_is_not_measured_rather_than_zero(tmp_path: 
     assert _result(server, None, "").peak_mib == 42
 
 
+def test_one_sample_is_not_called_the_peak(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """QA 22: check printed "memory: peak 3 MiB" for a server that loaded 20 MiB of weights and failed
+    before the second sample: one sample, taken as it started, is said as such."""
+    from vramtui.cli.check import _print_report
+    from vramtui.core.launch.launcher import _result
+
+    (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
+    server = ModelServer(
+        Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0), log_dir=tmp_path
+    )
+    server.proc = subprocess.Popen(["true"])
+    server.proc.wait()
+    server.samples.append(object())
+    server.peak_bytes = server.resident_bytes = 3 * MIB
+    _print_report(_result(server, None, ""), None, [])
+    out = capsys.readouterr().out
+    assert "memory: sampled once (3 MiB), then the process ended: its peak is not known" in out
+    assert "memory: peak" not in out
+    server.samples.append(object())  # two samples: a curve, however short
+    _print_report(_result(server, None, ""), None, [])
+    assert "memory: peak 3 MiB, resident 3 MiB" in capsys.readouterr().out
+
+
 HANGS_AFTER_ITS_ERROR = """#!{python}
 import time
 print("llama_model_load: error loading model: tensor 'blk.0.attn_q.weight' data is not within the file bounds",

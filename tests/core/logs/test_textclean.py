@@ -73,3 +73,31 @@ def test_iter_raw_lines_caps_long_lines(chunk: int) -> None:
 def test_iter_raw_lines_empty() -> None:
     assert _lines(b"") == []
     assert _lines(b"\n") == [b""]
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        (
+            "0.00.033.807 E ggml_aligned_malloc: insufficient memory",
+            "ggml_aligned_malloc: insufficient memory",
+        ),
+        ("2026-12-06T10:52:41.425 fake server: cannot open config", "fake server: cannot open config"),
+        (
+            "(EngineCore_DP0 pid=556790) ERROR 12-24 08:50:35 [core.py:866] torch.OutOfMemoryError: CUDA out",
+            "torch.OutOfMemoryError: CUDA out",
+        ),
+        (
+            "2026-12-06T10:52:41.425 0.00.033.807 E llama_init_from_model: failed",
+            "llama_init_from_model: failed",
+        ),
+        ("RuntimeError: boom", "RuntimeError: boom"),
+        ("2026-12-06T10:52:41.425 ", "2026-12-06T10:52:41.425"),  # nothing after the stamp: the line as it is
+    ],
+)
+def test_a_headline_quotes_a_lines_words_without_its_stamps(line: str, words: str) -> None:
+    """QA 22: check's headline read "0.00.033.807 E ggml_aligned_malloc: ..." (llama-server's own time and
+    level); vramtui's run-log stamp and vLLM's process tag, level and source are bookkeeping too."""
+    from vramtui.core.logs.textclean import said_words
+
+    assert said_words(line) == words

@@ -41,6 +41,7 @@ from vramtui.core.launch.runlog import RunLogFile
 from vramtui.core.launch.smoke import SmokeResult, replay_request, smoke_request
 from vramtui.core.logs.lastwords import FEW_LINES, last_words, program_lines
 from vramtui.core.logs.stages import STAGES
+from vramtui.core.logs.textclean import said_words
 from vramtui.core.memory.readings import Event
 from vramtui.core.memory.reconcile import Reconciliation
 from vramtui.core.units import MIB
@@ -1239,7 +1240,7 @@ def _message(
         said = last_error_line(server.lines)
         first_error = f"{first_error}; its last words: {said}" if said else first_error
     where = f" at stage {stage}" if stage else ""
-    detail = f": {first_error}" if first_error else ""
+    detail = f": {said_words(first_error)}" if first_error else ""
     if diagnosis is not None and getattr(diagnosis, "failed", False):
         from vramtui.core.logs.advice import START_UP_WORDS, before_the_model
 

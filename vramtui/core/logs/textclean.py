@@ -28,6 +28,23 @@ _MARKUP_RE = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 CUT_MARK = " …[line cut]"
 
 
+# A line's bookkeeping before its words, as one-line verdicts quote it (QA 22: "0.00.033.807 E
+# ggml_aligned_malloc: ..." in check's headline): vramtui's run-log stamp, llama.cpp's time and level,
+# vLLM's process tag, level, date and source.
+_PREFIXES_RE = re.compile(
+    r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?\s+"
+    r"|\d+\.\d\d\.\d{3}\.\d{3} [DIWE] "
+    r"|\([\w-]+ pid=\d+\)\s+"
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+:\d+\]\s+)+"
+)
+
+
+def said_words(text: str) -> str:
+    """The line's own words without the stamps and tags before them (the full line stays in the log view
+    and in diagnose's first error, where the line is shown as it is)."""
+    return _PREFIXES_RE.sub("", text.strip(), count=1) or text.strip()
+
+
 def decode_bytes(data: bytes) -> str:
     """Decode bytes as UTF-8, replacing what is not UTF-8; never raises."""
     return data.decode("utf-8", errors="replace")
