@@ -327,3 +327,5 @@ def test_a_program_that_dies_at_once_is_said_so_in_its_saved_log_too(
     assert saved.first_error_line == len(lines) - 1 and lines[-2].endswith("fake: boom")
     assert saved.first_error_text is not None and saved.first_error_text.endswith("fake: boom")
     assert any(said in line for line in saved.evidence), saved.evidence
+    # it reached no stage: --json says none, not load_weights (QA 20 D4, QA 22)
+    assert saved.stage is None and result.stage is None

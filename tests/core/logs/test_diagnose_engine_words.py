@@ -564,3 +564,22 @@ def test_a_model_sent_to_a_gpu_a_cpu_only_torch_cannot_use_is_said_so() -> None:
     assert diagnosis.first_error_text.endswith("AssertionError: Torch not compiled with CUDA enabled")
     assert "torch.cuda.is_available()" in diagnosis.advice[0]
     assert not any("runs on the CPU" in warning for warning in diagnosis.warnings), diagnosis.warnings
+
+
+def test_a_memory_failure_with_no_stage_line_gets_both_sides_advice() -> None:
+    """QA 22: an excerpt of vLLM's engine core dying of CUDA OOM (vllm#31273, loading a 72B FP8 model)
+    has no line that says which step ran: the stage is a guess (inference), and the advice was a request's
+    only. The other side's first line is said too, as a possibility."""
+    lines = [
+        "(EngineCore_DP0 pid=556790) ERROR 12-24 08:50:35 [core.py:866] torch.OutOfMemoryError: CUDA out of "
+        "memory. Tried to allocate 80.00 MiB. GPU 0 has a total capacity of 139.72 GiB of which 60.69 MiB is "
+        "free.",
+        "(EngineCore_DP0 pid=556790) Process EngineCore_DP0:",
+    ]
+    diagnosis = diagnose_lines(lines, kernel_log=lambda: None)
+    assert diagnosis.failure == "cuda_oom" and diagnosis.stage_inferred
+    other = [line for line in diagnosis.advice if line.startswith("If it failed while it was starting")]
+    assert len(other) == 1 and "(the log does not say)" in other[0], diagnosis.advice
+    # a log whose stage lines say where: no such line
+    staged = diagnose_lines(["Loading weights took 10.1 seconds", "Model loading took 15.27 GiB", *lines])
+    assert not any(line.startswith("If it failed") for line in staged.advice), staged.advice

@@ -1281,8 +1281,28 @@ def advise(
     if hint and own == [_READ_THE_LINE]:
         own.insert(0, f"The engine says what to change: {hint}")  # better than our generic line
     advice.extend(own)
+    advice.extend(_the_other_stage(diagnosis, reading, own))
     advice.insert(min(1, len(advice)), _metal_working_set(diagnosis))  # after the first move: it says why
     return standing_alone([line for line in dict.fromkeys(advice) if line])
+
+
+# A guessed stage's other side: a request's failure, or the start-up's (its cache and profile run).
+_OTHER_SIDE = {"inference": "kv_cache", "kv_cache": "inference"}
+_MEMORY = frozenset({"cuda_oom", "host_oom"})
+
+
+def _the_other_stage(diagnosis: Diagnosis, reading: _Reading, said: list[str]) -> list[str]:
+    """No line said which step was running, and the stage is a guess: the other side's first line too
+    (QA 22: a vLLM excerpt of an engine core that died loading its weights got only request advice)."""
+    other = _OTHER_SIDE.get(diagnosis.failure_stage or "")
+    if not (diagnosis.stage_inferred and other and diagnosis.failure in _MEMORY):
+        return []
+    row = next(row for row in ADVICE if row.matches(diagnosis.failure, diagnosis.cause, other))
+    lines = [line for line in reading.say(row.lines) if line not in said]
+    if not lines:
+        return []
+    when = "while it was starting" if other == "kv_cache" else "while it served a request"
+    return [f"If it failed {when} (the log does not say): {lines[0][0].lower()}{lines[0][1:]}"]
 
 
 def standing_alone(lines: list[str]) -> list[str]:

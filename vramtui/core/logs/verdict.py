@@ -112,6 +112,8 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
     failed = found is not None
     failure_stage = found.stage if found is not None else None
     furthest = _furthest(state, found)
+    if pick.cause == "died_at_start":  # it reached no stage: --json says so too (QA 20 D4, QA 22)
+        furthest = -1
     incomplete = _incomplete(state, failed, furthest)
     if incomplete:  # it stops past what its milestones prove (weights loaded: no longer loading them)
         floor = stage_floor(state, state.lines + 1)
