@@ -73,6 +73,7 @@ FILES = (
     LOGS / "round56.jsonl",
     LOGS / "round57.jsonl",
     LOGS / "round58.jsonl",
+    LOGS / "round59.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
