@@ -1113,3 +1113,17 @@ def test_a_vision_tower_llama_cpp_reads_from_its_mmproj_is_not_said_as_billed(
     assert len(tower) == 1 and "--mmproj file" in tower[0] and "kept 16-bit" not in tower[0], tower
     vllm = run_json(capsys, config, "--backend", "vllm", "--gpu-mem", "80GiB", "--ctx", "8192")
     assert any(note.startswith("vision tower: ") and "kept 16-bit" in note for note in vllm["notes"])
+
+
+def test_the_engines_share_of_a_budget_is_one_rule_for_the_cli_and_the_pane() -> None:
+    """QA 20 D1: vLLM's CPU estimate bills its processes as its runtime row; taking a 256 MiB share off the
+    budget as well counted the engine twice. The CLI's --memory-budget and the estimator pane ask the same
+    rule (launch/footprint.engine_share)."""
+    from vramtui.core.launch.footprint import engine_share
+    from vramtui.core.launch.profile import Profile
+    from vramtui.tui.panes.estimator import _engine_share
+
+    vllm = Profile(backend="vllm", model="m", memory_budget=3 * 2**30)
+    llama = Profile(backend="llama.cpp", model="m.gguf", memory_budget=3 * 2**30, program="/no/such")
+    assert engine_share(vllm) == _engine_share(vllm) == 0
+    assert engine_share(llama, measure=False) == _engine_share(llama) == llama.backend.host_baseline_bytes > 0

@@ -116,6 +116,17 @@ def _fit(result):  # type: ignore[no-untyped-def]
 _QUIET_SHOWN = 3
 
 
+def _memory_words(result) -> str | None:  # type: ignore[no-untyped-def]
+    """What the samples say of the run's memory: its peak, one sample, or none."""
+    if result.peak_mib is not None and len(result.samples) < 2:
+        # one sample, taken as it started: not its peak (QA 22: "peak 3 MiB" for a server that had loaded
+        # 20 MiB of weights before it failed)
+        return f"sampled once ({result.peak_mib:.0f} MiB), then the process ended: its peak is not known"
+    if result.peak_mib is not None:
+        return f"peak {result.peak_mib:.0f} MiB, resident {result.resident_mib:.0f} MiB"
+    return "not measured (the process ended before a sample could read it)" if result.command else None
+
+
 def _print_report(result, move, advice: list[str], early: Sequence[str] = ()) -> None:  # type: ignore[no-untyped-def]
     from vramtui.core.logs.advice import START_UP_WORDS, before_the_model
     from vramtui.tui.words import failure_words, in_words, stage_words
@@ -169,16 +180,9 @@ def _print_report(result, move, advice: list[str], early: Sequence[str] = ()) ->
     if result.ttft_s is not None:
         rate = f", {result.tokens_per_s:.1f} tokens/s" if result.tokens_per_s else ""
         print(f"  first token: {result.ttft_s * 1000:.0f} ms{rate}")
-    if result.peak_mib is not None and len(result.samples) < 2:
-        # one sample, taken as it started: not its peak (QA 22: "peak 3 MiB" for a server that had loaded
-        # 20 MiB of weights before it failed)
-        print(
-            f"  memory: sampled once ({result.peak_mib:.0f} MiB), then the process ended: its peak is not known"
-        )
-    elif result.peak_mib is not None:
-        print(f"  memory: peak {result.peak_mib:.0f} MiB, resident {result.resident_mib:.0f} MiB")
-    elif result.command:
-        print("  memory: not measured (the process ended before a sample could read it)")
+    said = _memory_words(result)
+    if said:
+        print(f"  memory: {said}")
     if result.bill is not None:
         print("  bill (estimate, what the engine printed, what it held):")
         for line in result.bill.lines():

@@ -719,7 +719,7 @@ def _budget_card(args: argparse.Namespace) -> str:
     the wizard and `ps --fits` take it (QA 12: estimate said 21504 tokens fit where they said 8192). The
     measured footprint is the engine's share, so no earlier run's runtime is added on top."""
     from vramtui.core.errors import VramtuiError
-    from vramtui.core.launch.footprint import binary_of, host_footprint
+    from vramtui.core.launch.footprint import binary_of, engine_share
     from vramtui.core.launch.profile import Profile
     from vramtui.core.units import MIB, format_bytes, parse_size_with_unit
 
@@ -738,9 +738,7 @@ def _budget_card(args: argparse.Namespace) -> str:
     if args.program and binary_of(profile) is None:
         raise VramtuiError(f"--program {args.program}: no such program")
     measured = args.model and profile.backend.measures_footprint and binary_of(profile) is not None
-    engine = host_footprint(profile) if measured else profile.backend.host_baseline_bytes
-    if profile.backend.cpu_bill_holds_engine:
-        engine = 0  # its runtime row is the engine's processes: not taken off twice (QA 20 D1)
+    engine = engine_share(profile, measure=bool(measured))
     room = max(budget - engine, MIB)
     args.cpu, args.gpu_mem, args.no_calibrate = True, f"{room}B", True
     said = (

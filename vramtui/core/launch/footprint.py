@@ -94,6 +94,16 @@ def _write_cache(data: dict[str, dict[str, int]]) -> None:
         pass  # a cache we cannot write only costs a measurement next time
 
 
+def engine_share(profile: Profile, measure: bool = True) -> int:
+    """What an estimate under the profile's host budget takes off the budget for the engine itself: its
+    footprint (measured when `measure`, else its backend's figure), or 0 where its CPU estimate bills the
+    engine's own processes as its runtime row (vLLM: QA 20 D1, taken off twice). The CLI's --memory-budget
+    and the estimator pane both ask here."""
+    if profile.backend.cpu_bill_holds_engine:
+        return 0
+    return host_footprint(profile) if measure else int(profile.backend.host_baseline_bytes)
+
+
 def measured_already(profile: Profile) -> bool:
     """False when `host_footprint(profile)` would start the engine to measure it (seconds): callers on
     a UI thread run it in a worker and say so."""

@@ -478,12 +478,12 @@ class Proposer:
                 continue
             proposal, bill = self._best_value(profile, rung, obs)
             if proposal is None:
-                idle.extend(self._idle_move(profile, rung))
+                idle.extend(_idle_move(self, profile, rung))
                 continue
             if bill is not None and self.model.fits(bill):
                 return proposal
             options.append((rung, proposal, bill))
-        if self._out_of_reach(profile, stage, options, skipped, obs, idle):
+        if _out_of_reach(self, profile, stage, options, skipped, obs, idle):
             return None
         chosen = self._best_of(profile, options)
         if chosen is not None:
@@ -493,39 +493,6 @@ class Proposer:
         ] or self.findings.advice
         self.findings.stop_reason = no_setting_left(self.backend, stage, skipped, obs.runs_over_budget)
         return None
-
-    def _out_of_reach(
-        self,
-        profile: Profile,
-        stage: str,
-        options: list[Option],
-        skipped: set[str],
-        obs: Observation,
-        idle: list[Proposal],
-    ) -> bool:
-        """Not even every change on the ladder at once makes room (reach.out_of_reach): stop, and say why.
-        Every change counts at once, those that free nothing alone too (QA 22: fewer slots free their
-        threads' stacks only beside a shorter context; "not even all at once" left them out). Only for a
-        start that failed: a server that came up (an attached one over its budget) shows the estimate's
-        footprint is not the whole story."""
-        if obs.works or obs.ready or obs.runs_over_budget:
-            return False
-        moves = [proposal for _, proposal, bill in options if bill is not None]
-        if len(moves) < len(options):  # a move with no arithmetic may still help
-            return False
-        found = out_of_reach(self.model, profile, stage, [*moves, *idle], skipped)
-        if found is None:
-            return False
-        self.findings.advice, self.findings.stop_reason = found
-        return True
-
-    def _idle_move(self, profile: Profile, rung: Rung) -> list[Proposal]:
-        """The rung's furthest value, for the all-at-once check only (no step is made of it alone)."""
-        current = current_value(profile, rung.param)
-        values = [v for v in self.candidates(rung, current, profile) if not same_value(v, current)]
-        if not values or rung.param in ("model", "quant", "flash_attn"):  # files and switches: not a size
-            return []
-        return [Proposal(rung.param, current, values[-1], "", rung.label)]
 
     def _no_room(self, obs: Observation) -> bool:
         """The engine's own footprint (its baseline, measured) already takes the whole budget: no setting
@@ -800,6 +767,41 @@ class Proposer:
             parts.append(f"cost: {rung.cost}")
         shares = slot_share_words(model, profile, value) if profile and rung.param == "context" else None
         return "; ".join([*parts, shares] if shares else parts)
+
+
+def _out_of_reach(
+    proposer: Proposer,
+    profile: Profile,
+    stage: str,
+    options: list[Option],
+    skipped: set[str],
+    obs: Observation,
+    idle: list[Proposal],
+) -> bool:
+    """Not even every change on the ladder at once makes room (reach.out_of_reach): stop, and say why.
+    Every change counts at once, those that free nothing alone too (QA 22: fewer slots free their
+    threads' stacks only beside a shorter context; "not even all at once" left them out). Only for a
+    start that failed: a server that came up (an attached one over its budget) shows the estimate's
+    footprint is not the whole story."""
+    if obs.works or obs.ready or obs.runs_over_budget:
+        return False
+    moves = [proposal for _, proposal, bill in options if bill is not None]
+    if len(moves) < len(options):  # a move with no arithmetic may still help
+        return False
+    found = out_of_reach(proposer.model, profile, stage, [*moves, *idle], skipped)
+    if found is None:
+        return False
+    proposer.findings.advice, proposer.findings.stop_reason = found
+    return True
+
+
+def _idle_move(proposer: Proposer, profile: Profile, rung: Rung) -> list[Proposal]:
+    """The rung's furthest value, for the all-at-once check only (no step is made of it alone)."""
+    current = current_value(profile, rung.param)
+    values = [v for v in proposer.candidates(rung, current, profile) if not same_value(v, current)]
+    if not values or rung.param in ("model", "quant", "flash_attn"):  # files and switches: not a size
+        return []
+    return [Proposal(rung.param, current, values[-1], "", rung.label)]
 
 
 def experts_moved(

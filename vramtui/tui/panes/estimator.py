@@ -570,13 +570,11 @@ def _details(est: Any) -> list[str]:
 
 
 def _engine_share(profile: Any) -> int:
-    """The engine's own address space under a host budget: measured (cached once per binary), else its
-    backend's figure; never measured here, on the UI thread."""
-    from vramtui.core.launch.footprint import host_footprint, measured_already
+    """The engine's own address space under a host budget, as `estimate --memory-budget` takes it off:
+    measured (cached once per binary), else its backend's figure; never measured here, on the UI thread."""
+    from vramtui.core.launch.footprint import engine_share, measured_already
 
-    if measured_already(profile):
-        return host_footprint(profile)
-    return int(profile.backend.host_baseline_bytes)
+    return engine_share(profile, measure=measured_already(profile))
 
 
 def _ram_text() -> str:

@@ -1,7 +1,7 @@
 """How transformers (generate() on a PyTorch model) accounts memory.
 
-Weights with bitsandbytes/GPTQ/AWQ leaving embeddings, lm_head and norms in 16-bit (and the 16-bit
-load-time peak of on-the-fly quantization); a dynamic KV cache that grows with the sequence; generate()'s
+Weights with bitsandbytes/GPTQ/AWQ leaving embeddings, lm_head and norms in 16-bit (bitsandbytes
+quantizes each weight as it loads: no 16-bit load peak); a dynamic KV cache that grows with the sequence; generate()'s
 prefill: the MLP of every token, logits of the last position only (logits_to_keep=1) and, with eager
 attention, the score matrices.
 """
@@ -17,7 +17,7 @@ from vramtui.core.estimate.kvcache import is_swa, kv_bytes_per_token, kv_layer_b
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.estimate.weights import as_loaded, dtype_bytes, hf_weights_bytes
 from vramtui.core.memory.parts import HOST, MemoryBill, Place
-from vramtui.core.units import MIB, format_bytes
+from vramtui.core.units import MIB
 
 # PyTorch's caching allocator keeps freed blocks; transformers runs grow by this share of the dynamic part.
 TORCH_FRAGMENTATION = 0.10
@@ -70,7 +70,6 @@ class Run:
     batch: int
     kv_dtype: str
     weights: int
-    load_peak: int | None
 
 
 class TransformersMemory(MemoryAccounting):
@@ -99,7 +98,6 @@ class TransformersMemory(MemoryAccounting):
             # bitsandbytes, the one in-flight method here, quantizes each weight as it is loaded
             # (transformers' Bnb8bitQuantize / Bnb4bitQuantize ops, 5.x): no 16-bit copy of the whole
             # model is ever on the card (QA 21 F6: an 8B at 8 bits "does not fit" 12 GiB for its load peak)
-            peak = None
             notes = [note for note in notes if "applied while loading" not in note]
             notes.append(
                 f"bitsandbytes ({settings.quant}) quantizes each weight as it loads: no 16-bit load peak"
@@ -109,7 +107,7 @@ class TransformersMemory(MemoryAccounting):
         if (settings.several or settings.max_memory) and settings.on_gpu:
             from vramtui.core.backends.transformers.placement import size_device_map
 
-            return size_device_map(info, settings, Run(context, batch, kv_dtype, weights, peak), notes)
+            return size_device_map(info, settings, Run(context, batch, kv_dtype, weights), notes)
         kv = kv_cache_bytes(info, context, batch, kv_dtype)
         # a hybrid's Mamba / linear-attention layers keep a conv and SSM state per sequence instead of KV
         state = batch * recurrent.hf_state_bytes_per_sequence(
@@ -130,14 +128,6 @@ class TransformersMemory(MemoryAccounting):
         bill.add(place, "margin", int(TORCH_FRAGMENTATION * (kv + activations)))
         total = bill.total(place)
         usable = int(settings.device_bytes * settings.share)
-        load_peak_fits = peak is None or peak + runtime <= usable
-        reason = None
-        if not load_peak_fits:
-            reason = (
-                f"loading quantizes on the fly: the load peak {format_bytes(peak or 0)} does not fit; "
-                f"a pre-quantized checkpoint would need {format_bytes(total)}"
-            )
-            notes.append(reason)
         notes.append("dynamic cache: KV grows with the sequence; the figure is at the full context")
         return Estimate(
             backend=settings.backend,
@@ -154,13 +144,11 @@ class TransformersMemory(MemoryAccounting):
             total_bytes=total,
             device_bytes=settings.device_bytes,
             usable_bytes=usable,
-            fits=total <= usable and load_peak_fits,
+            fits=total <= usable,
             n_layers=info.n_layers,
             kv_dtype=kv_dtype,
             kv_cells=context * batch,  # every sequence's cache holds the whole context
-            load_peak_bytes=peak,
-            load_peak_fits=load_peak_fits,
-            reason=reason,
+            reason=None,
             notes=notes,
             bill=bill,
             device="gpu" if settings.on_gpu else "host",

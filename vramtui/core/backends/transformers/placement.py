@@ -182,10 +182,6 @@ def size_device_map(info: ModelInfo, settings: Settings, run: Run, notes: list[s
     if host and not allowed:
         said.insert(0, spill_note(where, host) + "; give max_memory a cpu=SIZE to accept it")
     reason = "; ".join(part for part in said if part) or None
-    peak_fits = _load_peak_fits(run, modules, rows)
-    if not peak_fits:
-        reason = "loading quantizes on the fly: a card's 16-bit share of the load peak does not fit"
-        notes.append(reason)
     notes.append("dynamic cache: KV grows with the sequence; the figure is at the full context")
     return Estimate(
         backend=settings.backend,
@@ -201,24 +197,12 @@ def size_device_map(info: ModelInfo, settings: Settings, run: Run, notes: list[s
         total_bytes=sum(row.total_bytes for row in rows),
         device_bytes=sum(settings.cards),
         usable_bytes=sum(row.usable_bytes for row in rows),
-        fits=all(row.fits for row in rows) and (not host or allowed) and peak_fits,
+        fits=all(row.fits for row in rows) and (not host or allowed),
         n_layers=info.n_layers,
         kv_dtype=run.kv_dtype,
         kv_cells=run.context * run.batch,  # every sequence's cache holds the whole context
-        load_peak_bytes=run.load_peak,
-        load_peak_fits=None if run.load_peak is None else peak_fits,
         reason=reason,
         notes=notes,
         bill=bill,
         devices=rows,
-    )
-
-
-def _load_peak_fits(run: Run, modules: HfModules, rows: list[devices.DeviceRow]) -> bool:
-    """Quantizing at load: each card holds its modules in 16 bits a moment (the peak, shared as the weights)."""
-    if run.load_peak is None:
-        return True
-    total = max(1, modules.total)
-    return all(
-        run.load_peak * row.weights_bytes / total + row.runtime_bytes <= row.usable_bytes for row in rows
     )

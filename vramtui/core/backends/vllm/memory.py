@@ -359,10 +359,7 @@ class VllmMemory(MemoryAccounting):
             notes.append(_F32_NOTE)
         context = self.run_context(info, settings)
         if not settings.on_gpu:
-            est = _size_cpu(info, settings, context)
-            est.notes = notes + est.notes
-            est.loaded_dtype = info.dtype
-            return est
+            return _with_notes(_size_cpu(info, settings, context), notes, info)
         tokens = profile_tokens(context, settings)
         max_seqs = _max_num_seqs(settings)
         kv_dtype = self.kv_dtype(info, settings)
@@ -371,9 +368,7 @@ class VllmMemory(MemoryAccounting):
         budget = int(settings.device_bytes * settings.share)
         if settings.tensor_parallel_size * settings.pipeline_parallel_size > 1:
             est = _size_parallel(info, settings, weights, kv_dtype, context, tokens, max_seqs)
-            est.notes = notes + est.notes
-            est.loaded_dtype = info.dtype
-            return _refuse_small_batch(est, tokens, settings.parallel)
+            return _refuse_small_batch(_with_notes(est, notes, info), tokens, settings.parallel)
         activation = activation_peak(info, tokens, max_seqs, build=settings.engine_build)
         activation += _vision_share(info, tokens, activation, notes, max_seqs)
         host = offloaded_bytes(settings, layer_weights(info, weights))
@@ -434,6 +429,36 @@ class VllmMemory(MemoryAccounting):
             loaded_dtype=info.dtype,
         )
         return _refuse_small_batch(est, tokens, settings.parallel)
+
+
+def _share_notes(settings: Settings, kv_bytes: int, engine: int, requested: int) -> list[str]:
+    """What a KV cache sized by the share of the machine leaves (`engine`: the weights and the processes)."""
+    total, node = engine + kv_bytes, settings.share_of_bytes or settings.device_bytes
+    if node != settings.device_bytes and total > settings.device_bytes:
+        # sized as check, diagnose and the wizard size it: half of what the budget leaves beside the
+        # engine (QA 20 D1: 1.17 GiB advised here failed under the same 3 GiB budget, where they said 733M)
+        size = kv_bytes_for_budget(kv_bytes, settings.device_bytes, engine)
+        return [
+            f"the {settings.device_bytes / GIB:.2f} GiB under the budget cannot hold the share of the machine: "
+            f"set --kv-cache-memory-bytes {engine_size(size, down=True)} (half of the "
+            f"{max(settings.device_bytes - engine, 0) / GIB:.2f} GiB the budget leaves beside the "
+            "engine: its address space outgrows the bytes it holds)"
+        ]
+    if total > requested:
+        # the share sizes the worker's KV cache; the API server's process comes on top, outside it (QA 14)
+        return [
+            f"with its front-end the run takes {total / GIB:.2f} of the node's {settings.device_bytes / GIB:.2f} GiB, "
+            f"{max(settings.device_bytes - total, 0) / GIB:.2f} GiB left for the OS and everything else: set "
+            "--kv-cache-memory-bytes to hold less"
+        ]
+    return []
+
+
+def _with_notes(est: Estimate, notes: list[str], info: ModelInfo) -> Estimate:
+    """A sizing's estimate with the load's notes before its own, and the dtype it loaded at."""
+    est.notes = notes + est.notes
+    est.loaded_dtype = info.dtype
+    return est
 
 
 def _max_num_seqs(settings: Settings) -> int:
@@ -684,23 +709,8 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
     for part, nbytes in (("weights", weights), ("kv_cache", kv_bytes), ("runtime", runtime)):
         bill.add(HOST, part, nbytes)  # type: ignore[arg-type]
     total = weights + kv_bytes + runtime
-    if not settings.kv_cache_memory and node != settings.device_bytes and total > settings.device_bytes:
-        # sized as check, diagnose and the wizard size it: half of what the budget leaves beside the
-        # engine (QA 20 D1: 1.17 GiB advised here failed under the same 3 GiB budget, where they said 733M)
-        size = kv_bytes_for_budget(kv_bytes, settings.device_bytes, weights + runtime)
-        notes.append(
-            f"the {settings.device_bytes / GIB:.2f} GiB under the budget cannot hold the share of the machine: "
-            f"set --kv-cache-memory-bytes {engine_size(size, down=True)} (half of the "
-            f"{max(settings.device_bytes - weights - runtime, 0) / GIB:.2f} GiB the budget leaves beside the "
-            "engine: its address space outgrows the bytes it holds)"
-        )
-    elif not settings.kv_cache_memory and total > requested:
-        # the share sizes the worker's KV cache; the API server's process comes on top, outside it (QA 14)
-        notes.append(
-            f"with its front-end the run takes {total / GIB:.2f} of the node's {settings.device_bytes / GIB:.2f} GiB, "
-            f"{max(settings.device_bytes - total, 0) / GIB:.2f} GiB left for the OS and everything else: set "
-            "--kv-cache-memory-bytes to hold less"
-        )
+    if not settings.kv_cache_memory:
+        notes += _share_notes(settings, kv_bytes, weights + runtime, requested)
     return Estimate(
         backend=settings.backend,
         context=context,
