@@ -296,3 +296,29 @@ def test_a_file_of_nul_bytes_is_nothing_to_diagnose(
     assert main(["diagnose", str(chat), "--json"]) == 3
     data = json.loads(capsys.readouterr().out)
     assert (data["unrecognised"], data["incomplete"], data["failed"]) == (True, False, False)
+
+
+def test_an_allocation_the_engine_got_past_is_said_so_among_its_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA 22: llama-server's compute buffer failed on CUDA1 and it retried without pipeline parallelism and
+    went on (an excerpt from a comment on llama.cpp#26297); the verdict was right (no error), but the
+    figures read "the allocation that failed: 50.54 GiB" as if it had."""
+    log = tmp_path / "server.log"
+    log.write_text(
+        "1.06.520.077 E ggml_backend_cuda_buffer_type_alloc_buffer: allocating 51748.72 MiB on device 1: "
+        "cudaMalloc failed: out of memory\n"
+        "1.06.520.084 E ggml_gallocr_reserve_n_impl: failed to allocate CUDA1 buffer of size 54262464512\n"
+        "1.06.520.086 E graph_reserve: failed to allocate compute buffers\n"
+        "1.06.520.107 W sched_reserve: compute buffer allocation failed, retrying without pipeline parallelism\n"
+        "1.07.304.130 I srv    load_model: initializing, n_slots = 1, n_ctx_slot = 50176, kv_unified = 'false'\n"
+    )
+    main(["diagnose", str(log)])
+    out = capsys.readouterr().out
+    assert "the allocation that failed (then recovered): 50.54 GiB" in out
+    assert "the device that refused it (then recovered): 1" in out
+    # a failure that stayed one keeps the plain words
+    log.write_text("".join(log.read_text().splitlines(keepends=True)[:3]))
+    main(["diagnose", str(log)])
+    out = capsys.readouterr().out
+    assert "the allocation that failed: " in out and "then recovered" not in out

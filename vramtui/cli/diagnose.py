@@ -182,9 +182,17 @@ def render_text(diagnosis: Any, source: str) -> str:
         from vramtui.tui.words import figure_words
 
         out.append("The engine's own figures:")
+        # an allocation the engine retried and got past (QA 22: "the allocation that failed" beside "no error")
+        recovered = not diagnosis.failed and any(
+            line.startswith("recovered: ") for line in diagnosis.evidence
+        )
         for key, value in figures.items():
-            out.append(f"  {figure_words(key)}: {_figure_value(_own(key), value, COUNT_FIGURES)}")
+            said = figure_words(key) + (" (then recovered)" if recovered and _own(key) in _REFUSAL else "")
+            out.append(f"  {said}: {_figure_value(_own(key), value, COUNT_FIGURES)}")
     return "\n".join(out) + "\n"
+
+
+_REFUSAL = frozenset({"oom_requested", "oom_device"})  # the figures of an allocation that was refused
 
 
 def _figure_value(key: str, value: float, counts: frozenset[str]) -> str:
