@@ -974,6 +974,28 @@ def test_a_step_whose_process_was_never_sampled_has_no_memory_figures() -> None:
     assert step_memory_of(held) == (120.0, 100.0, None)
 
 
+def _under_a_host_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: int, context: int, parallel: int, budget_mib: int
+) -> Profile:
+    """A tiny llama.cpp model trained to `context`, run with it and `parallel` slots under a host budget,
+    beside llama-server's measured 147 MiB of its own."""
+    monkeypatch.setattr("vramtui.core.wizard.budget._host_baseline", lambda profile: 147 * MIB)
+    model_file = tmp_path / "m.gguf"
+    spec = {
+        "n_layer": layers,
+        "n_embd": 256,
+        "n_head": 4,
+        "n_head_kv": 4,
+        "n_ff": 512,
+        "context_length": context,
+    }
+    write_tiny_gguf(model_file, TinyModelSpec(**spec))  # type: ignore[arg-type]
+    return Profile(
+        backend="llama.cpp", model=str(model_file), params={"context": context, "parallel": parallel},
+        memory_budget=budget_mib * MIB, port=0,
+    )  # fmt: skip
+
+
 def test_a_slots_threads_count_against_a_host_budget_and_fewer_slots_come_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -984,14 +1006,9 @@ def test_a_slots_threads_count_against_a_host_budget_and_fewer_slots_come_first(
     from vramtui.core.wizard.observe import Observation
     from vramtui.core.wizard.propose import Findings, Proposer
 
-    monkeypatch.setattr("vramtui.core.wizard.budget._host_baseline", lambda profile: 147 * MIB)
-    model_file = tmp_path / "m.gguf"
-    spec = {"n_layer": 8, "n_embd": 256, "n_head": 4, "n_head_kv": 4, "n_ff": 512, "context_length": 32768}
-    write_tiny_gguf(model_file, TinyModelSpec(**spec))  # type: ignore[arg-type]
-    profile = Profile(
-        backend="llama.cpp", model=str(model_file), params={"context": 32768, "parallel": 16},
-        memory_budget=250 * MIB, port=0,
-    )  # fmt: skip
+    profile = _under_a_host_budget(
+        tmp_path, monkeypatch, layers=8, context=32768, parallel=16, budget_mib=250
+    )
     assert slot_thread_stacks(profile) == 15 * 8 * MIB  # the footprint was measured with one slot
     assert slot_thread_stacks(profile.with_param("parallel", "auto")) == 3 * 8 * MIB  # llama-server's 4
     assert slot_thread_stacks(Profile(backend="vllm", model="m", params={"parallel": 16})) == 0
@@ -1017,14 +1034,9 @@ def test_fewer_slots_count_in_all_at_once_though_alone_they_free_nothing(
     from vramtui.core.wizard.observe import Observation
     from vramtui.core.wizard.propose import Findings, Proposer
 
-    monkeypatch.setattr("vramtui.core.wizard.budget._host_baseline", lambda profile: 147 * MIB)
-    model_file = tmp_path / "m.gguf"
-    spec = {"n_layer": 4, "n_embd": 256, "n_head": 4, "n_head_kv": 4, "n_ff": 512, "context_length": 262144}
-    write_tiny_gguf(model_file, TinyModelSpec(**spec))  # type: ignore[arg-type]
-    profile = Profile(
-        backend="llama.cpp", model=str(model_file), params={"context": 262144, "parallel": 8},
-        memory_budget=190 * MIB, port=0,
-    )  # fmt: skip
+    profile = _under_a_host_budget(
+        tmp_path, monkeypatch, layers=4, context=262144, parallel=8, budget_mib=190
+    )
     memory = MemoryModel(profile)
     now = memory.predict(profile)
     alone = memory.predict(changed(profile, [("parallel", 1)]))

@@ -39,7 +39,7 @@ from vramtui.core.launch.pipe import LineReader
 from vramtui.core.launch.profile import Profile, missing_program
 from vramtui.core.launch.runlog import RunLogFile
 from vramtui.core.launch.smoke import SmokeResult, replay_request, smoke_request
-from vramtui.core.logs.lastwords import FEW_LINES, last_words, program_lines
+from vramtui.core.logs.lastwords import last_words
 from vramtui.core.logs.stages import STAGES
 from vramtui.core.logs.textclean import said_words
 from vramtui.core.memory.readings import Event
@@ -1202,8 +1202,7 @@ def launcher_diagnosis(
 def last_error_line(lines: list[LogLine]) -> str:
     """The last line that looks like an error ("Input should be greater than or equal to 0"), or ""; a
     process that printed a line or two and died: its last line (QA 19 F4: "fake: boom" was in the log)."""
-    numbered = [(index, line.text) for index, line in enumerate(lines)]
-    words = last_words(numbered, few=len(program_lines(numbered)) <= FEW_LINES)
+    words = last_words(enumerate(line.text for line in lines))
     return words[1] if words is not None else ""
 
 

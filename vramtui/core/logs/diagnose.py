@@ -33,7 +33,7 @@ from vramtui.core.logs.advice import CAUSE_WORDS, FAILURE_WORDS, advise, summari
 from vramtui.core.logs.analysis import _analyze, _LineInfo  # noqa: F401  (_analyze: benchmarks name it here)
 from vramtui.core.logs.encoded import DAMAGED, STDIN, damaged, decoded
 from vramtui.core.logs.kernel import read_kernel_oom_lines
-from vramtui.core.logs.lastwords import FEW_LINES, last_words, program_lines
+from vramtui.core.logs.lastwords import last_words
 from vramtui.core.logs.memo import (
     _DIGIT_MASK,
     _DIRTY,
@@ -304,11 +304,13 @@ class LogDiagnoser(LogState):
         """The log's last lines, numbered: the lines fed one by one, else a file's last pieces."""
         if self._recent:
             return list(self._recent)
-        lines: list[tuple[int, str]] = []
-        for before, piece in self._pieces_seen:
-            for number, raw in enumerate(piece, before + 1):
-                lines.append((number, raw.decode("ascii") if raw.isascii() else clean_bytes_line(raw)))
-        return lines[-_RECENT_LINES:]
+        numbered = [
+            (n, raw) for before, piece in self._pieces_seen for n, raw in enumerate(piece, before + 1)
+        ]
+        return [
+            (number, raw.decode("ascii") if raw.isascii() else clean_bytes_line(raw))
+            for number, raw in numbered[-_RECENT_LINES:]  # only these are decoded
+        ]
 
     def _read_kernel(self) -> str | None:
         if self._kernel_text is False:
@@ -326,9 +328,8 @@ _RECENT_LINES = 16
 def _quote_last_words(diagnosis: Diagnosis, lines: list[tuple[int, str]]) -> None:
     """A program that died before any engine line: its own last words are the first error, not vramtui's
     exit line after them (QA 20 D3: "vramtui: the server exited with status 3" hid "cannot open config")."""
-    said = program_lines(lines)
-    # the launch line and the PID line are vramtui's: a short log is the program's few lines and those
-    words = last_words(said, few=len(said) <= FEW_LINES and diagnosis.lines <= FEW_LINES + 4)
+    # the few-lines rule holds only where these last lines are the whole log
+    words = last_words(lines, whole=bool(lines) and lines[0][0] == 1)
     if words is None:
         return
     number, text = words

@@ -309,13 +309,11 @@ class WizardPane(Pane):
             self.app.copy_to_clipboard(shell)
             self.notify("Copied the changed command (your terminal's clipboard).", timeout=3)
 
-    def action_edit(self) -> None:
-        self._edit()
-
     def skip(self) -> None:
         if self.driver is not None and self.proposal is not None and not self.busy:
             self.driver.skip(self.proposal)
 
+    @on(Button.Pressed, "#wiz-export")
     def export(self) -> None:
         if self.driver is None:
             self.notify("No wizard steps to export yet.", timeout=3)
@@ -365,12 +363,8 @@ class WizardPane(Pane):
     def _copy(self) -> None:
         self.action_copy_command()
 
-    @on(Button.Pressed, "#wiz-export")
-    def _export(self) -> None:
-        self.export()
-
     @on(Button.Pressed, "#wiz-edit-button")
-    def _edit(self) -> None:
+    def action_edit(self) -> None:
         if self.proposal is None:
             self.notify("Nothing proposed to edit yet (press n).", timeout=3)
             return
