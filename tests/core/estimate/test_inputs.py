@@ -18,7 +18,7 @@ from vramtui.core.units import GIB
 @pytest.mark.parametrize(
     ("text", "tokens"),
     [("8192", 8192), ("32k", 32768), ("32K", 32768), ("32,768", 32768), ("32_768", 32768), ("1m", 1 << 20),
-     ("1.5k", 1536), (" 4 k ", 4096)],
+     ("1.5k", 1536), (" 4 k ", 4096), ("1e9", 10**9), ("3.2e4", 32000)],
 )  # fmt: skip
 def test_context_spellings(text: str, tokens: int) -> None:
     assert parse_value("context", text) == tokens
@@ -39,6 +39,8 @@ def test_the_other_spellings() -> None:
     ("name", "text", "said"),
     [
         ("context", "lots", "--ctx: 'lots' is not a whole number of tokens"),
+        ("context", "1.3", "--ctx: '1.3' is not a whole number of tokens"),
+        ("context", "3e10", "--ctx: 3e10 tokens is past any engine's limit"),
         ("parallel", "0", "--parallel: must be at least 1"),
         ("card", "banana", "--gpu-mem: "),
         ("safety", "1.7", "--safety: must be between 0 and 1"),

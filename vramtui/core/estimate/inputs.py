@@ -78,7 +78,8 @@ FLAGS: dict[str, str] = {
 SHAPE_FIELDS = ("layers", "kv_heads", "head_dim", "hidden", "heads", "vocab")
 MODEL_FIELDS = ("params", *SHAPE_FIELDS)
 
-_TOKENS_RE = re.compile(r"^(\d+(?:\.\d+)?)([km]?)$")
+# "1e9" too: a profile's TOML float reads so, and the CLI takes what the profile takes (QA 21 F12).
+_TOKENS_RE = re.compile(r"^(\d+(?:\.\d+)?(?:e\d+)?)([km]?)$")
 _ON = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False}
 _SWITCH: dict[str, bool | None] = {**_ON, "no": False, "auto": None}
 
@@ -108,7 +109,10 @@ def parse_tokens(text: str) -> int:
     if not match:
         raise ValueError(f"{text!r} is not a whole number of tokens (try 8192 or 32k)")
     factor = {"": 1, "k": 1024, "m": 1024 * 1024}[match.group(2)]
-    tokens = int(float(match.group(1)) * factor)
+    exact = float(match.group(1)) * factor
+    if not exact.is_integer():  # "1.3": no engine rounds a context for you
+        raise ValueError(f"{text!r} is not a whole number of tokens (try 8192 or 32k)")
+    tokens = int(exact)
     if tokens > _MAX_TOKENS:  # the engines' context is a 32-bit int (llama.cpp and the profile refuse more)
         raise ValueError(f"{text.strip()} tokens is past any engine's limit (at most {_MAX_TOKENS:,})")
     return tokens
