@@ -1127,3 +1127,27 @@ def test_the_engines_share_of_a_budget_is_one_rule_for_the_cli_and_the_pane() ->
     llama = Profile(backend="llama.cpp", model="m.gguf", memory_budget=3 * 2**30, program="/no/such")
     assert engine_share(vllm) == _engine_share(vllm) == 0
     assert engine_share(llama, measure=False) == _engine_share(llama) == llama.backend.host_baseline_bytes > 0
+
+
+def test_vllm_over_its_cards_is_offered_the_fewest_cpu_offload_gib_that_fit(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """QA 21 F5: tensor parallel on 24 + 8 GiB, whose small card cannot hold its half, was offered no way
+    out that keeps the weights' type. vLLM's own is --cpu-offload-gb (per GPU): the fewest whole GiB that
+    fit are offered, and that figure fits where one GiB less does not. A run that cannot start before its
+    cache is sized prints no KV capacity, so none is said for it."""
+    config = str(CONFIGS / "meta-llama--Llama-3.1-8B-Instruct.config.json")
+    args = (config, "--backend", "vllm", "--ctx", "8192", "--gpu-mem", "24GiB,8GiB", "-tp", "2")
+    over = run_json(capsys, *args)
+    fit = over["cpu_offload_fit"]
+    assert not over["fits"] and isinstance(fit, int) and fit >= 1
+    assert run_json(capsys, *args, "--cpu-offload-gb", str(fit))["fits"]
+    assert not run_json(capsys, *args, "--cpu-offload-gb", str(fit - 1))["fits"]
+    solvers = next(line for line in _text(capsys, *args).splitlines() if line.startswith("solvers"))
+    assert f"smallest --cpu-offload-gb that fits {fit}" in solvers and "vLLM would print" not in solvers
+    # an engine without that knob, or a run that fits, is offered none
+    assert (
+        run_json(capsys, config, "--gpu-mem", "12GiB", "--ctx", "8192", "-ngl", "all")["cpu_offload_fit"]
+        is None
+    )
+    assert run_json(capsys, config, "--backend", "vllm", "--gpu-mem", "48GiB")["cpu_offload_fit"] is None

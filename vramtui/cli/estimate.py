@@ -577,7 +577,8 @@ def _solvers(est: Any) -> list[str]:
         solved.append(f"largest concurrency{layers} {est.max_parallel}{each}")
     if est.load_peak_fits is False:  # the 16-bit read before quantizing does not fit: nothing runs yet
         return ["none until the load fits (the verdict says how)"]
-    if est.max_concurrency is not None and at_length:
+    # weights and activations over the budget: vLLM stops before it sizes any cache, and prints no capacity
+    if est.max_concurrency is not None and at_length and est.kv_cache_tokens:
         solved.append(
             f"vLLM would print: KV capacity {est.kv_cache_tokens:,} tokens, max concurrency {est.max_concurrency:.2f}x"
         )
@@ -585,6 +586,8 @@ def _solvers(est: Any) -> list[str]:
         solved.append(f"split that fits --tensor-split {','.join(map(str, est.tensor_split_fit))}")
     if est.quant_fit is not None:
         solved.append(f"quantized at load that fits: --quant {est.quant_fit}")
+    if est.cpu_offload_fit is not None:
+        solved.append(f"smallest --cpu-offload-gb that fits {est.cpu_offload_fit}")
     if est.n_cpu_moe_fit is not None and est.device == "gpu":
         solved.append(f"smallest --n-cpu-moe that fits {est.n_cpu_moe_fit}")
     if est.gpu_layers_fit is not None and est.device == "gpu":

@@ -380,6 +380,7 @@ class Estimate:
     n_cpu_moe_fit: int | None = None  # the fewest layers whose experts go to the host for it to fit
     # the first quantization at load, in the engine's own order (bnb-8bit, bnb-4bit; fp8), that fits
     quant_fit: str | None = None
+    cpu_offload_fit: int | None = None  # vLLM: the fewest GiB of --cpu-offload-gb (per GPU) that fits
     # several cards: the --tensor-split (layers per card, the output layer on the last) that fits them all
     tensor_split_fit: tuple[int, ...] | None = None
     expert_host_bytes: int = 0  # of weights_host_bytes: the tensors the offload rules put in host RAM
@@ -634,6 +635,28 @@ def fit_n_cpu_moe(info: ModelInfo, settings: Settings) -> int | None:
     return lo
 
 
+def fit_cpu_offload(info: ModelInfo, settings: Settings, weights_bytes: int) -> int | None:
+    """vLLM: the fewest whole GiB of --cpu-offload-gb (each GPU's) past the one given with which the run
+    fits; None when even all of a rank's weights in host RAM do not (the embedding stays, and activations)."""
+    if not (settings.memory.offloads_by_size and settings.on_gpu):
+        return None
+
+    def ok(gb: int) -> bool:
+        return _fits(info, replace(settings, cpu_offload_gb=float(gb)))
+
+    lo = int(settings.cpu_offload_gb) + 1
+    hi = max(lo, -(-weights_bytes // GIB))  # a rank holds at most all the weights
+    if not ok(hi):
+        return None
+    while lo < hi:  # the smallest that fits: more offload only frees the card
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def _splits_layers(settings: Settings) -> bool:
     """Several cards sharing the layers by --tensor-split (llama.cpp's layer split)."""
     memory = settings.memory
@@ -819,6 +842,21 @@ def _solve_quant(info: ModelInfo, settings: Settings, est: Estimate) -> None:
             return
 
 
+def _solve_offload(info: ModelInfo, settings: Settings, est: Estimate) -> None:
+    """vLLM's own way to hold weights a card cannot (QA 21 F5: tensor parallel on 24 + 12 GiB offered no
+    way out): said after quantization, since every forward pass then reads those layers over PCIe."""
+    if est.fits or est.refused:
+        return
+    est.cpu_offload_fit = fit_cpu_offload(info, settings, est.weights_bytes)
+    if est.cpu_offload_fit is None:
+        return
+    each = " on each GPU" if settings.several else ""
+    est.notes.append(
+        f"with --cpu-offload-gb {est.cpu_offload_fit} it fits: that many GiB of the first layers' weights{each} "
+        "stay in pinned host RAM and cross PCIe on every forward pass (much slower generation)"
+    )
+
+
 def _model_notes(info: ModelInfo, memory: MemoryAccounting) -> list[str]:
     """The model's own notes, as this engine reads the model (a vision tower in a file of its own)."""
     if not (info.vision_params and memory.tower_elsewhere):
@@ -974,6 +1012,7 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
             _solve_experts(info, settings, est)
         _solve_layers(info, settings, est)
     _solve_quant(info, settings, est)
+    _solve_offload(info, settings, est)
     if not est.fits and est.max_context:
         est.notes.append(f"largest context that fits: {est.max_context}")
     if info.is_moe:
