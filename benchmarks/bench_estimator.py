@@ -624,7 +624,12 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # llama.cpp; vLLM Qwen3-8B bf16 and AWQ on a 4090; a MiniCPM-V vLLM run whose config.json was not found,
     # left out) at 787a58a: held-out llama.cpp KV 1/1, weights 2/2, compute 1/2, vLLM KV 0/1, weights 0/1;
     # training llama.cpp KV 1/1, weights 2/2, compute 2/2, vLLM weights 1/1, KV 0/1 (the card was read
-    # from nvidia-smi's free memory before the harness took its largest figure: x0.63, then x0.90).
+    # from nvidia-smi's free memory before the harness took its largest figure: x0.63, then x0.90). Round 42 (an
+    # early-2024 llama.cpp run on a 4070 with 25 of 33 layers offloaded; vLLM 0.27.1 Qwen3-8B and Qwen3-4B with
+    # LoRA on a 4090, 0.30 Gemma 4 runs on L4s whose config.json was not found, left out) at 252de5a: no
+    # held-out figure scored; training llama.cpp KV 2/2, weights 1/2, compute 0/2, vLLM weights 2/2, KV 1/2,
+    # compute 0/2 (the misses are xfails with their reasons: the old build's whole-file CPU buffer and its
+    # scheduler; vLLM 0.27.1's activation peaks of 1.18 and 0.15 GiB, which no one model of its profile makes).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -670,6 +675,7 @@ _NEWEST_ROUNDS = {
     "round38.jsonl": "round 38 (Qwen3.5-122B-A10B on 4 P100s, a Phi-2 ROCm run, twenty-third session)",
     "round39.jsonl": "round 39 (three more runs of that box, a V100 CI run, twenty-fourth session)",
     "round41.jsonl": "round 41 (Gemma 4 12B on Vulkan, a V100 CI run, vLLM on a 4090, twenty-fifth session)",
+    "round42.jsonl": "round 42 (an early-2024 llama.cpp run on a 4070, vLLM 0.27.1 on a 4090, twenty-sixth session)",
 }
 
 

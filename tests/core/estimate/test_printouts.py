@@ -22,6 +22,32 @@ _SPEC.loader.exec_module(po)
 
 # (printout, term) -> why the estimate misses it
 KNOWN_MISSES: dict[tuple[str, str], str] = {
+    ("p42-llama.cpp-gritlm-7b-q4_1-rtx4070-ngl25", "weights"): (
+        "an early-2024 build (llm_load_tensors, no build number): its CPU buffer is the whole mapped file "
+        "(4341.68 MiB of a 4.24 GiB file, x0.25 of the 8 layers the estimate bills), as builds of that time "
+        "mapped it; the CUDA0 figure is exact"
+    ),
+    ("p42-llama.cpp-gritlm-7b-q4_1-rtx4070-ngl25", "compute"): (
+        "an early-2024 build whose scheduler ran the host's layers on the CPU backend with their own "
+        "CUDA_Host compute buffer (87.50 MiB) and reserved 73 MiB on CUDA0: the estimate sizes today's "
+        "scheduler (181 and 9 MiB)"
+    ),
+    ("p42-vllm-qwen3-8b-rtx4090-v0271", "kv"): (
+        "vLLM 0.27.1's V2 runner printed a 1.18 GiB activation peak for Qwen3-8B at 2048 batched tokens (its "
+        "own summary line), where a profile run's forward and FlashInfer sampler make 0.31 GiB; the same "
+        "release and card printed 0.15 GiB for Qwen3-4B with LoRA (round 42), and another run of this model on "
+        "a 4090 left 0.45 GiB beside the weights in all (round 41): the KV cache follows that peak (x1.08)"
+    ),
+    ("p42-vllm-qwen3-8b-rtx4090-v0271", "compute"): (
+        "vLLM 0.27.1 printed a 1.18 GiB activation peak for Qwen3-8B at 2048 batched tokens where the profile "
+        "run's forward and sampler make 0.31 GiB (x0.26), and 0.15 GiB for Qwen3-4B on the same release and "
+        "card: what the rest of that peak is (torch.compile's buffers?) is not printed"
+    ),
+    ("p42-vllm-qwen3-4b-lora-rtx4090-gmu080", "compute"): (
+        "with --enable-lora, vLLM 0.27.1 printed a 0.15 GiB activation peak, less than its FlashInfer sampler's "
+        "fp32 logits and probabilities for 256 sequences (0.29 GiB): the LoRA profile run samples fewer "
+        "sequences or none; the estimate bills the sampler (x2.00)"
+    ),
     ("p41-vllm-rtx4090-qwen3-8b-bf16", "kv"): (
         "vLLM's version is not printed (a 2026 run under WSL2, a grep of its log): the two runs at 0.90 and "
         "0.85 both leave 0.45 GiB beside the weights, where the estimate takes its profile run (313 MiB), a "

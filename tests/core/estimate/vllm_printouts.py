@@ -81,6 +81,9 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("Qwen/Qwen3-32B", "Qwen--Qwen3-32B.config.json"),
     ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen--Qwen2.5-1.5B-Instruct.config.json"),
     ("Qwen/Qwen3-4B-Instruct-2507", "Qwen--Qwen3-4B-Instruct-2507.config.json"),
+    # the first release shares the 2507 one's shapes (36 layers, 2560 wide, 32/8 heads, 9728, tied); its
+    # max_position_embeddings (40960) and rope_theta differ, and the run prints its max_model_len
+    ("Qwen/Qwen3-4B", "Qwen--Qwen3-4B-Instruct-2507.config.json"),
 )
 
 _N = r"([\d.]+)"
