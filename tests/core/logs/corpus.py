@@ -74,6 +74,7 @@ FILES = (
     LOGS / "round57.jsonl",
     LOGS / "round58.jsonl",
     LOGS / "round59.jsonl",
+    LOGS / "round60.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

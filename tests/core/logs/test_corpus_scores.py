@@ -22,13 +22,13 @@ FLOORS: dict[str, dict[str, tuple[int, int]]] = {
         "engine": (864, 915),
     },
     "heldout": {
-        "stage": (323, 352),
-        "class": (321, 352),
-        "memory": (97, 112),
-        "first_error": (186, 202),
+        "stage": (326, 355),
+        "class": (324, 355),
+        "memory": (99, 114),
+        "first_error": (188, 204),
         "quiet": (59, 76),
-        "calm": (39, 50),
-        "engine": (333, 352),
+        "calm": (39, 51),
+        "engine": (336, 355),
     },
 }
 
