@@ -415,7 +415,10 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # vLLM; 3 training, 1 held-out) at 8884f68: stage 4/4, class 4/4, first error 1/1, quiet 1/1, calm 2/2,
     # engine 4/4 (no rule written from it); round 60 (3 logs: 2 llama.cpp, 1 vLLM; all held-out) at 4541464:
     # stage 3/3, class 3/3, memory 2/2, first error 2/2, calm 0/1 (a healthy WSL run's two engine warnings
-    # flagged: a cascade-attention fallback and pin_memory off), engine 3/3 (no rule written from it).
+    # flagged: a cascade-attention fallback and pin_memory off), engine 3/3 (no rule written from it); round 61
+    # (2 logs: a healthy llama.cpp ROCm run, training; a one-line vLLM out-of-memory error, held-out) at
+    # 72eaa37: training all right; held-out class 1/1, first error 1/1, stage 0/1 and engine 0/1 (the one line
+    # names neither its step nor its engine; labelled kv_cache from the thread) (no rule written from it).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -532,6 +535,7 @@ LATER_ROUNDS = (
     ("round58.jsonl", "round 58, training only (committed logs; twenty-fifth session"),
     ("round59.jsonl", "round 59, both parts (committed logs and notebooks; twenty-fifth session"),
     ("round60.jsonl", "round 60, held-out only (a discussion thread, committed notes; twenty-sixth session"),
+    ("round61.jsonl", "round 61, both parts (a committed benchmark log, an issue; twenty-sixth session"),
 )
 
 

@@ -75,6 +75,7 @@ FILES = (
     LOGS / "round58.jsonl",
     LOGS / "round59.jsonl",
     LOGS / "round60.jsonl",
+    LOGS / "round61.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
