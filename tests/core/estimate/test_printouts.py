@@ -33,20 +33,25 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "scheduler (181 and 9 MiB)"
     ),
     ("p42-vllm-qwen3-8b-rtx4090-v0271", "kv"): (
-        "vLLM 0.27.1's V2 runner printed a 1.18 GiB activation peak for Qwen3-8B at 2048 batched tokens (its "
-        "own summary line), where a profile run's forward and FlashInfer sampler make 0.31 GiB; the same "
-        "release and card printed 0.15 GiB for Qwen3-4B with LoRA (round 42), and another run of this model on "
-        "a 4090 left 0.45 GiB beside the weights in all (round 41): the KV cache follows that peak (x1.08)"
+        "vLLM 0.27.1 printed a 1.18 GiB activation peak for Qwen3-8B at 2048 batched tokens (its own summary "
+        "line) in a start that compiled its graph (no torch.compile cache yet), where the profile run's forward "
+        "and FlashInfer sampler make 0.31 GiB: the KV cache follows that peak (x1.08). One harness's Qwen3-4B "
+        "runs on the same release and card show the cause: 0.80 GiB in a start that compiled, 0.15 GiB in one "
+        "that loaded the compiled graph from its cache (rounds 42 and 43)"
     ),
     ("p42-vllm-qwen3-8b-rtx4090-v0271", "compute"): (
-        "vLLM 0.27.1 printed a 1.18 GiB activation peak for Qwen3-8B at 2048 batched tokens where the profile "
-        "run's forward and sampler make 0.31 GiB (x0.26), and 0.15 GiB for Qwen3-4B on the same release and "
-        "card: what the rest of that peak is (torch.compile's buffers?) is not printed"
+        "a start that compiled its graph (vLLM 0.27.1, no torch.compile cache) printed a 1.18 GiB activation "
+        "peak where the profile run's forward and sampler make 0.31 GiB (x0.26): the same harness's Qwen3-4B "
+        "printed 0.80 GiB compiling and 0.15 GiB loading its compiled graph; the estimate sizes neither"
     ),
     ("p42-vllm-qwen3-4b-lora-rtx4090-gmu080", "compute"): (
-        "with --enable-lora, vLLM 0.27.1 printed a 0.15 GiB activation peak, less than its FlashInfer sampler's "
-        "fp32 logits and probabilities for 256 sequences (0.29 GiB): the LoRA profile run samples fewer "
-        "sequences or none; the estimate bills the sampler (x2.00)"
+        "a start that loaded its compiled graph from the torch.compile cache (vLLM 0.27.1, --enable-lora) "
+        "printed a 0.15 GiB activation peak, less than the FlashInfer sampler's fp32 logits and probabilities "
+        "for 256 sequences (0.29 GiB); the estimate bills the sampler (x2.00)"
+    ),
+    ("p43-vllm-qwen3-4b-lora-rtx4090-gmu092-oom", "compute"): (
+        "the same model and release as p42's 0.15 GiB run, in a start that compiled its graph (no cache): "
+        "0.80 GiB of activation peak printed (x0.37); a first start measures more than a restart"
     ),
     ("p41-vllm-rtx4090-qwen3-8b-bf16", "kv"): (
         "vLLM's version is not printed (a 2026 run under WSL2, a grep of its log): the two runs at 0.90 and "
