@@ -52,6 +52,34 @@ def test_save_onto_the_source_profile_is_refused_without_force(tmp_path: Path) -
     assert source.read_text(encoding="utf-8") == SOURCE
 
 
+def test_save_onto_another_file_that_is_there_is_refused_without_force(tmp_path: Path) -> None:
+    """QA 23 D1: `--save keep.toml` replaced another profile, its notes and settings, without a word."""
+    source = _folder(tmp_path)
+    other = tmp_path / "keep.toml"
+    other.write_text(SOURCE + "# my notes\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "wizard", str(source), "--auto", "--save", str(other)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr.strip().splitlines() == [
+        f"vramtui: --save {other} is there already: save to another file, or add --force to replace it"
+    ]
+    assert other.read_text(encoding="utf-8").endswith("# my notes\n")
+    # with --force it goes ahead: the wizard runs (its server fails here), and no refusal is said
+    forced = subprocess.run(
+        [sys.executable, "-m", "vramtui", "wizard", str(source), "--auto", "--save", str(other), "--force"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "is there already" not in forced.stderr and forced.stdout, forced
+
+
 def test_a_saved_profile_keeps_relative_paths_as_written_and_whole_numbers(tmp_path: Path) -> None:
     source = _folder(tmp_path)
     profile = load_profile(source)

@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force",
         action="store_true",
-        help="let --save overwrite the profile the wizard reads (its comments are not kept)",
+        help="let --save replace a file that is there, the profile the wizard reads included (its comments are not kept)",
     )
     parser.add_argument(
         "--stress",
@@ -368,19 +368,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def refuse_saving_over_the_source(args: argparse.Namespace, profile: Any) -> None:
-    """--save onto the profile being read rewrites it without its comments: only with --force, and said
-    before anything is launched."""
+    """--save onto a file that is there (the profile being read, or another one) replaces it, comments and
+    all: only with --force, and said before anything is launched (QA 23 D1: another profile was replaced
+    without a word)."""
     from pathlib import Path
 
     from vramtui.core.errors import VramtuiError
 
     save = getattr(args, "save", None)
-    if not save or getattr(args, "force", False) or profile.source is None:
+    if not save or getattr(args, "force", False):
         return
-    if Path(save).expanduser().resolve() == Path(profile.source).resolve():
+    target = Path(save).expanduser()
+    if profile.source is not None and target.resolve() == Path(profile.source).resolve():
         raise VramtuiError(
             f"--save {save} is the profile the wizard reads: saving would drop its comments; "
             "save to another file, or add --force to overwrite it"
+        )
+    if target.exists():
+        raise VramtuiError(
+            f"--save {save} is there already: save to another file, or add --force to replace it"
         )
 
 
