@@ -329,3 +329,5 @@ def test_a_program_that_dies_at_once_is_said_so_in_its_saved_log_too(
     assert any(said in line for line in saved.evidence), saved.evidence
     # it reached no stage: --json says none, not load_weights (QA 20 D4, QA 22)
     assert saved.stage is None and result.stage is None
+    # ... nor failed at one (QA 23 D6: failure_stage read load_weights beside a stage of none)
+    assert saved.failure_stage is None and result.failure_stage is None

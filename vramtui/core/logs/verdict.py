@@ -113,7 +113,8 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
     failure_stage = found.stage if found is not None else None
     furthest = _furthest(state, found)
     if pick.cause == "died_at_start":  # it reached no stage: --json says so too (QA 20 D4, QA 22)
-        furthest = -1
+        # nor did it fail at one (QA 23 D6: failure_stage read load_weights beside a stage of none)
+        furthest, failure_stage = -1, None
     incomplete = _incomplete(state, failed, furthest)
     if incomplete:  # it stops past what its milestones prove (weights loaded: no longer loading them)
         floor = stage_floor(state, state.lines + 1)
@@ -150,7 +151,8 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
         evidence=evidence[:MAX_EVIDENCE],
         warnings=_quiet_failures(
             state,
-            failed_starting=failure_stage is not None and STAGE_INDEX[failure_stage] < STAGE_INDEX["ready"],
+            failed_starting=pick.cause == "died_at_start"
+            or (failure_stage is not None and STAGE_INDEX[failure_stage] < STAGE_INDEX["ready"]),
             cause=pick.cause if failed else None,
         ),
         engine_figures=_figures_flat(state.figures),
