@@ -6,6 +6,7 @@ beside each excerpt).
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -192,6 +193,13 @@ def test_a_program_that_died_at_once_is_quoted_by_its_own_last_words(tmp_path: P
     plain = diagnosed(launch + chatter + exited)
     assert plain.cause == "died_at_start" and plain.first_error_line == 43
     assert "exited with status 3" in (plain.first_error_text or "")
+    # bytes a program dumped before its last line are no words of its own (QA 23 D5: vramtui's exit line
+    # was quoted where the program's own last line, after 20 kB of binary, said why)
+    dumped = random.Random(0).randbytes(20000).decode("utf-8", "replace")
+    garbage = "".join(f"{stamp}{line}\n" for line in dumped.splitlines() if line.strip())
+    last = f"{stamp}zzz lorem ipsum\n"
+    words = diagnosed(launch + garbage + last + exited)
+    assert words.cause == "died_at_start" and words.first_error_text == last.strip(), words.first_error_text
 
 
 def test_a_budget_failure_names_the_profiles_memory_budget_not_the_container() -> None:

@@ -33,7 +33,7 @@ from vramtui.core.logs.advice import CAUSE_WORDS, FAILURE_WORDS, advise, summari
 from vramtui.core.logs.analysis import _analyze, _LineInfo  # noqa: F401  (_analyze: benchmarks name it here)
 from vramtui.core.logs.encoded import DAMAGED, STDIN, damaged, decoded
 from vramtui.core.logs.kernel import read_kernel_oom_lines
-from vramtui.core.logs.lastwords import last_words
+from vramtui.core.logs.lastwords import FEW_LINES, last_words, program_words
 from vramtui.core.logs.memo import (
     _DIGIT_MASK,
     _DIRTY,
@@ -52,6 +52,7 @@ from vramtui.core.logs.textclean import (
     clean_bytes_line,
     clean_line,
     iter_raw_line_batches,
+    reads_as_text,
 )
 from vramtui.core.logs.verdict import Diagnosis, detect_backend, judge
 
@@ -107,6 +108,7 @@ class LogDiagnoser(LogState):
         # The log's last lines, for a program's last words (lastwords.py): fed lines one by one, a file's
         # last two pieces of lines with the number before each (one assignment per piece, not per line).
         self._recent: deque[tuple[int, str]] = deque(maxlen=_RECENT_LINES)
+        self._words = 0  # the program's lines of words, counted while they are few (lastwords.FEW_LINES)
         self._pieces_seen: tuple[tuple[int, list[bytes]], ...] = ()
 
     # -- feeding -----------------------------------------------------------------------------------
@@ -115,7 +117,11 @@ class LogDiagnoser(LogState):
         text = line if line.isprintable() else clean_line(line)
         info = self._info_of_text(text)
         self.lines += 1
-        self._recent.append((self.lines, text))
+        # QA 23 D5: bytes a program dumped are not its words ("\ufffd" is printable: ASCII is the fast path)
+        if (text.isascii() and text.isprintable()) or reads_as_text(text):
+            self._recent.append((self.lines, text))
+            if self._words <= FEW_LINES and program_words(text):
+                self._words += 1
         if info is None or self._is_noop(info):
             self.after_frame = False
             return LineTag(self.lines, self.current, "info", False)
@@ -293,24 +299,30 @@ class LogDiagnoser(LogState):
         verdict = judge(judged_run(self), self.backend or detect_backend(self.scores), self._read_kernel)
         diagnosis = verdict.diagnosis
         if diagnosis.cause == "died_at_start":
-            _quote_last_words(diagnosis, self._last_lines())
+            _quote_last_words(diagnosis, *self._last_lines())
         diagnosis.advice = advise(
             diagnosis, verdict.formats, verdict.kernel_note, verdict.kills_elsewhere, hint=verdict.hint
         )
         diagnosis.summary = summarize(diagnosis, verdict.kernel_note)
         return diagnosis
 
-    def _last_lines(self) -> list[tuple[int, str]]:
-        """The log's last lines, numbered: the lines fed one by one, else a file's last pieces."""
+    def _last_lines(self) -> tuple[list[tuple[int, str]], bool]:
+        """The log's last lines, numbered (the lines fed one by one, else a file's last pieces), and whether
+        the program printed only a few lines of words (the few-lines rule of lastwords holds only then)."""
         if self._recent:
-            return list(self._recent)
+            return list(self._recent), self._words <= FEW_LINES
         numbered = [
             (n, raw) for before, piece in self._pieces_seen for n, raw in enumerate(piece, before + 1)
         ]
-        return [
-            (number, raw.decode("ascii") if raw.isascii() else clean_bytes_line(raw))
-            for number, raw in numbered[-_RECENT_LINES:]  # only these are decoded
-        ]
+
+        def decoded(raw: bytes) -> str:
+            return raw.decode("ascii") if raw.isascii() else clean_bytes_line(raw)
+
+        # a file's first lines only, decoded for this verdict alone: its launch lines and bytes the program
+        # dumped (QA 23 D5) are no words of its own, and the few it printed are all in the last lines
+        whole = bool(numbered) and numbered[0][0] == 1
+        words = sum(1 for _, raw in numbered if program_words(decoded(raw))) if whole else FEW_LINES + 1
+        return [(number, decoded(raw)) for number, raw in numbered[-_RECENT_LINES:]], words <= FEW_LINES
 
     def _read_kernel(self) -> str | None:
         if self._kernel_text is False:
@@ -325,11 +337,10 @@ _MISSING: object = object()
 _RECENT_LINES = 16
 
 
-def _quote_last_words(diagnosis: Diagnosis, lines: list[tuple[int, str]]) -> None:
+def _quote_last_words(diagnosis: Diagnosis, lines: list[tuple[int, str]], whole: bool) -> None:
     """A program that died before any engine line: its own last words are the first error, not vramtui's
     exit line after them (QA 20 D3: "vramtui: the server exited with status 3" hid "cannot open config")."""
-    # the few-lines rule holds only where these last lines are the whole log
-    words = last_words(lines, whole=bool(lines) and lines[0][0] == 1)
+    words = last_words(lines, whole=whole)
     if words is None:
         return
     number, text = words

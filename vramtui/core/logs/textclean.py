@@ -109,6 +109,13 @@ def looks_binary(sample: bytes) -> bool:
     return _controls(head) > len(head) * 0.3
 
 
+def reads_as_text(line: str) -> bool:
+    """A decoded line that is words, not bytes a program dumped (undecodable or control characters in more
+    than a tenth of it)."""
+    noise = sum(1 for char in line if char == "\ufffd" or (char < " " and char != "\t"))
+    return noise * 10 <= len(line)
+
+
 def is_binary_format(head: bytes) -> bool:
     """A program, an archive, an image or a model file, by its own magic number (tar: at byte 257)."""
     return head.startswith(_BINARY_MAGIC) or head[257:262] == b"ustar"
