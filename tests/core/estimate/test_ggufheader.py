@@ -78,10 +78,23 @@ def test_every_cut_of_a_header_is_one_user_error(bpe_gguf: Path, tmp_path: Path)
     data = bpe_gguf.read_bytes()
     data_start = read_header(bpe_gguf).data_start
     cut = tmp_path / "cut.gguf"
+    parts = set()
     for size in [*range(0, 64), *range(64, data_start, max(1, data_start // 200)), data_start + 100]:
         cut.write_bytes(data[:size])
-        with pytest.raises(VramtuiError, match=r"not a GGUF|truncated|damaged|the file is empty"):
+        with pytest.raises(VramtuiError, match=r"not a GGUF|truncated|damaged|the file is empty") as caught:
             load_model_info(cut)
+        said = str(caught.value)
+        # where it stops, in words, never struct's "unpack_from requires a buffer ..." (QA 23 D7)
+        assert "unpack_from" not in said and "buffer" not in said, said
+        if 24 <= size < data_start:
+            assert "inside its " in said, said
+            parts.add(said.split("inside its ")[1].split(":")[0].split(")")[0])
+    assert parts >= {"key/value metadata", "tensor table"}, parts
     cut.write_bytes(data[:8] + b"\xff" * 16 + data[24:])  # counts no file could hold
     with pytest.raises(VramtuiError, match="does not fit in the file"):
         read_header(cut)
+    # a version this reader does not know is not called truncated (QA 23 D7: "GGUF version 99 ...")
+    cut.write_bytes(data[:4] + (99).to_bytes(4, "little") + data[8:])
+    with pytest.raises(VramtuiError, match=r"GGUF version 99, which vramtui does not read") as caught:
+        read_header(cut)
+    assert "truncated" not in str(caught.value)

@@ -89,7 +89,8 @@ def cut_short(path: str | Path) -> str | None:
     except VramtuiError as error:
         with contextlib.suppress(OSError), open(Path(path).expanduser(), "rb") as handle:
             if handle.read(4) == b"GGUF":
-                return f"{error}: download it again"
+                said = str(error)
+                return said if said.endswith("download it again") else f"{said}: download it again"
         return None
     need = max((t.data_offset + t.n_bytes for t in header.tensors), default=0)
     if need <= size:
@@ -110,11 +111,20 @@ def _read_header(path: str, _mtime_ns: int, size: int) -> GgufHeader:
                 magic = handle.read(4)
                 if magic != b"GGUF":
                     raise VramtuiError(f"{path}: not a GGUF file (it does not start with the GGUF magic)")
-                raise VramtuiError(f"{path}: truncated or damaged GGUF file (the header is cut short)")
+                raise VramtuiError(
+                    f"{path}: truncated GGUF file (it stops at byte {size}, inside its header): the download "
+                    "stopped; download it again"
+                )
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 return _Parser(path, data).header()
     except OSError as error:
         raise VramtuiError(f"{path}: cannot read ({error.strerror or error})") from None
+
+
+class _Newer(ValueError):
+    def __init__(self, version: int) -> None:
+        super().__init__(version)
+        self.version = version
 
 
 class _Parser:
@@ -122,14 +132,24 @@ class _Parser:
 
     def __init__(self, path: str, data: mmap.mmap) -> None:
         self.path, self.data, self.pos, self.order = path, data, 0, "<"
+        self.part = "counts"  # what is being read: said where the file stops
 
     def header(self) -> GgufHeader:
         if self.data[:4] != b"GGUF":
             raise VramtuiError(f"{self.path}: not a GGUF file (it does not start with the GGUF magic)")
         try:
             return self._header()
+        except _Newer as error:  # not damage: a format this reader does not know (QA 23 D7)
+            raise VramtuiError(
+                f"{self.path}: GGUF version {error.version}, which vramtui does not read (it reads versions "
+                f"{' and '.join(map(str, _SUPPORTED_VERSIONS))}): a newer format, or a damaged file"
+            ) from None
+        except struct.error:  # the file ends inside the header: said in words, not struct's (QA 23 D7)
+            raise VramtuiError(
+                f"{self.path}: truncated GGUF file (it stops at byte {len(self.data):,}, inside its {self.part}): "
+                "the download stopped; download it again"
+            ) from None
         except (
-            struct.error,
             IndexError,
             ValueError,
             UnicodeDecodeError,
@@ -137,7 +157,9 @@ class _Parser:
             MemoryError,
         ) as error:
             reason = " ".join(str(error).split())[:160] or type(error).__name__
-            raise VramtuiError(f"{self.path}: truncated or damaged GGUF file ({reason})") from None
+            raise VramtuiError(
+                f"{self.path}: truncated or damaged GGUF file (inside its {self.part}: {reason})"
+            ) from None
 
     def _header(self) -> GgufHeader:
         self.pos = 4
@@ -146,14 +168,16 @@ class _Parser:
             self.order, self.pos = ">", 4
             version = self._u32()
         if version not in _SUPPORTED_VERSIONS:
-            raise ValueError(f"GGUF version {version} is not supported (only {_SUPPORTED_VERSIONS})")
+            raise _Newer(version)
         n_tensors, n_kv = self._u64(), self._u64()
         self._plausible(n_tensors, 8, "tensor count")
         self._plausible(n_kv, 12, "key/value count")
         fields: dict[str, Any] = {}
+        self.part = "key/value metadata"
         for _ in range(n_kv):
             key = self._string()
             fields[key] = self._value(self._u32())
+        self.part = "tensor table"
         infos = [self._tensor_info() for _ in range(n_tensors)]
         alignment = fields.get(_ALIGNMENT_KEY)
         align = alignment if isinstance(alignment, int) and alignment > 0 else 32
