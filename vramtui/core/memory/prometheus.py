@@ -228,8 +228,12 @@ def fetch_text(url: str, timeout_s: float) -> str:
             raise FetchError(f"no answer within {timeout_s:g} s") from None
         words = getattr(reason, "strerror", None) or str(reason)
         raise FetchError(f"cannot connect: {words}") from None
-    except (http.client.HTTPException, OSError) as error:  # reset mid-answer, a listener that is no HTTP
-        raise FetchError(f"cannot read the answer: {error.__class__.__name__} {error}".strip()) from None
+    except (
+        http.client.HTTPException
+    ) as error:  # a listener that is no HTTP: its bytes are not echoed (QA 23 D8)
+        raise FetchError(f"it does not answer in HTTP ({type(error).__name__})") from None
+    except OSError as error:  # reset mid-answer
+        raise FetchError(f"cannot read the answer: {error.strerror or type(error).__name__}") from None
     body = b"".join(chunks)
     if b"\x00" in body[:4096]:
         raise FetchError("answered binary data, not the Prometheus text format")
