@@ -655,6 +655,14 @@ GOOD = '{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_
         # QA 16: the engine's class default (4096) then failed on the first weight, 30 s later
         (GOOD.replace('"hidden_size": 64, ', ""), None, "", "config.json lacks hidden_size"),
         (GOOD.replace('"num_attention_heads": 4', '"num_attention_heads": 0'), None, "", "as 0; it must be"),
+        # QA 23 D2: shapes no model has, refused by `estimate`, were launched (a vLLM start of minutes)
+        (GOOD.replace('"num_hidden_layers": 2', '"num_hidden_layers": 1e30'), None, "", "past any model's"),
+        (
+            GOOD.replace("}", ', "num_key_value_heads": 3}'),
+            None,
+            "",
+            "is not a multiple of num_key_value_heads",
+        ),
         (
             GOOD,
             {"model.safetensors": b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}"},

@@ -926,12 +926,15 @@ _SHAPE_KEYS = (
 
 
 def check_hf_folder(folder: Path) -> None:
-    """Before a launch: the folder's config.json parses to an object whose shape keys are whole numbers,
-    and every safetensors file's header reads and covers its file (QA: a malformed config.json was launched,
+    """Before a launch: the folder's config.json parses to an object whose shape keys are whole numbers that
+    some model could have, and every safetensors file's header reads and covers its file (QA: a malformed config.json was launched,
     and the engine's JSONDecodeError came back 30 s later as "failed at load weights (other)")."""
     whole = read_config_file(folder / "config.json")
     config = _text_config(whole)
     _check_shape_given(whole, folder)
+    # a shape no model has (1e30 layers, 8 heads over 3 KV heads), refused as `estimate` refuses it, not
+    # after a start of minutes (QA 23 D2)
+    _require_plausible(config, str(folder / "config.json"))
     for key in _SHAPE_KEYS:
         value = _int(config, key)
         if value is not None and config[key] != value:
