@@ -134,6 +134,7 @@ FIGURE_WORDS: dict[str, str] = {
     "kv_cache_tokens": "tokens the KV cache holds",
     "node_memory": "node memory",
     "non_kv_memory": "memory besides the KV cache",
+    "engine_floor": "the budget the engine itself needs to come up (measured by vramtui)",
     "tree_peak": "most its process tree held (sampled by vramtui)",
     "node_free_memory": "node memory free",
     "kv_cache_requested": "KV cache memory requested",

@@ -194,7 +194,9 @@ def test_the_idle_footprint_is_measured_once_per_binary_and_cached(
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     profile = _profile(tmp_path / "any.gguf", memory_budget=1500 * MIB)
+    assert footprint.measured_floor(profile) is None  # never measured to say it in a log
     first = footprint.host_footprint(profile)
+    assert footprint.measured_floor(profile) == first  # a run log's header says it from now on (QA 23 D4)
     cached = json.loads(footprint.cache_file().read_text())
     assert len(cached) == 1 and next(iter(cached.values()))["floor"] == first
     # its probe runs of a tiny model are no runs of the user's: none joins the calibration store (QA)

@@ -436,3 +436,21 @@ def test_an_answer_that_came_back_empty_is_explained_by_the_logs_failure() -> No
     # a log with no failure while serving leaves the guess as it was
     healthy = diagnose_text("main: server is listening on http://127.0.0.1:8080\n", kernel_log=lambda: None)
     assert _told_by_log(empty, healthy) is empty
+
+
+def test_the_budgets_context_advice_takes_off_what_the_engine_itself_needs() -> None:
+    """QA 23 D4: for one failure (context 262144, 4 slots, a 400 MiB host budget: a real llama-server run of
+    vramtui's check), diagnose advised --ctx-size 8192 where the wizard's 16384 runs. The wizard measures
+    what the engine itself needs of the budget (147 MiB here); a run log now says it, and the advice takes
+    it off, with the compute buffer llama.cpp's fit projected (73 MiB, flash attention auto). A log without
+    that line takes the backend's figure (240 MiB): the safe side."""
+    log = (LOGS / "llama-server-budget-400-np4-kv.log").read_text()
+    assumed = diagnose_text(log, kernel_log=lambda: None)
+    assert assumed.advice[0].startswith("Host RAM could not hold the KV cache: lower --ctx-size 8192 "), (
+        assumed.advice
+    )
+    head, rest = log.split("\n", 3)[:3], log.split("\n", 3)[3]
+    line = "2026-12-06T11:23:52.761 vramtui: the engine itself needs 147 MiB of it to come up (measured)"
+    measured = diagnose_text("\n".join([*head, line, rest]), kernel_log=lambda: None)
+    assert measured.engine_figures["engine_floor"] == 147 * 2**20
+    assert measured.advice[0].startswith("Host RAM could not hold the KV cache: lower --ctx-size 16384 ")

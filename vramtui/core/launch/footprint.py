@@ -113,6 +113,19 @@ def measured_already(profile: Profile) -> bool:
     return binary is None or _key(binary) in _read_cache()
 
 
+def measured_floor(profile: Profile) -> int | None:
+    """The least address-space limit the engine came up under, where it was measured already (never
+    measured here: a launch's log says it when known, so that a saved log sizes a budget as the wizard
+    does, QA 23 D4); None when not measured, or when its CPU bill holds the engine itself."""
+    if not profile.backend.measures_footprint or profile.backend.cpu_bill_holds_engine:
+        return None
+    binary = binary_of(profile)
+    if binary is None:
+        return None
+    floor = _read_cache().get(_key(binary), {}).get("floor")
+    return int(floor) if floor else None
+
+
 def host_footprint(profile: Profile, kind: str = "floor") -> int:
     """The address space the engine needs to come up (what a host budget limits), in bytes; `kind="rss"`:
     its resident memory instead (what an attached server's budget is judged by); "address_space": what

@@ -33,7 +33,7 @@ from vramtui.core.backends.base import kv_set_outright, sizing_params
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch import procs
 from vramtui.core.launch.billcheck import LaunchEstimate, run_bill
-from vramtui.core.launch.footprint import engine_build
+from vramtui.core.launch.footprint import engine_build, measured_floor
 from vramtui.core.launch.health import HealthProbe
 from vramtui.core.launch.pipe import LineReader
 from vramtui.core.launch.profile import Profile, missing_program
@@ -513,6 +513,11 @@ class ModelServer:
         if budget is not None:
             where = "on the host (address-space limit)" if self.budget_mode == "host" else "on the GPU"
             self._record_line(f"vramtui: memory budget {budget / MIB:.0f} MiB, enforced {where}")
+            floor = measured_floor(self.profile) if self.budget_mode == "host" else None
+            if floor:  # what the budget holds besides the engine itself, for diagnose's sizing (QA 23 D4)
+                self._record_line(
+                    f"vramtui: the engine itself needs {floor / MIB:.0f} MiB of it to come up (measured)"
+                )
         past = past_trained(self.profile)
         if past:  # in the log, so that the log pane and `diagnose` say it too (QA 11: only `estimate` did)
             self.warnings.append(past)

@@ -802,13 +802,28 @@ ADVICE: tuple[AdviceRow, ...] = (
 )
 
 
-def _fitted_context(figures: dict[str, int | float], flash_attn: bool) -> int | None:
+def _assumed_floor(backend: str | None) -> int:
+    """What the engine itself takes of a host budget where no measure of it is in the log: its backend's
+    figure (llama-server's 240 MiB), a safe side of the measured 131-160 MiB."""
+    from vramtui.core.backends import get_backend
+
+    try:
+        return int(get_backend(backend).host_baseline_bytes) if backend else 0
+    except VramtuiError:
+        return 0
+
+
+def _fitted_context(
+    figures: dict[str, int | float], flash_attn: bool, backend: str | None = None
+) -> int | None:
     """The context whose growing buffers fit the host budget the log names, from the engine's own figures.
 
     The failed allocation is the KV cache when no KV buffer was printed (else the compute buffer); both
-    grow linearly with the context. Without flash attention llama.cpp's compute buffer holds the attention
-    scores, n_ctx x n_ubatch x n_head floats, when it was not printed; unknown, it is taken as large as
-    the KV cache. The process's own memory is not in the log: rounding down to a power of two leaves room.
+    grow linearly with the context. Where llama.cpp's fit projected its compute buffer for this context,
+    that is its most (a smaller context needs less); else without flash attention the compute buffer holds
+    the attention scores, n_ctx x n_ubatch x n_head floats; unknown, it is taken as large as the KV cache.
+    What the engine itself needs of the budget is in vramtui's header when it was measured (QA 23 D4: without
+    it the advice was 8192 where the wizard's 16384 runs); rounding down to a power of two leaves room.
     """
     budget = figures.get("host_budget")
     context = int(figures.get("context") or 0)
@@ -817,15 +832,18 @@ def _fitted_context(figures: dict[str, int | float], flash_attn: bool) -> int | 
         return None
     kv_printed = figures.get("kv_buffer")
     kv_per_token = (kv_printed or failed) / context
+    fixed = (figures.get("model_buffer") or 0) + (figures.get("output_buffer") or 0)
+    fixed += figures.get("engine_floor") or _assumed_floor(backend)
     if kv_printed:
         compute_per_token = failed / context
     elif flash_attn:
         compute_per_token = 0.0
+    elif figures.get("fit_breakdown_compute"):
+        compute_per_token, fixed = 0.0, fixed + figures["fit_breakdown_compute"]
     elif figures.get("ubatch_tokens") and figures.get("attention_heads"):
         compute_per_token = figures["ubatch_tokens"] * figures["attention_heads"] * 4
     else:
         compute_per_token = kv_per_token
-    fixed = (figures.get("model_buffer") or 0) + (figures.get("output_buffer") or 0)
     room = budget - fixed
     if room <= 0:
         return None
@@ -844,13 +862,15 @@ def _context_now(figures: dict[str, int | float]) -> int:
     return int(figures.get("context") or figures.get("kv_cache_cells") or 0)
 
 
-def _smaller_context(figures: dict[str, int | float], flash_attn: bool, slots_flag: str = "") -> str:
+def _smaller_context(
+    figures: dict[str, int | float], flash_attn: bool, slots_flag: str = "", backend: str | None = None
+) -> str:
     """The " N (now M)" of the context advice: fitted to a host budget the log names, else half.
     `slots_flag`: the engine's flag for the slots, named when each would get too few tokens."""
     context = _context_now(figures)
     if not context or context <= _SHORTEST_CONTEXT:
         return ""
-    fitted = _fitted_context(figures, flash_attn)
+    fitted = _fitted_context(figures, flash_attn, backend)
     per_slot = int(figures.get("context_per_sequence") or context)
     slots = max(1, context // per_slot)  # the slots share the context: each gets its part
     if fitted is not None:
@@ -983,8 +1003,12 @@ def _values(
         "free_share": _free_share(diagnosis.first_error_text or ""),
         "fit": f" {int(fit)}" if fit else "",
         "to_fit": " to what fits" if fit else "",
-        "smaller": _smaller_context(figures, flash_attn, slots_flag),
-        "budget_fit": _smaller_context(figures, flash_attn, slots_flag) if figures.get("context") else "",
+        "smaller": _smaller_context(figures, flash_attn, slots_flag, diagnosis.backend),
+        "budget_fit": (
+            _smaller_context(figures, flash_attn, slots_flag, diagnosis.backend)
+            if figures.get("context")
+            else ""
+        ),
         "the_engine": diagnosis.backend or "the engine",
         "this_engine": diagnosis.backend or "this engine",
         "while_doing": _while(diagnosis),

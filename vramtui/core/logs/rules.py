@@ -561,6 +561,12 @@ FIGURE_RULES: tuple[FigureRule, ...] = (
         "host_budget",
         rf"vramtui: memory budget {NUM}{UNIT}, enforced on the host",
     ),
+    # ... and what the engine itself needs of it to come up, where vramtui measured that on its binary
+    FigureRule(
+        "vramtui: the engine itself needs",
+        "engine_floor",
+        rf"vramtui: the engine itself needs {NUM}{UNIT} of it to come up",
+    ),
     # and, when the run failed, the most its process tree held (sampled): what the engine took beside
     # the buffers it prints
     FigureRule(
