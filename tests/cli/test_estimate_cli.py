@@ -903,6 +903,16 @@ def test_vllm_cpu_under_a_memory_budget_takes_its_share_of_the_machine(
     )
     assert f"set --kv-cache-memory-bytes {engine_size(size, down=True)} (half of" in notes, notes
     assert 700 * 2**20 < size < 1300 * 2**20
+    # the solvers line says that size, not "largest context 0" beside a capacity vLLM would fail to
+    # allocate (QA 23 D10); --json has it in bytes
+    assert data["kv_cache_memory_fit"] == size
+    solvers = [line for line in _text(capsys, *args).splitlines() if line.startswith("solvers")]
+    assert solvers == [
+        f"solvers   KV cache size that fits the budget --kv-cache-memory-bytes {engine_size(size, down=True)}"
+    ], solvers
+    # set outright, the cache is sized as given: no size is offered
+    sized = run_json(capsys, *args, "--kv-cache-memory-bytes", engine_size(size, down=True))
+    assert sized["kv_cache_memory_fit"] is None
     # the KV cache set outright: the share does not count, and it fits
     outright = run_json(capsys, *args, "--kv-cache-memory-bytes", "64MiB")
     assert outright["kv_cache_bytes"] == 64 * 2**20 and outright["fits"] is True

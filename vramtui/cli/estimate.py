@@ -577,6 +577,14 @@ def _solvers(est: Any) -> list[str]:
         solved.append(f"largest concurrency{layers} {est.max_parallel}{each}")
     if est.load_peak_fits is False:  # the 16-bit read before quantizing does not fit: nothing runs yet
         return ["none until the load fits (the verdict says how)"]
+    if est.kv_cache_memory_fit is not None:  # no context helps a cache sized by the share (QA 23 D10)
+        from vramtui.core.backends import get_backend
+        from vramtui.core.logs.advice import engine_size
+
+        flag = get_backend(est.backend).knob("kv_cache_memory")
+        return [
+            f"KV cache size that fits the budget {flag} {engine_size(est.kv_cache_memory_fit, down=True)}"
+        ]
     # weights and activations over the budget: vLLM stops before it sizes any cache, and prints no capacity
     if est.max_concurrency is not None and at_length and est.kv_cache_tokens:
         solved.append(

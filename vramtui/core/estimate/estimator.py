@@ -381,6 +381,8 @@ class Estimate:
     # the first quantization at load, in the engine's own order (bnb-8bit, bnb-4bit; fp8), that fits
     quant_fit: str | None = None
     cpu_offload_fit: int | None = None  # vLLM: the fewest GiB of --cpu-offload-gb (per GPU) that fits
+    # vLLM's CPU build under a budget that cannot hold its share of the machine: the KV size to set outright
+    kv_cache_memory_fit: int | None = None
     # several cards: the --tensor-split (layers per card, the output layer on the last) that fits them all
     tensor_split_fit: tuple[int, ...] | None = None
     expert_host_bytes: int = 0  # of weights_host_bytes: the tensors the offload rules put in host RAM

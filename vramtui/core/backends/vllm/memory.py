@@ -431,8 +431,11 @@ class VllmMemory(MemoryAccounting):
         return _refuse_small_batch(est, tokens, settings.parallel)
 
 
-def _share_notes(settings: Settings, kv_bytes: int, engine: int, requested: int) -> list[str]:
-    """What a KV cache sized by the share of the machine leaves (`engine`: the weights and the processes)."""
+def _share_notes(
+    settings: Settings, kv_bytes: int, engine: int, requested: int
+) -> tuple[list[str], int | None]:
+    """What a KV cache sized by the share of the machine leaves (`engine`: the weights and the processes),
+    and the KV size to set outright where a budget cannot hold that share (None: it can)."""
     total, node = engine + kv_bytes, settings.share_of_bytes or settings.device_bytes
     if node != settings.device_bytes and total > settings.device_bytes:
         # sized as check, diagnose and the wizard size it: half of what the budget leaves beside the
@@ -443,15 +446,15 @@ def _share_notes(settings: Settings, kv_bytes: int, engine: int, requested: int)
             f"set --kv-cache-memory-bytes {engine_size(size, down=True)} (half of the "
             f"{max(settings.device_bytes - engine, 0) / GIB:.2f} GiB the budget leaves beside the "
             "engine: its address space outgrows the bytes it holds)"
-        ]
+        ], size
     if total > requested:
         # the share sizes the worker's KV cache; the API server's process comes on top, outside it (QA 14)
         return [
             f"with its front-end the run takes {total / GIB:.2f} of the node's {settings.device_bytes / GIB:.2f} GiB, "
             f"{max(settings.device_bytes - total, 0) / GIB:.2f} GiB left for the OS and everything else: set "
             "--kv-cache-memory-bytes to hold less"
-        ]
-    return []
+        ], None
+    return [], None
 
 
 def _with_notes(est: Estimate, notes: list[str], info: ModelInfo) -> Estimate:
@@ -709,8 +712,10 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
     for part, nbytes in (("weights", weights), ("kv_cache", kv_bytes), ("runtime", runtime)):
         bill.add(HOST, part, nbytes)  # type: ignore[arg-type]
     total = weights + kv_bytes + runtime
+    kv_fit = None
     if not settings.kv_cache_memory:
-        notes += _share_notes(settings, kv_bytes, weights + runtime, requested)
+        said, kv_fit = _share_notes(settings, kv_bytes, weights + runtime, requested)
+        notes += said
     return Estimate(
         backend=settings.backend,
         context=context,
@@ -731,6 +736,7 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         kv_cells=tokens,
         kv_cache_tokens=tokens,
         max_concurrency=_max_concurrency(tokens, context),
+        kv_cache_memory_fit=kv_fit,
         reason=reason,
         notes=notes,
         bill=bill,
