@@ -66,9 +66,13 @@ def test_the_markdown_report_reads_in_words_and_the_csv_keeps_the_codes(tmp_path
         recorder.append(
             "step", step=1, param="flash_attn", **{"from": False, "to": True}, outcome="works", stage="ready"
         )
+        # a setting left to the engine reads "default", as the screen says it (QA 23 D11: an empty cell)
+        recorder.append("step", step=2, param="parallel", **{"from": None, "to": 1}, outcome="works")
         recorder.append("end", success=True, reason="it runs", final_params={"context": 32768})
     session = open_session(path)
     text = to_markdown(session, record_words("llama.cpp"))
+    third = next(line for line in text.splitlines() if line.startswith("| 2 |"))
+    assert "| default | 1 |" in third, third
     assert "| step | change | from | to |" in text and "| tokens/s | tokens/s before |" in text
     first = next(line for line in text.splitlines() if line.startswith("| 0 |"))
     assert "failed (first launch)" in first and "kv cache" in first and "host out of memory" in first

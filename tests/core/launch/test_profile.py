@@ -156,6 +156,10 @@ def test_round_trip_through_toml(tmp_path: Path) -> None:
     again = load_profile(original.save(tmp_path / "again.toml"))
     for name in ("backend", "model", "params", "memory_budget", "host", "port", "extra_args", "env", "name"):
         assert getattr(again, name) == getattr(original, name), name
+    # a budget is spelt in its largest whole unit, as people write it (QA 23 D11: "3GiB" came back "3072MiB")
+    assert 'memory_budget = "1500MiB"' in (tmp_path / "again.toml").read_text()
+    original.with_changes(memory_budget=3 * 1024 * MIB).save(tmp_path / "three.toml")
+    assert 'memory_budget = "3GiB"' in (tmp_path / "three.toml").read_text()
 
 
 def test_a_bare_name_is_looked_up_in_the_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -114,6 +114,15 @@ def test_the_prediction_is_set_beside_the_buffers_the_engine_printed() -> None:
     assert predicted_against_printed(proposal, kv_only) == (
         "predicted ~256 MiB for the KV cache (of ~3300 MiB in all); the engine printed 256 MiB"
     )
+    # a cache set outright, printed to a hundredth of a GiB (vLLM's "Explicitly set (0.72/23.54) GiB" for
+    # 733 MiB asked): the bytes asked, not the rounding (QA 23 D11: "printed 737 MiB")
+    proposal.predicted_parts["kv_cache"] = 733.0
+    outright = Observation(
+        ready=True, smoke_ok=True, stage="inference", failure_stage=None, failure=None,
+        engine={"kv_cache_available": int(0.72 * 2**30), "kv_cache_memory_bytes": 733 << 20},
+    )  # fmt: skip
+    assert predicted_against_printed(proposal, outright).endswith("the engine printed 733 MiB")
+    proposal.predicted_parts["kv_cache"] = 256.0
     every = Observation(
         ready=True, smoke_ok=True, stage="inference", failure_stage=None, failure=None,
         engine={"model_buffer": 2900 << 20, "kv_buffer": 256 << 20, "compute_buffer": 150 << 20},

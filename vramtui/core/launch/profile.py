@@ -39,7 +39,7 @@ from pathlib import Path
 from vramtui.core.backends import PARAMS, Backend, get_backend
 from vramtui.core.backends.base import gib, is_all, kv_dtype_problem, size_bytes, switch, toml_spelling, whole
 from vramtui.core.errors import VramtuiError
-from vramtui.core.units import MIB, parse_size_with_unit
+from vramtui.core.units import GIB, MIB, parse_size_with_unit
 
 _TOP_LEVEL = {
     "backend",
@@ -132,7 +132,7 @@ class Profile:
             data["params"] = {name: _whole_as_int(value) for name, value in self.params.items()}
         if self.memory_budget is not None:
             budget = self.memory_budget
-            data["limits"] = {"memory_budget": f"{budget // MIB}MiB" if budget % MIB == 0 else f"{budget}B"}
+            data["limits"] = {"memory_budget": _size_text(budget)}
         if self.env:
             data["env"] = dict(self.env)
         return data
@@ -248,6 +248,13 @@ def _flag_owner(backend: Backend, flag: str) -> tuple[str, str | None]:
         if param is not None and (engine is backend or backend.flags.get(param) is not None):
             return engine.name, param
     return backend.name, None
+
+
+def _size_text(nbytes: int) -> str:
+    """A budget as a profile spells it, in the largest whole unit ("3GiB", not "3072MiB": QA 23 D11)."""
+    if nbytes % GIB == 0:
+        return f"{nbytes // GIB}GiB"
+    return f"{nbytes // MIB}MiB" if nbytes % MIB == 0 else f"{nbytes}B"
 
 
 def check_unknown_keys(table: str, keys: object, known: tuple[str, ...]) -> None:
