@@ -1084,6 +1084,31 @@ def test_the_first_of_two_changes_frees_something_itself() -> None:
     assert chosen is context and "a change of parallel after it makes it fit" in chosen.why
 
 
+def test_a_budget_judged_on_rss_bills_no_thread_stacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA 22 #2, QA 23: an attached llama-server (-c 4096 -np 2) over a 60 MiB budget judged on its RSS was
+    told parallel 2 -> 1, which freed only the second slot's 8 MiB thread stack: address space the launcher's
+    cap counts, never resident. The attached wizard's model bills no stacks, and parallel is no step."""
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.propose import Findings, Proposer
+
+    profile = _under_a_host_budget(tmp_path, monkeypatch, layers=4, context=4096, parallel=2, budget_mib=60)
+    capped = MemoryModel(profile)  # the launcher's address-space cap: the stacks count
+    assert capped.predict(profile).get("runtime", HOST) == 8 * MIB  # type: ignore[union-attr]
+    resident = MemoryModel(profile)
+    resident.address_space = False  # as AttachedWizard sets it
+    assert resident.predict(profile).get("runtime", HOST) == 0  # type: ignore[union-attr]
+    over = Observation(
+        ready=False, smoke_ok=True, stage="inference", failure_stage=None, failure="host_oom",
+        peak_mib=71.0, budget_mib=60.0,
+    )  # fmt: skip
+    assert over.runs_over_budget
+    proposal = Proposer(resident, Findings()).propose(profile, over, set())
+    assert proposal is not None and proposal.param != "parallel", proposal
+
+
 def test_a_context_cut_says_what_each_slot_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """QA 12: context steps went down to 256 tokens a slot, said only as "long prompts no longer fit"."""
     from vramtui.core.wizard.budget import MemoryModel

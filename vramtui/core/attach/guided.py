@@ -348,6 +348,9 @@ class AttachedWizard(Wizard):
             from vramtui.core.launch.footprint import host_footprint
 
             self.model.host_baseline = host_footprint(profile, "rss")
+            # nor are the slots' thread stacks in it (QA 22 #2, QA 23: parallel 2 -> 1 "freed" their 8 MiB
+            # of address space, and was proposed at the same total context, whose bill grew)
+            self.model.address_space = False
         self.attached = runner
         self.keep = set(keep or ())
         runner.on_process = self._process_started

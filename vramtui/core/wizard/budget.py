@@ -107,6 +107,9 @@ class MemoryModel:
         # The engine's own idle host footprint: measured once per binary where one can be run, else
         # the backend's figure (see core.launch.footprint).
         self.host_baseline = _host_baseline(profile) if self.host else profile.backend.host_baseline_bytes
+        # a host budget is the launcher's address-space cap, where thread stacks count; an attached
+        # server's is judged on its RSS, where a stack it reserved and never touched does not
+        self.address_space = True
         self.available = True
         self.why_unavailable = ""
 
@@ -217,7 +220,7 @@ class MemoryModel:
             bill.add(place, "output", parts.get("output", place))
         else:
             bill.add(place, "compute", int(getattr(result, "activations_bytes", 0) or 0))
-        if self.host_budget(profile):
+        if self.host_budget(profile) and self.address_space:
             bill.add(place, "runtime", slot_thread_stacks(profile))
         return bill
 
