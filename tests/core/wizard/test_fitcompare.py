@@ -250,3 +250,24 @@ def test_a_steps_two_vramtui_figures_say_which_is_which() -> None:
     text = out.getvalue()
     said = "beside llama.cpp's fit (vramtui sized from the shape the log printed):"
     assert said in text and text.index("predicted ~224") < text.index(said) < text.index("fit projected")
+
+
+def test_a_run_sampled_once_has_no_peak_to_compare() -> None:
+    """QA 22 #10, QA 23: two failures under a second read "peak memory 14 → 9 MiB", each one sample taken as
+    the process started; `check` says "sampled once", and the wizard's step now says no peak is compared."""
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.verify import _peaks
+
+    def run(peak: float, samples: int) -> Observation:
+        return Observation(
+            ready=False, smoke_ok=None, stage="kv_cache", failure_stage="kv_cache", failure="host_oom",
+            peak_mib=peak, samples=samples,
+        )  # fmt: skip
+
+    assert _peaks(run(14, 1), run(9, 1)) == (
+        "peak memory not compared: the run before and this run ended before a second sample"
+    )
+    assert (
+        _peaks(run(140, 12), run(9, 1)) == "peak memory not compared: this run ended before a second sample"
+    )
+    assert _peaks(run(140, 12), run(90, 8)) == "peak memory 140 → 90 MiB"

@@ -59,6 +59,7 @@ class Observation:
     warnings: list[str] = field(default_factory=list)
     peak_mib: float | None = None
     resident_mib: float | None = None
+    samples: int = 0  # memory samples taken of the run (0: not known); one is no peak (QA 22 #10)
     load_time_s: float | None = None
     ttft_s: float | None = None
     tokens_per_s: float | None = None
@@ -229,6 +230,7 @@ def observe(check: Any) -> Observation:
         + list(getattr(check, "warnings", None) or []),
         peak_mib=peak_mib,
         resident_mib=resident_mib,
+        samples=len(getattr(check, "samples", None) or []),
         load_time_s=getattr(check, "load_time_s", None),
         ttft_s=getattr(check, "ttft_s", None),
         tokens_per_s=getattr(check, "tokens_per_s", None),
