@@ -418,7 +418,12 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # flagged: a cascade-attention fallback and pin_memory off), engine 3/3 (no rule written from it); round 61
     # (2 logs: a healthy llama.cpp ROCm run, training; a one-line vLLM out-of-memory error, held-out) at
     # 72eaa37: training all right; held-out class 1/1, first error 1/1, stage 0/1 and engine 0/1 (the one line
-    # names neither its step nor its engine; labelled kv_cache from the thread) (no rule written from it).
+    # names neither its step nor its engine; labelled kv_cache from the thread) (no rule written from it); round
+    # 62 (1 committed llama.cpp log, training: a Vulkan device lost while serving) at e6fc419: stage 1/1, class
+    # 0/1, first error 0/1 (gdb's "wait4.c: No such file or directory" in its backtrace read as a missing
+    # file); the rules written from it: gdb's source lines are no missing file, Vulkan's ErrorDeviceLost is
+    # a GPU fault (kernel_fault, now with its own words and advice), and the kernel-fault rules come before
+    # the generic ones (an "E srv ... decode() failed: ..." line over a fault is the fault).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -536,6 +541,7 @@ LATER_ROUNDS = (
     ("round59.jsonl", "round 59, both parts (committed logs and notebooks; twenty-fifth session"),
     ("round60.jsonl", "round 60, held-out only (a discussion thread, committed notes; twenty-sixth session"),
     ("round61.jsonl", "round 61, both parts (a committed benchmark log, an issue; twenty-sixth session"),
+    ("round62.jsonl", "round 62, training only (a committed log; twenty-sixth session"),
 )
 
 

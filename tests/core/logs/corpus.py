@@ -76,6 +76,7 @@ FILES = (
     LOGS / "round59.jsonl",
     LOGS / "round60.jsonl",
     LOGS / "round61.jsonl",
+    LOGS / "round62.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -76,3 +76,33 @@ def test_a_request_over_its_slot_names_the_slots_the_log_shows() -> None:
     advice = " ".join(diagnosis.advice)
     assert "Each of the 2 slots gets 2,048 of the context's 4,096 tokens" in advice, advice
     assert "auto is 4" not in advice
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "decode() failed: vk::Device::waitForFences: ErrorDeviceLost",
+        "decode() failed: CUDA error: an illegal memory access was encountered",
+    ],
+)
+def test_a_gpu_fault_on_a_server_error_line_is_the_fault(fault: str) -> None:
+    """Round 62: llama-server's "E srv update_slots: decode() failed: ...ErrorDeviceLost" while serving read
+    as a bare error, and gdb's "30<tab>.../wait4.c: No such file or directory." in the crash's backtrace
+    after it as a missing file. The fault is the failure, with its own advice; the debugger's line is none."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    log = (
+        "main: server is listening on http://127.0.0.1:8080 - starting the main loop\n"
+        f"5.09.055.305 E srv  update_slots: {fault}\n"
+        "terminate called after throwing an instance of 'vk::DeviceLostError'\n"
+        "30\t../sysdeps/unix/sysv/linux/wait4.c: No such file or directory.\n"
+    )
+    diagnosis = diagnose_text(log, backend="llama.cpp", kernel_log=lambda: None)
+    assert (diagnosis.cause, diagnosis.failure_stage, diagnosis.first_error_line) == (
+        "kernel_fault",
+        "inference",
+        2,
+    )
+    assert diagnosis.advice[0].startswith("Not a memory failure: the GPU faulted")
+    gdb_only = diagnose_text(log.splitlines()[0] + "\n" + log.splitlines()[3] + "\n", backend="llama.cpp")
+    assert gdb_only.cause != "not_found_local"

@@ -87,6 +87,7 @@ CAUSE_WORDS: dict[str, str] = {
     "request_error": "the server failed a request with an internal error (HTTP 500)",
     "kernel_type_unsupported": "a GPU kernel has no path for this tensor type on this backend",
     "kernel_assert": "a GPU kernel's own check failed (a device-side assert)",
+    "kernel_fault": "the GPU faulted (an illegal memory access, or the device was lost: a driver reset or a hang)",
     "library_missing": "a shared library the engine needs was not found (its build or install does not match)",
     "nan_in_compute": "a kernel produced NaN or inf, and the engine stopped (a numeric fault, not memory)",
     "quant_kernel_missing": "the kernel for the checkpoint's quantization (FP4, FP8, Marlin ...) is not built "
@@ -776,6 +777,16 @@ ADVICE: tuple[AdviceRow, ...] = (
             "Not a memory failure: a GPU kernel's own check failed on the data it was given. Rerun with "
             "CUDA_LAUNCH_BLOCKING=1 to see where; with a multimodal model, check that each request's images "
             "match its placeholders (a prompt cut at the context can drop some), and try a newer engine release.",
+        ),
+    ),
+    AdviceRow(
+        None,
+        "kernel_fault",
+        (
+            "Not a memory failure: the GPU faulted. Read the kernel log for the reset and its reason (dmesg: "
+            "NVIDIA's Xid, amdgpu's job timeout or ring hang); a fault under load that comes back is often the "
+            "card's power, clocks or heat (a lower power limit settles it), else the driver or the engine build: "
+            "try a newer (or the last good) release.",
         ),
     ),
     AdviceRow(None, "bad_file", _BROKEN_FILE),

@@ -250,7 +250,11 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "no such file or directory",
         "not_found_local",
         "file_missing",
-        r"^(?!.*cannot open shared object file).*no such file or directory",
+        # not gdb's "30<tab>../sysdeps/unix/sysv/linux/wait4.c: No such file or directory." in a crash's
+        # backtrace: the debugger's source file, not the engine's (round 62: a Vulkan device lost read as a
+        # missing file)
+        r"^(?!.*cannot open shared object file)(?!\d+\s+\S+: no such file or directory\.?\s*$)"
+        r".*no such file or directory",
     ),
     ErrorRule("filenotfounderror", "not_found_local", "file_missing"),
     # --- tokenizer files (transformers' PreTrainedTokenizerFast and AutoTokenizer wording) ---
@@ -290,6 +294,15 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     # and decides; alone, a KV-cache or compute-buffer failure is the accelerator's out-of-memory
     # (llama_kv_cache_init / llama_kv_cache_unified / graph_reserve / llama_new_context_with_model).
     *_engines("errors", "context_buffer"),
+    # a GPU kernel fault: with no line around it, most often while serving (start-up faults have stage lines);
+    # before the generic rules, so that llama-server's "E srv update_slots: decode() failed: ..." over one is
+    # the fault, not a bare error
+    ErrorRule("illegal memory access", "kernel_fault", "other", default_stage="inference"),
+    ErrorRule("invalid device function", "kernel_fault", "other", default_stage="inference"),
+    ErrorRule("device lost", "kernel_fault", "other", r"\bdevice lost\b", default_stage="inference"),
+    # Vulkan's own spellings: "vk::Device::waitForFences: ErrorDeviceLost", "vk::DeviceLostError" (round 62)
+    ErrorRule("errordevicelost", "kernel_fault", "other", default_stage="inference"),
+    ErrorRule("devicelosterror", "kernel_fault", "other", default_stage="inference"),
     # --- generic errors: count only when nothing more specific shows up ---
     *_engines("errors", "generic"),
     ErrorRule("panicked at", "panic", "other", strong=False),
@@ -313,10 +326,6 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         r"client error '404 not found' for url '\S*/(?:v1/(?:chat/completions|completions|embeddings)|api/(?:generate|chat|embed|embeddings))'",
         stage="inference",
     ),
-    # a GPU kernel fault: with no line around it, most often while serving (start-up faults have stage lines)
-    ErrorRule("illegal memory access", "kernel_fault", "other", default_stage="inference"),
-    ErrorRule("invalid device function", "kernel_fault", "other", default_stage="inference"),
-    ErrorRule("device lost", "kernel_fault", "other", r"\bdevice lost\b", default_stage="inference"),
     # a kernel's own device-side assert (an index past a table: a position past the trained length, a
     # token id past the vocabulary): `Assertion `index out of bounds: ...` failed`, `srcIndex < ...`
     ErrorRule(
