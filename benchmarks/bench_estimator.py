@@ -633,7 +633,9 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # Round 43 (vLLM only: Qwen3-4B+LoRA on a 4090 at 0.92, failing in the sampler's warm-up; two Gemma 4 runs,
     # a T4 and an MI300X, whose config.json was not found, left out) at 76a44e6: training KV 1/1, weights 1/1,
     # compute 0/1; it showed what round 42's peaks differ by: a start that compiles its graph (no torch.compile
-    # cache) printed 0.80 GiB for the model whose cached start printed 0.15.
+    # cache) printed 0.80 GiB for the model whose cached start printed 0.15. Round 44 (a 2024 V100 CI run of
+    # llama.cpp, pythia 2.8B; two vLLM GLM-5 NVFP4 runs whose config.json was not found, left out) at a8c7cd5:
+    # training llama.cpp KV 1/1, weights 2/2, compute 2/2.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -681,6 +683,7 @@ _NEWEST_ROUNDS = {
     "round41.jsonl": "round 41 (Gemma 4 12B on Vulkan, a V100 CI run, vLLM on a 4090, twenty-fifth session)",
     "round42.jsonl": "round 42 (an early-2024 llama.cpp run on a 4070, vLLM 0.27.1 on a 4090, twenty-sixth session)",
     "round43.jsonl": "round 43 (vLLM 0.27.1 Qwen3-4B with LoRA on a 4090, twenty-sixth session)",
+    "round44.jsonl": "round 44 (a V100 CI run of llama.cpp, twenty-sixth session)",
 }
 
 

@@ -90,6 +90,7 @@ FILES = (
     DATA / "printouts" / "round41.jsonl",
     DATA / "printouts" / "round42.jsonl",
     DATA / "printouts" / "round43.jsonl",
+    DATA / "printouts" / "round44.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
