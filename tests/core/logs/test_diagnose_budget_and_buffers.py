@@ -439,18 +439,26 @@ def test_an_answer_that_came_back_empty_is_explained_by_the_logs_failure() -> No
 
 
 def test_the_budgets_context_advice_takes_off_what_the_engine_itself_needs() -> None:
-    """QA 23 D4: for one failure (context 262144, 4 slots, a 400 MiB host budget: a real llama-server run of
-    vramtui's check), diagnose advised --ctx-size 8192 where the wizard's 16384 runs. The wizard measures
-    what the engine itself needs of the budget (147 MiB here); a run log now says it, and the advice takes
-    it off, with the compute buffer llama.cpp's fit projected (73 MiB, flash attention auto). A log without
-    that line takes the backend's figure (240 MiB): the safe side."""
-    log = (LOGS / "llama-server-budget-400-np4-kv.log").read_text()
-    assumed = diagnose_text(log, kernel_log=lambda: None)
-    assert assumed.advice[0].startswith("Host RAM could not hold the KV cache: lower --ctx-size 8192 "), (
-        assumed.advice
+    """QA 23 D4, QA 24 F1: diagnose's context advice under a host budget disagreed with the wizard's (8192
+    where 16384 runs; 131072 where 8192 runs, for a context left to the engine). A run log now says what the
+    engine itself needs of the budget (measured by vramtui: 147 MiB here), and the compute buffer llama.cpp's
+    fit projected shrinks with the context (its KQ mask). Both logs are real runs of vramtui's check; a log
+    without the measured line takes the backend's figure (240 MiB): the safe side."""
+    both = (
+        ("llama-server-budget-400-np4-kv.log", 16384, 16384),  # context 262144 in 4 slots, 400 MiB
+        ("llama-server-budget-300-default-ctx-kv.log", 8192, 4096),  # the context left to the engine, 300 MiB
     )
-    head, rest = log.split("\n", 3)[:3], log.split("\n", 3)[3]
-    line = "2026-12-06T11:23:52.761 vramtui: the engine itself needs 147 MiB of it to come up (measured)"
-    measured = diagnose_text("\n".join([*head, line, rest]), kernel_log=lambda: None)
-    assert measured.engine_figures["engine_floor"] == 147 * 2**20
-    assert measured.advice[0].startswith("Host RAM could not hold the KV cache: lower --ctx-size 16384 ")
+    line = "vramtui: the engine itself needs 147 MiB of it to come up (measured)"
+    for name, measured_fit, assumed_fit in both:
+        log = (LOGS / name).read_text()
+        lines = [text for text in log.splitlines(keepends=True) if "the engine itself needs" not in text]
+        assumed = diagnose_text("".join(lines), kernel_log=lambda: None)
+        with_floor = "".join([*lines[:3], f"2026-12-06T14:16:22.329 {line}\n", *lines[3:]])
+        measured = diagnose_text(with_floor, kernel_log=lambda: None)
+        assert measured.engine_figures["engine_floor"] == 147 * 2**20
+        for diagnosis, fit in ((measured, measured_fit), (assumed, assumed_fit)):
+            said = diagnosis.advice[0]
+            assert said.startswith(f"Host RAM could not hold the KV cache: lower --ctx-size {fit} "), (
+                name,
+                said,
+            )

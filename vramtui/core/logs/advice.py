@@ -830,8 +830,8 @@ def _fitted_context(
     """The context whose growing buffers fit the host budget the log names, from the engine's own figures.
 
     The failed allocation is the KV cache when no KV buffer was printed (else the compute buffer); both
-    grow linearly with the context. Where llama.cpp's fit projected its compute buffer for this context,
-    that is its most (a smaller context needs less); else without flash attention the compute buffer holds
+    grow linearly with the context. Where llama.cpp's fit projected its compute buffer for this context, it
+    is taken to shrink with the context (its KQ mask does); else without flash attention the compute buffer holds
     the attention scores, n_ctx x n_ubatch x n_head floats; unknown, it is taken as large as the KV cache.
     What the engine itself needs of the budget is in vramtui's header when it was measured (QA 23 D4: without
     it the advice was 8192 where the wizard's 16384 runs); rounding down to a power of two leaves room.
@@ -850,7 +850,9 @@ def _fitted_context(
     elif flash_attn:
         compute_per_token = 0.0
     elif figures.get("fit_breakdown_compute"):
-        compute_per_token, fixed = 0.0, fixed + figures["fit_breakdown_compute"]
+        # its largest part is the KQ mask, n_ctx x n_ubatch: it shrinks with the context (QA 24 F1: taken
+        # whole, 265 MiB at 262144 left no room, and the advice fell back to halving, 131072)
+        compute_per_token = figures["fit_breakdown_compute"] / context
     elif figures.get("ubatch_tokens") and figures.get("attention_heads"):
         compute_per_token = figures["ubatch_tokens"] * figures["attention_heads"] * 4
     else:
