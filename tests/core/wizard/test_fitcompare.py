@@ -271,3 +271,16 @@ def test_a_run_sampled_once_has_no_peak_to_compare() -> None:
         _peaks(run(140, 12), run(9, 1)) == "peak memory not compared: this run ended before a second sample"
     )
     assert _peaks(run(140, 12), run(90, 8)) == "peak memory 140 → 90 MiB"
+    # a launch that died before its buffers beside a server that runs: not the same buffers (QA 24 F7: "9 → 55")
+    up = Observation(
+        ready=True,
+        smoke_ok=True,
+        stage="inference",
+        failure_stage=None,
+        failure=None,
+        peak_mib=55,
+        samples=20,
+    )
+    assert _peaks(run(9, 3), up) == (
+        "peak memory 55 MiB (the run before failed at kv cache with 9 MiB: not the same buffers, not compared)"
+    )

@@ -230,6 +230,14 @@ def _peaks(before: Observation, after: Observation) -> str:
     once = [which for which, run in (("the run before", before), ("this run", after)) if run.samples == 1]
     if once:
         return f"peak memory not compared: {' and '.join(once)} ended before a second sample"
+    before_at, after_at = before.failure_stage or before.stage, after.failure_stage or after.stage
+    if before.ready != after.ready or (not after.ready and before_at != after_at):
+        # QA 24 F7: "9 → 55 MiB" set a launch that died before its KV cache beside a server that runs
+        where = f"failed at {before_at.replace('_', ' ')}" if before_at and not before.ready else "came up"
+        return (
+            f"peak memory {after.peak_mib:.0f} MiB (the run before {where} with {before.peak_mib:.0f} MiB: "
+            "not the same buffers, not compared)"
+        )
     return f"peak memory {before.peak_mib:.0f} → {after.peak_mib:.0f} MiB"
 
 
