@@ -92,6 +92,8 @@ def _restart_yourself(target: str, server, log_dir: Path, ready_path: str, keep:
     seen: list[str] = []
     argv = _printed_command(lines, seen)
     assert lines.get(timeout=30).startswith("waiting up to 120 s")  # a silent wait would look like a hang
+    # why this change, with its figures, is said before the command (QA 24 F9: only the record had it)
+    assert any(line.startswith("proposed: context") and "it needs about" in line for line in seen), seen
     changed = read_command(argv)
     assert changed.backend is before.backend
     assert changed.model == before.model and changed.port == port

@@ -114,6 +114,8 @@ def _confirm(wizard: Any, args: argparse.Namespace, out: Any, interactive: bool)
                 file=out,
             )
             return None
+        # why this change, its figures and cost, as the prompt says them (QA 24 F9: only the record had them)
+        print(f"proposed: {proposal.describe()}", file=out)
         return proposal
 
     return confirm
