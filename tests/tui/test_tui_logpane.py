@@ -151,3 +151,24 @@ async def test_the_headers_first_error_keeps_its_first_words_at_every_width() ->
             if not said[1].startswith(first_word):
                 blank.append(width)
         assert not blank, f"no error text at widths {blank}"
+
+
+async def test_the_headers_first_advice_is_never_skipped_for_a_shorter_one() -> None:
+    """QA 24 F3: at 80x24 the header left out the first advice (lower the context), too long for its rows,
+    and showed the second, "Or store the KV cache in 8 bits ...". The first is cut to the rows instead."""
+    from vramtui.tui.panes.log_header import header_text, with_values_first
+
+    log = DATA / "logs" / "llama-server-budget-400-np4-kv.log"
+    app = quiet_app(log_file=str(log))
+    async with app.run_test(size=(100, 30)) as pilot:
+        pane = app.query_one(LogPane)
+        await wait_for(pilot, lambda: pane.finished)
+        first = with_values_first([str(line) for line in pane.diagnosis.advice])[0]
+        opening = " ".join(first.split()[:6])
+        for width in range(60, 161, 4):
+            for rows in (6, 8, 10):
+                text = header_text(pane, pane.diagnosis, "", 200, width=width, rows=rows, settled=True).plain
+                advice = [line for line in text.split("\n") if line.startswith("→ ")]
+                # too few rows for even its opening: none is shown, and the last line says how many
+                assert not advice or advice[0][2:].startswith(opening), (width, rows, text)
+                assert advice or width < 80 or rows < 8, (width, rows, text)

@@ -224,13 +224,34 @@ def _fitted(
     # "first error, line N (key e):" must not end in nothing (QA 17 F19, at 160 columns with the keys open)
     glimpse = _glimpse(error)
     chosen = [block for block in blocks[:1] if height(joined(glimpse, [block])) <= room]
+    if blocks and not chosen:
+        # the first advice is the move that matters: cut to the room, never skipped for a later "Or ..."
+        # that happens to be shorter (QA 24 F3, at 80x24)
+        cut = _clipped(blocks[0], lambda part: height(joined(glimpse, [part])) <= room)
+        chosen = [cut] if cut is not None else []
     shown = _longest_error(error, lambda cut: height(joined(cut, chosen)) <= room)
-    for block in blocks[len(chosen) :]:
+    for block in blocks[1 if chosen else 0 :]:
         if height(joined(shown, [*chosen, block])) <= room:
             chosen.append(block)
-    chosen.sort(key=blocks.index)
     left = len(blocks) - len(chosen) + capped
     return joined(shown, [*chosen, _more(app, left)] if left else chosen)
+
+
+def _clipped(block: Text, fits: Any) -> Text | None:
+    """The most words of `block` (then " …") for which `fits(text)` holds; None when not even its first
+    few do."""
+    spaces = [index for index, char in enumerate(block.plain) if char == " "]
+    low, high = 0, len(spaces)  # cut at spaces[i]: low fits (or none does), high does not
+    best: Text | None = None
+    while low < high:
+        mid = (low + high + 1) // 2
+        part = block[: spaces[mid - 1]]
+        part.append(" …")
+        if fits(part):
+            best, low = part, mid
+        else:
+            high = mid - 1
+    return best if low >= GLIMPSE_WORDS else None
 
 
 def _glimpse(error: str) -> str:
