@@ -154,9 +154,13 @@ def step_status(data: dict[str, Any]) -> str:
     outcome = data["outcome"]
     if outcome == "works":
         return "runs and answers"
+    from vramtui.core.logs.advice import BEFORE_THE_MODEL, START_UP_WORDS
+
     where = data.get("failure_stage") or data.get("stage")
     failure = data.get("failure")
     why = f"{stage_words(where)}: {failure_words(failure)}" if where and failure else stage_words(where)
+    if data.get("cause") in BEFORE_THE_MODEL:  # as check and diagnose say it (QA 24 F10: "at load weights")
+        where, why = START_UP_WORDS, f"{START_UP_WORDS}: {failure_words(failure)}"
     if data.get("over_budget"):  # an attached server, judged by its peak
         return f"{outcome_words(outcome)} (it answers, but over the budget)"
     if outcome == "first_run":

@@ -87,6 +87,23 @@ def test_a_budget_too_small_for_llama_server_to_start_is_the_budgets_doing() -> 
     advice = " ".join(diagnosis.advice)
     assert "60 MiB is too small for llama.cpp to start" in advice and "`memory_budget`" in advice
     assert "--ctx-size" not in advice and CONTAINER not in advice  # no engine setting helps
+    assert "a few hundred MiB of address space" in advice  # no measure of the engine in this log
+    # where vramtui measured what the engine needs to come up, its advice names that figure (QA 24 F10)
+    lines = (LOGS / "llama-server-budget-60-start.log").read_text().splitlines(keepends=True)
+    measured = "vramtui: the engine itself needs 147 MiB of it to come up (measured)\n"
+    said = " ".join(diagnose_text("".join([lines[0], measured, *lines[1:]])).advice)
+    assert "well above the 147 MiB the engine itself needs to come up (measured by vramtui" in said, said
+
+    # ... and the wizard's step says where, as diagnose does (QA 24 F10: "failed at load weights")
+    from vramtui.cli.wizard import step_status
+
+    first = {
+        "outcome": "first_run",
+        "failure_stage": "load_weights",
+        "failure": "host_oom",
+        "cause": "budget_start",
+    }
+    assert step_status(first) == "failed at start-up, before the model was read: host out of memory"
 
 
 # Real llama-server runs under a host budget that failed after the weights, in words that are not ggml's

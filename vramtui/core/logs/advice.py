@@ -434,8 +434,13 @@ ADVICE: tuple[AdviceRow, ...] = (
                 otherwise="The memory budget is too small for {the_engine} to start: it died before reading "
                 "any weights (no room for its threads or libraries); no engine setting helps.",
             ),
-            "Raise `memory_budget` under [limits] in the profile well above what the engine holds before it "
-            "loads anything (a few hundred MiB of address space), or run without a budget.",
+            Say(
+                "Raise `memory_budget` under [limits] in the profile well above the {engine_floor_mib} MiB the "
+                "engine itself needs to come up (measured by vramtui on this binary), with room for the "
+                "model's buffers on top, or run without a budget.",
+                otherwise="Raise `memory_budget` under [limits] in the profile well above what the engine "
+                "holds before it loads anything (a few hundred MiB of address space), or run without a budget.",
+            ),
         ),
     ),
     AdviceRow(
@@ -1036,6 +1041,8 @@ def _values(
     }
     if figures.get("host_budget"):
         values["budget_mib"] = f"{int(figures['host_budget']) >> 20}"
+    if figures.get("engine_floor"):  # vramtui measured it on the binary (the run log's header says so)
+        values["engine_floor_mib"] = f"{int(figures['engine_floor']) >> 20}"
     values["torch_import_mib"] = str(_TORCH_IMPORT_MIB)
     if fit:
         values["fit_tokens"] = str(int(fit))

@@ -105,6 +105,7 @@ class Step:
             # a server that answers over its budget failed at no stage (the ladder's stage is the wizard's own)
             "failure_stage": obs.failure_stage if obs and not obs.runs_over_budget else None,
             "failure": obs.failure if obs else None,
+            "cause": obs.cause if obs else None,  # the diagnosis' finer cause (budget_start, died_at_start ...)
             "first_error": obs.first_error if obs else None,
             # up and answering over its budget: it is ready, the budget is what it fails (over_budget)
             "ready": (obs.ready or obs.runs_over_budget) if obs else False,
