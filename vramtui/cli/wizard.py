@@ -322,7 +322,10 @@ def report(
         if stress is not None:
             print(f"stress check: {stress.verdict}")
         elif result.success:
-            print("next: the stress check sends long requests while sampling (add --stress 5)")
+            print(
+                "next: the stress check: run this command again with --stress 5 (five requests of the longest "
+                "input while memory is sampled; a floor that climbs is flagged)"
+            )
         if result.record_path:
             print(f"record: {result.record_path}")
     if not result.success:
