@@ -339,7 +339,11 @@ class WizardPane(Pane):
     @on(Button.Pressed, "#wiz-ongpu")
     def action_on_gpu(self) -> None:
         if not self.slow:
-            self.notify("The log shows no layer or expert on the host CPU: nothing to move.", timeout=4)
+            # QA 24 F8: on a CPU-only machine "no layer on the host CPU" read as false (every one is there)
+            self.notify(
+                "The log shows no GPU run with layers or experts left on the host CPU: nothing to move onto a GPU.",
+                timeout=4,
+            )
             return
         from vramtui.tui.panes.wizard_ongpu import on_gpu_lines
 
