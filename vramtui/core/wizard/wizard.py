@@ -105,7 +105,9 @@ class Step:
             # a server that answers over its budget failed at no stage (the ladder's stage is the wizard's own)
             "failure_stage": obs.failure_stage if obs and not obs.runs_over_budget else None,
             "failure": obs.failure if obs else None,
-            "cause": obs.cause if obs else None,  # the diagnosis' finer cause (budget_start, died_at_start ...)
+            "cause": obs.cause
+            if obs
+            else None,  # the diagnosis' finer cause (budget_start, died_at_start ...)
             "first_error": obs.first_error if obs else None,
             # up and answering over its budget: it is ready, the budget is what it fails (over_budget)
             "ready": (obs.ready or obs.runs_over_budget) if obs else False,
@@ -372,10 +374,12 @@ class Wizard:
         room = self.model.room()
         if bill is None or room is None or self.model.fits(bill) is not False:
             return None
+        # the margin said, as the wizard's why says it: one budget read three ways on one screen (QA 24 F4)
+        margin = round((1 - self.model.margin) * 100)
         return (
             f"the estimate for {proposal.param} = {value_word(proposal.to)} needs "
             f"{needed_bytes(bill) / MIB:,.0f} MiB where {room * self.model.margin / MIB:,.0f} MiB are "
-            "usable: it will not fit"
+            f"usable (the {room / MIB:,.0f} MiB left for buffers, less the {margin}% margin): it will not fit"
         )
 
     # --- applying and verifying ----------------------------------------------------------------------
