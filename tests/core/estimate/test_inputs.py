@@ -47,6 +47,8 @@ def test_the_other_spellings() -> None:
         ("gpu_layers", "some", "--gpu-layers: 'some': a number of layers, or 'all'"),
         ("params", "1e30", "--params: 1e30 is not a plausible parameter count"),
         ("flash_attn", "maybe", "--flash-attn: use on or off"),
+        # marked under its field in the pane, as the others are (QA 24 F12)
+        ("quant", "zzz", "--quant: unknown quantization 'zzz'"),
     ],
 )
 def test_bad_values_are_one_line_errors_naming_the_flag(name: str, text: str, said: str) -> None:
