@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def vramtui(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -54,3 +56,20 @@ def test_with_no_terminal_the_app_and_run_say_so_in_one_line(tmp_path: Path, tin
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1, (args, done.stderr)
         assert "needs a terminal" in lines[0] and instead in lines[0], lines
+
+
+def test_the_apps_check_of_a_replay_stops_at_its_first_readable_row(tmp_path: Path) -> None:
+    """The app checks a --replay file before its screen opens, then reads it itself: the check stops at
+    the first readable row (a 1 GB recording was read twice), and still refuses a file with none."""
+    from vramtui.cli.common import read_replay_csv
+    from vramtui.core.errors import VramtuiError
+
+    path = tmp_path / "rec.csv"
+    rows = "".join(f"2024/05/01 12:00:{i:02d}.000, {1000 + i} MiB, 24564 MiB\n" for i in range(50))
+    path.write_text("timestamp, memory.used [MiB], memory.total [MiB]\nnot, a row\n" + rows)
+    checked = read_replay_csv(str(path), check_only=True)
+    assert (checked.rows, checked.skipped) == (1, 1)
+    assert read_replay_csv(str(path)).rows == 50
+    path.write_text("timestamp, memory.used [MiB], memory.total [MiB]\nnot, a row\n")
+    with pytest.raises(VramtuiError, match=r"^no readable rows in .*; 1 malformed row"):
+        read_replay_csv(str(path), check_only=True)

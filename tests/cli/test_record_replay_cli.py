@@ -183,6 +183,11 @@ def test_replay_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["replay", str(text)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("vramtui: no readable rows") and err.count("\n") == 1
+    # a device or a pipe is read, not "no such file" (QA 23 D9: /dev/null)
+    assert main(["replay", "/dev/null"]) == 2
+    assert (
+        capsys.readouterr().err == "vramtui: no readable rows in /dev/null (it is empty, or a header alone)\n"
+    )
 
 
 def test_replay_reads_standard_input() -> None:
@@ -490,3 +495,45 @@ def test_a_per_process_query_is_said_to_be_one_not_malformed(
     err = capsys.readouterr().err
     assert err.startswith(f"vramtui: {apps}: this is nvidia-smi's per-process query") and err.count("\n") == 1
     assert "--query-gpu=timestamp,index,memory.used,memory.total" in err
+
+
+def test_replay_of_a_recording_too_long_to_hold_is_summarised_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA: `vramtui replay` of a 1 GB `record --pid` CSV (14.3 M rows) took 5.3 GB of memory. Past the
+    reader's threshold the file is summarised as it is read: its one spike sample, its rows and samples
+    are the file's, and the notes say it was summarised. The process ends before the recording does (that
+    note's scan was quadratic: hours on a file this long)."""
+    from vramtui.core.memory.nvsmi_fold import KEEP_POINTS
+
+    rows = KEEP_POINTS + 20_000
+    lines = [
+        "timestamp, host.ram_used [MiB], host.ram_total [MiB], host.swap_used [MiB], process.tree_rss [MiB], "
+        "process.tree_gpu [MiB], process.pids\n"
+    ]
+    for i in range(rows):
+        seconds = i // 10
+        stamp = f"2026/12/0{1 + seconds // 86400} {seconds // 3600 % 24:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        alive = 300 <= i < rows - 300
+        # loaded over 10 s, a request every 90 s, the spike in the middle
+        rss = 13 + 20 * (i - 300) if i < 400 else 2000 + (600 if i % 900 < 20 else 0) + i % 5
+        rss = 9000 if i == rows // 2 else rss
+        process = f"{rss} MiB, [N/A], 3" if alive else "[N/A], [N/A], 0"
+        lines.append(
+            f"{stamp}.{(i % 10) * 100:03d}, {800 + (rss if alive else 0)} MiB, 24105 MiB, 0 MiB, {process}\n"
+        )
+    path = tmp_path / "week.csv"
+    path.write_text("".join(lines))
+    assert main(["replay", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["series"] == "process tree RSS (host)" and data["peak_mib"] == 9000
+    assert data["rows"] == rows and data["samples"] == rows - 600  # every figure read, not those kept
+    summary = data["summarised"]
+    assert summary["rows_read"] == summary["timestamps_read"] == rows
+    assert summary["timestamps_kept"] <= KEEP_POINTS
+    assert data["plateau_mib"] == pytest.approx(2002, abs=3) and len(data["request_peaks_mib"]) >= 200
+    assert main(["replay", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert f"{rows - 600} samples over" in text and "peak                      8.79 GiB" in text
+    assert f"note: a long recording, summarised as it was read to stay in memory: {rows:,} rows read" in text
+    assert "note: the recorded process ended at" in text

@@ -138,3 +138,45 @@ async def test_a_recording_without_host_columns_shows_no_host_ram_row(tmp_path: 
         shown = screen_text(app)
         assert "GPU 0" in shown or "RTX 4090" in shown, shown
         assert "host RAM" not in shown, shown
+
+
+def test_the_app_reads_a_summarised_recording_with_its_spike(tmp_path: Path) -> None:
+    """A recording past the reader's threshold (QA: 1 GB took 5.3 GB to replay) reaches the pane summarised:
+    its rows counted, its one spike sample drawn."""
+    from test_nvsmi_fold import SPIKE, gpu_recording
+
+    from vramtui.core.memory.nvsmi_fold import KEEP_POINTS, held
+
+    rows = KEEP_POINTS + 30_000
+    source = ReplaySource(gpu_recording(tmp_path / "long.csv", rows))
+    assert source.data.summarised and held(source.data) <= KEEP_POINTS
+    assert source.status().message.startswith(f"replay long.csv: {rows} rows")
+    state = MemoryState()
+    state.ingest_recorded(source.data)
+    assert state.count == rows and state.series["gpu:0"].history.peak == SPIKE * 1024**2
+
+
+def test_a_long_recording_with_a_spike_in_every_stretch_keeps_its_level(tmp_path: Path) -> None:
+    """QA 24 F2: past the points the pane reads whole, its curve went in as each stretch's maximum, so a
+    spike in every stretch (74 MiB one row in four, 70 MiB between) read as a plateau of 74 where the CLI
+    said 70. Each stretch now goes in as its low, its high and its last reading."""
+    from vramtui.tui.panes.memory_state import READINGS_POINTS
+
+    rows = 4 * READINGS_POINTS
+    lines = []
+    for i in range(rows):
+        minute, second = divmod(i // 5, 60)
+        hour, minute = divmod(minute, 60)
+        value = "74 MiB" if i % 4 == 1 else "70 MiB"  # a spike in each stretch the pane reads as one
+        lines.append(
+            f"2026/12/05 {5 + hour:02d}:{minute:02d}:{second:02d}.{(i % 5) * 200:03d}, 622 MiB, 24105 MiB, "
+            f"0 MiB, {value}, [N/A], 2\n"
+        )
+    path = tmp_path / "long.csv"
+    path.write_text(HEADER + "".join(lines))
+    cli = analyse(ReplaySource(path).data)["process_tree_rss"]
+    state = MemoryState()
+    state.ingest_recorded(ReplaySource(path).data)
+    app = state.readings("process")
+    assert app is not None and cli["plateau_mib"] == 70
+    assert (app.plateau_mib, app.peak_mib) == (cli["plateau_mib"], cli["peak_mib"]) == (70, 74)

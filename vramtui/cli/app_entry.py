@@ -12,7 +12,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "replay", None):
         if args.replay != "-":
             input_file(args.replay, "replay CSV")
-        read_replay_csv(args.replay)
+        read_replay_csv(args.replay, check_only=True)
     if getattr(args, "log", None):
         input_file(args.log, "log file")
     if getattr(args, "source", None):

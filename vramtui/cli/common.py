@@ -92,22 +92,27 @@ def input_file(path: str, label: str) -> Path:
     return file
 
 
-def read_replay_csv(path: str) -> Any:
-    """A recorded nvidia-smi (or `vramtui record`) CSV with rows in it; the same refusal everywhere."""
+def read_replay_csv(path: str, check_only: bool = False) -> Any:
+    """A recorded nvidia-smi (or `vramtui record`) CSV with rows in it; the same refusal everywhere.
+    `check_only`: stop at the first readable row (the app checks before its screen opens, then reads the
+    file itself: a 1 GB recording was read twice)."""
     from vramtui.core.memory.nvsmi_csv import read_nvsmi_csv
 
+    stop_after = 1 if check_only else None
     if path == "-":
-        data = read_nvsmi_csv(sys.stdin)
+        data = read_nvsmi_csv(sys.stdin, stop_after=stop_after)
     else:
         file = Path(path).expanduser()
         if file.is_dir():
             raise VramtuiError(f"{path} is a folder, not a file")
-        if not file.is_file():
+        if not file.exists():
             raise VramtuiError(f"no such file: {path}")
         from vramtui.core.logs.textclean import looks_binary
 
+        # a pipe or a device (/dev/null, <(...)) is read once, as it comes: its head is not read twice
+        # (QA 23 D9: /dev/null read "no such file")
         with file.open("rb") as head:
-            start = head.read(4096)
+            start = head.read(4096) if file.is_file() else b""
         if looks_binary(start):
             raise VramtuiError(f"{path} looks like binary data, not a CSV recording")
         if start.lstrip().startswith(b'{"type": "session"'):  # the record the wizard points to (QA 14)
@@ -115,8 +120,9 @@ def read_replay_csv(path: str) -> Any:
                 f"{path} is a wizard record, not a memory recording: `vramtui wizard {path} --export steps.md` "
                 "writes its steps"
             )
-        data = read_nvsmi_csv(file)
+        data = read_nvsmi_csv(file, stop_after=stop_after)
     if data.rows == 0:
         why = f"; {data.skipped} malformed row(s) skipped, first: {data.problems[0]}" if data.problems else ""
+        why = why or " (it is empty, or a header alone)"
         raise VramtuiError(f"no readable rows in {path}{why}")
     return data

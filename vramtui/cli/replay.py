@@ -40,6 +40,7 @@ def analyse(data: Any) -> dict[str, Any]:
         readings = compute_readings(
             series.times, series.used, events, total_bytes=_int(series.total), running=running
         )
+        _count_read(data, readings, series.read())
         gpus.append((moved(series.used), series, readings))
     gpus.sort(key=lambda item: -item[0])
     columns: dict[str, Any] = {f"gpu:{s.index}": s.used for _m, s, _r in gpus}
@@ -56,6 +57,7 @@ def analyse(data: Any) -> dict[str, Any]:
         primary = compute_readings(
             host.times, values, events, total_bytes=_int(host.ram_total), running=running, on_host=True
         )
+        _count_read(data, primary, host.read("tree_rss" if key == "process" else "ram_used"))
         result["series"] = "process tree RSS (host)" if key == "process" else "host RAM used"
     result.update(primary.to_dict())
     result["gpus"] = [
@@ -66,9 +68,11 @@ def analyse(data: Any) -> dict[str, Any]:
         tree = compute_readings(
             host.times, host.tree_rss, events, total_bytes=_int(host.ram_total), running=running, on_host=True
         )
+        _count_read(data, tree, host.read("tree_rss"))
         result["process_tree_rss"] = tree.to_dict()
     result.update(_process_on_gpus(data, events, running))
     result["notes"] = list(result.get("notes") or []) + _gaps(data)
+    result["summarised"] = _summary(data, result["notes"])
     result["rows"] = data.rows
     result["skipped_rows"] = data.skipped
     # a damaged header's columns first: a series left out changes every reading (QA 17 F17)
@@ -80,6 +84,32 @@ def analyse(data: Any) -> dict[str, Any]:
     return result
 
 
+def _count_read(data: Any, readings: Any, read: int) -> None:
+    """A summarised recording's readings count the samples in the file, not those kept."""
+    if data.summarised:
+        readings.samples = read
+
+
+def _summary(data: Any, notes: list[str]) -> dict[str, int] | None:
+    """How a recording too long to hold was summarised (`core.memory.nvsmi_fold`), said in the notes
+    too: nobody should take the kept points for every sample."""
+    if not data.summarised:
+        return None
+    fold, kept = data.fold, data.ticks_kept
+    notes.append(
+        f"a long recording, summarised as it was read to stay in memory: {data.rows:,} rows read, {kept:,} "
+        f"of their {fold.ticks:,} timestamps kept (of every {fold.width:,}, those with the first, last, "
+        "lowest and highest figures); peaks, floors and levels are the file's, but requests closer "
+        f"together than {fold.width:,} timestamps may read as one"
+    )
+    return {
+        "rows_read": data.rows,
+        "timestamps_read": fold.ticks,
+        "timestamps_kept": kept,
+        "timestamps_per_bucket": fold.width,
+    }
+
+
 def _process_on_gpus(data: Any, events: list[Any], running: bool | None) -> dict[str, Any]:
     """A `record --pid` recording's process on the GPUs (its tree's GPU bytes) apart from the rest of the
     cards' use, what other processes held beside it (QA 19 F10: replay showed the cards' totals alone)."""
@@ -89,6 +119,7 @@ def _process_on_gpus(data: Any, events: list[Any], running: bool | None) -> dict
     if not any(v for v in host.tree_gpu):
         return {}
     tree = compute_readings(host.times, host.tree_gpu, events, running=running)
+    _count_read(data, tree, host.read("tree_gpu"))
     used_at: dict[float, float] = {}
     for series in data.gpus.values():
         for t, used in zip(series.times, series.used, strict=False):
@@ -125,7 +156,7 @@ def _gaps(data: Any) -> list[str]:
                 "left the bus or its driver failed (nvidia-smi's [GPU requires reset] / [Unknown Error]); "
                 "its readings end there"
             )
-        back = sum(1 for a, b in itertools.pairwise(series.times) if b < a)
+        back = series.backwards  # counted as read: a summary keeps only some rows
         if back:
             notes.append(
                 f"GPU {series.index}: the time runs backwards {back} time(s) (rows out of order, or two "
@@ -138,14 +169,17 @@ def _gaps(data: Any) -> list[str]:
 def _process_end(host: Any, start: float, end: float) -> list[str]:
     """The recorded process tree that ended before the recording did (QA 6: `record --pid` went on past
     the server's exit, and the replay said nothing of it)."""
-    held = [t for t, rss in zip(host.times, host.tree_rss, strict=False) if rss is not None]
-    if not held or end - max(held) <= 2.0:
+    last = max(
+        (t for t, rss in zip(host.times, host.tree_rss, strict=False) if rss is not None), default=None
+    )
+    if last is None or end - last <= 2.0:
         return []
-    after = [rss for t, rss in zip(host.times, host.tree_rss, strict=False) if t > max(held)]
+    # `last` once, not per row (it was: a 1 M-row recording of an ended process took hours)
+    after = [rss for t, rss in zip(host.times, host.tree_rss, strict=False) if t > last]
     if not after or any(rss is not None for rss in after):
         return []
     return [
-        f"the recorded process ended at {max(held) - start:.0f} s of {end - start:.0f} s (its RSS is N/A "
+        f"the recorded process ended at {last - start:.0f} s of {end - start:.0f} s (its RSS is N/A "
         "after that): its readings stop there"
     ]
 

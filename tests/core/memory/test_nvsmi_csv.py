@@ -181,3 +181,21 @@ def test_readings_no_memory_gives_are_skipped_and_counted() -> None:
     assert any("not a memory reading: '-500 MiB'" in p for p in data.problems)
     assert any("host RAM used (30,000 MiB) is over its total (24,105 MiB)" in p for p in data.problems)
     assert any("'nan MiB'" in p for p in data.problems)
+
+
+def test_timestamps_of_one_minute_are_remembered_and_bad_ones_still_refused() -> None:
+    """The reader remembers each minute's seconds (a recording has a row per tick): a cached minute reads
+    every second of it right, and a bad hour, minute or second is refused whether its minute is known or not."""
+    first = parse_timestamp("2024/05/01 12:00:00.100")
+    assert parse_timestamp("2024/05/01 12:00:59.900") - first == pytest.approx(59.8)
+    assert parse_timestamp("2024-05-01T12:00:30Z") - first == pytest.approx(29.9)
+    for bad in (
+        "2024/05/01 12:00:61.000",
+        "2024/05/01 12:00:xx",
+        "2024/05/01 12:60:00.000",
+        "2024/05/01 24:00:00.0",
+    ):
+        with pytest.raises(ValueError, match="bad timestamp"):
+            parse_timestamp(bad)
+    with pytest.raises(ValueError, match="bad timestamp"):
+        parse_timestamp("2024/05/01 12-00:00.000")

@@ -4,7 +4,8 @@ Reading takes what users actually have: values with units ("1234 MiB", "5 %") or
 and `[Not Supported]` fields, several GPUs interleaved (told apart by an index / uuid / pci.bus_id
 column, or without one by their order among rows sharing a timestamp), extra columns in any order,
 headers repeated when runs were appended, no header at all (`noheader`). A row that cannot be read
-is skipped and counted, never a traceback.
+is skipped and counted, never a traceback. A recording too long to hold is summarised as it is read,
+every peak and floor kept (`nvsmi_fold`).
 
 Writing (`vramtui record`) starts with nvidia-smi's own columns, so tools that read
 `timestamp, memory.used, memory.total, utilization.gpu` read it, and adds GPU identity, host RAM
@@ -14,15 +15,19 @@ and, with a watched process, its tree's RSS and GPU bytes.
 from __future__ import annotations
 
 import calendar
+import heapq
 import io
 import re
 import time
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import TextIO
 
 from vramtui.core.errors import VramtuiError
+from vramtui.core.memory.nvsmi_fold import CHECK_EVERY, KEEP_POINTS, FoldState, maybe_fold
 from vramtui.core.memory.sampling import GpuReading, HostReading, Sample
 from vramtui.core.units import MIB
 
@@ -115,6 +120,7 @@ def _parse_amount(text: str, unit: str | None) -> float | None:
 
 
 _day_cache: dict[str, int] = {}
+_minute_cache: dict[str, int] = {}  # 'YYYY/MM/DD HH:MM:' -> its seconds: a recording has a row per tick
 
 
 def parse_timestamp(text: str) -> float:
@@ -125,27 +131,44 @@ def parse_timestamp(text: str) -> float:
     """
     t = text.strip()
     if len(t) >= 19 and t[4] in "/-" and t[7] in "/-" and t[10] in " T":
-        date = t[:10]
-        day = _day_cache.get(date)
-        if day is None:
-            try:
-                day = calendar.timegm((int(t[0:4]), int(t[5:7]), int(t[8:10]), 0, 0, 0, 0, 0, 0))
-            except ValueError:
-                raise _Malformed(f"bad timestamp {t!r}") from None
-            if len(_day_cache) > 10000:
-                _day_cache.clear()
-            _day_cache[date] = day
+        minute = _minute_cache.get(t[:17])
+        if minute is None:
+            minute = _minute(t)
         try:
-            hours, minutes, seconds = int(t[11:13]), int(t[14:16]), float(t[17:].rstrip("Z"))
+            seconds = float(t[17:].rstrip("Z"))
         except ValueError:
             raise _Malformed(f"bad timestamp {t!r}") from None
-        if t[13] != ":" or t[16] != ":" or hours > 23 or minutes > 59 or seconds >= 61:
+        if seconds >= 61:
             raise _Malformed(f"bad timestamp {t!r}")
-        return day + hours * 3600 + minutes * 60 + seconds
+        return minute + seconds
     try:
         return float(t)
     except ValueError:
         raise _Malformed(f"bad timestamp {t!r}") from None
+
+
+def _minute(t: str) -> int:
+    """The seconds of a timestamp's date, hour and minute (its first 17 characters), remembered."""
+    date = t[:10]
+    day = _day_cache.get(date)
+    if day is None:
+        try:
+            day = calendar.timegm((int(t[0:4]), int(t[5:7]), int(t[8:10]), 0, 0, 0, 0, 0, 0))
+        except ValueError:
+            raise _Malformed(f"bad timestamp {t!r}") from None
+        if len(_day_cache) > 10000:
+            _day_cache.clear()
+        _day_cache[date] = day
+    try:
+        hours, minutes = int(t[11:13]), int(t[14:16])
+    except ValueError:
+        raise _Malformed(f"bad timestamp {t!r}") from None
+    if t[13] != ":" or t[16] != ":" or hours > 23 or minutes > 59:
+        raise _Malformed(f"bad timestamp {t!r}")
+    if len(_minute_cache) > 10000:
+        _minute_cache.clear()
+    minute = _minute_cache[t[:17]] = day + hours * 3600 + minutes * 60
+    return minute
 
 
 def format_timestamp(t: float) -> str:
@@ -167,10 +190,19 @@ class GpuSeries:
     util: list[float | None] = field(default_factory=list)
     reserved: list[float | None] = field(default_factory=list)
     total: float | None = None
+    # per point: its tick (a change of timestamp: a fold keeps ticks whole) and its row among those read
+    ticks: array[int] = field(default_factory=lambda: array("q"))
+    rows: array[int] = field(default_factory=lambda: array("q"))
+    backwards: int = 0  # steps back in time, counted as read (a summary keeps only some of them)
+    dropped: dict[str, int] = field(default_factory=dict)  # figures a summary left out, per column
 
     @property
     def label(self) -> str:
         return f"GPU {self.index}" + (f" {self.name}" if self.name else "")
+
+    def read(self, column: str = "used") -> int:
+        """The figures (not N/A) of a column in the file, whether a summary kept them or not."""
+        return _count(getattr(self, column)) + self.dropped.get(column, 0)
 
 
 @dataclass(slots=True)
@@ -182,6 +214,17 @@ class HostSeries:
     swap_total: float | None = None
     tree_rss: list[float | None] = field(default_factory=list)
     tree_gpu: list[float | None] = field(default_factory=list)
+    ticks: array[int] = field(default_factory=lambda: array("q"))
+    rows: array[int] = field(default_factory=lambda: array("q"))
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def read(self, column: str) -> int:
+        """The figures (not N/A) of a column in the file, whether a summary kept them or not."""
+        return _count(getattr(self, column)) + self.dropped.get(column, 0)
+
+
+def _count(values: list[float | None]) -> int:
+    return len(values) - values.count(None)
 
 
 @dataclass(slots=True)
@@ -192,8 +235,7 @@ class NvsmiData:
     skipped: int = 0
     problems: list[str] = field(default_factory=list)  # the first few skipped rows: "line 12: why"
     unread_columns: list[str] = field(default_factory=list)  # vramtui's own namespaces, names not known
-    # Per readable row: (GPU key or None, position in that GPU's series or -1, position in host or -1)
-    _order: list[tuple[str | None, int, int]] = field(default_factory=list)
+    fold: FoldState = field(default_factory=FoldState)
     _samples: list[Sample] | None = None
 
     @property
@@ -201,11 +243,29 @@ class NvsmiData:
         return list(self.gpus)
 
     @property
+    def summarised(self) -> bool:
+        """Too long to hold: only the ticks that carry each stretch's extremes were kept (`nvsmi_fold`)."""
+        return self.fold.folded
+
+    @property
+    def ticks_kept(self) -> int:
+        """Ticks (timestamps) held, of `fold.ticks` read."""
+        kept = {tick for series in self.gpus.values() for tick in series.ticks}
+        return len(kept.union(self.host.ticks))
+
+    @property
     def samples(self) -> list[Sample]:
         """One Sample per tick (every GPU once), built on first use."""
         if self._samples is None:
             self._samples = list(iter_samples(self))
         return self._samples
+
+
+# A row's figures, as `_Columns.pick` gives them
+_FIGURES = (
+    "used", "total", "reserved", "util", "ram_used", "ram_total", "swap_used", "swap_total", "tree_rss", "tree_gpu"
+)  # fmt: skip
+_Figures = tuple[float | None, ...]
 
 
 class _Columns:
@@ -223,6 +283,9 @@ class _Columns:
         # process series was dropped without a word)
         self.unknown_own: list[str] = []
         self.used_gpu_memory = False  # a per-process query's column
+        # per column, the figures its texts read as: a recording repeats a few thousand texts millions
+        # of times ("24564 MiB"), and a look-up is several times cheaper than reading one
+        self.caches: list[dict[str, float | None]] = [{} for _name in names]
         identities: dict[str, int] = {}
         for position, raw in enumerate(names):
             match = _NAME_UNIT.match(raw)
@@ -252,10 +315,22 @@ class _Columns:
             if name in identities:
                 self.identity = (identities[name], name)
                 break
+        self.usable = bool(self.memory or self.host)
+        self._figures()
 
-    @property
-    def usable(self) -> bool:
-        return bool(self.memory or self.host)
+    def _figures(self) -> None:
+        """What a row's figures are read from, in the order a malformed one is reported (memory, host,
+        utilisation), and `pick`: a row's figures (`_FIGURES`) from them, None where the header has none."""
+        read = self.memory + self.host
+        self.amounts = [(i, self.caches[i], unit) for i, _kind, unit in read]
+        where = {kind: k for k, (_i, kind, _unit) in enumerate(read)}  # a repeated column: the last one
+        if self.util is not None:
+            where["util"] = len(self.amounts)
+            self.amounts.append((self.util[0], self.caches[self.util[0]], "%"))
+        self.pick = itemgetter(*(where.get(kind, -1) for kind in _FIGURES))  # -1: the None after them
+        # a use over its own total is checked where the header has both
+        self.within_gpu = "used" in where and "total" in where
+        self.within_host = "ram_used" in where and "ram_total" in where
 
     @property
     def per_process(self) -> bool:
@@ -297,92 +372,135 @@ def _count_problem(fields: int, expected: int, headless: bool) -> str:
     return f"{fields} fields where the header has {expected}"
 
 
-def read_nvsmi_csv(source: str | Path | TextIO | Iterable[str], max_problems: int = 5) -> NvsmiData:
-    """Parse nvidia-smi query CSV (a Path, the text itself, or lines). Never raises on bad rows."""
-    data = NvsmiData()
-    columns: _Columns | None = None
-    headless = False  # no header line: vramtui's own query's columns are assumed
-    group_t: float | None = None
-    group_position = 0
-    sequence = 0
-    last_host_t: float | None = None
-    host = data.host
+def read_nvsmi_csv(
+    source: str | Path | TextIO | Iterable[str],
+    max_problems: int = 5,
+    keep: int = KEEP_POINTS,
+    stop_after: int | None = None,
+) -> NvsmiData:
+    """Parse nvidia-smi query CSV (a Path, the text itself, or lines). Never raises on bad rows.
+
+    `keep`: the points a series may hold before the recording is summarised as it is read (`nvsmi_fold`);
+    `stop_after`: stop once that many rows were read (a check that the file has any)."""
+    reader = _Reader(NvsmiData(fold=FoldState(keep=keep)), max_problems)
     for number, line in enumerate(_iter_lines(source), start=1):
         text = line.strip().lstrip("\ufeff")
         if not text or text[0] == "#":
             continue
         fields = text.split(",")
         if not text[0].isdigit() and _is_header(fields):  # rows start with a timestamp or a number
-            columns = _Columns(fields)
-            if columns.per_process:
-                raise VramtuiError(
-                    f"{source}: {_PER_PROCESS_WORDS}" if isinstance(source, Path) else _PER_PROCESS_WORDS
-                )
-            data.unread_columns.extend(columns.unknown_own)
-            continue
+            reader.header(fields, source)
+        elif reader.row(number, fields) and reader.data.rows == stop_after:
+            break
+    data = reader.data
+    maybe_fold(data, data.fold, reader.tick)  # the rows since the last look: held stays within `keep`
+    data.fold.ticks = reader.tick + 1
+    return data
+
+
+class _Reader:
+    """What reading a file remembers from row to row."""
+
+    def __init__(self, data: NvsmiData, max_problems: int) -> None:
+        self.data = data
+        self.max_problems = max_problems
+        self.columns: _Columns | None = None
+        self.headless = False  # no header line: vramtui's own query's columns are assumed
+        self.group_t: float | None = None
+        self.group_position = 0
+        self.last_t: float | None = None
+        self.tick = -1  # ticks (changes of timestamp) read, less one
+        self.last_host_t: float | None = None
+
+    def header(self, fields: list[str], source: object) -> None:
+        columns = self.columns = _Columns(fields)
+        if columns.per_process:
+            raise VramtuiError(
+                f"{source}: {_PER_PROCESS_WORDS}" if isinstance(source, Path) else _PER_PROCESS_WORDS
+            )
+        self.data.unread_columns.extend(columns.unknown_own)
+
+    def row(self, number: int, fields: list[str]) -> bool:
+        """Read one row; False: it was malformed (skipped and counted)."""
+        columns = self.columns
         if columns is None:
-            columns, headless = _Columns(list(DEFAULT_COLUMNS)), True
+            columns = self.columns = _Columns(list(DEFAULT_COLUMNS))
+            self.headless = True
+        data = self.data
         try:
             if not columns.usable:
                 raise _Malformed("the header names no memory column")
             if len(fields) != columns.count:
-                raise _Malformed(_count_problem(len(fields), columns.count, headless))
-            row = _parse_row(fields, columns, sequence)
+                raise _Malformed(_count_problem(len(fields), columns.count, self.headless))
+            row = _parse_row(fields, columns, data.rows)
         except _Malformed as error:
             data.skipped += 1
-            if len(data.problems) < max_problems:
+            if len(data.problems) < self.max_problems:
                 data.problems.append(f"line {number}: {error}")
-            continue
-        t, key, index, name, uuid, memory, util, host_values = row
-        sequence += 1
+            return False
+        self._add(columns, row)
+        if data.rows % CHECK_EVERY == 0:
+            maybe_fold(data, data.fold, self.tick)
+        return True
+
+    def _add(self, columns: _Columns, row: _Parsed) -> None:
+        t, key, index, name, uuid, figures = row
+        used, total, reserved, util, ram_used, ram_total, swap_used, swap_total, tree_rss, tree_gpu = figures
+        data = self.data
+        sequence = data.rows
         data.rows += 1
-        gpu_position = host_position = -1
-        if memory:
+        if t != self.last_t:
+            self.tick += 1
+            self.last_t = t
+        if columns.memory:
             if key is None:
                 # No identity column: GPUs are told apart by their order among rows sharing a timestamp.
-                group_position = group_position + 1 if t == group_t else 0
-                group_t = t
-                key, index = f"#{group_position}", group_position
+                self.group_position = self.group_position + 1 if t == self.group_t else 0
+                self.group_t = t
+                key, index = f"#{self.group_position}", self.group_position
             series = data.gpus.get(key)
             if series is None:
                 series = data.gpus[key] = GpuSeries(
                     key, index if index is not None else len(data.gpus), name, uuid
                 )
-            gpu_position = len(series.times)
+            if series.times and t < series.times[-1]:
+                series.backwards += 1
             series.times.append(t)
-            series.used.append(memory.get("used"))
+            series.used.append(used)
             series.util.append(util)
-            series.reserved.append(memory.get("reserved"))
-            total = memory.get("total")
+            series.reserved.append(reserved)
+            series.ticks.append(self.tick)
+            series.rows.append(sequence)
             if total is not None:
                 series.total = total
-        if host_values and t != last_host_t:  # one host reading per tick, not one per GPU row
-            last_host_t = t
-            host_position = len(host.times)
+        if columns.host and t != self.last_host_t:  # one host reading per tick, not per GPU row
+            self.last_host_t = t
+            host = data.host
             host.times.append(t)
-            host.ram_used.append(host_values.get("ram_used"))
-            host.swap_used.append(host_values.get("swap_used"))
-            host.tree_rss.append(host_values.get("tree_rss"))
-            host.tree_gpu.append(host_values.get("tree_gpu"))
-            for kind in ("ram_total", "swap_total"):
-                value = host_values.get(kind)
-                if value is not None:
-                    setattr(host, kind, value)
-        data._order.append((key if memory else None, gpu_position, host_position))
-    return data
+            host.ram_used.append(ram_used)
+            host.swap_used.append(swap_used)
+            host.tree_rss.append(tree_rss)
+            host.tree_gpu.append(tree_gpu)
+            host.ticks.append(self.tick)
+            host.rows.append(sequence)
+            if ram_total is not None:
+                host.ram_total = ram_total
+            if swap_total is not None:
+                host.swap_total = swap_total
 
 
-_Parsed = tuple[
-    float, str | None, int | None, str, str, dict[str, float | None], float | None, dict[str, float | None]
-]
+_Parsed = tuple[float, str | None, int | None, str, str, _Figures]
 
 
 def _parse_row(fields: list[str], columns: _Columns, sequence: int) -> _Parsed:
     # No clock in the file: assume `-l 1`.
     t = parse_timestamp(fields[columns.timestamp]) if columns.timestamp is not None else float(sequence)
-    memory = {kind: _parse_amount(fields[i], unit) for i, kind, unit in columns.memory}
-    host = {kind: _parse_amount(fields[i], unit) for i, kind, unit in columns.host}
-    util = _parse_amount(fields[columns.util[0]], "%") if columns.util is not None else None
+    values = [
+        cache[text] if (text := fields[i]) in cache else _amount(cache, text, unit)
+        for i, cache, unit in columns.amounts
+    ]
+    values.append(None)
+    figures: _Figures = columns.pick(values)
     key: str | None = None
     index: int | None = None
     if columns.identity is not None:
@@ -395,9 +513,23 @@ def _parse_row(fields: list[str], columns: _Columns, sequence: int) -> _Parsed:
             index = int(text)
     name = fields[columns.name].strip() if columns.name is not None else ""
     uuid = fields[columns.uuid].strip() if columns.uuid is not None else ""
-    _within(memory.get("used"), memory.get("total"), "GPU memory")
-    _within(host.get("ram_used"), host.get("ram_total"), "host RAM")
-    return t, key, index, name, uuid, memory, util, host
+    if columns.within_gpu:
+        _within(figures[0], figures[1], "GPU memory")
+    if columns.within_host:
+        _within(figures[4], figures[5], "host RAM")
+    return t, key, index, name, uuid, figures
+
+
+_CACHE_LIMIT = 8192  # texts remembered per column: bounded, whatever the file
+
+
+def _amount(cache: dict[str, float | None], text: str, unit: str | None) -> float | None:
+    """`_parse_amount` of one column's text, remembered (a malformed text is not: it raises each time)."""
+    value = _parse_amount(text, unit)
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()  # a curve that drifts for days: its recent texts are the ones that come back
+    cache[text] = value
+    return value
 
 
 def _within(used: float | None, total: float | None, what: str) -> None:
@@ -410,6 +542,20 @@ def _whole(value: float | None) -> int | None:
     return None if value is None else int(value)
 
 
+def _order(data: NvsmiData) -> Iterator[tuple[str | None, int, int]]:
+    """(GPU key or None, position in that GPU's series or -1, position in the host's or -1) per point,
+    in the file's order (a row's GPU reading before its host reading)."""
+    streams = [_points(series.rows, 0, key) for key, series in data.gpus.items()]
+    streams.append(_points(data.host.rows, 1, None))
+    for _row, kind, key, position in heapq.merge(*streams):
+        yield (key, position, -1) if kind == 0 else (None, -1, position)
+
+
+def _points(rows: array[int], kind: int, key: str | None) -> Iterator[tuple[int, int, str | None, int]]:
+    for position, row in enumerate(rows):
+        yield row, kind, key, position
+
+
 def iter_samples(data: NvsmiData) -> Iterator[Sample]:
     """One Sample per tick (every GPU once), built as they are asked for."""
     tick_t: float | None = None
@@ -418,7 +564,7 @@ def iter_samples(data: NvsmiData) -> Iterator[Sample]:
     tick_host: HostReading | None = None
     host = data.host
 
-    for key, gpu_position, host_position in data._order:
+    for key, gpu_position, host_position in _order(data):
         if gpu_position >= 0 and key is not None:
             series = data.gpus[key]
             t = series.times[gpu_position]

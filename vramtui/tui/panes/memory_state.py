@@ -273,10 +273,13 @@ class MemoryState:
             if len(series.values) <= READINGS_POINTS:
                 times, values = list(series.times), list(series.values)
             else:
-                # A long curve goes in as the history's buckets (max of each): the readings cost stays
-                # bounded, and every peak is still in.
-                buckets = series.history.buckets(READINGS_POINTS)
-                times, values = [b.t for b in buckets], [b.max for b in buckets]
+                # A long curve goes in as the history's buckets, each as its low, its high and its last
+                # reading: the cost stays bounded, every peak is still in, and the level between peaks
+                # stays the level (QA 24 F2: the maxima alone read a spike in every bucket as the plateau)
+                times, values = [], []
+                for b in series.history.buckets(READINGS_POINTS // 3):
+                    times += [b.t, (b.t + b.t_end) / 2, b.t_end]
+                    values += [b.min, b.max, b.last]
             events = list(self.events)
             host = self.latest.host if self.latest is not None else None
             # Memory "held after the exit" only once the process is gone (or an exit event says so).
