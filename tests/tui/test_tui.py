@@ -654,3 +654,25 @@ async def test_a_port_held_marks_no_stage_failed_in_the_strip(tmp_path: Path) ->
         header = screen_text(app)
         assert "FAILED at start-up, before the model was read" in header
         assert "✖ load weights" not in header and "✖ " not in header.split("FAILED")[0]
+
+
+async def test_a_replayed_process_series_says_no_process_count_it_does_not_have(tmp_path: Path) -> None:
+    """QA 24 F11: a `record --pid` recording keeps the tree's RSS, not its PIDs; the model process row read
+    "0 processes" beside its 73 MiB."""
+    header = (
+        "timestamp, host.ram_used [MiB], host.ram_total [MiB], host.swap_used [MiB], process.tree_rss [MiB], "
+        "process.tree_gpu [MiB], process.pids\n"
+    )
+    rows = "".join(
+        f"2026/12/05 05:24:{10 + i:02d}.000, 622 MiB, 24105 MiB, 0 MiB, 73 MiB, [N/A], 1\n" for i in range(30)
+    )
+    (tmp_path / "rec.csv").write_text(header + rows)
+    app = quiet_app(replay_csv=str(tmp_path / "rec.csv"))
+    async with app.run_test(size=(200, 50)) as pilot:
+        memory = app.query_one(MemoryPane)
+        await wait_for(pilot, lambda: memory.state.count == 30)
+        memory.repaint(force=True)
+        await pilot.pause()
+        text = screen_text(app)
+    assert "model process" in text and "73.0 MiB" in text, text
+    assert "0 processes" not in text

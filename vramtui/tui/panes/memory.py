@@ -294,7 +294,8 @@ class MemoryPane(Pane, can_focus=True):
             if host.tree_rss is not None:
                 pids = len(host.tree_pids)
                 gpu_bytes = sample.tree_gpu_bytes() if sample.gpus else None
-                extra = f" {pids} process{'es' if pids != 1 else ''}"
+                # a recording keeps the tree's RSS, not its PIDs: no count then (QA 24 F11: "0 processes")
+                extra = f" {pids} process{'es' if pids != 1 else ''}" if pids else ""
                 if gpu_bytes:
                     extra += f", GPU {format_bytes(gpu_bytes, 1)}"
                 if host.root_alive is False:
