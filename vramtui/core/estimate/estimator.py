@@ -625,7 +625,11 @@ def fit_n_cpu_moe(info: ModelInfo, settings: Settings) -> int | None:
     def ok(n: int) -> bool:
         return _fits(info, replace(settings, n_cpu_moe=n, cpu_moe=False))
 
-    lo, hi = 0, info.n_layers
+    return _smallest(0, info.n_layers, ok)
+
+
+def _smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
+    """Smallest value in [lo, hi] with ok(value) true, ok monotone (false then true); None when none."""
     if not ok(hi):
         return None
     while lo < hi:
@@ -647,16 +651,8 @@ def fit_cpu_offload(info: ModelInfo, settings: Settings, weights_bytes: int) -> 
         return _fits(info, replace(settings, cpu_offload_gb=float(gb)))
 
     lo = int(settings.cpu_offload_gb) + 1
-    hi = max(lo, -(-weights_bytes // GIB))  # a rank holds at most all the weights
-    if not ok(hi):
-        return None
-    while lo < hi:  # the smallest that fits: more offload only frees the card
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    # a rank holds at most all the weights; more offload only frees the card
+    return _smallest(lo, max(lo, -(-weights_bytes // GIB)), ok)
 
 
 def _splits_layers(settings: Settings) -> bool:
