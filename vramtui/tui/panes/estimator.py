@@ -514,13 +514,7 @@ class EstimatorPane(Pane):
             text.append(word, style=theme_style(app, "verdict-fails", bold=True, reverse=True))
             if est.reason:  # QA 17 F12: what fails first, not a total that reads as a fit
                 text.append(f" {est.reason}\n")
-        # a CPU run's room is host RAM (or a budget's), not a card; the share is said (QA 24 F4)
-        room = "card" if est.device == "gpu" else "host room"
-        share = round(100 * est.usable_bytes / est.device_bytes) if est.device_bytes else 100
-        text.append(
-            f" needs {format_bytes(est.total_bytes, 2)} of {format_bytes(est.usable_bytes, 2)} usable "
-            f"({share}% of the {format_bytes(est.device_bytes, 2)} {room})"
-        )
+        text.append(_needs_line(est))
         for row in est.devices:  # several GPUs: the tightest one decides the verdict above
             mark = "✔" if row.fits else "✖"
             text.append(
@@ -545,6 +539,17 @@ class EstimatorPane(Pane):
         if self.calibration is not None:
             text.append(f"\n• {self.calibration.describe()} (as vramtui estimate does)", style="dim")
         result.update(text)
+
+
+def _needs_line(est: Any) -> str:
+    """What the run needs of what is usable: a CPU run's room is host RAM (or a budget's), not a card, and
+    the share is said (QA 24 F4: one budget read three ways on one screen)."""
+    room = "card" if est.device == "gpu" else "host room"
+    share = round(100 * est.usable_bytes / est.device_bytes) if est.device_bytes else 100
+    return (
+        f" needs {format_bytes(est.total_bytes, 2)} of {format_bytes(est.usable_bytes, 2)} usable "
+        f"({share}% of the {format_bytes(est.device_bytes, 2)} {room})"
+    )
 
 
 def _details(est: Any) -> list[str]:
