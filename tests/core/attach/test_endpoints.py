@@ -73,23 +73,10 @@ def test_a_silent_listener_times_out_quickly() -> None:
 def test_a_listener_that_answers_in_no_http_is_unreachable() -> None:
     """QA: a server answering bytes that are no HTTP status line (BadStatusLine) took `ps` and `attach`
     down with an internal error, hiding every other server."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(4)
+    from no_http import no_http_listener
 
-        def junk() -> None:
-            for _ in range(4):
-                try:
-                    conn, _address = sock.accept()
-                except OSError:
-                    return
-                with conn:
-                    conn.recv(65536)
-                    conn.sendall(b"\x00\xff garbage not http \x13\x37\n")
-
-        threading.Thread(target=junk, daemon=True).start()
-        with pytest.raises(Unreachable, match="does not answer in HTTP"):
-            probe(f"http://127.0.0.1:{sock.getsockname()[1]}", timeout_s=5)
+    with no_http_listener() as url, pytest.raises(Unreachable, match="does not answer in HTTP"):
+        probe(url, timeout_s=5)
 
 
 VLLM_METRICS = """\

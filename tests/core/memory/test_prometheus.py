@@ -222,26 +222,11 @@ def test_an_impossible_reading_is_an_error_of_that_tick_not_a_figure() -> None:
 def test_a_listener_that_answers_in_no_http_is_said_without_its_bytes() -> None:
     """QA 23 D8: `record --source` on a socket that answers garbage echoed its bytes, NUL included, to the
     terminal ("cannot read the answer: BadStatusLine \\x00\\xff..."); now it says what the attach probe says."""
-    import socket
-    import threading
+    from no_http import no_http_listener
 
     from vramtui.core.memory.prometheus import FetchError, fetch_text
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(2)
-
-        def junk() -> None:
-            try:
-                conn, _address = sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.recv(65536)
-                conn.sendall(b"\x00\xff GARBAGE not http \x13\x37\n")
-
-        threading.Thread(target=junk, daemon=True).start()
-        with pytest.raises(FetchError) as caught:
-            fetch_text(f"http://127.0.0.1:{sock.getsockname()[1]}/metrics", timeout_s=5)
+    with no_http_listener() as url, pytest.raises(FetchError) as caught:
+        fetch_text(f"{url}/metrics", timeout_s=5)
     said = str(caught.value)
     assert said == "it does not answer in HTTP (BadStatusLine)", said
