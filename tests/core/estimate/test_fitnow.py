@@ -133,3 +133,19 @@ def test_the_host_answer_counts_the_engine_process_measured_by_earlier_runs(tiny
     assert any(note.startswith("calibrated from 1 run") for note in measured.notes)
     (plain,) = fits_now(info, settings, host)  # --no-calibrate: the estimate as computed
     assert plain.needs_bytes == bare.needs_bytes
+
+
+def test_the_sequences_at_once_say_their_length_and_the_flags_that_give_it() -> None:
+    """QA 25 P2: "the largest context that fits: 262,144, 9 at once" for llama.cpp, whose -np splits -c: a
+    user who typed -c 262144 -np 9 got 29k tokens a slot. The answer says each sequence's length and, where
+    the slots share one context, the flags that give each that many; vLLM's context is per request."""
+    info = load_model_info(str(GPT_OSS))
+    settings = Settings.from_params({"context": 8192}, backend="llama.cpp", device_bytes=24 * GIB)
+    (answer,) = fits_now(info, settings, _now((20 * GIB, 24 * GIB)))
+    n = answer.max_parallel
+    assert answer.fits and n and n > 1 and answer.parallel_tokens == 8192
+    assert answer.parallel_flags == f"--ctx-size {8192 * n} --parallel {n}: the slots share --ctx-size"
+    assert f"{n} sequences of 8,192 tokens at once (--ctx-size {8192 * n} --parallel {n}" in answer.describe()
+    vllm = Settings.from_params({"context": 8192}, backend="vllm", device_bytes=80 * GIB)
+    (request,) = fits_now(info, vllm, _now((70 * GIB, 80 * GIB)))
+    assert request.parallel_flags is None and request.to_dict()["parallel_tokens"] == 8192

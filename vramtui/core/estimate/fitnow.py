@@ -36,6 +36,10 @@ class FitAnswer:
     runtime_bytes: int = 0  # of needs_bytes: the engine's own (CUDA context, or the process measured)
     notes: list[str] = field(default_factory=list)
     room_words: str = "free now"  # what bounds `free_bytes`: what is free, or the profile's budget
+    # each of max_parallel's sequences holds this many tokens; where the engine's context is the whole cache
+    # its slots share (llama.cpp's -c split by -np), the flags that give each that many (QA 25 P2)
+    parallel_tokens: int | None = None
+    parallel_flags: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,6 +51,8 @@ class FitAnswer:
             "context": self.context,
             "max_context": self.max_context,
             "max_parallel": self.max_parallel,
+            "parallel_tokens": self.parallel_tokens,
+            "parallel_flags": self.parallel_flags,
             "share": self.share,
             "needs_mib": round(self.needs_bytes / MIB, 1),
             "usable_mib": None if self.usable_bytes is None else round(self.usable_bytes / MIB, 1),
@@ -66,7 +72,9 @@ class FitAnswer:
         if self.max_context:
             said += f"; the largest context that fits: {self.max_context:,}"
         if self.max_parallel and self.fits:
-            said += f", {self.max_parallel} at once"
+            each = f" of {self.parallel_tokens:,} tokens" if self.parallel_tokens else ""
+            flags = f" ({self.parallel_flags})" if self.parallel_flags else ""
+            said += f", {self.max_parallel} sequences{each} at once{flags}"
         if self.share is not None:
             said += f"; with a share of {self.share:.2f} of {self._whole()} (what is free of it)"
         return "\n".join([said, *(f"  note: {note}" for note in self.notes)])
@@ -172,6 +180,26 @@ def _on_card(place: str, free: int, total: int | None, info: ModelInfo, settings
     return _answer(place, free, total, info, replace(settings, device_bytes=max(free, MIB), gpus=()))
 
 
+def _sequences(answer: FitAnswer, settings: Settings) -> None:
+    """How long each of the sequences at once is, and, where the slots share one context, the engine's
+    flags that give each that much (`-c 2359296 -np 9`, not `-c 262144 -np 9`: 29k tokens a slot)."""
+    from vramtui.core.backends import get_backend
+
+    if not answer.max_parallel:
+        return
+    per_sequence = answer.context  # max_parallel's sequences are each the context asked for
+    answer.parallel_tokens = per_sequence
+    if settings.memory.context_is_per_sequence or answer.max_parallel < 2:
+        return
+    backend = get_backend(settings.backend)
+    context, parallel = backend.knob("context"), backend.knob("parallel")
+    if context and parallel:
+        total = per_sequence * answer.max_parallel
+        answer.parallel_flags = (
+            f"{context} {total} {parallel} {answer.max_parallel}: the slots share {context}"
+        )
+
+
 def _answer(place: str, free: int, total: int | None, info: ModelInfo, settings: Settings) -> FitAnswer:
     est: Estimate = estimate(info, settings)
     answer = FitAnswer(
@@ -186,6 +214,7 @@ def _answer(place: str, free: int, total: int | None, info: ModelInfo, settings:
         usable_bytes=est.usable_bytes,
         runtime_bytes=est.overhead_bytes,
     )
+    _sequences(answer, settings)
     if est.reason:
         answer.notes.append(est.reason)
     if free < GIB // 4:
