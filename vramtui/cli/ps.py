@@ -148,13 +148,14 @@ def _engine_of(shot: Any, pid: int) -> str:
 
 def _fits(args: argparse.Namespace) -> int:
     """Size the model against each card's free memory now (no GPU: the host's available memory)."""
-    from vramtui.core.attach.servers import snapshot
+    from vramtui.core.attach.servers import bill_new, snapshot
     from vramtui.core.estimate.fitnow import fits_now
 
     if not args.model:
         raise VramtuiError("--fits needs a model (a file, folder or config.json) or a launch profile")
     info, settings, budget, engine_bytes = _sized(args)
     shot = snapshot(bills=False)
+    bill_new(shot, {})  # the servers running now are said as `ps` says them (QA 25 P1: bill and log null)
     answers = fits_now(info, settings, shot, budget, engine_bytes, calibrate=not args.no_calibrate)
     if args.json:
         from vramtui.cli.common import print_json

@@ -214,6 +214,11 @@ def test_ps_cli_lists_them_as_text_and_json(three_servers: dict[str, object]) ->
     text = _cli("ps")
     assert text.returncode == 0 and f"{three_servers['python']}  llama-cpp-python" in text.stdout
     assert "bill (estimate)" in text.stdout and "bill (printed)" in text.stdout
+    # `ps --fits --json` says the servers running now as `ps` does (QA 25 P1: their bill and log were null)
+    fits = _cli("ps", "--fits", str(three_servers["tiny"]), "--ctx", "2048", "--json")
+    now = {server["pid"]: server for server in json.loads(fits.stdout)["now"]["servers"]}
+    assert now[three_servers["launched"]]["bill"] == launched["bill"]
+    assert now[three_servers["launched"]]["log"] == launched["log"]
 
 
 @pytest.mark.parametrize(
