@@ -59,3 +59,22 @@ def test_check_text_says_the_failure_in_words(busy_profile: Path, tmp_path: Path
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "failure: port already in use" in proc.stdout, proc.stdout
     assert [code for code in CODES if code in proc.stdout] == [], proc.stdout
+
+
+def test_a_first_launch_that_died_before_the_model_says_start_up_as_diagnose_does() -> None:
+    """QA 24 F10: under a budget too small to start, the wizard's first line read "failed at load weights"
+    beside advice that says it died before reading any weights. A step's record has the diagnosis' cause
+    (here the real llama-server run's), and its words say start-up, as `diagnose` and `check` do."""
+    from vramtui.cli.wizard import step_status
+    from vramtui.core.logs.diagnose import diagnose_file
+
+    log = Path(__file__).resolve().parents[1] / "data" / "logs" / "llama-server-budget-60-start.log"
+    diagnosis = diagnose_file(log, kernel_log=lambda: None)
+    first = {
+        "outcome": "first_run",
+        "failure_stage": "load_weights",
+        "failure": diagnosis.failure,
+        "cause": diagnosis.cause,
+    }
+    assert step_status(first) == "failed at start-up, before the model was read: host out of memory"
+    assert step_status({**first, "cause": None}).startswith("failed at load weights")

@@ -94,17 +94,6 @@ def test_a_budget_too_small_for_llama_server_to_start_is_the_budgets_doing() -> 
     said = " ".join(diagnose_text("".join([lines[0], measured, *lines[1:]])).advice)
     assert "well above the 147 MiB the engine itself needs to come up (measured by vramtui" in said, said
 
-    # ... and the wizard's step says where, as diagnose does (QA 24 F10: "failed at load weights")
-    from vramtui.cli.wizard import step_status
-
-    first = {
-        "outcome": "first_run",
-        "failure_stage": "load_weights",
-        "failure": "host_oom",
-        "cause": "budget_start",
-    }
-    assert step_status(first) == "failed at start-up, before the model was read: host out of memory"
-
 
 # Real llama-server runs under a host budget that failed after the weights, in words that are not ggml's
 # failed malloc: each is the budget's host memory at the cache's stage, with the budget in its advice.
