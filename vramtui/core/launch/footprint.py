@@ -109,8 +109,7 @@ def measured_already(profile: Profile) -> bool:
     a UI thread run it in a worker and say so."""
     if not profile.backend.measures_footprint or profile.memory_budget is None:
         return True
-    binary = binary_of(profile)
-    return binary is None or _key(binary) in _read_cache()
+    return binary_of(profile) is None or _cached(profile) is not None
 
 
 def measured_floor(profile: Profile) -> int | None:
@@ -119,11 +118,14 @@ def measured_floor(profile: Profile) -> int | None:
     does, QA 23 D4); None when not measured, or when its CPU bill holds the engine itself."""
     if not profile.backend.measures_footprint or profile.backend.cpu_bill_holds_engine:
         return None
-    binary = binary_of(profile)
-    if binary is None:
-        return None
-    floor = _read_cache().get(_key(binary), {}).get("floor")
+    floor = (_cached(profile) or {}).get("floor")
     return int(floor) if floor else None
+
+
+def _cached(profile: Profile) -> dict[str, int] | None:
+    """The measurement cached for the binary a launch of `profile` runs; None when none is (or no binary)."""
+    binary = binary_of(profile)
+    return _read_cache().get(_key(binary)) if binary is not None else None
 
 
 def host_footprint(profile: Profile, kind: str = "floor") -> int:
