@@ -121,7 +121,8 @@ def test_llama_server_by_url(llama_server, tiny_gguf: Path) -> None:
     assert set(report["endpoints_found"]) >= {"/health", "/props", "/slots", "/metrics", "/v1/models"}
     assert "/api/ps" not in report["endpoints_found"]
     assert report["endpoints"]["/props"]["slots"] == 2
-    assert report["endpoints"]["/props"]["n_ctx"] == 512  # per slot: 1024 split over 2
+    assert report["endpoints"]["/props"]["n_ctx_per_slot"] == 512  # 1024 split over 2 (QA 25 P3)
+    assert report["endpoints"]["/props"]["n_ctx"] == 512  # the key scripts read stays
     assert report["endpoints"]["/slots"]["slots"] == 2
     assert report["endpoints"]["/metrics"]["requests_running"] == 0
     assert report["diagnosis"]["backend"] == "llama.cpp"
@@ -134,7 +135,8 @@ def test_llama_server_by_pid_as_text(llama_server) -> None:
     assert text.returncode == 0, text.stderr
     assert f"PID {proc.pid}" in text.stdout
     assert "context=1024, parallel=2" in text.stdout
-    assert "n_ctx=512 (per slot)" in text.stdout  # /props: each slot's share (QA 7)
+    assert "n_ctx_per_slot=512" in text.stdout  # /props: each slot's share, named as /slots names it
+    assert "n_ctx=" not in text.stdout  # said once (QA 7: "n_ctx=512" beside context 1024 read as a conflict)
     assert f"http://127.0.0.1:{port}" in text.stdout
     report = _report(str(proc.pid))
     assert report["url"] == f"http://127.0.0.1:{port}"

@@ -108,8 +108,9 @@ def open_app(args: argparse.Namespace) -> int:
     return run_app(attached=view, theme=getattr(args, "theme", None))
 
 
-# What a figure an endpoint gives is of (QA 7: /props n_ctx=2048 beside context=4096 read as a conflict)
-_PER = {("/props", "n_ctx"): " (per slot)"}
+# /props' n_ctx is kept in --json for scripts; the text says it once, as n_ctx_per_slot (QA 7, QA 25 P3:
+# n_ctx=2048 beside context=4096 read as a conflict)
+_UNSAID = {("/props", "n_ctx")}
 
 
 def _mib(value: Any) -> str:
@@ -148,7 +149,7 @@ def render_text(report: dict[str, Any]) -> str:
             lines.append(f"    {path}: {endpoint['problem']}")
         elif said and endpoint["answered"]:
             lines.append(
-                f"    {path}: " + ", ".join(f"{k}={v}{_PER.get((path, k), '')}" for k, v in said.items())
+                f"    {path}: " + ", ".join(f"{k}={v}" for k, v in said.items() if (path, k) not in _UNSAID)
             )
     readings = report["readings"]
     if readings:

@@ -96,7 +96,13 @@ def read_props(body: bytes) -> dict[str, Any]:
         raise ValueError("no default_generation_settings: not llama-server's /props")
     settings = data.get("default_generation_settings") or {}
     n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-    return {"n_ctx": n_ctx, "slots": data.get("total_slots"), "model_path": data.get("model_path")}
+    # each slot's share of the context, named as /slots names it (QA 25 P3); "n_ctx" stays for scripts
+    return {
+        "n_ctx_per_slot": n_ctx,
+        "n_ctx": n_ctx,
+        "slots": data.get("total_slots"),
+        "model_path": data.get("model_path"),
+    }
 
 
 def read_slots(body: bytes) -> dict[str, Any]:
