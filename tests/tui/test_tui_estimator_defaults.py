@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from test_tui_support import screen_text, wait_for
-from textual.widgets import Select
+from textual.widgets import Label, Select
 
 from vramtui.core.launch.profile import Profile
 from vramtui.core.units import MIB
@@ -95,8 +95,12 @@ async def test_runs_on_cpu_sizes_this_machines_ram_as_estimate_cpu_does(tiny_ggu
         # QA 14: the field says the RAM it sizes, not "24GiB" beside "runs on cpu"; back on the GPU, the card
         card = pane.value("card")
         assert card.endswith("GiB") and card != "24GiB"
+        label = pane.query_one("#est-card-label", Label)
+        assert str(label.content) == "host room"  # QA 25: "card mem" on a run with no card
+        assert f"max context {shown['max_context']:,} under the 80% line" in text  # which line (QA 25)
         pane.query_one("#est-runs_on", Select).value = "gpu"
         await wait_for(pilot, lambda: pane.value("card") == "24GiB")
+        assert str(label.content) == "card mem"
     cli = cli_estimate(str(tiny_gguf), "--cpu")
     assert shown["device_bytes"] == cli["device_bytes"] and shown["total_bytes"] == cli["total_bytes"]
     assert "sized for a 24 GiB card" not in text

@@ -124,6 +124,9 @@ def _select_field(name: str, label: str, options: tuple[str, ...]) -> Vertical:
     return Vertical(Horizontal(Label(label), select, classes="field-row"), classes=f"field -{name}")
 
 
+# What the room field holds, after where the run is sized
+_ROOM_LABELS = {"gpu": "card mem", "cpu": "host room"}
+
 # The settings of the form that an engine may not take: its engine's knob, else why it is greyed out.
 _OPTIONAL_SETTINGS = ("gpu_layers", "flash_attn", "kv_dtype", "parallel")
 
@@ -195,7 +198,7 @@ class EstimatorPane(Pane):
                 for spec in FIELDS:
                     with Vertical(classes=f"field -{spec.name}"):
                         with Horizontal(classes="field-row"):
-                            yield Label(spec.label)
+                            yield Label(spec.label, id=f"est-{spec.name}-label")
                             yield Input(
                                 value=spec.value,
                                 placeholder=spec.placeholder,
@@ -297,6 +300,8 @@ class EstimatorPane(Pane):
         """The default card follows where it runs: this machine's RAM on the CPU (QA 14: "card mem 24GiB"
         beside "runs on cpu", while the estimate sized the RAM), the 24 GiB card back on the GPU."""
         ram = _ram_text()
+        # a CPU run's room is host RAM or a budget's share of it: no card (QA 24 F4, QA 25: "card mem")
+        self.query_one("#est-card-label", Label).update(_ROOM_LABELS[str(event.value)])
         card = self.value("card")
         if event.value == "cpu" and card == DEFAULT_CARD:
             self.set_value("card", ram)
@@ -545,18 +550,25 @@ def _needs_line(est: Any) -> str:
     """What the run needs of what is usable: a CPU run's room is host RAM (or a budget's), not a card, and
     the share is said (QA 24 F4: one budget read three ways on one screen)."""
     room = "card" if est.device == "gpu" else "host room"
-    share = round(100 * est.usable_bytes / est.device_bytes) if est.device_bytes else 100
+    share = _share(est)
     return (
         f" needs {format_bytes(est.total_bytes, 2)} of {format_bytes(est.usable_bytes, 2)} usable "
         f"({share}% of the {format_bytes(est.device_bytes, 2)} {room})"
     )
 
 
+def _share(est: Any) -> int:
+    """The share of the room the verdict counts as usable (the 80% line)."""
+    return round(100 * est.usable_bytes / est.device_bytes) if getattr(est, "device_bytes", 0) else 100
+
+
 def _details(est: Any) -> list[str]:
     """The solvers' answers and the per-token and per-sequence figures, in one dim line."""
     details: list[str] = []
     if getattr(est, "max_context", None):
-        details.append(f"max context {est.max_context:,}")
+        # under the verdict's line (80%); the wizard's steps keep their own 10% margin and halve
+        # (QA 25: "max context 20,480" beside the wizard's 16384, unexplained)
+        details.append(f"max context {est.max_context:,} under the {_share(est)}% line")
     if getattr(est, "max_parallel", None):
         tokens = getattr(est, "max_parallel_tokens", None)  # as `estimate` says it (QA 6: no length given)
         each = f" of {tokens:,} tokens" if tokens else ""
