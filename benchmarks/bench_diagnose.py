@@ -423,7 +423,10 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # 0/1, first error 0/1 (gdb's "wait4.c: No such file or directory" in its backtrace read as a missing
     # file); the rules written from it: gdb's source lines are no missing file, Vulkan's ErrorDeviceLost is
     # a GPU fault (kernel_fault, now with its own words and advice), and the kernel-fault rules come before
-    # the generic ones (an "E srv ... decode() failed: ..." line over a fault is the fault).
+    # the generic ones (an "E srv ... decode() failed: ..." line over a fault is the fault); round 63 (3
+    # committed vLLM logs, all training: weights out of memory, an architecture its speculative decoding does
+    # not know, too few cache blocks on two R9700s) at 09f9631: stage 3/3, class 3/3, memory 2/2, first error
+    # 3/3, engine 3/3 (no rule written from it).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -542,6 +545,7 @@ LATER_ROUNDS = (
     ("round60.jsonl", "round 60, held-out only (a discussion thread, committed notes; twenty-sixth session"),
     ("round61.jsonl", "round 61, both parts (a committed benchmark log, an issue; twenty-sixth session"),
     ("round62.jsonl", "round 62, training only (a committed log; twenty-sixth session"),
+    ("round63.jsonl", "round 63, training only (committed vLLM logs; twenty-seventh session"),
 )
 
 

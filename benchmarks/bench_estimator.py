@@ -635,7 +635,11 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # compute 0/1; it showed what round 42's peaks differ by: a start that compiles its graph (no torch.compile
     # cache) printed 0.80 GiB for the model whose cached start printed 0.15. Round 44 (a 2024 V100 CI run of
     # llama.cpp, pythia 2.8B; two vLLM GLM-5 NVFP4 runs whose config.json was not found, left out) at a8c7cd5:
-    # training llama.cpp KV 1/1, weights 2/2, compute 2/2.
+    # training llama.cpp KV 1/1, weights 2/2, compute 2/2. Round 45 (two 2024 V100 CI runs of llama.cpp,
+    # pythia 2.8B, one per part; vLLM 0.19 Qwen3-0.6B under --enforce-eager on a 3060 12 GB, twice, held-out;
+    # Qwen3-0.6B's config.json added, and the harness reads the card from "Free memory on device cuda:0
+    # (free/total GiB)") at 09f9631: held-out llama.cpp KV 1/1, weights 2/2, compute 2/2, vLLM weights 2/2,
+    # KV 0/2 (no compute printed); training llama.cpp KV 1/1, weights 2/2, compute 2/2.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -684,6 +688,7 @@ _NEWEST_ROUNDS = {
     "round42.jsonl": "round 42 (an early-2024 llama.cpp run on a 4070, vLLM 0.27.1 on a 4090, twenty-sixth session)",
     "round43.jsonl": "round 43 (vLLM 0.27.1 Qwen3-4B with LoRA on a 4090, twenty-sixth session)",
     "round44.jsonl": "round 44 (a V100 CI run of llama.cpp, twenty-sixth session)",
+    "round45.jsonl": "round 45 (two V100 CI runs, vLLM 0.19 Qwen3-0.6B on a 3060, twenty-seventh session)",
 }
 
 

@@ -48,6 +48,7 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen--Qwen3-235B-A22B-Instruct-2507-FP8.config.json"),
     ("Phi-4 (", "microsoft--phi-4.config.json"),
     ("Qwen/Qwen3-1.7B", "Qwen--Qwen3-1.7B.config.json"),
+    ("Qwen/Qwen3-0.6B", "Qwen--Qwen3-0.6B.config.json"),
     ("Qwen/Qwen3-8B", "Qwen--Qwen3-8B.config.json"),
     # built on Qwen3-8B-Base (its model card), the shapes unchanged (the vocabulary 267 rows shorter: 4 MiB)
     ("Qwen/Qwen3-Reranker-8B", "Qwen--Qwen3-8B.config.json"),
@@ -107,7 +108,8 @@ _PEAK_TORCH = re.compile(rf"peak_torch_memory={_N}GiB")
 _TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 _CARD = (
     re.compile(rf"total_gpu_memory\s*(?:=|\()?\s*{_N} ?GiB"),
-    re.compile(rf"Free memory on device \({_N}/{_N} GiB\)"),
+    # newer releases name the device: "Free memory on device cuda:0 (9.02/11.63 GiB)" (round 45)
+    re.compile(rf"Free memory on device(?: \S+)? \({_N}/{_N} GiB\)"),
 )
 _GPUS_FIELD = (re.compile(rf"\({_N} GiB"), re.compile(r"\b(\d{4,6}) ?MiB\b"))  # nvidia-smi writes "40960MiB"
 _UTIL = (
@@ -178,10 +180,12 @@ def _either(pattern: re.Pattern[str], text: str) -> int | None:
 
 def _card(case: dict[str, Any], log: str) -> int | None:
     """One card's exact memory: the log's, else an exact figure in the `gpus` field."""
-    for pattern in _CARD:
-        if found := pattern.search(log):
-            return round(float(found.group(found.lastindex or 1)) * GIB)
-    for gpu in case.get("gpus") or []:
+    gpus = [str(gpu) for gpu in case.get("gpus") or []]
+    for text in (log, *gpus):  # a field may quote the log's own line (round 45: from the same user's start)
+        for pattern in _CARD:
+            if found := pattern.search(text):
+                return round(float(found.group(found.lastindex or 1)) * GIB)
+    for gpu in gpus:
         if found := _GPUS_FIELD[0].search(gpu):
             return round(float(found.group(1)) * GIB)
         if sizes := _GPUS_FIELD[1].findall(gpu):

@@ -77,6 +77,7 @@ FILES = (
     LOGS / "round60.jsonl",
     LOGS / "round61.jsonl",
     LOGS / "round62.jsonl",
+    LOGS / "round63.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
