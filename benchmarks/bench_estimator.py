@@ -639,7 +639,11 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # pythia 2.8B, one per part; vLLM 0.19 Qwen3-0.6B under --enforce-eager on a 3060 12 GB, twice, held-out;
     # Qwen3-0.6B's config.json added, and the harness reads the card from "Free memory on device cuda:0
     # (free/total GiB)") at 09f9631: held-out llama.cpp KV 1/1, weights 2/2, compute 2/2, vLLM weights 2/2,
-    # KV 0/2 (no compute printed); training llama.cpp KV 1/1, weights 2/2, compute 2/2.
+    # KV 0/2 (no compute printed); training llama.cpp KV 1/1, weights 2/2, compute 2/2. Round 46 (three 2025
+    # V100 CI runs of llama.cpp, pythia 2.8B f16, Q8_0 and Q4_1 of builds 4722, 4509 and 4477; ik_llama.cpp
+    # Ling-1T IQ2_K on two 3090s with its experts on the host and -ub 4096) at 048f0f8: held-out llama.cpp KV
+    # 1/1, weights 2/2, compute 2/2; training llama.cpp KV 2/2, weights 4/4, compute 4/4, ik_llama.cpp KV 2/2,
+    # weights 3/3, compute 3/3.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -689,6 +693,7 @@ _NEWEST_ROUNDS = {
     "round43.jsonl": "round 43 (vLLM 0.27.1 Qwen3-4B with LoRA on a 4090, twenty-sixth session)",
     "round44.jsonl": "round 44 (a V100 CI run of llama.cpp, twenty-sixth session)",
     "round45.jsonl": "round 45 (two V100 CI runs, vLLM 0.19 Qwen3-0.6B on a 3060, twenty-seventh session)",
+    "round46.jsonl": "round 46 (three V100 CI runs, ik_llama.cpp Ling-1T on two 3090s, twenty-seventh session)",
 }
 
 
