@@ -426,7 +426,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # the generic ones (an "E srv ... decode() failed: ..." line over a fault is the fault); round 63 (3
     # committed vLLM logs, all training: weights out of memory, an architecture its speculative decoding does
     # not know, too few cache blocks on two R9700s) at 09f9631: stage 3/3, class 3/3, memory 2/2, first error
-    # 3/3, engine 3/3 (no rule written from it).
+    # 3/3, engine 3/3 (no rule written from it); round 64 (8 logs: 3 llama.cpp, 3 Ollama, SGLang, vLLM on an
+    # Intel XPU; half healthy, 3 of those quiet; 6 training, 2 held-out) at b209aa4: stage 8/8, class 8/8,
+    # memory 4/4, first error 4/4, quiet 3/3, calm 1/1, engine 8/8 (no rule written from it).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -546,6 +548,7 @@ LATER_ROUNDS = (
     ("round61.jsonl", "round 61, both parts (a committed benchmark log, an issue; twenty-sixth session"),
     ("round62.jsonl", "round 62, training only (a committed log; twenty-sixth session"),
     ("round63.jsonl", "round 63, training only (committed vLLM logs; twenty-seventh session"),
+    ("round64.jsonl", "round 64, both parts (committed logs and excerpts; twenty-seventh session"),
 )
 
 

@@ -78,6 +78,7 @@ FILES = (
     LOGS / "round61.jsonl",
     LOGS / "round62.jsonl",
     LOGS / "round63.jsonl",
+    LOGS / "round64.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (890, 920),
-        "class": (895, 920),
-        "memory": (249, 264),
-        "first_error": (524, 546),
-        "quiet": (161, 173),
+        "stage": (896, 926),
+        "class": (901, 926),
+        "memory": (253, 268),
+        "first_error": (528, 550),
+        "quiet": (163, 175),
         "calm": (125, 150),
-        "engine": (869, 920),
+        "engine": (875, 926),
     },
     "heldout": {
-        "stage": (326, 356),
-        "class": (325, 356),
+        "stage": (328, 358),
+        "class": (327, 358),
         "memory": (99, 115),
         "first_error": (189, 205),
-        "quiet": (59, 76),
-        "calm": (39, 51),
-        "engine": (336, 356),
+        "quiet": (60, 77),
+        "calm": (40, 52),
+        "engine": (338, 358),
     },
 }
 
