@@ -468,3 +468,14 @@ def test_the_budgets_context_advice_takes_off_what_the_engine_itself_needs() -> 
                 name,
                 said,
             )
+
+
+def test_numpys_array_memory_error_under_a_budget_is_host_memory_at_the_kv_cache() -> None:
+    """QA 26 D2: a real llama-cpp-python run under a 250 MiB budget died in numpy's `_ArrayMemoryError` (a
+    MemoryError subclass) after its KV cache; it read as "the server exited with status 1". Its traceback
+    runs from `llama_cpp/server/__main__.py ... in <module>`: the program `python -m` ran, not an import."""
+    diagnosis = diagnose_file(LOGS / "llama-cpp-python-budget-250-numpy-array-memory.log")
+    assert diagnosis.failure == "host_oom" and diagnosis.failure_stage == "kv_cache"
+    assert "_ArrayMemoryError: Unable to allocate" in (diagnosis.first_error_text or "")
+    assert diagnosis.cause != "budget_import"  # it had imported, loaded its weights and built its cache
+    assert any("`memory_budget`" in line and "250 MiB" in line for line in diagnosis.advice)

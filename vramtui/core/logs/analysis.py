@@ -42,8 +42,9 @@ _PREFIX_RES = (
     re.compile(r"^\[\d{4}-\d\d-\d\d [\d:]+(?: [\w]+)?\]\s?"),
     re.compile("^" + _JOURNALD),
 )
+# a private class may lead with underscores: numpy's "numpy._core._exceptions._ArrayMemoryError: ..." (QA 26 D2)
 _EXCEPTION_RE = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)(?::\s|:?$)"
+    r"^(?:[A-Za-z_]\w*\.)*(?P<name>_*[A-Z]\w*(?:Error|Exception|Interrupt)|Exception)(?::\s|:?$)"
 )
 # pydantic's message under "ValidationError: 1 validation error for ModelConfig" (vLLM's config checks):
 # the line that says what is wrong.

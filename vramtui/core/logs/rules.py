@@ -289,6 +289,9 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule(
         "memoryerror", "host_alloc", "other", r"^(?:\d{4}-\d\d-\d\d[t ][\d:.,]+z?\s+)?\s*memoryerror\b"
     ),
+    # numpy's own MemoryError subclass: "numpy._core._exceptions._ArrayMemoryError: Unable to allocate 3.04
+    # KiB for an array" (QA 26 D2: llama-cpp-python's sampler under a budget, read as "exited with status 1")
+    ErrorRule("_arraymemoryerror", "host_alloc", "other", r"_arraymemoryerror: unable to allocate"),
     *_engines("errors", "host_alloc.after"),
     # --- llama.cpp's context buffers: the device allocator's own line (CUDA0 / CPU above) comes first
     # and decides; alone, a KV-cache or compute-buffer failure is the accelerator's out-of-memory

@@ -77,7 +77,11 @@ _EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
 # IPython's (Jupyter's, Colab's) traceback shows each frame's source with its line numbers ("   1268     raise
 # ValueError(", "-> 1267"): quoted code, however much it reads like a message.
 _NUMBERED_CODE_RE = re.compile(r"\s*(?:-+>\s*)?\d{1,6}\s{2,}\S")
-_IMPORT_FRAME_RE = re.compile(r"[/\\](?:site|dist)-packages[/\\].*\", line \d+, in <module>")
+# a module's top level run on import; not a package's __main__.py, which `python -m` runs as the program
+# (QA 26 D2: llama-cpp-python's server failing at its KV cache read as "too small to even import")
+_IMPORT_FRAME_RE = re.compile(
+    r"[/\\](?:site|dist)-packages[/\\](?:(?!__main__\.py\").)*\", line \d+, in <module>"
+)
 
 
 # A line that only wraps another error ("EngineCore failed to start", "See root cause above",
