@@ -126,6 +126,9 @@ class Launch:
     # What an extra parameter's value must be, checked when a profile is read: its problem in one line,
     # or None (QA 21 F2: max_memory = "cpu=10" launched, to fail at load with "other").
     value_checks: dict[str, Callable[[object], str | None]] = field(default_factory=dict)
+    # What a value needs of this machine's engine (its Python's build of a package), checked before a launch
+    # only, not when a profile is read (a profile for another machine stays readable): its problem, or None.
+    machine_checks: dict[str, Callable[[object], str | None]] = field(default_factory=dict)
     # Ollama takes host:port from its environment, not a flag.
     host_port_env: str | None = None
     # The model is named at request time, not at launch (Ollama).

@@ -711,7 +711,12 @@ def runnable_refusal(profile: Profile) -> Refusal | None:
             said = f" (batch is unset: {tokens} is {backend.name}'s default on this machine)" if unset else ""
             # a batch below the sequences: fewer sequences start it without more activation memory
             return Refusal(f"parallel = {parallel}: {refusal}{said}", "parallel", tokens)
-    refused = _context_refusal(profile) or _package_refusal(profile) or _gpu_cap_refusal(profile)
+    refused = (
+        _context_refusal(profile)
+        or _package_refusal(profile)
+        or _gpu_cap_refusal(profile)
+        or _machine_refusal(profile)
+    )
     if refused is not None:
         return refused
     kv_dtype = params.get("kv_dtype")
@@ -761,6 +766,17 @@ def _package_refusal(profile: Profile) -> Refusal | None:
             f"(no module {module}): {fix}, or install it (pip install {pip_name})"
         )
         return Refusal(message, param, fallback)
+    return None
+
+
+def _machine_refusal(profile: Profile) -> Refusal | None:
+    """A value this machine's engine cannot take (a GPU device on a CPU-only torch): said before the launch."""
+    launch = profile.backend.launch
+    checks = launch.machine_checks if launch is not None and "{python}" in launch.program else {}
+    for param, value in profile.params.items():
+        problem = checks[param](value) if param in checks else None
+        if problem:
+            return Refusal(problem, param, profile.backend.defaults.get(param))
     return None
 
 

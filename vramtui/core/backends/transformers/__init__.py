@@ -10,6 +10,7 @@ import re
 
 from vramtui.core.backends.base import Backend, Launch, Translation, bad_value, gib, no_such, switch, whole
 from vramtui.core.backends.transformers.ladder import LADDER, QUANT_ORDER
+from vramtui.core.backends.transformers.torchbuild import device_map_here
 
 FAMILY = "transformers"
 
@@ -133,6 +134,8 @@ TRANSFORMERS = Backend(
             "max_memory": _check_max_memory,
             "device_map": _check_device_map,
         },
+        # QA 26 D9: device_map = "cuda:0" on a CPU-only torch loaded for 5 s before failing
+        machine_checks={"device_map": device_map_here},
         install="pip install 'vramtui[transformers]'",
     ),
     ladder=LADDER,
