@@ -152,10 +152,10 @@ def render_text(diagnosis: Any, source: str) -> str:
     elif diagnosis.failed and diagnosis.first_error_text:
         out.append("First error: no line of the log states it")
         out.append(f"  {diagnosis.first_error_text}")
-    if getattr(diagnosis, "stage_inferred", False) and diagnosis.stage == diagnosis.failure_stage:
-        out.append(f"Furthest stage reached: unknown (no stage line; best guess {diagnosis.stage})")
-    elif diagnosis.failed and before_the_model(diagnosis):
+    if diagnosis.failed and before_the_model(diagnosis):
         out.append(f"Furthest stage reached: {START_UP_WORDS}")
+    elif getattr(diagnosis, "stage_inferred", False) and diagnosis.stage == diagnosis.failure_stage:
+        out.append(f"Furthest stage reached: unknown (no stage line; best guess {diagnosis.stage})")
     elif diagnosis.stage:
         out.append(f"Furthest stage reached: {diagnosis.stage}")
     extra_evidence = [line for line in diagnosis.evidence[1:]] if diagnosis.failed else diagnosis.evidence

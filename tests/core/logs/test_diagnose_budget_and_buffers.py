@@ -24,6 +24,8 @@ def test_memory_error_importing_the_engine_under_a_small_budget_is_host_oom() ->
     assert diagnosis.failure == "host_oom"
     assert diagnosis.cause == "budget_import"
     assert "too small to even import the engine" in diagnosis.summary
+    # where: before the model, not the "best guess load_weights" beside "before any weights were read" (QA 26 D6)
+    assert diagnosis.summary.startswith("Failed at start-up, before the model was read:"), diagnosis.summary
     advice = " ".join(diagnosis.advice)
     assert "600 MiB" in advice and "memory_budget" in advice
     assert CONTAINER not in advice and "nf4" not in advice and "bnb" not in advice.lower()

@@ -185,8 +185,10 @@ class AdviceRow:
 # Causes that stop a run before the model is read: the command line or the port, refused at start-up.
 # max_len_over_model: vLLM's config check refuses --max-model-len past the model's own length before any
 # weight is read (QA 19 F8: it read "Failed at load_weights")
+# budget_import: a budget too small for the engine to import its own modules (QA 26 D6: "failed at load
+# weights" beside "before any weights were read")
 BEFORE_THE_MODEL = frozenset(
-    {"bad_argument", "port_in_use", "budget_start", "max_len_over_model", "died_at_start"}
+    {"bad_argument", "port_in_use", "budget_start", "budget_import", "max_len_over_model", "died_at_start"}
 )
 START_UP_WORDS = "start-up, before the model was read"
 
@@ -1423,8 +1425,8 @@ def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
         words = "the kernel's out-of-memory killer ended the process"
     where = f" at {diagnosis.failure_stage}" if diagnosis.failure_stage else ""
     if before_the_model(diagnosis):
-        where = f" at {START_UP_WORDS}"
-    if diagnosis.stage_inferred:
+        where = f" at {START_UP_WORDS}"  # the cause says where, whatever line did (or did not)
+    elif diagnosis.stage_inferred:
         guess_stage = f"; best guess {diagnosis.failure_stage}" if diagnosis.failure_stage else ""
         where = f" (stage unknown: no line says which step was running{guess_stage})"
     line = f" (line {diagnosis.first_error_line})" if diagnosis.first_error_line else ""

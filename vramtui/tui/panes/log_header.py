@@ -84,7 +84,7 @@ def _verdict(
         where = f" at {stage_words(failing)}" if failing else ""
         if before_the_model(diagnosis):
             where = f" at {START_UP_WORDS}"
-        if failing and getattr(diagnosis, "stage_inferred", False):
+        elif failing and getattr(diagnosis, "stage_inferred", False):
             where += " (a guess: no line says where)"  # as the CLI's "best guess"
         text.append(f"{where}: {failure_words(diagnosis.failure)} ({backend}{detail})")
         if diagnosis.first_error_line:
