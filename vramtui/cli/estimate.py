@@ -420,12 +420,14 @@ def _kv_note(est: Any) -> str:
     if est.kv_cache_tokens:
         return f"{est.kv_cache_bytes // est.kv_cache_tokens:,} B/token, {est.kv_cache_tokens:,} tokens"
     cells, per_token = est.kv_cells, est.kv_bytes_per_token
-    if cells and est.kv_cache_bytes < 0.99 * per_token * cells:
+    # the whole cache, wherever its layers sit (QA 26: "0 B/cell" beside a cache kept on the host)
+    whole = est.bill.get("kv_cache") + est.bill.get("kv_cache", HOST)
+    if cells and whole < 0.99 * per_token * cells:
         # sliding-window layers keep a window of cells, not the context: the all-layer figure times the
         # cells is not the total beside it (QA 21 F8: 49,152 B/token x 131,072 cells "= 3.02 GiB")
         return (
             f"{per_token:,} B/token in all layers, {cells:,} cells; "
-            f"{est.kv_cache_bytes // cells:,} B/cell as the window layers keep fewer"
+            f"{whole // cells:,} B/cell as the window layers keep fewer"
         )
     return f"{per_token:,} B/token, {cells:,} cells"
 

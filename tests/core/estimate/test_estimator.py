@@ -127,7 +127,9 @@ def test_compute_buffer_holds_the_kq_matrix_without_flash_attention() -> None:
     old = estimate(LLAMA_8B, Settings(context=512, ubatch=512, flash_attn=True, engine_build=7000))
     assert old.compute_buffer_bytes == (128256 + 2 * 4096) * 512 * 4
     library = estimate(
-        LLAMA_8B, Settings(backend="llama-cpp-python", context=512, ubatch=512, flash_attn=True)
+        LLAMA_8B,
+        # every layer on the GPU, asked (its server's own default is none: QA 26 D1)
+        Settings(backend="llama-cpp-python", context=512, ubatch=512, flash_attn=True, gpu_layers=33),
     )
     assert library.compute_buffer_bytes == old.compute_buffer_bytes
     # ... while today's llama-server reserves one logits row per slot: the feed-forward is the widest phase
@@ -727,3 +729,19 @@ def test_transformers_largest_context_is_the_exact_flip() -> None:
     assert largest % 256 and 0 < largest < info.max_context
     assert estimate(info, replace(settings, context=largest)).fits
     assert not estimate(info, replace(settings, context=largest + 1)).fits
+
+
+def test_llama_cpp_pythons_server_keeps_its_layers_on_the_host_unless_told() -> None:
+    """QA 26 D1: `estimate --backend llama-cpp-python` sized every layer on the GPU, while its server's own
+    n_gpu_layers default is 0 and vramtui launches it with no flag: the run put none there."""
+    left_out = estimate(LLAMA_8B, Settings(backend="llama-cpp-python", context=4096))
+    assert left_out.gpu_layers == 0 and left_out.weights_bytes == 0  # no weights on the card
+    said = " ".join(left_out.notes)
+    assert "puts 0 of 33 layers on the GPU unless told (its --n_gpu_layers default)" in said
+    assert "all 33 would fit (--n_gpu_layers -1)" in said  # a 24 GiB card holds the 8B model
+    asked = estimate(LLAMA_8B, Settings(backend="llama-cpp-python", context=4096, gpu_layers=33))
+    assert asked.gpu_layers == 33 and asked.weights_bytes > 4 * GIB
+    assert "unless told" not in " ".join(asked.notes)
+    # llama-server's own default is every layer: nothing changes there
+    server = estimate(LLAMA_8B, Settings(context=4096))
+    assert server.weights_bytes == asked.weights_bytes and "unless told" not in " ".join(server.notes)

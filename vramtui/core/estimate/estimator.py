@@ -944,6 +944,29 @@ def _sequence_limit(settings: Settings, est: Estimate, cap: int | None) -> None:
         est.refuse(refusal)
 
 
+def _engine_layer_default(info: ModelInfo, settings: Settings) -> str | None:
+    """A GPU run with no layer count takes the engine's own default: llama-cpp-python's server keeps every
+    layer on the host unless told (QA 26 D1: sized as all on the GPU while its run put none there). Says
+    so, and how many would fit."""
+    backend = get_backend(settings.backend)
+    default = backend.defaults.get("gpu_layers")
+    if settings.gpu_layers is not None or not settings.on_gpu or settings.memory.auto_places_layers:
+        return None
+    if not isinstance(default, int) or isinstance(default, bool) or default > info.n_layers:
+        return None  # "all", or no layer knob
+    settings.gpu_layers = default
+    slots = info.n_layers + 1
+    fit = fit_gpu_layers(info, replace(settings, gpu_layers=None))
+    knob = backend.knob("gpu_layers") or "gpu_layers"
+    would = (
+        f"all {slots} would fit ({knob} -1)" if fit >= slots else f"{fit} of {slots} would fit ({knob} {fit})"
+    )
+    return (
+        f"no layer count given: {backend.name} puts {default} of {slots} layers on the GPU unless told "
+        f"(its {knob} default); on this card {would}"
+    )
+
+
 def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     """The breakdown and verdict, with the solvers' answers filled in."""
     settings = replace(settings)
@@ -958,6 +981,7 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
             if streams > 1
             else ""
         )
+    layers_note = _engine_layer_default(info, settings)
     requested_gpu_layers = settings.gpu_layers
     if memory.auto_places_layers and settings.gpu_layers is None and settings.on_gpu:
         # Ollama places as many layers as fit, like llama.cpp's --fit
@@ -968,6 +992,8 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
     _default_cache_note(settings, est)
     if context_note:
         est.notes.insert(0, context_note)
+    if layers_note:
+        est.notes.insert(0, layers_note)
     if ignored_note:
         est.notes.insert(0, ignored_note)
     if info.unknown_quant and not settings.quant:
