@@ -325,7 +325,7 @@ HTTPServer(("127.0.0.1", port), Handler).serve_forever()
 """
 
 
-def _check_a_fake_server(tmp_path: Path, script: str) -> tuple[Any, list[int]]:
+def _check_a_fake_server(tmp_path: Path, script: str, timeout_s: float = 3) -> tuple[Any, list[int]]:
     """`check` of a stand-in llama-server (`script`, formatted with the Python to run it) on an empty GGUF."""
     server = tmp_path / "llama-server"
     server.write_text(script.format(python=sys.executable))
@@ -333,7 +333,7 @@ def _check_a_fake_server(tmp_path: Path, script: str) -> tuple[Any, list[int]]:
     (tmp_path / "m.gguf").write_bytes(EMPTY_GGUF)
     profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), port=0, program=str(server))
     started: list[int] = []
-    result = run_check(profile, tmp_path, ready_timeout_s=3, on_start=lambda s: started.append(s.pid))
+    result = run_check(profile, tmp_path, ready_timeout_s=timeout_s, on_start=lambda s: started.append(s.pid))
     return result, started
 
 
@@ -349,6 +349,8 @@ def test_a_health_check_that_never_answers_where_the_log_says_why_is_that_failur
     result, started = _check_a_fake_server(tmp_path, said_why)
     assert not result.ready and result.failure == "host_oom", result.message
     assert "insufficient memory" in (result.diagnosis.first_error_text or "")
+    # it served nothing, and its readiness probe never passed: failed coming up, not at a request (QA 26 D3)
+    assert result.diagnosis.failure_stage == "ready"
     assert "not the engine's 'still loading'" not in " ".join(result.diagnosis.advice)
     assert_nothing_left(*started)
 
@@ -361,6 +363,24 @@ def test_a_health_check_answering_500_is_said_not_taken_for_a_slow_load(tmp_path
     assert '/health answered HTTP 500 ({"error": "internal"})' in result.message
     assert "Raise `ready_timeout`" not in result.diagnosis.advice[0]
     assert "not the engine's 'still loading'" in result.diagnosis.advice[0]
+    assert_nothing_left(*started)
+
+
+def test_a_health_check_answering_500_throughout_is_given_up_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA 26 D3: a server whose readiness probe answered HTTP 500 from its first poll was waited on for the
+    whole 120 s, then read as failing "at inference" though it served nothing. Server errors for _ERRING_S
+    (30 s; 1 s here) end the wait, and the failure is at ready."""
+    from vramtui.core.launch import launcher
+
+    monkeypatch.setattr(launcher, "_ERRING_S", 1.0)
+    began = time.monotonic()
+    result, started = _check_a_fake_server(tmp_path, HEALTH_500, timeout_s=60)
+    assert time.monotonic() - began < 30  # not the 60 s timeout
+    assert result.failure == READY_TIMEOUT
+    assert "not ready for 1 s of server errors" in result.message and "answered HTTP 500" in result.message
+    assert result.diagnosis.stage in ("ready", None) or result.diagnosis.failure_stage != "inference"
     assert_nothing_left(*started)
 
 

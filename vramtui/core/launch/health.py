@@ -16,6 +16,7 @@ class HealthProbe:
         self.said = ""  # "/health answered HTTP 500 (...)", "/health answered in no HTTP (...)"
         self.status: int | None = None  # that answer's HTTP status (None: no HTTP at all)
         self._not_http_since: float | None = None
+        self._erring_since: float | None = None  # answering a server error (5xx, not 503) since
 
     @property
     def loading(self) -> bool:
@@ -37,11 +38,19 @@ class HealthProbe:
                 return False
             self._not_http_since = None
             if response.status_code == 200:
+                self._erring_since = None
                 return True
+            erring = response.status_code >= 500 and response.status_code != 503
+            self._erring_since = (self._erring_since or time.monotonic()) if erring else None
             body = " ".join(response.text[:80].split())
             self.status = response.status_code
             self.said = f"{path} answered HTTP {response.status_code}" + (f" ({body})" if body else "")
         return False
+
+    def erring_for(self, seconds: float) -> bool:
+        """Every answer for longer than `seconds` a server error (500: its handler raises on each poll): an
+        engine that is still loading says 503, or does not listen yet (QA 26 D3: 120 s of HTTP 500 waited out)."""
+        return self._erring_since is not None and time.monotonic() - self._erring_since > seconds
 
     def not_http_for(self, seconds: float) -> bool:
         """The port has answered in no HTTP for longer than `seconds` (an engine speaks HTTP once it listens)."""

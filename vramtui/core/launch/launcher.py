@@ -52,6 +52,7 @@ PORT_IN_USE = "port_in_use"
 READY_TIMEOUT = "ready_timeout"
 # How long a port may answer in no HTTP before the wait stops (an engine answers HTTP once it listens)
 _NOT_HTTP_S = 10.0
+_ERRING_S = 30.0  # a readiness probe answered HTTP 500 this long: it is not coming up (QA 26 D3)
 EXITED = "exited"
 CUDA_OOM = "cuda_oom"  # the run crossed the GPU memory budget
 BAD_ARGUMENTS = "bad_arguments"  # the server refused its own command line before loading anything
@@ -672,14 +673,21 @@ class ModelServer:
                 self._event("ready", "")
                 return True
             not_http = self.health.not_http_for(_NOT_HTTP_S)
-            if time.monotonic() >= deadline or not_http:
+            erring = self.health.erring_for(_ERRING_S)
+            if time.monotonic() >= deadline or not_http or erring:
                 self.failure = READY_TIMEOUT
                 self.failure_stage = self.stage or "launch"
-                waited = f"after {timeout_s:g} s" if not not_http else f"for {_NOT_HTTP_S:g} s"
+                waited = (
+                    f"for {_NOT_HTTP_S:g} s"
+                    if not_http
+                    else f"for {_ERRING_S:g} s of server errors"
+                    if erring
+                    else f"after {timeout_s:g} s"
+                )
                 self.failure_message = f"not ready {waited}; stuck at stage {self.failure_stage}"
                 if self.health.said:  # QA: a 500 or a listener in no HTTP read as a large model loading
                     self.failure_message += f"; {self.health.said}"
-                self._record_line(f"vramtui: {self.failure_message}", feed=False)
+                self._record_line(f"vramtui: {self.failure_message}")  # the diagnosis marks it (QA 26 D3)
                 return False
             # A ready line in the log: look again at once instead of sleeping.
             self._ready_seen.wait(0.25)
@@ -1234,6 +1242,8 @@ def _message(
     if server.ready and smoke is not None:
         return f"up, but the smallest request failed: {smoke.meaning}"
     if failure == READY_TIMEOUT:
+        if server.failure_message.startswith("not ready "):  # how long it waited, and why it stopped
+            return server.failure_message
         said = f"; {server.health.said}" if server.health.said else ""
         return f"not ready within the timeout; stuck at stage {stage}{said}"
     first_error = getattr(diagnosis, "first_error_text", None) if diagnosis is not None else None

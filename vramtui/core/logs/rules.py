@@ -490,7 +490,8 @@ NOTICE_RULES: tuple[NoticeRule, ...] = (
     # its launch line: the log holds the run from its start (an excerpt pasted from an issue may not)
     NoticeRule("vramtui: launch", "mark", "own_launch", r"vramtui: launch "),
     # ... after its ready_timeout ran out: the log still stops before ready (QA: "No failure", exit 0)
-    NoticeRule("vramtui: not ready after", "mark", "ready_timeout"),
+    # "not ready after 120 s", "not ready for 10 s" (no HTTP), "not ready for 30 s of server errors"
+    NoticeRule("vramtui: not ready ", "mark", "ready_timeout"),
     # ... before launch, when the context asked for is past the model's trained length (QA 11)
     NoticeRule(
         "is past the model's trained length",

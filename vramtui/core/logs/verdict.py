@@ -108,6 +108,8 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
     _own_stop(pick, state)
     _engine_stop(pick, state)
     _floor_stage(pick, state)
+    if pick.found is not None and _never_ready(state, pick.found):
+        pick.found.stage = "ready"  # after the floor: "listening" would put it at a request
     found = pick.found
     failed = found is not None
     failure_stage = found.stage if found is not None else None
@@ -152,7 +154,8 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
         warnings=_quiet_failures(
             state,
             failed_starting=pick.cause == "died_at_start"
-            or (failure_stage is not None and STAGE_INDEX[failure_stage] < STAGE_INDEX["ready"]),
+            # one that never came up (its readiness probe failing) served nothing either (QA 26 D3)
+            or (failure_stage is not None and STAGE_INDEX[failure_stage] <= STAGE_INDEX["ready"]),
             cause=pick.cause if failed else None,
         ),
         engine_figures=_figures_flat(state.figures),
@@ -238,8 +241,14 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         pick.failure = "host_oom"  # QA 11: the loader's threads had no room for their stacks
     if under_budget and pick.cause in _BUDGET_ALLOCATION_CAUSES:
         pick.failure = "host_oom"
-        if found is not None and found.number in state.import_exceptions:
-            pick.cause = "budget_import"  # it failed importing the engine, before any weights
+        if (
+            found is not None
+            and found.number in state.import_exceptions
+            and STAGE_INDEX[found.stage] <= STAGE_INDEX["load_weights"]
+        ):
+            # it failed importing the engine, before any weights; not a module imported late (uvicorn's
+            # HTTP protocol, after the model and its cache: QA 26)
+            pick.cause = "budget_import"
     if found is not None and (_still_starting(pick, state, profile) or _start_failed_after(state, found)):
         found.stage = "kv_cache"
     elif found is not None and _load_failed_at(state, found):
@@ -279,6 +288,15 @@ def _start_failed_after(state: LogState, found: _Found) -> bool:
     failed to start"): it was not serving a request. Its weight load has lines of its own that would have
     placed it there, so it failed in the start-up's later steps (profiling, cache, graph capture)."""
     return _unplaced_then_marked(state, found, "start_failed", found.number + 1)
+
+
+def _never_ready(state: LogState, found: _Found) -> bool:
+    """An error placed at a request, in a run that served none and whose readiness probe never passed
+    (vramtui's own "not ready ..." line): it failed coming up, answering the probe with errors (QA 26 D3:
+    "failed at inference" for a server that answered HTTP 500 from its first poll)."""
+    if found.stage != "inference" or "mark:ready_timeout" not in state.notices:
+        return False
+    return not any(milestone == "served" and line < found.number for line, milestone in state.milestones)
 
 
 def _load_failed_at(state: LogState, found: _Found) -> bool:
