@@ -107,6 +107,8 @@ class MemoryModel:
         # The engine's own idle host footprint: measured once per binary where one can be run, else
         # the backend's figure (see core.launch.footprint).
         self.host_baseline = _host_baseline(profile) if self.host else profile.backend.host_baseline_bytes
+        # measured on its binary, or the backend's own figure (QA 26 D4: a constant read as a measurement)
+        self.baseline_measured = self.host and self.host_baseline != profile.backend.host_baseline_bytes
         # a host budget is the launcher's address-space cap, where thread stacks count; an attached
         # server's is judged on its RSS, where a stack it reserved and never touched does not
         self.address_space = True
@@ -325,6 +327,12 @@ class MemoryModel:
             # "Tried to allocate 80 MiB") prints only the last piece: the weights as a whole were asked for.
             if obs.failure_stage == "load_weights" and (not failed or failed < weights // 2):
                 attempted = max(attempted, weights)
+            held = obs.held_bytes()
+            if held and self.host:
+                # what it held when the next buffer failed was there at once: the room is at least that,
+                # whatever the engine's own figure says (QA 26 D4: 21 + 16 MiB held under 200 MiB beside
+                # an assumed 352 MiB engine, "-152 MiB left")
+                self.room_lower = max(self.room_lower or 0, held)
             if attempted:
                 # a bound this run's own buffers disprove (they were allocated, so they fit) was inferred
                 # wrongly: an earlier failure at the weights read as "the weights as a whole did not fit"

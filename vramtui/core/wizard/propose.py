@@ -19,7 +19,7 @@ from vramtui.core.estimate import quant as q
 from vramtui.core.launch.profile import Profile
 from vramtui.core.logs.advice import CAUSE_WORDS
 from vramtui.core.logs.analysis import clip_words, strip_log_prefix
-from vramtui.core.logs.stages import BUDGET_ADVISED_FIX, BUDGET_TOO_SMALL
+from vramtui.core.logs.stages import BUDGET_ADVISED_FIX, BUDGET_TOO_SMALL, STAGE_INDEX
 from vramtui.core.memory.parts import MemoryBill
 from vramtui.core.units import GIB, MIB
 from vramtui.core.wizard.budget import MemoryModel, changed, current_value, needed_bytes, whole_or_none
@@ -502,9 +502,13 @@ class Proposer:
         # story: only a start that failed is stopped here
         if room is None or room > 0 or obs.works or obs.ready or obs.runs_over_budget:
             return False
+        if STAGE_INDEX.get(obs.stage or "", 0) > STAGE_INDEX["load_weights"] and obs.held_bytes():
+            return False  # it held its weights and more under this budget: it came up in it (QA 26 D4)
+        how = "measured on its binary" if model.baseline_measured else f"{self.backend.name}'s assumed figure"
         self.findings.advice = [
-            f"the engine alone takes about {model.baseline() / MIB:.0f} MiB before any model buffer, more than "
-            f"the {(model.budget or 0) / MIB:.0f} MiB budget: raise memory_budget under [limits] in the profile"
+            f"the engine alone takes about {model.baseline() / MIB:.0f} MiB before any model buffer ({how}), "
+            f"more than the {(model.budget or 0) / MIB:.0f} MiB budget: raise memory_budget under [limits] in "
+            "the profile"
         ]
         self.findings.stop_reason = (
             "the budget is below the engine's own footprint: raise memory_budget, no engine setting helps"

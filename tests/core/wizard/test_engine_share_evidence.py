@@ -1,0 +1,52 @@
+"""QA 26 D4: under a 200 MiB budget llama-cpp-python loaded 21 MiB of weights and its 16 MiB KV cache, then
+failed on the next buffer. The wizard stopped with "the engine alone takes about 352 MiB" (the backend's
+assumed figure, said as a fact), and then "-152 MiB left". What the run held is room it had: the wizard
+goes on with arithmetic, and where it does stop on the engine's share it says whether that was measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
+from vramtui.core.launch.profile import Profile
+from vramtui.core.units import MIB
+from vramtui.core.wizard.budget import MemoryModel
+from vramtui.core.wizard.observe import Observation
+from vramtui.core.wizard.propose import Findings, Proposer
+
+
+def _profile(tmp_path: Path, budget_mib: int) -> Profile:
+    model = write_tiny_gguf(tmp_path / "tiny.gguf", TinyModelSpec(n_layer=4, n_embd=512, n_ff=1024))
+    return Profile(backend="llama-cpp-python", model=str(model), memory_budget=budget_mib * MIB, port=0)
+
+
+def test_buffers_a_failed_run_held_are_room_it_had(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, 200)
+    model = MemoryModel(profile)
+    assert not model.baseline_measured  # llama-cpp-python's 352 MiB is its backend's figure
+    assert model.room() is not None and model.room() < 0  # 200 MiB budget, 352 MiB assumed engine
+    at_cache = Observation(
+        ready=False, smoke_ok=None, stage="kv_cache", failure_stage="kv_cache", failure="host_oom",
+        figures={"failed_alloc": 20 * MIB}, engine={"model_buffer": 21 * MIB, "kv_buffer": 16 * MIB},
+    )  # fmt: skip
+    model.learn(profile, at_cache)
+    assert model.room() is not None and 37 * MIB <= model.room() <= 57 * MIB
+    findings = Findings()
+    proposal = Proposer(model, findings).propose(profile, at_cache, set())
+    assert proposal is not None, (findings.stop_reason, findings.advice)  # a step, not "engine alone"
+    assert "engine's own footprint" not in findings.stop_reason
+
+
+def test_a_start_that_failed_before_its_weights_names_the_figure_as_assumed(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, 200)
+    model = MemoryModel(profile)
+    at_start = Observation(
+        ready=False, smoke_ok=None, stage="load_weights", failure_stage="load_weights", failure="host_oom"
+    )
+    findings = Findings()
+    assert Proposer(model, findings).propose(profile, at_start, set()) is None
+    said = " ".join(findings.advice)
+    assert (
+        "the engine alone takes about 352 MiB before any model buffer (llama-cpp-python's assumed figure)"
+        in said
+    )
