@@ -1166,3 +1166,20 @@ def test_vllm_over_its_cards_is_offered_the_fewest_cpu_offload_gib_that_fit(
         is None
     )
     assert run_json(capsys, config, "--backend", "vllm", "--gpu-mem", "48GiB")["cpu_offload_fit"] is None
+
+
+def test_a_transformers_budget_bills_the_address_space_its_runner_maps(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """QA 26 D5: a 0.1M-parameter model's real runs came up under a 900 MiB budget and not under 850 ("can't
+    start new thread"), where the estimate took the generic 256 MiB off and said 850 fit with 70 MiB to spare.
+    The figure is said as the backend's assumed one, not as a measurement."""
+    from vramtui.core.demo.tinyhf import write_tiny_hf
+
+    model = str(write_tiny_hf(tmp_path / "tiny-hf"))
+    tight = run_json(capsys, model, "--backend", "transformers", "--memory-budget", "850MiB")
+    assert not tight["fits"]
+    said = " ".join(tight["notes"])
+    assert "after the engine's own 480 MiB of address space (transformers's assumed figure" in said
+    roomy = run_json(capsys, model, "--backend", "transformers", "--memory-budget", "1200MiB")
+    assert roomy["fits"]

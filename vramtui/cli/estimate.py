@@ -762,6 +762,8 @@ def _budget_card(args: argparse.Namespace) -> str:
         said = f"memory_budget {format_bytes(budget, 1)}: the engine's own processes are its runtime row"
     if profile.backend.measures_footprint and not measured:  # QA 13: 240 assumed where 147 was measured
         said += " (assumed: no engine binary found to measure; --program PATH names it)"
+    elif engine and not profile.backend.measures_footprint:  # QA 26 D4, D5: a constant said as a fact
+        said += f" ({profile.backend.name}'s assumed figure, not measured here)"
     return said
 
 
