@@ -124,7 +124,11 @@ async def test_a_cpu_runs_runtime_is_the_process_not_a_cuda_context(tiny_gguf: P
         pane.query_one("#est-runs_on", Select).value = "cpu"
         await wait_for(pilot, lambda: pane.estimate is not None and pane.estimate.device == "host")
         await wait_for(pilot, lambda: pane.estimate is not None and pane.estimate.overhead_bytes > 0)
-        text = screen_text(app)
+        # the pane's own lines, joined where they wrap: its width follows the layout (QA 26 D10)
+        box = pane.region
+        text = " ".join(
+            row[box.x : box.right].strip(" │") for row in screen_text(app).splitlines()[box.y : box.bottom]
+        )
     assert "runtime (the process)" in text and "CUDA context" not in text
 
 

@@ -62,10 +62,13 @@ class VramtuiApp(CommandsApp, AttachRequests):
     #panes {
         layout: grid;
         grid-size: 2 2;
-        grid-columns: 2fr 3fr;
+        grid-columns: 2fr 3fr;  /* the log's lines and the wizard's table are the widest */
         grid-rows: 1fr 1fr;
         height: 1fr;
     }
+    /* QA 26 D10: with no log and no wizard (a replay, plain sampling) the room goes to the curve: the
+       empty log and wizard panes had 120 of 200 columns, the replayed curve 80 */
+    Screen.-right-idle #panes { grid-columns: 3fr 2fr; }
     Screen.-narrow #panes { layout: vertical; }
     Screen.-narrow Pane { display: none; }
     Screen.-narrow Pane.-active { display: block; height: 1fr; }
@@ -234,6 +237,20 @@ class VramtuiApp(CommandsApp, AttachRequests):
             session = None
         text = status_text(session, tabs, self.active_pane, paused=paused, room=room, note=self.launch_note)
         status.update(text)
+        self._balance_columns()
+
+    def _balance_columns(self) -> None:
+        """The wide grid's room follows content: the right column (log, wizard) gives way while both
+        are empty. Checked with the status line, which every launch, attach and wizard step updates."""
+        wizard = self.query_one(WizardPane)
+        idle = (
+            self.query_one(LogPane).feed is None
+            and wizard.driver is None
+            and not wizard.steps
+            and self.session is None
+            and self.attached is None
+        )
+        self.screen.set_class(idle, "-right-idle")
 
     # -- sampling ---------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.cells import cell_len
 from textual import on
 from textual.binding import Binding, BindingType
 from textual.message import Message
@@ -21,10 +22,12 @@ from textual.widgets import DataTable
 from vramtui.core.units import format_bytes
 
 SCAN_EVERY_S = 3.0
-# The memory first: in a narrow pane the columns past the width are cut (QA: a 55-column pane showed no
-# host or bill); the settings line, the widest, and the PID last.
+# The memory first, the settings line (the widest) and the PID last. A pane too narrow for them all
+# gives up the least needed cells first (`fit_columns`), never the PID.
 COLUMNS = ("engine", "model", "GPU", "host", "bill", "port", "settings", "PID")
 BILL_SOURCES = {"log": "printed", "endpoints": "endpoints", "estimate": "estimate"}
+MAX_HEIGHT = 10  # the header and 9 rows; more rows bring a vertical scrollbar
+CELL_PADDING = 1  # DataTable's default, each side of every cell
 
 
 class ServersFound(Message):
@@ -72,20 +75,20 @@ class HereScan:
 class ServerTable(DataTable):
     """One row per model server; `scan` (a no-argument callable returning a Snapshot) is the source."""
 
-    DEFAULT_CSS = "ServerTable { height: auto; max-height: 10; }"
+    DEFAULT_CSS = f"ServerTable {{ height: auto; max-height: {MAX_HEIGHT}; }}"
     BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "select_cursor", "Attach", show=False)]
 
     def __init__(self, scan: Callable[[], Any] | None = None, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True, cell_padding=CELL_PADDING)
         self.scan = scan or HereScan()
         self.shot: Any = None
         self.problem = ""
+        self.cells: dict[str, dict[str, str]] = {}  # pid -> every column's full text, shown or not
+        self._fitted: tuple[int, list[str]] | None = None  # the room and columns the table was laid out for
         self._bills: dict[int, Any] = {}  # pid -> the Server whose bill was made
         self._busy = threading.Lock()
 
     def on_mount(self) -> None:
-        for label in COLUMNS:
-            self.add_column(label, key=label)
         self.set_interval(SCAN_EVERY_S, self.rescan)
         self.rescan()
 
@@ -119,12 +122,31 @@ class ServerTable(DataTable):
             return
         self._fill(message.shot)
 
+    def on_resize(self) -> None:
+        if self.shot is not None and self._fitted is not None and self._fitted[0] != self._room():
+            self._fill(self.shot)
+
+    def _room(self) -> int:
+        """The columns the cells may take: the table's width, less a vertical scrollbar when the rows
+        overflow its height (with one, a table that just fits would scroll sideways)."""
+        rows = len(self.shot.servers) if self.shot is not None else 0
+        bar = self.styles.scrollbar_size_vertical if rows + 1 > MAX_HEIGHT else 0
+        return max(0, self.size.width - self.styles.gutter.width - bar)
+
     def _fill(self, shot: Any) -> None:
         cursor = self.cursor_row
-        self.clear()
         gpus = [gpu.index for gpu in shot.gpus]
-        for server in shot.servers:
-            self.add_row(*_row(server, gpus), key=str(server.pid))
+        self.cells = {str(server.pid): _row(server, gpus) for server in shot.servers}
+        room = self._room()
+        shown, rows = fit_columns(list(self.cells.values()), room)
+        # QA 26 D10: the columns past the width were cut, the PID first (13869 read as 1386)
+        self.clear(columns=self._fitted is None or self._fitted[1] != shown)
+        if not self.columns:
+            for label in shown:
+                self.add_column(label, key=label)
+        self._fitted = (room, shown)
+        for key, cells in zip(self.cells, rows, strict=True):
+            self.add_row(*cells, key=key)
         if shot.servers:
             self.move_cursor(row=min(cursor, len(shot.servers) - 1))
         count = len(shot.servers)
@@ -148,7 +170,7 @@ def _size(value: int | None) -> str:
     return "—" if value is None else format_bytes(value, 1)
 
 
-def _row(server: Any, gpus: list[int]) -> tuple[str, ...]:
+def _row(server: Any, gpus: list[int]) -> dict[str, str]:
     on_gpus = " ".join(f"{i}:{_size(server.gpu_bytes.get(i))}" for i in gpus if i in server.gpu_bytes) or "—"
     bill = "—"
     if server.bill is not None:
@@ -164,4 +186,51 @@ def _row(server: Any, gpus: list[int]) -> tuple[str, ...]:
         "host": _size(server.host_bytes),
         "bill": bill,
     }
-    return tuple(cells[name] for name in COLUMNS)
+    return {name: cells[name] for name in COLUMNS}
+
+
+def _width(label: str, cells: list[str]) -> int:
+    return max(cell_len(text) for text in [label, *cells]) + 2 * CELL_PADDING
+
+
+def _cut(text: str, width: int) -> str:
+    return text if cell_len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+# How a table too wide for its pane gives way, least needed first (QA 26 D10): the bill's source words,
+# the settings (shortened, then gone), the model's and the engine's names shortened, the port, the bill,
+# the host's figure, the model, the engine and the GPU's figure. The PID stays whole.
+_GIVE_WAY: tuple[tuple[str, str, int], ...] = (
+    ("bill", "figure", 0),
+    ("settings", "cut", 12),
+    ("settings", "drop", 0),
+    ("model", "cut", 12),
+    ("engine", "cut", 10),
+    ("port", "drop", 0),
+    ("bill", "drop", 0),
+    ("host", "drop", 0),
+    ("model", "drop", 0),
+    ("engine", "drop", 0),
+    ("GPU", "drop", 0),
+)
+
+
+def fit_columns(rows: list[dict[str, str]], room: int) -> tuple[list[str], list[list[str]]]:
+    """The columns to show and each row's cells, fitted into `room` columns (padding included)."""
+    shown = list(COLUMNS)
+    table = {name: [row[name] for row in rows] for name in COLUMNS}
+
+    def over() -> int:
+        return sum(_width(name, table[name]) for name in shown) - room
+
+    for name, how, least in _GIVE_WAY:
+        if over() <= 0:
+            break
+        if how == "figure":  # "79.5 MiB (printed)" -> "79.5 MiB"
+            table[name] = [text.split(" (", 1)[0] for text in table[name]]
+        elif how == "cut":
+            width = max(least, cell_len(name), _width(name, table[name]) - 2 * CELL_PADDING - over())
+            table[name] = [_cut(text, width) for text in table[name]]
+        else:
+            shown.remove(name)
+    return shown, [[table[name][i] for name in shown] for i in range(len(rows))]
