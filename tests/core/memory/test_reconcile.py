@@ -152,3 +152,18 @@ def test_the_rest_says_which_terms_it_holds_and_an_unprinted_kv_cache_is_said() 
     over = reconcile(estimate, printed, {HOST: 9000 * MIB}).off
     assert over is not None and over.part == UNPRINTED
     assert over.label == "not printed: KV cache, compute, runtime on the host"
+
+
+def test_the_rest_a_place_holds_is_the_process_too_where_the_estimate_bills_none() -> None:
+    """QA 26 D8: llama-cpp-python's first CPU estimate bills no process of its own; the 35 MiB its Python
+    held above the printed buffers read "not printed: output on the host ... short by 33 MiB", blaming the
+    2 MiB logits buffer."""
+    estimate = MemoryBill()
+    for part, mib in (("weights", 20), ("kv_cache", 16), ("compute", 42), ("output", 2)):
+        estimate.add(HOST, part, mib * MIB)
+    printed = MemoryBill()
+    for part, mib in (("weights", 20), ("kv_cache", 16), ("compute", 43)):
+        printed.add(HOST, part, mib * MIB)
+    off = reconcile(estimate, printed, {HOST: 115 * MIB}).off
+    assert off is not None and off.part == UNPRINTED
+    assert off.label == "not printed: output, runtime on the host"

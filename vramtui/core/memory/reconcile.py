@@ -189,6 +189,11 @@ def reconcile(
                 for part in PARTS
                 if part not in said and part not in skipped and estimate.get(part, place) and part != "margin"
             )
+            if place in measured and "runtime" not in said and "runtime" not in covers:
+                # what a place holds above the printed terms is the process itself too (the interpreter, the
+                # libraries), billed or not (QA 26 D8: "not printed: output ... short by 33 MiB" blamed the
+                # 2 MiB logits buffer for llama-cpp-python's Python)
+                covers = (*covers, "runtime")
             rest = sum(
                 estimate.get(part, place) for part in PARTS if part not in said and part not in skipped
             )
