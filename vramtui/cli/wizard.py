@@ -171,12 +171,13 @@ def step_status(data: dict[str, Any]) -> str:
 def _print_step(step: Any, out: Any) -> None:
     from vramtui.core.logs.analysis import clip_words
     from vramtui.core.logs.textclean import said_words
+    from vramtui.core.units import mib_figure
     from vramtui.core.wizard.proposal import value_word
     from vramtui.tui.words import figure_words, in_words, outcome_words
 
     data = step.to_dict()
     figures = data.get("engine_figures_mib") or {}
-    figure_text = ", ".join(f"{figure_words(k)} {v:.0f}" for k, v in figures.items())
+    figure_text = ", ".join(f"{figure_words(k)} {mib_figure(v)}" for k, v in figures.items())
     if data["step"] == 0:
         head = "before launch" if data["outcome"] == "refused" else "first launch"
     else:

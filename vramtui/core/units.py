@@ -114,3 +114,8 @@ def format_bytes(n: float, precision: int = 2) -> str:
 def mib(n: float) -> float:
     """Bytes to MiB, the unit nvidia-smi prints."""
     return n / MIB
+
+
+def mib_figure(value_mib: float) -> str:
+    """A MiB figure in words: whole MiB, one decimal under 10 (QA 26 D7: 0.42 MiB of weights read "0 MiB")."""
+    return f"{value_mib:.1f}" if 0 < abs(value_mib) < 10 else f"{value_mib:.0f}"

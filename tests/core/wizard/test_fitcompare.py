@@ -112,7 +112,7 @@ def test_the_prediction_is_set_beside_the_buffers_the_engine_printed() -> None:
         engine={"kv_cache_available": 256 << 20},
     )  # fmt: skip
     assert predicted_against_printed(proposal, kv_only) == (
-        "predicted ~256 MiB for the KV cache (of ~3300 MiB in all); the engine printed 256 MiB"
+        "predicted ~256 MiB for the KV cache (of ~3300 MiB of buffers in all); the engine printed 256 MiB"
     )
     # a cache set outright, printed to a hundredth of a GiB (vLLM's "Explicitly set (0.72/23.54) GiB" for
     # 733 MiB asked): the bytes asked, not the rounding (QA 23 D11: "printed 737 MiB")
@@ -139,7 +139,7 @@ def test_the_prediction_is_set_beside_the_buffers_the_engine_printed() -> None:
         engine={"model_buffer": 20.5 * MIB, "kv_buffer": 256 << 20, "compute_buffer": 583 << 20},
     )  # fmt: skip
     assert predicted_against_printed(proposal, unprinted) == (
-        "predicted ~858 MiB for the weights, KV cache, compute buffers (of ~891 MiB in all); "
+        "predicted ~858 MiB for the weights, KV cache, compute buffers (of ~891 MiB of buffers in all); "
         "the engine printed 860 MiB"
     )
     # vLLM sizing its cache from its share: one request's need beside what it took is no miss (QA 10)
@@ -149,7 +149,7 @@ def test_the_prediction_is_set_beside_the_buffers_the_engine_printed() -> None:
         engine={"kv_cache_available": 20910 << 20},
     )  # fmt: skip
     said = predicted_against_printed(proposal, took)
-    assert said.startswith("predicted ~1 MiB for the KV cache") and "from the memory its share left" in said
+    assert said.startswith("predicted ~1.0 MiB for the KV cache") and "from the memory its share left" in said
     proposal.predicted_mib = 3300.0
     proposal.predicted_parts = {}  # a step recorded before the parts were kept
     assert predicted_against_printed(proposal, kv_only).startswith("predicted ~3300 MiB for the buffers")
@@ -284,3 +284,11 @@ def test_a_run_sampled_once_has_no_peak_to_compare() -> None:
     assert _peaks(run(9, 3), up) == (
         "peak memory 55 MiB (the run before failed at kv cache with 9 MiB: not the same buffers, not compared)"
     )
+
+
+def test_a_figure_under_a_mib_is_said_with_its_decimal() -> None:
+    """QA 26 D7: "[weights loaded 0 MiB]" and "predicted ~0 MiB for the weights" for 0.42 MiB."""
+    from vramtui.core.units import mib_figure
+
+    assert mib_figure(0.42) == "0.4" and mib_figure(9.96) == "10.0" and mib_figure(163.4) == "163"
+    assert mib_figure(0) == "0"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from vramtui.core.backends import Backend, kv_dtype_name, switch
 from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import LABELS
-from vramtui.core.units import MIB
+from vramtui.core.units import MIB, mib_figure
 from vramtui.core.wizard.budget import MemoryModel, current_value, needed_bytes, whole_or_none
 from vramtui.core.wizard.observe import BUFFER_PARTS, Observation, part_bytes
 from vramtui.core.wizard.proposal import Proposal
@@ -267,12 +267,15 @@ def predicted_against_printed(proposal: Proposal, after: Observation) -> str:
     names = ", ".join(LABELS[part] for part in shown)
     # the proposal's figure (its "needs about N MiB") is the whole bill: say it where the engine left some
     # of it unprinted, so the two numbers the user reads are not taken for a miss
+    # "buffers": the engine's own process is not in it (QA 26 D7: "~132 MiB in all" beside check's 401.5)
     whole = (
-        f" (of ~{proposal.predicted_mib:.0f} MiB in all)" if proposal.predicted_mib - predicted >= 1 else ""
+        f" (of ~{mib_figure(proposal.predicted_mib)} MiB of buffers in all)"
+        if proposal.predicted_mib - predicted >= 1
+        else ""
     )
     said = (
-        f"predicted ~{predicted:.0f} MiB for the {names}{whole}; "
-        f"the engine printed {sum(printed.values()) / MIB:.0f} MiB"
+        f"predicted ~{mib_figure(predicted)} MiB for the {names}{whole}; "
+        f"the engine printed {mib_figure(sum(printed.values()) / MIB)} MiB"
     )
     kv_predicted = proposal.predicted_parts.get("kv_cache", 0.0) * MIB
     by_share = after.engine.get("kv_cache_available") and not after.engine.get("kv_cache_memory_bytes")
