@@ -699,6 +699,10 @@ def test_llama_cpp_python_bills_its_servers_logits_of_every_position(
     assert logits <= host <= logits + batch_logits, (host, logits)
     assert server["bill"]["host"].get("output_buffer_bytes", 0) < batch_logits  # llama-server keeps none
     assert any("logits_all" in note for note in python["notes"])
+    # in the unit the bill beside it uses (QA 26: "0.06 GiB at n_ctx 65536" beside "65.00 MiB")
+    from vramtui.core.units import format_bytes
+
+    assert any(f"{format_bytes(logits)} at n_ctx 32768" in note for note in python["notes"])
 
 
 def test_no_kv_offload_bills_the_cache_to_host_ram(

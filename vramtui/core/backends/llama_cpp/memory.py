@@ -611,7 +611,7 @@ class LlamaCppPythonMemory(LlamaCppMemory):
             return []
         return [
             f"llama-cpp-python keeps every position's logits in host RAM (its server's logits_all): "
-            f"{size / GIB:.2f} GiB at n_ctx {run.context}, filled as the context fills; the server's "
+            f"{format_bytes(size)} at n_ctx {run.context}, filled as the context fills; the server's "
             "--logits_all false keeps one batch of them"
         ]
 
