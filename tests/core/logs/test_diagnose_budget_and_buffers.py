@@ -481,3 +481,25 @@ def test_numpys_array_memory_error_under_a_budget_is_host_memory_at_the_kv_cache
     assert "_ArrayMemoryError: Unable to allocate" in (diagnosis.first_error_text or "")
     assert diagnosis.cause != "budget_import"  # it had imported, loaded its weights and built its cache
     assert any("`memory_budget`" in line and "250 MiB" in line for line in diagnosis.advice)
+
+
+def test_a_server_that_never_answered_under_its_budget_is_the_budgets_doing() -> None:
+    """QA 26 D3, QA 27 N2: llama-cpp-python under a 200 MiB budget (context 256) loaded its model and
+    listened, then answered every readiness probe with HTTP 500 (its handler failing to read the request);
+    without the budget it answers at once. It read "failed at inference (other)", then "not a memory
+    problem". The real run's log: its first 500s, then vramtui's lines when it gave up (the repeats cut)."""
+    diagnosis = diagnose_file(LOGS / "llama-cpp-python-budget-200-http-500.log")
+    assert diagnosis.failure_stage == "ready" and diagnosis.stage == "ready"  # it served nothing
+    assert diagnosis.failure == "host_oom" and diagnosis.cause == "budget_no_serve"
+    # the exception under uvicorn's "Exception in ASGI application", not that wrapper's line
+    assert "JSONDecodeError: Expecting value" in (diagnosis.first_error_text or "")
+    assert any("`memory_budget`" in line for line in diagnosis.advice)
+    assert not any("context" in warning for warning in diagnosis.warnings)  # no request-only warnings
+    plain = diagnose_text(
+        "\n".join(
+            line
+            for line in (LOGS / "llama-cpp-python-budget-200-http-500.log").read_text().splitlines()
+            if "memory budget" not in line
+        )
+    )
+    assert plain.failure == "other"  # without the budget's header, nothing says memory

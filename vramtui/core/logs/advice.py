@@ -105,6 +105,7 @@ CAUSE_WORDS: dict[str, str] = {
     "budget_import": "the memory budget is too small to even import the engine",
     "loader_threads": "the engine could not start a thread: under a memory budget, no room for its stack",
     "budget_start": "the memory budget is too small for the engine to start",
+    "budget_no_serve": "it came up but answered every request with an error under the memory budget",
     "thread_start": "the engine could not start a thread (a limit on threads or processes, or on memory)",
     "thread_no_room": "a thread could not start: the model's buffers had left the budget no room for its stack",
     "http_threads_start": "the memory budget had no room for the stacks of the server's HTTP threads (one per slot)",
@@ -443,6 +444,21 @@ ADVICE: tuple[AdviceRow, ...] = (
                 otherwise="Raise `memory_budget` under [limits] in the profile well above what the engine "
                 "holds before it loads anything (a few hundred MiB of address space), or run without a budget.",
             ),
+        ),
+    ),
+    AdviceRow(
+        "host_oom",
+        "budget_no_serve",
+        (
+            Say(
+                "{the_engine} loaded the model and listened, then answered every readiness probe with an error "
+                "under the memory budget of {budget_mib} MiB (its request handlers had no room): no setting of "
+                "the model's buffers gives its HTTP side that room.",
+                otherwise="{the_engine} loaded the model and listened, then answered every readiness probe with "
+                "an error under the memory budget: no setting of the model's buffers gives its HTTP side room.",
+            ),
+            "Raise `memory_budget` under [limits] in the profile by a few tens of MiB, or run without a budget; "
+            "without one, the same server should answer at once.",
         ),
     ),
     AdviceRow(

@@ -90,6 +90,7 @@ _IMPORT_FRAME_RE = re.compile(
 _WRAPPER_RE = re.compile(
     r"see (?:the )?(?:root cause|stack trace)|failed to start\b|hit an exception|validation errors? for "
     r"|encountered an issue|initialization failed|exception in worker|error executing method|error in inspecting"
+    r"|exception in asgi application"  # uvicorn's, over a request handler's traceback (QA 27 N2)
     r"|traceback \(most recent(?: ca| call last\))?|error raised in subprocess:\s*$"
     r"|calledprocesserror: command .{0,400} returned non-zero exit status",
     re.IGNORECASE,

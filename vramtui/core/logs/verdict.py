@@ -110,6 +110,10 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
     _floor_stage(pick, state)
     if pick.found is not None and _never_ready(state, pick.found):
         pick.found.stage = "ready"  # after the floor: "listening" would put it at a request
+        if pick.failure == "other" and (state.host_budget or "host_budget" in state.figures):
+            # under a budget: its handlers failing on each probe (a JSONDecodeError reading the request,
+            # a MemoryError later) had no room; without the budget it answers at once (QA 27 N2)
+            pick.failure, pick.cause, pick.inferred = "host_oom", "budget_no_serve", True
     found = pick.found
     failed = found is not None
     failure_stage = found.stage if found is not None else None
