@@ -1179,6 +1179,7 @@ def test_a_transformers_budget_bills_the_address_space_its_runner_maps(
     start new thread"), where the estimate took the generic 256 MiB off and said 850 fit with 70 MiB to spare.
     The figure is said as the backend's assumed one, not as a measurement."""
     from vramtui.core.demo.tinyhf import write_tiny_hf
+    from vramtui.core.units import MIB
 
     model = str(write_tiny_hf(tmp_path / "tiny-hf"))
     tight = run_json(capsys, model, "--backend", "transformers", "--memory-budget", "850MiB")
@@ -1187,3 +1188,8 @@ def test_a_transformers_budget_bills_the_address_space_its_runner_maps(
     assert "after the engine's own 480 MiB of address space (transformers's assumed figure" in said
     roomy = run_json(capsys, model, "--backend", "transformers", "--memory-budget", "1200MiB")
     assert roomy["fits"]
+    # a budget whose room holds it past the 80% line (the QA's 900 MiB, where the run came up with no margin)
+    edge_mib = 480 + round(tight["total_bytes"] * 1.1 / MIB)
+    assert main(["estimate", model, "--backend", "transformers", "--memory-budget", f"{edge_mib}MiB"]) == 1
+    edge = capsys.readouterr().out
+    assert "DOES NOT FIT under the 80% line: over it by" in edge and "the whole room holds it with" in edge

@@ -547,6 +547,15 @@ def render(info: Any, est: Any) -> str:
         verdict = f"WILL NOT START: {est.reason}"
     elif est.reason:
         verdict = f"DOES NOT FIT: {est.reason}"
+    elif headroom < 0 and not est.devices and est.total_bytes <= est.device_bytes:
+        # past the 80% line only: the room itself holds it, with no margin (QA 27 N3: "DOES NOT FIT" at a
+        # 900 MiB budget where the run came up)
+        share = round(100 * est.usable_bytes / est.device_bytes) if est.device_bytes else 100
+        room = "card" if est.device == "gpu" else "room"
+        verdict = (
+            f"DOES NOT FIT under the {share}% line: over it by {fb(-headroom)}; the whole {room} holds it with "
+            f"{fb(est.device_bytes - est.total_bytes)} to spare, no margin for what the estimate misses"
+        )
     elif headroom < 0:
         verdict = f"DOES NOT FIT: over by {fb(-headroom)}"
     else:  # the total would fit; a note says what does not (never a negative overshoot)
