@@ -328,7 +328,8 @@ class MemoryModel:
             if obs.failure_stage == "load_weights" and (not failed or failed < weights // 2):
                 attempted = max(attempted, weights)
             held = obs.held_bytes()
-            if held and self.host:
+            # (a buffer printed as it was asked for and never held, past the whole budget, proves nothing)
+            if held and self.host and self.budget and held < self.budget:
                 # what it held when the next buffer failed was there at once: the room is at least that,
                 # whatever the engine's own figure says (QA 26 D4: 21 + 16 MiB held under 200 MiB beside
                 # an assumed 352 MiB engine, "-152 MiB left")
