@@ -145,6 +145,8 @@ def render_text(diagnosis: Any, source: str) -> str:
     name = "standard input" if source == "-" else source
     backend = diagnosis.backend or "backend not recognised"
     out = [f"{name}: {backend}, {diagnosis.lines} line{'' if diagnosis.lines == 1 else 's'}"]
+    if getattr(diagnosis, "wrapped_at", None):  # QA 27 N1: a terminal's copy, cut at its width
+        out[0] += f" (hard-wrapped at {diagnosis.wrapped_at} columns: read with its lines joined)"
     out.append(diagnosis.summary)
     if diagnosis.failed and diagnosis.first_error_line:
         out.append(f"First error, line {diagnosis.first_error_line}:")

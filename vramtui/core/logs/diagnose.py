@@ -18,10 +18,12 @@ from __future__ import annotations
 import difflib
 import io
 import os
+import re
 import stat
 import sys
+from array import array
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +56,7 @@ from vramtui.core.logs.textclean import (
     iter_raw_line_batches,
     reads_as_text,
 )
+from vramtui.core.logs.unwrap import unwrap, unwrap_batches, wrap_width
 from vramtui.core.logs.verdict import Diagnosis, detect_backend, judge
 
 __all__ = [
@@ -109,6 +112,8 @@ class LogDiagnoser(LogState):
         # last two pieces of lines with the number before each (one assignment per piece, not per line).
         self._recent: deque[tuple[int, str]] = deque(maxlen=_RECENT_LINES)
         self._words = 0  # the program's lines of words, counted while they are few (lastwords.FEW_LINES)
+        self.wrapped_at: int | None = None  # a terminal's hard wrap, joined back (core/logs/unwrap.py)
+        self._line_starts = array("l")  # then: each joined line's first line in the file (0-based)
         self._pieces_seen: tuple[tuple[int, list[bytes]], ...] = ()
 
     # -- feeding -----------------------------------------------------------------------------------
@@ -207,7 +212,7 @@ class LogDiagnoser(LogState):
         # text already decoded); whether that pays is measured per piece of lines, probed every few.
         by_bytes = True
         pieces = 0
-        for piece in _pieces(iter_raw_line_batches(stream)):
+        for piece in _pieces(unwrap_batches(iter_raw_line_batches(stream), self._note_wrap)):
             pieces += 1
             self._pieces_seen = (*self._pieces_seen[-1:], (number, piece))
             probing = by_bytes or pieces % _PROBE_EVERY == 0
@@ -294,10 +299,16 @@ class LogDiagnoser(LogState):
             _remember(exact_memo, raw, known)
         return known
 
+    def _note_wrap(self, width: int, starts: list[int]) -> None:
+        self.wrapped_at = width
+        self._line_starts.extend(starts)
+
     # -- the verdict -------------------------------------------------------------------------------
     def result(self) -> Diagnosis:
         verdict = judge(judged_run(self), self.backend or detect_backend(self.scores), self._read_kernel)
         diagnosis = verdict.diagnosis
+        if self.wrapped_at is not None:
+            in_file(diagnosis, self.wrapped_at, self._line_starts)
         if diagnosis.cause == "died_at_start":
             _quote_last_words(diagnosis, *self._last_lines())
         diagnosis.advice = advise(
@@ -416,9 +427,34 @@ def diagnose_text(
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return diagnose_lines(
+    width = wrap_width(lines)
+    starts: list[int] = []
+    if width is not None:  # a terminal's hard wrap, joined back (as the file reader does)
+        lines, starts = unwrap(lines, width)
+    diagnosis = diagnose_lines(
         lines, backend, requested_quant=requested_quant, exit_code=exit_code, kernel_log=kernel_log
     )
+    if width is not None:
+        in_file(diagnosis, width, starts)
+    return diagnosis
+
+
+_LINE_REF = re.compile(r"^line (\d+)")
+
+
+def in_file(diagnosis: Diagnosis, width: int, starts: Sequence[int]) -> None:
+    """A diagnosis of a log joined after a terminal's wrap at `width`, its line numbers the file's."""
+
+    def of_file(number: int) -> int:
+        return starts[number - 1] + 1 if 0 < number <= len(starts) else number
+
+    diagnosis.wrapped_at = width
+    if diagnosis.first_error_line:
+        diagnosis.first_error_line = of_file(diagnosis.first_error_line)
+    diagnosis.evidence = [
+        _LINE_REF.sub(lambda found: f"line {of_file(int(found.group(1)))}", line)
+        for line in diagnosis.evidence
+    ]
 
 
 def diagnose_file(

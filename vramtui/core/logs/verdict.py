@@ -45,6 +45,8 @@ class Diagnosis:
     # No error, but the log stops before the server was ready: still loading, or killed without a message.
     incomplete: bool = False
     stopped: bool = False  # the engine says it was stopped on purpose (a signal, ctrl-c)
+    # A terminal's hard wrap at this column, joined back before reading (line numbers count joined lines)
+    wrapped_at: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
