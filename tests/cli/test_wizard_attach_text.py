@@ -45,3 +45,28 @@ def test_a_step_that_answers_over_the_budget_is_not_called_stopped_at_a_stage() 
     _print_step(step(None), out)  # it did not come up
     # in words, not the record's codes (issue 22 defect 26)
     assert out.getvalue().splitlines()[0].endswith("got further (stopped at kv cache: host out of memory)")
+
+
+def test_a_step_that_stopped_where_it_stopped_but_asked_for_less_says_so() -> None:
+    """QA 27 N5: "got further (stopped at kv cache ...)" where the step stopped at the stage it stopped at
+    before, and "asks for less: 25 MiB instead of 25 MiB"."""
+    from vramtui.cli.wizard import _print_step
+    from vramtui.core.units import MIB
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.proposal import Proposal
+    from vramtui.core.wizard.verify import _progress
+    from vramtui.core.wizard.wizard import Step
+
+    def failed(kv_mib: float) -> Observation:
+        return Observation(
+            ready=False, smoke_ok=None, stage="kv_cache", failure_stage="kv_cache", failure="host_oom",
+            engine={"model_buffer": 21 * MIB, "kv_buffer": int(kv_mib * MIB)},
+        )  # fmt: skip
+
+    proposal = Proposal("context", 1024, 768, "why")
+    outcome, notes = _progress(proposal, failed(4.3), failed(4.0), [])
+    assert outcome == "progress"
+    assert any(note == "same stage, but it asks for less: 25.0 MiB instead of 25.3 MiB" for note in notes), notes
+    out = io.StringIO()
+    _print_step(Step(1, proposal, outcome, failed(4.0), notes), out)
+    assert out.getvalue().splitlines()[0].endswith("asks for less (stopped at kv cache: host out of memory)")

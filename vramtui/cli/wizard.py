@@ -165,7 +165,12 @@ def step_status(data: dict[str, Any]) -> str:
         return f"{outcome_words(outcome)} (it answers, but over the budget)"
     if outcome == "first_run":
         return f"failed at {why}" if where else "failed"
-    return f"{outcome_words(outcome)} (stopped at {why})" if where else outcome_words(outcome)
+    from vramtui.core.wizard.verify import ASKS_LESS
+
+    said = outcome_words(outcome)
+    if outcome == "progress" and any(str(n).startswith(ASKS_LESS) for n in data.get("verification") or ()):
+        said = "asks for less"  # not "got further": it stopped where it stopped before (QA 27 N5)
+    return f"{said} (stopped at {why})" if where else said
 
 
 def _print_step(step: Any, out: Any) -> None:

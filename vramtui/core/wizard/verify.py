@@ -77,6 +77,9 @@ def speed_note(proposal: Proposal, before: Observation | None, after: Observatio
     return said + f", against {was:.1f} tokens/s before ({change:+.0f}%)"
 
 
+ASKS_LESS = "same stage, but it asks for less"
+
+
 def _progress(
     proposal: Proposal, before: Observation | None, after: Observation, notes: list[str]
 ) -> tuple[str, list[str]]:
@@ -94,10 +97,10 @@ def _progress(
         notes.append(f"got less far than before: fails at {after.failure_stage or after.stage}")
         return "worse", notes
     if after.allocated_bytes() < before.allocated_bytes():
-        notes.append(
-            f"same stage, but it asks for less: {after.allocated_bytes() / MIB:.0f} MiB "
-            f"instead of {before.allocated_bytes() / MIB:.0f} MiB"
-        )
+        now, then = after.allocated_bytes() / MIB, before.allocated_bytes() / MIB
+        # decimals where whole MiB would read alike (QA 27 N5: "25 MiB instead of 25 MiB")
+        digits = 1 if round(now) == round(then) else 0
+        notes.append(f"{ASKS_LESS}: {now:.{digits}f} MiB instead of {then:.{digits}f} MiB")
         return "progress", notes
     # Up and answering both times, judged by its sampled peak (an attached server over the budget) with
     # no sizes printed: the peak is the memory it asks for. A run stopped at the budget is not this.
