@@ -66,7 +66,9 @@ def test_a_step_that_stopped_where_it_stopped_but_asked_for_less_says_so() -> No
     proposal = Proposal("context", 1024, 768, "why")
     outcome, notes = _progress(proposal, failed(4.3), failed(4.0), [])
     assert outcome == "progress"
-    assert any(note == "same stage, but it asks for less: 25.0 MiB instead of 25.3 MiB" for note in notes), notes
+    assert any(note == "same stage, but it asks for less: 25.0 MiB instead of 25.3 MiB" for note in notes), (
+        notes
+    )
     out = io.StringIO()
     _print_step(Step(1, proposal, outcome, failed(4.0), notes), out)
     assert out.getvalue().splitlines()[0].endswith("asks for less (stopped at kv cache: host out of memory)")
