@@ -1193,3 +1193,12 @@ def test_a_transformers_budget_bills_the_address_space_its_runner_maps(
     assert main(["estimate", model, "--backend", "transformers", "--memory-budget", f"{edge_mib}MiB"]) == 1
     edge = capsys.readouterr().out
     assert "DOES NOT FIT under the 80% line: over it by" in edge and "the whole room holds it with" in edge
+
+
+def test_a_context_the_engine_pads_says_the_cells_it_holds(capsys: pytest.CaptureFixture[str]) -> None:
+    """QA 27 N6: `--ctx 1` read "context 1" beside a 256-cell cache and "one KV cache of 1 tokens"."""
+    flags = ["--params", "8B", "--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--quant", "q4_k_m"]
+    assert main(["estimate", *flags, "--ctx", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "context 1 (the engine pads its cache to 256 cells)" in out
+    assert "one KV cache of 256 tokens" in out and "of 1 tokens" not in out

@@ -509,6 +509,8 @@ def render(info: Any, est: Any) -> str:
         f"model     {info.source}  ({info.arch}, {params}, {quant}{bpw}; weights from {info.weights_source})"
     ]
     run = f"backend   {est.backend}: context {est.context}"
+    if est.kv_cells and est.kv_cells > est.context:  # QA 27 N6: "context 1" beside a 256-cell cache
+        run += f" (the engine pads its cache to {est.kv_cells:,} cells)"
     run += f", {est.parallel} sequence{'s' if est.parallel != 1 else ''}, KV {est.kv_dtype}"
     if est.device == "host":
         run += ", CPU only (the card below is host RAM)"

@@ -421,7 +421,8 @@ class LlamaCppMemory(MemoryAccounting):
         if self.unified(settings):
             why = "--kv-unified" if settings.kv_unified else f"{flag} left to the engine"
             return (
-                f"{est.parallel} slots share one KV cache of {est.context:,} tokens ({why}): one request may "
+                f"{est.parallel} slots share one KV cache of {max(est.context, est.kv_cells or 0):,} tokens "
+                f"({why}): one request may "
                 "use all of it, and all of them together no more"
             )
         return (
