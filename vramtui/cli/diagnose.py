@@ -147,6 +147,11 @@ def render_text(diagnosis: Any, source: str) -> str:
     out = [f"{name}: {backend}, {diagnosis.lines} line{'' if diagnosis.lines == 1 else 's'}"]
     if getattr(diagnosis, "wrapped_at", None):  # QA 27 N1: a terminal's copy, cut at its width
         out[0] += f" (hard-wrapped at {diagnosis.wrapped_at} columns: read with its lines joined)"
+    starts = getattr(diagnosis, "starts", 1)
+    if starts > 1:  # a log appended to across restarts (QA 27 N7)
+        out.append(
+            f"The log holds {starts:,} server start-ups: this is the one from line {diagnosis.start_line or 1:,}."
+        )
     out.append(diagnosis.summary)
     if diagnosis.failed and diagnosis.first_error_line:
         out.append(f"First error, line {diagnosis.first_error_line}:")

@@ -111,3 +111,30 @@ def test_a_healthy_run_after_a_failure_has_its_own_figures() -> None:
     after = _diagnose(first + HEALTHY)
     assert not after.failed
     assert after.engine_figures == _diagnose(HEALTHY).engine_figures
+
+
+def test_the_start_ups_a_log_holds_and_the_one_judged_are_said() -> None:
+    """QA 27 N7: a crash loop's 3,700 start-ups in one log read "First error, line 517601" with nothing
+    to say it was the last start-up's."""
+    alone = _diagnose(FAILING)
+    assert alone.starts == 1
+    looped = _diagnose(FAILING * 3)
+    assert looped.starts == 3 and looped.failed
+    assert looped.start_line is not None and looped.start_line > 2 * len(FAILING.splitlines())
+    assert looped.first_error_line == alone.first_error_line + 2 * len(FAILING.splitlines())
+    # a second start cut off while loading: the verdict is the first run's, and it says where that began
+    cut = HEALTHY.split("\n")[:12]
+    again = _diagnose(FAILING + "\n".join(cut) + "\n")
+    assert again.starts == 2 and (again.start_line or 1) <= alone.first_error_line
+
+
+def test_the_cli_names_the_start_up_it_read(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "loop.log"
+    path.write_text(FAILING + "\n".join(HEALTHY.split("\n")[:12]) + "\n")  # the judged run is the first
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert "The log holds 2 server start-ups: this is the one from line 1." in done.stdout, done.stderr

@@ -182,6 +182,7 @@ def _oom_in_warmup(found: _Found, warmup: tuple[int, str, str] | None) -> bool:
 
 # What a new run in the same log does not reset: the reader's settings, the line count, the engine's marks.
 _KEPT_ACROSS_RUNS = (
+    "starts_before",  # server start-ups before this run's (a log appended to across restarts)
     "host_budget",
     "gpu_absent",
     "requested_quant",
@@ -215,6 +216,8 @@ class LogState:
         # An earlier run of an appended log that failed: its state, the verdict's if the runs after it
         # neither failed nor came up (a restart cut short); a run that failed too is the verdict instead.
         self.earlier_failure: dict[str, object] | None = None
+        self.starts_before = 0
+        self.run_line = 0  # where this run's start-up began (0: the log's start)
         self.lines = 0
         self.current: str | None = None
         self.furthest = -1
@@ -281,7 +284,7 @@ class LogState:
         """Milestones proven, a new load (earlier milestones no longer bound what follows), a stop."""
         for milestone in progress:
             if milestone == "start":
-                self._start_again()
+                self._start_again(number)
             elif milestone == "restart":
                 self.restarts.append(number)
                 self.progress_seen.clear()
@@ -293,7 +296,7 @@ class LogState:
                 self.progress_seen.add(milestone)
                 self.milestones.append((number, milestone))
 
-    def _start_again(self) -> None:
+    def _start_again(self, number: int) -> None:
         """A new server process began (a log appended to across restarts, QA 16): the run before it is
         over, its stages, stop, findings and figures with it. A run that failed is kept aside: the verdict
         is its own again if the new one neither fails nor comes up (QA 17 F2: two failing runs read as
@@ -308,6 +311,8 @@ class LogState:
         LogState.__init__(self)  # this class's state only: a subclass's reader (its memo, backend) stays
         self.__dict__.update(kept)
         self.earlier_failure = earlier
+        self.starts_before += 1
+        self.run_line = number
 
     def _step(self, number: int, text: str, info: _LineInfo) -> tuple[str, bool]:
         """Take one line's analysis; its severity, and whether it is the first error."""

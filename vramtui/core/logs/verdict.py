@@ -45,8 +45,12 @@ class Diagnosis:
     # No error, but the log stops before the server was ready: still loading, or killed without a message.
     incomplete: bool = False
     stopped: bool = False  # the engine says it was stopped on purpose (a signal, ctrl-c)
-    # A terminal's hard wrap at this column, joined back before reading (line numbers count joined lines)
+    # A terminal's hard wrap at this column, joined back before reading (line numbers are the file's)
     wrapped_at: int | None = None
+    # The server start-ups the log holds (appended to across restarts), and the line the judged one began
+    # at (QA 27 N7: a crash loop's 3,700 starts read as one, "First error, line 517601")
+    starts: int = 1
+    start_line: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -173,6 +177,8 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
         stopped_by_vramtui="mark:own_stop" in state.notices,
         incomplete=incomplete,
         stopped=state.stop_line is not None and not failed,
+        starts=state.starts_before + 1,
+        start_line=state.run_line or None,
     )
     return Verdict(diagnosis, _shown_formats(state), kernel_note, kills_elsewhere, state.hint)
 
