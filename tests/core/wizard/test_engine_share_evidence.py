@@ -50,3 +50,25 @@ def test_a_start_that_failed_before_its_weights_names_the_figure_as_assumed(tmp_
         "the engine alone takes about 352 MiB before any model buffer (llama-cpp-python's assumed figure)"
         in said
     )
+
+
+def test_out_of_reach_says_which_room_and_each_change_once(tmp_path: Path) -> None:
+    """QA 27 N4: "more than the 0 MiB the 700 MiB budget leaves beside the engine's own 480 MiB" (a failed
+    run had bounded the room; 700 - 480 is 220), and "flash_attn on, context 512, flash_attn on"."""
+    from vramtui.core.wizard.proposal import Proposal
+    from vramtui.core.wizard.reach import out_of_reach
+
+    profile = _profile(tmp_path, 700)
+    model = MemoryModel(profile)
+    model.room_upper = MIB // 2  # what a failed run could allocate
+    moves = [
+        Proposal("flash_attn", False, True, "why"),
+        Proposal("context", 2048, 512, "why"),
+        Proposal("flash_attn", False, True, "why"),
+    ]
+    found = out_of_reach(model, profile, "kv_cache", moves, set())
+    assert found is not None
+    advice = found[0][0]
+    assert "(flash_attn on, context 512)" in advice
+    assert "more than the 0.5 MiB a failed run left room for (it could allocate no more)" in advice
+    assert "budget leaves beside" not in advice

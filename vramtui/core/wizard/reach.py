@@ -16,7 +16,7 @@ from vramtui.core.backends.base import switch
 from vramtui.core.estimate.accounting import accounting_for
 from vramtui.core.launch.profile import Profile
 from vramtui.core.logs.advice import SHORT_SLOT_TOKENS
-from vramtui.core.units import MIB
+from vramtui.core.units import MIB, mib_figure
 from vramtui.core.wizard.budget import (
     MemoryModel,
     changed,
@@ -86,14 +86,25 @@ def out_of_reach(
     bill, room = model.predict(combined), model.room()
     if bill is None or room is None or needed_bytes(bill) <= room:
         return None
-    changes = ", ".join(f"{p.param} {value_word(p.to)}" for p in moves)
+    # each setting once, at its last value (QA 26: "flash_attn on, context 512, flash_attn on")
+    last = {p.param: value_word(p.to) for p in moves}
+    changes = ", ".join(f"{param} {value}" for param, value in last.items())
     names = ", ".join(sorted(skipped))
     kept = f", or let the wizard change what you skipped ({names})" if skipped else ""
+    budget, baseline = model.budget or 0, model.baseline()
+    if (
+        room < budget - baseline
+    ):  # a failed run's own allocation bounded it (QA 27 N4: "the 0 MiB ... 700 - 480")
+        where = f"the {mib_figure(room / MIB)} MiB a failed run left room for (it could allocate no more)"
+    else:
+        where = (
+            f"the {room / MIB:.0f} MiB the {budget / MIB:.0f} MiB budget leaves beside the engine's own "
+            f"{baseline / MIB:.0f} MiB"
+        )
     advice = [
         f"even with every change on the {stage} ladder at once ({changes}) it needs about "
-        f"{needed_bytes(bill) / MIB:.0f} MiB, more than the {room / MIB:.0f} MiB the "
-        f"{(model.budget or 0) / MIB:.0f} MiB budget leaves beside the engine's own "
-        f"{model.baseline() / MIB:.0f} MiB (the weights take {bill.get('weights', model.place) / MIB:.0f} MiB)",
+        f"{mib_figure(needed_bytes(bill) / MIB)} MiB, more than {where} (the weights take "
+        f"{mib_figure(bill.get('weights', model.place) / MIB)} MiB)",
         f"raise memory_budget under [limits] in the profile, or use a smaller quantization or a smaller model{kept}",
     ]
     reason = "no change on the ladder makes it fit, not even all of them at once" + (
