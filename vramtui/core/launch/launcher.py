@@ -672,18 +672,10 @@ class ModelServer:
                         self.stage = "ready"
                 self._event("ready", "")
                 return True
-            not_http = self.health.not_http_for(_NOT_HTTP_S)
-            erring = self.health.erring_for(_ERRING_S)
-            if time.monotonic() >= deadline or not_http or erring:
+            waited = _gave_up(self.health, time.monotonic() >= deadline, timeout_s)
+            if waited:
                 self.failure = READY_TIMEOUT
                 self.failure_stage = self.stage or "launch"
-                waited = (
-                    f"for {_NOT_HTTP_S:g} s"
-                    if not_http
-                    else f"for {_ERRING_S:g} s of server errors"
-                    if erring
-                    else f"after {timeout_s:g} s"
-                )
                 self.failure_message = f"not ready {waited}; stuck at stage {self.failure_stage}"
                 if self.health.said:  # QA: a 500 or a listener in no HTTP read as a large model loading
                     self.failure_message += f"; {self.health.said}"
@@ -1217,6 +1209,16 @@ def last_error_line(lines: list[LogLine]) -> str:
     process that printed a line or two and died: its last line (QA 19 F4: "fake: boom" was in the log)."""
     words = last_words(enumerate(line.text for line in lines))
     return words[1] if words is not None else ""
+
+
+def _gave_up(health: HealthProbe, timed_out: bool, timeout_s: float) -> str:
+    """Why the wait for ready ends now, in words ("for 10 s", "after 120 s"), or "" to go on waiting: no
+    HTTP for _NOT_HTTP_S, server errors for _ERRING_S (QA 26 D3), or the timeout."""
+    if health.not_http_for(_NOT_HTTP_S):
+        return f"for {_NOT_HTTP_S:g} s"
+    if health.erring_for(_ERRING_S):
+        return f"for {_ERRING_S:g} s of server errors"
+    return f"after {timeout_s:g} s" if timed_out else ""
 
 
 def _furthest(a: str | None, b: str | None) -> str | None:
