@@ -114,12 +114,7 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
     _own_stop(pick, state)
     _engine_stop(pick, state)
     _floor_stage(pick, state)
-    if pick.found is not None and _never_ready(state, pick.found):
-        pick.found.stage = "ready"  # after the floor: "listening" would put it at a request
-        if pick.failure == "other" and (state.host_budget or "host_budget" in state.figures):
-            # under a budget: its handlers failing on each probe (a JSONDecodeError reading the request,
-            # a MemoryError later) had no room; without the budget it answers at once (QA 27 N2)
-            pick.failure, pick.cause, pick.inferred = "host_oom", "budget_no_serve", True
+    _not_up(pick, state)  # after the floor: "listening" would put it at a request
     found = pick.found
     failed = found is not None
     failure_stage = found.stage if found is not None else None
@@ -300,6 +295,17 @@ def _start_failed_after(state: LogState, found: _Found) -> bool:
     failed to start"): it was not serving a request. Its weight load has lines of its own that would have
     placed it there, so it failed in the start-up's later steps (profiling, cache, graph capture)."""
     return _unplaced_then_marked(state, found, "start_failed", found.number + 1)
+
+
+def _not_up(pick: _Pick, state: LogState) -> None:
+    """A run that never passed its readiness probe failed at ready; under a host budget, with no cause of
+    its own, the budget's: its handlers failing on each probe (a JSONDecodeError reading the request, a
+    MemoryError later) had no room, and without the budget it answers at once (QA 27 N2)."""
+    if pick.found is None or not _never_ready(state, pick.found):
+        return
+    pick.found.stage = "ready"
+    if pick.failure == "other" and (state.host_budget or "host_budget" in state.figures):
+        pick.failure, pick.cause, pick.inferred = "host_oom", "budget_no_serve", True
 
 
 def _never_ready(state: LogState, found: _Found) -> bool:
