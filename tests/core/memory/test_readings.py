@@ -261,3 +261,15 @@ def test_host_ram_left_after_an_exit_blames_no_card() -> None:
     r = compute_readings(times, values, on_host=True)
     assert r.leftover and not any("card" in note for note in r.notes)
     assert any("host RAM still in use" in note for note in r.notes)
+
+
+def test_a_process_tree_gone_before_its_exit_was_recorded_is_no_plateau() -> None:
+    """QA 26 D11: the demo's first launch as the app sampled it (its tree's RSS every 100 ms, weights loaded
+    at 0.59 s, the tree gone at 0.7 s, the exit recorded at 0.84 s) read "plateau 0 B" and "fell back" in
+    the pane, `replay` and the wizard alike: the zeros of a gone tree are no level."""
+    mib = [7.6, 21.3, 41.7, 52.1, 58.1, 64.8, 103.4, 0.0, 0.0]
+    times = [1000.0 + i / 10 for i in range(len(mib))]
+    events = [Event(999.99, "launch"), Event(1000.59, "weights_loaded"), Event(1000.84, "exit")]
+    readings = compute_readings(times, [m * 2**20 for m in mib], events, on_host=True)
+    assert round(readings.peak_mib, 1) == 103.4
+    assert readings.plateau_mib is None and readings.falls_back is None

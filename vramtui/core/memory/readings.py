@@ -156,6 +156,10 @@ def compute_readings(
         return readings
     _overall(readings, curve, total_bytes, budget_bytes, safety)
     phases, notes = find_phases(curve, events, running)
+    if on_host and phases.plateau == 0:
+        # a process tree that held nothing there: it was gone before its exit was recorded (QA 26 D11:
+        # "plateau 0 B" beside the 103 MiB peak of a run that died as it loaded), no level to fall back to
+        phases.plateau = None
     readings.notes += notes
     readings.baseline_mib = _mib(phases.baseline)
     readings.plateau_mib = _mib(phases.plateau)

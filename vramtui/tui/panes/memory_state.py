@@ -286,15 +286,7 @@ class MemoryState:
             running = None if host is None else host.root_alive
             if key == "process" and self.recorded_running is not None:
                 running = self.recorded_running
-        readings = compute_readings(
-            times, values, events, running=running, on_host=not key.startswith("gpu:")
-        )
-        if key == "process" and readings.plateau_mib == 0:
-            # QA 26 D11: a run that died as it loaded has the empty tree's samples (0 B) where its level
-            # would be; a tree that holds nothing is no plateau, and no floor to fall back to either
-            readings.plateau_mib = None
-            readings.falls_back = None
-        return readings
+        return compute_readings(times, values, events, running=running, on_host=not key.startswith("gpu:"))
 
     def primary_key(self) -> str | None:
         """The series the readings speak for unless the user picks one: the same choice as
