@@ -72,3 +72,14 @@ def test_a_step_that_stopped_where_it_stopped_but_asked_for_less_says_so() -> No
     out = io.StringIO()
     _print_step(Step(1, proposal, outcome, failed(4.0), notes), out)
     assert out.getvalue().splitlines()[0].endswith("asks for less (stopped at kv cache: host out of memory)")
+
+
+def test_a_step_that_prepares_the_next_says_so() -> None:
+    """QA 28: flash attention before a quantized V cache frees nothing by itself: "got further" read wrong."""
+    from vramtui.cli.wizard import step_status
+
+    data = {
+        "outcome": "progress", "failure_stage": "kv_cache", "failure": "host_oom",
+        "verification": ["prepares the next step: kv_dtype → q4_0"],
+    }  # fmt: skip
+    assert step_status(data) == "prepared the next step (stopped at kv cache: host out of memory)"

@@ -72,3 +72,16 @@ def test_out_of_reach_says_which_room_and_each_change_once(tmp_path: Path) -> No
     assert "(flash_attn on, context 512)" in advice
     assert "more than the 0.5 MiB a failed run left room for (it could allocate no more)" in advice
     assert "budget leaves beside" not in advice
+
+
+def test_a_server_whose_handlers_had_no_room_stops_the_wizard(tmp_path: Path) -> None:
+    """QA 28 M2: a server that listened and answered every readiness probe with an error under its budget
+    (budget_no_serve) had the context cut twice at ready, 31 s a run, and no word to raise the budget."""
+    profile = _profile(tmp_path, 200)
+    up_but_mute = Observation(
+        ready=False, smoke_ok=None, stage="ready", failure_stage="ready", failure="host_oom",
+        cause="budget_no_serve", engine={"model_buffer": 21 * MIB, "kv_buffer": 2 * MIB},
+    )  # fmt: skip
+    findings = Findings()
+    assert Proposer(MemoryModel(profile), findings).propose(profile, up_but_mute, set()) is None
+    assert "raise memory_budget, no engine setting helps" in findings.stop_reason

@@ -78,6 +78,7 @@ def speed_note(proposal: Proposal, before: Observation | None, after: Observatio
 
 
 ASKS_LESS = "same stage, but it asks for less"
+PREPARES = "prepares the next step"
 
 
 def _progress(
@@ -88,7 +89,7 @@ def _progress(
         return "progress", notes
     if proposal.then is not None:
         # A prerequisite (flash attention before a quantized V cache): it frees nothing by itself.
-        notes.append(f"prepares the next step: {proposal.then[0]} → {proposal.then[1]}")
+        notes.append(f"{PREPARES}: {proposal.then[0]} → {proposal.then[1]}")
         return "progress", notes
     if after.reached > before.reached:
         notes.append(f"got further: now fails at {after.failure_stage or after.stage}")
