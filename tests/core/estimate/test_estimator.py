@@ -739,6 +739,8 @@ def test_llama_cpp_pythons_server_keeps_its_layers_on_the_host_unless_told() -> 
     said = " ".join(left_out.notes)
     assert "puts 0 of 33 layers on the GPU unless told (its --n_gpu_layers default)" in said
     assert "all 33 would fit (--n_gpu_layers -1)" in said  # a 24 GiB card holds the 8B model
+    # and what the card still holds is said (QA 28 M4: "everything runs from host RAM" beside 448 MiB on it)
+    assert "the GPU holds only the engine's context and its compute buffers" in said
     asked = estimate(LLAMA_8B, Settings(backend="llama-cpp-python", context=4096, gpu_layers=33))
     assert asked.gpu_layers == 33 and asked.weights_bytes > 4 * GIB
     assert "unless told" not in " ".join(asked.notes)

@@ -42,6 +42,8 @@ def test_a_wrapped_log_reads_as_the_clean_one(name: str, stamps: bool, tmp_path:
     path.write_text(wrapped_text)
     for wrapped in (diagnose_text(wrapped_text), diagnose_file(path)):
         assert wrapped.wrapped_at == 80
+        # the file's lines (a final newline ends the last one), not the joined ones
+        assert wrapped.lines == len(wrapped_text.rstrip("\n").split("\n"))
         assert (wrapped.failure, wrapped.failure_stage, wrapped.cause, wrapped.stage) == (
             clean.failure, clean.failure_stage, clean.cause, clean.stage,
         )  # fmt: skip

@@ -114,6 +114,7 @@ class LogDiagnoser(LogState):
         self._words = 0  # the program's lines of words, counted while they are few (lastwords.FEW_LINES)
         self.wrapped_at: int | None = None  # a terminal's hard wrap, joined back (core/logs/unwrap.py)
         self._line_starts = array("l")  # then: each joined line's first line in the file (0-based)
+        self._file_lines = 0  # and the file's own lines
         self._pieces_seen: tuple[tuple[int, list[bytes]], ...] = ()
 
     # -- feeding -----------------------------------------------------------------------------------
@@ -299,16 +300,17 @@ class LogDiagnoser(LogState):
             _remember(exact_memo, raw, known)
         return known
 
-    def _note_wrap(self, width: int, starts: list[int]) -> None:
+    def _note_wrap(self, width: int, starts: list[int], read: int) -> None:
         self.wrapped_at = width
         self._line_starts.extend(starts)
+        self._file_lines = read
 
     # -- the verdict -------------------------------------------------------------------------------
     def result(self) -> Diagnosis:
         verdict = judge(judged_run(self), self.backend or detect_backend(self.scores), self._read_kernel)
         diagnosis = verdict.diagnosis
         if self.wrapped_at is not None:
-            in_file(diagnosis, self.wrapped_at, self._line_starts)
+            in_file(diagnosis, self.wrapped_at, self._line_starts, self._file_lines)
         if diagnosis.cause == "died_at_start":
             _quote_last_words(diagnosis, *self._last_lines())
         diagnosis.advice = advise(
@@ -435,20 +437,22 @@ def diagnose_text(
         lines, backend, requested_quant=requested_quant, exit_code=exit_code, kernel_log=kernel_log
     )
     if width is not None:
-        in_file(diagnosis, width, starts)
+        in_file(diagnosis, width, starts, len(text.split("\n")) - (1 if text.endswith("\n") else 0))
     return diagnosis
 
 
 _LINE_REF = re.compile(r"^line (\d+)")
 
 
-def in_file(diagnosis: Diagnosis, width: int, starts: Sequence[int]) -> None:
-    """A diagnosis of a log joined after a terminal's wrap at `width`, its line numbers the file's."""
+def in_file(diagnosis: Diagnosis, width: int, starts: Sequence[int], file_lines: int) -> None:
+    """A diagnosis of a log joined after a terminal's wrap at `width`, its line numbers (and its count of
+    lines: QA 28 M3, "131 lines" for a 225-line file) the file's."""
 
     def of_file(number: int) -> int:
         return starts[number - 1] + 1 if 0 < number <= len(starts) else number
 
     diagnosis.wrapped_at = width
+    diagnosis.lines = file_lines or diagnosis.lines
     if diagnosis.first_error_line:
         diagnosis.first_error_line = of_file(diagnosis.first_error_line)
     diagnosis.evidence = [

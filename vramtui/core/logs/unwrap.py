@@ -106,11 +106,12 @@ def unwrap(lines: list[Line], width: int, by_stamp: bool | None = None) -> tuple
 
 
 def unwrap_batches(
-    batches: Iterator[list[bytes]], on_wrap: Callable[[int, list[int]], None] | None = None
+    batches: Iterator[list[bytes]], on_wrap: Callable[[int, list[int], int], None] | None = None
 ) -> Iterator[list[bytes]]:
     """Batches of raw lines, unwrapped where the first batch shows a terminal's wrap; `on_wrap` is told
-    its width and, batch by batch, the file's 0-based line where each joined line starts. A wrap that
-    spans two batches is joined too (a batch's last line, cut at the width, waits for the next)."""
+    its width and, batch by batch, the file's 0-based line where each joined line starts and the file's
+    lines read so far. A wrap that spans two batches is joined too (a batch's last line, cut at the width,
+    waits for the next)."""
     first = next(batches, None)
     if first is None:
         return
@@ -130,11 +131,11 @@ def unwrap_batches(
         keep = 1 if lines and _width(lines[-1]) == width else 0
         held, held_at = lines[len(lines) - keep :], at[len(at) - keep :]
         if on_wrap is not None:
-            on_wrap(width, at[: len(at) - keep])
+            on_wrap(width, at[: len(at) - keep], read)
         yield lines[: len(lines) - keep]
     if held:
         if on_wrap is not None:
-            on_wrap(width, held_at)
+            on_wrap(width, held_at, read)
         yield held
 
 

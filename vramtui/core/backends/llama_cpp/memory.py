@@ -149,7 +149,12 @@ def _notes(
             f"{cells[0]:,} cells, not {run.context:,}"
         )
     if settings.on_gpu and where.gpu_layers == 0:
-        notes.append("no layer on the GPU: everything runs from host RAM")
+        # a GPU build still takes its context and compute buffers there (QA 28 M4: "everything runs from host
+        # RAM" beside "total on the GPU 448 MiB")
+        notes.append(
+            "no layer on the GPU: the weights and the KV cache stay in host RAM; the GPU holds only the "
+            "engine's context and its compute buffers"
+        )
     if not settings.kv_offload and settings.on_gpu:
         notes.append(
             "--no-kv-offload: the KV cache and the attention that reads it are in host RAM and on the CPU "
