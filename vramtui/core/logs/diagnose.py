@@ -429,7 +429,7 @@ def diagnose_text(
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    width = wrap_width(lines)
+    width, file_lines = wrap_width(lines), len(lines)
     starts: list[int] = []
     if width is not None:  # a terminal's hard wrap, joined back (as the file reader does)
         lines, starts = unwrap(lines, width)
@@ -437,7 +437,7 @@ def diagnose_text(
         lines, backend, requested_quant=requested_quant, exit_code=exit_code, kernel_log=kernel_log
     )
     if width is not None:
-        in_file(diagnosis, width, starts, len(text.split("\n")) - (1 if text.endswith("\n") else 0))
+        in_file(diagnosis, width, starts, file_lines)
     return diagnosis
 
 

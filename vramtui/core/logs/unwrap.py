@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import TypeVar
 
 Line = TypeVar("Line", str, bytes)
@@ -124,7 +125,7 @@ def unwrap_batches(
     held_at: list[int] = []
     read = 0  # the file's lines before this batch
     by_stamp = stamped(first)
-    for batch in _chain(first, batches):
+    for batch in chain([first], batches):
         lines, starts = unwrap(held + batch, width, by_stamp)
         at = [held_at[i] if i < len(held) else read + i - len(held) for i in starts]
         read += len(batch)
@@ -137,8 +138,3 @@ def unwrap_batches(
         if on_wrap is not None:
             on_wrap(width, held_at, read)
         yield held
-
-
-def _chain(first: list[bytes], rest: Iterator[list[bytes]]) -> Iterator[list[bytes]]:
-    yield first
-    yield from rest
