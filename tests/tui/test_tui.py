@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from placeholder_files import EMPTY_GGUF
 from test_tui_support import bring_up_curve_mib, screen_text, wait_for, write_nvsmi_csv
+from textual.pilot import Pilot
 
 from vramtui.core.errors import VramtuiError
 from vramtui.core.logs.stages import STAGES
@@ -98,14 +99,19 @@ async def test_columns_with_no_sample_are_blank_not_the_lowest_bar() -> None:
         assert set(graph.render_line(graph.size.height - 1).text[:40]) == {BLOCKS[1]}
 
 
+async def replayed(app: VramtuiApp, pilot: Pilot, samples: int) -> str:
+    """The screen's text once a replay's `samples` are in the memory pane, painted."""
+    memory = app.query_one(MemoryPane)
+    await wait_for(pilot, lambda: memory.state.count == samples)
+    memory.repaint(force=True)
+    await pilot.pause()
+    return screen_text(app)
+
+
 async def test_memory_pane_shows_a_replayed_nvidia_smi_curve(curve_csv: Path) -> None:
     app = quiet_app(replay_csv=str(curve_csv))
     async with app.run_test(size=(200, 50)) as pilot:
-        memory = app.query_one(MemoryPane)
-        await wait_for(pilot, lambda: memory.state.count == 1200)
-        memory.repaint(force=True)
-        await pilot.pause()
-        text = screen_text(app)
+        text = await replayed(app, pilot, 1200)
         # the estimator's card memory is pre-filled from the GPU the curve came from (24564 MiB)
         await wait_for(pilot, lambda: app.query_one(EstimatorPane).value("card") == "23.99GiB")
     assert "GPU0 RTX 4090" in text
@@ -669,10 +675,6 @@ async def test_a_replayed_process_series_says_no_process_count_it_does_not_have(
     (tmp_path / "rec.csv").write_text(header + rows)
     app = quiet_app(replay_csv=str(tmp_path / "rec.csv"))
     async with app.run_test(size=(200, 50)) as pilot:
-        memory = app.query_one(MemoryPane)
-        await wait_for(pilot, lambda: memory.state.count == 30)
-        memory.repaint(force=True)
-        await pilot.pause()
-        text = screen_text(app)
+        text = await replayed(app, pilot, 30)
     assert "model process" in text and "73.0 MiB" in text, text
     assert "0 processes" not in text
