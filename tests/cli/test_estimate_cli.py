@@ -1185,7 +1185,7 @@ def test_a_transformers_budget_bills_the_address_space_its_runner_maps(
     tight = run_json(capsys, model, "--backend", "transformers", "--memory-budget", "850MiB")
     assert not tight["fits"]
     said = " ".join(tight["notes"])
-    assert "after the engine's own 480 MiB of address space (transformers's assumed figure" in said
+    assert "after the engine's own 480 MiB of address space (transformers' assumed figure" in said
     roomy = run_json(capsys, model, "--backend", "transformers", "--memory-budget", "1200MiB")
     assert roomy["fits"]
     # a budget whose room holds it past the 80% line (the QA's 900 MiB, where the run came up with no margin)
@@ -1193,6 +1193,32 @@ def test_a_transformers_budget_bills_the_address_space_its_runner_maps(
     assert main(["estimate", model, "--backend", "transformers", "--memory-budget", f"{edge_mib}MiB"]) == 1
     edge = capsys.readouterr().out
     assert "DOES NOT FIT under the 80% line: over it by" in edge and "the whole room holds it with" in edge
+
+
+def test_a_budget_the_engine_fills_says_what_budget_holds_the_bill(
+    capsys: pytest.CaptureFixture[str], tiny_gguf: Path
+) -> None:
+    """A budget below the engine's own share (llama-cpp-python's 352 MiB): it read "1.0 MiB left" and
+    "DOES NOT FIT: over by 79.76 MiB" (against the 1 MiB stand-in card), where the engine and the bill need
+    432.6 MiB. It says nothing is left, and the budget that would hold the bill."""
+    from vramtui.core.units import MIB
+
+    out = run_json(capsys, str(tiny_gguf), "--backend", "llama-cpp-python", "--memory-budget", "300MiB")
+    assert not out["fits"]
+    assert "300.0 MiB: nothing left after the engine's own 352 MiB" in out["notes"][0]
+    whole = (352 * MIB + out["total_bytes"]) / MIB
+    assert out["reason"].startswith("the engine's own 352.0 MiB already take the whole budget")
+    assert f"a memory_budget of at least {whole:.1f} MiB" in out["reason"]
+    assert (
+        main(["estimate", str(tiny_gguf), "--backend", "llama-cpp-python", "--memory-budget", "300MiB"]) == 1
+    )
+    assert "over by" not in capsys.readouterr().out
+    # a budget that holds the engine and the bill under the line fits, with no such words
+    under_line = 352 + out["total_bytes"] / 0.8 / MIB + 1  # the reason's second figure, and a MiB
+    roomy = run_json(
+        capsys, str(tiny_gguf), "--backend", "llama-cpp-python", "--memory-budget", f"{under_line:.0f}MiB"
+    )
+    assert roomy["fits"] and not roomy["reason"]
 
 
 def test_a_context_the_engine_pads_says_the_cells_it_holds(capsys: pytest.CaptureFixture[str]) -> None:

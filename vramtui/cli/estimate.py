@@ -765,8 +765,11 @@ def _budget_card(args: argparse.Namespace) -> str:
     engine = engine_share(profile, measure=bool(measured))
     room = max(budget - engine, MIB)
     args.cpu, args.gpu_mem, args.no_calibrate = True, f"{room}B", True
+    # the engine's own share past the whole budget: the room left is none, not the 1 MiB stand-in
+    args.budget_short = engine - budget if budget - engine < MIB else 0
+    left = format_bytes(room, 1) if not args.budget_short else "nothing"
     said = (
-        f"memory_budget {format_bytes(budget, 1)}: {format_bytes(room, 1)} left after the engine's own "
+        f"memory_budget {format_bytes(budget, 1)}: {left} left after the engine's own "
         f"{engine / MIB:.0f} MiB of address space"
     )
     if not engine:
@@ -774,8 +777,29 @@ def _budget_card(args: argparse.Namespace) -> str:
     if profile.backend.measures_footprint and not measured:  # QA 13: 240 assumed where 147 was measured
         said += " (assumed: no engine binary found to measure; --program PATH names it)"
     elif engine and not profile.backend.measures_footprint:  # QA 26 D4, D5: a constant said as a fact
-        said += f" ({profile.backend.name}'s assumed figure, not measured here)"
+        owner = profile.backend.name + ("'" if profile.backend.name.endswith("s") else "'s")
+        said += f" ({owner} assumed figure, not measured here)"
     return said
+
+
+def _budget_short(args: argparse.Namespace, est: Any) -> None:
+    """A budget the engine's own share already fills: the verdict says so and what budget would hold the
+    bill, not "over by" the 1 MiB left as the card (QA: 300 MiB read "over by 79.76 MiB" where the engine's
+    352 MiB and the bill's 81 needed 433)."""
+    from vramtui.core.units import format_bytes, parse_size_with_unit
+
+    short = getattr(args, "budget_short", 0)
+    if short <= 0 or est.refused:
+        return
+    engine = parse_size_with_unit(args.memory_budget) + short
+    share = est.usable_bytes / est.device_bytes if est.device_bytes else 0.8
+    est.fits = False
+    est.reason = (
+        f"the engine's own {format_bytes(engine, 1)} already take the whole budget; this bill needs "
+        f"{format_bytes(est.total_bytes, 1)} more (a memory_budget of at least "
+        f"{format_bytes(engine + est.total_bytes, 1)}, {format_bytes(engine + est.total_bytes / share, 1)} to "
+        f"stay under the {share:.0%} line)"
+    )
 
 
 def _calibrate(args: argparse.Namespace, settings: Any) -> tuple[Any, list[str]]:
@@ -820,6 +844,7 @@ def run(args: argparse.Namespace) -> int:
         est.notes.insert(0, _no_gpu_note(args.gpu_mem.count(",") + 1))
     if budget_note:
         est.notes.insert(0, budget_note)
+        _budget_short(args, est)
     engine_note = _file_engine_note(info, settings, args)
     if engine_note:
         est.notes.insert(0, engine_note)
