@@ -428,7 +428,11 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # not know, too few cache blocks on two R9700s) at 09f9631: stage 3/3, class 3/3, memory 2/2, first error
     # 3/3, engine 3/3 (no rule written from it); round 64 (8 logs: 3 llama.cpp, 3 Ollama, SGLang, vLLM on an
     # Intel XPU; half healthy, 3 of those quiet; 6 training, 2 held-out) at b209aa4: stage 8/8, class 8/8,
-    # memory 4/4, first error 4/4, quiet 3/3, calm 1/1, engine 8/8 (no rule written from it).
+    # memory 4/4, first error 4/4, quiet 3/3, calm 1/1, engine 8/8 (no rule written from it); round 65 (7
+    # logs: 5 vLLM, 3 of them on Ascend NPUs or old releases, SGLang on Ascend, Ollama on Metal; 2 healthy;
+    # 5 training, 2 held-out) at 845d8a2: stage 5/7, class 6/7, memory 1/2, first error 4/5, quiet 0/1,
+    # calm 1/1, engine 7/7; one rule written from its training part since (vLLM's Transformers fallback
+    # that cannot split a model over GPUs: unknown_arch).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -549,6 +553,7 @@ LATER_ROUNDS = (
     ("round62.jsonl", "round 62, training only (a committed log; twenty-sixth session"),
     ("round63.jsonl", "round 63, training only (committed vLLM logs; twenty-seventh session"),
     ("round64.jsonl", "round 64, both parts (committed logs and excerpts; twenty-seventh session"),
+    ("round65.jsonl", "round 65, both parts (committed logs, Ascend threads; twenty-eighth session"),
 )
 
 

@@ -79,6 +79,7 @@ FILES = (
     LOGS / "round62.jsonl",
     LOGS / "round63.jsonl",
     LOGS / "round64.jsonl",
+    LOGS / "round65.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
