@@ -14,7 +14,7 @@ from vramtui.core.logs.diagnose import diagnose_text
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
         "stage": (900, 931),
-        "class": (905, 931),
+        "class": (906, 931),
         "memory": (254, 270),
         "first_error": (532, 554),
         "quiet": (163, 175),

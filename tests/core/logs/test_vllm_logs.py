@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from vllm_capture import split_header
 
+from tests.core.logs import corpus
 from vramtui.core.backends import get_backend
 from vramtui.core.backends.base import FailedRun
 from vramtui.core.logs.diagnose import Diagnosis, LogDiagnoser, diagnose_lines
@@ -472,3 +473,22 @@ def test_a_shells_report_that_it_killed_the_server_is_a_kill(report: str) -> Non
     diagnosis = diagnose_text(served + report + "\n", kernel_log=lambda: None)
     assert (diagnosis.failure_stage, diagnosis.failure) == ("inference", "host_oom_killed"), diagnosis.summary
     assert diagnosis.first_error_line == 4
+
+
+def test_the_transformers_fallback_that_cannot_split_a_model_is_the_architectures() -> None:
+    """Round 65 (training): vLLM 0.7.3 had no Gemma 4, fell back to its Transformers implementation, and
+    that refused tensor parallelism; it read "other", with no word of the fallback. The architecture is
+    what this vLLM lacks: upgrade it, or run on one GPU."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    case = next(case for case in corpus.cases() if case["id"] == "r65-vllm-gemma4-tp-transformers-fallback")
+    assert case["split"] == "train"
+    diagnosis = diagnose_text(case["log"], kernel_log=lambda: None)
+    assert (diagnosis.failure_stage, diagnosis.failure, diagnosis.cause) == (
+        "load_weights",
+        "unknown_arch",
+        "fallback_no_tp",
+    )
+    assert diagnosis.first_error_line == 46
+    assert "Transformers fallback" in diagnosis.summary
+    assert any("--tensor-parallel-size 1" in line and "upgrade vLLM" in line for line in diagnosis.advice)

@@ -84,6 +84,10 @@ CAUSE_WORDS: dict[str, str] = {
     "loader_shape_assert": "a weight in the checkpoint is not the shape the model's layer expects",
     "kernel_failed": "a GPU kernel failed while the model computed a batch",
     "cpu_attn_head_dim": "the engine's CPU attention kernels do not take this model's head size",
+    "fallback_no_tp": (
+        "the engine runs this architecture through its Transformers fallback (no native implementation), "
+        "which cannot split it over GPUs"
+    ),
     "request_error": "the server failed a request with an internal error (HTTP 500)",
     "kernel_type_unsupported": "a GPU kernel has no path for this tensor type on this backend",
     "kernel_assert": "a GPU kernel's own check failed (a device-side assert)",
@@ -699,6 +703,15 @@ ADVICE: tuple[AdviceRow, ...] = (
             "vLLM's CPU attention kernels do not take this model's head size (the error's head_dim): no "
             "setting changes it. Run the model on a GPU build of vLLM, or on llama.cpp (a GGUF of it), "
             "which runs any head size on the CPU.",
+        ),
+    ),
+    AdviceRow(
+        "unknown_arch",
+        "fallback_no_tp",
+        (
+            "This vLLM has no implementation of the model's architecture (its log says it falls back to "
+            "Transformers), and that fallback cannot split this model over GPUs: upgrade vLLM to a release "
+            "that implements it, or run it on one GPU (--tensor-parallel-size 1) if it fits.",
         ),
     ),
     AdviceRow("unknown_arch", None, ("@unknown_arch",)),

@@ -421,6 +421,15 @@ ARCH_ERRORS_2: tuple[ErrorRule, ...] = (
         stage="load_weights",
         backend="vllm",
     ),
+    # an architecture this vLLM has no implementation of runs through its Transformers fallback
+    # (model_executor/models/transformers.py), which splits over GPUs only models that ship a TP plan
+    ErrorRule(
+        "trying to run tensor parallelization but the model does not support it",
+        "fallback_no_tp",
+        "unknown_arch",
+        stage="load_weights",
+        backend="vllm",
+    ),
 )
 
 SHAPE_ERRORS: tuple[ErrorRule, ...] = (
