@@ -644,7 +644,10 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # Ling-1T IQ2_K on two 3090s with its experts on the host and -ub 4096) at 048f0f8: held-out llama.cpp KV
     # 1/1, weights 2/2, compute 2/2; training llama.cpp KV 2/2, weights 4/4, compute 4/4, ik_llama.cpp KV 2/2,
     # weights 3/3, compute 3/3. Round 47 (one vLLM 0.28 run of Qwen2.5-1.5B under --enforce-eager on a 24 GB
-    # Turing card, training) at 89c3271: KV 1/1, weights 1/1, compute 1/1.
+    # Turing card, training) at 89c3271: KV 1/1, weights 1/1, compute 1/1. Round 48 (two vLLM runs on a B300
+    # from one article: DeepSeek-V4-Flash-0731, held-out, sized from DeepSeek-V4-Flash's config by the name
+    # match; Gemma 4 31B, training, whose config.json is not here) at ca5e0a2: held-out vLLM weights 1/1, KV
+    # 0/1, compute 0/1 (not looked into).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -696,6 +699,7 @@ _NEWEST_ROUNDS = {
     "round45.jsonl": "round 45 (two V100 CI runs, vLLM 0.19 Qwen3-0.6B on a 3060, twenty-seventh session)",
     "round46.jsonl": "round 46 (three V100 CI runs, ik_llama.cpp Ling-1T on two 3090s, twenty-seventh session)",
     "round47.jsonl": "round 47 (vLLM 0.28 Qwen2.5-1.5B eager on a 24 GB Turing card, twenty-eighth session)",
+    "round48.jsonl": "round 48 (vLLM on a B300: DeepSeek-V4-Flash-0731, Gemma 4 31B; twenty-eighth session)",
 }
 
 
