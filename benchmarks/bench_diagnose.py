@@ -432,7 +432,10 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # logs: 5 vLLM, 3 of them on Ascend NPUs or old releases, SGLang on Ascend, Ollama on Metal; 2 healthy;
     # 5 training, 2 held-out) at 845d8a2: stage 5/7, class 6/7, memory 1/2, first error 4/5, quiet 0/1,
     # calm 1/1, engine 7/7; one rule written from its training part since (vLLM's Transformers fallback
-    # that cannot split a model over GPUs: unknown_arch).
+    # that cannot split a model over GPUs: unknown_arch). Round 66 (3 logs, all training: 2 healthy vLLM,
+    # one quiet; llama.cpp's ROCm cuBLAS error at the first batch) at 75ad064: stage 3/3, class 3/3, first
+    # error 1/1, quiet 1/1, calm 0/1 (vLLM's FlashInfer-sampler fallback warned: healthy runs' labels call
+    # it nothing in 7 logs and a quiet problem in 2; not changed).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -554,6 +557,7 @@ LATER_ROUNDS = (
     ("round63.jsonl", "round 63, training only (committed vLLM logs; twenty-seventh session"),
     ("round64.jsonl", "round 64, both parts (committed logs and excerpts; twenty-seventh session"),
     ("round65.jsonl", "round 65, both parts (committed logs, Ascend threads; twenty-eighth session"),
+    ("round66.jsonl", "round 66 (committed vLLM logs, a llama.cpp thread; twenty-eighth session"),
 )
 
 

@@ -80,6 +80,7 @@ FILES = (
     LOGS / "round63.jsonl",
     LOGS / "round64.jsonl",
     LOGS / "round65.jsonl",
+    LOGS / "round66.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
