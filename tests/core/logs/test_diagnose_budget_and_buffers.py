@@ -39,6 +39,25 @@ def test_the_same_memory_error_without_a_budget_header_is_no_budget_verdict() ->
     assert "memory_budget" not in " ".join(diagnosis.advice)
 
 
+def test_an_import_the_budget_broke_half_way_is_the_budgets() -> None:
+    """QA 29: `vramtui check` of vLLM's CPU build under memory_budget = "1GiB": numpy's import broke part-way
+    ("cannot import name 'Any' from partially initialized module 'typing'", then "numpy._core.multiarray
+    failed to import") and it read "an error at load weights", "read the first error line". Without the
+    budget's header it is no budget verdict; a package that is not installed is never the budget's."""
+    text = (LOGS / "vllm-budget-1024-broken-import.log").read_text()
+    diagnosis = diagnose_text(text)
+    assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "budget_import"), diagnosis.summary
+    assert diagnosis.summary.startswith("Failed at start-up, before the model was read:")
+    assert diagnosis.first_error_line == 36 and "1024 MiB" in " ".join(diagnosis.advice)
+    without = "\n".join(line for line in text.splitlines() if "memory budget" not in line)
+    assert diagnose_text(without).cause != "budget_import"
+    missing = text.replace(
+        "ImportError: cannot import name 'Any' from partially initialized module 'typing'",
+        "ModuleNotFoundError: No module named 'cv2'",
+    )
+    assert diagnose_text(missing).cause != "budget_import"
+
+
 def test_a_loader_thread_the_budget_has_no_room_for_is_the_budgets_doing() -> None:
     # QA 11: the real transformers runner under 850 MiB (RLIMIT_AS): transformers 5's weight loader could not
     # start its pool ("RuntimeError: can't start new thread"). It was "other ... not a memory problem".

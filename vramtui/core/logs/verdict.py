@@ -218,6 +218,21 @@ def _first_failure(state: LogState, profile: LogProfile | None) -> _Pick:
     return _Pick(found, cut=cut)
 
 
+def _broken_import(pick: _Pick, state: LogState) -> bool:
+    """An import that broke part-way, before the model was read: an ImportError other than a module not
+    installed (a package half imported, a compiled module that failed to load), that ended an import's
+    traceback. Under a host budget it is the budget's: the same install imports it without one."""
+    found = pick.found
+    if found is None or pick.failure != "other" or pick.cause not in _GENERIC_CAUSES:
+        return False
+    if found.number not in state.import_exceptions or STAGE_INDEX[found.stage] > STAGE_INDEX["load_weights"]:
+        return False
+    return bool(_BROKEN_IMPORT.search(found.text)) and "no module named" not in found.text.lower()
+
+
+_BROKEN_IMPORT = re.compile(r"\bImportError: ")
+
+
 def _memory_of(state: LogState) -> str:
     """The memory a run that ran out most likely lacked: the host's where no GPU is in play (a CPU build,
     a host budget, no GPU found), else the device's (QA 17 F9: "the GPU ran out" on vLLM's CPU build)."""
@@ -246,6 +261,10 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         pick.cause = "http_threads_start" if threads_take_the_budget(threads, budget) else "budget_start"
     if under_budget and pick.cause == "loader_threads":
         pick.failure = "host_oom"  # QA 11: the loader's threads had no room for their stacks
+    if under_budget and _broken_import(pick, state):
+        # QA 29: numpy's OpenBLAS could not map its buffers under the limit and left modules half made
+        # ("cannot import name 'Any' from partially initialized module 'typing'"): the budget's
+        pick.failure, pick.cause = "host_oom", "budget_import"
     if under_budget and pick.cause in _BUDGET_ALLOCATION_CAUSES:
         pick.failure = "host_oom"
         if (
