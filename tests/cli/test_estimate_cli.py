@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -1228,3 +1229,21 @@ def test_a_context_the_engine_pads_says_the_cells_it_holds(capsys: pytest.Captur
     out = capsys.readouterr().out
     assert "context 1 (the engine pads its cache to 256 cells)" in out
     assert "one KV cache of 256 tokens" in out and "of 1 tokens" not in out
+
+
+def test_vllms_byte_flag_is_read_as_vllm_reads_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """QA 29: "3.2G" was taken as 3.2 GiB, where vLLM refuses decimals with a binary suffix; "3.2g" is
+    3.2e9 bytes to vLLM and was 3.2 GiB here. The sizes the estimate advises are ones vLLM takes."""
+    from vramtui.core.logs.advice import engine_size
+
+    flags = ["--params", "1e9", "--backend", "vllm", "--cpu", "--ctx", "1024"]
+    decimal = run_json(capsys, *flags, "--kv-cache-memory-bytes", "3.2g")
+    assert decimal["kv_cache_bytes"] == 3_200_000_000
+    binary = run_json(capsys, *flags, "--kv-cache-memory-bytes", "3G")
+    assert binary["kv_cache_bytes"] == 3 << 30
+    assert main(["estimate", *flags, "--kv-cache-memory-bytes", "3.2G"]) == 2
+    assert "vLLM refuses decimals with its binary suffix G; use 3.2g" in capsys.readouterr().err
+    assert run_json(capsys, *flags, "--kv-cache-memory-bytes", "512")["kv_cache_bytes"] == 512
+    for size in (3.2 * (1 << 30), 1.25 * (1 << 30), 4 << 30, 751 << 20):
+        said = engine_size(size, down=True)
+        assert re.fullmatch(r"\d+[KMG]", said), said  # whole numbers: vLLM's parser takes them

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 from typing import Any
@@ -313,12 +314,34 @@ def _texts(args: argparse.Namespace) -> dict[str, str | None]:
     texts["swa_full"] = "on" if args.swa_full else None
     texts["kv_dtype"] = _kv_types(args.kv_dtype, args.cache_type_k, args.cache_type_v)
     texts["enforce_eager"] = "on" if args.enforce_eager else None
-    if args.kv_cache_memory_bytes and not args.kv_cache_memory:  # vLLM's own: a bare number is bytes
-        given = args.kv_cache_memory_bytes.strip()
-        texts["kv_cache_memory"] = f"{given}B" if given.isdigit() else given
+    if args.kv_cache_memory_bytes and not args.kv_cache_memory:  # vLLM's own spelling, read as vLLM reads it
+        texts["kv_cache_memory"] = _vllm_bytes(args.kv_cache_memory_bytes.strip())
     if not texts.get("card"):
         texts["card"] = _default_cards()
     return texts
+
+
+_VLLM_SUFFIXED = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+
+
+def _vllm_bytes(given: str) -> str:
+    """--kv-cache-memory-bytes as vLLM's human_readable_int takes it: a bare number is bytes, k/m/g/t are
+    powers of 1000 (decimals allowed), K/M/G/T powers of 1024 and whole numbers only (QA 29: "3.2G" was
+    taken here as 3.2 GiB, and vLLM refuses it). Other spellings ("4GiB") are read as sizes."""
+    if given.isdigit():
+        return f"{given}B"
+    match = _VLLM_SUFFIXED.fullmatch(given)
+    if match is None:
+        return given
+    number, suffix = match.groups()
+    if suffix.islower():
+        return f"{int(float(number) * 1000 ** ('kmgt'.index(suffix) + 1))}B"
+    if "." in number:
+        raise VramtuiError(
+            f"--kv-cache-memory-bytes {given}: vLLM refuses decimals with its binary suffix {suffix}; "
+            f"use {number}{suffix.lower()} (powers of 1000) or a whole number of {suffix}"
+        )
+    return f"{int(number) * 1024 ** ('KMGT'.index(suffix) + 1)}B"
 
 
 def _kv_types(both: str | None, k_type: str | None, v_type: str | None) -> str | None:

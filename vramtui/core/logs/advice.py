@@ -1143,16 +1143,19 @@ _QUANT_ASKED_RE = re.compile(r"config file for (\w+)", re.IGNORECASE)
 
 
 def engine_size(size: float, *, down: bool = False) -> str:
-    """A size as engines parse it in their flags ("16M", "1.5G": binary units), rounded up a little;
-    `down`: rounded down instead (a size that must stay within a budget)."""
+    """A size as engines parse it in their flags ("16M", "4G", "3277M": binary units, whole numbers, which
+    vLLM's parser demands: "3.2G" is refused, "Decimals are not allowed with binary suffixes", QA 29),
+    rounded up a little; `down`: rounded down instead (a size that must stay within a budget)."""
     mib = size / (1 << 20)
     if mib < 1:
         kib = size // 1024 if down else -(-size // 1024)
         return f"{max(1, int(kib))}K"  # a cache under 1 MiB (a tiny model's), not "1M"
-    if mib < 1024:
-        return f"{max(1, int(mib // 1 if down else -(-mib // 1)))}M"
     tenths = mib * 10 // 1024 if down else -(-mib * 10 // 1024)
-    return f"{tenths / 10:g}G"
+    if mib >= 1024 and tenths % 10 == 0:
+        return f"{int(tenths // 10)}G"
+    if mib >= 1024:  # a tenth of a GiB, in whole MiB
+        return f"{int(tenths * 1024 // 10 if down else -(-tenths * 1024 // 10))}M"
+    return f"{max(1, int(mib // 1 if down else -(-mib // 1)))}M"
 
 
 def _memory_values(diagnosis: Diagnosis) -> dict[str, str]:
