@@ -435,7 +435,9 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # that cannot split a model over GPUs: unknown_arch). Round 66 (3 logs, all training: 2 healthy vLLM,
     # one quiet; llama.cpp's ROCm cuBLAS error at the first batch) at 75ad064: stage 3/3, class 3/3, first
     # error 1/1, quiet 1/1, calm 0/1 (vLLM's FlashInfer-sampler fallback warned: healthy runs' labels call
-    # it nothing in 7 logs and a quiet problem in 2; not changed).
+    # it nothing in 7 logs and a quiet problem in 2; not changed). Round 67 (5 logs: 3 vLLM, 2 SGLang; 4
+    # training, 1 held-out) at fcc3129: stage 2/5, class 4/5, memory 0/1, first error 2/4, calm 1/1,
+    # engine 4/5.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -558,6 +560,7 @@ LATER_ROUNDS = (
     ("round64.jsonl", "round 64, both parts (committed logs and excerpts; twenty-seventh session"),
     ("round65.jsonl", "round 65, both parts (committed logs, Ascend threads; twenty-eighth session"),
     ("round66.jsonl", "round 66 (committed vLLM logs, a llama.cpp thread; twenty-eighth session"),
+    ("round67.jsonl", "round 67 (committed vLLM logs, SGLang threads; twenty-eighth session"),
 )
 
 

@@ -81,6 +81,7 @@ FILES = (
     LOGS / "round64.jsonl",
     LOGS / "round65.jsonl",
     LOGS / "round66.jsonl",
+    LOGS / "round67.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
