@@ -1247,3 +1247,25 @@ def test_vllms_byte_flag_is_read_as_vllm_reads_it(capsys: pytest.CaptureFixture[
     for size in (3.2 * (1 << 30), 1.25 * (1 << 30), 4 << 30, 751 << 20):
         said = engine_size(size, down=True)
         assert re.fullmatch(r"\d+[KMG]", said), said  # whole numbers: vLLM's parser takes them
+
+
+def test_a_vllm_cpu_budget_is_sized_by_its_workers_address_space(
+    capsys: pytest.CaptureFixture[str], short_trained_hf: Path
+) -> None:
+    """QA 29: a host budget limits each process's address space alone, and vLLM's CPU worker maps about
+    1.9 GiB before its KV cache. At 1 GiB the estimate advised "512M (half of the 0.00 GiB the budget
+    leaves)" where the engine cannot start; at 2 GiB it advised 217M where 194 MiB failed and 48 MiB ran."""
+    from vramtui.core.backends.vllm.addressing import CPU_WORKER_ADDRESS_BYTES
+    from vramtui.core.units import MIB
+
+    flags = [str(short_trained_hf), "--backend", "vllm", "--ctx", "1024"]
+    short = run_json(capsys, *flags, "--memory-budget", "1GiB")
+    assert not short["fits"] and "cannot start under it; raise memory_budget to at least" in short["reason"]
+    assert short["kv_cache_memory_fit"] is None  # no KV size helps
+    room = run_json(capsys, *flags, "--memory-budget", "2GiB")
+    assert room["overhead_bytes"] == CPU_WORKER_ADDRESS_BYTES  # the runtime row: the worker's
+    assert 16 * MIB <= room["kv_cache_memory_fit"] <= 49 * MIB  # 48 MiB ran there, 97 did not
+    set_outright = run_json(capsys, *flags, "--memory-budget", "3GiB", "--kv-cache-memory", "512MiB")
+    assert set_outright["fits"]
+    unbudgeted = run_json(capsys, *flags, "--kv-cache-memory", "512MiB", "--cpu")
+    assert unbudgeted["overhead_bytes"] < CPU_WORKER_ADDRESS_BYTES  # resident, with no limit to bind

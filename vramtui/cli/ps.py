@@ -176,13 +176,15 @@ def _sized(args: argparse.Namespace) -> tuple[Any, Any, int | None, int]:
     if str(args.model).endswith(".toml"):
         from vramtui.core.estimate.estimator import Settings
         from vramtui.core.estimate.modelinfo import load_model_info
-        from vramtui.core.launch.footprint import host_footprint
+        from vramtui.core.launch.footprint import engine_share
         from vramtui.core.launch.profile import load_profile
 
         profile = load_profile(args.model)
         info = load_model_info(profile.model)
         settings = Settings.from_params(profile.params, backend=profile.backend.name)
-        engine_bytes = host_footprint(profile) if profile.memory_budget else 0
+        # as estimate takes it: none where the bill's runtime row holds the engine (QA 29 Q5: vLLM's 256 MiB
+        # taken off beside its 1.6 GiB runtime row)
+        engine_bytes = engine_share(profile) if profile.memory_budget else 0
         return info, settings, profile.memory_budget, engine_bytes
     if not args.gpu_mem:
         args.gpu_mem = "24GiB"  # replaced by each card's free memory

@@ -281,6 +281,9 @@ class Backend:
     host_baseline_bytes: int = 256 * MIB
     # Its binary's idle footprint is measured once and cached (core.launch.footprint) under a host budget.
     measures_footprint: bool = False
+    # What its largest process maps before the model's buffers, where a host budget (an address-space limit
+    # on each process alone) binds that process first: a KV cache is sized beside at least this (0: none)
+    address_space_floor: int = 0
     # Its CPU estimate bills the engine's own processes as its runtime row (vLLM's worker, engine core and
     # API server): a budget's room is not lowered by host_baseline_bytes again (QA 20 D1).
     cpu_bill_holds_engine: bool = False

@@ -849,6 +849,17 @@ ADVICE: tuple[AdviceRow, ...] = (
 )
 
 
+def _address_floor(backend: str | None) -> int:
+    """What the engine's largest process maps before the model's buffers, under a host budget (its
+    backend's figure; 0 for an engine vramtui does not launch)."""
+    from vramtui.core.backends import get_backend
+
+    try:
+        return int(get_backend(backend).address_space_floor) if backend else 0
+    except VramtuiError:
+        return 0
+
+
 def _assumed_floor(backend: str | None) -> int:
     """What the engine itself takes of a host budget where no measure of it is in the log: its backend's
     figure (llama-server's 240 MiB), a safe side of the measured 131-160 MiB."""
@@ -1092,16 +1103,17 @@ def _values(
     values.update(_memory_values(diagnosis))
     values.update(_slot_values(figures))
     values.update(_thread_values(figures))
-    values.update(_kv_values(figures))
+    values.update(_kv_values(figures, _address_floor(diagnosis.backend)))
     return values
 
 
-def _kv_values(figures: dict[str, int | float]) -> dict[str, str]:
+def _kv_values(figures: dict[str, int | float], floor: int = 0) -> dict[str, str]:
     kv, budget = kv_set_aside(figures), figures.get("host_budget")
     # beside what the engine held besides the cache: vLLM's non-KV memory (weights, activations), and what
     # its process tree held when it failed, where vramtui sampled it (its CPU worker and its libraries),
-    # as the wizard sizes it (QA: diagnose said 3 GiB where check and the wizard said 2275 MiB; QA 19 F2)
-    used = max(figures.get("non_kv_memory") or 0, figures.get("tree_peak") or 0)
+    # as the wizard sizes it (QA: diagnose said 3 GiB where check and the wizard said 2275 MiB; QA 19 F2);
+    # under a budget at least what its largest process maps (`floor`: QA 29, 197M advised, 194 MiB failed)
+    used = max(figures.get("non_kv_memory") or 0, figures.get("tree_peak") or 0, floor if budget else 0)
     if not kv and budget and figures.get("node_free_memory"):
         # no cache sized yet (the CPU build's share refused at start): one sized outright for the budget,
         # as the wizard's first move sizes it

@@ -20,6 +20,7 @@ from vramtui.core.backends.base import (
     switch,
     whole,
 )
+from vramtui.core.backends.vllm.addressing import CPU_WORKER_ADDRESS_BYTES
 from vramtui.core.backends.vllm.ladder import KV_DTYPE_ORDER, LADDER, QUANT_ORDER, named_fix
 from vramtui.core.backends.vllm.version import minor_of
 from vramtui.core.estimate.quant import is_gguf_only
@@ -138,6 +139,7 @@ VLLM = Backend(
     engine_build_of=minor_of,
     parallel_caps_requests=True,
     cpu_bill_holds_engine=True,  # memory.py's CPU_WORKER_BYTES + CPU_FRONTEND_BYTES
+    address_space_floor=CPU_WORKER_ADDRESS_BYTES,  # its CPU worker's, under a host budget (QA 29)
     # SchedulerConfig's check (vllm/config/scheduler.py), checked on vLLM 0.32's CPU build
     # vllm/config/model.py: the derived max_model_len (max_position_embeddings, with its rope scaling)
     context_limit_words=(

