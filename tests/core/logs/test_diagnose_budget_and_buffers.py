@@ -58,6 +58,19 @@ def test_an_import_the_budget_broke_half_way_is_the_budgets() -> None:
     assert diagnose_text(missing).cause != "budget_import"
 
 
+def test_a_memory_error_starting_the_engines_own_process_is_the_budgets() -> None:
+    """QA 29: the same 1 GiB budget, another run: vLLM's API server ran out pickling its config to start
+    the engine core (multiprocessing's spawn), before any weight. It read "Failed at load_weights: a host-RAM
+    allocation failed", "use a smaller quantization" (the wizard then tried cpu_offload)."""
+    text = (LOGS / "vllm-budget-1024-spawn-memoryerror.log").read_text()
+    diagnosis = diagnose_text(text)
+    assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "budget_start"), diagnosis.summary
+    assert diagnosis.summary.startswith("Failed at start-up, before the model was read:")
+    assert "quantization" not in " ".join(diagnosis.advice)
+    without = "\n".join(line for line in text.splitlines() if "memory budget" not in line)
+    assert diagnose_text(without).cause != "budget_start"
+
+
 def test_a_loader_thread_the_budget_has_no_room_for_is_the_budgets_doing() -> None:
     # QA 11: the real transformers runner under 850 MiB (RLIMIT_AS): transformers 5's weight loader could not
     # start its pool ("RuntimeError: can't start new thread"). It was "other ... not a memory problem".

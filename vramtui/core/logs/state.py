@@ -82,6 +82,9 @@ _NUMBERED_CODE_RE = re.compile(r"\s*(?:-+>\s*)?\d{1,6}\s{2,}\S")
 _IMPORT_FRAME_RE = re.compile(
     r"[/\\](?:site|dist)-packages[/\\](?:(?!__main__\.py\").)*\", line \d+, in <module>"
 )
+# Python's multiprocessing starting a child (spawn pickles what the child needs): an engine starting its
+# own processes, before they load anything
+_SPAWN_FRAME_RE = re.compile(r"[/\\]multiprocessing[/\\](?:popen_spawn_\w+|popen_forkserver|reduction)\.py\"")
 
 
 # A line that only wraps another error ("EngineCore failed to start", "See root cause above",
@@ -235,6 +238,8 @@ class LogState:
         self.tb_inference = False
         self.tb_memory = False
         self.tb_import = False  # a frame of the traceback is a package's module body
+        self.tb_spawn = False  # a frame of the traceback starts a child process (multiprocessing)
+        self.spawn_exceptions: set[int] = set()  # exception lines that ended such a traceback
         self.import_exceptions: set[int] = set()  # exception lines that ended an import's traceback
         self.after_frame = False
         self.cut_tb: _Found | None = None
@@ -332,6 +337,8 @@ class LogState:
                 self.tb_frame_rules += info.frame_rules
             if not self.tb_import and _IMPORT_FRAME_RE.search(text):
                 self.tb_import = True
+            if not self.tb_spawn and _SPAWN_FRAME_RE.search(text):
+                self.tb_spawn = True
             self._tb_hint(info)
             self.after_frame = True
             return "error", False
@@ -363,6 +370,8 @@ class LogState:
         if info.exception is not None or (rule is not None and self.tb_open and self.tb_frames):
             if self.tb_open and self.tb_import:
                 self.import_exceptions.add(number)
+            if self.tb_open and self.tb_spawn:
+                self.spawn_exceptions.add(number)
             start = self.tb_start
             stage = self._close_traceback()
             if stage is not None:
@@ -561,6 +570,7 @@ class LogState:
         self.tb_inference = False
         self.tb_memory = False
         self.tb_import = False
+        self.tb_spawn = False
 
     def _tb_hint(self, info: _LineInfo) -> None:
         if info.memory_heavy:

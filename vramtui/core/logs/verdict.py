@@ -261,6 +261,10 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         pick.cause = "http_threads_start" if threads_take_the_budget(threads, budget) else "budget_start"
     if under_budget and pick.cause == "loader_threads":
         pick.failure = "host_oom"  # QA 11: the loader's threads had no room for their stacks
+    spawning = found is not None and found.number in state.spawn_exceptions
+    if under_budget and pick.cause in _HOST_ALLOCATION_CAUSES and spawning:
+        # QA 29: the MemoryError of pickling vLLM's config to start its engine core: before any weight
+        pick.failure, pick.cause = "host_oom", "budget_start"
     if under_budget and _broken_import(pick, state):
         # QA 29: numpy's OpenBLAS could not map its buffers under the limit and left modules half made
         # ("cannot import name 'Any' from partially initialized module 'typing'"): the budget's
