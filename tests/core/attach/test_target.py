@@ -86,3 +86,26 @@ def test_a_pid_with_two_servers_below_it_asks_for_one(llama_server_bin: Path, ti
     finally:
         os.killpg(shell.pid, signal.SIGKILL)
         shell.wait()
+
+
+def test_a_process_of_a_server_stands_for_the_server_above_it() -> None:
+    """QA 29 Q7: vLLM's engine core and worker (the PIDs top shows holding the memory) were refused as "no
+    model server vramtui knows", while `ps` groups them under their API server. A child's PID is the server
+    above it, watched with a note. (A shell renamed llama-server stands in for the server; its sleep for the
+    worker.)"""
+    server = subprocess.Popen(
+        ["bash", "-c", "exec -a llama-server sh -c 'sleep 30 & wait'"], start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 10
+        children: list[psutil.Process] = []
+        while not children and time.monotonic() < deadline:
+            children = psutil.Process(server.pid).children()
+            time.sleep(0.05)
+        (worker,) = children
+        target = resolve(parse_target(str(worker.pid)))
+        assert target.pid == server.pid
+        assert any(f"is a process of the server PID {server.pid}" in note for note in target.notes)
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()

@@ -153,7 +153,16 @@ def _server_in_tree(target: Target) -> None:
             return
         servers = [p for p in root.children(recursive=True) if _serves(p) and not _serves(p.parent())]
         name = root.name()
+        # a process of a server (vLLM's engine core and workers, the PIDs `top` shows holding the memory):
+        # the server above it (QA 29 Q7: refused as "no model server vramtui knows")
+        above = next((p for p in root.parents() if _serves(p)), None) if not servers else None
     except psutil.Error:
+        return
+    if above is not None:
+        target.notes.append(
+            f"PID {target.pid} ({name}) is a process of the server PID {above.pid}: watching that"
+        )
+        target.pid = above.pid
         return
     if len(servers) == 1:
         target.notes.append(
