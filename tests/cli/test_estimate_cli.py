@@ -1229,6 +1229,10 @@ def test_a_context_the_engine_pads_says_the_cells_it_holds(capsys: pytest.Captur
     out = capsys.readouterr().out
     assert "context 1 (the engine pads its cache to 256 cells)" in out
     assert "one KV cache of 256 tokens" in out and "of 1 tokens" not in out
+    # QA 29: a cache sized by bytes (vLLM's) holds more tokens than the context: its capacity, no padding
+    vllm = [*flags[:-2], "--backend", "vllm", "--cpu", "--ctx", "1024", "--kv-cache-memory", "1GiB"]
+    assert main(["estimate", *vllm]) == 0
+    assert "pads its cache" not in capsys.readouterr().out
 
 
 def test_vllms_byte_flag_is_read_as_vllm_reads_it(capsys: pytest.CaptureFixture[str]) -> None:
