@@ -1273,3 +1273,27 @@ def test_a_vllm_cpu_budget_is_sized_by_its_workers_address_space(
     assert set_outright["fits"]
     unbudgeted = run_json(capsys, *flags, "--kv-cache-memory", "512MiB", "--cpu")
     assert unbudgeted["overhead_bytes"] < CPU_WORKER_ADDRESS_BYTES  # resident, with no limit to bind
+
+
+def test_a_vllm_cpu_share_over_what_is_free_now_does_not_fit(
+    capsys: pytest.CaptureFixture[str], short_trained_hf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA 29 Q8: vLLM's CPU build takes its share of the whole machine at start and refuses when less is
+    free ("less than requested memory for kv"); the estimate said "FITS, 878 MiB to spare" (exit 0) for a
+    21.7 GiB share with 21.4 GiB free, where check warned. Measured against what is free now."""
+    import types
+
+    from vramtui.core.units import GIB
+
+    monkeypatch.setattr("vramtui.core.estimate.inputs.cpu_run_card", lambda: 24 * GIB)
+    flags = [str(short_trained_hf), "--backend", "vllm", "--cpu", "--ctx", "1024"]
+    free = {"now": 20 * GIB}
+    monkeypatch.setattr(
+        "psutil.virtual_memory", lambda: types.SimpleNamespace(available=free["now"], total=24 * GIB)
+    )
+    short = run_json(capsys, *flags)
+    assert not short["fits"] and "more than the 20.00 GiB free now: it refuses to start" in short["reason"]
+    assert run_json(capsys, *flags, "--kv-cache-memory", "1GiB")["fits"]  # set outright: no share asked
+    assert run_json(capsys, *flags, "--gpu-mem", "24GiB")["fits"]  # another machine's: not this one's free
+    free["now"] = 23 * GIB
+    assert run_json(capsys, *flags)["fits"]

@@ -375,6 +375,30 @@ def _host_ram_note(est: Any) -> str | None:
     )
 
 
+def _share_over_free(est: Any, settings: Any) -> None:
+    """An engine whose CPU build takes a share of the whole machine at start and refuses when less is free
+    (vLLM's: "less than requested memory for kv"): measured against what is free now, the verdict says so
+    (QA 29 Q8: "FITS, 878 MiB to spare", exit 0, for a share of 21.7 GiB with 21.4 GiB free; check warned)."""
+    import psutil
+
+    from vramtui.core.backends import get_backend
+    from vramtui.core.units import format_bytes
+
+    backend = get_backend(est.backend)
+    if not backend.cpu_share_words or est.device != "host" or settings.kv_cache_memory or est.refused:
+        return
+    asked = int(est.device_bytes * settings.share)
+    free = int(psutil.virtual_memory().available)
+    if asked <= free:
+        return
+    est.fits = False
+    est.reason = (
+        f"its CPU build asks for {settings.share:.0%} of this machine's memory ({format_bytes(asked)}) at start, "
+        f"more than the {format_bytes(free)} free now: it refuses to start; set --kv-cache-memory-bytes (the KV "
+        "cache outright) or a lower --safety"
+    )
+
+
 def _default_cards() -> str:
     """Every GPU NVML sees (its total memory), else 24GiB: the size sized when --gpu-mem is not given."""
     from vramtui.core.memory.nvml import gpu_total_bytes
@@ -846,6 +870,7 @@ def run(args: argparse.Namespace) -> int:
         return list_models(args)
 
     budget_note = _budget_card(args) if args.memory_budget else None
+    this_machine = bool(args.cpu and not args.gpu_mem)  # the card is this machine's RAM, not one named
     assumed_card = not args.gpu_mem and not args.cpu
     if assumed_card:  # asked once here, so the note below knows whether a card was found
         args.gpu_mem = _default_cards()
@@ -876,6 +901,8 @@ def run(args: argparse.Namespace) -> int:
     host_note = _host_ram_note(est)
     if host_note:
         est.notes.insert(0, host_note)
+    if this_machine:  # what is free now says nothing of a machine --gpu-mem names
+        _share_over_free(est, settings)
     if args.table:
         from vramtui.cli.estimate_table import run_table
 
