@@ -74,3 +74,18 @@ def test_a_launchs_bill_sizes_the_kv_cache_for_the_build_it_runs() -> None:
     assert graphs > 0
     gained = bills[20].get("kv_cache", 0) - bills[32].get("kv_cache", 0)
     assert 0 <= graphs - gained < 1 << 20  # the graphs' room, in whole KV blocks
+
+
+def test_a_run_record_names_the_vllm_version_it_ran(tmp_path: Path) -> None:
+    """QA 29 Q14: run records labelled the engine "vllm build ab051b58", a hash of its 287-byte launcher
+    script, with no word of the version. The label and the identity carry the minor version."""
+    from vramtui.core.launch.runrecord import engine_build as build_identity
+
+    program = _fake_vllm(tmp_path, "0.20.2")
+    profile = Profile(backend="vllm", model=str(CONFIG), program=str(program))
+    identity, label = build_identity(profile, [str(program), "serve"])
+    assert identity is not None and identity.endswith(":0.20")
+    assert label is not None and label.startswith("vllm 0.20 build ")
+    (tmp_path / "other").mkdir()
+    other = _fake_vllm(tmp_path / "other", "0.21.0")
+    assert build_identity(profile.with_changes(program=str(other)), [str(other), "serve"])[0] != identity

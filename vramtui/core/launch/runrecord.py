@@ -45,6 +45,13 @@ def engine_build(profile: Profile, argv: list[str]) -> tuple[str | None, str | N
         if version:
             identity += f":{module}=={version}"
             label = f"{module} {version}"
+    read = (
+        profile.backend.engine_build_of
+    )  # a program in a Python of its own (vLLM's venv): its minor version
+    minor = read(binary) if read is not None else None
+    if minor is not None and label == binary.name:
+        identity += f":0.{minor}"
+        label = f"{binary.name} 0.{minor}"  # QA 29 Q14: "vllm build ab051b58", a hash of its launcher only
     versions = [(name, _package_version(name)) for name in profile.backend.version_packages]
     found = [f"{name} {version}" for name, version in versions if version]
     if found:
