@@ -222,6 +222,11 @@ def test_help_states_the_exit_status(capsys: pytest.CaptureFixture[str]) -> None
         main(["estimate", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "exit status: 0 the model fits, 1 it does not fit, 2 bad input" in text
+    # ps takes estimate's flags for --fits, not its epilog (QA 29 Q12: plain ps always exits 0)
+    with pytest.raises(SystemExit):
+        main(["ps", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "apply with --fits only" in text and "0 the model fits, 1" not in text
 
 
 def test_estimate_help_does_not_import_torch_or_transformers() -> None:

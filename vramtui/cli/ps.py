@@ -26,6 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from vramtui.cli import estimate
 
     estimate.add_arguments(parser)  # --fits sizes a model as `estimate` does, with the same flags
+    # QA 29 Q12: estimate's epilog read as ps's own; plain ps lists and exits 0
+    parser.epilog = (
+        "the model flags above apply with --fits only. exit status: 0 listed (with --fits: the model fits "
+        "now), 1 with --fits: it does not fit, 2 bad input"
+    )
     parser.add_argument(
         "--fits",
         action="store_true",
