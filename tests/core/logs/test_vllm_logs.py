@@ -494,3 +494,20 @@ def test_the_transformers_fallback_that_cannot_split_a_model_is_the_architecture
     assert diagnosis.first_error_line == 46
     assert "Transformers fallback" in diagnosis.summary
     assert any("--tensor-parallel-size 1" in line and "upgrade vLLM" in line for line in diagnosis.advice)
+
+
+def test_diagnose_and_the_wizard_size_one_request_alike() -> None:
+    """QA 29 Q10: a 1 MiB cache for one 4096-token request (a real run here): check's first move said
+    16MiB, diagnose "raise it to --kv-cache-memory-bytes 8M". Both take the power of two from 16 MiB."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    log = (DATA.parent / "logs" / "vllm-kv-1mib-context-4096.log").read_text()
+    diagnosis = diagnose_text(log, kernel_log=lambda: None)
+    assert diagnosis.failure == "kv_cache_too_small"
+    assert "raise it to --kv-cache-memory-bytes 16M for one 4096-token request" in diagnosis.advice[0]
+    run = FailedRun(
+        failure=diagnosis.failure, stage=diagnosis.failure_stage, cause=diagnosis.cause,
+        figures=dict(diagnosis.engine_figures), params={},
+    )  # fmt: skip
+    fix = VLLM.named_fix(run) if VLLM.named_fix else None
+    assert fix is not None and fix[:2] == ("kv_cache_memory", "16MiB"), fix

@@ -21,6 +21,7 @@ from vramtui.core.logs.ruletypes import SLOTS_SPLIT
 from vramtui.core.logs.verdict import SAYS_KILLED, Diagnosis
 from vramtui.core.memory.room import (
     kv_bytes_for_budget,
+    kv_bytes_for_request,
     kv_set_aside,
     one_request_kv_bytes,
     slots_whose_threads_fit,
@@ -1178,11 +1179,8 @@ def _memory_values(diagnosis: Diagnosis) -> dict[str, str]:
     if kv_bytes:
         values["kv_bytes"] = engine_size(kv_bytes)
         if request:
-            # the cache grows with the longest request: what holds one, to the next power of two
-            power = 1 << 20
-            while power < request:
-                power *= 2
-            values["kv_needed"] = engine_size(power)
+            # the cache grows with the longest request: what holds one, as the wizard sizes it
+            values["kv_needed"] = engine_size(kv_bytes_for_request(request))
     if context:
         values["context_now"] = str(int(context))
     free, total = figures.get("node_free_memory"), figures.get("node_memory")

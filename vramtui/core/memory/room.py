@@ -42,6 +42,15 @@ def kv_bytes_for_budget(kv_bytes: float, budget: float, used: float = 0.0) -> in
     return max(16, int(min(kv_bytes, room) / 2) >> 20) << 20
 
 
+def kv_bytes_for_request(request: float) -> int:
+    """A KV cache set outright to hold one request of `request` bytes: the power of two above it, at least
+    16 MiB (the wizard's step and diagnose's advice alike: QA 29 Q10, 16MiB beside 8M for one log)."""
+    size = 16 << 20
+    while size < request:
+        size *= 2
+    return size
+
+
 def kv_set_aside(figures: Mapping[str, float]) -> float | None:
     """The KV cache an engine sized in bytes before allocating it (vLLM's: the bytes asked for, else what
     its share left), from a log's figures; None when it printed neither."""

@@ -20,7 +20,12 @@ from vramtui.core.backends.base import (
     Rung,
 )
 from vramtui.core.backends.vllm.addressing import engine_held  # the Backend's address_space_floor
-from vramtui.core.memory.room import kv_bytes_for_budget, kv_set_aside, one_request_kv_bytes
+from vramtui.core.memory.room import (
+    kv_bytes_for_budget,
+    kv_bytes_for_request,
+    kv_set_aside,
+    one_request_kv_bytes,
+)
 
 MEM_SHARE_UP = Rung(
     "mem_share", "up", "a larger memory share for the engine", "less room for other processes"
@@ -62,13 +67,6 @@ _MIB = 1 << 20
 def _size(nbytes: float) -> str:
     """A kv_cache_memory value: whole MiB, at least 16."""
     return f"{max(16, int(nbytes // _MIB))}MiB"
-
-
-def _power_above(nbytes: float) -> int:
-    size = 16 * _MIB
-    while size < nbytes:
-        size *= 2
-    return size
 
 
 def named_fix(run: FailedRun) -> tuple[str, object, str] | None:
@@ -129,7 +127,7 @@ def _kv_too_small(figures: Mapping[str, float], kv_bytes: float | None) -> tuple
     context, fit = figures.get("context"), figures.get("max_model_len_fit")
     request = one_request_kv_bytes(figures)
     if kv_bytes and request:
-        needed = _power_above(request)
+        needed = kv_bytes_for_request(request)
         held = f"holds {int(fit)} tokens, not" if fit else "cannot hold"
         why = (
             f"the KV cache is set outright ({kv_bytes / _MIB:.2f} MiB) and {held} one "
