@@ -827,6 +827,16 @@ def test_a_context_llama_cpp_padded_to_its_slots_took_effect() -> None:
     assert not seen(65536, 4)[0]  # type: ignore[index]  # another value: overridden
     assert not seen(49152, 4)[0]  # type: ignore[index]  # below what was asked
     assert get_backend("vllm").context_as_printed(50000, 4) == range(50000, 50001)  # no padding
+    # in the engine's own word (QA 29: "n_ctx" in a vLLM step)
+    after = Observation(
+        ready=True, smoke_ok=True, stage="inference", failure_stage=None, failure=None,
+        facts={"n_ctx": "4096"},
+    )  # fmt: skip
+    vllm = Profile("vllm", "m", {"context": 8192})
+    assert _echoed(Proposal("context", 8192, 4096, "why"), None, after, vllm) == (
+        True,
+        "the log confirms max-model-len = 4096",
+    )
 
 
 def test_flash_attention_is_confirmed_from_the_diagnosis_figure_whatever_the_build_prints() -> None:

@@ -126,13 +126,16 @@ def _echoed(
         parallel = whole_or_none(current_value(profile, "parallel")) or 0  # -1, unset: the engine's auto
         streams = parallel if parallel > 0 else backend.parallel_auto_slots or 1
         printed = backend.context_as_printed(int(value) * slots, streams)  # type: ignore[call-overload]
+        # the engine's own word for it where it has one (QA 29: "n_ctx" in a vLLM step: max-model-len)
+        word = dict(backend.setting_words).get("context", "ctx")
+        word = "n_ctx" if word == "ctx" else word
         if int(facts["n_ctx"]) not in printed:
             overridden = overridden_by_extra(profile, profile.backend, param)
             return False, (
-                f"asked for context {value}, the log shows n_ctx = {facts['n_ctx']}"
+                f"asked for context {value}, the log shows {word} = {facts['n_ctx']}"
                 + (f" ({overridden})" if overridden else " (a setting elsewhere overrides it)")
             )
-        return True, f"the log confirms n_ctx = {facts['n_ctx']}"
+        return True, f"the log confirms {word} = {facts['n_ctx']}"
     if param == "kv_dtype" and "kv_type" in facts:
         # Both halves: the engine takes each of its K and V flags' last value, so one can lag behind.
         k_type, v_type = facts.get("kv_type_k", facts["kv_type"]), facts["kv_type"]
