@@ -511,3 +511,17 @@ def test_diagnose_and_the_wizard_size_one_request_alike() -> None:
     )  # fmt: skip
     fix = VLLM.named_fix(run) if VLLM.named_fix else None
     assert fix is not None and fix[:2] == ("kv_cache_memory", "16MiB"), fix
+
+
+def test_a_kv_cache_asked_for_under_a_budget_is_asked_less_beside_the_workers_address_space() -> None:
+    """QA 29 (a real run here): under a 2 GiB budget a 194 MiB cache set outright failed ("can't allocate
+    memory"). The advice read "set its size outright" (it was) and "97M", which failed too; 48 MiB ran. Half
+    of what the budget leaves beside the worker's 1.9 GiB of address space, and "ask for less"."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    log = (DATA.parent / "logs" / "vllm-budget-2048-kv-194mib.log").read_text()
+    diagnosis = diagnose_text(log, kernel_log=lambda: None)
+    assert (diagnosis.failure_stage, diagnosis.failure) == ("kv_cache", "host_oom")
+    advice = diagnosis.advice[0]
+    assert "KV cache asked for: ask for less, --kv-cache-memory-bytes 49M" in advice, advice
+    assert "set its size outright" not in advice

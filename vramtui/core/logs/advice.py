@@ -225,7 +225,13 @@ _HOST_ALLOCATION = (
     Say(
         "Host RAM could not hold the KV cache the engine set aside ({kv_set_gib} GiB): set its size "
         "outright, {kv_cache_memory} {kv_fit_bytes} (the context does not size it here).",
-        when="kv_set_aside",
+        when="kv_set_aside !kv_asked",
+    ),
+    # ... where it was set outright already (QA 29 Q11: "set its size outright" to a run that had)
+    Say(
+        "Host RAM could not hold the {kv_set_gib} GiB KV cache asked for: ask for less, {kv_cache_memory} "
+        "{kv_fit_bytes} (the context does not size it here).",
+        when="kv_set_aside kv_asked",
     ),
     # while the weights load, the context has sized nothing yet
     Say("@host_weights", when="at_weights"),
@@ -1210,6 +1216,9 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
     "at_weights": lambda diagnosis, formats, profile: diagnosis.failure_stage in _LOADING,
     "kv_set_aside": lambda diagnosis, formats, profile: (
         diagnosis.failure_stage == "kv_cache" and kv_set_aside(diagnosis.engine_figures) is not None
+    ),
+    "kv_asked": lambda diagnosis, formats, profile: bool(
+        diagnosis.engine_figures.get("kv_cache_memory_bytes")
     ),
     "can_shorten": lambda diagnosis, formats, profile: (
         not _context_now(diagnosis.engine_figures)
