@@ -556,8 +556,7 @@ def render(info: Any, est: Any) -> str:
         f"model     {info.source}  ({info.arch}, {params}, {quant}{bpw}; weights from {info.weights_source})"
     ]
     run = f"backend   {est.backend}: context {est.context}"
-    # QA 27 N6: "context 1" beside a 256-cell cache; not a cache sized by bytes, whose cells are its capacity
-    # (QA 29: "pads its cache to 22,132,992 cells" on vLLM)
+    # QA 27 N6: "context 1" beside 256 cells; not a cache sized in bytes (QA 29: vLLM's capacity as padding)
     if est.kv_cells and est.kv_cells > est.context and est.kv_cache_tokens is None:
         run += f" (the engine pads its cache to {est.kv_cells:,} cells)"
     run += f", {est.parallel} sequence{'s' if est.parallel != 1 else ''}, KV {est.kv_dtype}"

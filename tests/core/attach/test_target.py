@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -43,12 +44,15 @@ def _shell_running(command: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sh", "-c", f"{command}; :"], start_new_session=True)
 
 
-def _children(pid: int, count: int) -> list[psutil.Process]:
-    """The `count` servers below `pid`, once each has exec'd (a forked subshell not yet llama-server is not
-    one: the two-servers test missed the second that way under load)."""
+def _children(
+    pid: int, count: int, wanted: Callable[[psutil.Process], bool] | None = None
+) -> list[psutil.Process]:
+    """The `count` servers (or `wanted` processes) below `pid`, once each has exec'd (a forked subshell not
+    yet llama-server is not one: the two-servers test missed the second that way under load)."""
+    wanted = wanted or _is_server
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        found = [p for p in psutil.Process(pid).children(recursive=True) if _is_server(p)]
+        found = [p for p in psutil.Process(pid).children(recursive=True) if wanted(p)]
         if len(found) >= count:
             return found
         time.sleep(0.05)
@@ -97,12 +101,7 @@ def test_a_process_of_a_server_stands_for_the_server_above_it() -> None:
         ["bash", "-c", "exec -a llama-server sh -c 'sleep 30 & wait'"], start_new_session=True
     )
     try:
-        deadline = time.monotonic() + 10
-        children: list[psutil.Process] = []
-        while not children and time.monotonic() < deadline:
-            children = psutil.Process(server.pid).children()
-            time.sleep(0.05)
-        (worker,) = children
+        (worker,) = _children(server.pid, 1, lambda process: process.name() == "sleep")
         target = resolve(parse_target(str(worker.pid)))
         assert target.pid == server.pid
         assert any(f"is a process of the server PID {server.pid}" in note for note in target.notes)

@@ -335,10 +335,8 @@ class LogState:
             self.tb_frames += 1
             if info.frame_rules:
                 self.tb_frame_rules += info.frame_rules
-            if not self.tb_import and _IMPORT_FRAME_RE.search(text):
-                self.tb_import = True
-            if not self.tb_spawn and _SPAWN_FRAME_RE.search(text):
-                self.tb_spawn = True
+            self.tb_import = self.tb_import or bool(_IMPORT_FRAME_RE.search(text))
+            self.tb_spawn = self.tb_spawn or bool(_SPAWN_FRAME_RE.search(text))
             self._tb_hint(info)
             self.after_frame = True
             return "error", False

