@@ -537,3 +537,24 @@ def test_replay_of_a_recording_too_long_to_hold_is_summarised_and_says_so(
     assert f"{rows - 600} samples over" in text and "peak                      8.79 GiB" in text
     assert f"note: a long recording, summarised as it was read to stay in memory: {rows:,} rows read" in text
     assert "note: the recorded process ended at" in text
+
+
+def test_a_stop_asked_by_a_signal_ends_the_pause_without_a_lock() -> None:
+    """A CI run hung 15 s after SIGINT: the handler set a threading.Event whose lock the interrupted wait
+    held. The stop is a plain flag now; a signal mid-pause ends it within a slice."""
+    from vramtui.cli.record import _Stop
+
+    stop = _Stop()
+
+    def on_alarm(signum: int, frame: object) -> None:
+        stop.asked = True
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        started = time.monotonic()
+        stop.pause(30.0)
+        assert stop.asked and time.monotonic() - started < 5.0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import signal
 import sys
-import threading
 import time
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
@@ -75,10 +74,10 @@ def run(args: argparse.Namespace) -> int:
         except OSError as error:
             raise VramtuiError(f"cannot write {args.out}: {error.strerror or error}") from None
 
-    stop = threading.Event()
+    stop = _Stop()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()  # finish the row being written, then stop: nothing recorded is lost
+        stop.asked = True  # finish the row being written, then stop: nothing recorded is lost
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     nvml: Source = gpu_source if gpu_source is not None else NvmlSource()
@@ -128,13 +127,27 @@ def _remote_source(url: str) -> PrometheusSource:
     return source
 
 
+class _Stop:
+    """Set by the signal handler, read by the loop: a plain flag, no lock. A threading.Event set from the
+    handler can deadlock: the handler runs in the main thread, which may hold the Event's own lock inside
+    its wait (a CI run hung 15 s after SIGINT that way)."""
+
+    asked = False
+
+    def pause(self, seconds: float) -> None:
+        """Sleep `seconds`, in slices short enough that a stop asked meanwhile is seen within 50 ms."""
+        end = time.monotonic() + seconds
+        while not self.asked and (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, 0.05))
+
+
 def _record(
     out: TextIO,
     nvml: Source,
     host: HostSource | None,
     with_gpu: bool,
     args: argparse.Namespace,
-    stop: threading.Event,
+    stop: _Stop,
 ) -> tuple[int, int, str | None]:
     from vramtui.core.memory.nvsmi_csv import NvsmiWriter
     from vramtui.core.memory.sampling import merge_samples
@@ -150,7 +163,7 @@ def _record(
     samples = 0
     told_exit = False
     told_status = nvml.status().message
-    while not stop.is_set():
+    while not stop.asked:
         t = time.time()
         parts = ([host.sample()] if host is not None else []) + ([nvml.sample()] if with_gpu else [])
         sample = merge_samples(t, parts)
@@ -172,7 +185,7 @@ def _record(
             next_tick, delay = now, 0.0
         if deadline is not None:
             delay = min(delay, max(deadline - now, 0.0))
-        stop.wait(delay)
+        stop.pause(delay)
     return writer.rows, samples, None
 
 
