@@ -814,8 +814,8 @@ def _budget_card(args: argparse.Namespace) -> str:
     room = max(budget - engine, MIB)
     args.cpu, args.gpu_mem, args.no_calibrate = True, f"{room}B", True
     # the engine's own share past the whole budget: the room left is none, not the 1 MiB stand-in
-    args.budget_short = engine - budget if budget - engine < MIB else 0
-    left = format_bytes(room, 1) if not args.budget_short else "nothing"
+    args.budget_engine = engine if budget - engine < MIB else 0
+    left = format_bytes(room, 1) if not args.budget_engine else "nothing"
     said = (
         f"memory_budget {format_bytes(budget, 1)}: {left} left after the engine's own "
         f"{engine / MIB:.0f} MiB of address space"
@@ -834,12 +834,11 @@ def _budget_short(args: argparse.Namespace, est: Any) -> None:
     """A budget the engine's own share already fills: the verdict says so and what budget would hold the
     bill, not "over by" the 1 MiB left as the card (QA: 300 MiB read "over by 79.76 MiB" where the engine's
     352 MiB and the bill's 81 needed 433)."""
-    from vramtui.core.units import format_bytes, parse_size_with_unit
+    from vramtui.core.units import format_bytes
 
-    short = getattr(args, "budget_short", 0)
-    if short <= 0 or est.refused:
+    engine = getattr(args, "budget_engine", 0)  # set by _budget_card only where the engine fills it
+    if not engine or est.refused:
         return
-    engine = parse_size_with_unit(args.memory_budget) + short
     share = est.usable_bytes / est.device_bytes if est.device_bytes else 0.8
     est.fits = False
     est.reason = (
