@@ -104,7 +104,8 @@ def test_a_library_that_cannot_be_mapped_without_a_budget_is_a_host_allocation()
     text = (LOGS / "transformers-budget-300-import-map.log").read_text()
     without = "\n".join(line for line in text.splitlines() if "memory budget" not in line)
     diagnosis = diagnose_text(without)
-    assert diagnosis.cause == "host_alloc" and diagnosis.cause != "budget_import"
+    # host memory, while importing the engine (QA 29 Q9), and not the budget's
+    assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "host_import"), diagnosis.summary
     assert "memory_budget" not in " ".join(diagnosis.advice)
 
 
@@ -535,3 +536,25 @@ def test_a_server_that_never_answered_under_its_budget_is_the_budgets_doing() ->
         )
     )
     assert plain.failure == "other"  # without the budget's header, nothing says memory
+
+
+def test_host_ram_running_out_while_the_engine_imports_itself_is_no_quantization_problem() -> None:
+    """QA 29 Q9: vLLM's CPU build started by hand under `ulimit -v 1048576` (no vramtui budget): a
+    MemoryError compiling one of vLLM's own modules, before any model line. It read "best guess load_weights"
+    and "use a smaller quantization". The same error under vramtui's budget is the budget's."""
+    text = (
+        Path(__file__).resolve().parents[2] / "data" / "vllm" / "import-memory-error-ulimit.log"
+    ).read_text()
+    diagnosis = diagnose_text(text)
+    assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "host_import"), diagnosis.summary
+    assert diagnosis.summary.startswith("Failed at start-up, before the model was read:"), diagnosis.summary
+    advice = " ".join(diagnosis.advice)
+    assert "quantization does not help" in advice and "ulimit -v" in advice
+    assert "memory_budget" not in advice and "use a smaller quantization" not in advice
+    budgeted = "vramtui: memory budget 1024 MiB, enforced on the host (address-space limit)\n" + text
+    assert diagnose_text(budgeted).cause == "budget_import"
+    # a MemoryError raised once the model was being read is not the import's
+    loading = text.replace(
+        "W1206 19:24:00.363000", "INFO 12-06 19:24:00 Loading weights took 1.00 seconds\nW1206"
+    )
+    assert diagnose_text(loading).cause != "host_import"

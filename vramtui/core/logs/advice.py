@@ -108,6 +108,7 @@ CAUSE_WORDS: dict[str, str] = {
     "metal_command_oom": "the GPU (Metal) ran out of memory while computing a batch",
     "compute_alloc_failed": "the compute buffer (the graph's scratch memory, sized by the context and the micro-batch) could not be allocated",
     "budget_import": "the memory budget is too small to even import the engine",
+    "host_import": "host memory ran out while the engine was still importing its own modules",
     "loader_threads": "the engine could not start a thread: under a memory budget, no room for its stack",
     "budget_start": "the memory budget is too small for the engine to start",
     "budget_no_serve": "it came up but answered every request with an error under the memory budget",
@@ -194,7 +195,15 @@ class AdviceRow:
 # budget_import: a budget too small for the engine to import its own modules (QA 26 D6: "failed at load
 # weights" beside "before any weights were read")
 BEFORE_THE_MODEL = frozenset(
-    {"bad_argument", "port_in_use", "budget_start", "budget_import", "max_len_over_model", "died_at_start"}
+    {
+        "bad_argument",
+        "port_in_use",
+        "budget_start",
+        "budget_import",
+        "host_import",
+        "max_len_over_model",
+        "died_at_start",
+    }
 )
 START_UP_WORDS = "start-up, before the model was read"
 
@@ -436,6 +445,17 @@ ADVICE: tuple[AdviceRow, ...] = (
             "Raise `memory_budget` under [limits] in the profile well above what the engine takes before "
             "loading anything (importing PyTorch alone maps about {torch_import_mib} MiB of address "
             "space, and the engine's own libraries more), or run without a budget.",
+        ),
+    ),
+    AdviceRow(
+        "host_oom",
+        "host_import",
+        (
+            "Host memory ran out while {the_engine} was still importing its own modules, before it read the "
+            "model: a smaller model or quantization does not help.",
+            "Free host RAM (close other programs), or raise the process's limit (`ulimit -v`, the "
+            "container's memory limit): importing PyTorch alone maps about {torch_import_mib} MiB of "
+            "address space, and the engine's own libraries more.",
         ),
     ),
     AdviceRow(

@@ -233,6 +233,16 @@ def _broken_import(pick: _Pick, state: LogState) -> bool:
 _BROKEN_IMPORT = re.compile(r"\bImportError: ")
 
 
+def _importing_engine(found: _Found | None, state: LogState) -> bool:
+    """The error ended an import's traceback before any weights: the engine failing to import itself, not
+    a module imported late (uvicorn's HTTP protocol, after the model and its cache: QA 26)."""
+    return (
+        found is not None
+        and found.number in state.import_exceptions
+        and STAGE_INDEX[found.stage] <= STAGE_INDEX["load_weights"]
+    )
+
+
 def _memory_of(state: LogState) -> str:
     """The memory a run that ran out most likely lacked: the host's where no GPU is in play (a CPU build,
     a host budget, no GPU found), else the device's (QA 17 F9: "the GPU ran out" on vLLM's CPU build)."""
@@ -271,14 +281,17 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         pick.failure, pick.cause = "host_oom", "budget_import"
     if under_budget and pick.cause in _BUDGET_ALLOCATION_CAUSES:
         pick.failure = "host_oom"
-        if (
-            found is not None
-            and found.number in state.import_exceptions
-            and STAGE_INDEX[found.stage] <= STAGE_INDEX["load_weights"]
-        ):
-            # it failed importing the engine, before any weights; not a module imported late (uvicorn's
-            # HTTP protocol, after the model and its cache: QA 26)
+        if _importing_engine(found, state):
             pick.cause = "budget_import"
+    elif (
+        pick.cause in _HOST_ALLOCATION_CAUSES
+        and _importing_engine(found, state)
+        and state.furthest < STAGE_INDEX["load_weights"]
+        and not state.milestones  # nothing proved read or loaded: a late import is no start-up's
+    ):
+        # QA 29 Q9: no budget, yet host RAM ran out while the engine imported its own modules (a ulimit, a
+        # full machine): a smaller file cannot help what fails before the model is read
+        pick.failure, pick.cause = "host_oom", "host_import"
     if found is not None and (_still_starting(pick, state, profile) or _start_failed_after(state, found)):
         found.stage = "kv_cache"
     elif found is not None and _load_failed_at(state, found):

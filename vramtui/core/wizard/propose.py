@@ -613,6 +613,14 @@ class Proposer:
             )
             findings.stop_reason = f"{CAUSE_WORDS[obs.cause]}: raise memory_budget, {helps}"
             return None
+        if (
+            obs.cause == "host_import"
+        ):  # QA 29 Q9: the machine's own limit, before the model: no setting helps
+            findings.advice = list(obs.advice)
+            findings.stop_reason = (
+                f"{CAUSE_WORDS[obs.cause]}: free host RAM or raise its limit, no engine setting helps"
+            )
+            return None
         if not _is_memory(failure):
             findings.advice = [NOT_MEMORY.get(failure, NOT_MEMORY["other"]), *obs.advice]
             findings.stop_reason = (
