@@ -647,7 +647,9 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # Turing card, training) at 89c3271: KV 1/1, weights 1/1, compute 1/1. Round 48 (two vLLM runs on a B300
     # from one article: DeepSeek-V4-Flash-0731, held-out, sized from DeepSeek-V4-Flash's config by the name
     # match; Gemma 4 31B, training, whose config.json is not here) at ca5e0a2: held-out vLLM weights 1/1, KV
-    # 0/1, compute 0/1 (not looked into).
+    # 0/1, compute 0/1 (not looked into). Round 49 (two vLLM runs on H200s, both training: DeepSeek-V4-Flash
+    # at TP 2 under a 256K context; GLM-5.1-FP8 at TP 8, whose config.json is not here) at d9d0dc6: KV 1/1,
+    # weights 1/1, no compute printed.
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -700,6 +702,7 @@ _NEWEST_ROUNDS = {
     "round46.jsonl": "round 46 (three V100 CI runs, ik_llama.cpp Ling-1T on two 3090s, twenty-seventh session)",
     "round47.jsonl": "round 47 (vLLM 0.28 Qwen2.5-1.5B eager on a 24 GB Turing card, twenty-eighth session)",
     "round48.jsonl": "round 48 (vLLM on a B300: DeepSeek-V4-Flash-0731, Gemma 4 31B; twenty-eighth session)",
+    "round49.jsonl": "round 49 (vLLM on H200s: DeepSeek-V4-Flash at 256K, GLM-5.1-FP8; twenty-ninth session)",
 }
 
 

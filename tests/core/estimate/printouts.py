@@ -95,6 +95,7 @@ FILES = (
     DATA / "printouts" / "round46.jsonl",
     DATA / "printouts" / "round47.jsonl",
     DATA / "printouts" / "round48.jsonl",
+    DATA / "printouts" / "round49.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
