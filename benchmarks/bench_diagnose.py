@@ -437,7 +437,12 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # error 1/1, quiet 1/1, calm 0/1 (vLLM's FlashInfer-sampler fallback warned: healthy runs' labels call
     # it nothing in 7 logs and a quiet problem in 2; not changed). Round 67 (5 logs: 3 vLLM, 2 SGLang; 4
     # training, 1 held-out) at fcc3129: stage 2/5, class 4/5, memory 0/1, first error 2/4, calm 1/1,
-    # engine 4/5.
+    # engine 4/5. Round 68 (5 logs: 2 llama.cpp on Vulkan APUs, 2 vLLM, Ollama; 2 healthy, both quiet; 3
+    # training, 2 held-out) at cb960c3: stage 4/5, class 4/5, memory 1/3, first error 2/3, quiet 0/2, engine
+    # 5/5; rules written from its training part since: Mesa's "radv/amdgpu: Not enough memory for command
+    # submission" is the device's out-of-memory, ggml-vulkan's refused pinned buffer a notice, a backtrace
+    # of a decode called from common_init_from_params the warm-up (kv_cache), and a vLLM warm-up run of ten
+    # minutes or more a quiet warning.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -561,6 +566,10 @@ LATER_ROUNDS = (
     ("round65.jsonl", "round 65, both parts (committed logs, Ascend threads; twenty-eighth session"),
     ("round66.jsonl", "round 66 (committed vLLM logs, a llama.cpp thread; twenty-eighth session"),
     ("round67.jsonl", "round 67 (committed vLLM logs, SGLang threads; twenty-eighth session"),
+    (
+        "round68.jsonl",
+        "round 68 (committed Strix Halo and DGX Spark logs, an Ollama thread; twenty-ninth session",
+    ),
 )
 
 

@@ -82,6 +82,7 @@ FILES = (
     LOGS / "round65.jsonl",
     LOGS / "round66.jsonl",
     LOGS / "round67.jsonl",
+    LOGS / "round68.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

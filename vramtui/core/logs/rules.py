@@ -157,15 +157,18 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("cudaerrormemoryallocation", "cuda_oom", "cuda_oom"),
     ErrorRule("hiperroroutofmemory", "cuda_oom", "cuda_oom", r"^(?!.*of pinned memory).*hiperroroutofmemory"),
     ErrorRule("cublas_status_alloc_failed", "cuda_oom", "cuda_oom"),
-    ErrorRule("erroroutofdevicememory", "cuda_oom", "cuda_oom"),
+    # not ggml-vulkan's pinned host buffer, refused and replaced by pageable memory (a notice: round 68)
+    ErrorRule(
+        "erroroutofdevicememory", "cuda_oom", "cuda_oom", r"^(?!.*pinned memory).*erroroutofdevicememory"
+    ),
     # the drivers' own words, before the engine's: NVIDIA's kernel module (NVRM, in a merged kernel log) and
     # Mesa's AMD Vulkan driver, each refusing a device allocation
     ErrorRule("nv_err_no_memory", "cuda_oom", "cuda_oom"),
     ErrorRule(
-        "failed to allocate a buffer",
+        "radv/amdgpu",
         "cuda_oom",
         "cuda_oom",
-        r"radv/amdgpu: failed to allocate a buffer",
+        r"radv/amdgpu: (?:failed to allocate a buffer|not enough memory for command submission)",
         default_stage="load_weights",
     ),
     *_engines("errors", "device_oom"),

@@ -292,7 +292,11 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         # QA 29 Q9: no budget, yet host RAM ran out while the engine imported its own modules (a ulimit, a
         # full machine): a smaller file cannot help what fails before the model is read
         pick.failure, pick.cause = "host_oom", "host_import"
-    if found is not None and (_still_starting(pick, state, profile) or _start_failed_after(state, found)):
+    if found is not None and (
+        _still_starting(pick, state, profile)
+        or _start_failed_after(state, found)
+        or _warm_up_crash(state, found)
+    ):
         found.stage = "kv_cache"
     elif found is not None and _load_failed_at(state, found):
         found.stage = "load_weights"  # raised past the weights below where the log proved them loaded
@@ -331,6 +335,15 @@ def _start_failed_after(state: LogState, found: _Found) -> bool:
     failed to start"): it was not serving a request. Its weight load has lines of its own that would have
     placed it there, so it failed in the start-up's later steps (profiling, cache, graph capture)."""
     return _unplaced_then_marked(state, found, "start_failed", found.number + 1)
+
+
+def _warm_up_crash(state: LogState, found: _Found) -> bool:
+    """ggml's backtrace just after the error shows a decode called from the common start-up: the empty
+    warm-up run, after the weights and before the server listens (round 68: read as load_weights)."""
+    decode, init = (state.notices.get(f"mark:{mark}") for mark in ("decode_frame", "init_frame"))
+    if decode is None or init is None:
+        return False
+    return found.number <= decode[0] < init[0] <= found.number + _BACKTRACE_LINES
 
 
 def _not_up(pick: _Pick, state: LogState) -> None:
@@ -902,3 +915,4 @@ _BUDGET_ALLOCATION_CAUSES = _HOST_ALLOCATION_CAUSES | {
 # The first error of a failed buffer allocation, before the line that says whose buffer it was.
 _BUFFER_CAUSES = frozenset({"host_alloc", "cuda_oom", "device_alloc"})
 _SAME_REPORT_LINES = 5
+_BACKTRACE_LINES = 40  # ggml_print_backtrace's frames of one crash

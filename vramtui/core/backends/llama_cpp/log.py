@@ -1177,6 +1177,22 @@ NOTICES_3: tuple[NoticeRule, ...] = (
         r"failed to allocate buffer for kv cache|kv_cache_init\(\) failed",
         backend="llama.cpp",
     ),
+    # ggml's backtrace of a crash: a decode (llama_decode, llama_context::decode) called from the common
+    # start-up (common_init_from_params) is the empty warm-up run, after the weights (round 68)
+    NoticeRule(
+        "decode",
+        "mark",
+        "decode_frame",
+        r"\b(?:llama_decode|_zn13llama_context6decode\w*)\+0x",
+        backend="llama.cpp",
+    ),
+    NoticeRule(
+        "common_init_from_params",
+        "mark",
+        "init_frame",
+        r"common_init_from_params\w*\+0x",
+        backend="llama.cpp",
+    ),
     # llama.cpp's own banner, printed before it touches a device or a file.
     NoticeRule("main: seed", "mark", "llama_banner", backend="llama.cpp"),
     # ggml's CUDA error report names the call that failed: a device memory query, or the device
@@ -1310,7 +1326,7 @@ NOTICES_4: tuple[NoticeRule, ...] = (
         "kernel_fallback",
         "pinned host memory could not be allocated: llama.cpp falls back to ordinary host memory, and "
         "copies between host and GPU are slower (a locked-memory limit, or host RAM short)",
-        r"failed to allocate [\d.]+ \w+ of pinned memory",
+        r"failed to allocate [\d.]+ \w+ of pinned memory|ggml_vulkan: failed to allocate pinned memory",
         backend="llama.cpp",
     ),
     NoticeRule(

@@ -585,6 +585,17 @@ NOTICES: tuple[NoticeRule, ...] = (
         "attention backend",
         backend="vllm",
     ),
+    # a start-up run of ten minutes or more (round 68: 621 s on a DGX Spark, no warning): kernels compiled
+    # or tuned for the card on first use; it outlasts a readiness timeout (vramtui's, a Kubernetes probe)
+    NoticeRule(
+        "initial profiling/warmup run took",
+        "slow_start",
+        "vLLM's first profiling/warm-up run took ten minutes or more (kernels compiled or tuned for this card "
+        "on first use, most of them cached for the next start): a start this slow outlasts most readiness "
+        "timeouts (ready_timeout in the profile, a Kubernetes probe)",
+        r"initial profiling/warmup run took (?:[6-9]\d\d|\d{4,})(?:\.\d+)? s",
+        backend="vllm",
+    ),
     NoticeRule(
         "using xformers backend",
         "kernel_fallback",
