@@ -73,6 +73,30 @@ def test_vllms_cpu_build_gets_the_share_of_the_machine_that_is_free_now() -> Non
     assert outright.fits and outright.share is None
 
 
+def test_vllms_cpu_build_under_a_budget_is_sized_as_estimate_sizes_it() -> None:
+    """QA 29 Q5: under a 2 GiB memory_budget, `ps --fits` said "2.0 GiB left ... does not fit at context
+    1,024 (needs 2.2 GiB); the largest context that fits: 4,096". The budget caps each process's address
+    space, and the KV cache is a share of the whole machine: no context helps, the cache size set outright
+    does, and the size it names then fits."""
+    config = (
+        Path(__file__).resolve().parents[2] / "data" / "configs" / "Qwen--Qwen2.5-0.5B-Instruct.config.json"
+    )
+    info = load_model_info(str(config))
+    now = Snapshot([], [], int(23.54 * GIB), int(21.5 * GIB))
+    settings = Settings.from_params({"context": 1024}, backend="vllm")
+    (share,) = fits_now(info, settings, now, budget=4 * GIB)
+    assert not share.fits and share.max_context is None and share.max_parallel is None
+    assert share.room_words == "left in the profile's memory_budget of 4.0 GiB"
+    (note,) = [note for note in share.notes if "kv_cache_memory = " in note]
+    size = note.split('kv_cache_memory = "')[1].split('"')[0]
+    assert size.endswith("M") and 100 < int(size[:-1]) < 2048, note
+    sized = Settings.from_params({"context": 1024, "kv_cache_memory": f"{size}iB"}, backend="vllm")
+    (outright,) = fits_now(info, sized, now, budget=4 * GIB)
+    assert outright.fits and outright.needs_bytes <= 4 * GIB
+    # the runtime row is the worker's address space under the budget, as the estimate bills it
+    assert outright.runtime_bytes > GIB
+
+
 def test_a_model_that_squeezes_into_the_free_memory_is_told_why_it_does_not_fit() -> None:
     """Needs less than is free, yet "does not fit": the answer names the line it is over, in figures."""
     info = load_model_info(str(GPT_OSS))

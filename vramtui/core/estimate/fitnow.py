@@ -108,7 +108,9 @@ def fits_now(
         if calibrate and not engine_bytes:  # a measured footprint already is the engine's own share
             _calibrated(host)
         place = "host (no GPU here)"
-        if host.memory.kv_from_budget and not host.kv_cache_memory and now.host_total_bytes:
+        if budget and _share_of_machine(host):
+            answers = [_under_budget(place, budget, now.host_total_bytes, info, host)]
+        elif host.memory.kv_from_budget and not host.kv_cache_memory and now.host_total_bytes:
             # vLLM's CPU build takes its share of the machine's whole memory, and refuses to start when that
             # is not free (QA 10: FITS at 0.92 of 23.5 GiB with 21.5 GiB free; vLLM refused it)
             answers = [_on_card(place, available, now.host_total_bytes, info, host)]
@@ -145,6 +147,41 @@ def fits_now(
 
 
 _NEARLY_NOTHING = "almost nothing is free here"
+
+
+def _share_of_machine(settings: Settings) -> bool:
+    """An engine whose CPU cache, unless set outright, is a share of the whole machine whatever a budget
+    says (vLLM's CPU build)."""
+    from vramtui.core.backends import get_backend
+
+    return bool(settings.memory.kv_from_budget and get_backend(settings.backend).cpu_share_words)
+
+
+def _under_budget(
+    place: str, budget: int, total: int | None, info: ModelInfo, settings: Settings
+) -> FitAnswer:
+    """Under a budget, an engine whose cache is a share of the machine: sized as `estimate --memory-budget`
+    sizes it (the budget holds the whole run, the worker's address space its runtime row; the share is the
+    machine's), with the cache size that fits the budget where none is set. No context helps a cache the share sizes (QA 29 Q5: "does not fit at context 1,024 (needs
+    1.6 GiB)" beside "2.0 GiB left" and "the largest context that fits: 4,096")."""
+    from vramtui.core.backends import get_backend
+    from vramtui.core.estimate.inputs import cpu_run_card
+    from vramtui.core.logs.advice import engine_size
+
+    sized = replace(settings, device_bytes=budget, share_of_bytes=cpu_run_card(), gpus=())
+    answer = _answer(place, budget, total, info, sized)
+    if settings.kv_cache_memory:
+        return answer
+    answer.max_context = answer.max_parallel = None
+    fit = estimate(info, sized).kv_cache_memory_fit
+    if fit:
+        backend = get_backend(settings.backend)
+        answer.notes.append(
+            f"the KV cache is a share of the whole machine, not of the budget: set it outright, "
+            f'kv_cache_memory = "{engine_size(fit, down=True)}" in the profile '
+            f"({backend.knob('kv_cache_memory')} {engine_size(fit, down=True)})"
+        )
+    return answer
 
 
 def _calibrated(settings: Settings) -> Settings:
