@@ -442,7 +442,10 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # 5/5; rules written from its training part since: Mesa's "radv/amdgpu: Not enough memory for command
     # submission" is the device's out-of-memory, ggml-vulkan's refused pinned buffer a notice, a backtrace
     # of a decode called from common_init_from_params the warm-up (kv_cache), and a vLLM warm-up run of ten
-    # minutes or more a quiet warning.
+    # minutes or more a quiet warning. Round 69 (4 logs: 2 healthy vLLM on DGX Sparks, SGLang on Ascend,
+    # Ollama on a Jetson; 3 healthy, all quiet; 3 training, 1 held-out) at f09f23b: stage 3/4, class 4/4,
+    # first error 1/1, quiet 1/3, engine 4/4; a rule written from its training part since: SGLang's own
+    # warm-up request failing ("Initialization failed. warmup error") is a start that never came up (ready).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -570,6 +573,7 @@ LATER_ROUNDS = (
         "round68.jsonl",
         "round 68 (committed Strix Halo and DGX Spark logs, an Ollama thread; twenty-ninth session",
     ),
+    ("round69.jsonl", "round 69 (committed DGX Spark, Ascend and Jetson logs; twenty-ninth session"),
 )
 
 

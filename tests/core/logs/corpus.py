@@ -83,6 +83,7 @@ FILES = (
     LOGS / "round66.jsonl",
     LOGS / "round67.jsonl",
     LOGS / "round68.jsonl",
+    LOGS / "round69.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

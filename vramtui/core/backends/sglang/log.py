@@ -181,6 +181,10 @@ NOTICES: tuple[NoticeRule, ...] = (
 
 NOTICES_2: tuple[NoticeRule, ...] = (
     NoticeRule("capture cuda graph begin", "mark", "graph_capture", backend="sglang"),
+    # its own warm-up request failed: it listened, never came up ready, and kills itself (round 69)
+    NoticeRule(
+        "warmup error", "mark", "warmup_failed", r"initialization failed\. warmup error", backend="sglang"
+    ),
     # server_args turns the overlap scheduler off when a setting or the model cannot take it
     NoticeRule(
         "disabling overlap schedule",

@@ -1,6 +1,7 @@
-"""Rules written from round 68's training logs (tests/data/logs/round68.jsonl, sources in each record):
-Mesa's AMD Vulkan driver out of device memory, ggml-vulkan's refused pinned buffer, a crash in the warm-up
-run that only ggml's backtrace places, and vLLM's ten-minute warm-up."""
+"""Rules written from rounds 68 and 69's training logs (tests/data/logs/round68.jsonl, round69.jsonl, sources
+in each record): Mesa's AMD Vulkan driver out of device memory, ggml-vulkan's refused pinned buffer, a crash
+in the warm-up run that only ggml's backtrace places, vLLM's ten-minute warm-up, and SGLang's own warm-up
+request failing."""
 
 from __future__ import annotations
 
@@ -50,3 +51,13 @@ def test_a_warm_up_run_of_ten_minutes_is_a_quiet_warning_and_a_short_one_is_not(
         "Initial profiling/warmup run took 621.57 s", "Initial profiling/warmup run took 21.57 s"
     )
     assert not any("ten minutes or more" in w for w in _read(quick).warnings)
+
+
+def test_sglangs_own_warm_up_request_failing_is_a_start_that_never_came_up() -> None:
+    # SGLang on Ascend: Uvicorn listened, its warm-up chat request failed in the NPU's image preprocessing,
+    # then "Initialization failed. warmup error" and it killed itself (read as a request's failure before)
+    text = _log("r69-sglang-ascend-qwen35-warmup-aclnn")
+    diagnosis = _read(text)
+    assert (diagnosis.failure_stage, diagnosis.first_error_line) == ("ready", 167), diagnosis.summary
+    without = "\n".join(line for line in text.splitlines() if "warmup error" not in line)
+    assert _read(without).failure_stage == "inference"
