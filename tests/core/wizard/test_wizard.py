@@ -284,6 +284,35 @@ def test_non_memory_failures_get_advice_not_a_ladder(
     assert "not a memory problem" in result.reason
 
 
+def test_a_failure_not_about_memory_says_read_the_first_error_line_once(demo_model: Path) -> None:
+    """QA 29 Q11: the wizard pane read "... not about memory: read the first error line; Read the first
+    error line above; ...": its own words for "other", then the diagnosis' bare advice."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    log = (
+        "load_tensors: loading model tensors\n"
+        "terminate called after throwing an instance of 'std::runtime_error'\n"
+        "  what():  something odd happened\n"
+    )
+    diagnosis = diagnose_text(log)
+    assert diagnosis.failure == "other" and len(diagnosis.advice) == 1  # the bare advice, alone
+
+    def failing(profile: Profile) -> Any:
+        return SimpleNamespace(
+            ready=False,
+            stage="load_weights",
+            failure_stage="load_weights",
+            failure="other",
+            diagnosis=diagnosis,
+            smoke=None,
+            log_file=None,
+        )
+
+    result = Wizard(_demo_profile(demo_model), auto=True, runner=failing, record=False).run(max_steps=5)
+    said = " ".join(result.advice).lower()
+    assert result.advice[0] == NOT_MEMORY["other"] and said.count("read the first error line") == 1, said
+
+
 def test_without_auto_and_nobody_to_ask_it_stops_with_the_proposal(demo_model: Path, tmp_path: Path) -> None:
     runs = ReplayedRuns(tmp_path)
     result = Wizard(_demo_profile(demo_model), auto=False, runner=runs, record=False).run(max_steps=5)

@@ -217,7 +217,7 @@ def before_the_model(diagnosis: Diagnosis) -> bool:
     return diagnosis.failure_stage == "download" and _missing_path(diagnosis) is not None
 
 
-_READ_THE_LINE = "Read the first error line above; the lines before it say which step was running."
+READ_THE_LINE = "Read the first error line above; the lines before it say which step was running."
 _TORCH_FRAGMENTATION = "PyTorch fragmentation: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
 _LOADING = frozenset({"download", "load_weights"})
 # The limit that was hit is the profile's own memory_budget (vramtui's header says so), or the machine's.
@@ -872,7 +872,7 @@ ADVICE: tuple[AdviceRow, ...] = (
             'offload_folder="...".',
         ),
     ),
-    AdviceRow(None, None, (_READ_THE_LINE,)),
+    AdviceRow(None, None, (READ_THE_LINE,)),
 )
 
 
@@ -1395,7 +1395,7 @@ def advise(
     )
     own = reading.say(row.lines)
     hint = _engine_hint(diagnosis.first_error_text or "") or hint
-    if hint and own == [_READ_THE_LINE]:
+    if hint and own == [READ_THE_LINE]:
         own.insert(0, f"The engine says what to change: {hint}")  # better than our generic line
     advice.extend(own)
     advice.extend(_the_other_stage(diagnosis, reading, own))

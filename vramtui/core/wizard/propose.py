@@ -17,7 +17,7 @@ from vramtui.core.backends.base import FailedRun, gib, kv_set_outright
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import quant as q
 from vramtui.core.launch.profile import Profile
-from vramtui.core.logs.advice import CAUSE_WORDS
+from vramtui.core.logs.advice import CAUSE_WORDS, READ_THE_LINE
 from vramtui.core.logs.analysis import clip_words, strip_log_prefix
 from vramtui.core.logs.stages import BUDGET_ADVISED_FIX, BUDGET_TOO_SMALL, STAGE_INDEX
 from vramtui.core.memory.parts import MemoryBill
@@ -622,7 +622,10 @@ class Proposer:
             )
             return None
         if not _is_memory(failure):
-            findings.advice = [NOT_MEMORY.get(failure, NOT_MEMORY["other"]), *obs.advice]
+            # the diagnosis' bare "read the first error line" is the wizard's own word for "other" already
+            # (QA 29 Q11: said twice in the wizard pane)
+            said = NOT_MEMORY.get(failure, NOT_MEMORY["other"])
+            findings.advice = [said, *(line for line in obs.advice if line != READ_THE_LINE)]
             findings.stop_reason = (
                 f"{failure or 'an unknown failure'}: not a memory problem, no memory ladder helps"
             )
