@@ -649,7 +649,10 @@ def printout_report(show_heldout: bool, quiet: bool = False) -> dict[str, Any]:
     # match; Gemma 4 31B, training, whose config.json is not here) at ca5e0a2: held-out vLLM weights 1/1, KV
     # 0/1, compute 0/1 (not looked into). Round 49 (two vLLM runs on H200s, both training: DeepSeek-V4-Flash
     # at TP 2 under a 256K context; GLM-5.1-FP8 at TP 8, whose config.json is not here) at d9d0dc6: KV 1/1,
-    # weights 1/1, no compute printed.
+    # weights 1/1, no compute printed. Round 50 (both training: llama.cpp b9100 gpt-oss-120b over ten 8 GB
+    # P104-100s with pipeline parallelism; vLLM Gemma-4-26B-A4B-NVFP4 on a 5090, whose config.json is not
+    # here) at e54f755: llama.cpp KV 10/10, weights 11/11, compute 3/11 (the eight middle cards x1.85: their
+    # 741 MiB is under the ends' 1.4 GiB, and the model gives every card the same; not looked into further).
     for name, words in _NEWEST_ROUNDS.items():
         say(f"\n{words}:")
         for (file, family, term), (met, counted) in sorted(latest.items()):
@@ -703,6 +706,7 @@ _NEWEST_ROUNDS = {
     "round47.jsonl": "round 47 (vLLM 0.28 Qwen2.5-1.5B eager on a 24 GB Turing card, twenty-eighth session)",
     "round48.jsonl": "round 48 (vLLM on a B300: DeepSeek-V4-Flash-0731, Gemma 4 31B; twenty-eighth session)",
     "round49.jsonl": "round 49 (vLLM on H200s: DeepSeek-V4-Flash at 256K, GLM-5.1-FP8; twenty-ninth session)",
+    "round50.jsonl": "round 50 (gpt-oss-120b on ten P104-100s, a vLLM NVFP4 run on a 5090; twenty-ninth session)",
 }
 
 

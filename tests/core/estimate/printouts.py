@@ -96,6 +96,7 @@ FILES = (
     DATA / "printouts" / "round47.jsonl",
     DATA / "printouts" / "round48.jsonl",
     DATA / "printouts" / "round49.jsonl",
+    DATA / "printouts" / "round50.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",

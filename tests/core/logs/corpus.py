@@ -84,6 +84,7 @@ FILES = (
     LOGS / "round67.jsonl",
     LOGS / "round68.jsonl",
     LOGS / "round69.jsonl",
+    LOGS / "round70.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
