@@ -127,8 +127,10 @@ def test_ladders_follow_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     kv_python = [r.param for r in ladder_for("kv_cache", "llama-cpp-python")]
     # Its server runs one sequence: no parallel rung; no mem_share (vLLM only); gpu layers last.
     assert kv_python == ["kv_dtype", "context", "flash_attn", "gpu_layers"]
-    # vLLM's attention backend changes neither its paged KV cache nor its profile run: no such rung.
+    # vLLM's attention backend changes neither its paged KV cache nor its profile run: no such rung. A
+    # cache set outright in bytes comes down first (it frees nothing else: QA 29 Q6).
     assert [r.param for r in ladder_for("kv_cache", "vllm")] == [
+        "kv_cache_memory",
         "parallel",
         "kv_dtype",
         "context",
@@ -1293,3 +1295,35 @@ def test_a_room_bound_a_later_run_disproves_gives_way(demo_model: Path) -> None:
     )  # fmt: skip
     model.learn(profile, at_cache)
     assert model.room_upper == weights + 32 * MIB
+
+
+def test_a_vllm_server_over_its_budget_with_kv_set_outright_gets_a_smaller_kv_cache(tmp_path: Path) -> None:
+    """QA 29 Q6: a hand-started vLLM (CPU build) with --kv-cache-memory-bytes 256M ran at 1920 MiB; under a
+    1850 MiB budget `wizard --attach` read "no setting left that this backend can change": fewer sequences,
+    fp8 or a shorter context free nothing of a cache sized outright. Its bytes do, and the room is what the
+    engine leaves at that peak (1920 - 259 MiB of buffers): about 189 MiB, so 192 MiB would still be over."""
+    from vramtui.core.demo.tinyhf import write_tiny_hf
+
+    model = write_tiny_hf(tmp_path / "tiny-hf")
+
+    def over_budget(profile: Profile) -> Any:
+        return SimpleNamespace(
+            ready=False, stage="inference", failure_stage="kv_cache", failure="host_oom", diagnosis=None,
+            smoke=SimpleNamespace(ok=True), log_file=None, peak_mib=1920.0, memory_budget_mib=1850.0,
+        )  # fmt: skip
+
+    params = {"context": 2048, "kv_cache_memory": "256M"}
+    profile = Profile(backend="vllm", model=str(model), params=params, memory_budget=1850 * MIB)
+    wizard = Wizard(profile, runner=over_budget, record=False)
+    wizard.start()
+    proposal = wizard.propose()
+    assert proposal is not None, wizard.proposer.findings.stop_reason
+    assert (proposal.param, proposal.to) == ("kv_cache_memory", "128MiB"), proposal.why
+    room = wizard.proposer.model.room()
+    assert room is not None and 180 * MIB < room < 195 * MIB
+    # a cache the share sizes has no bytes to lower: no such step
+    shared = Profile(backend="vllm", model=str(model), params={"context": 2048}, memory_budget=1850 * MIB)
+    shared_wizard = Wizard(shared, runner=over_budget, record=False)
+    shared_wizard.start()
+    step = shared_wizard.propose()
+    assert step is None or step.param != "kv_cache_memory"

@@ -58,6 +58,7 @@ CUDA_OOM = "cuda_oom"  # the run crossed the GPU memory budget
 BAD_ARGUMENTS = "bad_arguments"  # the server refused its own command line before loading anything
 SERVER_PID_LINE = "vramtui: server PID "  # the run log's line naming the process it launched
 MODEL_NOT_FOUND = "file_missing"  # the profile's model file is not there (the log class of the same name)
+BUDGET_BELOW_ENGINE = "budget_start"  # the log class of a budget the engine cannot start under
 STOPPED_BY_VRAMTUI = "stopped_by_vramtui"  # we stopped it before it was ready (ctrl-c, quit, a budget)
 
 # How servers refuse a command line: argparse (llama_cpp.server, vLLM, the transformers runner),
@@ -312,11 +313,29 @@ def preflight(plan: LaunchPlan, profile: Profile, sample_source: Any) -> list[st
             PORT_IN_USE,
             f"port {plan.port} on {plan.host} is already in use{who}: stop it or set another port",
         )
+    below = budget_below_engine(profile, sample_source)
+    if below:
+        raise LaunchError(BUDGET_BELOW_ENGINE, below)
     return [
         *gpu_holders(sample_source),
         *machine_share(profile, sample_source),
         *on_cpu_ignored(profile, sample_source),
     ]
+
+
+def budget_below_engine(profile: Profile, sample_source: Any) -> str | None:
+    """A host budget under what the engine's largest process maps before any model buffer (its Backend's
+    address_space_floor): it cannot start under it, whatever its settings (QA 29: vLLM's CPU build under 1
+    GiB failed 15 s after launch, and read as two different errors from run to run)."""
+    budget, floor = profile.memory_budget, profile.backend.address_space_floor
+    if not budget or not floor or budget >= floor or budget_on_gpu(sample_source, profile):
+        return None
+    return (
+        f"the memory_budget of {budget / MIB:.0f} MiB is below the {floor / MIB:.0f} MiB of address space "
+        f"{profile.backend.name}'s largest process maps before its weights and KV cache: it cannot start "
+        f"under it; raise memory_budget well above {floor / MIB:.0f} MiB (`vramtui estimate` with "
+        "--memory-budget gives the least that holds the model too)"
+    )
 
 
 def on_cpu_ignored(profile: Profile, sample_source: Any) -> list[str]:
@@ -1153,6 +1172,7 @@ _LAUNCHER_ADVICE = {
     READY_TIMEOUT: "Raise `ready_timeout` in the profile if the model is large, or look at the last lines.",
     STOPPED_BY_VRAMTUI: "vramtui stopped the server itself (ctrl-c, quit, or a budget): not an engine failure.",
     CUDA_OOM: "The run crossed the profile's memory_budget: lower the settings or raise the budget.",
+    BUDGET_BELOW_ENGINE: "Raise memory_budget under [limits] in the profile: no engine setting helps.",
 }
 
 

@@ -329,7 +329,8 @@ class MemoryModel:
                 attempted = max(attempted, weights)
             held = obs.held_bytes()
             # (a buffer printed as it was asked for and never held, past the whole budget, proves nothing)
-            if held and self.host and self.budget and held < self.budget:
+            # (nor does one held by a server that runs over the budget: it is over it)
+            if held and self.host and self.budget and held < self.budget and not obs.runs_over_budget:
                 # what it held when the next buffer failed was there at once: the room is at least that,
                 # whatever the engine's own figure says (QA 26 D4: 21 + 16 MiB held under 200 MiB beside
                 # an assumed 352 MiB engine, "-152 MiB left")
@@ -341,6 +342,13 @@ class MemoryModel:
                 held = obs.held_bytes()
                 kept = self.room_upper is not None and held < self.room_upper
                 self.room_upper = min(self.room_upper, attempted) if kept else attempted  # type: ignore[type-var]
+        if obs.runs_over_budget and self.budget and obs.peak_mib and raw is not None:
+            # a server that runs over the budget holds its buffers and the engine itself: the buffers get
+            # the budget less what the engine holds at that peak (QA 29 Q6: "~256 MiB left" beside a vLLM
+            # at 1920 MiB with 259 MiB of buffers under 1850, and a step that still did not fit)
+            engine = int(obs.peak_mib * MIB) - needed_bytes(raw)
+            room = max(self.budget - engine, 0)
+            self.room_upper = room if self.room_upper is None else min(self.room_upper, room)
 
 
 def _kv_by_share(profile: Profile, result: Any | None) -> bool:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vramtui.core.backends.base import kv_set_outright
+from vramtui.core.backends.base import kv_set_outright, size_bytes, sizing_params
+from vramtui.core.units import MIB
 from vramtui.core.wizard.budget import changed, current_value
 from vramtui.core.wizard.proposal import Proposal, same_value
 
@@ -22,6 +23,21 @@ if TYPE_CHECKING:
 
 # The steps that can make one request fit the bytes given: fewer tokens, or fewer bytes per token.
 HELPS = ("context", "kv_dtype")
+# Fractions of a KV cache set outright that a step down tries, least drastic first, and the least it asks
+# for (vLLM's CPU build refuses a cache that holds less than one request; the wizard's floor elsewhere).
+_KV_STEPS = (0.75, 0.5, 0.25, 0.125)
+_KV_FLOOR = 16 * MIB
+
+
+def smaller_kv_bytes(profile: Profile) -> list[object]:
+    """Smaller sizes of a KV cache set outright (kv_cache_memory, or the engine's environment variable),
+    least drastic first; none where the memory share sizes it. QA 29 Q6: a vLLM server attached at 1920
+    MiB under an 1850 MiB budget, with 256 MiB of KV set outright, read "no setting left"."""
+    sized = sizing_params(profile.backend, profile.params, profile.env).get("kv_cache_memory")
+    if not sized:
+        return []
+    now = size_bytes("kv_cache_memory", sized)
+    return [f"{int(now * step) // MIB}MiB" for step in _KV_STEPS if now * step >= _KV_FLOOR]
 
 
 def outright_too_small(profile: Profile, obs: Observation) -> bool:

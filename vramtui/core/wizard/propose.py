@@ -25,7 +25,7 @@ from vramtui.core.units import GIB, MIB
 from vramtui.core.wizard.budget import MemoryModel, changed, current_value, needed_bytes, whole_or_none
 from vramtui.core.wizard.ladders import MEMORY_FAILURES, NOT_MEMORY, Rung
 from vramtui.core.wizard.observe import Observation
-from vramtui.core.wizard.outright import outright_proposal, outright_too_small
+from vramtui.core.wizard.outright import outright_proposal, outright_too_small, smaller_kv_bytes
 from vramtui.core.wizard.proposal import Proposal, same_value, value_word
 from vramtui.core.wizard.reach import engine_alone_over, out_of_reach, slot_share_words, useful_context
 
@@ -179,6 +179,8 @@ def candidates(rung: Rung, current: object, profile: Profile, n_layers: int) -> 
         return [value for value in order[order.index(now) + 1 :] if backend.quant_usable(value)]
     if param == "model":
         return _smaller_files(profile.model)
+    if param == "kv_cache_memory":
+        return smaller_kv_bytes(profile)
     return []
 
 
@@ -214,6 +216,26 @@ def stage_from_facts(obs: Observation) -> str:
     if obs.facts.get("mmap_failed") or ("kv_buffer" not in obs.figures and "model_buffer" not in obs.figures):
         return "load_weights"
     return "kv_cache"
+
+
+def _no_room_to_start(findings: Findings, obs: Observation) -> bool:
+    """No room to start or import the engine, where no setting helps: under the budget (the diagnosis'
+    cause, or the launcher's refusal of a budget under the engine's own floor, before it launched), or the
+    machine's own limit while it imported itself (QA 29 Q9). The stop and its advice go in `findings`."""
+    too_small = next((c for c in (obs.cause, obs.failure) if c in BUDGET_TOO_SMALL), None)
+    if too_small is not None:
+        said = [obs.message] if obs.message and too_small != obs.cause else []  # the launcher's words
+        findings.advice = [*said, *obs.advice] or ["raise memory_budget under [limits] in the profile"]
+        helps = "or do as the advice says" if too_small in BUDGET_ADVISED_FIX else "no engine setting helps"
+        findings.stop_reason = f"{CAUSE_WORDS[too_small]}: raise memory_budget, {helps}"
+        return True
+    if obs.cause == "host_import":
+        findings.advice = list(obs.advice)
+        findings.stop_reason = (
+            f"{CAUSE_WORDS[obs.cause]}: free host RAM or raise its limit, no engine setting helps"
+        )
+        return True
+    return False
 
 
 def _is_memory(failure: str | None) -> bool:
@@ -606,20 +628,7 @@ class Proposer:
             findings.stop_reason = "the server came up but did not answer; not a memory problem"
             return None
         failure = obs.failure or ""
-        if obs.cause in BUDGET_TOO_SMALL:  # no room to start or import the engine: no setting helps
-            findings.advice = list(obs.advice) or ["raise memory_budget under [limits] in the profile"]
-            helps = (
-                "or do as the advice says" if obs.cause in BUDGET_ADVISED_FIX else "no engine setting helps"
-            )
-            findings.stop_reason = f"{CAUSE_WORDS[obs.cause]}: raise memory_budget, {helps}"
-            return None
-        if (
-            obs.cause == "host_import"
-        ):  # QA 29 Q9: the machine's own limit, before the model: no setting helps
-            findings.advice = list(obs.advice)
-            findings.stop_reason = (
-                f"{CAUSE_WORDS[obs.cause]}: free host RAM or raise its limit, no engine setting helps"
-            )
+        if _no_room_to_start(findings, obs):
             return None
         if not _is_memory(failure):
             # the diagnosis' bare "read the first error line" is the wizard's own word for "other" already

@@ -42,12 +42,21 @@ CPU_OFFLOAD_GB_UP = Rung(
     "(tokens/s falls with the GiB moved)",
 )
 
+# A KV cache set outright (--kv-cache-memory-bytes) is held whole from the start: fewer sequences, a shorter
+# context or fp8 free none of it; fewer bytes do (QA 29 Q6). None where the share sizes the cache.
+KV_BYTES_DOWN = Rung(
+    "kv_cache_memory",
+    "down",
+    "a smaller KV cache, set outright (--kv-cache-memory-bytes)",
+    "fewer tokens cached at once: fewer or shorter requests at a time",
+)
+
 # vLLM has one smaller KV type: its cost in vLLM's words, not llama.cpp's q4_0/q8_0 (QA 9)
 FP8_KV = replace(KV_DTYPE_DOWN, cost="slightly lower answer quality (fp8 keys and values)")
 
 LADDER: Ladder = {
     # No flash-attention rung: the attention backend changes neither the paged KV cache nor the profile.
-    "kv_cache": (PARALLEL_DOWN, FP8_KV, CONTEXT_DOWN, MEM_SHARE_UP),
+    "kv_cache": (KV_BYTES_DOWN, PARALLEL_DOWN, FP8_KV, CONTEXT_DOWN, MEM_SHARE_UP),
     # the cache cannot hold ONE request of --max-model-len: fewer sequences change nothing (vLLM sizes
     # that check by one request), a smaller type or a shorter context does (QA 10: max-num-seqs 4 -> 2)
     "kv_cache:kv_too_small": (FP8_KV, CONTEXT_DOWN, MEM_SHARE_UP),

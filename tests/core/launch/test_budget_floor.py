@@ -1,0 +1,59 @@
+"""QA 29: a host budget under what the engine's largest process maps before any model buffer (vLLM's CPU
+worker: its Backend's address_space_floor) is refused before launch, by check, run and the wizard alike.
+It used to launch, fail 15 s later, and read as two different errors from run to run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from vramtui.core.backends import get_backend
+from vramtui.core.demo.tinyhf import write_tiny_hf
+from vramtui.core.launch.launcher import budget_below_engine
+from vramtui.core.launch.profile import Profile
+
+MIB = 1 << 20
+
+
+def test_a_budget_under_the_engines_floor_is_said_with_the_floor(tmp_path: Path) -> None:
+    floor = get_backend("vllm").address_space_floor
+    assert floor > 1024 * MIB
+    model = str(write_tiny_hf(tmp_path / "tiny-hf"))
+    said = budget_below_engine(Profile(backend="vllm", model=model, memory_budget=1024 * MIB), None)
+    assert said is not None and "1024 MiB" in said and f"{floor // MIB} MiB" in said
+    assert budget_below_engine(Profile(backend="vllm", model=model, memory_budget=floor + MIB), None) is None
+    assert budget_below_engine(Profile(backend="vllm", model=model), None) is None  # no budget
+    # an engine with no such floor is not refused here (its measured footprint speaks at launch)
+    gguf = Profile(backend="llama.cpp", model=model, memory_budget=64 * MIB)
+    assert budget_below_engine(gguf, None) is None
+
+
+def _vramtui(*args: str, data: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "VRAMTUI_DATA_DIR": str(data)}  # its run logs and records stay in the test's folder
+    return subprocess.run(
+        [sys.executable, "-m", "vramtui", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+
+
+def test_check_and_the_wizard_refuse_it_before_launch(tmp_path: Path) -> None:
+    write_tiny_hf(tmp_path / "tiny-hf")
+    profile = tmp_path / "p.toml"
+    # the program is never run: the refusal comes before the launch (this Python stands in for vllm)
+    profile.write_text(
+        f'backend = "vllm"\nmodel = "tiny-hf"\nprogram = "{sys.executable}"\n'
+        '[params]\ncontext = 1024\nkv_cache_memory = "64MiB"\n[limits]\nmemory_budget = "1GiB"\n',
+        encoding="utf-8",
+    )
+    checked = _vramtui("check", str(profile), data=tmp_path / "data")
+    wizard = _vramtui("wizard", str(profile), "--auto", data=tmp_path / "data")
+    assert checked.returncode == 1, checked.stderr
+    assert "cannot start under it" in checked.stdout and "Traceback" not in checked.stderr
+    assert "no engine setting helps" in wizard.stdout and "cannot start under it" in wizard.stdout
+    assert "not a memory problem" not in wizard.stdout
