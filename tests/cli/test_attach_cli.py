@@ -281,3 +281,32 @@ def test_an_ollama_api_by_url_reports_what_api_ps_says(tmp_path: Path) -> None:
         assert report["model"] == "llama3.2:1b"
         assert any("no engine vramtui knows" in note for note in report["notes"])
         assert server.poll() is None
+
+
+def test_a_server_that_dies_during_the_watch_keeps_its_log_and_its_level(
+    llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    """QA 30 S2: a server killed during `attach` read "plateau 0 MiB" and "falls back" (the zeros after its
+    exit as its curve), "no log read" (its log was looked up through /proc after it was gone), and "leaves
+    it running". Its log is found while it runs, the readings stop at its exit, and the text says it ended."""
+    port = _free_port()
+    log = tmp_path / "llama-server.log"
+    argv = [str(llama_server_bin), "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port)]
+    for proc in _start([*argv, "--ctx-size", "512"], log, "/health", port):
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "vramtui", "attach", str(proc.pid), "--json", "--duration", "6"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(3.0)  # attached, sampling
+        proc.kill()
+        proc.wait(10)
+        out, err = watcher.communicate(timeout=60)
+        assert watcher.returncode == 0, err
+        report = json.loads(out)
+        assert report["still_running"] is False
+        assert report["log_source"] == str(log) and report["diagnosis"] is not None
+        readings = report["readings"]
+        assert readings["plateau_mib"] and readings["plateau_mib"] > 0, readings
+        assert any("the process exited at" in note for note in report["notes"]), report["notes"]

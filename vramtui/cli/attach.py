@@ -167,5 +167,6 @@ def render_text(report: dict[str, Any]) -> str:
         lines.append(f"  log         {report['log_source']}: {verdict}")
     for note in report["notes"]:
         lines.append(f"  note: {note}")
-    lines.append("  (vramtui did not start this server and leaves it running)")
+    if report.get("still_running") is not False:  # one that exited during the watch says so in a note
+        lines.append("  (vramtui did not start this server and leaves it running)")
     return "\n".join(lines)

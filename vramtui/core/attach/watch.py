@@ -64,8 +64,17 @@ class Attached:
         # It was serving before we came: the whole watch is its resident level, no load step to find.
         serving = any(e.answered for e in self.endpoints.values())
         events = [Event(times[0], "ready", "attached to a serving server")] if serving else []
+        exited = self.exited_at()
+        if exited is not None:  # what it held after its exit is no level of its own (QA 30 S2: plateau 0)
+            events.append(Event(exited, "exit", "the process exited"))
         readings = compute_readings(times, values, events, total_bytes=total, running=running)
         return {"series": series_name(key), **readings.to_dict()}
+
+    def exited_at(self) -> float | None:
+        """When the watched process was first seen gone (its host sample's root no longer alive), or None."""
+        if self.still_running is not False:
+            return None
+        return next((s.t for s in self.samples if s.host is not None and not s.host.root_alive), None)
 
     def gpu_processes(self) -> list[dict[str, Any]]:
         """Every process NVML charges GPU memory to, with its container (NVML gives host PIDs)."""
@@ -298,12 +307,20 @@ def attach(text: str, duration_s: float = 3.0, log: str | None = None, interval_
             f"{what} is no model server vramtui knows ({_why_no_server(command, endpoints, silent)})"
         )
     estimate = _estimate_of(command)  # made while it is watched
+    # its log is found through /proc while it runs: a server that dies during the watch keeps it (QA 30 S2)
+    found = server_log(target.pid) if log is None and target.pid is not None and not target.log_once else None
     samples, nvml_status = _sample(target.pid, duration_s, interval_s)
     result = Attached(target, command, endpoints, samples, None, nvml_status=nvml_status)
     result.estimate = estimate
-    _read_log(result, log)
     if target.pid is not None:
         result.still_running = psutil.pid_exists(target.pid)
+    exited = result.exited_at()
+    if exited is not None and samples:
+        when = time.strftime("%H:%M:%S", time.localtime(exited))
+        result.notes.append(
+            f"the process exited at {when}, {exited - samples[0].t:.0f} s into the watch (not by vramtui)"
+        )
+    _read_log(result, log, found)
     return result
 
 
@@ -320,7 +337,7 @@ def _estimate_of(command: ServerCommand | None) -> Any:
     return LaunchEstimate(command.model, params, command.backend.name, on_gpu, None)
 
 
-def _read_log(result: Attached, log: str | None) -> None:
+def _read_log(result: Attached, log: str | None, found: str | None = None) -> None:
     from vramtui.core.logs.diagnose import diagnose_file
 
     target = result.target
@@ -330,7 +347,7 @@ def _read_log(result: Attached, log: str | None) -> None:
         path = scratch = _log_once(target.log_once)
         result.log_source = " ".join(target.log_follow or target.log_once)
     elif path is None and target.pid is not None:
-        path = server_log(target.pid)
+        path = found or server_log(target.pid)
         if path is not None:
             result.log_source = path
     else:
