@@ -583,3 +583,17 @@ def test_a_memory_failure_with_no_stage_line_gets_both_sides_advice() -> None:
     # a log whose stage lines say where: no such line
     staged = diagnose_lines(["Loading weights took 10.1 seconds", "Model loading took 15.27 GiB", *lines])
     assert not any(line.startswith("If it failed") for line in staged.advice), staged.advice
+
+
+def test_requests_refused_without_a_reason_name_the_engine_that_sends_it() -> None:
+    """QA 30 S12: a hand-started llama-cpp-python server answering HTTP 400 to a prompt past its context was
+    told "vLLM sends the reason to the client"."""
+    from pathlib import Path
+
+    from vramtui.core.logs.diagnose import diagnose_file
+
+    log = Path(__file__).resolve().parents[2] / "data" / "logs" / "llama-cpp-python-http-400.log"
+    diagnosis = diagnose_file(log)
+    said = " ".join(diagnosis.advice)
+    assert diagnosis.backend == "llama-cpp-python"
+    assert "llama-cpp-python sends the reason to the client" in said and "vLLM" not in said, said

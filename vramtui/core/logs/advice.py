@@ -638,8 +638,8 @@ ADVICE: tuple[AdviceRow, ...] = (
         "context_too_long",
         "request_refused",
         (
-            "The server refused requests (HTTP 400) and its log does not say why: vLLM sends the reason to "
-            "the client. The usual one is a prompt longer than {context}: read the client's error, then send "
+            "The server refused requests (HTTP 400) and its log does not say why: {the_engine} sends the "
+            "reason to the client. The usual one is a prompt longer than {context}: read the client's error, then send "
             "a shorter input or raise {context} (it costs KV-cache memory).",
         ),
     ),
