@@ -143,3 +143,19 @@ def test_k_and_v_types_that_differ_read_as_the_larger_and_say_so() -> None:
     command = read_command(argv)
     assert command.params == {"kv_dtype": "f16"} and not command.unread
     assert any("--cache-type-k q8_0, --cache-type-v f16 differ" in p for p in command.problems)
+
+
+def test_a_console_script_under_its_interpreter_is_relaunched_as_the_script(tmp_path: Path) -> None:
+    """QA 30 S14: vLLM started as `vllm serve` shows as `python .../bin/vllm serve ...`; its profile took the
+    interpreter as the program, and the changed command read `python serve MODEL` (a file named serve)."""
+    argv = shlex.split(
+        "/opt/venv/bin/python /opt/venv/bin/vllm serve /models/tiny --port 9000 --kv-cache-memory-bytes 256M"
+    )
+    running = _running(argv, cwd=str(tmp_path))
+    profile = attached_profile(running)
+    assert profile.backend.name == "vllm" and profile.program == "/opt/venv/bin/vllm"
+    changed = changed_command(running, profile, profile.with_param("kv_cache_memory", "128MiB"))
+    assert changed.argv[:3] == ["/opt/venv/bin/vllm", "serve", "/models/tiny"], changed.argv
+    # a Python module server (llama-cpp-python's `python -m llama_cpp.server`) keeps its interpreter
+    module = shlex.split("/usr/bin/python3 -m llama_cpp.server --model /m.gguf --port 9001")
+    assert attached_profile(_running(module, cwd=str(tmp_path))).program == "/usr/bin/python3"

@@ -24,6 +24,7 @@ from vramtui.core.attach.cmdline import ServerCommand, as_sizes, flags_set, proc
 from vramtui.core.attach.endpoints import Unreachable, fetch
 from vramtui.core.attach.target import Target, parse_target, pid_listening_on, resolve, url_port
 from vramtui.core.attach.watch import Attached, _model_from_endpoints
+from vramtui.core.backends import Backend
 from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.launcher import build_command
 from vramtui.core.launch.profile import Profile
@@ -114,6 +115,17 @@ def _env_params(running: Running) -> dict[str, object]:
     return params
 
 
+def _program_of(argv: list[str], backend: Backend) -> str:
+    """The program a relaunch runs: an engine's console script, not the interpreter the kernel shows it
+    under (`python .../bin/vllm serve ...`: QA 30 S14, a profile with `program = ".../bin/python"` ran
+    `python serve MODEL`)."""
+    interpreter = os.path.basename(argv[0]).startswith("python") and len(argv) > 1
+    script = backend.launch is not None and backend.launch.program[0] != "{python}"
+    if interpreter and script and not argv[1].startswith("-"):
+        return argv[1]
+    return argv[0]
+
+
 def attached_profile(running: Running, memory_budget: int | None = None) -> Profile:
     """The running server as a profile: what the wizard reasons about and what a relaunch runs."""
     command = running.command
@@ -126,7 +138,7 @@ def attached_profile(running: Running, memory_budget: int | None = None) -> Prof
     model = command.model or (running.model_hint if backend.launch.model_at_request else None)
     if not model:
         raise VramtuiError(f"{running.target.text}: its command line names no model")
-    program = command.argv[0]
+    program = _program_of(command.argv, backend)
     params = as_sizes({**_env_params(running), **command.params, **command.extra})
     return Profile(
         backend=backend,
