@@ -23,6 +23,7 @@ def test_a_cpu_runs_bill_sizes_this_machines_ram_as_estimate_cpu_does(
     model = write_tiny_hf(tmp_path / "m")
     bill, note = LaunchEstimate(str(model), {"context": 1024}, "vllm", False, None).result()
     assert bill is not None, note
-    assert main(["estimate", str(model), "--backend", "vllm", "--cpu", "--ctx", "1024", "--json"]) == 0
+    # 0 or 1: whether the share fits in what this machine has free now (QA 29 Q8) is not this test's matter
+    assert main(["estimate", str(model), "--backend", "vllm", "--cpu", "--ctx", "1024", "--json"]) in (0, 1)
     cli = json.loads(capsys.readouterr().out)
     assert bill.get("kv_cache", HOST) == cli["kv_cache_bytes"]
