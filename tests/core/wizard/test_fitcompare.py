@@ -292,3 +292,31 @@ def test_a_figure_under_a_mib_is_said_with_its_decimal() -> None:
 
     assert mib_figure(0.42) == "0.4" and mib_figure(9.96) == "10.0" and mib_figure(163.4) == "163"
     assert mib_figure(0) == "0"
+
+
+def test_a_server_over_its_budget_and_the_one_after_the_change_have_their_peaks_compared() -> None:
+    """QA 30 S3: an attached server answering over its 60 MiB budget, relaunched with a shorter context,
+    read "peak memory 43 MiB (the run before failed at kv cache with 84 MiB: not the same buffers, not
+    compared)". It did not fail: it came up both times, and 84 -> 43 MiB is what the user wants to see."""
+    from vramtui.core.wizard.observe import Observation
+    from vramtui.core.wizard.verify import _peaks
+
+    def up(peak: float, budget: float | None) -> Observation:
+        return Observation(
+            ready=False, smoke_ok=True, stage="inference", failure_stage="kv_cache", failure="host_oom",
+            peak_mib=peak, samples=20, budget_mib=budget,
+        )  # fmt: skip
+
+    over = up(84, 60)
+    assert over.runs_over_budget
+    under = Observation(
+        ready=True,
+        smoke_ok=True,
+        stage="inference",
+        failure_stage=None,
+        failure=None,
+        peak_mib=43,
+        samples=20,
+    )
+    assert _peaks(over, under) == "peak memory 84 → 43 MiB"
+    assert _peaks(over, up(70, 60)) == "peak memory 84 → 70 MiB"
