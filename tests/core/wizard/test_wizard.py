@@ -566,7 +566,10 @@ def test_a_server_over_a_budget_below_what_no_setting_shrinks_stops_and_says_so(
     assert weights < 500  # the weights alone fit: it is the engine's own share that does not
     assert wizard.propose() is None
     findings = wizard.proposer.findings
-    assert findings.stop_reason == "the 500 MiB budget is below what no engine setting shrinks"
+    # QA 30 S17: it read "below what no engine setting shrinks"
+    assert findings.stop_reason == (
+        "the 500 MiB budget is below what the engine itself and its weights hold, which no engine setting shrinks"
+    )
     assert (
         "is the engine itself" in findings.advice[0] and "give it a budget of at least" in findings.advice[1]
     )

@@ -137,4 +137,8 @@ def engine_alone_over(model: MemoryModel, obs: Observation, profile: Profile) ->
         f"estimate: {held}, which no engine setting shrinks",
         f"give it a budget of at least {floor / MIB * 1.1:.0f} MiB, or use a smaller model or quantization",
     ]
-    return advice, f"the {model.budget / MIB:.0f} MiB budget is below what no engine setting shrinks"
+    held = "the engine itself and its weights hold" if weights else "the engine itself holds"
+    return (
+        advice,
+        f"the {model.budget / MIB:.0f} MiB budget is below what {held}, which no engine setting shrinks",
+    )
