@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from vramtui.core.memory.nvml import first_gpu_total_bytes
+
 REPLAY_KEYS = {"baseline_mib", "plateau_mib", "peak_mib", "after_mib", "falls_back", "rising", "samples"}
 
 
@@ -154,6 +156,8 @@ def test_llama_cpp_python_by_pid_and_url(llama_cpp_python_server, tiny_gguf: Pat
         assert report["endpoints_found"] == ["/v1/models"]
         assert report["endpoints"]["/metrics"]["answered"] is False
         _check_common(report, proc, log, tiny_gguf)
+        if first_gpu_total_bytes() is None:  # QA 30 S21: no GPU here, so its CPU buffers are no news
+            assert not any("nothing runs on a GPU" in w for w in report["diagnosis"]["warnings"])
 
 
 def test_a_log_given_with_log_is_diagnosed(llama_server, tmp_path: Path) -> None:

@@ -339,6 +339,7 @@ def _estimate_of(command: ServerCommand | None) -> Any:
 
 def _read_log(result: Attached, log: str | None, found: str | None = None) -> None:
     from vramtui.core.logs.diagnose import diagnose_file
+    from vramtui.core.memory.nvml import first_gpu_total_bytes
 
     target = result.target
     path = log
@@ -356,8 +357,12 @@ def _read_log(result: Attached, log: str | None, found: str | None = None) -> No
         result.notes.append("no log read: pass --log FILE (its output goes to no file vramtui can see)")
         return
     backend = result.command.backend if result.command else None
+    # a server on this machine (a PID) where NVML finds no GPU: every buffer on the CPU is no news (QA 30 S21)
+    here_without_gpu = target.pid is not None and first_gpu_total_bytes() is None
     try:
-        result.diagnosis = diagnose_file(path, backend=backend.name if backend else None)
+        result.diagnosis = diagnose_file(
+            path, backend=backend.name if backend else None, gpu_absent=here_without_gpu
+        )
     finally:
         if scratch is not None:
             os.unlink(scratch)

@@ -468,11 +468,18 @@ def diagnose_file(
     requested_quant: str | None = None,
     exit_code: int | None = None,
     kernel_log: Callable[[], str | None] | None = None,
+    gpu_absent: bool = False,
 ) -> Diagnosis:
-    """Diagnose a log file ("-" is stdin), streaming in chunks: memory stays bounded."""
+    """Diagnose a log file ("-" is stdin), streaming in chunks: memory stays bounded. `gpu_absent`: the log
+    is of a server on this machine, where no GPU is found (every buffer on the CPU is then no news)."""
     with open_log(path) as stream:
         return diagnose_stream(
-            stream, backend, requested_quant=requested_quant, exit_code=exit_code, kernel_log=kernel_log
+            stream,
+            backend,
+            requested_quant=requested_quant,
+            exit_code=exit_code,
+            kernel_log=kernel_log,
+            gpu_absent=gpu_absent,
         )
 
 
@@ -527,10 +534,12 @@ def diagnose_stream(
     requested_quant: str | None = None,
     exit_code: int | None = None,
     kernel_log: Callable[[], str | None] | None = None,
+    gpu_absent: bool = False,
 ) -> Diagnosis:
     """Diagnose an open binary stream to its end, in chunks; a regular file's modification time is taken
     as its last line's time (near enough) for the kernel log's kills."""
     diagnoser = LogDiagnoser(backend, requested_quant=requested_quant, kernel_log=kernel_log)
+    diagnoser.gpu_absent = gpu_absent
     try:
         status = os.fstat(stream.fileno())
         if stat.S_ISREG(status.st_mode):
