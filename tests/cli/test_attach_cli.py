@@ -140,6 +140,8 @@ def test_llama_server_by_pid_as_text(llama_server) -> None:
     assert "n_ctx_per_slot=512" in text.stdout  # /props: each slot's share, named as /slots names it
     assert "n_ctx=" not in text.stdout  # said once (QA 7: "n_ctx=512" beside context 1024 read as a conflict)
     assert f"http://127.0.0.1:{port}" in text.stdout
+    # the four readings, as the memory pane and replay give them (QA 30 S16: plateau and peak alone)
+    assert all(word in text.stdout for word in ("baseline ", "plateau ", "peak ", "falls back "))
     report = _report(str(proc.pid))
     assert report["url"] == f"http://127.0.0.1:{port}"
     assert report["params"] == {"context": 1024, "parallel": 2}

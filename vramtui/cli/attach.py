@@ -153,9 +153,12 @@ def render_text(report: dict[str, Any]) -> str:
             )
     readings = report["readings"]
     if readings:
+        # the four readings the memory pane and `replay` give (QA 30 S16: plateau and peak alone)
+        falls = {True: "yes", False: "no"}.get(readings.get("falls_back"), "unknown")
         lines.append(
-            f"  memory      {readings['series']}: plateau {_mib(readings['plateau_mib'])}, "
-            f"peak {_mib(readings['peak_mib'])} over {readings['samples']} samples"
+            f"  memory      {readings['series']}: baseline {_mib(readings.get('baseline_mib'))}, plateau "
+            f"{_mib(readings['plateau_mib'])}, peak {_mib(readings['peak_mib'])}, falls back {falls} over "
+            f"{readings['samples']} samples"
         )
     for row in report["gpu_processes"]:
         box = f" ({_box(row['container'])})" if row["container"] else ""

@@ -106,7 +106,7 @@ def render(shot: Any) -> str:
             name += f" (in {server.container})"
         lines.append(
             f"  {server.pid:>7}  {server.engine:16} {name[:40]:40} {where:7} {server.settings_line()}"
-            f"\n           memory: {on_gpus}; host {_size(server.host_bytes)} ({len(server.pids)} processes)"
+            f"\n           memory: {on_gpus}; host {_size(server.host_bytes)} ({len(server.pids)} process{'es' if len(server.pids) != 1 else ''})"
         )
         if server.bill is not None:
             lines.append(
