@@ -101,7 +101,7 @@ def render(shot: Any) -> str:
     for server in servers:
         name = Path(server.model).name if server.model else "?"
         on_gpus = " ".join(f"GPU{i} {_size(server.gpu_bytes.get(i))}" for i in gpu_indexes) or "no GPU"
-        where = f":{server.ports[0]}" if server.ports else ""
+        where = f":{server.port}" if server.port else ""
         if server.container:
             name += f" (in {server.container})"
         lines.append(

@@ -298,3 +298,17 @@ def test_a_servers_settings_are_said_in_its_engines_own_terms() -> None:
     assert vllm.settings_line() == "max-model-len 1024, max-num-seqs 4, kv-cache-dtype auto*"
     llama = Server(pid=1, engine="llama.cpp", pids=[1], params={"context": 4096}, assumed={"parallel": 4})
     assert llama.settings_line() == "ctx 4096, slots 4*"
+
+
+def test_a_servers_port_is_the_one_its_command_line_names() -> None:
+    """QA 30 S8: a loading vLLM showed its engine's ZMQ port (:33243) for `--port 8023`: its API listens only
+    once the model is loaded, its engine's ports before."""
+    from vramtui.core.attach.cmdline import read_command
+
+    command = read_command(["vllm", "serve", "/m", "--port", "8023"])
+    loading = Server(pid=1, engine="vllm", pids=[1, 2], command=command, ports=[33243, 41011])
+    assert loading.port == 8023 and loading.url == "http://127.0.0.1:8023"
+    unnamed = Server(
+        pid=1, engine="vllm", pids=[1], command=read_command(["vllm", "serve", "/m"]), ports=[8000]
+    )
+    assert unnamed.port == 8000

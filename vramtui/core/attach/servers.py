@@ -54,8 +54,15 @@ class Server:
         return ", ".join(shown) or "—"
 
     @property
+    def port(self) -> int | None:
+        """Its HTTP port: the one its command line names (vLLM listens on it only once loaded, and its
+        engine's ZMQ ports listen before: QA 30 S8), else the first port it listens on."""
+        named = self.command.port if self.command is not None else None
+        return named or (self.ports[0] if self.ports else None)
+
+    @property
     def url(self) -> str | None:
-        return f"http://127.0.0.1:{self.ports[0]}" if self.ports else None
+        return f"http://127.0.0.1:{self.port}" if self.port else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -334,7 +341,7 @@ def snapshot(nvml: Any = None, bills: bool = True) -> Snapshot:
             source.close()  # ours: NVML's init is counted, each scan must give it back
     servers = find_servers()
     for server in servers:
-        server.ports = _ports(server.pids)
+        server.ports = _ports(server.pids, server.command.port if server.command else None)
         server.assumed = _assumed(server.command, {})
         box = named(container_of(server.pid))  # a server in docker or podman: its container, by cgroup
         server.container = box.label if box is not None else None
@@ -363,7 +370,8 @@ def bill_new(shot: Snapshot, known: dict[int, Server]) -> None:
         del known[pid]
 
 
-def _ports(pids: list[int]) -> list[int]:
+def _ports(pids: list[int], named: int | None = None) -> list[int]:
+    """The ports the tree listens on, the one its command line names first (its API, not its engine's)."""
     ports: set[int] = set()
     for pid in pids:
         try:
@@ -371,7 +379,7 @@ def _ports(pids: list[int]) -> list[int]:
         except psutil.Error:
             continue
         ports.update(c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr)
-    return sorted(ports)
+    return sorted(ports, key=lambda port: (port != named, port))
 
 
 def _setting_words(engine: str) -> tuple[tuple[str, str], ...]:

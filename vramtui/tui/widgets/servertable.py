@@ -180,7 +180,7 @@ def _row(server: Any, gpus: list[int]) -> dict[str, str]:
         "PID": str(server.pid),
         "engine": server.engine,
         "model": Path(server.model).name[:32] if server.model else "?",
-        "port": str(server.ports[0]) if server.ports else "—",
+        "port": str(server.port) if server.port else "—",
         "settings": server.settings_line(),
         "GPU": on_gpus,
         "host": _size(server.host_bytes),
