@@ -1330,3 +1330,19 @@ def test_a_vllm_server_over_its_budget_with_kv_set_outright_gets_a_smaller_kv_ca
     shared_wizard.start()
     step = shared_wizard.propose()
     assert step is None or step.param != "kv_cache_memory"
+
+
+def test_a_smaller_kv_cache_is_never_below_one_request() -> None:
+    """vLLM refuses to start a cache set outright that cannot hold one request of the whole context: the
+    step down stops above that (Qwen2.5-0.5B: 12 KiB a token, 384 MiB for one 32768-token request)."""
+    from vramtui.core.backends import get_backend
+
+    config = (
+        Path(__file__).resolve().parents[2] / "data" / "configs" / "Qwen--Qwen2.5-0.5B-Instruct.config.json"
+    )
+    params = {"context": 32768, "kv_cache_memory": "512MiB"}
+    profile = Profile(backend="vllm", model=str(config), params=params, memory_budget=4 * 1024 * MIB)
+    wizard = Wizard(profile, runner=lambda _profile: None, record=False)
+    (rung,) = [r for r in get_backend("vllm").rungs("kv_cache") if r.param == "kv_cache_memory"]
+    values = wizard.proposer.candidates(rung, "512MiB", profile)
+    assert values and "256MiB" not in values and all(v in ("384MiB",) for v in values), values

@@ -162,8 +162,9 @@ def _under_budget(
 ) -> FitAnswer:
     """Under a budget, an engine whose cache is a share of the machine: sized as `estimate --memory-budget`
     sizes it (the budget holds the whole run, the worker's address space its runtime row; the share is the
-    machine's), with the cache size that fits the budget where none is set. No context helps a cache the share sizes (QA 29 Q5: "does not fit at context 1,024 (needs
-    1.6 GiB)" beside "2.0 GiB left" and "the largest context that fits: 4,096")."""
+    machine's), with the cache size that fits the budget where none is set. No context helps a cache the
+    share sizes (QA 29 Q5: "does not fit at context 1,024 (needs 1.6 GiB)" beside "2.0 GiB left" and "the
+    largest context that fits: 4,096")."""
     from vramtui.core.backends import get_backend
     from vramtui.core.estimate.inputs import cpu_run_card
     from vramtui.core.logs.advice import engine_size
@@ -175,11 +176,10 @@ def _under_budget(
     answer.max_context = answer.max_parallel = None
     fit = estimate(info, sized).kv_cache_memory_fit
     if fit:
-        backend = get_backend(settings.backend)
+        size, flag = engine_size(fit, down=True), get_backend(settings.backend).knob("kv_cache_memory")
         answer.notes.append(
-            f"the KV cache is a share of the whole machine, not of the budget: set it outright, "
-            f'kv_cache_memory = "{engine_size(fit, down=True)}" in the profile '
-            f"({backend.knob('kv_cache_memory')} {engine_size(fit, down=True)})"
+            "the KV cache is a share of the whole machine, not of the budget: set it outright, "
+            f'kv_cache_memory = "{size}" in the profile ({flag} {size})'
         )
     return answer
 

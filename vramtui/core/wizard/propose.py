@@ -179,8 +179,6 @@ def candidates(rung: Rung, current: object, profile: Profile, n_layers: int) -> 
         return [value for value in order[order.index(now) + 1 :] if backend.quant_usable(value)]
     if param == "model":
         return _smaller_files(profile.model)
-    if param == "kv_cache_memory":
-        return smaller_kv_bytes(profile)
     return []
 
 
@@ -429,6 +427,13 @@ class Proposer:
             return self._expert_layers(profile, current)
         if rung.param == "cpu_offload":
             return self._offload_gib(profile, current)
+        if rung.param == "kv_cache_memory":  # never below one request: the engine would refuse to start
+            sizes = smaller_kv_bytes(profile)
+            return [
+                v
+                for v in sizes
+                if self.model.holds_one_request(changed(profile, [(rung.param, v)])) is not False
+            ]
         n_layers = 0
         if rung.param == "gpu_layers" and str(current) not in ("0", "None"):
             n_layers = int(getattr(self.model.info(profile.model), "n_layers", 0) or 0)
