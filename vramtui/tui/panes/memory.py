@@ -385,10 +385,14 @@ class MemoryPane(Pane, can_focus=True):
         if peak is not None:
             text.append(f" · max ever {format_bytes(peak, 1)}", style="dim")
         if getattr(readings, "rising", False):
-            text.append(
-                "\n⚠ the floor climbs request after request (cache not released, or a leak)",
-                style=theme_style(app, "log-warning"),
+            # the whole machine's RAM holds every process's memory: no request or leak of a model's to name
+            # there (QA 30 S22: said on a shared box where other people started servers)
+            climbs = (
+                "the machine's memory floor climbs (every process's, not only a model's)"
+                if key == "host"
+                else "the floor climbs request after request (cache not released, or a leak)"
             )
+            text.append(f"\n⚠ {climbs}", style=theme_style(app, "log-warning"))
         leftover = getattr(readings, "leftover_mib", None)
         if leftover:
             text.append(
