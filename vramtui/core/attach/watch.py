@@ -339,7 +339,6 @@ def _estimate_of(command: ServerCommand | None) -> Any:
 
 def _read_log(result: Attached, log: str | None, found: str | None = None) -> None:
     from vramtui.core.logs.diagnose import diagnose_file
-    from vramtui.core.memory.nvml import first_gpu_total_bytes
 
     target = result.target
     path = log
@@ -358,7 +357,8 @@ def _read_log(result: Attached, log: str | None, found: str | None = None) -> No
         return
     backend = result.command.backend if result.command else None
     # a server on this machine (a PID) where NVML finds no GPU: every buffer on the CPU is no news (QA 30 S21)
-    here_without_gpu = target.pid is not None and first_gpu_total_bytes() is None
+    # (the watch's own samples say so: NVML is not opened a second time for it)
+    here_without_gpu = target.pid is not None and not any(sample.gpus for sample in result.samples)
     try:
         result.diagnosis = diagnose_file(
             path, backend=backend.name if backend else None, gpu_absent=here_without_gpu
