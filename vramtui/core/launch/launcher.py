@@ -754,10 +754,10 @@ class ModelServer:
             self._died_on_its_own = True  # what stop_group sends now reaches only what it left behind
         if self.proc.poll() is None:
             self.stopped_by_us = True
-            if self._reader is not None:
-                self._reader.catch_up()
             # Into the run log: a kill after this line is ours, not the OOM killer's (the diagnosis reads it).
-            self._record_line(f"vramtui: stopping the server (SIGTERM, then SIGKILL after {grace_s:g} s)")
+            line = f"vramtui: stopping the server (SIGTERM, then SIGKILL after {grace_s:g} s)"
+            if self._reader is None or not self._reader.say_after_pipe(line):
+                self._record_line(line)
         procs.stop_group(self.proc, grace_s=grace_s)
         self._note_exit()
         if self._reader is not None:
