@@ -450,6 +450,11 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # class 6/6, memory 1/1, first error 2/3, quiet 1/3, engine 6/6; no rule written from it (its two quiet
     # misses: vLLM's "Unknown vLLM environment variable" is called nothing in a healthy training log and a
     # quiet problem in this one; Ollama's context cap is silenced where Ollama sized the default itself).
+    # Round 71 (6 logs: 3 vLLM, SGLang, 2 Ollama; 2 healthy, 1 quiet; 3 training, 3 held-out) at a04cb66:
+    # stage 5/6, class 6/6, memory 1/2, first error 3/3, quiet 1/1, engine 6/6; rules written from its
+    # training part since: vLLM's "Loading weights took N seconds" no longer proves the weights loaded (the
+    # quantization repack after it fails as "Failed to load model"), and llama.cpp's llama_context and
+    # llama_kv_cache stage words count only as words (Ollama's settings dump names OLLAMA_KV_CACHE_TYPE).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -579,6 +584,7 @@ LATER_ROUNDS = (
     ),
     ("round69.jsonl", "round 69 (committed DGX Spark, Ascend and Jetson logs; twenty-ninth session"),
     ("round70.jsonl", "round 70 (committed vLLM and Ollama logs; twenty-ninth session"),
+    ("round71.jsonl", "round 71 (committed V100 vLLM, DGX Spark, SGLang and Ollama logs; thirtieth session"),
 )
 
 

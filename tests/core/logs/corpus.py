@@ -85,6 +85,7 @@ FILES = (
     LOGS / "round68.jsonl",
     LOGS / "round69.jsonl",
     LOGS / "round70.jsonl",
+    LOGS / "round71.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -294,13 +294,15 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule(
         "loading model", "load_weights", r"(?:load_model|main|llama\.cpp): loading model", backend="llama.cpp"
     ),
-    StageRule("llama_context", "kv_cache", backend="llama.cpp"),
+    # not inside a word: Ollama's settings dump at every start names OLLAMA_CONTEXT_LENGTH and
+    # OLLAMA_KV_CACHE_TYPE (an idle server read "stops while allocating its KV cache")
+    StageRule("llama_context", "kv_cache", r"(?<!\w)llama_context", backend="llama.cpp"),
     # old Metal builds name each buffer they add: the KV cache's and the compute ("alloc") buffer's
     StageRule("ggml_metal_add_buffer", "kv_cache", r"allocated '(?:kv|alloc)\s", backend="llama.cpp"),
     StageRule("llama_new_context_with_model", "kv_cache", backend="llama.cpp"),
     StageRule("llama_init_from_model", "kv_cache", backend="llama.cpp"),
     # (not its K-shift, llama_kv_cache_update: that runs in a request's decode)
-    StageRule("llama_kv_cache", "kv_cache", r"llama_kv_cache(?!_update)", backend="llama.cpp"),
+    StageRule("llama_kv_cache", "kv_cache", r"(?<!\w)llama_kv_cache(?!_update)", backend="llama.cpp"),
     StageRule("kv buffer size", "kv_cache", backend="llama.cpp"),
     StageRule("compute buffer size", "kv_cache", backend="llama.cpp"),
     StageRule("graph_reserve", "kv_cache", backend="llama.cpp"),

@@ -130,6 +130,7 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("model loading took", "load_weights", backend="vllm"),
     StageRule("loading drafter model", "load_weights", backend="vllm"),  # the speculative model's load
     StageRule("loading safetensors checkpoint", "load_weights", backend="vllm"),
+    StageRule("loading weights took", "load_weights", backend="vllm"),  # read; its repack may follow
     StageRule("create_weights", "load_weights", backend="vllm"),
     StageRule("create unquantized linear weights", "load_weights", backend="vllm"),
     StageRule("get_model", "load_weights", backend="vllm"),
@@ -983,7 +984,8 @@ PROGRESS: tuple[ProgressRule, ...] = (
     # ... and its banner from 0.2x on, ASCII art that ends "█  version 0.32.0" (QA 17 F3)
     ProgressRule("█  version ", "start", r"█\s+version \d+\.\d+", backend="vllm"),
     ProgressRule("resolved architecture", "files", backend="vllm"),
-    ProgressRule("loading weights took", "weights", backend="vllm"),
+    # not "Loading weights took N seconds": the checkpoint is read, but its quantization repack
+    # (process_weights_after_loading) still allocates, and fails as "Failed to load model"
     ProgressRule("model loading took", "weights", backend="vllm"),
     ProgressRule("loading model weights took", "weights", backend="vllm"),
     ProgressRule("kv cache size", "cache", r"(?:gpu|cpu|xpu|npu) kv cache size", backend="vllm"),
