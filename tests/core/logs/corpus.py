@@ -10,6 +10,7 @@ case by case (`benchmarks/bench_diagnose_corpus.py` prints its figures, and its 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -126,6 +127,14 @@ def cases(files: tuple[Path, ...] = FILES) -> list[dict]:
                 case["split"] = "heldout" if held_out(case.get("source", case["id"])) else "train"
                 found.append(case)
     return found
+
+
+@functools.cache
+def training_log(case_id: str) -> str:
+    """The log of one training case: rules are written from the training part only, so a held-out id fails."""
+    (case,) = [case for case in cases() if case["id"] == case_id]
+    assert case["split"] == "train", f"{case_id} is held out: no rule is written from it"
+    return str(case["log"])
 
 
 def training() -> list[dict]:

@@ -9,14 +9,6 @@ import pytest
 from vramtui.core.logs.diagnose import diagnose_text
 
 
-def _log(case_id: str) -> str:
-    for case in corpus.cases((corpus.LOGS / "round51.jsonl",)):
-        if case["id"] == case_id:
-            assert case["split"] == "train"  # rules are written from the training part only
-            return case["log"]
-    raise AssertionError(f"no case {case_id}")
-
-
 def _diagnose(text: str):  # type: ignore[no-untyped-def]
     return diagnose_text(text, kernel_log=lambda: None)
 
@@ -24,7 +16,7 @@ def _diagnose(text: str):  # type: ignore[no-untyped-def]
 def test_a_full_kv_cache_that_llama_server_worked_around_is_a_quiet_warning_not_a_failure() -> None:
     # "failed to find a memory slot", a purged slot, "retrying with smaller batch size", then the prompt done
     # and every request answered 200: the server made room; its slots' share of the context is small
-    log = _log("r51-llamacpp-qwen25-3b-metal-kv-slot-purge")
+    log = corpus.training_log("r51-llamacpp-qwen25-3b-metal-kv-slot-purge")
     served = _diagnose(log)
     assert not served.failed and served.stage == "inference"
     assert any(
@@ -43,7 +35,7 @@ def test_a_full_kv_cache_that_llama_server_worked_around_is_a_quiet_warning_not_
 
 
 def test_no_kernel_image_in_a_quantized_gemm_is_the_quantizations_kernel_missing() -> None:
-    log = _log("r51-vllm-nemotron-nano-nvfp4-gb10-nokernel")
+    log = corpus.training_log("r51-vllm-nemotron-nano-nvfp4-gb10-nokernel")
     found = _diagnose(log)
     assert (found.failure_stage, found.failure, found.cause) == (
         "kv_cache",
@@ -64,7 +56,7 @@ def test_no_kernel_image_in_a_quantized_gemm_is_the_quantizations_kernel_missing
 def test_a_vllm_log_that_stops_after_its_architecture_resolved_is_incomplete(keep: int) -> None:
     # the API server resolved the model's architecture (its files are there), then the log stops without an
     # error: still loading, or killed with its shell; "no failure" would let `diagnose && deploy` pass
-    lines = _log("r51-vllm-laguna-nvfp4-shell-exit").split("\n")
+    lines = corpus.training_log("r51-vllm-laguna-nvfp4-shell-exit").split("\n")
     found = _diagnose("\n".join(lines[:keep]))
     assert found.incomplete and not found.failed and found.stage == "load_weights"
     # before that line nothing shows the run started: a banner and its arguments are no start-up yet

@@ -5,17 +5,8 @@ request failing."""
 
 from __future__ import annotations
 
-from functools import cache
-
 from tests.core.logs import corpus
 from vramtui.core.logs.diagnose import Diagnosis, diagnose_text
-
-
-@cache
-def _log(case_id: str) -> str:
-    (case,) = [c for c in corpus.cases() if c["id"] == case_id]
-    assert case["split"] == "train"  # rules are written from the training part only
-    return str(case["log"])
 
 
 def _read(text: str) -> Diagnosis:
@@ -25,14 +16,14 @@ def _read(text: str) -> Diagnosis:
 def test_the_amd_vulkan_driver_out_of_memory_while_loading_is_the_devices() -> None:
     # 49/49 layers to Vulkan0 on a Strix Halo APU: ".radv/amdgpu: Not enough memory for command submission."
     # then "vk::Queue::submit: ErrorDeviceLost" (read as a kernel fault before)
-    diagnosis = _read(_log("r68-llamacpp-strix-vulkan-load-oom"))
+    diagnosis = _read(corpus.training_log("r68-llamacpp-strix-vulkan-load-oom"))
     assert (diagnosis.failure_stage, diagnosis.failure) == ("load_weights", "cuda_oom"), diagnosis.summary
     assert diagnosis.first_error_line == 180
     assert "not enough memory for command submission" in (diagnosis.first_error_text or "").lower()
 
 
 def test_a_crash_whose_backtrace_shows_the_warm_up_decode_is_at_start_up_after_the_weights() -> None:
-    text = _log("r68-llamacpp-ds4-vulkan-warmup-oom")
+    text = corpus.training_log("r68-llamacpp-ds4-vulkan-warmup-oom")
     diagnosis = _read(text)
     # the pinned-memory lines before it are ggml-vulkan falling back to pageable memory, not the failure
     assert diagnosis.first_error_line == 18, diagnosis.first_error_text
@@ -43,7 +34,7 @@ def test_a_crash_whose_backtrace_shows_the_warm_up_decode_is_at_start_up_after_t
 
 
 def test_a_warm_up_run_of_ten_minutes_is_a_quiet_warning_and_a_short_one_is_not() -> None:
-    text = _log("r68-vllm-spark-qwen36-slow-warmup")
+    text = corpus.training_log("r68-vllm-spark-qwen36-slow-warmup")
     diagnosis = _read(text)
     assert not diagnosis.failed
     assert any("ten minutes or more" in w for w in diagnosis.warnings), diagnosis.warnings
@@ -56,7 +47,7 @@ def test_a_warm_up_run_of_ten_minutes_is_a_quiet_warning_and_a_short_one_is_not(
 def test_sglangs_own_warm_up_request_failing_is_a_start_that_never_came_up() -> None:
     # SGLang on Ascend: Uvicorn listened, its warm-up chat request failed in the NPU's image preprocessing,
     # then "Initialization failed. warmup error" and it killed itself (read as a request's failure before)
-    text = _log("r69-sglang-ascend-qwen35-warmup-aclnn")
+    text = corpus.training_log("r69-sglang-ascend-qwen35-warmup-aclnn")
     diagnosis = _read(text)
     assert (diagnosis.failure_stage, diagnosis.first_error_line) == ("ready", 167), diagnosis.summary
     without = "\n".join(line for line in text.splitlines() if "warmup error" not in line)

@@ -4,17 +4,8 @@ whose settings dump names OLLAMA_CONTEXT_LENGTH and OLLAMA_KV_CACHE_TYPE."""
 
 from __future__ import annotations
 
-from functools import cache
-
 from tests.core.logs import corpus
 from vramtui.core.logs.diagnose import Diagnosis, diagnose_text
-
-
-@cache
-def _log(case_id: str) -> str:
-    (case,) = [c for c in corpus.cases() if c["id"] == case_id]
-    assert case["split"] == "train"  # rules are written from the training part only
-    return str(case["log"])
 
 
 def _read(text: str) -> Diagnosis:
@@ -24,7 +15,7 @@ def _read(text: str) -> Diagnosis:
 def test_a_weight_repack_out_of_memory_after_the_checkpoint_is_read_is_still_the_load() -> None:
     # "Loading weights took 3.77 seconds" (the checkpoint read), then the NVFP4 repack in
     # process_weights_after_loading: "Failed to load model - not enough GPU memory" (read kv_cache before)
-    text = _log("r71-vllm-v100-16gb-weights-oom")
+    text = corpus.training_log("r71-vllm-v100-16gb-weights-oom")
     assert "Loading weights took 3.77 seconds" in text
     diagnosis = _read(text)
     assert (diagnosis.failure_stage, diagnosis.failure) == ("load_weights", "cuda_oom"), diagnosis.summary
@@ -33,7 +24,7 @@ def test_a_weight_repack_out_of_memory_after_the_checkpoint_is_read_is_still_the
 
 def test_a_failure_after_model_loading_took_is_past_the_weights() -> None:
     # the weights' own end ("Model loading took N GiB") still places what follows it at start-up's next stage
-    text = _log("r71-vllm-v100-16gb-weights-oom")
+    text = corpus.training_log("r71-vllm-v100-16gb-weights-oom")
     lines = text.splitlines()
     at = next(n for n, line in enumerate(lines) if "Failed to load model" in line)
     done = "(Worker_TP0 pid=240) INFO 09-23 12:15:26 [gpu_model_runner.py:4467] Model loading took 10.21 GiB"
@@ -45,7 +36,7 @@ def test_a_failure_after_model_loading_took_is_past_the_weights() -> None:
 def test_an_idle_ollama_server_is_up_whatever_its_settings_dump_names() -> None:
     # Ollama 0.15.4 on an M4 Pro: settings dump, "Listening on", two GETs of /v1/models, no model loaded
     # (read "stops while allocating its KV cache": OLLAMA_KV_CACHE_TYPE held "llama_kv_cache")
-    diagnosis = _read(_log("r71-ollama-m4pro-metal-low-vram-ok"))
+    diagnosis = _read(corpus.training_log("r71-ollama-m4pro-metal-low-vram-ok"))
     assert not diagnosis.failed and not diagnosis.incomplete, diagnosis.summary
     assert diagnosis.stage != "kv_cache"
     # llama.cpp's own function names still place a line
