@@ -233,6 +233,29 @@ def test_an_unplaced_error_the_engine_core_calls_a_start_up_failure_was_not_a_re
     assert serving.failure_stage == "inference"
 
 
+def test_a_cache_that_would_hold_one_request_but_not_fit_the_budget_is_answered_with_the_context() -> None:
+    """QA 31 W1: vLLM's message names a bigger --kv-cache-memory-bytes (1016 MiB -> 4096 MiB) that the budget
+    could not hold beside the engine: a relaunch that could only fail. The context the cache holds fits."""
+    diagnosis = _read("kv-too-small", kernel=True)
+    fit = diagnosis.engine_figures["max_model_len_fit"]
+
+    def fix(budget: int) -> tuple[str, object, str]:
+        figures = {**diagnosis.engine_figures, "host_budget": budget}
+        failed = FailedRun(
+            failure=diagnosis.failure, cause=diagnosis.cause, stage=diagnosis.failure_stage, figures=figures,
+            params={}, peak_bytes=2 << 30,
+        )  # fmt: skip
+        assert VLLM.named_fix is not None
+        found = VLLM.named_fix(failed)
+        assert found is not None
+        return found
+
+    param, value, why = fix((2 << 30) + (8 << 20))  # 8 MiB beside the engine: the 16 MiB cache does not fit
+    assert (param, value) == ("context", int(fit)), why
+    assert "16 MiB" in why and "8 MiB the budget leaves beside the engine" in why
+    assert fix((2 << 30) + (64 << 20))[:2] == ("kv_cache_memory", "16MiB")  # room for it: the bytes named
+
+
 def test_under_a_host_budget_the_cpu_share_refusal_is_answered_with_kv_bytes() -> None:
     """QA 5: under a 6 GiB budget the wizard followed vLLM's message twice (share 0.92 -> 0.86 -> 0.82 of
     the machine's 23.5 GiB), moves the budget could never hold; the KV cache sized outright can."""

@@ -120,7 +120,7 @@ def named_fix(run: FailedRun) -> tuple[str, object, str] | None:
         )
         return "kv_cache_memory", _size(figures["node_free_memory"] / 2), why
     if run.failure == "kv_cache_too_small":
-        return _kv_too_small(figures, kv_bytes)
+        return _kv_too_small(figures, kv_bytes, _room_beside_engine(run))
     if run.failure == "host_oom_killed" and run.stage == "kv_cache" and kv_bytes:
         return _killed_kv(run, kv_bytes)
     if run.failure == "host_oom" and run.stage == "kv_cache" and figures.get("host_budget"):
@@ -132,11 +132,28 @@ def named_fix(run: FailedRun) -> tuple[str, object, str] | None:
     return None
 
 
-def _kv_too_small(figures: Mapping[str, float], kv_bytes: float | None) -> tuple[str, object, str] | None:
+def _room_beside_engine(run: FailedRun) -> float | None:
+    """What the host budget leaves beside the engine this run measured (None: no budget)."""
+    budget = run.figures.get("host_budget")
+    return budget - engine_held(run.peak_bytes or 0) if budget else None
+
+
+def _kv_too_small(
+    figures: Mapping[str, float], kv_bytes: float | None, room: float | None
+) -> tuple[str, object, str] | None:
     context, fit = figures.get("context"), figures.get("max_model_len_fit")
     request = one_request_kv_bytes(figures)
-    if kv_bytes and request:
-        needed = kv_bytes_for_request(request)
+    needed = kv_bytes_for_request(request) if request else None
+    if kv_bytes and needed and room is not None and needed > room and fit and context:
+        # QA 31 W1: a cache that holds one request would not fit the budget beside the engine (1016 MiB ->
+        # 4096 MiB under 4 GiB beside 2 GiB, a relaunch that could only fail): the context the cache holds
+        why = (
+            f"the KV cache set outright ({kv_bytes / _MIB:.2f} MiB) holds {int(fit)} tokens, and one "
+            f"{int(context)}-token request needs {needed // _MIB} MiB, more than the {max(room, 0) / _MIB:.0f} MiB "
+            "the budget leaves beside the engine: a shorter context fits the cache there is"
+        )
+        return "context", int(fit), why
+    if kv_bytes and needed:
         held = f"holds {int(fit)} tokens, not" if fit else "cannot hold"
         why = (
             f"the KV cache is set outright ({kv_bytes / _MIB:.2f} MiB) and {held} one "
