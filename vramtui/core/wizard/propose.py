@@ -24,10 +24,16 @@ from vramtui.core.memory.parts import MemoryBill
 from vramtui.core.units import GIB, MIB
 from vramtui.core.wizard.budget import MemoryModel, changed, current_value, needed_bytes, whole_or_none
 from vramtui.core.wizard.ladders import MEMORY_FAILURES, NOT_MEMORY, Rung
-from vramtui.core.wizard.observe import Observation
+from vramtui.core.wizard.observe import Observation, part_bytes
 from vramtui.core.wizard.outright import outright_proposal, outright_too_small, smaller_kv_bytes
 from vramtui.core.wizard.proposal import Proposal, same_value, value_word
-from vramtui.core.wizard.reach import engine_alone_over, out_of_reach, slot_share_words, useful_context
+from vramtui.core.wizard.reach import (
+    engine_alone_over,
+    left_alone_words,
+    out_of_reach,
+    slot_share_words,
+    useful_context,
+)
 
 
 def _free_context_move(
@@ -58,6 +64,7 @@ class Findings:
     advice: list[str] = field(default_factory=list)
     stop_reason: str = ""
     failing_stage: str | None = None
+    rolled_back: set[str] = field(default_factory=set)  # settings tried and undone (not the user's skips)
 
 
 # --- candidate values ------------------------------------------------------------------------------
@@ -348,6 +355,36 @@ def smallest_fitting(
     return values[lo], bill_at(lo), {param: values[lo]}
 
 
+# The buffers a start-up stage allocates.
+_STAGE_PARTS: dict[str, tuple[str, ...]] = {"load_weights": ("weights",), "kv_cache": ("kv_cache", "compute")}
+
+
+def failed_part(model: MemoryModel, profile: Profile, obs: Observation) -> str | None:
+    """The buffer whose allocation failed, where the run printed the bytes it asked for and a buffer of
+    the stage it failed at is predicted at that size (within 3%): the KV cache of a context too long."""
+    asked, now = obs.figures.get("failed_alloc"), model.predict(profile)
+    parts = _STAGE_PARTS.get(obs.failure_stage or "", ())
+    if not asked or now is None:
+        return None
+    return next((part for part in parts if abs(part_bytes(now, part) - asked) <= 0.03 * asked), None)
+
+
+def shrinking_the_failed(
+    model: MemoryModel, profile: Profile, obs: Observation, options: list[Option]
+) -> list[Option]:
+    """Nothing fits in one step: a first step leaves the buffer that failed smaller, or the relaunch fails
+    asking for the same bytes (QA 31 W3: --parallel 4 -> 3 beside one shared KV cache of 2 GiB)."""
+    part, now = failed_part(model, profile, obs), model.predict(profile)
+    if part is None or now is None:
+        return options
+    before = part_bytes(now, part)
+    return [
+        option
+        for option in options
+        if option[2] is None or part_bytes(option[2], part) < FREES_SOMETHING * before
+    ]
+
+
 def first_of_a_pair(model: MemoryModel, profile: Profile, options: list[Option]) -> Proposal | None:
     """Nothing fits in one step: the first change, in the ladder's order, that another change after it
     makes fit. "The change that frees most" cut a 16-slot server's context to 4096 (256 tokens a slot)
@@ -388,13 +425,15 @@ def missing_packages(backend: Backend, stage: str) -> list[str]:
     return found
 
 
-def no_setting_left(backend: Backend, stage: str, skipped: set[str], runs: bool) -> str:
+def no_setting_left(
+    backend: Backend, stage: str, skipped: set[str], runs: bool, rolled_back: set[str]
+) -> str:
     """Why the ladder ends: nothing left that frees memory, what the user kept, what a package would allow."""
     ladder = "" if runs else f" on the {stage} ladder"  # no stage failed: it runs (over its budget)
     missing = missing_packages(backend, stage)
     return (
         f"no setting left{ladder} that this backend can change and that frees memory"
-        + (f" (skipped: {', '.join(sorted(skipped))})" if skipped else "")
+        + left_alone_words(skipped, rolled_back)
         + (f"; not installed here: {'; '.join(missing)}" if missing else "")
     )
 
@@ -512,13 +551,15 @@ class Proposer:
             options.append((rung, proposal, bill))
         if _out_of_reach(self, profile, stage, options, skipped, obs, idle):
             return None
-        chosen = self._best_of(profile, options)
+        chosen = self._best_of(profile, shrinking_the_failed(self.model, profile, obs, options))
         if chosen is not None:
             return chosen
         self.findings.advice = [
             f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"
         ] or self.findings.advice
-        self.findings.stop_reason = no_setting_left(self.backend, stage, skipped, obs.runs_over_budget)
+        self.findings.stop_reason = no_setting_left(
+            self.backend, stage, skipped, obs.runs_over_budget, self.findings.rolled_back
+        )
         return None
 
     def _no_room(self, obs: Observation) -> bool:
@@ -817,7 +858,9 @@ def _out_of_reach(
     moves = [proposal for _, proposal, bill in options if bill is not None]
     if len(moves) < len(options):  # a move with no arithmetic may still help
         return False
-    found = out_of_reach(proposer.model, profile, stage, [*moves, *idle], skipped)
+    found = out_of_reach(
+        proposer.model, profile, stage, [*moves, *idle], skipped, proposer.findings.rolled_back
+    )
     if found is None:
         return False
     proposer.findings.advice, proposer.findings.stop_reason = found

@@ -71,8 +71,22 @@ def _unified(accounting: object, profile: Profile) -> bool:
     return bool(getattr(accounting, "unified_kv", False)) and "parallel" not in profile.params
 
 
+def left_alone_words(skipped: set[str], rolled_back: set[str]) -> str:
+    """ " (skipped: a; tried and rolled back: b)": what the user kept apart from what a step undid (QA 31 W3:
+    a parallel tried and rolled back was called skipped)."""
+    kept, undone = sorted(skipped - rolled_back), sorted(skipped & rolled_back)
+    parts = [f"skipped: {', '.join(kept)}"] if kept else []
+    parts += [f"tried and rolled back: {', '.join(undone)}"] if undone else []
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def out_of_reach(
-    model: MemoryModel, profile: Profile, stage: str, moves: list[Proposal], skipped: set[str]
+    model: MemoryModel,
+    profile: Profile,
+    stage: str,
+    moves: list[Proposal],
+    skipped: set[str],
+    rolled_back: frozenset[str] | set[str] = frozenset(),
 ) -> tuple[list[str], str] | None:
     """(advice, stop reason) when every move at once still needs more than the room, by the estimate
     itself and not its safety margin (a step within the margin may still run); None when they may fit."""
@@ -89,8 +103,8 @@ def out_of_reach(
     # each setting once, at its last value (QA 26: "flash_attn on, context 512, flash_attn on")
     last = {p.param: value_word(p.to) for p in moves}
     changes = ", ".join(f"{param} {value}" for param, value in last.items())
-    names = ", ".join(sorted(skipped))
-    kept = f", or let the wizard change what you skipped ({names})" if skipped else ""
+    names = ", ".join(sorted(set(skipped) - set(rolled_back)))  # a change rolled back did not help
+    kept = f", or let the wizard change what you skipped ({names})" if names else ""
     budget, baseline = model.budget or 0, model.baseline()
     if (
         room < budget - baseline
@@ -107,8 +121,8 @@ def out_of_reach(
         f"{mib_figure(bill.get('weights', model.place) / MIB)} MiB)",
         f"raise memory_budget under [limits] in the profile, or use a smaller quantization or a smaller model{kept}",
     ]
-    reason = "no change on the ladder makes it fit, not even all of them at once" + (
-        f" (skipped: {names})" if skipped else ""
+    reason = "no change on the ladder makes it fit, not even all of them at once" + left_alone_words(
+        set(skipped), set(rolled_back)
     )
     return advice, reason
 

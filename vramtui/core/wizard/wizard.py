@@ -349,6 +349,7 @@ class Wizard:
             notes = self.steps[-1].notes
             self.stop_reason = notes[0] if notes else "the last change did not take effect"
             return None
+        self.proposer.findings.rolled_back = rolled_back_params(self.steps)
         return self.proposer.propose(self.profile, obs, self.skipped_params)
 
     def _refusal_fix(self) -> Proposal | None:
