@@ -85,3 +85,20 @@ def test_a_server_whose_handlers_had_no_room_stops_the_wizard(tmp_path: Path) ->
     findings = Findings()
     assert Proposer(MemoryModel(profile), findings).propose(profile, up_but_mute, set()) is None
     assert "raise memory_budget, no engine setting helps" in findings.stop_reason
+
+
+def test_out_of_reach_under_an_engine_measured_smaller_than_assumed_says_so(tmp_path: Path) -> None:
+    """QA 31 W8: "more than the 21 MiB the 200 MiB budget leaves beside the engine's own 352 MiB": 200 - 352
+    is negative; the room came from a run whose engine held less than llama-cpp-python's assumed share."""
+    from vramtui.core.wizard.proposal import Proposal
+    from vramtui.core.wizard.reach import out_of_reach
+
+    profile = _profile(tmp_path, 200)
+    model = MemoryModel(profile)
+    model.room_lower = 21 * MIB  # what a run had room for beside its engine
+    found = out_of_reach(model, profile, "kv_cache", [Proposal("context", 262144, 512, "why")], set())
+    assert model.room() == 21 * MIB
+    assert found is not None
+    advice = found[0][0]
+    assert "beside the engine's own 352 MiB" not in advice
+    assert "MiB the 200 MiB budget left beside what the engine held in the last run" in advice
