@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
     if sample_source is not None:
         sample_source.close()
 
+    if result.ok and (note := _long_request_note(profile)):
+        result.warnings.append(note)
     move, advice = _first_move(profile, result)
     if args.json:
         data, fit = result.to_dict(), _fit(result)
@@ -94,6 +96,17 @@ def _first_move(profile, result):  # type: ignore[no-untyped-def]
     from vramtui.core.wizard.wizard import first_move_and_advice
 
     return first_move_and_advice(profile, result, advice=lines)
+
+
+def _long_request_note(profile):  # type: ignore[no-untyped-def]
+    """A run that answered under a budget its whole context would not fit (a KV cache that grows per
+    request): said beside "runs", as the wizard says it (one source)."""
+    if not profile.backend.kv_grows_per_request:
+        return None  # no budget model to build (it may measure an engine binary's footprint)
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.reach import long_request_note
+
+    return long_request_note(MemoryModel(profile), profile)
 
 
 def _gpu_source():  # type: ignore[no-untyped-def]

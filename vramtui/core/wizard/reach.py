@@ -16,10 +16,11 @@ from vramtui.core.backends.base import switch
 from vramtui.core.estimate.accounting import accounting_for
 from vramtui.core.launch.profile import Profile
 from vramtui.core.logs.advice import SHORT_SLOT_TOKENS
-from vramtui.core.units import MIB, mib_figure
+from vramtui.core.units import MIB, format_bytes, mib_figure
 from vramtui.core.wizard.budget import (
     MemoryModel,
     changed,
+    current_value,
     needed_bytes,
     slot_count,
     whole_or_none,
@@ -39,6 +40,32 @@ def useful_context(model: MemoryModel, profile: Profile) -> int | None:
     if accounting_for(model.backend.name).context_is_per_sequence:
         return trained
     return trained * slot_count(profile)
+
+
+def long_request_note(model: MemoryModel, profile: Profile) -> str | None:
+    """An engine whose KV cache grows with each request (transformers) starts and answers a short request
+    under any context: a request of the whole context is what must fit (QA 31 W5: "runs" at 1 GiB with a
+    131072 context, then a 4096-token request died of out-of-memory). None when it fits, or no arithmetic."""
+    context = whole_or_none(current_value(profile, "context"))
+    if not model.backend.kv_grows_per_request or not context:
+        return None
+    bill, room = model.predict(profile), model.room()
+    if bill is None or room is None or needed_bytes(bill) <= room:
+        return None
+    largest = context
+    while largest > 256:
+        largest //= 2
+        smaller = model.predict(changed(profile, [("context", largest)]))
+        if smaller is not None and needed_bytes(smaller) <= room:
+            break
+    else:
+        largest = 0
+    which = f"about {largest:,} tokens (context = {largest})" if largest else "none: even 256 tokens do not"
+    return (
+        f"it answers a short request, but its KV cache grows with each request: one of the whole context "
+        f"({context:,} tokens) needs about {format_bytes(needed_bytes(bill), 1)}, more than the "
+        f"{format_bytes(room, 1)} the budget leaves; the largest context that fits is {which}"
+    )
 
 
 def slot_share_words(model: MemoryModel, profile: Profile, context: object) -> str | None:

@@ -34,6 +34,7 @@ from vramtui.core.wizard.ladders import Rung
 from vramtui.core.wizard.observe import Observation, observe
 from vramtui.core.wizard.proposal import Proposal, value_word
 from vramtui.core.wizard.propose import Findings, Proposer, _nice_below, sibling_files
+from vramtui.core.wizard.reach import long_request_note
 from vramtui.core.wizard.steprecord import StepRecorder, new_record_path
 from vramtui.core.wizard.stress import StressResult, rising_floor, stress_check
 from vramtui.core.wizard.verify import verify
@@ -471,6 +472,8 @@ class Wizard:
             success = self.last is not None and self.last.works
             if success:
                 self.stop_reason = "it runs and answers the smallest chat request"
+                if note := long_request_note(self.model, self.profile):  # a cache that grows per request
+                    self.advice.append(note)
             return self._finish(success, pending)
         finally:
             self.abandon("interrupted")
