@@ -122,18 +122,20 @@ def _ask(proposal: Any, out: Any, wizard: Any) -> Any:
             return None
         if answer in ("s", "skip", "k"):
             return SKIP
+        typed = answer
         if answer in ("e", "edit"):
             print(f"new value for {proposal.param} (now {proposal.from_}): ", end="", file=out, flush=True)
             typed = sys.stdin.readline()
             if not typed.strip():
                 continue
-            try:
-                edited = edited_proposal(wizard.profile, proposal, typed)
-            except VramtuiError as error:  # not a value the engine runs, or the one it has
-                print(f"vramtui: {error}", file=out)
-                continue
-            if _still_wanted(edited, out, wizard):
-                return edited
+        try:  # a value typed at the question itself is an edit too (QA 31 W12: it was asked again)
+            edited = edited_proposal(wizard.profile, proposal, typed)
+        except VramtuiError as error:  # not a value the engine runs, or the one it has
+            said = error if typed is not answer else f"answer y, n, s, or e to type a new value ({error})"
+            print(f"vramtui: {said}", file=out)
+            continue
+        if _still_wanted(edited, out, wizard):
+            return edited
 
 
 def _still_wanted(edited: Any, out: Any, wizard: Any) -> bool:
