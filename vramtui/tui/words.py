@@ -32,6 +32,7 @@ FAILURE_WORDS: dict[str, str] = {
     "ready_timeout": "not ready in time",
     "exited": "the server exited",
     "bad_arguments": "command line refused",
+    "budget_start": "budget below what the engine needs to start",  # QA 31 W10: read "budget start"
 }
 
 # The same in a word or two, for the wizard's steps table on a small terminal.
