@@ -470,8 +470,6 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
         raise
     if result.pending is not None and not interactive and not args.auto:
         print(f"proposed (run with --auto to apply): {result.pending.describe()}", file=out)
-    if export and result.record_path:
-        _export_record(result.record_path, export, out)
     # the profile as the user gave its port (QA 5: --json's final_profile pinned the last launch's random
     # port, which a script writing it back would keep); the stress check runs on the port that ran
     ran, result.final_profile = result.final_profile, result.final_profile.with_changes(port=own_port)
@@ -485,4 +483,10 @@ def run_wizard(profile: Any, args: argparse.Namespace) -> int:
     if result.success and getattr(args, "stress", 0):
         print(f"stress check: {args.stress} requests ...", file=out)
         stress = stress_check(ran, requests=args.stress, input_tokens=args.stress_tokens)
+        if result.record_path:
+            from vramtui.core.wizard.steprecord import append_stress
+
+            append_stress(result.record_path, stress.to_dict())
+    if export and result.record_path:  # after the stress check: the export holds it too
+        _export_record(result.record_path, export, out)
     return report(result, args, stress)

@@ -43,6 +43,11 @@ def test_demo_headless_json(tmp_path: Path) -> None:
     assert data["final_params"]["context"] < DEMO_CONTEXT
     assert data["first_run"]["failure_stage"] == "kv_cache"
     assert data["stress"]["answered"] == 2 and len(data["stress"]["floors_mib"]) == 2
+    from vramtui.core.wizard.steprecord import open_session, to_markdown
+
+    session = open_session(data["record"])  # the record keeps the stress check too (QA 31 W5)
+    assert session.stress is not None and session.stress["answered"] == 2
+    assert f"- stress check: {session.stress['verdict']}" in to_markdown(session)
     assert Path(data["record"]).is_relative_to(tmp_path / "data" / "vramtui" / "wizard")
     assert any((tmp_path / "cache" / "vramtui" / "demo").glob("*.gguf"))  # generated and cached there
     # the profile that runs is kept where a user's data is, and loads (QA 21 F14: never shown)

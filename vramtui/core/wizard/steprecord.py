@@ -120,6 +120,8 @@ class Session:
     interrupted: list[dict[str, Any]] = field(default_factory=list)
     # Proposals the user turned down: nothing was launched for them.
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    # The stress check run on the final profile after the session ended (`--stress N`), if one was.
+    stress: dict[str, Any] | None = None
 
     @property
     def finished(self) -> bool:
@@ -139,6 +141,7 @@ class Session:
             "interrupted": self.interrupted,
             "skipped": self.skipped,
             "end": self.end,
+            "stress": self.stress,
         }
 
 
@@ -175,10 +178,23 @@ def open_session(path: str | Path) -> Session:
                 session.skipped.append(dict(entry, outcome="skipped"))
             elif kind == "end":
                 session.end = entry
+            elif kind == "stress":
+                session.stress = entry
     if not session.header and not session.steps:
         raise VramtuiError(f"{file}: not a vramtui wizard record")
     session.interrupted = [dict(entry, outcome="interrupted") for _, entry in sorted(started.items())]
     return session
+
+
+def append_stress(path: str | Path, stress: dict[str, Any]) -> None:
+    """The stress check's result after the record's end line (QA 31 W5: a stress check that failed left a
+    record that read only "success")."""
+    entry = {"type": "stress", "time": round(time.time(), 3), **stress}
+    try:
+        with Path(path).expanduser().open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry, default=str, ensure_ascii=False) + "\n")
+    except OSError as error:
+        raise VramtuiError(f"cannot add the stress check to {path}: {error.strerror or error}") from None
 
 
 def list_sessions(folder: str | Path | None = None) -> list[Path]:
@@ -269,6 +285,8 @@ def to_markdown(session: Session, say: CellWords | None = None) -> str:
         reason = str(session.end.get("reason", ""))
         lines.append(f"- result: {verdict}; {say('why', reason) if say else reason}".rstrip("; "))
         lines.append(f"- final parameters: {_params_text(session.end.get('final_params') or {}, say)}")
+        if session.stress:
+            lines.append(f"- stress check: {session.stress.get('verdict', '?')}")
     else:
         lines.append("- result: the session did not finish (vramtui stopped mid-way)")
     titles = [MARKDOWN_TITLES[name] for name in STEP_FIELDS] if say else list(STEP_FIELDS)
