@@ -9,7 +9,7 @@ from vramtui.tui.panes.wizard_driver import step_row
 
 
 def _step(obs: Observation) -> SimpleNamespace:
-    return SimpleNamespace(index=0, proposal=None, observation=obs, outcome="first_run")
+    return SimpleNamespace(index=0, proposal=None, observation=obs, outcome="first_run", notes=[])
 
 
 def test_an_attached_server_over_its_budget_runs_it_did_not_fail() -> None:

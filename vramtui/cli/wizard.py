@@ -167,14 +167,9 @@ def step_status(data: dict[str, Any]) -> str:
         return f"{outcome_words(outcome)} (it answers, but over the budget)"
     if outcome == "first_run":
         return f"failed at {why}" if where else "failed"
-    from vramtui.core.wizard.verify import ASKS_LESS, PREPARES
+    from vramtui.core.wizard.verify import outcome_shade
 
-    said = outcome_words(outcome)
-    notes = [str(note) for note in data.get("verification") or ()]
-    if outcome == "progress" and any(note.startswith(ASKS_LESS) for note in notes):
-        said = "asks for less"  # not "got further": it stopped where it stopped before (QA 27 N5)
-    elif outcome == "progress" and any(note.startswith(PREPARES) for note in notes):
-        said = "prepared the next step"  # flash attention before a quantized V cache frees nothing (QA 28)
+    said = outcome_words(outcome_shade(outcome, data.get("verification")))
     return f"{said} (stopped at {why})" if where else said
 
 

@@ -303,6 +303,10 @@ def _markdown_cell(row: dict[str, Any], name: str, say: CellWords | None) -> str
         return "default"  # a setting left to the engine, as the screen says it (QA 23 D11: an empty cell)
     if say is None or value is None or isinstance(value, float | list | tuple):
         text = _cell(value)
+    elif name == "outcome":  # in words, as the CLI and the screen tell it apart (the CSV keeps the code)
+        from vramtui.core.wizard.verify import outcome_shade
+
+        text = say(name, outcome_shade(str(value), row.get("verification")))
     else:
         text = say(name, value)
     return text.replace("|", "\\|").replace("\n", " ")

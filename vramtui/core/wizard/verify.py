@@ -81,6 +81,20 @@ ASKS_LESS = "same stage, but it asks for less"
 PREPARES = "prepares the next step"
 
 
+def outcome_shade(outcome: str, notes: object) -> str:
+    """ "progress" told apart by what its verification found: `asks_less` (the same stage, asking for less)
+    or `prepared` (a step that frees nothing itself): one name wherever a step is shown (QA 31 W9: the CLI
+    said "asks for less", the export and the TUI "got further"). The record keeps "progress"."""
+    if outcome != "progress":
+        return outcome
+    said = [str(note) for note in notes or ()] if isinstance(notes, list | tuple) else []
+    if any(note.startswith(ASKS_LESS) for note in said):
+        return "asks_less"  # not "got further": it stopped where it stopped before (QA 27 N5)
+    if any(note.startswith(PREPARES) for note in said):
+        return "prepared"  # flash attention before a quantized V cache frees nothing (QA 28)
+    return outcome
+
+
 def _progress(
     proposal: Proposal, before: Observation | None, after: Observation, notes: list[str]
 ) -> tuple[str, list[str]]:

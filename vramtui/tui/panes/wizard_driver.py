@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramtui.core.errors import VramtuiError
 from vramtui.core.units import MIB, format_bytes
+from vramtui.core.wizard.verify import outcome_shade
 from vramtui.tui.panes.memory_state import MemoryState, RunFeed
 from vramtui.tui.words import failure_words, in_words, outcome_words, stage_words
 
@@ -46,7 +47,13 @@ def step_row(number: int, step: Any, *, compact: bool = False, attached: bool = 
     if obs is not None and obs.runs_over_budget:  # up and answering, judged by its peak
         stage = f"{_mib(obs.peak_mib)} of a {_mib(obs.budget_mib)} budget"
         return _row(step, change, "over budget" if compact else "runs, over budget", stage, compact)
-    return _row(step, change, outcome_words(step.outcome, short=compact), stage, compact)
+    return _row(
+        step,
+        change,
+        outcome_words(outcome_shade(step.outcome, step.notes), short=compact),
+        stage,
+        compact,
+    )
 
 
 def _row(step: Any, change: str, outcome: str, stage: str, compact: bool) -> tuple[str, ...]:
@@ -292,7 +299,7 @@ class WizardDriver:
 
     def _state_after(self, step: Any) -> str:
         obs = step.observation
-        words = outcome_words(step.outcome)
+        words = outcome_words(outcome_shade(step.outcome, step.notes))
         if obs is None:
             return f"step {step.index}: {words}" + (f" — {in_words(step.notes[0])}" if step.notes else "")
         where = f"reached {stage_words(obs.stage) if obs.stage else 'nothing'}"
