@@ -52,20 +52,31 @@ def long_request_note(model: MemoryModel, profile: Profile) -> str | None:
     bill, room = model.predict(profile), model.room()
     if bill is None or room is None or needed_bytes(bill) <= room:
         return None
-    largest = context
-    while largest > 256:
-        largest //= 2
-        smaller = model.predict(changed(profile, [("context", largest)]))
-        if smaller is not None and needed_bytes(smaller) <= room:
-            break
-    else:
-        largest = 0
+    largest = _largest_context(model, profile, room, context)
     which = f"about {largest:,} tokens (context = {largest})" if largest else "none: even 256 tokens do not"
     return (
         f"it answers a short request, but its KV cache grows with each request: one of the whole context "
         f"({context:,} tokens) needs about {format_bytes(needed_bytes(bill), 1)}, more than the "
         f"{format_bytes(room, 1)} the budget leaves; the largest context that fits is {which}"
     )
+
+
+def _largest_context(model: MemoryModel, profile: Profile, room: float, below: int, step: int = 256) -> int:
+    """The largest context under `below`, in steps of `step` tokens, whose predicted bill fits `room`
+    (bisected: the bill grows with the context); 0 when not even one step does."""
+
+    def fits(steps: int) -> bool:
+        bill = model.predict(changed(profile, [("context", steps * step)]))
+        return bill is not None and needed_bytes(bill) <= room
+
+    lo, hi = 0, max(0, (below - 1) // step)  # fits(lo) holds (or lo is 0); the answer is at most hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo * step
 
 
 def slot_share_words(model: MemoryModel, profile: Profile, context: object) -> str | None:
