@@ -522,7 +522,7 @@ def _fits(info: ModelInfo, settings: Settings) -> bool:
     return _estimate_core(info, settings).fits
 
 
-def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
+def largest_where(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     """Largest value in [lo, hi] with ok(value) true, ok monotone (true then false); lo-1 when none."""
     if not ok(lo):
         return lo - 1
@@ -579,7 +579,7 @@ def max_context(info: ModelInfo, settings: Settings) -> int:
     step = memory.solver_step
     # the model's trained context caps the answer; with no such figure, search up to 1M tokens
     limit = min(info.max_context or (1 << 20), MAX_CONTEXT_SEARCH)
-    found = _largest(1, limit // step, lambda k: _fits(info, replace(settings, context=k * step)))
+    found = largest_where(1, limit // step, lambda k: _fits(info, replace(settings, context=k * step)))
     return max(0, found * step)
 
 
@@ -598,11 +598,11 @@ def max_parallel(info: ModelInfo, settings: Settings, limit: int = MAX_PARALLEL_
             return 0  # over the room whatever the concurrency
         return int(est.kv_cache_tokens // max(1, est.context)) if est.kv_cache_tokens else 0
     if memory.context_is_per_sequence:
-        return max(0, _largest(1, limit, lambda p: _fits(info, replace(settings, parallel=p))))
+        return max(0, largest_where(1, limit, lambda p: _fits(info, replace(settings, parallel=p))))
     # the context is the whole cache, split across the slots: each slot adds one sequence's context
     per_seq = memory.run_context(info, settings)
     return max(
-        0, _largest(1, limit, lambda p: _fits(info, replace(settings, parallel=p, context=per_seq * p)))
+        0, largest_where(1, limit, lambda p: _fits(info, replace(settings, parallel=p, context=per_seq * p)))
     )
 
 
@@ -610,7 +610,7 @@ def fit_gpu_layers(info: ModelInfo, settings: Settings) -> int:
     """llama.cpp family: how many layers (the output layer counts as one more) fit on the GPU."""
     if not settings.memory.places_layers:
         return info.n_layers if _fits(info, settings) else 0
-    found = _largest(
+    found = largest_where(
         0, info.n_layers + 1, lambda n: _fits(info, replace(settings, gpu_layers=n, on_gpu=True))
     )
     return max(0, found)

@@ -65,18 +65,13 @@ def _largest_context(model: MemoryModel, profile: Profile, room: float, below: i
     """The largest context under `below`, in steps of `step` tokens, whose predicted bill fits `room`
     (bisected: the bill grows with the context); 0 when not even one step does."""
 
+    from vramtui.core.estimate.estimator import largest_where
+
     def fits(steps: int) -> bool:
         bill = model.predict(changed(profile, [("context", steps * step)]))
         return bill is not None and needed_bytes(bill) <= room
 
-    lo, hi = 0, max(0, (below - 1) // step)  # fits(lo) holds (or lo is 0); the answer is at most hi
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo * step
+    return max(0, largest_where(1, max(1, (below - 1) // step), fits)) * step
 
 
 def slot_share_words(model: MemoryModel, profile: Profile, context: object) -> str | None:
