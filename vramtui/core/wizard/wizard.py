@@ -368,20 +368,8 @@ class Wizard:
         """A sentence when the estimate says the change (an edited value, say) will not fit; else None."""
         if proposal.advice_only or proposal.then is not None or proposal.param == "model":
             return None
-        return self._fit_words(
-            proposal, self.model.predict(self.profile.with_param(proposal.param, proposal.to))
-        )
-
-    def _fit_words(self, proposal: Proposal, bill: MemoryBill | None) -> str | None:
-        room = self.model.room()
-        if bill is None or room is None or self.model.fits(bill) is not False:
-            return None
-        # the margin said, as the wizard's why says it: one budget read three ways on one screen (QA 24 F4)
-        margin = round((1 - self.model.margin) * 100)
-        return (
-            f"the estimate for {proposal.param} = {value_word(proposal.to)} needs "
-            f"{needed_bytes(bill) / MIB:,.0f} MiB where {room * self.model.margin / MIB:,.0f} MiB are "
-            f"usable (the {room / MIB:,.0f} MiB left for buffers, less the {margin}% margin): it will not fit"
+        return fit_words(
+            self.model, proposal, self.model.predict(self.profile.with_param(proposal.param, proposal.to))
         )
 
     # --- applying and verifying ----------------------------------------------------------------------
@@ -414,7 +402,7 @@ class Wizard:
         proposal.predicted_mib = needed_bytes(bill) / MIB if bill is not None else None
         proposal.predicted_parts = predicted_parts(bill)
         if proposal.edited_from is not None and proposal.param != "model" and not proposal.advice_only:
-            warning = self._fit_words(proposal, bill)
+            warning = fit_words(self.model, proposal, bill)
         previous = self.last
         before_profile = self.profile
         try:
@@ -576,6 +564,20 @@ class Wizard:
             self._ended = True
             procs.remove_exit_hook(self._on_exit_signal)
         return result
+
+
+def fit_words(model: MemoryModel, proposal: Proposal, bill: MemoryBill | None) -> str | None:
+    """A sentence when the budget model says `bill` (the change's) will not fit; else None."""
+    room = model.room()
+    if bill is None or room is None or model.fits(bill) is not False:
+        return None
+    # the margin said, as the wizard's why says it: one budget read three ways on one screen (QA 24 F4)
+    margin = round((1 - model.margin) * 100)
+    return (
+        f"the estimate for {proposal.param} = {value_word(proposal.to)} needs "
+        f"{needed_bytes(bill) / MIB:,.0f} MiB where {room * model.margin / MIB:,.0f} MiB are "
+        f"usable (the {room / MIB:,.0f} MiB left for buffers, less the {margin}% margin): it will not fit"
+    )
 
 
 def rolled_back_params(steps: list[Step]) -> set[str]:
