@@ -31,7 +31,7 @@ def test_the_first_of_two_steps_shrinks_the_buffer_that_failed(
     )  # fmt: skip
     model = MemoryModel(profile)
     failed = _at_the_cache(2048)  # llama-server could not allocate its 2 GiB KV cache
-    assert failed_part(model, profile, failed) == "kv_cache"
+    assert failed_part(failed, model.predict(profile)) == "kv_cache"
     proposal = Proposer(model, Findings()).propose(profile, failed, {"context"})  # the user kept the context
     assert proposal is not None
     after = model.predict(changed(profile, [(proposal.param, proposal.to)]))
@@ -39,7 +39,7 @@ def test_the_first_of_two_steps_shrinks_the_buffer_that_failed(
     assert after is not None and now is not None
     assert part_bytes(after, "kv_cache") < part_bytes(now, "kv_cache"), (proposal.param, proposal.to)
     # an allocation no predicted buffer of that stage matches names none: every option stays
-    assert failed_part(model, profile, _at_the_cache(300)) is None
+    assert failed_part(_at_the_cache(300), model.predict(profile)) is None
 
 
 def test_a_setting_tried_and_rolled_back_is_not_called_skipped() -> None:

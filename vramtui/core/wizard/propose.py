@@ -359,10 +359,11 @@ def smallest_fitting(
 _STAGE_PARTS: dict[str, tuple[str, ...]] = {"load_weights": ("weights",), "kv_cache": ("kv_cache", "compute")}
 
 
-def failed_part(model: MemoryModel, profile: Profile, obs: Observation) -> str | None:
+def failed_part(obs: Observation, now: MemoryBill | None) -> str | None:
     """The buffer whose allocation failed, where the run printed the bytes it asked for and a buffer of
-    the stage it failed at is predicted at that size (within 3%): the KV cache of a context too long."""
-    asked, now = obs.figures.get("failed_alloc"), model.predict(profile)
+    the stage it failed at is predicted (`now`, the run's bill) at that size (within 3%): the KV cache of
+    a context too long."""
+    asked = obs.figures.get("failed_alloc")
     parts = _STAGE_PARTS.get(obs.failure_stage or "", ())
     if not asked or now is None:
         return None
@@ -374,7 +375,8 @@ def shrinking_the_failed(
 ) -> list[Option]:
     """Nothing fits in one step: a first step leaves the buffer that failed smaller, or the relaunch fails
     asking for the same bytes (QA 31 W3: --parallel 4 -> 3 beside one shared KV cache of 2 GiB)."""
-    part, now = failed_part(model, profile, obs), model.predict(profile)
+    now = model.predict(profile)
+    part = failed_part(obs, now)
     if part is None or now is None:
         return options
     before = part_bytes(now, part)
