@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -13,12 +12,13 @@ from vramtui.cli.wizard import _ask
 from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 from vramtui.core.launch.profile import Profile
 from vramtui.core.wizard.proposal import Proposal
+from vramtui.core.wizard.wizard import Wizard
 
 
 def _asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, typed: str) -> tuple[object, str]:
     write_tiny_gguf(tmp_path / "m.gguf", TinyModelSpec())
     profile = Profile(backend="llama.cpp", model=str(tmp_path / "m.gguf"), params={"context": 8192}, port=0)
-    wizard = SimpleNamespace(profile=profile, fit_warning=lambda _proposal: None)
+    wizard = Wizard(profile, record=False)  # no budget: no edited value is held back for the estimate
     monkeypatch.setattr("sys.stdin", io.StringIO(typed))
     out = io.StringIO()
     return _ask(Proposal("context", 8192, 2048, "why"), out, wizard), out.getvalue()
