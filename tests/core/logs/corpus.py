@@ -87,6 +87,7 @@ FILES = (
     LOGS / "round69.jsonl",
     LOGS / "round70.jsonl",
     LOGS / "round71.jsonl",
+    LOGS / "round72.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (917, 951),
-        "class": (925, 951),
-        "memory": (258, 275),
-        "first_error": (541, 565),
-        "quiet": (167, 182),
+        "stage": (924, 958),
+        "class": (932, 958),
+        "memory": (261, 278),
+        "first_error": (545, 569),
+        "quiet": (168, 184),
         "calm": (127, 153),
-        "engine": (899, 951),
+        "engine": (906, 958),
     },
     "heldout": {
-        "stage": (341, 369),
-        "class": (338, 369),
-        "memory": (101, 117),
-        "first_error": (192, 210),
+        "stage": (341, 371),
+        "class": (339, 371),
+        "memory": (101, 118),
+        "first_error": (193, 211),
         "quiet": (61, 81),
         "calm": (41, 53),
-        "engine": (349, 369),
+        "engine": (351, 371),
     },
 }
 
