@@ -707,6 +707,7 @@ _NEWEST_ROUNDS = {
     "round48.jsonl": "round 48 (vLLM on a B300: DeepSeek-V4-Flash-0731, Gemma 4 31B; twenty-eighth session)",
     "round49.jsonl": "round 49 (vLLM on H200s: DeepSeek-V4-Flash at 256K, GLM-5.1-FP8; twenty-ninth session)",
     "round50.jsonl": "round 50 (gpt-oss-120b on ten P104-100s, a vLLM NVFP4 run on a 5090; twenty-ninth session)",
+    "round52.jsonl": "round 52 (DeepSeek-Coder-V2-Lite from Ollama's llama-server on a 5080; thirty-first session)",
 }
 
 

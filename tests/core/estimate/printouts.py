@@ -97,6 +97,7 @@ FILES = (
     DATA / "printouts" / "round48.jsonl",
     DATA / "printouts" / "round49.jsonl",
     DATA / "printouts" / "round50.jsonl",
+    DATA / "printouts" / "round52.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -184,7 +185,9 @@ _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _KV_TYPES = re.compile(r"K \((\w+)\):.*V \((\w+)\):")
 _STREAMS = re.compile(r"cells,\s+(\d+) layers,\s+(\d+)/(\d+) seqs\)")
 _TYPE_K = re.compile(r"type_k = '(\w+)', type_v = '(\w+)'")
-_FA_AUTO = re.compile(r"Flash Attention was auto, set to (enabled|disabled)")
+# "-fa auto" as resolved: "Flash Attention was auto, set to enabled"; builds of mid-2026 "resolve_fused_ops:
+# Flash Attention not supported, set to disabled" (or "... Flash Attention enabled")
+_FA_AUTO = re.compile(r"Flash Attention (?:was auto, set to |not supported, set to |)(enabled|disabled)\s*$")
 _OVERRIDE = re.compile(r"[Tt]ensor (blk\.\d+\.[\w.]+) buffer type overrid\w+ to ([\w-]+)")
 _PIPELINE = re.compile(r"pipeline parallelism enabled")
 _OVERRIDES_USED = "tensor overrides to CPU are used"
@@ -534,7 +537,10 @@ def _mla(run: LogRun, info: ModelInfo) -> None:
     info.kv_lora_rank, info.qk_rope_head_dim = rank, rope
     info.q_lora_rank = _meta_int(run, "n_lora_q") or 0
     # a file converted before llama.cpp's MLA split prints n_embd_head_k_mla = 0 (or, before the split
-    # existed, nothing): its cache is per-head K and V at the printed head sizes
+    # existed, nothing): its cache is per-head K and V at the printed head sizes. Builds of 2026 print
+    # the per-head K size there for such a file too (n_embd_head_k_mla = n_embd_head_k = 192 on a 2024
+    # DeepSeek-Coder-V2-Lite GGUF, KV 2160 MiB at 8192: round 52); a split file's K head is the latent.
+    mla_k = mla_k if mla_k != info.head_dim_k else 0
     info.mla_latent = bool(mla_k)
     if mla_k:  # the new MLA layout prints the latent as the K head: the per-head sizes are the _mla ones
         info.head_dim_k, info.head_dim_v = mla_k, _meta_int(run, "n_embd_head_v_mla") or info.head_dim_v

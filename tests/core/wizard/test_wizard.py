@@ -887,6 +887,9 @@ def test_flash_attention_is_confirmed_from_the_diagnosis_figure_whatever_the_bui
         "llama_context: flash_attn    = enabled": True,
         "llama_context: flash_attn    = auto\nllama_context: Flash Attention was auto, set to enabled": True,
         "llama_context: flash_attn    = auto\nllama_context: Flash Attention was auto, set to disabled": False,
+        # builds of mid-2026 resolve "auto" per device (round 52: a DeepSeek-V2 GGUF on a 5080, Ollama 0.32)
+        "llama_context: flash_attn    = auto\nresolve_fused_ops: Flash Attention not supported, set to disabled": False,
+        "llama_context: flash_attn    = auto\nresolve_fused_ops: Flash Attention enabled": True,
         "llama_context: flash_attn    = 0": False,
     }
     for lines, confirmed in said.items():

@@ -1958,13 +1958,15 @@ FIGURES_2: tuple[FigureRule, ...] = (
         backend="llama.cpp",
     ),
     # "= auto" as the scheduler resolved it, before the compute buffers are reserved: "Flash Attention was
-    # auto, set to enabled", "resolve_fused_ops: Flash Attention enabled" (the later line wins)
+    # auto, set to enabled", "resolve_fused_ops: Flash Attention enabled" (the later line wins); a card or
+    # head size it lacks: "resolve_fused_ops: Flash Attention not supported, set to disabled" (2026)
     FigureRule(
         "flash attention", "flash_attn", r"flash attention (?:was auto, set to )?enabled\s*$", count=True,
         constant=1, backend="llama.cpp",
     ),
     FigureRule(
-        "flash attention", "flash_attn", r"flash attention (?:was auto, set to )?disabled\s*$", count=True,
+        "flash attention", "flash_attn", r"flash attention (?:was auto, |not supported, )?(?:set to )?disabled\s*$",
+        count=True,
         constant=0, backend="llama.cpp",
     ),
     # llama-server loads a speculative draft model after the model ("common_speculative_init_result:
