@@ -36,6 +36,18 @@ def _own_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("VRAMTUI_DATA_DIR", str(tmp_path_factory.mktemp("vramtui-data")))
 
 
+@pytest.fixture
+def assumed_engine_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's own host footprint at its backend's figure, not measured on this machine's binary
+    (core/launch/footprint.py): tests of the wizard's arithmetic on replayed runs, whose figures must not
+    move with the build of llama-cpp-python at hand."""
+    from vramtui.core.launch import footprint
+
+    monkeypatch.setattr(
+        footprint, "host_footprint", lambda profile, kind="floor": profile.backend.host_baseline_bytes
+    )
+
+
 @pytest.fixture(scope="session")
 def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo-sized model: 4 layers, 512 wide, f16 (about 21 MB)."""

@@ -1201,6 +1201,7 @@ def test_a_transformers_budget_bills_the_address_space_its_runner_maps(
     assert "DOES NOT FIT under the 80% line: over it by" in edge and "the whole room holds it with" in edge
 
 
+@pytest.mark.usefixtures("assumed_engine_share")  # the figure, not this machine's measurement
 def test_a_budget_the_engine_fills_says_what_budget_holds_the_bill(
     capsys: pytest.CaptureFixture[str], tiny_gguf: Path
 ) -> None:

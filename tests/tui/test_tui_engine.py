@@ -283,12 +283,14 @@ async def test_the_first_footprint_measurement_runs_off_the_ui_thread(
     """Issue 22 defect 15: the first time the wizard meets an engine binary under a host budget, it starts
     the engine once to measure its idle footprint (core/launch/footprint.py, seconds). That ran on the UI
     thread, in the pane's `start_profile`: the app froze. Now it runs on the wizard's thread, the pane says
-    so, and the screen keeps drawing. (The tests' cache dir is their own: this binary is not measured yet.)"""
+    so, and the screen keeps drawing. (The tests' cache dir is their own, emptied: this binary is not measured
+    yet.)"""
     import asyncio
     import itertools
 
-    from vramtui.core.launch.footprint import measured_already
+    from vramtui.core.launch.footprint import cache_file, measured_already
 
+    cache_file().unlink(missing_ok=True)  # the measurements the tests' conftest carried in
     profile = Profile(
         backend="llama.cpp",
         model=str(tiny_gguf),

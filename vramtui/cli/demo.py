@@ -1,6 +1,6 @@
 """`vramtui demo`: the embedded demo. Without flags it opens the app on it; `--auto --json` runs headless.
 
-A tiny model generated once and cached, served by llama-cpp-python on the CPU under a 1500 MiB budget,
+A tiny model generated once and cached, served by llama-cpp-python on the CPU under a 1400 MiB budget,
 asked for its full 262,144-token context: the first launch fails for real at the KV-cache stage and the
 wizard brings it up.
 """

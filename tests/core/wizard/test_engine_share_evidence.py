@@ -7,12 +7,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
 from vramtui.core.launch.profile import Profile
 from vramtui.core.units import MIB
 from vramtui.core.wizard.budget import MemoryModel
 from vramtui.core.wizard.observe import Observation
 from vramtui.core.wizard.propose import Findings, Proposer
+
+# What these say of an engine share that was not measured: its backend's figure, pinned.
+pytestmark = pytest.mark.usefixtures("assumed_engine_share")
 
 
 def _profile(tmp_path: Path, budget_mib: int) -> Profile:

@@ -15,6 +15,9 @@ from vramtui.core.wizard.ladders import Rung
 from vramtui.core.wizard.steprecord import open_session
 from vramtui.core.wizard.wizard import Wizard
 
+# Replayed runs: the engine share is its backend's figure, as test_wizard takes it.
+pytestmark = pytest.mark.usefixtures("assumed_engine_share")
+
 
 @pytest.fixture(scope="module")
 def demo_model(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -32,6 +32,9 @@ from vramtui.core.wizard.wizard import (
     sibling_files,
 )
 
+# The arithmetic here is on replayed runs: the engine share is its backend's figure, not measured.
+pytestmark = pytest.mark.usefixtures("assumed_engine_share")
+
 # Real lines, llama-cpp-python 0.3.36: context 262144 under a 1500 MiB cap.
 
 KV_FAILURE_LOG = """\

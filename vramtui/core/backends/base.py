@@ -176,6 +176,14 @@ class Launch:
         """The program it runs when the profile names none, looked up on PATH (None: vramtui's own Python)."""
         return None if self.program[0] == "{python}" else self.program[0]
 
+    @property
+    def runner_module(self) -> str | None:
+        """The module a runner on vramtui's own Python runs (`python -m llama_cpp.server`); None for a
+        program of its own."""
+        if self.program[0] != "{python}" or "-m" not in self.program[:-1]:
+            return None
+        return self.program[self.program.index("-m") + 1]
+
 
 @dataclass(frozen=True)
 class Rung:

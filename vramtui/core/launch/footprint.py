@@ -16,6 +16,9 @@ up at 144-160 MiB, down at 176-192 MiB, where an arena's 64 MiB reservation stil
 follows, up again from 208 MiB), and a budget must hold at every size above the figure. Budgets now
 launch with one malloc arena (core/launch/procs.py), as the floor is measured: llama-server 0.3.36 on the
 tiny model comes up from 131 MiB so, against 256 MiB with glibc's arena per thread.
+
+llama-cpp-python's server is measured the same way, on vramtui's own Python: its cache key adds the
+package's file, which an upgrade changes while the interpreter stays the same file.
 """
 
 from __future__ import annotations
@@ -70,9 +73,27 @@ def engine_build(profile: Profile) -> int | None:
     return read(binary) if read is not None and binary is not None else None
 
 
-def _key(binary: Path) -> str:
+def _key(binary: Path, profile: Profile) -> str:
     stat = binary.stat()
-    return f"v{_CACHE_VERSION}:{binary}:{stat.st_size}:{stat.st_mtime_ns}"
+    return f"v{_CACHE_VERSION}:{binary}:{stat.st_size}:{stat.st_mtime_ns}{_runner_stamp(binary, profile)}"
+
+
+def _runner_stamp(binary: Path, profile: Profile) -> str:
+    """For a runner on vramtui's own Python, its package's file too: the interpreter stays the same
+    file when llama-cpp-python is upgraded, and the footprint moves with the package."""
+    import importlib.util
+    import sys
+
+    module = profile.backend.launch.runner_module if profile.backend.launch else None
+    if module is None or binary != Path(sys.executable).resolve():
+        return ""
+    try:
+        spec = importlib.util.find_spec(module.split(".")[0])  # the top package: not imported
+        origin = Path(spec.origin) if spec is not None and spec.origin else None
+        stat = origin.stat() if origin is not None else None
+    except (ImportError, ValueError, OSError):
+        return ""
+    return f":{origin}:{stat.st_size}:{stat.st_mtime_ns}" if stat is not None else ""
 
 
 def _read_cache() -> dict[str, dict[str, int]]:
@@ -125,7 +146,7 @@ def measured_floor(profile: Profile) -> int | None:
 def _cached(profile: Profile) -> dict[str, int] | None:
     """The measurement cached for the binary a launch of `profile` runs; None when none is (or no binary)."""
     binary = binary_of(profile)
-    return _read_cache().get(_key(binary)) if binary is not None else None
+    return _read_cache().get(_key(binary, profile)) if binary is not None else None
 
 
 def host_footprint(profile: Profile, kind: str = "floor") -> int:
@@ -139,7 +160,7 @@ def host_footprint(profile: Profile, kind: str = "floor") -> int:
     if binary is None:
         return fallback
     cache = _read_cache()
-    key = _key(binary)
+    key = _key(binary, profile)
     if key not in cache:
         measured = measure(profile, binary)
         # A failed measurement is remembered too (0): once per binary, not once per wizard step.
