@@ -69,6 +69,21 @@ def test_check_exits_1_with_the_diagnosis_when_it_fails(tiny_gguf: Path, tmp_pat
 
 
 @pytest.mark.engine
+def test_a_budget_on_the_command_line_stands_in_for_the_profiles(tiny_gguf: Path, tmp_path: Path) -> None:
+    """QA 31 W7: a budget could only be tried by editing the TOML. The profile that fits at 1500 MiB fails
+    under `--budget 40MiB` (less than the engine itself takes), and the run says the budget it ran under;
+    the file is left as it was."""
+    pytest.importorskip("llama_cpp")
+    profile = profile_here(tiny_gguf, "tiny-ok.toml", tmp_path / "p")
+    before = profile.read_text()
+    proc = vramtui("check", str(profile), "--json", "--budget", "40MiB", "--log-dir", str(tmp_path / "runs"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["memory_budget_mib"] == 40 and report["ready"] is False
+    assert profile.read_text() == before
+
+
+@pytest.mark.engine
 def test_check_human_report(tiny_gguf: Path, tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")
     profile = profile_here(tiny_gguf, "tiny-ok.toml", tmp_path / "p")

@@ -64,11 +64,16 @@ def test_a_recorded_session_shown_again_checks_its_export_too(
 def test_a_budget_is_checked_where_it_would_be_ignored(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # QA: `wizard PROFILE --budget 12` and `attach PID --text --budget 12` ran, the budget unread
+    # QA: `wizard PROFILE --budget 12` and `attach PID --text --budget 12` ran, the budget unread; a
+    # profile's wizard and check now take it in place of memory_budget (QA 31 W7), checked before a launch
     profile = tmp_path / "p.toml"
     profile.write_text('backend = "llama.cpp"\nmodel = "/m.gguf"\n')
-    assert main(["wizard", str(profile), "--budget", "12GiB", "--auto"]) == 2
-    assert "--budget is for --attach" in capsys.readouterr().err
+    assert main(["wizard", str(profile), "--budget", "12", "--auto"]) == 2
+    assert "--budget: '12' has no unit" in capsys.readouterr().err
+    assert main(["check", str(profile), "--budget", "0MiB"]) == 2
+    assert "--budget: '0MiB' is no budget" in capsys.readouterr().err
+    assert main(["wizard", str(tmp_path / "session.jsonl"), "--budget", "12GiB"]) == 2
+    assert "--budget is for a PROFILE or --attach" in capsys.readouterr().err
     assert main(["attach", "1", "--text", "--budget", "12"]) == 2
     assert "'12' has no unit" in capsys.readouterr().err
 

@@ -26,6 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--show-log", action="store_true", help="echo the server's output to stderr while it runs"
     )
     parser.add_argument(
+        "--budget",
+        metavar="SIZE",
+        help="the memory budget to run under (e.g. 600MiB), in place of the profile's [limits] memory_budget",
+    )
+    parser.add_argument(
         "--replay-request",
         metavar="JSON",
         help="after the smallest request, send this saved chat request (the one that failed) again",
@@ -41,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.timeout is not None and not 0 < args.timeout < float("inf"):
         raise VramtuiError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
-    profile = pin_port(load_launch_profile(args.profile))
+    profile = pin_port(load_launch_profile(args.profile, getattr(args, "budget", None)))
     check_runnable(profile)
     replay = load_saved_request(args.replay_request) if args.replay_request else None
     plan = build_command(profile)

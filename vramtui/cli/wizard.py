@@ -350,11 +350,11 @@ def run(args: argparse.Namespace) -> int:
         return run_attached(args)
     if not args.profile:
         raise VramtuiError("give a PROFILE (TOML) or --attach TARGET")
-    if getattr(args, "budget", None):
-        raise VramtuiError("--budget is for --attach: a profile's budget is its memory_budget")
     if getattr(args, "take_over", False):
         raise VramtuiError("--take-over is for --attach: vramtui starts a profile's server itself")
     if args.profile.endswith(".jsonl"):
+        if getattr(args, "budget", None):
+            raise VramtuiError("--budget is for a PROFILE or --attach: a record is shown as it ran")
         return show_session(args.profile, args.json, args.export)
     if getattr(args, "goal", "start") == "on-gpu":
         from vramtui.cli.wizard_ongpu import run_on_gpu
@@ -375,7 +375,7 @@ def run(args: argparse.Namespace) -> int:
 
     from vramtui.core.launch.profile import load_launch_profile
 
-    profile = load_launch_profile(args.profile)
+    profile = load_launch_profile(args.profile, getattr(args, "budget", None))
     refuse_saving_over_the_source(args, profile)
     return run_wizard(profile, args)
 

@@ -36,7 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how long to wait for you to restart it with the printed command (default 300)",
     )
     group.add_argument(
-        "--budget", metavar="SIZE", help="the memory it may hold (e.g. 6GiB): over it, the wizard proposes"
+        "--budget",
+        metavar="SIZE",
+        help="the memory it may hold (e.g. 6GiB): over it, the wizard proposes; with a PROFILE, in place of "
+        "its [limits] memory_budget",
     )
     group.add_argument(
         "--keep",

@@ -57,7 +57,7 @@ def _plan_from_profile(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     from vramtui.core.wizard.ongpu import plan_on_gpu
 
     given = _gpu_mem(args.gpu_mem) if args.gpu_mem else None  # a bad size before any launch
-    profile = pin_port(load_launch_profile(args.profile))
+    profile = pin_port(load_launch_profile(args.profile, getattr(args, "budget", None)))
     from vramtui.cli.wizard import refuse_saving_over_the_source
 
     refuse_saving_over_the_source(args, profile)

@@ -829,9 +829,17 @@ def check_runnable(profile: Profile) -> None:
         raise VramtuiError(refusal.message)
 
 
-def load_launch_profile(path: str | Path) -> Profile:
-    """A profile about to be launched: read it, then make sure its model file and program are there."""
+def load_launch_profile(path: str | Path, budget: str | None = None) -> Profile:
+    """A profile about to be launched: read it, then make sure its model file and program are there.
+    `budget` (the command line's --budget SIZE) stands in for its [limits] memory_budget: a budget is
+    tried without editing the file (QA 31 W7)."""
     profile = load_profile(path)
+    if budget is not None:
+        try:
+            profile = profile.with_changes(memory_budget=_memory_budget(budget))
+        except VramtuiError as error:
+            said = str(error).removeprefix("memory_budget: ").removeprefix("memory_budget = ")
+            raise VramtuiError(f"--budget: {said}") from None
     check_files(profile)
     return profile
 
