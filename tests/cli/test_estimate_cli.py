@@ -614,6 +614,23 @@ def test_largest_concurrency_names_the_length_of_its_sequences(capsys: pytest.Ca
     assert f"largest concurrency {four['max_parallel']} (sequences of 2,048 tokens)" in out
 
 
+def test_no_concurrency_says_which_sequence_does_not_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    """QA 31 W10: "largest context 37,632; largest concurrency 0 (sequences of 65,536 tokens)" read as if
+    nothing fit. Not one of the slots' sequences fits; one of the largest context does."""
+    config = str(
+        Path(__file__).resolve().parents[1] / "data/configs/meta-llama--Llama-3.1-8B-Instruct.config.json"
+    )
+    args = ["--ctx", "131072", "--parallel", "2", "--gpu-mem", "20GiB"]
+    out = run_json(capsys, config, *args)
+    assert out["max_parallel"] == 0 and 0 < out["max_context"] < out["max_parallel_tokens"] == 65536
+    assert main(["estimate", config, *args]) == 1
+    said = capsys.readouterr().out
+    want = (
+        f"largest concurrency 0: not one sequence of 65,536 tokens fits; one of {out['max_context']:,} does"
+    )
+    assert want in said and "(sequences of" not in said
+
+
 def test_a_cpu_run_is_sized_against_this_machines_ram(capsys: pytest.CaptureFixture[str]) -> None:
     # QA: --cpu with no --gpu-mem compared a 253B model's host total with a phantom 24 GiB card
     import psutil

@@ -635,7 +635,13 @@ def _solvers(est: Any) -> list[str]:
         tokens = getattr(est, "max_parallel_tokens", None)  # the sequences' length: ctx / slots on llama.cpp
         each = f" (sequences of {tokens:,} tokens)" if tokens else ""
         layers = " with every layer on the GPU" if est.max_parallel_all_layers else ""
-        solved.append(f"largest concurrency{layers} {est.max_parallel}{each}")
+        if (
+            est.max_parallel == 0 and tokens
+        ):  # QA 31 W10: "0 (sequences of 65,536)" beside a context that fits
+            one = f"; one of {est.max_context:,} does" if est.max_context else ""
+            solved.append(f"largest concurrency{layers} 0: not one sequence of {tokens:,} tokens fits{one}")
+        else:
+            solved.append(f"largest concurrency{layers} {est.max_parallel}{each}")
     if est.load_peak_fits is False:  # the 16-bit read before quantizing does not fit: nothing runs yet
         return ["none until the load fits (the verdict says how)"]
     if est.kv_cache_memory_fit is not None:  # no context helps a cache sized by the share (QA 23 D10)
