@@ -1352,3 +1352,24 @@ def test_a_smaller_kv_cache_is_never_below_one_request() -> None:
     (rung,) = [r for r in get_backend("vllm").rungs("kv_cache") if r.param == "kv_cache_memory"]
     values = wizard.proposer.candidates(rung, "512MiB", profile)
     assert values and "256MiB" not in values and all(v in ("384MiB",) for v in values), values
+
+
+def test_check_s_first_move_predicts_what_the_step_launches(demo_model: Path, tmp_path: Path) -> None:
+    """QA 31 W11: `check --json` gave `first_move.predicted_mib` 1122.5 (flash attention and the q4_0 cache
+    it prepares, together) where the wizard's record of the same step said 2594.5 (flash attention alone,
+    what it launches). Both now give the launched change's figure; the pair's stays in the reason."""
+    from vramtui.core.wizard.wizard import first_move
+
+    profile = _demo_profile(demo_model, memory_budget=1621 * MIB)  # room for f16 at 32k or q4_0 at 262144
+    failed = ReplayedRuns(tmp_path / "check")
+    (tmp_path / "check").mkdir()
+    move = first_move(profile, failed(profile))
+    assert move is not None and move.param == "flash_attn" and move.then == ("kv_dtype", "q4_0")
+    wizard = Wizard(profile, record_path=tmp_path / "rec.jsonl", auto=True, runner=ReplayedRuns(tmp_path))
+    wizard.start()
+    proposal = wizard.propose()
+    assert proposal is not None and (proposal.param, proposal.to) == (move.param, move.to)
+    step = wizard.apply(proposal)
+    assert step.proposal is not None and step.proposal.predicted_mib is not None
+    assert move.predicted_mib == pytest.approx(step.proposal.predicted_mib)
+    assert "then with kv_dtype = q4_0 too it needs about" in move.why  # the pair's figure, said

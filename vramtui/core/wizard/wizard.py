@@ -382,10 +382,7 @@ class Wizard:
             step = Step(index, proposal, "advice", None, notes, dict(self.profile.params))
             self._record(step)
             return step
-        if proposal.param == "model":
-            candidate = self.profile.with_changes(model=str(proposal.to))
-        else:
-            candidate = _clamped(self.profile.with_param(proposal.param, proposal.to), proposal)
+        candidate = launched(self.profile, proposal)
         if self.recorder is not None:
             self.recorder.append(
                 "step_start",
@@ -394,13 +391,9 @@ class Wizard:
                 **{"from": proposal.from_, "to": proposal.to},
                 why=proposal.why,
             )
-        # Predict for what is really launched: the user may have edited the value, and a proposal that
-        # names a second change (`then`) launches only its first (QA 17 F7: the step recorded the pair's
-        # figure). One prediction, also the warning against an edited value the estimate says will not fit.
+        # One prediction of what is launched, also the warning against an edited value that will not fit.
         warning = None
-        bill = self.model.predict(candidate)
-        proposal.predicted_mib = needed_bytes(bill) / MIB if bill is not None else None
-        proposal.predicted_parts = predicted_parts(bill)
+        bill = predict_launch(self.model, proposal, candidate)
         if proposal.edited_from is not None and proposal.param != "model" and not proposal.advice_only:
             warning = fit_words(self.model, proposal, bill)
         previous = self.last
@@ -608,7 +601,27 @@ def first_move_and_advice(
     wizard = Wizard(profile, runner=lambda _profile: check, record=False, margin=margin)
     wizard.start()
     move = wizard.propose()
+    if move is not None and move.then is not None:
+        # the figure of what the step launches, as the wizard records it, not the pair's (QA 31 W11)
+        predict_launch(wizard.model, move, launched(wizard.profile, move))
     return move, sized_advice(wizard.model, profile, list(advice or []))
+
+
+def launched(profile: Profile, proposal: Proposal) -> Profile:
+    """The profile a step launches: its one change (of a proposal that names a second, the first only)."""
+    if proposal.param == "model":
+        return profile.with_changes(model=str(proposal.to))
+    return _clamped(profile.with_param(proposal.param, proposal.to), proposal)
+
+
+def predict_launch(model: MemoryModel, proposal: Proposal, candidate: Profile) -> MemoryBill | None:
+    """Predict for what is really launched, onto the proposal: the user may have edited the value, and a
+    proposal that names a second change (`then`) launches only its first (QA 17 F7: the step recorded the
+    pair's figure). The bill, or None."""
+    bill = model.predict(candidate)
+    proposal.predicted_mib = needed_bytes(bill) / MIB if bill is not None else None
+    proposal.predicted_parts = predicted_parts(bill)
+    return bill
 
 
 def advice_beside(move: Proposal | None, lines: list[str]) -> list[str]:
