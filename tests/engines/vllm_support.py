@@ -49,12 +49,29 @@ def vllm_profile(
 
 def vllm_processes(model: Path | str) -> list[psutil.Process]:
     """Every live process of a vLLM serving `model` (the API server names it; its engine and worker are
-    called VLLM::EngineCore and VLLM::Worker)."""
+    called VLLM::EngineCore and VLLM::Worker, below an API server that names the model, or orphaned after
+    this session began). A vLLM someone else runs on the machine is not a leftover of these tests (session
+    30: three false failures while vLLM ran by hand beside the suite). Its environment cannot tell: vLLM's
+    setproctitle wipes /proc/PID/environ."""
     found = []
     for proc in psutil.process_iter(["cmdline", "name", "status"]):
         if proc.info["status"] == psutil.STATUS_ZOMBIE:
             continue
         words = " ".join(proc.info["cmdline"] or [])
-        if str(model) in words or (proc.info["name"] or "").startswith("VLLM::"):
+        if str(model) in words or ((proc.info["name"] or "").startswith("VLLM::") and _ours(proc, model)):
             found.append(proc)
     return found
+
+
+_SESSION_START = psutil.Process().create_time()
+
+
+def _ours(proc: psutil.Process, model: Path | str) -> bool:
+    """Is the vLLM engine process `proc` one of this model's, or an orphan from this session? True where
+    that cannot be told."""
+    try:
+        if any(str(model) in " ".join(parent.cmdline()) for parent in proc.parents()):
+            return True
+        return proc.ppid() == 1 and proc.create_time() >= _SESSION_START
+    except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+        return True
