@@ -1147,3 +1147,27 @@ def test_a_run_vramtui_stopped_at_its_ready_timeout_is_incomplete_not_no_failure
     assert diagnosis.summary.startswith("Incomplete: no error, and not ready when vramtui's ready_timeout")
     stopped = diagnose_text(log.replace("vramtui: not ready after 30 s; stuck at stage launch\n", ""))
     assert not stopped.incomplete  # vramtui's own stop with no timeout: no failure, as before
+
+
+def test_a_kill_by_hand_of_a_server_vramtui_ran_is_not_called_the_oom_killer() -> None:
+    """QA 32 D4: `vramtui run`, the server up and idle, then `kill -9` of its PID (the real log, llama-server
+    0.3.36). It read "killed without a word (SIGKILL: the OOM killer, most often)" and the wizard's first
+    move was a smaller batch. vramtui ran it here, so this machine's kernel log is the one that would show
+    an OOM kill: none then, so it is a kill from outside, and no memory setting is the answer."""
+    log = Path(__file__).resolve().parents[2] / "data" / "logs" / "llama-server-sigkill-idle-by-hand.log"
+    ended = time.mktime(time.strptime("2026-12-07T05:39:35", "%Y-%m-%dT%H:%M:%S"))
+    elsewhere = f"{_dmesg_time(ended - 5400)} Out of memory: Killed process 4242 (python3)"
+    for kernel_text in ("", elsewhere):
+        d = diagnose_file(log, kernel_log=lambda text=kernel_text: text)
+        assert (d.failed, d.failure, d.failure_stage) == (True, "other", "inference"), kernel_text
+        assert "from outside" in d.summary and "out-of-memory killer is the usual cause" not in d.summary
+        assert d.advice[0].startswith("Nothing in the engine to change")
+    # where the kernel log cannot be read, or shows this server killed then, it stays the OOM killer's
+    unread = diagnose_file(log, kernel_log=lambda: None)
+    assert unread.failure == "host_oom_killed" and "usual cause" in unread.summary
+    near = f"{_dmesg_time(ended)} Out of memory: Killed process 9707 (llama-server) total-vm:1234kB"
+    confirmed = diagnose_file(log, kernel_log=lambda: near)
+    assert (
+        confirmed.failure == "host_oom_killed"
+        and confirmed.advice[0] == "The kernel log confirms the OOM killer."
+    )

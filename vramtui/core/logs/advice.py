@@ -122,6 +122,7 @@ CAUSE_WORDS: dict[str, str] = {
     "worker_died": "a worker process died without an error of its own",
     "oom_killer": "the kernel's out-of-memory killer ended the process",
     "killed_signal": "the server was killed (SIGKILL) without a stop of vramtui's: the host's out-of-memory killer is the usual cause",
+    "killed_outside": "the server was killed (SIGKILL) from outside, and this machine's kernel log shows no out-of-memory kill then: a kill by hand, a supervisor or a timeout, which no memory setting prevents",
     "kv_type_block_mismatch": "the KV cache type asked for does not fit this model's head size (its block does not divide it)",
     "server_dropped": "the server dropped the request with no answer: it was killed (the out-of-memory killer is the usual cause while a model loads) or crashed",
 }
@@ -675,6 +676,15 @@ ADVICE: tuple[AdviceRow, ...] = (
     ),
     AdviceRow("unsupported_quant", "wrong_format", ("@wrong_format",)),
     AdviceRow("unsupported_quant", "bnb_missing", ("@bnb_missing",)),
+    AdviceRow(
+        "other",
+        "killed_outside",
+        (
+            "Nothing in the engine to change: find what sent the kill (a `kill` by hand, a supervisor's "
+            "restart or health check, a job's time limit), then start it again.",
+            "{kernel_word}",
+        ),
+    ),
     AdviceRow("other", "flash_attn_missing", ("@flash_attn_missing",)),
     AdviceRow("other", "runner_start_timeout", ("@runner_start_timeout",)),
     AdviceRow(

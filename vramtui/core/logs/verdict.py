@@ -137,9 +137,13 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
         or pick.cause == "worker_died"
     ):
         names = profile.process_names if profile is not None else ()
+        kernel_text = read_kernel()
         kernel_note, kills_elsewhere = _kernel_confirmation(
-            read_kernel(), (state.log_time, state.log_start), evidence, names
+            kernel_text, (state.log_time, state.log_start), evidence, names
         )
+        # vramtui saw the kill of a server it ran here: this kernel log is the one that would show its OOM kill
+        if pick.cause == "killed_signal" and kernel_text is not None and not kernel_note and state.log_time:
+            pick = _killed_outside(pick)
         if kernel_note and (incomplete or pick.cause == "worker_died"):
             # The log stops without a word (or a worker died without one) and the kernel killed a
             # process just then: that kill is the failure.
@@ -491,6 +495,13 @@ def _incomplete(state: LogState, failed: bool, furthest: int) -> bool:
     # a milestone shows a start as well as a stage line does (vLLM's "Resolved architecture": files found)
     started = state.startup_seen or bool(state.progress_seen & {"files", "weights", "cache"})
     return started and not came_up
+
+
+def _killed_outside(pick: _Pick) -> _Pick:
+    """A SIGKILL vramtui saw, when this machine's kernel log shows no OOM kill of it then (QA 32 D4: a
+    `kill -9` by hand of an idle server read "the OOM killer, most often", and the wizard's first move was
+    a smaller batch): a kill from outside, which no memory setting prevents."""
+    return _Pick(pick.found, "other", "killed_outside", inferred=pick.inferred, cut=pick.cut)
 
 
 def _killed_then(pick: _Pick, state: LogState, furthest: int) -> _Pick:
