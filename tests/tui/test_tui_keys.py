@@ -29,6 +29,9 @@ from vramtui.tui.panes.wizard import WizardPane
 PROFILES = Path(__file__).resolve().parents[1] / "data" / "profiles"
 PANE_KEYS = {"1", "2", "3", "4"}
 
+# The wizard's arithmetic on runs replayed from test_wizard: its engine share, as there, the backend's figure.
+pytestmark = pytest.mark.usefixtures("assumed_engine_share")
+
 
 def quiet_app(**kwargs: object) -> VramtuiApp:
     kwargs.setdefault("live_sampling", False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_tui import quiet_app
 from test_tui_support import screen_text, wait_for
 from test_wizard import ReplayedRuns, _demo_profile
@@ -15,6 +16,9 @@ from vramtui.core.wizard.steprecord import open_session
 from vramtui.core.wizard.wizard import Wizard
 from vramtui.tui.app import VramtuiApp
 from vramtui.tui.panes.wizard import COMPACT_COLUMNS, STEP_COLUMNS, WizardPane, WizardUpdate
+
+# The wizard's arithmetic on runs replayed from test_wizard: its engine share, as there, the backend's figure.
+pytestmark = pytest.mark.usefixtures("assumed_engine_share")
 
 
 async def test_a_wizard_that_ends_writes_its_end_line_and_reopens_as_finished(tmp_path: Path) -> None:

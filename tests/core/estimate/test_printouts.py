@@ -339,6 +339,22 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "GiB, and the estimate gives every card 1367 MiB (x1.85 on the middle ones): which of the split's "
         "inputs the scheduler copies per pipeline stage on each card is not modelled from a printout like it"
     ),
+    # Round 52: Ollama 0.32's llama-server resolved -fa auto to off for a DeepSeek-V2 GGUF (K head 192, V 128)
+    **dict.fromkeys(
+        [
+            (
+                "p52-llama.cpp-deepseek-coder-v2-16b-lite-q5_K_M-RTX5080-ollama-c8192-ub512-fa-auto-off-f16kv-mmap",
+                "compute",
+            ),
+            (
+                "p52-llama.cpp-deepseek-coder-v2-16b-lite-q5_K_M-RTX5080-ollama-c2048-ub512-fa-auto-off-f16kv-no-mmap",
+                "compute",
+            ),
+        ],
+        "the host's buffer is 8 MiB under the estimate at both contexts (x1.33, x1.67), most likely as the KV cache is made "
+        "while -fa auto still counts as on, so V is not transposed and the graph takes no per-element V index "
+        "(ub x n_embd_v x 8 bytes); the estimate bills it as for -fa off. The GPU's buffer is right",
+    ),
 }
 
 
