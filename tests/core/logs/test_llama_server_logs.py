@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vramtui.core.logs.diagnose import diagnose_file
+from vramtui.core.logs.diagnose import diagnose_file, diagnose_text
 
 SERVER_LOGS = Path(__file__).resolve().parents[2] / "data" / "llama-server"
 
@@ -21,7 +21,16 @@ def test_compute_buffer_too_big_is_kv_cache_with_its_own_advice() -> None:
     diagnosis = diagnose_file(SERVER_LOGS / "compute-too-big.log")
     assert diagnosis.failed and diagnosis.failure_stage == "kv_cache"
     assert diagnosis.cause == "compute_alloc_failed"
-    assert "--flash-attn on" in diagnosis.advice[0] and "--ubatch-size" in diagnosis.advice[1]
+    # run with -fa off, but the log at the default verbosity does not say so (QA 32 D6): the micro-batch
+    # first, flash attention as a condition; vramtui's own launch line says it, and it comes first then
+    assert "--ubatch-size" in diagnosis.advice[0]
+    assert (
+        diagnosis.advice[1].startswith("If flash attention is off")
+        and "--flash-attn on" in diagnosis.advice[1]
+    )
+    text = (SERVER_LOGS / "compute-too-big.log").read_text()
+    launched = f"vramtui: launch llama-server -m m.gguf -c 65536 -fa off\n{text}"
+    assert diagnose_text(launched).advice[0].startswith("Turn on flash attention: --flash-attn on")
 
 
 def test_quantized_v_without_flash_attention_is_its_error_first() -> None:

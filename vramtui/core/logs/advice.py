@@ -1240,6 +1240,12 @@ def _memory_values(diagnosis: Diagnosis) -> dict[str, str]:
 _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]] = {
     "quantized": lambda diagnosis, formats, profile: "quantized" in formats,
     "flash_on": lambda diagnosis, formats, profile: "flash_attn" in formats,
+    # the log says flash attention is off; "flash_unknown": it says nothing either way (llama-server's
+    # default verbosity), where a build's `auto` default has it on already (QA 32 D6)
+    "flash_off": lambda diagnosis, formats, profile: diagnosis.engine_figures.get("flash_attn") == 0,
+    "flash_unknown": lambda diagnosis, formats, profile: (
+        "flash_attn" not in formats and diagnosis.engine_figures.get("flash_attn") is None
+    ),
     "ubatch_over_256": lambda diagnosis, formats, profile: (
         int(diagnosis.engine_figures.get("ubatch_tokens") or 512) > 256
     ),

@@ -73,10 +73,18 @@ def _compute_oom(flash_on: str) -> tuple[str | Say, ...]:
             "Turn on flash attention: {flash_attn}"
             + flash_on
             + " (without it the compute buffer holds the context x micro-batch attention scores).",
-            when="!flash_on",
+            when="flash_off",
         ),
         Say(
             "A smaller micro-batch shrinks the compute buffer: {ubatch} 256 (or 128).", when="ubatch_over_256"
+        ),
+        # the log does not say (llama-server's default verbosity), and llama-server's default `auto` has it
+        # on where it runs: said as a condition, after the change that surely shrinks the buffer (QA 32 D6)
+        Say(
+            "If flash attention is off (the log does not say which), turn it on: {flash_attn}"
+            + flash_on
+            + ".",
+            when="flash_unknown",
         ),
         Say("Then a shorter context: {context}{smaller}.", when="can_shorten"),
     )
@@ -1956,6 +1964,16 @@ FIGURES_2: tuple[FigureRule, ...] = (
     FigureRule(
         "flash_attn", "flash_attn", rf"{_FA_PREFIX}\s*=\s*(?:disabled|false)\s*$", count=True, constant=0,
         backend="llama.cpp",
+    ),
+    # vramtui's own launch line: what the command asked, where the log at llama-server's default
+    # verbosity says nothing of flash attention (a later line of the engine's own wins)
+    FigureRule(
+        "vramtui: launch", "flash_attn", r"^\S*\s*vramtui: launch .*\s(?:-fa|--flash-attn)[ =]off\b",
+        count=True, constant=0, backend="llama.cpp",
+    ),
+    FigureRule(
+        "vramtui: launch", "flash_attn", r"^\S*\s*vramtui: launch .*\s(?:-fa|--flash-attn)[ =]on\b",
+        count=True, constant=1, backend="llama.cpp",
     ),
     # "= auto" as the scheduler resolved it, before the compute buffers are reserved: "Flash Attention was
     # auto, set to enabled", "resolve_fused_ops: Flash Attention enabled" (the later line wins); a card or
