@@ -1171,3 +1171,23 @@ def test_a_kill_by_hand_of_a_server_vramtui_ran_is_not_called_the_oom_killer() -
         confirmed.failure == "host_oom_killed"
         and confirmed.advice[0] == "The kernel log confirms the OOM killer."
     )
+
+
+def test_a_config_json_that_does_not_parse_is_named() -> None:
+    """QA 32 D3: vramtui's transformers runner on a folder whose config.json has a syntax error (the real
+    log). It read "a Python exception stopped the run" with "read the first error line": transformers'
+    own line names the file, and the advice says what to fix."""
+    log = Path(__file__).resolve().parents[2] / "data" / "logs" / "transformers-runner-config-not-json.log"
+    d = diagnose_file(log, kernel_log=lambda: None)
+    assert (d.failed, d.failure, d.failure_stage, d.cause) == (
+        True,
+        "other",
+        "load_weights",
+        "config_invalid",
+    )
+    assert (
+        "is not a valid JSON file" in (d.first_error_text or "")
+        and "config.json is not valid JSON" in d.summary
+    )
+    assert d.advice[0].startswith("Fix the model folder's config.json")
+    assert any("JSONDecodeError" in line for line in d.evidence)  # the line and column, kept in view

@@ -72,6 +72,7 @@ CAUSE_WORDS: dict[str, str] = {
     "model_not_found": "a request named a model the server does not have",
     "bad_magic": "the file is not a GGUF (bad magic number)",
     "truncated_file": "the model file is cut short or corrupt",
+    "config_invalid": "the model's config.json is not valid JSON",
     "bad_file": "the model file could not be read",
     "gated_repo": "the repository is gated or needs a token",
     "download_failed": "the download step failed",
@@ -683,6 +684,14 @@ ADVICE: tuple[AdviceRow, ...] = (
             "Nothing in the engine to change: find what sent the kill (a `kill` by hand, a supervisor's "
             "restart or health check, a job's time limit), then start it again.",
             "{kernel_word}",
+        ),
+    ),
+    AdviceRow(
+        "other",
+        "config_invalid",
+        (
+            "Fix the model folder's config.json: it does not parse as JSON (the JSONDecodeError above gives "
+            "the line and column; `vramtui estimate FOLDER` reads it and says where too), or download it again.",
         ),
     ),
     AdviceRow("other", "flash_attn_missing", ("@flash_attn_missing",)),

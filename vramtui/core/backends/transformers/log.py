@@ -292,6 +292,11 @@ HUB_ERRORS: tuple[ErrorRule, ...] = (
 )
 
 MISSING_ERRORS: tuple[ErrorRule, ...] = (
+    # transformers' own words for a config.json that does not parse, after the JSONDecodeError's traceback
+    # (QA 32 D3: read as "a Python exception", advised to read the first error line)
+    ErrorRule(
+        "is not a valid json file", "config_invalid", "other", stage="load_weights", backend="transformers"
+    ),
     ErrorRule("localentrynotfounderror", "offline", "network", stage="download", backend="transformers"),
     ErrorRule(
         "cannot find the requested files in the local cache",
