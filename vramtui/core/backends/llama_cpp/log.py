@@ -138,7 +138,11 @@ _LLAMA_ADVICE: dict[str, tuple[str | Say, ...]] = {
         "Smaller batches: {batch} and {ubatch} (e.g. 256).",
         "Fewer concurrent sequences: {parallel} 1.",
     ),
-    "host_killed": ("Keep memory-mapping on (do not pass --no-mmap) and pick a smaller quantization.",),
+    # builds of 2026 spell mmap off `--load-mode none` and refuse --no-mmap (QA 32 D13): both named
+    "host_killed": (
+        "Keep memory-mapping on (no --no-mmap, nor --load-mode none on newer builds) and pick a smaller "
+        "quantization.",
+    ),
     "kv_type_block_mismatch": (
         "The KV cache type's block does not divide this model's head size: keep f16 (or q8_0 where its "
         "32-wide block divides it) with {kv_dtype}.",
