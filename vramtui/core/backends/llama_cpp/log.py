@@ -62,30 +62,25 @@ def _context_oom(kv_flags: str, flash_on: str) -> tuple[str | Say, ...]:
     )
 
 
-def _compute_oom(flash_on: str) -> tuple[str | Say, ...]:
+def _compute_oom(flash_on: str, default_on: bool) -> tuple[str | Say, ...]:
     """The compute buffer (the graph's scratch memory) did not fit: what shrinks it, in this engine's flags.
 
     Without flash attention it holds the n_ctx x n_ubatch attention scores, so flash attention and a
-    smaller micro-batch shrink it without giving up context; the context comes last.
+    smaller micro-batch shrink it without giving up context; the context comes last. `default_on`: the
+    engine turns flash attention on by default (llama-server's `auto`), so a log that does not say is
+    told of it as a condition, after the change that surely shrinks the buffer (QA 32 D6).
     """
+    turn_on = "Turn on flash attention: {flash_attn}" + flash_on
+    if_off = "If flash attention is off (the log does not say which), turn it on: {flash_attn}" + flash_on
     return (
         Say(
-            "Turn on flash attention: {flash_attn}"
-            + flash_on
-            + " (without it the compute buffer holds the context x micro-batch attention scores).",
-            when="flash_off",
+            turn_on + " (without it the compute buffer holds the context x micro-batch attention scores).",
+            when="flash_off" if default_on else "!flash_on",
         ),
         Say(
             "A smaller micro-batch shrinks the compute buffer: {ubatch} 256 (or 128).", when="ubatch_over_256"
         ),
-        # the log does not say (llama-server's default verbosity), and llama-server's default `auto` has it
-        # on where it runs: said as a condition, after the change that surely shrinks the buffer (QA 32 D6)
-        Say(
-            "If flash attention is off (the log does not say which), turn it on: {flash_attn}"
-            + flash_on
-            + ".",
-            when="flash_unknown",
-        ),
+        *([Say(if_off + ".", when="flash_unknown")] if default_on else []),
         Say("Then a shorter context: {context}{smaller}.", when="can_shorten"),
     )
 
@@ -170,7 +165,7 @@ LLAMA_CPP = LogProfile(
     advice={
         **_LLAMA_ADVICE,
         "context_oom": _context_oom("--cache-type-k q8_0 --cache-type-v q8_0", " on"),
-        "compute_oom": _compute_oom(" on"),
+        "compute_oom": _compute_oom(" on", default_on=True),
         "context_too_long": ("llama-server can drop old tokens instead of failing: --context-shift.",),
         # a prompt longer than its slot: the log's n_ctx_seq and n_ctx where printed (QA 6)
         "slots": (
@@ -202,7 +197,7 @@ LLAMA_CPP_PYTHON = LogProfile(
     advice={
         **_LLAMA_ADVICE,
         "context_oom": _context_oom("--type_k 8 --type_v 8 (8 is q8_0)", " true"),
-        "compute_oom": _compute_oom(" true"),
+        "compute_oom": _compute_oom(" true", default_on=False),
         "kv_8bit": (
             "Or store the KV cache in 8 bits (half its bytes): --type_k 8 --type_v 8 (8 is q8_0) with "
             "--flash_attn true.",
