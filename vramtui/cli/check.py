@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.timeout is not None and not 0 < args.timeout < float("inf"):
         raise VramtuiError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
-    profile = pin_port(load_launch_profile(args.profile, getattr(args, "budget", None)))
+    profile = pin_port(load_launch_profile(args.profile, args.budget))
     check_runnable(profile)
     replay = load_saved_request(args.replay_request) if args.replay_request else None
     plan = build_command(profile)

@@ -635,9 +635,8 @@ def _solvers(est: Any) -> list[str]:
         tokens = getattr(est, "max_parallel_tokens", None)  # the sequences' length: ctx / slots on llama.cpp
         each = f" (sequences of {tokens:,} tokens)" if tokens else ""
         layers = " with every layer on the GPU" if est.max_parallel_all_layers else ""
-        if (
-            est.max_parallel == 0 and tokens
-        ):  # QA 31 W10: "0 (sequences of 65,536)" beside a context that fits
+        # QA 31 W10: "0 (sequences of 65,536)" read as if nothing fit, beside a context that does
+        if est.max_parallel == 0 and tokens:
             one = f"; one of {est.max_context:,} does" if est.max_context else ""
             solved.append(f"largest concurrency{layers} 0: not one sequence of {tokens:,} tokens fits{one}")
         else:
