@@ -1287,7 +1287,9 @@ def test_a_vllm_cpu_budget_is_sized_by_its_workers_address_space(
 
     flags = [str(short_trained_hf), "--backend", "vllm", "--ctx", "1024"]
     short = run_json(capsys, *flags, "--memory-budget", "1GiB")
-    assert not short["fits"] and "cannot start under it; raise memory_budget to at least" in short["reason"]
+    assert (
+        not short["fits"] and "cannot start under it; raise the memory budget to at least" in short["reason"]
+    )
     assert short["kv_cache_memory_fit"] is None  # no KV size helps
     room = run_json(capsys, *flags, "--memory-budget", "2GiB")
     assert room["overhead_bytes"] == CPU_WORKER_ADDRESS_BYTES  # the runtime row: the worker's

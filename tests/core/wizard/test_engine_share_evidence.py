@@ -89,7 +89,7 @@ def test_a_server_whose_handlers_had_no_room_stops_the_wizard(tmp_path: Path) ->
     )  # fmt: skip
     findings = Findings()
     assert Proposer(MemoryModel(profile), findings).propose(profile, up_but_mute, set()) is None
-    assert "raise memory_budget, no engine setting helps" in findings.stop_reason
+    assert "raise the memory budget, no engine setting helps" in findings.stop_reason
 
 
 def test_out_of_reach_under_an_engine_measured_smaller_than_assumed_says_so(tmp_path: Path) -> None:

@@ -214,7 +214,7 @@ def test_a_budget_below_the_engines_own_footprint_stops_at_once(demo_model: Path
     )
     findings = Findings()
     assert Proposer(model, findings).propose(profile, failed, set()) is None
-    assert "raise memory_budget" in findings.stop_reason and "footprint" in findings.stop_reason
+    assert "raise the memory budget" in findings.stop_reason and "footprint" in findings.stop_reason
     assert any(f"{model.baseline() / MIB:.0f} MiB" in line for line in findings.advice), findings.advice
     # with room for buffers the same failure gets a change
     roomy = profile.with_changes(memory_budget=model.baseline() + 600 * MIB)

@@ -36,7 +36,7 @@ from vramtui.core.launch.billcheck import LaunchEstimate, run_bill
 from vramtui.core.launch.footprint import engine_build, measured_floor
 from vramtui.core.launch.health import HealthProbe
 from vramtui.core.launch.pipe import LineReader
-from vramtui.core.launch.profile import Profile, missing_program
+from vramtui.core.launch.profile import BUDGET_WHERE, Profile, missing_program
 from vramtui.core.launch.runlog import RunLogFile
 from vramtui.core.launch.smoke import SmokeResult, replay_request, smoke_request
 from vramtui.core.logs.lastwords import last_words
@@ -331,9 +331,9 @@ def budget_below_engine(profile: Profile, sample_source: Any) -> str | None:
     if not budget or not floor or budget >= floor or budget_on_gpu(sample_source, profile):
         return None
     return (
-        f"the memory_budget of {budget / MIB:.0f} MiB is below the {floor / MIB:.0f} MiB of address space "
+        f"the memory budget of {budget / MIB:.0f} MiB is below the {floor / MIB:.0f} MiB of address space "
         f"{profile.backend.name}'s largest process maps before its weights and KV cache: it cannot start "
-        f"under it; raise memory_budget well above {floor / MIB:.0f} MiB (`vramtui estimate` with "
+        f"under it; raise the memory budget {BUDGET_WHERE} well above {floor / MIB:.0f} MiB (`vramtui estimate` with "
         "--memory-budget gives the least that holds the model too)"
     )
 
@@ -1171,8 +1171,8 @@ _LAUNCHER_ADVICE = {
     BAD_ARGUMENTS: "Remove or fix the refused argument (extra_args, or the [params] value behind it).",
     READY_TIMEOUT: "Raise `ready_timeout` in the profile if the model is large, or look at the last lines.",
     STOPPED_BY_VRAMTUI: "vramtui stopped the server itself (ctrl-c, quit, or a budget): not an engine failure.",
-    CUDA_OOM: "The run crossed the profile's memory_budget: lower the settings or raise the budget.",
-    BUDGET_BELOW_ENGINE: "Raise memory_budget under [limits] in the profile: no engine setting helps.",
+    CUDA_OOM: "The run crossed vramtui's memory budget: lower the settings or raise the budget (--budget, or memory_budget).",
+    BUDGET_BELOW_ENGINE: f"Raise the memory budget {BUDGET_WHERE}: no engine setting helps.",
 }
 
 

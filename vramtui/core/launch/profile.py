@@ -55,6 +55,8 @@ _TOP_LEVEL = {
     "program",
 }
 _LIMITS = ("memory_budget",)
+# Where the budget is set, for advice that says to raise it: it may have come from --budget (QA 32 D7).
+BUDGET_WHERE = "(--budget, or memory_budget under [limits] in the profile)"
 _PARAM_TYPES = (int, float, str, bool)
 
 

@@ -222,12 +222,14 @@ def before_the_model(diagnosis: Diagnosis) -> bool:
 READ_THE_LINE = "Read the first error line above; the lines before it say which step was running."
 _TORCH_FRAGMENTATION = "PyTorch fragmentation: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
 _LOADING = frozenset({"download", "load_weights"})
+# Where vramtui's budget is set: `check`/`wizard --budget`, or the profile (QA 32 D7: no memory_budget to raise).
+_WHERE_BUDGET = "(`--budget`, or `memory_budget` under [limits] in the profile)"
 # The limit that was hit is the profile's own memory_budget (vramtui's header says so), or the machine's.
 _RAISE_THE_LIMIT = (
     Say("Close other programs or raise the container's memory limit.", when="!own_budget"),
     Say(
-        "The limit is the profile's own memory budget ({budget_mib} MiB): raise `memory_budget` under "
-        "[limits] in the profile, or shrink the model.",
+        "The limit is vramtui's own memory budget ({budget_mib} MiB): raise the memory budget "
+        "(`--budget`, or `memory_budget` under [limits] in the profile), or shrink the model.",
         when="own_budget",
     ),
 )
@@ -444,7 +446,7 @@ ADVICE: tuple[AdviceRow, ...] = (
                 "importing its modules (a MemoryError, or a library it could not map), before any weights "
                 "were read.",
             ),
-            "Raise `memory_budget` under [limits] in the profile well above what the engine takes before "
+            "Raise the memory budget " + _WHERE_BUDGET + " well above what the engine takes before "
             "loading anything (importing PyTorch alone maps about {torch_import_mib} MiB of address "
             "space, and the engine's own libraries more), or run without a budget.",
         ),
@@ -471,10 +473,10 @@ ADVICE: tuple[AdviceRow, ...] = (
                 "any weights (no room for its threads or libraries); no engine setting helps.",
             ),
             Say(
-                "Raise `memory_budget` under [limits] in the profile well above the {engine_floor_mib} MiB the "
+                "Raise the memory budget " + _WHERE_BUDGET + " well above the {engine_floor_mib} MiB the "
                 "engine itself needs to come up (measured by vramtui on this binary), with room for the "
                 "model's buffers on top, or run without a budget.",
-                otherwise="Raise `memory_budget` under [limits] in the profile well above what the engine "
+                otherwise="Raise the memory budget " + _WHERE_BUDGET + " well above what the engine "
                 "holds before it loads anything (a few hundred MiB of address space), or run without a budget.",
             ),
         ),
@@ -490,7 +492,7 @@ ADVICE: tuple[AdviceRow, ...] = (
                 otherwise="{the_engine} loaded the model and listened, then answered every readiness probe with "
                 "an error under the memory budget: no setting of the model's buffers gives its HTTP side room.",
             ),
-            "Raise `memory_budget` under [limits] in the profile by a few tens of MiB, or run without a budget; "
+            "Raise the memory budget " + _WHERE_BUDGET + " by a few tens of MiB, or run without a budget; "
             "without one, the same server should answer at once.",
         ),
     ),
@@ -500,7 +502,7 @@ ADVICE: tuple[AdviceRow, ...] = (
         (
             "The weights and the KV cache were in and the engine could not start its compute threads: "
             "free some of the budget, a shorter context ({context}{smaller}) or a smaller quantization, or "
-            "raise `memory_budget` under [limits] in the profile.",
+            "raise the memory budget " + _WHERE_BUDGET + ".",
         ),
     ),
     AdviceRow(
@@ -509,7 +511,7 @@ ADVICE: tuple[AdviceRow, ...] = (
         (
             "The server starts {http_threads} HTTP threads before it loads anything, one per slot and a few, "
             "each reserving its stack in the budget's address space: fewer slots, {parallel} {fewer_slots}, "
-            "let it start (or raise `memory_budget` under [limits] in the profile).",
+            "let it start (or raise the memory budget " + _WHERE_BUDGET + ").",
         ),
     ),
     AdviceRow("host_oom", "loader_threads", ("@loader_threads_budget",)),
@@ -668,8 +670,8 @@ ADVICE: tuple[AdviceRow, ...] = (
                 when="!own_budget",
             ),
             Say(
-                "{host_ran_out}{while_doing} under the profile's own memory budget ({budget_mib} MiB): raise "
-                "`memory_budget` under [limits] in the profile, or shrink the model.",
+                "{host_ran_out}{while_doing} under vramtui's own memory budget ({budget_mib} MiB): raise "
+                "the memory budget " + _WHERE_BUDGET + ", or shrink the model.",
                 when="own_budget",
             ),
             "@host_killed",

@@ -16,7 +16,7 @@ from vramtui.core.backends import Backend, kv_dtype_name, switch
 from vramtui.core.backends.base import FailedRun, gib, kv_set_outright
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import quant as q
-from vramtui.core.launch.profile import Profile
+from vramtui.core.launch.profile import BUDGET_WHERE, Profile
 from vramtui.core.logs.advice import CAUSE_WORDS, READ_THE_LINE
 from vramtui.core.logs.analysis import clip_words, strip_log_prefix
 from vramtui.core.logs.stages import BUDGET_ADVISED_FIX, BUDGET_TOO_SMALL, STAGE_INDEX
@@ -230,9 +230,9 @@ def _no_room_to_start(findings: Findings, obs: Observation) -> bool:
     too_small = next((c for c in (obs.cause, obs.failure) if c in BUDGET_TOO_SMALL), None)
     if too_small is not None:
         said = [obs.message] if obs.message and too_small != obs.cause else []  # the launcher's words
-        findings.advice = [*said, *obs.advice] or ["raise memory_budget under [limits] in the profile"]
+        findings.advice = [*said, *obs.advice] or [f"raise the memory budget {BUDGET_WHERE}"]
         helps = "or do as the advice says" if too_small in BUDGET_ADVISED_FIX else "no engine setting helps"
-        findings.stop_reason = f"{CAUSE_WORDS[too_small]}: raise memory_budget, {helps}"
+        findings.stop_reason = f"{CAUSE_WORDS[too_small]}: raise the memory budget, {helps}"
         return True
     if obs.cause == "host_import":
         findings.advice = list(obs.advice)
@@ -577,11 +577,11 @@ class Proposer:
         how = "measured on its binary" if model.baseline_measured else f"{self.backend.name}'s assumed figure"
         self.findings.advice = [
             f"the engine alone takes about {model.baseline() / MIB:.0f} MiB before any model buffer ({how}), "
-            f"more than the {(model.budget or 0) / MIB:.0f} MiB budget: raise memory_budget under [limits] in "
-            "the profile"
+            f"more than the {(model.budget or 0) / MIB:.0f} MiB budget: raise the memory budget "
+            f"{BUDGET_WHERE}"
         ]
         self.findings.stop_reason = (
-            "the budget is below the engine's own footprint: raise memory_budget, no engine setting helps"
+            "the budget is below the engine's own footprint: raise the memory budget, no engine setting helps"
         )
         return True
 

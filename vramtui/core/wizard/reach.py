@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from vramtui.core.backends.base import switch
 from vramtui.core.estimate.accounting import accounting_for
-from vramtui.core.launch.profile import Profile
+from vramtui.core.launch.profile import BUDGET_WHERE, Profile
 from vramtui.core.logs.advice import SHORT_SLOT_TOKENS
 from vramtui.core.units import MIB, format_bytes, mib_figure
 from vramtui.core.wizard.budget import (
@@ -157,7 +157,7 @@ def out_of_reach(
         f"even with every change on the {stage} ladder at once ({changes}) it needs about "
         f"{mib_figure(needed_bytes(bill) / MIB)} MiB, more than {where} (the weights take "
         f"{mib_figure(bill.get('weights', model.place) / MIB)} MiB)",
-        f"raise memory_budget under [limits] in the profile, or use a smaller quantization or a smaller model{kept}",
+        f"raise the memory budget {BUDGET_WHERE}, or use a smaller quantization or a smaller model{kept}",
     ]
     reason = "no change on the ladder makes it fit, not even all of them at once" + left_alone_words(
         set(skipped), set(rolled_back)

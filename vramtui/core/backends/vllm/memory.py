@@ -469,7 +469,7 @@ def _budget_short_words(budget: int, engine: int, context: int, per_token: int) 
     least = engine + 2 * max(one_request, 16 * MIB)
     return (
         f"vLLM's CPU build alone maps about {engine / GIB:.2f} GiB (its worker and the weights) before any KV "
-        f"cache, more than the {budget / GIB:.2f} GiB budget: it cannot start under it; raise memory_budget "
+        f"cache, more than the {budget / GIB:.2f} GiB budget: it cannot start under it; raise the memory budget "
         f"to at least {-(-least // MIB)} MiB"
     )
 
