@@ -18,7 +18,7 @@ from vramtui.core.logs import rules as ls
 from vramtui.core.logs.analysis import _engine_hint
 from vramtui.core.logs.rules import LogProfile, Say
 from vramtui.core.logs.ruletypes import SLOTS_SPLIT
-from vramtui.core.logs.verdict import SAYS_KILLED, Diagnosis
+from vramtui.core.logs.verdict import SAYS_KILLED, Diagnosis, folder_named
 from vramtui.core.memory.room import (
     kv_bytes_for_budget,
     kv_bytes_for_request,
@@ -72,6 +72,7 @@ CAUSE_WORDS: dict[str, str] = {
     "model_not_found": "a request named a model the server does not have",
     "bad_magic": "the file is not a GGUF (bad magic number)",
     "truncated_file": "the model file is cut short or corrupt",
+    "model_folder": "the model path is a folder, not a model file",
     "config_invalid": "the model's config.json is not valid JSON",
     "bad_file": "the model file could not be read",
     "gated_repo": "the repository is gated or needs a token",
@@ -200,6 +201,7 @@ BEFORE_THE_MODEL = frozenset(
     {
         "bad_argument",
         "port_in_use",
+        "model_folder",
         "budget_start",
         "budget_import",
         "host_import",
@@ -807,6 +809,14 @@ ADVICE: tuple[AdviceRow, ...] = (
             "or make the client use a name the server lists (GET /v1/models).",
         ),
     ),
+    AdviceRow(
+        None,
+        "model_folder",
+        (
+            "{model_folder} is a folder on this machine: give the model file in it ({model_flag} "
+            "{model_folder}/MODEL.gguf; a split GGUF by its first part, ...-00001-of-0000N.gguf).",
+        ),
+    ),
     AdviceRow(None, "truncated_file", _BROKEN_FILE),  # a file cut short: before the missing file's advice
     AdviceRow("file_missing", None, ("@file_missing",)),
     AdviceRow(
@@ -1080,6 +1090,14 @@ def _missing_path(diagnosis: Diagnosis) -> str | None:
     return (found.group(1) or found.group(2)) if found else None
 
 
+def _folder_values(diagnosis: Diagnosis) -> dict[str, str]:
+    """The folder given as the model, and the engine's flag for the model."""
+    folder = folder_named(diagnosis.evidence) if diagnosis.cause == "model_folder" else None
+    if folder is None:
+        return {}
+    return {"model_folder": folder, "model_flag": _knob(diagnosis.backend, "model") or "-m"}
+
+
 def _slot_split(figures: dict[str, float]) -> dict[str, str]:
     """A context split over slots (llama.cpp's n_ctx_seq below its n_ctx): how many, and each one's share."""
     context, per_slot = figures.get("context"), figures.get("context_per_sequence")
@@ -1108,6 +1126,7 @@ def _values(
     values = {
         **_slot_split(figures),
         **({"missing_path": missing} if missing else {}),
+        **_folder_values(diagnosis),
         "free_share": _free_share(diagnosis.first_error_text or ""),
         "fit": f" {int(fit)}" if fit else "",
         "to_fit": " to what fits" if fit else "",

@@ -225,6 +225,7 @@ class LogState:
         self.current: str | None = None
         self.furthest = -1
         self.startup_seen = False
+        self.engine_started = False  # the engine's own start line (llama.cpp's build line) was seen
         self.strong: _Found | None = None
         self.weak: _Found | None = None
         self.recovered: list[str] = []
@@ -325,6 +326,10 @@ class LogState:
             self._count_marks(info.backends)
         if info.progress:
             self._take_progress(number, info.progress)
+            # an engine's own start line, not vramtui's launch line: the engine ran far enough to print
+            self.engine_started = self.engine_started or (
+                "start" in info.progress and "vramtui: launch" not in text
+            )
         if info.extras:
             self._take_findings(number, text, info)
 

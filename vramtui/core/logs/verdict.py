@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from vramtui.core.logs import rules as ls
 from vramtui.core.logs.analysis import _clip
@@ -127,6 +128,7 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
         floor = stage_floor(state, state.lines + 1)
         furthest = max(furthest, STAGE_INDEX[floor] if floor is not None else -1)
     evidence = _evidence(state, pick)
+    pick = _model_folder(pick, evidence)
     kernel_note, kills_elsewhere = None, None
     # The log's own line names the OOM killer (systemd's unit, the kernel's): nothing to confirm here, and
     # this machine's kernel log may not be the one the server ran on.
@@ -268,7 +270,8 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         # OpenMP's workers start at the first graph, after the weights and the cache: those took the room
         pick.failure, pick.cause = "host_oom", "thread_no_room"
     elif under_budget and (
-        pick.cause == "thread_start" or (pick.cause == "crash" and not state.startup_seen)
+        pick.cause == "thread_start"
+        or (pick.cause == "crash" and not (state.startup_seen or state.engine_started))
     ):
         pick.failure = "host_oom"
         threads, budget = (state.figures.get(key, {}).get("") for key in ("http_threads", "host_budget"))
@@ -504,6 +507,31 @@ def _killed_outside(pick: _Pick) -> _Pick:
     return _Pick(pick.found, "other", "killed_outside", inferred=pick.inferred, cut=pick.cut)
 
 
+# A path a line names: quoted, or after "from" (llama.cpp's "failed to load model from /x", "from file: /x")
+_NAMED_PATH_RE = re.compile(
+    r"""['"`]((?:/|~|\.{1,2}/)[^'"`]+)['"`]|\bfrom (?:file:? )?((?:/|~|\.{1,2}/)\S+)"""
+)
+_UNREADABLE_FILE = frozenset({"truncated_file", "bad_magic", "bad_file"})
+
+
+def folder_named(lines: list[str]) -> str | None:
+    """The first path the lines name that is a folder on this machine, or None."""
+    for line in lines:
+        for found in _NAMED_PATH_RE.finditer(line):
+            path = found.group(1) or found.group(2)
+            if Path(path).expanduser().is_dir():
+                return path
+    return None
+
+
+def _model_folder(pick: _Pick, evidence: list[str]) -> _Pick:
+    """A model "file" that does not read because it is a folder here (QA 32 D2: `llama-server -m DIR` read
+    "cut short or corrupt", and the advice was to download it again): the path is wrong, not the file."""
+    if pick.cause not in _UNREADABLE_FILE or folder_named(evidence) is None:
+        return pick
+    return _Pick(pick.found, "file_missing", "model_folder", inferred=pick.inferred, cut=pick.cut)
+
+
 def _killed_then(pick: _Pick, state: LogState, furthest: int) -> _Pick:
     """The failure of a log that stops (or a worker that died) when the kernel's OOM killer struck."""
     found = pick.found
@@ -553,7 +581,7 @@ def _died_at_start(pick: _Pick, state: LogState) -> None:
         or "mark:own_launch" not in state.notices
     ):
         return
-    if state.startup_seen or state.current is not None or state.progress_seen:
+    if state.startup_seen or state.engine_started or state.current is not None or state.progress_seen:
         return
     pick.cause = "died_at_start"
     pick.found.stage, pick.found.defaulted = "load_weights", False

@@ -291,7 +291,8 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("curl_perform_with_retry", "download", backend="llama.cpp"),
     StageRule("llama_load_model_from_url", "download", backend="llama.cpp"),
     StageRule("llama_model_loader", "load_weights", backend="llama.cpp"),
-    StageRule("print_info:", "load_weights", backend="llama.cpp"),
+    # the model's own print_info, not 2026's common_params_print_info (the settings, before any model: QA 32 D8)
+    StageRule("print_info:", "load_weights", r"(?<![\w])print_info:", backend="llama.cpp"),
     StageRule("llm_load_print_meta", "load_weights", backend="llama.cpp"),
     StageRule("load_tensors", "load_weights", backend="llama.cpp"),
     StageRule("llm_load_tensors", "load_weights", backend="llama.cpp"),

@@ -1,0 +1,44 @@
+"""QA 32 D2 and D8: a folder given as llama-server's model, read from the real log of `llama-server -m DIR`
+(made here with llama-server 0.3.36; its path rewritten to the test's own folder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vramtui.core.logs.diagnose import diagnose_text
+
+LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
+MADE_AT = "/tmp/qa32/adir"  # the folder the log was made with
+
+
+def _log_naming(path: Path | str) -> str:
+    return (LOGS / "llama-server-model-folder.log").read_text().replace(MADE_AT, str(path))
+
+
+def test_a_folder_given_as_the_model_is_a_wrong_path_not_a_corrupt_file(tmp_path: Path) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    diagnosis = diagnose_text(_log_naming(folder))
+    assert (diagnosis.failure, diagnosis.cause) == ("file_missing", "model_folder")
+    assert "is a folder" in diagnosis.summary and "before the model was read" in diagnosis.summary
+    advice = " ".join(diagnosis.advice)
+    assert f"-m {folder}/MODEL.gguf" in advice
+    assert "download it again" not in advice
+
+
+def test_a_path_that_is_no_folder_here_stays_a_file_that_does_not_read(tmp_path: Path) -> None:
+    # a log from another machine, or a file that is not a GGUF: the path is no folder on this one
+    plain = tmp_path / "model.gguf"
+    plain.write_bytes(b"not a gguf")
+    for path in (plain, tmp_path / "elsewhere"):
+        diagnosis = diagnose_text(_log_naming(path))
+        assert diagnosis.cause == "truncated_file", path
+        assert "download it again" in " ".join(diagnosis.advice)
+
+
+def test_the_settings_print_is_not_where_the_weights_began(tmp_path: Path) -> None:
+    # 2026's `common_params_print_info` prints the settings before any model (QA 32 D8): the stage began at
+    # `load_model: loading model`, the line the evidence quotes
+    diagnosis = diagnose_text(_log_naming(tmp_path / "elsewhere"))
+    began = [line for line in diagnosis.evidence if "began" in line]
+    assert began and "loading model" in began[0] and "common_params_print_info" not in began[0]
