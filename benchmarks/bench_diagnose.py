@@ -459,6 +459,11 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # held-out) at dfb3209: stage 7/9, class 8/9, memory 3/4, first error 5/5, quiet 1/2, engine 9/9; no
     # rule written from it (its one training miss is Ollama's VRAM-sized default context of 4096, labelled
     # a quiet problem here and calm in a training log with the same line, r25's Apple M2).
+    # Round 73 (5 logs: 3 vLLM, 1 SGLang, 1 llama.cpp; 1 healthy, quiet; 4 training, 1 held-out) at 6ac52e0:
+    # stage 4/5, class 4/5, memory 1/1, first error 2/3, quiet 1/1, engine 5/5. Rule written from it: a
+    # traceback's header gives way to the exception that ends it, even a wrapper's ("WorkerProc
+    # initialization failed ... See stack trace for root cause") when the root cause was never logged. Left:
+    # a launcher's own "still loading... health=000" lines with no engine line (labelled incomplete).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -590,6 +595,7 @@ LATER_ROUNDS = (
     ("round70.jsonl", "round 70 (committed vLLM and Ollama logs; twenty-ninth session"),
     ("round71.jsonl", "round 71 (committed V100 vLLM, DGX Spark, SGLang and Ollama logs; thirtieth session"),
     ("round72.jsonl", "round 72 (committed SGLang, llama.cpp, vLLM and Ollama logs; thirty-first session"),
+    ("round73.jsonl", "round 73 (committed vLLM, SGLang and llama.cpp logs; thirty-second session"),
 )
 
 

@@ -88,6 +88,7 @@ FILES = (
     LOGS / "round70.jsonl",
     LOGS / "round71.jsonl",
     LOGS / "round72.jsonl",
+    LOGS / "round73.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -114,6 +114,14 @@ def _weak_rank(rule: ErrorRule, text: str, exception: str | None = None) -> int:
     return 1 if rule.cause in _GENERIC_WEAK else 2
 
 
+_HEADER_RE = re.compile(r"traceback \(most recent", re.IGNORECASE)
+
+
+def _ends_its_header(header: str, text: str, info: _LineInfo) -> bool:
+    """`text` is the exception a traceback's header opened, not a header itself."""
+    return info.exception is not None and bool(_HEADER_RE.search(header)) and not _HEADER_RE.search(text)
+
+
 class _ChainWatch:
     """Python's chained tracebacks: after "During handling of the above exception, another exception
     occurred", the exception raised last is what stopped the run; the earlier one was a fallback that also
@@ -450,8 +458,12 @@ class LogState:
         own_traceback = self.tb_start is not None and 0 <= self.tb_start[0] - weak.number <= 1
         if number - weak.number > _HINT_WITHIN_LINES and not (own_traceback and info.exception is not None):
             return False
-        if _weak_rank(weak.rule, weak.text) > 0 or _weak_rank(rule, text, info.exception) == 0:
+        if _weak_rank(weak.rule, weak.text) > 0:
             return False  # only a wrapper or a header gives way (a generic line with words of its own stays)
+        # a header gives way to the exception that ends its traceback, even one that only wraps: it says
+        # more than "Traceback (most recent call last):" (round 73: the worker's own cause was not logged)
+        if _weak_rank(rule, text, info.exception) == 0 and not _ends_its_header(weak.text, text, info):
+            return False
         kept = weak.rule if weak.rule.hint and not rule.hint else rule
         self.weak = _Found(number, text, kept, weak.stage, weak.defaulted)
         return True
