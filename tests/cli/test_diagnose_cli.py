@@ -265,7 +265,12 @@ def test_a_port_held_by_another_process_fails_at_start_up_not_at_a_download(
     assert "at download" not in out and "Furthest stage reached: start-up, before the model was read" in out
     assert main(["diagnose", str(log), "--json"]) == 1
     # the JSON keeps the stage's code: the first a local model goes through, as the corpus labels it
-    assert json.loads(capsys.readouterr().out)["failure_stage"] == "load_weights"
+    said = json.loads(capsys.readouterr().out)
+    assert said["failure_stage"] == "load_weights"
+    assert said["before_model"] is True  # QA 32 D5: a script can tell it stopped before any stage
+    cut = Path(__file__).resolve().parents[1] / "data" / "logs" / "llama-cpp-python-truncated.log"
+    assert main(["diagnose", str(cut), "--json"]) == 1  # a file cut short: at load_weights
+    assert json.loads(capsys.readouterr().out)["before_model"] is False
 
 
 def test_a_size_the_engine_rounded_to_zero_is_not_said_as_zero_bytes() -> None:

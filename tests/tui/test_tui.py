@@ -659,7 +659,10 @@ async def test_a_port_held_marks_no_stage_failed_in_the_strip(tmp_path: Path) ->
         await wait_for(pilot, lambda: pane.finished)
         header = screen_text(app)
         assert "FAILED at start-up, before the model was read" in header
-        assert "✖ load weights" not in header and "✖ " not in header.split("FAILED")[0]
+        strip = header.split("FAILED")[0]
+        assert "✖ load weights" not in header
+        # no stage passed or failed: the start-up step failed before them (QA 32 D5: "✔ load weights")
+        assert "✖ start-up ›" in strip and "✔" not in strip and strip.count("✖") == 1
 
 
 async def test_a_replayed_process_series_says_no_process_count_it_does_not_have(tmp_path: Path) -> None:

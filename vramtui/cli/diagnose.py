@@ -14,7 +14,9 @@ HELP = "read a model server's log: the stage it reached, the first error, the fa
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "exit status: 0 no failure, 1 a failure, 3 no error but no sign the server came up (still loading, "
-        "or killed without a message), 2 input it cannot read"
+        "or killed without a message), 2 input it cannot read. --json: before_model is true for a run stopped "
+        "before any stage (a flag refused, a port held, no file at the path); its failure_stage is then the "
+        "stage the engine's line belongs to"
     )
     parser.add_argument("file", metavar="FILE", help="the log file, or - for standard input")
     parser.add_argument(
@@ -106,6 +108,11 @@ def _json_view(diagnosis: Any) -> dict[str, Any]:
     data = diagnosis.to_dict()
     # exit 3 without `incomplete`: nothing in it is a server's line (QA 19 F9: the JSON did not say why)
     data["unrecognised"] = diagnosis.unrecognised
+    # a flag refused, a port held, no file at the path: it stopped before any stage, and failure_stage keeps
+    # the stage code the engine's line sits in (QA 32 D5: a script read "load_weights" for a refused flag)
+    from vramtui.core.logs.advice import before_the_model
+
+    data["before_model"] = bool(diagnosis.failed and before_the_model(diagnosis))
     fit = fit_view(diagnosis)
     data["fit"] = fit.to_dict() if fit is not None else None
     ordered = {
@@ -116,6 +123,7 @@ def _json_view(diagnosis: Any) -> dict[str, Any]:
             "failed",
             "incomplete",
             "failure_stage",
+            "before_model",
             "failure",
             "first_error_line",
             "first_error_text",

@@ -49,8 +49,13 @@ def with_values_first(advice: list[str]) -> list[str]:
     return sorted(advice, key=lambda line: _FLAG_AND_VALUE.search(line) is None)
 
 
-def _strip(app: Any, text: Text, reached: str | None, failing: str | None) -> None:
-    reached_index = STAGES.index(reached) if reached else -1
+def _strip(app: Any, text: Text, reached: str | None, failing: str | None, at_start: bool = False) -> None:
+    """The stages, each passed (✔), failed (✖) or not reached (·); `at_start`: it failed before any stage
+    (a flag refused, a port held, no file at the path), marked on a start-up step of its own (QA 32 D5)."""
+    reached_index = STAGES.index(reached) if reached and not at_start else -1
+    if at_start:
+        text.append("✖ start-up", style=theme_style(app, "log-error", "log-error-background", bold=True))
+        text.append(" › ", style=theme_style(app, "log-gutter"))
     for index, stage in enumerate(STAGES):
         if index:
             text.append(" › ", style=theme_style(app, "log-gutter"))
@@ -72,8 +77,10 @@ def _verdict(
     text = Text(no_wrap=False, overflow="fold")
     reached = diagnosis.stage if diagnosis.stage in STAGES else None
     failing = diagnosis.failure_stage if diagnosis.failed else None
-    # a port held or a flag refused stops the run before any stage: no stage is marked failed (QA 15)
-    _strip(app, text, reached, None if diagnosis.failed and before_the_model(diagnosis) else failing)
+    # a port held or a flag refused stops the run before any stage: no stage is marked failed (QA 15) or
+    # passed (QA 32 D5)
+    at_start = diagnosis.failed and before_the_model(diagnosis)
+    _strip(app, text, reached, None if at_start else failing, at_start)
     backend = getattr(diagnosis, "backend", None) or "unknown backend"
     error = ""
     if diagnosis.failed:
