@@ -301,6 +301,8 @@ def test_a_file_of_nul_bytes_is_nothing_to_diagnose(
     assert main(["diagnose", str(chat), "--json"]) == 3
     data = json.loads(capsys.readouterr().out)
     assert (data["unrecognised"], data["incomplete"], data["failed"]) == (True, False, False)
+    # said as what it is, not "No failure in the log" beside exit 3 (QA 32 D14)
+    assert data["summary"] == "Not a model server's log."
 
 
 def test_an_allocation_the_engine_got_past_is_said_so_among_its_figures(

@@ -1311,6 +1311,8 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
     "weights_16bit": lambda diagnosis, formats, profile: "weights_16bit" in formats,
     "reads_gguf": lambda diagnosis, formats, profile: profile is not None and profile.reads_gguf,
     "local_path": lambda diagnosis, formats, profile: _missing_path(diagnosis) is not None,
+    # the log's own slot count is one: no fewer slots to give a request more of the context (QA 32 D9)
+    "one_slot": lambda diagnosis, formats, profile: diagnosis.engine_figures.get("server_slots") == 1,
     "shared_context": lambda diagnosis, formats, profile: (
         diagnosis.engine_figures.get("runner_parallel", 1) > 1
     ),
@@ -1510,6 +1512,8 @@ _METAL_BUFFERS = ("model_buffer_gpu", "kv_buffer_gpu", "compute_buffer_gpu")
 
 def summarize(diagnosis: Diagnosis, kernel_note: str | None = None) -> str:
     if not diagnosis.failed:
+        if diagnosis.unrecognised:  # QA 32 D14: "No failure in the log" beside exit 3 and "not a server's"
+            return "Not a model server's log."
         reached = diagnosis.stage or "no stage"
         if diagnosis.stopped_by_vramtui and diagnosis.incomplete:  # its ready_timeout ran out
             return (

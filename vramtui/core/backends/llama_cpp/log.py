@@ -173,6 +173,7 @@ LLAMA_CPP = LogProfile(
                 SLOTS_SPLIT,
                 otherwise="A slot gets the context divided among the slots (--parallel; llama-server's auto "
                 "is 4): fewer slots give one request more of it.",
+                when="!one_slot",
             ),
         ),
         "v_cache_needs_flash_attn": (

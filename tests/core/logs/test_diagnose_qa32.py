@@ -1,5 +1,5 @@
-"""QA 32 D2 and D8: a folder given as llama-server's model, read from the real log of `llama-server -m DIR`
-(made here with llama-server 0.3.36; its path rewritten to the test's own folder)."""
+"""QA 32's failed starts, read from the real logs the QA made here with llama-server 0.3.36: a folder given as
+the model (D2, D8; its path rewritten to the test's own folder), a prompt over the only slot (D9)."""
 
 from __future__ import annotations
 
@@ -42,3 +42,16 @@ def test_the_settings_print_is_not_where_the_weights_began(tmp_path: Path) -> No
     diagnosis = diagnose_text(_log_naming(tmp_path / "elsewhere"))
     began = [line for line in diagnosis.evidence if "began" in line]
     assert began and "loading model" in began[0] and "common_params_print_info" not in began[0]
+
+
+def test_a_request_over_its_only_slot_is_not_told_to_use_fewer_slots() -> None:
+    # the real llama-server 0.3.36 with --parallel 1 and a 3204-token prompt (QA 32 D9): "fewer slots give
+    # one request more of it" beside the log's own "n_slots = 1"
+    text = (LOGS / "llama-server-prompt-over-one-slot.log").read_text()
+    assert "n_slots = 1" in text
+    diagnosis = diagnose_text(text)
+    assert diagnosis.cause == "prompt_over_slot" and diagnosis.engine_figures.get("server_slots") == 1
+    advice = " ".join(diagnosis.advice)
+    assert "shorter input" in advice and "fewer slots" not in advice
+    four = diagnose_text(text.replace("n_slots = 1", "n_slots = 4"))
+    assert "fewer slots" in " ".join(four.advice)
