@@ -55,3 +55,18 @@ def test_a_request_over_its_only_slot_is_not_told_to_use_fewer_slots() -> None:
     assert "shorter input" in advice and "fewer slots" not in advice
     four = diagnose_text(text.replace("n_slots = 1", "n_slots = 4"))
     assert "fewer slots" in " ".join(four.advice)
+
+
+def test_a_value_the_engine_refused_names_the_flag_and_keeps_it() -> None:
+    # llama-server 0.3.36 --cache-type-k q9_9: "error while handling argument" is a known flag's bad value
+    # (QA 32 D12: advised "Remove or respell the flag"); an unknown flag keeps that advice
+    value = diagnose_text((LOGS / "llama-server-bad-cache-type-value.log").read_text())
+    assert value.cause == "bad_argument"
+    assert (
+        value.advice[0].startswith("--cache-type-k takes no such value") and "respell" not in value.advice[0]
+    )
+    unknown = diagnose_text((LOGS / "llama-server-unknown-flag.log").read_text())
+    assert unknown.cause == "bad_argument" and unknown.advice[0].startswith("Remove or respell the flag")
+    # vLLM's argparse says the same of a choice it does not offer
+    vllm = "vllm serve: error: argument --kv-cache-dtype: invalid choice: 'q9' (choose from 'auto', 'fp8')\n"
+    assert diagnose_text(vllm, backend="vllm").advice[0].startswith("--kv-cache-dtype takes no such value")

@@ -102,7 +102,12 @@ FAILURES = {
         "--max-model-len 4096",
     ),
     # QA 19 F6: its argparse refusing a value ("argument --dtype: invalid choice") read "stage unknown"
-    "bad-dtype-choice": ("load_weights", "other", "argument --dtype: invalid choice", "Remove or respell"),
+    "bad-dtype-choice": (
+        "load_weights",
+        "other",
+        "argument --dtype: invalid choice",
+        "--dtype takes no such value",
+    ),
     "unknown-arch": ("load_weights", "unknown_arch", "does not recognize this architecture", "Upgrade vLLM"),
     "missing-path": ("download", "file_missing", "Repo id must be in the form", "Check the path"),
     "offline-repo-id": ("download", "network", "outgoing traffic has been disabled", ""),

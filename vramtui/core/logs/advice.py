@@ -406,8 +406,17 @@ ADVICE: tuple[AdviceRow, ...] = (
         None,
         "bad_argument",
         (
-            "Remove or respell the flag the line names (the engine's --help lists what this build takes; a "
-            "flag of a newer build needs that build): nothing was loaded, memory is not the problem.",
+            # QA 32 D12: llama.cpp's "error while handling argument" is a known flag whose value it refused
+            Say(
+                "{refused_flag} takes no such value: give it one the usage lines under the error list (or the "
+                "engine's --help); the flag itself is right, nothing was loaded, memory is not the problem.",
+                when="value_refused",
+            ),
+            Say(
+                "Remove or respell the flag the line names (the engine's --help lists what this build takes; a "
+                "flag of a newer build needs that build): nothing was loaded, memory is not the problem.",
+                when="!value_refused",
+            ),
         ),
     ),
     AdviceRow(
@@ -1090,6 +1099,20 @@ def _missing_path(diagnosis: Diagnosis) -> str | None:
     return (found.group(1) or found.group(2)) if found else None
 
 
+# A known flag whose value the engine refused: llama.cpp's common/arg.cpp ('error while handling argument
+# "--ctx-size": stoi'), argparse's ("argument --kv-cache-dtype: invalid choice: 'q9'")
+_VALUE_REFUSED_RE = re.compile(
+    r'error while handling argument "(-[\w-]+)"|argument (-[\w-]+)(?:/-[\w-]+)*: invalid'
+)
+
+
+def _refused_flag(diagnosis: Diagnosis) -> str | None:
+    if diagnosis.cause != "bad_argument":
+        return None
+    found = _VALUE_REFUSED_RE.search(diagnosis.first_error_text or "")
+    return (found.group(1) or found.group(2)) if found else None
+
+
 def _folder_values(diagnosis: Diagnosis) -> dict[str, str]:
     """The folder given as the model, and the engine's flag for the model."""
     folder = folder_named(diagnosis.evidence) if diagnosis.cause == "model_folder" else None
@@ -1127,6 +1150,7 @@ def _values(
         **_slot_split(figures),
         **({"missing_path": missing} if missing else {}),
         **_folder_values(diagnosis),
+        **({"refused_flag": flag} if (flag := _refused_flag(diagnosis)) else {}),
         "free_share": _free_share(diagnosis.first_error_text or ""),
         "fit": f" {int(fit)}" if fit else "",
         "to_fit": " to what fits" if fit else "",
@@ -1311,6 +1335,7 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
     "weights_16bit": lambda diagnosis, formats, profile: "weights_16bit" in formats,
     "reads_gguf": lambda diagnosis, formats, profile: profile is not None and profile.reads_gguf,
     "local_path": lambda diagnosis, formats, profile: _missing_path(diagnosis) is not None,
+    "value_refused": lambda diagnosis, formats, profile: _refused_flag(diagnosis) is not None,
     # the log's own slot count is one: no fewer slots to give a request more of the context (QA 32 D9)
     "one_slot": lambda diagnosis, formats, profile: diagnosis.engine_figures.get("server_slots") == 1,
     "shared_context": lambda diagnosis, formats, profile: (
