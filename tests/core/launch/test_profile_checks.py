@@ -793,6 +793,34 @@ def test_a_context_past_the_trained_length_is_said_at_launch_and_in_the_log(tmp_
     assert any("past the model's trained length" in warning for warning in diagnose_text(log).warnings)
 
 
+def test_an_engine_that_caps_each_slot_at_the_trained_length_says_so_not_that_answers_degrade(
+    tmp_path: Path,
+) -> None:
+    """QA 32 D10: `check` warned "its answers degrade past that length" beside llama-server's own "the slot
+    context (1024) exceeds the training context of the model (256) - capping"."""
+    from vramtui.core.demo.tinygguf import TinyModelSpec, write_tiny_gguf
+    from vramtui.core.launch.launcher import past_trained
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    model = tmp_path / "short.gguf"
+    write_tiny_gguf(model, TinyModelSpec(context_length=256))
+    said = past_trained(
+        Profile(backend="llama.cpp", model=str(model), params={"context": 1024, "parallel": 1})
+    )
+    assert said is not None and "caps each slot at 256 tokens" in said and "degrade" not in said
+    # four slots of 256 each: nothing is capped, nothing to say
+    assert (
+        past_trained(Profile(backend="llama.cpp", model=str(model), params={"context": 1024, "parallel": 4}))
+        is None
+    )
+    # the log's warning is the engine's own capping line's, not "the answers degrade"
+    log = f"vramtui: launch llama-server --model {model}\nvramtui: {said}\n"
+    assert not any("degrade" in warning for warning in diagnose_text(log).warnings)
+    # an engine that takes the context as it is still says its answers degrade
+    cpp = past_trained(Profile(backend="llama-cpp-python", model=str(model), params={"context": 1024}))
+    assert cpp is not None and "degrade" in cpp
+
+
 def test_a_gpu_cap_on_a_machine_with_no_gpu_is_refused_with_its_undo(monkeypatch: pytest.MonkeyPatch) -> None:
     """QA 11: max_memory = "0=1GiB" with no GPU launched and failed at load ("Cannot access accelerator
     device when none is available"), read as "other"."""

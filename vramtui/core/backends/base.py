@@ -334,6 +334,9 @@ class Backend:
     # environment variable that lets it start anyway ("": it starts, past the length or capped to it)
     context_limit_words: str = ""
     context_limit_env: str = ""
+    # It caps each slot's context at the model's trained length (llama-server: "the slot context (N) exceeds
+    # the training context of the model (M) - capping"): past it, a request gets the trained length
+    caps_slot_at_trained: bool = False
     # Said before a launch with no GPU when the KV cache is sized from a share of the whole machine
     # ({share}, {size}) and nothing sets it outright ("": the engine takes what its settings say)
     cpu_share_words: str = ""

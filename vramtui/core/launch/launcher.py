@@ -367,6 +367,20 @@ def past_trained(profile: Profile) -> str | None:
         return None
     if not trained or context <= trained:
         return None
+    if backend.caps_slot_at_trained:  # QA 32 D10: "answers degrade" beside the engine's own "capping" line
+        slots = profile.params.get("parallel")
+        if (
+            isinstance(slots, int)
+            and not isinstance(slots, bool)
+            and slots > 1
+            and context // slots <= trained
+        ):
+            return None  # each slot's share is within the trained length: nothing is capped
+        return (
+            f"context {context} is past the model's trained length {trained}: {backend.name} caps each slot "
+            f"at {trained} tokens, so no request gets more (set context to what the slots need, or a rope "
+            "scaling the model supports)"
+        )
     return (
         f"context {context} is past the model's trained length {trained}: it starts, but its answers "
         "degrade past that length (set context to it or less, or a rope scaling the model supports)"

@@ -500,7 +500,8 @@ NOTICE_RULES: tuple[NoticeRule, ...] = (
         "is past the model's trained length",
         "context_past_trained",
         "the context is past the model's trained length: the answers degrade past it",
-        r"vramtui: context \d+ is past the model's trained length",
+        # not where the engine caps each slot at that length (llama-server): its own "capping" line says that
+        r"vramtui: context \d+ is past the model's trained length (?!.*caps each slot)",
     ),
     NoticeRule("cuda_graph_runner", "mark", "graph_capture"),  # the graph runner's frames (SGLang, vLLM V0)
     # a traceback through torch's CUDA-graph capture (its frames, when the engine's own line is cut off)

@@ -299,6 +299,7 @@ LLAMA_CPP = Backend(
     parallel_auto_slots=4,
     threads_per_slot=1,
     flash_attn_auto_is_on=True,
+    caps_slot_at_trained=True,
     **_FAMILY,  # type: ignore[arg-type]
 )
 
