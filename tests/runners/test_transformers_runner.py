@@ -10,6 +10,7 @@ import importlib.util
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from vramtui.core.launch import procs
@@ -133,6 +134,14 @@ def test_runner_names_context_and_model_mismatches(tiny_hf_model: Path, tmp_path
         assert wrong.models == ["tiny"] and "tiny" in wrong.meaning
         too_long = smoke_request(server.base_url, "tiny", max_tokens=100)
         assert too_long.status == 400 and "maximum context length is 64 tokens" in too_long.meaning
+        # a generation that raises answers the client with its error and the server stays up (QA 32 D15:
+        # "Remote end closed connection without response")
+        failed = smoke_request(server.base_url, "tiny", max_tokens=-1)
+        assert failed.status == 500 and "max_new_tokens" in failed.meaning, failed.meaning
+        chat = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": -1}
+        plain = httpx.post(f"{server.base_url}/v1/chat/completions", json=chat, timeout=60)  # not streamed
+        assert plain.status_code == 500 and "max_new_tokens" in plain.json()["error"]["message"]
+        assert smoke_request(server.base_url, "tiny").ok
         # the runner logs the reason before it answers; vramtui's reader may not have taken the line yet,
         # and a line read after vramtui's own "stopping the server" line is read as the stop's noise
         deadline = time.monotonic() + 10

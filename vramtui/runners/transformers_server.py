@@ -239,8 +239,12 @@ class Handler(BaseHTTPRequestHandler):
                 return
             if request.get("stream"):
                 self._stream(input_ids, max_new, prompt_tokens)
-            else:
+                return
+            try:
                 self._complete(input_ids, max_new, prompt_tokens)
+            except Exception as error:  # the log keeps the traceback; the client gets why (QA 32 D15)
+                traceback.print_exc()
+                self._error(500, f"{type(error).__name__}: {error}", "InternalServerError")
 
     def _complete(self, input_ids: Any, max_new: int, prompt_tokens: int) -> None:
         output = self.engine.generate(input_ids, max_new)
@@ -308,6 +312,12 @@ class Handler(BaseHTTPRequestHandler):
             if piece:
                 send({"content": piece})
         thread.join()
+        if "error" in result:  # said inside the stream, as vLLM does: the 200 went out before it failed
+            error = result["error"]
+            said = {"message": f"{type(error).__name__}: {error}", "type": "InternalServerError", "code": 500}
+            self.wfile.write(f"data: {json.dumps({'error': said})}\n\ndata: [DONE]\n\n".encode())
+            self.wfile.flush()
+            return
         completion = int(result["output"].shape[-1] - prompt_tokens) if "output" in result else 0
         send(
             {},

@@ -70,3 +70,14 @@ def test_a_value_the_engine_refused_names_the_flag_and_keeps_it() -> None:
     # vLLM's argparse says the same of a choice it does not offer
     vllm = "vllm serve: error: argument --kv-cache-dtype: invalid choice: 'q9' (choose from 'auto', 'fp8')\n"
     assert diagnose_text(vllm, backend="vllm").advice[0].startswith("--kv-cache-dtype takes no such value")
+
+
+def test_eager_attention_running_out_of_host_memory_names_sdpa() -> None:
+    # vramtui's transformers runner with --attn-implementation eager under `ulimit -v`, a ~4000-token chat
+    # request: eager_attention_forward's score matrix (246 MiB) could not be allocated (QA 32 D15)
+    text = (LOGS / "transformers-eager-attention-host-oom.log").read_text()
+    diagnosis = diagnose_text(text)
+    assert (diagnosis.failure_stage, diagnosis.failure) == ("inference", "host_oom")
+    assert "--attn-implementation sdpa" in diagnosis.advice[0]
+    sdpa = diagnose_text(text.replace("eager_attention_forward", "sdpa_attention_forward"))
+    assert not any("sdpa" in line for line in sdpa.advice)

@@ -250,6 +250,8 @@ _HOST_ALLOCATION = (
     ),
     # while the weights load, the context has sized nothing yet
     Say("@host_weights", when="at_weights"),
+    # eager attention's frames in the traceback: its score matrices took the room (QA 32 D15)
+    Say("@eager_attention", when="eager_attention !at_weights"),
     Say(
         "Host RAM could not hold the buffer: lower {context}{budget_fit} or use a smaller quantization.",
         otherwise="Host RAM could not hold the buffer: lower the context or use a smaller quantization.",
@@ -1336,6 +1338,7 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
     "reads_gguf": lambda diagnosis, formats, profile: profile is not None and profile.reads_gguf,
     "local_path": lambda diagnosis, formats, profile: _missing_path(diagnosis) is not None,
     "value_refused": lambda diagnosis, formats, profile: _refused_flag(diagnosis) is not None,
+    "eager_attention": lambda diagnosis, formats, profile: "eager_attention" in formats,
     # the log's own slot count is one: no fewer slots to give a request more of the context (QA 32 D9)
     "one_slot": lambda diagnosis, formats, profile: diagnosis.engine_figures.get("server_slots") == 1,
     "shared_context": lambda diagnosis, formats, profile: (

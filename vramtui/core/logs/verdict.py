@@ -705,6 +705,8 @@ def _shown_formats(state: LogState) -> set[str]:
         formats.add("cpu_platform")  # the engine runs on the CPU: its memory knobs are the host's
     if "mark:weights_16bit" in state.notices:
         formats.add("weights_16bit")  # the weights load at 16 bits already: "load at 16 bits" is no advice
+    if "mark:eager_attention" in state.notices:
+        formats.add("eager_attention")  # eager attention's frames: its score matrices took the memory
     return formats
 
 

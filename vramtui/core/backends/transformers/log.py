@@ -108,6 +108,11 @@ PROFILE = LogProfile(
             "profile (transformers' own sdpa attention; vramtui's runner: --attn-implementation sdpa), or "
             "install it in the engine's Python on a CUDA machine (pip install flash-attn).",
         ),
+        "eager_attention": (
+            "Eager attention holds each head's whole score matrix (the context squared) while it runs: use "
+            'sdpa, which does not (attn_implementation = "sdpa" under [params]; vramtui\'s runner: '
+            "--attn-implementation sdpa).",
+        ),
         "bnb_missing": (
             "Install bitsandbytes with GPU support in the engine's Python (pip install -U bitsandbytes; "
             "the line names the version it needs), or load without on-the-fly quantization (drop `quant` "
@@ -442,6 +447,8 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         "this torch has no CUDA: the model runs on the CPU",
         backend="transformers",
     ),
+    # eager attention's own function in a traceback: the score matrices it builds were what ran out (QA 32 D15)
+    NoticeRule("eager_attention_forward", "mark", "eager_attention", backend="transformers"),
     # vramtui's runner says the dtype it loads at: at 16 bits already, "load at 16 bits" is no advice
     # (QA 21 F3: dtype = "bfloat16" advised where it was set)
     NoticeRule(
