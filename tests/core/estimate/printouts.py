@@ -98,6 +98,7 @@ FILES = (
     DATA / "printouts" / "round49.jsonl",
     DATA / "printouts" / "round50.jsonl",
     DATA / "printouts" / "round52.jsonl",
+    DATA / "printouts" / "round53.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",

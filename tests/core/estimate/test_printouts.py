@@ -22,6 +22,16 @@ _SPEC.loader.exec_module(po)
 
 # (printout, term) -> why the estimate misses it
 KNOWN_MISSES: dict[tuple[str, str], str] = {
+    ("p53-ollama-mixtral-8x7b-q4_0-rtxa4000-partial18of33-ctx2048", "weights"): (
+        "Ollama 0.1.28 (March 2024, llm_load_tensors, no build number): its CPU buffer is the whole mapped file "
+        "(25215.87 MiB of a 24.62 GiB file; x0.44 of the 15 host layers the estimate bills), as p42's early-2024 "
+        "build mapped it; the CUDA0 figure is exact"
+    ),
+    ("p53-ollama-mixtral-8x7b-q4_0-rtxa4000-partial18of33-ctx2048", "compute"): (
+        "the same early-2024 scheduler as p42's: the host's layers ran on the CPU backend with their own "
+        "CUDA_Host compute buffer (188.03 MiB) and 192.01 MiB on CUDA0, where the estimate sizes today's "
+        "scheduler (12 and 441 MiB)"
+    ),
     ("p42-llama.cpp-gritlm-7b-q4_1-rtx4070-ngl25", "weights"): (
         "an early-2024 build (llm_load_tensors, no build number): its CPU buffer is the whole mapped file "
         "(4341.68 MiB of a 4.24 GiB file, x0.25 of the 8 layers the estimate bills), as builds of that time "

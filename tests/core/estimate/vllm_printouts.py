@@ -85,6 +85,9 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     # the first release shares the 2507 one's shapes (36 layers, 2560 wide, 32/8 heads, 9728, tied); its
     # max_position_embeddings (40960) and rope_theta differ, and the run prints its max_model_len
     ("Qwen/Qwen3-4B", "Qwen--Qwen3-4B-Instruct-2507.config.json"),
+    # a local copy of Qwen/Qwen3.5-27B (round 53: "Qwen3.5-27B from the local directory ..."); the 9B run of
+    # the same round has only its text_config here (no vision tower), so it is left out
+    ("Qwen3.5-27B from the local directory", "Qwen--Qwen3.5-27B.config.json"),
 )
 
 _N = r"([\d.]+)"
