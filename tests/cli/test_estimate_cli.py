@@ -1322,3 +1322,46 @@ def test_a_vllm_cpu_share_over_what_is_free_now_does_not_fit(
     assert run_json(capsys, *flags, "--gpu-mem", "24GiB")["fits"]  # another machine's: not this one's free
     free["now"] = 23 * GIB
     assert run_json(capsys, *flags)["fits"]
+
+
+def test_a_vllm_cpu_budget_holds_the_checkpoint_mapped_beside_the_weights_while_loading(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """QA 33 V1, measured here with vllm-cpu 0.32 on this config (465 MiB of 16-bit weights, 256 MiB of KV
+    cache set outright): under 2700 MiB and 2800 MiB the worker could not map the safetensors file
+    ("unable to mmap 487738424 bytes"); under 2950 MiB it came up and answered. The estimate had said FITS
+    at 2700 MiB: the worker holds its parameters and the mapped checkpoint at once while it loads."""
+    config = {
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "vocab_size": 259,
+        "hidden_size": 1024,
+        "intermediate_size": 4096,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 4,
+        "head_dim": 64,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float16",
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    flags = [
+        str(tmp_path),
+        "--backend",
+        "vllm",
+        "--ctx",
+        "2048",
+        "--parallel",
+        "4",
+        "--kv-cache-memory",
+        "256MiB",
+    ]
+    for failed in ("2700MiB", "2800MiB"):
+        short = run_json(capsys, *flags, "--memory-budget", failed)
+        assert not short["fits"] and short["load_peak_fits"] is False, failed
+        assert "while it loads" in short["reason"] and "the checkpoint mapped beside them" in short["reason"]
+        least = int(re.search(r"at least (\d+) MiB", short["reason"]).group(1))
+        assert 2800 < least <= 2950  # the least it names would have held both
+    came_up = run_json(capsys, *flags, "--memory-budget", "2950MiB")
+    assert came_up["fits"] and came_up["load_peak_fits"] is True

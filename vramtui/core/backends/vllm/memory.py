@@ -462,14 +462,16 @@ def _under_limit(settings: Settings) -> bool:
     return settings.share_of_bytes is not None and settings.share_of_bytes != settings.device_bytes
 
 
-def _budget_short_words(budget: int, engine: int, context: int, per_token: int) -> str:
+def _budget_short_words(budget: int, worker: int, weights: int, context: int, per_token: int) -> str:
     """A budget the engine alone fills: no KV cache size helps (QA 29: "half of the 0.00 GiB the budget
-    leaves ... 512M"), only a larger budget: the engine and a KV cache of one request, with its half-again."""
+    leaves ... 512M"), only a larger budget: the load's peak (the worker, the weights and the checkpoint
+    mapped beside them), and the engine with a KV cache of one request and its half-again."""
     one_request = context * per_token
-    least = engine + 2 * max(one_request, 16 * MIB)
+    least = max(worker + 2 * weights + 16 * MIB, worker + weights + 2 * max(one_request, 16 * MIB))
     return (
-        f"vLLM's CPU build alone maps about {engine / GIB:.2f} GiB (its worker and the weights) before any KV "
-        f"cache, more than the {budget / GIB:.2f} GiB budget: it cannot start under it; raise the memory budget "
+        f"vLLM's CPU build maps about {(worker + 2 * weights) / GIB:.2f} GiB while it loads (its worker "
+        f"{worker / GIB:.2f} GiB, the weights, and the checkpoint mapped beside them) before any KV cache, "
+        f"more than the {budget / GIB:.2f} GiB budget: it cannot start under it; raise the memory budget "
         f"to at least {-(-least // MIB)} MiB"
     )
 
@@ -719,7 +721,7 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
     already holds (cpu_worker.determine_available_memory), in blocks of 128 tokens."""
     notes: list[str] = []
     max_seqs = _max_num_seqs(settings)
-    weights, _peak, wnotes = hf_weights_bytes(info, settings.quant, True)
+    weights, read_16bit, wnotes = hf_weights_bytes(info, settings.quant, True)
     notes += wnotes
     per_token = kv_bytes_per_token(info, VLLM.kv_dtype(info, settings), "vllm")
     node = settings.share_of_bytes or settings.device_bytes  # the machine's, under a memory budget too
@@ -756,12 +758,22 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         bill.add(HOST, part, nbytes)  # type: ignore[arg-type]
     total = weights + kv_bytes + runtime
     kv_fit = None
-    if _under_limit(settings) and weights + runtime >= settings.device_bytes:
-        reason = _budget_short_words(settings.device_bytes, weights + runtime, context, per_token)
+    # While it loads, the worker maps the checkpoint beside the parameters it copies it into (safetensors'
+    # mmap): both count against the address-space limit (QA 33 V1: 465 MiB of weights failed to map under
+    # 2700 MiB, the estimate had said it fits); quantized in flight, both are the 16-bit checkpoint's
+    loading = read_16bit or weights
+    load_peak = runtime + 2 * loading if _under_limit(settings) else None
+    if load_peak is not None and load_peak >= settings.device_bytes:
+        reason = _budget_short_words(settings.device_bytes, runtime, loading, context, per_token)
         notes.append(reason)
     elif not settings.kv_cache_memory:
         said, kv_fit = _share_notes(settings, kv_bytes, weights + runtime, requested)
         notes += said
+    if load_peak is not None and load_peak < settings.device_bytes:
+        notes.append(
+            f"while it loads, the worker maps about {load_peak / GIB:.2f} GiB (the checkpoint beside the weights "
+            f"it fills): {(settings.device_bytes - load_peak) / MIB:.0f} MiB under the budget"
+        )
     return Estimate(
         backend=settings.backend,
         context=context,
@@ -776,7 +788,12 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         total_bytes=total,
         device_bytes=settings.device_bytes,
         usable_bytes=settings.device_bytes,  # the whole run (front-end too) must fit in the node's memory
-        fits=tokens >= context and total <= settings.device_bytes,
+        fits=tokens >= context
+        and total <= settings.device_bytes
+        and (load_peak or 0) < settings.device_bytes,
+        load_peak_bytes=load_peak,
+        # no context or concurrency runs while the load does not fit
+        load_peak_fits=None if load_peak is None else load_peak < settings.device_bytes,
         n_layers=info.n_layers,
         kv_dtype=VLLM.kv_dtype(info, settings),
         kv_cells=tokens,
