@@ -1365,3 +1365,29 @@ def test_a_vllm_cpu_budget_holds_the_checkpoint_mapped_beside_the_weights_while_
         assert 2800 < least <= 2950  # the least it names would have held both
     came_up = run_json(capsys, *flags, "--memory-budget", "2950MiB")
     assert came_up["fits"] and came_up["load_peak_fits"] is True
+
+
+def test_vllm_over_its_share_is_offered_a_larger_share_and_an_8bit_cache_before_quantizing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """QA 33 V3 and V4: Qwen2.5-7B in 16 bits over 0.92 of a 16 GiB card was offered only fp8 weights or CPU
+    offload, where --gpu-memory-utilization 0.97 runs it at a shorter context; on 17 GiB the KV cache was the
+    limit and --kv-cache-dtype fp8 (twice the tokens) was never named."""
+    config = (
+        Path(__file__).resolve().parents[1] / "data" / "configs" / "Qwen--Qwen2.5-7B-Instruct.config.json"
+    )
+    flags = [str(config), "--backend", "vllm"]
+    small = run_json(capsys, *flags, "--gpu-mem", "16GiB")
+    assert not small["fits"] and small["max_context"] == 0
+    assert small["share_fit"] == 0.97 and 0 < small["share_fit_context"] < small["context"]
+    kv_bound = run_json(capsys, *flags, "--gpu-mem", "17GiB")
+    assert kv_bound["kv_dtype_fit"] == "fp8" and kv_bound["max_context"] > 0
+    # half the bytes a token: about twice the tokens, to vLLM's block
+    assert abs(kv_bound["kv_dtype_fit_context"] - 2 * kv_bound["max_context"]) <= 32
+    assert main(["estimate", *flags, "--gpu-mem", "17GiB"]) == 1
+    solvers = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("solvers"))
+    # the moves that keep the weights come before quantizing, each in vLLM's own flag
+    assert solvers.index("--gpu-memory-utilization 0.97") < solvers.index("--kv-cache-dtype fp8")
+    assert solvers.index("--kv-cache-dtype fp8") < solvers.index("--quantization fp8")
+    roomy = run_json(capsys, *flags, "--gpu-mem", "24GiB")
+    assert roomy["fits"] and (roomy["share_fit"], roomy["kv_dtype_fit"]) == (None, None)

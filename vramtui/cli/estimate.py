@@ -658,8 +658,12 @@ def _solvers(est: Any) -> list[str]:
         )
     if est.tensor_split_fit is not None:  # several cards: before the moves that cost speed
         solved.append(f"split that fits --tensor-split {','.join(map(str, est.tensor_split_fit))}")
+    solved += _room_moves(est)
     if est.quant_fit is not None:
-        solved.append(f"quantized at load that fits: --quant {est.quant_fit}")
+        # estimate's own flag, and the engine's where it spells it otherwise (QA 33 V5: vLLM's --quantization)
+        flag = _engine_flag(est, "quant")
+        theirs = f" ({est.backend}: {flag} {est.quant_fit})" if flag and flag != "--quant" else ""
+        solved.append(f"quantized at load that fits: --quant {est.quant_fit}{theirs}")
     if est.cpu_offload_fit is not None:
         solved.append(f"smallest --cpu-offload-gb that fits {est.cpu_offload_fit}")
     if est.n_cpu_moe_fit is not None and est.device == "gpu":
@@ -669,6 +673,30 @@ def _solvers(est: Any) -> list[str]:
         if est.host_bytes_needed:
             solved.append(f"host RAM needed {fb(est.host_bytes_needed)}")
     return [s for s in solved if s]
+
+
+def _engine_flag(est: Any, param: str) -> str | None:
+    from vramtui.core.backends import get_backend
+
+    try:
+        return get_backend(est.backend).knob(param)
+    except VramtuiError:
+        return None
+
+
+def _room_moves(est: Any) -> list[str]:
+    """A larger share of the card and an 8-bit KV cache (vLLM): the weights as they are, at full speed."""
+    moves = []
+    for value, context, param in (
+        (est.share_fit, est.share_fit_context, "mem_share"),
+        (est.kv_dtype_fit, est.kv_dtype_fit_context, "kv_dtype"),
+    ):
+        flag = _engine_flag(est, param)
+        if value is None or flag is None:
+            continue
+        at = "it fits" if context == est.context else f"longest context {context:,}"
+        moves.append(f"{flag} {value:g}: {at}" if isinstance(value, float) else f"{flag} {value}: {at}")
+    return moves
 
 
 def fit_terminal(text: str, width: int) -> str:

@@ -383,6 +383,12 @@ class Estimate:
     cpu_offload_fit: int | None = None  # vLLM: the fewest GiB of --cpu-offload-gb (per GPU) that fits
     # vLLM's CPU build under a budget that cannot hold its share of the machine: the KV size to set outright
     kv_cache_memory_fit: int | None = None
+    # vLLM on GPUs, when it does not fit: the 8-bit KV type and the larger share that give the most room
+    # without touching the weights (QA 33 V3, V4), and the longest context each gives
+    kv_dtype_fit: str | None = None
+    kv_dtype_fit_context: int | None = None
+    share_fit: float | None = None
+    share_fit_context: int | None = None
     # several cards: the --tensor-split (layers per card, the output layer on the last) that fits them all
     tensor_split_fit: tuple[int, ...] | None = None
     expert_host_bytes: int = 0  # of weights_host_bytes: the tensors the offload rules put in host RAM
@@ -822,6 +828,49 @@ def _solve_layers(info: ModelInfo, settings: Settings, est: Estimate) -> None:
         )
 
 
+_HIGHEST_SHARE = 0.97  # a share above this leaves the driver and other processes next to nothing
+
+
+def _solve_share(info: ModelInfo, settings: Settings, est: Estimate) -> None:
+    """The smallest larger share of the card (vLLM's --gpu-memory-utilization) at which the context asked
+    fits, else the longest context the highest share gives (QA 33 V3: a 7B model over 0.92 of a 16 GiB card
+    was offered only fp8 or CPU offload, where 0.97 runs it in 16 bits at a shorter context)."""
+    now = round(settings.share, 2)
+    for step in range(round(now * 100) + 1, round(_HIGHEST_SHARE * 100) + 1):
+        share = step / 100
+        if _estimate_core(info, replace(settings, safety=share)).fits:
+            est.share_fit, est.share_fit_context = share, est.context
+            est.notes.append(
+                f"with --gpu-memory-utilization {share:g} it fits (less of the card left to others)"
+            )
+            return
+    if now >= _HIGHEST_SHARE:
+        return
+    longest = max_context(info, replace(settings, safety=_HIGHEST_SHARE))
+    if longest > est.max_context:
+        est.share_fit, est.share_fit_context = _HIGHEST_SHARE, longest
+        est.notes.append(
+            f"with --gpu-memory-utilization {_HIGHEST_SHARE:g} the longest context that fits is {longest:,}"
+        )
+
+
+def _solve_kv_8bit(info: ModelInfo, settings: Settings, est: Estimate) -> None:
+    """The engine's 8-bit KV type, where the cache is 16-bit: half the bytes a token, the weights untouched
+    (QA 33 V4: --kv-cache-dtype fp8 doubles the longest context and was never named)."""
+    eight = next((kind for kind in ("fp8", "q8_0") if kind in get_backend(settings.backend).kv_dtypes), None)
+    if eight is None or (settings.kv_dtype or "auto") not in ("auto", "f16", "bf16", "float16", "bfloat16"):
+        return
+    trial = replace(settings, kv_dtype=eight)
+    if _estimate_core(info, trial).fits:
+        est.kv_dtype_fit, est.kv_dtype_fit_context = eight, est.context
+        est.notes.append(f"with an {eight} KV cache it fits (half the bytes a token)")
+        return
+    longest = max_context(info, trial)
+    if longest > est.max_context:
+        est.kv_dtype_fit, est.kv_dtype_fit_context = eight, longest
+        est.notes.append(f"with an {eight} KV cache the longest context that fits is {longest:,}")
+
+
 def _solve_quant(info: ModelInfo, settings: Settings, est: Estimate) -> None:
     """The first quantization at load, in the engine's own order, that fits (QA 21 F6: a transformers run
     over its card was offered no way out, where bnb-8bit or bnb-4bit would do). Said after the moves that
@@ -1035,6 +1084,9 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
         if info.is_moe and memory.offloads_tensors:  # experts to the host first: cheaper than layers
             _solve_experts(info, settings, est)
         _solve_layers(info, settings, est)
+    if memory.kv_from_budget and settings.on_gpu and not est.fits and not est.refused:
+        _solve_share(info, settings, est)  # the weights as they are, at full speed: before quantizing
+        _solve_kv_8bit(info, settings, est)
     _solve_quant(info, settings, est)
     _solve_offload(info, settings, est)
     if not est.fits and est.max_context:
