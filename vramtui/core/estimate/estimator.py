@@ -831,6 +831,14 @@ def _solve_layers(info: ModelInfo, settings: Settings, est: Estimate) -> None:
 _HIGHEST_SHARE = 0.97  # a share above this leaves the driver and other processes next to nothing
 
 
+def _solve_room(info: ModelInfo, settings: Settings, est: Estimate) -> None:
+    """An engine that sizes its KV cache from a share of the card (vLLM), over it: a larger share, then an
+    8-bit KV cache."""
+    if settings.memory.kv_from_budget and settings.on_gpu and not est.fits and not est.refused:
+        _solve_share(info, settings, est)
+        _solve_kv_8bit(info, settings, est)
+
+
 def _solve_share(info: ModelInfo, settings: Settings, est: Estimate) -> None:
     """The smallest larger share of the card (vLLM's --gpu-memory-utilization) at which the context asked
     fits, else the longest context the highest share gives (QA 33 V3: a 7B model over 0.92 of a 16 GiB card
@@ -1084,9 +1092,7 @@ def estimate(info: ModelInfo, settings: Settings) -> Estimate:
         if info.is_moe and memory.offloads_tensors:  # experts to the host first: cheaper than layers
             _solve_experts(info, settings, est)
         _solve_layers(info, settings, est)
-    if memory.kv_from_budget and settings.on_gpu and not est.fits and not est.refused:
-        _solve_share(info, settings, est)  # the weights as they are, at full speed: before quantizing
-        _solve_kv_8bit(info, settings, est)
+    _solve_room(info, settings, est)  # the weights as they are, at full speed: before quantizing
     _solve_quant(info, settings, est)
     _solve_offload(info, settings, est)
     if not est.fits and est.max_context:

@@ -122,6 +122,15 @@ def _ends_its_header(header: str, text: str, info: _LineInfo) -> bool:
     return info.exception is not None and bool(_HEADER_RE.search(header)) and not _HEADER_RE.search(text)
 
 
+def _frame_rule(frame_rules: tuple[FrameRule, ...], exception: str, refines: str = "") -> ErrorRule | None:
+    """What a bare exception (or one whose rule has the cause `refines`) means by the frame it was raised
+    in (the innermost that says)."""
+    for frame_rule in reversed(frame_rules):
+        if frame_rule.refines == refines and frame_rule.exception in ("", exception):
+            return frame_rule.rule
+    return None
+
+
 class _ChainWatch:
     """Python's chained tracebacks: after "During handling of the above exception, another exception
     occurred", the exception raised last is what stopped the run; the earlier one was a fallback that also
@@ -294,11 +303,13 @@ class LogState:
             and (not info.progress or self.progress_seen.issuperset(info.progress))
         )
 
-    def _take_progress(self, number: int, progress: tuple[str, ...]) -> None:
+    def _take_progress(self, number: int, progress: tuple[str, ...], text: str) -> None:
         """Milestones proven, a new load (earlier milestones no longer bound what follows), a stop."""
         for milestone in progress:
             if milestone == "start":
                 self._start_again(number)
+                # an engine's own start line, not vramtui's launch line: the engine ran far enough to print
+                self.engine_started = self.engine_started or "vramtui: launch" not in text
             elif milestone == "restart":
                 self.restarts.append(number)
                 self.progress_seen.clear()
@@ -333,11 +344,7 @@ class LogState:
         if info.backends and not self.saturated.issuperset(info.backends):
             self._count_marks(info.backends)
         if info.progress:
-            self._take_progress(number, info.progress)
-            # an engine's own start line, not vramtui's launch line: the engine ran far enough to print
-            self.engine_started = self.engine_started or (
-                "start" in info.progress and "vramtui: launch" not in text
-            )
+            self._take_progress(number, info.progress, text)
         if info.extras:
             self._take_findings(number, text, info)
 
@@ -392,9 +399,9 @@ class LogState:
             stage = None
         if info.exception is not None and (rule is None or rule.cause in _GENERIC_WEAK):
             # a bare exception (behind a log level's generic "ERROR" at most): its frame may say more
-            rule = self._frame_rule(info.exception) or rule or _EXCEPTION_RULE
+            rule = _frame_rule(self.tb_frame_rules, info.exception) or rule or _EXCEPTION_RULE
         elif info.exception is not None and rule is not None and self.tb_frame_rules:
-            rule = self._frame_rule(info.exception, rule.cause) or rule
+            rule = _frame_rule(self.tb_frame_rules, info.exception, rule.cause) or rule
         if rule is None:
             if info.header:
                 return "error", False
@@ -467,14 +474,6 @@ class LogState:
         kept = weak.rule if weak.rule.hint and not rule.hint else rule
         self.weak = _Found(number, text, kept, weak.stage, weak.defaulted)
         return True
-
-    def _frame_rule(self, exception: str, refines: str = "") -> ErrorRule | None:
-        """What a bare exception (or one whose rule has the cause `refines`) means by the frame it was
-        raised in (the innermost that says)."""
-        for frame_rule in reversed(self.tb_frame_rules):
-            if frame_rule.refines == refines and frame_rule.exception in ("", exception):
-                return frame_rule.rule
-        return None
 
     def _defaulted_first(self) -> bool:
         return any(found is not None and found.defaulted for found in (self.strong, self.weak))

@@ -462,18 +462,32 @@ def _under_limit(settings: Settings) -> bool:
     return settings.share_of_bytes is not None and settings.share_of_bytes != settings.device_bytes
 
 
-def _budget_short_words(budget: int, worker: int, weights: int, context: int, per_token: int) -> str:
-    """A budget the engine alone fills: no KV cache size helps (QA 29: "half of the 0.00 GiB the budget
-    leaves ... 512M"), only a larger budget: the load's peak (the worker, the weights and the checkpoint
-    mapped beside them), and the engine with a KV cache of one request and its half-again."""
-    one_request = context * per_token
-    least = max(worker + 2 * weights + 16 * MIB, worker + weights + 2 * max(one_request, 16 * MIB))
-    return (
-        f"vLLM's CPU build maps about {(worker + 2 * weights) / GIB:.2f} GiB while it loads (its worker "
-        f"{worker / GIB:.2f} GiB, the weights, and the checkpoint mapped beside them) before any KV cache, "
-        f"more than the {budget / GIB:.2f} GiB budget: it cannot start under it; raise the memory budget "
-        f"to at least {-(-least // MIB)} MiB"
+def _cpu_load_peak(
+    settings: Settings, worker: int, loading: int, one_request: int, notes: list[str]
+) -> tuple[int | None, str | None]:
+    """Under a budget, what the worker maps while it loads: the checkpoint mapped beside the parameters it
+    copies it into (safetensors' mmap), both counted by the address-space limit (QA 33 V1: 465 MiB of weights
+    failed to map under 2700 MiB where the estimate had said it fits); quantized in flight, both are the
+    16-bit checkpoint's. With why it cannot start where that does not fit: no KV cache size helps (QA 29),
+    only a budget that holds the load and the engine with one request's cache and its half-again."""
+    if not _under_limit(settings):
+        return None, None
+    load_peak, budget = worker + 2 * loading, settings.device_bytes
+    if load_peak >= budget:
+        least = max(load_peak + 16 * MIB, worker + loading + 2 * max(one_request, 16 * MIB))
+        said = (
+            f"vLLM's CPU build maps about {load_peak / GIB:.2f} GiB while it loads (its worker "
+            f"{worker / GIB:.2f} GiB, the weights, and the checkpoint mapped beside them) before any KV cache, "
+            f"more than the {budget / GIB:.2f} GiB budget: it cannot start under it; raise the memory budget "
+            f"to at least {-(-least // MIB)} MiB"
+        )
+        notes.append(said)
+        return load_peak, said
+    notes.append(
+        f"while it loads, the worker maps about {load_peak / GIB:.2f} GiB (the checkpoint beside the weights "
+        f"it fills): {(budget - load_peak) / MIB:.0f} MiB under the budget"
     )
+    return load_peak, None
 
 
 def _share_notes(
@@ -758,22 +772,12 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         bill.add(HOST, part, nbytes)  # type: ignore[arg-type]
     total = weights + kv_bytes + runtime
     kv_fit = None
-    # While it loads, the worker maps the checkpoint beside the parameters it copies it into (safetensors'
-    # mmap): both count against the address-space limit (QA 33 V1: 465 MiB of weights failed to map under
-    # 2700 MiB, the estimate had said it fits); quantized in flight, both are the 16-bit checkpoint's
-    loading = read_16bit or weights
-    load_peak = runtime + 2 * loading if _under_limit(settings) else None
-    if load_peak is not None and load_peak >= settings.device_bytes:
-        reason = _budget_short_words(settings.device_bytes, runtime, loading, context, per_token)
-        notes.append(reason)
+    load_peak, short = _cpu_load_peak(settings, runtime, read_16bit or weights, context * per_token, notes)
+    if short:
+        reason = short
     elif not settings.kv_cache_memory:
         said, kv_fit = _share_notes(settings, kv_bytes, weights + runtime, requested)
         notes += said
-    if load_peak is not None and load_peak < settings.device_bytes:
-        notes.append(
-            f"while it loads, the worker maps about {load_peak / GIB:.2f} GiB (the checkpoint beside the weights "
-            f"it fills): {(settings.device_bytes - load_peak) / MIB:.0f} MiB under the budget"
-        )
     return Estimate(
         backend=settings.backend,
         context=context,
