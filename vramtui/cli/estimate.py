@@ -695,7 +695,7 @@ def _room_moves(est: Any) -> list[str]:
         if value is None or flag is None:
             continue
         at = "it fits" if context == est.context else f"longest context {context:,}"
-        moves.append(f"{flag} {value:g}: {at}" if isinstance(value, float) else f"{flag} {value}: {at}")
+        moves.append(f"{flag} {value}: {at}")  # a share step/100 prints as typed
     return moves
 
 

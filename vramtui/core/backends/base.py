@@ -376,6 +376,10 @@ class Backend:
         """What a user changes for `param`: the flag, else the environment variable, else None."""
         return self.flags.get(param) or self.env.get(param)
 
+    def kv_8bit(self) -> str | None:
+        """Its 8-bit KV cache type (vLLM's fp8, llama.cpp's q8_0), or None."""
+        return next((name for name in ("fp8", "q8_0") if name in self.kv_dtypes), None)
+
     def knob_words(self, param: str) -> str | None:
         """The knob as a user sets it, every flag it takes: llama-server's KV cache type is two flags
         ("--cache-type-k and --cache-type-v"; QA: naming the first alone halves the change)."""

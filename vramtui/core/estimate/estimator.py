@@ -865,7 +865,7 @@ def _solve_share(info: ModelInfo, settings: Settings, est: Estimate) -> None:
 def _solve_kv_8bit(info: ModelInfo, settings: Settings, est: Estimate) -> None:
     """The engine's 8-bit KV type, where the cache is 16-bit: half the bytes a token, the weights untouched
     (QA 33 V4: --kv-cache-dtype fp8 doubles the longest context and was never named)."""
-    eight = next((kind for kind in ("fp8", "q8_0") if kind in get_backend(settings.backend).kv_dtypes), None)
+    eight = get_backend(settings.backend).kv_8bit()
     if eight is None or (settings.kv_dtype or "auto") not in ("auto", "f16", "bf16", "float16", "bfloat16"):
         return
     trial = replace(settings, kv_dtype=eight)

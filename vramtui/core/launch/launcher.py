@@ -1185,7 +1185,7 @@ _LAUNCHER_ADVICE = {
     BAD_ARGUMENTS: "Remove or fix the refused argument (extra_args, or the [params] value behind it).",
     READY_TIMEOUT: "Raise `ready_timeout` in the profile if the model is large, or look at the last lines.",
     STOPPED_BY_VRAMTUI: "vramtui stopped the server itself (ctrl-c, quit, or a budget): not an engine failure.",
-    CUDA_OOM: "The run crossed vramtui's memory budget: lower the settings or raise the budget (--budget, or memory_budget).",
+    CUDA_OOM: f"The run crossed vramtui's memory budget: lower the settings or raise the budget {BUDGET_WHERE}.",
     BUDGET_BELOW_ENGINE: f"Raise the memory budget {BUDGET_WHERE}: no engine setting helps.",
 }
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from vramtui.core.backends import PARAMS, Backend, get_backend
 from vramtui.core.backends.base import gib, is_all, kv_dtype_problem, size_bytes, switch, toml_spelling, whole
 from vramtui.core.errors import VramtuiError
+from vramtui.core.logs.ruletypes import WHERE_BUDGET
 from vramtui.core.units import GIB, MIB, parse_size_with_unit
 
 _TOP_LEVEL = {
@@ -55,8 +56,8 @@ _TOP_LEVEL = {
     "program",
 }
 _LIMITS = ("memory_budget",)
-# Where the budget is set, for advice that says to raise it: it may have come from --budget (QA 32 D7).
-BUDGET_WHERE = "(--budget, or memory_budget under [limits] in the profile)"
+# The same words as the log advice's, plain: the wizard's and the launcher's lines carry no markup
+BUDGET_WHERE = WHERE_BUDGET.replace("`", "")
 _PARAM_TYPES = (int, float, str, bool)
 
 

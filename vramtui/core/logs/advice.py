@@ -17,7 +17,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.logs import rules as ls
 from vramtui.core.logs.analysis import _engine_hint
 from vramtui.core.logs.rules import LogProfile, Say
-from vramtui.core.logs.ruletypes import SLOTS_SPLIT
+from vramtui.core.logs.ruletypes import SLOTS_SPLIT, WHERE_BUDGET
 from vramtui.core.logs.verdict import SAYS_KILLED, Diagnosis, folder_named
 from vramtui.core.memory.room import (
     kv_bytes_for_budget,
@@ -224,14 +224,13 @@ def before_the_model(diagnosis: Diagnosis) -> bool:
 READ_THE_LINE = "Read the first error line above; the lines before it say which step was running."
 _TORCH_FRAGMENTATION = "PyTorch fragmentation: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
 _LOADING = frozenset({"download", "load_weights"})
-# Where vramtui's budget is set: `check`/`wizard --budget`, or the profile (QA 32 D7: no memory_budget to raise).
-_WHERE_BUDGET = "(`--budget`, or `memory_budget` under [limits] in the profile)"
 # The limit that was hit is the profile's own memory_budget (vramtui's header says so), or the machine's.
 _RAISE_THE_LIMIT = (
     Say("Close other programs or raise the container's memory limit.", when="!own_budget"),
     Say(
         "The limit is vramtui's own memory budget ({budget_mib} MiB): raise the memory budget "
-        "(`--budget`, or `memory_budget` under [limits] in the profile), or shrink the model.",
+        + WHERE_BUDGET
+        + ", or shrink the model.",
         when="own_budget",
     ),
 )
@@ -459,7 +458,7 @@ ADVICE: tuple[AdviceRow, ...] = (
                 "importing its modules (a MemoryError, or a library it could not map), before any weights "
                 "were read.",
             ),
-            "Raise the memory budget " + _WHERE_BUDGET + " well above what the engine takes before "
+            "Raise the memory budget " + WHERE_BUDGET + " well above what the engine takes before "
             "loading anything (importing PyTorch alone maps about {torch_import_mib} MiB of address "
             "space, and the engine's own libraries more), or run without a budget.",
         ),
@@ -486,10 +485,10 @@ ADVICE: tuple[AdviceRow, ...] = (
                 "any weights (no room for its threads or libraries); no engine setting helps.",
             ),
             Say(
-                "Raise the memory budget " + _WHERE_BUDGET + " well above the {engine_floor_mib} MiB the "
+                "Raise the memory budget " + WHERE_BUDGET + " well above the {engine_floor_mib} MiB the "
                 "engine itself needs to come up (measured by vramtui on this binary), with room for the "
                 "model's buffers on top, or run without a budget.",
-                otherwise="Raise the memory budget " + _WHERE_BUDGET + " well above what the engine "
+                otherwise="Raise the memory budget " + WHERE_BUDGET + " well above what the engine "
                 "holds before it loads anything (a few hundred MiB of address space), or run without a budget.",
             ),
         ),
@@ -505,7 +504,7 @@ ADVICE: tuple[AdviceRow, ...] = (
                 otherwise="{the_engine} loaded the model and listened, then answered every readiness probe with "
                 "an error under the memory budget: no setting of the model's buffers gives its HTTP side room.",
             ),
-            "Raise the memory budget " + _WHERE_BUDGET + " by a few tens of MiB, or run without a budget; "
+            "Raise the memory budget " + WHERE_BUDGET + " by a few tens of MiB, or run without a budget; "
             "without one, the same server should answer at once.",
         ),
     ),
@@ -515,7 +514,7 @@ ADVICE: tuple[AdviceRow, ...] = (
         (
             "The weights and the KV cache were in and the engine could not start its compute threads: "
             "free some of the budget, a shorter context ({context}{smaller}) or a smaller quantization, or "
-            "raise the memory budget " + _WHERE_BUDGET + ".",
+            "raise the memory budget " + WHERE_BUDGET + ".",
         ),
     ),
     AdviceRow(
@@ -524,7 +523,7 @@ ADVICE: tuple[AdviceRow, ...] = (
         (
             "The server starts {http_threads} HTTP threads before it loads anything, one per slot and a few, "
             "each reserving its stack in the budget's address space: fewer slots, {parallel} {fewer_slots}, "
-            "let it start (or raise the memory budget " + _WHERE_BUDGET + ").",
+            "let it start (or raise the memory budget " + WHERE_BUDGET + ").",
         ),
     ),
     AdviceRow("host_oom", "loader_threads", ("@loader_threads_budget",)),
@@ -684,7 +683,7 @@ ADVICE: tuple[AdviceRow, ...] = (
             ),
             Say(
                 "{host_ran_out}{while_doing} under vramtui's own memory budget ({budget_mib} MiB): raise "
-                "the memory budget " + _WHERE_BUDGET + ", or shrink the model.",
+                "the memory budget " + WHERE_BUDGET + ", or shrink the model.",
                 when="own_budget",
             ),
             "@host_killed",
@@ -1072,10 +1071,10 @@ def _kv_8bit(backend: str | None) -> dict[str, str]:
     from vramtui.core.backends import get_backend
 
     try:
-        types = get_backend(backend).kv_dtypes
+        backend_object = get_backend(backend)
     except VramtuiError:  # a log-only engine (SGLang, TGI): their 8-bit type is fp8
         return {"kv_8bit": "fp8"}
-    found = next((name for name in ("fp8", "q8_0") if name in types), None)
+    found = backend_object.kv_8bit()
     return {"kv_8bit": found} if found else {}
 
 

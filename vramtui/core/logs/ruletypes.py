@@ -94,6 +94,10 @@ SLOTS_SPLIT = (
     "({parallel} 1) give one request all of them; or raise {context} to {slot_count} x the request's tokens."
 )
 
+# Where vramtui's memory budget is set, for advice that says to raise it: `check`/`wizard --budget`, or the
+# profile (QA 32 D7: a budget given as --budget has no memory_budget in the file to raise)
+WHERE_BUDGET = "(`--budget`, or `memory_budget` under [limits] in the profile)"
+
 # The mark of a warm-up the server runs without when it fails (a vision encoder's): an out-of-memory after it,
 # in a run that came up, is a quiet failure of that part, not the run's.
 OPTIONAL_WARMUP = "optional_warmup"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from vramtui.core.logs.ruletypes import (
     NUM,
     UNIT,
+    WHERE_BUDGET,
     EngineLog,
     ErrorRule,
     FigureRule,
@@ -94,7 +95,7 @@ PROFILE = LogProfile(
                 "starts a pool, vramtui's runner one per request): each reserves an 8 MiB stack in the "
                 "budget's address space.",
             ),
-            "Raise the memory budget (`--budget`, or `memory_budget` under [limits] in the profile); loading the weights one at a time "
+            "Raise the memory budget " + WHERE_BUDGET + "; loading the weights one at a time "
             '(HF_DEACTIVATE_ASYNC_LOAD = "1" under [env]) starts fewer threads, but the server still needs '
             "room for its own.",
         ),
