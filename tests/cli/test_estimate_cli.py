@@ -1097,6 +1097,26 @@ def test_a_sliding_window_caches_figures_add_up(capsys: pytest.CaptureFixture[st
     assert "131,072 B/token, 8,192 cells" in _text(capsys, *dense)
 
 
+def test_vllms_pool_says_its_layers_bytes_per_token(capsys: pytest.CaptureFixture[str]) -> None:
+    """QA 33 V11: the pool's bytes over its whole blocks read 16,385 B/token where the layers make 16,384."""
+    model = str(CONFIGS / "Qwen--Qwen2.5-0.5B-Instruct.config.json")  # 24 x 2 heads x 64 x 2 x 2 B = 12,288
+    args = (
+        model,
+        "--backend",
+        "vllm",
+        "--memory-budget",
+        "6GiB",
+        "--ctx",
+        "2048",
+        "--kv-cache-memory",
+        "1000MiB",
+    )
+    data = run_json(capsys, *args)
+    assert data["kv_cache_bytes"] // data["kv_cache_tokens"] > 12_288  # a pool of part blocks
+    line = next(line for line in _text(capsys, *args).splitlines() if line.strip().startswith("KV cache"))
+    assert f"12,288 B/token, {data['kv_cache_tokens']:,} tokens" in line, line
+
+
 def test_no_context_is_offered_while_the_load_peak_does_not_fit(capsys: pytest.CaptureFixture[str]) -> None:
     """QA 21 F7: vLLM quantizing fp8 in flight reads the 16-bit weights first; where that does not fit, the
     solvers still offered a context and vLLM's capacity line, which it never prints since it never loads."""

@@ -465,7 +465,12 @@ def _kv_note(est: Any) -> str:
     """Bytes a token takes and how many the cache holds: llama.cpp's cells, or vLLM's capacity in tokens
     (its pool's bytes over that capacity, as a sliding-window or hybrid layer holds less than the context)."""
     if est.kv_cache_tokens:
-        return f"{est.kv_cache_bytes // est.kv_cache_tokens:,} B/token, {est.kv_cache_tokens:,} tokens"
+        per_token = est.kv_cache_bytes // est.kv_cache_tokens
+        if est.kv_bytes_per_token and abs(per_token - est.kv_bytes_per_token) < 0.01 * est.kv_bytes_per_token:
+            # the pool holds whole blocks, so its bytes over its tokens run a byte or so over the layers'
+            # own figure (QA 33 V11: 16,385 B/token where 16 layers x 4 heads x 64 x 2 x 2 B make 16,384)
+            per_token = est.kv_bytes_per_token
+        return f"{per_token:,} B/token, {est.kv_cache_tokens:,} tokens"
     cells, per_token = est.kv_cells, est.kv_bytes_per_token
     # the whole cache, wherever its layers sit (QA 26: "0 B/cell" beside a cache kept on the host)
     whole = est.bill.get("kv_cache") + est.bill.get("kv_cache", HOST)

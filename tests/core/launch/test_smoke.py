@@ -104,6 +104,14 @@ def test_a_streamed_answer_gives_ttft_and_rate() -> None:
     assert result.warning is None
 
 
+def test_an_answer_names_what_the_server_serves_under() -> None:
+    # QA 33 V12: `check --json` carried "models": [] while vLLM listed its model at /v1/models
+    with serving(chat("pong"), models=("/tmp/qa33/tiny-hf",)) as url:
+        result = smoke_request(url, None)
+    assert result.ok and result.models == ["/tmp/qa33/tiny-hf"]
+    assert result.to_dict()["models"] == ["/tmp/qa33/tiny-hf"]
+
+
 def test_an_answer_streamed_in_one_chunk_has_no_decode_rate() -> None:
     # QA 16: a runner that streams its whole answer at once, after generating it, read as 25,774 tokens/s
     answer = {"choices": [{"index": 0, "delta": {"content": "Pong! How can I help?"}}]}

@@ -155,11 +155,14 @@ def smoke_request(
         # serves at all is what memory bring-up asks, so a plain completion settles it
         plain = _completion(base_url, model, timeout_s, max_tokens)
         if plain is not None:
-            return replace(
+            result = replace(
                 plain,
                 warning=f"chat requests fail ({result.meaning}) while plain completions answer: "
                 "the model's chat template does not work here (a base model has none)",
             )
+    if result.ok and not result.models:
+        # the name the server serves under is what a client must send (QA 33 V12: the key was always empty)
+        result = replace(result, models=list_models(base_url))
     return result
 
 
