@@ -431,6 +431,38 @@ def test_a_recorded_process_that_ended_before_the_recording_is_said(
     assert "recorded process ended" not in capsys.readouterr().out
 
 
+def test_what_an_exited_process_left_is_read_from_the_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA 33 V9: `record --pid` of a vLLM serve stopped mid-recording replayed with no "held after exit": its
+    own RSS is N/A once it is gone, but the host's RAM column says what the exit gave back. The shape is
+    the QA's file (host 561 MiB before, 2050 while it served, back near 590 after)."""
+    header = (
+        "timestamp, host.ram_used [MiB], host.ram_total [MiB], host.swap_used [MiB], process.tree_rss [MiB], "
+        "process.tree_gpu [MiB], process.pids"
+    )
+
+    def recording(after_mib: int) -> Path:
+        rows = [header]
+        for tick in range(120):
+            ram, rss = (561, 137) if tick < 4 else (2050, 1921) if tick < 90 else (after_mib, None)
+            shown = "[N/A]" if rss is None else f"{rss} MiB"
+            stamp = f"2026/12/07 08:{38 + (tick // 2 + 10) // 60:02d}:{(tick // 2 + 10) % 60:02d}.{5 * (tick % 2)}00"
+            rows.append(f"{stamp}, {ram} MiB, 24105 MiB, 0 MiB, {shown}, [N/A], {0 if rss is None else 4}")
+        path = tmp_path / f"after{after_mib}.csv"
+        path.write_text("\n".join(rows) + "\n")
+        return path
+
+    assert main(["replay", str(recording(590))]) == 0
+    text = capsys.readouterr().out
+    assert "held after exit           no" in text, text
+    assert "after the process exited, host RAM used was 590 MiB (561 MiB before it)" in text, text
+    assert main(["replay", str(recording(2100)), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["leftover"] is True and data["leftover_mib"] > 1400, data
+    assert any("host RAM still in use above the baseline" in note for note in data["notes"]), data["notes"]
+
+
 def test_a_damaged_header_names_the_column_it_left_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+from statistics import median
 from typing import Any
 
 from vramtui.cli.common import print_json
@@ -59,6 +60,8 @@ def analyse(data: Any) -> dict[str, Any]:
         )
         _count_read(data, primary, host.read("tree_rss" if key == "process" else "ram_used"))
         result["series"] = "process tree RSS (host)" if key == "process" else "host RAM used"
+        if key == "process" and running is False:
+            _left_on_host(primary, host, events)
     result.update(primary.to_dict())
     result["gpus"] = [
         {"index": s.index, "name": s.name, "uuid": s.uuid, "samples": len(s.times), **r.to_dict()}
@@ -82,6 +85,28 @@ def analyse(data: Any) -> dict[str, Any]:
     result["problems"] += list(data.problems)
     result["unread_columns"] = list(data.unread_columns)
     return result
+
+
+def _left_on_host(primary: Any, host: Any, events: list[Any]) -> None:
+    """What an exited process left is not in its own curve (its RSS is N/A once it is gone): the host's
+    RAM after the exit, against the host's before, says it (QA 33 V9: a stopped vLLM read nothing)."""
+    from vramtui.core.memory.readings import compute_readings
+
+    if primary.leftover_mib is not None or not any(v is not None for v in host.ram_used):
+        return
+    ram = compute_readings(
+        host.times, host.ram_used, events, total_bytes=_int(host.ram_total), running=False, on_host=True
+    )
+    if ram.leftover_mib is None:
+        return
+    primary.leftover_mib, primary.noise_mib = ram.leftover_mib, ram.noise_mib
+    gone = max(e.t for e in events if e.kind == "exit")
+    after = [v for t, v in zip(host.times, host.ram_used, strict=False) if t >= gone and v is not None]
+    primary.notes.append(
+        f"after the process exited, host RAM used was {_fmt(median(after) / MIB)} ({_fmt(ram.baseline_mib)} "
+        "before it): read from the host's RAM, as the process's own RSS ends with it"
+    )
+    primary.notes += [note for note in ram.notes if "after the process exited" in note]
 
 
 def _count_read(data: Any, readings: Any, read: int) -> None:
