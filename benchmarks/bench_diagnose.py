@@ -464,6 +464,8 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # traceback's header gives way to the exception that ends it, even a wrapper's ("WorkerProc
     # initialization failed ... See stack trace for root cause") when the root cause was never logged. Left:
     # a launcher's own "still loading... health=000" lines with no engine line (labelled incomplete).
+    # Round 74 (1 log: vLLM-Ascend failing in graph capture after its KV cache was sized; training) at
+    # 98ad992: right on every measure. A helper found no other unused public log in an hour.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -596,6 +598,7 @@ LATER_ROUNDS = (
     ("round71.jsonl", "round 71 (committed V100 vLLM, DGX Spark, SGLang and Ollama logs; thirtieth session"),
     ("round72.jsonl", "round 72 (committed SGLang, llama.cpp, vLLM and Ollama logs; thirty-first session"),
     ("round73.jsonl", "round 73 (committed vLLM, SGLang and llama.cpp logs; thirty-second session"),
+    ("round74.jsonl", "round 74 (a vLLM-Ascend thread; thirty-third session"),
 )
 
 

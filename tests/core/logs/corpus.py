@@ -89,6 +89,7 @@ FILES = (
     LOGS / "round71.jsonl",
     LOGS / "round72.jsonl",
     LOGS / "round73.jsonl",
+    LOGS / "round74.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
