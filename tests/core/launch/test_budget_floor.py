@@ -5,6 +5,7 @@ It used to launch, fail 15 s later, and read as two different errors from run to
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from vramtui.core.launch.launcher import budget_below_engine
 from vramtui.core.launch.profile import Profile
 
 MIB = 1 << 20
+CONFIGS = Path(__file__).resolve().parents[2] / "data" / "configs"
 
 
 def test_a_budget_under_the_engines_floor_is_said_with_the_floor(tmp_path: Path) -> None:
@@ -23,11 +25,34 @@ def test_a_budget_under_the_engines_floor_is_said_with_the_floor(tmp_path: Path)
     model = str(write_tiny_hf(tmp_path / "tiny-hf"))
     said = budget_below_engine(Profile(backend="vllm", model=model, memory_budget=1024 * MIB), None)
     assert said is not None and "1024 MiB" in said and f"{floor // MIB} MiB" in said
-    assert budget_below_engine(Profile(backend="vllm", model=model, memory_budget=floor + MIB), None) is None
+    # just over the floor, its load (the worker, the checkpoint mapped beside the weights) does not fit
+    loading = budget_below_engine(Profile(backend="vllm", model=model, memory_budget=floor + MIB), None)
+    assert loading is not None and "while it loads" in loading
+    assert (
+        budget_below_engine(Profile(backend="vllm", model=model, memory_budget=floor + 256 * MIB), None)
+        is None
+    )
     assert budget_below_engine(Profile(backend="vllm", model=model), None) is None  # no budget
     # an engine with no such floor is not refused here (its measured footprint speaks at launch)
     gguf = Profile(backend="llama.cpp", model=model, memory_budget=64 * MIB)
     assert budget_below_engine(gguf, None) is None
+
+
+def test_a_budget_the_load_cannot_fit_in_is_said_with_the_least_that_does(tmp_path: Path) -> None:
+    """QA 33 V6: over the engine's floor, but under what its CPU worker maps while it loads this model (the
+    checkpoint beside the weights it fills): check launched, failed 35 s later, and named no figure."""
+    model = tmp_path / "qwen-0.5b"
+    model.mkdir()
+    shutil.copy(CONFIGS / "Qwen--Qwen2.5-0.5B-Instruct.config.json", model / "config.json")
+    params = {"context": 2048, "kv_cache_memory": "256MiB"}
+    said = budget_below_engine(
+        Profile(backend="vllm", model=str(model), params=params, memory_budget=3 << 30), None
+    )
+    assert said is not None and "while it loads" in said and "cannot start under it" in said, said
+    least = int(said.split("to at least ")[1].split(" MiB")[0])
+    assert 3 * 1024 < least < 5 * 1024, said
+    roomy = Profile(backend="vllm", model=str(model), params=params, memory_budget=(least + 64) * MIB)
+    assert budget_below_engine(roomy, None) is None
 
 
 def _vramtui(*args: str, data: Path) -> subprocess.CompletedProcess[str]:

@@ -328,14 +328,33 @@ def budget_below_engine(profile: Profile, sample_source: Any) -> str | None:
     address_space_floor): it cannot start under it, whatever its settings (QA 29: vLLM's CPU build under 1
     GiB failed 15 s after launch, and read as two different errors from run to run)."""
     budget, floor = profile.memory_budget, profile.backend.address_space_floor
-    if not budget or not floor or budget >= floor or budget_on_gpu(sample_source, profile):
+    if not budget or not floor or budget_on_gpu(sample_source, profile):
         return None
+    if budget >= floor:
+        return load_over_budget(profile)
     return (
         f"the memory budget of {budget / MIB:.0f} MiB is below the {floor / MIB:.0f} MiB of address space "
         f"{profile.backend.name}'s largest process maps before its weights and KV cache: it cannot start "
         f"under it; raise the memory budget {BUDGET_WHERE} well above {floor / MIB:.0f} MiB (`vramtui estimate` with "
         "--memory-budget gives the least that holds the model too)"
     )
+
+
+def load_over_budget(profile: Profile) -> str | None:
+    """Where the estimate says the engine cannot even load this model under the host budget (vLLM's CPU
+    worker maps the checkpoint beside the weights it fills: measured, QA 33 V1), why, with the least budget;
+    None where it loads, or where there is no estimate. QA 33 V6: check launched it anyway, failed 35 s
+    later, and advised "a smaller file" with no figure."""
+    try:
+        from vramtui.core.wizard.budget import MemoryModel  # the wizard's own settings for this profile
+
+        model = MemoryModel(profile)
+        estimate = model.estimate_of(profile) if model.host else None
+    except Exception:  # an estimate that cannot be made refuses nothing: the launch speaks
+        return None
+    if estimate is None or estimate.load_peak_fits is not False or not estimate.reason:
+        return None
+    return f"{estimate.reason} {BUDGET_WHERE}; by vramtui's estimate of this model at these settings"
 
 
 def on_cpu_ignored(profile: Profile, sample_source: Any) -> list[str]:

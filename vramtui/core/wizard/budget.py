@@ -162,7 +162,7 @@ class MemoryModel:
                 wanted["share_of_bytes"] = cpu_run_card()
         return wanted
 
-    def _estimate(self, profile: Profile) -> Any | None:
+    def estimate_of(self, profile: Profile) -> Any | None:
         """The estimator's Estimate for this profile, or None (the reason in why_unavailable)."""
         info = self.info(profile.model)
         if info is None:
@@ -183,7 +183,7 @@ class MemoryModel:
     def holds_one_request(self, profile: Profile) -> bool | None:
         """Does the KV cache as this profile sizes it hold one request of the whole context (vLLM's own
         start-up check)? None where the estimate does not count the cache's tokens."""
-        result = self._estimate(profile)
+        result = self.estimate_of(profile)
         tokens = getattr(result, "kv_cache_tokens", None)
         if result is None or tokens is None:
             return None
@@ -191,7 +191,7 @@ class MemoryModel:
 
     def raw(self, profile: Profile) -> MemoryBill | None:
         """The estimator's bill for this profile, every part where the budget applies."""
-        result = self._estimate(profile)
+        result = self.estimate_of(profile)
         return self._bill_of(profile, result) if result is not None else None
 
     def _bill_of(self, profile: Profile, result: Any) -> MemoryBill:
@@ -302,7 +302,7 @@ class MemoryModel:
 
     def learn(self, profile: Profile, obs: Observation) -> None:
         """Fold one run's measurements into the corrections."""
-        result = self._estimate(profile)
+        result = self.estimate_of(profile)
         raw = self._bill_of(profile, result) if result is not None else None
         measured = obs.measured
         if raw is not None:
