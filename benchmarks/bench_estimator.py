@@ -709,6 +709,7 @@ _NEWEST_ROUNDS = {
     "round50.jsonl": "round 50 (gpt-oss-120b on ten P104-100s, a vLLM NVFP4 run on a 5090; twenty-ninth session)",
     "round52.jsonl": "round 52 (DeepSeek-Coder-V2-Lite from Ollama's llama-server on a 5080; thirty-first session)",
     "round53.jsonl": "round 53 (vLLM on an A6000, four 3090s and an 80 GB card; ik_llama.cpp GLM-4.5 and Qwen3.8-27B; Ollama's Mixtral on an A4000; thirty-second session)",
+    "round54.jsonl": "round 54 (llama.cpp over 13 and 6 P104-100s; ik_llama.cpp Kimi-K2.5 and GLM-5.1; vLLM on a DGX Spark, a Strix Halo and four 3090s; thirty-third session)",
 }
 
 

@@ -384,12 +384,23 @@ def _distinct(g: Graph, layers: Sequence[int]) -> list[int]:
     return list(seen.values())
 
 
+def host_experts_phase(g: Graph) -> int:
+    """ik_llama.cpp's routed experts multiplied where they sit, on the CPU, at a micro-batch too small for
+    its share rule: its fused gate-and-up gives one intermediate per used expert, beside the down outputs
+    before their weighting (ub x used x (n_ff_exp + n_embd) f32: 144 of Kimi-K2.5's 159 MiB at -ub 512)."""
+    info = g.info
+    ff = info.moe_intermediate or info.intermediate or 4 * info.hidden
+    return (ff + info.hidden) * max(1, info.n_experts_used) * g.ubatch * F32
+
+
 def host_peak(g: Graph, host: Sequence[HostLayer], pipeline: bool, output_on_host: bool) -> int:
     """The host buffer of a GPU run: the inputs (copied per pipeline stage), and the host layers' own
     phases when the micro-batch is too small for the GPU to take them."""
     found = host_inputs(g, SCHED_COPIES if pipeline else 1)
     if g.ubatch < OP_OFFLOAD_MIN_BATCH and host:
         found += max(ffn_phase(g, item.layer) for item in host)
+    elif host and not g.offloads_experts() and any(item.experts for item in host):
+        found += host_experts_phase(g)
     if output_on_host and g.outputs < OP_OFFLOAD_MIN_BATCH:
         found += output_phase(g)
     if g.kv_on_host:  # the scores over the host's cache, beside the graph's inputs (the masks among them)
