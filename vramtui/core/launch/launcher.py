@@ -596,6 +596,7 @@ class ModelServer:
             budget_on_gpu(self.sample_source, self.profile),
             first_card_bytes(self.sample_source),
             engine_build(profile),
+            host_budget=budget if self.budget_mode == "host" else None,
         )
         assert self.proc.stdout is not None
         self._reader = LineReader(self.proc.stdout, self._record_line, self._close_log)
