@@ -710,6 +710,7 @@ _NEWEST_ROUNDS = {
     "round52.jsonl": "round 52 (DeepSeek-Coder-V2-Lite from Ollama's llama-server on a 5080; thirty-first session)",
     "round53.jsonl": "round 53 (vLLM on an A6000, four 3090s and an 80 GB card; ik_llama.cpp GLM-4.5 and Qwen3.8-27B; Ollama's Mixtral on an A4000; thirty-second session)",
     "round54.jsonl": "round 54 (llama.cpp over 13 and 6 P104-100s; ik_llama.cpp Kimi-K2.5 and GLM-5.1; vLLM on a DGX Spark, a Strix Halo and four 3090s; thirty-third session)",
+    "round55.jsonl": "round 55 (issue bodies of 2024-2025: llama.cpp on a 3090, a 4090, Arc cards and four H100s; vLLM 0.8 on H100 NVLs, A100s, an A6000 and an 80 GB card; thirty-third session)",
 }
 
 

@@ -100,6 +100,7 @@ FILES = (
     DATA / "printouts" / "round52.jsonl",
     DATA / "printouts" / "round53.jsonl",
     DATA / "printouts" / "round54.jsonl",
+    DATA / "printouts" / "round55.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",

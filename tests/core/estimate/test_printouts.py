@@ -117,6 +117,25 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "GPUs are right, but the host's own layers' graph (2.63 GiB printed) is billed only its inputs and "
         "its routed experts' work (174 MiB)"
     ),
+    (
+        "p55-llama.cpp-granite-3b-code-instruct-128k-q4_0-arc-igpu-meteorlake-sycl-ngl999-fa-ctx32768",
+        "compute",
+    ): (
+        "a SYCL build of January 2025 (b4524) with -fa: 66 graph splits for 32 layers, so flash attention ran "
+        "on the CPU, with each layer's K and V views (160 MiB each at 32768 cells) copied into the host's "
+        "buffer (384 MiB printed, 69 estimated); which ops a backend lacks is not modelled"
+    ),
+    **dict.fromkeys(
+        (
+            (
+                "p55-llama.cpp-llama-3.1-405b-iq3_xxs-cpu+8b-q6_k_l-draft-rtx4070tis-speculative-fa-q4_0kv-ctx131072",
+                term,
+            )
+            for term in ("kv", "weights", "compute")
+        ),
+        "two models in one printout (speculative decoding: the 405B model in host RAM, its 8B draft on the "
+        "GPU): the harness sizes one model, the draft's shape lines being the last it reads",
+    ),
     ("p54-ik_llama.cpp-kimi-k2.5-q8_0-rtx3090-cpu-moe-perplexity-ctx512", "compute"): (
         "CUDA0 (x2.24): llama-perplexity at -ub 512 on a 163,840-word vocabulary; the estimate reserves 512 "
         "logits rows (320 MiB), and the 155 MiB printed holds fewer: how many this ik_llama.cpp build reserves "

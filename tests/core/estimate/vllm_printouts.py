@@ -235,11 +235,13 @@ def read_run(case: dict[str, Any]) -> VllmRun:
 
 def _in_flight(text: str) -> str | None:
     """The quantization the run names, as `estimate --quant` takes it (None for one it does not know)."""
-    found = _QUANT.search(text)
-    if found is None or found.group(1).lower() == "none":
+    # the first that names one: vLLM's args print `quantization=None` before its engine line names the
+    # method it chose from the checkpoint (round 55: "awq_marlin")
+    named = next((m for m in _QUANT.findall(text) if m.lower() != "none"), None)
+    if named is None:
         return None
     try:
-        return normalize_quant(found.group(1))
+        return normalize_quant(named)
     except VramtuiError:
         return None
 
