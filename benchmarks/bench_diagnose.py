@@ -466,6 +466,11 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # a launcher's own "still loading... health=000" lines with no engine line (labelled incomplete).
     # Round 74 (1 log: vLLM-Ascend failing in graph capture after its KV cache was sized; training) at
     # 98ad992: right on every measure. A helper found no other unused public log in an hour.
+    # Round 75 (12 logs from 2024-2025 issue bodies kept in a public study's copy: 5 llama.cpp, 1
+    # llama-cpp-python, 4 vLLM, 2 SGLang; 2 healthy, quiet; 5 training, 7 held-out) at 6e382a5: stage 12/12,
+    # class 11/12, memory 8/8, first error 9/10, quiet 1/2, engine 12/12. Rule written from it: vLLM 0.5-0.6
+    # turning chunked prefill on by itself past 32K (512 tokens a step) is a quiet problem. Its one class miss
+    # was a label: a missing tensor is shape_mismatch in the corpus's three other such logs (settled).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -599,6 +604,7 @@ LATER_ROUNDS = (
     ("round72.jsonl", "round 72 (committed SGLang, llama.cpp, vLLM and Ollama logs; thirty-first session"),
     ("round73.jsonl", "round 73 (committed vLLM, SGLang and llama.cpp logs; thirty-second session"),
     ("round74.jsonl", "round 74 (a vLLM-Ascend thread; thirty-third session"),
+    ("round75.jsonl", "round 75 (llama.cpp, vLLM and SGLang issue bodies of 2024-2025; thirty-third session"),
 )
 
 

@@ -90,6 +90,7 @@ FILES = (
     LOGS / "round72.jsonl",
     LOGS / "round73.jsonl",
     LOGS / "round74.jsonl",
+    LOGS / "round75.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

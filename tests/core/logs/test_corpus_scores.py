@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (928, 963),
-        "class": (936, 963),
-        "memory": (261, 278),
-        "first_error": (548, 572),
-        "quiet": (169, 185),
+        "stage": (934, 969),
+        "class": (942, 969),
+        "memory": (264, 281),
+        "first_error": (552, 576),
+        "quiet": (171, 187),
         "calm": (127, 153),
-        "engine": (911, 963),
+        "engine": (917, 969),
     },
     "heldout": {
-        "stage": (342, 372),
-        "class": (340, 372),
-        "memory": (102, 119),
-        "first_error": (194, 212),
+        "stage": (348, 378),
+        "class": (346, 378),
+        "memory": (107, 124),
+        "first_error": (199, 218),
         "quiet": (61, 81),
         "calm": (41, 53),
-        "engine": (352, 372),
+        "engine": (358, 378),
     },
 }
 

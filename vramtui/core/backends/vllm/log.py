@@ -656,6 +656,17 @@ NOTICES_2: tuple[NoticeRule, ...] = (
         "the cap run without graphs (slower); more memory for the cache, or a smaller --max-num-seqs",
         backend="vllm",
     ),
+    # vLLM 0.5-0.6 turned chunked prefill on by itself past a 32K context, at 512 tokens a step: a long
+    # prompt prefills in hundreds of small steps (V1 always chunks, at 2048 or more, and says it otherwise)
+    NoticeRule(
+        "chunked prefill is enabled by default",
+        "kernel_fallback",
+        "vLLM turned chunked prefill on by itself (max_model_len over 32K), at a small budget per step: long "
+        "prompts prefill slowly; give --max-num-batched-tokens a larger budget (or --enable-chunked-prefill "
+        "false with enough memory)",
+        r"chunked prefill is enabled by default for models with max_model_len > 32k",
+        backend="vllm",
+    ),
     # marks: the run is vLLM's CPU build (its KV cache and workers are the host's)
     NoticeRule(
         "no platform detected",
