@@ -320,3 +320,18 @@ def test_a_server_over_its_budget_and_the_one_after_the_change_have_their_peaks_
     )
     assert _peaks(over, under) == "peak memory 84 → 43 MiB"
     assert _peaks(over, up(70, 60)) == "peak memory 84 → 70 MiB"
+
+
+def test_a_run_that_failed_before_its_context_is_compared_at_its_commands_settings():
+    """QA 34 L1: `check --budget 500MiB` of a 550 MiB model at `-ctk q8_0 -ctv q8_0 -ub 256` failed in mmap,
+    before llama.cpp printed its context, and the fit line read "vramtui estimates 999 MiB (+28%)": an f16
+    cache at the default micro-batch. The log is that real run's (vramtui's run log, timestamps and all)."""
+    log = DATA / "llama-server" / "qa34-weights-fail-q8kv-ub256.runlog"
+    diagnosis = diagnose_file(log)
+    figures = diagnosis.engine_figures
+    assert figures.get("command_ubatch") == 256 and "ubatch_tokens" not in figures
+    comparison = compare_fit(figures, diagnosis.backend)
+    assert comparison is not None and comparison.bill is not None
+    assert comparison.projected == {"host": 780 * MIB}
+    assert comparison.bill.get("kv_cache", HOST) == 204 * MIB  # q8_0, fit's own "context 204"
+    assert abs(comparison.delta("host")) < 0.03, comparison.lines()

@@ -155,8 +155,9 @@ def _settings(figures: Mapping[str, float], backend: str, on_gpu: bool) -> Setti
         backend=backend,
         context=context,
         parallel=_streams(figures, context) if context else None,
-        ubatch=_int(figures, "ubatch_tokens"),
-        batch=_int(figures, "ubatch_tokens"),  # the printed n_ubatch is already within n_batch
+        # the printed n_ubatch is already within n_batch; a run that failed before printing it, the command's
+        ubatch=_int(figures, "ubatch_tokens") or _int(figures, "command_ubatch"),
+        batch=_int(figures, "ubatch_tokens") or _int(figures, "command_ubatch"),
         flash_attn=flash_attn_of(figures),
         gpu_layers=gpu_layers,
         device_bytes=int(free) if free else DEFAULT_DEVICE_BYTES,
@@ -184,7 +185,9 @@ def _kv_dtype_run(figures: Mapping[str, float], info: Any, backend: str) -> str 
         cells *= _int(figures, "kv_cache_streams") or 1
     if not kv:  # a run that failed before its cache: fit's own breakdown of it (the context rows)
         kv = sum(value for key, value in figures.items() if key.startswith("fit_breakdown_context."))
-        cells = _int(figures, "fit_context_from") or _int(figures, "context")
+        cells = (
+            _int(figures, "fit_context_from") or _int(figures, "context") or _int(figures, "command_context")
+        )
     width = sum(info.kv_heads_at(il) * (info.head_dim_k + info.head_dim_v) for il in range(info.n_layers))
     if not kv or not cells or not width:
         return None

@@ -1756,6 +1756,11 @@ FIGURES: tuple[FigureRule, ...] = (
     # the context the command line asked for (a run that failed before its llama_context lines says it
     # nowhere else): "llama-server --model m.gguf --ctx-size 2048", as vramtui's launch line echoes it
     FigureRule("--ctx-size", "command_context", rf"--ctx-size[= ]{NUM}\b", count=True, backend="llama.cpp"),
+    # ... and the micro-batch it asked for (QA 34 L1: a run that failed in mmap was compared with fit's
+    # projection at the default 512 where it ran at 256)
+    FigureRule(
+        "--ubatch-size", "command_ubatch", rf"--ubatch-size[= ]{NUM}\b", count=True, backend="llama.cpp"
+    ),
     # ... and a quantized KV cache type (q8_0 and below): 8-bit advice would not shrink it (QA 12)
     FigureRule(
         "--cache-type-k",
