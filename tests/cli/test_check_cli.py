@@ -329,3 +329,28 @@ def test_check_says_a_port_held_at_start_up_as_diagnose_does(tmp_path: Path) -> 
     assert proc.returncode == 1, proc.stderr
     assert "failed at start-up, before the model was read (port already in use)" in proc.stdout, proc.stdout
     assert "at stage load weights" not in proc.stdout and "at load weights" not in proc.stdout
+
+
+def test_check_names_what_failed_and_the_budget_it_ran_under(capsys: pytest.CaptureFixture[str]) -> None:
+    """QA 34 L6, L9: a compute buffer that could not be allocated read "host out of memory at kv cache" with
+    nothing naming the compute buffer, which diagnose names; and the text never said the budget. The log is
+    a real llama-server's (tests/data/llama-server/compute-too-big.log: -fa off under 1500 MiB)."""
+    from types import SimpleNamespace
+
+    from vramtui.cli.check import _print_report
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    log = (Path(__file__).resolve().parents[1] / "data" / "llama-server" / "compute-too-big.log").read_text()
+    diagnosis = diagnose_text(log)
+    assert diagnosis.cause == "compute_alloc_failed"
+    result = SimpleNamespace(
+        ready=False, message="failed", stage="kv_cache", failure=diagnosis.failure, failure_stage="kv_cache",
+        diagnosis=diagnosis, smoke=None, replay=None, load_time_s=None, ttft_s=None, peak_mib=1210.0,
+        resident_mib=300.0, samples=[1, 2], command=["llama-server"], bill=None, warnings=[], log_file=None,
+        memory_budget_mib=1500.0, budget_mode="host",
+    )  # fmt: skip
+    _print_report(result, None, [])
+    out = capsys.readouterr().out
+    failure = next(line for line in out.splitlines() if line.strip().startswith("failure:"))
+    assert "at kv cache: the compute buffer" in failure, out
+    assert "budget 1500 MiB (the host's address space), 290 MiB left at the peak" in out, out

@@ -134,6 +134,16 @@ def _fit(result):  # type: ignore[no-untyped-def]
 _QUIET_SHOWN = 3
 
 
+def _budget_words(result) -> str:  # type: ignore[no-untyped-def]
+    """The budget the run was under and what its peak left of it (QA 34 L9: only --json said it)."""
+    budget = getattr(result, "memory_budget_mib", None)
+    if not budget:
+        return ""
+    where = {"host": " (the host's address space)", "gpu": " (the GPU)"}.get(result.budget_mode or "", "")
+    left = f", {budget - result.peak_mib:.0f} MiB left at the peak" if result.peak_mib is not None else ""
+    return f"; budget {budget:.0f} MiB{where}{left}"
+
+
 def _memory_words(result) -> str | None:  # type: ignore[no-untyped-def]
     """What the samples say of the run's memory: its peak, one sample, or none."""
     if result.peak_mib is not None and len(result.samples) < 2:
@@ -146,7 +156,7 @@ def _memory_words(result) -> str | None:  # type: ignore[no-untyped-def]
 
 
 def _print_report(result, move, advice: list[str], early: Sequence[str] = ()) -> None:  # type: ignore[no-untyped-def]
-    from vramtui.core.logs.advice import START_UP_WORDS, before_the_model
+    from vramtui.core.logs.advice import CAUSE_WORDS, START_UP_WORDS, before_the_model
     from vramtui.tui.words import failure_words, in_words, stage_words
 
     state = "ready" if result.ready else "NOT ready"
@@ -160,7 +170,10 @@ def _print_report(result, move, advice: list[str], early: Sequence[str] = ()) ->
         where = f" at {stage_words(result.failure_stage)}" if result.failure_stage else ""
         if started:
             where = f" at {START_UP_WORDS}"
-        print(f"  failure: {failure_words(result.failure)}{where}")
+        # what the log says failed, where it is more than the class (QA 34 L6: "host out of memory at kv cache"
+        # for a compute buffer that could not be allocated, after the KV cache was)
+        what = CAUSE_WORDS.get(diagnosis.cause or "") if diagnosis is not None and diagnosis.failed else None
+        print(f"  failure: {failure_words(result.failure)}{where}{f': {what}' if what else ''}")
         if diagnosis is not None and diagnosis.failed and diagnosis.first_error_text:
             # the advice refers to it ("read the first error line above"): it is shown, as diagnose does
             number = f" (line {diagnosis.first_error_line} of the log)" if diagnosis.first_error_line else ""
@@ -200,7 +213,7 @@ def _print_report(result, move, advice: list[str], early: Sequence[str] = ()) ->
         print(f"  first token: {result.ttft_s * 1000:.0f} ms{rate}")
     said = _memory_words(result)
     if said:
-        print(f"  memory: {said}")
+        print(f"  memory: {said}{_budget_words(result)}")
     if result.bill is not None:
         print("  bill (estimate, what the engine printed, what it held):")
         for line in result.bill.lines():
