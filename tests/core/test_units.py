@@ -10,7 +10,16 @@ from vramtui.core.units import GIB, MIB, format_bytes, parse_count, parse_size
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("24GiB", 24 * GIB), ("24G", 24 * GIB), ("24576MiB", 24 * GIB), ("1.5 GiB", 3 * GIB // 2), ("512", 512)],
+    [
+        ("24GiB", 24 * GIB),
+        ("24G", 24 * GIB),
+        ("24576MiB", 24 * GIB),
+        ("1.5 GiB", 3 * GIB // 2),
+        ("512", 512),
+        # binary, as the README says (QA 34 L8: "1GB" was read as 1 GiB and nothing said so)
+        ("1GB", GIB),
+        ("500MB", 500 * MIB),
+    ],
 )
 def test_parse_size(text: str, expected: int) -> None:
     assert parse_size(text) == expected
@@ -20,6 +29,11 @@ def test_parse_size(text: str, expected: int) -> None:
 def test_parse_size_rejects_nonsense(text: str) -> None:
     with pytest.raises(VramtuiError):
         parse_size(text)
+
+
+def test_an_unknown_unit_says_how_mb_and_gb_are_read() -> None:
+    with pytest.raises(VramtuiError, match="MB and GB read as MiB and GiB"):
+        parse_size("3 parsecs")
 
 
 @pytest.mark.parametrize(

@@ -47,7 +47,9 @@ def parse_size(text: str | int | float, default_unit: str = "") -> int:
         value, unit = float(match.group(1)), match.group(2) or default_unit
     factor = _SIZE_UNITS.get(unit.lower())
     if factor is None:
-        raise VramtuiError(f"unknown memory unit {unit!r} in {text!r} (use B, KiB, MiB, GiB or TiB)")
+        raise VramtuiError(
+            f"unknown memory unit {unit!r} in {text!r} (use B, KiB, MiB, GiB or TiB; MB and GB read as MiB and GiB)"
+        )
     result = value * factor
     if not math.isfinite(result) or result < 0:
         raise VramtuiError(f"not a memory size: {text!r}")
