@@ -273,6 +273,28 @@ def test_a_port_held_by_another_process_fails_at_start_up_not_at_a_download(
     assert json.loads(capsys.readouterr().out)["before_model"] is False
 
 
+def test_a_model_file_named_relative_to_the_working_folder_is_said_before_the_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA 34 L4: `llama-server -m models/nope.gguf` (no such file) read "Failed at download" with
+    `before_model` false: the path had no leading ./ or /. The lines are that real run's."""
+    log = tmp_path / "wrongpath.log"
+    log.write_text(
+        "0.00.001.434 I srv  llama_server: initializing ...\n"
+        "0.00.005.783 I srv    load_model: loading model 'models/nope.gguf'\n"
+        "0.00.006.045 E gguf_init_from_file: failed to open GGUF file 'models/nope.gguf' (No such file or directory)\n"
+        "0.00.006.222 E llama_model_load: error loading model: llama_model_loader: failed to load model from "
+        "models/nope.gguf\n"
+        "0.00.006.369 E srv    load_model: failed to load model, 'models/nope.gguf'\n"
+        "0.00.007.626 E srv  llama_server: exiting due to model loading error\n"
+    )
+    assert main(["diagnose", str(log), "--json"]) == 1
+    said = json.loads(capsys.readouterr().out)
+    assert said["cause"] == "not_found_local" and said["before_model"] is True
+    assert main(["diagnose", str(log)]) == 1
+    assert "Failed at start-up, before the model was read" in capsys.readouterr().out
+
+
 def test_a_size_the_engine_rounded_to_zero_is_not_said_as_zero_bytes() -> None:
     """QA 10: vLLM's "(0.0 GiB KV cache is needed" and "Explicitly set (0.0/23.54) GiB" read "0 B"."""
     from vramtui.cli.diagnose import _figure_value

@@ -1088,7 +1088,10 @@ def _free_share(error_text: str) -> str:
 
 # A file path the first error names: quoted, or after "does not exist:" (absolute, home or relative)
 _PATH_RE = re.compile(
-    r"""['"`]((?:/|~|\.{1,2}/|[A-Za-z]:\\)[^'"`]+)['"`]|does not exist:\s*((?:/|~|\.{1,2}/)\S+)"""
+    # a path from the root, the home or the working folder, or a model file named relative to it
+    # (QA 34 L4: 'models/nope.gguf' read as a repository to download)
+    r"""['"`]((?:/|~|\.{1,2}/|[A-Za-z]:\\)[^'"`]+|[^'"`\s]+\.(?:gguf|bin|safetensors))['"`]"""
+    r"""|does not exist:\s*((?:/|~|\.{1,2}/)\S+)"""
 )
 
 
