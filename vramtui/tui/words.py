@@ -124,6 +124,7 @@ FIGURE_WORDS: dict[str, str] = {
     "context_per_sequence": "context per sequence",
     "server_slots": "slots",
     "command_context": "context on the command line",
+    "command_ubatch": "micro-batch on the command line",
     "kv_quantized": "a quantized KV cache on the command line",
     "http_threads": "HTTP threads",
     "oom_requested": "the allocation that failed",
