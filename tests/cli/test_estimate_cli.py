@@ -1411,3 +1411,34 @@ def test_vllm_over_its_share_is_offered_a_larger_share_and_an_8bit_cache_before_
     assert solvers.index("--kv-cache-dtype fp8") < solvers.index("--quantization fp8")
     roomy = run_json(capsys, *flags, "--gpu-mem", "24GiB")
     assert roomy["fits"] and (roomy["share_fit"], roomy["kv_dtype_fit"]) == (None, None)
+
+
+def test_a_compute_buffer_over_the_budget_is_offered_a_smaller_micro_batch(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """QA 34 L3: at -ub 4096 the compute buffer was the excess, and the only way out offered was a quarter
+    of the context; the largest smaller micro-batch that fits is named in llama-server's flag, and running
+    the estimate at it says it fits."""
+    model = str(CONFIGS / "meta-llama--Llama-3.2-1B-Instruct.config.json")
+    common = (
+        model,
+        "--backend",
+        "llama.cpp",
+        "--memory-budget",
+        "5000MiB",
+        "-c",
+        "8192",
+        "-np",
+        "1",
+        "-b",
+        "4096",
+    )
+    data = run_json(capsys, *common, "-ub", "4096")
+    assert data["fits"] is False and data["ubatch_fit"] is not None and data["ubatch_fit"] < 4096
+    solvers = next(
+        line for line in _text(capsys, *common, "-ub", "4096").splitlines() if line.startswith("solvers")
+    )
+    assert f"--ubatch-size {data['ubatch_fit']}: it fits" in solvers, solvers
+    assert run_json(capsys, *common, "-ub", str(data["ubatch_fit"]))["fits"] is True
+    twice = run_json(capsys, *common, "-ub", str(data["ubatch_fit"] * 2))
+    assert twice["fits"] is False  # the largest that fits, not any

@@ -690,17 +690,22 @@ def _engine_flag(est: Any, param: str) -> str | None:
 
 
 def _room_moves(est: Any) -> list[str]:
-    """A larger share of the card and an 8-bit KV cache (vLLM): the weights as they are, at full speed."""
+    """A larger share of the card (vLLM), an 8-bit KV cache, a smaller micro-batch (llama.cpp): the weights
+    as they are, in the engine's own flags (QA 34 L3: llama-server's were never spelled)."""
+    from vramtui.core.backends import get_backend
+
     moves = []
     for value, context, param in (
         (est.share_fit, est.share_fit_context, "mem_share"),
         (est.kv_dtype_fit, est.kv_dtype_fit_context, "kv_dtype"),
+        (est.ubatch_fit, est.context, "ubatch"),
     ):
         flag = _engine_flag(est, param)
         if value is None or flag is None:
             continue
+        words = get_backend(est.backend).knob_words(param) or flag  # both of llama-server's cache flags
         at = "it fits" if context == est.context else f"longest context {context:,}"
-        moves.append(f"{flag} {value}: {at}")  # a share step/100 prints as typed
+        moves.append(" ".join(f"{one} {value}" for one in words.split(" and ")) + f": {at}")
     return moves
 
 

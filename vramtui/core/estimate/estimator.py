@@ -389,6 +389,7 @@ class Estimate:
     kv_dtype_fit_context: int | None = None
     share_fit: float | None = None
     share_fit_context: int | None = None
+    ubatch_fit: int | None = None  # llama.cpp: the largest smaller micro-batch at which the context fits
     # several cards: the --tensor-split (layers per card, the output layer on the last) that fits them all
     tensor_split_fit: tuple[int, ...] | None = None
     expert_host_bytes: int = 0  # of weights_host_bytes: the tensors the offload rules put in host RAM
@@ -832,11 +833,39 @@ _HIGHEST_SHARE = 0.97  # a share above this leaves the driver and other processe
 
 
 def _solve_room(info: ModelInfo, settings: Settings, est: Estimate) -> None:
-    """An engine that sizes its KV cache from a share of the card (vLLM), over it: a larger share, then an
-    8-bit KV cache."""
-    if settings.memory.kv_from_budget and settings.on_gpu and not est.fits and not est.refused:
+    """The moves that keep the weights as they are: an engine that sizes its KV cache from a share of the
+    card (vLLM), over it, a larger share; any engine, an 8-bit KV cache; llama.cpp, a smaller micro-batch
+    (QA 34 L3: a compute buffer over the budget at -ub 4096 was offered only a quarter of the context)."""
+    if est.fits or est.refused:
+        return
+    if settings.memory.kv_from_budget and settings.on_gpu:
         _solve_share(info, settings, est)
         _solve_kv_8bit(info, settings, est)
+    elif not settings.memory.kv_from_budget:
+        _solve_kv_8bit(info, settings, est)
+        _solve_ubatch(info, settings, est)
+
+
+_LEAST_UBATCH = 64  # below it prompt processing crawls, and the compute buffer saves little more
+
+
+def _solve_ubatch(info: ModelInfo, settings: Settings, est: Estimate) -> None:
+    """The largest micro-batch under the one asked, halving down to _LEAST_UBATCH, at which the context
+    asked fits: the compute buffer grows with it, so it is the cheapest cut where that buffer is the excess
+    (prompts process in smaller steps; the context and the weights stay)."""
+    backend = get_backend(settings.backend)
+    if backend.knob("ubatch") is None:
+        return
+    asked = settings.ubatch or backend.default("ubatch")
+    if not isinstance(asked, int) or isinstance(asked, bool):
+        return
+    ubatch = asked // 2
+    while ubatch >= _LEAST_UBATCH:
+        if _estimate_core(info, replace(settings, ubatch=ubatch)).fits:
+            est.ubatch_fit = ubatch
+            est.notes.append(f"with a micro-batch of {ubatch} it fits (prompts process in smaller steps)")
+            return
+        ubatch //= 2
 
 
 def _solve_share(info: ModelInfo, settings: Settings, est: Estimate) -> None:
@@ -871,12 +900,17 @@ def _solve_kv_8bit(info: ModelInfo, settings: Settings, est: Estimate) -> None:
     trial = replace(settings, kv_dtype=eight)
     if _estimate_core(info, trial).fits:
         est.kv_dtype_fit, est.kv_dtype_fit_context = eight, est.context
-        est.notes.append(f"with an {eight} KV cache it fits (half the bytes a token)")
+        est.notes.append(f"with {_a(eight)} {eight} KV cache it fits (half the bytes a token)")
         return
     longest = max_context(info, trial)
     if longest > est.max_context:
         est.kv_dtype_fit, est.kv_dtype_fit_context = eight, longest
-        est.notes.append(f"with an {eight} KV cache the longest context that fits is {longest:,}")
+        est.notes.append(f"with {_a(eight)} {eight} KV cache the longest context that fits is {longest:,}")
+
+
+def _a(word: str) -> str:
+    """The article a type's name takes as it is read aloud ("an fp8", "a q8_0")."""
+    return "an" if word[:1].lower() in "aefhilmnorsx" else "a"
 
 
 def _solve_quant(info: ModelInfo, settings: Settings, est: Estimate) -> None:
