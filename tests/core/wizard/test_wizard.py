@@ -1373,3 +1373,16 @@ def test_check_s_first_move_predicts_what_the_step_launches(demo_model: Path, tm
     assert step.proposal is not None and step.proposal.predicted_mib is not None
     assert move.predicted_mib == pytest.approx(step.proposal.predicted_mib)
     assert "then with kv_dtype = q4_0 too it needs about" in move.why  # the pair's figure, said
+
+
+def test_a_smaller_micro_batch_is_offered_every_power_of_two_below_the_one_asked() -> None:
+    """QA 34 L5: from -ub 4096 the first value the wizard could take was 256, below llama-server's default
+    of 512, where its own figures put 1024 and 512 within the margin; the arithmetic picks among them all."""
+    from vramtui.core.wizard.propose import candidates
+
+    rung = next(r for r in ladder_for("inference", "llama.cpp") if r.param == "ubatch")
+    profile = Profile(backend="llama.cpp", model="m.gguf", params={"ubatch": 4096})
+    assert candidates(rung, 4096, profile, 12) == [2048, 1024, 512, 256, 128, 64, 32]
+    assert candidates(rung, 512, profile, 12) == [256, 128, 64, 32]
+    assert candidates(rung, 300, profile, 12) == [256, 128, 64, 32]
+    assert candidates(rung, 32, profile, 12) == []

@@ -143,8 +143,9 @@ def _smaller_counts(param: str, current: object) -> list[object]:
         return []
     if param == "context":
         return list(_nice_below(now))
-    if param == "ubatch":  # powers of two: what llama.cpp's kernels are tuned for
-        return [v for v in (256, 128, 64, 32) if v < now]
+    if param == "ubatch":  # powers of two: what llama.cpp's kernels are tuned for, every one below it
+        # (QA 34 L5: from 4096 the first offered was 256, where 1024 and the default 512 fit too)
+        return [1 << k for k in range(now.bit_length(), 4, -1) if 32 <= (1 << k) < now]
     return sorted({max(1, now * k // 8) for k in range(7, 0, -1)} - {now}, reverse=True)
 
 
