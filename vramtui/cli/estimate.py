@@ -694,16 +694,19 @@ def _room_moves(est: Any) -> list[str]:
     as they are, in the engine's own flags (QA 34 L3: llama-server's were never spelled)."""
     from vramtui.core.backends import get_backend
 
+    try:
+        backend = get_backend(est.backend)
+    except VramtuiError:
+        return []
     moves = []
     for value, context, param in (
         (est.share_fit, est.share_fit_context, "mem_share"),
         (est.kv_dtype_fit, est.kv_dtype_fit_context, "kv_dtype"),
         (est.ubatch_fit, est.context, "ubatch"),
     ):
-        flag = _engine_flag(est, param)
-        if value is None or flag is None:
+        words = backend.knob_words(param)  # every flag it takes: both of llama-server's cache flags
+        if value is None or words is None:
             continue
-        words = get_backend(est.backend).knob_words(param) or flag  # both of llama-server's cache flags
         at = "it fits" if context == est.context else f"longest context {context:,}"
         moves.append(" ".join(f"{one} {value}" for one in words.split(" and ")) + f": {at}")
     return moves

@@ -90,7 +90,7 @@ def analyse(data: Any) -> dict[str, Any]:
 def _left_on_host(primary: Any, host: Any, events: list[Any]) -> None:
     """What an exited process left is not in its own curve (its RSS is N/A once it is gone): the host's
     RAM after the exit, against the host's before, says it (QA 33 V9: a stopped vLLM read nothing)."""
-    from vramtui.core.memory.readings import compute_readings
+    from vramtui.core.memory.readings import LEFTOVER_HOST, compute_readings
 
     if primary.leftover_mib is not None or not any(v is not None for v in host.ram_used):
         return
@@ -106,7 +106,8 @@ def _left_on_host(primary: Any, host: Any, events: list[Any]) -> None:
         f"after the process exited, host RAM used was {_fmt(median(after) / MIB)} ({_fmt(ram.baseline_mib)} "
         "before it): read from the host's RAM, as the process's own RSS ends with it"
     )
-    primary.notes += [note for note in ram.notes if "after the process exited" in note]
+    if ram.leftover:
+        primary.notes.append(LEFTOVER_HOST)
 
 
 def _count_read(data: Any, readings: Any, read: int) -> None:

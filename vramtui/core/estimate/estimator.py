@@ -383,8 +383,8 @@ class Estimate:
     cpu_offload_fit: int | None = None  # vLLM: the fewest GiB of --cpu-offload-gb (per GPU) that fits
     # vLLM's CPU build under a budget that cannot hold its share of the machine: the KV size to set outright
     kv_cache_memory_fit: int | None = None
-    # vLLM on GPUs, when it does not fit: the 8-bit KV type and the larger share that give the most room
-    # without touching the weights (QA 33 V3, V4), and the longest context each gives
+    # when it does not fit: the 8-bit KV type (any engine) and the larger share of the card (vLLM) that give
+    # the most room without touching the weights (QA 33 V3, V4), and the longest context each gives
     kv_dtype_fit: str | None = None
     kv_dtype_fit_context: int | None = None
     share_fit: float | None = None
@@ -900,17 +900,12 @@ def _solve_kv_8bit(info: ModelInfo, settings: Settings, est: Estimate) -> None:
     trial = replace(settings, kv_dtype=eight)
     if _estimate_core(info, trial).fits:
         est.kv_dtype_fit, est.kv_dtype_fit_context = eight, est.context
-        est.notes.append(f"with {_a(eight)} {eight} KV cache it fits (half the bytes a token)")
+        est.notes.append(f"with the KV cache in {eight} it fits (half the bytes a token)")
         return
     longest = max_context(info, trial)
     if longest > est.max_context:
         est.kv_dtype_fit, est.kv_dtype_fit_context = eight, longest
-        est.notes.append(f"with {_a(eight)} {eight} KV cache the longest context that fits is {longest:,}")
-
-
-def _a(word: str) -> str:
-    """The article a type's name takes as it is read aloud ("an fp8", "a q8_0")."""
-    return "an" if word[:1].lower() in "aefhilmnorsx" else "a"
+        est.notes.append(f"with the KV cache in {eight} the longest context that fits is {longest:,}")
 
 
 def _solve_quant(info: ModelInfo, settings: Settings, est: Estimate) -> None:

@@ -182,13 +182,13 @@ def compute_readings(
     if readings.rising:
         readings.notes.append("the floor climbs request after request: cache not released, or a leak")
     if readings.leftover:
-        readings.notes.append(_LEFTOVER_HOST if on_host else _LEFTOVER_CARD)
+        readings.notes.append(LEFTOVER_HOST if on_host else _LEFTOVER_CARD)
     return readings
 
 
 _LEFTOVER_CARD = "memory still held after the process exited: a leftover process holds the card"
 # host RAM is shared by every program: after an exit it may stay up for reasons that are not the model's
-_LEFTOVER_HOST = (
+LEFTOVER_HOST = (
     "host RAM still in use above the baseline after the process exited: another program, or the files it "
     "read kept in memory; not necessarily a leftover of the model's"
 )

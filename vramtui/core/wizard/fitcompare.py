@@ -138,12 +138,18 @@ def _fit_changed(figures: Mapping[str, float]) -> bool:
     return bool(figures.get("fit_context_from") or figures.get("fit_reduce_by"))
 
 
+def _run_context(figures: Mapping[str, float]) -> int | None:
+    """The context fit projected: its start when it lowered it, else the log's n_ctx, else (a run that
+    failed before printing it) the command line's."""
+    return _int(figures, "fit_context_from") or _int(figures, "context") or _int(figures, "command_context")
+
+
 def _settings(figures: Mapping[str, float], backend: str, on_gpu: bool) -> Settings:
-    """The settings fit projected: its starting context when it lowered it, else the log's n_ctx; every
-    layer on the device when fit changed the run (its start), else the log's split (or none, on a CPU)."""
-    context = (
-        _int(figures, "fit_context_from") or _int(figures, "context") or _int(figures, "command_context")
-    )
+    """The settings fit projected: its context (_run_context); every layer on the device when fit changed
+    the run (its start), else the log's split (or none, on a CPU)."""
+    context = _run_context(figures)
+    # the printed n_ubatch is already within n_batch; a run that failed before printing it, the command's
+    ubatch = _int(figures, "ubatch_tokens") or _int(figures, "command_ubatch")
     offloaded, total = _int(figures, "layers_offloaded"), _int(figures, "layers_total")
     gpu_layers: int | None = None
     if not on_gpu:
@@ -155,9 +161,8 @@ def _settings(figures: Mapping[str, float], backend: str, on_gpu: bool) -> Setti
         backend=backend,
         context=context,
         parallel=_streams(figures, context) if context else None,
-        # the printed n_ubatch is already within n_batch; a run that failed before printing it, the command's
-        ubatch=_int(figures, "ubatch_tokens") or _int(figures, "command_ubatch"),
-        batch=_int(figures, "ubatch_tokens") or _int(figures, "command_ubatch"),
+        ubatch=ubatch,
+        batch=ubatch,
         flash_attn=flash_attn_of(figures),
         gpu_layers=gpu_layers,
         device_bytes=int(free) if free else DEFAULT_DEVICE_BYTES,
@@ -185,9 +190,7 @@ def _kv_dtype_run(figures: Mapping[str, float], info: Any, backend: str) -> str 
         cells *= _int(figures, "kv_cache_streams") or 1
     if not kv:  # a run that failed before its cache: fit's own breakdown of it (the context rows)
         kv = sum(value for key, value in figures.items() if key.startswith("fit_breakdown_context."))
-        cells = (
-            _int(figures, "fit_context_from") or _int(figures, "context") or _int(figures, "command_context")
-        )
+        cells = _run_context(figures)
     width = sum(info.kv_heads_at(il) * (info.head_dim_k + info.head_dim_v) for il in range(info.n_layers))
     if not kv or not cells or not width:
         return None
