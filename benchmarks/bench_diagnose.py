@@ -471,6 +471,12 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # class 11/12, memory 8/8, first error 9/10, quiet 1/2, engine 12/12. Rule written from it: vLLM 0.5-0.6
     # turning chunked prefill on by itself past 32K (512 tokens a step) is a quiet problem. Its one class miss
     # was a label: a missing tensor is shape_mismatch in the corpus's three other such logs (settled).
+    # Round 76 (12 logs from the same copy: 7 llama.cpp, 1 llama-cpp-python, 3 vLLM, 1 SGLang; 4 healthy, 3
+    # quiet; 10 training, 2 held-out) at 3081c47: stage 9/12, class 7/12, memory 4/6, first error 6/8, quiet
+    # 2/3, engine 12/12. Rules written from its training part: XLA's "ran out of memory in memory space" and
+    # ggml-sycl's "can't allocate N Bytes of memory on device" are device memory; llama-cli's "generate:
+    # n_ctx" line starts the request, and its "main : failed to eval" is a full context; a Metal shader
+    # header not found is a missing file; vLLM's 404 for a model name it does not serve is the client's.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -605,6 +611,10 @@ LATER_ROUNDS = (
     ("round73.jsonl", "round 73 (committed vLLM, SGLang and llama.cpp logs; thirty-second session"),
     ("round74.jsonl", "round 74 (a vLLM-Ascend thread; thirty-third session"),
     ("round75.jsonl", "round 75 (llama.cpp, vLLM and SGLang issue bodies of 2024-2025; thirty-third session"),
+    (
+        "round76.jsonl",
+        "round 76 (llama.cpp, vLLM and SGLang issue bodies of 2024-2025; thirty-fourth session",
+    ),
 )
 
 

@@ -91,6 +91,7 @@ FILES = (
     LOGS / "round73.jsonl",
     LOGS / "round74.jsonl",
     LOGS / "round75.jsonl",
+    LOGS / "round76.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (934, 969),
-        "class": (942, 969),
-        "memory": (264, 281),
-        "first_error": (552, 576),
-        "quiet": (171, 187),
-        "calm": (127, 153),
-        "engine": (917, 969),
+        "stage": (945, 979),
+        "class": (953, 979),
+        "memory": (269, 286),
+        "first_error": (559, 583),
+        "quiet": (173, 189),
+        "calm": (128, 154),
+        "engine": (927, 979),
     },
     "heldout": {
-        "stage": (348, 378),
-        "class": (346, 378),
-        "memory": (107, 124),
-        "first_error": (199, 218),
-        "quiet": (61, 81),
+        "stage": (350, 380),
+        "class": (348, 380),
+        "memory": (108, 125),
+        "first_error": (200, 219),
+        "quiet": (62, 82),
         "calm": (41, 53),
-        "engine": (358, 378),
+        "engine": (360, 380),
     },
 }
 

@@ -53,6 +53,8 @@ CAUSE_WORDS: dict[str, str] = {
     "died_at_start": "the process ended before it printed a line of an engine's start-up (the program, or a "
     "script around it, failed at once)",
     "worker_killed": "a worker process was killed with SIGKILL while loading: most often the host's out-of-memory killer",
+    "metal_source_missing": "Metal could not compile its shaders: a file their source includes "
+    "(ggml-common.h) is not beside ggml-metal.metal (GGML_METAL_PATH_RESOURCES): the build's install is incomplete",
     "unknown_projector": "this build does not know the vision projector's type (--mmproj)",
     "v_cache_needs_flash_attn": "a quantized V cache needs flash attention",
     "too_many_sequences": "more parallel sequences than llama.cpp runs (256)",

@@ -150,6 +150,8 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         r"pi_error_out_of_(?:host_)?memory|ur_result_error_out_of_(?:device|host)_memory",  # SYCL
     ),
     ErrorRule("maxmemoryallocationsize", "cuda_oom", "cuda_oom"),
+    # XLA (TPU) out of a memory space: its HBM, or the kernel's on-chip vmem (round 76)
+    ErrorRule("ran out of memory in memory space", "cuda_oom", "cuda_oom"),
     # PyTorch on Apple's MPS: one buffer past the device's largest ("Invalid buffer size: 15.44 GB")
     ErrorRule("invalid buffer size", "cuda_oom", "cuda_oom", r"invalid buffer size: [\d.]+ ?[kmgt]i?b"),
     ErrorRule("outofmemoryerror", "cuda_oom", "cuda_oom"),
@@ -172,6 +174,8 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         default_stage="load_weights",
     ),
     *_engines("errors", "device_oom"),
+    # ggml-sycl's allocator (after its own buffer-type rule, which places a weights buffer): "alloc: can't allocate 568118476 Bytes of memory on device/GPU" (round 76)
+    ErrorRule("can't allocate", "cuda_oom", "cuda_oom", r"can't allocate \d+ bytes of memory on device"),
     # --- vLLM / SGLang: the KV cache has no room left ---
     *_engines("errors", "kv_cache"),
     ErrorRule("insufficient memory for kv cache", "kv_too_small", "kv_cache_too_small", stage="kv_cache"),

@@ -348,6 +348,8 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     ),
     StageRule("log_server_r", "inference", r"log_server_r: request: post", backend="llama.cpp"),
     StageRule("prompt eval time", "inference", backend="llama.cpp"),
+    # llama-cli's last line before it evaluates the prompt: what fails after it fails on a request
+    StageRule("generate: n_ctx", "inference", r"^generate: n_ctx = \d+", backend="llama.cpp"),
     StageRule("llama_perf_context_print", "inference", backend="llama.cpp"),
     StageRule("create_completion", "inference", backend="llama-cpp-python"),
     StageRule("create_chat_completion", "inference", backend="llama-cpp-python"),
@@ -520,6 +522,16 @@ CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
         "does not support k-shift",
         "shift_unsupported",
         "context_too_long",
+        stage="inference",
+        backend="llama.cpp",
+    ),
+    # llama-cli's own word when a batch would not evaluate: in these builds, the context had no room left
+    # (round 76: `main : failed to eval` at n_ctx 256, the second long prompt)
+    ErrorRule(
+        "failed to eval",
+        "kv_full",
+        "context_too_long",
+        r"^\W*main ?: failed to eval\b",
         stage="inference",
         backend="llama.cpp",
     ),
@@ -739,6 +751,14 @@ MISSING_ERRORS_2: tuple[ErrorRule, ...] = (
         "file_missing",
         r"(?:gguf_init_from_file\w*|llama_model_load\w*|fopen): failed to open .*(?:no such file|not found)?|failed to open gguf file",
         stage="download",
+        backend="llama.cpp",
+    ),
+    # Metal compiling its shaders from source: a header the source includes is not beside it (round 76)
+    ErrorRule(
+        "file not found",
+        "metal_source_missing",
+        "file_missing",
+        r"ggml_metal_init: error: .*'[\w.-]+' file not found",
         backend="llama.cpp",
     ),
 )

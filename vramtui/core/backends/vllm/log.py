@@ -747,6 +747,15 @@ NOTICES_2: tuple[NoticeRule, ...] = (
     NoticeRule("encountered a fatal error", "mark", NOT_AN_ERROR, backend="vllm"),
     NoticeRule("workerproc failed to start", "mark", NOT_AN_ERROR, backend="vllm"),
     NoticeRule("enginecore failed to start", "mark", NOT_AN_ERROR, backend="vllm"),
+    # a request naming a model the server does not serve (its 404 to the client, logged at ERROR level):
+    # the client's mistake; the server goes on serving (round 76)
+    NoticeRule(
+        "error with model",
+        "mark",
+        NOT_AN_ERROR,
+        r"error with model .*type='notfounderror'.*code=404",
+        backend="vllm",
+    ),
     NoticeRule("graph capturing finished", "mark", "graphs_captured", backend="vllm"),
     # the engine core's own wrapper of a start-up error: whatever failed before it, it was not a request
     NoticeRule(
