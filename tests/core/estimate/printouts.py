@@ -33,8 +33,8 @@ from vramtui.core.backends.llama_cpp.graph import OUTPUTS_CAP_BUILD
 from vramtui.core.backends.llama_cpp.iktypes import IK_GGML_TYPES
 from vramtui.core.backends.llama_cpp.memory import IK_FORK_BUILD
 from vramtui.core.errors import VramtuiError
+from vramtui.core.estimate import layerplan, recurrent
 from vramtui.core.estimate import quant as q
-from vramtui.core.estimate import recurrent
 from vramtui.core.estimate.estimator import Estimate, Settings, estimate
 from vramtui.core.estimate.inputs import parse_overrides
 from vramtui.core.estimate.modelinfo import (
@@ -101,6 +101,7 @@ FILES = (
     DATA / "printouts" / "round53.jsonl",
     DATA / "printouts" / "round54.jsonl",
     DATA / "printouts" / "round55.jsonl",
+    DATA / "printouts" / "round56.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -179,7 +180,7 @@ _KV_BUFFER = re.compile(rf"\s([\w-]+)\s+KV buffer size\s*=\s*{_NUM}\s*MiB")
 _RS_BUFFER = re.compile(rf"\s([\w-]+)\s+RS buffer size\s*=\s*{_NUM}\s*MiB")
 _COMPUTE = re.compile(
     r"(?:llama_context|sched_reserve|llama_new_context_with_model|llama_init_from_model):"
-    rf"\s+([\w-]+)\s+compute buffer size\s*=\s*{_NUM}\s*MiB"
+    rf"\s+([\w-]+)\s+(compute|input) buffer size\s*=\s*{_NUM}\s*MiB"
 )
 _CONTEXT = re.compile(
     r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+(\w+)\s*=\s*(\S+)"
@@ -227,7 +228,7 @@ class LogRun:
     cache_layers: list[int] = field(default_factory=list)
     pipeline: bool = False
     printed: Printed = field(default_factory=Printed)
-    compute_buffers: set[str] = field(default_factory=set)  # the buffers of the first reservation
+    compute_buffers: set[tuple[str, str]] = field(default_factory=set)  # the buffers of the first reservation
 
 
 def _clean(line: str) -> str:
@@ -315,10 +316,12 @@ def _read_context(run: LogRun, line: str, stage: str) -> str:
     if found := _COMPUTE.search(line):
         # A buffer named again is a later reservation (a draft's, MTP's context): the first counts. Two host
         # buffers of one reservation add up (a BLAS build's CPU buffer beside the CPU backend's CUDA_Host).
-        name = found.group(1)
-        if name not in run.compute_buffers:
-            run.compute_buffers.add(name)
-            run.printed.add("compute", _place(name), float(found.group(2)))
+        # Builds of early 2024 print the graph's inputs (tokens, positions, the KQ mask) as an `input buffer`
+        # of their own, which later builds hold in the host's compute buffer: both count as compute.
+        name, kind = found.group(1), found.group(2)
+        if (name, kind) not in run.compute_buffers:
+            run.compute_buffers.add((name, kind))
+            run.printed.add("compute", _place(name), float(found.group(3)))
         return "context"
     if streams := _STREAMS.search(line):
         if run.streams is None:
@@ -504,6 +507,7 @@ def info_of(run: LogRun) -> ModelInfo:
     per_layer = [int(n) for n in re.findall(r"\d+", run.meta.get("n_head_kv", ""))]
     if len(per_layer) == n_layers > 1:  # a hybrid prints its KV heads per layer (0: a recurrent layer)
         info.kv_heads_per_layer, info.n_kv_heads = tuple(per_layer), max(per_layer)
+    _layer_plan(run, info)
     nextn = _kv_int(run, "nextn_predict_layers") or n_layers - (_meta_int(run, "n_layer") or n_layers)
     if 0 < nextn < n_layers:
         info.mtp_layers = nextn  # as the GGUF reader sets it
@@ -516,6 +520,28 @@ def info_of(run: LogRun) -> ModelInfo:
     _sliding_window(run, info)
     _recurrent(run, info)
     return info
+
+
+def _layer_plan(run: LogRun, info: ModelInfo) -> None:
+    """Per-layer heads and MLP widths where the log prints them as arrays (DeciLM's Nemotron-Super: some
+    blocks without attention or with a narrow MLP), as the GGUF reader sets them from the file's arrays."""
+    columns = {
+        name: [int(n) for n in re.findall(r"\d+", run.meta.get(name, ""))] for name in ("n_head", "n_ff")
+    }
+    if not any(len(column) == info.n_layers > 1 for column in columns.values()):
+        return
+    arrays = {name: column if len(column) == info.n_layers else None for name, column in columns.items()}
+    plan = layerplan.from_gguf(
+        info.arch,
+        info.n_layers,
+        arrays["n_head"] or info.n_heads,
+        list(info.kv_heads_per_layer) if info.kv_heads_per_layer else info.n_kv_heads,
+        arrays["n_ff"] or info.intermediate,
+    )
+    if plan is not None:
+        info.layer_plan = plan
+        info.n_heads = max(plan.heads, default=0) or info.n_heads
+        info.intermediate = max(plan.ffn, default=0) or info.intermediate
 
 
 def _experts(run: LogRun, info: ModelInfo) -> None:
@@ -586,6 +612,9 @@ def _recurrent(run: LogRun, info: ModelInfo) -> None:
         "ssm.group_count": _meta_int(run, "ssm_n_group"),
         "ssm.time_step_rank": _meta_int(run, "ssm_dt_rank"),
         "full_attention_interval": _meta_int(run, "full_attention_interval"),
+        # RWKV's state, from the GGUF keys the loader dumps (print_info has no line for them)
+        "wkv.head_size": _kv_int(run, "wkv.head_size"),
+        "token_shift_count": _kv_int(run, "token_shift_count"),
     }
 
     def field_of(name: str) -> Any:
@@ -1123,10 +1152,20 @@ def score(case: dict[str, Any]) -> Scored:
         if not printed:
             scored.left_out[term] = f"no {term} buffer printed"
             continue
+        part = _PARTS[term]
+        if term == "kv" and _state_as_kv(info, run):
+            part = "recurrent_state"
         for place, value in printed.items():
             index: int | str = HOST if place == "host" else _gpu_index(run, place)
-            scored.terms.append(Term(case["id"], term, place, _estimated(est, _PARTS[term], index), value))
+            scored.terms.append(Term(case["id"], term, place, _estimated(est, part, index), value))
     return scored
+
+
+def _state_as_kv(info: ModelInfo, run: LogRun) -> bool:
+    """A model recurrent in every layer, printed by a build whose one cache held its state (`KV buffer`,
+    kv_size 1: RWKV, Mamba before llama.cpp's memory split); later builds print it as an `RS buffer`."""
+    flags = info.recurrent_flags
+    return bool(flags) and all(flags) and not run.printed.terms.get("rs")
 
 
 # A printout that does not print its model's shape, whose model has a published config.json here

@@ -159,3 +159,24 @@ def test_layers_left_on_the_host_bring_their_kv_to_the_first_gpu(moe_gguf: Path)
     kv_views = 32768 * SPEC.n_head_kv * SPEC.head_dim * 2 * 2  # one layer's K and V, f16
     assert part.bill.get("compute", 0) >= full.bill.get("compute", 0) + kv_views // 2
     assert part.bill.get("compute", HOST) < 64 * MIB + 32768 * 512 * 4  # the host holds the inputs only
+
+
+def test_a_build_before_flash_attention_by_default_reserves_the_kq_matrix(moe_gguf: Path) -> None:
+    """llama.cpp turned flash attention on by default (`-fa auto`) only at about b6320: a build before it
+    with no -fa reserves the whole KQ matrix, heads x cells x micro-batch in f32 (round 56: an A100 server
+    of b2167 at -c 40960 printed 3320 MiB, and the estimate, taking today's default, gave 221)."""
+    info = load_model_info(moe_gguf)
+    cells, ubatch = 8192, 512
+    kq = SPEC.n_head * cells * ubatch * 4
+
+    def device_compute(build: int | None, flash: bool | None = None) -> int:
+        settings = Settings(context=cells, ubatch=ubatch, flash_attn=flash, engine_build=build)
+        return estimate(info, settings).bill.get("compute", 0)
+
+    before, since = graph.FLASH_AUTO_BUILD - 1, graph.FLASH_AUTO_BUILD
+    old, new = device_compute(before), device_compute(since)
+    assert old - new >= kq // 2, (old, new, kq)
+    # the default and nothing else: -fa given reads the same in both builds, and from then on auto is on
+    assert device_compute(before, flash=False) == old
+    assert device_compute(before, flash=True) == device_compute(since, flash=True) == new
+    assert device_compute(None) == device_compute(None, flash=True)

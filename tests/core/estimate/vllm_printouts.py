@@ -62,6 +62,8 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("Qwen2-7B-Instruct", "Qwen--Qwen2-7B-Instruct.config.json"),
     ("Qwen/Qwen2-7B-Instruct", "Qwen--Qwen2-7B-Instruct.config.json"),
     ("Qwen/Qwen2.5-7B-Instruct", "Qwen--Qwen2.5-7B-Instruct.config.json"),
+    # round 56: a local ModelScope copy (Qwen2___5-7B-Instruct) of the same model
+    ("Qwen2.5-7B-Instruct (local ModelScope copy", "Qwen--Qwen2.5-7B-Instruct.config.json"),
     ("openai gpt-oss-120b", "openai--gpt-oss-120b.config.json"),
     ("gpt-oss-120b", "openai--gpt-oss-120b.config.json"),  # a local copy named after it (round 38)
     ("microsoft/Phi-3-mini-4k-instruct", "microsoft--Phi-3-mini-4k-instruct.config.json"),

@@ -174,7 +174,8 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         default_stage="load_weights",
     ),
     *_engines("errors", "device_oom"),
-    # ggml-sycl's allocator (after its own buffer-type rule, which places a weights buffer): "alloc: can't allocate 568118476 Bytes of memory on device/GPU" (round 76)
+    # ggml-sycl's allocator, after its own buffer-type rule (which places a weights buffer): "alloc: can't
+    # allocate 568118476 Bytes of memory on device/GPU" (round 76)
     ErrorRule("can't allocate", "cuda_oom", "cuda_oom", r"can't allocate \d+ bytes of memory on device"),
     # --- vLLM / SGLang: the KV cache has no room left ---
     *_engines("errors", "kv_cache"),

@@ -46,6 +46,9 @@ SWA_CACHE_BUILD = 5450
 # A KV stream per sequence (llama.cpp#14363, July 2025, kv_unified): before, every sequence shared one cache
 # and one KQ over all its cells (an Ollama 0.5 runner with 4 slots: kv_size 8192, one stream)
 KV_STREAMS_BUILD = 5900
+# Flash attention on by default (`-fa auto`, llama.cpp#15434, merged 2025-08-30; b6327 of 08-31 has it):
+# before, off unless -fa was given (and before b2680, April 2024, there was none)
+FLASH_AUTO_BUILD = 6320
 HOST_HIDDEN_BUILD = 7800  # sched_reserve's era: the host buffer holds two hidden states beside the inputs
 # llama-server reserves one logits row per slot (n_outputs_max) only from builds after b9090: printouts of
 # b7896, b8179 and b9090 (llama-server, 2 to 4 slots) hold the micro-batch's every row (vocab x ubatch x 4)
@@ -75,6 +78,10 @@ class Build:
     @property
     def output_first(self) -> bool:
         return self.at_least(OUTPUT_FIRST_BUILD)
+
+    @property
+    def flash_by_default(self) -> bool:
+        return self.at_least(FLASH_AUTO_BUILD)
 
     @property
     def mask_f16_with_flash(self) -> bool:
