@@ -857,3 +857,29 @@ def test_a_server_stopped_after_printing_its_failure_keeps_that_failure(tmp_path
 
     result = _result(server, None, "")
     assert result.failure == diagnosis.failure and result.failure_stage == "load_weights"
+
+
+SILENT_HANG = """#!{python}
+import sys, time
+print("fake server starting", " ".join(sys.argv[1:]), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_program_that_prints_no_engine_line_is_not_told_to_wait_longer(tmp_path: Path) -> None:
+    """QA 35 F7/F8: a program that printed one line that is no engine's and opened no port was told "Raise
+    ready_timeout if the model is large", and `diagnose` of the log it left read "No failure", exit 0."""
+    result, started = _check_a_fake_server(tmp_path, SILENT_HANG, timeout_s=2)
+    assert result.failure == READY_TIMEOUT
+    advice = result.diagnosis.advice[0]
+    assert "printed no line of llama.cpp's start-up" in advice and "'fake server starting" in advice
+    assert "is llama.cpp's server" in advice and "Raise `ready_timeout` in the profile if" not in advice
+    assert_nothing_left(*started)
+    # the log it left: vramtui launched it and gave up, so it stops before ready (incomplete, exit 3)
+    log = next(tmp_path.rglob("*.log")).read_text()
+    assert "vramtui: not ready after" in log
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtui", "diagnose", "-"], input=log, capture_output=True, text=True
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stdout.count("Incomplete: no error, and not ready when vramtui's ready_timeout ran out") == 1

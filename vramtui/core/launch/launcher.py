@@ -1231,6 +1231,16 @@ def launcher_advice(failure: str, server: ModelServer) -> str:
             f"Its health check {server.health.said}: not the engine's 'still loading'. Check that the program "
             f"is {engine}'s server and the port its own, and read the last lines of the log."
         )
+    if failure == READY_TIMEOUT and server.stage is None:
+        # not one line of the engine's start-up in all that time: waiting longer will not help (QA 35 F7)
+        printed = (line.text.strip() for line in reversed(server.lines) if line.number is not None)
+        last = next((text for text in printed if text and not text.startswith("vramtui:")), None)
+        said = f" (its last line: {last[:120]!r})" if last else " (it printed nothing)"
+        return (
+            f"Until vramtui gave up, the program printed no line of {engine}'s start-up{said}: check "
+            f"that program = {profile.program or server.command[0]!r} is {engine}'s server and that it runs "
+            f"by hand; raise `ready_timeout` only once it prints its loading lines."
+        )
     return _LAUNCHER_ADVICE.get(failure, "See the last lines of the log.")
 
 

@@ -496,7 +496,13 @@ def _incomplete(state: LogState, failed: bool, furthest: int) -> bool:
         return False
     came_up = furthest >= STAGE_INDEX["ready"] or state.progress_seen & {"listening", "served"}
     # a milestone shows a start as well as a stage line does (vLLM's "Resolved architecture": files found)
-    started = state.startup_seen or bool(state.progress_seen & {"files", "weights", "cache"})
+    # ... and so does vramtui's own launch line (QA 35 F8: a program that printed no engine line in the
+    # ready_timeout read "No failure", exit 0)
+    started = (
+        state.startup_seen
+        or bool(state.progress_seen & {"files", "weights", "cache"})
+        or "mark:own_launch" in state.notices
+    )
     return started and not came_up
 
 
