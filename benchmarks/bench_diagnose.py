@@ -477,6 +477,11 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # ggml-sycl's "can't allocate N Bytes of memory on device" are device memory; llama-cli's "generate:
     # n_ctx" line starts the request, and its "main : failed to eval" is a full context; a Metal shader
     # header not found is a missing file; vLLM's 404 for a model name it does not serve is the client's.
+    # Round 77 (12 logs from the same copy: 5 llama.cpp, 4 vLLM, 3 SGLang; 4 healthy, 3 quiet; 8 training, 4
+    # held-out) at 68221cd: stage 9/12, class 12/12, memory 5/7, first error 8/8, quiet 2/3, engine 12/12.
+    # Rule written from its training part: vLLM 0.1's `_init_cache` frame is the cache's sizing. One label
+    # settled: an SGLang warm-up request that failed after Uvicorn listened is `ready`, as the corpus's two
+    # other such logs are (it was labelled kv_cache).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -614,6 +619,10 @@ LATER_ROUNDS = (
     (
         "round76.jsonl",
         "round 76 (llama.cpp, vLLM and SGLang issue bodies of 2024-2025; thirty-fourth session",
+    ),
+    (
+        "round77.jsonl",
+        "round 77 (llama.cpp, vLLM and SGLang issue bodies of 2023-2025; thirty-fourth session",
     ),
 )
 

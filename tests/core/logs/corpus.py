@@ -92,6 +92,7 @@ FILES = (
     LOGS / "round74.jsonl",
     LOGS / "round75.jsonl",
     LOGS / "round76.jsonl",
+    LOGS / "round77.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

@@ -147,6 +147,8 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("determine_available_memory", "kv_cache", backend="vllm"),
     StageRule("initialize_cache", "kv_cache", backend="vllm"),
     StageRule("_initialize_kv_caches", "kv_cache", backend="vllm"),
+    # vLLM 0.1's engine sizing its cache (a traceback frame: `in _init_cache`), after the workers loaded
+    StageRule("_init_cache", "kv_cache", r"\bin _init_cache\b", backend="vllm"),
     StageRule("initialize_kv_cache", "kv_cache", backend="vllm"),
     StageRule("# gpu blocks", "kv_cache", backend="vllm"),
     StageRule("# cuda blocks", "kv_cache", backend="vllm"),
