@@ -712,6 +712,7 @@ _NEWEST_ROUNDS = {
     "round54.jsonl": "round 54 (llama.cpp over 13 and 6 P104-100s; ik_llama.cpp Kimi-K2.5 and GLM-5.1; vLLM on a DGX Spark, a Strix Halo and four 3090s; thirty-third session)",
     "round55.jsonl": "round 55 (issue bodies of 2024-2025: llama.cpp on a 3090, a 4090, Arc cards and four H100s; vLLM 0.8 on H100 NVLs, A100s, an A6000 and an 80 GB card; thirty-third session)",
     "round56.jsonl": "round 56 (issue bodies of 2024-2025: llama.cpp on a 3090, a 4070 Ti Super, two 5090s, an A100, a 2080, a 3060 Ti, an MI25 and six 4060 Tis; vLLM on a 4090 and a T4; thirty-fourth session)",
+    "round57.jsonl": "round 57 (issue bodies of 2024-2025: llama.cpp on a 4090, a T4, 4070 and 3060 laptops, a 3060, a 3080, a 4090 with a 3060, two RX 7900 XTXs; vLLM on a W6800 and T4s; thirty-fourth session)",
 }
 
 

@@ -102,6 +102,7 @@ FILES = (
     DATA / "printouts" / "round54.jsonl",
     DATA / "printouts" / "round55.jsonl",
     DATA / "printouts" / "round56.jsonl",
+    DATA / "printouts" / "round57.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -187,7 +188,8 @@ _CONTEXT = re.compile(
 )
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _KV_TYPES = re.compile(r"K \((\w+)\):.*V \((\w+)\):")
-_STREAMS = re.compile(r"cells,\s+(\d+) layers,\s+(\d+)/(\d+) seqs\)")
+# "(  8192 cells,  16 layers,  1/1 seqs)", and mid-2025's "(  8192 cells,  16 layers,  1 seqs)"
+_STREAMS = re.compile(r"cells,\s+(\d+) layers,\s+(?:(\d+)/)?(\d+) seqs\)")
 _TYPE_K = re.compile(r"type_k = '(\w+)', type_v = '(\w+)'")
 # "-fa auto" as resolved: "Flash Attention was auto, set to enabled"; builds of mid-2026 "resolve_fused_ops:
 # Flash Attention not supported, set to disabled" (or "... Flash Attention enabled")
