@@ -567,3 +567,14 @@ def test_host_ram_running_out_while_the_engine_imports_itself_is_no_quantization
         "W1206 19:24:00.363000", "INFO 12-06 19:24:00 Loading weights took 1.00 seconds\nW1206"
     )
     assert diagnose_text(loading).cause != "host_import"
+
+
+def test_a_thread_abort_right_after_listening_failed_coming_up_with_the_batch_advised() -> None:
+    """QA 35 F9: a real llama-server under 500 MiB at -c 2048 aborted (std::system_error, EAGAIN) right after
+    "listening on", before its health check passed and before any request: it read "Failed at inference"
+    and advised only a shorter context, where the wizard's smaller batch (2048 -> 256) made it answer."""
+    diagnosis = diagnose_file(LOGS / "llama-server-budget-500-ctx2048-thread-abort-after-listening.log")
+    assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "thread_no_room"), diagnosis.summary
+    assert (diagnosis.failure_stage, diagnosis.stage) == ("ready", "ready"), diagnosis.summary
+    advice = " ".join(diagnosis.advice)
+    assert "a smaller batch (--batch-size" in advice and "--ctx-size 1024 (now 2048)" in advice, advice

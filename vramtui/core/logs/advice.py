@@ -515,8 +515,9 @@ ADVICE: tuple[AdviceRow, ...] = (
         "thread_no_room",
         (
             "The weights and the KV cache were in and the engine could not start its compute threads: "
-            "free some of the budget, a shorter context ({context}{smaller}) or a smaller quantization, or "
-            "raise the memory budget " + WHERE_BUDGET + ".",
+            "free some of the budget, a smaller batch ({batch}: it caps the micro-batch, which sizes the "
+            "compute buffer), a shorter context ({context}{smaller}) or a smaller quantization, or raise the "
+            "memory budget " + WHERE_BUDGET + ".",
         ),
     ),
     AdviceRow(

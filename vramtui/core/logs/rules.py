@@ -500,6 +500,14 @@ NOTICE_RULES: tuple[NoticeRule, ...] = (
     # ... after its ready_timeout ran out: the log still stops before ready (QA: "No failure", exit 0)
     # "not ready after 120 s", "not ready for 10 s" (no HTTP), "not ready for 30 s of server errors"
     NoticeRule("vramtui: not ready ", "mark", "ready_timeout"),
+    # ... and when the server died before its health check ever passed (QA 35 F9: an abort right after
+    # "listening on" read "Failed at inference" though no request was sent)
+    NoticeRule(
+        "before it was ready",
+        "mark",
+        "died_before_ready",
+        r"vramtui: the server (?:was killed by \S+|exited with status \d+) .*before it was ready",
+    ),
     # ... before launch, when the context asked for is past the model's trained length (QA 11)
     NoticeRule(
         "is past the model's trained length",

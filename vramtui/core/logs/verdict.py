@@ -366,10 +366,12 @@ def _not_up(pick: _Pick, state: LogState) -> None:
 
 def _never_ready(state: LogState, found: _Found) -> bool:
     """An error placed at a request, in a run that served none and whose readiness probe never passed
-    (vramtui's own "not ready ..." line) or whose own warm-up request failed (SGLang's "warmup error":
+    (vramtui's own "not ready ..." line, or its "... before it was ready" when the server died), or whose
+    own warm-up request failed (SGLang's "warmup error":
     round 69): it failed coming up, answering the probe with errors (QA 26 D3: "failed at inference" for a
     server that answered HTTP 500 from its first poll)."""
-    if found.stage != "inference" or not {"mark:ready_timeout", "mark:warmup_failed"} & state.notices.keys():
+    never = {"mark:ready_timeout", "mark:warmup_failed", "mark:died_before_ready"}
+    if found.stage != "inference" or not never & state.notices.keys():
         return False
     return not any(milestone == "served" and line < found.number for line, milestone in state.milestones)
 
