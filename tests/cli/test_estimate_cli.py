@@ -1442,3 +1442,27 @@ def test_a_compute_buffer_over_the_budget_is_offered_a_smaller_micro_batch(
     assert run_json(capsys, *common, "-ub", str(data["ubatch_fit"]))["fits"] is True
     twice = run_json(capsys, *common, "-ub", str(data["ubatch_fit"] * 2))
     assert twice["fits"] is False  # the largest that fits, not any
+
+
+def test_vllms_auto_context_is_the_longest_that_fits(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """QA 35 F12: `--max-model-len auto` (and a profile's context = "auto", which the README documents) was
+    refused as "not a whole number". vLLM takes the longest context its KV cache holds, up to the model's."""
+    config = tmp_path / "config.json"
+    shape = dict(model_type="llama", hidden_size=512, intermediate_size=1024, num_hidden_layers=4)
+    config.write_text(json.dumps({**shape, "num_attention_heads": 8, "max_position_embeddings": 32768}))
+    common = (str(config), "--backend", "vllm", "--gpu-mem", "80GiB", "--max-model-len", "auto")
+    roomy = run_json(capsys, *common)
+    assert roomy["context"] == 32768 and roomy["fits"]
+    assert any(
+        note == "--max-model-len auto: the model's own length, 32,768 tokens, fits" for note in roomy["notes"]
+    )
+    # a cache of 16 MiB holds 8192 tokens of 2 KiB (4 layers x 512 wide K and V in 16 bits): the longest
+    per_token = 2 * 4 * 512 * 2
+    tight = run_json(capsys, *common, "--kv-cache-memory-bytes", str(8192 * per_token), "--max-num-seqs", "1")
+    assert tight["fits"] and 0 < tight["context"] <= 8192, tight["context"]
+    assert any("the engine takes the longest context that fits" in note for note in tight["notes"])
+    # llama.cpp has no such word: one line, naming its own flag
+    assert main(["estimate", str(config), "--ctx", "auto"]) == 2
+    assert "llama.cpp takes no 'auto' context: give --ctx-size a number" in capsys.readouterr().err

@@ -906,6 +906,46 @@ def _calibrate(args: argparse.Namespace, settings: Any) -> tuple[Any, list[str]]
     return calibration, notes
 
 
+def _auto_context(args: argparse.Namespace) -> bool:
+    """`--max-model-len auto` (QA 35 F12): the engine picks the longest context that fits, where it can."""
+    if str(args.ctx or "").strip().lower() != "auto":
+        return False
+    from vramtui.core.backends import get_backend
+
+    backend = get_backend(args.backend or "llama.cpp")
+    if not backend.takes_auto("context", "auto"):
+        flag = backend.flags.get("context") or "--ctx"
+        raise VramtuiError(
+            f"{backend.name} takes no 'auto' context: give {flag} a number of tokens (8192 or 32k)"
+        )
+    args.ctx = None
+    return True
+
+
+def _longest_that_fits(info: Any, settings: Any, est: Any) -> Any:
+    """The estimate at the context `auto` gives: the model's own length where it fits, else the longest that
+    does (the engine's own search, as vLLM's `--max-model-len auto` makes it)."""
+    from dataclasses import replace
+
+    from vramtui.core.backends import get_backend
+    from vramtui.core.estimate.estimator import estimate
+
+    flag = get_backend(settings.backend).flags.get("context") or "--ctx"
+    if not est.fits and est.max_context:
+        est = estimate(info, replace(settings, context=est.max_context))
+        est.notes.insert(
+            0,
+            f"{flag} auto: the engine takes the longest context that fits, {est.context:,} tokens by this estimate",
+        )
+    elif est.fits:
+        est.notes.insert(0, f"{flag} auto: the model's own length, {est.context:,} tokens, fits")
+    else:  # no context fits alone: what the cache is sized by is the move (the solvers say it)
+        est.notes.insert(
+            0, f"{flag} auto: no context fits as the rest is set; the engine would refuse to start"
+        )
+    return est
+
+
 def run(args: argparse.Namespace) -> int:
     from vramtui.core.backends import get_backend
     from vramtui.core.estimate.estimator import estimate
@@ -925,6 +965,7 @@ def run(args: argparse.Namespace) -> int:
         from vramtui.core.estimate.inputs import cpu_run_card
 
         args.gpu_mem = f"{cpu_run_card()}B"
+    auto_context = _auto_context(args)
     info, settings = build(args)
     if budget_note and get_backend(settings.backend).cpu_share_words:
         # QA 16: the share is of the machine (vLLM's CPU build), not of what the budget leaves
@@ -933,6 +974,8 @@ def run(args: argparse.Namespace) -> int:
         settings.share_of_bytes = cpu_run_card()
     calibration, store_notes = _calibrate(args, settings)
     est = estimate(info, settings)
+    if auto_context:
+        est = _longest_that_fits(info, settings, est)
     est.notes.extend(store_notes)  # a run record that could not be read: ignored, and said so
     if assumed_card:
         est.notes.insert(0, _no_gpu_note(args.gpu_mem.count(",") + 1))

@@ -179,3 +179,16 @@ def test_a_bare_name_is_looked_up_in_the_config_dir(tmp_path: Path, monkeypatch:
 def test_an_odd_budget_survives_the_round_trip(tmp_path: Path) -> None:
     profile = Profile(backend="vllm", model="m", memory_budget=1500 * MIB + 1)
     assert load_profile(profile.save(tmp_path / "p.toml")).memory_budget == 1500 * MIB + 1
+
+
+def test_vllms_auto_context_stays_a_word_and_is_passed_as_vllm_takes_it() -> None:
+    """QA 35 F12: the README's `context = "auto"` under vLLM (`--max-model-len auto`, the longest that fits)
+    was refused as "not a whole number"; under llama.cpp, which takes no such word, it still is."""
+    from vramtui.core.launch.launcher import build_command
+
+    profile = Profile(backend="vllm", model="Qwen/Qwen3-0.6B", params={"context": "auto"})
+    assert profile.params["context"] == "auto"
+    argv = build_command(profile).argv
+    assert argv[argv.index("--max-model-len") + 1] == "auto"
+    with pytest.raises(VramtuiError, match="context must be a whole number"):
+        Profile(backend="llama.cpp", model="m.gguf", params={"context": "auto"})

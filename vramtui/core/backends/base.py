@@ -474,6 +474,17 @@ class Backend:
         k_type, _, v_type = str(kv_dtype).strip().lower().partition("/")  # "K/V": V is the second
         return self.quantized_v_needs_flash_attn and (v_type or k_type).strip().startswith(("q", "iq"))
 
+    def takes_auto(self, param: str, value: object) -> bool:
+        """Does this engine size `param` itself when told "auto" (vLLM's `--max-model-len auto`: the longest
+        context that fits)? Then the profile keeps the word instead of a number."""
+        if not isinstance(value, str) or value.strip().lower() != "auto" or self.launch is None:
+            return False
+        try:
+            translated = self.launch.translate(self, param, "auto")
+        except VramtuiError:  # an engine that wants a number says so in its own words
+            return False
+        return not translated.problem and "auto" in translated.args
+
     def translate(self, param: str, value: object) -> Translation:
         """The arguments/environment that give this backend `param = value` (or why it cannot)."""
         if self.launch is None:

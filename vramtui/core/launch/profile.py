@@ -88,7 +88,8 @@ class Profile:
             raise VramtuiError("the profile names no model")
         for name, value in list(self.params.items()):
             check_param_name(self.backend, name)
-            if name in _TOKEN_PARAMS and isinstance(value, str) and not value.strip().isdigit():
+            spelled = name in _TOKEN_PARAMS and isinstance(value, str) and not value.strip().isdigit()
+            if spelled and not self.backend.takes_auto(name, value):  # vLLM's `--max-model-len auto` stays
                 value = self.params[name] = _tokens(name, value)  # "32k", as `--ctx 32k` takes it
             check_param_value(self.backend, name, value)
 
