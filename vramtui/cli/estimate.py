@@ -700,6 +700,7 @@ def _room_moves(est: Any) -> list[str]:
         return []
     moves = []
     for value, context, param in (
+        ("on" if est.flash_attn_fit else None, est.context, "flash_attn"),
         (est.share_fit, est.share_fit_context, "mem_share"),
         (est.kv_dtype_fit, est.kv_dtype_fit_context, "kv_dtype"),
         (est.ubatch_fit, est.context, "ubatch"),

@@ -180,3 +180,21 @@ def test_a_build_before_flash_attention_by_default_reserves_the_kq_matrix(moe_gg
     assert device_compute(before, flash=False) == old
     assert device_compute(before, flash=True) == device_compute(since, flash=True) == new
     assert device_compute(None) == device_compute(None, flash=True)
+
+
+def test_flash_attention_on_is_offered_where_it_alone_makes_the_run_fit(moe_gguf: Path) -> None:
+    """QA 35 F16: a compute buffer over the card with flash attention off was offered a 64-token micro-batch
+    or a far shorter context, never `--flash-attn on`, the wizard's first move (and it fits)."""
+    info = load_model_info(moe_gguf)
+    off = Settings(context=32768, ubatch=512, flash_attn=False)
+    on_total = estimate(info, replace(off, flash_attn=True)).total_bytes
+    off_total = estimate(info, off).total_bytes
+    assert off_total > on_total
+    card = int((on_total + off_total) / 2 / 0.8)  # the 80% line between the two
+    est = estimate(info, replace(off, device_bytes=card))
+    assert not est.fits and est.flash_attn_fit is True
+    assert "with flash attention on it fits" in " ".join(est.notes)
+    # where it is on already, or where it would not be enough, nothing is offered
+    assert estimate(info, replace(off, flash_attn=True, device_bytes=card)).flash_attn_fit is None
+    short = estimate(info, replace(off, device_bytes=int(on_total * 0.5 / 0.8)))
+    assert not short.fits and short.flash_attn_fit is None

@@ -390,6 +390,7 @@ class Estimate:
     share_fit: float | None = None
     share_fit_context: int | None = None
     ubatch_fit: int | None = None  # llama.cpp: the largest smaller micro-batch at which the context fits
+    flash_attn_fit: bool | None = None  # llama.cpp: flash attention on (where it is off) makes it fit
     # several cards: the --tensor-split (layers per card, the output layer on the last) that fits them all
     tensor_split_fit: tuple[int, ...] | None = None
     expert_host_bytes: int = 0  # of weights_host_bytes: the tensors the offload rules put in host RAM
@@ -842,8 +843,22 @@ def _solve_room(info: ModelInfo, settings: Settings, est: Estimate) -> None:
         _solve_share(info, settings, est)
         _solve_kv_8bit(info, settings, est)
     elif not settings.memory.kv_from_budget:
+        _solve_flash(info, settings, est)
         _solve_kv_8bit(info, settings, est)
         _solve_ubatch(info, settings, est)
+
+
+def _solve_flash(info: ModelInfo, settings: Settings, est: Estimate) -> None:
+    """Flash attention on, where it is off in an engine whose compute buffer is a ggml graph: no KQ matrix of
+    heads x cells x micro-batch, at no cost (QA 35 F16: the wizard's first move, never offered here)."""
+    backend = get_backend(settings.backend)
+    if backend.knob("ubatch") is None or backend.knob("flash_attn") is None:
+        return
+    if settings.memory.flash_on(info, settings):
+        return
+    if _estimate_core(info, replace(settings, flash_attn=True)).fits:
+        est.flash_attn_fit = True
+        est.notes.append("with flash attention on it fits (no KQ matrix in the compute buffer)")
 
 
 _LEAST_UBATCH = 64  # below it prompt processing crawls, and the compute buffer saves little more
