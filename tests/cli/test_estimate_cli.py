@@ -1316,6 +1316,13 @@ def test_a_vllm_cpu_budget_is_sized_by_its_workers_address_space(
     assert 16 * MIB <= room["kv_cache_memory_fit"] <= 49 * MIB  # 48 MiB ran there, 97 did not
     set_outright = run_json(capsys, *flags, "--memory-budget", "3GiB", "--kv-cache-memory", "512MiB")
     assert set_outright["fits"]
+    # its load-time peak is the checkpoint mapped beside the weights: nothing is quantized (QA 35 F11)
+    assert (
+        set_outright["load_peak_bytes"]
+        and set_outright["load_peak_words"] == "checkpoint mapped while loading"
+    )
+    assert main(["estimate", *flags, "--memory-budget", "3GiB", "--kv-cache-memory", "512MiB"]) == 0
+    assert "checkpoint mapped while loading" in capsys.readouterr().out
     unbudgeted = run_json(capsys, *flags, "--kv-cache-memory", "512MiB", "--cpu")
     assert unbudgeted["overhead_bytes"] < CPU_WORKER_ADDRESS_BYTES  # resident, with no limit to bind
 

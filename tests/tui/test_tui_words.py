@@ -101,3 +101,16 @@ def test_every_figure_an_engine_reads_has_words() -> None:
     )
     assert shown and not shown - set(FIGURE_WORDS), sorted(shown - set(FIGURE_WORDS))
     assert figure_words("draft_kv_buffer") == "draft model: KV cache"
+
+
+def test_a_cause_with_no_short_words_reads_as_the_diagnosis_says_it() -> None:
+    """QA 35 F13: check's headline printed "(budget_import)" where the diagnosis has a sentence for it."""
+    from vramtui.core.logs.advice import CAUSE_WORDS as SAID
+    from vramtui.tui.words import in_words
+
+    said = in_words("failed at start-up, before the model was read (budget_import): MemoryError")
+    assert "budget_import" not in said and f"({SAID['budget_import']})" in said
+    assert (
+        in_words("failed at stage kv_cache (host_oom): x")
+        == "failed at stage kv cache (host out of memory): x"
+    )

@@ -591,7 +591,7 @@ def render(info: Any, est: Any) -> str:
         on_device = fb(entry["device_bytes"]) if entry["device_bytes"] else ""
         lines.append(f"  {'+ ' + entry['label']:<24}{on_device:>12}   {describe_extra(entry)}")
     if est.load_peak_bytes:
-        lines.append(f"  {'load-time peak':<24}{fb(est.load_peak_bytes):>12}   quantizing while loading")
+        lines.append(f"  {'load-time peak':<24}{fb(est.load_peak_bytes):>12}   {est.load_peak_words}")
     lines.append("")
     headroom = est.usable_bytes - est.total_bytes
     if est.devices:  # several GPUs: the tightest card's room

@@ -7,6 +7,7 @@ It imports no UI library: the CLI uses it too.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -211,17 +212,18 @@ def outcome_words(code: str, *, short: bool = False) -> str:
     return table.get(code) or spaced(code)
 
 
+@functools.cache
 def _code_pattern() -> re.Pattern[str]:
+    from vramtui.core.logs.advice import CAUSE_WORDS as SAID
     from vramtui.core.logs.stages import STAGES
 
-    codes = {*STAGES, *FAILURE_WORDS, *CAUSE_WORDS}
+    # every cause the diagnosis names, its own sentence where no shorter words are here (QA 35 F13:
+    # "(budget_import)" in check's headline)
+    codes = {*STAGES, *FAILURE_WORDS, *CAUSE_WORDS, *SAID}
     # Only the codes no English word spells (with an underscore); the longest first (host_oom_killed). One
     # in backticks is a profile's key the user types (`ready_timeout`), not a code to read as words.
     spelled = sorted((code for code in codes if "_" in code), key=len, reverse=True)
     return re.compile(r"(?<![`\w])(" + "|".join(map(re.escape, spelled)) + r")(?![`\w])")
-
-
-_CODES = _code_pattern()
 
 
 def in_words(text: str) -> str:
@@ -232,11 +234,12 @@ def in_words(text: str) -> str:
         code = match.group(1)
         if code in FAILURE_WORDS:
             return FAILURE_WORDS[code]
-        if code in CAUSE_WORDS:
-            return CAUSE_WORDS[code]
-        return stage_words(code)
+        if code in FAILURE_WORDS:
+            return FAILURE_WORDS[code]
+        said = cause_words(code)
+        return said if said is not None else stage_words(code)
 
-    return _CODES.sub(words, text)
+    return _code_pattern().sub(words, text)
 
 
 def record_words(backend: str | None) -> Callable[[str, Any], str]:

@@ -402,6 +402,7 @@ class Estimate:
     compute_buffer_bytes: int = 0
     output_buffer_bytes: int = 0
     load_peak_bytes: int | None = None
+    load_peak_words: str = "quantizing while loading"  # what the peak holds, on the estimate's row
     kv_cache_tokens: int | None = None  # vLLM: token capacity of the KV blocks
     # vLLM: the longest single request the KV blocks hold (None: kv_cache_tokens; a pool whose layers
     # hold less than the context, sliding-window or recurrent, holds a request longer than its capacity

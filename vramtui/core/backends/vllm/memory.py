@@ -796,6 +796,7 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         and total <= settings.device_bytes
         and (load_peak or 0) < settings.device_bytes,
         load_peak_bytes=load_peak,
+        load_peak_words="checkpoint mapped while loading",  # QA 35 F11: a bf16 run quantizes nothing
         # no context or concurrency runs while the load does not fit
         load_peak_fits=None if load_peak is None else load_peak < settings.device_bytes,
         n_layers=info.n_layers,
