@@ -192,3 +192,14 @@ def test_vllms_auto_context_stays_a_word_and_is_passed_as_vllm_takes_it() -> Non
     assert argv[argv.index("--max-model-len") + 1] == "auto"
     with pytest.raises(VramtuiError, match="context must be a whole number"):
         Profile(backend="llama.cpp", model="m.gguf", params={"context": "auto"})
+
+
+def test_a_misspelled_shared_name_this_engine_has_no_flag_for_is_still_named() -> None:
+    """QA 35 F6: `gpu_layer` under vLLM got no "did you mean" (vLLM has no gpu_layers flag, so the engine's
+    list left it out) and read "for vllm: (vllm takes ..." with a colon before nothing."""
+    with pytest.raises(VramtuiError) as caught:
+        Profile(backend="vllm", model="m", params={"gpu_layer": 5})
+    assert "for vllm: did you mean gpu_layers?" in str(caught.value)
+    with pytest.raises(VramtuiError) as caught:
+        Profile(backend="vllm", model="m", params={"zzzq": 5})
+    assert "for vllm (vllm takes:" in str(caught.value) and ": (" not in str(caught.value)

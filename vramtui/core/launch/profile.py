@@ -235,10 +235,13 @@ def check_param_name(backend: Backend, name: str) -> None:
         flag = "--" + name if own else flag
     said = backend.param_words.get(name)  # the engine's own API's word (load_in_4bit): its setting here
     close = [said] if said else [own] if own else difflib.get_close_matches(name, takes, n=1, cutoff=0.6)
-    hint = f"did you mean {close[0]}? " if close else ""
-    hint += f"({owner}'s {flag} is {own} here) " if own else ""
+    # ... else a shared name this engine has no flag for (QA 35 F6: `gpu_layer` under vLLM named nothing)
+    close = close or difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hints = [f"did you mean {close[0]}?"] if close else []
+    hints += [f"({owner}'s {flag} is {own} here)"] if own else []
+    said_hint = f": {' '.join(hints)}" if hints else ""
     raise VramtuiError(
-        f"unknown parameter {name!r} under [params] for {backend.name}: {hint}"
+        f"unknown parameter {name!r} under [params] for {backend.name}{said_hint} "
         f"({backend.name} takes: {', '.join(takes)}; other engine flags go in extra_args = [...])"
     )
 
