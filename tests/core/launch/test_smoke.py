@@ -121,6 +121,17 @@ def test_an_answer_streamed_in_one_chunk_has_no_decode_rate() -> None:
     assert result.ttft_s is not None and result.tokens_per_s is None
 
 
+def test_an_answer_streamed_in_a_few_bunched_chunks_has_no_decode_rate() -> None:
+    # QA 35 F14: vLLM's CPU build sent a 16-token answer in two chunks, read as 33,795 tokens/s
+    pieces = [
+        {"choices": [{"index": 0, "delta": {"content": text}}]} for text in ("t343 t992", " t430 t520 t306")
+    ]
+    with serving(events(*pieces, {"choices": [], "usage": {"completion_tokens": 16}}, delay_s=0.05)) as url:
+        result = smoke_request(url, "served-name")
+    assert result.ok and result.completion_tokens == 16
+    assert result.ttft_s is not None and result.tokens_per_s is None
+
+
 def test_a_plain_json_answer_is_read_too() -> None:
     with serving(chat("pong")) as url:
         result = smoke_request(url, "served-name")
