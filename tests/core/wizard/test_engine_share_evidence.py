@@ -107,3 +107,51 @@ def test_out_of_reach_under_an_engine_measured_smaller_than_assumed_says_so(tmp_
     advice = found[0][0]
     assert "beside the engine's own 352 MiB" not in advice
     assert "MiB the 200 MiB budget left beside what the engine held in the last run" in advice
+
+
+def test_out_of_reach_where_the_weights_alone_are_over_the_room_says_that(tmp_path: Path) -> None:
+    """QA 35 F4: "even with every change on the load weights ladder at once (gpu_layers 0) it needs about 577
+    MiB" quoted the whole bill at the default context, where the weights alone (257 MiB) were over the 169
+    MiB left: the sentence says the weights, and no ladder move makes room for them."""
+    from vramtui.core.wizard.proposal import Proposal
+    from vramtui.core.wizard.reach import out_of_reach
+
+    profile = _profile(tmp_path, 700)
+    model = MemoryModel(profile)
+    weights = model.predict(profile).get("weights", model.place)
+    model.room_upper = weights // 2
+    found = out_of_reach(model, profile, "load_weights", [Proposal("gpu_layers", None, 0, "why")], set())
+    assert found is not None
+    advice = found[0][0]
+    assert (
+        advice.startswith("the weights alone take ")
+        and "no change on the load_weights ladder (gpu_layers 0)" in advice
+    )
+    assert "even with every change" not in advice
+    # where the weights fit and the rest does not, the whole bill is the figure
+    model.room_upper = weights + MIB
+    found = out_of_reach(model, profile, "kv_cache", [Proposal("context", 262144, 512, "why")], set())
+    assert found is not None and found[0][0].startswith("even with every change on the kv_cache ladder")
+
+
+def test_check_with_no_first_move_says_why_the_wizard_would_stop(tmp_path: Path) -> None:
+    """QA 35 F4: `check` of a llama-server whose weights could not be mapped under its budget printed no first
+    move and no word that the wizard would stop at once (it does, with no relaunch)."""
+    from types import SimpleNamespace
+
+    from vramtui.core.logs.diagnose import diagnose_file
+    from vramtui.core.wizard.wizard import first_move_and_advice
+
+    log = Path(__file__).resolve().parents[2] / "data" / "logs" / "llama-server-budget-700-mmap-weights.log"
+    model = write_tiny_gguf(tmp_path / "wide.gguf", TinyModelSpec(n_layer=16, n_embd=512, n_ff=4096))
+    profile = Profile(backend="llama.cpp", model=str(model), memory_budget=400 * MIB, port=0)
+    diagnosis = diagnose_file(log)
+    check = SimpleNamespace(
+        ready=False, stage="load_weights", failure_stage="load_weights", failure="host_oom",
+        diagnosis=diagnosis, smoke=None, peak_mib=14.0, resident_mib=14.0, load_time_s=None, ttft_s=None,
+        tokens_per_s=None, log_file=str(log), command=["llama-server"], warnings=[], message="",
+    )  # fmt: skip
+    move, advice = first_move_and_advice(profile, check, advice=list(diagnosis.advice))
+    assert move is None
+    assert advice[0].startswith("the wizard would stop here: "), advice
+    assert any(line.startswith("the weights alone take ") for line in advice), advice

@@ -153,10 +153,17 @@ def out_of_reach(
             f"the {room / MIB:.0f} MiB the {budget / MIB:.0f} MiB budget leaves beside the engine's own "
             f"{baseline / MIB:.0f} MiB"
         )
+    weights = bill.get("weights", model.place)
+    if weights > room:  # QA 35 F4: the sentence quoted the whole bill where the weights alone said it
+        said = f"the weights alone take {mib_figure(weights / MIB)} MiB, more than {where}: no change on the {stage} ladder ({changes}) makes room for them"
+    else:
+        said = (
+            f"even with every change on the {stage} ladder at once ({changes}) it needs about "
+            f"{mib_figure(needed_bytes(bill) / MIB)} MiB, more than {where} (the weights take "
+            f"{mib_figure(weights / MIB)} MiB)"
+        )
     advice = [
-        f"even with every change on the {stage} ladder at once ({changes}) it needs about "
-        f"{mib_figure(needed_bytes(bill) / MIB)} MiB, more than {where} (the weights take "
-        f"{mib_figure(bill.get('weights', model.place) / MIB)} MiB)",
+        said,
         f"raise the memory budget {BUDGET_WHERE}, or use a smaller quantization or a smaller model{kept}",
     ]
     reason = "no change on the ladder makes it fit, not even all of them at once" + left_alone_words(

@@ -604,7 +604,12 @@ def first_move_and_advice(
     if move is not None and move.then is not None:
         # the figure of what the step launches, as the wizard records it, not the pair's (QA 31 W11)
         predict_launch(wizard.model, move, launched(wizard.profile, move))
-    return move, sized_advice(wizard.model, profile, list(advice or []))
+    sized = sized_advice(wizard.model, profile, list(advice or []))
+    if move is None and wizard.stop_reason:
+        # no first move: why the wizard would stop at once, and its own advice, before the log's (QA 35 F4)
+        own = [line for line in wizard.advice if line not in sized]
+        return None, [f"the wizard would stop here: {wizard.stop_reason}", *own, *sized]
+    return move, sized
 
 
 def launched(profile: Profile, proposal: Proposal) -> Profile:
