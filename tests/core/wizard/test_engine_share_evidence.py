@@ -155,3 +155,18 @@ def test_check_with_no_first_move_says_why_the_wizard_would_stop(tmp_path: Path)
     assert move is None
     assert advice[0].startswith("the wizard would stop here: "), advice
     assert any(line.startswith("the weights alone take ") for line in advice), advice
+
+
+def test_a_change_between_the_estimates_line_and_the_wizards_margin_says_both() -> None:
+    """QA 35 F1: the wizard's "fits with the 10% margin" for the context `vramtui estimate` called "DOES NOT
+    FIT under the 80% line": the wizard's words now say that the estimate draws its line lower."""
+    from vramtui.core.backends import get_backend
+    from vramtui.core.wizard.propose import above_estimate_line
+
+    llama = get_backend("llama.cpp")
+    room = 369 * MIB
+    assert "above the 80% line of the room `vramtui estimate` draws" in above_estimate_line(
+        llama, 330 * MIB, room, 0.9
+    )
+    assert above_estimate_line(llama, 290 * MIB, room, 0.9) == ""  # under both
+    assert above_estimate_line(llama, 330 * MIB, room, 0.8) == ""  # the same line: nothing to tell apart

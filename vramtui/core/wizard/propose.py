@@ -52,6 +52,21 @@ def _free_context_move(
     return proposal
 
 
+def above_estimate_line(backend: Backend, need: int, room: int, margin: float) -> str:
+    """Words for a change that fits the wizard's margin but not the line `vramtui estimate` draws (80% of the
+    room for llama.cpp): the two say it differently for the same setting (QA 35 F1: "DOES NOT FIT under the
+    80% line" for the context the wizard chose, and that then ran)."""
+    from vramtui.core.estimate.accounting import accounting_for
+
+    line = accounting_for(backend.name).default_safety
+    if line >= margin or need <= room * line:
+        return ""
+    return (
+        f" (above the {line:.0%} line of the room `vramtui estimate` draws, where it says DOES NOT FIT: it "
+        "should start, with less room for what the estimate misses)"
+    )
+
+
 def switched_on(current: object) -> object:
     """On, spelled as the setting is now (a profile's "off" becomes "on", a bool True)."""
     return "on" if isinstance(current, str) else True
@@ -822,6 +837,11 @@ class Proposer:
                 f"~{room / MIB:.0f} MiB of the {(model.budget or 0) / MIB:.0f} MiB budget are left for buffers; "
                 f"with {rung.param} = {shown} it needs about {need / MIB:.0f} MiB "
                 f"({after.describe(model.place)}) — {verdict} with the {round((1 - model.margin) * 100)}% margin"
+                + (
+                    above_estimate_line(self.backend, need, room, model.margin)
+                    if need <= room * model.margin
+                    else ""
+                )
             )
         elif after is None:
             parts.append(f"no estimate ({model.why_unavailable or 'no budget known'}): a cautious step")
