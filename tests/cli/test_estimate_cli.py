@@ -1323,6 +1323,11 @@ def test_a_vllm_cpu_budget_is_sized_by_its_workers_address_space(
     )
     assert main(["estimate", *flags, "--memory-budget", "3GiB", "--kv-cache-memory", "512MiB"]) == 0
     assert "checkpoint mapped while loading" in capsys.readouterr().out
+    # a cache set outright past the budget: the size to set is the move, not a context (QA 35 F10)
+    too_big = run_json(capsys, *flags, "--memory-budget", "3GiB", "--kv-cache-memory", "2GiB")
+    assert not too_big["fits"] and 16 * MIB <= too_big["kv_cache_memory_fit"] <= 1024 * MIB
+    assert main(["estimate", *flags, "--memory-budget", "3GiB", "--kv-cache-memory", "2GiB"]) == 1
+    assert "KV cache size that fits the budget --kv-cache-memory-bytes" in capsys.readouterr().out
     unbudgeted = run_json(capsys, *flags, "--kv-cache-memory", "512MiB", "--cpu")
     assert unbudgeted["overhead_bytes"] < CPU_WORKER_ADDRESS_BYTES  # resident, with no limit to bind
 

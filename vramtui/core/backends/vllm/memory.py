@@ -778,6 +778,16 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
     elif not settings.kv_cache_memory:
         said, kv_fit = _share_notes(settings, kv_bytes, weights + runtime, requested)
         notes += said
+    elif total > settings.device_bytes:
+        # set outright past what the budget holds: no context sizes it, the size itself is the move (QA 35
+        # F10: "largest context 0" where a smaller --kv-cache-memory-bytes runs)
+        size = kv_bytes_for_budget(kv_bytes, settings.device_bytes, weights + runtime)
+        if block and size // block * CPU_BLOCK_TOKENS >= context:
+            kv_fit = size
+            notes.append(
+                f"the KV cache set outright ({kv_bytes / GIB:.2f} GiB) is more than the budget holds beside the "
+                f"engine: set --kv-cache-memory-bytes {engine_size(size, down=True)}"
+            )
     return Estimate(
         backend=settings.backend,
         context=context,
