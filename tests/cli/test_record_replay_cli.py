@@ -527,6 +527,17 @@ def test_a_per_process_query_is_said_to_be_one_not_malformed(
     err = capsys.readouterr().err
     assert err.startswith(f"vramtui: {apps}: this is nvidia-smi's per-process query") and err.count("\n") == 1
     assert "--query-gpu=timestamp,index,memory.used,memory.total" in err
+    # without a timestamp column, as `--query-compute-apps=pid,process_name,used_gpu_memory` writes it
+    # (QA 35 F15: "no header line", or "bad timestamp 'gpu_uuid'")
+    for header in (
+        "pid, process_name, used_gpu_memory [MiB]",
+        "gpu_uuid, pid, process_name, used_gpu_memory [MiB]",
+    ):
+        fields = header.count(",")
+        row = ", ".join(["GPU-1111", "1234", "python", "5000 MiB"][-fields - 1 :])
+        apps.write_text(f"{header}\n{row}\n")
+        assert main(["replay", str(apps)]) == 2
+        assert capsys.readouterr().err.startswith(f"vramtui: {apps}: this is nvidia-smi's per-process query")
 
 
 def test_replay_of_a_recording_too_long_to_hold_is_summarised_and_says_so(

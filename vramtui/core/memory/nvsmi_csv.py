@@ -339,6 +339,16 @@ class _Columns:
 
 
 _PLAIN_FIELD_NAMES = {"timestamp", "index", "name", "uuid", "pstate", "count", "serial", "driver_version"}
+# --query-compute-apps's own names (QA 35 F15: its header read as "no header line", or as a bad timestamp)
+_PLAIN_FIELD_NAMES |= {
+    "pid",
+    "process_name",
+    "used_gpu_memory",
+    "used_memory",
+    "gpu_uuid",
+    "gpu_name",
+    "gpu_bus_id",
+}
 
 
 def _is_header(fields: list[str]) -> bool:
