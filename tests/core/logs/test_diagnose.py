@@ -471,7 +471,10 @@ def test_advice_uses_the_backends_context_knob(backend: str) -> None:
     d = diagnose_lines(KV_OOM_LLAMA, backend=backend, kernel_log=no_kernel_log)
     assert d.failure == "cuda_oom" and d.failure_stage == "kv_cache"
     knob = get_backend(backend).knob("context")
-    assert knob and knob in d.advice[0]
+    # a log of another family read as this engine's says so first (QA 35 F17), then the engine's own flag
+    said = d.advice[1] if backend == "vllm" else d.advice[0]
+    assert knob and knob in said
+    assert ("read here as vllm's (--backend vllm)" in d.advice[0]) == (backend == "vllm")
 
 
 def test_advice_by_stage_for_vllm() -> None:

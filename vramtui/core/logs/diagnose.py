@@ -316,8 +316,29 @@ class LogDiagnoser(LogState):
         diagnosis.advice = advise(
             diagnosis, verdict.formats, verdict.kernel_note, verdict.kills_elsewhere, hint=verdict.hint
         )
+        if (read_as := self._read_as_another()) is not None:
+            diagnosis.advice.insert(0, read_as)
         diagnosis.summary = summarize(diagnosis, verdict.kernel_note)
         return diagnosis
+
+    def _read_as_another(self) -> str | None:
+        """A note where the engine given (--backend) is not the family the log's own lines are (QA 35 F17:
+        a llama-server log diagnosed as vLLM's got --max-model-len with no word)."""
+        seen = detect_backend(self.scores)
+        if not self.backend or seen is None or seen == self.backend:
+            return None
+        from vramtui.core.backends import get_backend
+
+        try:
+            given, found = get_backend(self.backend), get_backend(seen)
+        except VramtuiError:  # an engine whose logs are read but which vramtui does not run (SGLang, TGI)
+            return None
+        if given.family == found.family:
+            return None
+        return (
+            f"This log's lines are {found.name}'s, read here as {given.name}'s (--backend {given.name}): "
+            f"the flags below are {given.name}'s; leave --backend out to read it as {found.name}'s."
+        )
 
     def _last_lines(self) -> tuple[list[tuple[int, str]], bool]:
         """The log's last lines, numbered (the lines fed one by one, else a file's last pieces), and whether
