@@ -40,7 +40,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from vramtui.cli.common import print_json
     from vramtui.core.errors import VramtuiError
-    from vramtui.core.launch.launcher import build_command, machine_share, on_cpu_ignored, pin_port, run_check
+    from vramtui.core.launch.launcher import (
+        budget_below_engine,
+        build_command,
+        machine_share,
+        on_cpu_ignored,
+        pin_port,
+        run_check,
+    )
     from vramtui.core.launch.profile import check_runnable, load_launch_profile
     from vramtui.core.launch.smoke import load_saved_request
 
@@ -53,6 +60,12 @@ def run(args: argparse.Namespace) -> int:
     # The exact command before launch; stderr in --json mode so stdout stays one JSON object.
     info = sys.stderr if args.json else sys.stdout
     sample_source = _gpu_source()
+    # a budget the engine cannot start under is refused as the other settings it refuses are: one line, exit
+    # 2, before any command is printed as if launched (QA 35 F5)
+    if below := budget_below_engine(profile, sample_source):
+        if sample_source is not None:
+            sample_source.close()
+        raise VramtuiError(below)
     # said before the launch, not after it (QA 14: vLLM's CPU build took 92% of the machine first)
     early = [*machine_share(profile, sample_source), *on_cpu_ignored(profile, sample_source)]
     for warning in [*profile.warnings, *early]:

@@ -25,6 +25,8 @@ def test_a_budget_under_the_engines_floor_is_said_with_the_floor(tmp_path: Path)
     model = str(write_tiny_hf(tmp_path / "tiny-hf"))
     said = budget_below_engine(Profile(backend="vllm", model=model, memory_budget=1024 * MIB), None)
     assert said is not None and "1024 MiB" in said and f"{floor // MIB} MiB" in said
+    # with the one least budget the estimate gives, in MiB as the refusal says the budget (QA 35 F5)
+    assert "raise the memory budget to at least" in said and "GiB" not in said and "well above" not in said
     # just over the floor, its load (the worker, the checkpoint mapped beside the weights) does not fit
     loading = budget_below_engine(Profile(backend="vllm", model=model, memory_budget=floor + MIB), None)
     assert loading is not None and "while it loads" in loading
@@ -78,7 +80,10 @@ def test_check_and_the_wizard_refuse_it_before_launch(tmp_path: Path) -> None:
     )
     checked = _vramtui("check", str(profile), data=tmp_path / "data")
     wizard = _vramtui("wizard", str(profile), "--auto", data=tmp_path / "data")
-    assert checked.returncode == 1, checked.stderr
-    assert "cannot start under it" in checked.stdout and "Traceback" not in checked.stderr
+    # one line and exit 2, as the other settings an engine refuses before launch, with no `$ vllm serve`
+    # printed as if launched (QA 35 F5: exit 1 after the command line)
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    assert "cannot start under it" in checked.stderr and checked.stderr.count("\n") == 1
+    assert "$ " not in checked.stdout and "Traceback" not in checked.stderr
     assert "no engine setting helps" in wizard.stdout and "cannot start under it" in wizard.stdout
     assert "not a memory problem" not in wizard.stdout

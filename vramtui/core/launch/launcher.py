@@ -330,13 +330,18 @@ def budget_below_engine(profile: Profile, sample_source: Any) -> str | None:
     budget, floor = profile.memory_budget, profile.backend.address_space_floor
     if not budget or not floor or budget_on_gpu(sample_source, profile):
         return None
+    estimated = load_over_budget(profile)
     if budget >= floor:
-        return load_over_budget(profile)
-    return (
+        return estimated
+    below = (
         f"the memory budget of {budget / MIB:.0f} MiB is below the {floor / MIB:.0f} MiB of address space "
-        f"{profile.backend.name}'s largest process maps before its weights and KV cache: it cannot start "
-        f"under it; raise the memory budget {BUDGET_WHERE} well above {floor / MIB:.0f} MiB (`vramtui estimate` with "
-        "--memory-budget gives the least that holds the model too)"
+        f"{profile.backend.name}'s largest process maps before its weights and KV cache"
+    )
+    if estimated:  # the least budget, as `vramtui estimate` says it (QA 35 F5: three figures for one floor)
+        return f"{below}; {estimated}"
+    return (
+        f"{below}: it cannot start under it; raise the memory budget {BUDGET_WHERE} well above "
+        f"{floor / MIB:.0f} MiB (`vramtui estimate` with --memory-budget gives the least that holds the model too)"
     )
 
 

@@ -475,10 +475,11 @@ def _cpu_load_peak(
     load_peak, budget = worker + 2 * loading, settings.device_bytes
     if load_peak >= budget:
         least = max(load_peak + 16 * MIB, worker + loading + 2 * max(one_request, 16 * MIB))
+        # in MiB, as check's and the wizard's refusals say the budget (QA 35 F5: "1.46 GiB" beside "1500 MiB")
         said = (
-            f"vLLM's CPU build maps about {load_peak / GIB:.2f} GiB while it loads (its worker "
-            f"{worker / GIB:.2f} GiB, the weights, and the checkpoint mapped beside them) before any KV cache, "
-            f"more than the {budget / GIB:.2f} GiB budget: it cannot start under it; raise the memory budget "
+            f"vLLM's CPU build maps about {load_peak / MIB:.0f} MiB while it loads (its worker "
+            f"{worker / MIB:.0f} MiB, the weights, and the checkpoint mapped beside them) before any KV cache, "
+            f"more than the {budget / MIB:.0f} MiB budget: it cannot start under it; raise the memory budget "
             f"to at least {-(-least // MIB)} MiB"
         )
         notes.append(said)
