@@ -52,6 +52,18 @@ def _free_context_move(
     return proposal
 
 
+def how_it_failed(obs: Observation, where: str) -> str:
+    """The run's failure, as a step's why opens: over the budget, the allocation refused, or its first error."""
+    attempt = obs.figures.get("failed_alloc")
+    if obs.runs_over_budget:
+        return obs.over_budget_text()
+    if attempt:
+        return f"it failed at {where}: the engine could not allocate {attempt / MIB:.0f} MiB"
+    if obs.first_error:
+        return f"it failed at {where}: {clip_words(strip_log_prefix(obs.first_error), 160)}"
+    return f"it failed at {where} ({obs.failure})"
+
+
 def above_estimate_line(backend: Backend, need: int, room: int, margin: float) -> str:
     """Words for a change that fits the wizard's margin but not the line `vramtui estimate` draws (80% of the
     room for llama.cpp): the two say it differently for the same setting (QA 35 F1: "DOES NOT FIT under the
@@ -817,16 +829,9 @@ class Proposer:
     ) -> str:
         model = self.model
         room = model.room()
-        where = self.findings.failing_stage or obs.failure_stage or obs.stage or "start-up"
-        attempt = obs.figures.get("failed_alloc")
-        if obs.runs_over_budget:
-            parts = [obs.over_budget_text()]
-        elif attempt:
-            parts = [f"it failed at {where}: the engine could not allocate {attempt / MIB:.0f} MiB"]
-        elif obs.first_error:
-            parts = [f"it failed at {where}: {clip_words(strip_log_prefix(obs.first_error), 160)}"]
-        else:
-            parts = [f"it failed at {where} ({obs.failure})"]
+        parts = [
+            how_it_failed(obs, self.findings.failing_stage or obs.failure_stage or obs.stage or "start-up")
+        ]
         if after is not None and room is not None:
             need = needed_bytes(after)
             verdict = "fits" if need <= room * model.margin else "still does not fit"

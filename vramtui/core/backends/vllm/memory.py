@@ -517,6 +517,38 @@ def _share_notes(
     return [], None
 
 
+def _cpu_kv_bytes(settings: Settings, node: int, requested: int, non_kv: int, notes: list[str]) -> int:
+    """The CPU worker's KV cache: set outright, else its share of node 0 less what the worker holds."""
+    if settings.kv_cache_memory:
+        notes.append(
+            f"KV cache set outright: {settings.kv_cache_memory / GIB:.2f} GiB (the share of the node does not count)"
+        )
+        return settings.kv_cache_memory
+    whole = (
+        " (the whole machine's: a memory budget does not lower it)" if node != settings.device_bytes else ""
+    )
+    notes.append(
+        f"KV cache from the share: {settings.share:g} of node 0's {node / GIB:.2f} GiB is "
+        f"{requested / GIB:.2f} GiB, less {non_kv / GIB:.2f} GiB the worker holds besides it{whole}"
+    )
+    return max(0, requested - non_kv)
+
+
+def _outright_fit(
+    settings: Settings, kv_bytes: int, engine: int, block: int, context: int, notes: list[str]
+) -> int | None:
+    """A KV cache set outright past what the budget holds: no context sizes it, the size itself is the move
+    (QA 35 F10: "largest context 0" where a smaller --kv-cache-memory-bytes runs), where one request fits."""
+    size = kv_bytes_for_budget(kv_bytes, settings.device_bytes, engine)
+    if not block or size // block * CPU_BLOCK_TOKENS < context:
+        return None
+    notes.append(
+        f"the KV cache set outright ({kv_bytes / GIB:.2f} GiB) is more than the budget holds beside the "
+        f"engine: set --kv-cache-memory-bytes {engine_size(size, down=True)}"
+    )
+    return size
+
+
 def _with_notes(est: Estimate, notes: list[str], info: ModelInfo) -> Estimate:
     """A sizing's estimate with the load's notes before its own, and the dtype it loaded at."""
     est.notes = notes + est.notes
@@ -742,22 +774,7 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
     node = settings.share_of_bytes or settings.device_bytes  # the machine's, under a memory budget too
     requested = int(-(-node * settings.share // 1))  # ceil, as vLLM takes it
     non_kv = CPU_WORKER_BYTES + weights
-    if settings.kv_cache_memory:
-        kv_bytes = settings.kv_cache_memory
-        notes.append(
-            f"KV cache set outright: {kv_bytes / GIB:.2f} GiB (the share of the node does not count)"
-        )
-    else:
-        kv_bytes = max(0, requested - non_kv)
-        notes.append(
-            f"KV cache from the share: {settings.share:g} of node 0's {node / GIB:.2f} GiB is "
-            f"{requested / GIB:.2f} GiB, less {non_kv / GIB:.2f} GiB the worker holds besides it"
-            + (
-                " (the whole machine's: a memory budget does not lower it)"
-                if node != settings.device_bytes
-                else ""
-            )
-        )
+    kv_bytes = _cpu_kv_bytes(settings, node, requested, non_kv, notes)
     block = CPU_BLOCK_TOKENS * per_token
     tokens = kv_bytes // block * CPU_BLOCK_TOKENS if block else 0
     reason = None
@@ -780,15 +797,7 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         said, kv_fit = _share_notes(settings, kv_bytes, weights + runtime, requested)
         notes += said
     elif total > settings.device_bytes:
-        # set outright past what the budget holds: no context sizes it, the size itself is the move (QA 35
-        # F10: "largest context 0" where a smaller --kv-cache-memory-bytes runs)
-        size = kv_bytes_for_budget(kv_bytes, settings.device_bytes, weights + runtime)
-        if block and size // block * CPU_BLOCK_TOKENS >= context:
-            kv_fit = size
-            notes.append(
-                f"the KV cache set outright ({kv_bytes / GIB:.2f} GiB) is more than the budget holds beside the "
-                f"engine: set --kv-cache-memory-bytes {engine_size(size, down=True)}"
-            )
+        kv_fit = _outright_fit(settings, kv_bytes, weights + runtime, block, context, notes)
     return Estimate(
         backend=settings.backend,
         context=context,
