@@ -234,8 +234,6 @@ def in_words(text: str) -> str:
         code = match.group(1)
         if code in FAILURE_WORDS:
             return FAILURE_WORDS[code]
-        if code in FAILURE_WORDS:
-            return FAILURE_WORDS[code]
         said = cause_words(code)
         return said if said is not None else stage_words(code)
 
