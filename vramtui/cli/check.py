@@ -113,7 +113,7 @@ def _first_move(profile, result):  # type: ignore[no-untyped-def]
         return None, lines
     from vramtui.core.wizard.wizard import first_move_and_advice
 
-    return first_move_and_advice(profile, result, advice=lines)
+    return first_move_and_advice(profile, result, advice=lines, with_stop=True)
 
 
 def _long_request_note(profile):  # type: ignore[no-untyped-def]

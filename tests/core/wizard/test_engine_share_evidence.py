@@ -151,7 +151,7 @@ def test_check_with_no_first_move_says_why_the_wizard_would_stop(tmp_path: Path)
         diagnosis=diagnosis, smoke=None, peak_mib=14.0, resident_mib=14.0, load_time_s=None, ttft_s=None,
         tokens_per_s=None, log_file=str(log), command=["llama-server"], warnings=[], message="",
     )  # fmt: skip
-    move, advice = first_move_and_advice(profile, check, advice=list(diagnosis.advice))
+    move, advice = first_move_and_advice(profile, check, advice=list(diagnosis.advice), with_stop=True)
     assert move is None
     assert advice[0].startswith("the wizard would stop here: "), advice
     assert any(line.startswith("the weights alone take ") for line in advice), advice

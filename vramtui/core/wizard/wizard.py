@@ -593,9 +593,14 @@ def first_move(profile: Profile, check: Any, margin: float = DEFAULT_MARGIN) -> 
 
 
 def first_move_and_advice(
-    profile: Profile, check: Any, margin: float = DEFAULT_MARGIN, advice: list[str] | None = None
+    profile: Profile,
+    check: Any,
+    margin: float = DEFAULT_MARGIN,
+    advice: list[str] | None = None,
+    with_stop: bool = False,
 ) -> tuple[Proposal | None, list[str]]:
-    """The first move, and the run's `advice` lines sized by the same arithmetic (advice_sizing.py)."""
+    """The first move, and the run's `advice` lines sized by the same arithmetic (advice_sizing.py); with
+    `with_stop`, where there is no move, why the wizard would stop at once and its own advice first."""
     from vramtui.core.wizard.advice_sizing import sized_advice
 
     wizard = Wizard(profile, runner=lambda _profile: check, record=False, margin=margin)
@@ -605,8 +610,9 @@ def first_move_and_advice(
         # the figure of what the step launches, as the wizard records it, not the pair's (QA 31 W11)
         predict_launch(wizard.model, move, launched(wizard.profile, move))
     sized = sized_advice(wizard.model, profile, list(advice or []))
-    if move is None and wizard.stop_reason:
-        # no first move: why the wizard would stop at once, and its own advice, before the log's (QA 35 F4)
+    if with_stop and move is None and wizard.stop_reason:
+        # no first move: why the wizard would stop at once, and its own advice, before the log's (QA 35 F4;
+        # the app's wizard pane says its stop itself)
         own = [line for line in wizard.advice if line not in sized]
         return None, [f"the wizard would stop here: {wizard.stop_reason}", *own, *sized]
     return move, sized
