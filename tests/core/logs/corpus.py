@@ -93,6 +93,7 @@ FILES = (
     LOGS / "round75.jsonl",
     LOGS / "round76.jsonl",
     LOGS / "round77.jsonl",
+    LOGS / "round78.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
