@@ -928,10 +928,9 @@ def _longest_that_fits(info: Any, settings: Any, est: Any) -> Any:
     does (the engine's own search, as vLLM's `--max-model-len auto` makes it)."""
     from dataclasses import replace
 
-    from vramtui.core.backends import get_backend
     from vramtui.core.estimate.estimator import estimate
 
-    flag = get_backend(settings.backend).flags.get("context") or "--ctx"
+    flag = _engine_flag(est, "context") or "--ctx"
     if not est.fits and est.max_context:
         est = estimate(info, replace(settings, context=est.max_context))
         est.notes.insert(

@@ -40,6 +40,7 @@ from vramtui.core.estimate.inputs import parse_overrides
 from vramtui.core.estimate.modelinfo import (
     ENCODER_ARCHS,
     ModelInfo,
+    apply_per_layer,
     indexer_layers,
     load_model_info,
     tensor_groups,
@@ -541,10 +542,8 @@ def _layer_plan(run: LogRun, info: ModelInfo) -> None:
         list(info.kv_heads_per_layer) if info.kv_heads_per_layer else info.n_kv_heads,
         arrays["n_ff"] or info.intermediate,
     )
-    if plan is not None:
-        info.layer_plan = plan
-        info.n_heads = max(plan.heads, default=0) or info.n_heads
-        info.intermediate = max(plan.ffn, default=0) or info.intermediate
+    if plan is not None:  # as a config.json's per-layer lists are set: the scalars keep the widest
+        apply_per_layer(info, layerplan.PerLayer(plan, None))
 
 
 def _experts(run: LogRun, info: ModelInfo) -> None:

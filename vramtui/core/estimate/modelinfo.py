@@ -716,7 +716,7 @@ def _info_from_config(config: Any, source: str, exact_params: bool) -> ModelInfo
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     info.dtype = q.ALIASES.get(dtype.replace("torch.", ""), "bf16")
     if per_layer is not None:
-        _apply_per_layer(info, per_layer)
+        apply_per_layer(info, per_layer)
     _config_sliding_window(info, cfg)
     _config_experts(info, cfg)
     _config_mla(info, cfg)
@@ -729,7 +729,7 @@ def _info_from_config(config: Any, source: str, exact_params: bool) -> ModelInfo
     return info
 
 
-def _apply_per_layer(info: ModelInfo, per_layer: layerplan.PerLayer) -> None:
+def apply_per_layer(info: ModelInfo, per_layer: layerplan.PerLayer) -> None:
     """Each layer's own heads, KV heads and MLP width; the scalars keep the largest (the widest activation)."""
     if per_layer.kv_heads is not None:
         info.kv_heads_per_layer = per_layer.kv_heads
