@@ -105,6 +105,7 @@ FILES = (
     DATA / "printouts" / "round56.jsonl",
     DATA / "printouts" / "round57.jsonl",
     DATA / "printouts" / "round58.jsonl",
+    DATA / "printouts" / "round59.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -789,6 +790,8 @@ _ERAS: tuple[tuple[str, int], ...] = (
     ("llama_kv_cache:", 6800),
     ("llama_kv_cache_iswa:", 6800),
     ("llama_kv_cache_unified", 6000),
+    # the CPU backend's repacked copy (llama.cpp#9921, November 2024) printed in the llama_new_context era
+    ("CPU_AARCH64 model buffer", 4100),
     ("llama_new_context_with_model", 4000),
     ("llama_kv_cache_init", 4000),
 )

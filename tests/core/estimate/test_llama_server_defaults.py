@@ -69,6 +69,19 @@ def test_the_repacked_copy_is_counted_on_the_cpu_only(
     assert gpu.bill.get("weights", HOST) < (q4.weights_bytes or 0)  # offloaded layers get no copy
 
 
+def test_builds_before_the_run_time_repack_hold_the_file_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A May 2024 CUDA build with every layer on the host (round 59's finetune run of a Q4_0 Llama-3-8B)
+    printed its 4437.80 MiB file once: the repacked copy came with llama.cpp#9921 (November 2024)."""
+    monkeypatch.setattr(memory, "_cpu_has", lambda flag: flag == "avx2")
+    q4 = load_model_info(write_tiny_gguf(tmp_path / "q4.gguf", TinyModelSpec(dtype="q4_0")))
+    old = estimate(q4, Settings(backend="llama.cpp", context=4096, gpu_layers=0, engine_build=3000))
+    new = estimate(q4, Settings(backend="llama.cpp", context=4096, gpu_layers=0, engine_build=4500))
+    assert not old.counts_repack and old.bill.get("weights", HOST) <= (q4.weights_bytes or 0) * 1.01
+    assert new.counts_repack and new.bill.get("weights", HOST) > 1.5 * (q4.weights_bytes or 0)
+
+
 def test_slots_without_a_context_get_the_trained_length_each(tmp_path: Path) -> None:
     """`-np 2` alone: fit gives each KV stream the trained length (parallel-auto-context.verbose.log: "using
     524288 for 2 sequences", then the 4096 MB cache that failed); the slots llama-server picks itself share

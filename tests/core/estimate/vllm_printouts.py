@@ -90,6 +90,13 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     # a local copy of Qwen/Qwen3.5-27B (round 53: "Qwen3.5-27B from the local directory ..."); the 9B run of
     # the same round has only its text_config here (no vision tower), so it is left out
     ("Qwen3.5-27B from the local directory", "Qwen--Qwen3.5-27B.config.json"),
+    # round 59: a local copy of DeepSeek-R1; Neural Magic's FP8 checkpoint and a GPTQ int4 copy of the 7B
+    # distill, their shapes the base models' (the log names the method: fp8, gptq_marlin); a local copy of
+    # Qwen2.5-7B-Instruct
+    ("DeepSeek-R1 (local path", "deepseek-ai--DeepSeek-R1.config.json"),
+    ("neuralmagic/Meta-Llama-3-8B-Instruct-FP8", "meta-llama--Meta-Llama-3-8B-Instruct.config.json"),
+    ("jakiAJK/DeepSeek-R1-Distill-Qwen-7B_GPTQ-int4", "deepseek-ai--DeepSeek-R1-Distill-Qwen-7B.config.json"),
+    ("Qwen2.5-7B-Instruct (local path", "Qwen--Qwen2.5-7B-Instruct.config.json"),
 )
 
 _N = r"([\d.]+)"

@@ -49,6 +49,10 @@ KV_STREAMS_BUILD = 5900
 # Flash attention on by default (`-fa auto`, llama.cpp#15434, merged 2025-08-30; b6327 of 08-31 has it):
 # before, off unless -fa was given (and before b2680, April 2024, there was none)
 FLASH_AUTO_BUILD = 6320
+# The CPU backend's run-time repack of Q4_0 weights into a second, interleaved host copy (CPU_AARCH64, later
+# CPU_REPACK; llama.cpp#9921, merged mid-November 2024, refactored by #10446 in b4282): before, the weights
+# were used as mapped (a May 2024 run with every layer on the host holds the file once, 4437.80 MiB)
+REPACK_BUILD = 4100
 HOST_HIDDEN_BUILD = 7800  # sched_reserve's era: the host buffer holds two hidden states beside the inputs
 # llama-server reserves one logits row per slot (n_outputs_max) only from builds after b9090: printouts of
 # b7896, b8179 and b9090 (llama-server, 2 to 4 slots) hold the micro-batch's every row (vocab x ubatch x 4)
@@ -78,6 +82,10 @@ class Build:
     @property
     def output_first(self) -> bool:
         return self.at_least(OUTPUT_FIRST_BUILD)
+
+    @property
+    def repacks_on_cpu(self) -> bool:
+        return self.at_least(REPACK_BUILD)
 
     @property
     def flash_by_default(self) -> bool:

@@ -221,7 +221,7 @@ def repack_copy_bytes(info: ModelInfo, settings: Settings, where: Placement) -> 
     q4_K tensors were not counted), else by the file type."""
     if settings.on_gpu and where.gpu_layers > 0:
         return 0  # offloaded layers are not repacked; a mixed run's host layers are left out too
-    if not _cpu_has("avx2"):
+    if not _cpu_has("avx2") or not graph.Build(settings.engine_build).repacks_on_cpu:
         return 0
     if info.weights_by_dtype and info.token_embd_type is not None:
         repacked = sum(
