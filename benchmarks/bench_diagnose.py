@@ -486,6 +486,10 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # held-out) at 4d9ac1f: stage 10/10, class 9/10, memory 5/5, first error 6/7, quiet 1/2, engine 10/10. No
     # rule written from it: its one training miss is a llama-server sampling the same token ('#') over and
     # over, which no line-by-line rule says.
+    # Round 79 (12 logs from the same copy: 5 vLLM, 4 SGLang, 3 llama.cpp; 3 healthy, 2 quiet; 8 training, 4
+    # held-out) at 9fc1f39: stage 11/12, class 9/12, memory 5/6, first error 7/9, quiet 1/2, engine 12/12.
+    # Rule written from its training part: CUDA's out-of-memory raised in V0's allocate_cpu_cache is the
+    # host's (the pinned RAM of --swap-space), not the card's.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -631,6 +635,10 @@ LATER_ROUNDS = (
     (
         "round78.jsonl",
         "round 78 (llama.cpp, vLLM and SGLang issue bodies of 2023-2025; thirty-fourth session",
+    ),
+    (
+        "round79.jsonl",
+        "round 79 (llama.cpp, vLLM and SGLang issue bodies of 2023-2025; thirty-fifth session",
     ),
 )
 

@@ -94,6 +94,7 @@ FILES = (
     LOGS / "round76.jsonl",
     LOGS / "round77.jsonl",
     LOGS / "round78.jsonl",
+    LOGS / "round79.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

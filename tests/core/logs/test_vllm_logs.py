@@ -553,3 +553,28 @@ def test_a_kv_cache_asked_for_under_a_budget_is_asked_less_beside_the_workers_ad
     advice = diagnosis.advice[0]
     assert "KV cache asked for: ask for less, --kv-cache-memory-bytes 49M" in advice, advice
     assert "set its size outright" not in advice
+
+
+_SWAP_FRAMES = (
+    "INFO 06-21 21:40:12 llm_engine.py:128] # GPU blocks: 37375, # CPU blocks: 7281\n"
+    "Traceback (most recent call last):\n"
+    '  File "/mnt/d/github/vllm/vllm/worker/worker.py", line 126, in init_cache_engine\n'
+    "    self.cache_engine = CacheEngine(\n"
+    '  File "/mnt/d/github/vllm/vllm/worker/cache_engine.py", line 41, in __init__\n'
+    "    self.cpu_cache = self.allocate_cpu_cache()\n"
+    '  File "/mnt/d/github/vllm/vllm/worker/cache_engine.py", line 89, in {frame}\n'
+    "    key_blocks = torch.empty(\n"
+    "RuntimeError: CUDA error: out of memory\n"
+)
+
+
+def test_cudas_out_of_memory_while_pinning_the_cpu_swap_space_is_the_hosts() -> None:
+    """Round 79 (vllm#188, WSL2, a 125M model on a 3090): "CUDA error: out of memory" raised in the cache
+    engine's allocate_cpu_cache, the pinned host RAM of --swap-space, after the GPU blocks were sized."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    swap = diagnose_text(_SWAP_FRAMES.format(frame="allocate_cpu_cache"), kernel_log=lambda: None)
+    assert (swap.failure_stage, swap.failure, swap.cause) == ("kv_cache", "host_oom", "swap_space_pinned")
+    assert "--swap-space 1" in swap.advice[0]
+    card = diagnose_text(_SWAP_FRAMES.format(frame="allocate_gpu_cache"), kernel_log=lambda: None)
+    assert card.failure == "cuda_oom"  # the same error in the GPU cache's frame is the card's

@@ -86,6 +86,7 @@ CAUSE_WORDS: dict[str, str] = {
     "tokenizer_files": "the tokenizer could not be loaded (its files are missing or cannot be converted)",
     "exception": "a Python exception stopped the run",
     "unknown_model_type": "this transformers does not know the model's type (its config's model_type)",
+    "swap_space_pinned": "the host could not pin the memory of vLLM's CPU swap space",
     "loader_shape_assert": "a weight in the checkpoint is not the shape the model's layer expects",
     "kernel_failed": "a GPU kernel failed while the model computed a batch",
     "cpu_attn_head_dim": "the engine's CPU attention kernels do not take this model's head size",
@@ -530,6 +531,7 @@ ADVICE: tuple[AdviceRow, ...] = (
         ),
     ),
     AdviceRow("host_oom", "loader_threads", ("@loader_threads_budget",)),
+    AdviceRow("host_oom", "swap_space_pinned", ("@swap_space_pinned",)),
     AdviceRow("other", "loader_threads", ("@loader_threads",)),
     AdviceRow(
         "other",

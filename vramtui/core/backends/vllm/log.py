@@ -31,6 +31,11 @@ PROFILE = LogProfile(
     is_torch=True,
     advice={
         "context_oom_extra": ("--enforce-eager skips CUDA-graph memory.",),
+        "swap_space_pinned": (
+            "The card has room: the CPU swap space (--swap-space, 4 GiB of pinned host RAM per GPU by "
+            "default) could not be allocated. Lower it: --swap-space 1 (0 turns it off); WSL2 and containers "
+            "limit pinned memory.",
+        ),
         "wrong_format": (
             "GGUF is llama.cpp's format: serve this file with llama.cpp (llama-server -m FILE) or Ollama; "
             "for {this_engine} use the original safetensors checkpoint or its AWQ/GPTQ version."
@@ -1033,6 +1038,15 @@ PROGRESS: tuple[ProgressRule, ...] = (
 
 # Bare exceptions told by where they were raised.
 FRAMES: tuple[FrameRule, ...] = (
+    # CUDA's out-of-memory raised while V0's cache engine allocates its CPU swap space (pinned host RAM,
+    # `--swap-space`, 4 GiB by default; a WSL2 box refuses pinned memory early): the host's, not the card's
+    FrameRule(
+        "in allocate_cpu_cache",
+        "",
+        ErrorRule("", "swap_space_pinned", "host_oom", stage="kv_cache", backend="vllm"),
+        backend="vllm",
+        refines="cuda_oom",
+    ),
     # a weight loader's bare assert: the checkpoint's tensor is not the shape (or size) the layer built
     # (a pre-quantized checkpoint of another layout, a wrong tensor-parallel split)
     FrameRule(
