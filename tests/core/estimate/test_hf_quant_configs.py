@@ -343,3 +343,17 @@ def test_tensor_parallel_ranks_hold_their_own_share_of_a_sliding_window_pool() -
     # half the heads a rank: its pool holds more requests than one card's, never the whole model's bytes
     assert tp2.kv_cache_bytes < 2 * 24 * GIB
     assert tp2.max_concurrency > one.max_concurrency
+
+
+def test_gemma4_nvfp4_quantizes_the_experts_beside_the_dense_mlp_it_keeps() -> None:
+    """NVIDIA's Gemma-4-26B-A4B NVFP4 keeps `layers.N.mlp*`, `router*` and `self_attn*` 16-bit: Gemma 4's
+    experts are `layers.N.experts`, beside its dense MLP, not inside it. Read as `mlp.experts`, every expert
+    matched `mlp*` and the checkpoint sized as 16-bit (48.4 GiB; vLLM printed 17.89 GiB, round 50)."""
+    path = CONFIGS / "nvidia--Gemma-4-26B-A4B-NVFP4.config.json"
+    info = mi.load_model_info(path)
+    spec = hfquant.spec_from_config(json.loads(path.read_text())["quantization_config"])
+    assert spec is not None and spec.name == "nvfp4"
+    weights = hf_quantized_bytes(info, spec)
+    assert 17 * GIB < weights.total < 19 * GIB
+    dense_mlp = 3 * info.hidden * info.intermediate * info.n_layers
+    assert weights.kept_params > dense_mlp  # the dense MLPs stay 16-bit, as the config lists them

@@ -127,6 +127,12 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
         "the same model and release as p42's 0.15 GiB run, in a start that compiled its graph (no cache): "
         "0.80 GiB of activation peak printed (x0.37); a first start measures more than a restart"
     ),
+    ("p48-vllm-gemma-4-31B-it-B300-tp1-bf16-len16384-gmu092", "compute"): (
+        "vLLM 0.26 printed a 3.9 GiB activation peak for Gemma 4 31B at 8192 batched tokens in a start that "
+        "compiled its graph and profiled the vision encoder with 3 video items of the maximum size, where the "
+        "forward, the sampler and the vision share make 2.1 GiB (x0.53); a first start measures more than a "
+        "restart (p42's and p43's), and the encoder's profile is not sized"
+    ),
     ("p41-vllm-rtx4090-qwen3-8b-bf16", "kv"): (
         "vLLM's version is not printed (a 2026 run under WSL2, a grep of its log): the two runs at 0.90 and "
         "0.85 both leave 0.45 GiB beside the weights, where the estimate takes its profile run (313 MiB), a "

@@ -97,6 +97,10 @@ MODEL_CONFIGS: tuple[tuple[str, str], ...] = (
     ("neuralmagic/Meta-Llama-3-8B-Instruct-FP8", "meta-llama--Meta-Llama-3-8B-Instruct.config.json"),
     ("jakiAJK/DeepSeek-R1-Distill-Qwen-7B_GPTQ-int4", "deepseek-ai--DeepSeek-R1-Distill-Qwen-7B.config.json"),
     ("Qwen2.5-7B-Instruct (local path", "Qwen--Qwen2.5-7B-Instruct.config.json"),
+    ("google/gemma-4-31B-it", "google--gemma-4-31B-it.config.json"),
+    ("zai-org/GLM-5.1-FP8", "zai-org--GLM-5.1-FP8.config.json"),
+    ("nvidia/Gemma-4-26B-A4B-NVFP4", "nvidia--Gemma-4-26B-A4B-NVFP4.config.json"),
+    ("intfloat/e5-mistral-7b-instruct", "intfloat--e5-mistral-7b-instruct.config.json"),
 )
 
 _N = r"([\d.]+)"
@@ -139,9 +143,11 @@ _MAX_LEN = (
 _TP = (
     re.compile(r"tensor_parallel_size'?[:= ]+\s*(\d+)"),
     re.compile(r"(?:--tensor-parallel-size|-tp)[= ]+(\d+)"),
-    re.compile(r"\bTP ?(\d+)"),
+    re.compile(r"\btensor parallel (\d+)\b"),  # a record's own words
+    re.compile(r"(?<![.\w])TP ?=? ?(\d+)"),  # "TP 4", "TP=8" (not a worker's name: Worker_TP0..TP7)
 )
-_KV_DTYPE = re.compile(r"kv_cache_dtype'?[:= ]+\s*'?(\w+)")
+# a value vLLM takes (a record's settings may say "kv_cache_dtype not printed": no value)
+_KV_DTYPE = re.compile(r"kv_cache_dtype'?[:= ]+\s*'?(auto|fp8\w*|float16|bfloat16|half|int8)\b")
 _MAX_SEQS = re.compile(r"max_num_seqs'?[:= ]+\s*(\d+)|--max-num-seqs[= ]+(\d+)")
 _BATCHED = re.compile(r"max_num_batched_tokens'?[:= ]+\s*(\d+)|--max-num-batched-tokens[= ]+(\d+)")
 _KV_BYTES = re.compile(r"kv_cache_memory_bytes'?[:= ]+\s*(\d+)")

@@ -146,22 +146,35 @@ _HF_MODULES: dict[str, str] = {
     "ffn_up_shexp": "mlp.shared_expert.up_proj",
     "ffn_down_shexp": "mlp.shared_expert.down_proj",
 }
+# Architectures whose decoder layer holds the router and the experts beside its dense MLP, not inside it:
+# Gemma 4's MoE (transformers' Gemma4TextDecoderLayer: `mlp`, `router.proj`, `experts.gate_up_proj`), which
+# is why NVIDIA's NVFP4 checkpoint keeps `layers.N.mlp*` 16-bit and quantizes its experts.
+_ARCH_MODULES: dict[str, dict[str, str]] = {
+    arch: {
+        "ffn_gate_inp": "router.proj",
+        "ffn_gate_exps": "experts.gate_up_proj",
+        "ffn_up_exps": "experts.gate_up_proj",
+        "ffn_down_exps": "experts.down_proj",
+    }
+    for arch in ("gemma4", "gemma4_text")
+}
 _KEPT_KINDS = ("token_embd", "norm", "bias")
 
 
-def hf_module_name(group: TensorGroup) -> str:
+def hf_module_name(group: TensorGroup, arch: str = "") -> str:
     if group.kind == "token_embd":
         return "model.embed_tokens"
     if group.kind == "output":
         return "lm_head"
-    return f"model.layers.{group.layer}.{_HF_MODULES.get(group.kind, group.kind)}"
+    name = _ARCH_MODULES.get(arch, {}).get(group.kind) or _HF_MODULES.get(group.kind, group.kind)
+    return f"model.layers.{group.layer}.{name}"
 
 
-def group_layout(spec: hfquant.QuantSpec, group: TensorGroup) -> hfquant.QuantSpec | None:
+def group_layout(spec: hfquant.QuantSpec, group: TensorGroup, arch: str = "") -> hfquant.QuantSpec | None:
     """The layout this tensor group is stored in (a per-module one where the config gives it); None: 16-bit."""
     if group.kind in _KEPT_KINDS:
         return None
-    module = hf_module_name(group)
+    module = hf_module_name(group, arch)
     if spec.overrides or spec.only_listed:  # the config names modules: its list decides
         return hfquant.spec_for_module(spec, module)
     if spec.experts_only:
@@ -193,7 +206,7 @@ def hf_quantized_bytes(info: ModelInfo, spec: hfquant.QuantSpec) -> HfWeights:
     total = experts = quantized = kept = 0
     quantized_bytes = 0
     for group in tensor_groups(info):
-        layout = group_layout(spec, group)
+        layout = group_layout(spec, group, info.arch)
         if layout is not None:
             size = hfquant.matrix_bytes(layout, group.rows, group.cols) * group.count
             quantized += group.n_elements
@@ -285,7 +298,7 @@ def hf_module_bytes(info: ModelInfo, quant: str | None, total: int) -> HfModules
     layers = [0] * info.n_layers
     embedding = norm = lm_head = 0
     for group in tensor_groups(info):
-        layout = group_layout(spec, group) if spec is not None else None
+        layout = group_layout(spec, group, info.arch) if spec is not None else None
         if layout is not None:
             size = hfquant.matrix_bytes(layout, group.rows, group.cols) * group.count
         elif spec is None and method and method not in ("f16", "bf16", "f32"):
