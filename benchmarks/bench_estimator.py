@@ -715,6 +715,7 @@ _NEWEST_ROUNDS = {
     "round57.jsonl": "round 57 (issue bodies of 2024-2025: llama.cpp on a 4090, a T4, 4070 and 3060 laptops, a 3060, a 3080, a 4090 with a 3060, two RX 7900 XTXs; vLLM on a W6800 and T4s; thirty-fourth session)",
     "round58.jsonl": "round 58 (issue bodies of 2024-2025: llama.cpp on an A800, a T4G, SYCL over eight and four devices, an Arc A750, Intel iGPUs, an AMD W7900 through SYCL, Metal; thirty-fourth session)",
     "round59.jsonl": "round 59 (issue bodies of 2024-2025: vLLM on sixteen H800s, T4s and an Intel XPU; llama.cpp on Metal, Arc cards, two A800s and eight 3090s; thirty-fifth session)",
+    "round60.jsonl": "round 60 (llama.cpp on an Apple M5, an Arc A770, a Radeon iGPU, an M3 Max and an A14; thirty-fifth session)",
 }
 
 

@@ -106,6 +106,7 @@ FILES = (
     DATA / "printouts" / "round57.jsonl",
     DATA / "printouts" / "round58.jsonl",
     DATA / "printouts" / "round59.jsonl",
+    DATA / "printouts" / "round60.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -1103,6 +1104,7 @@ def _estimated(est: Estimate, part: str, index: int | str) -> int:
 
 
 _PARTS = {"kv": "kv_cache", "weights": "weights", "compute": "compute"}
+_MODEL_FLAG = re.compile(r"(?:^|\s)(?:-m|--model)[= ]+(\S+\.gguf)\b")
 _SYCL_NON_GPU = re.compile(r"\[opencl:(?:cpu|acc):\d+\]")
 
 
@@ -1113,6 +1115,8 @@ def score(case: dict[str, Any]) -> Scored:
     if case["family"] == "vllm":
         return vllm_module().score(case, scored, Term, TERMS)  # type: ignore[no-any-return]
     run = read_log(case["log"])
+    if not run.model_path and (named := _MODEL_FLAG.search(case.get("command") or "")):
+        run.model_path = named.group(1)  # the file the command loads, where the log does not name it
     for key, value in (case.get("hparams") or {}).items():  # the shape a record transcribed from its log
         run.meta.setdefault(
             {"model_ftype": "model ftype", "model_size": "model size"}.get(key, key), str(value)
