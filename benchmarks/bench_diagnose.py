@@ -490,6 +490,11 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # held-out) at 9fc1f39: stage 11/12, class 9/12, memory 5/6, first error 7/9, quiet 1/2, engine 12/12.
     # Rule written from its training part: CUDA's out-of-memory raised in V0's allocate_cpu_cache is the
     # host's (the pinned RAM of --swap-space), not the card's.
+    # Round 80 (12 logs from the same copy: 5 SGLang, 4 llama.cpp, 3 vLLM; 3 healthy, all quiet; 9 training, 3
+    # held-out) at 7fe94da: stage 11/12, class 12/12, memory 5/5, first error 6/7, quiet 2/3, engine 12/12. No
+    # rule written from it: its training misses are an SGLang load under tensor parallelism that stopped after
+    # one rank's "load weight end" (the other rank never ended; staged past the load) and an OpenCL GPU slower
+    # than the CPU, which no line says.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -639,6 +644,10 @@ LATER_ROUNDS = (
     (
         "round79.jsonl",
         "round 79 (llama.cpp, vLLM and SGLang issue bodies of 2023-2025; thirty-fifth session",
+    ),
+    (
+        "round80.jsonl",
+        "round 80 (llama.cpp, vLLM and SGLang issue bodies of 2024-2025; thirty-fifth session",
     ),
 )
 

@@ -95,6 +95,7 @@ FILES = (
     LOGS / "round77.jsonl",
     LOGS / "round78.jsonl",
     LOGS / "round79.jsonl",
+    LOGS / "round80.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
