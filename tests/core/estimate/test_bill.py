@@ -86,7 +86,7 @@ def test_when_the_cuda_graphs_take_the_last_room_the_note_says_so_and_how_to_go_
     from vramtui.core.estimate.modelinfo import info_from_flags
 
     info = info_from_flags(params=1e6)
-    card = 800 * MIB
+    card = 640 * MIB
     est = estimate(info, Settings(backend="vllm", context=512, device_bytes=card))
     assert not est.fits and est.kv_cache_bytes == 0
     assert any("CUDA graphs" in note and "--enforce-eager" in note for note in est.notes), est.notes

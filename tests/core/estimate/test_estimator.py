@@ -206,7 +206,7 @@ def test_vllm_budget_blocks_and_concurrency() -> None:
     assert est.usable_bytes == int(79.22 * GIB * 0.92)  # its default gpu_memory_utilization (0.9 before 0.11)
     assert est.kv_bytes_per_token == 131072
     # weights, the profile's activations, non-torch memory and (from 0.21) the CUDA graphs come off the budget
-    available = est.usable_bytes - est.weights_bytes - est.activations_bytes - 512 * MIB - 256 * MIB
+    available = est.usable_bytes - est.weights_bytes - est.activations_bytes - 288 * MIB - 256 * MIB
     blocks = available // (16 * 131072)
     assert est.kv_cache_tokens == blocks * 16
     assert est.kv_cache_bytes == blocks * 16 * 131072

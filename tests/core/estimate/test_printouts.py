@@ -136,7 +136,7 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
     ("p41-vllm-rtx4090-qwen3-8b-bf16", "kv"): (
         "vLLM's version is not printed (a 2026 run under WSL2, a grep of its log): the two runs at 0.90 and "
         "0.85 both leave 0.45 GiB beside the weights, where the estimate takes its profile run (313 MiB), a "
-        "512 MiB non-torch reserve and 256 MiB of CUDA graphs inside the budget (x0.90); which of these this "
+        "288 MiB non-torch reserve and 256 MiB of CUDA graphs inside the budget; which of these this "
         "build takes inside the budget is not known without its version"
     ),
     ("p39-llama.cpp-p100x4-qwen35-122b-q4km-B14c-ts11-12-13-14", "weights"): (
@@ -236,12 +236,6 @@ KNOWN_MISSES: dict[tuple[str, str], str] = {
     ("p2-ollama-hermes3-8b-q40-rtx2060-fit-15of33-32k", "compute"): (
         "this runner's host mask is f16 (48 MiB printed: 32 MiB mask, two 8 MiB hidden states) where the "
         "other builds of its era keep it f32"
-    ),
-    ("p6-vllm-qwen25-05b-base-16gb-fp16-nbt32768-async", "kv"): (
-        "vLLM 0.26's V2 model runner (x0.95): from 0.21 vLLM takes its CUDA graphs' estimate off the budget "
-        "before the KV cache, but the V2 runner, the default for dense models from 0.25.1, estimated them as "
-        "0 (vllm#49224), so this run's 11.94 GiB left its 0.40 GiB of graphs out; the estimate takes off "
-        "today's 256 MiB"
     ),
     ("p6-vllm-llama31-8b-instruct-a100-80g-defaults-131k", "compute"): (
         "vLLM 0.31's profile of Llama-3.1-8B on an A100 80GB (x0.72): the log prints no "
