@@ -19,7 +19,7 @@ async def test_a_refusal_is_the_verdicts_own_words(tmp_path: Path) -> None:
         pane = app.query_one(EstimatorPane)
         pane.set_value("model", str(model))
         pane.set_value("backend", "vllm")
-        pane.set_value("card", "850MiB")
+        pane.set_value("card", "605MiB")  # 1 to 3 MiB of KV room: less than one 4096-token request
         pane.set_value("context", "4096")
         await wait_for(pilot, lambda: pane.estimate is not None and pane.estimate.backend == "vllm")
         await wait_for(pilot, lambda: pane.estimate is not None and pane.estimate.reason is not None)
