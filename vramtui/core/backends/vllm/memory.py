@@ -40,8 +40,8 @@ CPU_WORKER_BYTES = 560 * MIB
 CPU_FRONTEND_BYTES = 1050 * MIB
 # vLLM's "non_torch_memory": cuBLAS workspaces, NCCL and other buffers outside PyTorch's allocator, as the
 # worker measures it from its snapshot after CUDA's context came up (the context itself is in neither the
-# budget nor this): 0.25 to 0.37 GiB on one NVIDIA card in the corpus's training printouts of 0.8 to 0.30
-# (eleven runs), median 0.28.
+# budget nor this): 0.25 to 0.37 GiB on one NVIDIA card in eleven training printouts of vLLM 0.8 to 0.30
+# (median 0.28); more with several ranks or on ROCm (1.64 GiB on an MI300X), not modelled.
 NON_TORCH_BYTES = 288 * MIB
 # The minor version V1 became vLLM's default engine (0.8): before it, the profile run is V0's.
 V1_SINCE = 8
