@@ -495,6 +495,15 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # rule written from it: its training misses are an SGLang load under tensor parallelism that stopped after
     # one rank's "load weight end" (the other rank never ended; staged past the load) and an OpenCL GPU slower
     # than the CPU, which no line says.
+    # Round 81 (9 logs from the same copy: 4 vLLM, 3 SGLang, 2 llama.cpp; 2 healthy, both quiet; 7 training, 2
+    # held-out) at ae824cd: stage 7/9, class 5/9, memory 0/1, first error 5/7, quiet 1/2, engine 9/9. Rules
+    # written from its training part: vLLM V1 kills its own process tree after a worker failed (a shell's
+    # "Killed" after the error is that kill); AWS Neuron's "Failed to alloc DEVICE memory" and
+    # `nrt_tensor_allocate status=4` are device out-of-memory; vLLM's fused MoE refusing a checkpoint's scale
+    # layout is an unsupported quantization; SGLang retracting requests in decode proves it served; a
+    # GGML_ABORT's "cannot run the operation" message is the failure, and newer gdb's "warning: 30 ...: No
+    # such file or directory" in a backtrace is no missing file. Left: the Neuron run's stage (load_weights by
+    # the traceback after the error; read as inference).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -648,6 +657,10 @@ LATER_ROUNDS = (
     (
         "round80.jsonl",
         "round 80 (llama.cpp, vLLM and SGLang issue bodies of 2024-2025; thirty-fifth session",
+    ),
+    (
+        "round81.jsonl",
+        "round 81 (llama.cpp, vLLM and SGLang issue bodies of 2025; thirty-fifth session",
     ),
 )
 

@@ -96,6 +96,7 @@ FILES = (
     LOGS / "round78.jsonl",
     LOGS / "round79.jsonl",
     LOGS / "round80.jsonl",
+    LOGS / "round81.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

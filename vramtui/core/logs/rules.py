@@ -152,6 +152,10 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule("maxmemoryallocationsize", "cuda_oom", "cuda_oom"),
     # XLA (TPU) out of a memory space: its HBM, or the kernel's on-chip vmem (round 76)
     ErrorRule("ran out of memory in memory space", "cuda_oom", "cuda_oom"),
+    # AWS Neuron's runtime: "TDRV:dmem_alloc_internal Failed to alloc DEVICE memory: 536870912", then its
+    # `nrt_tensor_allocate status=4 message="Allocation Failure"` (round 81: an Inferentia2 core full)
+    ErrorRule("failed to alloc device memory", "cuda_oom", "cuda_oom"),
+    ErrorRule("nrt_tensor_allocate", "cuda_oom", "cuda_oom", r"nrt_tensor_allocate status=4\b"),
     # PyTorch on Apple's MPS: one buffer past the device's largest ("Invalid buffer size: 15.44 GB")
     ErrorRule("invalid buffer size", "cuda_oom", "cuda_oom", r"invalid buffer size: [\d.]+ ?[kmgt]i?b"),
     ErrorRule("outofmemoryerror", "cuda_oom", "cuda_oom"),
@@ -259,9 +263,9 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "not_found_local",
         "file_missing",
         # not gdb's "30<tab>../sysdeps/unix/sysv/linux/wait4.c: No such file or directory." in a crash's
-        # backtrace: the debugger's source file, not the engine's (round 62: a Vulkan device lost read as a
-        # missing file)
-        r"^(?!.*cannot open shared object file)(?!\d+\s+\S+: no such file or directory\.?\s*$)"
+        # backtrace (newer gdb prefixes "warning: "): the debugger's source file, not the engine's (round 62:
+        # a Vulkan device lost read as a missing file)
+        r"^(?!.*cannot open shared object file)(?!(?:warning: )?\d+\s+\S+: no such file or directory\.?\s*$)"
         r".*no such file or directory",
     ),
     ErrorRule("filenotfounderror", "not_found_local", "file_missing"),

@@ -1078,6 +1078,16 @@ GENERIC_ERRORS_3: tuple[ErrorRule, ...] = (
         strong=False,
         backend="llama.cpp",
     ),
+    # ... and its message where one is given: "ggml-backend.cpp:750: pre-allocated tensor (cache_k_l32 ...)
+    # in a buffer (Vulkan0) that cannot run the operation (CPY)" (round 81)
+    ErrorRule(
+        "cannot run the operation",
+        "assert",
+        "other",
+        r"\bggml[\w-]*\.(?:c|cpp|cu|m):\d+: .*cannot run the operation",
+        strong=False,
+        backend="llama.cpp",
+    ),
 )
 
 RECOVERIES: tuple[NoticeRule, ...] = (

@@ -290,6 +290,8 @@ PROGRESS: tuple[ProgressRule, ...] = (
     ProgressRule("memory pool end", "cache", backend="sglang"),
     ProgressRule("the server is fired up and ready", "listening", backend="sglang"),
     ProgressRule("decode batch", "served", backend="sglang"),
+    # its scheduler retracting requests to free KV room while decoding: requests are being served
+    ProgressRule("decode out of memory happened", "served", backend="sglang"),
     ProgressRule("prefill batch", "served", r"prefill batch.*#new-token", backend="sglang"),
 )
 

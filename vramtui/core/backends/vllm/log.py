@@ -29,6 +29,9 @@ PROFILE = LogProfile(
     precedence=40,
     process_names=("vllm", "python", "pt_main_thread"),
     is_torch=True,
+    # V1's client kills its own process tree after a worker failed ("Got fatal signal from worker processes,
+    # shutting down"): a shell's "Killed" after the error is that kill, not the OOM killer's
+    kills_own_tree=True,
     advice={
         "context_oom_extra": ("--enforce-eager skips CUDA-graph memory.",),
         "swap_space_pinned": (
@@ -382,6 +385,16 @@ CONTEXT_ERRORS_2: tuple[ErrorRule, ...] = (
 )
 
 FORMAT_ERRORS: tuple[ErrorRule, ...] = (
+    # a quantized MoE layer whose scales this build's fused kernel does not take ("For FP8 Fused MoE layers,
+    # only per-tensor scales for weights and activations are supported. Found ... strategy='channel'")
+    ErrorRule(
+        "fused moe layers, only",
+        "quant_unsupported",
+        "unsupported_quant",
+        r"for \w+ fused moe layers, only .* (?:is|are) supported",
+        stage="load_weights",
+        backend="vllm",
+    ),
     # no kernel of this build runs the checkpoint's quantized layers on this GPU (an NVFP4 or FP8 model
     # whose kernels need another compute capability): its reasons follow, one per kernel tried
     ErrorRule(
