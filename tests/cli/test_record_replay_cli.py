@@ -163,6 +163,19 @@ def test_replay_text_for_two_gpus_and_malformed(capsys: pytest.CaptureFixture[st
     assert "7 malformed row(s) skipped, first: line 4" in capsys.readouterr().out
 
 
+def test_replay_of_two_gpus_without_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """QA 36: `--query-gpu=timestamp,index,memory.used,memory.total` has no name column: "GPU 1 : peak"."""
+    rows = ["timestamp, index, memory.used [MiB], memory.total [MiB]"]
+    for second in range(5):
+        stamp = f"2026/12/07 10:00:0{second}.000"
+        rows += [f"{stamp}, 0, 300 MiB, 24564 MiB", f"{stamp}, 1, 500 MiB, 24564 MiB"]
+    csv = tmp_path / "gpu.csv"
+    csv.write_text("\n".join(rows) + "\n")
+    assert main(["replay", str(csv)]) == 0
+    text = capsys.readouterr().out
+    assert "  GPU 1: peak 500 MiB" in text and " :" not in text, text
+
+
 def test_replay_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", str(tmp_path / "missing.csv")]) == 2
     assert capsys.readouterr().err.startswith("vramtui: no such file")

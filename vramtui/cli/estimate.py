@@ -524,6 +524,8 @@ def device_lines(est: Any) -> list[str]:
             parts += f", recurrent state {fb(row.recurrent_state_bytes)}"
         if row.runtime_bytes:  # the parts add up to the row (QA 18)
             parts += f", runtime {fb(row.runtime_bytes)}"
+        if row.cuda_graphs_bytes:  # ... the graphs too (QA 36 F7)
+            parts += f", CUDA graphs {fb(row.cuda_graphs_bytes)}"
         verdict = "fits" if row.fits else f"OVER by {fb(row.total_bytes - row.usable_bytes)}"
         if not row.fits and row.total_bytes <= row.usable_bytes:
             # the card holds its part; what fails is the run's (a request longer than the KV cache holds):

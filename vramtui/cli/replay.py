@@ -276,9 +276,8 @@ def run(args: argparse.Namespace) -> int:
             f"{beside}"
         )
     for gpu in result["gpus"][1:]:
-        lines.append(
-            f"  GPU {gpu['index']} {gpu['name']}: peak {_fmt(gpu['peak_mib'])}, plateau {_fmt(gpu['plateau_mib'])}"
-        )
+        name = f"GPU {gpu['index']} {gpu['name']}".rstrip()  # a CSV without a name column (QA 36: "GPU 1 :")
+        lines.append(f"  {name}: peak {_fmt(gpu['peak_mib'])}, plateau {_fmt(gpu['plateau_mib'])}")
     for note in notes:
         if "floor climbs" not in note and "leftover process" not in note:
             lines.append(f"  note: {note}")

@@ -93,3 +93,15 @@ def test_when_the_cuda_graphs_take_the_last_room_the_note_says_so_and_how_to_go_
     assert not any(note.startswith("weights and activations exceed") for note in est.notes)
     eager = estimate(info, Settings(backend="vllm", context=512, device_bytes=card, enforce_eager=True))
     assert eager.fits and eager.kv_cache_bytes > 0
+
+
+def test_a_tensor_parallel_ranks_row_adds_up_with_its_cuda_graphs() -> None:
+    """QA 36 F7: under -tp 2 each GPU's row left out the 256 MiB of CUDA graphs its total held."""
+    info = info_from_flags(params=8e9)
+    est = estimate(info, Settings(backend="vllm", context=8192, gpus=(24 * GIB,) * 2, tensor_parallel_size=2))
+    for row in est.devices:
+        terms = (
+            row.weights_bytes + row.kv_cache_bytes + row.recurrent_state_bytes + row.compute_buffer_bytes
+            + row.runtime_bytes + row.cuda_graphs_bytes
+        )  # fmt: skip
+        assert row.cuda_graphs_bytes > 0 and terms == row.total_bytes, row

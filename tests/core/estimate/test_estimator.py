@@ -747,3 +747,11 @@ def test_llama_cpp_pythons_server_keeps_its_layers_on_the_host_unless_told() -> 
     # llama-server's own default is every layer: nothing changes there
     server = estimate(LLAMA_8B, Settings(context=4096))
     assert server.weights_bytes == asked.weights_bytes and "unless told" not in " ".join(server.notes)
+
+
+def test_vllms_longest_fit_past_the_trained_length_is_the_trained_length() -> None:
+    """QA 36 F6: --max-model-len 131072 on a 40960-token model: the note offered 87184, refused as well."""
+    info = replace(LLAMA_8B, weights_bytes=int(14.96 * GIB), max_context=40960)
+    est = estimate(info, Settings(backend="vllm", device_bytes=24 * GIB, context=131072, kv_dtype="fp8"))
+    refusal = next(note for note in est.notes if "the longest that fits is" in note)
+    assert refusal.endswith("--max-model-len 40960"), refusal

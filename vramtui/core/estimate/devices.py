@@ -58,6 +58,7 @@ class DeviceRow:
     recurrent_state_bytes: int = 0
     compute_buffer_bytes: int = 0
     runtime_bytes: int = 0
+    cuda_graphs_bytes: int = 0  # vLLM's graphs where its budget holds them (from 0.21)
     total_bytes: int = 0
     device_bytes: int = 0
     usable_bytes: int = 0
@@ -72,6 +73,7 @@ class DeviceRow:
             + self.recurrent_state_bytes
             + self.compute_buffer_bytes
             + self.runtime_bytes
+            + self.cuda_graphs_bytes
             + extra
         )
         self.usable_bytes = int(self.device_bytes * share)

@@ -358,7 +358,12 @@ DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
     "weights_oom": (
         "The weights do not fit: serve a pre-quantized checkpoint (AWQ/GPTQ/FP8) and pass {quant} if it is not detected.",
         "Keep part of the weights in host RAM: {cpu_offload} N (GiB).",
-        "Or split the model over several GPUs (tensor parallelism), and make sure no other process holds GPU memory.",
+        Say(
+            "Or split the model over several GPUs ({tensor_parallel_size} N), and make sure no other process "
+            "holds GPU memory.",
+            otherwise="Or split the model over several GPUs (tensor parallelism), and make sure no other "
+            "process holds GPU memory.",
+        ),
     ),
     "request_oom": (
         "A request needed more memory than was left: shorter inputs, fewer new tokens.",
@@ -374,10 +379,22 @@ DEFAULT_TOPICS: dict[str, tuple[str | Say, ...]] = {
         Say("Then a shorter context: {context}{smaller}.", when="can_shorten"),
     ),
     "context_oom": (
-        Say("Lower {context} {fit_tokens} (the engine says that is what fits).", when="fit_known"),
-        Say("Lower the context: {context}.", when="!fit_known"),
-        "Fewer concurrent sequences: {parallel}, and a smaller {batch}: the profile run sizes activations by them.",
-        "Store the KV cache in fp8: {kv_dtype} fp8.",
+        Say(
+            "The weights alone take {weights_gib} of the card's {card_gib} GiB: no context, batch or KV-cache "
+            "type leaves room beside them. Fewer bytes per weight (a pre-quantized AWQ/GPTQ/FP8 checkpoint), "
+            "part of them in host RAM ({cpu_offload} N, in GiB), or more GPUs ({tensor_parallel_size} N).",
+            when="weights_fill_card",
+        ),
+        Say(
+            "Lower {context} {fit_tokens} (the engine says that is what fits).",
+            when="fit_known !weights_fill_card",
+        ),
+        Say("Lower the context: {context}.", when="!fit_known !weights_fill_card"),
+        Say(
+            "Fewer concurrent sequences: {parallel}, and a smaller {batch}: the profile run sizes activations by them.",
+            when="!weights_fill_card",
+        ),
+        Say("Store the KV cache in fp8: {kv_dtype} fp8.", when="!weights_fill_card"),
         "If other processes share the GPU, lower {mem_share}; the engine claims that share of the whole card.",
         "@context_oom_extra",
     ),
@@ -1190,6 +1207,9 @@ def _values(
         values["fit_tokens"] = str(int(fit))
     if memory_share:
         values["share_taken"] = f"{memory_share:g}"
+    if _weights_fill_card(figures):
+        values["weights_gib"] = f"{figures['weights_loaded'] / (1 << 30):.2f}"
+        values["card_gib"] = f"{_card_total(figures) / (1 << 30):.2f}"
     if _weights_over_share(figures):
         total = _card_total(figures)
         values["weights_gib"] = f"{figures['weights_loaded'] / (1 << 30):.2f}"
@@ -1352,10 +1372,17 @@ _CONDITIONS: dict[str, Callable[[Diagnosis, set[str], LogProfile | None], bool]]
         diagnosis.engine_figures.get("runner_parallel", 1) > 1
     ),
     "gpu_oom": lambda diagnosis, formats, profile: diagnosis.failure == "cuda_oom",
+    # a mixture of experts, on an engine that can keep its experts in host RAM (llama-server's --n-cpu-moe)
+    "moe_offload": lambda diagnosis, formats, profile: (
+        diagnosis.engine_figures.get("model_experts", 0) > 1
+        and profile is not None
+        and _knob(profile.name, "n_cpu_moe") is not None
+    ),
     # the buffer that failed was the KV cache (a smaller micro-batch or weights file does not shrink it)
     "kv_failed": lambda diagnosis, formats, profile: diagnosis.cause == "kv_alloc_failed",
     "weights_over_share": lambda diagnosis, formats, profile: _weights_over_share(diagnosis.engine_figures),
     "weights_fit_card": lambda diagnosis, formats, profile: _share_min(diagnosis.engine_figures) < 1,
+    "weights_fill_card": lambda diagnosis, formats, profile: _weights_fill_card(diagnosis.engine_figures),
     # The model file's quantization, in bits per weight (a GGUF's file type): the next one down differs.
     "file_bits_known": lambda diagnosis, formats, profile: _file_bits(diagnosis) > 0,
     "file_over_4bit": lambda diagnosis, formats, profile: _file_bits(diagnosis) > 4,
@@ -1379,6 +1406,16 @@ def _weights_over_share(figures: dict[str, int | float]) -> bool:
     """The weights the engine loaded are more than its share of the card (total x share)."""
     share, total, weights = figures.get("memory_share"), _card_total(figures), figures.get("weights_loaded")
     return bool(share and total and weights) and weights > share * total  # type: ignore[operator]
+
+
+# The weights alone take this much of the card: what is left cannot hold the profile run, the graphs and
+# a KV cache whatever the context (QA 36 F5: 15.27 of 15.57 GiB, advised a shorter --max-model-len)
+_WEIGHTS_FILL = 0.9
+
+
+def _weights_fill_card(figures: dict[str, int | float]) -> bool:
+    total, weights = _card_total(figures), figures.get("weights_loaded")
+    return bool(total and weights) and weights >= _WEIGHTS_FILL * total  # type: ignore[operator]
 
 
 def _share_min(figures: dict[str, int | float]) -> float:

@@ -118,7 +118,20 @@ def _smaller_quant(unknown: str, quant: str, q4: str, q3: str, q2: str) -> tuple
 # What the three engines that run llama.cpp have in common in the advice.
 _LLAMA_ADVICE: dict[str, tuple[str | Say, ...]] = {
     "weights_oom": (
-        "The weights do not fit: put fewer layers on the GPU with {gpu_layers} N (the rest run from host RAM).",
+        # a mixture of experts: its experts are most of the weights and the least of the work per token, so
+        # they go to host RAM first (the wizard's first move too), the attention staying on the GPU
+        Say(
+            "The weights do not fit: keep the experts of the first N layers in host RAM with {n_cpu_moe} N "
+            "({cpu_moe}: all of them); attention stays on the GPU, faster than moving whole layers "
+            "(`vramtui wizard` finds N).",
+            when="moe_offload",
+        ),
+        Say(
+            "The weights do not fit: put fewer layers on the GPU with {gpu_layers} N (the rest run from host "
+            "RAM).",
+            when="!moe_offload",
+        ),
+        Say("Or put fewer whole layers on the GPU: {gpu_layers} N.", when="moe_offload"),
         *_smaller_quant(
             "Or use a smaller quantization of the same model (e.g. a Q4_K_M GGUF instead of Q8_0: the file is "
             "the quantization).",

@@ -300,11 +300,18 @@ def _kv_room(settings: Settings, budget: int, held: int, notes: list[str]) -> in
 
 
 def _kv_shortfall(
-    room: int, context: int, cache: KvLayout, whose: str, notes: list[str], graphs: int = 0
+    room: int,
+    context: int,
+    cache: KvLayout,
+    whose: str,
+    notes: list[str],
+    graphs: int = 0,
+    trained: int | None = None,
 ) -> str | None:
     """Note why the KV cache cannot serve one request (`whose` budget, 'the' or 'a rank's', has no room, or
     it holds less than the context); the refusal is the reason, a budget with no room is only a note.
-    `graphs`: the CUDA graphs taken off the budget (what tips it when the rest would leave room)."""
+    `graphs`: the CUDA graphs taken off the budget (what tips it when the rest would leave room);
+    `trained`: the model's own length, past which vLLM refuses any --max-model-len (QA 36 F6)."""
     if room <= 0 < room + graphs:  # QA 17 F6: the graphs, not the weights, leave no room
         notes.append(
             f"the CUDA graphs (~{format_bytes(graphs)}) take {whose} budget's last room: vLLM fails before "
@@ -316,7 +323,8 @@ def _kv_shortfall(
         notes.append(f"weights and activations exceed {whose} budget: vLLM fails before the KV cache")
         return None
     if cache.tokens < context:
-        reason = _refusal(context, cache.request_bytes, room, min(cache.longest or cache.tokens, context - 1))
+        longest = min(cache.longest or cache.tokens, context - 1, trained or context)
+        reason = _refusal(context, cache.request_bytes, room, longest)
         notes.append(reason)
         return reason
     return None
@@ -395,7 +403,7 @@ class VllmMemory(MemoryAccounting):
         cache = _kv_layout(info, kv_dtype, per_token, context, max_seqs, kv_available, 1, tokens, build)
         notes += cache.notes
         blocks, kv_tokens = cache.blocks, cache.tokens
-        reason = _kv_shortfall(kv_available, context, cache, "the", notes, inside)
+        reason = _kv_shortfall(kv_available, context, cache, "the", notes, inside, info.max_context)
         notes.append(
             f"profile run at {tokens} batched tokens; {blocks} KV blocks of {cache.block_tokens} tokens"
         )
@@ -666,7 +674,7 @@ def _size_parallel(
     if any(hosted):
         notes.append(_offload_note(max(hosted), settings.cpu_offload_gb, len(ranks)))
         bill.add(HOST, "weights", sum(hosted))
-    reason = _kv_shortfall(min(free), context, tightest, "a rank's", notes, inside)
+    reason = _kv_shortfall(min(free), context, tightest, "a rank's", notes, inside, info.max_context)
     return Estimate(
         backend=settings.backend,
         context=context,
@@ -731,9 +739,10 @@ def _rank_rows(
             recurrent_state_bytes=tightest.state_bytes,
             compute_buffer_bytes=activation,
             runtime_bytes=NON_TORCH_BYTES,
+            cuda_graphs_bytes=inside,
             device_bytes=settings.cards[rank.index],
             layers=len(rank.layers),
-        ).settle(settings.share, extra=inside)
+        ).settle(settings.share)
         row.fits = room > 0 and cache_fits
         rows.append(row)
         for part, nbytes in (
