@@ -166,11 +166,18 @@ def step_status(data: dict[str, Any]) -> str:
     if data.get("over_budget"):  # an attached server, judged by its peak
         return f"{outcome_words(outcome)} (it answers, but over the budget)"
     if outcome == "first_run":
+        if _not_launched(data):  # refused before any process started (QA 36: "failed at launch: budget ...")
+            return f"{failure_words(failure)} (nothing was launched)"
         return f"failed at {why}" if where else "failed"
     from vramtui.core.wizard.verify import outcome_shade
 
     said = outcome_words(outcome_shade(outcome, data.get("verification")))
     return f"{said} (stopped at {why})" if where else said
+
+
+def _not_launched(data: dict[str, Any]) -> bool:
+    """The step's launch was refused before a process started: its stage is the launch and no log exists."""
+    return data.get("failure_stage") == "launch" and not data.get("log_file")
 
 
 def _print_step(step: Any, out: Any) -> None:
@@ -184,7 +191,7 @@ def _print_step(step: Any, out: Any) -> None:
     figures = data.get("engine_figures_mib") or {}
     figure_text = ", ".join(f"{figure_words(k)} {mib_figure(v)}" for k, v in figures.items())
     if data["step"] == 0:
-        head = "before launch" if data["outcome"] == "refused" else "first launch"
+        head = "before launch" if data["outcome"] == "refused" or _not_launched(data) else "first launch"
     else:
         head = f"step {data['step']}: {data['param']} {value_word(data['from'])} → {value_word(data['to'])}"
     status = step_status(data)

@@ -1207,12 +1207,11 @@ def _values(
         values["fit_tokens"] = str(int(fit))
     if memory_share:
         values["share_taken"] = f"{memory_share:g}"
-    if _weights_fill_card(figures):
+    if _weights_fill_card(figures) or _weights_over_share(figures):
         values["weights_gib"] = f"{figures['weights_loaded'] / (1 << 30):.2f}"
         values["card_gib"] = f"{_card_total(figures) / (1 << 30):.2f}"
     if _weights_over_share(figures):
         total = _card_total(figures)
-        values["weights_gib"] = f"{figures['weights_loaded'] / (1 << 30):.2f}"
         values["share_total_gib"] = f"{total / (1 << 30):.2f}"
         values["share_gib"] = f"{total * figures['memory_share'] / (1 << 30):.2f}"
         values["share_min"] = f"{_share_min(figures):.2f}"
