@@ -17,7 +17,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate.estimator import Settings, estimate
 from vramtui.core.estimate.modelinfo import load_model_info
 from vramtui.core.memory.parts import HOST
-from vramtui.core.units import GIB, MIB
+from vramtui.core.units import GIB, MIB, format_bytes
 
 SPEC = TinyMoESpec()  # 6 layers, 256 wide, 8 experts (2 active) of 128, f16
 LAYERS, EMBD, EXPERTS, USED, FF_EXP = (
@@ -115,6 +115,20 @@ def test_the_solver_finds_the_fewest_layers_whose_experts_must_leave(moe_gguf: P
     assert est.to_dict()["n_cpu_moe_fit"] == 3
     # a dense model has no experts to move
     assert estimate(replace(info, is_moe=False), Settings(device_bytes=card)).n_cpu_moe_fit is None
+
+
+def test_the_solvers_note_counts_only_the_experts_the_flag_moves(moe_gguf: Path) -> None:
+    """QA 36 F9: beside an -ot rule that already keeps the last layers' experts on the host, the note said
+    the first N layers' experts were all the host's experts (12.40 GiB for two layers of 0.73)."""
+    info = load_model_info(moe_gguf)
+    per_layer = tensor_bytes(moe_gguf, r"^blk\.0\.ffn_(gate|up|down)_exps")
+    rule = (r"blk\.[2-9]\.ffn_.*_exps\.=CPU",)  # layers 2 and on (the fixture's last ones)
+    kept = estimate(info, Settings(device_bytes=1 << 40, override_tensor=rule))
+    card = int((kept.total_bytes - 0.5 * per_layer) / 0.8)
+    est = estimate(info, Settings(device_bytes=card, override_tensor=rule))
+    assert not est.fits and est.n_cpu_moe_fit == 1
+    note = next(note for note in est.notes if note.startswith("with --n-cpu-moe 1 it fits"))
+    assert format_bytes(per_layer) in note and "beside those the tensor overrides" in note, note
 
 
 def test_the_cli_takes_llama_cpp_spellings(moe_gguf: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -765,10 +765,14 @@ def _solve_experts(info: ModelInfo, settings: Settings, est: Estimate) -> None:
         return
     est.n_cpu_moe_fit = fit_n_cpu_moe(info, settings)
     if not est.fits and est.n_cpu_moe_fit is not None:
-        moved = _estimate_core(info, replace(settings, n_cpu_moe=est.n_cpu_moe_fit)).expert_host_bytes
+        after = _estimate_core(info, replace(settings, n_cpu_moe=est.n_cpu_moe_fit)).expert_host_bytes
+        # what the run's own tensor overrides already keep there is not the flag's (QA 36 F9)
+        already = est.expert_host_bytes or 0
+        beside = ", beside those the tensor overrides already keep there" if already else ""
         est.notes.append(
             f"with --n-cpu-moe {est.n_cpu_moe_fit} it fits: the experts of the first {est.n_cpu_moe_fit} "
-            f"layers ({format_bytes(moved)}) go to host RAM, at some speed cost (measure tokens/s)"
+            f"layers ({format_bytes(after - already)}) go to host RAM{beside}, at some speed cost (measure "
+            "tokens/s)"
         )
 
 
