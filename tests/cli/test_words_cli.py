@@ -46,7 +46,8 @@ def test_wizard_text_says_how_the_first_launch_ended_in_words(busy_profile: Path
     proc = vramtui("wizard", str(busy_profile), "--auto", "--record", str(record))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     text = proc.stdout
-    assert "first launch: failed at " in text and "port already in use" in text, text
+    # vramtui found the port held before starting anything (QA 36 F10c: not "failed at launch")
+    assert "before launch: port already in use (nothing was launched)" in text, text
     assert [code for code in CODES if code in text] == [] and " at ?" not in text, text
     # the record and --json keep the codes scripts read
     rows = [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
