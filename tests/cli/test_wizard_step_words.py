@@ -11,27 +11,6 @@ def test_a_launch_refused_for_its_budget_is_said_in_words() -> None:
     assert "nothing was launched" in said and "failed at launch" not in said  # QA 36 F10c
 
 
-def test_a_step_refused_before_launch_is_headed_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """QA 36 F10c: "first launch: failed at launch" where the budget refusal launched nothing."""
-    import io
-    from types import SimpleNamespace
-
-    from vramtui.cli.wizard import _print_step
-
-    data = {
-        "step": 0,
-        "outcome": "first_run",
-        "failure_stage": "launch",
-        "failure": "budget_start",
-        "log_file": None,
-    }
-    out = io.StringIO()
-    _print_step(SimpleNamespace(to_dict=lambda: data, observation=None, fit=lambda: None, proposal=None), out)
-    assert out.getvalue().startswith("before launch: budget below what the engine needs to start"), (
-        out.getvalue()
-    )
-
-
 def test_a_step_that_asks_for_less_has_one_name_in_the_cli_and_the_export(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """QA 31 W9: the CLI said "asks for less", the Markdown export (and the TUI) "got further"."""
     from vramtui.core.wizard.steprecord import StepRecorder, open_session, to_markdown

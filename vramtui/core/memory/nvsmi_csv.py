@@ -338,16 +338,11 @@ class _Columns:
         return not self.usable and self.used_gpu_memory
 
 
-_PLAIN_FIELD_NAMES = {"timestamp", "index", "name", "uuid", "pstate", "count", "serial", "driver_version"}
-# --query-compute-apps's own names (QA 35 F15: its header read as "no header line", or as a bad timestamp)
-_PLAIN_FIELD_NAMES |= {
-    "pid",
-    "process_name",
-    "used_gpu_memory",
-    "used_memory",
-    "gpu_uuid",
-    "gpu_name",
-    "gpu_bus_id",
+# --query-gpu's names, and --query-compute-apps' own (QA 35 F15: its header read as "no header line", or
+# as a bad timestamp)
+_PLAIN_FIELD_NAMES = {
+    *("timestamp", "index", "name", "uuid", "pstate", "count", "serial", "driver_version"),
+    *("pid", "process_name", "used_gpu_memory", "used_memory", "gpu_uuid", "gpu_name", "gpu_bus_id"),
 }
 
 
