@@ -1188,6 +1188,31 @@ def test_a_context_cut_says_what_each_slot_keeps(tmp_path: Path, monkeypatch: py
     assert "one request may use all of it" in (slot_share_words(MemoryModel(kvu), kvu, 4096) or "")
 
 
+def test_fewer_slots_only_where_the_slots_split_the_context(tmp_path: Path) -> None:
+    """QA 36 F4's follow-up: where llama-server's slots split one context and each got under a short chat
+    turn, fewer slots (as many as keep 1024 tokens each); never where each request has the whole context."""
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.reach import fewer_slots_move
+
+    model_file = tmp_path / "m.gguf"
+    write_tiny_gguf(model_file, TinyModelSpec(n_layer=2, n_embd=64, n_ff=128))
+
+    def move(backend: str, skipped: frozenset[str] = frozenset(), **params: object) -> object:
+        profile = Profile(backend=backend, model=str(model_file), params=params)
+        return fewer_slots_move(MemoryModel(profile), profile, set(skipped))
+
+    sixteen = move("llama.cpp", context=4096, parallel=16)
+    assert sixteen is not None and (sixteen.param, sixteen.from_, sixteen.to) == ("parallel", 16, 4)  # type: ignore[attr-defined]
+    assert sixteen.knob == "--parallel" and "4 slots get 1,024 tokens each" in sixteen.why  # type: ignore[attr-defined]
+    one = move("llama.cpp", context=512, parallel=2)
+    assert one is not None and one.to == 1 and "1 slot gets 512 tokens" in one.why  # type: ignore[attr-defined]
+    assert move("llama.cpp", context=4096, parallel=4) is None  # 1024 each: a chat turn
+    assert move("llama.cpp", frozenset({"parallel"}), context=1024, parallel=4) is None  # the user keeps them
+    assert move("llama.cpp", context=1024, parallel=4, kv_unified=True) is None  # one request may use all
+    assert move("llama.cpp", context=1024) is None  # llama-server's own 4 slots share one unified cache
+    assert move("vllm", context=1024, parallel=4) is None  # the context is each request's
+
+
 def test_unsloth_and_iq_siblings_are_smaller_files_by_their_bits(tmp_path: Path) -> None:
     """A folder of Unsloth's files (UD-Q4_K_XL beside UD-Q3_K_XL, UD-IQ2_M, UD-Q8_K_XL): the next smaller
     file is offered, most bits first. Only the names of a fixed list were ranked, so none was."""

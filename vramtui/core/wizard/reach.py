@@ -201,3 +201,40 @@ def engine_alone_over(model: MemoryModel, obs: Observation, profile: Profile) ->
         advice,
         f"the {model.budget / MIB:.0f} MiB budget is below what {held}, which no engine setting shrinks",
     )
+
+
+def fewer_slots_move(model: MemoryModel, profile: Profile, skipped: set[str]) -> Proposal | None:
+    """After a run that works, where the slots split one context (llama-server with --parallel) and each got
+    under a short chat turn: fewer slots, at the same context, so that each gets more in the same memory.
+    QA 36 F4: "context 32768 -> 1024" ran, with 256 tokens for each of 4 slots, and was called done."""
+    from vramtui.core.wizard.proposal import Proposal
+
+    context = whole_or_none(current_value(profile, "context"))
+    accounting = accounting_for(model.backend.name)
+    slots = slot_count(profile)
+    if (
+        not context
+        or slots < 2
+        or "parallel" in skipped
+        or accounting.context_is_per_sequence
+        or _unified(accounting, profile)
+        or context // slots >= SHORT_SLOT_TOKENS
+        or model.backend.knob("parallel") is None
+    ):
+        return None
+    fewer = max(1, min(slots - 1, context // SHORT_SLOT_TOKENS))
+    bill = model.predict(profile.with_param("parallel", fewer))
+    why = (
+        f"each of the {slots} slots got {context // slots:,} tokens of the {context:,}-token context, hardly a "
+        f"short chat turn: the slots split one context, so {fewer} slot{'s' if fewer > 1 else ''} "
+        f"get{'' if fewer > 1 else 's'} {context // fewer:,} tokens each in no more memory"
+    )
+    return Proposal(
+        "parallel",
+        current_value(profile, "parallel"),
+        fewer,
+        why,
+        "fewer slots (the same memory, more context for each)",
+        model.backend.knob_words("parallel"),
+        needed_bytes(bill) / MIB if bill is not None else None,
+    )

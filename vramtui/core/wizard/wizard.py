@@ -34,7 +34,7 @@ from vramtui.core.wizard.ladders import Rung
 from vramtui.core.wizard.observe import Observation, observe
 from vramtui.core.wizard.proposal import Proposal, value_word
 from vramtui.core.wizard.propose import Findings, Proposer, _nice_below, sibling_files
-from vramtui.core.wizard.reach import long_request_note
+from vramtui.core.wizard.reach import fewer_slots_move, long_request_note
 from vramtui.core.wizard.steprecord import StepRecorder, new_record_path
 from vramtui.core.wizard.stress import StressResult, rising_floor, stress_check
 from vramtui.core.wizard.verify import verify
@@ -317,7 +317,7 @@ class Wizard:
         """Is there a next change to look for: the last run failed, or the engine refused step 0."""
         if self.last is None:
             return self.refusal is not None
-        return not self.last.works
+        return not self.last.works or self._follow_up() is not None
 
     # --- proposing ------------------------------------------------------------------------------------
 
@@ -343,7 +343,7 @@ class Wizard:
         if obs is None:
             return self._refusal_fix()
         if obs.works:
-            return None
+            return self._follow_up()
         if self.steps and self.steps[-1].outcome == "not_applied":
             # Going further down the ladder would stack changes on a setting that is not reaching the
             # engine: stop here and say so.
@@ -352,6 +352,15 @@ class Wizard:
             return None
         self.proposer.findings.rolled_back = rolled_back_params(self.steps)
         return self.proposer.propose(self.profile, obs, self.skipped_params)
+
+    def _follow_up(self) -> Proposal | None:
+        """After a run that works: fewer slots where the wizard's own context change left each slot under a
+        short chat turn (reach.fewer_slots_move); None otherwise, or once the user keeps the slots."""
+        shortened = any(
+            step.proposal is not None and step.proposal.param == "context" and not step.rolled_back
+            for step in self.steps
+        )
+        return fewer_slots_move(self.model, self.profile, self.skipped_params) if shortened else None
 
     def _refusal_fix(self) -> Proposal | None:
         """The change a refused step 0 names, unless the user keeps that setting (then nothing starts)."""

@@ -253,13 +253,10 @@ class WizardDriver:
         if not self.wizard.steps:
             self._first()
             return
-        last = self.wizard.last
-        if last is not None and last.works:
-            self._finish(True)
-            return
-        proposal = self.wizard.propose()
+        proposal = self.wizard.propose()  # after a run that works, a follow-up (fewer slots) or None
         if proposal is None:
-            self._finish(False)
+            last = self.wizard.last
+            self._finish(last is not None and last.works)
             return
         self._post(self.PROPOSED, proposal=proposal)
 
