@@ -504,6 +504,14 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # GGML_ABORT's "cannot run the operation" message is the failure, and newer gdb's "warning: 30 ...: No
     # such file or directory" in a backtrace is no missing file. Left: the Neuron run's stage (load_weights by
     # the traceback after the error; read as inference).
+    # Round 82 (12 logs: 5 vLLM, 4 SGLang, 3 llama.cpp, from the same copy and three committed log files; 3
+    # healthy, none quiet; 8 training, 4 held-out) at 921fac3: stage 7/12, class 8/12, memory 1/2, first error
+    # 4/8, engine 12/12. Rules written from its training part: PyTorch's NVML assert in the caching allocator
+    # is its out-of-memory; SGLang's failed prefill-to-decode KV transfer fails while serving; V0's engine
+    # step that timed out in run_engine_loop fails while serving; Abseil's "*** SIGSEGV received" is the
+    # crash; a wrapper that stamps every stderr line [ERROR] (its "listening" line so stamped) stamps no
+    # error; a stage-less first error takes the stage its engine's traceback tells up to 80 lines on (was
+    # 20: a worker's faulthandler stack of 40 frames came between; this also placed round 81's Neuron run).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -661,6 +669,10 @@ LATER_ROUNDS = (
     (
         "round81.jsonl",
         "round 81 (llama.cpp, vLLM and SGLang issue bodies of 2025; thirty-fifth session",
+    ),
+    (
+        "round82.jsonl",
+        "round 82 (vLLM, SGLang and llama.cpp issue bodies and log files of 2023-2026; thirty-sixth session",
     ),
 )
 

@@ -716,6 +716,7 @@ _NEWEST_ROUNDS = {
     "round58.jsonl": "round 58 (issue bodies of 2024-2025: llama.cpp on an A800, a T4G, SYCL over eight and four devices, an Arc A750, Intel iGPUs, an AMD W7900 through SYCL, Metal; thirty-fourth session)",
     "round59.jsonl": "round 59 (issue bodies of 2024-2025: vLLM on sixteen H800s, T4s and an Intel XPU; llama.cpp on Metal, Arc cards, two A800s and eight 3090s; thirty-fifth session)",
     "round60.jsonl": "round 60 (llama.cpp on an Apple M5, an Arc A770, a Radeon iGPU, an M3 Max and an A14; thirty-fifth session)",
+    "round61.jsonl": "round 61 (ik_llama.cpp and Thireus' runs on RTX PRO 6000s, a 5090, two 6000 Adas and a 4090; llama.cpp with experts on the host on a 3090; thirty-sixth session)",
 }
 
 

@@ -107,6 +107,7 @@ FILES = (
     DATA / "printouts" / "round58.jsonl",
     DATA / "printouts" / "round59.jsonl",
     DATA / "printouts" / "round60.jsonl",
+    DATA / "printouts" / "round61.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -951,6 +952,8 @@ def _overrides_from_log(run: LogRun) -> list[str]:
 _CARD_GIB = {
     "RTX 5090": 32, "RTX 4090": 24, "RTX 3090 Ti": 24, "RTX 3090": 24, "RTX 4070 Ti": 12, "RTX 3070": 8,
     "RTX 3060 Ti": 8, "RTX A6000": 48, "RX 9070 XT": 16, "RX 7900 XT": 20,
+    "RTX PRO 6000 Blackwell Workstation Edition": 96, "RTX PRO 6000 Blackwell Max-Q Workstation Edition": 96,
+    "RTX PRO 6000 Blackwell Server Edition": 96,
 }  # fmt: skip
 _CARD_LINE = re.compile(r"^\s*Device (\d+): (?:NVIDIA |AMD )?(?:GeForce |Radeon )?([\w ]+?),", re.M)
 

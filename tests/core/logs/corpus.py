@@ -97,6 +97,7 @@ FILES = (
     LOGS / "round79.jsonl",
     LOGS / "round80.jsonl",
     LOGS / "round81.jsonl",
+    LOGS / "round82.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

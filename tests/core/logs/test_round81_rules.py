@@ -27,6 +27,8 @@ def test_vllms_kill_of_its_own_tree_after_a_worker_failed_is_not_the_oom_killer(
 def test_neurons_device_allocation_failure_is_a_device_out_of_memory() -> None:
     d = _diagnose(corpus.training_log("r81-vllm-neuron-inf2-llama32-1b-nrt-tensor-allocate-failure"))
     assert d.failure == "cuda_oom" and d.first_error_line == 19, d.first_error_text
+    # its traceback, over 20 lines on, says it was loading (the window a stage-less error looks in: 80 lines)
+    assert d.failure_stage == "load_weights"
     other = _diagnose('ERROR 01-26 10:27:42 engine.py:381] nrt_tensor_allocate status=1 message="Invalid"\n')
     assert other.failure != "cuda_oom"
 

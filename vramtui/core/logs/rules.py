@@ -159,6 +159,14 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     # PyTorch on Apple's MPS: one buffer past the device's largest ("Invalid buffer size: 15.44 GB")
     ErrorRule("invalid buffer size", "cuda_oom", "cuda_oom", r"invalid buffer size: [\d.]+ ?[kmgt]i?b"),
     ErrorRule("outofmemoryerror", "cuda_oom", "cuda_oom"),
+    # PyTorch's caching allocator asks NVML for the per-process usage to word its out-of-memory error, and
+    # asserts when NVML fails: the assertion stands for the OOM (pytorch#112377, #185240; round 82)
+    ErrorRule(
+        "nvml_success == r internal assert failed",
+        "cuda_oom",
+        "cuda_oom",
+        r"nvml_success == r internal assert failed at .*cudacachingallocator",
+    ),
     ErrorRule("cuda error: out of memory", "cuda_oom", "cuda_oom"),
     ErrorRule("cudaerrormemoryallocation", "cuda_oom", "cuda_oom"),
     ErrorRule("hiperroroutofmemory", "cuda_oom", "cuda_oom", r"^(?!.*of pinned memory).*hiperroroutofmemory"),
@@ -390,6 +398,11 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         strong=False,
     ),
     ErrorRule("segmentation fault", "crash", "other", strong=False),
+    # Abseil's failure-signal handler (Ray's and glog's workers): "*** SIGSEGV received at time=N on cpu M
+    # ***", the crash itself, before the engine's report of a worker that died (round 82)
+    ErrorRule(
+        "received at time=", "crash", "other", r"\*\*\* sig(?:segv|abrt|bus|fpe|ill) received at time="
+    ),
     # Windows' words for the same crash: an access violation (0xC0000005) or another fatal exception code
     ErrorRule("exception code: 0xc", "crash", "other", r"exception code: 0xc0000\w{3}\b", strong=False),
     ErrorRule("core-dump", "crash", "other", r"result: core-dump", strong=False),  # systemd's unit status

@@ -70,7 +70,7 @@ _RECOVERIES_QUOTED = 3
 _STARTUP_STAGES = frozenset({"download", "load_weights", "kv_cache"})
 _HINT_WITHIN_LINES = 60  # how far after the first error an exception's hint still belongs to it
 _BURST_LINES = 3  # error lines this close after the first error are its own report (_pin_burst_stage)
-_ADOPT_WITHIN_LINES = 20  # how far after a stage-less first error its stage may still be told (_adopt_stage)
+_ADOPT_WITHIN_LINES = 80  # how far after a stage-less first error its stage may still be told (_adopt_stage)
 _SCORE_CAP = 3  # backend marks counted up to here: enough for detect_backend, and repeats cost nothing
 _EXCEPTION_RULE = ErrorRule("", "exception", "other", strong=False)
 # A frame of an installed package's module body: the traceback is an import (`import torch`) failing.
@@ -251,6 +251,7 @@ class LogState:
         self.tb_open = False
         self.tb_start: tuple[int, str] | None = None
         self.tb_frames = 0
+        self.level_is_stream = False  # a wrapper stamps its stderr lines ERROR: the word says nothing
         self.tb_frame_rules: tuple[FrameRule, ...] = ()
         self.tb_startup: str | None = None
         self.tb_inference = False
@@ -383,6 +384,11 @@ class LogState:
             return "error", False
 
         rule = info.error
+        if rule is not None and rule.cause == "error" and (info.progress or self.level_is_stream):
+            # a level word on a line that says the run got further ("[ERROR] main: server is listening"):
+            # a wrapper that stamps every stderr line ERROR (round 82); from there on that word is no error
+            self.level_is_stream = self.level_is_stream or bool(info.progress)
+            rule = None
         if info.exception is not None and self.hint is None:
             self._note_hint(number, text)
         if info.exception is not None or (rule is not None and self.tb_open and self.tb_frames):

@@ -141,6 +141,16 @@ CONTEXT_ERRORS: tuple[ErrorRule, ...] = (
 )
 
 GENERIC_ERRORS: tuple[ErrorRule, ...] = (
+    # prefill/decode disaggregation: the prefill server could not hand a request's KV cache to the decode
+    # server ("Prefill transfer failed for request ... KVTransferError"), after it came up (round 82)
+    ErrorRule(
+        "prefill transfer failed",
+        "kv_transfer_failed",
+        "other",
+        r"prefill transfer failed for request",
+        stage="inference",
+        backend="sglang",
+    ),
     ErrorRule("hit an exception", "worker_failed", "other", strong=False, backend="sglang"),
 )
 

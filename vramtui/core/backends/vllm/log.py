@@ -1060,6 +1060,14 @@ FRAMES: tuple[FrameRule, ...] = (
         backend="vllm",
         refines="cuda_oom",
     ),
+    # V0's engine loop gives each step ENGINE_ITERATION_TIMEOUT_S (60 s): a step that never returns (a
+    # kernel hung on an old card's quantized GEMM, round 82) ends in a bare asyncio TimeoutError there
+    FrameRule(
+        "in run_engine_loop",
+        "TimeoutError",
+        ErrorRule("", "engine_step_timeout", "other", stage="inference", backend="vllm"),
+        backend="vllm",
+    ),
     # a weight loader's bare assert: the checkpoint's tensor is not the shape (or size) the layer built
     # (a pre-quantized checkpoint of another layout, a wrong tensor-parallel split)
     FrameRule(
