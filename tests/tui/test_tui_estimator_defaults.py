@@ -60,6 +60,9 @@ async def test_a_llama_cpp_python_profile_is_sized_as_llama_cpp_python(tiny_gguf
     )
     assert shown == {key: expected[key] for key in KEYS}
     assert "llama-cpp-python: context 262,144, 1 sequence, KV f16" in text
+    # the same line as the CLI and the wizard under a budget: 90% of its room (QA 36 F3)
+    assert abs(pane.estimate.usable_bytes - expected["usable_bytes"]) < MIB  # the field holds whole MiB
+    assert abs(expected["usable_bytes"] - 0.9 * expected["device_bytes"]) <= 1
 
 
 async def test_empty_context_and_parallel_are_the_engines_defaults_as_in_the_cli(tiny_gguf: Path) -> None:

@@ -969,6 +969,8 @@ def run(args: argparse.Namespace) -> int:
         args.gpu_mem = f"{cpu_run_card()}B"
     auto_context = _auto_context(args)
     info, settings = build(args)
+    if budget_note:  # the room is the budget's: the line check and the wizard size it at (QA 36 F3)
+        settings.room_is_budget = True
     if budget_note and get_backend(settings.backend).cpu_share_words:
         # QA 16: the share is of the machine (vLLM's CPU build), not of what the budget leaves
         from vramtui.core.estimate.inputs import cpu_run_card

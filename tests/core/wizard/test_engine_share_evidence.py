@@ -166,7 +166,9 @@ def test_a_change_between_the_estimates_line_and_the_wizards_margin_says_both() 
     llama = get_backend("llama.cpp")
     room = 369 * MIB
     assert "above the 80% line of the room `vramtui estimate` draws" in above_estimate_line(
-        llama, 330 * MIB, room, 0.9
-    )
-    assert above_estimate_line(llama, 290 * MIB, room, 0.9) == ""  # under both
-    assert above_estimate_line(llama, 330 * MIB, room, 0.8) == ""  # the same line: nothing to tell apart
+        llama, 330 * MIB, room, 0.9, budgeted=False
+    )  # a card's room: estimate keeps its 80% line
+    assert above_estimate_line(llama, 290 * MIB, room, 0.9, budgeted=False) == ""  # under both
+    assert above_estimate_line(llama, 330 * MIB, room, 0.8, budgeted=False) == ""  # the same line
+    # QA 36 F3: under a memory budget estimate draws the wizard's own 90% line: nothing to tell apart
+    assert above_estimate_line(llama, 330 * MIB, room, 0.9, budgeted=True) == ""

@@ -15,6 +15,10 @@ if TYPE_CHECKING:
     from vramtui.core.estimate.modelinfo import ModelInfo
 
 DEFAULT_SAFETY = 0.8
+# Under a memory budget the room is the budget less the engine's own share, measured: less is unknown than
+# on a card, and a plan may fill this much of it. The wizard's margin and estimate's line alike (QA 36 F3:
+# estimate said DOES NOT FIT at 80% for a micro-batch the wizard took at 90%, and that ran).
+BUDGET_LINE = 0.9
 
 # How an MLA model's cache (DeepSeek's kv_lora_rank) is laid out per token.
 MLA_LATENT = "latent"  # one joint latent (vLLM)

@@ -20,7 +20,7 @@ from vramtui.core.backends.base import gib, kv_dtype_problem, size_bytes
 from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate import devices, extras, offload
 from vramtui.core.estimate import quant as q
-from vramtui.core.estimate.accounting import MLA_LATENT_AND_V, accounting_for
+from vramtui.core.estimate.accounting import BUDGET_LINE, MLA_LATENT_AND_V, accounting_for
 from vramtui.core.estimate.devices import DeviceRow
 from vramtui.core.estimate.kvcache import kv_bytes_per_token, kv_layer_bytes
 from vramtui.core.estimate.modelinfo import ModelInfo, load_model_info
@@ -58,6 +58,9 @@ class Settings:
     quant: str | None = None  # quantization applied at load (overrides the model's)
     device_bytes: int = DEFAULT_DEVICE_BYTES
     safety: float | None = None  # usable share (vLLM: gpu_memory_utilization); None: 0.8 (vLLM 0.9)
+    # The room is a memory budget less the engine's own share: the line is BUDGET_LINE where the engine's
+    # default share is lower (an engine's own utilization setting stands)
+    room_is_budget: bool = False
     on_gpu: bool = True  # False: what the engine allocates on a CPU-only run (no CUDA context)
     # What the engine's share is of, where that is not the room (vLLM's CPU build takes its share of the whole
     # machine's memory, whatever a memory budget leaves it): None: device_bytes
@@ -210,7 +213,10 @@ class Settings:
 
     @property
     def share(self) -> float:
-        return self.safety if self.safety is not None else self.memory.default_safety
+        if self.safety is not None:
+            return self.safety
+        default = self.memory.default_safety
+        return max(default, BUDGET_LINE) if self.room_is_budget else default
 
     @classmethod
     def from_params(

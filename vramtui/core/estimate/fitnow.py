@@ -101,6 +101,8 @@ def fits_now(
     of a host budget before any model buffer (its idle footprint), which the budget's buffers do not get;
     `calibrate`: add earlier runs' measured terms on this machine, as `estimate` does."""
     gpus = [gpu for gpu in now.gpus if gpu.free_bytes is not None]
+    if budget:  # the room is the budget's: the wizard's line, not a card's 80% (QA 36 F3)
+        settings = replace(settings, room_is_budget=True)
     if not gpus:
         room = budget - engine_bytes if budget else now.host_available_bytes
         available = min(now.host_available_bytes, max(room, 0))

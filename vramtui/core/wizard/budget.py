@@ -17,6 +17,7 @@ from typing import Any
 from vramtui.core.backends import Backend, kv_dtype_name, switch
 from vramtui.core.backends.base import gib, size_bytes
 from vramtui.core.errors import VramtuiError
+from vramtui.core.estimate.accounting import BUDGET_LINE
 from vramtui.core.launch.footprint import engine_build
 from vramtui.core.launch.profile import Profile
 from vramtui.core.memory.parts import HOST, MemoryBill, Part, Place
@@ -33,7 +34,7 @@ def _mmap_of(params: dict[str, object]) -> bool:
     return mmap_from_params(params)
 
 
-DEFAULT_MARGIN = 0.9  # a proposal must fit in 90% of what is left for buffers
+DEFAULT_MARGIN = BUDGET_LINE  # a proposal must fit in 90% of what is left for buffers (estimate's line too)
 _ESTIMATED_PARTS: tuple[Part, ...] = ("weights", "kv_cache", "compute", "output", "runtime", "margin")
 
 

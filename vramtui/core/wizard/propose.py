@@ -64,13 +64,15 @@ def how_it_failed(obs: Observation, where: str) -> str:
     return f"it failed at {where} ({obs.failure})"
 
 
-def above_estimate_line(backend: Backend, need: int, room: int, margin: float) -> str:
-    """Words for a change that fits the wizard's margin but not the line `vramtui estimate` draws (80% of the
-    room for llama.cpp): the two say it differently for the same setting (QA 35 F1: "DOES NOT FIT under the
-    80% line" for the context the wizard chose, and that then ran)."""
-    from vramtui.core.estimate.accounting import accounting_for
+def above_estimate_line(backend: Backend, need: int, room: int, margin: float, budgeted: bool) -> str:
+    """Words for a change that fits the wizard's margin but not the line `vramtui estimate` draws (80% of a
+    card for llama.cpp; under a memory budget its line is the wizard's margin, QA 36 F3): the two say it
+    differently for the same setting (QA 35 F1: "DOES NOT FIT under the 80% line" for the context the wizard
+    chose, and that then ran)."""
+    from vramtui.core.estimate.accounting import BUDGET_LINE, accounting_for
 
     line = accounting_for(backend.name).default_safety
+    line = max(line, BUDGET_LINE) if budgeted else line
     if line >= margin or need <= room * line:
         return ""
     return (
@@ -843,7 +845,9 @@ class Proposer:
                 f"with {rung.param} = {shown} it needs about {need / MIB:.0f} MiB "
                 f"({after.describe(model.place)}) — {verdict} with the {round((1 - model.margin) * 100)}% margin"
                 + (
-                    above_estimate_line(self.backend, need, room, model.margin)
+                    above_estimate_line(
+                        self.backend, need, room, model.margin, bool(profile and profile.memory_budget)
+                    )
                     if need <= room * model.margin
                     else ""
                 )

@@ -190,6 +190,7 @@ class EstimatorPane(Pane):
         self.calibration: Any = None  # earlier runs here (core/estimate/calibrate.py), shown when applied
         self.errors: dict[str, str] = {}
         self.card_from_gpu: str | None = None
+        self.card_from_budget: str | None = None  # the room a profile's memory budget leaves, as typed in
         self.gpu_present = False  # set when the sampler finds a GPU
 
     def compose(self) -> ComposeResult:
@@ -282,7 +283,8 @@ class EstimatorPane(Pane):
             # a host budget caps the engine's address space: its own share first, as the wizard and `ps
             # --fits` take it (QA 12: the pane said 21,504 tokens fit beside a wizard that needed 8192)
             room = budget - (_engine_share(profile) if on_cpu else 0)
-            self.set_value("card", f"{max(room, 2**20) / 2**20:.0f}MiB")
+            self.card_from_budget = f"{max(room, 2**20) / 2**20:.0f}MiB"
+            self.set_value("card", self.card_from_budget)
         self.query_one("#est-runs_on", Select).value = "cpu" if on_cpu else "gpu"
 
     def value(self, name: str) -> str:
@@ -400,7 +402,10 @@ class EstimatorPane(Pane):
             from vramtui.core.estimate.inputs import cpu_run_card
 
             values = {**values, "card": cpu_run_card()}
-        return settings_from(values, on_gpu=on_gpu)
+        settings = settings_from(values, on_gpu=on_gpu)
+        # a budget's room, as the profile left it: the line the wizard and `estimate --memory-budget` draw
+        settings.room_is_budget = self.value("card") == self.card_from_budget
+        return settings
 
     def _model_info(self, path: str, values: dict[str, Any]) -> Any:
         from vramtui.core.estimate.inputs import model_overrides
