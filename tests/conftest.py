@@ -55,6 +55,14 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def gqa_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """12 layers, 1024 wide, 4 KV heads, trained on 32768 (133 MiB): a KV cache of 384 MiB at that length,
+    large beside its weights, as a real model's is beside a budget."""
+    spec = TinyModelSpec(n_layer=12, n_embd=1024, n_head=16, n_head_kv=4, n_ff=1024, context_length=32768)
+    return write_tiny_gguf(tmp_path_factory.mktemp("gqa") / "gqa-f16.gguf", spec)
+
+
+@pytest.fixture(scope="session")
 def short_trained_hf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model folder whose config.json alone says a small Qwen2 trained on 2048 tokens (no weights: what
     reads only the config, the estimate and the refusals before launch, is all it is for)."""

@@ -351,3 +351,45 @@ def test_an_allocation_the_engine_got_past_is_said_so_among_its_figures(
     main(["diagnose", str(log)])
     out = capsys.readouterr().out
     assert "the allocation that failed: " in out and "then recovered" not in out
+
+
+@pytest.mark.engine
+def test_a_run_log_of_vramtuis_names_the_wizards_first_move_as_check_does(
+    llama_server_bin: Path, gqa_gguf: Path, tmp_path: Path
+) -> None:
+    """QA 36 F2: for one KV-cache failure diagnose said "--ctx-size 4096 ... fit the 600 MiB budget at about
+    that size" (4096 then failed), check "context 32768 -> 1024". A log vramtui launched names its command and
+    budget in its header: diagnose reads the profile back and gives check's first move, beside the same
+    sized advice. A real llama-server, a real budget."""
+    profile = tmp_path / "p.toml"
+    profile.write_text(
+        f'backend = "llama.cpp"\nmodel = "{gqa_gguf}"\nprogram = "{llama_server_bin}"\n[params]\n'
+        'context = 32768\nparallel = 4\nbatch = 2048\nubatch = 1024\n[limits]\nmemory_budget = "390 MiB"\n',
+        encoding="utf-8",
+    )
+    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "data"))
+
+    def vramtui(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "vramtui", *args], capture_output=True, text=True, timeout=300, env=env
+        )
+
+    checked = vramtui("check", str(profile), "--json")
+    assert checked.returncode == 1, checked.stderr
+    check = json.loads(checked.stdout)
+    said = vramtui("diagnose", check["log_file"], "--json")
+    assert said.returncode == 1, said.stderr
+    diagnosis = json.loads(said.stdout)
+    move = diagnosis["first_move"]
+    assert move is not None and move["param"] == "context" and move["from"] == 32768, move
+    assert {key: move[key] for key in ("param", "from", "to")} == {
+        key: check["first_move"][key] for key in ("param", "from", "to")
+    }
+    assert diagnosis["advice"][0].startswith("first move (the wizard's, as `vramtui wizard` makes it): ")
+    assert not any("fit the 390 MiB budget at about that size" in line for line in diagnosis["advice"])
+    # the same log with its header cut off is only a log: the log's own arithmetic, no move
+    bare = tmp_path / "bare.log"
+    lines = Path(check["log_file"]).read_text().splitlines(keepends=True)
+    bare.write_text("".join(line for line in lines if "vramtui: launch" not in line))
+    alone = json.loads(vramtui("diagnose", str(bare), "--json").stdout)
+    assert alone["first_move"] is None and not alone["advice"][0].startswith("first move")

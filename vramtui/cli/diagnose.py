@@ -70,10 +70,13 @@ def run(args: argparse.Namespace) -> int:
         raise VramtuiError(f"{name} holds only blank lines: nothing to diagnose")
     foreign = diagnosis.unrecognised
     status = settle(INCOMPLETE_STATUS if foreign else exit_status(diagnosis))
+    move = _wizard_move(diagnosis, head, args.file)
     if args.json:
         from vramtui.cli.common import print_json
 
-        print_json(_json_view(diagnosis))
+        data = _json_view(diagnosis)
+        data["first_move"] = move.to_dict() if move is not None else None
+        print_json(data)
     else:
         sys.stdout.write(render_text(diagnosis, args.file))
         if foreign:
@@ -82,6 +85,32 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"{UNRECOGNISED_WORDS}\n")
         sys.stdout.flush()
     return status
+
+
+def _wizard_move(diagnosis: Any, head: bytes, source: str) -> Any:
+    """A failed run vramtui launched (its log's header names the command and the budget) and whose model is
+    here: the wizard's first move, as `check` names it for that run, with the advice sized beside it; the
+    diagnosis' advice then says it first (QA 36 F2: three tools, three answers). None otherwise."""
+    if not diagnosis.failed or source == "-" or getattr(diagnosis, "starts", 1) > 1:
+        return None
+    from vramtui.core.attach.logprofile import run_profile
+    from vramtui.core.wizard.wizard import advice_beside, first_move_for_log
+
+    try:
+        profile = run_profile(head.decode("utf-8", "replace"))
+        if profile is None:
+            return None
+        move, sized = first_move_for_log(profile, diagnosis, source)
+    except VramtuiError:
+        return None  # the log's own advice stands
+    if move is not None:
+        sized = [f"{FIRST_MOVE_WORDS}{move.describe()}", *advice_beside(move, sized)]
+    diagnosis.advice = sized
+    return move
+
+
+# How `check` and `diagnose` say the wizard's move (the app's log header says it with its key)
+FIRST_MOVE_WORDS = "first move (the wizard's, as `vramtui wizard` makes it): "
 
 
 # diagnose's exit status: 0 no failure, 1 a failure, 3 no error but no ready either (2 is bad input)

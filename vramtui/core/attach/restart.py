@@ -115,7 +115,7 @@ def _env_params(running: Running) -> dict[str, object]:
     return params
 
 
-def _program_of(argv: list[str], backend: Backend) -> str:
+def program_of(argv: list[str], backend: Backend) -> str:
     """The program a relaunch runs: an engine's console script, not the interpreter the kernel shows it
     under (`python .../bin/vllm serve ...`: QA 30 S14, a profile with `program = ".../bin/python"` ran
     `python serve MODEL`)."""
@@ -138,7 +138,7 @@ def attached_profile(running: Running, memory_budget: int | None = None) -> Prof
     model = command.model or (running.model_hint if backend.launch.model_at_request else None)
     if not model:
         raise VramtuiError(f"{running.target.text}: its command line names no model")
-    program = _program_of(command.argv, backend)
+    program = program_of(command.argv, backend)
     params = as_sizes({**_env_params(running), **command.params, **command.extra})
     return Profile(
         backend=backend,

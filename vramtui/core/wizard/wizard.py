@@ -627,6 +627,29 @@ def first_move_and_advice(
     return move, sized
 
 
+def first_move_for_log(
+    profile: Profile, diagnosis: Any, log_file: str | None
+) -> tuple[Proposal | None, list[str]]:
+    """The wizard's first move and the sized advice for a saved log of a run of `profile` (its diagnosis):
+    what `check` says of the same run, so that `diagnose` gives the same answer (QA 36 F2)."""
+    from vramtui.core.launch.launcher import CheckResult
+
+    check = CheckResult(
+        ready=diagnosis.failure_stage == "inference",
+        stage=diagnosis.stage,
+        failure_stage=diagnosis.failure_stage,
+        failure=diagnosis.failure,
+        diagnosis=diagnosis,
+        smoke=None,
+        peak_mib=None,
+        resident_mib=None,
+        command=[],
+        log_file=log_file,
+        backend=profile.backend.name,
+    )
+    return first_move_and_advice(profile, check, advice=list(diagnosis.advice or []), with_stop=True)
+
+
 def launched(profile: Profile, proposal: Proposal) -> Profile:
     """The profile a step launches: its one change (of a proposal that names a second, the first only)."""
     if proposal.param == "model":
