@@ -108,6 +108,7 @@ FILES = (
     DATA / "printouts" / "round59.jsonl",
     DATA / "printouts" / "round60.jsonl",
     DATA / "printouts" / "round61.jsonl",
+    DATA / "printouts" / "round62.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -1205,7 +1206,10 @@ _QUANT_IN_NAME = re.compile(r"\b(i?q[1-8]_(?:k_[sml]|k|[01]|xxs|xs|s|m|nl)|bf16|
 def _shape_of(case: dict[str, Any], run: LogRun) -> tuple[ModelInfo, bool]:
     """The model's shape from the log's own lines, else from its published config.json (and which)."""
     try:
-        return info_of(run), False
+        info = info_of(run)
+        if "missing wkv_b tensor" in case["log"]:  # ik_llama.cpp's words: the file has no attn_kv_b
+            info.mla_kv_b = False
+        return info, False
     except VramtuiError:
         model = str(case.get("model") or "").lower()
         for pattern, filename in SHAPE_CONFIGS:

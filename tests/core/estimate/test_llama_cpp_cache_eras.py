@@ -22,7 +22,7 @@ from vramtui.core.units import GIB, MIB
 LAYERS, HEADS, ROPE, RANK = 2, 4, 8, 16
 
 
-def _deepseek_gguf(path: Path, mla_split: bool) -> Path:
+def _deepseek_gguf(path: Path, mla_split: bool, kv_b: bool = False) -> Path:
     """A DeepSeek-shaped GGUF header: converted with llama.cpp's MLA split (key_length_mla, one KV head of
     the latent) or before it (per-head K of nope + rope, V of v_head)."""
     writer = gguf.GGUFWriter(str(path), "deepseek2")
@@ -43,6 +43,8 @@ def _deepseek_gguf(path: Path, mla_split: bool) -> Path:
     writer.add_tensor("token_embd.weight", np.zeros((32, 64), dtype=np.float16))
     for layer in range(LAYERS):
         writer.add_tensor(f"blk.{layer}.attn_norm.weight", np.zeros(64, dtype=np.float32))
+        if kv_b:  # the matrix that decompresses the latent (older conversions and ik_llama.cpp's own)
+            writer.add_tensor(f"blk.{layer}.attn_kv_b.weight", np.zeros((HEADS * 40, RANK), dtype=np.float16))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -69,6 +71,19 @@ def test_mainline_kept_a_copy_of_the_latent_as_v_until_its_v_less_cache(tmp_path
     info = load_model_info(_deepseek_gguf(tmp_path / "new.gguf", mla_split=True))
     assert _kv(info, engine_build=5331) == 1024 * LAYERS * (RANK + ROPE + RANK) * 2  # b5331 printed K and V
     assert _kv(info, engine_build=7820) == 1024 * LAYERS * (RANK + ROPE) * 2
+
+
+def test_ik_llama_cpp_runs_mla_1_on_a_file_without_the_decompressing_matrix(tmp_path: Path) -> None:
+    """ik_llama.cpp needs attn_kv_b for -mla 0, 2 and 3; without it, "missing wkv_b tensor(s)", "changing
+    MLA from 0 to 1" (llama_kv_cache_init): the latent cache, not per-head K and V (round 62: a DeepSeek-V3
+    UD-Q2_K_XL at -mla 0 printed c^KV 1098 MiB, sized as 74 GiB of K and V before)."""
+    split = load_model_info(_deepseek_gguf(tmp_path / "split.gguf", mla_split=True))
+    whole = load_model_info(_deepseek_gguf(tmp_path / "whole.gguf", mla_split=True, kv_b=True))
+    assert (split.mla_kv_b, whole.mla_kv_b) == (False, True)
+    ik = {"backend": "ik_llama.cpp", "flash_attn": True, "mla": 0}
+    latent = 1024 * LAYERS * (RANK + ROPE) * 2
+    assert _kv(split, **ik) == latent
+    assert _kv(whole, **ik) > latent  # -mla 0 with the matrix: per-head K and V, as asked
 
 
 def test_k_and_v_of_different_types() -> None:

@@ -115,6 +115,10 @@ class ModelInfo:
     # llama.cpp caches MLA's latent only for a GGUF converted with its MLA split (key_length_mla, April
     # 2025 on); an older conversion of the same model is cached as per-head K and V (n_head_kv = n_head)
     mla_latent: bool = True
+    # The MLA file holds attn_kv_b, the matrix that decompresses the latent into per-head K and V (None: not
+    # known). ik_llama.cpp needs it for every -mla but 1, and runs -mla 1 without it (llama_kv_cache_init:
+    # "missing wkv_b tensor(s)", "changing MLA from 0 to 1"; mainline's split conversion drops it)
+    mla_kv_b: bool | None = None
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     q_lora_rank: int = 0
@@ -1256,6 +1260,8 @@ def info_from_gguf(path: Path) -> ModelInfo:
         params_exact=True,
     )
     _gguf_experts_mla_swa(info, reader, key)
+    if info.kv_lora_rank:
+        info.mla_kv_b = any(name.endswith(".attn_kv_b.weight") for name, _ in found.layer_tensors)
     info.layer_plan = layerplan.from_gguf(
         arch,
         n_layers,

@@ -270,10 +270,16 @@ def ik_mla_attention(g: Graph, cells: int) -> int:
         kv_f32 = chunk * (nope + v_dim) * cells * F32
         casts = chunk * cells * (v_dim + nope + rope) * 2
         return queries + kv_f32 + casts + output
-    absorbed = queries + 2 * heads * (rank + rope) * ub * F32  # q_nope2 and the query over the latent
+    q_nope2 = heads * rank * ub * F32  # the no-rope queries absorbed into the latent
+    q_latent = heads * (rank + rope) * ub * F32  # them with the rope part: the query over the cache
     latent_out = heads * rank * ub * F32
     if g.flash and g.mla in (1, 3):
-        return absorbed + latent_out + output
+        # each buffer is freed after its last reader: the concat (the queries, their absorbed half and the
+        # query it makes), flash attention (that query and its latent output), wv_b (that output and the
+        # heads' values) are the three moments; their widest is the peak (396 MiB of 394 printed for
+        # DeepSeek-V3 at -ub 512 under -mla 1, round 62, where summing them gave 572)
+        return max(queries + q_nope2 + q_latent, q_latent + latent_out, latent_out + output)
+    absorbed = queries + q_nope2 + q_latent
     steps = _amb_steps(g, heads * cells * ub * F32)
     kq = -(-heads // steps) * cells * ub * F32  # KQ of one step; its soft-max takes its place
     return absorbed + kq + latent_out + rank * cells * 2 + output

@@ -712,10 +712,12 @@ class IkLlamaCppMemory(LlamaCppMemory):
         return self.engine_default_flash(settings)  # the fork's own count: flash attention on from its start
 
     def mla_mode(self, info: ModelInfo, settings: Settings) -> int:
-        """-mla as the run has it: 0 for a model without MLA (ik_llama.cpp turns it off there)."""
+        """-mla as the run has it: 0 for a model without MLA (ik_llama.cpp turns it off there), 1 for a file
+        without attn_kv_b (it cannot decompress the latent: "changing MLA from 0 to 1")."""
         if not info.kv_lora_rank:
             return 0
-        return IK_MLA_DEFAULT if settings.mla is None else settings.mla
+        mode = IK_MLA_DEFAULT if settings.mla is None else settings.mla
+        return 1 if info.mla_kv_b is False else mode
 
     def kv_layout(self, info: ModelInfo, settings: Settings, run: RunShape) -> str:
         """-mla 0: per-head K and V; 1 without flash attention: the latent and its transpose (V);
