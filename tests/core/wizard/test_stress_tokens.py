@@ -27,3 +27,18 @@ def test_the_stress_prompt_fills_the_context_in_the_engines_own_tokens(tmp_path:
     assert 1024 - 8 - 32 <= filled.input_tokens <= 1024 - 8, filled.input_tokens
     asked = stress_check(profile, requests=1, input_tokens=300)
     assert abs(asked.input_tokens - 300) <= 4 and "1 request of" in asked.verdict, asked.verdict
+
+
+def test_a_stress_request_fills_one_slot_where_the_slots_split_the_context(
+    llama_server_bin: Path, tmp_path: Path
+) -> None:
+    """QA 37 F2: with --parallel 4 llama-server gives each slot a quarter of --ctx-size; the stress check
+    asked for the whole context (131048 tokens of 32768) and every request got HTTP 400."""
+    write_tiny_gguf(tmp_path / "t.gguf", TinyModelSpec())
+    profile = Profile(
+        backend="llama.cpp", model=str(tmp_path / "t.gguf"), program=str(llama_server_bin),
+        params={"context": 4096, "parallel": 4}, port=0,
+    )  # fmt: skip
+    filled = stress_check(profile, requests=1)
+    assert filled.answered == 1 and not filled.failures, filled.failures
+    assert 1024 - 8 - 32 <= filled.input_tokens <= 1024 - 8, filled.input_tokens  # one slot's 1024

@@ -95,6 +95,16 @@ def slot_share_words(model: MemoryModel, profile: Profile, context: object) -> s
     return said
 
 
+def request_context(profile: Profile, context: int) -> int:
+    """The most context one request gets: the whole context, unless the slots split it (llama-server with
+    --parallel, a stream per slot): then a slot's share (QA 37 F2: the stress check sent 131048 tokens to
+    slots of 32768, and every request was refused)."""
+    accounting = accounting_for(profile.backend.name)
+    if accounting.context_is_per_sequence or _unified(accounting, profile):
+        return context
+    return max(1, context // slot_count(profile))
+
+
 def _unified(accounting: object, profile: Profile) -> bool:
     """One KV cache for every slot (as the estimator's accounting decides it): -kvu given, or llama-server's
     own choice when the profile leaves its slots to it."""

@@ -65,7 +65,10 @@ def stress_check(
     from vramtui.core.launch import procs
     from vramtui.core.launch.launcher import ModelServer
 
+    from vramtui.core.wizard.reach import request_context
+
     context = int(profile.params.get("context") or profile.backend.default("context") or 2048)  # type: ignore[call-overload]
+    context = request_context(profile, context)  # one slot's share where the slots split it
     # The longest prompt that leaves room for the answer (the chat template's tokens are in the prompt's).
     tokens = input_tokens if input_tokens is not None else max(16, context - max_tokens - _SLACK_TOKENS)
     floors: list[float] = []
