@@ -64,7 +64,6 @@ def stress_check(
 
     from vramtui.core.launch import procs
     from vramtui.core.launch.launcher import ModelServer
-
     from vramtui.core.wizard.reach import request_context
 
     context = int(profile.params.get("context") or profile.backend.default("context") or 2048)  # type: ignore[call-overload]
