@@ -555,6 +555,27 @@ def test_a_kv_cache_asked_for_under_a_budget_is_asked_less_beside_the_workers_ad
     assert "set its size outright" not in advice
 
 
+def test_a_kv_cache_already_at_the_least_is_not_asked_less() -> None:
+    """QA 37 F3: a 16 MiB cache set outright under a budget below the worker's own address space was told
+    "ask for less, --kv-cache-memory-bytes 16M" (the value it had) about "the 0.0 GiB KV cache". The same
+    real run, its cache and budget lowered: no smaller cache makes room, so only the budget is advice."""
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    log = (DATA.parent / "logs" / "vllm-budget-2048-kv-194mib.log").read_text()
+    log = log.replace("203423744", "16777216").replace("(0.19/23.54)", "(0.02/23.54)")
+    tight = diagnose_text(
+        log.replace("memory budget 2048 MiB", "memory budget 1900 MiB"), kernel_log=lambda: None
+    )
+    assert (tight.failure_stage, tight.failure) == ("kv_cache", "host_oom")
+    assert not any("ask for less" in line for line in tight.advice), tight.advice
+    assert any("raise the memory budget" in line for line in tight.advice), tight.advice
+    # where a smaller cache makes room it is still asked less, the cache said in its own unit (not "0.2 GiB")
+    real = diagnose_text(
+        (DATA.parent / "logs" / "vllm-budget-2048-kv-194mib.log").read_text(), kernel_log=lambda: None
+    )
+    assert "Host RAM could not hold the 194.0 MiB KV cache asked for: ask for less" in real.advice[0]
+
+
 _SWAP_FRAMES = (
     "INFO 06-21 21:40:12 llm_engine.py:128] # GPU blocks: 37375, # CPU blocks: 7281\n"
     "Traceback (most recent call last):\n"

@@ -44,7 +44,7 @@ from vramtui.core.memory.sampling import HostSource, NvmlSource, Sample, Sampler
 from vramtui.core.memory.series import run_readings
 from vramtui.core.units import MIB
 from vramtui.core.wizard.observe import Observation
-from vramtui.core.wizard.proposal import Proposal
+from vramtui.core.wizard.proposal import Proposal, same_value
 from vramtui.core.wizard.wizard import Wizard
 
 WAYS = ("restart", "take_over")
@@ -386,7 +386,7 @@ class AttachedWizard(Wizard):
             now = seen.params.get(proposal.param, seen.extra.get(proposal.param))
             if now is None:
                 now = after_profile.backend.default(proposal.param)
-            if str(now).lower() != str(proposal.to).lower():
+            if not same_value(now, proposal.to):
                 pid = self.attached.running.pid
                 return "not_applied", [
                     f"the restarted server (PID {pid}) runs with {proposal.param} = {now}, not {proposal.to}: "

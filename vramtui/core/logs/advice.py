@@ -27,7 +27,7 @@ from vramtui.core.memory.room import (
     slots_whose_threads_fit,
     threads_take_the_budget,
 )
-from vramtui.core.units import GIB
+from vramtui.core.units import GIB, format_bytes
 
 FAILURE_WORDS: dict[str, str] = {
     "cuda_oom": "the GPU ran out of memory",
@@ -244,13 +244,13 @@ _RAISE_THE_LIMIT = (
 _HOST_ALLOCATION = (
     # vLLM sizes its KV cache in bytes (set outright, or its share of the machine), not by the context
     Say(
-        "Host RAM could not hold the KV cache the engine set aside ({kv_set_gib} GiB): set its size "
+        "Host RAM could not hold the KV cache the engine set aside ({kv_set}): set its size "
         "outright, {kv_cache_memory} {kv_fit_bytes} (the context does not size it here).",
         when="kv_set_aside !kv_asked",
     ),
     # ... where it was set outright already (QA 29 Q11: "set its size outright" to a run that had)
     Say(
-        "Host RAM could not hold the {kv_set_gib} GiB KV cache asked for: ask for less, {kv_cache_memory} "
+        "Host RAM could not hold the {kv_set} KV cache asked for: ask for less, {kv_cache_memory} "
         "{kv_fit_bytes} (the context does not size it here).",
         when="kv_set_aside kv_asked",
     ),
@@ -1245,8 +1245,11 @@ def _kv_values(figures: dict[str, int | float], floor: int = 0) -> dict[str, str
     if not kv:
         return {}
     fit = kv_bytes_for_budget(kv, budget, used) if budget else int(kv / 2)
+    said = {"kv_set": format_bytes(kv, 1)}  # 16 MiB said as such, not "0.0 GiB" (QA 37 F13)
+    if fit >= kv:  # no smaller cache makes room (QA 37 F3: "ask for less, 16M" to a run that had 16M)
+        return said
     # in the flag's own units (QA 14: "--kv-cache-memory-bytes 1325400064"), rounded down: it must fit
-    return {"kv_set_gib": f"{kv / GIB:.1f}", "kv_fit_bytes": engine_size(fit, down=True)}
+    return {**said, "kv_fit_bytes": engine_size(fit, down=True)}
 
 
 def _thread_values(figures: dict[str, int | float]) -> dict[str, str]:

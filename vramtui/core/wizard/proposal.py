@@ -64,4 +64,23 @@ class Proposal:
 
 
 def same_value(a: object, b: object) -> bool:
-    return str(a).strip().lower() == str(b).strip().lower()
+    """The same setting, however written: a size with its unit is its bytes ("256MiB" is 268435456, the bare
+    bytes an engine's command line holds: QA 37 F1, F3, a restart "not made" and a change to the value the
+    run had)."""
+    if str(a).strip().lower() == str(b).strip().lower():
+        return True
+    sizes = _bytes_of(a), _bytes_of(b)
+    return None not in sizes and sizes[0] == sizes[1] and not all(str(v).strip().isdigit() for v in (a, b))
+
+
+def _bytes_of(value: object) -> int | None:
+    """A size's bytes (a bare number is bytes), or None for what is no size (a type, a switch)."""
+    from vramtui.core.errors import VramtuiError
+    from vramtui.core.units import parse_size
+
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return parse_size(str(value).strip())
+    except (VramtuiError, ValueError):
+        return None

@@ -26,6 +26,7 @@ from vramtui.core.memory.room import (
     kv_set_aside,
     one_request_kv_bytes,
 )
+from vramtui.core.units import format_bytes
 
 MEM_SHARE_UP = Rung(
     "mem_share", "up", "a larger memory share for the engine", "less room for other processes"
@@ -177,8 +178,8 @@ def _kv_over_budget(run: FailedRun) -> tuple[str, object, str] | None:
     size = kv_bytes_for_budget(kv, budget, used)
     how = "as asked" if figures.get("kv_cache_memory_bytes") else "its share of the machine's memory"
     why = (
-        f"vLLM set aside {kv / 2**30:.1f} GiB of KV cache ({how}), more than the {budget / 2**30:.1f} GiB "
-        f"budget holds beside the engine's {used / 2**30:.1f} GiB: sized outright, the context does not size it"
+        f"vLLM set aside {format_bytes(kv, 1)} of KV cache ({how}), more than the {format_bytes(budget, 1)} "
+        f"budget holds beside the engine's {format_bytes(used, 1)}: sized outright, the context does not size it"
     )
     return "kv_cache_memory", _size(size), why
 
