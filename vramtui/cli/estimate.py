@@ -835,21 +835,26 @@ def _file_engine_note(info: Any, settings: Any, args: argparse.Namespace) -> str
     )
 
 
-def _budget_card(args: argparse.Namespace) -> str:
-    """--memory-budget: a CPU run whose room is the budget less the engine's own address space, as `check`,
-    the wizard and `ps --fits` take it (QA 12: estimate said 21504 tokens fit where they said 8192). The
-    measured footprint is the engine's share, so no earlier run's runtime is added on top."""
+def budget_and_engine(args: argparse.Namespace) -> tuple[Any, int, bool]:
+    """--memory-budget as the profile it stands for, the engine's own share of it, and whether that share
+    was measured (on its binary: --program, else the engine's program on PATH). `ps --fits` takes the same
+    (QA 37 F8: it ignored the flag); a zero is no budget (QA 37 F12), as a profile's is refused."""
     from vramtui.core.errors import VramtuiError
     from vramtui.core.launch.footprint import binary_of, engine_share
     from vramtui.core.launch.profile import Profile
-    from vramtui.core.units import MIB, format_bytes, parse_size_with_unit
+    from vramtui.core.units import parse_size_with_unit
 
-    if args.gpu_mem:
-        raise VramtuiError("--memory-budget is the room: leave --gpu-mem out")
     try:
         budget = parse_size_with_unit(args.memory_budget)
     except VramtuiError as error:
-        raise VramtuiError(f"--memory-budget: {error}") from None
+        if "is no size" not in str(error):
+            raise VramtuiError(f"--memory-budget: {error}") from None
+        budget = 0
+    if budget <= 0:
+        raise VramtuiError(
+            f"--memory-budget {args.memory_budget!r} is no budget: leave it out to size without one, or give a "
+            "size such as 1500MiB"
+        )
     profile = Profile(
         backend=args.backend or "llama.cpp",
         model=args.model or "model",
@@ -858,8 +863,21 @@ def _budget_card(args: argparse.Namespace) -> str:
     )
     if args.program and binary_of(profile) is None:
         raise VramtuiError(f"--program {args.program}: no such program")
-    measured = args.model and profile.backend.measures_footprint and binary_of(profile) is not None
-    engine = engine_share(profile, measure=bool(measured))
+    measured = bool(args.model and profile.backend.measures_footprint and binary_of(profile) is not None)
+    return profile, engine_share(profile, measure=measured), measured
+
+
+def _budget_card(args: argparse.Namespace) -> str:
+    """--memory-budget: a CPU run whose room is the budget less the engine's own address space, as `check`,
+    the wizard and `ps --fits` take it (QA 12: estimate said 21504 tokens fit where they said 8192). The
+    measured footprint is the engine's share, so no earlier run's runtime is added on top."""
+    from vramtui.core.errors import VramtuiError
+    from vramtui.core.units import MIB, format_bytes
+
+    if args.gpu_mem:
+        raise VramtuiError("--memory-budget is the room: leave --gpu-mem out")
+    profile, engine, measured = budget_and_engine(args)
+    budget = int(profile.memory_budget or 0)
     room = max(budget - engine, MIB)
     args.cpu, args.gpu_mem, args.no_calibrate = True, f"{room}B", True
     # the engine's own share past the whole budget: the room left is none, not the 1 MiB stand-in

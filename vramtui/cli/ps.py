@@ -191,6 +191,10 @@ def _sized(args: argparse.Namespace) -> tuple[Any, Any, int | None, int]:
         # taken off beside its 1.6 GiB runtime row)
         engine_bytes = engine_share(profile) if profile.memory_budget else 0
         return info, settings, profile.memory_budget, engine_bytes
+    budget, engine_bytes = None, 0
+    if args.memory_budget:  # as a profile's memory_budget caps it (QA 37 F8: the flag was dropped)
+        profile, engine_bytes, _ = estimate.budget_and_engine(args)
+        budget = profile.memory_budget
     if not args.gpu_mem:
         args.gpu_mem = "24GiB"  # replaced by each card's free memory
-    return (*estimate.build(args), None, 0)
+    return (*estimate.build(args), budget, engine_bytes)

@@ -263,6 +263,19 @@ def test_ps_fits_a_profile_within_its_memory_budget(tiny_gguf: Path, tmp_path: P
     assert "memory_budget" in answer["room"] or any("memory_budget" in note for note in answer["notes"])
 
 
+def test_ps_fits_takes_the_memory_budget_flag_as_estimate_does(tiny_gguf: Path, tmp_path: Path) -> None:
+    """QA 37 F8: `ps --fits MODEL --memory-budget 100MiB` said FITS against the machine's free RAM (the flag
+    was dropped), where `estimate` with the same flags and the profile's memory_budget said it does not."""
+    flags = (str(tiny_gguf), "--ctx", "262144", "--memory-budget", "1500MiB")
+    fits = _cli("ps", "--fits", *flags, "--json")
+    assert fits.returncode == 1, fits.stdout + fits.stderr
+    (answer,) = json.loads(fits.stdout)["fits"]
+    assert not answer["fits"] and answer["free_mib"] <= 1500 and "memory_budget" in answer["room"]
+    assert _cli("estimate", *flags).returncode == 1  # the same answer
+    zero = _cli("ps", "--fits", str(tiny_gguf), "--memory-budget", "0GiB")  # QA 37 F12: no budget at all
+    assert zero.returncode == 2 and "is no budget" in zero.stderr and zero.stderr.count("\n") == 1
+
+
 def test_an_estimated_bill_is_calibrated_by_earlier_runs_as_attach_is(tiny_gguf: Path) -> None:
     """QA: `ps` billed a server by the bare estimate (compute 2.8 MiB) where `attach` used the machine's
     calibration (3.0): one estimate, one answer."""
