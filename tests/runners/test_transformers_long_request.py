@@ -50,3 +50,26 @@ def test_a_run_whose_whole_context_would_not_fit_says_so(
     assert not any(
         "grows with each request" in line for line in json.loads(capsys.readouterr().out)["warnings"]
     )
+
+
+def test_one_request_of_the_whole_context_is_one_sequences_not_every_slots(tmp_path: Path) -> None:
+    """QA 37 F7: with 64 sequences of 4096 tokens the note said one full-context request needs 17.3 GiB (the
+    bill of all 64) and to cut the context to 512, where the same run's stress check answered 4072-token
+    requests. vramtui sends one request at a time: one sequence's bill is what must fit."""
+    from vramtui.core.wizard.budget import MemoryModel
+    from vramtui.core.wizard.reach import long_request_note
+
+    model = write_tiny_hf(tmp_path / "m")
+    many = Profile(
+        backend="transformers", model=str(model), params={"context": 4096, "parallel": 64},
+        memory_budget=1 * GIB,
+    )  # fmt: skip
+    one = many.with_param("parallel", 1)
+    whole = many.with_param("context", 131072)  # one request of 131072 tokens does not fit
+    note = long_request_note(MemoryModel(whole), whole)
+    assert note is not None and "131,072 tokens" in note
+    # what one request needs does not grow with the slots beside it
+    assert long_request_note(MemoryModel(many), many) == long_request_note(MemoryModel(one), one)
+    assert note == long_request_note(
+        MemoryModel(whole.with_param("parallel", 1)), whole.with_param("parallel", 1)
+    )

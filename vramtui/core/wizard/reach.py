@@ -49,10 +49,12 @@ def long_request_note(model: MemoryModel, profile: Profile) -> str | None:
     context = whole_or_none(current_value(profile, "context"))
     if not model.backend.kv_grows_per_request or not context:
         return None
-    bill, room = model.predict(profile), model.room()
+    # one request, as the sentence says (QA 37 F7: 64 sequences' bill, 17.3 GiB, was said as one request's)
+    one = changed(profile, [("parallel", 1)])
+    bill, room = model.predict(one), model.room()
     if bill is None or room is None or needed_bytes(bill) <= room:
         return None
-    largest = _largest_context(model, profile, room, context)
+    largest = _largest_context(model, one, room, context)
     which = f"about {largest:,} tokens (context = {largest})" if largest else "none: even 256 tokens do not"
     return (
         f"it answers a short request, but its KV cache grows with each request: one of the whole context "
