@@ -39,6 +39,18 @@ def test_the_same_memory_error_without_a_budget_header_is_no_budget_verdict() ->
     assert "memory_budget" not in " ".join(diagnosis.advice)
 
 
+def test_openblas_failing_to_map_its_buffers_under_a_budget_is_the_import_the_budget_broke() -> None:
+    """QA 37 F6: `vramtui check` of a transformers profile under a 500 MiB budget (a real run here): the only
+    line is OpenBLAS's "Memory allocation still failed after 10 retries", as torch was imported. It read
+    "not a memory problem"; 300 and 700 MiB read as the budget's. Without the budget it is host RAM."""
+    text = (LOGS / "transformers-budget-500-openblas.log").read_text()
+    diagnosis = diagnose_text(text)
+    assert (diagnosis.failure, diagnosis.cause) == ("host_oom", "budget_import"), diagnosis.summary
+    assert diagnosis.first_error_line == 4 and "500 MiB" in " ".join(diagnosis.advice)
+    without = "\n".join(line for line in text.splitlines() if "memory budget" not in line)
+    assert diagnose_text(without).failure == "host_oom"
+
+
 def test_an_import_the_budget_broke_half_way_is_the_budgets() -> None:
     """QA 29: `vramtui check` of vLLM's CPU build under memory_budget = "1GiB": numpy's import broke part-way
     ("cannot import name 'Any' from partially initialized module 'typing'", then "numpy._core.multiarray

@@ -49,6 +49,7 @@ CAUSE_WORDS: dict[str, str] = {
     "memory_monitor": "host RAM passed Ray's memory-monitor threshold (RAY_memory_usage_threshold, 0.95 of "
     "the node by default): Ray killed the worker (the log says so)",
     "host_alloc": "a host-RAM allocation failed",
+    "blas_alloc": "OpenBLAS could not allocate its buffers in host RAM",
     "engine_step_timeout": "one engine step did not return within vLLM's iteration timeout "
     "(VLLM_ENGINE_ITERATION_TIMEOUT_S, 60 s): a kernel hung or ran far too slowly on this GPU",
     "kv_transfer_failed": "the prefill server could not send a request's KV cache to the decode server "

@@ -117,6 +117,9 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         r"defaultcpuallocator: (?:can't allocate memory|not enough memory)",
     ),
     *_engines("errors", "host_oom"),
+    # OpenBLAS (numpy's, torch's) could not map its buffers: "OpenBLAS error: Memory allocation still failed
+    # after 10 retries, giving up." (QA 37 F6: under a 500 MiB budget, as transformers' runner imported torch)
+    ErrorRule("openblas error: memory allocation", "blas_alloc", "host_oom"),
     # --- device memory ---
     *_engines("errors", "device_oom.share"),
     # Every accelerator's words: CUDA, ROCm/HIP, Ascend's NPU, Intel's XPU, Apple's MPS/Metal, Vulkan, SYCL,

@@ -288,7 +288,8 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         pick.failure, pick.cause = "host_oom", "budget_import"
     if under_budget and pick.cause in _BUDGET_ALLOCATION_CAUSES:
         pick.failure = "host_oom"
-        if _importing_engine(found, state):
+        blas_at_start = pick.cause == "blas_alloc" and not (state.startup_seen or state.engine_started)
+        if _importing_engine(found, state) or blas_at_start:  # BLAS maps its buffers as numpy is imported
             pick.cause = "budget_import"
     elif (
         pick.cause in _HOST_ALLOCATION_CAUSES
@@ -948,7 +949,7 @@ _GENERIC_CAUSES = frozenset(
 )
 
 
-_HOST_ALLOCATION_CAUSES = frozenset({"host_alloc", "host_ram_short"})
+_HOST_ALLOCATION_CAUSES = frozenset({"host_alloc", "host_ram_short", "blas_alloc"})
 # Bytes per counted parameter from which a bitsandbytes load is taken as unquantized: 16-bit weights take
 # 2.0. (bitsandbytes packs two 4-bit weights in a byte and numel() counts the bytes, so a 4-bit load shows
 # about 1.0 on the linear layers, 8-bit 1.0; 16-bit embeddings and norms raise the mean, never to 2.0.)
