@@ -472,6 +472,18 @@ def test_after_a_change_without_effect_nothing_more_is_proposed(demo_model: Path
     assert wizard.propose() is None and "did not take effect" in wizard.stop_reason
 
 
+@pytest.mark.parametrize(("gpu_bytes", "expected"), [(None, []), (24 * 2**30, ["fp8"])])
+def test_vllms_on_the_fly_fp8_is_no_move_for_its_cpu_build(
+    gpu_bytes: int | None, expected: list[object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA 37 F4: with no GPU the wizard relaunched vLLM's CPU build with --quantization fp8, which crashed at
+    load (torch.ops._C.static_scaled_fp8_quant is built for CUDA only). On a GPU it stays a rung."""
+    monkeypatch.setattr("vramtui.core.wizard.budget._first_gpu_bytes", lambda: gpu_bytes)
+    wizard = Wizard(Profile(backend="vllm", model="m", params={}), record=False)
+    rung = next(r for r in ladder_for("load_weights", "vllm") if r.param == "quant")
+    assert wizard.proposer.candidates(rung, None, wizard.profile) == expected
+
+
 def test_candidate_values_per_backend(demo_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("vramtui.core.backends.base._importable", lambda module: True)
 

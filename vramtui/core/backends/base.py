@@ -343,6 +343,9 @@ class Backend:
     # Settings its CPU build takes and ignores (vLLM's flash attention backend is CUDA's): said before a
     # launch with no GPU, since the engine only logs it (QA 15)
     cpu_ignored: tuple[str, ...] = ()
+    # Values its CPU build cannot run (vLLM's on-the-fly fp8: its quantization kernel is CUDA's only): the
+    # wizard never proposes them where no GPU is (QA 37 F4: a relaunch that crashed at load)
+    cpu_refused: tuple[tuple[str, object], ...] = ()
     # Its own words for the settings a server list shows (context, parallel, kv_dtype, gpu_layers), where
     # the shared short ones ("ctx", "slots", "KV", "layers": llama-server's) would not be its terms
     setting_words: tuple[tuple[str, str], ...] = SHARED_SETTING_WORDS

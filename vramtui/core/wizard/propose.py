@@ -508,7 +508,11 @@ class Proposer:
         n_layers = 0
         if rung.param == "gpu_layers" and str(current) not in ("0", "None"):
             n_layers = int(getattr(self.model.info(profile.model), "n_layers", 0) or 0)
-        return candidates(rung, current, profile, n_layers)
+        found = candidates(rung, current, profile, n_layers)
+        if self.model.host:  # no GPU: what the engine's CPU build cannot run is no move (QA 37 F4)
+            refused = {value for param, value in self.backend.cpu_refused if param == rung.param}
+            found = [value for value in found if value not in refused]
+        return found
 
     def _expert_layers(self, profile: Profile, current: object) -> list[object]:
         """--n-cpu-moe values above the current one, for a MoE model whose experts are not all on the

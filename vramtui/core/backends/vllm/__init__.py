@@ -149,6 +149,8 @@ VLLM = Backend(
     context_limit_env="VLLM_ALLOW_LONG_MAX_MODEL_LEN",
     # "Cannot use AttentionBackendEnum.FLASH_ATTN backend on CPU": it runs on its own CPU attention
     cpu_ignored=("flash_attn",),
+    # torch.ops._C.static_scaled_fp8_quant is not built for the CPU: "expected at most 0 argument(s)"
+    cpu_refused=(("quant", "fp8"),),
     # the server list in vLLM's own terms (QA 14: "ctx 1024, slots 4, KV auto*")
     setting_words=(
         ("context", "max-model-len"),
