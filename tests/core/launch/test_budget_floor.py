@@ -40,6 +40,19 @@ def test_a_budget_under_the_engines_floor_is_said_with_the_floor(tmp_path: Path)
     assert budget_below_engine(gguf, None) is None
 
 
+def test_the_least_budget_holds_a_first_kv_cache_beside_the_worker(tmp_path: Path) -> None:
+    """QA 37 F5 (real runs of vLLM 0.32's CPU build here): a tiny Llama with a 16 MiB cache set outright was
+    told "at least 1988 MiB", failed there at its KV cache (std::bad_alloc), and ran at 2033 MiB."""
+    model = str(write_tiny_hf(tmp_path / "tiny-hf"))
+    params = {"context": 2048, "parallel": 4, "kv_cache_memory": "16MiB"}
+    said = budget_below_engine(
+        Profile(backend="vllm", model=model, params=params, memory_budget=1024 * MIB), None
+    )
+    assert said is not None, said
+    least = int(said.split("to at least ")[1].split(" MiB")[0])
+    assert 1988 < least <= 2060, said
+
+
 def test_a_budget_the_load_cannot_fit_in_is_said_with_the_least_that_does(tmp_path: Path) -> None:
     """QA 33 V6: over the engine's floor, but under what its CPU worker maps while it loads this model (the
     checkpoint beside the weights it fills): check launched, failed 35 s later, and named no figure."""
