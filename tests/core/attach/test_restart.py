@@ -58,6 +58,22 @@ def test_the_changed_command_is_the_backend_translation_with_one_change(tmp_path
     assert change.argv[change.argv.index("--ctx-size") + 1] == "8192"
 
 
+def test_a_server_started_without_a_host_keeps_its_own_listen_address() -> None:
+    """QA 37 F9: vLLM started with no --host listens on every interface; the restart command added vramtui's
+    --host 127.0.0.1, a second change that made it local-only. One given is kept as it was."""
+    argv = shlex.split("/opt/vllm/bin/vllm serve /m/tiny --port 9000 --kv-cache-memory-bytes 1G")
+    running = _running(argv)
+    before = attached_profile(running)
+    change = changed_command(running, before, before.with_param("kv_cache_memory", "256MiB"))
+    assert "--host" not in change.argv and read_command(change.argv).port == 9000, change.argv
+    assert list(change.changes) == ["kv_cache_memory"]  # the one change it names
+    given = _running([*argv, "--host", "0.0.0.0"])
+    kept = changed_command(
+        given, attached_profile(given), attached_profile(given).with_param("context", 1024)
+    )
+    assert read_command(kept.argv).host == "0.0.0.0"
+
+
 def test_a_kv_cache_type_is_the_engines_pair_of_flags() -> None:
     running = _running(LLAMA)
     before = attached_profile(running)

@@ -212,8 +212,22 @@ def changed_command(running: Running, before: Profile, after: Profile) -> Change
     if before.model != after.model:
         changes["model"] = (before.model, after.model)
     options = {**plan.request_options}
-    how = _how(running, plan.argv, env, options)
-    return ChangedCommand(plan.argv, env, changes, how)
+    argv = _own_listen_address(running, after, plan.argv)
+    how = _how(running, argv, env, options)
+    return ChangedCommand(argv, env, changes, how)
+
+
+def _own_listen_address(running: Running, profile: Profile, argv: list[str]) -> list[str]:
+    """The command with the server's own listen address: a server started without a host flag keeps the
+    engine's default (vLLM's: every interface), not vramtui's 127.0.0.1, which would be a second change
+    the proposal does not name (QA 37 F9: a server others used became local-only)."""
+    launch = profile.backend.launch
+    if running.command is None or running.command.host is not None or launch is None or not launch.host_flag:
+        return argv
+    if launch.host_flag not in argv:
+        return argv
+    at = argv.index(launch.host_flag)
+    return argv[:at] + argv[at + 2 :]
 
 
 def candidate_profile(profile: Profile, proposal: Any) -> Profile:
