@@ -41,6 +41,11 @@ def test_a_step_that_answers_over_the_budget_is_not_called_stopped_at_a_stage() 
     _print_step(step(True), out)
     first = out.getvalue().splitlines()[0]
     assert first == "step 1: context 2048 → 512: got further (it runs at 44 MiB, over the 40 MiB budget)"
+    named = step(True)
+    named.proposal = Proposal("context", 2048, 512, "why", knob="--ctx-size")
+    out = io.StringIO()
+    _print_step(named, out)  # the engine's own flag, as check and diagnose name it (QA 37 F13)
+    assert out.getvalue().startswith("step 1: context (--ctx-size) 2048 → 512: got further")
     out = io.StringIO()
     _print_step(step(None), out)  # it did not come up
     # in words, not the record's codes (issue 22 defect 26)

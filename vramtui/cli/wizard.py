@@ -193,7 +193,9 @@ def _print_step(step: Any, out: Any) -> None:
     if data["step"] == 0:
         head = "before launch" if data["outcome"] == "refused" or _not_launched(data) else "first launch"
     else:
-        head = f"step {data['step']}: {data['param']} {value_word(data['from'])} → {value_word(data['to'])}"
+        knob = step.proposal.knob if step.proposal is not None and step.proposal.knob else None
+        said = f"{data['param']} ({knob})" if knob else data["param"]  # the engine's own flag (QA 37 F13)
+        head = f"step {data['step']}: {said} {value_word(data['from'])} → {value_word(data['to'])}"
     status = step_status(data)
     obs = step.observation
     if data["outcome"] != "works" and obs is not None and obs.runs_over_budget:
