@@ -27,6 +27,9 @@ from vramtui.core.errors import VramtuiError
         ("http://127.0.0.1:11434/api", "http://127.0.0.1:11434"),
         ("http://box/llm/v1", "http://box/llm"),  # a reverse proxy's prefix stays
         ("http://box/llm", "http://box/llm"),
+        ("127.0.0.1:18600", "http://127.0.0.1:18600"),  # a bare host:port, as --source takes it (QA 37 F15)
+        ("localhost:8080/v1", "http://localhost:8080"),
+        ("[::1]:8080", "http://[::1]:8080"),
     ],
 )
 def test_a_url_is_probed_from_the_server_root(typed: str, url: str) -> None:

@@ -3,6 +3,7 @@ systemd unit; resolved to a PID (when it can be seen), a URL to probe and where 
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -29,6 +30,9 @@ class Target:
     notes: list[str] = field(default_factory=list)
 
 
+_BARE_HOST_PORT = re.compile(r"^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):\d{1,5}(?:/.*)?$")
+
+
 def parse_target(text: str) -> Target:
     """The target as typed; bad input is one clear VramtuiError."""
     value = text.strip()
@@ -44,6 +48,8 @@ def parse_target(text: str) -> Target:
     scheme, _, rest = value.partition(":")
     if scheme in ("docker", "systemd") and rest:
         return Target(value, scheme, name=rest)
+    if _BARE_HOST_PORT.match(value):  # host:port, as --source takes it: http://host:port (QA 37 F15)
+        value = f"http://{value}"
     try:
         parts = urlsplit(value)
     except ValueError as error:  # an unclosed [ of an IPv6 address
@@ -55,7 +61,7 @@ def parse_target(text: str) -> Target:
             raise VramtuiError(f"{text}: the port is not a number") from None
         return Target(value, "url", url=server_root(value))
     raise VramtuiError(
-        f"cannot attach to {text!r}: give a PID, a server URL (http://127.0.0.1:8080), "
+        f"cannot attach to {text!r}: give a PID, a server URL (http://127.0.0.1:8080 or 127.0.0.1:8080), "
         "ollama, docker:NAME or systemd:UNIT"
     )
 
