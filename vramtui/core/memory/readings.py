@@ -47,6 +47,9 @@ class Readings:
     falls_back: bool | None = None  # None: no request seen
     rising: bool = False
     leftover_mib: float | None = None  # held after exit above the baseline; None: no exit seen
+    # where the leftover was read: "" its own series; "host RAM" where an exited process's RSS ends with
+    # it and the host's RAM (every process's) says it
+    leftover_read_from: str = ""
     request_peaks_mib: list[float] = field(default_factory=list)
     floors_mib: list[float] = field(default_factory=list)  # plateau, then the floor after each request
     peak_t: float | None = None
