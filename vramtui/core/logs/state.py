@@ -131,6 +131,17 @@ def _frame_rule(frame_rules: tuple[FrameRule, ...], exception: str, refines: str
     return None
 
 
+def _unless_stream_stamp(state: LogState, info: _LineInfo) -> ErrorRule | None:
+    """The line's error rule, unless it is only a level word on a line that says the run got further
+    ("[ERROR] main: server is listening"): a wrapper that stamps every stderr line ERROR (round 82); from
+    there on that word is no error."""
+    rule = info.error
+    if rule is None or rule.cause != "error" or not (info.progress or state.level_is_stream):
+        return rule
+    state.level_is_stream = state.level_is_stream or bool(info.progress)
+    return None
+
+
 class _ChainWatch:
     """Python's chained tracebacks: after "During handling of the above exception, another exception
     occurred", the exception raised last is what stopped the run; the earlier one was a fallback that also
@@ -383,12 +394,7 @@ class LogState:
             self.chain.link(number, text, self.strong)
             return "error", False
 
-        rule = info.error
-        if rule is not None and rule.cause == "error" and (info.progress or self.level_is_stream):
-            # a level word on a line that says the run got further ("[ERROR] main: server is listening"):
-            # a wrapper that stamps every stderr line ERROR (round 82); from there on that word is no error
-            self.level_is_stream = self.level_is_stream or bool(info.progress)
-            rule = None
+        rule = _unless_stream_stamp(self, info)
         if info.exception is not None and self.hint is None:
             self._note_hint(number, text)
         if info.exception is not None or (rule is not None and self.tb_open and self.tb_frames):

@@ -508,11 +508,7 @@ class Proposer:
         n_layers = 0
         if rung.param == "gpu_layers" and str(current) not in ("0", "None"):
             n_layers = int(getattr(self.model.info(profile.model), "n_layers", 0) or 0)
-        found = candidates(rung, current, profile, n_layers)
-        if self.model.host:  # no GPU: what the engine's CPU build cannot run is no move (QA 37 F4)
-            refused = {value for param, value in self.backend.cpu_refused if param == rung.param}
-            found = [value for value in found if value not in refused]
-        return found
+        return _runnable_here(self.model, rung.param, candidates(rung, current, profile, n_layers))
 
     def _expert_layers(self, profile: Profile, current: object) -> list[object]:
         """--n-cpu-moe values above the current one, for a MoE model whose experts are not all on the
@@ -873,6 +869,15 @@ class Proposer:
             parts.append(f"cost: {rung.cost}")
         shares = slot_share_words(model, profile, value) if profile and rung.param == "context" else None
         return "; ".join([*parts, shares] if shares else parts)
+
+
+def _runnable_here(model: MemoryModel, param: str, values: list[object]) -> list[object]:
+    """The values the engine can run here: with no GPU, not what its CPU build cannot (QA 37 F4: vLLM's
+    on-the-fly fp8 crashed the relaunch at load)."""
+    if not model.host:
+        return values
+    refused = {value for name, value in model.backend.cpu_refused if name == param}
+    return [value for value in values if value not in refused]
 
 
 def _out_of_reach(

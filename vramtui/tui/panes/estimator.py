@@ -6,7 +6,7 @@ in a thread (a config.json without weights may import transformers to count para
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -143,6 +143,16 @@ def settings_not_taken(backend: Any, on_cpu: bool) -> dict[str, str]:
         elif on_cpu and param in backend.cpu_ignored:
             greyed[param] = f"{backend.name}'s CPU build ignores it"
     return greyed
+
+
+def _pane_settings(values: dict[str, Any], on_gpu: bool, card: str, budget_card: str | None) -> Any:
+    """The estimate's settings from the form: a CPU run on the default card sizes this machine's RAM, as
+    `estimate --cpu` does; a budget's room, as the profile left it, has the wizard's line (QA 36 F3)."""
+    from vramtui.core.estimate.inputs import cpu_run_card, settings_from
+
+    if not on_gpu and card in (DEFAULT_CARD, _ram_text()):
+        values = {**values, "card": cpu_run_card()}
+    return replace(settings_from(values, on_gpu=on_gpu), room_is_budget=card == budget_card)
 
 
 class EstimatorPane(Pane):
@@ -395,17 +405,8 @@ class EstimatorPane(Pane):
         return values
 
     def _settings(self, values: dict[str, Any]) -> Any:
-        from vramtui.core.estimate.inputs import settings_from
-
-        on_gpu = self.value("runs_on") == "gpu"
-        if not on_gpu and self.value("card") in (DEFAULT_CARD, _ram_text()):  # as `estimate --cpu` sizes it
-            from vramtui.core.estimate.inputs import cpu_run_card
-
-            values = {**values, "card": cpu_run_card()}
-        settings = settings_from(values, on_gpu=on_gpu)
-        # a budget's room, as the profile left it: the line the wizard and `estimate --memory-budget` draw
-        settings.room_is_budget = self.value("card") == self.card_from_budget
-        return settings
+        on_gpu, card = self.value("runs_on") == "gpu", self.value("card")
+        return _pane_settings(values, on_gpu, card, self.card_from_budget)
 
     def _model_info(self, path: str, values: dict[str, Any]) -> Any:
         from vramtui.core.estimate.inputs import model_overrides
