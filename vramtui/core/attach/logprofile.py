@@ -12,7 +12,7 @@ import shlex
 from pathlib import Path
 
 from vramtui.core.attach.cmdline import as_sizes, read_command
-from vramtui.core.attach.restart import program_of
+from vramtui.core.attach.restart import env_params, program_of
 from vramtui.core.launch.profile import Profile
 from vramtui.core.units import MIB
 
@@ -43,15 +43,11 @@ def run_profile(text: str) -> Profile | None:
         return None
     if backend.model_is_file and not Path(command.model).is_file():
         return None
-    params: dict[str, object] = {}
-    for param, name in backend.env.items():  # Ollama's OLLAMA_CONTEXT_LENGTH ...
-        if name.isupper() and name in env:
-            params[param] = int(env[name]) if env[name].isdigit() else env[name]
     budget = _BUDGET.search(head)
     return Profile(
         backend=backend,
         model=command.model,
-        params=as_sizes({**params, **command.params, **command.extra}),
+        params=as_sizes({**env_params(backend, env), **command.params, **command.extra}),
         memory_budget=int(float(budget.group(1)) * MIB) if budget else None,
         extra_args=tuple(command.unread),
         program=program if "/" in (program := program_of(words, backend)) else None,

@@ -14,6 +14,7 @@ import shlex
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,14 +104,19 @@ def _absolute(path: str, cwd: str | None) -> str:
 
 
 def _env_params(running: Running) -> dict[str, object]:
-    """Shared parameters the engine takes from its environment (Ollama's OLLAMA_CONTEXT_LENGTH ...)."""
+    """Shared parameters the running engine takes from its environment."""
     command = running.command
     if command is None or command.backend is None:
         return {}
+    return env_params(command.backend, running.env)
+
+
+def env_params(backend: Backend, env: Mapping[str, str]) -> dict[str, object]:
+    """Shared parameters an engine takes from its environment (Ollama's OLLAMA_CONTEXT_LENGTH ...)."""
     params: dict[str, object] = {}
-    for param, name in command.backend.env.items():
-        if name.isupper() and name in running.env:
-            raw = running.env[name]
+    for param, name in backend.env.items():
+        if name.isupper() and name in env:
+            raw = env[name]
             params[param] = int(raw) if raw.isdigit() else raw
     return params
 
@@ -222,11 +228,10 @@ def _own_listen_address(running: Running, profile: Profile, argv: list[str]) -> 
     engine's default (vLLM's: every interface), not vramtui's 127.0.0.1, which would be a second change
     the proposal does not name (QA 37 F9: a server others used became local-only)."""
     launch = profile.backend.launch
-    if running.command is None or running.command.host is not None or launch is None or not launch.host_flag:
+    flag = launch.host_flag if launch is not None else None
+    if running.command is None or running.command.host is not None or not flag or flag not in argv:
         return argv
-    if launch.host_flag not in argv:
-        return argv
-    at = argv.index(launch.host_flag)
+    at = argv.index(flag)
     return argv[:at] + argv[at + 2 :]
 
 

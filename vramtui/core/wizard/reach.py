@@ -222,22 +222,15 @@ def fewer_slots_move(model: MemoryModel, profile: Profile, skipped: set[str]) ->
     from vramtui.core.wizard.proposal import Proposal
 
     context = whole_or_none(current_value(profile, "context"))
-    accounting = accounting_for(model.backend.name)
-    slots = slot_count(profile)
-    if (
-        not context
-        or slots < 2
-        or "parallel" in skipped
-        or accounting.context_is_per_sequence
-        or _unified(accounting, profile)
-        or context // slots >= SHORT_SLOT_TOKENS
-        or model.backend.knob("parallel") is None
-    ):
+    if not context or "parallel" in skipped or model.backend.knob("parallel") is None:
+        return None
+    share, slots = request_context(profile, context), slot_count(profile)
+    if share == context or share >= SHORT_SLOT_TOKENS:  # one request may use it all, or a chat turn fits
         return None
     fewer = max(1, min(slots - 1, context // SHORT_SLOT_TOKENS))
     bill = model.predict(profile.with_param("parallel", fewer))
     why = (
-        f"each of the {slots} slots got {context // slots:,} tokens of the {context:,}-token context, hardly a "
+        f"each of the {slots} slots got {share:,} tokens of the {context:,}-token context, hardly a "
         f"short chat turn: the slots split one context, so {fewer} slot{'s' if fewer > 1 else ''} "
         f"get{'' if fewer > 1 else 's'} {context // fewer:,} tokens each in no more memory"
     )
