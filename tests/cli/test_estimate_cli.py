@@ -85,6 +85,20 @@ def test_vllm_and_transformers_backends(capsys: pytest.CaptureFixture[str]) -> N
     assert hf["load_peak_bytes"] is None  # bitsandbytes quantizes each weight as transformers loads it
 
 
+def test_largest_context_says_whose_it_is_where_sequences_run(
+    capsys: pytest.CaptureFixture[str], tiny_gguf: Path
+) -> None:
+    """QA 37: "largest context 4,096" beside 4 sequences read as the four's total on transformers, where it
+    is each sequence's; llama-server's slots share theirs."""
+    flags = ("--params", "8B", "--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--gpu-mem", "80GiB")
+    assert main(["estimate", *flags, "--backend", "transformers", "--ctx", "2048", "--parallel", "4"]) == 0
+    assert re.search(r"largest context [\d,]+ per sequence \(4 sequences\)", capsys.readouterr().out)
+    assert main(["estimate", str(tiny_gguf), "--ctx", "2048", "--parallel", "4", "--gpu-mem", "8G"]) == 0
+    assert re.search(r"largest context [\d,]+ \(shared by 4 slots\)", capsys.readouterr().out)
+    assert main(["estimate", *flags, "--backend", "transformers", "--ctx", "2048"]) == 0
+    assert re.search(r"largest context [\d,]+;", capsys.readouterr().out)  # one sequence: nothing to say
+
+
 def test_vllms_own_spellings_mean_what_they_mean_there(capsys: pytest.CaptureFixture[str]) -> None:
     """QA 9: --max-model-len, --max-num-seqs, --gpu-memory-utilization, --kv-cache-memory-bytes and
     --enforce-eager (the flags a vLLM user types, and diagnose's advice prints) were refused."""

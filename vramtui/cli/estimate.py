@@ -629,13 +629,29 @@ def render(info: Any, est: Any) -> str:
     return "\n".join(lines)
 
 
+def _context_share(est: Any) -> str:
+    """Whose context the largest one is, where several sequences run: each sequence's (vLLM, transformers),
+    or one the slots share (llama-server): "largest context 4,096" beside 4 sequences read either way."""
+    from vramtui.core.estimate.accounting import accounting_for
+
+    if est.parallel <= 1:
+        return ""
+    if accounting_for(est.backend).context_is_per_sequence:
+        return f" per sequence ({est.parallel} sequences)"
+    return f" (shared by {est.parallel} slots)"
+
+
 def _solvers(est: Any) -> list[str]:
     """What the solvers found: the largest context and concurrency, the split, the experts and layers that fit."""
     from vramtui.core.units import format_bytes as fb
 
     # a refusal no context cures (a quantized V without flash attention): its zeros would read as memory's
     cured = not (est.refused and not est.max_context)
-    solved = [f"largest context {est.max_context:,}" if est.max_context is not None and cured else ""]
+    solved = [
+        f"largest context {est.max_context:,}{_context_share(est)}"
+        if est.max_context is not None and cured
+        else ""
+    ]
     # no concurrency at a length the engine refuses (QA 10: 256 sequences of 4,096 beside WILL NOT START)
     at_length = not (est.refused and est.past_trained_context)
     if est.max_parallel is not None and cured and at_length:
