@@ -142,7 +142,11 @@ def test_llama_server_by_pid_as_text(llama_server) -> None:
     assert f"http://127.0.0.1:{port}" in text.stdout
     # the four readings, as the memory pane and replay give them (QA 30 S16: plateau and peak alone)
     assert all(word in text.stdout for word in ("baseline ", "plateau ", "peak ", "falls back "))
+    # up before the watch: no idle level was seen, as replay says of such a recording (QA 36 F10d: the
+    # plateau was called the baseline)
+    assert "baseline n/a" in text.stdout
     report = _report(str(proc.pid))
+    assert report["readings"]["baseline_mib"] is None and report["readings"]["plateau_mib"]
     assert report["url"] == f"http://127.0.0.1:{port}"
     assert report["params"] == {"context": 1024, "parallel": 2}
     assert proc.poll() is None

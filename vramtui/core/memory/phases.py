@@ -292,4 +292,10 @@ def find_phases(curve: Curve, events: Sequence[EventLike], running: bool | None)
     if exit_t is None and running is not True and (running is False or not events):
         phases.exit_i = exit_from_curve(curve, phases)
         phases.exit_seen = phases.exit_i < curve.n
+    ready_t = first_time(events, "ready")
+    if launch_t is None and ready_t is not None and ready_t <= curve.ts[0]:
+        # up before the first sample (a server attached to): its first level is its own, not an idle
+        # card's (QA 36 F10d: attach said "baseline 419 MiB", the plateau, where replay says n/a)
+        notes.append("the server was up before the first sample: no baseline before launch")
+        phases.baseline = None
     return phases, notes
