@@ -109,6 +109,7 @@ FILES = (
     DATA / "printouts" / "round60.jsonl",
     DATA / "printouts" / "round61.jsonl",
     DATA / "printouts" / "round62.jsonl",
+    DATA / "printouts" / "round63.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",

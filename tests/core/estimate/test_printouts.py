@@ -23,6 +23,34 @@ _SPEC.loader.exec_module(po)
 # (printout, term) -> why the estimate misses it
 KNOWN_MISSES: dict[tuple[str, str], str] = {
     (
+        "p63-ik_llama.cpp-deepseek-r1-ud-q2_k_xl-rtxa6000-ngl63-ot-exps-cpu-ctx32768-fa-mla2-amb2048-q8kv-b3596",
+        "compute",
+    ): (
+        "a build of ik_llama.cpp PR #259's branch (commit f2fb15de), before #260 (2025-03-18) cut FlashMLA-2's "
+        "compute on CUDA: off the CPU it decompressed every head's K and V at once in f32, with no -amb step "
+        "(src/llama.cpp at 0f19a500: kv_f32 4 GiB, the repeated rope part 1 GiB and their concat 3 GiB, live "
+        "together: 8 of the 8.27 GiB CUDA0 prints), where #260's graph, the one modelled, reserves 3.4 GiB"
+    ),
+    (
+        "p63-ik_llama.cpp-deepseek-r1-ud-q2_k_xl-rtxa6000-ngl63-ot-exps-cpu-ctx32768-fa-mla2-amb2048-q8kv-b3596",
+        "weights",
+    ): (
+        "Unsloth's UD-Q2_K_XL mix: the log prints 306 q4_K and 184 q6_K tensors but not which; the harness lays "
+        "them over the tensors in its own order and CUDA0's attention and shared experts come out x1.14. The "
+        "host's figure is within 5%"
+    ),
+    (
+        "p63-ik_llama.cpp-qwen3-235b-a22b-ud-q4_k_xl-4gpu-ts68-70-60-240-ot-ffn50-99-cpu-ctx32768-fa-q4_0kv-ub2048",
+        "compute",
+    ): (
+        "CUDA3 (the output) and the host are exact; CUDA1 and CUDA2 print 608.01 MiB, exactly the routed experts' "
+        "gate-up, down and weighting for 8 experts x 2048 tokens, with no mask or residual beside them, and "
+        "CUDA0 that plus 419 MiB (a host expert tensor, whose type the log does not print); the estimate keeps "
+        "the flash-attention mask (f32 copy and f16 cast, 384 MiB) live through every layer's feed-forward, as "
+        "other printouts show. Which scheduler split frees it here is not known from a log that starts at "
+        "load_tensors (ik_llama.cpp of May 2025, version not printed)"
+    ),
+    (
         "p62-ik_llama.cpp-deepseek-v3-0324-ud-q2_k_xl-5090-2x4090-a6000-ot-exps-per-gpu-ctx16384-fa-mla1-b3679",
         "kv",
     ): (
