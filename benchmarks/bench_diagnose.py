@@ -512,6 +512,14 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # crash; a wrapper that stamps every stderr line [ERROR] (its "listening" line so stamped) stamps no
     # error; a stage-less first error takes the stage its engine's traceback tells up to 80 lines on (was
     # 20: a worker's faulthandler stack of 40 frames came between; this also placed round 81's Neuron run).
+    # Round 83 (8 logs: 6 vLLM and SGLang issue bodies from the same copy, a vLLM 0.4 start-up and a committed
+    # llama-server log; 2 healthy, none quiet, no memory failure found unused; 4 training, 4 held-out) at
+    # 4c2f47b: stage 7/8, class 7/8, first error 4/6, engine 8/8. Rules written from its training part:
+    # Triton's "out of resource: shared memory" is a kernel's limit, not VRAM (SGLang's capture failure
+    # around it lists the OOM's hints); glibc's heap aborts ("free(): double free detected") are the crash
+    # and its first line, unless an error came before (then they are its teardown: round 21's "free():
+    # invalid pointer"); V1's warning that lists the methods a Ray worker lacks (determine_num_available_
+    # blocks, initialize_cache) names the cache's steps and is no cache stage.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -673,6 +681,10 @@ LATER_ROUNDS = (
     (
         "round82.jsonl",
         "round 82 (vLLM, SGLang and llama.cpp issue bodies and log files of 2023-2026; thirty-sixth session",
+    ),
+    (
+        "round83.jsonl",
+        "round 83 (vLLM and SGLang issue bodies of 2024-2025 and a llama-server log file; thirty-seventh session",
     ),
 )
 

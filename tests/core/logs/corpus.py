@@ -98,6 +98,7 @@ FILES = (
     LOGS / "round80.jsonl",
     LOGS / "round81.jsonl",
     LOGS / "round82.jsonl",
+    LOGS / "round83.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

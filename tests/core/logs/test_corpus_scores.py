@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (991, 1025),
-        "class": (999, 1025),
+        "stage": (995, 1029),
+        "class": (1003, 1029),
         "memory": (290, 307),
-        "first_error": (591, 615),
+        "first_error": (595, 619),
         "quiet": (179, 199),
         "calm": (129, 156),
-        "engine": (973, 1025),
+        "engine": (977, 1029),
     },
     "heldout": {
-        "stage": (367, 401),
-        "class": (368, 401),
+        "stage": (371, 405),
+        "class": (371, 405),
         "memory": (113, 130),
-        "first_error": (209, 233),
+        "first_error": (212, 235),
         "quiet": (63, 84),
-        "calm": (44, 57),
-        "engine": (381, 401),
+        "calm": (45, 59),
+        "engine": (385, 405),
     },
 }
 

@@ -110,6 +110,10 @@ CAUSE_WORDS: dict[str, str] = {
     "no_kernel_image": "the engine's GPU code was not built for this card (no kernel for its compute capability)",
     "no_gpu_torch": "torch found no GPU to put the model on (a CPU-only torch, or no NVIDIA driver)",
     "triton_image": "a Triton kernel compiled for this card could not be loaded by its driver",
+    "heap_corruption": "native code broke the process's heap (a double free, an invalid pointer) and the C "
+    "library stopped it: a bug or a library mismatch, not memory running out",
+    "triton_shared_memory": "a Triton kernel asked for more shared memory per block than this card has (a "
+    "kernel tuned for another GPU): not its VRAM",
     "shift_unsupported": "a slot's context filled up, and this model's cache cannot drop its oldest tokens "
     "(no context shift)",
     "device_assert": "a GPU kernel's own check failed (an index past its table: a position past the trained "
@@ -631,6 +635,25 @@ ADVICE: tuple[AdviceRow, ...] = (
             "Install a build made for it: a newer card (RTX 50-series, sm_120) needs CUDA 12.8+ wheels; an older "
             "one (below sm_70) needs a release that still ships its code, or a source build "
             "(TORCH_CUDA_ARCH_LIST, CMAKE_CUDA_ARCHITECTURES).",
+        ),
+    ),
+    AdviceRow(
+        None,
+        "heap_corruption",
+        (
+            "Not a memory failure: native code freed memory twice or wrote past a buffer, and glibc stopped the "
+            "process. No memory setting changes it: note the call the stack shows it in (NCCL set-up, a kernel "
+            "library), try another build of the engine or of that library, and report it with both versions.",
+        ),
+    ),
+    AdviceRow(
+        None,
+        "triton_shared_memory",
+        (
+            "Not a memory failure: a compiled Triton kernel needs more on-chip shared memory than this card's "
+            "limit (the line gives both), and no memory setting changes that. Run without the compile step that "
+            "made it (SGLang: drop --enable-torch-compile; vLLM: --enforce-eager or a lower compilation "
+            "level), or pick another attention or MoE backend; report the kernel, the card and the build.",
         ),
     ),
     AdviceRow(

@@ -382,6 +382,10 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
         "other",
         r"no kernel image is available for execution|device kernel image is invalid",
     ),
+    # Triton's tile config needs more shared memory per block than the card has ("out of resource: shared
+    # memory, Required: 196608, Hardware limit: 65536"): a kernel tuned for another GPU, not its VRAM; the
+    # engine's capture failure wrapped around it adds the OOM's own hints (round 83)
+    ErrorRule("out of resource: shared memory", "triton_shared_memory", "other"),
     # torch finds no GPU to put the model on: a CPU-only build, or no driver (QA 21 F2: device_map =
     # "cuda:3" on a CPU box read "an error at load weights")
     ErrorRule(
@@ -406,6 +410,16 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule(
         "received at time=", "crash", "other", r"\*\*\* sig(?:segv|abrt|bus|fpe|ill) received at time="
     ),
+    # glibc's heap checks aborting the process ("free(): double free detected in tcache 2", "munmap_chunk():
+    # invalid pointer"): native code broke its heap, before the signal handler's own line (round 83)
+    ErrorRule("double free", "heap_corruption", "other", r"\(\): double free|double free or corruption"),
+    ErrorRule(
+        "(): invalid",
+        "heap_corruption",
+        "other",
+        r"\b(?:free|realloc|munmap_chunk)\(\): invalid (?:pointer|size)",
+    ),
+    ErrorRule("corrupted", "heap_corruption", "other", r"\(\): corrupted|corrupted size vs\. prev_size"),
     # Windows' words for the same crash: an access violation (0xC0000005) or another fatal exception code
     ErrorRule("exception code: 0xc", "crash", "other", r"exception code: 0xc0000\w{3}\b", strong=False),
     ErrorRule("core-dump", "crash", "other", r"result: core-dump", strong=False),  # systemd's unit status

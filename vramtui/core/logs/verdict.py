@@ -197,6 +197,8 @@ def _first_failure(state: LogState, profile: LogProfile | None) -> _Pick:
         and state.weak.number < found.number
     ):
         found = None  # its own SIGKILL after an error: the error before it is the failure
+    if _teardown_crash(found, state.weak):
+        found = None  # "free(): invalid pointer" as a failed load unwinds: the error before it is the failure
     cut = state.cut_tb
     cut_memory = state.cut_memory
     if cut is None and state.tb_open and state.tb_frames and state.tb_start is not None:
@@ -222,6 +224,15 @@ def _first_failure(state: LogState, profile: LogProfile | None) -> _Pick:
     if cut is not None:
         return _Pick(cut, _memory_of(state) if cut_memory else "other", "cut_traceback", True, cut)
     return _Pick(found, cut=cut)
+
+
+def _teardown_crash(found: _Found | None, weak: _Found | None) -> bool:
+    """glibc's heap abort after an error line: the process broke its heap while it shut down from that error
+    (round 21's "key not found" load, then "free(): invalid pointer"), not before it (round 83's double free
+    in a worker's NCCL set-up, the first thing that went wrong)."""
+    if found is None or found.rule is None or found.rule.cause != "heap_corruption":
+        return False
+    return weak is not None and weak.rule is not None and weak.number < found.number
 
 
 def _broken_import(pick: _Pick, state: LogState) -> bool:

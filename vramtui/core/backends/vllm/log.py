@@ -151,9 +151,16 @@ STAGE_RULES_1: tuple[StageRule, ...] = (
     StageRule("memory profiling", "kv_cache", backend="vllm"),
     StageRule("profile run", "kv_cache", backend="vllm"),
     StageRule("profile_run", "kv_cache", backend="vllm"),
-    StageRule("determine_num_available_blocks", "kv_cache", backend="vllm"),
+    StageRule(
+        "determine_num_available_blocks",
+        "kv_cache",
+        r"^(?!.*\bnot implemented in\b).*determine_num_available_blocks",
+        backend="vllm",
+    ),
     StageRule("determine_available_memory", "kv_cache", backend="vllm"),
-    StageRule("initialize_cache", "kv_cache", backend="vllm"),
+    StageRule(
+        "initialize_cache", "kv_cache", r"^(?!.*\bnot implemented in\b).*initialize_cache", backend="vllm"
+    ),
     StageRule("_initialize_kv_caches", "kv_cache", backend="vllm"),
     # vLLM 0.1's engine sizing its cache (a traceback frame: `in _init_cache`), after the workers loaded
     StageRule("_init_cache", "kv_cache", r"\bin _init_cache\b", backend="vllm"),
