@@ -160,6 +160,8 @@ class ModelInfo:
     output_type: str | None = None
     other_bytes: int = 0
     weights_by_dtype: dict[str, int] = field(default_factory=dict)
+    # the largest safetensors file on disk: what a loader maps at once, beside the weights it fills
+    largest_shard_bytes: int | None = None
     weights_source: str = "params"  # gguf | safetensors | index | params
     params_exact: bool = False
     # a quant_method in config.json vramtui does not know: its weights are sized as 16-bit, an upper bound
@@ -1002,6 +1004,7 @@ def info_from_hf_folder(folder: Path, exact_params: bool = True) -> ModelInfo:
         info.weights_bytes = total
         info.weights_by_dtype = by_dtype
         info.weights_source = "safetensors"
+        info.largest_shard_bytes = max(shard.stat().st_size for shard in shards)
         if not info.quant:
             info.n_params, info.params_exact = elements, True
             big = max(by_dtype, key=lambda k: by_dtype[k]) if by_dtype else "BF16"

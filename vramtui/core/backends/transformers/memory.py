@@ -89,6 +89,7 @@ class TransformersMemory(MemoryAccounting):
         return est.context  # each sequence of a batch has its own dynamic cache of the whole context (QA 5)
 
     def size(self, info: ModelInfo, settings: Settings) -> Estimate:
+        mapped = info.largest_shard_bytes or info.weights_bytes  # the file as stored, before any cast
         info, cast = as_loaded(info, settings.dtype)
         context = self.run_context(info, settings)
         batch = settings.parallel or 1
@@ -129,7 +130,9 @@ class TransformersMemory(MemoryAccounting):
         total = bill.total(place)
         usable = int(settings.device_bytes * settings.share)
         notes.append("dynamic cache: KV grows with the sequence; the figure is at the full context")
-        return Estimate(
+        load_peak = budget_load_peak(settings, runtime + weights, mapped, bool(cast))
+        loads = load_peak is None or load_peak <= usable
+        est = Estimate(
             backend=settings.backend,
             context=context,
             parallel=batch,
@@ -144,7 +147,7 @@ class TransformersMemory(MemoryAccounting):
             total_bytes=total,
             device_bytes=settings.device_bytes,
             usable_bytes=usable,
-            fits=total <= usable,
+            fits=total <= usable and loads,
             n_layers=info.n_layers,
             kv_dtype=kv_dtype,
             kv_cells=context * batch,  # every sequence's cache holds the whole context
@@ -153,7 +156,35 @@ class TransformersMemory(MemoryAccounting):
             bill=bill,
             device="gpu" if settings.on_gpu else "host",
             host_bytes_needed=0 if settings.on_gpu else total,
+            load_peak_bytes=load_peak,
+            load_peak_words="checkpoint mapped while loading",
+            load_peak_fits=None if load_peak is None else loads,
         )
+        if not loads:
+            est.reason = load_peak_reason(load_peak or 0, usable, settings.share, mapped, bool(cast))
+        return est
+
+
+def budget_load_peak(settings: Settings, resident: int, mapped: int, cast: bool) -> int | None:
+    """Under a memory budget on the CPU (an address-space limit), what the load maps at its peak: the process
+    and the weights it fills, the safetensors file mapped beside them, and where --dtype casts, each tensor
+    first read in the file's own dtype (QA 38 F1: 96M fp32 parameters "fit" 1550 MiB and failed to map the
+    file; measured here, VmPeak 1007 MiB over the process at fp32 and 1167 at bf16: 368 MiB of weights,
+    368 mapped, the cast's fp32 copy). None: no budget, or a GPU run (the page cache is not the card's)."""
+    if settings.on_gpu or not settings.room_is_budget or not mapped:
+        return None
+    return resident + mapped + (mapped if cast else 0)
+
+
+def load_peak_reason(peak: int, usable: int, share: float, mapped: int, cast: bool) -> str:
+    """Why a load over the budget cannot start, and by how much the budget must grow (its line included)."""
+    copy = ", and a copy in the file's dtype before the cast" if cast else ""
+    short = -(-int((peak - usable) / share) // MIB)  # the room past the line that holds the peak
+    return (
+        f"the load does not fit: transformers maps the {mapped / MIB:.0f} MiB checkpoint beside the weights it "
+        f"fills{copy}, about {peak / MIB:.0f} MiB at its peak against {usable / MIB:.0f} MiB usable; no context "
+        f"or batch helps: raise the memory budget by at least {short} MiB"
+    )
 
 
 TRANSFORMERS = TransformersMemory()
