@@ -110,6 +110,7 @@ FILES = (
     DATA / "printouts" / "round61.jsonl",
     DATA / "printouts" / "round62.jsonl",
     DATA / "printouts" / "round63.jsonl",
+    DATA / "printouts" / "round64.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -476,6 +477,7 @@ def _tied(run: LogRun, arch: str) -> bool:
 
 
 # Architectures whose layers are not llama's (a gated feed-forward, separate q/k/v, no biases), as
+_DEEPSTACK_ARCHS = frozenset({"qwen3vl", "qwen3vlmoe"})
 # llama.cpp's tensor table for them has it; a log prints the shape, not the layer's tensors.
 _ARCH_TRAITS: dict[str, dict[str, bool]] = {
     "gptneox": {"ffn_gated": False, "fused_qkv": True, "attn_bias": True},
@@ -492,6 +494,11 @@ def info_of(run: LogRun) -> ModelInfo:
     # builds of 2026 print n_layer without the MTP layers and n_layer_all with them (the file's block_count)
     n_layers = _meta_int(run, "n_layer_all") or _meta_int(run, "n_layer") or 0
     hidden = _meta_int(run, "n_embd") or 0
+    if arch in _DEEPSTACK_ARCHS:
+        # llama.cpp prints Qwen3-VL's n_embd widened by its deepstack features, one more hidden width per
+        # merger layer (llama-model.cpp: n_embd *= n_deepstack_layers + 1; three on every Qwen3-VL): the
+        # residual stream is the GGUF's own embedding_length (16384 printed for the 235B's 4096)
+        hidden //= 1 + (_meta_int(run, "n_deepstack_layers") or 3)
     heads = _meta_int(run, "n_head") or 0
     kv_heads = _meta_int(run, "n_head_kv") or heads
     head_k = _meta_int(run, "n_embd_head_k") or hidden // max(1, heads)
@@ -824,13 +831,25 @@ def _engine_build(case: dict[str, Any]) -> int | None:
     (mainline's wording eras mean nothing in the fork): without one, a build of the fork's early era (its
     logs in the corpus that print no number are of 2025's first half, or name a commit of then)."""
     if case["family"] == "ik_llama.cpp":
-        return printed_build(case["log"]) or IK_FORK_BUILD
+        return printed_build(case["log"]) or _ik_era(case["log"])
     if printed_build(case["log"]) is None and (named := _NAMED_BUILD.match(str(case.get("build") or ""))):
         return int(named.group(1))  # the build the thread names ("9849 (799fcc04a)", "b10312-c7f5ac9ad")
     return build_of(case["log"])
 
 
 _SLOTS = re.compile(r"initializing, n_slots = (\d+),.*kv_unified = '(true|false)'")
+
+
+def _ik_era(text: str) -> int:
+    """An ik_llama.cpp log without its count ("build = 1 (d67e4da)": built outside git) dated by the context
+    settings it prints, each first printed at a build of the fork's own count (git log -S at 8337e4cd)."""
+    for marker, build in _IK_ERAS:
+        if marker in text:
+            return build
+    return IK_FORK_BUILD
+
+
+_IK_ERAS = (("graph_reuse", 3989), ("grouped er", 3912), ("fused_up_gate", 3869))
 _NAMED_BUILD = re.compile(r"\s*b?(\d{4,5})(?: \(|-[0-9a-f]{7})")
 
 
@@ -1103,9 +1122,8 @@ def _gpu_index(run: LogRun, place: str) -> int:
 
 
 def _estimated(est: Estimate, part: str, index: int | str) -> int:
-    if index == HOST:
-        return est.bill.get(part, HOST)  # type: ignore[arg-type]
-    return est.bill.get(part, index)  # type: ignore[arg-type]
+    place = HOST if index == HOST else index
+    return sum(est.bill.get(name, place) for name in part.split("+"))  # type: ignore[arg-type]
 
 
 _PARTS = {"kv": "kv_cache", "weights": "weights", "compute": "compute"}
@@ -1175,6 +1193,8 @@ def score(case: dict[str, Any]) -> Scored:
         part = _PARTS[term]
         if term == "kv" and _state_as_kv(info, run):
             part = "recurrent_state"
+        elif term == "kv" and _state_in_kv(info, run, case["log"]):
+            part = "kv_cache+recurrent_state"
         for place, value in printed.items():
             index: int | str = HOST if place == "host" else _gpu_index(run, place)
             scored.terms.append(Term(case["id"], term, place, _estimated(est, part, index), value))
@@ -1186,6 +1206,14 @@ def _state_as_kv(info: ModelInfo, run: LogRun) -> bool:
     kv_size 1: RWKV, Mamba before llama.cpp's memory split); later builds print it as an `RS buffer`."""
     flags = info.recurrent_flags
     return bool(flags) and all(flags) and not run.printed.terms.get("rs")
+
+
+def _state_in_kv(info: ModelInfo, run: LogRun, text: str) -> bool:
+    """A hybrid (some layers recurrent) printed by ik_llama.cpp, whose one `KV buffer` holds the recurrent
+    state beside the attention layers' K and V ("KV buffer size = 72.81 MiB" beside "KV self size = 10.00
+    MiB": round 64's Qwen3.5-35B-A3B); mainline prints the state as an `RS buffer` of its own."""
+    flags = info.recurrent_flags
+    return bool(flags) and any(flags) and not run.printed.terms.get("rs") and "KV self size" in text
 
 
 # A printout that does not print its model's shape, whose model has a published config.json here

@@ -1,7 +1,8 @@
 """A GGUF's MTP (nextn) layers are the last of its block_count. llama.cpp places them as layers (the split
 over devices counts them: builds of 2026 print `n_layer_all`) but skips their tensors ("model has unused
 tensor blk.78... -- ignoring") and keeps them out of the main KV cache (create_memory's filter, `il <
-n_layer()`); ik_llama.cpp loads and caches every layer. A GLM-5.2 run on 4 GPUs (round 29's printouts,
+n_layer()`); ik_llama.cpp skips their tensors too (TENSOR_SKIP since its GLM-4.5 support, #668) and
+cached every layer until its #843 (build 3918; round 64's 2026 GLM-4.5-Air printout: 46 of 47). A GLM-5.2 run on 4 GPUs (round 29's printouts,
 build 10505) holds 78 layers of KV over 79 placed; its last GPU's weights were x1.22 of the printed with
 the MTP layer counted, and its DeepSeek-sparse-attention indexer keeps a key cache of its own (128 wide,
 in 21 of 78 layers), 6% of its KV."""
@@ -46,17 +47,20 @@ def _estimate(path: Path, backend: str, **more: Any) -> Any:
     return estimate(load_model_info(path), settings)
 
 
-def _kv(path: Path, backend: str) -> int:
-    return _estimate(path, backend).kv_cache_bytes
+def _kv(path: Path, backend: str, **more: Any) -> int:
+    return _estimate(path, backend, **more).kv_cache_bytes
 
 
-def test_llama_cpp_keeps_the_mtp_layer_out_of_its_kv_cache_and_ik_llama_cpp_does_not(tmp_path: Path) -> None:
+def test_llama_cpp_keeps_the_mtp_layer_out_of_its_kv_cache_and_ik_llama_cpp_did_before_its_843(
+    tmp_path: Path,
+) -> None:
     per_layer = CONTEXT * KV_HEADS * HEAD * 2 * 2  # K and V, f16
     with_mtp = _write(tmp_path / "mtp.gguf", nextn=1)
     info = load_model_info(with_mtp)
     assert (info.n_layers, info.mtp_layers) == (LAYERS, 1)  # placed as a layer, weights and all
     assert _kv(with_mtp, "llama.cpp") == (LAYERS - 1) * per_layer
-    assert _kv(with_mtp, "ik_llama.cpp") == LAYERS * per_layer
+    assert _kv(with_mtp, "ik_llama.cpp", engine_build=3917) == LAYERS * per_layer
+    assert _kv(with_mtp, "ik_llama.cpp", engine_build=3918) == (LAYERS - 1) * per_layer
     # a file without MTP layers: every layer holds its K and V
     assert _kv(_write(tmp_path / "plain.gguf", nextn=0), "llama.cpp") == LAYERS * per_layer
 
@@ -67,7 +71,9 @@ def test_llama_cpp_skips_the_mtp_layers_weights_unless_asked_for_them(tmp_path: 
     assert (
         _estimate(with_mtp, "llama.cpp").weights_bytes == _estimate(plain, "llama.cpp").weights_bytes - layer
     )
-    assert _estimate(with_mtp, "ik_llama.cpp").weights_bytes == _estimate(plain, "ik_llama.cpp").weights_bytes
+    for build in (3917, 4500):  # skipped at load in every build that reads the layer (its #668 on)
+        ik = _estimate(with_mtp, "ik_llama.cpp", engine_build=build).weights_bytes
+        assert ik == _estimate(plain, "ik_llama.cpp", engine_build=build).weights_bytes - layer
 
 
 def test_the_sparse_attention_indexer_keeps_its_keys_in_the_layers_the_file_names(tmp_path: Path) -> None:

@@ -352,6 +352,10 @@ class LlamaCppMemory(MemoryAccounting):
     # filter, il < n_layer()); --mtp loads them (an extra of the estimate)
     mtp_layers_loaded = False
 
+    def mtp_kv_kept(self, settings: Settings) -> bool:
+        """Does the main KV cache hold the MTP layers too?"""
+        return self.mtp_layers_loaded
+
     def per_sequence(self, est: Estimate) -> int:
         """One slot's cells: its share of the context, padded as llama.cpp pads it (at least 256)."""
         return max(est.context, est.kv_cells or 0) // max(1, est.parallel)
@@ -450,7 +454,7 @@ class LlamaCppMemory(MemoryAccounting):
         weights_key = ("llama_cpp_weights", id(info), file_type)  # the grid's memo (estimator.sizing_memo)
         given = info
         trunk = info.n_layers - info.mtp_layers
-        if info.mtp_layers and not self.mtp_layers_loaded and info.kv_layers is None:
+        if info.mtp_layers and not self.mtp_kv_kept(settings) and info.kv_layers is None:
             info = replace(info, kv_layers=trunk)
         if settings.quant and info.weights_source == "gguf" and file_type:
             # another file type than the GGUF's: size it from the shapes, as llama-quantize would
@@ -686,6 +690,7 @@ IK_FORK_BUILD = 3300
 # ik_llama.cpp's own build count from which a causal mask is built in f16 with flash attention (its #825,
 # 2025-10-13: build 3907); the builds it prints ("version: 3956", "build info ... build=3961") count so
 IK_F16_MASK_BUILD = 3907
+IK_MTP_KV_DROPPED_BUILD = 3918
 
 
 class IkLlamaCppMemory(LlamaCppMemory):
@@ -694,7 +699,14 @@ class IkLlamaCppMemory(LlamaCppMemory):
     cache of n_ctx cells, padded to 256 with flash attention and 32 without, for every slot."""
 
     swa_full = True  # sliding-window layers keep every cell (unless --swa-compress)
-    mtp_layers_loaded = True  # its cache has every layer of block_count (GLM-4.5-Air's printouts: 47 of 47)
+    # the MTP layers' tensors are skipped at load (TENSOR_SKIP since its GLM-4.5 support, #668: "model has
+    # unused tensor blk.46... -- ignoring"); its cache held every layer of block_count (GLM-4.5-Air's 2025
+    # printouts: 47 of 47) until #843 (2025-10-20, its build 3918: "Do not allocate KV cache for unused layers")
+    mtp_layers_loaded = False
+
+    def mtp_kv_kept(self, settings: Settings) -> bool:
+        return not self.build(settings).at_least(IK_MTP_KV_DROPPED_BUILD)
+
     # mainline's, less its own knobs
     ignores = tuple(name for name in LlamaCppMemory.ignores if name not in ("mla", "attn_max_batch"))
 
