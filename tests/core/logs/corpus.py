@@ -99,6 +99,7 @@ FILES = (
     LOGS / "round81.jsonl",
     LOGS / "round82.jsonl",
     LOGS / "round83.jsonl",
+    LOGS / "round84.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30
