@@ -393,3 +393,40 @@ def test_a_run_log_of_vramtuis_names_the_wizards_first_move_as_check_does(
     bare.write_text("".join(line for line in lines if "vramtui: launch" not in line))
     alone = json.loads(vramtui("diagnose", str(bare), "--json").stdout)
     assert alone["first_move"] is None and not alone["advice"][0].startswith("first move")
+
+
+@pytest.mark.engine
+def test_a_run_vramtui_launched_here_without_a_gpu_is_no_quiet_cpu_failure(
+    llama_server_bin: Path, gqa_gguf: Path, tmp_path: Path
+) -> None:
+    """QA 38 F3: `check` of a working llama-server on this GPU-less machine said nothing of the CPU, and
+    `diagnose` of the same run's log said "nothing runs on a GPU". A log vramtui launched here, where NVML
+    finds no GPU, is read as the machine had it; the same lines without vramtui's launch line (a log pasted
+    from a GPU box) still say it. A real llama-server."""
+    from vramtui.core.memory.nvml import first_gpu_total_bytes
+
+    if first_gpu_total_bytes() is not None:
+        pytest.skip("a GPU is here: a run on the CPU is news on it")
+    profile = tmp_path / "p.toml"
+    profile.write_text(
+        f'backend = "llama.cpp"\nmodel = "{gqa_gguf}"\nprogram = "{llama_server_bin}"\nport = "auto"\n'
+        "[params]\ncontext = 2048\n",
+        encoding="utf-8",
+    )
+    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "data"))
+
+    def vramtui(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "vramtui", *args], capture_output=True, text=True, timeout=300, env=env
+        )
+
+    checked = vramtui("check", str(profile), "--json")
+    assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
+    log = json.loads(checked.stdout)["log_file"]
+    said = json.loads(vramtui("diagnose", log, "--json").stdout)
+    assert not any("nothing runs on a GPU" in w for w in said["warnings"]), said["warnings"]
+    pasted = tmp_path / "pasted.log"
+    lines = Path(log).read_text().splitlines(keepends=True)
+    pasted.write_text("".join(line for line in lines if "vramtui: launch " not in line))
+    said = json.loads(vramtui("diagnose", str(pasted), "--json").stdout)
+    assert any("nothing runs on a GPU" in w for w in said["warnings"]), said["warnings"]
