@@ -112,6 +112,22 @@ def test_a_context_cut_that_leaves_each_slot_a_scrap_goes_on_to_fewer_slots(
     assert f"got {context // 4:,} tokens of the {context:,}-token context" in why, why
 
 
+def test_fewer_slots_say_what_they_cost_where_each_attends_over_more(
+    llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    """QA 38 F5: without flash attention each slot's stream scores its share of the cells, so 6 slots of
+    1,024 tokens take a larger compute buffer than 8 of 768 (the engine printed 200 MiB against 164): the
+    follow-up said "in no more memory". It says the cost its own prediction gives."""
+    params = "context = 65536\nparallel = 8\nbatch = 4096\nubatch = 4096\nflash_attn = false\n"
+    result, _ = _wizard(llama_server_bin, tiny_gguf, params, 500, tmp_path)
+    steps = _steps(result)
+    assert [step[0] for step in steps] == ["context", "parallel"] and steps[1][3] == "works", steps
+    printed = [step["engine_figures_mib"]["compute_buffer"] for step in result["steps"]]
+    assert printed[1] > printed[0], printed  # the engine's own figure: fewer slots cost compute here
+    why = result["steps"][1]["why"]
+    assert "MiB more (the same KV cache" in why and "no more memory" not in why, why
+
+
 def test_slots_the_user_chose_short_are_left_as_they_are(
     llama_server_bin: Path, gqa_gguf: Path, tmp_path: Path
 ) -> None:

@@ -28,6 +28,7 @@ from vramtui.core.wizard.budget import (
 from vramtui.core.wizard.observe import Observation, part_bytes
 
 if TYPE_CHECKING:
+    from vramtui.core.memory.parts import MemoryBill
     from vramtui.core.wizard.proposal import Proposal
 
 
@@ -215,6 +216,18 @@ def engine_alone_over(model: MemoryModel, obs: Observation, profile: Profile) ->
     )
 
 
+def _slots_cost(fewer: MemoryBill | None, now: MemoryBill | None) -> str:
+    """What fewer slots cost: the KV cache is the same cells, but each slot's stream attends over more of them
+    (QA 38 F5: "in no more memory" where the prediction rose 281 -> 310 MiB and the engine's compute 164 ->
+    200)."""
+    if fewer is None or now is None:
+        return ""
+    more = (needed_bytes(fewer) - needed_bytes(now)) / MIB
+    if more < 1:
+        return " in no more memory"
+    return f" for about {more:.0f} MiB more (the same KV cache; each slot's attention spans more of it)"
+
+
 def fewer_slots_move(model: MemoryModel, profile: Profile, skipped: set[str]) -> Proposal | None:
     """After a run that works, where the slots split one context (llama-server with --parallel) and each got
     under a short chat turn: fewer slots, at the same context, so that each gets more in the same memory.
@@ -228,18 +241,18 @@ def fewer_slots_move(model: MemoryModel, profile: Profile, skipped: set[str]) ->
     if share == context or share >= SHORT_SLOT_TOKENS:  # one request may use it all, or a chat turn fits
         return None
     fewer = max(1, min(slots - 1, context // SHORT_SLOT_TOKENS))
-    bill = model.predict(profile.with_param("parallel", fewer))
+    bill, now = model.predict(profile.with_param("parallel", fewer)), model.predict(profile)
     why = (
         f"each of the {slots} slots got {share:,} tokens of the {context:,}-token context, hardly a "
         f"short chat turn: the slots split one context, so {fewer} slot{'s' if fewer > 1 else ''} "
-        f"get{'' if fewer > 1 else 's'} {context // fewer:,} tokens each in no more memory"
+        f"get{'' if fewer > 1 else 's'} {context // fewer:,} tokens each{_slots_cost(bill, now)}"
     )
     return Proposal(
         "parallel",
         current_value(profile, "parallel"),
         fewer,
         why,
-        "fewer slots (the same memory, more context for each)",
+        "fewer slots (more context for each)",
         model.backend.knob_words("parallel"),
         needed_bytes(bill) / MIB if bill is not None else None,
     )
