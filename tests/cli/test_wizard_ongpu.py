@@ -106,3 +106,18 @@ def test_a_log_with_no_layer_on_the_gpu_is_the_on_gpu_goals_to_plan(tmp_path):
     data = json.loads(proc.stdout)
     assert data["runs_but_slow"] == ["runs but slow: none of the 29 layers is on the GPU (offloaded 0/29)"]
     assert data["layers_on_gpu"] == 0 and data["layers_total"] == 29
+
+
+def test_a_cpu_only_log_is_said_so_not_read_as_nothing_on_the_host() -> None:
+    """QA 38 F6: a CPU build's log (only CPU buffers, no offload line) got "the log shows no layer or expert
+    on the host CPU" from the on-GPU goal, while `diagnose` said nothing runs on a GPU. A real
+    llama-cpp-python run's log, kept in tests/data/logs."""
+    log = ROOT / "tests/data/logs/llama-cpp-python-ok.log"
+    shape = ("--layers", "4", "--hidden", "512", "--heads", "8", "--kv-heads", "8", "--head-dim", "64")
+    proc = _wizard(str(log), "--goal", "on-gpu", "--gpu-mem", "1GiB", *shape)
+    assert "no layer or expert on the host CPU" not in proc.stdout, proc.stdout
+    assert proc.stdout.startswith(
+        "nothing runs on a GPU: every buffer and layer the log shows is in host RAM"
+    )
+    data = json.loads(_wizard(str(log), "--goal", "on-gpu", "--gpu-mem", "1GiB", *shape, "--json").stdout)
+    assert [line.split(":")[0] for line in data["runs_but_slow"]] == ["nothing runs on a GPU"]

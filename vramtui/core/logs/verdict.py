@@ -837,7 +837,7 @@ def _placement_warnings(state: LogState) -> list[str]:
         return warnings + _weights_left_on_host(state)
     if _on_host_alone(state) and not state.gpu_absent:
         warnings.append(
-            "nothing runs on a GPU: every buffer and layer the log shows is in host RAM (the CPU). If this "
+            f"{NOTHING_ON_GPU}: every buffer and layer the log shows is in host RAM (the CPU). If this "
             "machine has a GPU, the engine did not use it (a CPU-only build, a driver or library not found)"
         )
         return warnings
@@ -848,6 +848,10 @@ def _placement_warnings(state: LogState) -> list[str]:
             f"({host / (host + devices):.0%}) sit in host memory (CPU buffers): layers or experts run on the CPU"
         )
     return warnings
+
+
+# the CPU-alone placement warning's opening words (the on-GPU goal finds it by them)
+NOTHING_ON_GPU = "nothing runs on a GPU"
 
 
 def _model_buffers(state: LogState) -> tuple[float, float]:

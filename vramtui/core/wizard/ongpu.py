@@ -22,6 +22,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.estimate.estimator import Estimate, Settings, _estimate_core, fit_n_cpu_moe
 from vramtui.core.estimate.modelinfo import ModelInfo
 from vramtui.core.logs.ruletypes import CACHE_PART_MARK
+from vramtui.core.logs.verdict import NOTHING_ON_GPU
 from vramtui.core.units import MIB
 from vramtui.core.wizard.propose import _nice_below
 
@@ -34,7 +35,9 @@ def host_placement(diagnosis: Any) -> list[str]:
     """What the log says runs on the host CPU that the on-GPU goal could move: the diagnosis' "runs but
     slow" warnings, or no layer offloaded at all (offloaded 0/N: the CPU fallback's own warning; QA: the
     goal answered "no layer or expert on the host" for a log of 0/29)."""
-    found = [str(w) for w in (getattr(diagnosis, "warnings", None) or []) if str(w).startswith(SLOW)]
+    said = [str(w) for w in (getattr(diagnosis, "warnings", None) or [])]
+    # QA 38 F6: a CPU-only run (its log shows no GPU at all) read "no layer or expert on the host CPU"
+    found = [w for w in said if w.startswith((SLOW, NOTHING_ON_GPU))]
     figures = getattr(diagnosis, "engine_figures", None) or {}
     on_gpu, total = figures.get("layers_offloaded"), figures.get("layers_total")
     if not found and total and on_gpu == 0:
