@@ -653,6 +653,7 @@ def test_llama_cpp_runs_at_most_256_sequences_whatever_memory_holds() -> None:
     assert 256 < estimate(info, replace(small, backend="vllm", parallel=None)).max_parallel <= 1024
     over = estimate(info, replace(small, parallel=300))
     assert not over.fits and "at most 256 sequences at once, not 300" in (over.reason or "")
+    assert over.max_context is None  # QA 38 F13: no context starts 300 slots ("largest context 384,000")
     assert (
         estimate(info, replace(small, backend="ollama", parallel=300)).fits is False
     )  # its runner is llama.cpp

@@ -1054,6 +1054,7 @@ def _sequence_limit(settings: Settings, est: Estimate, cap: int | None) -> None:
     refusal = get_backend(settings.backend).sequence_refusal(settings.parallel, None)
     if refusal is not None:
         est.refuse(refusal)
+        est.max_context = None  # no context starts it (QA 38 F13: "largest context 384,000 (300 slots)")
 
 
 def _engine_layer_default(info: ModelInfo, settings: Settings) -> str | None:
