@@ -121,6 +121,13 @@ def test_estimate_cli_asks_the_engine(make_gguf, capsys: pytest.CaptureFixture[s
     data = json.loads(capsys.readouterr().out)
     assert data["engine"]["kv_bytes"] == data["kv_cache_bytes"]
     assert data["engine"]["compute_bytes"]["CPU"] == pytest.approx(data["compute_buffer_bytes"], rel=0.10)
+    # QA 38 F9: four slots, a stream each ("2048 cells, ... 4/4 seqs"): the cache is their 8,192 cells, not
+    # one stream's 2,048 beside the whole cache's bytes
+    argv = ["estimate", str(path), "--ctx", "8192", "--parallel", "4", "--cpu", "--engine", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["engine"]["kv_cells"] == data["kv_cells"] == 8192, data["engine"]
+    assert data["engine"]["kv_bytes"] == data["kv_cache_bytes"]
 
 
 @pytest.mark.parametrize("file_type", ["q4_k_m", "q4_k_s", "iq4_nl"])

@@ -45,7 +45,10 @@ sys.stdout.flush()
 
 # The KV cache's "size =" lines, summed: an iSWA model prints one per cache, and the log diagnosis's
 # figures keep the last cache's only.
-_KV_SIZE = re.compile(r"llama_kv_cache(?:_iswa)?: size =\s*([\d.]+) MiB \(\s*(\d+) cells")
+# "size =   64.00 MiB (  2048 cells,   4 layers,  4/4 seqs)": cells per stream, then n_seq_max/n_stream
+_KV_SIZE = re.compile(
+    r"llama_kv_cache(?:_iswa)?: size =\s*([\d.]+) MiB \(\s*(\d+) cells(?:,\s*\d+ layers,\s*\d+/(\d+) seqs)?"
+)
 _COMPUTE = "compute_buffer."
 
 
@@ -109,7 +112,8 @@ def parse_probe_log(stderr: str) -> tuple[int, int, dict[str, int], int]:
     kv_bytes = kv_cells = 0
     for match in _KV_SIZE.finditer(stderr):  # iSWA models print one line per cache
         kv_bytes += round(float(match.group(1)) * MIB)
-        kv_cells = max(kv_cells, int(match.group(2)))
+        # a stream per slot holds its own cells: the cache is their sum (QA 38 F9: "2,048 cells" for 8,192)
+        kv_cells = max(kv_cells, int(match.group(2)) * int(match.group(3) or 1))
     bill, compute = probe_bill(stderr)
     output = bill.get("output") + bill.get("output", HOST)
     return kv_bytes, kv_cells, compute, output
