@@ -25,6 +25,7 @@ from vramtui.core.launch.launcher import (
     run_check,
 )
 from vramtui.core.launch.profile import Profile
+from vramtui.core.logs.diagnose import diagnose_file
 
 # The conftest fixture: skipped where no binary is built, a failure under CI (which builds it).
 needs_binary = pytest.mark.usefixtures("llama_server_bin")
@@ -61,6 +62,10 @@ def test_a_kill_by_the_exit_handlers_is_ours_too(tiny_gguf: Path, tmp_path: Path
     assert not server.wait_ready(10)
     assert server.failure == STOPPED_BY_VRAMTUI and server.diagnosis().failure == STOPPED_BY_VRAMTUI
     server.stop()
+    # QA 38 F11: the saved log says so too, ahead of the kill, as a stop from the app does
+    text = Path(server.log_file).read_text()  # type: ignore[arg-type]
+    assert "vramtui: stopping the server (vramtui is ending" in text, text[-2000:]
+    assert diagnose_file(server.log_file).stopped_by_vramtui  # type: ignore[arg-type]
 
 
 @needs_binary

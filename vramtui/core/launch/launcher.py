@@ -562,6 +562,7 @@ class ModelServer:
         label = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.profile.label)[:60]
         self.log_file = self.log_dir / f"{stamp}-{label}.log"
         self._run_log = RunLogFile(self.log_file)
+        procs.add_stop_note(self._say_exit_stop)
         self.started_at = time.time()
         fit_note = fit_to_budget(self.plan, self.profile, self.budget_mode, budget)
         # The log says how the run was made: a saved log then reads back like the live run.
@@ -694,7 +695,24 @@ class ModelServer:
             with contextlib.suppress(Exception):
                 self.on_log_line(record)
 
+    def _say_exit_stop(self) -> None:
+        """vramtui is ending (a signal, its exit) with this server up: its stop line, before the exit paths
+        kill the group, so that the log reads the kill as vramtui's. Runs in a signal handler: it never
+        waits long for the lock the interrupted code may hold."""
+        if self.proc is None or self.proc.poll() is not None or self._stopping:
+            return
+        if not self._lock.acquire(timeout=0.2):
+            return
+        try:
+            if self._run_log is not None:
+                self._run_log.write(
+                    time.time(), "vramtui: stopping the server (vramtui is ending: a signal or its exit)"
+                )
+        finally:
+            self._lock.release()
+
     def _close_log(self) -> None:
+        procs.remove_stop_note(self._say_exit_stop)
         with self._lock:
             if self._run_log is not None:
                 self._run_log.close()

@@ -44,6 +44,8 @@ _previous_handlers: dict[int, object] = {}
 _pending_interrupt = False  # a SIGINT whose KeyboardInterrupt may have been swallowed
 # What must still happen when a signal ends vramtui (see add_exit_hook); weak: a dropped owner is gone.
 _exit_hooks: list[weakref.WeakMethod[Callable[[str], None]]] = []
+# Said before the exit paths kill the groups (see add_stop_note): a server's log then shows the stop as ours
+_stop_notes: list[weakref.WeakMethod[Callable[[], None]]] = []
 _spawner: ThreadPoolExecutor | None = None
 
 
@@ -213,6 +215,8 @@ def live_groups() -> set[int]:
 
 def kill_all_groups() -> None:
     """Kill every process group we started and have not stopped yet (exit paths)."""
+    if live_groups():
+        _say_stops()
     for pgid in live_groups():
         _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + 1.0
@@ -221,6 +225,28 @@ def kill_all_groups() -> None:
     for pgid in live_groups():
         _signal_group(pgid, signal.SIGKILL)
         forget_group(pgid)
+
+
+def add_stop_note(method: Callable[[], None]) -> None:
+    """Call `method()` when an exit path (a signal to vramtui, its exit) is about to kill the groups, before
+    the kill: a server's run log gets vramtui's stop line ahead of its death (QA 38 F11: a SIGTERM to
+    `vramtui run` left a log that `diagnose` read as a stop by someone else). A bound method, held weakly."""
+    with _lock:
+        _stop_notes.append(weakref.WeakMethod(method))  # type: ignore[arg-type]
+
+
+def remove_stop_note(method: Callable[[], None]) -> None:
+    with _lock:
+        _stop_notes[:] = [ref for ref in _stop_notes if ref() is not None and ref() != method]
+
+
+def _say_stops() -> None:
+    with _lock:
+        notes = [ref() for ref in _stop_notes]
+    for note in notes:
+        if note is not None:
+            with contextlib.suppress(Exception):  # a note must never keep the servers from being stopped
+                note()
 
 
 def add_exit_hook(method: Callable[[str], None]) -> None:
