@@ -4,6 +4,7 @@ below, search."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -267,7 +268,7 @@ class LogPane(Pane):
             len(view.lines),
             width=self._header_width,
             rows=min(HEADER_ROWS, self._rows(3 if self.bill is not None else 2)),
-            first_error_line=None if view.first_error is None else view.first_error + 1,
+            first_error_line=first_error_number(view.lines.numbers, view.first_error),
             progress=self.progress,
             sized_advice=self.sized_advice,
             settled=self.finished or (self.from_file and self.progress is None and self.batches_received > 0),
@@ -310,3 +311,13 @@ class LogPane(Pane):
     def _search_next(self, event: Input.Submitted) -> None:
         if self.view.find(event.value) is None and event.value:
             self.notify(f"Not found: {event.value}", timeout=3)
+
+
+def first_error_number(numbers: Sequence[int], index: int | None) -> int | None:
+    """The first error's line number as the log engine numbered it (the file's and `diagnose`'s), not its
+    place in the view, which may also hold lines no engine read (QA 38 F8: the demo's pane said 255 where
+    the file and diagnose say 254)."""
+    if index is None:
+        return None
+    number = numbers[index] if index < len(numbers) else 0
+    return number or index + 1
