@@ -74,3 +74,24 @@ def test_the_load_peak_decides_and_a_real_run_agrees(fp32_model: Path, tmp_path:
     diagnosis = report["diagnosis"]
     assert (diagnosis["stage"], diagnosis["failure"]) == ("load_weights", "host_oom"), diagnosis
     assert steady / MIB < 1000  # the model itself is small: the mapping is the difference
+
+
+def test_the_wizard_names_the_budget_the_load_needs_and_no_offload_on_a_cpu_run(
+    fp32_model: Path, tmp_path: Path
+) -> None:
+    """QA 38 F7: a CPU-only load that failed got "every change ... at once (cpu_offload 1.0)" (the weights
+    are in host RAM already) and no budget that would hold it. The advice names the load's peak and a
+    budget that holds it, as the estimate sizes it; a real run at 1700 MiB loaded this model (QA 38)."""
+    profile = tmp_path / "tf.toml"
+    profile.write_text(
+        f'backend = "transformers"\nmodel = "{fp32_model}"\nport = "auto"\nready_timeout = 180\n'
+        'memory_budget = "1300MiB"\n[params]\ncontext = 2048\n'
+    )
+    env_dir = tmp_path / "data"
+    done = vramtui("wizard", str(profile), "--auto", "--json", "--record", str(env_dir / "r.jsonl"))
+    result = json.loads(done.stdout)
+    assert not result["success"], result
+    said = " ".join(result["advice"])
+    assert "cpu_offload" not in said, said
+    least = int(said.split("to at least ", 1)[1].split(" MiB", 1)[0])
+    assert 1550 < least <= 1750, said  # 1550 failed to map the file; 1700 loaded it

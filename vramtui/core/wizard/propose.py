@@ -497,7 +497,7 @@ class Proposer:
         if rung.param == "n_cpu_moe":
             return self._expert_layers(profile, current)
         if rung.param == "cpu_offload":
-            return self._offload_gib(profile, current)
+            return _runnable_here(self.model, rung.param, self._offload_gib(profile, current))
         if rung.param == "kv_cache_memory":  # never below one request: the engine would refuse to start
             sizes = smaller_kv_bytes(profile)
             return [
@@ -587,7 +587,8 @@ class Proposer:
         if chosen is not None:
             return chosen
         self.findings.advice = [
-            f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"
+            *_load_peak_words(self.model, profile),
+            *[f"{r.label}: {r.cost}" for r in rungs if r.move == "advice"],
         ] or self.findings.advice
         self.findings.stop_reason = no_setting_left(
             self.backend, stage, skipped, obs.runs_over_budget, self.findings.rolled_back
@@ -871,11 +872,34 @@ class Proposer:
         return "; ".join([*parts, shares] if shares else parts)
 
 
+def _load_peak_words(model: MemoryModel, profile: Profile) -> list[str]:
+    """The estimate's own words where its load does not fit the budget whatever the settings (the checkpoint
+    mapped beside the weights it fills): by how much to raise it (QA 38 F7: only "a smaller model")."""
+    try:
+        est = model.estimate_of(profile)
+    except VramtuiError:
+        return []
+    peak = getattr(est, "load_peak_bytes", None)
+    if not peak or not model.budget:
+        return []
+    room = model.budget - model.baseline()  # beside the engine's own share, as the estimate takes it
+    if peak <= room:
+        return []
+    short = -(-(peak - room) // MIB)
+    return [
+        f"while it loads it holds about {peak / MIB:.0f} MiB ({est.load_peak_words}: the file beside the weights "
+        f"it fills), more than the {room / MIB:.0f} MiB the budget leaves beside the engine: no setting "
+        f"changes that; raise the memory budget {BUDGET_WHERE} to at least {model.budget // MIB + short} MiB"
+    ]
+
+
 def _runnable_here(model: MemoryModel, param: str, values: list[object]) -> list[object]:
     """The values the engine can run here: with no GPU, not what its CPU build cannot (QA 37 F4: vLLM's
-    on-the-fly fp8 crashed the relaunch at load)."""
+    on-the-fly fp8 crashed the relaunch at load), nor an offload to the host the run is on already."""
     if not model.host:
         return values
+    if param == "cpu_offload":  # QA 38 F7: on a CPU-only run the weights are in host RAM already
+        return []
     refused = {value for name, value in model.backend.cpu_refused if name == param}
     return [value for value in values if value not in refused]
 
