@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -367,12 +368,7 @@ def test_a_run_log_of_vramtuis_names_the_wizards_first_move_as_check_does(
         'context = 32768\nparallel = 4\nbatch = 2048\nubatch = 1024\n[limits]\nmemory_budget = "390 MiB"\n',
         encoding="utf-8",
     )
-    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "data"))
-
-    def vramtui(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "vramtui", *args], capture_output=True, text=True, timeout=300, env=env
-        )
+    vramtui = _vramtui_in(tmp_path)
 
     checked = vramtui("check", str(profile), "--json")
     assert checked.returncode == 1, checked.stderr
@@ -413,12 +409,7 @@ def test_a_run_vramtui_launched_here_without_a_gpu_is_no_quiet_cpu_failure(
         "[params]\ncontext = 2048\n",
         encoding="utf-8",
     )
-    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "data"))
-
-    def vramtui(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "vramtui", *args], capture_output=True, text=True, timeout=300, env=env
-        )
+    vramtui = _vramtui_in(tmp_path)
 
     checked = vramtui("check", str(profile), "--json")
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
@@ -430,3 +421,15 @@ def test_a_run_vramtui_launched_here_without_a_gpu_is_no_quiet_cpu_failure(
     pasted.write_text("".join(line for line in lines if "vramtui: launch " not in line))
     said = json.loads(vramtui("diagnose", str(pasted), "--json").stdout)
     assert any("nothing runs on a GPU" in w for w in said["warnings"]), said["warnings"]
+
+
+def _vramtui_in(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`vramtui ARGS` as a user runs it, with its data dir (its run logs) under tmp_path."""
+    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "data"))
+
+    def vramtui(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "vramtui", *args], capture_output=True, text=True, timeout=300, env=env
+        )
+
+    return vramtui

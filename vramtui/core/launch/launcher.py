@@ -643,27 +643,10 @@ class ModelServer:
                 self.peak_gpu_bytes = gpu if self.peak_gpu_bytes is None else max(self.peak_gpu_bytes, gpu)
         budget = self.profile.memory_budget
         if self.budget_mode == "gpu" and budget is not None and gpu is not None and gpu > budget:
-            self._over_gpu_budget(gpu, budget)
+            _stop_over_gpu_budget(self, gpu, budget)
         if self.on_sample is not None:
             with contextlib.suppress(Exception):
                 self.on_sample(sample)
-
-    def _over_gpu_budget(self, gpu: int, budget: int) -> None:
-        with self._lock:
-            if self.budget_exceeded:
-                return
-            self.budget_exceeded = True
-            self.failure = CUDA_OOM
-            self.failure_stage = self.stage or "load_weights"
-            self.stopped_by_us = True  # the kill that follows is ours: its exit is no OOM killer's
-        message = (
-            f"vramtui: GPU memory {gpu / MIB:.0f} MiB crossed the budget of {budget / MIB:.0f} MiB "
-            f"at stage {self.failure_stage}: stopping the run (emulated out of memory)"
-        )
-        self.failure_message = message.removeprefix("vramtui: ")
-        self._record_line(message, feed=False)
-        if self.proc is not None:
-            threading.Thread(target=procs.stop_group, args=(self.proc, 2.0), daemon=True).start()
 
     def _record_line(self, text: str, feed: bool = True) -> None:
         t = time.time()
@@ -696,20 +679,7 @@ class ModelServer:
                 self.on_log_line(record)
 
     def _say_exit_stop(self) -> None:
-        """vramtui is ending (a signal, its exit) with this server up: its stop line, before the exit paths
-        kill the group, so that the log reads the kill as vramtui's. Runs in a signal handler: it never
-        waits long for the lock the interrupted code may hold."""
-        if self.proc is None or self.proc.poll() is not None or self._stopping:
-            return
-        if not self._lock.acquire(timeout=0.2):
-            return
-        try:
-            if self._run_log is not None:
-                self._run_log.write(
-                    time.time(), "vramtui: stopping the server (vramtui is ending: a signal or its exit)"
-                )
-        finally:
-            self._lock.release()
+        _say_exit_stop(self)  # a bound method: procs holds its stop notes weakly
 
     def _close_log(self) -> None:
         procs.remove_stop_note(self._say_exit_stop)
@@ -891,6 +861,42 @@ def gpu_holders(source: Any) -> list[str]:
             name = procs.process_name(pid)
             notes.append(f"GPU {gpu.index}: pid {pid} ({name}) already holds {used / MIB:.0f} MiB")
     return notes
+
+
+def _stop_over_gpu_budget(server: ModelServer, gpu: int, budget: int) -> None:
+    """The run's GPU memory crossed its emulated budget: record it as an out-of-memory and stop the run."""
+    with server._lock:
+        if server.budget_exceeded:
+            return
+        server.budget_exceeded = True
+        server.failure = CUDA_OOM
+        server.failure_stage = server.stage or "load_weights"
+        server.stopped_by_us = True  # the kill that follows is ours: its exit is no OOM killer's
+    message = (
+        f"vramtui: GPU memory {gpu / MIB:.0f} MiB crossed the budget of {budget / MIB:.0f} MiB "
+        f"at stage {server.failure_stage}: stopping the run (emulated out of memory)"
+    )
+    server.failure_message = message.removeprefix("vramtui: ")
+    server._record_line(message, feed=False)
+    if server.proc is not None:
+        threading.Thread(target=procs.stop_group, args=(server.proc, 2.0), daemon=True).start()
+
+
+def _say_exit_stop(server: ModelServer) -> None:
+    """vramtui is ending (a signal, its exit) with this server up: its stop line, before the exit paths kill
+    the group, so that the log reads the kill as vramtui's (QA 38 F11). Runs in a signal handler: it never
+    waits long for the lock the interrupted code may hold."""
+    if server.proc is None or server.proc.poll() is not None or server._stopping:
+        return
+    if not server._lock.acquire(timeout=0.2):
+        return
+    try:
+        if server._run_log is not None:
+            server._run_log.write(
+                time.time(), "vramtui: stopping the server (vramtui is ending: a signal or its exit)"
+            )
+    finally:
+        server._lock.release()
 
 
 def _any_gpu() -> bool:
