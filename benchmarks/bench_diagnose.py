@@ -524,6 +524,11 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # 4 training, 3 held-out) at c71b25f: stage 7/7, class 7/7, first error 1/1, quiet 2/2, calm 0/3. No rule
     # written: its training misses are calm ones, notices on healthy runs (vLLM's sampler without FlashInfer,
     # eager mode on a T4); dropping the sampler's notice gave +6 calm and -7 quiet on the training part.
+    # Round 85 (6 logs: 2 llama-server and a vLLM committed log file, 3 Ollama issue excerpts; 2 healthy,
+    # both quiet; 4 training, 2 held-out) at ace6037: stage 6/6, class 6/6, memory 2/2, first error 4/4,
+    # quiet 1/2, engine 5/6. Rule written from its training part: vLLM's engine start of ten minutes or more
+    # ("init engine (profile, create kv cache, warmup model) took 2267.10 seconds") is said (quiet +1 on
+    # the training part, no calm lost: its training starts of 600 s and more are all labelled quiet).
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -693,6 +698,10 @@ LATER_ROUNDS = (
     (
         "round84.jsonl",
         "round 84 (vLLM, SGLang and llama-server log files committed to public repositories; thirty-seventh session",
+    ),
+    (
+        "round85.jsonl",
+        "round 85 (llama-server and vLLM log files, Ollama issue excerpts; thirty-seventh session",
     ),
 )
 

@@ -100,6 +100,7 @@ FILES = (
     LOGS / "round82.jsonl",
     LOGS / "round83.jsonl",
     LOGS / "round84.jsonl",
+    LOGS / "round85.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

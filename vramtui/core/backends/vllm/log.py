@@ -624,6 +624,18 @@ NOTICES: tuple[NoticeRule, ...] = (
         r"initial profiling/warmup run took (?:[6-9]\d\d|\d{4,})(?:\.\d+)? s",
         backend="vllm",
     ),
+    # the whole engine start-up (profile, KV cache, warm-up, graph capture) of ten minutes or more, what V1
+    # prints where its profiling line is quick and the graph capture is slow (round 85: a HIP-graph capture
+    # of 2173 s on an RX 9070 XT, the start 2267 s; training runs of 682 and 780 s are labelled quiet too)
+    NoticeRule(
+        "init engine (profile",
+        "slow_start",
+        "vLLM's engine took ten minutes or more to start (profiling, the KV cache, warm-up and graph capture: "
+        "kernels compiled or tuned for this card, graphs captured one size at a time): a start this slow "
+        "outlasts most readiness timeouts, and may show an untuned card or backend",
+        r"init engine \(profile.*took (?:[6-9]\d\d|\d{4,})(?:\.\d+)? seconds",
+        backend="vllm",
+    ),
     NoticeRule(
         "using xformers backend",
         "kernel_fallback",
