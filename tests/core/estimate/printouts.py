@@ -111,6 +111,7 @@ FILES = (
     DATA / "printouts" / "round62.jsonl",
     DATA / "printouts" / "round63.jsonl",
     DATA / "printouts" / "round64.jsonl",
+    DATA / "printouts" / "round65.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",
@@ -911,6 +912,15 @@ _FLAG_NAMES = {
 }
 
 
+def _flags_in_settings(settings: str | None) -> str:
+    """A log that prints no command line, whose gatherer quoted the placement flags from the run's own start
+    script in `settings` ("-ot 'blk\\.(...)\\.ffn_.*_exps\\.weight=CPU' (from the start script)"): those flags."""
+    return " ".join(_SETTINGS_FLAG.findall(settings or ""))
+
+
+_SETTINGS_FLAG = re.compile(r"(?:-ot|--override-tensor)\s+'[^']*'")
+
+
 def command_flags(command: str | None) -> dict[str, Any]:
     """The placement flags of a printout's command line (what the log does not print)."""
     flags: dict[str, Any] = {"ot": []}
@@ -1021,7 +1031,8 @@ def settings_of(case: dict[str, Any], run: LogRun, backend: str = "llama.cpp") -
     context = _context_int(run, "n_ctx")
     if context is None:
         raise VramtuiError("no context line (n_ctx not printed)")
-    flags = command_flags(case.get("command"))
+    quoted = _flags_in_settings(case.get("settings")) if _OVERRIDES_USED in case["log"] else ""
+    flags = command_flags(case.get("command") or quoted)
     # one -ot may hold several rules, comma-separated: split (and checked) as the CLI does
     typed = tuple(rule for value in flags["ot"] for rule in parse_overrides(value))
     overrides = typed or tuple(_overrides_from_log(run))

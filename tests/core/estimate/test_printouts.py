@@ -22,6 +22,50 @@ _SPEC.loader.exec_module(po)
 
 # (printout, term) -> why the estimate misses it
 KNOWN_MISSES: dict[tuple[str, str], str] = {
+    # Round 65 (llama.cpp b8829, Qwen3.5-122B-A10B with -ot experts on the host over four P100s; the -ot is
+    # the run's start script's, quoted by the gatherer: the log prints none). Every KV figure is right.
+    **dict.fromkeys(
+        [
+            ("p65-llama.cpp-qwen3.5-122b-a10b-q4_k_m-4x-p100-16gb-fa0-ctx4096-ub4096-kvf16", "weights"),
+            ("p65-llama.cpp-qwen3.5-122b-a10b-q4_k_m-4x-p100-16gb-fa1-ctx65536-ub8192-kvf16", "weights"),
+            ("p65-llama.cpp-qwen3.5-122b-a10b-q4_k_m-4x-p100-16gb-fa1-ctx131072-ub2048-kvf16", "weights"),
+            ("p65-llama.cpp-qwen3.5-122b-a10b-q4_k_m-4x-p100-16gb-fa1-ctx32768-ub1586-kvq4_1", "weights"),
+            (
+                "p65-llama.cpp-qwen3.5-122b-a10b-q4_k_m-4x-p100-16gb-fa1-ctx32768-ub1586-kvq8_0-splitrow",
+                "weights",
+            ),
+            ("p65-llama.cpp-qwen3.5-122b-a10b-q4_k_m-4x-p100-16gb-fa1-ctx16384-ub128-kvf16", "weights"),
+            (
+                "p65-llama.cpp-qwen3.5-122b-a10b-q4_k_m-4x-p100-16gb-fa1-ctx32768-ub64-kvq8_0-ot-b28",
+                "weights",
+            ),
+        ],
+        "the host prints two mapped spans (38044 and 25272 MiB: the file's two parts, each mapped from its first "
+        "host tensor to its last) where the reader takes one span over the parts' tensors without their split "
+        "table (x1.14-1.17); every GPU's weights are within 8%",
+    ),
+    **dict.fromkeys(
+        [
+            ("p65-llama.cpp-qwen3.5-122b-a10b-q4_k_m-4x-p100-16gb-fa1-ctx65536-ub8192-kvf16", "compute"),
+            ("p65-llama.cpp-qwen3.5-122b-a10b-q4_k_m-4x-p100-16gb-fa1-ctx131072-ub2048-kvf16", "compute"),
+            ("p65-llama.cpp-qwen3.5-122b-a10b-q4_k_m-4x-p100-16gb-fa1-ctx32768-ub1586-kvq4_1", "compute"),
+            (
+                "p65-llama.cpp-qwen3.5-122b-a10b-q4_k_m-4x-p100-16gb-fa1-ctx32768-ub1586-kvq8_0-splitrow",
+                "compute",
+            ),
+            ("p65-llama.cpp-qwen3.5-122b-a10b-q4_k_m-4x-p100-16gb-fa1-ctx16384-ub128-kvf16", "compute"),
+            (
+                "p65-llama.cpp-qwen3.5-122b-a10b-q4_k_m-4x-p100-16gb-fa1-ctx32768-ub64-kvq8_0-ot-b28",
+                "compute",
+            ),
+        ],
+        "the middle cards (CUDA1, CUDA2) print less than the estimate (x1.3-2.1) where the first card and the "
+        "last are right, as round 64's 2026 ik_llama.cpp builds do: what this build's scheduler holds on the "
+        "cards between is not modelled (the estimate keeps the masks and the layer's input live beside the "
+        "feed-forward); the run "
+        "at -ub 64 with the experts of 28 layers on the host prints 1060 MiB on CUDA0 where the estimate "
+        "gives 548 (x0.52), not explained",
+    ),
     # Round 64 (Thireus' ik_llama.cpp perplexity runs of 2025-11 to 2026-04, RTX PRO 6000s and a 5090)
     **dict.fromkeys(
         [
