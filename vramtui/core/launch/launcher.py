@@ -59,6 +59,8 @@ BAD_ARGUMENTS = "bad_arguments"  # the server refused its own command line befor
 SERVER_PID_LINE = "vramtui: server PID "  # the run log's line naming the process it launched
 MODEL_NOT_FOUND = "file_missing"  # the profile's model file is not there (the log class of the same name)
 BUDGET_BELOW_ENGINE = "budget_start"  # the log class of a budget the engine cannot start under
+# vramtui's own line before it stops a server (core/logs/rules.py's own_stop mark reads it)
+STOP_WORDS = "vramtui: stopping the server"
 STOPPED_BY_VRAMTUI = "stopped_by_vramtui"  # we stopped it before it was ready (ctrl-c, quit, a budget)
 
 # How servers refuse a command line: argparse (llama_cpp.server, vLLM, the transformers runner),
@@ -782,7 +784,7 @@ class ModelServer:
         if self.proc.poll() is None:
             self.stopped_by_us = True
             # Into the run log: a kill after this line is ours, not the OOM killer's (the diagnosis reads it).
-            line = f"vramtui: stopping the server (SIGTERM, then SIGKILL after {grace_s:g} s)"
+            line = f"{STOP_WORDS} (SIGTERM, then SIGKILL after {grace_s:g} s)"
             if self._reader is None or not self._reader.say_after_pipe(line):
                 self._record_line(line)
         procs.stop_group(self.proc, grace_s=grace_s)
@@ -892,9 +894,7 @@ def _say_exit_stop(server: ModelServer) -> None:
         return
     try:
         if server._run_log is not None:
-            server._run_log.write(
-                time.time(), "vramtui: stopping the server (vramtui is ending: a signal or its exit)"
-            )
+            server._run_log.write(time.time(), f"{STOP_WORDS} (vramtui is ending: a signal or its exit)")
     finally:
         server._lock.release()
 

@@ -157,9 +157,8 @@ class MemoryModel:
             wanted["device_bytes"] = self.budget
         if self.host_budget(profile):
             wanted["on_gpu"] = False  # a CPU run: no CUDA context, weights in host RAM
-            wanted["room_is_budget"] = (
-                True  # an address-space limit: the load's mapped peak counts (QA 38 F1)
-            )
+            # an address-space limit: the load's mapped peak counts (QA 38 F1)
+            wanted["room_is_budget"] = True
             if self.backend.cpu_share_words:  # its share is of the whole machine, not of the budget
                 from vramtui.core.estimate.inputs import cpu_run_card
 

@@ -875,10 +875,7 @@ class Proposer:
 def _load_peak_words(model: MemoryModel, profile: Profile) -> list[str]:
     """The estimate's own words where its load does not fit the budget whatever the settings (the checkpoint
     mapped beside the weights it fills): by how much to raise it (QA 38 F7: only "a smaller model")."""
-    try:
-        est = model.estimate_of(profile)
-    except VramtuiError:
-        return []
+    est = model.estimate_of(profile)  # None where the estimator cannot size it (its reason kept there)
     peak = getattr(est, "load_peak_bytes", None)
     if not peak or not model.budget:
         return []
