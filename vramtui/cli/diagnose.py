@@ -95,7 +95,9 @@ def _own_run_without_gpu(head: bytes) -> bool:
     """A run vramtui launched (its log's launch line) on a machine where NVML finds no GPU: every buffer in
     host RAM is what it could do, no quiet failure (QA 38 F3: `check` said nothing of it, `diagnose` of the
     same run's log did). A log from elsewhere, or vramtui's on a GPU box, is read as it stands."""
-    if b"vramtui: launch " not in head:
+    from vramtui.core.logs.ownlines import LAUNCH
+
+    if LAUNCH.encode() not in head:
         return False
     from vramtui.core.memory.nvml import first_gpu_total_bytes
 

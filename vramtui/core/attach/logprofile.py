@@ -14,10 +14,11 @@ from pathlib import Path
 from vramtui.core.attach.cmdline import as_sizes, read_command
 from vramtui.core.attach.restart import env_params, program_of
 from vramtui.core.launch.profile import Profile
+from vramtui.core.logs import ownlines
 from vramtui.core.units import MIB
 
-_LAUNCH = re.compile(r"vramtui: launch (.+)$", re.M)
-_BUDGET = re.compile(r"vramtui: memory budget (\d+(?:\.\d+)?) MiB", re.M)
+_LAUNCH = re.compile(rf"{re.escape(ownlines.LAUNCH)}(.+)$", re.M)
+_BUDGET = re.compile(rf"{re.escape(ownlines.BUDGET)}(\d+(?:\.\d+)?) MiB", re.M)
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _HEAD_CHARS = 20_000  # the header sits before the engine's first lines
 

@@ -230,12 +230,12 @@ def implied_log(pid: int) -> str | None:
 def server_log(pid: int) -> str | None:
     """The server's log: the file its output goes to (`server > log 2>&1`), else, for a server vramtui
     launched (its output goes to a pipe), the run log its parent writes, which names its PID."""
-    from vramtui.core.launch.launcher import SERVER_PID_LINE
+    from vramtui.core.logs.ownlines import SERVER_PID
 
     path = implied_log(pid)
     if path is not None:
         return path
-    marker = f"{SERVER_PID_LINE}{pid}\n".encode()
+    marker = f"{SERVER_PID}{pid}\n".encode()
     try:
         files = psutil.Process(pid).parent().open_files()  # type: ignore[union-attr]
     except (psutil.Error, AttributeError):

@@ -39,6 +39,7 @@ from vramtui.core.launch.pipe import LineReader
 from vramtui.core.launch.profile import BUDGET_WHERE, Profile, missing_program
 from vramtui.core.launch.runlog import RunLogFile
 from vramtui.core.launch.smoke import SmokeResult, replay_request, smoke_request
+from vramtui.core.logs import ownlines
 from vramtui.core.logs.lastwords import last_words
 from vramtui.core.logs.stages import STAGES
 from vramtui.core.logs.textclean import said_words
@@ -56,11 +57,8 @@ _ERRING_S = 30.0  # a readiness probe answered HTTP 500 this long: it is not com
 EXITED = "exited"
 CUDA_OOM = "cuda_oom"  # the run crossed the GPU memory budget
 BAD_ARGUMENTS = "bad_arguments"  # the server refused its own command line before loading anything
-SERVER_PID_LINE = "vramtui: server PID "  # the run log's line naming the process it launched
 MODEL_NOT_FOUND = "file_missing"  # the profile's model file is not there (the log class of the same name)
 BUDGET_BELOW_ENGINE = "budget_start"  # the log class of a budget the engine cannot start under
-# vramtui's own line before it stops a server (core/logs/rules.py's own_stop mark reads it)
-STOP_WORDS = "vramtui: stopping the server"
 STOPPED_BY_VRAMTUI = "stopped_by_vramtui"  # we stopped it before it was ready (ctrl-c, quit, a budget)
 
 # How servers refuse a command line: argparse (llama_cpp.server, vLLM, the transformers runner),
@@ -568,12 +566,12 @@ class ModelServer:
         self.started_at = time.time()
         fit_note = fit_to_budget(self.plan, self.profile, self.budget_mode, budget)
         # The log says how the run was made: a saved log then reads back like the live run.
-        self._record_line(f"vramtui: launch {self.plan.command_line()}")
+        self._record_line(f"{ownlines.LAUNCH}{self.plan.command_line()}")
         if fit_note:
             self._record_line(f"vramtui: {fit_note}")
         if budget is not None:
             where = "on the host (address-space limit)" if self.budget_mode == "host" else "on the GPU"
-            self._record_line(f"vramtui: memory budget {budget / MIB:.0f} MiB, enforced {where}")
+            self._record_line(f"{ownlines.BUDGET}{budget / MIB:.0f} MiB, enforced {where}")
             floor = measured_floor(self.profile) if self.budget_mode == "host" else None
             if floor:  # what the budget holds besides the engine itself, for diagnose's sizing (QA 23 D4)
                 self._record_line(
@@ -594,7 +592,7 @@ class ModelServer:
             self.failure_message = f"cannot run {self.plan.argv[0]}: {error.strerror}"
             raise LaunchError(COMMAND_NOT_FOUND, self.failure_message) from None
         # `vramtui ps` finds this log by it: the server's own output goes to our pipe, not to a file.
-        self._record_line(f"{SERVER_PID_LINE}{self.proc.pid}")
+        self._record_line(f"{ownlines.SERVER_PID}{self.proc.pid}")
         self._event("launch", self.profile.label)
         profile = self.profile
         self.launch_estimate = LaunchEstimate(
@@ -784,7 +782,7 @@ class ModelServer:
         if self.proc.poll() is None:
             self.stopped_by_us = True
             # Into the run log: a kill after this line is ours, not the OOM killer's (the diagnosis reads it).
-            line = f"{STOP_WORDS} (SIGTERM, then SIGKILL after {grace_s:g} s)"
+            line = f"{ownlines.STOP} (SIGTERM, then SIGKILL after {grace_s:g} s)"
             if self._reader is None or not self._reader.say_after_pipe(line):
                 self._record_line(line)
         procs.stop_group(self.proc, grace_s=grace_s)
@@ -894,7 +892,7 @@ def _say_exit_stop(server: ModelServer) -> None:
         return
     try:
         if server._run_log is not None:
-            server._run_log.write(time.time(), f"{STOP_WORDS} (vramtui is ending: a signal or its exit)")
+            server._run_log.write(time.time(), f"{ownlines.STOP} (vramtui is ending: a signal or its exit)")
     finally:
         server._lock.release()
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 
 from vramtui.core.backends import engine_logs
+from vramtui.core.logs import ownlines
 from vramtui.core.logs.ruletypes import (  # noqa: F401  (re-exported: callers and tests name them here)
     DEVICE,
     NUM,
@@ -530,7 +531,7 @@ NOTICE_RULES: tuple[NoticeRule, ...] = (
     # vramtui's launcher writes this line when it stops the server itself: a kill after it is ours.
     NoticeRule("vramtui: stop", "mark", "own_stop", r"vramtui: stop(?:ped|ping) the server"),
     # its launch line: the log holds the run from its start (an excerpt pasted from an issue may not)
-    NoticeRule("vramtui: launch", "mark", "own_launch", r"vramtui: launch "),
+    NoticeRule(ownlines.LAUNCH.rstrip(), "mark", "own_launch", re.escape(ownlines.LAUNCH)),
     # ... after its ready_timeout ran out: the log still stops before ready (QA: "No failure", exit 0)
     # "not ready after 120 s", "not ready for 10 s" (no HTTP), "not ready for 30 s of server errors"
     NoticeRule("vramtui: not ready ", "mark", "ready_timeout"),
@@ -621,9 +622,9 @@ FIGURE_RULES: tuple[FigureRule, ...] = (
     ),
     *_engines("figures", "figures.first"),
     FigureRule(
-        "vramtui: memory budget",
+        ownlines.BUDGET.rstrip(),
         "host_budget",
-        rf"vramtui: memory budget {NUM}{UNIT}, enforced on the host",
+        rf"{re.escape(ownlines.BUDGET)}{NUM}{UNIT}, enforced on the host",
     ),
     # ... and what the engine itself needs of it to come up, where vramtui measured that on its binary
     FigureRule(
@@ -678,7 +679,7 @@ ECHO_CUTS: tuple[tuple[str, str], ...] = tuple(cut for engine in ENGINES for cut
 # Lines that prove how far the run got (milestones), a new load, or a deliberate stop.
 # vramtui's launcher heads every run log with "vramtui: launch <command>": a new run, whatever the engine.
 PROGRESS_RULES: tuple[ProgressRule, ...] = (
-    ProgressRule("vramtui: launch", "start"),
+    ProgressRule(ownlines.LAUNCH.rstrip(), "start"),
     *(rule for engine in ENGINES for rule in engine.progress),
 )
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from vramtui.core.logs import ownlines
 from vramtui.core.logs.analysis import _clip, _engine_hint, _LineInfo
 from vramtui.core.logs.rules import STAGE_INDEX, ErrorRule
 from vramtui.core.logs.ruletypes import (
@@ -321,7 +322,7 @@ class LogState:
             if milestone == "start":
                 self._start_again(number)
                 # an engine's own start line, not vramtui's launch line: the engine ran far enough to print
-                self.engine_started = self.engine_started or "vramtui: launch" not in text
+                self.engine_started = self.engine_started or ownlines.LAUNCH.rstrip() not in text
             elif milestone == "restart":
                 self.restarts.append(number)
                 self.progress_seen.clear()

@@ -12,6 +12,7 @@ import re
 
 from vramtui.core.backends.llama_cpp.ollama_log import OLLAMA_NOTICES
 from vramtui.core.backends.llama_cpp.quiet_log import LLAMA_QUIET_NOTICES
+from vramtui.core.logs import ownlines
 from vramtui.core.logs.ruletypes import (
     CACHE_PART_MARK,
     DEVICE,
@@ -1929,6 +1930,7 @@ def _breakdown_rules() -> tuple[FigureRule, ...]:
 
 
 _FA_PREFIX = r"(?:llama_context|llama_new_context_with_model|llama_init_from_model):\s+flash_attn"
+_OWN_LAUNCH = re.escape(ownlines.LAUNCH)
 
 FIGURES_2: tuple[FigureRule, ...] = (
     *_shape_rules(),
@@ -2017,11 +2019,11 @@ FIGURES_2: tuple[FigureRule, ...] = (
     # vramtui's own launch line: what the command asked, where the log at llama-server's default
     # verbosity says nothing of flash attention (a later line of the engine's own wins)
     FigureRule(
-        "vramtui: launch", "flash_attn", r"^\S*\s*vramtui: launch .*\s(?:-fa|--flash-attn)[ =]off\b",
+        ownlines.LAUNCH.rstrip(), "flash_attn", rf"^\S*\s*{_OWN_LAUNCH}.*\s(?:-fa|--flash-attn)[ =]off\b",
         count=True, constant=0, backend="llama.cpp",
     ),
     FigureRule(
-        "vramtui: launch", "flash_attn", r"^\S*\s*vramtui: launch .*\s(?:-fa|--flash-attn)[ =]on\b",
+        ownlines.LAUNCH.rstrip(), "flash_attn", rf"^\S*\s*{_OWN_LAUNCH}.*\s(?:-fa|--flash-attn)[ =]on\b",
         count=True, constant=1, backend="llama.cpp",
     ),
     # "= auto" as the scheduler resolved it, before the compute buffers are reserved: "Flash Attention was
