@@ -529,6 +529,10 @@ def accuracy(show_heldout: bool = False, show_training: bool = False) -> None:
     # quiet 1/2, engine 5/6. Rule written from its training part: vLLM's engine start of ten minutes or more
     # ("init engine (profile, create kv cache, warmup model) took 2267.10 seconds") is said (quiet +1 on
     # the training part, no calm lost: its training starts of 600 s and more are all labelled quiet).
+    # Round 86 (8 logs: 7 vLLM, SGLang and llama.cpp issue bodies of 2024-2025 from the public study's copy,
+    # a committed vLLM ROCm log; no memory failure found unused, 2 healthy, neither quiet; 4 training,
+    # 4 held-out) at 4d5877f: stage 8/8, class 8/8, first error 5/5, calm 0/2, engine 8/8. No rule written:
+    # its training part scored all right.
     for name, heading in LATER_ROUNDS:
         chosen = [(c, m) for part in rows.values() for c, m in part if c["file"] == name]
         print(f"\n{heading}: {len(chosen)})")
@@ -702,6 +706,10 @@ LATER_ROUNDS = (
     (
         "round85.jsonl",
         "round 85 (llama-server and vLLM log files, Ollama issue excerpts; thirty-seventh session",
+    ),
+    (
+        "round86.jsonl",
+        "round 86 (vLLM, SGLang and llama.cpp issue bodies of 2024-2025, a vLLM ROCm log file; thirty-eighth session",
     ),
 )
 

@@ -101,6 +101,7 @@ FILES = (
     LOGS / "round83.jsonl",
     LOGS / "round84.jsonl",
     LOGS / "round85.jsonl",
+    LOGS / "round86.jsonl",
     LOGS / "made-here.jsonl",
 )
 HELD_OUT_SHARE = 0.30

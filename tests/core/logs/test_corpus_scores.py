@@ -13,22 +13,22 @@ from vramtui.core.logs.diagnose import diagnose_text
 # (right, counted) as of the last raise; "counted" pins the corpus itself (a case lost or added shows).
 FLOORS: dict[str, dict[str, tuple[int, int]]] = {
     "train": {
-        "stage": (1003, 1037),
-        "class": (1011, 1037),
+        "stage": (1007, 1041),
+        "class": (1015, 1041),
         "memory": (291, 308),
-        "first_error": (597, 621),
+        "first_error": (601, 625),
         "quiet": (183, 203),
         "calm": (129, 158),
-        "engine": (985, 1037),
+        "engine": (989, 1041),
     },
     "heldout": {
-        "stage": (376, 410),
-        "class": (376, 410),
+        "stage": (380, 414),
+        "class": (380, 414),
         "memory": (114, 131),
-        "first_error": (215, 238),
+        "first_error": (216, 239),
         "quiet": (63, 84),
-        "calm": (45, 60),
-        "engine": (389, 410),
+        "calm": (45, 62),
+        "engine": (393, 414),
     },
 }
 
