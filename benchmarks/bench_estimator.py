@@ -721,6 +721,7 @@ _NEWEST_ROUNDS = {
     "round63.jsonl": "round 63 (ik_llama.cpp with experts in host RAM on an A6000, an RTX PRO 6000 and a 4080, and over four cards; thirty-seventh session)",
     "round64.jsonl": "round 64 (ik_llama.cpp perplexity runs of a GGUF tool suite on RTX PRO 6000s and a 5090: DeepSeek-V3.1, Kimi-K2, GLM, Qwen3.5, Gemma 4; thirty-seventh session)",
     "round65.jsonl": "round 65 (llama.cpp b8829: Qwen3.5-122B-A10B with its experts in host RAM over four P100s, nine settings; thirty-seventh session)",
+    "round66.jsonl": "round 66 (llama.cpp b10505: GLM-5.2 with its experts in host RAM over four RTX PRO 6000s; thirty-eighth session)",
 }
 
 

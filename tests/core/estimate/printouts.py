@@ -112,6 +112,7 @@ FILES = (
     DATA / "printouts" / "round63.jsonl",
     DATA / "printouts" / "round64.jsonl",
     DATA / "printouts" / "round65.jsonl",
+    DATA / "printouts" / "round66.jsonl",
     DATA / "printouts" / "devices.jsonl",
     DATA / "printouts" / "recurrent.jsonl",
     DATA / "logs" / "printouts.jsonl",

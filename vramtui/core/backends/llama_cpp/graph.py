@@ -185,11 +185,14 @@ def host_inputs(g: Graph, copies: int = 1) -> int:
     return found * copies + g.build.host_hidden_copies * g.hidden()
 
 
-def masks_on_device(g: Graph, kinds: Sequence[str]) -> int:
+def masks_on_device(g: Graph, kinds: Sequence[str], casts: bool = True) -> int:
     """The device's copy of each KQ mask it reads, and its f16 cast with flash attention (none where the
-    mask is built in f16)."""
-    cast = 2 if g.flash and not g.mask_f16_with_flash else 0
-    return g.mask_elements(kinds) * (g.mask_element_bytes() + cast)
+    mask is built in f16). The cast runs once, where the scheduler puts it: with the first layer's
+    attention. Every other device is handed the f16 result alone (a 4-card split's middle cards print the
+    f16 mask and no f32 one)."""
+    if g.flash and not g.mask_f16_with_flash:
+        return g.mask_elements(kinds) * ((F32 + 2) if casts else 2)
+    return g.mask_elements(kinds) * g.mask_element_bytes()
 
 
 def attention_scores(g: Graph, kind: str) -> int:
@@ -376,13 +379,15 @@ class DeviceWork:
     output: bool = False
     host: tuple[HostLayer, ...] = ()
     host_output: int = 0  # bytes of the output matrix in host RAM (0: not this device's to multiply)
+    casts_masks: bool = True  # it holds the first layer: the f16 cast of the masks runs here
 
 
 def device_peak(g: Graph, work: DeviceWork) -> int:
     """One device's compute buffer: the widest phase of what it computes."""
     layers, expert_layers, output, host = work.layers, work.expert_layers, work.output, work.host
     kinds = sorted({g.kind(il) for il in layers})
-    masks = 0 if g.kv_on_host else masks_on_device(g, [kind for kind in kinds if kind != "recurrent"])
+    attended = [kind for kind in kinds if kind != "recurrent"]
+    masks = 0 if g.kv_on_host else masks_on_device(g, attended, work.casts_masks)
     peak = max((attention_phase(g, kind) for kind in kinds), default=0)
     experts = set(expert_layers)
     ffn = max((ffn_phase(g, il, il in experts) for il in _distinct(g, layers)), default=0)

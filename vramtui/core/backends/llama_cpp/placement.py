@@ -220,6 +220,7 @@ def device_work(found: Layout, host_output: int) -> dict[int, graph.DeviceWork]:
             output=found.output == device,
             host=hosted if device == target else (),
             host_output=host_output if device == target and found.output is None else 0,
+            casts_masks=device == target,
         )
     return work
 
