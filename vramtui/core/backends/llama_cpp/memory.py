@@ -274,15 +274,21 @@ def _compute(
     # decide each layer's device; only its matrices take the split buffer): each computes its own layers
     work = placement.device_work(found, host_output)
     found_compute: dict[placement.Where, int] = {}
-    split_inputs = g.hidden() + g.mask_elements(g.kinds) * g.mask_element_bytes() + g.ubatch * 4
     for device, todo in work.items():
         peak = graph.device_peak(g, todo)
         if pipelined and (todo.layers or todo.output):
-            peak += (graph.SCHED_COPIES - 1) * split_inputs
+            peak += (graph.SCHED_COPIES - 1) * _split_inputs(g, todo.casts_masks)
         found_compute[device] = peak
     hosted = placement.host_layers(found)
     found_compute[None] = graph.host_peak(g, hosted, pipelined, found.output is None)
     return found_compute
+
+
+def _split_inputs(g: graph.Graph, casts_masks: bool) -> int:
+    """One pipeline copy of what a device's split takes in: the hidden state, each mask (the f16 cast where
+    another card casts it) and the token positions."""
+    mask_bytes = 2 if g.flash and not casts_masks else g.mask_element_bytes()
+    return g.hidden() + g.mask_elements(g.kinds) * mask_bytes + g.ubatch * 4
 
 
 def _split_devices(info: ModelInfo, settings: Settings, found: placement.Layout, est: Estimate) -> None:
