@@ -39,6 +39,7 @@ from vramtui.core.errors import VramtuiError
 from vramtui.core.launch.launcher import CheckResult, ModelServer, build_command, run_check
 from vramtui.core.launch.profile import Profile
 from vramtui.core.launch.smoke import SmokeResult, replay_request, smoke_request
+from vramtui.core.logs.stages import furthest
 from vramtui.core.memory.readings import Event
 from vramtui.core.memory.sampling import HostSource, NvmlSource, Sample, Sampler, Source
 from vramtui.core.memory.series import run_readings
@@ -222,7 +223,7 @@ class AttachedRunner:
         over_budget = failure in ("cuda_oom", "host_oom") and diagnosis_failure(diagnosis) != failure
         return CheckResult(
             ready=ready and not over_budget,
-            stage=_furthest(stage, getattr(diagnosis, "stage", None)),
+            stage=furthest(stage, getattr(diagnosis, "stage", None)),
             failure_stage=failure_stage,
             failure=failure,
             diagnosis=diagnosis,
@@ -282,12 +283,6 @@ def _size(path: str | None) -> int:
         return os.path.getsize(path) if path else 0
     except OSError:
         return 0
-
-
-def _furthest(a: str | None, b: str | None) -> str | None:
-    from vramtui.core.launch.launcher import _furthest as furthest
-
-    return furthest(a, b)
 
 
 def _diagnose(log: LogSource, profile: Profile) -> Any:

@@ -41,7 +41,7 @@ from vramtui.core.launch.runlog import RunLogFile
 from vramtui.core.launch.smoke import SmokeResult, replay_request, smoke_request
 from vramtui.core.logs import ownlines
 from vramtui.core.logs.lastwords import last_words
-from vramtui.core.logs.stages import STAGES
+from vramtui.core.logs.stages import STAGES, furthest, stage_index
 from vramtui.core.logs.textclean import said_words
 from vramtui.core.memory.readings import Event
 from vramtui.core.memory.reconcile import Reconciliation
@@ -235,10 +235,6 @@ def _make_diagnoser(backend: str) -> Any | None:
     except ImportError:
         return None
     return LogDiagnoser(backend=backend)
-
-
-def _stage_index(stage: str | None) -> int:
-    return STAGES.index(stage) if stage in STAGES else -1
 
 
 def fit_to_budget(
@@ -658,8 +654,8 @@ class ModelServer:
             except Exception:  # the log engine must never take the run down
                 pass
         with self._lock:
-            if stage is not None and _stage_index(stage) > _stage_index(self.stage):
-                if stage in {"kv_cache", "ready"} and _stage_index(self.stage) < STAGES.index("kv_cache"):
+            if stage is not None and stage_index(stage) > stage_index(self.stage):
+                if stage in {"kv_cache", "ready"} and stage_index(self.stage) < STAGES.index("kv_cache"):
                     self._event("weights_loaded", "")
                 self.stage = stage
             record = LogLine(t, text, stage, severity, number)
@@ -714,7 +710,7 @@ class ModelServer:
                 self.ready = True
                 self.ready_at = time.time()
                 with self._lock:
-                    if _stage_index(self.stage) < STAGES.index("ready"):
+                    if stage_index(self.stage) < STAGES.index("ready"):
                         self.stage = "ready"
                 self._event("ready", "")
                 return True
@@ -1167,7 +1163,7 @@ def _result(
         failure, failure_stage, stage = BAD_ARGUMENTS, own_stage, None
         launch_message = launch_message or own_message
     elif diagnosis is not None:
-        stage = _furthest(stage, getattr(diagnosis, "stage", None))
+        stage = furthest(stage, getattr(diagnosis, "stage", None))
         # the health check never answered, and the log says why (QA 13: a runner up under a budget that
         # could start no thread for a request read "not ready within the timeout ... check the program")
         if (failure is None and getattr(diagnosis, "failed", False)) or _log_says_why(failure, diagnosis):
@@ -1310,10 +1306,6 @@ def _gave_up(health: HealthProbe, timed_out: bool, timeout_s: float) -> str:
     if health.erring_for(_ERRING_S):
         return f"for {_ERRING_S:g} s of server errors"
     return f"after {timeout_s:g} s" if timed_out else ""
-
-
-def _furthest(a: str | None, b: str | None) -> str | None:
-    return a if _stage_index(a) >= _stage_index(b) else b
 
 
 def _message(

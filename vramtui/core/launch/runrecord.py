@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vramtui.core.estimate.calibrate import CPU_DEVICE, RECORD_VERSION, save_record
+from vramtui.core.logs.stages import furthest
 from vramtui.core.memory.parts import HOST, bill_from_figures
 
 if TYPE_CHECKING:
@@ -150,7 +151,12 @@ def run_record(server: ModelServer) -> dict[str, Any] | None:
         "time": time.time(),
         "log": str(server.log_file),
         "ready": server.ready,
-        "stage": server.stage,
+        # how far it got, by the launcher and the log as `run` and `diagnose` say it (QA 38 F12: a server
+        # killed after ready read "ready" here and "inference" there), and where it failed
+        "stage": furthest(server.stage, getattr(diagnosis, "stage", None)),
+        "failure_stage": getattr(diagnosis, "failure_stage", None)
+        if getattr(diagnosis, "failed", False)
+        else None,
         "failure": _failure(diagnosis, server.request),
         # the smallest request's answer (QA 7: an endpoint that answered HTTP 200 with no completion was
         # recorded as ready, failure none): its kind, "answered" when it was a completion

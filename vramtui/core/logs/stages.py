@@ -9,6 +9,17 @@ from __future__ import annotations
 STAGES: tuple[str, ...] = ("download", "load_weights", "kv_cache", "ready", "inference")
 STAGE_INDEX: dict[str, int] = {stage: index for index, stage in enumerate(STAGES)}
 
+
+def stage_index(stage: str | None) -> int:
+    """Its place in STAGES; -1 for none or a word that is no stage."""
+    return STAGE_INDEX.get(stage, -1) if stage is not None else -1
+
+
+def furthest(a: str | None, b: str | None) -> str | None:
+    """The later of two stages (the first on a tie): how far a run got, from the launcher and the log."""
+    return a if stage_index(a) >= stage_index(b) else b
+
+
 FAILURES: tuple[str, ...] = (
     "cuda_oom",
     "host_oom_killed",

@@ -298,8 +298,10 @@ class LogState:
         self.stop_line: int | None = None
 
     def note_exit(self, returncode: int | None) -> None:
-        """The process ended with `returncode` (negative: killed by that signal)."""
-        self.exit_code = returncode
+        """The process ended with `returncode` (negative: killed by that signal); None keeps what the log's
+        own end line said (QA 38 F12: a saved log's "killed by SIGKILL (signal 9)" read exit_code null)."""
+        if returncode is not None:
+            self.exit_code = returncode
 
     # -- the state machine ---------------------------------------------------------------------------
     def _is_noop(self, info: _LineInfo) -> bool:
@@ -429,6 +431,8 @@ class LogState:
         self, number: int, text: str, info: _LineInfo, rule: ErrorRule, stage: str | None
     ) -> tuple[str, bool]:
         """An error line: the first error (of its strength) is kept, with the stage it happened at."""
+        if (code := ownlines.exit_code_in(text)) is not None:
+            self.exit_code = code
         if (
             stage is not None
             and self.weak is not None
