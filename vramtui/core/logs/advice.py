@@ -123,6 +123,7 @@ CAUSE_WORDS: dict[str, str] = {
     "compute_alloc_failed": "the compute buffer (the graph's scratch memory, sized by the context and the micro-batch) could not be allocated",
     "budget_import": "the memory budget is too small to even import the engine",
     "host_import": "host memory ran out while the engine was still importing its own modules",
+    "library_map": "the loader could not map a shared library of the engine (no address space or RAM left)",
     "loader_threads": "the engine could not start a thread: under a memory budget, no room for its stack",
     "budget_start": "the memory budget is too small for the engine to start",
     "budget_no_serve": "it came up but answered every request with an error under the memory budget",

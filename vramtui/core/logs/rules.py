@@ -268,7 +268,20 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     # install that does not match, not the model; logged as a warning, the engine goes on without it
     # ... but a program the loader could not start at all says "error while loading shared libraries" (a
     # runner that exits 127 at once): that line is the failure, not the wrapper's exit status after it
-    ErrorRule("error while loading shared libraries", "library_missing", "other"),
+    # (not a library the loader could not map: "failed to map segment" is mmap's ENOMEM, below; QA 39 F1)
+    ErrorRule(
+        "error while loading shared libraries",
+        "library_missing",
+        "other",
+        r"error while loading shared libraries(?!.*failed to map segment)",
+    ),
+    # ... and one it could not map before the program ran a line: the start's memory (verdict._refine)
+    ErrorRule(
+        "error while loading shared libraries",
+        "library_map",
+        "other",
+        r"error while loading shared libraries.*failed to map segment",
+    ),
     ErrorRule("cannot open shared object file", "library_missing", "other", strong=False),
     ErrorRule(
         "no such file or directory",

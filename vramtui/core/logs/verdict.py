@@ -287,6 +287,9 @@ def _refine(pick: _Pick, state: LogState, profile: LogProfile | None) -> None:
         pick.failure = "host_oom"
         threads, budget = (state.figures.get(key, {}).get("") for key in ("http_threads", "host_budget"))
         pick.cause = "http_threads_start" if threads_take_the_budget(threads, budget) else "budget_start"
+    if pick.cause == "library_map":
+        # QA 39 F1: the loader could not map libstdc++ under a 20 MiB budget, read as a missing library
+        pick.failure, pick.cause = "host_oom", "budget_start" if under_budget else "host_import"
     if under_budget and pick.cause == "loader_threads":
         pick.failure = "host_oom"  # QA 11: the loader's threads had no room for their stacks
     spawning = found is not None and found.number in state.spawn_exceptions
