@@ -617,3 +617,67 @@ def test_a_stop_asked_by_a_signal_ends_the_pause_without_a_lock() -> None:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_record_keeps_a_recording_that_is_there_unless_forced(tmp_path: Path) -> None:
+    """QA 39 F6: a repeated `record --out rec.csv` replaced a 101-row recording with 6 rows, exit 0."""
+    kept = tmp_path / "rec.csv"
+    kept.write_bytes((DATA / "units.csv").read_bytes())
+    before = kept.read_bytes()
+    result = subprocess.run(
+        [sys.executable, "-m", "vramtui", "record", "--out", str(kept), "--duration", "0.3"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"vramtui: --out {kept} is there already: record to another file, or add --force to replace it\n"
+    )
+    assert kept.read_bytes() == before  # not emptied, not appended to
+    empty = tmp_path / "mktemp.csv"  # nothing recorded in it: written as before
+    empty.touch()
+    for out, extra in ((empty, []), (kept, ["--force"])):
+        proc = record("--out", str(out), "--duration", "0.3", "--interval-ms", "100", *extra)
+        _stdout, stderr = proc.communicate(timeout=30)
+        assert proc.returncode == 0, stderr
+        assert out.read_text().startswith("timestamp, ") and 2 <= len(data_lines(out)) <= 6
+
+
+def _own_recording(path: Path) -> Path:
+    """`vramtui record --pid`'s columns: a process that loads 300 MiB, serves, and exits."""
+    rows = [
+        "timestamp, host.ram_used [MiB], host.ram_total [MiB], host.swap_used [MiB], "
+        "process.tree_rss [MiB], process.tree_gpu [MiB], process.pids"
+    ]
+    levels = [None, None, 50, 350, 350, 350, 500, 350, 350, None, None]
+    for second, rss in enumerate(levels):
+        used = 1000 + (rss or 0)
+        figure = "[N/A]" if rss is None else f"{rss} MiB"
+        rows.append(
+            f"2026/12/08 00:00:{second:02d}.000, {used} MiB, 24105 MiB, 0 MiB, {figure}, [N/A], {int(rss is not None)}"
+        )
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-be", "utf-16-le"])
+def test_replay_reads_a_utf16_csv_as_its_text(
+    codec: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA 39 F7: Windows PowerShell's `nvidia-smi ... > file.csv` writes UTF-16 with a byte-order mark; replay
+    read it as "bad timestamp '\\x00t\\x00i...'", exit 2. Read through diagnose's decoder (core/logs/encoded)."""
+    import codecs
+
+    mark = {"utf-16": b"", "utf-16-be": codecs.BOM_UTF16_BE, "utf-16-le": codecs.BOM_UTF16_LE}[codec]
+    for plain in (DATA / "units.csv", DATA / "multi_index.csv", _own_recording(tmp_path / "own.csv")):
+        wide = tmp_path / f"wide-{plain.name}"
+        wide.write_bytes(
+            mark + plain.read_text().replace("\n", "\r\n").encode(codec)
+        )  # `utf-16`: its own BOM
+        assert main(["replay", str(plain), "--json"]) == 0
+        expected = json.loads(capsys.readouterr().out)
+        assert main(["replay", str(wide), "--json"]) == 0, capsys.readouterr().err
+        readings = json.loads(capsys.readouterr().out)
+        assert readings["skipped_rows"] == 0 and readings["rows"] == expected["rows"] > 0
+        assert {**readings, "file": None} == {**expected, "file": None}

@@ -8,6 +8,7 @@ line, memory per GPU and on the host, the bill by term and where it comes from) 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -37,7 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="size MODEL (a model file, folder or config.json, or a launch profile .toml) against the "
         "memory that is free now on each card, not the card's total",
     )
-    parser.add_argument("--watch", metavar="S", type=float, help="refresh every S seconds (ctrl-c stops)")
+    parser.add_argument(
+        "--watch",
+        metavar="S",
+        type=float,
+        help="refresh every S seconds (ctrl-c stops); with --json, one compact object a line (JSON Lines)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,7 +74,11 @@ def _scan(nvml: Any, bills: dict[int, Any]) -> Any:
 def _show(args: argparse.Namespace, scan: Callable[[], Any]) -> int:
     while True:
         shot = scan()
-        if args.json:
+        if args.json and args.watch is not None:
+            # JSON Lines: one compact object per refresh, each line a document (QA 39 F8: pretty objects
+            # back to back read as neither one JSON document nor one per line)
+            print(json.dumps(shot.to_dict(), separators=(",", ":"), default=str), flush=True)
+        elif args.json:
             from vramtui.cli.common import print_json
 
             print_json(shot.to_dict())

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
+import stat
 import sys
 import time
 from types import FrameType
@@ -23,7 +25,14 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", metavar="FILE", help="write the CSV here (default: standard output)")
+    parser.add_argument(
+        "--out",
+        metavar="FILE",
+        help="write the CSV here (default: standard output); a recording already there is kept unless --force",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="with --out: replace a recording that is there already"
+    )
     parser.add_argument(
         "--interval-ms",
         metavar="N",
@@ -61,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         raise VramtuiError("--duration must be a positive number of seconds")
     if args.source is not None and args.pid is not None:
         raise VramtuiError("--pid watches a local process; it cannot go with --source (a remote box)")
+    if args.out and not args.force:
+        _refuse_replacing(args.out)
     gpu_source = _remote_source(args.source) if args.source is not None else None
     if args.pid is not None and args.pid <= 0:
         raise VramtuiError(f"--pid {args.pid}: a process id is a positive whole number")
@@ -112,6 +123,20 @@ def run(args: argparse.Namespace) -> int:
         )
     _say(f"recorded {samples} sample(s), {rows} row(s) to {where}")
     return 0
+
+
+def _refuse_replacing(out: str) -> None:
+    """A file with something in it is a recording (maybe of a failure hard to see again): opening it for
+    writing empties it, so only --force does, as `wizard --save` (QA 39 F6: a repeated command line replaced
+    101 rows with 6). An empty file (`mktemp`), a pipe or a device (/dev/stdout) is written as before."""
+    try:
+        there = os.stat(out)
+    except OSError:  # not there (or not reachable: open says why below)
+        return
+    if stat.S_ISREG(there.st_mode) and there.st_size > 0:
+        raise VramtuiError(
+            f"--out {out} is there already: record to another file, or add --force to replace it"
+        )
 
 
 def _remote_source(url: str) -> PrometheusSource:

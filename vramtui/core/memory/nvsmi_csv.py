@@ -3,7 +3,8 @@
 Reading takes what users actually have: values with units ("1234 MiB", "5 %") or `nounits`, `[N/A]`
 and `[Not Supported]` fields, several GPUs interleaved (told apart by an index / uuid / pci.bus_id
 column, or without one by their order among rows sharing a timestamp), extra columns in any order,
-headers repeated when runs were appended, no header at all (`noheader`). A row that cannot be read
+headers repeated when runs were appended, no header at all (`noheader`), UTF-16 (Windows PowerShell's
+`>`; decoded as `diagnose` decodes a log, core/logs/encoded.py). A row that cannot be read
 is skipped and counted, never a traceback. A recording too long to hold is summarised as it is read,
 every peak and floor kept (`nvsmi_fold`).
 
@@ -357,8 +358,15 @@ def _is_header(fields: list[str]) -> bool:
 
 def _iter_lines(source: str | Path | TextIO | Iterable[str]) -> Iterator[str]:
     if isinstance(source, Path):
+        from vramtui.core.logs.encoded import decoded
+
         try:
-            with source.open(encoding="utf-8", errors="replace", newline="") as handle:
+            # UTF-16 (Windows PowerShell's `nvidia-smi ... > file.csv`) is read as its text, by the decoder
+            # `diagnose` reads such logs with (QA 39 F7: "bad timestamp '\x00t\x00i...'")
+            with (
+                source.open("rb") as raw,
+                io.TextIOWrapper(decoded(raw)[0], encoding="utf-8", errors="replace", newline="") as handle,
+            ):
                 yield from handle
         except OSError as error:
             raise VramtuiError(f"cannot read {source}: {error.strerror or error}") from None
