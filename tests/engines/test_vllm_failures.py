@@ -179,3 +179,39 @@ def test_a_worker_the_oom_killer_ended_is_read_and_its_kv_cache_shrunk(
     assert report["relaunches"] <= 2
     assert report["steps"][0]["param"] == "kv_cache_memory"
     assert not vllm_processes(model)
+
+
+def test_the_longest_context_the_estimate_names_is_the_one_vllm_fits(
+    vllm_program: Path, models: Path, tmp_path: Path
+) -> None:
+    """QA 39 F2: a 4 MiB KV cache of the tiny Qwen2 holds 2,048 tokens in vLLM's 128-token CPU blocks, but
+    vLLM keeps one block back (its null block): --max-model-len auto fits 1,920, and 2,048 is refused. The
+    estimate said 2,048 fits. One launch: vLLM's own auto-fit against the estimate for the same settings."""
+    import re
+    from dataclasses import replace
+
+    from vramtui.core.backends.vllm.version import minor_of
+    from vramtui.core.estimate.estimator import Settings, estimate, max_context
+    from vramtui.core.estimate.inputs import cpu_run_card
+    from vramtui.core.estimate.modelinfo import load_model_info
+
+    model = model_for("dense", models)
+    profile = vllm_profile(
+        vllm_program, model, tmp_path, one_process=True, kv_cache_memory="4MiB", context="auto"
+    )
+    result = run_check(profile, log_dir=tmp_path)
+    assert result.ready, result.message
+    said = re.search(r"Auto-fit max_model_len: reduced from \d+ to (\d+)", Path(result.log_file).read_text())
+    assert said is not None
+    fitted = int(said.group(1))
+    assert result.diagnosis.engine_figures["context"] == fitted  # the figure is the fitted length
+
+    info = load_model_info(str(model))
+    params = {k: v for k, v in profile.params.items() if k != "context"}
+    settings = Settings.from_params(params, backend="vllm", device_bytes=cpu_run_card())
+    settings = replace(settings, on_gpu=False, engine_build=minor_of(vllm_program))
+    assert max_context(info, settings) == fitted
+    capacity = estimate(info, replace(settings, context=fitted)).kv_cache_tokens
+    assert capacity > fitted  # the capacity vLLM prints counts the block it keeps back
+    assert not estimate(info, replace(settings, context=capacity)).fits
+    assert not vllm_processes(model)

@@ -611,7 +611,9 @@ def max_parallel(info: ModelInfo, settings: Settings, limit: int = MAX_PARALLEL_
         est = memory.size(info, settings)
         if est.total_bytes > est.usable_bytes:
             return 0  # over the room whatever the concurrency
-        return int(est.kv_cache_tokens // max(1, est.context)) if est.kv_cache_tokens else 0
+        if not est.kv_cache_tokens or est.longest_request < est.context:
+            return 0  # not one request of the context: the capacity counts a block vLLM keeps back
+        return int(est.kv_cache_tokens // max(1, est.context))
     if memory.context_is_per_sequence:
         return max(0, largest_where(1, limit, lambda p: _fits(info, replace(settings, parallel=p))))
     # the context is the whole cache, split across the slots: each slot adds one sequence's context

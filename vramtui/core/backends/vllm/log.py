@@ -923,6 +923,14 @@ FIGURES: tuple[FigureRule, ...] = (
         backend="vllm",
     ),
     FigureRule("using max model len", "context", rf"using max model len {NUM}", count=True, backend="vllm"),
+    # --max-model-len auto, as the engine resolved it after the profile (QA 39 F5: the figure kept 4096)
+    FigureRule(
+        "auto-fit max_model_len",
+        "context",
+        r"auto-fit max_model_len: reduced from \d+ to (?P<value>\d+)",
+        count=True,
+        backend="vllm",
+    ),
     FigureRule(
         "derived max_model_len",
         "max_model_len_derived",

@@ -52,6 +52,18 @@ CUDA_GRAPH_BYTES = 256 * MIB
 # The minor version that profiles the graphs before sizing the KV cache and takes them off the budget
 # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default, gpu_worker.determine_available_memory).
 GRAPHS_IN_BUDGET_SINCE = 21
+# The minor version whose length check and --max-model-len auto plan against the pool less the null block
+# its BlockPool holds back for good (vllm#47272, merged 2026-08-20 after 0.28.0; kv_cache_utils'
+# check_memory): the printed capacity counts that block, the longest request does not (QA 39 F2: 4 MiB held
+# 2,048 tokens on the CPU build, vLLM refused --max-model-len 2048 and named 1920).
+NULL_BLOCK_RESERVED_SINCE = 29
+
+
+def usable_blocks(blocks: int, build: int | None) -> int:
+    """The blocks a request can take: all but the null block, from the build that plans so (None: today's)."""
+    if build is None or build >= NULL_BLOCK_RESERVED_SINCE:
+        return max(0, blocks - 1)
+    return blocks
 
 
 def profile_tokens(context: int, settings: Settings) -> int:
@@ -185,6 +197,12 @@ def _vision_share(info: ModelInfo, tokens: int, activation: int, notes: list[str
 
 
 def _refusal(context: int, needed: int, kv_available: int, longest: int) -> str:
+    if 0 < needed <= kv_available:  # the room holds it but for the block vLLM keeps back
+        return (
+            f"one {context}-token request needs {format_bytes(needed)} of KV cache, all the "
+            f"{format_bytes(kv_available)} left in the budget, and vLLM keeps one block of it back (its null "
+            f"block): it refuses to start; the longest that fits is --max-model-len {longest}"
+        )
     return (
         # in the unit that says it ("0.00 GiB ... 0.00 GiB" on a small model: QA 17 F12)
         f"one {context}-token request needs {format_bytes(needed)} of KV cache but only "
@@ -242,14 +260,16 @@ def _kv_layout(
         tokens = int(blocks / per_request * context) if per_request else 0
         return KvLayout(
             blocks, BLOCK_TOKENS, tokens, blocks * window.block_bytes, notes=(window.describe(context, blocks),),
-            pooled=True, longest=window.longest(blocks), request_bytes=per_request * window.block_bytes,
+            pooled=True, longest=window.longest(usable_blocks(blocks, build)),
+            request_bytes=per_request * window.block_bytes,
         )  # fmt: skip
     pool = hybrid_pool(info, kv_dtype, tp, dtype_bytes(info.dtype))
     if pool is not None:
         filled = kvpool.fill(pool, memory, context, max_seqs)
         return KvLayout(
             filled.blocks, pool.block_tokens, filled.tokens, filled.kv_bytes, filled.state_bytes,
-            (pool.describe(context, filled.blocks),), pooled=True, longest=pool.longest(filled.blocks),
+            (pool.describe(context, filled.blocks),), pooled=True,
+            longest=pool.longest(usable_blocks(filled.blocks, build)),
             request_bytes=pool.blocks_per_request(context) * pool.block_bytes,
         )  # fmt: skip
     if info.n_recurrent_layers:
@@ -265,8 +285,9 @@ def _kv_layout(
     block_bytes = BLOCK_TOKENS * per_token
     blocks = max(0, memory) // block_bytes if block_bytes else 0
     tokens = blocks * BLOCK_TOKENS
+    longest = usable_blocks(blocks, build) * BLOCK_TOKENS
     return KvLayout(
-        blocks, BLOCK_TOKENS, tokens, blocks * block_bytes, longest=tokens, request_bytes=context * per_token
+        blocks, BLOCK_TOKENS, tokens, blocks * block_bytes, longest=longest, request_bytes=context * per_token
     )
 
 
@@ -294,7 +315,7 @@ def _kv_room(settings: Settings, budget: int, held: int, notes: list[str]) -> in
     if not settings.kv_cache_memory:
         return budget - held
     notes.append(
-        f"KV cache set outright: {settings.kv_cache_memory / GIB:.2f} GiB (the share does not count)"
+        f"KV cache set outright: {format_bytes(settings.kv_cache_memory)} (the share does not count)"
     )
     return min(settings.kv_cache_memory, settings.device_bytes - held)
 
@@ -322,8 +343,8 @@ def _kv_shortfall(
     if room <= 0:
         notes.append(f"weights and activations exceed {whose} budget: vLLM fails before the KV cache")
         return None
-    if cache.tokens < context:
-        longest = min(cache.longest or cache.tokens, context - 1, trained or context)
+    if cache.longest < context:
+        longest = min(cache.longest, context - 1, trained or context)
         reason = _refusal(context, cache.request_bytes, room, longest)
         notes.append(reason)
         return reason
@@ -435,7 +456,7 @@ class VllmMemory(MemoryAccounting):
             total_bytes=bill.total(0) - graphs + inside,  # the budget's rows
             device_bytes=settings.device_bytes,
             usable_bytes=budget,
-            fits=kv_available > 0 and kv_tokens >= context and graphs_fit and peak_problem is None,
+            fits=kv_available > 0 and cache.longest >= context and graphs_fit and peak_problem is None,
             # no context or concurrency runs while the 16-bit read does not fit (QA 21 F7: the solvers
             # gave 163,840 tokens beside a load that cannot happen)
             load_peak_bytes=load_peak,
@@ -538,7 +559,7 @@ def _cpu_kv_bytes(settings: Settings, node: int, requested: int, non_kv: int, no
     """The CPU worker's KV cache: set outright, else its share of node 0 less what the worker holds."""
     if settings.kv_cache_memory:
         notes.append(
-            f"KV cache set outright: {settings.kv_cache_memory / GIB:.2f} GiB (the share of the node does not count)"
+            f"KV cache set outright: {format_bytes(settings.kv_cache_memory)} (the share of the node does not count)"
         )
         return settings.kv_cache_memory
     whole = (
@@ -557,7 +578,7 @@ def _outright_fit(
     """A KV cache set outright past what the budget holds: no context sizes it, the size itself is the move
     (QA 35 F10: "largest context 0" where a smaller --kv-cache-memory-bytes runs), where one request fits."""
     size = kv_bytes_for_budget(kv_bytes, settings.device_bytes, engine)
-    if not block or size // block * CPU_BLOCK_TOKENS < context:
+    if not block or usable_blocks(size // block, settings.engine_build) * CPU_BLOCK_TOKENS < context:
         return None
     notes.append(
         f"the KV cache set outright ({kv_bytes / GIB:.2f} GiB) is more than the budget holds beside the "
@@ -669,7 +690,9 @@ def _size_parallel(
     graphs_fit = all(
         b + _graph_bytes(settings) - inside <= cards[r.index] for b, r in zip(budgets, ranks, strict=True)
     )
-    rows, bill = _rank_rows(ranks, free, tightest, activation, settings, kv_tokens >= context and graphs_fit)
+    rows, bill = _rank_rows(
+        ranks, free, tightest, activation, settings, tightest.longest >= context and graphs_fit
+    )
     per_token = ranks[0].kv_bytes_per_token
     notes = [
         f"tensor parallel {tp} x pipeline parallel {pp}: {len(ranks)} ranks; KV {per_token:,} B/token per rank "
@@ -794,12 +817,19 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
     non_kv = CPU_WORKER_BYTES + weights
     kv_bytes = _cpu_kv_bytes(settings, node, requested, non_kv, notes)
     block = CPU_BLOCK_TOKENS * per_token
-    tokens = kv_bytes // block * CPU_BLOCK_TOKENS if block else 0
+    blocks = kv_bytes // block if block else 0
+    tokens = blocks * CPU_BLOCK_TOKENS
+    longest = usable_blocks(blocks, settings.engine_build) * CPU_BLOCK_TOKENS
     reason = None
-    if tokens < context:
+    if longest < context:
+        held = (
+            f"{tokens} tokens"
+            if longest == tokens
+            else f"{tokens} tokens, {longest} of them usable by one request"
+        )
         reason = (
-            f"the KV cache holds {tokens} tokens, less than one {context}-token request: vLLM refuses to "
-            "start (raise --kv-cache-memory-bytes, or lower --max-model-len)"
+            f"the KV cache holds {held}, less than one {context}-token request: vLLM refuses to start "
+            f"(raise --kv-cache-memory-bytes, or lower --max-model-len to {longest} or less)"
         )
         notes.append(reason)
     bill = MemoryBill()
@@ -830,7 +860,7 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         total_bytes=total,
         device_bytes=settings.device_bytes,
         usable_bytes=settings.device_bytes,  # the whole run (front-end too) must fit in the node's memory
-        fits=tokens >= context
+        fits=longest >= context
         and total <= settings.device_bytes
         and (load_peak or 0) < settings.device_bytes,
         load_peak_bytes=load_peak,
@@ -841,6 +871,7 @@ def _size_cpu(info: ModelInfo, settings: Settings, context: int) -> Estimate:
         kv_dtype=VLLM.kv_dtype(info, settings),
         kv_cells=tokens,
         kv_cache_tokens=tokens,
+        kv_longest_request=longest,
         max_concurrency=_max_concurrency(tokens, context),
         kv_cache_memory_fit=kv_fit,
         reason=reason,
