@@ -27,7 +27,9 @@ ENGINE_FIGURE_NAMES = {
     "model_buffer": "model_buffer",
     "weights_loaded": "weights_loaded",  # vLLM's "Loading model weights took X GiB"
     "kv_buffer": "kv_buffer",
+    "kv_cache_available": "kv_cache_available",  # vLLM's "Available KV cache memory" (QA 39 F3: steps had {})
     "compute_buffer": "compute_buffer",
+    "activation_peak": "activation_peak",  # vLLM's profile run's activations
     "failed_alloc": "oom_requested",
 }
 
