@@ -113,6 +113,15 @@ def format_bytes(n: float, precision: int = 2) -> str:
     return f"{sign}{int(n)} B"
 
 
+def exact_size(n: int) -> str:
+    """Bytes as the largest binary unit that states them exactly ("4MiB" for 4194304, "1000B" for 1000):
+    a size read back from a flag that takes bytes, said as the profile and the wizard write sizes."""
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", 1024)):
+        if n and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n}B"
+
+
 def mib(n: float) -> float:
     """Bytes to MiB, the unit nvidia-smi prints."""
     return n / MIB

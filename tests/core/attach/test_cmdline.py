@@ -126,6 +126,10 @@ def test_an_attached_vllms_kv_bytes_become_a_size_its_profile_takes(tiny_gguf: P
     params = as_sizes(command.params)
     assert size_bytes("kv_cache_memory", params["kv_cache_memory"]) == 256 << 20
     assert command.params["kv_cache_memory"] == 268435456  # the command as read is left as it was
+    # QA 39 F10: said as the profile and `check` write it, not "268435456B"
+    assert params["kv_cache_memory"] == "256MiB"
+    odd = as_sizes({"kv_cache_memory": 1000})
+    assert odd["kv_cache_memory"] == "1000B" and size_bytes("kv_cache_memory", odd["kv_cache_memory"]) == 1000
 
 
 def test_an_attached_vllm_with_its_kv_cache_set_is_assumed_no_share(tiny_gguf: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 
 from vramtui.core.backends import BACKENDS, GGML_TYPES, Backend, kv_dtype_name, switch
+from vramtui.core.units import exact_size
 
 _GGML_NAMES = {str(number): name for name, number in GGML_TYPES.items()}
 
@@ -167,9 +168,8 @@ def as_sizes(params: dict[str, object]) -> dict[str, object]:
     (--kv-cache-memory-bytes 268435456), written as a size the profile and the estimator take."""
     found = dict(params)
     if isinstance(found.get("kv_cache_memory"), int):
-        found["kv_cache_memory"] = (
-            f"{found['kv_cache_memory']}B"  # QA 5 and 9: "needs a unit ... not 2369781760"
-        )
+        # QA 5 and 9: "needs a unit ... not 2369781760"; QA 39 F10: said as check says it ("4194304B" -> "4MiB")
+        found["kv_cache_memory"] = exact_size(found["kv_cache_memory"])
     return found
 
 
