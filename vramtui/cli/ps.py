@@ -168,6 +168,13 @@ def _fits(args: argparse.Namespace) -> int:
 
     if not args.model:
         raise VramtuiError("--fits needs a model (a file, folder or config.json) or a launch profile")
+    if args.gpu_mem:  # QA 39 F11: ignored without a word, where `estimate` honours it
+        print(
+            f"vramtui: --gpu-mem {args.gpu_mem} is not used here: --fits sizes against what is free now on "
+            "each card of this machine (the host's available memory where it has none); `vramtui estimate "
+            "--gpu-mem` sizes a card you name",
+            file=sys.stderr,
+        )
     info, settings, budget, engine_bytes = _sized(args)
     shot = snapshot(bills=False)
     bill_new(shot, {})  # the servers running now are said as `ps` says them (QA 25 P1: bill and log null)

@@ -246,6 +246,11 @@ def test_ps_fits_on_a_machine_without_a_gpu_answers_for_the_host(tiny_gguf: Path
     assert done.returncode == 0, done.stderr
     (answer,) = json.loads(done.stdout)["fits"]
     assert answer["place"] == "host (no GPU here)" and answer["fits"] and answer["context"] == 2048
+    assert "--gpu-mem" not in done.stderr
+    # QA 39 F11: a card size it does not use is said, not dropped without a word (estimate honours it)
+    named = _cli("ps", "--fits", str(tiny_gguf), "--ctx", "2048", "--gpu-mem", "1MiB", "--json")
+    assert json.loads(named.stdout)["fits"][0]["fits"] and named.returncode == 0
+    assert "--gpu-mem 1MiB is not used here" in named.stderr and named.stderr.count("\n") == 1
 
 
 def test_ps_fits_a_profile_within_its_memory_budget(tiny_gguf: Path, tmp_path: Path) -> None:
