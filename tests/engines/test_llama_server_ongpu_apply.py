@@ -72,3 +72,26 @@ def test_the_on_gpu_change_is_applied_relaunched_verified_and_recorded(
     assert session.end["final_params"][param] == chosen["to"]
     assert f"{param} = " in (tmp_path / "fast.toml").read_text().replace('"', "")
     assert _no_server_of(model)
+
+
+def test_a_profile_that_already_fits_the_card_is_nothing_to_change(
+    llama_server_bin: Path, tiny_gguf: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA 39 F12: with a card every layer fits, the wizard proposed "put them all on the GPU (gpu_layers
+    all)", which the profile already asks, and exited 1; on a machine with no GPU nothing said so."""
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(tiny_gguf.read_bytes())
+    record = tmp_path / "record.jsonl"
+    argv = ["wizard", str(_profile(tmp_path, llama_server_bin, model)), "--goal", "on-gpu", "--auto"]
+    assert main([*argv, "--gpu-mem", "12GiB", "--record", str(record), "--json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["fits_as_is"] and data["applied"]["success"] and not data["applied"]["applied_changes"]
+    assert "nothing to change" in " ".join(data["applied"]["verification"])
+    from vramtui.core.memory.nvml import first_gpu_total_bytes
+
+    if first_gpu_total_bytes() is None:
+        assert "no GPU on this machine" in captured.err
+    session = open_session(record)
+    assert [step["step"] for step in session.steps] == [0] and session.success  # no relaunch
+    assert _no_server_of(model)

@@ -61,6 +61,7 @@ def _plan_from_profile(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     from vramtui.cli.wizard import refuse_saving_over_the_source
 
     refuse_saving_over_the_source(args, profile)
+    _say_when_no_gpu(given)
     result = run_check(profile)
     diagnosis = result.diagnosis
     figures = diagnosis.engine_figures if diagnosis is not None else {}
@@ -128,8 +129,24 @@ def _apply(args: argparse.Namespace, plan: Any, profile: Any, first: Any, slow: 
         verdict = "not reached"
         if outcome.success:
             verdict = "every layer on the GPU" if outcome.all_on_device else "the change works"
+            if outcome.nothing_to_change:
+                verdict = "nothing to change"
         print(f"{verdict}; record: {outcome.record_path}")
     return 0 if outcome.success else 1
+
+
+def _say_when_no_gpu(given: int | None) -> None:
+    """QA 39 F12: on a machine with no GPU the launch can show no layer on a card; say so before it."""
+    import sys
+
+    from vramtui.core.memory.nvml import first_gpu_total_bytes
+
+    if given is not None and first_gpu_total_bytes() is None:
+        print(
+            "note: no GPU on this machine: the card is the --gpu-mem given, and where the layers land shows "
+            "only in a run on the card (`vramtui wizard LOG --goal on-gpu` reads such a run's log)",
+            file=sys.stderr,
+        )
 
 
 def _gpu_mem(text: str) -> int:

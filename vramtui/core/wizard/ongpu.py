@@ -200,8 +200,9 @@ def plan_on_gpu(info: ModelInfo, settings: Settings) -> OnGpuPlan:
     )
     if est.fits:
         plan.reason = (
-            "every layer fits as it is: put them all on the GPU (gpu_layers all; with llama.cpp's fit, "
-            "a margin it keeps free may be what moved them)"
+            "every layer fits as it is, all of them on the GPU (gpu_layers all, llama.cpp's default); "
+            "where a run still put some on the host, the margin llama.cpp's fit keeps free may be what "
+            "moved them"
         )
         return plan
     now = _current(est, base)

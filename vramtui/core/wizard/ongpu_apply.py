@@ -68,8 +68,12 @@ class OnGpuOutcome:
     record_path: Path | None = None
     profile: Profile | None = None  # the profile with the change
 
+    nothing_to_change: bool = False  # every layer fits as the profile stands: reached without a relaunch
+
     @property
     def success(self) -> bool:
+        if self.nothing_to_change:
+            return self.before.works
         return bool(self.after and self.after.works and self.applied and self.all_on_device is not False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -148,8 +152,18 @@ def apply_on_gpu(
             "step", **Step(0, None, "first_run", before, [], dict(profile.params), profile.model).to_dict()
         )
         if not changes:
-            outcome.notes.append(plan.reason or "nothing to change")
-            recorder.append("end", success=False, reason=outcome.notes[-1], final_params=dict(profile.params))
+            # QA 39 F12: every layer fits and the profile asks for them all already: nothing to change is
+            # the answer, not a failure (it read exit 1 beside "put them all on the GPU")
+            outcome.nothing_to_change = plan.fits_as_is
+            said = (
+                "nothing to change: the profile already asks for every layer on the GPU"
+                if plan.fits_as_is
+                else ""
+            )
+            outcome.notes.append(said or plan.reason or "nothing to change")
+            recorder.append(
+                "end", success=outcome.success, reason=outcome.notes[-1], final_params=dict(profile.params)
+            )
             return outcome
         changed = profile.with_changes(params={**profile.params, **changes})
         outcome.profile = changed
