@@ -234,3 +234,5 @@ def test_a_llama_server_without_metrics_is_told_to_start_with_metrics(
     assert result.returncode == 2 and "Traceback" not in result.stderr
     line = result.stderr.strip()
     assert len(line.splitlines()) == 1 and "HTTP 501" in line and "--metrics" in line, line
+    # QA 39 F13: and that --metrics gives no GPU memory either, so the restart is not the way (DCGM is)
+    assert "no GPU memory" in line and "DCGM" in line, line

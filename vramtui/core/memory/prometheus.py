@@ -253,7 +253,12 @@ def _http_error(error: urllib.error.HTTPError) -> str:
     if isinstance(message, str) and message.strip():
         said += f": {' '.join(message.split())[:200]}"
     if error.code == 501:
-        said += " (a model server serves /metrics only when asked: llama-server needs --metrics)"
+        # QA 39 F13: the advice to restart with --metrics led to a second refusal (no GPU memory there)
+        said += (
+            " (a model server serves /metrics only when asked, llama-server with --metrics, and even then"
+            " it reports requests and its KV cache, no GPU memory: point --source at the box's DCGM"
+            " exporter, port 9400)"
+        )
     return said
 
 
