@@ -357,7 +357,7 @@ class LogState:
     def _step(self, number: int, text: str, info: _LineInfo) -> tuple[str, bool]:
         """Take one line's analysis; its severity, and whether it is the first error."""
         if info.backends and not self.saturated.issuperset(info.backends):
-            self._count_marks(info.backends)
+            _count_marks(self, info.backends)
         if info.progress:
             self._take_progress(number, info.progress, text)
         if info.extras:
@@ -516,14 +516,6 @@ class LogState:
             ):
                 found.stage, found.defaulted = rule.stage, False
 
-    def _count_marks(self, backends: tuple[str, ...]) -> None:
-        for name in backends:
-            score = self.scores.get(name, 0)
-            if score < _SCORE_CAP:
-                self.scores[name] = score + 1
-            else:
-                self.saturated.add(name)
-
     def _take_findings(self, number: int, text: str, info: _LineInfo) -> None:
         """File formats, quantization lines, figures and notices: kept for the verdict."""
         if info.formats:
@@ -630,6 +622,16 @@ class LogState:
             stage = self.traceback_stage() or self.current_or_none() or "load_weights"
             self.cut_tb = _Found(self.tb_start[0], self.tb_start[1], None, stage)
             self.cut_memory = self.tb_memory
+
+
+def _count_marks(state: LogState, backends: tuple[str, ...]) -> None:
+    """One more mark of each engine the line names; past the cap, the engine is saturated."""
+    for name in backends:
+        score = state.scores.get(name, 0)
+        if score < _SCORE_CAP:
+            state.scores[name] = score + 1
+        else:
+            state.saturated.add(name)
 
 
 def add_figure(
