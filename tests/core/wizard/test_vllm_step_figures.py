@@ -21,3 +21,25 @@ def test_a_vllm_step_records_the_kv_cache_the_engine_printed() -> None:
     assert 190 * MIB < printed < 200 * MIB  # vLLM's "Available KV cache memory: 0.19 GiB"
     step = observe(SimpleNamespace(diagnosis=diagnosis, ready=True, backend="vllm"))
     assert step.figures == {"kv_cache_available": printed}
+
+
+def test_vllms_rounded_kv_figure_is_the_exact_one_it_was_given() -> None:
+    """QA 39 F4: vLLM prints its KV cache to two decimals of a GiB ("Explicitly set (0.19/23.54) GiB for KV
+    cache"); with the bytes set outright (--kv-cache-memory-bytes 203423744) the figure is those bytes."""
+    figures = diagnose_file(LOG).engine_figures
+    assert figures["kv_cache_memory_bytes"] == 203423744
+    assert figures["kv_cache_available"] == 203423744
+    text = LOG.read_text()
+    assert "Explicitly set (0.19/23.54) GiB for KV cache" in text  # what it printed
+    other = diagnose_file_text(
+        text.replace("'kv_cache_memory_bytes': 203423744", "'kv_cache_memory_bytes': 536870912")
+    )
+    assert other["kv_cache_available"] == round(
+        0.19 * 2**30
+    )  # an exact figure of other bytes is no reading of it
+
+
+def diagnose_file_text(text: str) -> dict[str, int | float]:
+    from vramtui.core.logs.diagnose import diagnose_text
+
+    return diagnose_text(text).engine_figures

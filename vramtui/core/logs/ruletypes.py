@@ -188,6 +188,10 @@ class LogProfile:
     # It takes its whole memory share while starting (the KV cache fills what the weights and the
     # profile leave): a process of it that ran out holding well under the card was still starting.
     holds_its_share: bool = False
+    # A figure it prints rounded -> the exact figure that states the same bytes where the log has it, and
+    # how far the rounding may take the printed one: the exact one is reported (QA 39 F4: vLLM's "0.12 GiB"
+    # of KV cache read 122.88 MiB beside --kv-cache-memory-bytes 134217728)
+    exact_figures: Mapping[str, tuple[str, float]] = field(default_factory=dict)
     advice: Mapping[str, tuple[str | Say, ...]] = field(default_factory=dict)
 
 

@@ -169,7 +169,7 @@ def judge(state: LogState, backend: str | None, read_kernel: Callable[[], str | 
             or (failure_stage is not None and STAGE_INDEX[failure_stage] <= STAGE_INDEX["ready"]),
             cause=pick.cause if failed else None,
         ),
-        engine_figures=_figures_flat(state.figures),
+        engine_figures=_exact(_figures_flat(state.figures), profile),
         cause=pick.cause if failed else None,
         inferred=pick.inferred,
         stage_inferred=found is not None and found.defaulted,
@@ -926,6 +926,14 @@ def _quant_requests_and_confirmations(quant_lines: list[str]) -> tuple[list[str]
         if not asked and not any(word in line for word in ls.QUANT_NOT_CONFIRMING):
             confirmations.append(line)
     return requests, confirmations
+
+
+def _exact(flat: dict[str, int | float], profile: LogProfile | None) -> dict[str, int | float]:
+    """Each rounded figure the engine also stated exactly (its own setting of the same bytes), as that."""
+    for rounded, (exact, within) in (profile.exact_figures if profile is not None else {}).items():
+        if rounded in flat and exact in flat and abs(flat[rounded] - flat[exact]) <= within:
+            flat[rounded] = flat[exact]
+    return flat
 
 
 def _figures_flat(figures: dict[str, dict[str, int | float]]) -> dict[str, int | float]:

@@ -32,6 +32,8 @@ PROFILE = LogProfile(
     # V1's client kills its own process tree after a worker failed ("Got fatal signal from worker processes,
     # shutting down"): a shell's "Killed" after the error is that kill, not the OOM killer's
     kills_own_tree=True,
+    # its GiB figures have two decimals: the KV cache it was given outright is the exact one
+    exact_figures={"kv_cache_available": ("kv_cache_memory_bytes", 0.0051 * 2**30)},
     advice={
         "context_oom_extra": ("--enforce-eager skips CUDA-graph memory.",),
         "swap_space_pinned": (
