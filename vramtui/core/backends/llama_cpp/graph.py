@@ -172,6 +172,11 @@ class Graph:
         """Bytes of one element of the KQ mask as it is built (the graph's input)."""
         return 2 if self.flash and self.mask_f16_with_flash else F32
 
+    def mask_bytes_taken_in(self, casts: bool) -> int:
+        """Bytes of one mask element a device takes in: the mask as built where it casts it (or nothing
+        is cast), else the f16 cast another card made under flash attention."""
+        return 2 if self.flash and not casts else self.mask_element_bytes()
+
 
 def host_inputs(g: Graph, copies: int = 1) -> int:
     """The host buffer of a GPU run: the graph's inputs (`copies` of each, one per pipeline stage) and the
@@ -190,9 +195,8 @@ def masks_on_device(g: Graph, kinds: Sequence[str], casts: bool = True) -> int:
     mask is built in f16). The cast runs once, where the scheduler puts it: with the first layer's
     attention. Every other device is handed the f16 result alone (a 4-card split's middle cards print the
     f16 mask and no f32 one)."""
-    if g.flash and not g.mask_f16_with_flash:
-        return g.mask_elements(kinds) * ((F32 + 2) if casts else 2)
-    return g.mask_elements(kinds) * g.mask_element_bytes()
+    cast = 2 if casts and g.flash and not g.mask_f16_with_flash else 0
+    return g.mask_elements(kinds) * (g.mask_bytes_taken_in(casts) + cast)
 
 
 def attention_scores(g: Graph, kind: str) -> int:

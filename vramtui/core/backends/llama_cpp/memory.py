@@ -287,8 +287,7 @@ def _compute(
 def _split_inputs(g: graph.Graph, casts_masks: bool) -> int:
     """One pipeline copy of what a device's split takes in: the hidden state, each mask (the f16 cast where
     another card casts it) and the token positions."""
-    mask_bytes = 2 if g.flash and not casts_masks else g.mask_element_bytes()
-    return g.hidden() + g.mask_elements(g.kinds) * mask_bytes + g.ubatch * 4
+    return g.hidden() + g.mask_elements(g.kinds) * g.mask_bytes_taken_in(casts_masks) + g.ubatch * 4
 
 
 def _split_devices(info: ModelInfo, settings: Settings, found: placement.Layout, est: Estimate) -> None:
